@@ -1,0 +1,129 @@
+/* backend.h — what a backend (cpu | cuda) supplies to the executor.
+ *
+ * A backend is a struct of function pointers over an opaque context. The
+ * executor (src/exec) owns the schedule; the backend owns kernels, streams,
+ * events and memory. All device pointers handed to ops point into the one
+ * pool region that pool_create returned; a backend never allocates device
+ * memory behind the executor's back.
+ *
+ * Streams: VD_STREAM_COMPUTE, VD_STREAM_D2H, VD_STREAM_H2D. Work on one stream
+ * runs in issue order; across streams only events order it. Events are
+ * indices 0..n_events-1 created up front (events_create).
+ *
+ * CPU backend semantics (the oracle): compute runs immediately on the calling
+ * thread; copies on D2H/H2D are queued and run lazily, when an event recorded
+ * after them is waited on (stream_wait / event_sync) or at synchronize. So a
+ * missing wait deterministically reads stale or poisoned memory. */
+#ifndef VD_BACKEND_H
+#define VD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "util/util.h"
+#include "net/net.h"
+
+enum { VD_STREAM_COMPUTE = 0, VD_STREAM_D2H = 1, VD_STREAM_H2D = 2, VD_N_STREAMS = 3 };
+
+typedef enum { VD_MATH_FP32, VD_MATH_TF32 } vd_math;
+
+/* Per-layer algorithm choice. For conv: index into the backend's list of
+ * algorithm options for that layer (see layer_algos); 0 for other ops. */
+typedef struct vd_algo_opt {
+    int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend-specific ids */
+    uint64_t workspace;          /* bytes of scratch needed by fwd and bwd (max) */
+    char label[32];              /* "fastest", "min-ws", "IMPLICIT_GEMM", ... */
+} vd_algo_opt;
+
+/* Everything one layer's forward or backward touches. Pointers are device
+ * pointers (into the pool); unused ones are NULL. Shapes come from the net.
+ *   x[k]  : input k,  [N, in_c_k, in_h, in_w]
+ *   y     : output,   [N, c, h, w]
+ *   w, b  : weight / bias (or BN scale / shift) inside the flat param array
+ *   rm, rv: BN running mean / var (buffers)
+ *   dw, db: gradients, same layout; backward ACCUMULATES into them? no:
+ *           backward OVERWRITES dw/db (each param belongs to one layer).
+ *   dy    : gradient of y;  dx[k]: gradient of x[k]
+ *   dx_beta[k]: 0 = overwrite dx[k], 1 = accumulate into it (tensors with
+ *           several consumers sum their gradients; order is static)
+ *   aux   : per-layer saved state (BN: mean[C], invstd[C]; loss: 1 float
+ *           holding the mean loss), aux_bytes from layer_aux_bytes()
+ *   labels: int32 [N] class ids (loss layer only)
+ *   ws    : workspace of ws_bytes
+ *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
+ *   training: batchnorm uses batch statistics and updates running stats */
+typedef struct vd_op_io {
+    int n;                          /* batch */
+    const float *x[VD_MAX_INPUTS];
+    float *y;
+    const float *w, *b;
+    float *rm, *rv;
+    float *dw, *db;
+    const float *dy;
+    float *dx[VD_MAX_INPUTS];
+    float dx_beta[VD_MAX_INPUTS];
+    float *aux;
+    const int32_t *labels;
+    void *ws; uint64_t ws_bytes;
+    int algo;                       /* index into layer_algos' list */
+    uint64_t seed; int64_t iter;
+    bool training;
+} vd_op_io;
+
+typedef struct vd_backend vd_backend;
+struct vd_backend {
+    const char *name;               /* "cpu" | "cuda" */
+    void *ctx;
+
+    /* Lifecycle. destroy frees everything the backend made. */
+    void (*destroy)(vd_backend *be);
+
+    /* Memory. The pool is ONE device allocation of exactly `bytes`. */
+    int (*pool_create)(vd_backend *be, uint64_t bytes, void **base, vd_err *e);
+    void (*pool_destroy)(vd_backend *be, void *base);
+    /* Pinned host memory (CPU: plain aligned malloc). */
+    int (*host_alloc)(vd_backend *be, uint64_t bytes, void **p, vd_err *e);
+    void (*host_free)(vd_backend *be, void *p);
+
+    /* Streams and events. */
+    int (*events_create)(vd_backend *be, int n_events, vd_err *e);
+    int (*event_record)(vd_backend *be, int event, int stream, vd_err *e);
+    int (*stream_wait)(vd_backend *be, int stream, int event, vd_err *e);
+    int (*event_sync)(vd_backend *be, int event, vd_err *e);   /* host waits */
+    int (*synchronize)(vd_backend *be, vd_err *e);             /* all streams; not in the loop */
+    /* Elapsed ms between two completed events (for measured times); CPU: wall. */
+    int (*event_elapsed)(vd_backend *be, int ev_start, int ev_end, float *ms, vd_err *e);
+
+    /* Copies. dir: host->device on H2D, device->host on D2H, or
+     * device->device on COMPUTE. Async with respect to the host. */
+    int (*copy_async)(vd_backend *be, int stream, void *dst, const void *src,
+                      uint64_t bytes, vd_err *e);
+    /* Fill bytes with 0xFF (a float NaN) on a stream: the poison. */
+    int (*poison_async)(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e);
+    /* Zero device memory on a stream. */
+    int (*zero_async)(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e);
+
+    /* Ops (all on the compute stream). */
+    int (*layer_setup)(vd_backend *be, const vd_net *net, int batch, vd_math math,
+                       bool deterministic, vd_err *e);   /* descriptors, once */
+    /* Algorithm options for layer i (conv: several; others: exactly one with
+     * workspace 0). *opts points into backend-owned memory. */
+    int (*layer_algos)(vd_backend *be, int layer, const vd_algo_opt **opts, int *n,
+                       vd_err *e);
+    uint64_t (*layer_aux_bytes)(const vd_net *net, int layer, int batch);
+    int (*forward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+    int (*backward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+    /* torch.optim.SGD: g += wd*p; buf = momentum*buf + g (buf = g on the first
+     * step, first_step != 0); p -= lr*buf. Only trainable ranges. */
+    int (*sgd)(vd_backend *be, float *params, const float *grads, float *mom,
+               int64_t offset, int64_t count, float lr, float momentum,
+               float weight_decay, bool first_step, vd_err *e);
+};
+
+/* Constructors. Return VD_EDEVICE / VD_EUNSUPPORTED when unavailable
+ * (cuda in a CPU-only build: VD_EUNSUPPORTED with a message saying so). */
+int vd_backend_cpu_create(vd_backend **out, vd_err *e);
+int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e);
+/* True if this build has CUDA and a device is present. */
+bool vd_backend_cuda_available(void);
+
+#endif

@@ -1,0 +1,61 @@
+/* exec.h — the executor: walks a plan on a backend.
+ *
+ * Owns the pool (one region of exactly the plan's budget), the pinned host
+ * store for offloaded tensors and the input batch, and the events the plan
+ * names. Nothing is allocated inside vd_exec_train_step. */
+#ifndef VD_EXEC_H
+#define VD_EXEC_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include "util/util.h"
+#include "net/net.h"
+#include "backend/backend.h"
+
+struct vd_plan;   /* plan/plan.h */
+typedef struct vd_exec vd_exec;
+
+typedef struct vd_exec_opts {
+    bool poison;        /* NaN-fill regions on release and before prefetch lands */
+    int fault;          /* test-only fault injection: VD_FAULT_* */
+    bool sync_debug;    /* synchronize after each op (debugging) */
+} vd_exec_opts;
+enum { VD_FAULT_NONE = 0, VD_FAULT_SKIP_PREFETCH_WAIT = 1, VD_FAULT_SKIP_OFFLOAD_WAIT = 2 };
+
+typedef struct vd_exec_stats {
+    uint64_t pool_bytes;          /* the budget actually allocated */
+    uint64_t pool_hwm;            /* max offset+size used (measured) */
+    uint64_t live_peak;           /* max bytes live at once (measured) */
+    uint64_t offload_bytes_iter;  /* D2H bytes per training iteration */
+    uint64_t prefetch_bytes_iter; /* H2D bytes per training iteration (activations) */
+    uint64_t host_store_bytes;    /* pinned host store size */
+    double last_iter_s;           /* wall time of the last train step */
+} vd_exec_stats;
+
+/* Create an executor for plan on be. The plan and net must outlive it. */
+int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
+                   vd_backend *be, const vd_exec_opts *opts, vd_err *e);
+void vd_exec_destroy(vd_exec **ex);
+
+/* Upload parameters (net->param_floats floats) and optionally momentum
+ * (same layout; NULL = zero and treat the next step as SGD's first). */
+int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
+                      int64_t sgd_steps, vd_err *e);
+/* Download parameters and momentum (either may be NULL). Synchronizes. */
+int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
+                      int64_t *sgd_steps, vd_err *e);
+
+/* Pinned host buffers for the next batch: x [batch*C*H*W], labels [batch]. */
+float *vd_exec_input_x(vd_exec *ex);
+int32_t *vd_exec_input_labels(vd_exec *ex);
+
+/* One training iteration on the batch in the input buffers: forward,
+ * backward, SGD with learning rate lr. *loss = mean cross-entropy. */
+int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e);
+/* Forward only (inference mode: BN running stats, no dropout) on the batch
+ * in the input buffers; *correct = top-1 hits, *loss = mean loss. */
+int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e);
+
+void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st);
+
+#endif

@@ -1,0 +1,371 @@
+/* net.c — op table, shape inference, validation, parameter table. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "net/net.h"
+
+/*                           name                    in min,max  bwd x  bwd y  inplace params */
+const vd_op_info vd_op_table[VD_OP_COUNT] = {
+    [VD_OP_CONV]         = {"conv",                  1, 1,       true,  false, false, true},
+    [VD_OP_POOL]         = {"pool",                  1, 1,       true,  true,  false, false},
+    [VD_OP_RELU]         = {"relu",                  1, 1,       false, true,  true,  false},
+    [VD_OP_LRN]          = {"lrn",                   1, 1,       true,  true,  false, false},
+    [VD_OP_BATCHNORM]    = {"batchnorm",             1, 1,       true,  false, false, true},
+    [VD_OP_FC]           = {"fc",                    1, 1,       true,  false, false, true},
+    [VD_OP_DROPOUT]      = {"dropout",               1, 1,       false, false, true,  false},
+    [VD_OP_FLATTEN]      = {"flatten",               1, 1,       false, false, false, false},
+    [VD_OP_ADD]          = {"add",                   2, VD_MAX_INPUTS, false, false, false, false},
+    [VD_OP_CONCAT]       = {"concat",                2, VD_MAX_INPUTS, false, false, false, false},
+    [VD_OP_SOFTMAX_XENT] = {"softmax_cross_entropy", 1, 1,       false, true,  false, false},
+};
+_Static_assert(VD_OP_COUNT == 11, "update vd_op_table when adding an op");
+
+void vd_net_init(vd_net *net) { memset(net, 0, sizeof *net); }
+
+void vd_net_free(vd_net *net) {
+    free(net->layers);
+    free(net->params);
+    memset(net, 0, sizeof *net);
+}
+
+int vd_net_add_layer(vd_net *net, const vd_layer *l, vd_err *e) {
+    if ((net->n_layers & (net->n_layers - 1)) == 0) { /* grow at powers of two */
+        int cap = net->n_layers ? net->n_layers * 2 : 16;
+        if (cap < 16) cap = 16;
+        vd_layer *nl = vd_realloc(net->layers, (size_t)cap * sizeof *nl, e);
+        if (!nl) return -1;
+        net->layers = nl;
+    }
+    net->layers[net->n_layers] = *l;
+    return net->n_layers++;
+}
+
+int vd_net_find(const vd_net *net, const char *name) {
+    for (int i = 0; i < net->n_layers; i++)
+        if (strcmp(net->layers[i].name, name) == 0) return i;
+    return -1;
+}
+
+int64_t vd_net_out_numel(const vd_net *net, int i) {
+    if (i < 0) return (int64_t)net->in_c * net->in_h * net->in_w;
+    const vd_layer *l = &net->layers[i];
+    return (int64_t)l->c * l->h * l->w;
+}
+
+__attribute__((format(printf, 4, 5)))
+static int layer_err(const vd_net *net, const vd_layer *l, vd_err *e, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return vd_errf(e, VD_ESPEC, "%s:%d:%d: layer '%s': %s", net->path[0] ? net->path : "<spec>",
+                   l->line > 0 ? l->line : 1, l->col > 0 ? l->col : 1, l->name, msg);
+}
+
+static void in_shape(const vd_net *net, int src, int *c, int *h, int *w) {
+    if (src < 0) { *c = net->in_c; *h = net->in_h; *w = net->in_w; return; }
+    *c = net->layers[src].c; *h = net->layers[src].h; *w = net->layers[src].w;
+}
+
+static const char *in_name(const vd_net *net, int src) {
+    return src < 0 ? "input" : net->layers[src].name;
+}
+
+/* PyTorch's pooling output size. Returns <= 0 when the window never fits. */
+static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
+    int64_t span = in + 2 * (int64_t)p - k;
+    if (span < 0) return 0;
+    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + p) o--;
+    return o;
+}
+
+static int add_param(vd_net *net, int layer, const char *suffix, vd_param_kind kind,
+                     int ndim, const int64_t *shape, int *cap, vd_err *e) {
+    if (net->n_params == *cap) {
+        int nc = *cap ? *cap * 2 : 64;
+        vd_param *np = vd_realloc(net->params, (size_t)nc * sizeof *np, e);
+        if (!np) return VD_ENOMEM;
+        net->params = np;
+        *cap = nc;
+    }
+    vd_param *p = &net->params[net->n_params++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s.%s", net->layers[layer].name, suffix);
+    p->kind = kind;
+    p->layer = layer;
+    p->ndim = ndim;
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        p->shape[d] = shape[d];
+        if (!vd_mul_u64(n, (uint64_t)shape[d], &n) || n > ((uint64_t)1 << 40))
+            return layer_err(net, &net->layers[layer], e, "parameter %s is too large", p->name);
+    }
+    p->numel = (int64_t)n;
+    p->offset = net->param_floats;
+    net->param_floats += p->numel;
+    if (kind == VD_PARAM_WEIGHT) net->n_trainable += p->numel;
+    return VD_OK;
+}
+
+static int infer_layer(vd_net *net, int i, vd_err *e) {
+    vd_layer *l = &net->layers[i];
+    const vd_op_info *info = &vd_op_table[l->op];
+    if ((unsigned)l->op >= VD_OP_COUNT) return layer_err(net, l, e, "unknown op %d", (int)l->op);
+    if (l->n_in < info->min_inputs || l->n_in > info->max_inputs) {
+        if (info->min_inputs == info->max_inputs)
+            return layer_err(net, l, e, "%s takes exactly %d input%s, got %d", info->name,
+                             info->min_inputs, info->min_inputs == 1 ? "" : "s", l->n_in);
+        return layer_err(net, l, e, "%s takes %d to %d inputs, got %d", info->name,
+                         info->min_inputs, info->max_inputs, l->n_in);
+    }
+    for (int k = 0; k < l->n_in; k++)
+        if (l->in[k] < -1 || l->in[k] >= i)
+            return layer_err(net, l, e, "input %d refers to a layer that is not defined before it", k);
+    int c, h, w;
+    in_shape(net, l->in[0], &c, &h, &w);
+    int64_t oc = c, oh = h, ow = w;
+    switch (l->op) {
+    case VD_OP_CONV: {
+        if (l->u.conv.out <= 0) return layer_err(net, l, e, "out must be positive, got %d", l->u.conv.out);
+        if (l->u.conv.groups <= 0) l->u.conv.groups = 1;
+        if (l->u.conv.dh <= 0) l->u.conv.dh = 1;
+        if (l->u.conv.dw <= 0) l->u.conv.dw = 1;
+        if (l->u.conv.kh <= 0 || l->u.conv.kw <= 0)
+            return layer_err(net, l, e, "kernel must be positive, got %dx%d", l->u.conv.kh, l->u.conv.kw);
+        if (l->u.conv.sh <= 0 || l->u.conv.sw <= 0)
+            return layer_err(net, l, e, "stride must be positive, got %dx%d", l->u.conv.sh, l->u.conv.sw);
+        if (l->u.conv.ph < 0 || l->u.conv.pw < 0)
+            return layer_err(net, l, e, "pad must not be negative");
+        int g = l->u.conv.groups;
+        if (c % g || l->u.conv.out % g)
+            return layer_err(net, l, e, "groups=%d must divide input channels (%d) and out (%d)",
+                             g, c, l->u.conv.out);
+        int64_t ekh = (int64_t)l->u.conv.dh * (l->u.conv.kh - 1) + 1;
+        int64_t ekw = (int64_t)l->u.conv.dw * (l->u.conv.kw - 1) + 1;
+        int64_t ih = (int64_t)h + 2 * l->u.conv.ph, iw = (int64_t)w + 2 * l->u.conv.pw;
+        if (ekh > ih || ekw > iw)
+            return layer_err(net, l, e,
+                             "kernel %dx%d exceeds its padded input %lldx%lld (from '%s', %dx%dx%d)",
+                             l->u.conv.kh, l->u.conv.kw, (long long)ih, (long long)iw,
+                             in_name(net, l->in[0]), c, h, w);
+        oc = l->u.conv.out;
+        oh = (ih - ekh) / l->u.conv.sh + 1;
+        ow = (iw - ekw) / l->u.conv.sw + 1;
+        break;
+    }
+    case VD_OP_POOL: {
+        if (l->u.pool.global) { oh = ow = 1; break; }
+        if (l->u.pool.out_h > 0 || l->u.pool.out_w > 0) {
+            if (l->u.pool.out_h <= 0 || l->u.pool.out_w <= 0)
+                return layer_err(net, l, e, "adaptive output size must be positive");
+            oh = l->u.pool.out_h; ow = l->u.pool.out_w;
+            break;
+        }
+        if (l->u.pool.kh <= 0 || l->u.pool.kw <= 0)
+            return layer_err(net, l, e, "kernel must be positive, got %dx%d", l->u.pool.kh, l->u.pool.kw);
+        if (l->u.pool.sh <= 0) l->u.pool.sh = l->u.pool.kh;
+        if (l->u.pool.sw <= 0) l->u.pool.sw = l->u.pool.kw;
+        if (l->u.pool.ph < 0 || l->u.pool.pw < 0)
+            return layer_err(net, l, e, "pad must not be negative");
+        if (2 * l->u.pool.ph > l->u.pool.kh || 2 * l->u.pool.pw > l->u.pool.kw)
+            return layer_err(net, l, e, "pad must be at most half the kernel (as in PyTorch)");
+        oh = pool_out(h, l->u.pool.kh, l->u.pool.sh, l->u.pool.ph, l->u.pool.ceil_mode);
+        ow = pool_out(w, l->u.pool.kw, l->u.pool.sw, l->u.pool.pw, l->u.pool.ceil_mode);
+        if (oh <= 0 || ow <= 0)
+            return layer_err(net, l, e, "kernel %dx%d exceeds its padded input %dx%d (from '%s')",
+                             l->u.pool.kh, l->u.pool.kw, h + 2 * l->u.pool.ph, w + 2 * l->u.pool.pw,
+                             in_name(net, l->in[0]));
+        break;
+    }
+    case VD_OP_LRN:
+        if (l->u.lrn.size <= 0) return layer_err(net, l, e, "size must be positive");
+        break;
+    case VD_OP_FC:
+        if (l->u.fc.out <= 0) return layer_err(net, l, e, "out must be positive, got %d", l->u.fc.out);
+        oc = l->u.fc.out; oh = ow = 1;
+        break;
+    case VD_OP_DROPOUT:
+        if (!(l->u.dropout.p >= 0 && l->u.dropout.p < 1))
+            return layer_err(net, l, e, "p must be in [0, 1), got %g", (double)l->u.dropout.p);
+        break;
+    case VD_OP_BATCHNORM:
+        if (!(l->u.bn.eps > 0)) l->u.bn.eps = 1e-5f;
+        if (!(l->u.bn.momentum > 0)) l->u.bn.momentum = 0.1f;
+        break;
+    case VD_OP_FLATTEN:
+        oc = (int64_t)c * h * w; oh = ow = 1;
+        break;
+    case VD_OP_ADD:
+        for (int k = 1; k < l->n_in; k++) {
+            int c2, h2, w2;
+            in_shape(net, l->in[k], &c2, &h2, &w2);
+            if (c2 != c || h2 != h || w2 != w)
+                return layer_err(net, l, e, "shape mismatch: '%s' is %dx%dx%d but '%s' is %dx%dx%d",
+                                 in_name(net, l->in[0]), c, h, w, in_name(net, l->in[k]), c2, h2, w2);
+        }
+        break;
+    case VD_OP_CONCAT:
+        oc = 0;
+        for (int k = 0; k < l->n_in; k++) {
+            int c2, h2, w2;
+            in_shape(net, l->in[k], &c2, &h2, &w2);
+            if (h2 != h || w2 != w)
+                return layer_err(net, l, e,
+                                 "shape mismatch: concat needs equal height and width, but '%s' is "
+                                 "%dx%d and '%s' is %dx%d",
+                                 in_name(net, l->in[0]), h, w, in_name(net, l->in[k]), h2, w2);
+            oc += c2;
+        }
+        break;
+    case VD_OP_SOFTMAX_XENT:
+        if ((int64_t)c * h * w != net->classes)
+            return layer_err(net, l, e, "loss input '%s' has %lld values per sample, expected classes=%d",
+                             in_name(net, l->in[0]), (long long)c * h * w, net->classes);
+        oc = net->classes; oh = ow = 1;
+        break;
+    case VD_OP_RELU:
+    case VD_OP_COUNT:
+        break;
+    }
+    if (oc <= 0 || oh <= 0 || ow <= 0)
+        return layer_err(net, l, e, "output shape %lldx%lldx%lld is empty",
+                         (long long)oc, (long long)oh, (long long)ow);
+    if (oc > INT32_MAX || oh > INT32_MAX || ow > INT32_MAX)
+        return layer_err(net, l, e, "output dimension too large");
+    l->c = (int)oc; l->h = (int)oh; l->w = (int)ow;
+    /* activation bytes at the batch size must fit in 64 bits */
+    uint64_t bytes;
+    int batch = net->train.batch > 0 ? net->train.batch : 1;
+    if (!vd_mul_u64((uint64_t)oc, (uint64_t)oh, &bytes) || !vd_mul_u64(bytes, (uint64_t)ow, &bytes) ||
+        !vd_mul_u64(bytes, (uint64_t)batch, &bytes) || !vd_mul_u64(bytes, 4, &bytes))
+        return layer_err(net, l, e,
+                         "output of %lldx%lldx%lld at batch %d overflows 64-bit byte counts",
+                         (long long)oc, (long long)oh, (long long)ow, batch);
+    return VD_OK;
+}
+
+int vd_net_finalize(vd_net *net, vd_err *e) {
+    const char *path = net->path[0] ? net->path : "<spec>";
+    if (net->in_c <= 0 || net->in_h <= 0 || net->in_w <= 0)
+        return vd_errf(e, VD_ESPEC, "%s:1:1: input channels, height and width must be positive", path);
+    if (net->classes <= 0)
+        return vd_errf(e, VD_ESPEC, "%s:1:1: input classes must be positive", path);
+    if (net->n_layers == 0) return vd_errf(e, VD_ESPEC, "%s:1:1: the net has no layers", path);
+    {
+        uint64_t b;
+        int batch = net->train.batch > 0 ? net->train.batch : 1;
+        if (!vd_mul_u64((uint64_t)net->in_c * (uint64_t)net->in_h, (uint64_t)net->in_w, &b) ||
+            !vd_mul_u64(b, (uint64_t)batch * 4, &b))
+            return vd_errf(e, VD_ESPEC, "%s:1:1: input at batch %d overflows 64-bit byte counts",
+                           path, batch);
+    }
+    for (int i = 0; i < net->n_layers; i++)
+        for (int j = 0; j < i; j++)
+            if (strcmp(net->layers[i].name, net->layers[j].name) == 0)
+                return layer_err(net, &net->layers[i], e, "duplicate layer name (first defined at line %d)",
+                                 net->layers[j].line);
+    free(net->params);
+    net->params = NULL;
+    net->n_params = 0;
+    net->param_floats = 0;
+    net->n_trainable = 0;
+    int cap = 0, rc;
+    for (int i = 0; i < net->n_layers; i++) {
+        if ((rc = infer_layer(net, i, e))) return rc;
+        vd_layer *l = &net->layers[i];
+        l->param_first = net->n_params;
+        int c, h, w;
+        in_shape(net, l->in[0], &c, &h, &w);
+        if (l->op == VD_OP_CONV) {
+            int64_t ws[4] = {l->u.conv.out, c / l->u.conv.groups, l->u.conv.kh, l->u.conv.kw};
+            if ((rc = add_param(net, i, "weight", VD_PARAM_WEIGHT, 4, ws, &cap, e))) return rc;
+            if (l->u.conv.bias) {
+                int64_t bs[1] = {l->u.conv.out};
+                if ((rc = add_param(net, i, "bias", VD_PARAM_WEIGHT, 1, bs, &cap, e))) return rc;
+            }
+        } else if (l->op == VD_OP_FC) {
+            int64_t ws[2] = {l->u.fc.out, (int64_t)c * h * w};
+            if ((rc = add_param(net, i, "weight", VD_PARAM_WEIGHT, 2, ws, &cap, e))) return rc;
+            if (l->u.fc.bias) {
+                int64_t bs[1] = {l->u.fc.out};
+                if ((rc = add_param(net, i, "bias", VD_PARAM_WEIGHT, 1, bs, &cap, e))) return rc;
+            }
+        } else if (l->op == VD_OP_BATCHNORM) {
+            int64_t s[1] = {c};
+            if ((rc = add_param(net, i, "weight", VD_PARAM_WEIGHT, 1, s, &cap, e)) ||
+                (rc = add_param(net, i, "bias", VD_PARAM_WEIGHT, 1, s, &cap, e)) ||
+                (rc = add_param(net, i, "running_mean", VD_PARAM_BUFFER, 1, s, &cap, e)) ||
+                (rc = add_param(net, i, "running_var", VD_PARAM_BUFFER, 1, s, &cap, e)))
+                return rc;
+        }
+        l->n_params = net->n_params - l->param_first;
+    }
+    const vd_layer *last = &net->layers[net->n_layers - 1];
+    if (last->op != VD_OP_SOFTMAX_XENT)
+        return layer_err(net, last, e, "the last layer must be softmax_cross_entropy (the loss)");
+    for (int i = 0; i < net->n_layers - 1; i++)
+        if (net->layers[i].op == VD_OP_SOFTMAX_XENT)
+            return layer_err(net, &net->layers[i], e, "only the last layer may be the loss");
+    /* every layer but the loss must feed something: a dangling branch has no gradient */
+    for (int i = 0; i < net->n_layers - 1; i++) {
+        bool used = false;
+        for (int j = i + 1; j < net->n_layers && !used; j++)
+            for (int k = 0; k < net->layers[j].n_in; k++)
+                if (net->layers[j].in[k] == i) { used = true; break; }
+        if (!used)
+            return layer_err(net, &net->layers[i], e,
+                             "output is never used (every layer must lead to the loss)");
+    }
+    return VD_OK;
+}
+
+double vd_net_layer_flops(const vd_net *net, int i) {
+    const vd_layer *l = &net->layers[i];
+    int c, h, w;
+    in_shape(net, l->in[0], &c, &h, &w);
+    double out = (double)l->c * l->h * l->w;
+    switch (l->op) {
+    case VD_OP_CONV:
+        return 2.0 * out * ((double)c / l->u.conv.groups) * l->u.conv.kh * l->u.conv.kw +
+               (l->u.conv.bias ? out : 0);
+    case VD_OP_FC:
+        return 2.0 * (double)c * h * w * l->u.fc.out + (l->u.fc.bias ? l->u.fc.out : 0);
+    case VD_OP_POOL:
+        if (l->u.pool.global || l->u.pool.out_h > 0) return (double)c * h * w;
+        return out * l->u.pool.kh * l->u.pool.kw;
+    case VD_OP_LRN: return out * (2.0 * l->u.lrn.size + 4);
+    case VD_OP_BATCHNORM: return out * 4;
+    case VD_OP_ADD: return out * (l->n_in - 1);
+    case VD_OP_SOFTMAX_XENT: return out * 4;
+    case VD_OP_RELU: case VD_OP_DROPOUT: return out;
+    case VD_OP_FLATTEN: case VD_OP_CONCAT: case VD_OP_COUNT: return 0;
+    }
+    return 0;
+}
+
+void vd_net_init_params(const vd_net *net, float *params, uint64_t seed) {
+    for (int pi = 0; pi < net->n_params; pi++) {
+        const vd_param *p = &net->params[pi];
+        const vd_layer *l = &net->layers[p->layer];
+        float *dst = params + p->offset;
+        const char *suffix = strrchr(p->name, '.');
+        suffix = suffix ? suffix + 1 : p->name;
+        if (l->op == VD_OP_BATCHNORM) {
+            float v = (strcmp(suffix, "weight") == 0 || strcmp(suffix, "running_var") == 0) ? 1.0f : 0.0f;
+            for (int64_t j = 0; j < p->numel; j++) dst[j] = v;
+            continue;
+        }
+        /* conv / fc: fan_in from the weight's shape */
+        const vd_param *wp = &net->params[l->param_first];
+        int64_t fan_in = 1;
+        for (int d = 1; d < wp->ndim; d++) fan_in *= wp->shape[d];
+        float bound = 1.0f / sqrtf((float)fan_in);
+        vd_rng r;
+        vd_rng_seed(&r, seed, (uint64_t)pi + 1);
+        for (int64_t j = 0; j < p->numel; j++) dst[j] = (2.0f * vd_rng_uniform(&r) - 1.0f) * bound;
+    }
+}

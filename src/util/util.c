@@ -1,0 +1,262 @@
+/* util.c — see util.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "util/util.h"
+
+int vd_errf(vd_err *e, int code, const char *fmt, ...) {
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+        e->code = code;
+    }
+    return code;
+}
+
+int vd_err_prefix(vd_err *e, const char *fmt, ...) {
+    if (!e) return VD_EINTERNAL;
+    char pre[512], old[sizeof e->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, e->msg, sizeof old);
+    snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old);
+    return e->code;
+}
+
+bool vd_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return false;
+    *out = r;
+    return true;
+}
+
+bool vd_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return false;
+    *out = r;
+    return true;
+}
+
+void *vd_malloc(size_t n, vd_err *e) {
+    void *p = malloc(n ? n : 1);
+    if (!p) vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu bytes", n);
+    return p;
+}
+
+void *vd_calloc(size_t count, size_t size, vd_err *e) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+void *vd_realloc(void *p, size_t n, vd_err *e) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu bytes", n);
+    return q;
+}
+
+char *vd_strdup(const char *s, vd_err *e) {
+    size_t n = strlen(s) + 1;
+    char *p = vd_malloc(n, e);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+int vd_parse_size(const char *s, uint64_t *out, vd_err *e) {
+    if (!s || !*s) return vd_errf(e, VD_EUSAGE, "empty size");
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || isinf(v))
+        return vd_errf(e, VD_EUSAGE, "invalid size '%s' (expected e.g. 12G, 512M, 4096)", s);
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (mul > 1 && *end == 'i') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return vd_errf(e, VD_EUSAGE, "invalid size '%s' (expected e.g. 12G, 512M, 4096)", s);
+    double bytes = v * mul;
+    if (bytes >= 18446744073709551615.0)
+        return vd_errf(e, VD_EUSAGE, "size '%s' is too large", s);
+    *out = (uint64_t)bytes;
+    return VD_OK;
+}
+
+char *vd_fmt_bytes(uint64_t bytes, char *buf, size_t n) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int i = 0;
+    while (v >= 1024 && i < 4) { v /= 1024; i++; }
+    if (i == 0) snprintf(buf, n, "%llu B", (unsigned long long)bytes);
+    else snprintf(buf, n, "%.2f %s", v, u[i]);
+    return buf;
+}
+
+int vd_parse_i64(const char *s, int64_t *out, vd_err *e) {
+    if (!s || !*s) return vd_errf(e, VD_EUSAGE, "expected an integer, got an empty string");
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno) return vd_errf(e, VD_EUSAGE, "expected an integer, got '%s'", s);
+    *out = v;
+    return VD_OK;
+}
+
+int vd_parse_f64(const char *s, double *out, vd_err *e) {
+    if (!s || !*s) return vd_errf(e, VD_EUSAGE, "expected a number, got an empty string");
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || errno || !isfinite(v)) return vd_errf(e, VD_EUSAGE, "expected a number, got '%s'", s);
+    *out = v;
+    return VD_OK;
+}
+
+int vd_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 1000;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+const char *vd_suggest(const char *s, const char *const *cands, int n) {
+    const char *best = NULL;
+    int bd = 1 << 30;
+    for (int i = 0; i < n; i++) {
+        int d = vd_edit_distance(s, cands[i]);
+        if (d < bd) { bd = d; best = cands[i]; }
+    }
+    int len = (int)strlen(s);
+    int limit = len <= 3 ? 1 : len <= 6 ? 2 : 3;
+    return (best && bd <= limit) ? best : NULL;
+}
+
+double vd_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- PCG32 (O'Neill), XSH-RR ---------------------------------------------- */
+void vd_rng_seed(vd_rng *r, uint64_t seed, uint64_t stream) {
+    r->state = 0;
+    r->inc = (stream << 1u) | 1u;
+    (void)vd_rng_u32(r);
+    r->state += seed;
+    (void)vd_rng_u32(r);
+}
+
+uint32_t vd_rng_u32(vd_rng *r) {
+    uint64_t old = r->state;
+    r->state = old * 6364136223846793005ull + r->inc;
+    uint32_t xs = (uint32_t)(((old >> 18u) ^ old) >> 27u);
+    uint32_t rot = (uint32_t)(old >> 59u);
+    return (xs >> rot) | (xs << ((-rot) & 31));
+}
+
+float vd_rng_uniform(vd_rng *r) { return (float)(vd_rng_u32(r) >> 8) * (1.0f / 16777216.0f); }
+
+float vd_rng_normal(vd_rng *r) {
+    double u1 = ((double)vd_rng_u32(r) + 1.0) / 4294967297.0; /* (0,1) */
+    double u2 = (double)vd_rng_u32(r) / 4294967296.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* ---- files ---------------------------------------------------------------- */
+int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e) {
+    size_t plen = strlen(path);
+    char *tmp = vd_malloc(plen + 32, e);
+    if (!tmp) return VD_ENOMEM;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        int rc = vd_errf(e, VD_EIO, "%s: cannot create temporary file: %s", path, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    const char *p = data;
+    size_t left = n;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int rc = vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
+            close(fd); unlink(tmp); free(tmp);
+            return rc;
+        }
+        p += w; left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int rc = vd_errf(e, VD_EIO, "%s: fsync/close failed: %s", path, strerror(errno));
+        unlink(tmp); free(tmp);
+        return rc;
+    }
+    if (rename(tmp, path) != 0) {
+        int rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
+        unlink(tmp); free(tmp);
+        return rc;
+    }
+    free(tmp);
+    /* fsync the directory so the rename itself is durable */
+    char *dir = vd_strdup(path, e);
+    if (!dir) return VD_ENOMEM;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; d = dir; }
+    int dfd = open(d, O_RDONLY);
+    if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
+    free(dir);
+    return VD_OK;
+}
+
+int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = vd_malloc(cap, e);
+    if (!buf) { fclose(f); return VD_ENOMEM; }
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *nb = vd_realloc(buf, cap * 2, e);
+            if (!nb) { free(buf); fclose(f); return VD_ENOMEM; }
+            buf = nb; cap *= 2;
+        }
+        size_t r = fread(buf + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0) break;
+    }
+    if (ferror(f)) {
+        free(buf); fclose(f);
+        return vd_errf(e, VD_EIO, "%s: read error", path);
+    }
+    fclose(f);
+    buf[len] = 0;
+    *data = buf;
+    *n = len;
+    return VD_OK;
+}

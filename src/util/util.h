@@ -1,0 +1,97 @@
+/* util.h — errors, checked size arithmetic, allocation, small helpers.
+ *
+ * Error convention (whole project): library functions return int, 0 on
+ * success or a positive VD_E* code on failure, and fill a caller-supplied
+ * vd_err with a message a user can act on. Only src/cli/ prints and exits;
+ * the process exit status is the VD_E* code. */
+#ifndef VD_UTIL_H
+#define VD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* Exit codes / error codes. Documented in the man pages; keep in sync. */
+enum {
+    VD_OK = 0,
+    VD_EINTERNAL = 1,   /* bug: an invariant did not hold */
+    VD_EUSAGE = 2,      /* bad command line */
+    VD_ESPEC = 3,       /* bad network spec (FILE:LINE:COL: message) */
+    VD_EIO = 4,         /* file could not be read/written */
+    VD_EDATA = 5,       /* corrupt or truncated data/checkpoint/profile file */
+    VD_EBUDGET = 6,     /* plan does not fit the memory budget */
+    VD_EDEVICE = 7,     /* CUDA / cuDNN / cuBLAS error, or no device */
+    VD_EUNSUPPORTED = 8,/* capability missing in this build/backend */
+    VD_ENOMEM = 9,      /* host allocation failed */
+    VD_ENUMERIC = 10,   /* loss became NaN/Inf */
+};
+
+typedef struct vd_err {
+    int code;           /* VD_E* or VD_OK */
+    char msg[1024];     /* human-readable, no trailing newline */
+} vd_err;
+
+/* Set *e (may be NULL) to code and a printf-style message; returns code. */
+int vd_errf(vd_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefix an existing message: "prefix: old message". Returns e->code. */
+int vd_err_prefix(vd_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Checked arithmetic: return false on overflow, *out unchanged then. */
+bool vd_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+bool vd_add_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* Allocation wrappers: abort-free; return NULL and set e on failure. */
+void *vd_malloc(size_t n, vd_err *e);
+void *vd_calloc(size_t count, size_t size, vd_err *e);
+void *vd_realloc(void *p, size_t n, vd_err *e);
+char *vd_strdup(const char *s, vd_err *e);
+/* Free and clear the pointer. */
+#define VD_FREE(p) do { free(p); (p) = NULL; } while (0)
+
+/* Parse "12G", "512M", "4096", "1.5G" (K/M/G/T = 2^10.., optional "iB"/"B").
+ * Returns 0 or VD_EUSAGE. */
+int vd_parse_size(const char *s, uint64_t *out, vd_err *e);
+/* Format bytes as "12.00 GiB" into buf. Returns buf. */
+char *vd_fmt_bytes(uint64_t bytes, char *buf, size_t n);
+/* Strict integer/float parsing of a whole string. Return 0 or VD_EUSAGE. */
+int vd_parse_i64(const char *s, int64_t *out, vd_err *e);
+int vd_parse_f64(const char *s, double *out, vd_err *e);
+
+/* Levenshtein distance, for "did you mean" suggestions. */
+int vd_edit_distance(const char *a, const char *b);
+/* Nearest of n candidates to s, or NULL if none is plausibly close. */
+const char *vd_suggest(const char *s, const char *const *cands, int n);
+
+/* Monotonic wall time in seconds. */
+double vd_now(void);
+
+/* Deterministic RNG (PCG32). Same sequence on every platform. */
+typedef struct vd_rng { uint64_t state, inc; } vd_rng;
+void vd_rng_seed(vd_rng *r, uint64_t seed, uint64_t stream);
+uint32_t vd_rng_u32(vd_rng *r);
+float vd_rng_uniform(vd_rng *r);            /* [0, 1) */
+float vd_rng_normal(vd_rng *r);             /* N(0, 1), Box-Muller */
+/* Stateless counter hash -> uniform [0,1): used for dropout masks so that
+ * every backend draws the same mask. Must match src/backend/cuda exactly. */
+static inline float vd_hash_uniform(uint64_t seed, uint64_t layer,
+                                    uint64_t iter, uint64_t idx) {
+    uint64_t x = seed ^ (layer * 0x9E3779B97F4A7C15ull) ^
+                 (iter * 0xC2B2AE3D27D4EB4Full) ^ (idx * 0x165667B19E3779F9ull);
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (float)(x >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Write a whole file atomically: temp file in the same directory, fsync,
+ * rename, fsync directory. */
+int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e);
+/* Read a whole file into a malloc'd buffer (+1 NUL byte). */
+int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
+
+#define VD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define VD_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))
+
+#endif
