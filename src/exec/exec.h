@@ -19,6 +19,11 @@ typedef struct vd_exec_opts {
     bool poison;        /* NaN-fill regions on release and before prefetch lands */
     int fault;          /* test-only fault injection: VD_FAULT_* */
     bool sync_debug;    /* synchronize after each op (debugging) */
+    /* Added (zero-initialised defaults keep the old behaviour): */
+    vd_math math;       /* passed to be->layer_setup (default FP32) */
+    bool deterministic; /* passed to be->layer_setup */
+    bool layers_ready;  /* caller already ran be->layer_setup(net, batch, ...):
+                           vd_exec_create then skips it */
 } vd_exec_opts;
 enum { VD_FAULT_NONE = 0, VD_FAULT_SKIP_PREFETCH_WAIT = 1, VD_FAULT_SKIP_OFFLOAD_WAIT = 2 };
 
@@ -30,9 +35,20 @@ typedef struct vd_exec_stats {
     uint64_t prefetch_bytes_iter; /* H2D bytes per training iteration (activations) */
     uint64_t host_store_bytes;    /* pinned host store size */
     double last_iter_s;           /* wall time of the last train step */
+    /* Added: */
+    uint64_t eval_live_peak;      /* same, measured during eval steps */
+    uint64_t eval_pool_hwm;
+    int64_t sgd_steps;            /* SGD updates applied so far */
+    int64_t train_steps, eval_steps; /* calls completed */
 } vd_exec_stats;
 
-/* Create an executor for plan on be. The plan and net must outlive it. */
+/* Create an executor for plan on be. The plan and net must outlive it.
+ * Calls be->layer_setup(net, plan->batch, opts->math, opts->deterministic)
+ * unless opts->layers_ready. opts may be NULL (all defaults). Checks that
+ * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
+ * from vd_profile_backend(be) always does); VD_EUNSUPPORTED otherwise.
+ * Allocates the pool (exactly plan->budget bytes), the pinned host store,
+ * the pinned input buffers and plan->n_events events. Uploads nothing. */
 int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
                    vd_backend *be, const vd_exec_opts *opts, vd_err *e);
 void vd_exec_destroy(vd_exec **ex);

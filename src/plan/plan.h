@@ -7,19 +7,61 @@
  * or two device intervals [first_step, last_step] (two when it is offloaded
  * during forward and prefetched back for backward), an offset into the pool
  * for each interval, and a size. Memory in use at step s is the sum of sizes
- * of intervals containing s; the pool high-water mark is max(offset + size). */
+ * of intervals containing s; the pool high-water mark is max(offset + size).
+ *
+ * Typical use (training loop):
+ *
+ *     vd_profile prof;  vd_profile_analytic(net, batch, &vd_device_cpu, &prof, &e);
+ *                       // or vd_profile_backend(...) after be->layer_setup
+ *     vd_plan_opts o;   vd_plan_opts_init(&o);
+ *     o.batch = batch; o.policy = VD_POLICY_ALL; o.budget = bytes; // 0 = auto
+ *     vd_plan plan;     vd_plan_build(net, &prof, &o, &plan, &e);
+ *     vd_exec_create(&ex, net, &plan, be, &eopts, &e);  // exec/exec.h
+ *     ...
+ *     vd_exec_destroy(&ex); vd_plan_free(&plan); vd_profile_free(&prof);
+ *
+ * Per-step action lists (what the executor does and the simulator replays),
+ * in this order at the start of step s:
+ *   WAIT_OFFLOAD t   compute waits on t's D2H event (t's first interval ends at s-1)
+ *   FREE iv          interval iv ended at s-1: its region may be reused now
+ *                    (debug: poisoned on the compute stream)
+ *   RECORD_FREE      compute records the "regions freed up to s" event (only
+ *                    when a copy into a fresh region is issued at s)
+ *   ALLOC iv         interval iv starts at s (region reserved)
+ *   PREFETCH iv      H2D waits RECORD_FREE's event (and the D2H event of the
+ *                    tensor's offload when it has one), [poisons the region],
+ *                    copies host -> device, records the interval's H2D event
+ *   WAIT_PREFETCH iv compute waits on iv's H2D event (iv's first reader is s)
+ *   COMPUTE          forward / backward / SGD of step s
+ *   OFFLOAD t        after the producer step: compute records an event, D2H
+ *                    waits on it, copies device -> host store, records t's D2H event
+ * The final pseudo-step (index n_steps) holds the FREEs of intervals ending at
+ * the last step; the executor runs it after the loss readback. */
 #ifndef VD_PLAN_H
 #define VD_PLAN_H
 
+#include <stdio.h>
 #include <stdint.h>
 #include <stdbool.h>
 #include "util/util.h"
 #include "net/net.h"
 
+struct vd_backend;   /* backend/backend.h */
+
 typedef enum { VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN,
                VD_POLICY_COUNT } vd_policy;
 const char *vd_policy_name(vd_policy p);
+/* Parse "none" | "all" | "conv" | "dyn". Returns 0 or VD_EUSAGE (with a
+ * suggestion for near misses). */
 int vd_policy_parse(const char *s, vd_policy *out, vd_err *e);
+
+/* When prefetches are issued. AUTO: from the profile, latest issue step that
+ * still hides the copy (H2D queueing included) within the budget. PAPER: the
+ * vDNN paper's rule: at the backward step of layer l, prefetch every offloaded
+ * tensor whose consumer lies between l-1 and the next conv layer below l. */
+typedef enum { VD_PREFETCH_AUTO, VD_PREFETCH_PAPER, VD_PREFETCH_COUNT } vd_prefetch;
+const char *vd_prefetch_name(vd_prefetch p);
+int vd_prefetch_parse(const char *s, vd_prefetch *out, vd_err *e);
 
 /* ---- profile ------------------------------------------------------------ */
 typedef struct vd_profile_algo {
@@ -29,20 +71,26 @@ typedef struct vd_profile_algo {
     int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend ids (-1 analytic) */
 } vd_profile_algo;
 
+#define VD_PROFILE_MAX_ALGOS 8
 typedef struct vd_profile_layer {
     char name[VD_NAME_MAX];
     int n_algos;
-    vd_profile_algo algos[8];   /* [0] = fastest; conv may have several */
+    vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
+    uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
+                                   analytic: BN 2*C floats, loss 1 float, else 0 */
 } vd_profile_layer;
 
 typedef struct vd_device_params {
     char name[64];              /* "h200", "cpu" */
-    double peak_flops;          /* FLOP/s */
+    double peak_flops;          /* effective sustained FLOP/s (fp32 conv/gemm) */
     double mem_bw;              /* device memory bytes/s */
     double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
     double launch_s;            /* per-op overhead */
+    uint64_t mem_bytes;         /* device memory (default budget); 0 = unknown */
 } vd_device_params;
 extern const vd_device_params vd_device_h200, vd_device_cpu;
+/* Look up "h200" | "cpu". Returns NULL if unknown. */
+const vd_device_params *vd_device_find(const char *name);
 
 typedef struct vd_profile {
     char source[32];            /* "analytic:h200" | "measured:cuda" | file */
@@ -54,10 +102,239 @@ typedef struct vd_profile {
     vd_profile_layer *layers;   /* [n_layers] */
 } vd_profile;
 
+/* Analytic profile from FLOPs and bytes: t = launch + max(flops/peak,
+ * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two
+ * options: "fastest" (t, workspace = im2col buffer of min(N,8) samples) and
+ * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
                         vd_profile *out, vd_err *e);
+/* Like vd_profile_analytic, but the algorithm options of every layer (label,
+ * ids, workspace) are the backend's (be->layer_algos; option k > 0 is timed
+ * as 1.6x option 0). be->layer_setup must already have run for (net, batch).
+ * Use this when the plan will be executed on be. */
+int vd_profile_backend(const vd_net *net, int batch, struct vd_backend *be,
+                       const vd_device_params *dev, vd_profile *out, vd_err *e);
+/* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
+ * and the batch match net/batch (VD_EDATA otherwise); VD_EIO if unreadable. */
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e);
 void vd_profile_free(vd_profile *p);
+
+/* ---- schedule ----------------------------------------------------------- */
+
+/* Step kinds. Step s: s < L forward of layer s; L <= s < 2L backward of layer
+ * 2L-1-s; s == 2L SGD. */
+typedef enum { VD_STEP_FWD, VD_STEP_BWD, VD_STEP_SGD, VD_STEP_END } vd_step_kind;
+
+/* Which layers run in place (output aliases input 0): op table can_inplace,
+ * the layer's backward reads neither its input nor (it's an alias) anything
+ * overwritten, its input has exactly one consumer, is not the net input, and
+ * the producer's backward does not read its output. Fills inplace[n_layers].
+ * vd_schedule_inplace sets net->layers[i].inplace accordingly (call it once
+ * after vd_net_finalize so that backends can see the flag; the plan computes
+ * the same thing itself and never depends on the flag). */
+void vd_schedule_inplace_flags(const vd_net *net, bool *inplace);
+void vd_schedule_inplace(vd_net *net);
+
+typedef enum {
+    VD_T_PARAMS,     /* all parameters, flat (net->param_floats floats) — persistent */
+    VD_T_MOMENTUM,   /* SGD momentum, same layout — persistent */
+    VD_T_GRADS,      /* parameter gradients, same layout — persistent */
+    VD_T_INPUT,      /* net input x [N, in_c, in_h, in_w] */
+    VD_T_LABELS,     /* int32 [N] */
+    VD_T_ACT,        /* a layer's output y [N, c, h, w] (in-place chains share one) */
+    VD_T_DACT,       /* gradient of a layer's output dy [N, c, h, w] */
+    VD_T_AUX,        /* per-layer saved state (backend->layer_aux_bytes) */
+    VD_T_WS,         /* one step's conv workspace */
+    VD_T_KIND_COUNT
+} vd_tensor_kind;
+const char *vd_tensor_kind_name(vd_tensor_kind k);
+
+/* Where an interval's contents come from when it starts. */
+typedef enum {
+    VD_FILL_NONE,        /* written by compute */
+    VD_FILL_INPUT_X,     /* H2D from the executor's pinned input x buffer */
+    VD_FILL_LABELS,      /* H2D from the pinned labels buffer */
+    VD_FILL_HOST_STORE,  /* H2D from the tensor's slot in the pinned host store */
+} vd_fill;
+
+typedef struct vd_interval {
+    int tensor;
+    int first, last;            /* steps, inclusive */
+    uint64_t offset;            /* bytes into the pool (256-aligned) */
+    uint64_t bytes;             /* 256-aligned size */
+    vd_fill fill;               /* != NONE: filled by an H2D copy at step first */
+    int need_step;              /* fill: compute waits on the copy before this step */
+    int ev_h2d;                 /* event recorded after that copy (-1 none) */
+    double t_h2d_start, t_h2d_end; /* simulator: the fill copy (seconds) */
+} vd_interval;
+
+typedef struct vd_tensor {
+    char name[VD_NAME_MAX + 16]; /* "x", "labels", "features.0:y", "features.0:dy", ... */
+    vd_tensor_kind kind;
+    int layer;                  /* owning/producing layer; -1 for x, labels, params */
+    uint64_t bytes;             /* logical bytes */
+    bool persistent;            /* lives for the whole iteration and across iterations */
+    int prod_step;              /* first step that needs it resident (producer / fill) */
+    int fwd_last;               /* last forward step reading it (-1 none) */
+    int bwd_first, bwd_last;    /* backward steps reading it (-1 none) */
+    /* offload (only if offload): */
+    bool offload;
+    bool host_src;              /* the host already holds it (input x): no D2H copy */
+    int offload_step;           /* D2H issued right after this step (= producer step) */
+    int release_step;           /* compute waits on the D2H event before this step */
+    int prefetch_step;          /* H2D issued at the start of this step */
+    uint64_t host_offset;       /* byte offset of its slot in the pinned host store */
+    int ev_compute;             /* compute event after offload_step (-1 none) */
+    int ev_d2h;                 /* D2H completion event (-1 none) */
+    int n_iv;
+    int iv[2];                  /* interval indices: [0] first, [1] after prefetch */
+    double t_d2h_start, t_d2h_end; /* simulator: the offload copy (seconds) */
+} vd_tensor;
+
+typedef enum {
+    VD_A_WAIT_OFFLOAD, VD_A_FREE, VD_A_RECORD_FREE, VD_A_ALLOC, VD_A_PREFETCH,
+    VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD
+} vd_action_kind;
+const char *vd_action_name(vd_action_kind k);
+
+typedef struct vd_action {
+    vd_action_kind kind;
+    int arg;                    /* WAIT_OFFLOAD/OFFLOAD: tensor; FREE/ALLOC/PREFETCH/
+                                   WAIT_PREFETCH: interval; RECORD_FREE: event; COMPUTE: step */
+} vd_action;
+
+typedef struct vd_step {
+    vd_step_kind kind;
+    int layer;                  /* -1 for SGD / END */
+    int first_action, n_actions; /* range in plan->actions */
+    int ev_free;                /* RECORD_FREE event at this step (-1 none) */
+    uint64_t mem_in_use;        /* bytes of intervals containing this step */
+    uint64_t mem_top;           /* max offset+size of intervals containing it */
+    double compute_s;           /* profile time of the step's op */
+    /* filled by the simulator: */
+    double t_start, t_end;      /* compute stream, seconds from iteration start */
+    double stall_s;             /* compute waiting on copies before this step */
+} vd_step;
+
+/* Per layer: the tensors its ops touch, the chosen algorithm. */
+typedef struct vd_plan_layer {
+    int algo;                   /* index into the profile's / backend's algo list */
+    char algo_label[32];        /* the profile's label of that option */
+    uint64_t ws_bytes;          /* workspace of that option */
+    bool inplace;               /* output aliases input 0 */
+    int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
+    int y;                      /* ACT tensor of its output */
+    int dy;                     /* DACT tensor of its output gradient (-1: loss layer) */
+    int dx[VD_MAX_INPUTS];      /* DACT tensor of input k's gradient (-1: net input) */
+    float dx_beta[VD_MAX_INPUTS]; /* 0 first backward writer, 1 later ones */
+    int aux;                    /* AUX tensor (-1 none) */
+    int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */
+} vd_plan_layer;
+
+/* Simulator result for a plan (seconds). */
+typedef struct vd_sim_result {
+    double iter_s;              /* predicted iteration time (all streams done) */
+    double compute_s;           /* sum of op times (no stalls) */
+    double busy_s[3];           /* per stream (compute, d2h, h2d) busy time */
+    double stall_s;             /* compute waiting on copies */
+} vd_sim_result;
+
+typedef struct vd_plan_opts {
+    int batch;                  /* required (> 0) */
+    vd_policy policy;
+    vd_prefetch prefetch;
+    uint64_t budget;            /* pool bytes; 0 = auto (exactly the plan's need) */
+    int fixed_algo;             /* -1 = policy chooses (fastest except dyn);
+                                   else every conv uses min(fixed_algo, n-1) */
+    int *algos;                 /* optional [n_layers] explicit per-layer options
+                                   (overrides fixed_algo/dyn search); NULL = none */
+    bool forward_only;          /* eval plan: forward steps only, no grads */
+} vd_plan_opts;
+void vd_plan_opts_init(vd_plan_opts *o);
+
+typedef struct vd_plan {
+    char net[VD_NAME_MAX];
+    vd_policy policy;           /* as requested (dyn stays dyn) */
+    vd_policy offload_policy;   /* what decided the offloads (dyn: none/conv/all) */
+    vd_prefetch prefetch;
+    int batch;
+    int n_layers;
+    int n_steps;                /* 2L+1 (forward_only: L) */
+    bool forward_only;
+    uint64_t budget;            /* pool size to allocate (= hwm when auto) */
+    bool feasible;              /* hwm <= budget */
+    uint64_t live_peak;         /* max over steps of bytes in use */
+    int peak_step;
+    uint64_t hwm;               /* max offset + size (placement) */
+    double frag;                /* (hwm - live_peak) / hwm */
+    uint64_t persistent_bytes;  /* params + momentum + grads regions */
+    uint64_t offload_bytes;     /* D2H bytes per iteration */
+    uint64_t prefetch_bytes;    /* H2D bytes per iteration (activations, not x/labels) */
+    uint64_t input_bytes;       /* H2D bytes of x and labels per iteration */
+    uint64_t host_bytes;        /* pinned host store */
+    int n_events;
+    int ev_input;               /* unused (-1): inputs use interval events */
+    int ev_end;                 /* compute event after the last step */
+    int ev_loss;                /* D2H event after the loss readback */
+    int loss_layer;             /* index of the softmax_xent layer */
+    int n_tensors; vd_tensor *tensors;       /* [n_tensors] */
+    int n_intervals; vd_interval *intervals; /* [n_intervals] */
+    int n_actions; vd_action *actions;       /* [n_actions] */
+    vd_step *steps;             /* [n_steps + 1], the last is the END pseudo-step */
+    vd_plan_layer *layers;      /* [n_layers] */
+    int t_params, t_grads, t_mom, t_x, t_labels; /* tensor indices (-1 none) */
+    vd_sim_result sim;
+    char note[512];             /* infeasibility explanation ("" when feasible) */
+    struct vd_plan *eval;       /* forward-only plan sharing params/momentum
+                                   offsets (NULL for a forward-only plan) */
+} vd_plan;
+
+/* Build the plan for net under profile prof and opts. On success *out is
+ * owned by the caller (vd_plan_free). If the budget cannot be met the call
+ * returns VD_EBUDGET with a message naming the step that does not fit, by
+ * how much, and the smallest budget that would; *out is then still a valid,
+ * infeasible plan (feasible = false) that the caller must free. Other errors
+ * leave *out zeroed. The net must have exactly one softmax_xent layer, last. */
+int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                  vd_plan *out, vd_err *e);
+void vd_plan_free(vd_plan *p);
+
+/* Smallest budget (bytes, 256-aligned) for which vd_plan_build succeeds with
+ * opts (opts->budget ignored). Binary search over the budget. */
+int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       uint64_t *min_budget, vd_err *e);
+
+/* Interval of tensor t that contains step s, or NULL if t is not resident. */
+const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
+/* Human description of step s ("fwd features.0", "bwd loss", "sgd"). */
+const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n);
+
+/* Replay the plan's actions on three streams with durations from prof
+ * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
+ * see man vdnn-plan). Fills p->sim and each step's t_start/t_end/stall_s.
+ * If intervals is non-NULL, *copies receives a malloc'd array of copy spans
+ * for tracing (caller frees). */
+typedef struct vd_copy_span {
+    int stream;                 /* 1 = D2H, 2 = H2D */
+    int tensor;
+    uint64_t bytes;
+    double t_start, t_end;
+} vd_copy_span;
+int vd_plan_simulate(vd_plan *p, const vd_profile *prof, vd_copy_span **copies,
+                     int *n_copies, vd_err *e);
+
+/* ---- reports (used by vdnn-plan) ---------------------------------------- */
+/* Per-step table and summary. */
+int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e);
+/* JSON object (keys: net, batch, policy, prefetch, budget, feasible,
+ * peak_bytes, hwm_bytes, fragmentation, offload_bytes, prefetch_bytes,
+ * host_bytes, predicted_iter_s, predicted, steps[...], tensors[...]).
+ * min_budgets: [VD_POLICY_COUNT] or NULL; written as "min_budgets" when set. */
+int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
+                       const uint64_t *min_budgets, vd_err *e);
+/* Chrome trace event JSON (Perfetto): one track per stream, a memory counter. */
+int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
+                        const vd_profile *prof, vd_err *e);
 
 #endif

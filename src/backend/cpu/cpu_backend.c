@@ -1,0 +1,535 @@
+/* cpu_backend.c — the CPU reference backend: memory, lazy streams, events,
+ * op dispatch, SGD. The correctness oracle for the CUDA backend and for the
+ * executor's schedule.
+ *
+ * Memory. pool_create makes one 256-byte-aligned allocation of exactly the
+ * requested bytes and fills it with 0xFF bytes (float NaN); host_alloc does
+ * the same. Anything read before it was written therefore shows up as NaN.
+ *
+ * Streams (the point of this backend). Compute runs immediately on the
+ * calling thread; so do copy/poison/zero issued on VD_STREAM_COMPUTE.
+ * copy/poison/zero issued on VD_STREAM_D2H or VD_STREAM_H2D are only appended
+ * to that stream's queue. They run, in issue order, as late as the contract
+ * allows and no later:
+ *   - event_record(ev, D2H|H2D) appends a mark to the queue;
+ *   - stream_wait(COMPUTE, ev) and event_sync(ev) run the recording stream's
+ *     queue up to that mark, right now;
+ *   - stream_wait(D2H|H2D, ev) (ev recorded on the other copy stream) appends
+ *     a "wait" entry: when the waiting queue reaches it, the other queue is
+ *     run up to the mark captured at the time of the wait;
+ *   - synchronize runs both queues to the end.
+ * Consequences, all deterministic: a kernel that reads a prefetched tensor
+ * without waiting on the prefetch's event sees the stale (or poisoned)
+ * contents; a region reused before the offload that drains it was waited on
+ * is copied out AFTER it was overwritten, so the host copy is wrong and the
+ * error surfaces when it is prefetched back. What this cannot catch: a copy
+ * that misses a wait on a COMPUTE event (compute has always finished already).
+ * An event recorded on COMPUTE completes at once. Re-recording an event
+ * moves it; waits capture the position current at the time of the wait.
+ *
+ * Queues are arrays that grow by doubling when full (rarely: they drain at
+ * every wait/sync and restart from index 0 when empty); no allocation per op
+ * once they reached their working size.
+ *
+ * event_elapsed: wall time (vd_now) between the moments two events
+ * completed: the record call for COMPUTE events, the moment the queue ran
+ * past the mark for copy-stream events. */
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/cpu_internal.h"
+
+/* ------------------------------------------------------------------ context */
+
+enum { Q_COPY, Q_FILL, Q_MARK, Q_WAIT };
+
+typedef struct qentry {
+    int kind;              /* Q_* */
+    void *dst;             /* COPY, FILL */
+    const void *src;       /* COPY */
+    uint64_t bytes;        /* COPY, FILL */
+    int fill;              /* FILL: byte value (0 or 0xFF) */
+    int event;             /* MARK: event index */
+    int wstream;           /* WAIT: stream to run ... */
+    int64_t pos;           /* MARK: its own position; WAIT: ... up to this position */
+} qentry;
+
+typedef struct cpu_queue {
+    qentry *e;             /* [cap], live entries are [head, len) */
+    int64_t cap, head, len;
+    int64_t enq, done;     /* entries ever appended / ever run (absolute positions) */
+} cpu_queue;
+
+typedef struct cpu_event {
+    bool recorded;         /* ever recorded */
+    int stream;            /* where it was last recorded */
+    int64_t pos;           /* copy streams: complete when queue.done >= pos */
+    bool timed;            /* t is valid (the event completed) */
+    double t;              /* vd_now() at completion */
+} cpu_event;
+
+typedef struct cpu_ctx {
+    cpu_queue q[VD_N_STREAMS];  /* q[VD_STREAM_COMPUTE] unused */
+    cpu_event *ev;              /* [n_ev] */
+    int n_ev;
+    const vd_net *net;          /* from layer_setup */
+    int batch;
+    int n_layers;
+    vd_algo_opt *opts;          /* [n_layers][VD_CPU_CONV_N_ALGOS] */
+    int *n_opts;                /* [n_layers] */
+    double *scratch;            /* LRN: 2*C doubles */
+    size_t scratch_n;
+} cpu_ctx;
+
+static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
+
+/* ------------------------------------------------------------------ memory */
+
+static int aligned_poisoned(uint64_t bytes, void **p, const char *what, vd_err *e) {
+    void *m = NULL;
+    size_t n = bytes ? (size_t)bytes : 1;
+    if ((uint64_t)n != (bytes ? bytes : 1) || posix_memalign(&m, 256, n) != 0 || !m) {
+        char buf[32];
+        return vd_errf(e, VD_ENOMEM, "cpu backend: cannot allocate %s of %s", what,
+                       vd_fmt_bytes(bytes, buf, sizeof buf));
+    }
+    memset(m, 0xFF, n);
+    *p = m;
+    return VD_OK;
+}
+
+static int cpu_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *e) {
+    return aligned_poisoned(bytes, base, "the device pool", e);
+}
+
+static void cpu_pool_destroy(vd_backend *be, void *base) { free(base); }
+
+static int cpu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
+    return aligned_poisoned(bytes, p, "host memory", e);
+}
+
+static void cpu_host_free(vd_backend *be, void *p) { free(p); }
+
+/* ------------------------------------------------------------------ queues */
+
+static int check_stream(int s, vd_err *e) {
+    if (s < 0 || s >= VD_N_STREAMS)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: stream %d does not exist", s);
+    return VD_OK;
+}
+
+static int check_event(cpu_ctx *c, int ev, vd_err *e) {
+    if (ev < 0 || ev >= c->n_ev)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: event %d does not exist (%d created)", ev,
+                       c->n_ev);
+    return VD_OK;
+}
+
+static int q_push(cpu_queue *q, const qentry *x, vd_err *e) {
+    if (q->len == q->cap) {
+        if (q->head > 0) {
+            memmove(q->e, q->e + q->head, (size_t)(q->len - q->head) * sizeof *q->e);
+            q->len -= q->head;
+            q->head = 0;
+        } else {
+            int64_t nc = q->cap ? q->cap * 2 : 256;
+            qentry *ne = vd_realloc(q->e, (size_t)nc * sizeof *ne, e);
+            if (!ne) return VD_ENOMEM;
+            q->e = ne;
+            q->cap = nc;
+        }
+    }
+    q->e[q->len++] = *x;
+    q->enq++;
+    return VD_OK;
+}
+
+/* Run stream s's queue until `upto` entries (absolute) have run. */
+static void q_run(cpu_ctx *c, int s, int64_t upto) {
+    cpu_queue *q = &c->q[s];
+    while (q->done < upto && q->head < q->len) {
+        qentry x = q->e[q->head++];
+        q->done++;
+        if (q->head == q->len) q->head = q->len = 0;
+        switch (x.kind) {
+        case Q_COPY: memmove(x.dst, x.src, (size_t)x.bytes); break;
+        case Q_FILL: memset(x.dst, x.fill, (size_t)x.bytes); break;
+        case Q_MARK:
+            if (x.event < c->n_ev && c->ev[x.event].stream == s && c->ev[x.event].pos == x.pos) {
+                c->ev[x.event].timed = true;
+                c->ev[x.event].t = vd_now();
+            }
+            break;
+        case Q_WAIT: q_run(c, x.wstream, x.pos); break;
+        }
+    }
+}
+
+static void q_run_all(cpu_ctx *c) {
+    for (int s = 1; s < VD_N_STREAMS; s++) q_run(c, s, c->q[s].enq);
+}
+
+/* ------------------------------------------------------------------ events */
+
+static int cpu_events_create(vd_backend *be, int n_events, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    if (n_events < 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: %d events", n_events);
+    q_run_all(c);  /* old marks refer to old events */
+    cpu_event *ne = vd_calloc(n_events ? (size_t)n_events : 1, sizeof *ne, e);
+    if (!ne) return VD_ENOMEM;
+    free(c->ev);
+    c->ev = ne;
+    c->n_ev = n_events;
+    return VD_OK;
+}
+
+static int cpu_event_record(vd_backend *be, int event, int stream, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, event, e)) || (rc = check_stream(stream, e))) return rc;
+    cpu_event *ev = &c->ev[event];
+    ev->recorded = true;
+    ev->stream = stream;
+    if (stream == VD_STREAM_COMPUTE) {
+        ev->pos = 0;
+        ev->timed = true;
+        ev->t = vd_now();
+        return VD_OK;
+    }
+    cpu_queue *q = &c->q[stream];
+    qentry m = {.kind = Q_MARK, .event = event, .pos = q->enq + 1};
+    if ((rc = q_push(q, &m, e))) return rc;
+    ev->pos = m.pos;
+    ev->timed = false;
+    return VD_OK;
+}
+
+static int cpu_stream_wait(vd_backend *be, int stream, int event, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, event, e)) || (rc = check_stream(stream, e))) return rc;
+    cpu_event *ev = &c->ev[event];
+    if (!ev->recorded || ev->stream == VD_STREAM_COMPUTE || ev->stream == stream) return VD_OK;
+    if (stream == VD_STREAM_COMPUTE) {
+        q_run(c, ev->stream, ev->pos);
+        return VD_OK;
+    }
+    qentry w = {.kind = Q_WAIT, .wstream = ev->stream, .pos = ev->pos};
+    return q_push(&c->q[stream], &w, e);
+}
+
+static int cpu_event_sync(vd_backend *be, int event, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    int rc = check_event(c, event, e);
+    if (rc) return rc;
+    cpu_event *ev = &c->ev[event];
+    if (ev->recorded && ev->stream != VD_STREAM_COMPUTE) q_run(c, ev->stream, ev->pos);
+    return VD_OK;
+}
+
+static int cpu_synchronize(vd_backend *be, vd_err *e) {
+    q_run_all(ctx_of(be));
+    return VD_OK;
+}
+
+static int cpu_event_elapsed(vd_backend *be, int ev_start, int ev_end, float *ms, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, ev_start, e)) || (rc = check_event(c, ev_end, e))) return rc;
+    int bad = !c->ev[ev_start].timed ? ev_start : !c->ev[ev_end].timed ? ev_end : -1;
+    if (bad >= 0)
+        return vd_errf(e, VD_EINTERNAL,
+                       "cpu backend: event %d has not completed (sync on it before timing)", bad);
+    *ms = (float)((c->ev[ev_end].t - c->ev[ev_start].t) * 1000.0);
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ copies */
+
+static int enqueue_or_run(cpu_ctx *c, int stream, const qentry *x, vd_err *e) {
+    int rc = check_stream(stream, e);
+    if (rc) return rc;
+    if (x->bytes && !x->dst)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: copy/fill to a NULL pointer");
+    if (stream != VD_STREAM_COMPUTE) return q_push(&c->q[stream], x, e);
+    if (x->kind == Q_COPY) memmove(x->dst, x->src, (size_t)x->bytes);
+    else memset(x->dst, x->fill, (size_t)x->bytes);
+    return VD_OK;
+}
+
+static int cpu_copy_async(vd_backend *be, int stream, void *dst, const void *src, uint64_t bytes,
+                          vd_err *e) {
+    if (bytes && !src) return vd_errf(e, VD_EINTERNAL, "cpu backend: copy from a NULL pointer");
+    qentry x = {.kind = Q_COPY, .dst = dst, .src = src, .bytes = bytes};
+    return enqueue_or_run(ctx_of(be), stream, &x, e);
+}
+
+static int cpu_poison_async(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e) {
+    qentry x = {.kind = Q_FILL, .dst = dst, .bytes = bytes, .fill = 0xFF};
+    return enqueue_or_run(ctx_of(be), stream, &x, e);
+}
+
+static int cpu_zero_async(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e) {
+    qentry x = {.kind = Q_FILL, .dst = dst, .bytes = bytes, .fill = 0};
+    return enqueue_or_run(ctx_of(be), stream, &x, e);
+}
+
+/* ------------------------------------------------------------------ layers */
+
+static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math math,
+                           bool deterministic, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    if (batch <= 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: batch %d", batch);
+    int rc;
+    int max_lrn_c = 0;
+    for (int i = 0; i < net->n_layers; i++) {
+        if ((rc = vd_cpu_check_shape(net, i, e))) return rc;
+        if (net->layers[i].op == VD_OP_LRN && net->layers[i].c > max_lrn_c)
+            max_lrn_c = net->layers[i].c;
+    }
+    int n = net->n_layers;
+    vd_algo_opt *opts = vd_calloc((size_t)(n ? n : 1) * VD_CPU_CONV_N_ALGOS, sizeof *opts, e);
+    int *n_opts = vd_calloc((size_t)(n ? n : 1), sizeof *n_opts, e);
+    if (!opts || !n_opts) {
+        free(opts);
+        free(n_opts);
+        return VD_ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        vd_algo_opt *o = opts + (size_t)i * VD_CPU_CONV_N_ALGOS;
+        if (net->layers[i].op == VD_OP_CONV) {
+            o[0] = (vd_algo_opt){VD_CPU_CONV_IM2COL, VD_CPU_CONV_IM2COL, VD_CPU_CONV_IM2COL,
+                                 vd_cpu_conv_ws_bytes(net, i, VD_CPU_CONV_IM2COL), "im2col"};
+            o[1] = (vd_algo_opt){VD_CPU_CONV_DIRECT, VD_CPU_CONV_DIRECT, VD_CPU_CONV_DIRECT,
+                                 0, "direct"};
+            n_opts[i] = 2;
+        } else {
+            o[0] = (vd_algo_opt){0, 0, 0, 0, "default"};
+            n_opts[i] = 1;
+        }
+    }
+    if ((size_t)max_lrn_c * 2 > c->scratch_n) {
+        double *s = vd_realloc(c->scratch, (size_t)max_lrn_c * 2 * sizeof *s, e);
+        if (!s) {
+            free(opts);
+            free(n_opts);
+            return VD_ENOMEM;
+        }
+        c->scratch = s;
+        c->scratch_n = (size_t)max_lrn_c * 2;
+    }
+    free(c->opts);
+    free(c->n_opts);
+    c->opts = opts;
+    c->n_opts = n_opts;
+    c->n_layers = n;
+    c->net = net;
+    c->batch = batch;
+    return VD_OK;
+}
+
+static int cpu_layer_algos(vd_backend *be, int layer, const vd_algo_opt **opts, int *n, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    if (!c->net) return vd_errf(e, VD_EINTERNAL, "cpu backend: layer_algos before layer_setup");
+    if (layer < 0 || layer >= c->n_layers)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: layer %d does not exist", layer);
+    *opts = c->opts + (size_t)layer * VD_CPU_CONV_N_ALGOS;
+    *n = c->n_opts[layer];
+    return VD_OK;
+}
+
+/* BN: mean[C] then invstd[C] (floats); loss: 1 float, the mean loss. */
+static uint64_t cpu_layer_aux_bytes(const vd_net *net, int layer, int batch) {
+    const vd_layer *l = &net->layers[layer];
+    if (l->op == VD_OP_BATCHNORM) return 2 * (uint64_t)l->c * sizeof(float);
+    if (l->op == VD_OP_SOFTMAX_XENT) return sizeof(float);
+    return 0;
+}
+
+static int missing(const vd_net *net, int layer, const char *pass, const char *what, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    return vd_errf(e, VD_EINTERNAL, "cpu backend: layer '%s' (%s) %s: %s is NULL", l->name,
+                   vd_op_table[l->op].name, pass, what);
+}
+
+/* Pointers each op reads or writes; a NULL among them is an executor bug. */
+static int check_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    const char *pass = bwd ? "backward" : "forward";
+    if (io->n <= 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: layer '%s': batch %d", l->name, io->n);
+    bool needs_x = !bwd || (l->op == VD_OP_POOL && l->u.pool.mode == VD_POOL_MAX) ||
+                   l->op == VD_OP_CONV || l->op == VD_OP_LRN || l->op == VD_OP_BATCHNORM ||
+                   l->op == VD_OP_FC;
+    bool needs_y = !bwd || l->op == VD_OP_RELU || l->op == VD_OP_SOFTMAX_XENT;
+    if (needs_x)
+        for (int k = 0; k < l->n_in; k++)
+            if (!io->x[k]) return missing(net, layer, pass, "x[k]", e);
+    if (needs_y && !io->y) return missing(net, layer, pass, "y", e);
+    if (bwd && l->op != VD_OP_SOFTMAX_XENT && !io->dy) return missing(net, layer, pass, "dy", e);
+    switch (l->op) {
+    case VD_OP_CONV: case VD_OP_FC:
+        if (!io->w) return missing(net, layer, pass, "w", e);
+        if ((l->op == VD_OP_CONV ? l->u.conv.bias : l->u.fc.bias) && !io->b && !bwd)
+            return missing(net, layer, pass, "b", e);
+        break;
+    case VD_OP_BATCHNORM:
+        if (!io->w || !io->b) return missing(net, layer, pass, "w/b", e);
+        if (!io->aux) return missing(net, layer, pass, "aux", e);
+        if (!bwd && !io->training && (!io->rm || !io->rv))
+            return missing(net, layer, pass, "rm/rv", e);
+        break;
+    case VD_OP_SOFTMAX_XENT:
+        if (!io->labels) return missing(net, layer, pass, "labels", e);
+        if (!bwd && !io->aux) return missing(net, layer, pass, "aux", e);
+        break;
+    default: break;
+    }
+    return VD_OK;
+}
+
+static double *lrn_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
+    size_t need = (size_t)net->layers[layer].c * 2;
+    if (need > c->scratch_n) {  /* only without layer_setup for this net */
+        double *s = vd_realloc(c->scratch, need * sizeof *s, e);
+        if (!s) return NULL;
+        c->scratch = s;
+        c->scratch_n = need;
+    }
+    return c->scratch;
+}
+
+static int cpu_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (layer < 0 || layer >= net->n_layers)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: layer %d does not exist", layer);
+    int rc = check_io(net, layer, io, false, e);
+    if (rc) return rc;
+    switch (net->layers[layer].op) {
+    case VD_OP_CONV: return vd_cpu_conv_forward(net, layer, io, e);
+    case VD_OP_POOL: return vd_cpu_pool_forward(net, layer, io, e);
+    case VD_OP_RELU: return vd_cpu_relu_forward(net, layer, io, e);
+    case VD_OP_LRN: {
+        double *s = lrn_scratch(ctx_of(be), net, layer, e);
+        return s ? vd_cpu_lrn_forward(net, layer, io, s, e) : VD_ENOMEM;
+    }
+    case VD_OP_BATCHNORM: return vd_cpu_bn_forward(net, layer, io, e);
+    case VD_OP_FC: return vd_cpu_fc_forward(net, layer, io, e);
+    case VD_OP_DROPOUT: return vd_cpu_dropout_forward(net, layer, io, e);
+    case VD_OP_FLATTEN: return vd_cpu_flatten_forward(net, layer, io, e);
+    case VD_OP_ADD: return vd_cpu_add_forward(net, layer, io, e);
+    case VD_OP_CONCAT: return vd_cpu_concat_forward(net, layer, io, e);
+    case VD_OP_SOFTMAX_XENT: return vd_cpu_xent_forward(net, layer, io, e);
+    case VD_OP_COUNT: break;
+    }
+    return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)net->layers[layer].op);
+}
+
+static int cpu_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (layer < 0 || layer >= net->n_layers)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: layer %d does not exist", layer);
+    int rc = check_io(net, layer, io, true, e);
+    if (rc) return rc;
+    switch (net->layers[layer].op) {
+    case VD_OP_CONV: return vd_cpu_conv_backward(net, layer, io, e);
+    case VD_OP_POOL: return vd_cpu_pool_backward(net, layer, io, e);
+    case VD_OP_RELU: return vd_cpu_relu_backward(net, layer, io, e);
+    case VD_OP_LRN: {
+        double *s = lrn_scratch(ctx_of(be), net, layer, e);
+        return s ? vd_cpu_lrn_backward(net, layer, io, s, e) : VD_ENOMEM;
+    }
+    case VD_OP_BATCHNORM: return vd_cpu_bn_backward(net, layer, io, e);
+    case VD_OP_FC: return vd_cpu_fc_backward(net, layer, io, e);
+    case VD_OP_DROPOUT: return vd_cpu_dropout_backward(net, layer, io, e);
+    case VD_OP_FLATTEN: return vd_cpu_flatten_backward(net, layer, io, e);
+    case VD_OP_ADD: return vd_cpu_add_backward(net, layer, io, e);
+    case VD_OP_CONCAT: return vd_cpu_concat_backward(net, layer, io, e);
+    case VD_OP_SOFTMAX_XENT: return vd_cpu_xent_backward(net, layer, io, e);
+    case VD_OP_COUNT: break;
+    }
+    return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)net->layers[layer].op);
+}
+
+/* ------------------------------------------------------------------ sgd */
+
+/* torch.optim.SGD (dampening 0, no Nesterov), element by element in float:
+ *   g = grad + wd*p;  buf = first_step ? g : momentum*buf + g;  p = p - lr*buf.
+ * With momentum 0 the buffer is g (PyTorch keeps none; same update), so a
+ * poisoned momentum buffer is never read then. */
+static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
+                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
+                   vd_err *e) {
+    if (count < 0 || offset < 0)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: sgd range [%lld, +%lld)", (long long)offset,
+                       (long long)count);
+    float *p = params + offset, *m = mom + offset;
+    const float *g = grads + offset;
+    bool fresh = first_step || momentum == 0.0f;
+    for (int64_t i = 0; i < count; i++) {
+        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        float buf = fresh ? d : momentum * m[i] + d;
+        m[i] = buf;
+        p[i] = p[i] - lr * buf;
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+static void cpu_destroy(vd_backend *be) {
+    if (!be) return;
+    cpu_ctx *c = be->ctx;
+    if (c) {
+        for (int s = 0; s < VD_N_STREAMS; s++) free(c->q[s].e);
+        free(c->ev);
+        free(c->opts);
+        free(c->n_opts);
+        free(c->scratch);
+        free(c);
+    }
+    free(be);
+}
+
+int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
+    *out = NULL;
+    vd_backend *be = vd_calloc(1, sizeof *be, e);
+    if (!be) return VD_ENOMEM;
+    cpu_ctx *c = vd_calloc(1, sizeof *c, e);
+    if (!c) {
+        free(be);
+        return VD_ENOMEM;
+    }
+    /* Pre-size the copy queues so that steady-state training never grows them. */
+    for (int s = 1; s < VD_N_STREAMS; s++) {
+        c->q[s].e = vd_malloc(1024 * sizeof *c->q[s].e, e);
+        if (!c->q[s].e) {
+            be->ctx = c;
+            cpu_destroy(be);
+            return VD_ENOMEM;
+        }
+        c->q[s].cap = 1024;
+    }
+    *be = (vd_backend){
+        .name = "cpu",
+        .ctx = c,
+        .destroy = cpu_destroy,
+        .pool_create = cpu_pool_create,
+        .pool_destroy = cpu_pool_destroy,
+        .host_alloc = cpu_host_alloc,
+        .host_free = cpu_host_free,
+        .events_create = cpu_events_create,
+        .event_record = cpu_event_record,
+        .stream_wait = cpu_stream_wait,
+        .event_sync = cpu_event_sync,
+        .synchronize = cpu_synchronize,
+        .event_elapsed = cpu_event_elapsed,
+        .copy_async = cpu_copy_async,
+        .poison_async = cpu_poison_async,
+        .zero_async = cpu_zero_async,
+        .layer_setup = cpu_layer_setup,
+        .layer_algos = cpu_layer_algos,
+        .layer_aux_bytes = cpu_layer_aux_bytes,
+        .forward = cpu_forward,
+        .backward = cpu_backward,
+        .sgd = cpu_sgd,
+    };
+    *out = be;
+    return VD_OK;
+}

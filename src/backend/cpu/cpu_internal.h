@@ -1,0 +1,73 @@
+/* cpu_internal.h — pieces shared by the CPU reference backend's files.
+ *
+ * Not a public header: only src/backend/cpu/ includes it. The ops take the
+ * same (net, layer, io) triple as vd_backend.forward/backward; shapes come
+ * from net->layers[layer] (output) and vd_cpu_in_shape (inputs). */
+#ifndef VD_CPU_INTERNAL_H
+#define VD_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "backend/backend.h"
+
+/* Conv algorithm indices (vd_op_io.algo and vd_algo_opt.*_algo). */
+enum { VD_CPU_CONV_IM2COL = 0, VD_CPU_CONV_DIRECT = 1, VD_CPU_CONV_N_ALGOS = 2 };
+
+/* Per-sample shape of an input or output: [c, h, w]. */
+typedef struct vd_cpu_shape { int c, h, w; } vd_cpu_shape;
+
+/* Shape of input k of layer `layer` (the net input when in[k] == -1). */
+vd_cpu_shape vd_cpu_in_shape(const vd_net *net, int layer, int k);
+/* c*h*w as int64. */
+static inline int64_t vd_cpu_numel(vd_cpu_shape s) { return (int64_t)s.c * s.h * s.w; }
+
+/* Check that the output shape the net recorded for `layer` is the one this
+ * backend computes from the layer's parameters; VD_EINTERNAL if not. */
+int vd_cpu_check_shape(const vd_net *net, int layer, vd_err *e);
+
+/* Scratch bytes conv algorithm `algo` needs for `layer` (fwd and bwd max). */
+uint64_t vd_cpu_conv_ws_bytes(const vd_net *net, int layer, int algo);
+
+/* Row-major single-precision matrix product
+ *   C[M,N] = op(A)[M,K] * op(B)[K,N] + (beta ? C : 0)
+ * op(A) = A (lda >= K) or A^T (A stored [K,M], lda >= M); same for B.
+ * beta is 0 (C is overwritten, its old contents — even NaN — ignored) or 1.
+ * Uses OpenBLAS when VD_HAVE_BLAS, plain loops otherwise; deterministic for
+ * a fixed OpenBLAS thread count. */
+void vd_cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                 const float *A, int64_t lda, const float *B, int64_t ldb,
+                 int beta, float *C, int64_t ldc);
+
+/* Ops. Return 0 or a VD_E* code with e filled. */
+int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+/* LRN needs `scratch` of 2*C doubles (C = the layer's channels). */
+int vd_cpu_lrn_forward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                       vd_err *e);
+int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                        vd_err *e);
+int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_flatten_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_add_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_concat_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+
+/* dx_beta helper: 0 overwrites (ignoring old contents, even NaN), 1 adds. */
+static inline void vd_cpu_put(float *dst, float beta, float v) {
+    *dst = beta != 0.0f ? *dst + v : v;
+}
+
+#endif

@@ -1,0 +1,571 @@
+/* cpu_ops.c — every op but conv, PyTorch semantics, plain loops.
+ *
+ * Conventions for all ops (see backend.h, vd_op_io):
+ *   - forward writes y (and aux where the op has one);
+ *   - backward writes dx[k] honouring dx_beta[k] (0: overwrite, ignoring old
+ *     contents even if NaN; 1: add), and OVERWRITES dw/db;
+ *   - a NULL dx[k] / dw / db means "not needed" and is skipped;
+ *   - reductions that feed a single value (biases, BN statistics, the loss)
+ *     are summed in double, in a fixed order. */
+#include <math.h>
+#include <string.h>
+#include "backend/cpu/cpu_internal.h"
+
+/* ------------------------------------------------------------------ shapes */
+
+vd_cpu_shape vd_cpu_in_shape(const vd_net *net, int layer, int k) {
+    int src = net->layers[layer].in[k];
+    if (src < 0) return (vd_cpu_shape){net->in_c, net->in_h, net->in_w};
+    const vd_layer *l = &net->layers[src];
+    return (vd_cpu_shape){l->c, l->h, l->w};
+}
+
+/* PyTorch's pooling output length (ceil_mode drops a window that would start
+ * in the right padding). */
+static int64_t pool_len(int64_t in, int k, int s, int p, bool ceil_mode) {
+    int64_t span = in + 2 * (int64_t)p - k;
+    if (span < 0 || s <= 0) return 0;
+    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + p) o--;
+    return o;
+}
+
+static bool pool_adaptive(const vd_layer *l) {
+    return l->u.pool.global || l->u.pool.out_h > 0 || l->u.pool.out_w > 0;
+}
+
+int vd_cpu_check_shape(const vd_net *net, int layer, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    if ((unsigned)l->op >= VD_OP_COUNT)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    if (l->n_in < 1 || l->n_in > VD_MAX_INPUTS)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': %d inputs", l->name, l->n_in);
+    for (int k = 0; k < l->n_in; k++)
+        if (l->in[k] < -1 || l->in[k] >= layer)
+            return vd_errf(e, VD_EINTERNAL, "layer '%s': input %d is not an earlier layer", l->name, k);
+    vd_cpu_shape in = vd_cpu_in_shape(net, layer, 0);
+    int64_t c = in.c, h = in.h, w = in.w;
+    switch (l->op) {
+    case VD_OP_CONV: {
+        int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+        int dh = l->u.conv.dh > 0 ? l->u.conv.dh : 1, dw = l->u.conv.dw > 0 ? l->u.conv.dw : 1;
+        if (l->u.conv.sh <= 0 || l->u.conv.sw <= 0 || in.c % g || l->u.conv.out % g)
+            return vd_errf(e, VD_EINTERNAL, "layer '%s': bad conv stride/groups", l->name);
+        c = l->u.conv.out;
+        h = (in.h + 2 * (int64_t)l->u.conv.ph - ((int64_t)dh * (l->u.conv.kh - 1) + 1)) / l->u.conv.sh + 1;
+        w = (in.w + 2 * (int64_t)l->u.conv.pw - ((int64_t)dw * (l->u.conv.kw - 1) + 1)) / l->u.conv.sw + 1;
+        break;
+    }
+    case VD_OP_POOL:
+        if (l->u.pool.global) h = w = 1;
+        else if (pool_adaptive(l)) { h = l->u.pool.out_h; w = l->u.pool.out_w; }
+        else {
+            h = pool_len(in.h, l->u.pool.kh, l->u.pool.sh, l->u.pool.ph, l->u.pool.ceil_mode);
+            w = pool_len(in.w, l->u.pool.kw, l->u.pool.sw, l->u.pool.pw, l->u.pool.ceil_mode);
+        }
+        break;
+    case VD_OP_FC: c = l->u.fc.out; h = w = 1; break;
+    case VD_OP_FLATTEN: c = vd_cpu_numel(in); h = w = 1; break;
+    case VD_OP_SOFTMAX_XENT: c = vd_cpu_numel(in); h = w = 1; break;
+    case VD_OP_ADD:
+        for (int k = 1; k < l->n_in; k++) {
+            vd_cpu_shape s = vd_cpu_in_shape(net, layer, k);
+            if (s.c != in.c || s.h != in.h || s.w != in.w)
+                return vd_errf(e, VD_EINTERNAL, "layer '%s': add inputs differ in shape", l->name);
+        }
+        break;
+    case VD_OP_CONCAT:
+        c = 0;
+        for (int k = 0; k < l->n_in; k++) {
+            vd_cpu_shape s = vd_cpu_in_shape(net, layer, k);
+            if (s.h != in.h || s.w != in.w)
+                return vd_errf(e, VD_EINTERNAL, "layer '%s': concat inputs differ in h/w", l->name);
+            c += s.c;
+        }
+        break;
+    case VD_OP_RELU: case VD_OP_LRN: case VD_OP_BATCHNORM: case VD_OP_DROPOUT: case VD_OP_COUNT:
+        break;
+    }
+    if (c != l->c || h != l->h || w != l->w || c <= 0 || h <= 0 || w <= 0)
+        return vd_errf(e, VD_EINTERNAL,
+                       "layer '%s': net says output %dx%dx%d, cpu backend computes %lldx%lldx%lld",
+                       l->name, l->c, l->h, l->w, (long long)c, (long long)h, (long long)w);
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ pool */
+
+/* Window [*a, *b) of output index o along one axis, and its size for the
+ * average's divisor. Adaptive (and global = adaptive 1): PyTorch's
+ * floor(o*in/out) .. ceil((o+1)*in/out). Fixed: start o*s-p, end clipped to
+ * in+p; the divisor counts padding (count_include_pad=True) but not the part
+ * of a ceil_mode window beyond in+p; then both ends are clipped to [0, in). */
+static void pool_window(bool adaptive, int in, int out, int k, int s, int p, int o,
+                        int *a, int *b, int *size) {
+    if (adaptive) {
+        *a = (int)(((int64_t)o * in) / out);
+        *b = (int)((((int64_t)o + 1) * in + out - 1) / out);
+        *size = *b - *a;
+        return;
+    }
+    int start = o * s - p;
+    int end = start + k < in + p ? start + k : in + p;
+    *size = end - start;
+    *a = start < 0 ? 0 : start;
+    *b = end > in ? in : end;
+}
+
+typedef struct pool_geom {
+    bool adaptive, max;
+    int C, H, W, OH, OW, kh, kw, sh, sw, ph, pw;
+} pool_geom;
+
+static pool_geom pgeom(const vd_net *net, int layer) {
+    const vd_layer *l = &net->layers[layer];
+    vd_cpu_shape in = vd_cpu_in_shape(net, layer, 0);
+    return (pool_geom){.adaptive = pool_adaptive(l), .max = l->u.pool.mode == VD_POOL_MAX,
+                       .C = in.c, .H = in.h, .W = in.w, .OH = l->h, .OW = l->w,
+                       .kh = l->u.pool.kh, .kw = l->u.pool.kw, .sh = l->u.pool.sh,
+                       .sw = l->u.pool.sw, .ph = l->u.pool.ph, .pw = l->u.pool.pw};
+}
+
+/* Index (within the plane) of the window's maximum: the first one in
+ * row-major order, NaN winning, exactly like PyTorch's CPU max pool. */
+static int64_t argmax_window(const float *xp, int W, int ha, int hb, int wa, int wb) {
+    int64_t best = (int64_t)ha * W + wa;
+    float m = xp[best];
+    for (int ih = ha; ih < hb; ih++)
+        for (int iw = wa; iw < wb; iw++) {
+            float v = xp[(int64_t)ih * W + iw];
+            if (v > m || isnan(v)) { m = v; best = (int64_t)ih * W + iw; }
+        }
+    return best;
+}
+
+int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    pool_geom g = pgeom(net, layer);
+    int64_t hw = (int64_t)g.H * g.W, ohw = (int64_t)g.OH * g.OW;
+    for (int64_t nc = 0; nc < (int64_t)io->n * g.C; nc++) {
+        const float *xp = io->x[0] + nc * hw;
+        float *yp = io->y + nc * ohw;
+        for (int oh = 0; oh < g.OH; oh++) {
+            int ha, hb, hs;
+            pool_window(g.adaptive, g.H, g.OH, g.kh, g.sh, g.ph, oh, &ha, &hb, &hs);
+            for (int ow = 0; ow < g.OW; ow++) {
+                int wa, wb, ws;
+                pool_window(g.adaptive, g.W, g.OW, g.kw, g.sw, g.pw, ow, &wa, &wb, &ws);
+                if (g.max) {
+                    yp[(int64_t)oh * g.OW + ow] = xp[argmax_window(xp, g.W, ha, hb, wa, wb)];
+                } else {
+                    double s = 0;
+                    for (int ih = ha; ih < hb; ih++)
+                        for (int iw = wa; iw < wb; iw++) s += xp[(int64_t)ih * g.W + iw];
+                    yp[(int64_t)oh * g.OW + ow] = (float)(s / ((double)hs * ws));
+                }
+            }
+        }
+    }
+    return VD_OK;
+}
+
+/* Max: the gradient goes to the window's argmax, recomputed from x (so only
+ * x is read, not y). Avg: dy / divisor to every element of the window. */
+int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    pool_geom g = pgeom(net, layer);
+    int64_t hw = (int64_t)g.H * g.W, ohw = (int64_t)g.OH * g.OW;
+    if (io->dx_beta[0] == 0.0f)
+        memset(io->dx[0], 0, (size_t)((int64_t)io->n * g.C * hw) * sizeof(float));
+    for (int64_t nc = 0; nc < (int64_t)io->n * g.C; nc++) {
+        const float *xp = g.max ? io->x[0] + nc * hw : NULL;
+        float *dxp = io->dx[0] + nc * hw;
+        const float *dyp = io->dy + nc * ohw;
+        for (int oh = 0; oh < g.OH; oh++) {
+            int ha, hb, hs;
+            pool_window(g.adaptive, g.H, g.OH, g.kh, g.sh, g.ph, oh, &ha, &hb, &hs);
+            for (int ow = 0; ow < g.OW; ow++) {
+                int wa, wb, ws;
+                pool_window(g.adaptive, g.W, g.OW, g.kw, g.sw, g.pw, ow, &wa, &wb, &ws);
+                float d = dyp[(int64_t)oh * g.OW + ow];
+                if (g.max) {
+                    dxp[argmax_window(xp, g.W, ha, hb, wa, wb)] += d;
+                } else {
+                    float v = (float)((double)d / ((double)hs * ws));
+                    for (int ih = ha; ih < hb; ih++)
+                        for (int iw = wa; iw < wb; iw++) dxp[(int64_t)ih * g.W + iw] += v;
+                }
+            }
+        }
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ relu */
+
+/* y = max(x, 0), NaN propagates. x[0] may equal y. */
+int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *x = io->x[0];
+    float *y = io->y;
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
+    return VD_OK;
+}
+
+/* dx = dy where y > 0 (reads y, not x, so in-place works); dx may equal dy. */
+int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *y = io->y, *dy = io->dy;
+    float *dx = io->dx[0];
+    float beta = io->dx_beta[0];
+    for (int64_t i = 0; i < n; i++) {
+        float g = y[i] <= 0.0f ? 0.0f : dy[i];
+        vd_cpu_put(&dx[i], beta, g);
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ lrn */
+
+/* torch.nn.LocalResponseNorm(size, alpha, beta, k), across channels:
+ *   s_c = k + alpha/size * sum_{j=c-size/2}^{c+(size-1)/2} x_j^2  (zero padded)
+ *   y_c = x_c * s_c^-beta
+ * Backward (reads x only; s is recomputed):
+ *   dx_j = dy_j s_j^-beta
+ *        - 2 alpha beta/size * x_j * sum_{c: j in window(c)} dy_c x_c s_c^(-beta-1)
+ * where j in window(c) <=> j-(size-1)/2 <= c <= j+size/2.
+ * `scratch` holds 2*C doubles. */
+static void lrn_scale(const float *x, int64_t hw, int C, const vd_layer *l, double *s) {
+    int size = l->u.lrn.size;
+    double coef = (double)l->u.lrn.alpha / size;
+    for (int c = 0; c < C; c++) {
+        int a = c - size / 2, b = c + (size - 1) / 2;
+        if (a < 0) a = 0;
+        if (b > C - 1) b = C - 1;
+        double sum = 0;
+        for (int j = a; j <= b; j++) sum += (double)x[j * hw] * x[j * hw];
+        s[c] = (double)l->u.lrn.k + coef * sum;
+    }
+}
+
+int vd_cpu_lrn_forward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                         vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int C = l->c;
+    int64_t hw = (int64_t)l->h * l->w;
+    double beta = l->u.lrn.beta;
+    for (int n = 0; n < io->n; n++)
+        for (int64_t i = 0; i < hw; i++) {
+            const float *x = io->x[0] + (int64_t)n * C * hw + i;
+            float *y = io->y + (int64_t)n * C * hw + i;
+            lrn_scale(x, hw, C, l, scratch);
+            for (int c = 0; c < C; c++) y[c * hw] = (float)(x[c * hw] * pow(scratch[c], -beta));
+        }
+    return VD_OK;
+}
+
+int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                          vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    const vd_layer *l = &net->layers[layer];
+    int C = l->c, size = l->u.lrn.size;
+    int64_t hw = (int64_t)l->h * l->w;
+    double beta = l->u.lrn.beta;
+    double coef = 2.0 * l->u.lrn.alpha * beta / size;
+    double *s = scratch, *t = scratch + C;
+    for (int n = 0; n < io->n; n++)
+        for (int64_t i = 0; i < hw; i++) {
+            int64_t base = (int64_t)n * C * hw + i;
+            const float *x = io->x[0] + base, *dy = io->dy + base;
+            float *dx = io->dx[0] + base;
+            lrn_scale(x, hw, C, l, s);
+            for (int c = 0; c < C; c++) t[c] = (double)dy[c * hw] * x[c * hw] * pow(s[c], -beta - 1.0);
+            for (int j = 0; j < C; j++) {
+                int a = j - (size - 1) / 2, b = j + size / 2;
+                if (a < 0) a = 0;
+                if (b > C - 1) b = C - 1;
+                double sum = 0;
+                for (int c = a; c <= b; c++) sum += t[c];
+                double g = (double)dy[j * hw] * pow(s[j], -beta) - coef * x[j * hw] * sum;
+                vd_cpu_put(&dx[j * hw], io->dx_beta[0], (float)g);
+            }
+        }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ batchnorm */
+
+/* Training: per channel, mean and biased variance over N*H*W (double, two
+ * passes); aux = [mean[C], invstd[C]] with invstd = 1/sqrt(var + eps);
+ * running_mean/var <- (1-m)*running + m*batch, the variance unbiased
+ * (var * M/(M-1)), as torch.nn.BatchNorm2d. Eval: running statistics (aux is
+ * filled from them too). y = (x - mean) * invstd * gamma + beta in float. */
+int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int C = l->c;
+    int64_t hw = (int64_t)l->h * l->w, M = (int64_t)io->n * hw;
+    float *mean = io->aux, *invstd = io->aux + C;
+    if (io->training && M < 2)
+        return vd_errf(e, VD_EUSAGE,
+                       "layer '%s': batch norm in training needs more than 1 value per channel "
+                       "(batch %d x %lldx%lld)", l->name, io->n, (long long)l->h, (long long)l->w);
+    for (int c = 0; c < C; c++) {
+        if (io->training) {
+            double s = 0;
+            for (int n = 0; n < io->n; n++) {
+                const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
+                for (int64_t i = 0; i < hw; i++) s += xp[i];
+            }
+            double mu = s / (double)M, v = 0;
+            for (int n = 0; n < io->n; n++) {
+                const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
+                for (int64_t i = 0; i < hw; i++) v += ((double)xp[i] - mu) * ((double)xp[i] - mu);
+            }
+            double var = v / (double)M;
+            mean[c] = (float)mu;
+            invstd[c] = (float)(1.0 / sqrt(var + (double)l->u.bn.eps));
+            double m = l->u.bn.momentum;
+            if (io->rm) io->rm[c] = (float)((1.0 - m) * io->rm[c] + m * mu);
+            if (io->rv) io->rv[c] = (float)((1.0 - m) * io->rv[c] + m * (v / (double)(M - 1)));
+        } else {
+            mean[c] = io->rm[c];
+            invstd[c] = (float)(1.0 / sqrt((double)io->rv[c] + (double)l->u.bn.eps));
+        }
+        float mc = mean[c], ic = invstd[c], gc = io->w[c], bc = io->b[c];
+        for (int n = 0; n < io->n; n++) {
+            const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
+            float *yp = io->y + ((int64_t)n * C + c) * hw;
+            for (int64_t i = 0; i < hw; i++) yp[i] = (xp[i] - mc) * ic * gc + bc;
+        }
+    }
+    return VD_OK;
+}
+
+/* Reads x, gamma and aux (mean, invstd from forward). Training:
+ *   dx = gamma*invstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat));
+ * eval (statistics are constants): dx = gamma*invstd*dy.
+ * dgamma = sum(dy*xhat), dbeta = sum(dy) (overwritten). */
+int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int C = l->c;
+    int64_t hw = (int64_t)l->h * l->w, M = (int64_t)io->n * hw;
+    const float *mean = io->aux, *invstd = io->aux + C;
+    for (int c = 0; c < C; c++) {
+        double mu = mean[c], is = invstd[c];
+        double sdy = 0, sdyx = 0;
+        for (int n = 0; n < io->n; n++) {
+            const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
+            const float *dyp = io->dy + ((int64_t)n * C + c) * hw;
+            for (int64_t i = 0; i < hw; i++) {
+                sdy += dyp[i];
+                sdyx += (double)dyp[i] * (((double)xp[i] - mu) * is);
+            }
+        }
+        if (io->dw) io->dw[c] = (float)sdyx;
+        if (io->db) io->db[c] = (float)sdy;
+        if (!io->dx[0]) continue;
+        double gi = (double)io->w[c] * is;
+        for (int n = 0; n < io->n; n++) {
+            const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
+            const float *dyp = io->dy + ((int64_t)n * C + c) * hw;
+            float *dxp = io->dx[0] + ((int64_t)n * C + c) * hw;
+            for (int64_t i = 0; i < hw; i++) {
+                double g;
+                if (io->training) {
+                    double xh = ((double)xp[i] - mu) * is;
+                    g = gi / (double)M * ((double)M * dyp[i] - sdy - xh * sdyx);
+                } else {
+                    g = gi * dyp[i];
+                }
+                vd_cpu_put(&dxp[i], io->dx_beta[0], (float)g);
+            }
+        }
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ fc */
+
+/* y[N,O] = x[N,K] W[O,K]^T + b, x flattened per sample. */
+int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    int64_t O = net->layers[layer].c, K = vd_cpu_numel(vd_cpu_in_shape(net, layer, 0));
+    vd_cpu_gemm(false, true, io->n, O, K, io->x[0], K, io->w, K, 0, io->y, O);
+    if (io->b)
+        for (int n = 0; n < io->n; n++)
+            for (int64_t o = 0; o < O; o++) io->y[n * O + o] += io->b[o];
+    return VD_OK;
+}
+
+/* dx = dy W (honours dx_beta), dW = dy^T x, db = sum_n dy. */
+int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    int64_t O = net->layers[layer].c, K = vd_cpu_numel(vd_cpu_in_shape(net, layer, 0));
+    if (io->dx[0])
+        vd_cpu_gemm(false, false, io->n, K, O, io->dy, O, io->w, K, io->dx_beta[0] != 0.0f,
+                    io->dx[0], K);
+    if (io->dw) vd_cpu_gemm(true, false, O, K, io->n, io->dy, O, io->x[0], K, 0, io->dw, K);
+    if (io->db)
+        for (int64_t o = 0; o < O; o++) {
+            double s = 0;
+            for (int n = 0; n < io->n; n++) s += io->dy[n * O + o];
+            io->db[o] = (float)s;
+        }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ dropout */
+
+/* Training: element i (0..N*C*H*W-1, NCHW order) is kept iff
+ * vd_hash_uniform(seed, layer, iter, i) >= p, and then scaled by the float
+ * 1.0f/(1.0f-p): y = x * scale. Eval: identity. In place allowed. */
+int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *x = io->x[0];
+    float *y = io->y;
+    float p = net->layers[layer].u.dropout.p;
+    if (!io->training || p == 0.0f) {
+        if (y != x) memcpy(y, x, (size_t)n * sizeof *y);
+        return VD_OK;
+    }
+    float scale = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < n; i++) {
+        bool keep = vd_hash_uniform(io->seed, (uint64_t)layer, (uint64_t)io->iter, (uint64_t)i) >= p;
+        y[i] = keep ? x[i] * scale : 0.0f;
+    }
+    return VD_OK;
+}
+
+/* dx = dy * mask * scale with the same mask (recomputed, no saved state). */
+int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *dy = io->dy;
+    float *dx = io->dx[0];
+    float beta = io->dx_beta[0];
+    float p = net->layers[layer].u.dropout.p;
+    bool identity = !io->training || p == 0.0f;
+    float scale = 1.0f / (1.0f - p);
+    for (int64_t i = 0; i < n; i++) {
+        float g;
+        if (identity) g = dy[i];
+        else g = vd_hash_uniform(io->seed, (uint64_t)layer, (uint64_t)io->iter, (uint64_t)i) >= p
+                     ? dy[i] * scale : 0.0f;
+        vd_cpu_put(&dx[i], beta, g);
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ flatten, add, concat */
+
+/* Flatten is a copy (the layout of [N, C*H*W] equals [N, C, H, W]). */
+int vd_cpu_flatten_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    if (io->y != io->x[0]) memcpy(io->y, io->x[0], (size_t)n * sizeof(float));
+    return VD_OK;
+}
+
+int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    for (int64_t i = 0; i < n; i++) vd_cpu_put(&io->dx[0][i], io->dx_beta[0], io->dy[i]);
+    return VD_OK;
+}
+
+/* y = x0 + x1 + ... summed left to right in float. */
+int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    for (int64_t i = 0; i < n; i++) {
+        float s = io->x[0][i];
+        for (int k = 1; k < l->n_in; k++) s += io->x[k][i];
+        io->y[i] = s;
+    }
+    return VD_OK;
+}
+
+/* dx[k] = dy for every input, each with its own dx_beta. */
+int vd_cpu_add_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    for (int k = 0; k < l->n_in; k++) {
+        if (!io->dx[k]) continue;
+        for (int64_t i = 0; i < n; i++) vd_cpu_put(&io->dx[k][i], io->dx_beta[k], io->dy[i]);
+    }
+    return VD_OK;
+}
+
+/* Channel concat: y[n, off_k + c] = x_k[n, c], off_k = sum of earlier c's. */
+int vd_cpu_concat_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int64_t out = vd_net_out_numel(net, layer);
+    for (int n = 0; n < io->n; n++) {
+        int64_t off = 0;
+        for (int k = 0; k < l->n_in; k++) {
+            int64_t m = vd_cpu_numel(vd_cpu_in_shape(net, layer, k));
+            memcpy(io->y + n * out + off, io->x[k] + n * m, (size_t)m * sizeof(float));
+            off += m;
+        }
+    }
+    return VD_OK;
+}
+
+int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int64_t out = vd_net_out_numel(net, layer);
+    for (int n = 0; n < io->n; n++) {
+        int64_t off = 0;
+        for (int k = 0; k < l->n_in; k++) {
+            int64_t m = vd_cpu_numel(vd_cpu_in_shape(net, layer, k));
+            if (io->dx[k]) {
+                const float *dy = io->dy + n * out + off;
+                float *dx = io->dx[k] + n * m;
+                for (int64_t i = 0; i < m; i++) vd_cpu_put(&dx[i], io->dx_beta[k], dy[i]);
+            }
+            off += m;
+        }
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ softmax cross-entropy */
+
+/* y[n, j] = softmax(x[n, :])_j (in double, max subtracted); aux[0] = mean over
+ * the batch of -log p[label] = logsumexp(x) - x[label]. labels must be in
+ * [0, classes). */
+int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int K = l->c;
+    if (!io->labels) return vd_errf(e, VD_EINTERNAL, "layer '%s': no labels", l->name);
+    double total = 0;
+    for (int n = 0; n < io->n; n++) {
+        const float *x = io->x[0] + (int64_t)n * K;
+        float *y = io->y + (int64_t)n * K;
+        int32_t lab = io->labels[n];
+        if (lab < 0 || lab >= K)
+            return vd_errf(e, VD_EDATA, "layer '%s': label %d of sample %d is outside [0, %d)",
+                           l->name, (int)lab, n, K);
+        double m = x[0];
+        for (int j = 1; j < K; j++) if (x[j] > m || isnan(x[j])) m = x[j];
+        double s = 0;
+        for (int j = 0; j < K; j++) s += exp((double)x[j] - m);
+        for (int j = 0; j < K; j++) y[j] = (float)(exp((double)x[j] - m) / s);
+        total += log(s) + m - (double)x[lab];
+    }
+    io->aux[0] = (float)(total / io->n);
+    return VD_OK;
+}
+
+/* dx = (y - onehot(label)) / N: the gradient of the mean loss; dy unused. */
+int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    int K = net->layers[layer].c;
+    float fn = (float)io->n;
+    for (int n = 0; n < io->n; n++) {
+        const float *y = io->y + (int64_t)n * K;
+        float *dx = io->dx[0] + (int64_t)n * K;
+        for (int j = 0; j < K; j++) {
+            float g = (y[j] - (j == io->labels[n] ? 1.0f : 0.0f)) / fn;
+            vd_cpu_put(&dx[j], io->dx_beta[0], g);
+        }
+    }
+    return VD_OK;
+}

@@ -1,0 +1,422 @@
+/* cuda_backend.cu — the CUDA backend: lifecycle, memory, streams, events,
+ * copies, layer setup and op dispatch (see backend.h for the contract).
+ *
+ * Device memory: pool_create is the one cudaMalloc of the run; everything
+ * the ops touch lives in it. Outside it live only what CUDA, cuDNN and
+ * cuBLAS allocate for themselves at setup (context, handles): cuBLAS gets no
+ * workspace (cublasSetWorkspace(NULL, 0)) so it never allocates later, and
+ * cuDNN calls get their workspace from the pool (io->ws).
+ *
+ * No call here synchronizes the device except synchronize() and, when
+ * VDNN_SYNC_DEBUG=1, the per-op stream synchronize for debugging. */
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_internal.h"
+
+static cu_ctx *ctx_of(vd_backend *be) { return (cu_ctx *)be->ctx; }
+
+/* ---- memory ---------------------------------------------------------------- */
+static int cu_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    *base = NULL;
+    if (bytes == 0) return vd_errf(e, VD_EINTERNAL, "pool of 0 bytes");
+    cudaError_t st = cudaMalloc(base, (size_t)bytes);
+    if (st != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();   /* clear the (non-sticky) allocation error */
+        cudaMemGetInfo(&fr, &tot);
+        char b1[32], b2[32], b3[32];
+        *base = NULL;
+        return vd_errf(e, VD_EDEVICE,
+                       "cannot allocate the device pool of %s on GPU %d (%s): %s; the driver "
+                       "reports %s free of %s",
+                       vd_fmt_bytes(bytes, b1, sizeof b1), c->device, c->dev_name,
+                       cudaGetErrorString(st), vd_fmt_bytes(fr, b2, sizeof b2),
+                       vd_fmt_bytes(tot, b3, sizeof b3));
+    }
+    return VD_OK;
+}
+
+static void cu_pool_destroy(vd_backend *be, void *base) {
+    (void)be;
+    if (base) cudaFree(base);
+}
+
+static int cu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
+    (void)be;
+    *p = NULL;
+    if (bytes == 0) bytes = 1;
+    cudaError_t st = cudaMallocHost(p, (size_t)bytes);
+    if (st != cudaSuccess) {
+        char b[32];
+        cudaGetLastError();
+        *p = NULL;
+        return vd_errf(e, VD_ENOMEM, "cannot allocate %s of pinned host memory: %s",
+                       vd_fmt_bytes(bytes, b, sizeof b), cudaGetErrorString(st));
+    }
+    return VD_OK;
+}
+
+static void cu_host_free(vd_backend *be, void *p) {
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
+/* ---- streams and events ------------------------------------------------------ */
+static int check_stream(int s, vd_err *e) {
+    if (s < 0 || s >= VD_N_STREAMS) return vd_errf(e, VD_EINTERNAL, "bad stream %d", s);
+    return VD_OK;
+}
+
+static int check_event(const cu_ctx *c, int ev, vd_err *e) {
+    if (ev < 0 || ev >= c->n_events)
+        return vd_errf(e, VD_EINTERNAL, "bad event %d (have %d)", ev, c->n_events);
+    return VD_OK;
+}
+
+static void events_free(cu_ctx *c) {
+    for (int i = 0; i < c->n_events; i++)
+        if (c->events[i]) cudaEventDestroy(c->events[i]);
+    free(c->events);
+    c->events = NULL;
+    c->n_events = 0;
+}
+
+static int cu_events_create(vd_backend *be, int n, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    events_free(c);
+    if (n < 0) return vd_errf(e, VD_EINTERNAL, "events_create(%d)", n);
+    if (n == 0) return VD_OK;
+    c->events = (cudaEvent_t *)vd_calloc((size_t)n, sizeof *c->events, e);
+    if (!c->events) return VD_ENOMEM;
+    c->n_events = n;
+    /* timing enabled on all: event_elapsed may be asked about any of them */
+    for (int i = 0; i < n; i++) CUDA_CHECK(e, cudaEventCreateWithFlags(&c->events[i], cudaEventDefault));
+    return VD_OK;
+}
+
+static int cu_event_record(vd_backend *be, int ev, int s, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, ev, e)) || (rc = check_stream(s, e))) return rc;
+    CUDA_CHECK(e, cudaEventRecord(c->events[ev], c->stream[s]));
+    return VD_OK;
+}
+
+static int cu_stream_wait(vd_backend *be, int s, int ev, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, ev, e)) || (rc = check_stream(s, e))) return rc;
+    CUDA_CHECK(e, cudaStreamWaitEvent(c->stream[s], c->events[ev], 0));
+    return VD_OK;
+}
+
+static int cu_event_sync(vd_backend *be, int ev, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, ev, e))) return rc;
+    CUDA_CHECK(e, cudaEventSynchronize(c->events[ev]));
+    return VD_OK;
+}
+
+static int cu_synchronize(vd_backend *be, vd_err *e) {
+    (void)be;
+    CUDA_CHECK(e, cudaDeviceSynchronize());
+    return VD_OK;
+}
+
+static int cu_event_elapsed(vd_backend *be, int a, int b, float *ms, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, a, e)) || (rc = check_event(c, b, e))) return rc;
+    CUDA_CHECK(e, cudaEventElapsedTime(ms, c->events[a], c->events[b]));
+    return VD_OK;
+}
+
+/* ---- copies -------------------------------------------------------------------- */
+static int cu_copy_async(vd_backend *be, int s, void *dst, const void *src, uint64_t bytes,
+                         vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_stream(s, e))) return rc;
+    if (bytes == 0) return VD_OK;
+    CUDA_CHECK(e, cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, c->stream[s]));
+    return VD_OK;
+}
+
+static int cu_poison_async(vd_backend *be, int s, void *dst, uint64_t bytes, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_stream(s, e))) return rc;
+    if (bytes == 0) return VD_OK;
+    CUDA_CHECK(e, cudaMemsetAsync(dst, 0xFF, (size_t)bytes, c->stream[s]));
+    return VD_OK;
+}
+
+static int cu_zero_async(vd_backend *be, int s, void *dst, uint64_t bytes, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_stream(s, e))) return rc;
+    if (bytes == 0) return VD_OK;
+    CUDA_CHECK(e, cudaMemsetAsync(dst, 0, (size_t)bytes, c->stream[s]));
+    return VD_OK;
+}
+
+/* ---- layer setup ------------------------------------------------------------------ */
+static void layers_free(cu_ctx *c) {
+    for (int i = 0; i < c->n_layers; i++) cu_dnn_layer_free(&c->layers[i]);
+    free(c->layers);
+    c->layers = NULL;
+    c->n_layers = 0;
+    c->net = NULL;
+}
+
+static void in_shape(const vd_net *net, int src, int *ch, int *h, int *w) {
+    if (src < 0) { *ch = net->in_c; *h = net->in_h; *w = net->in_w; return; }
+    *ch = net->layers[src].c; *h = net->layers[src].h; *w = net->layers[src].w;
+}
+
+static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math math,
+                          bool deterministic, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    if (batch <= 0) return vd_errf(e, VD_EINTERNAL, "layer_setup: batch %d", batch);
+    if (!c->dnn) {
+        CUDNN_CHECK(e, cudnnCreate(&c->dnn));
+        CUDNN_CHECK(e, cudnnSetStream(c->dnn, cu_compute(c)));
+    }
+    if (!c->blas) {
+        CUBLAS_CHECK(e, cublasCreate(&c->blas));
+        CUBLAS_CHECK(e, cublasSetStream(c->blas, cu_compute(c)));
+        /* no workspace: cuBLAS must not allocate device memory outside the pool */
+        CUBLAS_CHECK(e, cublasSetWorkspace(c->blas, NULL, 0));
+        CUBLAS_CHECK(e, cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
+    }
+    /* fp32: no TF32 anywhere; tf32: tensor cores with TF32 inputs, fp32 accumulate */
+    CUBLAS_CHECK(e, cublasSetMathMode(c->blas, math == VD_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                     : CUBLAS_DEFAULT_MATH));
+    layers_free(c);
+    c->batch = batch;
+    c->math = math;
+    c->deterministic = deterministic;
+    c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
+    if (!c->layers) return VD_ENOMEM;
+    c->n_layers = net->n_layers;
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        cu_layer *L = &c->layers[i];
+        L->op = l->op;
+        L->n_in = l->n_in;
+        int h0 = 0, w0 = 0;
+        for (int k = 0; k < l->n_in && k < VD_MAX_INPUTS; k++) {
+            int ch, h, w;
+            in_shape(net, l->in[k], &ch, &h, &w);
+            L->in_c[k] = ch;
+            if (k == 0) { h0 = h; w0 = w; }
+        }
+        L->in_h = h0;
+        L->in_w = w0;
+        L->c = l->c;
+        L->h = l->h;
+        L->w = l->w;
+        if (l->op == VD_OP_LRN && l->u.lrn.size <= 0)
+            return vd_errf(e, VD_EINTERNAL, "layer '%s': lrn size %d", l->name, l->u.lrn.size);
+        int rc = cu_dnn_layer_setup(c, net, i, L, e);
+        if (rc) {
+            vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
+            layers_free(c);
+            return rc;
+        }
+        if (l->op != VD_OP_CONV) {
+            memset(&L->opts[0], 0, sizeof L->opts[0]);
+            snprintf(L->opts[0].label, sizeof L->opts[0].label, "default");
+            L->n_opts = 1;
+        }
+    }
+    c->net = net;
+    return VD_OK;
+}
+
+static int cu_layer_algos(vd_backend *be, int layer, const vd_algo_opt **opts, int *n,
+                          vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    if (!c->net) return vd_errf(e, VD_EINTERNAL, "layer_algos before layer_setup");
+    if (layer < 0 || layer >= c->n_layers)
+        return vd_errf(e, VD_EINTERNAL, "layer_algos: layer %d of %d", layer, c->n_layers);
+    *opts = c->layers[layer].opts;
+    *n = c->layers[layer].n_opts;
+    return VD_OK;
+}
+
+static uint64_t cu_layer_aux_bytes(const vd_net *net, int layer, int batch) {
+    (void)batch;
+    const vd_layer *l = &net->layers[layer];
+    if (l->op == VD_OP_BATCHNORM) return 2 * (uint64_t)l->c * sizeof(float);
+    if (l->op == VD_OP_SOFTMAX_XENT) return sizeof(float);
+    return 0;
+}
+
+/* ---- ops ------------------------------------------------------------------------------ */
+static int op_prologue(cu_ctx *c, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    if (!c->net) return vd_errf(e, VD_EINTERNAL, "op before layer_setup");
+    if (net != c->net || layer < 0 || layer >= c->n_layers)
+        return vd_errf(e, VD_EINTERNAL, "op on layer %d of a net this backend was not set up for",
+                       layer);
+    if (io->n <= 0 || io->n > c->batch)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': batch %d, set up for at most %d",
+                       net->layers[layer].name, io->n, c->batch);
+    return VD_OK;
+}
+
+static int op_epilogue(cu_ctx *c, const vd_net *net, int layer, const char *dir, int rc,
+                       vd_err *e) {
+    if (rc) {
+        vd_err_prefix(e, "%s of layer '%s'", dir, net->layers[layer].name);
+        return rc;
+    }
+    if (c->sync_debug) {
+        cudaError_t st = cudaStreamSynchronize(cu_compute(c));
+        if (st == cudaSuccess) st = cudaGetLastError();
+        if (st != cudaSuccess)
+            return vd_errf(e, VD_EDEVICE, "%s of layer '%s' failed on the device: %s (%s)", dir,
+                           net->layers[layer].name, cudaGetErrorName(st), cudaGetErrorString(st));
+    }
+    return VD_OK;
+}
+
+static int cu_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                      vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc = op_prologue(c, net, layer, io, e);
+    if (rc) return rc;
+    rc = cu_op_forward(c, net, layer, io, e);
+    return op_epilogue(c, net, layer, "forward", rc, e);
+}
+
+static int cu_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                       vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc = op_prologue(c, net, layer, io, e);
+    if (rc) return rc;
+    rc = cu_op_backward(c, net, layer, io, e);
+    return op_epilogue(c, net, layer, "backward", rc, e);
+}
+
+static int cu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
+                  int64_t count, float lr, float momentum, float weight_decay, bool first_step,
+                  vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    if (count <= 0) return VD_OK;
+    int rc = cuk_sgd(cu_compute(c), c->sm_count, params + offset, grads + offset,
+                     mom ? mom + offset : NULL, count, lr, momentum, weight_decay, first_step, e);
+    if (rc) return rc;
+    if (c->sync_debug) {
+        CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
+        CUDA_CHECK(e, cudaGetLastError());
+    }
+    return VD_OK;
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+static void cu_destroy(vd_backend *be) {
+    if (!be) return;
+    cu_ctx *c = ctx_of(be);
+    if (c) {
+        if (c->stream[0]) cudaSetDevice(c->device);
+        layers_free(c);
+        events_free(c);
+        if (c->blas) cublasDestroy(c->blas);
+        if (c->dnn) cudnnDestroy(c->dnn);
+        for (int s = 0; s < VD_N_STREAMS; s++)
+            if (c->stream[s]) cudaStreamDestroy(c->stream[s]);
+        free(c);
+    }
+    free(be);
+}
+
+extern "C" bool vd_backend_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
+extern "C" int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
+    *out = NULL;
+    int n = 0;
+    cudaError_t st = cudaGetDeviceCount(&n);
+    if (st != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return vd_errf(e, VD_EDEVICE, "no CUDA device available (%s); use --backend cpu",
+                       st != cudaSuccess ? cudaGetErrorString(st) : "device count is 0");
+    }
+    if (device < 0 || device >= n)
+        return vd_errf(e, VD_EDEVICE, "CUDA device %d does not exist (this machine has %d)",
+                       device, n);
+    vd_backend *be = (vd_backend *)vd_calloc(1, sizeof *be, e);
+    if (!be) return VD_ENOMEM;
+    cu_ctx *c = (cu_ctx *)vd_calloc(1, sizeof *c, e);
+    if (!c) { free(be); return VD_ENOMEM; }
+    be->ctx = c;
+    be->name = "cuda";
+    be->destroy = cu_destroy;
+    be->pool_create = cu_pool_create;
+    be->pool_destroy = cu_pool_destroy;
+    be->host_alloc = cu_host_alloc;
+    be->host_free = cu_host_free;
+    be->events_create = cu_events_create;
+    be->event_record = cu_event_record;
+    be->stream_wait = cu_stream_wait;
+    be->event_sync = cu_event_sync;
+    be->synchronize = cu_synchronize;
+    be->event_elapsed = cu_event_elapsed;
+    be->copy_async = cu_copy_async;
+    be->poison_async = cu_poison_async;
+    be->zero_async = cu_zero_async;
+    be->layer_setup = cu_layer_setup;
+    be->layer_algos = cu_layer_algos;
+    be->layer_aux_bytes = cu_layer_aux_bytes;
+    be->forward = cu_forward;
+    be->backward = cu_backward;
+    be->sgd = cu_sgd;
+    c->device = device;
+    const char *dbg = getenv("VDNN_SYNC_DEBUG");
+    c->sync_debug = dbg && dbg[0] && strcmp(dbg, "0") != 0;
+    int rc = VD_OK;
+    cudaDeviceProp prop;
+#define TRY(expr)                                                                            \
+    do {                                                                                     \
+        cudaError_t s_ = (expr);                                                             \
+        if (s_ != cudaSuccess) {                                                             \
+            rc = vd_errf(e, VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s",              \
+                         cudaGetErrorName(s_), cudaGetErrorString(s_), __func__, __FILE__,    \
+                         __LINE__, #expr);                                                   \
+            goto fail;                                                                       \
+        }                                                                                    \
+    } while (0)
+    TRY(cudaSetDevice(device));
+    TRY(cudaGetDeviceProperties(&prop, device));
+    c->sm_count = prop.multiProcessorCount;
+    c->total_mem = prop.totalGlobalMem;
+    snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
+    for (int s = 0; s < VD_N_STREAMS; s++)
+        TRY(cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking));
+#undef TRY
+    *out = be;
+    return VD_OK;
+fail:
+    cu_destroy(be);
+    return rc;
+}
+
+extern "C" int vd_cuda_mem_info(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err *e) {
+    if (be && (!be->name || strcmp(be->name, "cuda") != 0))
+        return vd_errf(e, VD_EUNSUPPORTED, "device memory info needs the cuda backend");
+    if (be) CUDA_CHECK(e, cudaSetDevice(ctx_of(be)->device));
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(e, cudaMemGetInfo(&fr, &tot));
+    *free_b = fr;
+    *total_b = tot;
+    return VD_OK;
+}

@@ -1,0 +1,363 @@
+/* cuda_cudnn.cu — convolution and batch norm through cuDNN's legacy API.
+ *
+ * The only file that calls the legacy (cuDNN 9: deprecated, still supported)
+ * convolution / batch-norm API; see cuda_internal.h for how the deprecation
+ * is handled.
+ *
+ * Algorithm options per conv layer (vd_algo_opt, in this order):
+ *   0 "fastest": cuDNN's heuristic first choice for forward, backward-data
+ *      and backward-filter (cudnnGet*Algorithm_v7; no trial runs, because
+ *      cudnnFind* allocates device memory outside the pool; the profiler
+ *      times the options instead);
+ *   1 "min-ws": for each direction the candidate with the least workspace
+ *      (first in heuristic order among equals), typically IMPLICIT_GEMM /
+ *      ALGO_0 / ALGO_1 with 0 bytes. Dropped when equal to option 0.
+ *   2 "balanced": for each direction the first heuristic candidate whose
+ *      workspace is at most the layer's output size (at least 16 MiB): a
+ *      workspace no larger than an activation the plan holds anyway. On
+ *      VGG-16 the heuristic favourites need up to 3.5 GiB (4x the output)
+ *      and the zero-workspace ones run 2x slower. Dropped when equal to
+ *      option 0 or 1.
+ * Candidates: status SUCCESS, a workspace query that succeeds, no
+ * fp32->fp16 conversion math, in fp32 mode no tensor-op math (CUDNN_FMA_MATH
+ * = true fp32), in deterministic mode only CUDNN_DETERMINISTIC ones.
+ * workspace = max(fwd, bwd-data, bwd-filter, bias-gradient partial sums). */
+#include <string.h>
+#include "backend/cuda/cuda_internal.h"
+
+/* Tensor descriptors for batch n (conv: x, y; batchnorm: x and params). */
+static int set_batch(cu_layer *L, int n, vd_err *e) {
+    if (L->op == VD_OP_CONV) {
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+                                                  L->in_c[0], L->in_h, L->in_w));
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+                                                  L->c, L->h, L->w));
+    } else if (L->op == VD_OP_BATCHNORM) {
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+                                                  L->c, L->h, L->w));
+        CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
+    }
+    L->desc_n = n;
+    return VD_OK;
+}
+
+void cu_dnn_layer_free(cu_layer *L) {
+    if (L->xd) cudnnDestroyTensorDescriptor(L->xd);
+    if (L->yd) cudnnDestroyTensorDescriptor(L->yd);
+    if (L->pd) cudnnDestroyTensorDescriptor(L->pd);
+    if (L->wd) cudnnDestroyFilterDescriptor(L->wd);
+    if (L->cd) cudnnDestroyConvolutionDescriptor(L->cd);
+    L->xd = L->yd = L->pd = NULL;
+    L->wd = NULL;
+    L->cd = NULL;
+}
+
+/* The math type a heuristic result may run with in our mode, or -1 to skip. */
+static int usable_math(const cu_ctx *c, cudnnMathType_t m) {
+    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return -1;   /* fp16 inside: never */
+    if (c->math == VD_MATH_FP32) {
+        if (m == CUDNN_TENSOR_OP_MATH) return -1;
+        return CUDNN_FMA_MATH;      /* DEFAULT would allow TF32 on fp32 data */
+    }
+    return (int)m;
+}
+
+typedef struct cand { int algo; cudnnMathType_t math; uint64_t ws; } cand;
+
+static void add_cand(cand *list, int *n, int cap, int algo, cudnnMathType_t m, uint64_t ws) {
+    for (int i = 0; i < *n; i++)
+        if (list[i].algo == algo && list[i].math == m) return;
+    if (*n < cap) list[(*n)++] = (cand){algo, m, ws};
+}
+
+static int min_ws(const cand *list, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (list[i].ws < list[best].ws) best = i;
+    return best;
+}
+
+/* First candidate in heuristic (expected speed) order needing at most lim
+ * bytes; the least-workspace one if none does. */
+static int first_within(const cand *list, int n, uint64_t lim) {
+    for (int i = 0; i < n; i++)
+        if (list[i].ws <= lim) return i;
+    return min_ws(list, n);
+}
+
+enum { MAX_CANDS = 32 };
+
+static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, int *nd,
+                           cand *bf, int *nb, vd_err *e) {
+    uint64_t cap = c->total_mem / 4;    /* a workspace larger than this is never useful */
+    cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT * 2];
+    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT * 2];
+    cudnnConvolutionBwdFilterAlgoPerf_t pb[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT * 2];
+    int rf = 0, rd = 0, rb = 0;
+    cudnnMathType_t base = c->math == VD_MATH_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, base));
+    CUDNN_CHECK(e, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, L->xd, L->wd, L->cd, L->yd,
+                                                          (int)VD_ARRAY_LEN(pf), &rf, pf));
+    CUDNN_CHECK(e, cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, L->wd, L->yd, L->cd, L->xd,
+                                                               (int)VD_ARRAY_LEN(pd), &rd, pd));
+    CUDNN_CHECK(e, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                       c->dnn, L->xd, L->yd, L->cd, L->wd, (int)VD_ARRAY_LEN(pb), &rb, pb));
+    *nf = *nd = *nb = 0;
+    for (int i = 0; i < rf; i++) {
+        int m = usable_math(c, pf[i].mathType);
+        if (pf[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
+        if (c->deterministic && pf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        size_t ws = 0;
+        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+            cudnnGetConvolutionForwardWorkspaceSize(c->dnn, L->xd, L->wd, L->cd, L->yd, pf[i].algo,
+                                                    &ws) != CUDNN_STATUS_SUCCESS || ws > cap)
+            continue;
+        add_cand(fw, nf, MAX_CANDS, (int)pf[i].algo, (cudnnMathType_t)m, ws);
+    }
+    for (int i = 0; i < rd; i++) {
+        int m = usable_math(c, pd[i].mathType);
+        if (pd[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
+        if (c->deterministic && pd[i].determinism != CUDNN_DETERMINISTIC) continue;
+        size_t ws = 0;
+        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+            cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, L->wd, L->yd, L->cd, L->xd,
+                                                         pd[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
+            ws > cap)
+            continue;
+        add_cand(bd, nd, MAX_CANDS, (int)pd[i].algo, (cudnnMathType_t)m, ws);
+    }
+    for (int i = 0; i < rb; i++) {
+        int m = usable_math(c, pb[i].mathType);
+        if (pb[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
+        if (c->deterministic && pb[i].determinism != CUDNN_DETERMINISTIC) continue;
+        size_t ws = 0;
+        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+            cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, L->xd, L->yd, L->cd, L->wd,
+                                                           pb[i].algo,
+                                                           &ws) != CUDNN_STATUS_SUCCESS ||
+            ws > cap)
+            continue;
+        add_cand(bf, nb, MAX_CANDS, (int)pb[i].algo, (cudnnMathType_t)m, ws);
+    }
+    /* The heuristics always list the implicit-GEMM family; make sure the
+     * zero-workspace fallbacks are present even if they were ranked out. */
+    {
+        size_t ws;
+        cudnnMathType_t m = c->math == VD_MATH_FP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
+        if (cudnnSetConvolutionMathType(L->cd, m) == CUDNN_STATUS_SUCCESS) {
+            if (cudnnGetConvolutionForwardWorkspaceSize(
+                    c->dnn, L->xd, L->wd, L->cd, L->yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                    &ws) == CUDNN_STATUS_SUCCESS)
+                add_cand(fw, nf, MAX_CANDS, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, m, ws);
+            if (cudnnGetConvolutionBackwardDataWorkspaceSize(
+                    c->dnn, L->wd, L->yd, L->cd, L->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &ws) ==
+                CUDNN_STATUS_SUCCESS)
+                add_cand(bd, nd, MAX_CANDS, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, m, ws);
+            if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    c->dnn, L->xd, L->yd, L->cd, L->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                    &ws) == CUDNN_STATUS_SUCCESS)
+                add_cand(bf, nb, MAX_CANDS, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, m, ws);
+        }
+    }
+    if (!*nf || !*nd || !*nb)
+        return vd_errf(e, VD_EUNSUPPORTED,
+                       "no usable cuDNN algorithm (forward %d, backward-data %d, backward-filter "
+                       "%d candidates) in %s%s mode",
+                       *nf, *nd, *nb, c->math == VD_MATH_FP32 ? "fp32" : "tf32",
+                       c->deterministic ? " deterministic" : "");
+    return VD_OK;
+}
+
+static void make_opt(cu_layer *L, int k, const char *label, const cand *f, const cand *d,
+                     const cand *b, uint64_t bias_ws) {
+    cu_conv_opt *co = &L->conv_opts[k];
+    co->fwd = (cudnnConvolutionFwdAlgo_t)f->algo;
+    co->bwd_data = (cudnnConvolutionBwdDataAlgo_t)d->algo;
+    co->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)b->algo;
+    co->fwd_math = f->math;
+    co->bwd_data_math = d->math;
+    co->bwd_filter_math = b->math;
+    co->fwd_ws = f->ws;
+    co->bwd_data_ws = d->ws;
+    co->bwd_filter_ws = b->ws;
+    vd_algo_opt *o = &L->opts[k];
+    memset(o, 0, sizeof *o);
+    o->fwd_algo = f->algo;
+    o->bwd_data_algo = d->algo;
+    o->bwd_filter_algo = b->algo;
+    uint64_t ws = f->ws;
+    if (d->ws > ws) ws = d->ws;
+    if (b->ws > ws) ws = b->ws;
+    if (bias_ws > ws) ws = bias_ws;
+    o->workspace = ws;
+    snprintf(o->label, sizeof o->label, "%s", label);
+}
+
+static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
+    CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->yd));
+    CUDNN_CHECK(e, cudnnCreateFilterDescriptor(&L->wd));
+    CUDNN_CHECK(e, cudnnCreateConvolutionDescriptor(&L->cd));
+    int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                              l->u.conv.out, L->in_c[0] / g, l->u.conv.kh,
+                                              l->u.conv.kw));
+    CUDNN_CHECK(e, cudnnSetConvolution2dDescriptor(
+                       L->cd, l->u.conv.ph, l->u.conv.pw, l->u.conv.sh, l->u.conv.sw,
+                       l->u.conv.dh > 0 ? l->u.conv.dh : 1, l->u.conv.dw > 0 ? l->u.conv.dw : 1,
+                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(e, cudnnSetConvolutionGroupCount(L->cd, g));
+    int rc = set_batch(L, c->batch, e);
+    if (rc) return rc;
+    int on, oc, oh, ow;
+    CUDNN_CHECK(e, cudnnGetConvolution2dForwardOutputDim(L->cd, L->xd, L->wd, &on, &oc, &oh, &ow));
+    if (oc != L->c || oh != L->h || ow != L->w)
+        return vd_errf(e, VD_EINTERNAL,
+                       "cuDNN computes output %dx%dx%d but the net recorded %dx%dx%d", oc, oh, ow,
+                       L->c, L->h, L->w);
+    cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
+    int nf = 0, nd = 0, nb = 0;
+    if ((rc = conv_candidates(c, L, fw, &nf, bd, &nd, bf, &nb, e))) return rc;
+    uint64_t bias_ws = 0;
+    if (l->u.conv.bias) {
+        int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count);
+        if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
+    }
+    make_opt(L, 0, "fastest", &fw[0], &bd[0], &bf[0], bias_ws);
+    L->n_opts = 1;
+    int mf = min_ws(fw, nf), md = min_ws(bd, nd), mb = min_ws(bf, nb);
+    if (mf != 0 || md != 0 || mb != 0) {
+        make_opt(L, 1, "min-ws", &fw[mf], &bd[md], &bf[mb], bias_ws);
+        L->n_opts = 2;
+    }
+    uint64_t lim = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
+    if (lim < (16ull << 20)) lim = 16ull << 20;
+    int lf = first_within(fw, nf, lim), ld = first_within(bd, nd, lim), lb = first_within(bf, nb, lim);
+    bool is0 = lf == 0 && ld == 0 && lb == 0, is1 = lf == mf && ld == md && lb == mb;
+    if (!is0 && !is1) {
+        make_opt(L, L->n_opts, "balanced", &fw[lf], &bd[ld], &bf[lb], bias_ws);
+        L->n_opts++;
+    }
+    return VD_OK;
+}
+
+int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    if (l->op == VD_OP_CONV) return conv_setup(c, net, li, L, e);
+    if (l->op == VD_OP_BATCHNORM) {
+        if (l->u.bn.eps < CUDNN_BN_MIN_EPSILON)
+            return vd_errf(e, VD_EUNSUPPORTED, "batchnorm eps %g is below cuDNN's minimum %g",
+                           (double)l->u.bn.eps, CUDNN_BN_MIN_EPSILON);
+        CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
+        CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->pd));
+        return set_batch(L, c->batch, e);
+    }
+    return VD_OK;
+}
+
+static int ensure_batch(cu_layer *L, int n, vd_err *e) {
+    if (n <= 0) return vd_errf(e, VD_EINTERNAL, "batch %d", n);
+    return L->desc_n == n ? VD_OK : set_batch(L, n, e);
+}
+
+/* ---- conv ------------------------------------------------------------------ */
+int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    const vd_layer *l = &net->layers[li];
+    if (io->algo < 0 || io->algo >= L->n_opts)
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': algorithm option %d of %d", l->name, io->algo,
+                       L->n_opts);
+    int rc = ensure_batch(L, io->n, e);
+    if (rc) return rc;
+    const cu_conv_opt *o = &L->conv_opts[io->algo];
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->fwd_math));
+    CUDNN_CHECK(e, cudnnConvolutionForward(c->dnn, &one, L->xd, io->x[0], L->wd, io->w, L->cd,
+                                           o->fwd, io->ws, io->ws_bytes, &zero, L->yd, io->y));
+    if (l->u.conv.bias && io->b)
+        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c,
+                            (int64_t)L->h * L->w, e);
+    return VD_OK;
+}
+
+int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    const vd_layer *l = &net->layers[li];
+    if (io->algo < 0 || io->algo >= L->n_opts)
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': algorithm option %d of %d", l->name, io->algo,
+                       L->n_opts);
+    int rc = ensure_batch(L, io->n, e);
+    if (rc) return rc;
+    const cu_conv_opt *o = &L->conv_opts[io->algo];
+    const float one = 1.0f, zero = 0.0f;
+    cudaStream_t s = cu_compute(c);
+    /* bias gradient first: its partial sums share the workspace */
+    if (l->u.conv.bias && io->db) {
+        int64_t hw = (int64_t)L->h * L->w;
+        int split = cu_chan_split(io->n, L->c, hw, c->sm_count);
+        if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
+            split = 1;
+        if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db, e)))
+            return rc;
+    }
+    if (io->dw) {
+        CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->bwd_filter_math));
+        CUDNN_CHECK(e, cudnnConvolutionBackwardFilter(c->dnn, &one, L->xd, io->x[0], L->yd,
+                                                      io->dy, L->cd, o->bwd_filter, io->ws,
+                                                      io->ws_bytes, &zero, L->wd, io->dw));
+    }
+    if (io->dx[0]) {
+        const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
+        CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->bwd_data_math));
+        CUDNN_CHECK(e, cudnnConvolutionBackwardData(c->dnn, &one, L->wd, io->w, L->yd, io->dy,
+                                                    L->cd, o->bwd_data, io->ws, io->ws_bytes,
+                                                    &beta, L->xd, io->dx[0]));
+    }
+    return VD_OK;
+}
+
+/* ---- batch norm (spatial; PyTorch semantics: biased variance normalises,
+ * running_var takes the unbiased one, running = (1-m) running + m batch) --- */
+int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    const vd_layer *l = &net->layers[li];
+    int rc = ensure_batch(L, io->n, e);
+    if (rc) return rc;
+    const float one = 1.0f, zero = 0.0f;
+    if (io->training) {
+        float *mean = io->aux, *invstd = io->aux ? io->aux + L->c : NULL;
+        CUDNN_CHECK(e, cudnnBatchNormalizationForwardTraining(
+                           c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, L->xd, io->x[0], L->xd,
+                           io->y, L->pd, io->w, io->b, (double)l->u.bn.momentum, io->rm, io->rv,
+                           (double)l->u.bn.eps, mean, invstd));
+    } else {
+        CUDNN_CHECK(e, cudnnBatchNormalizationForwardInference(
+                           c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, L->xd, io->x[0], L->xd,
+                           io->y, L->pd, io->w, io->b, io->rm, io->rv, (double)l->u.bn.eps));
+        if (io->aux)
+            return cuk_bn_eval_aux(cu_compute(c), io->rm, io->rv, io->aux, L->c, l->u.bn.eps, e);
+    }
+    return VD_OK;
+}
+
+int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    const vd_layer *l = &net->layers[li];
+    int rc = ensure_batch(L, io->n, e);
+    if (rc) return rc;
+    if (!io->training)
+        return vd_errf(e, VD_EUNSUPPORTED,
+                       "batchnorm '%s': backward in eval mode is not implemented on CUDA", l->name);
+    if (!io->dx[0] || !io->dw || !io->db || !io->aux)
+        return vd_errf(e, VD_EUNSUPPORTED,
+                       "batchnorm '%s': the CUDA backend needs dx, dweight, dbias and the saved "
+                       "statistics in backward", l->name);
+    const float one = 1.0f, zero = 0.0f;
+    const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
+    CUDNN_CHECK(e, cudnnBatchNormalizationBackward(
+                       c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &beta, &one, &zero, L->xd, io->x[0],
+                       L->xd, io->dy, L->xd, io->dx[0], L->pd, io->w, io->dw, io->db,
+                       (double)l->u.bn.eps, io->aux, io->aux + L->c));
+    return VD_OK;
+}

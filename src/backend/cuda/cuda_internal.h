@@ -1,0 +1,177 @@
+/* cuda_internal.h — pieces shared by the CUDA backend's files (C++ / CUDA).
+ *
+ * Not a public header: only src/backend/cuda/ includes it. Every file of the
+ * backend is a .cu file compiled by nvcc (C++), so the project's C headers
+ * are included with C linkage here.
+ *
+ * cuDNN: the legacy convolution / batch-norm API used here is deprecated in
+ * cuDNN 9 but present and supported for the 9.x series. cudnn.h marks it
+ * deprecated only when CUDNN_WARN_DEPRECATED is defined; we make sure it is
+ * not (a build that defined it globally would turn every legacy call into an
+ * error under --Werror). This is the one place that decision is made; all
+ * legacy calls live in cuda_cudnn.cu. Porting to the cuDNN graph API is the
+ * way out when 10.x removes the legacy API. */
+#ifndef VD_CUDA_INTERNAL_H
+#define VD_CUDA_INTERNAL_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#undef CUDNN_WARN_DEPRECATED
+#include <cudnn.h>
+
+extern "C" {
+#include "util/util.h"
+#include "net/net.h"
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+}
+
+/* ---- status checks -------------------------------------------------------
+ * Each records the expression, function, file and line in e (VD_EDEVICE)
+ * and returns from the calling function. */
+#define CUDA_CHECK(e, expr)                                                          \
+    do {                                                                             \
+        cudaError_t st_ = (expr);                                                    \
+        if (st_ != cudaSuccess)                                                      \
+            return vd_errf((e), VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s",  \
+                           cudaGetErrorName(st_), cudaGetErrorString(st_), __func__,  \
+                           __FILE__, __LINE__, #expr);                               \
+    } while (0)
+
+#define CUDNN_CHECK(e, expr)                                                         \
+    do {                                                                             \
+        cudnnStatus_t st_ = (expr);                                                  \
+        if (st_ != CUDNN_STATUS_SUCCESS) {                                           \
+            char detail_[256];                                                       \
+            cudnnGetLastErrorString(detail_, sizeof detail_);                        \
+            return vd_errf((e), VD_EDEVICE, "cuDNN error %s in %s at %s:%d: %s%s%s",  \
+                           cudnnGetErrorString(st_), __func__, __FILE__, __LINE__,   \
+                           #expr, detail_[0] ? ": " : "", detail_);                  \
+        }                                                                            \
+    } while (0)
+
+#define CUBLAS_CHECK(e, expr)                                                        \
+    do {                                                                             \
+        cublasStatus_t st_ = (expr);                                                 \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                            \
+            return vd_errf((e), VD_EDEVICE, "cuBLAS error %s in %s at %s:%d: %s",     \
+                           cublasGetStatusString(st_), __func__, __FILE__, __LINE__,  \
+                           #expr);                                                   \
+    } while (0)
+
+/* After every kernel launch. */
+#define KERNEL_CHECK(e) CUDA_CHECK(e, cudaGetLastError())
+
+/* ---- context ------------------------------------------------------------- */
+#define CU_MAX_OPTS 4
+
+/* Conv algorithm option k as cuDNN sees it (the vd_algo_opt carries the ids). */
+typedef struct cu_conv_opt {
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
+    uint64_t fwd_ws, bwd_data_ws, bwd_filter_ws;   /* bytes at the setup batch */
+} cu_conv_opt;
+
+typedef struct cu_layer {
+    vd_op op;
+    int n_in;
+    int in_c[VD_MAX_INPUTS], in_h, in_w;  /* per-sample input shapes (h, w shared) */
+    int c, h, w;                          /* per-sample output shape */
+    int desc_n;                           /* batch the cuDNN descriptors describe */
+    int n_opts;
+    vd_algo_opt opts[CU_MAX_OPTS];        /* [n_opts]; conv: see cu_conv_opt */
+    cu_conv_opt conv_opts[CU_MAX_OPTS];   /* conv only, parallel to opts */
+    /* cuDNN descriptors (conv: x, y, w, conv; batchnorm: x(=y), bn params) */
+    cudnnTensorDescriptor_t xd, yd, pd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+} cu_layer;
+
+typedef struct cu_ctx {
+    int device;
+    int sm_count;
+    uint64_t total_mem;
+    char dev_name[256];
+    cudaStream_t stream[VD_N_STREAMS];    /* compute, D2H, H2D: non-blocking */
+    cudaEvent_t *events;                  /* [n_events], timing enabled */
+    int n_events;
+    bool sync_debug;                      /* VDNN_SYNC_DEBUG=1 */
+    /* set by layer_setup */
+    cudnnHandle_t dnn;                    /* bound to the compute stream */
+    cublasHandle_t blas;                  /* bound to the compute stream, no workspace */
+    const vd_net *net;
+    int batch;
+    vd_math math;
+    bool deterministic;
+    int n_layers;
+    cu_layer *layers;                     /* [n_layers] */
+} cu_ctx;
+
+static inline cudaStream_t cu_compute(const cu_ctx *c) { return c->stream[VD_STREAM_COMPUTE]; }
+
+/* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
+int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+void cu_dnn_layer_free(cu_layer *L);
+int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+
+/* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
+int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+/* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
+ * per channel it would use, and the workspace bytes those need. */
+int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count);
+
+/* ---- cuda_kernels.cu: launchers (compute stream unless a stream is given) -- */
+typedef struct cu_pool_geom {
+    int n, c, h, w, oh, ow;           /* input [n,c,h,w], output [n,c,oh,ow] */
+    int kh, kw, sh, sw, ph, pw;       /* window pooling */
+    bool adaptive;                    /* windows start=floor(i*in/out), end=ceil((i+1)*in/out) */
+    bool max;                         /* max (first max wins, NaN propagates) or average */
+} cu_pool_geom;
+
+int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
+                     float hi, vd_err *e);
+int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e);
+int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
+                 int64_t hw, vd_err *e);
+/* db[c] = sum over n, hw of dy[n, c, hw]; split partial sums per channel in
+ * partial[c*split + k] (split == 1: straight into db, partial unused). */
+int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
+                 float *partial, float *db, vd_err *e);
+int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
+                    float eps, vd_err *e);
+int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
+int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
+                 int64_t n, vd_err *e);
+int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, vd_err *e);
+int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
+                   vd_err *e);
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_err *e);
+int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_err *e);
+int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
+                 vd_err *e);
+int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
+                 float *dx, float beta, vd_err *e);
+int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
+                int size, float alpha, float beta, float k, vd_err *e);
+int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_err *e);
+int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
+                 int n, int classes, vd_err *e);
+int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
+                 float beta, int n, int classes, vd_err *e);
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_err *e);
+int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
+            float momentum, float wd, bool first, vd_err *e);
+int cuk_empty(cudaStream_t s, vd_err *e);
+
+#endif

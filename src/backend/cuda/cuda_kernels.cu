@@ -1,0 +1,656 @@
+/* cuda_kernels.cu — the CUDA backend's own kernels and their launchers.
+ *
+ * Every kernel computes each output element independently (gather form, no
+ * atomics), and every reduction runs in a fixed order, so results repeat bit
+ * for bit run to run. Semantics follow PyTorch (see backend.h and the CPU
+ * reference in src/backend/cpu). Launchers check the launch (KERNEL_CHECK)
+ * and return 0 or VD_EDEVICE. */
+#include <math.h>
+#include "backend/cuda/cuda_internal.h"
+
+enum { CU_THREADS = 256 };
+
+/* Grid for a grid-stride loop over n elements. */
+static unsigned grid_for(int64_t n, int sm) {
+    int64_t b = (n + CU_THREADS - 1) / CU_THREADS;
+    int64_t cap = (int64_t)(sm > 0 ? sm : 132) * 16;
+    if (b > cap) b = cap;
+    if (b < 1) b = 1;
+    return (unsigned)b;
+}
+
+#define GRID_STRIDE(i, n)                                                          \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);     \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* Same with index type I: kernels whose index math divides are templated on
+ * I and launched with int when every index fits (FITS32), since 64-bit
+ * integer division costs several times more than 32-bit on the GPU. The
+ * bound leaves room for i + stride (grid_for caps the grid) not to wrap. */
+#define GRID_STRIDE_T(I, i, n)                                                     \
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (n);                \
+         i += (I)(gridDim.x * blockDim.x))
+#define FITS32(n) ((n) < ((int64_t)1 << 30))
+
+/* Exactly util.h's vd_hash_uniform (the CPU backend's dropout mask). */
+__device__ __forceinline__ float cu_hash_uniform(uint64_t seed, uint64_t layer, uint64_t iter,
+                                                 uint64_t idx) {
+    uint64_t x = seed ^ (layer * 0x9E3779B97F4A7C15ull) ^
+                 (iter * 0xC2B2AE3D27D4EB4Full) ^ (idx * 0x165667B19E3779F9ull);
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (float)(x >> 40) * (1.0f / 16777216.0f);
+}
+
+/* dx_beta: 0 overwrites (old contents, even NaN, ignored), otherwise adds. */
+__device__ __forceinline__ void put(float *dst, float beta, float v) {
+    *dst = beta != 0.0f ? __fadd_rn(*dst, v) : v;
+}
+
+/* Fixed-order block sum of v over blockDim.x (a power of two <= 1024)
+ * threads; result valid in thread 0. sh has blockDim.x floats. */
+__device__ float block_sum(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ float block_max(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* ---- fills (profiler) ----------------------------------------------------- */
+__global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi) {
+    GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * cu_hash_uniform(seed, 0, 0, (uint64_t)i);
+}
+
+int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
+                     float hi, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_fill_uniform<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, n, seed, lo, hi);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+__global__ void k_fill_labels(int32_t *p, int64_t n, int classes) {
+    GRID_STRIDE(i, n) p[i] = (int32_t)(i % classes);
+}
+
+int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_fill_labels<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, n, classes);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+__global__ void k_empty(void) {}
+
+int cuk_empty(cudaStream_t s, vd_err *e) {
+    k_empty<<<1, 32, 0, s>>>();
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- bias ------------------------------------------------------------------ */
+template <typename I>
+__global__ void k_bias_add(float *y, const float *b, I total, I ch, I hw) {
+    GRID_STRIDE_T(I, i, total) y[i] = __fadd_rn(y[i], b[(i / hw) % ch]);
+}
+
+int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
+                 int64_t hw, vd_err *e) {
+    int64_t total = n * ch * hw;
+    if (total <= 0) return VD_OK;
+    if (FITS32(total))
+        k_bias_add<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, b, (int)total, (int)ch,
+                                                                   (int)hw);
+    else
+        k_bias_add<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, b, total, ch, hw);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count) {
+    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + ch - 1) / ch;
+    int64_t most = (n * hw) / 8192;           /* at least 8192 elements per block */
+    int64_t sp = want < most ? want : most;
+    if (sp > 1024) sp = 1024;
+    if (sp < 1) sp = 1;
+    return (int)sp;
+}
+
+/* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c. */
+template <typename I>
+__global__ void k_chan_partial(const float *dy, I n, I ch, I hw, int split, float *out) {
+    __shared__ float sh[CU_THREADS];
+    I c = (I)blockIdx.x, k = (I)blockIdx.y;
+    I total = n * hw;
+    I chunk = (total + split - 1) / split;
+    I j0 = k * chunk, j1 = j0 + chunk < total ? j0 + chunk : total;
+    float acc = 0.0f;
+    for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
+        I img = j / hw, p = j - img * hw;
+        acc += dy[(img * ch + c) * hw + p];
+    }
+    float r = block_sum(acc, sh);
+    if (threadIdx.x == 0) out[c * split + k] = r;
+}
+
+__global__ void k_chan_final(const float *partial, int64_t ch, int split, float *db) {
+    GRID_STRIDE(c, ch) {
+        float acc = 0.0f;
+        for (int k = 0; k < split; k++) acc += partial[c * split + k];
+        db[c] = acc;
+    }
+}
+
+int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
+                 float *partial, float *db, vd_err *e) {
+    if (ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff || split < 1 || split > 65535)
+        return vd_errf(e, VD_EINTERNAL, "cuk_chan_sum: bad shape (channels %lld, split %d)",
+                       (long long)ch, split);
+    dim3 grid((unsigned)ch, (unsigned)split);
+    float *out = split == 1 ? db : partial;
+    if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS))
+        k_chan_partial<int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
+    else
+        k_chan_partial<int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+    KERNEL_CHECK(e);
+    if (split > 1) {
+        k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        KERNEL_CHECK(e);
+    }
+    return VD_OK;
+}
+
+/* db[j] = sum over rows i of dy[i, j] (fc bias gradient), rows in order. */
+__global__ void k_col_sum(const float *dy, int64_t n, int64_t cols, float *db) {
+    GRID_STRIDE(j, cols) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n; i++) acc += dy[i * cols + j];
+        db[j] = acc;
+    }
+}
+
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_err *e) {
+    if (cols <= 0) return VD_OK;
+    k_col_sum<<<grid_for(cols, 132), CU_THREADS, 0, s>>>(dy, n, cols, db);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* BN in eval mode: aux = [running_mean, 1/sqrt(running_var + eps)] (what
+ * the CPU reference leaves in aux; nothing reads it in eval). */
+__global__ void k_bn_eval_aux(const float *rm, const float *rv, float *aux, int ch, float eps) {
+    GRID_STRIDE(c, ch) {
+        aux[c] = rm[c];
+        aux[ch + c] = (float)(1.0 / sqrt((double)rv[c] + (double)eps));
+    }
+}
+
+int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
+                    float eps, vd_err *e) {
+    if (ch <= 0) return VD_OK;
+    k_bn_eval_aux<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(rm, rv, aux, ch, eps);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- elementwise ------------------------------------------------------------ */
+__global__ void k_relu_fwd(const float *x, float *y, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        y[i] = v <= 0.0f ? 0.0f : v;   /* NaN propagates, as torch.relu */
+    }
+}
+
+int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_relu_fwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+__global__ void k_relu_bwd(const float *y, const float *dy, float *dx, float beta, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float g = y[i] <= 0.0f ? 0.0f : dy[i];
+        put(&dx[i], beta, g);
+    }
+}
+
+int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
+                 int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_relu_bwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* y[i] (+)= keep(i) ? x[i] * scale : 0, keep iff hash >= p. Forward (beta 0)
+ * and backward (x = dy, y = dx) are the same map. */
+__global__ void k_dropout(const float *x, float *y, float beta, int64_t n, float p, float scale,
+                          uint64_t seed, uint64_t layer, uint64_t iter) {
+    GRID_STRIDE(i, n) {
+        bool keep = cu_hash_uniform(seed, layer, iter, (uint64_t)i) >= p;
+        float v = keep ? __fmul_rn(x[i], scale) : 0.0f;
+        put(&y[i], beta, v);
+    }
+}
+
+int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_dropout<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, beta, n, p, scale, seed, layer, iter);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+__global__ void k_axpby_copy(const float *src, float *dst, float beta, int64_t n) {
+    GRID_STRIDE(i, n) put(&dst[i], beta, src[i]);
+}
+
+int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
+                   vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_axpby_copy<<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+typedef struct cu_ptrs { const float *p[VD_MAX_INPUTS]; } cu_ptrs;
+
+/* y = ((x0 + x1) + x2) + ... */
+__global__ void k_add(cu_ptrs x, int k, float *y, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float acc = x.p[0][i];
+        for (int j = 1; j < k; j++) acc = __fadd_rn(acc, x.p[j][i]);
+        y[i] = acc;
+    }
+}
+
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    if (k < 1 || k > VD_MAX_INPUTS) return vd_errf(e, VD_EINTERNAL, "cuk_add: %d inputs", k);
+    cu_ptrs ps;
+    for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
+    k_add<<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* Forward: y[img, off + c, p] = x[img, c, p]. Backward: dx[img, c, p] (+)=
+ * dy[img, off + c, p] (x = dy, y = dx). Index runs over the slice. */
+template <typename I>
+__global__ void k_concat(const float *x, float *y, I total, I ck, I ctot, I off, I hw,
+                         bool backward, float beta) {
+    GRID_STRIDE_T(I, i, total) {
+        I t = i / hw, p = i - t * hw;
+        I img = t / ck, c = t - img * ck;
+        I big = (img * ctot + off + c) * hw + p;
+        if (backward) put(&y[i], beta, x[big]);
+        else y[big] = x[i];
+    }
+}
+
+int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_err *e) {
+    int64_t total = n * ck * hw;
+    if (total <= 0) return VD_OK;
+    if (FITS32(n * ctot * hw))
+        k_concat<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(
+            x, y, (int)total, (int)ck, (int)ctot, (int)off, (int)hw, backward, beta);
+    else
+        k_concat<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, y, total, ck, ctot, off,
+                                                                     hw, backward, beta);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- pooling (PyTorch max_pool2d / avg_pool2d count_include_pad=True /
+ * adaptive_{avg,max}_pool2d; global = adaptive to 1x1) ---------------------- */
+
+/* Window of output index o along one dimension: [*lo, *hi) clamped to the
+ * input, and the PyTorch avg divisor contribution (*span). */
+__device__ __forceinline__ void pool_window(const cu_pool_geom &g, bool rows, int o, int *lo,
+                                            int *hi, int *span) {
+    int in = rows ? g.h : g.w, out = rows ? g.oh : g.ow;
+    if (g.adaptive) {
+        int a = (int)(((int64_t)o * in) / out);
+        int b = (int)((((int64_t)(o + 1) * in) + out - 1) / out);
+        *lo = a; *hi = b; *span = b - a;
+        return;
+    }
+    int k = rows ? g.kh : g.kw, st = rows ? g.sh : g.sw, pd = rows ? g.ph : g.pw;
+    int a = o * st - pd;
+    int b = a + k < in + pd ? a + k : in + pd;
+    *span = b - a;
+    *lo = a > 0 ? a : 0;
+    *hi = b < in ? b : in;
+}
+
+/* Range of outputs whose window may contain input index i (a superset for
+ * adaptive; membership is re-checked by the caller). */
+__device__ __forceinline__ void pool_outputs_of(const cu_pool_geom &g, bool rows, int i, int *o0,
+                                                int *o1) {
+    int in = rows ? g.h : g.w, out = rows ? g.oh : g.ow;
+    int a, b;
+    if (g.adaptive) {
+        a = (int)(((int64_t)i * out) / in);
+        b = (int)((((int64_t)(i + 1) * out) + in - 1) / in) - 1;
+    } else {
+        int k = rows ? g.kh : g.kw, st = rows ? g.sh : g.sw, pd = rows ? g.ph : g.pw;
+        a = i + pd < k ? 0 : (i + pd - k) / st + 1;
+        b = (i + pd) / st;
+    }
+    *o0 = a > 0 ? a : 0;
+    *o1 = b < out - 1 ? b : out - 1;
+}
+
+/* Max over a window: value and flat index (h*w + w), PyTorch's rule: the
+ * first maximum in row-major order wins, a NaN always wins. */
+__device__ __forceinline__ float window_max(const float *plane, int w, int h0, int h1, int w0,
+                                            int w1, int *arg) {
+    float m = -INFINITY;
+    int idx = h0 * w + w0;
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+            float v = plane[ih * w + iw];
+            if (v > m || isnan(v)) { m = v; idx = ih * w + iw; }
+        }
+    *arg = idx;
+    return m;
+}
+
+template <typename I>
+__global__ void k_pool_fwd(cu_pool_geom g, const float *x, float *y, I total) {
+    GRID_STRIDE_T(I, i, total) {
+        I plane = i / ((I)g.ow * g.oh);
+        int r = (int)(i - plane * ((I)g.ow * g.oh));
+        int oh = r / g.ow, ow = r - oh * g.ow;
+        const float *xp = x + plane * g.h * g.w;
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        if (h0 >= h1 || w0 >= w1) { y[i] = 0.0f; continue; }
+        if (g.max) {
+            int arg;
+            y[i] = window_max(xp, g.w, h0, h1, w0, w1, &arg);
+        } else {
+            float acc = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) acc += xp[ih * g.w + iw];
+            y[i] = acc / (float)(sh * sw);
+        }
+    }
+}
+
+int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
+                 vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
+    if (total <= 0) return VD_OK;
+    int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
+    if (FITS32(total) && FITS32(in_total))
+        k_pool_fwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, y, (int)total);
+    else
+        k_pool_fwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, y, total);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* dx[i] (+)= sum over windows o containing i, in increasing o, of
+ * (max: o's argmax == i ? dy[o] : 0; avg: dy[o] / divisor(o)). With beta 1
+ * the terms are added to dx[i] one by one in that order, like the CPU
+ * reference's scatter, so both round identically. */
+template <typename I>
+__global__ void k_pool_bwd(cu_pool_geom g, const float *x, const float *dy, float *dx, float beta,
+                           I total) {
+    GRID_STRIDE_T(I, i, total) {
+        I plane = i / ((I)g.w * g.h);
+        int r = (int)(i - plane * ((I)g.w * g.h));
+        int ih = r / g.w, iw = r - ih * g.w;
+        const float *xp = g.max ? x + plane * g.h * g.w : NULL;   /* avg: x unused */
+        const float *dyp = dy + plane * g.oh * g.ow;
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        float acc = beta != 0.0f ? dx[i] : 0.0f;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                float d = dyp[oh * g.ow + ow];
+                if (g.max) {
+                    int arg;
+                    window_max(xp, g.w, h0, h1, w0, w1, &arg);
+                    if (arg == ih * g.w + iw) acc += d;
+                } else {
+                    acc += d / (float)(sh * sw);
+                }
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
+                 float *dx, float beta, vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->h * g->w;
+    if (total <= 0) return VD_OK;
+    int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
+    if (FITS32(total) && FITS32(out_total))
+        k_pool_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else
+        k_pool_bwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- LRN (torch.nn.LocalResponseNorm) ------------------------------------- *
+ * s_c = k + alpha * (sum_{j=c-size/2}^{c+(size-1)/2} x_j^2) / size,
+ * y_c = x_c / s_c^beta. */
+template <typename I>
+__device__ __forceinline__ float lrn_scale(const float *col, I hw, int ch, int c, int size,
+                                           float alpha, float k) {
+    int lo = c - size / 2, hi = c + (size - 1) / 2;
+    if (lo < 0) lo = 0;
+    if (hi > ch - 1) hi = ch - 1;
+    float acc = 0.0f;
+    for (int j = lo; j <= hi; j++) {
+        float v = col[j * hw];
+        acc += v * v;
+    }
+    return k + alpha * (acc / (float)size);
+}
+
+template <typename I>
+__global__ void k_lrn_fwd(const float *x, float *y, I total, int ch, I hw, int size, float alpha,
+                          float beta, float k) {
+    GRID_STRIDE_T(I, i, total) {
+        I t = i / hw, p = i - t * hw;
+        I img = t / ch;
+        int c = (int)(t - img * ch);
+        const float *col = x + img * ch * hw + p;
+        float s = lrn_scale(col, hw, ch, c, size, alpha, k);
+        y[i] = x[i] / powf(s, beta);
+    }
+}
+
+int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
+                int size, float alpha, float beta, float k, vd_err *e) {
+    int64_t total = (int64_t)n * ch * hw;
+    if (total <= 0) return VD_OK;
+    if (FITS32(total))
+        k_lrn_fwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, y, (int)total, ch, (int)hw,
+                                                                  size, alpha, beta, k);
+    else
+        k_lrn_fwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, y, total, ch, hw, size,
+                                                                      alpha, beta, k);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* dx_i = dy_i / s_i^beta - (2 alpha beta / size) x_i sum_{c: i in win(c)}
+ *        dy_c x_c / (s_c^beta s_c),  win(c) = [c - size/2, c + (size-1)/2]. */
+template <typename I>
+__global__ void k_lrn_bwd(const float *x, const float *dy, float *dx, float dx_beta, I total,
+                          int ch, I hw, int size, float alpha, float beta, float k) {
+    GRID_STRIDE_T(I, i, total) {
+        I t = i / hw, p = i - t * hw;
+        I img = t / ch;
+        int ci = (int)(t - img * ch);
+        I base = img * ch * hw + p;
+        const float *col = x + base;
+        const float *dcol = dy + base;
+        float si = lrn_scale(col, hw, ch, ci, size, alpha, k);
+        int c0 = ci - (size - 1) / 2, c1 = ci + size / 2;
+        if (c0 < 0) c0 = 0;
+        if (c1 > ch - 1) c1 = ch - 1;
+        float acc = 0.0f;
+        for (int c = c0; c <= c1; c++) {
+            float sc = c == ci ? si : lrn_scale(col, hw, ch, c, size, alpha, k);
+            acc += dcol[c * hw] * col[c * hw] / (powf(sc, beta) * sc);
+        }
+        float g = dcol[ci * hw] / powf(si, beta) -
+                  2.0f * alpha * beta / (float)size * col[ci * hw] * acc;
+        put(&dx[i], dx_beta, g);
+    }
+}
+
+int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_err *e) {
+    int64_t total = (int64_t)n * ch * hw;
+    if (total <= 0) return VD_OK;
+    if (FITS32(total))
+        k_lrn_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(
+            x, dy, dx, dx_beta, (int)total, ch, (int)hw, size, alpha, beta, k);
+    else
+        k_lrn_bwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, dy, dx, dx_beta, total, ch,
+                                                                      hw, size, alpha, beta, k);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------- */
+/* One block per sample: y = exp(x - max) / sum(exp(x - max)). */
+__global__ void k_softmax(const float *x, float *y, int classes) {
+    __shared__ float sh[CU_THREADS];
+    const float *xr = x + (int64_t)blockIdx.x * classes;
+    float *yr = y + (int64_t)blockIdx.x * classes;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < classes; j += blockDim.x) m = fmaxf(m, xr[j]);
+    m = block_max(m, sh);
+    float acc = 0.0f;
+    for (int j = threadIdx.x; j < classes; j += blockDim.x) acc += expf(xr[j] - m);
+    float sum = block_sum(acc, sh);
+    for (int j = threadIdx.x; j < classes; j += blockDim.x) yr[j] = expf(xr[j] - m) / sum;
+}
+
+/* One block of 1024 threads: thread t computes the losses of samples t,
+ * t+1024, ... from the logits (log-sum-exp, as PyTorch's log_softmax), then
+ * a fixed-order tree sum; loss[0] = mean. */
+enum { XENT_LOSS_THREADS = 1024 };
+__global__ void k_xent_loss(const float *x, const int32_t *labels, float *loss, int n,
+                            int classes) {
+    __shared__ float sh[XENT_LOSS_THREADS];
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float *xr = x + (int64_t)i * classes;
+        int lab = labels[i];
+        if (lab < 0 || lab >= classes) { acc += NAN; continue; }
+        float m = -INFINITY;
+        for (int j = 0; j < classes; j++) m = fmaxf(m, xr[j]);
+        float s = 0.0f;
+        for (int j = 0; j < classes; j++) s += expf(xr[j] - m);
+        acc += -((xr[lab] - m) - logf(s));
+    }
+    float total = block_sum(acc, sh);
+    if (threadIdx.x == 0) loss[0] = total / (float)n;
+}
+
+int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
+                 int n, int classes, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_softmax<<<(unsigned)n, CU_THREADS, 0, s>>>(x, y, classes);
+    KERNEL_CHECK(e);
+    if (loss) {
+        k_xent_loss<<<1, XENT_LOSS_THREADS, 0, s>>>(x, labels, loss, n, classes);
+        KERNEL_CHECK(e);
+    }
+    return VD_OK;
+}
+
+/* dx = (softmax - onehot(label)) / n; dy is not read (the loss is last) */
+template <typename I>
+__global__ void k_xent_bwd(const float *y, const int32_t *labels, float *dx, float beta, I total,
+                           int classes, float fn) {
+    GRID_STRIDE_T(I, i, total) {
+        I row = i / classes;
+        int j = (int)(i - row * classes);
+        float t = labels[row] == j ? 1.0f : 0.0f;
+        put(&dx[i], beta, __fdiv_rn(__fsub_rn(y[i], t), fn));
+    }
+}
+
+int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
+                 float beta, int n, int classes, vd_err *e) {
+    int64_t total = (int64_t)n * classes;
+    if (total <= 0) return VD_OK;
+    if (FITS32(total))
+        k_xent_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, labels, dx, beta, (int)total,
+                                                                   classes, (float)n);
+    else
+        k_xent_bwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, labels, dx, beta, total,
+                                                                       classes, (float)n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- SGD (torch.optim.SGD, dampening 0, no Nesterov) ------------------------
+ * g = grad + wd * p (wd != 0); buf = fresh ? g : momentum * buf + g with
+ * fresh = first step or momentum 0 (then the old buffer, maybe poison, is
+ * never read); p = p - lr * buf. Explicit _rn intrinsics: no fused
+ * multiply-add, so each step rounds like the CPU reference. m == NULL: no
+ * buffer kept, p -= lr * g. */
+__global__ void k_sgd(float *p, const float *grad, float *m, int64_t n, float lr, float momentum,
+                      float wd, bool fresh) {
+    GRID_STRIDE(i, n) {
+        float pv = p[i];
+        float g = wd != 0.0f ? __fadd_rn(grad[i], __fmul_rn(wd, pv)) : grad[i];
+        float step = g;
+        if (m) {
+            float b = fresh ? g : __fadd_rn(__fmul_rn(momentum, m[i]), g);
+            m[i] = b;
+            step = b;
+        }
+        p[i] = __fsub_rn(pv, __fmul_rn(lr, step));
+    }
+}
+
+int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
+            float momentum, float wd, bool first, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_sgd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, n, lr, momentum, wd,
+                                                  first || momentum == 0.0f);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}

@@ -1,0 +1,345 @@
+/* cuda_profile.cu — vd_profile_measure: time every layer on the GPU.
+ *
+ * Runs before planning, outside the pool: it takes one scratch cudaMalloc
+ * sized for the largest layer (its inputs, output, gradients, parameters,
+ * workspace), fills it with uniform [-1, 1) values, times each layer's
+ * forward and backward per algorithm option with CUDA events on the compute
+ * stream (one warm-up, median of PROF_REPS), then the SGD step and pinned
+ * copy bandwidths, and frees everything. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_internal.h"
+
+enum { PROF_REPS = 5, COPY_REPS = 3, LAUNCH_REPS = 200 };
+static const uint64_t COPY_BYTES = 256ull << 20;
+static const uint64_t ALIGN = 256;
+
+typedef struct prof {
+    cu_ctx *c;
+    vd_backend *be;
+    const vd_net *net;
+    int batch;
+    char *scratch;          /* device, scratch_bytes */
+    uint64_t scratch_bytes;
+    void *host[2];          /* pinned, COPY_BYTES each */
+    cudaEvent_t ev[3];
+} prof;
+
+static void prof_free(prof *p) {
+    for (int i = 0; i < 3; i++)
+        if (p->ev[i]) cudaEventDestroy(p->ev[i]);
+    for (int i = 0; i < 2; i++)
+        if (p->host[i]) cudaFreeHost(p->host[i]);
+    if (p->scratch) cudaFree(p->scratch);
+    memset(p, 0, sizeof *p);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float median(float *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return v[n / 2];
+}
+
+static int64_t in_numel(const vd_net *net, int src) { return vd_net_out_numel(net, src); }
+
+/* Layout of one layer's buffers inside the scratch region. */
+typedef struct layer_buf {
+    uint64_t x[VD_MAX_INPUTS], dx[VD_MAX_INPUTS], y, dy, par, grad, aux, labels, ws, end;
+} layer_buf;
+
+static uint64_t take(uint64_t *off, uint64_t bytes) {
+    uint64_t at = *off;
+    *off += VD_ALIGN_UP(bytes ? bytes : 1, ALIGN);
+    return at;
+}
+
+static int64_t layer_param_floats(const vd_net *net, int li) {
+    const vd_layer *l = &net->layers[li];
+    int64_t n = 0;
+    for (int p = l->param_first; p < l->param_first + l->n_params; p++) n += net->params[p].numel;
+    return n;
+}
+
+static void plan_layer(const prof *p, int li, layer_buf *b) {
+    const vd_net *net = p->net;
+    const vd_layer *l = &net->layers[li];
+    const cu_layer *L = &p->c->layers[li];
+    uint64_t off = 0, n = (uint64_t)p->batch;
+    memset(b, 0, sizeof *b);
+    for (int k = 0; k < l->n_in; k++) {
+        uint64_t bytes = n * (uint64_t)in_numel(net, l->in[k]) * sizeof(float);
+        b->x[k] = take(&off, bytes);
+        b->dx[k] = take(&off, bytes);
+    }
+    uint64_t ybytes = n * (uint64_t)vd_net_out_numel(net, li) * sizeof(float);
+    b->y = take(&off, ybytes);
+    b->dy = take(&off, ybytes);
+    uint64_t pbytes = (uint64_t)layer_param_floats(net, li) * sizeof(float);
+    b->par = take(&off, pbytes);
+    b->grad = take(&off, pbytes);
+    b->aux = take(&off, p->be->layer_aux_bytes(net, li, p->batch));
+    b->labels = take(&off, n * sizeof(int32_t));
+    uint64_t ws = 0;
+    for (int k = 0; k < L->n_opts; k++)
+        if (L->opts[k].workspace > ws) ws = L->opts[k].workspace;
+    b->ws = take(&off, ws);
+    b->end = off;
+}
+
+static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_io *io) {
+    const vd_net *net = p->net;
+    const vd_layer *l = &net->layers[li];
+    const cu_layer *L = &p->c->layers[li];
+    char *s = p->scratch;
+    memset(io, 0, sizeof *io);
+    io->n = p->batch;
+    for (int k = 0; k < l->n_in; k++) {
+        io->x[k] = (const float *)(s + b->x[k]);
+        /* the net input gets no gradient (except batchnorm, which needs one) */
+        if (l->in[k] >= 0 || l->op == VD_OP_BATCHNORM) io->dx[k] = (float *)(s + b->dx[k]);
+        io->dx_beta[k] = 0.0f;
+    }
+    io->y = (float *)(s + b->y);
+    io->dy = (const float *)(s + b->dy);
+    /* parameters in the net's order: conv/fc weight [bias]; bn weight bias rm rv */
+    float *par = (float *)(s + b->par), *grad = (float *)(s + b->grad);
+    int64_t off = 0;
+    for (int q = 0; q < l->n_params; q++) {
+        const vd_param *pp = &net->params[l->param_first + q];
+        const char *suf = strrchr(pp->name, '.');
+        suf = suf ? suf + 1 : pp->name;
+        if (!strcmp(suf, "weight")) { io->w = par + off; io->dw = grad + off; }
+        else if (!strcmp(suf, "bias")) { io->b = par + off; io->db = grad + off; }
+        else if (!strcmp(suf, "running_mean")) io->rm = par + off;
+        else if (!strcmp(suf, "running_var")) io->rv = par + off;
+        off += pp->numel;
+    }
+    io->aux = p->be->layer_aux_bytes(net, li, p->batch) ? (float *)(s + b->aux) : NULL;
+    io->labels = (const int32_t *)(s + b->labels);
+    io->ws = s + b->ws;
+    io->ws_bytes = L->n_opts ? L->opts[algo].workspace : 0;
+    io->algo = algo;
+    io->seed = 1;
+    io->iter = 0;
+    io->training = true;
+}
+
+/* Median ms of fn over PROF_REPS after one warm-up. */
+static int time_op(prof *p, int li, const vd_op_io *io, bool bwd, double *sec, vd_err *e) {
+    float t[PROF_REPS];
+    cudaStream_t s = cu_compute(p->c);
+    for (int r = -1; r < PROF_REPS; r++) {
+        CUDA_CHECK(e, cudaEventRecord(p->ev[0], s));
+        int rc = bwd ? p->be->backward(p->be, p->net, li, io, e)
+                     : p->be->forward(p->be, p->net, li, io, e);
+        if (rc) return rc;
+        CUDA_CHECK(e, cudaEventRecord(p->ev[1], s));
+        CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
+        if (r >= 0) CUDA_CHECK(e, cudaEventElapsedTime(&t[r], p->ev[0], p->ev[1]));
+    }
+    *sec = median(t, PROF_REPS) * 1e-3;
+    return VD_OK;
+}
+
+/* One copy direction (or both at once) of COPY_BYTES: bytes/s. */
+static int time_copies(prof *p, int mode, double *bw, vd_err *e) {
+    cu_ctx *c = p->c;
+    cudaStream_t d2h = c->stream[VD_STREAM_D2H], h2d = c->stream[VD_STREAM_H2D];
+    char *dev0 = p->scratch, *dev1 = p->scratch + COPY_BYTES;
+    float t[COPY_REPS];
+    for (int r = -1; r < COPY_REPS; r++) {
+        cudaStream_t first = mode == 1 ? h2d : d2h;
+        CUDA_CHECK(e, cudaEventRecord(p->ev[0], first));
+        if (mode == 0 || mode == 2)
+            CUDA_CHECK(e, cudaMemcpyAsync(p->host[0], dev0, COPY_BYTES, cudaMemcpyDeviceToHost, d2h));
+        if (mode == 2) CUDA_CHECK(e, cudaStreamWaitEvent(h2d, p->ev[0], 0));
+        if (mode == 1 || mode == 2)
+            CUDA_CHECK(e, cudaMemcpyAsync(dev1, p->host[1], COPY_BYTES, cudaMemcpyHostToDevice, h2d));
+        if (mode == 2) {
+            CUDA_CHECK(e, cudaEventRecord(p->ev[2], h2d));
+            CUDA_CHECK(e, cudaStreamWaitEvent(d2h, p->ev[2], 0));
+        }
+        CUDA_CHECK(e, cudaEventRecord(p->ev[1], first));
+        CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
+        if (r >= 0) CUDA_CHECK(e, cudaEventElapsedTime(&t[r], p->ev[0], p->ev[1]));
+    }
+    double s = median(t, COPY_REPS) * 1e-3;
+    *bw = (double)COPY_BYTES * (mode == 2 ? 2.0 : 1.0) / (s > 0 ? s : 1e-9);
+    return VD_OK;
+}
+
+static void device_params(const cu_ctx *c, vd_device_params *d) {
+    memset(d, 0, sizeof *d);
+    if (strstr(c->dev_name, "H200")) snprintf(d->name, sizeof d->name, "h200");
+    else if (strstr(c->dev_name, "H100")) snprintf(d->name, sizeof d->name, "h100");
+    else {
+        size_t j = 0;
+        for (const char *s = c->dev_name; *s && j + 1 < sizeof d->name; s++)
+            d->name[j++] = isalnum((unsigned char)*s) ? (char)tolower((unsigned char)*s) : '-';
+        d->name[j] = 0;
+    }
+    int clk = 0, mclk = 0, bus = 0;
+    if (cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, c->device) != cudaSuccess) clk = 0;
+    if (cudaDeviceGetAttribute(&mclk, cudaDevAttrMemoryClockRate, c->device) != cudaSuccess) mclk = 0;
+    if (cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, c->device) != cudaSuccess)
+        bus = 0;
+    cudaGetLastError();
+    /* 128 fp32 FMA lanes per SM on sm_80/sm_90; TF32 tensor cores ~7.4x that
+     * (H100 SXM datasheet: 494 vs 67 TFLOP/s dense) */
+    d->peak_flops = (double)c->sm_count * clk * 1e3 * 128 * 2;
+    if (c->math == VD_MATH_TF32) d->peak_flops *= 7.4;
+    d->mem_bw = 2.0 * mclk * 1e3 * bus / 8.0;
+    d->mem_bytes = c->total_mem;
+}
+
+extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, vd_profile *out,
+                                  vd_err *e) {
+    memset(out, 0, sizeof *out);
+    if (!be || !be->name || strcmp(be->name, "cuda") != 0)
+        return vd_errf(e, VD_EUNSUPPORTED, "measuring a profile needs the cuda backend");
+    cu_ctx *c = (cu_ctx *)be->ctx;
+    if (c->net != net || c->batch != batch)
+        return vd_errf(e, VD_EUSAGE,
+                       "vd_profile_measure: the backend is not set up for this net at batch %d",
+                       batch);
+    prof p;
+    memset(&p, 0, sizeof p);
+    p.c = c;
+    p.be = be;
+    p.net = net;
+    p.batch = batch;
+    int rc = VD_OK;
+    cudaStream_t s = cu_compute(c);
+    /* scratch: the largest layer, the SGD state, two copy buffers */
+    uint64_t need = 2 * COPY_BYTES;
+    for (int i = 0; i < net->n_layers; i++) {
+        layer_buf b;
+        plan_layer(&p, i, &b);
+        if (b.end > need) need = b.end;
+    }
+    uint64_t sgd_floats = (uint64_t)net->param_floats;
+    uint64_t sgd_bytes = 3 * VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN);
+    if (sgd_bytes > need) need = sgd_bytes;
+    {
+        size_t fr = 0, tot = 0;
+        CUDA_CHECK(e, cudaMemGetInfo(&fr, &tot));
+        if (need + (256ull << 20) > fr) {
+            char b1[32], b2[32];
+            return vd_errf(e, VD_EDEVICE,
+                           "profiling needs %s of scratch device memory for its largest layer at "
+                           "batch %d, but only %s is free; profile at a smaller batch",
+                           vd_fmt_bytes(need, b1, sizeof b1), batch, vd_fmt_bytes(fr, b2, sizeof b2));
+        }
+    }
+#define TRY(expr)                                                                            \
+    do {                                                                                     \
+        cudaError_t s_ = (expr);                                                             \
+        if (s_ != cudaSuccess) {                                                             \
+            rc = vd_errf(e, VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s",              \
+                         cudaGetErrorName(s_), cudaGetErrorString(s_), __func__, __FILE__,    \
+                         __LINE__, #expr);                                                   \
+            goto done;                                                                       \
+        }                                                                                    \
+    } while (0)
+#define TRYRC(expr)                                                                          \
+    do {                                                                                     \
+        if ((rc = (expr))) goto done;                                                        \
+    } while (0)
+    {
+        TRY(cudaMalloc((void **)&p.scratch, need));
+        p.scratch_bytes = need;
+        for (int i = 0; i < 2; i++) TRY(cudaMallocHost(&p.host[i], COPY_BYTES));
+        for (int i = 0; i < 3; i++) TRY(cudaEventCreate(&p.ev[i]));
+        TRYRC(cuk_fill_uniform(s, c->sm_count, (float *)p.scratch, (int64_t)(need / sizeof(float)),
+                               12345, -1.0f, 1.0f, e));
+        memset(p.host[0], 0, COPY_BYTES);
+        memset(p.host[1], 0, COPY_BYTES);
+
+        snprintf(out->source, sizeof out->source, "measured:cuda");
+        snprintf(out->net, sizeof out->net, "%s", net->name);
+        out->batch = batch;
+        device_params(c, &out->dev);
+        out->n_layers = net->n_layers;
+        out->layers = (vd_profile_layer *)vd_calloc((size_t)net->n_layers, sizeof *out->layers, e);
+        if (!out->layers) { rc = VD_ENOMEM; goto done; }
+
+        for (int i = 0; i < net->n_layers; i++) {
+            const vd_layer *l = &net->layers[i];
+            const cu_layer *L = &c->layers[i];
+            vd_profile_layer *pl = &out->layers[i];
+            snprintf(pl->name, sizeof pl->name, "%s", l->name);
+            pl->aux_bytes = be->layer_aux_bytes(net, i, batch);
+            layer_buf b;
+            plan_layer(&p, i, &b);
+            if (l->op == VD_OP_SOFTMAX_XENT) {   /* valid labels */
+                TRYRC(cuk_fill_labels(s, c->sm_count, (int32_t *)(p.scratch + b.labels), batch,
+                                      net->classes, e));
+            }
+            int nopt = L->n_opts < 8 ? L->n_opts : 8;
+            pl->n_algos = nopt;
+            for (int k = 0; k < nopt; k++) {
+                vd_op_io io;
+                make_io(&p, i, &b, k, &io);
+                if (l->op == VD_OP_BATCHNORM)   /* a positive running variance */
+                    TRYRC(cuk_fill_uniform(s, c->sm_count, io.rv, l->c, 7, 0.5f, 1.5f, e));
+                vd_profile_algo *pa = &pl->algos[k];
+                snprintf(pa->label, sizeof pa->label, "%s", L->opts[k].label);
+                pa->workspace = L->opts[k].workspace;
+                pa->fwd_algo = L->opts[k].fwd_algo;
+                pa->bwd_data_algo = L->opts[k].bwd_data_algo;
+                pa->bwd_filter_algo = L->opts[k].bwd_filter_algo;
+                TRYRC(time_op(&p, i, &io, false, &pa->fwd_s, e));
+                TRYRC(time_op(&p, i, &io, true, &pa->bwd_s, e));
+            }
+        }
+
+        /* SGD over every parameter */
+        {
+            float *par = (float *)p.scratch;
+            float *grad = (float *)(p.scratch + VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN));
+            float *mom = (float *)(p.scratch + 2 * VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN));
+            float t[PROF_REPS];
+            for (int r = -1; r < PROF_REPS; r++) {
+                TRY(cudaEventRecord(p.ev[0], s));
+                TRYRC(be->sgd(be, par, grad, mom, 0, (int64_t)sgd_floats, 1e-6f, 0.9f, 5e-4f,
+                              r < 0, e));
+                TRY(cudaEventRecord(p.ev[1], s));
+                TRY(cudaEventSynchronize(p.ev[1]));
+                if (r >= 0) TRY(cudaEventElapsedTime(&t[r], p.ev[0], p.ev[1]));
+            }
+            out->sgd_s = median(t, PROF_REPS) * 1e-3;
+        }
+
+        /* launch overhead: back-to-back empty kernels */
+        {
+            TRYRC(cuk_empty(s, e));
+            TRY(cudaEventRecord(p.ev[0], s));
+            for (int r = 0; r < LAUNCH_REPS; r++) TRYRC(cuk_empty(s, e));
+            TRY(cudaEventRecord(p.ev[1], s));
+            TRY(cudaEventSynchronize(p.ev[1]));
+            float ms = 0;
+            TRY(cudaEventElapsedTime(&ms, p.ev[0], p.ev[1]));
+            out->dev.launch_s = ms * 1e-3 / LAUNCH_REPS;
+        }
+
+        TRYRC(time_copies(&p, 0, &out->dev.d2h_bw, e));
+        TRYRC(time_copies(&p, 1, &out->dev.h2d_bw, e));
+        TRYRC(time_copies(&p, 2, &out->dev.both_bw, e));
+        TRY(cudaStreamSynchronize(s));
+    }
+#undef TRY
+#undef TRYRC
+done:
+    prof_free(&p);
+    if (rc) {
+        free(out->layers);
+        out->layers = NULL;
+        out->n_layers = 0;
+    }
+    return rc;
+}

@@ -1,0 +1,100 @@
+/* cifar10.c — CIFAR-10, "binary version".
+ *
+ * Files: DIR/data_batch_1.bin .. data_batch_5.bin (train), DIR/test_batch.bin.
+ * Each record is 3073 bytes: label (0..9), then 1024 R, 1024 G, 1024 B bytes
+ * (32x32 row-major). A file must hold a whole, positive number of records
+ * (the real files hold 10000 each); labels must be 0..9. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "data/data_impl.h"
+
+enum { REC = 3073, PIX = 1024 };
+
+typedef struct cifar {
+    uint8_t *rec[2];            /* [n * REC] per split */
+} cifar;
+
+static int append_file(const char *path, uint8_t **buf, int64_t *n, vd_err *e) {
+    char *raw;
+    size_t len;
+    int rc = vd_read_file(path, &raw, &len, e);
+    if (rc == VD_EIO && e) {
+        char msg[sizeof e->msg];
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        return vd_errf(e, VD_EIO, "CIFAR-10: %s (cifar10:DIR needs data_batch_1..5.bin and "
+                       "test_batch.bin of the binary version)", msg);
+    }
+    if (rc) return rc;
+    if (len == 0 || len % REC != 0) {
+        free(raw);
+        return vd_errf(e, VD_EDATA, "%s: %zu bytes is not a whole number of 3073-byte "
+                       "CIFAR-10 records (truncated or not the binary version?)", path, len);
+    }
+    int64_t k = (int64_t)(len / REC);
+    for (int64_t i = 0; i < k; i++)
+        if ((unsigned char)raw[i * REC] > 9) {
+            int bad = (unsigned char)raw[i * REC];
+            free(raw);
+            return vd_errf(e, VD_EDATA, "%s: record %lld has label %d (expected 0..9); "
+                           "corrupt file?", path, (long long)i, bad);
+        }
+    uint8_t *nb = vd_realloc(*buf, (size_t)(*n + k) * REC, e);
+    if (!nb) { free(raw); return VD_ENOMEM; }
+    memcpy(nb + (size_t)*n * REC, raw, len);
+    *buf = nb;
+    *n += k;
+    free(raw);
+    return VD_OK;
+}
+
+static int cifar_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                        float *x, int32_t *label, vd_err *e) {
+    (void)aug_key; (void)e;
+    static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
+    static const float std[3] = { 0.2470f, 0.2435f, 0.2616f };
+    const cifar *c = ds->impl;
+    const uint8_t *r = c->rec[split] + index * REC;
+    *label = r[0];
+    for (int ch = 0; ch < 3; ch++)
+        for (int i = 0; i < PIX; i++)
+            x[ch * PIX + i] = ((float)r[1 + ch * PIX + i] / 255.0f - mean[ch]) / std[ch];
+    return VD_OK;
+}
+
+static void cifar_close(vd_dataset *ds) {
+    cifar *c = ds->impl;
+    if (!c) return;
+    free(c->rec[0]);
+    free(c->rec[1]);
+    VD_FREE(ds->impl);
+}
+
+int vd_data_open_cifar10(vd_dataset *ds, const char *dir, const vd_net *net, vd_err *e) {
+    char what[700];
+    snprintf(what, sizeof what, "CIFAR-10 data in %s", dir);
+    int rc = vd_data_check_shape(what, 3, 32, 32, 10, net, e);
+    if (rc) return rc;
+    cifar *c = vd_calloc(1, sizeof *c, e);
+    if (!c) return VD_ENOMEM;
+    ds->impl = c;
+    ds->close = cifar_close;
+    ds->sample = cifar_sample;
+    char path[1100];
+    for (int i = 1; i <= 5 && !rc; i++) {
+        snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, i);
+        rc = append_file(path, &c->rec[0], &ds->info.n[0], e);
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+        rc = append_file(path, &c->rec[1], &ds->info.n[1], e);
+    }
+    if (rc) { cifar_close(ds); return rc; }
+    ds->info.c = 3;
+    ds->info.h = 32;
+    ds->info.w = 32;
+    ds->info.classes = 10;
+    snprintf(ds->info.desc, sizeof ds->info.desc, "cifar10:%s (%lld train, %lld test)", dir,
+             (long long)ds->info.n[0], (long long)ds->info.n[1]);
+    return VD_OK;
+}

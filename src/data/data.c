@@ -1,0 +1,335 @@
+/* data.c — dataset dispatch, epoch permutations, and the batch loader. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <unistd.h>
+#include "data/data_impl.h"
+
+/* ------------------------------------------------------------------------ */
+/* Opening                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
+                        const vd_net *net, vd_err *e) {
+    if (net->in_c != c || net->in_h != h || net->in_w != w)
+        return vd_errf(e, VD_EUSAGE,
+                       "%s has %dx%dx%d images (CxHxW) but net '%s' expects input "
+                       "%dx%dx%d; use a net whose input: matches the data", what,
+                       c, h, w, net->name, net->in_c, net->in_h, net->in_w);
+    if (classes > net->classes)
+        return vd_errf(e, VD_EUSAGE,
+                       "%s has %d classes but net '%s' outputs only %d", what, classes,
+                       net->name, net->classes);
+    return VD_OK;
+}
+
+static int parse_count(const char *s, size_t len, int64_t *out, vd_err *e) {
+    char buf[32];
+    if (len == 0 || len >= sizeof buf)
+        return vd_errf(e, VD_EUSAGE, "bad sample count '%.*s' in --data synthetic:TRAIN[,TEST]",
+                       (int)len, s);
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    int64_t v;
+    if (vd_parse_i64(buf, &v, NULL) != 0 || v < 1 || v > ((int64_t)1 << 40))
+        return vd_errf(e, VD_EUSAGE, "bad sample count '%s' in --data synthetic:TRAIN[,TEST] "
+                       "(a positive integer)", buf);
+    *out = v;
+    return VD_OK;
+}
+
+int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
+                 bool augment, vd_dataset **out, vd_err *e) {
+    *out = NULL;
+    if (batch < 1) return vd_errf(e, VD_EUSAGE, "batch size must be >= 1 (got %d)", batch);
+    if (net->in_c < 1 || net->in_h < 1 || net->in_w < 1 || net->classes < 1)
+        return vd_errf(e, VD_EINTERNAL, "net '%s' has no input shape/classes", net->name);
+    if (!spec || !*spec) spec = "synthetic";
+    const char *colon = strchr(spec, ':');
+    size_t klen = colon ? (size_t)(colon - spec) : strlen(spec);
+    const char *arg = colon ? colon + 1 : "";
+    static const char *const kinds[] = { "mnist", "cifar10", "folder", "synthetic" };
+    int kind = -1;
+    for (int i = 0; i < (int)VD_ARRAY_LEN(kinds); i++)
+        if (strlen(kinds[i]) == klen && strncmp(spec, kinds[i], klen) == 0) kind = i;
+    if (kind < 0) {
+        char k[64];
+        snprintf(k, sizeof k, "%.*s", (int)(klen < 63 ? klen : 63), spec);
+        const char *s = vd_suggest(k, kinds, (int)VD_ARRAY_LEN(kinds));
+        return vd_errf(e, VD_EUSAGE,
+                       "unknown data kind '%s' in --data %s%s%s%s (expected mnist:DIR, "
+                       "cifar10:DIR, folder:DIR or synthetic[:TRAIN[,TEST]])", k, spec,
+                       s ? " (did you mean '" : "", s ? s : "", s ? "'?)" : "");
+    }
+    if (kind != 3 && !*arg)
+        return vd_errf(e, VD_EUSAGE, "--data %s needs a directory: %s:DIR", spec, kinds[kind]);
+    if (augment && kind != 2)
+        return vd_errf(e, VD_EUSAGE, "augmentation is only available for folder:DIR data");
+
+    vd_dataset *ds = vd_calloc(1, sizeof *ds, e);
+    if (!ds) return VD_ENOMEM;
+    ds->seed = seed;
+    ds->augment = augment;
+    snprintf(ds->info.kind, sizeof ds->info.kind, "%s", kinds[kind]);
+    int rc;
+    switch (kind) {
+    case 0: rc = vd_data_open_mnist(ds, arg, net, e); break;
+    case 1: rc = vd_data_open_cifar10(ds, arg, net, e); break;
+    case 2: rc = vd_data_open_folder(ds, arg, net, e); break;
+    default: {
+        int64_t ntr = (int64_t)batch * 1024, nte = 0;
+        rc = VD_OK;
+        if (*arg) {
+            const char *comma = strchr(arg, ',');
+            rc = parse_count(arg, comma ? (size_t)(comma - arg) : strlen(arg), &ntr, e);
+            if (!rc && comma) rc = parse_count(comma + 1, strlen(comma + 1), &nte, e);
+            if (!rc && !comma) nte = ntr / 8 > 0 ? ntr / 8 : 1;
+        } else {
+            nte = (int64_t)batch * 16;
+        }
+        if (!rc) rc = vd_data_open_synthetic(ds, ntr, nte, net, e);
+        break;
+    }
+    }
+    if (rc) { free(ds); return rc; }
+    if (ds->info.n[VD_SPLIT_TRAIN] < 1) {
+        rc = vd_errf(e, VD_EDATA, "%s: the training split is empty", spec);
+        vd_data_close(&ds);
+        return rc;
+    }
+    *out = ds;
+    return VD_OK;
+}
+
+void vd_data_close(vd_dataset **ds) {
+    if (!ds || !*ds) return;
+    if ((*ds)->close) (*ds)->close(*ds);
+    VD_FREE(*ds);
+}
+
+const vd_data_info *vd_data_get_info(const vd_dataset *ds) { return &ds->info; }
+
+int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                   float *x, int32_t *label, vd_err *e) {
+    if (index < 0 || index >= ds->info.n[split])
+        return vd_errf(e, VD_EINTERNAL, "sample %lld out of range (split has %lld)",
+                       (long long)index, (long long)ds->info.n[split]);
+    return ds->sample(ds, split, index, aug_key, x, label, e);
+}
+
+/* Uniform integer in [0, bound) without modulo bias (bound >= 1). */
+static uint64_t rng_below(vd_rng *r, uint64_t bound) {
+    uint64_t lim = UINT64_MAX - UINT64_MAX % bound;
+    for (;;) {
+        uint64_t v = ((uint64_t)vd_rng_u32(r) << 32) | vd_rng_u32(r);
+        if (v < lim) return v % bound;
+    }
+}
+
+void vd_data_epoch_perm(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm) {
+    vd_rng r;
+    vd_rng_seed(&r, seed, 0x5EED000000000000ull ^ (uint64_t)epoch);
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
+        int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loader                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct slot {
+    float *x;                   /* [batch * c*h*w] */
+    int32_t *labels;            /* [batch] */
+    int64_t batch_no;           /* batch held (valid when ready) */
+    bool ready;
+    int rc;                     /* worker's error for this batch */
+    vd_err err;
+} slot;
+
+struct vd_loader {
+    vd_dataset *ds;
+    vd_loader_cfg cfg;
+    int64_t sample_floats;      /* c*h*w */
+    int n_slots;
+    slot *slots;                /* [n_slots] */
+    int n_threads;
+    pthread_t *threads;         /* [n_threads] */
+    int n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t next_claim;         /* next batch number a worker takes */
+    int64_t next_consume;       /* next batch number vd_loader_next returns */
+    bool stop;
+    /* permutation cache (shuffle): two epochs, guarded by mu */
+    int64_t perm_epoch[2];
+    int64_t *perm[2];           /* [n] each */
+    int perm_victim;
+};
+
+/* Dataset index of sample counter s. Caller holds mu. */
+static int64_t index_of(vd_loader *ld, uint64_t s) {
+    int64_t n = ld->ds->info.n[ld->cfg.split];
+    int64_t epoch = (int64_t)(s / (uint64_t)n), pos = (int64_t)(s % (uint64_t)n);
+    if (!ld->cfg.shuffle) return pos;
+    for (int k = 0; k < 2; k++)
+        if (ld->perm_epoch[k] == epoch) return ld->perm[k][pos];
+    int k = ld->perm_victim;
+    ld->perm_victim ^= 1;
+    vd_data_epoch_perm(n, ld->cfg.seed, epoch, ld->perm[k]);
+    ld->perm_epoch[k] = epoch;
+    return ld->perm[k][pos];
+}
+
+static void *worker(void *arg) {
+    vd_loader *ld = arg;
+    int B = ld->cfg.batch;
+    int64_t *idx = malloc(sizeof(int64_t) * (size_t)B);
+    uint64_t *key = malloc(sizeof(uint64_t) * (size_t)B);
+    pthread_mutex_lock(&ld->mu);
+    for (;;) {
+        while (!ld->stop && ld->next_claim >= ld->next_consume + ld->n_slots)
+            pthread_cond_wait(&ld->cv, &ld->mu);
+        if (ld->stop) break;
+        int64_t b = ld->next_claim++;
+        uint64_t s0 = ld->cfg.start + (uint64_t)b * (uint64_t)B;
+        if (idx && key)
+            for (int i = 0; i < B; i++) {
+                idx[i] = index_of(ld, s0 + (uint64_t)i);
+                key[i] = s0 + (uint64_t)i;
+            }
+        pthread_mutex_unlock(&ld->mu);
+
+        slot *sl = &ld->slots[b % ld->n_slots];
+        int rc = VD_OK;
+        vd_err err = { 0 };
+        if (!idx || !key) {
+            rc = vd_errf(&err, VD_ENOMEM, "out of memory in the data loader");
+        } else {
+            for (int i = 0; i < B && !rc; i++)
+                rc = vd_data_sample(ld->ds, ld->cfg.split, idx[i], key[i],
+                                    sl->x + (int64_t)i * ld->sample_floats,
+                                    &sl->labels[i], &err);
+        }
+        pthread_mutex_lock(&ld->mu);
+        sl->rc = rc;
+        if (rc) sl->err = err;
+        sl->batch_no = b;
+        sl->ready = true;
+        pthread_cond_broadcast(&ld->cv);
+    }
+    pthread_mutex_unlock(&ld->mu);
+    free(idx);
+    free(key);
+    return NULL;
+}
+
+int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
+                     vd_err *e) {
+    *out = NULL;
+    if (cfg->batch < 1) return vd_errf(e, VD_EUSAGE, "batch must be >= 1");
+    if (ds->info.n[cfg->split] < 1)
+        return vd_errf(e, VD_EDATA, "%s: the %s split is empty", ds->info.desc,
+                       cfg->split == VD_SPLIT_TRAIN ? "train" : "test");
+    vd_loader *ld = vd_calloc(1, sizeof *ld, e);
+    if (!ld) return VD_ENOMEM;
+    ld->ds = ds;
+    ld->cfg = *cfg;
+    ld->sample_floats = (int64_t)ds->info.c * ds->info.h * ds->info.w;
+    int nt = cfg->threads;
+    if (nt <= 0) {
+        nt = 1;
+        if (strcmp(ds->info.kind, "folder") == 0) {
+            long nc = sysconf(_SC_NPROCESSORS_ONLN);
+            nt = nc > 1 ? (nc > 8 ? 8 : (int)nc) : 1;
+        }
+    }
+    ld->n_threads = nt;
+    ld->n_slots = nt + 1;
+    ld->perm_epoch[0] = ld->perm_epoch[1] = -1;
+    pthread_mutex_init(&ld->mu, NULL);
+    pthread_cond_init(&ld->cv, NULL);
+    int rc = VD_OK;
+    uint64_t xbytes;
+    if (!vd_mul_u64((uint64_t)ld->sample_floats * sizeof(float), (uint64_t)cfg->batch, &xbytes)) {
+        rc = vd_errf(e, VD_ENOMEM, "batch buffer size overflows");
+        goto fail;
+    }
+    ld->slots = vd_calloc((size_t)ld->n_slots, sizeof(slot), e);
+    if (!ld->slots) { rc = VD_ENOMEM; goto fail; }
+    for (int i = 0; i < ld->n_slots; i++) {
+        ld->slots[i].x = vd_malloc(xbytes, e);
+        ld->slots[i].labels = vd_malloc(sizeof(int32_t) * (size_t)cfg->batch, e);
+        if (!ld->slots[i].x || !ld->slots[i].labels) { rc = VD_ENOMEM; goto fail; }
+    }
+    if (cfg->shuffle)
+        for (int k = 0; k < 2; k++) {
+            ld->perm[k] = vd_malloc(sizeof(int64_t) * (size_t)ds->info.n[cfg->split], e);
+            if (!ld->perm[k]) { rc = VD_ENOMEM; goto fail; }
+        }
+    ld->threads = vd_calloc((size_t)nt, sizeof(pthread_t), e);
+    if (!ld->threads) { rc = VD_ENOMEM; goto fail; }
+    for (int i = 0; i < nt; i++) {
+        if (pthread_create(&ld->threads[i], NULL, worker, ld) != 0) {
+            rc = vd_errf(e, VD_ENOMEM, "cannot start data loader thread");
+            goto fail;
+        }
+        ld->n_started++;
+    }
+    *out = ld;
+    return VD_OK;
+fail:
+    vd_loader_destroy(&ld);
+    return rc;
+}
+
+int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
+    pthread_mutex_lock(&ld->mu);
+    int64_t b = ld->next_consume;
+    slot *sl = &ld->slots[b % ld->n_slots];
+    while (!(sl->ready && sl->batch_no == b)) pthread_cond_wait(&ld->cv, &ld->mu);
+    int rc = sl->rc;
+    if (rc) {
+        if (e) *e = sl->err;
+        pthread_mutex_unlock(&ld->mu);
+        return rc;          /* sticky: the batch is never consumed */
+    }
+    pthread_mutex_unlock(&ld->mu);
+    memcpy(x, sl->x, sizeof(float) * (size_t)(ld->sample_floats * ld->cfg.batch));
+    memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
+    pthread_mutex_lock(&ld->mu);
+    sl->ready = false;
+    ld->next_consume++;
+    pthread_cond_broadcast(&ld->cv);
+    pthread_mutex_unlock(&ld->mu);
+    return VD_OK;
+}
+
+uint64_t vd_loader_position(const vd_loader *ld) {
+    return ld->cfg.start + (uint64_t)ld->next_consume * (uint64_t)ld->cfg.batch;
+}
+
+void vd_loader_destroy(vd_loader **pld) {
+    if (!pld || !*pld) return;
+    vd_loader *ld = *pld;
+    pthread_mutex_lock(&ld->mu);
+    ld->stop = true;
+    pthread_cond_broadcast(&ld->cv);
+    pthread_mutex_unlock(&ld->mu);
+    for (int i = 0; i < ld->n_started; i++) pthread_join(ld->threads[i], NULL);
+    free(ld->threads);
+    if (ld->slots)
+        for (int i = 0; i < ld->n_slots; i++) {
+            free(ld->slots[i].x);
+            free(ld->slots[i].labels);
+        }
+    free(ld->slots);
+    free(ld->perm[0]);
+    free(ld->perm[1]);
+    pthread_mutex_destroy(&ld->mu);
+    pthread_cond_destroy(&ld->cv);
+    VD_FREE(*pld);
+}

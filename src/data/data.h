@@ -1,0 +1,97 @@
+/* data.h — datasets (MNIST IDX, CIFAR-10 binary, image folders, synthetic)
+ * and the background batch loader.
+ *
+ * A dataset has two splits (train, test); each split is a fixed number of
+ * samples addressed by index. A sample is one image already normalised to
+ * fp32 CHW of exactly the net's input shape, plus an int32 label in
+ * [0, classes). Normalisation per kind (also in man/vdnn-train.1):
+ *   mnist     (x/255 - 0.1307) / 0.3081
+ *   cifar10   (x/255 - mean[c]) / std[c], mean (0.4914, 0.4822, 0.4465),
+ *             std (0.2470, 0.2435, 0.2616)
+ *   folder    (x/255 - mean[c]) / std[c], ImageNet mean (0.485, 0.456, 0.406),
+ *             std (0.229, 0.224, 0.225) (1-channel nets: 0.449 / 0.226)
+ *   synthetic every pixel N(0,1): (noise + 0.5 * template[label]) / sqrt(1.25)
+ *
+ * Order: a "sample counter" s = 0, 1, 2, ... runs over the train split
+ * forever; epoch = s / n, position = s % n, and the sample read is
+ * perm_epoch[position], where perm_epoch is a Fisher-Yates permutation drawn
+ * from vd_rng seeded with (seed, epoch). So the data order is a pure function
+ * of (seed, s): resuming needs only s. The test split is read in order.
+ *
+ * Thread safety: after vd_data_open, vd_data_sample may be called from
+ * several threads at once (datasets are read-only once opened). */
+#ifndef VD_DATA_H
+#define VD_DATA_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include "util/util.h"
+#include "net/net.h"
+
+typedef enum { VD_SPLIT_TRAIN = 0, VD_SPLIT_TEST = 1 } vd_split;
+
+typedef struct vd_data_info {
+    char kind[16];          /* "mnist" | "cifar10" | "folder" | "synthetic" */
+    char desc[600];         /* for messages: "mnist:DIR (8000 train, 2000 test)" */
+    int c, h, w;            /* per-sample shape delivered (== the net's input) */
+    int classes;            /* labels are in [0, classes) */
+    int64_t n[2];           /* samples in [VD_SPLIT_TRAIN], [VD_SPLIT_TEST] */
+} vd_data_info;
+
+typedef struct vd_dataset vd_dataset;
+
+/* Open the dataset named by spec for net at the given batch size:
+ *   NULL or "synthetic"          synthetic, 1024*batch train, 16*batch test
+ *   "synthetic:TRAIN[,TEST]"     synthetic with those sizes (TEST default TRAIN/8)
+ *   "mnist:DIR"                  DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte
+ *                                (uncompressed IDX files only, not .gz)
+ *   "cifar10:DIR"                DIR/data_batch_{1..5}.bin, DIR/test_batch.bin
+ *   "folder:DIR"                 DIR/train/<class>/IMAGE (.jpg .jpeg .png .bmp .ppm .pgm),
+ *                                DIR/val/<class>/IMAGE (val optional)
+ * augment (folder only): train samples take a random crop along the longer
+ * side and a random horizontal flip, keyed by (seed, sample counter).
+ * Shape mismatches with the net (channels, height, width, more classes than
+ * the net outputs) are VD_EUSAGE; missing files VD_EIO; corrupt or truncated
+ * files VD_EDATA naming the file. On success *out owns everything. */
+int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
+                 bool augment, vd_dataset **out, vd_err *e);
+void vd_data_close(vd_dataset **ds);
+const vd_data_info *vd_data_get_info(const vd_dataset *ds);
+
+/* Fill x [c*h*w] and *label with sample `index` of split. aug_key selects the
+ * random crop/flip when the dataset was opened with augment (train split
+ * only; ignored otherwise). Errors: VD_EDATA naming the file (image decode). */
+int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                   float *x, int32_t *label, vd_err *e);
+
+/* The permutation of [0, n) used for epoch `epoch` (see the header comment).
+ * perm has n entries. */
+void vd_data_epoch_perm(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm);
+
+/* ---- loader: prepares the next batches on background threads ------------ */
+typedef struct vd_loader vd_loader;
+
+typedef struct vd_loader_cfg {
+    vd_split split;
+    int batch;
+    bool shuffle;           /* train: per-epoch permutation; false: in order */
+    uint64_t seed;          /* the run's seed (order and augmentation) */
+    uint64_t start;         /* sample counter of the first batch */
+    int threads;            /* worker threads (0 = choose: 1, or more for folder) */
+} vd_loader_cfg;
+
+/* Start workers that fill a ring of batch buffers (double buffering with one
+ * worker). Batch k holds samples start + k*batch .. start + (k+1)*batch - 1
+ * of the sample counter, wrapping across epochs (no batch is dropped or
+ * short). The result is independent of the number of threads. */
+int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
+                     vd_err *e);
+/* Copy the next batch into x [batch*c*h*w] and labels [batch]; blocks until
+ * it is ready. Errors from the workers (VD_EDATA ...) are returned here. */
+int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
+/* Sample counter of the next batch that vd_loader_next will return. */
+uint64_t vd_loader_position(const vd_loader *ld);
+/* Stop and join the workers, free everything, clear the pointer. */
+void vd_loader_destroy(vd_loader **ld);
+
+#endif

@@ -1,0 +1,39 @@
+/* data_impl.h — private: the dataset vtable shared by the data/ sources. */
+#ifndef VD_DATA_IMPL_H
+#define VD_DATA_IMPL_H
+
+#include "data/data.h"
+
+struct vd_dataset {
+    vd_data_info info;
+    uint64_t seed;
+    bool augment;
+    void *impl;                 /* owned by the kind */
+    /* One sample; see vd_data_sample. Must be safe to call concurrently. */
+    int (*sample)(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                  float *x, int32_t *label, vd_err *e);
+    void (*close)(vd_dataset *ds);   /* frees impl */
+};
+
+/* Each kind fills ds (info, impl, sample, close) or returns an error.
+ * ds->seed and ds->augment are set before the call. */
+int vd_data_open_mnist(vd_dataset *ds, const char *dir, const vd_net *net, vd_err *e);
+int vd_data_open_cifar10(vd_dataset *ds, const char *dir, const vd_net *net, vd_err *e);
+int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_err *e);
+int vd_data_open_synthetic(vd_dataset *ds, int64_t n_train, int64_t n_test,
+                           const vd_net *net, vd_err *e);
+
+/* Common check: net input must be c x h x w, and the net must output at
+ * least `classes` classes. VD_EUSAGE with a clear message otherwise. */
+int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
+                        const vd_net *net, vd_err *e);
+
+/* splitmix64: a good 64-bit mixer for stateless per-sample keys. */
+static inline uint64_t vd_mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+#endif

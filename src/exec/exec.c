@@ -1,0 +1,437 @@
+/* exec.c — the executor: walks a plan's per-step actions on a backend.
+ *
+ * Everything is allocated in vd_exec_create: the pool (exactly the plan's
+ * budget), the pinned host store for offloaded tensors, pinned input / loss /
+ * eval-output buffers, the events, and one vd_op_io per step (pointers into
+ * the pool computed from the plan's offsets). vd_exec_train_step only issues
+ * work: compute, copies on the D2H / H2D streams, event records and waits,
+ * and one host wait (the loss readback) at the end.
+ *
+ * Measured statistics are tracked while walking, independently of the plan's
+ * own arithmetic: bytes live (+ at ALLOC, - at FREE), their maximum at each
+ * COMPUTE, and max(offset + size) at each ALLOC. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "exec/exec.h"
+#include "plan/plan.h"
+
+struct vd_exec {
+    const vd_net *net;
+    const vd_plan *plan;
+    const vd_plan *eval;        /* plan->eval (forward-only placement) */
+    vd_backend *be;
+    vd_exec_opts opts;
+    char *pool;                 /* device: [plan->budget] */
+    char *host_store;           /* pinned: [plan->host_bytes] (NULL if 0) */
+    float *in_x;                /* pinned: [batch, in_c, in_h, in_w] */
+    int32_t *in_labels;         /* pinned: [batch] */
+    float *loss_host;           /* pinned: [1] */
+    float *eval_y;              /* pinned: [batch, classes] */
+    int64_t x_floats, y_floats;
+    vd_op_io *io;               /* [plan->n_steps] */
+    vd_op_io *eval_io;          /* [eval->n_steps] */
+    int n_ranges;
+    int64_t *r_off, *r_cnt;     /* trainable ranges, in floats */
+    bool state_set;
+    bool first_pending;         /* next SGD step is the first (momentum = grad) */
+    int64_t sgd_steps;
+    vd_exec_stats st;
+};
+
+static char *iv_addr(const vd_exec *ex, const vd_interval *iv) { return ex->pool + iv->offset; }
+
+/* Device address of tensor t at step s in plan p, or NULL if not resident. */
+static void *taddr(const vd_exec *ex, const vd_plan *p, int t, int s) {
+    const vd_interval *iv = vd_plan_resident(p, t, s);
+    return iv ? iv_addr(ex, iv) : NULL;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Fill the vd_op_io of step s of plan p. */
+static void fill_io(const vd_exec *ex, const vd_plan *p, int s, vd_op_io *io) {
+    const vd_net *net = ex->net;
+    const vd_step *st = &p->steps[s];
+    memset(io, 0, sizeof *io);
+    io->n = p->batch;
+    io->seed = net->train.seed;
+    if (st->kind == VD_STEP_SGD || st->kind == VD_STEP_END) return;
+    int i = st->layer;
+    const vd_layer *l = &net->layers[i];
+    const vd_plan_layer *pl = &p->layers[i];
+    bool bwd = st->kind == VD_STEP_BWD;
+    for (int k = 0; k < l->n_in; k++) {
+        io->x[k] = taddr(ex, p, pl->in_t[k], s);
+        if (bwd) {
+            io->dx[k] = pl->dx[k] >= 0 ? taddr(ex, p, pl->dx[k], s) : NULL;
+            io->dx_beta[k] = pl->dx_beta[k];
+        }
+    }
+    io->y = taddr(ex, p, pl->y, s);
+    if (bwd && pl->dy >= 0) io->dy = taddr(ex, p, pl->dy, s);
+    if (pl->aux >= 0) io->aux = taddr(ex, p, pl->aux, s);
+    if (i == p->loss_layer) io->labels = taddr(ex, p, p->t_labels, s);
+    int wst = bwd ? pl->ws_bwd : pl->ws_fwd;
+    if (wst >= 0) { io->ws = taddr(ex, p, wst, s); io->ws_bytes = pl->ws_bytes; }
+    io->algo = pl->algo;
+    io->training = !p->forward_only;
+    float *params = taddr(ex, p, p->t_params, s);
+    float *grads = p->t_grads >= 0 ? taddr(ex, p, p->t_grads, s) : NULL;
+    for (int k = 0; k < l->n_params; k++) {
+        const vd_param *pr = &net->params[l->param_first + k];
+        float *pp = params + pr->offset;
+        float *gg = grads ? grads + pr->offset : NULL;
+        if (ends_with(pr->name, ".weight")) { io->w = pp; io->dw = bwd ? gg : NULL; }
+        else if (ends_with(pr->name, ".bias")) { io->b = pp; io->db = bwd ? gg : NULL; }
+        else if (ends_with(pr->name, ".running_mean")) io->rm = pp;
+        else if (ends_with(pr->name, ".running_var")) io->rv = pp;
+    }
+}
+
+static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd_err *e) {
+    if (!plan->feasible)
+        return vd_errf(e, VD_EBUDGET, "the plan does not fit its budget%s%s",
+                       plan->note[0] ? ": " : "", plan->note);
+    if (plan->forward_only || !plan->eval)
+        return vd_errf(e, VD_EINTERNAL, "executor needs a training plan (with its eval plan)");
+    if (plan->n_layers != net->n_layers)
+        return vd_errf(e, VD_EINTERNAL, "plan has %d layers, net '%s' has %d", plan->n_layers,
+                       net->name, net->n_layers);
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_algo_opt *opts = NULL;
+        int n = 0;
+        int rc = be->layer_algos(be, i, &opts, &n, e);
+        if (rc) return rc;
+        const vd_plan_layer *pl = &plan->layers[i];
+        if (pl->algo < 0 || pl->algo >= n)
+            return vd_errf(e, VD_EUNSUPPORTED, "plan chose algorithm %d for layer '%s' but the %s "
+                           "backend offers %d; make the plan from vd_profile_backend()",
+                           pl->algo, net->layers[i].name, be->name, n);
+        if (pl->ws_bytes < opts[pl->algo].workspace)
+            return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of workspace, the %s "
+                           "backend's algorithm '%s' needs %llu; make the plan from vd_profile_backend()",
+                           net->layers[i].name, (unsigned long long)pl->ws_bytes, be->name,
+                           opts[pl->algo].label, (unsigned long long)opts[pl->algo].workspace);
+        uint64_t aux = be->layer_aux_bytes(net, i, plan->batch);
+        uint64_t have = pl->aux >= 0 ? plan->tensors[pl->aux].bytes : 0;
+        if (have < aux)
+            return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of aux state, the %s "
+                           "backend needs %llu; make the plan from vd_profile_backend()",
+                           net->layers[i].name, (unsigned long long)have, be->name,
+                           (unsigned long long)aux);
+    }
+    return VD_OK;
+}
+
+int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
+                   vd_backend *be, const vd_exec_opts *opts, vd_err *e) {
+    *out = NULL;
+    vd_exec *ex = vd_calloc(1, sizeof *ex, e);
+    if (!ex) return VD_ENOMEM;
+    ex->net = net;
+    ex->plan = plan;
+    ex->eval = plan->eval;
+    ex->be = be;
+    if (opts) ex->opts = *opts;
+    int rc = VD_OK;
+    if (!ex->opts.layers_ready) {
+        rc = be->layer_setup(be, net, plan->batch, ex->opts.math, ex->opts.deterministic, e);
+        if (rc) goto fail;
+    }
+    if ((rc = check_plan(net, plan, be, e))) goto fail;
+
+    rc = be->pool_create(be, plan->budget, (void **)&ex->pool, e);
+    if (rc) { ex->pool = NULL; goto fail; }
+    if (plan->host_bytes) {
+        rc = be->host_alloc(be, plan->host_bytes, (void **)&ex->host_store, e);
+        if (rc) { ex->host_store = NULL; goto fail; }
+    }
+    ex->x_floats = (int64_t)plan->batch * vd_net_out_numel(net, -1);
+    ex->y_floats = (int64_t)plan->batch * vd_net_out_numel(net, plan->loss_layer);
+    if ((rc = be->host_alloc(be, (uint64_t)ex->x_floats * 4u, (void **)&ex->in_x, e))) { ex->in_x = NULL; goto fail; }
+    if ((rc = be->host_alloc(be, (uint64_t)plan->batch * 4u, (void **)&ex->in_labels, e))) { ex->in_labels = NULL; goto fail; }
+    if ((rc = be->host_alloc(be, 4u, (void **)&ex->loss_host, e))) { ex->loss_host = NULL; goto fail; }
+    if ((rc = be->host_alloc(be, (uint64_t)ex->y_floats * 4u, (void **)&ex->eval_y, e))) { ex->eval_y = NULL; goto fail; }
+    memset(ex->in_x, 0, (size_t)ex->x_floats * 4u);
+    memset(ex->in_labels, 0, (size_t)plan->batch * 4u);
+    int n_ev = plan->n_events > ex->eval->n_events ? plan->n_events : ex->eval->n_events;
+    if ((rc = be->events_create(be, n_ev, e))) goto fail;
+
+    ex->io = vd_calloc((size_t)plan->n_steps, sizeof *ex->io, e);
+    ex->eval_io = vd_calloc((size_t)ex->eval->n_steps, sizeof *ex->eval_io, e);
+    ex->r_off = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->r_off, e);
+    ex->r_cnt = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->r_cnt, e);
+    if (!ex->io || !ex->eval_io || !ex->r_off || !ex->r_cnt) { rc = VD_ENOMEM; goto fail; }
+    for (int s = 0; s < plan->n_steps; s++) fill_io(ex, plan, s, &ex->io[s]);
+    for (int s = 0; s < ex->eval->n_steps; s++) fill_io(ex, ex->eval, s, &ex->eval_io[s]);
+    /* Trainable ranges: maximal runs of adjacent WEIGHT params. */
+    for (int k = 0; k < net->n_params; k++) {
+        const vd_param *pr = &net->params[k];
+        if (pr->kind != VD_PARAM_WEIGHT || pr->numel == 0) continue;
+        if (ex->n_ranges && ex->r_off[ex->n_ranges - 1] + ex->r_cnt[ex->n_ranges - 1] == pr->offset)
+            ex->r_cnt[ex->n_ranges - 1] += pr->numel;
+        else { ex->r_off[ex->n_ranges] = pr->offset; ex->r_cnt[ex->n_ranges] = pr->numel; ex->n_ranges++; }
+    }
+    ex->st.pool_bytes = plan->budget;
+    ex->st.host_store_bytes = plan->host_bytes;
+    ex->first_pending = true;
+    *out = ex;
+    return VD_OK;
+fail:
+    vd_exec_destroy(&ex);
+    return rc ? rc : VD_EINTERNAL;
+}
+
+void vd_exec_destroy(vd_exec **pex) {
+    vd_exec *ex = *pex;
+    if (!ex) return;
+    vd_backend *be = ex->be;
+    if (ex->pool || ex->host_store) {
+        vd_err e = {0};
+        (void)be->synchronize(be, &e);   /* nothing may still read or write them */
+    }
+    if (ex->eval_y) be->host_free(be, ex->eval_y);
+    if (ex->loss_host) be->host_free(be, ex->loss_host);
+    if (ex->in_labels) be->host_free(be, ex->in_labels);
+    if (ex->in_x) be->host_free(be, ex->in_x);
+    if (ex->host_store) be->host_free(be, ex->host_store);
+    if (ex->pool) be->pool_destroy(be, ex->pool);
+    free(ex->io);
+    free(ex->eval_io);
+    free(ex->r_off);
+    free(ex->r_cnt);
+    free(ex);
+    *pex = NULL;
+}
+
+float *vd_exec_input_x(vd_exec *ex) { return ex->in_x; }
+int32_t *vd_exec_input_labels(vd_exec *ex) { return ex->in_labels; }
+
+static char *region(const vd_exec *ex, int t) {
+    const vd_plan *p = ex->plan;
+    return iv_addr(ex, &p->intervals[p->tensors[t].iv[0]]);
+}
+
+int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
+                      int64_t sgd_steps, vd_err *e) {
+    vd_backend *be = ex->be;
+    const vd_plan *p = ex->plan;
+    uint64_t bytes = (uint64_t)ex->net->param_floats * 4u;
+    int rc;
+    if ((rc = be->synchronize(be, e))) return rc;
+    if (bytes) {
+        if ((rc = be->copy_async(be, VD_STREAM_H2D, region(ex, p->t_params), params, bytes, e))) return rc;
+        if (momentum) rc = be->copy_async(be, VD_STREAM_H2D, region(ex, p->t_mom), momentum, bytes, e);
+        else rc = be->zero_async(be, VD_STREAM_H2D, region(ex, p->t_mom), bytes, e);
+        if (rc) return rc;
+    }
+    if ((rc = be->synchronize(be, e))) return rc;
+    ex->sgd_steps = sgd_steps;
+    ex->first_pending = !momentum || sgd_steps == 0;
+    ex->state_set = true;
+    return VD_OK;
+}
+
+int vd_exec_get_state(vd_exec *ex, float *params, float *momentum, int64_t *sgd_steps, vd_err *e) {
+    vd_backend *be = ex->be;
+    const vd_plan *p = ex->plan;
+    uint64_t bytes = (uint64_t)ex->net->param_floats * 4u;
+    int rc;
+    if (!ex->state_set) return vd_errf(e, VD_EINTERNAL, "vd_exec_get_state before vd_exec_set_state");
+    if ((rc = be->synchronize(be, e))) return rc;
+    if (bytes && params && (rc = be->copy_async(be, VD_STREAM_D2H, params, region(ex, p->t_params), bytes, e))) return rc;
+    if (bytes && momentum && (rc = be->copy_async(be, VD_STREAM_D2H, momentum, region(ex, p->t_mom), bytes, e))) return rc;
+    if ((rc = be->synchronize(be, e))) return rc;
+    if (sgd_steps) *sgd_steps = ex->sgd_steps;
+    return VD_OK;
+}
+
+/* Source of an interval's H2D fill. */
+static const void *fill_src(const vd_exec *ex, const vd_plan *p, const vd_interval *iv) {
+    const vd_tensor *T = &p->tensors[iv->tensor];
+    switch (iv->fill) {
+    case VD_FILL_INPUT_X: return ex->in_x;
+    case VD_FILL_LABELS: return ex->in_labels;
+    case VD_FILL_HOST_STORE: return ex->host_store + T->host_offset;
+    default: return NULL;
+    }
+}
+
+typedef struct walk_stats { uint64_t live, peak, hwm, d2h, h2d; } walk_stats;
+
+/* Run the actions of step s of plan p. */
+static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
+                    walk_stats *w, vd_err *e) {
+    vd_backend *be = ex->be;
+    const vd_net *net = ex->net;
+    const vd_step *st = &p->steps[s];
+    bool poison = ex->opts.poison;
+    int rc = VD_OK;
+    for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+        const vd_action *A = &p->actions[a];
+        switch (A->kind) {
+        case VD_A_WAIT_OFFLOAD: {
+            const vd_tensor *T = &p->tensors[A->arg];
+            if (ex->opts.fault != VD_FAULT_SKIP_OFFLOAD_WAIT)
+                rc = be->stream_wait(be, VD_STREAM_COMPUTE, T->ev_d2h, e);
+            break;
+        }
+        case VD_A_FREE: {
+            const vd_interval *iv = &p->intervals[A->arg];
+            w->live -= iv->bytes;
+            if (poison && !p->tensors[iv->tensor].persistent)
+                rc = be->poison_async(be, VD_STREAM_COMPUTE, iv_addr(ex, iv), iv->bytes, e);
+            break;
+        }
+        case VD_A_RECORD_FREE:
+            rc = be->event_record(be, A->arg, VD_STREAM_COMPUTE, e);
+            break;
+        case VD_A_ALLOC: {
+            const vd_interval *iv = &p->intervals[A->arg];
+            w->live += iv->bytes;
+            if (iv->offset + iv->bytes > w->hwm) w->hwm = iv->offset + iv->bytes;
+            break;
+        }
+        case VD_A_PREFETCH: {
+            const vd_interval *iv = &p->intervals[A->arg];
+            const vd_tensor *T = &p->tensors[iv->tensor];
+            char *dst = iv_addr(ex, iv);
+            if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) break;
+            if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) break;
+            if (poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e))) break;
+            if ((rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(ex, p, iv), T->bytes, e))) break;
+            rc = be->event_record(be, iv->ev_h2d, VD_STREAM_H2D, e);
+            if (T->offload && T->iv[1] == A->arg) w->h2d += T->bytes;
+            break;
+        }
+        case VD_A_WAIT_PREFETCH: {
+            const vd_interval *iv = &p->intervals[A->arg];
+            const vd_tensor *T = &p->tensors[iv->tensor];
+            bool activation = T->offload && T->iv[1] == A->arg;
+            if (!(activation && ex->opts.fault == VD_FAULT_SKIP_PREFETCH_WAIT))
+                rc = be->stream_wait(be, VD_STREAM_COMPUTE, iv->ev_h2d, e);
+            break;
+        }
+        case VD_A_COMPUTE: {
+            if (w->live > w->peak) w->peak = w->live;
+            if (st->kind == VD_STEP_SGD) {
+                const vd_plan *tp = ex->plan;
+                float *params = (float *)region(ex, tp->t_params);
+                float *grads = (float *)region(ex, tp->t_grads);
+                float *mom = (float *)region(ex, tp->t_mom);
+                for (int r = 0; r < ex->n_ranges && !rc; r++)
+                    rc = be->sgd(be, params, grads, mom, ex->r_off[r], ex->r_cnt[r], lr,
+                                 net->train.momentum, net->train.weight_decay, ex->first_pending, e);
+                if (!rc) { ex->first_pending = false; ex->sgd_steps++; }
+            } else {
+                vd_op_io *io = &iot[s];
+                io->iter = iter;
+                if (st->kind == VD_STEP_FWD) rc = be->forward(be, net, st->layer, io, e);
+                else rc = be->backward(be, net, st->layer, io, e);
+            }
+            if (!rc && ex->opts.sync_debug) rc = be->synchronize(be, e);
+            break;
+        }
+        case VD_A_OFFLOAD: {
+            const vd_tensor *T = &p->tensors[A->arg];
+            const vd_interval *iv = &p->intervals[T->iv[0]];
+            if ((rc = be->event_record(be, T->ev_compute, VD_STREAM_COMPUTE, e))) break;
+            if ((rc = be->stream_wait(be, VD_STREAM_D2H, T->ev_compute, e))) break;
+            if ((rc = be->copy_async(be, VD_STREAM_D2H, ex->host_store + T->host_offset,
+                                     iv_addr(ex, iv), T->bytes, e))) break;
+            rc = be->event_record(be, T->ev_d2h, VD_STREAM_D2H, e);
+            w->d2h += T->bytes;
+            break;
+        }
+        }
+        if (rc) {
+            char lab[160];
+            return vd_err_prefix(e, "step %d (%s)", s, vd_plan_step_label(p, net, s, lab, sizeof lab));
+        }
+    }
+    return VD_OK;
+}
+
+/* Issue the loss (and eval output) readback after the last step, wait for it. */
+static int readback(vd_exec *ex, const vd_plan *p, bool want_y, vd_err *e) {
+    vd_backend *be = ex->be;
+    const vd_plan_layer *ll = &p->layers[p->loss_layer];
+    int last = p->n_steps - 1;
+    int rc;
+    if ((rc = be->event_record(be, p->ev_end, VD_STREAM_COMPUTE, e))) return rc;
+    if ((rc = be->stream_wait(be, VD_STREAM_D2H, p->ev_end, e))) return rc;
+    void *aux = ll->aux >= 0 ? taddr(ex, p, ll->aux, last) : NULL;
+    if (!aux) return vd_errf(e, VD_EINTERNAL, "loss layer has no resident aux at the last step");
+    if ((rc = be->copy_async(be, VD_STREAM_D2H, ex->loss_host, aux, 4u, e))) return rc;
+    if (want_y) {
+        void *y = taddr(ex, p, ll->y, last);
+        if (!y) return vd_errf(e, VD_EINTERNAL, "loss output not resident at the last step");
+        if ((rc = be->copy_async(be, VD_STREAM_D2H, ex->eval_y, y, (uint64_t)ex->y_floats * 4u, e)))
+            return rc;
+    }
+    if ((rc = be->event_record(be, p->ev_loss, VD_STREAM_D2H, e))) return rc;
+    return be->event_sync(be, p->ev_loss, e);
+}
+
+int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e) {
+    if (!ex->state_set)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_train_step before vd_exec_set_state");
+    const vd_plan *p = ex->plan;
+    double t0 = vd_now();
+    walk_stats w = {0};
+    int rc;
+    for (int s = 0; s < p->n_steps; s++)
+        if ((rc = run_step(ex, p, ex->io, s, lr, iter, &w, e))) return rc;
+    if ((rc = readback(ex, p, false, e))) return rc;
+    if ((rc = run_step(ex, p, ex->io, p->n_steps, lr, iter, &w, e))) return rc;
+    if (w.live != 0)
+        return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",
+                       (unsigned long long)w.live);
+    if (w.peak > ex->st.live_peak) ex->st.live_peak = w.peak;
+    if (w.hwm > ex->st.pool_hwm) ex->st.pool_hwm = w.hwm;
+    ex->st.offload_bytes_iter = w.d2h;
+    ex->st.prefetch_bytes_iter = w.h2d;
+    ex->st.last_iter_s = vd_now() - t0;
+    ex->st.train_steps++;
+    *loss = *ex->loss_host;
+    if (!isfinite(*loss))
+        return vd_errf(e, VD_ENUMERIC, "loss is %s at iteration %lld", isnan(*loss) ? "NaN" : "infinite",
+                       (long long)iter);
+    return VD_OK;
+}
+
+int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
+    if (!ex->state_set)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_eval_step before vd_exec_set_state");
+    const vd_plan *p = ex->eval;
+    walk_stats w = {0};
+    int rc;
+    for (int s = 0; s < p->n_steps; s++)
+        if ((rc = run_step(ex, p, ex->eval_io, s, 0.0f, 0, &w, e))) return rc;
+    if ((rc = readback(ex, p, true, e))) return rc;
+    if ((rc = run_step(ex, p, ex->eval_io, p->n_steps, 0.0f, 0, &w, e))) return rc;
+    if (w.peak > ex->st.eval_live_peak) ex->st.eval_live_peak = w.peak;
+    if (w.hwm > ex->st.eval_pool_hwm) ex->st.eval_pool_hwm = w.hwm;
+    int64_t per = vd_net_out_numel(ex->net, p->loss_layer);
+    int hits = 0;
+    for (int n = 0; n < p->batch; n++) {
+        const float *row = ex->eval_y + (int64_t)n * per;
+        int64_t best = 0;
+        for (int64_t k = 1; k < per; k++)
+            if (row[k] > row[best]) best = k;
+        if (best == ex->in_labels[n]) hits++;
+    }
+    *correct = hits;
+    *loss = *ex->loss_host;
+    ex->st.eval_steps++;
+    return VD_OK;
+}
+
+void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st) {
+    *st = ex->st;
+    st->sgd_steps = ex->sgd_steps;
+}

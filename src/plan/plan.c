@@ -1,0 +1,1085 @@
+/* plan.c — schedule, liveness, offload policies, prefetch scheduling, the
+ * per-step action lists, dyn search and minimum budgets. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan/plan.h"
+#include "plan/plan_internal.h"
+
+/* ---- names -------------------------------------------------------------- */
+
+static const char *const policy_names[VD_POLICY_COUNT] = {"none", "all", "conv", "dyn"};
+static const char *const prefetch_names[VD_PREFETCH_COUNT] = {"auto", "paper"};
+
+const char *vd_policy_name(vd_policy p) {
+    return (unsigned)p < VD_POLICY_COUNT ? policy_names[p] : "?";
+}
+
+int vd_policy_parse(const char *s, vd_policy *out, vd_err *e) {
+    for (int i = 0; i < VD_POLICY_COUNT; i++)
+        if (strcmp(s, policy_names[i]) == 0) { *out = (vd_policy)i; return VD_OK; }
+    const char *sug = vd_suggest(s, policy_names, VD_POLICY_COUNT);
+    return vd_errf(e, VD_EUSAGE, "unknown policy '%s'%s%s%s (expected none, all, conv or dyn)",
+                   s, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+}
+
+const char *vd_prefetch_name(vd_prefetch p) {
+    return (unsigned)p < VD_PREFETCH_COUNT ? prefetch_names[p] : "?";
+}
+
+int vd_prefetch_parse(const char *s, vd_prefetch *out, vd_err *e) {
+    for (int i = 0; i < VD_PREFETCH_COUNT; i++)
+        if (strcmp(s, prefetch_names[i]) == 0) { *out = (vd_prefetch)i; return VD_OK; }
+    const char *sug = vd_suggest(s, prefetch_names, VD_PREFETCH_COUNT);
+    return vd_errf(e, VD_EUSAGE, "unknown prefetch mode '%s'%s%s%s (expected auto or paper)",
+                   s, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+}
+
+const char *vd_tensor_kind_name(vd_tensor_kind k) {
+    static const char *const n[VD_T_KIND_COUNT] = {
+        "params", "momentum", "grads", "input", "labels", "act", "dact", "aux", "workspace"};
+    return (unsigned)k < VD_T_KIND_COUNT ? n[k] : "?";
+}
+
+const char *vd_action_name(vd_action_kind k) {
+    static const char *const n[] = {"wait_offload", "free", "record_free", "alloc",
+                                    "prefetch", "wait_prefetch", "compute", "offload"};
+    return (unsigned)k < VD_ARRAY_LEN(n) ? n[k] : "?";
+}
+
+void vd_plan_opts_init(vd_plan_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->policy = VD_POLICY_NONE;
+    o->prefetch = VD_PREFETCH_AUTO;
+    o->fixed_algo = -1;
+}
+
+/* ---- in-place ----------------------------------------------------------- */
+
+static int n_consumers(const vd_net *net, int src) {
+    int n = 0;
+    for (int j = 0; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] == src) n++;
+    return n;
+}
+
+void vd_schedule_inplace_flags(const vd_net *net, bool *inplace) {
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        const vd_op_info *op = &vd_op_table[l->op];
+        inplace[i] = false;
+        if (!op->can_inplace || op->bwd_needs_x || l->n_in != 1) continue;
+        int src = l->in[0];
+        if (src < 0) continue;                        /* never overwrite the net input */
+        if (n_consumers(net, src) != 1) continue;
+        /* The producer's output is overwritten: its backward must not read it
+         * (for an in-place producer, "its output" is the same region: the
+         * chain's earlier members' backward must not need their y either). */
+        int p = src;
+        bool ok = true;
+        for (;;) {
+            if (vd_op_table[net->layers[p].op].bwd_needs_y) { ok = false; break; }
+            if (!inplace[p]) break;
+            p = net->layers[p].in[0];
+        }
+        inplace[i] = ok;
+    }
+}
+
+void vd_schedule_inplace(vd_net *net) {
+    bool *f = calloc((size_t)(net->n_layers > 0 ? net->n_layers : 1), sizeof *f);
+    if (!f) return;  /* flags stay as they were; the plan never depends on them */
+    vd_schedule_inplace_flags(net, f);
+    for (int i = 0; i < net->n_layers; i++) net->layers[i].inplace = f[i];
+    free(f);
+}
+
+/* ---- builder ------------------------------------------------------------ */
+
+typedef struct bld {
+    const vd_net *net;
+    const vd_profile *prof;
+    const vd_plan_opts *opts;
+    vd_plan *p;
+    int L;
+    int variant;       /* see build_fixed */
+    int cap_t, cap_iv, cap_a;
+    int *act_of;       /* [L] ACT tensor of layer output */
+    int *dact_of;      /* [L] DACT tensor of layer output (-1) */
+    int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
+    int *first_touch;  /* [cap_t] min step */
+    int *last_touch;   /* [cap_t] max step */
+    int *extra;        /* [cap_t] scratch */
+} bld;
+
+static int bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
+
+static int add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
+                      const char *name, const char *suffix) {
+    vd_plan *p = b->p;
+    int t = p->n_tensors++;
+    vd_tensor *T = &p->tensors[t];
+    memset(T, 0, sizeof *T);
+    snprintf(T->name, sizeof T->name, "%s%s", name, suffix ? suffix : "");
+    T->kind = kind;
+    T->layer = layer;
+    T->bytes = bytes;
+    T->prod_step = -1;
+    T->fwd_last = T->bwd_first = T->bwd_last = -1;
+    T->offload_step = T->release_step = T->prefetch_step = -1;
+    T->ev_compute = T->ev_d2h = -1;
+    T->iv[0] = T->iv[1] = -1;
+    b->fwd_write[t] = -1;
+    b->first_touch[t] = INT32_MAX;
+    b->last_touch[t] = -1;
+    return t;
+}
+
+static void touch(bld *b, int t, int s) {
+    if (t < 0) return;
+    if (s < b->first_touch[t]) b->first_touch[t] = s;
+    if (s > b->last_touch[t]) b->last_touch[t] = s;
+}
+
+/* Record a read of t at step s. */
+static void rd(bld *b, int t, int s) {
+    if (t < 0) return;
+    vd_tensor *T = &b->p->tensors[t];
+    touch(b, t, s);
+    if (s < b->L) {
+        if (s > T->fwd_last) T->fwd_last = s;
+    } else if (s < 2 * b->L) {
+        if (T->bwd_first < 0 || s < T->bwd_first) T->bwd_first = s;
+        if (s > T->bwd_last) T->bwd_last = s;
+    }
+}
+
+static void wr(bld *b, int t, int s) {
+    if (t < 0) return;
+    touch(b, t, s);
+    if (s < b->L && s > b->fwd_write[t]) b->fwd_write[t] = s;
+}
+
+static uint64_t act_bytes(const vd_net *net, int i, int batch) {
+    return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * 4u;
+}
+
+static int add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
+    vd_plan *p = b->p;
+    int k = p->n_intervals++;
+    vd_interval *iv = &p->intervals[k];
+    memset(iv, 0, sizeof *iv);
+    iv->tensor = t;
+    iv->first = first;
+    iv->last = last;
+    iv->bytes = VD_ALIGN_UP(p->tensors[t].bytes, (uint64_t)VD_PLAN_ALIGN);
+    if (iv->bytes == 0) iv->bytes = VD_PLAN_ALIGN;
+    iv->fill = fill;
+    iv->need_step = need;
+    iv->ev_h2d = -1;
+    vd_tensor *T = &p->tensors[t];
+    T->iv[T->n_iv++] = k;
+    return k;
+}
+
+/* Create tensors and liveness (no decisions yet). */
+static int build_tensors(bld *b, const int *algos, vd_err *e) {
+    const vd_net *net = b->net;
+    vd_plan *p = b->p;
+    int L = b->L;
+    int batch = p->batch;
+    bool fo = p->forward_only;
+    uint64_t pbytes = (uint64_t)net->param_floats * 4u;
+
+    p->t_params = add_tensor(b, VD_T_PARAMS, -1, pbytes, "params", NULL);
+    p->t_mom = add_tensor(b, VD_T_MOMENTUM, -1, pbytes, "momentum", NULL);
+    p->t_grads = fo ? -1 : add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);
+    p->t_x = add_tensor(b, VD_T_INPUT, -1, act_bytes(net, -1, batch), "x", NULL);
+    p->t_labels = add_tensor(b, VD_T_LABELS, -1, (uint64_t)batch * 4u, "labels", NULL);
+    int persist[3] = {p->t_params, p->t_mom, p->t_grads};
+    for (int k = 0; k < 3; k++) {
+        if (persist[k] < 0) continue;
+        p->tensors[persist[k]].persistent = true;
+        touch(b, persist[k], 0);
+        touch(b, persist[k], p->n_steps - 1);
+    }
+
+    for (int i = 0; i < L; i++) {
+        const vd_layer *l = &net->layers[i];
+        vd_plan_layer *pl = &p->layers[i];
+        pl->inplace = l->n_in == 1 && b->extra[i];  /* extra holds inplace flags here */
+        if (pl->inplace) {
+            b->act_of[i] = b->act_of[l->in[0]];
+        } else {
+            b->act_of[i] = add_tensor(b, VD_T_ACT, i, act_bytes(net, i, batch), l->name, ":y");
+        }
+        pl->y = b->act_of[i];
+        for (int k = 0; k < l->n_in; k++)
+            pl->in_t[k] = l->in[k] < 0 ? p->t_x : b->act_of[l->in[k]];
+        uint64_t aux = b->prof->layers[i].aux_bytes;
+        pl->aux = aux ? add_tensor(b, VD_T_AUX, i, aux, l->name, ":aux") : -1;
+        const vd_profile_layer *pr = &b->prof->layers[i];
+        pl->algo = algos[i];
+        snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[algos[i]].label);
+        pl->ws_bytes = pr->algos[algos[i]].workspace;
+        pl->ws_fwd = pl->ws_bwd = -1;
+        if (pl->ws_bytes) {
+            pl->ws_fwd = add_tensor(b, VD_T_WS, i, pl->ws_bytes, l->name, ":ws_fwd");
+            if (!fo) pl->ws_bwd = add_tensor(b, VD_T_WS, i, pl->ws_bytes, l->name, ":ws_bwd");
+        }
+        pl->dy = -1;
+        for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
+    }
+    if (!fo) {
+        for (int i = 0; i < L; i++) {
+            if (i == p->loss_layer) { b->dact_of[i] = -1; continue; }
+            b->dact_of[i] = add_tensor(b, VD_T_DACT, i, act_bytes(net, i, batch),
+                                       net->layers[i].name, ":dy");
+            p->layers[i].dy = b->dact_of[i];
+        }
+        /* dx and accumulation order: backward runs layers L-1..0, inputs in order. */
+        bool *written = calloc((size_t)(L > 0 ? L : 1), sizeof *written);
+        if (!written) return vd_errf(e, VD_ENOMEM, "out of memory");
+        for (int i = L - 1; i >= 0; i--) {
+            const vd_layer *l = &net->layers[i];
+            for (int k = 0; k < l->n_in; k++) {
+                int src = l->in[k];
+                if (src < 0) continue;
+                p->layers[i].dx[k] = b->dact_of[src];
+                p->layers[i].dx_beta[k] = written[src] ? 1.0f : 0.0f;
+                written[src] = true;
+            }
+        }
+        free(written);
+    }
+
+    /* Liveness. */
+    touch(b, p->t_x, 0);
+    for (int i = 0; i < L; i++) {
+        const vd_layer *l = &net->layers[i];
+        const vd_op_info *op = &vd_op_table[l->op];
+        vd_plan_layer *pl = &p->layers[i];
+        int sf = i;
+        for (int k = 0; k < l->n_in; k++) rd(b, pl->in_t[k], sf);
+        wr(b, pl->y, sf);
+        wr(b, pl->aux, sf);
+        touch(b, pl->ws_fwd, sf);
+        if (i == p->loss_layer) rd(b, p->t_labels, sf);
+        if (fo) continue;
+        int sb = bwd_step(L, i);
+        if (op->bwd_needs_x)
+            for (int k = 0; k < l->n_in; k++) rd(b, pl->in_t[k], sb);
+        if (op->bwd_needs_y) rd(b, pl->y, sb);
+        rd(b, pl->dy, sb);
+        rd(b, pl->aux, sb);
+        touch(b, pl->ws_bwd, sb);
+        if (i == p->loss_layer) rd(b, p->t_labels, sb);
+        for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
+    }
+    /* The loss value (aux) and the loss output (eval argmax) are read back
+     * after the last step. */
+    const vd_plan_layer *ll = &p->layers[p->loss_layer];
+    touch(b, ll->aux, p->n_steps - 1);
+    if (fo) touch(b, ll->y, p->n_steps - 1);
+
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        if (b->last_touch[t] < 0) {
+            /* Never used (e.g. a dead branch's aux): give it a one-step life
+             * at step 0 so every tensor has a region. */
+            b->first_touch[t] = b->last_touch[t] = 0;
+        }
+        T->prod_step = b->first_touch[t];
+    }
+    return VD_OK;
+}
+
+/* Is tensor t a candidate for offloading under policy pol? */
+static bool offload_candidate(const bld *b, int t, vd_policy pol) {
+    const vd_plan *p = b->p;
+    const vd_tensor *T = &p->tensors[t];
+    if (pol == VD_POLICY_NONE || p->forward_only) return false;
+    if (T->kind != VD_T_ACT && T->kind != VD_T_INPUT) return false;
+    if (T->bwd_first < 0 || T->fwd_last < 0) return false;
+    /* It must be absent for at least one step with a prefetch issued after
+     * it: gap >= 2 free steps between last forward use and first backward use. */
+    if (T->bwd_first - T->fwd_last - 1 < 2) return false;
+    if (pol == VD_POLICY_CONV) {
+        bool conv_in = false;
+        for (int i = 0; i < b->L; i++) {
+            if (b->net->layers[i].op != VD_OP_CONV) continue;
+            for (int k = 0; k < b->net->layers[i].n_in; k++)
+                if (p->layers[i].in_t[k] == t) conv_in = true;
+        }
+        if (!conv_in) return false;
+    }
+    return true;
+}
+
+/* Build intervals, events and actions from the decisions recorded in the
+ * tensors (offload, release_step, prefetch_step). Clears previous ones. */
+static void build_intervals(bld *b) {
+    vd_plan *p = b->p;
+    p->n_intervals = 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        T->n_iv = 0;
+        T->iv[0] = T->iv[1] = -1;
+        int first = b->first_touch[t], last = b->last_touch[t];
+        vd_fill f0 = T->kind == VD_T_INPUT ? VD_FILL_INPUT_X
+                   : T->kind == VD_T_LABELS ? VD_FILL_LABELS : VD_FILL_NONE;
+        if (!T->offload) {
+            add_interval(b, t, first, last, f0, first);
+        } else {
+            add_interval(b, t, first, T->release_step - 1, f0, first);
+            add_interval(b, t, T->prefetch_step, last,
+                         T->host_src ? VD_FILL_INPUT_X : VD_FILL_HOST_STORE, T->bwd_first);
+        }
+    }
+}
+
+/* Live bytes per step from intervals. */
+static void mem_per_step(const vd_plan *p, uint64_t *mem) {
+    for (int s = 0; s < p->n_steps; s++) mem[s] = 0;
+    for (int k = 0; k < p->n_intervals; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        for (int s = iv->first; s <= iv->last; s++) mem[s] += iv->bytes;
+    }
+}
+
+/* Events and action lists. */
+static void build_actions(bld *b) {
+    vd_plan *p = b->p;
+    int ne = 0;
+    p->n_actions = 0;
+    for (int s = 0; s <= p->n_steps; s++) p->steps[s].ev_free = -1;
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        T->ev_compute = T->ev_d2h = -1;
+        if (T->offload && !T->host_src) { T->ev_compute = ne++; T->ev_d2h = ne++; }
+    }
+    for (int k = 0; k < p->n_intervals; k++) {
+        vd_interval *iv = &p->intervals[k];
+        iv->ev_h2d = -1;
+        if (iv->fill != VD_FILL_NONE) {
+            iv->ev_h2d = ne++;
+            if (p->steps[iv->first].ev_free < 0) p->steps[iv->first].ev_free = ne++;
+        }
+    }
+    p->ev_input = -1;
+    p->ev_end = ne++;
+    p->ev_loss = ne++;
+    p->n_events = ne;
+
+    vd_action *A = p->actions;
+    int na = 0;
+#define PUSH(k, a) do { A[na].kind = (k); A[na].arg = (a); na++; } while (0)
+    for (int s = 0; s <= p->n_steps; s++) {
+        vd_step *st = &p->steps[s];
+        st->first_action = na;
+        for (int t = 0; t < p->n_tensors; t++) {
+            const vd_tensor *T = &p->tensors[t];
+            if (T->offload && !T->host_src && T->release_step == s) PUSH(VD_A_WAIT_OFFLOAD, t);
+        }
+        if (s > 0)
+            for (int k = 0; k < p->n_intervals; k++)
+                if (p->intervals[k].last == s - 1) PUSH(VD_A_FREE, k);
+        if (s < p->n_steps) {
+            if (st->ev_free >= 0) PUSH(VD_A_RECORD_FREE, st->ev_free);
+            for (int k = 0; k < p->n_intervals; k++)
+                if (p->intervals[k].first == s) PUSH(VD_A_ALLOC, k);
+            for (int k = 0; k < p->n_intervals; k++)
+                if (p->intervals[k].first == s && p->intervals[k].fill != VD_FILL_NONE)
+                    PUSH(VD_A_PREFETCH, k);
+            for (int k = 0; k < p->n_intervals; k++)
+                if (p->intervals[k].fill != VD_FILL_NONE && p->intervals[k].need_step == s)
+                    PUSH(VD_A_WAIT_PREFETCH, k);
+            PUSH(VD_A_COMPUTE, s);
+            for (int t = 0; t < p->n_tensors; t++) {
+                const vd_tensor *T = &p->tensors[t];
+                if (T->offload && !T->host_src && T->offload_step == s) PUSH(VD_A_OFFLOAD, t);
+            }
+        }
+        st->n_actions = na - st->first_action;
+    }
+#undef PUSH
+    p->n_actions = na;
+}
+
+/* Sum statistics after placement. */
+static void finish_stats(vd_plan *p) {
+    p->live_peak = 0;
+    p->peak_step = 0;
+    p->hwm = 0;
+    for (int s = 0; s <= p->n_steps; s++) { p->steps[s].mem_in_use = 0; p->steps[s].mem_top = 0; }
+    for (int k = 0; k < p->n_intervals; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        uint64_t top = iv->offset + iv->bytes;
+        if (top > p->hwm) p->hwm = top;
+        for (int s = iv->first; s <= iv->last; s++) {
+            p->steps[s].mem_in_use += iv->bytes;
+            if (top > p->steps[s].mem_top) p->steps[s].mem_top = top;
+        }
+    }
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].mem_in_use > p->live_peak) { p->live_peak = p->steps[s].mem_in_use; p->peak_step = s; }
+    p->frag = p->hwm ? (double)(p->hwm - p->live_peak) / (double)p->hwm : 0.0;
+    p->offload_bytes = p->prefetch_bytes = p->input_bytes = p->host_bytes = 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        T->host_offset = 0;
+        if (T->offload && !T->host_src) {
+            T->host_offset = p->host_bytes;
+            p->host_bytes += VD_ALIGN_UP(T->bytes, (uint64_t)VD_PLAN_ALIGN);
+            p->offload_bytes += T->bytes;
+        }
+    }
+    for (int k = 0; k < p->n_intervals; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        const vd_tensor *T = &p->tensors[iv->tensor];
+        if (iv->fill == VD_FILL_NONE) continue;
+        if (T->offload && T->iv[1] == k) p->prefetch_bytes += T->bytes;   /* prefetch back */
+        else p->input_bytes += T->bytes;                                   /* x, labels */
+    }
+    p->persistent_bytes = 0;
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].persistent)
+            p->persistent_bytes += p->intervals[p->tensors[t].iv[0]].bytes;
+}
+
+/* ---- prefetch scheduling ------------------------------------------------ */
+
+/* Paper rule: consumer layer j is prefetched at the backward step of the
+ * largest layer l > j such that layers j+1..l-1 contain no conv. */
+static int paper_issue_step(const bld *b, int cons_step) {
+    int L = b->L;
+    int j = 2 * L - 1 - cons_step;          /* consumer layer */
+    int l = j + 1;
+    while (l + 1 <= L - 1 && b->net->layers[l].op != VD_OP_CONV) l++;
+    if (l > L - 1) l = L - 1;
+    /* window at layer l covers [conv below l, l-1]; layer l itself conv is fine */
+    return bwd_step(L, l);
+}
+
+typedef struct pf_item { int t; int c; } pf_item;
+
+static int cmp_pf_desc(const void *a, const void *bb) {
+    const pf_item *x = a, *y = bb;
+    if (x->c != y->c) return y->c - x->c;
+    return y->t - x->t;
+}
+
+/* Choose prefetch steps. t_start: stall-free compute start time per step. */
+static void schedule_prefetch(bld *b, const double *t_start, const double *d2h_done) {
+    vd_plan *p = b->p;
+    const vd_device_params *dev = &b->prof->dev;
+    int n = 0;
+    pf_item *items = (pf_item *)b->extra;   /* scratch, >= n_tensors ints*2? see alloc */
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].offload) { items[n].t = t; items[n].c = p->tensors[t].bwd_first; n++; }
+    qsort(items, (size_t)n, sizeof *items, cmp_pf_desc);
+    /* Ours: hold each offloaded region until its copy has drained (no
+     * compute stall), as long as that is before its first backward use;
+     * fit_memory pulls releases back earlier when memory is short. */
+    if (b->variant == 0 && d2h_done)
+        for (int k = 0; k < n; k++) {
+            vd_tensor *T = &p->tensors[items[k].t];
+            if (T->host_src) continue;
+            for (int s = T->fwd_last + 1; s < T->bwd_first - 1; s++)
+                if (t_start[s] >= d2h_done[items[k].t]) { T->release_step = s; break; }
+        }
+    double next_start = DBL_MAX;
+    int next_q = p->n_steps;
+    for (int k = 0; k < n; k++) {
+        vd_tensor *T = &p->tensors[items[k].t];
+        int c = T->bwd_first, r = T->release_step;
+        int q;
+        if (b->variant == 2) {
+            q = paper_issue_step(b, c);
+        } else {
+            double dur = (double)T->bytes / dev->h2d_bw + dev->launch_s;
+            double deadline = t_start[c] < next_start ? t_start[c] : next_start;
+            double start = deadline - dur;
+            q = -1;
+            for (int s = c; s >= r; s--) {
+                double avail = t_start[s];
+                if (!T->host_src && d2h_done && d2h_done[items[k].t] > avail) avail = d2h_done[items[k].t];
+                if (avail <= start + 1e-12) { q = s; break; }
+            }
+            if (q < 0) q = r;
+            if (q > next_q) q = next_q;       /* H2D issue order follows consumer order */
+            next_start = start;
+        }
+        if (q < r) q = r;
+        if (q > c) q = c;
+        T->prefetch_step = q;
+        if (q < next_q) next_q = q;
+    }
+}
+
+/* Delay prefetches (and nothing else) until the live bytes fit cap.
+ * Returns true if every step fits. */
+static bool fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
+    vd_plan *p = b->p;
+    for (int guard = 0; guard < 100000; guard++) {
+        build_intervals(b);
+        mem_per_step(p, mem);
+        int over = -1;
+        for (int s = 0; s < p->n_steps; s++)
+            if (mem[s] > cap) { over = s; break; }
+        if (over < 0) return true;
+        /* Regions held after their last forward use (waiting for the copy to
+         * drain): release the one held longest at `over` (accept a stall). */
+        int rel = -1;
+        for (int t = 0; t < p->n_tensors; t++) {
+            const vd_tensor *T = &p->tensors[t];
+            if (!T->offload || T->host_src) continue;
+            if (T->fwd_last < over && over <= T->release_step - 1 &&
+                (rel < 0 || T->release_step > p->tensors[rel].release_step))
+                rel = t;
+        }
+        if (rel >= 0) {
+            vd_tensor *T = &p->tensors[rel];
+            T->release_step = over > T->fwd_last + 1 ? over : T->fwd_last + 1;
+            if (T->prefetch_step < T->release_step) T->prefetch_step = T->release_step;
+            continue;
+        }
+        /* Early prefetches covering `over`: the one with the latest consumer waits. */
+        int best = -1;
+        for (int t = 0; t < p->n_tensors; t++) {
+            const vd_tensor *T = &p->tensors[t];
+            if (!T->offload || T->prefetch_step > over || T->bwd_first <= over) continue;
+            if (best < 0 || T->bwd_first > p->tensors[best].bwd_first) best = t;
+        }
+        if (best < 0) return false;
+        p->tensors[best].prefetch_step = over + 1;
+    }
+    return false;
+}
+
+/* ---- one build with fixed policy and algorithms ------------------------- */
+
+static void plan_release(vd_plan *p) {
+    if (!p) return;
+    free(p->tensors);
+    free(p->intervals);
+    free(p->actions);
+    free(p->steps);
+    free(p->layers);
+    if (p->eval) { plan_release(p->eval); free(p->eval); }
+    memset(p, 0, sizeof *p);
+}
+
+void vd_plan_free(vd_plan *p) { plan_release(p); }
+
+static int find_loss(const vd_net *net, vd_err *e) {
+    int loss = -1;
+    for (int i = 0; i < net->n_layers; i++)
+        if (net->layers[i].op == VD_OP_SOFTMAX_XENT) {
+            if (loss >= 0)
+                return -1 - vd_errf(e, VD_EUNSUPPORTED, "net '%s' has more than one loss layer "
+                                    "('%s' and '%s'); vdnn plans exactly one, the last layer",
+                                    net->name, net->layers[loss].name, net->layers[i].name);
+            loss = i;
+        }
+    if (loss < 0)
+        return -1 - vd_errf(e, VD_ESPEC, "net '%s' has no softmax_cross_entropy layer; "
+                            "training needs one as the last layer", net->name);
+    if (loss != net->n_layers - 1)
+        return -1 - vd_errf(e, VD_EUNSUPPORTED, "loss layer '%s' must be the last layer of net '%s'",
+                            net->layers[loss].name, net->name);
+    for (int i = 0; i < net->n_layers - 1; i++)
+        if (n_consumers(net, i) == 0)
+            return -1 - vd_errf(e, VD_EUNSUPPORTED, "layer '%s' of net '%s' feeds no other layer; "
+                                "every layer except the loss must be used",
+                                net->layers[i].name, net->name);
+    return loss;
+}
+
+static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                       vd_plan *out, vd_err *e);
+
+static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *train,
+                      vd_err *e) {
+    vd_plan_opts o = {0};
+    vd_plan_opts_init(&o);
+    o.batch = train->batch;
+    o.policy = VD_POLICY_NONE;
+    o.budget = train->budget;
+    o.forward_only = true;
+    int *algos = malloc((size_t)net->n_layers * sizeof *algos);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    for (int i = 0; i < net->n_layers; i++) algos[i] = train->layers[i].algo;
+    vd_plan *ev = calloc(1, sizeof *ev);
+    if (!ev) { free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    int rc = build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
+    if (rc == VD_EBUDGET) {
+        /* Retry with the smallest workspaces before giving up. */
+        for (int i = 0; i < net->n_layers; i++) {
+            int best = 0;
+            for (int k = 1; k < prof->layers[i].n_algos; k++)
+                if (prof->layers[i].algos[k].workspace < prof->layers[i].algos[best].workspace) best = k;
+            algos[i] = best;
+        }
+        plan_release(ev);
+        rc = build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
+        if (rc == VD_EBUDGET)
+            vd_err_prefix(e, "the evaluation (forward-only) placement does not fit");
+    }
+    free(algos);
+    if (rc != VD_OK && rc != VD_EBUDGET) { plan_release(ev); free(ev); return rc; }
+    if (rc == VD_EBUDGET) { plan_release(ev); free(ev); return rc; }
+    ((vd_plan *)train)->eval = ev;
+    return VD_OK;
+}
+
+static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                      vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                      int variant, vd_plan *out, vd_err *e);
+
+/* --prefetch auto: three candidate schedules, simulated; the fastest that
+ * fits wins (or, if none fits, the one that overshoots least):
+ *   0  ours: regions held until their offload drained (no forward stall)
+ *      while memory allows, prefetches as late as still hides the copy
+ *      (H2D queueing included), offloads that save nothing dropped;
+ *   1  the same prefetch rule with releases right after the last forward
+ *      use and every offload kept (least memory);
+ *   2  the paper's prefetch rule.
+ * --prefetch paper: variant 2 only. */
+static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                       vd_plan *out, vd_err *e) {
+    if (opts->prefetch == VD_PREFETCH_PAPER || offload_pol == VD_POLICY_NONE || opts->forward_only)
+        return build_mode(net, prof, opts, offload_pol, algos, pin,
+                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, out, e);
+    int best_rc = -1;
+    memset(out, 0, sizeof *out);
+    for (int v = 0; v < 3; v++) {
+        vd_plan alt;
+        vd_err te = {0};
+        int rc = build_mode(net, prof, opts, offload_pol, algos, pin, v, &alt, &te);
+        if (rc != VD_OK && rc != VD_EBUDGET) {
+            if (best_rc >= 0) plan_release(out);
+            *e = te;
+            return rc;
+        }
+        bool better;
+        if (best_rc < 0) better = true;
+        else if (rc == VD_OK && best_rc != VD_OK) better = true;
+        else if (rc != VD_OK && best_rc == VD_OK) better = false;
+        else if (rc == VD_OK) better = alt.sim.iter_s < out->sim.iter_s;
+        else better = alt.hwm < out->hwm;
+        if (better) {
+            if (best_rc >= 0) plan_release(out);
+            *out = alt;
+            best_rc = rc;
+            if (rc) *e = te;
+        } else {
+            plan_release(&alt);
+        }
+    }
+    out->prefetch = opts->prefetch;
+    return best_rc;
+}
+
+static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                      vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                      int variant, vd_plan *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    int L = net->n_layers;
+    bld B = {0};
+    B.net = net; B.prof = prof; B.opts = opts; B.p = out; B.L = L; B.variant = variant;
+    vd_plan *p = out;
+    snprintf(p->net, sizeof p->net, "%s", net->name);
+    p->policy = opts->policy;
+    p->offload_policy = offload_pol;
+    p->prefetch = opts->prefetch;
+    p->batch = opts->batch;
+    p->n_layers = L;
+    p->forward_only = opts->forward_only;
+    p->n_steps = opts->forward_only ? L : 2 * L + 1;
+    p->loss_layer = L - 1;
+    int cap_t = 5 + 5 * L;
+    int cap_iv = 2 * cap_t;
+    int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + 8;
+    p->tensors = calloc((size_t)cap_t, sizeof *p->tensors);
+    p->intervals = calloc((size_t)cap_iv, sizeof *p->intervals);
+    p->actions = calloc((size_t)cap_a, sizeof *p->actions);
+    p->steps = calloc((size_t)p->n_steps + 1, sizeof *p->steps);
+    p->layers = calloc((size_t)L, sizeof *p->layers);
+    B.act_of = malloc((size_t)L * sizeof(int));
+    B.dact_of = malloc((size_t)L * sizeof(int));
+    B.fwd_write = malloc((size_t)cap_t * sizeof(int));
+    B.first_touch = malloc((size_t)cap_t * sizeof(int));
+    B.last_touch = malloc((size_t)cap_t * sizeof(int));
+    /* scratch: inplace flags (L bools as ints), later pf_item[cap_t] */
+    size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
+    B.extra = malloc(scratch);
+    uint64_t *mem = malloc(((size_t)p->n_steps + 1) * sizeof *mem);
+    double *t_start = malloc(((size_t)p->n_steps + 1) * sizeof *t_start);
+    double *d2h = malloc((size_t)cap_t * sizeof *d2h);
+    bool *pinned = calloc((size_t)cap_iv, sizeof *pinned);
+    bool *ipf = malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf);
+    int rc = VD_OK;
+    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B.act_of ||
+        !B.dact_of || !B.fwd_write || !B.first_touch || !B.last_touch || !B.extra || !mem ||
+        !t_start || !d2h || !pinned || !ipf) {
+        rc = vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+        goto done;
+    }
+    vd_schedule_inplace_flags(net, ipf);
+    for (int i = 0; i < L; i++) B.extra[i] = ipf[i];
+    for (int s = 0; s < p->n_steps; s++) {
+        vd_step *st = &p->steps[s];
+        if (s < L) { st->kind = VD_STEP_FWD; st->layer = s;
+                     st->compute_s = prof->layers[s].algos[algos[s]].fwd_s; }
+        else if (s < 2 * L) { st->kind = VD_STEP_BWD; st->layer = 2 * L - 1 - s;
+                              st->compute_s = prof->layers[st->layer].algos[algos[st->layer]].bwd_s; }
+        else { st->kind = VD_STEP_SGD; st->layer = -1; st->compute_s = prof->sgd_s; }
+    }
+    p->steps[p->n_steps].kind = VD_STEP_END;
+    p->steps[p->n_steps].layer = -1;
+
+    rc = build_tensors(&B, algos, e);
+    if (rc) goto done;
+
+    /* Offload decisions (release as early as possible: the paper's rule). */
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        if (!offload_candidate(&B, t, offload_pol)) continue;
+        T->offload = true;
+        T->host_src = T->kind == VD_T_INPUT;
+        T->offload_step = B.fwd_write[t] >= 0 ? B.fwd_write[t] : T->prod_step;
+        T->release_step = T->fwd_last + 1;
+        T->prefetch_step = T->bwd_first;
+    }
+
+    /* Stall-free timeline with just-in-time prefetches, then schedule. */
+    bool any_offload = false;
+    for (int t = 0; t < p->n_tensors; t++) any_offload |= p->tensors[t].offload;
+    if (any_offload) {
+        build_intervals(&B);
+        build_actions(&B);
+        rc = vdp_simulate(p, prof, true, d2h, NULL, NULL, e);
+        if (rc) goto done;
+        for (int s = 0; s <= p->n_steps; s++) t_start[s] = p->steps[s].t_start;
+        schedule_prefetch(&B, t_start, d2h);
+    }
+
+    /* Memory: delay prefetches until the live bytes fit, then place; if the
+     * placement overshoots (fragmentation), tighten the cap and retry. */
+    uint64_t budget = opts->budget;
+    uint64_t cap = budget ? budget : UINT64_MAX;
+    int *saved_q = NULL, *saved_r = NULL;
+    if (any_offload) {
+        saved_q = malloc((size_t)p->n_tensors * sizeof *saved_q);
+        if (!saved_q) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); goto done; }
+        for (int t = 0; t < p->n_tensors; t++) saved_q[t] = p->tensors[t].prefetch_step;
+        saved_r = malloc((size_t)p->n_tensors * sizeof *saved_r);
+        if (!saved_r) { free(saved_q); rc = vd_errf(e, VD_ENOMEM, "out of memory"); goto done; }
+        for (int t = 0; t < p->n_tensors; t++) saved_r[t] = p->tensors[t].release_step;
+    }
+    uint64_t hwm = 0;
+    for (int attempt = 0; attempt < 12; attempt++) {
+        if (saved_q)
+            for (int t = 0; t < p->n_tensors; t++) {
+                p->tensors[t].prefetch_step = saved_q[t];
+                p->tensors[t].release_step = saved_r[t];
+                p->tensors[t].offload = p->tensors[t].release_step >= 0;
+            }
+        if (any_offload) {
+            fit_memory(&B, cap, mem);
+            /* An offload whose prefetch is issued when its region is released
+             * saves nothing: keep the tensor resident instead (same memory,
+             * no copies). */
+            bool changed = false;
+            for (int t = 0; t < p->n_tensors && variant == 0; t++) {
+                vd_tensor *T = &p->tensors[t];
+                if (T->offload && T->prefetch_step <= T->release_step) { T->offload = false; changed = true; }
+            }
+            if (changed) build_intervals(&B);
+        } else {
+            build_intervals(&B);
+        }
+        /* Pin persistent regions to the reference plan's offsets (eval). */
+        for (int k = 0; k < p->n_intervals; k++) pinned[k] = false;
+        if (pin) {
+            for (int t = 0; t < p->n_tensors; t++) {
+                const vd_tensor *T = &p->tensors[t];
+                if (!T->persistent) continue;
+                int pt = T->kind == VD_T_PARAMS ? pin->t_params
+                       : T->kind == VD_T_MOMENTUM ? pin->t_mom : pin->t_grads;
+                if (pt < 0) continue;
+                p->intervals[T->iv[0]].offset = pin->intervals[pin->tensors[pt].iv[0]].offset;
+                pinned[T->iv[0]] = true;
+            }
+        }
+        rc = vdp_place(p->intervals, p->n_intervals, pinned, &hwm, e);
+        if (rc) goto done;
+        if (!budget || hwm <= budget) break;
+        uint64_t over = hwm - budget;
+        uint64_t live = 0;
+        mem_per_step(p, mem);
+        for (int s = 0; s < p->n_steps; s++) if (mem[s] > live) live = mem[s];
+        uint64_t newcap = live > over + VD_PLAN_ALIGN ? live - over - VD_PLAN_ALIGN : 0;
+        if (!any_offload || newcap >= cap) break;
+        cap = newcap;
+    }
+    free(saved_q);
+    free(saved_r);
+
+    build_actions(&B);
+    finish_stats(p);
+    p->budget = budget ? budget : p->hwm;
+    p->feasible = p->hwm <= p->budget;
+    rc = vdp_simulate(p, prof, false, NULL, NULL, NULL, e);
+    if (rc) goto done;
+    if (!p->feasible) rc = VD_EBUDGET;
+
+done:
+    free(B.act_of); free(B.dact_of); free(B.fwd_write); free(B.first_touch);
+    free(B.last_touch); free(B.extra); free(mem); free(t_start); free(d2h); free(pinned);
+    free(ipf);
+    if (rc != VD_OK && rc != VD_EBUDGET) plan_release(out);
+    return rc;
+}
+
+/* ---- policy front end --------------------------------------------------- */
+
+static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        vd_err *e) {
+    if (!opts || opts->batch <= 0)
+        return vd_errf(e, VD_EUSAGE, "plan: batch must be positive");
+    if ((unsigned)opts->policy >= VD_POLICY_COUNT)
+        return vd_errf(e, VD_EUSAGE, "plan: unknown policy %d", (int)opts->policy);
+    if (net->n_layers <= 0)
+        return vd_errf(e, VD_ESPEC, "net '%s' has no layers", net->name);
+    if (!prof || prof->n_layers != net->n_layers)
+        return vd_errf(e, VD_EDATA, "profile has %d layers but net '%s' has %d",
+                       prof ? prof->n_layers : 0, net->name, net->n_layers);
+    for (int i = 0; i < net->n_layers; i++) {
+        if (prof->layers[i].n_algos <= 0 || prof->layers[i].n_algos > VD_PROFILE_MAX_ALGOS)
+            return vd_errf(e, VD_EDATA, "profile layer '%s' has %d algorithm options",
+                           prof->layers[i].name, prof->layers[i].n_algos);
+        if (opts->algos && (opts->algos[i] < 0 || opts->algos[i] >= prof->layers[i].n_algos))
+            return vd_errf(e, VD_EUSAGE, "algorithm %d of layer '%s' out of range (0..%d)",
+                           opts->algos[i], net->layers[i].name, prof->layers[i].n_algos - 1);
+    }
+    int loss = find_loss(net, e);
+    if (loss < 0) return -1 - loss;
+    return VD_OK;
+}
+
+static int fastest_algo(const vd_profile_layer *pl) {
+    int best = 0;
+    for (int k = 1; k < pl->n_algos; k++)
+        if (pl->algos[k].fwd_s + pl->algos[k].bwd_s < pl->algos[best].fwd_s + pl->algos[best].bwd_s)
+            best = k;
+    return best;
+}
+
+static int minws_algo(const vd_profile_layer *pl) {
+    int best = 0;
+    for (int k = 1; k < pl->n_algos; k++) {
+        const vd_profile_algo *a = &pl->algos[k], *b = &pl->algos[best];
+        if (a->workspace < b->workspace ||
+            (a->workspace == b->workspace && a->fwd_s + a->bwd_s < b->fwd_s + b->bwd_s))
+            best = k;
+    }
+    return best;
+}
+
+/* Trial build: returns 0 feasible, VD_EBUDGET infeasible (plan kept in out
+ * either way unless another error). */
+static int trial(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                 vd_policy pol, const int *algos, vd_plan *out, vd_err *e) {
+    return build_fixed(net, prof, opts, pol, algos, NULL, out, e);
+}
+
+/* The paper's vDNN_dyn search. */
+static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     vd_plan *out, vd_err *e) {
+    int L = net->n_layers;
+    int *algos = malloc((size_t)L * sizeof *algos);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    for (int i = 0; i < L; i++) algos[i] = fastest_algo(&prof->layers[i]);
+    static const vd_policy order[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
+    int rc = VD_EBUDGET;
+    for (int k = 0; k < 3; k++) {
+        rc = trial(net, prof, opts, order[k], algos, out, e);
+        if (rc != VD_EBUDGET) { free(algos); return rc; }
+        plan_release(out);
+    }
+    /* All offloaded, least workspace everywhere. */
+    for (int i = 0; i < L; i++) algos[i] = minws_algo(&prof->layers[i]);
+    rc = trial(net, prof, opts, VD_POLICY_ALL, algos, out, e);
+    if (rc != VD_OK) { free(algos); return rc; }
+    /* Greedy per layer: the fastest option that still fits. */
+    for (int i = 0; i < L; i++) {
+        const vd_profile_layer *pl = &prof->layers[i];
+        if (pl->n_algos < 2) continue;
+        int cur = algos[i];
+        double cur_t = pl->algos[cur].fwd_s + pl->algos[cur].bwd_s;
+        /* candidates sorted by time ascending */
+        int idx[VD_PROFILE_MAX_ALGOS];
+        int n = 0;
+        for (int k = 0; k < pl->n_algos; k++)
+            if (pl->algos[k].fwd_s + pl->algos[k].bwd_s < cur_t) idx[n++] = k;
+        for (int a = 0; a < n; a++)
+            for (int c = a + 1; c < n; c++) {
+                double ta = pl->algos[idx[a]].fwd_s + pl->algos[idx[a]].bwd_s;
+                double tc = pl->algos[idx[c]].fwd_s + pl->algos[idx[c]].bwd_s;
+                if (tc < ta) { int tmp = idx[a]; idx[a] = idx[c]; idx[c] = tmp; }
+            }
+        for (int a = 0; a < n; a++) {
+            algos[i] = idx[a];
+            vd_plan tp;
+            vd_err te = {0};
+            int r2 = trial(net, prof, opts, VD_POLICY_ALL, algos, &tp, &te);
+            if (r2 == VD_OK) { plan_release(out); *out = tp; cur = idx[a]; break; }
+            if (r2 == VD_EBUDGET) plan_release(&tp);
+            else { free(algos); *e = te; return r2; }
+            algos[i] = cur;
+        }
+        algos[i] = cur;
+    }
+    free(algos);
+    return VD_OK;
+}
+
+static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     vd_plan *out, vd_err *e) {
+    int L = net->n_layers;
+    if (opts->policy == VD_POLICY_DYN && !opts->algos) return build_dyn(net, prof, opts, out, e);
+    int *algos = malloc((size_t)L * sizeof *algos);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    for (int i = 0; i < L; i++) {
+        if (opts->algos) algos[i] = opts->algos[i];
+        else if (opts->fixed_algo >= 0)
+            algos[i] = opts->fixed_algo < prof->layers[i].n_algos ? opts->fixed_algo
+                                                                   : prof->layers[i].n_algos - 1;
+        else algos[i] = fastest_algo(&prof->layers[i]);
+    }
+    vd_policy pol = opts->policy == VD_POLICY_DYN ? VD_POLICY_ALL : opts->policy;
+    int rc = build_fixed(net, prof, opts, pol, algos, NULL, out, e);
+    free(algos);
+    return rc;
+}
+
+int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       uint64_t *min_budget, vd_err *e) {
+    int rc = check_inputs(net, prof, opts, e);
+    if (rc) return rc;
+    vd_plan_opts o = *opts;
+    o.budget = 0;
+    vd_plan p;
+    rc = build_any(net, prof, &o, &p, e);
+    if (rc) return rc;
+    uint64_t hi = p.hwm;
+    /* No offloads at all: the need does not depend on the budget. */
+    bool any = false;
+    for (int t = 0; t < p.n_tensors; t++) any |= p.tensors[t].offload;
+    bool search = any || o.policy == VD_POLICY_DYN;
+    uint64_t lo = p.persistent_bytes;   /* infeasible below this for sure */
+    plan_release(&p);
+    if (!search) { *min_budget = hi; return VD_OK; }
+    lo = lo > VD_PLAN_ALIGN ? lo - VD_PLAN_ALIGN : 0;
+    lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+    while (hi - lo > VD_PLAN_ALIGN) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        mid = mid / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
+        o.budget = mid;
+        vd_err te = {0};
+        rc = build_any(net, prof, &o, &p, &te);
+        if (rc == VD_OK) { hi = mid; plan_release(&p); }
+        else if (rc == VD_EBUDGET) { lo = mid; plan_release(&p); }
+        else { *e = te; return rc; }
+    }
+    *min_budget = hi;
+    return VD_OK;
+}
+
+const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n) {
+    if (s < 0 || s > p->n_steps) snprintf(buf, n, "?");
+    else if (s == p->n_steps) snprintf(buf, n, "end");
+    else if (p->steps[s].kind == VD_STEP_SGD) snprintf(buf, n, "sgd");
+    else snprintf(buf, n, "%s %s", p->steps[s].kind == VD_STEP_FWD ? "fwd" : "bwd",
+                  net->layers[p->steps[s].layer].name);
+    return buf;
+}
+
+static void explain_infeasible(const vd_net *net, const vd_profile *prof,
+                               const vd_plan_opts *opts, vd_plan *p, vd_err *e) {
+    char b1[32], b2[32], b3[32], b4[32], lab[160];
+    int bad = -1;
+    if (p->live_peak > p->budget) bad = p->peak_step;   /* live bytes alone do not fit */
+    else
+        for (int s = 0; s < p->n_steps; s++)
+            if (p->steps[s].mem_top > p->budget) { bad = s; break; }
+    if (bad < 0) bad = p->peak_step;
+    const vd_step *st = &p->steps[bad];
+    uint64_t need = st->mem_top;
+    uint64_t minb = 0;
+    vd_err te = {0};
+    int rc = vd_plan_min_budget(net, prof, opts, &minb, &te);
+    char minmsg[96];
+    if (rc == VD_OK)
+        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s",
+                 vd_fmt_bytes(minb, b4, sizeof b4));
+    else
+        snprintf(minmsg, sizeof minmsg, "no budget fits (%s)", te.msg);
+    vd_plan_step_label(p, net, bad, lab, sizeof lab);
+    const char *why = st->mem_in_use > p->budget ? "live tensors need"
+                                                 : "after placement (fragmentation) the pool needs";
+    uint64_t shown = st->mem_in_use > p->budget ? st->mem_in_use : need;
+    snprintf(p->note, sizeof p->note,
+             "budget %s too small for policy %s: step %d (%s): %s %s, %s over; %s",
+             vd_fmt_bytes(p->budget, b1, sizeof b1), vd_policy_name(opts->policy), bad, lab, why,
+             vd_fmt_bytes(shown, b2, sizeof b2), vd_fmt_bytes(shown - p->budget, b3, sizeof b3),
+             minmsg);
+    vd_errf(e, VD_EBUDGET, "%s", p->note);
+}
+
+int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                  vd_plan *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    int rc = check_inputs(net, prof, opts, e);
+    if (rc) return rc;
+    if (opts->forward_only) {
+        rc = build_any(net, prof, opts, out, e);
+        if (rc == VD_EBUDGET) explain_infeasible(net, prof, opts, out, e);
+        return rc;
+    }
+    rc = build_any(net, prof, opts, out, e);
+    if (rc == VD_EBUDGET) {
+        explain_infeasible(net, prof, opts, out, e);
+        return rc;
+    }
+    if (rc) return rc;
+    rc = build_eval(net, prof, out, e);
+    if (rc) {
+        if (rc == VD_EBUDGET) {
+            out->feasible = false;
+            snprintf(out->note, sizeof out->note, "%s", e->msg);
+        } else {
+            plan_release(out);
+        }
+        return rc;
+    }
+    return VD_OK;
+}
+
+const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step) {
+    if (t < 0 || t >= p->n_tensors) return NULL;
+    const vd_tensor *T = &p->tensors[t];
+    for (int k = 0; k < T->n_iv; k++) {
+        const vd_interval *iv = &p->intervals[T->iv[k]];
+        if (iv->first <= step && step <= iv->last) return iv;
+    }
+    return NULL;
+}

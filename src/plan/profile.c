@@ -1,0 +1,388 @@
+/* profile.c — per-layer timings and workspaces: analytic model, backend
+ * algorithm options, JSON load/save. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan/plan.h"
+#include "plan/plan_internal.h"
+#include "backend/backend.h"
+#include "train/json_mini.h"
+
+/* H200 (SXM, 141 GB HBM3e): fp32 without tensor cores ~67 TFLOP/s peak; we
+ * take 60e12 as the sustained rate of cuDNN fp32 convolutions (Winograd/FFT
+ * algorithms beat direct-convolution FLOP counts, so this is an "effective"
+ * rate). HBM 4.8 TB/s. PCIe 5 x16 pinned copies ~55 GB/s per direction,
+ * ~99 GB/s both directions at once. */
+const vd_device_params vd_device_h200 = {
+    .name = "h200", .peak_flops = 60e12, .mem_bw = 4.8e12,
+    .d2h_bw = 55e9, .h2d_bw = 55e9, .both_bw = 99e9, .launch_s = 5e-6,
+    .mem_bytes = (uint64_t)140 << 30,
+};
+
+/* Two CPU cores with plain C loops / OpenBLAS: ~20 GFLOP/s sustained, ~10
+ * GB/s memory bandwidth; "copies" are memcpy at the same bandwidth. */
+const vd_device_params vd_device_cpu = {
+    .name = "cpu", .peak_flops = 20e9, .mem_bw = 10e9,
+    .d2h_bw = 10e9, .h2d_bw = 10e9, .both_bw = 12e9, .launch_s = 1e-6,
+    .mem_bytes = 0,
+};
+
+const vd_device_params *vd_device_find(const char *name) {
+    if (strcmp(name, "h200") == 0) return &vd_device_h200;
+    if (strcmp(name, "cpu") == 0) return &vd_device_cpu;
+    return NULL;
+}
+
+uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
+    (void)batch;
+    const vd_layer *l = &net->layers[i];
+    if (l->op == VD_OP_BATCHNORM) return 2u * (uint64_t)l->c * 4u;
+    if (l->op == VD_OP_SOFTMAX_XENT) return 4u;
+    return 0;
+}
+
+void vd_profile_free(vd_profile *p) {
+    if (!p) return;
+    free(p->layers);
+    memset(p, 0, sizeof *p);
+}
+
+static int in_channels(const vd_net *net, int src) {
+    return src < 0 ? net->in_c : net->layers[src].c;
+}
+
+/* Bytes a layer's forward touches: inputs, output, parameters. */
+static double layer_bytes(const vd_net *net, int i, int batch) {
+    const vd_layer *l = &net->layers[i];
+    double b = 0;
+    for (int k = 0; k < l->n_in; k++) b += (double)vd_net_out_numel(net, l->in[k]);
+    b += (double)vd_net_out_numel(net, i);
+    b *= (double)batch * 4.0;
+    for (int k = 0; k < l->n_params; k++) b += (double)net->params[l->param_first + k].numel * 4.0;
+    return b;
+}
+
+static double secs(const vd_device_params *d, double flops, double bytes) {
+    double a = flops / d->peak_flops, b = bytes / d->mem_bw;
+    return d->launch_s + (a > b ? a : b);
+}
+
+/* im2col bytes of conv layer i for `samples` samples. */
+static uint64_t im2col_bytes(const vd_net *net, int i, int samples) {
+    const vd_layer *l = &net->layers[i];
+    uint64_t cin = (uint64_t)in_channels(net, l->in[0]);
+    return cin * (uint64_t)l->u.conv.kh * (uint64_t)l->u.conv.kw * (uint64_t)l->h *
+           (uint64_t)l->w * (uint64_t)samples * 4u;
+}
+
+static int profile_alloc(const vd_net *net, int batch, const vd_device_params *dev,
+                         const char *source, vd_profile *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    if (batch <= 0) return vd_errf(e, VD_EUSAGE, "profile: batch must be positive");
+    out->layers = vd_calloc((size_t)(net->n_layers ? net->n_layers : 1), sizeof *out->layers, e);
+    if (!out->layers) return VD_ENOMEM;
+    out->n_layers = net->n_layers;
+    out->batch = batch;
+    out->dev = *dev;
+    snprintf(out->source, sizeof out->source, "%s", source);
+    snprintf(out->net, sizeof out->net, "%s", net->name);
+    return VD_OK;
+}
+
+static void analytic_sgd(const vd_net *net, const vd_device_params *dev, vd_profile *out) {
+    /* read p, g, m; write p, m: 5 float accesses per trainable scalar, one
+     * launch per contiguous trainable range */
+    int ranges = 0;
+    for (int k = 0; k < net->n_params; k++)
+        if (net->params[k].kind == VD_PARAM_WEIGHT &&
+            (k == 0 || net->params[k - 1].kind != VD_PARAM_WEIGHT)) ranges++;
+    out->sgd_s = dev->launch_s * ranges + (double)net->n_trainable * 20.0 / dev->mem_bw;
+}
+
+int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
+                        vd_profile *out, vd_err *e) {
+    char src[32];
+    snprintf(src, sizeof src, "analytic:%s", dev->name);
+    int rc = profile_alloc(net, batch, dev, src, out, e);
+    if (rc) return rc;
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        vd_profile_layer *pl = &out->layers[i];
+        snprintf(pl->name, sizeof pl->name, "%s", l->name);
+        pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
+        double flops = vd_net_layer_flops(net, i) * (double)batch;
+        double bytes = layer_bytes(net, i, batch);
+        double f = secs(dev, flops, bytes);
+        double b;
+        if (l->op == VD_OP_CONV || l->op == VD_OP_FC)
+            b = 2.0 * dev->launch_s + (secs(dev, 2.0 * flops, 2.0 * bytes) - dev->launch_s);
+        else
+            b = secs(dev, flops, 1.5 * bytes);
+        vd_profile_algo *a = &pl->algos[0];
+        snprintf(a->label, sizeof a->label, "%s", l->op == VD_OP_CONV ? "fastest" : "default");
+        a->fwd_s = f;
+        a->bwd_s = b;
+        a->fwd_algo = a->bwd_data_algo = a->bwd_filter_algo = -1;
+        pl->n_algos = 1;
+        if (l->op == VD_OP_CONV) {
+            a->workspace = im2col_bytes(net, i, batch < 8 ? batch : 8);
+            vd_profile_algo *m = &pl->algos[1];
+            snprintf(m->label, sizeof m->label, "min-ws");
+            m->fwd_s = 1.6 * f;
+            m->bwd_s = 1.6 * b;
+            m->workspace = 0;
+            m->fwd_algo = m->bwd_data_algo = m->bwd_filter_algo = -1;
+            pl->n_algos = 2;
+        }
+    }
+    analytic_sgd(net, dev, out);
+    return VD_OK;
+}
+
+int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
+                       const vd_device_params *dev, vd_profile *out, vd_err *e) {
+    vd_profile an;
+    int rc = vd_profile_analytic(net, batch, dev, &an, e);
+    if (rc) return rc;
+    char src[32];
+    snprintf(src, sizeof src, "analytic:%s+%s", dev->name, be->name);
+    rc = profile_alloc(net, batch, dev, src, out, e);
+    if (rc) { vd_profile_free(&an); return rc; }
+    out->sgd_s = an.sgd_s;
+    for (int i = 0; i < net->n_layers; i++) {
+        vd_profile_layer *pl = &out->layers[i];
+        snprintf(pl->name, sizeof pl->name, "%s", net->layers[i].name);
+        pl->aux_bytes = be->layer_aux_bytes(net, i, batch);
+        const vd_algo_opt *opts = NULL;
+        int n = 0;
+        rc = be->layer_algos(be, i, &opts, &n, e);
+        if (rc) { vd_profile_free(&an); vd_profile_free(out); return rc; }
+        if (n <= 0 || n > VD_PROFILE_MAX_ALGOS) {
+            vd_profile_free(&an); vd_profile_free(out);
+            return vd_errf(e, VD_EINTERNAL, "backend %s offers %d algorithms for layer '%s'",
+                           be->name, n, net->layers[i].name);
+        }
+        pl->n_algos = n;
+        for (int k = 0; k < n; k++) {
+            vd_profile_algo *a = &pl->algos[k];
+            snprintf(a->label, sizeof a->label, "%s", opts[k].label);
+            double scale = k == 0 ? 1.0 : 1.6;
+            a->fwd_s = an.layers[i].algos[0].fwd_s * scale;
+            a->bwd_s = an.layers[i].algos[0].bwd_s * scale;
+            a->workspace = opts[k].workspace;
+            a->fwd_algo = opts[k].fwd_algo;
+            a->bwd_data_algo = opts[k].bwd_data_algo;
+            a->bwd_filter_algo = opts[k].bwd_filter_algo;
+        }
+    }
+    vd_profile_free(&an);
+    return VD_OK;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return vd_errf(e, VD_ENOMEM, "out of memory writing profile");
+    fprintf(f, "{\n  \"format\": \"vdnn-profile\",\n  \"version\": 1,\n  \"source\": ");
+    json_str(f, p->source);
+    fprintf(f, ",\n  \"net\": ");
+    json_str(f, p->net);
+    fprintf(f, ",\n  \"batch\": %d,\n  \"device\": {\"name\": ", p->batch);
+    json_str(f, p->dev.name);
+    fprintf(f, ", \"peak_flops\": %.17g, \"mem_bw\": %.17g, \"d2h_bw\": %.17g, \"h2d_bw\": %.17g, "
+               "\"both_bw\": %.17g, \"launch_s\": %.17g, \"mem_bytes\": %llu},\n",
+            p->dev.peak_flops, p->dev.mem_bw, p->dev.d2h_bw, p->dev.h2d_bw, p->dev.both_bw,
+            p->dev.launch_s, (unsigned long long)p->dev.mem_bytes);
+    fprintf(f, "  \"sgd_s\": %.17g,\n  \"layers\": [", p->sgd_s);
+    for (int i = 0; i < p->n_layers; i++) {
+        const vd_profile_layer *l = &p->layers[i];
+        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+        json_str(f, l->name);
+        fprintf(f, ", \"aux_bytes\": %llu, \"algos\": [", (unsigned long long)l->aux_bytes);
+        for (int k = 0; k < l->n_algos; k++) {
+            const vd_profile_algo *a = &l->algos[k];
+            fprintf(f, "%s\n      {\"label\": ", k ? "," : "");
+            json_str(f, a->label);
+            fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g, \"workspace\": %llu, "
+                       "\"fwd_algo\": %d, \"bwd_data_algo\": %d, \"bwd_filter_algo\": %d}",
+                    a->fwd_s, a->bwd_s, (unsigned long long)a->workspace, a->fwd_algo,
+                    a->bwd_data_algo, a->bwd_filter_algo);
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n  ]\n}\n");
+    if (fclose(f) != 0) { free(buf); return vd_errf(e, VD_ENOMEM, "out of memory writing profile"); }
+    int rc = vd_write_file_atomic(path, buf, n, e);
+    free(buf);
+    return rc;
+}
+
+static int num(const vj_val *o, const char *key, bool required, double *out, const char *path,
+               const char *ctx, vd_err *e) {
+    const vj_val *v = vj_get(o, key);
+    if (!v) {
+        if (!required) return VD_OK;
+        return vd_errf(e, VD_EDATA, "%s: %s: missing number \"%s\"", path, ctx, key);
+    }
+    if (v->type != VJ_NUM)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" must be a number", path, ctx, key);
+    errno = 0;
+    char *end = NULL;
+    double d = strtod(v->str, &end);
+    if (errno || !end || *end || !isfinite(d) || d < 0)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %s is not a finite non-negative number",
+                       path, ctx, key, v->str);
+    *out = d;
+    return VD_OK;
+}
+
+static int str(const vj_val *o, const char *key, char *out, size_t n, const char *path,
+               const char *ctx, vd_err *e) {
+    const vj_val *v = vj_get(o, key);
+    if (!v || v->type != VJ_STR)
+        return vd_errf(e, VD_EDATA, "%s: %s: missing string \"%s\"", path, ctx, key);
+    if (strlen(v->str) >= n)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" is too long", path, ctx, key);
+    snprintf(out, n, "%s", v->str);
+    return VD_OK;
+}
+
+static int ival(const vj_val *o, const char *key, int *out, const char *path, const char *ctx,
+                vd_err *e) {
+    const vj_val *v = vj_get(o, key);
+    if (!v) { *out = -1; return VD_OK; }
+    if (v->type != VJ_NUM)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" must be an integer", path, ctx, key);
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v->str, &end, 10);
+    if (errno || !end || *end || x < -1 || x > 1000000)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %s is not an algorithm id", path, ctx, key, v->str);
+    *out = (int)x;
+    return VD_OK;
+}
+
+static int load_tree(const vj_val *root, const char *path, const vd_net *net, int batch,
+                     vd_profile *out, vd_err *e) {
+    if (root->type != VJ_OBJ) return vd_errf(e, VD_EDATA, "%s: profile must be a JSON object", path);
+    char fmt[32];
+    int rc = str(root, "format", fmt, sizeof fmt, path, "profile", e);
+    if (rc) return rc;
+    if (strcmp(fmt, "vdnn-profile") != 0)
+        return vd_errf(e, VD_EDATA, "%s: \"format\" is \"%s\", expected \"vdnn-profile\"", path, fmt);
+    double ver = 0, b = 0;
+    if ((rc = num(root, "version", true, &ver, path, "profile", e))) return rc;
+    if (ver != 1) return vd_errf(e, VD_EDATA, "%s: profile version %g is not supported (expected 1)", path, ver);
+    if ((rc = num(root, "batch", true, &b, path, "profile", e))) return rc;
+    if (b != (double)batch)
+        return vd_errf(e, VD_EDATA, "%s: profile was made at batch %g, the plan is for batch %d; "
+                       "re-profile at this batch", path, b, batch);
+    vd_device_params dev = {0};
+    const vj_val *d = vj_get(root, "device");
+    if (!d || d->type != VJ_OBJ) return vd_errf(e, VD_EDATA, "%s: missing object \"device\"", path);
+    if ((rc = str(d, "name", dev.name, sizeof dev.name, path, "device", e))) return rc;
+    double mb = 0;
+    if ((rc = num(d, "peak_flops", false, &dev.peak_flops, path, "device", e)) ||
+        (rc = num(d, "mem_bw", false, &dev.mem_bw, path, "device", e)) ||
+        (rc = num(d, "d2h_bw", true, &dev.d2h_bw, path, "device", e)) ||
+        (rc = num(d, "h2d_bw", true, &dev.h2d_bw, path, "device", e)) ||
+        (rc = num(d, "both_bw", true, &dev.both_bw, path, "device", e)) ||
+        (rc = num(d, "launch_s", false, &dev.launch_s, path, "device", e)) ||
+        (rc = num(d, "mem_bytes", false, &mb, path, "device", e)))
+        return rc;
+    dev.mem_bytes = (uint64_t)mb;
+    if (dev.d2h_bw <= 0 || dev.h2d_bw <= 0)
+        return vd_errf(e, VD_EDATA, "%s: device bandwidths must be positive", path);
+    char source[32] = "";
+    const vj_val *sv = vj_get(root, "source");
+    if (sv && sv->type == VJ_STR) snprintf(source, sizeof source, "%s", sv->str);
+    else snprintf(source, sizeof source, "file");
+    rc = profile_alloc(net, batch, &dev, source, out, e);
+    if (rc) return rc;
+    if ((rc = num(root, "sgd_s", true, &out->sgd_s, path, "profile", e))) goto fail;
+    const vj_val *ls = vj_get(root, "layers");
+    if (!ls || ls->type != VJ_ARR) { rc = vd_errf(e, VD_EDATA, "%s: missing array \"layers\"", path); goto fail; }
+    if (ls->n != net->n_layers) {
+        rc = vd_errf(e, VD_EDATA, "%s: profile has %d layers, net '%s' has %d", path, ls->n,
+                     net->name, net->n_layers);
+        goto fail;
+    }
+    for (int i = 0; i < ls->n; i++) {
+        const vj_val *lv = &ls->items[i];
+        vd_profile_layer *pl = &out->layers[i];
+        char ctx[160];
+        snprintf(ctx, sizeof ctx, "layers[%d]", i);
+        if (lv->type != VJ_OBJ) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, ctx); goto fail; }
+        if ((rc = str(lv, "name", pl->name, sizeof pl->name, path, ctx, e))) goto fail;
+        if (strcmp(pl->name, net->layers[i].name) != 0) {
+            rc = vd_errf(e, VD_EDATA, "%s: %s is '%s' but layer %d of net '%s' is '%s'", path, ctx,
+                         pl->name, i, net->name, net->layers[i].name);
+            goto fail;
+        }
+        double aux = (double)vdp_default_aux_bytes(net, i, batch);
+        if ((rc = num(lv, "aux_bytes", false, &aux, path, ctx, e))) goto fail;
+        pl->aux_bytes = (uint64_t)aux;
+        const vj_val *as = vj_get(lv, "algos");
+        if (!as || as->type != VJ_ARR || as->n < 1 || as->n > VD_PROFILE_MAX_ALGOS) {
+            rc = vd_errf(e, VD_EDATA, "%s: %s: \"algos\" must be an array of 1 to %d options",
+                         path, ctx, VD_PROFILE_MAX_ALGOS);
+            goto fail;
+        }
+        pl->n_algos = as->n;
+        for (int k = 0; k < as->n; k++) {
+            const vj_val *av = &as->items[k];
+            vd_profile_algo *a = &pl->algos[k];
+            char c2[200];
+            snprintf(c2, sizeof c2, "%s.algos[%d]", ctx, k);
+            if (av->type != VJ_OBJ) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
+            double ws = 0;
+            if ((rc = str(av, "label", a->label, sizeof a->label, path, c2, e)) ||
+                (rc = num(av, "fwd_s", true, &a->fwd_s, path, c2, e)) ||
+                (rc = num(av, "bwd_s", true, &a->bwd_s, path, c2, e)) ||
+                (rc = num(av, "workspace", true, &ws, path, c2, e)) ||
+                (rc = ival(av, "fwd_algo", &a->fwd_algo, path, c2, e)) ||
+                (rc = ival(av, "bwd_data_algo", &a->bwd_data_algo, path, c2, e)) ||
+                (rc = ival(av, "bwd_filter_algo", &a->bwd_filter_algo, path, c2, e)))
+                goto fail;
+            a->workspace = (uint64_t)ws;
+        }
+    }
+    return VD_OK;
+fail:
+    vd_profile_free(out);
+    return rc;
+}
+
+int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    char *text = NULL;
+    size_t n = 0;
+    int rc = vd_read_file(path, &text, &n, e);
+    if (rc) return rc;
+    vj_val *root = NULL;
+    char jerr[256];
+    if (vj_parse(text, n, &root, jerr, sizeof jerr) != 0) {
+        free(text);
+        return vd_errf(e, VD_EDATA, "%s: not valid JSON: %s", path, jerr);
+    }
+    free(text);
+    rc = load_tree(root, path, net, batch, out, e);
+    vj_free(root);
+    return rc;
+}

@@ -1,0 +1,262 @@
+/* report.c — a plan as a table, as JSON, and as a Chrome trace. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan/plan_internal.h"
+
+static void jstr(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static const char *kind_name(vd_step_kind k) {
+    switch (k) {
+    case VD_STEP_FWD: return "fwd";
+    case VD_STEP_BWD: return "bwd";
+    case VD_STEP_SGD: return "sgd";
+    default: return "end";
+    }
+}
+
+static int n_offloaded(const vd_plan *p) {
+    int n = 0;
+    for (int t = 0; t < p->n_tensors; t++) n += p->tensors[t].offload;
+    return n;
+}
+
+static int write_err(FILE *f, vd_err *e) {
+    if (ferror(f)) return vd_errf(e, VD_EIO, "write error");
+    return VD_OK;
+}
+
+/* ---- table -------------------------------------------------------------- */
+
+int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e) {
+    char b1[32], b2[32], b3[32], lab[200];
+    fprintf(f, "plan for %s, batch %d: policy %s", p->net, p->batch, vd_policy_name(p->policy));
+    if (p->policy == VD_POLICY_DYN)
+        fprintf(f, " (chose offload %s)", vd_policy_name(p->offload_policy));
+    fprintf(f, ", prefetch %s%s\n\n", vd_prefetch_name(p->prefetch),
+            p->forward_only ? ", forward only" : "");
+    fprintf(f, "%4s  %-28s %-10s %11s %11s %9s %9s %9s  %s\n", "step", "op", "algo", "in use",
+            "pool top", "start ms", "comp ms", "stall ms", "copies issued (size, ms)");
+    for (int s = 0; s < p->n_steps; s++) {
+        const vd_step *st = &p->steps[s];
+        vd_plan_step_label(p, net, s, lab, sizeof lab);
+        const char *algo = st->layer >= 0 ? p->layers[st->layer].algo_label : "";
+        fprintf(f, "%4d  %-28s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, lab, algo,
+                vd_fmt_bytes(st->mem_in_use, b1, sizeof b1), vd_fmt_bytes(st->mem_top, b2, sizeof b2),
+                st->t_start * 1e3, st->compute_s * 1e3, st->stall_s * 1e3);
+        for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+            const vd_action *A = &p->actions[a];
+            if (A->kind == VD_A_OFFLOAD) {
+                const vd_tensor *T = &p->tensors[A->arg];
+                fprintf(f, " offload %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                        (T->t_d2h_end - T->t_d2h_start) * 1e3);
+            } else if (A->kind == VD_A_PREFETCH) {
+                const vd_interval *iv = &p->intervals[A->arg];
+                const vd_tensor *T = &p->tensors[iv->tensor];
+                if (T->offload && T->iv[1] == A->arg)
+                    fprintf(f, " prefetch %s (%s, %.3f, for step %d)", T->name,
+                            vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                            (iv->t_h2d_end - iv->t_h2d_start) * 1e3, iv->need_step);
+                else
+                    fprintf(f, " load %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                            (iv->t_h2d_end - iv->t_h2d_start) * 1e3);
+            }
+        }
+        fputc('\n', f);
+    }
+    vd_plan_step_label(p, net, p->peak_step, lab, sizeof lab);
+    fprintf(f, "\nsummary\n");
+    fprintf(f, "  budget               %s%s\n", vd_fmt_bytes(p->budget, b1, sizeof b1),
+            p->feasible ? "" : "  (does NOT fit)");
+    fprintf(f, "  feasible             %s\n", p->feasible ? "yes" : "no");
+    fprintf(f, "  peak memory (live)   %s at step %d (%s)\n",
+            vd_fmt_bytes(p->live_peak, b1, sizeof b1), p->peak_step, lab);
+    fprintf(f, "  pool high-water mark %s (fragmentation %.1f%%)\n",
+            vd_fmt_bytes(p->hwm, b1, sizeof b1), p->frag * 100.0);
+    fprintf(f, "  persistent           %s (parameters, momentum%s)\n",
+            vd_fmt_bytes(p->persistent_bytes, b1, sizeof b1), p->forward_only ? "" : ", gradients");
+    fprintf(f, "  offloaded/iteration  %s in %d tensors (prefetched back %s; host store %s)\n",
+            vd_fmt_bytes(p->offload_bytes, b1, sizeof b1), n_offloaded(p),
+            vd_fmt_bytes(p->prefetch_bytes, b2, sizeof b2), vd_fmt_bytes(p->host_bytes, b3, sizeof b3));
+    fprintf(f, "  predicted iteration  %.3f ms (compute %.3f ms, stalls %.3f ms; busy: d2h %.3f ms, "
+               "h2d %.3f ms)\n",
+            p->sim.iter_s * 1e3, p->sim.busy_s[0] * 1e3, p->sim.stall_s * 1e3,
+            p->sim.busy_s[1] * 1e3, p->sim.busy_s[2] * 1e3);
+    if (p->eval)
+        fprintf(f, "  evaluation pass      peak %s, pool top %s\n",
+                vd_fmt_bytes(p->eval->live_peak, b1, sizeof b1), vd_fmt_bytes(p->eval->hwm, b2, sizeof b2));
+    if (p->note[0]) fprintf(f, "  note                 %s\n", p->note);
+    return write_err(f, e);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
+                       const uint64_t *min_budgets, vd_err *e) {
+    char lab[200];
+    fprintf(f, "{\n  \"net\": ");
+    jstr(f, p->net);
+    fprintf(f, ",\n  \"batch\": %d,\n  \"policy\": \"%s\",\n  \"offload_policy\": \"%s\",\n"
+               "  \"prefetch\": \"%s\",\n  \"forward_only\": %s,\n",
+            p->batch, vd_policy_name(p->policy), vd_policy_name(p->offload_policy),
+            vd_prefetch_name(p->prefetch), p->forward_only ? "true" : "false");
+    fprintf(f, "  \"budget\": %llu,\n  \"feasible\": %s,\n  \"peak_bytes\": %llu,\n"
+               "  \"peak_step\": %d,\n  \"hwm_bytes\": %llu,\n  \"fragmentation\": %.6f,\n"
+               "  \"persistent_bytes\": %llu,\n  \"offload_bytes\": %llu,\n  \"prefetch_bytes\": %llu,\n"
+               "  \"input_bytes\": %llu,\n  \"host_bytes\": %llu,\n  \"offloaded_tensors\": %d,\n",
+            (unsigned long long)p->budget, p->feasible ? "true" : "false",
+            (unsigned long long)p->live_peak, p->peak_step, (unsigned long long)p->hwm, p->frag,
+            (unsigned long long)p->persistent_bytes, (unsigned long long)p->offload_bytes,
+            (unsigned long long)p->prefetch_bytes, (unsigned long long)p->input_bytes,
+            (unsigned long long)p->host_bytes, n_offloaded(p));
+    fprintf(f, "  \"predicted_iter_s\": %.9g,\n  \"predicted\": {\"iter_s\": %.9g, \"compute_s\": %.9g, "
+               "\"stall_s\": %.9g, \"busy_compute_s\": %.9g, \"busy_d2h_s\": %.9g, \"busy_h2d_s\": %.9g},\n",
+            p->sim.iter_s, p->sim.iter_s, p->sim.compute_s, p->sim.stall_s, p->sim.busy_s[0],
+            p->sim.busy_s[1], p->sim.busy_s[2]);
+    if (p->note[0]) { fprintf(f, "  \"note\": "); jstr(f, p->note); fprintf(f, ",\n"); }
+    if (min_budgets) {
+        fprintf(f, "  \"min_budgets\": {");
+        for (int k = 0; k < VD_POLICY_COUNT; k++)
+            fprintf(f, "%s\"%s\": %llu", k ? ", " : "", vd_policy_name((vd_policy)k),
+                    (unsigned long long)min_budgets[k]);
+        fprintf(f, "},\n");
+    }
+    fprintf(f, "  \"layers\": [");
+    for (int i = 0; i < p->n_layers; i++) {
+        const vd_plan_layer *pl = &p->layers[i];
+        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+        jstr(f, net->layers[i].name);
+        fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo);
+        jstr(f, pl->algo_label);
+        fprintf(f, ", \"workspace\": %llu, \"inplace\": %s}", (unsigned long long)pl->ws_bytes,
+                pl->inplace ? "true" : "false");
+    }
+    fprintf(f, "\n  ],\n  \"tensors\": [");
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        fprintf(f, "%s\n    {\"name\": ", t ? "," : "");
+        jstr(f, T->name);
+        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %llu, \"offload\": %s", vd_tensor_kind_name(T->kind),
+                (unsigned long long)T->bytes, T->offload ? "true" : "false");
+        if (T->offload)
+            fprintf(f, ", \"offload_step\": %d, \"release_step\": %d, \"prefetch_step\": %d, "
+                       "\"consumer_step\": %d",
+                    T->host_src ? -1 : T->offload_step, T->release_step, T->prefetch_step, T->bwd_first);
+        fprintf(f, ", \"intervals\": [");
+        for (int k = 0; k < T->n_iv; k++) {
+            const vd_interval *iv = &p->intervals[T->iv[k]];
+            fprintf(f, "%s{\"first\": %d, \"last\": %d, \"offset\": %llu, \"bytes\": %llu}", k ? ", " : "",
+                    iv->first, iv->last, (unsigned long long)iv->offset, (unsigned long long)iv->bytes);
+        }
+        fprintf(f, "]}");
+    }
+    fprintf(f, "\n  ],\n  \"steps\": [");
+    for (int s = 0; s < p->n_steps; s++) {
+        const vd_step *st = &p->steps[s];
+        fprintf(f, "%s\n    {\"step\": %d, \"kind\": \"%s\", \"layer\": ", s ? "," : "", s, kind_name(st->kind));
+        if (st->layer >= 0) jstr(f, net->layers[st->layer].name);
+        else fprintf(f, "null");
+        (void)lab;
+        fprintf(f, ", \"mem_bytes\": %llu, \"top_bytes\": %llu, \"compute_s\": %.9g, \"start_s\": %.9g, "
+                   "\"stall_s\": %.9g",
+                (unsigned long long)st->mem_in_use, (unsigned long long)st->mem_top, st->compute_s,
+                st->t_start, st->stall_s);
+        const char *lists[3] = {"offloads", "prefetches", "waits"};
+        for (int li = 0; li < 3; li++) {
+            fprintf(f, ", \"%s\": [", lists[li]);
+            int n = 0;
+            for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+                const vd_action *A = &p->actions[a];
+                int t = -1;
+                if (li == 0 && A->kind == VD_A_OFFLOAD) t = A->arg;
+                if (li == 1 && A->kind == VD_A_PREFETCH) t = p->intervals[A->arg].tensor;
+                if (li == 2 && A->kind == VD_A_WAIT_PREFETCH) t = p->intervals[A->arg].tensor;
+                if (li == 2 && A->kind == VD_A_WAIT_OFFLOAD) t = A->arg;
+                if (t < 0) continue;
+                if (n++) fprintf(f, ", ");
+                jstr(f, p->tensors[t].name);
+            }
+            fprintf(f, "]");
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n  ]\n}\n");
+    return write_err(f, e);
+}
+
+/* ---- Chrome trace ------------------------------------------------------- */
+
+int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
+                        const vd_profile *prof, vd_err *e) {
+    (void)prof;
+    char *buf = NULL;
+    size_t n = 0;
+    char lab[200];
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
+    char title[256];
+    snprintf(title, sizeof title, "vdnn plan %s batch %d policy %s", p->net, p->batch,
+             vd_policy_name(p->policy));
+    jstr(f, title);
+    fprintf(f, "}}");
+    static const char *tracks[3] = {"compute", "d2h (offload)", "h2d (prefetch)"};
+    for (int k = 0; k < 3; k++)
+        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
+                   "\"args\": {\"name\": \"%s\"}}", k, tracks[k]);
+    for (int s = 0; s < p->n_steps; s++) {
+        const vd_step *st = &p->steps[s];
+        vd_plan_step_label(p, net, s, lab, sizeof lab);
+        if (st->stall_s > 0)
+            fprintf(f, ",\n{\"name\": \"stall\", \"cat\": \"stall\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, "
+                       "\"ts\": %.3f, \"dur\": %.3f}",
+                    (st->t_start - st->stall_s) * 1e6, st->stall_s * 1e6);
+        fprintf(f, ",\n{\"name\": ");
+        jstr(f, lab);
+        fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
+                   "\"args\": {\"step\": %d, \"mem_bytes\": %llu}}",
+                kind_name(st->kind), st->t_start * 1e6, st->compute_s * 1e6, s,
+                (unsigned long long)st->mem_in_use);
+        fprintf(f, ",\n{\"name\": \"device memory\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, "
+                   "\"args\": {\"bytes\": %llu}}",
+                (st->t_start - st->stall_s) * 1e6, (unsigned long long)st->mem_in_use);
+    }
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        if (T->offload && !T->host_src) {
+            fprintf(f, ",\n{\"name\": ");
+            jstr(f, T->name);
+            fprintf(f, ", \"cat\": \"offload\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, "
+                       "\"dur\": %.3f, \"args\": {\"bytes\": %llu}}",
+                    T->t_d2h_start * 1e6, (T->t_d2h_end - T->t_d2h_start) * 1e6,
+                    (unsigned long long)T->bytes);
+        }
+    }
+    for (int k = 0; k < p->n_intervals; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        if (iv->fill == VD_FILL_NONE) continue;
+        const vd_tensor *T = &p->tensors[iv->tensor];
+        fprintf(f, ",\n{\"name\": ");
+        jstr(f, T->name);
+        fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 2, \"ts\": %.3f, "
+                   "\"dur\": %.3f, \"args\": {\"bytes\": %llu, \"issue_step\": %d, \"need_step\": %d}}",
+                T->offload && T->iv[1] == k ? "prefetch" : "input", iv->t_h2d_start * 1e6,
+                (iv->t_h2d_end - iv->t_h2d_start) * 1e6, (unsigned long long)T->bytes, iv->first,
+                iv->need_step);
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) { free(buf); return vd_errf(e, VD_ENOMEM, "out of memory writing the trace"); }
+    int rc = vd_write_file_atomic(path, buf, n, e);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,1675 @@
+/* spec.c — YAML network spec -> vd_net (libyaml document API).
+ *
+ * Sections: state and errors; names table; scalars and ${expressions};
+ * mapping keys; value readers; input/train sections; templates; layer
+ * expansion; entry points. The format is documented in man/vdnn-net.5. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+#include "spec/spec.h"
+
+#define MAX_WORK 100000       /* layer entries visited during expansion */
+#define MAX_VALUE 4096        /* bytes of one scalar after substitution */
+#define MAX_EXPR_DEPTH 64     /* parentheses / unary operators */
+#define MAX_TEMPLATES 1024
+#define MAX_PARAMS 64
+
+/* ======================================================================
+ * State and errors
+ * ====================================================================== */
+
+typedef struct var {
+    const char *name;         /* not owned (document text or literal) */
+    char *val;                /* owned */
+} var;
+
+/* Variables visible to ${...}. Lexical: a template body sees its params,
+ * `name`, `input` and the repeat indices of its own entries, not the
+ * variables of the entry that used it. */
+typedef struct scope {
+    const struct scope *parent;
+    var *v;
+    int n;
+} scope;
+
+typedef struct tmpl {
+    const char *name;
+    yaml_node_t *layers;      /* sequence */
+    int n_params;
+    const char *pname[MAX_PARAMS];
+    const char *pdef[MAX_PARAMS]; /* default text, NULL = required */
+} tmpl;
+
+typedef struct frame {        /* one active template use, for messages */
+    const char *tmpl;
+    char use[VD_NAME_MAX];
+    int line, col;
+} frame;
+
+typedef struct name_ent {
+    char *name;               /* owned; NULL = empty slot */
+    int idx;                  /* layer index (-1 = net input) */
+    int line, col;            /* where it was defined */
+} name_ent;
+
+typedef struct sp {
+    const char *file;
+    const char *text;
+    size_t len;
+    yaml_document_t doc;
+    vd_net *net;
+    vd_err *e;
+    bool failed;
+    /* names: layers and template-use aliases -> layer index */
+    name_ent *names;
+    size_t names_cap, names_n;
+    tmpl *tmpls;
+    int n_tmpls;
+    frame frames[VD_SPEC_MAX_DEPTH];
+    int depth;
+    char **ctx;               /* [n_layers] expansion context suffix or NULL */
+    int ctx_cap;
+    long work;
+    /* first unknown input, reported once we know whether it is defined later */
+    bool pending;
+    char pend_name[MAX_VALUE + 1];
+    char pend_prefix[VD_NAME_MAX];
+    char pend_ctx[768];
+    int pend_line, pend_col;
+} sp;
+
+static yaml_node_t *node(sp *s, int id) { return yaml_document_get_node(&s->doc, id); }
+static int ln(yaml_mark_t m) { return (int)m.line + 1; }
+static int cl(yaml_mark_t m) { return (int)m.column + 1; }
+
+/* " (in template 'T' used by 'U' at FILE:L:C; template ...)" or "". */
+static void ctx_suffix(const sp *s, char *buf, size_t n) {
+    buf[0] = 0;
+    size_t used = 0;
+    for (int d = s->depth - 1; d >= 0 && used < n; d--) {
+        const frame *f = &s->frames[d];
+        int k;
+        if (d < s->depth - 4) /* the innermost four say enough */
+            k = snprintf(buf + used, n - used, "; and %d outer use%s", d + 1, d ? "s" : "");
+        else
+            k = snprintf(buf + used, n - used, "%s template '%s' used by '%s' at %s:%d:%d",
+                         d == s->depth - 1 ? " (in" : ";", f->tmpl, f->use, s->file, f->line, f->col);
+        if (k < 0 || (size_t)k >= n - used) { used = n; break; }
+        used += (size_t)k;
+        if (d < s->depth - 4) break;
+    }
+    if (used >= n) used = strlen(buf);
+    if (s->depth > 0 && used + 2 <= n) { buf[used] = ')'; buf[used + 1] = 0; }
+}
+
+static int report_pending(sp *s);
+
+static int fail_msg(sp *s, int line, int col, const char *msg, const char *ctx) {
+    s->failed = true;
+    return vd_errf(s->e, VD_ESPEC, "%s:%d:%d: %s%s", s->file, line, col, msg, ctx);
+}
+
+/* Report an error at mark m (first error wins; a pending unknown input that
+ * came earlier in the file is reported instead). Returns VD_ESPEC. */
+__attribute__((format(printf, 3, 4)))
+static int err_at(sp *s, yaml_mark_t m, const char *fmt, ...) {
+    if (s->failed) return s->e ? s->e->code : VD_ESPEC;
+    if (s->pending) return report_pending(s);
+    char msg[768], ctx[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ctx_suffix(s, ctx, sizeof ctx);
+    return fail_msg(s, ln(m), cl(m), msg, ctx);
+}
+
+static int nomem(sp *s) {
+    s->failed = true;
+    return VD_ENOMEM;
+}
+
+/* ======================================================================
+ * Names table (open addressing, FNV-1a)
+ * ====================================================================== */
+
+static uint64_t fnv(const char *k) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
+    return h;
+}
+
+static name_ent *names_find(const sp *s, const char *k) {
+    if (!s->names_cap) return NULL;
+    size_t mask = s->names_cap - 1;
+    for (size_t i = fnv(k) & mask;; i = (i + 1) & mask) {
+        if (!s->names[i].name) return NULL;
+        if (strcmp(s->names[i].name, k) == 0) return &s->names[i];
+    }
+}
+
+static int names_put(sp *s, const char *k, int idx, int line, int col) {
+    if ((s->names_n + 1) * 2 > s->names_cap) {
+        size_t nc = s->names_cap ? s->names_cap * 2 : 256;
+        name_ent *nv = vd_calloc(nc, sizeof *nv, s->e);
+        if (!nv) return nomem(s);
+        for (size_t i = 0; i < s->names_cap; i++) {
+            if (!s->names[i].name) continue;
+            size_t j = fnv(s->names[i].name) & (nc - 1);
+            while (nv[j].name) j = (j + 1) & (nc - 1);
+            nv[j] = s->names[i];
+        }
+        free(s->names);
+        s->names = nv;
+        s->names_cap = nc;
+    }
+    size_t mask = s->names_cap - 1, i = fnv(k) & mask;
+    while (s->names[i].name) i = (i + 1) & mask;
+    s->names[i].name = vd_strdup(k, s->e);
+    if (!s->names[i].name) return nomem(s);
+    s->names[i].idx = idx;
+    s->names[i].line = line;
+    s->names[i].col = col;
+    s->names_n++;
+    return VD_OK;
+}
+
+/* Array of all known names (for suggestions); names relative to `prefix.`
+ * are offered without the prefix. Caller frees the array only. */
+static const char **names_list(sp *s, const char *prefix, int *n) {
+    const char **v = vd_malloc((s->names_n + 1) * sizeof *v, s->e);
+    *n = 0;
+    if (!v) return NULL;
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < s->names_cap; i++) {
+        const char *nm = s->names[i].name;
+        if (!nm) continue;
+        if (pl && strncmp(nm, prefix, pl) == 0 && nm[pl] == '.') nm += pl + 1;
+        v[(*n)++] = nm;
+    }
+    return v;
+}
+
+static bool is_input_name(const char *n) { return !strcmp(n, "input") || !strcmp(n, "data"); }
+
+/* Resolve an input name typed inside an expansion with `prefix` (may be ""):
+ * the net input, else prefix.name, else name. Returns the entry or NULL. */
+static const name_ent *resolve(const sp *s, const char *prefix, const char *name, int *idx) {
+    static const name_ent net_input = {NULL, -1, 0, 0};
+    if (is_input_name(name)) { *idx = -1; return &net_input; }
+    if (prefix[0]) {
+        char full[2 * MAX_VALUE + 2];
+        snprintf(full, sizeof full, "%s.%s", prefix, name);
+        const name_ent *ne = names_find(s, full);
+        if (ne) { *idx = ne->idx; return ne; }
+    }
+    const name_ent *ne = names_find(s, name);
+    if (ne) *idx = ne->idx;
+    return ne;
+}
+
+static int report_pending(sp *s) {
+    s->pending = false;
+    int idx;
+    char msg[1024];
+    const name_ent *later = resolve(s, s->pend_prefix, s->pend_name, &idx);
+    if (later) {
+        snprintf(msg, sizeof msg,
+                 "input '%.200s' is defined later (line %d); a layer may only take inputs from "
+                 "layers listed above it", s->pend_name, later->line);
+    } else {
+        int n = 0;
+        const char **c = names_list(s, s->pend_prefix, &n);
+        if (!c) return nomem(s);
+        static const char *const extra[] = {"input"};
+        const char *sug = vd_suggest(s->pend_name, c, n);
+        if (!sug) sug = vd_suggest(s->pend_name, extra, 1);
+        if (sug)
+            snprintf(msg, sizeof msg, "unknown input '%.200s' (did you mean '%s'?)", s->pend_name, sug);
+        else
+            snprintf(msg, sizeof msg, "unknown input '%.200s'", s->pend_name);
+        free(c);
+    }
+    return fail_msg(s, s->pend_line, s->pend_col, msg, s->pend_ctx);
+}
+
+/* ======================================================================
+ * Scalars and ${expressions}
+ * ====================================================================== */
+
+static bool is_ident(const char *t) {
+    if (!(isalpha((unsigned char)*t) || *t == '_')) return false;
+    for (t++; *t; t++)
+        if (!(isalnum((unsigned char)*t) || *t == '_')) return false;
+    return true;
+}
+
+/* Strict decimal integer with optional sign. */
+static bool parse_int(const char *t, int64_t *out) {
+    const char *p = t;
+    if (*p == '+' || *p == '-') p++;
+    if (!isdigit((unsigned char)*p)) return false;
+    for (const char *q = p; *q; q++)
+        if (!isdigit((unsigned char)*q)) return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(t, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_bool_text(const char *t, bool *out) {
+    if (!strcmp(t, "true") || !strcmp(t, "True") || !strcmp(t, "TRUE") || !strcmp(t, "1")) {
+        *out = true;
+        return true;
+    }
+    if (!strcmp(t, "false") || !strcmp(t, "False") || !strcmp(t, "FALSE") || !strcmp(t, "0")) {
+        *out = false;
+        return true;
+    }
+    return false;
+}
+
+static const var *scope_get(const scope *sc, const char *name, size_t len) {
+    for (; sc; sc = sc->parent)
+        for (int i = sc->n - 1; i >= 0; i--)
+            if (strlen(sc->v[i].name) == len && !strncmp(sc->v[i].name, name, len)) return &sc->v[i];
+    return NULL;
+}
+
+typedef struct ex {
+    sp *s;
+    const scope *sc;
+    yaml_mark_t m;
+    const char *src;          /* the expression text (for messages) */
+    const char *p;
+    int depth;
+    bool bad;
+} ex;
+
+__attribute__((format(printf, 2, 3)))
+static void ex_fail(ex *x, const char *fmt, ...) {
+    if (x->bad) return;
+    x->bad = true;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    err_at(x->s, x->m, "in '${%.120s}': %s", x->src, msg);
+}
+
+static void ex_ws(ex *x) { while (*x->p == ' ' || *x->p == '\t') x->p++; }
+
+static void ex_unknown_var(ex *x, const char *name) {
+    const char *c[MAX_PARAMS + 8];
+    int n = 0;
+    for (const scope *sc = x->sc; sc; sc = sc->parent)
+        for (int i = 0; i < sc->n && n < (int)VD_ARRAY_LEN(c); i++) c[n++] = sc->v[i].name;
+    const char *sug = vd_suggest(name, c, n);
+    if (sug) ex_fail(x, "unknown variable '%.64s' (did you mean '%s'?)", name, sug);
+    else ex_fail(x, "unknown variable '%.64s'", name);
+}
+
+static int64_t ex_expr(ex *x, bool live);
+
+static int64_t ex_primary(ex *x, bool live) {
+    ex_ws(x);
+    if (x->bad) return 0;
+    unsigned char c = (unsigned char)*x->p;
+    int64_t v = 0;
+    if (c == '(') {
+        x->p++;
+        v = ex_expr(x, live);
+        ex_ws(x);
+        if (x->bad) return 0;
+        if (*x->p != ')') { ex_fail(x, "expected ')'"); return 0; }
+        x->p++;
+    } else if (isdigit(c)) {
+        while (isdigit((unsigned char)*x->p)) {
+            int d = *x->p++ - '0';
+            if (v > (INT64_MAX - d) / 10) { ex_fail(x, "number too large"); return 0; }
+            v = v * 10 + d;
+        }
+    } else if (isalpha(c) || c == '_') {
+        const char *st = x->p;
+        while (isalnum((unsigned char)*x->p) || *x->p == '_') x->p++;
+        size_t len = (size_t)(x->p - st);
+        char name[72];
+        snprintf(name, sizeof name, "%.*s", (int)(len < 64 ? len : 64), st);
+        const var *vr = scope_get(x->sc, st, len);
+        bool b;
+        if (!vr) {
+            if (!strcmp(name, "true")) return 1;
+            if (!strcmp(name, "false")) return 0;
+            ex_unknown_var(x, name);
+            return 0;
+        }
+        if (parse_int(vr->val, &v)) return v;
+        if (parse_bool_text(vr->val, &b)) return b;
+        ex_fail(x, "variable '%s' is '%.64s', not an integer", name, vr->val);
+        return 0;
+    } else if (!c) {
+        ex_fail(x, "unexpected end of expression");
+    } else {
+        ex_fail(x, "unexpected '%c'", isprint(c) ? c : '?');
+    }
+    return v;
+}
+
+static int64_t ex_unary(ex *x, bool live) {
+    ex_ws(x);
+    if (x->bad) return 0;
+    if (++x->depth > MAX_EXPR_DEPTH) { ex_fail(x, "expression nested too deeply"); return 0; }
+    int64_t v;
+    char c = *x->p;
+    if (c == '-' || c == '+' || c == '!') {
+        x->p++;
+        v = ex_unary(x, live);
+        if (c == '-') {
+            if (v == INT64_MIN) { if (live) ex_fail(x, "integer overflow"); v = 0; }
+            else v = -v;
+        } else if (c == '!') {
+            v = !v;
+        }
+    } else {
+        v = ex_primary(x, live);
+    }
+    x->depth--;
+    return v;
+}
+
+static int64_t ex_mul(ex *x, bool live) {
+    int64_t a = ex_unary(x, live);
+    for (;;) {
+        ex_ws(x);
+        char op = *x->p;
+        if (x->bad || (op != '*' && op != '/' && op != '%')) return a;
+        x->p++;
+        int64_t b = ex_unary(x, live), r = 0;
+        if (op == '*') {
+            if (__builtin_mul_overflow(a, b, &r)) { if (live) ex_fail(x, "integer overflow"); r = 0; }
+        } else if (b == 0 || (a == INT64_MIN && b == -1)) {
+            if (live) ex_fail(x, b == 0 ? "division by zero" : "integer overflow");
+        } else {
+            r = op == '/' ? a / b : a % b;
+        }
+        a = r;
+    }
+}
+
+static int64_t ex_add(ex *x, bool live) {
+    int64_t a = ex_mul(x, live);
+    for (;;) {
+        ex_ws(x);
+        char op = *x->p;
+        if (x->bad || (op != '+' && op != '-')) return a;
+        x->p++;
+        int64_t b = ex_mul(x, live), r;
+        if (op == '+' ? __builtin_add_overflow(a, b, &r) : __builtin_sub_overflow(a, b, &r)) {
+            if (live) ex_fail(x, "integer overflow");
+            r = 0;
+        }
+        a = r;
+    }
+}
+
+static int64_t ex_cmp(ex *x, bool live) {
+    int64_t a = ex_add(x, live);
+    ex_ws(x);
+    const char *p = x->p;
+    int op = 0; /* 1 == 2 != 3 <= 4 >= 5 < 6 > */
+    if (p[0] == '=' && p[1] == '=') op = 1;
+    else if (p[0] == '!' && p[1] == '=') op = 2;
+    else if (p[0] == '<' && p[1] == '=') op = 3;
+    else if (p[0] == '>' && p[1] == '=') op = 4;
+    else if (p[0] == '<') op = 5;
+    else if (p[0] == '>') op = 6;
+    if (!op || x->bad) return a;
+    x->p += op <= 4 ? 2 : 1;
+    int64_t b = ex_add(x, live);
+    switch (op) {
+    case 1: return a == b;
+    case 2: return a != b;
+    case 3: return a <= b;
+    case 4: return a >= b;
+    case 5: return a < b;
+    default: return a > b;
+    }
+}
+
+static int64_t ex_and(ex *x, bool live) {
+    int64_t a = ex_cmp(x, live);
+    for (;;) {
+        ex_ws(x);
+        if (x->bad || x->p[0] != '&' || x->p[1] != '&') return a;
+        x->p += 2;
+        int64_t b = ex_cmp(x, live && a);
+        a = a && b;
+    }
+}
+
+static int64_t ex_or(ex *x, bool live) {
+    int64_t a = ex_and(x, live);
+    for (;;) {
+        ex_ws(x);
+        if (x->bad || x->p[0] != '|' || x->p[1] != '|') return a;
+        x->p += 2;
+        int64_t b = ex_and(x, live && !a);
+        a = a || b;
+    }
+}
+
+static int64_t ex_expr(ex *x, bool live) {
+    if (++x->depth > MAX_EXPR_DEPTH) { ex_fail(x, "expression nested too deeply"); return 0; }
+    int64_t c = ex_or(x, live);
+    ex_ws(x);
+    if (!x->bad && *x->p == '?') {
+        x->p++;
+        int64_t a = ex_expr(x, live && c);
+        ex_ws(x);
+        if (!x->bad && *x->p != ':') ex_fail(x, "expected ':' after '?'");
+        if (x->bad) { x->depth--; return 0; }
+        x->p++;
+        int64_t b = ex_expr(x, live && !c);
+        c = c ? a : b;
+    }
+    x->depth--;
+    return c;
+}
+
+/* Evaluate expression text `src` (NUL-terminated). A lone variable name
+ * yields that variable's text; anything else is an integer expression.
+ * *out: malloc'd. */
+static int eval(sp *s, const scope *sc, yaml_mark_t m, const char *src, char **out) {
+    const char *a = src, *b = src + strlen(src);
+    while (*a == ' ' || *a == '\t') a++;
+    while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
+    size_t len = (size_t)(b - a);
+    char tmp[72];
+    snprintf(tmp, sizeof tmp, "%.*s", (int)(len < 64 ? len : 64), a);
+    if (len && len < 64 && is_ident(tmp)) {
+        const var *vr = scope_get(sc, a, len);
+        if (vr) {
+            *out = vd_strdup(vr->val, s->e);
+            return *out ? VD_OK : nomem(s);
+        }
+    }
+    ex x = {s, sc, m, src, src, 0, false};
+    int64_t v = ex_expr(&x, true);
+    ex_ws(&x);
+    if (!x.bad && *x.p) {
+        unsigned char c = (unsigned char)*x.p;
+        ex_fail(&x, "unexpected '%c'", isprint(c) ? c : '?');
+    }
+    if (x.bad) return s->e ? s->e->code : VD_ESPEC;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    *out = vd_strdup(buf, s->e);
+    return *out ? VD_OK : nomem(s);
+}
+
+/* Replace every ${expr} in `in`. *out: malloc'd. */
+static int subst(sp *s, const scope *sc, yaml_mark_t m, const char *in, char **out) {
+    *out = NULL;
+    if (!strstr(in, "${")) {
+        if (strlen(in) > MAX_VALUE) return err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
+        *out = vd_strdup(in, s->e);
+        return *out ? VD_OK : nomem(s);
+    }
+    char *buf = vd_malloc(MAX_VALUE + 1, s->e);
+    if (!buf) return nomem(s);
+    size_t n = 0;
+    const char *p = in;
+    int rc = VD_OK;
+    while (*p) {
+        const char *st = strstr(p, "${");
+        size_t lit = st ? (size_t)(st - p) : strlen(p);
+        if (n + lit > MAX_VALUE) { rc = err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE); break; }
+        memcpy(buf + n, p, lit);
+        n += lit;
+        if (!st) break;
+        const char *en = strchr(st + 2, '}');
+        if (!en) { rc = err_at(s, m, "unterminated '${' in '%.120s'", in); break; }
+        size_t el = (size_t)(en - st - 2);
+        if (el > MAX_VALUE) { rc = err_at(s, m, "expression is too long"); break; }
+        char *expr = vd_malloc(el + 1, s->e);
+        if (!expr) { rc = nomem(s); break; }
+        memcpy(expr, st + 2, el);
+        expr[el] = 0;
+        char *val = NULL;
+        rc = eval(s, sc, m, expr, &val);
+        free(expr);
+        if (rc) break;
+        size_t vl = strlen(val);
+        if (n + vl > MAX_VALUE) {
+            free(val);
+            rc = err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
+            break;
+        }
+        memcpy(buf + n, val, vl);
+        n += vl;
+        free(val);
+        p = en + 1;
+    }
+    if (rc) { free(buf); return rc; }
+    buf[n] = 0;
+    *out = buf;
+    return VD_OK;
+}
+
+static const char *node_kind(const yaml_node_t *n) {
+    return n->type == YAML_SEQUENCE_NODE ? "a list" : n->type == YAML_MAPPING_NODE ? "a mapping" : "a scalar";
+}
+
+/* The text of scalar node n (key `what` for messages), ${} substituted.
+ * *out: malloc'd. */
+static int scalar(sp *s, const scope *sc, yaml_node_t *n, const char *what, char **out) {
+    *out = NULL;
+    if (n->type != YAML_SCALAR_NODE)
+        return err_at(s, n->start_mark, "'%s' must be a single value, not %s", what, node_kind(n));
+    const char *t = (const char *)n->data.scalar.value;
+    if (strlen(t) != n->data.scalar.length)
+        return err_at(s, n->start_mark, "'%s' contains a NUL byte", what);
+    if (n->tag && n->tag[0] == '!')
+        return err_at(s, n->start_mark, "'%s' has the YAML tag '%.64s'; quote a value that starts with '!'",
+                      what, (const char *)n->tag);
+    return subst(s, sc, n->start_mark, t, out);
+}
+
+static bool is_null_scalar(const yaml_node_t *n) {
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
+    const char *t = (const char *)n->data.scalar.value;
+    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
+}
+
+/* ======================================================================
+ * Mapping keys
+ * ====================================================================== */
+
+static int find_key(const char *const *keys, int n, const char *k) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(keys[i], k)) return i;
+    return -1;
+}
+
+/* Check the keys of mapping m (`what` names it in messages): each is one of
+ * allowed[0..n) and appears once; vals[i] = value node of allowed[i] or NULL.
+ * A key found in `elsewhere` (NULL-terminated, may be NULL) gets "does not
+ * apply to <elsewhere_what>" instead of "unknown key". */
+static int map_keys(sp *s, yaml_node_t *m, const char *what, const char *const *allowed, int n,
+                    const char *const *elsewhere, const char *elsewhere_what, yaml_node_t **vals) {
+    if (m->type != YAML_MAPPING_NODE)
+        return err_at(s, m->start_mark, "%s must be a mapping (key: value), not %s", what, node_kind(m));
+    for (int i = 0; i < n; i++) vals[i] = NULL;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(s, p->key), *v = node(s, p->value);
+        if (!k || !v) return err_at(s, m->start_mark, "malformed mapping");
+        if (k->type != YAML_SCALAR_NODE)
+            return err_at(s, k->start_mark, "keys of %s must be plain words, not %s", what, node_kind(k));
+        const char *key = (const char *)k->data.scalar.value;
+        if (strlen(key) != k->data.scalar.length)
+            return err_at(s, k->start_mark, "a key of %s contains a NUL byte", what);
+        int j = find_key(allowed, n, key);
+        if (j < 0) {
+            if (elsewhere)
+                for (int i = 0; elsewhere[i]; i++)
+                    if (!strcmp(elsewhere[i], key))
+                        return err_at(s, k->start_mark, "key '%.64s' does not apply to %s", key, elsewhere_what);
+            const char *sug = vd_suggest(key, allowed, n);
+            if (sug)
+                return err_at(s, k->start_mark, "unknown key '%.64s' in %s (did you mean '%s'?)", key, what, sug);
+            char list[512];
+            size_t u = 0;
+            list[0] = 0;
+            for (int i = 0; i < n && u < sizeof list; i++) {
+                int w = snprintf(list + u, sizeof list - u, "%s%s", i ? ", " : "", allowed[i]);
+                if (w < 0) break;
+                u += (size_t)w;
+            }
+            return err_at(s, k->start_mark, "unknown key '%.64s' in %s (expected one of: %s)", key, what, list);
+        }
+        if (vals[j]) return err_at(s, k->start_mark, "duplicate key '%s' in %s", key, what);
+        vals[j] = v;
+    }
+    return VD_OK;
+}
+
+/* ======================================================================
+ * Value readers (all substitute ${} first)
+ * ====================================================================== */
+
+static int get_i64(sp *s, const scope *sc, yaml_node_t *n, const char *key, int64_t lo, int64_t hi,
+                   int64_t *out) {
+    char *t;
+    int rc = scalar(s, sc, n, key, &t);
+    if (rc) return rc;
+    int64_t v;
+    if (!parse_int(t, &v)) {
+        rc = err_at(s, n->start_mark, "'%s' must be an integer, got '%.64s'", key, t);
+    } else if (v < lo) {
+        rc = lo == 1 ? err_at(s, n->start_mark, "'%s' must be positive, got %lld", key, (long long)v)
+           : lo == 0 ? err_at(s, n->start_mark, "'%s' must not be negative, got %lld", key, (long long)v)
+                     : err_at(s, n->start_mark, "'%s' must be at least %lld, got %lld", key, (long long)lo,
+                              (long long)v);
+    } else if (v > hi) {
+        rc = err_at(s, n->start_mark, "'%s' is too large (at most %lld), got %lld", key, (long long)hi,
+                    (long long)v);
+    } else {
+        *out = v;
+    }
+    free(t);
+    return rc;
+}
+
+static int get_int(sp *s, const scope *sc, yaml_node_t *n, const char *key, int lo, int *out) {
+    int64_t v;
+    int rc = get_i64(s, sc, n, key, lo, INT32_MAX, &v);
+    if (!rc) *out = (int)v;
+    return rc;
+}
+
+/* int or [h, w] */
+static int get_pair(sp *s, const scope *sc, yaml_node_t *n, const char *key, int lo, int *h, int *w) {
+    if (n->type == YAML_SCALAR_NODE) {
+        int rc = get_int(s, sc, n, key, lo, h);
+        if (!rc) *w = *h;
+        return rc;
+    }
+    if (n->type == YAML_SEQUENCE_NODE && n->data.sequence.items.top - n->data.sequence.items.start == 2) {
+        yaml_node_t *a = node(s, n->data.sequence.items.start[0]);
+        yaml_node_t *b = node(s, n->data.sequence.items.start[1]);
+        if (a && b && a->type == YAML_SCALAR_NODE && b->type == YAML_SCALAR_NODE) {
+            int rc = get_int(s, sc, a, key, lo, h);
+            return rc ? rc : get_int(s, sc, b, key, lo, w);
+        }
+    }
+    return err_at(s, n->start_mark, "'%s' must be an integer or [height, width]", key);
+}
+
+/* Float in a range given by lo/hi and open/closed ends; `range` describes it. */
+static int get_float(sp *s, const scope *sc, yaml_node_t *n, const char *key, double lo, bool lo_open,
+                     double hi, bool hi_open, const char *range, double *out) {
+    char *t;
+    int rc = scalar(s, sc, n, key, &t);
+    if (rc) return rc;
+    bool ok = *t != 0;
+    for (const char *p = t; *p; p++)
+        if (!strchr("0123456789+-.eE", *p)) ok = false;
+    double v = 0;
+    if (ok) {
+        char *end;
+        errno = 0;
+        v = strtod(t, &end);
+        ok = !*end && errno != ERANGE && isfinite(v);
+    }
+    if (!ok) rc = err_at(s, n->start_mark, "'%s' must be a number, got '%.64s'", key, t);
+    else if (v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi))
+        rc = err_at(s, n->start_mark, "'%s' must be %s, got %.64s", key, range, t);
+    else *out = v;
+    free(t);
+    return rc;
+}
+
+static int get_bool(sp *s, const scope *sc, yaml_node_t *n, const char *key, bool *out) {
+    char *t;
+    int rc = scalar(s, sc, n, key, &t);
+    if (rc) return rc;
+    if (!parse_bool_text(t, out)) rc = err_at(s, n->start_mark, "'%s' must be true or false, got '%.64s'", key, t);
+    free(t);
+    return rc;
+}
+
+/* ======================================================================
+ * Top-level sections: input, train
+ * ====================================================================== */
+
+static int parse_input(sp *s, yaml_node_t *n, yaml_mark_t top) {
+    static const char *const keys[] = {"channels", "height", "width", "classes"};
+    yaml_node_t *v[4];
+    int rc = map_keys(s, n, "'input'", keys, 4, NULL, NULL, v);
+    if (rc) return rc;
+    int *dst[4] = {&s->net->in_c, &s->net->in_h, &s->net->in_w, &s->net->classes};
+    for (int i = 0; i < 4; i++) {
+        if (!v[i]) return err_at(s, n->start_mark, "missing key '%s' in 'input'", keys[i]);
+        if ((rc = get_int(s, NULL, v[i], keys[i], 1, dst[i]))) return rc;
+    }
+    (void)top;
+    return VD_OK;
+}
+
+static const char *const LR_KEYS[] = {"type", "step", "gamma", "milestones", "power", "min_lr", "warmup"};
+enum { LR_TYPE, LR_STEP, LR_GAMMA, LR_MILESTONES, LR_POWER, LR_MIN_LR, LR_WARMUP, LR_NKEYS };
+static const char *const LR_TYPES[] = {"fixed", "step", "multistep", "poly", "cosine"};
+
+static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
+    yaml_node_t *v[LR_NKEYS];
+    yaml_node_t *type_node;
+    int rc;
+    if (n->type == YAML_SCALAR_NODE) { /* shorthand: lr_policy: cosine */
+        for (int i = 0; i < LR_NKEYS; i++) v[i] = NULL;
+        type_node = n;
+    } else {
+        if ((rc = map_keys(s, n, "'lr_policy'", LR_KEYS, LR_NKEYS, NULL, NULL, v))) return rc;
+        if (!v[LR_TYPE]) return err_at(s, n->start_mark, "missing key 'type' in 'lr_policy'");
+        type_node = v[LR_TYPE];
+    }
+    char *t;
+    if ((rc = scalar(s, NULL, type_node, "type", &t))) return rc;
+    int type = find_key(LR_TYPES, 5, t);
+    if (type < 0) {
+        const char *sug = vd_suggest(t, LR_TYPES, 5);
+        rc = sug ? err_at(s, type_node->start_mark, "unknown lr_policy type '%.64s' (did you mean '%s'?)", t, sug)
+                 : err_at(s, type_node->start_mark,
+                          "unknown lr_policy type '%.64s' (expected fixed, step, multistep, poly or cosine)", t);
+        free(t);
+        return rc;
+    }
+    free(t);
+    lp->type = type;
+    /* which keys apply to which type */
+    static const bool applies[5][LR_NKEYS] = {
+        /*            type  step   gamma  miles  power  min_lr warmup */
+        /* fixed */ {true, false, false, false, false, false, true},
+        /* step */  {true, true,  true,  false, false, false, true},
+        /* multi */ {true, false, true,  true,  false, false, true},
+        /* poly */  {true, false, false, false, true,  false, true},
+        /* cos */   {true, false, false, false, false, true,  true},
+    };
+    for (int k = 0; k < LR_NKEYS; k++)
+        if (v[k] && !applies[type][k])
+            return err_at(s, v[k]->start_mark, "key '%s' does not apply to lr_policy type '%s'", LR_KEYS[k],
+                          LR_TYPES[type]);
+    double d;
+    if (v[LR_STEP]) { if ((rc = get_i64(s, NULL, v[LR_STEP], "step", 1, INT64_MAX, &lp->step))) return rc; }
+    else if (type == VD_LR_STEP) return err_at(s, n->start_mark, "lr_policy type 'step' needs key 'step'");
+    if (v[LR_GAMMA]) {
+        if ((rc = get_float(s, NULL, v[LR_GAMMA], "gamma", 0, true, 1e30, false, "positive", &d))) return rc;
+        lp->gamma = (float)d;
+    }
+    if (v[LR_POWER]) {
+        if ((rc = get_float(s, NULL, v[LR_POWER], "power", 0, true, 1e30, false, "positive", &d))) return rc;
+        lp->power = (float)d;
+    }
+    if (v[LR_MIN_LR]) {
+        if ((rc = get_float(s, NULL, v[LR_MIN_LR], "min_lr", 0, false, 1e30, false, "non-negative", &d))) return rc;
+        lp->min_lr = (float)d;
+    }
+    if (v[LR_WARMUP] && (rc = get_i64(s, NULL, v[LR_WARMUP], "warmup", 0, INT64_MAX, &lp->warmup))) return rc;
+    if (v[LR_MILESTONES]) {
+        yaml_node_t *m = v[LR_MILESTONES];
+        if (m->type != YAML_SEQUENCE_NODE)
+            return err_at(s, m->start_mark, "'milestones' must be a list of iterations, e.g. [30000, 60000]");
+        int cnt = (int)(m->data.sequence.items.top - m->data.sequence.items.start);
+        if (cnt == 0) return err_at(s, m->start_mark, "'milestones' must not be empty");
+        if (cnt > (int)VD_ARRAY_LEN(lp->milestones))
+            return err_at(s, m->start_mark, "at most %d milestones are supported, got %d",
+                          (int)VD_ARRAY_LEN(lp->milestones), cnt);
+        for (int i = 0; i < cnt; i++) {
+            yaml_node_t *it = node(s, m->data.sequence.items.start[i]);
+            if (!it) return err_at(s, m->start_mark, "malformed list");
+            if ((rc = get_i64(s, NULL, it, "milestones", 1, INT64_MAX, &lp->milestones[i]))) return rc;
+            if (i && lp->milestones[i] <= lp->milestones[i - 1])
+                return err_at(s, it->start_mark, "'milestones' must be increasing");
+        }
+        lp->n_milestones = cnt;
+    } else if (type == VD_LR_MULTISTEP) {
+        return err_at(s, n->start_mark, "lr_policy type 'multistep' needs key 'milestones'");
+    }
+    return VD_OK;
+}
+
+static int parse_train(sp *s, yaml_node_t *n) {
+    static const char *const keys[] = {"batch", "lr", "momentum", "weight_decay", "lr_policy",
+                                       "iters", "epochs", "seed"};
+    yaml_node_t *v[8];
+    int rc = map_keys(s, n, "'train'", keys, 8, NULL, NULL, v);
+    if (rc) return rc;
+    vd_train_cfg *t = &s->net->train;
+    double d;
+    if (v[0] && (rc = get_int(s, NULL, v[0], "batch", 1, &t->batch))) return rc;
+    if (v[1]) {
+        if ((rc = get_float(s, NULL, v[1], "lr", 0, true, 1e30, false, "positive", &d))) return rc;
+        t->lr = (float)d;
+    }
+    if (v[2]) {
+        if ((rc = get_float(s, NULL, v[2], "momentum", 0, false, 1, true, "in [0, 1)", &d))) return rc;
+        t->momentum = (float)d;
+    }
+    if (v[3]) {
+        if ((rc = get_float(s, NULL, v[3], "weight_decay", 0, false, 1e30, false, "non-negative", &d))) return rc;
+        t->weight_decay = (float)d;
+    }
+    if (v[4] && (rc = parse_lr_policy(s, v[4], &t->lr_policy))) return rc;
+    if (v[5] && (rc = get_i64(s, NULL, v[5], "iters", 1, INT64_MAX, &t->iters))) return rc;
+    if (v[6] && (rc = get_i64(s, NULL, v[6], "epochs", 1, INT64_MAX, &t->epochs))) return rc;
+    if (v[5] && v[6]) return err_at(s, v[6]->start_mark, "give either 'iters' or 'epochs', not both");
+    if (v[5]) t->epochs = 0;
+    if (v[4] && t->lr_policy.type == VD_LR_COSINE && t->lr_policy.min_lr > t->lr)
+        return err_at(s, v[4]->start_mark, "lr_policy 'min_lr' (%g) must not exceed 'lr' (%g)",
+                      (double)t->lr_policy.min_lr, (double)t->lr);
+    if (v[7]) {
+        int64_t seed;
+        if ((rc = get_i64(s, NULL, v[7], "seed", 0, INT64_MAX, &seed))) return rc;
+        t->seed = (uint64_t)seed;
+    }
+    return VD_OK;
+}
+
+static void train_defaults(vd_train_cfg *t) {
+    memset(t, 0, sizeof *t);
+    t->batch = 32;
+    t->lr = 0.01f;
+    t->momentum = 0.9f;
+    t->weight_decay = 0.0005f;
+    t->lr_policy.type = VD_LR_FIXED;
+    t->lr_policy.gamma = 0.1f;
+    t->lr_policy.power = 1.0f;
+    t->lr_policy.min_lr = 0.0f;
+    t->iters = 0;
+    t->epochs = 1;
+    t->seed = 1;
+}
+
+/* ======================================================================
+ * Templates
+ * ====================================================================== */
+
+static int parse_templates(sp *s, yaml_node_t *n) {
+    if (n->type != YAML_MAPPING_NODE)
+        return err_at(s, n->start_mark, "'templates' must be a mapping of template names to templates");
+    int cnt = (int)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    if (cnt > MAX_TEMPLATES) return err_at(s, n->start_mark, "too many templates (at most %d)", MAX_TEMPLATES);
+    s->tmpls = vd_calloc((size_t)cnt + 1, sizeof *s->tmpls, s->e);
+    if (!s->tmpls) return nomem(s);
+    static const char *const keys[] = {"params", "layers", "description"};
+    for (int i = 0; i < cnt; i++) {
+        yaml_node_pair_t *p = &n->data.mapping.pairs.start[i];
+        yaml_node_t *k = node(s, p->key), *v = node(s, p->value), *tv[3];
+        if (!k || !v) return err_at(s, n->start_mark, "malformed mapping");
+        if (k->type != YAML_SCALAR_NODE || strlen((char *)k->data.scalar.value) != k->data.scalar.length ||
+            !is_ident((char *)k->data.scalar.value))
+            return err_at(s, k->start_mark, "a template name must be a word (letters, digits, _)");
+        const char *name = (const char *)k->data.scalar.value;
+        for (int j = 0; j < s->n_tmpls; j++)
+            if (!strcmp(s->tmpls[j].name, name)) return err_at(s, k->start_mark, "duplicate template '%s'", name);
+        char what[128];
+        snprintf(what, sizeof what, "template '%.64s'", name);
+        int rc = map_keys(s, v, what, keys, 3, NULL, NULL, tv);
+        if (rc) return rc;
+        tmpl *t = &s->tmpls[s->n_tmpls];
+        t->name = name;
+        if (!tv[1]) return err_at(s, v->start_mark, "missing key 'layers' in %s", what);
+        if (tv[1]->type != YAML_SEQUENCE_NODE)
+            return err_at(s, tv[1]->start_mark, "'layers' of %s must be a list", what);
+        t->layers = tv[1];
+        if (tv[2] && tv[2]->type != YAML_SCALAR_NODE)
+            return err_at(s, tv[2]->start_mark, "'description' must be text");
+        yaml_node_t *pn = tv[0];
+        if (pn && !is_null_scalar(pn)) {
+            bool seq = pn->type == YAML_SEQUENCE_NODE;
+            if (!seq && pn->type != YAML_MAPPING_NODE)
+                return err_at(s, pn->start_mark,
+                              "'params' must be a list of names or a mapping of names to defaults");
+            int np = seq ? (int)(pn->data.sequence.items.top - pn->data.sequence.items.start)
+                         : (int)(pn->data.mapping.pairs.top - pn->data.mapping.pairs.start);
+            if (np > MAX_PARAMS) return err_at(s, pn->start_mark, "too many params (at most %d)", MAX_PARAMS);
+            for (int j = 0; j < np; j++) {
+                yaml_node_t *pk = node(s, seq ? pn->data.sequence.items.start[j] : pn->data.mapping.pairs.start[j].key);
+                yaml_node_t *pv = seq ? NULL : node(s, pn->data.mapping.pairs.start[j].value);
+                if (!pk || (!seq && !pv)) return err_at(s, pn->start_mark, "malformed params");
+                if (pk->type != YAML_SCALAR_NODE || strlen((char *)pk->data.scalar.value) != pk->data.scalar.length ||
+                    !is_ident((char *)pk->data.scalar.value))
+                    return err_at(s, pk->start_mark, "a parameter name must be a word (letters, digits, _)");
+                const char *pname = (const char *)pk->data.scalar.value;
+                if (!strcmp(pname, "name") || !strcmp(pname, "input") || !strcmp(pname, "true") ||
+                    !strcmp(pname, "false"))
+                    return err_at(s, pk->start_mark, "'%s' is reserved and cannot be a parameter name", pname);
+                for (int q = 0; q < t->n_params; q++)
+                    if (!strcmp(t->pname[q], pname))
+                        return err_at(s, pk->start_mark, "duplicate parameter '%s'", pname);
+                const char *def = NULL;
+                if (pv && !is_null_scalar(pv)) {
+                    if (pv->type != YAML_SCALAR_NODE || strlen((char *)pv->data.scalar.value) != pv->data.scalar.length)
+                        return err_at(s, pv->start_mark, "the default of parameter '%s' must be a single value",
+                                      pname);
+                    def = (const char *)pv->data.scalar.value;
+                }
+                t->pname[t->n_params] = pname;
+                t->pdef[t->n_params] = def;
+                t->n_params++;
+            }
+        }
+        s->n_tmpls++;
+    }
+    return VD_OK;
+}
+
+/* ======================================================================
+ * Layer expansion
+ * ====================================================================== */
+
+static const char *const COMMON_KEYS[] = {"name", "type", "inputs", "repeat", "index", "if"};
+enum { K_NAME, K_TYPE, K_INPUTS, K_REPEAT, K_INDEX, K_IF, K_NCOMMON };
+static const char *const USE_KEYS[] = {"use", "name", "with", "inputs", "repeat", "index", "if"};
+enum { U_USE, U_NAME, U_WITH, U_INPUTS, U_REPEAT, U_INDEX, U_IF, U_NKEYS };
+
+static const char *const CONV_KEYS[] = {"out", "kernel", "stride", "pad", "dilation", "groups", "bias", NULL};
+static const char *const POOL_KEYS[] = {"mode", "kernel", "stride", "pad", "global", "output", "ceil_mode", NULL};
+static const char *const LRN_KEYS[] = {"size", "alpha", "beta", "k", NULL};
+static const char *const BN_KEYS[] = {"eps", "momentum", NULL};
+static const char *const FC_KEYS[] = {"out", "bias", NULL};
+static const char *const DROPOUT_KEYS[] = {"p", NULL};
+static const char *const NO_KEYS[] = {NULL};
+static const char *const *const OP_KEYS[VD_OP_COUNT] = {
+    [VD_OP_CONV] = CONV_KEYS,       [VD_OP_POOL] = POOL_KEYS,   [VD_OP_RELU] = NO_KEYS,
+    [VD_OP_LRN] = LRN_KEYS,         [VD_OP_BATCHNORM] = BN_KEYS, [VD_OP_FC] = FC_KEYS,
+    [VD_OP_DROPOUT] = DROPOUT_KEYS, [VD_OP_FLATTEN] = NO_KEYS,  [VD_OP_ADD] = NO_KEYS,
+    [VD_OP_CONCAT] = NO_KEYS,       [VD_OP_SOFTMAX_XENT] = NO_KEYS,
+};
+_Static_assert(VD_OP_COUNT == 11, "add the new op's spec keys to OP_KEYS (and man/vdnn-net.5)");
+/* every op-specific key, for "key 'kernel' does not apply to relu layers" */
+static const char *const ALL_OP_KEYS[] = {"out", "kernel", "stride", "pad", "dilation", "groups", "bias",
+                                          "mode", "global", "output", "ceil_mode", "size", "alpha", "beta",
+                                          "k", "eps", "momentum", "p", "use", "with", NULL};
+
+static int expand_list(sp *s, yaml_node_t *seq, const scope *sc, const char *prefix, int *prev);
+
+static bool valid_name_char(unsigned char c) {
+    return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':';
+}
+
+/* Substitute and check a layer/use name; full = prefix.name. */
+static int get_name(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, char full[VD_NAME_MAX]) {
+    char *t;
+    int rc = scalar(s, sc, n, "name", &t);
+    if (rc) return rc;
+    if (!*t) rc = err_at(s, n->start_mark, "'name' must not be empty");
+    for (const char *p = t; !rc && *p; p++)
+        if (!valid_name_char((unsigned char)*p))
+            rc = err_at(s, n->start_mark,
+                        "name '%.96s' contains '%c'; use letters, digits and _ . - / :", t,
+                        isprint((unsigned char)*p) ? *p : '?');
+    if (!rc && is_input_name(t))
+        rc = err_at(s, n->start_mark, "'%s' is reserved for the net input and cannot name a layer", t);
+    if (!rc) {
+        int k = prefix[0] ? snprintf(full, VD_NAME_MAX, "%s.%s", prefix, t)
+                          : snprintf(full, VD_NAME_MAX, "%s", t);
+        if (k < 0 || k >= VD_NAME_MAX)
+            rc = err_at(s, n->start_mark, "name '%s%s%.96s' is too long (at most %d characters)", prefix,
+                        prefix[0] ? "." : "", t, VD_NAME_MAX - 1);
+    }
+    if (!rc) {
+        const name_ent *ne = names_find(s, full);
+        if (ne)
+            rc = err_at(s, n->start_mark, "duplicate layer name '%s' (first defined at line %d)", full,
+                        ne->line);
+    }
+    free(t);
+    return rc;
+}
+
+/* Resolve one input name node into *idx (-1 = net input). An unknown name
+ * becomes the pending error (reported later, knowing whether it is defined
+ * further down) and resolves to -1 meanwhile. */
+static int get_input(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, int *idx) {
+    char *t;
+    int rc = scalar(s, sc, n, "inputs", &t);
+    if (rc) return rc;
+    *idx = -1;
+    if (!resolve(s, prefix, t, idx) && !s->pending && !s->failed) {
+        s->pending = true;
+        snprintf(s->pend_name, sizeof s->pend_name, "%s", t);
+        snprintf(s->pend_prefix, sizeof s->pend_prefix, "%s", prefix);
+        ctx_suffix(s, s->pend_ctx, sizeof s->pend_ctx);
+        s->pend_line = ln(n->start_mark);
+        s->pend_col = cl(n->start_mark);
+    }
+    free(t);
+    return VD_OK;
+}
+
+static int get_inputs(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, int *n_in,
+                      int in[VD_MAX_INPUTS]) {
+    if (n->type == YAML_SCALAR_NODE) { /* inputs: name */
+        *n_in = 1;
+        return get_input(s, sc, n, prefix, &in[0]);
+    }
+    if (n->type != YAML_SEQUENCE_NODE)
+        return err_at(s, n->start_mark, "'inputs' must be a list of layer names");
+    int cnt = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt == 0) return err_at(s, n->start_mark, "'inputs' must not be empty");
+    if (cnt > VD_MAX_INPUTS)
+        return err_at(s, n->start_mark, "at most %d inputs are supported, got %d", VD_MAX_INPUTS, cnt);
+    for (int i = 0; i < cnt; i++) {
+        yaml_node_t *it = node(s, n->data.sequence.items.start[i]);
+        if (!it) return err_at(s, n->start_mark, "malformed list");
+        int rc = get_input(s, sc, it, prefix, &in[i]);
+        if (rc) return rc;
+    }
+    *n_in = cnt;
+    return VD_OK;
+}
+
+static int add_layer(sp *s, vd_layer *l, int *prev) {
+    if (s->net->n_layers >= VD_SPEC_MAX_LAYERS) {
+        yaml_mark_t m = {0, (size_t)(l->line - 1), (size_t)(l->col - 1)};
+        return err_at(s, m, "the net has too many layers (at most %d)", VD_SPEC_MAX_LAYERS);
+    }
+    if (s->net->n_layers >= s->ctx_cap) {
+        int nc = s->ctx_cap ? s->ctx_cap * 2 : 64;
+        char **nv = vd_realloc(s->ctx, (size_t)nc * sizeof *nv, s->e);
+        if (!nv) return nomem(s);
+        s->ctx = nv;
+        s->ctx_cap = nc;
+    }
+    s->ctx[s->net->n_layers] = NULL;
+    if (s->depth > 0) {
+        char buf[768];
+        ctx_suffix(s, buf, sizeof buf);
+        if (!(s->ctx[s->net->n_layers] = vd_strdup(buf, s->e))) return nomem(s);
+    }
+    int idx = vd_net_add_layer(s->net, l, s->e);
+    if (idx < 0) {
+        free(s->ctx[s->net->n_layers]);
+        return nomem(s);
+    }
+    int rc = names_put(s, l->name, idx, l->line, l->col);
+    if (rc) return rc;
+    *prev = idx;
+    return VD_OK;
+}
+
+static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *prefix, int *prev) {
+    int rc;
+    /* type first: it decides which keys are valid */
+    yaml_node_t *type_node = NULL;
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(s, p->key);
+        if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, "type")) {
+            type_node = node(s, p->value);
+            break;
+        }
+    }
+    if (!type_node) return err_at(s, item->start_mark, "missing key 'type' (or 'use' for a template)");
+    char *tname;
+    if ((rc = scalar(s, sc, type_node, "type", &tname))) return rc;
+    int op = -1;
+    const char *op_names[VD_OP_COUNT];
+    for (int i = 0; i < VD_OP_COUNT; i++) {
+        op_names[i] = vd_op_table[i].name;
+        if (!strcmp(tname, op_names[i])) op = i;
+    }
+    if (op < 0) {
+        const char *sug = vd_suggest(tname, op_names, VD_OP_COUNT);
+        if (sug) rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (did you mean '%s'?)", tname, sug);
+        else rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (one of: conv, pool, relu, lrn, "
+                         "batchnorm, fc, dropout, flatten, add, concat, softmax_cross_entropy)", tname);
+        free(tname);
+        return rc;
+    }
+    free(tname);
+
+    const char *allowed[K_NCOMMON + 8];
+    int na = 0;
+    for (int i = 0; i < K_NCOMMON; i++) allowed[na++] = COMMON_KEYS[i];
+    for (int i = 0; OP_KEYS[op][i]; i++) allowed[na++] = OP_KEYS[op][i];
+    yaml_node_t *v[K_NCOMMON + 8];
+    char what[96];
+    char what_a[96];
+    snprintf(what, sizeof what, "%s layers", vd_op_table[op].name);
+    snprintf(what_a, sizeof what_a, "a %s layer", vd_op_table[op].name);
+    if ((rc = map_keys(s, item, what_a, allowed, na, ALL_OP_KEYS, what, v))) return rc;
+#define V(key) v[find_key(allowed, na, key)]
+
+    vd_layer l;
+    memset(&l, 0, sizeof l);
+    l.op = (vd_op)op;
+    l.line = ln(item->start_mark);
+    l.col = cl(item->start_mark);
+    if (!v[K_NAME]) return err_at(s, item->start_mark, "missing key 'name' in %s layer", vd_op_table[op].name);
+    if ((rc = get_name(s, sc, v[K_NAME], prefix, l.name))) return rc;
+
+    if (v[K_INPUTS]) {
+        if ((rc = get_inputs(s, sc, v[K_INPUTS], prefix, &l.n_in, l.in))) return rc;
+    } else {
+        l.n_in = 1;
+        l.in[0] = *prev;
+    }
+    const vd_op_info *info = &vd_op_table[op];
+    if (l.n_in < info->min_inputs) {
+        yaml_mark_t m = v[K_INPUTS] ? v[K_INPUTS]->start_mark : item->start_mark;
+        return err_at(s, m, "layer '%s': %s needs at least %d inputs (inputs: [a, b])", l.name, info->name,
+                      info->min_inputs);
+    }
+    if (l.n_in > info->max_inputs)
+        return err_at(s, v[K_INPUTS]->start_mark, "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
+                      info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
+
+    double d;
+    switch (l.op) {
+    case VD_OP_CONV: {
+        l.u.conv.sh = l.u.conv.sw = 1;
+        l.u.conv.dh = l.u.conv.dw = 1;
+        l.u.conv.groups = 1;
+        l.u.conv.bias = true;
+        if (!V("out")) return err_at(s, item->start_mark, "layer '%s': missing key 'out' (output channels)", l.name);
+        if (!V("kernel")) return err_at(s, item->start_mark, "layer '%s': missing key 'kernel'", l.name);
+        if ((rc = get_int(s, sc, V("out"), "out", 1, &l.u.conv.out))) return rc;
+        if ((rc = get_pair(s, sc, V("kernel"), "kernel", 1, &l.u.conv.kh, &l.u.conv.kw))) return rc;
+        if (V("stride") && (rc = get_pair(s, sc, V("stride"), "stride", 1, &l.u.conv.sh, &l.u.conv.sw))) return rc;
+        if (V("pad") && (rc = get_pair(s, sc, V("pad"), "pad", 0, &l.u.conv.ph, &l.u.conv.pw))) return rc;
+        if (V("dilation") && (rc = get_pair(s, sc, V("dilation"), "dilation", 1, &l.u.conv.dh, &l.u.conv.dw)))
+            return rc;
+        if (V("groups") && (rc = get_int(s, sc, V("groups"), "groups", 1, &l.u.conv.groups))) return rc;
+        if (V("bias") && (rc = get_bool(s, sc, V("bias"), "bias", &l.u.conv.bias))) return rc;
+        if (l.u.conv.out % l.u.conv.groups)
+            return err_at(s, V("groups")->start_mark, "layer '%s': groups=%d must divide out=%d", l.name,
+                          l.u.conv.groups, l.u.conv.out);
+        break;
+    }
+    case VD_OP_POOL: {
+        if (!V("mode")) return err_at(s, item->start_mark, "layer '%s': missing key 'mode' (max or avg)", l.name);
+        char *mode;
+        if ((rc = scalar(s, sc, V("mode"), "mode", &mode))) return rc;
+        if (!strcmp(mode, "max")) l.u.pool.mode = VD_POOL_MAX;
+        else if (!strcmp(mode, "avg")) l.u.pool.mode = VD_POOL_AVG;
+        else rc = err_at(s, V("mode")->start_mark, "'mode' must be max or avg, got '%.64s'", mode);
+        free(mode);
+        if (rc) return rc;
+        if (V("global") && (rc = get_bool(s, sc, V("global"), "global", &l.u.pool.global))) return rc;
+        if (V("ceil_mode") && (rc = get_bool(s, sc, V("ceil_mode"), "ceil_mode", &l.u.pool.ceil_mode))) return rc;
+        static const char *const window_keys[] = {"kernel", "stride", "pad", "ceil_mode"};
+        if (l.u.pool.global || V("output")) {
+            const char *why = l.u.pool.global ? "global: true" : "output";
+            yaml_node_t *wn = V(l.u.pool.global ? "global" : "output");
+            if (l.u.pool.mode != VD_POOL_AVG)
+                return err_at(s, wn->start_mark, "layer '%s': %s needs mode: avg", l.name, why);
+            for (int i = 0; i < 4; i++)
+                if (V(window_keys[i]))
+                    return err_at(s, V(window_keys[i])->start_mark, "layer '%s': '%s' cannot be combined with %s",
+                                  l.name, window_keys[i], why);
+            if (l.u.pool.global && V("output"))
+                return err_at(s, V("output")->start_mark, "layer '%s': 'output' cannot be combined with %s",
+                              l.name, why);
+            if (V("output") &&
+                (rc = get_pair(s, sc, V("output"), "output", 1, &l.u.pool.out_h, &l.u.pool.out_w)))
+                return rc;
+            break;
+        }
+        if (!V("kernel"))
+            return err_at(s, item->start_mark, "layer '%s': missing key 'kernel' (or global: true, or output)",
+                          l.name);
+        if ((rc = get_pair(s, sc, V("kernel"), "kernel", 1, &l.u.pool.kh, &l.u.pool.kw))) return rc;
+        l.u.pool.sh = l.u.pool.kh; /* PyTorch: stride defaults to the kernel */
+        l.u.pool.sw = l.u.pool.kw;
+        if (V("stride") && (rc = get_pair(s, sc, V("stride"), "stride", 1, &l.u.pool.sh, &l.u.pool.sw))) return rc;
+        if (V("pad") && (rc = get_pair(s, sc, V("pad"), "pad", 0, &l.u.pool.ph, &l.u.pool.pw))) return rc;
+        break;
+    }
+    case VD_OP_LRN:
+        l.u.lrn.size = 5;
+        l.u.lrn.alpha = 1e-4f;
+        l.u.lrn.beta = 0.75f;
+        l.u.lrn.k = 2.0f;
+        if (V("size")) {
+            if ((rc = get_int(s, sc, V("size"), "size", 1, &l.u.lrn.size))) return rc;
+            if (l.u.lrn.size % 2 == 0)
+                return err_at(s, V("size")->start_mark, "'size' must be odd (a centred window), got %d",
+                              l.u.lrn.size);
+        }
+        if (V("alpha")) {
+            if ((rc = get_float(s, sc, V("alpha"), "alpha", 0, false, 1e30, false, "non-negative", &d))) return rc;
+            l.u.lrn.alpha = (float)d;
+        }
+        if (V("beta")) {
+            if ((rc = get_float(s, sc, V("beta"), "beta", 0, false, 1e30, false, "non-negative", &d))) return rc;
+            l.u.lrn.beta = (float)d;
+        }
+        if (V("k")) {
+            if ((rc = get_float(s, sc, V("k"), "k", 0, true, 1e30, false, "positive", &d))) return rc;
+            l.u.lrn.k = (float)d;
+        }
+        break;
+    case VD_OP_BATCHNORM:
+        l.u.bn.eps = 1e-5f;
+        l.u.bn.momentum = 0.1f;
+        if (V("eps")) {
+            if ((rc = get_float(s, sc, V("eps"), "eps", 0, true, 1, false, "in (0, 1]", &d))) return rc;
+            l.u.bn.eps = (float)d;
+        }
+        if (V("momentum")) {
+            if ((rc = get_float(s, sc, V("momentum"), "momentum", 0, true, 1, false, "in (0, 1]", &d))) return rc;
+            l.u.bn.momentum = (float)d;
+        }
+        break;
+    case VD_OP_FC:
+        l.u.fc.bias = true;
+        if (!V("out")) return err_at(s, item->start_mark, "layer '%s': missing key 'out' (output features)", l.name);
+        if ((rc = get_int(s, sc, V("out"), "out", 1, &l.u.fc.out))) return rc;
+        if (V("bias") && (rc = get_bool(s, sc, V("bias"), "bias", &l.u.fc.bias))) return rc;
+        break;
+    case VD_OP_DROPOUT:
+        l.u.dropout.p = 0.5f;
+        if (V("p")) {
+            if ((rc = get_float(s, sc, V("p"), "p", 0, false, 1, true, "in [0, 1)", &d))) return rc;
+            l.u.dropout.p = (float)d;
+        }
+        break;
+    case VD_OP_RELU: case VD_OP_FLATTEN: case VD_OP_ADD: case VD_OP_CONCAT:
+    case VD_OP_SOFTMAX_XENT: case VD_OP_COUNT:
+        break;
+    }
+#undef V
+    return add_layer(s, &l, prev);
+}
+
+static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc, const char *prefix, int *prev) {
+    int rc;
+    char *tn;
+    if ((rc = scalar(s, sc, v[U_USE], "use", &tn))) return rc;
+    const tmpl *t = NULL;
+    for (int i = 0; i < s->n_tmpls; i++)
+        if (!strcmp(s->tmpls[i].name, tn)) t = &s->tmpls[i];
+    if (!t) {
+        const char *names[MAX_TEMPLATES];
+        for (int i = 0; i < s->n_tmpls; i++) names[i] = s->tmpls[i].name;
+        const char *sug = vd_suggest(tn, names, s->n_tmpls);
+        if (sug) rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s' (did you mean '%s'?)", tn, sug);
+        else if (!s->n_tmpls) rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s' (the spec has no "
+                                          "'templates' section)", tn);
+        else rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s'", tn);
+        free(tn);
+        return rc;
+    }
+    free(tn);
+    for (int d = 0; d < s->depth; d++)
+        if (s->frames[d].tmpl == t->name)
+            return err_at(s, v[U_USE]->start_mark, "template '%s' uses itself (recursion is not allowed)", t->name);
+    if (s->depth >= VD_SPEC_MAX_DEPTH)
+        return err_at(s, item->start_mark, "templates nested too deeply (more than %d levels)", VD_SPEC_MAX_DEPTH);
+    if (!v[U_NAME]) return err_at(s, item->start_mark, "missing key 'name' in a use of template '%s'", t->name);
+    char full[VD_NAME_MAX];
+    if ((rc = get_name(s, sc, v[U_NAME], prefix, full))) return rc;
+    int block_in = *prev;
+    if (v[U_INPUTS]) {
+        int n_in, in[VD_MAX_INPUTS];
+        if ((rc = get_inputs(s, sc, v[U_INPUTS], prefix, &n_in, in))) return rc;
+        if (n_in != 1)
+            return err_at(s, v[U_INPUTS]->start_mark, "a template use takes exactly one input, got %d", n_in);
+        block_in = in[0];
+    }
+    /* bind parameters: with: values are evaluated in the caller's scope */
+    var vars[MAX_PARAMS + 2];
+    int nv = 0;
+    yaml_node_t *with = v[U_WITH];
+    if (with && !is_null_scalar(with) && with->type != YAML_MAPPING_NODE)
+        return err_at(s, with->start_mark, "'with' must be a mapping of parameter names to values");
+    if (with && with->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *p = with->data.mapping.pairs.start; p < with->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = node(s, p->key);
+            if (!k) return err_at(s, with->start_mark, "malformed mapping");
+            if (k->type != YAML_SCALAR_NODE) return err_at(s, k->start_mark, "parameter names must be words");
+            const char *key = (const char *)k->data.scalar.value;
+            if (find_key(t->pname, t->n_params, key) < 0) {
+                const char *sug = vd_suggest(key, t->pname, t->n_params);
+                if (sug) return err_at(s, k->start_mark, "template '%s' has no parameter '%.64s' (did you mean "
+                                       "'%s'?)", t->name, key, sug);
+                return err_at(s, k->start_mark, "template '%s' has no parameter '%.64s'", t->name, key);
+            }
+            for (yaml_node_pair_t *q = with->data.mapping.pairs.start; q < p; q++) {
+                yaml_node_t *k2 = node(s, q->key);
+                if (k2 && k2->type == YAML_SCALAR_NODE && !strcmp((char *)k2->data.scalar.value, key))
+                    return err_at(s, k->start_mark, "duplicate key '%s' in 'with'", key);
+            }
+        }
+    }
+    for (int i = 0; i < t->n_params && !rc; i++) {
+        yaml_node_t *val = NULL;
+        if (with && with->type == YAML_MAPPING_NODE)
+            for (yaml_node_pair_t *p = with->data.mapping.pairs.start; p < with->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = node(s, p->key);
+                if (!strcmp((char *)k->data.scalar.value, t->pname[i])) val = node(s, p->value);
+            }
+        char *text = NULL;
+        if (val) {
+            if (val->type != YAML_SCALAR_NODE)
+                rc = err_at(s, val->start_mark, "parameter '%s' must be a single value, not %s", t->pname[i],
+                            node_kind(val));
+            else rc = scalar(s, sc, val, t->pname[i], &text);
+        } else if (t->pdef[i]) {
+            if (!(text = vd_strdup(t->pdef[i], s->e))) rc = nomem(s);
+        } else {
+            rc = err_at(s, item->start_mark, "template '%s' needs parameter '%s' (add it under 'with:')",
+                        t->name, t->pname[i]);
+        }
+        if (!rc) { vars[nv].name = t->pname[i]; vars[nv].val = text; nv++; }
+    }
+    if (!rc) {
+        vars[nv].name = "name";
+        if (!(vars[nv].val = vd_strdup(full, s->e))) rc = nomem(s);
+        else nv++;
+    }
+    if (!rc) {
+        vars[nv].name = "input";
+        if (!(vars[nv].val = vd_strdup(block_in < 0 ? "input" : s->net->layers[block_in].name, s->e))) rc = nomem(s);
+        else nv++;
+    }
+    if (!rc) {
+        scope inner = {NULL, vars, nv};
+        frame *f = &s->frames[s->depth++];
+        f->tmpl = t->name;
+        snprintf(f->use, sizeof f->use, "%s", full);
+        f->line = ln(item->start_mark);
+        f->col = cl(item->start_mark);
+        int out = block_in;
+        rc = expand_list(s, t->layers, &inner, full, &out);
+        s->depth--;
+        /* the use's name stands for the expansion's last layer */
+        if (!rc) rc = names_put(s, full, out, ln(item->start_mark), cl(item->start_mark));
+        if (!rc) *prev = out;
+    }
+    for (int i = 0; i < nv; i++) free(vars[i].val);
+    return rc;
+}
+
+/* Evaluate a condition: with ${} the substituted text must be a boolean or
+ * integer; without, the text itself is an expression. */
+static int get_cond(sp *s, const scope *sc, yaml_node_t *n, bool *out) {
+    if (n->type != YAML_SCALAR_NODE)
+        return err_at(s, n->start_mark, "'if' must be a single value, not %s", node_kind(n));
+    const char *raw = (const char *)n->data.scalar.value;
+    if (strlen(raw) != n->data.scalar.length) return err_at(s, n->start_mark, "'if' contains a NUL byte");
+    if (n->tag && n->tag[0] == '!')
+        return err_at(s, n->start_mark, "'if' has the YAML tag '%.64s'; quote a condition that starts with "
+                      "'!', e.g. if: \"!downsample\"", (const char *)n->tag);
+    char *t;
+    int rc;
+    if (strstr(raw, "${")) {
+        if ((rc = subst(s, sc, n->start_mark, raw, &t))) return rc;
+    } else {
+        if (strlen(raw) > MAX_VALUE) return err_at(s, n->start_mark, "value is too long");
+        if ((rc = eval(s, sc, n->start_mark, raw, &t))) return rc;
+    }
+    int64_t v;
+    if (parse_bool_text(t, out)) rc = VD_OK;
+    else if (parse_int(t, &v)) *out = v != 0;
+    else rc = err_at(s, n->start_mark, "'if' must be true, false or an integer, got '%.64s'", t);
+    free(t);
+    return rc;
+}
+
+static int expand_item(sp *s, yaml_node_t *item, const scope *sc, const char *prefix, int *prev) {
+    if (item->type != YAML_MAPPING_NODE)
+        return err_at(s, item->start_mark, "a layer must be a mapping (name: ..., type: ...), not %s",
+                      node_kind(item));
+    bool is_use = false;
+    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(s, p->key);
+        if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, "use")) is_use = true;
+    }
+    yaml_node_t *uv[U_NKEYS], *rep = NULL, *idxn = NULL, *cond = NULL;
+    int rc;
+    if (is_use) {
+        for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = node(s, p->key);
+            if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, "type"))
+                return err_at(s, k->start_mark, "an entry has either 'type' (a layer) or 'use' (a template), "
+                              "not both");
+        }
+        if ((rc = map_keys(s, item, "a template use", USE_KEYS, U_NKEYS, ALL_OP_KEYS,
+                           "template uses (put layer settings in the template)", uv)))
+            return rc;
+        rep = uv[U_REPEAT];
+        idxn = uv[U_INDEX];
+        cond = uv[U_IF];
+    } else {
+        for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
+            yaml_node_t *k = node(s, p->key);
+            if (!k || k->type != YAML_SCALAR_NODE) continue;
+            const char *key = (const char *)k->data.scalar.value;
+            if (!strcmp(key, "repeat")) rep = node(s, p->value);
+            else if (!strcmp(key, "index")) idxn = node(s, p->value);
+            else if (!strcmp(key, "if")) cond = node(s, p->value);
+        }
+    }
+    int64_t count = 1;
+    if (rep && (rc = get_i64(s, sc, rep, "repeat", 0, VD_SPEC_MAX_REPEAT, &count))) return rc;
+    const char *ivar = "i";
+    if (idxn) {
+        if (!rep) return err_at(s, idxn->start_mark, "'index' needs 'repeat'");
+        if (idxn->type != YAML_SCALAR_NODE || strlen((char *)idxn->data.scalar.value) != idxn->data.scalar.length ||
+            !is_ident((char *)idxn->data.scalar.value))
+            return err_at(s, idxn->start_mark, "'index' must be a variable name (letters, digits, _)");
+        ivar = (const char *)idxn->data.scalar.value;
+    }
+    if (rep) {
+        if (!strcmp(ivar, "name") || !strcmp(ivar, "input") || !strcmp(ivar, "true") || !strcmp(ivar, "false"))
+            return err_at(s, idxn ? idxn->start_mark : rep->start_mark, "'%s' is reserved and cannot be an index",
+                          ivar);
+        if (scope_get(sc, ivar, strlen(ivar)))
+            return err_at(s, idxn ? idxn->start_mark : rep->start_mark,
+                          "index variable '%s' is already defined here; pick another with 'index:'", ivar);
+    }
+    for (int64_t k = 0; k < count; k++) {
+        if (++s->work > MAX_WORK)
+            return err_at(s, item->start_mark, "the spec expands to too many entries (more than %d)", MAX_WORK);
+        char ibuf[24];
+        snprintf(ibuf, sizeof ibuf, "%lld", (long long)k);
+        var iv = {ivar, ibuf};
+        scope inner = {sc, &iv, 1};
+        const scope *use_sc = rep ? &inner : sc;
+        if (cond) {
+            bool on;
+            if ((rc = get_cond(s, use_sc, cond, &on))) return rc;
+            if (!on) continue;
+        }
+        rc = is_use ? expand_use(s, item, uv, use_sc, prefix, prev) : build_layer(s, item, use_sc, prefix, prev);
+        if (rc) return rc;
+    }
+    return VD_OK;
+}
+
+static int expand_list(sp *s, yaml_node_t *seq, const scope *sc, const char *prefix, int *prev) {
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+        yaml_node_t *item = node(s, *it);
+        if (!item) return err_at(s, seq->start_mark, "malformed list");
+        int rc = expand_item(s, item, sc, prefix, prev);
+        if (rc) return rc;
+    }
+    return VD_OK;
+}
+
+/* ======================================================================
+ * Entry points
+ * ====================================================================== */
+
+static void mark_of_offset(const char *text, size_t len, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') { (*line)++; *col = 1; }
+        else if (((unsigned char)text[i] & 0xC0) != 0x80) (*col)++;
+    }
+}
+
+static int yaml_error(sp *s, yaml_parser_t *p) {
+    if (p->error == YAML_MEMORY_ERROR) return vd_errf(s->e, VD_ENOMEM, "out of memory parsing %s", s->file);
+    int line, col;
+    if (p->error == YAML_READER_ERROR) {
+        mark_of_offset(s->text, s->len, p->problem_offset, &line, &col);
+    } else {
+        line = (int)p->problem_mark.line + 1;
+        col = (int)p->problem_mark.column + 1;
+    }
+    char msg[768];
+    const char *prob = p->problem ? p->problem : "invalid YAML";
+    if (p->context)
+        snprintf(msg, sizeof msg, "YAML syntax error: %s (%s at line %d)", prob, p->context,
+                 (int)p->context_mark.line + 1);
+    else
+        snprintf(msg, sizeof msg, "YAML syntax error: %s", prob);
+    return fail_msg(s, line, col, msg, "");
+}
+
+/* Append the template context of the layer named in a finalize error. */
+static void annotate(sp *s) {
+    if (!s->e) return;
+    char *q = strstr(s->e->msg, "layer '");
+    if (!q) return;
+    q += 7;
+    char *end = strchr(q, '\'');
+    if (!end || end - q >= VD_NAME_MAX) return;
+    char name[VD_NAME_MAX];
+    memcpy(name, q, (size_t)(end - q));
+    name[end - q] = 0;
+    const name_ent *ne = names_find(s, name);
+    if (!ne || ne->idx < 0 || ne->idx >= s->net->n_layers || !s->ctx[ne->idx]) return;
+    size_t used = strlen(s->e->msg);
+    snprintf(s->e->msg + used, sizeof s->e->msg - used, "%s", s->ctx[ne->idx]);
+}
+
+static int parse_doc(sp *s) {
+    yaml_node_t *root = yaml_document_get_root_node(&s->doc);
+    yaml_mark_t m0 = {0, 0, 0};
+    if (!root) return err_at(s, m0, "the spec is empty");
+    static const char *const keys[] = {"name", "description", "input", "train", "templates", "layers"};
+    yaml_node_t *v[6];
+    int rc = map_keys(s, root, "the spec", keys, 6, NULL, NULL, v);
+    if (rc) return rc;
+    vd_net *net = s->net;
+    if (v[0]) {
+        char *t;
+        if ((rc = scalar(s, NULL, v[0], "name", &t))) return rc;
+        if (!*t || strlen(t) >= sizeof net->name)
+            rc = err_at(s, v[0]->start_mark, "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
+        else snprintf(net->name, sizeof net->name, "%s", t);
+        free(t);
+        if (rc) return rc;
+    } else {
+        const char *b = strrchr(s->file, '/');
+        b = b ? b + 1 : s->file;
+        size_t n = strcspn(b, ".");
+        if (n >= sizeof net->name) n = sizeof net->name - 1;
+        memcpy(net->name, b, n);
+        net->name[n] = 0;
+        if (!n) snprintf(net->name, sizeof net->name, "net");
+    }
+    if (v[1] && v[1]->type != YAML_SCALAR_NODE) return err_at(s, v[1]->start_mark, "'description' must be text");
+    if (!v[2]) return err_at(s, root->start_mark, "missing key 'input' (channels, height, width, classes)");
+    if ((rc = parse_input(s, v[2], root->start_mark))) return rc;
+    if (v[3] && (rc = parse_train(s, v[3]))) return rc;
+    uint64_t in_bytes;
+    if (!vd_mul_u64((uint64_t)net->in_c, (uint64_t)net->in_h, &in_bytes) ||
+        !vd_mul_u64(in_bytes, (uint64_t)net->in_w, &in_bytes) ||
+        !vd_mul_u64(in_bytes, (uint64_t)net->train.batch, &in_bytes) || !vd_mul_u64(in_bytes, 4, &in_bytes))
+        return err_at(s, v[2]->start_mark, "the input %dx%dx%d at batch %d overflows 64-bit byte counts",
+                      net->in_c, net->in_h, net->in_w, net->train.batch);
+    if (v[4] && !is_null_scalar(v[4]) && (rc = parse_templates(s, v[4]))) return rc;
+    if (!v[5]) return err_at(s, root->start_mark, "missing key 'layers'");
+    if (v[5]->type != YAML_SEQUENCE_NODE) return err_at(s, v[5]->start_mark, "'layers' must be a list");
+    if (v[5]->data.sequence.items.top == v[5]->data.sequence.items.start)
+        return err_at(s, v[5]->start_mark, "'layers' must not be empty");
+    int prev = -1;
+    if ((rc = expand_list(s, v[5], NULL, "", &prev))) return rc;
+    if (s->pending) return report_pending(s);
+    if (net->n_layers == 0)
+        return err_at(s, v[5]->start_mark, "'layers' expands to no layers (every entry was skipped by 'if')");
+    rc = vd_net_finalize(net, s->e);
+    if (rc) {
+        s->failed = true;
+        if (rc == VD_ESPEC) annotate(s);
+        return rc;
+    }
+    /* Planners and the summary add up every layer's output and every
+     * parameter: keep the sums at the batch size well inside 64 bits. */
+    uint64_t total = (uint64_t)net->param_floats * 4, b;
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        if (!vd_mul_u64((uint64_t)vd_net_out_numel(net, i), (uint64_t)net->train.batch * 4, &b) ||
+            !vd_add_u64(total, b, &total) || total > ((uint64_t)1 << 62)) {
+            char ctx[768];
+            snprintf(ctx, sizeof ctx, "%s", s->ctx[i] ? s->ctx[i] : "");
+            return fail_msg(s, l->line, l->col, "the net's parameters and activations at this batch exceed "
+                            "2^62 bytes", ctx);
+        }
+    }
+    return VD_OK;
+}
+
+int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, vd_net *net, vd_err *e) {
+    sp s;
+    memset(&s, 0, sizeof s);
+    s.file = name_for_messages ? name_for_messages : "<spec>";
+    s.text = text;
+    s.len = len;
+    s.net = net;
+    s.e = e;
+    vd_net_free(net);
+    vd_net_init(net);
+    snprintf(net->path, sizeof net->path, "%s", s.file);
+    train_defaults(&net->train);
+    if (len > VD_SPEC_MAX_TEXT)
+        return vd_errf(e, VD_ESPEC, "%s:1:1: the spec is too large (%zu bytes, at most %d)", s.file, len,
+                       VD_SPEC_MAX_TEXT);
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return vd_errf(e, VD_ENOMEM, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int rc;
+    if (!yaml_parser_load(&parser, &s.doc)) {
+        rc = yaml_error(&s, &parser);
+        yaml_parser_delete(&parser);
+        return rc;
+    }
+    /* exactly one document */
+    yaml_document_t extra;
+    if (yaml_document_get_root_node(&s.doc)) {
+        if (!yaml_parser_load(&parser, &extra)) {
+            rc = yaml_error(&s, &parser);
+            yaml_document_delete(&s.doc);
+            yaml_parser_delete(&parser);
+            return rc;
+        }
+        yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+        if (r2) {
+            fail_msg(&s, ln(r2->start_mark), cl(r2->start_mark),
+                     "the spec must be a single YAML document (found a second one)", "");
+            yaml_document_delete(&extra);
+            yaml_document_delete(&s.doc);
+            yaml_parser_delete(&parser);
+            return VD_ESPEC;
+        }
+        yaml_document_delete(&extra);
+    }
+    yaml_parser_delete(&parser);
+
+    rc = parse_doc(&s);
+    if (rc && !s.failed) rc = VD_EINTERNAL; /* every error path sets failed */
+    if (rc == VD_EINTERNAL && e && !e->msg[0])
+        vd_errf(e, VD_EINTERNAL, "%s: internal error in the spec parser", s.file);
+
+    yaml_document_delete(&s.doc);
+    for (size_t i = 0; i < s.names_cap; i++) free(s.names[i].name);
+    free(s.names);
+    for (int i = 0; i < net->n_layers && i < s.ctx_cap; i++) free(s.ctx[i]);
+    free(s.ctx);
+    free(s.tmpls);
+    return rc;
+}
+
+int vd_spec_load(const char *path, vd_net *net, vd_err *e) {
+    char *text = NULL;
+    size_t n = 0;
+    int rc = vd_read_file(path, &text, &n, e);
+    if (rc) return rc;
+    rc = vd_spec_parse(text, n, path, net, e);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,550 @@
+/* ckpt.c — safetensors checkpoints; the format is described in ckpt.h. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "vd_config.h"
+#include "train/ckpt.h"
+#include "train/json_mini.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoints are written with memcpy: a little-endian host is required"
+#endif
+
+#define ST_MAX_HEADER ((uint64_t)100 << 20)   /* safetensors' own limit */
+
+/* ======================================================================== */
+/* Small helpers                                                             */
+/* ======================================================================== */
+
+static uint64_t fnv1a64(const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
+void vd_ckpt_state_path(const char *path, char *buf, size_t n) {
+    snprintf(buf, n, "%s.state", path);
+}
+
+/* Growing string for the JSON header. */
+typedef struct sbuf { char *p; size_t len, cap; bool oom; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < b->len + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = true; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof tmp) { b->oom = true; return; }
+    sb_put(b, tmp, (size_t)k);
+}
+
+static void sb_json_str(sbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { char t[2] = { '\\', (char)c }; sb_put(b, t, 2); }
+        else if (c < 0x20) sb_printf(b, "\\u%04x", c);
+        else sb_put(b, (const char *)&c, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* ======================================================================== */
+/* Writing                                                                   */
+/* ======================================================================== */
+
+typedef struct out_tensor {
+    char name[VD_NAME_MAX + 48];
+    const char *dtype;          /* "F32" | "I64" */
+    int ndim;
+    int64_t shape[4];
+    const void *data;
+    uint64_t bytes;
+} out_tensor;
+
+typedef struct meta_kv { const char *k; char v[128]; } meta_kv;
+
+/* Serialise tensors (already in file order) and metadata into one buffer. */
+static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char **out,
+                    size_t *out_n, vd_err *e) {
+    sbuf h = { 0 };
+    sb_put(&h, "{\"__metadata__\":{", 17);
+    for (int i = 0; i < nm; i++) {
+        if (i) sb_put(&h, ",", 1);
+        sb_json_str(&h, m[i].k);
+        sb_put(&h, ":", 1);
+        sb_json_str(&h, m[i].v);
+    }
+    sb_put(&h, "}", 1);
+    uint64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        sb_put(&h, ",", 1);
+        sb_json_str(&h, t[i].name);
+        sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", t[i].dtype);
+        for (int d = 0; d < t[i].ndim; d++)
+            sb_printf(&h, "%s%" PRId64, d ? "," : "", t[i].shape[d]);
+        sb_printf(&h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + t[i].bytes);
+        off += t[i].bytes;
+    }
+    sb_put(&h, "}", 1);
+    while (!h.oom && h.len % 8) sb_put(&h, " ", 1);   /* data starts 8-aligned */
+    if (h.oom) { free(h.p); return vd_errf(e, VD_ENOMEM, "out of memory building a checkpoint header"); }
+    uint64_t total;
+    if (!vd_add_u64(8 + h.len, off, &total) || total > SIZE_MAX) {
+        free(h.p);
+        return vd_errf(e, VD_ENOMEM, "checkpoint too large");
+    }
+    char *buf = vd_malloc((size_t)total, e);
+    if (!buf) { free(h.p); return VD_ENOMEM; }
+    uint64_t hl = h.len;
+    for (int k = 0; k < 8; k++) buf[k] = (char)((hl >> (8 * k)) & 0xFF);
+    memcpy(buf + 8, h.p, h.len);
+    char *d = buf + 8 + h.len;
+    for (int i = 0; i < nt; i++) {
+        if (t[i].bytes) memcpy(d, t[i].data, (size_t)t[i].bytes);
+        d += t[i].bytes;
+    }
+    free(h.p);
+    *out = buf;
+    *out_n = (size_t)total;
+    return VD_OK;
+}
+
+static void param_tensor(out_tensor *t, const vd_param *p, const char *prefix, const float *base) {
+    snprintf(t->name, sizeof t->name, "%s%s", prefix, p->name);
+    t->dtype = "F32";
+    t->ndim = p->ndim;
+    for (int d = 0; d < p->ndim; d++) t->shape[d] = p->shape[d];
+    t->data = base + p->offset;
+    t->bytes = (uint64_t)p->numel * sizeof(float);
+}
+
+int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
+                 const float *momentum, const vd_train_state *st, vd_err *e) {
+    int n_bn = 0;
+    for (int i = 0; i < net->n_layers; i++) n_bn += net->layers[i].op == VD_OP_BATCHNORM;
+    int cap = net->n_params + n_bn;
+    out_tensor *t = vd_calloc((size_t)(cap > 0 ? cap : 1), sizeof *t, e);
+    int64_t *nbt = vd_calloc((size_t)(n_bn > 0 ? n_bn : 1), sizeof *nbt, e);
+    if (!t || !nbt) { free(t); free(nbt); return VD_ENOMEM; }
+    int nt = 0, k = 0;
+    /* I64 first (8-byte alignment), then F32 in the net's parameter order */
+    for (int i = 0; i < net->n_layers; i++) {
+        if (net->layers[i].op != VD_OP_BATCHNORM) continue;
+        nbt[k] = st->iteration;
+        out_tensor *o = &t[nt++];
+        snprintf(o->name, sizeof o->name, "%s.num_batches_tracked", net->layers[i].name);
+        o->dtype = "I64";
+        o->ndim = 0;
+        o->data = &nbt[k++];
+        o->bytes = 8;
+    }
+    for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params);
+
+    meta_kv m[8];
+    int nm = 0;
+    m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "pt");
+    m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
+    m[nm].k = "net"; snprintf(m[nm++].v, sizeof m[0].v, "%s", net->name);
+    m[nm].k = "producer"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn %s", VD_VERSION);
+    char *buf;
+    size_t n;
+    int rc = st_build(t, nt, m, nm, &buf, &n, e);
+    if (rc) goto out;
+    rc = vd_write_file_atomic(path, buf, n, e);
+    uint64_t model_hash = fnv1a64(buf, n);
+    free(buf);
+    if (rc || !momentum) goto out;
+
+    nt = 0;
+    for (int i = 0; i < net->n_params; i++)
+        if (net->params[i].kind == VD_PARAM_WEIGHT)
+            param_tensor(&t[nt++], &net->params[i], "momentum.", momentum);
+    nm = 0;
+    m[nm].k = "batch"; snprintf(m[nm++].v, sizeof m[0].v, "%d", st->batch);
+    m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn-state-1");
+    m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
+    m[nm].k = "model_fnv1a64"; snprintf(m[nm++].v, sizeof m[0].v, "%016" PRIx64, model_hash);
+    m[nm].k = "net"; snprintf(m[nm++].v, sizeof m[0].v, "%s", net->name);
+    m[nm].k = "samples"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->samples);
+    m[nm].k = "seed"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->seed);
+    m[nm].k = "sgd_steps"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->sgd_steps);
+    rc = st_build(t, nt, m, nm, &buf, &n, e);
+    if (rc) goto out;
+    char sp[1200];
+    vd_ckpt_state_path(path, sp, sizeof sp);
+    rc = vd_write_file_atomic(sp, buf, n, e);
+    free(buf);
+out:
+    free(t);
+    free(nbt);
+    return rc;
+}
+
+/* ======================================================================== */
+/* Reading                                                                   */
+/* ======================================================================== */
+
+typedef struct st_entry {
+    const char *name;           /* points into the JSON tree */
+    const char *dtype;
+    int dsize;                  /* bytes per element */
+    int ndim;
+    int64_t shape[8];
+    uint64_t numel;
+    uint64_t begin, end;        /* into the data area */
+    bool used;
+} st_entry;
+
+typedef struct st_file {
+    const char *path;
+    char *raw;                  /* whole file */
+    size_t n;
+    const unsigned char *data;  /* raw + 8 + header length */
+    uint64_t data_n;
+    vj_val *hdr;
+    const vj_val *meta;         /* __metadata__ object or NULL */
+    int n_ent;
+    st_entry *ent;
+} st_file;
+
+static void st_close(st_file *f) {
+    free(f->raw);
+    vj_free(f->hdr);
+    free(f->ent);
+    memset(f, 0, sizeof *f);
+}
+
+static int dtype_size(const char *d) {
+    static const struct { const char *n; int s; } t[] = {
+        { "F64", 8 }, { "F32", 4 }, { "F16", 2 }, { "BF16", 2 }, { "I64", 8 }, { "I32", 4 },
+        { "I16", 2 }, { "I8", 1 }, { "U64", 8 }, { "U32", 4 }, { "U16", 2 }, { "U8", 1 },
+        { "BOOL", 1 }, { "F8_E4M3", 1 }, { "F8_E5M2", 1 } };
+    for (size_t i = 0; i < VD_ARRAY_LEN(t); i++)
+        if (strcmp(d, t[i].n) == 0) return t[i].s;
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+#define BAD(...) do { rc = vd_errf(e, VD_EDATA, __VA_ARGS__); goto fail; } while (0)
+
+static int st_open(const char *path, st_file *f, vd_err *e) {
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    int rc = vd_read_file(path, &f->raw, &f->n, e);
+    if (rc) return rc;
+    const unsigned char *u = (const unsigned char *)f->raw;
+    if (f->n < 8) BAD("%s: not a safetensors file (truncated: %zu bytes, no header length)", path, f->n);
+    uint64_t hl = 0;
+    for (int k = 7; k >= 0; k--) hl = (hl << 8) | u[k];
+    if (hl > ST_MAX_HEADER)
+        BAD("%s: not a safetensors file (header length %" PRIu64 " is implausible)", path, hl);
+    if (hl > f->n - 8)
+        BAD("%s: truncated safetensors file (header needs %" PRIu64 " bytes, %zu present)",
+            path, hl, f->n - 8);
+    char jerr[160];
+    if (vj_parse(f->raw + 8, (size_t)hl, &f->hdr, jerr, sizeof jerr) != 0)
+        BAD("%s: corrupt safetensors header: bad JSON at %s", path, jerr);
+    if (f->hdr->type != VJ_OBJ) BAD("%s: corrupt safetensors header: not a JSON object", path);
+    f->data = u + 8 + hl;
+    f->data_n = f->n - 8 - hl;
+    f->ent = vd_calloc((size_t)(f->hdr->n ? f->hdr->n : 1), sizeof(st_entry), e);
+    if (!f->ent) { rc = VD_ENOMEM; goto fail; }
+    for (int i = 0; i < f->hdr->n; i++) {
+        const char *key = f->hdr->keys[i];
+        const vj_val *v = &f->hdr->items[i];
+        if (strcmp(key, "__metadata__") == 0) {
+            if (v->type != VJ_OBJ) BAD("%s: corrupt safetensors header: __metadata__ is not an object", path);
+            for (int k = 0; k < v->n; k++)
+                if (v->items[k].type != VJ_STR)
+                    BAD("%s: corrupt safetensors header: __metadata__ value '%s' is not a string",
+                        path, v->keys[k]);
+            f->meta = v;
+            continue;
+        }
+        st_entry *t = &f->ent[f->n_ent++];
+        t->name = key;
+        const vj_val *dt = vj_get(v, "dtype"), *sh = vj_get(v, "shape"), *of = vj_get(v, "data_offsets");
+        if (v->type != VJ_OBJ || !dt || dt->type != VJ_STR || !sh || sh->type != VJ_ARR || !of ||
+            of->type != VJ_ARR || of->n != 2)
+            BAD("%s: corrupt safetensors header: tensor '%s' needs dtype, shape and "
+                "data_offsets [begin, end]", path, key);
+        t->dtype = dt->str;
+        t->dsize = dtype_size(dt->str);
+        if (!t->dsize) BAD("%s: tensor '%s' has unknown dtype '%s'", path, key, dt->str);
+        if (sh->n > 8) BAD("%s: tensor '%s' has %d dimensions (at most 8 supported)", path, key, sh->n);
+        t->ndim = sh->n;
+        t->numel = 1;
+        for (int d = 0; d < sh->n; d++) {
+            uint64_t s;
+            if (!vj_u64(&sh->items[d], &s) || s > INT64_MAX || !vd_mul_u64(t->numel, s, &t->numel))
+                BAD("%s: tensor '%s' has a bad shape entry %d", path, key, d);
+            t->shape[d] = (int64_t)s;
+        }
+        uint64_t bytes;
+        if (!vj_u64(&of->items[0], &t->begin) || !vj_u64(&of->items[1], &t->end) ||
+            t->begin > t->end || !vd_mul_u64(t->numel, (uint64_t)t->dsize, &bytes))
+            BAD("%s: tensor '%s' has bad data_offsets", path, key);
+        if (t->end > f->data_n)
+            BAD("%s: truncated safetensors file: tensor '%s' ends at byte %" PRIu64 " of the "
+                "data but only %" PRIu64 " bytes are present", path, key, t->end, f->data_n);
+        if (t->end - t->begin != bytes)
+            BAD("%s: tensor '%s': data_offsets span %" PRIu64 " bytes but %s%s needs %" PRIu64,
+                path, key, t->end - t->begin, t->dtype, " of its shape", bytes);
+    }
+    /* contiguous, no overlap, no holes, covers the data area exactly */
+    st_entry *sorted = vd_malloc(sizeof(st_entry) * (size_t)(f->n_ent ? f->n_ent : 1), e);
+    if (!sorted) { rc = VD_ENOMEM; goto fail; }
+    memcpy(sorted, f->ent, sizeof(st_entry) * (size_t)f->n_ent);
+    qsort(sorted, (size_t)f->n_ent, sizeof(st_entry), cmp_begin);
+    uint64_t pos = 0;
+    for (int i = 0; i < f->n_ent; i++) {
+        if (sorted[i].begin != pos) {
+            rc = vd_errf(e, VD_EDATA, "%s: corrupt safetensors file: tensor '%s' %s at byte "
+                         "%" PRIu64 " (expected %" PRIu64 ")", path, sorted[i].name,
+                         sorted[i].begin < pos ? "overlaps the previous one" : "leaves a hole",
+                         sorted[i].begin, pos);
+            free(sorted);
+            goto fail;
+        }
+        pos = sorted[i].end;
+    }
+    free(sorted);
+    if (pos != f->data_n)
+        BAD("%s: corrupt safetensors file: tensors cover %" PRIu64 " data bytes but the file "
+            "has %" PRIu64, path, pos, f->data_n);
+    return VD_OK;
+fail:
+    st_close(f);
+    return rc;
+}
+
+static st_entry *st_find(st_file *f, const char *name) {
+    for (int i = 0; i < f->n_ent; i++)
+        if (strcmp(f->ent[i].name, name) == 0) return &f->ent[i];
+    return NULL;
+}
+
+static const char *meta_str(const st_file *f, const char *key) {
+    const vj_val *v = vj_get(f->meta, key);
+    return v && v->type == VJ_STR ? v->str : NULL;
+}
+
+static int meta_u64(const st_file *f, const char *key, uint64_t *out, vd_err *e) {
+    const char *s = meta_str(f, key);
+    if (!s) return vd_errf(e, VD_EDATA, "%s: metadata '%s' is missing", f->path, key);
+    int64_t v;
+    if (vd_parse_i64(s, &v, NULL) != 0 || v < 0) {
+        /* seeds may use the full uint64 range */
+        char *end;
+        unsigned long long u = strtoull(s, &end, 10);
+        if (!*s || *end || s[0] == '-')
+            return vd_errf(e, VD_EDATA, "%s: metadata '%s' = '%s' is not a count", f->path, key, s);
+        *out = (uint64_t)u;
+        return VD_OK;
+    }
+    *out = (uint64_t)v;
+    return VD_OK;
+}
+
+static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* Copy the tensors "<prefix><param name>" for the params with kind `only`
+ * (or all if only < 0) from f into dst; every entry of f must be used
+ * (num_batches_tracked of the net's BN layers allowed when allow_nbt). */
+static int load_params(st_file *f, const vd_net *net, const char *prefix, int only,
+                       bool allow_nbt, float *dst, vd_err *e) {
+    int bad = 0;
+    char first[900] = "";
+    char name[VD_NAME_MAX + 48];
+    for (int i = 0; i < net->n_params; i++) {
+        const vd_param *p = &net->params[i];
+        if (only >= 0 && (int)p->kind != only) continue;
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        st_entry *t = st_find(f, name);
+        char why[600] = "";
+        if (!t) {
+            snprintf(why, sizeof why, "tensor '%s' is missing", name);
+        } else {
+            t->used = true;
+            char s1[160], s2[160];
+            bool same = t->ndim == p->ndim;
+            for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
+            if (strcmp(t->dtype, "F32") != 0) {
+                snprintf(why, sizeof why, "tensor '%s' has dtype %s (only F32 is supported)",
+                         name, t->dtype);
+            } else if (!same) {
+                fmt_shape(s1, sizeof s1, t->ndim, t->shape);
+                fmt_shape(s2, sizeof s2, p->ndim, p->shape);
+                snprintf(why, sizeof why, "tensor '%s' has shape %s but net '%s' expects %s",
+                         name, s1, net->name, s2);
+            } else {
+                memcpy(dst + p->offset, f->data + t->begin, (size_t)(t->end - t->begin));
+            }
+        }
+        if (why[0] && !bad++) snprintf(first, sizeof first, "%s", why);
+    }
+    for (int i = 0; i < f->n_ent; i++) {
+        st_entry *t = &f->ent[i];
+        if (t->used) continue;
+        char why[600] = "";
+        const char *suf = ".num_batches_tracked";
+        size_t ln = strlen(t->name), ls = strlen(suf);
+        bool nbt = false;
+        if (allow_nbt && ln > ls && strcmp(t->name + ln - ls, suf) == 0) {
+            char lname[VD_NAME_MAX + 48];
+            snprintf(lname, sizeof lname, "%.*s", (int)(ln - ls), t->name);
+            int li = vd_net_find(net, lname);
+            nbt = li >= 0 && net->layers[li].op == VD_OP_BATCHNORM;
+            if (nbt && !(strcmp(t->dtype, "I64") == 0 && t->numel == 1 && t->ndim <= 1))
+                snprintf(why, sizeof why, "tensor '%s' must be an I64 scalar", t->name);
+        }
+        if (!nbt)
+            snprintf(why, sizeof why, "unexpected tensor '%s' (net '%s' has no such parameter)",
+                     t->name, net->name);
+        if (why[0] && !bad++) snprintf(first, sizeof first, "%s", why);
+    }
+    if (bad)
+        return vd_errf(e, VD_EDATA, "%s: does not match net '%s': %s%s", f->path, net->name,
+                       first, bad > 1 ? " (and more mismatches after it)" : "");
+    return VD_OK;
+}
+
+int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
+                       int64_t *iteration, vd_err *e) {
+    st_file f;
+    int rc = st_open(path, &f, e);
+    if (rc) return rc;
+    rc = load_params(&f, net, "", -1, true, params, e);
+    if (!rc && iteration) {
+        *iteration = 0;
+        uint64_t it;
+        if (meta_str(&f, "iteration")) {
+            rc = meta_u64(&f, "iteration", &it, e);
+            if (!rc) *iteration = (int64_t)it;
+        }
+    }
+    st_close(&f);
+    return rc;
+}
+
+/* Open FILE.state, check it belongs to FILE (hash of model_raw) and net, and
+ * read its metadata into st. */
+static int open_state(const char *path, const vd_net *net, const char *model_raw,
+                      size_t model_n, st_file *f, vd_train_state *st, vd_err *e) {
+    char sp[1200];
+    vd_ckpt_state_path(path, sp, sizeof sp);
+    int rc = st_open(sp, f, e);
+    if (rc == VD_EIO && e) {
+        char msg[sizeof e->msg];
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        return vd_errf(e, VD_EIO, "%s (--resume needs the .state file saved next to the "
+                       "checkpoint; --init %s starts from the weights alone)", msg, path);
+    }
+    if (rc) return rc;
+    const char *fmt = meta_str(f, "format"), *nn = meta_str(f, "net"), *h = meta_str(f, "model_fnv1a64");
+    if (!fmt || strcmp(fmt, "vdnn-state-1") != 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: not a vdnn state file (metadata format is '%s', expected "
+                     "'vdnn-state-1')", sp, fmt ? fmt : "(missing)");
+        goto fail;
+    }
+    if (!nn || strcmp(nn, net->name) != 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: saved for net '%s', not '%s'", sp, nn ? nn : "?", net->name);
+        goto fail;
+    }
+    char want[32];
+    snprintf(want, sizeof want, "%016" PRIx64, fnv1a64(model_raw, model_n));
+    if (!h || strcmp(h, want) != 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: does not belong to %s (model hash %s, state expects %s); "
+                     "the pair was not saved together", sp, path, want, h ? h : "(missing)");
+        goto fail;
+    }
+    uint64_t it, steps, samples, seed, batch;
+    /* f->path is sp here, so meta_u64's messages name the state file */
+    if ((rc = meta_u64(f, "iteration", &it, e)) || (rc = meta_u64(f, "sgd_steps", &steps, e)) ||
+        (rc = meta_u64(f, "samples", &samples, e)) || (rc = meta_u64(f, "seed", &seed, e)) ||
+        (rc = meta_u64(f, "batch", &batch, e)))
+        goto fail;
+    if (it > INT64_MAX || steps > INT64_MAX || batch < 1 || batch > INT32_MAX) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata out of range", sp);
+        goto fail;
+    }
+    st->iteration = (int64_t)it;
+    st->sgd_steps = (int64_t)steps;
+    st->samples = samples;
+    st->seed = seed;
+    st->batch = (int)batch;
+    f->path = path;     /* sp is on this stack frame; callers must not use it */
+    return VD_OK;
+fail:
+    st_close(f);
+    return rc;
+}
+
+int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st, vd_err *e) {
+    char *raw;
+    size_t n;
+    int rc = vd_read_file(path, &raw, &n, e);
+    if (rc) return rc;
+    st_file f;
+    rc = open_state(path, net, raw, n, &f, st, e);
+    free(raw);
+    if (!rc) st_close(&f);
+    return rc;
+}
+
+int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
+                 vd_train_state *st, vd_err *e) {
+    st_file m;
+    int rc = st_open(path, &m, e);
+    if (rc) return rc;
+    rc = load_params(&m, net, "", -1, true, params, e);
+    uint64_t mit = 0;
+    if (!rc) rc = meta_u64(&m, "iteration", &mit, e);
+    if (rc) { st_close(&m); return rc; }
+    st_file s;
+    rc = open_state(path, net, m.raw, m.n, &s, st, e);
+    st_close(&m);
+    if (rc) return rc;
+    char sp[1200];
+    vd_ckpt_state_path(path, sp, sizeof sp);
+    s.path = sp;
+    if ((int64_t)mit != st->iteration)
+        rc = vd_errf(e, VD_EDATA, "%s: iteration %" PRId64 " but %s says %" PRIu64, sp,
+                     st->iteration, path, mit);
+    if (!rc) {
+        memset(momentum, 0, sizeof(float) * (size_t)net->param_floats);
+        rc = load_params(&s, net, "momentum.", VD_PARAM_WEIGHT, false, momentum, e);
+    }
+    st_close(&s);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* ckpt.h — checkpoints in the safetensors format.
+ *
+ * A checkpoint is two files, both safetensors (8-byte little-endian header
+ * length N, N bytes of JSON header padded with spaces to a multiple of 8,
+ * then the tensor bytes, row-major little-endian, contiguous, no holes):
+ *
+ *   FILE        the model: exactly a torchvision state_dict. Every parameter
+ *               and buffer of the net under its own name ("features.0.weight",
+ *               "bn1.running_var", ...) as F32 in PyTorch's shape, plus for
+ *               every batch-norm layer "<bn>.num_batches_tracked" (I64, shape
+ *               [], = iterations trained). So in Python
+ *                 model.load_state_dict(safetensors.torch.load_file(FILE))
+ *               works with strict=True. __metadata__ (strings): "format": "pt",
+ *               "producer": "vdnn VERSION", "net", "iteration".
+ *   FILE.state  what only a resume needs: "momentum.<name>" (F32, the shape of
+ *               <name>) for every trainable parameter, and __metadata__:
+ *               "format": "vdnn-state-1", "net", "iteration", "sgd_steps",
+ *               "samples" (data sample counter of the next batch), "seed",
+ *               "batch", "model_fnv1a64" (FNV-1a 64 of FILE's bytes, so a
+ *               state never pairs with a model file it was not saved with).
+ *
+ * Keeping the optimizer state out of FILE is what keeps FILE loadable by a
+ * strict load_state_dict. Both files are written with vd_write_file_atomic
+ * (FILE first, then FILE.state). Loading validates the header length, JSON,
+ * dtypes, shapes, offsets (in range, contiguous, covering the data) and the
+ * metadata; anything wrong is VD_EDATA naming the file. */
+#ifndef VD_CKPT_H
+#define VD_CKPT_H
+
+#include <stdint.h>
+#include "util/util.h"
+#include "net/net.h"
+
+typedef struct vd_train_state {
+    int64_t iteration;          /* iterations completed */
+    int64_t sgd_steps;          /* SGD updates applied (== iteration) */
+    uint64_t samples;           /* data sample counter of the next batch */
+    uint64_t seed;              /* the run's seed (init, data order, dropout) */
+    int batch;
+} vd_train_state;
+
+/* Write FILE (model) and, when momentum is non-NULL, FILE.state.
+ * params / momentum: net->param_floats floats each (momentum of buffer
+ * ranges is ignored). */
+int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
+                 const float *momentum, const vd_train_state *st, vd_err *e);
+
+/* Load FILE's tensors into params (net->param_floats floats). Names, dtypes
+ * and shapes must match the net exactly (num_batches_tracked is accepted and
+ * ignored); the first mismatch is reported (VD_EDATA). *iteration (may be
+ * NULL) gets the "iteration" metadata, or 0 if absent (e.g. a file saved
+ * from PyTorch). */
+int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
+                       int64_t *iteration, vd_err *e);
+
+/* Read FILE.state's metadata only (to learn the seed before the run is set
+ * up). Also checks that it belongs to FILE. */
+int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st,
+                       vd_err *e);
+
+/* Load FILE and FILE.state: params, momentum (both net->param_floats floats;
+ * momentum of buffer ranges is zeroed) and st. */
+int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
+                 vd_train_state *st, vd_err *e);
+
+/* Path of the state file for a checkpoint path: "PATH.state" into buf. */
+void vd_ckpt_state_path(const char *path, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,246 @@
+/* train.c — the training loop; see train.h. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "train/train.h"
+#include "train/ckpt.h"
+#include "train/lr.h"
+
+static void emit(const vd_train_opts *o, const vd_train_event *ev) {
+    if (o->cb) o->cb(ev, o->user);
+}
+
+static void note(const vd_train_opts *o, int64_t iter, int64_t total, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note(const vd_train_opts *o, int64_t iter, int64_t total, const char *fmt, ...) {
+    if (!o->cb) return;
+    char msg[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    vd_train_event ev = { .kind = VD_TEV_NOTE, .iter = iter, .total = total, .msg = msg };
+    o->cb(&ev, o->user);
+}
+
+int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
+                      double *acc, double *loss, int64_t *n, vd_err *e) {
+    *acc = *loss = 0;
+    *n = 0;
+    const vd_data_info *info = vd_data_get_info(ds);
+    int batch = net->train.batch;
+    int64_t nb = info->n[VD_SPLIT_TEST] / batch;
+    if (nb == 0) return VD_OK;
+    vd_loader *ld;
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch, .shuffle = false,
+                          .seed = net->train.seed, .start = 0, .threads = threads };
+    int rc = vd_loader_create(&ld, ds, &cfg, e);
+    if (rc) return rc;
+    int64_t correct = 0;
+    double lsum = 0;
+    for (int64_t b = 0; b < nb && !rc; b++) {
+        rc = vd_loader_next(ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
+        int c = 0;
+        float l = 0;
+        if (!rc) rc = vd_exec_eval_step(ex, &c, &l, e);
+        if (!rc) { correct += c; lsum += l; }
+    }
+    vd_loader_destroy(&ld);
+    if (rc) return rc;
+    *n = nb * batch;
+    *acc = (double)correct / (double)*n;
+    *loss = lsum / (double)nb;
+    return VD_OK;
+}
+
+typedef struct run {
+    const vd_net *net;
+    vd_exec *ex;
+    vd_dataset *ds;
+    const vd_train_opts *o;
+    float *params, *mom;        /* host copies [param_floats] */
+    vd_loader *ld;
+} run;
+
+static int save(run *r, int64_t iter, bool final, vd_err *e) {
+    int64_t steps = 0;
+    int rc = vd_exec_get_state(r->ex, r->params, r->mom, &steps, e);
+    if (rc) return rc;
+    vd_train_state st = { .iteration = iter, .sgd_steps = steps,
+                          .samples = vd_loader_position(r->ld), .seed = r->net->train.seed,
+                          .batch = r->net->train.batch };
+    rc = vd_ckpt_save(r->o->save_path, r->net, r->params, r->mom, &st, e);
+    if (rc) {
+        vd_err_prefix(e, "saving the checkpoint at iteration %lld", (long long)iter);
+        return rc;
+    }
+    vd_train_event ev = { .kind = VD_TEV_SAVE, .iter = iter, .total = r->o->iters,
+                          .final = final, .path = r->o->save_path };
+    emit(r->o, &ev);
+    return VD_OK;
+}
+
+static int eval(run *r, int64_t iter, bool final, vd_train_result *res, vd_err *e) {
+    double acc, loss;
+    int64_t n;
+    int rc = vd_train_evaluate(r->net, r->ex, r->ds, r->o->loader_threads, &acc, &loss, &n, e);
+    if (rc) return rc;
+    if (n == 0) {
+        if (final)
+            note(r->o, iter, r->o->iters, "no evaluation: the held-out split has %lld images, "
+                 "fewer than one batch (%d)",
+                 (long long)vd_data_get_info(r->ds)->n[VD_SPLIT_TEST], r->net->train.batch);
+        return VD_OK;
+    }
+    res->eval_acc = acc;
+    res->eval_loss = loss;
+    res->eval_n = n;
+    vd_train_event ev = { .kind = VD_TEV_EVAL, .iter = iter, .total = r->o->iters,
+                          .eval_acc = acc, .eval_loss = loss, .eval_n = n, .final = final };
+    emit(r->o, &ev);
+    return VD_OK;
+}
+
+int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_opts *o,
+                 vd_train_result *out, vd_err *e) {
+    vd_train_result res_local, *res = out ? out : &res_local;
+    memset(res, 0, sizeof *res);
+    const vd_train_cfg *cfg = &net->train;
+    if (o->iters < 1) return vd_errf(e, VD_EUSAGE, "the number of iterations must be >= 1");
+    int64_t end = o->stop_at > 0 && o->stop_at < o->iters ? o->stop_at : o->iters;
+    if (o->log_every < 1) return vd_errf(e, VD_EUSAGE, "--log-every must be >= 1");
+    if (o->resume_path && o->init_path)
+        return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
+    int rc = vd_lr_validate(&cfg->lr_policy, cfg->lr, e);
+    if (rc) return rc;
+
+    run r = { .net = net, .ex = ex, .ds = ds, .o = o };
+    r.params = vd_malloc(sizeof(float) * (size_t)(net->param_floats ? net->param_floats : 1), e);
+    r.mom = vd_calloc((size_t)(net->param_floats ? net->param_floats : 1), sizeof(float), e);
+    if (!r.params || !r.mom) { rc = VD_ENOMEM; goto done; }
+
+    /* ---- starting point ---- */
+    int64_t iter = 0;
+    uint64_t samples = 0;
+    if (o->resume_path) {
+        vd_train_state st;
+        rc = vd_ckpt_load(o->resume_path, net, r.params, r.mom, &st, e);
+        if (rc) goto done;
+        if (st.seed != cfg->seed) {
+            rc = vd_errf(e, VD_EUSAGE, "%s was trained with seed %llu but this run has seed "
+                         "%llu; resume with the checkpoint's seed", o->resume_path,
+                         (unsigned long long)st.seed, (unsigned long long)cfg->seed);
+            goto done;
+        }
+        if (st.batch != cfg->batch)
+            note(o, st.iteration, o->iters, "resuming at batch %d although %s was trained at "
+                 "batch %d: the run will not repeat an uninterrupted one exactly", cfg->batch,
+                 o->resume_path, st.batch);
+        rc = vd_exec_set_state(ex, r.params, r.mom, st.sgd_steps, e);
+        if (rc) goto done;
+        iter = st.iteration;
+        samples = st.samples;
+        note(o, iter, o->iters, "resumed from %s at iteration %lld", o->resume_path,
+             (long long)iter);
+    } else if (o->init_path) {
+        rc = vd_ckpt_load_model(o->init_path, net, r.params, NULL, e);
+        if (rc) goto done;
+        rc = vd_exec_set_state(ex, r.params, NULL, 0, e);
+        if (rc) goto done;
+        note(o, 0, o->iters, "initialised the weights from %s", o->init_path);
+    } else {
+        vd_net_init_params(net, r.params, cfg->seed);
+        rc = vd_exec_set_state(ex, r.params, NULL, 0, e);
+        if (rc) goto done;
+    }
+    res->first_iter = iter;
+    res->iters_done = iter;
+
+    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch, .shuffle = true,
+                         .seed = cfg->seed, .start = samples, .threads = o->loader_threads };
+    rc = vd_loader_create(&r.ld, ds, &lc, e);
+    if (rc) goto done;
+
+    if (iter >= end) {
+        note(o, iter, o->iters, "the checkpoint is already at iteration %lld, not below the "
+             "requested %lld: no training", (long long)iter, (long long)end);
+    } else {
+        vd_train_event ev = { .kind = VD_TEV_START, .iter = iter, .total = o->iters };
+        emit(o, &ev);
+    }
+
+    /* ---- the loop ---- */
+    double t_run0 = vd_now(), t_win0 = t_run0, step_sum = 0, win_loss = 0;
+    int64_t n_steps_timed = 0, win_n = 0, first = iter;
+    float loss = 0;
+    double lr = 0;
+    while (iter < end) {
+        if (o->stop && *o->stop) { res->interrupted = true; break; }
+        rc = vd_loader_next(r.ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
+        if (rc) goto done;
+        lr = vd_lr_at(&cfg->lr_policy, cfg->lr, iter, o->iters);
+        double t0 = vd_now();
+        rc = vd_exec_train_step(ex, (float)lr, iter, &loss, e);
+        double dt = vd_now() - t0;
+        if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
+            rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "
+                         "run diverged: lower --lr, or check the data and the net",
+                         isnan(loss) ? "NaN" : "infinite", (long long)iter, lr);
+            goto done;
+        }
+        if (rc) {
+            vd_err_prefix(e, "iteration %lld", (long long)iter);
+            goto done;
+        }
+        iter++;
+        res->iters_done = iter;
+        res->last_loss = loss;
+        if (iter - first > 1 || end - first == 1) { step_sum += dt; n_steps_timed++; }
+        win_loss += loss;
+        win_n++;
+        bool last = iter == end;
+        if ((iter - first) % o->log_every == 0 || last) {
+            double now = vd_now(), span = now - t_win0;
+            double per_iter = span / (double)win_n;
+            vd_train_event ev = { .kind = VD_TEV_PROGRESS, .iter = iter, .total = o->iters,
+                                  .loss = loss, .avg_loss = win_loss / (double)win_n, .lr = lr,
+                                  .img_per_s = span > 0 ? (double)win_n * cfg->batch / span : 0,
+                                  .eta_s = per_iter * (double)(end - iter), .final = last };
+            emit(o, &ev);
+            t_win0 = now;
+            win_loss = 0;
+            win_n = 0;
+        }
+        if (o->save_path && o->save_every > 0 && iter % o->save_every == 0 && !last) {
+            rc = save(&r, iter, false, e);
+            if (rc) goto done;
+        }
+        if (o->eval_every > 0 && iter % o->eval_every == 0 && !last) {
+            rc = eval(&r, iter, false, res, e);
+            if (rc) goto done;
+        }
+    }
+    res->train_s = vd_now() - t_run0;
+    res->mean_iter_s = n_steps_timed ? step_sum / (double)n_steps_timed : 0;
+    if (res->interrupted)
+        note(o, iter, o->iters, "stopped at iteration %lld of %lld", (long long)iter,
+             (long long)o->iters);
+
+    /* ---- the end ---- */
+    if (o->eval_at_end && !res->interrupted) {
+        rc = eval(&r, iter, true, res, e);
+        if (rc) goto done;
+    }
+    if (o->save_path && (iter > first || !o->resume_path)) {
+        rc = save(&r, iter, true, e);
+        if (rc) goto done;
+    }
+    rc = VD_OK;
+done:
+    vd_loader_destroy(&r.ld);
+    free(r.params);
+    free(r.mom);
+    return rc;
+}

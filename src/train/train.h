@@ -1,0 +1,100 @@
+/* train.h — the training loop: data -> executor -> SGD, with LR policy,
+ * periodic evaluation, checkpoints, and progress reports.
+ *
+ * Library code does not print: progress, evaluation results, saves and
+ * notes are handed to a callback (the CLI formats them).
+ *
+ * Determinism: with the same seed, net, batch and data, a run is a pure
+ * function of its iteration count. Parameters start from
+ * vd_net_init_params(seed); the data order is a function of (seed, sample
+ * counter) (data/data.h); dropout masks are vd_hash_uniform(seed, layer,
+ * iter, i). So N iterations, save, resume, M more iterations produce the same
+ * bytes as N+M iterations in one run (on a deterministic backend). */
+#ifndef VD_TRAIN_H
+#define VD_TRAIN_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "util/util.h"
+#include "net/net.h"
+#include "data/data.h"
+#include "exec/exec.h"
+
+typedef enum {
+    VD_TEV_START,       /* training is about to start (iter = first iteration) */
+    VD_TEV_PROGRESS,    /* every log_every iterations and after the last one */
+    VD_TEV_EVAL,        /* an evaluation finished */
+    VD_TEV_SAVE,        /* a checkpoint was written (path) */
+    VD_TEV_NOTE,        /* informational message (msg) */
+} vd_train_event_kind;
+
+typedef struct vd_train_event {
+    vd_train_event_kind kind;
+    int64_t iter;           /* iterations completed so far */
+    int64_t total;          /* iterations the run goes to */
+    float loss;             /* PROGRESS: loss of the last iteration */
+    double avg_loss;        /* PROGRESS: mean loss over the iterations since the last report */
+    double lr;              /* PROGRESS: learning rate of the last iteration */
+    double img_per_s;       /* PROGRESS: throughput since the last report */
+    double eta_s;           /* PROGRESS: estimated seconds to the end */
+    double eval_acc;        /* EVAL: top-1 accuracy in [0, 1] */
+    double eval_loss;       /* EVAL: mean loss */
+    int64_t eval_n;         /* EVAL: images evaluated */
+    bool final;             /* PROGRESS/EVAL/SAVE at the end of the run */
+    const char *path;       /* SAVE */
+    const char *msg;        /* NOTE */
+} vd_train_event;
+
+typedef void (*vd_train_cb)(const vd_train_event *ev, void *user);
+
+typedef struct vd_train_opts {
+    /* batch, lr, momentum, weight_decay, lr_policy, seed: from net->train
+     * (the executor reads momentum/weight_decay/seed there too). */
+    int64_t iters;          /* total iterations of the run (> 0); the LR
+                               policy's max_iter; a resumed run continues
+                               until it reaches this count */
+    int64_t stop_at;        /* stop after this iteration count (0 = iters);
+                               the LR policy still spans iters, so a run to
+                               stop_at, saved and resumed up to iters, equals
+                               one uninterrupted run */
+    const char *save_path;  /* NULL: no checkpoint */
+    int64_t save_every;     /* also save every N iterations (0 = only at the end) */
+    const char *resume_path;/* weights + momentum + iteration + data position */
+    const char *init_path;  /* weights only */
+    int64_t eval_every;     /* evaluate every N iterations (0 = only at the end) */
+    bool eval_at_end;       /* evaluate after the last iteration */
+    int64_t log_every;      /* progress every N iterations (> 0) */
+    volatile sig_atomic_t *stop; /* optional: set (e.g. by SIGINT) to stop early;
+                                    the run saves (if save_path) and returns */
+    int loader_threads;     /* 0 = choose */
+    vd_train_cb cb;         /* may be NULL */
+    void *user;
+} vd_train_opts;
+
+typedef struct vd_train_result {
+    int64_t first_iter;     /* iteration the run started from (resume: > 0) */
+    int64_t iters_done;     /* iteration count reached */
+    float last_loss;
+    double train_s;         /* wall time of the training loop */
+    double mean_iter_s;     /* mean wall time of vd_exec_train_step, first
+                               iteration of the run excluded when there are more */
+    double eval_acc, eval_loss;
+    int64_t eval_n;         /* 0: no evaluation ran */
+    bool interrupted;       /* *stop was set */
+} vd_train_result;
+
+/* Run the training loop on ex (created for net's plan at net->train.batch).
+ * Errors: VD_ENUMERIC when the loss becomes NaN/Inf (message names the
+ * iteration and lr), VD_EDATA/VD_EIO from data and checkpoints, the
+ * executor's errors. res may be NULL. */
+int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_opts *o,
+                 vd_train_result *res, vd_err *e);
+
+/* Evaluate on the test split: floor(n_test / batch) full batches in order
+ * (the remainder is skipped). *n = images evaluated (0 if the split has
+ * fewer than batch samples; acc/loss are then 0). */
+int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
+                      double *acc, double *loss, int64_t *n, vd_err *e);
+
+#endif

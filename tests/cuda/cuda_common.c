@@ -1,0 +1,338 @@
+/* cuda_common.c — see cuda_common.h. */
+#include "cuda_common.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ nets */
+
+void c_net_begin(vd_net *net, int c, int h, int w, int batch) {
+    vd_net_init(net);
+    snprintf(net->name, sizeof net->name, "cudatest");
+    net->in_c = c;
+    net->in_h = h;
+    net->in_w = w;
+    net->classes = 1;
+    net->train.batch = batch;
+}
+
+int c_add(vd_net *net, vd_layer l) {
+    vd_err e = {0};
+    snprintf(l.name, sizeof l.name, "l%d", net->n_layers);
+    l.line = net->n_layers + 1;
+    l.col = 1;
+    int i = vd_net_add_layer(net, &l, &e);
+    ck_assert_msg(i >= 0, "add layer: %s", e.msg);
+    return i;
+}
+
+void c_finish(vd_net *net, int feeds) {
+    vd_err e = {0};
+    vd_layer loss = {0};
+    loss.op = VD_OP_SOFTMAX_XENT;
+    loss.n_in = 1;
+    loss.in[0] = feeds;
+    c_add(net, loss);
+    /* classes = numel of the fed layer, known after a first (failing) pass */
+    net->classes = 1;
+    int rc = vd_net_finalize(net, &e);
+    if (rc) {
+        int64_t numel = vd_net_out_numel(net, feeds);
+        ck_assert_msg(numel > 0, "finalize: %s", e.msg);
+        net->classes = (int)numel;
+        rc = vd_net_finalize(net, &e);
+    }
+    ck_assert_msg(rc == 0, "finalize: %s", e.msg);
+}
+
+vd_layer c_conv(int in, int out, int k, int s, int p, int d, int groups, bool bias) {
+    vd_layer l = {0};
+    l.op = VD_OP_CONV;
+    l.n_in = 1;
+    l.in[0] = in;
+    l.u.conv.out = out;
+    l.u.conv.kh = l.u.conv.kw = k;
+    l.u.conv.sh = l.u.conv.sw = s;
+    l.u.conv.ph = l.u.conv.pw = p;
+    l.u.conv.dh = l.u.conv.dw = d;
+    l.u.conv.groups = groups;
+    l.u.conv.bias = bias;
+    return l;
+}
+
+vd_layer c_pool(int in, vd_pool_mode mode, int k, int s, int p, bool ceil_mode) {
+    vd_layer l = {0};
+    l.op = VD_OP_POOL;
+    l.n_in = 1;
+    l.in[0] = in;
+    l.u.pool.mode = mode;
+    l.u.pool.kh = l.u.pool.kw = k;
+    l.u.pool.sh = l.u.pool.sw = s;
+    l.u.pool.ph = l.u.pool.pw = p;
+    l.u.pool.ceil_mode = ceil_mode;
+    return l;
+}
+
+vd_layer c_adaptive(int in, vd_pool_mode mode, int oh, int ow, bool global) {
+    vd_layer l = {0};
+    l.op = VD_OP_POOL;
+    l.n_in = 1;
+    l.in[0] = in;
+    l.u.pool.mode = mode;
+    l.u.pool.global = global;
+    l.u.pool.out_h = global ? 0 : oh;
+    l.u.pool.out_w = global ? 0 : ow;
+    return l;
+}
+
+vd_layer c_simple(int in, vd_op op) {
+    vd_layer l = {0};
+    l.op = op;
+    l.n_in = 1;
+    l.in[0] = in;
+    if (op == VD_OP_BATCHNORM) { l.u.bn.eps = 1e-5f; l.u.bn.momentum = 0.1f; }
+    if (op == VD_OP_DROPOUT) l.u.dropout.p = 0.5f;
+    return l;
+}
+
+vd_layer c_multi(vd_op op, int n, const int *ins) {
+    vd_layer l = {0};
+    l.op = op;
+    l.n_in = n;
+    for (int k = 0; k < n; k++) l.in[k] = ins[k];
+    return l;
+}
+
+/* ------------------------------------------------------------------ data */
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    ck_assert_msg(p != NULL, "out of host memory (%zu bytes)", n);
+    return p;
+}
+
+static void fill_u(float *p, int64_t n, float lo, float hi, vd_rng *r) {
+    for (int64_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * vd_rng_uniform(r);
+}
+
+void c_run_init(c_run_in *in, const vd_net *net, int layer, int n, uint64_t seed, float zeros_frac) {
+    memset(in, 0, sizeof *in);
+    const vd_layer *l = &net->layers[layer];
+    vd_rng r;
+    vd_rng_seed(&r, seed, 7);
+    in->net = net;
+    in->layer = layer;
+    in->n = n;
+    for (int k = 0; k < l->n_in; k++) {
+        in->xn[k] = (int64_t)n * vd_net_out_numel(net, l->in[k]);
+        in->x[k] = xmalloc((size_t)in->xn[k] * sizeof(float));
+        fill_u(in->x[k], in->xn[k], -1.0f, 1.0f, &r);
+        if (zeros_frac > 0)
+            for (int64_t i = 0; i < in->xn[k]; i++)
+                if (vd_rng_uniform(&r) < zeros_frac) in->x[k][i] = 0.0f;
+        in->dx_init[k] = xmalloc((size_t)in->xn[k] * sizeof(float));
+        fill_u(in->dx_init[k], in->xn[k], -1.0f, 1.0f, &r);
+    }
+    in->yn = (int64_t)n * vd_net_out_numel(net, layer);
+    in->dy = xmalloc((size_t)in->yn * sizeof(float));
+    fill_u(in->dy, in->yn, -1.0f, 1.0f, &r);
+    for (int q = 0; q < l->n_params; q++) in->pn += net->params[l->param_first + q].numel;
+    in->par = xmalloc((size_t)in->pn * sizeof(float));
+    int64_t off = 0;
+    for (int q = 0; q < l->n_params; q++) {
+        const vd_param *p = &net->params[l->param_first + q];
+        const char *suf = strrchr(p->name, '.');
+        suf = suf ? suf + 1 : p->name;
+        if (!strcmp(suf, "running_var")) fill_u(in->par + off, p->numel, 0.5f, 1.5f, &r);
+        else if (!strcmp(suf, "running_mean")) fill_u(in->par + off, p->numel, -0.5f, 0.5f, &r);
+        else fill_u(in->par + off, p->numel, -1.0f, 1.0f, &r);
+        off += p->numel;
+    }
+    in->labels = xmalloc((size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) in->labels[i] = (int32_t)(vd_rng_u32(&r) % (uint32_t)net->classes);
+}
+
+void c_run_in_free(c_run_in *in) {
+    for (int k = 0; k < VD_MAX_INPUTS; k++) {
+        free(in->x[k]);
+        free(in->dx_init[k]);
+    }
+    free(in->dy);
+    free(in->par);
+    free(in->labels);
+    memset(in, 0, sizeof *in);
+}
+
+void c_run_out_free(c_run_out *out) {
+    free(out->y);
+    free(out->aux);
+    for (int k = 0; k < VD_MAX_INPUTS; k++) free(out->dx[k]);
+    free(out->grad);
+    free(out->par);
+    memset(out, 0, sizeof *out);
+}
+
+static uint64_t take(uint64_t *off, uint64_t bytes) {
+    uint64_t at = *off;
+    *off += VD_ALIGN_UP(bytes ? bytes : 1, 256);
+    return at;
+}
+
+static float *extract(const char *stage, uint64_t off, int64_t n) {
+    float *p = xmalloc((size_t)n * sizeof(float));
+    memcpy(p, stage + off, (size_t)n * sizeof(float));
+    return p;
+}
+
+int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *out) {
+    vd_err e = {0};
+    const vd_net *net = in->net;
+    const vd_layer *l = &net->layers[in->layer];
+    memset(out, 0, sizeof *out);
+    ck_assert_msg(be->layer_setup(be, net, in->n, o->math, o->deterministic, &e) == 0,
+                  "%s layer_setup: %s", be->name, e.msg);
+    const vd_algo_opt *opts;
+    int nopt = 0;
+    ck_assert_msg(be->layer_algos(be, in->layer, &opts, &nopt, &e) == 0, "layer_algos: %s", e.msg);
+    ck_assert_msg(o->algo < nopt, "%s: algorithm %d of %d", be->name, o->algo, nopt);
+    uint64_t ws = opts[o->algo].workspace;
+    int64_t auxn = (int64_t)(be->layer_aux_bytes(net, in->layer, in->n) / sizeof(float));
+
+    uint64_t off = 0, xo[VD_MAX_INPUTS] = {0}, dxo[VD_MAX_INPUTS] = {0};
+    for (int k = 0; k < l->n_in; k++) {
+        xo[k] = take(&off, (uint64_t)in->xn[k] * 4);
+        dxo[k] = take(&off, (uint64_t)in->xn[k] * 4);
+    }
+    uint64_t yo = take(&off, (uint64_t)in->yn * 4), dyo = take(&off, (uint64_t)in->yn * 4);
+    if (o->inplace) { yo = xo[0]; dxo[0] = dyo; }
+    uint64_t paro = take(&off, (uint64_t)in->pn * 4), grado = take(&off, (uint64_t)in->pn * 4);
+    uint64_t auxo = take(&off, (uint64_t)auxn * 4), labo = take(&off, (uint64_t)in->n * 4);
+    uint64_t wso = take(&off, ws), total = off;
+
+    void *pool = NULL;
+    char *stage = NULL;
+    ck_assert_msg(be->pool_create(be, total, &pool, &e) == 0, "pool_create: %s", e.msg);
+    ck_assert_msg(be->host_alloc(be, total, (void **)&stage, &e) == 0, "host_alloc: %s", e.msg);
+    memset(stage, 0xFF, total);     /* NaN everywhere nothing was written */
+    for (int k = 0; k < l->n_in; k++) {
+        memcpy(stage + xo[k], in->x[k], (size_t)in->xn[k] * 4);
+        if (o->dx_beta != 0.0f && !(o->inplace && k == 0))
+            memcpy(stage + dxo[k], in->dx_init[k], (size_t)in->xn[k] * 4);
+    }
+    memcpy(stage + dyo, in->dy, (size_t)in->yn * 4);
+    memcpy(stage + paro, in->par, (size_t)in->pn * 4);
+    memcpy(stage + labo, in->labels, (size_t)in->n * 4);
+    ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, stage, total, &e) == 0);
+    ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
+
+    char *d = pool;
+    vd_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n = in->n;
+    for (int k = 0; k < l->n_in; k++) {
+        io.x[k] = (const float *)(d + xo[k]);
+        io.dx[k] = (float *)(d + dxo[k]);
+        io.dx_beta[k] = o->dx_beta;
+    }
+    io.y = (float *)(d + yo);
+    io.dy = (const float *)(d + dyo);
+    int64_t poff = 0;
+    for (int q = 0; q < l->n_params; q++) {
+        const vd_param *p = &net->params[l->param_first + q];
+        const char *suf = strrchr(p->name, '.');
+        suf = suf ? suf + 1 : p->name;
+        float *pp = (float *)(d + paro) + poff, *gp = (float *)(d + grado) + poff;
+        if (!strcmp(suf, "weight")) { io.w = pp; io.dw = gp; }
+        else if (!strcmp(suf, "bias")) { io.b = pp; io.db = gp; }
+        else if (!strcmp(suf, "running_mean")) io.rm = pp;
+        else if (!strcmp(suf, "running_var")) io.rv = pp;
+        poff += p->numel;
+    }
+    io.aux = auxn ? (float *)(d + auxo) : NULL;
+    io.labels = (const int32_t *)(d + labo);
+    io.ws = ws ? d + wso : NULL;
+    io.ws_bytes = ws;
+    io.algo = o->algo;
+    io.seed = o->seed;
+    io.iter = o->iter;
+    io.training = o->training;
+    ck_assert_msg(be->forward(be, net, in->layer, &io, &e) == 0, "%s forward: %s", be->name, e.msg);
+    if (o->backward)
+        ck_assert_msg(be->backward(be, net, in->layer, &io, &e) == 0, "%s backward: %s", be->name,
+                      e.msg);
+    ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
+    ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
+    ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
+
+    out->y = extract(stage, yo, in->yn);
+    if (auxn) out->aux = extract(stage, auxo, auxn);
+    if (o->backward)
+        for (int k = 0; k < l->n_in; k++) out->dx[k] = extract(stage, dxo[k], in->xn[k]);
+    if (in->pn) {
+        out->grad = extract(stage, grado, in->pn);
+        out->par = extract(stage, paro, in->pn);
+    }
+    be->host_free(be, stage);
+    be->pool_destroy(be, pool);
+    return nopt;
+}
+
+double c_nerr(const float *a, const float *b, int64_t n) {
+    double mb = 0, md = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bool na = isnan(a[i]), nb = isnan(b[i]);
+        if (na || nb) {
+            if (na && nb) continue;
+            return INFINITY;
+        }
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > md) md = d;
+        if (fabs((double)b[i]) > mb) mb = fabs((double)b[i]);
+    }
+    return md / (mb > 1e-6 ? mb : 1e-6);
+}
+
+/* ------------------------------------------------------------------ backends */
+
+static vd_backend *g_cpu_be, *g_cuda_be;   /* this file only; made once per process */
+
+vd_backend *c_cpu(void) {
+    if (!g_cpu_be) {
+        vd_err e = {0};
+        ck_assert_msg(vd_backend_cpu_create(&g_cpu_be, &e) == 0, "cpu backend: %s", e.msg);
+    }
+    return g_cpu_be;
+}
+
+/* VD_CUDA_TESTS_ON_CPU=1 (harness self-check, no GPU needed): the "cuda"
+ * side is a second CPU backend, so every comparison must come out exact. */
+static bool on_cpu(void) {
+    const char *v = getenv("VD_CUDA_TESTS_ON_CPU");
+    return v && v[0] == '1';
+}
+
+vd_backend *c_cuda(void) {
+    if (!g_cuda_be) {
+        vd_err e = {0};
+        int rc = on_cpu() ? vd_backend_cpu_create(&g_cuda_be, &e)
+                          : vd_backend_cuda_create(&g_cuda_be, 0, &e);
+        ck_assert_msg(rc == 0, "cuda backend: %s", e.msg);
+    }
+    return g_cuda_be;
+}
+
+int c_main(Suite *s) {
+    if (!on_cpu() && !vd_backend_cuda_available()) {
+        printf("SKIP: no CUDA device (or a build without CUDA)\n");
+        return 77;
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);   /* CUDA contexts do not survive fork */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (g_cuda_be) g_cuda_be->destroy(g_cuda_be);
+    if (g_cpu_be) g_cpu_be->destroy(g_cpu_be);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,76 @@
+/* cuda_common.h — helpers for the GPU tests: build small nets, run one layer
+ * on a backend through the public interface (pool, pinned staging, copies),
+ * compare CUDA with the CPU reference.
+ *
+ * The tests run without fork (CUDA contexts do not survive fork) and exit 77
+ * (meson: skipped) when no CUDA device is present. */
+#ifndef VD_TESTS_CUDA_COMMON_H
+#define VD_TESTS_CUDA_COMMON_H
+
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "backend/backend.h"
+#include "net/net.h"
+
+/* Net building (same two-pass finalize as the CPU tests: classes = numel of
+ * the layer the loss reads). */
+void c_net_begin(vd_net *net, int c, int h, int w, int batch);
+int c_add(vd_net *net, vd_layer l);
+void c_finish(vd_net *net, int feeds);
+vd_layer c_conv(int in, int out, int k, int s, int p, int d, int groups, bool bias);
+vd_layer c_pool(int in, vd_pool_mode mode, int k, int s, int p, bool ceil_mode);
+vd_layer c_adaptive(int in, vd_pool_mode mode, int oh, int ow, bool global);
+vd_layer c_simple(int in, vd_op op);
+vd_layer c_multi(vd_op op, int n, const int *ins);
+
+/* Host data for one layer run: inputs are filled by c_run_init, outputs by
+ * c_run. Param arrays use the layer's params in net order (weight, bias,
+ * running_mean, running_var). */
+typedef struct c_run_in {
+    const vd_net *net;
+    int layer, n;
+    int64_t xn[VD_MAX_INPUTS], yn, pn, auxn;   /* element counts (batch included) */
+    float *x[VD_MAX_INPUTS];   /* [xn[k]] */
+    float *dy;                 /* [yn] */
+    float *par;                /* [pn] */
+    float *dx_init[VD_MAX_INPUTS]; /* [xn[k]]: dx before backward when dx_beta = 1 */
+    int32_t *labels;           /* [n] */
+} c_run_in;
+
+typedef struct c_run_out {
+    float *y, *aux, *dx[VD_MAX_INPUTS], *grad, *par;  /* par: after forward (running stats) */
+} c_run_out;
+
+typedef struct c_run_opts {
+    vd_math math;
+    bool deterministic;
+    bool training;
+    bool backward;
+    bool inplace;              /* y aliases x[0], dx[0] aliases dy (relu, dropout) */
+    float dx_beta;             /* 0 or 1, all inputs */
+    int algo;
+    uint64_t seed;
+    int64_t iter;
+} c_run_opts;
+
+/* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).
+ * zeros_frac > 0 sets that fraction of x to exactly 0 (ties for max pool). */
+void c_run_init(c_run_in *in, const vd_net *net, int layer, int n, uint64_t seed, float zeros_frac);
+void c_run_in_free(c_run_in *in);
+void c_run_out_free(c_run_out *out);
+/* Run forward (and backward) of in->layer on be; outputs malloc'd in out.
+ * Fails the test (ck_assert) on any backend error. Returns the number of
+ * algorithm options be lists for the layer. */
+int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *out);
+
+/* max|a-b| / max(max|b|, 1e-6); NaN anywhere in a or b gives +inf unless
+ * both are NaN at the same index. */
+double c_nerr(const float *a, const float *b, int64_t n);
+
+vd_backend *c_cpu(void);
+vd_backend *c_cuda(void);
+/* Common main: skip (77) without a device, run the suite without fork. */
+int c_main(Suite *s);
+
+#endif

@@ -1,0 +1,604 @@
+/* test_cuda_ops.c — every op on the CUDA backend against the CPU reference
+ * (the oracle), on the same random inputs, forward and backward, for every
+ * cuDNN algorithm option, in fp32 and tf32 math; dx_beta accumulate and
+ * in-place variants; deterministic mode repeats bit for bit; streams,
+ * events, copies; the SGD kernel; the profiler.
+ *
+ * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
+ *
+ * Tolerances (each use repeats the reason briefly):
+ *  TOL_EXACT 0     — ops that do the same float operations in the same order
+ *                   on both backends (relu, dropout, copies, max pool, add,
+ *                   concat, SGD): any difference is a bug.
+ *  TOL_ROUND 1e-6  — same math, but the CPU accumulates in double and rounds
+ *                   once, CUDA in float (average pooling: <= k*k ulp).
+ *  TOL_TRANS 1e-5  — transcendental functions (expf/logf/powf: CUDA <= 2 ulp
+ *                   vs. libm in double) over short sums: softmax, loss, LRN.
+ *  TOL_BN 1e-4     — batch norm: cuDNN reduces N*H*W values in float, in its
+ *                   own order (maybe one-pass variance), the CPU in double:
+ *                   ~sqrt(M)*2^-24 relative, amplified by invstd; 1e-4 leaves
+ *                   a 10x+ margin at these sizes.
+ *  TOL_FP32 1e-4   — conv / fc in true fp32 (CUDNN_FMA_MATH, cuBLAS default
+ *                   math): different summation orders and, for FFT / Winograd
+ *                   algorithms, transformed inputs; published and observed
+ *                   errors are 1e-6..1e-5 of the output scale.
+ *  TOL_TF32 5e-3   — conv / fc with TF32 tensor cores: inputs rounded to a
+ *                   10-bit mantissa (2^-11 = 4.9e-4 relative each), errors of
+ *                   K products partly cancel; ~1e-3 of the output scale is
+ *                   typical, 5e-3 bounds it for K up to a few thousand.
+ *  Ops without matrix products are unaffected by the math mode, so they keep
+ *  their fp32 tolerance in tf32 mode. */
+#include "cuda_common.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "vd_config.h"
+#if VD_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+#define TOL_EXACT 0.0
+#define TOL_ROUND 1e-6
+#define TOL_TRANS 1e-5
+#define TOL_BN 1e-4
+#define TOL_FP32 1e-4
+#define TOL_TF32 5e-3
+
+typedef struct check_opts {
+    int n;                 /* batch */
+    float zeros;           /* fraction of exact zeros in x */
+    double tol_fp32, tol_tf32;
+    bool training, backward, inplace;
+    float beta;
+    bool tf32;             /* also run in tf32 math */
+} check_opts;
+
+static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
+                double tol) {
+    if (!got || !ref || n == 0) return;
+    double err = c_nerr(got, ref, n);
+    printf("  %-34s %-6s err %.3g (tol %.3g)\n", label, what, err, tol);
+    ck_assert_msg(err <= tol, "%s: %s differs from the CPU reference: normalized error %g > %g",
+                  label, what, err, tol);
+}
+
+/* Run layer `layer` of net on CPU and CUDA (every algorithm option, fp32 and
+ * optionally tf32) and compare every output. */
+static void check_layer(const vd_net *net, int layer, const char *name, const check_opts *co) {
+    c_run_in in;
+    c_run_init(&in, net, layer, co->n, 1000 + (uint64_t)layer, co->zeros);
+    const vd_layer *l = &net->layers[layer];
+    c_run_opts o = {.math = VD_MATH_FP32, .training = co->training, .backward = co->backward,
+                    .inplace = co->inplace, .dx_beta = co->beta, .seed = 77, .iter = 3};
+    c_run_out ref;
+    c_run(c_cpu(), &in, &o, &ref);
+    int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
+    for (int mi = 0; mi < (co->tf32 ? 2 : 1); mi++) {
+        o.math = mi ? VD_MATH_TF32 : VD_MATH_FP32;
+        double tol = mi ? co->tol_tf32 : co->tol_fp32;
+        int nopt = 1;
+        for (int a = 0; a < nopt; a++) {
+            o.algo = a;
+            c_run_out got;
+            nopt = c_run(c_cuda(), &in, &o, &got);
+            const vd_algo_opt *opts;
+            int nn;
+            vd_err e = {0};
+            ck_assert(c_cuda()->layer_algos(c_cuda(), layer, &opts, &nn, &e) == 0);
+            char label[96];
+            snprintf(label, sizeof label, "%s [%s %s]", name, mi ? "tf32" : "fp32", opts[a].label);
+            cmp(label, "y", got.y, ref.y, in.yn, tol);
+            if (auxn && co->training) cmp(label, "aux", got.aux, ref.aux, auxn, tol);
+            if (co->backward) {
+                for (int k = 0; k < l->n_in; k++) cmp(label, "dx", got.dx[k], ref.dx[k], in.xn[k], tol);
+                cmp(label, "dparam", got.grad, ref.grad, in.pn, tol);
+            }
+            cmp(label, "param", got.par, ref.par, in.pn, tol);   /* BN running stats */
+            c_run_out_free(&got);
+        }
+    }
+    c_run_out_free(&ref);
+    c_run_in_free(&in);
+}
+
+static check_opts fwd_bwd(double tol_fp32, double tol_tf32) {
+    return (check_opts){.n = 4, .tol_fp32 = tol_fp32, .tol_tf32 = tol_tf32, .training = true,
+                        .backward = true, .tf32 = true};
+}
+
+/* ------------------------------------------------------------------ conv */
+
+START_TEST(test_conv) {
+    struct { int c, h, w, out, k, s, p, d, g; bool bias; const char *name; } cases[] = {
+        {3, 12, 12, 8, 3, 1, 1, 1, 1, true, "conv3x3 p1 bias"},
+        {8, 15, 15, 16, 5, 2, 2, 1, 1, false, "conv5x5 s2 p2"},
+        {8, 11, 11, 8, 3, 1, 2, 2, 4, true, "conv3x3 dil2 groups4"},
+        {32, 7, 7, 64, 1, 1, 0, 1, 1, true, "conv1x1 bias"},
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+        vd_net net;
+        c_net_begin(&net, cases[i].c, cases[i].h, cases[i].w, 4);
+        c_add(&net, c_conv(-1, cases[i].out, cases[i].k, cases[i].s, cases[i].p, cases[i].d,
+                           cases[i].g, cases[i].bias));
+        c_finish(&net, 0);
+        /* matrix products: TOL_FP32 / TOL_TF32 (see top) */
+        check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);
+        check_layer(&net, 0, cases[i].name, &co);
+        co.beta = 1.0f;   /* dx accumulates */
+        check_layer(&net, 0, cases[i].name, &co);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ pool */
+
+START_TEST(test_pool) {
+    vd_net net;
+    c_net_begin(&net, 6, 13, 11, 4);
+    int l0 = c_add(&net, c_pool(-1, VD_POOL_MAX, 2, 2, 0, false));
+    int l1 = c_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, true));
+    int l2 = c_add(&net, c_pool(-1, VD_POOL_AVG, 3, 2, 1, true));
+    int l3 = c_add(&net, c_adaptive(-1, VD_POOL_AVG, 4, 5, false));
+    int l4 = c_add(&net, c_adaptive(-1, VD_POOL_AVG, 0, 0, true));
+    int l5 = c_add(&net, c_adaptive(-1, VD_POOL_MAX, 5, 3, false));
+    int l6 = c_add(&net, c_pool(-1, VD_POOL_AVG, 2, 2, 0, false));
+    /* one consumer for all: concat needs equal h, w, so feed an add chain? no:
+     * each pool's output only has to lead to the loss. Flatten each and
+     * concat the flattened vectors. */
+    int ins[7], fl[7];
+    ins[0] = l0; ins[1] = l1; ins[2] = l2; ins[3] = l3; ins[4] = l4; ins[5] = l5; ins[6] = l6;
+    for (int i = 0; i < 7; i++) fl[i] = c_add(&net, c_simple(ins[i], VD_OP_FLATTEN));
+    int cat = c_add(&net, c_multi(VD_OP_CONCAT, 7, fl));
+    c_finish(&net, cat);
+    const char *names[7] = {"maxpool2 s2", "maxpool3 s2 p1 ceil", "avgpool3 s2 p1 ceil",
+                            "adaptive avg 4x5", "global avg", "adaptive max 5x3", "avgpool2 s2"};
+    for (int i = 0; i < 7; i++) {
+        bool mx = net.layers[ins[i]].u.pool.mode == VD_POOL_MAX;
+        /* max: same comparisons, same accumulation order -> exact (with 30%
+         * exact zeros in x: ties go to the first maximum, as PyTorch);
+         * avg: double vs float accumulation -> TOL_ROUND */
+        check_opts co = fwd_bwd(mx ? TOL_EXACT : TOL_ROUND, mx ? TOL_EXACT : TOL_ROUND);
+        co.zeros = mx ? 0.3f : 0.0f;
+        co.tf32 = false;
+        check_layer(&net, ins[i], names[i], &co);
+        co.beta = 1.0f;
+        check_layer(&net, ins[i], names[i], &co);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ relu, dropout */
+
+START_TEST(test_relu_dropout) {
+    vd_net net;
+    c_net_begin(&net, 5, 7, 9, 4);
+    int r = c_add(&net, c_simple(-1, VD_OP_RELU));
+    vd_layer dl = c_simple(r, VD_OP_DROPOUT);
+    dl.u.dropout.p = 0.3f;
+    int d = c_add(&net, dl);
+    c_finish(&net, d);
+    /* elementwise, identical float operations: exact */
+    check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
+    co.tf32 = false;
+    co.zeros = 0.2f;
+    check_layer(&net, r, "relu", &co);
+    check_layer(&net, d, "dropout p=.3", &co);
+    co.inplace = true;
+    check_layer(&net, r, "relu in-place", &co);
+    check_layer(&net, d, "dropout in-place", &co);
+    co.inplace = false;
+    co.beta = 1.0f;
+    check_layer(&net, r, "relu dx+=", &co);
+    check_layer(&net, d, "dropout dx+=", &co);
+    co.beta = 0.0f;
+    co.training = false;
+    co.backward = false;
+    check_layer(&net, d, "dropout eval", &co);
+
+    /* the mask drops about p of the values (independent of the CPU oracle) */
+    c_run_in in;
+    c_run_init(&in, &net, d, 64, 5, 0.0f);
+    for (int64_t i = 0; i < in.xn[0]; i++) in.x[0][i] = 1.0f;
+    c_run_opts o = {.math = VD_MATH_FP32, .training = true, .seed = 9, .iter = 11};
+    c_run_out got;
+    c_run(c_cuda(), &in, &o, &got);
+    int64_t zeros = 0;
+    float scale = 1.0f / (1.0f - 0.3f);
+    for (int64_t i = 0; i < in.yn; i++) {
+        ck_assert_msg(got.y[i] == 0.0f || got.y[i] == scale, "dropout value %g", got.y[i]);
+        zeros += got.y[i] == 0.0f;
+    }
+    double frac = (double)zeros / (double)in.yn;   /* 20160 draws: sd 0.0032 */
+    ck_assert_msg(fabs(frac - 0.3) < 0.02, "dropout dropped %.4f, expected 0.3", frac);
+    c_run_out_free(&got);
+    c_run_in_free(&in);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ lrn */
+
+START_TEST(test_lrn) {
+    struct { int size; float alpha, beta, k; const char *name; } cases[] = {
+        {5, 0.5f, 0.75f, 1.0f, "lrn 5 (strong)"},
+        {4, 1e-2f, 0.75f, 2.0f, "lrn 4 (even window)"},
+        {5, 1e-4f, 0.75f, 2.0f, "lrn 5 (AlexNet)"},
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+        vd_net net;
+        c_net_begin(&net, 12, 5, 5, 4);
+        vd_layer l = c_simple(-1, VD_OP_LRN);
+        l.u.lrn.size = cases[i].size;
+        l.u.lrn.alpha = cases[i].alpha;
+        l.u.lrn.beta = cases[i].beta;
+        l.u.lrn.k = cases[i].k;
+        c_add(&net, l);
+        c_finish(&net, 0);
+        check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* powf vs pow in double */
+        co.tf32 = false;
+        check_layer(&net, 0, cases[i].name, &co);
+        co.beta = 1.0f;
+        check_layer(&net, 0, cases[i].name, &co);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ batchnorm */
+
+START_TEST(test_bn) {
+    vd_net net;
+    c_net_begin(&net, 8, 6, 6, 4);
+    int b = c_add(&net, c_simple(-1, VD_OP_BATCHNORM));
+    int f = c_add(&net, c_simple(b, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC;
+    fc.n_in = 1;
+    fc.in[0] = f;
+    fc.u.fc.out = 16;
+    fc.u.fc.bias = true;
+    int fcl = c_add(&net, fc);
+    int b2 = c_add(&net, c_simple(fcl, VD_OP_BATCHNORM));
+    c_finish(&net, b2);
+    /* float reductions in cuDNN vs double: TOL_BN (see top); no matrix products */
+    check_opts co = fwd_bwd(TOL_BN, TOL_BN);
+    co.tf32 = false;
+    check_layer(&net, b, "batchnorm 8x6x6", &co);
+    co.n = 16;
+    check_layer(&net, b2, "batchnorm after fc (16x1x1)", &co);
+    co.n = 4;
+    co.beta = 1.0f;
+    check_layer(&net, b, "batchnorm dx+=", &co);
+    co.beta = 0.0f;
+    co.training = false;
+    co.backward = false;
+    check_layer(&net, b, "batchnorm eval", &co);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ fc */
+
+START_TEST(test_fc) {
+    for (int bias = 0; bias < 2; bias++) {
+        vd_net net;
+        c_net_begin(&net, 3, 10, 10, 8);
+        vd_layer fc = {0};
+        fc.op = VD_OP_FC;
+        fc.n_in = 1;
+        fc.in[0] = -1;
+        fc.u.fc.out = 20;
+        fc.u.fc.bias = bias;
+        c_add(&net, fc);
+        c_finish(&net, 0);
+        check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);   /* matrix products (K = 300) */
+        co.n = 8;
+        check_layer(&net, 0, bias ? "fc 300->20 bias" : "fc 300->20", &co);
+        co.beta = 1.0f;
+        check_layer(&net, 0, bias ? "fc dx+= bias" : "fc dx+=", &co);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ flatten, add, concat */
+
+START_TEST(test_shape_ops) {
+    vd_net net;
+    c_net_begin(&net, 3, 4, 5, 4);
+    int a = c_add(&net, c_conv(-1, 5, 1, 1, 0, 1, 1, false));
+    int b = c_add(&net, c_conv(-1, 2, 1, 1, 0, 1, 1, false));
+    int ins3[3] = {-1, a, b};
+    int cat = c_add(&net, c_multi(VD_OP_CONCAT, 3, ins3));
+    int insadd[3] = {-1, -1, -1};
+    int add = c_add(&net, c_multi(VD_OP_ADD, 3, insadd));
+    int f1 = c_add(&net, c_simple(cat, VD_OP_FLATTEN));
+    int f2 = c_add(&net, c_simple(add, VD_OP_FLATTEN));
+    int fins[2] = {f1, f2};
+    int cat2 = c_add(&net, c_multi(VD_OP_CONCAT, 2, fins));
+    c_finish(&net, cat2);
+    /* copies and ordered float adds: exact */
+    check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
+    co.tf32 = false;
+    for (int beta = 0; beta < 2; beta++) {
+        co.beta = (float)beta;
+        check_layer(&net, cat, "concat 3+5+2", &co);
+        check_layer(&net, add, "add x3", &co);
+        check_layer(&net, f1, "flatten", &co);
+        check_layer(&net, cat2, "concat flattened", &co);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ loss */
+
+START_TEST(test_loss) {
+    int classes[2] = {10, 1000}, batch[2] = {16, 8};
+    for (int i = 0; i < 2; i++) {
+        vd_net net;
+        c_net_begin(&net, classes[i], 1, 1, batch[i]);
+        c_finish(&net, -1);
+        check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* expf/logf vs double libm */
+        co.n = batch[i];
+        co.tf32 = false;
+        check_layer(&net, 0, classes[i] == 10 ? "softmax xent 10" : "softmax xent 1000", &co);
+        co.beta = 1.0f;
+        check_layer(&net, 0, "softmax xent dx+=", &co);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ determinism */
+
+static void det_layer(const vd_net *net, int layer, const char *name) {
+    c_run_in in;
+    c_run_init(&in, net, layer, 8, 31, 0.0f);
+    c_run_opts o = {.math = VD_MATH_FP32, .deterministic = true, .training = true,
+                    .backward = true, .seed = 3, .iter = 1};
+    const vd_layer *l = &net->layers[layer];
+    for (int mi = 0; mi < 2; mi++) {
+        o.math = mi ? VD_MATH_TF32 : VD_MATH_FP32;
+        int nopt = 1;
+        for (int a = 0; a < nopt; a++) {
+            o.algo = a;
+            c_run_out r1, r2;
+            nopt = c_run(c_cuda(), &in, &o, &r1);
+            c_run(c_cuda(), &in, &o, &r2);
+            ck_assert_msg(!memcmp(r1.y, r2.y, (size_t)in.yn * 4), "%s algo %d: y repeats", name, a);
+            for (int k = 0; k < l->n_in; k++)
+                ck_assert_msg(!memcmp(r1.dx[k], r2.dx[k], (size_t)in.xn[k] * 4),
+                              "%s algo %d: dx repeats", name, a);
+            if (in.pn)
+                ck_assert_msg(!memcmp(r1.grad, r2.grad, (size_t)in.pn * 4),
+                              "%s algo %d: dparam repeats", name, a);
+            printf("  %-34s algo %d %s: bitwise repeat ok\n", name, a, mi ? "tf32" : "fp32");
+            c_run_out_free(&r1);
+            c_run_out_free(&r2);
+        }
+    }
+    c_run_in_free(&in);
+}
+
+START_TEST(test_deterministic) {
+    vd_net net;
+    c_net_begin(&net, 16, 14, 14, 8);
+    int cv = c_add(&net, c_conv(-1, 32, 3, 1, 1, 1, 1, true));
+    int bn = c_add(&net, c_simple(cv, VD_OP_BATCHNORM));
+    int pl = c_add(&net, c_pool(bn, VD_POOL_MAX, 2, 2, 0, false));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC;
+    fc.n_in = 1;
+    fc.in[0] = pl;
+    fc.u.fc.out = 10;
+    fc.u.fc.bias = true;
+    int f = c_add(&net, fc);
+    c_finish(&net, f);
+    det_layer(&net, cv, "conv (deterministic)");
+    det_layer(&net, bn, "batchnorm (deterministic)");
+    det_layer(&net, pl, "maxpool (deterministic)");
+    det_layer(&net, f, "fc (deterministic)");
+    det_layer(&net, f + 1, "loss (deterministic)");
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ sgd */
+
+START_TEST(test_sgd) {
+    const int64_t n = 100003;
+    vd_rng r;
+    vd_rng_seed(&r, 5, 1);
+    float *p0 = malloc(n * 4), *g = malloc(n * 4), *m0 = malloc(n * 4);
+    ck_assert(p0 && g && m0);
+    for (int64_t i = 0; i < n; i++) {
+        p0[i] = vd_rng_uniform(&r) * 2 - 1;
+        g[i] = vd_rng_uniform(&r) * 2 - 1;
+        m0[i] = vd_rng_uniform(&r) * 2 - 1;
+    }
+    struct { float lr, mom, wd; bool first; bool poison_mom; } cases[] = {
+        {0.1f, 0.9f, 5e-4f, false, false},
+        {0.01f, 0.9f, 5e-4f, true, true},
+        {0.05f, 0.0f, 0.0f, false, true},
+    };
+    for (size_t ci = 0; ci < VD_ARRAY_LEN(cases); ci++) {
+        float *res[2][2];
+        for (int bi = 0; bi < 2; bi++) {
+            vd_backend *be = bi ? c_cuda() : c_cpu();
+            vd_err e = {0};
+            void *pool;
+            char *h;
+            uint64_t bytes = 3 * (uint64_t)n * 4;
+            ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
+            ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
+            memcpy(h, p0, n * 4);
+            memcpy(h + n * 4, g, n * 4);
+            if (cases[ci].poison_mom) memset(h + 2 * n * 4, 0xFF, n * 4);
+            else memcpy(h + 2 * n * 4, m0, n * 4);
+            ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, h, bytes, &e) == 0);
+            ck_assert(be->synchronize(be, &e) == 0);
+            float *d = pool;
+            /* two ranges, as the executor updates per trainable range */
+            ck_assert_msg(be->sgd(be, d, d + n, d + 2 * n, 0, 5000, cases[ci].lr, cases[ci].mom,
+                                  cases[ci].wd, cases[ci].first, &e) == 0, "%s", e.msg);
+            ck_assert_msg(be->sgd(be, d, d + n, d + 2 * n, 5000, n - 5000, cases[ci].lr,
+                                  cases[ci].mom, cases[ci].wd, cases[ci].first, &e) == 0, "%s",
+                          e.msg);
+            ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
+            ck_assert(be->synchronize(be, &e) == 0);
+            res[bi][0] = malloc(n * 4);
+            res[bi][1] = malloc(n * 4);
+            memcpy(res[bi][0], h, n * 4);
+            memcpy(res[bi][1], h + 2 * n * 4, n * 4);
+            be->host_free(be, h);
+            be->pool_destroy(be, pool);
+        }
+        /* same float operations in the same order (no FMA on either side): exact */
+        ck_assert_msg(!memcmp(res[0][0], res[1][0], n * 4), "sgd case %zu: params differ", ci);
+        ck_assert_msg(!memcmp(res[0][1], res[1][1], n * 4), "sgd case %zu: momentum differs", ci);
+        for (int bi = 0; bi < 2; bi++) { free(res[bi][0]); free(res[bi][1]); }
+    }
+    free(p0);
+    free(g);
+    free(m0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ streams */
+
+START_TEST(test_streams) {
+    vd_backend *be = c_cuda();
+    vd_err e = {0};
+    const uint64_t bytes = 64ull << 20;
+    void *pool;
+    unsigned char *h;
+    ck_assert(be->pool_create(be, 2 * bytes, &pool, &e) == 0);
+    ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
+    ck_assert(be->events_create(be, 4, &e) == 0);
+    for (uint64_t i = 0; i < bytes; i++) h[i] = (unsigned char)(i * 7 + 3);
+    char *d = pool;
+    /* H2D -> event -> compute copies device->device -> event -> D2H */
+    ck_assert(be->event_record(be, 0, VD_STREAM_H2D, &e) == 0);
+    ck_assert(be->copy_async(be, VD_STREAM_H2D, d, h, bytes, &e) == 0);
+    ck_assert(be->event_record(be, 1, VD_STREAM_H2D, &e) == 0);
+    ck_assert(be->stream_wait(be, VD_STREAM_COMPUTE, 1, &e) == 0);
+    ck_assert(be->copy_async(be, VD_STREAM_COMPUTE, d + bytes, d, bytes, &e) == 0);
+    ck_assert(be->event_record(be, 2, VD_STREAM_COMPUTE, &e) == 0);
+    ck_assert(be->stream_wait(be, VD_STREAM_D2H, 2, &e) == 0);
+    ck_assert(be->poison_async(be, VD_STREAM_COMPUTE, d, bytes, &e) == 0);   /* after the copy */
+    unsigned char *back = malloc(bytes);
+    ck_assert(back);
+    ck_assert(be->event_sync(be, 1, &e) == 0);
+    float ms = -1;
+    ck_assert_msg(be->event_elapsed(be, 0, 1, &ms, &e) == 0, "%s", e.msg);
+    printf("  H2D 64 MiB: %.3f ms (%.1f GB/s)\n", ms, bytes / (ms * 1e-3) / 1e9);
+    ck_assert(ms > 0);
+    memset(h, 0, bytes);
+    ck_assert(be->copy_async(be, VD_STREAM_D2H, h, d + bytes, bytes, &e) == 0);
+    ck_assert(be->event_record(be, 3, VD_STREAM_D2H, &e) == 0);
+    ck_assert(be->event_sync(be, 3, &e) == 0);
+    for (uint64_t i = 0; i < bytes; i++)
+        if (h[i] != (unsigned char)(i * 7 + 3)) ck_abort_msg("byte %llu wrong", (unsigned long long)i);
+    /* poison (issued on compute above: wait for everything before reading) and zero */
+    ck_assert(be->synchronize(be, &e) == 0);
+    ck_assert(be->copy_async(be, VD_STREAM_D2H, back, d, 4096, &e) == 0);
+    ck_assert(be->synchronize(be, &e) == 0);
+    for (int i = 0; i < 4096; i++) ck_assert_int_eq(back[i], 0xFF);
+    ck_assert(be->zero_async(be, VD_STREAM_COMPUTE, d, 4096, &e) == 0);
+    ck_assert(be->copy_async(be, VD_STREAM_COMPUTE, back, d, 4096, &e) == 0);
+    ck_assert(be->synchronize(be, &e) == 0);
+    for (int i = 0; i < 4096; i++) ck_assert_int_eq(back[i], 0);
+    /* bad indices are errors, not crashes */
+    ck_assert_int_eq(be->event_record(be, 4, 0, &e), VD_EINTERNAL);
+    ck_assert_int_eq(be->stream_wait(be, 3, 0, &e), VD_EINTERNAL);
+#if VD_HAVE_CUDA
+    uint64_t fr = 0, tot = 0;
+    ck_assert_msg(vd_cuda_mem_info(be, &fr, &tot, &e) == 0, "%s", e.msg);
+    printf("  device memory: %.2f GiB free of %.2f GiB\n", fr / 1073741824.0, tot / 1073741824.0);
+    ck_assert(tot > 0 && fr <= tot);
+    ck_assert_int_eq(vd_cuda_mem_info(c_cpu(), &fr, &tot, &e), VD_EUNSUPPORTED);
+#endif
+    free(back);
+    be->host_free(be, h);
+    be->pool_destroy(be, pool);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ profiler */
+
+#if VD_HAVE_CUDA
+START_TEST(test_profile) {
+    vd_net net;
+    c_net_begin(&net, 3, 32, 32, 16);
+    int cv = c_add(&net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
+    int r = c_add(&net, c_simple(cv, VD_OP_RELU));
+    int pl = c_add(&net, c_pool(r, VD_POOL_MAX, 2, 2, 0, false));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC;
+    fc.n_in = 1;
+    fc.in[0] = pl;
+    fc.u.fc.out = 10;
+    fc.u.fc.bias = true;
+    int f = c_add(&net, fc);
+    c_finish(&net, f);
+    vd_backend *be = c_cuda();
+    vd_err e = {0};
+    ck_assert(be->layer_setup(be, &net, 16, VD_MATH_FP32, false, &e) == 0);
+    vd_profile prof;
+    ck_assert_int_eq(vd_profile_measure(be, &net, 8, &prof, &e), VD_EUSAGE);
+    ck_assert_msg(vd_profile_measure(be, &net, 16, &prof, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(prof.n_layers, net.n_layers);
+    ck_assert_int_eq(prof.batch, 16);
+    for (int i = 0; i < prof.n_layers; i++) {
+        const vd_algo_opt *opts;
+        int nopt;
+        ck_assert(be->layer_algos(be, i, &opts, &nopt, &e) == 0);
+        ck_assert_int_eq(prof.layers[i].n_algos, nopt);
+        for (int a = 0; a < nopt; a++) {
+            const vd_profile_algo *pa = &prof.layers[i].algos[a];
+            printf("  %-6s %-8s fwd %8.1f us  bwd %8.1f us  ws %llu\n", prof.layers[i].name,
+                   pa->label, pa->fwd_s * 1e6, pa->bwd_s * 1e6, (unsigned long long)pa->workspace);
+            ck_assert(pa->fwd_s > 0 && pa->fwd_s < 1.0);
+            ck_assert(pa->bwd_s > 0 && pa->bwd_s < 1.0);
+            ck_assert(pa->workspace == opts[a].workspace);
+        }
+    }
+    printf("  d2h %.1f GB/s h2d %.1f GB/s both %.1f GB/s launch %.2f us sgd %.1f us\n",
+           prof.dev.d2h_bw / 1e9, prof.dev.h2d_bw / 1e9, prof.dev.both_bw / 1e9,
+           prof.dev.launch_s * 1e6, prof.sgd_s * 1e6);
+    /* PCIe / NVLink-C2C pinned copies: anything below 1 GB/s is broken */
+    ck_assert(prof.dev.d2h_bw > 1e9 && prof.dev.h2d_bw > 1e9 && prof.dev.both_bw > 1e9);
+    ck_assert(prof.sgd_s > 0 && prof.dev.launch_s > 0 && prof.dev.launch_s < 1e-3);
+    free(prof.layers);
+    vd_net_free(&net);
+}
+END_TEST
+#endif
+
+static Suite *suite(void) {
+    Suite *s = suite_create("cuda_ops");
+    TCase *tc = tcase_create("ops");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_streams);
+    tcase_add_test(tc, test_sgd);
+    tcase_add_test(tc, test_conv);
+    tcase_add_test(tc, test_pool);
+    tcase_add_test(tc, test_relu_dropout);
+    tcase_add_test(tc, test_lrn);
+    tcase_add_test(tc, test_bn);
+    tcase_add_test(tc, test_fc);
+    tcase_add_test(tc, test_shape_ops);
+    tcase_add_test(tc, test_loss);
+    tcase_add_test(tc, test_deterministic);
+#if VD_HAVE_CUDA
+    tcase_add_test(tc, test_profile);
+#endif
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return c_main(suite()); }

@@ -1,0 +1,348 @@
+/* test_backend.c — CPU backend machinery: pool/host memory, the lazy copy
+ * streams and events, algorithm options, aux sizes, SGD, argument checks. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "ops_common.h"
+
+static vd_backend *be;
+static vd_err e;
+
+static void setup(void) {
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+    ck_assert_str_eq(be->name, "cpu");
+}
+static void teardown(void) { be->destroy(be); be = NULL; }
+
+static bool all_nan(const float *p, int n) {
+    for (int i = 0; i < n; i++) if (!isnan(p[i])) return false;
+    return true;
+}
+static bool equals_iota(const float *p, int n, float start) {
+    for (int i = 0; i < n; i++) if (p[i] != start + (float)i) return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+START_TEST(pool_and_host_memory) {
+    void *pool, *host;
+    ck_assert_int_eq(be->pool_create(be, 1000, &pool, &e), 0);
+    ck_assert_int_eq((uintptr_t)pool % 256, 0);
+    ck_assert(all_nan(pool, 250));   /* poisoned: unwritten memory reads as NaN */
+    ck_assert_int_eq(be->host_alloc(be, 4000, &host, &e), 0);
+    ck_assert_int_eq((uintptr_t)host % 256, 0);
+    ck_assert(all_nan(host, 1000));
+    be->host_free(be, host);
+    be->pool_destroy(be, pool);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ streams */
+
+enum { N = 64 };
+
+/* Offload: the D2H copy is not done until waited on; the wait does it. */
+START_TEST(d2h_lazy_until_wait) {
+    float *dev, *host;
+    ck_assert_int_eq(be->pool_create(be, N * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->host_alloc(be, N * sizeof(float), (void **)&host, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 4, &e), 0);
+    for (int i = 0; i < N; i++) dev[i] = (float)i;
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_D2H, host, dev, N * sizeof(float), &e), 0);
+    ck_assert(all_nan(host, N));
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_D2H, &e), 0);
+    ck_assert(all_nan(host, N));                     /* recording is not waiting */
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_COMPUTE, 0, &e), 0);
+    ck_assert(equals_iota(host, N, 0));
+    be->host_free(be, host);
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+/* A region reused before the offload's wait: the copy runs later and takes
+ * the NEW contents — the bug shows deterministically. */
+START_TEST(reuse_before_wait_is_visible) {
+    float *dev, *host;
+    ck_assert_int_eq(be->pool_create(be, N * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->host_alloc(be, N * sizeof(float), (void **)&host, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 1, &e), 0);
+    for (int i = 0; i < N; i++) dev[i] = (float)i;
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_D2H, host, dev, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_D2H, &e), 0);
+    for (int i = 0; i < N; i++) dev[i] = 1000.0f + (float)i;   /* "compute" overwrites */
+    ck_assert_int_eq(be->event_sync(be, 0, &e), 0);
+    ck_assert(equals_iota(host, N, 1000));
+    be->host_free(be, host);
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+/* Prefetch chained behind an offload: H2D waits on a D2H event. Nothing
+ * runs until the H2D event is synced; then both, in order. */
+START_TEST(h2d_waits_on_d2h) {
+    float *dev, *host;
+    ck_assert_int_eq(be->pool_create(be, 2 * N * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->host_alloc(be, N * sizeof(float), (void **)&host, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 2, &e), 0);
+    float *a = dev, *b = dev + N;
+    for (int i = 0; i < N; i++) a[i] = (float)i;
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_D2H, host, a, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_D2H, &e), 0);
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_H2D, 0, &e), 0);
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_H2D, b, host, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->event_record(be, 1, VD_STREAM_H2D, &e), 0);
+    ck_assert(all_nan(host, N) && all_nan(b, N));
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_COMPUTE, 1, &e), 0);
+    ck_assert(equals_iota(host, N, 0));
+    ck_assert(equals_iota(b, N, 0));
+    be->host_free(be, host);
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+/* A wait only runs the queue up to its mark; later entries stay queued. */
+START_TEST(wait_runs_only_up_to_mark) {
+    float *dev, *host;
+    ck_assert_int_eq(be->pool_create(be, N * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->host_alloc(be, 2 * N * sizeof(float), (void **)&host, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 2, &e), 0);
+    for (int i = 0; i < N; i++) host[i] = (float)i;
+    for (int i = 0; i < N; i++) host[N + i] = 500.0f + (float)i;
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_H2D, dev, host, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_H2D, &e), 0);
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_H2D, dev, host + N, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->event_record(be, 1, VD_STREAM_H2D, &e), 0);
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_COMPUTE, 0, &e), 0);
+    ck_assert(equals_iota(dev, N, 0));
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_COMPUTE, 1, &e), 0);
+    ck_assert(equals_iota(dev, N, 500));
+    /* re-recording event 0 moves it: waiting on it now needs a new copy */
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_H2D, dev, host, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_H2D, &e), 0);
+    ck_assert(equals_iota(dev, N, 500));
+    ck_assert_int_eq(be->event_sync(be, 0, &e), 0);
+    ck_assert(equals_iota(dev, N, 0));
+    be->host_free(be, host);
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+/* Poison and zero: immediate on COMPUTE, queued on copy streams. */
+START_TEST(poison_and_zero) {
+    float *dev;
+    ck_assert_int_eq(be->pool_create(be, N * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 1, &e), 0);
+    ck_assert_int_eq(be->zero_async(be, VD_STREAM_COMPUTE, dev, N * sizeof(float), &e), 0);
+    for (int i = 0; i < N; i++) ck_assert(dev[i] == 0.0f);
+    ck_assert_int_eq(be->poison_async(be, VD_STREAM_D2H, dev, N * sizeof(float), &e), 0);
+    ck_assert(dev[0] == 0.0f);
+    ck_assert_int_eq(be->synchronize(be, &e), 0);
+    ck_assert(all_nan(dev, N));
+    ck_assert_int_eq(be->zero_async(be, VD_STREAM_H2D, dev, N * sizeof(float), &e), 0);
+    ck_assert(all_nan(dev, N));
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_H2D, &e), 0);
+    ck_assert_int_eq(be->event_sync(be, 0, &e), 0);
+    ck_assert(dev[N - 1] == 0.0f);
+    ck_assert_int_eq(be->poison_async(be, VD_STREAM_COMPUTE, dev, N * sizeof(float), &e), 0);
+    ck_assert(all_nan(dev, N));
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+/* Device-to-device copies on COMPUTE run at once; same-stream order holds. */
+START_TEST(compute_copy_immediate_and_order) {
+    float *dev;
+    ck_assert_int_eq(be->pool_create(be, 3 * N * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 1, &e), 0);
+    for (int i = 0; i < N; i++) { dev[i] = (float)i; dev[N + i] = 7.0f + (float)i; }
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_COMPUTE, dev + 2 * N, dev, N * sizeof(float), &e), 0);
+    ck_assert(equals_iota(dev + 2 * N, N, 0));
+    /* two queued copies into one place: the later one wins */
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_D2H, dev + 2 * N, dev + N, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->copy_async(be, VD_STREAM_D2H, dev + 2 * N, dev, N * sizeof(float), &e), 0);
+    ck_assert_int_eq(be->synchronize(be, &e), 0);
+    ck_assert(equals_iota(dev + 2 * N, N, 0));
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+/* Many queued copies without a wait: the queue grows and stays ordered. */
+START_TEST(queue_growth) {
+    float *dev, *host;
+    enum { M = 5000 };
+    ck_assert_int_eq(be->pool_create(be, M * sizeof(float), (void **)&dev, &e), 0);
+    ck_assert_int_eq(be->host_alloc(be, M * sizeof(float), (void **)&host, &e), 0);
+    ck_assert_int_eq(be->events_create(be, 1, &e), 0);
+    for (int i = 0; i < M; i++) dev[i] = (float)i;
+    for (int i = 0; i < M; i++) {
+        ck_assert_int_eq(be->copy_async(be, VD_STREAM_D2H, host + i, dev + i, sizeof(float), &e), 0);
+        if (i == M / 2) ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_D2H, &e), 0);
+    }
+    ck_assert_int_eq(be->event_sync(be, 0, &e), 0);
+    ck_assert(host[M / 2] == (float)(M / 2) && isnan(host[M / 2 + 1]));
+    ck_assert_int_eq(be->synchronize(be, &e), 0);
+    ck_assert(equals_iota(host, M, 0));
+    be->host_free(be, host);
+    be->pool_destroy(be, dev);
+}
+END_TEST
+
+START_TEST(event_elapsed_and_errors) {
+    ck_assert_int_eq(be->events_create(be, 3, &e), 0);
+    ck_assert_int_eq(be->event_record(be, 0, VD_STREAM_COMPUTE, &e), 0);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(be->event_record(be, 1, VD_STREAM_COMPUTE, &e), 0);
+    float ms = -1;
+    ck_assert_int_eq(be->event_elapsed(be, 0, 1, &ms, &e), 0);
+    ck_assert_msg(ms >= 19.0f && ms < 5000.0f, "elapsed %g ms", (double)ms);
+    /* a copy-stream event that has not run yet cannot be timed */
+    ck_assert_int_eq(be->event_record(be, 2, VD_STREAM_H2D, &e), 0);
+    ck_assert_int_eq(be->event_elapsed(be, 0, 2, &ms, &e), VD_EINTERNAL);
+    ck_assert_int_eq(be->event_sync(be, 2, &e), 0);
+    ck_assert_int_eq(be->event_elapsed(be, 0, 2, &ms, &e), 0);
+    ck_assert(ms >= 19.0f);
+    /* bad indices */
+    ck_assert_int_eq(be->event_record(be, 3, VD_STREAM_COMPUTE, &e), VD_EINTERNAL);
+    ck_assert_int_eq(be->event_record(be, 0, 3, &e), VD_EINTERNAL);
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_COMPUTE, -1, &e), VD_EINTERNAL);
+    ck_assert_int_eq(be->copy_async(be, 7, NULL, NULL, 0, &e), VD_EINTERNAL);
+    /* waiting on a never-recorded event is a no-op, like CUDA */
+    ck_assert_int_eq(be->events_create(be, 1, &e), 0);
+    ck_assert_int_eq(be->stream_wait(be, VD_STREAM_COMPUTE, 0, &e), 0);
+    ck_assert_int_eq(be->event_sync(be, 0, &e), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ layers */
+
+START_TEST(algos_and_aux) {
+    vd_net net;
+    t_net_begin(&net, 3, 8, 7);
+    int c = t_add(&net, t_conv(-1, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true));   /* -> 4x4x4 */
+    int bn = t_add(&net, t_simple(c, VD_OP_BATCHNORM));
+    int r = t_add(&net, t_simple(bn, VD_OP_RELU));
+    t_finish(&net, r);
+    int loss = net.n_layers - 1;
+    ck_assert_int_eq(be->layer_setup(be, &net, 5, VD_MATH_FP32, true, &e), 0);
+    const vd_algo_opt *o;
+    int n;
+    ck_assert_int_eq(be->layer_algos(be, c, &o, &n, &e), 0);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(o[0].label, "im2col");
+    ck_assert_uint_eq(o[0].workspace, 3u * 3 * 3 * 4 * 4 * sizeof(float));  /* C*kh*kw*OH*OW */
+    ck_assert_str_eq(o[1].label, "direct");
+    ck_assert_uint_eq(o[1].workspace, 0);
+    for (int i = bn; i <= loss; i++) {
+        ck_assert_int_eq(be->layer_algos(be, i, &o, &n, &e), 0);
+        ck_assert_int_eq(n, 1);
+        ck_assert_uint_eq(o[0].workspace, 0);
+    }
+    ck_assert_int_eq(be->layer_algos(be, loss + 1, &o, &n, &e), VD_EINTERNAL);
+    ck_assert_uint_eq(be->layer_aux_bytes(&net, bn, 5), 2 * 4 * sizeof(float));
+    ck_assert_uint_eq(be->layer_aux_bytes(&net, loss, 5), sizeof(float));
+    ck_assert_uint_eq(be->layer_aux_bytes(&net, c, 5), 0);
+    ck_assert_uint_eq(be->layer_aux_bytes(&net, r, 5), 0);
+
+    /* im2col without enough workspace, or a bad algo index, is refused */
+    t_op t;
+    t_op_init(&t, be, &net, c, 2, 1);
+    t.io.ws_bytes = 16;
+    ck_assert_int_eq(be->forward(be, &net, c, &t.io, &e), VD_EINTERNAL);
+    t.io.algo = 1;
+    ck_assert_int_eq(be->forward(be, &net, c, &t.io, &e), 0);
+    t.io.algo = 2;
+    ck_assert_int_eq(be->forward(be, &net, c, &t.io, &e), VD_EINTERNAL);
+    t.io.algo = 1;
+    t.io.w = NULL;
+    ck_assert_int_eq(be->forward(be, &net, c, &t.io, &e), VD_EINTERNAL);
+    ck_assert(strstr(e.msg, "w is NULL") != NULL);
+    t_op_free(&t);
+
+    /* a net whose recorded shape disagrees with the backend's is refused */
+    net.layers[c].h = 5;
+    ck_assert_int_eq(be->layer_setup(be, &net, 5, VD_MATH_FP32, true, &e), VD_EINTERNAL);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ sgd */
+
+/* torch.optim.SGD(lr, momentum, weight_decay), dampening 0, no nesterov,
+ * transcribed from torch/optim/sgd.py in float:
+ *   d_p = grad + wd * p
+ *   buf = d_p (first step) | buf * momentum + d_p
+ *   p   = p + (-lr) * buf
+ * Must match bit for bit; only [offset, offset+count) changes. */
+START_TEST(sgd_matches_torch) {
+    enum { P = 10, OFF = 2, CNT = 6, STEPS = 4 };
+    float p[P], g[P], m[P], rp[P], rm[P];
+    t_fill_uniform(p, P, -1, 1, 1);
+    memcpy(rp, p, sizeof p);
+    memset(m, 0xFF, sizeof m);                      /* poisoned buffer before step 1 */
+    const float lr = 0.05f, mom = 0.9f, wd = 5e-4f;
+    for (int s = 0; s < STEPS; s++) {
+        t_fill_uniform(g, P, -1, 1, 10 + (uint64_t)s);
+        ck_assert_int_eq(be->sgd(be, p, g, m, OFF, CNT, lr, mom, wd, s == 0, &e), 0);
+        for (int i = OFF; i < OFF + CNT; i++) {
+            float d = g[i] + wd * rp[i];
+            rm[i] = s == 0 ? d : rm[i] * mom + d;
+            rp[i] = rp[i] + (-lr) * rm[i];
+        }
+        for (int i = 0; i < P; i++) ck_assert_msg(p[i] == rp[i], "step %d p[%d]", s, i);
+        for (int i = OFF; i < OFF + CNT; i++) ck_assert(m[i] == rm[i]);
+        ck_assert(isnan(m[0]) && isnan(m[P - 1]));  /* outside the range: untouched */
+    }
+}
+END_TEST
+
+/* A hand-computed case: p=1, g=0.5, lr=0.1, momentum 0.9, wd 0.01.
+ * step 1: d = 0.51, buf = 0.51, p = 0.949
+ * step 2: d = 0.5 + 0.00949 = 0.50949, buf = 0.459 + 0.50949 = 0.96849,
+ *         p = 0.949 - 0.096849 = 0.852151 */
+START_TEST(sgd_hand) {
+    float p = 1, g = 0.5f, m = NAN;
+    ck_assert_int_eq(be->sgd(be, &p, &g, &m, 0, 1, 0.1f, 0.9f, 0.01f, true, &e), 0);
+    ck_assert(fabsf(p - 0.949f) < 1e-6f && fabsf(m - 0.51f) < 1e-6f);
+    ck_assert_int_eq(be->sgd(be, &p, &g, &m, 0, 1, 0.1f, 0.9f, 0.01f, false, &e), 0);
+    ck_assert(fabsf(m - 0.96849f) < 1e-6f);
+    ck_assert(fabsf(p - 0.852151f) < 1e-6f);
+    /* momentum 0: plain SGD, the (poisoned) buffer is never read */
+    float q = 1, mq = NAN;
+    ck_assert_int_eq(be->sgd(be, &q, &g, &mq, 0, 1, 0.1f, 0.0f, 0.0f, false, &e), 0);
+    ck_assert(q == 1.0f - 0.1f * 0.5f);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("ops_backend");
+    TCase *tc = tcase_create("backend");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, pool_and_host_memory);
+    tcase_add_test(tc, d2h_lazy_until_wait);
+    tcase_add_test(tc, reuse_before_wait_is_visible);
+    tcase_add_test(tc, h2d_waits_on_d2h);
+    tcase_add_test(tc, wait_runs_only_up_to_mark);
+    tcase_add_test(tc, poison_and_zero);
+    tcase_add_test(tc, compute_copy_immediate_and_order);
+    tcase_add_test(tc, queue_growth);
+    tcase_add_test(tc, event_elapsed_and_errors);
+    tcase_add_test(tc, algos_and_aux);
+    tcase_add_test(tc, sgd_matches_torch);
+    tcase_add_test(tc, sgd_hand);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,109 @@
+/* exec_util.h — run N training iterations of a net under a plan on the CPU
+ * backend (shared by the exec tests). */
+#ifndef VD_EXEC_UTIL_H
+#define VD_EXEC_UTIL_H
+
+#include <stdlib.h>
+#include <check.h>
+#include "backend/backend.h"
+#include "exec/exec.h"
+#include "plan/plan.h"
+
+typedef struct run_cfg {
+    vd_policy policy;
+    vd_prefetch prefetch;
+    uint64_t budget;        /* 0 = auto */
+    int iters;
+    bool poison;
+    int fault;
+    int fixed_algo;         /* -1 = policy's choice */
+} run_cfg;
+
+typedef struct run_out {
+    float *params, *mom;    /* [param_floats], caller frees */
+    float loss[64];
+    int rc;                 /* first error code (0 ok) */
+    char msg[1024];
+    vd_exec_stats st;
+    uint64_t plan_peak, plan_hwm, plan_budget, plan_offload, plan_prefetch;
+    int n_offloaded;
+    int eval_correct;
+    float eval_loss;
+} run_out;
+
+static inline void fill_batch(const vd_net *net, int batch, int iter, float *x, int32_t *lab) {
+    vd_rng r;
+    vd_rng_seed(&r, 1234, (uint64_t)iter);
+    int64_t n = (int64_t)batch * vd_net_out_numel(net, -1);
+    for (int64_t i = 0; i < n; i++) x[i] = vd_rng_normal(&r);
+    for (int b = 0; b < batch; b++) lab[b] = (int32_t)(vd_rng_u32(&r) % (uint32_t)net->classes);
+}
+
+static inline void run_training(const vd_net *net, int batch, const run_cfg *c, run_out *o) {
+    memset(o, 0, sizeof *o);
+    vd_err e = {0};
+    vd_backend *be = NULL;
+    vd_profile prof = {0};
+    vd_plan plan = {0};
+    vd_exec *ex = NULL;
+    int rc = vd_backend_cpu_create(&be, &e);
+    ck_assert_msg(rc == 0, "cpu backend: %s", e.msg);
+    rc = be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e);
+    ck_assert_msg(rc == 0, "layer_setup: %s", e.msg);
+    rc = vd_profile_backend(net, batch, be, &vd_device_cpu, &prof, &e);
+    ck_assert_msg(rc == 0, "profile: %s", e.msg);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.batch = batch;
+    po.policy = c->policy;
+    po.prefetch = c->prefetch;
+    po.budget = c->budget;
+    po.fixed_algo = c->fixed_algo;
+    rc = vd_plan_build(net, &prof, &po, &plan, &e);
+    if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); goto out; }
+    o->plan_peak = plan.live_peak;
+    o->plan_hwm = plan.hwm;
+    o->plan_budget = plan.budget;
+    o->plan_offload = plan.offload_bytes;
+    o->plan_prefetch = plan.prefetch_bytes;
+    for (int t = 0; t < plan.n_tensors; t++) o->n_offloaded += plan.tensors[t].offload;
+    vd_exec_opts eo = {0};
+    eo.poison = c->poison;
+    eo.fault = c->fault;
+    eo.layers_ready = true;
+    eo.deterministic = true;
+    rc = vd_exec_create(&ex, net, &plan, be, &eo, &e);
+    ck_assert_msg(rc == 0, "exec create: %s", e.msg);
+    o->params = malloc((size_t)net->param_floats * sizeof(float));
+    o->mom = malloc((size_t)net->param_floats * sizeof(float));
+    ck_assert(o->params && o->mom);
+    vd_net_init_params(net, o->params, 42);
+    rc = vd_exec_set_state(ex, o->params, NULL, 0, &e);
+    ck_assert_msg(rc == 0, "set_state: %s", e.msg);
+    for (int it = 0; it < c->iters && it < 64; it++) {
+        fill_batch(net, batch, it, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        rc = vd_exec_train_step(ex, net->train.lr, it, &o->loss[it], &e);
+        if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); break; }
+    }
+    if (!o->rc) {
+        fill_batch(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        rc = vd_exec_eval_step(ex, &o->eval_correct, &o->eval_loss, &e);
+        if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "eval: %s", e.msg); }
+    }
+    rc = vd_exec_get_state(ex, o->params, o->mom, NULL, &e);
+    ck_assert_msg(rc == 0, "get_state: %s", e.msg);
+    vd_exec_get_stats(ex, &o->st);
+out:
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_profile_free(&prof);
+    be->destroy(be);
+}
+
+static inline void run_free(run_out *o) {
+    free(o->params);
+    free(o->mom);
+    o->params = o->mom = NULL;
+}
+
+#endif

@@ -1,0 +1,651 @@
+/* test_plan.c — planner invariants on random nets (chains and DAGs), the
+ * in-place and accumulation rules, profile JSON round trip, infeasible
+ * budgets, and the vdnn-plan command line. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <check.h>
+#include "testnets.h"
+#include "exec_util.h"
+#include "train/json_mini.h"
+
+/* ---- random nets -------------------------------------------------------- */
+
+typedef struct shp { int idx, c, h, w; } shp;
+
+static int rnd(vd_rng *r, int lo, int hi) { return lo + (int)(vd_rng_u32(r) % (uint32_t)(hi - lo + 1)); }
+
+/* A random valid net: conv / relu / bn / dropout / pool chains, residual
+ * adds (including long skips with several consumers) and concat branches. */
+static void random_net(vd_net *net, uint64_t seed, int batch) {
+    vd_rng r;
+    vd_rng_seed(&r, seed, 99);
+    int classes = rnd(&r, 2, 5);
+    char name[32];
+    snprintf(name, sizeof name, "rand%llu", (unsigned long long)seed);
+    tn_begin(net, name, rnd(&r, 1, 3), rnd(&r, 6, 10), 0, classes, batch);
+    net->in_w = net->in_h;
+    shp cur = {-1, net->in_c, net->in_h, net->in_w};
+    shp skip = cur;          /* an older tensor for long skips */
+    int nblocks = rnd(&r, 2, 6);
+    int id = 0;
+    char ln[VD_NAME_MAX];
+#define NM(fmt) (snprintf(ln, sizeof ln, fmt "%d", id++), ln)
+    for (int b = 0; b < nblocks; b++) {
+        int kind = rnd(&r, 0, 5);
+        if (kind == 0 || kind == 1) {            /* conv [+bn] [+relu] [+dropout] */
+            int k = rnd(&r, 0, 1) ? 3 : 1;
+            int out = rnd(&r, 2, 6);
+            int x = tn_conv(net, NM("conv"), cur.idx, out, k, 1, k / 2);
+            cur.idx = x; cur.c = out;
+            if (rnd(&r, 0, 1)) cur.idx = tn_bn(net, NM("bn"), cur.idx);
+            if (rnd(&r, 0, 3)) cur.idx = tn_relu(net, NM("relu"), cur.idx);
+            if (!rnd(&r, 0, 3)) cur.idx = tn_dropout(net, NM("drop"), cur.idx, 0.3f);
+        } else if (kind == 2 && cur.h >= 4) {      /* pool */
+            cur.idx = tn_pool(net, NM("pool"), cur.idx, rnd(&r, 0, 1) ? VD_POOL_MAX : VD_POOL_AVG, 2, 2);
+            cur.h /= 2; cur.w /= 2;
+            skip = cur;
+        } else if (kind == 3) {                    /* residual block */
+            int a = tn_conv(net, NM("rconv"), cur.idx, cur.c, 3, 1, 1);
+            a = tn_relu(net, NM("rrelu"), a);
+            a = tn_conv(net, NM("rconv"), a, cur.c, 3, 1, 1);
+            int s = tn_join(net, NM("add"), VD_OP_ADD, a, cur.idx);
+            cur.idx = s;
+            if (rnd(&r, 0, 1)) cur.idx = tn_relu(net, NM("relu"), cur.idx);
+        } else if (kind == 4) {                    /* concat branches */
+            int c1 = rnd(&r, 1, 4), c2 = rnd(&r, 1, 4);
+            int a = tn_conv(net, NM("br"), cur.idx, c1, 1, 1, 0);
+            int bb = tn_conv(net, NM("br"), cur.idx, c2, 3, 1, 1);
+            bb = tn_relu(net, NM("brelu"), bb);
+            cur.idx = tn_join(net, NM("cat"), VD_OP_CONCAT, a, bb);
+            cur.c = c1 + c2;
+        } else if (skip.idx >= 0 && skip.idx != cur.idx && skip.h == cur.h) {  /* long skip */
+            int x = tn_conv(net, NM("proj"), cur.idx, skip.c, 1, 1, 0);
+            cur.idx = tn_join(net, NM("skip"), VD_OP_ADD, x, skip.idx);
+            cur.c = skip.c;
+        } else {
+            cur.idx = tn_relu(net, NM("relu"), cur.idx);
+        }
+        if (!rnd(&r, 0, 2)) skip = cur;
+    }
+    if (cur.idx < 0) cur.idx = tn_conv(net, NM("conv"), -1, 2, 1, 1, 0);
+    int f = tn_fc(net, NM("fc"), cur.idx, classes);
+    tn_loss(net, f);
+#undef NM
+    tn_finish(net);
+}
+
+/* ---- invariants --------------------------------------------------------- */
+
+static void need(const vd_plan *p, const vd_net *net, int t, int s, const char *what) {
+    if (t < 0) return;
+    ck_assert_msg(vd_plan_resident(p, t, s) != NULL, "%s: %s (%s) not resident at step %d",
+                  net->name, p->tensors[t].name, what, s);
+}
+
+/* Position of the first action of kind k with arg a at or after step s0.. */
+static int find_action(const vd_plan *p, vd_action_kind k, int arg) {
+    for (int i = 0; i < p->n_actions; i++)
+        if (p->actions[i].kind == k && p->actions[i].arg == arg) return i;
+    return -1;
+}
+
+static int step_of_action(const vd_plan *p, int a) {
+    for (int s = 0; s <= p->n_steps; s++)
+        if (a >= p->steps[s].first_action && a < p->steps[s].first_action + p->steps[s].n_actions)
+            return s;
+    return -1;
+}
+
+static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
+    int L = net->n_layers;
+    /* 1. within budget */
+    if (p->feasible) ck_assert_uint_le(p->hwm, p->budget);
+    /* 2. no two time-overlapping intervals overlap in the pool */
+    for (int a = 0; a < p->n_intervals; a++) {
+        const vd_interval *x = &p->intervals[a];
+        ck_assert_uint_eq(x->offset % 256, 0);
+        ck_assert_uint_le(x->offset + x->bytes, p->hwm);
+        ck_assert_uint_ge(x->bytes, p->tensors[x->tensor].bytes);
+        ck_assert_int_le(x->first, x->last);
+        for (int b = a + 1; b < p->n_intervals; b++) {
+            const vd_interval *y = &p->intervals[b];
+            bool t_ovl = x->first <= y->last && y->first <= x->last;
+            bool m_ovl = x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+            ck_assert_msg(!(t_ovl && m_ovl), "%s: %s [%d,%d]@%llu and %s [%d,%d]@%llu collide", net->name,
+                          p->tensors[x->tensor].name, x->first, x->last, (unsigned long long)x->offset,
+                          p->tensors[y->tensor].name, y->first, y->last, (unsigned long long)y->offset);
+        }
+    }
+    /* 3. memory per step, recomputed */
+    uint64_t peak = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        uint64_t m = 0;
+        for (int k = 0; k < p->n_intervals; k++)
+            if (p->intervals[k].first <= s && s <= p->intervals[k].last) m += p->intervals[k].bytes;
+        ck_assert_uint_eq(m, p->steps[s].mem_in_use);
+        if (m > peak) peak = m;
+    }
+    ck_assert_uint_eq(peak, p->live_peak);
+    /* 4. everything an op touches is resident (re-derived from the op table) */
+    for (int i = 0; i < L; i++) {
+        const vd_layer *l = &net->layers[i];
+        const vd_plan_layer *pl = &p->layers[i];
+        const vd_op_info *op = &vd_op_table[l->op];
+        for (int k = 0; k < l->n_in; k++) need(p, net, pl->in_t[k], i, "fwd input");
+        need(p, net, pl->y, i, "fwd output");
+        need(p, net, pl->aux, i, "fwd aux");
+        need(p, net, pl->ws_fwd, i, "fwd workspace");
+        if (i == L - 1) need(p, net, p->t_labels, i, "labels");
+        need(p, net, p->t_params, i, "params");
+        if (p->forward_only) continue;
+        int sb = 2 * L - 1 - i;
+        if (op->bwd_needs_x)
+            for (int k = 0; k < l->n_in; k++) need(p, net, pl->in_t[k], sb, "bwd x");
+        if (op->bwd_needs_y) need(p, net, pl->y, sb, "bwd y");
+        need(p, net, pl->dy, sb, "bwd dy");
+        for (int k = 0; k < l->n_in; k++) need(p, net, pl->dx[k], sb, "bwd dx");
+        need(p, net, pl->aux, sb, "bwd aux");
+        need(p, net, pl->ws_bwd, sb, "bwd workspace");
+        need(p, net, p->t_grads, sb, "grads");
+        if (i == L - 1) ck_assert_int_eq(pl->dy, -1);
+        else ck_assert_int_ge(pl->dy, 0);
+    }
+    /* 5. accumulation order: per source, exactly one beta-0 writer, and it
+     * runs first in backward (highest layer index) */
+    if (!p->forward_only)
+        for (int src = 0; src < L; src++) {
+            int first = -1, zeros = 0;
+            for (int i = L - 1; i >= 0; i--)
+                for (int k = 0; k < net->layers[i].n_in; k++)
+                    if (net->layers[i].in[k] == src) {
+                        if (first < 0) { first = i; ck_assert(p->layers[i].dx_beta[k] == 0.0f); }
+                        else ck_assert(p->layers[i].dx_beta[k] == 1.0f);
+                        zeros += p->layers[i].dx_beta[k] == 0.0f;
+                    }
+            if (src < L - 1) ck_assert_int_eq(zeros, 1);
+        }
+    /* 6. offload / prefetch dependencies in action order, and in the simulator */
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        if (!T->offload) continue;
+        ck_assert_int_eq(T->n_iv, 2);
+        const vd_interval *i0 = &p->intervals[T->iv[0]], *i1 = &p->intervals[T->iv[1]];
+        ck_assert_int_lt(i0->last, i1->first);
+        ck_assert_int_ge(T->release_step, T->fwd_last + 1);
+        ck_assert_int_le(i1->first, T->bwd_first);
+        int a_pf = find_action(p, VD_A_PREFETCH, T->iv[1]);
+        int a_wait = find_action(p, VD_A_WAIT_PREFETCH, T->iv[1]);
+        ck_assert_int_ge(a_pf, 0);
+        ck_assert_int_ge(a_wait, 0);
+        ck_assert_int_lt(a_pf, a_wait);
+        ck_assert_int_eq(step_of_action(p, a_wait), T->bwd_first);
+        int a_comp = find_action(p, VD_A_COMPUTE, T->bwd_first);
+        ck_assert_int_lt(a_wait, a_comp);
+        /* prefetch completes before the consumer starts (simulated) */
+        ck_assert_msg(i1->t_h2d_end <= p->steps[T->bwd_first].t_start + 1e-12,
+                      "%s: prefetch of %s ends %g after its consumer starts %g", net->name, T->name,
+                      i1->t_h2d_end, p->steps[T->bwd_first].t_start);
+        /* the copy into the fresh region waits for the region-free event */
+        int s_pf = step_of_action(p, a_pf);
+        ck_assert_int_ge(p->steps[s_pf].ev_free, 0);
+        int a_rec = find_action(p, VD_A_RECORD_FREE, p->steps[s_pf].ev_free);
+        ck_assert_int_lt(a_rec, a_pf);
+        if (!T->host_src) {
+            int a_off = find_action(p, VD_A_OFFLOAD, t);
+            int a_wo = find_action(p, VD_A_WAIT_OFFLOAD, t);
+            int a_free = find_action(p, VD_A_FREE, T->iv[0]);
+            ck_assert_int_ge(a_off, 0);
+            ck_assert_int_lt(a_off, a_pf);          /* H2D waits on the D2H event: recorded earlier */
+            ck_assert_int_lt(a_off, a_wo);
+            ck_assert_int_lt(a_wo, a_free);         /* region reused only after the drain */
+            ck_assert_int_eq(step_of_action(p, a_wo), T->release_step);
+            ck_assert(T->t_d2h_end <= p->steps[T->release_step].t_start + 1e-12);
+            ck_assert(T->t_d2h_end <= i1->t_h2d_start + 1e-12);
+            /* the offload is issued after the tensor's last forward write */
+            ck_assert_int_ge(step_of_action(p, a_off), T->prod_step);
+        }
+    }
+    /* 7. each interval is allocated and freed exactly once */
+    for (int k = 0; k < p->n_intervals; k++) {
+        int na = 0, nf = 0;
+        for (int a = 0; a < p->n_actions; a++) {
+            na += p->actions[a].kind == VD_A_ALLOC && p->actions[a].arg == k;
+            nf += p->actions[a].kind == VD_A_FREE && p->actions[a].arg == k;
+        }
+        ck_assert_int_eq(na, 1);
+        ck_assert_int_eq(nf, 1);
+    }
+}
+
+static vd_backend *cpu_for(const vd_net *net, int batch, vd_profile *prof) {
+    vd_err e = {0};
+    vd_backend *be = NULL;
+    ck_assert(vd_backend_cpu_create(&be, &e) == 0);
+    ck_assert_msg(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, batch, be, &vd_device_cpu, prof, &e) == 0, "%s", e.msg);
+    return be;
+}
+
+START_TEST(test_random_nets) {
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        int batch = 1 + (int)(seed % 3);
+        vd_net net;
+        random_net(&net, seed, batch);
+        vd_profile prof;
+        vd_backend *be = cpu_for(&net, batch, &prof);
+        vd_err e = {0};
+        for (int pol = 0; pol < VD_POLICY_COUNT; pol++)
+            for (int pf = 0; pf < VD_PREFETCH_COUNT; pf++) {
+                vd_plan_opts o;
+                vd_plan_opts_init(&o);
+                o.batch = batch;
+                o.policy = (vd_policy)pol;
+                o.prefetch = (vd_prefetch)pf;
+                uint64_t mb = 0, none_peak = 0;
+                ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
+                {
+                    vd_plan_opts on = o;
+                    on.policy = VD_POLICY_NONE;
+                    ck_assert(vd_plan_min_budget(&net, &prof, &on, &none_peak, &e) == 0);
+                }
+                ck_assert_uint_le(mb, none_peak);
+                uint64_t budgets[3] = {0, mb, mb + (none_peak - mb) / 2};
+                for (int bi = 0; bi < 3; bi++) {
+                    o.budget = budgets[bi];
+                    vd_plan p;
+                    int rc = vd_plan_build(&net, &prof, &o, &p, &e);
+                    ck_assert_msg(rc == 0, "%s %s/%s budget %llu: %s", net.name, vd_policy_name(o.policy),
+                                  vd_prefetch_name(o.prefetch), (unsigned long long)o.budget, e.msg);
+                    ck_assert(p.feasible);
+                    check_plan_invariants(&p, &net);
+                    ck_assert_ptr_nonnull(p.eval);
+                    check_plan_invariants(p.eval, &net);
+                    /* eval keeps params and momentum where training has them */
+                    ck_assert_uint_eq(p.eval->intervals[p.eval->tensors[p.eval->t_params].iv[0]].offset,
+                                      p.intervals[p.tensors[p.t_params].iv[0]].offset);
+                    ck_assert_uint_eq(p.eval->intervals[p.eval->tensors[p.eval->t_mom].iv[0]].offset,
+                                      p.intervals[p.tensors[p.t_mom].iv[0]].offset);
+                    ck_assert_uint_le(p.eval->hwm, p.budget);
+                    vd_plan_free(&p);
+                }
+                /* below the minimum: infeasible */
+                if (mb > 4096) {
+                    o.budget = mb - 256;
+                    vd_plan p;
+                    int rc = vd_plan_build(&net, &prof, &o, &p, &e);
+                    ck_assert_int_eq(rc, VD_EBUDGET);
+                    ck_assert(!p.feasible);
+                    vd_plan_free(&p);
+                }
+            }
+        vd_profile_free(&prof);
+        be->destroy(be);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
+/* The simulator's memory equals what the executor measures while it walks. */
+START_TEST(test_sim_equals_exec) {
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        int batch = 2;
+        vd_net net;
+        random_net(&net, seed * 7, batch);
+        vd_profile prof;
+        vd_backend *be0 = cpu_for(&net, batch, &prof);
+        for (int pol = 0; pol < VD_POLICY_COUNT; pol++) {
+            vd_plan_opts o;
+            vd_plan_opts_init(&o);
+            o.batch = batch;
+            o.policy = (vd_policy)pol;
+            uint64_t mb = 0;
+            vd_err e = {0};
+            ck_assert(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0);
+            run_cfg c = {.policy = o.policy, .budget = mb, .iters = 2, .poison = true, .fixed_algo = -1};
+            run_out out;
+            run_training(&net, batch, &c, &out);
+            ck_assert_msg(out.rc == 0, "%s %s: %s", net.name, vd_policy_name(o.policy), out.msg);
+            ck_assert_uint_eq(out.st.live_peak, out.plan_peak);
+            ck_assert_uint_eq(out.st.pool_hwm, out.plan_hwm);
+            ck_assert_uint_eq(out.st.pool_bytes, mb);
+            ck_assert_uint_le(out.st.pool_hwm, mb);
+            ck_assert_uint_eq(out.st.offload_bytes_iter, out.plan_offload);
+            ck_assert(isfinite(out.loss[0]) && isfinite(out.loss[1]));
+            run_free(&out);
+        }
+        vd_profile_free(&prof);
+        be0->destroy(be0);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
+START_TEST(test_inplace_rules) {
+    vd_net net;
+    tn_begin(&net, "inplace", 2, 6, 6, 3, 2);
+    int r0 = tn_relu(&net, "relu_on_input", -1);            /* net input: never in place */
+    int c = tn_conv(&net, "conv", r0, 4, 3, 1, 1);
+    int r1 = tn_relu(&net, "relu1", c);                     /* conv bwd needs x only: in place */
+    int d = tn_dropout(&net, "drop", r1, 0.5f);             /* relu bwd needs y: not in place */
+    int p = tn_pool(&net, "pool", d, VD_POOL_MAX, 2, 2);
+    int r2 = tn_relu(&net, "relu2", p);                     /* pool bwd needs y: not in place */
+    int c2 = tn_conv(&net, "conv2", r2, 4, 1, 1, 0);
+    int a = tn_join(&net, "add", VD_OP_ADD, c2, r2);
+    int r3 = tn_relu(&net, "relu3", a);                     /* add bwd needs nothing: in place */
+    int d2 = tn_dropout(&net, "drop2", c2, 0.1f);           /* c2 has 2 consumers: not in place */
+    int a2 = tn_join(&net, "add2", VD_OP_ADD, r3, d2);
+    int f = tn_fc(&net, "fc", a2, 3);
+    tn_loss(&net, f);
+    tn_finish(&net);
+    bool ip[32];
+    vd_schedule_inplace_flags(&net, ip);
+    ck_assert(!ip[r0]);
+    ck_assert(ip[r1]);
+    ck_assert(!ip[d]);
+    ck_assert(!ip[r2]);
+    ck_assert(ip[r3]);
+    ck_assert(!ip[d2]);
+    vd_schedule_inplace(&net);
+    ck_assert(net.layers[r1].inplace && !net.layers[r0].inplace);
+    /* the plan aliases: one tensor for conv and relu1 */
+    vd_profile prof;
+    vd_backend *be = cpu_for(&net, 2, &prof);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = 2;
+    vd_plan pl;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &pl, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(pl.layers[r1].y, pl.layers[c].y);
+    ck_assert_int_ne(pl.layers[d].y, pl.layers[r1].y);
+    ck_assert_int_ne(pl.layers[r1].dy, pl.layers[c].dy);   /* gradients are never aliased */
+    check_plan_invariants(&pl, &net);
+    vd_plan_free(&pl);
+    vd_profile_free(&prof);
+    be->destroy(be);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* A tensor with several consumers lives until the last one reads it. */
+START_TEST(test_liveness_exact) {
+    vd_net net;
+    tn_lenet(&net, 2);
+    vd_profile prof;
+    vd_err e = {0};
+    ck_assert(vd_profile_analytic(&net, 2, &vd_device_h200, &prof, &e) == 0);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = 2;
+    vd_plan p;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    int L = net.n_layers;   /* 14 */
+    ck_assert_int_eq(p.n_steps, 2 * L + 1);
+    /* conv1 output (relu1 in place): fwd 0..2 (pool1 reads it at 2), bwd: pool1 (max,
+     * needs x) at 2L-1-2, relu1 (needs y) at 2L-1-1 -> last reader step 2L-2 */
+    int t = p.layers[0].y;
+    ck_assert_int_eq(p.layers[1].y, t);
+    const vd_interval *iv = &p.intervals[p.tensors[t].iv[0]];
+    ck_assert_int_eq(iv->first, 0);
+    ck_assert_int_eq(iv->last, 2 * L - 2);
+    /* x: read by conv1 fwd (0) and bwd (2L-1) */
+    iv = &p.intervals[p.tensors[p.t_x].iv[0]];
+    ck_assert_int_eq(iv->first, 0);
+    ck_assert_int_eq(iv->last, 2 * L - 1);
+    /* dy of fc3 (layer 12): written by loss bwd (step L), read by fc3 bwd (L+1) */
+    iv = &p.intervals[p.tensors[p.layers[12].dy].iv[0]];
+    ck_assert_int_eq(iv->first, L);
+    ck_assert_int_eq(iv->last, L + 1);
+    /* workspace of conv2 (layer 3) fwd: exactly step 3 */
+    if (p.layers[3].ws_fwd >= 0) {
+        iv = &p.intervals[p.tensors[p.layers[3].ws_fwd].iv[0]];
+        ck_assert_int_eq(iv->first, 3);
+        ck_assert_int_eq(iv->last, 3);
+    }
+    /* params persistent for the whole iteration */
+    iv = &p.intervals[p.tensors[p.t_params].iv[0]];
+    ck_assert_int_eq(iv->first, 0);
+    ck_assert_int_eq(iv->last, 2 * L);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(test_infeasible_message) {
+    vd_net net;
+    tn_resnet(&net, 2);
+    vd_profile prof;
+    vd_backend *be = cpu_for(&net, 2, &prof);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = 2;
+    o.policy = VD_POLICY_ALL;
+    uint64_t mb = 0;
+    vd_err e = {0};
+    ck_assert(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0);
+    o.budget = mb - 1024;
+    vd_plan p;
+    int rc = vd_plan_build(&net, &prof, &o, &p, &e);
+    ck_assert_int_eq(rc, VD_EBUDGET);
+    ck_assert_int_eq(e.code, VD_EBUDGET);
+    char want[64], fb[32];
+    snprintf(want, sizeof want, "smallest budget that fits is %s", vd_fmt_bytes(mb, fb, sizeof fb));
+    ck_assert_msg(strstr(e.msg, want), "message lacks '%s': %s", want, e.msg);
+    ck_assert_msg(strstr(e.msg, "step "), "no step in: %s", e.msg);
+    ck_assert_msg(strstr(e.msg, " over"), "no overshoot in: %s", e.msg);
+    ck_assert_msg(strstr(e.msg, "policy all"), "no policy in: %s", e.msg);
+    vd_plan_free(&p);
+    /* a budget below the persistent state alone */
+    o.budget = 1024;
+    rc = vd_plan_build(&net, &prof, &o, &p, &e);
+    ck_assert_int_eq(rc, VD_EBUDGET);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    be->destroy(be);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(test_profile_roundtrip) {
+    vd_net net;
+    tn_resnet(&net, 4);
+    vd_profile a, b;
+    vd_err e = {0};
+    ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &a, &e) == 0);
+    char path[] = "/tmp/vdnn-prof-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    ck_assert_msg(vd_profile_save(path, &a, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_load(path, &net, 4, &b, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(a.n_layers, b.n_layers);
+    ck_assert(a.sgd_s == b.sgd_s);
+    ck_assert(a.dev.d2h_bw == b.dev.d2h_bw && a.dev.both_bw == b.dev.both_bw);
+    for (int i = 0; i < a.n_layers; i++) {
+        ck_assert_str_eq(a.layers[i].name, b.layers[i].name);
+        ck_assert_int_eq(a.layers[i].n_algos, b.layers[i].n_algos);
+        ck_assert_uint_eq(a.layers[i].aux_bytes, b.layers[i].aux_bytes);
+        for (int k = 0; k < a.layers[i].n_algos; k++) {
+            ck_assert(a.layers[i].algos[k].fwd_s == b.layers[i].algos[k].fwd_s);   /* %.17g is exact */
+            ck_assert(a.layers[i].algos[k].bwd_s == b.layers[i].algos[k].bwd_s);
+            ck_assert_uint_eq(a.layers[i].algos[k].workspace, b.layers[i].algos[k].workspace);
+        }
+    }
+    vd_profile_free(&b);
+    /* wrong batch, wrong net */
+    ck_assert_int_eq(vd_profile_load(path, &net, 8, &b, &e), VD_EDATA);
+    ck_assert(strstr(e.msg, "batch"));
+    vd_net other;
+    tn_lenet(&other, 4);
+    ck_assert_int_eq(vd_profile_load(path, &other, 4, &b, &e), VD_EDATA);
+    vd_net_free(&other);
+    ck_assert_int_eq(vd_profile_load("/nonexistent/prof.json", &net, 4, &b, &e), VD_EIO);
+    FILE *f = fopen(path, "w");
+    fputs("{\"format\": \"vdnn-profile\", \"version\": 1, \"batch\": 4, ", f);
+    fclose(f);
+    ck_assert_int_eq(vd_profile_load(path, &net, 4, &b, &e), VD_EDATA);
+    unlink(path);
+    vd_profile_free(&a);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(test_dyn_prefers_fast) {
+    /* With no budget pressure dyn is none with the fastest algorithms. */
+    vd_net net;
+    tn_resnet(&net, 4);
+    vd_profile prof;
+    vd_err e = {0};
+    ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &prof, &e) == 0);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = 4;
+    o.policy = VD_POLICY_DYN;
+    vd_plan p;
+    ck_assert(vd_plan_build(&net, &prof, &o, &p, &e) == 0);
+    ck_assert_int_eq(p.offload_policy, VD_POLICY_NONE);
+    for (int i = 0; i < net.n_layers; i++) ck_assert_int_eq(p.layers[i].algo, 0);
+    uint64_t none_hwm = p.hwm;
+    vd_plan_free(&p);
+    /* At its minimum budget dyn must offload and/or use min-workspace convs. */
+    uint64_t mb;
+    ck_assert(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0);
+    ck_assert_uint_lt(mb, none_hwm);
+    o.budget = mb;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    bool changed = p.offload_policy != VD_POLICY_NONE;
+    for (int i = 0; i < net.n_layers; i++) changed |= p.layers[i].algo != 0;
+    ck_assert(changed);
+    check_plan_invariants(&p, &net);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ---- the command line --------------------------------------------------- */
+
+static int run_cmd(const char *cmd, char *out, size_t n) {
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_cli_vgg16) {
+    const char *src = getenv("VD_SRCDIR"), *bld = getenv("VD_BUILDDIR");
+    ck_assert_ptr_nonnull(src);
+    ck_assert_ptr_nonnull(bld);
+    char spec[1024], cmd[4096], trace[] = "/tmp/vdnn-trace-XXXXXX";
+    snprintf(spec, sizeof spec, "%s/nets/vgg16.yaml", src);
+    FILE *probe = fopen(spec, "r");
+    if (!probe) return;   /* nets/vgg16.yaml not written yet */
+    fclose(probe);
+    int fd = mkstemp(trace);
+    close(fd);
+    static char out[1 << 20];
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --device h200 --policy all "
+             "--budget 12G --trace %s", bld, spec, trace);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
+    ck_assert(strstr(out, "summary"));
+    ck_assert(strstr(out, "feasible             yes"));
+    ck_assert(strstr(out, "offload features."));
+    ck_assert(strstr(out, "prefetch features."));
+    /* the trace is valid JSON with three tracks and a memory counter */
+    char *text = NULL;
+    size_t n = 0;
+    vd_err e = {0};
+    ck_assert(vd_read_file(trace, &text, &n, &e) == 0);
+    vj_val *root = NULL;
+    char jerr[256];
+    ck_assert_msg(vj_parse(text, n, &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
+    const vj_val *evs = vj_get(root, "traceEvents");
+    ck_assert(evs && evs->type == VJ_ARR);
+    int seen_tid[3] = {0, 0, 0}, counters = 0;
+    for (int i = 0; i < evs->n; i++) {
+        const vj_val *ph = vj_get(&evs->items[i], "ph");
+        ck_assert(ph && ph->type == VJ_STR);
+        if (strcmp(ph->str, "C") == 0) counters++;
+        if (strcmp(ph->str, "X") == 0) {
+            const vj_val *tid = vj_get(&evs->items[i], "tid");
+            uint64_t v = 9;
+            ck_assert(vj_u64(tid, &v) && v < 3);
+            seen_tid[v]++;
+            ck_assert(vj_get(&evs->items[i], "ts") && vj_get(&evs->items[i], "dur"));
+        }
+    }
+    ck_assert(seen_tid[0] && seen_tid[1] && seen_tid[2] && counters > 0);
+    vj_free(root);
+    free(text);
+    unlink(trace);
+    /* minimum budgets: all four, ordered sensibly */
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --min-budget --format json", bld, spec);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
+    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
+    const vj_val *mins = vj_get(root, "min_budgets");
+    uint64_t none = 0, all = 0, conv = 0, dyn = 0;
+    ck_assert(vj_u64(vj_get(mins, "none"), &none) && vj_u64(vj_get(mins, "all"), &all) &&
+              vj_u64(vj_get(mins, "conv"), &conv) && vj_u64(vj_get(mins, "dyn"), &dyn));
+    ck_assert_uint_lt(all, none);
+    ck_assert_uint_lt(conv, none);
+    ck_assert_uint_le(dyn, all);
+    ck_assert_uint_le(dyn, conv);
+    vj_free(root);
+    /* JSON plan with the required keys */
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --policy dyn --budget 12G --format json",
+             bld, spec);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
+    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
+    static const char *keys[] = {"net", "batch", "policy", "budget", "feasible", "peak_bytes",
+                                 "offload_bytes", "predicted_iter_s", "steps"};
+    for (size_t k = 0; k < VD_ARRAY_LEN(keys); k++)
+        ck_assert_msg(vj_get(root, keys[k]), "json plan lacks %s", keys[k]);
+    vj_free(root);
+    /* infeasible: exit 6 and the message */
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --policy none --budget 12G 2>&1 >/dev/null",
+             bld, spec);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EBUDGET);
+    ck_assert(strstr(out, "smallest budget that fits"));
+    /* usage errors */
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --policy allx 2>&1", bld, spec);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EUSAGE);
+    ck_assert(strstr(out, "did you mean 'all'"));
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan 2>&1", bld);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EUSAGE);
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --budget 12Q 2>&1", bld, spec);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EUSAGE);
+    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s/nets/nonexistent.yaml 2>&1", bld, src);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EIO);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_inplace_rules);
+    tcase_add_test(tc, test_liveness_exact);
+    tcase_add_test(tc, test_infeasible_message);
+    tcase_add_test(tc, test_profile_roundtrip);
+    tcase_add_test(tc, test_dyn_prefers_fast);
+    tcase_add_test(tc, test_random_nets);
+    tcase_add_test(tc, test_sim_equals_exec);
+    tcase_add_test(tc, test_cli_vgg16);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,444 @@
+/* test_ckpt.c — safetensors checkpoints: round trip, byte stability, strict
+ * matching, corruption, atomic writes, and an independent Python reader. */
+#include <dirent.h>
+#include <math.h>
+#include <sys/stat.h>
+#include "tutil.h"
+#include "train/ckpt.h"
+#include "train/json_mini.h"
+
+static float *rand_floats(int64_t n, uint64_t seed) {
+    float *p = malloc(sizeof(float) * (size_t)n);
+    vd_rng r;
+    vd_rng_seed(&r, seed, 1);
+    for (int64_t i = 0; i < n; i++) p[i] = vd_rng_normal(&r);
+    return p;
+}
+
+static char *slurp(const char *path, size_t *n) {
+    char *d;
+    vd_err e;
+    ck_assert_msg(vd_read_file(path, &d, n, &e) == 0, "%s", e.msg);
+    return d;
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+typedef struct fixture {
+    char *dir;
+    char path[600];
+    vd_net net;
+    float *params, *mom;
+    vd_train_state st;
+} fixture;
+
+static void fx_init(fixture *f, bool bn) {
+    memset(f, 0, sizeof *f);
+    f->dir = tu_tmpdir();
+    snprintf(f->path, sizeof f->path, "%s/model.safetensors", f->dir);
+    tu_tiny_net(&f->net, 3, 8, 8, 10, bn, 4);
+    f->params = rand_floats(f->net.param_floats, 1);
+    f->mom = rand_floats(f->net.param_floats, 2);
+    f->st = (vd_train_state){ .iteration = 123, .sgd_steps = 123, .samples = 492,
+                              .seed = 0xFFFFFFFFFFFFFFF1ull, .batch = 4 };
+}
+
+static void fx_free(fixture *f) {
+    free(f->params);
+    free(f->mom);
+    vd_net_free(&f->net);
+    tu_rmrf(f->dir);
+    free(f->dir);
+}
+
+START_TEST(round_trip_is_exact) {
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(count_entries(f.dir), 2);        /* FILE, FILE.state, no temp files */
+    float *p2 = calloc((size_t)f.net.param_floats, sizeof(float));
+    float *m2 = calloc((size_t)f.net.param_floats, sizeof(float));
+    vd_train_state st2;
+    ck_assert_msg(vd_ckpt_load(f.path, &f.net, p2, m2, &st2, &e) == 0, "%s", e.msg);
+    ck_assert_mem_eq(p2, f.params, sizeof(float) * (size_t)f.net.param_floats);
+    for (int i = 0; i < f.net.n_params; i++) {
+        const vd_param *p = &f.net.params[i];
+        for (int64_t k = 0; k < p->numel; k++)
+            ck_assert_msg(memcmp(&m2[p->offset + k],
+                                 p->kind == VD_PARAM_WEIGHT ? &f.mom[p->offset + k] : &(float){ 0 },
+                                 4) == 0, "momentum of %s[%lld]", p->name, (long long)k);
+    }
+    ck_assert_int_eq(st2.iteration, 123);
+    ck_assert_int_eq(st2.sgd_steps, 123);
+    ck_assert_uint_eq(st2.samples, 492);
+    ck_assert_uint_eq(st2.seed, 0xFFFFFFFFFFFFFFF1ull);
+    ck_assert_int_eq(st2.batch, 4);
+    vd_train_state st3;
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st3, &e), 0);
+    ck_assert_mem_eq(&st2, &st3, sizeof st2);
+    int64_t it = -1;
+    memset(p2, 0, sizeof(float) * (size_t)f.net.param_floats);
+    ck_assert_int_eq(vd_ckpt_load_model(f.path, &f.net, p2, &it, &e), 0);
+    ck_assert_int_eq(it, 123);
+    ck_assert_mem_eq(p2, f.params, sizeof(float) * (size_t)f.net.param_floats);
+
+    /* saving what was loaded reproduces the files byte for byte */
+    size_t n1, n2, s1, s2;
+    char *a = slurp(f.path, &n1);
+    char sp[700];
+    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    char *as = slurp(sp, &s1);
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, p2, m2, &st2, &e), 0);
+    char *b = slurp(f.path, &n2);
+    char *bs = slurp(sp, &s2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert_mem_eq(a, b, n1);
+    ck_assert_uint_eq(s1, s2);
+    ck_assert_mem_eq(as, bs, s1);
+    free(a); free(b); free(as); free(bs);
+    free(p2);
+    free(m2);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(layout_is_safetensors_and_torchvision) {
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    size_t n;
+    unsigned char *d = (unsigned char *)slurp(f.path, &n);
+    uint64_t hl = 0;
+    for (int k = 7; k >= 0; k--) hl = (hl << 8) | d[k];
+    ck_assert_uint_eq(hl % 8, 0);
+    ck_assert(8 + hl <= n);
+    vj_val *h;
+    char jerr[128];
+    ck_assert_msg(vj_parse((char *)d + 8, hl, &h, jerr, sizeof jerr) == 0, "%s", jerr);
+    const vj_val *nbt = vj_get(h, "features.1.num_batches_tracked");
+    ck_assert_ptr_nonnull(nbt);
+    ck_assert_str_eq(vj_get(nbt, "dtype")->str, "I64");
+    ck_assert_int_eq(vj_get(nbt, "shape")->n, 0);
+    uint64_t b0, b1;
+    ck_assert(vj_u64(&vj_get(nbt, "data_offsets")->items[0], &b0));
+    ck_assert(vj_u64(&vj_get(nbt, "data_offsets")->items[1], &b1));
+    ck_assert_uint_eq(b1 - b0, 8);
+    ck_assert_uint_eq(b0 % 8, 0);
+    int64_t v;
+    memcpy(&v, d + 8 + hl + b0, 8);
+    ck_assert_int_eq(v, 123);
+    const vj_val *w = vj_get(h, "features.0.weight");
+    ck_assert_ptr_nonnull(w);
+    ck_assert_str_eq(vj_get(w, "dtype")->str, "F32");
+    const vj_val *shp = vj_get(w, "shape");
+    ck_assert_int_eq(shp->n, 4);
+    ck_assert_str_eq(shp->items[0].str, "4");
+    ck_assert_str_eq(shp->items[1].str, "3");
+    ck_assert_str_eq(shp->items[2].str, "3");
+    ck_assert_str_eq(shp->items[3].str, "3");
+    ck_assert_ptr_nonnull(vj_get(h, "features.1.running_var"));
+    ck_assert_ptr_null(vj_get(h, "features.0.bias"));   /* conv before BN has no bias */
+    ck_assert_ptr_null(vj_get(h, "momentum.features.0.weight"));
+    const vj_val *m = vj_get(h, "__metadata__");
+    ck_assert_str_eq(vj_get(m, "format")->str, "pt");
+    ck_assert_str_eq(vj_get(m, "iteration")->str, "123");
+    ck_assert_str_eq(vj_get(m, "net")->str, "tiny");
+    /* every tensor of the net is there plus one num_batches_tracked; nothing else */
+    ck_assert_int_eq(h->n, 1 + f.net.n_params + 1);
+    vj_free(h);
+    free(d);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(strict_matching_reports_first_mismatch) {
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), 0);
+    ck_assert_int_eq(count_entries(f.dir), 1);        /* no momentum: no .state */
+    vd_net other;
+    tu_tiny_net(&other, 3, 8, 8, 7, true, 4);         /* classifier 7 outputs */
+    float *p = calloc((size_t)other.param_floats, sizeof(float));
+    ck_assert_int_eq(vd_ckpt_load_model(f.path, &other, p, NULL, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, f.path) && strstr(e.msg, "classifier.weight") &&
+                  strstr(e.msg, "[10, 64]") && strstr(e.msg, "[7, 64]"), "%s", e.msg);
+    free(p);
+    vd_net_free(&other);
+    tu_tiny_net(&other, 3, 8, 8, 10, false, 4);       /* no BN, conv with bias */
+    p = calloc((size_t)other.param_floats, sizeof(float));
+    ck_assert_int_eq(vd_ckpt_load_model(f.path, &other, p, NULL, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "features.0.bias") && strstr(e.msg, "missing"), "%s", e.msg);
+    /* resume without the state file */
+    float *m = calloc((size_t)f.net.param_floats, sizeof(float));
+    vd_train_state st;
+    ck_assert_int_eq(vd_ckpt_load(f.path, &f.net, f.params, m, &st, &e), VD_EIO);
+    ck_assert_msg(strstr(e.msg, ".state"), "%s", e.msg);
+    free(m);
+    free(p);
+    vd_net_free(&other);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(state_must_belong_to_model) {
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    char other[700], sp[700], osp[700];
+    snprintf(other, sizeof other, "%s/other.safetensors", f.dir);
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    f.params[0] += 1.0f;
+    ck_assert_int_eq(vd_ckpt_save(other, &f.net, f.params, f.mom, &f.st, &e), 0);
+    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    vd_ckpt_state_path(other, osp, sizeof osp);
+    ck_assert_int_eq(rename(osp, sp), 0);
+    vd_train_state st;
+    float *m = calloc((size_t)f.net.param_floats, sizeof(float));
+    ck_assert_int_eq(vd_ckpt_load(f.path, &f.net, f.params, m, &st, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "does not belong"), "%s", e.msg);
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st, &e), VD_EDATA);
+    free(m);
+    fx_free(&f);
+}
+END_TEST
+
+/* Every single-byte corruption of the header region and every truncation
+ * must give VD_EDATA (or load fine if the change is harmless), never crash;
+ * the ASan build runs this too. */
+START_TEST(corruption_never_crashes) {
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), 0);
+    size_t n;
+    char *orig = slurp(f.path, &n);
+    uint64_t hl = 0;
+    for (int k = 7; k >= 0; k--) hl = (hl << 8) | (unsigned char)orig[k];
+    float *p = calloc((size_t)f.net.param_floats, sizeof(float));
+    char *buf = malloc(n);
+    int n_edata = 0;
+    static const unsigned char flips[] = { 0x00, '"', '}', '9', 0xFF, ',', '\\' };
+    for (size_t i = 0; i < 8 + hl; i++)
+        for (size_t k = 0; k < sizeof flips; k++) {
+            memcpy(buf, orig, n);
+            if ((unsigned char)buf[i] == flips[k]) continue;
+            buf[i] = (char)flips[k];
+            tu_write(f.path, buf, n);
+            int rc = vd_ckpt_load_model(f.path, &f.net, p, NULL, &e);
+            ck_assert_msg(rc == 0 || rc == VD_EDATA, "byte %zu -> %d: rc %d (%s)", i, flips[k],
+                          rc, e.msg);
+            if (rc) {
+                n_edata++;
+                ck_assert_msg(strstr(e.msg, f.path), "message does not name the file: %s", e.msg);
+            }
+        }
+    ck_assert(n_edata > 100);
+    for (size_t len = 0; len < n; len += (len < 8 + hl + 16 ? 1 : 97)) {
+        tu_write(f.path, orig, len);
+        int rc = vd_ckpt_load_model(f.path, &f.net, p, NULL, &e);
+        ck_assert_msg(rc == VD_EDATA, "truncated to %zu: rc %d", len, rc);
+        ck_assert_msg(strstr(e.msg, f.path), "%s", e.msg);
+    }
+    free(buf);
+    free(orig);
+    free(p);
+    fx_free(&f);
+}
+END_TEST
+
+/* A hand-made file whose tensors overlap / leave a hole / use F16. */
+static void write_st(const char *path, const char *json, size_t data_n) {
+    size_t hl = strlen(json);
+    unsigned char *b = calloc(1, 8 + hl + data_n);
+    for (int k = 0; k < 8; k++) b[k] = (unsigned char)(hl >> (8 * k));
+    memcpy(b + 8, json, hl);
+    tu_write(path, b, 8 + hl + data_n);
+    free(b);
+}
+
+START_TEST(offsets_are_validated) {
+    char *d = tu_tmpdir();
+    char p[600];
+    snprintf(p, sizeof p, "%s/x.safetensors", d);
+    vd_net net;
+    tu_tiny_net(&net, 3, 8, 8, 10, false, 4);
+    float *prm = calloc((size_t)net.param_floats, sizeof(float));
+    vd_err e;
+    struct { const char *json; size_t n; const char *want; } cases[] = {
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlaps" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+          "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, "hole" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "needs" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 16, "cover" },
+        { "{\"a\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape" },
+        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99]}}", 8, "truncated" },
+        { "{\"__metadata__\":{\"x\":1}}", 0, "not a string" },
+        { "[1,2]", 0, "not a JSON object" },
+        { "{\"a\":1,\"a\":2}", 0, "duplicate" },
+        { "{\"features.0.weight\":{\"dtype\":\"F16\",\"shape\":[4,3,3,3],"
+          "\"data_offsets\":[0,216]}}", 216, "F16" },
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+        write_st(p, cases[i].json, cases[i].n);
+        ck_assert_int_eq(vd_ckpt_load_model(p, &net, prm, NULL, &e), VD_EDATA);
+        ck_assert_msg(strstr(e.msg, cases[i].want) && strstr(e.msg, p), "case %zu: %s", i, e.msg);
+    }
+    free(prm);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(atomic_write_keeps_old_file) {
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), 0);
+    size_t n0;
+    char *before = slurp(f.path, &n0);
+    /* make the temp file impossible to create: a directory squats its name */
+    char tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", f.path, (long)getpid());
+    ck_assert_int_eq(mkdir(tmp, 0755), 0);
+    f.params[0] = 42.0f;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), VD_EIO);
+    ck_assert_msg(strstr(e.msg, f.path), "%s", e.msg);
+    size_t n1;
+    char *after = slurp(f.path, &n1);
+    ck_assert_uint_eq(n0, n1);
+    ck_assert_mem_eq(before, after, n0);               /* the old checkpoint is intact */
+    ck_assert_int_eq(rmdir(tmp), 0);
+    ck_assert_int_eq(count_entries(f.dir), 1);         /* and nothing was left behind */
+    /* a directory that does not exist */
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/m.safetensors", f.dir);
+    ck_assert_int_eq(vd_ckpt_save(bad, &f.net, f.params, NULL, &f.st, &e), VD_EIO);
+    /* an unwritable directory (root ignores permissions: only checked otherwise) */
+    if (geteuid() != 0) {
+        char ro[700], rof[760];
+        snprintf(ro, sizeof ro, "%s/ro", f.dir);
+        ck_assert_int_eq(mkdir(ro, 0755), 0);
+        snprintf(rof, sizeof rof, "%s/m.safetensors", ro);
+        ck_assert_int_eq(vd_ckpt_save(rof, &f.net, f.params, NULL, &f.st, &e), 0);
+        free(after);
+        after = slurp(rof, &n1);
+        ck_assert_int_eq(chmod(ro, 0555), 0);
+        f.params[0] = 7.0f;
+        ck_assert_int_eq(vd_ckpt_save(rof, &f.net, f.params, NULL, &f.st, &e), VD_EIO);
+        size_t n2;
+        char *again = slurp(rof, &n2);
+        ck_assert_uint_eq(n1, n2);
+        ck_assert_mem_eq(after, again, n1);
+        ck_assert_int_eq(count_entries(ro), 1);
+        free(again);
+        chmod(ro, 0755);
+    }
+    free(before);
+    free(after);
+    fx_free(&f);
+}
+END_TEST
+
+/* Write a checkpoint and an exact text dump of it, then let the plain-Python
+ * reader (tests/train/read_safetensors.py, struct + json only) check that it
+ * decodes to the same tensors. Skipped when python3 is absent. */
+START_TEST(python_reader_agrees) {
+    if (system("python3 -c 'import json, struct' >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "python_reader_agrees: python3 not found, skipped\n");
+        return;
+    }
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_msg(src != NULL, "VD_SRCDIR not set (run through meson test)");
+    fixture f;
+    fx_init(&f, true);
+    vd_err e;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    char dump[700];
+    snprintf(dump, sizeof dump, "%s/expected.txt", f.dir);
+    FILE *o = fopen(dump, "w");
+    ck_assert_ptr_nonnull(o);
+    fprintf(o, "# which name dtype ndim dims... values...\n");
+    for (int i = 0; i < f.net.n_params; i++) {
+        const vd_param *p = &f.net.params[i];
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1 && p->kind != VD_PARAM_WEIGHT) continue;
+            fprintf(o, "%s %s%s F32", pass ? "state" : "model", pass ? "momentum." : "", p->name);
+            fprintf(o, " %d", p->ndim);
+            for (int d = 0; d < p->ndim; d++) fprintf(o, " %lld", (long long)p->shape[d]);
+            const float *src_p = (pass ? f.mom : f.params) + p->offset;
+            for (int64_t k = 0; k < p->numel; k++) fprintf(o, " %a", (double)src_p[k]);
+            fprintf(o, "\n");
+        }
+    }
+    fprintf(o, "model features.1.num_batches_tracked I64 0 123\n");
+    fclose(o);
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "python3 '%s/tests/train/read_safetensors.py' '%s' '%s'", src,
+             f.path, dump);
+    int rc = system(cmd);
+    ck_assert_msg(rc == 0, "%s failed (status %d)", cmd, rc);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(json_reader_basics) {
+    vj_val *v;
+    char err[128];
+    const char *ok = " {\"a\" : [1, -2.5e3, true, false, null, \"x\\u00e9\\ud83d\\ude00\\n\"], "
+                     "\"b\": {}} ";
+    ck_assert_msg(vj_parse(ok, strlen(ok), &v, err, sizeof err) == 0, "%s", err);
+    const vj_val *a = vj_get(v, "a");
+    ck_assert_int_eq(a->n, 6);
+    ck_assert_str_eq(a->items[1].str, "-2.5e3");
+    ck_assert_str_eq(a->items[5].str, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+    uint64_t u;
+    ck_assert(vj_u64(&a->items[0], &u) && u == 1);
+    ck_assert(!vj_u64(&a->items[1], &u));
+    vj_free(v);
+    const char *bad[] = { "", "{", "{\"a\":}", "[1,]", "01", "\"\x01\"", "{\"a\":1} x",
+                          "\"\\ud800\"", "[\"\\q\"]", "tru", "1.", "-", "{1:2}" };
+    for (size_t i = 0; i < VD_ARRAY_LEN(bad); i++)
+        ck_assert_msg(vj_parse(bad[i], strlen(bad[i]), &v, err, sizeof err) != 0, "accepted '%s'",
+                      bad[i]);
+    char deep[200];
+    memset(deep, '[', sizeof deep);
+    ck_assert(vj_parse(deep, sizeof deep, &v, err, sizeof err) != 0);
+    ck_assert_msg(strstr(err, "deeper"), "%s", err);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("ckpt");
+    TCase *t = tcase_create("ckpt");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, round_trip_is_exact);
+    tcase_add_test(t, layout_is_safetensors_and_torchvision);
+    tcase_add_test(t, strict_matching_reports_first_mismatch);
+    tcase_add_test(t, state_must_belong_to_model);
+    tcase_add_test(t, corruption_never_crashes);
+    tcase_add_test(t, offsets_are_validated);
+    tcase_add_test(t, atomic_write_keeps_old_file);
+    tcase_add_test(t, python_reader_agrees);
+    tcase_add_test(t, json_reader_basics);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int nf = srunner_ntests_failed(r);
+    srunner_free(r);
+    return nf ? 1 : 0;
+}

@@ -1,0 +1,440 @@
+/* test_data.c — datasets and the loader: formats, corruption, determinism. */
+#include <math.h>
+#include <sys/stat.h>
+#include "tutil.h"
+#include "data/data.h"
+
+/* ---- fake MNIST ------------------------------------------------------- */
+
+static void be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+/* Sample i's pixel 0 holds i (mod 256), pixel 1 holds 255, label i % 10. */
+static void write_mnist_split(const char *dir, const char *prefix, uint32_t n, int rows) {
+    size_t px = (size_t)rows * rows;
+    size_t isz = 16 + n * px, lsz = 8 + n;
+    unsigned char *img = calloc(1, isz), *lab = calloc(1, lsz);
+    be32(img, 0x803); be32(img + 4, n); be32(img + 8, (uint32_t)rows); be32(img + 12, (uint32_t)rows);
+    be32(lab, 0x801); be32(lab + 4, n);
+    for (uint32_t i = 0; i < n; i++) {
+        img[16 + i * px] = (unsigned char)i;
+        img[16 + i * px + 1] = 255;
+        lab[8 + i] = (unsigned char)(i % 10);
+    }
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, prefix);
+    tu_write(p, img, isz);
+    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    tu_write(p, lab, lsz);
+    free(img);
+    free(lab);
+}
+
+static char *make_mnist(uint32_t ntr, uint32_t nte) {
+    char *d = tu_tmpdir();
+    write_mnist_split(d, "train", ntr, 28);
+    write_mnist_split(d, "t10k", nte, 28);
+    return d;
+}
+
+static int open_spec(const char *kind, const char *dir, const vd_net *net, vd_dataset **ds,
+                     vd_err *e) {
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s:%s", kind, dir);
+    return vd_data_open(spec, net, 4, 1, false, ds, e);
+}
+
+START_TEST(mnist_reads_and_normalises) {
+    char *d = make_mnist(20, 7);
+    vd_net net;
+    tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
+    vd_dataset *ds;
+    vd_err e;
+    ck_assert_msg(open_spec("mnist", d, &net, &ds, &e) == 0, "%s", e.msg);
+    const vd_data_info *in = vd_data_get_info(ds);
+    ck_assert_int_eq(in->n[VD_SPLIT_TRAIN], 20);
+    ck_assert_int_eq(in->n[VD_SPLIT_TEST], 7);
+    float x[784];
+    int32_t y;
+    ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 13, 0, x, &y, &e), 0);
+    ck_assert_int_eq(y, 3);
+    /* the normalisation is exact float arithmetic on x/255: compare exactly */
+    ck_assert_float_eq(x[0], (13.0f / 255.0f - 0.1307f) / 0.3081f);
+    ck_assert_float_eq(x[1], (1.0f - 0.1307f) / 0.3081f);
+    ck_assert_float_eq(x[2], (0.0f - 0.1307f) / 0.3081f);
+    ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TEST, 6, 0, x, &y, &e), 0);
+    ck_assert_int_eq(y, 6);
+    vd_data_close(&ds);
+    ck_assert_ptr_null(ds);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* Rewrite one file of a valid MNIST dir, expect VD_EDATA naming it. */
+static void expect_mnist_corrupt(const char *file, void (*mutate)(unsigned char *, size_t *),
+                                 int want, const char *want_sub) {
+    char *d = make_mnist(10, 5);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", d, file);
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char buf[20000];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    mutate(buf, &n);
+    tu_write(p, buf, n);
+    vd_net net;
+    tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
+    vd_dataset *ds = NULL;
+    vd_err e;
+    int rc = open_spec("mnist", d, &net, &ds, &e);
+    ck_assert_int_eq(rc, want);
+    ck_assert_ptr_null(ds);
+    ck_assert_msg(strstr(e.msg, p) != NULL, "message does not name %s: %s", p, e.msg);
+    if (want_sub) ck_assert_msg(strstr(e.msg, want_sub) != NULL, "want '%s' in: %s", want_sub, e.msg);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+static void m_truncate(unsigned char *b, size_t *n) { (void)b; *n -= 1; }
+static void m_truncate_hdr(unsigned char *b, size_t *n) { (void)b; *n = 6; }
+static void m_magic(unsigned char *b, size_t *n) { (void)n; b[3] = 0x02; }
+static void m_gzip(unsigned char *b, size_t *n) { (void)n; b[0] = 0x1f; b[1] = 0x8b; }
+static void m_extra(unsigned char *b, size_t *n) { b[*n] = 0; *n += 1; }
+static void m_label(unsigned char *b, size_t *n) { (void)n; b[8 + 3] = 12; }
+static void m_count(unsigned char *b, size_t *n) { be32(b + 4, 4); *n = 8 + 4; }
+static void m_empty(unsigned char *b, size_t *n) { (void)b; *n = 0; }
+
+START_TEST(mnist_corrupt_files_are_edata) {
+    expect_mnist_corrupt("train-images-idx3-ubyte", m_truncate, VD_EDATA, "truncated");
+    expect_mnist_corrupt("train-images-idx3-ubyte", m_truncate_hdr, VD_EDATA, "truncated");
+    expect_mnist_corrupt("t10k-images-idx3-ubyte", m_magic, VD_EDATA, "magic");
+    expect_mnist_corrupt("train-labels-idx1-ubyte", m_gzip, VD_EDATA, "gzip");
+    expect_mnist_corrupt("t10k-labels-idx1-ubyte", m_extra, VD_EDATA, NULL);
+    expect_mnist_corrupt("train-labels-idx1-ubyte", m_label, VD_EDATA, "label");
+    expect_mnist_corrupt("train-labels-idx1-ubyte", m_count, VD_EDATA, "labels");
+    expect_mnist_corrupt("t10k-labels-idx1-ubyte", m_empty, VD_EDATA, NULL);
+}
+END_TEST
+
+START_TEST(mnist_missing_file_is_eio) {
+    char *d = make_mnist(10, 5);
+    char p[512];
+    snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte", d);
+    ck_assert_int_eq(unlink(p), 0);
+    vd_net net;
+    tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
+    vd_dataset *ds = NULL;
+    vd_err e;
+    ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), VD_EIO);
+    ck_assert_msg(strstr(e.msg, p) != NULL, "%s", e.msg);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(shape_mismatch_is_usage_error) {
+    char *d = make_mnist(10, 5);
+    vd_net net;
+    tu_tiny_net(&net, 3, 28, 28, 10, false, 4);
+    vd_dataset *ds = NULL;
+    vd_err e;
+    ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), VD_EUSAGE);
+    ck_assert_msg(strstr(e.msg, "1x28x28") && strstr(e.msg, "3x28x28"), "%s", e.msg);
+    vd_net_free(&net);
+    tu_tiny_net(&net, 1, 28, 28, 5, false, 4);   /* too few classes */
+    ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), VD_EUSAGE);
+    ck_assert_msg(strstr(e.msg, "10 classes"), "%s", e.msg);
+    vd_net_free(&net);
+    tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
+    ck_assert_int_eq(open_spec("cifar10", d, &net, &ds, &e), VD_EUSAGE);
+    ck_assert_int_eq(vd_data_open("minst:x", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
+    ck_assert_msg(strstr(e.msg, "mnist"), "no suggestion: %s", e.msg);
+    ck_assert_int_eq(vd_data_open("mnist", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
+    ck_assert_int_eq(vd_data_open("synthetic:0", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
+    ck_assert_int_eq(vd_data_open("synthetic:10,x", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* ---- fake CIFAR-10 ----------------------------------------------------- */
+
+static char *make_cifar(int per_file) {
+    char *d = tu_tmpdir();
+    size_t n = (size_t)per_file * 3073;
+    unsigned char *b = calloc(1, n);
+    for (int f = 1; f <= 6; f++) {
+        for (int r = 0; r < per_file; r++) {
+            unsigned char *rec = b + (size_t)r * 3073;
+            rec[0] = (unsigned char)((f * 7 + r) % 10);
+            rec[1] = 255;            /* R[0] */
+            rec[1 + 1024] = 0;       /* G[0] */
+            rec[1 + 2048 + 5] = 51;  /* B[5] */
+        }
+        char p[512];
+        if (f <= 5) snprintf(p, sizeof p, "%s/data_batch_%d.bin", d, f);
+        else snprintf(p, sizeof p, "%s/test_batch.bin", d);
+        tu_write(p, b, n);
+    }
+    free(b);
+    return d;
+}
+
+START_TEST(cifar_reads_and_normalises) {
+    char *d = make_cifar(3);
+    vd_net net;
+    tu_tiny_net(&net, 3, 32, 32, 10, false, 4);
+    vd_dataset *ds;
+    vd_err e;
+    ck_assert_msg(open_spec("cifar10", d, &net, &ds, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(vd_data_get_info(ds)->n[0], 15);
+    ck_assert_int_eq(vd_data_get_info(ds)->n[1], 3);
+    float x[3072];
+    int32_t y;
+    ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 4, 0, x, &y, &e), 0); /* file 2, rec 1 */
+    ck_assert_int_eq(y, (2 * 7 + 1) % 10);
+    ck_assert_float_eq(x[0], (1.0f - 0.4914f) / 0.2470f);
+    ck_assert_float_eq(x[1024], (0.0f - 0.4822f) / 0.2435f);
+    ck_assert_float_eq(x[2048 + 5], (51.0f / 255.0f - 0.4465f) / 0.2616f);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(cifar_corrupt_is_edata) {
+    char *d = make_cifar(2);
+    vd_net net;
+    tu_tiny_net(&net, 3, 32, 32, 10, false, 4);
+    vd_dataset *ds = NULL;
+    vd_err e;
+    char p[512];
+    snprintf(p, sizeof p, "%s/data_batch_3.bin", d);
+    truncate(p, 3073 * 2 - 100);
+    ck_assert_int_eq(open_spec("cifar10", d, &net, &ds, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, p) != NULL, "%s", e.msg);
+    truncate(p, 3073 * 2);
+    FILE *f = fopen(p, "r+b");
+    fseek(f, 3073, SEEK_SET);
+    fputc(200, f);                 /* label of record 1 */
+    fclose(f);
+    ck_assert_int_eq(open_spec("cifar10", d, &net, &ds, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, "label"), "%s", e.msg);
+    ck_assert_ptr_null(ds);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* ---- image folders ------------------------------------------------------ */
+
+static void write_ppm(const char *path, int w, int h, unsigned char r, unsigned char g,
+                      unsigned char b) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "P6\n%d %d\n255\n", w, h);
+    for (int i = 0; i < w * h; i++) { fputc(r, f); fputc(g, f); fputc(b, f); }
+    fclose(f);
+}
+
+START_TEST(folder_labels_resize_and_corrupt) {
+    char *d = tu_tmpdir();
+    char p[600];
+    const char *dirs[] = { "train", "train/cat", "train/ant", "val", "val/cat" };
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    snprintf(p, sizeof p, "%s/train/cat/b.ppm", d); write_ppm(p, 40, 20, 255, 0, 51);
+    snprintf(p, sizeof p, "%s/train/cat/a.PPM", d); write_ppm(p, 9, 13, 0, 255, 0);
+    snprintf(p, sizeof p, "%s/train/ant/z.ppm", d); write_ppm(p, 8, 8, 10, 20, 30);
+    snprintf(p, sizeof p, "%s/train/ant/notes.txt", d); tu_write(p, "hi", 2);
+    snprintf(p, sizeof p, "%s/val/cat/bad.jpg", d); tu_write(p, "not a jpeg at all", 17);
+    vd_net net;
+    tu_tiny_net(&net, 3, 16, 16, 10, false, 2);
+    vd_dataset *ds;
+    vd_err e;
+    ck_assert_msg(open_spec("folder", d, &net, &ds, &e) == 0, "%s", e.msg);
+    const vd_data_info *in = vd_data_get_info(ds);
+    ck_assert_int_eq(in->classes, 2);
+    ck_assert_int_eq(in->n[0], 3);
+    ck_assert_int_eq(in->n[1], 1);
+    float x[3 * 16 * 16];
+    int32_t y;
+    /* sorted: ant/z (label 0), cat/a.PPM (1), cat/b (1) */
+    ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 0, 0, x, &y, &e), 0);
+    ck_assert_int_eq(y, 0);
+    ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 2, 0, x, &y, &e), 0);
+    ck_assert_int_eq(y, 1);
+    /* a uniform image stays uniform through resize + crop; bilinear weights sum
+     * to 1 in float, so allow a few ulps of the normalised value */
+    float want[3] = { (1.0f - 0.485f) / 0.229f, (0.0f - 0.456f) / 0.224f,
+                      (0.2f - 0.406f) / 0.225f };
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 256; i++)
+            ck_assert_msg(fabsf(x[c * 256 + i] - want[c]) < 1e-5f, "c%d i%d: %g vs %g", c, i,
+                          (double)x[c * 256 + i], (double)want[c]);
+    int rc = vd_data_sample(ds, VD_SPLIT_TEST, 0, 0, x, &y, &e);
+    ck_assert_int_eq(rc, VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "val/cat/bad.jpg"), "%s", e.msg);
+    /* ...and through the loader the error surfaces from vd_loader_next */
+    vd_loader *ld;
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = 2, .seed = 1 };
+    ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), 0);
+    float xb[2 * 768];
+    int32_t yb[2];
+    ck_assert_int_eq(vd_loader_next(ld, xb, yb, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "bad.jpg"), "%s", e.msg);
+    vd_loader_destroy(&ld);
+    vd_data_close(&ds);
+    /* a val class without a train counterpart */
+    snprintf(p, sizeof p, "%s/val/dog", d);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    ck_assert_int_eq(open_spec("folder", d, &net, &ds, &e), VD_EDATA);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* ---- synthetic and the loader ------------------------------------------- */
+
+START_TEST(synthetic_is_deterministic_and_unit_normal) {
+    vd_net net;
+    tu_tiny_net(&net, 3, 8, 8, 10, false, 4);
+    vd_dataset *a, *b, *c;
+    vd_err e;
+    ck_assert_int_eq(vd_data_open(NULL, &net, 4, 42, false, &a, &e), 0);
+    ck_assert_int_eq(vd_data_open("synthetic:5000,300", &net, 4, 42, false, &b, &e), 0);
+    ck_assert_int_eq(vd_data_open("synthetic", &net, 4, 43, false, &c, &e), 0);
+    ck_assert_int_eq(vd_data_get_info(a)->n[0], 4096);
+    ck_assert_int_eq(vd_data_get_info(a)->n[1], 64);
+    ck_assert_int_eq(vd_data_get_info(b)->n[0], 5000);
+    ck_assert_int_eq(vd_data_get_info(b)->n[1], 300);
+    float xa[192], xb[192], xc[192];
+    int32_t ya, yb, yc;
+    double s = 0, s2 = 0;
+    int n = 0, hist[10] = { 0 };
+    for (int i = 0; i < 2000; i++) {
+        vd_data_sample(a, VD_SPLIT_TRAIN, i, 0, xa, &ya, &e);
+        vd_data_sample(b, VD_SPLIT_TRAIN, i, 0, xb, &yb, &e);
+        ck_assert_int_eq(ya, yb);
+        ck_assert_mem_eq(xa, xb, sizeof xa);
+        ck_assert(ya >= 0 && ya < 10);
+        hist[ya]++;
+        for (int j = 0; j < 192; j++) { s += xa[j]; s2 += (double)xa[j] * xa[j]; n++; }
+    }
+    vd_data_sample(c, VD_SPLIT_TRAIN, 7, 0, xc, &yc, &e);
+    vd_data_sample(a, VD_SPLIT_TRAIN, 7, 0, xa, &ya, &e);
+    ck_assert(memcmp(xa, xc, sizeof xa) != 0);        /* the seed matters */
+    vd_data_sample(a, VD_SPLIT_TEST, 7, 0, xb, &yb, &e);
+    ck_assert(memcmp(xa, xb, sizeof xa) != 0);        /* test split differs */
+    /* 384000 values: the mean's standard error is ~0.0016 and the variance's
+     * ~0.0023 for i.i.d. N(0,1), but pixels share a 2^20 bank and class
+     * templates, so allow 0.05 */
+    double mean = s / n, var = s2 / n - mean * mean;
+    ck_assert_msg(fabs(mean) < 0.05 && fabs(var - 1.0) < 0.05, "mean %g var %g", mean, var);
+    for (int k = 0; k < 10; k++) ck_assert_msg(hist[k] > 120, "class %d drawn %d/2000", k, hist[k]);
+    vd_data_close(&a);
+    vd_data_close(&b);
+    vd_data_close(&c);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(epoch_perm_is_a_permutation) {
+    int64_t p[1000], q[1000];
+    vd_data_epoch_perm(1000, 5, 0, p);
+    int seen[1000] = { 0 };
+    for (int i = 0; i < 1000; i++) { ck_assert(p[i] >= 0 && p[i] < 1000); seen[p[i]]++; }
+    for (int i = 0; i < 1000; i++) ck_assert_int_eq(seen[i], 1);
+    vd_data_epoch_perm(1000, 5, 0, q);
+    ck_assert_mem_eq(p, q, sizeof p);
+    vd_data_epoch_perm(1000, 5, 1, q);
+    ck_assert(memcmp(p, q, sizeof p) != 0);
+    vd_data_epoch_perm(1000, 6, 0, q);
+    ck_assert(memcmp(p, q, sizeof p) != 0);
+}
+END_TEST
+
+/* Run a loader for nb batches and return all pixel-0 values (sample ids). */
+static void run_loader(vd_dataset *ds, int batch, bool shuffle, uint64_t start, int threads,
+                       int nb, int *ids, int32_t *labels) {
+    vd_loader *ld;
+    vd_err e;
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = batch, .shuffle = shuffle,
+                          .seed = 9, .start = start, .threads = threads };
+    ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
+    float *x = malloc(sizeof(float) * 784 * (size_t)batch);
+    for (int b = 0; b < nb; b++) {
+        ck_assert_int_eq(vd_loader_position(ld), start + (uint64_t)b * (uint64_t)batch);
+        ck_assert_int_eq(vd_loader_next(ld, x, labels + b * batch, &e), 0);
+        for (int i = 0; i < batch; i++)
+            ids[b * batch + i] = (int)lroundf((x[i * 784] * 0.3081f + 0.1307f) * 255.0f);
+    }
+    free(x);
+    vd_loader_destroy(&ld);
+    ck_assert_ptr_null(ld);
+}
+
+START_TEST(loader_order_is_deterministic) {
+    char *d = make_mnist(50, 5);   /* sample i has pixel 0 == i */
+    vd_net net;
+    tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
+    vd_dataset *ds;
+    vd_err e;
+    ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), 0);
+    enum { B = 7, NB = 30 };      /* 210 samples: 4.2 epochs, batches straddle epochs */
+    int a[B * NB], b[B * NB], c[B * NB];
+    int32_t la[B * NB], lb[B * NB], lc[B * NB];
+    run_loader(ds, B, true, 0, 1, NB, a, la);
+    run_loader(ds, B, true, 0, 3, NB, b, lb);
+    ck_assert_mem_eq(a, b, sizeof a);                 /* thread count does not matter */
+    ck_assert_mem_eq(la, lb, sizeof la);
+    for (int i = 0; i < B * NB; i++) ck_assert_int_eq(la[i], a[i] % 10);
+    for (int ep = 0; ep < 4; ep++) {                  /* each epoch is a permutation */
+        int seen[50] = { 0 };
+        for (int i = 0; i < 50; i++) seen[a[ep * 50 + i]]++;
+        for (int i = 0; i < 50; i++) ck_assert_int_eq(seen[i], 1);
+    }
+    ck_assert(memcmp(a, a + 50, 50 * sizeof(int)) != 0);   /* reshuffled per epoch */
+    run_loader(ds, B, true, 5 * B, 2, NB - 5, c, lc);        /* resume at batch 5 */
+    ck_assert_mem_eq(a + 5 * B, c, sizeof(int) * B * (NB - 5));
+    run_loader(ds, B, false, 3, 1, 2, c, lc);                /* in order, from sample 3 */
+    for (int i = 0; i < 2 * B; i++) ck_assert_int_eq(c[i], 3 + i);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("data");
+    TCase *t = tcase_create("data");
+    tcase_add_test(t, mnist_reads_and_normalises);
+    tcase_add_test(t, mnist_corrupt_files_are_edata);
+    tcase_add_test(t, mnist_missing_file_is_eio);
+    tcase_add_test(t, shape_mismatch_is_usage_error);
+    tcase_add_test(t, cifar_reads_and_normalises);
+    tcase_add_test(t, cifar_corrupt_is_edata);
+    tcase_add_test(t, folder_labels_resize_and_corrupt);
+    tcase_add_test(t, synthetic_is_deterministic_and_unit_normal);
+    tcase_add_test(t, epoch_perm_is_a_permutation);
+    tcase_add_test(t, loader_order_is_deterministic);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int nf = srunner_ntests_failed(r);
+    srunner_free(r);
+    return nf ? 1 : 0;
+}

@@ -1,0 +1,211 @@
+/* test_resume.c — the training loop on the CPU backend: N iterations + save +
+ * resume + M iterations is byte-identical to N+M iterations; offload
+ * policies do not change the result; divergence is VD_ENUMERIC. */
+#include <math.h>
+#include "tutil.h"
+#include "backend/backend.h"
+#include "plan/plan.h"
+#include "exec/exec.h"
+#include "data/data.h"
+#include "train/train.h"
+#include "train/ckpt.h"
+
+/* conv -> bn -> relu -> pool -> flatten -> fc -> dropout -> fc -> loss on
+ * 3x8x8 synthetic images: BN buffers, momentum and dropout masks all take
+ * part in the state that a resume must restore. */
+static void build_net(vd_net *net, int batch) {
+    vd_net_init(net);
+    snprintf(net->name, sizeof net->name, "resnetish");
+    net->in_c = 3; net->in_h = 8; net->in_w = 8; net->classes = 5;
+    net->train.batch = batch;
+    net->train.lr = 0.05f;
+    net->train.momentum = 0.9f;
+    net->train.weight_decay = 5e-4f;
+    net->train.seed = 11;
+    net->train.lr_policy.type = VD_LR_COSINE;
+    net->train.lr_policy.min_lr = 0.001f;
+    net->train.lr_policy.warmup = 2;
+    int i = tu_add(net, "features.0", VD_OP_CONV, -1);
+    net->layers[i].u.conv.out = 6;
+    net->layers[i].u.conv.kh = net->layers[i].u.conv.kw = 3;
+    net->layers[i].u.conv.sh = net->layers[i].u.conv.sw = 1;
+    net->layers[i].u.conv.ph = net->layers[i].u.conv.pw = 1;
+    net->layers[i].u.conv.groups = 1;
+    i = tu_add(net, "features.1", VD_OP_BATCHNORM, i);
+    i = tu_add(net, "features.2", VD_OP_RELU, i);
+    i = tu_add(net, "features.3", VD_OP_POOL, i);
+    net->layers[i].u.pool.mode = VD_POOL_MAX;
+    net->layers[i].u.pool.kh = net->layers[i].u.pool.kw = 2;
+    i = tu_add(net, "flatten", VD_OP_FLATTEN, i);
+    i = tu_add(net, "classifier.0", VD_OP_FC, i);
+    net->layers[i].u.fc.out = 16;
+    net->layers[i].u.fc.bias = true;
+    i = tu_add(net, "classifier.1", VD_OP_DROPOUT, i);
+    net->layers[i].u.dropout.p = 0.25f;
+    i = tu_add(net, "classifier.2", VD_OP_FC, i);
+    net->layers[i].u.fc.out = 5;
+    net->layers[i].u.fc.bias = true;
+    tu_add(net, "loss", VD_OP_SOFTMAX_XENT, i);
+    vd_err e;
+    ck_assert_msg(vd_net_finalize(net, &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(net);
+}
+
+typedef struct session {
+    vd_backend *be;
+    vd_profile prof;
+    vd_plan plan;
+    vd_exec *ex;
+    vd_dataset *ds;
+} session;
+
+static void open_session(session *s, vd_net *net, vd_policy policy) {
+    memset(s, 0, sizeof *s);
+    vd_err e;
+    ck_assert_msg(vd_backend_cpu_create(&s->be, &e) == 0, "%s", e.msg);
+    ck_assert_msg(s->be->layer_setup(s->be, net, net->train.batch, VD_MATH_FP32, true, &e) == 0,
+                  "%s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, net->train.batch, s->be, &vd_device_cpu, &s->prof, &e)
+                  == 0, "%s", e.msg);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.batch = net->train.batch;
+    po.policy = policy;
+    ck_assert_msg(vd_plan_build(net, &s->prof, &po, &s->plan, &e) == 0, "%s", e.msg);
+    vd_exec_opts eo = { .poison = true, .deterministic = true, .layers_ready = true };
+    ck_assert_msg(vd_exec_create(&s->ex, net, &s->plan, s->be, &eo, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_data_open("synthetic:200,40", net, net->train.batch, net->train.seed, false,
+                               &s->ds, &e) == 0, "%s", e.msg);
+}
+
+static void close_session(session *s) {
+    vd_exec_destroy(&s->ex);
+    vd_plan_free(&s->plan);
+    vd_profile_free(&s->prof);
+    s->be->destroy(s->be);
+    vd_data_close(&s->ds);
+}
+
+static int train_to(vd_net *net, vd_policy policy, int64_t iters, int64_t stop_at,
+                    const char *save, const char *resume, vd_train_result *res, vd_err *e) {
+    session s;
+    open_session(&s, net, policy);
+    vd_train_opts o = { .iters = iters, .stop_at = stop_at, .save_path = save,
+                        .resume_path = resume, .log_every = 1000, .eval_at_end = true };
+    int rc = vd_train_run(net, s.ex, s.ds, &o, res, e);
+    close_session(&s);
+    return rc;
+}
+
+static int train(vd_net *net, vd_policy policy, int64_t iters, const char *save,
+                 const char *resume, vd_train_result *res, vd_err *e) {
+    return train_to(net, policy, iters, 0, save, resume, res, e);
+}
+
+static char *slurp(const char *path, size_t *n) {
+    char *d;
+    vd_err e;
+    ck_assert_msg(vd_read_file(path, &d, n, &e) == 0, "%s", e.msg);
+    return d;
+}
+
+static void assert_same_file(const char *a, const char *b) {
+    size_t na, nb;
+    char *da = slurp(a, &na), *db = slurp(b, &nb);
+    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
+    free(da);
+    free(db);
+}
+
+START_TEST(resume_is_byte_identical) {
+    char *d = tu_tmpdir();
+    char full[600], half[600], resumed[600], fs[700], rs[700];
+    snprintf(full, sizeof full, "%s/full.safetensors", d);
+    snprintf(half, sizeof half, "%s/half.safetensors", d);
+    snprintf(resumed, sizeof resumed, "%s/resumed.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);   /* 200 samples / 8 = 25 iterations per epoch */
+    vd_err e;
+    vd_train_result r1, r2, r3;
+    /* 37 + 23 = 60 iterations: the split falls inside epoch 2. The cosine
+     * schedule spans 60 iterations in both runs (stop_at) */
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train_to(&net, VD_POLICY_NONE, 60, 37, half, NULL, &r2, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r2.iters_done, 37);
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r3.first_iter, 37);
+    ck_assert_int_eq(r3.iters_done, 60);
+    assert_same_file(full, resumed);
+    vd_ckpt_state_path(full, fs, sizeof fs);
+    vd_ckpt_state_path(resumed, rs, sizeof rs);
+    assert_same_file(fs, rs);
+    ck_assert_msg(memcmp(&r1.last_loss, &r3.last_loss, sizeof(float)) == 0, "loss %g vs %g",
+                  (double)r1.last_loss, (double)r3.last_loss);
+    ck_assert_int_eq(r1.eval_n, 40);
+    ck_assert(r1.eval_acc == r3.eval_acc);
+
+    /* with a fixed LR the schedule does not depend on the total: --iters 37,
+     * then resume with --iters 60 is the same as one run of 60 */
+    vd_lr_policy keep = net.train.lr_policy;
+    net.train.lr_policy = (vd_lr_policy){ .type = VD_LR_FIXED };
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 37, half, NULL, &r2, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
+    assert_same_file(full, resumed);
+    assert_same_file(fs, rs);
+    net.train.lr_policy = keep;
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
+    /* the loss went down from ln(5) on this learnable synthetic task */
+    ck_assert_msg(r1.last_loss < 1.2f, "loss %g", (double)r1.last_loss);
+
+    /* offloading every activation computes the same bits */
+    char all[600];
+    snprintf(all, sizeof all, "%s/all.safetensors", d);
+    ck_assert_msg(train(&net, VD_POLICY_ALL, 60, all, NULL, &r2, &e) == 0, "%s", e.msg);
+    assert_same_file(full, all);
+
+    /* a different seed gives different weights */
+    net.train.seed = 12;
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, all, NULL, &r2, &e) == 0, "%s", e.msg);
+    size_t n1, n2;
+    char *a = slurp(full, &n1), *b = slurp(all, &n2);
+    ck_assert(n1 != n2 || memcmp(a, b, n1) != 0);
+    free(a);
+    free(b);
+    /* resuming with another seed is refused */
+    ck_assert_int_eq(train(&net, VD_POLICY_NONE, 60, NULL, half, &r2, &e), VD_EUSAGE);
+    ck_assert_msg(strstr(e.msg, "seed"), "%s", e.msg);
+    vd_net_free(&net);
+    tu_rmrf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(divergence_is_enumeric) {
+    vd_net net;
+    build_net(&net, 8);
+    net.train.lr = 1e30f;
+    net.train.lr_policy.type = VD_LR_FIXED;
+    net.train.lr_policy.warmup = 0;
+    vd_err e;
+    vd_train_result r;
+    ck_assert_int_eq(train(&net, VD_POLICY_NONE, 50, NULL, NULL, &r, &e), VD_ENUMERIC);
+    ck_assert_msg(strstr(e.msg, "iteration") && strstr(e.msg, "lr"), "%s", e.msg);
+    ck_assert(r.iters_done < 50);
+    vd_net_free(&net);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("resume");
+    TCase *t = tcase_create("resume");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, resume_is_byte_identical);
+    tcase_add_test(t, divergence_is_enumeric);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int nf = srunner_ntests_failed(r);
+    srunner_free(r);
+    return nf ? 1 : 0;
+}
