@@ -35,7 +35,8 @@ static void usage(FILE *f) {
 "\n"
 "Training:\n"
 "  --batch N            batch size\n"
-"  --iters N            total iterations (a resumed run continues up to N)\n"
+"  --iters N            total iterations (a resumed run continues up to N;\n"
+"                       0: only evaluate, e.g. the weights of --init)\n"
 "  --epochs N           iterations = N * ceil(train images / batch) (if no --iters)\n"
 "  --stop-at N          stop after iteration N (the LR schedule still spans --iters;\n"
 "                       with --save, resume later to finish the run)\n"
@@ -184,7 +185,7 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         if (!strcmp(name, "help")) { usage(stdout); return -1; }
         else if (!strcmp(name, "version")) { vd_cli_version(PROG); return -1; }
         else if (!strcmp(name, "batch")) { rc = int_arg(name, val, 1, 1 << 24, &o->batch, e); o->has_batch = true; }
-        else if (!strcmp(name, "iters")) { rc = int_arg(name, val, 1, BIG, &o->iters, e); o->has_iters = true; }
+        else if (!strcmp(name, "iters")) { rc = int_arg(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
         else if (!strcmp(name, "epochs")) { rc = int_arg(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
         else if (!strcmp(name, "stop-at")) rc = int_arg(name, val, 1, BIG, &o->stop_at, e);
         else if (!strcmp(name, "seed")) { rc = int_arg(name, val, 0, INT64_MAX, &o->seed, e); o->has_seed = true; }
@@ -414,6 +415,7 @@ int main(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;         /* a second Ctrl-C kills at once */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     u.batch = tc->batch;
@@ -436,15 +438,22 @@ int main(int argc, char **argv) {
     vd_exec_stats st;
     vd_exec_get_stats(ex, &st);
     char a[32], b[32], c[32], d[32], f[32];
-    printf("trained %s: iterations %lld..%lld in %.1f s, final loss %.4f\n", net.name,
-           (long long)res.first_iter, (long long)res.iters_done, res.train_s,
-           (double)res.last_loss);
+    bool trained = res.iters_done > res.first_iter;
+    if (trained)
+        printf("trained %s: iterations %lld..%lld in %.1f s, final loss %.4f\n", net.name,
+               (long long)res.first_iter, (long long)res.iters_done, res.train_s,
+               (double)res.last_loss);
+    else
+        printf("%s: no training iterations ran (at iteration %lld)\n", net.name,
+               (long long)res.iters_done);
     if (res.eval_n)
         printf("test accuracy %.2f%%  loss %.4f  (%lld held-out images)\n", 100.0 * res.eval_acc,
                res.eval_loss, (long long)res.eval_n);
-    printf("memory: pool %s, high-water %s, live peak %s, host store %s\n",
-           vd_fmt_bytes(st.pool_bytes, a, sizeof a), vd_fmt_bytes(st.pool_hwm, b, sizeof b),
-           vd_fmt_bytes(st.live_peak, c, sizeof c), vd_fmt_bytes(st.host_store_bytes, d, sizeof d));
+    printf("memory: pool %s, high-water %s, live peak %s%s, host store %s\n",
+           vd_fmt_bytes(st.pool_bytes, a, sizeof a),
+           vd_fmt_bytes(trained ? st.pool_hwm : st.eval_pool_hwm, b, sizeof b),
+           vd_fmt_bytes(trained ? st.live_peak : st.eval_live_peak, c, sizeof c),
+           trained ? "" : " (evaluation)", vd_fmt_bytes(st.host_store_bytes, d, sizeof d));
     printf("copies per iteration: offloaded %s, prefetched %s\n",
            vd_fmt_bytes(st.offload_bytes_iter, a, sizeof a),
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));

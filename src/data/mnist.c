@@ -73,9 +73,9 @@ static int load_split(mnist *m, int split, const char *dir, const char *prefix, 
     char ip[1100], lp[1100];
     snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte", dir, prefix);
     snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    uint32_t di[3], dl[3];
+    uint32_t di[3] = { 0 }, dl[3] = { 0 };
     char *ri = NULL, *rl = NULL;
-    const unsigned char *bi, *bl;
+    const unsigned char *bi = NULL, *bl = NULL;
     int rc = read_idx(ip, 3, di, &ri, &bi, e);
     if (rc) return rc;
     rc = read_idx(lp, 1, dl, &rl, &bl, e);

@@ -4,13 +4,6 @@
 #include <string.h>
 #include "plan/plan_internal.h"
 
-typedef struct span { uint64_t off, end; } span;
-
-static int cmp_span(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off ? 1 : 0;
-}
-
 /* Sort keys for the orderings. */
 typedef struct okey { int idx; uint64_t k0, k1, k2, k3; } okey;
 
@@ -27,36 +20,39 @@ static bool overlap_time(const vd_interval *a, const vd_interval *b) {
     return a->first <= b->last && b->first <= a->last;
 }
 
-/* Place in the given order. off[] receives offsets; returns hwm. */
+/* Place in the given order. off[] receives offsets; returns hwm. Placed
+ * intervals are kept in an array sorted by offset (sorted[0..m)), so each
+ * placement is one scan: the lowest gap among time-overlapping intervals. */
 static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const okey *order,
-                            uint64_t *off, bool *done, span *tmp) {
+                            uint64_t *off, bool *done, int *sorted) {
     uint64_t hwm = 0;
+    int m = 0;
     for (int i = 0; i < n; i++) {
         done[i] = pinned && pinned[i];
         if (done[i]) {
             off[i] = iv[i].offset;
             if (off[i] + iv[i].bytes > hwm) hwm = off[i] + iv[i].bytes;
+            int k = m++;
+            while (k > 0 && off[sorted[k - 1]] > off[i]) { sorted[k] = sorted[k - 1]; k--; }
+            sorted[k] = i;
         }
     }
     for (int oi = 0; oi < n; oi++) {
         int i = order[oi].idx;
         if (done[i]) continue;
-        int m = 0;
-        for (int j = 0; j < n; j++)
-            if (done[j] && overlap_time(&iv[i], &iv[j])) {
-                tmp[m].off = off[j];
-                tmp[m].end = off[j] + iv[j].bytes;
-                m++;
-            }
-        qsort(tmp, (size_t)m, sizeof *tmp, cmp_span);
         uint64_t cand = 0;
         for (int k = 0; k < m; k++) {
-            if (cand + iv[i].bytes <= tmp[k].off) break;
-            if (tmp[k].end > cand) cand = tmp[k].end;
+            int j = sorted[k];
+            if (!overlap_time(&iv[i], &iv[j])) continue;
+            if (cand + iv[i].bytes <= off[j]) break;
+            if (off[j] + iv[j].bytes > cand) cand = off[j] + iv[j].bytes;
         }
         off[i] = cand;
         done[i] = true;
         if (cand + iv[i].bytes > hwm) hwm = cand + iv[i].bytes;
+        int k = m++;
+        while (k > 0 && off[sorted[k - 1]] > cand) { sorted[k] = sorted[k - 1]; k--; }
+        sorted[k] = i;
     }
     return hwm;
 }
@@ -66,7 +62,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, uint64_t *hwm, vd_err 
     uint64_t *off = malloc((size_t)(n ? n : 1) * sizeof *off);
     uint64_t *best = malloc((size_t)(n ? n : 1) * sizeof *best);
     bool *done = malloc((size_t)(n ? n : 1) * sizeof *done);
-    span *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
+    int *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
     if (!order || !off || !best || !done || !tmp) {
         free(order); free(off); free(best); free(done); free(tmp);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
@@ -75,6 +71,21 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, uint64_t *hwm, vd_err 
     int big = 1 << 30;
     int max_last = 0;
     for (int i = 0; i < n; i++) if (iv[i].last > max_last) max_last = iv[i].last;
+    /* Lower bound: the most bytes live at one step. A placement reaching it
+     * is optimal and ends the search. */
+    uint64_t bound = 0;
+    {
+        uint64_t *live = calloc((size_t)max_last + 2, sizeof *live);
+        if (live) {
+            for (int i = 0; i < n; i++) {
+                live[iv[i].first] += iv[i].bytes;
+                live[iv[i].last + 1] -= iv[i].bytes;
+            }
+            uint64_t cur = 0;
+            for (int s2 = 0; s2 <= max_last; s2++) { cur += live[s2]; if (cur > bound) bound = cur; }
+            free(live);
+        }
+    }
     for (int strategy = 0; strategy < 4; strategy++) {
         for (int i = 0; i < n; i++) {
             uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1);
@@ -101,6 +112,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, uint64_t *hwm, vd_err 
         qsort(order, (size_t)n, sizeof *order, cmp_okey);
         uint64_t h = place_order(iv, n, pinned, order, off, done, tmp);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
+        if (best_hwm <= bound) break;
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;

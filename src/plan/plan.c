@@ -113,6 +113,8 @@ typedef struct bld {
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */
     int *extra;        /* [cap_t] scratch */
+    int *bucket_head;  /* [5 * (n_steps + 1)] build_actions */
+    int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
 } bld;
 
 static int bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
@@ -167,6 +169,12 @@ static uint64_t act_bytes(const vd_net *net, int i, int batch) {
     return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * 4u;
 }
 
+/* Pool bytes of a tensor: 256-aligned, at least 256. */
+static uint64_t iv_size(uint64_t bytes) {
+    uint64_t a = VD_ALIGN_UP(bytes, (uint64_t)VD_PLAN_ALIGN);
+    return a ? a : VD_PLAN_ALIGN;
+}
+
 static int add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
     vd_plan *p = b->p;
     int k = p->n_intervals++;
@@ -175,8 +183,7 @@ static int add_interval(bld *b, int t, int first, int last, vd_fill fill, int ne
     iv->tensor = t;
     iv->first = first;
     iv->last = last;
-    iv->bytes = VD_ALIGN_UP(p->tensors[t].bytes, (uint64_t)VD_PLAN_ALIGN);
-    if (iv->bytes == 0) iv->bytes = VD_PLAN_ALIGN;
+    iv->bytes = iv_size(p->tensors[t].bytes);
     iv->fill = fill;
     iv->need_step = need;
     iv->ev_h2d = -1;
@@ -308,13 +315,13 @@ static bool offload_candidate(const bld *b, int t, vd_policy pol) {
      * it: gap >= 2 free steps between last forward use and first backward use. */
     if (T->bwd_first - T->fwd_last - 1 < 2) return false;
     if (pol == VD_POLICY_CONV) {
-        bool conv_in = false;
+        /* a conv input: its first backward reader's layer or any reader is a conv */
         for (int i = 0; i < b->L; i++) {
             if (b->net->layers[i].op != VD_OP_CONV) continue;
             for (int k = 0; k < b->net->layers[i].n_in; k++)
-                if (p->layers[i].in_t[k] == t) conv_in = true;
+                if (p->layers[i].in_t[k] == t) return true;
         }
-        if (!conv_in) return false;
+        return false;
     }
     return true;
 }
@@ -376,32 +383,50 @@ static void build_actions(bld *b) {
 
     vd_action *A = p->actions;
     int na = 0;
+    /* Bucket intervals by first / last / need step and tensors by release /
+     * offload step (linked lists through the scratch arrays). */
+    int ns = p->n_steps + 1;
+    int *head = b->bucket_head;        /* [5 * ns] */
+    int *next = b->bucket_next;        /* [5 * cap] */
+    for (int k = 0; k < 5 * ns; k++) head[k] = -1;
+    int cap = b->cap_iv > b->cap_t ? b->cap_iv : b->cap_t;
+    for (int k = p->n_intervals - 1; k >= 0; k--) {
+        const vd_interval *iv = &p->intervals[k];
+        next[0 * cap + k] = head[0 * ns + iv->first]; head[0 * ns + iv->first] = k;
+        int fr = iv->last + 1;
+        next[1 * cap + k] = head[1 * ns + fr]; head[1 * ns + fr] = k;
+        if (iv->fill != VD_FILL_NONE) {
+            next[2 * cap + k] = head[2 * ns + iv->need_step]; head[2 * ns + iv->need_step] = k;
+        }
+    }
+    for (int t = p->n_tensors - 1; t >= 0; t--) {
+        const vd_tensor *T = &p->tensors[t];
+        if (!T->offload || T->host_src) continue;
+        next[3 * cap + t] = head[3 * ns + T->release_step]; head[3 * ns + T->release_step] = t;
+        next[4 * cap + t] = head[4 * ns + T->offload_step]; head[4 * ns + T->offload_step] = t;
+    }
 #define PUSH(k, a) do { A[na].kind = (k); A[na].arg = (a); na++; } while (0)
     for (int s = 0; s <= p->n_steps; s++) {
         vd_step *st = &p->steps[s];
         st->first_action = na;
-        for (int t = 0; t < p->n_tensors; t++) {
-            const vd_tensor *T = &p->tensors[t];
-            if (T->offload && !T->host_src && T->release_step == s) PUSH(VD_A_WAIT_OFFLOAD, t);
-        }
+        for (int t = head[3 * ns + s]; t >= 0; t = next[3 * cap + t]) PUSH(VD_A_WAIT_OFFLOAD, t);
         if (s > 0)
-            for (int k = 0; k < p->n_intervals; k++)
-                if (p->intervals[k].last == s - 1) PUSH(VD_A_FREE, k);
+            for (int k = head[1 * ns + s]; k >= 0; k = next[1 * cap + k]) PUSH(VD_A_FREE, k);
         if (s < p->n_steps) {
             if (st->ev_free >= 0) PUSH(VD_A_RECORD_FREE, st->ev_free);
-            for (int k = 0; k < p->n_intervals; k++)
-                if (p->intervals[k].first == s) PUSH(VD_A_ALLOC, k);
-            for (int k = 0; k < p->n_intervals; k++)
-                if (p->intervals[k].first == s && p->intervals[k].fill != VD_FILL_NONE)
-                    PUSH(VD_A_PREFETCH, k);
-            for (int k = 0; k < p->n_intervals; k++)
-                if (p->intervals[k].fill != VD_FILL_NONE && p->intervals[k].need_step == s)
-                    PUSH(VD_A_WAIT_PREFETCH, k);
+            for (int k = head[0 * ns + s]; k >= 0; k = next[0 * cap + k]) PUSH(VD_A_ALLOC, k);
+            int pf0 = na;
+            for (int k = head[0 * ns + s]; k >= 0; k = next[0 * cap + k])
+                if (p->intervals[k].fill != VD_FILL_NONE) PUSH(VD_A_PREFETCH, k);
+            /* the H2D queue serves copies in issue order: most urgent first */
+            for (int x = pf0 + 1; x < na; x++)
+                for (int y = x; y > pf0 && p->intervals[A[y - 1].arg].need_step >
+                                           p->intervals[A[y].arg].need_step; y--) {
+                    vd_action tmp = A[y]; A[y] = A[y - 1]; A[y - 1] = tmp;
+                }
+            for (int k = head[2 * ns + s]; k >= 0; k = next[2 * cap + k]) PUSH(VD_A_WAIT_PREFETCH, k);
             PUSH(VD_A_COMPUTE, s);
-            for (int t = 0; t < p->n_tensors; t++) {
-                const vd_tensor *T = &p->tensors[t];
-                if (T->offload && !T->host_src && T->offload_step == s) PUSH(VD_A_OFFLOAD, t);
-            }
+            for (int t = head[4 * ns + s]; t >= 0; t = next[4 * cap + t]) PUSH(VD_A_OFFLOAD, t);
         }
         st->n_actions = na - st->first_action;
     }
@@ -520,44 +545,64 @@ static void schedule_prefetch(bld *b, const double *t_start, const double *d2h_d
     }
 }
 
-/* Delay prefetches (and nothing else) until the live bytes fit cap.
+/* Subtract `bytes` from mem[a..b]. */
+static void mem_sub(uint64_t *mem, int a, int b, uint64_t bytes) {
+    for (int s = a; s <= b; s++) mem[s] -= bytes;
+}
+
+/* Make every step's live bytes fit cap: release held regions earlier and
+ * issue prefetches later. Works on the tensors' steps with an incremental
+ * memory count (moves only ever lower it), then rebuilds the intervals.
  * Returns true if every step fits. */
 static bool fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
     vd_plan *p = b->p;
-    for (int guard = 0; guard < 100000; guard++) {
-        build_intervals(b);
-        mem_per_step(p, mem);
-        int over = -1;
-        for (int s = 0; s < p->n_steps; s++)
-            if (mem[s] > cap) { over = s; break; }
-        if (over < 0) return true;
+    build_intervals(b);
+    mem_per_step(p, mem);
+    bool ok = true;
+    int over = 0;
+    /* only offloaded tensors move: scan just those */
+    int *off = (int *)b->fwd_write + b->cap_t;   /* scratch after fwd_write, see alloc */
+    int n_off = 0;
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].offload) off[n_off++] = t;
+    for (;;) {
+        while (over < p->n_steps && mem[over] <= cap) over++;
+        if (over >= p->n_steps) break;
         /* Regions held after their last forward use (waiting for the copy to
          * drain): release the one held longest at `over` (accept a stall). */
         int rel = -1;
-        for (int t = 0; t < p->n_tensors; t++) {
+        for (int k = 0; k < n_off; k++) {
+            int t = off[k];
             const vd_tensor *T = &p->tensors[t];
-            if (!T->offload || T->host_src) continue;
+            if (T->host_src) continue;
             if (T->fwd_last < over && over <= T->release_step - 1 &&
                 (rel < 0 || T->release_step > p->tensors[rel].release_step))
                 rel = t;
         }
         if (rel >= 0) {
             vd_tensor *T = &p->tensors[rel];
-            T->release_step = over > T->fwd_last + 1 ? over : T->fwd_last + 1;
-            if (T->prefetch_step < T->release_step) T->prefetch_step = T->release_step;
+            uint64_t sz = iv_size(T->bytes);
+            int nr = over > T->fwd_last + 1 ? over : T->fwd_last + 1;
+            mem_sub(mem, nr, T->release_step - 1, sz);
+            T->release_step = nr;
             continue;
         }
         /* Early prefetches covering `over`: the one with the latest consumer waits. */
         int best = -1;
-        for (int t = 0; t < p->n_tensors; t++) {
+        for (int k = 0; k < n_off; k++) {
+            int t = off[k];
             const vd_tensor *T = &p->tensors[t];
-            if (!T->offload || T->prefetch_step > over || T->bwd_first <= over) continue;
+            if (T->prefetch_step > over || T->bwd_first <= over) continue;
             if (best < 0 || T->bwd_first > p->tensors[best].bwd_first) best = t;
         }
-        if (best < 0) return false;
-        p->tensors[best].prefetch_step = over + 1;
+        if (best < 0) { ok = false; break; }
+        vd_tensor *T = &p->tensors[best];
+        uint64_t sz = iv_size(T->bytes);
+        mem_sub(mem, T->prefetch_step, over, sz);
+        T->prefetch_step = over + 1;
     }
-    return false;
+    build_intervals(b);
+    return ok;
 }
 
 /* ---- one build with fixed policy and algorithms ------------------------- */
@@ -713,12 +758,16 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     p->layers = calloc((size_t)L, sizeof *p->layers);
     B.act_of = malloc((size_t)L * sizeof(int));
     B.dact_of = malloc((size_t)L * sizeof(int));
-    B.fwd_write = malloc((size_t)cap_t * sizeof(int));
+    B.fwd_write = malloc((size_t)cap_t * 2 * sizeof(int));   /* + fit_memory scratch */
+    B.cap_t = cap_t;
     B.first_touch = malloc((size_t)cap_t * sizeof(int));
     B.last_touch = malloc((size_t)cap_t * sizeof(int));
     /* scratch: inplace flags (L bools as ints), later pf_item[cap_t] */
     size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
     B.extra = malloc(scratch);
+    B.cap_iv = cap_iv;
+    B.bucket_head = malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int));
+    B.bucket_next = malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int));
     uint64_t *mem = malloc(((size_t)p->n_steps + 1) * sizeof *mem);
     double *t_start = malloc(((size_t)p->n_steps + 1) * sizeof *t_start);
     double *d2h = malloc((size_t)cap_t * sizeof *d2h);
@@ -726,7 +775,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     bool *ipf = malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf);
     int rc = VD_OK;
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B.act_of ||
-        !B.dact_of || !B.fwd_write || !B.first_touch || !B.last_touch || !B.extra || !mem ||
+        !B.dact_of || !B.fwd_write || !B.first_touch || !B.last_touch || !B.extra || !B.bucket_head || !B.bucket_next || !mem ||
         !t_start || !d2h || !pinned || !ipf) {
         rc = vd_errf(e, VD_ENOMEM, "out of memory building the plan");
         goto done;
@@ -842,7 +891,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 
 done:
     free(B.act_of); free(B.dact_of); free(B.fwd_write); free(B.first_touch);
-    free(B.last_touch); free(B.extra); free(mem); free(t_start); free(d2h); free(pinned);
+    free(B.last_touch); free(B.extra); free(B.bucket_head); free(B.bucket_next); free(mem); free(t_start); free(d2h); free(pinned);
     free(ipf);
     if (rc != VD_OK && rc != VD_EBUDGET) plan_release(out);
     return rc;
@@ -970,10 +1019,61 @@ static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return rc;
 }
 
+static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             uint64_t *min_budget, vd_err *e);
+
 int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        uint64_t *min_budget, vd_err *e) {
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
+    if (opts->policy != VD_POLICY_DYN || opts->algos)
+        return min_budget_search(net, prof, opts, min_budget, e);
+    /* dyn fits a budget when one of its candidates does: none, conv, all with
+     * the fastest algorithms, all with the least workspace. Its minimum is
+     * the smallest of theirs (checked with a dyn build; binary search up to
+     * the largest of theirs if the heuristics disagree). */
+    int L = net->n_layers;
+    int *algos = malloc((size_t)L * sizeof *algos);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    static const vd_policy cand[4] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL, VD_POLICY_ALL};
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int k = 0; k < 4 && !rc; k++) {
+        for (int i = 0; i < L; i++)
+            algos[i] = k < 3 ? fastest_algo(&prof->layers[i]) : minws_algo(&prof->layers[i]);
+        vd_plan_opts o = *opts;
+        o.policy = cand[k];
+        o.algos = algos;
+        uint64_t m = 0;
+        rc = min_budget_search(net, prof, &o, &m, e);
+        if (!rc) { if (m < lo) lo = m; if (m > hi) hi = m; }
+    }
+    free(algos);
+    if (rc) return rc;
+    vd_plan_opts o = *opts;
+    o.budget = lo;
+    vd_plan p;
+    vd_err te = {0};
+    rc = build_any(net, prof, &o, &p, &te);
+    if (rc == VD_OK || rc == VD_EBUDGET) plan_release(&p);
+    if (rc == VD_OK) { *min_budget = lo; return VD_OK; }
+    if (rc != VD_EBUDGET) { *e = te; return rc; }
+    while (hi - lo > VD_PLAN_ALIGN) {
+        uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
+        o.budget = mid;
+        rc = build_any(net, prof, &o, &p, &te);
+        if (rc == VD_OK || rc == VD_EBUDGET) plan_release(&p);
+        if (rc == VD_OK) hi = mid;
+        else if (rc == VD_EBUDGET) lo = mid;
+        else { *e = te; return rc; }
+    }
+    *min_budget = hi;
+    return VD_OK;
+}
+
+static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             uint64_t *min_budget, vd_err *e) {
+    int rc;
     vd_plan_opts o = *opts;
     o.budget = 0;
     vd_plan p;

@@ -167,8 +167,8 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
     m[nm].k = "net"; snprintf(m[nm++].v, sizeof m[0].v, "%s", net->name);
     m[nm].k = "producer"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn %s", VD_VERSION);
-    char *buf;
-    size_t n;
+    char *buf = NULL;
+    size_t n = 0;
     int rc = st_build(t, nt, m, nm, &buf, &n, e);
     if (rc) goto out;
     rc = vd_write_file_atomic(path, buf, n, e);

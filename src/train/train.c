@@ -108,7 +108,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     vd_train_result res_local, *res = out ? out : &res_local;
     memset(res, 0, sizeof *res);
     const vd_train_cfg *cfg = &net->train;
-    if (o->iters < 1) return vd_errf(e, VD_EUSAGE, "the number of iterations must be >= 1");
+    if (o->iters < 0) return vd_errf(e, VD_EUSAGE, "the number of iterations must be >= 0");
     int64_t end = o->stop_at > 0 && o->stop_at < o->iters ? o->stop_at : o->iters;
     if (o->log_every < 1) return vd_errf(e, VD_EUSAGE, "--log-every must be >= 1");
     if (o->resume_path && o->init_path)
@@ -163,9 +163,11 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     rc = vd_loader_create(&r.ld, ds, &lc, e);
     if (rc) goto done;
 
-    if (iter >= end) {
+    if (iter >= end && o->iters > 0) {
         note(o, iter, o->iters, "the checkpoint is already at iteration %lld, not below the "
              "requested %lld: no training", (long long)iter, (long long)end);
+    } else if (iter >= end) {
+        note(o, iter, o->iters, "--iters 0: evaluation only");
     } else {
         vd_train_event ev = { .kind = VD_TEV_START, .iter = iter, .total = o->iters };
         emit(o, &ev);

@@ -51,7 +51,8 @@ typedef void (*vd_train_cb)(const vd_train_event *ev, void *user);
 typedef struct vd_train_opts {
     /* batch, lr, momentum, weight_decay, lr_policy, seed: from net->train
      * (the executor reads momentum/weight_decay/seed there too). */
-    int64_t iters;          /* total iterations of the run (> 0); the LR
+    int64_t iters;          /* total iterations of the run (>= 0; 0 = only
+                               evaluate, e.g. weights from --init); the LR
                                policy's max_iter; a resumed run continues
                                until it reaches this count */
     int64_t stop_at;        /* stop after this iteration count (0 = iters);

@@ -27,7 +27,9 @@
  *                   K products partly cancel; ~1e-3 of the output scale is
  *                   typical, 5e-3 bounds it for K up to a few thousand.
  *  Ops without matrix products are unaffected by the math mode, so they keep
- *  their fp32 tolerance in tf32 mode. */
+ *  their fp32 tolerance in tf32 mode.
+ *  Observed on an H200 (cuDNN 9, CUDA 13): every non-exact fp32 comparison
+ *  <= 2.7e-7, every tf32 one <= 3.2e-4; the exact ones exact. */
 #include "cuda_common.h"
 #include <math.h>
 #include <stdio.h>

@@ -190,6 +190,8 @@ START_TEST(pool_max_ties_nan) {
     t.x[0][3] = NAN;
     t_fwd(&t);
     ck_assert(isnan(t.y[0]));
+    t_bwd(&t);   /* the gradient goes to the NaN, the element PyTorch picks */
+    ck_assert(t.dx[0][0] == 0 && t.dx[0][1] == 0 && t.dx[0][2] == 0 && t.dx[0][3] == 1);
     t_op_free(&t);
     vd_net_free(&net);
 }

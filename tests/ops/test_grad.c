@@ -10,7 +10,7 @@
  * a rounding error of ~6e-8*|y|; with |y| <= ~10, up to ~100 outputs changing
  * and 2h >= 2e-3 the numeric quotient is off by at most ~1e-4 relative to
  * gradients of order 1; smooth ops add a truncation error h^2*|f'''|/6 ~ 2e-5
- * at h = 1e-2. Measured errors are below 2e-4 (printed with VD_TEST_VERBOSE).
+ * at h = 1e-2. Measured errors are below 6e-5 (printed with VD_TEST_VERBOSE).
  * A gradient that is wrong by 1% in a single element fails (test
  * checker_catches_errors), and so do the usual bugs (a missed window element,
  * a wrong scale, a dropped padding term), which are errors of order 1. Inputs

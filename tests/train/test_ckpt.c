@@ -346,7 +346,7 @@ START_TEST(atomic_write_keeps_old_file) {
         ck_assert_mem_eq(after, again, n1);
         ck_assert_int_eq(count_entries(ro), 1);
         free(again);
-        chmod(ro, 0755);
+        ck_assert_int_eq(chmod(ro, 0755), 0);
     }
     free(before);
     free(after);

@@ -163,6 +163,9 @@ START_TEST(resume_through_the_cli) {
     /* --init takes the weights only and restarts at iteration 0 */
     snprintf(args, sizeof args, "%%s %s --iters 2 --init %s", common, b);
     expect(0, "iterations 0..2", args);
+    /* --iters 0: evaluate the --init weights only */
+    snprintf(args, sizeof args, "%%s %s --iters 0 --init %s", common, b);
+    expect(0, "no training iterations ran", args);
     /* --init into a net of another shape: 5, naming the first mismatch */
     char *spec;
     size_t n;

@@ -218,10 +218,10 @@ START_TEST(cifar_corrupt_is_edata) {
     vd_err e;
     char p[512];
     snprintf(p, sizeof p, "%s/data_batch_3.bin", d);
-    truncate(p, 3073 * 2 - 100);
+    ck_assert_int_eq(truncate(p, 3073 * 2 - 100), 0);
     ck_assert_int_eq(open_spec("cifar10", d, &net, &ds, &e), VD_EDATA);
     ck_assert_msg(strstr(e.msg, p) != NULL, "%s", e.msg);
-    truncate(p, 3073 * 2);
+    ck_assert_int_eq(truncate(p, 3073 * 2), 0);
     FILE *f = fopen(p, "r+b");
     fseek(f, 3073, SEEK_SET);
     fputc(200, f);                 /* label of record 1 */

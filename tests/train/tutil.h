@@ -65,7 +65,9 @@ static inline void tu_write(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
+/* Remove a test directory (KEEP=1 in the environment keeps it, for debugging). */
 static inline void tu_rmrf(const char *dir) {
+    if (getenv("KEEP")) return;
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);

@@ -1,11 +1,13 @@
 /* cpu_gemm.c — the one matrix product of the CPU backend (conv-as-gemm, fc).
  *
- * With VD_HAVE_BLAS it calls OpenBLAS's cblas_sgemm. OpenBLAS splits a
- * product among its threads by output tiles, never along K, so every output
- * element is summed in one fixed order: results are identical run to run for
- * a fixed OPENBLAS_NUM_THREADS (and, in our tests, across thread counts too).
- * Set OPENBLAS_NUM_THREADS to pin it; we do not change OpenBLAS's process-wide
- * thread setting from library code.
+ * With VD_HAVE_BLAS it calls OpenBLAS's cblas_sgemm. For a fixed OpenBLAS
+ * thread count (OPENBLAS_NUM_THREADS, default: the number of cores) and
+ * machine, results are identical run to run: OpenBLAS partitions work the
+ * same way every time. A different thread count (or CPU, which picks another
+ * kernel) may change the last bits: measured on LeNet, 1 vs 2 threads give
+ * different weights, each reproducible. Pin OPENBLAS_NUM_THREADS when bit
+ * equality across machines/configurations matters; library code does not
+ * change OpenBLAS's process-wide setting.
  *
  * Without BLAS: plain loops, written so that the compiler can vectorize the
  * inner loop without reassociating any sum (no fast-math needed). */
@@ -18,7 +20,7 @@
 
 #if !VD_HAVE_BLAS
 /* Dot product with 8 independent partial sums (a fixed order). */
-static float dot8(const float *a, const float *b, int64_t n) {
+static float dot8(const float *restrict a, const float *restrict b, int64_t n) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -26,6 +28,16 @@ static float dot8(const float *a, const float *b, int64_t n) {
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
+}
+#endif
+
+#if !VD_HAVE_BLAS
+/* c[j] += a * b[j], j < n; fixed-length blocks of 8 so -O2 vectorizes them. */
+static inline void axpy(float *restrict c, float a, const float *restrict b, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) c[j + l] += a * b[j + l];
+    for (; j < n; j++) c[j] += a * b[j];
 }
 #endif
 
@@ -46,12 +58,11 @@ void vd_cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
     if (!trans_b) {
         /* C[i,:] += op(A)[i,p] * B[p,:]: the inner loop runs along a row. */
         for (int64_t i = 0; i < M; i++) {
-            float *c = C + i * ldc;
+            float *restrict c = C + i * ldc;
             if (!beta) memset(c, 0, (size_t)N * sizeof *c);
             for (int64_t p = 0; p < K; p++) {
                 float a = trans_a ? A[p * lda + i] : A[i * lda + p];
-                const float *b = B + p * ldb;
-                for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
+                axpy(c, a, B + p * ldb, N);
             }
         }
     } else if (!trans_a) {

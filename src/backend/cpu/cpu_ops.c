@@ -100,7 +100,7 @@ int vd_cpu_check_shape(const vd_net *net, int layer, vd_err *e) {
  * floor(o*in/out) .. ceil((o+1)*in/out). Fixed: start o*s-p, end clipped to
  * in+p; the divisor counts padding (count_include_pad=True) but not the part
  * of a ceil_mode window beyond in+p; then both ends are clipped to [0, in). */
-static void pool_window(bool adaptive, int in, int out, int k, int s, int p, int o,
+static inline void pool_window(bool adaptive, int in, int out, int k, int s, int p, int o,
                         int *a, int *b, int *size) {
     if (adaptive) {
         *a = (int)(((int64_t)o * in) / out);
@@ -129,15 +129,35 @@ static pool_geom pgeom(const vd_net *net, int layer) {
                        .sw = l->u.pool.sw, .ph = l->u.pool.ph, .pw = l->u.pool.pw};
 }
 
-/* Index (within the plane) of the window's maximum: the first one in
- * row-major order, NaN winning, exactly like PyTorch's CPU max pool. */
-static int64_t argmax_window(const float *xp, int W, int ha, int hb, int wa, int wb) {
-    int64_t best = (int64_t)ha * W + wa;
-    float m = xp[best];
+/* Window maximum with NaN propagating (PyTorch: any NaN in the window gives
+ * NaN). Written as selects (v > m ? v : m is one maxss) so random data
+ * causes no branch mispredictions. */
+static inline float max_window(const float *xp, int W, int ha, int hb, int wa, int wb) {
+    float m = -INFINITY;
+    bool nan = false;
     for (int ih = ha; ih < hb; ih++)
         for (int iw = wa; iw < wb; iw++) {
             float v = xp[(int64_t)ih * W + iw];
-            if (v > m || isnan(v)) { m = v; best = (int64_t)ih * W + iw; }
+            m = v > m ? v : m;
+            nan |= v != v;
+        }
+    return nan ? NAN : m;
+}
+
+/* Index (within the plane) of the window's maximum: the first one in
+ * row-major order, the first NaN if there is one — exactly the element
+ * PyTorch's CPU max pool picks ("val > maxval || isnan(val)"). */
+static inline int64_t argmax_window(const float *xp, int W, int ha, int hb, int wa, int wb) {
+    float m = max_window(xp, W, ha, hb, wa, wb);
+    bool nan = m != m;
+    int64_t best = (int64_t)ha * W + wa;
+    /* backwards with selects: the last match seen is the first in order */
+    for (int ih = hb - 1; ih >= ha; ih--)
+        for (int iw = wb - 1; iw >= wa; iw--) {
+            int64_t i = (int64_t)ih * W + iw;
+            float v = xp[i];
+            bool match = nan ? v != v : v == m;
+            best = match ? i : best;
         }
     return best;
 }
@@ -155,7 +175,7 @@ int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err
                 int wa, wb, ws;
                 pool_window(g.adaptive, g.W, g.OW, g.kw, g.sw, g.pw, ow, &wa, &wb, &ws);
                 if (g.max) {
-                    yp[(int64_t)oh * g.OW + ow] = xp[argmax_window(xp, g.W, ha, hb, wa, wb)];
+                    yp[(int64_t)oh * g.OW + ow] = max_window(xp, g.W, ha, hb, wa, wb);
                 } else {
                     double s = 0;
                     for (int ih = ha; ih < hb; ih++)

@@ -198,6 +198,11 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
     c->batch = batch;
     c->math = math;
     c->deterministic = deterministic;
+    {
+        const char *t = getenv("VDNN_CONV_TUNE");
+        c->tune = !deterministic && !(t && !strcmp(t, "0"));
+        c->retime = c->tune && t && !strcmp(t, "2");
+    }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;
     c->n_layers = net->n_layers;

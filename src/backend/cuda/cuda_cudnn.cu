@@ -4,20 +4,23 @@
  * convolution / batch-norm API; see cuda_internal.h for how the deprecation
  * is handled.
  *
- * Algorithm options per conv layer (vd_algo_opt, in this order):
- *   0 "fastest": cuDNN's heuristic first choice for forward, backward-data
- *      and backward-filter (cudnnGet*Algorithm_v7; no trial runs, because
- *      cudnnFind* allocates device memory outside the pool; the profiler
- *      times the options instead);
- *   1 "min-ws": for each direction the candidate with the least workspace
- *      (first in heuristic order among equals), typically IMPLICIT_GEMM /
- *      ALGO_0 / ALGO_1 with 0 bytes. Dropped when equal to option 0.
- *   2 "balanced": for each direction the first heuristic candidate whose
- *      workspace is at most the layer's output size (at least 16 MiB): a
- *      workspace no larger than an activation the plan holds anyway. On
- *      VGG-16 the heuristic favourites need up to 3.5 GiB (4x the output)
- *      and the zero-workspace ones run 2x slower. Dropped when equal to
- *      option 0 or 1.
+ * Algorithm options per conv layer (vd_algo_opt, in this order; an option
+ * equal to an earlier one is dropped):
+ *   0 "fastest": per direction (forward, backward-data, backward-filter)
+ *      independently, the fastest algorithm as timed by cudnnFind*Ex (like
+ *      cudnn.benchmark) among those needing at most max(2 GiB, output bytes)
+ *      of workspace. Timing runs in layer_setup on one temporary cudaMalloc
+ *      (freed before it returns, before any pool exists); layers of equal
+ *      geometry share one timing. No timing (cuDNN's heuristic first choice,
+ *      cudnnGet*Algorithm_v7) in deterministic mode (runs must repeat bit for
+ *      bit across processes), with VDNN_CONV_TUNE=0, or when the temporary
+ *      memory is not free.
+ *   1 "min-ws": for each direction the heuristic candidate with the least
+ *      workspace (first in heuristic order among equals), typically
+ *      IMPLICIT_GEMM / ALGO_0 / ALGO_1 with 0 bytes.
+ *   2 "balanced": timed: per direction the fastest needing at most a quarter
+ *      of the output's bytes (at least 16 MiB), else min-ws's; untimed: the
+ *      first heuristic candidate within the output's bytes (at least 16 MiB).
  * Candidates: status SUCCESS, a workspace query that succeeds, no
  * fp32->fp16 conversion math, in fp32 mode no tensor-op math (CUDNN_FMA_MATH
  * = true fp32), in deterministic mode only CUDNN_DETERMINISTIC ones.
@@ -193,6 +196,193 @@ static void make_opt(cu_layer *L, int k, const char *label, const cand *f, const
     snprintf(o->label, sizeof o->label, "%s", label);
 }
 
+/* Append an option unless an equal one (same three algorithms and math
+ * types) is already listed. */
+static void add_opt(cu_layer *L, const char *label, const cand *f, const cand *d, const cand *b,
+                    uint64_t bias_ws) {
+    for (int k = 0; k < L->n_opts; k++) {
+        const cu_conv_opt *o = &L->conv_opts[k];
+        if ((int)o->fwd == f->algo && o->fwd_math == f->math && (int)o->bwd_data == d->algo &&
+            o->bwd_data_math == d->math && (int)o->bwd_filter == b->algo &&
+            o->bwd_filter_math == b->math)
+            return;
+    }
+    if (L->n_opts >= CU_MAX_OPTS) return;
+    make_opt(L, L->n_opts, label, f, d, b, bias_ws);
+    L->n_opts++;
+}
+
+static void set_key(const cu_ctx *c, const vd_layer *l, cu_layer *L) {
+    int k[20] = {L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w, l->u.conv.kh, l->u.conv.kw,
+                 l->u.conv.sh, l->u.conv.sw, l->u.conv.ph, l->u.conv.pw, l->u.conv.dh,
+                 l->u.conv.dw, l->u.conv.groups, l->u.conv.bias ? 1 : 0, c->batch,
+                 (int)c->math, c->deterministic ? 1 : 0, c->tune ? 1 : 0};
+    memcpy(L->key, k, sizeof L->key);
+}
+
+/* Timed candidates, like cudnn.benchmark: cudnnFind*AlgorithmEx runs every
+ * algorithm on buffers we pass (it allocates no device memory itself) and
+ * returns them fastest first. The buffers are one temporary cudaMalloc
+ * (x, y, w, dw and a workspace of cap bytes) freed before returning: this
+ * runs in layer_setup, before the executor's pool exists. If that memory is
+ * not available the lists stay empty and the caller keeps the heuristics.
+ * Kept: status SUCCESS, usable math, workspace <= cap (queried again for the
+ * math we will run with). */
+static int conv_tune(cu_ctx *c, const vd_layer *l, cu_layer *L, uint64_t cap, cand *tf, int *ntf,
+                     cand *td, int *ntd, cand *tb, int *ntb, vd_err *e) {
+    *ntf = *ntd = *ntb = 0;
+    const uint64_t A = 256;
+    uint64_t nb = (uint64_t)c->batch;
+    uint64_t xb = VD_ALIGN_UP(nb * L->in_c[0] * L->in_h * L->in_w * 4, A);
+    uint64_t yb = VD_ALIGN_UP(nb * L->c * L->h * L->w * 4, A);
+    int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    uint64_t wb = VD_ALIGN_UP((uint64_t)l->u.conv.out * (L->in_c[0] / g) * l->u.conv.kh *
+                                  l->u.conv.kw * 4, A);
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(e, cudaMemGetInfo(&fr, &tot));
+    uint64_t fixed = xb + yb + 2 * wb, reserve = 512ull << 20;
+    if (fixed + reserve + (64ull << 20) > fr) return VD_OK;        /* keep the heuristics */
+    if (fixed + reserve + cap > fr) cap = fr - fixed - reserve;
+    char *buf = NULL;
+    if (cudaMalloc((void **)&buf, fixed + cap) != cudaSuccess) {
+        cudaGetLastError();
+        return VD_OK;
+    }
+    float *x = (float *)buf, *y = (float *)(buf + xb), *w = (float *)(buf + xb + yb),
+          *dw = (float *)(buf + xb + yb + wb);
+    void *ws = buf + fixed;
+    int rc = VD_OK;
+    cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT * 2];
+    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT * 2];
+    cudnnConvolutionBwdFilterAlgoPerf_t pb[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT * 2];
+    int rf = 0, rd = 0, rb = 0;
+    cudnnStatus_t st;
+    cudnnMathType_t base = c->math == VD_MATH_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    cudaStream_t s = cu_compute(c);
+    if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, e)) ||
+        (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, e)) ||
+        (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, e)))
+        goto done;
+#define TUNE_CHECK(expr)                                                                     \
+    do {                                                                                     \
+        st = (expr);                                                                         \
+        if (st != CUDNN_STATUS_SUCCESS) {                                                    \
+            rc = vd_errf(e, VD_EDEVICE, "cuDNN error %s in %s at %s:%d: %s",                  \
+                         cudnnGetErrorString(st), __func__, __FILE__, __LINE__, #expr);       \
+            goto done;                                                                       \
+        }                                                                                    \
+    } while (0)
+    TUNE_CHECK(cudnnSetConvolutionMathType(L->cd, base));
+    TUNE_CHECK(cudnnFindConvolutionForwardAlgorithmEx(c->dnn, L->xd, x, L->wd, w, L->cd, L->yd, y,
+                                                      (int)VD_ARRAY_LEN(pf), &rf, pf, ws, cap));
+    TUNE_CHECK(cudnnSetConvolutionMathType(L->cd, base));
+    TUNE_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(c->dnn, L->wd, w, L->yd, y, L->cd,
+                                                           L->xd, x, (int)VD_ARRAY_LEN(pd), &rd,
+                                                           pd, ws, cap));
+    TUNE_CHECK(cudnnSetConvolutionMathType(L->cd, base));
+    TUNE_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(c->dnn, L->xd, x, L->yd, y, L->cd,
+                                                             L->wd, dw, (int)VD_ARRAY_LEN(pb),
+                                                             &rb, pb, ws, cap));
+#undef TUNE_CHECK
+    for (int i = 0; i < rf; i++) {
+        int m = usable_math(c, pf[i].mathType);
+        size_t b = 0;
+        if (pf[i].status != CUDNN_STATUS_SUCCESS || m < 0 || pf[i].time < 0) continue;
+        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+            cudnnGetConvolutionForwardWorkspaceSize(c->dnn, L->xd, L->wd, L->cd, L->yd, pf[i].algo,
+                                                    &b) != CUDNN_STATUS_SUCCESS || b > cap)
+            continue;
+        add_cand(tf, ntf, MAX_CANDS, (int)pf[i].algo, (cudnnMathType_t)m, b);
+    }
+    for (int i = 0; i < rd; i++) {
+        int m = usable_math(c, pd[i].mathType);
+        size_t b = 0;
+        if (pd[i].status != CUDNN_STATUS_SUCCESS || m < 0 || pd[i].time < 0) continue;
+        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+            cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, L->wd, L->yd, L->cd, L->xd,
+                                                         pd[i].algo, &b) != CUDNN_STATUS_SUCCESS ||
+            b > cap)
+            continue;
+        add_cand(td, ntd, MAX_CANDS, (int)pd[i].algo, (cudnnMathType_t)m, b);
+    }
+    for (int i = 0; i < rb; i++) {
+        int m = usable_math(c, pb[i].mathType);
+        size_t b = 0;
+        if (pb[i].status != CUDNN_STATUS_SUCCESS || m < 0 || pb[i].time < 0) continue;
+        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+            cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, L->xd, L->yd, L->cd, L->wd,
+                                                           pb[i].algo, &b) != CUDNN_STATUS_SUCCESS ||
+            b > cap)
+            continue;
+        add_cand(tb, ntb, MAX_CANDS, (int)pb[i].algo, (cudnnMathType_t)m, b);
+    }
+    if (c->retime) {
+        /* cudnnFind times each algorithm about once, and the first launch of
+         * a kernel can include loading its module (lazy loading): re-time
+         * the best few per direction, median of 3 after a warm-up. */
+        cudaEvent_t ev[2] = {NULL, NULL};
+        const float one = 1.0f, zero = 0.0f;
+        if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess) {
+            rc = vd_errf(e, VD_EDEVICE, "cudaEventCreate failed while tuning '%s'", l->name);
+            goto retime_done;
+        }
+        for (int dir = 0; dir < 3; dir++) {
+            cand *list = dir == 0 ? tf : dir == 1 ? td : tb;
+            int n = dir == 0 ? *ntf : dir == 1 ? *ntd : *ntb;
+            int top = n < 3 ? n : 3;
+            float med[3];
+            for (int k = 0; k < top; k++) {
+                float t[3];
+                for (int r = -1; r < 3; r++) {
+                    cudnnStatus_t cs = cudnnSetConvolutionMathType(L->cd, list[k].math);
+                    if (cudaEventRecord(ev[0], s) != cudaSuccess) cs = CUDNN_STATUS_EXECUTION_FAILED;
+                    if (cs == CUDNN_STATUS_SUCCESS && dir == 0)
+                        cs = cudnnConvolutionForward(c->dnn, &one, L->xd, x, L->wd, w, L->cd,
+                                                     (cudnnConvolutionFwdAlgo_t)list[k].algo, ws,
+                                                     list[k].ws, &zero, L->yd, y);
+                    else if (cs == CUDNN_STATUS_SUCCESS && dir == 1)
+                        cs = cudnnConvolutionBackwardData(
+                            c->dnn, &one, L->wd, w, L->yd, y, L->cd,
+                            (cudnnConvolutionBwdDataAlgo_t)list[k].algo, ws, list[k].ws, &zero,
+                            L->xd, x);
+                    else if (cs == CUDNN_STATUS_SUCCESS)
+                        cs = cudnnConvolutionBackwardFilter(
+                            c->dnn, &one, L->xd, x, L->yd, y, L->cd,
+                            (cudnnConvolutionBwdFilterAlgo_t)list[k].algo, ws, list[k].ws, &zero,
+                            L->wd, dw);
+                    if (cs != CUDNN_STATUS_SUCCESS || cudaEventRecord(ev[1], s) != cudaSuccess ||
+                        cudaEventSynchronize(ev[1]) != cudaSuccess) {
+                        rc = vd_errf(e, VD_EDEVICE, "re-timing conv '%s' (direction %d, algo %d) "
+                                     "failed: %s", l->name, dir, list[k].algo,
+                                     cudnnGetErrorString(cs));
+                        goto retime_done;
+                    }
+                    if (r >= 0 && cudaEventElapsedTime(&t[r], ev[0], ev[1]) != cudaSuccess)
+                        t[r] = 1e30f;
+                }
+                float a = t[0], b = t[1], m = t[2];   /* median of 3 */
+                med[k] = a > b ? (b > m ? b : (a > m ? m : a)) : (a > m ? a : (b > m ? m : b));
+            }
+            /* stable insertion sort of the first top by median */
+            for (int i = 1; i < top; i++)
+                for (int j = i; j > 0 && med[j] < med[j - 1]; j--) {
+                    float tm = med[j]; med[j] = med[j - 1]; med[j - 1] = tm;
+                    cand tc = list[j]; list[j] = list[j - 1]; list[j - 1] = tc;
+                }
+        }
+    retime_done:
+        for (int i = 0; i < 2; i++)
+            if (ev[i]) cudaEventDestroy(ev[i]);
+        if (rc) goto done;
+    }
+done:
+    if (cudaStreamSynchronize(s) != cudaSuccess && !rc)
+        rc = vd_errf(e, VD_EDEVICE, "CUDA error %s while tuning conv '%s'",
+                     cudaGetErrorString(cudaGetLastError()), l->name);
+    cudaFree(buf);
+    return rc;
+}
+
 static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
@@ -224,20 +414,49 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
         int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count);
         if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
     }
-    make_opt(L, 0, "fastest", &fw[0], &bd[0], &bf[0], bias_ws);
-    L->n_opts = 1;
-    int mf = min_ws(fw, nf), md = min_ws(bd, nd), mb = min_ws(bf, nb);
-    if (mf != 0 || md != 0 || mb != 0) {
-        make_opt(L, 1, "min-ws", &fw[mf], &bd[md], &bf[mb], bias_ws);
-        L->n_opts = 2;
+    uint64_t ybytes = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
+    set_key(c, l, L);
+    /* equal geometry earlier in the net: same options, no second tuning */
+    for (int j = 0; j < li; j++) {
+        const cu_layer *P = &c->layers[j];
+        if (P->op == VD_OP_CONV && P->n_opts > 0 && !memcmp(P->key, L->key, sizeof L->key)) {
+            L->n_opts = P->n_opts;
+            L->tuned = P->tuned;
+            memcpy(L->opts, P->opts, sizeof L->opts);
+            memcpy(L->conv_opts, P->conv_opts, sizeof L->conv_opts);
+            return VD_OK;
+        }
     }
-    uint64_t lim = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
+    int mf = min_ws(fw, nf), md = min_ws(bd, nd), mb = min_ws(bf, nb);
+    uint64_t lim = ybytes / 4;
     if (lim < (16ull << 20)) lim = 16ull << 20;
-    int lf = first_within(fw, nf, lim), ld = first_within(bd, nd, lim), lb = first_within(bf, nb, lim);
-    bool is0 = lf == 0 && ld == 0 && lb == 0, is1 = lf == mf && ld == md && lb == mb;
-    if (!is0 && !is1) {
-        make_opt(L, L->n_opts, "balanced", &fw[lf], &bd[ld], &bf[lb], bias_ws);
-        L->n_opts++;
+    cand tf[MAX_CANDS], td[MAX_CANDS], tb[MAX_CANDS];
+    int ntf = 0, ntd = 0, ntb = 0;
+    if (c->tune) {
+        uint64_t cap = ybytes > (2ull << 30) ? ybytes : (2ull << 30);
+        if ((rc = conv_tune(c, l, L, cap, tf, &ntf, td, &ntd, tb, &ntb, e))) return rc;
+    }
+    L->n_opts = 0;
+    if (ntf && ntd && ntb) {
+        /* timed lists are in measured-time order, all within cap */
+        L->tuned = true;
+        add_opt(L, "fastest", &tf[0], &td[0], &tb[0], bias_ws);
+        add_opt(L, "min-ws", &fw[mf], &bd[md], &bf[mb], bias_ws);
+        int lf = first_within(tf, ntf, lim), ld = first_within(td, ntd, lim),
+            lb = first_within(tb, ntb, lim);
+        /* nothing timed fits lim: the heuristic least-workspace one (= min-ws) */
+        const cand *bf_ = tf[lf].ws <= lim ? &tf[lf] : &fw[mf];
+        const cand *bd_ = td[ld].ws <= lim ? &td[ld] : &bd[md];
+        const cand *bb_ = tb[lb].ws <= lim ? &tb[lb] : &bf[mb];
+        add_opt(L, "balanced", bf_, bd_, bb_, bias_ws);
+    } else {
+        L->tuned = false;
+        add_opt(L, "fastest", &fw[0], &bd[0], &bf[0], bias_ws);
+        add_opt(L, "min-ws", &fw[mf], &bd[md], &bf[mb], bias_ws);
+        lim = ybytes < (16ull << 20) ? (16ull << 20) : ybytes;
+        int lf = first_within(fw, nf, lim), ld = first_within(bd, nd, lim),
+            lb = first_within(bf, nb, lim);
+        add_opt(L, "balanced", &fw[lf], &bd[ld], &bf[lb], bias_ws);
     }
     return VD_OK;
 }

@@ -83,6 +83,8 @@ typedef struct cu_layer {
     int c, h, w;                          /* per-sample output shape */
     int desc_n;                           /* batch the cuDNN descriptors describe */
     int n_opts;
+    bool tuned;                           /* conv: options 0 and 2 come from timed trials */
+    int key[20];                          /* conv: geometry (tuning results are shared by equal keys) */
     vd_algo_opt opts[CU_MAX_OPTS];        /* [n_opts]; conv: see cu_conv_opt */
     cu_conv_opt conv_opts[CU_MAX_OPTS];   /* conv only, parallel to opts */
     /* cuDNN descriptors (conv: x, y, w, conv; batchnorm: x(=y), bn params) */
@@ -107,6 +109,10 @@ typedef struct cu_ctx {
     int batch;
     vd_math math;
     bool deterministic;
+    bool tune;                            /* time conv algorithms in layer_setup (cudnnFind*Ex):
+                                             not in deterministic mode, not with VDNN_CONV_TUNE=0 */
+    bool retime;                          /* VDNN_CONV_TUNE=2: re-time cudnnFind's best few per
+                                             direction with CUDA events (experimental) */
     int n_layers;
     cu_layer *layers;                     /* [n_layers] */
 } cu_ctx;

@@ -452,10 +452,67 @@ __global__ void k_pool_bwd(cu_pool_geom g, const float *x, const float *dy, floa
     }
 }
 
+/* Fast path of k_pool_bwd for non-adaptive pooling whose windows do not
+ * overlap (stride >= kernel in both dimensions), e.g. VGG's 2x2/2 max pool.
+ * Every input element lies in at most one window, so the general kernel's
+ * sum over windows has at most one term: dx[i] = (beta ? dx[i] : 0) + term,
+ * or dx[i] unchanged / 0 when no window (or, for max, not its argmax) covers
+ * it. Same window_max (tie and NaN rule) and the same single rounding as
+ * k_pool_bwd, so results are bitwise equal to it. Grid: blockIdx.y walks the
+ * planes (n*c), x the elements of one plane, so all index math is 32-bit
+ * and the only divisions are by the plane width and the stride. */
+__global__ void k_pool_bwd_disjoint(cu_pool_geom g, const float *x, const float *dy, float *dx,
+                                    float beta, int64_t planes) {
+    const int hw = g.h * g.w;
+    for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+        const float *xp = x + plane * hw;
+        const float *dyp = dy + plane * ((int64_t)g.oh * g.ow);
+        float *dxp = dx + plane * hw;
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < hw; r += gridDim.x * blockDim.x) {
+            int ih = r / g.w, iw = r - ih * g.w;
+            float acc = beta != 0.0f ? dxp[r] : 0.0f;
+            int th = ih + g.ph, tw = iw + g.pw;
+            int oh = th / g.sh, ow = tw / g.sw;
+            if (oh < g.oh && ow < g.ow && th - oh * g.sh < g.kh && tw - ow * g.sw < g.kw) {
+                int h0, h1, sh, w0, w1, sw;
+                pool_window(g, true, oh, &h0, &h1, &sh);
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) {
+                    float d = dyp[oh * g.ow + ow];
+                    if (g.max) {
+                        int arg;
+                        window_max(xp, g.w, h0, h1, w0, w1, &arg);
+                        if (arg == r) acc += d;
+                    } else {
+                        acc += d / (float)(sh * sw);
+                    }
+                }
+            }
+            dxp[r] = acc;
+        }
+    }
+}
+
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
                  float *dx, float beta, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    int64_t planes = (int64_t)g->n * g->c;
+    int64_t hw = (int64_t)g->h * g->w;
+    if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&
+        FITS32(hw) && FITS32((int64_t)g->oh * g->ow)) {
+        int64_t bx = (hw + CU_THREADS - 1) / CU_THREADS;
+        int64_t cap = (int64_t)(sm > 0 ? sm : 132) * 16;
+        if (bx > cap) bx = cap;
+        int64_t by = cap / bx;            /* about sm*16 blocks in all */
+        if (by < 1) by = 1;
+        if (by > planes) by = planes;
+        if (by > 65535) by = 65535;
+        dim3 grid((unsigned)bx, (unsigned)by);
+        k_pool_bwd_disjoint<<<grid, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, planes);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
     if (FITS32(total) && FITS32(out_total))
         k_pool_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);

@@ -1,5 +1,6 @@
 /* cuda_stub.c — the CUDA backend in a build without CUDA: fails loudly. */
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 
 int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
     (void)device;
@@ -10,3 +11,15 @@ int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
 }
 
 bool vd_backend_cuda_available(void) { return false; }
+
+int vd_cuda_mem_info(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err *e) {
+    (void)be; (void)free_b; (void)total_b;
+    return vd_errf(e, VD_EUNSUPPORTED, "device memory info needs the CUDA backend (CPU-only build)");
+}
+
+int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, vd_profile *out, vd_err *e) {
+    (void)be; (void)net; (void)batch; (void)out;
+    return vd_errf(e, VD_EUNSUPPORTED,
+                   "measuring a profile needs the CUDA backend (this build has none); "
+                   "use an analytic profile (--device) or a saved one (--profile FILE)");
+}
