@@ -551,7 +551,7 @@ START_TEST(test_cli_vgg16) {
     int fd = mkstemp(trace);
     close(fd);
     static char out[1 << 20];
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --device h200 --policy all "
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --device h200 --policy all "
              "--budget 12G --trace %s", bld, spec, trace);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
     ck_assert(strstr(out, "summary"));
@@ -586,7 +586,7 @@ START_TEST(test_cli_vgg16) {
     free(text);
     unlink(trace);
     /* minimum budgets: all four, ordered sensibly */
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --min-budget --format json", bld, spec);
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --min-budget --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
     ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
     const vj_val *mins = vj_get(root, "min_budgets");
@@ -599,7 +599,7 @@ START_TEST(test_cli_vgg16) {
     ck_assert_uint_le(dyn, conv);
     vj_free(root);
     /* JSON plan with the required keys */
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --policy dyn --budget 12G --format json",
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy dyn --budget 12G --format json",
              bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
     ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
@@ -609,19 +609,19 @@ START_TEST(test_cli_vgg16) {
         ck_assert_msg(vj_get(root, keys[k]), "json plan lacks %s", keys[k]);
     vj_free(root);
     /* infeasible: exit 6 and the message */
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --batch 256 --policy none --budget 12G 2>&1 >/dev/null",
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy none --budget 12G 2>&1 >/dev/null",
              bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EBUDGET);
     ck_assert(strstr(out, "smallest budget that fits"));
     /* usage errors */
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --policy allx 2>&1", bld, spec);
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --policy allx 2>&1", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EUSAGE);
     ck_assert(strstr(out, "did you mean 'all'"));
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan 2>&1", bld);
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan 2>&1", bld);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EUSAGE);
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s --budget 12Q 2>&1", bld, spec);
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --budget 12Q 2>&1", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EUSAGE);
-    snprintf(cmd, sizeof cmd, "%s/src/cli/vdnn-plan %s/nets/nonexistent.yaml 2>&1", bld, src);
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s/nets/nonexistent.yaml 2>&1", bld, src);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EIO);
 }
 END_TEST

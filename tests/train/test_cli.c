@@ -1,5 +1,5 @@
 /* test_cli.c — vdnn-train as a program: exit codes, --help, resume through
- * the CLI. Runs $VD_BUILDDIR/src/cli/vdnn-train on $VD_SRCDIR/nets/lenet.yaml. */
+ * the CLI. Runs $VD_BUILDDIR/vdnn-train on $VD_SRCDIR/nets/lenet.yaml. */
 #include <sys/wait.h>
 #include "tutil.h"
 #include "vd_config.h"
@@ -10,7 +10,7 @@ static char g_bin[1024], g_net[1024];
 static void setup(void) {
     const char *b = getenv("VD_BUILDDIR"), *s = getenv("VD_SRCDIR");
     ck_assert_msg(b && s, "VD_BUILDDIR / VD_SRCDIR not set (run through meson test)");
-    snprintf(g_bin, sizeof g_bin, "%s/src/cli/vdnn-train", b);
+    snprintf(g_bin, sizeof g_bin, "%s/vdnn-train", b);
     snprintf(g_net, sizeof g_net, "%s/nets/lenet.yaml", s);
 }
 

@@ -9,7 +9,8 @@
  *       sample's column buffer, C*kh*kw*OH*OW*4 bytes (all groups; the same
  *       buffer serves forward, backward-filter and backward-data in turn).
  *   VD_CPU_CONV_DIRECT (1, "direct"): nested loops straight over x, w, y.
- *       Workspace 0.
+ *       Workspace 0. Several times slower (LeNet training, one core:
+ *       ~320 images/s against ~2000 for im2col with OpenBLAS).
  * Sum orders: direct forward starts from the bias and adds (ic, ki, kj) in
  * order; im2col forward is the gemm's order, bias added last. dw and db are
  * overwritten (summed over the batch in sample order); dx honours dx_beta. */
