@@ -248,6 +248,15 @@ static int infer_layer(vd_net *net, int i, vd_err *e) {
     return VD_OK;
 }
 
+/* qsort has no context argument in C11; finalize is not reentrant across
+ * threads for this one sort, which is acceptable for a setup-time call. */
+static _Thread_local const vd_net *g_sort_net;
+static int cmp_layer_name(const void *a, const void *b) {
+    int ia = *(const int *)a, ib = *(const int *)b;
+    int c = strcmp(g_sort_net->layers[ia].name, g_sort_net->layers[ib].name);
+    return c ? c : (ia > ib) - (ia < ib);
+}
+
 int vd_net_finalize(vd_net *net, vd_err *e) {
     const char *path = net->path[0] ? net->path : "<spec>";
     if (net->in_c <= 0 || net->in_h <= 0 || net->in_w <= 0)
@@ -263,11 +272,23 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
             return vd_errf(e, VD_ESPEC, "%s:1:1: input at batch %d overflows 64-bit byte counts",
                            path, batch);
     }
-    for (int i = 0; i < net->n_layers; i++)
-        for (int j = 0; j < i; j++)
-            if (strcmp(net->layers[i].name, net->layers[j].name) == 0)
-                return layer_err(net, &net->layers[i], e, "duplicate layer name (first defined at line %d)",
-                                 net->layers[j].line);
+    {   /* duplicate names: sort indices by name, compare neighbours (O(n log n)) */
+        int *idx = vd_malloc((size_t)net->n_layers * sizeof *idx, e);
+        if (!idx) return VD_ENOMEM;
+        for (int i = 0; i < net->n_layers; i++) idx[i] = i;
+        g_sort_net = net;
+        qsort(idx, (size_t)net->n_layers, sizeof *idx, cmp_layer_name);
+        g_sort_net = NULL;
+        for (int k = 1; k < net->n_layers; k++)
+            if (strcmp(net->layers[idx[k]].name, net->layers[idx[k - 1]].name) == 0) {
+                const vd_layer *dup = &net->layers[idx[k]];  /* the later definition */
+                int first = idx[k - 1];
+                free(idx);
+                return layer_err(net, dup, e, "duplicate layer name (first defined at line %d)",
+                                 net->layers[first].line);
+            }
+        free(idx);
+    }
     free(net->params);
     net->params = NULL;
     net->n_params = 0;
@@ -303,6 +324,19 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
                 return rc;
         }
         l->n_params = net->n_params - l->param_first;
+    }
+    {   /* all activations plus parameters at the batch size must fit in 2^62 bytes,
+         * so that every later sum of byte counts (plans, summaries) is safe */
+        uint64_t total = (uint64_t)net->param_floats * 4, b;
+        int batch = net->train.batch > 0 ? net->train.batch : 1;
+        for (int i = 0; i < net->n_layers; i++) {
+            const vd_layer *l = &net->layers[i];
+            if (!vd_mul_u64((uint64_t)l->c * (uint64_t)l->h, (uint64_t)l->w, &b) ||
+                !vd_mul_u64(b, (uint64_t)batch * 4, &b) || !vd_add_u64(total, b, &total) ||
+                total > ((uint64_t)1 << 62))
+                return layer_err(net, l, e,
+                                 "the net's activations at batch %d exceed 2^62 bytes in total", batch);
+        }
     }
     const vd_layer *last = &net->layers[net->n_layers - 1];
     if (last->op != VD_OP_SOFTMAX_XENT)

@@ -67,13 +67,26 @@ extern "C" {
 /* ---- context ------------------------------------------------------------- */
 #define CU_MAX_OPTS 4
 
-/* Conv algorithm option k as cuDNN sees it (the vd_algo_opt carries the ids). */
+/* Convolution directions of the graph-API path (cuda_convgraph.cu). Backward
+ * data has two operation graphs: beta 0 (dx overwritten) and beta 1 (dx
+ * accumulated, built only where the input has several consumers). */
+enum { CU_GD_FWD = 0, CU_GD_BWD_DATA = 1, CU_GD_BWD_FILTER = 2, CU_GD_BWD_DATA_ACC = 3,
+       CU_GD_COUNT = 4 };
+
+/* Graph-API state of one conv geometry: operation graphs, finalized
+ * execution plans, runtime variants (cuda_convgraph.cu). Opaque here. */
+typedef struct cu_graph cu_graph;
+
+/* Conv algorithm option k as cuDNN sees it (the vd_algo_opt carries the ids).
+ * Legacy path: the algorithm / math fields. Graph path (cu_layer.g set):
+ * gplan[d] indexes direction d's candidate plans in the cu_graph, -1 none. */
 typedef struct cu_conv_opt {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
     uint64_t fwd_ws, bwd_data_ws, bwd_filter_ws;   /* bytes at the setup batch */
+    int gplan[CU_GD_COUNT];
 } cu_conv_opt;
 
 typedef struct cu_layer {
@@ -84,7 +97,9 @@ typedef struct cu_layer {
     int desc_n;                           /* batch the cuDNN descriptors describe */
     int n_opts;
     bool tuned;                           /* conv: options 0 and 2 come from timed trials */
-    int key[20];                          /* conv: geometry (tuning results are shared by equal keys) */
+    int key[22];                          /* conv: geometry (tuning results are shared by equal keys) */
+    cu_graph *g;                          /* conv through the graph API; NULL: legacy API */
+    bool g_owner;                         /* this layer frees g (others share an earlier layer's) */
     vd_algo_opt opts[CU_MAX_OPTS];        /* [n_opts]; conv: see cu_conv_opt */
     cu_conv_opt conv_opts[CU_MAX_OPTS];   /* conv only, parallel to opts */
     /* cuDNN descriptors (conv: x, y, w, conv; batchnorm: x(=y), bn params) */
@@ -112,7 +127,15 @@ typedef struct cu_ctx {
     bool tune;                            /* time conv algorithms in layer_setup (cudnnFind*Ex):
                                              not in deterministic mode, not with VDNN_CONV_TUNE=0 */
     bool retime;                          /* VDNN_CONV_TUNE=2: re-time cudnnFind's best few per
-                                             direction with CUDA events (experimental) */
+                                             direction with CUDA events (experimental, legacy path) */
+    bool conv_legacy;                     /* VDNN_CONV_API=legacy: never the graph API */
+    int conv_debug;                       /* VDNN_CONV_DEBUG: 1 path per conv layer on stderr,
+                                             2 also every candidate engine */
+    int conv_topk;                        /* VDNN_CONV_TOPK: heuristic engines per direction (8) */
+    bool conv_rtc;                        /* VDNN_CONV_RTC=1: also runtime-compiled engines */
+    void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
+    uint64_t scratch_bytes;
+    cudaEvent_t tev[2];                   /* layer_setup only: timing events */
     int n_layers;
     cu_layer *layers;                     /* [n_layers] */
 } cu_ctx;
@@ -120,12 +143,45 @@ typedef struct cu_ctx {
 static inline cudaStream_t cu_compute(const cu_ctx *c) { return c->stream[VD_STREAM_COMPUTE]; }
 
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
+/* Conv layers: the graph API (cuda_convgraph.cu) unless it has no engine for
+ * the layer or VDNN_CONV_API=legacy; then the legacy API. */
 int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
 void cu_dnn_layer_free(cu_layer *L);
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+
+/* Last resort of the graph path: one direction (CU_GD_*; beta for backward
+ * data) through the legacy API with the first heuristic algorithm that fits
+ * io->ws_bytes and the math / determinism mode. */
+int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
+                       float beta, vd_err *e);
+
+/* ---- cuda_convgraph.cu: convolution through the cuDNN graph (backend) API -- */
+/* Build layer li's conv options on the graph API (timed per direction when
+ * c->tune). On success with *no_engine false: L->g, L->opts, L->conv_opts,
+ * L->n_opts, L->tuned are set. *no_engine true (returns 0): the graph API
+ * offers no usable engine for some direction; why says which; L is left for
+ * the legacy path. Other failures return VD_EDEVICE / VD_ENOMEM. */
+int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint64_t bias_ws,
+                        bool *no_engine, char *why, size_t why_n, vd_err *e);
+/* Run one direction (CU_GD_FWD, CU_GD_BWD_DATA with beta 0 or 1,
+ * CU_GD_BWD_FILTER) of option io->algo. Falls back to a runtime-built plan
+ * when the batch, beta, pointer alignment or workspace differ from setup's,
+ * and to cu_legacy_conv_dir when no graph engine fits the workspace. */
+int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
+                      float beta, vd_err *e);
+/* Byte alignment (1..16) the weight of conv layer li has when the flat
+ * parameter array starts 16-byte aligned (from its parameter offset). */
+int64_t cu_conv_weight_align(const vd_net *net, int li);
+/* True if the input of conv layer li feeds other layers too, so its dx may
+ * be accumulated (dx_beta 1). */
+bool cu_conv_input_shared(const vd_net *net, int li);
+/* Free L->g when L owns it; clears L->g. */
+void cu_graph_layer_free(cu_layer *L);
+/* Free the timing scratch memory and events of layer_setup. */
+void cu_tune_release(cu_ctx *c);
 
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
