@@ -202,6 +202,15 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         const char *t = getenv("VDNN_CONV_TUNE");
         c->tune = !deterministic && !(t && !strcmp(t, "0"));
         c->retime = c->tune && t && !strcmp(t, "2");
+        const char *api = getenv("VDNN_CONV_API");
+        c->conv_legacy = api && !strcmp(api, "legacy");
+        const char *dbg = getenv("VDNN_CONV_DEBUG");
+        c->conv_debug = dbg && dbg[0] >= '0' && dbg[0] <= '9' ? dbg[0] - '0' : 0;
+        const char *topk = getenv("VDNN_CONV_TOPK");
+        c->conv_topk = topk && topk[0] >= '1' && topk[0] <= '9' ? (int)strtol(topk, NULL, 10) : 8;
+        if (c->conv_topk > 12) c->conv_topk = 12;
+        const char *rtc = getenv("VDNN_CONV_RTC");
+        c->conv_rtc = rtc && !strcmp(rtc, "1");
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;
@@ -228,6 +237,8 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         int rc = cu_dnn_layer_setup(c, net, i, L, e);
         if (rc) {
             vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
+            cudaStreamSynchronize(cu_compute(c));
+            cu_tune_release(c);
             layers_free(c);
             return rc;
         }
@@ -237,6 +248,9 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             L->n_opts = 1;
         }
     }
+    /* timing scratch of the conv tuning: gone before any pool exists */
+    CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
+    cu_tune_release(c);
     c->net = net;
     return VD_OK;
 }
@@ -327,6 +341,7 @@ static void cu_destroy(vd_backend *be) {
     cu_ctx *c = ctx_of(be);
     if (c) {
         if (c->stream[0]) cudaSetDevice(c->device);
+        cu_tune_release(c);
         layers_free(c);
         events_free(c);
         if (c->blas) cublasDestroy(c->blas);

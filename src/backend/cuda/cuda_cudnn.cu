@@ -4,7 +4,13 @@
  * convolution / batch-norm API; see cuda_internal.h for how the deprecation
  * is handled.
  *
- * Algorithm options per conv layer (vd_algo_opt, in this order; an option
+ * Conv layers normally run through the graph API (cuda_convgraph.cu, same
+ * three options). This file keeps the legacy descriptors of every conv
+ * layer and uses the legacy algorithms below only where the graph API has
+ * no engine for a direction of the layer, with VDNN_CONV_API=legacy, or as
+ * the graph path's last resort at run time (cu_legacy_conv_dir).
+ *
+ * Legacy algorithm options per conv layer (vd_algo_opt, in this order; an option
  * equal to an earlier one is dropped):
  *   0 "fastest": per direction (forward, backward-data, backward-filter)
  *      independently, the fastest algorithm as timed by cudnnFind*Ex (like
@@ -25,6 +31,7 @@
  * fp32->fp16 conversion math, in fp32 mode no tensor-op math (CUDNN_FMA_MATH
  * = true fp32), in deterministic mode only CUDNN_DETERMINISTIC ones.
  * workspace = max(fwd, bwd-data, bwd-filter, bias-gradient partial sums). */
+#include <stdio.h>
 #include <string.h>
 #include "backend/cuda/cuda_internal.h"
 
@@ -45,6 +52,7 @@ static int set_batch(cu_layer *L, int n, vd_err *e) {
 }
 
 void cu_dnn_layer_free(cu_layer *L) {
+    cu_graph_layer_free(L);
     if (L->xd) cudnnDestroyTensorDescriptor(L->xd);
     if (L->yd) cudnnDestroyTensorDescriptor(L->yd);
     if (L->pd) cudnnDestroyTensorDescriptor(L->pd);
@@ -174,6 +182,8 @@ static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, 
 static void make_opt(cu_layer *L, int k, const char *label, const cand *f, const cand *d,
                      const cand *b, uint64_t bias_ws) {
     cu_conv_opt *co = &L->conv_opts[k];
+    memset(co, 0, sizeof *co);
+    for (int d = 0; d < CU_GD_COUNT; d++) co->gplan[d] = -1;   /* legacy path */
     co->fwd = (cudnnConvolutionFwdAlgo_t)f->algo;
     co->bwd_data = (cudnnConvolutionBwdDataAlgo_t)d->algo;
     co->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)b->algo;
@@ -212,11 +222,13 @@ static void add_opt(cu_layer *L, const char *label, const cand *f, const cand *d
     L->n_opts++;
 }
 
-static void set_key(const cu_ctx *c, const vd_layer *l, cu_layer *L) {
-    int k[20] = {L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w, l->u.conv.kh, l->u.conv.kw,
+static void set_key(const cu_ctx *c, const vd_net *net, int li, cu_layer *L) {
+    const vd_layer *l = &net->layers[li];
+    int k[22] = {L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w, l->u.conv.kh, l->u.conv.kw,
                  l->u.conv.sh, l->u.conv.sw, l->u.conv.ph, l->u.conv.pw, l->u.conv.dh,
                  l->u.conv.dw, l->u.conv.groups, l->u.conv.bias ? 1 : 0, c->batch,
-                 (int)c->math, c->deterministic ? 1 : 0, c->tune ? 1 : 0};
+                 (int)c->math, c->deterministic ? 1 : 0, c->tune ? 1 : 0,
+                 (int)cu_conv_weight_align(net, li), cu_conv_input_shared(net, li) ? 1 : 0};
     memcpy(L->key, k, sizeof L->key);
 }
 
@@ -406,17 +418,14 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
         return vd_errf(e, VD_EINTERNAL,
                        "cuDNN computes output %dx%dx%d but the net recorded %dx%dx%d", oc, oh, ow,
                        L->c, L->h, L->w);
-    cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
-    int nf = 0, nd = 0, nb = 0;
-    if ((rc = conv_candidates(c, L, fw, &nf, bd, &nd, bf, &nb, e))) return rc;
     uint64_t bias_ws = 0;
     if (l->u.conv.bias) {
         int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count);
         if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
     }
     uint64_t ybytes = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
-    set_key(c, l, L);
-    /* equal geometry earlier in the net: same options, no second tuning */
+    set_key(c, net, li, L);
+    /* equal geometry earlier in the net: same options (and graph plans), no second tuning */
     for (int j = 0; j < li; j++) {
         const cu_layer *P = &c->layers[j];
         if (P->op == VD_OP_CONV && P->n_opts > 0 && !memcmp(P->key, L->key, sizeof L->key)) {
@@ -424,9 +433,28 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
             L->tuned = P->tuned;
             memcpy(L->opts, P->opts, sizeof L->opts);
             memcpy(L->conv_opts, P->conv_opts, sizeof L->conv_opts);
+            L->g = P->g;
+            L->g_owner = false;
+            if (c->conv_debug)
+                fprintf(stderr, "vdnn conv: layer '%s': %s API, options of layer '%s' (same "
+                        "geometry)\n", l->name, L->g ? "graph" : "legacy", net->layers[j].name);
             return VD_OK;
         }
     }
+    if (!c->conv_legacy) {
+        bool no_engine = false;
+        char why[200];
+        if ((rc = cu_graph_conv_setup(c, net, li, L, bias_ws, &no_engine, why, sizeof why, e)))
+            return rc;
+        if (!no_engine) return VD_OK;
+        if (c->conv_debug)
+            fprintf(stderr, "vdnn conv: layer '%s': legacy API (graph API: %s)\n", l->name, why);
+    } else if (c->conv_debug) {
+        fprintf(stderr, "vdnn conv: layer '%s': legacy API (VDNN_CONV_API=legacy)\n", l->name);
+    }
+    cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
+    int nf = 0, nd = 0, nb = 0;
+    if ((rc = conv_candidates(c, L, fw, &nf, bd, &nd, bf, &nb, e))) return rc;
     int mf = min_ws(fw, nf), md = min_ws(bd, nd), mb = min_ws(bf, nb);
     uint64_t lim = ybytes / 4;
     if (lim < (16ull << 20)) lim = 16ull << 20;
@@ -481,19 +509,61 @@ static int ensure_batch(cu_layer *L, int n, vd_err *e) {
 }
 
 /* ---- conv ------------------------------------------------------------------ */
+int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
+                       float beta, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    const vd_layer *l = &net->layers[li];
+    int rc = ensure_batch(L, io->n, e);
+    if (rc) return rc;
+    cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
+    int nf = 0, nd = 0, nb = 0;
+    if ((rc = conv_candidates(c, L, fw, &nf, bd, &nd, bf, &nb, e))) return rc;
+    const cand *list = dir == CU_GD_FWD ? fw : dir == CU_GD_BWD_FILTER ? bf : bd;
+    int n = dir == CU_GD_FWD ? nf : dir == CU_GD_BWD_FILTER ? nb : nd;
+    uint64_t wsb = io->ws ? io->ws_bytes : 0;
+    const cand *k = NULL;
+    for (int i = 0; i < n && !k; i++)
+        if (list[i].ws <= wsb) k = &list[i];
+    if (!k)
+        return vd_errf(e, VD_EUNSUPPORTED,
+                       "conv '%s': no cuDNN engine or algorithm for direction %d at batch %d fits "
+                       "%llu bytes of workspace", l->name, dir, io->n, (unsigned long long)wsb);
+    const float one = 1.0f, zero = 0.0f, b = beta != 0.0f ? 1.0f : 0.0f;
+    CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, k->math));
+    if (dir == CU_GD_FWD)
+        CUDNN_CHECK(e, cudnnConvolutionForward(c->dnn, &one, L->xd, io->x[0], L->wd, io->w, L->cd,
+                                               (cudnnConvolutionFwdAlgo_t)k->algo, io->ws, wsb,
+                                               &zero, L->yd, io->y));
+    else if (dir == CU_GD_BWD_FILTER)
+        CUDNN_CHECK(e, cudnnConvolutionBackwardFilter(
+                           c->dnn, &one, L->xd, io->x[0], L->yd, io->dy, L->cd,
+                           (cudnnConvolutionBwdFilterAlgo_t)k->algo, io->ws, wsb, &zero, L->wd,
+                           io->dw));
+    else
+        CUDNN_CHECK(e, cudnnConvolutionBackwardData(c->dnn, &one, L->wd, io->w, L->yd, io->dy,
+                                                    L->cd, (cudnnConvolutionBwdDataAlgo_t)k->algo,
+                                                    io->ws, wsb, &b, L->xd, io->dx[0]));
+    return VD_OK;
+}
+
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
     if (io->algo < 0 || io->algo >= L->n_opts)
         return vd_errf(e, VD_EINTERNAL, "conv '%s': algorithm option %d of %d", l->name, io->algo,
                        L->n_opts);
-    int rc = ensure_batch(L, io->n, e);
-    if (rc) return rc;
-    const cu_conv_opt *o = &L->conv_opts[io->algo];
-    const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->fwd_math));
-    CUDNN_CHECK(e, cudnnConvolutionForward(c->dnn, &one, L->xd, io->x[0], L->wd, io->w, L->cd,
-                                           o->fwd, io->ws, io->ws_bytes, &zero, L->yd, io->y));
+    int rc;
+    if (L->g) {
+        if ((rc = cu_graph_conv_run(c, net, li, CU_GD_FWD, io, 0.0f, e))) return rc;
+    } else {
+        if ((rc = ensure_batch(L, io->n, e))) return rc;
+        const cu_conv_opt *o = &L->conv_opts[io->algo];
+        const float one = 1.0f, zero = 0.0f;
+        CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->fwd_math));
+        CUDNN_CHECK(e, cudnnConvolutionForward(c->dnn, &one, L->xd, io->x[0], L->wd, io->w, L->cd,
+                                               o->fwd, io->ws, io->ws_bytes, &zero, L->yd,
+                                               io->y));
+    }
     if (l->u.conv.bias && io->b)
         return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c,
                             (int64_t)L->h * L->w, e);
@@ -506,7 +576,7 @@ int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, v
     if (io->algo < 0 || io->algo >= L->n_opts)
         return vd_errf(e, VD_EINTERNAL, "conv '%s': algorithm option %d of %d", l->name, io->algo,
                        L->n_opts);
-    int rc = ensure_batch(L, io->n, e);
+    int rc = L->g ? VD_OK : ensure_batch(L, io->n, e);
     if (rc) return rc;
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     const float one = 1.0f, zero = 0.0f;
@@ -519,6 +589,14 @@ int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, v
             split = 1;
         if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db, e)))
             return rc;
+    }
+    if (L->g) {
+        if (io->dw && (rc = cu_graph_conv_run(c, net, li, CU_GD_BWD_FILTER, io, 0.0f, e)))
+            return rc;
+        if (io->dx[0] && (rc = cu_graph_conv_run(c, net, li, CU_GD_BWD_DATA, io,
+                                                 io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, e)))
+            return rc;
+        return VD_OK;
     }
     if (io->dw) {
         CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->bwd_filter_math));

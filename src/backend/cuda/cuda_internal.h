@@ -9,8 +9,9 @@
  * deprecated only when CUDNN_WARN_DEPRECATED is defined; we make sure it is
  * not (a build that defined it globally would turn every legacy call into an
  * error under --Werror). This is the one place that decision is made; all
- * legacy calls live in cuda_cudnn.cu. Porting to the cuDNN graph API is the
- * way out when 10.x removes the legacy API. */
+ * legacy calls live in cuda_cudnn.cu. Convolutions run through the cuDNN
+ * graph (backend) API in cuda_convgraph.cu; the legacy conv path remains the
+ * fallback where the graph API has no engine. Batch norm is still legacy. */
 #ifndef VD_CUDA_INTERNAL_H
 #define VD_CUDA_INTERNAL_H
 

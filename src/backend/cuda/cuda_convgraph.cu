@@ -1,0 +1,891 @@
+/* cuda_convgraph.cu — convolution through cuDNN's graph (backend) API, with
+ * per-layer autotuning in layer_setup.
+ *
+ * Why: the legacy API (cudnnFind*AlgorithmEx / cudnnConvolution*) reaches
+ * only the engines its algorithm enums map to; the faster engines PyTorch
+ * runs through cudnn-frontend are reachable only through operation graphs.
+ * Per conv layer and direction this file builds one operation graph (NCHW
+ * fp32 tensors, cross-correlation, fp32 compute), asks the engine heuristics
+ * (CUDNN_HEUR_MODE_A, then CUDNN_HEUR_MODE_FALLBACK) for engine configs,
+ * finalizes execution plans and times them.
+ *
+ * Candidates per direction: the first c->conv_topk (8) usable configs of
+ * mode A, then up to G_FALLBACK usable configs of the fallback list whose
+ * engine is not listed yet (the zero-workspace engines min-ws wants), each
+ * finalized to a plan needing at most a quarter of device memory of
+ * workspace. Usable: no
+ * DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION note; in fp32 mode no
+ * TENSOR_CORE note (no TF32, what PyTorch does with allow_tf32 off); in
+ * deterministic mode no NONDETERMINISTIC note; no RUNTIME_COMPILATION
+ * behaviour note unless VDNN_CONV_RTC=1 (NVRTC costs seconds per engine).
+ *
+ * Options (the legacy path's meanings, see cuda_cudnn.cu), per direction:
+ *   0 "fastest":  the fastest timed candidate;
+ *   1 "min-ws":   the candidate with the least workspace;
+ *   2 "balanced": the fastest within max(16 MiB, output bytes / 4).
+ * An option's workspace is the max over its directions (and the bias
+ * gradient's partial sums). Timing (c->tune): CUDA events on the compute
+ * stream; a warm-up run, then (unless the warm-up took over twice the best
+ * so far) two more, the faster of those two counts. Buffers: one temporary
+ * cudaMalloc during layer_setup (before the pool exists), freed at its end.
+ * Untimed (deterministic mode, VDNN_CONV_TUNE=0, memory not free):
+ * heuristic order decides: the first candidate is "fastest", the first
+ * within max(16 MiB, output bytes) "balanced", so deterministic runs pick
+ * the same engines in every process.
+ *
+ * Runtime: a plan is bound to the setup batch, beta and the byte alignment
+ * declared for its tensors (16 for activations; the weight's from its
+ * parameter offset). A call that differs (smaller batch, dx accumulation
+ * without a beta-1 plan, lower pointer alignment, less workspace) gets a
+ * plan built then, first in heuristic order that fits the workspace given,
+ * cached per layer (G_MAXALT); if no engine fits, the legacy API runs it.
+ *
+ * VDNN_CONV_DEBUG=1 prints on stderr which path and engines each conv layer
+ * uses; 2 also every candidate (engine, notes, workspace, time) and every
+ * runtime variant. (The one place library code prints: asked for by env.) */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_internal.h"
+
+enum {
+    G_MAXC = 16,       /* candidates kept per direction */
+    G_FALLBACK = 4,    /* fallback-list candidates added per direction */
+    G_MAXRES = 64,     /* heuristic results read per mode */
+    G_MAXTMP = 160,    /* temporary descriptors of one heuristic query */
+    G_MAXALT = 6,      /* runtime variant plans cached per layer */
+};
+
+static const char *const dir_name[CU_GD_COUNT] = {"fwd", "bwd-data", "bwd-filter",
+                                                  "bwd-data(+=)"};
+
+/* One conv operation graph: tensors (x|dx, w|dw, y|dy: unique ids 1, 2, 3),
+ * convolution, operation, graph. */
+typedef struct gop {
+    cudnnBackendDescriptor_t t[3], conv, op, graph;
+} gop;
+
+typedef struct gcand {
+    cudnnBackendDescriptor_t cfg, plan;   /* engine config, its finalized execution plan */
+    int64_t engine;                       /* global engine index */
+    uint64_t ws;                          /* plan workspace, bytes */
+    float ms;                             /* measured time; < 0 untimed */
+    bool fallback;                        /* from the fallback list, not mode A */
+    bool tc;                              /* TENSOR_CORE numerical note */
+    bool bad;                             /* failed to run in timing, or freed as unused */
+} gcand;
+
+typedef struct gdir {                     /* one direction at the setup batch */
+    gop op;
+    int n;                                /* candidates c[n], heuristic order */
+    gcand c[G_MAXC];
+} gdir;
+
+typedef struct galt {                     /* a plan built at run time */
+    bool used, legacy;                    /* legacy: no graph engine fits ws_limit */
+    int dir, n;
+    float beta;
+    int64_t ax, aw;                       /* byte alignment: activations, weight */
+    uint64_t ws_limit;                    /* legacy entries: the workspace nothing fit */
+    gop op;
+    gcand p;
+} galt;
+
+struct cu_graph {
+    gdir d[CU_GD_COUNT];                  /* CU_GD_BWD_DATA_ACC: n 0 unless the input is shared */
+    int64_t ax, aw;                       /* declared byte alignment: activations, weight */
+    galt alt[G_MAXALT];
+    int alt_next;
+    cudnnBackendDescriptor_t tmp[G_MAXTMP];   /* heuristic query temporaries */
+    int ntmp;
+};
+
+/* ---- small helpers ----------------------------------------------------------- */
+static void dbg(const cu_ctx *c, int level, const char *fmt, ...) {
+    if (c->conv_debug < level) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vdnn conv: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* "This engine / graph is not supported", as opposed to a real error. */
+static bool soft_status(cudnnStatus_t s) {
+    int cat = (int)CUDNN_STATUS_CATEGORY(s);
+    return cat == (int)CUDNN_STATUS_NOT_SUPPORTED || cat == (int)CUDNN_STATUS_BAD_PARAM ||
+           s == CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED;
+}
+
+/* Like CUDNN_CHECK, but a soft status (see soft_status) is left in st for
+ * the caller instead of failing. */
+#define CUDNN_SOFT(e, st, expr)                                                              \
+    do {                                                                                     \
+        (st) = (expr);                                                                       \
+        if ((st) != CUDNN_STATUS_SUCCESS && !soft_status(st)) {                              \
+            char detail_[256];                                                               \
+            cudnnGetLastErrorString(detail_, sizeof detail_);                                \
+            return vd_errf((e), VD_EDEVICE, "cuDNN error %s in %s at %s:%d: %s%s%s",          \
+                           cudnnGetErrorString(st), __func__, __FILE__, __LINE__, #expr,      \
+                           detail_[0] ? ": " : "", detail_);                                 \
+        }                                                                                    \
+    } while (0)
+
+#define SETA(e, d, name, type, n, ptr) \
+    CUDNN_CHECK(e, cudnnBackendSetAttribute((d), (name), (type), (n), (ptr)))
+
+static void dfree(cudnnBackendDescriptor_t *d) {
+    if (*d) cudnnBackendDestroyDescriptor(*d);
+    *d = NULL;
+}
+
+static void gop_free(gop *o) {
+    dfree(&o->graph);
+    dfree(&o->op);
+    dfree(&o->conv);
+    for (int i = 0; i < 3; i++) dfree(&o->t[i]);
+}
+
+static void gcand_free(gcand *k) {
+    dfree(&k->plan);
+    dfree(&k->cfg);
+}
+
+static void tmp_clear(cu_graph *g) {
+    for (int i = 0; i < g->ntmp; i++) dfree(&g->tmp[i]);
+    g->ntmp = 0;
+}
+
+/* A descriptor that lives until the next tmp_clear (or the layer's free). */
+static int tmp_new(cu_graph *g, cudnnBackendDescriptorType_t t, cudnnBackendDescriptor_t *out,
+                   vd_err *e) {
+    *out = NULL;
+    if (g->ntmp >= G_MAXTMP)
+        return vd_errf(e, VD_EINTERNAL, "graph conv: more than %d temporary descriptors",
+                       G_MAXTMP);
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(t, out));
+    g->tmp[g->ntmp++] = *out;
+    return VD_OK;
+}
+
+/* Take d out of the temporaries: the caller owns it now. */
+static void tmp_keep(cu_graph *g, cudnnBackendDescriptor_t d) {
+    for (int i = 0; i < g->ntmp; i++)
+        if (g->tmp[i] == d) g->tmp[i] = NULL;
+}
+
+static int64_t ptr_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    int64_t al = 16;
+    while (al > 1 && a % (uintptr_t)al) al /= 2;
+    return al;
+}
+
+static uint64_t out_bytes(const cu_layer *L, int n) {
+    return (uint64_t)n * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
+}
+
+static inline uint64_t u64max(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* ---- public helpers for the key --------------------------------------------------- */
+int64_t cu_conv_weight_align(const vd_net *net, int li) {
+    const vd_layer *l = &net->layers[li];
+    for (int k = 0; k < l->n_params; k++) {
+        const vd_param *p = &net->params[l->param_first + k];
+        const char *dot = strrchr(p->name, '.');
+        if (dot && !strcmp(dot, ".weight")) return ptr_align((const void *)(uintptr_t)(p->offset * 4));
+    }
+    return 4;
+}
+
+bool cu_conv_input_shared(const vd_net *net, int li) {
+    int src = net->layers[li].in[0], uses = 0;
+    for (int j = 0; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j].n_in && k < VD_MAX_INPUTS; k++)
+            if (net->layers[j].in[k] == src) uses++;
+    return uses > 1;
+}
+
+/* ---- building blocks ------------------------------------------------------------------ */
+static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
+                       int64_t align, bool *ok, vd_err *e) {
+    const int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
+    const cudnnDataType_t dt = CUDNN_DATA_FLOAT;
+    cudnnStatus_t st;
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d));
+    SETA(e, *d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+    SETA(e, *d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim);
+    SETA(e, *d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str);
+    SETA(e, *d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SETA(e, *d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(*d));
+    if (st != CUDNN_STATUS_SUCCESS) *ok = false;
+    return VD_OK;
+}
+
+/* The operation graph of direction dir (CU_GD_*) at batch n. *ok false (rc
+ * 0): cuDNN does not support it (*why: the status). o is freed by gop_free
+ * in every case. */
+static int build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, int n,
+                    int64_t ax, int64_t aw, gop *o, bool *ok, cudnnStatus_t *why, vd_err *e) {
+    *ok = true;
+    *why = CUDNN_STATUS_SUCCESS;
+    int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    const int64_t xd[4] = {n, L->in_c[0], L->in_h, L->in_w};
+    const int64_t wd[4] = {l->u.conv.out, L->in_c[0] / g, l->u.conv.kh, l->u.conv.kw};
+    const int64_t yd[4] = {n, L->c, L->h, L->w};
+    int rc;
+    if ((rc = make_tensor(&o->t[0], 1, xd, ax, ok, e)) || (rc = make_tensor(&o->t[1], 2, wd, aw, ok, e)) ||
+        (rc = make_tensor(&o->t[2], 3, yd, ax, ok, e)))
+        return rc;
+    if (!*ok) {
+        *why = CUDNN_STATUS_NOT_SUPPORTED_SHAPE;
+        return VD_OK;
+    }
+    const int64_t sdims = 2;
+    const int64_t pad[2] = {l->u.conv.ph, l->u.conv.pw};
+    const int64_t str[2] = {l->u.conv.sh > 0 ? l->u.conv.sh : 1, l->u.conv.sw > 0 ? l->u.conv.sw : 1};
+    const int64_t dil[2] = {l->u.conv.dh > 0 ? l->u.conv.dh : 1, l->u.conv.dw > 0 ? l->u.conv.dw : 1};
+    const cudnnDataType_t ct = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &o->conv));
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sdims);
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct);
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str);
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    SETA(e, o->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    cudnnStatus_t st;
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(o->conv));
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *ok = false;
+        *why = st;
+        return VD_OK;
+    }
+    const float alpha = 1.0f, beta = dir == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f;
+    if (dir == CU_GD_FWD) {
+        CUDNN_CHECK(e, cudnnBackendCreateDescriptor(
+                           CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &o->op));
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[0]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[1]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[2]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->conv);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+    } else if (dir == CU_GD_BWD_FILTER) {
+        CUDNN_CHECK(e, cudnnBackendCreateDescriptor(
+                           CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, &o->op));
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[0]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[1]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[2]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->conv);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+    } else {
+        CUDNN_CHECK(e, cudnnBackendCreateDescriptor(
+                           CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, &o->op));
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[0]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[1]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[2]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->conv);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+    }
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(o->op));
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *ok = false;
+        *why = st;
+        return VD_OK;
+    }
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &o->graph));
+    SETA(e, o->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->dnn);
+    SETA(e, o->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->op);
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(o->graph));
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *ok = false;
+        *why = st;
+    }
+    return VD_OK;
+}
+
+/* Engine index and notes of an engine config. */
+static int cfg_info(cu_graph *g, cudnnBackendDescriptor_t cfg, int64_t *engine, unsigned *num,
+                    unsigned *beh, vd_err *e) {
+    cudnnBackendDescriptor_t eng;
+    int rc = tmp_new(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng, e);
+    if (rc) return rc;
+    int64_t cnt = 0;
+    CUDNN_CHECK(e, cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng));
+    CUDNN_CHECK(e, cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                                            &cnt, engine));
+    cudnnBackendNumericalNote_t nn[32];
+    cudnnBackendBehaviorNote_t bn[32];
+    CUDNN_CHECK(e, cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                            CUDNN_TYPE_NUMERICAL_NOTE, 32, &cnt, nn));
+    *num = 0;
+    for (int64_t i = 0; i < cnt && i < 32; i++)
+        if ((int)nn[i] >= 0 && (int)nn[i] < 32) *num |= 1u << (int)nn[i];
+    CUDNN_CHECK(e, cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                            CUDNN_TYPE_BEHAVIOR_NOTE, 32, &cnt, bn));
+    *beh = 0;
+    for (int64_t i = 0; i < cnt && i < 32; i++)
+        if ((int)bn[i] >= 0 && (int)bn[i] < 32) *beh |= 1u << (int)bn[i];
+    return VD_OK;
+}
+
+static void notes_str(unsigned num, unsigned beh, char *buf, size_t n) {
+    snprintf(buf, n, "%s%s%s%s%s%s%s", num & (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ? " tc" : "",
+             num & (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) ? " nondet" : "",
+             num & (1u << CUDNN_NUMERICAL_NOTE_FFT) ? " fft" : "",
+             num & (1u << CUDNN_NUMERICAL_NOTE_WINOGRAD) ? " winograd" : "",
+             num & (1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) ? " down-convert" : "",
+             num & (1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) ? " reduced-prec" : "",
+             beh & (1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ? " rtc" : "");
+}
+
+/* Why an engine with these notes may not run in c's mode, or NULL. */
+static const char *excluded(const cu_ctx *c, unsigned num, unsigned beh) {
+    if (num & (1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return "converts inputs down";
+    if (num & (1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
+        return "reduced-precision reduction";
+    if (c->math == VD_MATH_FP32 && (num & (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE)))
+        return "tensor cores (TF32) in fp32 mode";
+    if (c->deterministic && (num & (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)))
+        return "nondeterministic";
+    if (!c->conv_rtc && (beh & (1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)))
+        return "runtime compiled (VDNN_CONV_RTC=1 allows)";
+    return NULL;
+}
+
+/* A finalized execution plan for cfg. *ok false (rc 0): the engine does not
+ * support this graph (soft status). */
+static int make_plan(cu_ctx *c, cudnnBackendDescriptor_t cfg, gcand *k, bool *ok, vd_err *e) {
+    *ok = false;
+    cudnnBackendDescriptor_t p = NULL;
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p));
+    k->plan = p;   /* owned by k from here: gcand_free releases it on every path */
+    SETA(e, p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->dnn);
+    SETA(e, p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+    cudnnStatus_t st;
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(p));
+    if (st != CUDNN_STATUS_SUCCESS) {
+        dfree(&k->plan);
+        return VD_OK;
+    }
+    int64_t ws = 0, cnt = 0;
+    CUDNN_CHECK(e, cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                            CUDNN_TYPE_INT64, 1, &cnt, &ws));
+    k->ws = ws > 0 ? (uint64_t)ws : 0;
+    *ok = true;
+    return VD_OK;
+}
+
+/* Append to out[*n] (capacity maxn) the usable configs of heuristic mode
+ * for graph, at most take of them, each as a finalized plan with workspace
+ * <= cap; the fallback list skips engines already in out. */
+static int add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
+                         cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int take,
+                         uint64_t cap, gcand *out, int *n, int maxn, vd_err *e) {
+    if (take <= 0 || *n >= maxn) return VD_OK;
+    tmp_clear(g);
+    cudnnBackendDescriptor_t h, cfgs[G_MAXRES];
+    int rc = tmp_new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &h, e);
+    if (rc) return rc;
+    SETA(e, h, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+    SETA(e, h, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    cudnnStatus_t st;
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(h));
+    if (st != CUDNN_STATUS_SUCCESS) {
+        dbg(c, 2, "  '%s' %s: heuristics mode %d: %s", lname, dir_name[dir], (int)mode,
+            cudnnGetErrorString(st));
+        tmp_clear(g);
+        return VD_OK;
+    }
+    int64_t total = 0;
+    CUDNN_CHECK(e, cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                            CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &total, NULL));
+    if (total > G_MAXRES) total = G_MAXRES;
+    for (int64_t i = 0; i < total; i++)
+        if ((rc = tmp_new(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i], e))) return rc;
+    int64_t got = 0;
+    if (total > 0)
+        CUDNN_CHECK(e, cudnnBackendGetAttribute(h, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, total, &got, cfgs));
+    int added = 0;
+    bool fb = mode == CUDNN_HEUR_MODE_FALLBACK;
+    for (int64_t i = 0; i < got && added < take && *n < maxn; i++) {
+        int64_t engine = -1;
+        unsigned num = 0, beh = 0;
+        if ((rc = cfg_info(g, cfgs[i], &engine, &num, &beh, e))) return rc;
+        char notes[96];
+        notes_str(num, beh, notes, sizeof notes);
+        const char *why = excluded(c, num, beh);
+        if (why) {
+            dbg(c, 2, "  '%s' %s: engine %lld%s: skipped (%s)", lname, dir_name[dir],
+                (long long)engine, notes, why);
+            continue;
+        }
+        bool dup = false;
+        for (int j = 0; fb && j < *n; j++) dup |= out[j].engine == engine;
+        if (dup) continue;
+        gcand k;
+        memset(&k, 0, sizeof k);
+        bool ok;
+        rc = make_plan(c, cfgs[i], &k, &ok, e);
+        if (rc) {
+            gcand_free(&k);
+            return rc;
+        }
+        if (!ok) {
+            dbg(c, 2, "  '%s' %s: engine %lld%s: plan not supported", lname, dir_name[dir],
+                (long long)engine, notes);
+            continue;
+        }
+        if (k.ws > cap) {
+            dbg(c, 2, "  '%s' %s: engine %lld%s: workspace %llu over the cap %llu", lname,
+                dir_name[dir], (long long)engine, notes, (unsigned long long)k.ws,
+                (unsigned long long)cap);
+            gcand_free(&k);
+            continue;
+        }
+        tmp_keep(g, cfgs[i]);
+        k.cfg = cfgs[i];
+        k.engine = engine;
+        k.ms = -1.0f;
+        k.fallback = fb;
+        k.tc = (num & (1u << CUDNN_NUMERICAL_NOTE_TENSOR_CORE)) != 0;
+        out[(*n)++] = k;
+        added++;
+        dbg(c, 2, "  '%s' %s: engine %lld%s%s: candidate, workspace %llu", lname, dir_name[dir],
+            (long long)engine, notes, fb ? " (fallback list)" : "", (unsigned long long)k.ws);
+    }
+    tmp_clear(g);
+    return VD_OK;
+}
+
+/* Run plan on the compute stream with ptr = {x|dx, w|dw, y|dy}. */
+static cudnnStatus_t exec_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, void *const ptr[3],
+                               void *ws) {
+    const int64_t uids[3] = {1, 2, 3};
+    void *p3[3] = {ptr[0], ptr[1], ptr[2]};
+    cudnnBackendDescriptor_t vp = NULL;
+    cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+                                      3, p3);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
+                                      &ws);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, plan, vp);
+    cudnnBackendDestroyDescriptor(vp);
+    return st;
+}
+
+/* ---- timing ------------------------------------------------------------------------------ */
+/* Scratch for timing: bytes at c->scratch (grown as needed), or NULL when
+ * that much device memory is not free (then the layer stays untimed). */
+static void *scratch_get(cu_ctx *c, uint64_t bytes) {
+    if (c->scratch && c->scratch_bytes >= bytes) return c->scratch;
+    if (c->scratch) cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    const uint64_t reserve = 512ull << 20;   /* CUDA / cuDNN / cuBLAS keep working */
+    if (bytes + reserve > fr) return NULL;
+    if (cudaMalloc(&c->scratch, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        c->scratch = NULL;
+        return NULL;
+    }
+    c->scratch_bytes = bytes;
+    return c->scratch;
+}
+
+void cu_tune_release(cu_ctx *c) {
+    if (c->scratch) cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    for (int i = 0; i < 2; i++)
+        if (c->tev[i]) cudaEventDestroy(c->tev[i]);
+    c->tev[0] = c->tev[1] = NULL;
+}
+
+/* Time D's candidates with workspace <= ws_avail; the others stay untimed. */
+static int time_dir(cu_ctx *c, const char *lname, int dir, gdir *D, void *const ptr[3], void *ws,
+                    uint64_t ws_avail, vd_err *e) {
+    cudaStream_t s = cu_compute(c);
+    float best = -1.0f;
+    for (int k = 0; k < D->n; k++) {
+        gcand *q = &D->c[k];
+        if (q->bad || q->ws > ws_avail) continue;
+        float t[3] = {0, 0, 0};
+        int runs = 0;
+        for (int r = 0; r < 3; r++) {
+            CUDA_CHECK(e, cudaEventRecord(c->tev[0], s));
+            cudnnStatus_t st;
+            CUDNN_SOFT(e, st, exec_plan(c->dnn, q->plan, ptr, q->ws ? ws : NULL));
+            if (st != CUDNN_STATUS_SUCCESS) {
+                dbg(c, 2, "  '%s' %s: engine %lld does not run: %s", lname, dir_name[dir],
+                    (long long)q->engine, cudnnGetErrorString(st));
+                q->bad = true;
+                break;
+            }
+            CUDA_CHECK(e, cudaEventRecord(c->tev[1], s));
+            CUDA_CHECK(e, cudaEventSynchronize(c->tev[1]));
+            CUDA_CHECK(e, cudaEventElapsedTime(&t[r], c->tev[0], c->tev[1]));
+            runs = r + 1;
+            if (r == 0 && best >= 0.0f && t[0] > 2.0f * best) break;   /* clearly slower */
+        }
+        if (q->bad) continue;
+        q->ms = runs == 3 ? (t[1] < t[2] ? t[1] : t[2]) : t[0];
+        if (best < 0.0f || q->ms < best) best = q->ms;
+        dbg(c, 2, "  '%s' %s: engine %lld: %.3f ms (%d runs)", lname, dir_name[dir],
+            (long long)q->engine, (double)q->ms, runs);
+    }
+    return VD_OK;
+}
+
+/* ---- choosing ---------------------------------------------------------------------------- */
+/* Fastest timed candidate within lim, or (untimed) the first within lim; -1 none. */
+static int pick_fast(const gdir *D, uint64_t lim, bool timed) {
+    int best = -1;
+    for (int k = 0; k < D->n; k++) {
+        const gcand *q = &D->c[k];
+        if (q->bad || q->ws > lim) continue;
+        if (!timed) return k;
+        if (q->ms < 0.0f) continue;
+        if (best < 0 || q->ms < D->c[best].ms) best = k;
+    }
+    return best;
+}
+
+/* Least workspace; among equals the faster timed one, else the first. */
+static int pick_minws(const gdir *D) {
+    int best = -1;
+    for (int k = 0; k < D->n; k++) {
+        const gcand *q = &D->c[k];
+        if (q->bad) continue;
+        if (best < 0 || q->ws < D->c[best].ws) { best = k; continue; }
+        const gcand *b = &D->c[best];
+        if (q->ws == b->ws && q->ms >= 0.0f && (b->ms < 0.0f || q->ms < b->ms)) best = k;
+    }
+    return best;
+}
+
+static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const int pick[CU_GD_COUNT],
+                     uint64_t bias_ws) {
+    for (int k = 0; k < L->n_opts; k++)
+        if (!memcmp(L->conv_opts[k].gplan, pick, sizeof L->conv_opts[k].gplan)) return;
+    if (L->n_opts >= CU_MAX_OPTS) return;
+    cu_conv_opt *co = &L->conv_opts[L->n_opts];
+    vd_algo_opt *o = &L->opts[L->n_opts];
+    memset(co, 0, sizeof *co);
+    memset(o, 0, sizeof *o);
+    uint64_t ws = bias_ws;
+    for (int d = 0; d < CU_GD_COUNT; d++) {
+        co->gplan[d] = pick[d];
+        if (pick[d] >= 0) ws = u64max(ws, g->d[d].c[pick[d]].ws);
+    }
+    co->fwd_ws = g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].ws;
+    co->bwd_data_ws = g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].ws;
+    co->bwd_filter_ws = g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].ws;
+    o->fwd_algo = (int)g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].engine;
+    o->bwd_data_algo = (int)g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].engine;
+    o->bwd_filter_algo = (int)g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].engine;
+    o->workspace = ws;
+    snprintf(o->label, sizeof o->label, "%s", label);
+    L->n_opts++;
+}
+
+static void graph_free(cu_graph *g) {
+    if (!g) return;
+    for (int d = 0; d < CU_GD_COUNT; d++) {
+        for (int k = 0; k < g->d[d].n; k++) gcand_free(&g->d[d].c[k]);
+        gop_free(&g->d[d].op);
+    }
+    for (int i = 0; i < G_MAXALT; i++) {
+        gcand_free(&g->alt[i].p);
+        gop_free(&g->alt[i].op);
+    }
+    tmp_clear(g);
+    free(g);
+}
+
+void cu_graph_layer_free(cu_layer *L) {
+    if (L->g && L->g_owner) graph_free(L->g);
+    L->g = NULL;
+    L->g_owner = false;
+}
+
+/* ---- setup -------------------------------------------------------------------------------- */
+static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_graph *g,
+                       uint64_t bias_ws, bool *no_engine, char *why, size_t why_n, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    const int nb = c->batch;
+    uint64_t ybytes = out_bytes(L, nb);
+    /* Like cudnn.benchmark, "fastest" may take any workspace the device can
+     * spare (the planner falls back to balanced / min-ws under a budget):
+     * with the legacy cap of max(2 GiB, output bytes) the FFT / Winograd
+     * engines of the 56x56 and 28x28 VGG layers dropped out (measured). */
+    uint64_t cap = c->total_mem / 4;
+    bool acc = cu_conv_input_shared(net, li);
+    int ndir = acc ? CU_GD_COUNT : CU_GD_BWD_DATA_ACC;
+    int rc;
+    for (int d = 0; d < ndir; d++) {
+        gdir *D = &g->d[d];
+        bool ok;
+        cudnnStatus_t st;
+        if ((rc = build_op(c, L, l, d, nb, g->ax, g->aw, &D->op, &ok, &st, e))) return rc;
+        if (ok) {
+            if ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A,
+                                    c->conv_topk, cap, D->c, &D->n, G_MAXC, e)) ||
+                (rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK,
+                                    G_FALLBACK, cap, D->c, &D->n, G_MAXC, e)))
+                return rc;
+        }
+        if (D->n == 0) {
+            if (d == CU_GD_BWD_DATA_ACC) {   /* beta-1 plans come at run time, or legacy */
+                dbg(c, 1, "layer '%s': no graph engine for %s at setup", l->name, dir_name[d]);
+                continue;
+            }
+            *no_engine = true;
+            if (!ok)
+                snprintf(why, why_n, "%s operation graph not supported (%s)", dir_name[d],
+                         cudnnGetErrorString(st));
+            else
+                snprintf(why, why_n, "no usable %s engine in %s%s mode", dir_name[d],
+                         c->math == VD_MATH_FP32 ? "fp32" : "tf32",
+                         c->deterministic ? " deterministic" : "");
+            return VD_OK;
+        }
+    }
+    /* timing */
+    bool timed = false;
+    if (c->tune) {
+        const uint64_t A = 256;
+        int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+        uint64_t xb = VD_ALIGN_UP((uint64_t)nb * L->in_c[0] * L->in_h * L->in_w * 4, A);
+        uint64_t yb = VD_ALIGN_UP(ybytes, A);
+        uint64_t wb = VD_ALIGN_UP((uint64_t)l->u.conv.out * (L->in_c[0] / gr) * l->u.conv.kh *
+                                      l->u.conv.kw * 4, A);
+        uint64_t fixed = xb + yb + 2 * wb, wsmax = 0;
+        for (int d = 0; d < ndir; d++)
+            for (int k = 0; k < g->d[d].n; k++) wsmax = u64max(wsmax, g->d[d].c[k].ws);
+        char *buf = (char *)scratch_get(c, fixed + wsmax);
+        uint64_t ws_avail = wsmax;
+        if (!buf) {   /* not all: the candidates that fit in what is free */
+            size_t fr = 0, tot = 0;
+            CUDA_CHECK(e, cudaMemGetInfo(&fr, &tot));
+            uint64_t room = fr > (1ull << 30) ? fr - (1ull << 30) : 0;
+            if (room > fixed) {
+                ws_avail = room - fixed;
+                buf = (char *)scratch_get(c, fixed + ws_avail);
+            }
+        }
+        if (buf) {
+            for (int i = 0; i < 2; i++)
+                if (!c->tev[i]) CUDA_CHECK(e, cudaEventCreate(&c->tev[i]));
+            cudaStream_t s = cu_compute(c);
+            float *x = (float *)buf, *y = (float *)(buf + xb), *w = (float *)(buf + xb + yb),
+                  *dw = (float *)(buf + xb + yb + wb);
+            void *ws = buf + fixed;
+            if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, e)) ||
+                (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, e)) ||
+                (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, e)))
+                return rc;
+            /* forward writes y, backward-filter writes dw, backward-data writes x: last */
+            static const int order[CU_GD_COUNT] = {CU_GD_FWD, CU_GD_BWD_FILTER, CU_GD_BWD_DATA,
+                                                   CU_GD_BWD_DATA_ACC};
+            for (int i = 0; i < ndir; i++) {
+                int d = order[i];
+                void *ptr[3] = {x, d == CU_GD_BWD_FILTER ? (void *)dw : (void *)w, y};
+                if ((rc = time_dir(c, l->name, d, &g->d[d], ptr, ws, ws_avail, e))) return rc;
+            }
+            CUDA_CHECK(e, cudaStreamSynchronize(s));
+            timed = true;
+        } else {
+            dbg(c, 1, "layer '%s': not enough free device memory to time engines; heuristic order",
+                l->name);
+        }
+    }
+    /* options */
+    uint64_t lim = timed ? u64max(16ull << 20, ybytes / 4) : u64max(16ull << 20, ybytes);
+    int fa[CU_GD_COUNT], mw[CU_GD_COUNT], ba[CU_GD_COUNT];
+    bool any_timed = false;
+    for (int d = 0; d < CU_GD_COUNT; d++) {
+        const gdir *D = &g->d[d];
+        fa[d] = mw[d] = ba[d] = -1;
+        if (D->n == 0) continue;
+        mw[d] = pick_minws(D);
+        if (mw[d] < 0) {   /* every candidate failed to run */
+            if (d == CU_GD_BWD_DATA_ACC) continue;
+            *no_engine = true;
+            snprintf(why, why_n, "no %s engine ran", dir_name[d]);
+            return VD_OK;
+        }
+        fa[d] = timed ? pick_fast(D, UINT64_MAX, true) : -1;
+        if (fa[d] >= 0) any_timed = true;
+        if (fa[d] < 0) fa[d] = pick_fast(D, UINT64_MAX, false);
+        ba[d] = pick_fast(D, lim, timed);
+        if (ba[d] < 0) ba[d] = mw[d];
+    }
+    L->n_opts = 0;
+    L->tuned = any_timed;
+    add_gopt(L, g, "fastest", fa, bias_ws);
+    add_gopt(L, g, "min-ws", mw, bias_ws);
+    add_gopt(L, g, "balanced", ba, bias_ws);
+    /* drop the plans no option uses */
+    for (int d = 0; d < CU_GD_COUNT; d++)
+        for (int k = 0; k < g->d[d].n; k++) {
+            bool used = false;
+            for (int o = 0; o < L->n_opts; o++) used |= L->conv_opts[o].gplan[d] == k;
+            if (!used) {
+                gcand_free(&g->d[d].c[k]);
+                g->d[d].c[k].bad = true;
+            }
+        }
+    if (c->conv_debug >= 1) {
+        for (int o = 0; o < L->n_opts; o++) {
+            char line[400];
+            size_t at = 0;
+            for (int d = 0; d < CU_GD_COUNT && at < sizeof line; d++) {
+                int k = L->conv_opts[o].gplan[d];
+                if (k < 0) continue;
+                const gcand *q = &g->d[d].c[k];
+                at += (size_t)snprintf(line + at, sizeof line - at, " %s=e%lld%s(%lluB,%.3fms)",
+                                       dir_name[d], (long long)q->engine, q->tc ? "tc" : "",
+                                       (unsigned long long)q->ws, (double)q->ms);
+            }
+            dbg(c, 1, "layer '%s': graph API, %s, option %d %s:%s", l->name,
+                timed ? "timed" : "heuristic order", o, L->opts[o].label, line);
+        }
+    }
+    return VD_OK;
+}
+
+int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint64_t bias_ws,
+                        bool *no_engine, char *why, size_t why_n, vd_err *e) {
+    *no_engine = false;
+    if (why_n) why[0] = '\0';
+    cu_graph *g = (cu_graph *)vd_calloc(1, sizeof *g, e);
+    if (!g) return VD_ENOMEM;
+    g->ax = 16;
+    g->aw = cu_conv_weight_align(net, li);
+    int rc = graph_setup(c, net, li, L, g, bias_ws, no_engine, why, why_n, e);
+    if (rc || *no_engine) {
+        graph_free(g);
+        L->n_opts = 0;
+        return rc;
+    }
+    tmp_clear(g);
+    L->g = g;
+    L->g_owner = true;
+    return VD_OK;
+}
+
+/* ---- run -------------------------------------------------------------------------------------- */
+static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, const vd_op_io *io,
+                   void *const ptr[3], int64_t ax, int64_t aw, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    cu_graph *g = L->g;
+    const vd_layer *l = &net->layers[li];
+    const float beta = d == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f;
+    const int ldir = d == CU_GD_BWD_DATA_ACC ? CU_GD_BWD_DATA : d;
+    void *ws = io->ws_bytes ? io->ws : NULL;
+    uint64_t wsb = io->ws ? io->ws_bytes : 0;
+    for (int i = 0; i < G_MAXALT; i++) {
+        const galt *a = &g->alt[i];
+        if (!a->used || a->dir != d || a->n != io->n || a->ax != ax || a->aw != aw) continue;
+        if (a->legacy && wsb <= a->ws_limit)
+            return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
+        if (!a->legacy && a->p.ws <= wsb) {
+            CUDNN_CHECK(e, exec_plan(c->dnn, a->p.plan, ptr, a->p.ws ? ws : NULL));
+            return VD_OK;
+        }
+    }
+    galt *a = &g->alt[g->alt_next];
+    g->alt_next = (g->alt_next + 1) % G_MAXALT;
+    gcand_free(&a->p);
+    gop_free(&a->op);
+    memset(a, 0, sizeof *a);
+    a->used = true;
+    a->dir = d;
+    a->n = io->n;
+    a->beta = beta;
+    a->ax = ax;
+    a->aw = aw;
+    bool ok;
+    cudnnStatus_t st;
+    int rc, n = 0;
+    if ((rc = build_op(c, L, l, d, io->n, ax, aw, &a->op, &ok, &st, e))) goto fail;
+    if (ok) {
+        if ((rc = add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb, &a->p,
+                                &n, 1, e)))
+            goto fail;
+        if (!n && (rc = add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_FALLBACK, 1,
+                                      wsb, &a->p, &n, 1, e)))
+            goto fail;
+    }
+    if (!n) {
+        a->legacy = true;
+        a->ws_limit = wsb;
+        dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: no graph engine; "
+            "legacy API", l->name, dir_name[d], io->n, (long long)ax, (long long)aw,
+            (unsigned long long)wsb);
+        return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
+    }
+    dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: runtime plan, engine "
+        "%lld", l->name, dir_name[d], io->n, (long long)ax, (long long)aw,
+        (unsigned long long)wsb, (long long)a->p.engine);
+    CUDNN_CHECK(e, exec_plan(c->dnn, a->p.plan, ptr, a->p.ws ? ws : NULL));
+    return VD_OK;
+fail:
+    gcand_free(&a->p);
+    gop_free(&a->op);
+    a->used = false;
+    tmp_clear(g);
+    return rc;
+}
+
+int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
+                      float beta, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    cu_graph *g = L->g;
+    if (!g) return vd_errf(e, VD_EINTERNAL, "conv '%s': no graph plans", net->layers[li].name);
+    void *ptr[3];
+    if (dir == CU_GD_FWD) {
+        ptr[0] = (void *)io->x[0]; ptr[1] = (void *)io->w; ptr[2] = io->y;
+    } else if (dir == CU_GD_BWD_FILTER) {
+        ptr[0] = (void *)io->x[0]; ptr[1] = io->dw; ptr[2] = (void *)io->dy;
+    } else {
+        ptr[0] = io->dx[0]; ptr[1] = (void *)io->w; ptr[2] = (void *)io->dy;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!ptr[i])
+            return vd_errf(e, VD_EINTERNAL, "conv '%s' %s: a tensor pointer is NULL",
+                           net->layers[li].name, dir_name[dir]);
+    int d = dir == CU_GD_BWD_DATA && beta != 0.0f ? CU_GD_BWD_DATA_ACC : dir;
+    int64_t ax = ptr_align(ptr[0]), aw = ptr_align(ptr[1]);
+    if (ptr_align(ptr[2]) < ax) ax = ptr_align(ptr[2]);
+    const cu_conv_opt *o = &L->conv_opts[io->algo];
+    int k = o->gplan[d];
+    if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
+        const gcand *q = &g->d[d].c[k];
+        if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
+            CUDNN_CHECK(e, exec_plan(c->dnn, q->plan, ptr, q->ws ? io->ws : NULL));
+            return VD_OK;
+        }
+    }
+    return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+}
