@@ -1,13 +1,40 @@
-/* cli_common.h — helpers shared by the three command-line tools. Only the
- * CLI prints and exits. */
+/* cli_common.h — helpers shared by the command-line tools. Only the CLI
+ * prints and exits. */
 #ifndef VD_CLI_COMMON_H
 #define VD_CLI_COMMON_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include "util/util.h"
 
 /* Print "PROG: message" for e to stderr and return e->code (the exit status). */
 int vd_cli_fail(const char *prog, const vd_err *e);
 /* Print the version line ("vdnn-train 0.1.0 (cuda: yes, blas: yes)"). */
 void vd_cli_version(const char *prog);
+
+/* ---- long options: "--name VALUE", "--name=VALUE", "--flag" -------------- */
+typedef struct vd_cli_flag {
+    const char *name;           /* without the dashes */
+    bool arg;                   /* takes a value */
+} vd_cli_flag;
+
+/* argv[*i] starts with '-' (and is not "-"): match it against flags[0..n).
+ * "-h" means "--help". On success *f is the flag, *val its value (NULL for
+ * a flag without one; the value may be the next argument, then *i advances
+ * past it). Errors (VD_EUSAGE): short options, unknown names (with a
+ * "did you mean"), a missing value, a value given to a flag that takes none. */
+int vd_cli_match(int argc, char **argv, int *i, const vd_cli_flag *flags, int n,
+                 const vd_cli_flag **f, const char **val, vd_err *e);
+/* Integer in [lo, hi] (whole string), else VD_EUSAGE naming --name. */
+int vd_cli_int(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out, vd_err *e);
+/* Finite number >= lo, else VD_EUSAGE naming --name. */
+int vd_cli_real(const char *name, const char *v, double lo, double *out, vd_err *e);
+/* v must be one of c[0..n): VD_OK, else VD_EUSAGE listing them (with a
+ * "did you mean" for near misses). */
+int vd_cli_choice(const char *name, const char *v, const char *const *c, int n, vd_err *e);
+/* "none | all | conv | dyn ...": every policy vd_policy_parse accepts, from
+ * vd_policy_name (so new policies show up). Returns buf. */
+char *vd_cli_policies(char *buf, size_t n);
 
 #endif

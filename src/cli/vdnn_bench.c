@@ -1,4 +1,836 @@
-/* Placeholder until its owner lands the real tool. */
+/* vdnn-bench — sweep device memory budgets x offload policies for one net
+ * and batch: at each point make the plan, create the executor, train a few
+ * warm-up and timed iterations on synthetic data, and report measured and
+ * predicted iteration time, throughput, memory and copies as a table
+ * (stdout), CSV, JSON and an SVG plot. Progress goes to stderr. One profile
+ * (measured on CUDA) serves every point. See man vdnn-bench(1). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "vd_config.h"
 #include "cli/cli_common.h"
-int main(void) { fprintf(stderr, "vdnn-bench: not implemented yet\n"); return VD_EUNSUPPORTED; }
+#include "util/util.h"
+#include "net/net.h"
+#include "spec/spec.h"
+#include "backend/backend.h"
+#include "plan/plan.h"
+#include "exec/exec.h"
+#include "data/data.h"
+#include "train/session.h"
+
+static const char *const PROG = "vdnn-bench";
+static const char *const DEFAULT_POLICIES = "none,all,conv,dyn";
+enum { MAX_BUDGETS = 256, DEFAULT_STEPS = 5 };
+
+static void usage(FILE *f) {
+    char pol[160];
+    vd_cli_policies(pol, sizeof pol);
+    fprintf(f,
+"usage: vdnn-bench NET.yaml [options]\n"
+"\n"
+"Sweep device memory budgets x offload policies: at each point plan, create\n"
+"the executor, train --warmup then --iters iterations on synthetic data, and\n"
+"report the measured and predicted iteration time, images/s, memory and\n"
+"copies. The table goes to stdout, progress to stderr.\n"
+"\n"
+"Sweep:\n"
+"  --batch N            batch size (default: the spec's train.batch)\n"
+"  --budgets LIST       comma-separated sizes (12G, 512M, bytes) and the words\n"
+"                       'min' (smallest budget any listed policy fits in) and\n"
+"                       'peak' (what policy none needs); default: --steps\n"
+"                       budgets evenly from min to peak\n"
+"  --steps N            budgets in the default sweep (default %d)\n"
+"  --policies LIST      comma-separated policies: %s\n"
+"                       (default %s)\n"
+"  --prefetch P         auto | paper (default auto)\n"
+"  --warmup N           untimed iterations per point (default 2)\n"
+"  --iters N            timed iterations per point (default 5)\n"
+"  --seed N             seed of the initial weights and synthetic data\n"
+"\n"
+"Device and profile:\n"
+"  --backend B          cpu | cuda | auto (default auto = cuda if available)\n"
+"  --device N           CUDA device index (default 0)\n"
+"  --math M             fp32 | tf32 (default fp32)\n"
+"  --deterministic      deterministic algorithms only\n"
+"  --profile FILE       plan with this profile instead of measuring one\n"
+"  --analytic-profile   plan with the analytic profile (no measuring pass)\n"
+"  --profile-out FILE   write the profile used to FILE\n"
+"\n"
+"Output:\n"
+"  --csv FILE           one row per point (columns: man vdnn-bench(1))\n"
+"  --json FILE          {\"net\", \"batch\", ..., \"points\": [...]}\n"
+"  --plot FILE.svg      images/s against budget, one line per policy\n"
+"  --quiet              no progress on stderr\n"
+"  --help, --version\n"
+"\n"
+"Exit status: 0 ok (infeasible points are rows, not errors), 2 usage, 3 spec,\n"
+"4 io, 5 data, 7 device, 8 unsupported, 9 nomem, 10 numeric.\n",
+            DEFAULT_STEPS, pol, DEFAULT_POLICIES);
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+typedef struct opts {
+    const char *spec;
+    int64_t batch, steps, warmup, iters, seed, device;
+    bool has_batch, has_seed;
+    const char *budgets, *policies, *backend, *math, *profile, *profile_out;
+    const char *csv, *json, *plot;
+    bool analytic, deterministic, quiet;
+    vd_prefetch prefetch;
+    vd_policy pol[VD_POLICY_COUNT];
+    int n_pol;
+} opts;
+
+static const vd_cli_flag FLAGS[] = {
+    {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true},
+    {"warmup", true}, {"iters", true}, {"seed", true}, {"backend", true}, {"device", true},
+    {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},
+    {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
+    {"help", false}, {"version", false},
+};
+
+/* "none,all,..." -> o->pol (each once, in the given order). */
+static int parse_policies(const char *list, opts *o, vd_err *e) {
+    o->n_pol = 0;
+    const char *p = list;
+    for (;;) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        char w[64];
+        if (n == 0 || n >= sizeof w)
+            return vd_errf(e, VD_EUSAGE, "--policies: empty or overlong item in '%s'", list);
+        memcpy(w, p, n);
+        w[n] = 0;
+        vd_policy pol;
+        int rc = vd_policy_parse(w, &pol, e);
+        if (rc) return vd_err_prefix(e, "--policies");
+        bool dup = false;
+        for (int k = 0; k < o->n_pol; k++) dup |= o->pol[k] == pol;
+        if (dup) return vd_errf(e, VD_EUSAGE, "--policies: '%s' is listed twice", w);
+        o->pol[o->n_pol++] = pol;
+        if (!c) break;
+        p = c + 1;
+    }
+    return VD_OK;
+}
+
+/* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
+static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
+    memset(o, 0, sizeof *o);
+    o->backend = "auto";
+    o->math = "fp32";
+    o->policies = DEFAULT_POLICIES;
+    o->steps = DEFAULT_STEPS;
+    o->warmup = 2;
+    o->iters = 5;
+    o->prefetch = VD_PREFETCH_AUTO;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == 0) {
+            if (o->spec)
+                return vd_errf(e, VD_EUSAGE, "unexpected argument '%s' (one NET.yaml only)", a);
+            o->spec = a;
+            continue;
+        }
+        const vd_cli_flag *f;
+        const char *val;
+        int rc = vd_cli_match(argc, argv, &i, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &f, &val, e);
+        if (rc) return rc;
+        const char *name = f->name;
+        if (!strcmp(name, "help")) { usage(stdout); return -1; }
+        else if (!strcmp(name, "version")) { vd_cli_version(PROG); return -1; }
+        else if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &o->batch, e); o->has_batch = true; }
+        else if (!strcmp(name, "steps")) rc = vd_cli_int(name, val, 1, MAX_BUDGETS, &o->steps, e);
+        else if (!strcmp(name, "warmup")) rc = vd_cli_int(name, val, 0, 1 << 20, &o->warmup, e);
+        else if (!strcmp(name, "iters")) rc = vd_cli_int(name, val, 1, 1 << 20, &o->iters, e);
+        else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &o->seed, e); o->has_seed = true; }
+        else if (!strcmp(name, "device")) rc = vd_cli_int(name, val, 0, 1024, &o->device, e);
+        else if (!strcmp(name, "budgets")) o->budgets = val;
+        else if (!strcmp(name, "policies")) o->policies = val;
+        else if (!strcmp(name, "profile")) o->profile = val;
+        else if (!strcmp(name, "profile-out")) o->profile_out = val;
+        else if (!strcmp(name, "analytic-profile")) o->analytic = true;
+        else if (!strcmp(name, "deterministic")) o->deterministic = true;
+        else if (!strcmp(name, "quiet")) o->quiet = true;
+        else if (!strcmp(name, "csv")) o->csv = val;
+        else if (!strcmp(name, "json")) o->json = val;
+        else if (!strcmp(name, "plot")) o->plot = val;
+        else if (!strcmp(name, "backend")) {
+            static const char *const c[] = {"cpu", "cuda", "auto"};
+            rc = vd_cli_choice(name, val, c, 3, e);
+            o->backend = val;
+        } else if (!strcmp(name, "math")) {
+            static const char *const c[] = {"fp32", "tf32"};
+            rc = vd_cli_choice(name, val, c, 2, e);
+            o->math = val;
+        } else if (!strcmp(name, "prefetch")) {
+            if ((rc = vd_prefetch_parse(val, &o->prefetch, e))) vd_err_prefix(e, "--prefetch");
+        }
+        if (rc) return rc;
+    }
+    if (!o->spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: vdnn-bench NET.yaml "
+                                 "[options]; see --help)");
+    if (o->profile && o->analytic)
+        return vd_errf(e, VD_EUSAGE, "--profile and --analytic-profile exclude each other");
+    return parse_policies(o->policies, o, e);
+}
+
+/* ---- the sweep ----------------------------------------------------------- */
+
+typedef struct point {
+    uint64_t budget;            /* bytes (the pool) */
+    vd_policy policy;
+    bool feasible;
+    bool measured;              /* feasible and its iterations ran */
+    bool failed;                /* an error stopped it (note says which) */
+    char offload_policy[16];    /* what decided the offloads (dyn: none/conv/all) */
+    char note[400];             /* why infeasible, or the error that stopped the point */
+    double iter_s, iter_min_s;  /* measured: mean and fastest timed iteration */
+    double images_s;
+    uint64_t pool_hwm, live_peak;
+    bool has_device;
+    uint64_t device_used;       /* max process usage during the point (driver) */
+    bool device_within;         /* device_used <= budget + what lived outside the pool */
+    uint64_t offload_bytes, prefetch_bytes; /* per iteration */
+    int64_t recompute_ops;      /* forward ops re-run per iteration */
+    double offload_gb, prefetch_gb, copy_gbps;
+    bool has_pred;
+    double predicted_s, error_pct;
+} point;
+
+typedef struct bench {
+    const opts *o;
+    vd_net net;
+    int batch;
+    vd_session ses;
+    bool have_ses;
+    float *params;              /* [net.param_floats] initial weights */
+    float *x;                   /* [batch * C*H*W] synthetic batch */
+    int32_t *labels;            /* [batch] */
+    uint64_t min_budget[VD_POLICY_COUNT]; /* smallest budget of each listed policy */
+    uint64_t none_peak;         /* smallest budget of policy none */
+    uint64_t budgets[MAX_BUDGETS];
+    int n_budgets;
+    point *pts;                 /* [n_budgets * o->n_pol], budget-major */
+    int n_pts;
+} bench;
+
+static void progress(const bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const bench *b, const char *fmt, ...) {
+    if (b->o->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", PROG);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+    va_end(ap);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Minimum budgets of the listed policies and of none (the peak). */
+static int min_budgets(bench *b, vd_err *e) {
+    for (int k = 0; k <= b->o->n_pol; k++) {
+        vd_policy p = k < b->o->n_pol ? b->o->pol[k] : VD_POLICY_NONE;
+        vd_plan_opts po;
+        vd_plan_opts_init(&po);
+        po.batch = b->batch;
+        po.policy = p;
+        po.prefetch = b->o->prefetch;
+        uint64_t m = 0;
+        int rc = vd_plan_min_budget(&b->net, &b->ses.prof, &po, &m, e);
+        if (rc) return vd_err_prefix(e, "smallest budget of policy %s", vd_policy_name(p));
+        if (k < b->o->n_pol) b->min_budget[p] = m;
+        else b->none_peak = m;
+    }
+    return VD_OK;
+}
+
+/* The budgets of the sweep, ascending and distinct. */
+static int make_budgets(bench *b, vd_err *e) {
+    uint64_t lo = UINT64_MAX;
+    for (int k = 0; k < b->o->n_pol; k++)
+        if (b->min_budget[b->o->pol[k]] < lo) lo = b->min_budget[b->o->pol[k]];
+    uint64_t hi = b->none_peak > lo ? b->none_peak : lo;
+    int n = 0;
+    if (!b->o->budgets) {
+        int steps = (int)b->o->steps;
+        for (int i = 0; i < steps; i++) {
+            double f = steps > 1 ? (double)i / (steps - 1) : 1.0;
+            uint64_t v = i == steps - 1 ? hi : lo + (uint64_t)((double)(hi - lo) * f);
+            b->budgets[n++] = VD_ALIGN_UP(v, 256);
+        }
+    } else {
+        const char *p = b->o->budgets;
+        for (;;) {
+            const char *c = strchr(p, ',');
+            size_t len = c ? (size_t)(c - p) : strlen(p);
+            char w[64];
+            if (len == 0 || len >= sizeof w)
+                return vd_errf(e, VD_EUSAGE, "--budgets: empty or overlong item in '%s'",
+                               b->o->budgets);
+            memcpy(w, p, len);
+            w[len] = 0;
+            uint64_t v;
+            if (!strcmp(w, "min")) v = lo;
+            else if (!strcmp(w, "peak")) v = b->none_peak;
+            else {
+                int rc = vd_parse_size(w, &v, e);
+                if (rc) return vd_err_prefix(e, "--budgets (sizes like 12G, 512M, or min, peak)");
+                if (v == 0) return vd_errf(e, VD_EUSAGE, "--budgets: '%s' is not positive", w);
+            }
+            if (n == MAX_BUDGETS)
+                return vd_errf(e, VD_EUSAGE, "--budgets: more than %d budgets", MAX_BUDGETS);
+            b->budgets[n++] = v;
+            if (!c) break;
+            p = c + 1;
+        }
+    }
+    qsort(b->budgets, (size_t)n, sizeof b->budgets[0], cmp_u64);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (m == 0 || b->budgets[m - 1] != b->budgets[i]) b->budgets[m++] = b->budgets[i];
+    b->n_budgets = m;
+    return VD_OK;
+}
+
+/* Synthetic batch and initial weights, made once and uploaded at each point. */
+static int make_inputs(bench *b, vd_err *e) {
+    int64_t per = vd_net_out_numel(&b->net, -1);
+    size_t np = (size_t)(b->net.param_floats > 0 ? b->net.param_floats : 1);
+    b->params = vd_malloc(np * sizeof(float), e);
+    b->x = vd_malloc((size_t)(per * b->batch) * sizeof(float), e);
+    b->labels = vd_malloc((size_t)b->batch * sizeof(int32_t), e);
+    if (!b->params || !b->x || !b->labels) return VD_ENOMEM;
+    vd_net_init_params(&b->net, b->params, b->net.train.seed);
+    vd_dataset *ds = NULL;
+    int rc = vd_data_open("synthetic", &b->net, b->batch, b->net.train.seed, false, &ds, e);
+    for (int i = 0; i < b->batch && !rc; i++)
+        rc = vd_data_sample(ds, VD_SPLIT_TRAIN, i, 0, b->x + per * i, &b->labels[i], e);
+    vd_data_close(&ds);
+    return rc;
+}
+
+/* One point: plan, executor, warm-up, timed iterations, stats. An
+ * infeasible budget is a row (feasible = no), not an error. Any other error
+ * is returned (and kept in pt->note); the sweep goes on without the point. */
+static int run_point(bench *b, point *pt, int idx, vd_err *e) {
+    const opts *o = b->o;
+    char bb[32];
+    vd_fmt_bytes(pt->budget, bb, sizeof bb);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.policy = pt->policy;
+    po.prefetch = o->prefetch;
+    po.budget = pt->budget;
+    vd_plan plan;
+    memset(&plan, 0, sizeof plan);
+    int rc = vd_session_plan(&b->ses, &po, &plan, e);
+    if (rc == VD_EBUDGET) {
+        pt->feasible = false;
+        snprintf(pt->note, sizeof pt->note, "%s", e->msg);
+        vd_plan_free(&plan);
+        progress(b, "[%d/%d] budget %s, policy %s: infeasible", idx + 1, b->n_pts, bb,
+                 vd_policy_name(pt->policy));
+        return VD_OK;
+    }
+    if (rc) {
+        if (plan.n_layers) vd_plan_free(&plan);
+        progress(b, "[%d/%d] budget %s, policy %s: failed: %s", idx + 1, b->n_pts, bb,
+                 vd_policy_name(pt->policy), e->msg);
+        vd_err_prefix(e, "budget %s, policy %s", bb, vd_policy_name(pt->policy));
+        pt->failed = true;
+        snprintf(pt->note, sizeof pt->note, "error: %s", e->msg);
+        return rc;
+    }
+    pt->feasible = true;
+    snprintf(pt->offload_policy, sizeof pt->offload_policy, "%s",
+             vd_policy_name(plan.offload_policy));
+    pt->has_pred = plan.sim.iter_s > 0;
+    pt->predicted_s = plan.sim.iter_s;
+
+    vd_exec *ex = NULL;
+    vd_session_mem_reset(&b->ses);
+    rc = vd_session_exec(&b->ses, &plan, false, &ex, e);
+    if (!rc) rc = vd_exec_set_state(ex, b->params, NULL, 0, e);
+    if (!rc) {
+        int64_t per = vd_net_out_numel(&b->net, -1);
+        memcpy(vd_exec_input_x(ex), b->x, (size_t)(per * b->batch) * sizeof(float));
+        memcpy(vd_exec_input_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
+    }
+    float lr = b->net.train.lr > 0 ? b->net.train.lr : 0.01f, loss = 0;
+    int64_t it = 0;
+    for (int64_t k = 0; k < o->warmup && !rc; k++) rc = vd_exec_train_step(ex, lr, it++, &loss, e);
+    vd_session_mem_sample(&b->ses);
+    double sum = 0, best = INFINITY;
+    for (int64_t k = 0; k < o->iters && !rc; k++) {
+        rc = vd_exec_train_step(ex, lr, it++, &loss, e);
+        vd_exec_stats st;
+        vd_exec_get_stats(ex, &st);
+        sum += st.last_iter_s;
+        if (st.last_iter_s < best) best = st.last_iter_s;
+        if (k == 0 || k == o->iters - 1) vd_session_mem_sample(&b->ses);
+    }
+    if (!rc) {
+        vd_exec_stats st;
+        vd_exec_get_stats(ex, &st);
+        pt->iter_s = sum / (double)o->iters;
+        pt->iter_min_s = best;
+        pt->images_s = pt->iter_s > 0 ? b->batch / pt->iter_s : 0;
+        pt->pool_hwm = st.pool_hwm;
+        pt->live_peak = st.live_peak;
+        pt->offload_bytes = st.offload_bytes_iter;
+        pt->prefetch_bytes = st.prefetch_bytes_iter;
+        pt->recompute_ops = st.recompute_ops_iter;
+        pt->offload_gb = (double)st.offload_bytes_iter / 1e9;
+        pt->prefetch_gb = (double)st.prefetch_bytes_iter / 1e9;
+        pt->copy_gbps = pt->iter_s > 0 ? (pt->offload_gb + pt->prefetch_gb) / pt->iter_s : 0;
+        pt->error_pct = pt->has_pred ? 100.0 * (pt->iter_s - pt->predicted_s) / pt->predicted_s : 0;
+        vd_session_mem_report mr;
+        vd_session_mem_check(&b->ses, plan.budget, &mr);
+        pt->has_device = mr.known;
+        pt->device_used = mr.used_max;
+        pt->device_within = mr.within;
+        progress(b, "[%d/%d] budget %s, policy %s: %.4f s/iter, %.1f img/s (predicted %.4f s)",
+                 idx + 1, b->n_pts, bb, vd_policy_name(pt->policy), pt->iter_s, pt->images_s,
+                 pt->predicted_s);
+        pt->measured = true;
+    } else {
+        progress(b, "[%d/%d] budget %s, policy %s: failed: %s", idx + 1, b->n_pts, bb,
+                 vd_policy_name(pt->policy), e->msg);
+        vd_err_prefix(e, "budget %s, policy %s", bb, vd_policy_name(pt->policy));
+        pt->failed = true;
+        snprintf(pt->note, sizeof pt->note, "error: %s", e->msg);
+    }
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    return rc;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static const char *math_name(const opts *o) { return o->math; }
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* A finite number, or null. */
+static void json_num(FILE *f, bool have, double v, const char *fmt) {
+    if (!have || !isfinite(v)) fputs("null", f);
+    else fprintf(f, fmt, v);
+}
+
+static void write_json(FILE *f, const bench *b) {
+    const opts *o = b->o;
+    fprintf(f, "{\n  \"net\": ");
+    json_str(f, b->net.name);
+    fprintf(f, ",\n  \"batch\": %d,\n  \"backend\": \"%s\",\n  \"math\": \"%s\",\n"
+            "  \"deterministic\": %s,\n  \"prefetch\": \"%s\",\n  \"profile\": ",
+            b->batch, b->ses.be->name, math_name(o), o->deterministic ? "true" : "false",
+            vd_prefetch_name(o->prefetch));
+    json_str(f, b->ses.prof.source);
+    fprintf(f, ",\n  \"warmup\": %lld,\n  \"iters\": %lld,\n", (long long)o->warmup,
+            (long long)o->iters);
+    fprintf(f, "  \"input\": {\"channels\": %d, \"height\": %d, \"width\": %d, "
+            "\"classes\": %d},\n", b->net.in_c, b->net.in_h, b->net.in_w, b->net.classes);
+    if (b->ses.mem.known)
+        fprintf(f, "  \"device_total\": %" PRIu64 ",\n  \"overhead_bytes\": %" PRIu64 ",\n",
+                b->ses.mem.total, b->ses.mem.used_setup);
+    else
+        fprintf(f, "  \"device_total\": null,\n  \"overhead_bytes\": null,\n");
+    fprintf(f, "  \"none_peak\": %" PRIu64 ",\n  \"min_budgets\": {", b->none_peak);
+    for (int k = 0; k < o->n_pol; k++)
+        fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", vd_policy_name(o->pol[k]),
+                b->min_budget[o->pol[k]]);
+    fprintf(f, "},\n  \"points\": [");
+    for (int i = 0; i < b->n_pts; i++) {
+        const point *p = &b->pts[i];
+        bool m = p->measured;
+        fprintf(f, "%s\n    {\"budget_bytes\": %" PRIu64 ", \"policy\": \"%s\", \"feasible\": %s, ",
+                i ? "," : "", p->budget, vd_policy_name(p->policy), p->feasible ? "true" : "false");
+        fprintf(f, "\"failed\": %s, ", p->failed ? "true" : "false");
+        fputs("\"offload_policy\": ", f);
+        if (m) json_str(f, p->offload_policy); else fputs("null", f);
+        fputs(", \"iter_s\": ", f);            json_num(f, m, p->iter_s, "%.9g");
+        fputs(", \"iter_min_s\": ", f);        json_num(f, m, p->iter_min_s, "%.9g");
+        fputs(", \"images_s\": ", f);          json_num(f, m, p->images_s, "%.9g");
+        fputs(", \"pool_hwm\": ", f);          json_num(f, m, (double)p->pool_hwm, "%.0f");
+        fputs(", \"live_peak\": ", f);         json_num(f, m, (double)p->live_peak, "%.0f");
+        fputs(", \"device_used\": ", f);
+        json_num(f, m && p->has_device, (double)p->device_used, "%.0f");
+        fputs(", \"device_within\": ", f);
+        fputs(m && p->has_device ? (p->device_within ? "true" : "false") : "null", f);
+        fputs(", \"offload_bytes\": ", f);     json_num(f, m, (double)p->offload_bytes, "%.0f");
+        fputs(", \"prefetch_bytes\": ", f);    json_num(f, m, (double)p->prefetch_bytes, "%.0f");
+        fputs(", \"recompute_ops\": ", f);   json_num(f, m, (double)p->recompute_ops, "%.0f");
+        fputs(", \"offload_gb\": ", f);        json_num(f, m, p->offload_gb, "%.9g");
+        fputs(", \"prefetch_gb\": ", f);       json_num(f, m, p->prefetch_gb, "%.9g");
+        fputs(", \"copy_gbps\": ", f);         json_num(f, m, p->copy_gbps, "%.9g");
+        fputs(", \"predicted_s\": ", f);
+        json_num(f, m && p->has_pred, p->predicted_s, "%.9g");
+        fputs(", \"error_pct\": ", f);         json_num(f, m && p->has_pred, p->error_pct, "%.6g");
+        fputs(", \"note\": ", f);
+        json_str(f, p->note);
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ]\n}\n");
+}
+
+static const char *const CSV_HEADER =
+    "budget_bytes,budget_gib,policy,feasible,offload_policy,iter_s,iter_min_s,images_s,"
+    "pool_hwm,live_peak,device_used,offload_gb,prefetch_gb,copy_gbps,predicted_s,error_pct,note";
+
+static void csv_num(FILE *f, bool have, double v, const char *fmt) {
+    fputc(',', f);
+    if (have && isfinite(v)) fprintf(f, fmt, v);
+}
+
+static void write_csv(FILE *f, const bench *b) {
+    fprintf(f, "%s\n", CSV_HEADER);
+    for (int i = 0; i < b->n_pts; i++) {
+        const point *p = &b->pts[i];
+        bool m = p->measured;
+        fprintf(f, "%" PRIu64 ",%.6f,%s,%s,%s", p->budget, (double)p->budget / 1073741824.0,
+                vd_policy_name(p->policy), p->feasible ? "yes" : "no", m ? p->offload_policy : "");
+        csv_num(f, m, p->iter_s, "%.9g");
+        csv_num(f, m, p->iter_min_s, "%.9g");
+        csv_num(f, m, p->images_s, "%.9g");
+        csv_num(f, m, (double)p->pool_hwm, "%.0f");
+        csv_num(f, m, (double)p->live_peak, "%.0f");
+        csv_num(f, m && p->has_device, (double)p->device_used, "%.0f");
+        csv_num(f, m, p->offload_gb, "%.9g");
+        csv_num(f, m, p->prefetch_gb, "%.9g");
+        csv_num(f, m, p->copy_gbps, "%.9g");
+        csv_num(f, m && p->has_pred, p->predicted_s, "%.9g");
+        csv_num(f, m && p->has_pred, p->error_pct, "%.6g");
+        fputs(",\"", f);
+        for (const char *s = p->note; *s; s++) {
+            if (*s == '"') fputc('"', f);
+            fputc(*s == '\n' ? ' ' : *s, f);
+        }
+        fputs("\"\n", f);
+    }
+}
+
+/* ---- SVG plot: images/s against budget, one line per policy --------------- */
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* A "nice" tick step (1, 2 or 5 x 10^k) for about n ticks over span. */
+static double nice_step(double span, int n) {
+    if (!(span > 0)) return 1;
+    double raw = span / n, mag = pow(10, floor(log10(raw))), r = raw / mag;
+    return (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10) * mag;
+}
+
+static void fmt_tick(double v, double step, char *buf, size_t n) {
+    int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+    if (dec > 6) dec = 6;
+    snprintf(buf, n, "%.*f", dec, v);
+}
+
+static void write_svg(FILE *f, const bench *b) {
+    const opts *o = b->o;
+    static const char *const COLORS[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                          "#9467bd", "#8c564b", "#e377c2", "#17becf" };
+    const double W = 800, H = 500, L = 80, R = 170, T = 50, B = 60;
+    const double pw = W - L - R, ph = H - T - B;
+    /* x unit: GiB unless every budget is below 1 GiB (small nets) */
+    uint64_t bmax = b->n_budgets ? b->budgets[b->n_budgets - 1] : 1;
+    double unit = 1073741824.0;
+    const char *uname = "GiB";
+    if (bmax < (1ull << 30)) { unit = 1048576.0; uname = "MiB"; }
+    if (bmax < (1ull << 20)) { unit = 1024.0; uname = "KiB"; }
+    double x0 = b->n_budgets ? b->budgets[0] / unit : 0, x1 = bmax / unit;
+    double xs = nice_step(x1 - x0 > 0 ? x1 - x0 : (x1 > 0 ? x1 : 1), 6);
+    double xlo = floor(x0 / xs) * xs, xhi = ceil(x1 / xs) * xs;
+    if (xhi <= xlo) { xlo -= xs; xhi += xs; }
+    if (xlo < 0) xlo = 0;
+    double ymax = 0;
+    for (int i = 0; i < b->n_pts; i++)
+        if (b->pts[i].measured && b->pts[i].images_s > ymax) ymax = b->pts[i].images_s;
+    double ys = nice_step(ymax > 0 ? ymax * 1.05 : 1, 5);
+    double yhi = ceil((ymax > 0 ? ymax * 1.05 : 1) / ys) * ys;
+#define PX(v) (L + ((v) - xlo) / (xhi - xlo) * pw)
+#define PY(v) (T + ph - (v) / yhi * ph)
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"%.1f\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">vdnn-bench: ",
+            L + pw / 2);
+    xml_text(f, b->net.name);
+    fprintf(f, ", batch %d, %s, %s</text>\n", b->batch, b->ses.be->name, math_name(o));
+    /* grid and ticks */
+    fprintf(f, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
+    int nx = (int)floor((xhi - xlo) / xs + 0.5), ny = (int)floor(yhi / ys + 0.5);
+    for (int i = 0; i <= nx; i++)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", PX(xlo + i * xs), T,
+                PX(xlo + i * xs), T + ph);
+    for (int i = 0; i <= ny; i++)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", L, PY(i * ys),
+                L + pw, PY(i * ys));
+    fprintf(f, "</g>\n<g text-anchor=\"middle\">\n");
+    char t[64];
+    for (int i = 0; i <= nx; i++) {
+        double v = xlo + i * xs;
+        fmt_tick(v, xs, t, sizeof t);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", PX(v), T + ph + 18, t);
+    }
+    fprintf(f, "</g>\n<g text-anchor=\"end\">\n");
+    for (int i = 0; i <= ny; i++) {
+        double v = i * ys;
+        fmt_tick(v, ys, t, sizeof t);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", L - 6, PY(v) + 4, t);
+    }
+    fprintf(f, "</g>\n");
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"black\"/>\n", L, T, pw, ph);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">device memory budget (%s)"
+            "</text>\n",
+            L + pw / 2, H - 18, uname);
+    fprintf(f, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\">"
+            "images/s</text>\n", T + ph / 2, T + ph / 2);
+    /* one line per policy (feasible points, ascending budget) + markers */
+    for (int k = 0; k < o->n_pol; k++) {
+        const char *col = COLORS[k % VD_ARRAY_LEN(COLORS)];
+        const char *name = vd_policy_name(o->pol[k]);
+        fprintf(f, "<polyline class=\"policy\" data-policy=\"%s\" fill=\"none\" stroke=\"%s\" "
+                "stroke-width=\"2\" points=\"", name, col);
+        int np = 0;
+        for (int i = 0; i < b->n_pts; i++) {
+            const point *p = &b->pts[i];
+            if (p->policy != o->pol[k] || !p->measured) continue;
+            fprintf(f, "%s%.1f,%.1f", np++ ? " " : "", PX(p->budget / unit), PY(p->images_s));
+        }
+        fprintf(f, "\"/>\n<g fill=\"%s\">\n", col);
+        for (int i = 0; i < b->n_pts; i++) {
+            const point *p = &b->pts[i];
+            if (p->policy != o->pol[k] || !p->measured) continue;
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\"><title>%s, %.3f %s: %.1f "
+                    "images/s</title></circle>\n", PX(p->budget / unit), PY(p->images_s), name,
+                    p->budget / unit, uname, p->images_s);
+        }
+        fprintf(f, "</g>\n");
+        double ly = T + 10 + 22 * k;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/>\n<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                L + pw + 16, ly, L + pw + 46, ly, col, L + pw + 52, ly + 4, name);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555555\">missing point:"
+            "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555555\">does not fit"
+            "</text>\n", L + pw + 16, T + 22.0 * o->n_pol + 16, L + pw + 16,
+            T + 22.0 * o->n_pol + 29);
+    fprintf(f, "</svg>\n");
+#undef PX
+#undef PY
+}
+
+/* Write the output made by fn into path atomically. */
+static int write_out(const char *path, void (*fn)(FILE *, const bench *), const bench *b,
+                     vd_err *e) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
+    fn(f, b);
+    if (fclose(f) != 0) {
+        free(buf);
+        return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
+    }
+    int rc = vd_write_file_atomic(path, buf, n, e);
+    free(buf);
+    return rc;
+}
+
+/* A budget for the table: vd_fmt_bytes, or 4 decimals when that would
+ * print two different budgets of the sweep alike (small nets). */
+static char *fmt_budget(const bench *b, uint64_t v, char *buf, size_t n) {
+    bool fine = false;
+    for (int i = 1; i < b->n_budgets && !fine; i++) {
+        char x[32], y[32];
+        vd_fmt_bytes(b->budgets[i - 1], x, sizeof x);
+        vd_fmt_bytes(b->budgets[i], y, sizeof y);
+        fine = strcmp(x, y) == 0;
+    }
+    if (!fine) return vd_fmt_bytes(v, buf, n);
+    static const char *const U[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double d = (double)v;
+    int u = 0;
+    while (d >= 1024 && u < 4) { d /= 1024; u++; }
+    snprintf(buf, n, "%.4f %s", d, U[u]);
+    return buf;
+}
+
+static void print_table(const bench *b) {
+    printf("%s, batch %d, backend %s, math %s, profile %s; %lld warm-up + %lld timed "
+           "iterations per point\n", b->net.name, b->batch, b->ses.be->name, math_name(b->o),
+           b->ses.prof.source, (long long)b->o->warmup, (long long)b->o->iters);
+    printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", "budget", "policy", "feasible",
+           "s/iter", "img/s", "pool hwm", "device", "offload", "copy", "predicted", "error");
+    printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", "", "", "", "", "", "", "used",
+           "GB/iter", "GB/s", "s/iter", "");
+    char a[32], h[32], d[32];
+    for (int i = 0; i < b->n_pts; i++) {
+        const point *p = &b->pts[i];
+        fmt_budget(b, p->budget, a, sizeof a);
+        if (!p->measured) {
+            printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", a,
+                   vd_policy_name(p->policy), p->feasible ? "yes" : "no",
+                   p->failed ? "failed" : "-", "-", "-", "-", "-", "-", "-", "-");
+            continue;
+        }
+        vd_fmt_bytes(p->pool_hwm, h, sizeof h);
+        if (p->has_device) {
+            vd_fmt_bytes(p->device_used, d, sizeof d);
+            if (!p->device_within) strncat(d, "!", sizeof d - strlen(d) - 1);
+        }
+        else snprintf(d, sizeof d, "-");
+        char pred[32] = "-", err[32] = "-";
+        if (p->has_pred) {
+            snprintf(pred, sizeof pred, "%.4f", p->predicted_s);
+            snprintf(err, sizeof err, "%+.1f%%", p->error_pct);
+        }
+        printf("%-12s %-7s %-8s %9.4f %9.1f %11s %11s %9.3f %9.2f %10s %7s\n", a,
+               vd_policy_name(p->policy), "yes", p->iter_s, p->images_s, h, d, p->offload_gb,
+               p->copy_gbps, pred, err);
+    }
+    if (b->ses.mem.known) {
+        char o1[32], t1[32];
+        printf("device used = the process's device memory from the driver (max over the "
+               "point); outside the pool before it existed: %s of %s; '!' = more than the "
+               "budget plus that\n",
+               vd_fmt_bytes(b->ses.mem.used_setup, o1, sizeof o1),
+               vd_fmt_bytes(b->ses.mem.total, t1, sizeof t1));
+    }
+    printf("copy GB/s = (offloaded + prefetched bytes per iteration) / measured iteration time\n");
+    for (int i = 0; i < b->n_pts; i++)
+        if (!b->pts[i].measured)
+            printf("%s: %s, %s: %s\n", b->pts[i].failed ? "failed" : "does not fit",
+                   fmt_budget(b, b->pts[i].budget, a, sizeof a),
+                   vd_policy_name(b->pts[i].policy), b->pts[i].note);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+    opts o;
+    vd_err e = {0};
+    int rc = parse_args(argc, argv, &o, &e);
+    if (rc < 0) return 0;
+    if (rc) return vd_cli_fail(PROG, &e);
+
+    bench b;
+    memset(&b, 0, sizeof b);
+    int first_rc = 0, n_failed = 0;
+    vd_err first_err = {0};
+    b.o = &o;
+    vd_net_init(&b.net);
+    rc = vd_spec_load(o.spec, &b.net, &e);
+    if (rc) goto out;
+    vd_train_cfg *tc = &b.net.train;
+    if (o.has_batch) tc->batch = (int)o.batch;
+    if (o.has_seed) tc->seed = (uint64_t)o.seed;
+    if (tc->batch < 1) tc->batch = 32;
+    b.batch = tc->batch;
+    rc = vd_net_finalize(&b.net, &e);     /* re-check at the final batch size */
+    if (rc) goto out;
+    vd_schedule_inplace(&b.net);
+
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = o.backend;
+    so.device = (int)o.device;
+    so.math = strcmp(o.math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
+    so.deterministic = o.deterministic;
+    so.profile_path = o.profile;
+    so.analytic = o.analytic;
+    so.profile_out = o.profile_out;
+    progress(&b, "setting up %s at batch %d and %s the profile...", b.net.name, b.batch,
+             o.profile ? "loading" : "making");
+    rc = vd_session_open(&b.ses, &b.net, b.batch, &so, &e);
+    if (rc) goto out;
+    b.have_ses = true;
+    if (b.ses.backend_auto)
+        progress(&b, "backend %s (auto: %s)", b.ses.be->name, b.ses.backend_why);
+    progress(&b, "profile %s (%s, %.1f s)", b.ses.prof.source, b.ses.prof_how, b.ses.prof_s);
+
+    if ((rc = min_budgets(&b, &e))) goto out;
+    if ((rc = make_budgets(&b, &e))) goto out;
+    if ((rc = make_inputs(&b, &e))) goto out;
+    {
+        char m[32], p[32], q[32];
+        progress(&b, "%d budget%s x %d polic%s: %s .. %s (none's peak %s)", b.n_budgets,
+                 b.n_budgets == 1 ? "" : "s", o.n_pol, o.n_pol == 1 ? "y" : "ies",
+                 vd_fmt_bytes(b.budgets[0], m, sizeof m),
+                 vd_fmt_bytes(b.budgets[b.n_budgets - 1], q, sizeof q),
+                 vd_fmt_bytes(b.none_peak, p, sizeof p));
+    }
+    b.n_pts = b.n_budgets * o.n_pol;
+    b.pts = vd_calloc((size_t)b.n_pts, sizeof *b.pts, &e);
+    if (!b.pts) { rc = VD_ENOMEM; goto out; }
+    for (int i = 0; i < b.n_budgets; i++)
+        for (int k = 0; k < o.n_pol; k++) {
+            point *pt = &b.pts[i * o.n_pol + k];
+            pt->budget = b.budgets[i];
+            pt->policy = o.pol[k];
+            vd_err pe = {0};
+            int prc = run_point(&b, pt, i * o.n_pol + k, &pe);
+            if (prc && !first_rc) {
+                first_rc = prc;
+                first_err = pe;
+            }
+            n_failed += prc != 0;
+        }
+
+    print_table(&b);
+    if (o.csv && (rc = write_out(o.csv, write_csv, &b, &e))) goto out;
+    if (o.json && (rc = write_out(o.json, write_json, &b, &e))) goto out;
+    if (o.plot && (rc = write_out(o.plot, write_svg, &b, &e))) goto out;
+    if (o.csv) progress(&b, "wrote %s", o.csv);
+    if (o.json) progress(&b, "wrote %s", o.json);
+    if (o.plot) progress(&b, "wrote %s", o.plot);
+    if (first_rc) {
+        rc = first_rc;
+        e = first_err;
+        vd_err_prefix(&e, "%d point%s failed (their rows say why); the first", n_failed,
+                      n_failed == 1 ? "" : "s");
+    }
+
+out:
+    free(b.pts);
+    free(b.params);
+    free(b.x);
+    free(b.labels);
+    if (b.have_ses) vd_session_close(&b.ses);
+    vd_net_free(&b.net);
+    if (rc) return vd_cli_fail(PROG, &e);
+    return 0;
+}

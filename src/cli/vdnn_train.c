@@ -21,10 +21,13 @@
 #include "train/train.h"
 #include "train/ckpt.h"
 #include "train/lr.h"
+#include "train/session.h"
 
 static const char *const PROG = "vdnn-train";
 
 static void usage(FILE *f) {
+    char pol[160];
+    vd_cli_policies(pol, sizeof pol);
     fprintf(f,
 "usage: vdnn-train NET.yaml [options]\n"
 "\n"
@@ -57,11 +60,15 @@ static void usage(FILE *f) {
 "Memory plan and device:\n"
 "  --backend B          cpu | cuda | auto (default: auto = cuda if available)\n"
 "  --device N           CUDA device index (default 0)\n"
-"  --budget SIZE        device memory budget, e.g. 12G, 512M (default: what the\n"
-"                       plan needs)\n"
-"  --policy P           none | all | conv | dyn (default: none)\n"
+"  --budget SIZE        device memory pool, e.g. 12G, 512M (default: cuda: all the\n"
+"                       device can give = free memory after setup - 512 MiB;\n"
+"                       cpu: what the plan needs)\n"
+"  --policy P           %s (default: none)\n"
 "  --prefetch P         auto | paper (when prefetches are issued; default auto)\n"
-"  --profile FILE       plan with this measured profile (JSON, see vdnn-plan(1))\n"
+"  --profile FILE       plan with this profile (JSON, see vdnn-plan(1)) instead of\n"
+"                       measuring one (cuda measures each layer's algorithms and\n"
+"                       the copy bandwidths before planning)\n"
+"  --analytic-profile   plan with the analytic profile (no measuring pass)\n"
 "  --profile-out FILE   write the profile used to FILE\n"
 "  --math M             fp32 | tf32 (default fp32)\n"
 "  --deterministic      deterministic algorithms only\n"
@@ -76,7 +83,7 @@ static void usage(FILE *f) {
 "  --version            version and build features\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 spec, 4 io, 5 data, 6 budget, 7 device,\n"
-"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 interrupted.\n");
+"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 interrupted.\n", pol);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -88,6 +95,7 @@ typedef struct opts {
     bool has_eval_every, has_log_every;
     double lr, momentum, wd;
     const char *data, *save, *resume, *init, *profile, *profile_out;
+    bool analytic;
     const char *backend, *math;
     vd_policy policy;
     vd_prefetch prefetch;
@@ -95,51 +103,16 @@ typedef struct opts {
     bool augment, deterministic, poison, quiet;
 } opts;
 
-typedef struct flag {
-    const char *name;
-    bool arg;
-} flag;
-
-static const flag FLAGS[] = {
+static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
-    {"prefetch", true}, {"profile", true}, {"profile-out", true}, {"math", true},
+    {"prefetch", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
+    {"math", true},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
     {"quiet", false}, {"help", false}, {"version", false},
 };
-
-static int int_arg(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out,
-                   vd_err *e) {
-    int64_t x;
-    if (vd_parse_i64(v, &x, NULL) != 0 || x < lo || x > hi)
-        return vd_errf(e, VD_EUSAGE, "--%s: '%s' is not an integer in [%lld, %lld]", name, v,
-                       (long long)lo, (long long)hi);
-    *out = x;
-    return VD_OK;
-}
-
-static int real_arg(const char *name, const char *v, double lo, double *out, vd_err *e) {
-    double x;
-    if (vd_parse_f64(v, &x, NULL) != 0 || !isfinite(x) || x < lo)
-        return vd_errf(e, VD_EUSAGE, "--%s: '%s' is not a number >= %g", name, v, lo);
-    *out = x;
-    return VD_OK;
-}
-
-static int choice(const char *name, const char *v, const char *const *c, int n, vd_err *e) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(v, c[i]) == 0) return VD_OK;
-    const char *s = vd_suggest(v, c, n);
-    char list[200] = "";
-    for (int i = 0; i < n; i++) {
-        strncat(list, c[i], sizeof list - strlen(list) - 1);
-        if (i + 1 < n) strncat(list, " | ", sizeof list - strlen(list) - 1);
-    }
-    return vd_errf(e, VD_EUSAGE, "--%s: unknown value '%s' (expected %s)%s%s%s", name, v, list,
-                   s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
-}
 
 /* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
 static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
@@ -156,53 +129,34 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
             o->spec = a;
             continue;
         }
-        if (strcmp(a, "-h") == 0) a = "--help";
-        if (strncmp(a, "--", 2) != 0)
-            return vd_errf(e, VD_EUSAGE, "unknown option '%s' (options are --long; see --help)", a);
-        char name[64];
-        const char *eq = strchr(a + 2, '='), *val = NULL;
-        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a + 2);
-        const flag *f = NULL;
-        for (size_t k = 0; k < VD_ARRAY_LEN(FLAGS); k++)
-            if (strcmp(FLAGS[k].name, name) == 0) f = &FLAGS[k];
-        if (!f) {
-            const char *cands[VD_ARRAY_LEN(FLAGS)];
-            for (size_t k = 0; k < VD_ARRAY_LEN(FLAGS); k++) cands[k] = FLAGS[k].name;
-            const char *s = vd_suggest(name, cands, (int)VD_ARRAY_LEN(FLAGS));
-            return vd_errf(e, VD_EUSAGE, "unknown option '--%s'%s%s%s (see --help)", name,
-                           s ? "; did you mean '--" : "", s ? s : "", s ? "'?" : "");
-        }
-        if (f->arg) {
-            if (eq) val = eq + 1;
-            else if (i + 1 < argc) val = argv[++i];
-            else return vd_errf(e, VD_EUSAGE, "option --%s needs a value", name);
-        } else if (eq) {
-            return vd_errf(e, VD_EUSAGE, "option --%s takes no value", name);
-        }
-        int rc = VD_OK;
+        const vd_cli_flag *f;
+        const char *val;
+        int rc = vd_cli_match(argc, argv, &i, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &f, &val, e);
+        if (rc) return rc;
+        const char *name = f->name;
         const int64_t BIG = (int64_t)1 << 53;
         if (!strcmp(name, "help")) { usage(stdout); return -1; }
         else if (!strcmp(name, "version")) { vd_cli_version(PROG); return -1; }
-        else if (!strcmp(name, "batch")) { rc = int_arg(name, val, 1, 1 << 24, &o->batch, e); o->has_batch = true; }
-        else if (!strcmp(name, "iters")) { rc = int_arg(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
-        else if (!strcmp(name, "epochs")) { rc = int_arg(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
-        else if (!strcmp(name, "stop-at")) rc = int_arg(name, val, 1, BIG, &o->stop_at, e);
-        else if (!strcmp(name, "seed")) { rc = int_arg(name, val, 0, INT64_MAX, &o->seed, e); o->has_seed = true; }
-        else if (!strcmp(name, "save-every")) rc = int_arg(name, val, 0, BIG, &o->save_every, e);
-        else if (!strcmp(name, "eval-every")) { rc = int_arg(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
-        else if (!strcmp(name, "log-every")) { rc = int_arg(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
-        else if (!strcmp(name, "device")) rc = int_arg(name, val, 0, 1024, &o->device, e);
-        else if (!strcmp(name, "loader-threads")) rc = int_arg(name, val, 1, 256, &o->threads, e);
-        else if (!strcmp(name, "lr")) { rc = real_arg(name, val, 0, &o->lr, e); o->has_lr = true; }
-        else if (!strcmp(name, "momentum")) { rc = real_arg(name, val, 0, &o->momentum, e); o->has_mom = true; }
-        else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) { rc = real_arg(name, val, 0, &o->wd, e); o->has_wd = true; }
+        else if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &o->batch, e); o->has_batch = true; }
+        else if (!strcmp(name, "iters")) { rc = vd_cli_int(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
+        else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
+        else if (!strcmp(name, "stop-at")) rc = vd_cli_int(name, val, 1, BIG, &o->stop_at, e);
+        else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &o->seed, e); o->has_seed = true; }
+        else if (!strcmp(name, "save-every")) rc = vd_cli_int(name, val, 0, BIG, &o->save_every, e);
+        else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
+        else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
+        else if (!strcmp(name, "device")) rc = vd_cli_int(name, val, 0, 1024, &o->device, e);
+        else if (!strcmp(name, "loader-threads")) rc = vd_cli_int(name, val, 1, 256, &o->threads, e);
+        else if (!strcmp(name, "lr")) { rc = vd_cli_real(name, val, 0, &o->lr, e); o->has_lr = true; }
+        else if (!strcmp(name, "momentum")) { rc = vd_cli_real(name, val, 0, &o->momentum, e); o->has_mom = true; }
+        else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) { rc = vd_cli_real(name, val, 0, &o->wd, e); o->has_wd = true; }
         else if (!strcmp(name, "data")) o->data = val;
         else if (!strcmp(name, "save")) o->save = val;
         else if (!strcmp(name, "resume")) o->resume = val;
         else if (!strcmp(name, "init")) o->init = val;
         else if (!strcmp(name, "profile")) o->profile = val;
         else if (!strcmp(name, "profile-out")) o->profile_out = val;
+        else if (!strcmp(name, "analytic-profile")) o->analytic = true;
         else if (!strcmp(name, "augment")) o->augment = true;
         else if (!strcmp(name, "deterministic")) o->deterministic = true;
         else if (!strcmp(name, "poison")) o->poison = true;
@@ -213,7 +167,7 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
             else if (o->budget == 0) rc = vd_errf(e, VD_EUSAGE, "--budget must be positive");
         } else if (!strcmp(name, "backend")) {
             static const char *const c[] = {"cpu", "cuda", "auto"};
-            rc = choice(name, val, c, 3, e);
+            rc = vd_cli_choice(name, val, c, 3, e);
             o->backend = val;
         } else if (!strcmp(name, "policy")) {
             if ((rc = vd_policy_parse(val, &o->policy, e))) vd_err_prefix(e, "--policy");
@@ -221,7 +175,7 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
             if ((rc = vd_prefetch_parse(val, &o->prefetch, e))) vd_err_prefix(e, "--prefetch");
         } else if (!strcmp(name, "math")) {
             static const char *const c[] = {"fp32", "tf32"};
-            rc = choice(name, val, c, 2, e);
+            rc = vd_cli_choice(name, val, c, 2, e);
             o->math = val;
         }
         if (rc) return rc;
@@ -230,6 +184,8 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
                                  "[options]; see --help)");
     if (o->resume && o->init)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
+    if (o->profile && o->analytic)
+        return vd_errf(e, VD_EUSAGE, "--profile and --analytic-profile exclude each other");
     if (o->save_every && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
     return VD_OK;
@@ -241,6 +197,7 @@ typedef struct ui {
     bool quiet, tty;
     bool line_open;             /* a \r progress line is on screen */
     int batch;
+    vd_session *ses;            /* device memory is sampled at each report */
 } ui;
 
 static void fmt_dur(double s, char *buf, size_t n) {
@@ -256,6 +213,8 @@ static void close_line(ui *u) {
 
 static void on_event(const vd_train_event *ev, void *user) {
     ui *u = user;
+    if (u->ses && (ev->kind == VD_TEV_PROGRESS || ev->kind == VD_TEV_EVAL))
+        vd_session_mem_sample(u->ses);
     if (u->quiet) return;
     char eta[32];
     switch (ev->kind) {
@@ -290,6 +249,36 @@ static void on_event(const vd_train_event *ev, void *user) {
     fflush(stderr);
 }
 
+/* CUDA: the process's device memory as the driver sees it, beside the
+ * budget, and whether it stayed within budget + what lives outside the pool
+ * (context, handles). Prints nothing on cpu. */
+static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_exec_stats *st,
+                                 bool trained) {
+    vd_session_mem_report r;
+    vd_session_mem_check(ses, plan->budget, &r);
+    if (!r.known) return;
+    char a[32], b[32], c[32], d[32], f[32], g[32];
+    printf("device memory (driver): process peak %s, at end %s (%d samples), device %s\n",
+           vd_fmt_bytes(r.used_max, a, sizeof a), vd_fmt_bytes(r.used_end, b, sizeof b),
+           r.n_samples, vd_fmt_bytes(ses->mem.total, c, sizeof c));
+    printf("device memory: budget %s (pool high-water %s, live peak %s%s) + outside the pool "
+           "%s = %s: %s",
+           vd_fmt_bytes(r.budget, a, sizeof a),
+           vd_fmt_bytes(trained ? st->pool_hwm : st->eval_pool_hwm, b, sizeof b),
+           vd_fmt_bytes(trained ? st->live_peak : st->eval_live_peak, c, sizeof c),
+           trained ? "" : ", evaluation", vd_fmt_bytes(r.overhead, d, sizeof d),
+           vd_fmt_bytes(r.limit, f, sizeof f), r.within ? "within\n" : "EXCEEDED by ");
+    if (!r.within) printf("%s\n", vd_fmt_bytes(r.excess, g, sizeof g));
+    printf("outside the pool: CUDA context + cuDNN/cuBLAS handles %s, after layer setup and "
+           "profiling %s\n", vd_fmt_bytes(ses->mem.used_backend, a, sizeof a),
+           vd_fmt_bytes(ses->mem.used_setup, b, sizeof b));
+    if (!r.within)
+        fprintf(stderr, "%s: warning: the process used %s of device memory, %s more than the "
+                "budget plus what lived outside the pool before it was created (on a shared GPU "
+                "other processes count too)\n", PROG, vd_fmt_bytes(r.used_max, a, sizeof a),
+                vd_fmt_bytes(r.excess, b, sizeof b));
+}
+
 static volatile sig_atomic_t g_stop;   /* set by SIGINT; read by the training loop */
 static void on_sigint(int sig) { (void)sig; g_stop = 1; }
 
@@ -306,13 +295,13 @@ int main(int argc, char **argv) {
     vd_net_init(&net);
     vd_backend *be = NULL;
     vd_dataset *ds = NULL;
-    vd_profile prof;
-    memset(&prof, 0, sizeof prof);
+    vd_session ses;
+    memset(&ses, 0, sizeof ses);
     vd_plan plan;
     memset(&plan, 0, sizeof plan);
-    bool have_prof = false, have_plan = false;
+    bool have_ses = false, have_plan = false;
     vd_exec *ex = NULL;
-    ui u = { .quiet = o.quiet, .tty = isatty(STDERR_FILENO) != 0 };
+    ui u = { .quiet = o.quiet, .tty = isatty(STDERR_FILENO) != 0, .ses = &ses };
 
     rc = vd_spec_load(o.spec, &net, &e);
     if (rc) goto out;
@@ -358,41 +347,37 @@ int main(int argc, char **argv) {
     else iters = per_epoch;
     tc->iters = iters;
 
-    /* ---- backend ---- */
-    bool auto_be = strcmp(o.backend, "auto") == 0;
-    bool use_cuda = auto_be ? vd_backend_cuda_available() : strcmp(o.backend, "cuda") == 0;
-    if (use_cuda) rc = vd_backend_cuda_create(&be, (int)o.device, &e);
-    else rc = vd_backend_cpu_create(&be, &e);
+    /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = o.backend;
+    so.device = (int)o.device;
+    so.math = strcmp(o.math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
+    so.deterministic = o.deterministic;
+    so.profile_path = o.profile;
+    so.analytic = o.analytic;
+    so.profile_out = o.profile_out;
+    if (!o.quiet && !o.profile && !o.analytic && vd_backend_cuda_available() &&
+        strcmp(o.backend, "cpu") != 0)
+        fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);
+    rc = vd_session_open(&ses, &net, tc->batch, &so, &e);
     if (rc) goto out;
-    if (auto_be && !o.quiet)
-        fprintf(stderr, "%s: backend %s (auto: %s)\n", PROG, be->name,
-                use_cuda ? "a CUDA device is available" : "no CUDA device");
-    vd_math math = strcmp(o.math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
-    rc = be->layer_setup(be, &net, tc->batch, math, o.deterministic, &e);
-    if (rc) goto out;
-
-    /* ---- profile and plan ---- */
+    have_ses = true;
+    be = ses.be;
+    if (ses.backend_auto && !o.quiet)
+        fprintf(stderr, "%s: backend %s (auto: %s)\n", PROG, be->name, ses.backend_why);
+    if (!o.quiet)
+        fprintf(stderr, "%s: profile %s (%s, %.1f s)%s%s\n", PROG, ses.prof.source, ses.prof_how,
+                ses.prof_s, o.profile_out ? ", saved to " : "", o.profile_out ? o.profile_out : "");
     vd_plan_opts po;
     vd_plan_opts_init(&po);
-    po.batch = tc->batch;
-    po.budget = o.budget;
+    po.budget = o.budget ? o.budget : vd_session_default_budget(&ses);
     po.policy = o.policy;
     po.prefetch = o.prefetch;
-    if (o.profile) rc = vd_profile_load(o.profile, &net, tc->batch, &prof, &e);
-    else rc = vd_profile_backend(&net, tc->batch, be, use_cuda ? &vd_device_h200 : &vd_device_cpu,
-                                 &prof, &e);
-    if (rc) goto out;
-    have_prof = true;
-    if (o.profile_out) {
-        rc = vd_profile_save(o.profile_out, &prof, &e);
-        if (rc) goto out;
-    }
-    rc = vd_plan_build(&net, &prof, &po, &plan, &e);
+    rc = vd_session_plan(&ses, &po, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;
-    vd_exec_opts eo = { .poison = o.poison, .math = math, .deterministic = o.deterministic,
-                        .layers_ready = true };
-    rc = vd_exec_create(&ex, &net, &plan, be, &eo, &e);
+    rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
     if (rc) goto out;
 
     if (!o.quiet) {
@@ -405,10 +390,14 @@ int main(int argc, char **argv) {
                 (double)tc->lr, vd_lr_policy_name(&tc->lr_policy),
                 tc->lr_policy.warmup ? " + warmup" : "", (double)tc->momentum,
                 (double)tc->weight_decay, (unsigned long long)tc->seed);
-        fprintf(stderr, "%s: plan: policy %s, budget %s, peak %s, offload %s/iter, "
+        fprintf(stderr, "%s: plan: policy %s, budget %s%s, peak %s, offload %s/iter, "
                 "predicted %.4f s/iter (%s)\n", PROG, vd_policy_name(plan.policy),
-                vd_fmt_bytes(plan.budget, b1, sizeof b1), vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
-                vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s, prof.source);
+                vd_fmt_bytes(plan.budget, b1, sizeof b1),
+                o.budget ? "" : ses.cuda ? " (default: all the device can give)"
+                                         : " (default: what the plan needs)",
+                vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
+                vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s,
+                ses.prof.source);
     }
 
     /* ---- train ---- */
@@ -459,8 +448,9 @@ int main(int argc, char **argv) {
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
     if (res.mean_iter_s > 0)
         printf("iteration time: measured %.4f s (%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
-               res.mean_iter_s, tc->batch / res.mean_iter_s, plan.sim.iter_s, prof.source,
+               res.mean_iter_s, tc->batch / res.mean_iter_s, plan.sim.iter_s, ses.prof.source,
                plan.sim.iter_s > 0 ? 100.0 * (res.mean_iter_s - plan.sim.iter_s) / plan.sim.iter_s : 0.0);
+    report_device_memory(&ses, &plan, &st, trained);
     if (res.interrupted) {
         fprintf(stderr, "%s: interrupted at iteration %lld%s\n", PROG, (long long)res.iters_done,
                 o.save ? " (checkpoint saved)" : "");
@@ -471,8 +461,7 @@ out:
     close_line(&u);
     vd_exec_destroy(&ex);
     if (have_plan) vd_plan_free(&plan);
-    if (have_prof) vd_profile_free(&prof);
-    if (be) be->destroy(be);
+    if (have_ses) vd_session_close(&ses);
     vd_data_close(&ds);
     vd_net_free(&net);
     if (rc && rc != 130) return vd_cli_fail(PROG, &e);

@@ -2,8 +2,10 @@
  *
  * Everything is allocated in vd_exec_create: the pool (exactly the plan's
  * budget), the pinned host store for offloaded tensors, pinned input / loss /
- * eval-output buffers, the events, and one vd_op_io per step (pointers into
- * the pool computed from the plan's offsets). vd_exec_train_step only issues
+ * eval-output buffers, the events, and one vd_op_io per step and per
+ * RECOMPUTE action (pointers into the pool computed from the plan's offsets;
+ * a recompute's operands are the layer's forward operands at the step where
+ * it runs, its workspace the layer's ws_rc). vd_exec_train_step only issues
  * work: compute, copies on the D2H / H2D streams, event records and waits,
  * and one host wait (the loss readback) at the end.
  *
@@ -31,6 +33,8 @@ struct vd_exec {
     int64_t x_floats, y_floats;
     vd_op_io *io;               /* [plan->n_steps] */
     vd_op_io *eval_io;          /* [eval->n_steps] */
+    vd_op_io *rc_io;            /* [plan->n_recompute_ops], in action order */
+    int n_rc;
     int n_ranges;
     int64_t *r_off, *r_cnt;     /* trainable ranges, in floats */
     bool state_set;
@@ -52,18 +56,16 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-/* Fill the vd_op_io of step s of plan p. */
-static void fill_io(const vd_exec *ex, const vd_plan *p, int s, vd_op_io *io) {
+/* Operands of layer i's forward (bwd false) or backward at step s of plan p,
+ * with workspace tensor wst (-1 none). */
+static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool bwd, int wst,
+                       vd_op_io *io) {
     const vd_net *net = ex->net;
-    const vd_step *st = &p->steps[s];
     memset(io, 0, sizeof *io);
     io->n = p->batch;
     io->seed = net->train.seed;
-    if (st->kind == VD_STEP_SGD || st->kind == VD_STEP_END) return;
-    int i = st->layer;
     const vd_layer *l = &net->layers[i];
     const vd_plan_layer *pl = &p->layers[i];
-    bool bwd = st->kind == VD_STEP_BWD;
     for (int k = 0; k < l->n_in; k++) {
         io->x[k] = taddr(ex, p, pl->in_t[k], s);
         if (bwd) {
@@ -75,7 +77,6 @@ static void fill_io(const vd_exec *ex, const vd_plan *p, int s, vd_op_io *io) {
     if (bwd && pl->dy >= 0) io->dy = taddr(ex, p, pl->dy, s);
     if (pl->aux >= 0) io->aux = taddr(ex, p, pl->aux, s);
     if (i == p->loss_layer) io->labels = taddr(ex, p, p->t_labels, s);
-    int wst = bwd ? pl->ws_bwd : pl->ws_fwd;
     if (wst >= 0) { io->ws = taddr(ex, p, wst, s); io->ws_bytes = pl->ws_bytes; }
     io->algo = pl->algo;
     io->training = !p->forward_only;
@@ -90,6 +91,49 @@ static void fill_io(const vd_exec *ex, const vd_plan *p, int s, vd_op_io *io) {
         else if (ends_with(pr->name, ".running_mean")) io->rm = pp;
         else if (ends_with(pr->name, ".running_var")) io->rv = pp;
     }
+}
+
+/* Fill the vd_op_io of step s of plan p. */
+static void fill_io(const vd_exec *ex, const vd_plan *p, int s, vd_op_io *io) {
+    const vd_step *st = &p->steps[s];
+    if (st->kind == VD_STEP_SGD || st->kind == VD_STEP_END) {
+        memset(io, 0, sizeof *io);
+        io->n = p->batch;
+        io->seed = ex->net->train.seed;
+        return;
+    }
+    const vd_plan_layer *pl = &p->layers[st->layer];
+    bool bwd = st->kind == VD_STEP_BWD;
+    fill_io_at(ex, p, st->layer, s, bwd, bwd ? pl->ws_bwd : pl->ws_fwd, io);
+}
+
+/* Operands of every RECOMPUTE action of plan p, in action order. A missing
+ * operand is a plan bug: VD_EINTERNAL naming it. */
+static int fill_rc_io(vd_exec *ex, const vd_plan *p, vd_err *e) {
+    int k = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        const vd_step *st = &p->steps[s];
+        for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+            if (p->actions[a].kind != VD_A_RECOMPUTE) continue;
+            int j = p->actions[a].arg;
+            const vd_layer *l = &ex->net->layers[j];
+            const vd_plan_layer *pl = &p->layers[j];
+            if (k >= ex->n_rc || pl->rc_step != s)
+                return vd_errf(e, VD_EINTERNAL, "plan: recompute of '%s' at step %d is inconsistent",
+                               l->name, s);
+            vd_op_io *io = &ex->rc_io[k++];
+            fill_io_at(ex, p, j, s, false, pl->ws_rc, io);
+            io->training = true;
+            bool ok = io->y != NULL && (!pl->ws_bytes || io->ws != NULL);
+            for (int i = 0; i < l->n_in; i++) ok &= io->x[i] != NULL;
+            if (!ok)
+                return vd_errf(e, VD_EINTERNAL, "plan: an operand of the recompute of '%s' is not "
+                               "resident at step %d", l->name, s);
+        }
+    }
+    if (k != ex->n_rc)
+        return vd_errf(e, VD_EINTERNAL, "plan: %d recompute actions, %d expected", k, ex->n_rc);
+    return VD_OK;
 }
 
 static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd_err *e) {
@@ -168,6 +212,16 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if (!ex->io || !ex->eval_io || !ex->r_off || !ex->r_cnt) { rc = VD_ENOMEM; goto fail; }
     for (int s = 0; s < plan->n_steps; s++) fill_io(ex, plan, s, &ex->io[s]);
     for (int s = 0; s < ex->eval->n_steps; s++) fill_io(ex, ex->eval, s, &ex->eval_io[s]);
+    ex->n_rc = plan->n_recompute_ops;
+    if (ex->n_rc > 0) {
+        ex->rc_io = vd_calloc((size_t)ex->n_rc, sizeof *ex->rc_io, e);
+        if (!ex->rc_io) { rc = VD_ENOMEM; goto fail; }
+    }
+    if ((rc = fill_rc_io(ex, plan, e))) goto fail;
+    if (ex->eval->n_recompute_ops) {
+        rc = vd_errf(e, VD_EINTERNAL, "the evaluation plan has recompute actions");
+        goto fail;
+    }
     /* Trainable ranges: maximal runs of adjacent WEIGHT params. */
     for (int k = 0; k < net->n_params; k++) {
         const vd_param *pr = &net->params[k];
@@ -202,6 +256,7 @@ void vd_exec_destroy(vd_exec **pex) {
     if (ex->pool) be->pool_destroy(be, ex->pool);
     free(ex->io);
     free(ex->eval_io);
+    free(ex->rc_io);
     free(ex->r_off);
     free(ex->r_cnt);
     free(ex);
@@ -261,7 +316,7 @@ static const void *fill_src(const vd_exec *ex, const vd_plan *p, const vd_interv
     }
 }
 
-typedef struct walk_stats { uint64_t live, peak, hwm, d2h, h2d; } walk_stats;
+typedef struct walk_stats { uint64_t live, peak, hwm, d2h, h2d; int rc_next; int64_t rc_ops; } walk_stats;
 
 /* Run the actions of step s of plan p. */
 static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
@@ -336,6 +391,20 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             if (!rc && ex->opts.sync_debug) rc = be->synchronize(be, e);
             break;
         }
+        case VD_A_RECOMPUTE: {
+            /* operand sets are in action order; only the training plan has them */
+            if (p != ex->plan || w->rc_next >= ex->n_rc) {
+                rc = vd_errf(e, VD_EINTERNAL, "unexpected recompute action");
+                break;
+            }
+            vd_op_io *io = &ex->rc_io[w->rc_next++];
+            io->iter = iter;
+            if (ex->opts.fault == VD_FAULT_SKIP_RECOMPUTE) break;
+            rc = be->forward(be, net, A->arg, io, e);
+            if (!rc) w->rc_ops++;
+            if (!rc && ex->opts.sync_debug) rc = be->synchronize(be, e);
+            break;
+        }
         case VD_A_OFFLOAD: {
             const vd_tensor *T = &p->tensors[A->arg];
             const vd_interval *iv = &p->intervals[T->iv[0]];
@@ -395,6 +464,7 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     if (w.hwm > ex->st.pool_hwm) ex->st.pool_hwm = w.hwm;
     ex->st.offload_bytes_iter = w.d2h;
     ex->st.prefetch_bytes_iter = w.h2d;
+    ex->st.recompute_ops_iter = w.rc_ops;
     ex->st.last_iter_s = vd_now() - t0;
     ex->st.train_steps++;
     *loss = *ex->loss_host;

@@ -25,7 +25,10 @@ typedef struct vd_exec_opts {
     bool layers_ready;  /* caller already ran be->layer_setup(net, batch, ...):
                            vd_exec_create then skips it */
 } vd_exec_opts;
-enum { VD_FAULT_NONE = 0, VD_FAULT_SKIP_PREFETCH_WAIT = 1, VD_FAULT_SKIP_OFFLOAD_WAIT = 2 };
+/* SKIP_RECOMPUTE: RECOMPUTE actions are not run (their consumers read the
+ * freed, possibly poisoned region). */
+enum { VD_FAULT_NONE = 0, VD_FAULT_SKIP_PREFETCH_WAIT = 1, VD_FAULT_SKIP_OFFLOAD_WAIT = 2,
+       VD_FAULT_SKIP_RECOMPUTE = 3 };
 
 typedef struct vd_exec_stats {
     uint64_t pool_bytes;          /* the budget actually allocated */
@@ -40,6 +43,7 @@ typedef struct vd_exec_stats {
     uint64_t eval_pool_hwm;
     int64_t sgd_steps;            /* SGD updates applied so far */
     int64_t train_steps, eval_steps; /* calls completed */
+    int64_t recompute_ops_iter;   /* forward ops re-run per training iteration (measured) */
 } vd_exec_stats;
 
 /* Create an executor for plan on be. The plan and net must outlive it.
@@ -48,7 +52,8 @@ typedef struct vd_exec_stats {
  * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
  * from vd_profile_backend(be) always does); VD_EUNSUPPORTED otherwise.
  * Allocates the pool (exactly plan->budget bytes), the pinned host store,
- * the pinned input buffers and plan->n_events events. Uploads nothing. */
+ * the pinned input buffers, plan->n_events events and the operand sets of
+ * the plan's RECOMPUTE actions. Uploads nothing. */
 int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
                    vd_backend *be, const vd_exec_opts *opts, vd_err *e);
 void vd_exec_destroy(vd_exec **ex);

@@ -1,5 +1,6 @@
-/* plan.c — schedule, liveness, offload policies, prefetch scheduling, the
- * per-step action lists, dyn search and minimum budgets. */
+/* plan.c — schedule, liveness, offload and recompute decisions, prefetch
+ * scheduling, the per-step action lists, dyn search and minimum budgets.
+ * The auto policy's search lives in auto.c. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 
 /* ---- names -------------------------------------------------------------- */
 
-static const char *const policy_names[VD_POLICY_COUNT] = {"none", "all", "conv", "dyn"};
+static const char *const policy_names[VD_POLICY_COUNT] = {"none", "all", "conv", "dyn", "auto"};
 static const char *const prefetch_names[VD_PREFETCH_COUNT] = {"auto", "paper"};
 
 const char *vd_policy_name(vd_policy p) {
@@ -21,7 +22,7 @@ int vd_policy_parse(const char *s, vd_policy *out, vd_err *e) {
     for (int i = 0; i < VD_POLICY_COUNT; i++)
         if (strcmp(s, policy_names[i]) == 0) { *out = (vd_policy)i; return VD_OK; }
     const char *sug = vd_suggest(s, policy_names, VD_POLICY_COUNT);
-    return vd_errf(e, VD_EUSAGE, "unknown policy '%s'%s%s%s (expected none, all, conv or dyn)",
+    return vd_errf(e, VD_EUSAGE, "unknown policy '%s'%s%s%s (expected none, all, conv, dyn or auto)",
                    s, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
 }
 
@@ -45,8 +46,14 @@ const char *vd_tensor_kind_name(vd_tensor_kind k) {
 
 const char *vd_action_name(vd_action_kind k) {
     static const char *const n[] = {"wait_offload", "free", "record_free", "alloc",
-                                    "prefetch", "wait_prefetch", "compute", "offload"};
+                                    "prefetch", "wait_prefetch", "compute", "offload",
+                                    "recompute"};
     return (unsigned)k < VD_ARRAY_LEN(n) ? n[k] : "?";
+}
+
+const char *vd_disp_name(vd_disp d) {
+    static const char *const n[VD_DISP_COUNT] = {"auto", "keep", "offload", "recompute"};
+    return (unsigned)d < VD_DISP_COUNT ? n[d] : "?";
 }
 
 void vd_plan_opts_init(vd_plan_opts *o) {
@@ -115,6 +122,8 @@ typedef struct bld {
     int *extra;        /* [cap_t] scratch */
     int *bucket_head;  /* [5 * (n_steps + 1)] build_actions */
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
+    const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
+    int *rc_ops;       /* [L] build_actions: recomputed layers by (rc_step, layer) */
 } bld;
 
 static int bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
@@ -134,6 +143,7 @@ static int add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
     T->offload_step = T->release_step = T->prefetch_step = -1;
     T->ev_compute = T->ev_d2h = -1;
     T->iv[0] = T->iv[1] = -1;
+    T->recompute_step = -1;
     b->fwd_write[t] = -1;
     b->first_touch[t] = INT32_MAX;
     b->last_touch[t] = -1;
@@ -233,6 +243,7 @@ static int build_tensors(bld *b, const int *algos, vd_err *e) {
         snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[algos[i]].label);
         pl->ws_bytes = pr->algos[algos[i]].workspace;
         pl->ws_fwd = pl->ws_bwd = -1;
+        pl->rc_step = pl->ws_rc = -1;
         if (pl->ws_bytes) {
             pl->ws_fwd = add_tensor(b, VD_T_WS, i, pl->ws_bytes, l->name, ":ws_fwd");
             if (!fo) pl->ws_bwd = add_tensor(b, VD_T_WS, i, pl->ws_bytes, l->name, ":ws_bwd");
@@ -308,7 +319,7 @@ static int build_tensors(bld *b, const int *algos, vd_err *e) {
 static bool offload_candidate(const bld *b, int t, vd_policy pol) {
     const vd_plan *p = b->p;
     const vd_tensor *T = &p->tensors[t];
-    if (pol == VD_POLICY_NONE || p->forward_only) return false;
+    if (pol == VD_POLICY_NONE || pol == VD_POLICY_AUTO || p->forward_only) return false;
     if (T->kind != VD_T_ACT && T->kind != VD_T_INPUT) return false;
     if (T->bwd_first < 0 || T->fwd_last < 0) return false;
     /* It must be absent for at least one step with a prefetch issued after
@@ -326,8 +337,77 @@ static bool offload_candidate(const bld *b, int t, vd_policy pol) {
     return true;
 }
 
+/* The requested disposition of tensor t (AUTO when none was given). */
+static vd_disp disp_of(const bld *b, int t) {
+    const vd_tensor *T = &b->p->tensors[t];
+    if (!b->disp) return VD_DISP_AUTO;
+    if (T->kind == VD_T_INPUT) return b->disp[0];
+    if (T->kind == VD_T_ACT) return b->disp[T->layer + 1];
+    return VD_DISP_AUTO;
+}
+
+/* Offload t? An explicit OFFLOAD needs only the gap; so does a RECOMPUTE
+ * that could not be honoured (its fallback); KEEP never offloads. */
+static bool want_offload(const bld *b, int t, vd_policy pol) {
+    vd_disp d = disp_of(b, t);
+    if (b->p->tensors[t].recompute || d == VD_DISP_KEEP) return false;
+    if (d == VD_DISP_OFFLOAD || d == VD_DISP_RECOMPUTE) return offload_candidate(b, t, VD_POLICY_ALL);
+    return offload_candidate(b, t, pol);
+}
+
+/* Can feature map t be recomputed? It must be a layer output read in
+ * backward, absent for at least one step in between, and written only by
+ * stateless forward ops (not batch norm: running statistics; not the loss;
+ * no per-layer saved state at all). */
+static bool recompute_ok(const bld *b, int t) {
+    const vd_plan *p = b->p;
+    const vd_tensor *T = &p->tensors[t];
+    if (p->forward_only || T->kind != VD_T_ACT || T->layer < 0) return false;
+    if (T->bwd_first < 0 || T->fwd_last < 0) return false;
+    if (T->bwd_first - T->fwd_last - 1 < 1) return false;
+    for (int j = T->layer; j < b->L; j++) {
+        if (p->layers[j].y != t) continue;
+        vd_op op = b->net->layers[j].op;
+        if (op == VD_OP_BATCHNORM || op == VD_OP_SOFTMAX_XENT || p->layers[j].aux >= 0) return false;
+    }
+    return true;
+}
+
+/* Recompute decisions from b->disp, producers from the last layer down: a
+ * recompute at step r reads its producer's inputs at r, which can move their
+ * own first backward use (and so their recompute step) earlier. The writers
+ * (producer, then the in-place layers that overwrite the tensor) get rc_step
+ * and, when they need workspace, a one-step WS tensor at r. */
+static void decide_recompute(bld *b) {
+    vd_plan *p = b->p;
+    if (p->forward_only || !b->disp) return;
+    for (int i = b->L - 1; i >= 0; i--) {
+        vd_plan_layer *pl = &p->layers[i];
+        if (pl->inplace || b->disp[i + 1] != VD_DISP_RECOMPUTE) continue;
+        int t = pl->y;
+        if (p->tensors[t].layer != i || !recompute_ok(b, t)) continue;
+        int r = p->tensors[t].bwd_first;
+        p->tensors[t].recompute = true;
+        p->tensors[t].recompute_step = r;
+        p->tensors[t].recompute_s = 0;
+        for (int j = i; j < b->L; j++) {
+            vd_plan_layer *wl = &p->layers[j];
+            if (wl->y != t) continue;
+            wl->rc_step = r;
+            p->tensors[t].recompute_s += b->prof->layers[j].algos[wl->algo].fwd_s;
+            if (wl->ws_bytes) {
+                wl->ws_rc = add_tensor(b, VD_T_WS, j, wl->ws_bytes, b->net->layers[j].name, ":ws_rc");
+                touch(b, wl->ws_rc, r);
+                p->tensors[wl->ws_rc].prod_step = r;
+            }
+            if (j == i)
+                for (int k = 0; k < b->net->layers[i].n_in; k++) rd(b, wl->in_t[k], r);
+        }
+    }
+}
+
 /* Build intervals, events and actions from the decisions recorded in the
- * tensors (offload, release_step, prefetch_step). Clears previous ones. */
+ * tensors (offload, release_step, prefetch_step, recompute). Clears previous ones. */
 static void build_intervals(bld *b) {
     vd_plan *p = b->p;
     p->n_intervals = 0;
@@ -338,7 +418,10 @@ static void build_intervals(bld *b) {
         int first = b->first_touch[t], last = b->last_touch[t];
         vd_fill f0 = T->kind == VD_T_INPUT ? VD_FILL_INPUT_X
                    : T->kind == VD_T_LABELS ? VD_FILL_LABELS : VD_FILL_NONE;
-        if (!T->offload) {
+        if (T->recompute) {
+            add_interval(b, t, first, T->fwd_last, f0, first);
+            add_interval(b, t, T->recompute_step, last, VD_FILL_NONE, T->recompute_step);
+        } else if (!T->offload) {
             add_interval(b, t, first, last, f0, first);
         } else {
             add_interval(b, t, first, T->release_step - 1, f0, first);
@@ -405,10 +488,23 @@ static void build_actions(bld *b) {
         next[3 * cap + t] = head[3 * ns + T->release_step]; head[3 * ns + T->release_step] = t;
         next[4 * cap + t] = head[4 * ns + T->offload_step]; head[4 * ns + T->offload_step] = t;
     }
+    /* Recomputed layers by (step, layer): producers before their consumers. */
+    int n_rc = 0;
+    for (int j = 0; j < b->L; j++) {
+        if (p->layers[j].rc_step < 0) continue;
+        int k = n_rc++;
+        while (k > 0 && p->layers[b->rc_ops[k - 1]].rc_step > p->layers[j].rc_step) {
+            b->rc_ops[k] = b->rc_ops[k - 1];
+            k--;
+        }
+        b->rc_ops[k] = j;
+    }
+    int rc_next = 0;
 #define PUSH(k, a) do { A[na].kind = (k); A[na].arg = (a); na++; } while (0)
     for (int s = 0; s <= p->n_steps; s++) {
         vd_step *st = &p->steps[s];
         st->first_action = na;
+        st->recompute_s = 0;
         for (int t = head[3 * ns + s]; t >= 0; t = next[3 * cap + t]) PUSH(VD_A_WAIT_OFFLOAD, t);
         if (s > 0)
             for (int k = head[1 * ns + s]; k >= 0; k = next[1 * cap + k]) PUSH(VD_A_FREE, k);
@@ -425,6 +521,11 @@ static void build_actions(bld *b) {
                     vd_action tmp = A[y]; A[y] = A[y - 1]; A[y - 1] = tmp;
                 }
             for (int k = head[2 * ns + s]; k >= 0; k = next[2 * cap + k]) PUSH(VD_A_WAIT_PREFETCH, k);
+            for (; rc_next < n_rc && p->layers[b->rc_ops[rc_next]].rc_step == s; rc_next++) {
+                int j = b->rc_ops[rc_next];
+                PUSH(VD_A_RECOMPUTE, j);
+                st->recompute_s += b->prof->layers[j].algos[p->layers[j].algo].fwd_s;
+            }
             PUSH(VD_A_COMPUTE, s);
             for (int t = head[4 * ns + s]; t >= 0; t = next[4 * cap + t]) PUSH(VD_A_OFFLOAD, t);
         }
@@ -453,8 +554,14 @@ static void finish_stats(vd_plan *p) {
         if (p->steps[s].mem_in_use > p->live_peak) { p->live_peak = p->steps[s].mem_in_use; p->peak_step = s; }
     p->frag = p->hwm ? (double)(p->hwm - p->live_peak) / (double)p->hwm : 0.0;
     p->offload_bytes = p->prefetch_bytes = p->input_bytes = p->host_bytes = 0;
+    p->recompute_bytes = 0;
+    p->n_recomputed = p->n_recompute_ops = 0;
+    p->recompute_s = 0;
+    for (int s = 0; s < p->n_steps; s++) p->recompute_s += p->steps[s].recompute_s;
+    for (int a = 0; a < p->n_actions; a++) p->n_recompute_ops += p->actions[a].kind == VD_A_RECOMPUTE;
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
+        if (T->recompute) { p->recompute_bytes += T->bytes; p->n_recomputed++; }
         T->host_offset = 0;
         if (T->offload && !T->host_src) {
             T->host_offset = p->host_bytes;
@@ -698,7 +805,10 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, const vd_plan *pin,
                        vd_plan *out, vd_err *e) {
-    if (opts->prefetch == VD_PREFETCH_PAPER || offload_pol == VD_POLICY_NONE || opts->forward_only)
+    bool disp_offload = false;
+    for (int i = 0; opts->disp && i <= net->n_layers; i++) disp_offload |= opts->disp[i] == VD_DISP_OFFLOAD;
+    bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
+    if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
         return build_mode(net, prof, opts, offload_pol, algos, pin,
                           opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, out, e);
     int best_rc = -1;
@@ -738,6 +848,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     int L = net->n_layers;
     bld B = {0};
     B.net = net; B.prof = prof; B.opts = opts; B.p = out; B.L = L; B.variant = variant;
+    B.disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
     snprintf(p->net, sizeof p->net, "%s", net->name);
     p->policy = opts->policy;
@@ -748,9 +859,9 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     p->forward_only = opts->forward_only;
     p->n_steps = opts->forward_only ? L : 2 * L + 1;
     p->loss_layer = L - 1;
-    int cap_t = 5 + 5 * L;
+    int cap_t = 5 + 6 * L;     /* per layer: y, dy, aux, ws_fwd, ws_bwd, ws_rc */
     int cap_iv = 2 * cap_t;
-    int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + 8;
+    int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
     p->tensors = calloc((size_t)cap_t, sizeof *p->tensors);
     p->intervals = calloc((size_t)cap_iv, sizeof *p->intervals);
     p->actions = calloc((size_t)cap_a, sizeof *p->actions);
@@ -773,10 +884,11 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     double *d2h = malloc((size_t)cap_t * sizeof *d2h);
     bool *pinned = calloc((size_t)cap_iv, sizeof *pinned);
     bool *ipf = malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf);
+    B.rc_ops = malloc((size_t)(L > 0 ? L : 1) * sizeof *B.rc_ops);
     int rc = VD_OK;
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B.act_of ||
         !B.dact_of || !B.fwd_write || !B.first_touch || !B.last_touch || !B.extra || !B.bucket_head || !B.bucket_next || !mem ||
-        !t_start || !d2h || !pinned || !ipf) {
+        !t_start || !d2h || !pinned || !ipf || !B.rc_ops) {
         rc = vd_errf(e, VD_ENOMEM, "out of memory building the plan");
         goto done;
     }
@@ -795,11 +907,12 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 
     rc = build_tensors(&B, algos, e);
     if (rc) goto done;
+    decide_recompute(&B);
 
     /* Offload decisions (release as early as possible: the paper's rule). */
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
-        if (!offload_candidate(&B, t, offload_pol)) continue;
+        if (!want_offload(&B, t, offload_pol)) continue;
         T->offload = true;
         T->host_src = T->kind == VD_T_INPUT;
         T->offload_step = B.fwd_write[t] >= 0 ? B.fwd_write[t] : T->prod_step;
@@ -815,7 +928,8 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
         build_actions(&B);
         rc = vdp_simulate(p, prof, true, d2h, NULL, NULL, e);
         if (rc) goto done;
-        for (int s = 0; s <= p->n_steps; s++) t_start[s] = p->steps[s].t_start;
+        /* when each step's compute-stream work (recomputes, then the op) begins */
+        for (int s = 0; s <= p->n_steps; s++) t_start[s] = p->steps[s].t_rc_start;
         schedule_prefetch(&B, t_start, d2h);
     }
 
@@ -892,6 +1006,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 done:
     free(B.act_of); free(B.dact_of); free(B.fwd_write); free(B.first_touch);
     free(B.last_touch); free(B.extra); free(B.bucket_head); free(B.bucket_next); free(mem); free(t_start); free(d2h); free(pinned);
+    free(B.rc_ops);
     free(ipf);
     if (rc != VD_OK && rc != VD_EBUDGET) plan_release(out);
     return rc;
@@ -920,6 +1035,22 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     }
     int loss = find_loss(net, e);
     if (loss < 0) return -1 - loss;
+    if (opts->disp) {
+        bool *ip = malloc((size_t)net->n_layers * sizeof *ip);
+        if (!ip) return vd_errf(e, VD_ENOMEM, "out of memory");
+        vd_schedule_inplace_flags(net, ip);
+        int rc = VD_OK;
+        for (int i = 0; i <= net->n_layers && !rc; i++) {
+            const char *who = i ? net->layers[i - 1].name : "the net input";
+            if ((unsigned)opts->disp[i] >= VD_DISP_COUNT)
+                rc = vd_errf(e, VD_EUSAGE, "disposition %d of %s out of range", (int)opts->disp[i], who);
+            else if (i && ip[i - 1] && opts->disp[i] != VD_DISP_AUTO)
+                rc = vd_errf(e, VD_EUSAGE, "layer '%s' runs in place (its output is its producer's "
+                             "tensor): give its disposition to the producer", who);
+        }
+        free(ip);
+        if (rc) return rc;
+    }
     return VD_OK;
 }
 
@@ -1004,6 +1135,8 @@ static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_op
                      vd_plan *out, vd_err *e) {
     int L = net->n_layers;
     if (opts->policy == VD_POLICY_DYN && !opts->algos) return build_dyn(net, prof, opts, out, e);
+    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
+        return vdp_build_auto(net, prof, opts, false, out, e);
     int *algos = malloc((size_t)L * sizeof *algos);
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     for (int i = 0; i < L; i++) {
@@ -1026,6 +1159,8 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
                        uint64_t *min_budget, vd_err *e) {
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
+    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
+        return vdp_min_budget_auto(net, prof, opts, min_budget, e);
     if (opts->policy != VD_POLICY_DYN || opts->algos)
         return min_budget_search(net, prof, opts, min_budget, e);
     /* dyn fits a budget when one of its candidates does: none, conv, all with
@@ -1183,3 +1318,27 @@ const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step) {
     }
     return NULL;
 }
+
+/* ---- for auto.c (plan_internal.h) ---------------------------------------- */
+
+void vdp_plan_release(vd_plan *p) { plan_release(p); }
+
+int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_policy offload_pol, const int *algos, vd_plan *out, vd_err *e) {
+    return build_fixed(net, prof, opts, offload_pol, algos, NULL, out, e);
+}
+
+int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     vd_plan *out, vd_err *e) {
+    if (opts->policy == VD_POLICY_AUTO) return vd_errf(e, VD_EINTERNAL, "vdp_build_policy(auto)");
+    return build_any(net, prof, opts, out, e);
+}
+
+int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          uint64_t *min_budget, vd_err *e) {
+    if (opts->policy == VD_POLICY_AUTO) return vd_errf(e, VD_EINTERNAL, "vdp_min_budget_policy(auto)");
+    return vd_plan_min_budget(net, prof, opts, min_budget, e);
+}
+
+int vdp_fastest_algo(const vd_profile_layer *pl) { return fastest_algo(pl); }
+int vdp_minws_algo(const vd_profile_layer *pl) { return minws_algo(pl); }

@@ -5,9 +5,22 @@
  * Steps: forward of layers 0..L-1 (steps 0..L-1), backward of layers L-1..0
  * (steps L..2L-1), then the SGD update (step 2L). Every device tensor has one
  * or two device intervals [first_step, last_step] (two when it is offloaded
- * during forward and prefetched back for backward), an offset into the pool
- * for each interval, and a size. Memory in use at step s is the sum of sizes
- * of intervals containing s; the pool high-water mark is max(offset + size).
+ * during forward and prefetched back for backward, or recomputed), an offset
+ * into the pool for each interval, and a size. Memory in use at step s is the
+ * sum of sizes of intervals containing s; the pool high-water mark is
+ * max(offset + size).
+ *
+ * Each feature map has a disposition: keep (resident from its producer to its
+ * last reader), offload (D2H after its last forward write, region released,
+ * H2D prefetch before its first backward reader) or recompute (region
+ * released after its last forward reader, no copy; at the start of its first
+ * backward reader's step the forward ops that wrote it -- the producer and the
+ * in-place layers after it -- run again from sources resident then: kept,
+ * prefetched, or recomputed at the same or an earlier step). A recompute reads
+ * its sources at that step, so their liveness extends to it. Batch norm
+ * (running statistics) and the loss are never recomputed; dropout re-runs
+ * with the same hash mask (seed, layer, iteration). Same algorithm, same
+ * inputs: the recomputed bytes equal the originals.
  *
  * Typical use (training loop):
  *
@@ -32,6 +45,9 @@
  *                    tensor's offload when it has one), [poisons the region],
  *                    copies host -> device, records the interval's H2D event
  *   WAIT_PREFETCH iv compute waits on iv's H2D event (iv's first reader is s)
+ *   RECOMPUTE l      re-run layer l's forward (training mode, same algorithm,
+ *                    workspace l's ws_rc) into its output's recomputed
+ *                    interval; ascending layer order within a step
  *   COMPUTE          forward / backward / SGD of step s
  *   OFFLOAD t        after the producer step: compute records an event, D2H
  *                    waits on it, copies device -> host store, records t's D2H event
@@ -48,11 +64,16 @@
 
 struct vd_backend;   /* backend/backend.h */
 
+/* none / all / conv / dyn: the vDNN paper's policies (offload only).
+ * auto ("ours"): per feature map keep / offload / recompute and per conv the
+ * fastest or least-workspace algorithm, searched with the simulator for the
+ * fastest predicted plan that fits the budget (build_auto in plan.c,
+ * vdnn-plan(1)). With budget 0 (auto budget) it is none. */
 typedef enum { VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN,
-               VD_POLICY_COUNT } vd_policy;
+               VD_POLICY_AUTO, VD_POLICY_COUNT } vd_policy;
 const char *vd_policy_name(vd_policy p);
-/* Parse "none" | "all" | "conv" | "dyn". Returns 0 or VD_EUSAGE (with a
- * suggestion for near misses). */
+/* Parse "none" | "all" | "conv" | "dyn" | "auto". Returns 0 or VD_EUSAGE
+ * (with a suggestion for near misses). */
 int vd_policy_parse(const char *s, vd_policy *out, vd_err *e);
 
 /* When prefetches are issued. AUTO: from the profile, latest issue step that
@@ -188,20 +209,33 @@ typedef struct vd_tensor {
     int ev_compute;             /* compute event after offload_step (-1 none) */
     int ev_d2h;                 /* D2H completion event (-1 none) */
     int n_iv;
-    int iv[2];                  /* interval indices: [0] first, [1] after prefetch */
+    int iv[2];                  /* interval indices: [0] first, [1] after prefetch
+                                   or recompute */
     double t_d2h_start, t_d2h_end; /* simulator: the offload copy (seconds) */
+    /* recompute (only if recompute; never together with offload): region
+     * released at fwd_last + 1, re-produced at the start of recompute_step
+     * (= bwd_first) by the RECOMPUTE actions of its writers */
+    bool recompute;
+    int recompute_step;         /* -1 none */
+    double recompute_s;         /* profile time of its writers' forward ops */
 } vd_tensor;
+
+/* Per-tensor disposition requested through vd_plan_opts.disp. */
+typedef enum { VD_DISP_AUTO = 0, VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE,
+               VD_DISP_COUNT } vd_disp;
+const char *vd_disp_name(vd_disp d);
 
 typedef enum {
     VD_A_WAIT_OFFLOAD, VD_A_FREE, VD_A_RECORD_FREE, VD_A_ALLOC, VD_A_PREFETCH,
-    VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD
+    VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD, VD_A_RECOMPUTE
 } vd_action_kind;
 const char *vd_action_name(vd_action_kind k);
 
 typedef struct vd_action {
     vd_action_kind kind;
     int arg;                    /* WAIT_OFFLOAD/OFFLOAD: tensor; FREE/ALLOC/PREFETCH/
-                                   WAIT_PREFETCH: interval; RECORD_FREE: event; COMPUTE: step */
+                                   WAIT_PREFETCH: interval; RECORD_FREE: event; COMPUTE: step;
+                                   RECOMPUTE: layer */
 } vd_action;
 
 typedef struct vd_step {
@@ -212,8 +246,10 @@ typedef struct vd_step {
     uint64_t mem_in_use;        /* bytes of intervals containing this step */
     uint64_t mem_top;           /* max offset+size of intervals containing it */
     double compute_s;           /* profile time of the step's op */
+    double recompute_s;         /* profile time of its RECOMPUTE actions (before the op) */
     /* filled by the simulator: */
-    double t_start, t_end;      /* compute stream, seconds from iteration start */
+    double t_start, t_end;      /* compute stream (the op itself), seconds from iteration start */
+    double t_rc_start;          /* when its RECOMPUTE actions start (= t_start if none) */
     double stall_s;             /* compute waiting on copies before this step */
 } vd_step;
 
@@ -230,6 +266,8 @@ typedef struct vd_plan_layer {
     float dx_beta[VD_MAX_INPUTS]; /* 0 first backward writer, 1 later ones */
     int aux;                    /* AUX tensor (-1 none) */
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */
+    int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
+    int ws_rc;                  /* WS tensor of that re-run (-1 none) */
 } vd_plan_layer;
 
 /* Simulator result for a plan (seconds). */
@@ -250,13 +288,25 @@ typedef struct vd_plan_opts {
     int *algos;                 /* optional [n_layers] explicit per-layer options
                                    (overrides fixed_algo/dyn search); NULL = none */
     bool forward_only;          /* eval plan: forward steps only, no grads */
+    /* Added (zero = old behaviour): optional [n_layers + 1] per feature map
+     * dispositions: [0] the net input x, [i + 1] the output of layer i. An
+     * entry other than AUTO overrides the policy for that tensor (auto keeps
+     * it fixed in its search); AUTO lets the policy decide. Entries of in-place
+     * layers (their output is their producer's tensor) must be AUTO. A request
+     * that cannot be honoured falls back: RECOMPUTE of x, of a tensor written
+     * by batch norm or the loss, or with no absent step, to offload, or keep
+     * when that cannot be; OFFLOAD with fewer than two absent steps to keep.
+     * NULL = none. */
+    const vd_disp *disp;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 
 typedef struct vd_plan {
     char net[VD_NAME_MAX];
     vd_policy policy;           /* as requested (dyn stays dyn) */
-    vd_policy offload_policy;   /* what decided the offloads (dyn: none/conv/all) */
+    vd_policy offload_policy;   /* what decided the offloads (dyn: none/conv/all;
+                                   auto: auto = its per-tensor search, or the
+                                   paper policy of the fallback it chose) */
     vd_prefetch prefetch;
     int batch;
     int n_layers;
@@ -273,6 +323,10 @@ typedef struct vd_plan {
     uint64_t prefetch_bytes;    /* H2D bytes per iteration (activations, not x/labels) */
     uint64_t input_bytes;       /* H2D bytes of x and labels per iteration */
     uint64_t host_bytes;        /* pinned host store */
+    uint64_t recompute_bytes;   /* bytes of recomputed tensors per iteration */
+    int n_recomputed;           /* recomputed tensors */
+    int n_recompute_ops;        /* RECOMPUTE actions */
+    double recompute_s;         /* their profile time per iteration */
     int n_events;
     int ev_input;               /* unused (-1): inputs use interval events */
     int ev_end;                 /* compute event after the last step */
@@ -312,8 +366,9 @@ const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char 
 
 /* Replay the plan's actions on three streams with durations from prof
  * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
- * see man vdnn-plan). Fills p->sim and each step's t_start/t_end/stall_s.
- * If intervals is non-NULL, *copies receives a malloc'd array of copy spans
+ * see man vdnn-plan; a RECOMPUTE takes its layer's forward time). Fills
+ * p->sim and each step's t_start/t_end/t_rc_start/stall_s.
+ * If copies is non-NULL, *copies receives a malloc'd array of copy spans
  * for tracing (caller frees). */
 typedef struct vd_copy_span {
     int stream;                 /* 1 = D2H, 2 = H2D */
@@ -329,11 +384,13 @@ int vd_plan_simulate(vd_plan *p, const vd_profile *prof, vd_copy_span **copies,
 int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e);
 /* JSON object (keys: net, batch, policy, prefetch, budget, feasible,
  * peak_bytes, hwm_bytes, fragmentation, offload_bytes, prefetch_bytes,
- * host_bytes, predicted_iter_s, predicted, steps[...], tensors[...]).
+ * host_bytes, recompute_bytes, recomputed_tensors, recompute_s,
+ * predicted_iter_s, predicted, steps[...], tensors[...]).
  * min_budgets: [VD_POLICY_COUNT] or NULL; written as "min_budgets" when set. */
 int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e);
-/* Chrome trace event JSON (Perfetto): one track per stream, a memory counter. */
+/* Chrome trace event JSON (Perfetto): one track per stream, a memory counter;
+ * recomputes are "recompute <layer>" slices on the compute track. */
 int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
                         const vd_profile *prof, vd_err *e);
 

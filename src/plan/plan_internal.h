@@ -21,4 +21,30 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
 /* Default aux bytes of layer i at batch (used by the analytic profile). */
 uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch);
 
+/* plan.c, for auto.c. vdp_plan_release frees a plan's arrays and zeroes it.
+ * vdp_build_fixed: one build with fixed algorithms algos[L] and offload policy
+ * offload_pol (AUTO: only opts->disp decides), budget opts->budget; returns 0,
+ * VD_EBUDGET (out valid, infeasible) or another error (out released).
+ * vdp_build_policy / vdp_min_budget_policy: vd_plan_build's search (no eval
+ * plan) and vd_plan_min_budget for a policy other than auto. */
+void vdp_plan_release(vd_plan *p);
+int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_policy offload_pol, const int *algos, vd_plan *out, vd_err *e);
+int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     vd_plan *out, vd_err *e);
+int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          uint64_t *min_budget, vd_err *e);
+int vdp_fastest_algo(const vd_profile_layer *pl);
+int vdp_minws_algo(const vd_profile_layer *pl);
+
+/* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
+ * feasibility_only: stop at the first plan that fits (the result fits iff the
+ * full search's would). Returns like vdp_build_fixed. */
+int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   bool feasibility_only, vd_plan *out, vd_err *e);
+/* Smallest budget for which vdp_build_auto fits (binary search bounded by its
+ * fallback candidates). */
+int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *min_budget, vd_err *e);
+
 #endif

@@ -42,10 +42,15 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
     fprintf(f, "plan for %s, batch %d: policy %s", p->net, p->batch, vd_policy_name(p->policy));
     if (p->policy == VD_POLICY_DYN)
         fprintf(f, " (chose offload %s)", vd_policy_name(p->offload_policy));
+    if (p->policy == VD_POLICY_AUTO)
+        fprintf(f, " (%s)", p->offload_policy == VD_POLICY_AUTO ? "per-tensor keep/offload/recompute"
+                            : p->offload_policy == VD_POLICY_NONE ? "nothing moved"
+                            : "fallback: paper's dyn");
     fprintf(f, ", prefetch %s%s\n\n", vd_prefetch_name(p->prefetch),
             p->forward_only ? ", forward only" : "");
     fprintf(f, "%4s  %-28s %-10s %11s %11s %9s %9s %9s  %s\n", "step", "op", "algo", "in use",
-            "pool top", "start ms", "comp ms", "stall ms", "copies issued (size, ms)");
+            "pool top", "start ms", "comp ms", "stall ms",
+            "copies issued (size, ms), recomputes (ms)");
     for (int s = 0; s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
         vd_plan_step_label(p, net, s, lab, sizeof lab);
@@ -53,8 +58,15 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
         fprintf(f, "%4d  %-28s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, lab, algo,
                 vd_fmt_bytes(st->mem_in_use, b1, sizeof b1), vd_fmt_bytes(st->mem_top, b2, sizeof b2),
                 st->t_start * 1e3, st->compute_s * 1e3, st->stall_s * 1e3);
+        bool rc_open = false;
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             const vd_action *A = &p->actions[a];
+            if (A->kind == VD_A_RECOMPUTE) {
+                fprintf(f, "%s%s", rc_open ? "+" : " recompute ", net->layers[A->arg].name);
+                rc_open = true;
+                continue;
+            }
+            if (rc_open) { fprintf(f, " (%.3f)", st->recompute_s * 1e3); rc_open = false; }
             if (A->kind == VD_A_OFFLOAD) {
                 const vd_tensor *T = &p->tensors[A->arg];
                 fprintf(f, " offload %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
@@ -87,6 +99,9 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
     fprintf(f, "  offloaded/iteration  %s in %d tensors (prefetched back %s; host store %s)\n",
             vd_fmt_bytes(p->offload_bytes, b1, sizeof b1), n_offloaded(p),
             vd_fmt_bytes(p->prefetch_bytes, b2, sizeof b2), vd_fmt_bytes(p->host_bytes, b3, sizeof b3));
+    fprintf(f, "  recomputed/iteration %s in %d tensors (%d forward ops re-run, %.3f ms)\n",
+            vd_fmt_bytes(p->recompute_bytes, b1, sizeof b1), p->n_recomputed, p->n_recompute_ops,
+            p->recompute_s * 1e3);
     fprintf(f, "  predicted iteration  %.3f ms (compute %.3f ms, stalls %.3f ms; busy: d2h %.3f ms, "
                "h2d %.3f ms)\n",
             p->sim.iter_s * 1e3, p->sim.busy_s[0] * 1e3, p->sim.stall_s * 1e3,
@@ -112,12 +127,15 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
     fprintf(f, "  \"budget\": %llu,\n  \"feasible\": %s,\n  \"peak_bytes\": %llu,\n"
                "  \"peak_step\": %d,\n  \"hwm_bytes\": %llu,\n  \"fragmentation\": %.6f,\n"
                "  \"persistent_bytes\": %llu,\n  \"offload_bytes\": %llu,\n  \"prefetch_bytes\": %llu,\n"
-               "  \"input_bytes\": %llu,\n  \"host_bytes\": %llu,\n  \"offloaded_tensors\": %d,\n",
+               "  \"input_bytes\": %llu,\n  \"host_bytes\": %llu,\n  \"offloaded_tensors\": %d,\n"
+               "  \"recompute_bytes\": %llu,\n  \"recomputed_tensors\": %d,\n  \"recompute_ops\": %d,\n"
+               "  \"recompute_s\": %.9g,\n",
             (unsigned long long)p->budget, p->feasible ? "true" : "false",
             (unsigned long long)p->live_peak, p->peak_step, (unsigned long long)p->hwm, p->frag,
             (unsigned long long)p->persistent_bytes, (unsigned long long)p->offload_bytes,
             (unsigned long long)p->prefetch_bytes, (unsigned long long)p->input_bytes,
-            (unsigned long long)p->host_bytes, n_offloaded(p));
+            (unsigned long long)p->host_bytes, n_offloaded(p), (unsigned long long)p->recompute_bytes,
+            p->n_recomputed, p->n_recompute_ops, p->recompute_s);
     fprintf(f, "  \"predicted_iter_s\": %.9g,\n  \"predicted\": {\"iter_s\": %.9g, \"compute_s\": %.9g, "
                "\"stall_s\": %.9g, \"busy_compute_s\": %.9g, \"busy_d2h_s\": %.9g, \"busy_h2d_s\": %.9g},\n",
             p->sim.iter_s, p->sim.iter_s, p->sim.compute_s, p->sim.stall_s, p->sim.busy_s[0],
@@ -137,20 +155,24 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
         jstr(f, net->layers[i].name);
         fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo);
         jstr(f, pl->algo_label);
-        fprintf(f, ", \"workspace\": %llu, \"inplace\": %s}", (unsigned long long)pl->ws_bytes,
-                pl->inplace ? "true" : "false");
+        fprintf(f, ", \"workspace\": %llu, \"inplace\": %s, \"recompute_step\": %d}",
+                (unsigned long long)pl->ws_bytes, pl->inplace ? "true" : "false", pl->rc_step);
     }
     fprintf(f, "\n  ],\n  \"tensors\": [");
     for (int t = 0; t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];
         fprintf(f, "%s\n    {\"name\": ", t ? "," : "");
         jstr(f, T->name);
-        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %llu, \"offload\": %s", vd_tensor_kind_name(T->kind),
-                (unsigned long long)T->bytes, T->offload ? "true" : "false");
+        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %llu, \"offload\": %s, \"recompute\": %s",
+                vd_tensor_kind_name(T->kind), (unsigned long long)T->bytes,
+                T->offload ? "true" : "false", T->recompute ? "true" : "false");
         if (T->offload)
             fprintf(f, ", \"offload_step\": %d, \"release_step\": %d, \"prefetch_step\": %d, "
                        "\"consumer_step\": %d",
                     T->host_src ? -1 : T->offload_step, T->release_step, T->prefetch_step, T->bwd_first);
+        if (T->recompute)
+            fprintf(f, ", \"release_step\": %d, \"recompute_step\": %d, \"recompute_s\": %.9g",
+                    T->fwd_last + 1, T->recompute_step, T->recompute_s);
         fprintf(f, ", \"intervals\": [");
         for (int k = 0; k < T->n_iv; k++) {
             const vd_interval *iv = &p->intervals[T->iv[k]];
@@ -167,9 +189,17 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
         else fprintf(f, "null");
         (void)lab;
         fprintf(f, ", \"mem_bytes\": %llu, \"top_bytes\": %llu, \"compute_s\": %.9g, \"start_s\": %.9g, "
-                   "\"stall_s\": %.9g",
+                   "\"stall_s\": %.9g, \"recompute_s\": %.9g, \"recompute_start_s\": %.9g",
                 (unsigned long long)st->mem_in_use, (unsigned long long)st->mem_top, st->compute_s,
-                st->t_start, st->stall_s);
+                st->t_start, st->stall_s, st->recompute_s, st->t_rc_start);
+        fprintf(f, ", \"recomputes\": [");
+        int nr = 0;
+        for (int a = st->first_action; a < st->first_action + st->n_actions; a++)
+            if (p->actions[a].kind == VD_A_RECOMPUTE) {
+                if (nr++) fprintf(f, ", ");
+                jstr(f, net->layers[p->actions[a].arg].name);
+            }
+        fprintf(f, "]");
         const char *lists[3] = {"offloads", "prefetches", "waits"};
         for (int li = 0; li < 3; li++) {
             fprintf(f, ", \"%s\": [", lists[li]);
@@ -197,7 +227,6 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
 
 int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
                         const vd_profile *prof, vd_err *e) {
-    (void)prof;
     char *buf = NULL;
     size_t n = 0;
     char lab[200];
@@ -220,7 +249,24 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
         if (st->stall_s > 0)
             fprintf(f, ",\n{\"name\": \"stall\", \"cat\": \"stall\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, "
                        "\"ts\": %.3f, \"dur\": %.3f}",
-                    (st->t_start - st->stall_s) * 1e6, st->stall_s * 1e6);
+                    (st->t_rc_start - st->stall_s) * 1e6, st->stall_s * 1e6);
+        /* recomputes run back to back on the compute stream before the op */
+        double rt = st->t_rc_start;
+        for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+            const vd_action *A = &p->actions[a];
+            if (A->kind != VD_A_RECOMPUTE) continue;
+            double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo].fwd_s : 0.0;
+            char nm[VD_NAME_MAX + 16];
+            snprintf(nm, sizeof nm, "recompute %s", net->layers[A->arg].name);
+            fprintf(f, ",\n{\"name\": ");
+            jstr(f, nm);
+            fprintf(f, ", \"cat\": \"recompute\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, "
+                       "\"dur\": %.3f, \"args\": {\"step\": %d, \"layer\": ",
+                    rt * 1e6, d * 1e6, s);
+            jstr(f, net->layers[A->arg].name);
+            fprintf(f, "}}");
+            rt += d;
+        }
         fprintf(f, ",\n{\"name\": ");
         jstr(f, lab);
         fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
@@ -229,7 +275,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
                 (unsigned long long)st->mem_in_use);
         fprintf(f, ",\n{\"name\": \"device memory\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, "
                    "\"args\": {\"bytes\": %llu}}",
-                (st->t_start - st->stall_s) * 1e6, (unsigned long long)st->mem_in_use);
+                (st->t_rc_start - st->stall_s) * 1e6, (unsigned long long)st->mem_in_use);
     }
     for (int t = 0; t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];

@@ -6,7 +6,8 @@
  * while a copy in the other direction is in flight both run at both_bw / 2
  * (when that is slower than the one-way bandwidth). Only the other stream's
  * most recent copy is considered: an approximation, documented in
- * vdnn-plan(1). */
+ * vdnn-plan(1). A RECOMPUTE runs on the compute stream for its layer's
+ * forward time (the plan's algorithm). */
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
@@ -73,6 +74,7 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
         vd_step *st = &p->steps[s];
         double stall = 0;
         st->t_start = st->t_end = c;
+        st->t_rc_start = -1;
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             const vd_action *A = &p->actions[a];
             switch (A->kind) {
@@ -114,7 +116,17 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
                 }
                 break;
             }
+            case VD_A_RECOMPUTE: {
+                const vd_plan_layer *pl = &p->layers[A->arg];
+                double dur = prof->layers[A->arg].algos[pl->algo].fwd_s;
+                if (st->t_rc_start < 0) st->t_rc_start = c;
+                c += dur;
+                busy[0] += dur;
+                compute_total += dur;
+                break;
+            }
             case VD_A_COMPUTE:
+                if (st->t_rc_start < 0) st->t_rc_start = c;
                 st->t_start = c;
                 c += st->compute_s;
                 st->t_end = c;
@@ -140,6 +152,7 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
             }
         }
         if (s == p->n_steps) { st->t_start = st->t_end = c; }
+        if (st->t_rc_start < 0) st->t_rc_start = st->t_start;
         st->stall_s = stall;
         stall_total += stall;
     }

@@ -57,6 +57,7 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "takes no value", "%s --quiet=1");
     expect(2, "exclude", "%s --resume a --init b");
     expect(2, "--save-every needs --save", "%s --save-every 5");
+    expect(2, "exclude", "%s --profile p.json --analytic-profile");
     expect(2, "--budget", "%s --budget 12Q");
     expect(2, "one NET.yaml", "%s other.yaml");
     expect(2, "unknown data kind", "%s --data mnst:x");
@@ -85,6 +86,13 @@ START_TEST(other_exit_codes) {
     snprintf(args, sizeof args, "%%s --data mnist:%s", d);
     expect(5, "train-images-idx3-ubyte: truncated", args);
     expect(6, NULL, "%s --budget 4K --data synthetic:64,16 --iters 1");
+    /* --profile-out writes the profile; --profile plans from it (same batch only) */
+    snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 1 --batch 8 --profile-out %s/p.json", d);
+    expect(0, "predicted", args);
+    snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 1 --batch 8 --profile %s/p.json", d);
+    expect(0, "(loaded", args);
+    snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 1 --batch 4 --profile %s/p.json", d);
+    expect(5, NULL, args);
     expect(10, "loss became", "%s --lr 1e30 --data synthetic:256,16 --iters 20 --batch 8");
     if (!vd_backend_cuda_available())
         expect(VD_HAVE_CUDA ? VD_EDEVICE : VD_EUNSUPPORTED, NULL,
@@ -106,7 +114,7 @@ START_TEST(help_lists_every_flag) {
         "--batch", "--iters", "--epochs", "--stop-at", "--lr", "--momentum", "--wd", "--seed",
         "--data", "--augment", "--loader-threads", "--save", "--save-every", "--resume",
         "--init", "--backend", "--device", "--budget", "--policy", "--prefetch", "--profile",
-        "--profile-out", "--math", "--deterministic", "--poison", "--eval-every",
+        "--profile-out", "--analytic-profile", "--math", "--deterministic", "--poison", "--eval-every",
         "--log-every", "--quiet", "--help", "--version" };
     for (size_t i = 0; i < VD_ARRAY_LEN(flags); i++)
         ck_assert_msg(strstr(out, flags[i]), "--help does not mention %s", flags[i]);

@@ -1,0 +1,707 @@
+/* auto.c — the auto policy ("ours"): per feature map keep / offload /
+ * recompute, and per convolution the fastest or the least-workspace
+ * algorithm, searched with the simulator for the fastest predicted plan that
+ * fits the budget.
+ *
+ *  1. Start: everything kept, fastest algorithms (policy none). If that fits,
+ *     it is the plan.
+ *  2. Greedy, while the plan does not fit. The excess of a plan is the sum
+ *     over steps of its pool top above the budget (byte-steps). Moves that
+ *     can free memory at over-budget steps are proposed -- keep -> offload,
+ *     keep / offload -> recompute, fastest -> least-workspace convolution --
+ *     with an estimate of the excess they remove (bytes of the tensor at the
+ *     over-budget steps where it would be absent, capped by each step's
+ *     excess). The best few of each kind (recomputes and algorithms ranked by
+ *     estimate / added forward time, offloads by estimate) are simulated: a
+ *     full build at the budget (prefetch schedule, memory fitting,
+ *     placement, three streams). The move with the most excess removed per
+ *     second of predicted iteration time added is applied; the other
+ *     simulated moves are then tried on top in that order and kept while
+ *     they still remove at least half their share without costing much more
+ *     than simulated alone (fewer rounds on big nets).
+ *  3. Refine, once a plan fits: try each decision the other ways (offload,
+ *     recompute, keep) and each least-workspace convolution back at its
+ *     fastest algorithm; keep what still fits and predicts a faster
+ *     iteration.
+ *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
+ *     too, and when nothing fits yet, "recompute everything recomputable,
+ *     offload the rest, least workspace". The fastest plan that fits wins;
+ *     the fastest fitting plan seen anywhere in the search counts too.
+ *
+ * Caller-given dispositions (opts->disp entries other than AUTO) and
+ * algorithms (opts->algos, opts->fixed_algo) are never changed.
+ * vdp_min_budget_auto binary-searches the budget with this same search (in
+ * feasibility-only mode, which stops at the first fitting plan: a budget fits
+ * in that mode exactly when the full search finds a fitting plan). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan/plan_internal.h"
+
+enum { MV_DISP, MV_ALGO };
+enum { K_OFFLOAD = 6, K_RECOMPUTE = 6, K_ALGO = 4 };   /* simulated per round */
+
+typedef struct move {
+    int kind, key, val;     /* MV_DISP: disp[key] = val; MV_ALGO: algos[key] = val */
+    double est;             /* estimated excess removed (byte-steps) */
+    double rank;            /* ordering key among moves of one kind */
+    double gain, dt, score; /* simulated: excess removed, seconds added, gain / dt */
+    int batch;              /* evaluation batch */
+} move;
+
+typedef struct actx {
+    const vd_net *net;
+    const vd_profile *prof;
+    vd_plan_opts o;         /* the caller's opts: policy auto, disp -> disp */
+    int L;
+    uint64_t B;
+    bool algo_free;         /* the search may change algorithms */
+    bool feas_only;
+    vd_disp *disp;          /* [L + 1] current dispositions */
+    int *algos;             /* [L] current algorithm options */
+    bool *fixed;            /* [L + 1] given by the caller */
+    bool *can_rc;           /* [L + 1] the tensor's writers are stateless */
+    int *fast, *minws;      /* [L] profile options */
+    double *ex;             /* [2L + 2] per-step excess of the plan being looked at */
+    move *mv;               /* [3L + 3] proposals */
+    void *ord;              /* [3L + 3] scratch of propose */
+    bool found;             /* some plan evaluated so far fits */
+    /* the fastest fitting configuration evaluated so far */
+    bool have_seen;
+    double seen_s;
+    vd_disp *seen_disp;     /* [L + 1] */
+    int *seen_algos;        /* [L] */
+    int evals;
+} actx;
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Excess of a plan over budget B: live bytes above B summed over steps, plus
+ * how far the pool's high-water mark overshoots (placement). 0 iff it fits. */
+static double excess(const vd_plan *p, uint64_t B) {
+    double x = 0;
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].mem_in_use > B) x += (double)(p->steps[s].mem_in_use - B);
+    if (p->hwm > B) x += (double)(p->hwm - B);
+    return x;
+}
+
+/* Per-step excess to aim proposals at: live bytes above B; when the live
+ * bytes fit and only placement overshoots, above B minus the overshoot. */
+static void step_excess(const vd_plan *p, uint64_t B, double *ex) {
+    uint64_t peak = 0;
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].mem_in_use > peak) peak = p->steps[s].mem_in_use;
+    uint64_t target = B;
+    if (peak <= B && p->hwm > B) target = p->hwm - B < B ? B - (p->hwm - B) : 0;
+    for (int s = 0; s < p->n_steps; s++)
+        ex[s] = p->steps[s].mem_in_use > target ? (double)(p->steps[s].mem_in_use - target) : 0.0;
+}
+
+static void note_seen(actx *c, const vd_plan *p) {
+    if (!p->feasible) return;
+    c->found = true;
+    if (c->have_seen && p->sim.iter_s >= c->seen_s) return;
+    memcpy(c->seen_disp, c->disp, (size_t)(c->L + 1) * sizeof *c->disp);
+    memcpy(c->seen_algos, c->algos, (size_t)c->L * sizeof *c->algos);
+    c->seen_s = p->sim.iter_s;
+    c->have_seen = true;
+}
+
+/* Build the current configuration at the budget. 0 / VD_EBUDGET: *out valid. */
+static int eval(actx *c, vd_plan *out, vd_err *e) {
+    c->evals++;
+    int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, out, e);
+    if (rc == VD_OK || rc == VD_EBUDGET) note_seen(c, out);
+    return rc;
+}
+
+static bool done(const actx *c) { return c->feas_only && c->found; }
+
+/* Tensor of disposition key k (0: x, i + 1: output of layer i) in p, or -1. */
+static int tensor_of(const actx *c, const vd_plan *p, int k) {
+    if (k == 0) return p->t_x;
+    int i = k - 1;
+    if (i >= c->L - 1 || p->layers[i].inplace) return -1;
+    int t = p->layers[i].y;
+    return p->tensors[t].layer == i ? t : -1;
+}
+
+static double algo_time(const actx *c, int j, int a) {
+    const vd_profile_algo *x = &c->prof->layers[j].algos[a];
+    return x->fwd_s + x->bwd_s;
+}
+
+static void apply(actx *c, const move *m, int *old) {
+    if (m->kind == MV_DISP) { *old = (int)c->disp[m->key]; c->disp[m->key] = (vd_disp)m->val; }
+    else { *old = c->algos[m->key]; c->algos[m->key] = m->val; }
+}
+
+static void undo(actx *c, const move *m, int old) {
+    if (m->kind == MV_DISP) c->disp[m->key] = (vd_disp)old;
+    else c->algos[m->key] = old;
+}
+
+static int cmp_rank(const void *a, const void *b) {
+    const move *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+    if (x->key != y->key) return x->key - y->key;
+    return x->val - y->val;
+}
+
+static int cmp_score(const void *a, const void *b) {
+    const move *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return cmp_rank(a, b);
+}
+
+/* ---- proposals ---------------------------------------------------------- */
+
+/* Order of moves for evaluation: batches of the best K of each kind. */
+static int batch_of(const move *m, const int *pos) {
+    return m->kind == MV_ALGO ? pos[2] / K_ALGO
+         : m->val == VD_DISP_OFFLOAD ? pos[0] / K_OFFLOAD : pos[1] / K_RECOMPUTE;
+}
+
+typedef struct ordered { move m; int batch, idx; } ordered;
+
+static int cmp_batch(const void *a, const void *b) {
+    const ordered *x = a, *y = b;
+    if (x->batch != y->batch) return x->batch - y->batch;
+    return x->idx - y->idx;
+}
+
+/* Steps at which offloading t frees its region, estimated on p's timeline:
+ * from when the D2H copy after its last forward write has drained to when the
+ * H2D copy must start to land before its first backward reader. */
+static void offload_window(const actx *c, const vd_plan *p, const vd_tensor *T, int *a, int *z) {
+    const vd_device_params *dev = &c->prof->dev;
+    double d2h = (double)T->bytes / dev->d2h_bw + dev->launch_s;
+    double h2d = (double)T->bytes / dev->h2d_bw + dev->launch_s;
+    int w = T->prod_step;
+    for (int s = T->prod_step; s <= T->fwd_last; s++)
+        if (s == T->prod_step || p->steps[s].t_end <= p->steps[T->fwd_last].t_end) w = s;
+    double drained = p->steps[w].t_end + (T->kind == VD_T_INPUT ? 0.0 : d2h);
+    double need = p->steps[T->bwd_first].t_rc_start - h2d;
+    *a = T->fwd_last + 1;
+    while (*a < T->bwd_first && p->steps[*a].t_rc_start < drained) (*a)++;
+    *z = T->bwd_first - 1;
+    while (*z >= *a && p->steps[*z].t_end > need) (*z)--;
+}
+
+/* Moves that can remove excess from plan p, in c->mv in evaluation order
+ * (batches of the best K of each kind); *n_batches receives the number of
+ * batches. Returns how many moves. */
+static int propose(actx *c, const vd_plan *p, int *n_batches) {
+    const double eps_t = 1e-6;
+    int n = 0;
+    step_excess(p, c->B, c->ex);
+    for (int k = 0; k <= c->L; k++) {
+        if (c->fixed[k]) continue;
+        int t = tensor_of(c, p, k);
+        if (t < 0) continue;
+        const vd_tensor *T = &p->tensors[t];
+        if (T->bwd_first < 0 || T->fwd_last < 0) continue;
+        int a = T->fwd_last + 1, z = T->bwd_first - 1;
+        if (a > z) continue;
+        double sz = (double)p->intervals[T->iv[0]].bytes, est = 0;
+        for (int s = a; s <= z; s++)
+            if (c->ex[s] > 0 && vd_plan_resident(p, t, s)) est += c->ex[s] < sz ? c->ex[s] : sz;
+        if (est <= 0) continue;
+        vd_disp cur = c->disp[k];
+        if (cur == VD_DISP_KEEP && z - a + 1 >= 2) {
+            int oa, oz;
+            offload_window(c, p, T, &oa, &oz);
+            double oest = 0;
+            for (int s = oa; s <= oz; s++)
+                if (c->ex[s] > 0) oest += c->ex[s] < sz ? c->ex[s] : sz;
+            /* rank by the estimate on the timeline; a move estimated at 0 still
+             * comes (last): the estimate is rough */
+            c->mv[n++] = (move){.kind = MV_DISP, .key = k, .val = VD_DISP_OFFLOAD, .est = est,
+                                .rank = oest + 1e-3 * est};
+        }
+        if ((cur == VD_DISP_KEEP || cur == VD_DISP_OFFLOAD) && c->can_rc[k]) {
+            double cost = 0;
+            for (int j = k - 1; j < c->L; j++)
+                if (p->layers[j].y == t) cost += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+            c->mv[n++] = (move){.kind = MV_DISP, .key = k, .val = VD_DISP_RECOMPUTE, .est = est,
+                                .rank = est / (cost + eps_t)};
+        }
+    }
+    for (int j = 0; c->algo_free && j < c->L; j++) {
+        int cur = c->algos[j], m = c->minws[j];
+        const vd_profile_layer *pl = &c->prof->layers[j];
+        if (cur == m || pl->algos[cur].workspace <= pl->algos[m].workspace) continue;
+        double d = (double)(pl->algos[cur].workspace - pl->algos[m].workspace);
+        int st[3] = {j, 2 * c->L - 1 - j, p->layers[j].rc_step};
+        double est = 0;
+        for (int q = 0; q < 3; q++) {
+            if (st[q] < 0 || st[q] >= p->n_steps || (q == 2 && (st[2] == st[0] || st[2] == st[1]))) continue;
+            est += c->ex[st[q]] < d ? c->ex[st[q]] : d;
+        }
+        if (est <= 0) continue;
+        double dt = algo_time(c, j, m) - algo_time(c, j, cur);
+        c->mv[n++] = (move){.kind = MV_ALGO, .key = j, .val = m, .est = est,
+                            .rank = est / (dt > eps_t ? dt : eps_t)};
+    }
+    /* rank within each kind, then batches of the best K of each kind */
+    qsort(c->mv, (size_t)n, sizeof *c->mv, cmp_rank);
+    ordered *o = (ordered *)c->ord;
+    int pos[3] = {0, 0, 0}, nb = 0;
+    for (int i = 0; i < n; i++) {
+        const move *m = &c->mv[i];
+        int kind = m->kind == MV_ALGO ? 2 : m->val == VD_DISP_OFFLOAD ? 0 : 1;
+        o[i].m = *m;
+        o[i].batch = batch_of(m, pos);
+        o[i].idx = i;
+        pos[kind]++;
+        if (o[i].batch + 1 > nb) nb = o[i].batch + 1;
+    }
+    qsort(o, (size_t)n, sizeof *o, cmp_batch);
+    for (int i = 0; i < n; i++) { c->mv[i] = o[i].m; c->mv[i].batch = o[i].batch; c->mv[i].score = -1.0; }
+    *n_batches = nb;
+    return n;
+}
+
+/* ---- phases ------------------------------------------------------------- */
+
+static void debug_dump(const actx *c, const vd_plan *P);
+
+/* Greedy until *P fits (or no move helps). *P is the plan of the current
+ * configuration and stays so. */
+static int greedy(actx *c, vd_plan *P, vd_err *e) {
+    int max_rounds = 3 * (c->L + 1);
+    for (int round = 0; round < max_rounds && !P->feasible && !done(c); round++) {
+        double ex0 = excess(P, c->B);
+        double eps = 1e-4 * (P->sim.iter_s > 0 ? P->sim.iter_s : 1e-3);
+        int nb = 0;
+        int n = propose(c, P, &nb);
+        if (n == 0) { debug_dump(c, P); break; }
+        int best = -1;
+        vd_plan bestQ;
+        memset(&bestQ, 0, sizeof bestQ);
+        int n_eval = 0;
+        for (int i = 0; i < n && !done(c); i++) {
+            move *m = &c->mv[i];
+            /* a new batch only when the evaluated ones did not help */
+            if (i > 0 && m->batch != c->mv[i - 1].batch && best >= 0) break;
+            if (getenv("VD_AUTO_MAXB") && m->batch >= atoi(getenv("VD_AUTO_MAXB"))) break;
+            n_eval = i + 1;
+            int old;
+            apply(c, m, &old);
+            vd_plan Q;
+            vd_err te = {0};
+            int rc = eval(c, &Q, &te);
+            undo(c, m, old);
+            if (rc != VD_OK && rc != VD_EBUDGET) {
+                if (best >= 0) vdp_plan_release(&bestQ);
+                *e = te;
+                return rc;
+            }
+            double ex1 = Q.feasible ? 0.0 : excess(&Q, c->B);
+            m->gain = ex0 - ex1;
+            m->dt = Q.sim.iter_s - P->sim.iter_s;
+            m->score = m->gain > 0 ? m->gain / (m->dt > eps ? m->dt : eps) : -1.0;
+            if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "round %d ex %.3g: %s key %d -> %d est %.3g gain %.3g dt %.3g ms feasible %d hwm %.3f G\n", round, ex0, m->kind == MV_ALGO ? "algo" : "disp", m->key, m->val, m->est, m->gain, m->dt * 1e3, Q.feasible, Q.hwm / 1073741824.0);
+            if (m->score > 0 && (best < 0 || m->score > c->mv[best].score)) {
+                if (best >= 0) vdp_plan_release(&bestQ);
+                bestQ = Q;
+                best = i;
+            } else {
+                vdp_plan_release(&Q);
+            }
+        }
+        for (int i = n_eval; i < n; i++) c->mv[i].score = -1.0;   /* not evaluated */
+        if (done(c)) { if (best >= 0) vdp_plan_release(&bestQ); break; }
+        if (best < 0) { debug_dump(c, P); break; }
+        int old;
+        apply(c, &c->mv[best], &old);
+        vdp_plan_release(P);
+        *P = bestQ;
+        /* the other helpful moves, best first, on top */
+        move first = c->mv[best];
+        c->mv[best].score = -1.0;
+        qsort(c->mv, (size_t)n, sizeof *c->mv, cmp_score);
+        int misses = 0;
+        for (int i = 0; i < n && c->mv[i].score > 0 && !P->feasible && misses < 2 && !done(c); i++) {
+            move *m = &c->mv[i];
+            if (m->kind == first.kind && m->key == first.key) continue;
+            if (m->kind == MV_DISP && c->disp[m->key] == (vd_disp)m->val) continue;
+            double ex = excess(P, c->B);
+            int o2;
+            apply(c, m, &o2);
+            vd_plan Q;
+            vd_err te = {0};
+            int rc = eval(c, &Q, &te);
+            if (rc != VD_OK && rc != VD_EBUDGET) { undo(c, m, o2); *e = te; return rc; }
+            double gain = ex - (Q.feasible ? 0.0 : excess(&Q, c->B));
+            double dt = Q.sim.iter_s - P->sim.iter_s;
+            double share = m->gain < ex ? m->gain : ex;
+            if (gain > 0 && gain >= 0.5 * share && dt <= (m->dt > 0 ? 2.0 * m->dt : 0.0) + eps) {
+                vdp_plan_release(P);
+                *P = Q;
+            } else {
+                undo(c, m, o2);
+                vdp_plan_release(&Q);
+                misses++;
+            }
+        }
+    }
+    return VD_OK;
+}
+
+static void debug_dump(const actx *c, const vd_plan *P) {
+    if (!getenv("VD_AUTO_DEBUG")) return;
+    int w = 0;
+    for (int s = 0; s < P->n_steps; s++) if (P->steps[s].mem_top > P->steps[w].mem_top) w = s;
+    fprintf(stderr, "STUCK: worst step %d top %.3f G live %.3f G\n", w, P->steps[w].mem_top / 1073741824.0, P->steps[w].mem_in_use / 1073741824.0);
+    for (int s = 0; s < P->n_steps; s++) if (P->steps[s].mem_top > c->B) fprintf(stderr, " over step %d top %.3f live %.3f\n", s, P->steps[s].mem_top / 1073741824.0, P->steps[s].mem_in_use / 1073741824.0);
+    for (int k = 0; k < P->n_intervals; k++) {
+        const vd_interval *iv = &P->intervals[k];
+        if (iv->first <= w && w <= iv->last) {
+            const vd_tensor *T = &P->tensors[iv->tensor];
+            fprintf(stderr, "  %-30s %8.1f MB [%d,%d] off %d rc %d fl %d bf %d\n", T->name, iv->bytes / 1048576.0, iv->first, iv->last, T->offload, T->recompute, T->fwd_last, T->bwd_first);
+        }
+    }
+}
+
+/* Try the alternatives of every decision of a fitting *P; keep faster ones. */
+static int refine(actx *c, vd_plan *P, vd_err *e) {
+    int max_pass = getenv("VD_AUTO_PASSES") ? atoi(getenv("VD_AUTO_PASSES")) : 3;
+    for (int pass = 0; pass < max_pass; pass++) {
+        bool improved = false;
+        for (int k = 0; k <= c->L; k++) {
+            if (c->fixed[k] || tensor_of(c, P, k) < 0) continue;
+            static const vd_disp alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
+            for (int q = 0; q < 3; q++) {
+                vd_disp cur = c->disp[k];
+                if (alts[q] == cur || (alts[q] == VD_DISP_RECOMPUTE && !c->can_rc[k])) continue;
+                c->disp[k] = alts[q];
+                vd_plan Q;
+                vd_err te = {0};
+                int rc = eval(c, &Q, &te);
+                if (rc != VD_OK && rc != VD_EBUDGET) { c->disp[k] = cur; *e = te; return rc; }
+                if (Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+                    vdp_plan_release(P);
+                    *P = Q;
+                    improved = true;
+                } else {
+                    vdp_plan_release(&Q);
+                    c->disp[k] = cur;
+                }
+            }
+        }
+        for (int j = 0; c->algo_free && j < c->L; j++) {
+            int cur = c->algos[j];
+            if (cur == c->fast[j]) continue;
+            c->algos[j] = c->fast[j];
+            vd_plan Q;
+            vd_err te = {0};
+            int rc = eval(c, &Q, &te);
+            if (rc != VD_OK && rc != VD_EBUDGET) { c->algos[j] = cur; *e = te; return rc; }
+            if (Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+                vdp_plan_release(P);
+                *P = Q;
+                improved = true;
+            } else {
+                vdp_plan_release(&Q);
+                c->algos[j] = cur;
+            }
+        }
+        if (!improved) break;
+    }
+    return VD_OK;
+}
+
+/* ---- entry points ------------------------------------------------------- */
+
+static void ctx_free(actx *c) {
+    free(c->disp); free(c->algos); free(c->fixed); free(c->can_rc); free(c->fast);
+    free(c->minws); free(c->ex); free(c->mv); free(c->ord); free(c->seen_disp); free(c->seen_algos);
+}
+
+static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    bool feas_only, vd_err *e) {
+    memset(c, 0, sizeof *c);
+    int L = net->n_layers;
+    c->net = net;
+    c->prof = prof;
+    c->L = L;
+    c->B = opts->budget;
+    c->feas_only = feas_only;
+    size_t n1 = (size_t)L + 1;
+    c->disp = calloc(n1, sizeof *c->disp);
+    c->seen_disp = calloc(n1, sizeof *c->seen_disp);
+    c->fixed = calloc(n1, sizeof *c->fixed);
+    c->can_rc = calloc(n1, sizeof *c->can_rc);
+    c->algos = calloc((size_t)L, sizeof *c->algos);
+    c->seen_algos = calloc((size_t)L, sizeof *c->seen_algos);
+    c->fast = calloc((size_t)L, sizeof *c->fast);
+    c->minws = calloc((size_t)L, sizeof *c->minws);
+    c->ex = calloc(2 * n1 + 1, sizeof *c->ex);
+    c->mv = calloc(3 * n1, sizeof *c->mv);
+    c->ord = calloc(3 * n1, sizeof(ordered));
+    if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->algos || !c->seen_algos ||
+        !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
+        ctx_free(c);
+        return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
+    }
+    c->algo_free = !opts->algos && opts->fixed_algo < 0;
+    for (int i = 0; i < L; i++) {
+        const vd_profile_layer *pl = &prof->layers[i];
+        c->fast[i] = vdp_fastest_algo(pl);
+        c->minws[i] = vdp_minws_algo(pl);
+        if (opts->algos) c->algos[i] = opts->algos[i];
+        else if (opts->fixed_algo >= 0) c->algos[i] = opts->fixed_algo < pl->n_algos ? opts->fixed_algo
+                                                                                    : pl->n_algos - 1;
+        else c->algos[i] = c->fast[i];
+    }
+    for (int k = 0; k <= L; k++) {
+        vd_disp d = opts->disp ? opts->disp[k] : VD_DISP_AUTO;
+        c->fixed[k] = d != VD_DISP_AUTO;
+        c->disp[k] = c->fixed[k] ? d : VD_DISP_KEEP;
+    }
+    /* Writers of layer i's output: layer i and the in-place layers after it
+     * (found through the net: an in-place layer's input is a writer's output). */
+    bool *ip = calloc((size_t)(L ? L : 1), sizeof *ip);
+    if (!ip) { ctx_free(c); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    vd_schedule_inplace_flags(net, ip);
+    for (int i = 0; i < L; i++) c->can_rc[i + 1] = !ip[i];
+    for (int j = 0; j < L; j++) {
+        vd_op op = net->layers[j].op;
+        if (op != VD_OP_BATCHNORM && op != VD_OP_SOFTMAX_XENT) continue;
+        int i = j;   /* the producer of the tensor layer j writes */
+        while (ip[i]) i = net->layers[i].in[0];
+        c->can_rc[i + 1] = false;
+    }
+    for (int i = 0; i < L; i++)
+        if (ip[i] && !c->fixed[i + 1]) { c->fixed[i + 1] = true; c->disp[i + 1] = VD_DISP_AUTO; }
+    if (!opts->disp || opts->disp[L] == VD_DISP_AUTO) c->disp[L] = VD_DISP_AUTO;
+    c->fixed[L] = true;      /* the loss output: read right after it is made */
+    free(ip);
+    c->o = *opts;
+    c->o.policy = VD_POLICY_AUTO;
+    c->o.disp = c->disp;
+    c->o.algos = NULL;
+    return VD_OK;
+}
+
+/* Keep the better of *best (rc_best) and a candidate (rc): fitting beats not
+ * fitting, then faster, then (neither fits) a lower pool top. */
+static void take_better(vd_plan *best, int *rc_best, vd_plan *cand, int rc) {
+    bool better;
+    if (*rc_best < 0) better = true;
+    else if (rc == VD_OK && *rc_best != VD_OK) better = true;
+    else if (rc != VD_OK && *rc_best == VD_OK) better = false;
+    else if (rc == VD_OK) better = cand->sim.iter_s < best->sim.iter_s;
+    else better = cand->hwm < best->hwm;
+    if (better) {
+        if (*rc_best >= 0) vdp_plan_release(best);
+        *best = *cand;
+        *rc_best = rc;
+    } else {
+        vdp_plan_release(cand);
+    }
+}
+
+/* The paper-policy candidates: dyn, or with caller-fixed algorithms conv and
+ * all (none is the search's start). */
+static int paper_candidates(actx *c, const vd_plan_opts *opts, vd_plan *best, int *rc_best,
+                            vd_err *e) {
+    static const vd_policy fixed_pols[2] = {VD_POLICY_CONV, VD_POLICY_ALL};
+    int n = c->algo_free ? 1 : 2;
+    for (int k = 0; k < n && !done(c); k++) {
+        vd_plan_opts o = *opts;
+        o.policy = c->algo_free ? VD_POLICY_DYN : fixed_pols[k];
+        o.algos = c->algo_free ? NULL : c->algos;
+        vd_plan D;
+        vd_err te = {0};
+        int rc = vdp_build_policy(c->net, c->prof, &o, &D, &te);
+        c->evals++;
+        if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; return rc; }
+        if (rc == VD_OK) c->found = true;
+        take_better(best, rc_best, &D, rc);
+    }
+    return VD_OK;
+}
+
+/* "Recompute everything recomputable, offload the rest, least workspace"
+ * (caller-fixed entries and algorithms kept). */
+static void extreme_config(actx *c) {
+    for (int k = 0; k <= c->L; k++)
+        if (!c->fixed[k]) c->disp[k] = c->can_rc[k] ? VD_DISP_RECOMPUTE : VD_DISP_OFFLOAD;
+    for (int j = 0; c->algo_free && j < c->L; j++) c->algos[j] = c->minws[j];
+}
+
+int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   bool feasibility_only, vd_plan *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    actx c;
+    int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
+    if (rc) return rc;
+    vd_plan P;
+    rc = eval(&c, &P, e);
+    if (rc != VD_OK && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
+    if (rc == VD_OK || c.B == 0) {          /* it fits as it is */
+        *out = P;
+        ctx_free(&c);
+        return rc;
+    }
+    vd_plan best;
+    memset(&best, 0, sizeof best);
+    int rc_best = -1;
+    rc = greedy(&c, &P, e);
+    if (rc) { vdp_plan_release(&P); ctx_free(&c); return rc; }
+    if (!done(&c) && c.have_seen && (!P.feasible || c.seen_s < P.sim.iter_s)) {
+        /* the fastest fitting configuration seen, rebuilt */
+        memcpy(c.disp, c.seen_disp, (size_t)(c.L + 1) * sizeof *c.disp);
+        memcpy(c.algos, c.seen_algos, (size_t)c.L * sizeof *c.algos);
+        vdp_plan_release(&P);
+        rc = eval(&c, &P, e);
+        if (rc != VD_OK && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
+    }
+    if (P.feasible && !done(&c)) {
+        if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "GREEDY: iter %.3f ms evals %d\n", P.sim.iter_s * 1e3, c.evals);
+        rc = refine(&c, &P, e);
+        if (rc) { vdp_plan_release(&P); ctx_free(&c); return rc; }
+    }
+    if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "SEARCH: feasible %d iter %.3f ms hwm %.3f G evals %d\n", P.feasible, P.sim.iter_s * 1e3, P.hwm / 1073741824.0, c.evals);
+    take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
+    if (!done(&c)) {
+        rc = paper_candidates(&c, opts, &best, &rc_best, e);
+        if (rc) { vdp_plan_release(&best); ctx_free(&c); return rc; }
+    }
+    if (rc_best != VD_OK && !done(&c)) {
+        extreme_config(&c);
+        vd_plan X;
+        vd_err te = {0};
+        rc = eval(&c, &X, &te);
+        if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(&best); ctx_free(&c); *e = te; return rc; }
+        take_better(&best, &rc_best, &X, rc);
+    }
+    if (done(&c) && rc_best != VD_OK) {
+        /* feasibility only: the search stopped at a fitting configuration */
+        memcpy(c.disp, c.seen_disp, (size_t)(c.L + 1) * sizeof *c.disp);
+        memcpy(c.algos, c.seen_algos, (size_t)c.L * sizeof *c.algos);
+        vd_plan X;
+        vd_err te = {0};
+        rc = eval(&c, &X, &te);
+        if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(&best); ctx_free(&c); *e = te; return rc; }
+        take_better(&best, &rc_best, &X, rc);
+    }
+    if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "AUTO B=%.4f G feas_only %d -> %d evals %d\n", c.B / 1073741824.0, c.feas_only, rc_best, c.evals);
+    best.policy = VD_POLICY_AUTO;
+    *out = best;
+    ctx_free(&c);
+    return rc_best == VD_OK ? VD_OK : vd_errf(e, VD_EBUDGET, "the auto policy found no plan that fits");
+}
+
+/* A bound no plan of any disposition goes below, from plan p (everything
+ * kept): per step, the bytes of tensors whose lifetime no disposition changes
+ * (parameters, gradients, momentum, feature-map gradients, saved state,
+ * workspaces, labels) plus the feature maps the step's op itself reads or
+ * writes. */
+static uint64_t operand_bound(const vd_net *net, const vd_plan *p) {
+    uint64_t bound = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        uint64_t m = 0;
+        for (int k = 0; k < p->n_intervals; k++) {
+            const vd_interval *iv = &p->intervals[k];
+            vd_tensor_kind kind = p->tensors[iv->tensor].kind;
+            if (kind != VD_T_ACT && kind != VD_T_INPUT && iv->first <= s && s <= iv->last) m += iv->bytes;
+        }
+        const vd_step *st = &p->steps[s];
+        if (st->kind == VD_STEP_FWD || st->kind == VD_STEP_BWD) {
+            int i = st->layer;
+            const vd_op_info *op = &vd_op_table[net->layers[i].op];
+            bool fwd = st->kind == VD_STEP_FWD;
+            int ts[VD_MAX_INPUTS + 1], n = 0;
+            if (fwd || op->bwd_needs_x)
+                for (int k = 0; k < net->layers[i].n_in; k++) ts[n++] = p->layers[i].in_t[k];
+            if (fwd || op->bwd_needs_y) ts[n++] = p->layers[i].y;
+            for (int a = 0; a < n; a++) {
+                bool dup = false;
+                for (int b = 0; b < a; b++) dup |= ts[b] == ts[a];
+                if (!dup) m += p->intervals[p->tensors[ts[a]].iv[0]].bytes;
+            }
+        }
+        if (m > bound) bound = m;
+    }
+    return bound;
+}
+
+int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *min_budget, vd_err *e) {
+    actx c;
+    int rc = ctx_init(&c, net, prof, opts, true, e);
+    if (rc) return rc;
+    /* Upper bound: the fallback candidates' own minimum budgets. */
+    uint64_t hi = UINT64_MAX, m = 0;
+    vd_plan_opts o = *opts;
+    o.budget = 0;
+    if (c.algo_free) {
+        o.policy = VD_POLICY_DYN;
+        if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
+        hi = m;
+    } else {
+        static const vd_policy pols[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
+        for (int k = 0; k < 3; k++) {
+            o.policy = pols[k];
+            o.algos = c.algos;
+            if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
+            if (m < hi) hi = m;
+        }
+    }
+    extreme_config(&c);
+    o = *opts;
+    o.policy = VD_POLICY_NONE;
+    o.disp = c.disp;
+    o.algos = c.algos;
+    if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
+    if (m < hi) hi = m;
+    /* Lower end: below the operand bound nothing fits. */
+    vd_plan P;
+    o = *opts;
+    o.policy = VD_POLICY_NONE;
+    o.budget = 0;
+    o.algos = c.algos;
+    o.disp = NULL;
+    {
+        int *a0 = malloc((size_t)c.L * sizeof *a0);
+        if (!a0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); goto out; }
+        memcpy(a0, c.algos, (size_t)c.L * sizeof *a0);
+        o.algos = a0;
+        rc = vdp_build_policy(net, prof, &o, &P, e);
+        free(a0);
+    }
+    if (rc) goto out;
+    uint64_t floor_b = operand_bound(net, &P);
+    if (P.persistent_bytes > floor_b) floor_b = P.persistent_bytes;
+    uint64_t lo = floor_b > VD_PLAN_ALIGN ? floor_b - VD_PLAN_ALIGN : 0;
+    vdp_plan_release(&P);
+    lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+    if (hi <= lo) { *min_budget = hi; goto out; }
+    o = *opts;
+    o.budget = hi;
+    rc = vdp_build_auto(net, prof, &o, true, &P, e);
+    if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
+    if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
+    if (rc) goto out;
+    while (hi - lo > VD_PLAN_ALIGN) {
+        uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
+        o.budget = mid;
+        vd_err te = {0};
+        rc = vdp_build_auto(net, prof, &o, true, &P, &te);
+        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
+        if (rc == VD_OK) hi = mid;
+        else if (rc == VD_EBUDGET) lo = mid;
+        else { *e = te; goto out; }
+        rc = VD_OK;
+    }
+    *min_budget = hi;
+out:
+    ctx_free(&c);
+    return rc;
+}

@@ -1,0 +1,175 @@
+/* session.c — backend, layer setup, profile, plan and executor for a run;
+ * see session.h. */
+#include <stdio.h>
+#include <string.h>
+#include "train/session.h"
+#include "backend/cuda/cuda_backend.h"
+
+void vd_session_opts_init(vd_session_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->backend = "auto";
+    o->math = VD_MATH_FP32;
+}
+
+/* One driver sample: *used = total - free. Returns false when unknown. */
+static bool mem_now(vd_session *s, uint64_t *used, uint64_t *free_b) {
+    if (!s->cuda || !s->be) return false;
+    uint64_t fr = 0, tot = 0;
+    vd_err e = {0};
+    if (vd_cuda_mem_info(s->be, &fr, &tot, &e) != VD_OK || tot < fr) return false;
+    s->mem.known = true;
+    s->mem.total = tot;
+    *used = tot - fr;
+    if (free_b) *free_b = fr;
+    return true;
+}
+
+void vd_session_mem_sample(vd_session *s) {
+    uint64_t used;
+    if (!mem_now(s, &used, NULL)) return;
+    s->mem.used_last = used;
+    if (s->mem.n_samples == 0 || used > s->mem.used_max) s->mem.used_max = used;
+    s->mem.n_samples++;
+}
+
+void vd_session_mem_reset(vd_session *s) {
+    s->mem.n_samples = 0;
+    s->mem.used_max = 0;
+    vd_session_mem_sample(s);
+}
+
+static int get_profile(vd_session *s, const vd_session_opts *o, vd_err *e) {
+    int rc;
+    double t0 = vd_now();
+    if (o->profile_path) {
+        rc = vd_profile_load(o->profile_path, s->net, s->batch, &s->prof, e);
+        snprintf(s->prof_how, sizeof s->prof_how, "loaded");
+    } else if (s->cuda && !o->analytic) {
+        rc = vd_profile_measure(s->be, s->net, s->batch, &s->prof, e);
+        if (rc) vd_err_prefix(e, "measuring the profile (--profile FILE or an analytic "
+                              "profile avoid it)");
+        snprintf(s->prof_how, sizeof s->prof_how, "measured");
+    } else {
+        rc = vd_profile_backend(s->net, s->batch, s->be, s->cuda ? &vd_device_h200 : &vd_device_cpu,
+                                &s->prof, e);
+        snprintf(s->prof_how, sizeof s->prof_how, "analytic");
+    }
+    s->prof_s = vd_now() - t0;
+    if (rc) {
+        memset(&s->prof, 0, sizeof s->prof);
+        return rc;
+    }
+    if (o->profile_out && (rc = vd_profile_save(o->profile_out, &s->prof, e))) {
+        vd_profile_free(&s->prof);
+        return rc;
+    }
+    return VD_OK;
+}
+
+int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_session_opts *o,
+                    vd_err *e) {
+    memset(s, 0, sizeof *s);
+    vd_session_opts def;
+    if (!o) {
+        vd_session_opts_init(&def);
+        o = &def;
+    }
+    if (batch < 1) return vd_errf(e, VD_EUSAGE, "batch size must be >= 1 (got %d)", batch);
+    const char *b = o->backend ? o->backend : "auto";
+    bool want_cuda;
+    if (strcmp(b, "auto") == 0) {
+        s->backend_auto = true;
+        want_cuda = vd_backend_cuda_available();
+        snprintf(s->backend_why, sizeof s->backend_why, "%s",
+                 want_cuda ? "a CUDA device is available" : "no CUDA device");
+    } else if (strcmp(b, "cuda") == 0) {
+        want_cuda = true;
+    } else if (strcmp(b, "cpu") == 0) {
+        want_cuda = false;
+    } else {
+        return vd_errf(e, VD_EUSAGE, "unknown backend '%s' (expected cpu | cuda | auto)", b);
+    }
+    s->net = net;
+    s->batch = batch;
+    s->math = o->math;
+    s->deterministic = o->deterministic;
+    int rc = want_cuda ? vd_backend_cuda_create(&s->be, o->device, e)
+                       : vd_backend_cpu_create(&s->be, e);
+    if (rc) {
+        s->be = NULL;
+        goto fail;
+    }
+    s->cuda = want_cuda;
+    uint64_t used, fr;
+    if (mem_now(s, &used, &fr)) s->mem.used_backend = used;
+    if ((rc = s->be->layer_setup(s->be, net, batch, o->math, o->deterministic, e))) goto fail;
+    if ((rc = get_profile(s, o, e))) goto fail;
+    if (mem_now(s, &used, &fr)) {
+        s->mem.used_setup = used;
+        s->mem.free_setup = fr;
+        s->mem.used_last = s->mem.used_max = used;
+        s->mem.n_samples = 1;
+    }
+    return VD_OK;
+fail:
+    if (s->be) s->be->destroy(s->be);
+    memset(s, 0, sizeof *s);
+    return rc;
+}
+
+void vd_session_close(vd_session *s) {
+    if (s->prof.layers) vd_profile_free(&s->prof);
+    if (s->be) s->be->destroy(s->be);
+    memset(s, 0, sizeof *s);
+}
+
+uint64_t vd_session_max_budget(const vd_session *s) {
+    if (!s->cuda || !s->mem.known) return UINT64_MAX;
+    return s->mem.free_setup > VD_SESSION_MARGIN ? s->mem.free_setup - VD_SESSION_MARGIN : 0;
+}
+
+uint64_t vd_session_default_budget(const vd_session *s) {
+    return s->cuda && s->mem.known ? vd_session_max_budget(s) : 0;
+}
+
+int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e) {
+    po->batch = s->batch;
+    int rc = vd_plan_build(s->net, &s->prof, po, plan, e);
+    if (rc) return rc;
+    uint64_t max = vd_session_max_budget(s);
+    if (plan->budget > max) {
+        char b1[32], b2[32], b3[32];
+        return vd_errf(e, VD_EBUDGET,
+                       "the budget %s is more than this device can give: %s free after setup "
+                       "minus a margin of %s leaves %s",
+                       vd_fmt_bytes(plan->budget, b1, sizeof b1),
+                       vd_fmt_bytes(s->mem.free_setup, b2, sizeof b2),
+                       vd_fmt_bytes(VD_SESSION_MARGIN, b3, sizeof b3),
+                       vd_fmt_bytes(max, (char[32]){0}, 32));
+    }
+    return VD_OK;
+}
+
+int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e) {
+    vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
+                        .layers_ready = true };
+    int rc = vd_exec_create(ex, s->net, plan, s->be, &eo, e);
+    vd_session_mem_sample(s);
+    return rc;
+}
+
+void vd_session_mem_check(vd_session *s, uint64_t budget, vd_session_mem_report *r) {
+    memset(r, 0, sizeof *r);
+    r->within = true;
+    r->budget = budget;
+    vd_session_mem_sample(s);
+    if (!s->mem.known) return;
+    r->known = true;
+    r->overhead = s->mem.used_setup;
+    r->used_max = s->mem.used_max;
+    r->used_end = s->mem.used_last;
+    r->n_samples = s->mem.n_samples;
+    r->limit = VD_ALIGN_UP(budget, VD_SESSION_GRANULE) + r->overhead;
+    r->within = r->used_max <= r->limit;
+    r->excess = r->within ? 0 : r->used_max - r->limit;
+}

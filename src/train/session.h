@@ -1,0 +1,146 @@
+/* session.h — the run setup shared by vdnn-train and vdnn-bench.
+ *
+ * A session is: a backend (cpu | cuda | auto), the layers set up on it for
+ * one net and batch (math mode, determinism), the profile the plans are made
+ * from, and the driver's view of the process's device memory. Plans and
+ * executors are made from it, one at a time or one after another (vdnn-bench
+ * makes one per sweep point from the same session and profile).
+ *
+ *     vd_session s;
+ *     vd_session_opts so;  vd_session_opts_init(&so);  so.backend = "auto"; ...
+ *     vd_session_open(&s, net, batch, &so, &e);        // backend, layer_setup, profile
+ *     vd_plan_opts po;     vd_plan_opts_init(&po);
+ *     po.policy = ...; po.budget = explicit ? b : vd_session_default_budget(&s);
+ *     vd_plan plan;        vd_session_plan(&s, &po, &plan, &e);
+ *     vd_exec *ex;         vd_session_exec(&s, &plan, false, &ex, &e);
+ *     ... train ...        vd_session_mem_sample(&s);  // now and then
+ *     vd_session_mem_report r; vd_session_mem_check(&s, plan.budget, &r);
+ *     vd_exec_destroy(&ex); vd_plan_free(&plan); vd_session_close(&s);
+ *
+ * Device memory (CUDA only; from cudaMemGetInfo, so "used" = total - free
+ * counts everything on the device, other processes' memory included on a
+ * shared GPU): the session samples it after the backend exists (CUDA context
+ * + cuDNN/cuBLAS handles), after the layers are set up and the profile is
+ * measured (the "overhead": everything outside the pool, before any pool
+ * exists), and whenever the caller asks. The process must stay within
+ * budget + overhead; vd_session_mem_check says whether it did. */
+#ifndef VD_SESSION_H
+#define VD_SESSION_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include "util/util.h"
+#include "net/net.h"
+#include "backend/backend.h"
+#include "plan/plan.h"
+#include "exec/exec.h"
+
+/* Safety margin kept free below the driver's free memory when the budget
+ * defaults to "all the device can give": room for what CUDA, cuDNN and
+ * cuBLAS may still allocate lazily, and for the pool's rounding to the
+ * allocation granularity. */
+#define VD_SESSION_MARGIN ((uint64_t)512 << 20)
+/* cudaMalloc rounds every allocation up to this granularity (2 MiB pages);
+ * the memory check allows the pool that much. */
+#define VD_SESSION_GRANULE ((uint64_t)2 << 20)
+
+typedef struct vd_session_opts {
+    const char *backend;        /* "cpu" | "cuda" | "auto" (NULL = "auto": cuda if
+                                   this build has it and a device is present) */
+    int device;                 /* CUDA device index */
+    vd_math math;               /* passed to layer_setup (and so to the profile) */
+    bool deterministic;         /* passed to layer_setup */
+    const char *profile_path;   /* non-NULL: load this profile (must match net/batch) */
+    bool analytic;              /* no profile_path: analytic profile from the
+                                   backend's algorithm options even on CUDA
+                                   (default: measured on CUDA, analytic on cpu) */
+    const char *profile_out;    /* non-NULL: save the profile used to this file */
+} vd_session_opts;
+void vd_session_opts_init(vd_session_opts *o);
+
+typedef struct vd_session_memory {
+    bool known;                 /* the driver was asked (CUDA backend) */
+    uint64_t total;             /* device memory, bytes */
+    uint64_t used_backend;      /* total - free after the backend was created:
+                                   CUDA context + cuDNN/cuBLAS handles */
+    uint64_t used_setup;        /* after layer_setup and profiling, before any pool:
+                                   the overhead outside the pool */
+    uint64_t free_setup;        /* free bytes at that point */
+    uint64_t used_last;         /* at the latest sample */
+    uint64_t used_max;          /* max over the samples since open / the last reset */
+    int n_samples;              /* samples taken since open / the last reset */
+} vd_session_memory;
+
+typedef struct vd_session {
+    const vd_net *net;          /* borrowed; must outlive the session */
+    int batch;
+    vd_backend *be;             /* owned */
+    bool cuda;                  /* be is the CUDA backend */
+    bool backend_auto;          /* chosen by "auto" */
+    char backend_why[64];       /* "a CUDA device is available" | "no CUDA device" */
+    vd_math math;
+    bool deterministic;
+    vd_profile prof;            /* owned */
+    char prof_how[32];          /* "loaded" | "measured" | "analytic" */
+    double prof_s;              /* seconds spent loading/measuring the profile */
+    vd_session_memory mem;
+} vd_session;
+
+/* Open a session for net (finalized, vd_schedule_inplace applied) at batch:
+ * create the backend, run layer_setup(net, batch, o->math, o->deterministic),
+ * get the profile (o->profile_path: load; else CUDA: vd_profile_measure
+ * unless o->analytic; else vd_profile_backend with vd_device_cpu, or with
+ * vd_device_h200 on CUDA when o->analytic), save it to o->profile_out, and
+ * sample device memory. o may be NULL (defaults). On failure *s holds
+ * nothing (vd_session_close on it is harmless). Errors: the backend's
+ * (VD_EUNSUPPORTED for cuda in a CPU-only build, VD_EDEVICE), the
+ * profile's (VD_EIO, VD_EDATA, VD_EDEVICE), VD_EUSAGE for a bad backend name. */
+int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_session_opts *o,
+                    vd_err *e);
+/* Free the profile and destroy the backend. Executors and plans made from
+ * the session must be destroyed first. Safe on a zeroed or closed session. */
+void vd_session_close(vd_session *s);
+
+/* The largest budget the device can give: CUDA: free memory after setup
+ * minus VD_SESSION_MARGIN (0 if less); cpu: UINT64_MAX (no limit). */
+uint64_t vd_session_max_budget(const vd_session *s);
+/* The budget to use when the user gave none: CUDA: vd_session_max_budget
+ * (all the device can give); cpu: 0 (the plan's own need). */
+uint64_t vd_session_default_budget(const vd_session *s);
+
+/* Build the plan for po (po->batch is set to the session's batch; every
+ * other field is the caller's, so new plan options flow through). Returns
+ * what vd_plan_build returns; in addition VD_EBUDGET (plan feasible but its
+ * pool larger than vd_session_max_budget, message says so). *plan is a
+ * valid plan the caller frees with vd_plan_free when the return is 0 or
+ * VD_EBUDGET, and zeroed otherwise. */
+int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e);
+
+/* Create the executor for plan (layers are already set up: layers_ready)
+ * and sample device memory afterwards. plan must outlive *ex. */
+int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e);
+
+/* Ask the driver for the process's device memory now (CUDA; no-op on cpu);
+ * updates used_last / used_max / n_samples. Never fails: a driver error
+ * leaves the numbers as they were. Does not synchronize the device. */
+void vd_session_mem_sample(vd_session *s);
+/* Start a new max: used_max = a fresh sample, n_samples = 1 (vdnn-bench,
+ * per sweep point). */
+void vd_session_mem_reset(vd_session *s);
+
+typedef struct vd_session_mem_report {
+    bool known;                 /* CUDA: the fields below are meaningful */
+    uint64_t budget;            /* the pool's bytes */
+    uint64_t overhead;          /* used_setup: context + handles + setup, before the pool */
+    uint64_t used_max;          /* max observed process usage */
+    uint64_t used_end;          /* usage at the last sample */
+    uint64_t limit;             /* round_up(budget, VD_SESSION_GRANULE) + overhead */
+    bool within;                /* used_max <= limit */
+    uint64_t excess;            /* used_max - limit when !within, else 0 */
+    int n_samples;
+} vd_session_mem_report;
+/* Compare the observed usage with budget + overhead (takes one more sample
+ * first). On cpu, r->known is false and r->within true. */
+void vd_session_mem_check(vd_session *s, uint64_t budget, vd_session_mem_report *r);
+
+#endif

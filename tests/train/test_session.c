@@ -1,0 +1,223 @@
+/* test_session.c — train/session.h on the CPU backend: backend choice,
+ * profile (analytic, saved, reloaded, mismatched), budgets, plan, executor,
+ * and the device-memory arithmetic (fed by hand: no GPU here). */
+#include "tutil.h"
+#include <math.h>
+#include "vd_config.h"
+#include "backend/backend.h"
+#include "plan/plan.h"
+#include "exec/exec.h"
+#include "train/session.h"
+
+enum { B = 4 };
+
+static void open_cpu(vd_session *s, vd_net *net, vd_session_opts *so) {
+    vd_err e;
+    int rc = vd_session_open(s, net, B, so, &e);
+    ck_assert_msg(rc == 0, "vd_session_open: %s", e.msg);
+}
+
+START_TEST(cpu_session_plans_and_trains) {
+    vd_net net;
+    tu_tiny_net(&net, 1, 8, 8, 3, true, B);
+    vd_schedule_inplace(&net);
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = "cpu";
+    vd_session s;
+    open_cpu(&s, &net, &so);
+    ck_assert(!s.cuda && !s.backend_auto);
+    ck_assert_str_eq(s.be->name, "cpu");
+    ck_assert_str_eq(s.prof_how, "analytic");
+    ck_assert_int_eq(s.prof.n_layers, net.n_layers);
+    ck_assert_int_eq(s.prof.batch, B);
+    ck_assert(!s.mem.known);
+    ck_assert_uint_eq(vd_session_default_budget(&s), 0);
+    ck_assert_uint_eq(vd_session_max_budget(&s), UINT64_MAX);
+
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.policy = VD_POLICY_ALL;
+    po.batch = 999;                           /* the session's batch wins */
+    vd_plan plan;
+    vd_err e;
+    ck_assert_msg(vd_session_plan(&s, &po, &plan, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(plan.batch, B);
+    ck_assert(plan.feasible);
+    ck_assert_uint_eq(plan.budget, plan.hwm);   /* budget 0: exactly the need */
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_session_exec(&s, &plan, true, &ex, &e) == 0, "%s", e.msg);
+    float *p = malloc((size_t)net.param_floats * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    vd_net_init_params(&net, p, 1);
+    ck_assert_msg(vd_exec_set_state(ex, p, NULL, 0, &e) == 0, "%s", e.msg);
+    float *x = vd_exec_input_x(ex);
+    for (int i = 0; i < B * 64; i++) x[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    for (int i = 0; i < B; i++) vd_exec_input_labels(ex)[i] = i % 3;
+    float loss = 0;
+    ck_assert_msg(vd_exec_train_step(ex, 0.01f, 0, &loss, &e) == 0, "%s", e.msg);
+    ck_assert(isfinite(loss));
+    /* the loss of a fresh 3-class net starts near ln 3 */
+    ck_assert_msg(fabsf(loss - logf(3.0f)) < 0.5f, "loss %g", (double)loss);
+    vd_exec_stats st;
+    vd_exec_get_stats(ex, &st);
+    ck_assert_uint_eq(st.pool_hwm, plan.hwm);
+    ck_assert_uint_gt(st.offload_bytes_iter, 0);
+    vd_session_mem_report r;
+    vd_session_mem_check(&s, plan.budget, &r);
+    ck_assert(!r.known && r.within);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+
+    /* a budget nothing fits in: VD_EBUDGET with a valid infeasible plan */
+    po.budget = 1024;
+    ck_assert_int_eq(vd_session_plan(&s, &po, &plan, &e), VD_EBUDGET);
+    ck_assert(!plan.feasible);
+    vd_plan_free(&plan);
+    free(p);
+    vd_session_close(&s);
+    ck_assert_ptr_null(s.be);
+    vd_session_close(&s);                     /* twice is harmless */
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(backend_choice) {
+    vd_net net;
+    tu_tiny_net(&net, 1, 8, 8, 3, false, B);
+    vd_session s;
+    vd_err e;
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = "gpu";
+    ck_assert_int_eq(vd_session_open(&s, &net, B, &so, &e), VD_EUSAGE);
+    ck_assert_msg(strstr(e.msg, "gpu"), "%s", e.msg);
+    ck_assert_ptr_null(s.be);
+    vd_session_close(&s);
+    if (!vd_backend_cuda_available()) {
+        so.backend = "auto";
+        open_cpu(&s, &net, &so);
+        ck_assert(s.backend_auto && !s.cuda);
+        ck_assert_str_eq(s.be->name, "cpu");
+        ck_assert_str_eq(s.backend_why, "no CUDA device");
+        vd_session_close(&s);
+        open_cpu(&s, &net, NULL);             /* NULL opts = auto */
+        ck_assert(s.backend_auto);
+        vd_session_close(&s);
+        so.backend = "cuda";
+        int rc = vd_session_open(&s, &net, B, &so, &e);
+        ck_assert_int_eq(rc, VD_HAVE_CUDA ? VD_EDEVICE : VD_EUNSUPPORTED);
+        ck_assert_ptr_null(s.be);
+    }
+    ck_assert_int_eq(vd_session_open(&s, &net, 0, NULL, &e), VD_EUSAGE);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(profile_saved_and_loaded) {
+    vd_net net;
+    tu_tiny_net(&net, 1, 8, 8, 3, true, B);
+    char *d = tu_tmpdir(), path[1100];
+    snprintf(path, sizeof path, "%s/prof.json", d);
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = "cpu";
+    so.profile_out = path;
+    vd_session a, b;
+    open_cpu(&a, &net, &so);
+    so.profile_out = NULL;
+    so.profile_path = path;
+    open_cpu(&b, &net, &so);
+    ck_assert_str_eq(b.prof_how, "loaded");
+    ck_assert_int_eq(b.prof.n_layers, a.prof.n_layers);
+    for (int i = 0; i < a.prof.n_layers; i++) {
+        ck_assert_str_eq(b.prof.layers[i].name, a.prof.layers[i].name);
+        ck_assert_int_eq(b.prof.layers[i].n_algos, a.prof.layers[i].n_algos);
+        for (int k = 0; k < a.prof.layers[i].n_algos; k++) {
+            double x = a.prof.layers[i].algos[k].fwd_s, y = b.prof.layers[i].algos[k].fwd_s;
+            /* the JSON keeps at least 6 significant digits */
+            ck_assert_msg(fabs(x - y) <= 1e-6 * fabs(x) + 1e-15, "layer %d algo %d: %g vs %g", i,
+                          k, x, y);
+            ck_assert_uint_eq(b.prof.layers[i].algos[k].workspace,
+                              a.prof.layers[i].algos[k].workspace);
+        }
+    }
+    vd_session_close(&a);
+    vd_session_close(&b);
+    /* the same file at another batch: VD_EDATA, nothing held */
+    vd_err e;
+    ck_assert_int_eq(vd_session_open(&b, &net, B + 1, &so, &e), VD_EDATA);
+    ck_assert_ptr_null(b.be);
+    /* a missing file: VD_EIO */
+    snprintf(path, sizeof path, "%s/none.json", d);
+    ck_assert_int_eq(vd_session_open(&b, &net, B, &so, &e), VD_EIO);
+    tu_rmrf(d);
+    free(d);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* The memory arithmetic, fed by hand (as if the driver had answered). */
+START_TEST(memory_limits) {
+    vd_net net;
+    tu_tiny_net(&net, 1, 8, 8, 3, false, B);
+    vd_session s;
+    open_cpu(&s, &net, NULL);
+    const uint64_t MiB = 1u << 20, GiB = 1u << 30;
+    s.cuda = true;                            /* samples still fail: cpu backend */
+    s.mem.known = true;
+    s.mem.free_setup = 10 * GiB;
+    ck_assert_uint_eq(vd_session_max_budget(&s), 10 * GiB - VD_SESSION_MARGIN);
+    ck_assert_uint_eq(vd_session_default_budget(&s), 10 * GiB - VD_SESSION_MARGIN);
+    s.mem.free_setup = 100 * MiB;             /* less than the margin */
+    ck_assert_uint_eq(vd_session_max_budget(&s), 0);
+
+    s.mem.used_setup = 300 * MiB;
+    uint64_t budget = GiB + 1;                /* rounds up to 1 GiB + 2 MiB */
+    uint64_t limit = GiB + 2 * MiB + 300 * MiB;
+    s.mem.used_max = limit;
+    s.mem.used_last = limit - 5;
+    s.mem.n_samples = 3;
+    vd_session_mem_report r;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert(r.known && r.within);
+    ck_assert_uint_eq(r.limit, limit);
+    ck_assert_uint_eq(r.overhead, 300 * MiB);
+    ck_assert_uint_eq(r.used_end, limit - 5);
+    ck_assert_uint_eq(r.excess, 0);
+    ck_assert_int_eq(r.n_samples, 3);
+    s.mem.used_max = limit + 7;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert(!r.within);
+    ck_assert_uint_eq(r.excess, 7);
+
+    /* vd_session_plan refuses a pool larger than the device can give */
+    s.mem.free_setup = VD_SESSION_MARGIN + 4096;
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.budget = 1 * MiB;
+    vd_plan plan;
+    vd_err e;
+    ck_assert_int_eq(vd_session_plan(&s, &po, &plan, &e), VD_EBUDGET);
+    ck_assert_msg(strstr(e.msg, "more than this device can give"), "%s", e.msg);
+    vd_plan_free(&plan);
+    s.cuda = false;
+    vd_session_close(&s);
+    vd_net_free(&net);
+}
+END_TEST
+
+int main(void) {
+    Suite *su = suite_create("session");
+    TCase *t = tcase_create("session");
+    tcase_add_test(t, cpu_session_plans_and_trains);
+    tcase_add_test(t, backend_choice);
+    tcase_add_test(t, profile_saved_and_loaded);
+    tcase_add_test(t, memory_limits);
+    suite_add_tcase(su, t);
+    SRunner *r = srunner_create(su);
+    srunner_run_all(r, CK_NORMAL);
+    int nf = srunner_ntests_failed(r);
+    srunner_free(r);
+    return nf ? 1 : 0;
+}
