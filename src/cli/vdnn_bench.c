@@ -22,7 +22,7 @@
 #include "train/session.h"
 
 static const char *const PROG = "vdnn-bench";
-static const char *const DEFAULT_POLICIES = "none,all,conv,dyn";
+static const char *const DEFAULT_POLICIES = "none,all,conv,dyn,auto";
 enum { MAX_BUDGETS = 256, DEFAULT_STEPS = 5 };
 
 static void usage(FILE *f) {

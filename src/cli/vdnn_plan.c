@@ -23,14 +23,17 @@ static void usage(FILE *f) {
         "usage: vdnn-plan NET.yaml [options]\n"
         "\n"
         "Plan vDNN memory management for a net: which feature maps to offload to\n"
-        "host memory, when to prefetch them back, where every tensor lives in the\n"
-        "device pool, and the predicted iteration time.\n"
+        "host memory (and when to prefetch them back) or to recompute in the\n"
+        "backward pass, where every tensor lives in the device pool, and the\n"
+        "predicted iteration time.\n"
         "\n"
         "options:\n"
         "  --batch B            batch size (default: the spec's train.batch)\n"
         "  --budget SIZE        device memory budget, e.g. 12G, 512M (default: the\n"
         "                       device's memory for h200, the plan's own peak for cpu)\n"
-        "  --policy P           none | all | conv | dyn (default none)\n"
+        "  --policy P           none | all | conv | dyn (the paper's) | auto (ours:\n"
+        "                       per tensor keep/offload/recompute, searched with the\n"
+        "                       simulator); default auto with --budget, else none\n"
         "  --prefetch M         auto (ours, from the profile) | paper (default auto)\n"
         "  --profile FILE       measured/edited profile (JSON, see vdnn-plan(1))\n"
         "  --device D           analytic profile for h200 | cpu (default h200)\n"
@@ -76,6 +79,7 @@ int main(int argc, char **argv) {
     uint64_t budget = 0;
     bool have_budget = false, json = false, want_min = false, want_summary = false;
     vd_policy policy = VD_POLICY_NONE;
+    bool have_policy = false;
     vd_prefetch prefetch = VD_PREFETCH_AUTO;
     const char *profile_path = NULL, *device = NULL, *trace_path = NULL, *save_prof = NULL;
     opterr = 0;
@@ -93,6 +97,7 @@ int main(int argc, char **argv) {
             break;
         case O_POLICY:
             if (vd_policy_parse(optarg, &policy, &e)) return vd_cli_fail(PROG, &e);
+            have_policy = true;
             break;
         case O_PREFETCH:
             if (vd_prefetch_parse(optarg, &prefetch, &e)) return vd_cli_fail(PROG, &e);
@@ -154,6 +159,7 @@ int main(int argc, char **argv) {
     if (rc) { vd_net_free(&net); return vd_cli_fail(PROG, &e); }
     if (save_prof && (rc = vd_profile_save(save_prof, &prof, &e))) goto fail;
     if (!have_budget) budget = prof.dev.mem_bytes;   /* 0 = the plan's own peak */
+    if (!have_policy && have_budget) policy = VD_POLICY_AUTO;
 
     vd_plan_opts o;
     vd_plan_opts_init(&o);

@@ -63,7 +63,7 @@ static void usage(FILE *f) {
 "  --budget SIZE        device memory pool, e.g. 12G, 512M (default: cuda: all the\n"
 "                       device can give = free memory after setup - 512 MiB;\n"
 "                       cpu: what the plan needs)\n"
-"  --policy P           %s (default: none)\n"
+"  --policy P           %s (default: auto =\n                       none when the net fits, else the fastest plan)\n"
 "  --prefetch P         auto | paper (when prefetches are issued; default auto)\n"
 "  --profile FILE       plan with this profile (JSON, see vdnn-plan(1)) instead of\n"
 "                       measuring one (cuda measures each layer's algorithms and\n"
@@ -118,7 +118,7 @@ static const vd_cli_flag FLAGS[] = {
 static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     memset(o, 0, sizeof *o);
     o->backend = "auto";
-    o->policy = VD_POLICY_NONE;
+    o->policy = VD_POLICY_AUTO; /* none when it fits, else the fastest plan that does */
     o->prefetch = VD_PREFETCH_AUTO;
     o->math = "fp32";
     for (int i = 1; i < argc; i++) {

@@ -34,7 +34,6 @@
  * feasibility-only mode, which stops at the first fitting plan: a budget fits
  * in that mode exactly when the full search finds a fitting plan). */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
@@ -266,8 +265,6 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
 
 /* ---- phases ------------------------------------------------------------- */
 
-static void debug_dump(const actx *c, const vd_plan *P);
-
 /* Greedy until *P fits (or no move helps). *P is the plan of the current
  * configuration and stays so. */
 static int greedy(actx *c, vd_plan *P, vd_err *e) {
@@ -277,7 +274,7 @@ static int greedy(actx *c, vd_plan *P, vd_err *e) {
         double eps = 1e-4 * (P->sim.iter_s > 0 ? P->sim.iter_s : 1e-3);
         int nb = 0;
         int n = propose(c, P, &nb);
-        if (n == 0) { debug_dump(c, P); break; }
+        if (n == 0) break;
         int best = -1;
         vd_plan bestQ;
         memset(&bestQ, 0, sizeof bestQ);
@@ -286,7 +283,6 @@ static int greedy(actx *c, vd_plan *P, vd_err *e) {
             move *m = &c->mv[i];
             /* a new batch only when the evaluated ones did not help */
             if (i > 0 && m->batch != c->mv[i - 1].batch && best >= 0) break;
-            if (getenv("VD_AUTO_MAXB") && m->batch >= atoi(getenv("VD_AUTO_MAXB"))) break;
             n_eval = i + 1;
             int old;
             apply(c, m, &old);
@@ -303,7 +299,6 @@ static int greedy(actx *c, vd_plan *P, vd_err *e) {
             m->gain = ex0 - ex1;
             m->dt = Q.sim.iter_s - P->sim.iter_s;
             m->score = m->gain > 0 ? m->gain / (m->dt > eps ? m->dt : eps) : -1.0;
-            if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "round %d ex %.3g: %s key %d -> %d est %.3g gain %.3g dt %.3g ms feasible %d hwm %.3f G\n", round, ex0, m->kind == MV_ALGO ? "algo" : "disp", m->key, m->val, m->est, m->gain, m->dt * 1e3, Q.feasible, Q.hwm / 1073741824.0);
             if (m->score > 0 && (best < 0 || m->score > c->mv[best].score)) {
                 if (best >= 0) vdp_plan_release(&bestQ);
                 bestQ = Q;
@@ -314,7 +309,7 @@ static int greedy(actx *c, vd_plan *P, vd_err *e) {
         }
         for (int i = n_eval; i < n; i++) c->mv[i].score = -1.0;   /* not evaluated */
         if (done(c)) { if (best >= 0) vdp_plan_release(&bestQ); break; }
-        if (best < 0) { debug_dump(c, P); break; }
+        if (best < 0) break;
         int old;
         apply(c, &c->mv[best], &old);
         vdp_plan_release(P);
@@ -351,32 +346,23 @@ static int greedy(actx *c, vd_plan *P, vd_err *e) {
     return VD_OK;
 }
 
-static void debug_dump(const actx *c, const vd_plan *P) {
-    if (!getenv("VD_AUTO_DEBUG")) return;
-    int w = 0;
-    for (int s = 0; s < P->n_steps; s++) if (P->steps[s].mem_top > P->steps[w].mem_top) w = s;
-    fprintf(stderr, "STUCK: worst step %d top %.3f G live %.3f G\n", w, P->steps[w].mem_top / 1073741824.0, P->steps[w].mem_in_use / 1073741824.0);
-    for (int s = 0; s < P->n_steps; s++) if (P->steps[s].mem_top > c->B) fprintf(stderr, " over step %d top %.3f live %.3f\n", s, P->steps[s].mem_top / 1073741824.0, P->steps[s].mem_in_use / 1073741824.0);
-    for (int k = 0; k < P->n_intervals; k++) {
-        const vd_interval *iv = &P->intervals[k];
-        if (iv->first <= w && w <= iv->last) {
-            const vd_tensor *T = &P->tensors[iv->tensor];
-            fprintf(stderr, "  %-30s %8.1f MB [%d,%d] off %d rc %d fl %d bf %d\n", T->name, iv->bytes / 1048576.0, iv->first, iv->last, T->offload, T->recompute, T->fwd_last, T->bwd_first);
-        }
-    }
-}
-
 /* Try the alternatives of every decision of a fitting *P; keep faster ones. */
 static int refine(actx *c, vd_plan *P, vd_err *e) {
-    int max_pass = getenv("VD_AUTO_PASSES") ? atoi(getenv("VD_AUTO_PASSES")) : 3;
-    for (int pass = 0; pass < max_pass; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         bool improved = false;
         for (int k = 0; k <= c->L; k++) {
-            if (c->fixed[k] || tensor_of(c, P, k) < 0) continue;
+            int t = c->fixed[k] ? -1 : tensor_of(c, P, k);
+            if (t < 0) continue;
+            /* steps it could be absent (offload needs two, recompute one) */
+            const vd_tensor *T = &P->tensors[t];
+            int gap = T->bwd_first >= 0 && T->fwd_last >= 0 ? T->bwd_first - T->fwd_last - 1 : 0;
+            if (gap < 1 && c->disp[k] == VD_DISP_KEEP) continue;
             static const vd_disp alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
             for (int q = 0; q < 3; q++) {
                 vd_disp cur = c->disp[k];
-                if (alts[q] == cur || (alts[q] == VD_DISP_RECOMPUTE && !c->can_rc[k])) continue;
+                if (alts[q] == cur || (alts[q] == VD_DISP_RECOMPUTE && !c->can_rc[k]) ||
+                    (alts[q] == VD_DISP_OFFLOAD && gap < 2))
+                    continue;
                 c->disp[k] = alts[q];
                 vd_plan Q;
                 vd_err te = {0};
@@ -562,11 +548,9 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
         if (rc != VD_OK && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
     }
     if (P.feasible && !done(&c)) {
-        if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "GREEDY: iter %.3f ms evals %d\n", P.sim.iter_s * 1e3, c.evals);
         rc = refine(&c, &P, e);
         if (rc) { vdp_plan_release(&P); ctx_free(&c); return rc; }
     }
-    if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "SEARCH: feasible %d iter %.3f ms hwm %.3f G evals %d\n", P.feasible, P.sim.iter_s * 1e3, P.hwm / 1073741824.0, c.evals);
     take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
     if (!done(&c)) {
         rc = paper_candidates(&c, opts, &best, &rc_best, e);
@@ -590,7 +574,6 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
         if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(&best); ctx_free(&c); *e = te; return rc; }
         take_better(&best, &rc_best, &X, rc);
     }
-    if (getenv("VD_AUTO_DEBUG")) fprintf(stderr, "AUTO B=%.4f G feas_only %d -> %d evals %d\n", c.B / 1073741824.0, c.feas_only, rc_best, c.evals);
     best.policy = VD_POLICY_AUTO;
     *out = best;
     ctx_free(&c);

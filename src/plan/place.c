@@ -16,15 +16,24 @@ static int cmp_okey(const void *a, const void *b) {
     return x->idx - y->idx;
 }
 
-static bool overlap_time(const vd_interval *a, const vd_interval *b) {
-    return a->first <= b->last && b->first <= a->last;
+/* Place in the given order. off[] receives offsets; returns hwm. Placed
+ * intervals are kept sorted by offset in compact parallel arrays
+ * (pf/pl: first/last step, po/pe: offset/end), so each placement is one scan:
+ * the lowest gap among time-overlapping intervals. */
+typedef struct placed { int *pf, *pl; uint64_t *po, *pe; } placed;
+
+static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uint64_t end) {
+    int k = m;
+    while (k > 0 && P->po[k - 1] > o) k--;
+    memmove(P->pf + k + 1, P->pf + k, (size_t)(m - k) * sizeof *P->pf);
+    memmove(P->pl + k + 1, P->pl + k, (size_t)(m - k) * sizeof *P->pl);
+    memmove(P->po + k + 1, P->po + k, (size_t)(m - k) * sizeof *P->po);
+    memmove(P->pe + k + 1, P->pe + k, (size_t)(m - k) * sizeof *P->pe);
+    P->pf[k] = first; P->pl[k] = last; P->po[k] = o; P->pe[k] = end;
 }
 
-/* Place in the given order. off[] receives offsets; returns hwm. Placed
- * intervals are kept in an array sorted by offset (sorted[0..m)), so each
- * placement is one scan: the lowest gap among time-overlapping intervals. */
 static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const okey *order,
-                            uint64_t *off, bool *done, int *sorted) {
+                            uint64_t *off, bool *done, placed *P) {
     uint64_t hwm = 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -32,39 +41,39 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         if (done[i]) {
             off[i] = iv[i].offset;
             if (off[i] + iv[i].bytes > hwm) hwm = off[i] + iv[i].bytes;
-            int k = m++;
-            while (k > 0 && off[sorted[k - 1]] > off[i]) { sorted[k] = sorted[k - 1]; k--; }
-            sorted[k] = i;
+            placed_insert(P, m++, iv[i].first, iv[i].last, off[i], off[i] + iv[i].bytes);
         }
     }
     for (int oi = 0; oi < n; oi++) {
         int i = order[oi].idx;
         if (done[i]) continue;
-        uint64_t cand = 0;
+        uint64_t cand = 0, bytes = iv[i].bytes;
+        int f = iv[i].first, l = iv[i].last;
         for (int k = 0; k < m; k++) {
-            int j = sorted[k];
-            if (!overlap_time(&iv[i], &iv[j])) continue;
-            if (cand + iv[i].bytes <= off[j]) break;
-            if (off[j] + iv[j].bytes > cand) cand = off[j] + iv[j].bytes;
+            if (P->pf[k] > l || f > P->pl[k]) continue;      /* not overlapping in time */
+            if (cand + bytes <= P->po[k]) break;
+            if (P->pe[k] > cand) cand = P->pe[k];
         }
         off[i] = cand;
         done[i] = true;
-        if (cand + iv[i].bytes > hwm) hwm = cand + iv[i].bytes;
-        int k = m++;
-        while (k > 0 && off[sorted[k - 1]] > cand) { sorted[k] = sorted[k - 1]; k--; }
-        sorted[k] = i;
+        if (cand + bytes > hwm) hwm = cand + bytes;
+        placed_insert(P, m++, f, l, cand, cand + bytes);
     }
     return hwm;
 }
 
-int vdp_place(vd_interval *iv, int n, const bool *pinned, uint64_t *hwm, vd_err *e) {
+int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e) {
     okey *order = malloc((size_t)(n ? n : 1) * sizeof *order);
     uint64_t *off = malloc((size_t)(n ? n : 1) * sizeof *off);
     uint64_t *best = malloc((size_t)(n ? n : 1) * sizeof *best);
     bool *done = malloc((size_t)(n ? n : 1) * sizeof *done);
-    int *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
-    if (!order || !off || !best || !done || !tmp) {
-        free(order); free(off); free(best); free(done); free(tmp);
+    size_t nn = (size_t)(n ? n : 1);
+    placed P = {malloc(nn * sizeof(int)), malloc(nn * sizeof(int)), malloc(nn * sizeof(uint64_t)),
+                malloc(nn * sizeof(uint64_t))};
+    bool pok = P.pf && P.pl && P.po && P.pe;
+    if (!order || !off || !best || !done || !pok) {
+        free(order); free(off); free(best); free(done);
+        free(P.pf); free(P.pl); free(P.po); free(P.pe);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
     }
     uint64_t best_hwm = UINT64_MAX;
@@ -110,12 +119,13 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, uint64_t *hwm, vd_err 
             }
         }
         qsort(order, (size_t)n, sizeof *order, cmp_okey);
-        uint64_t h = place_order(iv, n, pinned, order, off, done, tmp);
+        uint64_t h = place_order(iv, n, pinned, order, off, done, &P);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
-        if (best_hwm <= bound) break;
+        if (best_hwm <= bound || quick) break;
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
-    free(order); free(off); free(best); free(done); free(tmp);
+    free(order); free(off); free(best); free(done);
+    free(P.pf); free(P.pl); free(P.po); free(P.pe);
     return VD_OK;
 }

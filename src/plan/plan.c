@@ -805,8 +805,10 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, const vd_plan *pin,
                        vd_plan *out, vd_err *e) {
+    /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
     bool disp_offload = false;
-    for (int i = 0; opts->disp && i <= net->n_layers; i++) disp_offload |= opts->disp[i] == VD_DISP_OFFLOAD;
+    for (int i = 0; opts->disp && i <= net->n_layers; i++)
+        disp_offload |= opts->disp[i] == VD_DISP_OFFLOAD || opts->disp[i] == VD_DISP_RECOMPUTE;
     bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
     if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
         return build_mode(net, prof, opts, offload_pol, algos, pin,
@@ -954,8 +956,9 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
                 p->tensors[t].release_step = saved_r[t];
                 p->tensors[t].offload = p->tensors[t].release_step >= 0;
             }
+        bool fits_cap = true;
         if (any_offload) {
-            fit_memory(&B, cap, mem);
+            fits_cap = fit_memory(&B, cap, mem);
             /* An offload whose prefetch is issued when its region is released
              * saves nothing: keep the tensor resident instead (same memory,
              * no copies). */
@@ -981,9 +984,13 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
                 pinned[T->iv[0]] = true;
             }
         }
-        rc = vdp_place(p->intervals, p->n_intervals, pinned, &hwm, e);
+        /* live bytes over the budget: infeasible whatever the placement */
+        rc = vdp_place(p->intervals, p->n_intervals, pinned, budget && !fits_cap && cap == budget,
+                       &hwm, e);
         if (rc) goto done;
         if (!budget || hwm <= budget) break;
+        /* the live bytes alone exceed the budget: no tighter cap can help */
+        if (!fits_cap && cap == budget) break;
         uint64_t over = hwm - budget;
         uint64_t live = 0;
         mem_per_step(p, mem);

@@ -9,8 +9,9 @@
 /* Assign offsets to intervals iv[0..n-1]: intervals overlapping in time get
  * disjoint [offset, offset+bytes). Intervals with pinned[i] true keep their
  * offset. Tries several orderings (first-fit decreasing by size, by start,
- * by size*duration) and keeps the lowest high-water mark. *hwm = max end. */
-int vdp_place(vd_interval *iv, int n, const bool *pinned, uint64_t *hwm, vd_err *e);
+ * by size*duration) and keeps the lowest high-water mark; quick: the first
+ * ordering only (for plans that cannot fit anyway). *hwm = max end. */
+int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e);
 
 /* Simulator core. ignore_waits: compute does not wait on copies (gives the
  * stall-free step times that the prefetch scheduler starts from).

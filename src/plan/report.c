@@ -42,10 +42,15 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
     fprintf(f, "plan for %s, batch %d: policy %s", p->net, p->batch, vd_policy_name(p->policy));
     if (p->policy == VD_POLICY_DYN)
         fprintf(f, " (chose offload %s)", vd_policy_name(p->offload_policy));
-    if (p->policy == VD_POLICY_AUTO)
-        fprintf(f, " (%s)", p->offload_policy == VD_POLICY_AUTO ? "per-tensor keep/offload/recompute"
-                            : p->offload_policy == VD_POLICY_NONE ? "nothing moved"
-                            : "fallback: paper's dyn");
+    if (p->policy == VD_POLICY_AUTO) {
+        if (p->offload_policy != VD_POLICY_AUTO)
+            fprintf(f, " (its search lost to the paper's policies: offload %s)",
+                    vd_policy_name(p->offload_policy));
+        else if (n_offloaded(p) || p->n_recomputed)
+            fprintf(f, " (per tensor: %d offloaded, %d recomputed)", n_offloaded(p), p->n_recomputed);
+        else
+            fprintf(f, " (nothing moved)");
+    }
     fprintf(f, ", prefetch %s%s\n\n", vd_prefetch_name(p->prefetch),
             p->forward_only ? ", forward only" : "");
     fprintf(f, "%4s  %-28s %-10s %11s %11s %9s %9s %9s  %s\n", "step", "op", "algo", "in use",

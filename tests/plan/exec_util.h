@@ -9,6 +9,13 @@
 #include "exec/exec.h"
 #include "plan/plan.h"
 
+/* A device whose link is slow next to its compute (the regime where
+ * recomputing beats copying, even for the small nets of these tests). */
+static const vd_device_params slow_link = {
+    .name = "slow-link", .peak_flops = 60e12, .mem_bw = 4.8e12,
+    .d2h_bw = 1e8, .h2d_bw = 1e8, .both_bw = 1.8e8, .launch_s = 5e-6, .mem_bytes = 0,
+};
+
 typedef struct run_cfg {
     vd_policy policy;
     vd_prefetch prefetch;
@@ -17,6 +24,8 @@ typedef struct run_cfg {
     bool poison;
     int fault;
     int fixed_algo;         /* -1 = policy's choice */
+    const vd_disp *disp;    /* optional per-tensor dispositions (vd_plan_opts.disp) */
+    const vd_device_params *dev; /* timing model of the profile (NULL: cpu) */
 } run_cfg;
 
 typedef struct run_out {
@@ -27,6 +36,7 @@ typedef struct run_out {
     vd_exec_stats st;
     uint64_t plan_peak, plan_hwm, plan_budget, plan_offload, plan_prefetch;
     int n_offloaded;
+    int n_recomputed, n_recompute_ops;
     int eval_correct;
     float eval_loss;
 } run_out;
@@ -50,7 +60,7 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     ck_assert_msg(rc == 0, "cpu backend: %s", e.msg);
     rc = be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e);
     ck_assert_msg(rc == 0, "layer_setup: %s", e.msg);
-    rc = vd_profile_backend(net, batch, be, &vd_device_cpu, &prof, &e);
+    rc = vd_profile_backend(net, batch, be, c->dev ? c->dev : &vd_device_cpu, &prof, &e);
     ck_assert_msg(rc == 0, "profile: %s", e.msg);
     vd_plan_opts po;
     vd_plan_opts_init(&po);
@@ -59,6 +69,7 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     po.prefetch = c->prefetch;
     po.budget = c->budget;
     po.fixed_algo = c->fixed_algo;
+    po.disp = c->disp;
     rc = vd_plan_build(net, &prof, &po, &plan, &e);
     if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); goto out; }
     o->plan_peak = plan.live_peak;
@@ -67,6 +78,8 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     o->plan_offload = plan.offload_bytes;
     o->plan_prefetch = plan.prefetch_bytes;
     for (int t = 0; t < plan.n_tensors; t++) o->n_offloaded += plan.tensors[t].offload;
+    o->n_recomputed = plan.n_recomputed;
+    o->n_recompute_ops = plan.n_recompute_ops;
     vd_exec_opts eo = {0};
     eo.poison = c->poison;
     eo.fault = c->fault;

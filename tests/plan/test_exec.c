@@ -1,5 +1,6 @@
 /* test_exec.c — the executor on the CPU backend: end-to-end training,
- * byte identity across policies, fault injection, measured vs planned memory. */
+ * byte identity across policies (recomputation included), fault injection,
+ * measured vs planned memory. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +26,17 @@ START_TEST(test_lenet_none_trains) {
 }
 END_TEST
 
-/* Minimum budget of policy pol for net at batch (CPU backend algorithms). */
-static uint64_t min_budget(const vd_net *net, int batch, vd_policy pol, int fixed_algo) {
+/* Minimum budget of policy pol for net at batch (CPU backend algorithms,
+ * timed with dev's model; NULL: cpu). */
+static uint64_t min_budget_dev(const vd_net *net, int batch, vd_policy pol, int fixed_algo,
+                               const vd_device_params *dev) {
     vd_err e = {0};
     vd_backend *be = NULL;
     ck_assert(vd_backend_cpu_create(&be, &e) == 0);
     ck_assert(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0);
     vd_profile prof;
-    ck_assert_msg(vd_profile_backend(net, batch, be, &vd_device_cpu, &prof, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, batch, be, dev ? dev : &vd_device_cpu, &prof, &e) == 0,
+                  "%s", e.msg);
     vd_plan_opts o;
     vd_plan_opts_init(&o);
     o.batch = batch;
@@ -45,8 +49,13 @@ static uint64_t min_budget(const vd_net *net, int batch, vd_policy pol, int fixe
     return mb;
 }
 
-/* Offloading changes where bytes live, not what is computed. */
-static void identity_case(vd_net *net, int batch, int iters) {
+static uint64_t min_budget(const vd_net *net, int batch, vd_policy pol, int fixed_algo) {
+    return min_budget_dev(net, batch, pol, fixed_algo, NULL);
+}
+
+/* Offloading and recomputing change where and when bytes live, not what is
+ * computed. Returns how many tensors auto (slow link) recomputed. */
+static int identity_case(vd_net *net, int batch, int iters) {
     /* Same algorithms for every policy (dyn may pick other conv algorithms,
      * which legitimately changes the floating-point results): min-workspace. */
     int algo = 1;
@@ -55,21 +64,28 @@ static void identity_case(vd_net *net, int batch, int iters) {
     run_training(net, batch, &c0, &ref);
     ck_assert_msg(ref.rc == 0, "%s", ref.msg);
     uint64_t none_peak = ref.plan_hwm;
-    static const vd_policy pols[] = {VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN};
-    for (int k = 0; k < 3; k++) {
+    /* the last: auto timed with a slow link, where it recomputes */
+    static const vd_policy pols[] = {VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN, VD_POLICY_AUTO,
+                                     VD_POLICY_AUTO};
+    int auto_rc = 0;
+    for (int k = 0; k < 5; k++) {
+        const vd_device_params *dev = k == 4 ? &slow_link : NULL;
         for (int pf = 0; pf < VD_PREFETCH_COUNT; pf++) {
-            uint64_t mb = min_budget(net, batch, pols[k], pols[k] == VD_POLICY_DYN ? -1 : algo);
+            uint64_t mb = min_budget_dev(net, batch, pols[k], pols[k] == VD_POLICY_DYN ? -1 : algo, dev);
             /* well below none's peak, but feasible for this policy */
             uint64_t budget = mb + (none_peak - mb) / 4;
             ck_assert_msg(mb < none_peak, "policy %s min %llu not below none %llu",
                           vd_policy_name(pols[k]), (unsigned long long)mb, (unsigned long long)none_peak);
             run_cfg c = {.policy = pols[k], .prefetch = (vd_prefetch)pf, .budget = budget,
                          .iters = iters, .poison = true,
-                         .fixed_algo = pols[k] == VD_POLICY_DYN ? -1 : algo};
+                         .fixed_algo = pols[k] == VD_POLICY_DYN ? -1 : algo, .dev = dev};
             run_out o;
             run_training(net, batch, &c, &o);
             ck_assert_msg(o.rc == 0, "%s: %s", vd_policy_name(pols[k]), o.msg);
-            ck_assert_msg(o.n_offloaded > 0, "%s offloads nothing", vd_policy_name(pols[k]));
+            ck_assert_msg(o.n_offloaded + o.n_recomputed > 0, "%s moves nothing",
+                          vd_policy_name(pols[k]));
+            ck_assert_int_eq(o.st.recompute_ops_iter, o.n_recompute_ops);
+            if (k == 4) auto_rc += o.n_recomputed;
             ck_assert_uint_le(o.plan_hwm, budget);
             ck_assert_uint_eq(o.st.live_peak, o.plan_peak);
             ck_assert_uint_eq(o.st.pool_hwm, o.plan_hwm);
@@ -90,6 +106,7 @@ static void identity_case(vd_net *net, int batch, int iters) {
         }
     }
     run_free(&ref);
+    return auto_rc;
 }
 
 START_TEST(test_identity_lenet) {
@@ -120,27 +137,148 @@ END_TEST
 START_TEST(test_identity_resnet) {
     vd_net net;
     tn_resnet(&net, 3);
-    identity_case(&net, 3, 3);
+    /* (lenet's peak is its parameters plus the operands of one step: only the
+     * input can move there, so recomputation is asserted on this net) */
+    ck_assert_msg(identity_case(&net, 3, 3) > 0, "auto (slow link) recomputes nothing");
     vd_net_free(&net);
 }
 END_TEST
 
+/* Dispositions for every feature map of net: d for each, AUTO where the
+ * layer runs in place (its output is its producer's tensor). alt: every
+ * other producer gets d2 instead. disp has n_layers + 1 entries. */
+static void all_disp(const vd_net *net, vd_disp *disp, vd_disp d, vd_disp d2, bool alt) {
+    bool ip[256];
+    ck_assert_int_le(net->n_layers, 256);
+    vd_schedule_inplace_flags(net, ip);
+    disp[0] = d2;
+    int n = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        disp[i + 1] = ip[i] ? VD_DISP_AUTO : (alt && (n++ % 2)) ? d2 : d;
+}
+
+/* Recomputation changes when bytes are produced, not what is computed:
+ * every feature map that can be recomputed is (the rest offloaded, or kept),
+ * with poisoning on; parameters, momentum and losses are byte-identical to
+ * policy none, and the executor re-runs exactly the plan's ops. */
+static void recompute_identity_case(vd_net *net, int batch, int iters) {
+    int algo = 1;
+    run_cfg c0 = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = algo};
+    run_out ref;
+    run_training(net, batch, &c0, &ref);
+    ck_assert_msg(ref.rc == 0, "%s", ref.msg);
+    vd_disp disp[257];
+    for (int mode = 0; mode < 3; mode++) {
+        /* 0: recompute all (fallback offload); 1: recompute all, budget =
+         * minimum; 2: alternate recompute / offload under policy all */
+        if (mode == 2) all_disp(net, disp, VD_DISP_RECOMPUTE, VD_DISP_OFFLOAD, true);
+        else all_disp(net, disp, VD_DISP_RECOMPUTE, VD_DISP_OFFLOAD, false);
+        vd_policy pol = mode == 2 ? VD_POLICY_ALL : VD_POLICY_NONE;
+        uint64_t budget = 0;
+        if (mode >= 1) {
+            vd_err e = {0};
+            vd_backend *be = NULL;
+            ck_assert(vd_backend_cpu_create(&be, &e) == 0);
+            ck_assert(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0);
+            vd_profile prof;
+            ck_assert(vd_profile_backend(net, batch, be, &vd_device_cpu, &prof, &e) == 0);
+            vd_plan_opts o;
+            vd_plan_opts_init(&o);
+            o.batch = batch;
+            o.policy = pol;
+            o.fixed_algo = algo;
+            o.disp = disp;
+            ck_assert_msg(vd_plan_min_budget(net, &prof, &o, &budget, &e) == 0, "%s", e.msg);
+            vd_profile_free(&prof);
+            be->destroy(be);
+        }
+        run_cfg c = {.policy = pol, .budget = budget, .iters = iters, .poison = true,
+                     .fixed_algo = algo, .disp = disp};
+        run_out o;
+        run_training(net, batch, &c, &o);
+        ck_assert_msg(o.rc == 0, "%s mode %d: %s", net->name, mode, o.msg);
+        ck_assert_msg(o.n_recomputed > 0, "%s mode %d recomputes nothing", net->name, mode);
+        ck_assert_int_eq(o.st.recompute_ops_iter, o.n_recompute_ops);
+        ck_assert_uint_eq(o.st.live_peak, o.plan_peak);
+        ck_assert_uint_eq(o.st.pool_hwm, o.plan_hwm);
+        ck_assert_uint_eq(o.st.offload_bytes_iter, o.plan_offload);
+        if (budget) ck_assert_uint_le(o.plan_hwm, budget);
+        ck_assert_msg(memcmp(o.params, ref.params, (size_t)net->param_floats * 4) == 0,
+                      "%s mode %d: parameters differ from policy none", net->name, mode);
+        ck_assert_msg(memcmp(o.mom, ref.mom, (size_t)net->param_floats * 4) == 0,
+                      "%s mode %d: momentum differs from policy none", net->name, mode);
+        for (int i = 0; i < iters; i++) ck_assert(memcmp(&o.loss[i], &ref.loss[i], 4) == 0);
+        ck_assert_int_eq(o.eval_correct, ref.eval_correct);
+        run_free(&o);
+    }
+    run_free(&ref);
+}
+
+START_TEST(test_recompute_identity) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    recompute_identity_case(&net, 4, 3);
+    vd_net_free(&net);
+    tn_resnet(&net, 3);
+    recompute_identity_case(&net, 3, 3);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* Skipping the recomputes makes backward read freed (poisoned or reused)
+ * memory: the run must differ from policy none. */
+START_TEST(test_fault_skip_recompute) {
+    vd_net nets[2];
+    tn_lenet(&nets[0], 4);
+    tn_resnet(&nets[1], 3);
+    int batches[2] = {4, 3};
+    for (int n = 0; n < 2; n++) {
+        vd_net *net = &nets[n];
+        run_cfg c0 = {.policy = VD_POLICY_NONE, .iters = 2, .poison = true, .fixed_algo = 1};
+        run_out ref;
+        run_training(net, batches[n], &c0, &ref);
+        ck_assert(ref.rc == 0);
+        vd_disp disp[257];
+        all_disp(net, disp, VD_DISP_RECOMPUTE, VD_DISP_KEEP, false);
+        run_cfg c = {.policy = VD_POLICY_NONE, .iters = 2, .poison = true, .fixed_algo = 1,
+                     .disp = disp, .fault = VD_FAULT_SKIP_RECOMPUTE};
+        run_out o;
+        run_training(net, batches[n], &c, &o);
+        ck_assert(o.n_recomputed > 0);
+        bool differs = o.rc != 0 || memcmp(o.params, ref.params, (size_t)net->param_floats * 4) != 0;
+        ck_assert_msg(differs, "%s: skipped recomputes went unnoticed", net->name);
+        run_free(&o);
+        run_free(&ref);
+        vd_net_free(net);
+    }
+}
+END_TEST
+
 /* Without the wait on the prefetch event, compute reads a poisoned region. */
-static void fault_case(vd_net *net, int batch, int fault) {
+static void fault_case_pol(vd_net *net, int batch, int fault, vd_policy pol) {
     run_cfg c0 = {.policy = VD_POLICY_NONE, .iters = 2, .poison = true, .fixed_algo = 1};
     run_out ref;
     run_training(net, batch, &c0, &ref);
     ck_assert(ref.rc == 0);
-    uint64_t mb = min_budget(net, batch, VD_POLICY_ALL, 1);
-    run_cfg c = {.policy = VD_POLICY_ALL, .budget = mb, .iters = 2, .poison = true,
+    uint64_t mb = min_budget(net, batch, pol, 1);
+    run_cfg c = {.policy = pol, .budget = mb, .iters = 2, .poison = true,
                  .fault = fault, .fixed_algo = 1};
     run_out o;
     run_training(net, batch, &c, &o);
+    ck_assert_msg(o.n_offloaded > 0, "%s at its minimum budget offloads nothing", vd_policy_name(pol));
     bool differs = o.rc != 0 ||
                    memcmp(o.params, ref.params, (size_t)net->param_floats * 4) != 0;
-    ck_assert_msg(differs, "fault %d went unnoticed: the test would not catch a missing wait", fault);
+    ck_assert_msg(differs, "fault %d (policy %s) went unnoticed: the test would not catch a missing "
+                  "wait", fault, vd_policy_name(pol));
     run_free(&o);
     run_free(&ref);
+}
+
+/* Policy all; for the prefetch wait also auto at its minimum budget (which
+ * may offload only the net input: no D2H copy, no offload wait to skip). */
+static void fault_case(vd_net *net, int batch, int fault) {
+    fault_case_pol(net, batch, fault, VD_POLICY_ALL);
+    if (fault == VD_FAULT_SKIP_PREFETCH_WAIT) fault_case_pol(net, batch, fault, VD_POLICY_AUTO);
 }
 
 START_TEST(test_fault_skip_prefetch_wait) {
@@ -172,6 +310,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_identity_lenet_yaml);
     tcase_add_test(tc, test_fault_skip_prefetch_wait);
     tcase_add_test(tc, test_fault_skip_offload_wait);
+    tcase_add_test(tc, test_recompute_identity);
+    tcase_add_test(tc, test_fault_skip_recompute);
     suite_add_tcase(s, tc);
     return s;
 }

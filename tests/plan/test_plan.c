@@ -11,6 +11,7 @@
 #include "testnets.h"
 #include "exec_util.h"
 #include "train/json_mini.h"
+#include "spec/spec.h"
 
 /* ---- random nets -------------------------------------------------------- */
 
@@ -100,6 +101,102 @@ static int step_of_action(const vd_plan *p, int a) {
     return -1;
 }
 
+/* Everything about recomputation that the executor relies on. */
+static void check_recompute_invariants(const vd_plan *p, const vd_net *net) {
+    int L = net->n_layers;
+    int n_ops = 0, n_t = 0;
+    uint64_t bytes = 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        if (!T->recompute) { ck_assert_int_eq(T->recompute_step, -1); continue; }
+        n_t++;
+        bytes += T->bytes;
+        ck_assert(!p->forward_only);
+        ck_assert(!T->offload);
+        ck_assert_int_eq(T->kind, VD_T_ACT);
+        ck_assert_int_eq(T->n_iv, 2);
+        const vd_interval *i0 = &p->intervals[T->iv[0]], *i1 = &p->intervals[T->iv[1]];
+        ck_assert_int_eq(i0->last, T->fwd_last);              /* released right after its last reader */
+        ck_assert_int_eq(i1->first, T->recompute_step);
+        ck_assert_int_eq(T->recompute_step, T->bwd_first);
+        ck_assert_int_lt(i0->last + 1, i1->first);             /* absent for at least one step */
+        ck_assert_int_eq(i1->fill, VD_FILL_NONE);
+        ck_assert_int_ge(T->recompute_step, L);
+        /* its writers: the producer and the in-place layers on it, all re-run */
+        for (int j = 0; j < L; j++) {
+            if (p->layers[j].y != t) continue;
+            ck_assert_int_eq(p->layers[j].rc_step, T->recompute_step);
+            vd_op op = net->layers[j].op;
+            ck_assert_msg(op != VD_OP_BATCHNORM && op != VD_OP_SOFTMAX_XENT,
+                          "%s: %s recomputed through stateful layer %s", net->name, T->name,
+                          net->layers[j].name);
+        }
+    }
+    for (int j = 0; j < L; j++) {
+        const vd_plan_layer *pl = &p->layers[j];
+        if (pl->rc_step < 0) { ck_assert_int_eq(pl->ws_rc, -1); continue; }
+        ck_assert(p->tensors[pl->y].recompute);
+        int s = pl->rc_step;
+        /* exactly one RECOMPUTE of j, at step s, before its COMPUTE */
+        int a_rc = -1, cnt = 0;
+        for (int a = 0; a < p->n_actions; a++)
+            if (p->actions[a].kind == VD_A_RECOMPUTE && p->actions[a].arg == j) { a_rc = a; cnt++; }
+        ck_assert_int_eq(cnt, 1);
+        ck_assert_int_eq(step_of_action(p, a_rc), s);
+        ck_assert_int_lt(a_rc, find_action(p, VD_A_COMPUTE, s));
+        n_ops++;
+        /* every forward operand resident at s */
+        for (int k = 0; k < net->layers[j].n_in; k++) need(p, net, pl->in_t[k], s, "recompute input");
+        need(p, net, pl->y, s, "recompute output");
+        need(p, net, p->t_params, s, "recompute params");
+        if (pl->ws_bytes) {
+            ck_assert_int_ge(pl->ws_rc, 0);
+            need(p, net, pl->ws_rc, s, "recompute workspace");
+            const vd_interval *w = &p->intervals[p->tensors[pl->ws_rc].iv[0]];
+            ck_assert_int_eq(w->first, s);
+            ck_assert_int_eq(w->last, s);
+        }
+        /* inputs produced earlier in the same step come first; prefetched
+         * inputs are waited for before */
+        for (int k = 0; k < net->layers[j].n_in; k++) {
+            int src = pl->in_t[k];
+            const vd_interval *iv = vd_plan_resident(p, src, s);
+            if (src != pl->y && p->tensors[src].recompute && iv == &p->intervals[p->tensors[src].iv[1]] &&
+                iv->first == s) {
+                for (int w2 = 0; w2 < L; w2++)
+                    if (p->layers[w2].y == src)
+                        ck_assert_int_lt(find_action(p, VD_A_RECOMPUTE, w2), a_rc);
+            }
+            if (iv->fill != VD_FILL_NONE) {
+                ck_assert_int_le(iv->need_step, s);
+                int a_w = find_action(p, VD_A_WAIT_PREFETCH, (int)(iv - p->intervals));
+                ck_assert_int_ge(a_w, 0);
+                ck_assert_int_lt(a_w, a_rc);
+                ck_assert(iv->t_h2d_end <= p->steps[s].t_rc_start + 1e-12);
+            }
+        }
+        /* a recompute input is not overwritten in place by j unless it is j's own tensor */
+        if (pl->inplace) ck_assert_int_eq(pl->in_t[0], pl->y);
+    }
+    ck_assert_int_eq(n_ops, p->n_recompute_ops);
+    ck_assert_int_eq(n_t, p->n_recomputed);
+    ck_assert_uint_eq(bytes, p->recompute_bytes);
+    /* within a step, recomputes run in layer order (producers before the
+     * in-place layers on their output and before their consumers) */
+    for (int s = 0; s < p->n_steps; s++) {
+        int last = -1;
+        const vd_step *st = &p->steps[s];
+        for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+            if (p->actions[a].kind != VD_A_RECOMPUTE) continue;
+            ck_assert_int_gt(p->actions[a].arg, last);
+            last = p->actions[a].arg;
+        }
+    }
+    double rs = 0;
+    for (int s = 0; s < p->n_steps; s++) rs += p->steps[s].recompute_s;
+    ck_assert(fabs(rs - p->recompute_s) <= 1e-12 + 1e-9 * rs);   /* same sum, another order */
+}
+
 static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
     int L = net->n_layers;
     /* 1. within budget */
@@ -185,10 +282,11 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
         ck_assert_int_eq(step_of_action(p, a_wait), T->bwd_first);
         int a_comp = find_action(p, VD_A_COMPUTE, T->bwd_first);
         ck_assert_int_lt(a_wait, a_comp);
-        /* prefetch completes before the consumer starts (simulated) */
-        ck_assert_msg(i1->t_h2d_end <= p->steps[T->bwd_first].t_start + 1e-12,
+        /* prefetch completes before the consumer step's compute-stream work
+         * (its recomputes, then its op) starts (simulated) */
+        ck_assert_msg(i1->t_h2d_end <= p->steps[T->bwd_first].t_rc_start + 1e-12,
                       "%s: prefetch of %s ends %g after its consumer starts %g", net->name, T->name,
-                      i1->t_h2d_end, p->steps[T->bwd_first].t_start);
+                      i1->t_h2d_end, p->steps[T->bwd_first].t_rc_start);
         /* the copy into the fresh region waits for the region-free event */
         int s_pf = step_of_action(p, a_pf);
         ck_assert_int_ge(p->steps[s_pf].ev_free, 0);
@@ -209,7 +307,9 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
             ck_assert_int_ge(step_of_action(p, a_off), T->prod_step);
         }
     }
-    /* 7. each interval is allocated and freed exactly once */
+    /* 7. recomputes: intervals, actions, operands, order */
+    check_recompute_invariants(p, net);
+    /* 8. each interval is allocated and freed exactly once */
     for (int k = 0; k < p->n_intervals; k++) {
         int na = 0, nf = 0;
         for (int a = 0; a < p->n_actions; a++) {
@@ -221,29 +321,39 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
     }
 }
 
-static vd_backend *cpu_for(const vd_net *net, int batch, vd_profile *prof) {
+/* The CPU backend set up for net, and its profile timed with device dev's
+ * model (the algorithm options are the backend's either way). */
+static vd_backend *cpu_for_dev(const vd_net *net, int batch, const vd_device_params *dev,
+                               vd_profile *prof) {
     vd_err e = {0};
     vd_backend *be = NULL;
     ck_assert(vd_backend_cpu_create(&be, &e) == 0);
     ck_assert_msg(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
-    ck_assert_msg(vd_profile_backend(net, batch, be, &vd_device_cpu, prof, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, batch, be, dev, prof, &e) == 0, "%s", e.msg);
     return be;
 }
 
+static vd_backend *cpu_for(const vd_net *net, int batch, vd_profile *prof) {
+    return cpu_for_dev(net, batch, &vd_device_cpu, prof);
+}
+
 START_TEST(test_random_nets) {
+    int auto_rc = 0, auto_off = 0, auto_plans = 0;
     for (uint64_t seed = 1; seed <= 24; seed++) {
         int batch = 1 + (int)(seed % 3);
         vd_net net;
         random_net(&net, seed, batch);
+        /* pol == VD_POLICY_COUNT: auto again, with the slow-link timing model */
+        for (int pol = 0; pol <= VD_POLICY_COUNT; pol++) {
         vd_profile prof;
-        vd_backend *be = cpu_for(&net, batch, &prof);
+        vd_backend *be = cpu_for_dev(&net, batch, pol == VD_POLICY_COUNT ? &slow_link
+                                                                         : &vd_device_cpu, &prof);
         vd_err e = {0};
-        for (int pol = 0; pol < VD_POLICY_COUNT; pol++)
             for (int pf = 0; pf < VD_PREFETCH_COUNT; pf++) {
                 vd_plan_opts o;
                 vd_plan_opts_init(&o);
                 o.batch = batch;
-                o.policy = (vd_policy)pol;
+                o.policy = pol == VD_POLICY_COUNT ? VD_POLICY_AUTO : (vd_policy)pol;
                 o.prefetch = (vd_prefetch)pf;
                 uint64_t mb = 0, none_peak = 0;
                 ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
@@ -262,6 +372,21 @@ START_TEST(test_random_nets) {
                                   vd_prefetch_name(o.prefetch), (unsigned long long)o.budget, e.msg);
                     ck_assert(p.feasible);
                     check_plan_invariants(&p, &net);
+                    if (o.policy == VD_POLICY_AUTO && bi > 0) {
+                        auto_plans++;
+                        auto_rc += p.n_recomputed;
+                        for (int t = 0; t < p.n_tensors; t++) auto_off += p.tensors[t].offload;
+                        /* never slower than what the paper's dyn predicts at the budget */
+                        vd_plan_opts od = o;
+                        od.policy = VD_POLICY_DYN;
+                        vd_plan d;
+                        int rd = vd_plan_build(&net, &prof, &od, &d, &e);
+                        if (rd == VD_OK)
+                            ck_assert_msg(p.sim.iter_s <= d.sim.iter_s * (1 + 1e-12),
+                                          "%s budget %llu: auto %g s slower than dyn %g s", net.name,
+                                          (unsigned long long)o.budget, p.sim.iter_s, d.sim.iter_s);
+                        if (rd == VD_OK || rd == VD_EBUDGET) vd_plan_free(&d);
+                    }
                     ck_assert_ptr_nonnull(p.eval);
                     check_plan_invariants(p.eval, &net);
                     /* eval keeps params and momentum where training has them */
@@ -284,43 +409,140 @@ START_TEST(test_random_nets) {
             }
         vd_profile_free(&prof);
         be->destroy(be);
+        }
         vd_net_free(&net);
     }
+    printf("random nets, auto at tight budgets: %d plans, %d tensors recomputed, %d offloaded\n",
+           auto_plans, auto_rc, auto_off);
+    ck_assert_int_gt(auto_rc, 0);
+}
+END_TEST
+
+/* Random per-tensor dispositions on random DAGs: chains of recomputes
+ * through residual adds, concats, dropout and batch norm (never recomputed),
+ * mixed with offloads. The plan keeps every invariant; the executor matches
+ * the simulator's memory, re-runs exactly the planned ops and trains
+ * byte-identically to policy none (poisoning on). */
+START_TEST(test_random_dispositions) {
+    int total_rc = 0, total_chain = 0;
+    for (uint64_t seed = 1; seed <= 16; seed++) {
+        int batch = 1 + (int)(seed % 3);
+        vd_net net;
+        random_net(&net, seed * 13, batch);
+        int L = net.n_layers;
+        bool ip[512];
+        ck_assert_int_le(L, 512);
+        vd_schedule_inplace_flags(&net, ip);
+        vd_disp disp[513];
+        vd_rng r;
+        vd_rng_seed(&r, seed, 5);
+        for (int rep = 0; rep < 3; rep++) {
+            for (int k = 0; k <= L; k++) {
+                uint32_t u = vd_rng_u32(&r) % 4;
+                disp[k] = k > 0 && ip[k - 1] ? VD_DISP_AUTO
+                        : rep == 0 ? VD_DISP_RECOMPUTE      /* everything: longest chains */
+                        : u == 0 ? VD_DISP_KEEP : u == 1 ? VD_DISP_OFFLOAD
+                        : u == 2 ? VD_DISP_RECOMPUTE : VD_DISP_AUTO;
+            }
+            vd_policy pol = rep == 2 ? VD_POLICY_CONV : VD_POLICY_NONE;
+            vd_profile prof;
+            vd_backend *be = cpu_for(&net, batch, &prof);
+            vd_plan_opts o;
+            vd_plan_opts_init(&o);
+            o.batch = batch;
+            o.policy = pol;
+            o.disp = disp;
+            vd_err e = {0};
+            uint64_t mb = 0;
+            ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
+            vd_plan p;
+            o.budget = mb;
+            ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s: %s", net.name, e.msg);
+            check_plan_invariants(&p, &net);
+            total_rc += p.n_recomputed;
+            for (int j = 0; j < L; j++)   /* a recompute at the same step as its input's */
+                if (p.layers[j].rc_step >= 0)
+                    for (int k = 0; k < net.layers[j].n_in; k++) {
+                        int src = p.layers[j].in_t[k];
+                        total_chain += src != p.layers[j].y && p.tensors[src].recompute &&
+                                       p.tensors[src].recompute_step == p.layers[j].rc_step;
+                    }
+            vd_plan_free(&p);
+            vd_profile_free(&prof);
+            be->destroy(be);
+            run_cfg c0 = {.policy = VD_POLICY_NONE, .iters = 2, .poison = true, .fixed_algo = -1};
+            run_cfg c = {.policy = pol, .budget = mb, .iters = 2, .poison = true, .fixed_algo = -1,
+                         .disp = disp};
+            run_out ref, out;
+            run_training(&net, batch, &c0, &ref);
+            run_training(&net, batch, &c, &out);
+            ck_assert_msg(ref.rc == 0 && out.rc == 0, "%s: %s %s", net.name, ref.msg, out.msg);
+            ck_assert_uint_eq(out.st.live_peak, out.plan_peak);
+            ck_assert_uint_eq(out.st.pool_hwm, out.plan_hwm);
+            ck_assert_uint_le(out.st.pool_hwm, mb);
+            ck_assert_int_eq(out.st.recompute_ops_iter, out.n_recompute_ops);
+            ck_assert_uint_eq(out.st.offload_bytes_iter, out.plan_offload);
+            ck_assert_msg(memcmp(out.params, ref.params, (size_t)net.param_floats * 4) == 0,
+                          "%s rep %d: parameters differ from policy none", net.name, rep);
+            ck_assert(memcmp(out.mom, ref.mom, (size_t)net.param_floats * 4) == 0);
+            ck_assert(memcmp(out.loss, ref.loss, 2 * sizeof(float)) == 0);
+            run_free(&ref);
+            run_free(&out);
+        }
+        vd_net_free(&net);
+    }
+    printf("random dispositions: %d tensors recomputed, %d chained recomputes\n", total_rc, total_chain);
+    ck_assert_int_gt(total_rc, 0);
+    ck_assert_int_gt(total_chain, 0);
 }
 END_TEST
 
 /* The simulator's memory equals what the executor measures while it walks. */
 START_TEST(test_sim_equals_exec) {
+    int rc_plans = 0;
     for (uint64_t seed = 1; seed <= 8; seed++) {
         int batch = 2;
         vd_net net;
         random_net(&net, seed * 7, batch);
-        vd_profile prof;
-        vd_backend *be0 = cpu_for(&net, batch, &prof);
-        for (int pol = 0; pol < VD_POLICY_COUNT; pol++) {
+        /* pol == VD_POLICY_COUNT: auto with the slow-link timing model (recomputes) */
+        for (int pol = 0; pol <= VD_POLICY_COUNT; pol++) {
+            const vd_device_params *dev = pol == VD_POLICY_COUNT ? &slow_link : &vd_device_cpu;
+            vd_profile prof;
+            vd_backend *be0 = cpu_for_dev(&net, batch, dev, &prof);
             vd_plan_opts o;
             vd_plan_opts_init(&o);
             o.batch = batch;
-            o.policy = (vd_policy)pol;
-            uint64_t mb = 0;
+            o.policy = pol == VD_POLICY_COUNT ? VD_POLICY_AUTO : (vd_policy)pol;
+            uint64_t mb = 0, none_hwm = 0;
             vd_err e = {0};
             ck_assert(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0);
-            run_cfg c = {.policy = o.policy, .budget = mb, .iters = 2, .poison = true, .fixed_algo = -1};
-            run_out out;
-            run_training(&net, batch, &c, &out);
-            ck_assert_msg(out.rc == 0, "%s %s: %s", net.name, vd_policy_name(o.policy), out.msg);
-            ck_assert_uint_eq(out.st.live_peak, out.plan_peak);
-            ck_assert_uint_eq(out.st.pool_hwm, out.plan_hwm);
-            ck_assert_uint_eq(out.st.pool_bytes, mb);
-            ck_assert_uint_le(out.st.pool_hwm, mb);
-            ck_assert_uint_eq(out.st.offload_bytes_iter, out.plan_offload);
-            ck_assert(isfinite(out.loss[0]) && isfinite(out.loss[1]));
-            run_free(&out);
+            vd_plan_opts on = o;
+            on.policy = VD_POLICY_NONE;
+            ck_assert(vd_plan_min_budget(&net, &prof, &on, &none_hwm, &e) == 0);
+            vd_profile_free(&prof);
+            be0->destroy(be0);
+            uint64_t budgets[2] = {mb, mb + (none_hwm - mb) / 3};
+            for (int bi = 0; bi < 2; bi++) {
+                run_cfg c = {.policy = o.policy, .budget = budgets[bi], .iters = 2, .poison = true,
+                             .fixed_algo = -1, .dev = dev};
+                run_out out;
+                run_training(&net, batch, &c, &out);
+                ck_assert_msg(out.rc == 0, "%s %s: %s", net.name, vd_policy_name(o.policy), out.msg);
+                ck_assert_uint_eq(out.st.live_peak, out.plan_peak);
+                ck_assert_uint_eq(out.st.pool_hwm, out.plan_hwm);
+                ck_assert_uint_eq(out.st.pool_bytes, budgets[bi]);
+                ck_assert_uint_le(out.st.pool_hwm, budgets[bi]);
+                ck_assert_uint_eq(out.st.offload_bytes_iter, out.plan_offload);
+                ck_assert_int_eq(out.st.recompute_ops_iter, out.n_recompute_ops);
+                ck_assert(isfinite(out.loss[0]) && isfinite(out.loss[1]));
+                rc_plans += out.n_recomputed > 0;
+                run_free(&out);
+            }
         }
-        vd_profile_free(&prof);
-        be0->destroy(be0);
         vd_net_free(&net);
     }
+    printf("sim == exec: %d plans with recomputes\n", rc_plans);
+    ck_assert_int_gt(rc_plans, 0);
 }
 END_TEST
 
@@ -528,6 +750,64 @@ START_TEST(test_dyn_prefers_fast) {
 }
 END_TEST
 
+/* VGG-16 at batch 256 on the analytic H200 profile, 12 GiB: auto (ours)
+ * predicts a faster iteration than the paper's policies, recomputes the
+ * first block's feature map, and stays within 10% of no offload (which needs
+ * 16.4 GiB). All predictions go to the test log. */
+START_TEST(test_vgg16_auto_beats_dyn) {
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_ptr_nonnull(src);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/nets/vgg16.yaml", src);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(path, &net, &e) == 0, "%s", e.msg);
+    net.train.batch = 256;
+    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
+    vd_profile prof;
+    ck_assert(vd_profile_analytic(&net, 256, &vd_device_h200, &prof, &e) == 0);
+    double t[VD_POLICY_COUNT];
+    uint64_t budget = (uint64_t)12 << 30;
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        vd_plan_opts o;
+        vd_plan_opts_init(&o);
+        o.batch = 256;
+        o.policy = (vd_policy)k;
+        o.budget = k == VD_POLICY_NONE ? 0 : budget;
+        vd_plan p;
+        int rc = vd_plan_build(&net, &prof, &o, &p, &e);
+        ck_assert_msg(rc == 0, "vgg16 %s: %s", vd_policy_name(o.policy), e.msg);
+        check_plan_invariants(&p, &net);
+        t[k] = p.sim.iter_s;
+        char b1[32], b2[32];
+        int n_off = 0;
+        for (int q = 0; q < p.n_tensors; q++) n_off += p.tensors[q].offload;
+        printf("vgg16 b256 analytic h200, policy %-4s budget %-9s: predicted %.1f ms/iter, pool %s, "
+               "offloaded %d tensors, recomputed %d (%.2f ms)\n",
+               vd_policy_name(o.policy), k == VD_POLICY_NONE ? "its own" : vd_fmt_bytes(budget, b1, sizeof b1),
+               p.sim.iter_s * 1e3, vd_fmt_bytes(p.hwm, b2, sizeof b2), n_off, p.n_recomputed,
+               p.recompute_s * 1e3);
+        if (k == VD_POLICY_AUTO) {
+            ck_assert_uint_le(p.hwm, budget);
+            /* the 3 GiB output of features.0 (relu features.1 in place) is recomputed */
+            int f0 = vd_net_find(&net, "features.0");
+            ck_assert_int_ge(f0, 0);
+            ck_assert_msg(p.tensors[p.layers[f0].y].recompute, "features.0:y is not recomputed");
+        }
+        vd_plan_free(&p);
+    }
+    ck_assert_msg(t[VD_POLICY_AUTO] < t[VD_POLICY_DYN], "auto %g s not faster than dyn %g s",
+                  t[VD_POLICY_AUTO], t[VD_POLICY_DYN]);
+    ck_assert_msg(t[VD_POLICY_AUTO] < t[VD_POLICY_ALL] && t[VD_POLICY_AUTO] < t[VD_POLICY_CONV],
+                  "auto slower than a paper policy");
+    ck_assert_msg(t[VD_POLICY_AUTO] <= 1.10 * t[VD_POLICY_NONE], "auto %g s more than 10%% over none %g s",
+                  t[VD_POLICY_AUTO], t[VD_POLICY_NONE]);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ---- the command line --------------------------------------------------- */
 
 static int run_cmd(const char *cmd, char *out, size_t n) {
@@ -584,19 +864,43 @@ START_TEST(test_cli_vgg16) {
     ck_assert(seen_tid[0] && seen_tid[1] && seen_tid[2] && counters > 0);
     vj_free(root);
     free(text);
+    /* auto at 12G: the recompute in the table and on the trace's compute track */
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --device h200 --policy auto "
+             "--budget 12G --trace %s", bld, spec, trace);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
+    ck_assert(strstr(out, "feasible             yes"));
+    ck_assert_msg(strstr(out, "recompute features.0+features.1 ("), "no recompute in:\n%s", out);
+    ck_assert(strstr(out, "recomputed/iteration"));
+    ck_assert(vd_read_file(trace, &text, &n, &e) == 0);
+    ck_assert_msg(vj_parse(text, n, &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
+    evs = vj_get(root, "traceEvents");
+    int rc_slices = 0;
+    for (int i = 0; i < evs->n; i++) {
+        const vj_val *cat = vj_get(&evs->items[i], "cat"), *nm = vj_get(&evs->items[i], "name");
+        if (!cat || cat->type != VJ_STR || strcmp(cat->str, "recompute") != 0) continue;
+        uint64_t tid = 9;
+        ck_assert(vj_u64(vj_get(&evs->items[i], "tid"), &tid) && tid == 0);
+        ck_assert(nm && nm->type == VJ_STR && strncmp(nm->str, "recompute ", 10) == 0);
+        rc_slices++;
+    }
+    ck_assert_int_eq(rc_slices, 2);   /* features.0 and features.1 */
+    vj_free(root);
+    free(text);
     unlink(trace);
     /* minimum budgets: all four, ordered sensibly */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --min-budget --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
     ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
     const vj_val *mins = vj_get(root, "min_budgets");
-    uint64_t none = 0, all = 0, conv = 0, dyn = 0;
+    uint64_t none = 0, all = 0, conv = 0, dyn = 0, aut = 0;
     ck_assert(vj_u64(vj_get(mins, "none"), &none) && vj_u64(vj_get(mins, "all"), &all) &&
-              vj_u64(vj_get(mins, "conv"), &conv) && vj_u64(vj_get(mins, "dyn"), &dyn));
+              vj_u64(vj_get(mins, "conv"), &conv) && vj_u64(vj_get(mins, "dyn"), &dyn) &&
+              vj_u64(vj_get(mins, "auto"), &aut));
     ck_assert_uint_lt(all, none);
     ck_assert_uint_lt(conv, none);
     ck_assert_uint_le(dyn, all);
     ck_assert_uint_le(dyn, conv);
+    ck_assert_uint_le(aut, dyn);
     vj_free(root);
     /* JSON plan with the required keys */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy dyn --budget 12G --format json",
@@ -604,9 +908,32 @@ START_TEST(test_cli_vgg16) {
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
     ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
     static const char *keys[] = {"net", "batch", "policy", "budget", "feasible", "peak_bytes",
-                                 "offload_bytes", "predicted_iter_s", "steps"};
+                                 "offload_bytes", "predicted_iter_s", "steps", "recompute_bytes",
+                                 "recomputed_tensors", "recompute_s"};
     for (size_t k = 0; k < VD_ARRAY_LEN(keys); k++)
         ck_assert_msg(vj_get(root, keys[k]), "json plan lacks %s", keys[k]);
+    vj_free(root);
+    /* auto as JSON: features.0:y recomputed at the step of bwd features.2 */
+    snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy auto --budget 12G --format json",
+             bld, spec);
+    ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
+    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
+    const vj_val *ts = vj_get(root, "tensors"), *sts = vj_get(root, "steps");
+    ck_assert(ts && ts->type == VJ_ARR && sts && sts->type == VJ_ARR);
+    bool found = false;
+    for (int i = 0; i < ts->n; i++) {
+        const vj_val *nm = vj_get(&ts->items[i], "name"), *r = vj_get(&ts->items[i], "recompute");
+        if (!nm || strcmp(nm->str, "features.0:y") != 0) continue;
+        ck_assert(r && r->type == VJ_BOOL && r->b);
+        uint64_t rs = 0;
+        ck_assert(vj_u64(vj_get(&ts->items[i], "recompute_step"), &rs));
+        const vj_val *rl = vj_get(&sts->items[rs], "recomputes");
+        ck_assert(rl && rl->type == VJ_ARR && rl->n == 2);
+        ck_assert_str_eq(rl->items[0].str, "features.0");
+        ck_assert_str_eq(rl->items[1].str, "features.1");
+        found = true;
+    }
+    ck_assert(found);
     vj_free(root);
     /* infeasible: exit 6 and the message */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy none --budget 12G 2>&1 >/dev/null",
@@ -637,6 +964,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_dyn_prefers_fast);
     tcase_add_test(tc, test_random_nets);
     tcase_add_test(tc, test_sim_equals_exec);
+    tcase_add_test(tc, test_random_dispositions);
+    tcase_add_test(tc, test_vgg16_auto_beats_dyn);
     tcase_add_test(tc, test_cli_vgg16);
     suite_add_tcase(s, tc);
     return s;
