@@ -45,7 +45,9 @@ def main():
         sys.exit(__doc__)
     arch, path = sys.argv[1], sys.argv[2]
     sd, meta = load_file(path)
-    model = getattr(torchvision.models, arch)()
+    # GoogLeNet without its auxiliary classifiers, as nets/googlenet.yaml is
+    kw = {"aux_logits": False, "init_weights": False} if arch == "googlenet" else {}
+    model = getattr(torchvision.models, arch)(**kw)
     model.load_state_dict(sd, strict=True)          # raises on any mismatch
     got = model.state_dict()
     for k, v in sd.items():
