@@ -87,3 +87,62 @@ char *vd_cli_policies(char *buf, size_t n) {
     }
     return buf;
 }
+
+int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
+                 const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
+                 void *ctx, vd_err *e) {
+    memset(c, 0, sizeof *c);
+    c->backend = "auto";
+    c->math = "fp32";
+    c->prefetch = VD_PREFETCH_AUTO;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == 0) {
+            if (c->spec)
+                return vd_errf(e, VD_EUSAGE, "unexpected argument '%s' (one NET.yaml only)", a);
+            c->spec = a;
+            continue;
+        }
+        const vd_cli_flag *f;
+        const char *val;
+        int rc = vd_cli_match(argc, argv, &i, flags, n, &f, &val, e);
+        if (rc) return rc;
+        const char *name = f->name;
+        if (!strcmp(name, "help")) { usage(stdout); return -1; }
+        else if (!strcmp(name, "version")) { vd_cli_version(prog); return -1; }
+        else if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &c->batch, e); c->has_batch = true; }
+        else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &c->seed, e); c->has_seed = true; }
+        else if (!strcmp(name, "device")) rc = vd_cli_int(name, val, 0, 1024, &c->device, e);
+        else if (!strcmp(name, "profile")) c->profile = val;
+        else if (!strcmp(name, "profile-out")) c->profile_out = val;
+        else if (!strcmp(name, "analytic-profile")) c->analytic = true;
+        else if (!strcmp(name, "deterministic")) c->deterministic = true;
+        else if (!strcmp(name, "quiet")) c->quiet = true;
+        else if (!strcmp(name, "backend")) {
+            static const char *const ch[] = {"cpu", "cuda", "auto"};
+            rc = vd_cli_choice(name, val, ch, 3, e);
+            c->backend = val;
+        } else if (!strcmp(name, "math")) {
+            static const char *const ch[] = {"fp32", "tf32"};
+            rc = vd_cli_choice(name, val, ch, 2, e);
+            c->math = val;
+        } else if (!strcmp(name, "prefetch")) {
+            if ((rc = vd_prefetch_parse(val, &c->prefetch, e))) vd_err_prefix(e, "--prefetch");
+        } else rc = tool(ctx, name, val, e);
+        if (rc) return rc;
+    }
+    if (!c->spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: %s NET.yaml "
+                                 "[options]; see --help)", prog);
+    return VD_OK;
+}
+
+void vd_cli_session_opts(const vd_cli_common *c, vd_session_opts *so) {
+    vd_session_opts_init(so);
+    so->backend = c->backend;
+    so->device = (int)c->device;
+    so->math = strcmp(c->math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
+    so->deterministic = c->deterministic;
+    so->profile_path = c->profile;
+    so->analytic = c->analytic;
+    so->profile_out = c->profile_out;
+}

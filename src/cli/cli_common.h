@@ -6,7 +6,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "util/util.h"
+#include "plan/plan.h"
+#include "train/session.h"
 
 /* Print "PROG: message" for e to stderr and return e->code (the exit status). */
 int vd_cli_fail(const char *prog, const vd_err *e);
@@ -36,5 +39,36 @@ int vd_cli_choice(const char *name, const char *v, const char *const *c, int n, 
 /* "none | all | conv | dyn ...": every policy vd_policy_parse accepts, from
  * vd_policy_name (so new policies show up). Returns buf. */
 char *vd_cli_policies(char *buf, size_t n);
+
+/* ---- the command line vdnn-train and vdnn-bench share -------------------- */
+/* One positional NET.yaml and the run-setup options both tools take. */
+typedef struct vd_cli_common {
+    const char *spec;                   /* NET.yaml (the one positional argument) */
+    int64_t batch, seed, device;        /* --batch [1, 2^24], --seed, --device [0, 1024] */
+    bool has_batch, has_seed;           /* given on the command line */
+    const char *backend, *math;         /* "cpu" | "cuda" | "auto"; "fp32" | "tf32" */
+    const char *profile, *profile_out;  /* --profile, --profile-out (NULL: not given) */
+    vd_prefetch prefetch;
+    bool analytic, deterministic, quiet;
+} vd_cli_common;
+
+/* A tool's own flag (name as in its flag table, val NULL for a flag without
+ * a value): VD_OK, or an error (VD_EUSAGE naming the flag). */
+typedef int (*vd_cli_tool_flag)(void *ctx, const char *name, const char *val, vd_err *e);
+
+/* Parses argv[1..argc) against flags[0..n) (vd_cli_match): the positional
+ * argument into c->spec (a second one is VD_EUSAGE), --help (usage(stdout))
+ * and --version (printed), the vd_cli_common flags into c (which starts
+ * zeroed with backend "auto", math "fp32", prefetch auto), every other flag
+ * through tool(ctx, ...), in command-line order; the first error stops it.
+ * A missing NET.yaml is VD_EUSAGE. Returns VD_OK, an error, or -1 after
+ * --help / --version. */
+int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
+                 const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
+                 void *ctx, vd_err *e);
+
+/* vd_session_opts_init(so), then the session fields c sets: backend,
+ * device, math, deterministic, profile path / output, analytic. */
+void vd_cli_session_opts(const vd_cli_common *c, vd_session_opts *so);
 
 #endif

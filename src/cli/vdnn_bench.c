@@ -74,13 +74,10 @@ static void usage(FILE *f) {
 /* ---- options ------------------------------------------------------------- */
 
 typedef struct opts {
-    const char *spec;
-    int64_t batch, steps, warmup, iters, seed, device;
-    bool has_batch, has_seed;
-    const char *budgets, *policies, *backend, *math, *profile, *profile_out;
+    vd_cli_common c;            /* NET.yaml and the run setup (shared with vdnn-train) */
+    int64_t steps, warmup, iters;
+    const char *budgets, *policies;
     const char *csv, *json, *plot;
-    bool analytic, deterministic, quiet;
-    vd_prefetch prefetch;
     vd_policy pol[VD_POLICY_COUNT];
     int n_pol;
 } opts;
@@ -118,63 +115,32 @@ static int parse_policies(const char *list, opts *o, vd_err *e) {
     return VD_OK;
 }
 
+/* vdnn-bench's own flags (vd_cli_tool_flag; ctx is the opts). */
+static int bench_flag(void *ctx, const char *name, const char *val, vd_err *e) {
+    opts *o = ctx;
+    int rc = VD_OK;
+    if (!strcmp(name, "steps")) rc = vd_cli_int(name, val, 1, MAX_BUDGETS, &o->steps, e);
+    else if (!strcmp(name, "warmup")) rc = vd_cli_int(name, val, 0, 1 << 20, &o->warmup, e);
+    else if (!strcmp(name, "iters")) rc = vd_cli_int(name, val, 1, 1 << 20, &o->iters, e);
+    else if (!strcmp(name, "budgets")) o->budgets = val;
+    else if (!strcmp(name, "policies")) o->policies = val;
+    else if (!strcmp(name, "csv")) o->csv = val;
+    else if (!strcmp(name, "json")) o->json = val;
+    else if (!strcmp(name, "plot")) o->plot = val;
+    return rc;
+}
+
 /* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
 static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     memset(o, 0, sizeof *o);
-    o->backend = "auto";
-    o->math = "fp32";
     o->policies = DEFAULT_POLICIES;
     o->steps = DEFAULT_STEPS;
     o->warmup = 2;
     o->iters = 5;
-    o->prefetch = VD_PREFETCH_AUTO;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] == 0) {
-            if (o->spec)
-                return vd_errf(e, VD_EUSAGE, "unexpected argument '%s' (one NET.yaml only)", a);
-            o->spec = a;
-            continue;
-        }
-        const vd_cli_flag *f;
-        const char *val;
-        int rc = vd_cli_match(argc, argv, &i, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &f, &val, e);
-        if (rc) return rc;
-        const char *name = f->name;
-        if (!strcmp(name, "help")) { usage(stdout); return -1; }
-        else if (!strcmp(name, "version")) { vd_cli_version(PROG); return -1; }
-        else if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &o->batch, e); o->has_batch = true; }
-        else if (!strcmp(name, "steps")) rc = vd_cli_int(name, val, 1, MAX_BUDGETS, &o->steps, e);
-        else if (!strcmp(name, "warmup")) rc = vd_cli_int(name, val, 0, 1 << 20, &o->warmup, e);
-        else if (!strcmp(name, "iters")) rc = vd_cli_int(name, val, 1, 1 << 20, &o->iters, e);
-        else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &o->seed, e); o->has_seed = true; }
-        else if (!strcmp(name, "device")) rc = vd_cli_int(name, val, 0, 1024, &o->device, e);
-        else if (!strcmp(name, "budgets")) o->budgets = val;
-        else if (!strcmp(name, "policies")) o->policies = val;
-        else if (!strcmp(name, "profile")) o->profile = val;
-        else if (!strcmp(name, "profile-out")) o->profile_out = val;
-        else if (!strcmp(name, "analytic-profile")) o->analytic = true;
-        else if (!strcmp(name, "deterministic")) o->deterministic = true;
-        else if (!strcmp(name, "quiet")) o->quiet = true;
-        else if (!strcmp(name, "csv")) o->csv = val;
-        else if (!strcmp(name, "json")) o->json = val;
-        else if (!strcmp(name, "plot")) o->plot = val;
-        else if (!strcmp(name, "backend")) {
-            static const char *const c[] = {"cpu", "cuda", "auto"};
-            rc = vd_cli_choice(name, val, c, 3, e);
-            o->backend = val;
-        } else if (!strcmp(name, "math")) {
-            static const char *const c[] = {"fp32", "tf32"};
-            rc = vd_cli_choice(name, val, c, 2, e);
-            o->math = val;
-        } else if (!strcmp(name, "prefetch")) {
-            if ((rc = vd_prefetch_parse(val, &o->prefetch, e))) vd_err_prefix(e, "--prefetch");
-        }
-        if (rc) return rc;
-    }
-    if (!o->spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: vdnn-bench NET.yaml "
-                                 "[options]; see --help)");
-    if (o->profile && o->analytic)
+    int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
+                          bench_flag, o, e);
+    if (rc) return rc;
+    if (o->c.profile && o->c.analytic)
         return vd_errf(e, VD_EUSAGE, "--profile and --analytic-profile exclude each other");
     return parse_policies(o->policies, o, e);
 }
@@ -221,7 +187,7 @@ typedef struct bench {
 
 static void progress(const bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void progress(const bench *b, const char *fmt, ...) {
-    if (b->o->quiet) return;
+    if (b->o->c.quiet) return;
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", PROG);
@@ -244,7 +210,7 @@ static int min_budgets(bench *b, vd_err *e) {
         vd_plan_opts_init(&po);
         po.batch = b->batch;
         po.policy = p;
-        po.prefetch = b->o->prefetch;
+        po.prefetch = b->o->c.prefetch;
         uint64_t m = 0;
         int rc = vd_plan_min_budget(&b->net, &b->ses.prof, &po, &m, e);
         if (rc) return vd_err_prefix(e, "smallest budget of policy %s", vd_policy_name(p));
@@ -329,7 +295,7 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
     vd_plan_opts po;
     vd_plan_opts_init(&po);
     po.policy = pt->policy;
-    po.prefetch = o->prefetch;
+    po.prefetch = o->c.prefetch;
     po.budget = pt->budget;
     vd_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -417,7 +383,7 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
 
 /* ---- output -------------------------------------------------------------- */
 
-static const char *math_name(const opts *o) { return o->math; }
+static const char *math_name(const opts *o) { return o->c.math; }
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -442,8 +408,8 @@ static void write_json(FILE *f, const bench *b) {
     json_str(f, b->net.name);
     fprintf(f, ",\n  \"batch\": %d,\n  \"backend\": \"%s\",\n  \"math\": \"%s\",\n"
             "  \"deterministic\": %s,\n  \"prefetch\": \"%s\",\n  \"profile\": ",
-            b->batch, b->ses.be->name, math_name(o), o->deterministic ? "true" : "false",
-            vd_prefetch_name(o->prefetch));
+            b->batch, b->ses.be->name, math_name(o), o->c.deterministic ? "true" : "false",
+            vd_prefetch_name(o->c.prefetch));
     json_str(f, b->ses.prof.source);
     fprintf(f, ",\n  \"warmup\": %lld,\n  \"iters\": %lld,\n", (long long)o->warmup,
             (long long)o->iters);
@@ -753,11 +719,11 @@ int main(int argc, char **argv) {
     vd_err first_err = {0};
     b.o = &o;
     vd_net_init(&b.net);
-    rc = vd_spec_load(o.spec, &b.net, &e);
+    rc = vd_spec_load(o.c.spec, &b.net, &e);
     if (rc) goto out;
     vd_train_cfg *tc = &b.net.train;
-    if (o.has_batch) tc->batch = (int)o.batch;
-    if (o.has_seed) tc->seed = (uint64_t)o.seed;
+    if (o.c.has_batch) tc->batch = (int)o.c.batch;
+    if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
     if (tc->batch < 1) tc->batch = 32;
     b.batch = tc->batch;
     rc = vd_net_finalize(&b.net, &e);     /* re-check at the final batch size */
@@ -765,16 +731,9 @@ int main(int argc, char **argv) {
     vd_schedule_inplace(&b.net);
 
     vd_session_opts so;
-    vd_session_opts_init(&so);
-    so.backend = o.backend;
-    so.device = (int)o.device;
-    so.math = strcmp(o.math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
-    so.deterministic = o.deterministic;
-    so.profile_path = o.profile;
-    so.analytic = o.analytic;
-    so.profile_out = o.profile_out;
+    vd_cli_session_opts(&o.c, &so);
     progress(&b, "setting up %s at batch %d and %s the profile...", b.net.name, b.batch,
-             o.profile ? "loading" : "making");
+             o.c.profile ? "loading" : "making");
     rc = vd_session_open(&b.ses, &b.net, b.batch, &so, &e);
     if (rc) goto out;
     b.have_ses = true;

@@ -89,18 +89,15 @@ static void usage(FILE *f) {
 /* ---- options ------------------------------------------------------------- */
 
 typedef struct opts {
-    const char *spec;
-    int64_t batch, iters, epochs, stop_at, seed, save_every, eval_every, log_every, device, threads;
-    bool has_batch, has_iters, has_epochs, has_seed, has_lr, has_mom, has_wd;
+    vd_cli_common c;            /* NET.yaml and the run setup (shared with vdnn-bench) */
+    int64_t iters, epochs, stop_at, save_every, eval_every, log_every, threads;
+    bool has_iters, has_epochs, has_lr, has_mom, has_wd;
     bool has_eval_every, has_log_every;
     double lr, momentum, wd;
-    const char *data, *save, *resume, *init, *profile, *profile_out;
-    bool analytic;
-    const char *backend, *math;
+    const char *data, *save, *resume, *init;
     vd_policy policy;
-    vd_prefetch prefetch;
     uint64_t budget;
-    bool augment, deterministic, poison, quiet;
+    bool augment, poison;
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
@@ -114,77 +111,47 @@ static const vd_cli_flag FLAGS[] = {
     {"quiet", false}, {"help", false}, {"version", false},
 };
 
+/* vdnn-train's own flags (vd_cli_tool_flag; ctx is the opts). */
+static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
+    opts *o = ctx;
+    const int64_t BIG = (int64_t)1 << 53;
+    int rc = VD_OK;
+    if (!strcmp(name, "iters")) { rc = vd_cli_int(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
+    else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
+    else if (!strcmp(name, "stop-at")) rc = vd_cli_int(name, val, 1, BIG, &o->stop_at, e);
+    else if (!strcmp(name, "save-every")) rc = vd_cli_int(name, val, 0, BIG, &o->save_every, e);
+    else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
+    else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
+    else if (!strcmp(name, "loader-threads")) rc = vd_cli_int(name, val, 1, 256, &o->threads, e);
+    else if (!strcmp(name, "lr")) { rc = vd_cli_real(name, val, 0, &o->lr, e); o->has_lr = true; }
+    else if (!strcmp(name, "momentum")) { rc = vd_cli_real(name, val, 0, &o->momentum, e); o->has_mom = true; }
+    else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) { rc = vd_cli_real(name, val, 0, &o->wd, e); o->has_wd = true; }
+    else if (!strcmp(name, "data")) o->data = val;
+    else if (!strcmp(name, "save")) o->save = val;
+    else if (!strcmp(name, "resume")) o->resume = val;
+    else if (!strcmp(name, "init")) o->init = val;
+    else if (!strcmp(name, "augment")) o->augment = true;
+    else if (!strcmp(name, "poison")) o->poison = true;
+    else if (!strcmp(name, "budget")) {
+        rc = vd_parse_size(val, &o->budget, e);
+        if (rc) vd_err_prefix(e, "--budget");
+        else if (o->budget == 0) rc = vd_errf(e, VD_EUSAGE, "--budget must be positive");
+    } else if (!strcmp(name, "policy")) {
+        if ((rc = vd_policy_parse(val, &o->policy, e))) vd_err_prefix(e, "--policy");
+    }
+    return rc;
+}
+
 /* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
 static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     memset(o, 0, sizeof *o);
-    o->backend = "auto";
     o->policy = VD_POLICY_AUTO; /* none when it fits, else the fastest plan that does */
-    o->prefetch = VD_PREFETCH_AUTO;
-    o->math = "fp32";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] == 0) {
-            if (o->spec)
-                return vd_errf(e, VD_EUSAGE, "unexpected argument '%s' (one NET.yaml only)", a);
-            o->spec = a;
-            continue;
-        }
-        const vd_cli_flag *f;
-        const char *val;
-        int rc = vd_cli_match(argc, argv, &i, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &f, &val, e);
-        if (rc) return rc;
-        const char *name = f->name;
-        const int64_t BIG = (int64_t)1 << 53;
-        if (!strcmp(name, "help")) { usage(stdout); return -1; }
-        else if (!strcmp(name, "version")) { vd_cli_version(PROG); return -1; }
-        else if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &o->batch, e); o->has_batch = true; }
-        else if (!strcmp(name, "iters")) { rc = vd_cli_int(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
-        else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
-        else if (!strcmp(name, "stop-at")) rc = vd_cli_int(name, val, 1, BIG, &o->stop_at, e);
-        else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &o->seed, e); o->has_seed = true; }
-        else if (!strcmp(name, "save-every")) rc = vd_cli_int(name, val, 0, BIG, &o->save_every, e);
-        else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
-        else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
-        else if (!strcmp(name, "device")) rc = vd_cli_int(name, val, 0, 1024, &o->device, e);
-        else if (!strcmp(name, "loader-threads")) rc = vd_cli_int(name, val, 1, 256, &o->threads, e);
-        else if (!strcmp(name, "lr")) { rc = vd_cli_real(name, val, 0, &o->lr, e); o->has_lr = true; }
-        else if (!strcmp(name, "momentum")) { rc = vd_cli_real(name, val, 0, &o->momentum, e); o->has_mom = true; }
-        else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) { rc = vd_cli_real(name, val, 0, &o->wd, e); o->has_wd = true; }
-        else if (!strcmp(name, "data")) o->data = val;
-        else if (!strcmp(name, "save")) o->save = val;
-        else if (!strcmp(name, "resume")) o->resume = val;
-        else if (!strcmp(name, "init")) o->init = val;
-        else if (!strcmp(name, "profile")) o->profile = val;
-        else if (!strcmp(name, "profile-out")) o->profile_out = val;
-        else if (!strcmp(name, "analytic-profile")) o->analytic = true;
-        else if (!strcmp(name, "augment")) o->augment = true;
-        else if (!strcmp(name, "deterministic")) o->deterministic = true;
-        else if (!strcmp(name, "poison")) o->poison = true;
-        else if (!strcmp(name, "quiet")) o->quiet = true;
-        else if (!strcmp(name, "budget")) {
-            rc = vd_parse_size(val, &o->budget, e);
-            if (rc) vd_err_prefix(e, "--budget");
-            else if (o->budget == 0) rc = vd_errf(e, VD_EUSAGE, "--budget must be positive");
-        } else if (!strcmp(name, "backend")) {
-            static const char *const c[] = {"cpu", "cuda", "auto"};
-            rc = vd_cli_choice(name, val, c, 3, e);
-            o->backend = val;
-        } else if (!strcmp(name, "policy")) {
-            if ((rc = vd_policy_parse(val, &o->policy, e))) vd_err_prefix(e, "--policy");
-        } else if (!strcmp(name, "prefetch")) {
-            if ((rc = vd_prefetch_parse(val, &o->prefetch, e))) vd_err_prefix(e, "--prefetch");
-        } else if (!strcmp(name, "math")) {
-            static const char *const c[] = {"fp32", "tf32"};
-            rc = vd_cli_choice(name, val, c, 2, e);
-            o->math = val;
-        }
-        if (rc) return rc;
-    }
-    if (!o->spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: vdnn-train NET.yaml "
-                                 "[options]; see --help)");
+    int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
+                          train_flag, o, e);
+    if (rc) return rc;
     if (o->resume && o->init)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
-    if (o->profile && o->analytic)
+    if (o->c.profile && o->c.analytic)
         return vd_errf(e, VD_EUSAGE, "--profile and --analytic-profile exclude each other");
     if (o->save_every && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
@@ -301,32 +268,32 @@ int main(int argc, char **argv) {
     memset(&plan, 0, sizeof plan);
     bool have_ses = false, have_plan = false;
     vd_exec *ex = NULL;
-    ui u = { .quiet = o.quiet, .tty = isatty(STDERR_FILENO) != 0, .ses = &ses };
+    ui u = { .quiet = o.c.quiet, .tty = isatty(STDERR_FILENO) != 0, .ses = &ses };
 
-    rc = vd_spec_load(o.spec, &net, &e);
+    rc = vd_spec_load(o.c.spec, &net, &e);
     if (rc) goto out;
 
     /* ---- flags over the spec's train: section ---- */
     vd_train_cfg *tc = &net.train;
-    if (o.has_batch) tc->batch = (int)o.batch;
+    if (o.c.has_batch) tc->batch = (int)o.c.batch;
     if (o.has_lr) tc->lr = (float)o.lr;
     if (o.has_mom) tc->momentum = (float)o.momentum;
     if (o.has_wd) tc->weight_decay = (float)o.wd;
-    if (o.has_seed) tc->seed = (uint64_t)o.seed;
+    if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
     if (tc->batch < 1) tc->batch = 32;
     if (!(tc->lr > 0)) tc->lr = 0.01f;
     if (o.resume) {
         vd_train_state st;
         rc = vd_ckpt_peek_state(o.resume, &net, &st, &e);
         if (rc) goto out;
-        if (o.has_seed && (uint64_t)o.seed != st.seed) {
+        if (o.c.has_seed && (uint64_t)o.c.seed != st.seed) {
             rc = vd_errf(&e, VD_EUSAGE, "--seed %lld differs from the seed %llu that %s was "
-                         "trained with; drop --seed to resume exactly", (long long)o.seed,
+                         "trained with; drop --seed to resume exactly", (long long)o.c.seed,
                          (unsigned long long)st.seed, o.resume);
             goto out;
         }
         tc->seed = st.seed;
-        if (!o.has_batch) tc->batch = st.batch;
+        if (!o.c.has_batch) tc->batch = st.batch;
     }
     rc = vd_lr_validate(&tc->lr_policy, tc->lr, &e);
     if (rc) goto out;
@@ -349,38 +316,31 @@ int main(int argc, char **argv) {
 
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
     vd_session_opts so;
-    vd_session_opts_init(&so);
-    so.backend = o.backend;
-    so.device = (int)o.device;
-    so.math = strcmp(o.math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
-    so.deterministic = o.deterministic;
-    so.profile_path = o.profile;
-    so.analytic = o.analytic;
-    so.profile_out = o.profile_out;
-    if (!o.quiet && !o.profile && !o.analytic && vd_backend_cuda_available() &&
-        strcmp(o.backend, "cpu") != 0)
+    vd_cli_session_opts(&o.c, &so);
+    if (!o.c.quiet && !o.c.profile && !o.c.analytic && vd_backend_cuda_available() &&
+        strcmp(o.c.backend, "cpu") != 0)
         fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);
     rc = vd_session_open(&ses, &net, tc->batch, &so, &e);
     if (rc) goto out;
     have_ses = true;
     be = ses.be;
-    if (ses.backend_auto && !o.quiet)
+    if (ses.backend_auto && !o.c.quiet)
         fprintf(stderr, "%s: backend %s (auto: %s)\n", PROG, be->name, ses.backend_why);
-    if (!o.quiet)
+    if (!o.c.quiet)
         fprintf(stderr, "%s: profile %s (%s, %.1f s)%s%s\n", PROG, ses.prof.source, ses.prof_how,
-                ses.prof_s, o.profile_out ? ", saved to " : "", o.profile_out ? o.profile_out : "");
+                ses.prof_s, o.c.profile_out ? ", saved to " : "", o.c.profile_out ? o.c.profile_out : "");
     vd_plan_opts po;
     vd_plan_opts_init(&po);
     po.budget = o.budget ? o.budget : vd_session_default_budget(&ses);
     po.policy = o.policy;
-    po.prefetch = o.prefetch;
+    po.prefetch = o.c.prefetch;
     rc = vd_session_plan(&ses, &po, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;
     rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
     if (rc) goto out;
 
-    if (!o.quiet) {
+    if (!o.c.quiet) {
         char b1[32], b2[32];
         fprintf(stderr, "%s: net %s (%lld parameters), batch %d, %lld iterations "
                 "(%.2f epochs of %s)\n", PROG, net.name, (long long)net.n_trainable, tc->batch,

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "vd_config.h"
 #include "util/util.h"
@@ -20,6 +19,7 @@
 #include "backend/backend.h"
 #include "plan/plan.h"
 #include "train/json_mini.h"
+#include "vdt.h"
 
 enum { BATCH = 8 };
 static char g_bin[1024], g_net[1024];
@@ -31,50 +31,16 @@ static void setup(void) {
     snprintf(g_net, sizeof g_net, "%s/nets/lenet.yaml", s);
 }
 
-static char *tmpdir(void) {
-    char *d = strdup("/tmp/vdnn-bench-test-XXXXXX");
-    ck_assert_ptr_nonnull(d);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
-static void rmrf(const char *dir) {
-    if (getenv("KEEP")) return;
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 /* Run "vdnn-bench ARGS" (printf-style); exit status; output (stdout then
  * stderr) in *out (malloc'd) if out. */
 static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int run(char **out, const char *fmt, ...) {
-    char a[3000], cmd[4200], log[64], elog[64];
+    char a[3000];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a, sizeof a, fmt, ap);
     va_end(ap);
-    snprintf(log, sizeof log, "/tmp/vdnn-bench-test-%ld.out", (long)getpid());
-    snprintf(elog, sizeof elog, "/tmp/vdnn-bench-test-%ld.err", (long)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", g_bin, a, log, elog);
-    int st = system(cmd);
-    ck_assert_msg(st != -1 && WIFEXITED(st), "cannot run %s", cmd);
-    if (out) {
-        char *o1, *o2;
-        size_t n1, n2;
-        vd_err e;
-        ck_assert_int_eq(vd_read_file(log, &o1, &n1, &e), 0);
-        ck_assert_int_eq(vd_read_file(elog, &o2, &n2, &e), 0);
-        *out = malloc(n1 + n2 + 1);
-        ck_assert_ptr_nonnull(*out);
-        memcpy(*out, o1, n1);
-        memcpy(*out + n1, o2, n2 + 1);
-        free(o1);
-        free(o2);
-    }
-    unlink(log);
-    unlink(elog);
-    return WEXITSTATUS(st);
+    return vdt_run_bin(g_bin, a, false, out);
 }
 
 static void expect(int code, const char *want, const char *args) {
@@ -446,7 +412,7 @@ START_TEST(sweep_min_peak) {
     /* the premise of the feasibility checks below: offloading saves memory */
     ck_assert_msg(min_all < min_none, "all %llu, none %llu", (unsigned long long)min_all,
                   (unsigned long long)min_none);
-    char *d = tmpdir(), *out;
+    char *d = vdt_tmpdir("vdnn-bench-test"), *out;
     int rc = run(&out, "'%s' --backend cpu --batch %d --budgets peak,min --policies none,all "
                  "--warmup 1 --iters 2 --csv %s/b.csv --json %s/b.json --plot %s/b.svg",
                  g_net, BATCH, d, d, d);
@@ -567,7 +533,7 @@ START_TEST(sweep_min_peak) {
                       pl[k].want);
     }
     free(svg);
-    rmrf(d);
+    vdt_rmrf(d);
     free(d);
     ref_close(&r);
 }
@@ -580,7 +546,7 @@ START_TEST(infeasible_and_default_sweep) {
     ref r;
     ref_open(&r);
     uint64_t min_none = ref_min(&r, VD_POLICY_NONE), min_all = ref_min(&r, VD_POLICY_ALL);
-    char *d = tmpdir(), *out, path[1200];
+    char *d = vdt_tmpdir("vdnn-bench-test"), *out, path[1200];
     int rc = run(&out, "'%s' --backend cpu --batch %d --budgets 4K --policies all,none --warmup 0 "
                  "--iters 1 --json %s/i.json --csv %s/i.csv --quiet", g_net, BATCH, d, d);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
@@ -636,7 +602,7 @@ START_TEST(infeasible_and_default_sweep) {
     ck_assert_msg(why == NULL, "not well-formed: %s", why);
     ck_assert_int_eq(npl, 2);
     free(svg);
-    rmrf(d);
+    vdt_rmrf(d);
     free(d);
     ref_close(&r);
 }
@@ -647,7 +613,7 @@ END_TEST
  * the exit status is the first error's (10). */
 START_TEST(failed_points_are_rows) {
     setup();
-    char *spec, *out, path[1200], *d = tmpdir();
+    char *spec, *out, path[1200], *d = vdt_tmpdir("vdnn-bench-test");
     size_t n;
     vd_err e;
     ck_assert_int_eq(vd_read_file(g_net, &spec, &n, &e), 0);
@@ -684,25 +650,11 @@ START_TEST(failed_points_are_rows) {
     ck_assert_str_eq(c.cell[1][col("feasible")], "yes");
     ck_assert_str_eq(c.cell[1][col("iter_s")], "");
     csv_free(&c);
-    rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("bench");
-    TCase *t = tcase_create("bench");
-    tcase_set_timeout(t, 300);
-    tcase_add_test(t, xml_checker_catches_errors);
-    tcase_add_test(t, usage_errors_exit_2);
-    tcase_add_test(t, help_lists_every_flag);
-    tcase_add_test(t, sweep_min_peak);
-    tcase_add_test(t, infeasible_and_default_sweep);
-    tcase_add_test(t, failed_points_are_rows);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("bench", 300,
+          xml_checker_catches_errors, usage_errors_exit_2, help_lists_every_flag, sweep_min_peak,
+          infeasible_and_default_sweep, failed_points_are_rows)

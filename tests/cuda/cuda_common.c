@@ -8,100 +8,15 @@
 /* ------------------------------------------------------------------ nets */
 
 void c_net_begin(vd_net *net, int c, int h, int w, int batch) {
-    vd_net_init(net);
-    snprintf(net->name, sizeof net->name, "cudatest");
-    net->in_c = c;
-    net->in_h = h;
-    net->in_w = w;
-    net->classes = 1;
-    net->train.batch = batch;
-}
-
-int c_add(vd_net *net, vd_layer l) {
-    vd_err e = {0};
-    snprintf(l.name, sizeof l.name, "l%d", net->n_layers);
-    l.line = net->n_layers + 1;
-    l.col = 1;
-    int i = vd_net_add_layer(net, &l, &e);
-    ck_assert_msg(i >= 0, "add layer: %s", e.msg);
-    return i;
-}
-
-void c_finish(vd_net *net, int feeds) {
-    vd_err e = {0};
-    vd_layer loss = {0};
-    loss.op = VD_OP_SOFTMAX_XENT;
-    loss.n_in = 1;
-    loss.in[0] = feeds;
-    c_add(net, loss);
-    /* classes = numel of the fed layer, known after a first (failing) pass */
-    net->classes = 1;
-    int rc = vd_net_finalize(net, &e);
-    if (rc) {
-        int64_t numel = vd_net_out_numel(net, feeds);
-        ck_assert_msg(numel > 0, "finalize: %s", e.msg);
-        net->classes = (int)numel;
-        rc = vd_net_finalize(net, &e);
-    }
-    ck_assert_msg(rc == 0, "finalize: %s", e.msg);
+    vdt_net_begin(net, "cudatest", c, h, w, batch);
 }
 
 vd_layer c_conv(int in, int out, int k, int s, int p, int d, int groups, bool bias) {
-    vd_layer l = {0};
-    l.op = VD_OP_CONV;
-    l.n_in = 1;
-    l.in[0] = in;
-    l.u.conv.out = out;
-    l.u.conv.kh = l.u.conv.kw = k;
-    l.u.conv.sh = l.u.conv.sw = s;
-    l.u.conv.ph = l.u.conv.pw = p;
-    l.u.conv.dh = l.u.conv.dw = d;
-    l.u.conv.groups = groups;
-    l.u.conv.bias = bias;
-    return l;
+    return vdt_conv(in, out, k, k, s, s, p, p, d, d, groups, bias);
 }
 
 vd_layer c_pool(int in, vd_pool_mode mode, int k, int s, int p, bool ceil_mode) {
-    vd_layer l = {0};
-    l.op = VD_OP_POOL;
-    l.n_in = 1;
-    l.in[0] = in;
-    l.u.pool.mode = mode;
-    l.u.pool.kh = l.u.pool.kw = k;
-    l.u.pool.sh = l.u.pool.sw = s;
-    l.u.pool.ph = l.u.pool.pw = p;
-    l.u.pool.ceil_mode = ceil_mode;
-    return l;
-}
-
-vd_layer c_adaptive(int in, vd_pool_mode mode, int oh, int ow, bool global) {
-    vd_layer l = {0};
-    l.op = VD_OP_POOL;
-    l.n_in = 1;
-    l.in[0] = in;
-    l.u.pool.mode = mode;
-    l.u.pool.global = global;
-    l.u.pool.out_h = global ? 0 : oh;
-    l.u.pool.out_w = global ? 0 : ow;
-    return l;
-}
-
-vd_layer c_simple(int in, vd_op op) {
-    vd_layer l = {0};
-    l.op = op;
-    l.n_in = 1;
-    l.in[0] = in;
-    if (op == VD_OP_BATCHNORM) { l.u.bn.eps = 1e-5f; l.u.bn.momentum = 0.1f; }
-    if (op == VD_OP_DROPOUT) l.u.dropout.p = 0.5f;
-    return l;
-}
-
-vd_layer c_multi(vd_op op, int n, const int *ins) {
-    vd_layer l = {0};
-    l.op = op;
-    l.n_in = n;
-    for (int k = 0; k < n; k++) l.in[k] = ins[k];
-    return l;
+    return vdt_pool(in, mode, k, k, s, s, p, p, ceil_mode);
 }
 
 /* ------------------------------------------------------------------ data */

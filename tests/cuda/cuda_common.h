@@ -12,17 +12,13 @@
 #include <stdint.h>
 #include "backend/backend.h"
 #include "net/net.h"
+#include "vdt_net.h"
 
-/* Net building (same two-pass finalize as the CPU tests: classes = numel of
- * the layer the loss reads). */
+/* Net building: vdt_net.h (vdt_add, vdt_finish, vdt_adaptive, ...), plus
+ * name "cudatest" and square kernels/strides/padding/dilation here. */
 void c_net_begin(vd_net *net, int c, int h, int w, int batch);
-int c_add(vd_net *net, vd_layer l);
-void c_finish(vd_net *net, int feeds);
 vd_layer c_conv(int in, int out, int k, int s, int p, int d, int groups, bool bias);
 vd_layer c_pool(int in, vd_pool_mode mode, int k, int s, int p, bool ceil_mode);
-vd_layer c_adaptive(int in, vd_pool_mode mode, int oh, int ow, bool global);
-vd_layer c_simple(int in, vd_op op);
-vd_layer c_multi(vd_op op, int n, const int *ins);
 
 /* Host data for one layer run: inputs are filled by c_run_init, outputs by
  * c_run. Param arrays use the layer's params in net order (weight, bias,

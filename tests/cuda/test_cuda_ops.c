@@ -121,9 +121,9 @@ START_TEST(test_conv) {
     for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
         vd_net net;
         c_net_begin(&net, cases[i].c, cases[i].h, cases[i].w, 4);
-        c_add(&net, c_conv(-1, cases[i].out, cases[i].k, cases[i].s, cases[i].p, cases[i].d,
+        vdt_add(&net, c_conv(-1, cases[i].out, cases[i].k, cases[i].s, cases[i].p, cases[i].d,
                            cases[i].g, cases[i].bias));
-        c_finish(&net, 0);
+        vdt_finish(&net, 0);
         /* matrix products: TOL_FP32 / TOL_TF32 (see top) */
         check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);
         check_layer(&net, 0, cases[i].name, &co);
@@ -139,21 +139,21 @@ END_TEST
 START_TEST(test_pool) {
     vd_net net;
     c_net_begin(&net, 6, 13, 11, 4);
-    int l0 = c_add(&net, c_pool(-1, VD_POOL_MAX, 2, 2, 0, false));
-    int l1 = c_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, true));
-    int l2 = c_add(&net, c_pool(-1, VD_POOL_AVG, 3, 2, 1, true));
-    int l3 = c_add(&net, c_adaptive(-1, VD_POOL_AVG, 4, 5, false));
-    int l4 = c_add(&net, c_adaptive(-1, VD_POOL_AVG, 0, 0, true));
-    int l5 = c_add(&net, c_adaptive(-1, VD_POOL_MAX, 5, 3, false));
-    int l6 = c_add(&net, c_pool(-1, VD_POOL_AVG, 2, 2, 0, false));
+    int l0 = vdt_add(&net, c_pool(-1, VD_POOL_MAX, 2, 2, 0, false));
+    int l1 = vdt_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, true));
+    int l2 = vdt_add(&net, c_pool(-1, VD_POOL_AVG, 3, 2, 1, true));
+    int l3 = vdt_add(&net, vdt_adaptive(-1, VD_POOL_AVG, 4, 5, false));
+    int l4 = vdt_add(&net, vdt_adaptive(-1, VD_POOL_AVG, 0, 0, true));
+    int l5 = vdt_add(&net, vdt_adaptive(-1, VD_POOL_MAX, 5, 3, false));
+    int l6 = vdt_add(&net, c_pool(-1, VD_POOL_AVG, 2, 2, 0, false));
     /* one consumer for all: concat needs equal h, w, so feed an add chain? no:
      * each pool's output only has to lead to the loss. Flatten each and
      * concat the flattened vectors. */
     int ins[7], fl[7];
     ins[0] = l0; ins[1] = l1; ins[2] = l2; ins[3] = l3; ins[4] = l4; ins[5] = l5; ins[6] = l6;
-    for (int i = 0; i < 7; i++) fl[i] = c_add(&net, c_simple(ins[i], VD_OP_FLATTEN));
-    int cat = c_add(&net, c_multi(VD_OP_CONCAT, 7, fl));
-    c_finish(&net, cat);
+    for (int i = 0; i < 7; i++) fl[i] = vdt_add(&net, vdt_simple(ins[i], VD_OP_FLATTEN));
+    int cat = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 7, fl));
+    vdt_finish(&net, cat);
     const char *names[7] = {"maxpool2 s2", "maxpool3 s2 p1 ceil", "avgpool3 s2 p1 ceil",
                             "adaptive avg 4x5", "global avg", "adaptive max 5x3", "avgpool2 s2"};
     for (int i = 0; i < 7; i++) {
@@ -177,11 +177,11 @@ END_TEST
 START_TEST(test_relu_dropout) {
     vd_net net;
     c_net_begin(&net, 5, 7, 9, 4);
-    int r = c_add(&net, c_simple(-1, VD_OP_RELU));
-    vd_layer dl = c_simple(r, VD_OP_DROPOUT);
+    int r = vdt_add(&net, vdt_simple(-1, VD_OP_RELU));
+    vd_layer dl = vdt_simple(r, VD_OP_DROPOUT);
     dl.u.dropout.p = 0.3f;
-    int d = c_add(&net, dl);
-    c_finish(&net, d);
+    int d = vdt_add(&net, dl);
+    vdt_finish(&net, d);
     /* elementwise, identical float operations: exact */
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
     co.tf32 = false;
@@ -232,13 +232,13 @@ START_TEST(test_lrn) {
     for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
         vd_net net;
         c_net_begin(&net, 12, 5, 5, 4);
-        vd_layer l = c_simple(-1, VD_OP_LRN);
+        vd_layer l = vdt_simple(-1, VD_OP_LRN);
         l.u.lrn.size = cases[i].size;
         l.u.lrn.alpha = cases[i].alpha;
         l.u.lrn.beta = cases[i].beta;
         l.u.lrn.k = cases[i].k;
-        c_add(&net, l);
-        c_finish(&net, 0);
+        vdt_add(&net, l);
+        vdt_finish(&net, 0);
         check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* powf vs pow in double */
         co.tf32 = false;
         check_layer(&net, 0, cases[i].name, &co);
@@ -254,17 +254,17 @@ END_TEST
 START_TEST(test_bn) {
     vd_net net;
     c_net_begin(&net, 8, 6, 6, 4);
-    int b = c_add(&net, c_simple(-1, VD_OP_BATCHNORM));
-    int f = c_add(&net, c_simple(b, VD_OP_FLATTEN));
+    int b = vdt_add(&net, vdt_simple(-1, VD_OP_BATCHNORM));
+    int f = vdt_add(&net, vdt_simple(b, VD_OP_FLATTEN));
     vd_layer fc = {0};
     fc.op = VD_OP_FC;
     fc.n_in = 1;
     fc.in[0] = f;
     fc.u.fc.out = 16;
     fc.u.fc.bias = true;
-    int fcl = c_add(&net, fc);
-    int b2 = c_add(&net, c_simple(fcl, VD_OP_BATCHNORM));
-    c_finish(&net, b2);
+    int fcl = vdt_add(&net, fc);
+    int b2 = vdt_add(&net, vdt_simple(fcl, VD_OP_BATCHNORM));
+    vdt_finish(&net, b2);
     /* float reductions in cuDNN vs double: TOL_BN (see top); no matrix products */
     check_opts co = fwd_bwd(TOL_BN, TOL_BN);
     co.tf32 = false;
@@ -294,8 +294,8 @@ START_TEST(test_fc) {
         fc.in[0] = -1;
         fc.u.fc.out = 20;
         fc.u.fc.bias = bias;
-        c_add(&net, fc);
-        c_finish(&net, 0);
+        vdt_add(&net, fc);
+        vdt_finish(&net, 0);
         check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);   /* matrix products (K = 300) */
         co.n = 8;
         check_layer(&net, 0, bias ? "fc 300->20 bias" : "fc 300->20", &co);
@@ -311,17 +311,17 @@ END_TEST
 START_TEST(test_shape_ops) {
     vd_net net;
     c_net_begin(&net, 3, 4, 5, 4);
-    int a = c_add(&net, c_conv(-1, 5, 1, 1, 0, 1, 1, false));
-    int b = c_add(&net, c_conv(-1, 2, 1, 1, 0, 1, 1, false));
+    int a = vdt_add(&net, c_conv(-1, 5, 1, 1, 0, 1, 1, false));
+    int b = vdt_add(&net, c_conv(-1, 2, 1, 1, 0, 1, 1, false));
     int ins3[3] = {-1, a, b};
-    int cat = c_add(&net, c_multi(VD_OP_CONCAT, 3, ins3));
+    int cat = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 3, ins3));
     int insadd[3] = {-1, -1, -1};
-    int add = c_add(&net, c_multi(VD_OP_ADD, 3, insadd));
-    int f1 = c_add(&net, c_simple(cat, VD_OP_FLATTEN));
-    int f2 = c_add(&net, c_simple(add, VD_OP_FLATTEN));
+    int add = vdt_add(&net, vdt_multi(VD_OP_ADD, 3, insadd));
+    int f1 = vdt_add(&net, vdt_simple(cat, VD_OP_FLATTEN));
+    int f2 = vdt_add(&net, vdt_simple(add, VD_OP_FLATTEN));
     int fins[2] = {f1, f2};
-    int cat2 = c_add(&net, c_multi(VD_OP_CONCAT, 2, fins));
-    c_finish(&net, cat2);
+    int cat2 = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 2, fins));
+    vdt_finish(&net, cat2);
     /* copies and ordered float adds: exact */
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
     co.tf32 = false;
@@ -343,7 +343,7 @@ START_TEST(test_loss) {
     for (int i = 0; i < 2; i++) {
         vd_net net;
         c_net_begin(&net, classes[i], 1, 1, batch[i]);
-        c_finish(&net, -1);
+        vdt_finish(&net, -1);
         check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* expf/logf vs double libm */
         co.n = batch[i];
         co.tf32 = false;
@@ -389,17 +389,17 @@ static void det_layer(const vd_net *net, int layer, const char *name) {
 START_TEST(test_deterministic) {
     vd_net net;
     c_net_begin(&net, 16, 14, 14, 8);
-    int cv = c_add(&net, c_conv(-1, 32, 3, 1, 1, 1, 1, true));
-    int bn = c_add(&net, c_simple(cv, VD_OP_BATCHNORM));
-    int pl = c_add(&net, c_pool(bn, VD_POOL_MAX, 2, 2, 0, false));
+    int cv = vdt_add(&net, c_conv(-1, 32, 3, 1, 1, 1, 1, true));
+    int bn = vdt_add(&net, vdt_simple(cv, VD_OP_BATCHNORM));
+    int pl = vdt_add(&net, c_pool(bn, VD_POOL_MAX, 2, 2, 0, false));
     vd_layer fc = {0};
     fc.op = VD_OP_FC;
     fc.n_in = 1;
     fc.in[0] = pl;
     fc.u.fc.out = 10;
     fc.u.fc.bias = true;
-    int f = c_add(&net, fc);
-    c_finish(&net, f);
+    int f = vdt_add(&net, fc);
+    vdt_finish(&net, f);
     det_layer(&net, cv, "conv (deterministic)");
     det_layer(&net, bn, "batchnorm (deterministic)");
     det_layer(&net, pl, "maxpool (deterministic)");
@@ -536,17 +536,17 @@ END_TEST
 START_TEST(test_profile) {
     vd_net net;
     c_net_begin(&net, 3, 32, 32, 16);
-    int cv = c_add(&net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
-    int r = c_add(&net, c_simple(cv, VD_OP_RELU));
-    int pl = c_add(&net, c_pool(r, VD_POOL_MAX, 2, 2, 0, false));
+    int cv = vdt_add(&net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
+    int r = vdt_add(&net, vdt_simple(cv, VD_OP_RELU));
+    int pl = vdt_add(&net, c_pool(r, VD_POOL_MAX, 2, 2, 0, false));
     vd_layer fc = {0};
     fc.op = VD_OP_FC;
     fc.n_in = 1;
     fc.in[0] = pl;
     fc.u.fc.out = 10;
     fc.u.fc.bias = true;
-    int f = c_add(&net, fc);
-    c_finish(&net, f);
+    int f = vdt_add(&net, fc);
+    vdt_finish(&net, f);
     vd_backend *be = c_cuda();
     vd_err e = {0};
     ck_assert(be->layer_setup(be, &net, 16, VD_MATH_FP32, false, &e) == 0);

@@ -30,32 +30,32 @@ static void build(vd_net *net) {
     net->train.momentum = 0.9f;
     net->train.weight_decay = 5e-4f;
     net->train.seed = 17;
-    int c1 = c_add(net, c_conv(-1, 8, 3, 1, 1, 1, 1, true));
-    int b1 = c_add(net, c_simple(c1, VD_OP_BATCHNORM));
-    int r1 = c_add(net, c_simple(b1, VD_OP_RELU));
-    int p1 = c_add(net, c_pool(r1, VD_POOL_MAX, 2, 2, 0, false));          /* 8x8x8 */
-    vd_layer lrn = c_simple(p1, VD_OP_LRN);
+    int c1 = vdt_add(net, c_conv(-1, 8, 3, 1, 1, 1, 1, true));
+    int b1 = vdt_add(net, vdt_simple(c1, VD_OP_BATCHNORM));
+    int r1 = vdt_add(net, vdt_simple(b1, VD_OP_RELU));
+    int p1 = vdt_add(net, c_pool(r1, VD_POOL_MAX, 2, 2, 0, false));          /* 8x8x8 */
+    vd_layer lrn = vdt_simple(p1, VD_OP_LRN);
     lrn.u.lrn.size = 3; lrn.u.lrn.alpha = 0.1f; lrn.u.lrn.beta = 0.75f; lrn.u.lrn.k = 1.0f;
-    int n1 = c_add(net, lrn);
-    int c2 = c_add(net, c_conv(n1, 8, 3, 1, 1, 1, 1, false));
-    int r2 = c_add(net, c_simple(c2, VD_OP_RELU));
+    int n1 = vdt_add(net, lrn);
+    int c2 = vdt_add(net, c_conv(n1, 8, 3, 1, 1, 1, 1, false));
+    int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
     int ins[2] = {r2, n1};
-    int ad = c_add(net, c_multi(VD_OP_ADD, 2, ins));                         /* residual */
-    int c3 = c_add(net, c_conv(ad, 4, 1, 1, 0, 1, 1, true));
+    int ad = vdt_add(net, vdt_multi(VD_OP_ADD, 2, ins));                         /* residual */
+    int c3 = vdt_add(net, c_conv(ad, 4, 1, 1, 0, 1, 1, true));
     int ins2[2] = {ad, c3};
-    int cat = c_add(net, c_multi(VD_OP_CONCAT, 2, ins2));                    /* 12x8x8 */
-    int p2 = c_add(net, c_pool(cat, VD_POOL_AVG, 2, 2, 0, false));          /* 12x4x4 */
-    int fl = c_add(net, c_simple(p2, VD_OP_FLATTEN));
+    int cat = vdt_add(net, vdt_multi(VD_OP_CONCAT, 2, ins2));                    /* 12x8x8 */
+    int p2 = vdt_add(net, c_pool(cat, VD_POOL_AVG, 2, 2, 0, false));          /* 12x4x4 */
+    int fl = vdt_add(net, vdt_simple(p2, VD_OP_FLATTEN));
     vd_layer fc = {0};
     fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 32; fc.u.fc.bias = true;
-    int f1 = c_add(net, fc);
-    int r3 = c_add(net, c_simple(f1, VD_OP_RELU));
-    vd_layer dr = c_simple(r3, VD_OP_DROPOUT);
+    int f1 = vdt_add(net, fc);
+    int r3 = vdt_add(net, vdt_simple(f1, VD_OP_RELU));
+    vd_layer dr = vdt_simple(r3, VD_OP_DROPOUT);
     dr.u.dropout.p = 0.25f;
-    int d1 = c_add(net, dr);
+    int d1 = vdt_add(net, dr);
     fc.in[0] = d1; fc.u.fc.out = 10;
-    int f2 = c_add(net, fc);
-    c_finish(net, f2);
+    int f2 = vdt_add(net, fc);
+    vdt_finish(net, f2);
     vd_schedule_inplace(net);
 }
 

@@ -7,21 +7,14 @@
 #include <stdint.h>
 #include "backend/backend.h"
 #include "net/net.h"
+#include "vdt.h"
+#include "vdt_net.h"
 
-/* Net under construction: input [c,h,w]; layers added with t_add; t_finish
- * appends the loss (classes = numel of `feeds`' output) and finalizes. */
+/* Nets are built with vdt_net.h (vdt_add, vdt_finish, vdt_conv, ...);
+ * t_net_begin: input [c,h,w], batch 2, name "optest". */
 void t_net_begin(vd_net *net, int c, int h, int w);
-int t_add(vd_net *net, vd_layer l);        /* name set automatically; returns index */
-void t_finish(vd_net *net, int feeds);      /* feeds: layer whose output the loss reads */
-
-/* Layer constructors (fields as in vd_layer; in = producing layer, -1 input). */
-vd_layer t_conv(int in, int out, int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw,
-                int groups, bool bias);
-vd_layer t_pool(int in, vd_pool_mode mode, int kh, int kw, int sh, int sw, int ph, int pw,
-                bool ceil_mode);
+/* Adaptive (not global) pool to [oh, ow]. */
 vd_layer t_adaptive(int in, vd_pool_mode mode, int oh, int ow);
-vd_layer t_simple(int in, vd_op op);        /* relu, flatten, batchnorm(defaults), dropout(p=.5) */
-vd_layer t_multi(vd_op op, int n, const int *ins);
 
 /* Everything one layer's forward/backward needs, host allocated (exact
  * sizes, so ASan catches overruns). */

@@ -224,10 +224,10 @@ END_TEST
 START_TEST(algos_and_aux) {
     vd_net net;
     t_net_begin(&net, 3, 8, 7);
-    int c = t_add(&net, t_conv(-1, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true));   /* -> 4x4x4 */
-    int bn = t_add(&net, t_simple(c, VD_OP_BATCHNORM));
-    int r = t_add(&net, t_simple(bn, VD_OP_RELU));
-    t_finish(&net, r);
+    int c = vdt_add(&net, vdt_conv(-1, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true));   /* -> 4x4x4 */
+    int bn = vdt_add(&net, vdt_simple(c, VD_OP_BATCHNORM));
+    int r = vdt_add(&net, vdt_simple(bn, VD_OP_RELU));
+    vdt_finish(&net, r);
     int loss = net.n_layers - 1;
     ck_assert_int_eq(be->layer_setup(be, &net, 5, VD_MATH_FP32, true, &e), 0);
     const vd_algo_opt *o;
@@ -340,9 +340,5 @@ static Suite *suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vdt_run(suite());
 }

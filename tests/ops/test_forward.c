@@ -18,8 +18,8 @@ static void teardown(void) { be->destroy(be); be = NULL; }
 /* One-op net on input [c,h,w]; returns the layer index. */
 static int one_op(vd_net *net, int c, int h, int w, vd_layer l) {
     t_net_begin(net, c, h, w);
-    int i = t_add(net, l);
-    t_finish(net, i);
+    int i = vdt_add(net, l);
+    vdt_finish(net, i);
     return i;
 }
 
@@ -40,7 +40,7 @@ static void expect(const float *got, const double *want, int n, double tol, cons
 /* x = 1..16 (4x4), 3x3 ones, pad 1, bias 0.5: neighbourhood sums. */
 START_TEST(conv_hand) {
     vd_net net;
-    int i = one_op(&net, 1, 4, 4, t_conv(-1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
+    int i = one_op(&net, 1, 4, 4, vdt_conv(-1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
     for (int algo = 0; algo < 2; algo++) {
         t_op t;
         t_op_init(&t, be, &net, i, 1, 1);
@@ -61,7 +61,7 @@ END_TEST
 /* Dilation 2 on 5x5 (x = 1..25): taps at rows/cols 0, 2, 4: 117. */
 START_TEST(conv_hand_dilation) {
     vd_net net;
-    int i = one_op(&net, 1, 5, 5, t_conv(-1, 1, 3, 3, 1, 1, 0, 0, 2, 2, 1, false));
+    int i = one_op(&net, 1, 5, 5, vdt_conv(-1, 1, 3, 3, 1, 1, 0, 0, 2, 2, 1, false));
     ck_assert_int_eq(net.layers[i].h, 1);
     for (int algo = 0; algo < 2; algo++) {
         t_op t;
@@ -120,13 +120,13 @@ static void conv_vs_ref(int C, int H, int W, vd_layer l, int n) {
 }
 
 START_TEST(conv_reference) {
-    conv_vs_ref(3, 7, 6, t_conv(-1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true), 2);
-    conv_vs_ref(2, 9, 8, t_conv(-1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 1, false), 2);
-    conv_vs_ref(2, 8, 7, t_conv(-1, 2, 3, 3, 1, 1, 2, 2, 2, 1, 1, true), 1);
-    conv_vs_ref(4, 6, 5, t_conv(-1, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true), 2);
-    conv_vs_ref(3, 5, 5, t_conv(-1, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, true), 2);
-    conv_vs_ref(3, 11, 11, t_conv(-1, 5, 11, 11, 4, 4, 2, 2, 1, 1, 1, true), 1);
-    conv_vs_ref(16, 4, 4, t_conv(-1, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, true), 2);
+    conv_vs_ref(3, 7, 6, vdt_conv(-1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true), 2);
+    conv_vs_ref(2, 9, 8, vdt_conv(-1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 1, false), 2);
+    conv_vs_ref(2, 8, 7, vdt_conv(-1, 2, 3, 3, 1, 1, 2, 2, 2, 1, 1, true), 1);
+    conv_vs_ref(4, 6, 5, vdt_conv(-1, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true), 2);
+    conv_vs_ref(3, 5, 5, vdt_conv(-1, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, true), 2);
+    conv_vs_ref(3, 11, 11, vdt_conv(-1, 5, 11, 11, 4, 4, 2, 2, 1, 1, 1, true), 1);
+    conv_vs_ref(16, 4, 4, vdt_conv(-1, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, true), 2);
 }
 END_TEST
 
@@ -148,18 +148,18 @@ static void pool_hand(int c, int h, int w, vd_layer l, const double *want, int n
 
 START_TEST(pool_values) {
     double max2[] = {6, 8, 14, 16};
-    pool_hand(1, 4, 4, t_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false), max2, 4, "max 2x2");
+    pool_hand(1, 4, 4, vdt_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false), max2, 4, "max 2x2");
     /* count_include_pad=True: divisor 9 even at the border */
     double avgp[] = {14 / 9.0, 30 / 9.0, 57 / 9.0, 99 / 9.0};
-    pool_hand(1, 4, 4, t_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 1, 1, false), avgp, 4, "avg 3x3 s2 p1");
+    pool_hand(1, 4, 4, vdt_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 1, 1, false), avgp, 4, "avg 3x3 s2 p1");
     /* ceil_mode: last window [4,6) of a 1x6 row has divisor 2 (ends at in+pad) */
     double avgc[] = {2, 4, 5.5};
-    pool_hand(1, 1, 6, t_pool(-1, VD_POOL_AVG, 1, 3, 1, 2, 0, 0, true), avgc, 3, "avg ceil");
+    pool_hand(1, 1, 6, vdt_pool(-1, VD_POOL_AVG, 1, 3, 1, 2, 0, 0, true), avgc, 3, "avg ceil");
     /* PyTorch: avg_pool1d(arange(1,7), 3, 2, 1, ceil_mode=True) = [1, 3, 5, 3] */
     double avgcp[] = {1, 3, 5, 3};
-    pool_hand(1, 1, 6, t_pool(-1, VD_POOL_AVG, 1, 3, 1, 2, 0, 1, true), avgcp, 4, "avg ceil pad");
+    pool_hand(1, 1, 6, vdt_pool(-1, VD_POOL_AVG, 1, 3, 1, 2, 0, 1, true), avgcp, 4, "avg ceil pad");
     double maxc[] = {3, 5, 6};
-    pool_hand(1, 1, 6, t_pool(-1, VD_POOL_MAX, 1, 3, 1, 2, 0, 0, true), maxc, 3, "max ceil");
+    pool_hand(1, 1, 6, vdt_pool(-1, VD_POOL_MAX, 1, 3, 1, 2, 0, 0, true), maxc, 3, "max ceil");
     /* adaptive windows floor(i*in/out) .. ceil((i+1)*in/out) */
     double ad5[] = {1.5, 3, 4.5};
     pool_hand(1, 1, 5, t_adaptive(-1, VD_POOL_AVG, 1, 3), ad5, 3, "adaptive 5->3");
@@ -167,7 +167,7 @@ START_TEST(pool_values) {
     pool_hand(1, 1, 7, t_adaptive(-1, VD_POOL_AVG, 1, 4), ad7, 4, "adaptive 7->4");
     double adm[] = {2, 4, 5};
     pool_hand(1, 1, 5, t_adaptive(-1, VD_POOL_MAX, 1, 3), adm, 3, "adaptive max 5->3");
-    vd_layer g = t_pool(-1, VD_POOL_AVG, 0, 0, 0, 0, 0, 0, false);
+    vd_layer g = vdt_pool(-1, VD_POOL_AVG, 0, 0, 0, 0, 0, 0, false);
     g.u.pool.global = true;
     double glob[] = {3.5, 9.5};  /* two channels of 6: means of 1..6 and 7..12 */
     pool_hand(2, 2, 3, g, glob, 2, "global");
@@ -177,7 +177,7 @@ END_TEST
 /* Max pool: ties go to the first element, NaN propagates (PyTorch CPU). */
 START_TEST(pool_max_ties_nan) {
     vd_net net;
-    int i = one_op(&net, 1, 2, 2, t_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false));
+    int i = one_op(&net, 1, 2, 2, vdt_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     float xs[4] = {1, 3, 3, 0};
@@ -201,7 +201,7 @@ END_TEST
 
 START_TEST(relu_values_inplace) {
     vd_net net;
-    int i = one_op(&net, 1, 1, 5, t_simple(-1, VD_OP_RELU));
+    int i = one_op(&net, 1, 1, 5, vdt_simple(-1, VD_OP_RELU));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     float xs[5] = {-2, -0.0f, 0.5f, 3, NAN};
@@ -233,7 +233,7 @@ END_TEST
 /* One channel, size 3, alpha 3 (alpha/size = 1), beta 1/2, k 1:
  * y = x / sqrt(1 + x^2); x = 0.75 gives 0.6. */
 START_TEST(lrn_hand) {
-    vd_layer l = t_simple(-1, VD_OP_LRN);
+    vd_layer l = vdt_simple(-1, VD_OP_LRN);
     l.u.lrn.size = 3; l.u.lrn.alpha = 3; l.u.lrn.beta = 0.5f; l.u.lrn.k = 1;
     vd_net net;
     int i = one_op(&net, 1, 1, 2, l);
@@ -253,7 +253,7 @@ END_TEST
  * channels with size/2 zeros in front and (size-1)/2 behind, average over
  * `size` consecutive channels, div = (avg*alpha + k)^beta, y = x/div. */
 static void lrn_vs_torch(int C, int size, float alpha, float beta, float k) {
-    vd_layer l = t_simple(-1, VD_OP_LRN);
+    vd_layer l = vdt_simple(-1, VD_OP_LRN);
     l.u.lrn.size = size; l.u.lrn.alpha = alpha; l.u.lrn.beta = beta; l.u.lrn.k = k;
     vd_net net;
     int i = one_op(&net, C, 2, 3, l);
@@ -299,7 +299,7 @@ END_TEST
 
 START_TEST(bn_train_hand) {
     vd_net net;
-    int i = one_op(&net, 1, 1, 1, t_simple(-1, VD_OP_BATCHNORM));
+    int i = one_op(&net, 1, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM));
     t_op t;
     t_op_init(&t, be, &net, i, 4, 1);
     iota(t.x[0], 4, 1);                 /* mean 2.5, biased var 1.25, unbiased 5/3 */
@@ -329,7 +329,7 @@ END_TEST
  * var/(var+eps) ~ 1 over N*H*W; running stats follow the momentum rule. */
 START_TEST(bn_train_stats) {
     vd_net net;
-    int i = one_op(&net, 3, 4, 5, t_simple(-1, VD_OP_BATCHNORM));
+    int i = one_op(&net, 3, 4, 5, vdt_simple(-1, VD_OP_BATCHNORM));
     t_op t;
     t_op_init(&t, be, &net, i, 3, 2);
     for (int c = 0; c < 3; c++) { t.w[c] = 1; t.b[c] = 0; t.rm[c] = 1; t.rv[c] = 2; }
@@ -358,7 +358,7 @@ END_TEST
 /* PyTorch refuses training batch norm with one value per channel. */
 START_TEST(bn_train_single_value) {
     vd_net net;
-    int i = one_op(&net, 2, 1, 1, t_simple(-1, VD_OP_BATCHNORM));
+    int i = one_op(&net, 2, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     vd_err e = {0};
@@ -372,7 +372,7 @@ END_TEST
 /* ------------------------------------------------------------------ fc */
 
 START_TEST(fc_hand) {
-    vd_layer l = t_simple(-1, VD_OP_FC);
+    vd_layer l = vdt_simple(-1, VD_OP_FC);
     l.u.fc.out = 3; l.u.fc.bias = true;
     vd_net net;
     int i = one_op(&net, 2, 1, 1, l);
@@ -391,13 +391,13 @@ END_TEST
 /* ------------------------------------------------------------------ dropout */
 
 START_TEST(dropout_mask) {
-    vd_layer l = t_simple(-1, VD_OP_DROPOUT);
+    vd_layer l = vdt_simple(-1, VD_OP_DROPOUT);
     l.u.dropout.p = 0.3f;
     vd_net net;
     t_net_begin(&net, 3, 20, 25);
-    l.in[0] = t_add(&net, t_simple(-1, VD_OP_RELU));   /* so the dropout is layer 1 */
-    int i = t_add(&net, l);
-    t_finish(&net, i);
+    l.in[0] = vdt_add(&net, vdt_simple(-1, VD_OP_RELU));   /* so the dropout is layer 1 */
+    int i = vdt_add(&net, l);
+    vdt_finish(&net, i);
     t_op t;
     t_op_init(&t, be, &net, i, 40, 3);         /* 60000 elements */
     for (int64_t k = 0; k < t.xn[0]; k++) if (t.x[0][k] == 0) t.x[0][k] = 1;
@@ -444,14 +444,14 @@ END_TEST
 START_TEST(flatten_add_concat) {
     vd_net net;
     t_net_begin(&net, 1, 2, 2);
-    int a = t_add(&net, t_conv(-1, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
-    int b = t_add(&net, t_conv(-1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
+    int a = vdt_add(&net, vdt_conv(-1, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
+    int b = vdt_add(&net, vdt_conv(-1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
     int ins[2] = {a, b};
-    int cat = t_add(&net, t_multi(VD_OP_CONCAT, 2, ins));
+    int cat = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 2, ins));
     int ins3[3] = {cat, cat, cat};
-    int add = t_add(&net, t_multi(VD_OP_ADD, 3, ins3));
-    int fl = t_add(&net, t_simple(add, VD_OP_FLATTEN));
-    t_finish(&net, fl);
+    int add = vdt_add(&net, vdt_multi(VD_OP_ADD, 3, ins3));
+    int fl = vdt_add(&net, vdt_simple(add, VD_OP_FLATTEN));
+    vdt_finish(&net, fl);
     ck_assert_int_eq(net.layers[cat].c, 3);
     ck_assert_int_eq(net.layers[fl].c, 12);
     ck_assert_int_eq(net.layers[fl].h, 1);
@@ -486,7 +486,7 @@ END_TEST
 START_TEST(xent_hand) {
     vd_net net;
     t_net_begin(&net, 3, 1, 1);
-    t_finish(&net, -1);
+    vdt_finish(&net, -1);
     t_op t;
     t_op_init(&t, be, &net, 0, 2, 1);
     float x[6] = {0, 0, (float)log(2.0), 0, 0, (float)log(2.0)};
@@ -538,9 +538,5 @@ static Suite *suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vdt_run(suite());
 }

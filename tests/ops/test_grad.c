@@ -121,8 +121,8 @@ static void gradcheck(const vd_net *net, int layer, gc_cfg c, const char *what) 
 static void conv_case(int c, int h, int w, vd_layer l, const char *what) {
     vd_net net;
     t_net_begin(&net, c, h, w);
-    int i = t_add(&net, l);
-    t_finish(&net, i);
+    int i = vdt_add(&net, l);
+    vdt_finish(&net, i);
     for (int algo = 0; algo < 2; algo++) {
         char buf[96];
         snprintf(buf, sizeof buf, "%s [%s]", what, algo ? "direct" : "im2col");
@@ -133,19 +133,19 @@ static void conv_case(int c, int h, int w, vd_layer l, const char *what) {
     vd_net_free(&net);
 }
 
-START_TEST(conv_basic) { conv_case(3, 7, 6, t_conv(-1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true), "conv 3x3 s1 p1 bias"); }
+START_TEST(conv_basic) { conv_case(3, 7, 6, vdt_conv(-1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true), "conv 3x3 s1 p1 bias"); }
 END_TEST
-START_TEST(conv_stride_rect) { conv_case(2, 9, 8, t_conv(-1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 1, false), "conv 3x2 s2x3 p1x0"); }
+START_TEST(conv_stride_rect) { conv_case(2, 9, 8, vdt_conv(-1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 1, false), "conv 3x2 s2x3 p1x0"); }
 END_TEST
-START_TEST(conv_dilation) { conv_case(2, 8, 7, t_conv(-1, 2, 3, 3, 1, 1, 2, 2, 2, 1, 1, true), "conv 3x3 d2x1 p2"); }
+START_TEST(conv_dilation) { conv_case(2, 8, 7, vdt_conv(-1, 2, 3, 3, 1, 1, 2, 2, 2, 1, 1, true), "conv 3x3 d2x1 p2"); }
 END_TEST
-START_TEST(conv_groups) { conv_case(4, 6, 5, t_conv(-1, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true), "conv groups 2"); }
+START_TEST(conv_groups) { conv_case(4, 6, 5, vdt_conv(-1, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, true), "conv groups 2"); }
 END_TEST
-START_TEST(conv_depthwise) { conv_case(3, 5, 5, t_conv(-1, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, true), "conv depthwise s2"); }
+START_TEST(conv_depthwise) { conv_case(3, 5, 5, vdt_conv(-1, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, true), "conv depthwise s2"); }
 END_TEST
-START_TEST(conv_1x1_s2) { conv_case(3, 5, 4, t_conv(-1, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, false), "conv 1x1 s2"); }
+START_TEST(conv_1x1_s2) { conv_case(3, 5, 4, vdt_conv(-1, 2, 1, 1, 2, 2, 0, 0, 1, 1, 1, false), "conv 1x1 s2"); }
 END_TEST
-START_TEST(conv_5x5_s2_p2) { conv_case(1, 5, 5, t_conv(-1, 2, 5, 5, 2, 2, 2, 2, 1, 1, 1, true), "conv 5x5 s2 p2"); }
+START_TEST(conv_5x5_s2_p2) { conv_case(1, 5, 5, vdt_conv(-1, 2, 5, 5, 2, 2, 2, 2, 1, 1, 1, true), "conv 5x5 s2 p2"); }
 END_TEST
 
 /* The checker must reject a gradient that is wrong in a single element by 1%
@@ -153,8 +153,8 @@ END_TEST
 START_TEST(checker_catches_errors) {
     vd_net net;
     t_net_begin(&net, 2, 5, 5);
-    int i = t_add(&net, t_conv(-1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
-    t_finish(&net, i);
+    int i = vdt_add(&net, vdt_conv(-1, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
+    vdt_finish(&net, i);
     t_op t;
     t_op_init(&t, be, &net, i, 2, 42);
     t_fwd(&t);
@@ -184,35 +184,35 @@ END_TEST
 static void pool_case(int c, int h, int w, vd_layer l, const char *what) {
     vd_net net;
     t_net_begin(&net, c, h, w);
-    int i = t_add(&net, l);
-    t_finish(&net, i);
+    int i = vdt_add(&net, l);
+    vdt_finish(&net, i);
     gc_cfg cfg = {2, 0, true, 1e-3f, PREP_DISTINCT};
     gradcheck(&net, i, cfg, what);
     vd_net_free(&net);
 }
 
-START_TEST(pool_max_2x2) { pool_case(2, 6, 6, t_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false), "max 2x2 s2"); }
+START_TEST(pool_max_2x2) { pool_case(2, 6, 6, vdt_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false), "max 2x2 s2"); }
 END_TEST
-START_TEST(pool_max_3x3_s2_p1) { pool_case(2, 7, 7, t_pool(-1, VD_POOL_MAX, 3, 3, 2, 2, 1, 1, false), "max 3x3 s2 p1"); }
+START_TEST(pool_max_3x3_s2_p1) { pool_case(2, 7, 7, vdt_pool(-1, VD_POOL_MAX, 3, 3, 2, 2, 1, 1, false), "max 3x3 s2 p1"); }
 END_TEST
-START_TEST(pool_max_ceil) { pool_case(2, 6, 6, t_pool(-1, VD_POOL_MAX, 3, 3, 2, 2, 0, 0, true), "max 3x3 s2 ceil"); }
+START_TEST(pool_max_ceil) { pool_case(2, 6, 6, vdt_pool(-1, VD_POOL_MAX, 3, 3, 2, 2, 0, 0, true), "max 3x3 s2 ceil"); }
 END_TEST
-START_TEST(pool_max_ceil_pad) { pool_case(1, 6, 6, t_pool(-1, VD_POOL_MAX, 3, 3, 2, 2, 1, 1, true), "max 3x3 s2 p1 ceil"); }
+START_TEST(pool_max_ceil_pad) { pool_case(1, 6, 6, vdt_pool(-1, VD_POOL_MAX, 3, 3, 2, 2, 1, 1, true), "max 3x3 s2 p1 ceil"); }
 END_TEST
-START_TEST(pool_max_rect) { pool_case(2, 7, 5, t_pool(-1, VD_POOL_MAX, 3, 2, 2, 1, 1, 0, false), "max 3x2 s2x1 p1x0 overlap"); }
+START_TEST(pool_max_rect) { pool_case(2, 7, 5, vdt_pool(-1, VD_POOL_MAX, 3, 2, 2, 1, 1, 0, false), "max 3x2 s2x1 p1x0 overlap"); }
 END_TEST
-START_TEST(pool_avg_3x3_s2_p1) { pool_case(2, 7, 7, t_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 1, 1, false), "avg 3x3 s2 p1"); }
+START_TEST(pool_avg_3x3_s2_p1) { pool_case(2, 7, 7, vdt_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 1, 1, false), "avg 3x3 s2 p1"); }
 END_TEST
-START_TEST(pool_avg_ceil) { pool_case(2, 6, 6, t_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 0, 0, true), "avg 3x3 s2 ceil"); }
+START_TEST(pool_avg_ceil) { pool_case(2, 6, 6, vdt_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 0, 0, true), "avg 3x3 s2 ceil"); }
 END_TEST
-START_TEST(pool_avg_ceil_pad) { pool_case(1, 6, 6, t_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 1, 1, true), "avg 3x3 s2 p1 ceil"); }
+START_TEST(pool_avg_ceil_pad) { pool_case(1, 6, 6, vdt_pool(-1, VD_POOL_AVG, 3, 3, 2, 2, 1, 1, true), "avg 3x3 s2 p1 ceil"); }
 END_TEST
 START_TEST(pool_adaptive_avg) { pool_case(2, 5, 7, t_adaptive(-1, VD_POOL_AVG, 3, 4), "adaptive avg 5x7->3x4"); }
 END_TEST
 START_TEST(pool_adaptive_max) { pool_case(2, 5, 7, t_adaptive(-1, VD_POOL_MAX, 2, 3), "adaptive max 5x7->2x3"); }
 END_TEST
 START_TEST(pool_global_avg) {
-    vd_layer l = t_pool(-1, VD_POOL_AVG, 0, 0, 0, 0, 0, 0, false);
+    vd_layer l = vdt_pool(-1, VD_POOL_AVG, 0, 0, 0, 0, 0, 0, false);
     l.u.pool.global = true;
     pool_case(3, 4, 5, l, "global avg");
 }
@@ -223,20 +223,20 @@ END_TEST
 static void simple_case(int c, int h, int w, vd_layer l, gc_cfg cfg, const char *what) {
     vd_net net;
     t_net_begin(&net, c, h, w);
-    int i = t_add(&net, l);
-    t_finish(&net, i);
+    int i = vdt_add(&net, l);
+    vdt_finish(&net, i);
     gradcheck(&net, i, cfg, what);
     vd_net_free(&net);
 }
 
 START_TEST(relu) {
     gc_cfg cfg = {2, 0, true, 1e-3f, PREP_AWAY};
-    simple_case(3, 4, 5, t_simple(-1, VD_OP_RELU), cfg, "relu");
+    simple_case(3, 4, 5, vdt_simple(-1, VD_OP_RELU), cfg, "relu");
 }
 END_TEST
 
 static vd_layer lrn(int size, float alpha, float beta, float k) {
-    vd_layer l = t_simple(-1, VD_OP_LRN);
+    vd_layer l = vdt_simple(-1, VD_OP_LRN);
     l.u.lrn.size = size; l.u.lrn.alpha = alpha; l.u.lrn.beta = beta; l.u.lrn.k = k;
     return l;
 }
@@ -247,23 +247,23 @@ END_TEST
 START_TEST(lrn_size5_few_channels) { simple_case(3, 2, 2, lrn(5, 1.0f, 0.75f, 1.0f), GC_SMOOTH, "lrn size 5 > C"); }
 END_TEST
 
-START_TEST(bn_train) { simple_case(3, 4, 5, t_simple(-1, VD_OP_BATCHNORM), GC_SMOOTH, "batchnorm train"); }
+START_TEST(bn_train) { simple_case(3, 4, 5, vdt_simple(-1, VD_OP_BATCHNORM), GC_SMOOTH, "batchnorm train"); }
 END_TEST
 START_TEST(bn_train_1x1) {
     gc_cfg cfg = GC_SMOOTH;
     cfg.n = 5;
-    simple_case(4, 1, 1, t_simple(-1, VD_OP_BATCHNORM), cfg, "batchnorm train 1x1");
+    simple_case(4, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM), cfg, "batchnorm train 1x1");
 }
 END_TEST
 START_TEST(bn_eval) {
     gc_cfg cfg = GC_SMOOTH;
     cfg.training = false;
-    simple_case(3, 4, 5, t_simple(-1, VD_OP_BATCHNORM), cfg, "batchnorm eval");
+    simple_case(3, 4, 5, vdt_simple(-1, VD_OP_BATCHNORM), cfg, "batchnorm eval");
 }
 END_TEST
 
 START_TEST(fc_bias) {
-    vd_layer l = t_simple(-1, VD_OP_FC);
+    vd_layer l = vdt_simple(-1, VD_OP_FC);
     l.u.fc.out = 5; l.u.fc.bias = true;
     gc_cfg cfg = GC_SMOOTH;
     cfg.n = 3;
@@ -271,14 +271,14 @@ START_TEST(fc_bias) {
 }
 END_TEST
 START_TEST(fc_nobias) {
-    vd_layer l = t_simple(-1, VD_OP_FC);
+    vd_layer l = vdt_simple(-1, VD_OP_FC);
     l.u.fc.out = 4; l.u.fc.bias = false;
     simple_case(7, 1, 1, l, GC_SMOOTH, "fc no bias");
 }
 END_TEST
 
 START_TEST(dropout_train) {
-    vd_layer l = t_simple(-1, VD_OP_DROPOUT);
+    vd_layer l = vdt_simple(-1, VD_OP_DROPOUT);
     l.u.dropout.p = 0.3f;
     simple_case(3, 4, 5, l, GC_SMOOTH, "dropout train");
 }
@@ -286,11 +286,11 @@ END_TEST
 START_TEST(dropout_eval) {
     gc_cfg cfg = GC_SMOOTH;
     cfg.training = false;
-    simple_case(3, 4, 5, t_simple(-1, VD_OP_DROPOUT), cfg, "dropout eval");
+    simple_case(3, 4, 5, vdt_simple(-1, VD_OP_DROPOUT), cfg, "dropout eval");
 }
 END_TEST
 
-START_TEST(flatten) { simple_case(3, 2, 4, t_simple(-1, VD_OP_FLATTEN), GC_SMOOTH, "flatten"); }
+START_TEST(flatten) { simple_case(3, 2, 4, vdt_simple(-1, VD_OP_FLATTEN), GC_SMOOTH, "flatten"); }
 END_TEST
 
 START_TEST(xent) {
@@ -298,7 +298,7 @@ START_TEST(xent) {
     cfg.n = 3;
     vd_net net;
     t_net_begin(&net, 7, 1, 1);
-    t_finish(&net, -1);  /* the loss is layer 0, reading the input */
+    vdt_finish(&net, -1);  /* the loss is layer 0, reading the input */
     gradcheck(&net, 0, cfg, "softmax xent 7 classes");
     vd_net_free(&net);
 }
@@ -306,7 +306,7 @@ END_TEST
 START_TEST(xent_spatial) {
     vd_net net;
     t_net_begin(&net, 2, 2, 3);
-    t_finish(&net, -1);
+    vdt_finish(&net, -1);
     gradcheck(&net, 0, GC_SMOOTH, "softmax xent on 2x2x3");
     vd_net_free(&net);
 }
@@ -320,9 +320,9 @@ static void multi_case(vd_op op, int n_in, const int *chans, bool same_src, cons
     int ins[VD_MAX_INPUTS];
     for (int k = 0; k < n_in; k++)
         ins[k] = (same_src && k > 0) ? ins[0]
-                 : t_add(&net, t_conv(-1, chans[k], 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
-    int i = t_add(&net, t_multi(op, n_in, ins));
-    t_finish(&net, i);
+                 : vdt_add(&net, vdt_conv(-1, chans[k], 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
+    int i = vdt_add(&net, vdt_multi(op, n_in, ins));
+    vdt_finish(&net, i);
     gradcheck(&net, i, GC_SMOOTH, what);
     vd_net_free(&net);
 }
@@ -338,10 +338,10 @@ END_TEST
 START_TEST(add_same_source) {
     vd_net net;
     t_net_begin(&net, 2, 3, 4);
-    int a = t_add(&net, t_conv(-1, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
+    int a = vdt_add(&net, vdt_conv(-1, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
     int ins[2] = {a, a};
-    int i = t_add(&net, t_multi(VD_OP_ADD, 2, ins));
-    t_finish(&net, i);
+    int i = vdt_add(&net, vdt_multi(VD_OP_ADD, 2, ins));
+    vdt_finish(&net, i);
     t_op t;
     t_op_init(&t, be, &net, i, 2, 3);
     t.io.x[1] = t.x[0];
@@ -362,8 +362,8 @@ END_TEST
 START_TEST(conv_algos_deterministic_and_agree) {
     vd_net net;
     t_net_begin(&net, 4, 9, 8);
-    int i = t_add(&net, t_conv(-1, 6, 3, 3, 2, 1, 1, 1, 1, 2, 2, true));
-    t_finish(&net, i);
+    int i = vdt_add(&net, vdt_conv(-1, 6, 3, 3, 2, 1, 1, 1, 1, 2, 2, true));
+    vdt_finish(&net, i);
     float *res[2][4];
     int64_t sz[4];
     for (int algo = 0; algo < 2; algo++) {
@@ -403,8 +403,8 @@ END_TEST
 START_TEST(conv_null_dx) {
     vd_net net;
     t_net_begin(&net, 2, 5, 5);
-    int i = t_add(&net, t_conv(-1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
-    t_finish(&net, i);
+    int i = vdt_add(&net, vdt_conv(-1, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
+    vdt_finish(&net, i);
     t_op t;
     t_op_init(&t, be, &net, i, 2, 5);
     t_fwd(&t);
@@ -470,9 +470,5 @@ static Suite *suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vdt_run(suite());
 }

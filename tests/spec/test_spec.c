@@ -16,6 +16,7 @@
 #include <string.h>
 #include "spec/spec.h"
 #include "spec/summary.h"
+#include "vdt.h"
 
 static char g_bad[256][512];  /* paths of tests/spec/bad/ *.yaml, sorted */
 static int g_n_bad;
@@ -667,9 +668,5 @@ int main(void) {
         fprintf(stderr, "test_spec: expected the bad specs in %s/tests/spec/bad (found %d)\n", srcdir(), g_n_bad);
         return 1;
     }
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return vdt_run(suite());
 }

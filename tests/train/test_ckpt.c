@@ -15,13 +15,6 @@ static float *rand_floats(int64_t n, uint64_t seed) {
     return p;
 }
 
-static char *slurp(const char *path, size_t *n) {
-    char *d;
-    vd_err e;
-    ck_assert_msg(vd_read_file(path, &d, n, &e) == 0, "%s", e.msg);
-    return d;
-}
-
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
     ck_assert_ptr_nonnull(d);
@@ -43,7 +36,7 @@ typedef struct fixture {
 
 static void fx_init(fixture *f, bool bn) {
     memset(f, 0, sizeof *f);
-    f->dir = tu_tmpdir();
+    f->dir = vdt_tmpdir("vdnn-train-test");
     snprintf(f->path, sizeof f->path, "%s/model.safetensors", f->dir);
     tu_tiny_net(&f->net, 3, 8, 8, 10, bn, 4);
     f->params = rand_floats(f->net.param_floats, 1);
@@ -56,7 +49,7 @@ static void fx_free(fixture *f) {
     free(f->params);
     free(f->mom);
     vd_net_free(&f->net);
-    tu_rmrf(f->dir);
+    vdt_rmrf(f->dir);
     free(f->dir);
 }
 
@@ -94,13 +87,13 @@ START_TEST(round_trip_is_exact) {
 
     /* saving what was loaded reproduces the files byte for byte */
     size_t n1, n2, s1, s2;
-    char *a = slurp(f.path, &n1);
+    char *a = vdt_slurp(f.path, &n1);
     char sp[700];
     vd_ckpt_state_path(f.path, sp, sizeof sp);
-    char *as = slurp(sp, &s1);
+    char *as = vdt_slurp(sp, &s1);
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, p2, m2, &st2, &e), 0);
-    char *b = slurp(f.path, &n2);
-    char *bs = slurp(sp, &s2);
+    char *b = vdt_slurp(f.path, &n2);
+    char *bs = vdt_slurp(sp, &s2);
     ck_assert_uint_eq(n1, n2);
     ck_assert_mem_eq(a, b, n1);
     ck_assert_uint_eq(s1, s2);
@@ -118,7 +111,7 @@ START_TEST(layout_is_safetensors_and_torchvision) {
     vd_err e;
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
     size_t n;
-    unsigned char *d = (unsigned char *)slurp(f.path, &n);
+    unsigned char *d = (unsigned char *)vdt_slurp(f.path, &n);
     uint64_t hl = 0;
     for (int k = 7; k >= 0; k--) hl = (hl << 8) | d[k];
     ck_assert_uint_eq(hl % 8, 0);
@@ -223,7 +216,7 @@ START_TEST(corruption_never_crashes) {
     vd_err e;
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), 0);
     size_t n;
-    char *orig = slurp(f.path, &n);
+    char *orig = vdt_slurp(f.path, &n);
     uint64_t hl = 0;
     for (int k = 7; k >= 0; k--) hl = (hl << 8) | (unsigned char)orig[k];
     float *p = calloc((size_t)f.net.param_floats, sizeof(float));
@@ -269,7 +262,7 @@ static void write_st(const char *path, const char *json, size_t data_n) {
 }
 
 START_TEST(offsets_are_validated) {
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     char p[600];
     snprintf(p, sizeof p, "%s/x.safetensors", d);
     vd_net net;
@@ -299,7 +292,7 @@ START_TEST(offsets_are_validated) {
     }
     free(prm);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -310,7 +303,7 @@ START_TEST(atomic_write_keeps_old_file) {
     vd_err e;
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), 0);
     size_t n0;
-    char *before = slurp(f.path, &n0);
+    char *before = vdt_slurp(f.path, &n0);
     /* make the temp file impossible to create: a directory squats its name */
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", f.path, (long)getpid());
@@ -319,7 +312,7 @@ START_TEST(atomic_write_keeps_old_file) {
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, NULL, &f.st, &e), VD_EIO);
     ck_assert_msg(strstr(e.msg, f.path), "%s", e.msg);
     size_t n1;
-    char *after = slurp(f.path, &n1);
+    char *after = vdt_slurp(f.path, &n1);
     ck_assert_uint_eq(n0, n1);
     ck_assert_mem_eq(before, after, n0);               /* the old checkpoint is intact */
     ck_assert_int_eq(rmdir(tmp), 0);
@@ -336,12 +329,12 @@ START_TEST(atomic_write_keeps_old_file) {
         snprintf(rof, sizeof rof, "%s/m.safetensors", ro);
         ck_assert_int_eq(vd_ckpt_save(rof, &f.net, f.params, NULL, &f.st, &e), 0);
         free(after);
-        after = slurp(rof, &n1);
+        after = vdt_slurp(rof, &n1);
         ck_assert_int_eq(chmod(ro, 0555), 0);
         f.params[0] = 7.0f;
         ck_assert_int_eq(vd_ckpt_save(rof, &f.net, f.params, NULL, &f.st, &e), VD_EIO);
         size_t n2;
-        char *again = slurp(rof, &n2);
+        char *again = vdt_slurp(rof, &n2);
         ck_assert_uint_eq(n1, n2);
         ck_assert_mem_eq(after, again, n1);
         ck_assert_int_eq(count_entries(ro), 1);
@@ -422,23 +415,8 @@ START_TEST(json_reader_basics) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("ckpt");
-    TCase *t = tcase_create("ckpt");
-    tcase_set_timeout(t, 120);
-    tcase_add_test(t, round_trip_is_exact);
-    tcase_add_test(t, layout_is_safetensors_and_torchvision);
-    tcase_add_test(t, strict_matching_reports_first_mismatch);
-    tcase_add_test(t, state_must_belong_to_model);
-    tcase_add_test(t, corruption_never_crashes);
-    tcase_add_test(t, offsets_are_validated);
-    tcase_add_test(t, atomic_write_keeps_old_file);
-    tcase_add_test(t, python_reader_agrees);
-    tcase_add_test(t, json_reader_basics);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("ckpt", 120,
+          round_trip_is_exact, layout_is_safetensors_and_torchvision,
+          strict_matching_reports_first_mismatch, state_must_belong_to_model,
+          corruption_never_crashes, offsets_are_validated, atomic_write_keeps_old_file,
+          python_reader_agrees, json_reader_basics)

@@ -1,6 +1,5 @@
 /* test_cli.c — vdnn-train as a program: exit codes, --help, resume through
  * the CLI. Runs $VD_BUILDDIR/vdnn-train on $VD_SRCDIR/nets/lenet.yaml. */
-#include <sys/wait.h>
 #include "tutil.h"
 #include "vd_config.h"
 #include "backend/backend.h"
@@ -17,20 +16,10 @@ static void setup(void) {
 /* Run "vdnn-train ARGS" (ARGS may use %s for the lenet spec path, once);
  * return the exit status; stderr+stdout go to *out (malloc'd) if out. */
 static int run(char **out, const char *args) {
-    char a[2048], cmd[4096], log[64];
+    char a[2048];
     if (strstr(args, "%s")) snprintf(a, sizeof a, args, g_net);
     else snprintf(a, sizeof a, "%s", args);
-    snprintf(log, sizeof log, "/tmp/vdnn-cli-test-%ld.log", (long)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", g_bin, a, log);
-    int st = system(cmd);
-    ck_assert_msg(st != -1 && WIFEXITED(st), "cannot run %s", cmd);
-    if (out) {
-        size_t n;
-        vd_err e;
-        ck_assert_int_eq(vd_read_file(log, out, &n, &e), 0);
-    }
-    unlink(log);
-    return WEXITSTATUS(st);
+    return vdt_run_bin(g_bin, a, true, out);
 }
 
 static void expect(int code, const char *want, const char *args) {
@@ -67,7 +56,7 @@ END_TEST
 
 START_TEST(other_exit_codes) {
     setup();
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     char args[1400];
     expect(4, NULL, "/nonexistent/net.yaml");
     snprintf(args, sizeof args, "%s/bad.yaml", d);
@@ -101,7 +90,7 @@ START_TEST(other_exit_codes) {
     ck_assert_int_eq(run(&out, "--version"), 0);
     ck_assert_msg(strstr(out, "vdnn-train " VD_VERSION), "%s", out);
     free(out);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -122,20 +111,9 @@ START_TEST(help_lists_every_flag) {
 }
 END_TEST
 
-static void same_file(const char *a, const char *b) {
-    char *da, *db;
-    size_t na, nb;
-    vd_err e;
-    ck_assert_int_eq(vd_read_file(a, &da, &na, &e), 0);
-    ck_assert_int_eq(vd_read_file(b, &db, &nb, &e), 0);
-    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
-    free(da);
-    free(db);
-}
-
 START_TEST(resume_through_the_cli) {
     setup();
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     char args[2000], a[700], b[700], c[700], as[760], bs[760], cs[760];
     snprintf(a, sizeof a, "%s/a.safetensors", d);
     snprintf(b, sizeof b, "%s/b.safetensors", d);
@@ -160,11 +138,11 @@ START_TEST(resume_through_the_cli) {
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(strstr(out, "resumed from"), "%s", out);
     free(out);
-    same_file(b, c);
+    vdt_assert_same_file(b, c);
     snprintf(as, sizeof as, "%s.state", a);
     snprintf(bs, sizeof bs, "%s.state", b);
     snprintf(cs, sizeof cs, "%s.state", c);
-    same_file(bs, cs);
+    vdt_assert_same_file(bs, cs);
     /* --seed must agree with the checkpoint's */
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --seed 99", common, a);
     expect(2, "seed", args);
@@ -188,23 +166,10 @@ START_TEST(resume_through_the_cli) {
     free(spec);
     snprintf(args, sizeof args, "%s %s --iters 2 --init %s", wide, common, b);
     expect(5, "conv1.weight", args);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("cli");
-    TCase *t = tcase_create("cli");
-    tcase_set_timeout(t, 300);
-    tcase_add_test(t, usage_errors_exit_2);
-    tcase_add_test(t, other_exit_codes);
-    tcase_add_test(t, help_lists_every_flag);
-    tcase_add_test(t, resume_through_the_cli);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("cli", 300,
+          usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli)

@@ -33,7 +33,7 @@ static void write_mnist_split(const char *dir, const char *prefix, uint32_t n, i
 }
 
 static char *make_mnist(uint32_t ntr, uint32_t nte) {
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     write_mnist_split(d, "train", ntr, 28);
     write_mnist_split(d, "t10k", nte, 28);
     return d;
@@ -69,7 +69,7 @@ START_TEST(mnist_reads_and_normalises) {
     vd_data_close(&ds);
     ck_assert_ptr_null(ds);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -97,7 +97,7 @@ static void expect_mnist_corrupt(const char *file, void (*mutate)(unsigned char 
     ck_assert_msg(strstr(e.msg, p) != NULL, "message does not name %s: %s", p, e.msg);
     if (want_sub) ck_assert_msg(strstr(e.msg, want_sub) != NULL, "want '%s' in: %s", want_sub, e.msg);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 static void m_truncate(unsigned char *b, size_t *n) { (void)b; *n -= 1; }
@@ -133,7 +133,7 @@ START_TEST(mnist_missing_file_is_eio) {
     ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), VD_EIO);
     ck_assert_msg(strstr(e.msg, p) != NULL, "%s", e.msg);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -159,7 +159,7 @@ START_TEST(shape_mismatch_is_usage_error) {
     ck_assert_int_eq(vd_data_open("synthetic:0", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
     ck_assert_int_eq(vd_data_open("synthetic:10,x", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -167,7 +167,7 @@ END_TEST
 /* ---- fake CIFAR-10 ----------------------------------------------------- */
 
 static char *make_cifar(int per_file) {
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     size_t n = (size_t)per_file * 3073;
     unsigned char *b = calloc(1, n);
     for (int f = 1; f <= 6; f++) {
@@ -205,7 +205,7 @@ START_TEST(cifar_reads_and_normalises) {
     ck_assert_float_eq(x[2048 + 5], (51.0f / 255.0f - 0.4465f) / 0.2616f);
     vd_data_close(&ds);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -230,7 +230,7 @@ START_TEST(cifar_corrupt_is_edata) {
     ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, "label"), "%s", e.msg);
     ck_assert_ptr_null(ds);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -247,7 +247,7 @@ static void write_ppm(const char *path, int w, int h, unsigned char r, unsigned 
 }
 
 START_TEST(folder_labels_resize_and_corrupt) {
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     char p[600];
     const char *dirs[] = { "train", "train/cat", "train/ant", "val", "val/cat" };
     for (int i = 0; i < 5; i++) {
@@ -301,7 +301,7 @@ START_TEST(folder_labels_resize_and_corrupt) {
     ck_assert_int_eq(mkdir(p, 0755), 0);
     ck_assert_int_eq(open_spec("folder", d, &net, &ds, &e), VD_EDATA);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -413,28 +413,13 @@ START_TEST(loader_order_is_deterministic) {
     for (int i = 0; i < 2 * B; i++) ck_assert_int_eq(c[i], 3 + i);
     vd_data_close(&ds);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("data");
-    TCase *t = tcase_create("data");
-    tcase_add_test(t, mnist_reads_and_normalises);
-    tcase_add_test(t, mnist_corrupt_files_are_edata);
-    tcase_add_test(t, mnist_missing_file_is_eio);
-    tcase_add_test(t, shape_mismatch_is_usage_error);
-    tcase_add_test(t, cifar_reads_and_normalises);
-    tcase_add_test(t, cifar_corrupt_is_edata);
-    tcase_add_test(t, folder_labels_resize_and_corrupt);
-    tcase_add_test(t, synthetic_is_deterministic_and_unit_normal);
-    tcase_add_test(t, epoch_perm_is_a_permutation);
-    tcase_add_test(t, loader_order_is_deterministic);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("data", 0,
+          mnist_reads_and_normalises, mnist_corrupt_files_are_edata, mnist_missing_file_is_eio,
+          shape_mismatch_is_usage_error, cifar_reads_and_normalises, cifar_corrupt_is_edata,
+          folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
+          epoch_perm_is_a_permutation, loader_order_is_deterministic)

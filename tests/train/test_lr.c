@@ -85,18 +85,5 @@ START_TEST(validation) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("lr");
-    TCase *t = tcase_create("lr");
-    tcase_add_test(t, fixed_and_step);
-    tcase_add_test(t, multistep);
-    tcase_add_test(t, poly_and_cosine);
-    tcase_add_test(t, warmup);
-    tcase_add_test(t, validation);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("lr", 0,
+          fixed_and_step, multistep, poly_and_cosine, warmup, validation)

@@ -102,23 +102,8 @@ static int train(vd_net *net, vd_policy policy, int64_t iters, const char *save,
     return train_to(net, policy, iters, 0, save, resume, res, e);
 }
 
-static char *slurp(const char *path, size_t *n) {
-    char *d;
-    vd_err e;
-    ck_assert_msg(vd_read_file(path, &d, n, &e) == 0, "%s", e.msg);
-    return d;
-}
-
-static void assert_same_file(const char *a, const char *b) {
-    size_t na, nb;
-    char *da = slurp(a, &na), *db = slurp(b, &nb);
-    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
-    free(da);
-    free(db);
-}
-
 START_TEST(resume_is_byte_identical) {
-    char *d = tu_tmpdir();
+    char *d = vdt_tmpdir("vdnn-train-test");
     char full[600], half[600], resumed[600], fs[700], rs[700];
     snprintf(full, sizeof full, "%s/full.safetensors", d);
     snprintf(half, sizeof half, "%s/half.safetensors", d);
@@ -135,10 +120,10 @@ START_TEST(resume_is_byte_identical) {
     ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(r3.first_iter, 37);
     ck_assert_int_eq(r3.iters_done, 60);
-    assert_same_file(full, resumed);
+    vdt_assert_same_file(full, resumed);
     vd_ckpt_state_path(full, fs, sizeof fs);
     vd_ckpt_state_path(resumed, rs, sizeof rs);
-    assert_same_file(fs, rs);
+    vdt_assert_same_file(fs, rs);
     ck_assert_msg(memcmp(&r1.last_loss, &r3.last_loss, sizeof(float)) == 0, "loss %g vs %g",
                   (double)r1.last_loss, (double)r3.last_loss);
     ck_assert_int_eq(r1.eval_n, 40);
@@ -151,8 +136,8 @@ START_TEST(resume_is_byte_identical) {
     ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
     ck_assert_msg(train(&net, VD_POLICY_NONE, 37, half, NULL, &r2, &e) == 0, "%s", e.msg);
     ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
-    assert_same_file(full, resumed);
-    assert_same_file(fs, rs);
+    vdt_assert_same_file(full, resumed);
+    vdt_assert_same_file(fs, rs);
     net.train.lr_policy = keep;
     ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
     /* the loss went down from ln(5) on this learnable synthetic task */
@@ -162,13 +147,13 @@ START_TEST(resume_is_byte_identical) {
     char all[600];
     snprintf(all, sizeof all, "%s/all.safetensors", d);
     ck_assert_msg(train(&net, VD_POLICY_ALL, 60, all, NULL, &r2, &e) == 0, "%s", e.msg);
-    assert_same_file(full, all);
+    vdt_assert_same_file(full, all);
 
     /* a different seed gives different weights */
     net.train.seed = 12;
     ck_assert_msg(train(&net, VD_POLICY_NONE, 60, all, NULL, &r2, &e) == 0, "%s", e.msg);
     size_t n1, n2;
-    char *a = slurp(full, &n1), *b = slurp(all, &n2);
+    char *a = vdt_slurp(full, &n1), *b = vdt_slurp(all, &n2);
     ck_assert(n1 != n2 || memcmp(a, b, n1) != 0);
     free(a);
     free(b);
@@ -176,7 +161,7 @@ START_TEST(resume_is_byte_identical) {
     ck_assert_int_eq(train(&net, VD_POLICY_NONE, 60, NULL, half, &r2, &e), VD_EUSAGE);
     ck_assert_msg(strstr(e.msg, "seed"), "%s", e.msg);
     vd_net_free(&net);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
 }
 END_TEST
@@ -196,16 +181,5 @@ START_TEST(divergence_is_enumeric) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("resume");
-    TCase *t = tcase_create("resume");
-    tcase_set_timeout(t, 300);
-    tcase_add_test(t, resume_is_byte_identical);
-    tcase_add_test(t, divergence_is_enumeric);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("resume", 300,
+          resume_is_byte_identical, divergence_is_enumeric)

@@ -117,7 +117,7 @@ END_TEST
 START_TEST(profile_saved_and_loaded) {
     vd_net net;
     tu_tiny_net(&net, 1, 8, 8, 3, true, B);
-    char *d = tu_tmpdir(), path[1100];
+    char *d = vdt_tmpdir("vdnn-train-test"), path[1100];
     snprintf(path, sizeof path, "%s/prof.json", d);
     vd_session_opts so;
     vd_session_opts_init(&so);
@@ -151,7 +151,7 @@ START_TEST(profile_saved_and_loaded) {
     /* a missing file: VD_EIO */
     snprintf(path, sizeof path, "%s/none.json", d);
     ck_assert_int_eq(vd_session_open(&b, &net, B, &so, &e), VD_EIO);
-    tu_rmrf(d);
+    vdt_rmrf(d);
     free(d);
     vd_net_free(&net);
 }
@@ -207,17 +207,5 @@ START_TEST(memory_limits) {
 }
 END_TEST
 
-int main(void) {
-    Suite *su = suite_create("session");
-    TCase *t = tcase_create("session");
-    tcase_add_test(t, cpu_session_plans_and_trains);
-    tcase_add_test(t, backend_choice);
-    tcase_add_test(t, profile_saved_and_loaded);
-    tcase_add_test(t, memory_limits);
-    suite_add_tcase(su, t);
-    SRunner *r = srunner_create(su);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
-}
+VDT_MAIN("session", 0,
+          cpu_session_plans_and_trains, backend_choice, profile_saved_and_loaded, memory_limits)

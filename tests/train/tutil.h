@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "net/net.h"
+#include "vdt.h"
 
 static inline int tu_add(vd_net *net, const char *name, vd_op op, int in) {
     vd_layer l;
@@ -50,27 +51,11 @@ static inline void tu_tiny_net(vd_net *net, int c, int h, int w, int classes, bo
     ck_assert_msg(rc == 0, "finalize: %s", e.msg);
 }
 
-/* A fresh empty temporary directory (malloc'd path). */
-static inline char *tu_tmpdir(void) {
-    char *d = strdup("/tmp/vdnn-train-test-XXXXXX");
-    ck_assert_ptr_nonnull(d);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
 static inline void tu_write(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     ck_assert_msg(f != NULL, "cannot write %s", path);
     ck_assert_uint_eq(fwrite(data, 1, n, f), n);
     fclose(f);
-}
-
-/* Remove a test directory (KEEP=1 in the environment keeps it, for debugging). */
-static inline void tu_rmrf(const char *dir) {
-    if (getenv("KEEP")) return;
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 
 #endif

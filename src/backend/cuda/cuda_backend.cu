@@ -15,6 +15,12 @@
 
 static cu_ctx *ctx_of(vd_backend *be) { return (cu_ctx *)be->ctx; }
 
+int cu_cuda_err(vd_err *e, cudaError_t st, const char *func, const char *file, int line,
+                const char *expr) {
+    return vd_errf(e, VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s", cudaGetErrorName(st),
+                   cudaGetErrorString(st), func, file, line, expr);
+}
+
 /* ---- memory ---------------------------------------------------------------- */
 static int cu_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *e) {
     cu_ctx *c = ctx_of(be);
@@ -144,22 +150,22 @@ static int cu_copy_async(vd_backend *be, int s, void *dst, const void *src, uint
     return VD_OK;
 }
 
-static int cu_poison_async(vd_backend *be, int s, void *dst, uint64_t bytes, vd_err *e) {
+/* Fill bytes at dst with the byte value on stream s (poison: 0xFF, zero: 0). */
+static int memset_async(vd_backend *be, int s, void *dst, int value, uint64_t bytes, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     int rc;
     if ((rc = check_stream(s, e))) return rc;
     if (bytes == 0) return VD_OK;
-    CUDA_CHECK(e, cudaMemsetAsync(dst, 0xFF, (size_t)bytes, c->stream[s]));
+    CUDA_CHECK(e, cudaMemsetAsync(dst, value, (size_t)bytes, c->stream[s]));
     return VD_OK;
 }
 
+static int cu_poison_async(vd_backend *be, int s, void *dst, uint64_t bytes, vd_err *e) {
+    return memset_async(be, s, dst, 0xFF, bytes, e);
+}
+
 static int cu_zero_async(vd_backend *be, int s, void *dst, uint64_t bytes, vd_err *e) {
-    cu_ctx *c = ctx_of(be);
-    int rc;
-    if ((rc = check_stream(s, e))) return rc;
-    if (bytes == 0) return VD_OK;
-    CUDA_CHECK(e, cudaMemsetAsync(dst, 0, (size_t)bytes, c->stream[s]));
-    return VD_OK;
+    return memset_async(be, s, dst, 0, bytes, e);
 }
 
 /* ---- layer setup ------------------------------------------------------------------ */
@@ -405,24 +411,13 @@ extern "C" int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
     c->sync_debug = dbg && dbg[0] && strcmp(dbg, "0") != 0;
     int rc = VD_OK;
     cudaDeviceProp prop;
-#define TRY(expr)                                                                            \
-    do {                                                                                     \
-        cudaError_t s_ = (expr);                                                             \
-        if (s_ != cudaSuccess) {                                                             \
-            rc = vd_errf(e, VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s",              \
-                         cudaGetErrorName(s_), cudaGetErrorString(s_), __func__, __FILE__,    \
-                         __LINE__, #expr);                                                   \
-            goto fail;                                                                       \
-        }                                                                                    \
-    } while (0)
-    TRY(cudaSetDevice(device));
-    TRY(cudaGetDeviceProperties(&prop, device));
+    CUDA_GOTO(e, rc, fail, cudaSetDevice(device));
+    CUDA_GOTO(e, rc, fail, cudaGetDeviceProperties(&prop, device));
     c->sm_count = prop.multiProcessorCount;
     c->total_mem = prop.totalGlobalMem;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     for (int s = 0; s < VD_N_STREAMS; s++)
-        TRY(cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking));
-#undef TRY
+        CUDA_GOTO(e, rc, fail, cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking));
     *out = be;
     return VD_OK;
 fail:

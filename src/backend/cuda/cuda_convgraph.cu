@@ -20,18 +20,23 @@
  * behaviour note unless VDNN_CONV_RTC=1 (NVRTC costs seconds per engine).
  *
  * Options (the legacy path's meanings, see cuda_cudnn.cu), per direction:
- *   0 "fastest":  the fastest timed candidate;
- *   1 "min-ws":   the candidate with the least workspace;
- *   2 "balanced": the fastest within max(16 MiB, output bytes / 4).
- * An option's workspace is the max over its directions (and the bias
- * gradient's partial sums). Timing (c->tune): CUDA events on the compute
+ *   "fastest":  the fastest timed candidate;
+ *   "ws<=4G", "ws<=1G", "ws<=256M" (cu_ws_rung): the fastest within that cap;
+ *   "balanced": the fastest within max(16 MiB, output bytes / 4);
+ *   "min-ws":   the candidate with the least workspace.
+ * (a cap nothing fits gives min-ws's.) An option equal in every direction to
+ * one listed before it is dropped (fastest, min-ws, balanced come first, so
+ * they keep their labels); then cu_conv_opts_order: option 0 is "fastest",
+ * the rest by decreasing workspace, so min-ws is last. All come from the
+ * same timings. An option's workspace is the max over its directions (and
+ * the bias gradient's partial sums). Timing (c->tune): CUDA events on the compute
  * stream; a warm-up run, then (unless the warm-up took over twice the best
  * so far) two more, the faster of those two counts. Buffers: one temporary
  * cudaMalloc during layer_setup (before the pool exists), freed at its end.
  * Untimed (deterministic mode, VDNN_CONV_TUNE=0, memory not free):
  * heuristic order decides: the first candidate is "fastest", the first
- * within max(16 MiB, output bytes) "balanced", so deterministic runs pick
- * the same engines in every process.
+ * within max(16 MiB, output bytes) "balanced", the first within a rung's cap
+ * that rung, so deterministic runs pick the same engines in every process.
  *
  * Runtime: a plan is bound to the setup batch, beta and the byte alignment
  * declared for its tensors (16 for activations; the weight's from its
@@ -583,8 +588,11 @@ static int pick_minws(const gdir *D) {
     return best;
 }
 
+/* Append the option of per-direction picks pick[] (chosen under workspace
+ * cap cap) unless an option with the same picks in every direction is
+ * listed already. */
 static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const int pick[CU_GD_COUNT],
-                     uint64_t bias_ws) {
+                     uint64_t cap, uint64_t bias_ws) {
     for (int k = 0; k < L->n_opts; k++)
         if (!memcmp(L->conv_opts[k].gplan, pick, sizeof L->conv_opts[k].gplan)) return;
     if (L->n_opts >= CU_MAX_OPTS) return;
@@ -600,12 +608,23 @@ static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const in
     co->fwd_ws = g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].ws;
     co->bwd_data_ws = g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].ws;
     co->bwd_filter_ws = g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].ws;
+    co->cap = cap;
     o->fwd_algo = (int)g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].engine;
     o->bwd_data_algo = (int)g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].engine;
     o->bwd_filter_algo = (int)g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].engine;
     o->workspace = ws;
     snprintf(o->label, sizeof o->label, "%s", label);
     L->n_opts++;
+}
+
+/* Per direction the fastest (timed) or first (untimed) candidate within lim,
+ * else mw's (the least workspace); directions without candidates: -1. */
+static void pick_within(const cu_graph *g, uint64_t lim, bool timed, const int mw[CU_GD_COUNT],
+                        int out[CU_GD_COUNT]) {
+    for (int d = 0; d < CU_GD_COUNT; d++) {
+        out[d] = mw[d] < 0 ? -1 : pick_fast(&g->d[d], lim, timed);
+        if (out[d] < 0) out[d] = mw[d];
+    }
 }
 
 static void graph_free(cu_graph *g) {
@@ -725,7 +744,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
     bool any_timed = false;
     for (int d = 0; d < CU_GD_COUNT; d++) {
         const gdir *D = &g->d[d];
-        fa[d] = mw[d] = ba[d] = -1;
+        fa[d] = mw[d] = -1;
         if (D->n == 0) continue;
         mw[d] = pick_minws(D);
         if (mw[d] < 0) {   /* every candidate failed to run */
@@ -737,14 +756,23 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         fa[d] = timed ? pick_fast(D, UINT64_MAX, true) : -1;
         if (fa[d] >= 0) any_timed = true;
         if (fa[d] < 0) fa[d] = pick_fast(D, UINT64_MAX, false);
-        ba[d] = pick_fast(D, lim, timed);
-        if (ba[d] < 0) ba[d] = mw[d];
     }
+    pick_within(g, lim, timed, mw, ba);
     L->n_opts = 0;
     L->tuned = any_timed;
-    add_gopt(L, g, "fastest", fa, bias_ws);
-    add_gopt(L, g, "min-ws", mw, bias_ws);
-    add_gopt(L, g, "balanced", ba, bias_ws);
+    add_gopt(L, g, "fastest", fa, UINT64_MAX, bias_ws);
+    add_gopt(L, g, "min-ws", mw, 0, bias_ws);
+    add_gopt(L, g, "balanced", ba, lim, bias_ws);
+    /* the workspace ladder between fastest and balanced, from the same timings */
+    for (int r = 0; r < CU_WS_RUNGS; r++) {
+        uint64_t rcap;
+        const char *rlabel;
+        cu_ws_rung(r, &rcap, &rlabel);
+        int rp[CU_GD_COUNT];
+        pick_within(g, rcap, timed, mw, rp);
+        add_gopt(L, g, rlabel, rp, rcap, bias_ws);
+    }
+    cu_conv_opts_order(L);
     /* drop the plans no option uses */
     for (int d = 0; d < CU_GD_COUNT; d++)
         for (int k = 0; k < g->d[d].n; k++) {

@@ -10,8 +10,9 @@
  * no engine for a direction of the layer, with VDNN_CONV_API=legacy, or as
  * the graph path's last resort at run time (cu_legacy_conv_dir).
  *
- * Legacy algorithm options per conv layer (vd_algo_opt, in this order; an option
- * equal to an earlier one is dropped):
+ * Legacy algorithm options per conv layer (vd_algo_opt; built in this order,
+ * an option equal to an earlier one is dropped, then cu_conv_opts_order
+ * keeps "fastest" first and sorts the rest by decreasing workspace):
  *   0 "fastest": per direction (forward, backward-data, backward-filter)
  *      independently, the fastest algorithm as timed by cudnnFind*Ex (like
  *      cudnn.benchmark) among those needing at most max(2 GiB, output bytes)
@@ -27,6 +28,8 @@
  *   2 "balanced": timed: per direction the fastest needing at most a quarter
  *      of the output's bytes (at least 16 MiB), else min-ws's; untimed: the
  *      first heuristic candidate within the output's bytes (at least 16 MiB).
+ *   "ws<=4G", "ws<=1G", "ws<=256M" (cu_ws_rung): like balanced with that cap
+ *      (the same timings, no extra trials).
  * Candidates: status SUCCESS, a workspace query that succeeds, no
  * fp32->fp16 conversion math, in fp32 mode no tensor-op math (CUDNN_FMA_MATH
  * = true fp32), in deterministic mode only CUDNN_DETERMINISTIC ones.
@@ -98,6 +101,36 @@ static int first_within(const cand *list, int n, uint64_t lim) {
 
 enum { MAX_CANDS = 32 };
 
+/* Workspace bytes of legacy algorithm algo in direction dir (CU_GD_FWD,
+ * CU_GD_BWD_DATA, CU_GD_BWD_FILTER) with L->cd's current math type. */
+static cudnnStatus_t dir_ws(const cu_ctx *c, const cu_layer *L, int dir, int algo, size_t *ws) {
+    if (dir == CU_GD_FWD)
+        return cudnnGetConvolutionForwardWorkspaceSize(c->dnn, L->xd, L->wd, L->cd, L->yd,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, ws);
+    if (dir == CU_GD_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            c->dnn, L->wd, L->yd, L->cd, L->xd, (cudnnConvolutionBwdDataAlgo_t)algo, ws);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        c->dnn, L->xd, L->yd, L->cd, L->wd, (cudnnConvolutionBwdFilterAlgo_t)algo, ws);
+}
+
+/* Append one cudnnGet*_v7 / cudnnFind*Ex result of direction dir to list[*n]
+ * if usable: status SUCCESS, usable math, time >= 0 (heuristic results pass
+ * 0), deterministic in deterministic mode, a workspace query for the math
+ * we will run with that succeeds and gives at most cap bytes. */
+static void keep_result(cu_ctx *c, cu_layer *L, int dir, int algo, cudnnStatus_t status,
+                        cudnnMathType_t math, cudnnDeterminism_t det, float time, uint64_t cap,
+                        cand *list, int *n) {
+    int m = usable_math(c, math);
+    size_t ws = 0;
+    if (status != CUDNN_STATUS_SUCCESS || m < 0 || time < 0) return;
+    if (c->deterministic && det != CUDNN_DETERMINISTIC) return;
+    if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
+        dir_ws(c, L, dir, algo, &ws) != CUDNN_STATUS_SUCCESS || ws > cap)
+        return;
+    add_cand(list, n, MAX_CANDS, algo, (cudnnMathType_t)m, ws);
+}
+
 static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, int *nd,
                            cand *bf, int *nb, vd_err *e) {
     uint64_t cap = c->total_mem / 4;    /* a workspace larger than this is never useful */
@@ -114,59 +147,29 @@ static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, 
     CUDNN_CHECK(e, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                        c->dnn, L->xd, L->yd, L->cd, L->wd, (int)VD_ARRAY_LEN(pb), &rb, pb));
     *nf = *nd = *nb = 0;
-    for (int i = 0; i < rf; i++) {
-        int m = usable_math(c, pf[i].mathType);
-        if (pf[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
-        if (c->deterministic && pf[i].determinism != CUDNN_DETERMINISTIC) continue;
-        size_t ws = 0;
-        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionForwardWorkspaceSize(c->dnn, L->xd, L->wd, L->cd, L->yd, pf[i].algo,
-                                                    &ws) != CUDNN_STATUS_SUCCESS || ws > cap)
-            continue;
-        add_cand(fw, nf, MAX_CANDS, (int)pf[i].algo, (cudnnMathType_t)m, ws);
-    }
-    for (int i = 0; i < rd; i++) {
-        int m = usable_math(c, pd[i].mathType);
-        if (pd[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
-        if (c->deterministic && pd[i].determinism != CUDNN_DETERMINISTIC) continue;
-        size_t ws = 0;
-        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, L->wd, L->yd, L->cd, L->xd,
-                                                         pd[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
-            ws > cap)
-            continue;
-        add_cand(bd, nd, MAX_CANDS, (int)pd[i].algo, (cudnnMathType_t)m, ws);
-    }
-    for (int i = 0; i < rb; i++) {
-        int m = usable_math(c, pb[i].mathType);
-        if (pb[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
-        if (c->deterministic && pb[i].determinism != CUDNN_DETERMINISTIC) continue;
-        size_t ws = 0;
-        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, L->xd, L->yd, L->cd, L->wd,
-                                                           pb[i].algo,
-                                                           &ws) != CUDNN_STATUS_SUCCESS ||
-            ws > cap)
-            continue;
-        add_cand(bf, nb, MAX_CANDS, (int)pb[i].algo, (cudnnMathType_t)m, ws);
-    }
+    for (int i = 0; i < rf; i++)
+        keep_result(c, L, CU_GD_FWD, (int)pf[i].algo, pf[i].status, pf[i].mathType,
+                    pf[i].determinism, 0.0f, cap, fw, nf);
+    for (int i = 0; i < rd; i++)
+        keep_result(c, L, CU_GD_BWD_DATA, (int)pd[i].algo, pd[i].status, pd[i].mathType,
+                    pd[i].determinism, 0.0f, cap, bd, nd);
+    for (int i = 0; i < rb; i++)
+        keep_result(c, L, CU_GD_BWD_FILTER, (int)pb[i].algo, pb[i].status, pb[i].mathType,
+                    pb[i].determinism, 0.0f, cap, bf, nb);
     /* The heuristics always list the implicit-GEMM family; make sure the
      * zero-workspace fallbacks are present even if they were ranked out. */
     {
         size_t ws;
         cudnnMathType_t m = c->math == VD_MATH_FP32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
         if (cudnnSetConvolutionMathType(L->cd, m) == CUDNN_STATUS_SUCCESS) {
-            if (cudnnGetConvolutionForwardWorkspaceSize(
-                    c->dnn, L->xd, L->wd, L->cd, L->yd, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-                    &ws) == CUDNN_STATUS_SUCCESS)
+            if (dir_ws(c, L, CU_GD_FWD, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &ws) ==
+                CUDNN_STATUS_SUCCESS)
                 add_cand(fw, nf, MAX_CANDS, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, m, ws);
-            if (cudnnGetConvolutionBackwardDataWorkspaceSize(
-                    c->dnn, L->wd, L->yd, L->cd, L->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &ws) ==
+            if (dir_ws(c, L, CU_GD_BWD_DATA, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &ws) ==
                 CUDNN_STATUS_SUCCESS)
                 add_cand(bd, nd, MAX_CANDS, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, m, ws);
-            if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                    c->dnn, L->xd, L->yd, L->cd, L->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
-                    &ws) == CUDNN_STATUS_SUCCESS)
+            if (dir_ws(c, L, CU_GD_BWD_FILTER, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &ws) ==
+                CUDNN_STATUS_SUCCESS)
                 add_cand(bf, nb, MAX_CANDS, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, m, ws);
         }
     }
@@ -179,8 +182,8 @@ static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, 
     return VD_OK;
 }
 
-static void make_opt(cu_layer *L, int k, const char *label, const cand *f, const cand *d,
-                     const cand *b, uint64_t bias_ws) {
+static void make_opt(cu_layer *L, int k, const char *label, uint64_t cap, const cand *f,
+                     const cand *d, const cand *b, uint64_t bias_ws) {
     cu_conv_opt *co = &L->conv_opts[k];
     memset(co, 0, sizeof *co);
     for (int d = 0; d < CU_GD_COUNT; d++) co->gplan[d] = -1;   /* legacy path */
@@ -193,6 +196,7 @@ static void make_opt(cu_layer *L, int k, const char *label, const cand *f, const
     co->fwd_ws = f->ws;
     co->bwd_data_ws = d->ws;
     co->bwd_filter_ws = b->ws;
+    co->cap = cap;
     vd_algo_opt *o = &L->opts[k];
     memset(o, 0, sizeof *o);
     o->fwd_algo = f->algo;
@@ -206,10 +210,10 @@ static void make_opt(cu_layer *L, int k, const char *label, const cand *f, const
     snprintf(o->label, sizeof o->label, "%s", label);
 }
 
-/* Append an option unless an equal one (same three algorithms and math
- * types) is already listed. */
-static void add_opt(cu_layer *L, const char *label, const cand *f, const cand *d, const cand *b,
-                    uint64_t bias_ws) {
+/* Append an option (chosen under workspace cap cap) unless an equal one
+ * (same three algorithms and math types) is already listed. */
+static void add_opt(cu_layer *L, const char *label, uint64_t cap, const cand *f, const cand *d,
+                    const cand *b, uint64_t bias_ws) {
     for (int k = 0; k < L->n_opts; k++) {
         const cu_conv_opt *o = &L->conv_opts[k];
         if ((int)o->fwd == f->algo && o->fwd_math == f->math && (int)o->bwd_data == d->algo &&
@@ -218,8 +222,42 @@ static void add_opt(cu_layer *L, const char *label, const cand *f, const cand *d
             return;
     }
     if (L->n_opts >= CU_MAX_OPTS) return;
-    make_opt(L, L->n_opts, label, f, d, b, bias_ws);
+    make_opt(L, L->n_opts, label, cap, f, d, b, bias_ws);
     L->n_opts++;
+}
+
+/* One direction's candidates for the options: list[n] fastest first (timed)
+ * or in heuristic order; mw: its least-workspace candidate. */
+typedef struct dir_list { const cand *list; int n; const cand *mw; } dir_list;
+
+/* Add the option of, per direction, the first candidate within lim (mw's
+ * where none is). */
+static void add_within(cu_layer *L, const char *label, uint64_t lim, const dir_list dl[3],
+                       uint64_t bias_ws) {
+    const cand *k[3];
+    for (int d = 0; d < 3; d++) {
+        int i = first_within(dl[d].list, dl[d].n, lim);
+        k[d] = dl[d].list[i].ws <= lim ? &dl[d].list[i] : dl[d].mw;
+    }
+    add_opt(L, label, lim, k[0], k[1], k[2], bias_ws);
+}
+
+void cu_conv_opts_order(cu_layer *L) {
+    /* insertion sort (stable) of options 1..n-1 */
+    for (int i = 2; i < L->n_opts; i++)
+        for (int j = i; j > 1; j--) {
+            const vd_algo_opt *a = &L->opts[j - 1], *b = &L->opts[j];
+            const cu_conv_opt *ca = &L->conv_opts[j - 1], *cb = &L->conv_opts[j];
+            if (b->workspace < a->workspace ||
+                (b->workspace == a->workspace && cb->cap <= ca->cap))
+                break;
+            vd_algo_opt to = L->opts[j];
+            L->opts[j] = L->opts[j - 1];
+            L->opts[j - 1] = to;
+            cu_conv_opt tc = L->conv_opts[j];
+            L->conv_opts[j] = L->conv_opts[j - 1];
+            L->conv_opts[j - 1] = tc;
+        }
 }
 
 static void set_key(const cu_ctx *c, const vd_net *net, int li, cu_layer *L) {
@@ -296,38 +334,16 @@ static int conv_tune(cu_ctx *c, const vd_layer *l, cu_layer *L, uint64_t cap, ca
                                                              L->wd, dw, (int)VD_ARRAY_LEN(pb),
                                                              &rb, pb, ws, cap));
 #undef TUNE_CHECK
-    for (int i = 0; i < rf; i++) {
-        int m = usable_math(c, pf[i].mathType);
-        size_t b = 0;
-        if (pf[i].status != CUDNN_STATUS_SUCCESS || m < 0 || pf[i].time < 0) continue;
-        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionForwardWorkspaceSize(c->dnn, L->xd, L->wd, L->cd, L->yd, pf[i].algo,
-                                                    &b) != CUDNN_STATUS_SUCCESS || b > cap)
-            continue;
-        add_cand(tf, ntf, MAX_CANDS, (int)pf[i].algo, (cudnnMathType_t)m, b);
-    }
-    for (int i = 0; i < rd; i++) {
-        int m = usable_math(c, pd[i].mathType);
-        size_t b = 0;
-        if (pd[i].status != CUDNN_STATUS_SUCCESS || m < 0 || pd[i].time < 0) continue;
-        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, L->wd, L->yd, L->cd, L->xd,
-                                                         pd[i].algo, &b) != CUDNN_STATUS_SUCCESS ||
-            b > cap)
-            continue;
-        add_cand(td, ntd, MAX_CANDS, (int)pd[i].algo, (cudnnMathType_t)m, b);
-    }
-    for (int i = 0; i < rb; i++) {
-        int m = usable_math(c, pb[i].mathType);
-        size_t b = 0;
-        if (pb[i].status != CUDNN_STATUS_SUCCESS || m < 0 || pb[i].time < 0) continue;
-        if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
-            cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, L->xd, L->yd, L->cd, L->wd,
-                                                           pb[i].algo, &b) != CUDNN_STATUS_SUCCESS ||
-            b > cap)
-            continue;
-        add_cand(tb, ntb, MAX_CANDS, (int)pb[i].algo, (cudnnMathType_t)m, b);
-    }
+    /* c->tune is never set in deterministic mode: no determinism filter here */
+    for (int i = 0; i < rf; i++)
+        keep_result(c, L, CU_GD_FWD, (int)pf[i].algo, pf[i].status, pf[i].mathType,
+                    CUDNN_DETERMINISTIC, pf[i].time, cap, tf, ntf);
+    for (int i = 0; i < rd; i++)
+        keep_result(c, L, CU_GD_BWD_DATA, (int)pd[i].algo, pd[i].status, pd[i].mathType,
+                    CUDNN_DETERMINISTIC, pd[i].time, cap, td, ntd);
+    for (int i = 0; i < rb; i++)
+        keep_result(c, L, CU_GD_BWD_FILTER, (int)pb[i].algo, pb[i].status, pb[i].mathType,
+                    CUDNN_DETERMINISTIC, pb[i].time, cap, tb, ntb);
     if (c->retime) {
         /* cudnnFind times each algorithm about once, and the first launch of
          * a kernel can include loading its module (lazy loading): re-time
@@ -464,28 +480,25 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
         uint64_t cap = ybytes > (2ull << 30) ? ybytes : (2ull << 30);
         if ((rc = conv_tune(c, l, L, cap, tf, &ntf, td, &ntd, tb, &ntb, e))) return rc;
     }
+    /* timed lists are in measured-time order, all within conv_tune's cap;
+     * untimed: heuristic order, and balanced's limit is the output's bytes */
+    bool timed = ntf && ntd && ntb;
+    if (!timed) lim = ybytes < (16ull << 20) ? (16ull << 20) : ybytes;
+    const dir_list dl[3] = {{timed ? tf : fw, timed ? ntf : nf, &fw[mf]},
+                            {timed ? td : bd, timed ? ntd : nd, &bd[md]},
+                            {timed ? tb : bf, timed ? ntb : nb, &bf[mb]}};
+    L->tuned = timed;
     L->n_opts = 0;
-    if (ntf && ntd && ntb) {
-        /* timed lists are in measured-time order, all within cap */
-        L->tuned = true;
-        add_opt(L, "fastest", &tf[0], &td[0], &tb[0], bias_ws);
-        add_opt(L, "min-ws", &fw[mf], &bd[md], &bf[mb], bias_ws);
-        int lf = first_within(tf, ntf, lim), ld = first_within(td, ntd, lim),
-            lb = first_within(tb, ntb, lim);
-        /* nothing timed fits lim: the heuristic least-workspace one (= min-ws) */
-        const cand *bf_ = tf[lf].ws <= lim ? &tf[lf] : &fw[mf];
-        const cand *bd_ = td[ld].ws <= lim ? &td[ld] : &bd[md];
-        const cand *bb_ = tb[lb].ws <= lim ? &tb[lb] : &bf[mb];
-        add_opt(L, "balanced", bf_, bd_, bb_, bias_ws);
-    } else {
-        L->tuned = false;
-        add_opt(L, "fastest", &fw[0], &bd[0], &bf[0], bias_ws);
-        add_opt(L, "min-ws", &fw[mf], &bd[md], &bf[mb], bias_ws);
-        lim = ybytes < (16ull << 20) ? (16ull << 20) : ybytes;
-        int lf = first_within(fw, nf, lim), ld = first_within(bd, nd, lim),
-            lb = first_within(bf, nb, lim);
-        add_opt(L, "balanced", &fw[lf], &bd[ld], &bf[lb], bias_ws);
+    add_opt(L, "fastest", UINT64_MAX, &dl[0].list[0], &dl[1].list[0], &dl[2].list[0], bias_ws);
+    add_opt(L, "min-ws", 0, &fw[mf], &bd[md], &bf[mb], bias_ws);
+    add_within(L, "balanced", lim, dl, bias_ws);
+    for (int r = 0; r < CU_WS_RUNGS; r++) {   /* the workspace ladder, same timings */
+        uint64_t rcap;
+        const char *rlabel;
+        cu_ws_rung(r, &rcap, &rlabel);
+        add_within(L, rlabel, rcap, dl, bias_ws);
     }
+    cu_conv_opts_order(L);
     return VD_OK;
 }
 

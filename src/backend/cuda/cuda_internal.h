@@ -31,14 +31,24 @@ extern "C" {
 
 /* ---- status checks -------------------------------------------------------
  * Each records the expression, function, file and line in e (VD_EDEVICE)
- * and returns from the calling function. */
+ * and returns from the calling function (CUDA_GOTO: sets rc, jumps to label). */
+/* The VD_EDEVICE error of a failed CUDA call (cuda_backend.cu). */
+int cu_cuda_err(vd_err *e, cudaError_t st, const char *func, const char *file, int line,
+                const char *expr);
+
 #define CUDA_CHECK(e, expr)                                                          \
     do {                                                                             \
         cudaError_t st_ = (expr);                                                    \
-        if (st_ != cudaSuccess)                                                      \
-            return vd_errf((e), VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s",  \
-                           cudaGetErrorName(st_), cudaGetErrorString(st_), __func__,  \
-                           __FILE__, __LINE__, #expr);                               \
+        if (st_ != cudaSuccess) return cu_cuda_err((e), st_, __func__, __FILE__, __LINE__, #expr); \
+    } while (0)
+
+#define CUDA_GOTO(e, rc, label, expr)                                                \
+    do {                                                                             \
+        cudaError_t st_ = (expr);                                                    \
+        if (st_ != cudaSuccess) {                                                    \
+            (rc) = cu_cuda_err((e), st_, __func__, __FILE__, __LINE__, #expr);       \
+            goto label;                                                              \
+        }                                                                            \
     } while (0)
 
 #define CUDNN_CHECK(e, expr)                                                         \
@@ -66,7 +76,21 @@ extern "C" {
 #define KERNEL_CHECK(e) CUDA_CHECK(e, cudaGetLastError())
 
 /* ---- context ------------------------------------------------------------- */
-#define CU_MAX_OPTS 4
+/* Conv options per layer: "fastest", the workspace ladder (cu_ws_rung),
+ * "balanced", "min-ws" (at most 6 distinct); the profile keeps
+ * VD_PROFILE_MAX_ALGOS of them. */
+#define CU_MAX_OPTS 8
+static_assert(CU_MAX_OPTS <= VD_PROFILE_MAX_ALGOS, "the profile must keep every conv option");
+
+/* Workspace ladder between "fastest" and "balanced": rung i (0..CU_WS_RUNGS-1)
+ * caps every direction's workspace at *cap bytes, labelled *label. */
+enum { CU_WS_RUNGS = 3 };
+static inline void cu_ws_rung(int i, uint64_t *cap, const char **label) {
+    static const uint64_t caps[CU_WS_RUNGS] = {4ull << 30, 1ull << 30, 256ull << 20};
+    static const char *const labels[CU_WS_RUNGS] = {"ws<=4G", "ws<=1G", "ws<=256M"};
+    *cap = caps[i];
+    *label = labels[i];
+}
 
 /* Convolution directions of the graph-API path (cuda_convgraph.cu). Backward
  * data has two operation graphs: beta 0 (dx overwritten) and beta 1 (dx
@@ -87,6 +111,8 @@ typedef struct cu_conv_opt {
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
     uint64_t fwd_ws, bwd_data_ws, bwd_filter_ws;   /* bytes at the setup batch */
+    uint64_t cap;                /* workspace cap it was chosen under ("fastest": UINT64_MAX,
+                                    "min-ws": 0): orders options of equal workspace */
     int gplan[CU_GD_COUNT];
 } cu_conv_opt;
 
@@ -97,7 +123,7 @@ typedef struct cu_layer {
     int c, h, w;                          /* per-sample output shape */
     int desc_n;                           /* batch the cuDNN descriptors describe */
     int n_opts;
-    bool tuned;                           /* conv: options 0 and 2 come from timed trials */
+    bool tuned;                           /* conv: option 0 ("fastest") comes from timed trials */
     int key[22];                          /* conv: geometry (tuning results are shared by equal keys) */
     cu_graph *g;                          /* conv through the graph API; NULL: legacy API */
     bool g_owner;                         /* this layer frees g (others share an earlier layer's) */
@@ -152,6 +178,10 @@ int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+
+/* Order L's conv options: option 0 ("fastest") stays first, the others by
+ * decreasing workspace, equal workspace by decreasing cap (cu_conv_opt.cap). */
+void cu_conv_opts_order(cu_layer *L);
 
 /* Last resort of the graph path: one direction (CU_GD_*; beta for backward
  * data) through the legacy API with the first heuristic algorithm that fits

@@ -236,16 +236,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                            vd_fmt_bytes(need, b1, sizeof b1), batch, vd_fmt_bytes(fr, b2, sizeof b2));
         }
     }
-#define TRY(expr)                                                                            \
-    do {                                                                                     \
-        cudaError_t s_ = (expr);                                                             \
-        if (s_ != cudaSuccess) {                                                             \
-            rc = vd_errf(e, VD_EDEVICE, "CUDA error %s (%s) in %s at %s:%d: %s",              \
-                         cudaGetErrorName(s_), cudaGetErrorString(s_), __func__, __FILE__,    \
-                         __LINE__, #expr);                                                   \
-            goto done;                                                                       \
-        }                                                                                    \
-    } while (0)
+#define TRY(expr) CUDA_GOTO(e, rc, done, expr)
 #define TRYRC(expr)                                                                          \
     do {                                                                                     \
         if ((rc = (expr))) goto done;                                                        \
@@ -280,7 +271,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 TRYRC(cuk_fill_labels(s, c->sm_count, (int32_t *)(p.scratch + b.labels), batch,
                                       net->classes, e));
             }
-            int nopt = L->n_opts < 8 ? L->n_opts : 8;
+            int nopt = L->n_opts < VD_PROFILE_MAX_ALGOS ? L->n_opts : VD_PROFILE_MAX_ALGOS;
             pl->n_algos = nopt;
             for (int k = 0; k < nopt; k++) {
                 vd_op_io io;

@@ -1,0 +1,84 @@
+/* vdt.c — see vdt.h. */
+#include "vdt.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "util/util.h"
+
+int vdt_run(Suite *s) {
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int nf = srunner_ntests_failed(r);
+    srunner_free(r);
+    return nf ? 1 : 0;
+}
+
+int vdt_run_tests(const char *name, double timeout_s, const TTest *const *tests, size_t n) {
+    Suite *s = suite_create(name);
+    TCase *t = tcase_create(name);
+    if (timeout_s > 0) tcase_set_timeout(t, timeout_s);
+    for (size_t i = 0; i < n; i++) tcase_add_test(t, tests[i]);
+    suite_add_tcase(s, t);
+    return vdt_run(s);
+}
+
+char *vdt_tmpdir(const char *prefix) {
+    char tmpl[256];
+    snprintf(tmpl, sizeof tmpl, "/tmp/%s-XXXXXX", prefix);
+    char *d = strdup(tmpl);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+void vdt_rmrf(const char *dir) {
+    if (getenv("KEEP")) return;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+char *vdt_slurp(const char *path, size_t *n) {
+    char *d;
+    vd_err e;
+    ck_assert_msg(vd_read_file(path, &d, n, &e) == 0, "%s", e.msg);
+    return d;
+}
+
+void vdt_assert_same_file(const char *a, const char *b) {
+    size_t na, nb;
+    char *da = vdt_slurp(a, &na), *db = vdt_slurp(b, &nb);
+    ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
+    free(da);
+    free(db);
+}
+
+int vdt_run_bin(const char *bin, const char *args, bool merged, char **out) {
+    char cmd[4200], log[64], elog[64];
+    snprintf(log, sizeof log, "/tmp/vdt-run-%ld.out", (long)getpid());
+    snprintf(elog, sizeof elog, "/tmp/vdt-run-%ld.err", (long)getpid());
+    if (merged) snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", bin, args, log);
+    else snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, log, elog);
+    int st = system(cmd);
+    ck_assert_msg(st != -1 && WIFEXITED(st), "cannot run %s", cmd);
+    if (out) {
+        size_t n1;
+        *out = vdt_slurp(log, &n1);
+        if (!merged) {
+            size_t n2;
+            char *o2 = vdt_slurp(elog, &n2);
+            char *all = malloc(n1 + n2 + 1);
+            ck_assert_ptr_nonnull(all);
+            memcpy(all, *out, n1);
+            memcpy(all + n1, o2, n2 + 1);
+            free(*out);
+            free(o2);
+            *out = all;
+        }
+    }
+    unlink(log);
+    if (!merged) unlink(elog);
+    return WEXITSTATUS(st);
+}
