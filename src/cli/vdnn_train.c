@@ -239,6 +239,18 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
     printf("outside the pool: CUDA context + cuDNN/cuBLAS handles %s, after layer setup and "
            "profiling %s\n", vd_fmt_bytes(ses->mem.used_backend, a, sizeof a),
            vd_fmt_bytes(ses->mem.used_setup, b, sizeof b));
+    if (ses->mem.used_created) {
+        /* Where growth after the pool came from: at creation (pool + pinned
+         * host store, whose pages the driver maps for the GPU) vs later
+         * (during the iterations: lazily loaded kernels, driver resources). */
+        uint64_t pool = VD_ALIGN_UP(ses->mem.pool_created, VD_SESSION_GRANULE);
+        uint64_t at_create = ses->mem.used_created > pool ? ses->mem.used_created - pool : 0;
+        uint64_t later = r.used_max > ses->mem.used_created ? r.used_max - ses->mem.used_created : 0;
+        printf("outside the pool once it and the pinned host store (%s) existed: %s; "
+               "growth during the iterations: %s\n",
+               vd_fmt_bytes(st->host_store_bytes, a, sizeof a), vd_fmt_bytes(at_create, b, sizeof b),
+               vd_fmt_bytes(later, c, sizeof c));
+    }
     if (!r.within)
         fprintf(stderr, "%s: warning: the process used %s of device memory, %s more than the "
                 "budget plus what lived outside the pool before it was created (on a shared GPU "

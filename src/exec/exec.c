@@ -77,8 +77,13 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
     if (bwd && pl->dy >= 0) io->dy = taddr(ex, p, pl->dy, s);
     if (pl->aux >= 0) io->aux = taddr(ex, p, pl->aux, s);
     if (i == p->loss_layer) io->labels = taddr(ex, p, p->t_labels, s);
-    if (wst >= 0) { io->ws = taddr(ex, p, wst, s); io->ws_bytes = pl->ws_bytes; }
-    io->algo = pl->algo;
+    /* per pass: the backward call may use another option than forward /
+     * recompute, with its own workspace */
+    if (wst >= 0) {
+        io->ws = taddr(ex, p, wst, s);
+        io->ws_bytes = bwd ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
+    }
+    io->algo = bwd ? pl->algo_bwd : pl->algo_fwd;
     io->training = !p->forward_only;
     float *params = taddr(ex, p, p->t_params, s);
     float *grads = p->t_grads >= 0 ? taddr(ex, p, p->t_grads, s) : NULL;
@@ -151,15 +156,23 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
         int rc = be->layer_algos(be, i, &opts, &n, e);
         if (rc) return rc;
         const vd_plan_layer *pl = &plan->layers[i];
-        if (pl->algo < 0 || pl->algo >= n)
-            return vd_errf(e, VD_EUNSUPPORTED, "plan chose algorithm %d for layer '%s' but the %s "
-                           "backend offers %d; make the plan from vd_profile_backend()",
-                           pl->algo, net->layers[i].name, be->name, n);
-        if (pl->ws_bytes < opts[pl->algo].workspace)
-            return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of workspace, the %s "
-                           "backend's algorithm '%s' needs %llu; make the plan from vd_profile_backend()",
-                           net->layers[i].name, (unsigned long long)pl->ws_bytes, be->name,
-                           opts[pl->algo].label, (unsigned long long)opts[pl->algo].workspace);
+        /* each pass: its option exists and gets the backend's workspace (the
+         * backend reports one workspace per option, the larger of both passes) */
+        for (int pass = 0; pass < 2; pass++) {
+            int a = pass ? pl->algo_bwd : pl->algo_fwd;
+            uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
+            const char *pn = pass ? "backward" : "forward";
+            if (a < 0 || a >= n)
+                return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s algorithm %d for layer '%s' but "
+                               "the %s backend offers %d; make the plan from vd_profile_backend()",
+                               pn, a, net->layers[i].name, be->name, n);
+            if (ws < opts[a].workspace)
+                return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of %s "
+                               "workspace, the %s backend's algorithm '%s' needs %llu; make the "
+                               "plan from vd_profile_backend()", net->layers[i].name,
+                               (unsigned long long)ws, pn, be->name, opts[a].label,
+                               (unsigned long long)opts[a].workspace);
+        }
         uint64_t aux = be->layer_aux_bytes(net, i, plan->batch);
         uint64_t have = pl->aux >= 0 ? plan->tensors[pl->aux].bytes : 0;
         if (have < aux)

@@ -1,6 +1,7 @@
 /* auto.c — the auto policy ("ours"): per feature map keep / offload /
- * recompute, and per convolution the fastest or the least-workspace
- * algorithm, searched with the simulator for the fastest predicted plan that
+ * recompute, and per convolution and pass (forward, backward) the fastest or
+ * the least-workspace algorithm (or, in refine, any option in between),
+ * searched with the simulator for the fastest predicted plan that
  * fits the budget.
  *
  *  1. Start: everything kept, fastest algorithms (policy none). If that fits,
@@ -8,7 +9,8 @@
  *  2. Greedy, while the plan does not fit. The excess of a plan is the sum
  *     over steps of its pool top above the budget (byte-steps). Moves that
  *     can free memory at over-budget steps are proposed -- keep -> offload,
- *     keep / offload -> recompute, fastest -> least-workspace convolution --
+ *     keep / offload -> recompute, fastest -> least-workspace convolution
+ *     option of one pass (the forward option also serves the recompute) --
  *     with an estimate of the excess they remove (bytes of the tensor at the
  *     over-budget steps where it would be absent, capped by each step's
  *     excess). The best few of each kind (recomputes and algorithms ranked by
@@ -20,9 +22,9 @@
  *     they still remove at least half their share without costing much more
  *     than simulated alone (fewer rounds on big nets).
  *  3. Refine, once a plan fits: try each decision the other ways (offload,
- *     recompute, keep) and each least-workspace convolution back at its
- *     fastest algorithm; keep what still fits and predicts a faster
- *     iteration.
+ *     recompute, keep) and each pass's convolution option at every option
+ *     faster for that pass, fastest first; keep what still fits and predicts
+ *     a faster iteration.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -42,7 +44,9 @@ enum { MV_DISP, MV_ALGO };
 enum { K_OFFLOAD = 6, K_RECOMPUTE = 6, K_ALGO = 4 };   /* simulated per round */
 
 typedef struct move {
-    int kind, key, val;     /* MV_DISP: disp[key] = val; MV_ALGO: algos[key] = val */
+    int kind, key, val;     /* MV_DISP: disp[key] = val; MV_ALGO: algos[key] = val
+                               (key < L: forward option of layer key, else the
+                               backward option of layer key - L) */
     double est;             /* estimated excess removed (byte-steps) */
     double rank;            /* ordering key among moves of one kind */
     double gain, dt, score; /* simulated: excess removed, seconds added, gain / dt */
@@ -58,19 +62,19 @@ typedef struct actx {
     bool algo_free;         /* the search may change algorithms */
     bool feas_only;
     vd_disp *disp;          /* [L + 1] current dispositions */
-    int *algos;             /* [L] current algorithm options */
+    int *algos;             /* [2L] current options: forward of layers 0..L-1, then backward */
     bool *fixed;            /* [L + 1] given by the caller */
     bool *can_rc;           /* [L + 1] the tensor's writers are stateless */
-    int *fast, *minws;      /* [L] profile options */
+    int *fast, *minws;      /* [2L] profile options per pass (same layout as algos) */
     double *ex;             /* [2L + 2] per-step excess of the plan being looked at */
-    move *mv;               /* [3L + 3] proposals */
-    void *ord;              /* [3L + 3] scratch of propose */
+    move *mv;               /* [4L + 4] proposals */
+    void *ord;              /* [4L + 4] scratch of propose */
     bool found;             /* some plan evaluated so far fits */
     /* the fastest fitting configuration evaluated so far */
     bool have_seen;
     double seen_s;
     vd_disp *seen_disp;     /* [L + 1] */
-    int *seen_algos;        /* [L] */
+    int *seen_algos;        /* [2L] */
     int evals;
 } actx;
 
@@ -103,7 +107,7 @@ static void note_seen(actx *c, const vd_plan *p) {
     c->found = true;
     if (c->have_seen && p->sim.iter_s >= c->seen_s) return;
     memcpy(c->seen_disp, c->disp, (size_t)(c->L + 1) * sizeof *c->disp);
-    memcpy(c->seen_algos, c->algos, (size_t)c->L * sizeof *c->algos);
+    memcpy(c->seen_algos, c->algos, 2 * (size_t)c->L * sizeof *c->algos);
     c->seen_s = p->sim.iter_s;
     c->have_seen = true;
 }
@@ -127,9 +131,15 @@ static int tensor_of(const actx *c, const vd_plan *p, int k) {
     return p->tensors[t].layer == i ? t : -1;
 }
 
-static double algo_time(const actx *c, int j, int a) {
-    const vd_profile_algo *x = &c->prof->layers[j].algos[a];
-    return x->fwd_s + x->bwd_s;
+/* Time of option a in the pass of algos key k (k < L forward, else backward). */
+static double algo_time(const actx *c, int k, int a) {
+    const vd_profile_algo *x = &c->prof->layers[k % c->L].algos[a];
+    return k < c->L ? x->fwd_s : x->bwd_s;
+}
+
+/* Workspace of option a in the pass of algos key k. */
+static uint64_t algo_ws(const actx *c, int k, int a) {
+    return vd_profile_algo_ws(&c->prof->layers[k % c->L].algos[a], k >= c->L);
 }
 
 static void apply(actx *c, const move *m, int *old) {
@@ -228,20 +238,23 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
                                 .rank = est / (cost + eps_t)};
         }
     }
-    for (int j = 0; c->algo_free && j < c->L; j++) {
-        int cur = c->algos[j], m = c->minws[j];
-        const vd_profile_layer *pl = &c->prof->layers[j];
-        if (cur == m || pl->algos[cur].workspace <= pl->algos[m].workspace) continue;
-        double d = (double)(pl->algos[cur].workspace - pl->algos[m].workspace);
-        int st[3] = {j, 2 * c->L - 1 - j, p->layers[j].rc_step};
+    for (int k = 0; c->algo_free && k < 2 * c->L; k++) {
+        int cur = c->algos[k], m = c->minws[k], j = k % c->L;
+        uint64_t wc = algo_ws(c, k, cur), wm = algo_ws(c, k, m);
+        if (cur == m || wc <= wm) continue;
+        double d = (double)(wc - wm);
+        /* the steps that use this pass's workspace: forward and recompute,
+         * or backward */
+        int st[2] = {j, p->layers[j].rc_step};
+        if (k >= c->L) { st[0] = 2 * c->L - 1 - j; st[1] = -1; }
         double est = 0;
-        for (int q = 0; q < 3; q++) {
-            if (st[q] < 0 || st[q] >= p->n_steps || (q == 2 && (st[2] == st[0] || st[2] == st[1]))) continue;
+        for (int q = 0; q < 2; q++) {
+            if (st[q] < 0 || st[q] >= p->n_steps || (q == 1 && st[1] == st[0])) continue;
             est += c->ex[st[q]] < d ? c->ex[st[q]] : d;
         }
         if (est <= 0) continue;
-        double dt = algo_time(c, j, m) - algo_time(c, j, cur);
-        c->mv[n++] = (move){.kind = MV_ALGO, .key = j, .val = m, .est = est,
+        double dt = algo_time(c, k, m) - algo_time(c, k, cur);
+        c->mv[n++] = (move){.kind = MV_ALGO, .key = k, .val = m, .est = est,
                             .rank = est / (dt > eps_t ? dt : eps_t)};
     }
     /* rank within each kind, then batches of the best K of each kind */
@@ -378,21 +391,31 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                 }
             }
         }
-        for (int j = 0; c->algo_free && j < c->L; j++) {
-            int cur = c->algos[j];
-            if (cur == c->fast[j]) continue;
-            c->algos[j] = c->fast[j];
-            vd_plan Q;
-            vd_err te = {0};
-            int rc = eval(c, &Q, &te);
-            if (rc != VD_OK && rc != VD_EBUDGET) { c->algos[j] = cur; *e = te; return rc; }
-            if (Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
-                vdp_plan_release(P);
-                *P = Q;
-                improved = true;
-            } else {
+        for (int k = 0; c->algo_free && k < 2 * c->L; k++) {
+            /* the options faster than the current one in this pass, fastest
+             * first; the first that fits and predicts faster is kept */
+            int cur = c->algos[k], n = 0, idx[VD_PROFILE_MAX_ALGOS];
+            const vd_profile_layer *pl = &c->prof->layers[k % c->L];
+            for (int a = 0; a < pl->n_algos; a++)
+                if (algo_time(c, k, a) < algo_time(c, k, cur)) idx[n++] = a;
+            for (int a = 1; a < n; a++)
+                for (int b = a; b > 0 && algo_time(c, k, idx[b]) < algo_time(c, k, idx[b - 1]); b--) {
+                    int tmp = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = tmp;
+                }
+            for (int a = 0; a < n; a++) {
+                c->algos[k] = idx[a];
+                vd_plan Q;
+                vd_err te = {0};
+                int rc = eval(c, &Q, &te);
+                if (rc != VD_OK && rc != VD_EBUDGET) { c->algos[k] = cur; *e = te; return rc; }
+                if (Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+                    vdp_plan_release(P);
+                    *P = Q;
+                    improved = true;
+                    break;
+                }
                 vdp_plan_release(&Q);
-                c->algos[j] = cur;
+                c->algos[k] = cur;
             }
         }
         if (!improved) break;
@@ -421,28 +444,29 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->seen_disp = calloc(n1, sizeof *c->seen_disp);
     c->fixed = calloc(n1, sizeof *c->fixed);
     c->can_rc = calloc(n1, sizeof *c->can_rc);
-    c->algos = calloc((size_t)L, sizeof *c->algos);
-    c->seen_algos = calloc((size_t)L, sizeof *c->seen_algos);
-    c->fast = calloc((size_t)L, sizeof *c->fast);
-    c->minws = calloc((size_t)L, sizeof *c->minws);
+    size_t n2 = 2 * (size_t)(L ? L : 1);
+    c->algos = calloc(n2, sizeof *c->algos);
+    c->seen_algos = calloc(n2, sizeof *c->seen_algos);
+    c->fast = calloc(n2, sizeof *c->fast);
+    c->minws = calloc(n2, sizeof *c->minws);
     c->ex = calloc(2 * n1 + 1, sizeof *c->ex);
-    c->mv = calloc(3 * n1, sizeof *c->mv);
-    c->ord = calloc(3 * n1, sizeof(ordered));
+    c->mv = calloc(4 * n1, sizeof *c->mv);
+    c->ord = calloc(4 * n1, sizeof(ordered));
     if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         ctx_free(c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
-    c->algo_free = !opts->algos && opts->fixed_algo < 0;
+    c->algo_free = !opts->algos && !opts->algos_bwd && opts->fixed_algo < 0;
     for (int i = 0; i < L; i++) {
         const vd_profile_layer *pl = &prof->layers[i];
-        c->fast[i] = vdp_fastest_algo(pl);
-        c->minws[i] = vdp_minws_algo(pl);
-        if (opts->algos) c->algos[i] = opts->algos[i];
-        else if (opts->fixed_algo >= 0) c->algos[i] = opts->fixed_algo < pl->n_algos ? opts->fixed_algo
-                                                                                    : pl->n_algos - 1;
-        else c->algos[i] = c->fast[i];
+        c->fast[i] = vdp_fastest_pass(pl, false);
+        c->fast[L + i] = vdp_fastest_pass(pl, true);
+        c->minws[i] = vdp_minws_pass(pl, false);
+        c->minws[L + i] = vdp_minws_pass(pl, true);
     }
+    if (c->algo_free) memcpy(c->algos, c->fast, 2 * (size_t)L * sizeof *c->algos);
+    else vdp_opts_algos(prof, opts, L, c->algos);
     for (int k = 0; k <= L; k++) {
         vd_disp d = opts->disp ? opts->disp[k] : VD_DISP_AUTO;
         c->fixed[k] = d != VD_DISP_AUTO;
@@ -470,6 +494,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->o.policy = VD_POLICY_AUTO;
     c->o.disp = c->disp;
     c->o.algos = NULL;
+    c->o.algos_bwd = NULL;
     return VD_OK;
 }
 
@@ -501,6 +526,7 @@ static int paper_candidates(actx *c, const vd_plan_opts *opts, vd_plan *best, in
         vd_plan_opts o = *opts;
         o.policy = c->algo_free ? VD_POLICY_DYN : fixed_pols[k];
         o.algos = c->algo_free ? NULL : c->algos;
+        o.algos_bwd = c->algo_free ? NULL : c->algos + c->L;
         vd_plan D;
         vd_err te = {0};
         int rc = vdp_build_policy(c->net, c->prof, &o, &D, &te);
@@ -517,7 +543,7 @@ static int paper_candidates(actx *c, const vd_plan_opts *opts, vd_plan *best, in
 static void extreme_config(actx *c) {
     for (int k = 0; k <= c->L; k++)
         if (!c->fixed[k]) c->disp[k] = c->can_rc[k] ? VD_DISP_RECOMPUTE : VD_DISP_OFFLOAD;
-    for (int j = 0; c->algo_free && j < c->L; j++) c->algos[j] = c->minws[j];
+    for (int k = 0; c->algo_free && k < 2 * c->L; k++) c->algos[k] = c->minws[k];
 }
 
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -542,7 +568,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     if (!done(&c) && c.have_seen && (!P.feasible || c.seen_s < P.sim.iter_s)) {
         /* the fastest fitting configuration seen, rebuilt */
         memcpy(c.disp, c.seen_disp, (size_t)(c.L + 1) * sizeof *c.disp);
-        memcpy(c.algos, c.seen_algos, (size_t)c.L * sizeof *c.algos);
+        memcpy(c.algos, c.seen_algos, 2 * (size_t)c.L * sizeof *c.algos);
         vdp_plan_release(&P);
         rc = eval(&c, &P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
@@ -567,7 +593,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     if (done(&c) && rc_best != VD_OK) {
         /* feasibility only: the search stopped at a fitting configuration */
         memcpy(c.disp, c.seen_disp, (size_t)(c.L + 1) * sizeof *c.disp);
-        memcpy(c.algos, c.seen_algos, (size_t)c.L * sizeof *c.algos);
+        memcpy(c.algos, c.seen_algos, 2 * (size_t)c.L * sizeof *c.algos);
         vd_plan X;
         vd_err te = {0};
         rc = eval(&c, &X, &te);
@@ -632,6 +658,7 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
         for (int k = 0; k < 3; k++) {
             o.policy = pols[k];
             o.algos = c.algos;
+            o.algos_bwd = c.algos + c.L;
             if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
             if (m < hi) hi = m;
         }
@@ -641,6 +668,7 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     o.policy = VD_POLICY_NONE;
     o.disp = c.disp;
     o.algos = c.algos;
+    o.algos_bwd = c.algos + c.L;
     if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
     if (m < hi) hi = m;
     /* Lower end: below the operand bound nothing fits. */
@@ -651,10 +679,11 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     o.algos = c.algos;
     o.disp = NULL;
     {
-        int *a0 = malloc((size_t)c.L * sizeof *a0);
+        int *a0 = malloc(2 * (size_t)c.L * sizeof *a0);
         if (!a0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); goto out; }
-        memcpy(a0, c.algos, (size_t)c.L * sizeof *a0);
+        memcpy(a0, c.algos, 2 * (size_t)c.L * sizeof *a0);
         o.algos = a0;
+        o.algos_bwd = a0 + c.L;
         rc = vdp_build_policy(net, prof, &o, &P, e);
         free(a0);
     }

@@ -239,15 +239,19 @@ static int build_tensors(bld *b, const int *algos, vd_err *e) {
         uint64_t aux = b->prof->layers[i].aux_bytes;
         pl->aux = aux ? add_tensor(b, VD_T_AUX, i, aux, l->name, ":aux") : -1;
         const vd_profile_layer *pr = &b->prof->layers[i];
-        pl->algo = algos[i];
-        snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[algos[i]].label);
-        pl->ws_bytes = pr->algos[algos[i]].workspace;
+        int af = algos[i], ab = algos[L + i];
+        pl->algo = pl->algo_fwd = af;
+        pl->algo_bwd = ab;
+        snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[af].label);
+        snprintf(pl->algo_bwd_label, sizeof pl->algo_bwd_label, "%s", pr->algos[ab].label);
+        pl->ws_bytes = pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
+        pl->ws_bwd_bytes = fo ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;
         pl->rc_step = pl->ws_rc = -1;
-        if (pl->ws_bytes) {
-            pl->ws_fwd = add_tensor(b, VD_T_WS, i, pl->ws_bytes, l->name, ":ws_fwd");
-            if (!fo) pl->ws_bwd = add_tensor(b, VD_T_WS, i, pl->ws_bytes, l->name, ":ws_bwd");
-        }
+        if (pl->ws_fwd_bytes)
+            pl->ws_fwd = add_tensor(b, VD_T_WS, i, pl->ws_fwd_bytes, l->name, ":ws_fwd");
+        if (pl->ws_bwd_bytes)
+            pl->ws_bwd = add_tensor(b, VD_T_WS, i, pl->ws_bwd_bytes, l->name, ":ws_bwd");
         pl->dy = -1;
         for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
     }
@@ -763,9 +767,10 @@ static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *
     o.policy = VD_POLICY_NONE;
     o.budget = train->budget;
     o.forward_only = true;
-    int *algos = malloc((size_t)net->n_layers * sizeof *algos);
+    int L = net->n_layers;
+    int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
-    for (int i = 0; i < net->n_layers; i++) algos[i] = train->layers[i].algo;
+    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[i].algo;
     vd_plan *ev = calloc(1, sizeof *ev);
     if (!ev) { free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     int rc = build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
@@ -774,8 +779,9 @@ static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *
         for (int i = 0; i < net->n_layers; i++) {
             int best = 0;
             for (int k = 1; k < prof->layers[i].n_algos; k++)
-                if (prof->layers[i].algos[k].workspace < prof->layers[i].algos[best].workspace) best = k;
-            algos[i] = best;
+                if (vd_profile_algo_ws(&prof->layers[i].algos[k], false) <
+                    vd_profile_algo_ws(&prof->layers[i].algos[best], false)) best = k;
+            algos[i] = algos[L + i] = best;
         }
         plan_release(ev);
         rc = build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
@@ -901,7 +907,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
         if (s < L) { st->kind = VD_STEP_FWD; st->layer = s;
                      st->compute_s = prof->layers[s].algos[algos[s]].fwd_s; }
         else if (s < 2 * L) { st->kind = VD_STEP_BWD; st->layer = 2 * L - 1 - s;
-                              st->compute_s = prof->layers[st->layer].algos[algos[st->layer]].bwd_s; }
+                              st->compute_s = prof->layers[st->layer].algos[algos[L + st->layer]].bwd_s; }
         else { st->kind = VD_STEP_SGD; st->layer = -1; st->compute_s = prof->sgd_s; }
     }
     p->steps[p->n_steps].kind = VD_STEP_END;
@@ -1039,6 +1045,9 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
         if (opts->algos && (opts->algos[i] < 0 || opts->algos[i] >= prof->layers[i].n_algos))
             return vd_errf(e, VD_EUSAGE, "algorithm %d of layer '%s' out of range (0..%d)",
                            opts->algos[i], net->layers[i].name, prof->layers[i].n_algos - 1);
+        if (opts->algos_bwd && (opts->algos_bwd[i] < 0 || opts->algos_bwd[i] >= prof->layers[i].n_algos))
+            return vd_errf(e, VD_EUSAGE, "backward algorithm %d of layer '%s' out of range (0..%d)",
+                           opts->algos_bwd[i], net->layers[i].name, prof->layers[i].n_algos - 1);
     }
     int loss = find_loss(net, e);
     if (loss < 0) return -1 - loss;
@@ -1069,6 +1078,30 @@ static int fastest_algo(const vd_profile_layer *pl) {
     return best;
 }
 
+/* Per pass: fastest for that pass (ties: less workspace, then lower index). */
+static int fastest_pass(const vd_profile_layer *pl, bool bwd) {
+    int best = 0;
+    for (int k = 1; k < pl->n_algos; k++) {
+        const vd_profile_algo *a = &pl->algos[k], *b = &pl->algos[best];
+        double ta = bwd ? a->bwd_s : a->fwd_s, tb = bwd ? b->bwd_s : b->fwd_s;
+        if (ta < tb || (ta == tb && vd_profile_algo_ws(a, bwd) < vd_profile_algo_ws(b, bwd)))
+            best = k;
+    }
+    return best;
+}
+
+/* Per pass: least workspace for that pass (ties: faster in that pass). */
+static int minws_pass(const vd_profile_layer *pl, bool bwd) {
+    int best = 0;
+    for (int k = 1; k < pl->n_algos; k++) {
+        const vd_profile_algo *a = &pl->algos[k], *b = &pl->algos[best];
+        uint64_t wa = vd_profile_algo_ws(a, bwd), wb = vd_profile_algo_ws(b, bwd);
+        double ta = bwd ? a->bwd_s : a->fwd_s, tb = bwd ? b->bwd_s : b->fwd_s;
+        if (wa < wb || (wa == wb && ta < tb)) best = k;
+    }
+    return best;
+}
+
 static int minws_algo(const vd_profile_layer *pl) {
     int best = 0;
     for (int k = 1; k < pl->n_algos; k++) {
@@ -1091,9 +1124,9 @@ static int trial(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
 static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e) {
     int L = net->n_layers;
-    int *algos = malloc((size_t)L * sizeof *algos);
+    int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L], equal halves */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
-    for (int i = 0; i < L; i++) algos[i] = fastest_algo(&prof->layers[i]);
+    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = fastest_algo(&prof->layers[i]);
     static const vd_policy order[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
     int rc = VD_EBUDGET;
     for (int k = 0; k < 3; k++) {
@@ -1102,7 +1135,7 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
         plan_release(out);
     }
     /* All offloaded, least workspace everywhere. */
-    for (int i = 0; i < L; i++) algos[i] = minws_algo(&prof->layers[i]);
+    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = minws_algo(&prof->layers[i]);
     rc = trial(net, prof, opts, VD_POLICY_ALL, algos, out, e);
     if (rc != VD_OK) { free(algos); return rc; }
     /* Greedy per layer: the fastest option that still fits. */
@@ -1123,16 +1156,16 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
                 if (tc < ta) { int tmp = idx[a]; idx[a] = idx[c]; idx[c] = tmp; }
             }
         for (int a = 0; a < n; a++) {
-            algos[i] = idx[a];
+            algos[i] = algos[L + i] = idx[a];
             vd_plan tp;
             vd_err te = {0};
             int r2 = trial(net, prof, opts, VD_POLICY_ALL, algos, &tp, &te);
             if (r2 == VD_OK) { plan_release(out); *out = tp; cur = idx[a]; break; }
             if (r2 == VD_EBUDGET) plan_release(&tp);
             else { free(algos); *e = te; return r2; }
-            algos[i] = cur;
+            algos[i] = algos[L + i] = cur;
         }
-        algos[i] = cur;
+        algos[i] = algos[L + i] = cur;
     }
     free(algos);
     return VD_OK;
@@ -1141,18 +1174,13 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
 static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e) {
     int L = net->n_layers;
-    if (opts->policy == VD_POLICY_DYN && !opts->algos) return build_dyn(net, prof, opts, out, e);
+    if (opts->policy == VD_POLICY_DYN && !opts->algos && !opts->algos_bwd)
+        return build_dyn(net, prof, opts, out, e);
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vdp_build_auto(net, prof, opts, false, out, e);
-    int *algos = malloc((size_t)L * sizeof *algos);
+    int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
-    for (int i = 0; i < L; i++) {
-        if (opts->algos) algos[i] = opts->algos[i];
-        else if (opts->fixed_algo >= 0)
-            algos[i] = opts->fixed_algo < prof->layers[i].n_algos ? opts->fixed_algo
-                                                                   : prof->layers[i].n_algos - 1;
-        else algos[i] = fastest_algo(&prof->layers[i]);
-    }
+    vdp_opts_algos(prof, opts, L, algos);
     vd_policy pol = opts->policy == VD_POLICY_DYN ? VD_POLICY_ALL : opts->policy;
     int rc = build_fixed(net, prof, opts, pol, algos, NULL, out, e);
     free(algos);
@@ -1168,7 +1196,7 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (rc) return rc;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vdp_min_budget_auto(net, prof, opts, min_budget, e);
-    if (opts->policy != VD_POLICY_DYN || opts->algos)
+    if (opts->policy != VD_POLICY_DYN || opts->algos || opts->algos_bwd)
         return min_budget_search(net, prof, opts, min_budget, e);
     /* dyn fits a budget when one of its candidates does: none, conv, all with
      * the fastest algorithms, all with the least workspace. Its minimum is
@@ -1185,6 +1213,7 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
         vd_plan_opts o = *opts;
         o.policy = cand[k];
         o.algos = algos;
+        o.algos_bwd = NULL;
         uint64_t m = 0;
         rc = min_budget_search(net, prof, &o, &m, e);
         if (!rc) { if (m < lo) lo = m; if (m > hi) hi = m; }
@@ -1349,3 +1378,16 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
 
 int vdp_fastest_algo(const vd_profile_layer *pl) { return fastest_algo(pl); }
 int vdp_minws_algo(const vd_profile_layer *pl) { return minws_algo(pl); }
+int vdp_fastest_pass(const vd_profile_layer *pl, bool bwd) { return fastest_pass(pl, bwd); }
+int vdp_minws_pass(const vd_profile_layer *pl, bool bwd) { return minws_pass(pl, bwd); }
+
+void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int *algos) {
+    for (int i = 0; i < L; i++) {
+        const vd_profile_layer *pl = &prof->layers[i];
+        if (opts->algos) algos[i] = opts->algos[i];
+        else if (opts->fixed_algo >= 0)
+            algos[i] = opts->fixed_algo < pl->n_algos ? opts->fixed_algo : pl->n_algos - 1;
+        else algos[i] = fastest_algo(pl);
+        algos[L + i] = opts->algos_bwd ? opts->algos_bwd[i] : algos[i];
+    }
+}

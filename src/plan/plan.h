@@ -65,7 +65,7 @@
 struct vd_backend;   /* backend/backend.h */
 
 /* none / all / conv / dyn: the vDNN paper's policies (offload only).
- * auto ("ours"): per feature map keep / offload / recompute and per conv the
+ * auto ("ours"): per feature map keep / offload / recompute and per conv and pass the
  * fastest or least-workspace algorithm, searched with the simulator for the
  * fastest predicted plan that fits the budget (build_auto in plan.c,
  * vdnn-plan(1)). With budget 0 (auto budget) it is none. */
@@ -90,7 +90,16 @@ typedef struct vd_profile_algo {
     double fwd_s, bwd_s;        /* seconds at the profile's batch */
     uint64_t workspace;         /* bytes */
     int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend ids (-1 analytic) */
+    /* Added: bytes of workspace the forward / the backward pass of this option
+     * needs. Valid only when max(fwd_workspace, bwd_workspace) == workspace;
+     * otherwise (e.g. both 0 from an old file or a profiler that does not fill
+     * them) both passes use `workspace`. Read them through vd_profile_algo_ws. */
+    uint64_t fwd_workspace, bwd_workspace;
 } vd_profile_algo;
+
+/* Workspace bytes of option a for the forward pass (bwd false; recomputes
+ * too) or the backward pass (bwd true), with the fallback described above. */
+uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
 
 #define VD_PROFILE_MAX_ALGOS 8
 typedef struct vd_profile_layer {
@@ -253,11 +262,14 @@ typedef struct vd_step {
     double stall_s;             /* compute waiting on copies before this step */
 } vd_step;
 
-/* Per layer: the tensors its ops touch, the chosen algorithm. */
+/* Per layer: the tensors its ops touch, the chosen algorithms. A conv may
+ * use different options for its forward (and recompute) and its backward
+ * call: io->algo is algo_fwd for forward / recompute, algo_bwd for backward. */
 typedef struct vd_plan_layer {
-    int algo;                   /* index into the profile's / backend's algo list */
-    char algo_label[32];        /* the profile's label of that option */
-    uint64_t ws_bytes;          /* workspace of that option */
+    int algo;                   /* forward option: index into the profile's / backend's
+                                   algo list (= algo_fwd; kept for old users) */
+    char algo_label[32];        /* the profile's label of the forward option */
+    uint64_t ws_bytes;          /* forward workspace (bytes; also the recompute's) */
     bool inplace;               /* output aliases input 0 */
     int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
     int y;                      /* ACT tensor of its output */
@@ -268,6 +280,10 @@ typedef struct vd_plan_layer {
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
+    /* Added: per-pass options. algo_fwd == algo, ws_fwd_bytes == ws_bytes. */
+    int algo_fwd, algo_bwd;     /* options of the forward / backward call */
+    char algo_bwd_label[32];    /* the profile's label of algo_bwd */
+    uint64_t ws_fwd_bytes, ws_bwd_bytes; /* workspace of each pass's option (bytes) */
 } vd_plan_layer;
 
 /* Simulator result for a plan (seconds). */
@@ -286,7 +302,8 @@ typedef struct vd_plan_opts {
     int fixed_algo;             /* -1 = policy chooses (fastest except dyn);
                                    else every conv uses min(fixed_algo, n-1) */
     int *algos;                 /* optional [n_layers] explicit per-layer options
-                                   (overrides fixed_algo/dyn search); NULL = none */
+                                   (overrides fixed_algo/dyn search); NULL = none.
+                                   With algos_bwd set: the forward options only */
     bool forward_only;          /* eval plan: forward steps only, no grads */
     /* Added (zero = old behaviour): optional [n_layers + 1] per feature map
      * dispositions: [0] the net input x, [i + 1] the output of layer i. An
@@ -298,6 +315,11 @@ typedef struct vd_plan_opts {
      * when that cannot be; OFFLOAD with fewer than two absent steps to keep.
      * NULL = none. */
     const vd_disp *disp;
+    /* Added: optional [n_layers] explicit backward options (the forward ones
+     * come from algos / fixed_algo / the policy). NULL = the backward call
+     * uses the forward option, except under auto, which then searches both
+     * passes (when algos and fixed_algo leave it free). */
+    const int *algos_bwd;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 

@@ -23,7 +23,8 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
 uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch);
 
 /* plan.c, for auto.c. vdp_plan_release frees a plan's arrays and zeroes it.
- * vdp_build_fixed: one build with fixed algorithms algos[L] and offload policy
+ * vdp_build_fixed: one build with fixed algorithms algos[2L] (forward options
+ * of layers 0..L-1, then their backward options) and offload policy
  * offload_pol (AUTO: only opts->disp decides), budget opts->budget; returns 0,
  * VD_EBUDGET (out valid, infeasible) or another error (out released).
  * vdp_build_policy / vdp_min_budget_policy: vd_plan_build's search (no eval
@@ -37,6 +38,14 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
                           uint64_t *min_budget, vd_err *e);
 int vdp_fastest_algo(const vd_profile_layer *pl);
 int vdp_minws_algo(const vd_profile_layer *pl);
+/* Per pass (bwd false: forward, true: backward): the fastest option, and the
+ * option with the least workspace for that pass. */
+int vdp_fastest_pass(const vd_profile_layer *pl, bool bwd);
+int vdp_minws_pass(const vd_profile_layer *pl, bool bwd);
+/* The options opts asks for, algos[2L] = [forward L | backward L]: opts->algos,
+ * else fixed_algo, else the fastest (fwd + bwd); backward: opts->algos_bwd,
+ * else the forward option. */
+void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int *algos);
 
 /* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
  * feasibility_only: stop at the first plan that fits (the result fits iff the

@@ -128,6 +128,7 @@ int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *de
         pl->n_algos = 1;
         if (l->op == VD_OP_CONV) {
             a->workspace = im2col_bytes(net, i, batch < 8 ? batch : 8);
+            a->fwd_workspace = a->bwd_workspace = a->workspace;  /* im2col both ways */
             vd_profile_algo *m = &pl->algos[1];
             snprintf(m->label, sizeof m->label, "min-ws");
             m->fwd_s = 1.6 * f;
@@ -139,6 +140,12 @@ int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *de
     }
     analytic_sgd(net, dev, out);
     return VD_OK;
+}
+
+uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd) {
+    uint64_t m = a->fwd_workspace > a->bwd_workspace ? a->fwd_workspace : a->bwd_workspace;
+    if (m != a->workspace) return a->workspace;
+    return bwd ? a->bwd_workspace : a->fwd_workspace;
 }
 
 int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
@@ -172,6 +179,8 @@ int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
             a->fwd_s = an.layers[i].algos[0].fwd_s * scale;
             a->bwd_s = an.layers[i].algos[0].bwd_s * scale;
             a->workspace = opts[k].workspace;
+            /* vd_algo_opt has one workspace (the max of both passes) */
+            a->fwd_workspace = a->bwd_workspace = opts[k].workspace;
             a->fwd_algo = opts[k].fwd_algo;
             a->bwd_data_algo = opts[k].bwd_data_algo;
             a->bwd_filter_algo = opts[k].bwd_filter_algo;
@@ -220,8 +229,11 @@ int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
             fprintf(f, "%s\n      {\"label\": ", k ? "," : "");
             json_str(f, a->label);
             fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g, \"workspace\": %llu, "
+                       "\"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
                        "\"fwd_algo\": %d, \"bwd_data_algo\": %d, \"bwd_filter_algo\": %d}",
-                    a->fwd_s, a->bwd_s, (unsigned long long)a->workspace, a->fwd_algo,
+                    a->fwd_s, a->bwd_s, (unsigned long long)a->workspace,
+                    (unsigned long long)vd_profile_algo_ws(a, false),
+                    (unsigned long long)vd_profile_algo_ws(a, true), a->fwd_algo,
                     a->bwd_data_algo, a->bwd_filter_algo);
         }
         fprintf(f, "]}");
@@ -361,6 +373,19 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
                 (rc = ival(av, "bwd_filter_algo", &a->bwd_filter_algo, path, c2, e)))
                 goto fail;
             a->workspace = (uint64_t)ws;
+            /* per-pass workspaces: optional (older files: `workspace` for both) */
+            double fws = ws, bws = ws;
+            if ((rc = num(av, "fwd_workspace", false, &fws, path, c2, e)) ||
+                (rc = num(av, "bwd_workspace", false, &bws, path, c2, e)))
+                goto fail;
+            a->fwd_workspace = (uint64_t)fws;
+            a->bwd_workspace = (uint64_t)bws;
+            if ((a->fwd_workspace > a->bwd_workspace ? a->fwd_workspace : a->bwd_workspace) !=
+                a->workspace) {
+                rc = vd_errf(e, VD_EDATA, "%s: %s: \"workspace\" must be the larger of "
+                             "\"fwd_workspace\" and \"bwd_workspace\"", path, c2);
+                goto fail;
+            }
         }
     }
     return VD_OK;

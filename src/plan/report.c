@@ -59,7 +59,10 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
     for (int s = 0; s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
         vd_plan_step_label(p, net, s, lab, sizeof lab);
-        const char *algo = st->layer >= 0 ? p->layers[st->layer].algo_label : "";
+        /* the option of this step's pass (forward / backward may differ) */
+        const char *algo = st->layer < 0 ? ""
+                         : st->kind == VD_STEP_BWD ? p->layers[st->layer].algo_bwd_label
+                                                   : p->layers[st->layer].algo_label;
         fprintf(f, "%4d  %-28s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, lab, algo,
                 vd_fmt_bytes(st->mem_in_use, b1, sizeof b1), vd_fmt_bytes(st->mem_top, b2, sizeof b2),
                 st->t_start * 1e3, st->compute_s * 1e3, st->stall_s * 1e3);
@@ -160,8 +163,13 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
         jstr(f, net->layers[i].name);
         fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo);
         jstr(f, pl->algo_label);
-        fprintf(f, ", \"workspace\": %llu, \"inplace\": %s, \"recompute_step\": %d}",
-                (unsigned long long)pl->ws_bytes, pl->inplace ? "true" : "false", pl->rc_step);
+        fprintf(f, ", \"algo_fwd\": %d, \"algo_bwd\": %d, \"algo_bwd_label\": ", pl->algo_fwd,
+                pl->algo_bwd);
+        jstr(f, pl->algo_bwd_label);
+        fprintf(f, ", \"workspace\": %llu, \"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
+                   "\"inplace\": %s, \"recompute_step\": %d}",
+                (unsigned long long)pl->ws_bytes, (unsigned long long)pl->ws_fwd_bytes,
+                (unsigned long long)pl->ws_bwd_bytes, pl->inplace ? "true" : "false", pl->rc_step);
     }
     fprintf(f, "\n  ],\n  \"tensors\": [");
     for (int t = 0; t < p->n_tensors; t++) {

@@ -155,6 +155,10 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
                         .layers_ready = true };
     int rc = vd_exec_create(ex, s->net, plan, s->be, &eo, e);
     vd_session_mem_sample(s);
+    if (rc == VD_OK && s->mem.known) {
+        s->mem.used_created = s->mem.used_last;
+        s->mem.pool_created = plan->budget;
+    }
     return rc;
 }
 

@@ -66,6 +66,10 @@ typedef struct vd_session_memory {
     uint64_t used_setup;        /* after layer_setup and profiling, before any pool:
                                    the overhead outside the pool */
     uint64_t free_setup;        /* free bytes at that point */
+    uint64_t used_created;      /* right after vd_session_exec created the executor
+                                   (pool and pinned host store exist, no iteration
+                                   has run); 0 = not sampled */
+    uint64_t pool_created;      /* the pool bytes of that executor (plan budget) */
     uint64_t used_last;         /* at the latest sample */
     uint64_t used_max;          /* max over the samples since open / the last reset */
     int n_samples;              /* samples taken since open / the last reset */

@@ -26,6 +26,7 @@ typedef struct run_cfg {
     int fixed_algo;         /* -1 = policy's choice */
     const vd_disp *disp;    /* optional per-tensor dispositions (vd_plan_opts.disp) */
     const vd_device_params *dev; /* timing model of the profile (NULL: cpu) */
+    const int *algos, *algos_bwd; /* optional per-layer forward / backward options */
 } run_cfg;
 
 typedef struct run_out {
@@ -70,6 +71,8 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     po.budget = c->budget;
     po.fixed_algo = c->fixed_algo;
     po.disp = c->disp;
+    po.algos = (int *)c->algos;
+    po.algos_bwd = c->algos_bwd;
     rc = vd_plan_build(net, &prof, &po, &plan, &e);
     if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); goto out; }
     o->plan_peak = plan.live_peak;

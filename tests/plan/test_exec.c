@@ -109,6 +109,110 @@ static int identity_case(vd_net *net, int batch, int iters) {
     return auto_rc;
 }
 
+/* Minimum budget of policy pol for net at batch with explicit per-pass
+ * options (CPU backend, timing model dev; NULL: cpu). */
+static uint64_t min_budget_algos(const vd_net *net, int batch, vd_policy pol, const int *af,
+                                 const int *ab, const vd_device_params *dev) {
+    vd_err e = {0};
+    vd_backend *be = NULL;
+    ck_assert(vd_backend_cpu_create(&be, &e) == 0);
+    ck_assert(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_backend(net, batch, be, dev ? dev : &vd_device_cpu, &prof, &e) == 0,
+                  "%s", e.msg);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = batch;
+    o.policy = pol;
+    o.algos = (int *)af;
+    o.algos_bwd = ab;
+    uint64_t mb = 0;
+    ck_assert_msg(vd_plan_min_budget(net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
+    vd_profile_free(&prof);
+    be->destroy(be);
+    return mb;
+}
+
+/* Per-pass conv options on the CPU backend (0 = im2col with workspace,
+ * 1 = direct without): the forward call runs the forward option, the
+ * backward call the backward one (the first loss depends on the forward
+ * option only and matches the one-option run exactly; the parameters after
+ * the update depend on the backward option); per-pass plans of every policy
+ * at tight budgets (recomputes included) execute with the simulator's live
+ * peak and high-water mark and train byte-identically to policy none with
+ * the same options. */
+static void per_pass_case(vd_net *net, int batch) {
+    int L = net->n_layers, iters = 2;
+    int *zero = calloc((size_t)L, sizeof(int)), *one = calloc((size_t)L, sizeof(int));
+    ck_assert(zero && one);
+    for (int i = 0; i < L; i++) one[i] = net->layers[i].op == VD_OP_CONV ? 1 : 0;
+    run_out r00, r11;
+    run_cfg c00 = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = -1,
+                   .algos = zero, .algos_bwd = zero};
+    run_cfg c11 = c00;
+    c11.algos = one;
+    c11.algos_bwd = one;
+    run_training(net, batch, &c00, &r00);
+    run_training(net, batch, &c11, &r11);
+    ck_assert_msg(r00.rc == 0 && r11.rc == 0, "%s %s", r00.msg, r11.msg);
+    for (int pat = 0; pat < 2; pat++) {
+        const int *af = pat ? one : zero, *ab = pat ? zero : one;
+        const run_out *same_fwd = pat ? &r11 : &r00, *same_bwd = pat ? &r00 : &r11;
+        run_cfg cn = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = -1,
+                      .algos = af, .algos_bwd = ab};
+        run_out ref;
+        run_training(net, batch, &cn, &ref);
+        ck_assert_msg(ref.rc == 0, "per-pass none: %s", ref.msg);
+        ck_assert_uint_eq(ref.st.live_peak, ref.plan_peak);
+        ck_assert_uint_eq(ref.st.pool_hwm, ref.plan_hwm);
+        /* iteration 0's loss: forward only, same forward options -> same bytes */
+        ck_assert(memcmp(&ref.loss[0], &same_fwd->loss[0], 4) == 0);
+        /* the backward option is really used: the update differs from the
+         * run with the forward option for both passes (im2col and direct sum
+         * in different orders) and from the one with the backward option for
+         * both (different forward) */
+        ck_assert(memcmp(ref.params, same_fwd->params, (size_t)net->param_floats * 4) != 0);
+        ck_assert(memcmp(ref.params, same_bwd->params, (size_t)net->param_floats * 4) != 0);
+        uint64_t none_hwm = ref.plan_hwm;
+        static const vd_policy pols[] = {VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_AUTO, VD_POLICY_AUTO};
+        for (int k = 0; k < 4; k++) {
+            const vd_device_params *dev = k == 3 ? &slow_link : NULL;
+            uint64_t mb = min_budget_algos(net, batch, pols[k], af, ab, dev);
+            ck_assert_uint_le(mb, none_hwm);
+            uint64_t budget = mb + (none_hwm - mb) / 4;
+            run_cfg c = {.policy = pols[k], .budget = budget, .iters = iters, .poison = true,
+                         .fixed_algo = -1, .dev = dev, .algos = af, .algos_bwd = ab};
+            run_out o;
+            run_training(net, batch, &c, &o);
+            ck_assert_msg(o.rc == 0, "per-pass %s: %s", vd_policy_name(pols[k]), o.msg);
+            ck_assert_uint_le(o.plan_hwm, budget);
+            ck_assert_uint_eq(o.st.live_peak, o.plan_peak);
+            ck_assert_uint_eq(o.st.pool_hwm, o.plan_hwm);
+            ck_assert_int_eq(o.st.recompute_ops_iter, o.n_recompute_ops);
+            ck_assert_msg(memcmp(o.params, ref.params, (size_t)net->param_floats * 4) == 0,
+                          "per-pass %s: parameters differ from none", vd_policy_name(pols[k]));
+            for (int i = 0; i < iters; i++) ck_assert(memcmp(&o.loss[i], &ref.loss[i], 4) == 0);
+            run_free(&o);
+        }
+        run_free(&ref);
+    }
+    run_free(&r00);
+    run_free(&r11);
+    free(zero);
+    free(one);
+}
+
+START_TEST(test_per_pass_algos) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    per_pass_case(&net, 4);
+    vd_net_free(&net);
+    tn_resnet(&net, 3);
+    per_pass_case(&net, 3);
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_identity_lenet) {
     vd_net net;
     tn_lenet(&net, 4);
@@ -312,6 +416,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_fault_skip_offload_wait);
     tcase_add_test(tc, test_recompute_identity);
     tcase_add_test(tc, test_fault_skip_recompute);
+    tcase_add_test(tc, test_per_pass_algos);
     suite_add_tcase(s, tc);
     return s;
 }

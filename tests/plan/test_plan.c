@@ -679,6 +679,9 @@ START_TEST(test_profile_roundtrip) {
     vd_profile a, b;
     vd_err e = {0};
     ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &a, &e) == 0);
+    /* per-pass workspaces survive the round trip */
+    a.layers[0].algos[0].fwd_workspace = a.layers[0].algos[0].workspace / 2;
+    ck_assert_uint_gt(a.layers[0].algos[0].workspace, 0);
     char path[] = "/tmp/vdnn-prof-XXXXXX";
     int fd = mkstemp(path);
     ck_assert(fd >= 0);
@@ -696,6 +699,9 @@ START_TEST(test_profile_roundtrip) {
             ck_assert(a.layers[i].algos[k].fwd_s == b.layers[i].algos[k].fwd_s);   /* %.17g is exact */
             ck_assert(a.layers[i].algos[k].bwd_s == b.layers[i].algos[k].bwd_s);
             ck_assert_uint_eq(a.layers[i].algos[k].workspace, b.layers[i].algos[k].workspace);
+            for (int pass = 0; pass < 2; pass++)
+                ck_assert_uint_eq(vd_profile_algo_ws(&a.layers[i].algos[k], pass),
+                                  vd_profile_algo_ws(&b.layers[i].algos[k], pass));
         }
     }
     vd_profile_free(&b);
@@ -712,7 +718,213 @@ START_TEST(test_profile_roundtrip) {
     fclose(f);
     ck_assert_int_eq(vd_profile_load(path, &net, 4, &b, &e), VD_EDATA);
     unlink(path);
+    ck_assert_uint_eq(vd_profile_algo_ws(&a.layers[0].algos[0], false), a.layers[0].algos[0].workspace / 2);
+    ck_assert_uint_eq(vd_profile_algo_ws(&a.layers[0].algos[0], true), a.layers[0].algos[0].workspace);
+    /* an old profile (no per-pass fields, zeroed): `workspace` for both passes */
+    vd_profile_algo old = a.layers[0].algos[0];
+    old.fwd_workspace = old.bwd_workspace = 0;
+    ck_assert_uint_eq(vd_profile_algo_ws(&old, false), old.workspace);
+    ck_assert_uint_eq(vd_profile_algo_ws(&old, true), old.workspace);
     vd_profile_free(&a);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* Per-layer checks of per-pass options: the options, their workspaces (per
+ * pass, from the profile), the WS tensors and the step times. */
+static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile *prof,
+                           const int *af, const int *ab) {
+    int L = net->n_layers;
+    for (int i = 0; i < L; i++) {
+        const vd_plan_layer *pl = &p->layers[i];
+        const vd_profile_layer *pr = &prof->layers[i];
+        ck_assert_int_eq(pl->algo, pl->algo_fwd);
+        if (af) ck_assert_int_eq(pl->algo_fwd, af[i]);
+        if (ab) ck_assert_int_eq(pl->algo_bwd, ab[i]);
+        uint64_t wf = vd_profile_algo_ws(&pr->algos[pl->algo_fwd], false);
+        uint64_t wb = vd_profile_algo_ws(&pr->algos[pl->algo_bwd], true);
+        ck_assert_uint_eq(pl->ws_bytes, wf);
+        ck_assert_uint_eq(pl->ws_fwd_bytes, wf);
+        ck_assert_str_eq(pl->algo_label, pr->algos[pl->algo_fwd].label);
+        ck_assert_str_eq(pl->algo_bwd_label, pr->algos[pl->algo_bwd].label);
+        ck_assert_int_eq(pl->ws_fwd >= 0, wf > 0);
+        if (pl->ws_fwd >= 0) ck_assert_uint_eq(p->tensors[pl->ws_fwd].bytes, wf);
+        if (pl->ws_rc >= 0) ck_assert_uint_eq(p->tensors[pl->ws_rc].bytes, wf);
+        ck_assert(p->steps[i].compute_s == pr->algos[pl->algo_fwd].fwd_s);
+        if (p->forward_only) continue;
+        ck_assert_uint_eq(pl->ws_bwd_bytes, wb);
+        ck_assert_int_eq(pl->ws_bwd >= 0, wb > 0);
+        if (pl->ws_bwd >= 0) ck_assert_uint_eq(p->tensors[pl->ws_bwd].bytes, wb);
+        ck_assert(p->steps[2 * L - 1 - i].compute_s == pr->algos[pl->algo_bwd].bwd_s);
+    }
+}
+
+/* Random nets x policies with random per-pass options, on a profile whose
+ * im2col option needs less workspace forward than backward (and the direct
+ * one a little backward only): every invariant holds, the options and
+ * workspaces are the requested ones; auto searching the options itself at
+ * tight budgets keeps the invariants too and is never slower than dyn. */
+START_TEST(test_per_pass_invariants) {
+    int mixed = 0;
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        int batch = 1 + (int)(seed % 3);
+        vd_net net;
+        random_net(&net, seed * 13, batch);
+        int L = net.n_layers;
+        vd_profile prof;
+        vd_backend *be = cpu_for_dev(&net, batch, seed % 2 ? &slow_link : &vd_device_cpu, &prof);
+        for (int i = 0; i < L; i++) {
+            vd_profile_layer *pl = &prof.layers[i];
+            if (pl->n_algos < 2) continue;
+            pl->algos[0].fwd_workspace = pl->algos[0].workspace / 3;
+            pl->algos[0].bwd_workspace = pl->algos[0].workspace;
+            pl->algos[1].workspace = pl->algos[1].bwd_workspace = 4096;
+            pl->algos[1].fwd_workspace = 0;
+            pl->algos[1].bwd_s *= 0.9;   /* direct is the faster backward here */
+        }
+        vd_rng r;
+        vd_rng_seed(&r, 77, seed);
+        int *af = malloc((size_t)L * sizeof *af), *ab = malloc((size_t)L * sizeof *ab);
+        ck_assert(af && ab);
+        for (int i = 0; i < L; i++) {
+            af[i] = rnd(&r, 0, prof.layers[i].n_algos - 1);
+            ab[i] = rnd(&r, 0, prof.layers[i].n_algos - 1);
+        }
+        vd_err e = {0};
+        for (int pol = 0; pol < 2 * VD_POLICY_COUNT; pol++) {
+            bool free_algos = pol >= VD_POLICY_COUNT;   /* second round: the policy picks */
+            vd_plan_opts o;
+            vd_plan_opts_init(&o);
+            o.batch = batch;
+            o.policy = (vd_policy)(pol % VD_POLICY_COUNT);
+            o.algos = free_algos ? NULL : af;
+            o.algos_bwd = free_algos ? NULL : ab;
+            uint64_t mb = 0, none_hwm = 0;
+            ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
+            vd_plan_opts on = o;
+            on.policy = VD_POLICY_NONE;
+            ck_assert(vd_plan_min_budget(&net, &prof, &on, &none_hwm, &e) == 0);
+            if (!free_algos || o.policy != VD_POLICY_DYN) ck_assert_uint_le(mb, none_hwm);
+            uint64_t budgets[3] = {0, mb, mb + (none_hwm > mb ? (none_hwm - mb) / 2 : 0)};
+            for (int bi = 0; bi < 3; bi++) {
+                o.budget = budgets[bi];
+                vd_plan p;
+                int rc = vd_plan_build(&net, &prof, &o, &p, &e);
+                ck_assert_msg(rc == 0, "%s %s budget %llu: %s", net.name, vd_policy_name(o.policy),
+                              (unsigned long long)o.budget, e.msg);
+                check_plan_invariants(&p, &net);
+                check_per_pass(&p, &net, &prof, o.algos, o.algos_bwd);
+                check_plan_invariants(p.eval, &net);
+                check_per_pass(p.eval, &net, &prof, NULL, NULL);
+                if (o.policy == VD_POLICY_DYN && free_algos)   /* the paper's: one option a layer */
+                    for (int i = 0; i < L; i++) ck_assert_int_eq(p.layers[i].algo_fwd, p.layers[i].algo_bwd);
+                if (o.policy == VD_POLICY_AUTO && free_algos) {
+                    for (int i = 0; i < L; i++) mixed += p.layers[i].algo_fwd != p.layers[i].algo_bwd;
+                    if (bi > 0) {
+                        vd_plan_opts od = o;
+                        od.policy = VD_POLICY_DYN;
+                        vd_plan d;
+                        int rd = vd_plan_build(&net, &prof, &od, &d, &e);
+                        if (rd == VD_OK)
+                            ck_assert_msg(p.sim.iter_s <= d.sim.iter_s * (1 + 1e-12),
+                                          "%s: auto %g s slower than dyn %g s", net.name,
+                                          p.sim.iter_s, d.sim.iter_s);
+                        if (rd == VD_OK || rd == VD_EBUDGET) vd_plan_free(&d);
+                    }
+                }
+                vd_plan_free(&p);
+            }
+        }
+        free(af);
+        free(ab);
+        vd_profile_free(&prof);
+        be->destroy(be);
+        vd_net_free(&net);
+    }
+    printf("per-pass: auto chose different forward and backward options %d times\n", mixed);
+    ck_assert_int_gt(mixed, 0);
+}
+END_TEST
+
+/* A synthetic profile where the first convolution's fastest option needs no
+ * workspace forward but a large one backward, and its workspace-free option
+ * is 3x slower forward, about as fast backward. At the budget of "forward
+ * fastest, backward workspace-free" (nothing else to free at that backward
+ * step: its operands are x and dy), auto choosing per pass beats every
+ * one-option-per-layer plan: the fastest option does not fit, the
+ * workspace-free one is slower. */
+START_TEST(test_per_pass_beats_one_choice) {
+    vd_net net;
+    tn_begin(&net, "perpass", 3, 32, 32, 10, 8);
+    int x = tn_conv(&net, "big", -1, 16, 3, 1, 1);
+    x = tn_relu(&net, "relu", x);
+    x = tn_pool(&net, "pool", x, VD_POOL_MAX, 4, 4);
+    x = tn_conv(&net, "small", x, 8, 3, 1, 1);
+    x = tn_flatten(&net, "flatten", x);
+    x = tn_fc(&net, "fc", x, 10);
+    tn_loss(&net, x);
+    tn_finish(&net);
+    int L = net.n_layers, batch = 8;
+    vd_profile prof;
+    vd_err e = {0};
+    ck_assert(vd_profile_analytic(&net, batch, &vd_device_h200, &prof, &e) == 0);
+    vd_profile_algo *f = &prof.layers[0].algos[0], *m = &prof.layers[0].algos[1];
+    ck_assert_int_eq(prof.layers[0].n_algos, 2);
+    uint64_t big = (uint64_t)8 << 20;
+    f->fwd_s = 1e-3; f->bwd_s = 2e-3; f->fwd_workspace = 0; f->bwd_workspace = f->workspace = big;
+    m->fwd_s = 3e-3; m->bwd_s = 2.2e-3; m->fwd_workspace = m->bwd_workspace = m->workspace = 0;
+    int af[16] = {0}, ab[16] = {0};
+    ck_assert_int_le(L, 16);
+    ab[0] = 1;
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = batch;
+    o.policy = VD_POLICY_NONE;
+    o.algos = af;
+    o.algos_bwd = ab;
+    uint64_t B = 0;
+    ck_assert(vd_plan_min_budget(&net, &prof, &o, &B, &e) == 0);
+    /* auto, free to choose per pass */
+    vd_plan_opts oa;
+    vd_plan_opts_init(&oa);
+    oa.batch = batch;
+    oa.policy = VD_POLICY_AUTO;
+    oa.budget = B;
+    vd_plan pa;
+    ck_assert_msg(vd_plan_build(&net, &prof, &oa, &pa, &e) == 0, "%s", e.msg);
+    check_plan_invariants(&pa, &net);
+    ck_assert_int_eq(pa.layers[0].algo_fwd, 0);
+    ck_assert_int_eq(pa.layers[0].algo_bwd, 1);
+    /* every one-option-per-layer assignment of the two convolutions, auto's
+     * disposition search on top; and dyn */
+    double best_one = INFINITY;
+    for (int combo = 0; combo < 4; combo++) {
+        int a1[16] = {0};
+        a1[0] = combo & 1;
+        a1[3] = combo >> 1;
+        vd_plan_opts o1 = oa;
+        o1.algos = a1;
+        o1.algos_bwd = a1;
+        vd_plan p1;
+        int rc = vd_plan_build(&net, &prof, &o1, &p1, &e);
+        ck_assert(rc == VD_OK || rc == VD_EBUDGET);
+        if (rc == VD_OK && p1.sim.iter_s < best_one) best_one = p1.sim.iter_s;
+        if ((combo & 1) == 0) ck_assert_int_eq(rc, VD_EBUDGET);   /* fastest for "big": no room */
+        vd_plan_free(&p1);
+    }
+    vd_plan_opts od = oa;
+    od.policy = VD_POLICY_DYN;
+    vd_plan pd;
+    int rd = vd_plan_build(&net, &prof, &od, &pd, &e);
+    if (rd == VD_OK && pd.sim.iter_s < best_one) best_one = pd.sim.iter_s;
+    if (rd == VD_OK || rd == VD_EBUDGET) vd_plan_free(&pd);
+    ck_assert(isfinite(best_one));
+    printf("per-pass auto %.3f ms, best one-option plan %.3f ms\n", pa.sim.iter_s * 1e3, best_one * 1e3);
+    /* the forward of "big" alone saves 2 ms: well above the sim's rounding */
+    ck_assert_msg(pa.sim.iter_s < best_one - 1e-3, "per-pass %g s, one option %g s", pa.sim.iter_s,
+                  best_one);
+    vd_plan_free(&pa);
+    vd_profile_free(&prof);
     vd_net_free(&net);
 }
 END_TEST
@@ -966,6 +1178,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_sim_equals_exec);
     tcase_add_test(tc, test_random_dispositions);
     tcase_add_test(tc, test_vgg16_auto_beats_dyn);
+    tcase_add_test(tc, test_per_pass_invariants);
+    tcase_add_test(tc, test_per_pass_beats_one_choice);
     tcase_add_test(tc, test_cli_vgg16);
     suite_add_tcase(s, tc);
     return s;
