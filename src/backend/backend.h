@@ -32,6 +32,8 @@ typedef struct vd_algo_opt {
     int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend-specific ids */
     uint64_t workspace;          /* bytes of scratch needed by fwd and bwd (max) */
     char label[32];              /* "fastest", "min-ws", "IMPLICIT_GEMM", ... */
+    uint64_t ws_fwd, ws_bwd;     /* scratch of each pass; workspace = max of the two.
+                                    The planner may give each pass only its own. */
 } vd_algo_opt;
 
 /* Everything one layer's forward or backward touches. Pointers are device
@@ -68,6 +70,13 @@ typedef struct vd_op_io {
     uint64_t seed; int64_t iter;
     bool training;
 } vd_op_io;
+
+/* Workspace of one pass of option o (a backend that reports no per-pass
+ * sizes needs `workspace` in both). */
+static inline uint64_t vd_algo_ws(const vd_algo_opt *o, bool bwd) {
+    if (!o->ws_fwd && !o->ws_bwd) return o->workspace;
+    return bwd ? o->ws_bwd : o->ws_fwd;
+}
 
 typedef struct vd_backend vd_backend;
 struct vd_backend {

@@ -156,8 +156,8 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
         int rc = be->layer_algos(be, i, &opts, &n, e);
         if (rc) return rc;
         const vd_plan_layer *pl = &plan->layers[i];
-        /* each pass: its option exists and gets the backend's workspace (the
-         * backend reports one workspace per option, the larger of both passes) */
+        /* each pass: its option exists and gets at least the backend's
+         * workspace for that pass */
         for (int pass = 0; pass < 2; pass++) {
             int a = pass ? pl->algo_bwd : pl->algo_fwd;
             uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
@@ -166,12 +166,13 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
                 return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s algorithm %d for layer '%s' but "
                                "the %s backend offers %d; make the plan from vd_profile_backend()",
                                pn, a, net->layers[i].name, be->name, n);
-            if (ws < opts[a].workspace)
+            uint64_t need = vd_algo_ws(&opts[a], pass == 1);
+            if (ws < need)
                 return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of %s "
                                "workspace, the %s backend's algorithm '%s' needs %llu; make the "
                                "plan from vd_profile_backend()", net->layers[i].name,
                                (unsigned long long)ws, pn, be->name, opts[a].label,
-                               (unsigned long long)opts[a].workspace);
+                               (unsigned long long)need);
         }
         uint64_t aux = be->layer_aux_bytes(net, i, plan->batch);
         uint64_t have = pl->aux >= 0 ? plan->tensors[pl->aux].bytes : 0;

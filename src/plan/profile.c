@@ -178,9 +178,9 @@ int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
             double scale = k == 0 ? 1.0 : 1.6;
             a->fwd_s = an.layers[i].algos[0].fwd_s * scale;
             a->bwd_s = an.layers[i].algos[0].bwd_s * scale;
-            a->workspace = opts[k].workspace;
-            /* vd_algo_opt has one workspace (the max of both passes) */
-            a->fwd_workspace = a->bwd_workspace = opts[k].workspace;
+            a->fwd_workspace = vd_algo_ws(&opts[k], false);
+            a->bwd_workspace = vd_algo_ws(&opts[k], true);
+            a->workspace = a->fwd_workspace > a->bwd_workspace ? a->fwd_workspace : a->bwd_workspace;
             a->fwd_algo = opts[k].fwd_algo;
             a->bwd_data_algo = opts[k].bwd_data_algo;
             a->bwd_filter_algo = opts[k].bwd_filter_algo;

@@ -297,13 +297,15 @@ static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math
     for (int i = 0; i < n; i++) {
         vd_algo_opt *o = opts + (size_t)i * VD_CPU_CONV_N_ALGOS;
         if (net->layers[i].op == VD_OP_CONV) {
+            /* im2col reuses one column buffer in both passes */
+            uint64_t ws = vd_cpu_conv_ws_bytes(net, i, VD_CPU_CONV_IM2COL);
             o[0] = (vd_algo_opt){VD_CPU_CONV_IM2COL, VD_CPU_CONV_IM2COL, VD_CPU_CONV_IM2COL,
-                                 vd_cpu_conv_ws_bytes(net, i, VD_CPU_CONV_IM2COL), "im2col"};
+                                 ws, "im2col", ws, ws};
             o[1] = (vd_algo_opt){VD_CPU_CONV_DIRECT, VD_CPU_CONV_DIRECT, VD_CPU_CONV_DIRECT,
-                                 0, "direct"};
+                                 0, "direct", 0, 0};
             n_opts[i] = 2;
         } else {
-            o[0] = (vd_algo_opt){0, 0, 0, 0, "default"};
+            o[0] = (vd_algo_opt){0, 0, 0, 0, "default", 0, 0};
             n_opts[i] = 1;
         }
     }

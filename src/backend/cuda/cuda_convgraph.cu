@@ -600,10 +600,11 @@ static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const in
     vd_algo_opt *o = &L->opts[L->n_opts];
     memset(co, 0, sizeof *co);
     memset(o, 0, sizeof *o);
-    uint64_t ws = bias_ws;
+    /* backward: bwd-data (and its accumulate variant), bwd-filter, bias scratch */
+    uint64_t ws_bwd = bias_ws;
     for (int d = 0; d < CU_GD_COUNT; d++) {
         co->gplan[d] = pick[d];
-        if (pick[d] >= 0) ws = u64max(ws, g->d[d].c[pick[d]].ws);
+        if (pick[d] >= 0 && d != CU_GD_FWD) ws_bwd = u64max(ws_bwd, g->d[d].c[pick[d]].ws);
     }
     co->fwd_ws = g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].ws;
     co->bwd_data_ws = g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].ws;
@@ -612,7 +613,9 @@ static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const in
     o->fwd_algo = (int)g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].engine;
     o->bwd_data_algo = (int)g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].engine;
     o->bwd_filter_algo = (int)g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].engine;
-    o->workspace = ws;
+    o->ws_fwd = co->fwd_ws;
+    o->ws_bwd = ws_bwd;
+    o->workspace = u64max(o->ws_fwd, o->ws_bwd);
     snprintf(o->label, sizeof o->label, "%s", label);
     L->n_opts++;
 }

@@ -202,11 +202,12 @@ static void make_opt(cu_layer *L, int k, const char *label, uint64_t cap, const 
     o->fwd_algo = f->algo;
     o->bwd_data_algo = d->algo;
     o->bwd_filter_algo = b->algo;
-    uint64_t ws = f->ws;
-    if (d->ws > ws) ws = d->ws;
-    if (b->ws > ws) ws = b->ws;
-    if (bias_ws > ws) ws = bias_ws;
-    o->workspace = ws;
+    uint64_t ws_bwd = d->ws;
+    if (b->ws > ws_bwd) ws_bwd = b->ws;
+    if (bias_ws > ws_bwd) ws_bwd = bias_ws;
+    o->ws_fwd = f->ws;
+    o->ws_bwd = ws_bwd;
+    o->workspace = o->ws_fwd > ws_bwd ? o->ws_fwd : ws_bwd;
     snprintf(o->label, sizeof o->label, "%s", label);
 }
 

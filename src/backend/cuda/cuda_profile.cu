@@ -281,6 +281,8 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 vd_profile_algo *pa = &pl->algos[k];
                 snprintf(pa->label, sizeof pa->label, "%s", L->opts[k].label);
                 pa->workspace = L->opts[k].workspace;
+                pa->fwd_workspace = vd_algo_ws(&L->opts[k], false);
+                pa->bwd_workspace = vd_algo_ws(&L->opts[k], true);
                 pa->fwd_algo = L->opts[k].fwd_algo;
                 pa->bwd_data_algo = L->opts[k].bwd_data_algo;
                 pa->bwd_filter_algo = L->opts[k].bwd_filter_algo;
