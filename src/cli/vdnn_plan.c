@@ -44,8 +44,20 @@ static void usage(FILE *f) {
         "  --summary            print the per-layer net summary and exit\n"
         "  --help, --version\n"
         "\n"
-        "exit status: 0 ok, 2 usage, 3 spec, 4 io, 5 data, 6 budget does not fit,\n"
-        "7 device, 8 unsupported, 9 out of memory\n");
+        "exit status: 0 ok, 1 internal error, 2 usage, 3 spec, 4 io, 5 data,\n"
+        "6 budget does not fit, 7 device, 8 unsupported, 9 out of memory\n");
+}
+
+/* s as a JSON string literal. */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
 }
 
 static int usage_err(const char *fmt, const char *arg) {
@@ -120,6 +132,12 @@ int main(int argc, char **argv) {
         case 'h': case O_HELP: usage(stdout); return 0;
         case O_VERSION: vd_cli_version(PROG); return 0;
         default:
+            /* a long option without its value, or a flag given one:
+             * getopt_long sets optopt to its val (>= O_BATCH), not a character */
+            if (optopt >= O_BATCH)
+                return usage_err(strchr(argv[optind - 1], '=') ? "option '%s' takes no value"
+                                                                 : "option '%s' needs a value",
+                                 argv[optind - 1]);
             if (optopt) {
                 char o[2] = {(char)optopt, 0};
                 return usage_err("option '-%s' needs an argument or is unknown", o);
@@ -132,6 +150,13 @@ int main(int argc, char **argv) {
                                               : "expected exactly one NET.yaml argument");
     if (profile_path && device)
         return usage_err("%s", "--profile and --device are mutually exclusive");
+    /* combinations whose second half would be silently ignored */
+    if (want_summary && (want_min || trace_path || save_prof))
+        return usage_err("--summary prints the net summary only; it takes no %s",
+                         want_min ? "--min-budget" : trace_path ? "--trace" : "--save-profile");
+    if (want_min && (have_budget || trace_path))
+        return usage_err("--min-budget computes the budgets; it takes no %s",
+                         have_budget ? "--budget" : "--trace");
     const char *spec = argv[optind];
 
     vd_net net;
@@ -177,8 +202,10 @@ int main(int argc, char **argv) {
         }
         char b[32];
         if (json) {
-            printf("{\"net\": \"%s\", \"batch\": %d, \"prefetch\": \"%s\", \"min_budgets\": {",
-                   net.name, (int)batch, vd_prefetch_name(prefetch));
+            printf("{\"net\": ");
+            json_str(stdout, net.name);
+            printf(", \"batch\": %d, \"prefetch\": \"%s\", \"min_budgets\": {", (int)batch,
+                   vd_prefetch_name(prefetch));
             for (int k = 0; k < VD_POLICY_COUNT; k++)
                 printf("%s\"%s\": %llu", k ? ", " : "", vd_policy_name((vd_policy)k),
                        (unsigned long long)mins[k]);
@@ -192,7 +219,12 @@ int main(int argc, char **argv) {
         }
         vd_profile_free(&prof);
         vd_net_free(&net);
-        return ferror(stdout) ? VD_EIO : 0;
+        /* stdout is buffered: a full disk shows only when it is flushed */
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            vd_errf(&e, VD_EIO, "write error");
+            return vd_cli_fail(PROG, &e);
+        }
+        return 0;
     }
 
     vd_plan plan;
@@ -206,7 +238,10 @@ int main(int argc, char **argv) {
     if (rc) goto fail;
     vd_profile_free(&prof);
     vd_net_free(&net);
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        vd_errf(&e, VD_EIO, "write error");
+        return vd_cli_fail(PROG, &e);
+    }
     if (prc) return vd_cli_fail(PROG, &pe);
     return 0;
 fail:

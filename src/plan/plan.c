@@ -1251,9 +1251,15 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     rc = build_any(net, prof, &o, &p, e);
     if (rc) return rc;
     uint64_t hi = p.hwm;
-    /* No offloads at all: the need does not depend on the budget. */
+    /* Nothing can be offloaded or recomputed: the need does not depend on
+     * the budget. Whether the unbounded plan offloads does not tell: with
+     * memory to spare it drops offloads that save nothing (prefetch issued
+     * at the release), which a tighter budget keeps. */
     bool any = false;
-    for (int t = 0; t < p.n_tensors; t++) any |= p.tensors[t].offload;
+    for (int t = 0; t < p.n_tensors; t++) any |= p.tensors[t].offload || p.tensors[t].recompute;
+    any |= o.policy == VD_POLICY_ALL || o.policy == VD_POLICY_CONV;
+    for (int i = 0; o.disp && i <= net->n_layers; i++)
+        any |= o.disp[i] == VD_DISP_OFFLOAD || o.disp[i] == VD_DISP_RECOMPUTE;
     bool search = any || o.policy == VD_POLICY_DYN;
     uint64_t lo = p.persistent_bytes;   /* infeasible below this for sure */
     plan_release(&p);

@@ -264,6 +264,42 @@ static int num(const vj_val *o, const char *key, bool required, double *out, con
     return VD_OK;
 }
 
+/* Bounds on loaded values, so that sums over a whole plan stay finite (no
+ * "inf" in the JSON outputs) and sizes convert to uint64_t exactly and
+ * cannot overflow the placement arithmetic: times (seconds) at most
+ * VDP_MAX_S, sizes (bytes) whole numbers at most VDP_MAX_BYTES, copy
+ * bandwidths (bytes/s) at least VDP_MIN_BW. */
+#define VDP_MAX_S 1e6
+#define VDP_MAX_BYTES ((double)((uint64_t)1 << 48))
+#define VDP_MIN_BW 1.0
+
+/* A number at most max (after num's checks). */
+static int num_max(const vj_val *o, const char *key, bool required, double max, double *out,
+                   const char *path, const char *ctx, vd_err *e) {
+    double d = *out;
+    int rc = num(o, key, required, &d, path, ctx, e);
+    if (rc) return rc;
+    if (d > max)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %g is too large (at most %g)", path, ctx,
+                       key, d, max);
+    *out = d;
+    return VD_OK;
+}
+
+/* A byte count: a whole number in [0, VDP_MAX_BYTES]; *out keeps its value
+ * when the key is absent and not required. */
+static int bytes_val(const vj_val *o, const char *key, bool required, uint64_t *out,
+                     const char *path, const char *ctx, vd_err *e) {
+    double d = (double)*out;
+    int rc = num_max(o, key, required, VDP_MAX_BYTES, &d, path, ctx, e);
+    if (rc) return rc;
+    if (d != floor(d))
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %g is not a whole number of bytes", path,
+                       ctx, key, d);
+    *out = (uint64_t)d;
+    return VD_OK;
+}
+
 static int str(const vj_val *o, const char *key, char *out, size_t n, const char *path,
                const char *ctx, vd_err *e) {
     const vj_val *v = vj_get(o, key);
@@ -309,25 +345,26 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
     const vj_val *d = vj_get(root, "device");
     if (!d || d->type != VJ_OBJ) return vd_errf(e, VD_EDATA, "%s: missing object \"device\"", path);
     if ((rc = str(d, "name", dev.name, sizeof dev.name, path, "device", e))) return rc;
-    double mb = 0;
     if ((rc = num(d, "peak_flops", false, &dev.peak_flops, path, "device", e)) ||
         (rc = num(d, "mem_bw", false, &dev.mem_bw, path, "device", e)) ||
         (rc = num(d, "d2h_bw", true, &dev.d2h_bw, path, "device", e)) ||
         (rc = num(d, "h2d_bw", true, &dev.h2d_bw, path, "device", e)) ||
         (rc = num(d, "both_bw", true, &dev.both_bw, path, "device", e)) ||
-        (rc = num(d, "launch_s", false, &dev.launch_s, path, "device", e)) ||
-        (rc = num(d, "mem_bytes", false, &mb, path, "device", e)))
+        (rc = num_max(d, "launch_s", false, VDP_MAX_S, &dev.launch_s, path, "device", e)) ||
+        (rc = bytes_val(d, "mem_bytes", false, &dev.mem_bytes, path, "device", e)))
         return rc;
-    dev.mem_bytes = (uint64_t)mb;
-    if (dev.d2h_bw <= 0 || dev.h2d_bw <= 0)
-        return vd_errf(e, VD_EDATA, "%s: device bandwidths must be positive", path);
+    /* both_bw 0: unknown (copies in both directions run at their own rates) */
+    if (dev.d2h_bw < VDP_MIN_BW || dev.h2d_bw < VDP_MIN_BW ||
+        (dev.both_bw != 0 && dev.both_bw < VDP_MIN_BW))
+        return vd_errf(e, VD_EDATA, "%s: device bandwidths must be at least %g bytes/s", path,
+                       VDP_MIN_BW);
     char source[32] = "";
     const vj_val *sv = vj_get(root, "source");
     if (sv && sv->type == VJ_STR) snprintf(source, sizeof source, "%s", sv->str);
     else snprintf(source, sizeof source, "file");
     rc = profile_alloc(net, batch, &dev, source, out, e);
     if (rc) return rc;
-    if ((rc = num(root, "sgd_s", true, &out->sgd_s, path, "profile", e))) goto fail;
+    if ((rc = num_max(root, "sgd_s", true, VDP_MAX_S, &out->sgd_s, path, "profile", e))) goto fail;
     const vj_val *ls = vj_get(root, "layers");
     if (!ls || ls->type != VJ_ARR) { rc = vd_errf(e, VD_EDATA, "%s: missing array \"layers\"", path); goto fail; }
     if (ls->n != net->n_layers) {
@@ -347,9 +384,8 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
                          pl->name, i, net->name, net->layers[i].name);
             goto fail;
         }
-        double aux = (double)vdp_default_aux_bytes(net, i, batch);
-        if ((rc = num(lv, "aux_bytes", false, &aux, path, ctx, e))) goto fail;
-        pl->aux_bytes = (uint64_t)aux;
+        pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
+        if ((rc = bytes_val(lv, "aux_bytes", false, &pl->aux_bytes, path, ctx, e))) goto fail;
         const vj_val *as = vj_get(lv, "algos");
         if (!as || as->type != VJ_ARR || as->n < 1 || as->n > VD_PROFILE_MAX_ALGOS) {
             rc = vd_errf(e, VD_EDATA, "%s: %s: \"algos\" must be an array of 1 to %d options",
@@ -363,23 +399,20 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
             char c2[200];
             snprintf(c2, sizeof c2, "%s.algos[%d]", ctx, k);
             if (av->type != VJ_OBJ) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
-            double ws = 0;
+            a->workspace = 0;
             if ((rc = str(av, "label", a->label, sizeof a->label, path, c2, e)) ||
-                (rc = num(av, "fwd_s", true, &a->fwd_s, path, c2, e)) ||
-                (rc = num(av, "bwd_s", true, &a->bwd_s, path, c2, e)) ||
-                (rc = num(av, "workspace", true, &ws, path, c2, e)) ||
+                (rc = num_max(av, "fwd_s", true, VDP_MAX_S, &a->fwd_s, path, c2, e)) ||
+                (rc = num_max(av, "bwd_s", true, VDP_MAX_S, &a->bwd_s, path, c2, e)) ||
+                (rc = bytes_val(av, "workspace", true, &a->workspace, path, c2, e)) ||
                 (rc = ival(av, "fwd_algo", &a->fwd_algo, path, c2, e)) ||
                 (rc = ival(av, "bwd_data_algo", &a->bwd_data_algo, path, c2, e)) ||
                 (rc = ival(av, "bwd_filter_algo", &a->bwd_filter_algo, path, c2, e)))
                 goto fail;
-            a->workspace = (uint64_t)ws;
             /* per-pass workspaces: optional (older files: `workspace` for both) */
-            double fws = ws, bws = ws;
-            if ((rc = num(av, "fwd_workspace", false, &fws, path, c2, e)) ||
-                (rc = num(av, "bwd_workspace", false, &bws, path, c2, e)))
+            a->fwd_workspace = a->bwd_workspace = a->workspace;
+            if ((rc = bytes_val(av, "fwd_workspace", false, &a->fwd_workspace, path, c2, e)) ||
+                (rc = bytes_val(av, "bwd_workspace", false, &a->bwd_workspace, path, c2, e)))
                 goto fail;
-            a->fwd_workspace = (uint64_t)fws;
-            a->bwd_workspace = (uint64_t)bws;
             if ((a->fwd_workspace > a->bwd_workspace ? a->fwd_workspace : a->bwd_workspace) !=
                 a->workspace) {
                 rc = vd_errf(e, VD_EDATA, "%s: %s: \"workspace\" must be the larger of "
