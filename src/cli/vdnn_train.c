@@ -2,6 +2,8 @@
  * budget. Flags override the spec's train: section. Progress goes to stderr,
  * the final report to stdout. Exit status: 0, or the VD_E* code of the error
  * (130 when interrupted by SIGINT after saving). See man vdnn-train(1). */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "vd_config.h"
 #include "cli/cli_common.h"
 #include "util/util.h"
@@ -55,6 +58,7 @@ static void usage(FILE *f) {
 "  --save FILE          write a checkpoint at the end (and on SIGINT)\n"
 "  --save-every N       also write it every N iterations\n"
 "  --resume FILE        continue exactly: weights, momentum, iteration, data position\n"
+"                       (without --data: the data FILE was trained on)\n"
 "  --init FILE          start from FILE's weights only\n"
 "\n"
 "Memory plan and device:\n"
@@ -258,6 +262,30 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
                 vd_fmt_bytes(r.excess, b, sizeof b));
 }
 
+/* Fail before training, not after it, when the checkpoint of --save cannot
+ * be written: create (and remove) the temporary file that the atomic write
+ * will use next to FILE, and refuse a FILE that is a directory. VD_EIO. */
+static int check_save_target(const char *path, vd_err *e) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return vd_errf(e, VD_EIO, "--save %s: is a directory, not a checkpoint file", path);
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) return vd_errf(e, VD_ENOMEM, "out of memory");
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    int rc = VD_OK;
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    } else if (errno != EEXIST) {
+        rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path,
+                     strerror(errno));
+    }
+    free(tmp);
+    return rc;
+}
+
 static volatile sig_atomic_t g_stop;   /* set by SIGINT; read by the training loop */
 static void on_sigint(int sig) { (void)sig; g_stop = 1; }
 
@@ -294,6 +322,7 @@ int main(int argc, char **argv) {
     if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
     if (tc->batch < 1) tc->batch = 32;
     if (!(tc->lr > 0)) tc->lr = 0.01f;
+    static char resume_data[sizeof ((vd_train_state *)0)->data];
     if (o.resume) {
         vd_train_state st;
         rc = vd_ckpt_peek_state(o.resume, &net, &st, &e);
@@ -306,6 +335,19 @@ int main(int argc, char **argv) {
         }
         tc->seed = st.seed;
         if (!o.c.has_batch) tc->batch = st.batch;
+        /* the data the checkpoint was trained on (state files of older
+         * versions record none, and then --data alone decides) */
+        if (st.data[0] && !o.data) {
+            snprintf(resume_data, sizeof resume_data, "%s", st.data);
+            o.data = resume_data;
+            if (!o.c.quiet)
+                fprintf(stderr, "%s: no --data: continuing on the data %s was trained on: %s\n",
+                        PROG, o.resume, o.data);
+        } else if (st.data[0] && strcmp(st.data, o.data) != 0) {
+            fprintf(stderr, "%s: warning: --data %s differs from the data %s was trained on "
+                    "(%s); continuing on %s, so the run will not repeat an uninterrupted one\n",
+                    PROG, o.data, o.resume, st.data, o.data);
+        }
     }
     rc = vd_lr_validate(&tc->lr_policy, tc->lr, &e);
     if (rc) goto out;
@@ -319,12 +361,20 @@ int main(int argc, char **argv) {
     const vd_data_info *di = vd_data_get_info(ds);
     int64_t per_epoch = (di->n[VD_SPLIT_TRAIN] + tc->batch - 1) / tc->batch;
     int64_t iters;
+    int64_t epochs = o.has_iters ? 0 : o.has_epochs ? o.epochs
+                   : tc->iters > 0 ? 0 : tc->epochs > 0 ? tc->epochs : 1;
+    uint64_t prod = 0;
+    if (epochs > 0 && (!vd_mul_u64((uint64_t)epochs, (uint64_t)per_epoch, &prod) ||
+                       prod > (uint64_t)1 << 53)) {
+        rc = vd_errf(&e, VD_EUSAGE, "%lld epochs of %lld iterations (%s) is too many "
+                     "iterations", (long long)epochs, (long long)per_epoch, di->desc);
+        goto out;
+    }
     if (o.has_iters) iters = o.iters;
-    else if (o.has_epochs) iters = o.epochs * per_epoch;
-    else if (tc->iters > 0) iters = tc->iters;
-    else if (tc->epochs > 0) iters = tc->epochs * per_epoch;
-    else iters = per_epoch;
+    else if (tc->iters > 0 && !o.has_epochs) iters = tc->iters;
+    else iters = (int64_t)prod;
     tc->iters = iters;
+    if (o.save && (rc = check_save_target(o.save, &e))) goto out;
 
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
     vd_session_opts so;
@@ -376,7 +426,11 @@ int main(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;         /* a second Ctrl-C kills at once */
+    /* a second Ctrl-C kills at once; SA_RESTART: the signal may land on a
+     * loader thread inside read() (stb_image's fread on a network file
+     * system), which must not fail with EINTR and turn a clean stop into a
+     * "cannot decode image" error */
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     u.batch = tc->batch;
@@ -388,6 +442,7 @@ int main(int argc, char **argv) {
         .eval_every = o.has_eval_every && o.eval_every > 0 ? o.eval_every : 0,
         .eval_at_end = !(o.has_eval_every && o.eval_every < 0),
         .log_every = log_every, .stop = &g_stop, .loader_threads = (int)o.threads,
+        .data_spec = o.data && *o.data ? o.data : "synthetic",
         .cb = on_event, .user = &u,
     };
     vd_train_result res;

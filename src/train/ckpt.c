@@ -1,9 +1,11 @@
 /* ckpt.c — safetensors checkpoints; the format is described in ckpt.h. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "vd_config.h"
 #include "train/ckpt.h"
 #include "train/json_mini.h"
@@ -27,6 +29,15 @@ static uint64_t fnv1a64(const void *data, size_t n) {
 
 void vd_ckpt_state_path(const char *path, char *buf, size_t n) {
     snprintf(buf, n, "%s.state", path);
+}
+
+/* "PATH.state", malloc'd (any length: a fixed buffer would silently write
+ * or read the state of a truncated name). NULL + VD_ENOMEM in e on failure. */
+static char *state_path_dup(const char *path, vd_err *e) {
+    size_t n = strlen(path) + sizeof ".state";
+    char *sp = vd_malloc(n, e);
+    if (sp) vd_ckpt_state_path(path, sp, n);
+    return sp;
 }
 
 /* Growing string for the JSON header. */
@@ -82,7 +93,7 @@ typedef struct out_tensor {
     uint64_t bytes;
 } out_tensor;
 
-typedef struct meta_kv { const char *k; char v[128]; } meta_kv;
+typedef struct meta_kv { const char *k; char v[128]; const char *vs; /* overrides v when set */ } meta_kv;
 
 /* Serialise tensors (already in file order) and metadata into one buffer. */
 static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char **out,
@@ -93,7 +104,7 @@ static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char 
         if (i) sb_put(&h, ",", 1);
         sb_json_str(&h, m[i].k);
         sb_put(&h, ":", 1);
-        sb_json_str(&h, m[i].v);
+        sb_json_str(&h, m[i].vs ? m[i].vs : m[i].v);
     }
     sb_put(&h, "}", 1);
     uint64_t off = 0;
@@ -139,6 +150,80 @@ static void param_tensor(out_tensor *t, const vd_param *p, const char *prefix, c
     t->bytes = (uint64_t)p->numel * sizeof(float);
 }
 
+
+/* ======================================================================== */
+/* Crash-safe commit of a model + state pair (order described in ckpt.h)    */
+/* ======================================================================== */
+
+/* Does the state file sp record the hash of the model file path? false when
+ * either is missing or unreadable. */
+static bool state_matches(const char *path, const char *sp);
+
+/* path + suffix, malloc'd. */
+static char *path_cat(const char *path, const char *suffix, vd_err *e) {
+    size_t n = strlen(path) + strlen(suffix) + 1;
+    char *p = vd_malloc(n, e);
+    if (p) snprintf(p, n, "%s%s", path, suffix);
+    return p;
+}
+
+static int commit_pair(const char *path, const char *model, size_t model_n, const char *state,
+                       size_t state_n, vd_err *e) {
+    char sfx[48];
+    snprintf(sfx, sizeof sfx, ".tmp.%ld", (long)getpid());
+    char *sp = path_cat(path, ".state", e);
+    char *prev = sp ? path_cat(sp, ".prev", e) : NULL;
+    char *mt = path_cat(path, sfx, e), *stt = sp ? path_cat(sp, sfx, e) : NULL;
+    char *pt = prev ? path_cat(prev, sfx, e) : NULL;
+    int rc = VD_OK;
+    bool have_mt = false, have_st = false;
+    if (!sp || !prev || !mt || !stt || !pt) { rc = VD_ENOMEM; goto out; }
+    /* 1. both temporaries, durable before anything visible changes */
+    if ((rc = vd_write_file_synced(mt, model, model_n, e))) goto out;
+    have_mt = true;
+    if ((rc = vd_write_file_synced(stt, state, state_n, e))) goto out;
+    have_st = true;
+    /* 2. keep the current pair's state reachable as FILE.state.prev. Only a
+     * state that belongs to the current FILE is worth keeping: after an
+     * interrupted save FILE.state is the orphan and .prev the good one. */
+    if (state_matches(path, sp)) {
+        unlink(pt);
+        if (link(sp, pt) != 0) {
+            rc = vd_errf(e, VD_EIO, "%s: cannot link %s to it: %s", pt, sp, strerror(errno));
+            goto out;
+        }
+        if (rename(pt, prev) != 0) {
+            rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", prev, strerror(errno));
+            unlink(pt);
+            goto out;
+        }
+        if ((rc = vd_fsync_parent_dir(path, e))) goto out;
+    }
+    /* 3. the new state, then the new model: in between, FILE + .prev pair */
+    if (rename(stt, sp) != 0) {
+        rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", sp, strerror(errno));
+        goto out;
+    }
+    have_st = false;
+    if ((rc = vd_fsync_parent_dir(path, e))) goto out;
+    if (getenv("VD_CKPT_TEST_CRASH_AFTER_STATE")) {   /* test hook: the crash window */
+        rc = vd_errf(e, VD_EIO, "%s: VD_CKPT_TEST_CRASH_AFTER_STATE: stopped after the state "
+                     "rename", path);
+        goto out;
+    }
+    if (rename(mt, path) != 0) {
+        rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
+        goto out;
+    }
+    have_mt = false;
+    rc = vd_fsync_parent_dir(path, e);
+out:
+    if (have_mt) unlink(mt);
+    if (have_st) unlink(stt);
+    free(sp); free(prev); free(mt); free(stt); free(pt);
+    return rc;
+}
+
 int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
                  const float *momentum, const vd_train_state *st, vd_err *e) {
     int n_bn = 0;
@@ -161,7 +246,8 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
     }
     for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params);
 
-    meta_kv m[8];
+    meta_kv m[10];
+    memset(m, 0, sizeof m);
     int nm = 0;
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "pt");
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
@@ -171,10 +257,15 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
     size_t n = 0;
     int rc = st_build(t, nt, m, nm, &buf, &n, e);
     if (rc) goto out;
-    rc = vd_write_file_atomic(path, buf, n, e);
+    if (!momentum) {
+        rc = vd_write_file_atomic(path, buf, n, e);
+        free(buf);
+        goto out;
+    }
+    char *model_buf = buf;
+    size_t model_n = n;
     uint64_t model_hash = fnv1a64(buf, n);
-    free(buf);
-    if (rc || !momentum) goto out;
+    buf = NULL;
 
     nt = 0;
     for (int i = 0; i < net->n_params; i++)
@@ -182,6 +273,7 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
             param_tensor(&t[nt++], &net->params[i], "momentum.", momentum);
     nm = 0;
     m[nm].k = "batch"; snprintf(m[nm++].v, sizeof m[0].v, "%d", st->batch);
+    if (st->data[0] && memchr(st->data, 0, sizeof st->data)) { m[nm].k = "data"; m[nm++].vs = st->data; }
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn-state-1");
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
     m[nm].k = "model_fnv1a64"; snprintf(m[nm++].v, sizeof m[0].v, "%016" PRIx64, model_hash);
@@ -190,10 +282,8 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
     m[nm].k = "seed"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->seed);
     m[nm].k = "sgd_steps"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->sgd_steps);
     rc = st_build(t, nt, m, nm, &buf, &n, e);
-    if (rc) goto out;
-    char sp[1200];
-    vd_ckpt_state_path(path, sp, sizeof sp);
-    rc = vd_write_file_atomic(sp, buf, n, e);
+    if (!rc) rc = commit_pair(path, model_buf, model_n, buf, n, e);
+    free(model_buf);
     free(buf);
 out:
     free(t);
@@ -216,7 +306,7 @@ typedef struct st_entry {
     bool used;
 } st_entry;
 
-typedef struct st_file {
+struct st_file {
     const char *path;
     char *raw;                  /* whole file */
     size_t n;
@@ -226,9 +316,10 @@ typedef struct st_file {
     const vj_val *meta;         /* __metadata__ object or NULL */
     int n_ent;
     st_entry *ent;
-} st_file;
+};
+typedef struct st_file st_file;
 
-static void st_close(st_file *f) {
+static void st_close(struct st_file *f) {
     free(f->raw);
     vj_free(f->hdr);
     free(f->ent);
@@ -252,7 +343,7 @@ static int cmp_begin(const void *a, const void *b) {
 
 #define BAD(...) do { rc = vd_errf(e, VD_EDATA, __VA_ARGS__); goto fail; } while (0)
 
-static int st_open(const char *path, st_file *f, vd_err *e) {
+static int st_open(const char *path, struct st_file *f, vd_err *e) {
     memset(f, 0, sizeof *f);
     f->path = path;
     int rc = vd_read_file(path, &f->raw, &f->n, e);
@@ -349,25 +440,40 @@ static st_entry *st_find(st_file *f, const char *name) {
     return NULL;
 }
 
-static const char *meta_str(const st_file *f, const char *key) {
+static const char *meta_str(const struct st_file *f, const char *key) {
     const vj_val *v = vj_get(f->meta, key);
     return v && v->type == VJ_STR ? v->str : NULL;
+}
+
+static bool state_matches(const char *path, const char *sp) {
+    char *raw;
+    size_t n;
+    if (vd_read_file(path, &raw, &n, NULL)) return false;
+    char want[32];
+    snprintf(want, sizeof want, "%016" PRIx64, fnv1a64(raw, n));
+    free(raw);
+    st_file f;
+    if (st_open(sp, &f, NULL)) return false;
+    const char *h = meta_str(&f, "model_fnv1a64");
+    bool ok = h && strcmp(h, want) == 0;
+    st_close(&f);
+    return ok;
 }
 
 static int meta_u64(const st_file *f, const char *key, uint64_t *out, vd_err *e) {
     const char *s = meta_str(f, key);
     if (!s) return vd_errf(e, VD_EDATA, "%s: metadata '%s' is missing", f->path, key);
-    int64_t v;
-    if (vd_parse_i64(s, &v, NULL) != 0 || v < 0) {
-        /* seeds may use the full uint64 range */
-        char *end;
-        unsigned long long u = strtoull(s, &end, 10);
-        if (!*s || *end || s[0] == '-')
-            return vd_errf(e, VD_EDATA, "%s: metadata '%s' = '%s' is not a count", f->path, key, s);
-        *out = (uint64_t)u;
-        return VD_OK;
-    }
-    *out = (uint64_t)v;
+    /* Decimal digits only, within uint64 (seeds use the full range). strtoull
+     * alone would take " +5" and saturate an overflow to UINT64_MAX silently. */
+    bool digits = *s != 0;
+    for (const char *c = s; *c; c++) digits = digits && *c >= '0' && *c <= '9';
+    errno = 0;
+    char *end;
+    unsigned long long u = digits ? strtoull(s, &end, 10) : 0;
+    if (!digits || errno || *end)
+        return vd_errf(e, VD_EDATA, "%s: metadata '%s' = '%s' is not a count (decimal, at most "
+                       "%" PRIu64 ")", f->path, key, s, UINT64_MAX);
+    *out = (uint64_t)u;
     return VD_OK;
 }
 
@@ -459,10 +565,9 @@ int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
 
 /* Open FILE.state, check it belongs to FILE (hash of model_raw) and net, and
  * read its metadata into st. */
-static int open_state(const char *path, const vd_net *net, const char *model_raw,
-                      size_t model_n, st_file *f, vd_train_state *st, vd_err *e) {
-    char sp[1200];
-    vd_ckpt_state_path(path, sp, sizeof sp);
+static int open_state(const char *path, const char *sp, const vd_net *net,
+                      const char *model_raw, size_t model_n, st_file *f, vd_train_state *st,
+                      vd_err *e) {
     int rc = st_open(sp, f, e);
     if (rc == VD_EIO && e) {
         char msg[sizeof e->msg];
@@ -498,15 +603,47 @@ static int open_state(const char *path, const vd_net *net, const char *model_raw
         rc = vd_errf(e, VD_EDATA, "%s: metadata out of range", sp);
         goto fail;
     }
+    memset(st, 0, sizeof *st);     /* padding too: callers may compare states bytewise */
     st->iteration = (int64_t)it;
     st->sgd_steps = (int64_t)steps;
     st->samples = samples;
     st->seed = seed;
     st->batch = (int)batch;
-    f->path = path;     /* sp is on this stack frame; callers must not use it */
+    const char *data = meta_str(f, "data");
+    if (data && strlen(data) >= sizeof st->data) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata 'data' is longer than %zu bytes", sp,
+                     sizeof st->data - 1);
+        goto fail;
+    }
+    if (data) snprintf(st->data, sizeof st->data, "%s", data);
     return VD_OK;
 fail:
     st_close(f);
+    return rc;
+}
+
+/* open_state on FILE.state, else on FILE.state.prev when that one belongs
+ * to FILE (st->from_prev); FILE.state's error when neither does. *used gets
+ * the path opened (malloc'd). */
+static int open_state_or_prev(const char *path, const vd_net *net, const char *model_raw,
+                              size_t model_n, st_file *f, vd_train_state *st, char **used,
+                              vd_err *e) {
+    *used = state_path_dup(path, e);
+    if (!*used) return VD_ENOMEM;
+    int rc = open_state(path, *used, net, model_raw, model_n, f, st, e);
+    if (rc == VD_OK || rc == VD_ENOMEM) {
+        if (!rc) st->from_prev = false;
+        return rc;
+    }
+    char *prev = path_cat(*used, ".prev", NULL);
+    vd_err e2 = { 0 };
+    if (prev && open_state(path, prev, net, model_raw, model_n, f, st, &e2) == VD_OK) {
+        free(*used);
+        *used = prev;
+        st->from_prev = true;
+        return VD_OK;
+    }
+    free(prev);
     return rc;
 }
 
@@ -515,10 +652,12 @@ int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st, 
     size_t n;
     int rc = vd_read_file(path, &raw, &n, e);
     if (rc) return rc;
+    char *sp = NULL;
     st_file f;
-    rc = open_state(path, net, raw, n, &f, st, e);
+    rc = open_state_or_prev(path, net, raw, n, &f, st, &sp, e);
     free(raw);
     if (!rc) st_close(&f);
+    free(sp);
     return rc;
 }
 
@@ -531,13 +670,11 @@ int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *mome
     uint64_t mit = 0;
     if (!rc) rc = meta_u64(&m, "iteration", &mit, e);
     if (rc) { st_close(&m); return rc; }
+    char *sp = NULL;
     st_file s;
-    rc = open_state(path, net, m.raw, m.n, &s, st, e);
+    rc = open_state_or_prev(path, net, m.raw, m.n, &s, st, &sp, e);
     st_close(&m);
-    if (rc) return rc;
-    char sp[1200];
-    vd_ckpt_state_path(path, sp, sizeof sp);
-    s.path = sp;
+    if (rc) { free(sp); return rc; }
     if ((int64_t)mit != st->iteration)
         rc = vd_errf(e, VD_EDATA, "%s: iteration %" PRId64 " but %s says %" PRIu64, sp,
                      st->iteration, path, mit);
@@ -546,5 +683,6 @@ int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *mome
         rc = load_params(&s, net, "momentum.", VD_PARAM_WEIGHT, false, momentum, e);
     }
     st_close(&s);
+    free(sp);
     return rc;
 }

@@ -17,13 +17,24 @@
  *               "format": "vdnn-state-1", "net", "iteration", "sgd_steps",
  *               "samples" (data sample counter of the next batch), "seed",
  *               "batch", "model_fnv1a64" (FNV-1a 64 of FILE's bytes, so a
- *               state never pairs with a model file it was not saved with).
+ *               state never pairs with a model file it was not saved with),
+ *               and "data" (the --data spec the run trained on; absent in
+ *               files of older versions).
+ *   FILE.state.prev  the previous FILE.state (a hard link), kept so that a
+ *               crash inside a save never loses the last resumable pair.
  *
  * Keeping the optimizer state out of FILE is what keeps FILE loadable by a
- * strict load_state_dict. Both files are written with vd_write_file_atomic
- * (FILE first, then FILE.state). Loading validates the header length, JSON,
- * dtypes, shapes, offsets (in range, contiguous, covering the data) and the
- * metadata; anything wrong is VD_EDATA naming the file. */
+ * strict load_state_dict. Saving is crash-safe as a pair: both files are
+ * first written to temporaries and fsync'd; then the current FILE.state,
+ * when it belongs to the current FILE, is hard-linked to FILE.state.prev
+ * (temp link + rename); then the new state is renamed over FILE.state, then
+ * the new model over FILE, with the directory fsync'd after each step. A
+ * crash leaves either the old pair (FILE + FILE.state, or FILE +
+ * FILE.state.prev) or the new one; loading falls back to FILE.state.prev when
+ * FILE.state does not belong to FILE but the .prev does. Loading validates
+ * the header length, JSON, dtypes, shapes, offsets (in range, contiguous,
+ * covering the data) and the metadata; anything wrong is VD_EDATA naming the
+ * file. */
 #ifndef VD_CKPT_H
 #define VD_CKPT_H
 
@@ -37,9 +48,14 @@ typedef struct vd_train_state {
     uint64_t samples;           /* data sample counter of the next batch */
     uint64_t seed;              /* the run's seed (init, data order, dropout) */
     int batch;
+    char data[4096];            /* data spec trained on ("" = not recorded) */
+    bool from_prev;             /* load/peek output: the state came from
+                                   FILE.state.prev (FILE.state did not belong
+                                   to FILE: a save was interrupted) */
 } vd_train_state;
 
-/* Write FILE (model) and, when momentum is non-NULL, FILE.state.
+/* Write FILE (model) and, when momentum is non-NULL, FILE.state (crash-safe
+ * as a pair, see above; st->data is recorded when non-empty).
  * params / momentum: net->param_floats floats each (momentum of buffer
  * ranges is ignored). */
 int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
@@ -53,13 +69,16 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
 int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
                        int64_t *iteration, vd_err *e);
 
-/* Read FILE.state's metadata only (to learn the seed before the run is set
- * up). Also checks that it belongs to FILE. */
+/* Read FILE.state's metadata only (to learn the seed and data spec before
+ * the run is set up). Also checks that it belongs to FILE, falling back to
+ * FILE.state.prev as vd_ckpt_load does (st->from_prev says so). */
 int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st,
                        vd_err *e);
 
 /* Load FILE and FILE.state: params, momentum (both net->param_floats floats;
- * momentum of buffer ranges is zeroed) and st. */
+ * momentum of buffer ranges is zeroed) and st. When FILE.state does not
+ * belong to FILE (an interrupted save) but FILE.state.prev does, the .prev is
+ * used and st->from_prev is set; otherwise FILE.state's error is returned. */
 int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
                  vd_train_state *st, vd_err *e);
 

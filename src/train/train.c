@@ -71,6 +71,12 @@ static int save(run *r, int64_t iter, bool final, vd_err *e) {
     vd_train_state st = { .iteration = iter, .sgd_steps = steps,
                           .samples = vd_loader_position(r->ld), .seed = r->net->train.seed,
                           .batch = r->net->train.batch };
+    if (r->o->data_spec) {
+        if (strlen(r->o->data_spec) >= sizeof st.data)
+            return vd_errf(e, VD_EUSAGE, "the data spec '%.64s...' is too long to record in a "
+                           "checkpoint (at most %zu bytes)", r->o->data_spec, sizeof st.data - 1);
+        snprintf(st.data, sizeof st.data, "%s", r->o->data_spec);
+    }
     rc = vd_ckpt_save(r->o->save_path, r->net, r->params, r->mom, &st, e);
     if (rc) {
         vd_err_prefix(e, "saving the checkpoint at iteration %lld", (long long)iter);
@@ -142,6 +148,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         if (rc) goto done;
         iter = st.iteration;
         samples = st.samples;
+        if (st.from_prev)
+            note(o, iter, o->iters, "%s.state does not belong to %s (a save was interrupted); "
+                 "resuming from the previous state %s.state.prev, which does", o->resume_path,
+                 o->resume_path, o->resume_path);
         note(o, iter, o->iters, "resumed from %s at iteration %lld", o->resume_path,
              (long long)iter);
     } else if (o->init_path) {
@@ -230,13 +240,20 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         note(o, iter, o->iters, "stopped at iteration %lld of %lld", (long long)iter,
              (long long)o->iters);
 
-    /* ---- the end ---- */
-    if (o->eval_at_end && !res->interrupted) {
-        rc = eval(&r, iter, true, res, e);
+    /* ---- the end ----
+     * Save before the final evaluation: a failing evaluation (an undecodable
+     * held-out image, ...) must not cost the run its checkpoint. Evaluation
+     * does not change the parameters, so the saved bytes are the same.
+     * A resumed run that trained nothing leaves its own checkpoint as it is,
+     * but a --save elsewhere must still be written (it is what the caller
+     * asked for, and the CLI reports it as saved). */
+    if (o->save_path && (iter > first || !o->resume_path ||
+                         strcmp(o->save_path, o->resume_path) != 0)) {
+        rc = save(&r, iter, true, e);
         if (rc) goto done;
     }
-    if (o->save_path && (iter > first || !o->resume_path)) {
-        rc = save(&r, iter, true, e);
+    if (o->eval_at_end && !res->interrupted) {
+        rc = eval(&r, iter, true, res, e);
         if (rc) goto done;
     }
     rc = VD_OK;

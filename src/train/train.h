@@ -69,6 +69,8 @@ typedef struct vd_train_opts {
     volatile sig_atomic_t *stop; /* optional: set (e.g. by SIGINT) to stop early;
                                     the run saves (if save_path) and returns */
     int loader_threads;     /* 0 = choose */
+    const char *data_spec;  /* the data spec of ds, recorded in FILE.state so
+                               that a resume can reuse it (NULL: none) */
     vd_train_cb cb;         /* may be NULL */
     void *user;
 } vd_train_opts;

@@ -260,3 +260,46 @@ int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
     *n = len;
     return VD_OK;
 }
+
+int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return vd_errf(e, VD_EIO, "%s: cannot create: %s", path, strerror(errno));
+    const char *p = data;
+    size_t left = n;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int rc = vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
+            close(fd); unlink(path);
+            return rc;
+        }
+        p += w; left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        int rc = vd_errf(e, VD_EIO, "%s: fsync failed: %s", path, strerror(errno));
+        close(fd); unlink(path);
+        return rc;
+    }
+    if (close(fd) != 0) {
+        int rc = vd_errf(e, VD_EIO, "%s: close failed: %s", path, strerror(errno));
+        unlink(path);
+        return rc;
+    }
+    return VD_OK;
+}
+
+int vd_fsync_parent_dir(const char *path, vd_err *e) {
+    char *dir = vd_strdup(path, e);
+    if (!dir) return VD_ENOMEM;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; d = dir; }
+    int rc = VD_OK;
+    int dfd = open(d, O_RDONLY);
+    if (dfd < 0 || fsync(dfd) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: cannot sync the directory: %s", d, strerror(errno));
+    if (dfd >= 0) close(dfd);
+    free(dir);
+    return rc;
+}

@@ -91,6 +91,14 @@ int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e
 /* Read a whole file into a malloc'd buffer (+1 NUL byte). */
 int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 
+/* Write a whole file to exactly path (created or truncated, mode 0644) and
+ * fsync it; no rename. For multi-file commits that stage temporaries first
+ * (train/ckpt.c). On failure the partial file is removed. VD_EIO. */
+int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e);
+/* fsync the directory that holds path (makes renames/links in it durable).
+ * VD_EIO when the directory cannot be opened or synced. */
+int vd_fsync_parent_dir(const char *path, vd_err *e);
+
 #define VD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define VD_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))
 

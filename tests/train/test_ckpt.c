@@ -207,6 +207,91 @@ START_TEST(state_must_belong_to_model) {
 }
 END_TEST
 
+/* The state file sits next to FILE whatever the length of FILE's path (a
+ * fixed 1200-byte buffer used to cut "PATH.state" short and write the state
+ * under a truncated name elsewhere). */
+START_TEST(long_paths_keep_the_state_next_to_the_model) {
+    fixture f;
+    fx_init(&f, true);
+    size_t cap = strlen(f.dir) + 1700;
+    char *path = malloc(cap), *sp = malloc(cap + 8);
+    snprintf(path, cap, "%s", f.dir);
+    for (int i = 0; i < 7; i++) {        /* 7 * 201 bytes of directories */
+        size_t k = strlen(path);
+        path[k] = '/';
+        memset(path + k + 1, 'd', 200);
+        path[k + 201] = 0;
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+    }
+    strcat(path, "/model.safetensors");
+    ck_assert_uint_gt(strlen(path), 1400);
+    vd_err e;
+    ck_assert_msg(vd_ckpt_save(path, &f.net, f.params, f.mom, &f.st, &e) == 0, "%s", e.msg);
+    snprintf(sp, cap + 8, "%s.state", path);
+    struct stat stt;
+    ck_assert_msg(stat(sp, &stt) == 0 && S_ISREG(stt.st_mode), "no state file next to the model");
+    /* exactly two entries in the last directory: the model and its state */
+    *strrchr(sp, '/') = 0;
+    ck_assert_int_eq(count_entries(sp), 2);
+    vd_train_state st;
+    float *p = calloc((size_t)f.net.param_floats, sizeof(float));
+    float *m = calloc((size_t)f.net.param_floats, sizeof(float));
+    ck_assert_msg(vd_ckpt_load(path, &f.net, p, m, &st, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(st.iteration, 123);
+    free(p);
+    free(m);
+    free(path);
+    free(sp);
+    fx_free(&f);
+}
+END_TEST
+
+/* Replace the first occurrence of `from` by `to` (same length) in file. */
+static void patch_same_len(const char *path, const char *from, const char *to) {
+    size_t n;
+    char *b = vdt_slurp(path, &n);
+    size_t fl = strlen(from);
+    ck_assert_uint_eq(fl, strlen(to));
+    char *hit = NULL;
+    for (size_t i = 0; i + fl <= n && !hit; i++)
+        if (memcmp(b + i, from, fl) == 0) hit = b + i;
+    ck_assert_msg(hit != NULL, "'%s' not in %s", from, path);
+    memcpy(hit, to, fl);
+    tu_write(path, b, n);
+    free(b);
+}
+
+/* Metadata counts are plain decimals within uint64: an overflowing seed must
+ * not saturate to UINT64_MAX, and " +5"-style text is not a count. */
+START_TEST(metadata_counts_are_strict) {
+    fixture f;
+    fx_init(&f, false);
+    f.st.seed = 12345678901234567890ull;
+    vd_err e;
+    char sp[700];
+    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    static const char *const bad[] = {
+        "\"seed\":\"99999999999999999999\"",    /* > UINT64_MAX, 20 digits */
+        "\"seed\":\" +234567890123456789\"",
+        "\"seed\":\"1234567890123456789 \"",
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(bad); i++) {
+        ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+        patch_same_len(sp, "\"seed\":\"12345678901234567890\"", bad[i]);
+        vd_train_state st;
+        ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st, &e), VD_EDATA);
+        ck_assert_msg(strstr(e.msg, "'seed'") && strstr(e.msg, ".state"), "%s", e.msg);
+    }
+    /* the full range itself is fine */
+    f.st.seed = UINT64_MAX;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    vd_train_state st;
+    ck_assert_msg(vd_ckpt_peek_state(f.path, &f.net, &st, &e) == 0, "%s", e.msg);
+    ck_assert(st.seed == UINT64_MAX);
+    fx_free(&f);
+}
+END_TEST
+
 /* Every single-byte corruption of the header region and every truncation
  * must give VD_EDATA (or load fine if the change is harmless), never crash;
  * the ASan build runs this too. */
@@ -419,4 +504,5 @@ VDT_MAIN("ckpt", 120,
           round_trip_is_exact, layout_is_safetensors_and_torchvision,
           strict_matching_reports_first_mismatch, state_must_belong_to_model,
           corruption_never_crashes, offsets_are_validated, atomic_write_keeps_old_file,
-          python_reader_agrees, json_reader_basics)
+          python_reader_agrees, json_reader_basics,
+          long_paths_keep_the_state_next_to_the_model, metadata_counts_are_strict)

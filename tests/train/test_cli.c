@@ -83,6 +83,21 @@ START_TEST(other_exit_codes) {
     snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 1 --batch 4 --profile %s/p.json", d);
     expect(5, NULL, args);
     expect(10, "loss became", "%s --lr 1e30 --data synthetic:256,16 --iters 20 --batch 8");
+    /* epochs x iterations per epoch must not overflow: 2^30 epochs of 2^40 */
+    expect(2, "too many", "%s --data synthetic:1099511627776 --batch 1 --epochs 1073741824");
+    /* an unwritable --save fails before training, not after it: 4, naming the path */
+    char *out0;
+    snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 3 --batch 8 --save "
+             "%s/no/such/dir/ck.safetensors", d);
+    ck_assert_int_eq(run(&out0, args), 4);
+    ck_assert_msg(strstr(out0, "no/such/dir/ck.safetensors") && !strstr(out0, "training iterations"),
+                  "%s", out0);
+    free(out0);
+    snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 3 --batch 8 --save %s", d);
+    ck_assert_int_eq(run(&out0, args), 4);
+    ck_assert_msg(strstr(out0, "is a directory") && !strstr(out0, "training iterations"),
+                  "%s", out0);
+    free(out0);
     if (!vd_backend_cuda_available())
         expect(VD_HAVE_CUDA ? VD_EDEVICE : VD_EUNSUPPORTED, NULL,
                "%s --backend cuda --data synthetic:64,16 --iters 1");
@@ -143,6 +158,17 @@ START_TEST(resume_through_the_cli) {
     snprintf(bs, sizeof bs, "%s.state", b);
     snprintf(cs, sizeof cs, "%s.state", c);
     vdt_assert_same_file(bs, cs);
+    /* resuming a checkpoint that is already at --iters trains nothing, but a
+     * --save elsewhere is still written: the copy equals the checkpoint */
+    char e2[700], e2s[760];
+    snprintf(e2, sizeof e2, "%s/e.safetensors", d);
+    snprintf(e2s, sizeof e2s, "%s.state", e2);
+    snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, b, e2);
+    ck_assert_int_eq(run(&out, args), 0);
+    ck_assert_msg(strstr(out, "saved"), "%s", out);
+    free(out);
+    vdt_assert_same_file(b, e2);
+    vdt_assert_same_file(bs, e2s);
     /* --seed must agree with the checkpoint's */
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --seed 99", common, a);
     expect(2, "seed", args);
@@ -171,5 +197,92 @@ START_TEST(resume_through_the_cli) {
 }
 END_TEST
 
+
+/* A save interrupted between the state rename and the model rename leaves
+ * the old model beside the new state. --resume must fall back to
+ * FILE.state.prev (the old pair) and finish with the same bytes as an
+ * uninterrupted run; without --data it continues on the data the checkpoint
+ * recorded, and a different --data is used with a warning naming both. */
+START_TEST(interrupted_save_and_recorded_data) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char args[2000], a[700], b[700], c[700], as[760], ap[760], bs[760], cs[760];
+    snprintf(a, sizeof a, "%s/a.safetensors", d);
+    snprintf(b, sizeof b, "%s/b.safetensors", d);
+    snprintf(c, sizeof c, "%s/c.safetensors", d);
+    snprintf(as, sizeof as, "%s.state", a);
+    snprintf(ap, sizeof ap, "%s.state.prev", a);
+    snprintf(bs, sizeof bs, "%s.state", b);
+    snprintf(cs, sizeof cs, "%s.state", c);
+    /* not the default synthetic set: resuming on that one gives other bytes */
+    const char *data = "--data synthetic:200,48";
+    const char *common = "--batch 16 --policy all --deterministic --log-every 2 --eval-every -1";
+    char *out;
+    snprintf(args, sizeof args, "%%s %s %s --iters 9 --save %s", data, common, c);
+    ck_assert_int_eq(run(&out, args), 0);
+    free(out);
+    snprintf(args, sizeof args, "%%s %s %s --iters 9 --stop-at 4 --save %s", data, common, a);
+    ck_assert_int_eq(run(&out, args), 0);
+    free(out);
+    char *s4, *m4;
+    size_t s4n, m4n;
+    vd_err e;
+    ck_assert_int_eq(vd_read_file(as, &s4, &s4n, &e), 0);
+    ck_assert_int_eq(vd_read_file(a, &m4, &m4n, &e), 0);
+    /* the crash window: the test hook stops the save after the state rename */
+    ck_assert_int_eq(setenv("VD_CKPT_TEST_CRASH_AFTER_STATE", "1", 1), 0);
+    snprintf(args, sizeof args, "%%s %s %s --iters 9 --stop-at 6 --resume %s --save %s", data,
+             common, a, a);
+    int rc = run(&out, args);
+    unsetenv("VD_CKPT_TEST_CRASH_AFTER_STATE");
+    ck_assert_msg(rc == 4 && strstr(out, "stopped after the state rename"), "exit %d:\n%s", rc, out);
+    free(out);
+    /* model untouched, state replaced, the previous state kept as .prev */
+    char *x;
+    size_t xn;
+    ck_assert_int_eq(vd_read_file(a, &x, &xn, &e), 0);
+    ck_assert_msg(xn == m4n && memcmp(x, m4, xn) == 0, "the model changed before the state");
+    free(x);
+    ck_assert_int_eq(vd_read_file(as, &x, &xn, &e), 0);
+    ck_assert_msg(!(xn == s4n && memcmp(x, s4, xn) == 0), "the state was not replaced");
+    free(x);
+    ck_assert_int_eq(vd_read_file(ap, &x, &xn, &e), 0);
+    ck_assert_msg(xn == s4n && memcmp(x, s4, xn) == 0, "%s is not the previous state", ap);
+    free(x);
+    free(s4);
+    free(m4);
+    /* resume without --data: the .prev pair and the recorded data */
+    snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, a, b);
+    ck_assert_int_eq(run(&out, args), 0);
+    ck_assert_msg(strstr(out, "state.prev") && strstr(out, "interrupted") &&
+                  strstr(out, "resumed from") && strstr(out, "at iteration 4"), "%s", out);
+    ck_assert_msg(strstr(out, "no --data") && strstr(out, "synthetic:200,48"), "%s", out);
+    free(out);
+    vdt_assert_same_file(b, c);
+    vdt_assert_same_file(bs, cs);
+    /* a different --data: continues, with a warning naming both */
+    snprintf(args, sizeof args, "%%s --data synthetic:208,48 %s --iters 9 --resume %s", common, a);
+    ck_assert_int_eq(run(&out, args), 0);
+    ck_assert_msg(strstr(out, "warning: --data synthetic:208,48 differs") &&
+                  strstr(out, "(synthetic:200,48)"), "%s", out);
+    free(out);
+    /* the same --data: no warning */
+    snprintf(args, sizeof args, "%%s %s %s --iters 9 --stop-at 5 --resume %s", data, common, a);
+    ck_assert_int_eq(run(&out, args), 0);
+    ck_assert_msg(!strstr(out, "warning") && !strstr(out, "no --data"), "%s", out);
+    free(out);
+    /* saving over the interrupted pair keeps the good .prev (the orphan
+     * FILE.state is not linked over it) and ends equal to the straight run */
+    snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, a, a);
+    ck_assert_int_eq(run(&out, args), 0);
+    free(out);
+    vdt_assert_same_file(a, c);
+    vdt_assert_same_file(as, cs);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
 VDT_MAIN("cli", 300,
-          usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli)
+          usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli,
+          interrupted_save_and_recorded_data)

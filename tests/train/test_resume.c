@@ -2,6 +2,7 @@
  * resume + M iterations is byte-identical to N+M iterations; offload
  * policies do not change the result; divergence is VD_ENUMERIC. */
 #include <math.h>
+#include <sys/stat.h>
 #include "tutil.h"
 #include "backend/backend.h"
 #include "plan/plan.h"
@@ -181,5 +182,63 @@ START_TEST(divergence_is_enumeric) {
 }
 END_TEST
 
+static void write_ppm(const char *path, int w, int h, unsigned char v) {
+    char hdr[64];
+    int k = snprintf(hdr, sizeof hdr, "P6\n%d %d\n255\n", w, h);
+    size_t n = (size_t)k + (size_t)w * h * 3;
+    unsigned char *b = malloc(n);
+    memcpy(b, hdr, (size_t)k);
+    memset(b + k, v, n - (size_t)k);
+    tu_write(path, b, n);
+    free(b);
+}
+
+/* The final checkpoint is written before the final evaluation: an
+ * undecodable held-out image fails the run (VD_EDATA naming it) but must not
+ * cost it its checkpoint. */
+START_TEST(final_save_survives_a_failing_evaluation) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[700], ck[700];
+    const char *dirs[] = { "train", "train/c0", "train/c1", "val", "val/c0" };
+    for (size_t i = 0; i < VD_ARRAY_LEN(dirs); i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/train/c%d/%d.ppm", d, i % 2, i);
+        write_ppm(p, 10, 9, (unsigned char)(40 * i));
+    }
+    for (int i = 0; i < 8; i++) {         /* one batch of 8 held-out images */
+        snprintf(p, sizeof p, "%s/val/c0/%d.ppm", d, i);
+        if (i == 5) tu_write(p, "P6\n", 3);  /* truncated: stb cannot decode it */
+        else write_ppm(p, 8, 8, (unsigned char)(20 * i));
+    }
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);
+    session s;
+    open_session(&s, &net, VD_POLICY_NONE);
+    vd_data_close(&s.ds);
+    vd_err e;
+    snprintf(p, sizeof p, "folder:%s", d);
+    ck_assert_msg(vd_data_open(p, &net, 8, net.train.seed, false, &s.ds, &e) == 0, "%s", e.msg);
+    vd_train_opts o = { .iters = 3, .save_path = ck, .log_every = 1000, .eval_at_end = true };
+    vd_train_result r;
+    ck_assert_int_eq(vd_train_run(&net, s.ex, s.ds, &o, &r, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "5.ppm"), "%s", e.msg);
+    ck_assert_int_eq(r.iters_done, 3);
+    close_session(&s);
+    /* the checkpoint of iteration 3 is there, with its state */
+    vd_train_state st;
+    ck_assert_msg(vd_ckpt_peek_state(ck, &net, &st, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(st.iteration, 3);
+    ck_assert_uint_eq(st.samples, 24);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
 VDT_MAIN("resume", 300,
-          resume_is_byte_identical, divergence_is_enumeric)
+          resume_is_byte_identical, divergence_is_enumeric,
+          final_save_survives_a_failing_evaluation)
