@@ -385,17 +385,6 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
 
 static const char *math_name(const opts *o) { return o->c.math; }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 /* A finite number, or null. */
 static void json_num(FILE *f, bool have, double v, const char *fmt) {
     if (!have || !isfinite(v)) fputs("null", f);
@@ -405,12 +394,12 @@ static void json_num(FILE *f, bool have, double v, const char *fmt) {
 static void write_json(FILE *f, const bench *b) {
     const opts *o = b->o;
     fprintf(f, "{\n  \"net\": ");
-    json_str(f, b->net.name);
+    vd_json_str(f, b->net.name);
     fprintf(f, ",\n  \"batch\": %d,\n  \"backend\": \"%s\",\n  \"math\": \"%s\",\n"
             "  \"deterministic\": %s,\n  \"prefetch\": \"%s\",\n  \"profile\": ",
             b->batch, b->ses.be->name, math_name(o), o->c.deterministic ? "true" : "false",
             vd_prefetch_name(o->c.prefetch));
-    json_str(f, b->ses.prof.source);
+    vd_json_str(f, b->ses.prof.source);
     fprintf(f, ",\n  \"warmup\": %lld,\n  \"iters\": %lld,\n", (long long)o->warmup,
             (long long)o->iters);
     fprintf(f, "  \"input\": {\"channels\": %d, \"height\": %d, \"width\": %d, "
@@ -432,7 +421,7 @@ static void write_json(FILE *f, const bench *b) {
                 i ? "," : "", p->budget, vd_policy_name(p->policy), p->feasible ? "true" : "false");
         fprintf(f, "\"failed\": %s, ", p->failed ? "true" : "false");
         fputs("\"offload_policy\": ", f);
-        if (m) json_str(f, p->offload_policy); else fputs("null", f);
+        if (m) vd_json_str(f, p->offload_policy); else fputs("null", f);
         fputs(", \"iter_s\": ", f);            json_num(f, m, p->iter_s, "%.9g");
         fputs(", \"iter_min_s\": ", f);        json_num(f, m, p->iter_min_s, "%.9g");
         fputs(", \"images_s\": ", f);          json_num(f, m, p->images_s, "%.9g");
@@ -452,7 +441,7 @@ static void write_json(FILE *f, const bench *b) {
         json_num(f, m && p->has_pred, p->predicted_s, "%.9g");
         fputs(", \"error_pct\": ", f);         json_num(f, m && p->has_pred, p->error_pct, "%.6g");
         fputs(", \"note\": ", f);
-        json_str(f, p->note);
+        vd_json_str(f, p->note);
         fputc('}', f);
     }
     fprintf(f, "\n  ]\n}\n");

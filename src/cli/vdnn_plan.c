@@ -48,18 +48,6 @@ static void usage(FILE *f) {
         "6 budget does not fit, 7 device, 8 unsupported, 9 out of memory\n");
 }
 
-/* s as a JSON string literal. */
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static int usage_err(const char *fmt, const char *arg) {
     fprintf(stderr, "%s: ", PROG);
     fprintf(stderr, fmt, arg);
@@ -203,7 +191,7 @@ int main(int argc, char **argv) {
         char b[32];
         if (json) {
             printf("{\"net\": ");
-            json_str(stdout, net.name);
+            vd_json_str(stdout, net.name);
             printf(", \"batch\": %d, \"prefetch\": \"%s\", \"min_budgets\": {", (int)batch,
                    vd_prefetch_name(prefetch));
             for (int k = 0; k < VD_POLICY_COUNT; k++)

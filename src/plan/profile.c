@@ -192,28 +192,17 @@ int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
 
 /* ---- JSON --------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     if (!f) return vd_errf(e, VD_ENOMEM, "out of memory writing profile");
     fprintf(f, "{\n  \"format\": \"vdnn-profile\",\n  \"version\": 1,\n  \"source\": ");
-    json_str(f, p->source);
+    vd_json_str(f, p->source);
     fprintf(f, ",\n  \"net\": ");
-    json_str(f, p->net);
+    vd_json_str(f, p->net);
     fprintf(f, ",\n  \"batch\": %d,\n  \"device\": {\"name\": ", p->batch);
-    json_str(f, p->dev.name);
+    vd_json_str(f, p->dev.name);
     fprintf(f, ", \"peak_flops\": %.17g, \"mem_bw\": %.17g, \"d2h_bw\": %.17g, \"h2d_bw\": %.17g, "
                "\"both_bw\": %.17g, \"launch_s\": %.17g, \"mem_bytes\": %llu},\n",
             p->dev.peak_flops, p->dev.mem_bw, p->dev.d2h_bw, p->dev.h2d_bw, p->dev.both_bw,
@@ -222,12 +211,12 @@ int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
     for (int i = 0; i < p->n_layers; i++) {
         const vd_profile_layer *l = &p->layers[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        json_str(f, l->name);
+        vd_json_str(f, l->name);
         fprintf(f, ", \"aux_bytes\": %llu, \"algos\": [", (unsigned long long)l->aux_bytes);
         for (int k = 0; k < l->n_algos; k++) {
             const vd_profile_algo *a = &l->algos[k];
             fprintf(f, "%s\n      {\"label\": ", k ? "," : "");
-            json_str(f, a->label);
+            vd_json_str(f, a->label);
             fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g, \"workspace\": %llu, "
                        "\"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
                        "\"fwd_algo\": %d, \"bwd_data_algo\": %d, \"bwd_filter_algo\": %d}",

@@ -4,17 +4,6 @@
 #include <string.h>
 #include "plan/plan_internal.h"
 
-static void jstr(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static const char *kind_name(vd_step_kind k) {
     switch (k) {
     case VD_STEP_FWD: return "fwd";
@@ -127,7 +116,7 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e) {
     char lab[200];
     fprintf(f, "{\n  \"net\": ");
-    jstr(f, p->net);
+    vd_json_str(f, p->net);
     fprintf(f, ",\n  \"batch\": %d,\n  \"policy\": \"%s\",\n  \"offload_policy\": \"%s\",\n"
                "  \"prefetch\": \"%s\",\n  \"forward_only\": %s,\n",
             p->batch, vd_policy_name(p->policy), vd_policy_name(p->offload_policy),
@@ -148,7 +137,7 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                "\"stall_s\": %.9g, \"busy_compute_s\": %.9g, \"busy_d2h_s\": %.9g, \"busy_h2d_s\": %.9g},\n",
             p->sim.iter_s, p->sim.iter_s, p->sim.compute_s, p->sim.stall_s, p->sim.busy_s[0],
             p->sim.busy_s[1], p->sim.busy_s[2]);
-    if (p->note[0]) { fprintf(f, "  \"note\": "); jstr(f, p->note); fprintf(f, ",\n"); }
+    if (p->note[0]) { fprintf(f, "  \"note\": "); vd_json_str(f, p->note); fprintf(f, ",\n"); }
     if (min_budgets) {
         fprintf(f, "  \"min_budgets\": {");
         for (int k = 0; k < VD_POLICY_COUNT; k++)
@@ -160,12 +149,12 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
     for (int i = 0; i < p->n_layers; i++) {
         const vd_plan_layer *pl = &p->layers[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        jstr(f, net->layers[i].name);
+        vd_json_str(f, net->layers[i].name);
         fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo);
-        jstr(f, pl->algo_label);
+        vd_json_str(f, pl->algo_label);
         fprintf(f, ", \"algo_fwd\": %d, \"algo_bwd\": %d, \"algo_bwd_label\": ", pl->algo_fwd,
                 pl->algo_bwd);
-        jstr(f, pl->algo_bwd_label);
+        vd_json_str(f, pl->algo_bwd_label);
         fprintf(f, ", \"workspace\": %llu, \"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
                    "\"inplace\": %s, \"recompute_step\": %d}",
                 (unsigned long long)pl->ws_bytes, (unsigned long long)pl->ws_fwd_bytes,
@@ -175,7 +164,7 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
     for (int t = 0; t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];
         fprintf(f, "%s\n    {\"name\": ", t ? "," : "");
-        jstr(f, T->name);
+        vd_json_str(f, T->name);
         fprintf(f, ", \"kind\": \"%s\", \"bytes\": %llu, \"offload\": %s, \"recompute\": %s",
                 vd_tensor_kind_name(T->kind), (unsigned long long)T->bytes,
                 T->offload ? "true" : "false", T->recompute ? "true" : "false");
@@ -198,7 +187,7 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
     for (int s = 0; s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
         fprintf(f, "%s\n    {\"step\": %d, \"kind\": \"%s\", \"layer\": ", s ? "," : "", s, kind_name(st->kind));
-        if (st->layer >= 0) jstr(f, net->layers[st->layer].name);
+        if (st->layer >= 0) vd_json_str(f, net->layers[st->layer].name);
         else fprintf(f, "null");
         (void)lab;
         fprintf(f, ", \"mem_bytes\": %llu, \"top_bytes\": %llu, \"compute_s\": %.9g, \"start_s\": %.9g, "
@@ -210,7 +199,7 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++)
             if (p->actions[a].kind == VD_A_RECOMPUTE) {
                 if (nr++) fprintf(f, ", ");
-                jstr(f, net->layers[p->actions[a].arg].name);
+                vd_json_str(f, net->layers[p->actions[a].arg].name);
             }
         fprintf(f, "]");
         const char *lists[3] = {"offloads", "prefetches", "waits"};
@@ -226,7 +215,7 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                 if (li == 2 && A->kind == VD_A_WAIT_OFFLOAD) t = A->arg;
                 if (t < 0) continue;
                 if (n++) fprintf(f, ", ");
-                jstr(f, p->tensors[t].name);
+                vd_json_str(f, p->tensors[t].name);
             }
             fprintf(f, "]");
         }
@@ -250,7 +239,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
     char title[256];
     snprintf(title, sizeof title, "vdnn plan %s batch %d policy %s", p->net, p->batch,
              vd_policy_name(p->policy));
-    jstr(f, title);
+    vd_json_str(f, title);
     fprintf(f, "}}");
     static const char *tracks[3] = {"compute", "d2h (offload)", "h2d (prefetch)"};
     for (int k = 0; k < 3; k++)
@@ -272,16 +261,16 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
             char nm[VD_NAME_MAX + 16];
             snprintf(nm, sizeof nm, "recompute %s", net->layers[A->arg].name);
             fprintf(f, ",\n{\"name\": ");
-            jstr(f, nm);
+            vd_json_str(f, nm);
             fprintf(f, ", \"cat\": \"recompute\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, "
                        "\"dur\": %.3f, \"args\": {\"step\": %d, \"layer\": ",
                     rt * 1e6, d * 1e6, s);
-            jstr(f, net->layers[A->arg].name);
+            vd_json_str(f, net->layers[A->arg].name);
             fprintf(f, "}}");
             rt += d;
         }
         fprintf(f, ",\n{\"name\": ");
-        jstr(f, lab);
+        vd_json_str(f, lab);
         fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
                    "\"args\": {\"step\": %d, \"mem_bytes\": %llu}}",
                 kind_name(st->kind), st->t_start * 1e6, st->compute_s * 1e6, s,
@@ -294,7 +283,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
         const vd_tensor *T = &p->tensors[t];
         if (T->offload && !T->host_src) {
             fprintf(f, ",\n{\"name\": ");
-            jstr(f, T->name);
+            vd_json_str(f, T->name);
             fprintf(f, ", \"cat\": \"offload\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, "
                        "\"dur\": %.3f, \"args\": {\"bytes\": %llu}}",
                     T->t_d2h_start * 1e6, (T->t_d2h_end - T->t_d2h_start) * 1e6,
@@ -306,7 +295,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
         if (iv->fill == VD_FILL_NONE) continue;
         const vd_tensor *T = &p->tensors[iv->tensor];
         fprintf(f, ",\n{\"name\": ");
-        jstr(f, T->name);
+        vd_json_str(f, T->name);
         fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 2, \"ts\": %.3f, "
                    "\"dur\": %.3f, \"args\": {\"bytes\": %llu, \"issue_step\": %d, \"need_step\": %d}}",
                 T->offload && T->iv[1] == k ? "prefetch" : "input", iv->t_h2d_start * 1e6,

@@ -27,17 +27,6 @@ static const char *fmt_flops(double v, char *buf, size_t n) {
     return buf;
 }
 
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 typedef struct row {
     uint64_t params;          /* trainable scalars */
     uint64_t bytes;           /* output activation at the batch */
@@ -80,7 +69,7 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
 
     if (json) {
         fprintf(f, "{\"net\": ");
-        json_str(f, net->name);
+        vd_json_str(f, net->name);
         fprintf(f, ", \"batch\": %d, \"params\": %" PRIu64 ", \"param_bytes\": %" PRIu64
                    ", \"buffers\": %" PRIu64 ", \"flops\": %.0f, \"activation_bytes\": %" PRIu64
                    ", \"input\": [%d, %d, %d, %d],\n \"layers\": [",
@@ -89,14 +78,14 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
         for (int i = 0; i < net->n_layers; i++) {
             const vd_layer *l = &net->layers[i];
             fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-            json_str(f, l->name);
+            vd_json_str(f, l->name);
             fprintf(f, ", \"type\": ");
-            json_str(f, vd_op_table[l->op].name);
+            vd_json_str(f, vd_op_table[l->op].name);
             fprintf(f, ", \"inputs\": [");
             for (int k = 0; k < l->n_in; k++) {
                 if (k) fprintf(f, ", ");
                 int src = l->in[k];
-                json_str(f, src >= 0 && src < net->n_layers ? net->layers[src].name : "input");
+                vd_json_str(f, src >= 0 && src < net->n_layers ? net->layers[src].name : "input");
             }
             fprintf(f, "], \"shape\": [%d, %d, %d, %d], \"params\": %" PRIu64 ", \"bytes\": %" PRIu64
                        ", \"flops\": %.0f}",
