@@ -7,7 +7,8 @@
 #include <check.h>
 #include "testnets.h"
 #include "exec_util.h"
-#include "spec/spec.h"
+#include "plan_common.h"
+#include "vdt.h"
 
 START_TEST(test_lenet_none_trains) {
     vd_net net;
@@ -30,23 +31,9 @@ END_TEST
  * timed with dev's model; NULL: cpu). */
 static uint64_t min_budget_dev(const vd_net *net, int batch, vd_policy pol, int fixed_algo,
                                const vd_device_params *dev) {
-    vd_err e = {0};
-    vd_backend *be = NULL;
-    ck_assert(vd_backend_cpu_create(&be, &e) == 0);
-    ck_assert(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0);
-    vd_profile prof;
-    ck_assert_msg(vd_profile_backend(net, batch, be, dev ? dev : &vd_device_cpu, &prof, &e) == 0,
-                  "%s", e.msg);
-    vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = batch;
-    o.policy = pol;
+    vd_plan_opts o = plan_opts(batch, pol);
     o.fixed_algo = fixed_algo;
-    uint64_t mb = 0;
-    ck_assert_msg(vd_plan_min_budget(net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
-    vd_profile_free(&prof);
-    be->destroy(be);
-    return mb;
+    return cpu_min_budget(net, &o, dev);
 }
 
 static uint64_t min_budget(const vd_net *net, int batch, vd_policy pol, int fixed_algo) {
@@ -113,24 +100,10 @@ static int identity_case(vd_net *net, int batch, int iters) {
  * options (CPU backend, timing model dev; NULL: cpu). */
 static uint64_t min_budget_algos(const vd_net *net, int batch, vd_policy pol, const int *af,
                                  const int *ab, const vd_device_params *dev) {
-    vd_err e = {0};
-    vd_backend *be = NULL;
-    ck_assert(vd_backend_cpu_create(&be, &e) == 0);
-    ck_assert(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0);
-    vd_profile prof;
-    ck_assert_msg(vd_profile_backend(net, batch, be, dev ? dev : &vd_device_cpu, &prof, &e) == 0,
-                  "%s", e.msg);
-    vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = batch;
-    o.policy = pol;
+    vd_plan_opts o = plan_opts(batch, pol);
     o.algos = (int *)af;
     o.algos_bwd = ab;
-    uint64_t mb = 0;
-    ck_assert_msg(vd_plan_min_budget(net, &prof, &o, &mb, &e) == 0, "%s", e.msg);
-    vd_profile_free(&prof);
-    be->destroy(be);
-    return mb;
+    return cpu_min_budget(net, &o, dev);
 }
 
 /* Per-pass conv options on the CPU backend (0 = im2col with workspace,
@@ -223,16 +196,8 @@ END_TEST
 
 /* The shipped LeNet spec (MNIST shapes), through the spec parser. */
 START_TEST(test_identity_lenet_yaml) {
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/nets/lenet.yaml", src);
     vd_net net;
-    vd_net_init(&net);
-    vd_err e = {0};
-    ck_assert_msg(vd_spec_load(path, &net, &e) == 0, "%s", e.msg);
-    net.train.batch = 3;
-    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
+    load_shipped_net(&net, "lenet.yaml", 3);
     identity_case(&net, 3, 3);
     vd_net_free(&net);
 }
@@ -280,21 +245,10 @@ static void recompute_identity_case(vd_net *net, int batch, int iters) {
         vd_policy pol = mode == 2 ? VD_POLICY_ALL : VD_POLICY_NONE;
         uint64_t budget = 0;
         if (mode >= 1) {
-            vd_err e = {0};
-            vd_backend *be = NULL;
-            ck_assert(vd_backend_cpu_create(&be, &e) == 0);
-            ck_assert(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0);
-            vd_profile prof;
-            ck_assert(vd_profile_backend(net, batch, be, &vd_device_cpu, &prof, &e) == 0);
-            vd_plan_opts o;
-            vd_plan_opts_init(&o);
-            o.batch = batch;
-            o.policy = pol;
+            vd_plan_opts o = plan_opts(batch, pol);
             o.fixed_algo = algo;
             o.disp = disp;
-            ck_assert_msg(vd_plan_min_budget(net, &prof, &o, &budget, &e) == 0, "%s", e.msg);
-            vd_profile_free(&prof);
-            be->destroy(be);
+            budget = cpu_min_budget(net, &o, NULL);
         }
         run_cfg c = {.policy = pol, .budget = budget, .iters = iters, .poison = true,
                      .fixed_algo = algo, .disp = disp};
@@ -421,10 +375,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return vdt_run(suite()); }

@@ -5,13 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <check.h>
 #include "testnets.h"
 #include "exec_util.h"
+#include "plan_common.h"
 #include "train/json_mini.h"
-#include "spec/spec.h"
+#include "vdt.h"
 
 /* ---- random nets -------------------------------------------------------- */
 
@@ -321,18 +321,7 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
     }
 }
 
-/* The CPU backend set up for net, and its profile timed with device dev's
- * model (the algorithm options are the backend's either way). */
-static vd_backend *cpu_for_dev(const vd_net *net, int batch, const vd_device_params *dev,
-                               vd_profile *prof) {
-    vd_err e = {0};
-    vd_backend *be = NULL;
-    ck_assert(vd_backend_cpu_create(&be, &e) == 0);
-    ck_assert_msg(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
-    ck_assert_msg(vd_profile_backend(net, batch, be, dev, prof, &e) == 0, "%s", e.msg);
-    return be;
-}
-
+/* cpu_for_dev (plan_common.h) with the cpu device's timing model. */
 static vd_backend *cpu_for(const vd_net *net, int batch, vd_profile *prof) {
     return cpu_for_dev(net, batch, &vd_device_cpu, prof);
 }
@@ -599,10 +588,8 @@ START_TEST(test_liveness_exact) {
     tn_lenet(&net, 2);
     vd_profile prof;
     vd_err e = {0};
-    ck_assert(vd_profile_analytic(&net, 2, &vd_device_h200, &prof, &e) == 0);
-    vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = 2;
+    analytic_profile(&net, 2, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(2, VD_POLICY_NONE);
     vd_plan p;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
     int L = net.n_layers;   /* 14 */
@@ -935,11 +922,8 @@ START_TEST(test_dyn_prefers_fast) {
     tn_resnet(&net, 4);
     vd_profile prof;
     vd_err e = {0};
-    ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &prof, &e) == 0);
-    vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = 4;
-    o.policy = VD_POLICY_DYN;
+    analytic_profile(&net, 4, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(4, VD_POLICY_DYN);
     vd_plan p;
     ck_assert(vd_plan_build(&net, &prof, &o, &p, &e) == 0);
     ck_assert_int_eq(p.offload_policy, VD_POLICY_NONE);
@@ -967,25 +951,15 @@ END_TEST
  * first block's feature map, and stays within 10% of no offload (which needs
  * 16.4 GiB). All predictions go to the test log. */
 START_TEST(test_vgg16_auto_beats_dyn) {
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/nets/vgg16.yaml", src);
     vd_net net;
-    vd_net_init(&net);
+    load_shipped_net(&net, "vgg16.yaml", 256);
     vd_err e = {0};
-    ck_assert_msg(vd_spec_load(path, &net, &e) == 0, "%s", e.msg);
-    net.train.batch = 256;
-    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
     vd_profile prof;
-    ck_assert(vd_profile_analytic(&net, 256, &vd_device_h200, &prof, &e) == 0);
+    analytic_profile(&net, 256, &vd_device_h200, &prof);
     double t[VD_POLICY_COUNT];
     uint64_t budget = (uint64_t)12 << 30;
     for (int k = 0; k < VD_POLICY_COUNT; k++) {
-        vd_plan_opts o;
-        vd_plan_opts_init(&o);
-        o.batch = 256;
-        o.policy = (vd_policy)k;
+        vd_plan_opts o = plan_opts(256, (vd_policy)k);
         o.budget = k == VD_POLICY_NONE ? 0 : budget;
         vd_plan p;
         int rc = vd_plan_build(&net, &prof, &o, &p, &e);
@@ -1022,15 +996,6 @@ END_TEST
 
 /* ---- the command line --------------------------------------------------- */
 
-static int run_cmd(const char *cmd, char *out, size_t n) {
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 START_TEST(test_cli_vgg16) {
     const char *src = getenv("VD_SRCDIR"), *bld = getenv("VD_BUILDDIR");
     ck_assert_ptr_nonnull(src);
@@ -1051,10 +1016,8 @@ START_TEST(test_cli_vgg16) {
     ck_assert(strstr(out, "offload features."));
     ck_assert(strstr(out, "prefetch features."));
     /* the trace is valid JSON with three tracks and a memory counter */
-    char *text = NULL;
     size_t n = 0;
-    vd_err e = {0};
-    ck_assert(vd_read_file(trace, &text, &n, &e) == 0);
+    char *text = vdt_slurp(trace, &n);
     vj_val *root = NULL;
     char jerr[256];
     ck_assert_msg(vj_parse(text, n, &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
@@ -1083,7 +1046,7 @@ START_TEST(test_cli_vgg16) {
     ck_assert(strstr(out, "feasible             yes"));
     ck_assert_msg(strstr(out, "recompute features.0+features.1 ("), "no recompute in:\n%s", out);
     ck_assert(strstr(out, "recomputed/iteration"));
-    ck_assert(vd_read_file(trace, &text, &n, &e) == 0);
+    text = vdt_slurp(trace, &n);
     ck_assert_msg(vj_parse(text, n, &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
     evs = vj_get(root, "traceEvents");
     int rc_slices = 0;
@@ -1185,10 +1148,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return vdt_run(suite()); }

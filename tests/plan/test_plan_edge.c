@@ -8,12 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <check.h>
 #include "testnets.h"
 #include "exec_util.h"
+#include "plan_common.h"
 #include "train/json_mini.h"
+#include "vdt.h"
 
 /* ---- nets ---------------------------------------------------------------- */
 
@@ -66,13 +67,10 @@ START_TEST(test_min_budget_exact) {
         nets[ni](&net, 4);
         vd_profile prof;
         vd_err e = {0};
-        ck_assert(vd_profile_analytic(&net, 4, &vd_device_cpu, &prof, &e) == 0);
+        analytic_profile(&net, 4, &vd_device_cpu, &prof);
         uint64_t m_none = 0;
         for (int pol = 0; pol < VD_POLICY_COUNT; pol++) {
-            vd_plan_opts o;
-            vd_plan_opts_init(&o);
-            o.batch = 4;
-            o.policy = (vd_policy)pol;
+            vd_plan_opts o = plan_opts(4, (vd_policy)pol);
             uint64_t m = 0;
             ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &m, &e) == 0, "%s", e.msg);
             ck_assert_uint_eq(m % 256, 0);
@@ -100,14 +98,6 @@ END_TEST
 
 /* ---- hostile profiles ---------------------------------------------------- */
 
-static char *read_all(const char *path) {
-    char *t = NULL;
-    size_t n = 0;
-    vd_err e = {0};
-    ck_assert_msg(vd_read_file(path, &t, &n, &e) == 0, "%s", e.msg);
-    return t;
-}
-
 /* base with the first occurrence of `from` replaced by `to`, written to path. */
 static void write_edit(const char *path, const char *base, const char *from, const char *to) {
     const char *at = strstr(base, from);
@@ -131,7 +121,8 @@ START_TEST(test_profile_hostile) {
     ck_assert(fd >= 0);
     close(fd);
     ck_assert(vd_profile_save(path, &a, &e) == 0);
-    char *base = read_all(path);
+    size_t nbase;
+    char *base = vdt_slurp(path, &nbase);
     /* values that used to load (and convert to garbage or overflow later):
      * sizes at or beyond 2^64, times whose sums are infinite, a zero-ish
      * bandwidth; and some that never did */
@@ -201,17 +192,11 @@ START_TEST(test_dag_corners_train) {
         nets[ni](&net, batch);
         /* minimum budgets under the profile run_training uses */
         vd_err e = {0};
-        vd_backend *be = NULL;
-        ck_assert(vd_backend_cpu_create(&be, &e) == 0);
-        ck_assert(be->layer_setup(be, &net, batch, VD_MATH_FP32, true, &e) == 0);
         vd_profile prof;
-        ck_assert(vd_profile_backend(&net, batch, be, &slow_link, &prof, &e) == 0);
+        vd_backend *be = cpu_for_dev(&net, batch, &slow_link, &prof);
         uint64_t mins[VD_POLICY_COUNT];
         for (int pol = 0; pol < VD_POLICY_COUNT; pol++) {
-            vd_plan_opts o;
-            vd_plan_opts_init(&o);
-            o.batch = batch;
-            o.policy = (vd_policy)pol;
+            vd_plan_opts o = plan_opts(batch, (vd_policy)pol);
             o.fixed_algo = 0;   /* same algorithms everywhere: byte identity */
             ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &mins[pol], &e) == 0, "%s", e.msg);
         }
@@ -248,15 +233,6 @@ START_TEST(test_dag_corners_train) {
 END_TEST
 
 /* ---- command line -------------------------------------------------------- */
-
-static int run_cmd(const char *cmd, char *out, size_t n) {
-    FILE *f = popen(cmd, "r");
-    ck_assert_ptr_nonnull(f);
-    size_t got = fread(out, 1, n - 1, f);
-    out[got] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 START_TEST(test_cli_combinations) {
     const char *src = getenv("VD_SRCDIR"), *bld = getenv("VD_BUILDDIR");
@@ -337,7 +313,8 @@ START_TEST(test_cli_combinations) {
         ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
         ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
         vj_free(root);
-        char *t = read_all(trace);
+        size_t nt;
+        char *t = vdt_slurp(trace, &nt);
         ck_assert_msg(vj_parse(t, strlen(t), &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
         vj_free(root);
         free(t);
@@ -359,10 +336,4 @@ static Suite *suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return vdt_run(suite()); }
