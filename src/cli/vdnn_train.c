@@ -269,10 +269,8 @@ static int check_save_target(const char *path, vd_err *e) {
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return vd_errf(e, VD_EIO, "--save %s: is a directory, not a checkpoint file", path);
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) return vd_errf(e, VD_ENOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    char *tmp = vd_tmp_path(path, e);
+    if (!tmp) return VD_ENOMEM;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
     int rc = VD_OK;
     if (fd >= 0) {

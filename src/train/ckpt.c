@@ -169,12 +169,10 @@ static char *path_cat(const char *path, const char *suffix, vd_err *e) {
 
 static int commit_pair(const char *path, const char *model, size_t model_n, const char *state,
                        size_t state_n, vd_err *e) {
-    char sfx[48];
-    snprintf(sfx, sizeof sfx, ".tmp.%ld", (long)getpid());
     char *sp = path_cat(path, ".state", e);
     char *prev = sp ? path_cat(sp, ".prev", e) : NULL;
-    char *mt = path_cat(path, sfx, e), *stt = sp ? path_cat(sp, sfx, e) : NULL;
-    char *pt = prev ? path_cat(prev, sfx, e) : NULL;
+    char *mt = vd_tmp_path(path, e), *stt = sp ? vd_tmp_path(sp, e) : NULL;
+    char *pt = prev ? vd_tmp_path(prev, e) : NULL;
     int rc = VD_OK;
     bool have_mt = false, have_st = false;
     if (!sp || !prev || !mt || !stt || !pt) { rc = VD_ENOMEM; goto out; }

@@ -199,49 +199,26 @@ float vd_rng_normal(vd_rng *r) {
 }
 
 /* ---- files ---------------------------------------------------------------- */
+char *vd_tmp_path(const char *path, vd_err *e) {
+    size_t n = strlen(path) + 32;
+    char *tmp = vd_malloc(n, e);
+    if (tmp) snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    return tmp;
+}
+
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e) {
-    size_t plen = strlen(path);
-    char *tmp = vd_malloc(plen + 32, e);
+    char *tmp = vd_tmp_path(path, e);
     if (!tmp) return VD_ENOMEM;
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        int rc = vd_errf(e, VD_EIO, "%s: cannot create temporary file: %s", path, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    const char *p = data;
-    size_t left = n;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int rc = vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
-            close(fd); unlink(tmp); free(tmp);
-            return rc;
-        }
-        p += w; left -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int rc = vd_errf(e, VD_EIO, "%s: fsync/close failed: %s", path, strerror(errno));
-        unlink(tmp); free(tmp);
-        return rc;
-    }
-    if (rename(tmp, path) != 0) {
-        int rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
-        unlink(tmp); free(tmp);
-        return rc;
+    int rc = vd_write_file_synced(tmp, data, n, e);   /* removes tmp on failure */
+    if (rc == VD_OK && rename(tmp, path) != 0) {
+        rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
+        unlink(tmp);
     }
     free(tmp);
-    /* fsync the directory so the rename itself is durable */
-    char *dir = vd_strdup(path, e);
-    if (!dir) return VD_ENOMEM;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; d = dir; }
-    int dfd = open(d, O_RDONLY);
-    if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
-    free(dir);
+    if (rc) return rc;
+    /* make the rename itself durable; the new file is in place either way */
+    vd_err ignored = {0};
+    (void)vd_fsync_parent_dir(path, &ignored);
     return VD_OK;
 }
 

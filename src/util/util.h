@@ -90,6 +90,9 @@ static inline float vd_hash_uniform(uint64_t seed, uint64_t layer,
     return (float)(x >> 40) * (1.0f / 16777216.0f);
 }
 
+/* The temporary sibling of path that atomic writes use: "<path>.tmp.<pid>"
+ * (malloc'd; NULL with e set when out of memory). */
+char *vd_tmp_path(const char *path, vd_err *e);
 /* Write a whole file atomically: temp file in the same directory, fsync,
  * rename, fsync directory. */
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e);
