@@ -78,9 +78,17 @@ void vd_rng_seed(vd_rng *r, uint64_t seed, uint64_t stream);
 uint32_t vd_rng_u32(vd_rng *r);
 float vd_rng_uniform(vd_rng *r);            /* [0, 1) */
 float vd_rng_normal(vd_rng *r);             /* N(0, 1), Box-Muller */
+/* Host and device (nvcc) from one definition. */
+#ifdef __CUDACC__
+#define VD_HOST_DEVICE __host__ __device__
+#else
+#define VD_HOST_DEVICE
+#endif
+
 /* Stateless counter hash -> uniform [0,1): used for dropout masks so that
- * every backend draws the same mask. Must match src/backend/cuda exactly. */
-static inline float vd_hash_uniform(uint64_t seed, uint64_t layer,
+ * every backend draws the same mask; the CUDA kernels call this very
+ * function. */
+VD_HOST_DEVICE static inline float vd_hash_uniform(uint64_t seed, uint64_t layer,
                                     uint64_t iter, uint64_t idx) {
     uint64_t x = seed ^ (layer * 0x9E3779B97F4A7C15ull) ^
                  (iter * 0xC2B2AE3D27D4EB4Full) ^ (idx * 0x165667B19E3779F9ull);

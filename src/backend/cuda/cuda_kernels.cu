@@ -32,17 +32,6 @@ static unsigned grid_for(int64_t n, int sm) {
          i += (I)(gridDim.x * blockDim.x))
 #define FITS32(n) ((n) < ((int64_t)1 << 30))
 
-/* Exactly util.h's vd_hash_uniform (the CPU backend's dropout mask). */
-__device__ __forceinline__ float cu_hash_uniform(uint64_t seed, uint64_t layer, uint64_t iter,
-                                                 uint64_t idx) {
-    uint64_t x = seed ^ (layer * 0x9E3779B97F4A7C15ull) ^
-                 (iter * 0xC2B2AE3D27D4EB4Full) ^ (idx * 0x165667B19E3779F9ull);
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (float)(x >> 40) * (1.0f / 16777216.0f);
-}
-
 /* dx_beta: 0 overwrites (old contents, even NaN, ignored), otherwise adds. */
 __device__ __forceinline__ void put(float *dst, float beta, float v) {
     *dst = beta != 0.0f ? __fadd_rn(*dst, v) : v;
@@ -76,7 +65,7 @@ __device__ float block_max(float v, float *sh) {
 
 /* ---- fills (profiler) ----------------------------------------------------- */
 __global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi) {
-    GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * cu_hash_uniform(seed, 0, 0, (uint64_t)i);
+    GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * vd_hash_uniform(seed, 0, 0, (uint64_t)i);
 }
 
 int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
@@ -247,7 +236,7 @@ int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float 
 __global__ void k_dropout(const float *x, float *y, float beta, int64_t n, float p, float scale,
                           uint64_t seed, uint64_t layer, uint64_t iter) {
     GRID_STRIDE(i, n) {
-        bool keep = cu_hash_uniform(seed, layer, iter, (uint64_t)i) >= p;
+        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)i) >= p;
         float v = keep ? __fmul_rn(x[i], scale) : 0.0f;
         put(&y[i], beta, v);
     }
