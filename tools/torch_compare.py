@@ -138,6 +138,13 @@ def run_torch(args, mode, shape, classes):
         if mode == "checkpoint" and seq is None:
             row["error"] = f"no sequential split of {args.net} for checkpointing"
             return row
+        if mode == "checkpoint":
+            # A segment's output must not be changed in place by the next
+            # segment (its first in-place ReLU would bump the saved tensor's
+            # version and the recomputation refuses it): out-of-place ReLUs.
+            for m in model.modules():
+                if isinstance(m, torch.nn.ReLU):
+                    m.inplace = False
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
         x = torch.randn(args.batch, *shape, device=dev)
         y = torch.randint(0, classes, (args.batch,), device=dev)

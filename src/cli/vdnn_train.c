@@ -222,16 +222,20 @@ static void on_event(const vd_train_event *ev, void *user) {
 
 /* CUDA: the process's device memory as the driver sees it, beside the
  * budget, and whether it stayed within budget + what lives outside the pool
- * (context, handles). Prints nothing on cpu. */
+ * (context, handles, the layers' setup, the pinned host buffers), then where
+ * the usage grew: the samples taken before the pool, and the growth beyond
+ * the pool when it was created and during the iterations. Prints nothing on
+ * cpu. */
 static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_exec_stats *st,
                                  bool trained) {
     vd_session_mem_report r;
     vd_session_mem_check(ses, plan->budget, &r);
     if (!r.known) return;
+    const vd_session_memory *m = &ses->mem;
     char a[32], b[32], c[32], d[32], f[32], g[32];
     printf("device memory (driver): process peak %s, at end %s (%d samples), device %s\n",
            vd_fmt_bytes(r.used_max, a, sizeof a), vd_fmt_bytes(r.used_end, b, sizeof b),
-           r.n_samples, vd_fmt_bytes(ses->mem.total, c, sizeof c));
+           r.n_samples, vd_fmt_bytes(m->total, c, sizeof c));
     printf("device memory: budget %s (pool high-water %s, live peak %s%s) + outside the pool "
            "%s = %s: %s",
            vd_fmt_bytes(r.budget, a, sizeof a),
@@ -240,20 +244,27 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
            trained ? "" : ", evaluation", vd_fmt_bytes(r.overhead, d, sizeof d),
            vd_fmt_bytes(r.limit, f, sizeof f), r.within ? "within\n" : "EXCEEDED by ");
     if (!r.within) printf("%s\n", vd_fmt_bytes(r.excess, g, sizeof g));
+    /* The samples before the pool (each includes the previous). Pinning host
+     * memory costs device memory too (the driver's mappings, about 2 MiB per
+     * GiB pinned), so the pinned host buffers are allocated before the pool
+     * and counted outside it. */
     printf("outside the pool: CUDA context + cuDNN/cuBLAS handles %s, after layer setup and "
-           "profiling %s\n", vd_fmt_bytes(ses->mem.used_backend, a, sizeof a),
-           vd_fmt_bytes(ses->mem.used_setup, b, sizeof b));
-    if (ses->mem.used_created) {
-        /* Where growth after the pool came from: at creation (pool + pinned
-         * host store, whose pages the driver maps for the GPU) vs later
-         * (during the iterations: lazily loaded kernels, driver resources). */
-        uint64_t pool = VD_ALIGN_UP(ses->mem.pool_created, VD_SESSION_GRANULE);
-        uint64_t at_create = ses->mem.used_created > pool ? ses->mem.used_created - pool : 0;
-        uint64_t later = r.used_max > ses->mem.used_created ? r.used_max - ses->mem.used_created : 0;
-        printf("outside the pool once it and the pinned host store (%s) existed: %s; "
-               "growth during the iterations: %s\n",
-               vd_fmt_bytes(st->host_store_bytes, a, sizeof a), vd_fmt_bytes(at_create, b, sizeof b),
-               vd_fmt_bytes(later, c, sizeof c));
+           "profiling %s", vd_fmt_bytes(m->used_backend, a, sizeof a),
+           vd_fmt_bytes(m->used_setup, b, sizeof b));
+    if (m->used_pinned)
+        printf(",\n  after the pinned host buffers (host store %s) %s",
+               vd_fmt_bytes(st->host_store_bytes, a, sizeof a),
+               vd_fmt_bytes(m->used_pinned, b, sizeof b));
+    printf("\n");
+    if (m->used_created) {
+        /* Growth beyond the pool (rounded up to the allocation granularity)
+         * when it was created, and later (during the iterations: lazily
+         * loaded kernels, driver resources). */
+        uint64_t before = r.overhead + VD_ALIGN_UP(m->pool_created, VD_SESSION_GRANULE);
+        uint64_t at_pool = m->used_created > before ? m->used_created - before : 0;
+        uint64_t later = r.used_max > m->used_created ? r.used_max - m->used_created : 0;
+        printf("growth at pool creation (beyond the pool) %s; during the iterations %s\n",
+               vd_fmt_bytes(at_pool, a, sizeof a), vd_fmt_bytes(later, b, sizeof b));
     }
     if (!r.within)
         fprintf(stderr, "%s: warning: the process used %s of device memory, %s more than the "

@@ -1,13 +1,14 @@
 /* exec.c — the executor: walks a plan's per-step actions on a backend.
  *
- * Everything is allocated in vd_exec_create: the pool (exactly the plan's
- * budget), the pinned host store for offloaded tensors, pinned input / loss /
- * eval-output buffers, the events, and one vd_op_io per step and per
- * RECOMPUTE action (pointers into the pool computed from the plan's offsets;
- * a recompute's operands are the layer's forward operands at the step where
- * it runs, its workspace the layer's ws_rc). vd_exec_train_step only issues
- * work: compute, copies on the D2H / H2D streams, event records and waits,
- * and one host wait (the loss readback) at the end.
+ * Everything is allocated in vd_exec_create: the pinned host store for
+ * offloaded tensors and the pinned input / loss / eval-output buffers, then
+ * (after opts.before_pool) the pool (exactly the plan's budget), the events,
+ * and one vd_op_io per step and per RECOMPUTE action (pointers into the pool
+ * computed from the plan's offsets; a recompute's operands are the layer's
+ * forward operands at the step where it runs, its workspace the layer's
+ * ws_rc). vd_exec_train_step only issues work: compute, copies on the D2H /
+ * H2D streams, event records and waits, and one host wait (the loss
+ * readback) at the end.
  *
  * Measured statistics are tracked while walking, independently of the plan's
  * own arithmetic: bytes live (+ at ALLOC, - at FREE), their maximum at each
@@ -202,8 +203,9 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     }
     if ((rc = check_plan(net, plan, be, e))) goto fail;
 
-    rc = be->pool_create(be, plan->budget, (void **)&ex->pool, e);
-    if (rc) { ex->pool = NULL; goto fail; }
+    /* Pinned host buffers first: pinning costs device memory too (the
+     * driver's mappings), so the caller's before_pool sample sees all that
+     * lives outside the pool. */
     if (plan->host_bytes) {
         rc = be->host_alloc(be, plan->host_bytes, (void **)&ex->host_store, e);
         if (rc) { ex->host_store = NULL; goto fail; }
@@ -216,6 +218,9 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if ((rc = be->host_alloc(be, (uint64_t)ex->y_floats * 4u, (void **)&ex->eval_y, e))) { ex->eval_y = NULL; goto fail; }
     memset(ex->in_x, 0, (size_t)ex->x_floats * 4u);
     memset(ex->in_labels, 0, (size_t)plan->batch * 4u);
+    if (ex->opts.before_pool) ex->opts.before_pool(ex->opts.before_pool_ctx);
+    rc = be->pool_create(be, plan->budget, (void **)&ex->pool, e);
+    if (rc) { ex->pool = NULL; goto fail; }
     int n_ev = plan->n_events > ex->eval->n_events ? plan->n_events : ex->eval->n_events;
     if ((rc = be->events_create(be, n_ev, e))) goto fail;
 

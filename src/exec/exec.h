@@ -24,6 +24,11 @@ typedef struct vd_exec_opts {
     bool deterministic; /* passed to be->layer_setup */
     bool layers_ready;  /* caller already ran be->layer_setup(net, batch, ...):
                            vd_exec_create then skips it */
+    /* Optional (NULL = none): called once after the pinned host buffers
+     * exist and before the pool is allocated (the session samples device
+     * memory there), with before_pool_ctx. */
+    void (*before_pool)(void *ctx);
+    void *before_pool_ctx;
 } vd_exec_opts;
 /* SKIP_RECOMPUTE: RECOMPUTE actions are not run (their consumers read the
  * freed, possibly poisoned region). */
@@ -51,9 +56,11 @@ typedef struct vd_exec_stats {
  * unless opts->layers_ready. opts may be NULL (all defaults). Checks that
  * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
  * from vd_profile_backend(be) always does); VD_EUNSUPPORTED otherwise.
- * Allocates the pool (exactly plan->budget bytes), the pinned host store,
- * the pinned input buffers, plan->n_events events and the operand sets of
- * the plan's RECOMPUTE actions. Uploads nothing. */
+ * Allocates, in this order: the pinned host buffers (the host store, the
+ * input, loss and evaluation-output buffers), then, after calling
+ * opts->before_pool, the pool (exactly plan->budget bytes), plan->n_events
+ * events and the operand sets of the plan's RECOMPUTE actions. Uploads
+ * nothing. */
 int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
                    vd_backend *be, const vd_exec_opts *opts, vd_err *e);
 void vd_exec_destroy(vd_exec **ex);

@@ -24,12 +24,15 @@ static bool mem_now(vd_session *s, uint64_t *used, uint64_t *free_b) {
     return true;
 }
 
-void vd_session_mem_sample(vd_session *s) {
-    uint64_t used;
-    if (!mem_now(s, &used, NULL)) return;
+static void mem_record(vd_session *s, uint64_t used) {
     s->mem.used_last = used;
     if (s->mem.n_samples == 0 || used > s->mem.used_max) s->mem.used_max = used;
     s->mem.n_samples++;
+}
+
+void vd_session_mem_sample(vd_session *s) {
+    uint64_t used;
+    if (mem_now(s, &used, NULL)) mem_record(s, used);
 }
 
 void vd_session_mem_reset(vd_session *s) {
@@ -150,14 +153,30 @@ int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e) {
     return VD_OK;
 }
 
+/* vd_exec_opts.before_pool: the executor's pinned host buffers exist, its
+ * pool does not yet. */
+static void sample_before_pool(void *ctx) {
+    vd_session *s = ctx;
+    uint64_t used;
+    if (!mem_now(s, &used, NULL)) return;
+    s->mem.used_pinned = used;
+    mem_record(s, used);
+}
+
 int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e) {
     vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
-                        .layers_ready = true };
+                        .layers_ready = true, .before_pool = sample_before_pool,
+                        .before_pool_ctx = s };
+    s->mem.used_pinned = s->mem.used_created = s->mem.pool_created = 0;
     int rc = vd_exec_create(ex, s->net, plan, s->be, &eo, e);
-    vd_session_mem_sample(s);
-    if (rc == VD_OK && s->mem.known) {
-        s->mem.used_created = s->mem.used_last;
-        s->mem.pool_created = plan->budget;
+    if (rc) s->mem.used_pinned = 0;   /* its pinned buffers are gone again */
+    uint64_t used;
+    if (mem_now(s, &used, NULL)) {
+        mem_record(s, used);
+        if (rc == VD_OK) {
+            s->mem.used_created = used;
+            s->mem.pool_created = plan->budget;
+        }
     }
     return rc;
 }
@@ -169,7 +188,7 @@ void vd_session_mem_check(vd_session *s, uint64_t budget, vd_session_mem_report 
     vd_session_mem_sample(s);
     if (!s->mem.known) return;
     r->known = true;
-    r->overhead = s->mem.used_setup;
+    r->overhead = s->mem.used_pinned ? s->mem.used_pinned : s->mem.used_setup;
     r->used_max = s->mem.used_max;
     r->used_end = s->mem.used_last;
     r->n_samples = s->mem.n_samples;

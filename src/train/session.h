@@ -21,8 +21,12 @@
  * counts everything on the device, other processes' memory included on a
  * shared GPU): the session samples it after the backend exists (CUDA context
  * + cuDNN/cuBLAS handles), after the layers are set up and the profile is
- * measured (the "overhead": everything outside the pool, before any pool
- * exists), and whenever the caller asks. The process must stay within
+ * measured, inside each vd_session_exec once the executor's pinned host
+ * buffers exist and before its pool is allocated (the "overhead":
+ * everything outside the pool; pinning host memory costs the driver device
+ * memory for its mappings, about 2 MiB per GiB pinned, so the overhead is
+ * per executor and grows with its host store), right after the executor is
+ * created, and whenever the caller asks. The process must stay within
  * budget + overhead; vd_session_mem_check says whether it did. */
 #ifndef VD_SESSION_H
 #define VD_SESSION_H
@@ -63,12 +67,16 @@ typedef struct vd_session_memory {
     uint64_t total;             /* device memory, bytes */
     uint64_t used_backend;      /* total - free after the backend was created:
                                    CUDA context + cuDNN/cuBLAS handles */
-    uint64_t used_setup;        /* after layer_setup and profiling, before any pool:
-                                   the overhead outside the pool */
+    uint64_t used_setup;        /* after layer_setup and profiling, before any
+                                   executor (no pinned host buffers, no pool) */
     uint64_t free_setup;        /* free bytes at that point */
-    uint64_t used_created;      /* right after vd_session_exec created the executor
-                                   (pool and pinned host store exist, no iteration
-                                   has run); 0 = not sampled */
+    uint64_t used_pinned;       /* in the latest vd_session_exec, after the pinned
+                                   host buffers, before the pool: the overhead the
+                                   budget check uses; 0 = not sampled (no executor
+                                   yet, or its creation failed) */
+    uint64_t used_created;      /* right after the latest vd_session_exec created
+                                   the executor (pool and pinned host buffers
+                                   exist, no iteration has run); 0 = not sampled */
     uint64_t pool_created;      /* the pool bytes of that executor (plan budget) */
     uint64_t used_last;         /* at the latest sample */
     uint64_t used_max;          /* max over the samples since open / the last reset */
@@ -120,8 +128,12 @@ uint64_t vd_session_default_budget(const vd_session *s);
  * VD_EBUDGET, and zeroed otherwise. */
 int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e);
 
-/* Create the executor for plan (layers are already set up: layers_ready)
- * and sample device memory afterwards. plan must outlive *ex. */
+/* Create the executor for plan (layers are already set up: layers_ready).
+ * Samples device memory after its pinned host buffers exist and before its
+ * pool is allocated (mem.used_pinned: this executor's overhead), and after
+ * it is created (mem.used_created); both are reset first, so with several
+ * executors one after another they describe the latest. plan must outlive
+ * *ex. */
 int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e);
 
 /* Ask the driver for the process's device memory now (CUDA; no-op on cpu);
@@ -135,7 +147,9 @@ void vd_session_mem_reset(vd_session *s);
 typedef struct vd_session_mem_report {
     bool known;                 /* CUDA: the fields below are meaningful */
     uint64_t budget;            /* the pool's bytes */
-    uint64_t overhead;          /* used_setup: context + handles + setup, before the pool */
+    uint64_t overhead;          /* what lives outside the pool: used_pinned (context,
+                                   handles, setup and the executor's pinned host
+                                   buffers) when sampled, else used_setup */
     uint64_t used_max;          /* max observed process usage */
     uint64_t used_end;          /* usage at the last sample */
     uint64_t limit;             /* round_up(budget, VD_SESSION_GRANULE) + overhead */

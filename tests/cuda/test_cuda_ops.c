@@ -134,6 +134,41 @@ START_TEST(test_conv) {
 }
 END_TEST
 
+/* Split options (cuda_convgraph.cu): with VDNN_CONV_SPLIT=force every conv
+ * layer also gets "b/2" and "b/4" (the batch of 4 run as 2 or 4 sub-batch
+ * convolutions, backward-filter partial sums added into dw); check_layer
+ * compares each against the CPU like every other option, dx accumulation
+ * included. The count of split options is asserted, so a setup that quietly
+ * dropped them fails. */
+START_TEST(test_conv_split) {
+    struct { int c, h, w, out, k, s, p, d, g; bool bias; const char *name; } cases[] = {
+        {3, 12, 12, 8, 3, 1, 1, 1, 1, true, "split conv3x3 p1 bias"},
+        {8, 15, 15, 16, 5, 2, 2, 1, 1, false, "split conv5x5 s2 p2"},
+    };
+    ck_assert(setenv("VDNN_CONV_SPLIT", "force", 1) == 0);
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+        vd_net net;
+        c_net_begin(&net, cases[i].c, cases[i].h, cases[i].w, 4);
+        vdt_add(&net, c_conv(-1, cases[i].out, cases[i].k, cases[i].s, cases[i].p, cases[i].d,
+                           cases[i].g, cases[i].bias));
+        vdt_finish(&net, 0);
+        check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);
+        check_layer(&net, 0, cases[i].name, &co);
+        const vd_algo_opt *opts;
+        int nn = 0, nsplit = 0;
+        vd_err e = {0};
+        ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
+        for (int a = 0; a < nn; a++)
+            nsplit += !strcmp(opts[a].label, "b/2") || !strcmp(opts[a].label, "b/4");
+        ck_assert_msg(nsplit == 2, "%s: %d split options, want b/2 and b/4", cases[i].name, nsplit);
+        co.beta = 1.0f;   /* dx accumulates */
+        check_layer(&net, 0, cases[i].name, &co);
+        vd_net_free(&net);
+    }
+    unsetenv("VDNN_CONV_SPLIT");
+}
+END_TEST
+
 /* ------------------------------------------------------------------ pool */
 
 START_TEST(test_pool) {
@@ -588,6 +623,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_streams);
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_conv);
+    tcase_add_test(tc, test_conv_split);
     tcase_add_test(tc, test_pool);
     tcase_add_test(tc, test_relu_dropout);
     tcase_add_test(tc, test_lrn);

@@ -358,6 +358,73 @@ START_TEST(test_fault_skip_offload_wait) {
 }
 END_TEST
 
+/* vd_exec_create allocates every pinned host buffer before the pool and
+ * calls before_pool once in between (the session samples device memory
+ * there: what lives outside the pool includes the driver's mappings of the
+ * pinned memory). The CPU backend's allocators are wrapped to log the order. */
+static char order_log[64];
+static int order_n;
+static int (*real_pool_create)(vd_backend *, uint64_t, void **, vd_err *);
+static int (*real_host_alloc)(vd_backend *, uint64_t, void **, vd_err *);
+
+static void order_add(char c) {
+    if (order_n < (int)sizeof order_log - 1) order_log[order_n++] = c;
+}
+static int log_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *e) {
+    order_add('P');
+    return real_pool_create(be, bytes, base, e);
+}
+static int log_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
+    order_add('h');
+    return real_host_alloc(be, bytes, p, e);
+}
+static void log_before_pool(void *ctx) {
+    ck_assert_ptr_eq(ctx, order_log);
+    order_add('|');
+}
+
+START_TEST(test_before_pool_hook) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    vd_profile prof;
+    vd_backend *be = cpu_for_dev(&net, 4, NULL, &prof);
+    vd_plan_opts po = plan_opts(4, VD_POLICY_ALL);
+    vd_plan plan;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &po, &plan, &e) == 0, "%s", e.msg);
+    ck_assert_uint_gt(plan.host_bytes, 0);        /* the host store exists */
+    real_pool_create = be->pool_create;
+    real_host_alloc = be->host_alloc;
+    be->pool_create = log_pool_create;
+    be->host_alloc = log_host_alloc;
+    vd_exec_opts eo = {.layers_ready = true, .before_pool = log_before_pool,
+                       .before_pool_ctx = order_log};
+    memset(order_log, 0, sizeof order_log);
+    order_n = 0;
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_exec_create(&ex, &net, &plan, be, &eo, &e) == 0, "%s", e.msg);
+    /* host store, input x, labels, loss, eval output; the hook; the pool */
+    ck_assert_str_eq(order_log, "hhhhh|P");
+    vd_exec_stats st;
+    vd_exec_get_stats(ex, &st);
+    ck_assert_uint_eq(st.host_store_bytes, plan.host_bytes);
+    vd_exec_destroy(&ex);
+    /* without a hook: same allocations, nothing else called */
+    memset(order_log, 0, sizeof order_log);
+    order_n = 0;
+    eo.before_pool = NULL;
+    ck_assert_msg(vd_exec_create(&ex, &net, &plan, be, &eo, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(order_log, "hhhhhP");
+    vd_exec_destroy(&ex);
+    be->pool_create = real_pool_create;
+    be->host_alloc = real_host_alloc;
+    vd_plan_free(&plan);
+    vd_profile_free(&prof);
+    be->destroy(be);
+    vd_net_free(&net);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("core");
@@ -371,6 +438,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_recompute_identity);
     tcase_add_test(tc, test_fault_skip_recompute);
     tcase_add_test(tc, test_per_pass_algos);
+    tcase_add_test(tc, test_before_pool_hook);
     suite_add_tcase(s, tc);
     return s;
 }

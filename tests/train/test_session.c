@@ -46,7 +46,10 @@ START_TEST(cpu_session_plans_and_trains) {
     ck_assert(plan.feasible);
     ck_assert_uint_eq(plan.budget, plan.hwm);   /* budget 0: exactly the need */
     vd_exec *ex = NULL;
+    s.mem.used_pinned = 123;                  /* a previous executor's: reset per executor */
     ck_assert_msg(vd_session_exec(&s, &plan, true, &ex, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(s.mem.used_pinned, 0);  /* nothing to sample on cpu */
+    ck_assert_uint_eq(s.mem.used_created, 0);
     float *p = malloc((size_t)net.param_floats * sizeof *p);
     ck_assert_ptr_nonnull(p);
     vd_net_init_params(&net, p, 1);
@@ -190,6 +193,18 @@ START_TEST(memory_limits) {
     vd_session_mem_check(&s, budget, &r);
     ck_assert(!r.within);
     ck_assert_uint_eq(r.excess, 7);
+    /* once an executor's pinned host buffers were sampled (before its pool),
+     * that is the overhead: their driver mappings live outside the pool */
+    s.mem.used_pinned = 310 * MiB;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert(r.within);
+    ck_assert_uint_eq(r.overhead, 310 * MiB);
+    ck_assert_uint_eq(r.limit, limit + 10 * MiB);
+    s.mem.used_max = limit + 10 * MiB + 1;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert(!r.within);
+    ck_assert_uint_eq(r.excess, 1);
+    s.mem.used_pinned = 0;
 
     /* vd_session_plan refuses a pool larger than the device can give */
     s.mem.free_setup = VD_SESSION_MARGIN + 4096;

@@ -217,6 +217,8 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         if (c->conv_topk > 12) c->conv_topk = 12;
         const char *rtc = getenv("VDNN_CONV_RTC");
         c->conv_rtc = rtc && !strcmp(rtc, "1");
+        const char *split = getenv("VDNN_CONV_SPLIT");
+        c->conv_split = split && !strcmp(split, "0") ? 0 : split && !strcmp(split, "force") ? 2 : 1;
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;

@@ -60,7 +60,22 @@ enum {
     G_MAXRES = 64,     /* heuristic results read per mode */
     G_MAXTMP = 160,    /* temporary descriptors of one heuristic query */
     G_MAXALT = 6,      /* runtime variant plans cached per layer */
+    G_SPLITS = 2,      /* split sets (sub-batch plans) per layer */
 };
+
+/* Split options: a layer whose fastest option needs more than
+ * split_target[0] of workspace also gets, for each target t, the option
+ * "b/k": every direction runs as k sub-batch convolutions of batch/k
+ * (k the smallest power of two dividing the batch with
+ * fastest workspace / k <= t), each the fastest engine timed at batch/k with
+ * workspace <= t. Backward-filter chunks after the first write their partial
+ * dw into the front of the workspace and are added to dw (the workspace
+ * counts those bytes). The FFT / Winograd engines' workspace grows with the
+ * batch, so this keeps them under a budget where the whole-batch "ws<=1G"
+ * engines are 2-3x slower (VGG-16 b256: features.2 backward 38 ms with 19 GiB
+ * of workspace, 70 ms within 289 MiB). Not in deterministic mode (the
+ * summation order of dw would differ between options). */
+static const uint64_t split_target[G_SPLITS] = {1ull << 30, 256ull << 20};
 
 static const char *const dir_name[CU_GD_COUNT] = {"fwd", "bwd-data", "bwd-filter",
                                                   "bwd-data(+=)"};
@@ -99,6 +114,10 @@ typedef struct galt {                     /* a plan built at run time */
 
 struct cu_graph {
     gdir d[CU_GD_COUNT];                  /* CU_GD_BWD_DATA_ACC: n 0 unless the input is shared */
+    int split[G_SPLITS];                  /* sub-batch factor of split set i (0: unused) */
+    uint64_t dw_tmp;                      /* split backward-filter: partial dw bytes (aligned) */
+    int64_t dw_numel;                     /* the weight's elements */
+    gdir s[G_SPLITS][CU_GD_COUNT];        /* split set i: the directions at batch / split[i] */
     int64_t ax, aw;                       /* declared byte alignment: activations, weight */
     galt alt[G_MAXALT];
     int alt_next;
@@ -591,33 +610,45 @@ static int pick_minws(const gdir *D) {
 /* Append the option of per-direction picks pick[] (chosen under workspace
  * cap cap) unless an option with the same picks in every direction is
  * listed already. */
-static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const int pick[CU_GD_COUNT],
-                     uint64_t cap, uint64_t bias_ws) {
+static void add_gopt_in(cu_layer *L, const gdir *dirs, int split, int sset, uint64_t dw_tmp,
+                        const char *label, const int pick[CU_GD_COUNT], uint64_t cap,
+                        uint64_t bias_ws) {
     for (int k = 0; k < L->n_opts; k++)
-        if (!memcmp(L->conv_opts[k].gplan, pick, sizeof L->conv_opts[k].gplan)) return;
+        if (!memcmp(L->conv_opts[k].gplan, pick, sizeof L->conv_opts[k].gplan) &&
+            (L->conv_opts[k].split > 1 ? L->conv_opts[k].sset : -1) == (split > 1 ? sset : -1))
+            return;
     if (L->n_opts >= CU_MAX_OPTS) return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
     vd_algo_opt *o = &L->opts[L->n_opts];
     memset(co, 0, sizeof *co);
     memset(o, 0, sizeof *o);
-    /* backward: bwd-data (and its accumulate variant), bwd-filter, bias scratch */
+    co->split = split;
+    co->sset = sset;
+    /* backward: bwd-data (and its accumulate variant), bwd-filter (+ the
+     * partial dw of a split), bias scratch */
     uint64_t ws_bwd = bias_ws;
     for (int d = 0; d < CU_GD_COUNT; d++) {
         co->gplan[d] = pick[d];
-        if (pick[d] >= 0 && d != CU_GD_FWD) ws_bwd = u64max(ws_bwd, g->d[d].c[pick[d]].ws);
+        if (pick[d] >= 0 && d != CU_GD_FWD)
+            ws_bwd = u64max(ws_bwd, dirs[d].c[pick[d]].ws + (d == CU_GD_BWD_FILTER ? dw_tmp : 0));
     }
-    co->fwd_ws = g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].ws;
-    co->bwd_data_ws = g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].ws;
-    co->bwd_filter_ws = g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].ws;
+    co->fwd_ws = dirs[CU_GD_FWD].c[pick[CU_GD_FWD]].ws;
+    co->bwd_data_ws = dirs[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].ws;
+    co->bwd_filter_ws = dirs[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].ws + dw_tmp;
     co->cap = cap;
-    o->fwd_algo = (int)g->d[CU_GD_FWD].c[pick[CU_GD_FWD]].engine;
-    o->bwd_data_algo = (int)g->d[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].engine;
-    o->bwd_filter_algo = (int)g->d[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].engine;
+    o->fwd_algo = (int)dirs[CU_GD_FWD].c[pick[CU_GD_FWD]].engine;
+    o->bwd_data_algo = (int)dirs[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].engine;
+    o->bwd_filter_algo = (int)dirs[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].engine;
     o->ws_fwd = co->fwd_ws;
     o->ws_bwd = ws_bwd;
     o->workspace = u64max(o->ws_fwd, o->ws_bwd);
     snprintf(o->label, sizeof o->label, "%s", label);
     L->n_opts++;
+}
+
+static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const int pick[CU_GD_COUNT],
+                     uint64_t cap, uint64_t bias_ws) {
+    add_gopt_in(L, g->d, 1, -1, 0, label, pick, cap, bias_ws);
 }
 
 /* Per direction the fastest (timed) or first (untimed) candidate within lim,
@@ -630,11 +661,17 @@ static void pick_within(const cu_graph *g, uint64_t lim, bool timed, const int m
     }
 }
 
+static void gdir_free(gdir *D) {
+    for (int k = 0; k < D->n; k++) gcand_free(&D->c[k]);
+    gop_free(&D->op);
+    D->n = 0;
+}
+
 static void graph_free(cu_graph *g) {
     if (!g) return;
     for (int d = 0; d < CU_GD_COUNT; d++) {
-        for (int k = 0; k < g->d[d].n; k++) gcand_free(&g->d[d].c[k]);
-        gop_free(&g->d[d].op);
+        gdir_free(&g->d[d]);
+        for (int i = 0; i < G_SPLITS; i++) gdir_free(&g->s[i][d]);
     }
     for (int i = 0; i < G_MAXALT; i++) {
         gcand_free(&g->alt[i].p);
@@ -651,6 +688,95 @@ void cu_graph_layer_free(cu_layer *L) {
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
+/* The split options (see split_target) of layer li, from the timing buffers
+ * of graph_setup (tptr: x, w, y, dw at the whole batch; ws, ws_avail). Called
+ * before cu_conv_opts_order, so option 0 is "fastest". A set whose
+ * directions do not all get a timed engine within its target is dropped. */
+static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, int ndir,
+                       void *const tptr[4], void *ws, uint64_t ws_avail, uint64_t bias_ws,
+                       vd_err *e) {
+    const int nb = c->batch;
+    const uint64_t fastest = L->n_opts ? L->opts[0].workspace : 0;
+    const bool force = c->conv_split == 2;
+    if (c->conv_split == 0 || (!force && fastest <= split_target[0])) return VD_OK;
+    const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4;
+    const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4;
+    if (xs % 16 || ys % 16) return VD_OK;   /* chunks would lose the declared alignment */
+    int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    g->dw_numel = (int64_t)l->u.conv.out * (L->in_c[0] / gr) * l->u.conv.kh * l->u.conv.kw;
+    g->dw_tmp = VD_ALIGN_UP((uint64_t)g->dw_numel * 4, 256);
+    int prev = 1, rc;
+    for (int i = 0; i < G_SPLITS; i++) {
+        const uint64_t t = force ? UINT64_MAX : split_target[i];
+        int k = 1;
+        if (force) k = nb % (2 << i) == 0 ? 2 << i : 1;
+        else
+            while ((fastest + (uint64_t)k - 1) / (uint64_t)k > t && nb % (2 * k) == 0) k *= 2;
+        if (k <= prev || t <= g->dw_tmp) continue;
+        prev = k;
+        const int n = nb / k;
+        bool all = true;
+        int pick[CU_GD_COUNT];
+        for (int d = 0; d < CU_GD_COUNT; d++) pick[d] = -1;
+        for (int d = 0; d < ndir && all; d++) {
+            gdir *D = &g->s[i][d];
+            bool ok;
+            cudnnStatus_t st;
+            uint64_t cap = force ? c->total_mem / 4 : t - (d == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
+            if ((rc = build_op(c, L, l, d, n, g->ax, g->aw, &D->op, &ok, &st, e))) return rc;
+            if (ok && ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A,
+                                           c->conv_topk, cap, D->c, &D->n, G_MAXC, e)) ||
+                       (rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK,
+                                           G_FALLBACK, cap, D->c, &D->n, G_MAXC, e))))
+                return rc;
+            all = D->n > 0;
+        }
+        static const int order[CU_GD_COUNT] = {CU_GD_FWD, CU_GD_BWD_FILTER, CU_GD_BWD_DATA,
+                                               CU_GD_BWD_DATA_ACC};
+        for (int j = 0; j < ndir && all; j++) {
+            int d = order[j];
+            void *ptr[3] = {tptr[0], d == CU_GD_BWD_FILTER ? tptr[3] : tptr[1], tptr[2]};
+            if ((rc = time_dir(c, l->name, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
+            pick[d] = pick_fast(&g->s[i][d], UINT64_MAX, true);
+            all = pick[d] >= 0;
+        }
+        if (all) CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
+        if (!all) {
+            dbg(c, 1, "layer '%s': no split option at batch %d (an engine is missing)", l->name, n);
+            for (int d = 0; d < CU_GD_COUNT; d++) gdir_free(&g->s[i][d]);
+            continue;
+        }
+        g->split[i] = k;
+        char label[32];
+        snprintf(label, sizeof label, "b/%d", k);
+        add_gopt_in(L, g->s[i], k, i, g->dw_tmp, label, pick, t, bias_ws);
+    }
+    return VD_OK;
+}
+
+/* One direction of a split option: k chunks of batch n/k, each through the
+ * sub-batch plan q; backward-filter chunks after the first write their dw
+ * into the workspace front and are added to dw. */
+static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int k,
+                     const gcand *q, void *const ptr[3], const vd_op_io *io, vd_err *e) {
+    const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4 * (uint64_t)(io->n / k);
+    const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4 * (uint64_t)(io->n / k);
+    const bool filt = d == CU_GD_BWD_FILTER;
+    char *tmp = (char *)io->ws;
+    char *ws = filt ? tmp + g->dw_tmp : tmp;
+    for (int i = 0; i < k; i++) {
+        void *p[3] = {(char *)ptr[0] + (uint64_t)i * xs, filt && i > 0 ? (void *)tmp : ptr[1],
+                      (char *)ptr[2] + (uint64_t)i * ys};
+        CUDNN_CHECK(e, exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
+        if (filt && i > 0) {
+            int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
+                                    1.0f, g->dw_numel, e);
+            if (rc) return rc;
+        }
+    }
+    return VD_OK;
+}
+
 static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_graph *g,
                        uint64_t bias_ws, bool *no_engine, char *why, size_t why_n, vd_err *e) {
     const vd_layer *l = &net->layers[li];
@@ -694,6 +820,9 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
     }
     /* timing */
     bool timed = false;
+    void *tptr[4] = {NULL, NULL, NULL, NULL};   /* x, w, y, dw of the timing runs */
+    void *tws = NULL;
+    uint64_t tws_avail = 0;
     if (c->tune) {
         const uint64_t A = 256;
         int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
@@ -736,6 +865,9 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
             }
             CUDA_CHECK(e, cudaStreamSynchronize(s));
             timed = true;
+            tptr[0] = x; tptr[1] = w; tptr[2] = y; tptr[3] = dw;
+            tws = ws;
+            tws_avail = ws_avail;
         } else {
             dbg(c, 1, "layer '%s': not enough free device memory to time engines; heuristic order",
                 l->name);
@@ -775,25 +907,35 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         pick_within(g, rcap, timed, mw, rp);
         add_gopt(L, g, rlabel, rp, rcap, bias_ws);
     }
+    if (timed && !c->deterministic &&
+        (rc = split_setup(c, l, L, g, ndir, tptr, tws, tws_avail, bias_ws, e)))
+        return rc;
     cu_conv_opts_order(L);
-    /* drop the plans no option uses */
-    for (int d = 0; d < CU_GD_COUNT; d++)
-        for (int k = 0; k < g->d[d].n; k++) {
-            bool used = false;
-            for (int o = 0; o < L->n_opts; o++) used |= L->conv_opts[o].gplan[d] == k;
-            if (!used) {
-                gcand_free(&g->d[d].c[k]);
-                g->d[d].c[k].bad = true;
+    /* drop the plans no option uses (set -1: the whole-batch plans) */
+    for (int set = -1; set < G_SPLITS; set++)
+        for (int d = 0; d < CU_GD_COUNT; d++) {
+            gdir *D = set < 0 ? &g->d[d] : &g->s[set][d];
+            for (int k = 0; k < D->n; k++) {
+                bool used = false;
+                for (int o = 0; o < L->n_opts; o++) {
+                    const cu_conv_opt *co = &L->conv_opts[o];
+                    used |= (co->split > 1 ? co->sset : -1) == set && co->gplan[d] == k;
+                }
+                if (!used) {
+                    gcand_free(&D->c[k]);
+                    D->c[k].bad = true;
+                }
             }
         }
     if (c->conv_debug >= 1) {
         for (int o = 0; o < L->n_opts; o++) {
             char line[400];
             size_t at = 0;
+            const cu_conv_opt *co = &L->conv_opts[o];
             for (int d = 0; d < CU_GD_COUNT && at < sizeof line; d++) {
-                int k = L->conv_opts[o].gplan[d];
+                int k = co->gplan[d];
                 if (k < 0) continue;
-                const gcand *q = &g->d[d].c[k];
+                const gcand *q = co->split > 1 ? &g->s[co->sset][d].c[k] : &g->d[d].c[k];
                 at += (size_t)snprintf(line + at, sizeof line - at, " %s=e%lld%s(%lluB,%.3fms)",
                                        dir_name[d], (long long)q->engine, q->tc ? "tc" : "",
                                        (unsigned long long)q->ws, (double)q->ms);
@@ -911,6 +1053,15 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     if (ptr_align(ptr[2]) < ax) ax = ptr_align(ptr[2]);
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     int k = o->gplan[d];
+    if (o->split > 1) {
+        if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
+            const gcand *q = &g->s[o->sset][d].c[k];
+            uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
+            if (need == 0 || (io->ws && need <= io->ws_bytes))
+                return run_split(c, L, g, d, o->split, q, ptr, io, e);
+        }
+        return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+    }
     if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {

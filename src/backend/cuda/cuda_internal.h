@@ -114,6 +114,10 @@ typedef struct cu_conv_opt {
     uint64_t cap;                /* workspace cap it was chosen under ("fastest": UINT64_MAX,
                                     "min-ws": 0): orders options of equal workspace */
     int gplan[CU_GD_COUNT];
+    int split;                   /* graph path: 1, or k > 1: every direction runs as k
+                                    sub-batch convolutions of batch/k (split set sset's
+                                    plans; gplan indexes those); see cuda_convgraph.cu */
+    int sset;
 } cu_conv_opt;
 
 typedef struct cu_layer {
@@ -160,6 +164,9 @@ typedef struct cu_ctx {
                                              2 also every candidate engine */
     int conv_topk;                        /* VDNN_CONV_TOPK: heuristic engines per direction (8) */
     bool conv_rtc;                        /* VDNN_CONV_RTC=1: also runtime-compiled engines */
+    int conv_split;                       /* split options (cuda_convgraph.cu): 1 where the fastest
+                                             needs over 1 GiB; VDNN_CONV_SPLIT=0: never; =force:
+                                             b/2 and b/4 on every conv layer (tests) */
     void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
     uint64_t scratch_bytes;
     cudaEvent_t tev[2];                   /* layer_setup only: timing events */
