@@ -23,8 +23,9 @@
  *     than simulated alone (fewer rounds on big nets).
  *  3. Refine, once a plan fits: try each decision the other ways (offload,
  *     recompute, keep) and each pass's convolution option at every option
- *     faster for that pass, fastest first; keep what still fits and predicts
- *     a faster iteration.
+ *     faster for that pass or needing less workspace (slower alone, but the
+ *     memory it frees can start a prefetch earlier), fastest first; keep
+ *     what still fits and predicts a faster iteration.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -392,12 +393,16 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
             }
         }
         for (int k = 0; c->algo_free && k < 2 * c->L; k++) {
-            /* the options faster than the current one in this pass, fastest
-             * first; the first that fits and predicts faster is kept */
+            /* the other options of this pass, fastest first: a faster one,
+             * or a slower one with less workspace (its memory can let a
+             * prefetch start earlier and remove a stall that costs more);
+             * the first that fits and predicts a faster iteration is kept */
             int cur = c->algos[k], n = 0, idx[VD_PROFILE_MAX_ALGOS];
             const vd_profile_layer *pl = &c->prof->layers[k % c->L];
             for (int a = 0; a < pl->n_algos; a++)
-                if (algo_time(c, k, a) < algo_time(c, k, cur)) idx[n++] = a;
+                if (a != cur && (algo_time(c, k, a) < algo_time(c, k, cur) ||
+                                 algo_ws(c, k, a) < algo_ws(c, k, cur)))
+                    idx[n++] = a;
             for (int a = 1; a < n; a++)
                 for (int b = a; b > 0 && algo_time(c, k, idx[b]) < algo_time(c, k, idx[b - 1]); b--) {
                     int tmp = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = tmp;
