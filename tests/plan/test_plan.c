@@ -994,6 +994,55 @@ START_TEST(test_vgg16_auto_beats_dyn) {
 }
 END_TEST
 
+/* VGG-16 at batch 256 with the profile measured on the H200 (fp32; its conv
+ * options include the split "b/k" ones): at 12 GiB auto fits, uses split
+ * options, and predicts at most 13% over no offload. (Measured on the GPU
+ * from this profile: none 0.363 s, auto 0.411 s, predicted 0.408 s.) The
+ * bound fails without the refine step that also tries slower options with
+ * less workspace: that search stopped at 0.431 s (+19%), with a 14 ms
+ * prefetch stall before bwd features.12, whose 3.45 GiB option left the
+ * prefetch no room. */
+START_TEST(test_vgg16_measured_profile) {
+    vd_net net;
+    load_shipped_net(&net, "vgg16.yaml", 256);
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_ptr_nonnull(src);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-fp32.json", src);
+    vd_err e = {0};
+    vd_profile prof;
+    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    double t[2];
+    const uint64_t budget = (uint64_t)12 << 30;
+    for (int k = 0; k < 2; k++) {
+        vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
+        o.budget = k ? budget : 0;
+        vd_plan p;
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        check_plan_invariants(&p, &net);
+        t[k] = p.sim.iter_s;
+        int split = 0;
+        for (int l = 0; l < net.n_layers; l++)
+            split += !strncmp(p.layers[l].algo_label, "b/", 2) +
+                     !strncmp(p.layers[l].algo_bwd_label, "b/", 2);
+        printf("vgg16 b256 measured h200 profile, %s: predicted %.1f ms/iter, pool %.2f GiB, "
+               "%d passes with a split option\n", k ? "auto 12 GiB" : "none", p.sim.iter_s * 1e3,
+               (double)p.hwm / (1 << 30), split);
+        if (k) {
+            ck_assert(p.feasible);
+            ck_assert_uint_le(p.hwm, budget);
+            ck_assert_int_ge(split, 2);
+        } else {
+            ck_assert_int_eq(split, 0);   /* no offload: the fastest options */
+        }
+        vd_plan_free(&p);
+    }
+    ck_assert_msg(t[1] <= 1.13 * t[0], "auto at 12 GiB %g s more than 13%% over none %g s", t[1], t[0]);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ---- the command line --------------------------------------------------- */
 
 START_TEST(test_cli_vgg16) {
@@ -1141,6 +1190,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_sim_equals_exec);
     tcase_add_test(tc, test_random_dispositions);
     tcase_add_test(tc, test_vgg16_auto_beats_dyn);
+    tcase_add_test(tc, test_vgg16_measured_profile);
     tcase_add_test(tc, test_per_pass_invariants);
     tcase_add_test(tc, test_per_pass_beats_one_choice);
     tcase_add_test(tc, test_cli_vgg16);
