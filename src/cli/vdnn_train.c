@@ -266,6 +266,26 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
         printf("growth at pool creation (beyond the pool) %s; during the iterations %s\n",
                vd_fmt_bytes(at_pool, a, sizeof a), vd_fmt_bytes(later, b, sizeof b));
     }
+    if (ses->mem_trace) {
+        /* VDNN_MEM_TRACE=1: the steps after which the process grew */
+        printf("memory trace: %d step%s grew the process's device memory%s\n", m->n_growth,
+               m->n_growth == 1 ? "" : "s", m->n_growth ? ":" : "");
+        for (int i = 0; i < m->n_growth && i < VD_SESSION_MAX_GROWTH; i++) {
+            const struct vd_session_growth *gr = &m->growth[i];
+            const vd_plan *p = gr->eval ? plan->eval : plan;
+            const char *what = gr->eval ? "end of the evaluation pass" : "SGD update";
+            char nm[160];
+            if (gr->step < p->n_steps && p->steps[gr->step].layer >= 0) {
+                const vd_step *st2 = &p->steps[gr->step];
+                snprintf(nm, sizeof nm, "%s %s", st2->kind == VD_STEP_BWD ? "bwd" : "fwd",
+                         ses->net->layers[st2->layer].name);
+                what = nm;
+            }
+            printf("  %s pass %lld, step %d (%s): +%s, process %s\n",
+                   gr->eval ? "evaluation" : "training", (long long)gr->pass, gr->step, what,
+                   vd_fmt_bytes(gr->bytes, a, sizeof a), vd_fmt_bytes(gr->used, b, sizeof b));
+        }
+    }
     if (!r.within)
         fprintf(stderr, "%s: warning: the process used %s of device memory, %s more than the "
                 "budget plus what lived outside the pool before it was created (on a shared GPU "
@@ -388,6 +408,8 @@ int main(int argc, char **argv) {
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
     vd_session_opts so;
     vd_cli_session_opts(&o.c, &so);
+    const char *mt = getenv("VDNN_MEM_TRACE");
+    so.mem_trace = mt && strcmp(mt, "1") == 0;
     if (!o.c.quiet && !o.c.profile && !o.c.analytic && vd_backend_cuda_available() &&
         strcmp(o.c.backend, "cpu") != 0)
         fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);

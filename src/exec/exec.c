@@ -472,10 +472,13 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     double t0 = vd_now();
     walk_stats w = {0};
     int rc;
-    for (int s = 0; s < p->n_steps; s++)
+    for (int s = 0; s < p->n_steps; s++) {
         if ((rc = run_step(ex, p, ex->io, s, lr, iter, &w, e))) return rc;
+        if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, s, false);
+    }
     if ((rc = readback(ex, p, false, e))) return rc;
     if ((rc = run_step(ex, p, ex->io, p->n_steps, lr, iter, &w, e))) return rc;
+    if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, p->n_steps, false);
     if (w.live != 0)
         return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",
                        (unsigned long long)w.live);
@@ -499,10 +502,13 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     const vd_plan *p = ex->eval;
     walk_stats w = {0};
     int rc;
-    for (int s = 0; s < p->n_steps; s++)
+    for (int s = 0; s < p->n_steps; s++) {
         if ((rc = run_step(ex, p, ex->eval_io, s, 0.0f, 0, &w, e))) return rc;
+        if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, s, true);
+    }
     if ((rc = readback(ex, p, true, e))) return rc;
     if ((rc = run_step(ex, p, ex->eval_io, p->n_steps, 0.0f, 0, &w, e))) return rc;
+    if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, p->n_steps, true);
     if (w.peak > ex->st.eval_live_peak) ex->st.eval_live_peak = w.peak;
     if (w.hwm > ex->st.eval_pool_hwm) ex->st.eval_pool_hwm = w.hwm;
     int64_t per = vd_net_out_numel(ex->net, p->loss_layer);

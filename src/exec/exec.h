@@ -29,6 +29,12 @@ typedef struct vd_exec_opts {
      * memory there), with before_pool_ctx. */
     void (*before_pool)(void *ctx);
     void *before_pool_ctx;
+    /* Optional (NULL = none), for debugging: called after each step of a
+     * training or evaluation pass has been issued (step == the plan's
+     * n_steps: the SGD update / the end of an evaluation pass), with
+     * after_step_ctx. The session's memory trace synchronizes there. */
+    void (*after_step)(void *ctx, int step, bool eval);
+    void *after_step_ctx;
 } vd_exec_opts;
 /* SKIP_RECOMPUTE: RECOMPUTE actions are not run (their consumers read the
  * freed, possibly poisoned region). */

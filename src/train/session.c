@@ -103,6 +103,7 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
         goto fail;
     }
     s->cuda = want_cuda;
+    s->mem_trace = o->mem_trace;
     uint64_t used, fr;
     if (mem_now(s, &used, &fr)) s->mem.used_backend = used;
     if ((rc = s->be->layer_setup(s->be, net, batch, o->math, o->deterministic, e))) goto fail;
@@ -163,10 +164,42 @@ static void sample_before_pool(void *ctx) {
     mem_record(s, used);
 }
 
+/* vd_exec_opts.after_step of the memory trace: wait for the step, sample,
+ * and record growth since the previous sample. */
+static void trace_step(void *ctx, int step, bool eval) {
+    vd_session *s = ctx;
+    if (step == 0) {
+        if (eval) s->mem.trace_eval++;
+        else s->mem.trace_train++;
+    }
+    vd_err e = {0};
+    uint64_t used;
+    if (s->be->synchronize(s->be, &e) != VD_OK || !mem_now(s, &used, NULL)) return;
+    mem_record(s, used);
+    if (used > s->mem.trace_last) {
+        if (s->mem.n_growth < VD_SESSION_MAX_GROWTH) {
+            struct vd_session_growth *g = &s->mem.growth[s->mem.n_growth];
+            g->pass = (eval ? s->mem.trace_eval : s->mem.trace_train) - 1;
+            g->eval = eval;
+            g->step = step;
+            g->bytes = used - s->mem.trace_last;
+            g->used = used;
+        }
+        s->mem.n_growth++;
+    }
+    s->mem.trace_last = used;
+}
+
 int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e) {
     vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
                         .layers_ready = true, .before_pool = sample_before_pool,
                         .before_pool_ctx = s };
+    if (s->mem_trace && s->cuda) {
+        eo.after_step = trace_step;
+        eo.after_step_ctx = s;
+        s->mem.n_growth = 0;
+        s->mem.trace_train = s->mem.trace_eval = 0;
+    }
     s->mem.used_pinned = s->mem.used_created = s->mem.pool_created = 0;
     int rc = vd_exec_create(ex, s->net, plan, s->be, &eo, e);
     if (rc) s->mem.used_pinned = 0;   /* its pinned buffers are gone again */
@@ -176,6 +209,7 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
         if (rc == VD_OK) {
             s->mem.used_created = used;
             s->mem.pool_created = plan->budget;
+            s->mem.trace_last = used;
         }
     }
     return rc;

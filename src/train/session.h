@@ -59,6 +59,10 @@ typedef struct vd_session_opts {
                                    backend's algorithm options even on CUDA
                                    (default: measured on CUDA, analytic on cpu) */
     const char *profile_out;    /* non-NULL: save the profile used to this file */
+    bool mem_trace;             /* CUDA, debugging: after every step of every pass,
+                                   synchronize and sample device memory; growth is
+                                   recorded in vd_session_memory.growth (slows
+                                   training: a device-wide sync per step) */
 } vd_session_opts;
 void vd_session_opts_init(vd_session_opts *o);
 
@@ -81,7 +85,21 @@ typedef struct vd_session_memory {
     uint64_t used_last;         /* at the latest sample */
     uint64_t used_max;          /* max over the samples since open / the last reset */
     int n_samples;              /* samples taken since open / the last reset */
+    /* mem_trace: the steps after which the process's device memory grew
+     * (the first VD_SESSION_MAX_GROWTH of them), counted from the executor's
+     * creation; n_growth counts them all */
+    struct vd_session_growth {
+        int64_t pass;           /* training / evaluation pass of the executor, from 0 */
+        bool eval;              /* an evaluation pass */
+        int step;               /* the plan's step (n_steps: SGD / end of the pass) */
+        uint64_t bytes;         /* growth since the previous sample */
+        uint64_t used;          /* the process's device memory after it */
+    } growth[8];
+    int n_growth;
+    uint64_t trace_last;        /* the previous trace sample */
+    int64_t trace_train, trace_eval;   /* passes started */
 } vd_session_memory;
+#define VD_SESSION_MAX_GROWTH 8
 
 typedef struct vd_session {
     const vd_net *net;          /* borrowed; must outlive the session */
@@ -96,6 +114,7 @@ typedef struct vd_session {
     char prof_how[32];          /* "loaded" | "measured" | "analytic" */
     double prof_s;              /* seconds spent loading/measuring the profile */
     vd_session_memory mem;
+    bool mem_trace;             /* from vd_session_opts */
 } vd_session;
 
 /* Open a session for net (finalized, vd_schedule_inplace applied) at batch:

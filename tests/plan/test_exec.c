@@ -425,6 +425,57 @@ START_TEST(test_before_pool_hook) {
 }
 END_TEST
 
+/* after_step (the session's memory trace) is called once per step, in step
+ * order, after each is issued: n_steps + 1 calls per training step (the
+ * last for the SGD update) and per evaluation step, with the right flag. */
+static int trace_next, trace_calls[2], trace_bad;
+static void log_after_step(void *ctx, int step, bool eval) {
+    if (ctx != (void *)trace_calls || step != trace_next) trace_bad++;
+    trace_next = step + 1;
+    trace_calls[eval]++;
+}
+
+START_TEST(test_after_step_hook) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    vd_profile prof;
+    vd_backend *be = cpu_for_dev(&net, 4, NULL, &prof);
+    vd_plan_opts po = plan_opts(4, VD_POLICY_ALL);
+    vd_plan plan;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &po, &plan, &e) == 0, "%s", e.msg);
+    vd_exec_opts eo = {.layers_ready = true, .after_step = log_after_step,
+                       .after_step_ctx = trace_calls};
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_exec_create(&ex, &net, &plan, be, &eo, &e) == 0, "%s", e.msg);
+    float *params = calloc((size_t)net.param_floats, sizeof *params);
+    ck_assert_ptr_nonnull(params);
+    ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
+    memset(trace_calls, 0, sizeof trace_calls);
+    trace_bad = 0;
+    for (int it = 0; it < 2; it++) {
+        trace_next = 0;
+        float loss;
+        ck_assert_msg(vd_exec_train_step(ex, 0.01f, it, &loss, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(trace_next, plan.n_steps + 1);
+    }
+    ck_assert_int_eq(trace_calls[0], 2 * (plan.n_steps + 1));
+    ck_assert_int_eq(trace_calls[1], 0);
+    trace_next = 0;
+    int correct;
+    float loss;
+    ck_assert_msg(vd_exec_eval_step(ex, &correct, &loss, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(trace_calls[1], plan.eval->n_steps + 1);
+    ck_assert_int_eq(trace_bad, 0);
+    free(params);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_profile_free(&prof);
+    be->destroy(be);
+    vd_net_free(&net);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("core");
@@ -439,6 +490,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_fault_skip_recompute);
     tcase_add_test(tc, test_per_pass_algos);
     tcase_add_test(tc, test_before_pool_hook);
+    tcase_add_test(tc, test_after_step_hook);
     suite_add_tcase(s, tc);
     return s;
 }
