@@ -79,6 +79,10 @@ static const uint64_t split_target[G_SPLITS] = {1ull << 30, 256ull << 20};
 
 static const char *const dir_name[CU_GD_COUNT] = {"fwd", "bwd-data", "bwd-filter",
                                                   "bwd-data(+=)"};
+/* Timing order of the directions on shared buffers: forward writes y,
+ * backward-filter writes dw, backward-data writes x: last. */
+static const int time_order[CU_GD_COUNT] = {CU_GD_FWD, CU_GD_BWD_FILTER, CU_GD_BWD_DATA,
+                                            CU_GD_BWD_DATA_ACC};
 
 /* One conv operation graph: tensors (x|dx, w|dw, y|dy: unique ids 1, 2, 3),
  * convolution, operation, graph. */
@@ -114,10 +118,10 @@ typedef struct galt {                     /* a plan built at run time */
 
 struct cu_graph {
     gdir d[CU_GD_COUNT];                  /* CU_GD_BWD_DATA_ACC: n 0 unless the input is shared */
-    int split[G_SPLITS];                  /* sub-batch factor of split set i (0: unused) */
     uint64_t dw_tmp;                      /* split backward-filter: partial dw bytes (aligned) */
     int64_t dw_numel;                     /* the weight's elements */
-    gdir s[G_SPLITS][CU_GD_COUNT];        /* split set i: the directions at batch / split[i] */
+    gdir s[G_SPLITS][CU_GD_COUNT];        /* split set i: the directions at a sub-batch (the
+                                             option using it has the factor) */
     int64_t ax, aw;                       /* declared byte alignment: activations, weight */
     galt alt[G_MAXALT];
     int alt_next;
@@ -615,7 +619,7 @@ static void add_gopt_in(cu_layer *L, const gdir *dirs, int split, int sset, uint
                         uint64_t bias_ws) {
     for (int k = 0; k < L->n_opts; k++)
         if (!memcmp(L->conv_opts[k].gplan, pick, sizeof L->conv_opts[k].gplan) &&
-            (L->conv_opts[k].split > 1 ? L->conv_opts[k].sset : -1) == (split > 1 ? sset : -1))
+            L->conv_opts[k].sset == sset)
             return;
     if (L->n_opts >= CU_MAX_OPTS) return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
@@ -648,7 +652,7 @@ static void add_gopt_in(cu_layer *L, const gdir *dirs, int split, int sset, uint
 
 static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const int pick[CU_GD_COUNT],
                      uint64_t cap, uint64_t bias_ws) {
-    add_gopt_in(L, g->d, 1, -1, 0, label, pick, cap, bias_ws);
+    add_gopt_in(L, g->d, 1, -1, 0, label, pick, cap, bias_ws);   /* whole batch: sset -1 */
 }
 
 /* Per direction the fastest (timed) or first (untimed) candidate within lim,
@@ -688,6 +692,20 @@ void cu_graph_layer_free(cu_layer *L) {
 }
 
 /* ---- setup -------------------------------------------------------------------------------- */
+/* Direction d's operation graph at batch n into D->op and its candidate
+ * plans (mode A's first c->conv_topk usable, then up to G_FALLBACK of the
+ * fallback list) with workspace <= cap into D->c. *ok / *st: as build_op. */
+static int gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, int d, int n,
+                      uint64_t cap, gdir *D, bool *ok, cudnnStatus_t *st, vd_err *e) {
+    int rc = build_op(c, L, l, d, n, g->ax, g->aw, &D->op, ok, st, e);
+    if (rc || !*ok) return rc;
+    if ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A, c->conv_topk, cap,
+                            D->c, &D->n, G_MAXC, e)))
+        return rc;
+    return add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK, cap,
+                         D->c, &D->n, G_MAXC, e);
+}
+
 /* The split options (see split_target) of layer li, from the timing buffers
  * of graph_setup (tptr: x, w, y, dw at the whole batch; ws, ws_avail). Called
  * before cu_conv_opts_order, so option 0 is "fastest". A set whose
@@ -723,18 +741,11 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
             bool ok;
             cudnnStatus_t st;
             uint64_t cap = force ? c->total_mem / 4 : t - (d == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
-            if ((rc = build_op(c, L, l, d, n, g->ax, g->aw, &D->op, &ok, &st, e))) return rc;
-            if (ok && ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A,
-                                           c->conv_topk, cap, D->c, &D->n, G_MAXC, e)) ||
-                       (rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK,
-                                           G_FALLBACK, cap, D->c, &D->n, G_MAXC, e))))
-                return rc;
+            if ((rc = gdir_build(c, g, L, l, d, n, cap, D, &ok, &st, e))) return rc;
             all = D->n > 0;
         }
-        static const int order[CU_GD_COUNT] = {CU_GD_FWD, CU_GD_BWD_FILTER, CU_GD_BWD_DATA,
-                                               CU_GD_BWD_DATA_ACC};
         for (int j = 0; j < ndir && all; j++) {
-            int d = order[j];
+            int d = time_order[j];
             void *ptr[3] = {tptr[0], d == CU_GD_BWD_FILTER ? tptr[3] : tptr[1], tptr[2]};
             if ((rc = time_dir(c, l->name, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
             pick[d] = pick_fast(&g->s[i][d], UINT64_MAX, true);
@@ -746,7 +757,6 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
             for (int d = 0; d < CU_GD_COUNT; d++) gdir_free(&g->s[i][d]);
             continue;
         }
-        g->split[i] = k;
         char label[32];
         snprintf(label, sizeof label, "b/%d", k);
         add_gopt_in(L, g->s[i], k, i, g->dw_tmp, label, pick, t, bias_ws);
@@ -794,14 +804,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         gdir *D = &g->d[d];
         bool ok;
         cudnnStatus_t st;
-        if ((rc = build_op(c, L, l, d, nb, g->ax, g->aw, &D->op, &ok, &st, e))) return rc;
-        if (ok) {
-            if ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A,
-                                    c->conv_topk, cap, D->c, &D->n, G_MAXC, e)) ||
-                (rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK,
-                                    G_FALLBACK, cap, D->c, &D->n, G_MAXC, e)))
-                return rc;
-        }
+        if ((rc = gdir_build(c, g, L, l, d, nb, cap, D, &ok, &st, e))) return rc;
         if (D->n == 0) {
             if (d == CU_GD_BWD_DATA_ACC) {   /* beta-1 plans come at run time, or legacy */
                 dbg(c, 1, "layer '%s': no graph engine for %s at setup", l->name, dir_name[d]);
@@ -855,11 +858,8 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                 (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, e)) ||
                 (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, e)))
                 return rc;
-            /* forward writes y, backward-filter writes dw, backward-data writes x: last */
-            static const int order[CU_GD_COUNT] = {CU_GD_FWD, CU_GD_BWD_FILTER, CU_GD_BWD_DATA,
-                                                   CU_GD_BWD_DATA_ACC};
             for (int i = 0; i < ndir; i++) {
-                int d = order[i];
+                int d = time_order[i];
                 void *ptr[3] = {x, d == CU_GD_BWD_FILTER ? (void *)dw : (void *)w, y};
                 if ((rc = time_dir(c, l->name, d, &g->d[d], ptr, ws, ws_avail, e))) return rc;
             }
@@ -919,7 +919,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                 bool used = false;
                 for (int o = 0; o < L->n_opts; o++) {
                     const cu_conv_opt *co = &L->conv_opts[o];
-                    used |= (co->split > 1 ? co->sset : -1) == set && co->gplan[d] == k;
+                    used |= co->sset == set && co->gplan[d] == k;
                 }
                 if (!used) {
                     gcand_free(&D->c[k]);
@@ -935,7 +935,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
             for (int d = 0; d < CU_GD_COUNT && at < sizeof line; d++) {
                 int k = co->gplan[d];
                 if (k < 0) continue;
-                const gcand *q = co->split > 1 ? &g->s[co->sset][d].c[k] : &g->d[d].c[k];
+                const gcand *q = co->sset >= 0 ? &g->s[co->sset][d].c[k] : &g->d[d].c[k];
                 at += (size_t)snprintf(line + at, sizeof line - at, " %s=e%lld%s(%lluB,%.3fms)",
                                        dir_name[d], (long long)q->engine, q->tc ? "tc" : "",
                                        (unsigned long long)q->ws, (double)q->ms);

@@ -115,9 +115,9 @@ typedef struct cu_conv_opt {
                                     "min-ws": 0): orders options of equal workspace */
     int gplan[CU_GD_COUNT];
     int split;                   /* graph path: 1, or k > 1: every direction runs as k
-                                    sub-batch convolutions of batch/k (split set sset's
-                                    plans; gplan indexes those); see cuda_convgraph.cu */
-    int sset;
+                                    sub-batch convolutions of batch/k; see cuda_convgraph.cu */
+    int sset;                    /* graph path: the split set whose plans gplan indexes
+                                    (-1: the whole-batch plans) */
 } cu_conv_opt;
 
 typedef struct cu_layer {
