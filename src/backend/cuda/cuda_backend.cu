@@ -190,11 +190,6 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         CUDNN_CHECK(e, cudnnCreate(&c->dnn));
         CUDNN_CHECK(e, cudnnSetStream(c->dnn, cu_compute(c)));
     }
-    if (!c->preloaded) {   /* our kernels now, not lazily during training */
-        int rc = cuk_preload(e);
-        if (rc) return rc;
-        c->preloaded = true;
-    }
     if (!c->blas) {
         CUBLAS_CHECK(e, cublasCreate(&c->blas));
         CUBLAS_CHECK(e, cublasSetStream(c->blas, cu_compute(c)));

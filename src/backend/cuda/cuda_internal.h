@@ -148,7 +148,6 @@ typedef struct cu_ctx {
     cudaEvent_t *events;                  /* [n_events], timing enabled */
     int n_events;
     bool sync_debug;                      /* VDNN_SYNC_DEBUG=1 */
-    bool preloaded;                       /* cuk_preload ran (first layer_setup) */
     /* set by layer_setup */
     cudnnHandle_t dnn;                    /* bound to the compute stream */
     cublasHandle_t blas;                  /* bound to the compute stream, no workspace */
@@ -274,8 +273,5 @@ int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float 
 int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
             float momentum, float wd, bool first, vd_err *e);
 int cuk_empty(cudaStream_t s, vd_err *e);
-/* Load every kernel above now (lazy module loading would load each at its
- * first launch, during training, outside the reported overhead). */
-int cuk_preload(vd_err *e);
 
 #endif
