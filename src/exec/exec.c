@@ -465,6 +465,14 @@ static int readback(vd_exec *ex, const vd_plan *p, bool want_y, vd_err *e) {
     return be->event_sync(be, p->ev_loss, e);
 }
 
+/* run_step, then the caller's after_step hook (if any). */
+static int step_hooked(vd_exec *ex, const vd_plan *p, vd_op_io *io, int s, float lr,
+                       int64_t iter, bool eval, walk_stats *w, vd_err *e) {
+    int rc = run_step(ex, p, io, s, lr, iter, w, e);
+    if (!rc && ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, s, eval);
+    return rc;
+}
+
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e) {
     if (!ex->state_set)
         return vd_errf(e, VD_EINTERNAL, "vd_exec_train_step before vd_exec_set_state");
@@ -472,13 +480,10 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     double t0 = vd_now();
     walk_stats w = {0};
     int rc;
-    for (int s = 0; s < p->n_steps; s++) {
-        if ((rc = run_step(ex, p, ex->io, s, lr, iter, &w, e))) return rc;
-        if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, s, false);
-    }
+    for (int s = 0; s < p->n_steps; s++)
+        if ((rc = step_hooked(ex, p, ex->io, s, lr, iter, false, &w, e))) return rc;
     if ((rc = readback(ex, p, false, e))) return rc;
-    if ((rc = run_step(ex, p, ex->io, p->n_steps, lr, iter, &w, e))) return rc;
-    if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, p->n_steps, false);
+    if ((rc = step_hooked(ex, p, ex->io, p->n_steps, lr, iter, false, &w, e))) return rc;
     if (w.live != 0)
         return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",
                        (unsigned long long)w.live);
@@ -502,13 +507,10 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     const vd_plan *p = ex->eval;
     walk_stats w = {0};
     int rc;
-    for (int s = 0; s < p->n_steps; s++) {
-        if ((rc = run_step(ex, p, ex->eval_io, s, 0.0f, 0, &w, e))) return rc;
-        if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, s, true);
-    }
+    for (int s = 0; s < p->n_steps; s++)
+        if ((rc = step_hooked(ex, p, ex->eval_io, s, 0.0f, 0, true, &w, e))) return rc;
     if ((rc = readback(ex, p, true, e))) return rc;
-    if ((rc = run_step(ex, p, ex->eval_io, p->n_steps, 0.0f, 0, &w, e))) return rc;
-    if (ex->opts.after_step) ex->opts.after_step(ex->opts.after_step_ctx, p->n_steps, true);
+    if ((rc = step_hooked(ex, p, ex->eval_io, p->n_steps, 0.0f, 0, true, &w, e))) return rc;
     if (w.peak > ex->st.eval_live_peak) ex->st.eval_live_peak = w.peak;
     if (w.hwm > ex->st.eval_pool_hwm) ex->st.eval_pool_hwm = w.hwm;
     int64_t per = vd_net_out_numel(ex->net, p->loss_layer);

@@ -66,6 +66,8 @@ typedef struct vd_session_opts {
 } vd_session_opts;
 void vd_session_opts_init(vd_session_opts *o);
 
+#define VD_SESSION_MAX_GROWTH 8   /* growth records kept by the memory trace */
+
 typedef struct vd_session_memory {
     bool known;                 /* the driver was asked (CUDA backend) */
     uint64_t total;             /* device memory, bytes */
@@ -94,12 +96,11 @@ typedef struct vd_session_memory {
         int step;               /* the plan's step (n_steps: SGD / end of the pass) */
         uint64_t bytes;         /* growth since the previous sample */
         uint64_t used;          /* the process's device memory after it */
-    } growth[8];
+    } growth[VD_SESSION_MAX_GROWTH];
     int n_growth;
     uint64_t trace_last;        /* the previous trace sample */
     int64_t trace_train, trace_eval;   /* passes started */
 } vd_session_memory;
-#define VD_SESSION_MAX_GROWTH 8
 
 typedef struct vd_session {
     const vd_net *net;          /* borrowed; must outlive the session */
