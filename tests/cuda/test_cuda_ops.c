@@ -111,14 +111,26 @@ static check_opts fwd_bwd(double tol_fp32, double tol_tf32) {
 
 /* ------------------------------------------------------------------ conv */
 
-START_TEST(test_conv) {
-    struct { int c, h, w, out, k, s, p, d, g; bool bias; const char *name; } cases[] = {
-        {3, 12, 12, 8, 3, 1, 1, 1, 1, true, "conv3x3 p1 bias"},
-        {8, 15, 15, 16, 5, 2, 2, 1, 1, false, "conv5x5 s2 p2"},
-        {8, 11, 11, 8, 3, 1, 2, 2, 4, true, "conv3x3 dil2 groups4"},
-        {32, 7, 7, 64, 1, 1, 0, 1, 1, true, "conv1x1 bias"},
-    };
-    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+typedef struct conv_case {
+    int c, h, w, out, k, s, p, d, g;
+    bool bias;
+    const char *name;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {3, 12, 12, 8, 3, 1, 1, 1, 1, true, "conv3x3 p1 bias"},
+    {8, 15, 15, 16, 5, 2, 2, 1, 1, false, "conv5x5 s2 p2"},
+    {8, 11, 11, 8, 3, 1, 2, 2, 4, true, "conv3x3 dil2 groups4"},
+    {32, 7, 7, 64, 1, 1, 0, 1, 1, true, "conv1x1 bias"},
+};
+
+/* Each case as a one-layer net at batch 4, every option against the CPU,
+ * dx overwritten and accumulated. want_split: also assert that the layer
+ * has exactly the options "b/2" and "b/4" among its options. */
+static void check_conv_cases(const conv_case *cases, size_t n, const char *prefix, bool want_split) {
+    for (size_t i = 0; i < n; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", prefix, cases[i].name);
         vd_net net;
         c_net_begin(&net, cases[i].c, cases[i].h, cases[i].w, 4);
         vdt_add(&net, c_conv(-1, cases[i].out, cases[i].k, cases[i].s, cases[i].p, cases[i].d,
@@ -126,11 +138,24 @@ START_TEST(test_conv) {
         vdt_finish(&net, 0);
         /* matrix products: TOL_FP32 / TOL_TF32 (see top) */
         check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);
-        check_layer(&net, 0, cases[i].name, &co);
+        check_layer(&net, 0, name, &co);
+        if (want_split) {
+            const vd_algo_opt *opts;
+            int nn = 0, nsplit = 0;
+            vd_err e = {0};
+            ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
+            for (int a = 0; a < nn; a++)
+                nsplit += !strcmp(opts[a].label, "b/2") || !strcmp(opts[a].label, "b/4");
+            ck_assert_msg(nsplit == 2, "%s: %d split options, want b/2 and b/4", name, nsplit);
+        }
         co.beta = 1.0f;   /* dx accumulates */
-        check_layer(&net, 0, cases[i].name, &co);
+        check_layer(&net, 0, name, &co);
         vd_net_free(&net);
     }
+}
+
+START_TEST(test_conv) {
+    check_conv_cases(conv_cases, VD_ARRAY_LEN(conv_cases), "", false);
 }
 END_TEST
 
@@ -139,32 +164,10 @@ END_TEST
  * convolutions, backward-filter partial sums added into dw); check_layer
  * compares each against the CPU like every other option, dx accumulation
  * included. The count of split options is asserted, so a setup that quietly
- * dropped them fails. */
+ * dropped them fails. (The first two cases: plain and strided.) */
 START_TEST(test_conv_split) {
-    struct { int c, h, w, out, k, s, p, d, g; bool bias; const char *name; } cases[] = {
-        {3, 12, 12, 8, 3, 1, 1, 1, 1, true, "split conv3x3 p1 bias"},
-        {8, 15, 15, 16, 5, 2, 2, 1, 1, false, "split conv5x5 s2 p2"},
-    };
     ck_assert(setenv("VDNN_CONV_SPLIT", "force", 1) == 0);
-    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
-        vd_net net;
-        c_net_begin(&net, cases[i].c, cases[i].h, cases[i].w, 4);
-        vdt_add(&net, c_conv(-1, cases[i].out, cases[i].k, cases[i].s, cases[i].p, cases[i].d,
-                           cases[i].g, cases[i].bias));
-        vdt_finish(&net, 0);
-        check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);
-        check_layer(&net, 0, cases[i].name, &co);
-        const vd_algo_opt *opts;
-        int nn = 0, nsplit = 0;
-        vd_err e = {0};
-        ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
-        for (int a = 0; a < nn; a++)
-            nsplit += !strcmp(opts[a].label, "b/2") || !strcmp(opts[a].label, "b/4");
-        ck_assert_msg(nsplit == 2, "%s: %d split options, want b/2 and b/4", cases[i].name, nsplit);
-        co.beta = 1.0f;   /* dx accumulates */
-        check_layer(&net, 0, cases[i].name, &co);
-        vd_net_free(&net);
-    }
+    check_conv_cases(conv_cases, 2, "split ", true);
     unsetenv("VDNN_CONV_SPLIT");
 }
 END_TEST
