@@ -358,6 +358,30 @@ START_TEST(test_fault_skip_offload_wait) {
 }
 END_TEST
 
+/* The hook tests' fixture: LeNet at batch 4, policy all (a host store), on
+ * the CPU backend. */
+typedef struct hook_fix {
+    vd_net net;
+    vd_profile prof;
+    vd_backend *be;
+    vd_plan plan;
+} hook_fix;
+
+static void hook_fix_init(hook_fix *f) {
+    tn_lenet(&f->net, 4);
+    f->be = cpu_for_dev(&f->net, 4, NULL, &f->prof);
+    vd_plan_opts po = plan_opts(4, VD_POLICY_ALL);
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&f->net, &f->prof, &po, &f->plan, &e) == 0, "%s", e.msg);
+}
+
+static void hook_fix_free(hook_fix *f) {
+    vd_plan_free(&f->plan);
+    vd_profile_free(&f->prof);
+    f->be->destroy(f->be);
+    vd_net_free(&f->net);
+}
+
 /* vd_exec_create allocates every pinned host buffer before the pool and
  * calls before_pool once in between (the session samples device memory
  * there: what lives outside the pool includes the driver's mappings of the
@@ -384,15 +408,13 @@ static void log_before_pool(void *ctx) {
 }
 
 START_TEST(test_before_pool_hook) {
-    vd_net net;
-    tn_lenet(&net, 4);
-    vd_profile prof;
-    vd_backend *be = cpu_for_dev(&net, 4, NULL, &prof);
-    vd_plan_opts po = plan_opts(4, VD_POLICY_ALL);
-    vd_plan plan;
+    hook_fix f;
+    hook_fix_init(&f);
+    vd_net *net = &f.net;
+    vd_backend *be = f.be;
+    vd_plan *plan = &f.plan;
     vd_err e = {0};
-    ck_assert_msg(vd_plan_build(&net, &prof, &po, &plan, &e) == 0, "%s", e.msg);
-    ck_assert_uint_gt(plan.host_bytes, 0);        /* the host store exists */
+    ck_assert_uint_gt(plan->host_bytes, 0);        /* the host store exists */
     real_pool_create = be->pool_create;
     real_host_alloc = be->host_alloc;
     be->pool_create = log_pool_create;
@@ -402,26 +424,23 @@ START_TEST(test_before_pool_hook) {
     memset(order_log, 0, sizeof order_log);
     order_n = 0;
     vd_exec *ex = NULL;
-    ck_assert_msg(vd_exec_create(&ex, &net, &plan, be, &eo, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
     /* host store, input x, labels, loss, eval output; the hook; the pool */
     ck_assert_str_eq(order_log, "hhhhh|P");
     vd_exec_stats st;
     vd_exec_get_stats(ex, &st);
-    ck_assert_uint_eq(st.host_store_bytes, plan.host_bytes);
+    ck_assert_uint_eq(st.host_store_bytes, plan->host_bytes);
     vd_exec_destroy(&ex);
     /* without a hook: same allocations, nothing else called */
     memset(order_log, 0, sizeof order_log);
     order_n = 0;
     eo.before_pool = NULL;
-    ck_assert_msg(vd_exec_create(&ex, &net, &plan, be, &eo, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
     ck_assert_str_eq(order_log, "hhhhhP");
     vd_exec_destroy(&ex);
     be->pool_create = real_pool_create;
     be->host_alloc = real_host_alloc;
-    vd_plan_free(&plan);
-    vd_profile_free(&prof);
-    be->destroy(be);
-    vd_net_free(&net);
+    hook_fix_free(&f);
 }
 END_TEST
 
@@ -436,19 +455,17 @@ static void log_after_step(void *ctx, int step, bool eval) {
 }
 
 START_TEST(test_after_step_hook) {
-    vd_net net;
-    tn_lenet(&net, 4);
-    vd_profile prof;
-    vd_backend *be = cpu_for_dev(&net, 4, NULL, &prof);
-    vd_plan_opts po = plan_opts(4, VD_POLICY_ALL);
-    vd_plan plan;
+    hook_fix f;
+    hook_fix_init(&f);
+    vd_net *net = &f.net;
+    vd_backend *be = f.be;
+    vd_plan *plan = &f.plan;
     vd_err e = {0};
-    ck_assert_msg(vd_plan_build(&net, &prof, &po, &plan, &e) == 0, "%s", e.msg);
     vd_exec_opts eo = {.layers_ready = true, .after_step = log_after_step,
                        .after_step_ctx = trace_calls};
     vd_exec *ex = NULL;
-    ck_assert_msg(vd_exec_create(&ex, &net, &plan, be, &eo, &e) == 0, "%s", e.msg);
-    float *params = calloc((size_t)net.param_floats, sizeof *params);
+    ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
+    float *params = calloc((size_t)net->param_floats, sizeof *params);
     ck_assert_ptr_nonnull(params);
     ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
     memset(trace_calls, 0, sizeof trace_calls);
@@ -457,22 +474,19 @@ START_TEST(test_after_step_hook) {
         trace_next = 0;
         float loss;
         ck_assert_msg(vd_exec_train_step(ex, 0.01f, it, &loss, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(trace_next, plan.n_steps + 1);
+        ck_assert_int_eq(trace_next, plan->n_steps + 1);
     }
-    ck_assert_int_eq(trace_calls[0], 2 * (plan.n_steps + 1));
+    ck_assert_int_eq(trace_calls[0], 2 * (plan->n_steps + 1));
     ck_assert_int_eq(trace_calls[1], 0);
     trace_next = 0;
     int correct;
     float loss;
     ck_assert_msg(vd_exec_eval_step(ex, &correct, &loss, &e) == 0, "%s", e.msg);
-    ck_assert_int_eq(trace_calls[1], plan.eval->n_steps + 1);
+    ck_assert_int_eq(trace_calls[1], plan->eval->n_steps + 1);
     ck_assert_int_eq(trace_bad, 0);
     free(params);
     vd_exec_destroy(&ex);
-    vd_plan_free(&plan);
-    vd_profile_free(&prof);
-    be->destroy(be);
-    vd_net_free(&net);
+    hook_fix_free(&f);
 }
 END_TEST
 
