@@ -236,13 +236,14 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
     printf("device memory (driver): process peak %s, at end %s (%d samples), device %s\n",
            vd_fmt_bytes(r.used_max, a, sizeof a), vd_fmt_bytes(r.used_end, b, sizeof b),
            r.n_samples, vd_fmt_bytes(m->total, c, sizeof c));
-    printf("device memory: budget %s (pool high-water %s, live peak %s%s) + outside the pool "
-           "%s = %s: %s",
+    printf("device memory: budget %s (pool high-water %s, live peak %s%s) + outside the pool %s",
            vd_fmt_bytes(r.budget, a, sizeof a),
            vd_fmt_bytes(trained ? st->pool_hwm : st->eval_pool_hwm, b, sizeof b),
            vd_fmt_bytes(trained ? st->live_peak : st->eval_live_peak, c, sizeof c),
-           trained ? "" : ", evaluation", vd_fmt_bytes(r.overhead, d, sizeof d),
-           vd_fmt_bytes(r.limit, f, sizeof f), r.within ? "within\n" : "EXCEEDED by ");
+           trained ? "" : ", evaluation", vd_fmt_bytes(r.overhead, d, sizeof d));
+    if (r.pool_tables) printf(" + the pool's page tables %s", vd_fmt_bytes(r.pool_tables, a, sizeof a));
+    if (r.first_use) printf(" + kernel code loaded at first use %s", vd_fmt_bytes(r.first_use, a, sizeof a));
+    printf(" = %s: %s", vd_fmt_bytes(r.limit, f, sizeof f), r.within ? "within\n" : "EXCEEDED by ");
     if (!r.within) printf("%s\n", vd_fmt_bytes(r.excess, g, sizeof g));
     /* The samples before the pool (each includes the previous). Pinning host
      * memory costs device memory too (the driver's mappings, about 2 MiB per
@@ -258,13 +259,19 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
     printf("\n");
     if (m->used_created) {
         /* Growth beyond the pool (rounded up to the allocation granularity)
-         * when it was created, and later (during the iterations: lazily
-         * loaded kernels, driver resources). */
-        uint64_t before = r.overhead + VD_ALIGN_UP(m->pool_created, VD_SESSION_GRANULE);
-        uint64_t at_pool = m->used_created > before ? m->used_created - before : 0;
-        uint64_t later = r.used_max > m->used_created ? r.used_max - m->used_created : 0;
-        printf("growth at pool creation (beyond the pool) %s; during the iterations %s\n",
-               vd_fmt_bytes(at_pool, a, sizeof a), vd_fmt_bytes(later, b, sizeof b));
+         * when it was created (the driver's page tables for it), during the
+         * first training / evaluation pass (kernel code CUDA loads at first
+         * launch, when loading is lazy) and after them (none expected). */
+        uint64_t base = m->used_created + m->first_use;
+        uint64_t later = r.used_max > base ? r.used_max - base : 0;
+        printf("growth beyond the pool: at its creation %s; ", vd_fmt_bytes(m->pool_growth, a, sizeof a));
+        if (m->lazy_loading)
+            printf("in the first passes %s (kernel code loaded at first use: CUDA lazy loading); "
+                   "after them %s\n", vd_fmt_bytes(m->first_use, b, sizeof b),
+                   vd_fmt_bytes(later, c, sizeof c));
+        else
+            printf("during the iterations %s (CUDA_MODULE_LOADING=EAGER)\n",
+                   vd_fmt_bytes(later, b, sizeof b));
     }
     if (ses->mem_trace) {
         /* VDNN_MEM_TRACE=1: the steps after which the process grew */
@@ -281,15 +288,17 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
                          ses->net->layers[st2->layer].name);
                 what = nm;
             }
-            printf("  %s pass %lld, step %d (%s): +%s, process %s\n",
+            printf("  %s pass %lld, step %d (%s): +%s, process %s%s\n",
                    gr->eval ? "evaluation" : "training", (long long)gr->pass, gr->step, what,
-                   vd_fmt_bytes(gr->bytes, a, sizeof a), vd_fmt_bytes(gr->used, b, sizeof b));
+                   vd_fmt_bytes(gr->bytes, a, sizeof a), vd_fmt_bytes(gr->used, b, sizeof b),
+                   gr->pass == 0 && m->lazy_loading ? " (first pass: counted as kernel code "
+                   "loaded at first use)" : "");
         }
     }
     if (!r.within)
         fprintf(stderr, "%s: warning: the process used %s of device memory, %s more than the "
-                "budget plus what lived outside the pool before it was created (on a shared GPU "
-                "other processes count too)\n", PROG, vd_fmt_bytes(r.used_max, a, sizeof a),
+                "budget plus what lives outside the pool (on a shared GPU other processes count "
+                "too)\n", PROG, vd_fmt_bytes(r.used_max, a, sizeof a),
                 vd_fmt_bytes(r.excess, b, sizeof b));
 }
 

@@ -1,6 +1,7 @@
 /* session.c — backend, layer setup, profile, plan and executor for a run;
  * see session.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "train/session.h"
 #include "backend/cuda/cuda_backend.h"
@@ -104,6 +105,10 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
     }
     s->cuda = want_cuda;
     s->mem_trace = o->mem_trace;
+    {
+        const char *ml = getenv("CUDA_MODULE_LOADING");
+        s->mem.lazy_loading = !(ml && strcmp(ml, "EAGER") == 0);
+    }
     uint64_t used, fr;
     if (mem_now(s, &used, &fr)) s->mem.used_backend = used;
     if ((rc = s->be->layer_setup(s->be, net, batch, o->math, o->deterministic, e))) goto fail;
@@ -164,10 +169,9 @@ static void sample_before_pool(void *ctx) {
     mem_record(s, used);
 }
 
-/* vd_exec_opts.after_step of the memory trace: wait for the step, sample,
- * and record growth since the previous sample. */
-static void trace_step(void *ctx, int step, bool eval) {
-    vd_session *s = ctx;
+/* The memory trace (mem_trace): wait for the step, sample, and record
+ * growth since the previous sample. */
+static void trace_step(vd_session *s, int step, bool eval) {
     if (step == 0) {
         if (eval) s->mem.trace_eval++;
         else s->mem.trace_train++;
@@ -190,17 +194,39 @@ static void trace_step(void *ctx, int step, bool eval) {
     s->mem.trace_last = used;
 }
 
+/* vd_exec_opts.after_step (CUDA): the memory trace if on, and at the end of
+ * every pass one sample (no synchronization: kernel code is loaded when a
+ * kernel is launched); growth during the first pass of each kind is kernel
+ * code loaded at first use when loading is lazy. */
+static void after_step(void *ctx, int step, bool eval) {
+    vd_session *s = ctx;
+    if (s->mem_trace) trace_step(s, step, eval);
+    if (step != (eval ? s->mem.eval_steps : s->mem.train_steps)) return;
+    uint64_t used;
+    if (!mem_now(s, &used, NULL)) return;
+    mem_record(s, used);
+    bool *seen = eval ? &s->mem.seen_eval : &s->mem.seen_train;
+    if (!*seen && s->mem.lazy_loading && used > s->mem.pass_mark)
+        s->mem.first_use += used - s->mem.pass_mark;
+    *seen = true;
+    s->mem.pass_mark = used;
+}
+
 int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e) {
     vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
                         .layers_ready = true, .before_pool = sample_before_pool,
                         .before_pool_ctx = s };
-    if (s->mem_trace && s->cuda) {
-        eo.after_step = trace_step;
+    if (s->cuda) {
+        eo.after_step = after_step;
         eo.after_step_ctx = s;
         s->mem.n_growth = 0;
         s->mem.trace_train = s->mem.trace_eval = 0;
     }
     s->mem.used_pinned = s->mem.used_created = s->mem.pool_created = 0;
+    s->mem.first_use = s->mem.pool_growth = 0;
+    s->mem.seen_train = s->mem.seen_eval = false;
+    s->mem.train_steps = plan->n_steps;
+    s->mem.eval_steps = plan->eval ? plan->eval->n_steps : -1;
     int rc = vd_exec_create(ex, s->net, plan, s->be, &eo, e);
     if (rc) s->mem.used_pinned = 0;   /* its pinned buffers are gone again */
     uint64_t used;
@@ -209,7 +235,9 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
         if (rc == VD_OK) {
             s->mem.used_created = used;
             s->mem.pool_created = plan->budget;
-            s->mem.trace_last = used;
+            s->mem.trace_last = s->mem.pass_mark = used;
+            uint64_t before = s->mem.used_pinned + VD_ALIGN_UP(plan->budget, VD_SESSION_GRANULE);
+            s->mem.pool_growth = s->mem.used_pinned && used > before ? used - before : 0;
         }
     }
     return rc;
@@ -226,7 +254,10 @@ void vd_session_mem_check(vd_session *s, uint64_t budget, vd_session_mem_report 
     r->used_max = s->mem.used_max;
     r->used_end = s->mem.used_last;
     r->n_samples = s->mem.n_samples;
-    r->limit = VD_ALIGN_UP(budget, VD_SESSION_GRANULE) + r->overhead;
+    uint64_t tables = VD_SESSION_POOL_TABLES(budget);
+    r->pool_tables = s->mem.pool_growth < tables ? s->mem.pool_growth : tables;
+    r->first_use = s->mem.first_use;
+    r->limit = VD_ALIGN_UP(budget, VD_SESSION_GRANULE) + r->overhead + r->pool_tables + r->first_use;
     r->within = r->used_max <= r->limit;
     r->excess = r->within ? 0 : r->used_max - r->limit;
 }

@@ -47,6 +47,10 @@
 /* cudaMalloc rounds every allocation up to this granularity (2 MiB pages);
  * the memory check allows the pool that much. */
 #define VD_SESSION_GRANULE ((uint64_t)2 << 20)
+/* The most the driver's page tables for a pool of b bytes may add beyond it
+ * (1/4096 of the pool, rounded up to the granularity): measured on an H200,
+ * 0 for pools up to 16 GiB and 2 MiB for a 138 GiB pool. */
+#define VD_SESSION_POOL_TABLES(b) VD_ALIGN_UP((uint64_t)(b) / 4096u, VD_SESSION_GRANULE)
 
 typedef struct vd_session_opts {
     const char *backend;        /* "cpu" | "cuda" | "auto" (NULL = "auto": cuda if
@@ -100,6 +104,24 @@ typedef struct vd_session_memory {
     int n_growth;
     uint64_t trace_last;        /* the previous trace sample */
     int64_t trace_train, trace_eval;   /* passes started */
+    /* Kernel code loaded at first use. With CUDA's lazy module loading (the
+     * default since CUDA 12.2; CUDA_MODULE_LOADING=EAGER turns it off) the
+     * driver loads a kernel's code into device memory the first time it is
+     * launched, in 2 MiB pieces of the context; a kernel first run in the
+     * training loop (all of them when the profile is loaded from a file, not
+     * measured) grows the context there. The session samples the device at
+     * the end of every pass of the latest executor; the growth during its
+     * first training pass and its first evaluation pass is counted as
+     * context (first_use) when loading is lazy, never later growth. */
+    bool lazy_loading;          /* CUDA_MODULE_LOADING is not EAGER */
+    uint64_t first_use;         /* growth during the first pass of each kind */
+    uint64_t pool_growth;       /* growth beyond the (rounded) pool when the
+                                   latest executor created it: the driver's page
+                                   tables for it (pool_tables allows at most
+                                   pool / 4096) */
+    uint64_t pass_mark;         /* sample at the end of the previous pass */
+    bool seen_train, seen_eval; /* a pass of that kind has ended */
+    int train_steps, eval_steps;/* the latest executor's plans' step counts */
 } vd_session_memory;
 
 typedef struct vd_session {
@@ -170,9 +192,14 @@ typedef struct vd_session_mem_report {
     uint64_t overhead;          /* what lives outside the pool: used_pinned (context,
                                    handles, setup and the executor's pinned host
                                    buffers) when sampled, else used_setup */
+    uint64_t pool_tables;       /* the driver's page tables for the pool: the growth
+                                   beyond the pool at its creation, at most
+                                   VD_SESSION_POOL_TABLES(budget) */
+    uint64_t first_use;         /* kernel code loaded at first use (mem.first_use) */
     uint64_t used_max;          /* max observed process usage */
     uint64_t used_end;          /* usage at the last sample */
-    uint64_t limit;             /* round_up(budget, VD_SESSION_GRANULE) + overhead */
+    uint64_t limit;             /* round_up(budget, VD_SESSION_GRANULE) + overhead
+                                   + pool_tables + first_use */
     bool within;                /* used_max <= limit */
     uint64_t excess;            /* used_max - limit when !within, else 0 */
     int n_samples;

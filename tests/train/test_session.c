@@ -204,6 +204,28 @@ START_TEST(memory_limits) {
     vd_session_mem_check(&s, budget, &r);
     ck_assert(!r.within);
     ck_assert_uint_eq(r.excess, 1);
+    /* growth at the pool's creation counts up to VD_SESSION_POOL_TABLES
+     * (1/4096 of the pool, rounded up to 2 MiB), kernel code loaded in the
+     * first passes (first_use) counts whole */
+    ck_assert_uint_eq(VD_SESSION_POOL_TABLES(GiB + 1), 2 * MiB);
+    ck_assert_uint_eq(VD_SESSION_POOL_TABLES(138 * GiB), 36 * MiB);
+    s.mem.pool_growth = 5 * MiB;               /* more than the 2 MiB allowed */
+    s.mem.first_use = 4 * MiB;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert_uint_eq(r.pool_tables, 2 * MiB);
+    ck_assert_uint_eq(r.first_use, 4 * MiB);
+    ck_assert_uint_eq(r.limit, limit + 10 * MiB + 6 * MiB);
+    ck_assert(r.within);
+    s.mem.used_max = limit + 16 * MiB + 3;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert(!r.within);
+    ck_assert_uint_eq(r.excess, 3);
+    s.mem.pool_growth = MiB;                   /* less: only that much */
+    s.mem.first_use = 0;
+    vd_session_mem_check(&s, budget, &r);
+    ck_assert_uint_eq(r.pool_tables, MiB);
+    ck_assert_uint_eq(r.limit, limit + 11 * MiB);
+    s.mem.pool_growth = 0;
     s.mem.used_pinned = 0;
 
     /* vd_session_plan refuses a pool larger than the device can give */
