@@ -6,13 +6,17 @@ vdnn-bench first (--vdnn-bin: same net, batch, math, warm-up and timed
 iterations; its JSON is kept with --vdnn-out), or reads a vdnn-bench JSON
 (--vdnn FILE). Then trains the same torchvision model with PyTorch on
 synthetic data (SGD momentum 0.9, weight decay 5e-4, cudnn.benchmark like
-vdnn's tuned algorithms) in three modes:
+vdnn's tuned algorithms) in these modes:
 
   plain        autograd keeps every activation on the GPU
   save_on_cpu  torch.autograd.graph.save_on_cpu(pin_memory=True): every saved
                activation goes to pinned host memory (PyTorch's vDNN_all)
   checkpoint   torch.utils.checkpoint over the model's top-level blocks
                (--segments), recomputing activations in backward
+  upload       plain, but the batch is copied from pinned host memory every
+               iteration (x.to("cuda", non_blocking=True), as a training loop
+               over DataLoader(pin_memory=True) does); vdnn uploads its batch
+               every iteration too, the other modes keep one batch on the GPU
 
 and prints PyTorch's numbers, then vdnn's points with their speed and memory
 as ratios to each PyTorch mode (vdnn / PyTorch: speed > 1 = vdnn faster,
@@ -45,7 +49,7 @@ import tempfile
 import time
 
 GiB = float(1 << 30)
-MODES = ("plain", "save_on_cpu", "checkpoint")
+MODES = ("plain", "save_on_cpu", "checkpoint", "upload")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -131,7 +135,7 @@ def run_torch(args, mode, shape, classes):
     torch.backends.cudnn.deterministic = args.deterministic
     row = {"framework": "pytorch", "mode": mode, "net": args.net, "batch": args.batch,
            "math": args.math, "torch": torch.__version__}
-    model = opt = x = y = None
+    model = opt = x = y = xh = yh = None
     try:
         model = build(torchvision, args.net, classes).to(dev)
         seq = segments_of(torch, model)
@@ -148,12 +152,16 @@ def run_torch(args, mode, shape, classes):
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
         x = torch.randn(args.batch, *shape, device=dev)
         y = torch.randint(0, classes, (args.batch,), device=dev)
+        xh = x.cpu().pin_memory() if mode == "upload" else None
+        yh = y.cpu().pin_memory() if mode == "upload" else None
         lossf = torch.nn.CrossEntropyLoss()
 
         def step():
             opt.zero_grad(set_to_none=True)
             if mode == "plain":
                 out = model(x)
+            elif mode == "upload":
+                out = model(xh.to(dev, non_blocking=True))
             elif mode == "save_on_cpu":
                 with torch.autograd.graph.save_on_cpu(pin_memory=True):
                     out = model(x)
@@ -161,7 +169,7 @@ def run_torch(args, mode, shape, classes):
                 out = checkpoint_sequential(seq, args.segments, x, use_reentrant=False)
             else:
                 raise SystemExit(f"torch_compare: unknown mode {mode}")
-            loss = lossf(out, y)
+            loss = lossf(out, yh.to(dev, non_blocking=True) if mode == "upload" else y)
             loss.backward()
             opt.step()
             return loss
@@ -185,7 +193,7 @@ def run_torch(args, mode, shape, classes):
     except torch.cuda.OutOfMemoryError as ex:
         row["error"] = "out of memory: " + str(ex).split("\n")[0][:160]
     finally:
-        del model, opt, x, y
+        del model, opt, x, y, xh, yh
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
     return row
