@@ -101,7 +101,7 @@ typedef struct vd_profile_algo {
  * too) or the backward pass (bwd true), with the fallback described above. */
 uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
 
-#define VD_PROFILE_MAX_ALGOS 8
+#define VD_PROFILE_MAX_ALGOS 12
 typedef struct vd_profile_layer {
     char name[VD_NAME_MAX];
     int n_algos;

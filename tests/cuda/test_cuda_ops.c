@@ -2,7 +2,8 @@
  * (the oracle), on the same random inputs, forward and backward, for every
  * cuDNN algorithm option, in fp32 and tf32 math; dx_beta accumulate and
  * in-place variants; deterministic mode repeats bit for bit; streams,
- * events, copies; the SGD kernel; the profiler.
+ * events, copies; the SGD kernel; the profiler; the tiled max-pool backward
+ * kernel bit for bit against the general one (test_pool_bwd_tiled).
  *
  * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
  *
@@ -126,7 +127,7 @@ static const conv_case conv_cases[] = {
 
 /* Each case as a one-layer net at batch 4, every option against the CPU,
  * dx overwritten and accumulated. want_split: also assert that the layer
- * has exactly the options "b/2" and "b/4" among its options. */
+ * has exactly the split options "b/2", "b/4", "b/2 w" and "b/4 fd". */
 static void check_conv_cases(const conv_case *cases, size_t n, const char *prefix, bool want_split) {
     for (size_t i = 0; i < n; i++) {
         char name[64];
@@ -144,9 +145,13 @@ static void check_conv_cases(const conv_case *cases, size_t n, const char *prefi
             int nn = 0, nsplit = 0;
             vd_err e = {0};
             ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
+            /* whole splits, and the mixed ones: b/2 splits only
+             * backward-filter, b/4 only forward and backward-data */
             for (int a = 0; a < nn; a++)
-                nsplit += !strcmp(opts[a].label, "b/2") || !strcmp(opts[a].label, "b/4");
-            ck_assert_msg(nsplit == 2, "%s: %d split options, want b/2 and b/4", name, nsplit);
+                nsplit += !strcmp(opts[a].label, "b/2") || !strcmp(opts[a].label, "b/4") ||
+                          !strcmp(opts[a].label, "b/2 w") || !strcmp(opts[a].label, "b/4 fd");
+            ck_assert_msg(nsplit == 4, "%s: %d split options, want b/2, b/4, b/2 w, b/4 fd", name,
+                          nsplit);
         }
         co.beta = 1.0f;   /* dx accumulates */
         check_layer(&net, 0, name, &co);
@@ -161,7 +166,9 @@ END_TEST
 
 /* Split options (cuda_convgraph.cu): with VDNN_CONV_SPLIT=force every conv
  * layer also gets "b/2" and "b/4" (the batch of 4 run as 2 or 4 sub-batch
- * convolutions, backward-filter partial sums added into dw); check_layer
+ * convolutions, backward-filter partial sums added into dw) and the mixed
+ * "b/2 w" (only backward-filter split) and "b/4 fd" (forward and
+ * backward-data split, backward-filter at the whole batch); check_layer
  * compares each against the CPU like every other option, dx accumulation
  * included. The count of split options is asserted, so a setup that quietly
  * dropped them fails. (The first two cases: plain and strided.) */
@@ -184,17 +191,21 @@ START_TEST(test_pool) {
     int l4 = vdt_add(&net, vdt_adaptive(-1, VD_POOL_AVG, 0, 0, true));
     int l5 = vdt_add(&net, vdt_adaptive(-1, VD_POOL_MAX, 5, 3, false));
     int l6 = vdt_add(&net, c_pool(-1, VD_POOL_AVG, 2, 2, 0, false));
+    /* overlapping max pools (k_pool_bwd_tiled): AlexNet's 3x3/2, and 2x2/1 */
+    int l7 = vdt_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 0, false));
+    int l8 = vdt_add(&net, c_pool(-1, VD_POOL_MAX, 2, 1, 0, false));
     /* one consumer for all: concat needs equal h, w, so feed an add chain? no:
      * each pool's output only has to lead to the loss. Flatten each and
      * concat the flattened vectors. */
-    int ins[7], fl[7];
-    ins[0] = l0; ins[1] = l1; ins[2] = l2; ins[3] = l3; ins[4] = l4; ins[5] = l5; ins[6] = l6;
-    for (int i = 0; i < 7; i++) fl[i] = vdt_add(&net, vdt_simple(ins[i], VD_OP_FLATTEN));
-    int cat = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 7, fl));
+    enum { NPOOL = 9 };
+    int ins[NPOOL] = {l0, l1, l2, l3, l4, l5, l6, l7, l8}, fl[NPOOL];
+    for (int i = 0; i < NPOOL; i++) fl[i] = vdt_add(&net, vdt_simple(ins[i], VD_OP_FLATTEN));
+    int cat = vdt_add(&net, vdt_multi(VD_OP_CONCAT, NPOOL, fl));
     vdt_finish(&net, cat);
-    const char *names[7] = {"maxpool2 s2", "maxpool3 s2 p1 ceil", "avgpool3 s2 p1 ceil",
-                            "adaptive avg 4x5", "global avg", "adaptive max 5x3", "avgpool2 s2"};
-    for (int i = 0; i < 7; i++) {
+    const char *names[NPOOL] = {"maxpool2 s2", "maxpool3 s2 p1 ceil", "avgpool3 s2 p1 ceil",
+                                "adaptive avg 4x5", "global avg", "adaptive max 5x3",
+                                "avgpool2 s2", "maxpool3 s2", "maxpool2 s1"};
+    for (int i = 0; i < NPOOL; i++) {
         bool mx = net.layers[ins[i]].u.pool.mode == VD_POOL_MAX;
         /* max: same comparisons, same accumulation order -> exact (with 30%
          * exact zeros in x: ties go to the first maximum, as PyTorch);
@@ -207,8 +218,195 @@ START_TEST(test_pool) {
         check_layer(&net, ins[i], names[i], &co);
     }
     vd_net_free(&net);
+    /* ResNet-50's stem max pool (3x3/2 pad 1) at full size: the tiled
+     * kernel's row tiles against the CPU, 30% exact zeros for ties */
+    c_net_begin(&net, 3, 112, 112, 4);
+    vdt_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, false));
+    vdt_finish(&net, 0);
+    check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* max: exact (see above) */
+    co.zeros = 0.3f;
+    co.tf32 = false;
+    check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
+    co.beta = 1.0f;
+    check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
+    vd_net_free(&net);
 }
 END_TEST
+
+#if VD_HAVE_CUDA
+/* Test hook in src/backend/cuda/cuda_kernels.cu (declared in cuda_internal.h,
+ * which is C++ only; keep the two in step): max-pool backward of geom = {n, c,
+ * h, w, oh, ow, kh, kw, sh, sw, ph, pw} on host arrays through path 0
+ * (cuk_pool_bwd), 1 (the general k_pool_bwd) or 2 (k_pool_bwd_tiled, tile
+ * NULL or {rows, columns, planes}, 0 automatic; VD_EUNSUPPORTED where it
+ * cannot take the geometry). dx is read when beta != 0, then overwritten. */
+int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const float *dy, float *dx,
+                          float beta, int path, const int tile[3], vd_err *e);
+
+/* PyTorch's output length (as the CPU backend's pool_len). */
+static int pb_len(int in, int k, int s, int p, bool ceil_mode) {
+    int o = (ceil_mode ? (in + 2 * p - k + s - 1) / s : (in + 2 * p - k) / s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + p) o--;
+    return o;
+}
+
+/* Window [*a, *b) of output o along one axis, clipped (cuda_kernels.cu's
+ * pool_window). */
+static void pb_window(int in, int k, int s, int p, int o, int *a, int *b) {
+    int lo = o * s - p, hi = lo + k < in + p ? lo + k : in + p;
+    *a = lo > 0 ? lo : 0;
+    *b = hi < in ? hi : in;
+}
+
+/* Host model of k_pool_bwd, scatter form: dx = beta ? dx : 0, then for each
+ * window in row-major (oh, ow) order dx[argmax] += dy -- so every element
+ * gets its terms in k_pool_bwd's order, one float add each. argmax: the
+ * first maximum in row-major order, a NaN always taking over (the last NaN);
+ * starts at the window's first element (all -inf). */
+static void pb_host(const int *g, const float *x, const float *dy, float *dx, float beta) {
+    int64_t planes = (int64_t)g[0] * g[1], hw = (int64_t)g[2] * g[3], ohw = (int64_t)g[4] * g[5];
+    if (beta == 0.0f)
+        for (int64_t i = 0; i < planes * hw; i++) dx[i] = 0.0f;
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * hw;
+        for (int oh = 0; oh < g[4]; oh++) {
+            int h0, h1;
+            pb_window(g[2], g[6], g[8], g[10], oh, &h0, &h1);
+            for (int ow = 0; ow < g[5]; ow++) {
+                int w0, w1;
+                pb_window(g[3], g[7], g[9], g[11], ow, &w0, &w1);
+                if (h0 >= h1 || w0 >= w1) continue;
+                float m = -INFINITY;
+                int64_t arg = (int64_t)h0 * g[3] + w0;
+                for (int ih = h0; ih < h1; ih++)
+                    for (int iw = w0; iw < w1; iw++) {
+                        float v = xp[(int64_t)ih * g[3] + iw];
+                        if (v > m || isnan(v)) { m = v; arg = (int64_t)ih * g[3] + iw; }
+                    }
+                dx[pl * hw + arg] += dy[pl * ohw + (int64_t)oh * g[5] + ow];
+            }
+        }
+    }
+}
+
+typedef struct pool_bwd_case {
+    int n, c, h, w, kh, kw, sh, sw, ph, pw;
+    bool ceil_mode;
+    int tile[3];       /* forced tile {rows, columns, planes}; all 0: automatic */
+    bool ninf;         /* half of x -inf (windows of only -inf) */
+    bool tiled;        /* the tiled kernel takes it */
+    const char *name;
+} pool_bwd_case;
+
+static const pool_bwd_case pool_bwd_cases[] = {
+    {2, 24, 112, 112, 3, 3, 2, 2, 1, 1, false, {0}, false, true, "ResNet stem 3x3/2 p1"},
+    {4, 16, 55, 55, 3, 3, 2, 2, 0, 0, false, {0}, false, true, "AlexNet 55->27"},
+    {4, 48, 27, 27, 3, 3, 2, 2, 0, 0, false, {0}, false, true, "AlexNet 27->13"},
+    {4, 64, 13, 13, 3, 3, 2, 2, 0, 0, false, {0}, false, true, "AlexNet 13->6"},
+    {2, 5, 33, 31, 2, 2, 1, 1, 0, 0, false, {0}, true, true, "2x2/1 odd, -inf"},
+    {2, 3, 15, 17, 3, 3, 2, 2, 1, 1, true, {0}, false, true, "3x3/2 p1 ceil 15x17"},
+    {1, 2, 56, 56, 3, 3, 2, 2, 0, 0, true, {0}, false, true, "3x3/2 ceil 56 (cut windows)"},
+    {1, 3, 37, 301, 3, 3, 2, 2, 1, 1, false, {0}, false, true, "3x3/2 p1 37x301 (column tiles)"},
+    {1, 2, 30, 300, 2, 2, 1, 1, 0, 0, false, {0}, true, true, "2x2/1 30x300 (column tiles)"},
+    {1, 70000, 5, 5, 3, 3, 2, 2, 1, 1, false, {0}, false, true, "70000 planes 5x5"},
+    {2, 3, 20, 23, 3, 2, 2, 1, 1, 0, false, {0}, false, true, "3x2/2x1 p1x0"},
+    {2, 3, 19, 21, 3, 1, 2, 2, 1, 0, false, {0}, false, true, "3x1/2x2 (columns in no window)"},
+    {2, 3, 31, 29, 5, 5, 2, 2, 2, 2, false, {0}, false, true, "5x5/2 p2"},
+    {1, 3, 40, 40, 7, 7, 3, 3, 3, 3, true, {0}, false, true, "7x7/3 p3 ceil"},
+    {2, 3, 24, 24, 3, 3, 1, 1, 1, 1, false, {0}, true, true, "3x3/1 p1, -inf"},
+    {1, 3, 3, 3, 3, 3, 2, 2, 1, 1, false, {0}, false, true, "3x3/2 p1 on 3x3"},
+    {1, 5, 2, 2, 3, 3, 2, 2, 1, 1, false, {0}, true, true, "3x3/2 p1 on 2x2"},
+    {1, 3, 1, 1, 3, 3, 1, 1, 1, 1, false, {0}, false, true, "3x3/1 p1 on 1x1"},
+    {1, 2, 57, 57, 3, 3, 2, 2, 1, 1, false, {4, 8, 0}, false, true, "57x57 tiles 4x8"},
+    {1, 2, 57, 57, 3, 3, 2, 2, 1, 1, false, {1, 1, 0}, false, true, "57x57 tiles 1x1"},
+    {1, 2, 57, 57, 3, 3, 2, 2, 1, 1, true, {3, 5, 0}, false, true, "57x57 ceil tiles 3x5"},
+    {2, 50, 13, 13, 3, 3, 2, 2, 0, 0, false, {13, 13, 7}, false, true, "13x13 7 planes a tile"},
+    {1, 2, 56, 56, 3, 3, 2, 2, 0, 0, false, {0, 16, 0}, false, true, "56x56 tiles of 16 columns"},
+    {1, 2, 19, 21, 3, 1, 2, 2, 1, 0, false, {2, 0, 0}, false, true, "3x1/2x2 tiles of 2 rows"},
+    {1, 1, 100, 100, 64, 64, 1, 1, 0, 0, false, {0}, false, false, "64x64/1 (general kernel)"},
+};
+
+/* k_pool_bwd_tiled against the general k_pool_bwd, bit for bit (memcmp), on
+ * ResNet's and AlexNet's max pools, odd sizes, ceil mode, rectangular and
+ * gapped windows, tiles of whole rows / columns / several planes / forced
+ * small sizes (many tiles: the grid-stride loop), 70000 planes; x of five
+ * levels (-1, -0, +0, 0.5, 1: many ties, -0 == +0), 3% NaN, optionally half
+ * -inf; dy with -0 and NaN; beta 0 over a NaN-poisoned dx and beta 1 over a
+ * dx with NaNs. Both also match the host model pb_host and cuk_pool_bwd (the
+ * dispatcher). Cases marked tiled must be taken by the tiled kernel; the last
+ * one is too large for it and must be refused (VD_EUNSUPPORTED). */
+START_TEST(test_pool_bwd_tiled) {
+    (void)c_cuda();   /* context on the backend's device */
+    static const float levels[5] = {-1.0f, -0.0f, 0.0f, 0.5f, 1.0f};
+    for (size_t ci = 0; ci < VD_ARRAY_LEN(pool_bwd_cases); ci++) {
+        const pool_bwd_case *pc = &pool_bwd_cases[ci];
+        int g[12] = {pc->n, pc->c, pc->h, pc->w,
+                     pb_len(pc->h, pc->kh, pc->sh, pc->ph, pc->ceil_mode),
+                     pb_len(pc->w, pc->kw, pc->sw, pc->pw, pc->ceil_mode),
+                     pc->kh, pc->kw, pc->sh, pc->sw, pc->ph, pc->pw};
+        int64_t xn = (int64_t)g[0] * g[1] * g[2] * g[3], yn = (int64_t)g[0] * g[1] * g[4] * g[5];
+        float *x = malloc((size_t)xn * 4), *dy = malloc((size_t)yn * 4);
+        float *dx0 = malloc((size_t)xn * 4), *ref = malloc((size_t)xn * 4);
+        float *gen = malloc((size_t)xn * 4), *til = malloc((size_t)xn * 4);
+        float *dsp = malloc((size_t)xn * 4);
+        ck_assert(x && dy && dx0 && ref && gen && til && dsp);
+        vd_rng r;
+        vd_rng_seed(&r, 1234 + ci, 5);
+        for (int64_t i = 0; i < xn; i++) {
+            uint32_t u = vd_rng_u32(&r) % 100;
+            x[i] = pc->ninf && u < 50 ? -INFINITY : u < (pc->ninf ? 53u : 3u) ? NAN
+                                                   : levels[vd_rng_u32(&r) % 5];
+        }
+        for (int64_t i = 0; i < yn; i++) {
+            uint32_t u = vd_rng_u32(&r) % 100;
+            dy[i] = u < 2 ? NAN : u < 10 ? -0.0f : vd_rng_uniform(&r) * 2.0f - 1.0f;
+        }
+        for (int64_t i = 0; i < xn; i++)
+            dx0[i] = vd_rng_u32(&r) % 50 == 0 ? NAN : vd_rng_uniform(&r) * 8.0f - 4.0f;
+        const int *tile = pc->tile[0] || pc->tile[1] || pc->tile[2] ? pc->tile : NULL;
+        for (int b = 0; b < 2; b++) {
+            float beta = (float)b;
+            vd_err e = {0};
+            /* beta 0: dx starts as NaN everywhere and must be ignored */
+            for (int64_t i = 0; i < xn; i++) ref[i] = gen[i] = til[i] = dsp[i] = b ? dx0[i] : NAN;
+            pb_host(g, x, dy, ref, beta);
+            ck_assert_msg(vd_cuda_pool_bwd_test(g, x, dy, gen, beta, 1, NULL, &e) == 0, "%s", e.msg);
+            ck_assert_msg(vd_cuda_pool_bwd_test(g, x, dy, dsp, beta, 0, NULL, &e) == 0, "%s", e.msg);
+            int rc = vd_cuda_pool_bwd_test(g, x, dy, til, beta, 2, tile, &e);
+            ck_assert_msg(!memcmp(gen, ref, (size_t)xn * 4),
+                          "%s beta %d: general kernel differs from the host model", pc->name, b);
+            ck_assert_msg(!memcmp(dsp, gen, (size_t)xn * 4),
+                          "%s beta %d: cuk_pool_bwd differs from the general kernel", pc->name, b);
+            if (!pc->tiled) {
+                ck_assert_msg(rc == VD_EUNSUPPORTED, "%s: tiled kernel rc %d, want refused",
+                              pc->name, rc);
+                continue;
+            }
+            ck_assert_msg(rc == 0, "%s: tiled kernel: %s", pc->name, e.msg);
+            int64_t bad = 0, first = -1;
+            for (int64_t i = 0; i < xn; i++)
+                if (memcmp(&til[i], &gen[i], 4)) { bad++; if (first < 0) first = i; }
+            ck_assert_msg(bad == 0,
+                          "%s beta %d: tiled kernel differs from k_pool_bwd at %lld of %lld "
+                          "elements (first %lld: %g vs %g)", pc->name, b, (long long)bad,
+                          (long long)xn, (long long)first, first < 0 ? 0.0 : (double)til[first],
+                          first < 0 ? 0.0 : (double)gen[first]);
+        }
+        printf("  %-34s %dx%dx%dx%d -> %dx%d: %s == host model, beta 0 and 1\n", pc->name,
+               g[0], g[1], g[2], g[3], g[4], g[5],
+               pc->tiled ? "tiled == general == dispatch" : "general == dispatch (tiled refused)");
+        free(x); free(dy); free(dx0); free(ref); free(gen); free(til); free(dsp);
+    }
+    /* a forced tile of several planes must span the whole plane */
+    {
+        int g[12] = {1, 4, 13, 13, 6, 6, 3, 3, 2, 2, 0, 0}, tile[3] = {5, 0, 2};
+        float v[4 * 169] = {0}, d[4 * 36] = {0};
+        vd_err e = {0};
+        ck_assert_int_eq(vd_cuda_pool_bwd_test(g, v, d, v, 0.0f, 2, tile, &e), VD_EUNSUPPORTED);
+    }
+}
+END_TEST
+#endif
 
 /* ------------------------------------------------------------------ relu, dropout */
 
@@ -628,6 +826,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_conv);
     tcase_add_test(tc, test_conv_split);
     tcase_add_test(tc, test_pool);
+#if VD_HAVE_CUDA
+    tcase_add_test(tc, test_pool_bwd_tiled);
+#endif
     tcase_add_test(tc, test_relu_dropout);
     tcase_add_test(tc, test_lrn);
     tcase_add_test(tc, test_bn);

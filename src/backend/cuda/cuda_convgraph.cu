@@ -611,15 +611,26 @@ static int pick_minws(const gdir *D) {
     return best;
 }
 
+/* Does option co run direction d as sub-batch chunks? */
+static bool opt_split_dir(const cu_conv_opt *co, int d) {
+    return co->split > 1 && co->sset >= 0 && !(co->whole_mask & (1u << d));
+}
+
+/* The candidate list option co's direction d picks from. */
+static const gdir *opt_dir(const cu_graph *g, const cu_conv_opt *co, int d) {
+    return opt_split_dir(co, d) ? &g->s[co->sset][d] : &g->d[d];
+}
+
 /* Append the option of per-direction picks pick[] (chosen under workspace
- * cap cap) unless an option with the same picks in every direction is
- * listed already. */
-static void add_gopt_in(cu_layer *L, const gdir *dirs, int split, int sset, uint64_t dw_tmp,
+ * cap cap; split > 1: the directions not in whole_mask index split set
+ * sset's plans and run as split chunks) unless an option with the same
+ * picks from the same plans in every direction is listed already. */
+static void add_gopt_in(cu_layer *L, const cu_graph *g, int split, int sset, unsigned whole_mask,
                         const char *label, const int pick[CU_GD_COUNT], uint64_t cap,
                         uint64_t bias_ws) {
     for (int k = 0; k < L->n_opts; k++)
         if (!memcmp(L->conv_opts[k].gplan, pick, sizeof L->conv_opts[k].gplan) &&
-            L->conv_opts[k].sset == sset)
+            L->conv_opts[k].sset == sset && L->conv_opts[k].whole_mask == whole_mask)
             return;
     if (L->n_opts >= CU_MAX_OPTS) return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
@@ -628,21 +639,26 @@ static void add_gopt_in(cu_layer *L, const gdir *dirs, int split, int sset, uint
     memset(o, 0, sizeof *o);
     co->split = split;
     co->sset = sset;
-    /* backward: bwd-data (and its accumulate variant), bwd-filter (+ the
-     * partial dw of a split), bias scratch */
-    uint64_t ws_bwd = bias_ws;
+    co->whole_mask = whole_mask;
+    const gcand *q[CU_GD_COUNT];
+    uint64_t dws[CU_GD_COUNT];
     for (int d = 0; d < CU_GD_COUNT; d++) {
         co->gplan[d] = pick[d];
-        if (pick[d] >= 0 && d != CU_GD_FWD)
-            ws_bwd = u64max(ws_bwd, dirs[d].c[pick[d]].ws + (d == CU_GD_BWD_FILTER ? dw_tmp : 0));
+        q[d] = pick[d] >= 0 ? &opt_dir(g, co, d)->c[pick[d]] : NULL;
+        /* a split backward-filter also keeps the partial dw in the workspace */
+        dws[d] = q[d] ? q[d]->ws + (d == CU_GD_BWD_FILTER && opt_split_dir(co, d) ? g->dw_tmp : 0) : 0;
     }
-    co->fwd_ws = dirs[CU_GD_FWD].c[pick[CU_GD_FWD]].ws;
-    co->bwd_data_ws = dirs[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].ws;
-    co->bwd_filter_ws = dirs[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].ws + dw_tmp;
+    /* backward: bwd-data (and its accumulate variant), bwd-filter, bias scratch */
+    uint64_t ws_bwd = bias_ws;
+    for (int d = 0; d < CU_GD_COUNT; d++)
+        if (q[d] && d != CU_GD_FWD) ws_bwd = u64max(ws_bwd, dws[d]);
+    co->fwd_ws = dws[CU_GD_FWD];
+    co->bwd_data_ws = dws[CU_GD_BWD_DATA];
+    co->bwd_filter_ws = dws[CU_GD_BWD_FILTER];
     co->cap = cap;
-    o->fwd_algo = (int)dirs[CU_GD_FWD].c[pick[CU_GD_FWD]].engine;
-    o->bwd_data_algo = (int)dirs[CU_GD_BWD_DATA].c[pick[CU_GD_BWD_DATA]].engine;
-    o->bwd_filter_algo = (int)dirs[CU_GD_BWD_FILTER].c[pick[CU_GD_BWD_FILTER]].engine;
+    o->fwd_algo = q[CU_GD_FWD] ? (int)q[CU_GD_FWD]->engine : -1;
+    o->bwd_data_algo = q[CU_GD_BWD_DATA] ? (int)q[CU_GD_BWD_DATA]->engine : -1;
+    o->bwd_filter_algo = q[CU_GD_BWD_FILTER] ? (int)q[CU_GD_BWD_FILTER]->engine : -1;
     o->ws_fwd = co->fwd_ws;
     o->ws_bwd = ws_bwd;
     o->workspace = u64max(o->ws_fwd, o->ws_bwd);
@@ -652,7 +668,7 @@ static void add_gopt_in(cu_layer *L, const gdir *dirs, int split, int sset, uint
 
 static void add_gopt(cu_layer *L, const cu_graph *g, const char *label, const int pick[CU_GD_COUNT],
                      uint64_t cap, uint64_t bias_ws) {
-    add_gopt_in(L, g->d, 1, -1, 0, label, pick, cap, bias_ws);   /* whole batch: sset -1 */
+    add_gopt_in(L, g, 1, -1, 0, label, pick, cap, bias_ws);   /* whole batch: sset -1 */
 }
 
 /* Per direction the fastest (timed) or first (untimed) candidate within lim,
@@ -759,7 +775,39 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
         }
         char label[32];
         snprintf(label, sizeof label, "b/%d", k);
-        add_gopt_in(L, g->s[i], k, i, g->dw_tmp, label, pick, t, bias_ws);
+        add_gopt_in(L, g, k, i, 0, label, pick, t, bias_ws);
+        /* Mixed: a direction whose best whole-batch engine within t was
+         * timed faster than its k chunks runs at the whole batch (VGG-16
+         * b256 features.2: backward-data whole, backward-filter split). The
+         * label names the split directions: f forward, d backward-data, w
+         * backward-filter ("b/2 w", "b/4 fd" with VDNN_CONV_SPLIT=force). */
+        unsigned whole = 0;
+        int mix[CU_GD_COUNT];
+        char dirs[8] = {0};
+        int nd = 0;
+        for (int d = 0; d < CU_GD_COUNT; d++) {
+            mix[d] = pick[d];
+            if (pick[d] < 0) continue;
+            int wb = pick_fast(&g->d[d], t, true);
+            float split_ms = (float)k * g->s[i][d].c[pick[d]].ms;
+            /* VDNN_CONV_SPLIT=force (tests): the first set splits only
+             * backward-filter, the second only the others */
+            bool w = force ? (d == CU_GD_BWD_FILTER) == (i == 1)
+                           : wb >= 0 && g->d[d].c[wb].ms < split_ms;
+            if (w && wb >= 0) {
+                whole |= 1u << d;
+                mix[d] = wb;
+            } else if (d != CU_GD_BWD_DATA_ACC) {
+                dirs[nd++] = d == CU_GD_FWD ? 'f' : d == CU_GD_BWD_DATA ? 'd' : 'w';
+            }
+        }
+        unsigned every = 0;
+        for (int d = 0; d < CU_GD_COUNT; d++)
+            if (pick[d] >= 0) every |= 1u << d;
+        if (whole && whole != every) {
+            snprintf(label, sizeof label, "b/%d %s", k, dirs);
+            add_gopt_in(L, g, k, i, whole, label, mix, t, bias_ws);
+        }
     }
     return VD_OK;
 }
@@ -919,7 +967,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                 bool used = false;
                 for (int o = 0; o < L->n_opts; o++) {
                     const cu_conv_opt *co = &L->conv_opts[o];
-                    used |= co->sset == set && co->gplan[d] == k;
+                    used |= co->gplan[d] == k && (opt_split_dir(co, d) ? co->sset == set : set < 0);
                 }
                 if (!used) {
                     gcand_free(&D->c[k]);
@@ -935,7 +983,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
             for (int d = 0; d < CU_GD_COUNT && at < sizeof line; d++) {
                 int k = co->gplan[d];
                 if (k < 0) continue;
-                const gcand *q = co->sset >= 0 ? &g->s[co->sset][d].c[k] : &g->d[d].c[k];
+                const gcand *q = &opt_dir(g, co, d)->c[k];
                 at += (size_t)snprintf(line + at, sizeof line - at, " %s=e%lld%s(%lluB,%.3fms)",
                                        dir_name[d], (long long)q->engine, q->tc ? "tc" : "",
                                        (unsigned long long)q->ws, (double)q->ms);
@@ -1053,7 +1101,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     if (ptr_align(ptr[2]) < ax) ax = ptr_align(ptr[2]);
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     int k = o->gplan[d];
-    if (o->split > 1) {
+    if (opt_split_dir(o, d)) {
         if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
             const gcand *q = &g->s[o->sset][d].c[k];
             uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);

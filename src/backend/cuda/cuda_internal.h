@@ -77,9 +77,10 @@ int cu_cuda_err(vd_err *e, cudaError_t st, const char *func, const char *file, i
 
 /* ---- context ------------------------------------------------------------- */
 /* Conv options per layer: "fastest", the workspace ladder (cu_ws_rung),
- * "balanced", "min-ws" (at most 6 distinct); the profile keeps
- * VD_PROFILE_MAX_ALGOS of them. */
-#define CU_MAX_OPTS 8
+ * "balanced", "min-ws" (at most 6 distinct), and the split options of
+ * cuda_convgraph.cu (2 sets, each "b/k" and maybe a mixed one); the profile
+ * keeps VD_PROFILE_MAX_ALGOS of them. */
+#define CU_MAX_OPTS 10
 static_assert(CU_MAX_OPTS <= VD_PROFILE_MAX_ALGOS, "the profile must keep every conv option");
 
 /* Workspace ladder between "fastest" and "balanced": rung i (0..CU_WS_RUNGS-1)
@@ -114,10 +115,13 @@ typedef struct cu_conv_opt {
     uint64_t cap;                /* workspace cap it was chosen under ("fastest": UINT64_MAX,
                                     "min-ws": 0): orders options of equal workspace */
     int gplan[CU_GD_COUNT];
-    int split;                   /* graph path: 1, or k > 1: every direction runs as k
-                                    sub-batch convolutions of batch/k; see cuda_convgraph.cu */
+    int split;                   /* graph path: 1, or k > 1: the directions not in
+                                    whole_mask run as k sub-batch convolutions of
+                                    batch/k; see cuda_convgraph.cu */
     int sset;                    /* graph path: the split set whose plans gplan indexes
-                                    (-1: the whole-batch plans) */
+                                    for the split directions (-1: none) */
+    unsigned whole_mask;         /* split > 1: bit d set = direction d runs at the whole
+                                    batch (gplan[d] indexes the whole-batch plans) */
 } cu_conv_opt;
 
 typedef struct cu_layer {
@@ -259,8 +263,31 @@ int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int6
                int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_err *e);
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  vd_err *e);
+/* dx (beta 0: =, else +=) of pooling g: picks k_pool_bwd_disjoint (windows
+ * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
+ * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
                  float *dx, float beta, vd_err *e);
+/* The kernels behind it, on their own (tests compare them bit for bit):
+ * _general: k_pool_bwd, any geometry. _tiled: k_pool_bwd_tiled, non-adaptive
+ * max pooling only; each window's argmax computed once per tile, dx bitwise
+ * equal to k_pool_bwd's. tile: NULL, or {rows, columns, planes} of a tile,
+ * 0 for automatic. VD_EUNSUPPORTED where it cannot take the geometry or the
+ * tile (see pool_tiling_plan in cuda_kernels.cu). */
+int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                         const float *dy, float *dx, float beta, vd_err *e);
+int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                       const float *dy, float *dx, float beta, const int *tile, vd_err *e);
+/* Test hook, C linkage (tests/cuda/test_cuda_ops.c declares it again: this
+ * header is C++ only): max-pool backward of the non-adaptive geometry geom =
+ * {n, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw} on host arrays x, dy and dx
+ * (read when beta != 0, then overwritten with the result), through path 0
+ * cuk_pool_bwd, 1 cuk_pool_bwd_general, 2 cuk_pool_bwd_tiled (tile as
+ * there). Own device memory (cudaMalloc) on the current device, default
+ * stream, synchronous. */
+extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const float *dy,
+                                     float *dx, float beta, int path, const int tile[3],
+                                     vd_err *e);
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
                 int size, float alpha, float beta, float k, vd_err *e);
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
