@@ -25,7 +25,12 @@
  *     recompute, keep) and each pass's convolution option at every option
  *     faster for that pass or needing less workspace (slower alone, but the
  *     memory it frees can start a prefetch earlier), fastest first; keep
- *     what still fits and predicts a faster iteration.
+ *     what still fits and predicts a faster iteration. Then kicks (an
+ *     iterated local search): AUTO_KICKS times, change AUTO_KICK_MOVES random
+ *     decisions of the best plan (fixed seed: same inputs, same plan),
+ *     refine, keep it if it fits and is faster. VGG-16 b256 at 12 GiB with
+ *     the mixed split options: refine alone stops at 407.7 ms, with kicks
+ *     398.8 ms (no offload 364.2); about 4 s of planning there.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -428,6 +433,68 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
     return VD_OK;
 }
 
+/* Iterated local search: refine stops at a configuration no single change
+ * improves. Perturb the best one (AUTO_KICK_MOVES random changes of a
+ * disposition or a pass's option, a fixed-seed generator: the same inputs
+ * give the same plan), refine that, and keep it when it fits and predicts a
+ * faster iteration; AUTO_KICKS rounds. */
+enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4 };
+
+static int kick_search(actx *c, vd_plan *P, vd_err *e) {
+    int L = c->L, rc = VD_OK;
+    vd_disp *bd = malloc((size_t)(L + 1) * sizeof *bd);
+    int *ba = malloc(2 * (size_t)L * sizeof *ba);
+    if (!bd || !ba) { free(bd); free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    vd_rng r;
+    vd_rng_seed(&r, 0x5eedu, (uint64_t)L);
+    for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
+        memcpy(bd, c->disp, (size_t)(L + 1) * sizeof *bd);
+        memcpy(ba, c->algos, 2 * (size_t)L * sizeof *ba);
+        int changed = 0;
+        for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
+            bool algo = c->algo_free && vd_rng_u32(&r) % 2;
+            if (algo) {
+                int k = (int)(vd_rng_u32(&r) % (uint32_t)(2 * L));
+                int n = c->prof->layers[k % L].n_algos;
+                if (n < 2) continue;
+                int a = (int)(vd_rng_u32(&r) % (uint32_t)n);
+                if (a == c->algos[k]) continue;
+                c->algos[k] = a;
+            } else {
+                int k = (int)(vd_rng_u32(&r) % (uint32_t)(L + 1));
+                if (c->fixed[k] || tensor_of(c, P, k) < 0) continue;
+                vd_disp d = (vd_disp)(vd_rng_u32(&r) % 3);
+                static const vd_disp alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
+                d = alts[(int)d];
+                if (d == c->disp[k] || (d == VD_DISP_RECOMPUTE && !c->can_rc[k])) continue;
+                c->disp[k] = d;
+            }
+            m++;
+            changed++;
+        }
+        vd_plan Q;
+        vd_err te = {0};
+        int qrc = changed ? eval(c, &Q, &te) : VD_EBUDGET;
+        if (changed && qrc != VD_OK && qrc != VD_EBUDGET) { *e = te; rc = qrc; break; }
+        bool keep = false;
+        if (changed && Q.feasible) {
+            if ((rc = refine(c, &Q, e))) { vdp_plan_release(&Q); break; }
+            keep = Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
+        }
+        if (keep) {
+            vdp_plan_release(P);
+            *P = Q;
+        } else {
+            if (changed) vdp_plan_release(&Q);
+            memcpy(c->disp, bd, (size_t)(L + 1) * sizeof *bd);
+            memcpy(c->algos, ba, 2 * (size_t)L * sizeof *ba);
+        }
+    }
+    free(bd);
+    free(ba);
+    return rc;
+}
+
 /* ---- entry points ------------------------------------------------------- */
 
 static void ctx_free(actx *c) {
@@ -580,6 +647,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     }
     if (P.feasible && !done(&c)) {
         rc = refine(&c, &P, e);
+        if (!rc) rc = kick_search(&c, &P, e);
         if (rc) { vdp_plan_release(&P); ctx_free(&c); return rc; }
     }
     take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);

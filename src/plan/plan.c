@@ -124,6 +124,8 @@ typedef struct bld {
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
     const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
     int *rc_ops;       /* [L] build_actions: recomputed layers by (rc_step, layer) */
+    bool alias;        /* adds may share their dy tensor with their inputs' gradients
+                          (alias_add_grads; build_fixed) */
 } bld;
 
 static int bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
@@ -202,6 +204,107 @@ static int add_interval(bld *b, int t, int first, int last, vd_fill fill, int ne
     return k;
 }
 
+/* ---- gradient aliasing through adds ------------------------------------- */
+
+/* An add passes its output gradient dy unchanged to every input, and its
+ * backward used to copy it (beta 0) or add it (beta 1) into each input's own
+ * gradient tensor. When add a is the first backward writer of the gradient of
+ * its input src (a is src's highest consumer, src appears once among a's
+ * inputs, same size), that gradient can BE a's dy tensor: a writes nothing for
+ * the input (dx[k] = -1) and src's other consumers accumulate (beta 1) into
+ * the shared tensor after a has read it, as they did into the copy. Same
+ * sums in the same order: the bytes are those of the copy.
+ *
+ * The aliased gradients of one physical tensor form a tree: its root owns
+ * the tensor (a layer whose gradient is not aliased), the children of an add
+ * are its aliased inputs (par[child] = the add). Every node w reads the
+ * tensor as dy at its backward step and must find exactly its own gradient
+ * there: the root's, then the contributions of the other consumers of each
+ * node on the path from the root down to w, in backward order. Those come
+ * in that order and before w's read by construction: the other consumers of
+ * a node y lie between y and par[y] in layer order (above y: they consume
+ * it; below par[y]: the add writes y's gradient first), so they run after
+ * par[y] and y's other ancestors have read, and before y and its
+ * descendants read. What can go wrong: a node x that is neither w nor an
+ * ancestor of w (w's gradient holds none of x's contributions) with another
+ * consumer that runs before w reads (above w). So the rule: for every such
+ * pair, every other consumer of x is below w. It also keeps a layer from
+ * reading the shared tensor as dy while it writes it as dx (a consumer of x
+ * equal to w), and covers chains of adds, an add's input that the add's
+ * other branch consumes too, and sibling inputs with other consumers. The
+ * candidates are taken in backward order (adds from the last layer down,
+ * inputs in order); each is kept only if its whole tree still obeys the rule.
+ *
+ * par[L] receives the add whose dy tensor is layer v's gradient (-1: v has
+ * its own tensor, or none). */
+static int tree_root(const int *par, int v) {
+    while (par[v] >= 0) v = par[v];
+    return v;
+}
+
+static bool in_subtree(const int *par, int w, int x) {
+    for (; w >= 0; w = par[w])
+        if (w == x) return true;
+    return false;
+}
+
+/* Does the tree rooted at r satisfy the rule? oth[x]: x's highest consumer
+ * other than its first writer (-1 none); mem: scratch [L]. */
+static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem) {
+    int n = 0;
+    for (int v = 0; v < L; v++)
+        if (tree_root(par, v) == r) mem[n++] = v;
+    for (int a = 0; a < n; a++) {
+        int x = mem[a];
+        if (x == r || oth[x] < 0) continue;   /* the root's consumers precede every read */
+        for (int c = 0; c < n; c++) {
+            int w = mem[c];
+            if (!in_subtree(par, w, x) && oth[x] >= w) return false;
+        }
+    }
+    return true;
+}
+
+static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_err *e) {
+    int L = net->n_layers;
+    for (int v = 0; v < L; v++) par[v] = -1;
+    int *fw = malloc((size_t)(L > 0 ? L : 1) * 5 * sizeof *fw);
+    if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L;
+    for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
+    /* first writer (layer, input) of each gradient, backward order */
+    for (int i = L - 1; i >= 0; i--)
+        for (int k = 0; k < net->layers[i].n_in; k++) {
+            int src = net->layers[i].in[k];
+            if (src >= 0 && fw[src] < 0) { fw[src] = i; fwk[src] = k; }
+        }
+    for (int i = 0; i < L; i++)
+        for (int k = 0; k < net->layers[i].n_in; k++) {
+            int src = net->layers[i].in[k];
+            if (src >= 0 && i != fw[src] && i > oth[src]) oth[src] = i;
+        }
+    int nc = 0;   /* each gradient has one first writer: at most L candidates */
+    for (int a = L - 1; a >= 0; a--) {
+        const vd_layer *l = &net->layers[a];
+        if (l->op != VD_OP_ADD || a == loss) continue;
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            if (src < 0 || fw[src] != a || fwk[src] != k) continue;
+            bool dup = false;
+            for (int j = 0; j < l->n_in; j++) dup |= j != k && l->in[j] == src;
+            if (dup || act_bytes(net, src, batch) != act_bytes(net, a, batch)) continue;
+            cand[nc++] = src;
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        int src = cand[c];
+        par[src] = fw[src];
+        if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem)) par[src] = -1;
+    }
+    free(fw);
+    return VD_OK;
+}
+
 /* Create tensors and liveness (no decisions yet). */
 static int build_tensors(bld *b, const int *algos, vd_err *e) {
     const vd_net *net = b->net;
@@ -256,25 +359,43 @@ static int build_tensors(bld *b, const int *algos, vd_err *e) {
         for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
     }
     if (!fo) {
+        /* One gradient tensor per layer output (not the loss's), except the
+         * inputs of adds whose gradient is the add's own (alias_add_grads):
+         * those share the tensor of their tree's root, which keeps its name. */
+        int *par = malloc((size_t)(L > 0 ? L : 1) * sizeof *par);
+        bool *written = calloc((size_t)(L > 0 ? L : 1), sizeof *written);
+        int rc = !par || !written ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
+        for (int i = 0; i < L && !rc; i++) par[i] = -1;
+        if (!rc && b->alias) rc = alias_add_grads(net, p->loss_layer, batch, par, e);
+        if (rc) { free(par); free(written); return rc; }
         for (int i = 0; i < L; i++) {
-            if (i == p->loss_layer) { b->dact_of[i] = -1; continue; }
+            b->dact_of[i] = -1;
+            if (i == p->loss_layer || par[i] >= 0) continue;
             b->dact_of[i] = add_tensor(b, VD_T_DACT, i, act_bytes(net, i, batch),
                                        net->layers[i].name, ":dy");
-            p->layers[i].dy = b->dact_of[i];
         }
-        /* dx and accumulation order: backward runs layers L-1..0, inputs in order. */
-        bool *written = calloc((size_t)(L > 0 ? L : 1), sizeof *written);
-        if (!written) return vd_errf(e, VD_ENOMEM, "out of memory");
+        for (int i = L - 1; i >= 0; i--)        /* par[i] > i: the root is set first */
+            if (par[i] >= 0) b->dact_of[i] = b->dact_of[par[i]];
+        for (int i = 0; i < L; i++) p->layers[i].dy = b->dact_of[i];
+        /* dx and accumulation order: backward runs layers L-1..0, inputs in
+         * order. The first writer of a gradient overwrites it (beta 0), the
+         * later ones add to it (beta 1). An add that is the first writer of
+         * an aliased input's gradient writes nothing (dx -1): the shared
+         * tensor already holds its dy, and the input's other consumers add
+         * to it, beta 1, as they added to the copy. */
         for (int i = L - 1; i >= 0; i--) {
             const vd_layer *l = &net->layers[i];
             for (int k = 0; k < l->n_in; k++) {
                 int src = l->in[k];
                 if (src < 0) continue;
-                p->layers[i].dx[k] = b->dact_of[src];
-                p->layers[i].dx_beta[k] = written[src] ? 1.0f : 0.0f;
+                bool first = !written[src];
                 written[src] = true;
+                if (first && par[src] == i) continue;   /* dx -1, beta 0 */
+                p->layers[i].dx[k] = b->dact_of[src];
+                p->layers[i].dx_beta[k] = first ? 0.0f : 1.0f;
             }
         }
+        free(par);
         free(written);
     }
 
@@ -797,7 +918,7 @@ static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                      int variant, vd_plan *out, vd_err *e);
+                      int variant, bool alias, bool *live_fit, vd_plan *out, vd_err *e);
 
 /* --prefetch auto: three candidate schedules, simulated; the fastest that
  * fits wins (or, if none fits, the one that overshoots least):
@@ -808,9 +929,9 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
  *      use and every offload kept (least memory);
  *   2  the paper's prefetch rule.
  * --prefetch paper: variant 2 only. */
-static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                       vd_plan *out, vd_err *e) {
+static int build_variants(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                          bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
     /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
     bool disp_offload = false;
     for (int i = 0; opts->disp && i <= net->n_layers; i++)
@@ -818,13 +939,16 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
     if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
         return build_mode(net, prof, opts, offload_pol, algos, pin,
-                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, out, e);
+                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, out, e);
     int best_rc = -1;
     memset(out, 0, sizeof *out);
+    *live_fit = false;
     for (int v = 0; v < 3; v++) {
         vd_plan alt;
         vd_err te = {0};
-        int rc = build_mode(net, prof, opts, offload_pol, algos, pin, v, &alt, &te);
+        bool lf = false;
+        int rc = build_mode(net, prof, opts, offload_pol, algos, pin, v, alias, &lf, &alt, &te);
+        *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
             if (best_rc >= 0) plan_release(out);
             *e = te;
@@ -849,13 +973,50 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     return best_rc;
 }
 
+/* Does plan p alias an add's input gradient (an input with no dx)? */
+static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
+    for (int i = 0; i < p->n_layers && !p->forward_only; i++)
+        for (int k = 0; k < net->layers[i].n_in; k++)
+            if (net->layers[i].in[k] >= 0 && p->layers[i].dx[k] < 0) return true;
+    return false;
+}
+
+/* build_variants with the adds' gradient aliasing. Sharing one tensor never
+ * raises the bytes live at a step, but its region spans what were two (the
+ * add's dy and its input's gradient), which the placement may pack worse.
+ * So when the placement is what fails (the live bytes fit the budget, the
+ * high-water mark does not) or, without a budget, what sets the need above
+ * the live peak, the plan is built again without the aliasing (as before
+ * it), and that one is taken if it fits (needs less). */
+static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                       vd_plan *out, vd_err *e) {
+    bool live_fit = false;
+    int rc = build_variants(net, prof, opts, offload_pol, algos, pin, true, &live_fit, out, e);
+    bool retry = rc == VD_EBUDGET ? live_fit
+               : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
+    if (!retry || !has_grad_alias(out, net)) return rc;
+    vd_plan alt;
+    vd_err te = {0};
+    int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &alt, &te);
+    if (rc2 == VD_OK && (rc == VD_EBUDGET || alt.hwm < out->hwm)) {
+        plan_release(out);
+        *out = alt;
+        return VD_OK;
+    }
+    if (rc2 == VD_OK || rc2 == VD_EBUDGET) plan_release(&alt);
+    return rc;   /* the aliased plan's outcome (another error of the retry: ignored) */
+}
+
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                      int variant, vd_plan *out, vd_err *e) {
+                      int variant, bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
     memset(out, 0, sizeof *out);
+    *live_fit = false;
     int L = net->n_layers;
     bld B = {0};
     B.net = net; B.prof = prof; B.opts = opts; B.p = out; B.L = L; B.variant = variant;
+    B.alias = alias;
     B.disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
     snprintf(p->net, sizeof p->net, "%s", net->name);
@@ -989,6 +1150,13 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
                 p->intervals[T->iv[0]].offset = pin->intervals[pin->tensors[pt].iv[0]].offset;
                 pinned[T->iv[0]] = true;
             }
+        }
+        if (attempt == 0 && budget) {
+            /* the live bytes fit the budget (whether the placement does or not) */
+            uint64_t live = 0;
+            mem_per_step(p, mem);
+            for (int s = 0; s < p->n_steps; s++) if (mem[s] > live) live = mem[s];
+            *live_fit = live <= budget;
         }
         /* live bytes over the budget: infeasible whatever the placement */
         rc = vdp_place(p->intervals, p->n_intervals, pinned, budget && !fits_cap && cap == budget,

@@ -173,7 +173,8 @@ typedef enum {
     VD_T_INPUT,      /* net input x [N, in_c, in_h, in_w] */
     VD_T_LABELS,     /* int32 [N] */
     VD_T_ACT,        /* a layer's output y [N, c, h, w] (in-place chains share one) */
-    VD_T_DACT,       /* gradient of a layer's output dy [N, c, h, w] */
+    VD_T_DACT,       /* gradient of a layer's output dy [N, c, h, w] (an add and the
+                        inputs whose gradient it passes on may share one) */
     VD_T_AUX,        /* per-layer saved state (backend->layer_aux_bytes) */
     VD_T_WS,         /* one step's conv workspace */
     VD_T_KIND_COUNT
@@ -202,7 +203,8 @@ typedef struct vd_interval {
 typedef struct vd_tensor {
     char name[VD_NAME_MAX + 16]; /* "x", "labels", "features.0:y", "features.0:dy", ... */
     vd_tensor_kind kind;
-    int layer;                  /* owning/producing layer; -1 for x, labels, params */
+    int layer;                  /* owning/producing layer; -1 for x, labels, params;
+                                   a shared gradient: the add it is named after */
     uint64_t bytes;             /* logical bytes */
     bool persistent;            /* lives for the whole iteration and across iterations */
     int prod_step;              /* first step that needs it resident (producer / fill) */
@@ -273,8 +275,13 @@ typedef struct vd_plan_layer {
     bool inplace;               /* output aliases input 0 */
     int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
     int y;                      /* ACT tensor of its output */
-    int dy;                     /* DACT tensor of its output gradient (-1: loss layer) */
-    int dx[VD_MAX_INPUTS];      /* DACT tensor of input k's gradient (-1: net input) */
+    int dy;                     /* DACT tensor of its output gradient (-1: loss layer).
+                                   An add that writes an input's gradient first
+                                   (safe cases, plan.c alias_add_grads) shares its
+                                   dy tensor with that input's producer */
+    int dx[VD_MAX_INPUTS];      /* DACT tensor of input k's gradient (-1: net input, or
+                                   an add's input whose gradient is the add's dy
+                                   tensor: nothing to write) */
     float dx_beta[VD_MAX_INPUTS]; /* 0 first backward writer, 1 later ones */
     int aux;                    /* AUX tensor (-1 none) */
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */

@@ -53,6 +53,84 @@ void load_shipped_net(vd_net *net, const char *file, int batch) {
     ck_assert_msg(vd_net_finalize(net, &e) == 0, "%s", e.msg);
 }
 
+/* Expressions for check_grad_flow, interned: node k is (kind, a, b), kind 0
+ * a term (layer a, input b), kind 1 the sum of expressions a and b. */
+typedef struct gf_expr { int n, cap; int (*node)[3]; } gf_expr;
+
+static int gf_intern(gf_expr *g, int kind, int a, int b) {
+    for (int k = 0; k < g->n; k++)
+        if (g->node[k][0] == kind && g->node[k][1] == a && g->node[k][2] == b) return k;
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 256;
+        g->node = realloc(g->node, (size_t)g->cap * sizeof *g->node);
+        ck_assert_ptr_nonnull(g->node);
+    }
+    g->node[g->n][0] = kind; g->node[g->n][1] = a; g->node[g->n][2] = b;
+    return g->n++;
+}
+
+int check_grad_flow(const vd_plan *p, const vd_net *net) {
+    if (p->forward_only) return 0;
+    int L = net->n_layers, n_alias = 0;
+    gf_expr g = {0};
+    int *ref = malloc((size_t)L * sizeof *ref);          /* per layer output, one tensor each */
+    int *want = malloc((size_t)L * sizeof *want);        /* what layer i's backward reads */
+    int *cell = malloc((size_t)p->n_tensors * sizeof *cell);
+    ck_assert(ref && want && cell);
+    for (int i = 0; i < L; i++) ref[i] = -1;
+    for (int t = 0; t < p->n_tensors; t++) cell[t] = -1;
+    for (int i = L - 1; i >= 0; i--) {
+        const vd_layer *l = &net->layers[i];
+        want[i] = i == p->loss_layer ? -1 : ref[i];
+        if (i != p->loss_layer) ck_assert_int_ge(want[i], 0);   /* every layer has a consumer */
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            if (src < 0) continue;
+            int c = l->op == VD_OP_ADD ? want[i] : gf_intern(&g, 0, i, k);
+            ref[src] = ref[src] < 0 ? c : gf_intern(&g, 1, ref[src], c);
+        }
+    }
+    for (int i = L - 1; i >= 0; i--) {
+        const vd_layer *l = &net->layers[i];
+        const vd_plan_layer *pl = &p->layers[i];
+        int dy = pl->dy;
+        if (i == p->loss_layer) ck_assert_int_eq(dy, -1);
+        else {
+            ck_assert_int_ge(dy, 0);
+            ck_assert_int_eq(p->tensors[dy].kind, VD_T_DACT);
+            ck_assert_uint_eq(p->tensors[dy].bytes,
+                              (uint64_t)p->batch * (uint64_t)vd_net_out_numel(net, i) * 4u);
+        }
+        int got = dy >= 0 ? cell[dy] : -1;
+        ck_assert_msg(got == want[i], "%s: the backward of '%s' reads a gradient other than its own "
+                      "from '%s'", net->name, l->name, dy >= 0 ? p->tensors[dy].name : "-");
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k], t = pl->dx[k];
+            if (src < 0) { ck_assert_int_eq(t, -1); continue; }
+            if (t < 0) {   /* the add's dy tensor is the input's gradient: nothing to write */
+                ck_assert_msg(l->op == VD_OP_ADD, "%s: '%s' writes no gradient for input %d",
+                              net->name, l->name, k);
+                ck_assert(pl->dx_beta[k] == 0.0f);
+                n_alias++;
+                continue;
+            }
+            ck_assert_msg(t != dy, "%s: '%s' writes the tensor it reads as dy", net->name, l->name);
+            ck_assert_int_eq(p->tensors[t].kind, VD_T_DACT);
+            int c = l->op == VD_OP_ADD ? got : gf_intern(&g, 0, i, k);
+            if (pl->dx_beta[k] == 0.0f) {
+                cell[t] = c;
+            } else {
+                ck_assert(pl->dx_beta[k] == 1.0f);
+                ck_assert_msg(cell[t] >= 0, "%s: '%s' accumulates into unwritten '%s'", net->name,
+                              l->name, p->tensors[t].name);
+                cell[t] = gf_intern(&g, 1, cell[t], c);
+            }
+        }
+    }
+    free(ref); free(want); free(cell); free(g.node);
+    return n_alias;
+}
+
 int run_cmd(const char *cmd, char *out, size_t n) {
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);

@@ -1,6 +1,7 @@
 /* plan_common.h — helpers shared by the plan / exec test binaries: the CPU
  * backend and its profile, minimum budgets, analytic profiles, plan options,
- * shipped specs, and running vdnn-plan through the shell. Every helper fails
+ * shipped specs, the gradient flow check, and running vdnn-plan through the
+ * shell. Every helper fails
  * the current test (ck_assert) on a setup error instead of returning one. */
 #ifndef VD_PLAN_COMMON_H
 #define VD_PLAN_COMMON_H
@@ -29,6 +30,18 @@ vd_plan_opts plan_opts(int batch, vd_policy policy);
 /* The shipped spec $VD_SRCDIR/nets/<file> into *net (initialised here),
  * trained at batch, finalized. */
 void load_shipped_net(vd_net *net, const char *file, int batch);
+
+/* The gradient flow of training plan p (ck_assert on a failure): every
+ * layer's backward reads, as dy, exactly the gradient it would read with one
+ * gradient tensor per layer output and today's order of accumulation, when
+ * an add may share its dy tensor with the gradients of its inputs. Replays
+ * the backward steps' writes (dx, dx_beta) and reads (dy) on the plan's
+ * tensors symbolically, values as expressions: an add passes its dy, any
+ * other layer's dx[k] is a term of its own, beta 1 adds (in order). Also: no
+ * layer writes the tensor it reads as dy, a beta-1 write finds its tensor
+ * written, only an add leaves an input's gradient unwritten (dx -1). Returns
+ * the number of such add inputs (0 for a forward-only plan). */
+int check_grad_flow(const vd_plan *p, const vd_net *net);
 
 /* Runs cmd through the shell (popen); its stdout, truncated to n - 1 bytes,
  * goes to out (NUL-terminated). Returns the exit status, -1 unless it exited

@@ -265,6 +265,9 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
                     }
             if (src < L - 1) ck_assert_int_eq(zeros, 1);
         }
+    /* 5b. every backward reads its own gradient (adds share their dy tensor
+     * with their inputs' gradients where that is safe) */
+    check_grad_flow(p, net);
     /* 6. offload / prefetch dependencies in action order, and in the simulator */
     for (int t = 0; t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];
@@ -573,7 +576,7 @@ START_TEST(test_inplace_rules) {
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &pl, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(pl.layers[r1].y, pl.layers[c].y);
     ck_assert_int_ne(pl.layers[d].y, pl.layers[r1].y);
-    ck_assert_int_ne(pl.layers[r1].dy, pl.layers[c].dy);   /* gradients are never aliased */
+    ck_assert_int_ne(pl.layers[r1].dy, pl.layers[c].dy);   /* in place shares no gradient */
     check_plan_invariants(&pl, &net);
     vd_plan_free(&pl);
     vd_profile_free(&prof);
@@ -994,21 +997,29 @@ START_TEST(test_vgg16_auto_beats_dyn) {
 }
 END_TEST
 
-/* VGG-16 at batch 256 with the profile measured on the H200 (fp32; its conv
+/* VGG-16 at batch 256 with profiles measured on the H200 (fp32; their conv
  * options include the split "b/k" ones): at 12 GiB auto fits, uses split
- * options, and predicts at most 13% over no offload. (Measured on the GPU
- * from this profile: none 0.363 s, auto 0.411 s, predicted 0.408 s.) The
- * bound fails without the refine step that also tries slower options with
- * less workspace: that search stopped at 0.431 s (+19%), with a 14 ms
- * prefetch stall before bwd features.12, whose 3.45 GiB option left the
- * prefetch no room. */
-START_TEST(test_vgg16_measured_profile) {
+ * options, and predicts at most max_over over no offload.
+ *
+ * vgg16-b256-h200-fp32.json (split options whole only): at most 13%.
+ * (Measured on the GPU from it: none 0.363 s, auto 0.411 s, predicted
+ * 0.408 s.) The bound fails without the refine step that also tries slower
+ * options with less workspace: that search stopped at 0.431 s (+19%), with a
+ * 14 ms prefetch stall before bwd features.12, whose 3.45 GiB option left the
+ * prefetch no room.
+ *
+ * vgg16-b256-h200-fp32-mixed.json (later, with the mixed split options such
+ * as "b/32 w": backward-data at the whole batch, backward-filter in 32
+ * chunks): at most 10%, and a mixed option is used. Fails without the kick
+ * search after refine (refine alone stops at 407.7 ms, +12%; with it
+ * 398.8 ms, +9.5%). */
+static void check_vgg16_measured(const char *file, double max_over, bool want_mixed) {
     vd_net net;
     load_shipped_net(&net, "vgg16.yaml", 256);
     const char *src = getenv("VD_SRCDIR");
     ck_assert_ptr_nonnull(src);
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-fp32.json", src);
+    snprintf(path, sizeof path, "%s/tests/plan/data/%s", src, file);
     vd_err e = {0};
     vd_profile prof;
     ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
@@ -1021,25 +1032,36 @@ START_TEST(test_vgg16_measured_profile) {
         ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
         check_plan_invariants(&p, &net);
         t[k] = p.sim.iter_s;
-        int split = 0;
-        for (int l = 0; l < net.n_layers; l++)
-            split += !strncmp(p.layers[l].algo_label, "b/", 2) +
-                     !strncmp(p.layers[l].algo_bwd_label, "b/", 2);
-        printf("vgg16 b256 measured h200 profile, %s: predicted %.1f ms/iter, pool %.2f GiB, "
-               "%d passes with a split option\n", k ? "auto 12 GiB" : "none", p.sim.iter_s * 1e3,
-               (double)p.hwm / (1 << 30), split);
+        int split = 0, mixed = 0;
+        for (int l = 0; l < net.n_layers; l++) {
+            const char *lab[2] = {p.layers[l].algo_label, p.layers[l].algo_bwd_label};
+            for (int q = 0; q < 2; q++) {
+                split += !strncmp(lab[q], "b/", 2);
+                mixed += !strncmp(lab[q], "b/", 2) && strchr(lab[q], ' ') != NULL;
+            }
+        }
+        printf("vgg16 b256 %s, %s: predicted %.1f ms/iter, pool %.2f GiB, %d passes with a split "
+               "option (%d mixed)\n", file, k ? "auto 12 GiB" : "none", p.sim.iter_s * 1e3,
+               (double)p.hwm / (1 << 30), split, mixed);
         if (k) {
             ck_assert(p.feasible);
             ck_assert_uint_le(p.hwm, budget);
             ck_assert_int_ge(split, 2);
+            if (want_mixed) ck_assert_int_ge(mixed, 1);
         } else {
             ck_assert_int_eq(split, 0);   /* no offload: the fastest options */
         }
         vd_plan_free(&p);
     }
-    ck_assert_msg(t[1] <= 1.13 * t[0], "auto at 12 GiB %g s more than 13%% over none %g s", t[1], t[0]);
+    ck_assert_msg(t[1] <= (1.0 + max_over) * t[0], "%s: auto at 12 GiB %g s more than %.0f%% over "
+                  "none %g s", file, t[1], 100.0 * max_over, t[0]);
     vd_profile_free(&prof);
     vd_net_free(&net);
+}
+
+START_TEST(test_vgg16_measured_profile) {
+    check_vgg16_measured("vgg16-b256-h200-fp32.json", 0.13, false);
+    check_vgg16_measured("vgg16-b256-h200-fp32-mixed.json", 0.10, true);
 }
 END_TEST
 
