@@ -210,6 +210,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         c->retime = c->tune && t && !strcmp(t, "2");
         const char *api = getenv("VDNN_CONV_API");
         c->conv_legacy = api && !strcmp(api, "legacy");
+        c->conv_mix = c->tune && !c->conv_legacy && !(api && !strcmp(api, "graph"));
         const char *dbg = getenv("VDNN_CONV_DEBUG");
         c->conv_debug = dbg && dbg[0] >= '0' && dbg[0] <= '9' ? dbg[0] - '0' : 0;
         const char *topk = getenv("VDNN_CONV_TOPK");

@@ -1015,6 +1015,22 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
     return VD_OK;
 }
 
+float cu_graph_conv_fastest_ms(const cu_layer *L) {
+    const cu_graph *g = L->g;
+    if (!g || L->n_opts < 1 || !L->tuned) return -1.0f;
+    const cu_conv_opt *co = &L->conv_opts[0];
+    static const int dirs[3] = {CU_GD_FWD, CU_GD_BWD_DATA, CU_GD_BWD_FILTER};
+    float sum = 0.0f;
+    for (int i = 0; i < 3; i++) {
+        int d = dirs[i], k = co->gplan[d];
+        if (k < 0) return -1.0f;
+        const gcand *q = &opt_dir(g, co, d)->c[k];
+        if (q->ms < 0.0f) return -1.0f;
+        sum += (opt_split_dir(co, d) ? (float)co->split : 1.0f) * q->ms;
+    }
+    return sum;
+}
+
 /* ---- run -------------------------------------------------------------------------------------- */
 static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, const vd_op_io *io,
                    void *const ptr[3], int64_t ax, int64_t aw, vd_err *e) {

@@ -4,11 +4,18 @@
  * convolution / batch-norm API; see cuda_internal.h for how the deprecation
  * is handled.
  *
- * Conv layers normally run through the graph API (cuda_convgraph.cu, same
- * three options). This file keeps the legacy descriptors of every conv
- * layer and uses the legacy algorithms below only where the graph API has
- * no engine for a direction of the layer, with VDNN_CONV_API=legacy, or as
- * the graph path's last resort at run time (cu_legacy_conv_dir).
+ * Conv layers run through the graph API (cuda_convgraph.cu, same three
+ * options) or this file's legacy algorithms, chosen per layer at setup: both
+ * are timed and the legacy options replace the graph ones where their
+ * fastest (forward + backward-data + backward-filter) is 3% faster (measured
+ * on an H200, b256 fp32: 2 of VGG-16's 9 distinct conv geometries, 4 of
+ * AlexNet's 5, 3 of ResNet-50's 24; e.g. AlexNet features.6 2.0 ms legacy
+ * against 4.8 ms graph). The legacy algorithms are also used where the graph
+ * API has no engine for a direction of the layer, with VDNN_CONV_API=legacy,
+ * and as the graph path's last resort at run time (cu_legacy_conv_dir).
+ * VDNN_CONV_API=graph: the graph API wherever it has engines (no timing
+ * against legacy). Untimed setups (deterministic mode, VDNN_CONV_TUNE=0) and
+ * VDNN_CONV_SPLIT=force keep the graph API.
  *
  * Legacy algorithm options per conv layer (vd_algo_opt; built in this order,
  * an option equal to an earlier one is dropped, then cu_conv_opts_order
@@ -76,12 +83,18 @@ static int usable_math(const cu_ctx *c, cudnnMathType_t m) {
     return (int)m;
 }
 
-typedef struct cand { int algo; cudnnMathType_t math; uint64_t ws; } cand;
+typedef struct cand { int algo; cudnnMathType_t math; uint64_t ws; float ms; } cand;
 
-static void add_cand(cand *list, int *n, int cap, int algo, cudnnMathType_t m, uint64_t ws) {
+/* ms: the measured time (cudnnFind, or the re-timed median), < 0 untimed */
+static void add_cand_ms(cand *list, int *n, int cap, int algo, cudnnMathType_t m, uint64_t ws,
+                        float ms) {
     for (int i = 0; i < *n; i++)
         if (list[i].algo == algo && list[i].math == m) return;
-    if (*n < cap) list[(*n)++] = (cand){algo, m, ws};
+    if (*n < cap) list[(*n)++] = (cand){algo, m, ws, ms};
+}
+
+static void add_cand(cand *list, int *n, int cap, int algo, cudnnMathType_t m, uint64_t ws) {
+    add_cand_ms(list, n, cap, algo, m, ws, -1.0f);
 }
 
 static int min_ws(const cand *list, int n) {
@@ -128,7 +141,7 @@ static void keep_result(cu_ctx *c, cu_layer *L, int dir, int algo, cudnnStatus_t
     if (cudnnSetConvolutionMathType(L->cd, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS ||
         dir_ws(c, L, dir, algo, &ws) != CUDNN_STATUS_SUCCESS || ws > cap)
         return;
-    add_cand(list, n, MAX_CANDS, algo, (cudnnMathType_t)m, ws);
+    add_cand_ms(list, n, MAX_CANDS, algo, (cudnnMathType_t)m, ws, time);
 }
 
 static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, int *nd,
@@ -345,7 +358,7 @@ static int conv_tune(cu_ctx *c, const vd_layer *l, cu_layer *L, uint64_t cap, ca
     for (int i = 0; i < rb; i++)
         keep_result(c, L, CU_GD_BWD_FILTER, (int)pb[i].algo, pb[i].status, pb[i].mathType,
                     CUDNN_DETERMINISTIC, pb[i].time, cap, tb, ntb);
-    if (c->retime) {
+    if (c->retime || c->conv_mix) {
         /* cudnnFind times each algorithm about once, and the first launch of
          * a kernel can include loading its module (lazy loading): re-time
          * the best few per direction, median of 3 after a warm-up. */
@@ -392,6 +405,7 @@ static int conv_tune(cu_ctx *c, const vd_layer *l, cu_layer *L, uint64_t cap, ca
                 float a = t[0], b = t[1], m = t[2];   /* median of 3 */
                 med[k] = a > b ? (b > m ? b : (a > m ? m : a)) : (a > m ? a : (b > m ? m : b));
             }
+            for (int k = 0; k < top; k++) list[k].ms = med[k];
             /* stable insertion sort of the first top by median */
             for (int i = 1; i < top; i++)
                 for (int j = i; j > 0 && med[j] < med[j - 1]; j--) {
@@ -458,14 +472,20 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
             return VD_OK;
         }
     }
+    /* graph_ms >= 0: the graph API's options are set up and timed; the
+     * legacy ones replace them if their fastest is timed 3% faster */
+    float graph_ms = -1.0f;
     if (!c->conv_legacy) {
         bool no_engine = false;
         char why[200];
         if ((rc = cu_graph_conv_setup(c, net, li, L, bias_ws, &no_engine, why, sizeof why, e)))
             return rc;
-        if (!no_engine) return VD_OK;
-        if (c->conv_debug)
+        if (!no_engine) {
+            graph_ms = c->conv_mix && c->conv_split != 2 ? cu_graph_conv_fastest_ms(L) : -1.0f;
+            if (graph_ms < 0.0f) return VD_OK;
+        } else if (c->conv_debug) {
             fprintf(stderr, "vdnn conv: layer '%s': legacy API (graph API: %s)\n", l->name, why);
+        }
     } else if (c->conv_debug) {
         fprintf(stderr, "vdnn conv: layer '%s': legacy API (VDNN_CONV_API=legacy)\n", l->name);
     }
@@ -484,6 +504,17 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
     /* timed lists are in measured-time order, all within conv_tune's cap;
      * untimed: heuristic order, and balanced's limit is the output's bytes */
     bool timed = ntf && ntd && ntb;
+    if (graph_ms >= 0.0f) {
+        float leg = timed && tf[0].ms >= 0.0f && td[0].ms >= 0.0f && tb[0].ms >= 0.0f
+                        ? tf[0].ms + td[0].ms + tb[0].ms : -1.0f;
+        bool legacy = leg >= 0.0f && leg < 0.97f * graph_ms;
+        if (c->conv_debug)
+            fprintf(stderr, "vdnn conv: layer '%s': %s API (fastest: graph %.3f ms, legacy %.3f ms)\n",
+                    l->name, legacy ? "legacy" : "graph", (double)graph_ms, (double)leg);
+        if (!legacy) return VD_OK;
+        cu_graph_layer_free(L);
+        L->n_opts = 0;
+    }
     if (!timed) lim = ybytes < (16ull << 20) ? (16ull << 20) : ybytes;
     const dir_list dl[3] = {{timed ? tf : fw, timed ? ntf : nf, &fw[mf]},
                             {timed ? td : bd, timed ? ntd : nd, &bd[md]},

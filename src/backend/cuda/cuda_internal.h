@@ -164,6 +164,10 @@ typedef struct cu_ctx {
     bool retime;                          /* VDNN_CONV_TUNE=2: re-time cudnnFind's best few per
                                              direction with CUDA events (experimental, legacy path) */
     bool conv_legacy;                     /* VDNN_CONV_API=legacy: never the graph API */
+    bool conv_mix;                        /* per conv layer, the API whose fastest option was
+                                             timed faster (legacy when its cudnnFind beats the
+                                             graph engines by 3%); off with VDNN_CONV_API=graph,
+                                             =legacy, untimed setups and VDNN_CONV_SPLIT=force */
     int conv_debug;                       /* VDNN_CONV_DEBUG: 1 path per conv layer on stderr,
                                              2 also every candidate engine */
     int conv_topk;                        /* VDNN_CONV_TOPK: heuristic engines per direction (8) */
@@ -222,6 +226,10 @@ int64_t cu_conv_weight_align(const vd_net *net, int li);
 bool cu_conv_input_shared(const vd_net *net, int li);
 /* Free L->g when L owns it; clears L->g. */
 void cu_graph_layer_free(cu_layer *L);
+/* Graph path, timed setup: the measured milliseconds of option 0 ("fastest")
+ * summed over forward, backward-data and backward-filter; < 0 if a direction
+ * was not timed. */
+float cu_graph_conv_fastest_ms(const cu_layer *L);
 /* Free the timing scratch memory and events of layer_setup. */
 void cu_tune_release(cu_ctx *c);
 
