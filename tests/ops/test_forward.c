@@ -174,7 +174,8 @@ START_TEST(pool_values) {
 }
 END_TEST
 
-/* Max pool: ties go to the first element, NaN propagates (PyTorch CPU). */
+/* Max pool: ties go to the first element, NaN propagates and takes the
+ * gradient (the last NaN of a window), as in PyTorch. */
 START_TEST(pool_max_ties_nan) {
     vd_net net;
     int i = one_op(&net, 1, 2, 2, vdt_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false));
@@ -192,6 +193,15 @@ START_TEST(pool_max_ties_nan) {
     ck_assert(isnan(t.y[0]));
     t_bwd(&t);   /* the gradient goes to the NaN, the element PyTorch picks */
     ck_assert(t.dx[0][0] == 0 && t.dx[0][1] == 0 && t.dx[0][2] == 0 && t.dx[0][3] == 1);
+    /* two NaNs: the last (PyTorch's "val > maxval || isnan(val)" scan takes
+     * each NaN it meets; the CUDA kernels' window_max does the same) */
+    t.x[0][0] = NAN;
+    t.x[0][3] = 0;
+    t.x[0][2] = NAN;
+    t_fwd(&t);
+    ck_assert(isnan(t.y[0]));
+    t_bwd(&t);
+    ck_assert(t.dx[0][0] == 0 && t.dx[0][1] == 0 && t.dx[0][2] == 1 && t.dx[0][3] == 0);
     t_op_free(&t);
     vd_net_free(&net);
 }

@@ -145,19 +145,26 @@ static inline float max_window(const float *xp, int W, int ha, int hb, int wa, i
 }
 
 /* Index (within the plane) of the window's maximum: the first one in
- * row-major order, the first NaN if there is one — exactly the element
- * PyTorch's CPU max pool picks ("val > maxval || isnan(val)"). */
+ * row-major order; with NaNs, the last NaN — exactly the element PyTorch's
+ * max pool picks (its scan "if (val > maxval || isnan(val))" takes every
+ * NaN it meets), and the one the CUDA kernels pick. An all -inf window: its
+ * first element. */
 static inline int64_t argmax_window(const float *xp, int W, int ha, int hb, int wa, int wb) {
     float m = max_window(xp, W, ha, hb, wa, wb);
-    bool nan = m != m;
     int64_t best = (int64_t)ha * W + wa;
+    if (m != m) {   /* forwards with selects: the last NaN seen */
+        for (int ih = ha; ih < hb; ih++)
+            for (int iw = wa; iw < wb; iw++) {
+                int64_t i = (int64_t)ih * W + iw;
+                best = xp[i] != xp[i] ? i : best;
+            }
+        return best;
+    }
     /* backwards with selects: the last match seen is the first in order */
     for (int ih = hb - 1; ih >= ha; ih--)
         for (int iw = wb - 1; iw >= wa; iw--) {
             int64_t i = (int64_t)ih * W + iw;
-            float v = xp[i];
-            bool match = nan ? v != v : v == m;
-            best = match ? i : best;
+            best = xp[i] == m ? i : best;
         }
     return best;
 }
