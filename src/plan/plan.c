@@ -1076,6 +1076,18 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 
     rc = build_tensors(&B, algos, e);
     if (rc) goto done;
+    /* An ADD's backward copies dy only into the gradients of the inputs
+     * that do not share its tensor (alias_add_grads): its profiled time (the
+     * profile times every input's copy) counts for the share it still
+     * writes; none when all share. */
+    for (int i = 0; i < L && !p->forward_only; i++) {
+        const vd_layer *l = &net->layers[i];
+        if (l->op != VD_OP_ADD) continue;
+        int want = 0, have = 0;
+        for (int k = 0; k < l->n_in; k++)
+            if (l->in[k] >= 0) { want++; have += p->layers[i].dx[k] >= 0; }
+        if (want) p->steps[bwd_step(L, i)].compute_s *= (double)have / want;
+    }
     decide_recompute(&B);
 
     /* Offload decisions (release as early as possible: the paper's rule). */

@@ -181,6 +181,9 @@ START_TEST(test_alias_resnet) {
     /* the add writes nothing */
     ck_assert_int_eq(p.layers[add].dx[0], -1);
     ck_assert_int_eq(p.layers[add].dx[1], -1);
+    /* so the add's backward step costs nothing in the simulator */
+    ck_assert(p.steps[2 * net.n_layers - 1 - add].kind == VD_STEP_BWD);
+    ck_assert(p.steps[2 * net.n_layers - 1 - add].compute_s == 0.0);
     /* its consumer writes the shared tensor first (beta 0), the fork's other
      * consumer adds to it (beta 1) */
     ck_assert_int_eq(p.layers[b1_relu].dx[0], s);
@@ -288,6 +291,10 @@ START_TEST(test_alias_unsafe) {
         ck_assert_int_eq(p.layers[s2].dx[1], p.layers[r].dy);
         ck_assert(p.layers[s2].dx_beta[0] == 0.0f && p.layers[s2].dx_beta[1] == 1.0f);
         ck_assert_int_eq(count_dact(&p), net.n_layers - 1);
+        /* the add still copies into both: its whole profiled backward time */
+        const vd_step *sb = &p.steps[2 * net.n_layers - 1 - s2];
+        ck_assert(sb->kind == VD_STEP_BWD && sb->layer == s2);
+        ck_assert(sb->compute_s > 0.0);
         vd_plan_free(&p);
     }
     vd_net_free(&net);
