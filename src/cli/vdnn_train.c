@@ -220,6 +220,50 @@ static void on_event(const vd_train_event *ev, void *user) {
     fflush(stderr);
 }
 
+/* VDNN_STEP_TIMES=1: the last training iteration's steps, measured on the
+ * compute stream (duration = end - previous end, stalls included) beside the
+ * simulator's, the VD_STEP_TIMES_ROWS steps measured furthest over their
+ * prediction first, then the totals. Where an iteration is slower than
+ * predicted, this says at which steps. */
+enum { VD_STEP_TIMES_ROWS = 15 };
+static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_net *net) {
+    const double *end = NULL;
+    int n = vd_exec_step_times(ex, &end);
+    if (n <= 0) return;
+    int order[VD_STEP_TIMES_ROWS], k = 0;
+    double over[VD_STEP_TIMES_ROWS];
+    for (int s = 0; s < n; s++) {
+        double m = end[s] - (s ? end[s - 1] : 0.0);
+        double pr = 1e3 * (plan->steps[s].t_end - (s ? plan->steps[s - 1].t_end : 0.0));
+        double d = m - pr;
+        int at = k < VD_STEP_TIMES_ROWS ? k++ : VD_STEP_TIMES_ROWS;
+        while (at > 0 && over[at - 1] < d) {
+            if (at < VD_STEP_TIMES_ROWS) { over[at] = over[at - 1]; order[at] = order[at - 1]; }
+            at--;
+        }
+        if (at < VD_STEP_TIMES_ROWS) { over[at] = d; order[at] = s; }
+    }
+    printf("step times (last iteration, compute stream; ms): the %d steps furthest over the "
+           "prediction\n  %-5s %-28s %10s %10s %9s %10s %10s\n", k, "step", "op", "measured",
+           "predicted", "over", "ends at", "predicted");
+    for (int i = 0; i < k; i++) {
+        int s = order[i];
+        const vd_step *st = &plan->steps[s];
+        char nm[64];
+        if (st->layer >= 0)
+            snprintf(nm, sizeof nm, "%s %s", st->kind == VD_STEP_BWD ? "bwd" : "fwd",
+                     net->layers[st->layer].name);
+        else
+            snprintf(nm, sizeof nm, "sgd");
+        double m = end[s] - (s ? end[s - 1] : 0.0);
+        double pr = 1e3 * (st->t_end - (s ? plan->steps[s - 1].t_end : 0.0));
+        printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, m, pr, m - pr,
+               end[s], 1e3 * st->t_end);
+    }
+    printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
+           "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
+}
+
 /* CUDA: the process's device memory as the driver sees it, beside the
  * budget, and whether it stayed within budget + what lives outside the pool
  * (context, handles, the layers' setup, the pinned host buffers), then where
@@ -419,6 +463,8 @@ int main(int argc, char **argv) {
     vd_cli_session_opts(&o.c, &so);
     const char *mt = getenv("VDNN_MEM_TRACE");
     so.mem_trace = mt && strcmp(mt, "1") == 0;
+    const char *stt = getenv("VDNN_STEP_TIMES");
+    so.step_times = stt && strcmp(stt, "1") == 0;
     if (!o.c.quiet && !o.c.profile && !o.c.analytic && vd_backend_cuda_available() &&
         strcmp(o.c.backend, "cpu") != 0)
         fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);
@@ -518,6 +564,7 @@ int main(int argc, char **argv) {
                res.mean_iter_s, tc->batch / res.mean_iter_s, plan.sim.iter_s, ses.prof.source,
                plan.sim.iter_s > 0 ? 100.0 * (res.mean_iter_s - plan.sim.iter_s) / plan.sim.iter_s : 0.0);
     report_device_memory(&ses, &plan, &st, trained);
+    if (trained) report_step_times(ex, &plan, &net);
     if (res.interrupted) {
         fprintf(stderr, "%s: interrupted at iteration %lld%s\n", PROG, (long long)res.iters_done,
                 o.save ? " (checkpoint saved)" : "");

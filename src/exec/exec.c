@@ -42,6 +42,9 @@ struct vd_exec {
     bool first_pending;         /* next SGD step is the first (momentum = grad) */
     int64_t sgd_steps;
     vd_exec_stats st;
+    int ev_steps;               /* opts.step_times: first of n_steps + 2 events, else -1 */
+    double *step_end_ms;        /* [n_steps + 1], see vd_exec_step_times */
+    int n_step_times;
 };
 
 static char *iv_addr(const vd_exec *ex, const vd_interval *iv) { return ex->pool + iv->offset; }
@@ -222,6 +225,14 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     rc = be->pool_create(be, plan->budget, (void **)&ex->pool, e);
     if (rc) { ex->pool = NULL; goto fail; }
     int n_ev = plan->n_events > ex->eval->n_events ? plan->n_events : ex->eval->n_events;
+    ex->ev_steps = -1;
+    if (ex->opts.step_times) {
+        /* one at the start of a training pass, one after each step */
+        ex->ev_steps = n_ev;
+        n_ev += plan->n_steps + 2;
+        ex->step_end_ms = vd_calloc((size_t)plan->n_steps + 1, sizeof *ex->step_end_ms, e);
+        if (!ex->step_end_ms) { rc = VD_ENOMEM; goto fail; }
+    }
     if ((rc = be->events_create(be, n_ev, e))) goto fail;
 
     ex->io = vd_calloc((size_t)plan->n_steps, sizeof *ex->io, e);
@@ -278,6 +289,7 @@ void vd_exec_destroy(vd_exec **pex) {
     free(ex->rc_io);
     free(ex->r_off);
     free(ex->r_cnt);
+    free(ex->step_end_ms);
     free(ex);
     *pex = NULL;
 }
@@ -479,11 +491,24 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     const vd_plan *p = ex->plan;
     double t0 = vd_now();
     walk_stats w = {0};
-    int rc;
-    for (int s = 0; s < p->n_steps; s++)
+    int rc, ev = ex->ev_steps;
+    vd_backend *be = ex->be;
+    if (ev >= 0 && (rc = be->event_record(be, ev, VD_STREAM_COMPUTE, e))) return rc;
+    for (int s = 0; s < p->n_steps; s++) {
         if ((rc = step_hooked(ex, p, ex->io, s, lr, iter, false, &w, e))) return rc;
+        if (ev >= 0 && (rc = be->event_record(be, ev + 1 + s, VD_STREAM_COMPUTE, e))) return rc;
+    }
     if ((rc = readback(ex, p, false, e))) return rc;
     if ((rc = step_hooked(ex, p, ex->io, p->n_steps, lr, iter, false, &w, e))) return rc;
+    if (ev >= 0) {
+        /* the loss readback waited for the compute stream: every event done */
+        for (int s = 0; s < p->n_steps; s++) {
+            float ms = 0.0f;
+            if ((rc = be->event_elapsed(be, ev, ev + 1 + s, &ms, e))) return rc;
+            ex->step_end_ms[s] = ms;
+        }
+        ex->n_step_times = p->n_steps;
+    }
     if (w.live != 0)
         return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",
                        (unsigned long long)w.live);
@@ -526,6 +551,11 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     *loss = *ex->loss_host;
     ex->st.eval_steps++;
     return VD_OK;
+}
+
+int vd_exec_step_times(const vd_exec *ex, const double **end_ms) {
+    *end_ms = ex->step_end_ms;
+    return ex->n_step_times;
 }
 
 void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st) {

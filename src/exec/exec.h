@@ -35,6 +35,10 @@ typedef struct vd_exec_opts {
      * after_step_ctx. The session's memory trace synchronizes there. */
     void (*after_step)(void *ctx, int step, bool eval);
     void *after_step_ctx;
+    /* Measure when each step of a training pass ends on the compute stream:
+     * one more event per step, recorded after the step's actions (no
+     * synchronization); read with vd_exec_step_times after the step. */
+    bool step_times;
 } vd_exec_opts;
 /* SKIP_RECOMPUTE: RECOMPUTE actions are not run (their consumers read the
  * freed, possibly poisoned region). */
@@ -91,5 +95,12 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
 int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e);
 
 void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st);
+
+/* opts.step_times: the latest training pass's measured end of each step on
+ * the compute stream, in ms from just before its first step (end_ms[s] for
+ * s < the plan's n_steps, the last the SGD update); the simulator's
+ * counterpart is the plan's steps[s].t_end. Returns the count (the plan's
+ * n_steps; 0 when off or before the first training step). */
+int vd_exec_step_times(const vd_exec *ex, const double **end_ms);
 
 #endif

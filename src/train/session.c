@@ -105,6 +105,7 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
     }
     s->cuda = want_cuda;
     s->mem_trace = o->mem_trace;
+    s->step_times = o->step_times;
     {
         const char *ml = getenv("CUDA_MODULE_LOADING");
         s->mem.lazy_loading = !(ml && strcmp(ml, "EAGER") == 0);
@@ -215,7 +216,7 @@ static void after_step(void *ctx, int step, bool eval) {
 int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e) {
     vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
                         .layers_ready = true, .before_pool = sample_before_pool,
-                        .before_pool_ctx = s };
+                        .before_pool_ctx = s, .step_times = s->step_times };
     if (s->cuda) {
         eo.after_step = after_step;
         eo.after_step_ctx = s;

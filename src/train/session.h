@@ -63,6 +63,8 @@ typedef struct vd_session_opts {
                                    backend's algorithm options even on CUDA
                                    (default: measured on CUDA, analytic on cpu) */
     const char *profile_out;    /* non-NULL: save the profile used to this file */
+    bool step_times;            /* measure when each training step ends on the compute
+                                   stream (vd_exec_opts.step_times; VDNN_STEP_TIMES=1) */
     bool mem_trace;             /* CUDA, debugging: after every step of every pass,
                                    synchronize and sample device memory; growth is
                                    recorded in vd_session_memory.growth (slows
@@ -138,6 +140,7 @@ typedef struct vd_session {
     double prof_s;              /* seconds spent loading/measuring the profile */
     vd_session_memory mem;
     bool mem_trace;             /* from vd_session_opts */
+    bool step_times;            /* from vd_session_opts */
 } vd_session;
 
 /* Open a session for net (finalized, vd_schedule_inplace applied) at batch:

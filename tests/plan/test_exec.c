@@ -444,6 +444,57 @@ START_TEST(test_before_pool_hook) {
 }
 END_TEST
 
+/* step_times: one event more per step (and one at the start), recorded on
+ * the compute stream; after a training step every step's end is known, in
+ * order, within the iteration's wall time; off: no extra events, no times. */
+static int events_asked;
+static int (*real_events_create)(vd_backend *, int, vd_err *);
+static int log_events_create(vd_backend *be, int n, vd_err *e) {
+    events_asked = n;
+    return real_events_create(be, n, e);
+}
+
+START_TEST(test_step_times) {
+    hook_fix f;
+    hook_fix_init(&f);
+    vd_net *net = &f.net;
+    vd_backend *be = f.be;
+    vd_plan *plan = &f.plan;
+    vd_err e = {0};
+    real_events_create = be->events_create;
+    be->events_create = log_events_create;
+    int n_ev = plan->n_events > plan->eval->n_events ? plan->n_events : plan->eval->n_events;
+    float *params = calloc((size_t)net->param_floats, sizeof *params);
+    ck_assert_ptr_nonnull(params);
+    for (int on = 0; on < 2; on++) {
+        vd_exec_opts eo = {.layers_ready = true, .step_times = on};
+        vd_exec *ex = NULL;
+        ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(events_asked, n_ev + (on ? plan->n_steps + 2 : 0));
+        const double *end = NULL;
+        ck_assert_int_eq(vd_exec_step_times(ex, &end), 0);   /* nothing measured yet */
+        ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
+        float loss;
+        ck_assert_msg(vd_exec_train_step(ex, 0.01f, 0, &loss, &e) == 0, "%s", e.msg);
+        int n = vd_exec_step_times(ex, &end);
+        if (!on) {
+            ck_assert_int_eq(n, 0);
+        } else {
+            vd_exec_stats st;
+            vd_exec_get_stats(ex, &st);
+            ck_assert_int_eq(n, plan->n_steps);
+            ck_assert(end[0] >= 0.0);
+            for (int s = 1; s < n; s++) ck_assert(end[s] >= end[s - 1]);
+            ck_assert(end[n - 1] <= st.last_iter_s * 1e3 + 1.0);
+        }
+        vd_exec_destroy(&ex);
+    }
+    free(params);
+    be->events_create = real_events_create;
+    hook_fix_free(&f);
+}
+END_TEST
+
 /* after_step (the session's memory trace) is called once per step, in step
  * order, after each is issued: n_steps + 1 calls per training step (the
  * last for the SGD update) and per evaluation step, with the right flag. */
@@ -505,6 +556,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_per_pass_algos);
     tcase_add_test(tc, test_before_pool_hook);
     tcase_add_test(tc, test_after_step_hook);
+    tcase_add_test(tc, test_step_times);
     suite_add_tcase(s, tc);
     return s;
 }
