@@ -170,6 +170,15 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
                 return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s algorithm %d for layer '%s' but "
                                "the %s backend offers %d; make the plan from vd_profile_backend()",
                                pn, a, net->layers[i].name, be->name, n);
+            /* the profile's option a is the backend's option a: a profile
+             * saved by another setup (another build, cuDNN, device, or conv
+             * API choice) can list other options */
+            const char *want = pass ? pl->algo_bwd_label : pl->algo_label;
+            if (want[0] && strcmp(want, opts[a].label) != 0)
+                return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s option %d ('%s') for layer '%s' "
+                               "but the %s backend's option %d is '%s': the profile comes from "
+                               "another setup; measure it again (without --profile)", pn, a, want,
+                               net->layers[i].name, be->name, a, opts[a].label);
             uint64_t need = vd_algo_ws(&opts[a], pass == 1);
             if (ws < need)
                 return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of %s "

@@ -495,6 +495,33 @@ START_TEST(test_step_times) {
 }
 END_TEST
 
+/* A plan whose option labels are not the backend's (a profile saved by
+ * another setup) is refused with the layer and both labels named. */
+START_TEST(test_profile_label_mismatch) {
+    hook_fix f;
+    hook_fix_init(&f);
+    vd_err e = {0};
+    vd_exec_opts eo = {.layers_ready = true};
+    vd_exec *ex = NULL;
+    int conv = -1;
+    for (int i = 0; i < f.net.n_layers && conv < 0; i++)
+        if (f.net.layers[i].op == VD_OP_CONV) conv = i;
+    ck_assert_int_ge(conv, 0);
+    vd_plan_layer *pl = &f.plan.layers[conv];
+    char saved[32];
+    memcpy(saved, pl->algo_bwd_label, sizeof saved);
+    snprintf(pl->algo_bwd_label, sizeof pl->algo_bwd_label, "b/32 w");
+    ck_assert_int_eq(vd_exec_create(&ex, &f.net, &f.plan, f.be, &eo, &e), VD_EUNSUPPORTED);
+    ck_assert_ptr_null(ex);
+    ck_assert_msg(strstr(e.msg, "'b/32 w'") && strstr(e.msg, f.net.layers[conv].name) &&
+                  strstr(e.msg, "another setup"), "%s", e.msg);
+    memcpy(pl->algo_bwd_label, saved, sizeof saved);
+    ck_assert_msg(vd_exec_create(&ex, &f.net, &f.plan, f.be, &eo, &e) == 0, "%s", e.msg);
+    vd_exec_destroy(&ex);
+    hook_fix_free(&f);
+}
+END_TEST
+
 /* after_step (the session's memory trace) is called once per step, in step
  * order, after each is issued: n_steps + 1 calls per training step (the
  * last for the SGD update) and per evaluation step, with the right flag. */
@@ -557,6 +584,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_before_pool_hook);
     tcase_add_test(tc, test_after_step_hook);
     tcase_add_test(tc, test_step_times);
+    tcase_add_test(tc, test_profile_label_mismatch);
     suite_add_tcase(s, tc);
     return s;
 }

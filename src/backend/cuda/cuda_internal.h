@@ -166,7 +166,7 @@ typedef struct cu_ctx {
     bool conv_legacy;                     /* VDNN_CONV_API=legacy: never the graph API */
     bool conv_mix;                        /* per conv layer, the API whose fastest option was
                                              timed faster (legacy when its cudnnFind beats the
-                                             graph engines by 3%); off with VDNN_CONV_API=graph,
+                                             graph engines by 8%); off with VDNN_CONV_API=graph,
                                              =legacy, untimed setups and VDNN_CONV_SPLIT=force */
     int conv_debug;                       /* VDNN_CONV_DEBUG: 1 path per conv layer on stderr,
                                              2 also every candidate engine */
