@@ -230,24 +230,27 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
     const double *end = NULL;
     int n = vd_exec_step_times(ex, &end);
     if (n <= 0) return;
-    int order[VD_STEP_TIMES_ROWS], k = 0;
-    double over[VD_STEP_TIMES_ROWS];
-    for (int s = 0; s < n; s++) {
-        double m = end[s] - (s ? end[s - 1] : 0.0);
-        double pr = 1e3 * (plan->steps[s].t_end - (s ? plan->steps[s - 1].t_end : 0.0));
-        double d = m - pr;
-        int at = k < VD_STEP_TIMES_ROWS ? k++ : VD_STEP_TIMES_ROWS;
-        while (at > 0 && over[at - 1] < d) {
-            if (at < VD_STEP_TIMES_ROWS) { over[at] = over[at - 1]; order[at] = order[at - 1]; }
-            at--;
-        }
-        if (at < VD_STEP_TIMES_ROWS) { over[at] = d; order[at] = s; }
+    double *dur = malloc(2 * (size_t)n * sizeof *dur), *pdur = dur + n;   /* measured, predicted */
+    bool *shown = calloc((size_t)n, sizeof *shown);
+    if (!dur || !shown) {
+        fprintf(stderr, "%s: step times: out of memory\n", PROG);
+        free(dur);
+        free(shown);
+        return;
     }
+    for (int s = 0; s < n; s++) {
+        dur[s] = end[s] - (s ? end[s - 1] : 0.0);
+        pdur[s] = 1e3 * (plan->steps[s].t_end - (s ? plan->steps[s - 1].t_end : 0.0));
+    }
+    int rows = n < VD_STEP_TIMES_ROWS ? n : VD_STEP_TIMES_ROWS;
     printf("step times (last iteration, compute stream; ms): the %d steps furthest over the "
-           "prediction\n  %-5s %-28s %10s %10s %9s %10s %10s\n", k, "step", "op", "measured",
+           "prediction\n  %-5s %-28s %10s %10s %9s %10s %10s\n", rows, "step", "op", "measured",
            "predicted", "over", "ends at", "predicted");
-    for (int i = 0; i < k; i++) {
-        int s = order[i];
+    for (int r = 0; r < rows; r++) {
+        int s = -1;
+        for (int t = 0; t < n; t++)
+            if (!shown[t] && (s < 0 || dur[t] - pdur[t] > dur[s] - pdur[s])) s = t;
+        shown[s] = true;
         const vd_step *st = &plan->steps[s];
         char nm[64];
         if (st->layer >= 0)
@@ -255,13 +258,13 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
                      net->layers[st->layer].name);
         else
             snprintf(nm, sizeof nm, "sgd");
-        double m = end[s] - (s ? end[s - 1] : 0.0);
-        double pr = 1e3 * (st->t_end - (s ? plan->steps[s - 1].t_end : 0.0));
-        printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, m, pr, m - pr,
-               end[s], 1e3 * st->t_end);
+        printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, dur[s], pdur[s],
+               dur[s] - pdur[s], end[s], 1e3 * st->t_end);
     }
     printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
            "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
+    free(dur);
+    free(shown);
 }
 
 /* CUDA: the process's device memory as the driver sees it, beside the

@@ -42,8 +42,8 @@ struct vd_exec {
     bool first_pending;         /* next SGD step is the first (momentum = grad) */
     int64_t sgd_steps;
     vd_exec_stats st;
-    int ev_steps;               /* opts.step_times: first of n_steps + 2 events, else -1 */
-    double *step_end_ms;        /* [n_steps + 1], see vd_exec_step_times */
+    int ev_steps;               /* opts.step_times: first of n_steps + 1 events, else -1 */
+    double *step_end_ms;        /* [n_steps], see vd_exec_step_times */
     int n_step_times;
 };
 
@@ -238,8 +238,8 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if (ex->opts.step_times) {
         /* one at the start of a training pass, one after each step */
         ex->ev_steps = n_ev;
-        n_ev += plan->n_steps + 2;
-        ex->step_end_ms = vd_calloc((size_t)plan->n_steps + 1, sizeof *ex->step_end_ms, e);
+        n_ev += plan->n_steps + 1;
+        ex->step_end_ms = vd_calloc((size_t)plan->n_steps, sizeof *ex->step_end_ms, e);
         if (!ex->step_end_ms) { rc = VD_ENOMEM; goto fail; }
     }
     if ((rc = be->events_create(be, n_ev, e))) goto fail;

@@ -108,12 +108,21 @@ static void step_excess(const vd_plan *p, uint64_t B, double *ex) {
         ex[s] = p->steps[s].mem_in_use > target ? (double)(p->steps[s].mem_in_use - target) : 0.0;
 }
 
+/* Copy a configuration (dispositions [L + 1], options [2L]). */
+static void config_copy(const actx *c, vd_disp *to_disp, int *to_algos, const vd_disp *disp,
+                        const int *algos) {
+    memcpy(to_disp, disp, (size_t)(c->L + 1) * sizeof *to_disp);
+    memcpy(to_algos, algos, 2 * (size_t)c->L * sizeof *to_algos);
+}
+
+/* The dispositions a tensor can take, in the order refine tries them. */
+static const vd_disp disp_alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
+
 static void note_seen(actx *c, const vd_plan *p) {
     if (!p->feasible) return;
     c->found = true;
     if (c->have_seen && p->sim.iter_s >= c->seen_s) return;
-    memcpy(c->seen_disp, c->disp, (size_t)(c->L + 1) * sizeof *c->disp);
-    memcpy(c->seen_algos, c->algos, 2 * (size_t)c->L * sizeof *c->algos);
+    config_copy(c, c->seen_disp, c->seen_algos, c->disp, c->algos);
     c->seen_s = p->sim.iter_s;
     c->have_seen = true;
 }
@@ -376,13 +385,12 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
             const vd_tensor *T = &P->tensors[t];
             int gap = T->bwd_first >= 0 && T->fwd_last >= 0 ? T->bwd_first - T->fwd_last - 1 : 0;
             if (gap < 1 && c->disp[k] == VD_DISP_KEEP) continue;
-            static const vd_disp alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
             for (int q = 0; q < 3; q++) {
-                vd_disp cur = c->disp[k];
-                if (alts[q] == cur || (alts[q] == VD_DISP_RECOMPUTE && !c->can_rc[k]) ||
-                    (alts[q] == VD_DISP_OFFLOAD && gap < 2))
+                vd_disp cur = c->disp[k], d = disp_alts[q];
+                if (d == cur || (d == VD_DISP_RECOMPUTE && !c->can_rc[k]) ||
+                    (d == VD_DISP_OFFLOAD && gap < 2))
                     continue;
-                c->disp[k] = alts[q];
+                c->disp[k] = d;
                 vd_plan Q;
                 vd_err te = {0};
                 int rc = eval(c, &Q, &te);
@@ -448,8 +456,7 @@ static int kick_search(actx *c, vd_plan *P, vd_err *e) {
     vd_rng r;
     vd_rng_seed(&r, 0x5eedu, (uint64_t)L);
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
-        memcpy(bd, c->disp, (size_t)(L + 1) * sizeof *bd);
-        memcpy(ba, c->algos, 2 * (size_t)L * sizeof *ba);
+        config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
             bool algo = c->algo_free && vd_rng_u32(&r) % 2;
@@ -463,9 +470,7 @@ static int kick_search(actx *c, vd_plan *P, vd_err *e) {
             } else {
                 int k = (int)(vd_rng_u32(&r) % (uint32_t)(L + 1));
                 if (c->fixed[k] || tensor_of(c, P, k) < 0) continue;
-                vd_disp d = (vd_disp)(vd_rng_u32(&r) % 3);
-                static const vd_disp alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
-                d = alts[(int)d];
+                vd_disp d = disp_alts[vd_rng_u32(&r) % 3];
                 if (d == c->disp[k] || (d == VD_DISP_RECOMPUTE && !c->can_rc[k])) continue;
                 c->disp[k] = d;
             }
@@ -486,8 +491,7 @@ static int kick_search(actx *c, vd_plan *P, vd_err *e) {
             *P = Q;
         } else {
             if (changed) vdp_plan_release(&Q);
-            memcpy(c->disp, bd, (size_t)(L + 1) * sizeof *bd);
-            memcpy(c->algos, ba, 2 * (size_t)L * sizeof *ba);
+            config_copy(c, c->disp, c->algos, bd, ba);
         }
     }
     free(bd);
@@ -639,8 +643,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     if (rc) { vdp_plan_release(&P); ctx_free(&c); return rc; }
     if (!done(&c) && c.have_seen && (!P.feasible || c.seen_s < P.sim.iter_s)) {
         /* the fastest fitting configuration seen, rebuilt */
-        memcpy(c.disp, c.seen_disp, (size_t)(c.L + 1) * sizeof *c.disp);
-        memcpy(c.algos, c.seen_algos, 2 * (size_t)c.L * sizeof *c.algos);
+        config_copy(&c, c.disp, c.algos, c.seen_disp, c.seen_algos);
         vdp_plan_release(&P);
         rc = eval(&c, &P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
@@ -665,8 +668,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     }
     if (done(&c) && rc_best != VD_OK) {
         /* feasibility only: the search stopped at a fitting configuration */
-        memcpy(c.disp, c.seen_disp, (size_t)(c.L + 1) * sizeof *c.disp);
-        memcpy(c.algos, c.seen_algos, 2 * (size_t)c.L * sizeof *c.algos);
+        config_copy(&c, c.disp, c.algos, c.seen_disp, c.seen_algos);
         vd_plan X;
         vd_err te = {0};
         rc = eval(&c, &X, &te);

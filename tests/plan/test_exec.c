@@ -470,7 +470,7 @@ START_TEST(test_step_times) {
         vd_exec_opts eo = {.layers_ready = true, .step_times = on};
         vd_exec *ex = NULL;
         ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(events_asked, n_ev + (on ? plan->n_steps + 2 : 0));
+        ck_assert_int_eq(events_asked, n_ev + (on ? plan->n_steps + 1 : 0));
         const double *end = NULL;
         ck_assert_int_eq(vd_exec_step_times(ex, &end), 0);   /* nothing measured yet */
         ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
