@@ -210,7 +210,6 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         c->retime = c->tune && t && !strcmp(t, "2");
         const char *api = getenv("VDNN_CONV_API");
         c->conv_legacy = api && !strcmp(api, "legacy");
-        c->conv_mix = c->tune && !c->conv_legacy && !(api && !strcmp(api, "graph"));
         const char *dbg = getenv("VDNN_CONV_DEBUG");
         c->conv_debug = dbg && dbg[0] >= '0' && dbg[0] <= '9' ? dbg[0] - '0' : 0;
         const char *topk = getenv("VDNN_CONV_TOPK");
@@ -220,6 +219,9 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         c->conv_rtc = rtc && !strcmp(rtc, "1");
         const char *split = getenv("VDNN_CONV_SPLIT");
         c->conv_split = split && !strcmp(split, "0") ? 0 : split && !strcmp(split, "force") ? 2 : 1;
+        /* the forced split options (tests) live in the graph API's options */
+        c->conv_mix = c->tune && !c->conv_legacy && !(api && !strcmp(api, "graph")) &&
+                      c->conv_split != 2;
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;

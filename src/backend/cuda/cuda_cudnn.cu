@@ -484,7 +484,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
         if ((rc = cu_graph_conv_setup(c, net, li, L, bias_ws, &no_engine, why, sizeof why, e)))
             return rc;
         if (!no_engine) {
-            graph_ms = c->conv_mix && c->conv_split != 2 ? cu_graph_conv_fastest_ms(L) : -1.0f;
+            graph_ms = c->conv_mix ? cu_graph_conv_fastest_ms(L) : -1.0f;
             if (graph_ms < 0.0f) return VD_OK;
         } else if (c->conv_debug) {
             fprintf(stderr, "vdnn conv: layer '%s': legacy API (graph API: %s)\n", l->name, why);
