@@ -1,6 +1,7 @@
 /* cli_common.c — see cli_common.h. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "vd_config.h"
 #include "cli/cli_common.h"
@@ -145,4 +146,9 @@ void vd_cli_session_opts(const vd_cli_common *c, vd_session_opts *so) {
     so->profile_path = c->profile;
     so->analytic = c->analytic;
     so->profile_out = c->profile_out;
+}
+
+bool vd_cli_stage_input(void) {
+    const char *v = getenv("VDNN_STAGE_INPUT");
+    return !(v && strcmp(v, "0") == 0);
 }

@@ -67,6 +67,10 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e);
 
+/* Input staging wanted (vd_plan_opts.no_stage_input = !this): false when
+ * the environment sets VDNN_STAGE_INPUT=0 (for comparisons), else true. */
+bool vd_cli_stage_input(void);
+
 /* vd_session_opts_init(so), then the session fields c sets: backend,
  * device, math, deterministic, profile path / output, analytic. */
 void vd_cli_session_opts(const vd_cli_common *c, vd_session_opts *so);

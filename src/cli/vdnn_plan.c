@@ -180,6 +180,7 @@ int main(int argc, char **argv) {
     o.policy = policy;
     o.prefetch = prefetch;
     o.budget = budget;
+    o.no_stage_input = !vd_cli_stage_input();
 
     uint64_t mins[VD_POLICY_COUNT] = {0};
     if (want_min) {

@@ -485,6 +485,7 @@ int main(int argc, char **argv) {
     po.budget = o.budget ? o.budget : vd_session_default_budget(&ses);
     po.policy = o.policy;
     po.prefetch = o.c.prefetch;
+    po.no_stage_input = !vd_cli_stage_input();
     rc = vd_session_plan(&ses, &po, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;

@@ -10,6 +10,16 @@
  * H2D streams, event records and waits, and one host wait (the loss
  * readback) at the end.
  *
+ * Input staging (the plan's t_stage >= 0): two pairs of pinned input buffers,
+ * the current one (in_x / in_labels: the batch of the next step) and the
+ * look-ahead one (nx_x / nx_labels). A training step told that the look-ahead
+ * buffers are ready issues the plan's staging copy from nx_x, and at its end
+ * swaps the pairs; the next training step then starts from the staged region
+ * (LOAD_STAGED) instead of copying x from the host. Labels always come from
+ * the current buffer (their own small copy). An evaluation pass may reuse
+ * the region: it waits for a staging copy still in flight and drops the
+ * staged batch, as do set_state and vd_exec_drop_staged.
+ *
  * Measured statistics are tracked while walking, independently of the plan's
  * own arithmetic: bytes live (+ at ALLOC, - at FREE), their maximum at each
  * COMPUTE, and max(offset + size) at each ALLOC. */
@@ -27,8 +37,14 @@ struct vd_exec {
     vd_exec_opts opts;
     char *pool;                 /* device: [plan->budget] */
     char *host_store;           /* pinned: [plan->host_bytes] (NULL if 0) */
-    float *in_x;                /* pinned: [batch, in_c, in_h, in_w] */
-    int32_t *in_labels;         /* pinned: [batch] */
+    float *in_x;                /* pinned: [batch, in_c, in_h, in_w] (current) */
+    int32_t *in_labels;         /* pinned: [batch] (current) */
+    float *nx_x;                /* pinned look-ahead x (plan stages), else NULL */
+    int32_t *nx_labels;         /* pinned look-ahead labels (plan stages), else NULL */
+    bool next_ready;            /* vd_exec_next_ready since the last training step */
+    bool staged;                /* the staging region holds the current buffers' batch */
+    bool stage_inflight;        /* a staging copy may not have been waited for yet */
+    int ev_stage;               /* the staging copy's H2D event (-1: no staging) */
     float *loss_host;           /* pinned: [1] */
     float *eval_y;              /* pinned: [batch, classes] */
     int64_t x_floats, y_floats;
@@ -154,6 +170,18 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
     if (plan->n_layers != net->n_layers)
         return vd_errf(e, VD_EINTERNAL, "plan has %d layers, net '%s' has %d", plan->n_layers,
                        net->name, net->n_layers);
+    if (plan->t_stage >= 0) {
+        /* what run_step relies on: "x:next" as big as x, its region read at
+         * step 0 and filled from stage_step to the end, at one offset */
+        const vd_tensor *S = &plan->tensors[plan->t_stage], *X = &plan->tensors[plan->t_x];
+        const vd_interval *a = S->n_iv == 2 ? &plan->intervals[S->iv[0]] : NULL;
+        const vd_interval *b = S->n_iv == 2 ? &plan->intervals[S->iv[1]] : NULL;
+        if (!a || S->bytes != X->bytes || a->first != 0 || a->last != 0 ||
+            b->fill != VD_FILL_STAGE || b->first != plan->stage_step ||
+            b->last != plan->n_steps - 1 || a->offset != b->offset || b->ev_h2d < 0 ||
+            plan->intervals[X->iv[0]].first != 0)
+            return vd_errf(e, VD_EINTERNAL, "plan: the input staging tensor is inconsistent");
+    }
     for (int i = 0; i < net->n_layers; i++) {
         const vd_algo_opt *opts = NULL;
         int n = 0;
@@ -230,6 +258,15 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if ((rc = be->host_alloc(be, (uint64_t)ex->y_floats * 4u, (void **)&ex->eval_y, e))) { ex->eval_y = NULL; goto fail; }
     memset(ex->in_x, 0, (size_t)ex->x_floats * 4u);
     memset(ex->in_labels, 0, (size_t)plan->batch * 4u);
+    ex->ev_stage = -1;
+    if (plan->t_stage >= 0) {
+        /* the look-ahead pair of input buffers */
+        if ((rc = be->host_alloc(be, (uint64_t)ex->x_floats * 4u, (void **)&ex->nx_x, e))) { ex->nx_x = NULL; goto fail; }
+        if ((rc = be->host_alloc(be, (uint64_t)plan->batch * 4u, (void **)&ex->nx_labels, e))) { ex->nx_labels = NULL; goto fail; }
+        memset(ex->nx_x, 0, (size_t)ex->x_floats * 4u);
+        memset(ex->nx_labels, 0, (size_t)plan->batch * 4u);
+        ex->ev_stage = plan->intervals[plan->tensors[plan->t_stage].iv[1]].ev_h2d;
+    }
     if (ex->opts.before_pool) ex->opts.before_pool(ex->opts.before_pool_ctx);
     rc = be->pool_create(be, plan->budget, (void **)&ex->pool, e);
     if (rc) { ex->pool = NULL; goto fail; }
@@ -291,6 +328,8 @@ void vd_exec_destroy(vd_exec **pex) {
     if (ex->loss_host) be->host_free(be, ex->loss_host);
     if (ex->in_labels) be->host_free(be, ex->in_labels);
     if (ex->in_x) be->host_free(be, ex->in_x);
+    if (ex->nx_labels) be->host_free(be, ex->nx_labels);
+    if (ex->nx_x) be->host_free(be, ex->nx_x);
     if (ex->host_store) be->host_free(be, ex->host_store);
     if (ex->pool) be->pool_destroy(be, ex->pool);
     free(ex->io);
@@ -305,6 +344,11 @@ void vd_exec_destroy(vd_exec **pex) {
 
 float *vd_exec_input_x(vd_exec *ex) { return ex->in_x; }
 int32_t *vd_exec_input_labels(vd_exec *ex) { return ex->in_labels; }
+bool vd_exec_stages(const vd_exec *ex) { return ex->plan->t_stage >= 0; }
+float *vd_exec_next_x(vd_exec *ex) { return ex->nx_x; }
+int32_t *vd_exec_next_labels(vd_exec *ex) { return ex->nx_labels; }
+void vd_exec_next_ready(vd_exec *ex) { ex->next_ready = ex->nx_x != NULL; }
+void vd_exec_drop_staged(vd_exec *ex) { ex->staged = false; }
 
 static char *region(const vd_exec *ex, int t) {
     const vd_plan *p = ex->plan;
@@ -328,6 +372,7 @@ int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
     ex->sgd_steps = sgd_steps;
     ex->first_pending = !momentum || sgd_steps == 0;
     ex->state_set = true;
+    ex->staged = ex->stage_inflight = false;   /* synchronized: no copy in flight */
     return VD_OK;
 }
 
@@ -351,12 +396,20 @@ static const void *fill_src(const vd_exec *ex, const vd_plan *p, const vd_interv
     switch (iv->fill) {
     case VD_FILL_INPUT_X: return ex->in_x;
     case VD_FILL_LABELS: return ex->in_labels;
+    case VD_FILL_STAGE: return ex->nx_x;
     case VD_FILL_HOST_STORE: return ex->host_store + T->host_offset;
     default: return NULL;
     }
 }
 
-typedef struct walk_stats { uint64_t live, peak, hwm, d2h, h2d; int rc_next; int64_t rc_ops; } walk_stats;
+typedef struct walk_stats {
+    uint64_t live, peak, hwm, d2h, h2d;
+    int rc_next;
+    int64_t rc_ops;
+    int x_iv;           /* staged: x's step-0 interval (its load is skipped), else -1 */
+    bool stage_next;    /* issue the staging copy (the look-ahead buffers are ready) */
+    bool load_staged;   /* start from the staged region */
+} walk_stats;
 
 /* Run the actions of step s of plan p. */
 static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
@@ -378,7 +431,9 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
         case VD_A_FREE: {
             const vd_interval *iv = &p->intervals[A->arg];
             w->live -= iv->bytes;
-            if (poison && !p->tensors[iv->tensor].persistent)
+            /* the staged region outlives the iteration: the next one reads it */
+            bool keep = iv->fill == VD_FILL_STAGE;
+            if (poison && !keep && !p->tensors[iv->tensor].persistent)
                 rc = be->poison_async(be, VD_STREAM_COMPUTE, iv_addr(ex, iv), iv->bytes, e);
             break;
         }
@@ -395,6 +450,8 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             const vd_interval *iv = &p->intervals[A->arg];
             const vd_tensor *T = &p->tensors[iv->tensor];
             char *dst = iv_addr(ex, iv);
+            if (A->arg == w->x_iv) break;                       /* x was staged */
+            if (iv->fill == VD_FILL_STAGE && !w->stage_next) break;  /* no next batch */
             if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) break;
             if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) break;
             if (poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e))) break;
@@ -407,6 +464,7 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             const vd_interval *iv = &p->intervals[A->arg];
             const vd_tensor *T = &p->tensors[iv->tensor];
             bool activation = T->offload && T->iv[1] == A->arg;
+            if (A->arg == w->x_iv) break;                       /* x was staged */
             if (!(activation && ex->opts.fault == VD_FAULT_SKIP_PREFETCH_WAIT))
                 rc = be->stream_wait(be, VD_STREAM_COMPUTE, iv->ev_h2d, e);
             break;
@@ -443,6 +501,15 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             rc = be->forward(be, net, A->arg, io, e);
             if (!rc) w->rc_ops++;
             if (!rc && ex->opts.sync_debug) rc = be->synchronize(be, e);
+            break;
+        }
+        case VD_A_LOAD_STAGED: {
+            if (!w->load_staged) break;                         /* x is loaded from the host */
+            const vd_interval *xi = &p->intervals[A->arg];
+            const vd_tensor *S = &p->tensors[p->t_stage];
+            if ((rc = be->stream_wait(be, VD_STREAM_COMPUTE, ex->ev_stage, e))) break;
+            rc = be->copy_async(be, VD_STREAM_COMPUTE, iv_addr(ex, xi),
+                                iv_addr(ex, &p->intervals[S->iv[0]]), S->bytes, e);
             break;
         }
         case VD_A_OFFLOAD: {
@@ -502,6 +569,15 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     walk_stats w = {0};
     int rc, ev = ex->ev_steps;
     vd_backend *be = ex->be;
+    /* input staging: start from the batch the previous step staged (if it
+     * did and nothing dropped it since); stage the next one if it is ready */
+    w.x_iv = -1;
+    w.load_staged = ex->staged && p->t_stage >= 0;
+    if (w.load_staged) w.x_iv = p->tensors[p->t_x].iv[0];
+    w.stage_next = ex->next_ready && p->t_stage >= 0;
+    bool swap = ex->next_ready;
+    ex->staged = false;
+    ex->next_ready = false;
     if (ev >= 0 && (rc = be->event_record(be, ev, VD_STREAM_COMPUTE, e))) return rc;
     for (int s = 0; s < p->n_steps; s++) {
         if ((rc = step_hooked(ex, p, ex->io, s, lr, iter, false, &w, e))) return rc;
@@ -521,6 +597,13 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     if (w.live != 0)
         return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",
                        (unsigned long long)w.live);
+    if (swap) {
+        /* the look-ahead batch becomes the current one (staged on the device) */
+        float *tx = ex->in_x; ex->in_x = ex->nx_x; ex->nx_x = tx;
+        int32_t *tl = ex->in_labels; ex->in_labels = ex->nx_labels; ex->nx_labels = tl;
+    }
+    if (w.load_staged) { ex->st.staged_loads++; ex->stage_inflight = false; }
+    if (w.stage_next) ex->staged = ex->stage_inflight = true;
     if (w.peak > ex->st.live_peak) ex->st.live_peak = w.peak;
     if (w.hwm > ex->st.pool_hwm) ex->st.pool_hwm = w.hwm;
     ex->st.offload_bytes_iter = w.d2h;
@@ -540,7 +623,15 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
         return vd_errf(e, VD_EINTERNAL, "vd_exec_eval_step before vd_exec_set_state");
     const vd_plan *p = ex->eval;
     walk_stats w = {0};
+    w.x_iv = -1;
     int rc;
+    /* the evaluation placement may reuse the staging region: a staging copy
+     * still in flight must land first, and the staged batch is gone */
+    if (ex->stage_inflight) {
+        if ((rc = ex->be->stream_wait(ex->be, VD_STREAM_COMPUTE, ex->ev_stage, e))) return rc;
+        ex->stage_inflight = false;
+    }
+    ex->staged = false;
     for (int s = 0; s < p->n_steps; s++)
         if ((rc = step_hooked(ex, p, ex->eval_io, s, 0.0f, 0, true, &w, e))) return rc;
     if ((rc = readback(ex, p, true, e))) return rc;

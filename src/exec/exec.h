@@ -59,6 +59,7 @@ typedef struct vd_exec_stats {
     int64_t sgd_steps;            /* SGD updates applied so far */
     int64_t train_steps, eval_steps; /* calls completed */
     int64_t recompute_ops_iter;   /* forward ops re-run per training iteration (measured) */
+    int64_t staged_loads;         /* training steps that started from a staged batch */
 } vd_exec_stats;
 
 /* Create an executor for plan on be. The plan and net must outlive it.
@@ -83,9 +84,39 @@ int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
                       int64_t *sgd_steps, vd_err *e);
 
-/* Pinned host buffers for the next batch: x [batch*C*H*W], labels [batch]. */
+/* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
+ * [batch] (with input staging: the current pair, see below). */
 float *vd_exec_input_x(vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
+
+/* Input staging. When the plan stages (vd_exec_stages: the plan's t_stage
+ * >= 0), a second, look-ahead pair of pinned buffers exists (NULL
+ * otherwise). Protocol, per training step:
+ *
+ *     fill vd_exec_input_x/labels with batch i   (only when not staged, below)
+ *     fill vd_exec_next_x/labels with batch i+1  (only when the next call
+ *     vd_exec_next_ready(ex);                     will be a training step on it)
+ *     vd_exec_train_step(ex, ...);                // trains batch i, uploads i+1
+ *
+ * After a step told vd_exec_next_ready, the pairs have swapped: the current
+ * buffers (vd_exec_input_x/labels) hold batch i+1, already on the device;
+ * do not change them (the labels and, under offload, x are still read from
+ * there); the next training step starts from the device copy. The look-ahead
+ * buffers may be written between steps only (a buffer is no longer read once
+ * the step after the one that staged from it has returned). Without
+ * vd_exec_next_ready the step stages nothing (the next one loads x from the
+ * host, as without staging). An evaluation step, vd_exec_set_state or
+ * vd_exec_drop_staged drops a staged batch: the next training step loads x
+ * from the current buffers again (an evaluation step overwrites them with
+ * its own batch: refill them). Results are byte-identical either way. */
+bool vd_exec_stages(const vd_exec *ex);
+float *vd_exec_next_x(vd_exec *ex);
+int32_t *vd_exec_next_labels(vd_exec *ex);
+/* The look-ahead buffers hold the next training step's batch: the coming
+ * vd_exec_train_step stages it (no-op when the plan does not stage). */
+void vd_exec_next_ready(vd_exec *ex);
+/* Forget a staged batch (e.g. the current buffers are to be refilled). */
+void vd_exec_drop_staged(vd_exec *ex);
 
 /* One training iteration on the batch in the input buffers: forward,
  * backward, SGD with learning rate lr. *loss = mean cross-entropy. */

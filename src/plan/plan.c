@@ -47,8 +47,13 @@ const char *vd_tensor_kind_name(vd_tensor_kind k) {
 const char *vd_action_name(vd_action_kind k) {
     static const char *const n[] = {"wait_offload", "free", "record_free", "alloc",
                                     "prefetch", "wait_prefetch", "compute", "offload",
-                                    "recompute"};
+                                    "recompute", "load_staged"};
     return (unsigned)k < VD_ARRAY_LEN(n) ? n[k] : "?";
+}
+
+const char *vd_stage_name(vd_stage s) {
+    static const char *const n[] = {"on", "off", "no room", "no gain", "n/a"};
+    return (unsigned)s < VD_ARRAY_LEN(n) ? n[s] : "?";
 }
 
 const char *vd_disp_name(vd_disp d) {
@@ -646,6 +651,7 @@ static void build_actions(bld *b) {
                     vd_action tmp = A[y]; A[y] = A[y - 1]; A[y - 1] = tmp;
                 }
             for (int k = head[2 * ns + s]; k >= 0; k = next[2 * cap + k]) PUSH(VD_A_WAIT_PREFETCH, k);
+            if (s == 0 && p->t_stage >= 0) PUSH(VD_A_LOAD_STAGED, p->tensors[p->t_x].iv[0]);
             for (; rc_next < n_rc && p->layers[b->rc_ops[rc_next]].rc_step == s; rc_next++) {
                 int j = b->rc_ops[rc_next];
                 PUSH(VD_A_RECOMPUTE, j);
@@ -699,12 +705,158 @@ static void finish_stats(vd_plan *p) {
         const vd_tensor *T = &p->tensors[iv->tensor];
         if (iv->fill == VD_FILL_NONE) continue;
         if (T->offload && T->iv[1] == k) p->prefetch_bytes += T->bytes;   /* prefetch back */
-        else p->input_bytes += T->bytes;                                   /* x, labels */
+        else if (p->t_stage >= 0 && iv->tensor == p->t_x) continue;        /* staged instead */
+        else p->input_bytes += T->bytes;                                   /* x (or x:next), labels */
     }
     p->persistent_bytes = 0;
     for (int t = 0; t < p->n_tensors; t++)
         if (p->tensors[t].persistent)
             p->persistent_bytes += p->intervals[p->tensors[t].iv[0]].bytes;
+}
+
+/* ---- input staging ------------------------------------------------------ */
+
+typedef struct span { uint64_t o, e; } span;
+
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return (x->o > y->o) - (x->o < y->o);
+}
+
+/* Lowest 256-aligned offset for a region of `bytes` that overlaps none of the
+ * first n intervals of p live at a step of [q, n_steps - 1] or at step 0 (the
+ * staging region holds the next batch from its copy at q until the next
+ * iteration's step 0 has read it); UINT64_MAX when it would end above limit.
+ * sp: scratch [n]. */
+static uint64_t stage_offset(const vd_plan *p, int n, int q, uint64_t bytes, uint64_t limit,
+                             span *sp) {
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        if (iv->last >= q || iv->first <= 0)
+            sp[m++] = (span){iv->offset, iv->offset + iv->bytes};
+    }
+    qsort(sp, (size_t)m, sizeof *sp, cmp_span);
+    uint64_t cand = 0;
+    for (int k = 0; k < m; k++) {
+        if (cand + bytes <= sp[k].o) break;
+        if (sp[k].e > cand) cand = sp[k].e;
+    }
+    return cand + bytes <= limit ? cand : UINT64_MAX;
+}
+
+/* Put the staging intervals of tensor t at issue step q (offset off; they are
+ * the plan's last two intervals, after the first n0), rebuild the actions and
+ * simulate. */
+static int stage_try(bld *b, int t, int n0, int q, uint64_t off, vd_err *e) {
+    vd_plan *p = b->p;
+    vd_tensor *T = &p->tensors[t];
+    p->n_intervals = n0;
+    T->n_iv = 0;
+    T->iv[0] = T->iv[1] = -1;
+    int ka = add_interval(b, t, 0, 0, VD_FILL_NONE, 0);
+    int kb = add_interval(b, t, q, p->n_steps - 1, VD_FILL_STAGE, p->n_steps);
+    p->intervals[ka].offset = p->intervals[kb].offset = off;
+    T->prod_step = q;
+    p->stage_step = q;
+    build_actions(b);
+    return vdp_simulate(p, b->prof, false, NULL, NULL, NULL, e);
+}
+
+/* Input staging for a feasible training plan that is otherwise complete
+ * (placed, actions built, simulated): the tensor "x:next" and its copy at
+ * the step that costs least. Nothing else moves. The region must fit below
+ * limit at the issue step q (which holds from some q_fit on: a later q
+ * conflicts with fewer intervals). Preferably q is no earlier than the last
+ * backward prefetch (the H2D stream serves copies in issue order: an earlier
+ * copy delays it), the latest such step whose copy still ends when the
+ * iteration does (the predicted time only grows with q from there); when
+ * even the earliest of those is slower than issuing at q_fit, the latest
+ * step before them as fast as q_fit (binary searches on the simulator).
+ * Kept only if the iteration gets faster; p->stage says what happened. */
+static int add_staging(bld *b, uint64_t limit, vd_err *e) {
+    vd_plan *p = b->p;
+    int L = b->L, last = p->n_steps - 1, n0 = p->n_intervals;
+    const vd_tensor *X = &p->tensors[p->t_x];
+    uint64_t bytes = iv_size(X->bytes);
+    span *sp = malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *sp);
+    if (!sp) return vd_errf(e, VD_ENOMEM, "out of memory planning the input staging");
+    int rc = VD_OK;
+    if (stage_offset(p, n0, last, bytes, limit, sp) == UINT64_MAX) {
+        p->stage = VD_STAGE_NO_ROOM;
+        goto out;
+    }
+    int q_fit = L;
+    if (stage_offset(p, n0, L, bytes, limit, sp) == UINT64_MAX) {
+        int lo = L, hi = last;                 /* !fits(lo), fits(hi) */
+        while (hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if (stage_offset(p, n0, mid, bytes, limit, sp) == UINT64_MAX) lo = mid;
+            else hi = mid;
+        }
+        q_fit = hi;
+    }
+    int q_pf = -1;
+    for (int k = 0; k < n0; k++)
+        if (p->intervals[k].fill != VD_FILL_NONE && p->intervals[k].first >= L &&
+            p->intervals[k].first > q_pf)
+            q_pf = p->intervals[k].first;
+    int q_lo = q_fit > q_pf ? q_fit : q_pf;
+    double base = p->sim.iter_s;
+    int t = add_tensor(b, VD_T_INPUT, -1, X->bytes, "x", ":next");
+    p->t_stage = t;
+#define TRY(q, out_s) do { \
+        rc = stage_try(b, t, n0, (q), stage_offset(p, n0, (q), bytes, limit, sp), e); \
+        if (rc) goto out; \
+        (out_s) = p->sim.iter_s; \
+    } while (0)
+    double t_lo, t_mid;
+    TRY(q_lo, t_lo);
+    double target = t_lo + 1e-12 + 1e-9 * t_lo;
+    int lo = q_lo, hi = last;                  /* latest q with T(q) <= target */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        TRY(mid, t_mid);
+        if (t_mid <= target) lo = mid;
+        else hi = mid - 1;
+    }
+    int best_q = lo;
+    if (q_fit < q_lo) {
+        /* ahead of the last prefetches (it queues before them): better only
+         * when the copy issued after them cannot end in time; then the latest
+         * such step that is as fast as the earliest */
+        double t_fit;
+        TRY(q_fit, t_fit);
+        if (t_fit < target - 2e-12 - 2e-9 * t_lo) {
+            double tgt = t_fit + 1e-12 + 1e-9 * t_fit;
+            lo = q_fit;
+            hi = q_lo - 1;
+            while (lo < hi) {
+                int mid = lo + (hi - lo + 1) / 2;
+                TRY(mid, t_mid);
+                if (t_mid <= tgt) lo = mid;
+                else hi = mid - 1;
+            }
+            best_q = lo;
+        }
+    }
+    TRY(best_q, t_mid);
+#undef TRY
+    if (t_mid < base) {
+        finish_stats(p);
+        p->stage = VD_STAGE_ON;
+    } else {
+        /* no faster: the plan as it was */
+        p->n_tensors--;
+        p->n_intervals = n0;
+        p->t_stage = p->stage_step = -1;
+        build_actions(b);
+        rc = vdp_simulate(p, b->prof, false, NULL, NULL, NULL, e);
+        p->stage = VD_STAGE_NO_GAIN;
+    }
+out:
+    free(sp);
+    return rc;
 }
 
 /* ---- prefetch scheduling ------------------------------------------------ */
@@ -1028,7 +1180,10 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     p->forward_only = opts->forward_only;
     p->n_steps = opts->forward_only ? L : 2 * L + 1;
     p->loss_layer = L - 1;
-    int cap_t = 5 + 6 * L;     /* per layer: y, dy, aux, ws_fwd, ws_bwd, ws_rc */
+    p->t_stage = p->stage_step = -1;
+    p->stage = opts->forward_only ? VD_STAGE_NA : opts->no_stage_input ? VD_STAGE_OFF : VD_STAGE_NA;
+    int cap_t = 6 + 6 * L;     /* params, momentum, grads, x, labels, x:next; per layer:
+                                  y, dy, aux, ws_fwd, ws_bwd, ws_rc */
     int cap_iv = 2 * cap_t;
     int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
     p->tensors = calloc((size_t)cap_t, sizeof *p->tensors);
@@ -1195,6 +1350,8 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     rc = vdp_simulate(p, prof, false, NULL, NULL, NULL, e);
     if (rc) goto done;
     if (!p->feasible) rc = VD_EBUDGET;
+    else if (!p->forward_only && !opts->no_stage_input)
+        rc = add_staging(&B, budget ? budget : p->hwm, e);
 
 done:
     free(B.act_of); free(B.dact_of); free(B.fwd_write); free(B.first_touch);

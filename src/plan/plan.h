@@ -51,6 +51,29 @@
  *   COMPUTE          forward / backward / SGD of step s
  *   OFFLOAD t        after the producer step: compute records an event, D2H
  *                    waits on it, copies device -> host store, records t's D2H event
+ *   LOAD_STAGED iv   (step 0, after the waits, before COMPUTE; only in a plan
+ *                    with input staging) when this iteration's batch was staged
+ *                    by the previous one: compute waits on the staging copy's
+ *                    H2D event and copies the staging region into x's first
+ *                    interval iv (device to device); x's own PREFETCH and
+ *                    WAIT_PREFETCH at step 0 are then skipped. Otherwise a no-op
+ *                    and x is loaded from the pinned input buffer as usual.
+ *
+ * Input staging: a training plan may carry one more tensor, "x:next" (kind
+ * input, t_stage), the next iteration's batch. Its interval [stage_step,
+ * n_steps - 1] is filled by an H2D copy (VD_FILL_STAGE, from the executor's
+ * look-ahead input buffer) issued at stage_step, late in the backward pass;
+ * its interval [0, 0], at the same offset, is the region the next iteration's
+ * LOAD_STAGED reads. Both are ordinary intervals of the pool (placed, counted
+ * in the memory per step), so nothing live from stage_step to the end of the
+ * iteration or at step 0 overlaps the region. The planner adds it only when
+ * it fits the budget without moving anything else (a plan with budget 0
+ * keeps its own need: the region must fit below it) and makes the
+ * iteration faster; stage_step is the latest step whose copy still ends
+ * before the iteration does (no earlier than the last activation prefetch,
+ * so it never queues ahead of one). vd_plan_opts.no_stage_input turns it off.
+ * The simulator models the steady state (iteration >= 1): the staging copy
+ * on the H2D stream, the device-to-device copy instead of x's load at step 0.
  * The final pseudo-step (index n_steps) holds the FREEs of intervals ending at
  * the last step; the executor runs it after the loss readback. */
 #ifndef VD_PLAN_H
@@ -187,6 +210,9 @@ typedef enum {
     VD_FILL_INPUT_X,     /* H2D from the executor's pinned input x buffer */
     VD_FILL_LABELS,      /* H2D from the pinned labels buffer */
     VD_FILL_HOST_STORE,  /* H2D from the tensor's slot in the pinned host store */
+    VD_FILL_STAGE,       /* input staging: H2D from the executor's look-ahead x
+                            buffer (the next batch); need_step is n_steps (read
+                            by the next iteration's LOAD_STAGED, no wait here) */
 } vd_fill;
 
 typedef struct vd_interval {
@@ -231,6 +257,16 @@ typedef struct vd_tensor {
     double recompute_s;         /* profile time of its writers' forward ops */
 } vd_tensor;
 
+/* Whether a plan stages the next batch, or why not. */
+typedef enum {
+    VD_STAGE_ON,         /* the plan has the staging copy */
+    VD_STAGE_OFF,        /* vd_plan_opts.no_stage_input */
+    VD_STAGE_NO_ROOM,    /* the staging region does not fit the budget */
+    VD_STAGE_NO_GAIN,    /* it fits but would not make the iteration faster */
+    VD_STAGE_NA,         /* forward-only or infeasible plan */
+} vd_stage;
+const char *vd_stage_name(vd_stage s);   /* "on", "off", "no room", "no gain", "n/a" */
+
 /* Per-tensor disposition requested through vd_plan_opts.disp. */
 typedef enum { VD_DISP_AUTO = 0, VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE,
                VD_DISP_COUNT } vd_disp;
@@ -238,7 +274,8 @@ const char *vd_disp_name(vd_disp d);
 
 typedef enum {
     VD_A_WAIT_OFFLOAD, VD_A_FREE, VD_A_RECORD_FREE, VD_A_ALLOC, VD_A_PREFETCH,
-    VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD, VD_A_RECOMPUTE
+    VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD, VD_A_RECOMPUTE,
+    VD_A_LOAD_STAGED
 } vd_action_kind;
 const char *vd_action_name(vd_action_kind k);
 
@@ -246,7 +283,7 @@ typedef struct vd_action {
     vd_action_kind kind;
     int arg;                    /* WAIT_OFFLOAD/OFFLOAD: tensor; FREE/ALLOC/PREFETCH/
                                    WAIT_PREFETCH: interval; RECORD_FREE: event; COMPUTE: step;
-                                   RECOMPUTE: layer */
+                                   RECOMPUTE: layer; LOAD_STAGED: x's first interval */
 } vd_action;
 
 typedef struct vd_step {
@@ -296,9 +333,12 @@ typedef struct vd_plan_layer {
 /* Simulator result for a plan (seconds). */
 typedef struct vd_sim_result {
     double iter_s;              /* predicted iteration time (all streams done) */
-    double compute_s;           /* sum of op times (no stalls) */
+    double compute_s;           /* sum of op times (no stalls; the staged batch's copy at
+                                   step 0 included) */
     double busy_s[3];           /* per stream (compute, d2h, h2d) busy time */
     double stall_s;             /* compute waiting on copies */
+    double stage_load_s;        /* input staging: the device-to-device copy at step 0
+                                   (0 without staging) */
 } vd_sim_result;
 
 typedef struct vd_plan_opts {
@@ -327,6 +367,10 @@ typedef struct vd_plan_opts {
      * uses the forward option, except under auto, which then searches both
      * passes (when algos and fixed_algo leave it free). */
     const int *algos_bwd;
+    /* Added: true = no input staging (the plan loads x at step 0 every
+     * iteration, as before staging existed); false (default) = stage the
+     * next batch when it fits and pays. Ignored for forward-only plans. */
+    bool no_stage_input;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 
@@ -350,7 +394,8 @@ typedef struct vd_plan {
     uint64_t persistent_bytes;  /* params + momentum + grads regions */
     uint64_t offload_bytes;     /* D2H bytes per iteration */
     uint64_t prefetch_bytes;    /* H2D bytes per iteration (activations, not x/labels) */
-    uint64_t input_bytes;       /* H2D bytes of x and labels per iteration */
+    uint64_t input_bytes;       /* H2D bytes of x and labels per iteration (x counted
+                                   once: by its staging copy when the plan stages) */
     uint64_t host_bytes;        /* pinned host store */
     uint64_t recompute_bytes;   /* bytes of recomputed tensors per iteration */
     int n_recomputed;           /* recomputed tensors */
@@ -369,6 +414,10 @@ typedef struct vd_plan {
     int t_params, t_grads, t_mom, t_x, t_labels; /* tensor indices (-1 none) */
     vd_sim_result sim;
     char note[512];             /* infeasibility explanation ("" when feasible) */
+    /* Input staging (see above): the tensor "x:next" and the step whose start
+     * issues its H2D copy, or -1 / -1 when the plan has none (stage says why). */
+    int t_stage, stage_step;
+    vd_stage stage;
     struct vd_plan *eval;       /* forward-only plan sharing params/momentum
                                    offsets (NULL for a forward-only plan) */
 } vd_plan;
@@ -414,7 +463,7 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
 /* JSON object (keys: net, batch, policy, prefetch, budget, feasible,
  * peak_bytes, hwm_bytes, fragmentation, offload_bytes, prefetch_bytes,
  * host_bytes, recompute_bytes, recomputed_tensors, recompute_s,
- * predicted_iter_s, predicted, steps[...], tensors[...]).
+ * predicted_iter_s, predicted, input_staging, steps[...], tensors[...]).
  * min_budgets: [VD_POLICY_COUNT] or NULL; written as "min_budgets" when set. */
 int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e);

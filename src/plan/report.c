@@ -68,10 +68,21 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
                 const vd_tensor *T = &p->tensors[A->arg];
                 fprintf(f, " offload %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
                         (T->t_d2h_end - T->t_d2h_start) * 1e3);
+            } else if (A->kind == VD_A_LOAD_STAGED) {
+                fprintf(f, " copy staged %s -> %s (%s, %.3f)", p->tensors[p->t_stage].name,
+                        p->tensors[p->t_x].name,
+                        vd_fmt_bytes(p->tensors[p->t_x].bytes, b3, sizeof b3), p->sim.stage_load_s * 1e3);
             } else if (A->kind == VD_A_PREFETCH) {
                 const vd_interval *iv = &p->intervals[A->arg];
                 const vd_tensor *T = &p->tensors[iv->tensor];
-                if (T->offload && T->iv[1] == A->arg)
+                if (iv->fill == VD_FILL_STAGE)
+                    fprintf(f, " stage %s (%s, %.3f, for the next iteration)", T->name,
+                            vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                            (iv->t_h2d_end - iv->t_h2d_start) * 1e3);
+                else if (p->t_stage >= 0 && iv->tensor == p->t_x && iv->first == 0)
+                    fprintf(f, " load %s (%s, only when not staged)", T->name,
+                            vd_fmt_bytes(T->bytes, b3, sizeof b3));
+                else if (T->offload && T->iv[1] == A->arg)
                     fprintf(f, " prefetch %s (%s, %.3f, for step %d)", T->name,
                             vd_fmt_bytes(T->bytes, b3, sizeof b3),
                             (iv->t_h2d_end - iv->t_h2d_start) * 1e3, iv->need_step);
@@ -99,6 +110,22 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
     fprintf(f, "  recomputed/iteration %s in %d tensors (%d forward ops re-run, %.3f ms)\n",
             vd_fmt_bytes(p->recompute_bytes, b1, sizeof b1), p->n_recomputed, p->n_recompute_ops,
             p->recompute_s * 1e3);
+    if (!p->forward_only) {
+        if (p->t_stage >= 0) {
+            const vd_interval *iv = &p->intervals[p->tensors[p->t_stage].iv[1]];
+            vd_plan_step_label(p, net, p->stage_step, lab, sizeof lab);
+            fprintf(f, "  input staging        on: next batch (%s) copied at step %d (%s), "
+                       "%.3f-%.3f ms; step 0 copies it on the device (%.3f ms)\n",
+                    vd_fmt_bytes(p->tensors[p->t_stage].bytes, b1, sizeof b1), p->stage_step, lab,
+                    iv->t_h2d_start * 1e3, iv->t_h2d_end * 1e3, p->sim.stage_load_s * 1e3);
+        } else {
+            const char *why = p->stage == VD_STAGE_OFF ? "turned off"
+                            : p->stage == VD_STAGE_NO_ROOM ? "the staging region does not fit the budget"
+                            : p->stage == VD_STAGE_NO_GAIN ? "it would not make the iteration faster"
+                            : "the plan does not fit";
+            fprintf(f, "  input staging        none (%s): x is loaded at step 0\n", why);
+        }
+    }
     fprintf(f, "  predicted iteration  %.3f ms (compute %.3f ms, stalls %.3f ms; busy: d2h %.3f ms, "
                "h2d %.3f ms)\n",
             p->sim.iter_s * 1e3, p->sim.busy_s[0] * 1e3, p->sim.stall_s * 1e3,
@@ -137,6 +164,17 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                "\"stall_s\": %.9g, \"busy_compute_s\": %.9g, \"busy_d2h_s\": %.9g, \"busy_h2d_s\": %.9g},\n",
             p->sim.iter_s, p->sim.iter_s, p->sim.compute_s, p->sim.stall_s, p->sim.busy_s[0],
             p->sim.busy_s[1], p->sim.busy_s[2]);
+    fprintf(f, "  \"input_staging\": {\"state\": \"%s\"", vd_stage_name(p->stage));
+    if (p->t_stage >= 0) {
+        const vd_interval *iv = &p->intervals[p->tensors[p->t_stage].iv[1]];
+        fprintf(f, ", \"tensor\": ");
+        vd_json_str(f, p->tensors[p->t_stage].name);
+        fprintf(f, ", \"bytes\": %llu, \"issue_step\": %d, \"offset\": %llu, \"h2d_start_s\": %.9g, "
+                   "\"h2d_end_s\": %.9g, \"load_s\": %.9g",
+                (unsigned long long)p->tensors[p->t_stage].bytes, p->stage_step,
+                (unsigned long long)iv->offset, iv->t_h2d_start, iv->t_h2d_end, p->sim.stage_load_s);
+    }
+    fprintf(f, "},\n");
     if (p->note[0]) { fprintf(f, "  \"note\": "); vd_json_str(f, p->note); fprintf(f, ",\n"); }
     if (min_budgets) {
         fprintf(f, "  \"min_budgets\": {");
@@ -269,6 +307,10 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
             fprintf(f, "}}");
             rt += d;
         }
+        if (s == 0 && p->t_stage >= 0)
+            fprintf(f, ",\n{\"name\": \"copy staged x\", \"cat\": \"stage\", \"ph\": \"X\", \"pid\": 1, "
+                       "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f}",
+                    (st->t_rc_start - p->sim.stage_load_s) * 1e6, p->sim.stage_load_s * 1e6);
         fprintf(f, ",\n{\"name\": ");
         vd_json_str(f, lab);
         fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
@@ -293,12 +335,14 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
     for (int k = 0; k < p->n_intervals; k++) {
         const vd_interval *iv = &p->intervals[k];
         if (iv->fill == VD_FILL_NONE) continue;
+        if (p->t_stage >= 0 && iv->tensor == p->t_x && iv->first == 0) continue;  /* staged */
         const vd_tensor *T = &p->tensors[iv->tensor];
         fprintf(f, ",\n{\"name\": ");
         vd_json_str(f, T->name);
         fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 2, \"ts\": %.3f, "
                    "\"dur\": %.3f, \"args\": {\"bytes\": %llu, \"issue_step\": %d, \"need_step\": %d}}",
-                T->offload && T->iv[1] == k ? "prefetch" : "input", iv->t_h2d_start * 1e6,
+                iv->fill == VD_FILL_STAGE ? "stage" : T->offload && T->iv[1] == k ? "prefetch" : "input",
+                iv->t_h2d_start * 1e6,
                 (iv->t_h2d_end - iv->t_h2d_start) * 1e6, (unsigned long long)T->bytes, iv->first,
                 iv->need_step);
     }

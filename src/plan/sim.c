@@ -7,7 +7,15 @@
  * (when that is slower than the one-way bandwidth). Only the other stream's
  * most recent copy is considered: an approximation, documented in
  * vdnn-plan(1). A RECOMPUTE runs on the compute stream for its layer's
- * forward time (the plan's algorithm). */
+ * forward time (the plan's algorithm).
+ *
+ * Input staging (p->t_stage >= 0): the steady state, an iteration whose
+ * batch the previous one staged. x's load at step 0 (its PREFETCH and
+ * WAIT_PREFETCH) does not happen; LOAD_STAGED takes a device-to-device copy's
+ * time on the compute stream (launch + 2 bytes / mem_bw: read and write); the
+ * staging copy is an H2D copy like a prefetch, issued at stage_step. The next
+ * iteration's LOAD_STAGED waits for it: when it ends after everything else,
+ * the iteration ends there (iter_s covers the H2D stream). */
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
@@ -66,8 +74,10 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
     double c = 0, d = 0, h = 0;
     last_copy lastd = {0, 0}, lasth = {0, 0};
     double busy[3] = {0, 0, 0};
-    double stall_total = 0, compute_total = 0;
+    double stall_total = 0, compute_total = 0, stage_load = 0;
     int rc = VD_OK;
+    /* x's step-0 interval: replaced by the staged batch in the steady state */
+    int x_iv = p->t_stage >= 0 && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
     if (d2h_done)
         for (int t = 0; t < p->n_tensors; t++) d2h_done[t] = 0;
     for (int s = 0; s <= p->n_steps; s++) {
@@ -94,6 +104,10 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
             case VD_A_PREFETCH: {
                 const vd_interval *iv = &p->intervals[A->arg];
                 const vd_tensor *T = &p->tensors[iv->tensor];
+                if (A->arg == x_iv) {
+                    p->intervals[A->arg].t_h2d_start = p->intervals[A->arg].t_h2d_end = 0;
+                    break;
+                }
                 double start = h;
                 if (st->ev_free >= 0 && ev[st->ev_free] > start) start = ev[st->ev_free];
                 if (T->ev_d2h >= 0 && ev[T->ev_d2h] > start) start = ev[T->ev_d2h];
@@ -110,6 +124,7 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
             }
             case VD_A_WAIT_PREFETCH: {
                 const vd_interval *iv = &p->intervals[A->arg];
+                if (A->arg == x_iv) break;
                 if (!ignore_waits && iv->ev_h2d >= 0 && ev[iv->ev_h2d] > c) {
                     stall += ev[iv->ev_h2d] - c;
                     c = ev[iv->ev_h2d];
@@ -123,6 +138,15 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
                 c += dur;
                 busy[0] += dur;
                 compute_total += dur;
+                break;
+            }
+            case VD_A_LOAD_STAGED: {
+                const vd_interval *iv = &p->intervals[A->arg];
+                double dur = dev->launch_s + 2.0 * (double)p->tensors[iv->tensor].bytes / dev->mem_bw;
+                c += dur;
+                busy[0] += dur;
+                compute_total += dur;
+                stage_load += dur;
                 break;
             }
             case VD_A_COMPUTE:
@@ -171,6 +195,7 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
     p->sim.busy_s[1] = busy[1];
     p->sim.busy_s[2] = busy[2];
     p->sim.stall_s = stall_total;
+    p->sim.stage_load_s = stage_load;
 out:
     free(ev);
     if (rc) {

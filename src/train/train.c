@@ -188,10 +188,31 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     int64_t n_steps_timed = 0, win_n = 0, first = iter;
     float loss = 0;
     double lr = 0;
+    /* Input staging (the plan stages): the batch of the next iteration is
+     * fetched before this one runs and uploaded during it, but only when
+     * the next thing is another training iteration: not after the last, not
+     * before a save or an evaluation, not once a stop is requested. So the
+     * loader's position at a save counts exactly the batches trained on; a
+     * stop that arrives after the next batch was staged takes effect one
+     * iteration later (that batch is trained first). */
+    bool stage = vd_exec_stages(ex);
+    bool staged = false;        /* the input buffers hold iteration iter's batch */
     while (iter < end) {
-        if (o->stop && *o->stop) { res->interrupted = true; break; }
-        rc = vd_loader_next(r.ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
-        if (rc) goto done;
+        if (!staged) {
+            if (o->stop && *o->stop) { res->interrupted = true; break; }
+            rc = vd_loader_next(r.ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
+            if (rc) goto done;
+        }
+        int64_t nx = iter + 1;
+        bool stage_next = stage && nx < end && !(o->stop && *o->stop) &&
+                          !(o->save_path && o->save_every > 0 && nx % o->save_every == 0) &&
+                          !(o->eval_every > 0 && nx % o->eval_every == 0);
+        if (stage_next) {
+            rc = vd_loader_next(r.ld, vd_exec_next_x(ex), vd_exec_next_labels(ex), e);
+            if (rc) goto done;
+            vd_exec_next_ready(ex);
+        }
+        staged = stage_next;
         lr = vd_lr_at(&cfg->lr_policy, cfg->lr, iter, o->iters);
         double t0 = vd_now();
         rc = vd_exec_train_step(ex, (float)lr, iter, &loss, e);

@@ -60,18 +60,26 @@ typedef struct session {
     vd_dataset *ds;
 } session;
 
+/* The plan's setup (staging_is_byte_identical changes them): the timing
+ * model of the profile (NULL: cpu), the budget, input staging off. */
+static const vd_device_params *g_dev;
+static uint64_t g_budget;
+static bool g_no_stage;
+
 static void open_session(session *s, vd_net *net, vd_policy policy) {
     memset(s, 0, sizeof *s);
     vd_err e;
     ck_assert_msg(vd_backend_cpu_create(&s->be, &e) == 0, "%s", e.msg);
     ck_assert_msg(s->be->layer_setup(s->be, net, net->train.batch, VD_MATH_FP32, true, &e) == 0,
                   "%s", e.msg);
-    ck_assert_msg(vd_profile_backend(net, net->train.batch, s->be, &vd_device_cpu, &s->prof, &e)
-                  == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, net->train.batch, s->be, g_dev ? g_dev : &vd_device_cpu,
+                                     &s->prof, &e) == 0, "%s", e.msg);
     vd_plan_opts po;
     vd_plan_opts_init(&po);
     po.batch = net->train.batch;
     po.policy = policy;
+    po.budget = g_budget;
+    po.no_stage_input = g_no_stage;
     ck_assert_msg(vd_plan_build(net, &s->prof, &po, &s->plan, &e) == 0, "%s", e.msg);
     vd_exec_opts eo = { .poison = true, .deterministic = true, .layers_ready = true };
     ck_assert_msg(vd_exec_create(&s->ex, net, &s->plan, s->be, &eo, &e) == 0, "%s", e.msg);
@@ -239,6 +247,99 @@ START_TEST(final_save_survives_a_failing_evaluation) {
 }
 END_TEST
 
-VDT_MAIN("resume", 300,
+/* Input staging in the training loop: the next batch is fetched and staged
+ * only when the next thing is another training iteration, so saves record
+ * the batches trained on, evaluations see the same weights, and a stop,
+ * a save + resume, all give the bytes of a run without staging. */
+static volatile sig_atomic_t g_stop;
+static void stop_after_20(const vd_train_event *ev, void *user) {
+    (void)user;
+    if (ev->kind == VD_TEV_PROGRESS && ev->iter == 20) g_stop = 1;
+}
+
+static int run_opts(vd_net *net, const vd_train_opts *o, vd_train_result *res, vd_stage *stage,
+                    int64_t *staged_loads, vd_err *e) {
+    session s;
+    open_session(&s, net, VD_POLICY_NONE);
+    *stage = s.plan.stage;
+    int rc = vd_train_run(net, s.ex, s.ds, o, res, e);
+    vd_exec_stats st;
+    vd_exec_get_stats(s.ex, &st);
+    *staged_loads = st.staged_loads;
+    close_session(&s);
+    return rc;
+}
+
+START_TEST(staging_is_byte_identical) {
+    char *d = vdt_tmpdir("vdnn-stage-test");
+    char ref[600], st[600], half[600], res2[600], a[700], b[700];
+    snprintf(ref, sizeof ref, "%s/ref.safetensors", d);
+    snprintf(st, sizeof st, "%s/st.safetensors", d);
+    snprintf(half, sizeof half, "%s/half.safetensors", d);
+    snprintf(res2, sizeof res2, "%s/resumed.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);
+    vd_err e;
+    /* the H200's timing model (staging pays there), room for the region */
+    g_dev = &vd_device_h200;
+    g_budget = (uint64_t)32 << 20;
+    vd_train_result r0, r1, r2, r3;
+    vd_stage stage;
+    int64_t loads;
+    vd_train_opts o = { .iters = 60, .save_path = ref, .save_every = 15, .eval_every = 10,
+                        .log_every = 1000, .eval_at_end = true };
+    g_no_stage = true;
+    ck_assert_msg(run_opts(&net, &o, &r0, &stage, &loads, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(stage, VD_STAGE_OFF);
+    ck_assert_int_eq(loads, 0);
+    g_no_stage = false;
+    o.save_path = st;
+    ck_assert_msg(run_opts(&net, &o, &r1, &stage, &loads, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(stage, VD_STAGE_ON);
+    /* staged: every iteration after one that is not followed by the end, a
+     * save (15, 30, 45) or an evaluation (10, 20, ..., 50): 59 - 7 */
+    ck_assert_int_eq(loads, 52);
+    vdt_assert_same_file(ref, st);
+    vd_ckpt_state_path(ref, a, sizeof a);
+    vd_ckpt_state_path(st, b, sizeof b);
+    vdt_assert_same_file(a, b);
+    ck_assert(memcmp(&r0.last_loss, &r1.last_loss, 4) == 0);
+    ck_assert(r0.eval_acc == r1.eval_acc && r0.eval_loss == r1.eval_loss);
+
+    /* a stop requested after iteration 20: the batch of iteration 21 is
+     * already staged, so that one is trained first; the checkpoint records
+     * 21 iterations and 21 batches, and resuming gives the same bytes */
+    vd_train_opts oh = { .iters = 60, .save_path = half, .log_every = 1, .stop = &g_stop,
+                         .cb = stop_after_20 };
+    g_stop = 0;
+    ck_assert_msg(run_opts(&net, &oh, &r2, &stage, &loads, &e) == 0, "%s", e.msg);
+    ck_assert(r2.interrupted);
+    ck_assert_int_eq(r2.iters_done, 21);
+    ck_assert_int_eq(loads, 20);
+    g_stop = 0;
+    vd_train_opts orr = { .iters = 60, .save_path = res2, .resume_path = half, .save_every = 15,
+                          .eval_every = 10, .log_every = 1000, .eval_at_end = true };
+    ck_assert_msg(run_opts(&net, &orr, &r3, &stage, &loads, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r3.first_iter, 21);
+    vdt_assert_same_file(ref, res2);
+    ck_assert(r3.eval_acc == r0.eval_acc);
+
+    /* stop_at + resume with staging on both sides */
+    vd_train_opts os = { .iters = 60, .stop_at = 37, .save_path = half, .log_every = 1000 };
+    ck_assert_msg(run_opts(&net, &os, &r2, &stage, &loads, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r2.iters_done, 37);
+    ck_assert_int_eq(loads, 36);
+    ck_assert_msg(run_opts(&net, &orr, &r3, &stage, &loads, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r3.first_iter, 37);
+    vdt_assert_same_file(ref, res2);
+    g_dev = NULL;
+    g_budget = 0;
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+VDT_MAIN("resume", 300, staging_is_byte_identical,
           resume_is_byte_identical, divergence_is_enumeric,
           final_save_survives_a_failing_evaluation)
