@@ -642,12 +642,6 @@ static void extreme_config(actx *c) {
     for (int k = 0; c->algo_free && k < 2 * c->L; k++) c->algos[k] = c->minws[k];
 }
 
-/* The start configuration: everything kept (caller-fixed entries as given),
- * the fastest options (or the caller's). */
-static void start_config(actx *c, const vd_disp *disp0, const int *algos0) {
-    config_copy(c, c->disp, c->algos, disp0, algos0);
-}
-
 /* Starts of the search beyond the first: greedy decides from the predicted
  * times, and a small change in them (the copy bandwidths) can send it to a
  * different fitting configuration whose refined plan is much faster (VGG-16
@@ -666,7 +660,7 @@ enum { N_STARTS = 1 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 static int one_start(actx *c, const vd_profile *prof, const vd_disp *disp0, const int *algos0,
                      vd_plan *P, vd_err *e) {
     const vd_profile *true_prof = c->prof;
-    start_config(c, disp0, algos0);
+    config_copy(c, c->disp, c->algos, disp0, algos0);   /* the start configuration */
     c->prof = prof;
     c->perturbed = prof != true_prof;
     int rc = eval(c, P, e);

@@ -763,6 +763,39 @@ static int stage_try(bld *b, int t, int n0, int q, uint64_t off, vd_err *e) {
     return vdp_simulate(p, b->prof, false, NULL, NULL, NULL, e);
 }
 
+/* What stage_time needs besides the issue step. */
+typedef struct stage_ctx {
+    bld *b;
+    int t, n0;
+    uint64_t bytes, limit;
+    span *sp;
+} stage_ctx;
+
+/* Predicted iteration with the staging copy issued at step q. */
+static int stage_time(const stage_ctx *sc, int q, double *iter_s, vd_err *e) {
+    const vd_plan *p = sc->b->p;
+    uint64_t off = stage_offset(p, sc->n0, q, sc->bytes, sc->limit, sc->sp);
+    int rc = stage_try(sc->b, sc->t, sc->n0, q, off, e);
+    if (!rc) *iter_s = p->sim.iter_s;
+    return rc;
+}
+
+/* The latest issue step in [lo, hi] whose predicted iteration is at most
+ * target (binary search: the time only grows with the step there; lo is
+ * taken as within it). */
+static int stage_latest(const stage_ctx *sc, int lo, int hi, double target, int *q, vd_err *e) {
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        double t;
+        int rc = stage_time(sc, mid, &t, e);
+        if (rc) return rc;
+        if (t <= target) lo = mid;
+        else hi = mid - 1;
+    }
+    *q = lo;
+    return VD_OK;
+}
+
 /* Input staging for a feasible training plan that is otherwise complete
  * (placed, actions built, simulated): the tensor "x:next" and its copy at
  * the step that costs least. Nothing else moves. The region must fit below
@@ -805,43 +838,23 @@ static int add_staging(bld *b, uint64_t limit, vd_err *e) {
     double base = p->sim.iter_s;
     int t = add_tensor(b, VD_T_INPUT, -1, X->bytes, "x", ":next");
     p->t_stage = t;
-#define TRY(q, out_s) do { \
-        rc = stage_try(b, t, n0, (q), stage_offset(p, n0, (q), bytes, limit, sp), e); \
-        if (rc) goto out; \
-        (out_s) = p->sim.iter_s; \
-    } while (0)
+    stage_ctx sc = {b, t, n0, bytes, limit, sp};
     double t_lo, t_mid;
-    TRY(q_lo, t_lo);
-    double target = t_lo + 1e-12 + 1e-9 * t_lo;
-    int lo = q_lo, hi = last;                  /* latest q with T(q) <= target */
-    while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2;
-        TRY(mid, t_mid);
-        if (t_mid <= target) lo = mid;
-        else hi = mid - 1;
-    }
-    int best_q = lo;
+    int best_q;
+    if ((rc = stage_time(&sc, q_lo, &t_lo, e)) ||
+        (rc = stage_latest(&sc, q_lo, last, t_lo + 1e-12 + 1e-9 * t_lo, &best_q, e)))
+        goto out;
     if (q_fit < q_lo) {
         /* ahead of the last prefetches (it queues before them): better only
          * when the copy issued after them cannot end in time; then the latest
          * such step that is as fast as the earliest */
         double t_fit;
-        TRY(q_fit, t_fit);
-        if (t_fit < target - 2e-12 - 2e-9 * t_lo) {
-            double tgt = t_fit + 1e-12 + 1e-9 * t_fit;
-            lo = q_fit;
-            hi = q_lo - 1;
-            while (lo < hi) {
-                int mid = lo + (hi - lo + 1) / 2;
-                TRY(mid, t_mid);
-                if (t_mid <= tgt) lo = mid;
-                else hi = mid - 1;
-            }
-            best_q = lo;
-        }
+        if ((rc = stage_time(&sc, q_fit, &t_fit, e))) goto out;
+        if (t_fit < t_lo - 1e-12 - 1e-9 * t_lo &&
+            (rc = stage_latest(&sc, q_fit, q_lo - 1, t_fit + 1e-12 + 1e-9 * t_fit, &best_q, e)))
+            goto out;
     }
-    TRY(best_q, t_mid);
-#undef TRY
+    if ((rc = stage_time(&sc, best_q, &t_mid, e))) goto out;
     if (t_mid < base) {
         finish_stats(p);
         p->stage = VD_STAGE_ON;

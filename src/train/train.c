@@ -55,6 +55,15 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     return VD_OK;
 }
 
+/* A periodic checkpoint / evaluation follows training iteration n (counted
+ * from 1; the run's last iteration has its own, at the end). */
+static bool save_due(const vd_train_opts *o, int64_t n) {
+    return o->save_path && o->save_every > 0 && n % o->save_every == 0;
+}
+static bool eval_due(const vd_train_opts *o, int64_t n) {
+    return o->eval_every > 0 && n % o->eval_every == 0;
+}
+
 typedef struct run {
     const vd_net *net;
     vd_exec *ex;
@@ -204,9 +213,8 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
             if (rc) goto done;
         }
         int64_t nx = iter + 1;
-        bool stage_next = stage && nx < end && !(o->stop && *o->stop) &&
-                          !(o->save_path && o->save_every > 0 && nx % o->save_every == 0) &&
-                          !(o->eval_every > 0 && nx % o->eval_every == 0);
+        bool stage_next = stage && nx < end && !(o->stop && *o->stop) && !save_due(o, nx) &&
+                          !eval_due(o, nx);
         if (stage_next) {
             rc = vd_loader_next(r.ld, vd_exec_next_x(ex), vd_exec_next_labels(ex), e);
             if (rc) goto done;
@@ -246,11 +254,11 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
             win_loss = 0;
             win_n = 0;
         }
-        if (o->save_path && o->save_every > 0 && iter % o->save_every == 0 && !last) {
+        if (save_due(o, iter) && !last) {
             rc = save(&r, iter, false, e);
             if (rc) goto done;
         }
-        if (o->eval_every > 0 && iter % o->eval_every == 0 && !last) {
+        if (eval_due(o, iter) && !last) {
             rc = eval(&r, iter, false, res, e);
             if (rc) goto done;
         }
