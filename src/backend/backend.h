@@ -78,10 +78,49 @@ static inline uint64_t vd_algo_ws(const vd_algo_opt *o, bool bwd) {
     return bwd ? o->ws_bwd : o->ws_fwd;
 }
 
+/* Backend options (the CUDA backend's; the CPU backend has none to honour).
+ * Zeroed = the defaults. Given at creation (vd_backend_cuda_create_opts)
+ * and kept in vd_backend.opts, where layer_setup reads the conv_* fields,
+ * so a caller may change them between creation and layer_setup. Set from
+ * vdnn-train's / vdnn-bench's / vdnn-plan's flags of the same names. */
+typedef enum {
+    VD_CONV_TUNE_ON = 0,        /* --conv-tune on: time conv algorithms at setup
+                                   (never with deterministic) */
+    VD_CONV_TUNE_OFF,           /* off: heuristics only */
+    VD_CONV_TUNE_RETIME,        /* retime: also re-time cudnnFind's best few with
+                                   CUDA events (experimental, legacy API) */
+} vd_conv_tune;
+typedef enum {
+    VD_CONV_API_AUTO = 0,       /* --conv-api auto: per layer, the faster of the cuDNN
+                                   graph API and the legacy API (when tuned) */
+    VD_CONV_API_GRAPH,          /* graph: the graph API only */
+    VD_CONV_API_LEGACY,         /* legacy: the legacy API only */
+} vd_conv_api;
+typedef enum {
+    VD_CONV_SPLIT_AUTO = 0,     /* --conv-split auto: split (sub-batch) options where the
+                                   fastest needs over 1 GiB of workspace */
+    VD_CONV_SPLIT_OFF,          /* off: never */
+    VD_CONV_SPLIT_FORCE,        /* force: b/2 and b/4 on every conv layer (tests) */
+} vd_conv_split;
+typedef struct vd_backend_opts {
+    vd_conv_tune conv_tune;
+    vd_conv_api conv_api;
+    vd_conv_split conv_split;
+    int conv_debug;             /* --conv-debug N: 0 quiet, 1 the path of each conv
+                                   layer on stderr, 2 also every candidate engine */
+    int conv_topk;              /* --conv-topk N: heuristic engines per direction,
+                                   1..12 (0 = the default, 8) */
+    bool conv_rtc;              /* --conv-rtc: also runtime-compiled engines */
+    bool sync_debug;            /* --sync-debug: synchronize after every op */
+} vd_backend_opts;
+#define VD_CONV_TOPK_DEFAULT 8
+#define VD_CONV_TOPK_MAX 12
+
 typedef struct vd_backend vd_backend;
 struct vd_backend {
     const char *name;               /* "cpu" | "cuda" */
     void *ctx;
+    vd_backend_opts opts;           /* as created (see vd_backend_opts) */
 
     /* Lifecycle. destroy frees everything the backend made. */
     void (*destroy)(vd_backend *be);
@@ -132,6 +171,9 @@ struct vd_backend {
  * (cuda in a CPU-only build: VD_EUNSUPPORTED with a message saying so). */
 int vd_backend_cpu_create(vd_backend **out, vd_err *e);
 int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e);
+/* Same with options (NULL = the defaults); be->opts = *o. */
+int vd_backend_cuda_create_opts(vd_backend **out, int device, const vd_backend_opts *o,
+                                vd_err *e);
 /* True if this build has CUDA and a device is present. */
 bool vd_backend_cuda_available(void);
 

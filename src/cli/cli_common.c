@@ -42,9 +42,9 @@ int vd_cli_match(int argc, char **argv, int *i, const vd_cli_flag *flags, int n,
     if ((*f)->arg) {
         if (eq) *val = eq + 1;
         else if (*i + 1 < argc) *val = argv[++*i];
-        else return vd_errf(e, VD_EUSAGE, "option --%s needs a value", name);
+        else return vd_errf(e, VD_EUSAGE, "option '--%s' needs a value", name);
     } else if (eq) {
-        return vd_errf(e, VD_EUSAGE, "option --%s takes no value", name);
+        return vd_errf(e, VD_EUSAGE, "option '%s' takes no value", a);
     }
     return VD_OK;
 }
@@ -89,13 +89,104 @@ char *vd_cli_policies(char *buf, size_t n) {
     return buf;
 }
 
+const char *const VD_CLI_BACKEND_HELP =
+"  --backend B          cpu | cuda | auto (default: auto = cuda if available)\n"
+"  --device N           CUDA device index (default 0)\n"
+"  --math M             fp32 | tf32 (default fp32)\n"
+"  --deterministic      deterministic algorithms only\n"
+"  --no-stage-input     do not stage the next batch's input on the device late in\n"
+"                       the backward pass (for comparisons)\n"
+"  --conv-tune T        on | off | retime: time the cuDNN conv algorithms at setup\n"
+"                       (default on; retime also re-times the best few, legacy API)\n"
+"  --conv-api A         auto | graph | legacy cuDNN API for convolutions (default\n"
+"                       auto: per layer, the faster when tuned)\n"
+"  --conv-split S       auto | off | force: sub-batch conv options (default auto:\n"
+"                       where the fastest needs over 1 GiB of workspace)\n"
+"  --conv-topk N        heuristic cuDNN engines tried per direction, 1..12 (default 8)\n"
+"  --conv-rtc           also runtime-compiled cuDNN engines (slow setup)\n"
+"  --conv-debug N       0 | 1 (each conv layer's choice on stderr) | 2 (every\n"
+"                       candidate engine too)\n"
+"  --sync-debug         synchronize after every op (debugging)\n";
+
+/* --conv-tune / --conv-api / --conv-split value -> index in ch[], else VD_EUSAGE. */
+static int choice_idx(const char *name, const char *v, const char *const *ch, int n, int *out,
+                      vd_err *e) {
+    int rc = vd_cli_choice(name, v, ch, n, e);
+    if (rc) return rc;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(v, ch[k])) *out = k;
+    return VD_OK;
+}
+
+/* One vd_cli_common flag into c; *known = false for a tool's own flag. */
+static int common_flag(vd_cli_common *c, const char *name, const char *val, bool model_ok,
+                       bool *known, vd_err *e) {
+    vd_config *g = &c->cfg;
+    vd_backend_opts *bo = &g->backend_opts;
+    int64_t x = 0;
+    int k = 0, rc = VD_OK;
+    *known = true;
+    if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &g->batch, e); }
+    else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &c->seed, e); c->has_seed = true; }
+    else if (!strcmp(name, "device")) {
+        if (model_ok && vd_parse_i64(val, &x, NULL) != 0 && vd_device_find(val))
+            g->gpu_model = val;   /* the old spelling of --gpu-model (vdnn-plan) */
+        else if (!(rc = vd_cli_int(name, val, 0, 1024, &x, e))) g->device = (int)x;
+    }
+    else if (!strcmp(name, "gpu-model")) {
+        static const char *const ch[] = {"h200", "cpu"};
+        if (!(rc = vd_cli_choice(name, val, ch, 2, e))) g->gpu_model = val;
+    }
+    else if (!strcmp(name, "profile")) g->profile = val;
+    else if (!strcmp(name, "profile-out")) g->profile_out = val;
+    else if (!strcmp(name, "analytic-profile")) g->analytic = true;
+    else if (!strcmp(name, "deterministic")) g->deterministic = true;
+    else if (!strcmp(name, "quiet")) c->quiet = true;
+    else if (!strcmp(name, "no-stage-input")) g->no_stage_input = true;
+    else if (!strcmp(name, "mem-trace")) g->mem_trace = true;
+    else if (!strcmp(name, "step-times")) g->step_times = true;
+    else if (!strcmp(name, "sync-debug")) bo->sync_debug = true;
+    else if (!strcmp(name, "conv-rtc")) bo->conv_rtc = true;
+    else if (!strcmp(name, "conv-debug")) {
+        if (!(rc = vd_cli_int(name, val, 0, 2, &x, e))) bo->conv_debug = (int)x;
+    } else if (!strcmp(name, "conv-topk")) {
+        if (!(rc = vd_cli_int(name, val, 1, VD_CONV_TOPK_MAX, &x, e))) bo->conv_topk = (int)x;
+    } else if (!strcmp(name, "conv-tune")) {   /* order: vd_conv_tune */
+        static const char *const ch[] = {"on", "off", "retime"};
+        if (!(rc = choice_idx(name, val, ch, 3, &k, e))) bo->conv_tune = (vd_conv_tune)k;
+    } else if (!strcmp(name, "conv-api")) {    /* order: vd_conv_api */
+        static const char *const ch[] = {"auto", "graph", "legacy"};
+        if (!(rc = choice_idx(name, val, ch, 3, &k, e))) bo->conv_api = (vd_conv_api)k;
+    } else if (!strcmp(name, "conv-split")) {  /* order: vd_conv_split */
+        static const char *const ch[] = {"auto", "off", "force"};
+        if (!(rc = choice_idx(name, val, ch, 3, &k, e))) bo->conv_split = (vd_conv_split)k;
+    } else if (!strcmp(name, "backend")) {
+        static const char *const ch[] = {"cpu", "cuda", "auto"};
+        if (!(rc = vd_cli_choice(name, val, ch, 3, e))) g->backend = val;
+    } else if (!strcmp(name, "math")) {
+        static const char *const ch[] = {"fp32", "tf32"};
+        if (!(rc = vd_cli_choice(name, val, ch, 2, e)))
+            g->math = !strcmp(val, "tf32") ? VD_MATH_TF32 : VD_MATH_FP32;
+    } else if (!strcmp(name, "prefetch")) {
+        if ((rc = vd_prefetch_parse(val, &g->prefetch, e))) vd_err_prefix(e, "--prefetch");
+    } else if (!strcmp(name, "policy")) {
+        if ((rc = vd_policy_parse(val, &g->policy, e))) vd_err_prefix(e, "--policy");
+        g->has_policy = true;
+    } else if (!strcmp(name, "budget")) {
+        rc = vd_parse_size(val, &g->budget, e);
+        if (rc) vd_err_prefix(e, "--budget");
+        else if (g->budget == 0) rc = vd_errf(e, VD_EUSAGE, "--budget must be positive");
+    } else *known = false;
+    return rc;
+}
+
 int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e) {
     memset(c, 0, sizeof *c);
-    c->backend = "auto";
-    c->math = "fp32";
-    c->prefetch = VD_PREFETCH_AUTO;
+    vd_config_init(&c->cfg);
+    bool model_ok = false;
+    for (int k = 0; k < n; k++) model_ok |= !strcmp(flags[k].name, "gpu-model");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] == 0) {
@@ -110,26 +201,10 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
         if (rc) return rc;
         const char *name = f->name;
         if (!strcmp(name, "help")) { usage(stdout); return -1; }
-        else if (!strcmp(name, "version")) { vd_cli_version(prog); return -1; }
-        else if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &c->batch, e); c->has_batch = true; }
-        else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &c->seed, e); c->has_seed = true; }
-        else if (!strcmp(name, "device")) rc = vd_cli_int(name, val, 0, 1024, &c->device, e);
-        else if (!strcmp(name, "profile")) c->profile = val;
-        else if (!strcmp(name, "profile-out")) c->profile_out = val;
-        else if (!strcmp(name, "analytic-profile")) c->analytic = true;
-        else if (!strcmp(name, "deterministic")) c->deterministic = true;
-        else if (!strcmp(name, "quiet")) c->quiet = true;
-        else if (!strcmp(name, "backend")) {
-            static const char *const ch[] = {"cpu", "cuda", "auto"};
-            rc = vd_cli_choice(name, val, ch, 3, e);
-            c->backend = val;
-        } else if (!strcmp(name, "math")) {
-            static const char *const ch[] = {"fp32", "tf32"};
-            rc = vd_cli_choice(name, val, ch, 2, e);
-            c->math = val;
-        } else if (!strcmp(name, "prefetch")) {
-            if ((rc = vd_prefetch_parse(val, &c->prefetch, e))) vd_err_prefix(e, "--prefetch");
-        } else rc = tool(ctx, name, val, e);
+        if (!strcmp(name, "version")) { vd_cli_version(prog); return -1; }
+        bool known;
+        rc = common_flag(c, name, val, model_ok, &known, e);
+        if (!known) rc = tool(ctx, name, val, e);
         if (rc) return rc;
     }
     if (!c->spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: %s NET.yaml "
@@ -137,18 +212,12 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
     return VD_OK;
 }
 
-void vd_cli_session_opts(const vd_cli_common *c, vd_session_opts *so) {
-    vd_session_opts_init(so);
-    so->backend = c->backend;
-    so->device = (int)c->device;
-    so->math = strcmp(c->math, "tf32") == 0 ? VD_MATH_TF32 : VD_MATH_FP32;
-    so->deterministic = c->deterministic;
-    so->profile_path = c->profile;
-    so->analytic = c->analytic;
-    so->profile_out = c->profile_out;
-}
-
-bool vd_cli_stage_input(void) {
-    const char *v = getenv("VDNN_STAGE_INPUT");
-    return !(v && strcmp(v, "0") == 0);
+void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s, int64_t iters) {
+    if (!ses->backend_auto || ses->cuda) return;
+    double total = iter_s * (double)iters;
+    if (!(total > VD_CLI_AUTO_CPU_WARN_S)) return;
+    fprintf(stderr, "%s: WARNING: --backend auto found no CUDA device (%s) and fell back to "
+            "the CPU: %lld iterations at a predicted %.3g s each, about %.0f min; pass "
+            "--backend cpu to mean it, or run where a GPU is\n", prog, ses->backend_why,
+            (long long)iters, iter_s, total / 60.0);
 }

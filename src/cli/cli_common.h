@@ -10,6 +10,7 @@
 #include "util/util.h"
 #include "plan/plan.h"
 #include "train/session.h"
+#include "config/config.h"
 
 /* Print "PROG: message" for e to stderr and return e->code (the exit status). */
 int vd_cli_fail(const char *prog, const vd_err *e);
@@ -17,6 +18,9 @@ int vd_cli_fail(const char *prog, const vd_err *e);
 void vd_cli_version(const char *prog);
 
 /* ---- long options: "--name VALUE", "--name=VALUE", "--flag" -------------- */
+/* All three tools parse with vd_cli_match: exact long names only (no
+ * abbreviations: "--bat" is an error with a "did you mean '--batch'"), the
+ * value either the next argument or after '='; "-h" is "--help". */
 typedef struct vd_cli_flag {
     const char *name;           /* without the dashes */
     bool arg;                   /* takes a value */
@@ -40,16 +44,19 @@ int vd_cli_choice(const char *name, const char *v, const char *const *c, int n, 
  * vd_policy_name (so new policies show up). Returns buf. */
 char *vd_cli_policies(char *buf, size_t n);
 
-/* ---- the command line vdnn-train and vdnn-bench share -------------------- */
-/* One positional NET.yaml and the run-setup options both tools take. */
+/* ---- the command line the three tools share ------------------------------ */
+/* One positional NET.yaml, and the run-setup options (vd_config: the same
+ * names and meanings in every tool that takes them). */
 typedef struct vd_cli_common {
     const char *spec;                   /* NET.yaml (the one positional argument) */
-    int64_t batch, seed, device;        /* --batch [1, 2^24], --seed, --device [0, 1024] */
-    bool has_batch, has_seed;           /* given on the command line */
-    const char *backend, *math;         /* "cpu" | "cuda" | "auto"; "fp32" | "tf32" */
-    const char *profile, *profile_out;  /* --profile, --profile-out (NULL: not given) */
-    vd_prefetch prefetch;
-    bool analytic, deterministic, quiet;
+    vd_config cfg;                      /* --batch, --backend, --device, --gpu-model,
+                                           --profile, --profile-out, --analytic-profile,
+                                           --policy, --budget, --math, --deterministic,
+                                           --prefetch, --no-stage-input, --conv-*,
+                                           --sync-debug, --mem-trace, --step-times */
+    int64_t seed;                       /* --seed */
+    bool has_seed;
+    bool quiet;                         /* --quiet */
 } vd_cli_common;
 
 /* A tool's own flag (name as in its flag table, val NULL for a flag without
@@ -59,20 +66,23 @@ typedef int (*vd_cli_tool_flag)(void *ctx, const char *name, const char *val, vd
 /* Parses argv[1..argc) against flags[0..n) (vd_cli_match): the positional
  * argument into c->spec (a second one is VD_EUSAGE), --help (usage(stdout))
  * and --version (printed), the vd_cli_common flags into c (which starts
- * zeroed with backend "auto", math "fp32", prefetch auto), every other flag
- * through tool(ctx, ...), in command-line order; the first error stops it.
- * A missing NET.yaml is VD_EUSAGE. Returns VD_OK, an error, or -1 after
- * --help / --version. */
+ * with vd_config_init), every other flag through tool(ctx, ...), in
+ * command-line order; the first error stops it. --device takes a CUDA
+ * device index; a tool that takes --gpu-model (vdnn-plan) also accepts the
+ * old spelling --device h200|cpu for it. A missing NET.yaml is VD_EUSAGE.
+ * Returns VD_OK, an error, or -1 after --help / --version. */
 int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e);
 
-/* Input staging wanted (vd_plan_opts.no_stage_input = !this): false when
- * the environment sets VDNN_STAGE_INPUT=0 (for comparisons), else true. */
-bool vd_cli_stage_input(void);
+/* The help text of the options every tool shares that set up the backend
+ * (--backend ... --sync-debug), for the tools' usage(). */
+extern const char *const VD_CLI_BACKEND_HELP;
 
-/* vd_session_opts_init(so), then the session fields c sets: backend,
- * device, math, deterministic, profile path / output, analytic. */
-void vd_cli_session_opts(const vd_cli_common *c, vd_session_opts *so);
+/* "--backend auto" chose the CPU for a run sized for a GPU: a loud warning
+ * on stderr when ses->backend_auto picked the CPU and the run is predicted
+ * to take over VD_CLI_AUTO_CPU_WARN_S (iter_s * iters). */
+#define VD_CLI_AUTO_CPU_WARN_S 60.0
+void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s, int64_t iters);
 
 #endif

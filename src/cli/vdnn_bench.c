@@ -50,14 +50,13 @@ static void usage(FILE *f) {
 "  --iters N            timed iterations per point (default 5)\n"
 "  --seed N             seed of the initial weights and synthetic data\n"
 "\n"
-"Device and profile:\n"
-"  --backend B          cpu | cuda | auto (default auto = cuda if available)\n"
-"  --device N           CUDA device index (default 0)\n"
-"  --math M             fp32 | tf32 (default fp32)\n"
-"  --deterministic      deterministic algorithms only\n"
+"Profile:\n"
 "  --profile FILE       plan with this profile instead of measuring one\n"
 "  --analytic-profile   plan with the analytic profile (no measuring pass)\n"
 "  --profile-out FILE   write the profile used to FILE\n"
+"\n"
+"Backend:\n"
+"%s"
 "\n"
 "Output:\n"
 "  --csv FILE           one row per point (columns: man vdnn-bench(1))\n"
@@ -68,7 +67,7 @@ static void usage(FILE *f) {
 "\n"
 "Exit status: 0 ok (infeasible points are rows, not errors), 2 usage, 3 spec,\n"
 "4 io, 5 data, 7 device, 8 unsupported, 9 nomem, 10 numeric.\n",
-            DEFAULT_STEPS, pol, DEFAULT_POLICIES);
+            DEFAULT_STEPS, pol, DEFAULT_POLICIES, VD_CLI_BACKEND_HELP);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -87,6 +86,8 @@ static const vd_cli_flag FLAGS[] = {
     {"warmup", true}, {"iters", true}, {"seed", true}, {"backend", true}, {"device", true},
     {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
+    {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
+    {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
     {"help", false}, {"version", false},
 };
 
@@ -140,8 +141,6 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
                           bench_flag, o, e);
     if (rc) return rc;
-    if (o->c.profile && o->c.analytic)
-        return vd_errf(e, VD_EUSAGE, "--profile and --analytic-profile exclude each other");
     return parse_policies(o->policies, o, e);
 }
 
@@ -175,6 +174,7 @@ typedef struct bench {
     const opts *o;
     vd_net net;
     int batch;
+    vd_config_run run;          /* the resolved configuration (config/config.h) */
     vd_session ses;
     bool have_ses;
     float *params;              /* [net.param_floats] initial weights */
@@ -209,11 +209,8 @@ static int cmp_u64(const void *a, const void *b) {
 static int min_budgets(bench *b, vd_err *e) {
     for (int k = 0; k <= b->o->n_pol; k++) {
         vd_policy p = k < b->o->n_pol ? b->o->pol[k] : VD_POLICY_NONE;
-        vd_plan_opts po;
-        vd_plan_opts_init(&po);
-        po.batch = b->batch;
+        vd_plan_opts po = b->run.plan;
         po.policy = p;
-        po.prefetch = b->o->c.prefetch;
         uint64_t m = 0;
         int rc = vd_plan_min_budget(&b->net, &b->ses.prof, &po, &m, e);
         if (rc) return vd_err_prefix(e, "smallest budget of policy %s", vd_policy_name(p));
@@ -295,12 +292,9 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
     const opts *o = b->o;
     char bb[32];
     vd_fmt_bytes(pt->budget, bb, sizeof bb);
-    vd_plan_opts po;
-    vd_plan_opts_init(&po);
+    vd_plan_opts po = b->run.plan;
     po.policy = pt->policy;
-    po.prefetch = o->c.prefetch;
     po.budget = pt->budget;
-    po.no_stage_input = !vd_cli_stage_input();
     vd_plan plan;
     memset(&plan, 0, sizeof plan);
     int rc = vd_session_plan(&b->ses, &po, &plan, e);
@@ -399,7 +393,9 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
 
 /* ---- output -------------------------------------------------------------- */
 
-static const char *math_name(const opts *o) { return o->c.math; }
+static const char *math_name(const opts *o) {
+    return o->c.cfg.math == VD_MATH_TF32 ? "tf32" : "fp32";
+}
 
 /* A finite number, or null. */
 static void json_num(FILE *f, bool have, double v, const char *fmt) {
@@ -413,8 +409,8 @@ static void write_json(FILE *f, const bench *b) {
     vd_json_str(f, b->net.name);
     fprintf(f, ",\n  \"batch\": %d,\n  \"backend\": \"%s\",\n  \"math\": \"%s\",\n"
             "  \"deterministic\": %s,\n  \"prefetch\": \"%s\",\n  \"profile\": ",
-            b->batch, b->ses.be->name, math_name(o), o->c.deterministic ? "true" : "false",
-            vd_prefetch_name(o->c.prefetch));
+            b->batch, b->ses.be->name, math_name(o), o->c.cfg.deterministic ? "true" : "false",
+            vd_prefetch_name(o->c.cfg.prefetch));
     vd_json_str(f, b->ses.prof.source);
     fprintf(f, ",\n  \"warmup\": %lld,\n  \"iters\": %lld,\n", (long long)o->warmup,
             (long long)o->iters);
@@ -743,19 +739,14 @@ int main(int argc, char **argv) {
     rc = vd_spec_load(o.c.spec, &b.net, &e);
     if (rc) goto out;
     vd_train_cfg *tc = &b.net.train;
-    if (o.c.has_batch) tc->batch = (int)o.c.batch;
     if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
-    if (tc->batch < 1) tc->batch = 32;
-    b.batch = tc->batch;
-    rc = vd_net_finalize(&b.net, &e);     /* re-check at the final batch size */
-    if (rc) goto out;
-    vd_schedule_inplace(&b.net);
+    /* batch, backend, profile source, ... (config/config.h) */
+    if ((rc = vd_config_resolve(&o.c.cfg, &b.net, false, &b.run, &e))) goto out;
+    b.batch = b.run.batch;
 
-    vd_session_opts so;
-    vd_cli_session_opts(&o.c, &so);
     progress(&b, "setting up %s at batch %d and %s the profile...", b.net.name, b.batch,
-             o.c.profile ? "loading" : "making");
-    rc = vd_session_open(&b.ses, &b.net, b.batch, &so, &e);
+             o.c.cfg.profile ? "loading" : "making");
+    rc = vd_session_open(&b.ses, &b.net, b.batch, &b.run.session, &e);
     if (rc) goto out;
     b.have_ses = true;
     if (b.ses.backend_auto)

@@ -1,24 +1,32 @@
 /* vdnn_plan.c — vdnn-plan: show the memory plan vdnn-train would run.
  *
  *   vdnn-plan NET.yaml [--batch B] [--budget SIZE] [--policy P]
- *             [--prefetch auto|paper] [--profile F | --device h200|cpu]
- *             [--format table|json] [--trace FILE] [--save-profile FILE]
- *             [--min-budget] [--summary] [--help] [--version]
+ *             [--prefetch auto|paper] [--profile F | --gpu-model h200|cpu |
+ *             --backend cpu|cuda|auto [--device N]] [--format table|json]
+ *             [--trace FILE] [--profile-out FILE] [--min-budget] [--summary]
+ *             [--help] [--version]
  *
- * Documented in man/vdnn-plan.1. Only this file prints and exits. */
-#include <getopt.h>
+ * The command line is parsed and resolved as vdnn-train's (cli_common.h,
+ * config/config.h): with --backend the plan is made from the same session
+ * (backend, layer setup, profile) as vdnn-train's, so it is the plan
+ * vdnn-train runs. Documented in man/vdnn-plan.1. Only this file prints
+ * and exits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cli_common.h"
+#include "config/config.h"
 #include "net/net.h"
 #include "plan/plan.h"
 #include "spec/spec.h"
 #include "spec/summary.h"
+#include "train/session.h"
 
 static const char *const PROG = "vdnn-plan";
 
 static void usage(FILE *f) {
+    char pol[160];
+    vd_cli_policies(pol, sizeof pol);
     fprintf(f,
         "usage: vdnn-plan NET.yaml [options]\n"
         "\n"
@@ -28,213 +36,184 @@ static void usage(FILE *f) {
         "predicted iteration time.\n"
         "\n"
         "options:\n"
-        "  --batch B            batch size (default: the spec's train.batch)\n"
+        "  --batch B            batch size (default: the spec's train.batch, else 32)\n"
         "  --budget SIZE        device memory budget, e.g. 12G, 512M (default: the\n"
-        "                       device's memory for h200, the plan's own peak for cpu)\n"
-        "  --policy P           none | all | conv | dyn (the paper's) | auto (ours:\n"
-        "                       per tensor keep/offload/recompute, searched with the\n"
-        "                       simulator); default auto with --budget, else none\n"
+        "                       device's memory: all a CUDA device can give, the plan's\n"
+        "                       own need on cpu, the model's memory for h200)\n"
+        "  --policy P           %s\n"
+        "                       (none | all | conv | dyn: the paper's; auto: ours, per\n"
+        "                       tensor keep/offload/recompute, searched with the\n"
+        "                       simulator); default auto = none when the net fits\n"
         "  --prefetch M         auto (ours, from the profile) | paper (default auto)\n"
         "  --profile FILE       measured/edited profile (JSON, see vdnn-plan(1))\n"
-        "  --device D           analytic profile for h200 | cpu (default h200)\n"
+        "  --gpu-model M        plan for a device model: h200 | cpu (analytic profile;\n"
+        "                       the default without --backend and --profile: h200)\n"
+        "  --backend B          plan with this backend's own profile, exactly as\n"
+        "                       vdnn-train --backend B runs (cpu | cuda | auto; cuda\n"
+        "                       measures it unless --analytic-profile or --profile)\n"
+        "  --analytic-profile   with --backend cuda: the analytic profile, no measuring\n"
         "  --format F           table | json (default table)\n"
         "  --trace FILE         write a Chrome trace (open in Perfetto / chrome://tracing)\n"
-        "  --save-profile FILE  write the profile used, as JSON\n"
+        "  --profile-out FILE   write the profile used, as JSON (alias --save-profile)\n"
         "  --min-budget         print the smallest budget of every policy\n"
         "  --summary            print the per-layer net summary and exit\n"
         "  --help, --version\n"
         "\n"
+        "backend (with --backend):\n"
+        "%s"
+        "\n"
         "exit status: 0 ok, 1 internal error, 2 usage, 3 spec, 4 io, 5 data,\n"
-        "6 budget does not fit, 7 device, 8 unsupported, 9 out of memory\n");
+        "6 budget does not fit, 7 device, 8 unsupported, 9 out of memory\n",
+        pol, VD_CLI_BACKEND_HELP);
 }
 
-static int usage_err(const char *fmt, const char *arg) {
-    fprintf(stderr, "%s: ", PROG);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'vdnn-plan --help'.\n");
-    return VD_EUSAGE;
+typedef struct opts {
+    vd_cli_common c;
+    bool json, want_min, want_summary;
+    const char *trace;
+} opts;
+
+static const vd_cli_flag FLAGS[] = {
+    {"batch", true}, {"budget", true}, {"policy", true}, {"prefetch", true},
+    {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
+    {"analytic-profile", false}, {"math", true}, {"deterministic", false},
+    {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
+    {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
+    {"format", true}, {"trace", true}, {"profile-out", true}, {"save-profile", true},
+    {"min-budget", false}, {"summary", false}, {"help", false}, {"version", false},
+};
+
+/* vdnn-plan's own flags (vd_cli_tool_flag; ctx is the opts). */
+static int plan_flag(void *ctx, const char *name, const char *val, vd_err *e) {
+    opts *o = ctx;
+    int rc = VD_OK;
+    if (!strcmp(name, "format")) {
+        static const char *const ch[] = {"table", "json"};
+        if (!(rc = vd_cli_choice(name, val, ch, 2, e))) o->json = !strcmp(val, "json");
+    } else if (!strcmp(name, "trace")) o->trace = val;
+    else if (!strcmp(name, "save-profile")) o->c.cfg.profile_out = val;
+    else if (!strcmp(name, "min-budget")) o->want_min = true;
+    else if (!strcmp(name, "summary")) o->want_summary = true;
+    return rc;
+}
+
+/* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
+static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
+    memset(o, 0, sizeof *o);
+    int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
+                          plan_flag, o, e);
+    if (rc) return rc;
+    const vd_config *g = &o->c.cfg;
+    /* combinations whose second half would be silently ignored */
+    if (o->want_summary && (o->want_min || o->trace || g->profile_out))
+        return vd_errf(e, VD_EUSAGE, "--summary prints the net summary only; it takes no %s",
+                       o->want_min ? "--min-budget" : o->trace ? "--trace" : "--profile-out");
+    if (o->want_min && (g->budget || o->trace))
+        return vd_errf(e, VD_EUSAGE, "--min-budget computes the budgets; it takes no %s",
+                       g->budget ? "--budget" : "--trace");
+    if (g->analytic && !g->backend)
+        return vd_errf(e, VD_EUSAGE, "--analytic-profile chooses a backend's analytic "
+                       "profile: give --backend (or --gpu-model for a device model)");
+    return VD_OK;
+}
+
+/* stdout is buffered: a full disk shows only when it is flushed. */
+static int flush_stdout(vd_err *e) {
+    if (fflush(stdout) != 0 || ferror(stdout)) return vd_errf(e, VD_EIO, "write error");
+    return VD_OK;
+}
+
+static int print_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                             bool json, vd_err *e) {
+    uint64_t mins[VD_POLICY_COUNT] = {0};
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        vd_plan_opts mo = *o;
+        mo.policy = (vd_policy)k;
+        int rc = vd_plan_min_budget(net, prof, &mo, &mins[k], e);
+        if (rc) return rc;
+    }
+    char b[32];
+    if (json) {
+        printf("{\"net\": ");
+        vd_json_str(stdout, net->name);
+        printf(", \"batch\": %d, \"prefetch\": \"%s\", \"min_budgets\": {", o->batch,
+               vd_prefetch_name(o->prefetch));
+        for (int k = 0; k < VD_POLICY_COUNT; k++)
+            printf("%s\"%s\": %llu", k ? ", " : "", vd_policy_name((vd_policy)k),
+                   (unsigned long long)mins[k]);
+        printf("}}\n");
+    } else {
+        printf("minimum budgets for %s, batch %d (prefetch %s, profile %s)\n", net->name,
+               o->batch, vd_prefetch_name(o->prefetch), prof->source);
+        for (int k = 0; k < VD_POLICY_COUNT; k++)
+            printf("  %-5s %12s  (%llu bytes)\n", vd_policy_name((vd_policy)k),
+                   vd_fmt_bytes(mins[k], b, sizeof b), (unsigned long long)mins[k]);
+    }
+    return VD_OK;
 }
 
 int main(int argc, char **argv) {
-    enum { O_BATCH = 256, O_BUDGET, O_POLICY, O_PREFETCH, O_PROFILE, O_DEVICE, O_FORMAT, O_TRACE,
-           O_MIN, O_SUMMARY, O_HELP, O_VERSION, O_SAVEPROF };
-    static const struct option longopts[] = {
-        {"batch", required_argument, 0, O_BATCH},
-        {"budget", required_argument, 0, O_BUDGET},
-        {"policy", required_argument, 0, O_POLICY},
-        {"prefetch", required_argument, 0, O_PREFETCH},
-        {"profile", required_argument, 0, O_PROFILE},
-        {"device", required_argument, 0, O_DEVICE},
-        {"format", required_argument, 0, O_FORMAT},
-        {"trace", required_argument, 0, O_TRACE},
-        {"save-profile", required_argument, 0, O_SAVEPROF},
-        {"min-budget", no_argument, 0, O_MIN},
-        {"summary", no_argument, 0, O_SUMMARY},
-        {"help", no_argument, 0, O_HELP},
-        {"version", no_argument, 0, O_VERSION},
-        {0, 0, 0, 0},
-    };
+    opts o;
     vd_err e = {0};
-    int64_t batch = 0;
-    uint64_t budget = 0;
-    bool have_budget = false, json = false, want_min = false, want_summary = false;
-    vd_policy policy = VD_POLICY_NONE;
-    bool have_policy = false;
-    vd_prefetch prefetch = VD_PREFETCH_AUTO;
-    const char *profile_path = NULL, *device = NULL, *trace_path = NULL, *save_prof = NULL;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_BATCH:
-            if (vd_parse_i64(optarg, &batch, &e) || batch <= 0 || batch > (1 << 24))
-                return usage_err("--batch: '%s' is not a batch size (1..16777216)", optarg);
-            break;
-        case O_BUDGET:
-            if (vd_parse_size(optarg, &budget, &e) || budget == 0)
-                return usage_err("--budget: '%s' is not a size (e.g. 12G, 512M, 1.5G)", optarg);
-            have_budget = true;
-            break;
-        case O_POLICY:
-            if (vd_policy_parse(optarg, &policy, &e)) return vd_cli_fail(PROG, &e);
-            have_policy = true;
-            break;
-        case O_PREFETCH:
-            if (vd_prefetch_parse(optarg, &prefetch, &e)) return vd_cli_fail(PROG, &e);
-            break;
-        case O_PROFILE: profile_path = optarg; break;
-        case O_DEVICE:
-            if (!vd_device_find(optarg))
-                return usage_err("--device: unknown device '%s' (expected h200 or cpu)", optarg);
-            device = optarg;
-            break;
-        case O_FORMAT:
-            if (strcmp(optarg, "json") == 0) json = true;
-            else if (strcmp(optarg, "table") == 0) json = false;
-            else return usage_err("--format: '%s' (expected table or json)", optarg);
-            break;
-        case O_TRACE: trace_path = optarg; break;
-        case O_SAVEPROF: save_prof = optarg; break;
-        case O_MIN: want_min = true; break;
-        case O_SUMMARY: want_summary = true; break;
-        case 'h': case O_HELP: usage(stdout); return 0;
-        case O_VERSION: vd_cli_version(PROG); return 0;
-        default:
-            /* a long option without its value, or a flag given one:
-             * getopt_long sets optopt to its val (>= O_BATCH), not a character */
-            if (optopt >= O_BATCH)
-                return usage_err(strchr(argv[optind - 1], '=') ? "option '%s' takes no value"
-                                                                 : "option '%s' needs a value",
-                                 argv[optind - 1]);
-            if (optopt) {
-                char o[2] = {(char)optopt, 0};
-                return usage_err("option '-%s' needs an argument or is unknown", o);
-            }
-            return usage_err("unknown option '%s'", argv[optind - 1]);
-        }
-    }
-    if (optind != argc - 1)
-        return usage_err("%s", optind >= argc ? "expected one NET.yaml argument"
-                                              : "expected exactly one NET.yaml argument");
-    if (profile_path && device)
-        return usage_err("%s", "--profile and --device are mutually exclusive");
-    /* combinations whose second half would be silently ignored */
-    if (want_summary && (want_min || trace_path || save_prof))
-        return usage_err("--summary prints the net summary only; it takes no %s",
-                         want_min ? "--min-budget" : trace_path ? "--trace" : "--save-profile");
-    if (want_min && (have_budget || trace_path))
-        return usage_err("--min-budget computes the budgets; it takes no %s",
-                         have_budget ? "--budget" : "--trace");
-    const char *spec = argv[optind];
+    int rc = parse_args(argc, argv, &o, &e);
+    if (rc < 0) return 0;
+    if (rc) return vd_cli_fail(PROG, &e);
 
     vd_net net;
     vd_net_init(&net);
-    int rc = vd_spec_load(spec, &net, &e);
-    if (rc) { vd_net_free(&net); return vd_cli_fail(PROG, &e); }
-    if (batch == 0) batch = net.train.batch;
-    if (batch <= 0) {
-        vd_net_free(&net);
-        return usage_err("%s: the spec sets no train.batch; pass --batch", spec);
-    }
-    if (net.train.batch != batch) {
-        net.train.batch = (int)batch;
-        if ((rc = vd_net_finalize(&net, &e))) { vd_net_free(&net); return vd_cli_fail(PROG, &e); }
-    }
-    if (want_summary) {
-        rc = vd_summary_write(stdout, &net, (int)batch, json, &e);
-        vd_net_free(&net);
-        return rc ? vd_cli_fail(PROG, &e) : 0;
-    }
-
-    vd_profile prof = {0};
-    if (profile_path) rc = vd_profile_load(profile_path, &net, (int)batch, &prof, &e);
-    else rc = vd_profile_analytic(&net, (int)batch, vd_device_find(device ? device : "h200"), &prof, &e);
-    if (rc) { vd_net_free(&net); return vd_cli_fail(PROG, &e); }
-    if (save_prof && (rc = vd_profile_save(save_prof, &prof, &e))) goto fail;
-    if (!have_budget) budget = prof.dev.mem_bytes;   /* 0 = the plan's own peak */
-    if (!have_policy && have_budget) policy = VD_POLICY_AUTO;
-
-    vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = (int)batch;
-    o.policy = policy;
-    o.prefetch = prefetch;
-    o.budget = budget;
-    o.no_stage_input = !vd_cli_stage_input();
-
-    uint64_t mins[VD_POLICY_COUNT] = {0};
-    if (want_min) {
-        for (int k = 0; k < VD_POLICY_COUNT; k++) {
-            vd_plan_opts mo = o;
-            mo.policy = (vd_policy)k;
-            if ((rc = vd_plan_min_budget(&net, &prof, &mo, &mins[k], &e))) goto fail;
-        }
-        char b[32];
-        if (json) {
-            printf("{\"net\": ");
-            vd_json_str(stdout, net.name);
-            printf(", \"batch\": %d, \"prefetch\": \"%s\", \"min_budgets\": {", (int)batch,
-                   vd_prefetch_name(prefetch));
-            for (int k = 0; k < VD_POLICY_COUNT; k++)
-                printf("%s\"%s\": %llu", k ? ", " : "", vd_policy_name((vd_policy)k),
-                       (unsigned long long)mins[k]);
-            printf("}}\n");
-        } else {
-            printf("minimum budgets for %s, batch %d (prefetch %s, profile %s)\n", net.name,
-                   (int)batch, vd_prefetch_name(prefetch), prof.source);
-            for (int k = 0; k < VD_POLICY_COUNT; k++)
-                printf("  %-5s %12s  (%llu bytes)\n", vd_policy_name((vd_policy)k),
-                       vd_fmt_bytes(mins[k], b, sizeof b), (unsigned long long)mins[k]);
-        }
-        vd_profile_free(&prof);
-        vd_net_free(&net);
-        /* stdout is buffered: a full disk shows only when it is flushed */
-        if (fflush(stdout) != 0 || ferror(stdout)) {
-            vd_errf(&e, VD_EIO, "write error");
-            return vd_cli_fail(PROG, &e);
-        }
-        return 0;
-    }
-
+    vd_session ses;
+    memset(&ses, 0, sizeof ses);
+    vd_profile mprof = {0};
     vd_plan plan;
+    memset(&plan, 0, sizeof plan);
     vd_err pe = {0};
-    int prc = vd_plan_build(&net, &prof, &o, &plan, &pe);
-    if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto fail; }
-    if (json) rc = vd_plan_write_json(stdout, &plan, &net, NULL, &e);
-    else rc = vd_plan_write_table(stdout, &plan, &net, &e);
-    if (!rc && trace_path) rc = vd_plan_write_trace(trace_path, &plan, &net, &prof, &e);
-    vd_plan_free(&plan);
-    if (rc) goto fail;
-    vd_profile_free(&prof);
-    vd_net_free(&net);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        vd_errf(&e, VD_EIO, "write error");
-        return vd_cli_fail(PROG, &e);
+    int prc = VD_OK;
+    vd_config_run run;
+    if ((rc = vd_spec_load(o.c.spec, &net, &e))) goto out;
+    /* batch, profile source, policy, budget: as vdnn-train (config/config.h) */
+    if ((rc = vd_config_resolve(&o.c.cfg, &net, true, &run, &e))) goto out;
+    if (o.want_summary) {
+        if ((rc = vd_summary_write(stdout, &net, run.batch, o.json, &e))) goto out;
+        rc = flush_stdout(&e);
+        goto out;
     }
-    if (prc) return vd_cli_fail(PROG, &pe);
-    return 0;
-fail:
-    vd_profile_free(&prof);
+
+    const vd_profile *prof;
+    if (run.use_backend) {
+        rc = vd_session_open(&ses, &net, run.batch, &run.session, &e);
+        if (rc) goto out;
+        prof = &ses.prof;
+        vd_config_budget(&run, &ses, NULL);
+    } else {
+        if ((rc = vd_config_model_profile(&run, &net, &mprof, &e))) goto out;
+        if (run.session.profile_out && (rc = vd_profile_save(run.session.profile_out, &mprof, &e)))
+            goto out;
+        prof = &mprof;
+        vd_config_budget(&run, NULL, prof);
+    }
+
+    if (o.want_min) {
+        if ((rc = print_min_budgets(&net, prof, &run.plan, o.json, &e))) goto out;
+        rc = flush_stdout(&e);
+        goto out;
+    }
+
+    /* the plan vdnn-train makes: vd_session_plan with a backend */
+    prc = run.use_backend ? vd_session_plan(&ses, &run.plan, &plan, &pe)
+                          : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
+    if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }
+    if (plan.steps) {   /* VD_EBUDGET before planning leaves no plan to show */
+        if (o.json) rc = vd_plan_write_json(stdout, &plan, &net, NULL, &e);
+        else rc = vd_plan_write_table(stdout, &plan, &net, &e);
+        if (!rc && o.trace) rc = vd_plan_write_trace(o.trace, &plan, &net, prof, &e);
+        if (rc) goto out;
+    }
+    if ((rc = flush_stdout(&e))) goto out;
+    if (prc) { e = pe; rc = prc; }
+out:
+    vd_plan_free(&plan);
+    vd_profile_free(&mprof);
+    vd_session_close(&ses);
     vd_net_free(&net);
-    return vd_cli_fail(PROG, &e);
+    return rc ? vd_cli_fail(PROG, &e) : 0;
 }

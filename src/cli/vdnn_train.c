@@ -61,9 +61,7 @@ static void usage(FILE *f) {
 "                       (without --data: the data FILE was trained on)\n"
 "  --init FILE          start from FILE's weights only\n"
 "\n"
-"Memory plan and device:\n"
-"  --backend B          cpu | cuda | auto (default: auto = cuda if available)\n"
-"  --device N           CUDA device index (default 0)\n"
+"Memory plan (the same options and defaults as vdnn-plan; see vdnn-plan(1)):\n"
 "  --budget SIZE        device memory pool, e.g. 12G, 512M (default: cuda: all the\n"
 "                       device can give = free memory after setup - 512 MiB;\n"
 "                       cpu: what the plan needs)\n"
@@ -74,20 +72,27 @@ static void usage(FILE *f) {
 "                       the copy bandwidths before planning)\n"
 "  --analytic-profile   plan with the analytic profile (no measuring pass)\n"
 "  --profile-out FILE   write the profile used to FILE\n"
-"  --math M             fp32 | tf32 (default fp32)\n"
-"  --deterministic      deterministic algorithms only\n"
+"  --plan-json FILE     write the plan that runs as JSON (vdnn-plan --format json)\n"
 "  --poison             NaN-fill freed device memory (debugging)\n"
+"\n"
+"Backend:\n"
+"%s"
 "\n"
 "Reporting:\n"
 "  --eval-every N       evaluate on the held-out split every N iterations (and at\n"
 "                       the end; 0 = only at the end, -1 = never)\n"
 "  --log-every N        progress every N iterations (default: about 20 reports)\n"
 "  --quiet              no progress on stderr; only the final report\n"
+"  --step-times         after training, the last iteration's steps measured on the\n"
+"                       compute stream beside the simulator's prediction\n"
+"  --mem-trace          CUDA: synchronize after every step and list the steps\n"
+"                       after which the process's device memory grew (slow)\n"
 "  --help               this text\n"
 "  --version            version and build features\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 spec, 4 io, 5 data, 6 budget, 7 device,\n"
-"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 interrupted.\n", pol);
+"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 interrupted.\n", pol,
+        VD_CLI_BACKEND_HELP);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -98,9 +103,7 @@ typedef struct opts {
     bool has_iters, has_epochs, has_lr, has_mom, has_wd;
     bool has_eval_every, has_log_every;
     double lr, momentum, wd;
-    const char *data, *save, *resume, *init;
-    vd_policy policy;
-    uint64_t budget;
+    const char *data, *save, *resume, *init, *plan_json;
     bool augment, poison;
 } opts;
 
@@ -110,7 +113,9 @@ static const vd_cli_flag FLAGS[] = {
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
     {"prefetch", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
-    {"math", true},
+    {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
+    {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
+    {"conv-debug", true}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
     {"quiet", false}, {"help", false}, {"version", false},
 };
@@ -136,27 +141,18 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "init")) o->init = val;
     else if (!strcmp(name, "augment")) o->augment = true;
     else if (!strcmp(name, "poison")) o->poison = true;
-    else if (!strcmp(name, "budget")) {
-        rc = vd_parse_size(val, &o->budget, e);
-        if (rc) vd_err_prefix(e, "--budget");
-        else if (o->budget == 0) rc = vd_errf(e, VD_EUSAGE, "--budget must be positive");
-    } else if (!strcmp(name, "policy")) {
-        if ((rc = vd_policy_parse(val, &o->policy, e))) vd_err_prefix(e, "--policy");
-    }
+    else if (!strcmp(name, "plan-json")) o->plan_json = val;
     return rc;
 }
 
 /* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
 static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     memset(o, 0, sizeof *o);
-    o->policy = VD_POLICY_AUTO; /* none when it fits, else the fastest plan that does */
     int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
                           train_flag, o, e);
     if (rc) return rc;
     if (o->resume && o->init)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
-    if (o->c.profile && o->c.analytic)
-        return vd_errf(e, VD_EUSAGE, "--profile and --analytic-profile exclude each other");
     if (o->save_every && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
     return VD_OK;
@@ -220,7 +216,7 @@ static void on_event(const vd_train_event *ev, void *user) {
     fflush(stderr);
 }
 
-/* VDNN_STEP_TIMES=1: the last training iteration's steps, measured on the
+/* --step-times: the last training iteration's steps, measured on the
  * compute stream (duration = end - previous end, stalls included) beside the
  * simulator's, the VD_STEP_TIMES_ROWS steps measured furthest over their
  * prediction first, then the totals. Where an iteration is slower than
@@ -321,7 +317,7 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
                    vd_fmt_bytes(later, b, sizeof b));
     }
     if (ses->mem_trace) {
-        /* VDNN_MEM_TRACE=1: the steps after which the process grew */
+        /* --mem-trace: the steps after which the process grew */
         printf("memory trace: %d step%s grew the process's device memory%s\n", m->n_growth,
                m->n_growth == 1 ? "" : "s", m->n_growth ? ":" : "");
         for (int i = 0; i < m->n_growth && i < VD_SESSION_MAX_GROWTH; i++) {
@@ -371,6 +367,26 @@ static int check_save_target(const char *path, vd_err *e) {
     return rc;
 }
 
+/* The host memory the allocation wrappers and the pinned host buffers
+ * counted (util.h): the high-water mark, beside the device figures. */
+static void report_host_memory(void) {
+    vd_mem_stats ms;
+    vd_mem_stats_get(&ms);
+    char a[32], b[32];
+    printf("host memory: high-water %s (allocation wrappers + pinned host buffers), "
+           "pinned now %s\n", vd_fmt_bytes(ms.peak, a, sizeof a),
+           vd_fmt_bytes(ms.tracked, b, sizeof b));
+}
+
+/* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it. VD_EIO. */
+static int write_plan_json(const char *path, const vd_plan *plan, const vd_net *net, vd_err *e) {
+    FILE *f = fopen(path, "w");
+    if (!f) return vd_errf(e, VD_EIO, "--plan-json %s: %s", path, strerror(errno));
+    int rc = vd_plan_write_json(f, plan, net, NULL, e);
+    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "--plan-json %s: write error", path);
+    return rc;
+}
+
 static volatile sig_atomic_t g_stop;   /* set by SIGINT; read by the training loop */
 static void on_sigint(int sig) { (void)sig; g_stop = 1; }
 
@@ -400,12 +416,10 @@ int main(int argc, char **argv) {
 
     /* ---- flags over the spec's train: section ---- */
     vd_train_cfg *tc = &net.train;
-    if (o.c.has_batch) tc->batch = (int)o.c.batch;
     if (o.has_lr) tc->lr = (float)o.lr;
     if (o.has_mom) tc->momentum = (float)o.momentum;
     if (o.has_wd) tc->weight_decay = (float)o.wd;
     if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
-    if (tc->batch < 1) tc->batch = 32;
     if (!(tc->lr > 0)) tc->lr = 0.01f;
     static char resume_data[sizeof ((vd_train_state *)0)->data];
     if (o.resume) {
@@ -419,7 +433,7 @@ int main(int argc, char **argv) {
             goto out;
         }
         tc->seed = st.seed;
-        if (!o.c.has_batch) tc->batch = st.batch;
+        if (!o.c.cfg.batch) o.c.cfg.batch = st.batch;
         /* the data the checkpoint was trained on (state files of older
          * versions record none, and then --data alone decides) */
         if (st.data[0] && !o.data) {
@@ -436,9 +450,10 @@ int main(int argc, char **argv) {
     }
     rc = vd_lr_validate(&tc->lr_policy, tc->lr, &e);
     if (rc) goto out;
-    rc = vd_net_finalize(&net, &e);     /* re-check at the final batch size */
+    /* batch, backend, profile source, policy, budget, ... (config/config.h) */
+    vd_config_run run;
+    rc = vd_config_resolve(&o.c.cfg, &net, false, &run, &e);
     if (rc) goto out;
-    vd_schedule_inplace(&net);
 
     /* ---- data ---- */
     rc = vd_data_open(o.data, &net, tc->batch, tc->seed, o.augment, &ds, &e);
@@ -462,16 +477,10 @@ int main(int argc, char **argv) {
     if (o.save && (rc = check_save_target(o.save, &e))) goto out;
 
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
-    vd_session_opts so;
-    vd_cli_session_opts(&o.c, &so);
-    const char *mt = getenv("VDNN_MEM_TRACE");
-    so.mem_trace = mt && strcmp(mt, "1") == 0;
-    const char *stt = getenv("VDNN_STEP_TIMES");
-    so.step_times = stt && strcmp(stt, "1") == 0;
-    if (!o.c.quiet && !o.c.profile && !o.c.analytic && vd_backend_cuda_available() &&
-        strcmp(o.c.backend, "cpu") != 0)
+    if (!o.c.quiet && !o.c.cfg.profile && !o.c.cfg.analytic && vd_backend_cuda_available() &&
+        strcmp(run.session.backend, "cpu") != 0)
         fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);
-    rc = vd_session_open(&ses, &net, tc->batch, &so, &e);
+    rc = vd_session_open(&ses, &net, run.batch, &run.session, &e);
     if (rc) goto out;
     have_ses = true;
     be = ses.be;
@@ -479,16 +488,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: backend %s (auto: %s)\n", PROG, be->name, ses.backend_why);
     if (!o.c.quiet)
         fprintf(stderr, "%s: profile %s (%s, %.1f s)%s%s\n", PROG, ses.prof.source, ses.prof_how,
-                ses.prof_s, o.c.profile_out ? ", saved to " : "", o.c.profile_out ? o.c.profile_out : "");
-    vd_plan_opts po;
-    vd_plan_opts_init(&po);
-    po.budget = o.budget ? o.budget : vd_session_default_budget(&ses);
-    po.policy = o.policy;
-    po.prefetch = o.c.prefetch;
-    po.no_stage_input = !vd_cli_stage_input();
-    rc = vd_session_plan(&ses, &po, &plan, &e);
+                ses.prof_s, o.c.cfg.profile_out ? ", saved to " : "",
+                o.c.cfg.profile_out ? o.c.cfg.profile_out : "");
+    vd_config_budget(&run, &ses, NULL);
+    rc = vd_session_plan(&ses, &run.plan, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;
+    if (o.plan_json && (rc = write_plan_json(o.plan_json, &plan, &net, &e))) goto out;
+    vd_cli_warn_auto_cpu(PROG, &ses, plan.sim.iter_s, iters);
     rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
     if (rc) goto out;
 
@@ -505,7 +512,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: plan: policy %s, budget %s%s, peak %s, offload %s/iter, "
                 "predicted %.4f s/iter (%s)\n", PROG, vd_policy_name(plan.policy),
                 vd_fmt_bytes(plan.budget, b1, sizeof b1),
-                o.budget ? "" : ses.cuda ? " (default: all the device can give)"
+                run.budget_given ? "" : ses.cuda ? " (default: all the device can give)"
                                          : " (default: what the plan needs)",
                 vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
                 vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s,
@@ -568,6 +575,7 @@ int main(int argc, char **argv) {
                res.mean_iter_s, tc->batch / res.mean_iter_s, plan.sim.iter_s, ses.prof.source,
                plan.sim.iter_s > 0 ? 100.0 * (res.mean_iter_s - plan.sim.iter_s) / plan.sim.iter_s : 0.0);
     report_device_memory(&ses, &plan, &st, trained);
+    report_host_memory();
     if (trained) report_step_times(ex, &plan, &net);
     if (res.interrupted) {
         fprintf(stderr, "%s: interrupted at iteration %lld%s\n", PROG, (long long)res.iters_done,

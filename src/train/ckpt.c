@@ -168,7 +168,7 @@ static char *path_cat(const char *path, const char *suffix, vd_err *e) {
 }
 
 static int commit_pair(const char *path, const char *model, size_t model_n, const char *state,
-                       size_t state_n, vd_err *e) {
+                       size_t state_n, const vd_ckpt_save_opts *o, vd_err *e) {
     char *sp = path_cat(path, ".state", e);
     char *prev = sp ? path_cat(sp, ".prev", e) : NULL;
     char *mt = vd_tmp_path(path, e), *stt = sp ? vd_tmp_path(sp, e) : NULL;
@@ -204,9 +204,8 @@ static int commit_pair(const char *path, const char *model, size_t model_n, cons
     }
     have_st = false;
     if ((rc = vd_fsync_parent_dir(path, e))) goto out;
-    if (getenv("VD_CKPT_TEST_CRASH_AFTER_STATE")) {   /* test hook: the crash window */
-        rc = vd_errf(e, VD_EIO, "%s: VD_CKPT_TEST_CRASH_AFTER_STATE: stopped after the state "
-                     "rename", path);
+    if (o && o->after_state && o->after_state(o->ctx, path)) {   /* the crash window */
+        rc = vd_errf(e, VD_EIO, "%s: stopped after the state rename (after_state hook)", path);
         goto out;
     }
     if (rename(mt, path) != 0) {
@@ -224,6 +223,12 @@ out:
 
 int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
                  const float *momentum, const vd_train_state *st, vd_err *e) {
+    return vd_ckpt_save_ex(path, net, params, momentum, st, NULL, e);
+}
+
+int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
+                    const float *momentum, const vd_train_state *st,
+                    const vd_ckpt_save_opts *so, vd_err *e) {
     int n_bn = 0;
     for (int i = 0; i < net->n_layers; i++) n_bn += net->layers[i].op == VD_OP_BATCHNORM;
     int cap = net->n_params + n_bn;
@@ -280,7 +285,7 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
     m[nm].k = "seed"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->seed);
     m[nm].k = "sgd_steps"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->sgd_steps);
     rc = st_build(t, nt, m, nm, &buf, &n, e);
-    if (!rc) rc = commit_pair(path, model_buf, model_n, buf, n, e);
+    if (!rc) rc = commit_pair(path, model_buf, model_n, buf, n, so, e);
     free(model_buf);
     free(buf);
 out:

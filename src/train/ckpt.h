@@ -60,6 +60,18 @@ typedef struct vd_train_state {
  * ranges is ignored). */
 int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
                  const float *momentum, const vd_train_state *st, vd_err *e);
+/* vd_ckpt_save with options (o may be NULL: none). */
+typedef struct vd_ckpt_save_opts {
+    /* Called after the new FILE.state is renamed into place and before the
+     * new model is: tests inject a crash in that window here. A nonzero
+     * return stops the save there (VD_EIO), leaving the old model beside the
+     * new state. NULL: none. */
+    int (*after_state)(void *ctx, const char *path);
+    void *ctx;
+} vd_ckpt_save_opts;
+int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
+                    const float *momentum, const vd_train_state *st,
+                    const vd_ckpt_save_opts *o, vd_err *e);
 
 /* Load FILE's tensors into params (net->param_floats floats). Names, dtypes
  * and shapes must match the net exactly (num_batches_tracked is accepted and

@@ -97,7 +97,7 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
     s->batch = batch;
     s->math = o->math;
     s->deterministic = o->deterministic;
-    int rc = want_cuda ? vd_backend_cuda_create(&s->be, o->device, e)
+    int rc = want_cuda ? vd_backend_cuda_create_opts(&s->be, o->device, &o->backend_opts, e)
                        : vd_backend_cpu_create(&s->be, e);
     if (rc) {
         s->be = NULL;
@@ -107,6 +107,7 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
     s->mem_trace = o->mem_trace;
     s->step_times = o->step_times;
     {
+        /* CUDA's own variable (not a vdnn knob), for the memory report only */
         const char *ml = getenv("CUDA_MODULE_LOADING");
         s->mem.lazy_loading = !(ml && strcmp(ml, "EAGER") == 0);
     }
@@ -142,21 +143,27 @@ uint64_t vd_session_default_budget(const vd_session *s) {
     return s->cuda && s->mem.known ? vd_session_max_budget(s) : 0;
 }
 
+static int too_big(const vd_session *s, uint64_t budget, uint64_t max, vd_err *e) {
+    char b1[32], b2[32], b3[32];
+    return vd_errf(e, VD_EBUDGET,
+                   "the budget %s is more than this device can give: %s free after setup "
+                   "minus a margin of %s leaves %s",
+                   vd_fmt_bytes(budget, b1, sizeof b1),
+                   vd_fmt_bytes(s->mem.free_setup, b2, sizeof b2),
+                   vd_fmt_bytes(VD_SESSION_MARGIN, b3, sizeof b3),
+                   vd_fmt_bytes(max, (char[32]){0}, 32));
+}
+
 int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e) {
     po->batch = s->batch;
+    uint64_t max = vd_session_max_budget(s);
+    if (po->budget > max) {     /* before the (possibly long) auto search */
+        memset(plan, 0, sizeof *plan);
+        return too_big(s, po->budget, max, e);
+    }
     int rc = vd_plan_build(s->net, &s->prof, po, plan, e);
     if (rc) return rc;
-    uint64_t max = vd_session_max_budget(s);
-    if (plan->budget > max) {
-        char b1[32], b2[32], b3[32];
-        return vd_errf(e, VD_EBUDGET,
-                       "the budget %s is more than this device can give: %s free after setup "
-                       "minus a margin of %s leaves %s",
-                       vd_fmt_bytes(plan->budget, b1, sizeof b1),
-                       vd_fmt_bytes(s->mem.free_setup, b2, sizeof b2),
-                       vd_fmt_bytes(VD_SESSION_MARGIN, b3, sizeof b3),
-                       vd_fmt_bytes(max, (char[32]){0}, 32));
-    }
+    if (plan->budget > max) return too_big(s, plan->budget, max, e);
     return VD_OK;
 }
 

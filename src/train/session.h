@@ -63,8 +63,9 @@ typedef struct vd_session_opts {
                                    backend's algorithm options even on CUDA
                                    (default: measured on CUDA, analytic on cpu) */
     const char *profile_out;    /* non-NULL: save the profile used to this file */
+    vd_backend_opts backend_opts; /* the backend's options (CUDA: --conv-*, --sync-debug) */
     bool step_times;            /* measure when each training step ends on the compute
-                                   stream (vd_exec_opts.step_times; VDNN_STEP_TIMES=1) */
+                                   stream (vd_exec_opts.step_times; vdnn-train --step-times) */
     bool mem_trace;             /* CUDA, debugging: after every step of every pass,
                                    synchronize and sample device memory; growth is
                                    recorded in vd_session_memory.growth (slows
@@ -115,7 +116,10 @@ typedef struct vd_session_memory {
      * the end of every pass of the latest executor; the growth during its
      * first training pass and its first evaluation pass is counted as
      * context (first_use) when loading is lazy, never later growth. */
-    bool lazy_loading;          /* CUDA_MODULE_LOADING is not EAGER */
+    bool lazy_loading;          /* CUDA_MODULE_LOADING is not EAGER: CUDA's own variable,
+                                   read (for this report only) in vd_session_open, the one
+                                   place vdnn reads the environment; documented in
+                                   vdnn-train(1) ENVIRONMENT */
     uint64_t first_use;         /* growth during the first pass of each kind */
     uint64_t pool_growth;       /* growth beyond the (rounded) pool when the
                                    latest executor created it: the driver's page
@@ -167,8 +171,10 @@ uint64_t vd_session_default_budget(const vd_session *s);
 
 /* Build the plan for po (po->batch is set to the session's batch; every
  * other field is the caller's, so new plan options flow through). Returns
- * what vd_plan_build returns; in addition VD_EBUDGET (plan feasible but its
- * pool larger than vd_session_max_budget, message says so). *plan is a
+ * what vd_plan_build returns; in addition VD_EBUDGET when the pool is
+ * larger than vd_session_max_budget (message says so): checked before
+ * planning when po->budget is given (no long auto search for a budget the
+ * device cannot give), and after it for the plan's own need (budget 0). *plan is a
  * valid plan the caller frees with vd_plan_free when the return is 0 or
  * VD_EBUDGET, and zeroed otherwise. */
 int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e);

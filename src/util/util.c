@@ -1,7 +1,10 @@
 /* util.c — see util.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,22 +51,98 @@ bool vd_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
     return true;
 }
 
+/* ---- counted host memory (util.h) ---- */
+static _Atomic uint64_t g_mem_live, g_mem_peak, g_mem_tracked;
+static pthread_mutex_t g_track_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { const void *p; uint64_t bytes; } *g_track;   /* few: pinned buffers */
+static size_t g_n_track, g_cap_track;
+
+static void mem_add(uint64_t n) {
+    uint64_t live = atomic_fetch_add(&g_mem_live, n) + n;
+    uint64_t peak = atomic_load(&g_mem_peak);
+    while (live > peak && !atomic_compare_exchange_weak(&g_mem_peak, &peak, live)) {}
+}
+
+/* Saturates at 0: vd_free of a block that plain malloc made (not counted). */
+static void mem_sub(uint64_t n) {
+    uint64_t live = atomic_load(&g_mem_live);
+    while (!atomic_compare_exchange_weak(&g_mem_live, &live, live > n ? live - n : 0)) {}
+}
+
 void *vd_malloc(size_t n, vd_err *e) {
     void *p = malloc(n ? n : 1);
     if (!p) vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu bytes", n);
+    else mem_add(malloc_usable_size(p));
     return p;
 }
 
 void *vd_calloc(size_t count, size_t size, vd_err *e) {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p) vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu x %zu bytes", count, size);
+    else mem_add(malloc_usable_size(p));
     return p;
 }
 
 void *vd_realloc(void *p, size_t n, vd_err *e) {
+    size_t old = p ? malloc_usable_size(p) : 0;
     void *q = realloc(p, n ? n : 1);
-    if (!q) vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu bytes", n);
+    if (!q) {
+        vd_errf(e, VD_ENOMEM, "out of host memory allocating %zu bytes", n);
+        return q;
+    }
+    mem_sub(old);
+    mem_add(malloc_usable_size(q));
     return q;
+}
+
+void vd_free(void *p) {
+    if (!p) return;
+    mem_sub(malloc_usable_size(p));
+    free(p);
+}
+
+bool vd_mem_track(const void *p, uint64_t bytes) {
+    if (!p) return false;
+    pthread_mutex_lock(&g_track_mu);
+    if (g_n_track == g_cap_track) {
+        size_t cap = g_cap_track ? 2 * g_cap_track : 16;
+        void *t = realloc(g_track, cap * sizeof *g_track);
+        if (!t) {
+            pthread_mutex_unlock(&g_track_mu);
+            return false;
+        }
+        g_track = t;
+        g_cap_track = cap;
+    }
+    g_track[g_n_track].p = p;
+    g_track[g_n_track++].bytes = bytes;
+    pthread_mutex_unlock(&g_track_mu);
+    atomic_fetch_add(&g_mem_tracked, bytes);
+    mem_add(bytes);
+    return true;
+}
+
+void vd_mem_untrack(const void *p) {
+    uint64_t bytes = 0;
+    bool found = false;
+    pthread_mutex_lock(&g_track_mu);
+    for (size_t i = 0; i < g_n_track; i++)
+        if (g_track[i].p == p) {
+            bytes = g_track[i].bytes;
+            g_track[i] = g_track[--g_n_track];
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&g_track_mu);
+    if (!found) return;
+    atomic_fetch_sub(&g_mem_tracked, bytes);
+    mem_sub(bytes);
+}
+
+void vd_mem_stats_get(vd_mem_stats *s) {
+    s->live = atomic_load(&g_mem_live);
+    s->peak = atomic_load(&g_mem_peak);
+    s->tracked = atomic_load(&g_mem_tracked);
 }
 
 char *vd_strdup(const char *s, vd_err *e) {

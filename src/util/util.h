@@ -43,13 +43,35 @@ int vd_err_prefix(vd_err *e, const char *fmt, ...)
 bool vd_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 bool vd_add_u64(uint64_t a, uint64_t b, uint64_t *out);
 
-/* Allocation wrappers: abort-free; return NULL and set e on failure. */
+/* Allocation wrappers: abort-free; return NULL and set e on failure.
+ *
+ * They count host memory: every block they return adds its usable size
+ * (malloc_usable_size) to the live count, vd_free and vd_realloc take it
+ * off again, and the largest live count is the high-water mark
+ * (vd_mem_stats). A block of the wrappers released with plain free() stays
+ * counted as live, so release them with vd_free. Memory that does not come
+ * from malloc (the backends' pinned host buffers) is counted with
+ * vd_mem_track / vd_mem_untrack. Thread-safe (the data loader's threads
+ * allocate). */
 void *vd_malloc(size_t n, vd_err *e);
 void *vd_calloc(size_t count, size_t size, vd_err *e);
 void *vd_realloc(void *p, size_t n, vd_err *e);
 char *vd_strdup(const char *s, vd_err *e);
+/* free(p) for a block of the wrappers (NULL is fine), uncounting it. */
+void vd_free(void *p);
 /* Free and clear the pointer. */
 #define VD_FREE(p) do { free(p); (p) = NULL; } while (0)
+/* Count bytes at p (not from the wrappers, e.g. cudaMallocHost) as live
+ * until vd_mem_untrack(p). Returns false (nothing counted) when out of
+ * memory for the bookkeeping; untracking an unknown p does nothing. */
+bool vd_mem_track(const void *p, uint64_t bytes);
+void vd_mem_untrack(const void *p);
+typedef struct vd_mem_stats {
+    uint64_t live;              /* bytes counted now */
+    uint64_t peak;              /* the most counted at once (high-water mark) */
+    uint64_t tracked;           /* of live: vd_mem_track'ed (pinned host buffers) */
+} vd_mem_stats;
+void vd_mem_stats_get(vd_mem_stats *s);
 
 /* Parse "12G", "512M", "4096", "1.5G" (K/M/G/T = 2^10.., optional "iB"/"B").
  * Returns 0 or VD_EUSAGE. */

@@ -1,7 +1,8 @@
 /* cuda_profile_net.c — measure a net's profile on the GPU (vd_profile_measure)
  * and print it; used by tools/gpu-check. Not a test.
  *
- * usage: cuda_profile_net NET.yaml BATCH [fp32|tf32] [OUT.json]
+ * usage: cuda_profile_net [--conv-debug N] NET.yaml BATCH [fp32|tf32] [OUT.json]
+ * (--conv-debug: vd_backend_opts.conv_debug, as vdnn-train's flag)
  * Prints one line per layer and algorithm option (forward / backward ms,
  * workspace), the totals, copy bandwidths, and the driver's memory use
  * before and after. Exit status: 0, or the VD_E* code of the failure. */
@@ -15,8 +16,15 @@
 #include "spec/spec.h"
 
 int main(int argc, char **argv) {
+    vd_backend_opts bo = {0};
+    if (argc > 2 && !strcmp(argv[1], "--conv-debug")) {
+        bo.conv_debug = atoi(argv[2]);
+        argv[2] = argv[0];
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: %s NET.yaml BATCH [fp32|tf32] [OUT.json]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--conv-debug N] NET.yaml BATCH [fp32|tf32] [OUT.json]\n", argv[0]);
         return VD_EUSAGE;
     }
     vd_err e = {0};
@@ -36,7 +44,7 @@ int main(int argc, char **argv) {
     uint64_t fr0 = 0, tot = 0, fr1 = 0, fr2 = 0;
     if ((rc = vd_cuda_mem_info(NULL, &fr0, &tot, &e))) goto fail;
     vd_backend *be = NULL;
-    if ((rc = vd_backend_cuda_create(&be, 0, &e))) goto fail;
+    if ((rc = vd_backend_cuda_create_opts(&be, 0, &bo, &e))) goto fail;
     if ((rc = be->layer_setup(be, &net, (int)batch, math, false, &e))) goto fail_be;
     if ((rc = vd_cuda_mem_info(be, &fr1, &tot, &e))) goto fail_be;
     vd_profile prof;

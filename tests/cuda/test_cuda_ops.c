@@ -164,7 +164,7 @@ START_TEST(test_conv) {
 }
 END_TEST
 
-/* Split options (cuda_convgraph.cu): with VDNN_CONV_SPLIT=force every conv
+/* Split options (cuda_convgraph.cu): with --conv-split force every conv
  * layer also gets "b/2" and "b/4" (the batch of 4 run as 2 or 4 sub-batch
  * convolutions, backward-filter partial sums added into dw) and the mixed
  * "b/2 w" (only backward-filter split) and "b/4 fd" (forward and
@@ -173,9 +173,11 @@ END_TEST
  * included. The count of split options is asserted, so a setup that quietly
  * dropped them fails. (The first two cases: plain and strided.) */
 START_TEST(test_conv_split) {
-    ck_assert(setenv("VDNN_CONV_SPLIT", "force", 1) == 0);
+    vd_backend *be = c_cuda();
+    vd_conv_split was = be->opts.conv_split;
+    be->opts.conv_split = VD_CONV_SPLIT_FORCE;   /* read by the next layer_setup */
     check_conv_cases(conv_cases, 2, "split ", true);
-    unsetenv("VDNN_CONV_SPLIT");
+    be->opts.conv_split = was;
 }
 END_TEST
 

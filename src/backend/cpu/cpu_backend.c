@@ -104,10 +104,15 @@ static int cpu_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *
 static void cpu_pool_destroy(vd_backend *be, void *base) { free(base); }
 
 static int cpu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
-    return aligned_poisoned(bytes, p, "host memory", e);
+    int rc = aligned_poisoned(bytes, p, "host memory", e);
+    if (rc == VD_OK) vd_mem_track(*p, bytes);   /* host memory accounting (util.h) */
+    return rc;
 }
 
-static void cpu_host_free(vd_backend *be, void *p) { free(p); }
+static void cpu_host_free(vd_backend *be, void *p) {
+    vd_mem_untrack(p);
+    free(p);
+}
 
 /* ------------------------------------------------------------------ queues */
 

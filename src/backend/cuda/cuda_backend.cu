@@ -8,7 +8,7 @@
  * cuDNN calls get their workspace from the pool (io->ws).
  *
  * No call here synchronizes the device except synchronize() and, when
- * VDNN_SYNC_DEBUG=1, the per-op stream synchronize for debugging. */
+ * --sync-debug, the per-op stream synchronize for debugging. */
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cuda/cuda_internal.h"
@@ -60,11 +60,13 @@ static int cu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
         return vd_errf(e, VD_ENOMEM, "cannot allocate %s of pinned host memory: %s",
                        vd_fmt_bytes(bytes, b, sizeof b), cudaGetErrorString(st));
     }
+    vd_mem_track(*p, bytes);   /* host memory accounting (util.h) */
     return VD_OK;
 }
 
 static void cu_host_free(vd_backend *be, void *p) {
     (void)be;
+    vd_mem_untrack(p);
     if (p) cudaFreeHost(p);
 }
 
@@ -205,23 +207,18 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
     c->math = math;
     c->deterministic = deterministic;
     {
-        const char *t = getenv("VDNN_CONV_TUNE");
-        c->tune = !deterministic && !(t && !strcmp(t, "0"));
-        c->retime = c->tune && t && !strcmp(t, "2");
-        const char *api = getenv("VDNN_CONV_API");
-        c->conv_legacy = api && !strcmp(api, "legacy");
-        const char *dbg = getenv("VDNN_CONV_DEBUG");
-        c->conv_debug = dbg && dbg[0] >= '0' && dbg[0] <= '9' ? dbg[0] - '0' : 0;
-        const char *topk = getenv("VDNN_CONV_TOPK");
-        c->conv_topk = topk && topk[0] >= '1' && topk[0] <= '9' ? (int)strtol(topk, NULL, 10) : 8;
-        if (c->conv_topk > 12) c->conv_topk = 12;
-        const char *rtc = getenv("VDNN_CONV_RTC");
-        c->conv_rtc = rtc && !strcmp(rtc, "1");
-        const char *split = getenv("VDNN_CONV_SPLIT");
-        c->conv_split = split && !strcmp(split, "0") ? 0 : split && !strcmp(split, "force") ? 2 : 1;
+        const vd_backend_opts *o = &be->opts;     /* vd_backend_cuda_create_opts */
+        c->tune = !deterministic && o->conv_tune != VD_CONV_TUNE_OFF;
+        c->retime = c->tune && o->conv_tune == VD_CONV_TUNE_RETIME;
+        c->conv_legacy = o->conv_api == VD_CONV_API_LEGACY;
+        c->conv_debug = o->conv_debug;
+        c->conv_topk = o->conv_topk > 0 ? o->conv_topk : VD_CONV_TOPK_DEFAULT;
+        if (c->conv_topk > VD_CONV_TOPK_MAX) c->conv_topk = VD_CONV_TOPK_MAX;
+        c->conv_rtc = o->conv_rtc;
+        c->conv_split = o->conv_split == VD_CONV_SPLIT_OFF ? 0
+                      : o->conv_split == VD_CONV_SPLIT_FORCE ? 2 : 1;
         /* the forced split options (tests) live in the graph API's options */
-        c->conv_mix = c->tune && !c->conv_legacy && !(api && !strcmp(api, "graph")) &&
-                      c->conv_split != 2;
+        c->conv_mix = c->tune && o->conv_api == VD_CONV_API_AUTO && c->conv_split != 2;
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;
@@ -374,6 +371,11 @@ extern "C" bool vd_backend_cuda_available(void) {
 }
 
 extern "C" int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
+    return vd_backend_cuda_create_opts(out, device, NULL, e);
+}
+
+extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const vd_backend_opts *o,
+                                           vd_err *e) {
     *out = NULL;
     int n = 0;
     cudaError_t st = cudaGetDeviceCount(&n);
@@ -412,8 +414,8 @@ extern "C" int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
     be->backward = cu_backward;
     be->sgd = cu_sgd;
     c->device = device;
-    const char *dbg = getenv("VDNN_SYNC_DEBUG");
-    c->sync_debug = dbg && dbg[0] && strcmp(dbg, "0") != 0;
+    if (o) be->opts = *o;
+    c->sync_debug = be->opts.sync_debug;
     int rc = VD_OK;
     cudaDeviceProp prop;
     CUDA_GOTO(e, rc, fail, cudaSetDevice(device));

@@ -17,7 +17,7 @@
  * DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION note; in fp32 mode no
  * TENSOR_CORE note (no TF32, what PyTorch does with allow_tf32 off); in
  * deterministic mode no NONDETERMINISTIC note; no RUNTIME_COMPILATION
- * behaviour note unless VDNN_CONV_RTC=1 (NVRTC costs seconds per engine).
+ * behaviour note unless --conv-rtc (NVRTC costs seconds per engine).
  *
  * Options (the legacy path's meanings, see cuda_cudnn.cu), per direction:
  *   "fastest":  the fastest timed candidate;
@@ -33,7 +33,7 @@
  * stream; a warm-up run, then (unless the warm-up took over twice the best
  * so far) two more, the faster of those two counts. Buffers: one temporary
  * cudaMalloc during layer_setup (before the pool exists), freed at its end.
- * Untimed (deterministic mode, VDNN_CONV_TUNE=0, memory not free):
+ * Untimed (deterministic mode, --conv-tune off, memory not free):
  * heuristic order decides: the first candidate is "fastest", the first
  * within max(16 MiB, output bytes) "balanced", the first within a rung's cap
  * that rung, so deterministic runs pick the same engines in every process.
@@ -45,7 +45,7 @@
  * plan built then, first in heuristic order that fits the workspace given,
  * cached per layer (G_MAXALT); if no engine fits, the legacy API runs it.
  *
- * VDNN_CONV_DEBUG=1 prints on stderr which path and engines each conv layer
+ * --conv-debug 1 prints on stderr which path and engines each conv layer
  * uses; 2 also every candidate (engine, notes, workspace, time) and every
  * runtime variant. (The one place library code prints: asked for by env.) */
 #include <stdarg.h>
@@ -385,7 +385,7 @@ static const char *excluded(const cu_ctx *c, unsigned num, unsigned beh) {
     if (c->deterministic && (num & (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)))
         return "nondeterministic";
     if (!c->conv_rtc && (beh & (1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)))
-        return "runtime compiled (VDNN_CONV_RTC=1 allows)";
+        return "runtime compiled (--conv-rtc allows)";
     return NULL;
 }
 
@@ -780,7 +780,7 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
          * timed faster than its k chunks runs at the whole batch (VGG-16
          * b256 features.2: backward-data whole, backward-filter split). The
          * label names the split directions: f forward, d backward-data, w
-         * backward-filter ("b/2 w", "b/4 fd" with VDNN_CONV_SPLIT=force). */
+         * backward-filter ("b/2 w", "b/4 fd" with --conv-split force). */
         unsigned whole = 0;
         int mix[CU_GD_COUNT];
         char dirs[8] = {0};
@@ -790,7 +790,7 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
             if (pick[d] < 0) continue;
             int wb = pick_fast(&g->d[d], t, true);
             float split_ms = (float)k * g->s[i][d].c[pick[d]].ms;
-            /* VDNN_CONV_SPLIT=force (tests): the first set splits only
+            /* --conv-split force (tests): the first set splits only
              * backward-filter, the second only the others */
             bool w = force ? (d == CU_GD_BWD_FILTER) == (i == 1)
                            : wb >= 0 && g->d[d].c[wb].ms < split_ms;

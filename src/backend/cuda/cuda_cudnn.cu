@@ -12,11 +12,11 @@
  * geometries, 4 of AlexNet's 5, 3 of ResNet-50's 24; e.g. AlexNet features.6
  * 2.0 ms legacy against 4.8 ms graph; at 8% VGG-16's features.19 (3.5%) and
  * AlexNet's features.0 (3.6%) stay with the graph API). The legacy algorithms are also used where the graph
- * API has no engine for a direction of the layer, with VDNN_CONV_API=legacy,
+ * API has no engine for a direction of the layer, with --conv-api legacy,
  * and as the graph path's last resort at run time (cu_legacy_conv_dir).
- * VDNN_CONV_API=graph: the graph API wherever it has engines (no timing
- * against legacy). Untimed setups (deterministic mode, VDNN_CONV_TUNE=0) and
- * VDNN_CONV_SPLIT=force keep the graph API.
+ * --conv-api graph: the graph API wherever it has engines (no timing
+ * against legacy). Untimed setups (deterministic mode, --conv-tune off) and
+ * --conv-split force keep the graph API.
  *
  * Legacy algorithm options per conv layer (vd_algo_opt; built in this order,
  * an option equal to an earlier one is dropped, then cu_conv_opts_order
@@ -28,7 +28,7 @@
  *      (freed before it returns, before any pool exists); layers of equal
  *      geometry share one timing. No timing (cuDNN's heuristic first choice,
  *      cudnnGet*Algorithm_v7) in deterministic mode (runs must repeat bit for
- *      bit across processes), with VDNN_CONV_TUNE=0, or when the temporary
+ *      bit across processes), with --conv-tune off, or when the temporary
  *      memory is not free.
  *   1 "min-ws": for each direction the heuristic candidate with the least
  *      workspace (first in heuristic order among equals), typically
@@ -490,7 +490,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
             fprintf(stderr, "vdnn conv: layer '%s': legacy API (graph API: %s)\n", l->name, why);
         }
     } else if (c->conv_debug) {
-        fprintf(stderr, "vdnn conv: layer '%s': legacy API (VDNN_CONV_API=legacy)\n", l->name);
+        fprintf(stderr, "vdnn conv: layer '%s': legacy API (--conv-api legacy)\n", l->name);
     }
     cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
     int nf = 0, nd = 0, nb = 0;

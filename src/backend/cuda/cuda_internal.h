@@ -151,7 +151,7 @@ typedef struct cu_ctx {
     cudaStream_t stream[VD_N_STREAMS];    /* compute, D2H, H2D: non-blocking */
     cudaEvent_t *events;                  /* [n_events], timing enabled */
     int n_events;
-    bool sync_debug;                      /* VDNN_SYNC_DEBUG=1 */
+    bool sync_debug;                      /* --sync-debug (vd_backend_opts) */
     /* set by layer_setup */
     cudnnHandle_t dnn;                    /* bound to the compute stream */
     cublasHandle_t blas;                  /* bound to the compute stream, no workspace */
@@ -160,20 +160,20 @@ typedef struct cu_ctx {
     vd_math math;
     bool deterministic;
     bool tune;                            /* time conv algorithms in layer_setup (cudnnFind*Ex):
-                                             not in deterministic mode, not with VDNN_CONV_TUNE=0 */
-    bool retime;                          /* VDNN_CONV_TUNE=2: re-time cudnnFind's best few per
+                                             not in deterministic mode, not with --conv-tune off */
+    bool retime;                          /* --conv-tune retime: re-time cudnnFind's best few per
                                              direction with CUDA events (experimental, legacy path) */
-    bool conv_legacy;                     /* VDNN_CONV_API=legacy: never the graph API */
+    bool conv_legacy;                     /* --conv-api legacy: never the graph API */
     bool conv_mix;                        /* per conv layer, the API whose fastest option was
                                              timed faster (legacy when its cudnnFind beats the
-                                             graph engines by 8%); off with VDNN_CONV_API=graph,
-                                             =legacy, untimed setups and VDNN_CONV_SPLIT=force */
-    int conv_debug;                       /* VDNN_CONV_DEBUG: 1 path per conv layer on stderr,
+                                             graph engines by 8%); off with --conv-api graph,
+                                             legacy, untimed setups and --conv-split force */
+    int conv_debug;                       /* --conv-debug: 1 path per conv layer on stderr,
                                              2 also every candidate engine */
-    int conv_topk;                        /* VDNN_CONV_TOPK: heuristic engines per direction (8) */
-    bool conv_rtc;                        /* VDNN_CONV_RTC=1: also runtime-compiled engines */
+    int conv_topk;                        /* --conv-topk: heuristic engines per direction (8) */
+    bool conv_rtc;                        /* --conv-rtc: also runtime-compiled engines */
     int conv_split;                       /* split options (cuda_convgraph.cu): 1 where the fastest
-                                             needs over 1 GiB; VDNN_CONV_SPLIT=0: never; =force:
+                                             needs over 1 GiB; --conv-split off: never; force:
                                              b/2 and b/4 on every conv layer (tests) */
     void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
     uint64_t scratch_bytes;
@@ -186,7 +186,7 @@ static inline cudaStream_t cu_compute(const cu_ctx *c) { return c->stream[VD_STR
 
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
 /* Conv layers: the graph API (cuda_convgraph.cu) unless it has no engine for
- * the layer or VDNN_CONV_API=legacy; then the legacy API. */
+ * the layer or --conv-api legacy; then the legacy API. */
 int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
 void cu_dnn_layer_free(cu_layer *L);
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);

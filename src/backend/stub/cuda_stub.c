@@ -3,7 +3,13 @@
 #include "backend/cuda/cuda_backend.h"
 
 int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
+    return vd_backend_cuda_create_opts(out, device, NULL, e);
+}
+
+int vd_backend_cuda_create_opts(vd_backend **out, int device, const vd_backend_opts *o,
+                                vd_err *e) {
     (void)device;
+    (void)o;
     *out = NULL;
     return vd_errf(e, VD_EUNSUPPORTED,
                    "this vdnn was built without CUDA (nvcc/cuDNN/cuBLAS not found at "

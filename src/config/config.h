@@ -1,0 +1,96 @@
+/* config.h — one configuration for vdnn-train, vdnn-plan and vdnn-bench.
+ *
+ * The tools parse their command lines into a vd_config (what the user
+ * gave) and call vd_config_resolve, which applies it over the spec's
+ * train: section and the defaults, the same way for every tool:
+ *
+ *   batch    --batch, else the spec's train.batch, else 32
+ *   backend  --backend (cpu | cuda | auto; default auto = cuda when this build
+ *            has it and a device is present); --device N is the CUDA device
+ *            index in every tool
+ *   profile  --profile FILE, else measured on CUDA (unless --analytic-profile),
+ *            else the backend's analytic profile (vd_profile_backend: the
+ *            algorithm options and aux bytes the backend will really use).
+ *            vdnn-plan without --backend plans for a device model instead
+ *            (--gpu-model h200 | cpu, default h200; vd_profile_analytic)
+ *   policy   --policy, else auto (none when the net fits, else the fastest plan)
+ *   budget   --budget, else: CUDA all the device can give, cpu the plan's own
+ *            need, a device model its memory (vd_config_budget)
+ *   math     --math fp32 | tf32 (default fp32); --deterministic
+ *   backend options (--conv-*, --sync-debug), input staging (--no-stage-input),
+ *            the memory trace and step times (vdnn-train)
+ *
+ * so that `vdnn-plan --backend cpu` prints exactly the plan that
+ * `vdnn-train --backend cpu` runs (both open a vd_session from the resolved
+ * options and plan with vd_session_plan). */
+#ifndef VD_CONFIG_H
+#define VD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "util/util.h"
+#include "net/net.h"
+#include "backend/backend.h"
+#include "plan/plan.h"
+#include "train/session.h"
+
+#define VD_CONFIG_DEFAULT_BATCH 32       /* neither --batch nor train.batch */
+
+typedef struct vd_config {
+    int64_t batch;              /* --batch; 0 = not given */
+    const char *backend;        /* --backend cpu | cuda | auto; NULL = not given (auto) */
+    int device;                 /* --device: CUDA device index */
+    const char *gpu_model;      /* --gpu-model: analytic device model (vdnn-plan
+                                   without --backend); NULL = h200 */
+    const char *profile;        /* --profile FILE */
+    const char *profile_out;    /* --profile-out FILE */
+    bool analytic;              /* --analytic-profile */
+    bool has_policy;            /* --policy given */
+    vd_policy policy;
+    uint64_t budget;            /* --budget; 0 = not given */
+    vd_math math;               /* --math */
+    bool deterministic;         /* --deterministic */
+    vd_prefetch prefetch;       /* --prefetch */
+    bool no_stage_input;        /* --no-stage-input */
+    vd_backend_opts backend_opts; /* --conv-tune, --conv-api, --conv-split,
+                                   --conv-debug, --conv-topk, --conv-rtc, --sync-debug */
+    bool mem_trace;             /* --mem-trace (vdnn-train) */
+    bool step_times;            /* --step-times (vdnn-train) */
+} vd_config;
+
+/* Nothing given: backend auto, device 0, fp32, prefetch auto. */
+void vd_config_init(vd_config *c);
+
+/* What a configuration resolves to. */
+typedef struct vd_config_run {
+    int batch;
+    bool use_backend;           /* plan from a session's profile (vd_session_open with
+                                   session); false: vdnn-plan's device model */
+    const vd_device_params *model;   /* !use_backend: the device model */
+    vd_session_opts session;    /* backend, device, math, determinism, profile
+                                   source, backend options, trace, step times */
+    vd_plan_opts plan;          /* batch, policy, prefetch, staging; budget: the
+                                   given one, else 0 until vd_config_budget */
+    bool budget_given;          /* --budget */
+} vd_config_run;
+
+/* Resolve c for net: the batch (above) is applied to net->train.batch and
+ * net is finalized at it and vd_schedule_inplace'd; r is filled.
+ * plan_tool: vdnn-plan, which plans for a device model unless --backend
+ * is given (train and bench always use a backend). Errors: VD_EUSAGE
+ * (exclusive flags: --profile with --analytic-profile or --gpu-model,
+ * --gpu-model with --backend, an unknown model), the spec's. */
+int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config_run *r,
+                      vd_err *e);
+
+/* The profile of a run without a backend (!r->use_backend): --profile FILE,
+ * else the analytic profile of r->model. */
+int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profile *p, vd_err *e);
+
+/* Set r->plan.budget when no --budget was given: with a session (s non-NULL)
+ * vd_session_default_budget (CUDA: all the device can give; cpu: 0 = the
+ * plan's own need), else the profile's device memory (prof->dev.mem_bytes,
+ * 0 for the cpu model). */
+void vd_config_budget(vd_config_run *r, const vd_session *s, const vd_profile *prof);
+
+#endif

@@ -1,0 +1,115 @@
+/* test_plan_match.c — vdnn-plan prints the plan vdnn-train runs.
+ *
+ * For LeNet (batch 16) and AlexNet (batch 2) on the CPU backend and every
+ * policy: the plan JSON of `vdnn-plan --backend cpu --format json` and of
+ * `vdnn-train --backend cpu --plan-json FILE` are byte-identical (at the
+ * default budget and at vdnn-plan's printed minimum budget), vdnn-train
+ * trains at that minimum and exits 6 (VD_EBUDGET) one byte below it.
+ * Runs $VD_BUILDDIR/vdnn-plan and vdnn-train on $VD_SRCDIR/nets. */
+#include <stdarg.h>
+#include "tutil.h"
+#include "plan/plan.h"
+
+static char g_plan[1024], g_train[1024], g_src[1024];
+
+static void setup(void) {
+    const char *b = getenv("VD_BUILDDIR"), *s = getenv("VD_SRCDIR");
+    ck_assert_msg(b && s, "VD_BUILDDIR / VD_SRCDIR not set (run through meson test)");
+    snprintf(g_plan, sizeof g_plan, "%s/vdnn-plan", b);
+    snprintf(g_train, sizeof g_train, "%s/vdnn-train", b);
+    snprintf(g_src, sizeof g_src, "%s", s);
+}
+
+/* Run bin with args (stderr kept apart when !merged); the exit status. */
+static int run(const char *bin, char **out, bool merged, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int run(const char *bin, char **out, bool merged, const char *fmt, ...) {
+    char a[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a, sizeof a, fmt, ap);
+    va_end(ap);
+    return vdt_run_bin(bin, a, merged, out);
+}
+
+/* vdnn-plan --min-budget --format json -> mins[policy]. */
+static void min_budgets(const char *net, int batch, uint64_t *mins) {
+    char *out;
+    int rc = run(g_plan, &out, false, "%s/nets/%s.yaml --backend cpu --batch %d --min-budget "
+                 "--format json", g_src, net, batch);
+    ck_assert_msg(rc == 0, "vdnn-plan --min-budget: exit %d:\n%s", rc, out);
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "\"%s\": ", vd_policy_name((vd_policy)k));
+        const char *p = strstr(out, key);
+        ck_assert_msg(p, "no %s in %s", key, out);
+        unsigned long long v = 0;
+        ck_assert(sscanf(p + strlen(key), "%llu", &v) == 1 && v > 0);
+        mins[k] = v;
+    }
+    free(out);
+}
+
+/* The plan JSON of both tools for net/batch/policy (budget 0: the default)
+ * is the same; vdnn-train runs iters iterations with it (0: plans only). */
+static void same_plan(const char *dir, const char *net, int batch, const char *policy,
+                      uint64_t budget, int iters) {
+    char bud[64] = "", pj[1200], tj[1200];
+    if (budget) snprintf(bud, sizeof bud, "--budget %llu", (unsigned long long)budget);
+    snprintf(pj, sizeof pj, "%s/plan.json", dir);
+    snprintf(tj, sizeof tj, "%s/train.json", dir);
+    unlink(tj);
+    char *out;
+    int rc = run(g_plan, &out, false, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s %s "
+                 "--format json", g_src, net, batch, policy, bud);
+    ck_assert_msg(rc == 0, "vdnn-plan %s %s %s: exit %d", net, policy, bud, rc);
+    FILE *f = fopen(pj, "w");
+    ck_assert(f && fputs(out, f) >= 0 && fclose(f) == 0);
+    free(out);
+    rc = run(g_train, &out, true, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s %s "
+             "--iters %d --eval-every -1 --quiet --plan-json %s", g_src, net, batch, policy,
+             bud, iters, tj);
+    ck_assert_msg(rc == 0, "vdnn-train %s %s %s: exit %d:\n%s", net, policy, bud, rc, out);
+    free(out);
+    vdt_assert_same_file(pj, tj);
+}
+
+/* One byte below the minimum: vdnn-train exits 6 before training. */
+static void below_min(const char *net, int batch, const char *policy, uint64_t min) {
+    char *out;
+    int rc = run(g_train, &out, true, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s "
+                 "--budget %llu --iters 1 --eval-every -1 --quiet", g_src, net, batch, policy,
+                 (unsigned long long)(min - 1));
+    ck_assert_msg(rc == VD_EBUDGET, "vdnn-train %s %s at %llu: exit %d:\n%s", net, policy,
+                  (unsigned long long)(min - 1), rc, out);
+    free(out);
+}
+
+static void check_net(const char *net, int batch, bool at_default) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-plan-match");
+    uint64_t mins[VD_POLICY_COUNT];
+    min_budgets(net, batch, mins);
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        const char *p = vd_policy_name((vd_policy)k);
+        if (at_default) same_plan(d, net, batch, p, 0, 0);
+        same_plan(d, net, batch, p, mins[k], 1);   /* trains at the minimum */
+        below_min(net, batch, p, mins[k]);
+    }
+    vdt_rmrf(d);
+    free(d);
+}
+
+START_TEST(lenet_plan_is_what_train_runs) {
+    check_net("lenet", 16, true);
+}
+END_TEST
+
+/* AlexNet: the minimum budgets only (each run allocates and poisons a pool
+ * of about 700 MiB; the default budget is LeNet's case). */
+START_TEST(alexnet_plan_is_what_train_runs) {
+    check_net("alexnet", 2, false);
+}
+END_TEST
+
+VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs)
