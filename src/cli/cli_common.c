@@ -36,6 +36,12 @@ int vd_cli_match(int argc, char **argv, int *i, const vd_cli_flag *flags, int n,
         int nc = n < 128 ? n : 128;
         for (int k = 0; k < nc; k++) cands[k] = flags[k].name;
         const char *s = vd_suggest(name, cands, nc);
+        /* an abbreviation (exact names only): suggest the one name it starts, if one */
+        int hits = 0;
+        const char *pre = NULL;
+        for (int k = 0; k < nc && nl > 0; k++)
+            if (strncmp(cands[k], name, strlen(name)) == 0 && ++hits == 1) pre = cands[k];
+        if (!s && hits == 1) s = pre;
         return vd_errf(e, VD_EUSAGE, "unknown option '--%s'%s%s%s (see --help)", name,
                        s ? "; did you mean '--" : "", s ? s : "", s ? "'?" : "");
     }

@@ -121,9 +121,26 @@ START_TEST(help_lists_every_flag) {
         "--data", "--augment", "--loader-threads", "--save", "--save-every", "--resume",
         "--init", "--backend", "--device", "--budget", "--policy", "--prefetch", "--profile",
         "--profile-out", "--analytic-profile", "--math", "--deterministic", "--poison", "--eval-every",
-        "--log-every", "--quiet", "--help", "--version" };
-    for (size_t i = 0; i < VD_ARRAY_LEN(flags); i++)
+        "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
+        "--conv-tune", "--conv-api", "--conv-split", "--conv-topk", "--conv-rtc", "--conv-debug",
+        "--sync-debug", "--step-times", "--mem-trace" };
+    /* each in --help and in the man page (where dashes are written \-) */
+    char man[1100];
+    snprintf(man, sizeof man, "%s/man/vdnn-train.1", getenv("VD_SRCDIR"));
+    size_t mn;
+    char *page = vdt_slurp(man, &mn);
+    for (size_t i = 0; i < VD_ARRAY_LEN(flags); i++) {
         ck_assert_msg(strstr(out, flags[i]), "--help does not mention %s", flags[i]);
+        char roff[64] = "", *w = roff;
+        for (const char *c = flags[i]; *c; c++) {
+            if (*c == '-') *w++ = '\\';
+            *w++ = *c;
+        }
+        *w = 0;
+        ck_assert_msg(strstr(page, roff), "vdnn-train.1 does not mention %s", flags[i]);
+    }
+    ck_assert_msg(!strstr(page, "VDNN_"), "vdnn-train.1 names an environment knob");
+    free(page);
     free(out);
 }
 END_TEST

@@ -112,4 +112,56 @@ START_TEST(alexnet_plan_is_what_train_runs) {
 }
 END_TEST
 
-VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs)
+/* One parser: the same spelling rules and the same --device in every tool. */
+START_TEST(one_parser_for_three_tools) {
+    setup();
+    char bench[1100];
+    snprintf(bench, sizeof bench, "%s/vdnn-bench", getenv("VD_BUILDDIR"));
+    const char *const tools[] = {g_plan, g_train, bench};
+    for (size_t t = 0; t < VD_ARRAY_LEN(tools); t++) {
+        struct { const char *args, *want; } cases[] = {
+            {"--bat 4", "did you mean '--batch'"},      /* no abbreviations */
+            {"--batch", "'--batch' needs a value"},
+            {"--deterministic=1", "'--deterministic=1' takes no value"},
+            {"--device x", "--device: 'x' is not an integer"},
+            {"--device -1", "--device"},
+            {"--conv-tune fast", "expected on | off | retime"},
+            {"--conv-split some", "expected auto | off | force"},
+            {"--conv-topk 13", "--conv-topk"},
+            {"--math fp16", "--math"},
+        };
+        for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
+            char *out;
+            int rc = run(tools[t], &out, true, "%s/nets/lenet.yaml %s", g_src, cases[k].args);
+            ck_assert_msg(rc == VD_EUSAGE && strstr(out, cases[k].want), "%s %s: exit %d:\n%s",
+                          tools[t], cases[k].args, rc, out);
+            free(out);
+        }
+    }
+    /* --device N is the CUDA index in vdnn-plan too (accepted, unused without
+     * --backend cuda); --device cpu there is the old spelling of --gpu-model */
+    char *a, *b;
+    ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --device 0 --min-budget --format "
+                         "json", g_src), 0);
+    ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model h200 --min-budget "
+                         "--format json", g_src), 0);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --device cpu --min-budget "
+                         "--format json", g_src), 0);
+    ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model cpu --min-budget "
+                         "--format json", g_src), 0);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    /* the default policy is auto in vdnn-plan as in vdnn-train */
+    ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --backend cpu --format json",
+                         g_src), 0);
+    ck_assert_msg(strstr(a, "\"policy\": \"auto\""), "%s", a);
+    free(a);
+}
+END_TEST
+
+VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs,
+         one_parser_for_three_tools)
