@@ -222,8 +222,8 @@ void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s
     if (!ses->backend_auto || ses->cuda) return;
     double total = iter_s * (double)iters;
     if (!(total > VD_CLI_AUTO_CPU_WARN_S)) return;
-    fprintf(stderr, "%s: WARNING: --backend auto found no CUDA device (%s) and fell back to "
-            "the CPU: %lld iterations at a predicted %.3g s each, about %.0f min; pass "
+    fprintf(stderr, "%s: WARNING: --backend auto fell back to the CPU (%s) for a run sized "
+            "for a GPU: %lld iterations at a predicted %.3g s each, about %.0f min; pass "
             "--backend cpu to mean it, or run where a GPU is\n", prog, ses->backend_why,
             (long long)iters, iter_s, total / 60.0);
 }

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include "tutil.h"
 #include "plan/plan.h"
+#include "backend/backend.h"
 
 static char g_plan[1024], g_train[1024], g_src[1024];
 
@@ -163,5 +164,32 @@ START_TEST(one_parser_for_three_tools) {
 }
 END_TEST
 
+/* --backend auto falling back to the CPU says so loudly for a run sized for
+ * a GPU (predicted over VD_CLI_AUTO_CPU_WARN_S = 60 s: LeNet b64 is 2.5e-3 s
+ * an iteration on the CPU model, so 100000 iterations are about 4 min), and
+ * not for a small run or with --backend cpu. --stop-at 1 keeps it short. */
+START_TEST(auto_cpu_fallback_warns) {
+    setup();
+    if (vd_backend_cuda_available()) return;   /* auto picks the GPU there */
+    const char *common = "--data synthetic:64,16 --eval-every -1 --stop-at 1";
+    struct { const char *args; bool warn; } cases[] = {
+        {"--iters 100000", true},
+        {"--iters 100000 --quiet", true},
+        {"--iters 100000 --backend cpu", false},
+        {"--iters 2", false},
+    };
+    for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
+        char *out;
+        int rc = run(g_train, &out, true, "%s/nets/lenet.yaml %s %s", g_src, common,
+                     cases[k].args);
+        ck_assert_msg(rc == 0, "%s: exit %d:\n%s", cases[k].args, rc, out);
+        bool warned = strstr(out, "WARNING: --backend auto fell back to the CPU") != NULL;
+        ck_assert_msg(warned == cases[k].warn, "%s: warning %s expected:\n%s", cases[k].args,
+                      cases[k].warn ? "" : "not", out);
+        free(out);
+    }
+}
+END_TEST
+
 VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs,
-         one_parser_for_three_tools)
+         one_parser_for_three_tools, auto_cpu_fallback_warns)
