@@ -27,5 +27,6 @@ int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, vd_profile 
     (void)be; (void)net; (void)batch; (void)out;
     return vd_errf(e, VD_EUNSUPPORTED,
                    "measuring a profile needs the CUDA backend (this build has none); "
-                   "use an analytic profile (--device) or a saved one (--profile FILE)");
+                   "use an analytic profile (--analytic-profile, vdnn-plan --gpu-model) or a "
+                   "saved one (--profile FILE)");
 }
