@@ -234,6 +234,8 @@ float cu_graph_conv_fastest_ms(const cu_layer *L);
 void cu_tune_release(cu_ctx *c);
 
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
+/* Through the per-op dispatch array; cu_op_supported answers supports_op. */
+bool cu_op_supported(vd_op op, vd_math math);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
