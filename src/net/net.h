@@ -31,6 +31,7 @@ typedef enum vd_op {
     VD_OP_ADD,
     VD_OP_CONCAT,
     VD_OP_SOFTMAX_XENT,
+    VD_OP_GELU,
     VD_OP_COUNT
 } vd_op;
 

@@ -382,6 +382,9 @@ static double flops_out4(const vd_net *net, int i) {    /* four per output value
     return 4 * flops_out(net, i);
 }
 
+/* GELU, erf form: erf about 10 FLOPs, the rest 4 */
+static double gelu_flops(const vd_net *net, int i) { return 14 * flops_out(net, i); }
+
 static const char *const NO_KEYS[] = {NULL};
 
 /* ------------------------------------------------------------------ the table */
@@ -423,6 +426,9 @@ const vd_op_info vd_op_table[] = {
     [VD_OP_SOFTMAX_XENT] = {.name = "softmax_cross_entropy", .min_inputs = 1, .max_inputs = 1,
                             .bwd_needs_y = true, .keys = NO_KEYS, .infer = xent_infer,
                             .flops = flops_out4, .aux_bytes = xent_aux_bytes},
+    /* torch.nn.GELU(): y = x * Phi(x); backward reads x */
+    [VD_OP_GELU] = {.name = "gelu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
+                    .recomputable = true, .keys = NO_KEYS, .flops = gelu_flops},
 };
 _Static_assert(sizeof vd_op_table / sizeof vd_op_table[0] == VD_OP_COUNT, "one table entry per op (the last op has none)");
 

@@ -640,6 +640,24 @@ START_TEST(test_mutations) {
 }
 END_TEST
 
+/* gelu: no keys, keeps its input's shape, no parameters, 14 FLOPs a value. */
+START_TEST(test_gelu) {
+    vd_net net;
+    vd_err e;
+    ck_assert_msg(parse(HDR "layers:\n  - { name: c, type: conv, out: 3, kernel: 3 }\n"
+                        "  - { name: act, type: gelu }\n" TAIL, &net, &e) == 0, "%s", e.msg);
+    const vd_layer *l = layer(&net, "act");
+    ck_assert_int_eq(l->op, VD_OP_GELU);
+    ck_assert_int_eq(l->c, 3); ck_assert_int_eq(l->h, 6); ck_assert_int_eq(l->w, 6);
+    ck_assert_int_eq(l->n_params, 0);
+    ck_assert(vd_net_layer_flops(&net, (int)(l - net.layers)) == 14.0 * 3 * 6 * 6);
+    char *txt = summary(&net, 2, false);
+    ck_assert_msg(strstr(txt, "act   gelu") != NULL, "%s", txt);
+    free(txt);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Parameters carry their role (the executor binds them by it, not by name). */
 START_TEST(test_param_roles) {
     vd_net net;
@@ -678,6 +696,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_templates);
     tcase_add_test(tc, test_misc_accepts);
     tcase_add_test(tc, test_param_roles);
+    tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_load_errors);
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_fuzz_corpus);

@@ -615,6 +615,39 @@ static int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io
     return VD_OK;
 }
 
+/* ------------------------------------------------------------------ gelu */
+
+/* torch.nn.GELU() (approximate='none'): y = x * Phi(x) = x/2 (1 + erf(x/sqrt 2)),
+ * in double, rounded once. x[0] may not equal y (backward reads x). */
+static int vd_cpu_gelu_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *x = io->x[0];
+    float *y = io->y;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        y[i] = (float)(0.5 * v * (1.0 + erf(v * M_SQRT1_2)));
+    }
+    return VD_OK;
+}
+
+/* dx = dy * (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2) / sqrt(2 pi). */
+static int vd_cpu_gelu_backward(const vd_net *net, int layer, const vd_op_io *io,
+                                double *scratch, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *x = io->x[0], *dy = io->dy;
+    float *dx = io->dx[0];
+    float beta = io->dx_beta[0];
+    const double inv_sqrt_2pi = 0.5 * M_2_SQRTPI * M_SQRT1_2;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        double d = 0.5 * (1.0 + erf(v * M_SQRT1_2)) + v * inv_sqrt_2pi * exp(-0.5 * v * v);
+        vd_cpu_put(&dx[i], beta, (float)(dy[i] * d));
+    }
+    return VD_OK;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 static size_t lrn_scratch_doubles(const vd_net *net, int layer) {
@@ -633,6 +666,7 @@ const vd_cpu_op vd_cpu_ops[] = {
     [VD_OP_ADD] = {vd_cpu_add_forward, vd_cpu_add_backward, NULL},
     [VD_OP_CONCAT] = {vd_cpu_concat_forward, vd_cpu_concat_backward, NULL},
     [VD_OP_SOFTMAX_XENT] = {vd_cpu_xent_forward, vd_cpu_xent_backward, NULL},
+    [VD_OP_GELU] = {vd_cpu_gelu_forward, vd_cpu_gelu_backward, NULL},
 };
 _Static_assert(sizeof vd_cpu_ops / sizeof vd_cpu_ops[0] == VD_OP_COUNT,
                "one CPU dispatch entry per op (the last op has none)");

@@ -264,6 +264,9 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, vd_err *e);
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
+int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
+                 int64_t n, vd_err *e);
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,

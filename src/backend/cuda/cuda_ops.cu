@@ -247,6 +247,17 @@ static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
                         c->layers[li].c, e);
 }
 
+static int gelu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), e);
+}
+
+static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    int rc = need(io->x[0], &net->layers[li], "x", e);
+    if (rc) return rc;
+    return cuk_gelu_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io),
+                        io_ny(&c->layers[li], io), e);
+}
+
 /* The dispatch array, in vd_op order (C++ has no array designators: each
  * entry names its op and cu_op_supported checks the order). */
 typedef struct cu_op {
@@ -266,6 +277,7 @@ static const cu_op cu_ops[] = {
     {VD_OP_ADD, add_fwd, add_bwd},
     {VD_OP_CONCAT, concat_fwd, concat_bwd},
     {VD_OP_SOFTMAX_XENT, xent_fwd, xent_bwd},
+    {VD_OP_GELU, gelu_fwd, gelu_bwd},
 };
 static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatch entry per op");
 
