@@ -394,16 +394,19 @@ const vd_op_info vd_op_table[] = {
                     .has_params = true, .recomputable = true, .keys = CONV_KEYS,
                     .parse = conv_parse, .infer = conv_infer, .flops = conv_flops,
                     .params = conv_params},
-    /* The op-level y flag stays on for pool until the planner reads
-     * vd_op_bwd_reads (its plans are pinned); the exact answer is pool_bwd_reads. */
+    /* Exact per layer: pool_bwd_reads (max reads x, average nothing). The
+     * op-level y flag is kept on for the planner, which reads the op-level
+     * flags until it calls vd_op_bwd_reads (its in-place rules are pinned
+     * by tests/plan: "pool bwd needs y"). */
     [VD_OP_POOL] = {.name = "pool", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
                     .bwd_needs_y = true, .recomputable = true, .keys = POOL_KEYS,
                     .parse = pool_parse, .infer = pool_infer, .flops = pool_flops,
                     .bwd_reads = pool_bwd_reads},
     [VD_OP_RELU] = {.name = "relu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_y = true,
                     .can_inplace = true, .recomputable = true, .keys = NO_KEYS, .flops = flops_out},
+    /* backward recomputes the scale from x (both backends) */
     [VD_OP_LRN] = {.name = "lrn", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                   .bwd_needs_y = true, .recomputable = true, .keys = LRN_KEYS,
+                   .recomputable = true, .keys = LRN_KEYS,
                    .parse = lrn_parse, .infer = lrn_infer, .flops = lrn_flops},
     /* not recomputable: forward updates the running statistics */
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
