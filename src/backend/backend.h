@@ -48,7 +48,7 @@ typedef struct vd_algo_opt {
  *   dx_beta[k]: 0 = overwrite dx[k], 1 = accumulate into it (tensors with
  *           several consumers sum their gradients; order is static)
  *   aux   : per-layer saved state (BN: mean[C], invstd[C]; loss: 1 float
- *           holding the mean loss), aux_bytes from layer_aux_bytes()
+ *           holding the mean loss), vd_op_aux_bytes() bytes
  *   labels: int32 [N] class ids (loss layer only)
  *   ws    : workspace of ws_bytes
  *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
@@ -151,12 +151,16 @@ struct vd_backend {
     int (*zero_async)(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e);
 
     /* Ops (all on the compute stream). */
+    /* Whether this backend runs op `op` in math mode `math`. layer_setup asks
+     * it for every layer and fails with VD_EUNSUPPORTED naming the layer. */
+    bool (*supports_op)(vd_backend *be, vd_op op, vd_math math);
     int (*layer_setup)(vd_backend *be, const vd_net *net, int batch, vd_math math,
                        bool deterministic, vd_err *e);   /* descriptors, once */
     /* Algorithm options for layer i (conv: several; others: exactly one with
      * workspace 0). *opts points into backend-owned memory. */
     int (*layer_algos)(vd_backend *be, int layer, const vd_algo_opt **opts, int *n,
                        vd_err *e);
+    /* vd_op_aux_bytes in both backends (one formula, the op table's). */
     uint64_t (*layer_aux_bytes)(const vd_net *net, int layer, int batch);
     int (*forward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
     int (*backward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
@@ -166,6 +170,17 @@ struct vd_backend {
                int64_t offset, int64_t count, float lr, float momentum,
                float weight_decay, bool first_step, vd_err *e);
 };
+
+/* Bind a layer's parameter of role `role` (value p, gradient g or NULL)
+ * into io; the executor and the profiler use it. */
+static inline void vd_op_io_bind_param(vd_op_io *io, vd_param_role role, float *p, float *g) {
+    switch (role) {
+    case VD_ROLE_WEIGHT: case VD_ROLE_BN_SCALE: io->w = p; io->dw = g; break;
+    case VD_ROLE_BIAS: case VD_ROLE_BN_SHIFT: io->b = p; io->db = g; break;
+    case VD_ROLE_RUNNING_MEAN: io->rm = p; break;
+    case VD_ROLE_RUNNING_VAR: io->rv = p; break;
+    }
+}
 
 /* Constructors. Return VD_EDEVICE / VD_EUNSUPPORTED when unavailable
  * (cuda in a CPU-only build: VD_EUNSUPPORTED with a message saying so). */

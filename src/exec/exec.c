@@ -71,11 +71,6 @@ static void *taddr(const vd_exec *ex, const vd_plan *p, int t, int s) {
     return iv ? iv_addr(ex, iv) : NULL;
 }
 
-static bool ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 /* Operands of layer i's forward (bwd false) or backward at step s of plan p,
  * with workspace tensor wst (-1 none). */
 static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool bwd, int wst,
@@ -111,10 +106,7 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
         const vd_param *pr = &net->params[l->param_first + k];
         float *pp = params + pr->offset;
         float *gg = grads ? grads + pr->offset : NULL;
-        if (ends_with(pr->name, ".weight")) { io->w = pp; io->dw = bwd ? gg : NULL; }
-        else if (ends_with(pr->name, ".bias")) { io->b = pp; io->db = bwd ? gg : NULL; }
-        else if (ends_with(pr->name, ".running_mean")) io->rm = pp;
-        else if (ends_with(pr->name, ".running_var")) io->rv = pp;
+        vd_op_io_bind_param(io, pr->role, pp, bwd ? gg : NULL);
     }
 }
 

@@ -1,26 +1,11 @@
-/* net.c — op table, shape inference, validation, parameter table. */
+/* net.c — shape inference, validation, parameter table (the per-op parts
+ * come from vd_op_table, src/net/ops.c). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "net/net.h"
-
-/*                           name                    in min,max  bwd x  bwd y  inplace params */
-const vd_op_info vd_op_table[VD_OP_COUNT] = {
-    [VD_OP_CONV]         = {"conv",                  1, 1,       true,  false, false, true},
-    [VD_OP_POOL]         = {"pool",                  1, 1,       true,  true,  false, false},
-    [VD_OP_RELU]         = {"relu",                  1, 1,       false, true,  true,  false},
-    [VD_OP_LRN]          = {"lrn",                   1, 1,       true,  true,  false, false},
-    [VD_OP_BATCHNORM]    = {"batchnorm",             1, 1,       true,  false, false, true},
-    [VD_OP_FC]           = {"fc",                    1, 1,       true,  false, false, true},
-    [VD_OP_DROPOUT]      = {"dropout",               1, 1,       false, false, true,  false},
-    [VD_OP_FLATTEN]      = {"flatten",               1, 1,       false, false, false, false},
-    [VD_OP_ADD]          = {"add",                   2, VD_MAX_INPUTS, false, false, false, false},
-    [VD_OP_CONCAT]       = {"concat",                2, VD_MAX_INPUTS, false, false, false, false},
-    [VD_OP_SOFTMAX_XENT] = {"softmax_cross_entropy", 1, 1,       false, true,  false, false},
-};
-_Static_assert(VD_OP_COUNT == 11, "update vd_op_table when adding an op");
 
 void vd_net_init(vd_net *net) { memset(net, 0, sizeof *net); }
 
@@ -54,8 +39,7 @@ int64_t vd_net_out_numel(const vd_net *net, int i) {
     return (int64_t)l->c * l->h * l->w;
 }
 
-__attribute__((format(printf, 4, 5)))
-static int layer_err(const vd_net *net, const vd_layer *l, vd_err *e, const char *fmt, ...) {
+int vd_net_layer_err(const vd_net *net, const vd_layer *l, vd_err *e, const char *fmt, ...) {
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
@@ -64,38 +48,32 @@ static int layer_err(const vd_net *net, const vd_layer *l, vd_err *e, const char
     return vd_errf(e, VD_ESPEC, "%s:%d:%d: layer '%s': %s", net->path[0] ? net->path : "<spec>",
                    l->line > 0 ? l->line : 1, l->col > 0 ? l->col : 1, l->name, msg);
 }
+#define layer_err vd_net_layer_err   /* the short name inside this file */
 
-static void in_shape(const vd_net *net, int src, int *c, int *h, int *w) {
+void vd_net_in_shape(const vd_net *net, int src, int *c, int *h, int *w) {
     if (src < 0) { *c = net->in_c; *h = net->in_h; *w = net->in_w; return; }
     *c = net->layers[src].c; *h = net->layers[src].h; *w = net->layers[src].w;
 }
 
-static const char *in_name(const vd_net *net, int src) {
+const char *vd_net_in_name(const vd_net *net, int src) {
     return src < 0 ? "input" : net->layers[src].name;
 }
 
-/* PyTorch's pooling output size. Returns <= 0 when the window never fits. */
-static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
-    int64_t span = in + 2 * (int64_t)p - k;
-    if (span < 0) return 0;
-    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-    if (ceil_mode && (o - 1) * s >= in + p) o--;
-    return o;
-}
-
-static int add_param(vd_net *net, int layer, const char *suffix, vd_param_kind kind,
-                     int ndim, const int64_t *shape, int *cap, vd_err *e) {
-    if (net->n_params == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        vd_param *np = vd_realloc(net->params, (size_t)nc * sizeof *np, e);
+int vd_net_add_param(vd_net *net, int layer, const char *suffix, vd_param_role role, int ndim,
+                     const int64_t *shape, vd_err *e) {
+    int np_ = net->n_params;
+    if (np_ == 0 || (np_ >= 64 && (np_ & (np_ - 1)) == 0)) { /* grow at powers of two, from 64 */
+        vd_param *np = vd_realloc(net->params, (size_t)(np_ ? 2 * np_ : 64) * sizeof *np, e);
         if (!np) return VD_ENOMEM;
         net->params = np;
-        *cap = nc;
     }
     vd_param *p = &net->params[net->n_params++];
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s.%s", net->layers[layer].name, suffix);
+    vd_param_kind kind =
+        role == VD_ROLE_RUNNING_MEAN || role == VD_ROLE_RUNNING_VAR ? VD_PARAM_BUFFER : VD_PARAM_WEIGHT;
     p->kind = kind;
+    p->role = role;
     p->layer = layer;
     p->ndim = ndim;
     uint64_t n = 1;
@@ -113,8 +91,8 @@ static int add_param(vd_net *net, int layer, const char *suffix, vd_param_kind k
 
 static int infer_layer(vd_net *net, int i, vd_err *e) {
     vd_layer *l = &net->layers[i];
-    const vd_op_info *info = &vd_op_table[l->op];
     if ((unsigned)l->op >= VD_OP_COUNT) return layer_err(net, l, e, "unknown op %d", (int)l->op);
+    const vd_op_info *info = &vd_op_table[l->op];
     if (l->n_in < info->min_inputs || l->n_in > info->max_inputs) {
         if (info->min_inputs == info->max_inputs)
             return layer_err(net, l, e, "%s takes exactly %d input%s, got %d", info->name,
@@ -126,111 +104,10 @@ static int infer_layer(vd_net *net, int i, vd_err *e) {
         if (l->in[k] < -1 || l->in[k] >= i)
             return layer_err(net, l, e, "input %d refers to a layer that is not defined before it", k);
     int c, h, w;
-    in_shape(net, l->in[0], &c, &h, &w);
+    vd_net_in_shape(net, l->in[0], &c, &h, &w);
     int64_t oc = c, oh = h, ow = w;
-    switch (l->op) {
-    case VD_OP_CONV: {
-        if (l->u.conv.out <= 0) return layer_err(net, l, e, "out must be positive, got %d", l->u.conv.out);
-        if (l->u.conv.groups <= 0) l->u.conv.groups = 1;
-        if (l->u.conv.dh <= 0) l->u.conv.dh = 1;
-        if (l->u.conv.dw <= 0) l->u.conv.dw = 1;
-        if (l->u.conv.kh <= 0 || l->u.conv.kw <= 0)
-            return layer_err(net, l, e, "kernel must be positive, got %dx%d", l->u.conv.kh, l->u.conv.kw);
-        if (l->u.conv.sh <= 0 || l->u.conv.sw <= 0)
-            return layer_err(net, l, e, "stride must be positive, got %dx%d", l->u.conv.sh, l->u.conv.sw);
-        if (l->u.conv.ph < 0 || l->u.conv.pw < 0)
-            return layer_err(net, l, e, "pad must not be negative");
-        int g = l->u.conv.groups;
-        if (c % g || l->u.conv.out % g)
-            return layer_err(net, l, e, "groups=%d must divide input channels (%d) and out (%d)",
-                             g, c, l->u.conv.out);
-        int64_t ekh = (int64_t)l->u.conv.dh * (l->u.conv.kh - 1) + 1;
-        int64_t ekw = (int64_t)l->u.conv.dw * (l->u.conv.kw - 1) + 1;
-        int64_t ih = (int64_t)h + 2 * l->u.conv.ph, iw = (int64_t)w + 2 * l->u.conv.pw;
-        if (ekh > ih || ekw > iw)
-            return layer_err(net, l, e,
-                             "kernel %dx%d exceeds its padded input %lldx%lld (from '%s', %dx%dx%d)",
-                             l->u.conv.kh, l->u.conv.kw, (long long)ih, (long long)iw,
-                             in_name(net, l->in[0]), c, h, w);
-        oc = l->u.conv.out;
-        oh = (ih - ekh) / l->u.conv.sh + 1;
-        ow = (iw - ekw) / l->u.conv.sw + 1;
-        break;
-    }
-    case VD_OP_POOL: {
-        if (l->u.pool.global) { oh = ow = 1; break; }
-        if (l->u.pool.out_h > 0 || l->u.pool.out_w > 0) {
-            if (l->u.pool.out_h <= 0 || l->u.pool.out_w <= 0)
-                return layer_err(net, l, e, "adaptive output size must be positive");
-            oh = l->u.pool.out_h; ow = l->u.pool.out_w;
-            break;
-        }
-        if (l->u.pool.kh <= 0 || l->u.pool.kw <= 0)
-            return layer_err(net, l, e, "kernel must be positive, got %dx%d", l->u.pool.kh, l->u.pool.kw);
-        if (l->u.pool.sh <= 0) l->u.pool.sh = l->u.pool.kh;
-        if (l->u.pool.sw <= 0) l->u.pool.sw = l->u.pool.kw;
-        if (l->u.pool.ph < 0 || l->u.pool.pw < 0)
-            return layer_err(net, l, e, "pad must not be negative");
-        if (2 * l->u.pool.ph > l->u.pool.kh || 2 * l->u.pool.pw > l->u.pool.kw)
-            return layer_err(net, l, e, "pad must be at most half the kernel (as in PyTorch)");
-        oh = pool_out(h, l->u.pool.kh, l->u.pool.sh, l->u.pool.ph, l->u.pool.ceil_mode);
-        ow = pool_out(w, l->u.pool.kw, l->u.pool.sw, l->u.pool.pw, l->u.pool.ceil_mode);
-        if (oh <= 0 || ow <= 0)
-            return layer_err(net, l, e, "kernel %dx%d exceeds its padded input %dx%d (from '%s')",
-                             l->u.pool.kh, l->u.pool.kw, h + 2 * l->u.pool.ph, w + 2 * l->u.pool.pw,
-                             in_name(net, l->in[0]));
-        break;
-    }
-    case VD_OP_LRN:
-        if (l->u.lrn.size <= 0) return layer_err(net, l, e, "size must be positive");
-        break;
-    case VD_OP_FC:
-        if (l->u.fc.out <= 0) return layer_err(net, l, e, "out must be positive, got %d", l->u.fc.out);
-        oc = l->u.fc.out; oh = ow = 1;
-        break;
-    case VD_OP_DROPOUT:
-        if (!(l->u.dropout.p >= 0 && l->u.dropout.p < 1))
-            return layer_err(net, l, e, "p must be in [0, 1), got %g", (double)l->u.dropout.p);
-        break;
-    case VD_OP_BATCHNORM:
-        if (!(l->u.bn.eps > 0)) l->u.bn.eps = 1e-5f;
-        if (!(l->u.bn.momentum > 0)) l->u.bn.momentum = 0.1f;
-        break;
-    case VD_OP_FLATTEN:
-        oc = (int64_t)c * h * w; oh = ow = 1;
-        break;
-    case VD_OP_ADD:
-        for (int k = 1; k < l->n_in; k++) {
-            int c2, h2, w2;
-            in_shape(net, l->in[k], &c2, &h2, &w2);
-            if (c2 != c || h2 != h || w2 != w)
-                return layer_err(net, l, e, "shape mismatch: '%s' is %dx%dx%d but '%s' is %dx%dx%d",
-                                 in_name(net, l->in[0]), c, h, w, in_name(net, l->in[k]), c2, h2, w2);
-        }
-        break;
-    case VD_OP_CONCAT:
-        oc = 0;
-        for (int k = 0; k < l->n_in; k++) {
-            int c2, h2, w2;
-            in_shape(net, l->in[k], &c2, &h2, &w2);
-            if (h2 != h || w2 != w)
-                return layer_err(net, l, e,
-                                 "shape mismatch: concat needs equal height and width, but '%s' is "
-                                 "%dx%d and '%s' is %dx%d",
-                                 in_name(net, l->in[0]), h, w, in_name(net, l->in[k]), h2, w2);
-            oc += c2;
-        }
-        break;
-    case VD_OP_SOFTMAX_XENT:
-        if ((int64_t)c * h * w != net->classes)
-            return layer_err(net, l, e, "loss input '%s' has %lld values per sample, expected classes=%d",
-                             in_name(net, l->in[0]), (long long)c * h * w, net->classes);
-        oc = net->classes; oh = ow = 1;
-        break;
-    case VD_OP_RELU:
-    case VD_OP_COUNT:
-        break;
-    }
+    int rc;
+    if (info->infer && (rc = info->infer(net, i, &oc, &oh, &ow, e))) return rc;
     if (oc <= 0 || oh <= 0 || ow <= 0)
         return layer_err(net, l, e, "output shape %lldx%lldx%lld is empty",
                          (long long)oc, (long long)oh, (long long)ow);
@@ -294,35 +171,12 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
     net->n_params = 0;
     net->param_floats = 0;
     net->n_trainable = 0;
-    int cap = 0, rc;
+    int rc;
     for (int i = 0; i < net->n_layers; i++) {
         if ((rc = infer_layer(net, i, e))) return rc;
         vd_layer *l = &net->layers[i];
         l->param_first = net->n_params;
-        int c, h, w;
-        in_shape(net, l->in[0], &c, &h, &w);
-        if (l->op == VD_OP_CONV) {
-            int64_t ws[4] = {l->u.conv.out, c / l->u.conv.groups, l->u.conv.kh, l->u.conv.kw};
-            if ((rc = add_param(net, i, "weight", VD_PARAM_WEIGHT, 4, ws, &cap, e))) return rc;
-            if (l->u.conv.bias) {
-                int64_t bs[1] = {l->u.conv.out};
-                if ((rc = add_param(net, i, "bias", VD_PARAM_WEIGHT, 1, bs, &cap, e))) return rc;
-            }
-        } else if (l->op == VD_OP_FC) {
-            int64_t ws[2] = {l->u.fc.out, (int64_t)c * h * w};
-            if ((rc = add_param(net, i, "weight", VD_PARAM_WEIGHT, 2, ws, &cap, e))) return rc;
-            if (l->u.fc.bias) {
-                int64_t bs[1] = {l->u.fc.out};
-                if ((rc = add_param(net, i, "bias", VD_PARAM_WEIGHT, 1, bs, &cap, e))) return rc;
-            }
-        } else if (l->op == VD_OP_BATCHNORM) {
-            int64_t s[1] = {c};
-            if ((rc = add_param(net, i, "weight", VD_PARAM_WEIGHT, 1, s, &cap, e)) ||
-                (rc = add_param(net, i, "bias", VD_PARAM_WEIGHT, 1, s, &cap, e)) ||
-                (rc = add_param(net, i, "running_mean", VD_PARAM_BUFFER, 1, s, &cap, e)) ||
-                (rc = add_param(net, i, "running_var", VD_PARAM_BUFFER, 1, s, &cap, e)))
-                return rc;
-        }
+        if (vd_op_table[l->op].params && (rc = vd_op_table[l->op].params(net, i, e))) return rc;
         l->n_params = net->n_params - l->param_first;
     }
     {   /* all activations plus parameters at the batch size must fit in 2^62 bytes,
@@ -358,27 +212,8 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
 }
 
 double vd_net_layer_flops(const vd_net *net, int i) {
-    const vd_layer *l = &net->layers[i];
-    int c, h, w;
-    in_shape(net, l->in[0], &c, &h, &w);
-    double out = (double)l->c * l->h * l->w;
-    switch (l->op) {
-    case VD_OP_CONV:
-        return 2.0 * out * ((double)c / l->u.conv.groups) * l->u.conv.kh * l->u.conv.kw +
-               (l->u.conv.bias ? out : 0);
-    case VD_OP_FC:
-        return 2.0 * (double)c * h * w * l->u.fc.out + (l->u.fc.bias ? l->u.fc.out : 0);
-    case VD_OP_POOL:
-        if (l->u.pool.global || l->u.pool.out_h > 0) return (double)c * h * w;
-        return out * l->u.pool.kh * l->u.pool.kw;
-    case VD_OP_LRN: return out * (2.0 * l->u.lrn.size + 4);
-    case VD_OP_BATCHNORM: return out * 4;
-    case VD_OP_ADD: return out * (l->n_in - 1);
-    case VD_OP_SOFTMAX_XENT: return out * 4;
-    case VD_OP_RELU: case VD_OP_DROPOUT: return out;
-    case VD_OP_FLATTEN: case VD_OP_CONCAT: case VD_OP_COUNT: return 0;
-    }
-    return 0;
+    const vd_op_info *info = &vd_op_table[net->layers[i].op];
+    return info->flops ? info->flops(net, i) : 0;
 }
 
 void vd_net_init_params(const vd_net *net, float *params, uint64_t seed) {
@@ -386,10 +221,9 @@ void vd_net_init_params(const vd_net *net, float *params, uint64_t seed) {
         const vd_param *p = &net->params[pi];
         const vd_layer *l = &net->layers[p->layer];
         float *dst = params + p->offset;
-        const char *suffix = strrchr(p->name, '.');
-        suffix = suffix ? suffix + 1 : p->name;
-        if (l->op == VD_OP_BATCHNORM) {
-            float v = (strcmp(suffix, "weight") == 0 || strcmp(suffix, "running_var") == 0) ? 1.0f : 0.0f;
+        if (p->role == VD_ROLE_BN_SCALE || p->role == VD_ROLE_BN_SHIFT ||
+            p->role == VD_ROLE_RUNNING_MEAN || p->role == VD_ROLE_RUNNING_VAR) {
+            float v = p->role == VD_ROLE_BN_SCALE || p->role == VD_ROLE_RUNNING_VAR ? 1.0f : 0.0f;
             for (int64_t j = 0; j < p->numel; j++) dst[j] = v;
             continue;
         }

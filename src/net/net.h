@@ -7,9 +7,11 @@
  * and momentum use the same layout, so SGD is one loop and a checkpoint is
  * one walk over net->params.
  *
- * Adding a layer type touches: the vd_op enum and vd_op_table (net.c), the
- * spec keys (spec.c), the CPU op (backend/cpu), the CUDA op (backend/cuda)
- * and a test. Nothing else. */
+ * Adding a layer type touches: the vd_op enum below and its vd_op_table
+ * entry (src/net/ops.c: spec keys, shape inference, FLOPs, parameters, aux
+ * bytes, what backward reads), the CPU op (backend/cpu/cpu_ops.c), the CUDA
+ * op (backend/cuda/cuda_ops.cu, kernel in cuda_kernels.cu), the man page
+ * (man/vdnn-net.5) and tests. Nothing else. */
 #ifndef VD_NET_H
 #define VD_NET_H
 
@@ -29,18 +31,59 @@ typedef enum vd_op {
     VD_OP_ADD,
     VD_OP_CONCAT,
     VD_OP_SOFTMAX_XENT,
+    VD_OP_GELU,
     VD_OP_COUNT
 } vd_op;
 
-/* Static facts about an op: the single source of truth used by the parser,
- * the scheduler (what backward reads) and the backends. */
+struct vd_net;
+struct vd_layer;
+
+/* The spec parser's view of one layer's op-specific keys, handed to the op
+ * table's parse callbacks (src/spec/spec.c implements it). A getter leaves
+ * *out alone and returns VD_OK when the key is absent; a bad value returns
+ * VD_ESPEC with the message pointing at the key. error() reports at the key
+ * (key NULL: at the layer); use vd_spec_keys_errf for a formatted message. */
+typedef struct vd_spec_keys vd_spec_keys;
+struct vd_spec_keys {
+    void *ctx;
+    const char *layer;          /* the layer's full name, for messages */
+    bool (*has)(const vd_spec_keys *k, const char *key);
+    int (*get_int)(const vd_spec_keys *k, const char *key, int min, int *out);
+    int (*get_pair)(const vd_spec_keys *k, const char *key, int min, int *a, int *b);
+    int (*get_bool)(const vd_spec_keys *k, const char *key, bool *out);
+    /* range [lo, hi] (open ends per flag); `range` words it for messages */
+    int (*get_float)(const vd_spec_keys *k, const char *key, double lo, bool lo_open, double hi,
+                     bool hi_open, const char *range, float *out);
+    int (*get_word)(const vd_spec_keys *k, const char *key, char **out);  /* caller frees */
+    int (*error)(const vd_spec_keys *k, const char *key, const char *msg);
+};
+__attribute__((format(printf, 3, 4)))
+int vd_spec_keys_errf(const vd_spec_keys *k, const char *key, const char *fmt, ...);
+
+/* Everything about one op type, in one place (src/net/ops.c): read by the
+ * spec parser, vd_net_finalize, the summary, the planner, the profiler and
+ * both backends. Callbacks that an op does not need are NULL. */
 typedef struct vd_op_info {
     const char *name;        /* spec "type:" value, e.g. "conv" */
     int min_inputs, max_inputs;
-    bool bwd_needs_x;        /* backward reads the layer's input(s) */
-    bool bwd_needs_y;        /* backward reads the layer's output */
+    /* What backward reads of the layer's input(s) / output, over all of the
+     * op's modes (the planner's op-level view); vd_op_bwd_reads gives the
+     * exact answer for one layer (average pooling reads neither). */
+    bool bwd_needs_x;
+    bool bwd_needs_y;
     bool can_inplace;        /* output may overwrite its (single) input */
     bool has_params;
+    bool recomputable;       /* forward may run again to rebuild y (no state besides y) */
+    const char *const *keys; /* op-specific spec keys, NULL-terminated */
+    /* Defaults, then the spec keys (checks that need no shapes). */
+    int (*parse)(struct vd_layer *l, const vd_spec_keys *k);
+    /* Checks and output shape; *oc, *oh, *ow come in as input 0's shape.
+     * Errors through vd_net_layer_err (VD_ESPEC). */
+    int (*infer)(struct vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e);
+    double (*flops)(const struct vd_net *net, int i);  /* forward, one sample */
+    int (*params)(struct vd_net *net, int i, vd_err *e); /* vd_net_add_param calls */
+    uint64_t (*aux_bytes)(const struct vd_layer *l, int batch); /* NULL: 0 */
+    void (*bwd_reads)(const struct vd_layer *l, bool *x, bool *y); /* NULL: the flags */
 } vd_op_info;
 extern const vd_op_info vd_op_table[VD_OP_COUNT];
 
@@ -73,9 +116,20 @@ typedef struct vd_layer {
 
 typedef enum { VD_PARAM_WEIGHT, VD_PARAM_BUFFER } vd_param_kind;
 
+/* What a parameter is to its op (the executor binds vd_op_io by it). */
+typedef enum vd_param_role {
+    VD_ROLE_WEIGHT,             /* conv / fc weight */
+    VD_ROLE_BIAS,               /* conv / fc bias */
+    VD_ROLE_BN_SCALE,           /* batch norm weight (gamma) */
+    VD_ROLE_BN_SHIFT,           /* batch norm bias (beta) */
+    VD_ROLE_RUNNING_MEAN,       /* batch norm buffers */
+    VD_ROLE_RUNNING_VAR,
+} vd_param_role;
+
 typedef struct vd_param {
     char name[VD_NAME_MAX + 16]; /* "<layer>.weight", ".bias", ".running_mean", ... */
     vd_param_kind kind;         /* WEIGHT: trained by SGD; BUFFER: running stats */
+    vd_param_role role;
     int layer;
     int ndim;
     int64_t shape[4];           /* PyTorch order: conv [out, in/g, kh, kw]; fc [out, in] */
@@ -135,6 +189,22 @@ int vd_net_find(const vd_net *net, const char *name);
 int64_t vd_net_out_numel(const vd_net *net, int i);
 /* Forward FLOPs of layer i for one sample (multiply-add = 2 FLOPs). */
 double vd_net_layer_flops(const vd_net *net, int i);
+
+/* Bytes of per-layer saved state (vd_op_io.aux) at the batch size: BN
+ * mean[C] and invstd[C]; the loss: 1 float. The one formula for the
+ * backends, the executor, the planner and the profiler. */
+uint64_t vd_op_aux_bytes(const vd_net *net, int layer, int batch);
+/* Whether layer `layer`'s backward reads its input(s) / its output. */
+void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y);
+
+/* For the op table's callbacks (src/net/ops.c). */
+__attribute__((format(printf, 4, 5)))
+int vd_net_layer_err(const vd_net *net, const vd_layer *l, vd_err *e, const char *fmt, ...);
+void vd_net_in_shape(const vd_net *net, int src, int *c, int *h, int *w);
+const char *vd_net_in_name(const vd_net *net, int src);
+/* Append parameter "<layer>.<suffix>" (kind from the role). */
+int vd_net_add_param(vd_net *net, int layer, const char *suffix, vd_param_role role, int ndim,
+                     const int64_t *shape, vd_err *e);
 
 /* Deterministic parameter initialisation into a flat host array of
  * net->param_floats floats: PyTorch's defaults (kaiming-uniform a=sqrt(5)

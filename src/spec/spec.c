@@ -961,24 +961,85 @@ enum { K_NAME, K_TYPE, K_INPUTS, K_REPEAT, K_INDEX, K_IF, K_NCOMMON };
 static const char *const USE_KEYS[] = {"use", "name", "with", "inputs", "repeat", "index", "if"};
 enum { U_USE, U_NAME, U_WITH, U_INPUTS, U_REPEAT, U_INDEX, U_IF, U_NKEYS };
 
-static const char *const CONV_KEYS[] = {"out", "kernel", "stride", "pad", "dilation", "groups", "bias", NULL};
-static const char *const POOL_KEYS[] = {"mode", "kernel", "stride", "pad", "global", "output", "ceil_mode", NULL};
-static const char *const LRN_KEYS[] = {"size", "alpha", "beta", "k", NULL};
-static const char *const BN_KEYS[] = {"eps", "momentum", NULL};
-static const char *const FC_KEYS[] = {"out", "bias", NULL};
-static const char *const DROPOUT_KEYS[] = {"p", NULL};
-static const char *const NO_KEYS[] = {NULL};
-static const char *const *const OP_KEYS[VD_OP_COUNT] = {
-    [VD_OP_CONV] = CONV_KEYS,       [VD_OP_POOL] = POOL_KEYS,   [VD_OP_RELU] = NO_KEYS,
-    [VD_OP_LRN] = LRN_KEYS,         [VD_OP_BATCHNORM] = BN_KEYS, [VD_OP_FC] = FC_KEYS,
-    [VD_OP_DROPOUT] = DROPOUT_KEYS, [VD_OP_FLATTEN] = NO_KEYS,  [VD_OP_ADD] = NO_KEYS,
-    [VD_OP_CONCAT] = NO_KEYS,       [VD_OP_SOFTMAX_XENT] = NO_KEYS,
-};
-_Static_assert(VD_OP_COUNT == 11, "add the new op's spec keys to OP_KEYS (and man/vdnn-net.5)");
-/* every op-specific key, for "key 'kernel' does not apply to relu layers" */
-static const char *const ALL_OP_KEYS[] = {"out", "kernel", "stride", "pad", "dilation", "groups", "bias",
-                                          "mode", "global", "output", "ceil_mode", "size", "alpha", "beta",
-                                          "k", "eps", "momentum", "p", "use", "with", NULL};
+/* Op-specific keys come from the op table (vd_op_info.keys). */
+#define MAX_OP_KEYS 16
+
+/* Every op-specific key (from the table) and the template keys, into
+ * buf (NULL-terminated), for "key 'kernel' does not apply to relu layers". */
+#define ALL_KEYS_MAX (VD_OP_COUNT * MAX_OP_KEYS + 3)
+static const char *const *op_keys_everywhere(const char *buf[ALL_KEYS_MAX]) {
+    int n = 0;
+    for (int op = 0; op < VD_OP_COUNT; op++)
+        for (int i = 0; vd_op_table[op].keys && vd_op_table[op].keys[i] && i < MAX_OP_KEYS; i++) {
+            bool dup = false;
+            for (int j = 0; j < n && !dup; j++) dup = !strcmp(buf[j], vd_op_table[op].keys[i]);
+            if (!dup) buf[n++] = vd_op_table[op].keys[i];
+        }
+    buf[n++] = "use";
+    buf[n++] = "with";
+    buf[n] = NULL;
+    return buf;
+}
+
+/* The vd_spec_keys reader over one layer mapping's op-specific keys. */
+typedef struct layer_keys {
+    sp *s;
+    const scope *sc;
+    yaml_node_t *item;
+    const char *const *allowed;
+    int n;
+    yaml_node_t **v;
+} layer_keys;
+
+static yaml_node_t *lk_node(const vd_spec_keys *k, const char *key) {
+    const layer_keys *c = k->ctx;
+    int i = find_key(c->allowed, c->n, key);
+    return i >= 0 ? c->v[i] : NULL;
+}
+
+static bool lk_has(const vd_spec_keys *k, const char *key) { return lk_node(k, key) != NULL; }
+
+static int lk_int(const vd_spec_keys *k, const char *key, int min, int *out) {
+    const layer_keys *c = k->ctx;
+    yaml_node_t *n = lk_node(k, key);
+    return n ? get_int(c->s, c->sc, n, key, min, out) : VD_OK;
+}
+
+static int lk_pair(const vd_spec_keys *k, const char *key, int min, int *a, int *b) {
+    const layer_keys *c = k->ctx;
+    yaml_node_t *n = lk_node(k, key);
+    return n ? get_pair(c->s, c->sc, n, key, min, a, b) : VD_OK;
+}
+
+static int lk_bool(const vd_spec_keys *k, const char *key, bool *out) {
+    const layer_keys *c = k->ctx;
+    yaml_node_t *n = lk_node(k, key);
+    return n ? get_bool(c->s, c->sc, n, key, out) : VD_OK;
+}
+
+static int lk_float(const vd_spec_keys *k, const char *key, double lo, bool lo_open, double hi,
+                    bool hi_open, const char *range, float *out) {
+    const layer_keys *c = k->ctx;
+    yaml_node_t *n = lk_node(k, key);
+    double d;
+    if (!n) return VD_OK;
+    int rc = get_float(c->s, c->sc, n, key, lo, lo_open, hi, hi_open, range, &d);
+    if (!rc) *out = (float)d;
+    return rc;
+}
+
+static int lk_word(const vd_spec_keys *k, const char *key, char **out) {
+    const layer_keys *c = k->ctx;
+    yaml_node_t *n = lk_node(k, key);
+    *out = NULL;
+    return n ? scalar(c->s, c->sc, n, key, out) : VD_OK;
+}
+
+static int lk_error(const vd_spec_keys *k, const char *key, const char *msg) {
+    const layer_keys *c = k->ctx;
+    yaml_node_t *n = key ? lk_node(k, key) : NULL;
+    return err_at(c->s, n ? n->start_mark : c->item->start_mark, "%s", msg);
+}
 
 static int expand_list(sp *s, yaml_node_t *seq, const scope *sc, const char *prefix, int *prev);
 
@@ -1110,24 +1171,34 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     if (op < 0) {
         const char *sug = vd_suggest(tname, op_names, VD_OP_COUNT);
         if (sug) rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (did you mean '%s'?)", tname, sug);
-        else rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (one of: conv, pool, relu, lrn, "
-                         "batchnorm, fc, dropout, flatten, add, concat, softmax_cross_entropy)", tname);
+        else {
+            char list[512];
+            size_t u = 0;
+            list[0] = 0;
+            for (int i = 0; i < VD_OP_COUNT && u < sizeof list; i++) {
+                int w = snprintf(list + u, sizeof list - u, "%s%s", i ? ", " : "", op_names[i]);
+                if (w < 0) break;
+                u += (size_t)w;
+            }
+            rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (one of: %s)", tname, list);
+        }
         free(tname);
         return rc;
     }
     free(tname);
 
-    const char *allowed[K_NCOMMON + 8];
+    const char *allowed[K_NCOMMON + MAX_OP_KEYS];
     int na = 0;
     for (int i = 0; i < K_NCOMMON; i++) allowed[na++] = COMMON_KEYS[i];
-    for (int i = 0; OP_KEYS[op][i]; i++) allowed[na++] = OP_KEYS[op][i];
-    yaml_node_t *v[K_NCOMMON + 8];
+    for (int i = 0; vd_op_table[op].keys && vd_op_table[op].keys[i] && i < MAX_OP_KEYS; i++)
+        allowed[na++] = vd_op_table[op].keys[i];
+    yaml_node_t *v[K_NCOMMON + MAX_OP_KEYS];
     char what[96];
     char what_a[96];
     snprintf(what, sizeof what, "%s layers", vd_op_table[op].name);
     snprintf(what_a, sizeof what_a, "a %s layer", vd_op_table[op].name);
-    if ((rc = map_keys(s, item, what_a, allowed, na, ALL_OP_KEYS, what, v))) return rc;
-#define V(key) v[find_key(allowed, na, key)]
+    const char *everywhere[ALL_KEYS_MAX];
+    if ((rc = map_keys(s, item, what_a, allowed, na, op_keys_everywhere(everywhere), what, v))) return rc;
 
     vd_layer l;
     memset(&l, 0, sizeof l);
@@ -1153,121 +1224,11 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
         return err_at(s, v[K_INPUTS]->start_mark, "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
                       info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
 
-    double d;
-    switch (l.op) {
-    case VD_OP_CONV: {
-        l.u.conv.sh = l.u.conv.sw = 1;
-        l.u.conv.dh = l.u.conv.dw = 1;
-        l.u.conv.groups = 1;
-        l.u.conv.bias = true;
-        if (!V("out")) return err_at(s, item->start_mark, "layer '%s': missing key 'out' (output channels)", l.name);
-        if (!V("kernel")) return err_at(s, item->start_mark, "layer '%s': missing key 'kernel'", l.name);
-        if ((rc = get_int(s, sc, V("out"), "out", 1, &l.u.conv.out))) return rc;
-        if ((rc = get_pair(s, sc, V("kernel"), "kernel", 1, &l.u.conv.kh, &l.u.conv.kw))) return rc;
-        if (V("stride") && (rc = get_pair(s, sc, V("stride"), "stride", 1, &l.u.conv.sh, &l.u.conv.sw))) return rc;
-        if (V("pad") && (rc = get_pair(s, sc, V("pad"), "pad", 0, &l.u.conv.ph, &l.u.conv.pw))) return rc;
-        if (V("dilation") && (rc = get_pair(s, sc, V("dilation"), "dilation", 1, &l.u.conv.dh, &l.u.conv.dw)))
-            return rc;
-        if (V("groups") && (rc = get_int(s, sc, V("groups"), "groups", 1, &l.u.conv.groups))) return rc;
-        if (V("bias") && (rc = get_bool(s, sc, V("bias"), "bias", &l.u.conv.bias))) return rc;
-        if (l.u.conv.out % l.u.conv.groups)
-            return err_at(s, V("groups")->start_mark, "layer '%s': groups=%d must divide out=%d", l.name,
-                          l.u.conv.groups, l.u.conv.out);
-        break;
+    if (info->parse) {
+        layer_keys lk = {s, sc, item, allowed, na, v};
+        vd_spec_keys k = {&lk, l.name, lk_has, lk_int, lk_pair, lk_bool, lk_float, lk_word, lk_error};
+        if ((rc = info->parse(&l, &k))) return rc;
     }
-    case VD_OP_POOL: {
-        if (!V("mode")) return err_at(s, item->start_mark, "layer '%s': missing key 'mode' (max or avg)", l.name);
-        char *mode;
-        if ((rc = scalar(s, sc, V("mode"), "mode", &mode))) return rc;
-        if (!strcmp(mode, "max")) l.u.pool.mode = VD_POOL_MAX;
-        else if (!strcmp(mode, "avg")) l.u.pool.mode = VD_POOL_AVG;
-        else rc = err_at(s, V("mode")->start_mark, "'mode' must be max or avg, got '%.64s'", mode);
-        free(mode);
-        if (rc) return rc;
-        if (V("global") && (rc = get_bool(s, sc, V("global"), "global", &l.u.pool.global))) return rc;
-        if (V("ceil_mode") && (rc = get_bool(s, sc, V("ceil_mode"), "ceil_mode", &l.u.pool.ceil_mode))) return rc;
-        static const char *const window_keys[] = {"kernel", "stride", "pad", "ceil_mode"};
-        if (l.u.pool.global || V("output")) {
-            const char *why = l.u.pool.global ? "global: true" : "output";
-            yaml_node_t *wn = V(l.u.pool.global ? "global" : "output");
-            if (l.u.pool.mode != VD_POOL_AVG)
-                return err_at(s, wn->start_mark, "layer '%s': %s needs mode: avg", l.name, why);
-            for (int i = 0; i < 4; i++)
-                if (V(window_keys[i]))
-                    return err_at(s, V(window_keys[i])->start_mark, "layer '%s': '%s' cannot be combined with %s",
-                                  l.name, window_keys[i], why);
-            if (l.u.pool.global && V("output"))
-                return err_at(s, V("output")->start_mark, "layer '%s': 'output' cannot be combined with %s",
-                              l.name, why);
-            if (V("output") &&
-                (rc = get_pair(s, sc, V("output"), "output", 1, &l.u.pool.out_h, &l.u.pool.out_w)))
-                return rc;
-            break;
-        }
-        if (!V("kernel"))
-            return err_at(s, item->start_mark, "layer '%s': missing key 'kernel' (or global: true, or output)",
-                          l.name);
-        if ((rc = get_pair(s, sc, V("kernel"), "kernel", 1, &l.u.pool.kh, &l.u.pool.kw))) return rc;
-        l.u.pool.sh = l.u.pool.kh; /* PyTorch: stride defaults to the kernel */
-        l.u.pool.sw = l.u.pool.kw;
-        if (V("stride") && (rc = get_pair(s, sc, V("stride"), "stride", 1, &l.u.pool.sh, &l.u.pool.sw))) return rc;
-        if (V("pad") && (rc = get_pair(s, sc, V("pad"), "pad", 0, &l.u.pool.ph, &l.u.pool.pw))) return rc;
-        break;
-    }
-    case VD_OP_LRN:
-        l.u.lrn.size = 5;
-        l.u.lrn.alpha = 1e-4f;
-        l.u.lrn.beta = 0.75f;
-        l.u.lrn.k = 2.0f;
-        if (V("size")) {
-            if ((rc = get_int(s, sc, V("size"), "size", 1, &l.u.lrn.size))) return rc;
-            if (l.u.lrn.size % 2 == 0)
-                return err_at(s, V("size")->start_mark, "'size' must be odd (a centred window), got %d",
-                              l.u.lrn.size);
-        }
-        if (V("alpha")) {
-            if ((rc = get_float(s, sc, V("alpha"), "alpha", 0, false, 1e30, false, "non-negative", &d))) return rc;
-            l.u.lrn.alpha = (float)d;
-        }
-        if (V("beta")) {
-            if ((rc = get_float(s, sc, V("beta"), "beta", 0, false, 1e30, false, "non-negative", &d))) return rc;
-            l.u.lrn.beta = (float)d;
-        }
-        if (V("k")) {
-            if ((rc = get_float(s, sc, V("k"), "k", 0, true, 1e30, false, "positive", &d))) return rc;
-            l.u.lrn.k = (float)d;
-        }
-        break;
-    case VD_OP_BATCHNORM:
-        l.u.bn.eps = 1e-5f;
-        l.u.bn.momentum = 0.1f;
-        if (V("eps")) {
-            if ((rc = get_float(s, sc, V("eps"), "eps", 0, true, 1, false, "in (0, 1]", &d))) return rc;
-            l.u.bn.eps = (float)d;
-        }
-        if (V("momentum")) {
-            if ((rc = get_float(s, sc, V("momentum"), "momentum", 0, true, 1, false, "in (0, 1]", &d))) return rc;
-            l.u.bn.momentum = (float)d;
-        }
-        break;
-    case VD_OP_FC:
-        l.u.fc.bias = true;
-        if (!V("out")) return err_at(s, item->start_mark, "layer '%s': missing key 'out' (output features)", l.name);
-        if ((rc = get_int(s, sc, V("out"), "out", 1, &l.u.fc.out))) return rc;
-        if (V("bias") && (rc = get_bool(s, sc, V("bias"), "bias", &l.u.fc.bias))) return rc;
-        break;
-    case VD_OP_DROPOUT:
-        l.u.dropout.p = 0.5f;
-        if (V("p")) {
-            if ((rc = get_float(s, sc, V("p"), "p", 0, false, 1, true, "in [0, 1)", &d))) return rc;
-            l.u.dropout.p = (float)d;
-        }
-        break;
-    case VD_OP_RELU: case VD_OP_FLATTEN: case VD_OP_ADD: case VD_OP_CONCAT:
-    case VD_OP_SOFTMAX_XENT: case VD_OP_COUNT:
-        break;
-    }
-#undef V
     return add_layer(s, &l, prev);
 }
 
@@ -1424,7 +1385,8 @@ static int expand_item(sp *s, yaml_node_t *item, const scope *sc, const char *pr
                 return err_at(s, k->start_mark, "an entry has either 'type' (a layer) or 'use' (a template), "
                               "not both");
         }
-        if ((rc = map_keys(s, item, "a template use", USE_KEYS, U_NKEYS, ALL_OP_KEYS,
+        const char *everywhere[ALL_KEYS_MAX];
+        if ((rc = map_keys(s, item, "a template use", USE_KEYS, U_NKEYS, op_keys_everywhere(everywhere),
                            "template uses (put layer settings in the template)", uv)))
             return rc;
         rep = uv[U_REPEAT];

@@ -13,8 +13,9 @@
  *                   concat, SGD): any difference is a bug.
  *  TOL_ROUND 1e-6  — same math, but the CPU accumulates in double and rounds
  *                   once, CUDA in float (average pooling: <= k*k ulp).
- *  TOL_TRANS 1e-5  — transcendental functions (expf/logf/powf: CUDA <= 2 ulp
- *                   vs. libm in double) over short sums: softmax, loss, LRN.
+ *  TOL_TRANS 1e-5  — transcendental functions (expf/logf/powf/erff: CUDA <= 2
+ *                   ulp vs. libm in double) over short sums: softmax, loss,
+ *                   LRN, GELU.
  *  TOL_BN 1e-4     — batch norm: cuDNN reduces N*H*W values in float, in its
  *                   own order (maybe one-pass variance), the CPU in double:
  *                   ~sqrt(M)*2^-24 relative, amplified by invstd; 1e-4 leaves
@@ -469,6 +470,25 @@ START_TEST(test_relu_dropout) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ gelu */
+
+START_TEST(test_gelu) {
+    vd_net net;
+    c_net_begin(&net, 5, 7, 9, 4);
+    int g = vdt_add(&net, vdt_simple(-1, VD_OP_GELU));
+    vdt_finish(&net, g);
+    /* erff / expf in float (CUDA, <= 2 ulp each) vs erf / exp in double
+     * rounded once (CPU): TOL_TRANS */
+    check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);
+    co.tf32 = false;
+    co.zeros = 0.2f;
+    check_layer(&net, g, "gelu", &co);
+    co.beta = 1.0f;
+    check_layer(&net, g, "gelu dx+=", &co);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ lrn */
 
 START_TEST(test_lrn) {
@@ -842,6 +862,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_pool_bwd_tiled);
 #endif
     tcase_add_test(tc, test_relu_dropout);
+    tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_lrn);
     tcase_add_test(tc, test_bn);
     tcase_add_test(tc, test_fc);

@@ -271,6 +271,74 @@ START_TEST(algos_and_aux) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ op table */
+
+static bool refuse_lrn(vd_backend *b, vd_op op, vd_math math) { return op != VD_OP_LRN; }
+
+/* supports_op: the CPU backend runs every op of the table in both math
+ * modes; a backend that refuses an op fails layer_setup with
+ * VD_EUNSUPPORTED (exit 8) naming the layer. */
+START_TEST(supports_op_checked_at_setup) {
+    for (int op = 0; op < VD_OP_COUNT; op++) {
+        ck_assert_msg(be->supports_op(be, (vd_op)op, VD_MATH_FP32), "cpu lacks %s", vd_op_table[op].name);
+        ck_assert(be->supports_op(be, (vd_op)op, VD_MATH_TF32));
+    }
+    ck_assert(!be->supports_op(be, VD_OP_COUNT, VD_MATH_FP32));
+    vd_net net;
+    t_net_begin(&net, 4, 3, 3);
+    vd_layer l = vdt_simple(-1, VD_OP_LRN);
+    l.u.lrn.size = 3; l.u.lrn.alpha = 1e-4f; l.u.lrn.beta = 0.75f; l.u.lrn.k = 2.0f;
+    int i = vdt_add(&net, l);
+    snprintf(net.layers[i].name, sizeof net.layers[i].name, "norm1");
+    vdt_finish(&net, i);
+    ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), 0);
+    vd_backend b = *be;   /* the same backend, refusing lrn */
+    b.supports_op = refuse_lrn;
+    ck_assert_int_eq(b.layer_setup(&b, &net, 2, VD_MATH_FP32, true, &e), VD_EUNSUPPORTED);
+    ck_assert_msg(strstr(e.msg, "layer 'norm1'") && strstr(e.msg, "lrn"), "message: %s", e.msg);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* What backward reads comes from the table (vd_op_bwd_reads), and the CPU
+ * backend checks exactly that: average pooling reads neither x nor y, max
+ * pooling reads x; aux sizes are vd_op_aux_bytes. */
+START_TEST(bwd_reads_from_table) {
+    for (int mode = 0; mode < 2; mode++) {
+        vd_net net;
+        t_net_begin(&net, 2, 6, 6);
+        int i = vdt_add(&net, vdt_pool(-1, mode ? VD_POOL_AVG : VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false));
+        vdt_finish(&net, i);
+        bool rx, ry;
+        vd_op_bwd_reads(&net, i, &rx, &ry);
+        ck_assert(rx == !mode && !ry);
+        ck_assert_uint_eq(be->layer_aux_bytes(&net, i, 2), vd_op_aux_bytes(&net, i, 2));
+        t_op t;
+        t_op_init(&t, be, &net, i, 2, 5);
+        t_fwd(&t);
+        t_bwd(&t);
+        float *dx = t_copy(t.dx[0], t.xn[0]);
+        const float *x = t.io.x[0];
+        t.io.x[0] = NULL;
+        t.io.y = NULL;
+        t.io.dy = t.r;
+        t_fill_uniform(t.dx[0], t.xn[0], -1, 1, 3);
+        int rc = be->backward(be, &net, i, &t.io, &e);
+        if (mode) {   /* average: the same dx without x and y */
+            ck_assert_int_eq(rc, 0);
+            ck_assert(memcmp(dx, t.dx[0], (size_t)t.xn[0] * sizeof(float)) == 0);
+        } else {
+            ck_assert_int_eq(rc, VD_EINTERNAL);
+            ck_assert_msg(strstr(e.msg, "x[k] is NULL") != NULL, "message: %s", e.msg);
+        }
+        t.io.x[0] = x;
+        free(dx);
+        t_op_free(&t);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ sgd */
 
 /* torch.optim.SGD(lr, momentum, weight_decay), dampening 0, no nesterov,
@@ -333,6 +401,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, queue_growth);
     tcase_add_test(tc, event_elapsed_and_errors);
     tcase_add_test(tc, algos_and_aux);
+    tcase_add_test(tc, supports_op_checked_at_setup);
+    tcase_add_test(tc, bwd_reads_from_table);
     tcase_add_test(tc, sgd_matches_torch);
     tcase_add_test(tc, sgd_hand);
     suite_add_tcase(s, tc);

@@ -238,6 +238,55 @@ START_TEST(relu_values_inplace) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ gelu */
+
+/* torch.nn.GELU() in the exact (erf) form against the closed form
+ * y = x Phi(x), dy/dx = Phi(x) + x phi(x), evaluated independently (Python
+ * math.erf in double). The CPU computes in double and rounds once, so each
+ * value is the float nearest the reference: tolerance 1 ulp (the double
+ * result may sit within 1e-16 of a rounding boundary). */
+static bool within_ulp(float got, double want) {
+    float w = (float)want;
+    return got == w || got == nextafterf(w, INFINITY) || got == nextafterf(w, -INFINITY);
+}
+
+START_TEST(gelu_closed_form) {
+    static const double xs[8] = {-3, -1, -0.5, 0, 0.5, 1, 2, 4};
+    static const double ys[8] = {-0.00404969409489031, -0.15865525393145707, -0.15426876936299344,
+                                 0.0, 0.34573123063700656, 0.8413447460685429, 1.9544997361036416,
+                                 3.9998733150326675};
+    static const double ds[8] = {-0.01194564720418392, -0.08331547058768629, 0.13250487534383712,
+                                 0.5, 0.8674951246561629, 1.0833154705876864, 1.085231801078197,
+                                 1.0005036496612265};
+    vd_net net;
+    int i = one_op(&net, 1, 2, 4, vdt_simple(-1, VD_OP_GELU));
+    t_op t;
+    t_op_init(&t, be, &net, i, 1, 1);
+    for (int k = 0; k < 8; k++) t.x[0][k] = (float)xs[k];
+    t_fwd(&t);
+    for (int k = 0; k < 8; k++) t.r[k] = 1.0f;   /* dy = 1: dx is the derivative */
+    t_bwd(&t);
+    for (int k = 0; k < 8; k++) {
+        ck_assert_msg(within_ulp(t.y[k], ys[k]), "gelu(%g) = %.9g, want %.9g", xs[k], t.y[k], ys[k]);
+        ck_assert_msg(within_ulp(t.dx[0][k], ds[k]), "gelu'(%g) = %.9g, want %.9g", xs[k], t.dx[0][k],
+                      ds[k]);
+    }
+    /* NaN propagates; dx_beta = 1 adds */
+    t.x[0][0] = NAN;
+    t_fwd(&t);
+    ck_assert(isnan(t.y[0]));
+    t.x[0][0] = (float)xs[0];
+    for (int k = 0; k < 8; k++) t.dx[0][k] = 2.0f;
+    t.io.dx_beta[0] = 1.0f;
+    t_bwd(&t);
+    for (int k = 0; k < 8; k++)   /* 2 + dx in float: within 2 ulp of 2 of the exact sum */
+        ck_assert_msg(fabs(t.dx[0][k] - (2.0 + ds[k])) <= 4.8e-7, "dx+= at %g: %.9g", xs[k],
+                      t.dx[0][k]);
+    t_op_free(&t);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ lrn */
 
 /* One channel, size 3, alpha 3 (alpha/size = 1), beta 1/2, k 1:
@@ -534,6 +583,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, pool_values);
     tcase_add_test(tc, pool_max_ties_nan);
     tcase_add_test(tc, relu_values_inplace);
+    tcase_add_test(tc, gelu_closed_form);
     tcase_add_test(tc, lrn_hand);
     tcase_add_test(tc, lrn_torch_formula);
     tcase_add_test(tc, bn_train_hand);

@@ -235,6 +235,16 @@ START_TEST(relu) {
 }
 END_TEST
 
+/* GELU is smooth everywhere (|f'''| < 1.2): GC_SMOOTH, inputs U(-1, 1);
+ * then again over [-3, 3], where the curve bends into its tails. */
+START_TEST(gelu) {
+    simple_case(3, 4, 5, vdt_simple(-1, VD_OP_GELU), GC_SMOOTH, "gelu");
+    gc_cfg wide = GC_SMOOTH;
+    wide.prep = PREP_DISTINCT;   /* values -0.005 n .. 0.005 n: [-3, 3] for n = 2*6*10*5 */
+    simple_case(6, 10, 5, vdt_simple(-1, VD_OP_GELU), wide, "gelu wide");
+}
+END_TEST
+
 static vd_layer lrn(int size, float alpha, float beta, float k) {
     vd_layer l = vdt_simple(-1, VD_OP_LRN);
     l.u.lrn.size = size; l.u.lrn.alpha = alpha; l.u.lrn.beta = beta; l.u.lrn.k = k;
@@ -446,6 +456,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, pool_adaptive_max);
     tcase_add_test(tc, pool_global_avg);
     tcase_add_test(tc, relu);
+    tcase_add_test(tc, gelu);
     tcase_add_test(tc, lrn_size3);
     tcase_add_test(tc, lrn_size4_even);
     tcase_add_test(tc, lrn_size5_few_channels);

@@ -640,6 +640,47 @@ START_TEST(test_mutations) {
 }
 END_TEST
 
+/* gelu: no keys, keeps its input's shape, no parameters, 14 FLOPs a value. */
+START_TEST(test_gelu) {
+    vd_net net;
+    vd_err e;
+    ck_assert_msg(parse(HDR "layers:\n  - { name: c, type: conv, out: 3, kernel: 3 }\n"
+                        "  - { name: act, type: gelu }\n" TAIL, &net, &e) == 0, "%s", e.msg);
+    const vd_layer *l = layer(&net, "act");
+    ck_assert_int_eq(l->op, VD_OP_GELU);
+    ck_assert_int_eq(l->c, 3); ck_assert_int_eq(l->h, 6); ck_assert_int_eq(l->w, 6);
+    ck_assert_int_eq(l->n_params, 0);
+    ck_assert(vd_net_layer_flops(&net, (int)(l - net.layers)) == 14.0 * 3 * 6 * 6);
+    char *txt = summary(&net, 2, false);
+    ck_assert_msg(strstr(txt, "act   gelu") != NULL, "%s", txt);
+    free(txt);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* Parameters carry their role (the executor binds them by it, not by name). */
+START_TEST(test_param_roles) {
+    vd_net net;
+    load_ok("nets/resnet50.yaml", &net);
+    static const struct { const char *name; vd_param_role role; vd_param_kind kind; } want[] = {
+        {"conv1.weight", VD_ROLE_WEIGHT, VD_PARAM_WEIGHT},
+        {"bn1.weight", VD_ROLE_BN_SCALE, VD_PARAM_WEIGHT},
+        {"bn1.bias", VD_ROLE_BN_SHIFT, VD_PARAM_WEIGHT},
+        {"bn1.running_mean", VD_ROLE_RUNNING_MEAN, VD_PARAM_BUFFER},
+        {"bn1.running_var", VD_ROLE_RUNNING_VAR, VD_PARAM_BUFFER},
+        {"fc.weight", VD_ROLE_WEIGHT, VD_PARAM_WEIGHT},
+        {"fc.bias", VD_ROLE_BIAS, VD_PARAM_WEIGHT},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const vd_param *p = find_param(&net, want[i].name);
+        ck_assert_msg(p != NULL, "no parameter %s", want[i].name);
+        ck_assert_msg(p->role == want[i].role && p->kind == want[i].kind, "%s: role %d kind %d",
+                      want[i].name, (int)p->role, (int)p->kind);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("spec");
     TCase *tc = tcase_create("spec");
@@ -654,6 +695,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_expressions);
     tcase_add_test(tc, test_templates);
     tcase_add_test(tc, test_misc_accepts);
+    tcase_add_test(tc, test_param_roles);
+    tcase_add_test(tc, test_gelu);
     tcase_add_test(tc, test_load_errors);
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_fuzz_corpus);

@@ -76,7 +76,7 @@ typedef struct cpu_ctx {
     int n_layers;
     vd_algo_opt *opts;          /* [n_layers][VD_CPU_CONV_N_ALGOS] */
     int *n_opts;                /* [n_layers] */
-    double *scratch;            /* LRN: 2*C doubles */
+    double *scratch;            /* the most any layer's op needs (vd_cpu_op.scratch_doubles) */
     size_t scratch_n;
 } cpu_ctx;
 
@@ -285,11 +285,16 @@ static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math
     cpu_ctx *c = ctx_of(be);
     if (batch <= 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: batch %d", batch);
     int rc;
-    int max_lrn_c = 0;
+    size_t max_scratch = 0;
     for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        if (!be->supports_op(be, l->op, math))
+            return vd_errf(e, VD_EUNSUPPORTED, "layer '%s': the cpu backend has no %s op", l->name,
+                           vd_op_table[l->op].name);
         if ((rc = vd_cpu_check_shape(net, i, e))) return rc;
-        if (net->layers[i].op == VD_OP_LRN && net->layers[i].c > max_lrn_c)
-            max_lrn_c = net->layers[i].c;
+        const vd_cpu_op *op = &vd_cpu_ops[l->op];
+        size_t need = op->scratch_doubles ? op->scratch_doubles(net, i) : 0;
+        if (need > max_scratch) max_scratch = need;
     }
     int n = net->n_layers;
     vd_algo_opt *opts = vd_calloc((size_t)(n ? n : 1) * VD_CPU_CONV_N_ALGOS, sizeof *opts, e);
@@ -314,15 +319,15 @@ static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math
             n_opts[i] = 1;
         }
     }
-    if ((size_t)max_lrn_c * 2 > c->scratch_n) {
-        double *s = vd_realloc(c->scratch, (size_t)max_lrn_c * 2 * sizeof *s, e);
+    if (max_scratch > c->scratch_n) {
+        double *s = vd_realloc(c->scratch, max_scratch * sizeof *s, e);
         if (!s) {
             free(opts);
             free(n_opts);
             return VD_ENOMEM;
         }
         c->scratch = s;
-        c->scratch_n = (size_t)max_lrn_c * 2;
+        c->scratch_n = max_scratch;
     }
     free(c->opts);
     free(c->n_opts);
@@ -344,12 +349,10 @@ static int cpu_layer_algos(vd_backend *be, int layer, const vd_algo_opt **opts, 
     return VD_OK;
 }
 
-/* BN: mean[C] then invstd[C] (floats); loss: 1 float, the mean loss. */
-static uint64_t cpu_layer_aux_bytes(const vd_net *net, int layer, int batch) {
-    const vd_layer *l = &net->layers[layer];
-    if (l->op == VD_OP_BATCHNORM) return 2 * (uint64_t)l->c * sizeof(float);
-    if (l->op == VD_OP_SOFTMAX_XENT) return sizeof(float);
-    return 0;
+/* Every op of the table, in fp32 (TF32 math is a permission, not a demand:
+ * fp32 satisfies it). */
+static bool cpu_supports_op(vd_backend *be, vd_op op, vd_math math) {
+    return (unsigned)op < VD_OP_COUNT && vd_cpu_ops[op].fwd && vd_cpu_ops[op].bwd;
 }
 
 static int missing(const vd_net *net, int layer, const char *pass, const char *what, vd_err *e) {
@@ -363,10 +366,8 @@ static int check_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd, 
     const vd_layer *l = &net->layers[layer];
     const char *pass = bwd ? "backward" : "forward";
     if (io->n <= 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: layer '%s': batch %d", l->name, io->n);
-    bool needs_x = !bwd || (l->op == VD_OP_POOL && l->u.pool.mode == VD_POOL_MAX) ||
-                   l->op == VD_OP_CONV || l->op == VD_OP_LRN || l->op == VD_OP_BATCHNORM ||
-                   l->op == VD_OP_FC;
-    bool needs_y = !bwd || l->op == VD_OP_RELU || l->op == VD_OP_SOFTMAX_XENT;
+    bool needs_x = true, needs_y = true;   /* forward reads x and writes y */
+    if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
     if (needs_x)
         for (int k = 0; k < l->n_in; k++)
             if (!io->x[k]) return missing(net, layer, pass, "x[k]", e);
@@ -393,8 +394,9 @@ static int check_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd, 
     return VD_OK;
 }
 
-static double *lrn_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
-    size_t need = (size_t)net->layers[layer].c * 2;
+static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
+    const vd_cpu_op *op = &vd_cpu_ops[net->layers[layer].op];
+    size_t need = op->scratch_doubles ? op->scratch_doubles(net, layer) : 0;
     if (need > c->scratch_n) {  /* only without layer_setup for this net */
         double *s = vd_realloc(c->scratch, need * sizeof *s, e);
         if (!s) return NULL;
@@ -404,54 +406,26 @@ static double *lrn_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) 
     return c->scratch;
 }
 
-static int cpu_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+                   vd_err *e) {
     if (layer < 0 || layer >= net->n_layers)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: layer %d does not exist", layer);
-    int rc = check_io(net, layer, io, false, e);
+    vd_op op = net->layers[layer].op;
+    if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)op);
+    int rc = check_io(net, layer, io, bwd, e);
     if (rc) return rc;
-    switch (net->layers[layer].op) {
-    case VD_OP_CONV: return vd_cpu_conv_forward(net, layer, io, e);
-    case VD_OP_POOL: return vd_cpu_pool_forward(net, layer, io, e);
-    case VD_OP_RELU: return vd_cpu_relu_forward(net, layer, io, e);
-    case VD_OP_LRN: {
-        double *s = lrn_scratch(ctx_of(be), net, layer, e);
-        return s ? vd_cpu_lrn_forward(net, layer, io, s, e) : VD_ENOMEM;
-    }
-    case VD_OP_BATCHNORM: return vd_cpu_bn_forward(net, layer, io, e);
-    case VD_OP_FC: return vd_cpu_fc_forward(net, layer, io, e);
-    case VD_OP_DROPOUT: return vd_cpu_dropout_forward(net, layer, io, e);
-    case VD_OP_FLATTEN: return vd_cpu_flatten_forward(net, layer, io, e);
-    case VD_OP_ADD: return vd_cpu_add_forward(net, layer, io, e);
-    case VD_OP_CONCAT: return vd_cpu_concat_forward(net, layer, io, e);
-    case VD_OP_SOFTMAX_XENT: return vd_cpu_xent_forward(net, layer, io, e);
-    case VD_OP_COUNT: break;
-    }
-    return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)net->layers[layer].op);
+    double *scratch = op_scratch(ctx_of(be), net, layer, e);
+    if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
+    return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
+}
+
+static int cpu_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    return cpu_run(be, net, layer, io, false, e);
 }
 
 static int cpu_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
-    if (layer < 0 || layer >= net->n_layers)
-        return vd_errf(e, VD_EINTERNAL, "cpu backend: layer %d does not exist", layer);
-    int rc = check_io(net, layer, io, true, e);
-    if (rc) return rc;
-    switch (net->layers[layer].op) {
-    case VD_OP_CONV: return vd_cpu_conv_backward(net, layer, io, e);
-    case VD_OP_POOL: return vd_cpu_pool_backward(net, layer, io, e);
-    case VD_OP_RELU: return vd_cpu_relu_backward(net, layer, io, e);
-    case VD_OP_LRN: {
-        double *s = lrn_scratch(ctx_of(be), net, layer, e);
-        return s ? vd_cpu_lrn_backward(net, layer, io, s, e) : VD_ENOMEM;
-    }
-    case VD_OP_BATCHNORM: return vd_cpu_bn_backward(net, layer, io, e);
-    case VD_OP_FC: return vd_cpu_fc_backward(net, layer, io, e);
-    case VD_OP_DROPOUT: return vd_cpu_dropout_backward(net, layer, io, e);
-    case VD_OP_FLATTEN: return vd_cpu_flatten_backward(net, layer, io, e);
-    case VD_OP_ADD: return vd_cpu_add_backward(net, layer, io, e);
-    case VD_OP_CONCAT: return vd_cpu_concat_backward(net, layer, io, e);
-    case VD_OP_SOFTMAX_XENT: return vd_cpu_xent_backward(net, layer, io, e);
-    case VD_OP_COUNT: break;
-    }
-    return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)net->layers[layer].op);
+    return cpu_run(be, net, layer, io, true, e);
 }
 
 /* ------------------------------------------------------------------ sgd */
@@ -532,7 +506,8 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .zero_async = cpu_zero_async,
         .layer_setup = cpu_layer_setup,
         .layer_algos = cpu_layer_algos,
-        .layer_aux_bytes = cpu_layer_aux_bytes,
+        .supports_op = cpu_supports_op,
+        .layer_aux_bytes = vd_op_aux_bytes,
         .forward = cpu_forward,
         .backward = cpu_backward,
         .sgd = cpu_sgd,

@@ -298,7 +298,8 @@ static int check_ws(const vd_net *net, int layer, const vd_op_io *io, vd_err *e)
     return VD_OK;
 }
 
-int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                        vd_err *e) {
     int rc = check_ws(net, layer, io, e);
     if (rc) return rc;
     conv_geom g = geom(net, layer, io->n);
@@ -307,7 +308,8 @@ int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err
     return VD_OK;
 }
 
-int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                        vd_err *e) {
     int rc = check_ws(net, layer, io, e);
     if (rc) return rc;
     conv_geom g = geom(net, layer, io->n);

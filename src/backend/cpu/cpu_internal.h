@@ -38,32 +38,25 @@ void vd_cpu_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                  const float *A, int64_t lda, const float *B, int64_t ldb,
                  int beta, float *C, int64_t ldc);
 
-/* Ops. Return 0 or a VD_E* code with e filled. */
-int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-/* LRN needs `scratch` of 2*C doubles (C = the layer's channels). */
-int vd_cpu_lrn_forward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
-                       vd_err *e);
-int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+/* Ops. Forward or backward of one layer: (net, layer, io) as in
+ * vd_backend.forward / backward; scratch holds the op's scratch_doubles
+ * doubles (NULL when it has none). Return 0 or a VD_E* code with e filled. */
+typedef int (*vd_cpu_op_fn)(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                            vd_err *e);
+typedef struct vd_cpu_op {
+    vd_cpu_op_fn fwd, bwd;
+    size_t (*scratch_doubles)(const vd_net *net, int layer);  /* NULL: none */
+} vd_cpu_op;
+/* The dispatch array, indexed by vd_op (cpu_ops.c). An op without an entry
+ * is one this backend does not support (layer_setup fails with
+ * VD_EUNSUPPORTED). */
+extern const vd_cpu_op vd_cpu_ops[VD_OP_COUNT];
+
+/* Conv (cpu_conv.c). */
+int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
                         vd_err *e);
-int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_flatten_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_add_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_concat_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
+                         vd_err *e);
 
 /* dx_beta helper: 0 overwrites (ignoring old contents, even NaN), 1 adds. */
 static inline void vd_cpu_put(float *dst, float beta, float v) {

@@ -83,7 +83,7 @@ int vd_cpu_check_shape(const vd_net *net, int layer, vd_err *e) {
             c += s.c;
         }
         break;
-    case VD_OP_RELU: case VD_OP_LRN: case VD_OP_BATCHNORM: case VD_OP_DROPOUT: case VD_OP_COUNT:
+    default:   /* the rest keep their input's shape */
         break;
     }
     if (c != l->c || h != l->h || w != l->w || c <= 0 || h <= 0 || w <= 0)
@@ -169,7 +169,8 @@ static inline int64_t argmax_window(const float *xp, int W, int ha, int hb, int 
     return best;
 }
 
-int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     pool_geom g = pgeom(net, layer);
     int64_t hw = (int64_t)g.H * g.W, ohw = (int64_t)g.OH * g.OW;
     for (int64_t nc = 0; nc < (int64_t)io->n * g.C; nc++) {
@@ -197,7 +198,8 @@ int vd_cpu_pool_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err
 
 /* Max: the gradient goes to the window's argmax, recomputed from x (so only
  * x is read, not y). Avg: dy / divisor to every element of the window. */
-int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     pool_geom g = pgeom(net, layer);
     int64_t hw = (int64_t)g.H * g.W, ohw = (int64_t)g.OH * g.OW;
@@ -230,7 +232,8 @@ int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io, vd_er
 /* ------------------------------------------------------------------ relu */
 
 /* y = max(x, 0), NaN propagates. x[0] may equal y. */
-int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     const float *x = io->x[0];
     float *y = io->y;
@@ -239,7 +242,8 @@ int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err
 }
 
 /* dx = dy where y > 0 (reads y, not x, so in-place works); dx may equal dy. */
-int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     const float *y = io->y, *dy = io->dy;
@@ -275,8 +279,8 @@ static void lrn_scale(const float *x, int64_t hw, int C, const vd_layer *l, doub
     }
 }
 
-int vd_cpu_lrn_forward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
-                         vd_err *e) {
+static int vd_cpu_lrn_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int C = l->c;
     int64_t hw = (int64_t)l->h * l->w;
@@ -291,8 +295,8 @@ int vd_cpu_lrn_forward(const vd_net *net, int layer, const vd_op_io *io, double 
     return VD_OK;
 }
 
-int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
-                          vd_err *e) {
+static int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     const vd_layer *l = &net->layers[layer];
     int C = l->c, size = l->u.lrn.size;
@@ -327,7 +331,8 @@ int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io, double
  * running_mean/var <- (1-m)*running + m*batch, the variance unbiased
  * (var * M/(M-1)), as torch.nn.BatchNorm2d. Eval: running statistics (aux is
  * filled from them too). y = (x - mean) * invstd * gamma + beta in float. */
-int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int C = l->c;
     int64_t hw = (int64_t)l->h * l->w, M = (int64_t)io->n * hw;
@@ -372,7 +377,8 @@ int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *
  *   dx = gamma*invstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat));
  * eval (statistics are constants): dx = gamma*invstd*dy.
  * dgamma = sum(dy*xhat), dbeta = sum(dy) (overwritten). */
-int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int C = l->c;
     int64_t hw = (int64_t)l->h * l->w, M = (int64_t)io->n * hw;
@@ -414,7 +420,8 @@ int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err 
 /* ------------------------------------------------------------------ fc */
 
 /* y[N,O] = x[N,K] W[O,K]^T + b, x flattened per sample. */
-int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     int64_t O = net->layers[layer].c, K = vd_cpu_numel(vd_cpu_in_shape(net, layer, 0));
     vd_cpu_gemm(false, true, io->n, O, K, io->x[0], K, io->w, K, 0, io->y, O);
     if (io->b)
@@ -424,7 +431,8 @@ int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *
 }
 
 /* dx = dy W (honours dx_beta), dW = dy^T x, db = sum_n dy. */
-int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     int64_t O = net->layers[layer].c, K = vd_cpu_numel(vd_cpu_in_shape(net, layer, 0));
     if (io->dx[0])
         vd_cpu_gemm(false, false, io->n, K, O, io->dy, O, io->w, K, io->dx_beta[0] != 0.0f,
@@ -444,7 +452,8 @@ int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err 
 /* Training: element i (0..N*C*H*W-1, NCHW order) is kept iff
  * vd_hash_uniform(seed, layer, iter, i) >= p, and then scaled by the float
  * 1.0f/(1.0f-p): y = x * scale. Eval: identity. In place allowed. */
-int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     const float *x = io->x[0];
     float *y = io->y;
@@ -462,7 +471,8 @@ int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io, vd_
 }
 
 /* dx = dy * mask * scale with the same mask (recomputed, no saved state). */
-int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     const float *dy = io->dy;
@@ -484,13 +494,15 @@ int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io *io, vd
 /* ------------------------------------------------------------------ flatten, add, concat */
 
 /* Flatten is a copy (the layout of [N, C*H*W] equals [N, C, H, W]). */
-int vd_cpu_flatten_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_flatten_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     if (io->y != io->x[0]) memcpy(io->y, io->x[0], (size_t)n * sizeof(float));
     return VD_OK;
 }
 
-int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     for (int64_t i = 0; i < n; i++) vd_cpu_put(&io->dx[0][i], io->dx_beta[0], io->dy[i]);
@@ -498,7 +510,8 @@ int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io *io, vd
 }
 
 /* y = x0 + x1 + ... summed left to right in float. */
-int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     for (int64_t i = 0; i < n; i++) {
@@ -510,7 +523,8 @@ int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err 
 }
 
 /* dx[k] = dy for every input, each with its own dx_beta. */
-int vd_cpu_add_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_add_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     for (int k = 0; k < l->n_in; k++) {
@@ -521,7 +535,8 @@ int vd_cpu_add_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err
 }
 
 /* Channel concat: y[n, off_k + c] = x_k[n, c], off_k = sum of earlier c's. */
-int vd_cpu_concat_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_concat_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int64_t out = vd_net_out_numel(net, layer);
     for (int n = 0; n < io->n; n++) {
@@ -535,7 +550,8 @@ int vd_cpu_concat_forward(const vd_net *net, int layer, const vd_op_io *io, vd_e
     return VD_OK;
 }
 
-int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int64_t out = vd_net_out_numel(net, layer);
     for (int n = 0; n < io->n; n++) {
@@ -558,7 +574,8 @@ int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *io, vd_
 /* y[n, j] = softmax(x[n, :])_j (in double, max subtracted); aux[0] = mean over
  * the batch of -log p[label] = logsumexp(x) - x[label]. labels must be in
  * [0, classes). */
-int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int K = l->c;
     if (!io->labels) return vd_errf(e, VD_EINTERNAL, "layer '%s': no labels", l->name);
@@ -582,7 +599,8 @@ int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io, vd_err
 }
 
 /* dx = (y - onehot(label)) / N: the gradient of the mean loss; dy unused. */
-int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+static int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     int K = net->layers[layer].c;
     float fn = (float)io->n;
@@ -596,3 +614,59 @@ int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io, vd_er
     }
     return VD_OK;
 }
+
+/* ------------------------------------------------------------------ gelu */
+
+/* torch.nn.GELU() (approximate='none'): y = x * Phi(x) = x/2 (1 + erf(x/sqrt 2)),
+ * in double, rounded once. x[0] may not equal y (backward reads x). */
+static int vd_cpu_gelu_forward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *x = io->x[0];
+    float *y = io->y;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        y[i] = (float)(0.5 * v * (1.0 + erf(v * M_SQRT1_2)));
+    }
+    return VD_OK;
+}
+
+/* dx = dy * (Phi(x) + x phi(x)), phi(x) = exp(-x^2/2) / sqrt(2 pi). */
+static int vd_cpu_gelu_backward(const vd_net *net, int layer, const vd_op_io *io,
+                                double *scratch, vd_err *e) {
+    if (!io->dx[0]) return VD_OK;
+    int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    const float *x = io->x[0], *dy = io->dy;
+    float *dx = io->dx[0];
+    float beta = io->dx_beta[0];
+    const double inv_sqrt_2pi = 0.5 * M_2_SQRTPI * M_SQRT1_2;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        double d = 0.5 * (1.0 + erf(v * M_SQRT1_2)) + v * inv_sqrt_2pi * exp(-0.5 * v * v);
+        vd_cpu_put(&dx[i], beta, (float)(dy[i] * d));
+    }
+    return VD_OK;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+static size_t lrn_scratch_doubles(const vd_net *net, int layer) {
+    return (size_t)net->layers[layer].c * 2;
+}
+
+const vd_cpu_op vd_cpu_ops[] = {
+    [VD_OP_CONV] = {vd_cpu_conv_forward, vd_cpu_conv_backward, NULL},
+    [VD_OP_POOL] = {vd_cpu_pool_forward, vd_cpu_pool_backward, NULL},
+    [VD_OP_RELU] = {vd_cpu_relu_forward, vd_cpu_relu_backward, NULL},
+    [VD_OP_LRN] = {vd_cpu_lrn_forward, vd_cpu_lrn_backward, lrn_scratch_doubles},
+    [VD_OP_BATCHNORM] = {vd_cpu_bn_forward, vd_cpu_bn_backward, NULL},
+    [VD_OP_FC] = {vd_cpu_fc_forward, vd_cpu_fc_backward, NULL},
+    [VD_OP_DROPOUT] = {vd_cpu_dropout_forward, vd_cpu_dropout_backward, NULL},
+    [VD_OP_FLATTEN] = {vd_cpu_flatten_forward, vd_cpu_flatten_backward, NULL},
+    [VD_OP_ADD] = {vd_cpu_add_forward, vd_cpu_add_backward, NULL},
+    [VD_OP_CONCAT] = {vd_cpu_concat_forward, vd_cpu_concat_backward, NULL},
+    [VD_OP_SOFTMAX_XENT] = {vd_cpu_xent_forward, vd_cpu_xent_backward, NULL},
+    [VD_OP_GELU] = {vd_cpu_gelu_forward, vd_cpu_gelu_backward, NULL},
+};
+_Static_assert(sizeof vd_cpu_ops / sizeof vd_cpu_ops[0] == VD_OP_COUNT,
+               "one CPU dispatch entry per op (the last op has none)");

@@ -188,6 +188,12 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
                           bool deterministic, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     if (batch <= 0) return vd_errf(e, VD_EINTERNAL, "layer_setup: batch %d", batch);
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        if (!cu_op_supported(l->op, math))
+            return vd_errf(e, VD_EUNSUPPORTED, "layer '%s': the cuda backend has no %s op%s", l->name,
+                           vd_op_table[l->op].name, math == VD_MATH_TF32 ? " in tf32 math" : "");
+    }
     if (!c->dnn) {
         CUDNN_CHECK(e, cudnnCreate(&c->dnn));
         CUDNN_CHECK(e, cudnnSetStream(c->dnn, cu_compute(c)));
@@ -240,8 +246,6 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         L->c = l->c;
         L->h = l->h;
         L->w = l->w;
-        if (l->op == VD_OP_LRN && l->u.lrn.size <= 0)
-            return vd_errf(e, VD_EINTERNAL, "layer '%s': lrn size %d", l->name, l->u.lrn.size);
         int rc = cu_dnn_layer_setup(c, net, i, L, e);
         if (rc) {
             vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
@@ -274,12 +278,8 @@ static int cu_layer_algos(vd_backend *be, int layer, const vd_algo_opt **opts, i
     return VD_OK;
 }
 
-static uint64_t cu_layer_aux_bytes(const vd_net *net, int layer, int batch) {
-    (void)batch;
-    const vd_layer *l = &net->layers[layer];
-    if (l->op == VD_OP_BATCHNORM) return 2 * (uint64_t)l->c * sizeof(float);
-    if (l->op == VD_OP_SOFTMAX_XENT) return sizeof(float);
-    return 0;
+static bool cu_supports_op(vd_backend *, vd_op op, vd_math math) {
+    return cu_op_supported(op, math);
 }
 
 /* ---- ops ------------------------------------------------------------------------------ */
@@ -409,7 +409,8 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->zero_async = cu_zero_async;
     be->layer_setup = cu_layer_setup;
     be->layer_algos = cu_layer_algos;
-    be->layer_aux_bytes = cu_layer_aux_bytes;
+    be->supports_op = cu_supports_op;
+    be->layer_aux_bytes = vd_op_aux_bytes;
     be->forward = cu_forward;
     be->backward = cu_backward;
     be->sgd = cu_sgd;

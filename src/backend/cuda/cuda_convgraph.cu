@@ -222,8 +222,7 @@ int64_t cu_conv_weight_align(const vd_net *net, int li) {
     const vd_layer *l = &net->layers[li];
     for (int k = 0; k < l->n_params; k++) {
         const vd_param *p = &net->params[l->param_first + k];
-        const char *dot = strrchr(p->name, '.');
-        if (dot && !strcmp(dot, ".weight")) return ptr_align((const void *)(uintptr_t)(p->offset * 4));
+        if (p->role == VD_ROLE_WEIGHT) return ptr_align((const void *)(uintptr_t)(p->offset * 4));
     }
     return 4;
 }

@@ -234,6 +234,8 @@ float cu_graph_conv_fastest_ms(const cu_layer *L);
 void cu_tune_release(cu_ctx *c);
 
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
+/* Through the per-op dispatch array; cu_op_supported answers supports_op. */
+bool cu_op_supported(vd_op op, vd_math math);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
@@ -261,6 +263,9 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
                     float eps, vd_err *e);
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
+                 int64_t n, vd_err *e);
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
+int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
                  int64_t n, vd_err *e);
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, vd_err *e);

@@ -231,6 +231,39 @@ int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float 
     return VD_OK;
 }
 
+/* GELU, erf form (torch.nn.GELU(), approximate='none'), in float as PyTorch's
+ * CUDA kernel: y = x/2 (1 + erf(x/sqrt 2)); dx (+)= dy (Phi(x) + x phi(x)). */
+__global__ void k_gelu_fwd(const float *x, float *y, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    }
+}
+
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_gelu_fwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+__global__ void k_gelu_bwd(const float *x, const float *dy, float *dx, float beta, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+        float pdf = 0.39894228040143268f * expf(-0.5f * v * v);   /* 1/sqrt(2 pi) */
+        put(&dx[i], beta, dy[i] * (cdf + v * pdf));
+    }
+}
+
+int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
+                 int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_gelu_bwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, dy, dx, beta, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
 /* y[i] (+)= keep(i) ? x[i] * scale : 0, keep iff hash >= p. Forward (beta 0)
  * and backward (x = dy, y = dx) are the same map. */
 __global__ void k_dropout(const float *x, float *y, float beta, int64_t n, float p, float scale,

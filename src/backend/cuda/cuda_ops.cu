@@ -65,144 +65,247 @@ static int need(const void *p, const vd_layer *l, const char *what, vd_err *e) {
                    vd_op_table[l->op].name, what);
 }
 
-int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+/* ---- one function per op and pass; the io pointers every forward reads
+ * (x[0], y) and backward's dy were checked by cu_op_forward / cu_op_backward. */
+typedef int (*cu_op_fn)(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+
+static int64_t io_ny(const cu_layer *L, const vd_op_io *io) { return (int64_t)io->n * out_numel(L); }
+static float beta0(const vd_op_io *io) { return io->dx_beta[0] != 0.0f ? 1.0f : 0.0f; }
+
+static int conv_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int rc;
+    if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
+    return cu_conv_backward(c, net, li, io, e);
+}
+
+static int bn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    int rc = need(io->x[0], &net->layers[li], "x", e);
+    return rc ? rc : cu_bn_backward(c, net, li, io, e);
+}
+
+static int fc_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int rc = need(io->w, l, "weight", e);
+    return rc ? rc : fc_forward(c, l, &c->layers[li], io, e);
+}
+
+static int fc_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int rc;
+    if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
+    return fc_backward(c, l, &c->layers[li], io, e);
+}
+
+static int pool_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
+    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, e);
+}
+
+/* max recomputes the argmax from x; average reads no x */
+static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
+    int rc;
+    if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
+    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io), e);
+}
+
+static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), e);
+}
+
+static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const float *y = io->y ? io->y : io->x[0];   /* y > 0 iff x > 0 */
+    int rc = need(y, &net->layers[li], "y", e);
+    if (rc) return rc;
+    return cuk_relu_bwd(cu_compute(c), c->sm_count, y, io->dy, io->dx[0], beta0(io),
+                        io_ny(&c->layers[li], io), e);
+}
+
+static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     const cu_layer *L = &c->layers[li];
-    cudaStream_t s = cu_compute(c);
-    int sm = c->sm_count, rc;
-    int64_t ny = (int64_t)io->n * out_numel(L);
-    if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->y, l, "y", e))) return rc;
-    switch (l->op) {
-    case VD_OP_CONV: return cu_conv_forward(c, net, li, io, e);
-    case VD_OP_BATCHNORM: return cu_bn_forward(c, net, li, io, e);
-    case VD_OP_FC:
-        if ((rc = need(io->w, l, "weight", e))) return rc;
-        return fc_forward(c, l, L, io, e);
-    case VD_OP_POOL: {
-        cu_pool_geom g = pool_geom(L, l, io->n);
-        return cuk_pool_fwd(s, sm, &g, io->x[0], io->y, e);
-    }
-    case VD_OP_RELU: return cuk_relu_fwd(s, sm, io->x[0], io->y, ny, e);
-    case VD_OP_LRN:
-        return cuk_lrn_fwd(s, sm, io->x[0], io->y, io->n, L->c, (int64_t)L->h * L->w, l->u.lrn.size,
-                           l->u.lrn.alpha, l->u.lrn.beta, l->u.lrn.k, e);
-    case VD_OP_DROPOUT: {
-        float p = l->u.dropout.p;
-        if (!io->training || p == 0.0f) {
-            if (io->x[0] == io->y) return VD_OK;
-            CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)ny * sizeof(float),
-                                          cudaMemcpyDeviceToDevice, s));
-            return VD_OK;
-        }
-        float scale = 1.0f / (1.0f - p);
-        return cuk_dropout(s, sm, io->x[0], io->y, 0.0f, ny, p, scale, io->seed, (uint64_t)li,
-                           (uint64_t)io->iter, e);
-    }
-    case VD_OP_FLATTEN:
+    return cuk_lrn_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io->n, L->c,
+                       (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
+                       l->u.lrn.k, e);
+}
+
+static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    const cu_layer *L = &c->layers[li];
+    int rc = need(io->x[0], l, "x", e);
+    if (rc) return rc;
+    return cuk_lrn_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io), io->n,
+                       L->c, (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
+                       l->u.lrn.k, e);
+}
+
+static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    float p = net->layers[li].u.dropout.p;
+    int64_t ny = io_ny(&c->layers[li], io);
+    if (!io->training || p == 0.0f) {
         if (io->x[0] == io->y) return VD_OK;
         CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)ny * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, s));
+                                      cudaMemcpyDeviceToDevice, cu_compute(c)));
         return VD_OK;
-    case VD_OP_ADD:
-        for (int k = 1; k < l->n_in; k++)
-            if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
-        return cuk_add(s, sm, io->x, l->n_in, io->y, ny, e);
-    case VD_OP_CONCAT: {
-        int64_t off = 0, hw = (int64_t)L->h * L->w;
-        for (int k = 0; k < l->n_in; k++) {
-            if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
-            if ((rc = cuk_concat(s, sm, io->x[k], io->y, io->n, L->in_c[k], L->c, off, hw, false,
-                                 0.0f, e)))
+    }
+    float scale = 1.0f / (1.0f - p);
+    return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
+                       (uint64_t)li, (uint64_t)io->iter, e);
+}
+
+static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    float p = net->layers[li].u.dropout.p, beta = beta0(io);
+    int64_t ny = io_ny(&c->layers[li], io);
+    if (!io->training || p == 0.0f) {
+        if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
+        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, e);
+    }
+    return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
+                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, e);
+}
+
+static int flatten_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+    if (io->x[0] == io->y) return VD_OK;
+    CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)io_ny(&c->layers[li], io) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, cu_compute(c)));
+    return VD_OK;
+}
+
+static int flatten_bwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+    float beta = beta0(io);
+    if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
+    return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta,
+                          io_ny(&c->layers[li], io), e);
+}
+
+static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int rc;
+    for (int k = 1; k < l->n_in; k++)
+        if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
+    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), e);
+}
+
+static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int64_t ny = io_ny(&c->layers[li], io);
+    int rc;
+    for (int k = 0; k < l->n_in; k++) {
+        if (!io->dx[k]) continue;
+        float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
+        if (io->dx[k] == io->dy && b == 0.0f) continue;
+        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, e))) return rc;
+    }
+    return VD_OK;
+}
+
+static int concat_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    const cu_layer *L = &c->layers[li];
+    int64_t off = 0, hw = (int64_t)L->h * L->w;
+    int rc;
+    for (int k = 0; k < l->n_in; k++) {
+        if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
+        if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->x[k], io->y, io->n, L->in_c[k], L->c,
+                             off, hw, false, 0.0f, e)))
+            return rc;
+        off += L->in_c[k];
+    }
+    return VD_OK;
+}
+
+static int concat_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    const cu_layer *L = &c->layers[li];
+    int64_t off = 0, hw = (int64_t)L->h * L->w;
+    int rc;
+    for (int k = 0; k < l->n_in; k++) {
+        if (io->dx[k]) {
+            float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
+            if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->dy, io->dx[k], io->n, L->in_c[k],
+                                 L->c, off, hw, true, b, e)))
                 return rc;
-            off += L->in_c[k];
         }
-        return VD_OK;
+        off += L->in_c[k];
     }
-    case VD_OP_SOFTMAX_XENT:
-        if ((rc = need(io->labels, l, "labels", e))) return rc;
-        return cuk_xent_fwd(s, io->x[0], io->labels, io->y, io->aux, io->n, L->c, e);
-    case VD_OP_COUNT: break;
-    }
-    return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    return VD_OK;
+}
+
+static int xent_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    int rc = need(io->labels, &net->layers[li], "labels", e);
+    if (rc) return rc;
+    return cuk_xent_fwd(cu_compute(c), io->x[0], io->labels, io->y, io->aux, io->n,
+                        c->layers[li].c, e);
+}
+
+static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int rc;
+    if ((rc = need(io->y, l, "y", e)) || (rc = need(io->labels, l, "labels", e))) return rc;
+    return cuk_xent_bwd(cu_compute(c), c->sm_count, io->y, io->labels, io->dx[0], beta0(io), io->n,
+                        c->layers[li].c, e);
+}
+
+static int gelu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), e);
+}
+
+static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    int rc = need(io->x[0], &net->layers[li], "x", e);
+    if (rc) return rc;
+    return cuk_gelu_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io),
+                        io_ny(&c->layers[li], io), e);
+}
+
+/* The dispatch array, in vd_op order (C++ has no array designators: each
+ * entry names its op and cu_op_supported checks the order). */
+typedef struct cu_op {
+    vd_op op;
+    cu_op_fn fwd, bwd;
+} cu_op;
+
+static const cu_op cu_ops[] = {
+    {VD_OP_CONV, cu_conv_forward, conv_bwd},
+    {VD_OP_POOL, pool_fwd, pool_bwd},
+    {VD_OP_RELU, relu_fwd, relu_bwd},
+    {VD_OP_LRN, lrn_fwd, lrn_bwd},
+    {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd},
+    {VD_OP_FC, fc_fwd, fc_bwd},
+    {VD_OP_DROPOUT, dropout_fwd, dropout_bwd},
+    {VD_OP_FLATTEN, flatten_fwd, flatten_bwd},
+    {VD_OP_ADD, add_fwd, add_bwd},
+    {VD_OP_CONCAT, concat_fwd, concat_bwd},
+    {VD_OP_SOFTMAX_XENT, xent_fwd, xent_bwd},
+    {VD_OP_GELU, gelu_fwd, gelu_bwd},
+};
+static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatch entry per op");
+
+/* Every op runs in both math modes (TF32 only changes conv and fc). */
+bool cu_op_supported(vd_op op, vd_math) {
+    return (unsigned)op < VD_OP_COUNT && cu_ops[op].op == op && cu_ops[op].fwd && cu_ops[op].bwd;
+}
+
+int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int rc;
+    if (!cu_op_supported(l->op, c->math))
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->y, l, "y", e))) return rc;
+    return cu_ops[l->op].fwd(c, net, li, io, e);
 }
 
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
-    const cu_layer *L = &c->layers[li];
-    cudaStream_t s = cu_compute(c);
-    int sm = c->sm_count, rc;
-    int64_t ny = (int64_t)io->n * out_numel(L);
-    float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
+    int rc;
+    if (!cu_op_supported(l->op, c->math))
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
     if (l->op != VD_OP_SOFTMAX_XENT && (rc = need(io->dy, l, "dy", e))) return rc;
-    switch (l->op) {
-    case VD_OP_CONV:
-        if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
-        return cu_conv_backward(c, net, li, io, e);
-    case VD_OP_BATCHNORM:
-        if ((rc = need(io->x[0], l, "x", e))) return rc;
-        return cu_bn_backward(c, net, li, io, e);
-    case VD_OP_FC:
-        if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
-        return fc_backward(c, l, L, io, e);
-    default: break;
+    if (!vd_op_table[l->op].has_params) {
+        /* only dx to produce: nothing to do when no input wants a gradient */
+        bool any = false;
+        for (int k = 0; k < l->n_in; k++) any = any || io->dx[k];
+        if (!any) return VD_OK;
     }
-    /* the rest only produce dx: nothing to do when no input wants a gradient */
-    bool any = false;
-    for (int k = 0; k < l->n_in; k++) any = any || io->dx[k];
-    if (!any) return VD_OK;
-    switch (l->op) {
-    case VD_OP_POOL: {   /* max recomputes the argmax from x; average reads no x */
-        cu_pool_geom g = pool_geom(L, l, io->n);
-        if (g.max && (rc = need(io->x[0], l, "x", e))) return rc;
-        return cuk_pool_bwd(s, sm, &g, io->x[0], io->dy, io->dx[0], beta, e);
-    }
-    case VD_OP_RELU: {
-        const float *y = io->y ? io->y : io->x[0];   /* y > 0 iff x > 0 */
-        if ((rc = need(y, l, "y", e))) return rc;
-        return cuk_relu_bwd(s, sm, y, io->dy, io->dx[0], beta, ny, e);
-    }
-    case VD_OP_LRN:
-        if ((rc = need(io->x[0], l, "x", e))) return rc;
-        return cuk_lrn_bwd(s, sm, io->x[0], io->dy, io->dx[0], beta, io->n, L->c,
-                           (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                           l->u.lrn.k, e);
-    case VD_OP_DROPOUT: {
-        float p = l->u.dropout.p;
-        if (!io->training || p == 0.0f) {
-            if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
-            return cuk_axpby_copy(s, sm, io->dy, io->dx[0], beta, ny, e);
-        }
-        return cuk_dropout(s, sm, io->dy, io->dx[0], beta, ny, p, 1.0f / (1.0f - p), io->seed,
-                           (uint64_t)li, (uint64_t)io->iter, e);
-    }
-    case VD_OP_FLATTEN:
-        if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
-        return cuk_axpby_copy(s, sm, io->dy, io->dx[0], beta, ny, e);
-    case VD_OP_ADD:
-        for (int k = 0; k < l->n_in; k++) {
-            if (!io->dx[k]) continue;
-            float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
-            if (io->dx[k] == io->dy && b == 0.0f) continue;
-            if ((rc = cuk_axpby_copy(s, sm, io->dy, io->dx[k], b, ny, e))) return rc;
-        }
-        return VD_OK;
-    case VD_OP_CONCAT: {
-        int64_t off = 0, hw = (int64_t)L->h * L->w;
-        for (int k = 0; k < l->n_in; k++) {
-            if (io->dx[k]) {
-                float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
-                if ((rc = cuk_concat(s, sm, io->dy, io->dx[k], io->n, L->in_c[k], L->c, off, hw,
-                                     true, b, e)))
-                    return rc;
-            }
-            off += L->in_c[k];
-        }
-        return VD_OK;
-    }
-    case VD_OP_SOFTMAX_XENT:
-        if ((rc = need(io->y, l, "y", e)) || (rc = need(io->labels, l, "labels", e))) return rc;
-        return cuk_xent_bwd(s, sm, io->y, io->labels, io->dx[0], beta, io->n, L->c, e);
-    default: break;
-    }
-    return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    return cu_ops[l->op].bwd(c, net, li, io, e);
 }

@@ -111,12 +111,7 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     int64_t off = 0;
     for (int q = 0; q < l->n_params; q++) {
         const vd_param *pp = &net->params[l->param_first + q];
-        const char *suf = strrchr(pp->name, '.');
-        suf = suf ? suf + 1 : pp->name;
-        if (!strcmp(suf, "weight")) { io->w = par + off; io->dw = grad + off; }
-        else if (!strcmp(suf, "bias")) { io->b = par + off; io->db = grad + off; }
-        else if (!strcmp(suf, "running_mean")) io->rm = par + off;
-        else if (!strcmp(suf, "running_var")) io->rv = par + off;
+        vd_op_io_bind_param(io, pp->role, par + off, grad + off);
         off += pp->numel;
     }
     io->aux = p->be->layer_aux_bytes(net, li, p->batch) ? (float *)(s + b->aux) : NULL;
