@@ -19,9 +19,6 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
 int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
                  vd_copy_span **copies, int *n_copies, vd_err *e);
 
-/* Default aux bytes of layer i at batch (used by the analytic profile). */
-uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch);
-
 /* plan.c, for auto.c. vdp_plan_release frees a plan's arrays and zeroes it.
  * vdp_build_fixed: one build with fixed algorithms algos[2L] (forward options
  * of layers 0..L-1, then their backward options) and offload policy

@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "plan/plan.h"
-#include "plan/plan_internal.h"
+#include "profile/profile.h"
 #include "backend/backend.h"
 #include "train/json_mini.h"
 
@@ -35,7 +34,7 @@ const vd_device_params *vd_device_find(const char *name) {
     return NULL;
 }
 
-uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
+static uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
     (void)batch;
     const vd_layer *l = &net->layers[i];
     if (l->op == VD_OP_BATCHNORM) return 2u * (uint64_t)l->c * 4u;
