@@ -89,7 +89,7 @@
 /* none / all / conv / dyn: the vDNN paper's policies (offload only).
  * auto ("ours"): per feature map keep / offload / recompute and per conv and pass the
  * fastest or least-workspace algorithm, searched with the simulator for the
- * fastest predicted plan that fits the budget (build_auto in plan.c,
+ * fastest predicted plan that fits the budget (auto.c,
  * vdnn-plan(1)). With budget 0 (auto budget) it is none. */
 typedef enum { VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN,
                VD_POLICY_AUTO, VD_POLICY_COUNT } vd_policy;
@@ -247,7 +247,7 @@ typedef struct vd_plan_layer {
     int y;                      /* ACT tensor of its output */
     int dy;                     /* DACT tensor of its output gradient (-1: loss layer).
                                    An add that writes an input's gradient first
-                                   (safe cases, plan.c alias_add_grads) shares its
+                                   (safe cases, tensors.c alias_add_grads) shares its
                                    dy tensor with that input's producer */
     int dx[VD_MAX_INPUTS];      /* DACT tensor of input k's gradient (-1: net input, or
                                    an add's input whose gradient is the add's dy
