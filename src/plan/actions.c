@@ -56,7 +56,6 @@ void vdp_build_actions(bld *b) {
             if (p->steps[iv->first].ev_free < 0) p->steps[iv->first].ev_free = ne++;
         }
     }
-    p->ev_input = -1;
     p->ev_end = ne++;
     p->ev_loss = ne++;
     p->n_events = ne;
@@ -122,7 +121,7 @@ void vdp_build_actions(bld *b) {
             for (; rc_next < n_rc && p->layers[b->rc_ops[rc_next]].rc_step == s; rc_next++) {
                 int j = b->rc_ops[rc_next];
                 PUSH(VD_A_RECOMPUTE, j);
-                st->recompute_s += b->prof->layers[j].algos[p->layers[j].algo].fwd_s;
+                st->recompute_s += b->prof->layers[j].algos[p->layers[j].algo_fwd].fwd_s;
             }
             PUSH(VD_A_COMPUTE, s);
             for (int t = head[4 * ns + s]; t >= 0; t = next[4 * cap + t]) PUSH(VD_A_OFFLOAD, t);

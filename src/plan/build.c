@@ -223,7 +223,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     if (any_offload) {
         vdp_build_intervals(&B);
         vdp_build_actions(&B);
-        rc = vdp_simulate(p, prof, true, B.d2h, NULL, NULL, e);
+        rc = vdp_simulate(p, prof, true, B.d2h, e);
         if (rc) goto done;
         /* when each step's compute-stream work (recomputes, then the op) begins */
         for (int s = 0; s <= p->n_steps; s++) B.t_start[s] = p->steps[s].t_rc_start;
@@ -237,7 +237,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     vdp_finish_stats(p);
     p->budget = budget ? budget : p->hwm;
     p->feasible = p->hwm <= p->budget;
-    rc = vdp_simulate(p, prof, false, NULL, NULL, NULL, e);
+    rc = vdp_simulate(p, prof, false, NULL, e);
     if (rc) goto done;
     if (!p->feasible) rc = VD_EBUDGET;
     else if (!p->forward_only && !opts->no_stage_input)

@@ -81,9 +81,10 @@ void vdp_decide_recompute(bld *b) {
             vd_plan_layer *wl = &p->layers[j];
             if (wl->y != t) continue;
             wl->rc_step = r;
-            p->tensors[t].recompute_s += b->prof->layers[j].algos[wl->algo].fwd_s;
-            if (wl->ws_bytes) {
-                wl->ws_rc = vdp_add_tensor(b, VD_T_WS, j, wl->ws_bytes, b->net->layers[j].name, ":ws_rc");
+            p->tensors[t].recompute_s += b->prof->layers[j].algos[wl->algo_fwd].fwd_s;
+            if (wl->ws_fwd_bytes) {
+                wl->ws_rc = vdp_add_tensor(b, VD_T_WS, j, wl->ws_fwd_bytes, b->net->layers[j].name,
+                                           ":ws_rc");
                 vdp_touch(b, wl->ws_rc, r);
                 p->tensors[wl->ws_rc].prod_step = r;
             }

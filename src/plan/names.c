@@ -37,21 +37,9 @@ const char *vd_tensor_kind_name(vd_tensor_kind k) {
     return (unsigned)k < VD_T_KIND_COUNT ? n[k] : "?";
 }
 
-const char *vd_action_name(vd_action_kind k) {
-    static const char *const n[] = {"wait_offload", "free", "record_free", "alloc",
-                                    "prefetch", "wait_prefetch", "compute", "offload",
-                                    "recompute", "load_staged"};
-    return (unsigned)k < VD_ARRAY_LEN(n) ? n[k] : "?";
-}
-
 const char *vd_stage_name(vd_stage s) {
     static const char *const n[] = {"on", "off", "no room", "no gain", "n/a"};
     return (unsigned)s < VD_ARRAY_LEN(n) ? n[s] : "?";
-}
-
-const char *vd_disp_name(vd_disp d) {
-    static const char *const n[VD_DISP_COUNT] = {"auto", "keep", "offload", "recompute"};
-    return (unsigned)d < VD_DISP_COUNT ? n[d] : "?";
 }
 
 void vd_plan_opts_init(vd_plan_opts *o) {

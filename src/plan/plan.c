@@ -103,7 +103,7 @@ static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *
     int L = net->n_layers;
     int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
-    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[i].algo;
+    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[i].algo_fwd;
     vd_plan *ev = calloc(1, sizeof *ev);
     if (!ev) { free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     int rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);

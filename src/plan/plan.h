@@ -203,14 +203,12 @@ const char *vd_stage_name(vd_stage s);   /* "on", "off", "no room", "no gain", "
 /* Per-tensor disposition requested through vd_plan_opts.disp. */
 typedef enum { VD_DISP_AUTO = 0, VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE,
                VD_DISP_COUNT } vd_disp;
-const char *vd_disp_name(vd_disp d);
 
 typedef enum {
     VD_A_WAIT_OFFLOAD, VD_A_FREE, VD_A_RECORD_FREE, VD_A_ALLOC, VD_A_PREFETCH,
     VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD, VD_A_RECOMPUTE,
     VD_A_LOAD_STAGED
 } vd_action_kind;
-const char *vd_action_name(vd_action_kind k);
 
 typedef struct vd_action {
     vd_action_kind kind;
@@ -238,10 +236,12 @@ typedef struct vd_step {
  * use different options for its forward (and recompute) and its backward
  * call: io->algo is algo_fwd for forward / recompute, algo_bwd for backward. */
 typedef struct vd_plan_layer {
-    int algo;                   /* forward option: index into the profile's / backend's
-                                   algo list (= algo_fwd; kept for old users) */
-    char algo_label[32];        /* the profile's label of the forward option */
-    uint64_t ws_bytes;          /* forward workspace (bytes; also the recompute's) */
+    int algo_fwd, algo_bwd;     /* options of the forward (and recompute) / backward call:
+                                   indices into the profile's / backend's algo list */
+    char algo_label[32];        /* the profile's label of algo_fwd */
+    char algo_bwd_label[32];    /* the profile's label of algo_bwd */
+    uint64_t ws_fwd_bytes, ws_bwd_bytes; /* workspace of each pass's option (bytes;
+                                   ws_fwd_bytes also the recompute's) */
     bool inplace;               /* output aliases input 0 */
     int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
     int y;                      /* ACT tensor of its output */
@@ -257,10 +257,6 @@ typedef struct vd_plan_layer {
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
-    /* Added: per-pass options. algo_fwd == algo, ws_fwd_bytes == ws_bytes. */
-    int algo_fwd, algo_bwd;     /* options of the forward / backward call */
-    char algo_bwd_label[32];    /* the profile's label of algo_bwd */
-    uint64_t ws_fwd_bytes, ws_bwd_bytes; /* workspace of each pass's option (bytes) */
 } vd_plan_layer;
 
 /* Simulator result for a plan (seconds). */
@@ -285,24 +281,24 @@ typedef struct vd_plan_opts {
                                    (overrides fixed_algo/dyn search); NULL = none.
                                    With algos_bwd set: the forward options only */
     bool forward_only;          /* eval plan: forward steps only, no grads */
-    /* Added (zero = old behaviour): optional [n_layers + 1] per feature map
-     * dispositions: [0] the net input x, [i + 1] the output of layer i. An
-     * entry other than AUTO overrides the policy for that tensor (auto keeps
-     * it fixed in its search); AUTO lets the policy decide. Entries of in-place
-     * layers (their output is their producer's tensor) must be AUTO. A request
+    /* Optional [n_layers + 1] per feature map dispositions: [0] the net
+     * input x, [i + 1] the output of layer i. An entry other than AUTO
+     * overrides the policy for that tensor (auto keeps it fixed in its
+     * search); AUTO lets the policy decide. Entries of in-place layers
+     * (their output is their producer's tensor) must be AUTO. A request
      * that cannot be honoured falls back: RECOMPUTE of x, of a tensor written
      * by batch norm or the loss, or with no absent step, to offload, or keep
      * when that cannot be; OFFLOAD with fewer than two absent steps to keep.
      * NULL = none. */
     const vd_disp *disp;
-    /* Added: optional [n_layers] explicit backward options (the forward ones
+    /* Optional [n_layers] explicit backward options (the forward ones
      * come from algos / fixed_algo / the policy). NULL = the backward call
      * uses the forward option, except under auto, which then searches both
      * passes (when algos and fixed_algo leave it free). */
     const int *algos_bwd;
-    /* Added: true = no input staging (the plan loads x at step 0 every
-     * iteration, as before staging existed); false (default) = stage the
-     * next batch when it fits and pays. Ignored for forward-only plans. */
+    /* true = no input staging (the plan loads x at step 0 every
+     * iteration); false (default) = stage the next batch when it fits and
+     * pays. Ignored for forward-only plans. */
     bool no_stage_input;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
@@ -335,7 +331,6 @@ typedef struct vd_plan {
     int n_recompute_ops;        /* RECOMPUTE actions */
     double recompute_s;         /* their profile time per iteration */
     int n_events;
-    int ev_input;               /* unused (-1): inputs use interval events */
     int ev_end;                 /* compute event after the last step */
     int ev_loss;                /* D2H event after the loss readback */
     int loss_layer;             /* index of the softmax_xent layer */
@@ -374,21 +369,6 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
 const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
 /* Human description of step s ("fwd features.0", "bwd loss", "sgd"). */
 const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n);
-
-/* Replay the plan's actions on three streams with durations from prof
- * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
- * see man vdnn-plan; a RECOMPUTE takes its layer's forward time). Fills
- * p->sim and each step's t_start/t_end/t_rc_start/stall_s.
- * If copies is non-NULL, *copies receives a malloc'd array of copy spans
- * for tracing (caller frees). */
-typedef struct vd_copy_span {
-    int stream;                 /* 1 = D2H, 2 = H2D */
-    int tensor;
-    uint64_t bytes;
-    double t_start, t_end;
-} vd_copy_span;
-int vd_plan_simulate(vd_plan *p, const vd_profile *prof, vd_copy_span **copies,
-                     int *n_copies, vd_err *e);
 
 /* ---- reports (used by vdnn-plan) ---------------------------------------- */
 /* Per-step table and summary. */

@@ -13,11 +13,15 @@
  * ordering only (for plans that cannot fit anyway). *hwm = max end. */
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e);
 
-/* Simulator core. ignore_waits: compute does not wait on copies (gives the
+/* Replay the plan's actions on three streams with durations from prof
+ * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
+ * see man vdnn-plan; a RECOMPUTE takes its layer's forward time). Fills
+ * p->sim, each step's t_start/t_end/t_rc_start/stall_s and the copies'
+ * times. ignore_waits: compute does not wait on copies (gives the
  * stall-free step times that the prefetch scheduler starts from).
  * d2h_done (optional, [n_tensors]): completion time of each tensor's offload. */
 int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
-                 vd_copy_span **copies, int *n_copies, vd_err *e);
+                 vd_err *e);
 
 /* inplace.c: how many layers read layer src's output (src -1: the net input). */
 int vdp_n_consumers(const vd_net *net, int src);

@@ -188,14 +188,14 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
         const vd_plan_layer *pl = &p->layers[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
         vd_json_str(f, net->layers[i].name);
-        fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo);
+        fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo_fwd);
         vd_json_str(f, pl->algo_label);
         fprintf(f, ", \"algo_fwd\": %d, \"algo_bwd\": %d, \"algo_bwd_label\": ", pl->algo_fwd,
                 pl->algo_bwd);
         vd_json_str(f, pl->algo_bwd_label);
         fprintf(f, ", \"workspace\": %llu, \"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
                    "\"inplace\": %s, \"recompute_step\": %d}",
-                (unsigned long long)pl->ws_bytes, (unsigned long long)pl->ws_fwd_bytes,
+                (unsigned long long)pl->ws_fwd_bytes, (unsigned long long)pl->ws_fwd_bytes,
                 (unsigned long long)pl->ws_bwd_bytes, pl->inplace ? "true" : "false", pl->rc_step);
     }
     fprintf(f, "\n  ],\n  \"tensors\": [");
@@ -295,7 +295,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             const vd_action *A = &p->actions[a];
             if (A->kind != VD_A_RECOMPUTE) continue;
-            double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo].fwd_s : 0.0;
+            double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo_fwd].fwd_s : 0.0;
             char nm[VD_NAME_MAX + 16];
             snprintf(nm, sizeof nm, "recompute %s", net->layers[A->arg].name);
             fprintf(f, ",\n{\"name\": ");

@@ -227,11 +227,11 @@ static void layer_tensors(bld *b, const int *algos) {
         pl->aux = aux ? vdp_add_tensor(b, VD_T_AUX, i, aux, l->name, ":aux") : -1;
         const vd_profile_layer *pr = &b->prof->layers[i];
         int af = algos[i], ab = algos[L + i];
-        pl->algo = pl->algo_fwd = af;
+        pl->algo_fwd = af;
         pl->algo_bwd = ab;
         snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[af].label);
         snprintf(pl->algo_bwd_label, sizeof pl->algo_bwd_label, "%s", pr->algos[ab].label);
-        pl->ws_bytes = pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
+        pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
         pl->ws_bwd_bytes = fo ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;
         pl->rc_step = pl->ws_rc = -1;

@@ -22,7 +22,7 @@ typedef struct vd_profile_algo {
     double fwd_s, bwd_s;        /* seconds at the profile's batch */
     uint64_t workspace;         /* bytes */
     int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend ids (-1 analytic) */
-    /* Added: bytes of workspace the forward / the backward pass of this option
+    /* Bytes of workspace the forward / the backward pass of this option
      * needs. Valid only when max(fwd_workspace, bwd_workspace) == workspace;
      * otherwise (e.g. both 0 from an old file or a profiler that does not fill
      * them) both passes use `workspace`. Read them through vd_profile_algo_ws. */
