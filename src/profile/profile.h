@@ -1,12 +1,12 @@
 /* profile.h — what the planner knows about a device and a net's layers:
  * per layer and algorithm option the forward / backward time and workspace,
  * the per-layer saved state, the SGD step, the copy bandwidths. Made
- * analytically (FLOPs and bytes), from a backend's algorithm options, by
- * measuring on the GPU (backend/cuda/cuda_backend.h: vd_profile_measure),
- * or loaded from JSON (format: man vdnn-plan(1)).
+ * analytically (FLOPs and bytes), from a backend's algorithm options
+ * (backend/backend.h: vd_profile_backend), by measuring on the GPU
+ * (backend/cuda/cuda_backend.h: vd_profile_measure), or loaded from JSON
+ * (format: man vdnn-plan(1)).
  *
- * Below both plan/ and backend/: depends on util/ and net/ only (profile.c
- * asks a backend for its options through backend/backend.h). */
+ * Below both plan/ and backend/: depends on util/ and net/ only. */
 #ifndef VD_PROFILE_H
 #define VD_PROFILE_H
 
@@ -14,8 +14,6 @@
 #include <stdint.h>
 #include "util/util.h"
 #include "net/net.h"
-
-struct vd_backend;   /* backend/backend.h */
 
 typedef struct vd_profile_algo {
     char label[32];
@@ -70,12 +68,6 @@ typedef struct vd_profile {
  * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
                         vd_profile *out, vd_err *e);
-/* Like vd_profile_analytic, but the algorithm options of every layer (label,
- * ids, workspace) are the backend's (be->layer_algos; option k > 0 is timed
- * as 1.6x option 0). be->layer_setup must already have run for (net, batch).
- * Use this when the plan will be executed on be. */
-int vd_profile_backend(const vd_net *net, int batch, struct vd_backend *be,
-                       const vd_device_params *dev, vd_profile *out, vd_err *e);
 /* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
  * and the batch match net/batch (VD_EDATA otherwise); VD_EIO if unreadable. */
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
