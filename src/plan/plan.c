@@ -92,8 +92,9 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
     return vdp_min_budget_policy(net, prof, opts, min_budget, e);
 }
 
-static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *train,
-                      vd_err *e) {
+/* The evaluation (forward-only) plan, its persistent regions at train's
+ * offsets: train->eval. */
+static int build_eval(const vd_net *net, const vd_profile *prof, vd_plan *train, vd_err *e) {
     vd_plan_opts o = {0};
     vd_plan_opts_init(&o);
     o.batch = train->batch;
@@ -124,7 +125,7 @@ static int build_eval(const vd_net *net, const vd_profile *prof, const vd_plan *
     free(algos);
     if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(ev); free(ev); return rc; }
     if (rc == VD_EBUDGET) { vdp_plan_release(ev); free(ev); return rc; }
-    ((vd_plan *)train)->eval = ev;
+    train->eval = ev;
     return VD_OK;
 }
 

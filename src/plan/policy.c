@@ -125,6 +125,8 @@ int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return rc;
 }
 
+/* Smallest budget that fits opts: the unbounded plan's need, or a binary
+ * search below it when offloads or recomputes can lower it. */
 static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                              uint64_t *min_budget, vd_err *e) {
     int rc;
