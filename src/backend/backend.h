@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include "util/util.h"
 #include "net/net.h"
+#include "profile/profile.h"
 
 enum { VD_STREAM_COMPUTE = 0, VD_STREAM_D2H = 1, VD_STREAM_H2D = 2, VD_N_STREAMS = 3 };
 
@@ -191,5 +192,14 @@ int vd_backend_cuda_create_opts(vd_backend **out, int device, const vd_backend_o
                                 vd_err *e);
 /* True if this build has CUDA and a device is present. */
 bool vd_backend_cuda_available(void);
+
+/* Like vd_profile_analytic (profile/profile.h), but the algorithm options of
+ * every layer (label, ids, workspace) and its saved-state bytes are be's
+ * (be->layer_algos, be->layer_aux_bytes; option k > 0 is timed as 1.6x
+ * option 0). be->layer_setup must already have run for (net, batch). Use
+ * this when the plan will be executed on be. *out is owned by the caller
+ * (vd_profile_free). (profile_backend.c) */
+int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
+                       const vd_device_params *dev, vd_profile *out, vd_err *e);
 
 #endif

@@ -141,7 +141,7 @@ static int fill_rc_io(vd_exec *ex, const vd_plan *p, vd_err *e) {
             vd_op_io *io = &ex->rc_io[k++];
             fill_io_at(ex, p, j, s, false, pl->ws_rc, io);
             io->training = true;
-            bool ok = io->y != NULL && (!pl->ws_bytes || io->ws != NULL);
+            bool ok = io->y != NULL && (!pl->ws_fwd_bytes || io->ws != NULL);
             for (int i = 0; i < l->n_in; i++) ok &= io->x[i] != NULL;
             if (!ok)
                 return vd_errf(e, VD_EINTERNAL, "plan: an operand of the recompute of '%s' is not "

@@ -19,7 +19,6 @@ typedef struct vd_exec_opts {
     bool poison;        /* NaN-fill regions on release and before prefetch lands */
     int fault;          /* test-only fault injection: VD_FAULT_* */
     bool sync_debug;    /* synchronize after each op (debugging) */
-    /* Added (zero-initialised defaults keep the old behaviour): */
     vd_math math;       /* passed to be->layer_setup (default FP32) */
     bool deterministic; /* passed to be->layer_setup */
     bool layers_ready;  /* caller already ran be->layer_setup(net, batch, ...):
@@ -53,7 +52,6 @@ typedef struct vd_exec_stats {
     uint64_t prefetch_bytes_iter; /* H2D bytes per training iteration (activations) */
     uint64_t host_store_bytes;    /* pinned host store size */
     double last_iter_s;           /* wall time of the last train step */
-    /* Added: */
     uint64_t eval_live_peak;      /* same, measured during eval steps */
     uint64_t eval_pool_hwm;
     int64_t sgd_steps;            /* SGD updates applied so far */

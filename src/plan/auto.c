@@ -136,7 +136,7 @@ static void note_seen(actx *c, const vd_plan *p) {
 /* Build the current configuration at the budget. 0 / VD_EBUDGET: *out valid. */
 static int eval(actx *c, vd_plan *out, vd_err *e) {
     c->evals++;
-    int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, out, e);
+    int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, NULL, out, e);
     if (rc == VD_OK || rc == VD_EBUDGET) note_seen(c, out);
     return rc;
 }

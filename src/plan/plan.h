@@ -84,13 +84,12 @@
 #include <stdbool.h>
 #include "util/util.h"
 #include "net/net.h"
-
-struct vd_backend;   /* backend/backend.h */
+#include "profile/profile.h"
 
 /* none / all / conv / dyn: the vDNN paper's policies (offload only).
  * auto ("ours"): per feature map keep / offload / recompute and per conv and pass the
  * fastest or least-workspace algorithm, searched with the simulator for the
- * fastest predicted plan that fits the budget (build_auto in plan.c,
+ * fastest predicted plan that fits the budget (auto.c,
  * vdnn-plan(1)). With budget 0 (auto budget) it is none. */
 typedef enum { VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN,
                VD_POLICY_AUTO, VD_POLICY_COUNT } vd_policy;
@@ -106,72 +105,6 @@ int vd_policy_parse(const char *s, vd_policy *out, vd_err *e);
 typedef enum { VD_PREFETCH_AUTO, VD_PREFETCH_PAPER, VD_PREFETCH_COUNT } vd_prefetch;
 const char *vd_prefetch_name(vd_prefetch p);
 int vd_prefetch_parse(const char *s, vd_prefetch *out, vd_err *e);
-
-/* ---- profile ------------------------------------------------------------ */
-typedef struct vd_profile_algo {
-    char label[32];
-    double fwd_s, bwd_s;        /* seconds at the profile's batch */
-    uint64_t workspace;         /* bytes */
-    int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend ids (-1 analytic) */
-    /* Added: bytes of workspace the forward / the backward pass of this option
-     * needs. Valid only when max(fwd_workspace, bwd_workspace) == workspace;
-     * otherwise (e.g. both 0 from an old file or a profiler that does not fill
-     * them) both passes use `workspace`. Read them through vd_profile_algo_ws. */
-    uint64_t fwd_workspace, bwd_workspace;
-} vd_profile_algo;
-
-/* Workspace bytes of option a for the forward pass (bwd false; recomputes
- * too) or the backward pass (bwd true), with the fallback described above. */
-uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
-
-#define VD_PROFILE_MAX_ALGOS 12
-typedef struct vd_profile_layer {
-    char name[VD_NAME_MAX];
-    int n_algos;
-    vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
-    uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
-                                   analytic: BN 2*C floats, loss 1 float, else 0 */
-} vd_profile_layer;
-
-typedef struct vd_device_params {
-    char name[64];              /* "h200", "cpu" */
-    double peak_flops;          /* effective sustained FLOP/s (fp32 conv/gemm) */
-    double mem_bw;              /* device memory bytes/s */
-    double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
-    double launch_s;            /* per-op overhead */
-    uint64_t mem_bytes;         /* device memory (default budget); 0 = unknown */
-} vd_device_params;
-extern const vd_device_params vd_device_h200, vd_device_cpu;
-/* Look up "h200" | "cpu". Returns NULL if unknown. */
-const vd_device_params *vd_device_find(const char *name);
-
-typedef struct vd_profile {
-    char source[32];            /* "analytic:h200" | "measured:cuda" | file */
-    char net[VD_NAME_MAX];
-    int batch;
-    vd_device_params dev;
-    double sgd_s;               /* update step time */
-    int n_layers;
-    vd_profile_layer *layers;   /* [n_layers] */
-} vd_profile;
-
-/* Analytic profile from FLOPs and bytes: t = launch + max(flops/peak,
- * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two
- * options: "fastest" (t, workspace = im2col buffer of min(N,8) samples) and
- * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
-int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
-                        vd_profile *out, vd_err *e);
-/* Like vd_profile_analytic, but the algorithm options of every layer (label,
- * ids, workspace) are the backend's (be->layer_algos; option k > 0 is timed
- * as 1.6x option 0). be->layer_setup must already have run for (net, batch).
- * Use this when the plan will be executed on be. */
-int vd_profile_backend(const vd_net *net, int batch, struct vd_backend *be,
-                       const vd_device_params *dev, vd_profile *out, vd_err *e);
-/* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
- * and the batch match net/batch (VD_EDATA otherwise); VD_EIO if unreadable. */
-int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
-int vd_profile_save(const char *path, const vd_profile *p, vd_err *e);
-void vd_profile_free(vd_profile *p);
 
 /* ---- schedule ----------------------------------------------------------- */
 
@@ -270,14 +203,12 @@ const char *vd_stage_name(vd_stage s);   /* "on", "off", "no room", "no gain", "
 /* Per-tensor disposition requested through vd_plan_opts.disp. */
 typedef enum { VD_DISP_AUTO = 0, VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE,
                VD_DISP_COUNT } vd_disp;
-const char *vd_disp_name(vd_disp d);
 
 typedef enum {
     VD_A_WAIT_OFFLOAD, VD_A_FREE, VD_A_RECORD_FREE, VD_A_ALLOC, VD_A_PREFETCH,
     VD_A_WAIT_PREFETCH, VD_A_COMPUTE, VD_A_OFFLOAD, VD_A_RECOMPUTE,
     VD_A_LOAD_STAGED
 } vd_action_kind;
-const char *vd_action_name(vd_action_kind k);
 
 typedef struct vd_action {
     vd_action_kind kind;
@@ -305,16 +236,18 @@ typedef struct vd_step {
  * use different options for its forward (and recompute) and its backward
  * call: io->algo is algo_fwd for forward / recompute, algo_bwd for backward. */
 typedef struct vd_plan_layer {
-    int algo;                   /* forward option: index into the profile's / backend's
-                                   algo list (= algo_fwd; kept for old users) */
-    char algo_label[32];        /* the profile's label of the forward option */
-    uint64_t ws_bytes;          /* forward workspace (bytes; also the recompute's) */
+    int algo_fwd, algo_bwd;     /* options of the forward (and recompute) / backward call:
+                                   indices into the profile's / backend's algo list */
+    char algo_label[32];        /* the profile's label of algo_fwd */
+    char algo_bwd_label[32];    /* the profile's label of algo_bwd */
+    uint64_t ws_fwd_bytes, ws_bwd_bytes; /* workspace of each pass's option (bytes;
+                                   ws_fwd_bytes also the recompute's) */
     bool inplace;               /* output aliases input 0 */
     int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
     int y;                      /* ACT tensor of its output */
     int dy;                     /* DACT tensor of its output gradient (-1: loss layer).
                                    An add that writes an input's gradient first
-                                   (safe cases, plan.c alias_add_grads) shares its
+                                   (safe cases, tensors.c alias_add_grads) shares its
                                    dy tensor with that input's producer */
     int dx[VD_MAX_INPUTS];      /* DACT tensor of input k's gradient (-1: net input, or
                                    an add's input whose gradient is the add's dy
@@ -324,10 +257,6 @@ typedef struct vd_plan_layer {
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
-    /* Added: per-pass options. algo_fwd == algo, ws_fwd_bytes == ws_bytes. */
-    int algo_fwd, algo_bwd;     /* options of the forward / backward call */
-    char algo_bwd_label[32];    /* the profile's label of algo_bwd */
-    uint64_t ws_fwd_bytes, ws_bwd_bytes; /* workspace of each pass's option (bytes) */
 } vd_plan_layer;
 
 /* Simulator result for a plan (seconds). */
@@ -352,24 +281,24 @@ typedef struct vd_plan_opts {
                                    (overrides fixed_algo/dyn search); NULL = none.
                                    With algos_bwd set: the forward options only */
     bool forward_only;          /* eval plan: forward steps only, no grads */
-    /* Added (zero = old behaviour): optional [n_layers + 1] per feature map
-     * dispositions: [0] the net input x, [i + 1] the output of layer i. An
-     * entry other than AUTO overrides the policy for that tensor (auto keeps
-     * it fixed in its search); AUTO lets the policy decide. Entries of in-place
-     * layers (their output is their producer's tensor) must be AUTO. A request
+    /* Optional [n_layers + 1] per feature map dispositions: [0] the net
+     * input x, [i + 1] the output of layer i. An entry other than AUTO
+     * overrides the policy for that tensor (auto keeps it fixed in its
+     * search); AUTO lets the policy decide. Entries of in-place layers
+     * (their output is their producer's tensor) must be AUTO. A request
      * that cannot be honoured falls back: RECOMPUTE of x, of a tensor written
      * by batch norm or the loss, or with no absent step, to offload, or keep
      * when that cannot be; OFFLOAD with fewer than two absent steps to keep.
      * NULL = none. */
     const vd_disp *disp;
-    /* Added: optional [n_layers] explicit backward options (the forward ones
+    /* Optional [n_layers] explicit backward options (the forward ones
      * come from algos / fixed_algo / the policy). NULL = the backward call
      * uses the forward option, except under auto, which then searches both
      * passes (when algos and fixed_algo leave it free). */
     const int *algos_bwd;
-    /* Added: true = no input staging (the plan loads x at step 0 every
-     * iteration, as before staging existed); false (default) = stage the
-     * next batch when it fits and pays. Ignored for forward-only plans. */
+    /* true = no input staging (the plan loads x at step 0 every
+     * iteration); false (default) = stage the next batch when it fits and
+     * pays. Ignored for forward-only plans. */
     bool no_stage_input;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
@@ -402,7 +331,6 @@ typedef struct vd_plan {
     int n_recompute_ops;        /* RECOMPUTE actions */
     double recompute_s;         /* their profile time per iteration */
     int n_events;
-    int ev_input;               /* unused (-1): inputs use interval events */
     int ev_end;                 /* compute event after the last step */
     int ev_loss;                /* D2H event after the loss readback */
     int loss_layer;             /* index of the softmax_xent layer */
@@ -441,21 +369,6 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
 const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
 /* Human description of step s ("fwd features.0", "bwd loss", "sgd"). */
 const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n);
-
-/* Replay the plan's actions on three streams with durations from prof
- * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
- * see man vdnn-plan; a RECOMPUTE takes its layer's forward time). Fills
- * p->sim and each step's t_start/t_end/t_rc_start/stall_s.
- * If copies is non-NULL, *copies receives a malloc'd array of copy spans
- * for tracing (caller frees). */
-typedef struct vd_copy_span {
-    int stream;                 /* 1 = D2H, 2 = H2D */
-    int tensor;
-    uint64_t bytes;
-    double t_start, t_end;
-} vd_copy_span;
-int vd_plan_simulate(vd_plan *p, const vd_profile *prof, vd_copy_span **copies,
-                     int *n_copies, vd_err *e);
 
 /* ---- reports (used by vdnn-plan) ---------------------------------------- */
 /* Per-step table and summary. */

@@ -13,31 +13,42 @@
  * ordering only (for plans that cannot fit anyway). *hwm = max end. */
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e);
 
-/* Simulator core. ignore_waits: compute does not wait on copies (gives the
+/* Replay the plan's actions on three streams with durations from prof
+ * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
+ * see man vdnn-plan; a RECOMPUTE takes its layer's forward time). Fills
+ * p->sim, each step's t_start/t_end/t_rc_start/stall_s and the copies'
+ * times. ignore_waits: compute does not wait on copies (gives the
  * stall-free step times that the prefetch scheduler starts from).
  * d2h_done (optional, [n_tensors]): completion time of each tensor's offload. */
 int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
-                 vd_copy_span **copies, int *n_copies, vd_err *e);
+                 vd_err *e);
 
-/* Default aux bytes of layer i at batch (used by the analytic profile). */
-uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch);
+/* inplace.c: how many layers read layer src's output (src -1: the net input). */
+int vdp_n_consumers(const vd_net *net, int src);
 
-/* plan.c, for auto.c. vdp_plan_release frees a plan's arrays and zeroes it.
- * vdp_build_fixed: one build with fixed algorithms algos[2L] (forward options
- * of layers 0..L-1, then their backward options) and offload policy
- * offload_pol (AUTO: only opts->disp decides), budget opts->budget; returns 0,
- * VD_EBUDGET (out valid, infeasible) or another error (out released).
- * vdp_build_policy / vdp_min_budget_policy: vd_plan_build's search (no eval
- * plan) and vd_plan_min_budget for a policy other than auto. */
+/* The plan's files depend one way: plan.c (entry points) -> auto.c (the auto
+ * search) -> policy.c (none / all / conv / dyn) -> build.c (one build, with
+ * the steps of builder.h) -> place.c, sim.c.
+ *
+ * build.c. vdp_plan_release frees a plan's arrays and zeroes it
+ * (= vd_plan_free). vdp_build_fixed: one build with fixed algorithms
+ * algos[2L] (forward options of layers 0..L-1, then their backward options)
+ * and offload policy offload_pol (AUTO: only opts->disp decides), budget
+ * opts->budget; pin (optional): a plan whose persistent regions keep their
+ * offsets (the evaluation plan's). Returns 0, VD_EBUDGET (out valid,
+ * infeasible) or another error (out released). */
 void vdp_plan_release(vd_plan *p);
 int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    vd_policy offload_pol, const int *algos, vd_plan *out, vd_err *e);
+                    vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                    vd_plan *out, vd_err *e);
+
+/* policy.c. vdp_build_policy / vdp_min_budget_policy: vd_plan_build's search
+ * (no eval plan) and vd_plan_min_budget for a policy other than auto (or a
+ * forward-only plan), inputs checked. */
 int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e);
 int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           uint64_t *min_budget, vd_err *e);
-int vdp_fastest_algo(const vd_profile_layer *pl);
-int vdp_minws_algo(const vd_profile_layer *pl);
 /* Per pass (bwd false: forward, true: backward): the fastest option, and the
  * option with the least workspace for that pass. */
 int vdp_fastest_pass(const vd_profile_layer *pl, bool bwd);

@@ -26,73 +26,50 @@ static int write_err(FILE *f, vd_err *e) {
 
 /* ---- table -------------------------------------------------------------- */
 
-int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e) {
-    char b1[32], b2[32], b3[32], lab[200];
-    fprintf(f, "plan for %s, batch %d: policy %s", p->net, p->batch, vd_policy_name(p->policy));
-    if (p->policy == VD_POLICY_DYN)
-        fprintf(f, " (chose offload %s)", vd_policy_name(p->offload_policy));
-    if (p->policy == VD_POLICY_AUTO) {
-        if (p->offload_policy != VD_POLICY_AUTO)
-            fprintf(f, " (its search lost to the paper's policies: offload %s)",
-                    vd_policy_name(p->offload_policy));
-        else if (n_offloaded(p) || p->n_recomputed)
-            fprintf(f, " (per tensor: %d offloaded, %d recomputed)", n_offloaded(p), p->n_recomputed);
-        else
-            fprintf(f, " (nothing moved)");
-    }
-    fprintf(f, ", prefetch %s%s\n\n", vd_prefetch_name(p->prefetch),
-            p->forward_only ? ", forward only" : "");
-    fprintf(f, "%4s  %-28s %-10s %11s %11s %9s %9s %9s  %s\n", "step", "op", "algo", "in use",
-            "pool top", "start ms", "comp ms", "stall ms",
-            "copies issued (size, ms), recomputes (ms)");
-    for (int s = 0; s < p->n_steps; s++) {
-        const vd_step *st = &p->steps[s];
-        vd_plan_step_label(p, net, s, lab, sizeof lab);
-        /* the option of this step's pass (forward / backward may differ) */
-        const char *algo = st->layer < 0 ? ""
-                         : st->kind == VD_STEP_BWD ? p->layers[st->layer].algo_bwd_label
-                                                   : p->layers[st->layer].algo_label;
-        fprintf(f, "%4d  %-28s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, lab, algo,
-                vd_fmt_bytes(st->mem_in_use, b1, sizeof b1), vd_fmt_bytes(st->mem_top, b2, sizeof b2),
-                st->t_start * 1e3, st->compute_s * 1e3, st->stall_s * 1e3);
-        bool rc_open = false;
-        for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
-            const vd_action *A = &p->actions[a];
-            if (A->kind == VD_A_RECOMPUTE) {
-                fprintf(f, "%s%s", rc_open ? "+" : " recompute ", net->layers[A->arg].name);
-                rc_open = true;
-                continue;
-            }
-            if (rc_open) { fprintf(f, " (%.3f)", st->recompute_s * 1e3); rc_open = false; }
-            if (A->kind == VD_A_OFFLOAD) {
-                const vd_tensor *T = &p->tensors[A->arg];
-                fprintf(f, " offload %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
-                        (T->t_d2h_end - T->t_d2h_start) * 1e3);
-            } else if (A->kind == VD_A_LOAD_STAGED) {
-                fprintf(f, " copy staged %s -> %s (%s, %.3f)", p->tensors[p->t_stage].name,
-                        p->tensors[p->t_x].name,
-                        vd_fmt_bytes(p->tensors[p->t_x].bytes, b3, sizeof b3), p->sim.stage_load_s * 1e3);
-            } else if (A->kind == VD_A_PREFETCH) {
-                const vd_interval *iv = &p->intervals[A->arg];
-                const vd_tensor *T = &p->tensors[iv->tensor];
-                if (iv->fill == VD_FILL_STAGE)
-                    fprintf(f, " stage %s (%s, %.3f, for the next iteration)", T->name,
-                            vd_fmt_bytes(T->bytes, b3, sizeof b3),
-                            (iv->t_h2d_end - iv->t_h2d_start) * 1e3);
-                else if (p->t_stage >= 0 && iv->tensor == p->t_x && iv->first == 0)
-                    fprintf(f, " load %s (%s, only when not staged)", T->name,
-                            vd_fmt_bytes(T->bytes, b3, sizeof b3));
-                else if (T->offload && T->iv[1] == A->arg)
-                    fprintf(f, " prefetch %s (%s, %.3f, for step %d)", T->name,
-                            vd_fmt_bytes(T->bytes, b3, sizeof b3),
-                            (iv->t_h2d_end - iv->t_h2d_start) * 1e3, iv->need_step);
-                else
-                    fprintf(f, " load %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
-                            (iv->t_h2d_end - iv->t_h2d_start) * 1e3);
-            }
+/* The copies and recomputes step st issues. */
+static void table_actions(FILE *f, const vd_plan *p, const vd_net *net, const vd_step *st) {
+    char b3[32];
+    bool rc_open = false;
+    for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+        const vd_action *A = &p->actions[a];
+        if (A->kind == VD_A_RECOMPUTE) {
+            fprintf(f, "%s%s", rc_open ? "+" : " recompute ", net->layers[A->arg].name);
+            rc_open = true;
+            continue;
         }
-        fputc('\n', f);
+        if (rc_open) { fprintf(f, " (%.3f)", st->recompute_s * 1e3); rc_open = false; }
+        if (A->kind == VD_A_OFFLOAD) {
+            const vd_tensor *T = &p->tensors[A->arg];
+            fprintf(f, " offload %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                    (T->t_d2h_end - T->t_d2h_start) * 1e3);
+        } else if (A->kind == VD_A_LOAD_STAGED) {
+            fprintf(f, " copy staged %s -> %s (%s, %.3f)", p->tensors[p->t_stage].name,
+                    p->tensors[p->t_x].name,
+                    vd_fmt_bytes(p->tensors[p->t_x].bytes, b3, sizeof b3), p->sim.stage_load_s * 1e3);
+        } else if (A->kind == VD_A_PREFETCH) {
+            const vd_interval *iv = &p->intervals[A->arg];
+            const vd_tensor *T = &p->tensors[iv->tensor];
+            if (iv->fill == VD_FILL_STAGE)
+                fprintf(f, " stage %s (%s, %.3f, for the next iteration)", T->name,
+                        vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                        (iv->t_h2d_end - iv->t_h2d_start) * 1e3);
+            else if (p->t_stage >= 0 && iv->tensor == p->t_x && iv->first == 0)
+                fprintf(f, " load %s (%s, only when not staged)", T->name,
+                        vd_fmt_bytes(T->bytes, b3, sizeof b3));
+            else if (T->offload && T->iv[1] == A->arg)
+                fprintf(f, " prefetch %s (%s, %.3f, for step %d)", T->name,
+                        vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                        (iv->t_h2d_end - iv->t_h2d_start) * 1e3, iv->need_step);
+            else
+                fprintf(f, " load %s (%s, %.3f)", T->name, vd_fmt_bytes(T->bytes, b3, sizeof b3),
+                        (iv->t_h2d_end - iv->t_h2d_start) * 1e3);
+        }
     }
+}
+
+/* The summary below the table. */
+static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
+    char b1[32], b2[32], b3[32], lab[200];
     vd_plan_step_label(p, net, p->peak_step, lab, sizeof lab);
     fprintf(f, "\nsummary\n");
     fprintf(f, "  budget               %s%s\n", vd_fmt_bytes(p->budget, b1, sizeof b1),
@@ -134,6 +111,41 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
         fprintf(f, "  evaluation pass      peak %s, pool top %s\n",
                 vd_fmt_bytes(p->eval->live_peak, b1, sizeof b1), vd_fmt_bytes(p->eval->hwm, b2, sizeof b2));
     if (p->note[0]) fprintf(f, "  note                 %s\n", p->note);
+}
+
+int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e) {
+    char b1[32], b2[32], lab[200];
+    fprintf(f, "plan for %s, batch %d: policy %s", p->net, p->batch, vd_policy_name(p->policy));
+    if (p->policy == VD_POLICY_DYN)
+        fprintf(f, " (chose offload %s)", vd_policy_name(p->offload_policy));
+    if (p->policy == VD_POLICY_AUTO) {
+        if (p->offload_policy != VD_POLICY_AUTO)
+            fprintf(f, " (its search lost to the paper's policies: offload %s)",
+                    vd_policy_name(p->offload_policy));
+        else if (n_offloaded(p) || p->n_recomputed)
+            fprintf(f, " (per tensor: %d offloaded, %d recomputed)", n_offloaded(p), p->n_recomputed);
+        else
+            fprintf(f, " (nothing moved)");
+    }
+    fprintf(f, ", prefetch %s%s\n\n", vd_prefetch_name(p->prefetch),
+            p->forward_only ? ", forward only" : "");
+    fprintf(f, "%4s  %-28s %-10s %11s %11s %9s %9s %9s  %s\n", "step", "op", "algo", "in use",
+            "pool top", "start ms", "comp ms", "stall ms",
+            "copies issued (size, ms), recomputes (ms)");
+    for (int s = 0; s < p->n_steps; s++) {
+        const vd_step *st = &p->steps[s];
+        vd_plan_step_label(p, net, s, lab, sizeof lab);
+        /* the option of this step's pass (forward / backward may differ) */
+        const char *algo = st->layer < 0 ? ""
+                         : st->kind == VD_STEP_BWD ? p->layers[st->layer].algo_bwd_label
+                                                   : p->layers[st->layer].algo_label;
+        fprintf(f, "%4d  %-28s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, lab, algo,
+                vd_fmt_bytes(st->mem_in_use, b1, sizeof b1), vd_fmt_bytes(st->mem_top, b2, sizeof b2),
+                st->t_start * 1e3, st->compute_s * 1e3, st->stall_s * 1e3);
+        table_actions(f, p, net, st);
+        fputc('\n', f);
+    }
+    table_summary(f, p, net);
     return write_err(f, e);
 }
 
@@ -188,14 +200,14 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
         const vd_plan_layer *pl = &p->layers[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
         vd_json_str(f, net->layers[i].name);
-        fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo);
+        fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo_fwd);
         vd_json_str(f, pl->algo_label);
         fprintf(f, ", \"algo_fwd\": %d, \"algo_bwd\": %d, \"algo_bwd_label\": ", pl->algo_fwd,
                 pl->algo_bwd);
         vd_json_str(f, pl->algo_bwd_label);
         fprintf(f, ", \"workspace\": %llu, \"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
                    "\"inplace\": %s, \"recompute_step\": %d}",
-                (unsigned long long)pl->ws_bytes, (unsigned long long)pl->ws_fwd_bytes,
+                (unsigned long long)pl->ws_fwd_bytes, (unsigned long long)pl->ws_fwd_bytes,
                 (unsigned long long)pl->ws_bwd_bytes, pl->inplace ? "true" : "false", pl->rc_step);
     }
     fprintf(f, "\n  ],\n  \"tensors\": [");
@@ -295,7 +307,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             const vd_action *A = &p->actions[a];
             if (A->kind != VD_A_RECOMPUTE) continue;
-            double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo].fwd_s : 0.0;
+            double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo_fwd].fwd_s : 0.0;
             char nm[VD_NAME_MAX + 16];
             snprintf(nm, sizeof nm, "recompute %s", net->layers[A->arg].name);
             fprintf(f, ",\n{\"name\": ");

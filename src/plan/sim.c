@@ -17,7 +17,6 @@
  * iteration's LOAD_STAGED waits for it: when it ends after everything else,
  * the iteration ends there (iter_s covers the H2D stream). */
 #include <stdlib.h>
-#include <string.h>
 #include "plan/plan_internal.h"
 
 typedef struct last_copy { double start, end; } last_copy;
@@ -45,37 +44,68 @@ static double copy_time(double start, uint64_t bytes, double bw_alone, double bo
     return (t - start) + b / bw_alone;
 }
 
-static int push_span(vd_copy_span **spans, int *n, int *cap, int stream, int tensor,
-                     uint64_t bytes, double s, double t, vd_err *e) {
-    if (!spans) return VD_OK;
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        vd_copy_span *ns = vd_realloc(*spans, (size_t)nc * sizeof *ns, e);
-        if (!ns) return VD_ENOMEM;
-        *spans = ns;
-        *cap = nc;
-    }
-    (*spans)[*n].stream = stream;
-    (*spans)[*n].tensor = tensor;
-    (*spans)[*n].bytes = bytes;
-    (*spans)[*n].t_start = s;
-    (*spans)[*n].t_end = t;
-    (*n)++;
-    return VD_OK;
+/* The three streams' state while replaying a plan. */
+typedef struct sim {
+    vd_plan *p;
+    const vd_device_params *dev;
+    double *ev;                 /* [n_events] event times */
+    double c, d, h;             /* when compute, D2H and H2D are next free */
+    last_copy lastd, lasth;     /* each direction's latest copy */
+    double busy[3];             /* per stream busy time */
+} sim;
+
+/* PREFETCH of interval k at step st: the H2D copy waits for the step's
+ * freed regions and the tensor's offload. */
+static void sim_prefetch(sim *S, const vd_step *st, int k) {
+    vd_plan *p = S->p;
+    const vd_device_params *dev = S->dev;
+    const vd_interval *iv = &p->intervals[k];
+    const vd_tensor *T = &p->tensors[iv->tensor];
+    double start = S->h;
+    if (st->ev_free >= 0 && S->ev[st->ev_free] > start) start = S->ev[st->ev_free];
+    if (T->ev_d2h >= 0 && S->ev[T->ev_d2h] > start) start = S->ev[T->ev_d2h];
+    double dur = dev->launch_s + copy_time(start, T->bytes, dev->h2d_bw, dev->both_bw, &S->lastd);
+    S->h = start + dur;
+    S->lasth.start = start; S->lasth.end = S->h;
+    S->busy[2] += dur;
+    if (iv->ev_h2d >= 0) S->ev[iv->ev_h2d] = S->h;
+    p->intervals[k].t_h2d_start = start;
+    p->intervals[k].t_h2d_end = S->h;
+}
+
+/* OFFLOAD of tensor t: the D2H copy after the compute stream's work so far. */
+static void sim_offload(sim *S, int t, double *d2h_done) {
+    vd_plan *p = S->p;
+    const vd_device_params *dev = S->dev;
+    const vd_tensor *T = &p->tensors[t];
+    if (T->ev_compute >= 0) S->ev[T->ev_compute] = S->c;
+    double start = S->d > S->c ? S->d : S->c;
+    double dur = dev->launch_s + copy_time(start, T->bytes, dev->d2h_bw, dev->both_bw, &S->lasth);
+    S->d = start + dur;
+    S->lastd.start = start; S->lastd.end = S->d;
+    S->busy[1] += dur;
+    if (T->ev_d2h >= 0) S->ev[T->ev_d2h] = S->d;
+    if (d2h_done) d2h_done[t] = S->d;
+    p->tensors[t].t_d2h_start = start;
+    p->tensors[t].t_d2h_end = S->d;
+}
+
+/* The compute stream waits for event ev (ignore_waits: it does not);
+ * returns the stall. */
+static double sim_wait(sim *S, int ev, bool ignore_waits) {
+    if (ignore_waits || ev < 0 || S->ev[ev] <= S->c) return 0;
+    double stall = S->ev[ev] - S->c;
+    S->c = S->ev[ev];
+    return stall;
 }
 
 int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
-                 vd_copy_span **copies, int *n_copies, vd_err *e) {
+                 vd_err *e) {
     const vd_device_params *dev = &prof->dev;
-    double *ev = calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *ev);
-    if (!ev) return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
-    if (copies) *copies = NULL;
-    int ncp = 0, capcp = 0;
-    double c = 0, d = 0, h = 0;
-    last_copy lastd = {0, 0}, lasth = {0, 0};
-    double busy[3] = {0, 0, 0};
+    sim S = {.p = p, .dev = dev};
+    S.ev = calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev);
+    if (!S.ev) return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
     double stall_total = 0, compute_total = 0, stage_load = 0;
-    int rc = VD_OK;
     /* x's step-0 interval: replaced by the staged batch in the steady state */
     int x_iv = p->t_stage >= 0 && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
     if (d2h_done)
@@ -83,130 +113,80 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
     for (int s = 0; s <= p->n_steps; s++) {
         vd_step *st = &p->steps[s];
         double stall = 0;
-        st->t_start = st->t_end = c;
+        st->t_start = st->t_end = S.c;
         st->t_rc_start = -1;
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             const vd_action *A = &p->actions[a];
             switch (A->kind) {
-            case VD_A_WAIT_OFFLOAD: {
-                const vd_tensor *T = &p->tensors[A->arg];
-                if (!ignore_waits && T->ev_d2h >= 0 && ev[T->ev_d2h] > c) {
-                    stall += ev[T->ev_d2h] - c;
-                    c = ev[T->ev_d2h];
-                }
+            case VD_A_WAIT_OFFLOAD:
+                stall += sim_wait(&S, p->tensors[A->arg].ev_d2h, ignore_waits);
                 break;
-            }
             case VD_A_FREE: case VD_A_ALLOC:
                 break;
             case VD_A_RECORD_FREE:
-                ev[A->arg] = c;
+                S.ev[A->arg] = S.c;
                 break;
-            case VD_A_PREFETCH: {
-                const vd_interval *iv = &p->intervals[A->arg];
-                const vd_tensor *T = &p->tensors[iv->tensor];
-                if (A->arg == x_iv) {
+            case VD_A_PREFETCH:
+                if (A->arg == x_iv)
                     p->intervals[A->arg].t_h2d_start = p->intervals[A->arg].t_h2d_end = 0;
-                    break;
-                }
-                double start = h;
-                if (st->ev_free >= 0 && ev[st->ev_free] > start) start = ev[st->ev_free];
-                if (T->ev_d2h >= 0 && ev[T->ev_d2h] > start) start = ev[T->ev_d2h];
-                double dur = dev->launch_s + copy_time(start, T->bytes, dev->h2d_bw, dev->both_bw, &lastd);
-                h = start + dur;
-                lasth.start = start; lasth.end = h;
-                busy[2] += dur;
-                if (iv->ev_h2d >= 0) ev[iv->ev_h2d] = h;
-                p->intervals[A->arg].t_h2d_start = start;
-                p->intervals[A->arg].t_h2d_end = h;
-                rc = push_span(copies, &ncp, &capcp, 2, iv->tensor, T->bytes, start, h, e);
-                if (rc) goto out;
+                else
+                    sim_prefetch(&S, st, A->arg);
                 break;
-            }
-            case VD_A_WAIT_PREFETCH: {
-                const vd_interval *iv = &p->intervals[A->arg];
-                if (A->arg == x_iv) break;
-                if (!ignore_waits && iv->ev_h2d >= 0 && ev[iv->ev_h2d] > c) {
-                    stall += ev[iv->ev_h2d] - c;
-                    c = ev[iv->ev_h2d];
-                }
+            case VD_A_WAIT_PREFETCH:
+                if (A->arg != x_iv)
+                    stall += sim_wait(&S, p->intervals[A->arg].ev_h2d, ignore_waits);
                 break;
-            }
             case VD_A_RECOMPUTE: {
-                const vd_plan_layer *pl = &p->layers[A->arg];
-                double dur = prof->layers[A->arg].algos[pl->algo].fwd_s;
-                if (st->t_rc_start < 0) st->t_rc_start = c;
-                c += dur;
-                busy[0] += dur;
+                double dur = prof->layers[A->arg].algos[p->layers[A->arg].algo_fwd].fwd_s;
+                if (st->t_rc_start < 0) st->t_rc_start = S.c;
+                S.c += dur;
+                S.busy[0] += dur;
                 compute_total += dur;
                 break;
             }
             case VD_A_LOAD_STAGED: {
                 const vd_interval *iv = &p->intervals[A->arg];
                 double dur = dev->launch_s + 2.0 * (double)p->tensors[iv->tensor].bytes / dev->mem_bw;
-                c += dur;
-                busy[0] += dur;
+                S.c += dur;
+                S.busy[0] += dur;
                 compute_total += dur;
                 stage_load += dur;
                 break;
             }
             case VD_A_COMPUTE:
-                if (st->t_rc_start < 0) st->t_rc_start = c;
-                st->t_start = c;
-                c += st->compute_s;
-                st->t_end = c;
-                busy[0] += st->compute_s;
+                if (st->t_rc_start < 0) st->t_rc_start = S.c;
+                st->t_start = S.c;
+                S.c += st->compute_s;
+                st->t_end = S.c;
+                S.busy[0] += st->compute_s;
                 compute_total += st->compute_s;
                 break;
-            case VD_A_OFFLOAD: {
-                const vd_tensor *T = &p->tensors[A->arg];
-                if (T->ev_compute >= 0) ev[T->ev_compute] = c;
-                double start = d > c ? d : c;
-                double dur = dev->launch_s + copy_time(start, T->bytes, dev->d2h_bw, dev->both_bw, &lasth);
-                d = start + dur;
-                lastd.start = start; lastd.end = d;
-                busy[1] += dur;
-                if (T->ev_d2h >= 0) ev[T->ev_d2h] = d;
-                if (d2h_done) d2h_done[A->arg] = d;
-                p->tensors[A->arg].t_d2h_start = start;
-                p->tensors[A->arg].t_d2h_end = d;
-                rc = push_span(copies, &ncp, &capcp, 1, A->arg, T->bytes, start, d, e);
-                if (rc) goto out;
+            case VD_A_OFFLOAD:
+                sim_offload(&S, A->arg, d2h_done);
                 break;
             }
-            }
         }
-        if (s == p->n_steps) { st->t_start = st->t_end = c; }
+        if (s == p->n_steps) { st->t_start = st->t_end = S.c; }
         if (st->t_rc_start < 0) st->t_rc_start = st->t_start;
         st->stall_s = stall;
         stall_total += stall;
     }
     /* Loss readback: D2H waits on the end-of-compute event. */
     {
-        double start = d > c ? d : c;
+        double start = S.d > S.c ? S.d : S.c;
         double end = start + dev->launch_s + 4.0 / dev->d2h_bw;
-        if (p->ev_end >= 0) ev[p->ev_end] = c;
-        if (p->ev_loss >= 0) ev[p->ev_loss] = end;
+        if (p->ev_end >= 0) S.ev[p->ev_end] = S.c;
+        if (p->ev_loss >= 0) S.ev[p->ev_loss] = end;
         double it = end;
-        if (h > it) it = h;
+        if (S.h > it) it = S.h;
         p->sim.iter_s = it;
     }
     p->sim.compute_s = compute_total;
-    p->sim.busy_s[0] = busy[0];
-    p->sim.busy_s[1] = busy[1];
-    p->sim.busy_s[2] = busy[2];
+    p->sim.busy_s[0] = S.busy[0];
+    p->sim.busy_s[1] = S.busy[1];
+    p->sim.busy_s[2] = S.busy[2];
     p->sim.stall_s = stall_total;
     p->sim.stage_load_s = stage_load;
-out:
-    free(ev);
-    if (rc) {
-        if (copies) { free(*copies); *copies = NULL; }
-        return rc;
-    }
-    if (n_copies) *n_copies = ncp;
+    free(S.ev);
     return VD_OK;
-}
-
-int vd_plan_simulate(vd_plan *p, const vd_profile *prof, vd_copy_span **copies,
-                     int *n_copies, vd_err *e) {
-    return vdp_simulate(p, prof, false, NULL, copies, n_copies, e);
 }

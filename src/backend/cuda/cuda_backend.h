@@ -10,7 +10,7 @@
 #include "util/util.h"
 #include "net/net.h"
 #include "backend/backend.h"
-#include "plan/plan.h"
+#include "profile/profile.h"
 
 #ifdef __cplusplus
 extern "C" {

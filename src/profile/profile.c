@@ -1,13 +1,11 @@
-/* profile.c — per-layer timings and workspaces: analytic model, backend
- * algorithm options, JSON load/save. */
+/* profile.c — per-layer timings and workspaces: analytic model, JSON
+ * load/save. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "plan/plan.h"
-#include "plan/plan_internal.h"
-#include "backend/backend.h"
+#include "profile/profile.h"
 #include "train/json_mini.h"
 
 /* H200 (SXM, 141 GB HBM3e): fp32 without tensor cores ~67 TFLOP/s peak; we
@@ -35,7 +33,7 @@ const vd_device_params *vd_device_find(const char *name) {
     return NULL;
 }
 
-uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
+static uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
     (void)batch;
     const vd_layer *l = &net->layers[i];
     if (l->op == VD_OP_BATCHNORM) return 2u * (uint64_t)l->c * 4u;
@@ -146,48 +144,6 @@ uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd) {
     uint64_t m = a->fwd_workspace > a->bwd_workspace ? a->fwd_workspace : a->bwd_workspace;
     if (m != a->workspace) return a->workspace;
     return bwd ? a->bwd_workspace : a->fwd_workspace;
-}
-
-int vd_profile_backend(const vd_net *net, int batch, vd_backend *be,
-                       const vd_device_params *dev, vd_profile *out, vd_err *e) {
-    vd_profile an;
-    int rc = vd_profile_analytic(net, batch, dev, &an, e);
-    if (rc) return rc;
-    char src[32];
-    snprintf(src, sizeof src, "analytic:%s+%s", dev->name, be->name);
-    rc = profile_alloc(net, batch, dev, src, out, e);
-    if (rc) { vd_profile_free(&an); return rc; }
-    out->sgd_s = an.sgd_s;
-    for (int i = 0; i < net->n_layers; i++) {
-        vd_profile_layer *pl = &out->layers[i];
-        snprintf(pl->name, sizeof pl->name, "%s", net->layers[i].name);
-        pl->aux_bytes = be->layer_aux_bytes(net, i, batch);
-        const vd_algo_opt *opts = NULL;
-        int n = 0;
-        rc = be->layer_algos(be, i, &opts, &n, e);
-        if (rc) { vd_profile_free(&an); vd_profile_free(out); return rc; }
-        if (n <= 0 || n > VD_PROFILE_MAX_ALGOS) {
-            vd_profile_free(&an); vd_profile_free(out);
-            return vd_errf(e, VD_EINTERNAL, "backend %s offers %d algorithms for layer '%s'",
-                           be->name, n, net->layers[i].name);
-        }
-        pl->n_algos = n;
-        for (int k = 0; k < n; k++) {
-            vd_profile_algo *a = &pl->algos[k];
-            snprintf(a->label, sizeof a->label, "%s", opts[k].label);
-            double scale = k == 0 ? 1.0 : 1.6;
-            a->fwd_s = an.layers[i].algos[0].fwd_s * scale;
-            a->bwd_s = an.layers[i].algos[0].bwd_s * scale;
-            a->fwd_workspace = vd_algo_ws(&opts[k], false);
-            a->bwd_workspace = vd_algo_ws(&opts[k], true);
-            a->workspace = a->fwd_workspace > a->bwd_workspace ? a->fwd_workspace : a->bwd_workspace;
-            a->fwd_algo = opts[k].fwd_algo;
-            a->bwd_data_algo = opts[k].bwd_data_algo;
-            a->bwd_filter_algo = opts[k].bwd_filter_algo;
-        }
-    }
-    vd_profile_free(&an);
-    return VD_OK;
 }
 
 /* ---- JSON --------------------------------------------------------------- */

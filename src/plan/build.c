@@ -1,0 +1,338 @@
+/* build.c — one build with a fixed offload policy and fixed algorithms
+ * (vdp_build_fixed): the builder's steps (builder.h) in order, three prefetch
+ * variants, the adds' gradient aliasing retried without when it packs worse.
+ * The policies (policy.c, auto.c) search over such builds. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan/builder.h"
+
+void vdp_plan_release(vd_plan *p) {
+    if (!p) return;
+    free(p->tensors);
+    free(p->intervals);
+    free(p->actions);
+    free(p->steps);
+    free(p->layers);
+    if (p->eval) { vdp_plan_release(p->eval); free(p->eval); }
+    memset(p, 0, sizeof *p);
+}
+
+void vd_plan_free(vd_plan *p) { vdp_plan_release(p); }
+
+static void bld_free(bld *B) {
+    free(B->act_of); free(B->dact_of); free(B->fwd_write); free(B->first_touch);
+    free(B->last_touch); free(B->extra); free(B->bucket_head); free(B->bucket_next);
+    free(B->rc_ops); free(B->mem); free(B->t_start); free(B->d2h); free(B->pinned);
+}
+
+/* The plan's header and arrays (sized for every tensor, interval and action
+ * a build can add), the builder's scratch, the in-place flags in B->extra.
+ * On failure the caller frees both (bld_free, vdp_plan_release). */
+static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_policy offload_pol, int variant, bool alias, vd_plan *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    memset(B, 0, sizeof *B);
+    int L = net->n_layers;
+    B->net = net; B->prof = prof; B->opts = opts; B->p = out; B->L = L; B->variant = variant;
+    B->alias = alias;
+    B->disp = opts->forward_only ? NULL : opts->disp;
+    vd_plan *p = out;
+    snprintf(p->net, sizeof p->net, "%s", net->name);
+    p->policy = opts->policy;
+    p->offload_policy = offload_pol;
+    p->prefetch = opts->prefetch;
+    p->batch = opts->batch;
+    p->n_layers = L;
+    p->forward_only = opts->forward_only;
+    p->n_steps = opts->forward_only ? L : 2 * L + 1;
+    p->loss_layer = L - 1;
+    p->t_stage = p->stage_step = -1;
+    p->stage = opts->forward_only ? VD_STAGE_NA : opts->no_stage_input ? VD_STAGE_OFF : VD_STAGE_NA;
+    int cap_t = 6 + 6 * L;     /* params, momentum, grads, x, labels, x:next; per layer:
+                                  y, dy, aux, ws_fwd, ws_bwd, ws_rc */
+    int cap_iv = 2 * cap_t;
+    int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
+    p->tensors = calloc((size_t)cap_t, sizeof *p->tensors);
+    p->intervals = calloc((size_t)cap_iv, sizeof *p->intervals);
+    p->actions = calloc((size_t)cap_a, sizeof *p->actions);
+    p->steps = calloc((size_t)p->n_steps + 1, sizeof *p->steps);
+    p->layers = calloc((size_t)L, sizeof *p->layers);
+    B->act_of = malloc((size_t)L * sizeof(int));
+    B->dact_of = malloc((size_t)L * sizeof(int));
+    B->fwd_write = malloc((size_t)cap_t * 2 * sizeof(int));   /* + fit_memory scratch */
+    B->cap_t = cap_t;
+    B->first_touch = malloc((size_t)cap_t * sizeof(int));
+    B->last_touch = malloc((size_t)cap_t * sizeof(int));
+    /* scratch: inplace flags (L bools as ints), later pf_item[cap_t] (prefetch.c) */
+    size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
+    B->extra = malloc(scratch);
+    B->cap_iv = cap_iv;
+    B->bucket_head = malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int));
+    B->bucket_next = malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int));
+    B->mem = malloc(((size_t)p->n_steps + 1) * sizeof *B->mem);
+    B->t_start = malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start);
+    B->d2h = malloc((size_t)cap_t * sizeof *B->d2h);
+    B->pinned = calloc((size_t)cap_iv, sizeof *B->pinned);
+    bool *ipf = malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf);
+    B->rc_ops = malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops);
+    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
+        !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
+        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned ||
+        !ipf || !B->rc_ops) {
+        free(ipf);
+        return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    }
+    vd_schedule_inplace_flags(net, ipf);
+    for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
+    free(ipf);
+    return VD_OK;
+}
+
+/* Step kinds, layers and profile times of the options algos[2L]. */
+static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
+    int L = p->n_layers;
+    for (int s = 0; s < p->n_steps; s++) {
+        vd_step *st = &p->steps[s];
+        if (s < L) { st->kind = VD_STEP_FWD; st->layer = s;
+                     st->compute_s = prof->layers[s].algos[algos[s]].fwd_s; }
+        else if (s < 2 * L) { st->kind = VD_STEP_BWD; st->layer = 2 * L - 1 - s;
+                              st->compute_s = prof->layers[st->layer].algos[algos[L + st->layer]].bwd_s; }
+        else { st->kind = VD_STEP_SGD; st->layer = -1; st->compute_s = prof->sgd_s; }
+    }
+    p->steps[p->n_steps].kind = VD_STEP_END;
+    p->steps[p->n_steps].layer = -1;
+}
+
+/* An ADD's backward copies dy only into the gradients of the inputs that do
+ * not share its tensor (alias_add_grads): its profiled time (the profile
+ * times every input's copy) counts for the share it still writes; none when
+ * all share. */
+static void scale_add_steps(bld *B) {
+    vd_plan *p = B->p;
+    for (int i = 0; i < B->L && !p->forward_only; i++) {
+        const vd_layer *l = &B->net->layers[i];
+        if (l->op != VD_OP_ADD) continue;
+        int want = 0, have = 0;
+        for (int k = 0; k < l->n_in; k++)
+            if (l->in[k] >= 0) { want++; have += p->layers[i].dx[k] >= 0; }
+        if (want) p->steps[vdp_bwd_step(B->L, i)].compute_s *= (double)have / want;
+    }
+}
+
+/* Pin persistent regions to the reference plan's offsets (eval). */
+static void pin_persistent(bld *B, const vd_plan *pin) {
+    vd_plan *p = B->p;
+    for (int k = 0; k < p->n_intervals; k++) B->pinned[k] = false;
+    if (!pin) return;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        if (!T->persistent) continue;
+        int pt = T->kind == VD_T_PARAMS ? pin->t_params
+               : T->kind == VD_T_MOMENTUM ? pin->t_mom : pin->t_grads;
+        if (pt < 0) continue;
+        p->intervals[T->iv[0]].offset = pin->intervals[pin->tensors[pt].iv[0]].offset;
+        B->pinned[T->iv[0]] = true;
+    }
+}
+
+/* The most live bytes at any step. */
+static uint64_t max_live(bld *B) {
+    uint64_t live = 0;
+    vdp_mem_per_step(B->p, B->mem);
+    for (int s = 0; s < B->p->n_steps; s++) if (B->mem[s] > live) live = B->mem[s];
+    return live;
+}
+
+/* Memory: delay prefetches until the live bytes fit, then place; if the
+ * placement overshoots (fragmentation), tighten the cap and retry.
+ * *live_fit: the live bytes fit the budget (whether the placement does or
+ * not; false without a budget). */
+static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *live_fit, vd_err *e) {
+    vd_plan *p = B->p;
+    uint64_t budget = B->opts->budget;
+    uint64_t cap = budget ? budget : UINT64_MAX;
+    int *saved_q = NULL, *saved_r = NULL;   /* the scheduled prefetch / release steps */
+    if (any_offload) {
+        saved_q = malloc(2 * (size_t)p->n_tensors * sizeof *saved_q);
+        if (!saved_q) return vd_errf(e, VD_ENOMEM, "out of memory");
+        saved_r = saved_q + p->n_tensors;
+        for (int t = 0; t < p->n_tensors; t++) saved_q[t] = p->tensors[t].prefetch_step;
+        for (int t = 0; t < p->n_tensors; t++) saved_r[t] = p->tensors[t].release_step;
+    }
+    uint64_t hwm = 0;
+    int rc = VD_OK;
+    for (int attempt = 0; attempt < 12; attempt++) {
+        if (saved_q)
+            for (int t = 0; t < p->n_tensors; t++) {
+                p->tensors[t].prefetch_step = saved_q[t];
+                p->tensors[t].release_step = saved_r[t];
+                p->tensors[t].offload = p->tensors[t].release_step >= 0;
+            }
+        bool fits_cap = true;
+        if (any_offload) {
+            fits_cap = vdp_fit_memory(B, cap, B->mem);
+            /* An offload whose prefetch is issued when its region is released
+             * saves nothing: keep the tensor resident instead (same memory,
+             * no copies). */
+            bool changed = false;
+            for (int t = 0; t < p->n_tensors && B->variant == 0; t++) {
+                vd_tensor *T = &p->tensors[t];
+                if (T->offload && T->prefetch_step <= T->release_step) { T->offload = false; changed = true; }
+            }
+            if (changed) vdp_build_intervals(B);
+        } else {
+            vdp_build_intervals(B);
+        }
+        pin_persistent(B, pin);
+        if (attempt == 0 && budget) *live_fit = max_live(B) <= budget;
+        /* live bytes over the budget: infeasible whatever the placement */
+        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, budget && !fits_cap && cap == budget,
+                       &hwm, e);
+        if (rc) break;
+        if (!budget || hwm <= budget) break;
+        /* the live bytes alone exceed the budget: no tighter cap can help */
+        if (!fits_cap && cap == budget) break;
+        uint64_t over = hwm - budget;
+        uint64_t live = max_live(B);
+        uint64_t newcap = live > over + VD_PLAN_ALIGN ? live - over - VD_PLAN_ALIGN : 0;
+        if (!any_offload || newcap >= cap) break;
+        cap = newcap;
+    }
+    free(saved_q);
+    return rc;
+}
+
+static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                      vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                      int variant, bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
+    *live_fit = false;
+    bld B;
+    vd_plan *p = out;
+    int rc = bld_init(&B, net, prof, opts, offload_pol, variant, alias, out, e);
+    if (rc) goto done;
+    init_steps(p, prof, algos);
+    rc = vdp_build_tensors(&B, algos, e);
+    if (rc) goto done;
+    scale_add_steps(&B);
+    vdp_decide_recompute(&B);
+    /* offloads released as early as possible (the paper's rule) */
+    bool any_offload = vdp_decide_offload(&B, offload_pol);
+
+    /* Stall-free timeline with just-in-time prefetches, then schedule. */
+    if (any_offload) {
+        vdp_build_intervals(&B);
+        vdp_build_actions(&B);
+        rc = vdp_simulate(p, prof, true, B.d2h, e);
+        if (rc) goto done;
+        /* when each step's compute-stream work (recomputes, then the op) begins */
+        for (int s = 0; s <= p->n_steps; s++) B.t_start[s] = p->steps[s].t_rc_start;
+        vdp_schedule_prefetch(&B, B.t_start, B.d2h);
+    }
+    rc = fit_and_place(&B, any_offload, pin, live_fit, e);
+    if (rc) goto done;
+
+    uint64_t budget = opts->budget;
+    vdp_build_actions(&B);
+    vdp_finish_stats(p);
+    p->budget = budget ? budget : p->hwm;
+    p->feasible = p->hwm <= p->budget;
+    rc = vdp_simulate(p, prof, false, NULL, e);
+    if (rc) goto done;
+    if (!p->feasible) rc = VD_EBUDGET;
+    else if (!p->forward_only && !opts->no_stage_input)
+        rc = vdp_add_staging(&B, budget ? budget : p->hwm, e);
+
+done:
+    bld_free(&B);
+    if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(out);
+    return rc;
+}
+
+/* --prefetch auto: three candidate schedules, simulated; the fastest that
+ * fits wins (or, if none fits, the one that overshoots least):
+ *   0  ours: regions held until their offload drained (no forward stall)
+ *      while memory allows, prefetches as late as still hides the copy
+ *      (H2D queueing included), offloads that save nothing dropped;
+ *   1  the same prefetch rule with releases right after the last forward
+ *      use and every offload kept (least memory);
+ *   2  the paper's prefetch rule.
+ * --prefetch paper: variant 2 only. */
+static int build_variants(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                          bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
+    /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
+    bool disp_offload = false;
+    for (int i = 0; opts->disp && i <= net->n_layers; i++)
+        disp_offload |= opts->disp[i] == VD_DISP_OFFLOAD || opts->disp[i] == VD_DISP_RECOMPUTE;
+    bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
+    if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
+        return build_mode(net, prof, opts, offload_pol, algos, pin,
+                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, out, e);
+    int best_rc = -1;
+    memset(out, 0, sizeof *out);
+    *live_fit = false;
+    for (int v = 0; v < 3; v++) {
+        vd_plan alt;
+        vd_err te = {0};
+        bool lf = false;
+        int rc = build_mode(net, prof, opts, offload_pol, algos, pin, v, alias, &lf, &alt, &te);
+        *live_fit |= lf;
+        if (rc != VD_OK && rc != VD_EBUDGET) {
+            if (best_rc >= 0) vdp_plan_release(out);
+            *e = te;
+            return rc;
+        }
+        bool better;
+        if (best_rc < 0) better = true;
+        else if (rc == VD_OK && best_rc != VD_OK) better = true;
+        else if (rc != VD_OK && best_rc == VD_OK) better = false;
+        else if (rc == VD_OK) better = alt.sim.iter_s < out->sim.iter_s;
+        else better = alt.hwm < out->hwm;
+        if (better) {
+            if (best_rc >= 0) vdp_plan_release(out);
+            *out = alt;
+            best_rc = rc;
+            if (rc) *e = te;
+        } else {
+            vdp_plan_release(&alt);
+        }
+    }
+    out->prefetch = opts->prefetch;
+    return best_rc;
+}
+
+/* Does plan p alias an add's input gradient (an input with no dx)? */
+static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
+    for (int i = 0; i < p->n_layers && !p->forward_only; i++)
+        for (int k = 0; k < net->layers[i].n_in; k++)
+            if (net->layers[i].in[k] >= 0 && p->layers[i].dx[k] < 0) return true;
+    return false;
+}
+
+/* build_variants with the adds' gradient aliasing. Sharing one tensor never
+ * raises the bytes live at a step, but its region spans what were two (the
+ * add's dy and its input's gradient), which the placement may pack worse.
+ * So when the placement is what fails (the live bytes fit the budget, the
+ * high-water mark does not) or, without a budget, what sets the need above
+ * the live peak, the plan is built again without the aliasing (as before
+ * it), and that one is taken if it fits (needs less). */
+int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                    vd_plan *out, vd_err *e) {
+    bool live_fit = false;
+    int rc = build_variants(net, prof, opts, offload_pol, algos, pin, true, &live_fit, out, e);
+    bool retry = rc == VD_EBUDGET ? live_fit
+               : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
+    if (!retry || !has_grad_alias(out, net)) return rc;
+    vd_plan alt;
+    vd_err te = {0};
+    int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &alt, &te);
+    if (rc2 == VD_OK && (rc == VD_EBUDGET || alt.hwm < out->hwm)) {
+        vdp_plan_release(out);
+        *out = alt;
+        return VD_OK;
+    }
+    if (rc2 == VD_OK || rc2 == VD_EBUDGET) vdp_plan_release(&alt);
+    return rc;   /* the aliased plan's outcome (another error of the retry: ignored) */
+}

@@ -1,0 +1,99 @@
+/* builder.h — the state of one plan build (build.c) and the steps that work
+ * on it, one file per concern. Not API: only src/plan/ includes it.
+ *
+ *   tensors.c   tensors, gradient aliasing through adds, liveness
+ *   disp.c      offload and recompute decisions
+ *   prefetch.c  prefetch issue steps, fitting the live bytes to a cap
+ *   actions.c   intervals, events, per-step action lists, statistics
+ *   stage.c     input staging (the next batch's copy)
+ *   build.c     one build from these steps (vdp_build_fixed) */
+#ifndef VD_PLAN_BUILDER_H
+#define VD_PLAN_BUILDER_H
+
+#include "plan/plan_internal.h"
+
+typedef struct bld {
+    const vd_net *net;
+    const vd_profile *prof;
+    const vd_plan_opts *opts;
+    vd_plan *p;
+    int L;
+    int variant;       /* see build_variants (build.c) */
+    int cap_t, cap_iv;
+    int *act_of;       /* [L] ACT tensor of layer output */
+    int *dact_of;      /* [L] DACT tensor of layer output (-1) */
+    int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
+    int *first_touch;  /* [cap_t] min step */
+    int *last_touch;   /* [cap_t] max step */
+    int *extra;        /* scratch: in-place flags [L], then pf_item[cap_t] */
+    int *bucket_head;  /* [5 * (n_steps + 1)] build_actions */
+    int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
+    const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
+    int *rc_ops;       /* [L] build_actions: recomputed layers by (rc_step, layer) */
+    bool alias;        /* adds may share their dy tensor with their inputs' gradients
+                          (alias_add_grads; build_fixed) */
+    uint64_t *mem;     /* [n_steps + 1] live bytes per step (scratch) */
+    double *t_start;   /* [n_steps + 1] stall-free start of each step */
+    double *d2h;       /* [cap_t] completion of each tensor's offload */
+    bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
+} bld;
+
+/* scratch of vdp_schedule_prefetch (in bld.extra): tensor, consumer step */
+typedef struct pf_item { int t; int c; } pf_item;
+
+static inline int vdp_bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
+
+/* ---- tensors.c ---------------------------------------------------------- */
+
+/* Append a tensor (no intervals, no touches yet); returns its index. */
+int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
+                   const char *name, const char *suffix);
+/* Tensor t is resident at step s (touch), read at s (rd: also its forward /
+ * backward reader steps). t < 0: nothing. */
+void vdp_touch(bld *b, int t, int s);
+void vdp_rd(bld *b, int t, int s);
+/* Pool bytes of a tensor: 256-aligned, at least 256. */
+uint64_t vdp_iv_size(uint64_t bytes);
+/* Append an interval [first, last] of tensor t; returns its index. */
+int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need);
+/* Create tensors and liveness (no decisions yet) with options algos[2L]. */
+int vdp_build_tensors(bld *b, const int *algos, vd_err *e);
+
+/* ---- disp.c ------------------------------------------------------------- */
+
+/* Recompute decisions from b->disp (writers get rc_step and workspace). */
+void vdp_decide_recompute(bld *b);
+/* Offload decisions under offload_pol and b->disp (release right after the
+ * last forward use, prefetch at the first backward use). Returns whether
+ * any tensor is offloaded. */
+bool vdp_decide_offload(bld *b, vd_policy offload_pol);
+
+/* ---- prefetch.c --------------------------------------------------------- */
+
+/* Choose release and prefetch steps of the offloaded tensors. t_start:
+ * stall-free compute start time per step; d2h_done: offload completion per
+ * tensor. */
+void vdp_schedule_prefetch(bld *b, const double *t_start, const double *d2h_done);
+/* Make every step's live bytes fit cap (releases earlier, prefetches later),
+ * then rebuild the intervals; mem: scratch [n_steps + 1]. Returns true if
+ * every step fits. */
+bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem);
+
+/* ---- actions.c ---------------------------------------------------------- */
+
+/* Intervals from the decisions recorded in the tensors (clears old ones). */
+void vdp_build_intervals(bld *b);
+/* Live bytes per step from the intervals. */
+void vdp_mem_per_step(const vd_plan *p, uint64_t *mem);
+/* Events and per-step action lists. */
+void vdp_build_actions(bld *b);
+/* Memory and copy statistics after placement. */
+void vdp_finish_stats(vd_plan *p);
+
+/* ---- stage.c ------------------------------------------------------------ */
+
+/* Input staging for a feasible, placed and simulated training plan; the
+ * region must fit below limit. Sets p->stage. */
+int vdp_add_staging(bld *b, uint64_t limit, vd_err *e);
+
+#endif

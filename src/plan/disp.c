@@ -1,0 +1,111 @@
+/* disp.c — per feature map dispositions of a build: which tensors are
+ * offloaded (policy and per-tensor requests) and which are recomputed. */
+#include "plan/builder.h"
+
+/* Is tensor t a candidate for offloading under policy pol? */
+static bool offload_candidate(const bld *b, int t, vd_policy pol) {
+    const vd_plan *p = b->p;
+    const vd_tensor *T = &p->tensors[t];
+    if (pol == VD_POLICY_NONE || pol == VD_POLICY_AUTO || p->forward_only) return false;
+    if (T->kind != VD_T_ACT && T->kind != VD_T_INPUT) return false;
+    if (T->bwd_first < 0 || T->fwd_last < 0) return false;
+    /* It must be absent for at least one step with a prefetch issued after
+     * it: gap >= 2 free steps between last forward use and first backward use. */
+    if (T->bwd_first - T->fwd_last - 1 < 2) return false;
+    if (pol == VD_POLICY_CONV) {
+        /* a conv input: its first backward reader's layer or any reader is a conv */
+        for (int i = 0; i < b->L; i++) {
+            if (b->net->layers[i].op != VD_OP_CONV) continue;
+            for (int k = 0; k < b->net->layers[i].n_in; k++)
+                if (p->layers[i].in_t[k] == t) return true;
+        }
+        return false;
+    }
+    return true;
+}
+
+/* The requested disposition of tensor t (AUTO when none was given). */
+static vd_disp disp_of(const bld *b, int t) {
+    const vd_tensor *T = &b->p->tensors[t];
+    if (!b->disp) return VD_DISP_AUTO;
+    if (T->kind == VD_T_INPUT) return b->disp[0];
+    if (T->kind == VD_T_ACT) return b->disp[T->layer + 1];
+    return VD_DISP_AUTO;
+}
+
+/* Offload t? An explicit OFFLOAD needs only the gap; so does a RECOMPUTE
+ * that could not be honoured (its fallback); KEEP never offloads. */
+static bool want_offload(const bld *b, int t, vd_policy pol) {
+    vd_disp d = disp_of(b, t);
+    if (b->p->tensors[t].recompute || d == VD_DISP_KEEP) return false;
+    if (d == VD_DISP_OFFLOAD || d == VD_DISP_RECOMPUTE) return offload_candidate(b, t, VD_POLICY_ALL);
+    return offload_candidate(b, t, pol);
+}
+
+/* Can feature map t be recomputed? It must be a layer output read in
+ * backward, absent for at least one step in between, and written only by
+ * stateless forward ops (not batch norm: running statistics; not the loss;
+ * no per-layer saved state at all). */
+static bool recompute_ok(const bld *b, int t) {
+    const vd_plan *p = b->p;
+    const vd_tensor *T = &p->tensors[t];
+    if (p->forward_only || T->kind != VD_T_ACT || T->layer < 0) return false;
+    if (T->bwd_first < 0 || T->fwd_last < 0) return false;
+    if (T->bwd_first - T->fwd_last - 1 < 1) return false;
+    for (int j = T->layer; j < b->L; j++) {
+        if (p->layers[j].y != t) continue;
+        vd_op op = b->net->layers[j].op;
+        if (op == VD_OP_BATCHNORM || op == VD_OP_SOFTMAX_XENT || p->layers[j].aux >= 0) return false;
+    }
+    return true;
+}
+
+/* Recompute decisions from b->disp, producers from the last layer down: a
+ * recompute at step r reads its producer's inputs at r, which can move their
+ * own first backward use (and so their recompute step) earlier. The writers
+ * (producer, then the in-place layers that overwrite the tensor) get rc_step
+ * and, when they need workspace, a one-step WS tensor at r. */
+void vdp_decide_recompute(bld *b) {
+    vd_plan *p = b->p;
+    if (p->forward_only || !b->disp) return;
+    for (int i = b->L - 1; i >= 0; i--) {
+        vd_plan_layer *pl = &p->layers[i];
+        if (pl->inplace || b->disp[i + 1] != VD_DISP_RECOMPUTE) continue;
+        int t = pl->y;
+        if (p->tensors[t].layer != i || !recompute_ok(b, t)) continue;
+        int r = p->tensors[t].bwd_first;
+        p->tensors[t].recompute = true;
+        p->tensors[t].recompute_step = r;
+        p->tensors[t].recompute_s = 0;
+        for (int j = i; j < b->L; j++) {
+            vd_plan_layer *wl = &p->layers[j];
+            if (wl->y != t) continue;
+            wl->rc_step = r;
+            p->tensors[t].recompute_s += b->prof->layers[j].algos[wl->algo_fwd].fwd_s;
+            if (wl->ws_fwd_bytes) {
+                wl->ws_rc = vdp_add_tensor(b, VD_T_WS, j, wl->ws_fwd_bytes, b->net->layers[j].name,
+                                           ":ws_rc");
+                vdp_touch(b, wl->ws_rc, r);
+                p->tensors[wl->ws_rc].prod_step = r;
+            }
+            if (j == i)
+                for (int k = 0; k < b->net->layers[i].n_in; k++) vdp_rd(b, wl->in_t[k], r);
+        }
+    }
+}
+
+bool vdp_decide_offload(bld *b, vd_policy offload_pol) {
+    vd_plan *p = b->p;
+    bool any = false;
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        if (!want_offload(b, t, offload_pol)) continue;
+        T->offload = true;
+        T->host_src = T->kind == VD_T_INPUT;
+        T->offload_step = b->fwd_write[t] >= 0 ? b->fwd_write[t] : T->prod_step;
+        T->release_step = T->fwd_last + 1;
+        T->prefetch_step = T->bwd_first;
+        any = true;
+    }
+    return any;
+}

@@ -1,0 +1,43 @@
+/* inplace.c — which layers run in place (their output overwrites their
+ * input). */
+#include <stdlib.h>
+#include "plan/plan_internal.h"
+
+int vdp_n_consumers(const vd_net *net, int src) {
+    int n = 0;
+    for (int j = 0; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] == src) n++;
+    return n;
+}
+
+void vd_schedule_inplace_flags(const vd_net *net, bool *inplace) {
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        const vd_op_info *op = &vd_op_table[l->op];
+        inplace[i] = false;
+        if (!op->can_inplace || op->bwd_needs_x || l->n_in != 1) continue;
+        int src = l->in[0];
+        if (src < 0) continue;                        /* never overwrite the net input */
+        if (vdp_n_consumers(net, src) != 1) continue;
+        /* The producer's output is overwritten: its backward must not read it
+         * (for an in-place producer, "its output" is the same region: the
+         * chain's earlier members' backward must not need their y either). */
+        int p = src;
+        bool ok = true;
+        for (;;) {
+            if (vd_op_table[net->layers[p].op].bwd_needs_y) { ok = false; break; }
+            if (!inplace[p]) break;
+            p = net->layers[p].in[0];
+        }
+        inplace[i] = ok;
+    }
+}
+
+void vd_schedule_inplace(vd_net *net) {
+    bool *f = calloc((size_t)(net->n_layers > 0 ? net->n_layers : 1), sizeof *f);
+    if (!f) return;  /* flags stay as they were; the plan never depends on them */
+    vd_schedule_inplace_flags(net, f);
+    for (int i = 0; i < net->n_layers; i++) net->layers[i].inplace = f[i];
+    free(f);
+}

@@ -1,0 +1,59 @@
+/* names.c — names and parsing of the plan's enums, default options, step
+ * labels. */
+#include <stdio.h>
+#include <string.h>
+#include "plan/plan.h"
+
+static const char *const policy_names[VD_POLICY_COUNT] = {"none", "all", "conv", "dyn", "auto"};
+static const char *const prefetch_names[VD_PREFETCH_COUNT] = {"auto", "paper"};
+
+const char *vd_policy_name(vd_policy p) {
+    return (unsigned)p < VD_POLICY_COUNT ? policy_names[p] : "?";
+}
+
+int vd_policy_parse(const char *s, vd_policy *out, vd_err *e) {
+    for (int i = 0; i < VD_POLICY_COUNT; i++)
+        if (strcmp(s, policy_names[i]) == 0) { *out = (vd_policy)i; return VD_OK; }
+    const char *sug = vd_suggest(s, policy_names, VD_POLICY_COUNT);
+    return vd_errf(e, VD_EUSAGE, "unknown policy '%s'%s%s%s (expected none, all, conv, dyn or auto)",
+                   s, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+}
+
+const char *vd_prefetch_name(vd_prefetch p) {
+    return (unsigned)p < VD_PREFETCH_COUNT ? prefetch_names[p] : "?";
+}
+
+int vd_prefetch_parse(const char *s, vd_prefetch *out, vd_err *e) {
+    for (int i = 0; i < VD_PREFETCH_COUNT; i++)
+        if (strcmp(s, prefetch_names[i]) == 0) { *out = (vd_prefetch)i; return VD_OK; }
+    const char *sug = vd_suggest(s, prefetch_names, VD_PREFETCH_COUNT);
+    return vd_errf(e, VD_EUSAGE, "unknown prefetch mode '%s'%s%s%s (expected auto or paper)",
+                   s, sug ? "; did you mean '" : "", sug ? sug : "", sug ? "'?" : "");
+}
+
+const char *vd_tensor_kind_name(vd_tensor_kind k) {
+    static const char *const n[VD_T_KIND_COUNT] = {
+        "params", "momentum", "grads", "input", "labels", "act", "dact", "aux", "workspace"};
+    return (unsigned)k < VD_T_KIND_COUNT ? n[k] : "?";
+}
+
+const char *vd_stage_name(vd_stage s) {
+    static const char *const n[] = {"on", "off", "no room", "no gain", "n/a"};
+    return (unsigned)s < VD_ARRAY_LEN(n) ? n[s] : "?";
+}
+
+void vd_plan_opts_init(vd_plan_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->policy = VD_POLICY_NONE;
+    o->prefetch = VD_PREFETCH_AUTO;
+    o->fixed_algo = -1;
+}
+
+const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n) {
+    if (s < 0 || s > p->n_steps) snprintf(buf, n, "?");
+    else if (s == p->n_steps) snprintf(buf, n, "end");
+    else if (p->steps[s].kind == VD_STEP_SGD) snprintf(buf, n, "sgd");
+    else snprintf(buf, n, "%s %s", p->steps[s].kind == VD_STEP_FWD ? "fwd" : "bwd",
+                  net->layers[p->steps[s].layer].name);
+    return buf;
+}

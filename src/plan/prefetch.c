@@ -1,0 +1,132 @@
+/* prefetch.c — when offloaded regions are released and prefetched back:
+ * the prefetch schedule (ours or the paper's) and fitting the live bytes of
+ * every step under a cap. */
+#include <float.h>
+#include <stdlib.h>
+#include "plan/builder.h"
+
+/* Paper rule: consumer layer j is prefetched at the backward step of the
+ * largest layer l > j such that layers j+1..l-1 contain no conv. */
+static int paper_issue_step(const bld *b, int cons_step) {
+    int L = b->L;
+    int j = 2 * L - 1 - cons_step;          /* consumer layer */
+    int l = j + 1;
+    while (l + 1 <= L - 1 && b->net->layers[l].op != VD_OP_CONV) l++;
+    if (l > L - 1) l = L - 1;
+    /* window at layer l covers [conv below l, l-1]; layer l itself conv is fine */
+    return vdp_bwd_step(L, l);
+}
+
+static int cmp_pf_desc(const void *a, const void *bb) {
+    const pf_item *x = a, *y = bb;
+    if (x->c != y->c) return y->c - x->c;
+    return y->t - x->t;
+}
+
+/* Choose prefetch steps. t_start: stall-free compute start time per step. */
+void vdp_schedule_prefetch(bld *b, const double *t_start, const double *d2h_done) {
+    vd_plan *p = b->p;
+    const vd_device_params *dev = &b->prof->dev;
+    int n = 0;
+    pf_item *items = (pf_item *)b->extra;   /* scratch: pf_item[cap_t] (bld_init) */
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].offload) { items[n].t = t; items[n].c = p->tensors[t].bwd_first; n++; }
+    qsort(items, (size_t)n, sizeof *items, cmp_pf_desc);
+    /* Ours: hold each offloaded region until its copy has drained (no
+     * compute stall), as long as that is before its first backward use;
+     * fit_memory pulls releases back earlier when memory is short. */
+    if (b->variant == 0 && d2h_done)
+        for (int k = 0; k < n; k++) {
+            vd_tensor *T = &p->tensors[items[k].t];
+            if (T->host_src) continue;
+            for (int s = T->fwd_last + 1; s < T->bwd_first - 1; s++)
+                if (t_start[s] >= d2h_done[items[k].t]) { T->release_step = s; break; }
+        }
+    double next_start = DBL_MAX;
+    int next_q = p->n_steps;
+    for (int k = 0; k < n; k++) {
+        vd_tensor *T = &p->tensors[items[k].t];
+        int c = T->bwd_first, r = T->release_step;
+        int q;
+        if (b->variant == 2) {
+            q = paper_issue_step(b, c);
+        } else {
+            double dur = (double)T->bytes / dev->h2d_bw + dev->launch_s;
+            double deadline = t_start[c] < next_start ? t_start[c] : next_start;
+            double start = deadline - dur;
+            q = -1;
+            for (int s = c; s >= r; s--) {
+                double avail = t_start[s];
+                if (!T->host_src && d2h_done && d2h_done[items[k].t] > avail) avail = d2h_done[items[k].t];
+                if (avail <= start + 1e-12) { q = s; break; }
+            }
+            if (q < 0) q = r;
+            if (q > next_q) q = next_q;       /* H2D issue order follows consumer order */
+            next_start = start;
+        }
+        if (q < r) q = r;
+        if (q > c) q = c;
+        T->prefetch_step = q;
+        if (q < next_q) next_q = q;
+    }
+}
+
+/* Subtract `bytes` from mem[a..b]. */
+static void mem_sub(uint64_t *mem, int a, int b, uint64_t bytes) {
+    for (int s = a; s <= b; s++) mem[s] -= bytes;
+}
+
+/* Make every step's live bytes fit cap: release held regions earlier and
+ * issue prefetches later. Works on the tensors' steps with an incremental
+ * memory count (moves only ever lower it), then rebuilds the intervals.
+ * Returns true if every step fits. */
+bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
+    vd_plan *p = b->p;
+    vdp_build_intervals(b);
+    vdp_mem_per_step(p, mem);
+    bool ok = true;
+    int over = 0;
+    /* only offloaded tensors move: scan just those */
+    int *off = (int *)b->fwd_write + b->cap_t;   /* scratch after fwd_write, see alloc */
+    int n_off = 0;
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].offload) off[n_off++] = t;
+    for (;;) {
+        while (over < p->n_steps && mem[over] <= cap) over++;
+        if (over >= p->n_steps) break;
+        /* Regions held after their last forward use (waiting for the copy to
+         * drain): release the one held longest at `over` (accept a stall). */
+        int rel = -1;
+        for (int k = 0; k < n_off; k++) {
+            int t = off[k];
+            const vd_tensor *T = &p->tensors[t];
+            if (T->host_src) continue;
+            if (T->fwd_last < over && over <= T->release_step - 1 &&
+                (rel < 0 || T->release_step > p->tensors[rel].release_step))
+                rel = t;
+        }
+        if (rel >= 0) {
+            vd_tensor *T = &p->tensors[rel];
+            uint64_t sz = vdp_iv_size(T->bytes);
+            int nr = over > T->fwd_last + 1 ? over : T->fwd_last + 1;
+            mem_sub(mem, nr, T->release_step - 1, sz);
+            T->release_step = nr;
+            continue;
+        }
+        /* Early prefetches covering `over`: the one with the latest consumer waits. */
+        int best = -1;
+        for (int k = 0; k < n_off; k++) {
+            int t = off[k];
+            const vd_tensor *T = &p->tensors[t];
+            if (T->prefetch_step > over || T->bwd_first <= over) continue;
+            if (best < 0 || T->bwd_first > p->tensors[best].bwd_first) best = t;
+        }
+        if (best < 0) { ok = false; break; }
+        vd_tensor *T = &p->tensors[best];
+        uint64_t sz = vdp_iv_size(T->bytes);
+        mem_sub(mem, T->prefetch_step, over, sz);
+        T->prefetch_step = over + 1;
+    }
+    vdp_build_intervals(b);
+    return ok;
+}

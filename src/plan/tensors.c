@@ -1,0 +1,348 @@
+/* tensors.c — a build's tensors: activations, gradients (shared through adds
+ * where safe), saved state, workspaces, and when each is read and written
+ * (liveness). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "plan/builder.h"
+
+int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
+                      const char *name, const char *suffix) {
+    vd_plan *p = b->p;
+    int t = p->n_tensors++;
+    vd_tensor *T = &p->tensors[t];
+    memset(T, 0, sizeof *T);
+    snprintf(T->name, sizeof T->name, "%s%s", name, suffix ? suffix : "");
+    T->kind = kind;
+    T->layer = layer;
+    T->bytes = bytes;
+    T->prod_step = -1;
+    T->fwd_last = T->bwd_first = T->bwd_last = -1;
+    T->offload_step = T->release_step = T->prefetch_step = -1;
+    T->ev_compute = T->ev_d2h = -1;
+    T->iv[0] = T->iv[1] = -1;
+    T->recompute_step = -1;
+    b->fwd_write[t] = -1;
+    b->first_touch[t] = INT32_MAX;
+    b->last_touch[t] = -1;
+    return t;
+}
+
+void vdp_touch(bld *b, int t, int s) {
+    if (t < 0) return;
+    if (s < b->first_touch[t]) b->first_touch[t] = s;
+    if (s > b->last_touch[t]) b->last_touch[t] = s;
+}
+
+/* Record a read of t at step s. */
+void vdp_rd(bld *b, int t, int s) {
+    if (t < 0) return;
+    vd_tensor *T = &b->p->tensors[t];
+    vdp_touch(b, t, s);
+    if (s < b->L) {
+        if (s > T->fwd_last) T->fwd_last = s;
+    } else if (s < 2 * b->L) {
+        if (T->bwd_first < 0 || s < T->bwd_first) T->bwd_first = s;
+        if (s > T->bwd_last) T->bwd_last = s;
+    }
+}
+
+static void wr(bld *b, int t, int s) {
+    if (t < 0) return;
+    vdp_touch(b, t, s);
+    if (s < b->L && s > b->fwd_write[t]) b->fwd_write[t] = s;
+}
+
+static uint64_t act_bytes(const vd_net *net, int i, int batch) {
+    return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * 4u;
+}
+
+/* Pool bytes of a tensor: 256-aligned, at least 256. */
+uint64_t vdp_iv_size(uint64_t bytes) {
+    uint64_t a = VD_ALIGN_UP(bytes, (uint64_t)VD_PLAN_ALIGN);
+    return a ? a : VD_PLAN_ALIGN;
+}
+
+int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
+    vd_plan *p = b->p;
+    int k = p->n_intervals++;
+    vd_interval *iv = &p->intervals[k];
+    memset(iv, 0, sizeof *iv);
+    iv->tensor = t;
+    iv->first = first;
+    iv->last = last;
+    iv->bytes = vdp_iv_size(p->tensors[t].bytes);
+    iv->fill = fill;
+    iv->need_step = need;
+    iv->ev_h2d = -1;
+    vd_tensor *T = &p->tensors[t];
+    T->iv[T->n_iv++] = k;
+    return k;
+}
+
+/* ---- gradient aliasing through adds ------------------------------------- */
+
+/* An add passes its output gradient dy unchanged to every input, and its
+ * backward used to copy it (beta 0) or add it (beta 1) into each input's own
+ * gradient tensor. When add a is the first backward writer of the gradient of
+ * its input src (a is src's highest consumer, src appears once among a's
+ * inputs, same size), that gradient can BE a's dy tensor: a writes nothing for
+ * the input (dx[k] = -1) and src's other consumers accumulate (beta 1) into
+ * the shared tensor after a has read it, as they did into the copy. Same
+ * sums in the same order: the bytes are those of the copy.
+ *
+ * The aliased gradients of one physical tensor form a tree: its root owns
+ * the tensor (a layer whose gradient is not aliased), the children of an add
+ * are its aliased inputs (par[child] = the add). Every node w reads the
+ * tensor as dy at its backward step and must find exactly its own gradient
+ * there: the root's, then the contributions of the other consumers of each
+ * node on the path from the root down to w, in backward order. Those come
+ * in that order and before w's read by construction: the other consumers of
+ * a node y lie between y and par[y] in layer order (above y: they consume
+ * it; below par[y]: the add writes y's gradient first), so they run after
+ * par[y] and y's other ancestors have read, and before y and its
+ * descendants read. What can go wrong: a node x that is neither w nor an
+ * ancestor of w (w's gradient holds none of x's contributions) with another
+ * consumer that runs before w reads (above w). So the rule: for every such
+ * pair, every other consumer of x is below w. It also keeps a layer from
+ * reading the shared tensor as dy while it writes it as dx (a consumer of x
+ * equal to w), and covers chains of adds, an add's input that the add's
+ * other branch consumes too, and sibling inputs with other consumers. The
+ * candidates are taken in backward order (adds from the last layer down,
+ * inputs in order); each is kept only if its whole tree still obeys the rule.
+ *
+ * par[L] receives the add whose dy tensor is layer v's gradient (-1: v has
+ * its own tensor, or none). */
+static int tree_root(const int *par, int v) {
+    while (par[v] >= 0) v = par[v];
+    return v;
+}
+
+static bool in_subtree(const int *par, int w, int x) {
+    for (; w >= 0; w = par[w])
+        if (w == x) return true;
+    return false;
+}
+
+/* Does the tree rooted at r satisfy the rule? oth[x]: x's highest consumer
+ * other than its first writer (-1 none); mem: scratch [L]. */
+static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem) {
+    int n = 0;
+    for (int v = 0; v < L; v++)
+        if (tree_root(par, v) == r) mem[n++] = v;
+    for (int a = 0; a < n; a++) {
+        int x = mem[a];
+        if (x == r || oth[x] < 0) continue;   /* the root's consumers precede every read */
+        for (int c = 0; c < n; c++) {
+            int w = mem[c];
+            if (!in_subtree(par, w, x) && oth[x] >= w) return false;
+        }
+    }
+    return true;
+}
+
+static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_err *e) {
+    int L = net->n_layers;
+    for (int v = 0; v < L; v++) par[v] = -1;
+    int *fw = malloc((size_t)(L > 0 ? L : 1) * 5 * sizeof *fw);
+    if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L;
+    for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
+    /* first writer (layer, input) of each gradient, backward order */
+    for (int i = L - 1; i >= 0; i--)
+        for (int k = 0; k < net->layers[i].n_in; k++) {
+            int src = net->layers[i].in[k];
+            if (src >= 0 && fw[src] < 0) { fw[src] = i; fwk[src] = k; }
+        }
+    for (int i = 0; i < L; i++)
+        for (int k = 0; k < net->layers[i].n_in; k++) {
+            int src = net->layers[i].in[k];
+            if (src >= 0 && i != fw[src] && i > oth[src]) oth[src] = i;
+        }
+    int nc = 0;   /* each gradient has one first writer: at most L candidates */
+    for (int a = L - 1; a >= 0; a--) {
+        const vd_layer *l = &net->layers[a];
+        if (l->op != VD_OP_ADD || a == loss) continue;
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            if (src < 0 || fw[src] != a || fwk[src] != k) continue;
+            bool dup = false;
+            for (int j = 0; j < l->n_in; j++) dup |= j != k && l->in[j] == src;
+            if (dup || act_bytes(net, src, batch) != act_bytes(net, a, batch)) continue;
+            cand[nc++] = src;
+        }
+    }
+    for (int c = 0; c < nc; c++) {
+        int src = cand[c];
+        par[src] = fw[src];
+        if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem)) par[src] = -1;
+    }
+    free(fw);
+    return VD_OK;
+}
+
+/* The persistent tensors (parameters, momentum, gradients), x and labels. */
+static void fixed_tensors(bld *b) {
+    const vd_net *net = b->net;
+    vd_plan *p = b->p;
+    int batch = p->batch;
+    bool fo = p->forward_only;
+    uint64_t pbytes = (uint64_t)net->param_floats * 4u;
+
+    p->t_params = vdp_add_tensor(b, VD_T_PARAMS, -1, pbytes, "params", NULL);
+    p->t_mom = vdp_add_tensor(b, VD_T_MOMENTUM, -1, pbytes, "momentum", NULL);
+    p->t_grads = fo ? -1 : vdp_add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);
+    p->t_x = vdp_add_tensor(b, VD_T_INPUT, -1, act_bytes(net, -1, batch), "x", NULL);
+    p->t_labels = vdp_add_tensor(b, VD_T_LABELS, -1, (uint64_t)batch * 4u, "labels", NULL);
+    int persist[3] = {p->t_params, p->t_mom, p->t_grads};
+    for (int k = 0; k < 3; k++) {
+        if (persist[k] < 0) continue;
+        p->tensors[persist[k]].persistent = true;
+        vdp_touch(b, persist[k], 0);
+        vdp_touch(b, persist[k], p->n_steps - 1);
+    }
+}
+
+/* Per layer: its output (unless in place), saved state and workspaces with
+ * the options algos[2L]. */
+static void layer_tensors(bld *b, const int *algos) {
+    const vd_net *net = b->net;
+    vd_plan *p = b->p;
+    int L = b->L;
+    int batch = p->batch;
+    bool fo = p->forward_only;
+    for (int i = 0; i < L; i++) {
+        const vd_layer *l = &net->layers[i];
+        vd_plan_layer *pl = &p->layers[i];
+        pl->inplace = l->n_in == 1 && b->extra[i];  /* extra holds inplace flags here */
+        if (pl->inplace) {
+            b->act_of[i] = b->act_of[l->in[0]];
+        } else {
+            b->act_of[i] = vdp_add_tensor(b, VD_T_ACT, i, act_bytes(net, i, batch), l->name, ":y");
+        }
+        pl->y = b->act_of[i];
+        for (int k = 0; k < l->n_in; k++)
+            pl->in_t[k] = l->in[k] < 0 ? p->t_x : b->act_of[l->in[k]];
+        uint64_t aux = b->prof->layers[i].aux_bytes;
+        pl->aux = aux ? vdp_add_tensor(b, VD_T_AUX, i, aux, l->name, ":aux") : -1;
+        const vd_profile_layer *pr = &b->prof->layers[i];
+        int af = algos[i], ab = algos[L + i];
+        pl->algo_fwd = af;
+        pl->algo_bwd = ab;
+        snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[af].label);
+        snprintf(pl->algo_bwd_label, sizeof pl->algo_bwd_label, "%s", pr->algos[ab].label);
+        pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
+        pl->ws_bwd_bytes = fo ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
+        pl->ws_fwd = pl->ws_bwd = -1;
+        pl->rc_step = pl->ws_rc = -1;
+        if (pl->ws_fwd_bytes)
+            pl->ws_fwd = vdp_add_tensor(b, VD_T_WS, i, pl->ws_fwd_bytes, l->name, ":ws_fwd");
+        if (pl->ws_bwd_bytes)
+            pl->ws_bwd = vdp_add_tensor(b, VD_T_WS, i, pl->ws_bwd_bytes, l->name, ":ws_bwd");
+        pl->dy = -1;
+        for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
+    }
+}
+
+/* One gradient tensor per layer output (not the loss's), except the inputs
+ * of adds whose gradient is the add's own (alias_add_grads): those share the
+ * tensor of their tree's root, which keeps its name. */
+static int grad_tensors(bld *b, vd_err *e) {
+    const vd_net *net = b->net;
+    vd_plan *p = b->p;
+    int L = b->L;
+    int batch = p->batch;
+    int *par = malloc((size_t)(L > 0 ? L : 1) * sizeof *par);
+    bool *written = calloc((size_t)(L > 0 ? L : 1), sizeof *written);
+    int rc = !par || !written ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
+    for (int i = 0; i < L && !rc; i++) par[i] = -1;
+    if (!rc && b->alias) rc = alias_add_grads(net, p->loss_layer, batch, par, e);
+    if (rc) { free(par); free(written); return rc; }
+    for (int i = 0; i < L; i++) {
+        b->dact_of[i] = -1;
+        if (i == p->loss_layer || par[i] >= 0) continue;
+        b->dact_of[i] = vdp_add_tensor(b, VD_T_DACT, i, act_bytes(net, i, batch),
+                                       net->layers[i].name, ":dy");
+    }
+    for (int i = L - 1; i >= 0; i--)        /* par[i] > i: the root is set first */
+        if (par[i] >= 0) b->dact_of[i] = b->dact_of[par[i]];
+    for (int i = 0; i < L; i++) p->layers[i].dy = b->dact_of[i];
+    /* dx and accumulation order: backward runs layers L-1..0, inputs in
+     * order. The first writer of a gradient overwrites it (beta 0), the
+     * later ones add to it (beta 1). An add that is the first writer of
+     * an aliased input's gradient writes nothing (dx -1): the shared
+     * tensor already holds its dy, and the input's other consumers add
+     * to it, beta 1, as they added to the copy. */
+    for (int i = L - 1; i >= 0; i--) {
+        const vd_layer *l = &net->layers[i];
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            if (src < 0) continue;
+            bool first = !written[src];
+            written[src] = true;
+            if (first && par[src] == i) continue;   /* dx -1, beta 0 */
+            p->layers[i].dx[k] = b->dact_of[src];
+            p->layers[i].dx_beta[k] = first ? 0.0f : 1.0f;
+        }
+    }
+    free(par);
+    free(written);
+    return VD_OK;
+}
+
+/* Liveness: each tensor's reads and writes per step. */
+static void liveness(bld *b) {
+    const vd_net *net = b->net;
+    vd_plan *p = b->p;
+    int L = b->L;
+    bool fo = p->forward_only;
+    vdp_touch(b, p->t_x, 0);
+    for (int i = 0; i < L; i++) {
+        const vd_layer *l = &net->layers[i];
+        const vd_op_info *op = &vd_op_table[l->op];
+        vd_plan_layer *pl = &p->layers[i];
+        int sf = i;
+        for (int k = 0; k < l->n_in; k++) vdp_rd(b, pl->in_t[k], sf);
+        wr(b, pl->y, sf);
+        wr(b, pl->aux, sf);
+        vdp_touch(b, pl->ws_fwd, sf);
+        if (i == p->loss_layer) vdp_rd(b, p->t_labels, sf);
+        if (fo) continue;
+        int sb = vdp_bwd_step(L, i);
+        if (op->bwd_needs_x)
+            for (int k = 0; k < l->n_in; k++) vdp_rd(b, pl->in_t[k], sb);
+        if (op->bwd_needs_y) vdp_rd(b, pl->y, sb);
+        vdp_rd(b, pl->dy, sb);
+        vdp_rd(b, pl->aux, sb);
+        vdp_touch(b, pl->ws_bwd, sb);
+        if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
+        for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
+    }
+    /* The loss value (aux) and the loss output (eval argmax) are read back
+     * after the last step. */
+    const vd_plan_layer *ll = &p->layers[p->loss_layer];
+    vdp_touch(b, ll->aux, p->n_steps - 1);
+    if (fo) vdp_touch(b, ll->y, p->n_steps - 1);
+
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        if (b->last_touch[t] < 0) {
+            /* Never used (e.g. a dead branch's aux): give it a one-step life
+             * at step 0 so every tensor has a region. */
+            b->first_touch[t] = b->last_touch[t] = 0;
+        }
+        T->prod_step = b->first_touch[t];
+    }
+}
+
+/* Create tensors and liveness (no decisions yet). */
+int vdp_build_tensors(bld *b, const int *algos, vd_err *e) {
+    fixed_tensors(b);
+    layer_tensors(b, algos);
+    if (!b->p->forward_only) {
+        int rc = grad_tensors(b, e);
+        if (rc) return rc;
+    }
+    liveness(b);
+    return VD_OK;
+}

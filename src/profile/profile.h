@@ -1,0 +1,77 @@
+/* profile.h — what the planner knows about a device and a net's layers:
+ * per layer and algorithm option the forward / backward time and workspace,
+ * the per-layer saved state, the SGD step, the copy bandwidths. Made
+ * analytically (FLOPs and bytes), from a backend's algorithm options
+ * (backend/backend.h: vd_profile_backend), by measuring on the GPU
+ * (backend/cuda/cuda_backend.h: vd_profile_measure), or loaded from JSON
+ * (format: man vdnn-plan(1)).
+ *
+ * Below both plan/ and backend/: depends on util/ and net/ only. */
+#ifndef VD_PROFILE_H
+#define VD_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "util/util.h"
+#include "net/net.h"
+
+typedef struct vd_profile_algo {
+    char label[32];
+    double fwd_s, bwd_s;        /* seconds at the profile's batch */
+    uint64_t workspace;         /* bytes */
+    int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend ids (-1 analytic) */
+    /* Bytes of workspace the forward / the backward pass of this option
+     * needs. Valid only when max(fwd_workspace, bwd_workspace) == workspace;
+     * otherwise (e.g. both 0 from an old file or a profiler that does not fill
+     * them) both passes use `workspace`. Read them through vd_profile_algo_ws. */
+    uint64_t fwd_workspace, bwd_workspace;
+} vd_profile_algo;
+
+/* Workspace bytes of option a for the forward pass (bwd false; recomputes
+ * too) or the backward pass (bwd true), with the fallback described above. */
+uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
+
+#define VD_PROFILE_MAX_ALGOS 12
+typedef struct vd_profile_layer {
+    char name[VD_NAME_MAX];
+    int n_algos;
+    vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
+    uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
+                                   analytic: BN 2*C floats, loss 1 float, else 0 */
+} vd_profile_layer;
+
+typedef struct vd_device_params {
+    char name[64];              /* "h200", "cpu" */
+    double peak_flops;          /* effective sustained FLOP/s (fp32 conv/gemm) */
+    double mem_bw;              /* device memory bytes/s */
+    double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
+    double launch_s;            /* per-op overhead */
+    uint64_t mem_bytes;         /* device memory (default budget); 0 = unknown */
+} vd_device_params;
+extern const vd_device_params vd_device_h200, vd_device_cpu;
+/* Look up "h200" | "cpu". Returns NULL if unknown. */
+const vd_device_params *vd_device_find(const char *name);
+
+typedef struct vd_profile {
+    char source[32];            /* "analytic:h200" | "measured:cuda" | file */
+    char net[VD_NAME_MAX];
+    int batch;
+    vd_device_params dev;
+    double sgd_s;               /* update step time */
+    int n_layers;
+    vd_profile_layer *layers;   /* [n_layers] */
+} vd_profile;
+
+/* Analytic profile from FLOPs and bytes: t = launch + max(flops/peak,
+ * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two
+ * options: "fastest" (t, workspace = im2col buffer of min(N,8) samples) and
+ * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
+int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
+                        vd_profile *out, vd_err *e);
+/* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
+ * and the batch match net/batch (VD_EDATA otherwise); VD_EIO if unreadable. */
+int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
+int vd_profile_save(const char *path, const vd_profile *p, vd_err *e);
+void vd_profile_free(vd_profile *p);
+
+#endif
