@@ -394,12 +394,9 @@ const vd_op_info vd_op_table[] = {
                     .has_params = true, .recomputable = true, .keys = CONV_KEYS,
                     .parse = conv_parse, .infer = conv_infer, .flops = conv_flops,
                     .params = conv_params},
-    /* Exact per layer: pool_bwd_reads (max reads x, average nothing). The
-     * op-level y flag is kept on for the planner, which reads the op-level
-     * flags until it calls vd_op_bwd_reads (its in-place rules are pinned
-     * by tests/plan: "pool bwd needs y"). */
+    /* Exact per layer: pool_bwd_reads (max reads x, average nothing). */
     [VD_OP_POOL] = {.name = "pool", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                    .bwd_needs_y = true, .recomputable = true, .keys = POOL_KEYS,
+                    .recomputable = true, .keys = POOL_KEYS,
                     .parse = pool_parse, .infer = pool_infer, .flops = pool_flops,
                     .bwd_reads = pool_bwd_reads},
     [VD_OP_RELU] = {.name = "relu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_y = true,

@@ -576,7 +576,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     for (int i = 0; i < L; i++) c->can_rc[i + 1] = !ip[i];
     for (int j = 0; j < L; j++) {
         vd_op op = net->layers[j].op;
-        if (op != VD_OP_BATCHNORM && op != VD_OP_SOFTMAX_XENT) continue;
+        if (vd_op_table[op].recomputable) continue;
         int i = j;   /* the producer of the tensor layer j writes */
         while (ip[i]) i = net->layers[i].in[0];
         c->can_rc[i + 1] = false;
@@ -796,12 +796,12 @@ static uint64_t operand_bound(const vd_net *net, const vd_plan *p) {
         const vd_step *st = &p->steps[s];
         if (st->kind == VD_STEP_FWD || st->kind == VD_STEP_BWD) {
             int i = st->layer;
-            const vd_op_info *op = &vd_op_table[net->layers[i].op];
-            bool fwd = st->kind == VD_STEP_FWD;
+            bool fwd = st->kind == VD_STEP_FWD, rx, ry;
+            vd_op_bwd_reads(net, i, &rx, &ry);
             int ts[VD_MAX_INPUTS + 1], n = 0;
-            if (fwd || op->bwd_needs_x)
+            if (fwd || rx)
                 for (int k = 0; k < net->layers[i].n_in; k++) ts[n++] = p->layers[i].in_t[k];
-            if (fwd || op->bwd_needs_y) ts[n++] = p->layers[i].y;
+            if (fwd || ry) ts[n++] = p->layers[i].y;
             for (int a = 0; a < n; a++) {
                 bool dup = false;
                 for (int b = 0; b < a; b++) dup |= ts[b] == ts[a];

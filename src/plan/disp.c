@@ -55,7 +55,7 @@ static bool recompute_ok(const bld *b, int t) {
     for (int j = T->layer; j < b->L; j++) {
         if (p->layers[j].y != t) continue;
         vd_op op = b->net->layers[j].op;
-        if (op == VD_OP_BATCHNORM || op == VD_OP_SOFTMAX_XENT || p->layers[j].aux >= 0) return false;
+        if (!vd_op_table[op].recomputable || p->layers[j].aux >= 0) return false;
     }
     return true;
 }

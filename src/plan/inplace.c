@@ -14,9 +14,10 @@ int vdp_n_consumers(const vd_net *net, int src) {
 void vd_schedule_inplace_flags(const vd_net *net, bool *inplace) {
     for (int i = 0; i < net->n_layers; i++) {
         const vd_layer *l = &net->layers[i];
-        const vd_op_info *op = &vd_op_table[l->op];
+        bool rx, ry;
+        vd_op_bwd_reads(net, i, &rx, &ry);
         inplace[i] = false;
-        if (!op->can_inplace || op->bwd_needs_x || l->n_in != 1) continue;
+        if (!vd_op_table[l->op].can_inplace || rx || l->n_in != 1) continue;
         int src = l->in[0];
         if (src < 0) continue;                        /* never overwrite the net input */
         if (vdp_n_consumers(net, src) != 1) continue;
@@ -26,7 +27,9 @@ void vd_schedule_inplace_flags(const vd_net *net, bool *inplace) {
         int p = src;
         bool ok = true;
         for (;;) {
-            if (vd_op_table[net->layers[p].op].bwd_needs_y) { ok = false; break; }
+            bool px, py;
+            vd_op_bwd_reads(net, p, &px, &py);
+            if (py) { ok = false; break; }
             if (!inplace[p]) break;
             p = net->layers[p].in[0];
         }

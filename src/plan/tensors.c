@@ -299,7 +299,6 @@ static void liveness(bld *b) {
     vdp_touch(b, p->t_x, 0);
     for (int i = 0; i < L; i++) {
         const vd_layer *l = &net->layers[i];
-        const vd_op_info *op = &vd_op_table[l->op];
         vd_plan_layer *pl = &p->layers[i];
         int sf = i;
         for (int k = 0; k < l->n_in; k++) vdp_rd(b, pl->in_t[k], sf);
@@ -309,9 +308,11 @@ static void liveness(bld *b) {
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sf);
         if (fo) continue;
         int sb = vdp_bwd_step(L, i);
-        if (op->bwd_needs_x)
+        bool rx, ry;
+        vd_op_bwd_reads(net, i, &rx, &ry);
+        if (rx)
             for (int k = 0; k < l->n_in; k++) vdp_rd(b, pl->in_t[k], sb);
-        if (op->bwd_needs_y) vdp_rd(b, pl->y, sb);
+        if (ry) vdp_rd(b, pl->y, sb);
         vdp_rd(b, pl->dy, sb);
         vdp_rd(b, pl->aux, sb);
         vdp_touch(b, pl->ws_bwd, sb);

@@ -34,11 +34,7 @@ const vd_device_params *vd_device_find(const char *name) {
 }
 
 static uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
-    (void)batch;
-    const vd_layer *l = &net->layers[i];
-    if (l->op == VD_OP_BATCHNORM) return 2u * (uint64_t)l->c * 4u;
-    if (l->op == VD_OP_SOFTMAX_XENT) return 4u;
-    return 0;
+    return vd_op_aux_bytes(net, i, batch);
 }
 
 void vd_profile_free(vd_profile *p) {
