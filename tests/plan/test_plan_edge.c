@@ -13,7 +13,7 @@
 #include "testnets.h"
 #include "exec_util.h"
 #include "plan_common.h"
-#include "train/json_mini.h"
+#include "util/json.h"
 #include "vdt.h"
 
 /* ---- nets ---------------------------------------------------------------- */
@@ -259,17 +259,17 @@ START_TEST(test_cli_combinations) {
     /* --min-budget --format json is valid JSON with the name escaped */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --device cpu --min-budget --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    vj_val *root = NULL;
     char jerr[256];
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s: %s", jerr, out);
-    const vj_val *nm = vj_get(root, "net");
-    ck_assert(nm && nm->type == VJ_STR);
-    ck_assert_str_eq(nm->str, "q\"uote\\d");
+    json_t *root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s: %s", jerr, out);
+    const char *nm = json_string_value(json_object_get(root, "net"));
+    ck_assert(nm);
+    ck_assert_str_eq(nm, "q\"uote\\d");
     uint64_t all = 0, none = 0;
-    ck_assert(vj_u64(vj_get(vj_get(root, "min_budgets"), "all"), &all));
-    ck_assert(vj_u64(vj_get(vj_get(root, "min_budgets"), "none"), &none));
+    ck_assert(vd_json_u64(json_object_get(json_object_get(root, "min_budgets"), "all"), &all));
+    ck_assert(vd_json_u64(json_object_get(json_object_get(root, "min_budgets"), "none"), &none));
     ck_assert_uint_lt(all, none);
-    vj_free(root);
+    json_decref(root);
     /* combinations whose second half used to be ignored silently: usage */
     static const char *const bad[] = {
         "--min-budget --budget 1G", "--min-budget --trace %s", "--summary --trace %s",
@@ -292,8 +292,9 @@ START_TEST(test_cli_combinations) {
     /* --summary --format json still works; --trace to an unwritable path is io */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --summary --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
-    vj_free(root);
+    root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s", jerr);
+    json_decref(root);
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --device cpu --trace /nonexistent/dir/t.json "
              "2>&1 >/dev/null", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EIO);
@@ -311,12 +312,14 @@ START_TEST(test_cli_combinations) {
         snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --policy auto --budget 420K --format json "
                  "--trace %s", bld, net, trace);
         ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-        ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
-        vj_free(root);
+        root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+        ck_assert_msg(root, "%s", jerr);
+        json_decref(root);
         size_t nt;
         char *t = vdt_slurp(trace, &nt);
-        ck_assert_msg(vj_parse(t, strlen(t), &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
-        vj_free(root);
+        root = vd_json_parse(t, strlen(t), 0, jerr, sizeof jerr);
+        ck_assert_msg(root, "trace: %s", jerr);
+        json_decref(root);
         free(t);
         unlink(trace);
     }
