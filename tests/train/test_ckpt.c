@@ -477,6 +477,43 @@ START_TEST(python_reader_agrees) {
 }
 END_TEST
 
+/* Names are written by jansson: JSON-special characters escaped and read
+ * back unchanged; a tensor name that is not UTF-8 cannot be written
+ * (safetensors headers are UTF-8), a data set path that is not is left out
+ * of the state (as older versions did) instead of failing the save. */
+START_TEST(names_are_escaped_and_utf8) {
+    fixture f;
+    fx_init(&f, false);
+    vd_err e;
+    snprintf(f.net.name, sizeof f.net.name, "t\"i\\ny\t\xc3\xa9");
+    snprintf(f.st.data, sizeof f.st.data, "folder:/data/caf\xc3\xa9 \"x\"\n");
+    ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e) == 0, "%s", e.msg);
+    vd_train_state st;
+    ck_assert_msg(vd_ckpt_peek_state(f.path, &f.net, &st, &e) == 0, "%s", e.msg);  /* net name matched */
+    ck_assert_str_eq(st.data, f.st.data);
+    /* the same bytes as Python's json.dumps(ensure_ascii=False) would give */
+    size_t n;
+    char *raw = vdt_slurp(f.path, &n);
+    ck_assert_msg(strstr(raw + 8, "\"net\":\"t\\\"i\\\\ny\\t\xc3\xa9\""), "%.200s", raw + 8);
+    free(raw);
+    snprintf(f.st.data, sizeof f.st.data, "folder:/data/caf\xe9");   /* Latin-1 */
+    ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_ckpt_peek_state(f.path, &f.net, &st, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(st.data, "");
+    size_t n0;
+    char *before = vdt_slurp(f.path, &n0);
+    snprintf(f.net.params[0].name, sizeof f.net.params[0].name, "conv\xe9.weight");
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "UTF-8"), "%s", e.msg);
+    char *after = vdt_slurp(f.path, &n);
+    ck_assert_uint_eq(n, n0);
+    ck_assert_mem_eq(before, after, n);           /* the old checkpoint is untouched */
+    free(before);
+    free(after);
+    fx_free(&f);
+}
+END_TEST
+
 /* A header of 200,000 tensor entries (13.6 MB of JSON) is answered in
  * linear time: once with a duplicate key at the very end (rejected:
  * duplicates are found through jansson's hash table, not by comparing each
@@ -536,5 +573,5 @@ VDT_MAIN("ckpt", 120,
           round_trip_is_exact, layout_is_safetensors_and_torchvision,
           strict_matching_reports_first_mismatch, state_must_belong_to_model,
           corruption_never_crashes, offsets_are_validated, atomic_write_keeps_old_file,
-          python_reader_agrees, huge_header_is_linear,
+          python_reader_agrees, names_are_escaped_and_utf8, huge_header_is_linear,
           long_paths_keep_the_state_next_to_the_model, metadata_counts_are_strict)
