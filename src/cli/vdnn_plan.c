@@ -198,7 +198,8 @@ int main(int argc, char **argv) {
                 vd_json_set(mb, vd_policy_name((vd_policy)k), vd_json_uint(mins[k]), &ok);
             if (!ok) { json_decref(mb); mb = NULL; }
             json_t *r = json_pack("{s:o, s:i, s:s, s:o}", "net", vd_json_text(net.name), "batch",
-                                  (int)batch, "prefetch", vd_prefetch_name(prefetch), "min_budgets", mb);
+                                  (int)batch, "prefetch", vd_prefetch_name(prefetch),
+                                  "min_budgets", mb);
             rc = r ? vd_json_write(stdout, r, &e) : vd_errf(&e, VD_ENOMEM, "out of memory");
             json_decref(r);
             if (rc) goto fail;

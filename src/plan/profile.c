@@ -199,10 +199,11 @@ static json_t *profile_json(const vd_profile *p) {
                              "source", vd_json_text(p->source), "net", vd_json_text(p->net),
                              "batch", p->batch);
     vd_json_set(root, "device",
-                json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "name", vd_json_text(d->name),
-                          "peak_flops", vd_json_real(d->peak_flops), "mem_bw", vd_json_real(d->mem_bw),
-                          "d2h_bw", vd_json_real(d->d2h_bw), "h2d_bw", vd_json_real(d->h2d_bw),
-                          "both_bw", vd_json_real(d->both_bw), "launch_s", vd_json_real(d->launch_s),
+                json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                          "name", vd_json_text(d->name), "peak_flops", vd_json_real(d->peak_flops),
+                          "mem_bw", vd_json_real(d->mem_bw), "d2h_bw", vd_json_real(d->d2h_bw),
+                          "h2d_bw", vd_json_real(d->h2d_bw), "both_bw", vd_json_real(d->both_bw),
+                          "launch_s", vd_json_real(d->launch_s),
                           "mem_bytes", vd_json_uint(d->mem_bytes)), &ok);
     vd_json_set(root, "sgd_s", vd_json_real(p->sgd_s), &ok);
     json_t *layers = json_array();

@@ -219,7 +219,8 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     if (min_budgets) {
         json_t *mb = json_object();
         SET(r, "min_budgets", mb);
-        for (int k = 0; k < VD_POLICY_COUNT; k++) SET_U64(mb, vd_policy_name((vd_policy)k), min_budgets[k]);
+        for (int k = 0; k < VD_POLICY_COUNT; k++)
+            SET_U64(mb, vd_policy_name((vd_policy)k), min_budgets[k]);
     }
     json_t *layers = json_array();
     SET(r, "layers", layers);
@@ -265,8 +266,8 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET(o, "intervals", ivs);
         for (int k = 0; ok && k < T->n_iv; k++) {
             const vd_interval *iv = &p->intervals[T->iv[k]];
-            vd_json_push(ivs, json_pack("{s:i, s:i, s:o, s:o}", "first", iv->first, "last", iv->last,
-                                        "offset", vd_json_uint(iv->offset),
+            vd_json_push(ivs, json_pack("{s:i, s:i, s:o, s:o}", "first", iv->first,
+                                        "last", iv->last, "offset", vd_json_uint(iv->offset),
                                         "bytes", vd_json_uint(iv->bytes)), &ok);
         }
     }
@@ -315,8 +316,8 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
 static json_t *trace_x(const char *name, const char *cat, int tid, double t_s, double dur_s,
                        json_t *args) {
     json_t *ev = json_pack("{s:o, s:s, s:s, s:i, s:i, s:o, s:o}", "name", vd_json_text(name),
-                           "cat", cat, "ph", "X", "pid", 1, "tid", tid, "ts", vd_json_real(t_s * 1e6),
-                           "dur", vd_json_real(dur_s * 1e6));
+                           "cat", cat, "ph", "X", "pid", 1, "tid", tid,
+                           "ts", vd_json_real(t_s * 1e6), "dur", vd_json_real(dur_s * 1e6));
     if (args && json_object_set_new(ev, "args", args) != 0) {
         json_decref(ev);
         return NULL;
