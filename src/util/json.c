@@ -42,7 +42,7 @@ bool vd_json_u64(const json_t *v, uint64_t *out) {
 
 json_t *vd_json_text(const char *s) {
     if (vd_json_utf8(s)) return json_string(s);
-    char *t = strdup(s);        /* keep the ASCII bytes */
+    char *t = vd_strdup(s, NULL);   /* keep the ASCII bytes */
     if (!t) return NULL;
     for (char *c = t; *c; c++)
         if ((unsigned char)*c >= 0x80) *c = '?';
