@@ -13,6 +13,7 @@
 #include "vd_config.h"
 #include "cli/cli_common.h"
 #include "util/util.h"
+#include "util/json.h"
 #include "net/net.h"
 #include "spec/spec.h"
 #include "backend/backend.h"
@@ -397,68 +398,77 @@ static const char *math_name(const opts *o) {
     return o->c.cfg.math == VD_MATH_TF32 ? "tf32" : "fp32";
 }
 
-/* A finite number, or null. */
-static void json_num(FILE *f, bool have, double v, const char *fmt) {
-    if (!have || !isfinite(v)) fputs("null", f);
-    else fprintf(f, fmt, v);
+/* The results as a JSON object; NULL when out of memory. Numbers that
+ * were not measured (or are not finite) are null. */
+static json_t *bench_json(const bench *b) {
+    const opts *o = b->o;
+    bool ok = true;
+    json_t *r = json_pack("{s:o, s:i, s:s, s:s, s:b, s:s, s:o, s:I, s:I}",
+                          "net", vd_json_text(b->net.name), "batch", b->batch,
+                          "backend", b->ses.be->name, "math", math_name(o),
+                          "deterministic", (int)o->c.cfg.deterministic,
+                          "prefetch", vd_prefetch_name(o->c.cfg.prefetch),
+                          "profile", vd_json_text(b->ses.prof.source),
+                          "warmup", (json_int_t)o->warmup, "iters", (json_int_t)o->iters);
+    vd_json_set(r, "input", json_pack("{s:i, s:i, s:i, s:i}", "channels", b->net.in_c, "height",
+                                      b->net.in_h, "width", b->net.in_w, "classes", b->net.classes),
+                &ok);
+    bool dk = b->ses.mem.known;
+    vd_json_set(r, "device_total", dk ? vd_json_uint(b->ses.mem.total) : json_null(), &ok);
+    vd_json_set(r, "overhead_bytes", dk ? vd_json_uint(b->ses.mem.used_setup) : json_null(), &ok);
+    vd_json_set(r, "none_peak", vd_json_uint(b->none_peak), &ok);
+    json_t *mb = json_object();
+    vd_json_set(r, "min_budgets", mb, &ok);
+    for (int k = 0; k < o->n_pol; k++)
+        vd_json_set(mb, vd_policy_name(o->pol[k]), vd_json_uint(b->min_budget[o->pol[k]]), &ok);
+    json_t *pts = json_array();
+    vd_json_set(r, "points", pts, &ok);
+    for (int i = 0; ok && i < b->n_pts; i++) {
+        const point *p = &b->pts[i];
+        bool m = p->measured, md = m && p->has_device, mp = m && p->has_pred;
+        json_t *null = json_null();     /* a singleton: never fails, needs no release */
+        vd_json_push(pts, json_pack(
+            "{s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
+            " s:o, s:o, s:o, s:o, s:o}",
+            "budget_bytes", vd_json_uint(p->budget), "policy", vd_policy_name(p->policy),
+            "feasible", (int)p->feasible, "failed", (int)p->failed,
+            "offload_policy", m ? vd_json_text(p->offload_policy) : null,
+            "iter_s", m ? vd_json_real(p->iter_s) : null,
+            "iter_min_s", m ? vd_json_real(p->iter_min_s) : null,
+            "images_s", m ? vd_json_real(p->images_s) : null,
+            "pool_hwm", m ? vd_json_uint(p->pool_hwm) : null,
+            "live_peak", m ? vd_json_uint(p->live_peak) : null,
+            "device_used", md ? vd_json_uint(p->device_used) : null,
+            "overhead_bytes", md ? vd_json_uint(p->device_overhead) : null,
+            "device_within", md ? json_boolean(p->device_within) : null,
+            "offload_bytes", m ? vd_json_uint(p->offload_bytes) : null,
+            "prefetch_bytes", m ? vd_json_uint(p->prefetch_bytes) : null,
+            "recompute_ops", m ? json_integer(p->recompute_ops) : null,
+            "offload_gb", m ? vd_json_real(p->offload_gb) : null,
+            "prefetch_gb", m ? vd_json_real(p->prefetch_gb) : null,
+            "copy_gbps", m ? vd_json_real(p->copy_gbps) : null,
+            "predicted_s", mp ? vd_json_real(p->predicted_s) : null,
+            "error_pct", mp ? vd_json_real(p->error_pct) : null,
+            "note", vd_json_text(p->note)), &ok);
+    }
+    if (!ok) { json_decref(r); return NULL; }
+    return r;
 }
 
-static void write_json(FILE *f, const bench *b) {
-    const opts *o = b->o;
-    fprintf(f, "{\n  \"net\": ");
-    vd_json_str(f, b->net.name);
-    fprintf(f, ",\n  \"batch\": %d,\n  \"backend\": \"%s\",\n  \"math\": \"%s\",\n"
-            "  \"deterministic\": %s,\n  \"prefetch\": \"%s\",\n  \"profile\": ",
-            b->batch, b->ses.be->name, math_name(o), o->c.cfg.deterministic ? "true" : "false",
-            vd_prefetch_name(o->c.cfg.prefetch));
-    vd_json_str(f, b->ses.prof.source);
-    fprintf(f, ",\n  \"warmup\": %lld,\n  \"iters\": %lld,\n", (long long)o->warmup,
-            (long long)o->iters);
-    fprintf(f, "  \"input\": {\"channels\": %d, \"height\": %d, \"width\": %d, "
-            "\"classes\": %d},\n", b->net.in_c, b->net.in_h, b->net.in_w, b->net.classes);
-    if (b->ses.mem.known)
-        fprintf(f, "  \"device_total\": %" PRIu64 ",\n  \"overhead_bytes\": %" PRIu64 ",\n",
-                b->ses.mem.total, b->ses.mem.used_setup);
-    else
-        fprintf(f, "  \"device_total\": null,\n  \"overhead_bytes\": null,\n");
-    fprintf(f, "  \"none_peak\": %" PRIu64 ",\n  \"min_budgets\": {", b->none_peak);
-    for (int k = 0; k < o->n_pol; k++)
-        fprintf(f, "%s\"%s\": %" PRIu64, k ? ", " : "", vd_policy_name(o->pol[k]),
-                b->min_budget[o->pol[k]]);
-    fprintf(f, "},\n  \"points\": [");
-    for (int i = 0; i < b->n_pts; i++) {
-        const point *p = &b->pts[i];
-        bool m = p->measured;
-        fprintf(f, "%s\n    {\"budget_bytes\": %" PRIu64 ", \"policy\": \"%s\", \"feasible\": %s, ",
-                i ? "," : "", p->budget, vd_policy_name(p->policy), p->feasible ? "true" : "false");
-        fprintf(f, "\"failed\": %s, ", p->failed ? "true" : "false");
-        fputs("\"offload_policy\": ", f);
-        if (m) vd_json_str(f, p->offload_policy); else fputs("null", f);
-        fputs(", \"iter_s\": ", f);            json_num(f, m, p->iter_s, "%.9g");
-        fputs(", \"iter_min_s\": ", f);        json_num(f, m, p->iter_min_s, "%.9g");
-        fputs(", \"images_s\": ", f);          json_num(f, m, p->images_s, "%.9g");
-        fputs(", \"pool_hwm\": ", f);          json_num(f, m, (double)p->pool_hwm, "%.0f");
-        fputs(", \"live_peak\": ", f);         json_num(f, m, (double)p->live_peak, "%.0f");
-        fputs(", \"device_used\": ", f);
-        json_num(f, m && p->has_device, (double)p->device_used, "%.0f");
-        fputs(", \"overhead_bytes\": ", f);
-        json_num(f, m && p->has_device, (double)p->device_overhead, "%.0f");
-        fputs(", \"device_within\": ", f);
-        fputs(m && p->has_device ? (p->device_within ? "true" : "false") : "null", f);
-        fputs(", \"offload_bytes\": ", f);     json_num(f, m, (double)p->offload_bytes, "%.0f");
-        fputs(", \"prefetch_bytes\": ", f);    json_num(f, m, (double)p->prefetch_bytes, "%.0f");
-        fputs(", \"recompute_ops\": ", f);   json_num(f, m, (double)p->recompute_ops, "%.0f");
-        fputs(", \"offload_gb\": ", f);        json_num(f, m, p->offload_gb, "%.9g");
-        fputs(", \"prefetch_gb\": ", f);       json_num(f, m, p->prefetch_gb, "%.9g");
-        fputs(", \"copy_gbps\": ", f);         json_num(f, m, p->copy_gbps, "%.9g");
-        fputs(", \"predicted_s\": ", f);
-        json_num(f, m && p->has_pred, p->predicted_s, "%.9g");
-        fputs(", \"error_pct\": ", f);         json_num(f, m && p->has_pred, p->error_pct, "%.6g");
-        fputs(", \"note\": ", f);
-        vd_json_str(f, p->note);
-        fputc('}', f);
-    }
-    fprintf(f, "\n  ]\n}\n");
+/* --json FILE: the results (bench_json), replaced atomically. */
+static int write_json(const char *path, const bench *b, vd_err *e) {
+    json_t *r = bench_json(b);
+    if (!r) return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) { json_decref(r); return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path); }
+    int rc = vd_json_write(f, r, e);
+    json_decref(r);
+    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
+    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
+    free(buf);
+    return rc;
 }
 
 static const char *const CSV_HEADER =
@@ -783,7 +793,7 @@ int main(int argc, char **argv) {
 
     print_table(&b);
     if (o.csv && (rc = write_out(o.csv, write_csv, &b, &e))) goto out;
-    if (o.json && (rc = write_out(o.json, write_json, &b, &e))) goto out;
+    if (o.json && (rc = write_json(o.json, &b, &e))) goto out;
     if (o.plot && (rc = write_out(o.plot, write_svg, &b, &e))) goto out;
     if (o.csv) progress(&b, "wrote %s", o.csv);
     if (o.json) progress(&b, "wrote %s", o.json);

@@ -21,6 +21,7 @@
 #include "spec/spec.h"
 #include "spec/summary.h"
 #include "train/session.h"
+#include "util/json.h"
 
 static const char *const PROG = "vdnn-plan";
 
@@ -134,14 +135,17 @@ static int print_min_budgets(const vd_net *net, const vd_profile *prof, const vd
     }
     char b[32];
     if (json) {
-        printf("{\"net\": ");
-        vd_json_str(stdout, net->name);
-        printf(", \"batch\": %d, \"prefetch\": \"%s\", \"min_budgets\": {", o->batch,
-               vd_prefetch_name(o->prefetch));
+        bool ok = true;
+        json_t *mb = json_object();
         for (int k = 0; k < VD_POLICY_COUNT; k++)
-            printf("%s\"%s\": %llu", k ? ", " : "", vd_policy_name((vd_policy)k),
-                   (unsigned long long)mins[k]);
-        printf("}}\n");
+            vd_json_set(mb, vd_policy_name((vd_policy)k), vd_json_uint(mins[k]), &ok);
+        if (!ok) { json_decref(mb); mb = NULL; }
+        json_t *r = json_pack("{s:o, s:i, s:s, s:o}", "net", vd_json_text(net->name), "batch",
+                              o->batch, "prefetch", vd_prefetch_name(o->prefetch),
+                              "min_budgets", mb);
+        int rc = r ? vd_json_write(stdout, r, e) : vd_errf(e, VD_ENOMEM, "out of memory");
+        json_decref(r);
+        if (rc) return rc;
     } else {
         printf("minimum budgets for %s, batch %d (prefetch %s, profile %s)\n", net->name,
                o->batch, vd_prefetch_name(o->prefetch), prof->source);

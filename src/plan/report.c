@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
+#include "util/json.h"
 
 static const char *kind_name(vd_step_kind k) {
     switch (k) {
@@ -151,157 +152,213 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
 
 /* ---- JSON --------------------------------------------------------------- */
 
-int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
-                       const uint64_t *min_budgets, vd_err *e) {
-    char lab[200];
-    fprintf(f, "{\n  \"net\": ");
-    vd_json_str(f, p->net);
-    fprintf(f, ",\n  \"batch\": %d,\n  \"policy\": \"%s\",\n  \"offload_policy\": \"%s\",\n"
-               "  \"prefetch\": \"%s\",\n  \"forward_only\": %s,\n",
-            p->batch, vd_policy_name(p->policy), vd_policy_name(p->offload_policy),
-            vd_prefetch_name(p->prefetch), p->forward_only ? "true" : "false");
-    fprintf(f, "  \"budget\": %llu,\n  \"feasible\": %s,\n  \"peak_bytes\": %llu,\n"
-               "  \"peak_step\": %d,\n  \"hwm_bytes\": %llu,\n  \"fragmentation\": %.6f,\n"
-               "  \"persistent_bytes\": %llu,\n  \"offload_bytes\": %llu,\n  \"prefetch_bytes\": %llu,\n"
-               "  \"input_bytes\": %llu,\n  \"host_bytes\": %llu,\n  \"offloaded_tensors\": %d,\n"
-               "  \"recompute_bytes\": %llu,\n  \"recomputed_tensors\": %d,\n  \"recompute_ops\": %d,\n"
-               "  \"recompute_s\": %.9g,\n",
-            (unsigned long long)p->budget, p->feasible ? "true" : "false",
-            (unsigned long long)p->live_peak, p->peak_step, (unsigned long long)p->hwm, p->frag,
-            (unsigned long long)p->persistent_bytes, (unsigned long long)p->offload_bytes,
-            (unsigned long long)p->prefetch_bytes, (unsigned long long)p->input_bytes,
-            (unsigned long long)p->host_bytes, n_offloaded(p), (unsigned long long)p->recompute_bytes,
-            p->n_recomputed, p->n_recompute_ops, p->recompute_s);
-    fprintf(f, "  \"predicted_iter_s\": %.9g,\n  \"predicted\": {\"iter_s\": %.9g, \"compute_s\": %.9g, "
-               "\"stall_s\": %.9g, \"busy_compute_s\": %.9g, \"busy_d2h_s\": %.9g, \"busy_h2d_s\": %.9g},\n",
-            p->sim.iter_s, p->sim.iter_s, p->sim.compute_s, p->sim.stall_s, p->sim.busy_s[0],
-            p->sim.busy_s[1], p->sim.busy_s[2]);
-    fprintf(f, "  \"input_staging\": {\"state\": \"%s\"", vd_stage_name(p->stage));
+/* Shorthands for the JSON builders below: each adds one member to object o
+ * (a false sticks in ok; see vd_json_set). */
+#define SET(o, k, v) vd_json_set((o), (k), (v), &ok)
+#define SET_INT(o, k, x) SET(o, k, json_integer(x))
+#define SET_U64(o, k, x) SET(o, k, vd_json_uint(x))
+#define SET_REAL(o, k, x) SET(o, k, vd_json_real(x))
+#define SET_STR(o, k, s) SET(o, k, vd_json_text(s))
+#define SET_BOOL(o, k, b) SET(o, k, json_boolean(b))
+
+/* The names of the tensors of step st's actions of one list ("offloads":
+ * OFFLOAD, "prefetches": PREFETCH, "waits": WAIT_PREFETCH / WAIT_OFFLOAD). */
+static json_t *step_tensors(const vd_plan *p, const vd_step *st, int li, bool *okp) {
+    bool ok = true;
+    json_t *arr = json_array();
+    for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
+        const vd_action *A = &p->actions[a];
+        int t = -1;
+        if (li == 0 && A->kind == VD_A_OFFLOAD) t = A->arg;
+        if (li == 1 && A->kind == VD_A_PREFETCH) t = p->intervals[A->arg].tensor;
+        if (li == 2 && A->kind == VD_A_WAIT_PREFETCH) t = p->intervals[A->arg].tensor;
+        if (li == 2 && A->kind == VD_A_WAIT_OFFLOAD) t = A->arg;
+        if (t >= 0) vd_json_push(arr, vd_json_text(p->tensors[t].name), &ok);
+    }
+    if (!ok) *okp = false;
+    return arr;
+}
+
+/* The plan as a JSON object; NULL when out of memory. */
+static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *min_budgets) {
+    bool ok = true;
+    json_t *r = json_object();
+    SET_STR(r, "net", p->net);
+    SET_INT(r, "batch", p->batch);
+    SET_STR(r, "policy", vd_policy_name(p->policy));
+    SET_STR(r, "offload_policy", vd_policy_name(p->offload_policy));
+    SET_STR(r, "prefetch", vd_prefetch_name(p->prefetch));
+    SET_BOOL(r, "forward_only", p->forward_only);
+    SET_U64(r, "budget", p->budget);
+    SET_BOOL(r, "feasible", p->feasible);
+    SET_U64(r, "peak_bytes", p->live_peak);
+    SET_INT(r, "peak_step", p->peak_step);
+    SET_U64(r, "hwm_bytes", p->hwm);
+    SET_REAL(r, "fragmentation", p->frag);
+    SET_U64(r, "persistent_bytes", p->persistent_bytes);
+    SET_U64(r, "offload_bytes", p->offload_bytes);
+    SET_U64(r, "prefetch_bytes", p->prefetch_bytes);
+    SET_U64(r, "input_bytes", p->input_bytes);
+    SET_U64(r, "host_bytes", p->host_bytes);
+    SET_INT(r, "offloaded_tensors", n_offloaded(p));
+    SET_U64(r, "recompute_bytes", p->recompute_bytes);
+    SET_INT(r, "recomputed_tensors", p->n_recomputed);
+    SET_INT(r, "recompute_ops", p->n_recompute_ops);
+    SET_REAL(r, "recompute_s", p->recompute_s);
+    SET_REAL(r, "predicted_iter_s", p->sim.iter_s);
+    json_t *pr = json_object();
+    SET(r, "predicted", pr);
+    SET_REAL(pr, "iter_s", p->sim.iter_s);
+    SET_REAL(pr, "compute_s", p->sim.compute_s);
+    SET_REAL(pr, "stall_s", p->sim.stall_s);
+    SET_REAL(pr, "busy_compute_s", p->sim.busy_s[0]);
+    SET_REAL(pr, "busy_d2h_s", p->sim.busy_s[1]);
+    SET_REAL(pr, "busy_h2d_s", p->sim.busy_s[2]);
+    json_t *is = json_object();
+    SET(r, "input_staging", is);
+    SET_STR(is, "state", vd_stage_name(p->stage));
     if (p->t_stage >= 0) {
         const vd_interval *iv = &p->intervals[p->tensors[p->t_stage].iv[1]];
-        fprintf(f, ", \"tensor\": ");
-        vd_json_str(f, p->tensors[p->t_stage].name);
-        fprintf(f, ", \"bytes\": %llu, \"issue_step\": %d, \"offset\": %llu, \"h2d_start_s\": %.9g, "
-                   "\"h2d_end_s\": %.9g, \"load_s\": %.9g",
-                (unsigned long long)p->tensors[p->t_stage].bytes, p->stage_step,
-                (unsigned long long)iv->offset, iv->t_h2d_start, iv->t_h2d_end, p->sim.stage_load_s);
+        SET_STR(is, "tensor", p->tensors[p->t_stage].name);
+        SET_U64(is, "bytes", p->tensors[p->t_stage].bytes);
+        SET_INT(is, "issue_step", p->stage_step);
+        SET_U64(is, "offset", iv->offset);
+        SET_REAL(is, "h2d_start_s", iv->t_h2d_start);
+        SET_REAL(is, "h2d_end_s", iv->t_h2d_end);
+        SET_REAL(is, "load_s", p->sim.stage_load_s);
     }
-    fprintf(f, "},\n");
-    if (p->note[0]) { fprintf(f, "  \"note\": "); vd_json_str(f, p->note); fprintf(f, ",\n"); }
+    if (p->note[0]) SET_STR(r, "note", p->note);
     if (min_budgets) {
-        fprintf(f, "  \"min_budgets\": {");
+        json_t *mb = json_object();
+        SET(r, "min_budgets", mb);
         for (int k = 0; k < VD_POLICY_COUNT; k++)
-            fprintf(f, "%s\"%s\": %llu", k ? ", " : "", vd_policy_name((vd_policy)k),
-                    (unsigned long long)min_budgets[k]);
-        fprintf(f, "},\n");
+            SET_U64(mb, vd_policy_name((vd_policy)k), min_budgets[k]);
     }
-    fprintf(f, "  \"layers\": [");
-    for (int i = 0; i < p->n_layers; i++) {
+    json_t *layers = json_array();
+    SET(r, "layers", layers);
+    for (int i = 0; ok && i < p->n_layers; i++) {
         const vd_plan_layer *pl = &p->layers[i];
-        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        vd_json_str(f, net->layers[i].name);
-        fprintf(f, ", \"algo\": %d, \"algo_label\": ", pl->algo_fwd);
-        vd_json_str(f, pl->algo_label);
-        fprintf(f, ", \"algo_fwd\": %d, \"algo_bwd\": %d, \"algo_bwd_label\": ", pl->algo_fwd,
-                pl->algo_bwd);
-        vd_json_str(f, pl->algo_bwd_label);
-        fprintf(f, ", \"workspace\": %llu, \"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
-                   "\"inplace\": %s, \"recompute_step\": %d}",
-                (unsigned long long)pl->ws_fwd_bytes, (unsigned long long)pl->ws_fwd_bytes,
-                (unsigned long long)pl->ws_bwd_bytes, pl->inplace ? "true" : "false", pl->rc_step);
+        json_t *l = json_object();
+        vd_json_push(layers, l, &ok);
+        SET_STR(l, "name", net->layers[i].name);
+        SET_INT(l, "algo", pl->algo_fwd);
+        SET_STR(l, "algo_label", pl->algo_label);
+        SET_INT(l, "algo_fwd", pl->algo_fwd);
+        SET_INT(l, "algo_bwd", pl->algo_bwd);
+        SET_STR(l, "algo_bwd_label", pl->algo_bwd_label);
+        SET_U64(l, "workspace", pl->ws_fwd_bytes);
+        SET_U64(l, "fwd_workspace", pl->ws_fwd_bytes);
+        SET_U64(l, "bwd_workspace", pl->ws_bwd_bytes);
+        SET_BOOL(l, "inplace", pl->inplace);
+        SET_INT(l, "recompute_step", pl->rc_step);
     }
-    fprintf(f, "\n  ],\n  \"tensors\": [");
-    for (int t = 0; t < p->n_tensors; t++) {
+    json_t *tensors = json_array();
+    SET(r, "tensors", tensors);
+    for (int t = 0; ok && t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];
-        fprintf(f, "%s\n    {\"name\": ", t ? "," : "");
-        vd_json_str(f, T->name);
-        fprintf(f, ", \"kind\": \"%s\", \"bytes\": %llu, \"offload\": %s, \"recompute\": %s",
-                vd_tensor_kind_name(T->kind), (unsigned long long)T->bytes,
-                T->offload ? "true" : "false", T->recompute ? "true" : "false");
-        if (T->offload)
-            fprintf(f, ", \"offload_step\": %d, \"release_step\": %d, \"prefetch_step\": %d, "
-                       "\"consumer_step\": %d",
-                    T->host_src ? -1 : T->offload_step, T->release_step, T->prefetch_step, T->bwd_first);
-        if (T->recompute)
-            fprintf(f, ", \"release_step\": %d, \"recompute_step\": %d, \"recompute_s\": %.9g",
-                    T->fwd_last + 1, T->recompute_step, T->recompute_s);
-        fprintf(f, ", \"intervals\": [");
-        for (int k = 0; k < T->n_iv; k++) {
+        json_t *o = json_object();
+        vd_json_push(tensors, o, &ok);
+        SET_STR(o, "name", T->name);
+        SET_STR(o, "kind", vd_tensor_kind_name(T->kind));
+        SET_U64(o, "bytes", T->bytes);
+        SET_BOOL(o, "offload", T->offload);
+        SET_BOOL(o, "recompute", T->recompute);
+        if (T->offload) {
+            SET_INT(o, "offload_step", T->host_src ? -1 : T->offload_step);
+            SET_INT(o, "release_step", T->release_step);
+            SET_INT(o, "prefetch_step", T->prefetch_step);
+            SET_INT(o, "consumer_step", T->bwd_first);
+        }
+        if (T->recompute) {
+            SET_INT(o, "release_step", T->fwd_last + 1);
+            SET_INT(o, "recompute_step", T->recompute_step);
+            SET_REAL(o, "recompute_s", T->recompute_s);
+        }
+        json_t *ivs = json_array();
+        SET(o, "intervals", ivs);
+        for (int k = 0; ok && k < T->n_iv; k++) {
             const vd_interval *iv = &p->intervals[T->iv[k]];
-            fprintf(f, "%s{\"first\": %d, \"last\": %d, \"offset\": %llu, \"bytes\": %llu}", k ? ", " : "",
-                    iv->first, iv->last, (unsigned long long)iv->offset, (unsigned long long)iv->bytes);
+            vd_json_push(ivs, json_pack("{s:i, s:i, s:o, s:o}", "first", iv->first,
+                                        "last", iv->last, "offset", vd_json_uint(iv->offset),
+                                        "bytes", vd_json_uint(iv->bytes)), &ok);
         }
-        fprintf(f, "]}");
     }
-    fprintf(f, "\n  ],\n  \"steps\": [");
-    for (int s = 0; s < p->n_steps; s++) {
+    json_t *steps = json_array();
+    SET(r, "steps", steps);
+    for (int s = 0; ok && s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
-        fprintf(f, "%s\n    {\"step\": %d, \"kind\": \"%s\", \"layer\": ", s ? "," : "", s, kind_name(st->kind));
-        if (st->layer >= 0) vd_json_str(f, net->layers[st->layer].name);
-        else fprintf(f, "null");
-        (void)lab;
-        fprintf(f, ", \"mem_bytes\": %llu, \"top_bytes\": %llu, \"compute_s\": %.9g, \"start_s\": %.9g, "
-                   "\"stall_s\": %.9g, \"recompute_s\": %.9g, \"recompute_start_s\": %.9g",
-                (unsigned long long)st->mem_in_use, (unsigned long long)st->mem_top, st->compute_s,
-                st->t_start, st->stall_s, st->recompute_s, st->t_rc_start);
-        fprintf(f, ", \"recomputes\": [");
-        int nr = 0;
-        for (int a = st->first_action; a < st->first_action + st->n_actions; a++)
-            if (p->actions[a].kind == VD_A_RECOMPUTE) {
-                if (nr++) fprintf(f, ", ");
-                vd_json_str(f, net->layers[p->actions[a].arg].name);
-            }
-        fprintf(f, "]");
-        const char *lists[3] = {"offloads", "prefetches", "waits"};
-        for (int li = 0; li < 3; li++) {
-            fprintf(f, ", \"%s\": [", lists[li]);
-            int n = 0;
-            for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
-                const vd_action *A = &p->actions[a];
-                int t = -1;
-                if (li == 0 && A->kind == VD_A_OFFLOAD) t = A->arg;
-                if (li == 1 && A->kind == VD_A_PREFETCH) t = p->intervals[A->arg].tensor;
-                if (li == 2 && A->kind == VD_A_WAIT_PREFETCH) t = p->intervals[A->arg].tensor;
-                if (li == 2 && A->kind == VD_A_WAIT_OFFLOAD) t = A->arg;
-                if (t < 0) continue;
-                if (n++) fprintf(f, ", ");
-                vd_json_str(f, p->tensors[t].name);
-            }
-            fprintf(f, "]");
-        }
-        fprintf(f, "}");
+        json_t *o = json_object();
+        vd_json_push(steps, o, &ok);
+        SET_INT(o, "step", s);
+        SET_STR(o, "kind", kind_name(st->kind));
+        SET(o, "layer", st->layer >= 0 ? vd_json_text(net->layers[st->layer].name) : json_null());
+        SET_U64(o, "mem_bytes", st->mem_in_use);
+        SET_U64(o, "top_bytes", st->mem_top);
+        SET_REAL(o, "compute_s", st->compute_s);
+        SET_REAL(o, "start_s", st->t_start);
+        SET_REAL(o, "stall_s", st->stall_s);
+        SET_REAL(o, "recompute_s", st->recompute_s);
+        SET_REAL(o, "recompute_start_s", st->t_rc_start);
+        json_t *rcs = json_array();
+        SET(o, "recomputes", rcs);
+        for (int a = st->first_action; ok && a < st->first_action + st->n_actions; a++)
+            if (p->actions[a].kind == VD_A_RECOMPUTE)
+                vd_json_push(rcs, vd_json_text(net->layers[p->actions[a].arg].name), &ok);
+        SET(o, "offloads", step_tensors(p, st, 0, &ok));
+        SET(o, "prefetches", step_tensors(p, st, 1, &ok));
+        SET(o, "waits", step_tensors(p, st, 2, &ok));
     }
-    fprintf(f, "\n  ]\n}\n");
-    return write_err(f, e);
+    if (!ok) { json_decref(r); return NULL; }
+    return r;
+}
+
+int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
+                       const uint64_t *min_budgets, vd_err *e) {
+    json_t *r = plan_json(p, net, min_budgets);
+    if (!r) return vd_errf(e, VD_ENOMEM, "out of memory writing the plan as JSON");
+    int rc = vd_json_write(f, r, e);
+    json_decref(r);
+    return rc;
 }
 
 /* ---- Chrome trace ------------------------------------------------------- */
 
-int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
-                        const vd_profile *prof, vd_err *e) {
-    char *buf = NULL;
-    size_t n = 0;
+/* A complete event ("ph": "X") on track tid of the process: name, category,
+ * start and duration in seconds (written in microseconds), and args. */
+static json_t *trace_x(const char *name, const char *cat, int tid, double t_s, double dur_s,
+                       json_t *args) {
+    json_t *ev = json_pack("{s:o, s:s, s:s, s:i, s:i, s:o, s:o}", "name", vd_json_text(name),
+                           "cat", cat, "ph", "X", "pid", 1, "tid", tid,
+                           "ts", vd_json_real(t_s * 1e6), "dur", vd_json_real(dur_s * 1e6));
+    if (args && json_object_set_new(ev, "args", args) != 0) {
+        json_decref(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+/* The trace as a JSON object; NULL when out of memory. */
+static json_t *trace_json(const vd_plan *p, const vd_net *net, const vd_profile *prof) {
+    bool ok = true;
     char lab[200];
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) return vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
-    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
+    json_t *evs = json_array();
+    json_t *r = json_pack("{s:s, s:o}", "displayTimeUnit", "ms", "traceEvents", evs);
+    if (!r) return NULL;
     char title[256];
     snprintf(title, sizeof title, "vdnn plan %s batch %d policy %s", p->net, p->batch,
              vd_policy_name(p->policy));
-    vd_json_str(f, title);
-    fprintf(f, "}}");
+    vd_json_push(evs, json_pack("{s:s, s:s, s:i, s:{s:o}}", "name", "process_name", "ph", "M",
+                                "pid", 1, "args", "name", vd_json_text(title)), &ok);
     static const char *tracks[3] = {"compute", "d2h (offload)", "h2d (prefetch)"};
     for (int k = 0; k < 3; k++)
-        fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, "
-                   "\"args\": {\"name\": \"%s\"}}", k, tracks[k]);
-    for (int s = 0; s < p->n_steps; s++) {
+        vd_json_push(evs, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M",
+                                    "pid", 1, "tid", k, "args", "name", tracks[k]), &ok);
+    for (int s = 0; ok && s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
         vd_plan_step_label(p, net, s, lab, sizeof lab);
         if (st->stall_s > 0)
-            fprintf(f, ",\n{\"name\": \"stall\", \"cat\": \"stall\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, "
-                       "\"ts\": %.3f, \"dur\": %.3f}",
-                    (st->t_rc_start - st->stall_s) * 1e6, st->stall_s * 1e6);
+            vd_json_push(evs, trace_x("stall", "stall", 0, st->t_rc_start - st->stall_s, st->stall_s,
+                                      NULL), &ok);
         /* recomputes run back to back on the compute stream before the op */
         double rt = st->t_rc_start;
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
@@ -310,57 +367,57 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
             double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo_fwd].fwd_s : 0.0;
             char nm[VD_NAME_MAX + 16];
             snprintf(nm, sizeof nm, "recompute %s", net->layers[A->arg].name);
-            fprintf(f, ",\n{\"name\": ");
-            vd_json_str(f, nm);
-            fprintf(f, ", \"cat\": \"recompute\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, "
-                       "\"dur\": %.3f, \"args\": {\"step\": %d, \"layer\": ",
-                    rt * 1e6, d * 1e6, s);
-            vd_json_str(f, net->layers[A->arg].name);
-            fprintf(f, "}}");
+            vd_json_push(evs, trace_x(nm, "recompute", 0, rt, d,
+                                      json_pack("{s:i, s:o}", "step", s, "layer",
+                                                vd_json_text(net->layers[A->arg].name))), &ok);
             rt += d;
         }
         if (s == 0 && p->t_stage >= 0)
-            fprintf(f, ",\n{\"name\": \"copy staged x\", \"cat\": \"stage\", \"ph\": \"X\", \"pid\": 1, "
-                       "\"tid\": 0, \"ts\": %.3f, \"dur\": %.3f}",
-                    (st->t_rc_start - p->sim.stage_load_s) * 1e6, p->sim.stage_load_s * 1e6);
-        fprintf(f, ",\n{\"name\": ");
-        vd_json_str(f, lab);
-        fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
-                   "\"args\": {\"step\": %d, \"mem_bytes\": %llu}}",
-                kind_name(st->kind), st->t_start * 1e6, st->compute_s * 1e6, s,
-                (unsigned long long)st->mem_in_use);
-        fprintf(f, ",\n{\"name\": \"device memory\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, "
-                   "\"args\": {\"bytes\": %llu}}",
-                (st->t_rc_start - st->stall_s) * 1e6, (unsigned long long)st->mem_in_use);
+            vd_json_push(evs, trace_x("copy staged x", "stage", 0, st->t_rc_start - p->sim.stage_load_s,
+                                      p->sim.stage_load_s, NULL), &ok);
+        vd_json_push(evs, trace_x(lab, kind_name(st->kind), 0, st->t_start, st->compute_s,
+                                  json_pack("{s:i, s:o}", "step", s, "mem_bytes",
+                                            vd_json_uint(st->mem_in_use))), &ok);
+        vd_json_push(evs, json_pack("{s:s, s:s, s:i, s:o, s:{s:o}}", "name", "device memory",
+                                    "ph", "C", "pid", 1,
+                                    "ts", vd_json_real((st->t_rc_start - st->stall_s) * 1e6),
+                                    "args", "bytes", vd_json_uint(st->mem_in_use)), &ok);
     }
-    for (int t = 0; t < p->n_tensors; t++) {
+    for (int t = 0; ok && t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];
-        if (T->offload && !T->host_src) {
-            fprintf(f, ",\n{\"name\": ");
-            vd_json_str(f, T->name);
-            fprintf(f, ", \"cat\": \"offload\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, "
-                       "\"dur\": %.3f, \"args\": {\"bytes\": %llu}}",
-                    T->t_d2h_start * 1e6, (T->t_d2h_end - T->t_d2h_start) * 1e6,
-                    (unsigned long long)T->bytes);
-        }
+        if (T->offload && !T->host_src)
+            vd_json_push(evs, trace_x(T->name, "offload", 1, T->t_d2h_start,
+                                      T->t_d2h_end - T->t_d2h_start,
+                                      json_pack("{s:o}", "bytes", vd_json_uint(T->bytes))), &ok);
     }
-    for (int k = 0; k < p->n_intervals; k++) {
+    for (int k = 0; ok && k < p->n_intervals; k++) {
         const vd_interval *iv = &p->intervals[k];
         if (iv->fill == VD_FILL_NONE) continue;
         if (p->t_stage >= 0 && iv->tensor == p->t_x && iv->first == 0) continue;  /* staged */
         const vd_tensor *T = &p->tensors[iv->tensor];
-        fprintf(f, ",\n{\"name\": ");
-        vd_json_str(f, T->name);
-        fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 2, \"ts\": %.3f, "
-                   "\"dur\": %.3f, \"args\": {\"bytes\": %llu, \"issue_step\": %d, \"need_step\": %d}}",
-                iv->fill == VD_FILL_STAGE ? "stage" : T->offload && T->iv[1] == k ? "prefetch" : "input",
-                iv->t_h2d_start * 1e6,
-                (iv->t_h2d_end - iv->t_h2d_start) * 1e6, (unsigned long long)T->bytes, iv->first,
-                iv->need_step);
+        const char *cat = iv->fill == VD_FILL_STAGE ? "stage"
+                        : T->offload && T->iv[1] == k ? "prefetch" : "input";
+        vd_json_push(evs, trace_x(T->name, cat, 2, iv->t_h2d_start, iv->t_h2d_end - iv->t_h2d_start,
+                                  json_pack("{s:o, s:i, s:i}", "bytes", vd_json_uint(T->bytes),
+                                            "issue_step", iv->first, "need_step", iv->need_step)),
+                     &ok);
     }
-    fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) { free(buf); return vd_errf(e, VD_ENOMEM, "out of memory writing the trace"); }
-    int rc = vd_write_file_atomic(path, buf, n, e);
+    if (!ok) { json_decref(r); return NULL; }
+    return r;
+}
+
+int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
+                        const vd_profile *prof, vd_err *e) {
+    json_t *r = trace_json(p, net, prof);
+    if (!r) return vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) { json_decref(r); return vd_errf(e, VD_ENOMEM, "out of memory writing the trace"); }
+    int rc = vd_json_write(f, r, e);
+    json_decref(r);
+    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
+    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
     free(buf);
     return rc;
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "profile/profile.h"
-#include "train/json_mini.h"
+#include "util/json.h"
 
 /* H200 (SXM, 141 GB HBM3e): fp32 without tensor cores ~67 TFLOP/s peak; we
  * take 60e12 as the sustained rate of cuDNN fp32 convolutions (Winograd/FFT
@@ -144,63 +144,74 @@ uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd) {
 
 /* ---- JSON --------------------------------------------------------------- */
 
+/* A profile as a JSON object; NULL when out of memory. */
+static json_t *profile_json(const vd_profile *p) {
+    bool ok = true;
+    const vd_device_params *d = &p->dev;
+    json_t *root = json_pack("{s:s, s:i, s:o, s:o, s:i}", "format", "vdnn-profile", "version", 1,
+                             "source", vd_json_text(p->source), "net", vd_json_text(p->net),
+                             "batch", p->batch);
+    vd_json_set(root, "device",
+                json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                          "name", vd_json_text(d->name), "peak_flops", vd_json_real(d->peak_flops),
+                          "mem_bw", vd_json_real(d->mem_bw), "d2h_bw", vd_json_real(d->d2h_bw),
+                          "h2d_bw", vd_json_real(d->h2d_bw), "both_bw", vd_json_real(d->both_bw),
+                          "launch_s", vd_json_real(d->launch_s),
+                          "mem_bytes", vd_json_uint(d->mem_bytes)), &ok);
+    vd_json_set(root, "sgd_s", vd_json_real(p->sgd_s), &ok);
+    json_t *layers = json_array();
+    vd_json_set(root, "layers", layers, &ok);
+    for (int i = 0; ok && i < p->n_layers; i++) {
+        const vd_profile_layer *l = &p->layers[i];
+        json_t *algos = json_array();
+        for (int k = 0; ok && k < l->n_algos; k++) {
+            const vd_profile_algo *a = &l->algos[k];
+            vd_json_push(algos,
+                         json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:i}", "label",
+                                   vd_json_text(a->label), "fwd_s", vd_json_real(a->fwd_s),
+                                   "bwd_s", vd_json_real(a->bwd_s),
+                                   "workspace", vd_json_uint(a->workspace),
+                                   "fwd_workspace", vd_json_uint(vd_profile_algo_ws(a, false)),
+                                   "bwd_workspace", vd_json_uint(vd_profile_algo_ws(a, true)),
+                                   "fwd_algo", a->fwd_algo, "bwd_data_algo", a->bwd_data_algo,
+                                   "bwd_filter_algo", a->bwd_filter_algo), &ok);
+        }
+        vd_json_push(layers,
+                     json_pack("{s:o, s:o, s:o}", "name", vd_json_text(l->name),
+                               "aux_bytes", vd_json_uint(l->aux_bytes), "algos", algos), &ok);
+    }
+    if (!ok) { json_decref(root); return NULL; }
+    return root;
+}
+
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
+    json_t *root = profile_json(p);
+    if (!root) return vd_errf(e, VD_ENOMEM, "out of memory writing profile");
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    if (!f) return vd_errf(e, VD_ENOMEM, "out of memory writing profile");
-    fprintf(f, "{\n  \"format\": \"vdnn-profile\",\n  \"version\": 1,\n  \"source\": ");
-    vd_json_str(f, p->source);
-    fprintf(f, ",\n  \"net\": ");
-    vd_json_str(f, p->net);
-    fprintf(f, ",\n  \"batch\": %d,\n  \"device\": {\"name\": ", p->batch);
-    vd_json_str(f, p->dev.name);
-    fprintf(f, ", \"peak_flops\": %.17g, \"mem_bw\": %.17g, \"d2h_bw\": %.17g, \"h2d_bw\": %.17g, "
-               "\"both_bw\": %.17g, \"launch_s\": %.17g, \"mem_bytes\": %llu},\n",
-            p->dev.peak_flops, p->dev.mem_bw, p->dev.d2h_bw, p->dev.h2d_bw, p->dev.both_bw,
-            p->dev.launch_s, (unsigned long long)p->dev.mem_bytes);
-    fprintf(f, "  \"sgd_s\": %.17g,\n  \"layers\": [", p->sgd_s);
-    for (int i = 0; i < p->n_layers; i++) {
-        const vd_profile_layer *l = &p->layers[i];
-        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        vd_json_str(f, l->name);
-        fprintf(f, ", \"aux_bytes\": %llu, \"algos\": [", (unsigned long long)l->aux_bytes);
-        for (int k = 0; k < l->n_algos; k++) {
-            const vd_profile_algo *a = &l->algos[k];
-            fprintf(f, "%s\n      {\"label\": ", k ? "," : "");
-            vd_json_str(f, a->label);
-            fprintf(f, ", \"fwd_s\": %.17g, \"bwd_s\": %.17g, \"workspace\": %llu, "
-                       "\"fwd_workspace\": %llu, \"bwd_workspace\": %llu, "
-                       "\"fwd_algo\": %d, \"bwd_data_algo\": %d, \"bwd_filter_algo\": %d}",
-                    a->fwd_s, a->bwd_s, (unsigned long long)a->workspace,
-                    (unsigned long long)vd_profile_algo_ws(a, false),
-                    (unsigned long long)vd_profile_algo_ws(a, true), a->fwd_algo,
-                    a->bwd_data_algo, a->bwd_filter_algo);
-        }
-        fprintf(f, "]}");
-    }
-    fprintf(f, "\n  ]\n}\n");
-    if (fclose(f) != 0) { free(buf); return vd_errf(e, VD_ENOMEM, "out of memory writing profile"); }
-    int rc = vd_write_file_atomic(path, buf, n, e);
+    if (!f) { json_decref(root); return vd_errf(e, VD_ENOMEM, "out of memory writing profile"); }
+    int rc = vd_json_write(f, root, e);
+    json_decref(root);
+    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory writing profile");
+    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
     free(buf);
     return rc;
 }
 
-static int num(const vj_val *o, const char *key, bool required, double *out, const char *path,
+static int num(const json_t *o, const char *key, bool required, double *out, const char *path,
                const char *ctx, vd_err *e) {
-    const vj_val *v = vj_get(o, key);
+    const json_t *v = json_object_get(o, key);
     if (!v) {
         if (!required) return VD_OK;
         return vd_errf(e, VD_EDATA, "%s: %s: missing number \"%s\"", path, ctx, key);
     }
-    if (v->type != VJ_NUM)
+    if (!json_is_number(v))
         return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" must be a number", path, ctx, key);
-    errno = 0;
-    char *end = NULL;
-    double d = strtod(v->str, &end);
-    if (errno || !end || *end || !isfinite(d) || d < 0)
-        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %s is not a finite non-negative number",
-                       path, ctx, key, v->str);
+    double d = json_number_value(v);    /* jansson rejects a real that overflows */
+    if (!isfinite(d) || d < 0)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %.17g is not a finite non-negative number",
+                       path, ctx, key, d);
     *out = d;
     return VD_OK;
 }
@@ -215,7 +226,7 @@ static int num(const vj_val *o, const char *key, bool required, double *out, con
 #define VDP_MIN_BW 1.0
 
 /* A number at most max (after num's checks). */
-static int num_max(const vj_val *o, const char *key, bool required, double max, double *out,
+static int num_max(const json_t *o, const char *key, bool required, double max, double *out,
                    const char *path, const char *ctx, vd_err *e) {
     double d = *out;
     int rc = num(o, key, required, &d, path, ctx, e);
@@ -229,7 +240,7 @@ static int num_max(const vj_val *o, const char *key, bool required, double max, 
 
 /* A byte count: a whole number in [0, VDP_MAX_BYTES]; *out keeps its value
  * when the key is absent and not required. */
-static int bytes_val(const vj_val *o, const char *key, bool required, uint64_t *out,
+static int bytes_val(const json_t *o, const char *key, bool required, uint64_t *out,
                      const char *path, const char *ctx, vd_err *e) {
     double d = (double)*out;
     int rc = num_max(o, key, required, VDP_MAX_BYTES, &d, path, ctx, e);
@@ -241,35 +252,33 @@ static int bytes_val(const vj_val *o, const char *key, bool required, uint64_t *
     return VD_OK;
 }
 
-static int str(const vj_val *o, const char *key, char *out, size_t n, const char *path,
+static int str(const json_t *o, const char *key, char *out, size_t n, const char *path,
                const char *ctx, vd_err *e) {
-    const vj_val *v = vj_get(o, key);
-    if (!v || v->type != VJ_STR)
-        return vd_errf(e, VD_EDATA, "%s: %s: missing string \"%s\"", path, ctx, key);
-    if (strlen(v->str) >= n)
+    const char *v = json_string_value(json_object_get(o, key));
+    if (!v) return vd_errf(e, VD_EDATA, "%s: %s: missing string \"%s\"", path, ctx, key);
+    if (strlen(v) >= n)
         return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" is too long", path, ctx, key);
-    snprintf(out, n, "%s", v->str);
+    snprintf(out, n, "%s", v);
     return VD_OK;
 }
 
-static int ival(const vj_val *o, const char *key, int *out, const char *path, const char *ctx,
+static int ival(const json_t *o, const char *key, int *out, const char *path, const char *ctx,
                 vd_err *e) {
-    const vj_val *v = vj_get(o, key);
+    const json_t *v = json_object_get(o, key);
     if (!v) { *out = -1; return VD_OK; }
-    if (v->type != VJ_NUM)
+    if (!json_is_number(v))
         return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" must be an integer", path, ctx, key);
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v->str, &end, 10);
-    if (errno || !end || *end || x < -1 || x > 1000000)
-        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %s is not an algorithm id", path, ctx, key, v->str);
+    double x = json_number_value(v);    /* a real: see vd_profile_load */
+    if (x != floor(x) || x < -1 || x > 1000000)
+        return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %.17g is not an algorithm id", path, ctx,
+                       key, x);
     *out = (int)x;
     return VD_OK;
 }
 
-static int load_tree(const vj_val *root, const char *path, const vd_net *net, int batch,
+static int load_tree(const json_t *root, const char *path, const vd_net *net, int batch,
                      vd_profile *out, vd_err *e) {
-    if (root->type != VJ_OBJ) return vd_errf(e, VD_EDATA, "%s: profile must be a JSON object", path);
+    if (!json_is_object(root)) return vd_errf(e, VD_EDATA, "%s: profile must be a JSON object", path);
     char fmt[32];
     int rc = str(root, "format", fmt, sizeof fmt, path, "profile", e);
     if (rc) return rc;
@@ -283,8 +292,8 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
         return vd_errf(e, VD_EDATA, "%s: profile was made at batch %g, the plan is for batch %d; "
                        "re-profile at this batch", path, b, batch);
     vd_device_params dev = {0};
-    const vj_val *d = vj_get(root, "device");
-    if (!d || d->type != VJ_OBJ) return vd_errf(e, VD_EDATA, "%s: missing object \"device\"", path);
+    const json_t *d = json_object_get(root, "device");
+    if (!json_is_object(d)) return vd_errf(e, VD_EDATA, "%s: missing object \"device\"", path);
     if ((rc = str(d, "name", dev.name, sizeof dev.name, path, "device", e))) return rc;
     if ((rc = num(d, "peak_flops", false, &dev.peak_flops, path, "device", e)) ||
         (rc = num(d, "mem_bw", false, &dev.mem_bw, path, "device", e)) ||
@@ -300,25 +309,25 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
         return vd_errf(e, VD_EDATA, "%s: device bandwidths must be at least %g bytes/s", path,
                        VDP_MIN_BW);
     char source[32] = "";
-    const vj_val *sv = vj_get(root, "source");
-    if (sv && sv->type == VJ_STR) snprintf(source, sizeof source, "%s", sv->str);
+    const char *sv = json_string_value(json_object_get(root, "source"));
+    if (sv) snprintf(source, sizeof source, "%s", sv);
     else snprintf(source, sizeof source, "file");
     rc = profile_alloc(net, batch, &dev, source, out, e);
     if (rc) return rc;
     if ((rc = num_max(root, "sgd_s", true, VDP_MAX_S, &out->sgd_s, path, "profile", e))) goto fail;
-    const vj_val *ls = vj_get(root, "layers");
-    if (!ls || ls->type != VJ_ARR) { rc = vd_errf(e, VD_EDATA, "%s: missing array \"layers\"", path); goto fail; }
-    if (ls->n != net->n_layers) {
-        rc = vd_errf(e, VD_EDATA, "%s: profile has %d layers, net '%s' has %d", path, ls->n,
-                     net->name, net->n_layers);
+    const json_t *ls = json_object_get(root, "layers");
+    if (!json_is_array(ls)) { rc = vd_errf(e, VD_EDATA, "%s: missing array \"layers\"", path); goto fail; }
+    if (json_array_size(ls) != (size_t)net->n_layers) {
+        rc = vd_errf(e, VD_EDATA, "%s: profile has %zu layers, net '%s' has %d", path,
+                     json_array_size(ls), net->name, net->n_layers);
         goto fail;
     }
-    for (int i = 0; i < ls->n; i++) {
-        const vj_val *lv = &ls->items[i];
+    for (int i = 0; i < net->n_layers; i++) {
+        const json_t *lv = json_array_get(ls, (size_t)i);
         vd_profile_layer *pl = &out->layers[i];
         char ctx[160];
         snprintf(ctx, sizeof ctx, "layers[%d]", i);
-        if (lv->type != VJ_OBJ) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, ctx); goto fail; }
+        if (!json_is_object(lv)) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, ctx); goto fail; }
         if ((rc = str(lv, "name", pl->name, sizeof pl->name, path, ctx, e))) goto fail;
         if (strcmp(pl->name, net->layers[i].name) != 0) {
             rc = vd_errf(e, VD_EDATA, "%s: %s is '%s' but layer %d of net '%s' is '%s'", path, ctx,
@@ -327,19 +336,20 @@ static int load_tree(const vj_val *root, const char *path, const vd_net *net, in
         }
         pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
         if ((rc = bytes_val(lv, "aux_bytes", false, &pl->aux_bytes, path, ctx, e))) goto fail;
-        const vj_val *as = vj_get(lv, "algos");
-        if (!as || as->type != VJ_ARR || as->n < 1 || as->n > VD_PROFILE_MAX_ALGOS) {
+        const json_t *as = json_object_get(lv, "algos");
+        size_t na = json_array_size(as);    /* 0 when not an array */
+        if (na < 1 || na > VD_PROFILE_MAX_ALGOS) {
             rc = vd_errf(e, VD_EDATA, "%s: %s: \"algos\" must be an array of 1 to %d options",
                          path, ctx, VD_PROFILE_MAX_ALGOS);
             goto fail;
         }
-        pl->n_algos = as->n;
-        for (int k = 0; k < as->n; k++) {
-            const vj_val *av = &as->items[k];
+        pl->n_algos = (int)na;
+        for (int k = 0; k < pl->n_algos; k++) {
+            const json_t *av = json_array_get(as, (size_t)k);
             vd_profile_algo *a = &pl->algos[k];
             char c2[200];
             snprintf(c2, sizeof c2, "%s.algos[%d]", ctx, k);
-            if (av->type != VJ_OBJ) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
+            if (!json_is_object(av)) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
             a->workspace = 0;
             if ((rc = str(av, "label", a->label, sizeof a->label, path, c2, e)) ||
                 (rc = num_max(av, "fwd_s", true, VDP_MAX_S, &a->fwd_s, path, c2, e)) ||
@@ -374,14 +384,13 @@ int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *
     size_t n = 0;
     int rc = vd_read_file(path, &text, &n, e);
     if (rc) return rc;
-    vj_val *root = NULL;
     char jerr[256];
-    if (vj_parse(text, n, &root, jerr, sizeof jerr) != 0) {
-        free(text);
-        return vd_errf(e, VD_EDATA, "%s: not valid JSON: %s", path, jerr);
-    }
+    /* every number a real: a size beyond 64 bits is then rejected below by
+     * name (bytes_val) instead of failing the parse without naming the key */
+    json_t *root = vd_json_parse(text, n, JSON_DECODE_INT_AS_REAL, jerr, sizeof jerr);
     free(text);
+    if (!root) return vd_errf(e, VD_EDATA, "%s: not valid JSON: %s", path, jerr);
     rc = load_tree(root, path, net, batch, out, e);
-    vj_free(root);
+    json_decref(root);
     return rc;
 }

@@ -1,8 +1,10 @@
 /* summary.c — per-layer table / JSON of a finalized net. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "spec/summary.h"
+#include "util/json.h"
 
 /* "25,557,032" */
 static const char *fmt_count(uint64_t v, char *buf, size_t n) {
@@ -32,6 +34,43 @@ typedef struct row {
     uint64_t bytes;           /* output activation at the batch */
     double flops;             /* forward, at the batch */
 } row;
+
+/* FLOPs as a whole number (an integer in JSON while it fits one). */
+static json_t *flops_json(double v) {
+    return v >= 0 && v < 9.2e18 ? json_integer((json_int_t)llround(v)) : vd_json_real(v);
+}
+
+/* The summary as JSON (the table's columns per layer, totals first). */
+static int write_json(FILE *f, const vd_net *net, int batch, const row *rows, uint64_t tot_params,
+                      uint64_t tot_buffers, double tot_flops, uint64_t tot_bytes, vd_err *e) {
+    bool ok = true;
+    json_t *layers = json_array();
+    json_t *r = json_pack("{s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:[i,i,i,i], s:o}",
+                          "net", vd_json_text(net->name), "batch", batch,
+                          "params", vd_json_uint(tot_params), "param_bytes", vd_json_uint(tot_params * 4),
+                          "buffers", vd_json_uint(tot_buffers), "flops", flops_json(tot_flops),
+                          "activation_bytes", vd_json_uint(tot_bytes),
+                          "input", batch, net->in_c, net->in_h, net->in_w, "layers", layers);
+    if (!r) return vd_errf(e, VD_ENOMEM, "summary: out of memory");
+    for (int i = 0; ok && i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        json_t *in = json_array();
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            vd_json_push(in, vd_json_text(src >= 0 && src < net->n_layers ? net->layers[src].name
+                                                                         : "input"), &ok);
+        }
+        vd_json_push(layers,
+                     json_pack("{s:o, s:o, s:o, s:[i,i,i,i], s:o, s:o, s:o}",
+                               "name", vd_json_text(l->name), "type", vd_json_text(vd_op_table[l->op].name),
+                               "inputs", in, "shape", batch, l->c, l->h, l->w,
+                               "params", vd_json_uint(rows[i].params), "bytes", vd_json_uint(rows[i].bytes),
+                               "flops", flops_json(rows[i].flops)), &ok);
+    }
+    int rc = ok ? vd_json_write(f, r, e) : vd_errf(e, VD_ENOMEM, "summary: out of memory");
+    json_decref(r);
+    return rc;
+}
 
 int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e) {
     if (batch <= 0) return vd_errf(e, VD_EUSAGE, "summary: batch must be positive, got %d", batch);
@@ -68,30 +107,8 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
     uint64_t param_bytes = tot_params * 4;
 
     if (json) {
-        fprintf(f, "{\"net\": ");
-        vd_json_str(f, net->name);
-        fprintf(f, ", \"batch\": %d, \"params\": %" PRIu64 ", \"param_bytes\": %" PRIu64
-                   ", \"buffers\": %" PRIu64 ", \"flops\": %.0f, \"activation_bytes\": %" PRIu64
-                   ", \"input\": [%d, %d, %d, %d],\n \"layers\": [",
-                batch, tot_params, param_bytes, tot_buffers, tot_flops, tot_bytes, batch, net->in_c,
-                net->in_h, net->in_w);
-        for (int i = 0; i < net->n_layers; i++) {
-            const vd_layer *l = &net->layers[i];
-            fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-            vd_json_str(f, l->name);
-            fprintf(f, ", \"type\": ");
-            vd_json_str(f, vd_op_table[l->op].name);
-            fprintf(f, ", \"inputs\": [");
-            for (int k = 0; k < l->n_in; k++) {
-                if (k) fprintf(f, ", ");
-                int src = l->in[k];
-                vd_json_str(f, src >= 0 && src < net->n_layers ? net->layers[src].name : "input");
-            }
-            fprintf(f, "], \"shape\": [%d, %d, %d, %d], \"params\": %" PRIu64 ", \"bytes\": %" PRIu64
-                       ", \"flops\": %.0f}",
-                    batch, l->c, l->h, l->w, rows[i].params, rows[i].bytes, rows[i].flops);
-        }
-        fprintf(f, "\n]}\n");
+        int rc = write_json(f, net, batch, rows, tot_params, tot_buffers, tot_flops, tot_bytes, e);
+        if (rc) { free(rows); return rc; }
     } else {
         int nw = 4;
         for (int i = 0; i < net->n_layers; i++) {

@@ -1,14 +1,14 @@
 /* ckpt.c — safetensors checkpoints; the format is described in ckpt.h. */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "vd_config.h"
 #include "train/ckpt.h"
-#include "train/json_mini.h"
+#include "util/json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoints are written with memcpy: a little-endian host is required"
@@ -40,46 +40,6 @@ static char *state_path_dup(const char *path, vd_err *e) {
     return sp;
 }
 
-/* Growing string for the JSON header. */
-typedef struct sbuf { char *p; size_t len, cap; bool oom; } sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 4096;
-        while (nc < b->len + n + 1) nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = true; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp) { b->oom = true; return; }
-    sb_put(b, tmp, (size_t)k);
-}
-
-static void sb_json_str(sbuf *b, const char *s) {
-    sb_put(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { char t[2] = { '\\', (char)c }; sb_put(b, t, 2); }
-        else if (c < 0x20) sb_printf(b, "\\u%04x", c);
-        else sb_put(b, (const char *)&c, 1);
-    }
-    sb_put(b, "\"", 1);
-}
-
 /* ======================================================================== */
 /* Writing                                                                   */
 /* ======================================================================== */
@@ -95,47 +55,83 @@ typedef struct out_tensor {
 
 typedef struct meta_kv { const char *k; char v[128]; const char *vs; /* overrides v when set */ } meta_kv;
 
-/* Serialise tensors (already in file order) and metadata into one buffer. */
-static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char **out,
-                    size_t *out_n, vd_err *e) {
-    sbuf h = { 0 };
-    sb_put(&h, "{\"__metadata__\":{", 17);
-    for (int i = 0; i < nm; i++) {
-        if (i) sb_put(&h, ",", 1);
-        sb_json_str(&h, m[i].k);
-        sb_put(&h, ":", 1);
-        sb_json_str(&h, m[i].vs ? m[i].vs : m[i].v);
+/* The header object: __metadata__ first, then the tensors in file order,
+ * each {"dtype", "shape", "data_offsets"}; *data_n gets the data bytes. */
+static int st_header(const out_tensor *t, int nt, const meta_kv *m, int nm, json_t **out,
+                     uint64_t *data_n, vd_err *e) {
+    for (int i = 0; i < nt; i++)       /* safetensors headers are UTF-8 (readers insist) */
+        if (!vd_json_utf8(t[i].name))
+            return vd_errf(e, VD_EDATA, "checkpoint: tensor name '%s' is not valid UTF-8",
+                           t[i].name);
+    bool ok = true;
+    json_t *h = json_object(), *md = json_object();
+    vd_json_set(h, "__metadata__", md, &ok);
+    for (int i = 0; ok && i < nm; i++) {
+        const char *v = m[i].vs ? m[i].vs : m[i].v;
+        /* only the data set path can be other than UTF-8 (file names are bytes):
+         * then it is not recorded, as by older versions, and --data decides */
+        if (m[i].vs && !vd_json_utf8(v)) continue;
+        vd_json_set(md, m[i].k, vd_json_text(v), &ok);
     }
-    sb_put(&h, "}", 1);
     uint64_t off = 0;
-    for (int i = 0; i < nt; i++) {
-        sb_put(&h, ",", 1);
-        sb_json_str(&h, t[i].name);
-        sb_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", t[i].dtype);
-        for (int d = 0; d < t[i].ndim; d++)
-            sb_printf(&h, "%s%" PRId64, d ? "," : "", t[i].shape[d]);
-        sb_printf(&h, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + t[i].bytes);
+    for (int i = 0; ok && i < nt; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < t[i].ndim; d++) vd_json_push(shape, json_integer(t[i].shape[d]), &ok);
+        vd_json_set(h, t[i].name,
+                    json_pack("{s:s, s:o, s:[I,I]}", "dtype", t[i].dtype, "shape", shape,
+                              "data_offsets", (json_int_t)off, (json_int_t)(off + t[i].bytes)),
+                    &ok);
         off += t[i].bytes;
     }
-    sb_put(&h, "}", 1);
-    while (!h.oom && h.len % 8) sb_put(&h, " ", 1);   /* data starts 8-aligned */
-    if (h.oom) { free(h.p); return vd_errf(e, VD_ENOMEM, "out of memory building a checkpoint header"); }
-    uint64_t total;
-    if (!vd_add_u64(8 + h.len, off, &total) || total > SIZE_MAX) {
-        free(h.p);
+    if (!ok) {
+        json_decref(h);
+        return vd_errf(e, VD_ENOMEM, "out of memory building a checkpoint header");
+    }
+    if (json_object_size(h) != (size_t)nt + 1) {   /* a set replaced an earlier name */
+        json_decref(h);
+        return vd_errf(e, VD_EINTERNAL, "checkpoint: two tensors have the same name");
+    }
+    *out = h;
+    *data_n = off;
+    return VD_OK;
+}
+
+/* Serialise tensors (already in file order) and metadata into one buffer:
+ * the 8-byte header length, the header compact ({"a":1,"b":[2,3]}; jansson
+ * keeps the insertion order) and padded with spaces so that the data starts
+ * 8-aligned, then the data. */
+static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char **out,
+                    size_t *out_n, vd_err *e) {
+    json_t *hdr = NULL;
+    uint64_t off = 0;
+    int rc = st_header(t, nt, m, nm, &hdr, &off, e);
+    if (rc) return rc;
+    const size_t flags = JSON_COMPACT | JSON_PRESERVE_ORDER;
+    size_t hn = json_dumpb(hdr, NULL, 0, flags);
+    uint64_t hl = hn + (8 - hn % 8) % 8, total;
+    if (!hn) {
+        json_decref(hdr);
+        return vd_errf(e, VD_ENOMEM, "out of memory building a checkpoint header");
+    }
+    if (!vd_add_u64(8 + hl, off, &total) || total > SIZE_MAX) {
+        json_decref(hdr);
         return vd_errf(e, VD_ENOMEM, "checkpoint too large");
     }
     char *buf = vd_malloc((size_t)total, e);
-    if (!buf) { free(h.p); return VD_ENOMEM; }
-    uint64_t hl = h.len;
+    if (!buf) { json_decref(hdr); return VD_ENOMEM; }
     for (int k = 0; k < 8; k++) buf[k] = (char)((hl >> (8 * k)) & 0xFF);
-    memcpy(buf + 8, h.p, h.len);
-    char *d = buf + 8 + h.len;
+    size_t got = json_dumpb(hdr, buf + 8, hn, flags);
+    json_decref(hdr);
+    if (got != hn) {
+        free(buf);
+        return vd_errf(e, VD_ENOMEM, "out of memory building a checkpoint header");
+    }
+    memset(buf + 8 + hn, ' ', (size_t)(hl - hn));
+    char *d = buf + 8 + hl;
     for (int i = 0; i < nt; i++) {
         if (t[i].bytes) memcpy(d, t[i].data, (size_t)t[i].bytes);
         d += t[i].bytes;
     }
-    free(h.p);
     *out = buf;
     *out_n = (size_t)total;
     return VD_OK;
@@ -299,7 +295,7 @@ out:
 /* ======================================================================== */
 
 typedef struct st_entry {
-    const char *name;           /* points into the JSON tree */
+    const char *name;           /* a key of the JSON header (owned by hdr) */
     const char *dtype;
     int dsize;                  /* bytes per element */
     int ndim;
@@ -315,8 +311,8 @@ struct st_file {
     size_t n;
     const unsigned char *data;  /* raw + 8 + header length */
     uint64_t data_n;
-    vj_val *hdr;
-    const vj_val *meta;         /* __metadata__ object or NULL */
+    json_t *hdr;
+    const json_t *meta;         /* __metadata__ object or NULL */
     int n_ent;
     st_entry *ent;
 };
@@ -324,7 +320,7 @@ typedef struct st_file st_file;
 
 static void st_close(struct st_file *f) {
     free(f->raw);
-    vj_free(f->hdr);
+    json_decref(f->hdr);
     free(f->ent);
     memset(f, 0, sizeof *f);
 }
@@ -361,46 +357,55 @@ static int st_open(const char *path, struct st_file *f, vd_err *e) {
         BAD("%s: truncated safetensors file (header needs %" PRIu64 " bytes, %zu present)",
             path, hl, f->n - 8);
     char jerr[160];
-    if (vj_parse(f->raw + 8, (size_t)hl, &f->hdr, jerr, sizeof jerr) != 0)
-        BAD("%s: corrupt safetensors header: bad JSON at %s", path, jerr);
-    if (f->hdr->type != VJ_OBJ) BAD("%s: corrupt safetensors header: not a JSON object", path);
+    f->hdr = vd_json_parse(f->raw + 8, (size_t)hl, 0, jerr, sizeof jerr);
+    if (!f->hdr) BAD("%s: corrupt safetensors header: bad JSON at %s", path, jerr);
+    if (!json_is_object(f->hdr)) BAD("%s: corrupt safetensors header: not a JSON object", path);
     f->data = u + 8 + hl;
     f->data_n = f->n - 8 - hl;
-    f->ent = vd_calloc((size_t)(f->hdr->n ? f->hdr->n : 1), sizeof(st_entry), e);
+    size_t nk = json_object_size(f->hdr);
+    if (nk > INT_MAX) BAD("%s: corrupt safetensors header: %zu entries", path, nk);
+    f->ent = vd_calloc(nk ? nk : 1, sizeof(st_entry), e);
     if (!f->ent) { rc = VD_ENOMEM; goto fail; }
-    for (int i = 0; i < f->hdr->n; i++) {
-        const char *key = f->hdr->keys[i];
-        const vj_val *v = &f->hdr->items[i];
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->hdr, key, v) {           /* in file order */
         if (strcmp(key, "__metadata__") == 0) {
-            if (v->type != VJ_OBJ) BAD("%s: corrupt safetensors header: __metadata__ is not an object", path);
-            for (int k = 0; k < v->n; k++)
-                if (v->items[k].type != VJ_STR)
+            if (!json_is_object(v)) BAD("%s: corrupt safetensors header: __metadata__ is not an object", path);
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(v, mk, mv)
+                if (!json_is_string(mv))
                     BAD("%s: corrupt safetensors header: __metadata__ value '%s' is not a string",
-                        path, v->keys[k]);
+                        path, mk);
             f->meta = v;
             continue;
         }
         st_entry *t = &f->ent[f->n_ent++];
         t->name = key;
-        const vj_val *dt = vj_get(v, "dtype"), *sh = vj_get(v, "shape"), *of = vj_get(v, "data_offsets");
-        if (v->type != VJ_OBJ || !dt || dt->type != VJ_STR || !sh || sh->type != VJ_ARR || !of ||
-            of->type != VJ_ARR || of->n != 2)
+        const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+                     *of = json_object_get(v, "data_offsets");
+        if (!json_is_object(v) || !json_is_string(dt) || !json_is_array(sh) ||
+            !json_is_array(of) || json_array_size(of) != 2)
             BAD("%s: corrupt safetensors header: tensor '%s' needs dtype, shape and "
                 "data_offsets [begin, end]", path, key);
-        t->dtype = dt->str;
-        t->dsize = dtype_size(dt->str);
-        if (!t->dsize) BAD("%s: tensor '%s' has unknown dtype '%s'", path, key, dt->str);
-        if (sh->n > 8) BAD("%s: tensor '%s' has %d dimensions (at most 8 supported)", path, key, sh->n);
-        t->ndim = sh->n;
+        t->dtype = json_string_value(dt);
+        t->dsize = dtype_size(t->dtype);
+        if (!t->dsize) BAD("%s: tensor '%s' has unknown dtype '%s'", path, key, t->dtype);
+        if (json_array_size(sh) > 8)
+            BAD("%s: tensor '%s' has %zu dimensions (at most 8 supported)", path, key,
+                json_array_size(sh));
+        t->ndim = (int)json_array_size(sh);
         t->numel = 1;
-        for (int d = 0; d < sh->n; d++) {
-            uint64_t s;
-            if (!vj_u64(&sh->items[d], &s) || s > INT64_MAX || !vd_mul_u64(t->numel, s, &t->numel))
+        for (int d = 0; d < t->ndim; d++) {
+            uint64_t n;
+            if (!vd_json_u64(json_array_get(sh, (size_t)d), &n) ||
+                !vd_mul_u64(t->numel, n, &t->numel))
                 BAD("%s: tensor '%s' has a bad shape entry %d", path, key, d);
-            t->shape[d] = (int64_t)s;
+            t->shape[d] = (int64_t)n;       /* a JSON integer: at most INT64_MAX */
         }
         uint64_t bytes;
-        if (!vj_u64(&of->items[0], &t->begin) || !vj_u64(&of->items[1], &t->end) ||
+        if (!vd_json_u64(json_array_get(of, 0), &t->begin) ||
+            !vd_json_u64(json_array_get(of, 1), &t->end) ||
             t->begin > t->end || !vd_mul_u64(t->numel, (uint64_t)t->dsize, &bytes))
             BAD("%s: tensor '%s' has bad data_offsets", path, key);
         if (t->end > f->data_n)
@@ -444,8 +449,7 @@ static st_entry *st_find(st_file *f, const char *name) {
 }
 
 static const char *meta_str(const struct st_file *f, const char *key) {
-    const vj_val *v = vj_get(f->meta, key);
-    return v && v->type == VJ_STR ? v->str : NULL;
+    return json_string_value(json_object_get(f->meta, key));   /* NULL if absent */
 }
 
 static bool state_matches(const char *path, const char *sp) {

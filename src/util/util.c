@@ -235,17 +235,6 @@ const char *vd_suggest(const char *s, const char *const *cands, int n) {
     return (best && bd <= limit) ? best : NULL;
 }
 
-void vd_json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 double vd_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

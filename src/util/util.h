@@ -87,10 +87,6 @@ int vd_edit_distance(const char *a, const char *b);
 /* Nearest of n candidates to s, or NULL if none is plausibly close. */
 const char *vd_suggest(const char *s, const char *const *cands, int n);
 
-/* Write s to f as a JSON string literal (quotes, backslashes and control
- * characters escaped). */
-void vd_json_str(FILE *f, const char *s);
-
 /* Monotonic wall time in seconds. */
 double vd_now(void);
 

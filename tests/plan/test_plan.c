@@ -10,7 +10,7 @@
 #include "testnets.h"
 #include "exec_util.h"
 #include "plan_common.h"
-#include "train/json_mini.h"
+#include "util/json.h"
 #include "vdt.h"
 
 /* ---- random nets -------------------------------------------------------- */
@@ -1133,26 +1133,27 @@ START_TEST(test_cli_vgg16) {
     /* the trace is valid JSON with three tracks and a memory counter */
     size_t n = 0;
     char *text = vdt_slurp(trace, &n);
-    vj_val *root = NULL;
     char jerr[256];
-    ck_assert_msg(vj_parse(text, n, &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
-    const vj_val *evs = vj_get(root, "traceEvents");
-    ck_assert(evs && evs->type == VJ_ARR);
+    json_t *root = vd_json_parse(text, n, 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "trace: %s", jerr);
+    const json_t *evs = json_object_get(root, "traceEvents");
+    ck_assert(json_is_array(evs));
     int seen_tid[3] = {0, 0, 0}, counters = 0;
-    for (int i = 0; i < evs->n; i++) {
-        const vj_val *ph = vj_get(&evs->items[i], "ph");
-        ck_assert(ph && ph->type == VJ_STR);
-        if (strcmp(ph->str, "C") == 0) counters++;
-        if (strcmp(ph->str, "X") == 0) {
-            const vj_val *tid = vj_get(&evs->items[i], "tid");
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        const json_t *ev = json_array_get(evs, i);
+        const char *ph = json_string_value(json_object_get(ev, "ph"));
+        ck_assert(ph);
+        if (strcmp(ph, "C") == 0) counters++;
+        if (strcmp(ph, "X") == 0) {
             uint64_t v = 9;
-            ck_assert(vj_u64(tid, &v) && v < 3);
+            ck_assert(vd_json_u64(json_object_get(ev, "tid"), &v) && v < 3);
             seen_tid[v]++;
-            ck_assert(vj_get(&evs->items[i], "ts") && vj_get(&evs->items[i], "dur"));
+            ck_assert(json_is_number(json_object_get(ev, "ts")) &&
+                      json_is_number(json_object_get(ev, "dur")));
         }
     }
     ck_assert(seen_tid[0] && seen_tid[1] && seen_tid[2] && counters > 0);
-    vj_free(root);
+    json_decref(root);
     free(text);
     /* auto at 12G: the recompute in the table and on the trace's compute track */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --device h200 --policy auto "
@@ -1162,69 +1163,78 @@ START_TEST(test_cli_vgg16) {
     ck_assert_msg(strstr(out, "recompute features.0+features.1 ("), "no recompute in:\n%s", out);
     ck_assert(strstr(out, "recomputed/iteration"));
     text = vdt_slurp(trace, &n);
-    ck_assert_msg(vj_parse(text, n, &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
-    evs = vj_get(root, "traceEvents");
+    root = vd_json_parse(text, n, 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "trace: %s", jerr);
+    evs = json_object_get(root, "traceEvents");
     int rc_slices = 0;
-    for (int i = 0; i < evs->n; i++) {
-        const vj_val *cat = vj_get(&evs->items[i], "cat"), *nm = vj_get(&evs->items[i], "name");
-        if (!cat || cat->type != VJ_STR || strcmp(cat->str, "recompute") != 0) continue;
+    for (size_t i = 0; i < json_array_size(evs); i++) {
+        const json_t *ev = json_array_get(evs, i);
+        const char *cat = json_string_value(json_object_get(ev, "cat"));
+        const char *nm = json_string_value(json_object_get(ev, "name"));
+        if (!cat || strcmp(cat, "recompute") != 0) continue;
         uint64_t tid = 9;
-        ck_assert(vj_u64(vj_get(&evs->items[i], "tid"), &tid) && tid == 0);
-        ck_assert(nm && nm->type == VJ_STR && strncmp(nm->str, "recompute ", 10) == 0);
+        ck_assert(vd_json_u64(json_object_get(ev, "tid"), &tid) && tid == 0);
+        ck_assert(nm && strncmp(nm, "recompute ", 10) == 0);
         rc_slices++;
     }
     ck_assert_int_eq(rc_slices, 2);   /* features.0 and features.1 */
-    vj_free(root);
+    json_decref(root);
     free(text);
     unlink(trace);
     /* minimum budgets: all four, ordered sensibly */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --min-budget --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
-    const vj_val *mins = vj_get(root, "min_budgets");
+    root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s", jerr);
+    const json_t *mins = json_object_get(root, "min_budgets");
     uint64_t none = 0, all = 0, conv = 0, dyn = 0, aut = 0;
-    ck_assert(vj_u64(vj_get(mins, "none"), &none) && vj_u64(vj_get(mins, "all"), &all) &&
-              vj_u64(vj_get(mins, "conv"), &conv) && vj_u64(vj_get(mins, "dyn"), &dyn) &&
-              vj_u64(vj_get(mins, "auto"), &aut));
+    ck_assert(vd_json_u64(json_object_get(mins, "none"), &none) &&
+              vd_json_u64(json_object_get(mins, "all"), &all) &&
+              vd_json_u64(json_object_get(mins, "conv"), &conv) &&
+              vd_json_u64(json_object_get(mins, "dyn"), &dyn) &&
+              vd_json_u64(json_object_get(mins, "auto"), &aut));
     ck_assert_uint_lt(all, none);
     ck_assert_uint_lt(conv, none);
     ck_assert_uint_le(dyn, all);
     ck_assert_uint_le(dyn, conv);
     ck_assert_uint_le(aut, dyn);
-    vj_free(root);
+    json_decref(root);
     /* JSON plan with the required keys */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy dyn --budget 12G --format json",
              bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
+    root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s", jerr);
     static const char *keys[] = {"net", "batch", "policy", "budget", "feasible", "peak_bytes",
                                  "offload_bytes", "predicted_iter_s", "steps", "recompute_bytes",
                                  "recomputed_tensors", "recompute_s"};
     for (size_t k = 0; k < VD_ARRAY_LEN(keys); k++)
-        ck_assert_msg(vj_get(root, keys[k]), "json plan lacks %s", keys[k]);
-    vj_free(root);
+        ck_assert_msg(json_object_get(root, keys[k]), "json plan lacks %s", keys[k]);
+    json_decref(root);
     /* auto as JSON: features.0:y recomputed at the step of bwd features.2 */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy auto --budget 12G --format json",
              bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
-    const vj_val *ts = vj_get(root, "tensors"), *sts = vj_get(root, "steps");
-    ck_assert(ts && ts->type == VJ_ARR && sts && sts->type == VJ_ARR);
+    root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s", jerr);
+    const json_t *ts = json_object_get(root, "tensors"), *sts = json_object_get(root, "steps");
+    ck_assert(json_is_array(ts) && json_is_array(sts));
     bool found = false;
-    for (int i = 0; i < ts->n; i++) {
-        const vj_val *nm = vj_get(&ts->items[i], "name"), *r = vj_get(&ts->items[i], "recompute");
-        if (!nm || strcmp(nm->str, "features.0:y") != 0) continue;
-        ck_assert(r && r->type == VJ_BOOL && r->b);
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        const json_t *t = json_array_get(ts, i);
+        const char *nm = json_string_value(json_object_get(t, "name"));
+        if (!nm || strcmp(nm, "features.0:y") != 0) continue;
+        ck_assert(json_is_true(json_object_get(t, "recompute")));
         uint64_t rs = 0;
-        ck_assert(vj_u64(vj_get(&ts->items[i], "recompute_step"), &rs));
-        const vj_val *rl = vj_get(&sts->items[rs], "recomputes");
-        ck_assert(rl && rl->type == VJ_ARR && rl->n == 2);
-        ck_assert_str_eq(rl->items[0].str, "features.0");
-        ck_assert_str_eq(rl->items[1].str, "features.1");
+        ck_assert(vd_json_u64(json_object_get(t, "recompute_step"), &rs));
+        const json_t *rl = json_object_get(json_array_get(sts, rs), "recomputes");
+        ck_assert(json_is_array(rl) && json_array_size(rl) == 2);
+        ck_assert_str_eq(json_string_value(json_array_get(rl, 0)), "features.0");
+        ck_assert_str_eq(json_string_value(json_array_get(rl, 1)), "features.1");
         found = true;
     }
     ck_assert(found);
-    vj_free(root);
+    json_decref(root);
     /* infeasible: exit 6 and the message */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --policy none --budget 12G 2>&1 >/dev/null",
              bld, spec);

@@ -1,7 +1,7 @@
 /* test_plan_edge.c — edge cases of the planner and vdnn-plan: minimum
  * budgets that are exactly minimal on nets whose unbounded plan drops its
  * offloads, hostile profile JSON (out-of-range sizes and times give VD_EDATA
- * naming the file), DAG corner cases (a single layer besides the loss, the
+ * naming the file), a measured profile saved and loaded bit for bit, DAG corner cases (a single layer besides the loss, the
  * net input feeding several layers, concat(a, a), add(a, a)) trained under
  * every policy at its minimum budget, and command-line combinations. */
 #include <math.h>
@@ -13,7 +13,7 @@
 #include "testnets.h"
 #include "exec_util.h"
 #include "plan_common.h"
-#include "train/json_mini.h"
+#include "util/json.h"
 #include "vdt.h"
 
 /* ---- nets ---------------------------------------------------------------- */
@@ -184,6 +184,71 @@ END_TEST
  * same bytes as none: the plan's accumulation of gradients of a tensor read
  * twice by one layer, or of the net input read by several, is the same in
  * every plan (and the executor checks liveness and memory as it walks). */
+/* A measured profile (VGG-16, the H200 profile the plan tests use) saved
+ * and loaded again is the same profile bit for bit (every time is written
+ * with 17 significant digits), saves to the same bytes, and gives the same
+ * plan. */
+START_TEST(test_profile_save_load_exact) {
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_ptr_nonnull(src);
+    vd_net net;
+    load_shipped_net(&net, "vgg16.yaml", 256);
+    char data[1024];
+    snprintf(data, sizeof data, "%s/tests/plan/data/vgg16-b256-h200-fp32-api.json", src);
+    vd_profile a, b;
+    vd_err e = {0};
+    ck_assert_msg(vd_profile_load(data, &net, 256, &a, &e) == 0, "%s", e.msg);
+    char p1[] = "/tmp/vdnn-prof1-XXXXXX", p2[] = "/tmp/vdnn-prof2-XXXXXX";
+    close(mkstemp(p1));
+    close(mkstemp(p2));
+    ck_assert_msg(vd_profile_save(p1, &a, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_load(p1, &net, 256, &b, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(a.source, b.source);
+    ck_assert(memcmp(&a.dev, &b.dev, sizeof a.dev) == 0);
+    ck_assert(memcmp(&a.sgd_s, &b.sgd_s, sizeof a.sgd_s) == 0);
+    ck_assert_int_eq(a.n_layers, b.n_layers);
+    int n_algos = 0;
+    for (int i = 0; i < a.n_layers; i++) {
+        const vd_profile_layer *la = &a.layers[i], *lb = &b.layers[i];
+        ck_assert_str_eq(la->name, lb->name);
+        ck_assert_uint_eq(la->aux_bytes, lb->aux_bytes);
+        ck_assert_int_eq(la->n_algos, lb->n_algos);
+        for (int k = 0; k < la->n_algos; k++, n_algos++) {
+            const vd_profile_algo *x = &la->algos[k], *y = &lb->algos[k];
+            ck_assert_str_eq(x->label, y->label);
+            ck_assert_msg(memcmp(&x->fwd_s, &y->fwd_s, sizeof x->fwd_s) == 0 &&
+                          memcmp(&x->bwd_s, &y->bwd_s, sizeof x->bwd_s) == 0,
+                          "%s/%s: %.17g %.17g read back as %.17g %.17g", la->name, x->label,
+                          x->fwd_s, x->bwd_s, y->fwd_s, y->bwd_s);
+            ck_assert_uint_eq(x->workspace, y->workspace);
+            ck_assert_uint_eq(vd_profile_algo_ws(x, false), vd_profile_algo_ws(y, false));
+            ck_assert_uint_eq(vd_profile_algo_ws(x, true), vd_profile_algo_ws(y, true));
+            ck_assert(x->fwd_algo == y->fwd_algo && x->bwd_data_algo == y->bwd_data_algo &&
+                      x->bwd_filter_algo == y->bwd_filter_algo);
+        }
+    }
+    ck_assert_int_gt(n_algos, a.n_layers);   /* the conv layers have several options */
+    ck_assert_msg(vd_profile_save(p2, &b, &e) == 0, "%s", e.msg);
+    vdt_assert_same_file(p1, p2);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_DYN);
+    o.budget = (uint64_t)12 << 30;
+    vd_plan pa, pb;
+    ck_assert_msg(vd_plan_build(&net, &a, &o, &pa, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_plan_build(&net, &b, &o, &pb, &e) == 0, "%s", e.msg);
+    ck_assert(pa.feasible && pb.feasible);
+    ck_assert_msg(pa.sim.iter_s == pb.sim.iter_s, "%.17g vs %.17g", pa.sim.iter_s, pb.sim.iter_s);
+    ck_assert_uint_eq(pa.live_peak, pb.live_peak);
+    ck_assert_uint_eq(pa.offload_bytes, pb.offload_bytes);
+    vd_plan_free(&pa);
+    vd_plan_free(&pb);
+    vd_profile_free(&a);
+    vd_profile_free(&b);
+    vd_net_free(&net);
+    unlink(p1);
+    unlink(p2);
+}
+END_TEST
+
 START_TEST(test_dag_corners_train) {
     static const net_fn nets[] = {net_single, net_multi_input, net_self_join};
     const int batch = 4;
@@ -259,17 +324,17 @@ START_TEST(test_cli_combinations) {
     /* --min-budget --format json is valid JSON with the name escaped */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --device cpu --min-budget --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    vj_val *root = NULL;
     char jerr[256];
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s: %s", jerr, out);
-    const vj_val *nm = vj_get(root, "net");
-    ck_assert(nm && nm->type == VJ_STR);
-    ck_assert_str_eq(nm->str, "q\"uote\\d");
+    json_t *root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s: %s", jerr, out);
+    const char *nm = json_string_value(json_object_get(root, "net"));
+    ck_assert(nm);
+    ck_assert_str_eq(nm, "q\"uote\\d");
     uint64_t all = 0, none = 0;
-    ck_assert(vj_u64(vj_get(vj_get(root, "min_budgets"), "all"), &all));
-    ck_assert(vj_u64(vj_get(vj_get(root, "min_budgets"), "none"), &none));
+    ck_assert(vd_json_u64(json_object_get(json_object_get(root, "min_budgets"), "all"), &all));
+    ck_assert(vd_json_u64(json_object_get(json_object_get(root, "min_budgets"), "none"), &none));
     ck_assert_uint_lt(all, none);
-    vj_free(root);
+    json_decref(root);
     /* combinations whose second half used to be ignored silently: usage */
     static const char *const bad[] = {
         "--min-budget --budget 1G", "--min-budget --trace %s", "--summary --trace %s",
@@ -292,8 +357,9 @@ START_TEST(test_cli_combinations) {
     /* --summary --format json still works; --trace to an unwritable path is io */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --summary --format json", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-    ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
-    vj_free(root);
+    root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+    ck_assert_msg(root, "%s", jerr);
+    json_decref(root);
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --device cpu --trace /nonexistent/dir/t.json "
              "2>&1 >/dev/null", bld, spec);
     ck_assert_int_eq(run_cmd(cmd, out, sizeof out), VD_EIO);
@@ -311,12 +377,14 @@ START_TEST(test_cli_combinations) {
         snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --policy auto --budget 420K --format json "
                  "--trace %s", bld, net, trace);
         ck_assert_int_eq(run_cmd(cmd, out, sizeof out), 0);
-        ck_assert_msg(vj_parse(out, strlen(out), &root, jerr, sizeof jerr) == 0, "%s", jerr);
-        vj_free(root);
+        root = vd_json_parse(out, strlen(out), 0, jerr, sizeof jerr);
+        ck_assert_msg(root, "%s", jerr);
+        json_decref(root);
         size_t nt;
         char *t = vdt_slurp(trace, &nt);
-        ck_assert_msg(vj_parse(t, strlen(t), &root, jerr, sizeof jerr) == 0, "trace: %s", jerr);
-        vj_free(root);
+        root = vd_json_parse(t, strlen(t), 0, jerr, sizeof jerr);
+        ck_assert_msg(root, "trace: %s", jerr);
+        json_decref(root);
         free(t);
         unlink(trace);
     }
@@ -330,6 +398,7 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_min_budget_exact);
     tcase_add_test(tc, test_profile_hostile);
+    tcase_add_test(tc, test_profile_save_load_exact);
     tcase_add_test(tc, test_dag_corners_train);
     tcase_add_test(tc, test_cli_combinations);
     suite_add_tcase(s, tc);

@@ -1,10 +1,13 @@
 /* test_util.c — src/util against hand-computed values. */
 #include <dirent.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "util/util.h"
+#include "util/json.h"
 #include "vdt.h"
 
 START_TEST(parse_size_units) {
@@ -44,15 +47,129 @@ START_TEST(suggestions) {
 }
 END_TEST
 
-START_TEST(json_strings) {
+/* vd_json_write of v, as a malloc'd string. */
+static char *json_text(const json_t *v) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     ck_assert_ptr_nonnull(f);
-    vd_json_str(f, "a\"b\\c\nd\te");
+    vd_err e = {0};
+    ck_assert_msg(vd_json_write(f, v, &e) == 0, "%s", e.msg);
     fclose(f);
-    ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\nd\\u0009e\"");
-    free(buf);
+    return buf;
+}
+
+START_TEST(json_strings) {
+    json_t *o = json_object();
+    ck_assert_int_eq(json_object_set_new(o, "s", vd_json_text("a\"b\\c\nd\te\x01/\xc3\xa9")), 0);
+    char *t = json_text(o);
+    ck_assert_str_eq(t, "{\n  \"s\": \"a\\\"b\\\\c\\nd\\te\\u0001/\xc3\xa9\"\n}\n");
+    free(t);
+    json_decref(o);
+    /* invalid UTF-8 (a name cut inside a character): the ASCII bytes survive */
+    json_t *s = vd_json_text("ab\xc3");
+    ck_assert_str_eq(json_string_value(s), "ab?");
+    json_decref(s);
+    ck_assert(vd_json_utf8("x\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));
+    static const char *const bad[] = { "\x80", "\xc3", "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                       "\xe2\x82", "\xff" };
+    for (size_t i = 0; i < VD_ARRAY_LEN(bad); i++)
+        ck_assert_msg(!vd_json_utf8(bad[i]), "case %zu accepted", i);
+}
+END_TEST
+
+/* The layout: top-level members one per line, the elements of a top-level
+ * array one per line, everything deeper on one line. */
+START_TEST(json_layout) {
+    json_t *v = json_pack("{s:i, s:{s:b, s:n}, s:[{s:[i,i]}, s, f], s:[], s:{}}", "a", 1, "b", "x",
+                          1, "y", "c", "d", 2, 3, "e", 0.5, "f", "g");
+    ck_assert_ptr_nonnull(v);
+    char *t = json_text(v);
+    ck_assert_str_eq(t, "{\n  \"a\": 1,\n  \"b\": {\"x\": true, \"y\": null},\n  \"c\": [\n"
+                        "    {\"d\": [2, 3]},\n    \"e\",\n    0.5\n  ],\n  \"f\": [],\n  \"g\": {}\n}\n");
+    free(t);
+    json_decref(v);
+    json_t *e = json_object();
+    t = json_text(e);
+    ck_assert_str_eq(t, "{}\n");
+    free(t);
+    json_decref(e);
+    /* integers: uint64 above INT64_MAX become the nearest real; non-finite reals null */
+    json_t *a = json_pack("[o, o, o, o]", vd_json_uint(INT64_MAX), vd_json_uint(UINT64_MAX),
+                          vd_json_real(NAN), vd_json_real(-INFINITY));
+    t = json_text(a);
+    ck_assert_str_eq(t, "[9223372036854775807, 1.8446744073709552e19, null, null]\n");
+    free(t);
+    json_decref(a);
+}
+END_TEST
+
+/* Reals are written with enough digits to read back as the same double. */
+START_TEST(json_reals_round_trip) {
+    double vals[64] = { 0.1, 1.0 / 3.0, 1e-300, 5e-324, DBL_MAX, 9007199254740993.0, 1.0,
+                        0.38144577503824619, 4.9153599143028258e-6, 123456789.125 };
+    vd_rng r;
+    vd_rng_seed(&r, 7, 1);
+    for (int i = 10; i < 64; i++)     /* random bit patterns of finite doubles */
+        do {
+            uint64_t bits = ((uint64_t)vd_rng_u32(&r) << 32) | vd_rng_u32(&r);
+            memcpy(&vals[i], &bits, sizeof bits);
+        } while (!isfinite(vals[i]));
+    json_t *obj = json_object(), *arr = json_array();
+    ck_assert_int_eq(json_object_set_new(obj, "v", arr), 0);
+    for (int i = 0; i < 64; i++) ck_assert_int_eq(json_array_append_new(arr, vd_json_real(vals[i])), 0);
+    char *t = json_text(obj);
+    json_decref(obj);
+    char err[200];
+    json_t *back = vd_json_parse(t, strlen(t), 0, err, sizeof err);
+    ck_assert_msg(back, "%s", err);
+    const json_t *ba = json_object_get(back, "v");
+    ck_assert_uint_eq(json_array_size(ba), 64);
+    for (size_t i = 0; i < 64; i++) {
+        const json_t *x = json_array_get(ba, i);
+        ck_assert_msg(json_is_real(x), "element %zu is not a real", i);   /* 1.0 stays a real */
+        double d = json_real_value(x);
+        ck_assert_msg(memcmp(&d, &vals[i], sizeof d) == 0, "%.17g read back as %.17g", vals[i], d);
+    }
+    json_decref(back);
+    free(t);
+}
+END_TEST
+
+START_TEST(json_parse_is_strict) {
+    char err[200];
+    const char *ok = " {\"a\" : [1, -2.5e3, true, false, null, \"x\\u00e9\\ud83d\\ude00\\n\"], \"b\": {}} ";
+    json_t *v = vd_json_parse(ok, strlen(ok), 0, err, sizeof err);
+    ck_assert_msg(v, "%s", err);
+    const json_t *a = json_object_get(v, "a");
+    ck_assert_uint_eq(json_array_size(a), 6);
+    ck_assert(json_real_value(json_array_get(a, 1)) == -2500.0);
+    ck_assert_str_eq(json_string_value(json_array_get(a, 5)), "x\xc3\xa9\xf0\x9f\x98\x80\n");
+    uint64_t u = 0;
+    ck_assert(vd_json_u64(json_array_get(a, 0), &u) && u == 1);
+    ck_assert(!vd_json_u64(json_array_get(a, 1), &u));
+    json_decref(v);
+    json_t *m = json_pack("[I, i, f]", (json_int_t)INT64_MAX, -1, 1.0);
+    ck_assert(vd_json_u64(json_array_get(m, 0), &u) && u == (uint64_t)INT64_MAX);
+    ck_assert(!vd_json_u64(json_array_get(m, 1), &u));   /* negative */
+    ck_assert(!vd_json_u64(json_array_get(m, 2), &u));   /* a real, even if whole */
+    json_decref(m);
+    static const struct { const char *text; size_t n; const char *why; } bad[] = {
+        { "{\"a\":1,\"b\":2,\"a\":3}", 0, "duplicate" }, { "", 0, NULL }, { "{", 0, NULL },
+        { "{\"a\":}", 0, NULL }, { "[1,]", 0, NULL }, { "01", 0, NULL }, { "\"\x01\"", 0, NULL },
+        { "{\"a\":1} x", 0, NULL }, { "\"\\ud800\"", 0, NULL }, { "[\"\\q\"]", 0, NULL },
+        { "tru", 0, NULL }, { "1.", 0, NULL }, { "-", 0, NULL }, { "{1:2}", 0, NULL },
+        { "[\"a\\u0000b\"]", 0, NULL }, { "[\"\xc3\"]", 0, NULL }, { "[1]\0[2]", 7, NULL },
+        { "[99999999999999999999]", 0, NULL },
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(bad); i++) {
+        size_t n = bad[i].n ? bad[i].n : strlen(bad[i].text);
+        err[0] = 0;
+        v = vd_json_parse(bad[i].text, n, 0, err, sizeof err);
+        ck_assert_msg(!v, "accepted case %zu", i);
+        ck_assert_msg(!strncmp(err, "offset ", 7), "case %zu: %s", i, err);
+        if (bad[i].why) ck_assert_msg(strstr(err, bad[i].why), "case %zu: %s", i, err);
+    }
 }
 END_TEST
 
@@ -97,5 +214,6 @@ START_TEST(rng_is_pcg32) {
 }
 END_TEST
 
-VDT_MAIN("util", 0, parse_size_units, checked_arithmetic, suggestions, json_strings,
+VDT_MAIN("util", 0, parse_size_units, checked_arithmetic, suggestions, json_strings, json_layout,
+         json_reals_round_trip, json_parse_is_strict,
          atomic_write_replaces_and_leaves_no_temp, rng_is_pcg32)
