@@ -18,8 +18,9 @@
  * the smallest DCT scale of 1/8, 1/4, 1/2 whose image still covers the
  * resize target (otherwise in full), so a large photo is never decoded in
  * full only to be shrunk; the crop geometry is computed on the full size
- * either way (the same crop of the same scene). libjpeg warnings about
- * damaged data are tolerated (libjpeg recovers) except a truncated file. */
+ * either way (the same crop of the same scene). libjpeg's "Corrupt JPEG
+ * data" warnings are tolerated (libjpeg recovers; e.g. extraneous bytes
+ * before a marker, as in a few ImageNet files); a truncated file is not. */
 #include <ctype.h>
 #include <limits.h>
 #include <dirent.h>
@@ -191,14 +192,18 @@ static int turbo_decode(const char *path, const unsigned char *jpg, size_t n, in
                         int W, bool full, vd_image *img, vd_err *e) {
     tjhandle tj = tjInitDecompress();
     if (!tj) return vd_errf(e, VD_ENOMEM, "%s: cannot start the JPEG decoder", path);
-    int iw, ih, sub, cs, rc = VD_OK;
+    int iw = 0, ih = 0, sub, cs, rc = VD_OK;
     unsigned char *px = NULL;
     if (n > (size_t)ULONG_MAX ||
         tjDecompressHeader3(tj, jpg, (unsigned long)n, &iw, &ih, &sub, &cs) != 0) {
         rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (%s)", path, tjGetErrorStr2(tj));
         goto out;
     }
-    if (iw < 1 || ih < 1) { rc = vd_errf(e, VD_EDATA, "%s: empty image", path); goto out; }
+    if (iw < 1 || ih < 1) {     /* headers cut short: TurboJPEG reports no error */
+        rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (no image size: %s)", path,
+                     tjGetErrorStr2(tj));
+        goto out;
+    }
     int rw, rh;
     cover_size(iw, ih, H, W, &rw, &rh);
     int denom = 1;
@@ -211,10 +216,13 @@ static int turbo_decode(const char *path, const unsigned char *jpg, size_t n, in
     if (!px) { rc = VD_ENOMEM; goto out; }
     if (tjDecompress2(tj, jpg, (unsigned long)n, px, sw, 0, sh, C == 3 ? TJPF_RGB : TJPF_GRAY,
                       0) != 0) {
-        /* a warning: libjpeg recovered from damaged data and the image is
-         * complete, except when the file ends early (the rest is grey) */
+        /* libjpeg's "Corrupt JPEG data: ..." warnings (extraneous bytes
+         * before a marker, a bad Huffman code) leave a complete image and
+         * are accepted, as other loaders do; anything else is an error,
+         * among them a file that ends early ("Premature end of JPEG file":
+         * the rest would be grey) */
         const char *msg = tjGetErrorStr2(tj);
-        if (tjGetErrorCode(tj) != TJERR_WARNING || strstr(msg, "Premature end")) {
+        if (tjGetErrorCode(tj) != TJERR_WARNING || strncmp(msg, "Corrupt JPEG data", 17) != 0) {
             rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (%s)", path, msg);
             goto out;
         }
