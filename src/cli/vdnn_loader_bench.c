@@ -1,7 +1,7 @@
 /* vdnn-loader-bench — how fast the data loader delivers batches for a net,
  * per number of loader threads, so that --loader-threads can be sized; and
  * a generator of photo-like JPEG folders to measure on. Exit status: 0, or
- * the VD_E* code of the error. See man vdnn-train(1), LOADER BENCHMARK. */
+ * the VD_E* code of the error. See man vdnn-train(1), "Loader benchmark" under DATA. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
