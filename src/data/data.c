@@ -168,7 +168,8 @@ struct vd_loader {
     pthread_t *threads;         /* [n_threads] */
     int n_started;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;          /* workers wait here for a free slot */
+    pthread_cond_t cv_ready;    /* vd_loader_next waits here for its batch */
     int64_t next_claim;         /* batch of the next chunk a worker takes */
     int next_chunk;             /* that chunk's number within the batch */
     int64_t next_consume;       /* next batch number vd_loader_next returns */
@@ -217,7 +218,11 @@ static void *worker(void *arg) {
         uint64_t s0 = ld->cfg.start + (uint64_t)b * (uint64_t)ld->cfg.batch + (uint64_t)i0;
         if (idx)
             for (int i = 0; i < n; i++) idx[i] = index_of(ld, s0 + (uint64_t)i);
+        /* more work claimable: pass the wake-up on to another worker (the
+         * consumer wakes one, so its own thread is not crowded out) */
+        bool more = ld->next_claim < ld->next_consume + ld->n_slots;
         pthread_mutex_unlock(&ld->mu);
+        if (more) pthread_cond_signal(&ld->cv);
 
         int rc = VD_OK;
         vd_err err = { 0 };
@@ -235,7 +240,7 @@ static void *worker(void *arg) {
             sl->err = err;
             sl->err_pos = i0;
         }
-        if (++sl->chunks_done == ld->n_chunks) pthread_cond_broadcast(&ld->cv);
+        if (++sl->chunks_done == ld->n_chunks) pthread_cond_signal(&ld->cv_ready);
     }
     pthread_mutex_unlock(&ld->mu);
     vd_free(idx);
@@ -272,6 +277,7 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
     ld->perm_epoch[0] = ld->perm_epoch[1] = -1;
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv, NULL);
+    pthread_cond_init(&ld->cv_ready, NULL);
     int rc = VD_OK;
     uint64_t xbytes;
     if (!vd_mul_u64((uint64_t)ld->sample_floats * sizeof(float), (uint64_t)cfg->batch, &xbytes)) {
@@ -349,7 +355,7 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
     int64_t b = ld->next_consume;
     slot *sl = &ld->slots[b % ld->n_slots];
     while (!(sl->batch_no == b && sl->chunks_done == ld->n_chunks))
-        pthread_cond_wait(&ld->cv, &ld->mu);
+        pthread_cond_wait(&ld->cv_ready, &ld->mu);
     int rc = sl->rc;
     if (rc) {
         if (e) *e = sl->err;
@@ -362,8 +368,10 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
     memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
     pthread_mutex_lock(&ld->mu);
     ld->next_consume++;
-    pthread_cond_broadcast(&ld->cv);
     pthread_mutex_unlock(&ld->mu);
+    /* wake one worker, after unlocking (woken, it needs the lock); it wakes
+     * the next if there is more to do */
+    pthread_cond_signal(&ld->cv);
     return VD_OK;
 }
 
@@ -390,6 +398,7 @@ void vd_loader_destroy(vd_loader **pld) {
     vd_free(ld->perm[1]);
     pthread_mutex_destroy(&ld->mu);
     pthread_cond_destroy(&ld->cv);
+    pthread_cond_destroy(&ld->cv_ready);
     vd_free(ld);
     *pld = NULL;
 }
