@@ -696,6 +696,32 @@ START_TEST(loader_same_batches_any_thread_count) {
     }
     vd_data_close(&ds);
     vd_net_free(&net);
+    /* a batch large enough (200 x 3x64x64 floats, 9.8 MB) to be copied out
+     * in parallel parts with 4 threads: equal to the samples read one by one
+     * (batch 1 of an unshuffled loader from counter 0 = samples 200..399) */
+    tu_tiny_net(&net, 3, 64, 64, 10, false, 200);
+    ck_assert_int_eq(vd_data_open("synthetic:1000", &net, 200, 5, false, &ds, &e), 0);
+    {
+        size_t fl = (size_t)200 * 3 * 64 * 64;
+        float *big = malloc(sizeof(float) * fl), *one = malloc(sizeof(float) * 3 * 64 * 64);
+        int32_t by[200], oy;
+        vd_loader *ld;
+        vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = 200, .shuffle = false,
+                              .seed = 5, .threads = 4 };
+        ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), 0);
+        ck_assert_int_eq(vd_loader_next(ld, big, by, &e), 0);
+        ck_assert_int_eq(vd_loader_next(ld, big, by, &e), 0);
+        vd_loader_destroy(&ld);
+        for (int i = 0; i < 200; i++) {
+            ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 200 + i, 0, one, &oy, &e), 0);
+            ck_assert_int_eq(by[i], oy);
+            ck_assert_mem_eq(big + (size_t)i * 3 * 64 * 64, one, sizeof(float) * 3 * 64 * 64);
+        }
+        free(big);
+        free(one);
+    }
+    vd_data_close(&ds);
+    vd_net_free(&net);
     /* a JPEG folder, augmented: 12 images, batch 5 (epochs straddled) */
     char *d = vdt_tmpdir("vdnn-train-test");
     char p[600];
