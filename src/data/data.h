@@ -60,7 +60,8 @@ const vd_data_info *vd_data_get_info(const vd_dataset *ds);
 
 /* Fill x [c*h*w] and *label with sample `index` of split. aug_key selects the
  * random crop/flip when the dataset was opened with augment (train split
- * only; ignored otherwise). Errors: VD_EDATA naming the file (image decode). */
+ * only; ignored otherwise). Errors: VD_EDATA naming the file (image decode),
+ * VD_EIO naming it (an image file that cannot be opened or read). */
 int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                    float *x, int32_t *label, vd_err *e);
 

@@ -30,7 +30,8 @@ int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
 
 /* An 8-bit image decoded by vd_image_load: px [h][w][C]. */
 typedef struct vd_image {
-    unsigned char *px;          /* vd_malloc'ed; vd_image_free */
+    unsigned char *px;          /* vd_malloc'ed or stb_image's; vd_image_free */
+    bool from_stb;              /* px is stb_image's */
     int w, h;                   /* decoded size */
     int full_w, full_h;         /* the file's size (== w, h unless scaled) */
     int scale_denom;            /* 1, 2, 4 or 8: decoded at 1/scale_denom */

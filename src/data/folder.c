@@ -264,12 +264,8 @@ int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd
         stbi_image_free(px);
         return vd_errf(e, VD_EDATA, "%s: empty image", path);
     }
-    /* hand the pixels over in a block of the allocation wrappers */
-    size_t bytes = (size_t)iw * (size_t)ih * (size_t)C;
-    img->px = vd_malloc(bytes, e);
-    if (!img->px) { stbi_image_free(px); return VD_ENOMEM; }
-    memcpy(img->px, px, bytes);
-    stbi_image_free(px);
+    img->px = px;
+    img->from_stb = true;
     img->w = img->full_w = iw;
     img->h = img->full_h = ih;
     img->scale_denom = 1;
@@ -277,7 +273,8 @@ int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd
 }
 
 void vd_image_free(vd_image *img) {
-    vd_free(img->px);
+    if (img->from_stb) stbi_image_free(img->px);
+    else vd_free(img->px);
     img->px = NULL;
 }
 
