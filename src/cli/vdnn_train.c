@@ -578,9 +578,9 @@ int main(int argc, char **argv) {
         const vd_train_timing *tm = &res.timing;
         printf("end to end: %.1f img/s (%lld iterations in %.2f s wall clock, saves and "
                "evaluations excluded); per iteration: step %.4f s, waiting for data %.4f s "
-               "(%.1f%%)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
+               "(%.1f%%, %d loader threads)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
                tm->step_per_iter_s, tm->wait_per_iter_s,
-               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0);
+               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, res.loader_threads);
     }
     if (res.mean_iter_s > 0)
         printf("iteration time (compute only, data waits excluded): measured %.4f s "

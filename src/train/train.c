@@ -194,6 +194,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                          .seed = cfg->seed, .start = samples, .threads = o->loader_threads };
     rc = vd_loader_create(&r.ld, ds, &lc, e);
     if (rc) goto done;
+    res->loader_threads = vd_loader_threads(r.ld);
 
     if (iter >= end && o->iters > 0) {
         note(o, iter, o->iters, "the checkpoint is already at iteration %lld, not below the "

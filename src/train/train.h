@@ -104,6 +104,7 @@ typedef struct vd_train_result {
                                (compute only: data waits excluded) */
     vd_train_timing timing; /* all iterations of this run (the first included),
                                data waits included: the end-to-end figures */
+    int loader_threads;     /* worker threads of the training data loader */
     double eval_acc, eval_loss;
     int64_t eval_n;         /* 0: no evaluation ran */
     bool interrupted;       /* *stop was set */
