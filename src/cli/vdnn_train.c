@@ -52,7 +52,8 @@ static void usage(FILE *f) {
 "  --seed N             seed for initialisation, data order and dropout\n"
 "  --data SPEC          mnist:DIR | cifar10:DIR | folder:DIR | synthetic[:TRAIN[,TEST]]\n"
 "  --augment            folder data: random crop along the longer side + flip\n"
-"  --loader-threads N   data loader threads (default: 1, folder: up to 8)\n"
+"  --loader-threads N   data loader threads (default: the cores, at most 16;\n"
+"                       vdnn-loader-bench measures the rate per thread count)\n"
 "\n"
 "Checkpoints (safetensors; FILE loads into torchvision, FILE.state holds the rest):\n"
 "  --save FILE          write a checkpoint at the end (and on SIGINT)\n"
@@ -193,9 +194,12 @@ static void on_event(const vd_train_event *ev, void *user) {
     case VD_TEV_PROGRESS:
         fmt_dur(ev->eta_s, eta, sizeof eta);
         if (u->tty) fputs("\r\033[K", stderr);
-        fprintf(stderr, "iter %lld/%lld  loss %.4f  avg %.4f  lr %.4g  %.1f img/s  ETA %s",
+        /* img/s end to end; per iteration: the step (compute) and the wait for data */
+        fprintf(stderr, "iter %lld/%lld  loss %.4f  avg %.4f  lr %.4g  %.1f img/s  "
+                "step %.1f ms  data wait %.1f ms  ETA %s",
                 (long long)ev->iter, (long long)ev->total, (double)ev->loss, ev->avg_loss,
-                ev->lr, ev->img_per_s, eta);
+                ev->lr, ev->img_per_s, 1e3 * ev->win.step_per_iter_s,
+                1e3 * ev->win.wait_per_iter_s, eta);
         if (u->tty && !ev->final) u->line_open = true;
         else { fputc('\n', stderr); u->line_open = false; }
         break;
@@ -570,8 +574,17 @@ int main(int argc, char **argv) {
     printf("copies per iteration: offloaded %s, prefetched %s\n",
            vd_fmt_bytes(st.offload_bytes_iter, a, sizeof a),
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
+    if (res.timing.iters > 0) {
+        const vd_train_timing *tm = &res.timing;
+        printf("end to end: %.1f img/s (%lld iterations in %.2f s wall clock, saves and "
+               "evaluations excluded); per iteration: step %.4f s, waiting for data %.4f s "
+               "(%.1f%%, %d loader threads)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
+               tm->step_per_iter_s, tm->wait_per_iter_s,
+               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, res.loader_threads);
+    }
     if (res.mean_iter_s > 0)
-        printf("iteration time: measured %.4f s (%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
+        printf("iteration time (compute only, data waits excluded): measured %.4f s "
+               "(%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
                res.mean_iter_s, tc->batch / res.mean_iter_s, plan.sim.iter_s, ses.prof.source,
                plan.sim.iter_s > 0 ? 100.0 * (res.mean_iter_s - plan.sim.iter_s) / plan.sim.iter_s : 0.0);
     report_device_memory(&ses, &plan, &st, trained);

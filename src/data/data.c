@@ -1,4 +1,5 @@
 /* data.c — dataset dispatch, epoch permutations, and the batch loader. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,24 +145,33 @@ void vd_data_epoch_perm(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm) 
 typedef struct slot {
     float *x;                   /* [batch * c*h*w] */
     int32_t *labels;            /* [batch] */
-    int64_t batch_no;           /* batch held (valid when ready) */
-    bool ready;
-    int rc;                     /* worker's error for this batch */
+    int64_t batch_no;           /* batch being filled / held (valid when claimed) */
+    int chunks_done;            /* chunks finished (the batch is ready at n_chunks) */
+    int rc;                     /* error of the failing chunk with the lowest sample */
+    int err_pos;                /* that chunk's first sample (INT32_MAX: none) */
     vd_err err;
 } slot;
 
+/* Work is claimed in chunks of a batch (chunk samples each, the last
+ * shorter), oldest batch first, so that all threads fill the same batch and
+ * a few slots suffice however many threads there are. A sample's content
+ * depends only on its sample counter, so the batches do not depend on the
+ * number of threads or on who filled what. */
 struct vd_loader {
     vd_dataset *ds;
     vd_loader_cfg cfg;
     int64_t sample_floats;      /* c*h*w */
+    int chunk, n_chunks;        /* samples per chunk, chunks per batch */
     int n_slots;
     slot *slots;                /* [n_slots] */
     int n_threads;
     pthread_t *threads;         /* [n_threads] */
     int n_started;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int64_t next_claim;         /* next batch number a worker takes */
+    pthread_cond_t cv;          /* workers wait here for a free slot */
+    pthread_cond_t cv_ready;    /* vd_loader_next waits here for its batch */
+    int64_t next_claim;         /* batch of the next chunk a worker takes */
+    int next_chunk;             /* that chunk's number within the batch */
     int64_t next_consume;       /* next batch number vd_loader_next returns */
     bool stop;
     /* permutation cache (shuffle): two epochs, guarded by mu */
@@ -186,45 +196,61 @@ static int64_t index_of(vd_loader *ld, uint64_t s) {
 
 static void *worker(void *arg) {
     vd_loader *ld = arg;
-    int B = ld->cfg.batch;
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)B);
-    uint64_t *key = malloc(sizeof(uint64_t) * (size_t)B);
+    int CH = ld->chunk;
+    vd_err aerr = { 0 };
+    int64_t *idx = vd_malloc(sizeof(int64_t) * (size_t)CH, &aerr);
     pthread_mutex_lock(&ld->mu);
     for (;;) {
         while (!ld->stop && ld->next_claim >= ld->next_consume + ld->n_slots)
             pthread_cond_wait(&ld->cv, &ld->mu);
         if (ld->stop) break;
-        int64_t b = ld->next_claim++;
-        uint64_t s0 = ld->cfg.start + (uint64_t)b * (uint64_t)B;
-        if (idx && key)
-            for (int i = 0; i < B; i++) {
-                idx[i] = index_of(ld, s0 + (uint64_t)i);
-                key[i] = s0 + (uint64_t)i;
-            }
-        pthread_mutex_unlock(&ld->mu);
-
+        int64_t b = ld->next_claim;
+        int c = ld->next_chunk++;
+        if (ld->next_chunk == ld->n_chunks) { ld->next_chunk = 0; ld->next_claim++; }
         slot *sl = &ld->slots[b % ld->n_slots];
+        if (c == 0) {           /* the first chunk claimed opens the slot for batch b */
+            sl->batch_no = b;
+            sl->chunks_done = 0;
+            sl->rc = VD_OK;
+            sl->err_pos = INT32_MAX;
+        }
+        int i0 = c * CH, n = ld->cfg.batch - i0 < CH ? ld->cfg.batch - i0 : CH;
+        uint64_t s0 = ld->cfg.start + (uint64_t)b * (uint64_t)ld->cfg.batch + (uint64_t)i0;
+        if (idx)
+            for (int i = 0; i < n; i++) idx[i] = index_of(ld, s0 + (uint64_t)i);
+        /* more work claimable: pass the wake-up on to another worker (the
+         * consumer wakes one, so its own thread is not crowded out) */
+        bool more = ld->next_claim < ld->next_consume + ld->n_slots;
+        pthread_mutex_unlock(&ld->mu);
+        if (more) pthread_cond_signal(&ld->cv);
+
         int rc = VD_OK;
         vd_err err = { 0 };
-        if (!idx || !key) {
+        if (!idx) {
             rc = vd_errf(&err, VD_ENOMEM, "out of memory in the data loader");
         } else {
-            for (int i = 0; i < B && !rc; i++)
-                rc = vd_data_sample(ld->ds, ld->cfg.split, idx[i], key[i],
-                                    sl->x + (int64_t)i * ld->sample_floats,
-                                    &sl->labels[i], &err);
+            for (int i = 0; i < n && !rc; i++)
+                rc = vd_data_sample(ld->ds, ld->cfg.split, idx[i], s0 + (uint64_t)i,
+                                    sl->x + (int64_t)(i0 + i) * ld->sample_floats,
+                                    &sl->labels[i0 + i], &err);
         }
         pthread_mutex_lock(&ld->mu);
-        sl->rc = rc;
-        if (rc) sl->err = err;
-        sl->batch_no = b;
-        sl->ready = true;
-        pthread_cond_broadcast(&ld->cv);
+        if (rc && i0 < sl->err_pos) {
+            sl->rc = rc;
+            sl->err = err;
+            sl->err_pos = i0;
+        }
+        if (++sl->chunks_done == ld->n_chunks) pthread_cond_signal(&ld->cv_ready);
     }
     pthread_mutex_unlock(&ld->mu);
-    free(idx);
-    free(key);
+    vd_free(idx);
     return NULL;
+}
+
+int vd_loader_default_threads(void) {
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nc < 1) return 1;
+    return nc > VD_LOADER_MAX_DEFAULT_THREADS ? VD_LOADER_MAX_DEFAULT_THREADS : (int)nc;
 }
 
 int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
@@ -239,19 +265,19 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
     ld->ds = ds;
     ld->cfg = *cfg;
     ld->sample_floats = (int64_t)ds->info.c * ds->info.h * ds->info.w;
-    int nt = cfg->threads;
-    if (nt <= 0) {
-        nt = 1;
-        if (strcmp(ds->info.kind, "folder") == 0) {
-            long nc = sysconf(_SC_NPROCESSORS_ONLN);
-            nt = nc > 1 ? (nc > 8 ? 8 : (int)nc) : 1;
-        }
-    }
+    int nt = cfg->threads > 0 ? cfg->threads : vd_loader_default_threads();
     ld->n_threads = nt;
-    ld->n_slots = nt + 1;
+    /* about four chunks per thread and batch: threads share the batch
+     * evenly, and the lock is taken once per chunk, not per sample */
+    ld->chunk = (cfg->batch + 4 * nt - 1) / (4 * nt);
+    ld->n_chunks = (cfg->batch + ld->chunk - 1) / ld->chunk;
+    /* one slot being consumed, the others being filled: double buffering
+     * with one thread, four slots (three batches ahead) with more */
+    ld->n_slots = nt == 1 ? 2 : 4;
     ld->perm_epoch[0] = ld->perm_epoch[1] = -1;
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv, NULL);
+    pthread_cond_init(&ld->cv_ready, NULL);
     int rc = VD_OK;
     uint64_t xbytes;
     if (!vd_mul_u64((uint64_t)ld->sample_floats * sizeof(float), (uint64_t)cfg->batch, &xbytes)) {
@@ -261,6 +287,7 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
     ld->slots = vd_calloc((size_t)ld->n_slots, sizeof(slot), e);
     if (!ld->slots) { rc = VD_ENOMEM; goto fail; }
     for (int i = 0; i < ld->n_slots; i++) {
+        ld->slots[i].batch_no = -1;
         ld->slots[i].x = vd_malloc(xbytes, e);
         ld->slots[i].labels = vd_malloc(sizeof(int32_t) * (size_t)cfg->batch, e);
         if (!ld->slots[i].x || !ld->slots[i].labels) { rc = VD_ENOMEM; goto fail; }
@@ -286,11 +313,49 @@ fail:
     return rc;
 }
 
+int vd_loader_threads(const vd_loader *ld) { return ld->n_threads; }
+
+/* Copying a large batch into the caller's buffer (pinned host memory that a
+ * single thread fills at well under the memory bandwidth): in parallel
+ * parts, the calling thread doing the first. */
+typedef struct copy_part { char *dst; const char *src; size_t n; } copy_part;
+
+static void *copy_run(void *arg) {
+    copy_part *p = arg;
+    memcpy(p->dst, p->src, p->n);
+    return NULL;
+}
+
+enum { COPY_PART_MIN = 4 << 20, COPY_MAX_PARTS = 8 };
+
+static void copy_parallel(void *dst, const void *src, size_t n, int max_parts) {
+    int parts = (int)(n / COPY_PART_MIN);
+    if (parts > max_parts) parts = max_parts;
+    if (parts > COPY_MAX_PARTS) parts = COPY_MAX_PARTS;
+    if (parts < 2) { memcpy(dst, src, n); return; }
+    copy_part p[COPY_MAX_PARTS];
+    pthread_t th[COPY_MAX_PARTS];
+    bool started[COPY_MAX_PARTS] = { false };
+    size_t per = (n / (size_t)parts + 63) & ~(size_t)63;
+    for (int i = 0; i < parts; i++) {
+        size_t off = per * (size_t)i < n ? per * (size_t)i : n;
+        size_t len = n - off < per ? n - off : per;
+        p[i] = (copy_part){ (char *)dst + off, (const char *)src + off, len };
+        if (i > 0) started[i] = pthread_create(&th[i], NULL, copy_run, &p[i]) == 0;
+    }
+    copy_run(&p[0]);
+    for (int i = 1; i < parts; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else copy_run(&p[i]);       /* no thread: copy that part here */
+    }
+}
+
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
     pthread_mutex_lock(&ld->mu);
     int64_t b = ld->next_consume;
     slot *sl = &ld->slots[b % ld->n_slots];
-    while (!(sl->ready && sl->batch_no == b)) pthread_cond_wait(&ld->cv, &ld->mu);
+    while (!(sl->batch_no == b && sl->chunks_done == ld->n_chunks))
+        pthread_cond_wait(&ld->cv_ready, &ld->mu);
     int rc = sl->rc;
     if (rc) {
         if (e) *e = sl->err;
@@ -298,13 +363,15 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
         return rc;          /* sticky: the batch is never consumed */
     }
     pthread_mutex_unlock(&ld->mu);
-    memcpy(x, sl->x, sizeof(float) * (size_t)(ld->sample_floats * ld->cfg.batch));
+    copy_parallel(x, sl->x, sizeof(float) * (size_t)(ld->sample_floats * ld->cfg.batch),
+                  ld->n_threads);
     memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
     pthread_mutex_lock(&ld->mu);
-    sl->ready = false;
     ld->next_consume++;
-    pthread_cond_broadcast(&ld->cv);
     pthread_mutex_unlock(&ld->mu);
+    /* wake one worker, after unlocking (woken, it needs the lock); it wakes
+     * the next if there is more to do */
+    pthread_cond_signal(&ld->cv);
     return VD_OK;
 }
 
@@ -320,16 +387,18 @@ void vd_loader_destroy(vd_loader **pld) {
     pthread_cond_broadcast(&ld->cv);
     pthread_mutex_unlock(&ld->mu);
     for (int i = 0; i < ld->n_started; i++) pthread_join(ld->threads[i], NULL);
-    free(ld->threads);
+    vd_free(ld->threads);
     if (ld->slots)
         for (int i = 0; i < ld->n_slots; i++) {
-            free(ld->slots[i].x);
-            free(ld->slots[i].labels);
+            vd_free(ld->slots[i].x);
+            vd_free(ld->slots[i].labels);
         }
-    free(ld->slots);
-    free(ld->perm[0]);
-    free(ld->perm[1]);
+    vd_free(ld->slots);
+    vd_free(ld->perm[0]);
+    vd_free(ld->perm[1]);
     pthread_mutex_destroy(&ld->mu);
     pthread_cond_destroy(&ld->cv);
-    VD_FREE(*pld);
+    pthread_cond_destroy(&ld->cv_ready);
+    vd_free(ld);
+    *pld = NULL;
 }

@@ -60,9 +60,19 @@ const vd_data_info *vd_data_get_info(const vd_dataset *ds);
 
 /* Fill x [c*h*w] and *label with sample `index` of split. aug_key selects the
  * random crop/flip when the dataset was opened with augment (train split
- * only; ignored otherwise). Errors: VD_EDATA naming the file (image decode). */
+ * only; ignored otherwise). Errors: VD_EDATA naming the file (image decode),
+ * VD_EIO naming it (an image file that cannot be opened or read). */
 int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                    float *x, int32_t *label, vd_err *e);
+
+/* How folder data decodes JPEG files: TurboJPEG at a reduced DCT scale
+ * where the resize allows it (the default), TurboJPEG always in full, or
+ * stb_image (the decoder before libjpeg-turbo; for tests and
+ * benchmarks). */
+typedef enum { VD_JPEG_TURBO = 0, VD_JPEG_TURBO_FULL = 1, VD_JPEG_STB = 2 } vd_jpeg_decoder;
+/* Choose the JPEG decoder of a folder dataset (before loaders start).
+ * VD_EUSAGE for other kinds. */
+int vd_data_set_jpeg_decoder(vd_dataset *ds, vd_jpeg_decoder dec, vd_err *e);
 
 /* The permutation of [0, n) used for epoch `epoch` (see the header comment).
  * perm has n entries. */
@@ -77,18 +87,29 @@ typedef struct vd_loader_cfg {
     bool shuffle;           /* train: per-epoch permutation; false: in order */
     uint64_t seed;          /* the run's seed (order and augmentation) */
     uint64_t start;         /* sample counter of the first batch */
-    int threads;            /* worker threads (0 = choose: 1, or more for folder) */
+    int threads;            /* worker threads (0 = vd_loader_default_threads()) */
 } vd_loader_cfg;
 
-/* Start workers that fill a ring of batch buffers (double buffering with one
- * worker). Batch k holds samples start + k*batch .. start + (k+1)*batch - 1
- * of the sample counter, wrapping across epochs (no batch is dropped or
- * short). The result is independent of the number of threads. */
+/* The default number of loader threads: the online cores, at most
+ * VD_LOADER_MAX_DEFAULT_THREADS (more rarely helps: the training thread and
+ * the backend need cores too). */
+enum { VD_LOADER_MAX_DEFAULT_THREADS = 16 };
+int vd_loader_default_threads(void);
+
+/* Start workers that fill a ring of batch buffers (two with one worker, four
+ * with more; the workers share each batch in chunks, oldest batch first).
+ * Batch k holds samples start + k*batch .. start + (k+1)*batch - 1 of the
+ * sample counter, wrapping across epochs (no batch is dropped or short). The
+ * result is independent of the number of threads. */
 int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
                      vd_err *e);
 /* Copy the next batch into x [batch*c*h*w] and labels [batch]; blocks until
- * it is ready. Errors from the workers (VD_EDATA ...) are returned here. */
+ * it is ready (a large batch is copied by several threads). Errors from the
+ * workers (VD_EDATA ...) are returned here: of a batch's failing samples, the
+ * first in batch order, whatever the thread count. */
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
+/* The number of worker threads running. */
+int vd_loader_threads(const vd_loader *ld);
 /* Sample counter of the next batch that vd_loader_next will return. */
 uint64_t vd_loader_position(const vd_loader *ld);
 /* Stop and join the workers, free everything, clear the pointer. */

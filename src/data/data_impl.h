@@ -28,6 +28,26 @@ int vd_data_open_synthetic(vd_dataset *ds, int64_t n_train, int64_t n_test,
 int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
                         const vd_net *net, vd_err *e);
 
+/* An 8-bit image decoded by vd_image_load: px [h][w][C]. */
+typedef struct vd_image {
+    unsigned char *px;          /* vd_malloc'ed or stb_image's; vd_image_free */
+    bool from_stb;              /* px is stb_image's */
+    int w, h;                   /* decoded size */
+    int full_w, full_h;         /* the file's size (== w, h unless scaled) */
+    int scale_denom;            /* 1, 2, 4 or 8: decoded at 1/scale_denom */
+} vd_image;
+
+/* Decode the image file at path to C (1 or 3) channels. A JPEG (by its first
+ * bytes) goes through TurboJPEG unless dec is VD_JPEG_STB, at the smallest
+ * DCT scale 1/8, 1/4, 1/2 whose size still covers the size the image is
+ * resized to for an H x W input (cover_size in folder.c; never scaled with
+ * VD_JPEG_TURBO_FULL); anything else through stb_image. Errors: VD_EIO
+ * (cannot read), VD_EDATA naming the path (cannot decode, truncated JPEG),
+ * VD_ENOMEM. */
+int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd_image *img,
+                  vd_err *e);
+void vd_image_free(vd_image *img);
+
 /* splitmix64: a good 64-bit mixer for stateless per-sample keys. */
 static inline uint64_t vd_mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;

@@ -1,4 +1,5 @@
-/* folder.c — ImageNet-style image folders, decoded with stb_image.
+/* folder.c — ImageNet-style image folders: JPEG decoded with libjpeg-turbo
+ * (TurboJPEG API), PNG, BMP and PNM with stb_image.
  *
  * DIR/train/<class>/<image> and (optional) DIR/val/<class>/<image>; images
  * are .jpg .jpeg .png .bmp .ppm .pgm (case-insensitive), anything else is
@@ -11,8 +12,17 @@
  * with bilinear interpolation (half-pixel centres, no antialiasing), then
  * center-cropped. With augment, train images take a uniformly random crop
  * position instead and are flipped horizontally with probability 1/2, keyed
- * by (seed, sample counter). */
+ * by (seed, sample counter).
+ *
+ * JPEG files (recognised by their first bytes, not the name) are decoded at
+ * the smallest DCT scale of 1/8, 1/4, 1/2 whose image still covers the
+ * resize target (otherwise in full), so a large photo is never decoded in
+ * full only to be shrunk; the crop geometry is computed on the full size
+ * either way (the same crop of the same scene). libjpeg's "Corrupt JPEG
+ * data" warnings are tolerated (libjpeg recovers; e.g. extraneous bytes
+ * before a marker, as in a few ImageNet files); a truncated file is not. */
 #include <ctype.h>
+#include <limits.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +30,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <stb/stb_image.h>
+#include <turbojpeg.h>
 #include "data/data_impl.h"
 
 typedef struct item { char *path; int32_t label; } item;
@@ -29,6 +40,7 @@ typedef struct folder {
     char **classes;             /* [n_classes] sorted names */
     item *items[2];             /* [info.n[split]] */
     int64_t cap[2];
+    vd_jpeg_decoder jpeg;       /* VD_JPEG_TURBO unless a test or benchmark chose */
 } folder;
 
 static int cmp_str(const void *a, const void *b) {
@@ -138,17 +150,150 @@ static int scan_split(folder *f, int split, const char *root, int64_t *n, vd_err
     return rc;
 }
 
-static float bilerp(const unsigned char *img, int iw, int ih, int nc, int ch, float sx, float sy) {
-    if (sx < 0) sx = 0;
-    if (sy < 0) sy = 0;
-    if (sx > (float)(iw - 1)) sx = (float)(iw - 1);
-    if (sy > (float)(ih - 1)) sy = (float)(ih - 1);
-    int x0 = (int)sx, y0 = (int)sy;
-    int x1 = x0 + 1 < iw ? x0 + 1 : x0, y1 = y0 + 1 < ih ? y0 + 1 : y0;
-    float fx = sx - (float)x0, fy = sy - (float)y0;
-    float a = img[((size_t)y0 * iw + x0) * nc + ch], b = img[((size_t)y0 * iw + x1) * nc + ch];
-    float c = img[((size_t)y1 * iw + x0) * nc + ch], d = img[((size_t)y1 * iw + x1) * nc + ch];
-    return (a * (1 - fx) + b * fx) * (1 - fy) + (c * (1 - fx) + d * fx) * fy;
+/* ---- decoding -------------------------------------------------------------- */
+
+/* The size (*rw x *rh) an iw x ih image is resized to so that it covers H x W. */
+static void cover_size(int iw, int ih, int H, int W, int *rw, int *rh) {
+    double s = fmax((double)H / ih, (double)W / iw);
+    *rh = (int)lround(ih * s);
+    *rw = (int)lround(iw * s);
+    if (*rh < H) *rh = H;
+    if (*rw < W) *rw = W;
+}
+
+static int read_file(const char *path, unsigned char **buf, size_t *n, vd_err *e) {
+    *buf = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return vd_errf(e, VD_EIO, "%s: cannot open image", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size < 0) {
+        fclose(f);
+        return vd_errf(e, VD_EIO, "%s: cannot stat image", path);
+    }
+    size_t len = (size_t)st.st_size;
+    unsigned char *b = vd_malloc(len ? len : 1, e);
+    if (!b) { fclose(f); return VD_ENOMEM; }
+    size_t got = fread(b, 1, len, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != len) {
+        vd_free(b);
+        return vd_errf(e, VD_EIO, "%s: read error", path);
+    }
+    *buf = b;
+    *n = len;
+    return VD_OK;
+}
+
+/* TurboJPEG: decode jpg [n] to C channels at the smallest power-of-two DCT
+ * scale (1/8 .. 1) whose image still covers the resize target of H x W. */
+static int turbo_decode(const char *path, const unsigned char *jpg, size_t n, int C, int H,
+                        int W, bool full, vd_image *img, vd_err *e) {
+    tjhandle tj = tjInitDecompress();
+    if (!tj) return vd_errf(e, VD_ENOMEM, "%s: cannot start the JPEG decoder", path);
+    int iw = 0, ih = 0, sub, cs, rc = VD_OK;
+    unsigned char *px = NULL;
+    if (n > (size_t)ULONG_MAX ||
+        tjDecompressHeader3(tj, jpg, (unsigned long)n, &iw, &ih, &sub, &cs) != 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (%s)", path, tjGetErrorStr2(tj));
+        goto out;
+    }
+    if (iw < 1 || ih < 1) {     /* headers cut short: TurboJPEG reports no error */
+        rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (no image size: %s)", path,
+                     tjGetErrorStr2(tj));
+        goto out;
+    }
+    int rw, rh;
+    cover_size(iw, ih, H, W, &rw, &rh);
+    int denom = 1;
+    while (!full && denom < 8 && TJSCALED(iw, ((tjscalingfactor){ 1, denom * 2 })) >= rw &&
+           TJSCALED(ih, ((tjscalingfactor){ 1, denom * 2 })) >= rh)
+        denom *= 2;
+    tjscalingfactor f = { 1, denom };
+    int sw = TJSCALED(iw, f), sh = TJSCALED(ih, f);
+    px = vd_malloc((size_t)sw * (size_t)sh * (size_t)C, e);
+    if (!px) { rc = VD_ENOMEM; goto out; }
+    if (tjDecompress2(tj, jpg, (unsigned long)n, px, sw, 0, sh, C == 3 ? TJPF_RGB : TJPF_GRAY,
+                      0) != 0) {
+        /* libjpeg's "Corrupt JPEG data: ..." warnings (extraneous bytes
+         * before a marker, a bad Huffman code) leave a complete image and
+         * are accepted, as other loaders do; anything else is an error,
+         * among them a file that ends early ("Premature end of JPEG file":
+         * the rest would be grey) */
+        const char *msg = tjGetErrorStr2(tj);
+        if (tjGetErrorCode(tj) != TJERR_WARNING || strncmp(msg, "Corrupt JPEG data", 17) != 0) {
+            rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (%s)", path, msg);
+            goto out;
+        }
+    }
+    img->px = px;
+    px = NULL;
+    img->w = sw;
+    img->h = sh;
+    img->full_w = iw;
+    img->full_h = ih;
+    img->scale_denom = denom;
+out:
+    vd_free(px);
+    tjDestroy(tj);
+    return rc;
+}
+
+int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd_image *img,
+                  vd_err *e) {
+    memset(img, 0, sizeof *img);
+    unsigned char *buf;
+    size_t n;
+    int rc = read_file(path, &buf, &n, e);
+    if (rc) return rc;
+    bool jpeg = n >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF;
+    if (jpeg && dec != VD_JPEG_STB) {
+        rc = turbo_decode(path, buf, n, C, H, W, dec == VD_JPEG_TURBO_FULL, img, e);
+        vd_free(buf);
+        return rc;
+    }
+    int iw = 0, ih = 0, comp;
+    unsigned char *px = n > (size_t)INT32_MAX ? NULL
+                        : stbi_load_from_memory(buf, (int)n, &iw, &ih, &comp, C);
+    vd_free(buf);
+    if (!px)
+        return vd_errf(e, VD_EDATA, "%s: cannot decode image (%s)", path,
+                       stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+    if (iw < 1 || ih < 1) {
+        stbi_image_free(px);
+        return vd_errf(e, VD_EDATA, "%s: empty image", path);
+    }
+    img->px = px;
+    img->from_stb = true;
+    img->w = img->full_w = iw;
+    img->h = img->full_h = ih;
+    img->scale_denom = 1;
+    return VD_OK;
+}
+
+void vd_image_free(vd_image *img) {
+    if (img->from_stb) stbi_image_free(img->px);
+    else vd_free(img->px);
+    img->px = NULL;
+}
+
+/* ---- samples ----------------------------------------------------------------- */
+
+/* Bilinear taps along one axis: for output o in [0, n), source coordinate
+ * (o + off + 0.5) * scale - 0.5 clamped to [0, len - 1] (half-pixel centres),
+ * lower tap i0, upper i1, weight of the upper t. */
+static void taps(int n, int off, bool flip, float scale, int len, int *i0, int *i1, float *t) {
+    for (int o = 0; o < n; o++) {
+        int r = flip ? (n - 1 - o) : o;
+        float s = ((float)(r + off) + 0.5f) * scale - 0.5f;
+        if (s < 0) s = 0;
+        if (s > (float)(len - 1)) s = (float)(len - 1);
+        int a = (int)s;
+        i0[o] = a;
+        i1[o] = a + 1 < len ? a + 1 : a;
+        t[o] = s - (float)a;
+    }
 }
 
 static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
@@ -156,20 +301,13 @@ static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t
     const folder *f = ds->impl;
     const item *it = &f->items[split][index];
     int C = ds->info.c, H = ds->info.h, W = ds->info.w;
-    int iw, ih, comp;
-    unsigned char *img = stbi_load(it->path, &iw, &ih, &comp, C);
-    if (!img)
-        return vd_errf(e, VD_EDATA, "%s: cannot decode image (%s)", it->path,
-                       stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
-    if (iw < 1 || ih < 1) {
-        stbi_image_free(img);
-        return vd_errf(e, VD_EDATA, "%s: empty image", it->path);
-    }
-    /* scale so the image covers H x W */
-    double s = fmax((double)H / ih, (double)W / iw);
-    int rh = (int)lround(ih * s), rw = (int)lround(iw * s);
-    if (rh < H) rh = H;
-    if (rw < W) rw = W;
+    vd_image im;
+    int rc = vd_image_load(it->path, C, H, W, f->jpeg, &im, e);
+    if (rc) return rc;
+    int iw = im.full_w, ih = im.full_h;
+    /* scale so the image covers H x W (geometry on the full size) */
+    int rw, rh;
+    cover_size(iw, ih, H, W, &rw, &rh);
     int y0 = (rh - H) / 2, x0 = (rw - W) / 2;
     bool flip = false;
     if (ds->augment && split == VD_SPLIT_TRAIN) {
@@ -179,22 +317,52 @@ static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t
         x0 = (int)(k % (uint64_t)(rw - W + 1));
         flip = (vd_mix64(k) >> 63) != 0;
     }
-    static const float mean3[3] = { 0.485f, 0.456f, 0.406f }, std3[3] = { 0.229f, 0.224f, 0.225f };
+    /* half-pixel centres: full-size coordinate u is (u + 0.5) / d - 0.5 in a
+     * 1/d-scaled decode, so the taps use the scale divided by d (exact: d is
+     * a power of two) and the same offset */
     float sx_scale = (float)iw / (float)rw, sy_scale = (float)ih / (float)rh;
+    if (im.scale_denom > 1) {
+        sx_scale /= (float)im.scale_denom;
+        sy_scale /= (float)im.scale_denom;
+    }
+    int *ix = vd_malloc(sizeof(int) * 2 * (size_t)(W + H), e);
+    float *t = vd_malloc(sizeof(float) * (size_t)(W + H), e);
+    if (!ix || !t) { vd_free(ix); vd_free(t); vd_image_free(&im); return VD_ENOMEM; }
+    int *xa = ix, *xb = ix + W, *ya = ix + 2 * W, *yb = ix + 2 * W + H;
+    float *tx = t, *ty = t + W;
+    taps(W, x0, flip, sx_scale, im.w, xa, xb, tx);
+    taps(H, y0, false, sy_scale, im.h, ya, yb, ty);
+    static const float mean3[3] = { 0.485f, 0.456f, 0.406f }, std3[3] = { 0.229f, 0.224f, 0.225f };
+    const unsigned char *img = im.px;
+    size_t stride = (size_t)im.w * (size_t)C;
     for (int ch = 0; ch < C; ch++) {
         float m = C == 3 ? mean3[ch] : 0.449f, sd = C == 3 ? std3[ch] : 0.226f;
         for (int oy = 0; oy < H; oy++) {
-            float sy = ((float)(oy + y0) + 0.5f) * sy_scale - 0.5f;
+            const unsigned char *r0 = img + (size_t)ya[oy] * stride + ch;
+            const unsigned char *r1 = img + (size_t)yb[oy] * stride + ch;
+            float fy = ty[oy];
+            float *out = x + ((size_t)ch * H + oy) * W;
             for (int ox = 0; ox < W; ox++) {
-                int rx = flip ? (W - 1 - ox) : ox;
-                float sx = ((float)(rx + x0) + 0.5f) * sx_scale - 0.5f;
-                float v = bilerp(img, iw, ih, C, ch, sx, sy);
-                x[((size_t)ch * H + oy) * W + ox] = (v / 255.0f - m) / sd;
+                float fx = tx[ox];
+                size_t ca = (size_t)xa[ox] * C, cb = (size_t)xb[ox] * C;
+                float a = r0[ca], b = r0[cb], c = r1[ca], d = r1[cb];
+                float v = (a * (1 - fx) + b * fx) * (1 - fy) + (c * (1 - fx) + d * fx) * fy;
+                out[ox] = (v / 255.0f - m) / sd;
             }
         }
     }
-    stbi_image_free(img);
+    vd_free(ix);
+    vd_free(t);
+    vd_image_free(&im);
     *label = it->label;
+    return VD_OK;
+}
+
+int vd_data_set_jpeg_decoder(vd_dataset *ds, vd_jpeg_decoder dec, vd_err *e) {
+    if (strcmp(ds->info.kind, "folder") != 0)
+        return vd_errf(e, VD_EUSAGE, "the JPEG decoder can only be chosen for folder:DIR "
+                       "data (this is %s)", ds->info.kind);
+    ((folder *)ds->impl)->jpeg = dec;
     return VD_OK;
 }
 

@@ -55,6 +55,19 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     return VD_OK;
 }
 
+/* Fill t from the raw sums (see vd_train_timing). */
+static void set_timing(vd_train_timing *t, int64_t iters, int batch, double wall_s,
+                       double wait_s, double step_s) {
+    t->iters = iters;
+    t->images = iters * batch;
+    t->wall_s = wall_s > 0 ? wall_s : 0;
+    t->wait_s = wait_s;
+    t->step_s = step_s;
+    t->img_per_s = iters > 0 && wall_s > 0 ? (double)t->images / wall_s : 0;
+    t->wait_per_iter_s = iters > 0 ? wait_s / (double)iters : 0;
+    t->step_per_iter_s = iters > 0 ? step_s / (double)iters : 0;
+}
+
 /* A periodic checkpoint / evaluation follows training iteration n (counted
  * from 1; the run's last iteration has its own, at the end). */
 static bool save_due(const vd_train_opts *o, int64_t n) {
@@ -181,6 +194,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                          .seed = cfg->seed, .start = samples, .threads = o->loader_threads };
     rc = vd_loader_create(&r.ld, ds, &lc, e);
     if (rc) goto done;
+    res->loader_threads = vd_loader_threads(r.ld);
 
     if (iter >= end && o->iters > 0) {
         note(o, iter, o->iters, "the checkpoint is already at iteration %lld, not below the "
@@ -195,6 +209,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     /* ---- the loop ---- */
     double t_run0 = vd_now(), t_win0 = t_run0, step_sum = 0, win_loss = 0;
     int64_t n_steps_timed = 0, win_n = 0, first = iter;
+    /* where the time goes (vd_train_timing): waiting for the loader, in the
+     * steps, and in saves / evaluations (not counted as training time); run
+     * totals and the progress window's */
+    double run_wait = 0, run_step = 0, run_excl = 0, win_wait = 0, win_step = 0, win_excl = 0;
     float loss = 0;
     double lr = 0;
     /* Input staging (the plan stages): the batch of the next iteration is
@@ -209,14 +227,22 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     while (iter < end) {
         if (!staged) {
             if (o->stop && *o->stop) { res->interrupted = true; break; }
+            double tw = vd_now();
             rc = vd_loader_next(r.ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
+            tw = vd_now() - tw;
+            run_wait += tw;
+            win_wait += tw;
             if (rc) goto done;
         }
         int64_t nx = iter + 1;
         bool stage_next = stage && nx < end && !(o->stop && *o->stop) && !save_due(o, nx) &&
                           !eval_due(o, nx);
         if (stage_next) {
+            double tw = vd_now();
             rc = vd_loader_next(r.ld, vd_exec_next_x(ex), vd_exec_next_labels(ex), e);
+            tw = vd_now() - tw;
+            run_wait += tw;
+            win_wait += tw;
             if (rc) goto done;
             vd_exec_next_ready(ex);
         }
@@ -225,6 +251,8 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         double t0 = vd_now();
         rc = vd_exec_train_step(ex, (float)lr, iter, &loss, e);
         double dt = vd_now() - t0;
+        run_step += dt;
+        win_step += dt;
         if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
             rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "
                          "run diverged: lower --lr, or check the data and the net",
@@ -243,17 +271,20 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         win_n++;
         bool last = iter == end;
         if ((iter - first) % o->log_every == 0 || last) {
-            double now = vd_now(), span = now - t_win0;
+            double now = vd_now(), span = now - t_win0 - win_excl;
             double per_iter = span / (double)win_n;
             vd_train_event ev = { .kind = VD_TEV_PROGRESS, .iter = iter, .total = o->iters,
                                   .loss = loss, .avg_loss = win_loss / (double)win_n, .lr = lr,
-                                  .img_per_s = span > 0 ? (double)win_n * cfg->batch / span : 0,
                                   .eta_s = per_iter * (double)(end - iter), .final = last };
+            set_timing(&ev.win, win_n, cfg->batch, span, win_wait, win_step);
+            ev.img_per_s = ev.win.img_per_s;
             emit(o, &ev);
             t_win0 = now;
             win_loss = 0;
             win_n = 0;
+            win_wait = win_step = win_excl = 0;
         }
+        double tx = vd_now();
         if (save_due(o, iter) && !last) {
             rc = save(&r, iter, false, e);
             if (rc) goto done;
@@ -262,9 +293,14 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
             rc = eval(&r, iter, false, res, e);
             if (rc) goto done;
         }
+        tx = vd_now() - tx;
+        run_excl += tx;
+        win_excl += tx;
     }
     res->train_s = vd_now() - t_run0;
     res->mean_iter_s = n_steps_timed ? step_sum / (double)n_steps_timed : 0;
+    set_timing(&res->timing, iter - first, cfg->batch, res->train_s - run_excl, run_wait,
+               run_step);
     if (res->interrupted)
         note(o, iter, o->iters, "stopped at iteration %lld of %lld", (long long)iter,
              (long long)o->iters);

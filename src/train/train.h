@@ -29,6 +29,23 @@ typedef enum {
     VD_TEV_NOTE,        /* informational message (msg) */
 } vd_train_event_kind;
 
+/* Where the training loop's time went, over some iterations (a progress
+ * window or the whole run). wall_s is the loop's wall clock for those
+ * iterations: waiting for data + training steps + the loop's own work;
+ * saves and evaluations in between are not counted. So img_per_s is the
+ * end-to-end rate a user sees, and step_s / iters the compute-only one. */
+typedef struct vd_train_timing {
+    int64_t iters;          /* training iterations counted */
+    int64_t images;         /* iters * batch */
+    double wall_s;          /* wall clock of those iterations (see above) */
+    double wait_s;          /* in vd_loader_next: the loop waited for data (this
+                               includes copying the batch into the input buffers) */
+    double step_s;          /* in vd_exec_train_step: compute only */
+    double img_per_s;       /* images / wall_s: end to end (0 when nothing ran) */
+    double wait_per_iter_s; /* wait_s / iters */
+    double step_per_iter_s; /* step_s / iters */
+} vd_train_timing;
+
 typedef struct vd_train_event {
     vd_train_event_kind kind;
     int64_t iter;           /* iterations completed so far */
@@ -36,7 +53,9 @@ typedef struct vd_train_event {
     float loss;             /* PROGRESS: loss of the last iteration */
     double avg_loss;        /* PROGRESS: mean loss over the iterations since the last report */
     double lr;              /* PROGRESS: learning rate of the last iteration */
-    double img_per_s;       /* PROGRESS: throughput since the last report */
+    double img_per_s;       /* PROGRESS: end-to-end throughput since the last report
+                               (== win.img_per_s) */
+    vd_train_timing win;    /* PROGRESS: the iterations since the last report */
     double eta_s;           /* PROGRESS: estimated seconds to the end */
     double eval_acc;        /* EVAL: top-1 accuracy in [0, 1] */
     double eval_loss;       /* EVAL: mean loss */
@@ -81,7 +100,11 @@ typedef struct vd_train_result {
     float last_loss;
     double train_s;         /* wall time of the training loop */
     double mean_iter_s;     /* mean wall time of vd_exec_train_step, first
-                               iteration of the run excluded when there are more */
+                               iteration of the run excluded when there are more
+                               (compute only: data waits excluded) */
+    vd_train_timing timing; /* all iterations of this run (the first included),
+                               data waits included: the end-to-end figures */
+    int loader_threads;     /* worker threads of the training data loader */
     double eval_acc, eval_loss;
     int64_t eval_n;         /* 0: no evaluation ran */
     bool interrupted;       /* *stop was set */

@@ -1,8 +1,11 @@
 /* test_data.c — datasets and the loader: formats, corruption, determinism. */
 #include <math.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "tutil.h"
+#include <turbojpeg.h>
 #include "data/data.h"
+#include "data/data_impl.h"
 
 /* ---- fake MNIST ------------------------------------------------------- */
 
@@ -418,8 +421,343 @@ START_TEST(loader_order_is_deterministic) {
 }
 END_TEST
 
+/* ---- JPEG: TurboJPEG against stb_image, scaled decoding, bad files --------- */
+
+/* Pixels of a test image: smooth (low-frequency waves only) or textured
+ * (plus +-16 of per-pixel hash noise, as in photos). */
+static void test_pixels(unsigned char *px, int w, int h, bool texture) {
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint32_t z = (uint32_t)(y * 7919 + x) * 2654435761u;
+            z ^= z >> 15;
+            for (int c = 0; c < 3; c++) {
+                double v = 120 + 60 * sin(x * 0.011 * (c + 1)) * cos(y * 0.017) + 50.0 * y / h +
+                           (texture ? (double)((int)((z >> (5 * c)) & 31) - 16) : 0.0);
+                px[((size_t)y * w + x) * 3 + c] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+        }
+}
+
+/* Write a w x h JPEG of test_pixels at quality q with chroma subsampling samp;
+ * returns its size. */
+static unsigned long write_jpeg(const char *path, int w, int h, bool texture, int q, int samp) {
+    unsigned char *px = malloc((size_t)w * h * 3), *jpg = NULL;
+    ck_assert_ptr_nonnull(px);
+    test_pixels(px, w, h, texture);
+    tjhandle tj = tjInitCompress();
+    unsigned long n = 0;
+    ck_assert_int_eq(tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jpg, &n, samp, q, 0), 0);
+    tu_write(path, jpg, n);
+    tjFree(jpg);
+    tjDestroy(tj);
+    free(px);
+    return n;
+}
+
+/* max and mean |a - b| over n bytes */
+static void byte_diff(const unsigned char *a, const unsigned char *b, size_t n, int *max,
+                      double *mean) {
+    long sum = 0;
+    *max = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = abs((int)a[i] - (int)b[i]);
+        sum += d;
+        if (d > *max) *max = d;
+    }
+    *mean = (double)sum / (double)n;
+}
+
+START_TEST(jpeg_turbo_matches_stb) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    snprintf(p, sizeof p, "%s/a.jpg", d);
+    /* libjpeg-turbo (accurate integer IDCT, "fancy" triangular chroma
+     * upsampling) and stb_image (its own integer IDCT and chroma
+     * upsampling, other YCbCr->RGB rounding) decode the same file to
+     * slightly different pixels: both IDCTs are within the JPEG standard's
+     * accuracy (about +-1 per sample), and the colour conversion rounds
+     * differently, so allow 4 levels per byte (of 255) and a mean of 0.25
+     * for full-resolution chroma (4:4:4; measured: 3 and 0.03). With 4:2:0
+     * the two also upsample the half-resolution chroma planes with slightly
+     * different filters: allow 6 levels and a mean of 0.5 (measured: 3 and
+     * 0.09). A decoder bug - a shifted block, a swapped plane - gives tens of
+     * levels over the whole image. */
+    static const struct { int samp, max; double mean; } cases[] = {
+        { TJSAMP_444, 4, 0.25 }, { TJSAMP_420, 6, 0.5 },
+    };
+    for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
+        write_jpeg(p, 160, 120, true, 90, cases[k].samp);
+        vd_image a, b;
+        vd_err e;
+        ck_assert_msg(vd_image_load(p, 3, 8, 8, VD_JPEG_TURBO_FULL, &a, &e) == 0, "%s", e.msg);
+        ck_assert_msg(vd_image_load(p, 3, 8, 8, VD_JPEG_STB, &b, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(a.w, 160);
+        ck_assert_int_eq(a.h, 120);
+        ck_assert_int_eq(b.w, 160);
+        ck_assert_int_eq(a.scale_denom, 1);
+        int mx;
+        double mean;
+        byte_diff(a.px, b.px, 160 * 120 * 3, &mx, &mean);
+        fprintf(stderr, "turbo vs stb samp %d: max %d mean %.3f\n", cases[k].samp, mx, mean);
+        ck_assert_msg(mx <= cases[k].max && mean <= cases[k].mean,
+                      "subsampling %d: max %d mean %.3f", cases[k].samp, mx, mean);
+        vd_image_free(&a);
+        vd_image_free(&b);
+        /* the grey path: one channel each */
+        ck_assert_int_eq(vd_image_load(p, 1, 8, 8, VD_JPEG_TURBO_FULL, &a, &e), 0);
+        ck_assert_int_eq(vd_image_load(p, 1, 8, 8, VD_JPEG_STB, &b, &e), 0);
+        byte_diff(a.px, b.px, 160 * 120, &mx, &mean);
+        fprintf(stderr, "turbo vs stb grey samp %d: max %d mean %.3f\n", cases[k].samp, mx, mean);
+        ck_assert_msg(mx <= cases[k].max && mean <= cases[k].mean,
+                      "grey, subsampling %d: max %d mean %.3f", cases[k].samp, mx, mean);
+        vd_image_free(&a);
+        vd_image_free(&b);
+    }
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(jpeg_scaled_decode_matches_full) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    const char *dirs[] = { "train", "train/a" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    snprintf(p, sizeof p, "%s/train/a/big.jpg", d);
+    write_jpeg(p, 1024, 768, false, 95, TJSAMP_444);
+    /* the scale: a 64x64 input covers 1024x768 resized to 85x64, so 1/8
+     * (128x96) still covers it; 1/16 does not exist, 1/4 is larger */
+    vd_image im;
+    vd_err e;
+    ck_assert_int_eq(vd_image_load(p, 3, 64, 64, VD_JPEG_TURBO, &im, &e), 0);
+    ck_assert_int_eq(im.scale_denom, 8);
+    ck_assert_int_eq(im.w, 128);
+    ck_assert_int_eq(im.h, 96);
+    ck_assert_int_eq(im.full_w, 1024);
+    ck_assert_int_eq(im.full_h, 768);
+    vd_image_free(&im);
+    /* 200x200 input: the target 267x200 needs 1/2 (512x384), not 1/4 (256x192) */
+    ck_assert_int_eq(vd_image_load(p, 3, 200, 200, VD_JPEG_TURBO, &im, &e), 0);
+    ck_assert_int_eq(im.scale_denom, 2);
+    vd_image_free(&im);
+    /* 500x500: no reduction */
+    ck_assert_int_eq(vd_image_load(p, 3, 500, 500, VD_JPEG_TURBO, &im, &e), 0);
+    ck_assert_int_eq(im.scale_denom, 1);
+    vd_image_free(&im);
+
+    /* the crops (center, and augmented: random position + flip) from the
+     * 1/8 decode equal those from the full decode within 6 levels of 255
+     * and a mean of 1.5: on a smooth image the DCT-domain reduction (each
+     * output pixel ~ the mean of its 8x8 block) and bilinear sampling of the
+     * full decode (no antialiasing) both follow the same smooth surface; what
+     * remains is the waves' curvature within a block and the decoders'
+     * rounding (measured: max 4.2, mean 0.6). A geometry error of one scaled
+     * pixel (8 full-size pixels) gives max 18, mean 6 here. */
+    char spec[700];
+    snprintf(spec, sizeof spec, "folder:%s", d);
+    static const float sd[3] = { 0.229f, 0.224f, 0.225f };
+    for (int aug = 0; aug < 2; aug++) {
+        vd_net net;
+        tu_tiny_net(&net, 3, 64, 64, 10, false, 2);
+        vd_dataset *full, *scaled;
+        ck_assert_msg(vd_data_open(spec, &net, 2, 3, aug, &full, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(vd_data_open(spec, &net, 2, 3, aug, &scaled, &e), 0);
+        ck_assert_int_eq(vd_data_set_jpeg_decoder(full, VD_JPEG_TURBO_FULL, &e), 0);
+        float xf[3 * 64 * 64], xs[3 * 64 * 64];
+        for (uint64_t key = 0; key < (aug ? 6u : 1u); key++) {
+            int32_t yf, ys;
+            ck_assert_int_eq(vd_data_sample(full, VD_SPLIT_TRAIN, 0, key, xf, &yf, &e), 0);
+            ck_assert_int_eq(vd_data_sample(scaled, VD_SPLIT_TRAIN, 0, key, xs, &ys, &e), 0);
+            double mx = 0, sum = 0;
+            for (int c = 0; c < 3; c++)
+                for (int k = 0; k < 64 * 64; k++) {
+                    double dv = fabs((double)xf[c * 4096 + k] - xs[c * 4096 + k]) * sd[c] * 255;
+                    sum += dv;
+                    if (dv > mx) mx = dv;
+                }
+            fprintf(stderr, "scaled vs full aug %d key %d: max %.2f mean %.3f\n", aug, (int)key,
+                    mx, sum / (3 * 4096));
+            ck_assert_msg(mx <= 6 && sum / (3 * 4096) <= 1.5, "augment %d key %d: max %.2f "
+                          "mean %.3f levels", aug, (int)key, mx, sum / (3 * 4096));
+        }
+        vd_data_close(&full);
+        vd_data_close(&scaled);
+        vd_net_free(&net);
+    }
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* A file that starts as a JPEG and then is garbage, and a valid JPEG cut
+ * short: VD_EDATA naming the file, directly and through the loader (the
+ * first bad sample of the batch, whatever the thread count), with either
+ * decoder. */
+START_TEST(jpeg_bad_files_are_named) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    const char *dirs[] = { "train", "train/a" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/train/a/good%d.jpg", d, i);
+        write_jpeg(p, 40, 30, true, 90, TJSAMP_420);
+    }
+    snprintf(p, sizeof p, "%s/train/a/x_bad.jpg", d);
+    static const unsigned char bad[] = { 0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F',
+                                         0x00, 0x01, 0x01, 0x00, 0x13, 0x37, 0xDE, 0xAD };
+    tu_write(p, bad, sizeof bad);
+    /* cut a valid JPEG short, keeping the headers (about 600 bytes) */
+    snprintf(p, sizeof p, "%s/train/a/y_trunc.jpg", d);
+    unsigned long n = write_jpeg(p, 160, 120, true, 90, TJSAMP_420);
+    ck_assert_int_gt(n, 4000);
+    ck_assert_int_eq(truncate(p, (off_t)(n / 2)), 0);
+    vd_net net;
+    tu_tiny_net(&net, 3, 16, 16, 10, false, 7);
+    char spec[700];
+    snprintf(spec, sizeof spec, "folder:%s", d);
+    for (int dec = 0; dec < 2; dec++) {
+        vd_dataset *ds;
+        vd_err e;
+        ck_assert_msg(vd_data_open(spec, &net, 7, 1, false, &ds, &e) == 0, "%s", e.msg);
+        if (dec) ck_assert_int_eq(vd_data_set_jpeg_decoder(ds, VD_JPEG_STB, &e), 0);
+        float x[7 * 768];
+        int32_t y[7];
+        for (int i = 0; i < 5; i++)
+            ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, i, 0, x, y, &e) == 0, "%s", e.msg);
+        ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, 5, 0, x, y, &e) == VD_EDATA,
+                      "decoder %d: %s", dec, e.msg);
+        ck_assert_msg(strstr(e.msg, "train/a/x_bad.jpg"), "%s", e.msg);
+        if (dec == 0) {
+            /* stb_image decodes a truncated JPEG as far as it goes without
+             * complaint; TurboJPEG's "premature end" is an error */
+            ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 6, 0, x, y, &e), VD_EDATA);
+            ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg") && strstr(e.msg, "Premature"),
+                          "%s", e.msg);
+        }
+        for (int threads = 1; threads <= 4; threads += 3) {
+            vd_loader *ld;
+            vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = 7, .shuffle = false,
+                                  .seed = 1, .threads = threads };
+            ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), 0);
+            memset(&e, 0, sizeof e);
+            ck_assert_int_eq(vd_loader_next(ld, x, y, &e), VD_EDATA);
+            ck_assert_msg(strstr(e.msg, "x_bad.jpg"), "threads %d: %s", threads, e.msg);
+            vd_loader_destroy(&ld);
+        }
+        vd_data_close(&ds);
+    }
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* Take nb batches from a fresh loader; x [nb*batch*floats], y [nb*batch]. */
+static void take_batches(vd_dataset *ds, int batch, int threads, int nb, float *x, int32_t *y) {
+    const vd_data_info *in = vd_data_get_info(ds);
+    size_t fl = (size_t)in->c * in->h * in->w * (size_t)batch;
+    vd_loader *ld;
+    vd_err e;
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = batch, .shuffle = true,
+                          .seed = 11, .start = 3, .threads = threads };
+    ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(vd_loader_threads(ld), threads);
+    for (int b = 0; b < nb; b++)
+        ck_assert_msg(vd_loader_next(ld, x + b * fl, y + b * batch, &e) == 0, "%s", e.msg);
+    vd_loader_destroy(&ld);
+}
+
+/* The same seed gives the same batches, bytes and labels, with 1, 2, 5 or
+ * 16 loader threads (chunked work, several slots in flight): synthetic
+ * data, and JPEG folders with random crops and flips. */
+START_TEST(loader_same_batches_any_thread_count) {
+    enum { NB = 6 };
+    static const int threads[] = { 1, 2, 5, 16 };
+    vd_net net;
+    vd_err e;
+    /* synthetic, batch 10 (chunks of 1..3 samples) */
+    tu_tiny_net(&net, 3, 8, 8, 10, false, 10);
+    vd_dataset *ds;
+    ck_assert_int_eq(vd_data_open("synthetic:50", &net, 10, 5, false, &ds, &e), 0);
+    size_t n = (size_t)NB * 10 * 192;     /* the folder part below needs NB * 5 * 768 */
+    float *ref = malloc(sizeof(float) * NB * 5 * 768), *x = malloc(sizeof(float) * NB * 5 * 768);
+    int32_t ly[NB * 10], y[NB * 10];
+    take_batches(ds, 10, 1, NB, ref, ly);
+    for (size_t t = 1; t < VD_ARRAY_LEN(threads); t++) {
+        take_batches(ds, 10, threads[t], NB, x, y);
+        ck_assert_mem_eq(ref, x, sizeof(float) * n);
+        ck_assert_mem_eq(ly, y, sizeof ly);
+    }
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    /* a batch large enough (200 x 3x64x64 floats, 9.8 MB) to be copied out
+     * in parallel parts with 4 threads: equal to the samples read one by one
+     * (batch 1 of an unshuffled loader from counter 0 = samples 200..399) */
+    tu_tiny_net(&net, 3, 64, 64, 10, false, 200);
+    ck_assert_int_eq(vd_data_open("synthetic:1000", &net, 200, 5, false, &ds, &e), 0);
+    {
+        size_t fl = (size_t)200 * 3 * 64 * 64;
+        float *big = malloc(sizeof(float) * fl), *one = malloc(sizeof(float) * 3 * 64 * 64);
+        int32_t by[200], oy;
+        vd_loader *ld;
+        vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = 200, .shuffle = false,
+                              .seed = 5, .threads = 4 };
+        ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), 0);
+        ck_assert_int_eq(vd_loader_next(ld, big, by, &e), 0);
+        ck_assert_int_eq(vd_loader_next(ld, big, by, &e), 0);
+        vd_loader_destroy(&ld);
+        for (int i = 0; i < 200; i++) {
+            ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 200 + i, 0, one, &oy, &e), 0);
+            ck_assert_int_eq(by[i], oy);
+            ck_assert_mem_eq(big + (size_t)i * 3 * 64 * 64, one, sizeof(float) * 3 * 64 * 64);
+        }
+        free(big);
+        free(one);
+    }
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    /* a JPEG folder, augmented: 12 images, batch 5 (epochs straddled) */
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    const char *dirs[] = { "train", "train/a", "train/b" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 12; i++) {
+        snprintf(p, sizeof p, "%s/train/%c/%02d.jpg", d, i % 2 ? 'b' : 'a', i);
+        write_jpeg(p, 48 + 4 * i, 40, true, 90, TJSAMP_420);
+    }
+    tu_tiny_net(&net, 3, 16, 16, 10, false, 5);
+    char spec[700];
+    snprintf(spec, sizeof spec, "folder:%s", d);
+    ck_assert_int_eq(vd_data_open(spec, &net, 5, 5, true, &ds, &e), 0);
+    n = (size_t)NB * 5 * 768;
+    take_batches(ds, 5, 1, NB, ref, ly);
+    for (size_t t = 1; t < VD_ARRAY_LEN(threads); t++) {
+        take_batches(ds, 5, threads[t], NB, x, y);
+        ck_assert_mem_eq(ref, x, sizeof(float) * n);
+        ck_assert_mem_eq(ly, y, sizeof(int32_t) * NB * 5);
+    }
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    free(ref);
+    free(x);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
 VDT_MAIN("data", 0,
           mnist_reads_and_normalises, mnist_corrupt_files_are_edata, mnist_missing_file_is_eio,
           shape_mismatch_is_usage_error, cifar_reads_and_normalises, cifar_corrupt_is_edata,
           folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
-          epoch_perm_is_a_permutation, loader_order_is_deterministic)
+          epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
+          jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
+          loader_same_batches_any_thread_count)

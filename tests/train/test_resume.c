@@ -137,6 +137,18 @@ START_TEST(resume_is_byte_identical) {
                   (double)r1.last_loss, (double)r3.last_loss);
     ck_assert_int_eq(r1.eval_n, 40);
     ck_assert(r1.eval_acc == r3.eval_acc);
+    /* the timing covers exactly the iterations each run trained; the wall
+     * clock holds the data waits and the steps (both measured inside it) */
+    ck_assert_int_eq(r1.timing.iters, 60);
+    ck_assert_int_eq(r3.timing.iters, 23);
+    ck_assert_int_eq(r3.timing.images, 23 * 8);
+    ck_assert_int_ge(r3.loader_threads, 1);
+    const vd_train_timing *tm = &r3.timing;
+    ck_assert(tm->wait_s >= 0 && tm->step_s > 0 && tm->wait_s + tm->step_s <= tm->wall_s);
+    ck_assert(tm->wall_s <= r3.train_s);
+    ck_assert_double_eq_tol(tm->img_per_s, 184.0 / tm->wall_s, 1e-9 * tm->img_per_s);
+    ck_assert_double_eq_tol(tm->step_per_iter_s, tm->step_s / 23, 1e-15);
+    ck_assert_double_eq_tol(tm->wait_per_iter_s, tm->wait_s / 23, 1e-15);
 
     /* with a fixed LR the schedule does not depend on the total: --iters 37,
      * then resume with --iters 60 is the same as one run of 60 */
