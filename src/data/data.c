@@ -92,7 +92,7 @@ int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
         break;
     }
     }
-    if (rc) { free(ds); return rc; }
+    if (rc) { vd_free(ds); return rc; }
     if (ds->info.n[VD_SPLIT_TRAIN] < 1) {
         rc = vd_errf(e, VD_EDATA, "%s: the training split is empty", spec);
         vd_data_close(&ds);
@@ -187,8 +187,8 @@ static int64_t index_of(vd_loader *ld, uint64_t s) {
 static void *worker(void *arg) {
     vd_loader *ld = arg;
     int B = ld->cfg.batch;
-    int64_t *idx = malloc(sizeof(int64_t) * (size_t)B);
-    uint64_t *key = malloc(sizeof(uint64_t) * (size_t)B);
+    int64_t *idx = vd_malloc(sizeof(int64_t) * (size_t)B, NULL);
+    uint64_t *key = vd_malloc(sizeof(uint64_t) * (size_t)B, NULL);
     pthread_mutex_lock(&ld->mu);
     for (;;) {
         while (!ld->stop && ld->next_claim >= ld->next_consume + ld->n_slots)
@@ -222,8 +222,8 @@ static void *worker(void *arg) {
         pthread_cond_broadcast(&ld->cv);
     }
     pthread_mutex_unlock(&ld->mu);
-    free(idx);
-    free(key);
+    vd_free(idx);
+    vd_free(key);
     return NULL;
 }
 
@@ -320,15 +320,15 @@ void vd_loader_destroy(vd_loader **pld) {
     pthread_cond_broadcast(&ld->cv);
     pthread_mutex_unlock(&ld->mu);
     for (int i = 0; i < ld->n_started; i++) pthread_join(ld->threads[i], NULL);
-    free(ld->threads);
+    vd_free(ld->threads);
     if (ld->slots)
         for (int i = 0; i < ld->n_slots; i++) {
-            free(ld->slots[i].x);
-            free(ld->slots[i].labels);
+            vd_free(ld->slots[i].x);
+            vd_free(ld->slots[i].labels);
         }
-    free(ld->slots);
-    free(ld->perm[0]);
-    free(ld->perm[1]);
+    vd_free(ld->slots);
+    vd_free(ld->perm[0]);
+    vd_free(ld->perm[1]);
     pthread_mutex_destroy(&ld->mu);
     pthread_cond_destroy(&ld->cv);
     VD_FREE(*pld);

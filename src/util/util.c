@@ -101,12 +101,14 @@ void vd_free(void *p) {
     free(p);
 }
 
+void vd_free_uncounted(void *p) { free(p); }
+
 bool vd_mem_track(const void *p, uint64_t bytes) {
     if (!p) return false;
     pthread_mutex_lock(&g_track_mu);
     if (g_n_track == g_cap_track) {
         size_t cap = g_cap_track ? 2 * g_cap_track : 16;
-        void *t = realloc(g_track, cap * sizeof *g_track);
+        void *t = realloc(g_track, cap * sizeof *g_track);   /* bookkeeping: not counted */
         if (!t) {
             pthread_mutex_unlock(&g_track_mu);
             return false;
@@ -282,7 +284,7 @@ int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
         unlink(tmp);
     }
-    free(tmp);
+    vd_free(tmp);
     if (rc) return rc;
     /* make the rename itself durable; the new file is in place either way */
     vd_err ignored = {0};
@@ -299,7 +301,7 @@ int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
     for (;;) {
         if (len + 1 >= cap) {
             char *nb = vd_realloc(buf, cap * 2, e);
-            if (!nb) { free(buf); fclose(f); return VD_ENOMEM; }
+            if (!nb) { vd_free(buf); fclose(f); return VD_ENOMEM; }
             buf = nb; cap *= 2;
         }
         size_t r = fread(buf + len, 1, cap - len - 1, f);
@@ -307,7 +309,7 @@ int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
         if (r == 0) break;
     }
     if (ferror(f)) {
-        free(buf); fclose(f);
+        vd_free(buf); fclose(f);
         return vd_errf(e, VD_EIO, "%s: read error", path);
     }
     fclose(f);
@@ -356,6 +358,6 @@ int vd_fsync_parent_dir(const char *path, vd_err *e) {
     if (dfd < 0 || fsync(dfd) != 0)
         rc = vd_errf(e, VD_EIO, "%s: cannot sync the directory: %s", d, strerror(errno));
     if (dfd >= 0) close(dfd);
-    free(dir);
+    vd_free(dir);
     return rc;
 }
