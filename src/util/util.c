@@ -52,7 +52,7 @@ bool vd_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 }
 
 /* ---- counted host memory (util.h) ---- */
-static _Atomic uint64_t g_mem_live, g_mem_peak, g_mem_tracked;
+static _Atomic uint64_t g_mem_live, g_mem_peak, g_mem_tracked, g_mem_largest;
 static pthread_mutex_t g_track_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { const void *p; uint64_t bytes; } *g_track;   /* few: pinned buffers */
 static size_t g_n_track, g_cap_track;
@@ -61,6 +61,8 @@ static void mem_add(uint64_t n) {
     uint64_t live = atomic_fetch_add(&g_mem_live, n) + n;
     uint64_t peak = atomic_load(&g_mem_peak);
     while (live > peak && !atomic_compare_exchange_weak(&g_mem_peak, &peak, live)) {}
+    uint64_t big = atomic_load(&g_mem_largest);
+    while (n > big && !atomic_compare_exchange_weak(&g_mem_largest, &big, n)) {}
 }
 
 /* Saturates at 0: vd_free of a block that plain malloc made (not counted). */
@@ -145,6 +147,7 @@ void vd_mem_stats_get(vd_mem_stats *s) {
     s->live = atomic_load(&g_mem_live);
     s->peak = atomic_load(&g_mem_peak);
     s->tracked = atomic_load(&g_mem_tracked);
+    s->largest = atomic_load(&g_mem_largest);
 }
 
 char *vd_strdup(const char *s, vd_err *e) {

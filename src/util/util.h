@@ -75,6 +75,7 @@ typedef struct vd_mem_stats {
     uint64_t live;              /* bytes counted now */
     uint64_t peak;              /* the most counted at once (high-water mark) */
     uint64_t tracked;           /* of live: vd_mem_track'ed (pinned host buffers) */
+    uint64_t largest;           /* the largest single block ever counted */
 } vd_mem_stats;
 void vd_mem_stats_get(vd_mem_stats *s);
 

@@ -87,6 +87,7 @@ static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
 static int aligned_poisoned(uint64_t bytes, void **p, const char *what, vd_err *e) {
     void *m = NULL;
     size_t n = bytes ? (size_t)bytes : 1;
+    /* uncounted: the device pool, or host memory that vd_mem_track counts */
     if ((uint64_t)n != (bytes ? bytes : 1) || posix_memalign(&m, 256, n) != 0 || !m) {
         char buf[32];
         return vd_errf(e, VD_ENOMEM, "cpu backend: cannot allocate %s of %s", what,
