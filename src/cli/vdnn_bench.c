@@ -467,7 +467,7 @@ static int write_json(const char *path, const bench *b, vd_err *e) {
     json_decref(r);
     if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
     if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
-    free(buf);
+    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }
 
@@ -641,11 +641,11 @@ static int write_out(const char *path, void (*fn)(FILE *, const bench *), const 
     if (!f) return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
     fn(f, b);
     if (fclose(f) != 0) {
-        free(buf);
+        vd_free_uncounted(buf);
         return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
     }
     int rc = vd_write_file_atomic(path, buf, n, e);
-    free(buf);
+    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }
 
@@ -806,10 +806,10 @@ int main(int argc, char **argv) {
     }
 
 out:
-    free(b.pts);
-    free(b.params);
-    free(b.x);
-    free(b.labels);
+    vd_free(b.pts);
+    vd_free(b.params);
+    vd_free(b.x);
+    vd_free(b.labels);
     if (b.have_ses) vd_session_close(&b.ses);
     vd_net_free(&b.net);
     if (rc) return vd_cli_fail(PROG, &e);

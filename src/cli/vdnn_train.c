@@ -230,12 +230,12 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
     const double *end = NULL;
     int n = vd_exec_step_times(ex, &end);
     if (n <= 0) return;
-    double *dur = malloc(2 * (size_t)n * sizeof *dur), *pdur = dur + n;   /* measured, predicted */
-    bool *shown = calloc((size_t)n, sizeof *shown);
+    double *dur = vd_malloc(2 * (size_t)n * sizeof *dur, NULL), *pdur = dur + n;   /* measured, predicted */
+    bool *shown = vd_calloc((size_t)n, sizeof *shown, NULL);
     if (!dur || !shown) {
         fprintf(stderr, "%s: step times: out of memory\n", PROG);
-        free(dur);
-        free(shown);
+        vd_free(dur);
+        vd_free(shown);
         return;
     }
     for (int s = 0; s < n; s++) {
@@ -263,8 +263,8 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
     }
     printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
            "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
-    free(dur);
-    free(shown);
+    vd_free(dur);
+    vd_free(shown);
 }
 
 /* CUDA: the process's device memory as the driver sees it, beside the
@@ -367,7 +367,7 @@ static int check_save_target(const char *path, vd_err *e) {
         rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path,
                      strerror(errno));
     }
-    free(tmp);
+    vd_free(tmp);
     return rc;
 }
 

@@ -27,7 +27,7 @@ static int append_file(const char *path, uint8_t **buf, int64_t *n, vd_err *e) {
     }
     if (rc) return rc;
     if (len == 0 || len % REC != 0) {
-        free(raw);
+        vd_free(raw);
         return vd_errf(e, VD_EDATA, "%s: %zu bytes is not a whole number of 3073-byte "
                        "CIFAR-10 records (truncated or not the binary version?)", path, len);
     }
@@ -35,16 +35,16 @@ static int append_file(const char *path, uint8_t **buf, int64_t *n, vd_err *e) {
     for (int64_t i = 0; i < k; i++)
         if ((unsigned char)raw[i * REC] > 9) {
             int bad = (unsigned char)raw[i * REC];
-            free(raw);
+            vd_free(raw);
             return vd_errf(e, VD_EDATA, "%s: record %lld has label %d (expected 0..9); "
                            "corrupt file?", path, (long long)i, bad);
         }
     uint8_t *nb = vd_realloc(*buf, (size_t)(*n + k) * REC, e);
-    if (!nb) { free(raw); return VD_ENOMEM; }
+    if (!nb) { vd_free(raw); return VD_ENOMEM; }
     memcpy(nb + (size_t)*n * REC, raw, len);
     *buf = nb;
     *n += k;
-    free(raw);
+    vd_free(raw);
     return VD_OK;
 }
 
@@ -65,8 +65,8 @@ static int cifar_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t 
 static void cifar_close(vd_dataset *ds) {
     cifar *c = ds->impl;
     if (!c) return;
-    free(c->rec[0]);
-    free(c->rec[1]);
+    vd_free(c->rec[0]);
+    vd_free(c->rec[1]);
     VD_FREE(ds->impl);
 }
 

@@ -93,7 +93,7 @@ int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
         break;
     }
     }
-    if (rc) { free(ds); return rc; }
+    if (rc) { vd_free(ds); return rc; }
     if (ds->info.n[VD_SPLIT_TRAIN] < 1) {
         rc = vd_errf(e, VD_EDATA, "%s: the training split is empty", spec);
         vd_data_close(&ds);
@@ -197,8 +197,7 @@ static int64_t index_of(vd_loader *ld, uint64_t s) {
 static void *worker(void *arg) {
     vd_loader *ld = arg;
     int CH = ld->chunk;
-    vd_err aerr = { 0 };
-    int64_t *idx = vd_malloc(sizeof(int64_t) * (size_t)CH, &aerr);
+    int64_t *idx = vd_malloc(sizeof(int64_t) * (size_t)CH, NULL);
     pthread_mutex_lock(&ld->mu);
     for (;;) {
         while (!ld->stop && ld->next_claim >= ld->next_consume + ld->n_slots)

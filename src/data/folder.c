@@ -89,8 +89,8 @@ static int list_dir(const char *dir, bool want_dirs, char ***out, int64_t *n, vd
     }
     closedir(d);
     if (rc) {
-        for (int64_t i = 0; i < *n; i++) free(v[i]);
-        free(v);
+        for (int64_t i = 0; i < *n; i++) vd_free(v[i]);
+        vd_free(v);
         *n = 0;
         return rc;
     }
@@ -100,15 +100,15 @@ static int list_dir(const char *dir, bool want_dirs, char ***out, int64_t *n, vd
 }
 
 static void free_names(char **v, int64_t n) {
-    for (int64_t i = 0; i < n; i++) free(v[i]);
-    free(v);
+    for (int64_t i = 0; i < n; i++) vd_free(v[i]);
+    vd_free(v);
 }
 
 static int add_item(folder *f, int split, int64_t *n, char *path, int32_t label, vd_err *e) {
     if (*n == f->cap[split]) {
         int64_t cap = f->cap[split] ? f->cap[split] * 2 : 1024;
         item *ni = vd_realloc(f->items[split], sizeof(item) * (size_t)cap, e);
-        if (!ni) { free(path); return VD_ENOMEM; }
+        if (!ni) { vd_free(path); return VD_ENOMEM; }
         f->items[split] = ni;
         f->cap[split] = cap;
     }
@@ -370,8 +370,8 @@ static void folder_close(vd_dataset *ds) {
     folder *f = ds->impl;
     if (!f) return;
     for (int s = 0; s < 2; s++) {
-        for (int64_t i = 0; i < ds->info.n[s]; i++) free(f->items[s][i].path);
-        free(f->items[s]);
+        for (int64_t i = 0; i < ds->info.n[s]; i++) vd_free(f->items[s][i].path);
+        vd_free(f->items[s]);
     }
     free_names(f->classes, f->n_classes);
     VD_FREE(ds->impl);

@@ -79,7 +79,7 @@ static int load_split(mnist *m, int split, const char *dir, const char *prefix, 
     int rc = read_idx(ip, 3, di, &ri, &bi, e);
     if (rc) return rc;
     rc = read_idx(lp, 1, dl, &rl, &bl, e);
-    if (rc) { free(ri); return rc; }
+    if (rc) { vd_free(ri); return rc; }
     if (di[0] != dl[0]) {
         rc = vd_errf(e, VD_EDATA, "%s: %u labels but %s has %u images", lp, dl[0], ip, di[0]);
         goto out;
@@ -106,8 +106,8 @@ static int load_split(mnist *m, int split, const char *dir, const char *prefix, 
     m->lab[split] = (uint8_t *)rl;
     return VD_OK;
 out:
-    free(ri);
-    free(rl);
+    vd_free(ri);
+    vd_free(rl);
     return rc;
 }
 
@@ -126,7 +126,7 @@ static int mnist_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t 
 static void mnist_close(vd_dataset *ds) {
     mnist *m = ds->impl;
     if (!m) return;
-    for (int s = 0; s < 2; s++) { free(m->img[s]); free(m->lab[s]); }
+    for (int s = 0; s < 2; s++) { vd_free(m->img[s]); vd_free(m->lab[s]); }
     VD_FREE(ds->impl);
 }
 

@@ -44,7 +44,7 @@ static int synth_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t 
 static void synth_close(vd_dataset *ds) {
     synth *s = ds->impl;
     if (!s) return;
-    free(s->bank);
+    vd_free(s->bank);
     VD_FREE(ds->impl);
 }
 
@@ -53,7 +53,7 @@ int vd_data_open_synthetic(vd_dataset *ds, int64_t n_train, int64_t n_test,
     synth *s = vd_calloc(1, sizeof *s, e);
     if (!s) return VD_ENOMEM;
     s->bank = vd_malloc(sizeof(float) * BANK_N, e);
-    if (!s->bank) { free(s); return VD_ENOMEM; }
+    if (!s->bank) { vd_free(s); return VD_ENOMEM; }
     vd_rng r;
     vd_rng_seed(&r, ds->seed, 0x5E7E71Cull);
     for (uint64_t i = 0; i < BANK_N; i++) s->bank[i] = vd_rng_normal(&r);

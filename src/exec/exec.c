@@ -324,13 +324,13 @@ void vd_exec_destroy(vd_exec **pex) {
     if (ex->nx_x) be->host_free(be, ex->nx_x);
     if (ex->host_store) be->host_free(be, ex->host_store);
     if (ex->pool) be->pool_destroy(be, ex->pool);
-    free(ex->io);
-    free(ex->eval_io);
-    free(ex->rc_io);
-    free(ex->r_off);
-    free(ex->r_cnt);
-    free(ex->step_end_ms);
-    free(ex);
+    vd_free(ex->io);
+    vd_free(ex->eval_io);
+    vd_free(ex->rc_io);
+    vd_free(ex->r_off);
+    vd_free(ex->r_cnt);
+    vd_free(ex->step_end_ms);
+    vd_free(ex);
     *pex = NULL;
 }
 

@@ -10,8 +10,8 @@
 void vd_net_init(vd_net *net) { memset(net, 0, sizeof *net); }
 
 void vd_net_free(vd_net *net) {
-    free(net->layers);
-    free(net->params);
+    vd_free(net->layers);
+    vd_free(net->params);
     memset(net, 0, sizeof *net);
 }
 
@@ -160,13 +160,13 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
             if (strcmp(net->layers[idx[k]].name, net->layers[idx[k - 1]].name) == 0) {
                 const vd_layer *dup = &net->layers[idx[k]];  /* the later definition */
                 int first = idx[k - 1];
-                free(idx);
+                vd_free(idx);
                 return layer_err(net, dup, e, "duplicate layer name (first defined at line %d)",
                                  net->layers[first].line);
             }
-        free(idx);
+        vd_free(idx);
     }
-    free(net->params);
+    vd_free(net->params);
     net->params = NULL;
     net->n_params = 0;
     net->param_floats = 0;

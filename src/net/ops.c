@@ -111,7 +111,7 @@ static int pool_parse(vd_layer *l, const vd_spec_keys *k) {
     if (!strcmp(mode, "max")) l->u.pool.mode = VD_POOL_MAX;
     else if (!strcmp(mode, "avg")) l->u.pool.mode = VD_POOL_AVG;
     else rc = vd_spec_keys_errf(k, "mode", "'mode' must be max or avg, got '%.64s'", mode);
-    free(mode);
+    vd_free(mode);
     if (rc) return rc;
     if ((rc = k->get_bool(k, "global", &l->u.pool.global)) ||
         (rc = k->get_bool(k, "ceil_mode", &l->u.pool.ceil_mode)))

@@ -464,9 +464,9 @@ static const double AUTO_REPAIR_WORK = 1.5e6;
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     int L = c->L, rc = VD_OK;
-    vd_disp *bd = malloc((size_t)(L + 1) * sizeof *bd);
-    int *ba = malloc(2 * (size_t)L * sizeof *ba);
-    if (!bd || !ba) { free(bd); free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    vd_disp *bd = vd_malloc((size_t)(L + 1) * sizeof *bd, NULL);
+    int *ba = vd_malloc(2 * (size_t)L * sizeof *ba, NULL);
+    if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_rng r;
     vd_rng_seed(&r, repair ? 0x7e9a1u : 0x5eedu, (uint64_t)L);
     const int evals0 = c->evals;
@@ -514,16 +514,16 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
             config_copy(c, c->disp, c->algos, bd, ba);
         }
     }
-    free(bd);
-    free(ba);
+    vd_free(bd);
+    vd_free(ba);
     return rc;
 }
 
 /* ---- entry points ------------------------------------------------------- */
 
 static void ctx_free(actx *c) {
-    free(c->disp); free(c->algos); free(c->fixed); free(c->can_rc); free(c->fast);
-    free(c->minws); free(c->ex); free(c->mv); free(c->ord); free(c->seen_disp); free(c->seen_algos);
+    vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->fast);
+    vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
 }
 
 static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -536,18 +536,18 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->B = opts->budget;
     c->feas_only = feas_only;
     size_t n1 = (size_t)L + 1;
-    c->disp = calloc(n1, sizeof *c->disp);
-    c->seen_disp = calloc(n1, sizeof *c->seen_disp);
-    c->fixed = calloc(n1, sizeof *c->fixed);
-    c->can_rc = calloc(n1, sizeof *c->can_rc);
+    c->disp = vd_calloc(n1, sizeof *c->disp, NULL);
+    c->seen_disp = vd_calloc(n1, sizeof *c->seen_disp, NULL);
+    c->fixed = vd_calloc(n1, sizeof *c->fixed, NULL);
+    c->can_rc = vd_calloc(n1, sizeof *c->can_rc, NULL);
     size_t n2 = 2 * (size_t)(L ? L : 1);
-    c->algos = calloc(n2, sizeof *c->algos);
-    c->seen_algos = calloc(n2, sizeof *c->seen_algos);
-    c->fast = calloc(n2, sizeof *c->fast);
-    c->minws = calloc(n2, sizeof *c->minws);
-    c->ex = calloc(2 * n1 + 1, sizeof *c->ex);
-    c->mv = calloc(4 * n1, sizeof *c->mv);
-    c->ord = calloc(4 * n1, sizeof(ordered));
+    c->algos = vd_calloc(n2, sizeof *c->algos, NULL);
+    c->seen_algos = vd_calloc(n2, sizeof *c->seen_algos, NULL);
+    c->fast = vd_calloc(n2, sizeof *c->fast, NULL);
+    c->minws = vd_calloc(n2, sizeof *c->minws, NULL);
+    c->ex = vd_calloc(2 * n1 + 1, sizeof *c->ex, NULL);
+    c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
+    c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
     if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         ctx_free(c);
@@ -570,7 +570,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     }
     /* Writers of layer i's output: layer i and the in-place layers after it
      * (found through the net: an in-place layer's input is a writer's output). */
-    bool *ip = calloc((size_t)(L ? L : 1), sizeof *ip);
+    bool *ip = vd_calloc((size_t)(L ? L : 1), sizeof *ip, NULL);
     if (!ip) { ctx_free(c); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_schedule_inplace_flags(net, ip);
     for (int i = 0; i < L; i++) c->can_rc[i + 1] = !ip[i];
@@ -585,7 +585,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
         if (ip[i] && !c->fixed[i + 1]) { c->fixed[i + 1] = true; c->disp[i + 1] = VD_DISP_AUTO; }
     if (!opts->disp || opts->disp[L] == VD_DISP_AUTO) c->disp[L] = VD_DISP_AUTO;
     c->fixed[L] = true;      /* the loss output: read right after it is made */
-    free(ip);
+    vd_free(ip);
     c->o = *opts;
     c->o.policy = VD_POLICY_AUTO;
     c->o.disp = c->disp;
@@ -706,10 +706,10 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     memset(&best, 0, sizeof best);
     int rc_best = -1;
     /* the start configuration, and the best refined one of the starts */
-    vd_disp *d0 = malloc((size_t)(c.L + 1) * sizeof *d0), *bd = malloc((size_t)(c.L + 1) * sizeof *bd);
-    int *a0 = malloc(2 * (size_t)c.L * sizeof *a0), *ba = malloc(2 * (size_t)c.L * sizeof *ba);
+    vd_disp *d0 = vd_malloc((size_t)(c.L + 1) * sizeof *d0, NULL), *bd = vd_malloc((size_t)(c.L + 1) * sizeof *bd, NULL);
+    int *a0 = vd_malloc(2 * (size_t)c.L * sizeof *a0, NULL), *ba = vd_malloc(2 * (size_t)c.L * sizeof *ba, NULL);
     if (!d0 || !bd || !a0 || !ba) {
-        free(d0); free(bd); free(a0); free(ba); ctx_free(&c);
+        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); ctx_free(&c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
     config_copy(&c, d0, a0, c.disp, c.algos);
@@ -745,7 +745,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
-    free(d0); free(bd); free(a0); free(ba);
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba);
     d0 = bd = NULL; a0 = ba = NULL;
     if (!done(&c)) {
         rc = paper_candidates(&c, opts, &best, &rc_best, e);
@@ -774,7 +774,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     return rc_best == VD_OK ? VD_OK : vd_errf(e, VD_EBUDGET, "the auto policy found no plan that fits");
 fail:
     if (have_start) vdp_plan_release(&best);
-    free(d0); free(bd); free(a0); free(ba);
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba);
     ctx_free(&c);
     return rc;
 }
@@ -852,13 +852,13 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     o.algos = c.algos;
     o.disp = NULL;
     {
-        int *a0 = malloc(2 * (size_t)c.L * sizeof *a0);
+        int *a0 = vd_malloc(2 * (size_t)c.L * sizeof *a0, NULL);
         if (!a0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); goto out; }
         memcpy(a0, c.algos, 2 * (size_t)c.L * sizeof *a0);
         o.algos = a0;
         o.algos_bwd = a0 + c.L;
         rc = vdp_build_policy(net, prof, &o, &P, e);
-        free(a0);
+        vd_free(a0);
     }
     if (rc) goto out;
     uint64_t floor_b = operand_bound(net, &P);

@@ -9,21 +9,21 @@
 
 void vdp_plan_release(vd_plan *p) {
     if (!p) return;
-    free(p->tensors);
-    free(p->intervals);
-    free(p->actions);
-    free(p->steps);
-    free(p->layers);
-    if (p->eval) { vdp_plan_release(p->eval); free(p->eval); }
+    vd_free(p->tensors);
+    vd_free(p->intervals);
+    vd_free(p->actions);
+    vd_free(p->steps);
+    vd_free(p->layers);
+    if (p->eval) { vdp_plan_release(p->eval); vd_free(p->eval); }
     memset(p, 0, sizeof *p);
 }
 
 void vd_plan_free(vd_plan *p) { vdp_plan_release(p); }
 
 static void bld_free(bld *B) {
-    free(B->act_of); free(B->dact_of); free(B->fwd_write); free(B->first_touch);
-    free(B->last_touch); free(B->extra); free(B->bucket_head); free(B->bucket_next);
-    free(B->rc_ops); free(B->mem); free(B->t_start); free(B->d2h); free(B->pinned);
+    vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
+    vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
+    vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
@@ -53,39 +53,39 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
                                   y, dy, aux, ws_fwd, ws_bwd, ws_rc */
     int cap_iv = 2 * cap_t;
     int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
-    p->tensors = calloc((size_t)cap_t, sizeof *p->tensors);
-    p->intervals = calloc((size_t)cap_iv, sizeof *p->intervals);
-    p->actions = calloc((size_t)cap_a, sizeof *p->actions);
-    p->steps = calloc((size_t)p->n_steps + 1, sizeof *p->steps);
-    p->layers = calloc((size_t)L, sizeof *p->layers);
-    B->act_of = malloc((size_t)L * sizeof(int));
-    B->dact_of = malloc((size_t)L * sizeof(int));
-    B->fwd_write = malloc((size_t)cap_t * 2 * sizeof(int));   /* + fit_memory scratch */
+    p->tensors = vd_calloc((size_t)cap_t, sizeof *p->tensors, NULL);
+    p->intervals = vd_calloc((size_t)cap_iv, sizeof *p->intervals, NULL);
+    p->actions = vd_calloc((size_t)cap_a, sizeof *p->actions, NULL);
+    p->steps = vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
+    p->layers = vd_calloc((size_t)L, sizeof *p->layers, NULL);
+    B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
+    B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
+    B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
     B->cap_t = cap_t;
-    B->first_touch = malloc((size_t)cap_t * sizeof(int));
-    B->last_touch = malloc((size_t)cap_t * sizeof(int));
+    B->first_touch = vd_malloc((size_t)cap_t * sizeof(int), NULL);
+    B->last_touch = vd_malloc((size_t)cap_t * sizeof(int), NULL);
     /* scratch: inplace flags (L bools as ints), later pf_item[cap_t] (prefetch.c) */
     size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
-    B->extra = malloc(scratch);
+    B->extra = vd_malloc(scratch, NULL);
     B->cap_iv = cap_iv;
-    B->bucket_head = malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int));
-    B->bucket_next = malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int));
-    B->mem = malloc(((size_t)p->n_steps + 1) * sizeof *B->mem);
-    B->t_start = malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start);
-    B->d2h = malloc((size_t)cap_t * sizeof *B->d2h);
-    B->pinned = calloc((size_t)cap_iv, sizeof *B->pinned);
-    bool *ipf = malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf);
-    B->rc_ops = malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops);
+    B->bucket_head = vd_malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
+    B->bucket_next = vd_malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int), NULL);
+    B->mem = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->mem, NULL);
+    B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);
+    B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
+    B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
+    bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
+    B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
         !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned ||
         !ipf || !B->rc_ops) {
-        free(ipf);
+        vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     }
     vd_schedule_inplace_flags(net, ipf);
     for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
-    free(ipf);
+    vd_free(ipf);
     return VD_OK;
 }
 
@@ -154,7 +154,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
     uint64_t cap = budget ? budget : UINT64_MAX;
     int *saved_q = NULL, *saved_r = NULL;   /* the scheduled prefetch / release steps */
     if (any_offload) {
-        saved_q = malloc(2 * (size_t)p->n_tensors * sizeof *saved_q);
+        saved_q = vd_malloc(2 * (size_t)p->n_tensors * sizeof *saved_q, NULL);
         if (!saved_q) return vd_errf(e, VD_ENOMEM, "out of memory");
         saved_r = saved_q + p->n_tensors;
         for (int t = 0; t < p->n_tensors; t++) saved_q[t] = p->tensors[t].prefetch_step;
@@ -199,7 +199,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         if (!any_offload || newcap >= cap) break;
         cap = newcap;
     }
-    free(saved_q);
+    vd_free(saved_q);
     return rc;
 }
 

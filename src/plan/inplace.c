@@ -38,9 +38,9 @@ void vd_schedule_inplace_flags(const vd_net *net, bool *inplace) {
 }
 
 void vd_schedule_inplace(vd_net *net) {
-    bool *f = calloc((size_t)(net->n_layers > 0 ? net->n_layers : 1), sizeof *f);
+    bool *f = vd_calloc((size_t)(net->n_layers > 0 ? net->n_layers : 1), sizeof *f, NULL);
     if (!f) return;  /* flags stay as they were; the plan never depends on them */
     vd_schedule_inplace_flags(net, f);
     for (int i = 0; i < net->n_layers; i++) net->layers[i].inplace = f[i];
-    free(f);
+    vd_free(f);
 }

@@ -63,17 +63,17 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
 }
 
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e) {
-    okey *order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    uint64_t *off = malloc((size_t)(n ? n : 1) * sizeof *off);
-    uint64_t *best = malloc((size_t)(n ? n : 1) * sizeof *best);
-    bool *done = malloc((size_t)(n ? n : 1) * sizeof *done);
+    okey *order = vd_malloc((size_t)(n ? n : 1) * sizeof *order, NULL);
+    uint64_t *off = vd_malloc((size_t)(n ? n : 1) * sizeof *off, NULL);
+    uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
+    bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
     size_t nn = (size_t)(n ? n : 1);
-    placed P = {malloc(nn * sizeof(int)), malloc(nn * sizeof(int)), malloc(nn * sizeof(uint64_t)),
-                malloc(nn * sizeof(uint64_t))};
+    placed P = {vd_malloc(nn * sizeof(int), NULL), vd_malloc(nn * sizeof(int), NULL), vd_malloc(nn * sizeof(uint64_t), NULL),
+                vd_malloc(nn * sizeof(uint64_t), NULL)};
     bool pok = P.pf && P.pl && P.po && P.pe;
     if (!order || !off || !best || !done || !pok) {
-        free(order); free(off); free(best); free(done);
-        free(P.pf); free(P.pl); free(P.po); free(P.pe);
+        vd_free(order); vd_free(off); vd_free(best); vd_free(done);
+        vd_free(P.pf); vd_free(P.pl); vd_free(P.po); vd_free(P.pe);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
     }
     uint64_t best_hwm = UINT64_MAX;
@@ -84,7 +84,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
      * is optimal and ends the search. */
     uint64_t bound = 0;
     {
-        uint64_t *live = calloc((size_t)max_last + 2, sizeof *live);
+        uint64_t *live = vd_calloc((size_t)max_last + 2, sizeof *live, NULL);
         if (live) {
             for (int i = 0; i < n; i++) {
                 live[iv[i].first] += iv[i].bytes;
@@ -92,7 +92,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             }
             uint64_t cur = 0;
             for (int s2 = 0; s2 <= max_last; s2++) { cur += live[s2]; if (cur > bound) bound = cur; }
-            free(live);
+            vd_free(live);
         }
     }
     for (int strategy = 0; strategy < 4; strategy++) {
@@ -125,7 +125,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
-    free(order); free(off); free(best); free(done);
-    free(P.pf); free(P.pl); free(P.po); free(P.pe);
+    vd_free(order); vd_free(off); vd_free(best); vd_free(done);
+    vd_free(P.pf); vd_free(P.pl); vd_free(P.po); vd_free(P.pe);
     return VD_OK;
 }

@@ -57,7 +57,7 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     int loss = find_loss(net, e);
     if (loss < 0) return -1 - loss;
     if (opts->disp) {
-        bool *ip = malloc((size_t)net->n_layers * sizeof *ip);
+        bool *ip = vd_malloc((size_t)net->n_layers * sizeof *ip, NULL);
         if (!ip) return vd_errf(e, VD_ENOMEM, "out of memory");
         vd_schedule_inplace_flags(net, ip);
         int rc = VD_OK;
@@ -69,7 +69,7 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
                 rc = vd_errf(e, VD_EUSAGE, "layer '%s' runs in place (its output is its producer's "
                              "tensor): give its disposition to the producer", who);
         }
-        free(ip);
+        vd_free(ip);
         if (rc) return rc;
     }
     return VD_OK;
@@ -102,11 +102,11 @@ static int build_eval(const vd_net *net, const vd_profile *prof, vd_plan *train,
     o.budget = train->budget;
     o.forward_only = true;
     int L = net->n_layers;
-    int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L] */
+    int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[i].algo_fwd;
-    vd_plan *ev = calloc(1, sizeof *ev);
-    if (!ev) { free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    vd_plan *ev = vd_calloc(1, sizeof *ev, NULL);
+    if (!ev) { vd_free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     int rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
     if (rc == VD_EBUDGET) {
         /* Retry with the smallest workspaces before giving up. */
@@ -122,9 +122,9 @@ static int build_eval(const vd_net *net, const vd_profile *prof, vd_plan *train,
         if (rc == VD_EBUDGET)
             vd_err_prefix(e, "the evaluation (forward-only) placement does not fit");
     }
-    free(algos);
-    if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(ev); free(ev); return rc; }
-    if (rc == VD_EBUDGET) { vdp_plan_release(ev); free(ev); return rc; }
+    vd_free(algos);
+    if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(ev); vd_free(ev); return rc; }
+    if (rc == VD_EBUDGET) { vdp_plan_release(ev); vd_free(ev); return rc; }
     train->eval = ev;
     return VD_OK;
 }

@@ -62,20 +62,20 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
 static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e) {
     int L = net->n_layers;
-    int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L], equal halves */
+    int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L], equal halves */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = fastest_algo(&prof->layers[i]);
     static const vd_policy order[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
     int rc = VD_EBUDGET;
     for (int k = 0; k < 3; k++) {
         rc = vdp_build_fixed(net, prof, opts, order[k], algos, NULL, out, e);
-        if (rc != VD_EBUDGET) { free(algos); return rc; }
+        if (rc != VD_EBUDGET) { vd_free(algos); return rc; }
         vdp_plan_release(out);
     }
     /* All offloaded, least workspace everywhere. */
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = minws_algo(&prof->layers[i]);
     rc = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, out, e);
-    if (rc != VD_OK) { free(algos); return rc; }
+    if (rc != VD_OK) { vd_free(algos); return rc; }
     /* Greedy per layer: the fastest option that still fits. */
     for (int i = 0; i < L; i++) {
         const vd_profile_layer *pl = &prof->layers[i];
@@ -100,12 +100,12 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
             int r2 = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, &tp, &te);
             if (r2 == VD_OK) { vdp_plan_release(out); *out = tp; cur = idx[a]; break; }
             if (r2 == VD_EBUDGET) vdp_plan_release(&tp);
-            else { free(algos); *e = te; return r2; }
+            else { vd_free(algos); *e = te; return r2; }
             algos[i] = algos[L + i] = cur;
         }
         algos[i] = algos[L + i] = cur;
     }
-    free(algos);
+    vd_free(algos);
     return VD_OK;
 }
 
@@ -116,12 +116,12 @@ int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_op
         return vd_errf(e, VD_EINTERNAL, "vdp_build_policy(auto)");
     if (opts->policy == VD_POLICY_DYN && !opts->algos && !opts->algos_bwd)
         return build_dyn(net, prof, opts, out, e);
-    int *algos = malloc(2 * (size_t)L * sizeof *algos);   /* [fwd L | bwd L] */
+    int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     vdp_opts_algos(prof, opts, L, algos);
     vd_policy pol = opts->policy == VD_POLICY_DYN ? VD_POLICY_ALL : opts->policy;
     int rc = vdp_build_fixed(net, prof, opts, pol, algos, NULL, out, e);
-    free(algos);
+    vd_free(algos);
     return rc;
 }
 
@@ -178,7 +178,7 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
      * the smallest of theirs (checked with a dyn build; binary search up to
      * the largest of theirs if the heuristics disagree). */
     int L = net->n_layers;
-    int *algos = malloc((size_t)L * sizeof *algos);
+    int *algos = vd_malloc((size_t)L * sizeof *algos, NULL);
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     static const vd_policy cand[4] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL, VD_POLICY_ALL};
     uint64_t lo = UINT64_MAX, hi = 0;
@@ -193,7 +193,7 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
         rc = min_budget_search(net, prof, &o, &m, e);
         if (!rc) { if (m < lo) lo = m; if (m > hi) hi = m; }
     }
-    free(algos);
+    vd_free(algos);
     if (rc) return rc;
     vd_plan_opts o = *opts;
     o.budget = lo;

@@ -418,6 +418,6 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
     json_decref(r);
     if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
     if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
-    free(buf);
+    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }

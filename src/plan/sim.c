@@ -103,7 +103,7 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
                  vd_err *e) {
     const vd_device_params *dev = &prof->dev;
     sim S = {.p = p, .dev = dev};
-    S.ev = calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev);
+    S.ev = vd_calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev, NULL);
     if (!S.ev) return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
     double stall_total = 0, compute_total = 0, stage_load = 0;
     /* x's step-0 interval: replaced by the staged batch in the steady state */
@@ -187,6 +187,6 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
     p->sim.busy_s[2] = S.busy[2];
     p->sim.stall_s = stall_total;
     p->sim.stage_load_s = stage_load;
-    free(S.ev);
+    vd_free(S.ev);
     return VD_OK;
 }

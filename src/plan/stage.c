@@ -99,7 +99,7 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
     int L = b->L, last = p->n_steps - 1, n0 = p->n_intervals;
     const vd_tensor *X = &p->tensors[p->t_x];
     uint64_t bytes = vdp_iv_size(X->bytes);
-    span *sp = malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *sp);
+    span *sp = vd_malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *sp, NULL);
     if (!sp) return vd_errf(e, VD_ENOMEM, "out of memory planning the input staging");
     int rc = VD_OK;
     if (stage_offset(p, n0, last, bytes, limit, sp) == UINT64_MAX) {
@@ -155,6 +155,6 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
         p->stage = VD_STAGE_NO_GAIN;
     }
 out:
-    free(sp);
+    vd_free(sp);
     return rc;
 }

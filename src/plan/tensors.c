@@ -144,7 +144,7 @@ static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem
 static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_err *e) {
     int L = net->n_layers;
     for (int v = 0; v < L; v++) par[v] = -1;
-    int *fw = malloc((size_t)(L > 0 ? L : 1) * 5 * sizeof *fw);
+    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 5 * sizeof *fw, NULL);
     if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
     int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L;
     for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
@@ -177,7 +177,7 @@ static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_
         par[src] = fw[src];
         if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem)) par[src] = -1;
     }
-    free(fw);
+    vd_free(fw);
     return VD_OK;
 }
 
@@ -252,12 +252,12 @@ static int grad_tensors(bld *b, vd_err *e) {
     vd_plan *p = b->p;
     int L = b->L;
     int batch = p->batch;
-    int *par = malloc((size_t)(L > 0 ? L : 1) * sizeof *par);
-    bool *written = calloc((size_t)(L > 0 ? L : 1), sizeof *written);
+    int *par = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *par, NULL);
+    bool *written = vd_calloc((size_t)(L > 0 ? L : 1), sizeof *written, NULL);
     int rc = !par || !written ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
     for (int i = 0; i < L && !rc; i++) par[i] = -1;
     if (!rc && b->alias) rc = alias_add_grads(net, p->loss_layer, batch, par, e);
-    if (rc) { free(par); free(written); return rc; }
+    if (rc) { vd_free(par); vd_free(written); return rc; }
     for (int i = 0; i < L; i++) {
         b->dact_of[i] = -1;
         if (i == p->loss_layer || par[i] >= 0) continue;
@@ -285,8 +285,8 @@ static int grad_tensors(bld *b, vd_err *e) {
             p->layers[i].dx_beta[k] = first ? 0.0f : 1.0f;
         }
     }
-    free(par);
-    free(written);
+    vd_free(par);
+    vd_free(written);
     return VD_OK;
 }
 

@@ -39,7 +39,7 @@ static uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
 
 void vd_profile_free(vd_profile *p) {
     if (!p) return;
-    free(p->layers);
+    vd_free(p->layers);
     memset(p, 0, sizeof *p);
 }
 
@@ -195,7 +195,7 @@ int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
     json_decref(root);
     if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory writing profile");
     if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
-    free(buf);
+    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }
 
@@ -388,7 +388,7 @@ int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *
     /* every number a real: a size beyond 64 bits is then rejected below by
      * name (bytes_val) instead of failing the parse without naming the key */
     json_t *root = vd_json_parse(text, n, JSON_DECODE_INT_AS_REAL, jerr, sizeof jerr);
-    free(text);
+    vd_free(text);
     if (!root) return vd_errf(e, VD_EDATA, "%s: not valid JSON: %s", path, jerr);
     rc = load_tree(root, path, net, batch, out, e);
     json_decref(root);

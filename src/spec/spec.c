@@ -165,7 +165,7 @@ static int names_put(sp *s, const char *k, int idx, int line, int col) {
             while (nv[j].name) j = (j + 1) & (nc - 1);
             nv[j] = s->names[i];
         }
-        free(s->names);
+        vd_free(s->names);
         s->names = nv;
         s->names_cap = nc;
     }
@@ -234,7 +234,7 @@ static int report_pending(sp *s) {
             snprintf(msg, sizeof msg, "unknown input '%.200s' (did you mean '%s'?)", s->pend_name, sug);
         else
             snprintf(msg, sizeof msg, "unknown input '%.200s'", s->pend_name);
-        free(c);
+        vd_free(c);
     }
     return fail_msg(s, s->pend_line, s->pend_col, msg, s->pend_ctx);
 }
@@ -546,20 +546,20 @@ static int subst(sp *s, const scope *sc, yaml_mark_t m, const char *in, char **o
         expr[el] = 0;
         char *val = NULL;
         rc = eval(s, sc, m, expr, &val);
-        free(expr);
+        vd_free(expr);
         if (rc) break;
         size_t vl = strlen(val);
         if (n + vl > MAX_VALUE) {
-            free(val);
+            vd_free(val);
             rc = err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
             break;
         }
         memcpy(buf + n, val, vl);
         n += vl;
-        free(val);
+        vd_free(val);
         p = en + 1;
     }
-    if (rc) { free(buf); return rc; }
+    if (rc) { vd_free(buf); return rc; }
     buf[n] = 0;
     *out = buf;
     return VD_OK;
@@ -665,7 +665,7 @@ static int get_i64(sp *s, const scope *sc, yaml_node_t *n, const char *key, int6
     } else {
         *out = v;
     }
-    free(t);
+    vd_free(t);
     return rc;
 }
 
@@ -714,7 +714,7 @@ static int get_float(sp *s, const scope *sc, yaml_node_t *n, const char *key, do
     else if (v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi))
         rc = err_at(s, n->start_mark, "'%s' must be %s, got %.64s", key, range, t);
     else *out = v;
-    free(t);
+    vd_free(t);
     return rc;
 }
 
@@ -723,7 +723,7 @@ static int get_bool(sp *s, const scope *sc, yaml_node_t *n, const char *key, boo
     int rc = scalar(s, sc, n, key, &t);
     if (rc) return rc;
     if (!parse_bool_text(t, out)) rc = err_at(s, n->start_mark, "'%s' must be true or false, got '%.64s'", key, t);
-    free(t);
+    vd_free(t);
     return rc;
 }
 
@@ -769,10 +769,10 @@ static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
         rc = sug ? err_at(s, type_node->start_mark, "unknown lr_policy type '%.64s' (did you mean '%s'?)", t, sug)
                  : err_at(s, type_node->start_mark,
                           "unknown lr_policy type '%.64s' (expected fixed, step, multistep, poly or cosine)", t);
-        free(t);
+        vd_free(t);
         return rc;
     }
-    free(t);
+    vd_free(t);
     lp->type = type;
     /* which keys apply to which type */
     static const bool applies[5][LR_NKEYS] = {
@@ -1073,7 +1073,7 @@ static int get_name(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, 
             rc = err_at(s, n->start_mark, "duplicate layer name '%s' (first defined at line %d)", full,
                         ne->line);
     }
-    free(t);
+    vd_free(t);
     return rc;
 }
 
@@ -1093,7 +1093,7 @@ static int get_input(sp *s, const scope *sc, yaml_node_t *n, const char *prefix,
         s->pend_line = ln(n->start_mark);
         s->pend_col = cl(n->start_mark);
     }
-    free(t);
+    vd_free(t);
     return VD_OK;
 }
 
@@ -1139,7 +1139,7 @@ static int add_layer(sp *s, vd_layer *l, int *prev) {
     }
     int idx = vd_net_add_layer(s->net, l, s->e);
     if (idx < 0) {
-        free(s->ctx[s->net->n_layers]);
+        vd_free(s->ctx[s->net->n_layers]);
         return nomem(s);
     }
     int rc = names_put(s, l->name, idx, l->line, l->col);
@@ -1182,10 +1182,10 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
             }
             rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (one of: %s)", tname, list);
         }
-        free(tname);
+        vd_free(tname);
         return rc;
     }
-    free(tname);
+    vd_free(tname);
 
     const char *allowed[K_NCOMMON + MAX_OP_KEYS];
     int na = 0;
@@ -1247,10 +1247,10 @@ static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc
         else if (!s->n_tmpls) rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s' (the spec has no "
                                           "'templates' section)", tn);
         else rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s'", tn);
-        free(tn);
+        vd_free(tn);
         return rc;
     }
-    free(tn);
+    vd_free(tn);
     for (int d = 0; d < s->depth; d++)
         if (s->frames[d].tmpl == t->name)
             return err_at(s, v[U_USE]->start_mark, "template '%s' uses itself (recursion is not allowed)", t->name);
@@ -1337,7 +1337,7 @@ static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc
         if (!rc) rc = names_put(s, full, out, ln(item->start_mark), cl(item->start_mark));
         if (!rc) *prev = out;
     }
-    for (int i = 0; i < nv; i++) free(vars[i].val);
+    for (int i = 0; i < nv; i++) vd_free(vars[i].val);
     return rc;
 }
 
@@ -1363,7 +1363,7 @@ static int get_cond(sp *s, const scope *sc, yaml_node_t *n, bool *out) {
     if (parse_bool_text(t, out)) rc = VD_OK;
     else if (parse_int(t, &v)) *out = v != 0;
     else rc = err_at(s, n->start_mark, "'if' must be true, false or an integer, got '%.64s'", t);
-    free(t);
+    vd_free(t);
     return rc;
 }
 
@@ -1513,7 +1513,7 @@ static int parse_doc(sp *s) {
         if (!*t || strlen(t) >= sizeof net->name)
             rc = err_at(s, v[0]->start_mark, "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
         else snprintf(net->name, sizeof net->name, "%s", t);
-        free(t);
+        vd_free(t);
         if (rc) return rc;
     } else {
         const char *b = strrchr(s->file, '/');
@@ -1618,11 +1618,11 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
         vd_errf(e, VD_EINTERNAL, "%s: internal error in the spec parser", s.file);
 
     yaml_document_delete(&s.doc);
-    for (size_t i = 0; i < s.names_cap; i++) free(s.names[i].name);
-    free(s.names);
-    for (int i = 0; i < net->n_layers && i < s.ctx_cap; i++) free(s.ctx[i]);
-    free(s.ctx);
-    free(s.tmpls);
+    for (size_t i = 0; i < s.names_cap; i++) vd_free(s.names[i].name);
+    vd_free(s.names);
+    for (int i = 0; i < net->n_layers && i < s.ctx_cap; i++) vd_free(s.ctx[i]);
+    vd_free(s.ctx);
+    vd_free(s.tmpls);
     return rc;
 }
 
@@ -1632,6 +1632,6 @@ int vd_spec_load(const char *path, vd_net *net, vd_err *e) {
     int rc = vd_read_file(path, &text, &n, e);
     if (rc) return rc;
     rc = vd_spec_parse(text, n, path, net, e);
-    free(text);
+    vd_free(text);
     return rc;
 }

@@ -97,7 +97,7 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
         uint64_t b;
         if (!vd_mul_u64((uint64_t)vd_net_out_numel(net, i), (uint64_t)batch, &b) || !vd_mul_u64(b, 4, &b) ||
             !vd_add_u64(tot_bytes, b, &tot_bytes)) {
-            free(rows);
+            vd_free(rows);
             return vd_errf(e, VD_EUSAGE, "summary: activation bytes at batch %d overflow 64 bits", batch);
         }
         rows[i].bytes = b;
@@ -108,7 +108,7 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
 
     if (json) {
         int rc = write_json(f, net, batch, rows, tot_params, tot_buffers, tot_flops, tot_bytes, e);
-        if (rc) { free(rows); return rc; }
+        if (rc) { vd_free(rows); return rc; }
     } else {
         int nw = 4;
         for (int i = 0; i < net->n_layers; i++) {
@@ -136,7 +136,7 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
         fprintf(f, "layer outputs at batch %d: %s (sum of every layer's output activation)\n", batch,
                 vd_fmt_bytes(tot_bytes, b1, sizeof b1));
     }
-    free(rows);
+    vd_free(rows);
     if (fflush(f) != 0 || ferror(f)) return vd_errf(e, VD_EIO, "summary: write failed");
     return VD_OK;
 }

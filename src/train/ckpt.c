@@ -123,7 +123,7 @@ static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char 
     size_t got = json_dumpb(hdr, buf + 8, hn, flags);
     json_decref(hdr);
     if (got != hn) {
-        free(buf);
+        vd_free(buf);
         return vd_errf(e, VD_ENOMEM, "out of memory building a checkpoint header");
     }
     memset(buf + 8 + hn, ' ', (size_t)(hl - hn));
@@ -213,7 +213,7 @@ static int commit_pair(const char *path, const char *model, size_t model_n, cons
 out:
     if (have_mt) unlink(mt);
     if (have_st) unlink(stt);
-    free(sp); free(prev); free(mt); free(stt); free(pt);
+    vd_free(sp); vd_free(prev); vd_free(mt); vd_free(stt); vd_free(pt);
     return rc;
 }
 
@@ -230,7 +230,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     int cap = net->n_params + n_bn;
     out_tensor *t = vd_calloc((size_t)(cap > 0 ? cap : 1), sizeof *t, e);
     int64_t *nbt = vd_calloc((size_t)(n_bn > 0 ? n_bn : 1), sizeof *nbt, e);
-    if (!t || !nbt) { free(t); free(nbt); return VD_ENOMEM; }
+    if (!t || !nbt) { vd_free(t); vd_free(nbt); return VD_ENOMEM; }
     int nt = 0, k = 0;
     /* I64 first (8-byte alignment), then F32 in the net's parameter order */
     for (int i = 0; i < net->n_layers; i++) {
@@ -258,7 +258,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     if (rc) goto out;
     if (!momentum) {
         rc = vd_write_file_atomic(path, buf, n, e);
-        free(buf);
+        vd_free(buf);
         goto out;
     }
     char *model_buf = buf;
@@ -282,11 +282,11 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     m[nm].k = "sgd_steps"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->sgd_steps);
     rc = st_build(t, nt, m, nm, &buf, &n, e);
     if (!rc) rc = commit_pair(path, model_buf, model_n, buf, n, so, e);
-    free(model_buf);
-    free(buf);
+    vd_free(model_buf);
+    vd_free(buf);
 out:
-    free(t);
-    free(nbt);
+    vd_free(t);
+    vd_free(nbt);
     return rc;
 }
 
@@ -319,9 +319,9 @@ struct st_file {
 typedef struct st_file st_file;
 
 static void st_close(struct st_file *f) {
-    free(f->raw);
+    vd_free(f->raw);
     json_decref(f->hdr);
-    free(f->ent);
+    vd_free(f->ent);
     memset(f, 0, sizeof *f);
 }
 
@@ -427,12 +427,12 @@ static int st_open(const char *path, struct st_file *f, vd_err *e) {
                          "%" PRIu64 " (expected %" PRIu64 ")", path, sorted[i].name,
                          sorted[i].begin < pos ? "overlaps the previous one" : "leaves a hole",
                          sorted[i].begin, pos);
-            free(sorted);
+            vd_free(sorted);
             goto fail;
         }
         pos = sorted[i].end;
     }
-    free(sorted);
+    vd_free(sorted);
     if (pos != f->data_n)
         BAD("%s: corrupt safetensors file: tensors cover %" PRIu64 " data bytes but the file "
             "has %" PRIu64, path, pos, f->data_n);
@@ -458,7 +458,7 @@ static bool state_matches(const char *path, const char *sp) {
     if (vd_read_file(path, &raw, &n, NULL)) return false;
     char want[32];
     snprintf(want, sizeof want, "%016" PRIx64, fnv1a64(raw, n));
-    free(raw);
+    vd_free(raw);
     st_file f;
     if (st_open(sp, &f, NULL)) return false;
     const char *h = meta_str(&f, "model_fnv1a64");
@@ -645,12 +645,12 @@ static int open_state_or_prev(const char *path, const vd_net *net, const char *m
     char *prev = path_cat(*used, ".prev", NULL);
     vd_err e2 = { 0 };
     if (prev && open_state(path, prev, net, model_raw, model_n, f, st, &e2) == VD_OK) {
-        free(*used);
+        vd_free(*used);
         *used = prev;
         st->from_prev = true;
         return VD_OK;
     }
-    free(prev);
+    vd_free(prev);
     return rc;
 }
 
@@ -662,9 +662,9 @@ int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st, 
     char *sp = NULL;
     st_file f;
     rc = open_state_or_prev(path, net, raw, n, &f, st, &sp, e);
-    free(raw);
+    vd_free(raw);
     if (!rc) st_close(&f);
-    free(sp);
+    vd_free(sp);
     return rc;
 }
 
@@ -681,7 +681,7 @@ int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *mome
     st_file s;
     rc = open_state_or_prev(path, net, m.raw, m.n, &s, st, &sp, e);
     st_close(&m);
-    if (rc) { free(sp); return rc; }
+    if (rc) { vd_free(sp); return rc; }
     if ((int64_t)mit != st->iteration)
         rc = vd_errf(e, VD_EDATA, "%s: iteration %" PRId64 " but %s says %" PRIu64, sp,
                      st->iteration, path, mit);
@@ -690,6 +690,6 @@ int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *mome
         rc = load_params(&s, net, "momentum.", VD_PARAM_WEIGHT, false, momentum, e);
     }
     st_close(&s);
-    free(sp);
+    vd_free(sp);
     return rc;
 }

@@ -324,7 +324,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     rc = VD_OK;
 done:
     vd_loader_destroy(&r.ld);
-    free(r.params);
-    free(r.mom);
+    vd_free(r.params);
+    vd_free(r.mom);
     return rc;
 }

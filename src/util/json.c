@@ -4,6 +4,17 @@
 #include <string.h>
 #include "util/json.h"
 
+/* jansson allocates through the counted wrappers (util.h), so its values
+ * count in the host memory high-water mark. Set before main, hence before
+ * jansson made any value: every block it frees came from these functions.
+ * A program that does not link this file keeps jansson's malloc/free,
+ * which is just as consistent. No jansson result is released by vdnn with
+ * free (json_dumps is not used; json_dumpb writes into vdnn's buffer). */
+static void *json_alloc(size_t n) { return vd_malloc(n, NULL); }
+__attribute__((constructor)) static void json_alloc_init(void) {
+    json_set_alloc_funcs(json_alloc, vd_free);
+}
+
 /* Reals: %.17g, enough digits for every double to read back unchanged. */
 #define DUMP_FLAGS (JSON_ENCODE_ANY | JSON_REAL_PRECISION(17))
 
@@ -47,7 +58,7 @@ json_t *vd_json_text(const char *s) {
     for (char *c = t; *c; c++)
         if ((unsigned char)*c >= 0x80) *c = '?';
     json_t *v = json_string(t);
-    free(t);
+    vd_free(t);
     return v;
 }
 

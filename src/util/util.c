@@ -52,7 +52,7 @@ bool vd_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
 }
 
 /* ---- counted host memory (util.h) ---- */
-static _Atomic uint64_t g_mem_live, g_mem_peak, g_mem_tracked;
+static _Atomic uint64_t g_mem_live, g_mem_peak, g_mem_tracked, g_mem_largest;
 static pthread_mutex_t g_track_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct { const void *p; uint64_t bytes; } *g_track;   /* few: pinned buffers */
 static size_t g_n_track, g_cap_track;
@@ -61,6 +61,8 @@ static void mem_add(uint64_t n) {
     uint64_t live = atomic_fetch_add(&g_mem_live, n) + n;
     uint64_t peak = atomic_load(&g_mem_peak);
     while (live > peak && !atomic_compare_exchange_weak(&g_mem_peak, &peak, live)) {}
+    uint64_t big = atomic_load(&g_mem_largest);
+    while (n > big && !atomic_compare_exchange_weak(&g_mem_largest, &big, n)) {}
 }
 
 /* Saturates at 0: vd_free of a block that plain malloc made (not counted). */
@@ -101,12 +103,14 @@ void vd_free(void *p) {
     free(p);
 }
 
+void vd_free_uncounted(void *p) { free(p); }
+
 bool vd_mem_track(const void *p, uint64_t bytes) {
     if (!p) return false;
     pthread_mutex_lock(&g_track_mu);
     if (g_n_track == g_cap_track) {
         size_t cap = g_cap_track ? 2 * g_cap_track : 16;
-        void *t = realloc(g_track, cap * sizeof *g_track);
+        void *t = realloc(g_track, cap * sizeof *g_track);   /* bookkeeping: not counted */
         if (!t) {
             pthread_mutex_unlock(&g_track_mu);
             return false;
@@ -143,6 +147,7 @@ void vd_mem_stats_get(vd_mem_stats *s) {
     s->live = atomic_load(&g_mem_live);
     s->peak = atomic_load(&g_mem_peak);
     s->tracked = atomic_load(&g_mem_tracked);
+    s->largest = atomic_load(&g_mem_largest);
 }
 
 char *vd_strdup(const char *s, vd_err *e) {
@@ -282,7 +287,7 @@ int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
         unlink(tmp);
     }
-    free(tmp);
+    vd_free(tmp);
     if (rc) return rc;
     /* make the rename itself durable; the new file is in place either way */
     vd_err ignored = {0};
@@ -299,7 +304,7 @@ int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
     for (;;) {
         if (len + 1 >= cap) {
             char *nb = vd_realloc(buf, cap * 2, e);
-            if (!nb) { free(buf); fclose(f); return VD_ENOMEM; }
+            if (!nb) { vd_free(buf); fclose(f); return VD_ENOMEM; }
             buf = nb; cap *= 2;
         }
         size_t r = fread(buf + len, 1, cap - len - 1, f);
@@ -307,7 +312,7 @@ int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
         if (r == 0) break;
     }
     if (ferror(f)) {
-        free(buf); fclose(f);
+        vd_free(buf); fclose(f);
         return vd_errf(e, VD_EIO, "%s: read error", path);
     }
     fclose(f);
@@ -356,6 +361,6 @@ int vd_fsync_parent_dir(const char *path, vd_err *e) {
     if (dfd < 0 || fsync(dfd) != 0)
         rc = vd_errf(e, VD_EIO, "%s: cannot sync the directory: %s", d, strerror(errno));
     if (dfd >= 0) close(dfd);
-    free(dir);
+    vd_free(dir);
     return rc;
 }

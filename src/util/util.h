@@ -59,8 +59,13 @@ void *vd_realloc(void *p, size_t n, vd_err *e);
 char *vd_strdup(const char *s, vd_err *e);
 /* free(p) for a block of the wrappers (NULL is fine), uncounting it. */
 void vd_free(void *p);
-/* Free and clear the pointer. */
-#define VD_FREE(p) do { free(p); (p) = NULL; } while (0)
+/* free(p) for a block the wrappers never counted: memory another library
+ * allocated with malloc and handed over (open_memstream's buffer), and the
+ * CPU backend's posix_memalign'd blocks. The only plain free() outside
+ * util.c; tools/check-alloc fails the build's tests on any other. */
+void vd_free_uncounted(void *p);
+/* vd_free and clear the pointer. */
+#define VD_FREE(p) do { vd_free(p); (p) = NULL; } while (0)
 /* Count bytes at p (not from the wrappers, e.g. cudaMallocHost) as live
  * until vd_mem_untrack(p). Returns false (nothing counted) when out of
  * memory for the bookkeeping; untracking an unknown p does nothing. */
@@ -70,6 +75,7 @@ typedef struct vd_mem_stats {
     uint64_t live;              /* bytes counted now */
     uint64_t peak;              /* the most counted at once (high-water mark) */
     uint64_t tracked;           /* of live: vd_mem_track'ed (pinned host buffers) */
+    uint64_t largest;           /* the largest single block ever counted */
 } vd_mem_stats;
 void vd_mem_stats_get(vd_mem_stats *s);
 

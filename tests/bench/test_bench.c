@@ -48,7 +48,7 @@ static void expect(int code, const char *want, const char *args) {
     int rc = run(&out, "%s", args);
     ck_assert_msg(rc == code, "vdnn-bench %s: exit %d, expected %d; output:\n%s", args, rc, code, out);
     if (want) ck_assert_msg(strstr(out, want), "vdnn-bench %s: no '%s' in:\n%s", args, want, out);
-    free(out);
+    vd_free(out);
 }
 
 /* ---- the reference: LeNet at BATCH on the CPU backend, built here ---------- */
@@ -109,7 +109,7 @@ static json_t *read_json(const char *path) {
     ck_assert_msg(vd_read_file(path, &t, &n, &e) == 0, "%s", e.msg);
     json_t *v = vd_json_parse(t, n, 0, err, sizeof err);
     ck_assert_msg(v, "%s: %s", path, err);
-    free(t);
+    vd_free(t);
     ck_assert(json_is_object(v));
     return v;
 }
@@ -211,7 +211,7 @@ static void read_csv(const char *path, csv *c) {
         row++;
     }
     c->n_rows = row;
-    free(t);
+    vd_free(t);
 }
 
 static void csv_free(csv *c) {
@@ -382,7 +382,7 @@ START_TEST(usage_errors_exit_2) {
     char *out;
     ck_assert_int_eq(run(&out, "--version"), 0);
     ck_assert_msg(strstr(out, "vdnn-bench " VD_VERSION), "%s", out);
-    free(out);
+    vd_free(out);
 }
 END_TEST
 
@@ -401,7 +401,7 @@ START_TEST(help_lists_every_flag) {
     for (int p = 0; p < VD_POLICY_COUNT; p++)
         ck_assert_msg(strstr(out, vd_policy_name((vd_policy)p)), "--help lacks policy %s",
                       vd_policy_name((vd_policy)p));
-    free(out);
+    vd_free(out);
 }
 END_TEST
 
@@ -422,7 +422,7 @@ START_TEST(sweep_min_peak) {
     /* the table on stdout, progress on stderr */
     ck_assert_msg(strstr(out, "[4/4]") && strstr(out, "s/iter") && strstr(out, "does not fit"),
                   "%s", out);
-    free(out);
+    vd_free(out);
 
     /* JSON */
     char path[1200];
@@ -537,9 +537,9 @@ START_TEST(sweep_min_peak) {
         ck_assert_msg(commas == pl[k].want, "polyline %d has %d vertices, expected %d", k, commas,
                       pl[k].want);
     }
-    free(svg);
+    vd_free(svg);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
     ref_close(&r);
 }
 END_TEST
@@ -556,7 +556,7 @@ START_TEST(infeasible_and_default_sweep) {
                  "--iters 1 --json %s/i.json --csv %s/i.csv --quiet", g_net, BATCH, d, d);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "vdnn-bench: [") == NULL, "--quiet printed progress:\n%s", out);
-    free(out);
+    vd_free(out);
     snprintf(path, sizeof path, "%s/i.json", d);
     json_t *j = read_json(path);
     const json_t *pts = json_object_get(j, "points");
@@ -579,7 +579,7 @@ START_TEST(infeasible_and_default_sweep) {
     rc = run(&out, "'%s' --backend cpu --batch %d --steps 3 --policies all,none --warmup 0 "
              "--iters 1 --json %s/s.json --plot %s/s.svg", g_net, BATCH, d, d);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    free(out);
+    vd_free(out);
     snprintf(path, sizeof path, "%s/s.json", d);
     j = read_json(path);
     pts = json_object_get(j, "points");
@@ -607,9 +607,9 @@ START_TEST(infeasible_and_default_sweep) {
     const char *why = xml_check(svg, "polyline", &npl);
     ck_assert_msg(why == NULL, "not well-formed: %s", why);
     ck_assert_int_eq(npl, 2);
-    free(svg);
+    vd_free(svg);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
     ref_close(&r);
 }
 END_TEST
@@ -631,12 +631,12 @@ START_TEST(failed_points_are_rows) {
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(spec, 1, n, f), n);
     fclose(f);
-    free(spec);
+    vd_free(spec);
     int rc = run(&out, "'%s' --backend cpu --batch %d --budgets 4K,peak --policies none --warmup 2 "
                  "--iters 2 --json %s/f.json --csv %s/f.csv", path, BATCH, d, d);
     ck_assert_msg(rc == VD_ENUMERIC, "exit %d, expected %d:\n%s", rc, VD_ENUMERIC, out);
     ck_assert_msg(strstr(out, "1 point failed") && strstr(out, "NaN"), "%s", out);
-    free(out);
+    vd_free(out);
     snprintf(path, sizeof path, "%s/f.json", d);
     json_t *j = read_json(path);
     const json_t *pts = json_object_get(j, "points");
@@ -657,7 +657,7 @@ START_TEST(failed_points_are_rows) {
     ck_assert_str_eq(c.cell[1][col("iter_s")], "");
     csv_free(&c);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 

@@ -27,7 +27,7 @@ int vdt_run_tests(const char *name, double timeout_s, const TTest *const *tests,
 char *vdt_tmpdir(const char *prefix) {
     char tmpl[256];
     snprintf(tmpl, sizeof tmpl, "/tmp/%s-XXXXXX", prefix);
-    char *d = strdup(tmpl);
+    char *d = vd_strdup(tmpl, NULL);
     ck_assert_ptr_nonnull(d);
     ck_assert_ptr_nonnull(mkdtemp(d));
     return d;
@@ -51,8 +51,8 @@ void vdt_assert_same_file(const char *a, const char *b) {
     size_t na, nb;
     char *da = vdt_slurp(a, &na), *db = vdt_slurp(b, &nb);
     ck_assert_msg(na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
-    free(da);
-    free(db);
+    vd_free(da);
+    vd_free(db);
 }
 
 int vdt_run_bin(const char *bin, const char *args, bool merged, char **out) {
@@ -69,12 +69,12 @@ int vdt_run_bin(const char *bin, const char *args, bool merged, char **out) {
         if (!merged) {
             size_t n2;
             char *o2 = vdt_slurp(elog, &n2);
-            char *all = malloc(n1 + n2 + 1);
+            char *all = vd_malloc(n1 + n2 + 1, NULL);
             ck_assert_ptr_nonnull(all);
             memcpy(all, *out, n1);
             memcpy(all + n1, o2, n2 + 1);
-            free(*out);
-            free(o2);
+            vd_free(*out);
+            vd_free(o2);
             *out = all;
         }
     }

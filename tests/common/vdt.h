@@ -28,11 +28,11 @@ int vdt_run_tests(const char *name, double timeout_s, const TTest *const *tests,
                              sizeof vdt_tests_ / sizeof vdt_tests_[0]);           \
     }
 
-/* A fresh empty directory "/tmp/<prefix>-XXXXXX" (malloc'd path). */
+/* A fresh empty directory "/tmp/<prefix>-XXXXXX" (path: release with vd_free). */
 char *vdt_tmpdir(const char *prefix);
 /* rm -rf dir; KEEP set in the environment keeps it (for debugging). */
 void vdt_rmrf(const char *dir);
-/* Whole file (malloc'd, NUL-terminated as vd_read_file); size in *n. Fails
+/* Whole file (vd_read_file's: NUL-terminated, release with vd_free); size in *n. Fails
  * the test with vd_read_file's message when it cannot be read. */
 char *vdt_slurp(const char *path, size_t *n);
 /* Fails the test unless files a and b hold the same bytes. */
@@ -40,7 +40,7 @@ void vdt_assert_same_file(const char *a, const char *b);
 
 /* Runs "'bin' args" through the shell and returns its exit status (fails the
  * test unless it exited normally). If out, its output is returned in *out
- * (malloc'd): with merged, stdout and stderr interleaved as written (2>&1);
+ * (release with vd_free): with merged, stdout and stderr interleaved as written (2>&1);
  * otherwise all of stdout followed by all of stderr. */
 int vdt_run_bin(const char *bin, const char *args, bool merged, char **out);
 

@@ -843,7 +843,7 @@ START_TEST(test_profile) {
     /* PCIe / NVLink-C2C pinned copies: anything below 1 GB/s is broken */
     ck_assert(prof.dev.d2h_bw > 1e9 && prof.dev.h2d_bw > 1e9 && prof.dev.both_bw > 1e9);
     ck_assert(prof.sgd_s > 0 && prof.dev.launch_s > 0 && prof.dev.launch_s < 1e-3);
-    free(prof.layers);
+    vd_free(prof.layers);
     vd_net_free(&net);
 }
 END_TEST

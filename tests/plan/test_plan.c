@@ -1154,7 +1154,7 @@ START_TEST(test_cli_vgg16) {
     }
     ck_assert(seen_tid[0] && seen_tid[1] && seen_tid[2] && counters > 0);
     json_decref(root);
-    free(text);
+    vd_free(text);
     /* auto at 12G: the recompute in the table and on the trace's compute track */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --device h200 --policy auto "
              "--budget 12G --trace %s", bld, spec, trace);
@@ -1179,7 +1179,7 @@ START_TEST(test_cli_vgg16) {
     }
     ck_assert_int_eq(rc_slices, 2);   /* features.0 and features.1 */
     json_decref(root);
-    free(text);
+    vd_free(text);
     unlink(trace);
     /* minimum budgets: all four, ordered sensibly */
     snprintf(cmd, sizeof cmd, "%s/vdnn-plan %s --batch 256 --min-budget --format json", bld, spec);

@@ -171,7 +171,7 @@ START_TEST(test_profile_hostile) {
     ck_assert(isfinite(p.sim.iter_s));
     vd_plan_free(&p);
     vd_profile_free(&b);
-    free(base);
+    vd_free(base);
     unlink(path);
     vd_profile_free(&a);
     vd_net_free(&net);
@@ -385,7 +385,7 @@ START_TEST(test_cli_combinations) {
         root = vd_json_parse(t, strlen(t), 0, jerr, sizeof jerr);
         ck_assert_msg(root, "trace: %s", jerr);
         json_decref(root);
-        free(t);
+        vd_free(t);
         unlink(trace);
     }
     unlink(spec);

@@ -129,7 +129,7 @@ START_TEST(test_bad_spec) {
             want_code = atoi(line + 15);
         line = nl ? nl + 1 : NULL;
     }
-    free(text);
+    vd_free(text);
     ck_assert_msg(expect[0], "%s has no '# expect:' line", path);
     char want[2048];
     expand_file(expect, path, want, sizeof want);
@@ -599,7 +599,7 @@ START_TEST(test_fuzz_corpus) {
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         ck_assert_int_eq(vd_read_file(p, &text, &len, &e), 0);
         parse_bytes(text, len);
-        free(text);
+        vd_free(text);
         n++;
     }
     closedir(d);
@@ -636,7 +636,7 @@ START_TEST(test_mutations) {
         parse_bytes(buf, len);
     }
     free(buf);
-    free(text);
+    vd_free(text);
 }
 END_TEST
 

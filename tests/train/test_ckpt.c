@@ -51,7 +51,7 @@ static void fx_free(fixture *f) {
     free(f->mom);
     vd_net_free(&f->net);
     vdt_rmrf(f->dir);
-    free(f->dir);
+    vd_free(f->dir);
 }
 
 START_TEST(round_trip_is_exact) {
@@ -99,7 +99,7 @@ START_TEST(round_trip_is_exact) {
     ck_assert_mem_eq(a, b, n1);
     ck_assert_uint_eq(s1, s2);
     ck_assert_mem_eq(as, bs, s1);
-    free(a); free(b); free(as); free(bs);
+    vd_free(a); vd_free(b); vd_free(as); vd_free(bs);
     free(p2);
     free(m2);
     fx_free(&f);
@@ -153,7 +153,7 @@ START_TEST(layout_is_safetensors_and_torchvision) {
     /* every tensor of the net is there plus one num_batches_tracked; nothing else */
     ck_assert_uint_eq(json_object_size(h), 1 + (size_t)f.net.n_params + 1);
     json_decref(h);
-    free(d);
+    vd_free(d);
     fx_free(&f);
 }
 END_TEST
@@ -261,7 +261,7 @@ static void patch_same_len(const char *path, const char *from, const char *to) {
     ck_assert_msg(hit != NULL, "'%s' not in %s", from, path);
     memcpy(hit, to, fl);
     tu_write(path, b, n);
-    free(b);
+    vd_free(b);
 }
 
 /* Metadata counts are plain decimals within uint64: an overflowing seed must
@@ -333,7 +333,7 @@ START_TEST(corruption_never_crashes) {
         ck_assert_msg(strstr(e.msg, f.path), "%s", e.msg);
     }
     free(buf);
-    free(orig);
+    vd_free(orig);
     free(p);
     fx_free(&f);
 }
@@ -381,7 +381,7 @@ START_TEST(offsets_are_validated) {
     free(prm);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -416,7 +416,7 @@ START_TEST(atomic_write_keeps_old_file) {
         ck_assert_int_eq(mkdir(ro, 0755), 0);
         snprintf(rof, sizeof rof, "%s/m.safetensors", ro);
         ck_assert_int_eq(vd_ckpt_save(rof, &f.net, f.params, NULL, &f.st, &e), 0);
-        free(after);
+        vd_free(after);
         after = vdt_slurp(rof, &n1);
         ck_assert_int_eq(chmod(ro, 0555), 0);
         f.params[0] = 7.0f;
@@ -426,11 +426,11 @@ START_TEST(atomic_write_keeps_old_file) {
         ck_assert_uint_eq(n1, n2);
         ck_assert_mem_eq(after, again, n1);
         ck_assert_int_eq(count_entries(ro), 1);
-        free(again);
+        vd_free(again);
         ck_assert_int_eq(chmod(ro, 0755), 0);
     }
-    free(before);
-    free(after);
+    vd_free(before);
+    vd_free(after);
     fx_free(&f);
 }
 END_TEST
@@ -495,7 +495,7 @@ START_TEST(names_are_escaped_and_utf8) {
     size_t n;
     char *raw = vdt_slurp(f.path, &n);
     ck_assert_msg(strstr(raw + 8, "\"net\":\"t\\\"i\\\\ny\\t\xc3\xa9\""), "%.200s", raw + 8);
-    free(raw);
+    vd_free(raw);
     snprintf(f.st.data, sizeof f.st.data, "folder:/data/caf\xe9");   /* Latin-1 */
     ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e) == 0, "%s", e.msg);
     ck_assert_msg(vd_ckpt_peek_state(f.path, &f.net, &st, &e) == 0, "%s", e.msg);
@@ -508,8 +508,8 @@ START_TEST(names_are_escaped_and_utf8) {
     char *after = vdt_slurp(f.path, &n);
     ck_assert_uint_eq(n, n0);
     ck_assert_mem_eq(before, after, n);           /* the old checkpoint is untouched */
-    free(before);
-    free(after);
+    vd_free(before);
+    vd_free(after);
     fx_free(&f);
 }
 END_TEST
@@ -565,7 +565,7 @@ START_TEST(huge_header_is_linear) {
     free(prm);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 

@@ -29,7 +29,7 @@ static void expect(int code, const char *want, const char *args) {
     int rc = run(&out, args);
     ck_assert_msg(rc == code, "vdnn-train %s: exit %d, expected %d; output:\n%s", args, rc, code, out);
     if (want) ck_assert_msg(strstr(out, want), "vdnn-train %s: no '%s' in:\n%s", args, want, out);
-    free(out);
+    vd_free(out);
 }
 
 START_TEST(usage_errors_exit_2) {
@@ -94,21 +94,21 @@ START_TEST(other_exit_codes) {
     ck_assert_int_eq(run(&out0, args), 4);
     ck_assert_msg(strstr(out0, "no/such/dir/ck.safetensors") && !strstr(out0, "training iterations"),
                   "%s", out0);
-    free(out0);
+    vd_free(out0);
     snprintf(args, sizeof args, "%%s --data synthetic:64,16 --iters 3 --batch 8 --save %s", d);
     ck_assert_int_eq(run(&out0, args), 4);
     ck_assert_msg(strstr(out0, "is a directory") && !strstr(out0, "training iterations"),
                   "%s", out0);
-    free(out0);
+    vd_free(out0);
     if (!vd_backend_cuda_available())
         expect(VD_HAVE_CUDA ? VD_EDEVICE : VD_EUNSUPPORTED, NULL,
                "%s --backend cuda --data synthetic:64,16 --iters 1");
     char *out;
     ck_assert_int_eq(run(&out, "--version"), 0);
     ck_assert_msg(strstr(out, "vdnn-train " VD_VERSION), "%s", out);
-    free(out);
+    vd_free(out);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -140,8 +140,8 @@ START_TEST(help_lists_every_flag) {
         ck_assert_msg(strstr(page, roff), "vdnn-train.1 does not mention %s", flags[i]);
     }
     ck_assert_msg(!strstr(page, "VDNN_"), "vdnn-train.1 names an environment knob");
-    free(page);
-    free(out);
+    vd_free(page);
+    vd_free(out);
 }
 END_TEST
 
@@ -163,15 +163,15 @@ START_TEST(resume_through_the_cli) {
     ck_assert_msg(strstr(out, "test accuracy") && strstr(out, "(48 held-out images)"), "%s", out);
     ck_assert_msg(strstr(out, "high-water") && strstr(out, "offloaded") &&
                   strstr(out, "predicted"), "%s", out);
-    free(out);
+    vd_free(out);
     snprintf(args, sizeof args, "%%s %s --iters 9 --stop-at 4 --save %s --quiet", common, a);
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(strstr(out, "iter ") == NULL, "--quiet printed progress:\n%s", out);
-    free(out);
+    vd_free(out);
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, a, b);
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(strstr(out, "resumed from"), "%s", out);
-    free(out);
+    vd_free(out);
     vdt_assert_same_file(b, c);
     snprintf(as, sizeof as, "%s.state", a);
     snprintf(bs, sizeof bs, "%s.state", b);
@@ -185,7 +185,7 @@ START_TEST(resume_through_the_cli) {
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, b, e2);
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(strstr(out, "saved"), "%s", out);
-    free(out);
+    vd_free(out);
     vdt_assert_same_file(b, e2);
     vdt_assert_same_file(bs, e2s);
     /* --seed must agree with the checkpoint's */
@@ -208,11 +208,11 @@ START_TEST(resume_through_the_cli) {
     char wide[760];
     snprintf(wide, sizeof wide, "%s/lenet8.yaml", d);
     tu_write(wide, spec, n);
-    free(spec);
+    vd_free(spec);
     snprintf(args, sizeof args, "%s %s --iters 2 --init %s", wide, common, b);
     expect(5, "conv1.weight", args);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -246,10 +246,10 @@ START_TEST(interrupted_save_and_recorded_data) {
     char *out;
     snprintf(args, sizeof args, "%%s %s %s --iters 9 --save %s", data, common, c);
     ck_assert_int_eq(run(&out, args), 0);
-    free(out);
+    vd_free(out);
     snprintf(args, sizeof args, "%%s %s %s --iters 9 --stop-at 4 --save %s", data, common, a);
     ck_assert_int_eq(run(&out, args), 0);
-    free(out);
+    vd_free(out);
     char *s4, *m4;
     size_t s4n, m4n;
     vd_err e;
@@ -287,22 +287,22 @@ START_TEST(interrupted_save_and_recorded_data) {
     size_t xn;
     ck_assert_int_eq(vd_read_file(a, &x, &xn, &e), 0);
     ck_assert_msg(xn == m4n && memcmp(x, m4, xn) == 0, "the model changed before the state");
-    free(x);
+    vd_free(x);
     ck_assert_int_eq(vd_read_file(as, &x, &xn, &e), 0);
     ck_assert_msg(!(xn == s4n && memcmp(x, s4, xn) == 0), "the state was not replaced");
-    free(x);
+    vd_free(x);
     ck_assert_int_eq(vd_read_file(ap, &x, &xn, &e), 0);
     ck_assert_msg(xn == s4n && memcmp(x, s4, xn) == 0, "%s is not the previous state", ap);
-    free(x);
-    free(s4);
-    free(m4);
+    vd_free(x);
+    vd_free(s4);
+    vd_free(m4);
     /* resume without --data: the .prev pair and the recorded data */
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, a, b);
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(strstr(out, "state.prev") && strstr(out, "interrupted") &&
                   strstr(out, "resumed from") && strstr(out, "at iteration 4"), "%s", out);
     ck_assert_msg(strstr(out, "no --data") && strstr(out, "synthetic:200,48"), "%s", out);
-    free(out);
+    vd_free(out);
     vdt_assert_same_file(b, c);
     vdt_assert_same_file(bs, cs);
     /* a different --data: continues, with a warning naming both */
@@ -310,21 +310,21 @@ START_TEST(interrupted_save_and_recorded_data) {
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(strstr(out, "warning: --data synthetic:208,48 differs") &&
                   strstr(out, "(synthetic:200,48)"), "%s", out);
-    free(out);
+    vd_free(out);
     /* the same --data: no warning */
     snprintf(args, sizeof args, "%%s %s %s --iters 9 --stop-at 5 --resume %s", data, common, a);
     ck_assert_int_eq(run(&out, args), 0);
     ck_assert_msg(!strstr(out, "warning") && !strstr(out, "no --data"), "%s", out);
-    free(out);
+    vd_free(out);
     /* saving over the interrupted pair keeps the good .prev (the orphan
      * FILE.state is not linked over it) and ends equal to the straight run */
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, a, a);
     ck_assert_int_eq(run(&out, args), 0);
-    free(out);
+    vd_free(out);
     vdt_assert_same_file(a, c);
     vdt_assert_same_file(as, cs);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 

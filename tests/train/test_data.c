@@ -73,7 +73,7 @@ START_TEST(mnist_reads_and_normalises) {
     ck_assert_ptr_null(ds);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -101,7 +101,7 @@ static void expect_mnist_corrupt(const char *file, void (*mutate)(unsigned char 
     if (want_sub) ck_assert_msg(strstr(e.msg, want_sub) != NULL, "want '%s' in: %s", want_sub, e.msg);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 static void m_truncate(unsigned char *b, size_t *n) { (void)b; *n -= 1; }
 static void m_truncate_hdr(unsigned char *b, size_t *n) { (void)b; *n = 6; }
@@ -137,7 +137,7 @@ START_TEST(mnist_missing_file_is_eio) {
     ck_assert_msg(strstr(e.msg, p) != NULL, "%s", e.msg);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -163,7 +163,7 @@ START_TEST(shape_mismatch_is_usage_error) {
     ck_assert_int_eq(vd_data_open("synthetic:10,x", &net, 4, 1, false, &ds, &e), VD_EUSAGE);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -209,7 +209,7 @@ START_TEST(cifar_reads_and_normalises) {
     vd_data_close(&ds);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -234,7 +234,7 @@ START_TEST(cifar_corrupt_is_edata) {
     ck_assert_ptr_null(ds);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -305,7 +305,7 @@ START_TEST(folder_labels_resize_and_corrupt) {
     ck_assert_int_eq(open_spec("folder", d, &net, &ds, &e), VD_EDATA);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -417,7 +417,7 @@ START_TEST(loader_order_is_deterministic) {
     vd_data_close(&ds);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 

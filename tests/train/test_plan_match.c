@@ -48,7 +48,7 @@ static void min_budgets(const char *net, int batch, uint64_t *mins) {
         ck_assert(sscanf(p + strlen(key), "%llu", &v) == 1 && v > 0);
         mins[k] = v;
     }
-    free(out);
+    vd_free(out);
 }
 
 /* The plan JSON of both tools for net/batch/policy (budget 0: the default)
@@ -66,12 +66,12 @@ static void same_plan(const char *dir, const char *net, int batch, const char *p
     ck_assert_msg(rc == 0, "vdnn-plan %s %s %s: exit %d", net, policy, bud, rc);
     FILE *f = fopen(pj, "w");
     ck_assert(f && fputs(out, f) >= 0 && fclose(f) == 0);
-    free(out);
+    vd_free(out);
     rc = run(g_train, &out, true, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s %s "
              "--iters %d --eval-every -1 --quiet --plan-json %s", g_src, net, batch, policy,
              bud, iters, tj);
     ck_assert_msg(rc == 0, "vdnn-train %s %s %s: exit %d:\n%s", net, policy, bud, rc, out);
-    free(out);
+    vd_free(out);
     vdt_assert_same_file(pj, tj);
 }
 
@@ -83,7 +83,7 @@ static void below_min(const char *net, int batch, const char *policy, uint64_t m
                  (unsigned long long)(min - 1));
     ck_assert_msg(rc == VD_EBUDGET, "vdnn-train %s %s at %llu: exit %d:\n%s", net, policy,
                   (unsigned long long)(min - 1), rc, out);
-    free(out);
+    vd_free(out);
 }
 
 static void check_net(const char *net, int batch, bool at_default) {
@@ -98,7 +98,7 @@ static void check_net(const char *net, int batch, bool at_default) {
         below_min(net, batch, p, mins[k]);
     }
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 
 START_TEST(lenet_plan_is_what_train_runs) {
@@ -136,7 +136,7 @@ START_TEST(one_parser_for_three_tools) {
             int rc = run(tools[t], &out, true, "%s/nets/lenet.yaml %s", g_src, cases[k].args);
             ck_assert_msg(rc == VD_EUSAGE && strstr(out, cases[k].want), "%s %s: exit %d:\n%s",
                           tools[t], cases[k].args, rc, out);
-            free(out);
+            vd_free(out);
         }
     }
     /* --device N is the CUDA index in vdnn-plan too (accepted, unused without
@@ -147,20 +147,20 @@ START_TEST(one_parser_for_three_tools) {
     ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model h200 --min-budget "
                          "--format json", g_src), 0);
     ck_assert_str_eq(a, b);
-    free(a);
-    free(b);
+    vd_free(a);
+    vd_free(b);
     ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --device cpu --min-budget "
                          "--format json", g_src), 0);
     ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model cpu --min-budget "
                          "--format json", g_src), 0);
     ck_assert_str_eq(a, b);
-    free(a);
-    free(b);
+    vd_free(a);
+    vd_free(b);
     /* the default policy is auto in vdnn-plan as in vdnn-train */
     ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --backend cpu --format json",
                          g_src), 0);
     ck_assert_msg(strstr(a, "\"policy\": \"auto\""), "%s", a);
-    free(a);
+    vd_free(a);
 }
 END_TEST
 
@@ -186,7 +186,7 @@ START_TEST(auto_cpu_fallback_warns) {
         bool warned = strstr(out, "WARNING: --backend auto fell back to the CPU") != NULL;
         ck_assert_msg(warned == cases[k].warn, "%s: warning %s expected:\n%s", cases[k].args,
                       cases[k].warn ? "" : "not", out);
-        free(out);
+        vd_free(out);
     }
 }
 END_TEST

@@ -176,14 +176,14 @@ START_TEST(resume_is_byte_identical) {
     size_t n1, n2;
     char *a = vdt_slurp(full, &n1), *b = vdt_slurp(all, &n2);
     ck_assert(n1 != n2 || memcmp(a, b, n1) != 0);
-    free(a);
-    free(b);
+    vd_free(a);
+    vd_free(b);
     /* resuming with another seed is refused */
     ck_assert_int_eq(train(&net, VD_POLICY_NONE, 60, NULL, half, &r2, &e), VD_EUSAGE);
     ck_assert_msg(strstr(e.msg, "seed"), "%s", e.msg);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -255,7 +255,7 @@ START_TEST(final_save_survives_a_failing_evaluation) {
     ck_assert_uint_eq(st.samples, 24);
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -348,7 +348,7 @@ START_TEST(staging_is_byte_identical) {
     g_budget = 0;
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 

@@ -155,7 +155,7 @@ START_TEST(profile_saved_and_loaded) {
     snprintf(path, sizeof path, "%s/none.json", d);
     ck_assert_int_eq(vd_session_open(&b, &net, B, &so, &e), VD_EIO);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
     vd_net_free(&net);
 }
 END_TEST

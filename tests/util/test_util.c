@@ -184,7 +184,7 @@ START_TEST(atomic_write_replaces_and_leaves_no_temp) {
     char *got = vdt_slurp(path, &n);
     ck_assert_uint_eq(n, 4);
     ck_assert_mem_eq(got, "new!", 4);
-    free(got);
+    vd_free(got);
     int entries = 0;
     DIR *d = opendir(dir);
     for (struct dirent *de; (de = readdir(d));) entries += de->d_name[0] != '.';
@@ -196,7 +196,7 @@ START_TEST(atomic_write_replaces_and_leaves_no_temp) {
     ck_assert_int_eq(vd_write_file_atomic(bad, "x", 1, &e), VD_EIO);
     ck_assert_ptr_nonnull(strstr(e.msg, bad));
     vdt_rmrf(dir);
-    free(dir);
+    vd_free(dir);
 }
 END_TEST
 

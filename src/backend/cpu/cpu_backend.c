@@ -87,6 +87,7 @@ static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
 static int aligned_poisoned(uint64_t bytes, void **p, const char *what, vd_err *e) {
     void *m = NULL;
     size_t n = bytes ? (size_t)bytes : 1;
+    /* uncounted: the device pool, or host memory that vd_mem_track counts */
     if ((uint64_t)n != (bytes ? bytes : 1) || posix_memalign(&m, 256, n) != 0 || !m) {
         char buf[32];
         return vd_errf(e, VD_ENOMEM, "cpu backend: cannot allocate %s of %s", what,
@@ -101,7 +102,7 @@ static int cpu_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *
     return aligned_poisoned(bytes, base, "the device pool", e);
 }
 
-static void cpu_pool_destroy(vd_backend *be, void *base) { free(base); }
+static void cpu_pool_destroy(vd_backend *be, void *base) { vd_free_uncounted(base); }
 
 static int cpu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
     int rc = aligned_poisoned(bytes, p, "host memory", e);
@@ -111,7 +112,7 @@ static int cpu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
 
 static void cpu_host_free(vd_backend *be, void *p) {
     vd_mem_untrack(p);
-    free(p);
+    vd_free_uncounted(p);   /* posix_memalign'd, counted by vd_mem_track */
 }
 
 /* ------------------------------------------------------------------ queues */
@@ -181,7 +182,7 @@ static int cpu_events_create(vd_backend *be, int n_events, vd_err *e) {
     q_run_all(c);  /* old marks refer to old events */
     cpu_event *ne = vd_calloc(n_events ? (size_t)n_events : 1, sizeof *ne, e);
     if (!ne) return VD_ENOMEM;
-    free(c->ev);
+    vd_free(c->ev);
     c->ev = ne;
     c->n_ev = n_events;
     return VD_OK;
@@ -300,8 +301,8 @@ static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math
     vd_algo_opt *opts = vd_calloc((size_t)(n ? n : 1) * VD_CPU_CONV_N_ALGOS, sizeof *opts, e);
     int *n_opts = vd_calloc((size_t)(n ? n : 1), sizeof *n_opts, e);
     if (!opts || !n_opts) {
-        free(opts);
-        free(n_opts);
+        vd_free(opts);
+        vd_free(n_opts);
         return VD_ENOMEM;
     }
     for (int i = 0; i < n; i++) {
@@ -322,15 +323,15 @@ static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math
     if (max_scratch > c->scratch_n) {
         double *s = vd_realloc(c->scratch, max_scratch * sizeof *s, e);
         if (!s) {
-            free(opts);
-            free(n_opts);
+            vd_free(opts);
+            vd_free(n_opts);
             return VD_ENOMEM;
         }
         c->scratch = s;
         c->scratch_n = max_scratch;
     }
-    free(c->opts);
-    free(c->n_opts);
+    vd_free(c->opts);
+    vd_free(c->n_opts);
     c->opts = opts;
     c->n_opts = n_opts;
     c->n_layers = n;
@@ -458,14 +459,14 @@ static void cpu_destroy(vd_backend *be) {
     if (!be) return;
     cpu_ctx *c = be->ctx;
     if (c) {
-        for (int s = 0; s < VD_N_STREAMS; s++) free(c->q[s].e);
-        free(c->ev);
-        free(c->opts);
-        free(c->n_opts);
-        free(c->scratch);
-        free(c);
+        for (int s = 0; s < VD_N_STREAMS; s++) vd_free(c->q[s].e);
+        vd_free(c->ev);
+        vd_free(c->opts);
+        vd_free(c->n_opts);
+        vd_free(c->scratch);
+        vd_free(c);
     }
-    free(be);
+    vd_free(be);
 }
 
 int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
@@ -474,7 +475,7 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
     if (!be) return VD_ENOMEM;
     cpu_ctx *c = vd_calloc(1, sizeof *c, e);
     if (!c) {
-        free(be);
+        vd_free(be);
         return VD_ENOMEM;
     }
     /* Pre-size the copy queues so that steady-state training never grows them. */

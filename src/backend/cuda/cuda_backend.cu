@@ -85,7 +85,7 @@ static int check_event(const cu_ctx *c, int ev, vd_err *e) {
 static void events_free(cu_ctx *c) {
     for (int i = 0; i < c->n_events; i++)
         if (c->events[i]) cudaEventDestroy(c->events[i]);
-    free(c->events);
+    vd_free(c->events);
     c->events = NULL;
     c->n_events = 0;
 }
@@ -173,7 +173,7 @@ static int cu_zero_async(vd_backend *be, int s, void *dst, uint64_t bytes, vd_er
 /* ---- layer setup ------------------------------------------------------------------ */
 static void layers_free(cu_ctx *c) {
     for (int i = 0; i < c->n_layers; i++) cu_dnn_layer_free(&c->layers[i]);
-    free(c->layers);
+    vd_free(c->layers);
     c->layers = NULL;
     c->n_layers = 0;
     c->net = NULL;
@@ -356,9 +356,9 @@ static void cu_destroy(vd_backend *be) {
         if (c->dnn) cudnnDestroy(c->dnn);
         for (int s = 0; s < VD_N_STREAMS; s++)
             if (c->stream[s]) cudaStreamDestroy(c->stream[s]);
-        free(c);
+        vd_free(c);
     }
-    free(be);
+    vd_free(be);
 }
 
 extern "C" bool vd_backend_cuda_available(void) {
@@ -390,7 +390,7 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     vd_backend *be = (vd_backend *)vd_calloc(1, sizeof *be, e);
     if (!be) return VD_ENOMEM;
     cu_ctx *c = (cu_ctx *)vd_calloc(1, sizeof *c, e);
-    if (!c) { free(be); return VD_ENOMEM; }
+    if (!c) { vd_free(be); return VD_ENOMEM; }
     be->ctx = c;
     be->name = "cuda";
     be->destroy = cu_destroy;

@@ -697,7 +697,7 @@ static void graph_free(cu_graph *g) {
         gop_free(&g->alt[i].op);
     }
     tmp_clear(g);
-    free(g);
+    vd_free(g);
 }
 
 void cu_graph_layer_free(cu_layer *L) {

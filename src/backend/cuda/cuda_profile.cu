@@ -325,7 +325,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
 done:
     prof_free(&p);
     if (rc) {
-        free(out->layers);
+        vd_free(out->layers);
         out->layers = NULL;
         out->n_layers = 0;
     }
