@@ -10,23 +10,35 @@
 int vdt_run(Suite *s) {
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
+    int nf = srunner_ntests_failed(r), nr = srunner_ntests_run(r);
     srunner_free(r);
+    if (nr == 0) {   /* CK_RUN_CASE / CK_INCLUDE_TAGS naming no test: a stale name */
+        fprintf(stderr, "no test selected (CK_RUN_SUITE, CK_RUN_CASE, CK_INCLUDE_TAGS)\n");
+        return 1;
+    }
     return nf ? 1 : 0;
 }
 
 int vdt_run_tests(const char *name, double timeout_s, const TTest *const *tests, size_t n) {
     Suite *s = suite_create(name);
-    TCase *t = tcase_create(name);
-    if (timeout_s > 0) tcase_set_timeout(t, timeout_s);
-    for (size_t i = 0; i < n; i++) tcase_add_test(t, tests[i]);
-    suite_add_tcase(s, t);
+    for (size_t i = 0; i < n; i++) {
+        TCase *t = tcase_create(tests[i]->name);
+        tcase_set_tags(t, tests[i]->name);
+        if (timeout_s > 0) tcase_set_timeout(t, timeout_s);
+        tcase_add_test(t, tests[i]);
+        suite_add_tcase(s, t);
+    }
     return vdt_run(s);
 }
 
+const char *vdt_tmp(void) {
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
 char *vdt_tmpdir(const char *prefix) {
-    char tmpl[256];
-    snprintf(tmpl, sizeof tmpl, "/tmp/%s-XXXXXX", prefix);
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/%s-XXXXXX", vdt_tmp(), prefix);
     char *d = vd_strdup(tmpl, NULL);
     ck_assert_ptr_nonnull(d);
     ck_assert_ptr_nonnull(mkdtemp(d));
@@ -56,9 +68,9 @@ void vdt_assert_same_file(const char *a, const char *b) {
 }
 
 int vdt_run_bin(const char *bin, const char *args, bool merged, char **out) {
-    char cmd[4200], log[64], elog[64];
-    snprintf(log, sizeof log, "/tmp/vdt-run-%ld.out", (long)getpid());
-    snprintf(elog, sizeof elog, "/tmp/vdt-run-%ld.err", (long)getpid());
+    char cmd[4200], log[512], elog[512];
+    snprintf(log, sizeof log, "%s/vdt-run-%ld.out", vdt_tmp(), (long)getpid());
+    snprintf(elog, sizeof elog, "%s/vdt-run-%ld.err", vdt_tmp(), (long)getpid());
     if (merged) snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", bin, args, log);
     else snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, log, elog);
     int st = system(cmd);

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <check.h>
+#include "vdt.h"
 #include "spec/spec.h"
 #include "util/util.h"
 

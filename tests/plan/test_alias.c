@@ -467,9 +467,9 @@ END_TEST
 /* Random add DAGs: every plan's backward reads its own gradients (the
  * symbolic flow), under every policy at its minimum budget too, and a third
  * of the nets train one step byte-identically to the reference. */
-START_TEST(test_alias_random_dags) {
+static void alias_random_dags(uint64_t first, uint64_t last) {
     int aliased = 0, kept = 0, trained = 0;
-    for (uint64_t seed = 1; seed <= 60; seed++) {
+    for (uint64_t seed = first; seed <= last; seed++) {
         const int batch = 2;
         vd_net net;
         random_add_net(&net, seed, batch);
@@ -496,11 +496,20 @@ START_TEST(test_alias_random_dags) {
         if (seed % 3 == 0) { train_net(&net, batch); trained++; }
         else vd_net_free(&net);
     }
-    printf("random add DAGs: %d add inputs aliased, %d kept apart, %d nets trained\n", aliased,
-           kept, trained);
+    printf("random add DAGs %d-%d: %d add inputs aliased, %d kept apart, %d nets trained\n",
+           (int)first, (int)last, aliased, kept, trained);
     ck_assert_int_gt(aliased, 0);
     ck_assert_int_gt(kept, 0);
 }
+
+/* Seeds 1..60 in three tests that run in parallel. */
+START_TEST(test_alias_random_dags_1_20) { alias_random_dags(1, 20); }
+END_TEST
+
+START_TEST(test_alias_random_dags_21_40) { alias_random_dags(21, 40); }
+END_TEST
+
+START_TEST(test_alias_random_dags_41_60) { alias_random_dags(41, 60); }
 END_TEST
 
 /* ---- ResNet-50 ----------------------------------------------------------- */
@@ -539,17 +548,6 @@ START_TEST(test_alias_resnet50) {
 }
 END_TEST
 
-static Suite *suite(void) {
-    Suite *s = suite_create("alias");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_alias_resnet);
-    tcase_add_test(tc, test_alias_unsafe);
-    tcase_add_test(tc, test_alias_trains_like_reference);
-    tcase_add_test(tc, test_alias_random_dags);
-    tcase_add_test(tc, test_alias_resnet50);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return vdt_run(suite()); }
+VDT_MAIN("alias", 300, test_alias_resnet, test_alias_unsafe, test_alias_trains_like_reference,
+         test_alias_random_dags_1_20, test_alias_random_dags_21_40, test_alias_random_dags_41_60,
+         test_alias_resnet50)

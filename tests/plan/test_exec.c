@@ -568,25 +568,7 @@ START_TEST(test_after_step_hook) {
 }
 END_TEST
 
-static Suite *suite(void) {
-    Suite *s = suite_create("exec");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_lenet_none_trains);
-    tcase_add_test(tc, test_identity_lenet);
-    tcase_add_test(tc, test_identity_resnet);
-    tcase_add_test(tc, test_identity_lenet_yaml);
-    tcase_add_test(tc, test_fault_skip_prefetch_wait);
-    tcase_add_test(tc, test_fault_skip_offload_wait);
-    tcase_add_test(tc, test_recompute_identity);
-    tcase_add_test(tc, test_fault_skip_recompute);
-    tcase_add_test(tc, test_per_pass_algos);
-    tcase_add_test(tc, test_before_pool_hook);
-    tcase_add_test(tc, test_after_step_hook);
-    tcase_add_test(tc, test_step_times);
-    tcase_add_test(tc, test_profile_label_mismatch);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return vdt_run(suite()); }
+VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
+         test_identity_lenet_yaml, test_fault_skip_prefetch_wait, test_fault_skip_offload_wait,
+         test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
+         test_before_pool_hook, test_after_step_hook, test_step_times, test_profile_label_mismatch)

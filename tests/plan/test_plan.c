@@ -360,9 +360,13 @@ static vd_backend *cpu_for(const vd_net *net, int batch, vd_profile *prof) {
     return cpu_for_dev(net, batch, &vd_device_cpu, prof);
 }
 
-START_TEST(test_random_nets) {
+/* Seeds first..last of the random nets under every policy (auto twice: with
+ * the cpu and the slow-link timing model), both prefetch modes, at three
+ * budgets and just below the minimum. Two tests of 12 seeds each, so that
+ * they run in parallel (their auto searches take about the same time). */
+static void random_nets(uint64_t first, uint64_t last) {
     int auto_rc = 0, auto_off = 0, auto_plans = 0;
-    for (uint64_t seed = 1; seed <= 24; seed++) {
+    for (uint64_t seed = first; seed <= last; seed++) {
         int batch = 1 + (int)(seed % 3);
         vd_net net;
         random_net(&net, seed, batch);
@@ -435,10 +439,15 @@ START_TEST(test_random_nets) {
         }
         vd_net_free(&net);
     }
-    printf("random nets, auto at tight budgets: %d plans, %d tensors recomputed, %d offloaded\n",
-           auto_plans, auto_rc, auto_off);
+    printf("random nets %d-%d, auto at tight budgets: %d plans, %d tensors recomputed, %d offloaded\n",
+           (int)first, (int)last, auto_plans, auto_rc, auto_off);
     ck_assert_int_gt(auto_rc, 0);
 }
+
+START_TEST(test_random_nets_1_12) { random_nets(1, 12); }
+END_TEST
+
+START_TEST(test_random_nets_13_24) { random_nets(13, 24); }
 END_TEST
 
 /* Random per-tensor dispositions on random DAGs: chains of recomputes
@@ -791,9 +800,9 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
  * one a little backward only): every invariant holds, the options and
  * workspaces are the requested ones; auto searching the options itself at
  * tight budgets keeps the invariants too and is never slower than dyn. */
-START_TEST(test_per_pass_invariants) {
+static void per_pass_invariants(uint64_t first, uint64_t last) {
     int mixed = 0;
-    for (uint64_t seed = 1; seed <= 10; seed++) {
+    for (uint64_t seed = first; seed <= last; seed++) {
         int batch = 1 + (int)(seed % 3);
         vd_net net;
         random_net(&net, seed * 13, batch);
@@ -868,9 +877,16 @@ START_TEST(test_per_pass_invariants) {
         be->destroy(be);
         vd_net_free(&net);
     }
-    printf("per-pass: auto chose different forward and backward options %d times\n", mixed);
+    printf("per-pass, seeds %d-%d: auto chose different forward and backward options %d times\n",
+           (int)first, (int)last, mixed);
     ck_assert_int_gt(mixed, 0);
 }
+
+/* Seeds 1..10 in two tests that run in parallel. */
+START_TEST(test_per_pass_invariants_1_5) { per_pass_invariants(1, 5); }
+END_TEST
+
+START_TEST(test_per_pass_invariants_6_10) { per_pass_invariants(6, 10); }
 END_TEST
 
 /* A synthetic profile where the first convolution's fastest option needs no
@@ -1102,9 +1118,19 @@ static void check_vgg16_measured(const char *file, double max_over, bool want_mi
     vd_net_free(&net);
 }
 
+/* One test per profile (about 10 s of auto search each): they run in
+ * parallel. */
 START_TEST(test_vgg16_measured_profile) {
     check_vgg16_measured("vgg16-b256-h200-fp32.json", 0.13, false);
+}
+END_TEST
+
+START_TEST(test_vgg16_measured_profile_mixed) {
     check_vgg16_measured("vgg16-b256-h200-fp32-mixed.json", 0.10, true);
+}
+END_TEST
+
+START_TEST(test_vgg16_measured_profile_api) {
     check_vgg16_measured("vgg16-b256-h200-fp32-api.json", 0.10, true);
 }
 END_TEST
@@ -1253,25 +1279,9 @@ START_TEST(test_cli_vgg16) {
 }
 END_TEST
 
-static Suite *suite(void) {
-    Suite *s = suite_create("plan");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_inplace_rules);
-    tcase_add_test(tc, test_liveness_exact);
-    tcase_add_test(tc, test_infeasible_message);
-    tcase_add_test(tc, test_profile_roundtrip);
-    tcase_add_test(tc, test_dyn_prefers_fast);
-    tcase_add_test(tc, test_random_nets);
-    tcase_add_test(tc, test_sim_equals_exec);
-    tcase_add_test(tc, test_random_dispositions);
-    tcase_add_test(tc, test_vgg16_auto_beats_dyn);
-    tcase_add_test(tc, test_vgg16_measured_profile);
-    tcase_add_test(tc, test_per_pass_invariants);
-    tcase_add_test(tc, test_per_pass_beats_one_choice);
-    tcase_add_test(tc, test_cli_vgg16);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void) { return vdt_run(suite()); }
+VDT_MAIN("plan", 300, test_inplace_rules, test_liveness_exact, test_infeasible_message,
+         test_profile_roundtrip, test_dyn_prefers_fast, test_random_nets_1_12,
+         test_random_nets_13_24, test_sim_equals_exec, test_random_dispositions,
+         test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
+         test_vgg16_measured_profile_api, test_per_pass_invariants_1_5,
+         test_per_pass_invariants_6_10, test_per_pass_beats_one_choice, test_cli_vgg16)
