@@ -86,13 +86,17 @@ static void below_min(const char *net, int batch, const char *policy, uint64_t m
     vd_free(out);
 }
 
-static void check_net(const char *net, int batch, bool at_default) {
+/* For each policy in pols (NULL-terminated; all when NULL). */
+static void check_net(const char *net, int batch, bool at_default, const char *const *pols) {
     setup();
     char *d = vdt_tmpdir("vdnn-plan-match");
     uint64_t mins[VD_POLICY_COUNT];
     min_budgets(net, batch, mins);
     for (int k = 0; k < VD_POLICY_COUNT; k++) {
         const char *p = vd_policy_name((vd_policy)k);
+        bool want = !pols;
+        for (int j = 0; pols && pols[j]; j++) want |= !strcmp(pols[j], p);
+        if (!want) continue;
         if (at_default) same_plan(d, net, batch, p, 0, 0);
         same_plan(d, net, batch, p, mins[k], 1);   /* trains at the minimum */
         below_min(net, batch, p, mins[k]);
@@ -102,16 +106,24 @@ static void check_net(const char *net, int batch, bool at_default) {
 }
 
 START_TEST(lenet_plan_is_what_train_runs) {
-    check_net("lenet", 16, true);
+    check_net("lenet", 16, true, NULL);
 }
 END_TEST
 
 /* AlexNet: the minimum budgets only (each run allocates and poisons a pool
- * of about 700 MiB; the default budget is LeNet's case). */
-START_TEST(alexnet_plan_is_what_train_runs) {
-    check_net("alexnet", 2, false);
-}
-END_TEST
+ * of about 700 MiB; the default budget is LeNet's case). One test per
+ * policy, so that meson runs them in parallel (tests/train/meson.build). */
+#define ALEX(pol)                                                             \
+    START_TEST(alexnet_plan_is_what_train_runs_##pol) {                      \
+        static const char *const pols[] = {#pol, NULL};                      \
+        check_net("alexnet", 2, false, pols);                                \
+    }                                                                         \
+    END_TEST
+ALEX(none)
+ALEX(all)
+ALEX(conv)
+ALEX(dyn)
+ALEX(auto)
 
 /* One parser: the same spelling rules and the same --device in every tool. */
 START_TEST(one_parser_for_three_tools) {
@@ -191,5 +203,7 @@ START_TEST(auto_cpu_fallback_warns) {
 }
 END_TEST
 
-VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs,
+VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs_none,
+         alexnet_plan_is_what_train_runs_all, alexnet_plan_is_what_train_runs_conv,
+         alexnet_plan_is_what_train_runs_dyn, alexnet_plan_is_what_train_runs_auto,
          one_parser_for_three_tools, auto_cpu_fallback_warns)
