@@ -1,7 +1,8 @@
 /* vdnn-train — train a network from a NET.yaml spec within a device memory
  * budget. Flags override the spec's train: section. Progress goes to stderr,
  * the final report to stdout. Exit status: 0, or the VD_E* code of the error
- * (130 when interrupted by SIGINT after saving). See man vdnn-train(1). */
+ * (128 + the signal, 130 / 143 / 129, when stopped by SIGINT / SIGTERM /
+ * SIGHUP after saving). See man vdnn-train(1). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -55,7 +56,8 @@ static void usage(FILE *f) {
 "  --loader-threads N   data loader threads (default: 1, folder: up to 8)\n"
 "\n"
 "Checkpoints (safetensors; FILE loads into torchvision, FILE.state holds the rest):\n"
-"  --save FILE          write a checkpoint at the end (and on SIGINT)\n"
+"  --save FILE          write a checkpoint at the end (and on SIGINT,\n"
+"                       SIGTERM, SIGHUP, or a data error later in the run)\n"
 "  --save-every N       also write it every N iterations\n"
 "  --resume FILE        continue exactly: weights, momentum, iteration, data position\n"
 "                       (without --data: the data FILE was trained on)\n"
@@ -91,7 +93,8 @@ static void usage(FILE *f) {
 "  --version            version and build features\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 spec, 4 io, 5 data, 6 budget, 7 device,\n"
-"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 interrupted.\n", pol,
+"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 / 143 / 129 stopped by\n"
+"SIGINT / SIGTERM / SIGHUP (after saving).\n", pol,
         VD_CLI_BACKEND_HELP);
 }
 
@@ -387,8 +390,12 @@ static int write_plan_json(const char *path, const vd_plan *plan, const vd_net *
     return rc;
 }
 
-static volatile sig_atomic_t g_stop;   /* set by SIGINT; read by the training loop */
-static void on_sigint(int sig) { (void)sig; g_stop = 1; }
+/* Set by SIGINT, SIGTERM or SIGHUP to the signal's number; read by the
+ * training loop, which stops, saves (--save) and returns. The exit status is
+ * then 128 + the signal (130, 143, 129), as if the signal had killed the
+ * process, but with the checkpoint written. */
+static volatile sig_atomic_t g_stop;
+static void on_stop_signal(int sig) { g_stop = sig; }
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -522,14 +529,16 @@ int main(int argc, char **argv) {
     /* ---- train ---- */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    /* a second Ctrl-C kills at once; SA_RESTART: the signal may land on a
+    sa.sa_handler = on_stop_signal;
+    /* a second signal kills at once; SA_RESTART: the signal may land on a
      * loader thread inside read() (stb_image's fread on a network file
      * system), which must not fail with EINTR and turn a clean stop into a
      * "cannot decode image" error */
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);    /* kill, batch schedulers, container runtimes */
+    sigaction(SIGHUP, &sa, NULL);     /* the terminal or ssh session went away */
     u.batch = tc->batch;
     int64_t log_every = o.has_log_every ? o.log_every : (iters / 20 > 0 ? iters / 20 : 1);
     if (!o.has_log_every && log_every > 100) log_every = 100;
@@ -578,9 +587,11 @@ int main(int argc, char **argv) {
     report_host_memory();
     if (trained) report_step_times(ex, &plan, &net);
     if (res.interrupted) {
-        fprintf(stderr, "%s: interrupted at iteration %lld%s\n", PROG, (long long)res.iters_done,
-                o.save ? " (checkpoint saved)" : "");
-        rc = 130;
+        int sig = g_stop > 0 ? (int)g_stop : SIGINT;
+        fprintf(stderr, "%s: interrupted by %s at iteration %lld%s\n", PROG,
+                sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT",
+                (long long)res.iters_done, o.save ? " (checkpoint saved)" : "");
+        rc = 128 + sig;
     }
 
 out:
@@ -590,6 +601,6 @@ out:
     if (have_ses) vd_session_close(&ses);
     vd_data_close(&ds);
     vd_net_free(&net);
-    if (rc && rc != 130) return vd_cli_fail(PROG, &e);
+    if (rc && rc < 128) return vd_cli_fail(PROG, &e);
     return rc;
 }

@@ -382,7 +382,7 @@ int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *
     memset(out, 0, sizeof *out);
     char *text = NULL;
     size_t n = 0;
-    int rc = vd_read_file(path, &text, &n, e);
+    int rc = vd_read_file_max(path, VD_PROFILE_MAX_BYTES, &text, &n, e);
     if (rc) return rc;
     char jerr[256];
     /* every number a real: a size beyond 64 bits is then rejected below by

@@ -68,8 +68,12 @@ typedef struct vd_profile {
  * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
                         vd_profile *out, vd_err *e);
+/* The largest profile file read (a VGG-16 profile is about 26 KB; a net of
+ * VD_SPEC_MAX_LAYERS layers with every algorithm stays far below). */
+#define VD_PROFILE_MAX_BYTES (64ull << 20)
 /* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
- * and the batch match net/batch (VD_EDATA otherwise); VD_EIO if unreadable. */
+ * and the batch match net/batch (VD_EDATA otherwise, also for a file over
+ * VD_PROFILE_MAX_BYTES); VD_EIO if unreadable or not a regular file. */
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e);
 void vd_profile_free(vd_profile *p);

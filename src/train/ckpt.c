@@ -172,6 +172,10 @@ static int commit_pair(const char *path, const char *model, size_t model_n, cons
     int rc = VD_OK;
     bool have_mt = false, have_st = false;
     if (!sp || !prev || !mt || !stt || !pt) { rc = VD_ENOMEM; goto out; }
+    /* 0. what killed saves left behind (FILE.tmp.PID is as large as FILE) */
+    (void)vd_tmp_clean_stale(path);
+    (void)vd_tmp_clean_stale(sp);
+    (void)vd_tmp_clean_stale(prev);
     /* 1. both temporaries, durable before anything visible changes */
     if ((rc = vd_write_file_synced(mt, model, model_n, e))) goto out;
     have_mt = true;

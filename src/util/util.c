@@ -1,9 +1,11 @@
 /* util.c — see util.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -274,7 +276,40 @@ char *vd_tmp_path(const char *path, vd_err *e) {
     return tmp;
 }
 
+int vd_tmp_clean_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) : 0, blen = strlen(base);
+    char dir[4096];
+    if (dlen >= sizeof dir || !*base) return 0;
+    if (slash) { memcpy(dir, path, dlen); dir[dlen] = 0; if (!dlen) strcpy(dir, "/"); }
+    else strcpy(dir, ".");
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (strncmp(nm, base, blen) != 0 || strncmp(nm + blen, ".tmp.", 5) != 0) continue;
+        const char *digits = nm + blen + 5;
+        size_t nd = strspn(digits, "0123456789");
+        if (nd == 0 || nd > 9 || digits[nd] != 0) continue;     /* pid_t: at most 2^22 on Linux */
+        long pid = strtol(digits, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+        char full[8192];
+        int len = snprintf(full, sizeof full, "%s/%s", dir, nm);
+        if (len <= 0 || (size_t)len >= sizeof full) continue;
+        struct stat st;
+        if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (unlink(full) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e) {
+    (void)vd_tmp_clean_stale(path);
     char *tmp = vd_tmp_path(path, e);
     if (!tmp) return VD_ENOMEM;
     int rc = vd_write_file_synced(tmp, data, n, e);   /* removes tmp on failure */
@@ -290,31 +325,61 @@ int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e
     return VD_OK;
 }
 
-int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = vd_malloc(cap, e);
-    if (!buf) { fclose(f); return VD_ENOMEM; }
-    for (;;) {
-        if (len + 1 >= cap) {
-            char *nb = vd_realloc(buf, cap * 2, e);
-            if (!nb) { free(buf); fclose(f); return VD_ENOMEM; }
-            buf = nb; cap *= 2;
+int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; cleared below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOMEM) return -vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
+        return -vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    }
+    struct stat st;
+    int rc = VD_OK;
+    if (fstat(fd, &st) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = vd_errf(e, VD_EIO, "%s: is a directory, not a file", path);
+    else if (!S_ISREG(st.st_mode))
+        rc = vd_errf(e, VD_EIO, "%s: not a regular file (a %s)", path,
+                     S_ISCHR(st.st_mode) ? "character device" : S_ISBLK(st.st_mode) ? "block device"
+                     : S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "special file");
+    else if ((uint64_t)st.st_size > max)
+        rc = vd_errf(e, VD_EDATA, "%s: too large (%lld bytes; at most %llu are read)", path,
+                     (long long)st.st_size, (unsigned long long)max);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    if (rc) { close(fd); return -rc; }
+    if (size) *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e) {
+    uint64_t size;
+    int fd = vd_open_regular(path, max, &size, e);
+    if (fd < 0) return -fd;
+    if (size >= SIZE_MAX) { close(fd); return vd_errf(e, VD_ENOMEM, "%s: too large", path); }
+    char *buf = vd_malloc((size_t)size + 1, e);
+    if (!buf) { close(fd); return VD_ENOMEM; }
+    size_t len = 0;
+    while (len < size) {              /* the size fstat gave; a file that grows is cut there */
+        ssize_t r = read(fd, buf + len, (size_t)size - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int rc = vd_errf(e, VD_EIO, "%s: read error: %s", path, strerror(errno));
+            free(buf); close(fd);
+            return rc;
         }
-        size_t r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
+        if (r == 0) break;            /* shrank meanwhile: what is there */
+        len += (size_t)r;
     }
-    if (ferror(f)) {
-        free(buf); fclose(f);
-        return vd_errf(e, VD_EIO, "%s: read error", path);
-    }
-    fclose(f);
+    close(fd);
     buf[len] = 0;
     *data = buf;
     *n = len;
     return VD_OK;
+}
+
+int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
+    return vd_read_file_max(path, UINT64_MAX, data, n, e);
 }
 
 int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e) {

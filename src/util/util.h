@@ -119,10 +119,27 @@ VD_HOST_DEVICE static inline float vd_hash_uniform(uint64_t seed, uint64_t layer
 /* The temporary sibling of path that atomic writes use: "<path>.tmp.<pid>"
  * (malloc'd; NULL with e set when out of memory). */
 char *vd_tmp_path(const char *path, vd_err *e);
+/* Remove the temporaries that killed atomic writes to path left behind:
+ * the files "<path>.tmp.<PID>" (exactly that name, PID all digits) whose
+ * process no longer exists (kill(PID, 0) fails with ESRCH). Files of live
+ * processes (a concurrent save) and of this process are kept. Best effort:
+ * returns the number removed, never fails. */
+int vd_tmp_clean_stale(const char *path);
 /* Write a whole file atomically: temp file in the same directory, fsync,
- * rename, fsync directory. */
+ * rename, fsync directory. Stale temporaries of path are removed first
+ * (vd_tmp_clean_stale). */
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e);
-/* Read a whole file into a malloc'd buffer (+1 NUL byte). */
+/* Open path for reading if it is a regular file of at most max bytes:
+ * returns the descriptor (O_CLOEXEC, blocking) and *size (from fstat; size
+ * may be NULL), or minus a VD_E* code with e set: VD_EIO "is a directory",
+ * "not a regular file (a FIFO / character device / ...)" (nothing is read,
+ * a FIFO does not block), a missing or unreadable file; VD_EDATA "too
+ * large". */
+int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e);
+/* Read a whole regular file of at most max bytes (vd_open_regular) into a
+ * buffer of the allocation wrappers (+1 NUL byte; release with vd_free). */
+int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e);
+/* vd_read_file_max without a size limit (the file's size must fit memory). */
 int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 
 /* Write a whole file to exactly path (created or truncated, mode 0644) and
