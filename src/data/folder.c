@@ -157,10 +157,10 @@ static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t
     const item *it = &f->items[split][index];
     int C = ds->info.c, H = ds->info.h, W = ds->info.w;
     int iw, ih, comp;
+    int rc = vd_image_check_header(it->path, NULL, NULL, e);   /* the pixel limit first */
+    if (rc) return rc;
     unsigned char *img = stbi_load(it->path, &iw, &ih, &comp, C);
-    if (!img)
-        return vd_errf(e, VD_EDATA, "%s: cannot decode image (%s)", it->path,
-                       stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+    if (!img) return vd_image_decode_error(it->path, stbi_failure_reason(), e);
     if (iw < 1 || ih < 1) {
         stbi_image_free(img);
         return vd_errf(e, VD_EDATA, "%s: empty image", it->path);
@@ -244,6 +244,10 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
         if (stat(root, &st) == 0 && S_ISDIR(st.st_mode))
             rc = scan_split(f, VD_SPLIT_TEST, root, &ds->info.n[VD_SPLIT_TEST], e);
     }
+    /* every image's header now, not at the iteration that meets it */
+    for (int sp = 0; sp < 2 && !rc; sp++)
+        for (int64_t i = 0; i < ds->info.n[sp] && !rc; i++)
+            rc = vd_image_check_header(f->items[sp][i].path, NULL, NULL, e);
     if (!rc) {
         char what[4300];
         snprintf(what, sizeof what, "folder:%s", dir);
