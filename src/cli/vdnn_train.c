@@ -351,22 +351,22 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
 /* Fail before training, not after it, when the checkpoint of --save cannot
  * be written: create (and remove) the temporary file that the atomic write
  * will use next to FILE, and refuse a FILE that is a directory. VD_EIO. */
-static int check_save_target(const char *path, vd_err *e) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return vd_errf(e, VD_EIO, "--save %s: is a directory, not a checkpoint file", path);
+static int check_save_target(const char *path_given, vd_err *e) {
+    char *path;   /* a device, FIFO or directory refused, a symlink followed */
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) { vd_err_prefix(e, "--save"); return rc; }
     char *tmp = vd_tmp_path(path, e);
-    if (!tmp) return VD_ENOMEM;
+    if (!tmp) { vd_free(path); return VD_ENOMEM; }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    int rc = VD_OK;
     if (fd >= 0) {
         close(fd);
         unlink(tmp);
     } else if (errno != EEXIST) {
-        rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path,
+        rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path_given,
                      strerror(errno));
     }
     free(tmp);
+    vd_free(path);
     return rc;
 }
 
@@ -382,11 +382,16 @@ static void report_host_memory(void) {
 }
 
 /* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it. VD_EIO. */
-static int write_plan_json(const char *path, const vd_plan *plan, const vd_net *net, vd_err *e) {
+static int write_plan_json(const char *path_given, const vd_plan *plan, const vd_net *net,
+                           vd_err *e) {
+    char *path;   /* a device, FIFO or directory refused, a symlink followed */
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) { vd_err_prefix(e, "--plan-json"); return rc; }
     FILE *f = fopen(path, "w");
-    if (!f) return vd_errf(e, VD_EIO, "--plan-json %s: %s", path, strerror(errno));
-    int rc = vd_plan_write_json(f, plan, net, NULL, e);
-    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "--plan-json %s: write error", path);
+    if (!f) rc = vd_errf(e, VD_EIO, "--plan-json %s: %s", path_given, strerror(errno));
+    if (f) rc = vd_plan_write_json(f, plan, net, NULL, e);
+    if (f && fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "--plan-json %s: write error", path_given);
+    vd_free(path);
     return rc;
 }
 

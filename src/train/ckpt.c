@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "vd_config.h"
 #include "train/ckpt.h"
 #include "util/json.h"
@@ -163,9 +164,16 @@ static char *path_cat(const char *path, const char *suffix, vd_err *e) {
     return p;
 }
 
-static int commit_pair(const char *path, const char *model, size_t model_n, const char *state,
-                       size_t state_n, const vd_ckpt_save_opts *o, vd_err *e) {
+static int commit_pair(const char *path_given, const char *model, size_t model_n,
+                       const char *state, size_t state_n, const vd_ckpt_save_opts *o, vd_err *e) {
+    /* a symlink FILE is written through (the pair goes beside its target);
+     * a FILE or FILE.state that is a device, FIFO or directory is refused */
+    char *path, *sp_checked = NULL;
+    int orc = vd_output_path(path_given, &path, e);
+    if (orc) return orc;
     char *sp = path_cat(path, ".state", e);
+    if (sp && (orc = vd_output_path(sp, &sp_checked, e))) { free(sp); vd_free(path); return orc; }
+    vd_free(sp_checked);
     char *prev = sp ? path_cat(sp, ".prev", e) : NULL;
     char *mt = vd_tmp_path(path, e), *stt = sp ? vd_tmp_path(sp, e) : NULL;
     char *pt = prev ? vd_tmp_path(prev, e) : NULL;
@@ -218,6 +226,7 @@ out:
     if (have_mt) unlink(mt);
     if (have_st) unlink(stt);
     free(sp); free(prev); free(mt); free(stt); free(pt);
+    vd_free(path);
     return rc;
 }
 
@@ -639,7 +648,14 @@ fail:
 static int open_state_or_prev(const char *path, const vd_net *net, const char *model_raw,
                               size_t model_n, st_file *f, vd_train_state *st, char **used,
                               vd_err *e) {
-    *used = state_path_dup(path, e);
+    /* a FILE that is a symlink has its state beside the target, where a
+     * save through the link put it (commit_pair) */
+    char *target = NULL;
+    vd_err ignored = {0};
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) (void)vd_output_path(path, &target, &ignored);
+    *used = state_path_dup(target ? target : path, e);
+    vd_free(target);
     if (!*used) return VD_ENOMEM;
     int rc = open_state(path, *used, net, model_raw, model_n, f, st, e);
     if (rc == VD_OK || rc == VD_ENOMEM) {

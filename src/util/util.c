@@ -276,6 +276,49 @@ char *vd_tmp_path(const char *path, vd_err *e) {
     return tmp;
 }
 
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ?
+           "a block device" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "a special file";
+}
+
+int vd_output_path(const char *path, char **out, vd_err *e) {
+    *out = NULL;
+    struct stat st;
+    char *p = vd_strdup(path, e);
+    if (!p) return VD_ENOMEM;
+    /* follow the links one at a time (a link to a file not yet there is
+     * written through too, which realpath cannot resolve) */
+    for (int hops = 0; lstat(p, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        char target[4096];
+        ssize_t n = hops < 40 ? readlink(p, target, sizeof target - 1) : -1;
+        if (n < 0 || (size_t)n >= sizeof target - 1) {
+            vd_free(p);
+            return vd_errf(e, VD_EIO, "%s: a symbolic link that cannot be followed (%s); "
+                           "refusing to replace it", path, hops < 40 ? strerror(errno)
+                           : "too many levels");
+        }
+        target[n] = 0;
+        const char *slash = strrchr(p, '/');
+        size_t dl = target[0] != '/' && slash ? (size_t)(slash - p) + 1 : 0;
+        char *q = vd_malloc(dl + (size_t)n + 1, e);
+        if (!q) { vd_free(p); return VD_ENOMEM; }
+        memcpy(q, p, dl);
+        memcpy(q + dl, target, (size_t)n + 1);
+        vd_free(p);
+        p = q;
+    }
+    if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
+        int rc = S_ISDIR(st.st_mode)
+            ? vd_errf(e, VD_EIO, "%s: is a directory; give a file name to write", path)
+            : vd_errf(e, VD_EIO, "%s: not a regular file (%s); refusing to write to it or "
+                      "replace it", path, file_kind(st.st_mode));
+        vd_free(p);
+        return rc;
+    }
+    *out = p;
+    return VD_OK;
+}
+
 int vd_tmp_clean_stale(const char *path) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
@@ -308,21 +351,24 @@ int vd_tmp_clean_stale(const char *path) {
     return removed;
 }
 
-int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e) {
+int vd_write_file_atomic(const char *path_given, const void *data, size_t n, vd_err *e) {
+    char *path;
+    int orc = vd_output_path(path_given, &path, e);
+    if (orc) return orc;
     (void)vd_tmp_clean_stale(path);
     char *tmp = vd_tmp_path(path, e);
-    if (!tmp) return VD_ENOMEM;
+    if (!tmp) { vd_free(path); return VD_ENOMEM; }
     int rc = vd_write_file_synced(tmp, data, n, e);   /* removes tmp on failure */
     if (rc == VD_OK && rename(tmp, path) != 0) {
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
         unlink(tmp);
     }
     free(tmp);
-    if (rc) return rc;
     /* make the rename itself durable; the new file is in place either way */
     vd_err ignored = {0};
-    (void)vd_fsync_parent_dir(path, &ignored);
-    return VD_OK;
+    if (!rc) (void)vd_fsync_parent_dir(path, &ignored);
+    vd_free(path);
+    return rc;
 }
 
 int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e) {

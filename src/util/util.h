@@ -119,6 +119,15 @@ VD_HOST_DEVICE static inline float vd_hash_uniform(uint64_t seed, uint64_t layer
 /* The temporary sibling of path that atomic writes use: "<path>.tmp.<pid>"
  * (malloc'd; NULL with e set when out of memory). */
 char *vd_tmp_path(const char *path, vd_err *e);
+/* Where a write to path should go, so that an output never destroys
+ * anything: a symbolic link is followed to its target (link by link, at
+ * most 40; the link stays, the target is replaced or created), and an
+ * existing target that is not a
+ * regular file is refused: VD_EIO "is a directory" / "not a regular file
+ * (a character device ...)" (a device node, a FIFO or a socket is never
+ * replaced or written to). *out: the path to
+ * write (a block of the allocation wrappers; release with vd_free). */ 
+int vd_output_path(const char *path, char **out, vd_err *e);
 /* Remove the temporaries that killed atomic writes to path left behind:
  * the files "<path>.tmp.<PID>" (exactly that name, PID all digits) whose
  * process no longer exists (kill(PID, 0) fails with ESRCH). Files of live
@@ -126,7 +135,8 @@ char *vd_tmp_path(const char *path, vd_err *e);
  * returns the number removed, never fails. */
 int vd_tmp_clean_stale(const char *path);
 /* Write a whole file atomically: temp file in the same directory, fsync,
- * rename, fsync directory. Stale temporaries of path are removed first
+ * rename, fsync directory. path goes through vd_output_path first (a
+ * symlink is written through, a device, FIFO or directory refused). Stale temporaries of path are removed first
  * (vd_tmp_clean_stale). */
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e);
 /* Open path for reading if it is a regular file of at most max bytes:
