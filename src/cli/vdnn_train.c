@@ -26,6 +26,7 @@
 #include "train/ckpt.h"
 #include "train/lr.h"
 #include "train/session.h"
+#include "train/metrics.h"
 
 static const char *const PROG = "vdnn-train";
 
@@ -85,6 +86,9 @@ static void usage(FILE *f) {
 "                       the end; 0 = only at the end, -1 = never)\n"
 "  --log-every N        progress every N iterations (default: about 20 reports)\n"
 "  --quiet              no progress on stderr; only the final report\n"
+"  --metrics FILE       one JSON line per progress report and per evaluation\n"
+"                       (iteration, loss, avg, lr, images/s, accuracy, elapsed\n"
+"                       time), flushed as written\n"
 "  --step-times         after training, the last iteration's steps measured on the\n"
 "                       compute stream beside the simulator's prediction\n"
 "  --mem-trace          CUDA: synchronize after every step and list the steps\n"
@@ -106,7 +110,7 @@ typedef struct opts {
     bool has_iters, has_epochs, has_lr, has_mom, has_wd;
     bool has_eval_every, has_log_every;
     double lr, momentum, wd;
-    const char *data, *save, *resume, *init, *plan_json;
+    const char *data, *save, *resume, *init, *plan_json, *metrics;
     bool augment, poison;
 } opts;
 
@@ -120,7 +124,7 @@ static const vd_cli_flag FLAGS[] = {
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
     {"conv-debug", true}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
-    {"quiet", false}, {"help", false}, {"version", false},
+    {"quiet", false}, {"help", false}, {"version", false}, {"metrics", true},
 };
 
 /* vdnn-train's own flags (vd_cli_tool_flag; ctx is the opts). */
@@ -145,6 +149,7 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "augment")) o->augment = true;
     else if (!strcmp(name, "poison")) o->poison = true;
     else if (!strcmp(name, "plan-json")) o->plan_json = val;
+    else if (!strcmp(name, "metrics")) o->metrics = val;
     return rc;
 }
 
@@ -168,6 +173,8 @@ typedef struct ui {
     bool line_open;             /* a \r progress line is on screen */
     int batch;
     vd_session *ses;            /* device memory is sampled at each report */
+    vd_metrics *metrics;        /* --metrics FILE, or NULL */
+    bool metrics_failed;        /* a record could not be written (warned once) */
 } ui;
 
 static void fmt_dur(double s, char *buf, size_t n) {
@@ -185,6 +192,13 @@ static void on_event(const vd_train_event *ev, void *user) {
     ui *u = user;
     if (u->ses && (ev->kind == VD_TEV_PROGRESS || ev->kind == VD_TEV_EVAL))
         vd_session_mem_sample(u->ses);
+    vd_err me = {0};
+    if (u->metrics && !u->metrics_failed && vd_metrics_event(u->metrics, ev, &me)) {
+        /* the run matters more than its log: warn once and train on */
+        close_line(u);
+        fprintf(stderr, "%s: warning: --metrics: %s; no more records are written\n", PROG, me.msg);
+        u->metrics_failed = true;
+    }
     if (u->quiet) return;
     char eta[32];
     switch (ev->kind) {
@@ -487,6 +501,10 @@ int main(int argc, char **argv) {
     else iters = (int64_t)prod;
     tc->iters = iters;
     if (o.save && (rc = check_save_target(o.save, &e))) goto out;
+    if (o.metrics && (rc = vd_metrics_open(&u.metrics, o.metrics, &e))) {
+        vd_err_prefix(&e, "--metrics");
+        goto out;
+    }
 
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
     if (!o.c.quiet && !o.c.cfg.profile && !o.c.cfg.analytic && vd_backend_cuda_available() &&
@@ -601,6 +619,11 @@ int main(int argc, char **argv) {
 
 out:
     close_line(&u);
+    {
+        vd_err ce = {0};
+        if (vd_metrics_close(&u.metrics, &ce) && !u.metrics_failed)
+            fprintf(stderr, "%s: warning: --metrics: %s\n", PROG, ce.msg);
+    }
     vd_exec_destroy(&ex);
     if (have_plan) vd_plan_free(&plan);
     if (have_ses) vd_session_close(&ses);

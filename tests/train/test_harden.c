@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <jansson.h>
 #include "tutil.h"
 #include "util/util.h"
 
@@ -335,7 +336,132 @@ START_TEST(yaml_nesting_limit) {
 }
 END_TEST
 
-VDT_MAIN("harden", 0, stop_signals_save_then_exit_128_plus_signal,
+START_TEST(metrics_json_lines) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-harden");
+    char m[600], args[2000], *out;
+    snprintf(m, sizeof m, "%s/m.jsonl", d);
+    snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 --iters 6 --log-every 2 "
+             "--eval-every 3 --metrics '%s'", g_net, m);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    size_t n;
+    char *text = vdt_slurp(m, &n);
+    /* progress after iterations 2, 4, 6; evaluations after 3 and at the end */
+    const char *want_ev[] = { "progress", "eval", "progress", "progress", "eval" };
+    const long long want_it[] = { 2, 3, 4, 6, 6 };
+    int lines = 0;
+    double last_loss = -1;
+    for (char *line = text, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        ck_assert_msg(nl, "the last record has no newline:\n%s", text);
+        ck_assert_int_lt(lines, 5);
+        json_error_t je;
+        json_t *o = json_loadb(line, (size_t)(nl - line), 0, &je);
+        ck_assert_msg(o && json_is_object(o), "line %d is not a JSON object: %s", lines + 1, je.text);
+        ck_assert_str_eq(json_string_value(json_object_get(o, "event")), want_ev[lines]);
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "iteration")), want_it[lines]);
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "total")), 6);
+        ck_assert(json_is_real(json_object_get(o, "elapsed_s")));
+        if (!strcmp(want_ev[lines], "progress")) {
+            const char *keys[] = { "loss", "avg_loss", "lr", "images_per_s" };
+            for (int k = 0; k < 4; k++)
+                ck_assert_msg(json_is_real(json_object_get(o, keys[k])), "line %d: no %s",
+                              lines + 1, keys[k]);
+            /* lenet's lr: 0.01 as a float */
+            ck_assert(json_real_value(json_object_get(o, "lr")) == (double)0.01f);
+            last_loss = json_real_value(json_object_get(o, "loss"));
+        } else {
+            ck_assert(json_is_real(json_object_get(o, "accuracy")));
+            ck_assert(json_is_real(json_object_get(o, "eval_loss")));
+            ck_assert_int_eq(json_integer_value(json_object_get(o, "images")), 16);
+            ck_assert(json_is_boolean(json_object_get(o, "final")));
+        }
+        json_decref(o);
+        lines++;
+    }
+    ck_assert_int_eq(lines, 5);
+    /* the last progress record's loss is the report's final loss (%.4f) */
+    char want[64];
+    snprintf(want, sizeof want, "final loss %.4f", last_loss);
+    ck_assert_msg(strstr(out, want), "%s not in:\n%s", want, out);
+    free(text);
+    free(out);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+/* ---- 3. outputs never destroy anything ------------------------------------- */
+
+START_TEST(outputs_refuse_devices_fifos_dirs_and_follow_links) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-harden");
+    char fifo[600], args[2000], link[600], target[600];
+    snprintf(fifo, sizeof fifo, "%s/fifo", d);
+    ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+    const char *base = "--data synthetic:64,16 --batch 8 --iters 1 --quiet";
+    snprintf(args, sizeof args, "'%s' %s --save /dev/full", g_net, base);
+    expect_quick(g_train, 4, "/dev/full: not a regular file (a character device)", args);
+    snprintf(args, sizeof args, "'%s' %s --save '%s'", g_net, base, fifo);
+    expect_quick(g_train, 4, "not a regular file (a FIFO)", args);
+    snprintf(args, sizeof args, "'%s' %s --save '%s'", g_net, base, d);
+    expect_quick(g_train, 4, "is a directory", args);
+    snprintf(args, sizeof args, "'%s' %s --metrics /dev/null", g_net, base);
+    expect_quick(g_train, 4, "--metrics: /dev/null: not a regular file", args);
+    snprintf(args, sizeof args, "'%s' %s --plan-json '%s'", g_net, base, fifo);
+    expect_quick(g_train, 4, "--plan-json: ", args);
+    snprintf(args, sizeof args, "'%s' --trace /dev/null", g_net);
+    expect_quick(g_plan, 4, "/dev/null: not a regular file", args);
+    snprintf(args, sizeof args, "'%s' --trace '%s'", g_net, fifo);
+    expect_quick(g_plan, 4, "not a regular file (a FIFO)", args);
+    struct stat st;
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert(S_ISCHR(st.st_mode));             /* still the device */
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    /* a symlink is written through; the link stays (a dangling one too) */
+    snprintf(link, sizeof link, "%s/ck.link", d);
+    snprintf(target, sizeof target, "%s/ck.safetensors", d);
+    ck_assert_int_eq(symlink("ck.safetensors", link), 0);
+    char *out;
+    snprintf(args, sizeof args, "'%s' %s --save '%s'", g_net, base, link);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(lstat(target, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    char ts[700];
+    snprintf(ts, sizeof ts, "%s.state", target);
+    ck_assert(exists(ts));
+    /* and resumed through the link: the state beside the target is found */
+    snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --iters 2 --quiet --resume '%s' "
+             "--save '%s'", g_net, link, link);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0 && strstr(out, "iterations 1..2"), "exit %d:\n%s", rc, out);
+    free(out);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    /* vdnn-plan --trace through a link */
+    snprintf(link, sizeof link, "%s/trace.link", d);
+    snprintf(target, sizeof target, "%s/trace.json", d);
+    ck_assert_int_eq(symlink(target, link), 0);
+    snprintf(args, sizeof args, "'%s' --trace '%s'", g_net, link);
+    rc = run(g_plan, &out, args);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(lstat(target, &st), 0);
+    ck_assert(S_ISREG(st.st_mode) && st.st_size > 0);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+VDT_MAIN("harden", 0, metrics_json_lines, outputs_refuse_devices_fifos_dirs_and_follow_links, stop_signals_save_then_exit_128_plus_signal,
          data_error_later_keeps_last_checkpoint, folder_headers_checked_at_open,
          stale_temporaries_removed_by_next_save, readers_refuse_what_is_not_a_regular_file,
          yaml_nesting_limit)
