@@ -139,9 +139,23 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
     else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
     else if (!strcmp(name, "loader-threads")) rc = vd_cli_int(name, val, 1, 256, &o->threads, e);
-    else if (!strcmp(name, "lr")) { rc = vd_cli_real(name, val, 0, &o->lr, e); o->has_lr = true; }
-    else if (!strcmp(name, "momentum")) { rc = vd_cli_real(name, val, 0, &o->momentum, e); o->has_mom = true; }
-    else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) { rc = vd_cli_real(name, val, 0, &o->wd, e); o->has_wd = true; }
+    /* the ranges of the spec's train: keys (vdnn-net(5)) */
+    else if (!strcmp(name, "lr")) {
+        rc = vd_cli_real(name, val, 0, &o->lr, e);
+        if (!rc && !(o->lr > 0 && o->lr <= 1e30))
+            rc = vd_errf(e, VD_EUSAGE, "--lr: '%s' must be positive (at most 1e30)", val);
+        o->has_lr = true;
+    } else if (!strcmp(name, "momentum")) {
+        rc = vd_cli_real(name, val, 0, &o->momentum, e);
+        if (!rc && !(o->momentum < 1))
+            rc = vd_errf(e, VD_EUSAGE, "--momentum: '%s' must be in [0, 1)", val);
+        o->has_mom = true;
+    } else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) {
+        rc = vd_cli_real(name, val, 0, &o->wd, e);
+        if (!rc && !(o->wd <= 1e30))
+            rc = vd_errf(e, VD_EUSAGE, "--%s: '%s' must be non-negative (at most 1e30)", name, val);
+        o->has_wd = true;
+    }
     else if (!strcmp(name, "data")) o->data = val;
     else if (!strcmp(name, "save")) o->save = val;
     else if (!strcmp(name, "resume")) o->resume = val;
@@ -163,6 +177,9 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
     if (o->save_every && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
+    if (o->has_iters && o->has_epochs)
+        return vd_errf(e, VD_EUSAGE, "--iters and --epochs exclude each other (give one: the "
+                       "number of iterations, or of epochs)");
     return VD_OK;
 }
 
@@ -483,6 +500,11 @@ int main(int argc, char **argv) {
 
     /* ---- data ---- */
     rc = vd_data_open(o.data, &net, tc->batch, tc->seed, o.augment, &ds, &e);
+    if (rc == VD_EUSAGE && o.data == resume_data) {
+        /* not the command line's fault: the state file holds a bad spec */
+        vd_err_prefix(&e, "the data spec recorded in %s.state", o.resume);
+        rc = e.code = VD_EDATA;
+    }
     if (rc) goto out;
     const vd_data_info *di = vd_data_get_info(ds);
     int64_t per_epoch = (di->n[VD_SPLIT_TRAIN] + tc->batch - 1) / tc->batch;
@@ -500,6 +522,12 @@ int main(int argc, char **argv) {
     else if (tc->iters > 0 && !o.has_epochs) iters = tc->iters;
     else iters = (int64_t)prod;
     tc->iters = iters;
+    if (o.stop_at > iters) {
+        rc = vd_errf(&e, VD_EUSAGE, "--stop-at %lld is beyond the run's %lld iterations (the "
+                     "last iteration it can stop after is %lld)", (long long)o.stop_at,
+                     (long long)iters, (long long)iters);
+        goto out;
+    }
     if (o.save && (rc = check_save_target(o.save, &e))) goto out;
     if (o.metrics && (rc = vd_metrics_open(&u.metrics, o.metrics, &e))) {
         vd_err_prefix(&e, "--metrics");

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -535,6 +536,14 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
                          name, s1, net->name, s2);
             } else {
                 memcpy(dst + p->offset, f->data + t->begin, (size_t)(t->end - t->begin));
+                /* NaN or Inf weights would train (or evaluate) to a NaN loss */
+                const float *v = dst + p->offset;
+                for (int64_t k = 0; k < p->numel; k++)
+                    if (!isfinite(v[k]))
+                        return vd_errf(e, VD_EDATA, "%s: tensor '%s' holds %s at element %lld: "
+                                       "the checkpoint is damaged or comes from a run that "
+                                       "diverged", f->path, name, isnan(v[k]) ? "NaN" : "an "
+                                       "infinite value", (long long)k);
             }
         }
         if (why[0] && !bad++) snprintf(first, sizeof first, "%s", why);
@@ -621,6 +630,13 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         goto fail;
     if (it > INT64_MAX || steps > INT64_MAX || batch < 1 || batch > INT32_MAX) {
         rc = vd_errf(e, VD_EDATA, "%s: metadata out of range", sp);
+        goto fail;
+    }
+    /* the data position: counted in 64 bits by the loader, which adds batches
+     * of up to 2^31 to it; 2^62 samples is far beyond any run */
+    if (samples > VD_CKPT_MAX_SAMPLES) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata 'samples' is %" PRIu64 ", beyond %llu: the "
+                     "state file is damaged", sp, samples, (unsigned long long)VD_CKPT_MAX_SAMPLES);
         goto fail;
     }
     memset(st, 0, sizeof *st);     /* padding too: callers may compare states bytewise */

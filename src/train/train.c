@@ -258,13 +258,14 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         rc = vd_exec_train_step(ex, (float)lr, iter, &loss, e);
         double dt = vd_now() - t0;
         if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
+            /* iterations counted from 1, as the progress lines count them */
             rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "
                          "run diverged: lower --lr, or check the data and the net",
-                         isnan(loss) ? "NaN" : "infinite", (long long)iter, lr);
+                         isnan(loss) ? "NaN" : "infinite", (long long)iter + 1, lr);
             goto done;
         }
         if (rc) {
-            vd_err_prefix(e, "iteration %lld", (long long)iter);
+            vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
             goto done;
         }
         iter++;

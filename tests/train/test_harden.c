@@ -4,6 +4,7 @@
  * nesting and image size limits, --metrics. Runs $VD_BUILDDIR/vdnn-train and
  * vdnn-plan on $VD_SRCDIR/nets/lenet.yaml. */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,6 +12,8 @@
 #include <jansson.h>
 #include "tutil.h"
 #include "util/util.h"
+#include "spec/spec.h"
+#include "train/ckpt.h"
 
 static char g_train[1024], g_plan[1024], g_net[1024];
 
@@ -461,7 +464,117 @@ START_TEST(outputs_refuse_devices_fifos_dirs_and_follow_links) {
 }
 END_TEST
 
-VDT_MAIN("harden", 0, metrics_json_lines, outputs_refuse_devices_fifos_dirs_and_follow_links, stop_signals_save_then_exit_128_plus_signal,
+/* ---- 4. validation holes ------------------------------------------------------ */
+
+START_TEST(flag_ranges_and_combinations) {
+    setup();
+    struct { const char *args, *want; } c[] = {
+        { "--momentum 1", "--momentum: '1' must be in [0, 1)" },
+        { "--momentum 5", "--momentum: '5' must be in [0, 1)" },
+        { "--lr 0", "--lr: '0' must be positive" },
+        { "--lr 1e31", "--lr: '1e31' must be positive" },
+        { "--iters 5 --epochs 1", "--iters and --epochs exclude each other" },
+        { "--iters 5 --stop-at 6", "--stop-at 6 is beyond the run's 5 iterations" },
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char args[1400], *out;
+        snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 %s", g_net, c[i].args);
+        int rc = run(g_train, &out, args);
+        ck_assert_msg(rc == 2 && strstr(out, c[i].want), "%s: exit %d:\n%s", c[i].args, rc, out);
+        free(out);
+    }
+    /* the edges that are fine */
+    char args[1400], *out;
+    snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 --momentum 0.999 --lr 1e-9 "
+             "--iters 2 --stop-at 2 --quiet", g_net);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+}
+END_TEST
+
+/* lenet's parameters from the spec, seed 1, with a checkpoint pair saved at
+ * path with state st (momentum zero). */
+static void save_lenet(const char *path, const vd_train_state *st, int nan_at_param) {
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e;
+    ck_assert_msg(vd_spec_load(g_net, &net, &e) == 0, "%s", e.msg);
+    float *p = calloc((size_t)net.param_floats, sizeof *p), *m = calloc((size_t)net.param_floats, sizeof *m);
+    ck_assert(p && m);
+    vd_net_init_params(&net, p, 1);
+    if (nan_at_param >= 0) p[net.params[nan_at_param].offset + 3] = NAN;
+    ck_assert_msg(vd_ckpt_save(path, &net, p, st ? m : NULL, st, &e) == 0, "%s", e.msg);
+    free(p);
+    free(m);
+    vd_net_free(&net);
+}
+
+START_TEST(damaged_states_and_weights_exit_5) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-harden");
+    char ck[600], args[2000], *out;
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
+    vd_train_state st = { .iteration = 2, .sgd_steps = 2, .samples = UINT64_MAX, .seed = 1,
+                          .batch = 8 };
+    snprintf(st.data, sizeof st.data, "synthetic:64,16");
+    save_lenet(ck, &st, -1);
+    snprintf(args, sizeof args, "'%s' --iters 4 --resume '%s'", g_net, ck);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 5 && strstr(out, "metadata 'samples' is 18446744073709551615"),
+                  "exit %d:\n%s", rc, out);
+    free(out);
+    st.samples = 16;
+    snprintf(st.data, sizeof st.data, "nonsense:xyz");
+    save_lenet(ck, &st, -1);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 5 && strstr(out, "the data spec recorded in") && strstr(out, ".state"),
+                  "exit %d:\n%s", rc, out);
+    free(out);
+    /* NaN weights: --init and --resume refuse them, naming the tensor (lenet's
+     * parameter 2 is conv2.weight) */
+    snprintf(st.data, sizeof st.data, "synthetic:64,16");
+    save_lenet(ck, &st, 2);
+    snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 --iters 0 --init '%s'",
+             g_net, ck);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 5 && strstr(out, "tensor 'conv2.weight' holds NaN at element 3"),
+                  "exit %d:\n%s", rc, out);
+    free(out);
+    snprintf(args, sizeof args, "'%s' --iters 4 --resume '%s'", g_net, ck);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 5 && strstr(out, "tensor 'conv2.weight' holds NaN"), "exit %d:\n%s", rc, out);
+    free(out);
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(nan_error_counts_like_progress_lines) {
+    setup();
+    char args[1400], *out;
+    snprintf(args, sizeof args, "'%s' --lr 1e30 --data synthetic:256,16 --iters 20 --batch 8 "
+             "--log-every 1", g_net);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 10, "exit %d:\n%s", rc, out);
+    const char *s = strstr(out, "loss became");
+    ck_assert_ptr_nonnull(s);
+    long long at = -1;
+    ck_assert_int_eq(sscanf(strstr(s, "at iteration"), "at iteration %lld", &at), 1);
+    /* iteration `at` (from 1) failed: the progress lines stop one before it */
+    char want[64];
+    snprintf(want, sizeof want, "iter %lld/20", at);
+    ck_assert_msg(!strstr(out, want), "%s is both reported and failed:\n%s", want, out);
+    if (at > 1) {
+        snprintf(want, sizeof want, "iter %lld/20", at - 1);
+        ck_assert_msg(strstr(out, want), "no %s:\n%s", want, out);
+    }
+    free(out);
+}
+END_TEST
+
+VDT_MAIN("harden", 0, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
+         nan_error_counts_like_progress_lines, metrics_json_lines, outputs_refuse_devices_fifos_dirs_and_follow_links, stop_signals_save_then_exit_128_plus_signal,
          data_error_later_keeps_last_checkpoint, folder_headers_checked_at_open,
          stale_temporaries_removed_by_next_save, readers_refuse_what_is_not_a_regular_file,
          yaml_nesting_limit)
