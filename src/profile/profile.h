@@ -38,6 +38,13 @@ typedef struct vd_profile_layer {
     vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
     uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
                                    analytic: BN 2*C floats, loss 1 float, else 0 */
+    /* What the layer was profiled as, so that a profile of another net with
+     * the same layer names is refused: the output shape per sample
+     * (c, h, w; 0 = not recorded, files of older versions) and its
+     * parameter floats. Filled from the net for every profile made here;
+     * JSON "shape" [c, h, w] and "param_floats". */
+    int64_t shape[3];
+    uint64_t param_floats;
 } vd_profile_layer;
 
 typedef struct vd_device_params {
