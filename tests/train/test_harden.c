@@ -573,7 +573,64 @@ START_TEST(nan_error_counts_like_progress_lines) {
 }
 END_TEST
 
-VDT_MAIN("harden", 0, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
+/* Load the JSON at path, let edit change it, write it back. */
+static void edit_json(const char *path, void (*edit)(json_t *root)) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    ck_assert_msg(root, "%s: %s", path, je.text);
+    edit(root);
+    ck_assert_int_eq(json_dump_file(root, path, JSON_INDENT(1)), 0);
+    json_decref(root);
+}
+static json_t *layer_of(json_t *root, size_t i) {
+    return json_array_get(json_object_get(root, "layers"), i);
+}
+static void grow_conv1(json_t *root) {           /* conv1: 6 -> 8 output channels */
+    json_array_set_new(json_object_get(layer_of(root, 0), "shape"), 0, json_integer(8));
+}
+static void zero_loss_aux(json_t *root) {        /* lenet's loss (layer 11) keeps 4 bytes */
+    json_object_set_new(layer_of(root, 11), "aux_bytes", json_integer(0));
+}
+static void small_conv1_ws(json_t *root) {       /* conv1's fastest option: 100 bytes */
+    json_t *a = json_array_get(json_object_get(layer_of(root, 0), "algos"), 0);
+    json_object_set_new(a, "workspace", json_integer(100));
+    json_object_set_new(a, "fwd_workspace", json_integer(100));
+    json_object_set_new(a, "bwd_workspace", json_integer(100));
+}
+
+START_TEST(profiles_of_other_nets_or_setups) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-harden");
+    char prof[600], args[2000], *out;
+    snprintf(prof, sizeof prof, "%s/p.json", d);
+    void (*edits[])(json_t *) = { grow_conv1, zero_loss_aux, small_conv1_ws };
+    const char *want[] = {
+        "layers[0] 'conv1' was profiled with output 8x28x28 and 156 parameters, but in net "
+        "'lenet' it has 6x28x28 and 156: the profile is of another net",
+        "the profile gives layer 'loss' 0 bytes of saved state (\"aux_bytes\"), but the cpu "
+        "backend needs 4",
+        "the profile gives layer 'conv1' 100 bytes of forward workspace, but the cpu backend's "
+        "algorithm 'im2col' needs 78400" };
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "'%s' --backend cpu --analytic-profile --profile-out '%s' "
+                 "--iters 0 --data synthetic:64,16 --quiet", g_net, prof);
+        int rc = run(g_train, &out, args);
+        ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+        free(out);
+        edit_json(prof, edits[k]);
+        snprintf(args, sizeof args, "'%s' --backend cpu --profile '%s' --iters 1 "
+                 "--data synthetic:64,16", g_net, prof);
+        rc = run(g_train, &out, args);
+        ck_assert_msg(rc == 5 && strstr(out, want[k]), "edit %d: exit %d:\n%s", k, rc, out);
+        ck_assert_msg(!strstr(out, "vd_"), "an internal name in:\n%s", out);
+        free(out);
+    }
+    vdt_rmrf(d);
+    free(d);
+}
+END_TEST
+
+VDT_MAIN("harden", 0, profiles_of_other_nets_or_setups, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
          nan_error_counts_like_progress_lines, metrics_json_lines, outputs_refuse_devices_fifos_dirs_and_follow_links, stop_signals_save_then_exit_128_plus_signal,
          data_error_later_keeps_last_checkpoint, folder_headers_checked_at_open,
          stale_temporaries_removed_by_next_save, readers_refuse_what_is_not_a_regular_file,
