@@ -319,6 +319,24 @@ int vd_output_path(const char *path, char **out, vd_err *e) {
     return VD_OK;
 }
 
+int vd_output_check(const char *path_given, vd_err *e) {
+    char *path;
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) return rc;
+    char *tmp = vd_tmp_path(path, e);
+    if (!tmp) { vd_free(path); return VD_ENOMEM; }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    } else if (errno != EEXIST) {
+        rc = vd_errf(e, VD_EIO, "%s: cannot write there: %s", path_given, strerror(errno));
+    }
+    vd_free(tmp);
+    vd_free(path);
+    return rc;
+}
+
 int vd_tmp_clean_stale(const char *path) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;

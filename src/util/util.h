@@ -128,6 +128,10 @@ char *vd_tmp_path(const char *path, vd_err *e);
  * replaced or written to). *out: the path to
  * write (a block of the allocation wrappers; release with vd_free). */ 
 int vd_output_path(const char *path, char **out, vd_err *e);
+/* Check before long work that a file can later be written at path (as
+ * vd_write_file_atomic writes it): vd_output_path's refusals, then its
+ * temporary sibling is created and removed again. VD_EIO naming path. */
+int vd_output_check(const char *path, vd_err *e);
 /* Remove the temporaries that killed atomic writes to path left behind:
  * the files "<path>.tmp.<PID>" (exactly that name, PID all digits) whose
  * process no longer exists (kill(PID, 0) fails with ESRCH). Files of live

@@ -630,7 +630,30 @@ START_TEST(profiles_of_other_nets_or_setups) {
 }
 END_TEST
 
-VDT_MAIN("harden", 0, profiles_of_other_nets_or_setups, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
+START_TEST(bench_checks_outputs_before_the_sweep) {
+    setup();
+    char bench[1100], args[1400];
+    snprintf(bench, sizeof bench, "%s/vdnn-bench", getenv("VD_BUILDDIR"));
+    const char *flags[] = { "--csv", "--json", "--plot" };
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "'%s' %s /nonexistent-dir/out", g_net, flags[k]);
+        char *out;
+        int rc = run(bench, &out, args);
+        char want[64];
+        snprintf(want, sizeof want, "%s: /nonexistent-dir/out: cannot write there", flags[k]);
+        ck_assert_msg(rc == 4 && strstr(out, want), "%s: exit %d:\n%s", flags[k], rc, out);
+        ck_assert_msg(!strstr(out, "setting up"), "the sweep started:\n%s", out);
+        free(out);
+        snprintf(args, sizeof args, "'%s' %s /dev/null", g_net, flags[k]);
+        rc = run(bench, &out, args);
+        ck_assert_msg(rc == 4 && strstr(out, "not a regular file") && !strstr(out, "setting up"),
+                      "%s: exit %d:\n%s", flags[k], rc, out);
+        free(out);
+    }
+}
+END_TEST
+
+VDT_MAIN("harden", 0, bench_checks_outputs_before_the_sweep, profiles_of_other_nets_or_setups, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
          nan_error_counts_like_progress_lines, metrics_json_lines, outputs_refuse_devices_fifos_dirs_and_follow_links, stop_signals_save_then_exit_128_plus_signal,
          data_error_later_keeps_last_checkpoint, folder_headers_checked_at_open,
          stale_temporaries_removed_by_next_save, readers_refuse_what_is_not_a_regular_file,
