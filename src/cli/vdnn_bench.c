@@ -753,6 +753,15 @@ int main(int argc, char **argv) {
     /* batch, backend, profile source, ... (config/config.h) */
     if ((rc = vd_config_resolve(&o.c.cfg, &b.net, false, &b.run, &e))) goto out;
     b.batch = b.run.batch;
+    /* the outputs are written after the sweep: check them before it */
+    {
+        const char *outs[][2] = { { "--csv", o.csv }, { "--json", o.json }, { "--plot", o.plot } };
+        for (int k = 0; k < 3; k++)
+            if (outs[k][1] && (rc = vd_output_check(outs[k][1], &e))) {
+                vd_err_prefix(&e, "%s", outs[k][0]);
+                goto out;
+            }
+    }
 
     progress(&b, "setting up %s at batch %d and %s the profile...", b.net.name, b.batch,
              o.c.cfg.profile ? "loading" : "making");

@@ -1,7 +1,8 @@
 /* vdnn-train — train a network from a NET.yaml spec within a device memory
  * budget. Flags override the spec's train: section. Progress goes to stderr,
  * the final report to stdout. Exit status: 0, or the VD_E* code of the error
- * (130 when interrupted by SIGINT after saving). See man vdnn-train(1). */
+ * (128 + the signal, 130 / 143 / 129, when stopped by SIGINT / SIGTERM /
+ * SIGHUP after saving). See man vdnn-train(1). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -25,6 +26,7 @@
 #include "train/ckpt.h"
 #include "train/lr.h"
 #include "train/session.h"
+#include "train/metrics.h"
 
 static const char *const PROG = "vdnn-train";
 
@@ -56,7 +58,8 @@ static void usage(FILE *f) {
 "                       vdnn-loader-bench measures the rate per thread count)\n"
 "\n"
 "Checkpoints (safetensors; FILE loads into torchvision, FILE.state holds the rest):\n"
-"  --save FILE          write a checkpoint at the end (and on SIGINT)\n"
+"  --save FILE          write a checkpoint at the end (and on SIGINT,\n"
+"                       SIGTERM, SIGHUP, or a data error later in the run)\n"
 "  --save-every N       also write it every N iterations\n"
 "  --resume FILE        continue exactly: weights, momentum, iteration, data position\n"
 "                       (without --data: the data FILE was trained on)\n"
@@ -84,6 +87,9 @@ static void usage(FILE *f) {
 "                       the end; 0 = only at the end, -1 = never)\n"
 "  --log-every N        progress every N iterations (default: about 20 reports)\n"
 "  --quiet              no progress on stderr; only the final report\n"
+"  --metrics FILE       one JSON line per progress report and per evaluation\n"
+"                       (iteration, loss, avg, lr, images/s, accuracy, elapsed\n"
+"                       time), flushed as written\n"
 "  --step-times         after training, the last iteration's steps measured on the\n"
 "                       compute stream beside the simulator's prediction\n"
 "  --mem-trace          CUDA: synchronize after every step and list the steps\n"
@@ -92,7 +98,8 @@ static void usage(FILE *f) {
 "  --version            version and build features\n"
 "\n"
 "Exit status: 0 ok, 2 usage, 3 spec, 4 io, 5 data, 6 budget, 7 device,\n"
-"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 interrupted.\n", pol,
+"8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 / 143 / 129 stopped by\n"
+"SIGINT / SIGTERM / SIGHUP (after saving).\n", pol,
         VD_CLI_BACKEND_HELP);
 }
 
@@ -104,7 +111,7 @@ typedef struct opts {
     bool has_iters, has_epochs, has_lr, has_mom, has_wd;
     bool has_eval_every, has_log_every;
     double lr, momentum, wd;
-    const char *data, *save, *resume, *init, *plan_json;
+    const char *data, *save, *resume, *init, *plan_json, *metrics;
     bool augment, poison;
 } opts;
 
@@ -118,7 +125,7 @@ static const vd_cli_flag FLAGS[] = {
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
     {"conv-debug", true}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
-    {"quiet", false}, {"help", false}, {"version", false},
+    {"quiet", false}, {"help", false}, {"version", false}, {"metrics", true},
 };
 
 /* vdnn-train's own flags (vd_cli_tool_flag; ctx is the opts). */
@@ -133,9 +140,23 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
     else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
     else if (!strcmp(name, "loader-threads")) rc = vd_cli_int(name, val, 1, 256, &o->threads, e);
-    else if (!strcmp(name, "lr")) { rc = vd_cli_real(name, val, 0, &o->lr, e); o->has_lr = true; }
-    else if (!strcmp(name, "momentum")) { rc = vd_cli_real(name, val, 0, &o->momentum, e); o->has_mom = true; }
-    else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) { rc = vd_cli_real(name, val, 0, &o->wd, e); o->has_wd = true; }
+    /* the ranges of the spec's train: keys (vdnn-net(5)) */
+    else if (!strcmp(name, "lr")) {
+        rc = vd_cli_real(name, val, 0, &o->lr, e);
+        if (!rc && !(o->lr > 0 && o->lr <= 1e30))
+            rc = vd_errf(e, VD_EUSAGE, "--lr: '%s' must be positive (at most 1e30)", val);
+        o->has_lr = true;
+    } else if (!strcmp(name, "momentum")) {
+        rc = vd_cli_real(name, val, 0, &o->momentum, e);
+        if (!rc && !(o->momentum < 1))
+            rc = vd_errf(e, VD_EUSAGE, "--momentum: '%s' must be in [0, 1)", val);
+        o->has_mom = true;
+    } else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) {
+        rc = vd_cli_real(name, val, 0, &o->wd, e);
+        if (!rc && !(o->wd <= 1e30))
+            rc = vd_errf(e, VD_EUSAGE, "--%s: '%s' must be non-negative (at most 1e30)", name, val);
+        o->has_wd = true;
+    }
     else if (!strcmp(name, "data")) o->data = val;
     else if (!strcmp(name, "save")) o->save = val;
     else if (!strcmp(name, "resume")) o->resume = val;
@@ -143,6 +164,7 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "augment")) o->augment = true;
     else if (!strcmp(name, "poison")) o->poison = true;
     else if (!strcmp(name, "plan-json")) o->plan_json = val;
+    else if (!strcmp(name, "metrics")) o->metrics = val;
     return rc;
 }
 
@@ -156,6 +178,9 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
     if (o->save_every && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
+    if (o->has_iters && o->has_epochs)
+        return vd_errf(e, VD_EUSAGE, "--iters and --epochs exclude each other (give one: the "
+                       "number of iterations, or of epochs)");
     return VD_OK;
 }
 
@@ -166,6 +191,8 @@ typedef struct ui {
     bool line_open;             /* a \r progress line is on screen */
     int batch;
     vd_session *ses;            /* device memory is sampled at each report */
+    vd_metrics *metrics;        /* --metrics FILE, or NULL */
+    bool metrics_failed;        /* a record could not be written (warned once) */
 } ui;
 
 static void fmt_dur(double s, char *buf, size_t n) {
@@ -183,6 +210,13 @@ static void on_event(const vd_train_event *ev, void *user) {
     ui *u = user;
     if (u->ses && (ev->kind == VD_TEV_PROGRESS || ev->kind == VD_TEV_EVAL))
         vd_session_mem_sample(u->ses);
+    vd_err me = {0};
+    if (u->metrics && !u->metrics_failed && vd_metrics_event(u->metrics, ev, &me)) {
+        /* the run matters more than its log: warn once and train on */
+        close_line(u);
+        fprintf(stderr, "%s: warning: --metrics: %s; no more records are written\n", PROG, me.msg);
+        u->metrics_failed = true;
+    }
     if (u->quiet) return;
     char eta[32];
     switch (ev->kind) {
@@ -352,22 +386,22 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
 /* Fail before training, not after it, when the checkpoint of --save cannot
  * be written: create (and remove) the temporary file that the atomic write
  * will use next to FILE, and refuse a FILE that is a directory. VD_EIO. */
-static int check_save_target(const char *path, vd_err *e) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return vd_errf(e, VD_EIO, "--save %s: is a directory, not a checkpoint file", path);
+static int check_save_target(const char *path_given, vd_err *e) {
+    char *path;   /* a device, FIFO or directory refused, a symlink followed */
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) { vd_err_prefix(e, "--save"); return rc; }
     char *tmp = vd_tmp_path(path, e);
-    if (!tmp) return VD_ENOMEM;
+    if (!tmp) { vd_free(path); return VD_ENOMEM; }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    int rc = VD_OK;
     if (fd >= 0) {
         close(fd);
         unlink(tmp);
     } else if (errno != EEXIST) {
-        rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path,
+        rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path_given,
                      strerror(errno));
     }
     vd_free(tmp);
+    vd_free(path);
     return rc;
 }
 
@@ -383,16 +417,25 @@ static void report_host_memory(void) {
 }
 
 /* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it. VD_EIO. */
-static int write_plan_json(const char *path, const vd_plan *plan, const vd_net *net, vd_err *e) {
+static int write_plan_json(const char *path_given, const vd_plan *plan, const vd_net *net,
+                           vd_err *e) {
+    char *path;   /* a device, FIFO or directory refused, a symlink followed */
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) { vd_err_prefix(e, "--plan-json"); return rc; }
     FILE *f = fopen(path, "w");
-    if (!f) return vd_errf(e, VD_EIO, "--plan-json %s: %s", path, strerror(errno));
-    int rc = vd_plan_write_json(f, plan, net, NULL, e);
-    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "--plan-json %s: write error", path);
+    if (!f) rc = vd_errf(e, VD_EIO, "--plan-json %s: %s", path_given, strerror(errno));
+    if (f) rc = vd_plan_write_json(f, plan, net, NULL, e);
+    if (f && fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "--plan-json %s: write error", path_given);
+    vd_free(path);
     return rc;
 }
 
-static volatile sig_atomic_t g_stop;   /* set by SIGINT; read by the training loop */
-static void on_sigint(int sig) { (void)sig; g_stop = 1; }
+/* Set by SIGINT, SIGTERM or SIGHUP to the signal's number; read by the
+ * training loop, which stops, saves (--save) and returns. The exit status is
+ * then 128 + the signal (130, 143, 129), as if the signal had killed the
+ * process, but with the checkpoint written. */
+static volatile sig_atomic_t g_stop;
+static void on_stop_signal(int sig) { g_stop = sig; }
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -461,6 +504,11 @@ int main(int argc, char **argv) {
 
     /* ---- data ---- */
     rc = vd_data_open(o.data, &net, tc->batch, tc->seed, o.augment, &ds, &e);
+    if (rc == VD_EUSAGE && o.data == resume_data) {
+        /* not the command line's fault: the state file holds a bad spec */
+        vd_err_prefix(&e, "the data spec recorded in %s.state", o.resume);
+        rc = e.code = VD_EDATA;
+    }
     if (rc) goto out;
     const vd_data_info *di = vd_data_get_info(ds);
     int64_t per_epoch = (di->n[VD_SPLIT_TRAIN] + tc->batch - 1) / tc->batch;
@@ -478,7 +526,17 @@ int main(int argc, char **argv) {
     else if (tc->iters > 0 && !o.has_epochs) iters = tc->iters;
     else iters = (int64_t)prod;
     tc->iters = iters;
+    if (o.stop_at > iters) {
+        rc = vd_errf(&e, VD_EUSAGE, "--stop-at %lld is beyond the run's %lld iterations (the "
+                     "last iteration it can stop after is %lld)", (long long)o.stop_at,
+                     (long long)iters, (long long)iters);
+        goto out;
+    }
     if (o.save && (rc = check_save_target(o.save, &e))) goto out;
+    if (o.metrics && (rc = vd_metrics_open(&u.metrics, o.metrics, &e))) {
+        vd_err_prefix(&e, "--metrics");
+        goto out;
+    }
 
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
     if (!o.c.quiet && !o.c.cfg.profile && !o.c.cfg.analytic && vd_backend_cuda_available() &&
@@ -526,14 +584,16 @@ int main(int argc, char **argv) {
     /* ---- train ---- */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    /* a second Ctrl-C kills at once; SA_RESTART: the signal may land on a
+    sa.sa_handler = on_stop_signal;
+    /* a second signal kills at once; SA_RESTART: the signal may land on a
      * loader thread inside read() (stb_image's fread on a network file
      * system), which must not fail with EINTR and turn a clean stop into a
      * "cannot decode image" error */
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);    /* kill, batch schedulers, container runtimes */
+    sigaction(SIGHUP, &sa, NULL);     /* the terminal or ssh session went away */
     u.batch = tc->batch;
     int64_t log_every = o.has_log_every ? o.log_every : (iters / 20 > 0 ? iters / 20 : 1);
     if (!o.has_log_every && log_every > 100) log_every = 100;
@@ -591,18 +651,25 @@ int main(int argc, char **argv) {
     report_host_memory();
     if (trained) report_step_times(ex, &plan, &net);
     if (res.interrupted) {
-        fprintf(stderr, "%s: interrupted at iteration %lld%s\n", PROG, (long long)res.iters_done,
-                o.save ? " (checkpoint saved)" : "");
-        rc = 130;
+        int sig = g_stop > 0 ? (int)g_stop : SIGINT;
+        fprintf(stderr, "%s: interrupted by %s at iteration %lld%s\n", PROG,
+                sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT",
+                (long long)res.iters_done, o.save ? " (checkpoint saved)" : "");
+        rc = 128 + sig;
     }
 
 out:
     close_line(&u);
+    {
+        vd_err ce = {0};
+        if (vd_metrics_close(&u.metrics, &ce) && !u.metrics_failed)
+            fprintf(stderr, "%s: warning: --metrics: %s\n", PROG, ce.msg);
+    }
     vd_exec_destroy(&ex);
     if (have_plan) vd_plan_free(&plan);
     if (have_ses) vd_session_close(&ses);
     vd_data_close(&ds);
     vd_net_free(&net);
-    if (rc && rc != 130) return vd_cli_fail(PROG, &e);
+    if (rc && rc < 128) return vd_cli_fail(PROG, &e);
     return rc;
 }

@@ -48,6 +48,21 @@ int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd
                   vd_err *e);
 void vd_image_free(vd_image *img);
 
+/* Images (image_check.c). Limits, documented in vdnn-train(1): */
+#define VD_IMAGE_MAX_PIXELS (1ull << 27)      /* width x height (134 M, e.g. 11585 x 11585) */
+#define VD_IMAGE_MAX_FILE_BYTES (1ull << 30)  /* one image file */
+/* Check the image file at path without decoding it: a regular file of at
+ * most VD_IMAGE_MAX_FILE_BYTES whose header a decoder reads (JPEG, PNG,
+ * BMP, PPM, PGM) and whose width x height is at most VD_IMAGE_MAX_PIXELS;
+ * *w, *h (may be NULL) its size. VD_EDATA naming the file and the problem
+ * (a JPEG whose header is cut: "corrupt or truncated JPEG"), VD_EIO when it
+ * cannot be opened or is not a regular file. */
+int vd_image_check_header(const char *path, int *w, int *h, vd_err *e);
+/* Set e for an image at path that a decoder failed on (reason: the
+ * decoder's words, may be NULL): a JPEG without its end-of-image marker is
+ * named a truncated JPEG. Returns VD_EDATA. */
+int vd_image_decode_error(const char *path, const char *reason, vd_err *e);
+
 /* splitmix64: a good 64-bit mixer for stateless per-sample keys. */
 static inline uint64_t vd_mix64(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;

@@ -302,7 +302,9 @@ static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t
     const item *it = &f->items[split][index];
     int C = ds->info.c, H = ds->info.h, W = ds->info.w;
     vd_image im;
-    int rc = vd_image_load(it->path, C, H, W, f->jpeg, &im, e);
+    int rc = vd_image_check_header(it->path, NULL, NULL, e);   /* the pixel limit first */
+    if (rc) return rc;
+    rc = vd_image_load(it->path, C, H, W, f->jpeg, &im, e);
     if (rc) return rc;
     int iw = im.full_w, ih = im.full_h;
     /* scale so the image covers H x W (geometry on the full size) */
@@ -412,6 +414,10 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
         if (stat(root, &st) == 0 && S_ISDIR(st.st_mode))
             rc = scan_split(f, VD_SPLIT_TEST, root, &ds->info.n[VD_SPLIT_TEST], e);
     }
+    /* every image's header now, not at the iteration that meets it */
+    for (int sp = 0; sp < 2 && !rc; sp++)
+        for (int64_t i = 0; i < ds->info.n[sp] && !rc; i++)
+            rc = vd_image_check_header(f->items[sp][i].path, NULL, NULL, e);
     if (!rc) {
         char what[4300];
         snprintf(what, sizeof what, "folder:%s", dir);

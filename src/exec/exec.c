@@ -187,8 +187,9 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
             uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
             const char *pn = pass ? "backward" : "forward";
             if (a < 0 || a >= n)
-                return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s algorithm %d for layer '%s' but "
-                               "the %s backend offers %d; make the plan from vd_profile_backend()",
+                return vd_errf(e, VD_EDATA, "the plan chose %s option %d for layer '%s' but "
+                               "the %s backend offers %d: the profile (--profile) comes from "
+                               "another setup or was edited; measure it again (drop --profile)",
                                pn, a, net->layers[i].name, be->name, n);
             /* the profile's option a is the backend's option a: a profile
              * saved by another setup (another build, cuDNN, device, or conv
@@ -201,19 +202,25 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
                                net->layers[i].name, be->name, a, opts[a].label);
             uint64_t need = vd_algo_ws(&opts[a], pass == 1);
             if (ws < need)
-                return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of %s "
-                               "workspace, the %s backend's algorithm '%s' needs %llu; make the "
-                               "plan from vd_profile_backend()", net->layers[i].name,
+                return vd_errf(e, VD_EDATA, "the profile gives layer '%s' %llu bytes of %s "
+                               "workspace, but the %s backend's algorithm '%s' needs %llu: the "
+                               "profile (--profile) comes from another setup or was edited; "
+                               "measure it again (drop --profile) or raise \"%s\" of its "
+                               "layer '%s', option %d, to at least %llu", net->layers[i].name,
                                (unsigned long long)ws, pn, be->name, opts[a].label,
+                               (unsigned long long)need,
+                               pass ? "bwd_workspace" : "fwd_workspace", net->layers[i].name, a,
                                (unsigned long long)need);
         }
         uint64_t aux = be->layer_aux_bytes(net, i, plan->batch);
         uint64_t have = pl->aux >= 0 ? plan->tensors[pl->aux].bytes : 0;
         if (have < aux)
-            return vd_errf(e, VD_EUNSUPPORTED, "plan gives layer '%s' %llu bytes of aux state, the %s "
-                           "backend needs %llu; make the plan from vd_profile_backend()",
+            return vd_errf(e, VD_EDATA, "the profile gives layer '%s' %llu bytes of saved "
+                           "state (\"aux_bytes\"), but the %s backend needs %llu: the profile "
+                           "(--profile) comes from another setup or was edited; measure it again "
+                           "(drop --profile) or set its \"aux_bytes\" to at least %llu",
                            net->layers[i].name, (unsigned long long)have, be->name,
-                           (unsigned long long)aux);
+                           (unsigned long long)aux, (unsigned long long)aux);
     }
     return VD_OK;
 }

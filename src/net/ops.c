@@ -67,7 +67,7 @@ static int conv_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow,
         return LERR("groups=%d must divide input channels (%d) and out (%d)", g, c, l->u.conv.out);
     int64_t ekh = (int64_t)l->u.conv.dh * (l->u.conv.kh - 1) + 1;
     int64_t ekw = (int64_t)l->u.conv.dw * (l->u.conv.kw - 1) + 1;
-    int64_t ih = (int64_t)h + 2 * l->u.conv.ph, iw = (int64_t)w + 2 * l->u.conv.pw;
+    int64_t ih = (int64_t)h + 2 * (int64_t)l->u.conv.ph, iw = (int64_t)w + 2 * (int64_t)l->u.conv.pw;
     if (ekh > ih || ekw > iw)
         return LERR("kernel %dx%d exceeds its padded input %lldx%lld (from '%s', %dx%dx%d)",
                     l->u.conv.kh, l->u.conv.kw, (long long)ih, (long long)iw,
@@ -166,13 +166,14 @@ static int pool_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow,
     if (l->u.pool.sh <= 0) l->u.pool.sh = l->u.pool.kh;
     if (l->u.pool.sw <= 0) l->u.pool.sw = l->u.pool.kw;
     if (l->u.pool.ph < 0 || l->u.pool.pw < 0) return LERR("pad must not be negative");
-    if (2 * l->u.pool.ph > l->u.pool.kh || 2 * l->u.pool.pw > l->u.pool.kw)
+    if (2 * (int64_t)l->u.pool.ph > l->u.pool.kh || 2 * (int64_t)l->u.pool.pw > l->u.pool.kw)
         return LERR("pad must be at most half the kernel (as in PyTorch)");
     *oh = pool_out(h, l->u.pool.kh, l->u.pool.sh, l->u.pool.ph, l->u.pool.ceil_mode);
     *ow = pool_out(w, l->u.pool.kw, l->u.pool.sw, l->u.pool.pw, l->u.pool.ceil_mode);
     if (*oh <= 0 || *ow <= 0)
-        return LERR("kernel %dx%d exceeds its padded input %dx%d (from '%s')", l->u.pool.kh,
-                    l->u.pool.kw, h + 2 * l->u.pool.ph, w + 2 * l->u.pool.pw,
+        return LERR("kernel %dx%d exceeds its padded input %lldx%lld (from '%s')", l->u.pool.kh,
+                    l->u.pool.kw, (long long)h + 2 * (long long)l->u.pool.ph,
+                    (long long)w + 2 * (long long)l->u.pool.pw,
                     vd_net_in_name(net, l->in[0]));
     return VD_OK;
 }

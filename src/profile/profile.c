@@ -78,6 +78,13 @@ static int profile_alloc(const vd_net *net, int batch, const vd_device_params *d
     out->layers = vd_calloc((size_t)(net->n_layers ? net->n_layers : 1), sizeof *out->layers, e);
     if (!out->layers) return VD_ENOMEM;
     out->n_layers = net->n_layers;
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_layer *l = &net->layers[i];
+        vd_profile_layer *pl = &out->layers[i];
+        pl->shape[0] = l->c; pl->shape[1] = l->h; pl->shape[2] = l->w;
+        for (int k = 0; k < l->n_params; k++)
+            pl->param_floats += (uint64_t)net->params[l->param_first + k].numel;
+    }
     out->batch = batch;
     out->dev = *dev;
     snprintf(out->source, sizeof out->source, "%s", source);
@@ -176,9 +183,14 @@ static json_t *profile_json(const vd_profile *p) {
                                    "fwd_algo", a->fwd_algo, "bwd_data_algo", a->bwd_data_algo,
                                    "bwd_filter_algo", a->bwd_filter_algo), &ok);
         }
-        vd_json_push(layers,
-                     json_pack("{s:o, s:o, s:o}", "name", vd_json_text(l->name),
-                               "aux_bytes", vd_json_uint(l->aux_bytes), "algos", algos), &ok);
+        json_t *lj = json_pack("{s:o, s:o, s:o}", "name", vd_json_text(l->name),
+                               "aux_bytes", vd_json_uint(l->aux_bytes), "algos", algos);
+        if (l->shape[0] > 0) {
+            vd_json_set(lj, "shape", json_pack("[I, I, I]", (json_int_t)l->shape[0],
+                                               (json_int_t)l->shape[1], (json_int_t)l->shape[2]), &ok);
+            vd_json_set(lj, "param_floats", vd_json_uint(l->param_floats), &ok);
+        }
+        vd_json_push(layers, lj, &ok);
     }
     if (!ok) { json_decref(root); return NULL; }
     return root;
@@ -334,6 +346,39 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
                          pl->name, i, net->name, net->layers[i].name);
             goto fail;
         }
+        /* the shape it was profiled at (absent in files of older versions) */
+        const json_t *sh = json_object_get(lv, "shape");
+        if (sh) {
+            /* numbers are reals here (JSON_DECODE_INT_AS_REAL): whole, 0..2^53 */
+            uint64_t v[4] = {0};
+            const json_t *nv[4] = { json_array_get(sh, 0), json_array_get(sh, 1),
+                                    json_array_get(sh, 2), json_object_get(lv, "param_floats") };
+            bool shape_ok = json_is_array(sh) && json_array_size(sh) == 3;
+            for (int k = 0; shape_ok && k < 4; k++) {
+                double x = json_number_value(nv[k]);
+                shape_ok = json_is_number(nv[k]) && x >= 0 && x <= 9007199254740992.0 &&
+                           x == floor(x);
+                v[k] = shape_ok ? (uint64_t)x : 0;
+            }
+            uint64_t pf = v[3];
+            if (!shape_ok) {
+                rc = vd_errf(e, VD_EDATA, "%s: %s: \"shape\" must be [c, h, w] (non-negative "
+                             "integers) with \"param_floats\" beside it", path, ctx);
+                goto fail;
+            }
+            if ((int64_t)v[0] != pl->shape[0] || (int64_t)v[1] != pl->shape[1] ||
+                (int64_t)v[2] != pl->shape[2] || pf != pl->param_floats) {
+                rc = vd_errf(e, VD_EDATA, "%s: %s '%s' was profiled with output %llux%llux%llu "
+                             "and %llu parameters, but in net '%s' it has %lldx%lldx%lld and "
+                             "%llu: the profile is of another net; re-profile (--profile-out)",
+                             path, ctx, pl->name, (unsigned long long)v[0],
+                             (unsigned long long)v[1], (unsigned long long)v[2],
+                             (unsigned long long)pf, net->name, (long long)pl->shape[0],
+                             (long long)pl->shape[1], (long long)pl->shape[2],
+                             (unsigned long long)pl->param_floats);
+                goto fail;
+            }
+        }
         pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
         if ((rc = bytes_val(lv, "aux_bytes", false, &pl->aux_bytes, path, ctx, e))) goto fail;
         const json_t *as = json_object_get(lv, "algos");
@@ -382,7 +427,7 @@ int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *
     memset(out, 0, sizeof *out);
     char *text = NULL;
     size_t n = 0;
-    int rc = vd_read_file(path, &text, &n, e);
+    int rc = vd_read_file_max(path, VD_PROFILE_MAX_BYTES, &text, &n, e);
     if (rc) return rc;
     char jerr[256];
     /* every number a real: a size beyond 64 bits is then rejected below by

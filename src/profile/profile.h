@@ -38,6 +38,13 @@ typedef struct vd_profile_layer {
     vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
     uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
                                    analytic: BN 2*C floats, loss 1 float, else 0 */
+    /* What the layer was profiled as, so that a profile of another net with
+     * the same layer names is refused: the output shape per sample
+     * (c, h, w; 0 = not recorded, files of older versions) and its
+     * parameter floats. Filled from the net for every profile made here;
+     * JSON "shape" [c, h, w] and "param_floats". */
+    int64_t shape[3];
+    uint64_t param_floats;
 } vd_profile_layer;
 
 typedef struct vd_device_params {
@@ -68,8 +75,12 @@ typedef struct vd_profile {
  * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
                         vd_profile *out, vd_err *e);
+/* The largest profile file read (a VGG-16 profile is about 26 KB; a net of
+ * VD_SPEC_MAX_LAYERS layers with every algorithm stays far below). */
+#define VD_PROFILE_MAX_BYTES (64ull << 20)
 /* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
- * and the batch match net/batch (VD_EDATA otherwise); VD_EIO if unreadable. */
+ * and the batch match net/batch (VD_EDATA otherwise, also for a file over
+ * VD_PROFILE_MAX_BYTES); VD_EIO if unreadable or not a regular file. */
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e);
 void vd_profile_free(vd_profile *p);

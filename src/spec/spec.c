@@ -1566,6 +1566,35 @@ static int parse_doc(sp *s) {
     return VD_OK;
 }
 
+/* A first pass over the YAML events: reject collections nested more than
+ * VD_SPEC_MAX_NEST deep at the first one that is (FILE:LINE:COL), before
+ * libyaml composes the document (its cost grows with the square of the
+ * depth: 100,000 levels took a minute). Syntax errors are left to the
+ * composing pass, which reports them. VD_OK, VD_ESPEC or VD_ENOMEM. */
+static int check_nesting(const char *file, const char *text, size_t len, vd_err *e) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) return vd_errf(e, VD_ENOMEM, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    int depth = 0, rc = VD_OK;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > VD_SPEC_MAX_NEST)
+                rc = vd_errf(e, VD_ESPEC, "%s:%d:%d: collections nested more than %d deep",
+                             file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
+                             VD_SPEC_MAX_NEST);
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        yaml_event_delete(&ev);
+        if (rc || t == YAML_STREAM_END_EVENT) break;
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, vd_net *net, vd_err *e) {
     sp s;
     memset(&s, 0, sizeof s);
@@ -1581,10 +1610,11 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
     if (len > VD_SPEC_MAX_TEXT)
         return vd_errf(e, VD_ESPEC, "%s:1:1: the spec is too large (%zu bytes, at most %d)", s.file, len,
                        VD_SPEC_MAX_TEXT);
+    int rc = check_nesting(s.file, text, len, e);
+    if (rc) return rc;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) return vd_errf(e, VD_ENOMEM, "out of memory starting the YAML parser");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    int rc;
     if (!yaml_parser_load(&parser, &s.doc)) {
         rc = yaml_error(&s, &parser);
         yaml_parser_delete(&parser);
@@ -1629,7 +1659,10 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
 int vd_spec_load(const char *path, vd_net *net, vd_err *e) {
     char *text = NULL;
     size_t n = 0;
-    int rc = vd_read_file(path, &text, &n, e);
+    int rc = vd_read_file_max(path, VD_SPEC_MAX_TEXT, &text, &n, e);
+    if (rc == VD_EDATA)         /* the only VD_EDATA: too large */
+        return vd_errf(e, VD_ESPEC, "%s:1:1: the spec is too large (at most %d bytes)", path,
+                       VD_SPEC_MAX_TEXT);
     if (rc) return rc;
     rc = vd_spec_parse(text, n, path, net, e);
     vd_free(text);

@@ -23,6 +23,7 @@
 #define VD_SPEC_MAX_DEPTH 32          /* nested template uses */
 #define VD_SPEC_MAX_REPEAT 4096       /* repeat: count */
 #define VD_SPEC_MAX_TEXT (16 << 20)   /* spec file size in bytes */
+#define VD_SPEC_MAX_NEST 64           /* YAML collections nested in each other */
 
 /* Parse the spec text[0..len) and build a finalized net: layers appended in
  * order, net->name/path/input/train filled, then vd_net_finalize() run (shape

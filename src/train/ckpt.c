@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "vd_config.h"
 #include "train/ckpt.h"
 #include "util/json.h"
@@ -163,15 +165,26 @@ static char *path_cat(const char *path, const char *suffix, vd_err *e) {
     return p;
 }
 
-static int commit_pair(const char *path, const char *model, size_t model_n, const char *state,
-                       size_t state_n, const vd_ckpt_save_opts *o, vd_err *e) {
+static int commit_pair(const char *path_given, const char *model, size_t model_n,
+                       const char *state, size_t state_n, const vd_ckpt_save_opts *o, vd_err *e) {
+    /* a symlink FILE is written through (the pair goes beside its target);
+     * a FILE or FILE.state that is a device, FIFO or directory is refused */
+    char *path, *sp_checked = NULL;
+    int orc = vd_output_path(path_given, &path, e);
+    if (orc) return orc;
     char *sp = path_cat(path, ".state", e);
+    if (sp && (orc = vd_output_path(sp, &sp_checked, e))) { vd_free(sp); vd_free(path); return orc; }
+    vd_free(sp_checked);
     char *prev = sp ? path_cat(sp, ".prev", e) : NULL;
     char *mt = vd_tmp_path(path, e), *stt = sp ? vd_tmp_path(sp, e) : NULL;
     char *pt = prev ? vd_tmp_path(prev, e) : NULL;
     int rc = VD_OK;
     bool have_mt = false, have_st = false;
     if (!sp || !prev || !mt || !stt || !pt) { rc = VD_ENOMEM; goto out; }
+    /* 0. what killed saves left behind (FILE.tmp.PID is as large as FILE) */
+    (void)vd_tmp_clean_stale(path);
+    (void)vd_tmp_clean_stale(sp);
+    (void)vd_tmp_clean_stale(prev);
     /* 1. both temporaries, durable before anything visible changes */
     if ((rc = vd_write_file_synced(mt, model, model_n, e))) goto out;
     have_mt = true;
@@ -214,6 +227,7 @@ out:
     if (have_mt) unlink(mt);
     if (have_st) unlink(stt);
     vd_free(sp); vd_free(prev); vd_free(mt); vd_free(stt); vd_free(pt);
+    vd_free(path);
     return rc;
 }
 
@@ -522,6 +536,14 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
                          name, s1, net->name, s2);
             } else {
                 memcpy(dst + p->offset, f->data + t->begin, (size_t)(t->end - t->begin));
+                /* NaN or Inf weights would train (or evaluate) to a NaN loss */
+                const float *v = dst + p->offset;
+                for (int64_t k = 0; k < p->numel; k++)
+                    if (!isfinite(v[k]))
+                        return vd_errf(e, VD_EDATA, "%s: tensor '%s' holds %s at element %lld: "
+                                       "the checkpoint is damaged or comes from a run that "
+                                       "diverged", f->path, name, isnan(v[k]) ? "NaN" : "an "
+                                       "infinite value", (long long)k);
             }
         }
         if (why[0] && !bad++) snprintf(first, sizeof first, "%s", why);
@@ -610,6 +632,13 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         rc = vd_errf(e, VD_EDATA, "%s: metadata out of range", sp);
         goto fail;
     }
+    /* the data position: counted in 64 bits by the loader, which adds batches
+     * of up to 2^31 to it; 2^62 samples is far beyond any run */
+    if (samples > VD_CKPT_MAX_SAMPLES) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata 'samples' is %" PRIu64 ", beyond %llu: the "
+                     "state file is damaged", sp, samples, (unsigned long long)VD_CKPT_MAX_SAMPLES);
+        goto fail;
+    }
     memset(st, 0, sizeof *st);     /* padding too: callers may compare states bytewise */
     st->iteration = (int64_t)it;
     st->sgd_steps = (int64_t)steps;
@@ -635,7 +664,14 @@ fail:
 static int open_state_or_prev(const char *path, const vd_net *net, const char *model_raw,
                               size_t model_n, st_file *f, vd_train_state *st, char **used,
                               vd_err *e) {
-    *used = state_path_dup(path, e);
+    /* a FILE that is a symlink has its state beside the target, where a
+     * save through the link put it (commit_pair) */
+    char *target = NULL;
+    vd_err ignored = {0};
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) (void)vd_output_path(path, &target, &ignored);
+    *used = state_path_dup(target ? target : path, e);
+    vd_free(target);
     if (!*used) return VD_ENOMEM;
     int rc = open_state(path, *used, net, model_raw, model_n, f, st, e);
     if (rc == VD_OK || rc == VD_ENOMEM) {

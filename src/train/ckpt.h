@@ -42,6 +42,9 @@
 #include "util/util.h"
 #include "net/net.h"
 
+/* The largest data position ("samples") a state file may record. */
+#define VD_CKPT_MAX_SAMPLES (1ull << 62)
+
 typedef struct vd_train_state {
     int64_t iteration;          /* iterations completed */
     int64_t sgd_steps;          /* SGD updates applied (== iteration) */

@@ -86,12 +86,14 @@ typedef struct run {
     vd_loader *ld;
 } run;
 
-static int save(run *r, int64_t iter, bool final, vd_err *e) {
+/* samples: the data position to record (the loader's position: every batch
+ * it handed out was trained on, see the staging comment in vd_train_run). */
+static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e) {
     int64_t steps = 0;
     int rc = vd_exec_get_state(r->ex, r->params, r->mom, &steps, e);
     if (rc) return rc;
     vd_train_state st = { .iteration = iter, .sgd_steps = steps,
-                          .samples = vd_loader_position(r->ld), .seed = r->net->train.seed,
+                          .samples = samples, .seed = r->net->train.seed,
                           .batch = r->net->train.batch };
     if (r->o->data_spec) {
         if (strlen(r->o->data_spec) >= sizeof st.data)
@@ -108,6 +110,36 @@ static int save(run *r, int64_t iter, bool final, vd_err *e) {
                           .final = final, .path = r->o->save_path };
     emit(r->o, &ev);
     return VD_OK;
+}
+
+static int save(run *r, int64_t iter, bool final, vd_err *e) {
+    return save_at(r, iter, vd_loader_position(r->ld), final, e);
+}
+
+/* A data error (an undecodable image, a read error) ended the run after
+ * iteration iter: the parameters still hold iteration iter's result, so
+ * write them as the checkpoint (--save) before returning the error, and the
+ * run can be resumed once the data is fixed. The loader may have consumed
+ * batches past the last trained one (staging, the failed fetch), so the
+ * position is counted from the iterations: samples0 + trained * batch.
+ * Nothing is written when no iteration ran in this process (a checkpoint
+ * would repeat the starting point; a resumed FILE must not be replaced by
+ * the same state). The failure e is kept as it is; a failing rescue save
+ * is added to it. Only for data errors (rc_data VD_EDATA or VD_EIO). */
+static void save_after_error(run *r, int rc_data, int64_t iter, int64_t first,
+                             uint64_t samples0, vd_err *e) {
+    if (!r->o->save_path || iter <= first || (rc_data != VD_EDATA && rc_data != VD_EIO)) return;
+    vd_err se = {0};
+    uint64_t samples = samples0 + (uint64_t)(iter - first) * (uint64_t)r->net->train.batch;
+    int rc = save_at(r, iter, samples, true, &se);
+    if (rc) {
+        size_t n = strlen(e->msg);
+        snprintf(e->msg + n, sizeof e->msg - n, " (and the checkpoint could not be saved: %s)",
+                 se.msg);
+    } else {
+        note(r->o, iter, r->o->iters, "saved the last good checkpoint %s at iteration %lld "
+             "before stopping on the data error below", r->o->save_path, (long long)iter);
+    }
 }
 
 static int eval(run *r, int64_t iter, bool final, vd_train_result *res, vd_err *e) {
@@ -232,7 +264,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;
-            if (rc) goto done;
+            if (rc) { save_after_error(&r, rc, iter, first, samples, e); goto done; }
         }
         int64_t nx = iter + 1;
         bool stage_next = stage && nx < end && !(o->stop && *o->stop) && !save_due(o, nx) &&
@@ -243,7 +275,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;
-            if (rc) goto done;
+            if (rc) { save_after_error(&r, rc, iter, first, samples, e); goto done; }
             vd_exec_next_ready(ex);
         }
         staged = stage_next;
@@ -254,13 +286,14 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         run_step += dt;
         win_step += dt;
         if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
+            /* iterations counted from 1, as the progress lines count them */
             rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "
                          "run diverged: lower --lr, or check the data and the net",
-                         isnan(loss) ? "NaN" : "infinite", (long long)iter, lr);
+                         isnan(loss) ? "NaN" : "infinite", (long long)iter + 1, lr);
             goto done;
         }
         if (rc) {
-            vd_err_prefix(e, "iteration %lld", (long long)iter);
+            vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
             goto done;
         }
         iter++;
@@ -291,7 +324,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         }
         if (eval_due(o, iter) && !last) {
             rc = eval(&r, iter, false, res, e);
-            if (rc) goto done;
+            if (rc) {
+                save_after_error(&r, rc, iter, first, samples, e);
+                goto done;
+            }
         }
         tx = vd_now() - tx;
         run_excl += tx;

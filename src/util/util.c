@@ -1,9 +1,11 @@
 /* util.c — see util.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -279,47 +281,174 @@ char *vd_tmp_path(const char *path, vd_err *e) {
     return tmp;
 }
 
-int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e) {
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ?
+           "a block device" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "a special file";
+}
+
+int vd_output_path(const char *path, char **out, vd_err *e) {
+    *out = NULL;
+    struct stat st;
+    char *p = vd_strdup(path, e);
+    if (!p) return VD_ENOMEM;
+    /* follow the links one at a time (a link to a file not yet there is
+     * written through too, which realpath cannot resolve) */
+    for (int hops = 0; lstat(p, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        char target[4096];
+        ssize_t n = hops < 40 ? readlink(p, target, sizeof target - 1) : -1;
+        if (n < 0 || (size_t)n >= sizeof target - 1) {
+            vd_free(p);
+            return vd_errf(e, VD_EIO, "%s: a symbolic link that cannot be followed (%s); "
+                           "refusing to replace it", path, hops < 40 ? strerror(errno)
+                           : "too many levels");
+        }
+        target[n] = 0;
+        const char *slash = strrchr(p, '/');
+        size_t dl = target[0] != '/' && slash ? (size_t)(slash - p) + 1 : 0;
+        char *q = vd_malloc(dl + (size_t)n + 1, e);
+        if (!q) { vd_free(p); return VD_ENOMEM; }
+        memcpy(q, p, dl);
+        memcpy(q + dl, target, (size_t)n + 1);
+        vd_free(p);
+        p = q;
+    }
+    if (stat(p, &st) == 0 && !S_ISREG(st.st_mode)) {
+        int rc = S_ISDIR(st.st_mode)
+            ? vd_errf(e, VD_EIO, "%s: is a directory; give a file name to write", path)
+            : vd_errf(e, VD_EIO, "%s: not a regular file (%s); refusing to write to it or "
+                      "replace it", path, file_kind(st.st_mode));
+        vd_free(p);
+        return rc;
+    }
+    *out = p;
+    return VD_OK;
+}
+
+int vd_output_check(const char *path_given, vd_err *e) {
+    char *path;
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) return rc;
     char *tmp = vd_tmp_path(path, e);
-    if (!tmp) return VD_ENOMEM;
+    if (!tmp) { vd_free(path); return VD_ENOMEM; }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        close(fd);
+        unlink(tmp);
+    } else if (errno != EEXIST) {
+        rc = vd_errf(e, VD_EIO, "%s: cannot write there: %s", path_given, strerror(errno));
+    }
+    vd_free(tmp);
+    vd_free(path);
+    return rc;
+}
+
+int vd_tmp_clean_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) : 0, blen = strlen(base);
+    char dir[4096];
+    if (dlen >= sizeof dir || !*base) return 0;
+    if (slash) { memcpy(dir, path, dlen); dir[dlen] = 0; if (!dlen) strcpy(dir, "/"); }
+    else strcpy(dir, ".");
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (strncmp(nm, base, blen) != 0 || strncmp(nm + blen, ".tmp.", 5) != 0) continue;
+        const char *digits = nm + blen + 5;
+        size_t nd = strspn(digits, "0123456789");
+        if (nd == 0 || nd > 9 || digits[nd] != 0) continue;     /* pid_t: at most 2^22 on Linux */
+        long pid = strtol(digits, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
+        char full[8192];
+        int len = snprintf(full, sizeof full, "%s/%s", dir, nm);
+        if (len <= 0 || (size_t)len >= sizeof full) continue;
+        struct stat st;
+        if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (unlink(full) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+int vd_write_file_atomic(const char *path_given, const void *data, size_t n, vd_err *e) {
+    char *path;
+    int orc = vd_output_path(path_given, &path, e);
+    if (orc) return orc;
+    (void)vd_tmp_clean_stale(path);
+    char *tmp = vd_tmp_path(path, e);
+    if (!tmp) { vd_free(path); return VD_ENOMEM; }
     int rc = vd_write_file_synced(tmp, data, n, e);   /* removes tmp on failure */
     if (rc == VD_OK && rename(tmp, path) != 0) {
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
         unlink(tmp);
     }
     vd_free(tmp);
-    if (rc) return rc;
     /* make the rename itself durable; the new file is in place either way */
     vd_err ignored = {0};
-    (void)vd_fsync_parent_dir(path, &ignored);
-    return VD_OK;
+    if (!rc) (void)vd_fsync_parent_dir(path, &ignored);
+    vd_free(path);
+    return rc;
 }
 
-int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = vd_malloc(cap, e);
-    if (!buf) { fclose(f); return VD_ENOMEM; }
-    for (;;) {
-        if (len + 1 >= cap) {
-            char *nb = vd_realloc(buf, cap * 2, e);
-            if (!nb) { vd_free(buf); fclose(f); return VD_ENOMEM; }
-            buf = nb; cap *= 2;
+int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e) {
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; cleared below */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOMEM) return -vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
+        return -vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    }
+    struct stat st;
+    int rc = VD_OK;
+    if (fstat(fd, &st) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = vd_errf(e, VD_EIO, "%s: is a directory, not a file", path);
+    else if (!S_ISREG(st.st_mode))
+        rc = vd_errf(e, VD_EIO, "%s: not a regular file (a %s)", path,
+                     S_ISCHR(st.st_mode) ? "character device" : S_ISBLK(st.st_mode) ? "block device"
+                     : S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "special file");
+    else if ((uint64_t)st.st_size > max)
+        rc = vd_errf(e, VD_EDATA, "%s: too large (%lld bytes; at most %llu are read)", path,
+                     (long long)st.st_size, (unsigned long long)max);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: %s", path, strerror(errno));
+    if (rc) { close(fd); return -rc; }
+    if (size) *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e) {
+    uint64_t size;
+    int fd = vd_open_regular(path, max, &size, e);
+    if (fd < 0) return -fd;
+    if (size >= SIZE_MAX) { close(fd); return vd_errf(e, VD_ENOMEM, "%s: too large", path); }
+    char *buf = vd_malloc((size_t)size + 1, e);
+    if (!buf) { close(fd); return VD_ENOMEM; }
+    size_t len = 0;
+    while (len < size) {              /* the size fstat gave; a file that grows is cut there */
+        ssize_t r = read(fd, buf + len, (size_t)size - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int rc = vd_errf(e, VD_EIO, "%s: read error: %s", path, strerror(errno));
+            vd_free(buf); close(fd);
+            return rc;
         }
-        size_t r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
+        if (r == 0) break;            /* shrank meanwhile: what is there */
+        len += (size_t)r;
     }
-    if (ferror(f)) {
-        vd_free(buf); fclose(f);
-        return vd_errf(e, VD_EIO, "%s: read error", path);
-    }
-    fclose(f);
+    close(fd);
     buf[len] = 0;
     *data = buf;
     *n = len;
     return VD_OK;
+}
+
+int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
+    return vd_read_file_max(path, UINT64_MAX, data, n, e);
 }
 
 int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e) {

@@ -125,10 +125,41 @@ VD_HOST_DEVICE static inline float vd_hash_uniform(uint64_t seed, uint64_t layer
 /* The temporary sibling of path that atomic writes use: "<path>.tmp.<pid>"
  * (malloc'd; NULL with e set when out of memory). */
 char *vd_tmp_path(const char *path, vd_err *e);
+/* Where a write to path should go, so that an output never destroys
+ * anything: a symbolic link is followed to its target (link by link, at
+ * most 40; the link stays, the target is replaced or created), and an
+ * existing target that is not a
+ * regular file is refused: VD_EIO "is a directory" / "not a regular file
+ * (a character device ...)" (a device node, a FIFO or a socket is never
+ * replaced or written to). *out: the path to
+ * write (a block of the allocation wrappers; release with vd_free). */ 
+int vd_output_path(const char *path, char **out, vd_err *e);
+/* Check before long work that a file can later be written at path (as
+ * vd_write_file_atomic writes it): vd_output_path's refusals, then its
+ * temporary sibling is created and removed again. VD_EIO naming path. */
+int vd_output_check(const char *path, vd_err *e);
+/* Remove the temporaries that killed atomic writes to path left behind:
+ * the files "<path>.tmp.<PID>" (exactly that name, PID all digits) whose
+ * process no longer exists (kill(PID, 0) fails with ESRCH). Files of live
+ * processes (a concurrent save) and of this process are kept. Best effort:
+ * returns the number removed, never fails. */
+int vd_tmp_clean_stale(const char *path);
 /* Write a whole file atomically: temp file in the same directory, fsync,
- * rename, fsync directory. */
+ * rename, fsync directory. path goes through vd_output_path first (a
+ * symlink is written through, a device, FIFO or directory refused). Stale temporaries of path are removed first
+ * (vd_tmp_clean_stale). */
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e);
-/* Read a whole file into a malloc'd buffer (+1 NUL byte). */
+/* Open path for reading if it is a regular file of at most max bytes:
+ * returns the descriptor (O_CLOEXEC, blocking) and *size (from fstat; size
+ * may be NULL), or minus a VD_E* code with e set: VD_EIO "is a directory",
+ * "not a regular file (a FIFO / character device / ...)" (nothing is read,
+ * a FIFO does not block), a missing or unreadable file; VD_EDATA "too
+ * large". */
+int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e);
+/* Read a whole regular file of at most max bytes (vd_open_regular) into a
+ * buffer of the allocation wrappers (+1 NUL byte; release with vd_free). */
+int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e);
+/* vd_read_file_max without a size limit (the file's size must fit memory). */
 int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 
 /* Write a whole file to exactly path (created or truncated, mode 0644) and

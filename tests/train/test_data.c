@@ -261,11 +261,17 @@ START_TEST(folder_labels_resize_and_corrupt) {
     snprintf(p, sizeof p, "%s/train/cat/a.PPM", d); write_ppm(p, 9, 13, 0, 255, 0);
     snprintf(p, sizeof p, "%s/train/ant/z.ppm", d); write_ppm(p, 8, 8, 10, 20, 30);
     snprintf(p, sizeof p, "%s/train/ant/notes.txt", d); tu_write(p, "hi", 2);
+    /* the header of every image is checked when the data set opens */
     snprintf(p, sizeof p, "%s/val/cat/bad.jpg", d); tu_write(p, "not a jpeg at all", 17);
     vd_net net;
     tu_tiny_net(&net, 3, 16, 16, 10, false, 2);
     vd_dataset *ds;
     vd_err e;
+    ck_assert_int_eq(open_spec("folder", d, &net, &ds, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "val/cat/bad.jpg: not a JPEG, PNG"), "%s", e.msg);
+    unlink(p);
+    /* a good header over cut pixel data fails when decoded, naming the file */
+    snprintf(p, sizeof p, "%s/val/cat/bad.png", d); tu_write_bad_png(p);
     ck_assert_msg(open_spec("folder", d, &net, &ds, &e) == 0, "%s", e.msg);
     const vd_data_info *in = vd_data_get_info(ds);
     ck_assert_int_eq(in->classes, 2);
@@ -288,7 +294,7 @@ START_TEST(folder_labels_resize_and_corrupt) {
                           (double)x[c * 256 + i], (double)want[c]);
     int rc = vd_data_sample(ds, VD_SPLIT_TEST, 0, 0, x, &y, &e);
     ck_assert_int_eq(rc, VD_EDATA);
-    ck_assert_msg(strstr(e.msg, "val/cat/bad.jpg"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "val/cat/bad.png: cannot decode"), "%s", e.msg);
     /* ...and through the loader the error surfaces from vd_loader_next */
     vd_loader *ld;
     vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = 2, .seed = 1 };
@@ -296,7 +302,7 @@ START_TEST(folder_labels_resize_and_corrupt) {
     float xb[2 * 768];
     int32_t yb[2];
     ck_assert_int_eq(vd_loader_next(ld, xb, yb, &e), VD_EDATA);
-    ck_assert_msg(strstr(e.msg, "bad.jpg"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "bad.png"), "%s", e.msg);
     vd_loader_destroy(&ld);
     vd_data_close(&ds);
     /* a val class without a train counterpart */

@@ -229,8 +229,9 @@ START_TEST(final_save_survives_a_failing_evaluation) {
         write_ppm(p, 10, 9, (unsigned char)(40 * i));
     }
     for (int i = 0; i < 8; i++) {         /* one batch of 8 held-out images */
-        snprintf(p, sizeof p, "%s/val/c0/%d.ppm", d, i);
-        if (i == 5) tu_write(p, "P6\n", 3);  /* truncated: stb cannot decode it */
+        /* 5: a good header (the data set opens) over pixel data that cannot be decoded */
+        snprintf(p, sizeof p, "%s/val/c0/%d.%s", d, i, i == 5 ? "png" : "ppm");
+        if (i == 5) tu_write_bad_png(p);
         else write_ppm(p, 8, 8, (unsigned char)(20 * i));
     }
     snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
@@ -245,7 +246,7 @@ START_TEST(final_save_survives_a_failing_evaluation) {
     vd_train_opts o = { .iters = 3, .save_path = ck, .log_every = 1000, .eval_at_end = true };
     vd_train_result r;
     ck_assert_int_eq(vd_train_run(&net, s.ex, s.ds, &o, &r, &e), VD_EDATA);
-    ck_assert_msg(strstr(e.msg, "5.ppm"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "5.png"), "%s", e.msg);
     ck_assert_int_eq(r.iters_done, 3);
     close_session(&s);
     /* the checkpoint of iteration 3 is there, with its state */

@@ -58,4 +58,15 @@ static inline void tu_write(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
+/* A PNG whose header (signature, IHDR: 4x4 RGB 8-bit) is good and whose
+ * pixel data (IDAT) is not zlib: its header reads, its decoding fails. */
+static inline void tu_write_bad_png(const char *path) {
+    static const unsigned char png[] = {
+        0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A,
+        0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 4, 'I', 'D', 'A', 'T', 'j', 'u', 'n', 'k', 0, 0, 0, 0,
+        0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82 };
+    tu_write(path, png, sizeof png);
+}
+
 #endif
