@@ -196,12 +196,11 @@ static int turbo_decode(const char *path, const unsigned char *jpg, size_t n, in
     unsigned char *px = NULL;
     if (n > (size_t)ULONG_MAX ||
         tjDecompressHeader3(tj, jpg, (unsigned long)n, &iw, &ih, &sub, &cs) != 0) {
-        rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (%s)", path, tjGetErrorStr2(tj));
+        rc = vd_image_decode_error(path, tjGetErrorStr2(tj), e);   /* names a truncated JPEG */
         goto out;
     }
     if (iw < 1 || ih < 1) {     /* headers cut short: TurboJPEG reports no error */
-        rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (no image size: %s)", path,
-                     tjGetErrorStr2(tj));
+        rc = vd_image_decode_error(path, "no image size", e);
         goto out;
     }
     int rw, rh;
@@ -223,7 +222,7 @@ static int turbo_decode(const char *path, const unsigned char *jpg, size_t n, in
          * the rest would be grey) */
         const char *msg = tjGetErrorStr2(tj);
         if (tjGetErrorCode(tj) != TJERR_WARNING || strncmp(msg, "Corrupt JPEG data", 17) != 0) {
-            rc = vd_errf(e, VD_EDATA, "%s: cannot decode JPEG (%s)", path, msg);
+            rc = vd_image_decode_error(path, msg, e);
             goto out;
         }
     }
@@ -258,8 +257,7 @@ int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd
                         : stbi_load_from_memory(buf, (int)n, &iw, &ih, &comp, C);
     vd_free(buf);
     if (!px)
-        return vd_errf(e, VD_EDATA, "%s: cannot decode image (%s)", path,
-                       stbi_failure_reason() ? stbi_failure_reason() : "unknown reason");
+        return vd_image_decode_error(path, stbi_failure_reason(), e);
     if (iw < 1 || ih < 1) {
         stbi_image_free(px);
         return vd_errf(e, VD_EDATA, "%s: empty image", path);
