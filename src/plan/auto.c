@@ -156,8 +156,10 @@ typedef struct memo_ent {
 
 static void hash_config(const actx *c, uint64_t *h1, uint64_t *h2) {
     uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull ^ (uint64_t)c->L;
-    for (int k = 0; k <= 2 * c->L + 1; k++) {
-        uint64_t v = k <= c->L ? (uint64_t)c->disp[k] : k <= 2 * c->L ? (uint64_t)(uint32_t)c->algos[k - c->L - 1]
+    /* words: disp[0..L], algos[0..2L-1], prof_id */
+    for (int k = 0; k <= 3 * c->L + 1; k++) {
+        uint64_t v = k <= c->L ? (uint64_t)c->disp[k]
+                   : k <= 3 * c->L ? (uint64_t)(uint32_t)c->algos[k - c->L - 1]
                    : (uint64_t)(uint32_t)c->prof_id;
         v += (uint64_t)k << 32;
         a = (a ^ v) * 0x100000001b3ull;                       /* FNV-1a over 64-bit words */
