@@ -47,6 +47,7 @@
  * feasibility-only mode, which stops at the first fitting plan: a budget fits
  * in that mode exactly when the full search finds a fitting plan). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
@@ -93,6 +94,7 @@ typedef struct actx {
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
     int prof_id;            /* which start's profile c->prof is (part of the key) */
+    char phase[64];         /* what the search is doing (opts->progress) */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -208,10 +210,22 @@ static void memo_put(actx *c, bool feasible, double iter_s) {
     c->memo_n++;
 }
 
+/* Report progress (opts->progress) for the current phase. */
+static void progress(const actx *c) {
+    if (c->o.progress) c->o.progress(c->o.progress_ctx, c->phase, c->evals, c->have_seen ? c->seen_s : 0.0);
+}
+
+/* Enter a phase: name it and report. */
+static void phase(actx *c, const char *fmt, int a, int b) {
+    snprintf(c->phase, sizeof c->phase, fmt, a, b);
+    progress(c);
+}
+
 /* Build the current configuration at the budget. 0 / VD_EBUDGET: *out valid. */
 static int eval(actx *c, vd_plan *out, vd_err *e) {
     c->evals++;
     c->looks++;
+    if (c->evals % 16 == 0) progress(c);
     int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, NULL, out, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
         note_seen(c, out);
@@ -565,6 +579,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     vd_rng_seed(&r, repair ? 0x7e9a1u : 0x5eedu, (uint64_t)L);
     const int evals0 = c->looks;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
+        phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
         if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
@@ -759,6 +774,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
                      const int *algos0, vd_plan *P, vd_err *e) {
     const vd_profile *true_prof = c->prof;
     config_copy(c, c->disp, c->algos, disp0, algos0);   /* the start configuration */
+    phase(c, "greedy, start %d of %d", start + 1, N_STARTS);
     c->prof = prof;
     c->perturbed = prof != true_prof;
     c->prof_id = start;
@@ -783,6 +799,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
         rc = eval(c, P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     }
+    phase(c, "refine, start %d of %d", start + 1, N_STARTS);
     if (P->feasible && !done(c) && (rc = refine(c, P, e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
 }

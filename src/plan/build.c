@@ -53,9 +53,12 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
                                   y, dy, aux, ws_fwd, ws_bwd, ws_rc */
     int cap_iv = 2 * cap_t;
     int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
-    p->tensors = calloc((size_t)cap_t, sizeof *p->tensors);
-    p->intervals = calloc((size_t)cap_iv, sizeof *p->intervals);
-    p->actions = calloc((size_t)cap_a, sizeof *p->actions);
+    /* not zeroed: vdp_add_tensor / vdp_add_interval clear each entry they add
+     * and vdp_build_actions writes each action (zeroing the capacity was a
+     * fifth of an auto search's time) */
+    p->tensors = malloc((size_t)cap_t * sizeof *p->tensors);
+    p->intervals = malloc((size_t)cap_iv * sizeof *p->intervals);
+    p->actions = malloc((size_t)cap_a * sizeof *p->actions);
     p->steps = calloc((size_t)p->n_steps + 1, sizeof *p->steps);
     p->layers = calloc((size_t)L, sizeof *p->layers);
     B->act_of = malloc((size_t)L * sizeof(int));
