@@ -569,6 +569,11 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * VGG-16's 81 steps run them all, ResNet-50's 330 a fraction, ~10 s). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_REPAIR_WORK = 1.5e6;
+/* The kicks without repair stop at a like bound (configurations looked at,
+ * built or found in the memo, times the plan's steps): VGG-16's 81 steps
+ * run all AUTO_KICKS (about 1.0e6), ResNet-50's 351 about a fifth; it caps
+ * a search that cost deep nets minutes. */
+static const double AUTO_KICK_WORK = 1.5e6;
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     int L = c->L, rc = VD_OK;
@@ -580,7 +585,8 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     const int evals0 = c->looks;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
-        if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
+        if ((double)(c->looks - evals0) * P->n_steps > (repair ? AUTO_REPAIR_WORK : AUTO_KICK_WORK))
+            break;
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
