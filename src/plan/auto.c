@@ -234,6 +234,26 @@ static int eval(actx *c, vd_plan *out, vd_err *e) {
     return rc;
 }
 
+/* A lower bound on the predicted iteration of the current configuration:
+ * the compute stream runs every step's op one after another (vdp_simulate:
+ * the iteration ends after the compute stream's last op), so the forward
+ * and backward times of the options chosen plus the SGD step; the adds'
+ * backward left out (scale_add_steps scales it down, to 0 when every input
+ * shares its tensor), recomputes and stalls left out (they only add). In
+ * refine a plan that is compute-bound (no stalls) then skips, unbuilt, every
+ * slower option. The factor (1 - 1e-12) against it covers the sum's rounding
+ * in another order than the simulator's. 0 for forward-only plans. */
+static double compute_bound(const actx *c) {
+    if (c->o.forward_only) return 0.0;
+    double t = c->prof->sgd_s;
+    for (int i = 0; i < c->L; i++) {
+        const vd_profile_layer *pl = &c->prof->layers[i];
+        t += pl->algos[c->algos[i]].fwd_s;
+        if (c->net->layers[i].op != VD_OP_ADD) t += pl->algos[c->algos[c->L + i]].bwd_s;
+    }
+    return t;
+}
+
 /* Does the current configuration fit and predict an iteration faster than
  * limit_s (by more than a relative 1e-9)? Known configurations are answered
  * from the memo; otherwise (or when it does beat it) it is built. *better:
@@ -242,6 +262,8 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
     *better = false;
     const memo_ent *m = memo_find(c);
     if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
+    /* not built either when even its compute alone cannot beat limit_s */
+    if (!m && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     int rc = eval(c, out, e);
     if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     if (out->feasible && out->sim.iter_s < limit_s * (1.0 - 1e-9)) *better = true;
@@ -569,11 +591,6 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * VGG-16's 81 steps run them all, ResNet-50's 330 a fraction, ~10 s). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_REPAIR_WORK = 1.5e6;
-/* The kicks without repair stop at a like bound (configurations looked at,
- * built or found in the memo, times the plan's steps): VGG-16's 81 steps
- * run all AUTO_KICKS (about 1.0e6), ResNet-50's 351 about a fifth; it caps
- * a search that cost deep nets minutes. */
-static const double AUTO_KICK_WORK = 1.5e6;
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     int L = c->L, rc = VD_OK;
@@ -585,8 +602,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     const int evals0 = c->looks;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
-        if ((double)(c->looks - evals0) * P->n_steps > (repair ? AUTO_REPAIR_WORK : AUTO_KICK_WORK))
-            break;
+        if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
