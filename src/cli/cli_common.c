@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "vd_config.h"
 #include "cli/cli_common.h"
 #include "plan/plan.h"
@@ -226,4 +227,34 @@ void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s
             "for a GPU: %lld iterations at a predicted %.3g s each, about %.0f min; pass "
             "--backend cpu to mean it, or run where a GPU is\n", prog, ses->backend_why,
             (long long)iters, iter_s, total / 60.0);
+}
+
+/* ---- plan search progress ------------------------------------------------ */
+
+static struct { const char *prog; double t0, last; } plan_prog;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void plan_progress(void *ctx, const char *phase, int evals, double best_s) {
+    (void)ctx;
+    double now = mono_s();
+    if (now - plan_prog.t0 < 1.0 || now - plan_prog.last < 1.0) return;
+    plan_prog.last = now;
+    if (best_s > 0)
+        fprintf(stderr, "%s: planning (auto, %.0f s): %s; %d plans built, best so far %.3f ms\n",
+                plan_prog.prog, now - plan_prog.t0, phase, evals, 1e3 * best_s);
+    else
+        fprintf(stderr, "%s: planning (auto, %.0f s): %s; %d plans built, none fits yet\n",
+                plan_prog.prog, now - plan_prog.t0, phase, evals);
+}
+
+void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet) {
+    po->progress = quiet ? NULL : plan_progress;
+    po->progress_ctx = NULL;
+    plan_prog.prog = prog;
+    plan_prog.t0 = plan_prog.last = mono_s();
 }

@@ -75,6 +75,12 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e);
 
+/* Progress of a plan search on stderr: installs po->progress (unless quiet)
+ * so that a search that has run over a second prints what it is searching
+ * and the best plan so far, a line at most every second, prefixed "prog: ".
+ * Call right before each planning call (the clock starts here). */
+void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet);
+
 /* The help text of the options every tool shares that set up the backend
  * (--backend ... --sync-debug), for the tools' usage(). */
 extern const char *const VD_CLI_BACKEND_HELP;

@@ -212,6 +212,7 @@ static int min_budgets(bench *b, vd_err *e) {
         vd_policy p = k < b->o->n_pol ? b->o->pol[k] : VD_POLICY_NONE;
         vd_plan_opts po = b->run.plan;
         po.policy = p;
+        vd_cli_plan_progress(&po, PROG, b->o->c.quiet);
         uint64_t m = 0;
         int rc = vd_plan_min_budget(&b->net, &b->ses.prof, &po, &m, e);
         if (rc) return vd_err_prefix(e, "smallest budget of policy %s", vd_policy_name(p));
@@ -296,6 +297,7 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
     vd_plan_opts po = b->run.plan;
     po.policy = pt->policy;
     po.budget = pt->budget;
+    vd_cli_plan_progress(&po, PROG, o->c.quiet);
     vd_plan plan;
     memset(&plan, 0, sizeof plan);
     int rc = vd_session_plan(&b->ses, &po, &plan, e);

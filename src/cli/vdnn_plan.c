@@ -58,6 +58,8 @@ static void usage(FILE *f) {
         "  --profile-out FILE   write the profile used, as JSON (alias --save-profile)\n"
         "  --min-budget         print the smallest budget of every policy\n"
         "  --summary            print the per-layer net summary and exit\n"
+        "  --quiet              no progress on stderr (a search running over a\n"
+        "                       second prints what it searches and its best plan)\n"
         "  --help, --version\n"
         "\n"
         "backend (with --backend):\n"
@@ -81,7 +83,7 @@ static const vd_cli_flag FLAGS[] = {
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
     {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
     {"format", true}, {"trace", true}, {"profile-out", true}, {"save-profile", true},
-    {"min-budget", false}, {"summary", false}, {"help", false}, {"version", false},
+    {"min-budget", false}, {"summary", false}, {"quiet", false}, {"help", false}, {"version", false},
 };
 
 /* vdnn-plan's own flags (vd_cli_tool_flag; ctx is the opts). */
@@ -197,12 +199,14 @@ int main(int argc, char **argv) {
     }
 
     if (o.want_min) {
+        vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
         if ((rc = print_min_budgets(&net, prof, &run.plan, o.json, &e))) goto out;
         rc = flush_stdout(&e);
         goto out;
     }
 
     /* the plan vdnn-train makes: vd_session_plan with a backend */
+    vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
     prc = run.use_backend ? vd_session_plan(&ses, &run.plan, &plan, &pe)
                           : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
     if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }

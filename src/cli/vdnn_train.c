@@ -553,6 +553,7 @@ int main(int argc, char **argv) {
                 ses.prof_s, o.c.cfg.profile_out ? ", saved to " : "",
                 o.c.cfg.profile_out ? o.c.cfg.profile_out : "");
     vd_config_budget(&run, &ses, NULL);
+    vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
     rc = vd_session_plan(&ses, &run.plan, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;

@@ -34,8 +34,11 @@
  *     is faster; then as many again where a kick that does not fit is first
  *     repaired by a few greedy rounds (bounded by AUTO_REPAIR_WORK). VGG-16
  *     b256 at 12 GiB on its measured H200 profile: 393.3 ms predicted
- *     without the starts and the repair, 384.3 with them (no offload 360);
- *     about 10 s of planning there, ResNet-50 b256 about two minutes.
+ *     without the starts and the repair, 384.3 with them (no offload 360).
+ *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
+ *     outcome per configuration) and those whose compute alone is slower
+ *     (compute_bound); the plans are the same as without: about 4 s of
+ *     planning there (one core, 2026-12), ResNet-50 b256 about 50 s.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -47,6 +50,7 @@
  * feasibility-only mode, which stops at the first fitting plan: a budget fits
  * in that mode exactly when the full search finds a fitting plan). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
@@ -87,7 +91,13 @@ typedef struct actx {
     double seen_s;
     vd_disp *seen_disp;     /* [L + 1] */
     int *seen_algos;        /* [2L] */
-    int evals;
+    int evals;              /* plans built */
+    int looks;              /* configurations evaluated: built or found in the memo */
+    /* memo of evaluated configurations (see memo_find) */
+    struct memo_ent *memo;
+    size_t memo_cap, memo_n;
+    int prof_id;            /* which start's profile c->prof is (part of the key) */
+    char phase[64];         /* what the search is doing (opts->progress) */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -133,12 +143,135 @@ static void note_seen(actx *c, const vd_plan *p) {
     c->have_seen = true;
 }
 
+/* ---- memo --------------------------------------------------------------
+ * The search meets many configurations more than once (refine after a kick
+ * tries undoing the kick's changes, the starts reach the same plans, refine's
+ * passes retry what did not change). A build is a pure function of the
+ * configuration (dispositions, options) and the profile, so its outcome is
+ * kept: refine and the kicks skip a configuration known not to beat the
+ * current plan without building it. The key is two independent 64-bit hashes
+ * of the configuration and the profile's start index (a 128-bit key: for two
+ * configurations to be confused both hashes must collide, about 2^-128 per
+ * pair; the table holds at most a few hundred thousand entries). */
+typedef struct memo_ent {
+    uint64_t h1, h2;        /* h1 == 0: empty slot (hash_config never gives 0) */
+    double iter_s;
+    bool feasible;
+} memo_ent;
+
+static void hash_config(const actx *c, uint64_t *h1, uint64_t *h2) {
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull ^ (uint64_t)c->L;
+    /* words: disp[0..L], algos[0..2L-1], prof_id */
+    for (int k = 0; k <= 3 * c->L + 1; k++) {
+        uint64_t v = k <= c->L ? (uint64_t)c->disp[k]
+                   : k <= 3 * c->L ? (uint64_t)(uint32_t)c->algos[k - c->L - 1]
+                   : (uint64_t)(uint32_t)c->prof_id;
+        v += (uint64_t)k << 32;
+        a = (a ^ v) * 0x100000001b3ull;                       /* FNV-1a over 64-bit words */
+        b = (b + v) * 0x9e3779b97f4a7c15ull; b ^= b >> 29;    /* multiply-xorshift */
+    }
+    *h1 = a ? a : 1;
+    *h2 = b;
+}
+
+/* The entry of the current configuration, or NULL. */
+static const memo_ent *memo_find(const actx *c) {
+    if (!c->memo_cap) return NULL;
+    uint64_t h1, h2;
+    hash_config(c, &h1, &h2);
+    for (size_t i = h1 & (c->memo_cap - 1);; i = (i + 1) & (c->memo_cap - 1)) {
+        const memo_ent *m = &c->memo[i];
+        if (!m->h1) return NULL;
+        if (m->h1 == h1 && m->h2 == h2) return m;
+    }
+}
+
+/* Record the current configuration's outcome (no-op when out of memory: the
+ * memo only saves builds). */
+static void memo_put(actx *c, bool feasible, double iter_s) {
+    if (2 * (c->memo_n + 1) > c->memo_cap) {
+        size_t ncap = c->memo_cap ? 2 * c->memo_cap : 4096;
+        memo_ent *nm = vd_calloc(ncap, sizeof *nm, NULL);
+        if (!nm) return;
+        for (size_t j = 0; j < c->memo_cap; j++) {
+            const memo_ent *m = &c->memo[j];
+            if (!m->h1) continue;
+            size_t i = m->h1 & (ncap - 1);
+            while (nm[i].h1) i = (i + 1) & (ncap - 1);
+            nm[i] = *m;
+        }
+        vd_free(c->memo);
+        c->memo = nm;
+        c->memo_cap = ncap;
+    }
+    uint64_t h1, h2;
+    hash_config(c, &h1, &h2);
+    size_t i = h1 & (c->memo_cap - 1);
+    for (; c->memo[i].h1; i = (i + 1) & (c->memo_cap - 1))
+        if (c->memo[i].h1 == h1 && c->memo[i].h2 == h2) return;
+    c->memo[i] = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible};
+    c->memo_n++;
+}
+
+/* Report progress (opts->progress) for the current phase. */
+static void progress(const actx *c) {
+    if (c->o.progress) c->o.progress(c->o.progress_ctx, c->phase, c->evals, c->have_seen ? c->seen_s : 0.0);
+}
+
+/* Enter a phase: name it and report. */
+static void phase(actx *c, const char *fmt, int a, int b) {
+    snprintf(c->phase, sizeof c->phase, fmt, a, b);
+    progress(c);
+}
+
 /* Build the current configuration at the budget. 0 / VD_EBUDGET: *out valid. */
 static int eval(actx *c, vd_plan *out, vd_err *e) {
     c->evals++;
+    c->looks++;
+    if (c->evals % 16 == 0) progress(c);
     int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, NULL, out, e);
-    if (rc == VD_OK || rc == VD_EBUDGET) note_seen(c, out);
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        note_seen(c, out);
+        memo_put(c, out->feasible, out->sim.iter_s);
+    }
     return rc;
+}
+
+/* A lower bound on the predicted iteration of the current configuration:
+ * the compute stream runs every step's op one after another (vdp_simulate:
+ * the iteration ends after the compute stream's last op), so the forward
+ * and backward times of the options chosen plus the SGD step; the adds'
+ * backward left out (scale_add_steps scales it down, to 0 when every input
+ * shares its tensor), recomputes and stalls left out (they only add). In
+ * refine a plan that is compute-bound (no stalls) then skips, unbuilt, every
+ * slower option. The factor (1 - 1e-12) against it covers the sum's rounding
+ * in another order than the simulator's. 0 for forward-only plans. */
+static double compute_bound(const actx *c) {
+    if (c->o.forward_only) return 0.0;
+    double t = c->prof->sgd_s;
+    for (int i = 0; i < c->L; i++) {
+        const vd_profile_layer *pl = &c->prof->layers[i];
+        t += pl->algos[c->algos[i]].fwd_s;
+        if (c->net->layers[i].op != VD_OP_ADD) t += pl->algos[c->algos[c->L + i]].bwd_s;
+    }
+    return t;
+}
+
+/* Does the current configuration fit and predict an iteration faster than
+ * limit_s (by more than a relative 1e-9)? Known configurations are answered
+ * from the memo; otherwise (or when it does beat it) it is built. *better:
+ * the answer; when true, *out holds its plan. */
+static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_err *e) {
+    *better = false;
+    const memo_ent *m = memo_find(c);
+    if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
+    /* not built either when even its compute alone cannot beat limit_s */
+    if (!m && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
+    int rc = eval(c, out, e);
+    if (rc != VD_OK && rc != VD_EBUDGET) return rc;
+    if (out->feasible && out->sim.iter_s < limit_s * (1.0 - 1e-9)) *better = true;
+    else vdp_plan_release(out);
+    return VD_OK;
 }
 
 static bool done(const actx *c) { return c->feas_only && c->found; }
@@ -398,14 +531,14 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                 c->disp[k] = d;
                 vd_plan Q;
                 vd_err te = {0};
-                int rc = eval(c, &Q, &te);
-                if (rc != VD_OK && rc != VD_EBUDGET) { c->disp[k] = cur; *e = te; return rc; }
-                if (Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+                bool better;
+                int rc = eval_beats(c, P->sim.iter_s, &Q, &better, &te);
+                if (rc) { c->disp[k] = cur; *e = te; return rc; }
+                if (better) {
                     vdp_plan_release(P);
                     *P = Q;
                     improved = true;
                 } else {
-                    vdp_plan_release(&Q);
                     c->disp[k] = cur;
                 }
             }
@@ -429,15 +562,15 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                 c->algos[k] = idx[a];
                 vd_plan Q;
                 vd_err te = {0};
-                int rc = eval(c, &Q, &te);
-                if (rc != VD_OK && rc != VD_EBUDGET) { c->algos[k] = cur; *e = te; return rc; }
-                if (Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+                bool better;
+                int rc = eval_beats(c, P->sim.iter_s, &Q, &better, &te);
+                if (rc) { c->algos[k] = cur; *e = te; return rc; }
+                if (better) {
                     vdp_plan_release(P);
                     *P = Q;
                     improved = true;
                     break;
                 }
-                vdp_plan_release(&Q);
                 c->algos[k] = cur;
             }
         }
@@ -469,9 +602,10 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_rng r;
     vd_rng_seed(&r, repair ? 0x7e9a1u : 0x5eedu, (uint64_t)L);
-    const int evals0 = c->evals;
+    const int evals0 = c->looks;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
-        if (repair && (double)(c->evals - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
+        phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
+        if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
@@ -495,6 +629,9 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
         }
         vd_plan Q;
         vd_err te = {0};
+        /* without repair, a kick known not to fit is dropped unbuilt */
+        const memo_ent *known = changed && !repair ? memo_find(c) : NULL;
+        if (known && !known->feasible) { changed = 0; c->looks++; }
         int qrc = changed ? eval(c, &Q, &te) : VD_EBUDGET;
         if (changed && qrc != VD_OK && qrc != VD_EBUDGET) { *e = te; rc = qrc; break; }
         bool keep = false;
@@ -524,6 +661,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
 static void ctx_free(actx *c) {
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
+    vd_free(c->memo);
 }
 
 static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -657,12 +795,14 @@ enum { N_STARTS = 1 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 /* Greedy from the start configuration with profile prof (c->prof restored
  * after), then, if that configuration fits under the true profile, refine.
  * *P: the plan of the configuration reached, under the true profile. */
-static int one_start(actx *c, const vd_profile *prof, const vd_disp *disp0, const int *algos0,
-                     vd_plan *P, vd_err *e) {
+static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *disp0,
+                     const int *algos0, vd_plan *P, vd_err *e) {
     const vd_profile *true_prof = c->prof;
     config_copy(c, c->disp, c->algos, disp0, algos0);   /* the start configuration */
+    phase(c, "greedy, start %d of %d", start + 1, N_STARTS);
     c->prof = prof;
     c->perturbed = prof != true_prof;
+    c->prof_id = start;
     int rc = eval(c, P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
         rc = greedy(c, P, 3 * (c->L + 1), e);
@@ -670,6 +810,7 @@ static int one_start(actx *c, const vd_profile *prof, const vd_disp *disp0, cons
     }
     c->prof = true_prof;
     c->perturbed = false;
+    c->prof_id = 0;
     if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     if (prof != true_prof) {           /* rebuilt with the true profile */
         vdp_plan_release(P);
@@ -683,6 +824,7 @@ static int one_start(actx *c, const vd_profile *prof, const vd_disp *disp0, cons
         rc = eval(c, P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     }
+    phase(c, "refine, start %d of %d", start + 1, N_STARTS);
     if (P->feasible && !done(c) && (rc = refine(c, P, e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
 }
@@ -722,7 +864,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
             pp.dev.h2d_bw *= f[1];
             pp.dev.both_bw *= 0.5 * (f[0] + f[1]);
         }
-        rc = one_start(&c, s ? &pp : prof, d0, a0, &P, e);
+        rc = one_start(&c, s, s ? &pp : prof, d0, a0, &P, e);
         if (rc) goto fail;
         /* fitting beats not fitting, then faster */
         bool better = !have_start || (P.feasible && (!best.feasible ||

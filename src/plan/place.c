@@ -32,8 +32,10 @@ static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uin
     P->pf[k] = first; P->pl[k] = last; P->po[k] = o; P->pe[k] = end;
 }
 
+/* Stops early, returning a value >= give_up, once the high-water mark
+ * reaches give_up (the caller keeps only a strictly lower one). */
 static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const okey *order,
-                            uint64_t *off, bool *done, placed *P) {
+                            uint64_t *off, bool *done, placed *P, uint64_t give_up) {
     uint64_t hwm = 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -57,6 +59,7 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         off[i] = cand;
         done[i] = true;
         if (cand + bytes > hwm) hwm = cand + bytes;
+        if (hwm >= give_up) return hwm;
         placed_insert(P, m++, f, l, cand, cand + bytes);
     }
     return hwm;
@@ -119,7 +122,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             }
         }
         qsort(order, (size_t)n, sizeof *order, cmp_okey);
-        uint64_t h = place_order(iv, n, pinned, order, off, done, &P);
+        uint64_t h = place_order(iv, n, pinned, order, off, done, &P, best_hwm);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
         if (best_hwm <= bound || quick) break;
     }

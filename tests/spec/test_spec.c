@@ -152,6 +152,7 @@ START_TEST(test_torchvision_counts) {
         {"nets/alexnet.yaml", 61100840},      /* torchvision.models.alexnet */
         {"nets/vgg16.yaml", 138357544},       /* torchvision.models.vgg16 */
         {"nets/resnet50.yaml", 25557032},     /* torchvision.models.resnet50 */
+        {"nets/resnet152.yaml", 60192808},    /* torchvision.models.resnet152 */
         {"nets/googlenet.yaml", 6624904},     /* torchvision googlenet, aux_logits=False */
         {"nets/lenet.yaml", 61706},           /* LeNet-5: 156+2416+48120+10164+850 */
         {"nets/alexnet-lrn.yaml", 60965224},  /* Caffe bvlc_alexnet */
