@@ -17,6 +17,19 @@
 #endif
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)   /* safetensors' own limit */
+/* The largest header a checkpoint of a given net can need: its metadata
+ * (vdnn writes a few hundred bytes; 64 KiB leaves room for a PyTorch
+ * writer's) and one entry per tensor, at most 1 KiB each (a name of at most
+ * VD_NAME_MAX + 16 bytes, even with every byte escaped as \u00XX, plus the
+ * dtype, a shape of 4 dimensions and two offsets). A larger header cannot
+ * be a checkpoint of that net, and is refused before it is parsed. */
+#define ST_HEADER_META ((uint64_t)64 << 10)
+#define ST_HEADER_ENTRY ((uint64_t)1 << 10)
+static uint64_t st_max_header(const vd_net *net) {
+    if (!net) return ST_MAX_HEADER;
+    uint64_t m = ST_HEADER_META + ((uint64_t)net->n_params + 2) * ST_HEADER_ENTRY;
+    return m < ST_MAX_HEADER ? m : ST_MAX_HEADER;
+}
 
 /* ======================================================================== */
 /* Small helpers                                                             */
@@ -356,7 +369,8 @@ static int cmp_begin(const void *a, const void *b) {
 
 #define BAD(...) do { rc = vd_errf(e, VD_EDATA, __VA_ARGS__); goto fail; } while (0)
 
-static int st_open(const char *path, struct st_file *f, vd_err *e) {
+/* net: the net the file must belong to (bounds the header), or NULL. */
+static int st_open(const char *path, const vd_net *net, struct st_file *f, vd_err *e) {
     memset(f, 0, sizeof *f);
     f->path = path;
     int rc = vd_read_file(path, &f->raw, &f->n, e);
@@ -367,6 +381,10 @@ static int st_open(const char *path, struct st_file *f, vd_err *e) {
     for (int k = 7; k >= 0; k--) hl = (hl << 8) | u[k];
     if (hl > ST_MAX_HEADER)
         BAD("%s: not a safetensors file (header length %" PRIu64 " is implausible)", path, hl);
+    if (hl > st_max_header(net))
+        BAD("%s: not a checkpoint of %s (a safetensors header of %" PRIu64 " bytes; one of "
+            "its %d tensors needs at most %" PRIu64 ")", path, net->name, hl, net->n_params,
+            st_max_header(net));
     if (hl > f->n - 8)
         BAD("%s: truncated safetensors file (header needs %" PRIu64 " bytes, %zu present)",
             path, hl, f->n - 8);
@@ -474,7 +492,7 @@ static bool state_matches(const char *path, const char *sp) {
     snprintf(want, sizeof want, "%016" PRIx64, fnv1a64(raw, n));
     vd_free(raw);
     st_file f;
-    if (st_open(sp, &f, NULL)) return false;
+    if (st_open(sp, NULL, &f, NULL)) return false;
     const char *h = meta_str(&f, "model_fnv1a64");
     bool ok = h && strcmp(h, want) == 0;
     st_close(&f);
@@ -577,7 +595,7 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
 int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
                        int64_t *iteration, vd_err *e) {
     st_file f;
-    int rc = st_open(path, &f, e);
+    int rc = st_open(path, net, &f, e);
     if (rc) return rc;
     rc = load_params(&f, net, "", -1, true, params, e);
     if (!rc && iteration) {
@@ -597,7 +615,7 @@ int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
 static int open_state(const char *path, const char *sp, const vd_net *net,
                       const char *model_raw, size_t model_n, st_file *f, vd_train_state *st,
                       vd_err *e) {
-    int rc = st_open(sp, f, e);
+    int rc = st_open(sp, net, f, e);
     if (rc == VD_EIO && e) {
         char msg[sizeof e->msg];
         snprintf(msg, sizeof msg, "%s", e->msg);
@@ -707,7 +725,7 @@ int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st, 
 int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
                  vd_train_state *st, vd_err *e) {
     st_file m;
-    int rc = st_open(path, &m, e);
+    int rc = st_open(path, net, &m, e);
     if (rc) return rc;
     rc = load_params(&m, net, "", -1, true, params, e);
     uint64_t mit = 0;
