@@ -520,7 +520,7 @@ START_TEST(jpeg_turbo_matches_stb) {
         vd_image_free(&b);
     }
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -594,7 +594,7 @@ START_TEST(jpeg_scaled_decode_matches_full) {
         vd_net_free(&net);
     }
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -660,7 +660,7 @@ START_TEST(jpeg_bad_files_are_named) {
     }
     vd_net_free(&net);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -756,7 +756,7 @@ START_TEST(loader_same_batches_any_thread_count) {
     free(ref);
     free(x);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 

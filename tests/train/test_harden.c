@@ -101,7 +101,7 @@ START_TEST(stop_signals_save_then_exit_128_plus_signal) {
         free(out);
     }
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -164,7 +164,7 @@ START_TEST(data_error_later_keeps_last_checkpoint) {
     ck_assert_msg(rc == 5 && strstr(out, want), "exit %d:\n%s", rc, out);
     free(out);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -198,7 +198,7 @@ START_TEST(folder_headers_checked_at_open) {
     ck_assert_msg(rc == 5 && strstr(out, "junk.jpg: not a JPEG, PNG"), "exit %d:\n%s", rc, out);
     free(out);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -251,7 +251,7 @@ START_TEST(stale_temporaries_removed_by_next_save) {
     ck_assert_int_eq(vd_tmp_clean_stale(p), 1);
     ck_assert_int_eq(vd_tmp_clean_stale(p), 0);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -303,7 +303,7 @@ START_TEST(readers_refuse_what_is_not_a_regular_file) {
     snprintf(args, sizeof args, "'%s' --data mnist:/dev --iters 1", g_net);
     expect_quick(g_train, 4, "/dev/train-images-idx3-ubyte", args);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -335,7 +335,7 @@ START_TEST(yaml_nesting_limit) {
     ck_assert_msg(rc == 3 && !strstr(out, "nested more than"), "exit %d:\n%s", rc, out);
     free(out);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -396,7 +396,7 @@ START_TEST(metrics_json_lines) {
     free(text);
     free(out);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -465,7 +465,7 @@ START_TEST(outputs_refuse_devices_fifos_dirs_and_follow_links) {
     ck_assert_int_eq(lstat(target, &st), 0);
     ck_assert(S_ISREG(st.st_mode) && st.st_size > 0);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -551,7 +551,7 @@ START_TEST(damaged_states_and_weights_exit_5) {
     ck_assert_msg(rc == 5 && strstr(out, "tensor 'conv2.weight' holds NaN"), "exit %d:\n%s", rc, out);
     free(out);
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -631,7 +631,7 @@ START_TEST(profiles_of_other_nets_or_setups) {
         free(out);
     }
     vdt_rmrf(d);
-    free(d);
+    vd_free(d);
 }
 END_TEST
 
