@@ -25,7 +25,6 @@
 
 enum { VD_STREAM_COMPUTE = 0, VD_STREAM_D2H = 1, VD_STREAM_H2D = 2, VD_N_STREAMS = 3 };
 
-typedef enum { VD_MATH_FP32, VD_MATH_TF32 } vd_math;
 
 /* Per-layer algorithm choice. For conv: index into the backend's list of
  * algorithm options for that layer (see layer_algos); 0 for other ops. */
@@ -53,7 +52,13 @@ typedef struct vd_algo_opt {
  *   labels: int32 [N] class ids (loss layer only)
  *   ws    : workspace of ws_bytes
  *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
- *   training: batchnorm uses batch statistics and updates running stats */
+ *   training: batchnorm uses batch statistics and updates running stats
+ *   bf16  : math bf16 (set by the executor from layer_setup's math): the
+ *           feature-map operands x, y, dy, dx point to bf16 elements
+ *           (uint16_t storage, the upper half of a float32; C has no bf16
+ *           type, so they keep their float-pointer type and must never be
+ *           read as float). w, b, rm, rv, dw, db, aux stay fp32 (fp32 master
+ *           weights and gradients, BN statistics, the loss). */
 typedef struct vd_op_io {
     int n;                          /* batch */
     const float *x[VD_MAX_INPUTS];
@@ -70,6 +75,7 @@ typedef struct vd_op_io {
     int algo;                       /* index into layer_algos' list */
     uint64_t seed; int64_t iter;
     bool training;
+    bool bf16;
 } vd_op_io;
 
 /* Workspace of one pass of option o (a backend that reports no per-pass

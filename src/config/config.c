@@ -32,12 +32,13 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     if (rc) return rc;
     vd_schedule_inplace(net);
     r->batch = (int)batch;
+    if (c->has_math) net->train.math = c->math;   /* --math over train.math */
 
     vd_session_opts *so = &r->session;
     vd_session_opts_init(so);
     so->backend = c->backend ? c->backend : "auto";
     so->device = c->device;
-    so->math = c->math;
+    so->math = net->train.math;
     so->deterministic = c->deterministic;
     so->profile_path = c->profile;
     so->analytic = c->analytic;

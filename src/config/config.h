@@ -16,7 +16,8 @@
  *   policy   --policy, else auto (none when the net fits, else the fastest plan)
  *   budget   --budget, else: CUDA all the device can give, cpu the plan's own
  *            need, a device model its memory (vd_config_budget)
- *   math     --math fp32 | tf32 (default fp32); --deterministic
+ *   math     --math fp32 | tf32 | bf16, else the spec's train.math, else fp32;
+ *            --deterministic
  *   backend options (--conv-*, --sync-debug), input staging (--no-stage-input),
  *            the memory trace and step times (vdnn-train)
  *
@@ -49,6 +50,7 @@ typedef struct vd_config {
     vd_policy policy;
     uint64_t budget;            /* --budget; 0 = not given */
     vd_math math;               /* --math */
+    bool has_math;              /* --math given (else the spec's train.math) */
     bool deterministic;         /* --deterministic */
     vd_prefetch prefetch;       /* --prefetch */
     bool no_stage_input;        /* --no-stage-input */

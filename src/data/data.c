@@ -316,22 +316,24 @@ int vd_loader_threads(const vd_loader *ld) { return ld->n_threads; }
 
 /* Copying a large batch into the caller's buffer (pinned host memory that a
  * single thread fills at well under the memory bandwidth): in parallel
- * parts, the calling thread doing the first. */
-typedef struct copy_part { char *dst; const char *src; size_t n; } copy_part;
+ * parts, the calling thread doing the first. bf16: the parts are converted
+ * (rounded to nearest even) instead of copied; n counts source bytes. */
+typedef struct copy_part { char *dst; const char *src; size_t n; bool bf16; } copy_part;
 
 static void *copy_run(void *arg) {
     copy_part *p = arg;
-    memcpy(p->dst, p->src, p->n);
+    if (p->bf16) vd_f32_to_bf16_n((const float *)p->src, (uint16_t *)p->dst, p->n / 4);
+    else memcpy(p->dst, p->src, p->n);
     return NULL;
 }
 
 enum { COPY_PART_MIN = 4 << 20, COPY_MAX_PARTS = 8 };
 
-static void copy_parallel(void *dst, const void *src, size_t n, int max_parts) {
+static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, bool bf16) {
     int parts = (int)(n / COPY_PART_MIN);
     if (parts > max_parts) parts = max_parts;
     if (parts > COPY_MAX_PARTS) parts = COPY_MAX_PARTS;
-    if (parts < 2) { memcpy(dst, src, n); return; }
+    if (parts < 2) { copy_run(&(copy_part){ dst, src, n, bf16 }); return; }
     copy_part p[COPY_MAX_PARTS];
     pthread_t th[COPY_MAX_PARTS];
     bool started[COPY_MAX_PARTS] = { false };
@@ -339,7 +341,7 @@ static void copy_parallel(void *dst, const void *src, size_t n, int max_parts) {
     for (int i = 0; i < parts; i++) {
         size_t off = per * (size_t)i < n ? per * (size_t)i : n;
         size_t len = n - off < per ? n - off : per;
-        p[i] = (copy_part){ (char *)dst + off, (const char *)src + off, len };
+        p[i] = (copy_part){ (char *)dst + (bf16 ? off / 2 : off), (const char *)src + off, len, bf16 };
         if (i > 0) started[i] = pthread_create(&th[i], NULL, copy_run, &p[i]) == 0;
     }
     copy_run(&p[0]);
@@ -350,6 +352,10 @@ static void copy_parallel(void *dst, const void *src, size_t n, int max_parts) {
 }
 
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
+    return vd_loader_next_as(ld, x, false, labels, e);
+}
+
+int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e) {
     pthread_mutex_lock(&ld->mu);
     int64_t b = ld->next_consume;
     slot *sl = &ld->slots[b % ld->n_slots];
@@ -363,7 +369,7 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
     }
     pthread_mutex_unlock(&ld->mu);
     copy_parallel(x, sl->x, sizeof(float) * (size_t)(ld->sample_floats * ld->cfg.batch),
-                  ld->n_threads);
+                  ld->n_threads, bf16);
     memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
     pthread_mutex_lock(&ld->mu);
     ld->next_consume++;

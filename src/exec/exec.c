@@ -37,17 +37,19 @@ struct vd_exec {
     vd_exec_opts opts;
     char *pool;                 /* device: [plan->budget] */
     char *host_store;           /* pinned: [plan->host_bytes] (NULL if 0) */
-    float *in_x;                /* pinned: [batch, in_c, in_h, in_w] (current) */
+    void *in_x;                 /* pinned: [batch, in_c, in_h, in_w] (current), float or
+                                   bf16 (act_bytes) */
     int32_t *in_labels;         /* pinned: [batch] (current) */
-    float *nx_x;                /* pinned look-ahead x (plan stages), else NULL */
+    void *nx_x;                 /* pinned look-ahead x (plan stages), else NULL */
     int32_t *nx_labels;         /* pinned look-ahead labels (plan stages), else NULL */
     bool next_ready;            /* vd_exec_next_ready since the last training step */
     bool staged;                /* the staging region holds the current buffers' batch */
     bool stage_inflight;        /* a staging copy may not have been waited for yet */
     int ev_stage;               /* the staging copy's H2D event (-1: no staging) */
     float *loss_host;           /* pinned: [1] */
-    float *eval_y;              /* pinned: [batch, classes] */
-    int64_t x_floats, y_floats;
+    void *eval_y;               /* pinned: [batch, classes], float or bf16 */
+    int64_t x_floats, y_floats; /* elements of x and of the loss layer's output */
+    uint64_t act_bytes;         /* bytes per feature-map element (vd_math_act_bytes) */
     vd_op_io *io;               /* [plan->n_steps] */
     vd_op_io *eval_io;          /* [eval->n_steps] */
     vd_op_io *rc_io;            /* [plan->n_recompute_ops], in action order */
@@ -79,6 +81,7 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
     memset(io, 0, sizeof *io);
     io->n = p->batch;
     io->seed = net->train.seed;
+    io->bf16 = ex->opts.math == VD_MATH_BF16;
     const vd_layer *l = &net->layers[i];
     const vd_plan_layer *pl = &p->layers[i];
     for (int k = 0; k < l->n_in; k++) {
@@ -251,18 +254,19 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     }
     ex->x_floats = (int64_t)plan->batch * vd_net_out_numel(net, -1);
     ex->y_floats = (int64_t)plan->batch * vd_net_out_numel(net, plan->loss_layer);
-    if ((rc = be->host_alloc(be, (uint64_t)ex->x_floats * 4u, (void **)&ex->in_x, e))) { ex->in_x = NULL; goto fail; }
+    ex->act_bytes = vd_math_act_bytes(ex->opts.math);
+    if ((rc = be->host_alloc(be, (uint64_t)ex->x_floats * ex->act_bytes, &ex->in_x, e))) { ex->in_x = NULL; goto fail; }
     if ((rc = be->host_alloc(be, (uint64_t)plan->batch * 4u, (void **)&ex->in_labels, e))) { ex->in_labels = NULL; goto fail; }
     if ((rc = be->host_alloc(be, 4u, (void **)&ex->loss_host, e))) { ex->loss_host = NULL; goto fail; }
-    if ((rc = be->host_alloc(be, (uint64_t)ex->y_floats * 4u, (void **)&ex->eval_y, e))) { ex->eval_y = NULL; goto fail; }
-    memset(ex->in_x, 0, (size_t)ex->x_floats * 4u);
+    if ((rc = be->host_alloc(be, (uint64_t)ex->y_floats * ex->act_bytes, &ex->eval_y, e))) { ex->eval_y = NULL; goto fail; }
+    memset(ex->in_x, 0, (size_t)ex->x_floats * ex->act_bytes);
     memset(ex->in_labels, 0, (size_t)plan->batch * 4u);
     ex->ev_stage = -1;
     if (plan->t_stage >= 0) {
         /* the look-ahead pair of input buffers */
-        if ((rc = be->host_alloc(be, (uint64_t)ex->x_floats * 4u, (void **)&ex->nx_x, e))) { ex->nx_x = NULL; goto fail; }
+        if ((rc = be->host_alloc(be, (uint64_t)ex->x_floats * ex->act_bytes, &ex->nx_x, e))) { ex->nx_x = NULL; goto fail; }
         if ((rc = be->host_alloc(be, (uint64_t)plan->batch * 4u, (void **)&ex->nx_labels, e))) { ex->nx_labels = NULL; goto fail; }
-        memset(ex->nx_x, 0, (size_t)ex->x_floats * 4u);
+        memset(ex->nx_x, 0, (size_t)ex->x_floats * ex->act_bytes);
         memset(ex->nx_labels, 0, (size_t)plan->batch * 4u);
         ex->ev_stage = plan->intervals[plan->tensors[plan->t_stage].iv[1]].ev_h2d;
     }
@@ -341,10 +345,11 @@ void vd_exec_destroy(vd_exec **pex) {
     *pex = NULL;
 }
 
-float *vd_exec_input_x(vd_exec *ex) { return ex->in_x; }
+void *vd_exec_input_x(vd_exec *ex) { return ex->in_x; }
+bool vd_exec_input_bf16(const vd_exec *ex) { return ex->act_bytes == 2; }
 int32_t *vd_exec_input_labels(vd_exec *ex) { return ex->in_labels; }
 bool vd_exec_stages(const vd_exec *ex) { return ex->plan->t_stage >= 0; }
-float *vd_exec_next_x(vd_exec *ex) { return ex->nx_x; }
+void *vd_exec_next_x(vd_exec *ex) { return ex->nx_x; }
 int32_t *vd_exec_next_labels(vd_exec *ex) { return ex->nx_labels; }
 void vd_exec_next_ready(vd_exec *ex) { ex->next_ready = ex->nx_x != NULL; }
 void vd_exec_drop_staged(vd_exec *ex) { ex->staged = false; }
@@ -545,7 +550,7 @@ static int readback(vd_exec *ex, const vd_plan *p, bool want_y, vd_err *e) {
     if (want_y) {
         void *y = taddr(ex, p, ll->y, last);
         if (!y) return vd_errf(e, VD_EINTERNAL, "loss output not resident at the last step");
-        if ((rc = be->copy_async(be, VD_STREAM_D2H, ex->eval_y, y, (uint64_t)ex->y_floats * 4u, e)))
+        if ((rc = be->copy_async(be, VD_STREAM_D2H, ex->eval_y, y, (uint64_t)ex->y_floats * ex->act_bytes, e)))
             return rc;
     }
     if ((rc = be->event_record(be, p->ev_loss, VD_STREAM_D2H, e))) return rc;
@@ -598,7 +603,7 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
                        (unsigned long long)w.live);
     if (swap) {
         /* the look-ahead batch becomes the current one (staged on the device) */
-        float *tx = ex->in_x; ex->in_x = ex->nx_x; ex->nx_x = tx;
+        void *tx = ex->in_x; ex->in_x = ex->nx_x; ex->nx_x = tx;
         int32_t *tl = ex->in_labels; ex->in_labels = ex->nx_labels; ex->nx_labels = tl;
     }
     if (w.load_staged) { ex->st.staged_loads++; ex->stage_inflight = false; }
@@ -640,10 +645,16 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     int64_t per = vd_net_out_numel(ex->net, p->loss_layer);
     int hits = 0;
     for (int n = 0; n < p->batch; n++) {
-        const float *row = ex->eval_y + (int64_t)n * per;
         int64_t best = 0;
-        for (int64_t k = 1; k < per; k++)
-            if (row[k] > row[best]) best = k;
+        if (ex->act_bytes == 2) {   /* bf16 probabilities: compare their float values */
+            const uint16_t *row = (const uint16_t *)ex->eval_y + (int64_t)n * per;
+            for (int64_t k = 1; k < per; k++)
+                if (vd_bf16_to_f32(row[k]) > vd_bf16_to_f32(row[best])) best = k;
+        } else {
+            const float *row = (const float *)ex->eval_y + (int64_t)n * per;
+            for (int64_t k = 1; k < per; k++)
+                if (row[k] > row[best]) best = k;
+        }
         if (best == ex->in_labels[n]) hits++;
     }
     *correct = hits;

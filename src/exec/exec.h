@@ -83,8 +83,10 @@ int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
                       int64_t *sgd_steps, vd_err *e);
 
 /* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
- * [batch] (with input staging: the current pair, see below). */
-float *vd_exec_input_x(vd_exec *ex);
+ * [batch] (with input staging: the current pair, see below). x holds floats,
+ * or bf16 elements (uint16_t) when vd_exec_input_bf16 (math bf16). */
+void *vd_exec_input_x(vd_exec *ex);
+bool vd_exec_input_bf16(const vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
 
 /* Input staging. When the plan stages (vd_exec_stages: the plan's t_stage
@@ -108,7 +110,7 @@ int32_t *vd_exec_input_labels(vd_exec *ex);
  * from the current buffers again (an evaluation step overwrites them with
  * its own batch: refill them). Results are byte-identical either way. */
 bool vd_exec_stages(const vd_exec *ex);
-float *vd_exec_next_x(vd_exec *ex);
+void *vd_exec_next_x(vd_exec *ex);
 int32_t *vd_exec_next_labels(vd_exec *ex);
 /* The look-ahead buffers hold the next training step's batch: the coming
  * vd_exec_train_step stages it (no-op when the plan does not stage). */

@@ -237,3 +237,8 @@ void vd_net_init_params(const vd_net *net, float *params, uint64_t seed) {
         for (int64_t j = 0; j < p->numel; j++) dst[j] = (2.0f * vd_rng_uniform(&r) - 1.0f) * bound;
     }
 }
+
+const char *vd_math_name(vd_math m) {
+    static const char *const names[] = VD_MATH_NAMES;
+    return (unsigned)m < VD_ARRAY_LEN(names) ? names[m] : "?";
+}

@@ -147,6 +147,18 @@ typedef struct vd_lr_policy {
     int64_t warmup;             /* linear warm-up iterations (0 = none) */
 } vd_lr_policy;
 
+/* Math mode (--math, train.math). fp32: fp32 everywhere. tf32: fp32
+ * storage, conv/fc on tf32 tensor cores. bf16 (mixed precision): feature maps
+ * and their gradients are stored in bf16 (what the planner moves and keeps),
+ * conv/fc take bf16 inputs and accumulate in fp32; weights, gradients,
+ * momentum, batch-norm parameters and statistics, the loss stay fp32. */
+typedef enum { VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16 } vd_math;
+#define VD_MATH_NAMES {"fp32", "tf32", "bf16"}
+/* "fp32" | "tf32" | "bf16". */
+const char *vd_math_name(vd_math m);
+/* Bytes of one feature-map (or feature-map gradient) element: 2 in bf16, else 4. */
+static inline uint64_t vd_math_act_bytes(vd_math m) { return m == VD_MATH_BF16 ? 2u : 4u; }
+
 typedef struct vd_train_cfg {
     int batch;
     float lr, momentum, weight_decay;
@@ -154,6 +166,8 @@ typedef struct vd_train_cfg {
     int64_t iters;              /* 0 = derive from epochs */
     int64_t epochs;             /* used when iters == 0 and data has a size */
     uint64_t seed;
+    vd_math math;               /* train.math (default fp32) */
+    bool has_math;              /* train.math given (--math overrides it) */
 } vd_train_cfg;
 
 typedef struct vd_net {

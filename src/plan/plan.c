@@ -43,6 +43,10 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     if (!prof || prof->n_layers != net->n_layers)
         return vd_errf(e, VD_EDATA, "profile has %d layers but net '%s' has %d",
                        prof ? prof->n_layers : 0, net->name, net->n_layers);
+    /* feature-map bytes come from net->train.math; times from the profile */
+    if (vd_math_act_bytes(prof->math) != vd_math_act_bytes(net->train.math))
+        return vd_errf(e, VD_EDATA, "profile was made for math %s, the net runs in %s",
+                       vd_math_name(prof->math), vd_math_name(net->train.math));
     for (int i = 0; i < net->n_layers; i++) {
         if (prof->layers[i].n_algos <= 0 || prof->layers[i].n_algos > VD_PROFILE_MAX_ALGOS)
             return vd_errf(e, VD_EDATA, "profile layer '%s' has %d algorithm options",

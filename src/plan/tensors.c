@@ -61,7 +61,7 @@ static void wr(bld *b, int t, int s) {
 }
 
 static uint64_t act_bytes(const vd_net *net, int i, int batch) {
-    return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * 4u;
+    return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * vd_math_act_bytes(net->train.math);
 }
 
 /* Pool bytes of a tensor: 256-aligned, at least 256. */

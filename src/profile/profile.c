@@ -15,6 +15,10 @@
  * ~99 GB/s both directions at once. */
 const vd_device_params vd_device_h200 = {
     .name = "h200", .peak_flops = 60e12, .mem_bw = 4.8e12,
+    /* bf16 dense tensor cores peak near 990e12; cuDNN's VGG/ResNet convs
+     * sustain about a fifth of it (PyTorch autocast VGG-16 b256: 0.071 s for
+     * ~12 TFLOP of fwd+bwd, ~170e12 FLOP/s) */
+    .peak_flops_bf16 = 200e12,
     .d2h_bw = 55e9, .h2d_bw = 55e9, .both_bw = 99e9, .launch_s = 5e-6,
     .mem_bytes = (uint64_t)140 << 30,
 };
@@ -53,13 +57,13 @@ static double layer_bytes(const vd_net *net, int i, int batch) {
     double b = 0;
     for (int k = 0; k < l->n_in; k++) b += (double)vd_net_out_numel(net, l->in[k]);
     b += (double)vd_net_out_numel(net, i);
-    b *= (double)batch * 4.0;
+    b *= (double)batch * (double)vd_math_act_bytes(net->train.math);
     for (int k = 0; k < l->n_params; k++) b += (double)net->params[l->param_first + k].numel * 4.0;
     return b;
 }
 
-static double secs(const vd_device_params *d, double flops, double bytes) {
-    double a = flops / d->peak_flops, b = bytes / d->mem_bw;
+static double secs_at(const vd_device_params *d, double peak, double flops, double bytes) {
+    double a = flops / peak, b = bytes / d->mem_bw;
     return d->launch_s + (a > b ? a : b);
 }
 
@@ -68,7 +72,7 @@ static uint64_t im2col_bytes(const vd_net *net, int i, int samples) {
     const vd_layer *l = &net->layers[i];
     uint64_t cin = (uint64_t)in_channels(net, l->in[0]);
     return cin * (uint64_t)l->u.conv.kh * (uint64_t)l->u.conv.kw * (uint64_t)l->h *
-           (uint64_t)l->w * (uint64_t)samples * 4u;
+           (uint64_t)l->w * (uint64_t)samples * vd_math_act_bytes(net->train.math);
 }
 
 static int profile_alloc(const vd_net *net, int batch, const vd_device_params *dev,
@@ -86,6 +90,7 @@ static int profile_alloc(const vd_net *net, int batch, const vd_device_params *d
             pl->param_floats += (uint64_t)net->params[l->param_first + k].numel;
     }
     out->batch = batch;
+    out->math = net->train.math;
     out->dev = *dev;
     snprintf(out->source, sizeof out->source, "%s", source);
     snprintf(out->net, sizeof out->net, "%s", net->name);
@@ -114,13 +119,17 @@ int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *de
         snprintf(pl->name, sizeof pl->name, "%s", l->name);
         pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
         double flops = vd_net_layer_flops(net, i) * (double)batch;
+        /* bf16 conv / fc run on the tensor cores */
+        double peak = net->train.math == VD_MATH_BF16 && dev->peak_flops_bf16 > 0 &&
+                      (l->op == VD_OP_CONV || l->op == VD_OP_FC) ? dev->peak_flops_bf16
+                                                                  : dev->peak_flops;
         double bytes = layer_bytes(net, i, batch);
-        double f = secs(dev, flops, bytes);
+        double f = secs_at(dev, peak, flops, bytes);
         double b;
         if (l->op == VD_OP_CONV || l->op == VD_OP_FC)
-            b = 2.0 * dev->launch_s + (secs(dev, 2.0 * flops, 2.0 * bytes) - dev->launch_s);
+            b = 2.0 * dev->launch_s + (secs_at(dev, peak, 2.0 * flops, 2.0 * bytes) - dev->launch_s);
         else
-            b = secs(dev, flops, 1.5 * bytes);
+            b = secs_at(dev, peak, flops, 1.5 * bytes);
         vd_profile_algo *a = &pl->algos[0];
         snprintf(a->label, sizeof a->label, "%s", l->op == VD_OP_CONV ? "fastest" : "default");
         a->fwd_s = f;
@@ -165,6 +174,10 @@ static json_t *profile_json(const vd_profile *p) {
                           "h2d_bw", vd_json_real(d->h2d_bw), "both_bw", vd_json_real(d->both_bw),
                           "launch_s", vd_json_real(d->launch_s),
                           "mem_bytes", vd_json_uint(d->mem_bytes)), &ok);
+    vd_json_set(root, "math", vd_json_text(vd_math_name(p->math)), &ok);
+    if (d->peak_flops_bf16 > 0)
+        vd_json_set(json_object_get(root, "device"), "peak_flops_bf16",
+                    vd_json_real(d->peak_flops_bf16), &ok);
     vd_json_set(root, "sgd_s", vd_json_real(p->sgd_s), &ok);
     json_t *layers = json_array();
     vd_json_set(root, "layers", layers, &ok);
@@ -303,6 +316,16 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
     if (b != (double)batch)
         return vd_errf(e, VD_EDATA, "%s: profile was made at batch %g, the plan is for batch %d; "
                        "re-profile at this batch", path, b, batch);
+    {   /* a profile is measured per math mode: times and byte counts differ */
+        const json_t *mj = json_object_get(root, "math");
+        const char *m = json_string_value(mj);
+        vd_math want = net->train.math;
+        if (mj && !m) return vd_errf(e, VD_EDATA, "%s: \"math\" must be a string", path);
+        if (m ? strcmp(m, vd_math_name(want)) != 0 : want == VD_MATH_BF16)
+            return vd_errf(e, VD_EDATA, "%s: profile was made for math %s, the run is %s; "
+                           "re-profile with --math %s", path, m ? m : "fp32 (no \"math\" key)",
+                           vd_math_name(want), vd_math_name(want));
+    }
     vd_device_params dev = {0};
     const json_t *d = json_object_get(root, "device");
     if (!json_is_object(d)) return vd_errf(e, VD_EDATA, "%s: missing object \"device\"", path);
@@ -314,6 +337,9 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         (rc = num(d, "both_bw", true, &dev.both_bw, path, "device", e)) ||
         (rc = num_max(d, "launch_s", false, VDP_MAX_S, &dev.launch_s, path, "device", e)) ||
         (rc = bytes_val(d, "mem_bytes", false, &dev.mem_bytes, path, "device", e)))
+        return rc;
+    if (json_object_get(d, "peak_flops_bf16") &&
+        (rc = num(d, "peak_flops_bf16", false, &dev.peak_flops_bf16, path, "device", e)))
         return rc;
     /* both_bw 0: unknown (copies in both directions run at their own rates) */
     if (dev.d2h_bw < VDP_MIN_BW || dev.h2d_bw < VDP_MIN_BW ||

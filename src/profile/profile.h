@@ -50,6 +50,7 @@ typedef struct vd_profile_layer {
 typedef struct vd_device_params {
     char name[64];              /* "h200", "cpu" */
     double peak_flops;          /* effective sustained FLOP/s (fp32 conv/gemm) */
+    double peak_flops_bf16;     /* the same in bf16 on tensor cores (0: = peak_flops) */
     double mem_bw;              /* device memory bytes/s */
     double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
     double launch_s;            /* per-op overhead */
@@ -63,6 +64,9 @@ typedef struct vd_profile {
     char source[32];            /* "analytic:h200" | "measured:cuda" | file */
     char net[VD_NAME_MAX];
     int batch;
+    vd_math math;               /* the math mode it was made for (from net->train.math):
+                                   feature-map bytes, times; JSON "math" (a file without
+                                   it is fp32 storage: fp32 or tf32) */
     vd_device_params dev;
     double sgd_s;               /* update step time */
     int n_layers;
@@ -73,6 +77,8 @@ typedef struct vd_profile {
  * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two
  * options: "fastest" (t, workspace = im2col buffer of min(N,8) samples) and
  * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
+/* The profile is made for net->train.math (bf16: 2-byte feature maps, conv
+ * and fc at dev->peak_flops_bf16). */
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
                         vd_profile *out, vd_err *e);
 /* The largest profile file read (a VGG-16 profile is about 26 KB; a net of

@@ -828,9 +828,9 @@ static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
 
 static int parse_train(sp *s, yaml_node_t *n) {
     static const char *const keys[] = {"batch", "lr", "momentum", "weight_decay", "lr_policy",
-                                       "iters", "epochs", "seed"};
-    yaml_node_t *v[8];
-    int rc = map_keys(s, n, "'train'", keys, 8, NULL, NULL, v);
+                                       "iters", "epochs", "seed", "math"};
+    yaml_node_t *v[9];
+    int rc = map_keys(s, n, "'train'", keys, 9, NULL, NULL, v);
     if (rc) return rc;
     vd_train_cfg *t = &s->net->train;
     double d;
@@ -859,6 +859,16 @@ static int parse_train(sp *s, yaml_node_t *n) {
         int64_t seed;
         if ((rc = get_i64(s, NULL, v[7], "seed", 0, INT64_MAX, &seed))) return rc;
         t->seed = (uint64_t)seed;
+    }
+    if (v[8]) {
+        static const char *const names[] = VD_MATH_NAMES;
+        const char *m = v[8]->type == YAML_SCALAR_NODE ? (const char *)v[8]->data.scalar.value : "";
+        int k = -1;
+        for (int i = 0; i < (int)VD_ARRAY_LEN(names); i++)
+            if (!strcmp(m, names[i])) k = i;
+        if (k < 0) return err_at(s, v[8]->start_mark, "'math' must be fp32, tf32 or bf16");
+        t->math = (vd_math)k;
+        t->has_math = true;
     }
     return VD_OK;
 }

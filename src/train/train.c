@@ -41,7 +41,7 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     int64_t correct = 0;
     double lsum = 0;
     for (int64_t b = 0; b < nb && !rc; b++) {
-        rc = vd_loader_next(ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
+        rc = vd_loader_next_as(ld, vd_exec_input_x(ex), vd_exec_input_bf16(ex), vd_exec_input_labels(ex), e);
         int c = 0;
         float l = 0;
         if (!rc) rc = vd_exec_eval_step(ex, &c, &l, e);
@@ -260,7 +260,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         if (!staged) {
             if (o->stop && *o->stop) { res->interrupted = true; break; }
             double tw = vd_now();
-            rc = vd_loader_next(r.ld, vd_exec_input_x(ex), vd_exec_input_labels(ex), e);
+            rc = vd_loader_next_as(r.ld, vd_exec_input_x(ex), vd_exec_input_bf16(ex), vd_exec_input_labels(ex), e);
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;
@@ -271,7 +271,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                           !eval_due(o, nx);
         if (stage_next) {
             double tw = vd_now();
-            rc = vd_loader_next(r.ld, vd_exec_next_x(ex), vd_exec_next_labels(ex), e);
+            rc = vd_loader_next_as(r.ld, vd_exec_next_x(ex), vd_exec_input_bf16(ex), vd_exec_next_labels(ex), e);
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;

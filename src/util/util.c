@@ -493,3 +493,33 @@ int vd_fsync_parent_dir(const char *path, vd_err *e) {
     vd_free(dir);
     return rc;
 }
+
+float vd_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (ex == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);               /* inf, NaN (payload kept) */
+    } else if (ex) {
+        u = sign | ((ex + 112u) << 23) | (man << 13);       /* normal: bias 15 -> 127 */
+    } else if (!man) {
+        u = sign;                                           /* +-0 */
+    } else {                                                /* subnormal: normalise */
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 0x400u));
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = vd_f32_to_bf16(src[i]);
+}
+
+void vd_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = vd_bf16_to_f32(src[i]);
+}
+
+void vd_round_bf16_n(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = vd_bf16_to_f32(vd_f32_to_bf16(x[i]));
+}

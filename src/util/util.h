@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <string.h>
 #include <stdbool.h>
 
 /* Exit codes / error codes. Documented in the man pages; keep in sync. */
@@ -169,6 +170,35 @@ int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e
 /* fsync the directory that holds path (makes renames/links in it durable).
  * VD_EIO when the directory cannot be opened or synced. */
 int vd_fsync_parent_dir(const char *path, vd_err *e);
+
+/* ---- bfloat16 / float16 -------------------------------------------------
+ * bf16 is the upper half of an IEEE float32 (1 sign, 8 exponent, 7 mantissa
+ * bits); these are the conversions every bf16 store in vdnn goes through. */
+/* Round to nearest, ties to even (what __float2bfloat16_rn does on the GPU);
+ * a NaN stays a NaN (quiet, sign kept); values past the largest bf16 round
+ * to inf. */
+static inline uint16_t vd_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+/* Exact (bits << 16). */
+static inline float vd_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* Exact IEEE binary16 to float32, subnormals, inf and NaN included (util.c). */
+float vd_f16_to_f32(uint16_t h);
+/* Array forms. */
+void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
+void vd_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
+/* Round every element to the nearest bf16 in place (the value a bf16 store
+ * and reload gives). */
+void vd_round_bf16_n(float *x, size_t n);
 
 #define VD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define VD_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))

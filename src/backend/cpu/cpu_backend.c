@@ -351,7 +351,7 @@ static int cpu_layer_algos(vd_backend *be, int layer, const vd_algo_opt **opts, 
 }
 
 /* Every op of the table, in fp32 (TF32 math is a permission, not a demand:
- * fp32 satisfies it). */
+ * fp32 satisfies it) and in bf16 (cpu_run_bf16). */
 static bool cpu_supports_op(vd_backend *be, vd_op op, vd_math math) {
     return (unsigned)op < VD_OP_COUNT && vd_cpu_ops[op].fwd && vd_cpu_ops[op].bwd;
 }
@@ -407,6 +407,98 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
     return c->scratch;
 }
 
+/* ---- bf16 (math bf16): the oracle of the CUDA backend's mixed precision.
+ * Every feature-map operand is expanded from bf16 to a float copy, the fp32
+ * op runs, and what the op wrote (y forward, dx backward) is rounded to
+ * nearest even back into bf16 storage: a value is rounded exactly where the
+ * CUDA path stores bf16. Conv and fc see bf16-rounded weights (the CUDA path
+ * converts the fp32 master weights to bf16 before cuDNN / cuBLAS); a conv
+ * or fc bias is added after the product was stored (CUDA: a separate bias
+ * kernel on the bf16 output), so y is rounded twice as there. Conv weight
+ * gradients pass through bf16 (cuDNN's bf16 wgrad writes bf16), fc's do not
+ * (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32. Operands
+ * that alias (in-place layers) share one float copy. */
+typedef struct bf_map { const void *bf[2 * VD_MAX_INPUTS + 2]; float *f[2 * VD_MAX_INPUTS + 2]; int n; } bf_map;
+
+/* The float copy of bf16 tensor p of n elements (converted when load). */
+static float *bf_get(bf_map *m, const void *p, int64_t n, bool load, vd_err *e) {
+    if (!p) return NULL;
+    for (int i = 0; i < m->n; i++)
+        if (m->bf[i] == p) return m->f[i];
+    float *f = vd_malloc((size_t)(n > 0 ? n : 1) * sizeof *f, e);
+    if (!f) return NULL;
+    if (load) vd_bf16_to_f32_n(p, f, (size_t)n);
+    m->bf[m->n] = p;
+    m->f[m->n++] = f;
+    return f;
+}
+
+static void bf_free(bf_map *m) {
+    for (int i = 0; i < m->n; i++) vd_free(m->f[i]);
+    m->n = 0;
+}
+
+static int cpu_run_bf16(const vd_net *net, int layer, const vd_op_io *io, bool bwd, double *scratch,
+                        vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int64_t ny = (int64_t)io->n * vd_net_out_numel(net, layer);
+    bool needs_x = true, needs_y = !bwd;
+    if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
+    vd_op_io f = *io;
+    f.bf16 = false;
+    bf_map m = {.n = 0};
+    float *wr = NULL;
+    int rc = VD_ENOMEM;
+    /* what the op reads: x (forward, or backward when it needs it), y (backward
+     * when it needs it), dy, and dx when accumulating */
+    for (int k = 0; k < l->n_in; k++) {
+        int64_t nx = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
+        f.x[k] = NULL;
+        if (io->x[k] && (!bwd || needs_x) && !(f.x[k] = bf_get(&m, io->x[k], nx, true, e))) goto out;
+    }
+    f.y = NULL;
+    f.dy = NULL;
+    if (io->y && (!bwd || needs_y) && !(f.y = bf_get(&m, io->y, ny, bwd, e))) goto out;
+    if (io->dy && !(f.dy = bf_get(&m, io->dy, ny, true, e))) goto out;
+    for (int k = 0; bwd && k < l->n_in; k++) {   /* after dy: dx may be dy's storage */
+        int64_t nx = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
+        f.dx[k] = NULL;
+        if (io->dx[k] && !(f.dx[k] = bf_get(&m, io->dx[k], nx, io->dx_beta[k] != 0.0f, e)))
+            goto out;
+    }
+    bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
+    int64_t nw = gemm ? net->params[l->param_first].numel : 0;
+    if (gemm) {                              /* the bf16 copy of the weight */
+        if (!(wr = vd_malloc((size_t)nw * sizeof *wr, e))) goto out;
+        memcpy(wr, io->w, (size_t)nw * sizeof *wr);
+        vd_round_bf16_n(wr, (size_t)nw);
+        f.w = wr;
+        if (!bwd) f.b = NULL;                /* added after the stored product, below */
+    }
+    rc = (bwd ? vd_cpu_ops[l->op].bwd : vd_cpu_ops[l->op].fwd)(net, layer, &f, scratch, e);
+    if (rc) goto out;
+    if (!bwd) {
+        vd_round_bf16_n(f.y, (size_t)ny);
+        if (gemm && io->b) {
+            int64_t ch = l->c, hw = (int64_t)l->h * l->w;
+            for (int64_t n = 0; n < io->n; n++)
+                for (int64_t c = 0; c < ch; c++)
+                    for (int64_t j = 0; j < hw; j++) f.y[(n * ch + c) * hw + j] += io->b[c];
+        }
+        vd_f32_to_bf16_n(f.y, (uint16_t *)io->y, (size_t)ny);
+    } else {
+        if (l->op == VD_OP_CONV && io->dw) vd_round_bf16_n(io->dw, (size_t)nw);
+        for (int k = 0; k < l->n_in; k++)
+            if (io->dx[k])
+                vd_f32_to_bf16_n(f.dx[k], (uint16_t *)io->dx[k],
+                                 (size_t)((int64_t)io->n * vd_net_out_numel(net, l->in[k])));
+    }
+out:
+    vd_free(wr);
+    bf_free(&m);
+    return rc;
+}
+
 static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
                    vd_err *e) {
     if (layer < 0 || layer >= net->n_layers)
@@ -418,6 +510,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if (rc) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
+    if (io->bf16) return cpu_run_bf16(net, layer, io, bwd, scratch, e);
     return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
 }
 
