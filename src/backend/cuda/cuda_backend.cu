@@ -192,7 +192,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         const vd_layer *l = &net->layers[i];
         if (!cu_op_supported(l->op, math))
             return vd_errf(e, VD_EUNSUPPORTED, "layer '%s': the cuda backend has no %s op%s", l->name,
-                           vd_op_table[l->op].name, math == VD_MATH_TF32 ? " in tf32 math" : "");
+                           vd_op_table[l->op].name, math != VD_MATH_FP32 ? " in this math mode" : "");
     }
     if (!c->dnn) {
         CUDNN_CHECK(e, cudnnCreate(&c->dnn));
@@ -246,6 +246,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         L->c = l->c;
         L->h = l->h;
         L->w = l->w;
+        L->dt = math == VD_MATH_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
         int rc = cu_dnn_layer_setup(c, net, i, L, e);
         if (rc) {
             vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
@@ -258,6 +259,16 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             memset(&L->opts[0], 0, sizeof L->opts[0]);
             snprintf(L->opts[0].label, sizeof L->opts[0].label, "default");
             L->n_opts = 1;
+        }
+        /* bf16: each pass converts the weight into its workspace (conv backward
+         * also keeps a bf16 dW there); fc's dW is written in fp32 */
+        uint64_t wb = cu_wcopy_bytes(c, net, i);
+        for (int k = 0; wb && k < L->n_opts; k++) {
+            vd_algo_opt *o = &L->opts[k];
+            uint64_t f = vd_algo_ws(o, false), b = vd_algo_ws(o, true);
+            o->ws_fwd = f + wb;
+            o->ws_bwd = b + (l->op == VD_OP_CONV ? 2 * wb : wb);
+            o->workspace = o->ws_fwd > o->ws_bwd ? o->ws_fwd : o->ws_bwd;
         }
     }
     /* timing scratch of the conv tuning: gone before any pool exists */

@@ -237,9 +237,8 @@ bool cu_conv_input_shared(const vd_net *net, int li) {
 
 /* ---- building blocks ------------------------------------------------------------------ */
 static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
-                       int64_t align, bool *ok, vd_err *e) {
+                       int64_t align, cudnnDataType_t dt, bool *ok, vd_err *e) {
     const int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
-    const cudnnDataType_t dt = CUDNN_DATA_FLOAT;
     cudnnStatus_t st;
     CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d));
     SETA(e, *d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
@@ -264,8 +263,9 @@ static int build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, in
     const int64_t wd[4] = {l->u.conv.out, L->in_c[0] / g, l->u.conv.kh, l->u.conv.kw};
     const int64_t yd[4] = {n, L->c, L->h, L->w};
     int rc;
-    if ((rc = make_tensor(&o->t[0], 1, xd, ax, ok, e)) || (rc = make_tensor(&o->t[1], 2, wd, aw, ok, e)) ||
-        (rc = make_tensor(&o->t[2], 3, yd, ax, ok, e)))
+    if ((rc = make_tensor(&o->t[0], 1, xd, ax, L->dt, ok, e)) ||
+        (rc = make_tensor(&o->t[1], 2, wd, aw, L->dt, ok, e)) ||
+        (rc = make_tensor(&o->t[2], 3, yd, ax, L->dt, ok, e)))
         return rc;
     if (!*ok) {
         *why = CUDNN_STATUS_NOT_SUPPORTED_SHAPE;
@@ -731,7 +731,9 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
     const int nb = c->batch;
     const uint64_t fastest = L->n_opts ? L->opts[0].workspace : 0;
     const bool force = c->conv_split == 2;
-    if (c->conv_split == 0 || (!force && fastest <= split_target[0])) return VD_OK;
+    /* no split options in bf16 (their partial dW sums are fp32 code) */
+    if (c->conv_split == 0 || c->math == VD_MATH_BF16 || (!force && fastest <= split_target[0]))
+        return VD_OK;
     const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4;
     const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4;
     if (xs % 16 || ys % 16) return VD_OK;   /* chunks would lose the declared alignment */
@@ -827,7 +829,7 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
         CUDNN_CHECK(e, exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
         if (filt && i > 0) {
             int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
-                                    1.0f, g->dw_numel, e);
+                                    1.0f, g->dw_numel, false, e);
             if (rc) return rc;
         }
     }
@@ -1001,7 +1003,8 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
     cu_graph *g = (cu_graph *)vd_calloc(1, sizeof *g, e);
     if (!g) return VD_ENOMEM;
     g->ax = 16;
-    g->aw = cu_conv_weight_align(net, li);
+    /* bf16: the weight is the 256-aligned copy in the workspace (conv_bf16_io) */
+    g->aw = c->math == VD_MATH_BF16 ? 16 : cu_conv_weight_align(net, li);
     int rc = graph_setup(c, net, li, L, g, bias_ws, no_engine, why, why_n, e);
     if (rc || *no_engine) {
         graph_free(g);

@@ -49,12 +49,12 @@
 /* Tensor descriptors for batch n (conv: x, y; batchnorm: x and params). */
 static int set_batch(cu_layer *L, int n, vd_err *e) {
     if (L->op == VD_OP_CONV) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->in_c[0], L->in_h, L->in_w));
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->c, L->h, L->w));
     } else if (L->op == VD_OP_BATCHNORM) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->c, L->h, L->w));
         CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
     }
@@ -434,7 +434,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
     CUDNN_CHECK(e, cudnnCreateFilterDescriptor(&L->wd));
     CUDNN_CHECK(e, cudnnCreateConvolutionDescriptor(&L->cd));
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-    CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+    CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, L->dt, CUDNN_TENSOR_NCHW,
                                               l->u.conv.out, L->in_c[0] / g, l->u.conv.kh,
                                               l->u.conv.kw));
     CUDNN_CHECK(e, cudnnSetConvolution2dDescriptor(
@@ -594,7 +594,49 @@ int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_o
     return VD_OK;
 }
 
+/* Math bf16: the conv's operands as cuDNN takes them. *b = *io with w the
+ * bf16 copy of the weight (made here, at the start of the workspace), dw
+ * (backward, when io->dw) a bf16 dW behind it, and ws / ws_bytes the rest. */
+static int conv_bf16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, bool bwd,
+                        vd_op_io *b, vd_err *e) {
+    uint64_t wb = cu_wcopy_bytes(c, net, li), need = wb * (bwd && io->dw ? 2 : 1);
+    if (!io->ws || io->ws_bytes < need)
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': bf16 needs %llu bytes of workspace, got %llu",
+                       net->layers[li].name, (unsigned long long)need,
+                       (unsigned long long)io->ws_bytes);
+    *b = *io;
+    char *ws = (char *)io->ws;
+    b->w = (const float *)(const void *)ws;
+    b->dw = bwd && io->dw ? (float *)(void *)(ws + wb) : NULL;
+    b->ws = ws + need;
+    b->ws_bytes = io->ws_bytes - need;
+    if (b->ws_bytes == 0) b->ws = NULL;
+    return cuk_f32_to_bf16(cu_compute(c), c->sm_count, io->w, ws, cu_weight_numel(net, li), e);
+}
+
+static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    if (!io->bf16) return conv_forward(c, net, li, io, e);
+    vd_op_io b;
+    int rc = conv_bf16_io(c, net, li, io, false, &b, e);
+    return rc ? rc : conv_forward(c, net, li, &b, e);
+}
+
+/* bf16: the bias gradient from bf16 dy, dW in bf16 then widened into the
+ * fp32 gradient. */
+int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    if (!io->bf16) return conv_backward(c, net, li, io, e);
+    vd_op_io b;
+    int rc = conv_bf16_io(c, net, li, io, true, &b, e);
+    if (!rc) rc = conv_backward(c, net, li, &b, e);
+    if (!rc && io->dw)
+        rc = cuk_bf16_to_f32(cu_compute(c), c->sm_count, b.dw, io->dw, cu_weight_numel(net, li), e);
+    return rc;
+}
+
+static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
     if (io->algo < 0 || io->algo >= L->n_opts)
@@ -614,11 +656,11 @@ int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     }
     if (l->u.conv.bias && io->b)
         return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c,
-                            (int64_t)L->h * L->w, e);
+                            (int64_t)L->h * L->w, io->bf16, e);
     return VD_OK;
 }
 
-int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
     if (io->algo < 0 || io->algo >= L->n_opts)
@@ -635,7 +677,8 @@ int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, v
         int split = cu_chan_split(io->n, L->c, hw, c->sm_count);
         if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
             split = 1;
-        if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db, e)))
+        if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db,
+                               io->bf16, e)))
             return rc;
     }
     if (L->g) {

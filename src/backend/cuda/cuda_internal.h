@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #undef CUDNN_WARN_DEPRECATED
 #include <cudnn.h>
 
@@ -74,6 +75,9 @@ int cu_cuda_err(vd_err *e, cudaError_t st, const char *func, const char *file, i
 
 /* After every kernel launch. */
 #define KERNEL_CHECK(e) CUDA_CHECK(e, cudaGetLastError())
+
+/* The bf16 element of math bf16's feature maps. */
+typedef __nv_bfloat16 cu_bf16;
 
 /* ---- context ------------------------------------------------------------- */
 /* Conv options per layer: "fastest", the workspace ladder (cu_ws_rung),
@@ -138,6 +142,8 @@ typedef struct cu_layer {
     vd_algo_opt opts[CU_MAX_OPTS];        /* [n_opts]; conv: see cu_conv_opt */
     cu_conv_opt conv_opts[CU_MAX_OPTS];   /* conv only, parallel to opts */
     /* cuDNN descriptors (conv: x, y, w, conv; batchnorm: x(=y), bn params) */
+    cudnnDataType_t dt;                   /* feature maps and conv weights as cuDNN sees them:
+                                             FLOAT, or BFLOAT16 in math bf16 */
     cudnnTensorDescriptor_t xd, yd, pd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -183,6 +189,25 @@ typedef struct cu_ctx {
 } cu_ctx;
 
 static inline cudaStream_t cu_compute(const cu_ctx *c) { return c->stream[VD_STREAM_COMPUTE]; }
+
+/* Elements of layer li's weight (role VD_ROLE_WEIGHT), 0 if it has none. */
+static inline int64_t cu_weight_numel(const vd_net *net, int li) {
+    const vd_layer *l = &net->layers[li];
+    for (int k = 0; k < l->n_params; k++)
+        if (net->params[l->param_first + k].role == VD_ROLE_WEIGHT)
+            return net->params[l->param_first + k].numel;
+    return 0;
+}
+
+/* Math bf16, conv and fc layers: bytes (256-aligned) of the bf16 copy of the
+ * weight that each pass makes at the start of its workspace (conv backward
+ * also keeps a bf16 dW there, behind it); 0 otherwise. cu_layer_setup adds
+ * them to the layer's options, so the planner counts them. */
+static inline uint64_t cu_wcopy_bytes(const cu_ctx *c, const vd_net *net, int li) {
+    vd_op op = net->layers[li].op;
+    if (c->math != VD_MATH_BF16 || (op != VD_OP_CONV && op != VD_OP_FC)) return 0;
+    return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * 2u, (uint64_t)256);
+}
 
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
 /* Conv layers: the graph API (cuda_convgraph.cu) unless it has no engine for
@@ -242,7 +267,9 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
  * per channel it would use, and the workspace bytes those need. */
 int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count);
 
-/* ---- cuda_kernels.cu: launchers (compute stream unless a stream is given) -- */
+/* ---- cuda_kernels.cu: launchers (compute stream unless a stream is given) --
+ * bf: the feature-map pointers (x, y, dy, dx) hold bf16 elements (math bf16);
+ * weights, biases, gradients of parameters and the loss stay float. */
 typedef struct cu_pool_geom {
     int n, c, h, w, oh, ow;           /* input [n,c,h,w], output [n,c,oh,ow] */
     int kh, kw, sh, sw, ph, pw;       /* window pooling */
@@ -254,33 +281,33 @@ int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed,
                      float hi, vd_err *e);
 int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e);
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
-                 int64_t hw, vd_err *e);
+                 int64_t hw, bool bf, vd_err *e);
 /* db[c] = sum over n, hw of dy[n, c, hw]; split partial sums per channel in
  * partial[c*split + k] (split == 1: straight into db, partial unused). */
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float *db, vd_err *e);
+                 float *partial, float *db, bool bf, vd_err *e);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
-int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
+int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
-                 int64_t n, vd_err *e);
-int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e);
+                 int64_t n, bool bf, vd_err *e);
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
-                 int64_t n, vd_err *e);
+                 int64_t n, bool bf, vd_err *e);
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, vd_err *e);
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, bool bf, vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
-                   vd_err *e);
-int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_err *e);
+                   bool bf, vd_err *e);
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool bf, vd_err *e);
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
-               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_err *e);
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, bool bf, vd_err *e);
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
-                 vd_err *e);
+                 bool bf, vd_err *e);
 /* dx (beta 0: =, else +=) of pooling g: picks k_pool_bwd_disjoint (windows
  * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, vd_err *e);
+                 float *dx, float beta, bool bf, vd_err *e);
 /* The kernels behind it, on their own (tests compare them bit for bit):
  * _general: k_pool_bwd, any geometry. _tiled: k_pool_bwd_tiled, non-adaptive
  * max pooling only; each window's argmax computed once per tile, dx bitwise
@@ -288,9 +315,9 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
  * 0 for automatic. VD_EUNSUPPORTED where it cannot take the geometry or the
  * tile (see pool_tiling_plan in cuda_kernels.cu). */
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                         const float *dy, float *dx, float beta, vd_err *e);
+                         const float *dy, float *dx, float beta, bool bf, vd_err *e);
 int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                       const float *dy, float *dx, float beta, const int *tile, vd_err *e);
+                       const float *dy, float *dx, float beta, const int *tile, bool bf, vd_err *e);
 /* Test hook, C linkage (tests/cuda/test_cuda_ops.c declares it again: this
  * header is C++ only): max-pool backward of the non-adaptive geometry geom =
  * {n, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw} on host arrays x, dy and dx
@@ -302,16 +329,19 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
                                      float *dx, float beta, int path, const int tile[3],
                                      vd_err *e);
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
-                int size, float alpha, float beta, float k, vd_err *e);
+                int size, float alpha, float beta, float k, bool bf, vd_err *e);
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
-                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_err *e);
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, bool bf, vd_err *e);
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, vd_err *e);
+                 int n, int classes, bool bf, vd_err *e);
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
-                 float beta, int n, int classes, vd_err *e);
-int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_err *e);
+                 float beta, int n, int classes, bool bf, vd_err *e);
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, bool bf, vd_err *e);
 int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
             float momentum, float wd, bool first, vd_err *e);
 int cuk_empty(cudaStream_t s, vd_err *e);
+/* Math bf16: dst[i] = bf16(src[i]) (round to nearest even), and back (exact). */
+int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_err *e);
+int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e);
 
 #endif

@@ -8,6 +8,19 @@
 #include <math.h>
 #include "backend/cuda/cuda_internal.h"
 
+/* Feature maps are float or bf16 (math bf16; backend.h's vd_op_io.bf16):
+ * kernels that read or write them are templated on the element type T and
+ * compute in float: ld() widens (exact), st() rounds to nearest even (the
+ * only rounding bf16 adds). Launchers take the float-typed pointers of
+ * vd_op_io and a flag bf; BF() reinterprets them. With T = float every
+ * kernel is the fp32 kernel it was, bit for bit. */
+__device__ __forceinline__ float ld(float v) { return v; }
+__device__ __forceinline__ float ld(cu_bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ void st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void st(cu_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static inline const cu_bf16 *BF(const float *p) { return (const cu_bf16 *)(const void *)p; }
+static inline cu_bf16 *BF(float *p) { return (cu_bf16 *)(void *)p; }
+
 enum { CU_THREADS = 256 };
 
 /* Grid for a grid-stride loop over n elements. */
@@ -33,8 +46,9 @@ static unsigned grid_for(int64_t n, int sm) {
 #define FITS32(n) ((n) < ((int64_t)1 << 30))
 
 /* dx_beta: 0 overwrites (old contents, even NaN, ignored), otherwise adds. */
-__device__ __forceinline__ void put(float *dst, float beta, float v) {
-    *dst = beta != 0.0f ? __fadd_rn(*dst, v) : v;
+template <typename T>
+__device__ __forceinline__ void put(T *dst, float beta, float v) {
+    st(dst, beta != 0.0f ? __fadd_rn(ld(*dst), v) : v);
 }
 
 /* Fixed-order block sum of v over blockDim.x (a power of two <= 1024)
@@ -96,20 +110,23 @@ int cuk_empty(cudaStream_t s, vd_err *e) {
 }
 
 /* ---- bias ------------------------------------------------------------------ */
-template <typename I>
-__global__ void k_bias_add(float *y, const float *b, I total, I ch, I hw) {
-    GRID_STRIDE_T(I, i, total) y[i] = __fadd_rn(y[i], b[(i / hw) % ch]);
+template <typename T, typename I>
+__global__ void k_bias_add(T *y, const float *b, I total, I ch, I hw) {
+    GRID_STRIDE_T(I, i, total) st(&y[i], __fadd_rn(ld(y[i]), b[(i / hw) % ch]));
 }
 
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
-                 int64_t hw, vd_err *e) {
+                 int64_t hw, bool bf, vd_err *e) {
     int64_t total = n * ch * hw;
     if (total <= 0) return VD_OK;
-    if (FITS32(total))
-        k_bias_add<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, b, (int)total, (int)ch,
-                                                                   (int)hw);
-    else
-        k_bias_add<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, b, total, ch, hw);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total)) {
+        if (bf) k_bias_add<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(y), b, (int)total, (int)ch, (int)hw);
+        else k_bias_add<float, int><<<gr, CU_THREADS, 0, s>>>(y, b, (int)total, (int)ch, (int)hw);
+    } else {
+        if (bf) k_bias_add<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(y), b, total, ch, hw);
+        else k_bias_add<float, int64_t><<<gr, CU_THREADS, 0, s>>>(y, b, total, ch, hw);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -124,8 +141,8 @@ int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count) {
 }
 
 /* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c. */
-template <typename I>
-__global__ void k_chan_partial(const float *dy, I n, I ch, I hw, int split, float *out) {
+template <typename T, typename I>
+__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *out) {
     __shared__ float sh[CU_THREADS];
     I c = (I)blockIdx.x, k = (I)blockIdx.y;
     I total = n * hw;
@@ -134,7 +151,7 @@ __global__ void k_chan_partial(const float *dy, I n, I ch, I hw, int split, floa
     float acc = 0.0f;
     for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
         I img = j / hw, p = j - img * hw;
-        acc += dy[(img * ch + c) * hw + p];
+        acc += ld(dy[(img * ch + c) * hw + p]);
     }
     float r = block_sum(acc, sh);
     if (threadIdx.x == 0) out[c * split + k] = r;
@@ -149,17 +166,20 @@ __global__ void k_chan_final(const float *partial, int64_t ch, int split, float 
 }
 
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float *db, vd_err *e) {
+                 float *partial, float *db, bool bf, vd_err *e) {
     if (ch <= 0) return VD_OK;
     if (ch > 0x7fffffff || split < 1 || split > 65535)
         return vd_errf(e, VD_EINTERNAL, "cuk_chan_sum: bad shape (channels %lld, split %d)",
                        (long long)ch, split);
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
-    if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS))
-        k_chan_partial<int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
-    else
-        k_chan_partial<int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+    if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
+        if (bf) k_chan_partial<cu_bf16, int><<<grid, CU_THREADS, 0, s>>>(BF(dy), (int)n, (int)ch, (int)hw, split, out);
+        else k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
+    } else {
+        if (bf) k_chan_partial<cu_bf16, int64_t><<<grid, CU_THREADS, 0, s>>>(BF(dy), n, ch, hw, split, out);
+        else k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+    }
     KERNEL_CHECK(e);
     if (split > 1) {
         k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, db);
@@ -169,17 +189,20 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
 }
 
 /* db[j] = sum over rows i of dy[i, j] (fc bias gradient), rows in order. */
-__global__ void k_col_sum(const float *dy, int64_t n, int64_t cols, float *db) {
+template <typename T>
+__global__ void k_col_sum(const T *dy, int64_t n, int64_t cols, float *db) {
     GRID_STRIDE(j, cols) {
         float acc = 0.0f;
-        for (int64_t i = 0; i < n; i++) acc += dy[i * cols + j];
+        for (int64_t i = 0; i < n; i++) acc += ld(dy[i * cols + j]);
         db[j] = acc;
     }
 }
 
-int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_err *e) {
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, bool bf,
+                vd_err *e) {
     if (cols <= 0) return VD_OK;
-    k_col_sum<<<grid_for(cols, 132), CU_THREADS, 0, s>>>(dy, n, cols, db);
+    if (bf) k_col_sum<cu_bf16><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(BF(dy), n, cols, db);
+    else k_col_sum<float><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(dy, n, cols, db);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -202,144 +225,179 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
 }
 
 /* ---- elementwise ------------------------------------------------------------ */
-__global__ void k_relu_fwd(const float *x, float *y, int64_t n) {
+template <typename T>
+__global__ void k_relu_fwd(const T *x, T *y, int64_t n) {
     GRID_STRIDE(i, n) {
-        float v = x[i];
-        y[i] = v <= 0.0f ? 0.0f : v;   /* NaN propagates, as torch.relu */
+        float v = ld(x[i]);
+        st(&y[i], v <= 0.0f ? 0.0f : v);   /* NaN propagates, as torch.relu */
     }
 }
 
-int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e) {
+int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_relu_fwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
+    if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    else k_relu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-__global__ void k_relu_bwd(const float *y, const float *dy, float *dx, float beta, int64_t n) {
+template <typename T>
+__global__ void k_relu_bwd(const T *y, const T *dy, T *dx, float beta, int64_t n) {
     GRID_STRIDE(i, n) {
-        float g = y[i] <= 0.0f ? 0.0f : dy[i];
+        float g = ld(y[i]) <= 0.0f ? 0.0f : ld(dy[i]);
         put(&dx[i], beta, g);
     }
 }
 
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
-                 int64_t n, vd_err *e) {
+                 int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_relu_bwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
+    if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
+    else k_relu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* GELU, erf form (torch.nn.GELU(), approximate='none'), in float as PyTorch's
  * CUDA kernel: y = x/2 (1 + erf(x/sqrt 2)); dx (+)= dy (Phi(x) + x phi(x)). */
-__global__ void k_gelu_fwd(const float *x, float *y, int64_t n) {
+template <typename T>
+__global__ void k_gelu_fwd(const T *x, T *y, int64_t n) {
     GRID_STRIDE(i, n) {
-        float v = x[i];
-        y[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        float v = ld(x[i]);
+        st(&y[i], 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
     }
 }
 
-int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_err *e) {
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_gelu_fwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
+    if (bf) k_gelu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    else k_gelu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-__global__ void k_gelu_bwd(const float *x, const float *dy, float *dx, float beta, int64_t n) {
+template <typename T>
+__global__ void k_gelu_bwd(const T *x, const T *dy, T *dx, float beta, int64_t n) {
     GRID_STRIDE(i, n) {
-        float v = x[i];
+        float v = ld(x[i]);
         float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
         float pdf = 0.39894228040143268f * expf(-0.5f * v * v);   /* 1/sqrt(2 pi) */
-        put(&dx[i], beta, dy[i] * (cdf + v * pdf));
+        put(&dx[i], beta, ld(dy[i]) * (cdf + v * pdf));
     }
 }
 
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
-                 int64_t n, vd_err *e) {
+                 int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_gelu_bwd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, dy, dx, beta, n);
+    if (bf) k_gelu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), beta, n);
+    else k_gelu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, dy, dx, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* y[i] (+)= keep(i) ? x[i] * scale : 0, keep iff hash >= p. Forward (beta 0)
  * and backward (x = dy, y = dx) are the same map. */
-__global__ void k_dropout(const float *x, float *y, float beta, int64_t n, float p, float scale,
+template <typename T>
+__global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, float scale,
                           uint64_t seed, uint64_t layer, uint64_t iter) {
     GRID_STRIDE(i, n) {
         bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)i) >= p;
-        float v = keep ? __fmul_rn(x[i], scale) : 0.0f;
+        float v = keep ? __fmul_rn(ld(x[i]), scale) : 0.0f;
         put(&y[i], beta, v);
     }
 }
 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, vd_err *e) {
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_dropout<<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, beta, n, p, scale, seed, layer, iter);
+    if (bf)
+        k_dropout<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), beta, n, p, scale,
+                                                                 seed, layer, iter);
+    else
+        k_dropout<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, beta, n, p, scale, seed,
+                                                               layer, iter);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-__global__ void k_axpby_copy(const float *src, float *dst, float beta, int64_t n) {
-    GRID_STRIDE(i, n) put(&dst[i], beta, src[i]);
+template <typename T>
+__global__ void k_axpby_copy(const T *src, T *dst, float beta, int64_t n) {
+    GRID_STRIDE(i, n) put(&dst[i], beta, ld(src[i]));
 }
 
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
-                   vd_err *e) {
+                   bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_axpby_copy<<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
+    if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
+    else k_axpby_copy<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-typedef struct cu_ptrs { const float *p[VD_MAX_INPUTS]; } cu_ptrs;
+template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
 
-/* y = ((x0 + x1) + x2) + ... */
-__global__ void k_add(cu_ptrs x, int k, float *y, int64_t n) {
+/* y = ((x0 + x1) + x2) + ... (in float; bf16: one rounding at the end) */
+template <typename T>
+__global__ void k_add(cu_ptrs<T> x, int k, T *y, int64_t n) {
     GRID_STRIDE(i, n) {
-        float acc = x.p[0][i];
-        for (int j = 1; j < k; j++) acc = __fadd_rn(acc, x.p[j][i]);
-        y[i] = acc;
+        float acc = ld(x.p[0][i]);
+        for (int j = 1; j < k; j++) acc = __fadd_rn(acc, ld(x.p[j][i]));
+        st(&y[i], acc);
     }
 }
 
-int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_err *e) {
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool bf,
+            vd_err *e) {
     if (n <= 0) return VD_OK;
     if (k < 1 || k > VD_MAX_INPUTS) return vd_errf(e, VD_EINTERNAL, "cuk_add: %d inputs", k);
-    cu_ptrs ps;
-    for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
-    k_add<<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+    if (bf) {
+        cu_ptrs<cu_bf16> ps;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
+        k_add<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
+    } else {
+        cu_ptrs<float> ps;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
+        k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* Forward: y[img, off + c, p] = x[img, c, p]. Backward: dx[img, c, p] (+)=
  * dy[img, off + c, p] (x = dy, y = dx). Index runs over the slice. */
-template <typename I>
-__global__ void k_concat(const float *x, float *y, I total, I ck, I ctot, I off, I hw,
+template <typename T, typename I>
+__global__ void k_concat(const T *x, T *y, I total, I ck, I ctot, I off, I hw,
                          bool backward, float beta) {
     GRID_STRIDE_T(I, i, total) {
         I t = i / hw, p = i - t * hw;
         I img = t / ck, c = t - img * ck;
         I big = (img * ctot + off + c) * hw + p;
-        if (backward) put(&y[i], beta, x[big]);
+        if (backward) put(&y[i], beta, ld(x[big]));
         else y[big] = x[i];
     }
 }
 
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
-               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_err *e) {
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, bool bf,
+               vd_err *e) {
     int64_t total = n * ck * hw;
     if (total <= 0) return VD_OK;
-    if (FITS32(n * ctot * hw))
-        k_concat<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(
-            x, y, (int)total, (int)ck, (int)ctot, (int)off, (int)hw, backward, beta);
-    else
-        k_concat<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, y, total, ck, ctot, off,
-                                                                     hw, backward, beta);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(n * ctot * hw)) {
+        if (bf)
+            k_concat<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(
+                BF(x), BF(y), (int)total, (int)ck, (int)ctot, (int)off, (int)hw, backward, beta);
+        else
+            k_concat<float, int><<<gr, CU_THREADS, 0, s>>>(
+                x, y, (int)total, (int)ck, (int)ctot, (int)off, (int)hw, backward, beta);
+    } else {
+        if (bf)
+            k_concat<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(y), total, ck, ctot, off,
+                                                                hw, backward, beta);
+        else
+            k_concat<float, int64_t><<<gr, CU_THREADS, 0, s>>>(x, y, total, ck, ctot, off, hw,
+                                                              backward, beta);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -391,56 +449,62 @@ __device__ __forceinline__ void pool_outputs_of(const cu_pool_geom &g, bool rows
  * src holds the plane from row r0 and column c0 on, rows `pitch` apart:
  * window_max reads the plane itself, k_pool_bwd_tiled a copy of part of it
  * in shared memory -- the same values in the same order, so the same result. */
-__device__ __forceinline__ float window_max_at(const float *src, int pitch, int r0, int c0, int w,
+template <typename T>
+__device__ __forceinline__ float window_max_at(const T *src, int pitch, int r0, int c0, int w,
                                                int h0, int h1, int w0, int w1, int *arg) {
     float m = -INFINITY;
     int idx = h0 * w + w0;
     for (int ih = h0; ih < h1; ih++)
         for (int iw = w0; iw < w1; iw++) {
-            float v = src[(ih - r0) * pitch + (iw - c0)];
+            float v = ld(src[(ih - r0) * pitch + (iw - c0)]);
             if (v > m || isnan(v)) { m = v; idx = ih * w + iw; }
         }
     *arg = idx;
     return m;
 }
 
-__device__ __forceinline__ float window_max(const float *plane, int w, int h0, int h1, int w0,
+template <typename T>
+__device__ __forceinline__ float window_max(const T *plane, int w, int h0, int h1, int w0,
                                             int w1, int *arg) {
     return window_max_at(plane, w, 0, 0, w, h0, h1, w0, w1, arg);
 }
 
-template <typename I>
-__global__ void k_pool_fwd(cu_pool_geom g, const float *x, float *y, I total) {
+template <typename T, typename I>
+__global__ void k_pool_fwd(cu_pool_geom g, const T *x, T *y, I total) {
     GRID_STRIDE_T(I, i, total) {
         I plane = i / ((I)g.ow * g.oh);
         int r = (int)(i - plane * ((I)g.ow * g.oh));
         int oh = r / g.ow, ow = r - oh * g.ow;
-        const float *xp = x + plane * g.h * g.w;
+        const T *xp = x + plane * g.h * g.w;
         int h0, h1, sh, w0, w1, sw;
         pool_window(g, true, oh, &h0, &h1, &sh);
         pool_window(g, false, ow, &w0, &w1, &sw);
-        if (h0 >= h1 || w0 >= w1) { y[i] = 0.0f; continue; }
+        if (h0 >= h1 || w0 >= w1) { st(&y[i], 0.0f); continue; }
         if (g.max) {
             int arg;
-            y[i] = window_max(xp, g.w, h0, h1, w0, w1, &arg);
+            st(&y[i], window_max(xp, g.w, h0, h1, w0, w1, &arg));
         } else {
             float acc = 0.0f;
             for (int ih = h0; ih < h1; ih++)
-                for (int iw = w0; iw < w1; iw++) acc += xp[ih * g.w + iw];
-            y[i] = acc / (float)(sh * sw);
+                for (int iw = w0; iw < w1; iw++) acc += ld(xp[ih * g.w + iw]);
+            st(&y[i], acc / (float)(sh * sw));
         }
     }
 }
 
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
-                 vd_err *e) {
+                 bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
     if (total <= 0) return VD_OK;
     int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
-    if (FITS32(total) && FITS32(in_total))
-        k_pool_fwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, y, (int)total);
-    else
-        k_pool_fwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, y, total);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total) && FITS32(in_total)) {
+        if (bf) k_pool_fwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(y), (int)total);
+        else k_pool_fwd<float, int><<<gr, CU_THREADS, 0, s>>>(*g, x, y, (int)total);
+    } else {
+        if (bf) k_pool_fwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+        else k_pool_fwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, y, total);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -449,19 +513,19 @@ int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
  * (max: o's argmax == i ? dy[o] : 0; avg: dy[o] / divisor(o)). With beta 1
  * the terms are added to dx[i] one by one in that order, like the CPU
  * reference's scatter, so both round identically. */
-template <typename I>
-__global__ void k_pool_bwd(cu_pool_geom g, const float *x, const float *dy, float *dx, float beta,
+template <typename T, typename I>
+__global__ void k_pool_bwd(cu_pool_geom g, const T *x, const T *dy, T *dx, float beta,
                            I total) {
     GRID_STRIDE_T(I, i, total) {
         I plane = i / ((I)g.w * g.h);
         int r = (int)(i - plane * ((I)g.w * g.h));
         int ih = r / g.w, iw = r - ih * g.w;
-        const float *xp = g.max ? x + plane * g.h * g.w : NULL;   /* avg: x unused */
-        const float *dyp = dy + plane * g.oh * g.ow;
+        const T *xp = g.max ? x + plane * g.h * g.w : NULL;   /* avg: x unused */
+        const T *dyp = dy + plane * g.oh * g.ow;
         int oh0, oh1, ow0, ow1;
         pool_outputs_of(g, true, ih, &oh0, &oh1);
         pool_outputs_of(g, false, iw, &ow0, &ow1);
-        float acc = beta != 0.0f ? dx[i] : 0.0f;
+        float acc = beta != 0.0f ? ld(dx[i]) : 0.0f;
         for (int oh = oh0; oh <= oh1; oh++) {
             int h0, h1, sh;
             pool_window(g, true, oh, &h0, &h1, &sh);
@@ -470,7 +534,7 @@ __global__ void k_pool_bwd(cu_pool_geom g, const float *x, const float *dy, floa
                 int w0, w1, sw;
                 pool_window(g, false, ow, &w0, &w1, &sw);
                 if (iw < w0 || iw >= w1) continue;
-                float d = dyp[oh * g.ow + ow];
+                float d = ld(dyp[oh * g.ow + ow]);
                 if (g.max) {
                     int arg;
                     window_max(xp, g.w, h0, h1, w0, w1, &arg);
@@ -480,7 +544,7 @@ __global__ void k_pool_bwd(cu_pool_geom g, const float *x, const float *dy, floa
                 }
             }
         }
-        dx[i] = acc;
+        st(&dx[i], acc);
     }
 }
 
@@ -493,16 +557,17 @@ __global__ void k_pool_bwd(cu_pool_geom g, const float *x, const float *dy, floa
  * k_pool_bwd, so results are bitwise equal to it. Grid: blockIdx.y walks the
  * planes (n*c), x the elements of one plane, so all index math is 32-bit
  * and the only divisions are by the plane width and the stride. */
-__global__ void k_pool_bwd_disjoint(cu_pool_geom g, const float *x, const float *dy, float *dx,
+template <typename T>
+__global__ void k_pool_bwd_disjoint(cu_pool_geom g, const T *x, const T *dy, T *dx,
                                     float beta, int64_t planes) {
     const int hw = g.h * g.w;
     for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-        const float *xp = x + plane * hw;
-        const float *dyp = dy + plane * ((int64_t)g.oh * g.ow);
-        float *dxp = dx + plane * hw;
+        const T *xp = x + plane * hw;
+        const T *dyp = dy + plane * ((int64_t)g.oh * g.ow);
+        T *dxp = dx + plane * hw;
         for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < hw; r += gridDim.x * blockDim.x) {
             int ih = r / g.w, iw = r - ih * g.w;
-            float acc = beta != 0.0f ? dxp[r] : 0.0f;
+            float acc = beta != 0.0f ? ld(dxp[r]) : 0.0f;
             int th = ih + g.ph, tw = iw + g.pw;
             int oh = th / g.sh, ow = tw / g.sw;
             if (oh < g.oh && ow < g.ow && th - oh * g.sh < g.kh && tw - ow * g.sw < g.kw) {
@@ -510,7 +575,7 @@ __global__ void k_pool_bwd_disjoint(cu_pool_geom g, const float *x, const float 
                 pool_window(g, true, oh, &h0, &h1, &sh);
                 pool_window(g, false, ow, &w0, &w1, &sw);
                 if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) {
-                    float d = dyp[oh * g.ow + ow];
+                    float d = ld(dyp[oh * g.ow + ow]);
                     if (g.max) {
                         int arg;
                         window_max(xp, g.w, h0, h1, w0, w1, &arg);
@@ -520,7 +585,7 @@ __global__ void k_pool_bwd_disjoint(cu_pool_geom g, const float *x, const float 
                     }
                 }
             }
-            dxp[r] = acc;
+            st(&dxp[r], acc);
         }
     }
 }
@@ -657,9 +722,10 @@ static bool pool_tiling_plan(const cu_pool_geom *g, int64_t planes, int sm, cons
     }
 }
 
+template <typename T>
 __global__ void __launch_bounds__(CU_THREADS, 5)
-k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const float *__restrict__ x,
-                 const float *__restrict__ dy, float *__restrict__ dx, float beta,
+k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const T *__restrict__ x,
+                 const T *__restrict__ dy, T *__restrict__ dx, float beta,
                  int64_t planes, int64_t nwork) {
     extern __shared__ int4 smem[];
     int4 *rtab = smem;
@@ -677,9 +743,9 @@ k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const float *__restrict__ x,
         const int ty = tile / t.tiles_w, tx = tile - ty * t.tiles_w;
         const int64_t plane0 = grp * t.planes;
         const int np = planes - plane0 < t.planes ? (int)(planes - plane0) : t.planes;
-        const float *xg = x + plane0 * hw;
-        const float *dyg = dy + plane0 * ohw;
-        float *dxg = dx + plane0 * hw;
+        const T *xg = x + plane0 * hw;
+        const T *dyg = dy + plane0 * ohw;
+        T *dxg = dx + plane0 * hw;
         const int r0 = ty * t.th, r1 = min(H, r0 + t.th), nr = r1 - r0;
         const int c0 = tx * t.tw, c1 = min(W, c0 + t.tw), nc = c1 - c0;
         /* windows meeting the tile: output rows [oha, oha + noh), columns
@@ -718,21 +784,22 @@ k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const float *__restrict__ x,
             ctab[c] = make_int2(a - owa, max(0, b - a + 1));
         }
         if (full) {
-            const float *src = xg + xr0 * W;
+            const T *src = xg + xr0 * W;
             int f = tid;
             for (; f + 3 * nt < xcount; f += 4 * nt) {    /* 4 loads in flight */
-                float v0 = src[f], v1 = src[f + nt], v2 = src[f + 2 * nt], v3 = src[f + 3 * nt];
+                float v0 = ld(src[f]), v1 = ld(src[f + nt]), v2 = ld(src[f + 2 * nt]),
+                      v3 = ld(src[f + 3 * nt]);
                 xs[f] = v0;
                 xs[f + nt] = v1;
                 xs[f + 2 * nt] = v2;
                 xs[f + 3 * nt] = v3;
             }
-            for (; f < xcount; f += nt) xs[f] = src[f];
+            for (; f < xcount; f += nt) xs[f] = ld(src[f]);
         } else if (xcount > 0) {
             int r = tid / xp, c = tid - r * xp;
             const int dr = nt / xp, dc = nt - dr * xp;
             for (int f = tid; f < xcount; f += nt) {
-                xs[f] = xg[(xr0 + r) * W + xc0 + c];
+                xs[f] = ld(xg[(xr0 + r) * W + xc0 + c]);
                 r += dr;
                 c += dc;
                 if (c >= xp) { c -= xp; r++; }
@@ -748,7 +815,7 @@ k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const float *__restrict__ x,
             for (int f = tid; f < nwin; f += nt) {
                 int p = np > 1 ? r / noh : 0;
                 int oh = oha + r - p * noh, ow = owa + c;
-                float d = dyg[p * ohw + oh * g.ow + ow];   /* load first: in flight meanwhile */
+                float d = ld(dyg[p * ohw + oh * g.ow + ow]);   /* load first: in flight meanwhile */
                 int h0, h1, w0, w1, span, arg;
                 pool_window(g, true, oh, &h0, &h1, &span);
                 pool_window(g, false, ow, &w0, &w1, &span);
@@ -771,13 +838,13 @@ k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const float *__restrict__ x,
                 const int4 rt = rtab[r];
                 const int2 ct = ctab[c];
                 const int idx = rt.z + c0 + c;        /* ih*W + iw */
-                float *dp = dxg + (rt.w + idx);
-                float acc = beta != 0.0f ? *dp : 0.0f;
+                T *dp = dxg + (rt.w + idx);
+                float acc = beta != 0.0f ? ld(*dp) : 0.0f;
                 int k = rt.x + ct.x;
                 for (int i = 0; i < rt.y; i++, k += now)
                     for (int j = 0; j < ct.y; j++)
                         if (args[k + j] == idx) acc += dys[k + j];
-                *dp = acc;
+                st(dp, acc);
                 r += dr;
                 c += dc;
                 if (c >= nc) { c -= nc; r++; }
@@ -787,26 +854,35 @@ k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const float *__restrict__ x,
     }
 }
 
-static int pool_bwd_tiled_launch(cudaStream_t s, int sm, const cu_pool_geom *g,
-                                 const pool_tiling *t, const float *x, const float *dy, float *dx,
-                                 float beta, vd_err *e) {
+template <typename T>
+static int pool_bwd_tiled_launch_t(cudaStream_t s, int sm, const cu_pool_geom *g,
+                                   const pool_tiling *t, const T *x, const T *dy, T *dx,
+                                   float beta, vd_err *e) {
     int64_t planes = (int64_t)g->n * g->c;
     int64_t nwork = cdiv64(planes, t->planes) * t->tiles;
     /* one wave of resident blocks, each taking every grid-th tile: no tail
      * wave of a few blocks (the tiles are of equal size) */
     int per_sm = 0;
-    CUDA_CHECK(e, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_pool_bwd_tiled,
+    CUDA_CHECK(e, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_pool_bwd_tiled<T>,
                                                                 CU_THREADS, (size_t)t->smem));
     if (per_sm < 1) per_sm = 1;
     int64_t grid = min64(nwork, (int64_t)(sm > 0 ? sm : 132) * per_sm);
-    k_pool_bwd_tiled<<<(unsigned)grid, CU_THREADS, (size_t)t->smem, s>>>(*g, *t, x, dy, dx, beta,
-                                                                         planes, nwork);
+    k_pool_bwd_tiled<T><<<(unsigned)grid, CU_THREADS, (size_t)t->smem, s>>>(*g, *t, x, dy, dx,
+                                                                            beta, planes, nwork);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
+static int pool_bwd_tiled_launch(cudaStream_t s, int sm, const cu_pool_geom *g,
+                                 const pool_tiling *t, const float *x, const float *dy, float *dx,
+                                 float beta, bool bf, vd_err *e) {
+    if (bf) return pool_bwd_tiled_launch_t(s, sm, g, t, BF(x), BF(dy), BF(dx), beta, e);
+    return pool_bwd_tiled_launch_t(s, sm, g, t, x, dy, dx, beta, e);
+}
+
 int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                       const float *dy, float *dx, float beta, const int *tile, vd_err *e) {
+                       const float *dy, float *dx, float beta, const int *tile, bool bf,
+                       vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
     pool_tiling t;
@@ -815,18 +891,28 @@ int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const floa
                        "max-pool backward: the tiled kernel cannot take %dx%d (%dx%d/%dx%d "
                        "pad %dx%d%s)", g->h, g->w, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw,
                        tile ? ", forced tile" : "");
-    return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, e);
+    return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, bf, e);
 }
 
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                         const float *dy, float *dx, float beta, vd_err *e) {
+                         const float *dy, float *dx, float beta, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
     int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
-    if (FITS32(total) && FITS32(out_total))
-        k_pool_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
-    else
-        k_pool_bwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total) && FITS32(out_total)) {
+        if (bf)
+            k_pool_bwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(dy), BF(dx), beta,
+                                                              (int)total);
+        else
+            k_pool_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    } else {
+        if (bf)
+            k_pool_bwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(dy), BF(dx), beta,
+                                                                  total);
+        else
+            k_pool_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -835,7 +921,7 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
  * k_pool_bwd_tiled where pool_tiling_plan takes it; the rest (adaptive,
  * overlapping average pooling, huge planes or windows): k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, vd_err *e) {
+                 float *dx, float beta, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
     int64_t planes = (int64_t)g->n * g->c;
@@ -850,14 +936,15 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
         if (by > planes) by = planes;
         if (by > 65535) by = 65535;
         dim3 grid((unsigned)bx, (unsigned)by);
-        k_pool_bwd_disjoint<<<grid, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, planes);
+        if (bf) k_pool_bwd_disjoint<cu_bf16><<<grid, CU_THREADS, 0, s>>>(*g, BF(x), BF(dy), BF(dx), beta, planes);
+        else k_pool_bwd_disjoint<float><<<grid, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, planes);
         KERNEL_CHECK(e);
         return VD_OK;
     }
     pool_tiling t;
     if (pool_tiling_plan(g, planes, sm, NULL, &t))
-        return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, e);
-    return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, e);
+        return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, bf, e);
+    return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
 }
 
 /* Test hook (declared in cuda_internal.h; tests/cuda/test_cuda_ops.c). */
@@ -882,9 +969,9 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
     CUDA_GOTO(e, rc, out, cudaMemcpy(x_d, x, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dy_d, dy, (size_t)yn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dx_d, dx, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
-    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, e)
-       : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, e)
-                   : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, e);
+    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
+       : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
+                   : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, false, e);
     if (rc) goto out;
     CUDA_GOTO(e, rc, out, cudaDeviceSynchronize());
     CUDA_GOTO(e, rc, out, cudaMemcpy(dx, dx_d, (size_t)xn * sizeof(float), cudaMemcpyDeviceToHost));
@@ -896,59 +983,61 @@ out:
 /* ---- LRN (torch.nn.LocalResponseNorm) ------------------------------------- *
  * s_c = k + alpha * (sum_{j=c-size/2}^{c+(size-1)/2} x_j^2) / size,
  * y_c = x_c / s_c^beta. */
-template <typename I>
-__device__ __forceinline__ float lrn_scale(const float *col, I hw, int ch, int c, int size,
+template <typename T, typename I>
+__device__ __forceinline__ float lrn_scale(const T *col, I hw, int ch, int c, int size,
                                            float alpha, float k) {
     int lo = c - size / 2, hi = c + (size - 1) / 2;
     if (lo < 0) lo = 0;
     if (hi > ch - 1) hi = ch - 1;
     float acc = 0.0f;
     for (int j = lo; j <= hi; j++) {
-        float v = col[j * hw];
+        float v = ld(col[j * hw]);
         acc += v * v;
     }
     return k + alpha * (acc / (float)size);
 }
 
-template <typename I>
-__global__ void k_lrn_fwd(const float *x, float *y, I total, int ch, I hw, int size, float alpha,
+template <typename T, typename I>
+__global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, float alpha,
                           float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
         I t = i / hw, p = i - t * hw;
         I img = t / ch;
         int c = (int)(t - img * ch);
-        const float *col = x + img * ch * hw + p;
+        const T *col = x + img * ch * hw + p;
         float s = lrn_scale(col, hw, ch, c, size, alpha, k);
-        y[i] = x[i] / powf(s, beta);
+        st(&y[i], ld(x[i]) / powf(s, beta));
     }
 }
 
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
-                int size, float alpha, float beta, float k, vd_err *e) {
+                int size, float alpha, float beta, float k, bool bf, vd_err *e) {
     int64_t total = (int64_t)n * ch * hw;
     if (total <= 0) return VD_OK;
-    if (FITS32(total))
-        k_lrn_fwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, y, (int)total, ch, (int)hw,
-                                                                  size, alpha, beta, k);
-    else
-        k_lrn_fwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, y, total, ch, hw, size,
-                                                                      alpha, beta, k);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total)) {
+        if (bf) k_lrn_fwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(y), (int)total, ch, (int)hw, size, alpha, beta, k);
+        else k_lrn_fwd<float, int><<<gr, CU_THREADS, 0, s>>>(x, y, (int)total, ch, (int)hw, size, alpha, beta, k);
+    } else {
+        if (bf) k_lrn_fwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(y), total, ch, hw, size, alpha, beta, k);
+        else k_lrn_fwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(x, y, total, ch, hw, size, alpha, beta, k);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* dx_i = dy_i / s_i^beta - (2 alpha beta / size) x_i sum_{c: i in win(c)}
  *        dy_c x_c / (s_c^beta s_c),  win(c) = [c - size/2, c + (size-1)/2]. */
-template <typename I>
-__global__ void k_lrn_bwd(const float *x, const float *dy, float *dx, float dx_beta, I total,
+template <typename T, typename I>
+__global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total,
                           int ch, I hw, int size, float alpha, float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
         I t = i / hw, p = i - t * hw;
         I img = t / ch;
         int ci = (int)(t - img * ch);
         I base = img * ch * hw + p;
-        const float *col = x + base;
-        const float *dcol = dy + base;
+        const T *col = x + base;
+        const T *dcol = dy + base;
         float si = lrn_scale(col, hw, ch, ci, size, alpha, k);
         int c0 = ci - (size - 1) / 2, c1 = ci + size / 2;
         if (c0 < 0) c0 = 0;
@@ -956,99 +1045,108 @@ __global__ void k_lrn_bwd(const float *x, const float *dy, float *dx, float dx_b
         float acc = 0.0f;
         for (int c = c0; c <= c1; c++) {
             float sc = c == ci ? si : lrn_scale(col, hw, ch, c, size, alpha, k);
-            acc += dcol[c * hw] * col[c * hw] / (powf(sc, beta) * sc);
+            acc += ld(dcol[c * hw]) * ld(col[c * hw]) / (powf(sc, beta) * sc);
         }
-        float g = dcol[ci * hw] / powf(si, beta) -
-                  2.0f * alpha * beta / (float)size * col[ci * hw] * acc;
+        float g = ld(dcol[ci * hw]) / powf(si, beta) -
+                  2.0f * alpha * beta / (float)size * ld(col[ci * hw]) * acc;
         put(&dx[i], dx_beta, g);
     }
 }
 
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
-                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_err *e) {
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, bool bf,
+                vd_err *e) {
     int64_t total = (int64_t)n * ch * hw;
     if (total <= 0) return VD_OK;
-    if (FITS32(total))
-        k_lrn_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(
-            x, dy, dx, dx_beta, (int)total, ch, (int)hw, size, alpha, beta, k);
-    else
-        k_lrn_bwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(x, dy, dx, dx_beta, total, ch,
-                                                                      hw, size, alpha, beta, k);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total)) {
+        if (bf) k_lrn_bwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), dx_beta, (int)total, ch, (int)hw, size, alpha, beta, k);
+        else k_lrn_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(x, dy, dx, dx_beta, (int)total, ch, (int)hw, size, alpha, beta, k);
+    } else {
+        if (bf) k_lrn_bwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), dx_beta, total, ch, hw, size, alpha, beta, k);
+        else k_lrn_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(x, dy, dx, dx_beta, total, ch, hw, size, alpha, beta, k);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* ---- softmax cross-entropy ------------------------------------------------- */
 /* One block per sample: y = exp(x - max) / sum(exp(x - max)). */
-__global__ void k_softmax(const float *x, float *y, int classes) {
+template <typename T>
+__global__ void k_softmax(const T *x, T *y, int classes) {
     __shared__ float sh[CU_THREADS];
-    const float *xr = x + (int64_t)blockIdx.x * classes;
-    float *yr = y + (int64_t)blockIdx.x * classes;
+    const T *xr = x + (int64_t)blockIdx.x * classes;
+    T *yr = y + (int64_t)blockIdx.x * classes;
     float m = -INFINITY;
-    for (int j = threadIdx.x; j < classes; j += blockDim.x) m = fmaxf(m, xr[j]);
+    for (int j = threadIdx.x; j < classes; j += blockDim.x) m = fmaxf(m, ld(xr[j]));
     m = block_max(m, sh);
     float acc = 0.0f;
-    for (int j = threadIdx.x; j < classes; j += blockDim.x) acc += expf(xr[j] - m);
+    for (int j = threadIdx.x; j < classes; j += blockDim.x) acc += expf(ld(xr[j]) - m);
     float sum = block_sum(acc, sh);
-    for (int j = threadIdx.x; j < classes; j += blockDim.x) yr[j] = expf(xr[j] - m) / sum;
+    for (int j = threadIdx.x; j < classes; j += blockDim.x) st(&yr[j], expf(ld(xr[j]) - m) / sum);
 }
 
 /* One block of 1024 threads: thread t computes the losses of samples t,
  * t+1024, ... from the logits (log-sum-exp, as PyTorch's log_softmax), then
  * a fixed-order tree sum; loss[0] = mean. */
 enum { XENT_LOSS_THREADS = 1024 };
-__global__ void k_xent_loss(const float *x, const int32_t *labels, float *loss, int n,
+template <typename T>
+__global__ void k_xent_loss(const T *x, const int32_t *labels, float *loss, int n,
                             int classes) {
     __shared__ float sh[XENT_LOSS_THREADS];
     float acc = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const float *xr = x + (int64_t)i * classes;
+        const T *xr = x + (int64_t)i * classes;
         int lab = labels[i];
         if (lab < 0 || lab >= classes) { acc += NAN; continue; }
         float m = -INFINITY;
-        for (int j = 0; j < classes; j++) m = fmaxf(m, xr[j]);
+        for (int j = 0; j < classes; j++) m = fmaxf(m, ld(xr[j]));
         float s = 0.0f;
-        for (int j = 0; j < classes; j++) s += expf(xr[j] - m);
-        acc += -((xr[lab] - m) - logf(s));
+        for (int j = 0; j < classes; j++) s += expf(ld(xr[j]) - m);
+        acc += -((ld(xr[lab]) - m) - logf(s));
     }
     float total = block_sum(acc, sh);
     if (threadIdx.x == 0) loss[0] = total / (float)n;
 }
 
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, vd_err *e) {
+                 int n, int classes, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_softmax<<<(unsigned)n, CU_THREADS, 0, s>>>(x, y, classes);
+    if (bf) k_softmax<cu_bf16><<<(unsigned)n, CU_THREADS, 0, s>>>(BF(x), BF(y), classes);
+    else k_softmax<float><<<(unsigned)n, CU_THREADS, 0, s>>>(x, y, classes);
     KERNEL_CHECK(e);
     if (loss) {
-        k_xent_loss<<<1, XENT_LOSS_THREADS, 0, s>>>(x, labels, loss, n, classes);
+        if (bf) k_xent_loss<cu_bf16><<<1, XENT_LOSS_THREADS, 0, s>>>(BF(x), labels, loss, n, classes);
+        else k_xent_loss<float><<<1, XENT_LOSS_THREADS, 0, s>>>(x, labels, loss, n, classes);
         KERNEL_CHECK(e);
     }
     return VD_OK;
 }
 
 /* dx = (softmax - onehot(label)) / n; dy is not read (the loss is last) */
-template <typename I>
-__global__ void k_xent_bwd(const float *y, const int32_t *labels, float *dx, float beta, I total,
+template <typename T, typename I>
+__global__ void k_xent_bwd(const T *y, const int32_t *labels, T *dx, float beta, I total,
                            int classes, float fn) {
     GRID_STRIDE_T(I, i, total) {
         I row = i / classes;
         int j = (int)(i - row * classes);
         float t = labels[row] == j ? 1.0f : 0.0f;
-        put(&dx[i], beta, __fdiv_rn(__fsub_rn(y[i], t), fn));
+        put(&dx[i], beta, __fdiv_rn(__fsub_rn(ld(y[i]), t), fn));
     }
 }
 
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
-                 float beta, int n, int classes, vd_err *e) {
+                 float beta, int n, int classes, bool bf, vd_err *e) {
     int64_t total = (int64_t)n * classes;
     if (total <= 0) return VD_OK;
-    if (FITS32(total))
-        k_xent_bwd<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, labels, dx, beta, (int)total,
-                                                                   classes, (float)n);
-    else
-        k_xent_bwd<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(y, labels, dx, beta, total,
-                                                                       classes, (float)n);
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total)) {
+        if (bf) k_xent_bwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(y), labels, BF(dx), beta, (int)total, classes, (float)n);
+        else k_xent_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(y, labels, dx, beta, (int)total, classes, (float)n);
+    } else {
+        if (bf) k_xent_bwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(y), labels, BF(dx), beta, total, classes, (float)n);
+        else k_xent_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(y, labels, dx, beta, total, classes, (float)n);
+    }
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -1079,6 +1177,29 @@ int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t 
     if (n <= 0) return VD_OK;
     k_sgd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, n, lr, momentum, wd,
                                                   first || momentum == 0.0f);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- bf16 conversions (math bf16: the weights' bf16 copy, conv dW back) ----- */
+__global__ void k_f32_to_bf16(const float *src, cu_bf16 *dst, int64_t n) {
+    GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+__global__ void k_bf16_to_f32(const cu_bf16 *src, float *dst, int64_t n) {
+    GRID_STRIDE(i, n) dst[i] = __bfloat162float(src[i]);
+}
+
+int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_f32_to_bf16<<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, (cu_bf16 *)dst, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e) {
+    if (n <= 0) return VD_OK;
+    k_bf16_to_f32<<<grid_for(n, sm), CU_THREADS, 0, s>>>((const cu_bf16 *)src, dst, n);
     KERNEL_CHECK(e);
     return VD_OK;
 }

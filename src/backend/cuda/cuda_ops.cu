@@ -30,23 +30,70 @@ static int64_t in_numel(const cu_layer *L, int k) {
 
 static int64_t out_numel(const cu_layer *L) { return (int64_t)L->c * L->h * L->w; }
 
+/* Bytes of one feature-map element. */
+static size_t act_size(const vd_op_io *io) { return io->bf16 ? 2 : 4; }
+
 /* ---- fc: y[N, out] = x[N, in] W[out, in]^T + b (row-major), via column-major
  * cuBLAS: y^T = W^T' x^T where W's row-major storage is W^T column-major. -- */
-static int fc_forward(cu_ctx *c, const vd_layer *l, const cu_layer *L, const vd_op_io *io,
+/* Math bf16: the products take bf16 operands and accumulate in fp32
+ * (cublasGemmEx, CUBLAS_COMPUTE_32F); the weight's bf16 copy is made in the
+ * workspace's first cu_wcopy_bytes (cuda_backend.cu adds them to the option),
+ * dW is written in fp32 straight into the gradient. */
+static int fc_wcopy(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, const void **w16,
+                    vd_err *e) {
+    uint64_t need = cu_wcopy_bytes(c, net, li);
+    if (!io->ws || io->ws_bytes < need)
+        return vd_errf(e, VD_EINTERNAL, "fc '%s': bf16 needs %llu bytes of workspace, got %llu",
+                       net->layers[li].name, (unsigned long long)need,
+                       (unsigned long long)io->ws_bytes);
+    *w16 = io->ws;
+    return cuk_f32_to_bf16(cu_compute(c), c->sm_count, io->w, io->ws,
+                           cu_weight_numel(net, li), e);
+}
+
+static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, const vd_op_io *io,
                       vd_err *e) {
+    const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, io->w, k,
-                                io->x[0], k, &zero, io->y, m));
+    if (io->bf16) {
+        const void *w16;
+        int rc = fc_wcopy(c, net, li, io, &w16, e);
+        if (rc) return rc;
+        CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w16,
+                                     CUDA_R_16BF, k, io->x[0], CUDA_R_16BF, k, &zero, io->y,
+                                     CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else {
+        CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, io->w, k,
+                                    io->x[0], k, &zero, io->y, m));
+    }
     if (l->u.fc.bias && io->b)
-        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, e);
+        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, io->bf16, e);
     return VD_OK;
 }
 
-static int fc_backward(cu_ctx *c, const vd_layer *l, const cu_layer *L, const vd_op_io *io,
-                       vd_err *e) {
+static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
+                       const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
+    if (io->bf16) {
+        if (io->dw)
+            CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, io->x[0],
+                                         CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &zero, io->dw,
+                                         CUDA_R_32F, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        if (io->dx[0]) {
+            const void *w16;
+            int rc = fc_wcopy(c, net, li, io, &w16, e);
+            if (rc) return rc;
+            const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
+            CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, w16,
+                                         CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &beta, io->dx[0],
+                                         CUDA_R_16BF, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
+        if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, true, e);
+        return VD_OK;
+    }
     if (io->dw) /* dW[out, in] = dy^T x  ->  col-major dW^T(in x out) = x^T(in x N) dy(N x out) */
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, io->x[0], k,
                                     io->dy, m, &zero, io->dw, k));
@@ -55,7 +102,7 @@ static int fc_backward(cu_ctx *c, const vd_layer *l, const cu_layer *L, const vd
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, io->w, k,
                                     io->dy, m, &beta, io->dx[0], k));
     }
-    if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, e);
+    if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, false, e);
     return VD_OK;
 }
 
@@ -87,19 +134,19 @@ static int bn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 static int fc_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int rc = need(io->w, l, "weight", e);
-    return rc ? rc : fc_forward(c, l, &c->layers[li], io, e);
+    return rc ? rc : fc_forward(c, net, li, &c->layers[li], io, e);
 }
 
 static int fc_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int rc;
     if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
-    return fc_backward(c, l, &c->layers[li], io, e);
+    return fc_backward(c, net, li, &c->layers[li], io, e);
 }
 
 static int pool_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
-    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, e);
+    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, io->bf16, e);
 }
 
 /* max recomputes the argmax from x; average reads no x */
@@ -107,11 +154,11 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
     int rc;
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
-    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io), e);
+    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io), io->bf16, e);
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
-    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), e);
+    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->bf16, e);
 }
 
 static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -119,7 +166,7 @@ static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(y, &net->layers[li], "y", e);
     if (rc) return rc;
     return cuk_relu_bwd(cu_compute(c), c->sm_count, y, io->dy, io->dx[0], beta0(io),
-                        io_ny(&c->layers[li], io), e);
+                        io_ny(&c->layers[li], io), io->bf16, e);
 }
 
 static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -127,7 +174,7 @@ static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     const cu_layer *L = &c->layers[li];
     return cuk_lrn_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io->n, L->c,
                        (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, e);
+                       l->u.lrn.k, io->bf16, e);
 }
 
 static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -137,7 +184,7 @@ static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     if (rc) return rc;
     return cuk_lrn_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io), io->n,
                        L->c, (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, e);
+                       l->u.lrn.k, io->bf16, e);
 }
 
 static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -145,13 +192,13 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     int64_t ny = io_ny(&c->layers[li], io);
     if (!io->training || p == 0.0f) {
         if (io->x[0] == io->y) return VD_OK;
-        CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)ny * sizeof(float),
+        CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)ny * act_size(io),
                                       cudaMemcpyDeviceToDevice, cu_compute(c)));
         return VD_OK;
     }
     float scale = 1.0f / (1.0f - p);
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
-                       (uint64_t)li, (uint64_t)io->iter, e);
+                       (uint64_t)li, (uint64_t)io->iter, io->bf16, e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -159,15 +206,15 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     int64_t ny = io_ny(&c->layers[li], io);
     if (!io->training || p == 0.0f) {
         if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
-        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, e);
+        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, io->bf16, e);
     }
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
-                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, e);
+                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, io->bf16, e);
 }
 
 static int flatten_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
     if (io->x[0] == io->y) return VD_OK;
-    CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)io_ny(&c->layers[li], io) * sizeof(float),
+    CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)io_ny(&c->layers[li], io) * act_size(io),
                                   cudaMemcpyDeviceToDevice, cu_compute(c)));
     return VD_OK;
 }
@@ -176,7 +223,7 @@ static int flatten_bwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd
     float beta = beta0(io);
     if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
     return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta,
-                          io_ny(&c->layers[li], io), e);
+                          io_ny(&c->layers[li], io), io->bf16, e);
 }
 
 static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -184,7 +231,7 @@ static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     for (int k = 1; k < l->n_in; k++)
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
-    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), e);
+    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), io->bf16, e);
 }
 
 static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -195,7 +242,7 @@ static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
         if (!io->dx[k]) continue;
         float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
         if (io->dx[k] == io->dy && b == 0.0f) continue;
-        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, e))) return rc;
+        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, io->bf16, e))) return rc;
     }
     return VD_OK;
 }
@@ -208,7 +255,7 @@ static int concat_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
     for (int k = 0; k < l->n_in; k++) {
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
         if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->x[k], io->y, io->n, L->in_c[k], L->c,
-                             off, hw, false, 0.0f, e)))
+                             off, hw, false, 0.0f, io->bf16, e)))
             return rc;
         off += L->in_c[k];
     }
@@ -224,7 +271,7 @@ static int concat_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
         if (io->dx[k]) {
             float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
             if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->dy, io->dx[k], io->n, L->in_c[k],
-                                 L->c, off, hw, true, b, e)))
+                                 L->c, off, hw, true, b, io->bf16, e)))
                 return rc;
         }
         off += L->in_c[k];
@@ -236,7 +283,7 @@ static int xent_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(io->labels, &net->layers[li], "labels", e);
     if (rc) return rc;
     return cuk_xent_fwd(cu_compute(c), io->x[0], io->labels, io->y, io->aux, io->n,
-                        c->layers[li].c, e);
+                        c->layers[li].c, io->bf16, e);
 }
 
 static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -244,18 +291,18 @@ static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc;
     if ((rc = need(io->y, l, "y", e)) || (rc = need(io->labels, l, "labels", e))) return rc;
     return cuk_xent_bwd(cu_compute(c), c->sm_count, io->y, io->labels, io->dx[0], beta0(io), io->n,
-                        c->layers[li].c, e);
+                        c->layers[li].c, io->bf16, e);
 }
 
 static int gelu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
-    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), e);
+    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->bf16, e);
 }
 
 static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     int rc = need(io->x[0], &net->layers[li], "x", e);
     if (rc) return rc;
     return cuk_gelu_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io),
-                        io_ny(&c->layers[li], io), e);
+                        io_ny(&c->layers[li], io), io->bf16, e);
 }
 
 /* The dispatch array, in vd_op order (C++ has no array designators: each
@@ -281,7 +328,8 @@ static const cu_op cu_ops[] = {
 };
 static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatch entry per op");
 
-/* Every op runs in both math modes (TF32 only changes conv and fc). */
+/* Every op runs in every math mode (TF32 only changes conv and fc; bf16
+ * changes the feature maps' type, see the launchers). */
 bool cu_op_supported(vd_op op, vd_math) {
     return (unsigned)op < VD_OP_COUNT && cu_ops[op].op == op && cu_ops[op].fwd && cu_ops[op].bwd;
 }

@@ -122,6 +122,7 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     io->seed = 1;
     io->iter = 0;
     io->training = true;
+    io->bf16 = p->c->math == VD_MATH_BF16;
 }
 
 /* Median ms of fn over PROF_REPS after one warm-up. */
@@ -188,6 +189,8 @@ static void device_params(const cu_ctx *c, vd_device_params *d) {
      * (H100 SXM datasheet: 494 vs 67 TFLOP/s dense) */
     d->peak_flops = (double)c->sm_count * clk * 1e3 * 128 * 2;
     if (c->math == VD_MATH_TF32) d->peak_flops *= 7.4;
+    /* bf16 dense tensor cores ~14.8x (H100 SXM: 989 TFLOP/s) */
+    d->peak_flops_bf16 = d->peak_flops * (c->math == VD_MATH_TF32 ? 2.0 : 14.8);
     d->mem_bw = 2.0 * mclk * 1e3 * bus / 8.0;
     d->mem_bytes = c->total_mem;
 }
@@ -249,6 +252,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         snprintf(out->source, sizeof out->source, "measured:cuda");
         snprintf(out->net, sizeof out->net, "%s", net->name);
         out->batch = batch;
+        out->math = c->math;
         device_params(c, &out->dev);
         out->n_layers = net->n_layers;
         out->layers = (vd_profile_layer *)vd_calloc((size_t)net->n_layers, sizeof *out->layers, e);
