@@ -493,3 +493,44 @@ int vd_fsync_parent_dir(const char *path, vd_err *e) {
     vd_free(dir);
     return rc;
 }
+
+/* ======================================================================== */
+/* 16-bit floats (bf16 / IEEE f16) <-> f32                                  */
+/* ======================================================================== */
+
+uint16_t vd_f32_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;     /* NaN */
+    /* round to nearest, ties to even: add half an ulp of the result minus
+     * one, plus the kept lowest bit. No NaN is left, so the sum stays in 32
+     * bits: the largest finite magnitude (0x7F7FFFFF) carries into 0x7F80,
+     * an infinity. */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float vd_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+float vd_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
+    if (exp == 0x1F) {                  /* infinity, or NaN (payload kept) */
+        u = sign | 0x7F800000u | man << 13;
+    } else if (exp) {                   /* normal: rebias 15 -> 127 */
+        u = sign | (exp + 112) << 23 | man << 13;
+    } else if (!man) {                  /* +-0 */
+        u = sign;
+    } else {                            /* subnormal man * 2^-24: normalise */
+        uint32_t e = 113;               /* 2^(113 - 127) = 2^-14 with the implicit bit at 1 << 10 */
+        while (!(man & 0x400u)) { man <<= 1; e--; }
+        u = sign | e << 23 | (man & 0x3FFu) << 13;
+    }
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}

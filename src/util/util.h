@@ -173,4 +173,18 @@ int vd_fsync_parent_dir(const char *path, vd_err *e);
 #define VD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define VD_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))
 
+/* ---- 16-bit floats (bf16 / IEEE f16) <-> f32: bit patterns ---------------- */
+/* The bfloat16 nearest to x, ties to even (the bits of x's top half,
+ * rounded on the 16 it drops). A finite x at or beyond the midpoint between
+ * the largest bf16 (0x7F7F, 3.3895e38) and 2^128 rounds to an infinity of
+ * its sign; infinities stay infinities; subnormals round like the rest; a
+ * NaN gives the quiet NaN 0x7FC0 (as PyTorch's c10::BFloat16 does). */
+uint16_t vd_f32_to_bf16(float x);
+/* The float of a bfloat16 bit pattern: exact (the bits shifted up by 16). */
+float vd_bf16_to_f32(uint16_t h);
+/* The float of an IEEE 754 binary16 bit pattern: exact for every value
+ * (subnormals become normal floats, infinities stay infinities, a NaN stays
+ * a NaN with its sign and payload). */
+float vd_f16_to_f32(uint16_t h);
+
 #endif
