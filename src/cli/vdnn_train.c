@@ -61,9 +61,12 @@ static void usage(FILE *f) {
 "  --save FILE          write a checkpoint at the end (and on SIGINT,\n"
 "                       SIGTERM, SIGHUP, or a data error later in the run)\n"
 "  --save-every N       also write it every N iterations\n"
+"  --save-dtype T       f32 | bf16: dtype of FILE's weights (default f32; bf16 is\n"
+"                       rounded to nearest even, FILE.state's momentum stays f32)\n"
 "  --resume FILE        continue exactly: weights, momentum, iteration, data position\n"
 "                       (without --data: the data FILE was trained on)\n"
 "  --init FILE          start from FILE's weights only\n"
+"                       (--init and --resume read F32, BF16 and F16 tensors)\n"
 "\n"
 "Memory plan (the same options and defaults as vdnn-plan; see vdnn-plan(1)):\n"
 "  --budget SIZE        device memory pool, e.g. 12G, 512M (default: cuda: all the\n"
@@ -112,13 +115,15 @@ typedef struct opts {
     bool has_eval_every, has_log_every;
     double lr, momentum, wd;
     const char *data, *save, *resume, *init, *plan_json, *metrics;
+    vd_ckpt_dtype save_dtype;   /* --save-dtype */
+    bool has_save_dtype;
     bool augment, poison;
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
-    {"loader-threads", true}, {"save", true}, {"save-every", true}, {"resume", true},
+    {"loader-threads", true}, {"save", true}, {"save-every", true}, {"save-dtype", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
     {"prefetch", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
@@ -159,6 +164,12 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     }
     else if (!strcmp(name, "data")) o->data = val;
     else if (!strcmp(name, "save")) o->save = val;
+    else if (!strcmp(name, "save-dtype")) {
+        static const char *const ch[] = { "f32", "bf16" };
+        rc = vd_cli_choice(name, val, ch, (int)VD_ARRAY_LEN(ch), e);
+        if (!rc) o->save_dtype = !strcmp(val, "bf16") ? VD_CKPT_BF16 : VD_CKPT_F32;
+        o->has_save_dtype = true;
+    }
     else if (!strcmp(name, "resume")) o->resume = val;
     else if (!strcmp(name, "init")) o->init = val;
     else if (!strcmp(name, "augment")) o->augment = true;
@@ -178,6 +189,8 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
     if (o->save_every && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
+    if (o->has_save_dtype && !o->save)
+        return vd_errf(e, VD_EUSAGE, "--save-dtype needs --save FILE");
     if (o->has_iters && o->has_epochs)
         return vd_errf(e, VD_EUSAGE, "--iters and --epochs exclude each other (give one: the "
                        "number of iterations, or of epochs)");
@@ -600,6 +613,7 @@ int main(int argc, char **argv) {
     if (!o.has_log_every && log_every > 100) log_every = 100;
     vd_train_opts to = {
         .iters = iters, .stop_at = o.stop_at, .save_path = o.save, .save_every = o.save_every,
+        .save_dtype = o.save_dtype,
         .resume_path = o.resume, .init_path = o.init,
         .eval_every = o.has_eval_every && o.eval_every > 0 ? o.eval_every : 0,
         .eval_at_end = !(o.has_eval_every && o.eval_every < 0),

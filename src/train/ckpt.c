@@ -61,7 +61,7 @@ static char *state_path_dup(const char *path, vd_err *e) {
 
 typedef struct out_tensor {
     char name[VD_NAME_MAX + 48];
-    const char *dtype;          /* "F32" | "I64" */
+    const char *dtype;          /* "F32" | "BF16" | "I64" */
     int ndim;
     int64_t shape[4];
     const void *data;
@@ -152,13 +152,17 @@ static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char 
     return VD_OK;
 }
 
-static void param_tensor(out_tensor *t, const vd_param *p, const char *prefix, const float *base) {
+/* Parameter p of the net as tensor "<prefix><name>": F32 from base (floats
+ * at p->offset), or BF16 from bf (when non-NULL: uint16 at p->offset). */
+static void param_tensor(out_tensor *t, const vd_param *p, const char *prefix, const float *base,
+                         const uint16_t *bf) {
     snprintf(t->name, sizeof t->name, "%s%s", prefix, p->name);
-    t->dtype = "F32";
+    t->dtype = bf ? "BF16" : "F32";
     t->ndim = p->ndim;
     for (int d = 0; d < p->ndim; d++) t->shape[d] = p->shape[d];
-    t->data = base + p->offset;
-    t->bytes = (uint64_t)p->numel * sizeof(float);
+    if (bf) t->data = bf + p->offset;
+    else t->data = base + p->offset;
+    t->bytes = (uint64_t)p->numel * (bf ? sizeof *bf : sizeof *base);
 }
 
 
@@ -252,14 +256,32 @@ int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
 int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
                     const float *momentum, const vd_train_state *st,
                     const vd_ckpt_save_opts *so, vd_err *e) {
+    vd_ckpt_dtype dtype = so ? so->dtype : VD_CKPT_F32;
+    if (dtype != VD_CKPT_F32 && dtype != VD_CKPT_BF16)
+        return vd_errf(e, VD_EINTERNAL, "checkpoint: unknown save dtype %d", (int)dtype);
     int n_bn = 0;
     for (int i = 0; i < net->n_layers; i++) n_bn += net->layers[i].op == VD_OP_BATCHNORM;
     int cap = net->n_params + n_bn;
     out_tensor *t = vd_calloc((size_t)(cap > 0 ? cap : 1), sizeof *t, e);
     int64_t *nbt = vd_calloc((size_t)(n_bn > 0 ? n_bn : 1), sizeof *nbt, e);
-    if (!t || !nbt) { vd_free(t); vd_free(nbt); return VD_ENOMEM; }
+    /* BF16: a rounded copy of every parameter and buffer (params stay the
+     * fp32 master weights the run continues from) */
+    uint16_t *bf = NULL;
+    if (t && nbt && dtype == VD_CKPT_BF16) {
+        bf = vd_malloc(sizeof *bf * (size_t)(net->param_floats ? net->param_floats : 1), e);
+        if (bf)
+            for (int i = 0; i < net->n_params; i++) {
+                const vd_param *p = &net->params[i];
+                for (int64_t k = 0; k < p->numel; k++)
+                    bf[p->offset + k] = vd_f32_to_bf16(params[p->offset + k]);
+            }
+    }
+    if (!t || !nbt || (dtype == VD_CKPT_BF16 && !bf)) {
+        vd_free(t); vd_free(nbt); vd_free(bf);
+        return VD_ENOMEM;
+    }
     int nt = 0, k = 0;
-    /* I64 first (8-byte alignment), then F32 in the net's parameter order */
+    /* I64 first (8-byte alignment), then F32 / BF16 in the net's parameter order */
     for (int i = 0; i < net->n_layers; i++) {
         if (net->layers[i].op != VD_OP_BATCHNORM) continue;
         nbt[k] = st->iteration;
@@ -270,9 +292,9 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
         o->data = &nbt[k++];
         o->bytes = 8;
     }
-    for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params);
+    for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params, bf);
 
-    meta_kv m[10];
+    meta_kv m[12];
     memset(m, 0, sizeof m);
     int nm = 0;
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "pt");
@@ -296,12 +318,14 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     nt = 0;
     for (int i = 0; i < net->n_params; i++)
         if (net->params[i].kind == VD_PARAM_WEIGHT)
-            param_tensor(&t[nt++], &net->params[i], "momentum.", momentum);
+            param_tensor(&t[nt++], &net->params[i], "momentum.", momentum, NULL);   /* F32 */
     nm = 0;
     m[nm].k = "batch"; snprintf(m[nm++].v, sizeof m[0].v, "%d", st->batch);
     if (st->data[0] && memchr(st->data, 0, sizeof st->data)) { m[nm].k = "data"; m[nm++].vs = st->data; }
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn-state-1");
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
+    /* only when not F32: an F32 pair has the bytes of older versions */
+    if (dtype == VD_CKPT_BF16) { m[nm].k = "model_dtype"; snprintf(m[nm++].v, sizeof m[0].v, "BF16"); }
     m[nm].k = "model_fnv1a64"; snprintf(m[nm++].v, sizeof m[0].v, "%016" PRIx64, model_hash);
     m[nm].k = "net"; snprintf(m[nm++].v, sizeof m[0].v, "%s", net->name);
     m[nm].k = "samples"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->samples);
@@ -314,6 +338,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
 out:
     vd_free(t);
     vd_free(nbt);
+    vd_free(bf);
     return rc;
 }
 
@@ -523,6 +548,24 @@ static void fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
+/* The float dtypes a parameter may be stored in (converted to fp32 exactly). */
+static bool float_dtype(const char *d) {
+    return !strcmp(d, "F32") || !strcmp(d, "BF16") || !strcmp(d, "F16");
+}
+
+/* n elements of a float_dtype at src (little-endian, any alignment) as fp32. */
+static void load_floats(float *dst, const unsigned char *src, const char *dtype, int64_t n) {
+    if (!strcmp(dtype, "F32")) {
+        memcpy(dst, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    bool bf = !strcmp(dtype, "BF16");
+    for (int64_t k = 0; k < n; k++) {
+        uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
+        dst[k] = bf ? vd_bf16_to_f32(h) : vd_f16_to_f32(h);
+    }
+}
+
 /* Copy the tensors "<prefix><param name>" for the params with kind `only`
  * (or all if only < 0) from f into dst; every entry of f must be used
  * (num_batches_tracked of the net's BN layers allowed when allow_nbt). */
@@ -544,16 +587,17 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
             char s1[160], s2[160];
             bool same = t->ndim == p->ndim;
             for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
-            if (strcmp(t->dtype, "F32") != 0) {
-                snprintf(why, sizeof why, "tensor '%s' has dtype %s (only F32 is supported)",
-                         name, t->dtype);
+            if (!float_dtype(t->dtype)) {
+                snprintf(why, sizeof why, "tensor '%s' has dtype %s, which cannot be loaded "
+                         "(F32, BF16 and F16 can)", name, t->dtype);
             } else if (!same) {
                 fmt_shape(s1, sizeof s1, t->ndim, t->shape);
                 fmt_shape(s2, sizeof s2, p->ndim, p->shape);
                 snprintf(why, sizeof why, "tensor '%s' has shape %s but net '%s' expects %s",
                          name, s1, net->name, s2);
             } else {
-                memcpy(dst + p->offset, f->data + t->begin, (size_t)(t->end - t->begin));
+                /* the byte count was checked against the dtype's size in st_open */
+                load_floats(dst + p->offset, f->data + t->begin, t->dtype, p->numel);
                 /* NaN or Inf weights would train (or evaluate) to a NaN loss */
                 const float *v = dst + p->offset;
                 for (int64_t k = 0; k < p->numel; k++)
@@ -670,6 +714,12 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         goto fail;
     }
     if (data) snprintf(st->data, sizeof st->data, "%s", data);
+    const char *md = meta_str(f, "model_dtype");     /* absent: F32 (older versions too) */
+    if (md && strcmp(md, "F32") != 0 && strcmp(md, "BF16") != 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata 'model_dtype' is '%.32s', not F32 or BF16", sp, md);
+        goto fail;
+    }
+    snprintf(st->model_dtype, sizeof st->model_dtype, "%s", md ? md : "F32");
     return VD_OK;
 fail:
     st_close(f);

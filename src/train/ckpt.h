@@ -6,7 +6,9 @@
  *
  *   FILE        the model: exactly a torchvision state_dict. Every parameter
  *               and buffer of the net under its own name ("features.0.weight",
- *               "bn1.running_var", ...) as F32 in PyTorch's shape, plus for
+ *               "bn1.running_var", ...) as F32 (or, saved with
+ *               vd_ckpt_save_opts.dtype VD_CKPT_BF16, BF16: the fp32 values
+ *               rounded to nearest even) in PyTorch's shape, plus for
  *               every batch-norm layer "<bn>.num_batches_tracked" (I64, shape
  *               [], = iterations trained). So in Python
  *                 model.load_state_dict(safetensors.torch.load_file(FILE))
@@ -19,7 +21,9 @@
  *               "batch", "model_fnv1a64" (FNV-1a 64 of FILE's bytes, so a
  *               state never pairs with a model file it was not saved with),
  *               and "data" (the --data spec the run trained on; absent in
- *               files of older versions).
+ *               files of older versions), and "model_dtype": "BF16" when FILE
+ *               holds BF16 weights (absent: F32). The momentum stays F32
+ *               whatever FILE's dtype.
  *   FILE.state.prev  the previous FILE.state (a hard link), kept so that a
  *               crash inside a save never loses the last resumable pair.
  *
@@ -34,7 +38,10 @@
  * FILE.state does not belong to FILE but the .prev does. Loading validates
  * the header length, JSON, dtypes, shapes, offsets (in range, contiguous,
  * covering the data) and the metadata; anything wrong is VD_EDATA naming the
- * file. */
+ * file. Loading accepts float tensors of dtype F32, BF16 and F16 (whoever
+ * wrote them: a model PyTorch saved in bf16 or fp16 loads) and converts them
+ * exactly to the fp32 parameters; any other dtype of a parameter is VD_EDATA
+ * naming the tensor and the dtype. */
 #ifndef VD_CKPT_H
 #define VD_CKPT_H
 
@@ -55,7 +62,17 @@ typedef struct vd_train_state {
     bool from_prev;             /* load/peek output: the state came from
                                    FILE.state.prev (FILE.state did not belong
                                    to FILE: a save was interrupted) */
+    char model_dtype[8];        /* load/peek output: the dtype FILE's weights
+                                   were saved in, "F32" or "BF16" (from the
+                                   state's "model_dtype"); ignored by saves
+                                   (vd_ckpt_save_opts.dtype decides) */
 } vd_train_state;
+
+/* The dtype of the model file's float tensors. */
+typedef enum vd_ckpt_dtype {
+    VD_CKPT_F32 = 0,            /* the fp32 values as they are (the default) */
+    VD_CKPT_BF16,               /* rounded to bf16, nearest even (vd_f32_to_bf16) */
+} vd_ckpt_dtype;
 
 /* Write FILE (model) and, when momentum is non-NULL, FILE.state (crash-safe
  * as a pair, see above; st->data is recorded when non-empty).
@@ -71,13 +88,18 @@ typedef struct vd_ckpt_save_opts {
      * new state. NULL: none. */
     int (*after_state)(void *ctx, const char *path);
     void *ctx;
+    /* FILE's parameters and buffers: F32 (0, the default) or BF16. The
+     * momentum in FILE.state stays F32 (a resume continues from it exactly;
+     * only the weights were rounded). */
+    vd_ckpt_dtype dtype;
 } vd_ckpt_save_opts;
 int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
                     const float *momentum, const vd_train_state *st,
                     const vd_ckpt_save_opts *o, vd_err *e);
 
-/* Load FILE's tensors into params (net->param_floats floats). Names, dtypes
- * and shapes must match the net exactly (num_batches_tracked is accepted and
+/* Load FILE's tensors into params (net->param_floats floats). Names and
+ * shapes must match the net exactly, dtypes be F32, BF16 or F16 (converted
+ * exactly to fp32; num_batches_tracked, an I64 scalar, is accepted and
  * ignored); the first mismatch is reported (VD_EDATA). *iteration (may be
  * NULL) gets the "iteration" metadata, or 0 if absent (e.g. a file saved
  * from PyTorch). */

@@ -101,7 +101,8 @@ static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e
                            "checkpoint (at most %zu bytes)", r->o->data_spec, sizeof st.data - 1);
         snprintf(st.data, sizeof st.data, "%s", r->o->data_spec);
     }
-    rc = vd_ckpt_save(r->o->save_path, r->net, r->params, r->mom, &st, e);
+    vd_ckpt_save_opts so = { .dtype = r->o->save_dtype };
+    rc = vd_ckpt_save_ex(r->o->save_path, r->net, r->params, r->mom, &st, &so, e);
     if (rc) {
         vd_err_prefix(e, "saving the checkpoint at iteration %lld", (long long)iter);
         return rc;
@@ -208,6 +209,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                  o->resume_path, o->resume_path);
         note(o, iter, o->iters, "resumed from %s at iteration %lld", o->resume_path,
              (long long)iter);
+        if (strcmp(st.model_dtype, "F32") != 0)
+            note(o, iter, o->iters, "%s holds %s weights (saved with --save-dtype): the run "
+                 "continues from the rounded weights and the F32 momentum, so it does not "
+                 "repeat an uninterrupted run exactly", o->resume_path, st.model_dtype);
     } else if (o->init_path) {
         rc = vd_ckpt_load_model(o->init_path, net, r.params, NULL, e);
         if (rc) goto done;

@@ -20,6 +20,7 @@
 #include "net/net.h"
 #include "data/data.h"
 #include "exec/exec.h"
+#include "train/ckpt.h"
 
 typedef enum {
     VD_TEV_START,       /* training is about to start (iter = first iteration) */
@@ -80,6 +81,8 @@ typedef struct vd_train_opts {
                                one uninterrupted run */
     const char *save_path;  /* NULL: no checkpoint */
     int64_t save_every;     /* also save every N iterations (0 = only at the end) */
+    vd_ckpt_dtype save_dtype;/* the saved model's weights: F32 (0) or BF16
+                               (rounded; the momentum state stays F32) */
     const char *resume_path;/* weights + momentum + iteration + data position */
     const char *init_path;  /* weights only */
     int64_t eval_every;     /* evaluate every N iterations (0 = only at the end) */

@@ -494,22 +494,26 @@ int vd_fsync_parent_dir(const char *path, vd_err *e) {
     return rc;
 }
 
+/* ======================================================================== */
+/* 16-bit floats (bf16 / IEEE f16) <-> f32                                  */
+/* ======================================================================== */
+
 float vd_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-    if (ex == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13);               /* inf, NaN (payload kept) */
-    } else if (ex) {
-        u = sign | ((ex + 112u) << 23) | (man << 13);       /* normal: bias 15 -> 127 */
-    } else if (!man) {
-        u = sign;                                           /* +-0 */
-    } else {                                                /* subnormal: normalise */
-        int e = -1;
-        do { man <<= 1; e++; } while (!(man & 0x400u));
-        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, u;
+    if (exp == 0x1F) {                  /* infinity, or NaN (payload kept) */
+        u = sign | 0x7F800000u | man << 13;
+    } else if (exp) {                   /* normal: rebias 15 -> 127 */
+        u = sign | (exp + 112) << 23 | man << 13;
+    } else if (!man) {                  /* +-0 */
+        u = sign;
+    } else {                            /* subnormal man * 2^-24: normalise */
+        uint32_t e = 113;               /* 2^(113 - 127) = 2^-14 with the implicit bit at 1 << 10 */
+        while (!(man & 0x400u)) { man <<= 1; e--; }
+        u = sign | e << 23 | (man & 0x3FFu) << 13;
     }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
 }
 
 void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {

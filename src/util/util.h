@@ -174,13 +174,16 @@ int vd_fsync_parent_dir(const char *path, vd_err *e);
 /* ---- bfloat16 / float16 -------------------------------------------------
  * bf16 is the upper half of an IEEE float32 (1 sign, 8 exponent, 7 mantissa
  * bits); these are the conversions every bf16 store in vdnn goes through. */
-/* Round to nearest, ties to even (what __float2bfloat16_rn does on the GPU);
- * a NaN stays a NaN (quiet, sign kept); values past the largest bf16 round
- * to inf. */
+/* The bfloat16 nearest to f, ties to even (what __float2bfloat16_rn does on
+ * the GPU). A finite f at or beyond the midpoint between the largest bf16
+ * (0x7F7F, 3.3895e38) and 2^128 rounds to an infinity of its sign;
+ * infinities stay; a NaN gives the quiet NaN 0x7FC0 (PyTorch's
+ * c10::BFloat16 does the same). The addition cannot overflow 32 bits: no
+ * NaN is left and 0x7F7FFFFF carries into 0x7F80, an infinity. */
 static inline uint16_t vd_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7FC0;
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
@@ -191,7 +194,9 @@ static inline float vd_bf16_to_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
-/* Exact IEEE binary16 to float32, subnormals, inf and NaN included (util.c). */
+/* The float of an IEEE 754 binary16 bit pattern: exact for every value
+ * (subnormals become normal floats, infinities stay infinities, a NaN stays
+ * a NaN with its sign and payload). */
 float vd_f16_to_f32(uint16_t h);
 /* Array forms. */
 void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);

@@ -13,7 +13,10 @@ EXPECTED, one per line:
     model|state NAME DTYPE NDIM DIM... VALUE...
 
 F32 values are C99 hex floats (printf %a), compared bit-exactly; I64 values
-are decimal. Lines starting with '#' are ignored. Exit status 0 on success.
+are decimal. BF16 values are the fp32 values (hex floats) the file rounded:
+each stored bf16 must be the one nearest to it, ties to the even one (chosen
+here by comparing distances, not by vdnn's bit trick). Lines starting with
+'#' are ignored. Exit status 0 on success.
 """
 import json
 import struct
@@ -26,6 +29,25 @@ SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
 def fail(msg):
     print("read_safetensors.py: " + msg, file=sys.stderr)
     sys.exit(1)
+
+
+def bf16_mag(p):
+    """The magnitude of bf16 pattern p (0 .. 0x7F80, 0x7F80 read as 2**128)."""
+    e, m = p >> 7, p & 0x7F
+    return (128 + m) * 2.0 ** (e - 134) if e else m * 2.0 ** -133
+
+
+def nearest_bf16(x):
+    """The bf16 pattern nearest to the float32 x, ties to even (x finite or inf)."""
+    (u,) = struct.unpack("<I", struct.pack("<f", x))
+    sign, mag = (u >> 16) & 0x8000, u & 0x7FFFFFFF
+    if mag == 0x7F800000:
+        return sign | 0x7F80
+    lo = mag >> 16
+    v = abs(x)
+    dl, dh = v - bf16_mag(lo), bf16_mag(lo + 1) - v   # exact in double
+    r = lo if dl < dh else lo + 1 if dh < dl else lo + (lo & 1)
+    return sign | r
 
 
 def load(path):
@@ -95,6 +117,9 @@ def main():
             if dt == "F32":
                 got = struct.unpack("<%df" % (len(blob) // 4), blob)
                 exp_vals = [float.fromhex(v) for v in vals]
+            elif dt == "BF16":
+                got = struct.unpack("<%dH" % (len(blob) // 2), blob)
+                exp_vals = [nearest_bf16(float.fromhex(v)) for v in vals]
             elif dt == "I64":
                 got = struct.unpack("<%dq" % (len(blob) // 8), blob)
                 exp_vals = [int(v) for v in vals]
@@ -104,6 +129,8 @@ def main():
                 fail(f"{name}: {len(got)} values, expected {len(exp_vals)}")
             for i, (g, w) in enumerate(zip(got, exp_vals)):
                 if g != w:
+                    if dt == "BF16":
+                        fail(f"{name}[{i}] = 0x{g:04x}, expected 0x{w:04x} (from {vals[i]})")
                     fail(f"{name}[{i}] = {g!r}, expected {w!r}")
             checked += 1
         if which == "model" and meta.get("format") != "pt":

@@ -16,6 +16,18 @@ static float *rand_floats(int64_t n, uint64_t seed) {
     return p;
 }
 
+static float f32_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
     ck_assert_ptr_nonnull(d);
@@ -339,7 +351,7 @@ START_TEST(corruption_never_crashes) {
 }
 END_TEST
 
-/* A hand-made file whose tensors overlap / leave a hole / use F16. */
+/* A hand-made file whose tensors overlap / leave a hole / use F64. */
 static void write_st(const char *path, const char *json, size_t data_n) {
     size_t hl = strlen(json);
     unsigned char *b = calloc(1, 8 + hl + data_n);
@@ -370,8 +382,13 @@ START_TEST(offsets_are_validated) {
         { "{\"__metadata__\":{\"x\":1}}", 0, "not a string" },
         { "[1,2]", 0, "not a JSON object" },
         { "{\"a\":1,\"a\":2}", 0, "duplicate" },
-        { "{\"features.0.weight\":{\"dtype\":\"F16\",\"shape\":[4,3,3,3],"
-          "\"data_offsets\":[0,216]}}", 216, "F16" },
+        { "{\"features.0.weight\":{\"dtype\":\"F64\",\"shape\":[4,3,3,3],"
+          "\"data_offsets\":[0,864]}}", 864, "dtype F64" },
+        /* the byte size is the dtype's: 2 BF16 elements are 4 bytes, not 8 */
+        { "{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+          "BF16 of its shape needs 4" },
+        { "{\"a\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,12]}}", 12,
+          "F16 of its shape needs 6" },
     };
     for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
         write_st(p, cases[i].json, cases[i].n);
@@ -437,7 +454,9 @@ END_TEST
 
 /* Write a checkpoint and an exact text dump of it, then let the plain-Python
  * reader (tests/train/read_safetensors.py, struct + json only) check that it
- * decodes to the same tensors. Skipped when python3 is absent. */
+ * decodes to the same tensors; then the same with the model saved as BF16,
+ * where the reader rounds the dumped fp32 weights to nearest even itself.
+ * Skipped when python3 is absent. */
 START_TEST(python_reader_agrees) {
     if (system("python3 -c 'import json, struct' >/dev/null 2>&1") != 0) {
         fprintf(stderr, "python_reader_agrees: python3 not found, skipped\n");
@@ -447,32 +466,40 @@ START_TEST(python_reader_agrees) {
     ck_assert_msg(src != NULL, "VD_SRCDIR not set (run through meson test)");
     fixture f;
     fx_init(&f, true);
-    vd_err e;
-    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
-    char dump[700];
-    snprintf(dump, sizeof dump, "%s/expected.txt", f.dir);
-    FILE *o = fopen(dump, "w");
-    ck_assert_ptr_nonnull(o);
-    fprintf(o, "# which name dtype ndim dims... values...\n");
-    for (int i = 0; i < f.net.n_params; i++) {
-        const vd_param *p = &f.net.params[i];
-        for (int pass = 0; pass < 2; pass++) {
-            if (pass == 1 && p->kind != VD_PARAM_WEIGHT) continue;
-            fprintf(o, "%s %s%s F32", pass ? "state" : "model", pass ? "momentum." : "", p->name);
-            fprintf(o, " %d", p->ndim);
-            for (int d = 0; d < p->ndim; d++) fprintf(o, " %lld", (long long)p->shape[d]);
-            const float *src_p = (pass ? f.mom : f.params) + p->offset;
-            for (int64_t k = 0; k < p->numel; k++) fprintf(o, " %a", (double)src_p[k]);
-            fprintf(o, "\n");
+    /* ties, a carry and FLT_MAX (to inf) among the weights for the BF16 pass */
+    static const uint32_t ties[] = { 0x3F808000u, 0x3F818000u, 0xBF818000u, 0x3FFF8000u,
+                                     0x7F7FFFFFu, 0x00018000u };
+    for (size_t i = 0; i < VD_ARRAY_LEN(ties); i++) f.params[i] = f32_of(ties[i]);
+    for (int bf = 0; bf < 2; bf++) {
+        vd_err e;
+        vd_ckpt_save_opts so = { .dtype = bf ? VD_CKPT_BF16 : VD_CKPT_F32 };
+        ck_assert_int_eq(vd_ckpt_save_ex(f.path, &f.net, f.params, f.mom, &f.st, &so, &e), 0);
+        char dump[700];
+        snprintf(dump, sizeof dump, "%s/expected.txt", f.dir);
+        FILE *o = fopen(dump, "w");
+        ck_assert_ptr_nonnull(o);
+        fprintf(o, "# which name dtype ndim dims... values...\n");
+        for (int i = 0; i < f.net.n_params; i++) {
+            const vd_param *p = &f.net.params[i];
+            for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1 && p->kind != VD_PARAM_WEIGHT) continue;
+                fprintf(o, "%s %s%s %s", pass ? "state" : "model", pass ? "momentum." : "", p->name,
+                        bf && !pass ? "BF16" : "F32");
+                fprintf(o, " %d", p->ndim);
+                for (int d = 0; d < p->ndim; d++) fprintf(o, " %lld", (long long)p->shape[d]);
+                const float *src_p = (pass ? f.mom : f.params) + p->offset;
+                for (int64_t k = 0; k < p->numel; k++) fprintf(o, " %a", (double)src_p[k]);
+                fprintf(o, "\n");
+            }
         }
+        fprintf(o, "model features.1.num_batches_tracked I64 0 123\n");
+        fclose(o);
+        char cmd[2400];
+        snprintf(cmd, sizeof cmd, "python3 '%s/tests/train/read_safetensors.py' '%s' '%s'", src,
+                 f.path, dump);
+        int rc = system(cmd);
+        ck_assert_msg(rc == 0, "%s failed (status %d)", cmd, rc);
     }
-    fprintf(o, "model features.1.num_batches_tracked I64 0 123\n");
-    fclose(o);
-    char cmd[2400];
-    snprintf(cmd, sizeof cmd, "python3 '%s/tests/train/read_safetensors.py' '%s' '%s'", src,
-             f.path, dump);
-    int rc = system(cmd);
-    ck_assert_msg(rc == 0, "%s failed (status %d)", cmd, rc);
     fx_free(&f);
 }
 END_TEST
@@ -578,9 +605,380 @@ START_TEST(huge_header_is_linear) {
 }
 END_TEST
 
+/* ---- 16-bit floats: loading BF16 / F16, saving BF16 ------------------------ */
+
+/* Bit patterns with their values in closed form. */
+typedef struct pat { uint16_t h; float v; } pat;
+static pat g_bf16[8], g_f16[10];
+static void init_pats(void) {
+    const pat bf[8] = {
+        { 0x3F80, 1.0f }, { 0xC020, -2.5f }, { 0x0001, 0 /* 2^-133, below */ },
+        { 0x3E00, 0.125f }, { 0x8000, -0.0f }, { 0x7F7F, 0 /* 255 * 2^120 */ },
+        { 0x4049, 3.140625f }, { 0xBB80, -0.00390625f } };
+    const pat f16[10] = {
+        { 0x3C00, 1.0f }, { 0xC100, -2.5f }, { 0x0001, 0 /* 2^-24 */ },
+        { 0x03FF, 0 /* 1023 * 2^-24 */ }, { 0x7BFF, 65504.0f }, { 0x8001, 0 /* -2^-24 */ },
+        { 0x3555, 0.333251953125f /* 1365 * 2^-12 */ }, { 0x0400, 0 /* 2^-14 */ },
+        { 0xFBFF, -65504.0f }, { 0x5640, 100.0f } };
+    memcpy(g_bf16, bf, sizeof bf);
+    memcpy(g_f16, f16, sizeof f16);
+    g_bf16[2].v = ldexpf(1.0f, -133);      /* the smallest bf16 subnormal */
+    g_bf16[5].v = ldexpf(255.0f, 120);     /* the largest finite bf16 */
+    g_f16[2].v = ldexpf(1.0f, -24);        /* the smallest f16 subnormal */
+    g_f16[3].v = ldexpf(1023.0f, -24);     /* the largest f16 subnormal */
+    g_f16[5].v = -ldexpf(1.0f, -24);
+    g_f16[7].v = ldexpf(1.0f, -14);        /* the smallest normal f16 */
+}
+
+/* A hand-written safetensors file: tensors in the order given, the data of
+ * each as given (little-endian bytes). */
+typedef struct hand_t {
+    char name[96];
+    const char *dtype;
+    int ndim;
+    int64_t shape[4];
+    unsigned char *data;
+    size_t bytes;
+} hand_t;
+
+static void write_hand(const char *path, const hand_t *t, int n) {
+    size_t cap = 8192, k = 0, data_n = 0;
+    char *json = malloc(cap);
+    k += (size_t)snprintf(json + k, cap - k, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        k += (size_t)snprintf(json + k, cap - k, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name,
+                              t[i].dtype);
+        for (int d = 0; d < t[i].ndim; d++)
+            k += (size_t)snprintf(json + k, cap - k, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+        k += (size_t)snprintf(json + k, cap - k, "],\"data_offsets\":[%zu,%zu]}", data_n,
+                              data_n + t[i].bytes);
+        data_n += t[i].bytes;
+    }
+    k += (size_t)snprintf(json + k, cap - k, "}");
+    ck_assert_uint_lt(k, cap);
+    unsigned char *b = malloc(8 + k + data_n);
+    for (int j = 0; j < 8; j++) b[j] = (unsigned char)((uint64_t)k >> (8 * j));
+    memcpy(b + 8, json, k);
+    size_t off = 8 + k;
+    for (int i = 0; i < n; i++) {
+        if (t[i].bytes) memcpy(b + off, t[i].data, t[i].bytes);
+        off += t[i].bytes;
+    }
+    tu_write(path, b, off);
+    free(b);
+    free(json);
+}
+
+/* The tensors of net's parameters as PyTorch would save them: parameter i in
+ * dtypes[i % nd], element k the pattern k of that dtype's table (F32:
+ * 0.25 k - 3), plus "<bn>.num_batches_tracked" (I64 5) for each BN layer.
+ * want (param_floats) gets the values in closed form. Returns the count;
+ * free the data with free_hand. */
+static int hand_model(const vd_net *net, const char *const *dtypes, int nd, hand_t *t,
+                      float *want) {
+    int n = 0;
+    for (int i = 0; i < net->n_params; i++) {
+        const vd_param *p = &net->params[i];
+        hand_t *h = &t[n++];
+        snprintf(h->name, sizeof h->name, "%s", p->name);
+        h->dtype = dtypes[i % nd];
+        h->ndim = p->ndim;
+        for (int d = 0; d < p->ndim; d++) h->shape[d] = p->shape[d];
+        bool f32 = !strcmp(h->dtype, "F32"), bf = !strcmp(h->dtype, "BF16");
+        h->bytes = (size_t)p->numel * (f32 ? 4 : 2);
+        h->data = malloc(h->bytes);
+        for (int64_t k = 0; k < p->numel; k++) {
+            if (f32) {
+                float v = 0.25f * (float)k - 3.0f;
+                memcpy(h->data + 4 * k, &v, 4);
+                want[p->offset + k] = v;
+                continue;
+            }
+            const pat *pt = bf ? &g_bf16[k % 8] : &g_f16[k % 10];
+            h->data[2 * k] = (unsigned char)(pt->h & 0xFF);
+            h->data[2 * k + 1] = (unsigned char)(pt->h >> 8);
+            want[p->offset + k] = pt->v;
+        }
+    }
+    for (int i = 0; i < net->n_layers; i++) {
+        if (net->layers[i].op != VD_OP_BATCHNORM) continue;
+        hand_t *h = &t[n++];
+        snprintf(h->name, sizeof h->name, "%s.num_batches_tracked", net->layers[i].name);
+        h->dtype = "I64";
+        h->ndim = 0;
+        h->bytes = 8;
+        h->data = calloc(1, 8);
+        h->data[0] = 5;
+    }
+    return n;
+}
+
+static void free_hand(hand_t *t, int n) {
+    for (int i = 0; i < n; i++) free(t[i].data);
+}
+
+/* A state_dict PyTorch saved in bf16 (every float tensor BF16, the BN
+ * counter I64), one in fp16, and one mixing F32, BF16 and F16: each loads
+ * into the fp32 parameters with the exact values of the bit patterns
+ * (subnormals of both formats included), compared bit for bit. */
+START_TEST(loads_bf16_and_f16_tensors) {
+    init_pats();
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    snprintf(p, sizeof p, "%s/half.safetensors", d);
+    vd_net net;
+    tu_tiny_net(&net, 3, 8, 8, 10, true, 4);
+    hand_t t[16];
+    ck_assert_int_le(net.n_params + 1, 16);
+    float *want = calloc((size_t)net.param_floats, sizeof(float));
+    float *got = calloc((size_t)net.param_floats, sizeof(float));
+    static const char *const all_bf[] = { "BF16" }, *const all_f16[] = { "F16" },
+                             *const mixed[] = { "BF16", "F16", "F32" };
+    const struct { const char *const *dt; int n; } sets[] = { { all_bf, 1 }, { all_f16, 1 },
+                                                              { mixed, 3 } };
+    vd_err e;
+    for (size_t s = 0; s < VD_ARRAY_LEN(sets); s++) {
+        int n = hand_model(&net, sets[s].dt, sets[s].n, t, want);
+        write_hand(p, t, n);
+        free_hand(t, n);
+        memset(got, 0xA5, sizeof(float) * (size_t)net.param_floats);
+        int64_t it = -1;
+        ck_assert_msg(vd_ckpt_load_model(p, &net, got, &it, &e) == 0, "set %zu: %s", s, e.msg);
+        ck_assert_int_eq(it, 0);                  /* no "iteration" metadata: 0 */
+        for (int64_t k = 0; k < net.param_floats; k++)
+            ck_assert_msg(bits_of(got[k]) == bits_of(want[k]), "set %zu, float %lld: %a, expected %a",
+                          s, (long long)k, (double)got[k], (double)want[k]);
+    }
+    /* the patterns really were all used (a table entry of 0 would hide one) */
+    for (int i = 0; i < 8; i++) ck_assert(g_bf16[i].v != 0 || g_bf16[i].h == 0x8000);
+    for (int i = 0; i < 10; i++) ck_assert(g_f16[i].v != 0);
+    /* an F16 infinity or a BF16 NaN loads, converted, and is then refused as
+     * any non-finite weight is: 5, naming the tensor and the element */
+    const struct { const char *dtype; uint16_t h; const char *what; } bad[] = {
+        { "F16", 0x7C00, "infinite" }, { "F16", 0xFC00, "infinite" },
+        { "BF16", 0x7FC0, "NaN" }, { "BF16", 0xFF80, "infinite" }, { "F16", 0x7E00, "NaN" } };
+    for (size_t b = 0; b < VD_ARRAY_LEN(bad); b++) {
+        const char *dt[] = { bad[b].dtype };
+        int n = hand_model(&net, dt, 1, t, want);
+        int last = net.n_params - 1;              /* classifier.bias, element 3 */
+        ck_assert_str_eq(t[last].name, "classifier.bias");
+        t[last].data[6] = (unsigned char)(bad[b].h & 0xFF);
+        t[last].data[7] = (unsigned char)(bad[b].h >> 8);
+        write_hand(p, t, n);
+        free_hand(t, n);
+        ck_assert_int_eq(vd_ckpt_load_model(p, &net, got, NULL, &e), VD_EDATA);
+        ck_assert_msg(strstr(e.msg, "'classifier.bias'") && strstr(e.msg, bad[b].what) &&
+                      strstr(e.msg, "element 3"), "%s", e.msg);
+    }
+    free(want);
+    free(got);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* Dtypes that are not F32, BF16 or F16 (each with the right byte size, so
+ * only the dtype is wrong): 5, naming the tensor and the dtype. */
+START_TEST(unsupported_dtype_names_the_tensor) {
+    init_pats();
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    snprintf(p, sizeof p, "%s/odd.safetensors", d);
+    vd_net net;
+    tu_tiny_net(&net, 3, 8, 8, 10, false, 4);
+    float *want = calloc((size_t)net.param_floats, sizeof(float));
+    float *got = calloc((size_t)net.param_floats, sizeof(float));
+    static const struct { const char *dtype; size_t size; } dts[] = {
+        { "F64", 8 }, { "I64", 8 }, { "I32", 4 }, { "I16", 2 }, { "U8", 1 }, { "I8", 1 },
+        { "U16", 2 }, { "BOOL", 1 }, { "F8_E4M3", 1 }, { "F8_E5M2", 1 } };
+    const char *f32[] = { "F32" };
+    hand_t t[8];
+    vd_err e;
+    for (size_t i = 0; i < VD_ARRAY_LEN(dts); i++) {
+        int n = hand_model(&net, f32, 1, t, want);
+        hand_t *h = &t[n - 1];
+        ck_assert_str_eq(h->name, "classifier.bias");
+        h->dtype = dts[i].dtype;
+        h->bytes = 10 * dts[i].size;
+        free(h->data);
+        h->data = calloc(1, h->bytes);
+        write_hand(p, t, n);
+        free_hand(t, n);
+        ck_assert_int_eq(vd_ckpt_load_model(p, &net, got, NULL, &e), VD_EDATA);
+        char dtype_is[40];
+        snprintf(dtype_is, sizeof dtype_is, "dtype %s,", dts[i].dtype);
+        ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, "'classifier.bias'") &&
+                      strstr(e.msg, dtype_is), "%s: %s", dts[i].dtype, e.msg);
+    }
+    /* the same for the momentum of a state file: FILE.state can hold no F64 */
+    fixture f;
+    fx_init(&f, false);
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    char sp[700];
+    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    /* same length: "F32" of the first momentum tensor becomes "I32" */
+    patch_same_len(sp, "\"momentum.features.0.weight\":{\"dtype\":\"F32\"",
+                   "\"momentum.features.0.weight\":{\"dtype\":\"I32\"");
+    vd_train_state st;
+    ck_assert_int_eq(vd_ckpt_load(f.path, &f.net, got, want, &st, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "'momentum.features.0.weight'") && strstr(e.msg, "dtype I32,"),
+                  "%s", e.msg);
+    fx_free(&f);
+    free(want);
+    free(got);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* The data bytes of tensor name in the safetensors buffer d (header h, hl):
+ * dtype, numel and bytes checked. */
+static const unsigned char *tensor_bytes(const unsigned char *d, uint64_t hl, const json_t *h,
+                                         const char *name, const char *dtype, int64_t numel,
+                                         int esize) {
+    const json_t *t = json_object_get(h, name);
+    ck_assert_msg(t != NULL, "no tensor '%s'", name);
+    ck_assert_str_eq(json_string_value(json_object_get(t, "dtype")), dtype);
+    uint64_t b0, b1;
+    ck_assert(vd_json_u64(json_array_get(json_object_get(t, "data_offsets"), 0), &b0));
+    ck_assert(vd_json_u64(json_array_get(json_object_get(t, "data_offsets"), 1), &b1));
+    ck_assert_uint_eq(b1 - b0, (uint64_t)numel * (uint64_t)esize);
+    return d + 8 + hl + b0;
+}
+
+static json_t *header_of(const unsigned char *d, uint64_t *hl) {
+    *hl = 0;
+    for (int k = 7; k >= 0; k--) *hl = (*hl << 8) | d[k];
+    char jerr[128];
+    json_t *h = vd_json_parse((const char *)d + 8, *hl, 0, jerr, sizeof jerr);
+    ck_assert_msg(h != NULL, "%s", jerr);
+    return h;
+}
+
+/* --save-dtype bf16: FILE holds every parameter and buffer as BF16, under
+ * the same names and shapes, each the fp32 master weight rounded to nearest
+ * even (hand-picked ties and carries checked against their known results);
+ * the BN counter stays I64 and FILE.state's momentum F32, bit for bit, with
+ * "model_dtype": "BF16". Loading it back gives the rounded weights exactly
+ * and the exact momentum; saving those again as BF16 gives the same bytes. */
+START_TEST(save_bf16_round_trips) {
+    fixture f;
+    fx_init(&f, true);
+    const vd_param *w0 = &f.net.params[0];
+    ck_assert_str_eq(w0->name, "features.0.weight");
+    static const struct { uint32_t f; uint16_t bf; } picks[] = {
+        { 0x3F808000u, 0x3F80 },   /* tie, even: down */
+        { 0x3F818000u, 0x3F82 },   /* tie, odd: up */
+        { 0xBF818000u, 0xBF82 },   /* the same, negative */
+        { 0x3F80FFFFu, 0x3F81 },   /* above the tie: up (not truncated) */
+        { 0x3FFF8000u, 0x4000 },   /* carries into the exponent */
+        { 0xC0200000u, 0xC020 },   /* -2.5: exact */
+        { 0x007FFFFFu, 0x0080 },   /* the largest f32 subnormal: up to a normal */
+        { 0x3F817FFFu, 0x3F81 },   /* below the tie: down */
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(picks); i++) f.params[w0->offset + (int64_t)i] = f32_of(picks[i].f);
+    vd_err e;
+    vd_ckpt_save_opts so = { .dtype = VD_CKPT_BF16 };
+    ck_assert_msg(vd_ckpt_save_ex(f.path, &f.net, f.params, f.mom, &f.st, &so, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(count_entries(f.dir), 2);
+    size_t n;
+    unsigned char *d = (unsigned char *)vdt_slurp(f.path, &n);
+    uint64_t hl;
+    json_t *h = header_of(d, &hl);
+    ck_assert_uint_eq(hl % 8, 0);
+    /* the size: header, one I64 counter, 2 bytes per parameter float */
+    ck_assert_uint_eq(n, 8 + hl + 8 + 2 * (uint64_t)f.net.param_floats);
+    ck_assert_uint_eq(json_object_size(h), 1 + (size_t)f.net.n_params + 1);
+    for (int i = 0; i < f.net.n_params; i++) {
+        const vd_param *p = &f.net.params[i];
+        const json_t *shp = json_object_get(json_object_get(h, p->name), "shape");
+        ck_assert_uint_eq(json_array_size(shp), (size_t)p->ndim);
+        for (int k = 0; k < p->ndim; k++)
+            ck_assert_int_eq(json_integer_value(json_array_get(shp, (size_t)k)), p->shape[k]);
+        const unsigned char *b = tensor_bytes(d, hl, h, p->name, "BF16", p->numel, 2);
+        for (int64_t k = 0; k < p->numel; k++) {
+            uint16_t got = (uint16_t)(b[2 * k] | b[2 * k + 1] << 8);
+            ck_assert_msg(got == vd_f32_to_bf16(f.params[p->offset + k]), "%s[%lld]: 0x%04x",
+                          p->name, (long long)k, got);
+            if (i == 0 && k < (int64_t)VD_ARRAY_LEN(picks))
+                ck_assert_msg(got == picks[k].bf, "0x%08x saved as 0x%04x, expected 0x%04x",
+                              picks[k].f, got, picks[k].bf);
+        }
+    }
+    int64_t nbt;
+    memcpy(&nbt, tensor_bytes(d, hl, h, "features.1.num_batches_tracked", "I64", 1, 8), 8);
+    ck_assert_int_eq(nbt, 123);
+    json_decref(h);
+    vd_free(d);
+    /* the state: F32 momentum, bit for bit, and the model's dtype */
+    char sp[700];
+    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    d = (unsigned char *)vdt_slurp(sp, &n);
+    h = header_of(d, &hl);
+    for (int i = 0; i < f.net.n_params; i++) {
+        const vd_param *p = &f.net.params[i];
+        if (p->kind != VD_PARAM_WEIGHT) continue;
+        char name[160];
+        snprintf(name, sizeof name, "momentum.%s", p->name);
+        const unsigned char *b = tensor_bytes(d, hl, h, name, "F32", p->numel, 4);
+        ck_assert_mem_eq(b, f.mom + p->offset, 4 * (size_t)p->numel);
+    }
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(h, "__metadata__"),
+                                                       "model_dtype")), "BF16");
+    json_decref(h);
+    vd_free(d);
+
+    /* load: the rounded weights, the exact momentum */
+    float *p2 = calloc((size_t)f.net.param_floats, sizeof(float));
+    float *m2 = calloc((size_t)f.net.param_floats, sizeof(float));
+    vd_train_state st2, st3;
+    ck_assert_msg(vd_ckpt_load(f.path, &f.net, p2, m2, &st2, &e) == 0, "%s", e.msg);
+    for (int64_t k = 0; k < f.net.param_floats; k++)
+        ck_assert_uint_eq(bits_of(p2[k]), (uint32_t)vd_f32_to_bf16(f.params[k]) << 16);
+    for (size_t i = 0; i < VD_ARRAY_LEN(picks); i++)
+        ck_assert_uint_eq(bits_of(p2[w0->offset + (int64_t)i]), (uint32_t)picks[i].bf << 16);
+    for (int i = 0; i < f.net.n_params; i++) {
+        const vd_param *p = &f.net.params[i];
+        if (p->kind == VD_PARAM_WEIGHT)
+            ck_assert_mem_eq(m2 + p->offset, f.mom + p->offset, 4 * (size_t)p->numel);
+    }
+    ck_assert_str_eq(st2.model_dtype, "BF16");
+    ck_assert_int_eq(st2.iteration, 123);
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st3, &e), 0);
+    ck_assert_mem_eq(&st2, &st3, sizeof st2);
+    /* the rounded weights saved as BF16 again: the same bytes */
+    size_t n1, n2;
+    char *a = vdt_slurp(f.path, &n1);
+    ck_assert_int_eq(vd_ckpt_save_ex(f.path, &f.net, p2, m2, &st2, &so, &e), 0);
+    char *b = vdt_slurp(f.path, &n2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert_mem_eq(a, b, n1);
+    vd_free(a);
+    vd_free(b);
+    /* and as F32 (the default): no model_dtype in the state, F32 on load */
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, p2, m2, &st2, &e), 0);
+    a = vdt_slurp(sp, &n1);
+    ck_assert_ptr_null(strstr(a + 8, "model_dtype"));
+    vd_free(a);
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st3, &e), 0);
+    ck_assert_str_eq(st3.model_dtype, "F32");
+    /* a model_dtype that is neither is a damaged state */
+    ck_assert_int_eq(vd_ckpt_save_ex(f.path, &f.net, p2, m2, &st2, &so, &e), 0);
+    patch_same_len(sp, "\"model_dtype\":\"BF16\"", "\"model_dtype\":\"F8E5\"");
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st3, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "model_dtype") && strstr(e.msg, ".state"), "%s", e.msg);
+    free(p2);
+    free(m2);
+    fx_free(&f);
+}
+END_TEST
+
 VDT_MAIN("ckpt", 120,
           round_trip_is_exact, layout_is_safetensors_and_torchvision,
           strict_matching_reports_first_mismatch, state_must_belong_to_model,
           corruption_never_crashes, offsets_are_validated, atomic_write_keeps_old_file,
           python_reader_agrees, names_are_escaped_and_utf8, huge_header_is_linear,
-          long_paths_keep_the_state_next_to_the_model, metadata_counts_are_strict)
+          long_paths_keep_the_state_next_to_the_model, metadata_counts_are_strict,
+          loads_bf16_and_f16_tensors, unsupported_dtype_names_the_tensor, save_bf16_round_trips)

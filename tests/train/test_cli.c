@@ -48,6 +48,9 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "takes no value", "%s --quiet=1");
     expect(2, "exclude", "%s --resume a --init b");
     expect(2, "--save-every needs --save", "%s --save-every 5");
+    expect(2, "--save-dtype needs --save", "%s --save-dtype bf16");
+    expect(2, "did you mean 'bf16'", "%s --save x.safetensors --save-dtype bf61");
+    expect(2, "expected f32 | bf16", "%s --save x.safetensors --save-dtype f16");
     expect(2, "exclude", "%s --profile p.json --analytic-profile");
     expect(2, "--budget", "%s --budget 12Q");
     expect(2, "one NET.yaml", "%s other.yaml");
@@ -118,7 +121,7 @@ START_TEST(help_lists_every_flag) {
     ck_assert_int_eq(run(&out, "--help"), 0);
     static const char *const flags[] = {
         "--batch", "--iters", "--epochs", "--stop-at", "--lr", "--momentum", "--wd", "--seed",
-        "--data", "--augment", "--loader-threads", "--save", "--save-every", "--resume",
+        "--data", "--augment", "--loader-threads", "--save", "--save-every", "--save-dtype", "--resume",
         "--init", "--backend", "--device", "--budget", "--policy", "--prefetch", "--profile",
         "--profile-out", "--analytic-profile", "--math", "--deterministic", "--poison", "--eval-every",
         "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
@@ -188,6 +191,24 @@ START_TEST(resume_through_the_cli) {
     vd_free(out);
     vdt_assert_same_file(b, e2);
     vdt_assert_same_file(bs, e2s);
+    /* --save-dtype bf16: the weights are BF16 in the file, and a resume from
+     * it continues (from the rounded weights, saying so) */
+    char h[700], h2[700];
+    snprintf(h, sizeof h, "%s/h.safetensors", d);
+    snprintf(h2, sizeof h2, "%s/h2.safetensors", d);
+    snprintf(args, sizeof args, "%%s %s --iters 9 --stop-at 4 --save %s --save-dtype bf16 --quiet",
+             common, h);
+    expect(0, NULL, args);
+    size_t hn;
+    char *raw = vdt_slurp(h, &hn);
+    ck_assert_msg(strstr(raw + 8, "\"conv1.weight\":{\"dtype\":\"BF16\"") &&
+                  !strstr(raw + 8, "\"F32\""), "%.300s", raw + 8);
+    vd_free(raw);
+    snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, h, h2);
+    expect(0, "holds BF16 weights", args);
+    raw = vdt_slurp(h2, &hn);                 /* --save-dtype is not inherited: F32 */
+    ck_assert_msg(strstr(raw + 8, "\"conv1.weight\":{\"dtype\":\"F32\""), "%.300s", raw + 8);
+    vd_free(raw);
     /* --seed must agree with the checkpoint's */
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --seed 99", common, a);
     expect(2, "seed", args);

@@ -353,6 +353,60 @@ START_TEST(staging_is_byte_identical) {
 }
 END_TEST
 
+/* A checkpoint saved with BF16 weights resumes from exactly those rounded
+ * weights with the exact F32 momentum, iteration and data position: the
+ * same bytes as resuming an F32 checkpoint that holds the rounded weights.
+ * (And not the bytes of resuming the unrounded one: the rounding is real.) */
+START_TEST(resume_from_bf16_weights) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char half[600], halfb[600], rounded[600], o1[600], o2[600], o3[600], s1[700], s2[700];
+    snprintf(half, sizeof half, "%s/half.safetensors", d);
+    snprintf(halfb, sizeof halfb, "%s/half-bf16.safetensors", d);
+    snprintf(rounded, sizeof rounded, "%s/rounded.safetensors", d);
+    snprintf(o1, sizeof o1, "%s/o1.safetensors", d);
+    snprintf(o2, sizeof o2, "%s/o2.safetensors", d);
+    snprintf(o3, sizeof o3, "%s/o3.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);
+    vd_err e;
+    vd_train_result r;
+    ck_assert_msg(train_to(&net, VD_POLICY_NONE, 40, 25, half, NULL, &r, &e) == 0, "%s", e.msg);
+    float *p = calloc((size_t)net.param_floats, sizeof(float));
+    float *m = calloc((size_t)net.param_floats, sizeof(float));
+    vd_train_state st;
+    ck_assert_msg(vd_ckpt_load(half, &net, p, m, &st, &e) == 0, "%s", e.msg);
+    vd_ckpt_save_opts so = { .dtype = VD_CKPT_BF16 };
+    ck_assert_msg(vd_ckpt_save_ex(halfb, &net, p, m, &st, &so, &e) == 0, "%s", e.msg);
+    int changed = 0;
+    for (int64_t k = 0; k < net.param_floats; k++) {
+        float x = vd_bf16_to_f32(vd_f32_to_bf16(p[k]));
+        changed += x != p[k];
+        p[k] = x;
+    }
+    ck_assert_int_gt(changed, net.param_floats / 2);   /* trained weights: most are not bf16 */
+    ck_assert_msg(vd_ckpt_save(rounded, &net, p, m, &st, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 40, o1, rounded, &r, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 40, o2, halfb, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.first_iter, 25);
+    ck_assert_int_eq(r.iters_done, 40);
+    vdt_assert_same_file(o1, o2);
+    vd_ckpt_state_path(o1, s1, sizeof s1);
+    vd_ckpt_state_path(o2, s2, sizeof s2);
+    vdt_assert_same_file(s1, s2);
+    ck_assert_msg(train(&net, VD_POLICY_NONE, 40, o3, half, &r, &e) == 0, "%s", e.msg);
+    size_t n1, n3;
+    char *a = vdt_slurp(o1, &n1), *b = vdt_slurp(o3, &n3);
+    ck_assert(n1 == n3 && memcmp(a, b, n1) != 0);
+    vd_free(a);
+    vd_free(b);
+    free(p);
+    free(m);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("resume", 300, staging_is_byte_identical,
           resume_is_byte_identical, divergence_is_enumeric,
-          final_save_survives_a_failing_evaluation)
+          final_save_survives_a_failing_evaluation, resume_from_bf16_weights)

@@ -214,6 +214,139 @@ START_TEST(rng_is_pcg32) {
 }
 END_TEST
 
+/* ---- 16-bit floats ---------------------------------------------------------- */
+
+static float f32_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* The magnitude of the bf16 pattern p (0 .. 0x7F80) with an unbounded
+ * exponent: 0x7F80 is 2^128, the value just past the largest finite bf16
+ * that an infinity stands for when rounding. */
+static double bf16_mag(uint32_t p) {
+    uint32_t ex = p >> 7, m = p & 0x7F;
+    return ex ? ldexp(128.0 + m, (int)ex - 134) : ldexp(m, -133);
+}
+
+/* An independent round-to-nearest-even: of the two bf16 around |x| (the
+ * truncation and the next one up), the nearer, measured in double (exact:
+ * both are floats within a factor of two), the even one on a tie. Not for
+ * NaN. */
+static uint16_t ref_bf16(float x) {
+    uint32_t u = bits_of(x), s = (u >> 16) & 0x8000u, m = u & 0x7FFFFFFFu;
+    if (m == 0x7F800000u) return (uint16_t)(s | 0x7F80u);
+    uint32_t lo = m >> 16;
+    double v = fabs((double)x), dl = v - bf16_mag(lo), dh = bf16_mag(lo + 1) - v;
+    uint32_t r = dl < dh ? lo : dh < dl ? lo + 1 : (lo & 1u) ? lo + 1 : lo;
+    return (uint16_t)(s | r);
+}
+
+static bool bf16_is_qnan(uint16_t h) {
+    return (h & 0x7F80u) == 0x7F80u && (h & 0x0040u);   /* exponent all ones, quiet bit */
+}
+
+START_TEST(bf16_rounds_to_nearest_even) {
+    static const struct { uint32_t f; uint16_t want; } c[] = {
+        { 0x3F800000u, 0x3F80 },   /* 1.0: exact */
+        { 0xC0200000u, 0xC020 },   /* -2.5: exact */
+        { 0x00000000u, 0x0000 }, { 0x80000000u, 0x8000 },       /* +-0 */
+        { 0x3F808000u, 0x3F80 },   /* 1 + 2^-8: a tie, kept bit even: down */
+        { 0x3F818000u, 0x3F82 },   /* a tie, kept bit odd: up to even */
+        { 0xBF808000u, 0xBF80 }, { 0xBF818000u, 0xBF82 },       /* the same, negative */
+        { 0x3F808001u, 0x3F81 },   /* just above the tie: up */
+        { 0x3F817FFFu, 0x3F81 },   /* just below the tie: down */
+        { 0x3F80FFFFu, 0x3F81 },   /* not truncation: up */
+        { 0x3FFF8000u, 0x4000 },   /* a tie that carries into the exponent */
+        { 0x7F800000u, 0x7F80 }, { 0xFF800000u, 0xFF80 },       /* infinities stay */
+        { 0x7F7FFFFFu, 0x7F80 },   /* FLT_MAX rounds to inf */
+        { 0xFF7FFFFFu, 0xFF80 },   /* -FLT_MAX to -inf */
+        { 0x7F7F8000u, 0x7F80 },   /* the tie between the largest bf16 (odd) and 2^128: inf */
+        { 0x7F7F7FFFu, 0x7F7F },   /* just below it: the largest bf16 */
+        { 0x7F7F0000u, 0x7F7F },   /* the largest bf16 itself */
+        { 0x00008000u, 0x0000 },   /* subnormal tie, even: down to 0 */
+        { 0x00018000u, 0x0002 },   /* subnormal tie, odd: up */
+        { 0x007FFFFFu, 0x0080 },   /* the largest subnormal rounds up to the smallest normal */
+        { 0x80010000u, 0x8001 },   /* a bf16 subnormal: exact */
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(c); i++) {
+        uint16_t got = vd_f32_to_bf16(f32_of(c[i].f));
+        ck_assert_msg(got == c[i].want, "0x%08x -> 0x%04x, expected 0x%04x", c[i].f, got,
+                      c[i].want);
+        ck_assert_msg(ref_bf16(f32_of(c[i].f)) == c[i].want, "the reference disagrees at 0x%08x",
+                      c[i].f);
+    }
+    ck_assert(bits_of(vd_bf16_to_f32(vd_f32_to_bf16(FLT_MAX))) == 0x7F800000u);
+    /* NaNs stay NaNs (quiet), also those whose top half alone would read as
+     * an infinity (0x7F800001) or whose rounding would carry out (0xFFFFFFFF) */
+    static const uint32_t nans[] = { 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u,
+                                     0x7FBFFFFFu, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F80FFFFu };
+    for (size_t i = 0; i < VD_ARRAY_LEN(nans); i++) {
+        uint16_t got = vd_f32_to_bf16(f32_of(nans[i]));
+        ck_assert_msg(bf16_is_qnan(got), "NaN 0x%08x -> 0x%04x", nans[i], got);
+        ck_assert(isnan(vd_bf16_to_f32(got)));
+    }
+    ck_assert(bf16_is_qnan(vd_f32_to_bf16(NAN)));
+    /* every non-NaN bit pattern of a sweep (a stride through all 2^32, odd so
+     * that every low half shows up) against the reference */
+    uint32_t u = 0;
+    for (int i = 0; i < 200000; i++, u += 0x9E3779B1u) {
+        float x = f32_of(u);
+        if (isnan(x)) continue;
+        uint16_t got = vd_f32_to_bf16(x), want = ref_bf16(x);
+        ck_assert_msg(got == want, "0x%08x -> 0x%04x, the reference says 0x%04x", u, got, want);
+    }
+}
+END_TEST
+
+START_TEST(bf16_and_f16_to_f32_are_exact) {
+    /* bf16: the bits shifted up; every non-NaN pattern rounds back to itself */
+    ck_assert(vd_bf16_to_f32(0x3F80) == 1.0f);
+    ck_assert(vd_bf16_to_f32(0xC020) == -2.5f);
+    ck_assert(vd_bf16_to_f32(0x0001) == ldexpf(1.0f, -133));    /* smallest subnormal */
+    ck_assert(vd_bf16_to_f32(0x7F7F) == ldexpf(255.0f, 120));   /* largest finite */
+    ck_assert(isinf(vd_bf16_to_f32(0xFF80)) && vd_bf16_to_f32(0xFF80) < 0);
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        float x = vd_bf16_to_f32((uint16_t)h);
+        ck_assert_uint_eq(bits_of(x), h << 16);
+        if (!isnan(x)) ck_assert_uint_eq(vd_f32_to_bf16(x), h);
+    }
+    /* f16: hand-picked values, then every pattern against the closed form
+     * (-1)^s (1024 + m) 2^(e - 25) (normal), (-1)^s m 2^-24 (subnormal) */
+    ck_assert(vd_f16_to_f32(0x3C00) == 1.0f);
+    ck_assert(vd_f16_to_f32(0xC100) == -2.5f);
+    ck_assert(vd_f16_to_f32(0x7BFF) == 65504.0f);                /* largest finite */
+    ck_assert(vd_f16_to_f32(0x0001) == ldexpf(1.0f, -24));      /* smallest subnormal */
+    ck_assert(vd_f16_to_f32(0x03FF) == ldexpf(1023.0f, -24));   /* largest subnormal */
+    ck_assert(vd_f16_to_f32(0x0400) == ldexpf(1.0f, -14));      /* smallest normal */
+    ck_assert(vd_f16_to_f32(0x3555) == 0.333251953125f);          /* 1365 * 2^-12 */
+    ck_assert(isinf(vd_f16_to_f32(0x7C00)) && vd_f16_to_f32(0x7C00) > 0);
+    ck_assert(isinf(vd_f16_to_f32(0xFC00)) && vd_f16_to_f32(0xFC00) < 0);
+    ck_assert_uint_eq(bits_of(vd_f16_to_f32(0x8000)), 0x80000000u);   /* -0 */
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        uint32_t s = h >> 15, ex = (h >> 10) & 0x1F, m = h & 0x3FF;
+        float got = vd_f16_to_f32((uint16_t)h);
+        if (ex == 0x1F) {            /* inf / NaN: sign and payload kept */
+            ck_assert_uint_eq(bits_of(got), s << 31 | 0x7F800000u | m << 13);
+            ck_assert(m ? isnan(got) : isinf(got));
+            continue;
+        }
+        double v = ex ? ldexp(1024.0 + m, (int)ex - 25) : ldexp(m, -24);
+        float want = (float)(s ? -v : v);     /* exact: at most 11 significant bits */
+        ck_assert_msg(bits_of(got) == bits_of(want), "f16 0x%04x -> %a, expected %a", h,
+                      (double)got, (double)want);
+    }
+}
+END_TEST
+
 VDT_MAIN("util", 0, parse_size_units, checked_arithmetic, suggestions, json_strings, json_layout,
          json_reals_round_trip, json_parse_is_strict,
-         atomic_write_replaces_and_leaves_no_temp, rng_is_pcg32)
+         atomic_write_replaces_and_leaves_no_temp, rng_is_pcg32, bf16_rounds_to_nearest_even,
+         bf16_and_f16_to_f32_are_exact)
