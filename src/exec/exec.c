@@ -239,6 +239,12 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     ex->be = be;
     if (opts) ex->opts = *opts;
     int rc = VD_OK;
+    if (vd_math_act_bytes(plan->math) != vd_math_act_bytes(ex->opts.math)) {
+        rc = vd_errf(e, VD_EUSAGE, "the plan was made for %s feature maps, the executor runs %s "
+                     "(plan with net->train.math = the executor's math)",
+                     vd_math_name(plan->math), vd_math_name(ex->opts.math));
+        goto fail;
+    }
     if (!ex->opts.layers_ready) {
         rc = be->layer_setup(be, net, plan->batch, ex->opts.math, ex->opts.deterministic, e);
         if (rc) goto fail;

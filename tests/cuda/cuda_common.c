@@ -100,6 +100,20 @@ static float *extract(const char *stage, uint64_t off, int64_t n) {
     return p;
 }
 
+/* A feature map: float, or bf16 (math bf16) widened to float. */
+static float *extract_act(const char *stage, uint64_t off, int64_t n, bool bf16) {
+    if (!bf16) return extract(stage, off, n);
+    float *p = xmalloc((size_t)(n ? n : 1) * sizeof(float));
+    vd_bf16_to_f32_n((const uint16_t *)(const void *)(stage + off), p, (size_t)n);
+    return p;
+}
+
+/* Stage n floats of a feature map: as they are, or rounded to bf16. */
+static void put_act(char *stage, uint64_t off, const float *src, int64_t n, bool bf16) {
+    if (bf16) vd_f32_to_bf16_n(src, (uint16_t *)(void *)(stage + off), (size_t)n);
+    else memcpy(stage + off, src, (size_t)n * 4);
+}
+
 int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *out) {
     vd_err e = {0};
     const vd_net *net = in->net;
@@ -114,12 +128,14 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     uint64_t ws = opts[o->algo].workspace;
     int64_t auxn = (int64_t)(be->layer_aux_bytes(net, in->layer, in->n) / sizeof(float));
 
+    bool bf = o->math == VD_MATH_BF16;
+    uint64_t act = bf ? 2 : 4;
     uint64_t off = 0, xo[VD_MAX_INPUTS] = {0}, dxo[VD_MAX_INPUTS] = {0};
     for (int k = 0; k < l->n_in; k++) {
-        xo[k] = take(&off, (uint64_t)in->xn[k] * 4);
-        dxo[k] = take(&off, (uint64_t)in->xn[k] * 4);
+        xo[k] = take(&off, (uint64_t)in->xn[k] * act);
+        dxo[k] = take(&off, (uint64_t)in->xn[k] * act);
     }
-    uint64_t yo = take(&off, (uint64_t)in->yn * 4), dyo = take(&off, (uint64_t)in->yn * 4);
+    uint64_t yo = take(&off, (uint64_t)in->yn * act), dyo = take(&off, (uint64_t)in->yn * act);
     if (o->inplace) { yo = xo[0]; dxo[0] = dyo; }
     uint64_t paro = take(&off, (uint64_t)in->pn * 4), grado = take(&off, (uint64_t)in->pn * 4);
     uint64_t auxo = take(&off, (uint64_t)auxn * 4), labo = take(&off, (uint64_t)in->n * 4);
@@ -131,11 +147,11 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert_msg(be->host_alloc(be, total, (void **)&stage, &e) == 0, "host_alloc: %s", e.msg);
     memset(stage, 0xFF, total);     /* NaN everywhere nothing was written */
     for (int k = 0; k < l->n_in; k++) {
-        memcpy(stage + xo[k], in->x[k], (size_t)in->xn[k] * 4);
+        put_act(stage, xo[k], in->x[k], in->xn[k], bf);
         if (o->dx_beta != 0.0f && !(o->inplace && k == 0))
-            memcpy(stage + dxo[k], in->dx_init[k], (size_t)in->xn[k] * 4);
+            put_act(stage, dxo[k], in->dx_init[k], in->xn[k], bf);
     }
-    memcpy(stage + dyo, in->dy, (size_t)in->yn * 4);
+    put_act(stage, dyo, in->dy, in->yn, bf);
     memcpy(stage + paro, in->par, (size_t)in->pn * 4);
     memcpy(stage + labo, in->labels, (size_t)in->n * 4);
     ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, stage, total, &e) == 0);
@@ -172,6 +188,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.seed = o->seed;
     io.iter = o->iter;
     io.training = o->training;
+    io.bf16 = bf;
     ck_assert_msg(be->forward(be, net, in->layer, &io, &e) == 0, "%s forward: %s", be->name, e.msg);
     if (o->backward)
         ck_assert_msg(be->backward(be, net, in->layer, &io, &e) == 0, "%s backward: %s", be->name,
@@ -180,10 +197,10 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
 
-    out->y = extract(stage, yo, in->yn);
+    out->y = extract_act(stage, yo, in->yn, bf);
     if (auxn) out->aux = extract(stage, auxo, auxn);
     if (o->backward)
-        for (int k = 0; k < l->n_in; k++) out->dx[k] = extract(stage, dxo[k], in->xn[k]);
+        for (int k = 0; k < l->n_in; k++) out->dx[k] = extract_act(stage, dxo[k], in->xn[k], bf);
     if (in->pn) {
         out->grad = extract(stage, grado, in->pn);
         out->par = extract(stage, paro, in->pn);

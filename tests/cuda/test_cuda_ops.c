@@ -30,6 +30,18 @@
  *                   typical, 5e-3 bounds it for K up to a few thousand.
  *  Ops without matrix products are unaffected by the math mode, so they keep
  *  their fp32 tolerance in tf32 mode.
+ *  bf16: CUDA in bf16 against the CPU backend in bf16 (the oracle rounds to
+ *  bf16 exactly where CUDA stores bf16), both fed the same bf16 inputs.
+ *  TOL_EXACT ops stay exact (the same float operations on the same bf16
+ *  values, rounded once to nearest even on both). Every other op computes
+ *  an fp32 value that differs from the CPU's by its fp32 tolerance and then
+ *  rounds it to bf16: near a rounding boundary the two land one bf16 ulp
+ *  apart, 2^-8 = 3.9e-3 of the element and so of the tensor's maximum; conv
+ *  and fc with a bias round twice (product, then + bias), so up to two
+ *  ulps: TOL_BF16 8e-3. Outputs kept in fp32 (BN statistics and running
+ *  stats, the loss, weight and bias gradients other than conv's dW) are
+ *  sums of the same bf16 inputs and keep their fp32 tolerance; conv's dW
+ *  passes through bf16 (TOL_BF16).
  *  Observed on an H200 (cuDNN 9, CUDA 13): every non-exact fp32 comparison
  *  <= 2.7e-7, every tf32 one <= 3.2e-4; the exact ones exact. */
 #include "cuda_common.h"
@@ -48,6 +60,7 @@
 #define TOL_BN 1e-4
 #define TOL_FP32 1e-4
 #define TOL_TF32 5e-3
+#define TOL_BF16 8e-3
 
 typedef struct check_opts {
     int n;                 /* batch */
@@ -78,9 +91,19 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
     c_run_out ref;
     c_run(c_cpu(), &in, &o, &ref);
     int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
-    for (int mi = 0; mi < (co->tf32 ? 2 : 1); mi++) {
-        o.math = mi ? VD_MATH_TF32 : VD_MATH_FP32;
-        double tol = mi ? co->tol_tf32 : co->tol_fp32;
+    c_run_out ref_bf;   /* the CPU oracle in bf16 */
+    c_run_opts obf = o;
+    obf.math = VD_MATH_BF16;
+    c_run(c_cpu(), &in, &obf, &ref_bf);
+    for (int mi = 0; mi < 3; mi++) {
+        if (mi == 1 && !co->tf32) continue;
+        o.math = mi == 2 ? VD_MATH_BF16 : mi ? VD_MATH_TF32 : VD_MATH_FP32;
+        double tol = mi == 2 ? (co->tol_fp32 == TOL_EXACT ? TOL_EXACT : TOL_BF16)
+                   : mi ? co->tol_tf32 : co->tol_fp32;
+        /* fp32 outputs of a bf16 run (statistics, parameter gradients but conv's
+         * dW, the loss): the fp32 tolerance (see top) */
+        double tol32 = mi == 2 ? co->tol_fp32 : tol;
+        const c_run_out *r = mi == 2 ? &ref_bf : &ref;
         int nopt = 1;
         for (int a = 0; a < nopt; a++) {
             o.algo = a;
@@ -91,18 +114,20 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
             vd_err e = {0};
             ck_assert(c_cuda()->layer_algos(c_cuda(), layer, &opts, &nn, &e) == 0);
             char label[96];
-            snprintf(label, sizeof label, "%s [%s %s]", name, mi ? "tf32" : "fp32", opts[a].label);
-            cmp(label, "y", got.y, ref.y, in.yn, tol);
-            if (auxn && co->training) cmp(label, "aux", got.aux, ref.aux, auxn, tol);
+            snprintf(label, sizeof label, "%s [%s %s]", name, vd_math_name(o.math), opts[a].label);
+            cmp(label, "y", got.y, r->y, in.yn, tol);
+            if (auxn && co->training) cmp(label, "aux", got.aux, r->aux, auxn, tol32);
             if (co->backward) {
-                for (int k = 0; k < l->n_in; k++) cmp(label, "dx", got.dx[k], ref.dx[k], in.xn[k], tol);
-                cmp(label, "dparam", got.grad, ref.grad, in.pn, tol);
+                for (int k = 0; k < l->n_in; k++) cmp(label, "dx", got.dx[k], r->dx[k], in.xn[k], tol);
+                cmp(label, "dparam", got.grad, r->grad, in.pn,
+                    l->op == VD_OP_CONV ? tol : tol32);
             }
-            cmp(label, "param", got.par, ref.par, in.pn, tol);   /* BN running stats */
+            cmp(label, "param", got.par, r->par, in.pn, tol32);   /* BN running stats */
             c_run_out_free(&got);
         }
     }
     c_run_out_free(&ref);
+    c_run_out_free(&ref_bf);
     c_run_in_free(&in);
 }
 
@@ -145,6 +170,8 @@ static void check_conv_cases(const conv_case *cases, size_t n, const char *prefi
             const vd_algo_opt *opts;
             int nn = 0, nsplit = 0;
             vd_err e = {0};
+            /* check_layer's last setup was bf16, which has no split options */
+            ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
             ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
             /* whole splits, and the mixed ones: b/2 splits only
              * backward-filter, b/4 only forward and backward-data */

@@ -11,7 +11,9 @@
  *  1.1e-7 relative, weights within 3e-7 of their scale. The bounds leave a
  *  100x margin (rounding differences can grow through BN and dropout
  *  boundaries) and stay far below a real bug (a wrong gradient of one layer
- *  moves its weights by ~lr*|g|*10 ~ 1e-2 of their scale). */
+ *  moves its weights by ~lr*|g|*10 ~ 1e-2 of their scale).
+ *  TOL_LOSS_BF16, TOL_W_BF16: below. In bf16, too, deterministic CUDA repeats
+ *  bit for bit and policy all gives weights bit-identical to none. */
 #include "cuda_common.h"
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +24,14 @@
 
 #define TOL_LOSS 1e-5
 #define TOL_W 1e-4
+/* bf16: each op's output may differ by one bf16 ulp (2^-8 = 3.9e-3 of the
+ * element; see test_cuda_ops.c) where the two backends' fp32 values straddle
+ * a rounding boundary. The loss averages many such values (errors partly
+ * cancel): 1e-2. A weight moves by lr * (its gradient) per step, and the
+ * gradients differ by about an ulp: after ten steps the weights differ by
+ * far less than an ulp of their gradient sums, 5e-3 of their scale. */
+#define TOL_LOSS_BF16 1e-2
+#define TOL_W_BF16 5e-3
 enum { ITERS = 10, BATCH = 8 };
 
 static void build(vd_net *net) {
@@ -69,6 +79,7 @@ static void run(vd_backend *be, const vd_net *net, vd_policy policy, vd_math mat
                 run_result *r) {
     vd_err e = {0};
     memset(r, 0, sizeof *r);
+    ((vd_net *)net)->train.math = math;   /* the plan's feature-map bytes */
     ck_assert_msg(be->layer_setup(be, net, BATCH, math, det, &e) == 0, "setup: %s", e.msg);
     vd_profile prof;
     ck_assert_msg(vd_profile_backend(net, BATCH, be, &vd_device_h200, &prof, &e) == 0,
@@ -90,14 +101,18 @@ static void run(vd_backend *be, const vd_net *net, vd_policy policy, vd_math mat
     vd_rng rng;
     vd_rng_seed(&rng, 2024, 3);
     int64_t xn = (int64_t)BATCH * net->in_c * net->in_h * net->in_w;
+    float *xf = malloc((size_t)xn * sizeof(float));
+    ck_assert(xf);
     for (int it = 0; it < ITERS; it++) {
-        float *x = vd_exec_input_x(ex);
         int32_t *lab = vd_exec_input_labels(ex);
-        for (int64_t i = 0; i < xn; i++) x[i] = vd_rng_uniform(&rng) * 2 - 1;
+        for (int64_t i = 0; i < xn; i++) xf[i] = vd_rng_uniform(&rng) * 2 - 1;
+        if (vd_exec_input_bf16(ex)) vd_f32_to_bf16_n(xf, vd_exec_input_x(ex), (size_t)xn);
+        else memcpy(vd_exec_input_x(ex), xf, (size_t)xn * sizeof(float));
         for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
         ck_assert_msg(vd_exec_train_step(ex, net->train.lr, it, &r->loss[it], &e) == 0,
                       "%s train step %d: %s", be->name, it, e.msg);
     }
+    free(xf);
     r->params = malloc((size_t)net->param_floats * sizeof(float));
     r->mom = malloc((size_t)net->param_floats * sizeof(float));
     ck_assert(r->params && r->mom);
@@ -119,35 +134,41 @@ static void free_result(run_result *r) {
     free(r->mom);
 }
 
-START_TEST(test_cpu_vs_cuda) {
+static void cpu_vs_cuda(vd_math m, double tol_loss, double tol_w) {
     vd_net net;
     build(&net);
     run_result a, b;
-    run(c_cpu(), &net, VD_POLICY_ALL, VD_MATH_FP32, false, &a);
-    run(c_cuda(), &net, VD_POLICY_ALL, VD_MATH_FP32, false, &b);
+    run(c_cpu(), &net, VD_POLICY_ALL, m, false, &a);
+    run(c_cuda(), &net, VD_POLICY_ALL, m, false, &b);
     for (int it = 0; it < ITERS; it++) {
         double d = fabs((double)a.loss[it] - b.loss[it]) / fmax(fabs((double)a.loss[it]), 1e-6);
-        printf("  iter %d loss cpu %.7f cuda %.7f rel %.2g\n", it, a.loss[it], b.loss[it], d);
-        ck_assert_msg(d <= TOL_LOSS, "iteration %d: loss cpu %g cuda %g", it, a.loss[it], b.loss[it]);
+        printf("  %s iter %d loss cpu %.7f cuda %.7f rel %.2g\n", vd_math_name(m), it, a.loss[it],
+               b.loss[it], d);
+        ck_assert_msg(d <= tol_loss, "iteration %d: loss cpu %g cuda %g", it, a.loss[it], b.loss[it]);
     }
     ck_assert_msg(a.loss[ITERS - 1] < a.loss[0], "the loss did not go down on the CPU");
     for (int pi = 0; pi < net.n_params; pi++) {
         const vd_param *p = &net.params[pi];
         double err = c_nerr(b.params + p->offset, a.params + p->offset, p->numel);
-        printf("  %-22s err %.3g\n", p->name, err);
-        ck_assert_msg(err <= TOL_W, "%s differs after %d iterations: %g", p->name, ITERS, err);
+        printf("  %s %-22s err %.3g\n", vd_math_name(m), p->name, err);
+        ck_assert_msg(err <= tol_w, "%s differs after %d iterations: %g", p->name, ITERS, err);
     }
     free_result(&a);
     free_result(&b);
     vd_net_free(&net);
+}
+
+START_TEST(test_cpu_vs_cuda) {
+    cpu_vs_cuda(VD_MATH_FP32, TOL_LOSS, TOL_W);
+    cpu_vs_cuda(VD_MATH_BF16, TOL_LOSS_BF16, TOL_W_BF16);
 }
 END_TEST
 
 START_TEST(test_deterministic_and_offload_invariance) {
     vd_net net;
     build(&net);
-    for (int mi = 0; mi < 2; mi++) {
-        vd_math m = mi ? VD_MATH_TF32 : VD_MATH_FP32;
+    for (int mi = 0; mi < 3; mi++) {
+        vd_math m = (vd_math)mi;   /* fp32, tf32, bf16 */
         run_result a, b, c;
         run(c_cuda(), &net, VD_POLICY_NONE, m, true, &a);
         run(c_cuda(), &net, VD_POLICY_NONE, m, true, &b);
@@ -159,7 +180,7 @@ START_TEST(test_deterministic_and_offload_invariance) {
         ck_assert_msg(!memcmp(a.params, c.params, bytes) && !memcmp(a.mom, c.mom, bytes),
                       "offloading changed the weights");
         printf("  %s: repeat and offload invariance bitwise ok (hwm none %llu, all %llu, "
-               "offload %llu B/iter)\n", mi ? "tf32" : "fp32", (unsigned long long)a.hwm,
+               "offload %llu B/iter)\n", vd_math_name(m), (unsigned long long)a.hwm,
                (unsigned long long)c.hwm, (unsigned long long)c.offload);
         free_result(&a);
         free_result(&b);
