@@ -334,11 +334,12 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
          * so the measured iterations include the overlapped upload */
         size_t nx = (size_t)(vd_net_out_numel(&b->net, -1) * b->batch);
         bool bf = vd_exec_input_bf16(ex);
-        if (bf) vd_f32_to_bf16_n(b->x, vd_exec_input_x(ex), nx);
+        int64_t c = b->net.in_c, hw = (int64_t)b->net.in_h * b->net.in_w;
+        if (bf) vd_nchw_f32_to_nhwc_bf16(b->x, vd_exec_input_x(ex), b->batch, c, hw);
         else memcpy(vd_exec_input_x(ex), b->x, nx * sizeof(float));
         memcpy(vd_exec_input_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         if (vd_exec_stages(ex)) {
-            if (bf) vd_f32_to_bf16_n(b->x, vd_exec_next_x(ex), nx);
+            if (bf) vd_nchw_f32_to_nhwc_bf16(b->x, vd_exec_next_x(ex), b->batch, c, hw);
             else memcpy(vd_exec_next_x(ex), b->x, nx * sizeof(float));
             memcpy(vd_exec_next_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         }

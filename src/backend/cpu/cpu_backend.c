@@ -417,17 +417,21 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
  * kernel on the bf16 output), so y is rounded twice as there. Conv weight
  * gradients pass through bf16 (cuDNN's bf16 wgrad writes bf16), fc's do not
  * (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32. Operands
- * that alias (in-place layers) share one float copy. */
+ * that alias (in-place layers) share one float copy. bf16 feature maps are
+ * channels-last (vd_math_nhwc): the float copies are NCHW, converted both
+ * ways, so every fp32 op runs unchanged. */
 typedef struct bf_map { const void *bf[2 * VD_MAX_INPUTS + 2]; float *f[2 * VD_MAX_INPUTS + 2]; int n; } bf_map;
 
-/* The float copy of bf16 tensor p of n elements (converted when load). */
-static float *bf_get(bf_map *m, const void *p, int64_t n, bool load, vd_err *e) {
+/* The float NCHW copy of bf16 NHWC tensor p: n elements, c channels of hw
+ * (converted when load). */
+static float *bf_get(bf_map *m, const void *p, int64_t n, int64_t c, int64_t hw, bool load,
+                     vd_err *e) {
     if (!p) return NULL;
     for (int i = 0; i < m->n; i++)
         if (m->bf[i] == p) return m->f[i];
     float *f = vd_malloc((size_t)(n > 0 ? n : 1) * sizeof *f, e);
     if (!f) return NULL;
-    if (load) vd_bf16_to_f32_n(p, f, (size_t)n);
+    if (load) vd_nhwc_bf16_to_nchw_f32(p, f, n / (c * hw), c, hw);
     m->bf[m->n] = p;
     m->f[m->n++] = f;
     return f;
@@ -451,19 +455,26 @@ static int cpu_run_bf16(const vd_net *net, int layer, const vd_op_io *io, bool b
     int rc = VD_ENOMEM;
     /* what the op reads: x (forward, or backward when it needs it), y (backward
      * when it needs it), dy, and dx when accumulating */
+    int64_t yc = l->c, yhw = (int64_t)l->h * l->w, xc[VD_MAX_INPUTS], xhw[VD_MAX_INPUTS];
     for (int k = 0; k < l->n_in; k++) {
+        vd_cpu_shape sh = vd_cpu_in_shape(net, layer, k);
+        xc[k] = sh.c;
+        xhw[k] = (int64_t)sh.h * sh.w;
         int64_t nx = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
         f.x[k] = NULL;
-        if (io->x[k] && (!bwd || needs_x) && !(f.x[k] = bf_get(&m, io->x[k], nx, true, e))) goto out;
+        if (io->x[k] && (!bwd || needs_x) &&
+            !(f.x[k] = bf_get(&m, io->x[k], nx, xc[k], xhw[k], true, e)))
+            goto out;
     }
     f.y = NULL;
     f.dy = NULL;
-    if (io->y && (!bwd || needs_y) && !(f.y = bf_get(&m, io->y, ny, bwd, e))) goto out;
-    if (io->dy && !(f.dy = bf_get(&m, io->dy, ny, true, e))) goto out;
+    if (io->y && (!bwd || needs_y) && !(f.y = bf_get(&m, io->y, ny, yc, yhw, bwd, e))) goto out;
+    if (io->dy && !(f.dy = bf_get(&m, io->dy, ny, yc, yhw, true, e))) goto out;
     for (int k = 0; bwd && k < l->n_in; k++) {   /* after dy: dx may be dy's storage */
         int64_t nx = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
         f.dx[k] = NULL;
-        if (io->dx[k] && !(f.dx[k] = bf_get(&m, io->dx[k], nx, io->dx_beta[k] != 0.0f, e)))
+        if (io->dx[k] &&
+            !(f.dx[k] = bf_get(&m, io->dx[k], nx, xc[k], xhw[k], io->dx_beta[k] != 0.0f, e)))
             goto out;
     }
     bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
@@ -480,18 +491,16 @@ static int cpu_run_bf16(const vd_net *net, int layer, const vd_op_io *io, bool b
     if (!bwd) {
         vd_round_bf16_n(f.y, (size_t)ny);
         if (gemm && io->b) {
-            int64_t ch = l->c, hw = (int64_t)l->h * l->w;
+            int64_t ch = yc, hw = yhw;
             for (int64_t n = 0; n < io->n; n++)
                 for (int64_t c = 0; c < ch; c++)
                     for (int64_t j = 0; j < hw; j++) f.y[(n * ch + c) * hw + j] += io->b[c];
         }
-        vd_f32_to_bf16_n(f.y, (uint16_t *)io->y, (size_t)ny);
+        vd_nchw_f32_to_nhwc_bf16(f.y, (uint16_t *)io->y, io->n, yc, yhw);
     } else {
         if (l->op == VD_OP_CONV && io->dw) vd_round_bf16_n(io->dw, (size_t)nw);
         for (int k = 0; k < l->n_in; k++)
-            if (io->dx[k])
-                vd_f32_to_bf16_n(f.dx[k], (uint16_t *)io->dx[k],
-                                 (size_t)((int64_t)io->n * vd_net_out_numel(net, l->in[k])));
+            if (io->dx[k]) vd_nchw_f32_to_nhwc_bf16(f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
     }
 out:
     vd_free(wr);
