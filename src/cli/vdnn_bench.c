@@ -399,8 +399,10 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
 
 /* ---- output -------------------------------------------------------------- */
 
-static const char *math_name(const opts *o) {
-    return o->c.cfg.math == VD_MATH_TF32 ? "tf32" : "fp32";
+/* The run's math: --math, else the spec's train.math (vd_config_resolve
+ * put the choice into net.train.math). */
+static const char *math_name(const bench *b) {
+    return vd_math_name(b->net.train.math);
 }
 
 /* The results as a JSON object; NULL when out of memory. Numbers that
@@ -410,7 +412,7 @@ static json_t *bench_json(const bench *b) {
     bool ok = true;
     json_t *r = json_pack("{s:o, s:i, s:s, s:s, s:b, s:s, s:o, s:I, s:I}",
                           "net", vd_json_text(b->net.name), "batch", b->batch,
-                          "backend", b->ses.be->name, "math", math_name(o),
+                          "backend", b->ses.be->name, "math", math_name(b),
                           "deterministic", (int)o->c.cfg.deterministic,
                           "prefetch", vd_prefetch_name(o->c.cfg.prefetch),
                           "profile", vd_json_text(b->ses.prof.source),
@@ -571,7 +573,7 @@ static void write_svg(FILE *f, const bench *b) {
     fprintf(f, "<text x=\"%.1f\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">vdnn-bench: ",
             L + pw / 2);
     xml_text(f, b->net.name);
-    fprintf(f, ", batch %d, %s, %s</text>\n", b->batch, b->ses.be->name, math_name(o));
+    fprintf(f, ", batch %d, %s, %s</text>\n", b->batch, b->ses.be->name, math_name(b));
     /* grid and ticks */
     fprintf(f, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
     int nx = (int)floor((xhi - xlo) / xs + 0.5), ny = (int)floor(yhi / ys + 0.5);
@@ -675,7 +677,7 @@ static char *fmt_budget(const bench *b, uint64_t v, char *buf, size_t n) {
 
 static void print_table(const bench *b) {
     printf("%s, batch %d, backend %s, math %s, profile %s; %lld warm-up + %lld timed "
-           "iterations per point\n", b->net.name, b->batch, b->ses.be->name, math_name(b->o),
+           "iterations per point\n", b->net.name, b->batch, b->ses.be->name, math_name(b),
            b->ses.prof.source, (long long)b->o->warmup, (long long)b->o->iters);
     printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", "budget", "policy", "feasible",
            "s/iter", "img/s", "pool hwm", "device", "offload", "copy", "predicted", "error");
