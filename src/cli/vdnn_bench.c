@@ -334,12 +334,11 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
          * so the measured iterations include the overlapped upload */
         size_t nx = (size_t)(vd_net_out_numel(&b->net, -1) * b->batch);
         bool bf = vd_exec_input_bf16(ex);
-        int64_t c = b->net.in_c, hw = (int64_t)b->net.in_h * b->net.in_w;
-        if (bf) vd_nchw_f32_to_nhwc_bf16(b->x, vd_exec_input_x(ex), b->batch, c, hw);
+        if (bf) vd_f32_to_bf16_n(b->x, vd_exec_input_x(ex), nx);
         else memcpy(vd_exec_input_x(ex), b->x, nx * sizeof(float));
         memcpy(vd_exec_input_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         if (vd_exec_stages(ex)) {
-            if (bf) vd_nchw_f32_to_nhwc_bf16(b->x, vd_exec_next_x(ex), b->batch, c, hw);
+            if (bf) vd_f32_to_bf16_n(b->x, vd_exec_next_x(ex), nx);
             else memcpy(vd_exec_next_x(ex), b->x, nx * sizeof(float));
             memcpy(vd_exec_next_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         }
@@ -400,8 +399,11 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
 
 /* ---- output -------------------------------------------------------------- */
 
-/* The math the sweep ran in (--math, else the spec's train.math). */
-static const char *math_name(const bench *b) { return vd_math_name(b->net.train.math); }
+/* The run's math: --math, else the spec's train.math (vd_config_resolve
+ * put the choice into net.train.math). */
+static const char *math_name(const bench *b) {
+    return vd_math_name(b->net.train.math);
+}
 
 /* The results as a JSON object; NULL when out of memory. Numbers that
  * were not measured (or are not finite) are null. */

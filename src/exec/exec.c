@@ -239,10 +239,13 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     ex->be = be;
     if (opts) ex->opts = *opts;
     int rc = VD_OK;
-    if (vd_math_act_bytes(plan->math) != vd_math_act_bytes(ex->opts.math)) {
-        rc = vd_errf(e, VD_EUSAGE, "the plan was made for %s feature maps, the executor runs %s "
-                     "(plan with net->train.math = the executor's math)",
-                     vd_math_name(plan->math), vd_math_name(ex->opts.math));
+    /* the plan sized every feature map for net->train.math; the backend
+     * writes opts.math's elements (bf16: 2 bytes), so they must agree (fp32
+     * and tf32 both store 4-byte floats) */
+    if (vd_math_act_bytes(ex->opts.math) != vd_math_act_bytes(net->train.math)) {
+        rc = vd_errf(e, VD_EINTERNAL, "executor math %s, but the plan's feature maps are for "
+                     "math %s (net '%s', train.math)", vd_math_name(ex->opts.math),
+                     vd_math_name(net->train.math), net->name);
         goto fail;
     }
     if (!ex->opts.layers_ready) {

@@ -65,6 +65,8 @@ typedef struct vd_exec_stats {
  * unless opts->layers_ready. opts may be NULL (all defaults). Checks that
  * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
  * from vd_profile_backend(be) always does); VD_EUNSUPPORTED otherwise.
+ * opts->math must store feature maps as the plan does (net->train.math:
+ * bf16 with bf16, fp32 or tf32 with either); VD_EINTERNAL otherwise.
  * Allocates, in this order: the pinned host buffers (the host store, the
  * input, loss and evaluation-output buffers), then, after calling
  * opts->before_pool, the pool (exactly plan->budget bytes), plan->n_events

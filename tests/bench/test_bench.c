@@ -59,18 +59,22 @@ typedef struct ref {
     vd_profile prof;
 } ref;
 
-static void ref_open(ref *r) {
+/* In math m (the plans' feature-map bytes follow it). */
+static void ref_open_math(ref *r, vd_math m) {
     vd_err e;
     vd_net_init(&r->net);
     ck_assert_msg(vd_spec_load(g_net, &r->net, &e) == 0, "%s", e.msg);
     r->net.train.batch = BATCH;
+    r->net.train.math = m;
     ck_assert_msg(vd_net_finalize(&r->net, &e) == 0, "%s", e.msg);
     vd_schedule_inplace(&r->net);
     ck_assert_msg(vd_backend_cpu_create(&r->be, &e) == 0, "%s", e.msg);
-    ck_assert_msg(r->be->layer_setup(r->be, &r->net, BATCH, VD_MATH_FP32, false, &e) == 0, "%s", e.msg);
+    ck_assert_msg(r->be->layer_setup(r->be, &r->net, BATCH, m, false, &e) == 0, "%s", e.msg);
     ck_assert_msg(vd_profile_backend(&r->net, BATCH, r->be, &vd_device_cpu, &r->prof, &e) == 0,
                   "%s", e.msg);
 }
+
+static void ref_open(ref *r) { ref_open_math(r, VD_MATH_FP32); }
 
 static void ref_close(ref *r) {
     vd_profile_free(&r->prof);
@@ -661,6 +665,61 @@ START_TEST(failed_points_are_rows) {
 }
 END_TEST
 
+/* bf16 math, from --math bf16 or from the spec's train.math (--math fp32
+ * over it): the JSON names the run's math (it once said fp32 for bf16), and
+ * the sweep's budgets are the minimums of bf16 plans (2-byte feature maps),
+ * below fp32's; the points at them fit and train. */
+START_TEST(bf16_math) {
+    setup();
+    ref r32, r16;
+    ref_open_math(&r32, VD_MATH_FP32);
+    ref_open_math(&r16, VD_MATH_BF16);
+    uint64_t none16 = ref_min(&r16, VD_POLICY_NONE), all16 = ref_min(&r16, VD_POLICY_ALL);
+    ck_assert_uint_lt(none16, ref_min(&r32, VD_POLICY_NONE));
+    ck_assert_uint_lt(all16, ref_min(&r32, VD_POLICY_ALL));
+    char *d = vdt_tmpdir("vdnn-bench-test"), *out, path[1200], spec16[1200];
+    /* the shipped spec with "math: bf16" in its train: section */
+    char *text;
+    size_t n;
+    vd_err e;
+    ck_assert_int_eq(vd_read_file(g_net, &text, &n, &e), 0);
+    char *tr = strstr(text, "\ntrain:\n");
+    ck_assert_ptr_nonnull(tr);
+    snprintf(spec16, sizeof spec16, "%s/lenet16.yaml", d);
+    FILE *f = fopen(spec16, "wb");
+    ck_assert_ptr_nonnull(f);
+    size_t head = (size_t)(tr - text) + 8;
+    ck_assert(fwrite(text, 1, head, f) == head && fputs("  math: bf16\n", f) >= 0 &&
+              fwrite(text + head, 1, n - head, f) == n - head && fclose(f) == 0);
+    vd_free(text);
+    struct { const char *spec, *flag, *math; } runs[] = {
+        {g_net, "--math bf16", "bf16"}, {spec16, "", "bf16"}, {spec16, "--math fp32", "fp32"}};
+    for (size_t k = 0; k < VD_ARRAY_LEN(runs); k++) {
+        int rc = run(&out, "'%s' %s --backend cpu --batch %d --budgets min --policies none,all "
+                     "--warmup 0 --iters 1 --json %s/m.json --quiet", runs[k].spec, runs[k].flag,
+                     BATCH, d);
+        ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+        ck_assert_msg(strstr(out, runs[k].math), "%s", out);
+        vd_free(out);
+        snprintf(path, sizeof path, "%s/m.json", d);
+        json_t *j = read_json(path);
+        ck_assert_str_eq(str(j, "math"), runs[k].math);
+        const json_t *mb = json_object_get(j, "min_budgets");
+        ref *r = !strcmp(runs[k].math, "bf16") ? &r16 : &r32;
+        ck_assert_uint_eq(u64(mb, "none"), ref_min(r, VD_POLICY_NONE));
+        ck_assert_uint_eq(u64(mb, "all"), ref_min(r, VD_POLICY_ALL));
+        const json_t *p = json_array_get(json_object_get(j, "points"), 1);   /* all at its min */
+        ck_assert_str_eq(str(p, "policy"), "all");
+        ck_assert_msg(feasible(p) && num(p, "iter_s") > 0, "all at its minimum");
+        json_decref(j);
+    }
+    vdt_rmrf(d);
+    vd_free(d);
+    ref_close(&r32);
+    ref_close(&r16);
+}
+END_TEST
+
 VDT_MAIN("bench", 300,
           xml_checker_catches_errors, usage_errors_exit_2, help_lists_every_flag, sweep_min_peak,
-          infeasible_and_default_sweep, failed_points_are_rows)
+          infeasible_and_default_sweep, failed_points_are_rows, bf16_math)

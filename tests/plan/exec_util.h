@@ -1,5 +1,6 @@
 /* exec_util.h — run N training iterations of a net under a plan on the CPU
- * backend (shared by the exec tests). */
+ * backend (shared by the exec tests), in the net's math (net->train.math:
+ * fp32 by default, bf16 for the mixed-precision runs). */
 #ifndef VD_EXEC_UTIL_H
 #define VD_EXEC_UTIL_H
 
@@ -37,17 +38,29 @@ typedef struct run_out {
     vd_exec_stats st;
     uint64_t plan_peak, plan_hwm, plan_budget, plan_offload, plan_prefetch;
     int n_offloaded;
+    uint64_t fmap_bytes;    /* logical bytes of the plan's x, y and dy tensors */
     int n_recomputed, n_recompute_ops;
     int eval_correct;
     float eval_loss;
 } run_out;
 
-static inline void fill_batch(const vd_net *net, int batch, int iter, float *x, int32_t *lab) {
+/* The batch of iteration iter into x (floats; bf16: each value rounded to
+ * bf16, as the loader stores it) and lab. */
+static inline void fill_batch_as(const vd_net *net, int batch, int iter, void *x, bool bf16,
+                                 int32_t *lab) {
     vd_rng r;
     vd_rng_seed(&r, 1234, (uint64_t)iter);
     int64_t n = (int64_t)batch * vd_net_out_numel(net, -1);
-    for (int64_t i = 0; i < n; i++) x[i] = vd_rng_normal(&r);
+    for (int64_t i = 0; i < n; i++) {
+        float v = vd_rng_normal(&r);
+        if (bf16) ((uint16_t *)x)[i] = vd_f32_to_bf16(v);
+        else ((float *)x)[i] = v;
+    }
     for (int b = 0; b < batch; b++) lab[b] = (int32_t)(vd_rng_u32(&r) % (uint32_t)net->classes);
+}
+
+static inline void fill_batch(const vd_net *net, int batch, int iter, float *x, int32_t *lab) {
+    fill_batch_as(net, batch, iter, x, false, lab);
 }
 
 static inline void run_training(const vd_net *net, int batch, const run_cfg *c, run_out *o) {
@@ -59,7 +72,7 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     vd_exec *ex = NULL;
     int rc = vd_backend_cpu_create(&be, &e);
     ck_assert_msg(rc == 0, "cpu backend: %s", e.msg);
-    rc = be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e);
+    rc = be->layer_setup(be, net, batch, net->train.math, true, &e);
     ck_assert_msg(rc == 0, "layer_setup: %s", e.msg);
     rc = vd_profile_backend(net, batch, be, c->dev ? c->dev : &vd_device_cpu, &prof, &e);
     ck_assert_msg(rc == 0, "profile: %s", e.msg);
@@ -80,7 +93,12 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     o->plan_budget = plan.budget;
     o->plan_offload = plan.offload_bytes;
     o->plan_prefetch = plan.prefetch_bytes;
-    for (int t = 0; t < plan.n_tensors; t++) o->n_offloaded += plan.tensors[t].offload;
+    for (int t = 0; t < plan.n_tensors; t++) {
+        const vd_tensor *tt = &plan.tensors[t];
+        o->n_offloaded += tt->offload;
+        if (tt->kind == VD_T_INPUT || tt->kind == VD_T_ACT || tt->kind == VD_T_DACT)
+            o->fmap_bytes += tt->bytes;
+    }
     o->n_recomputed = plan.n_recomputed;
     o->n_recompute_ops = plan.n_recompute_ops;
     vd_exec_opts eo = {0};
@@ -88,6 +106,7 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     eo.fault = c->fault;
     eo.layers_ready = true;
     eo.deterministic = true;
+    eo.math = net->train.math;
     rc = vd_exec_create(&ex, net, &plan, be, &eo, &e);
     ck_assert_msg(rc == 0, "exec create: %s", e.msg);
     o->params = malloc((size_t)net->param_floats * sizeof(float));
@@ -97,12 +116,14 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     rc = vd_exec_set_state(ex, o->params, NULL, 0, &e);
     ck_assert_msg(rc == 0, "set_state: %s", e.msg);
     for (int it = 0; it < c->iters && it < 64; it++) {
-        fill_batch(net, batch, it, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        fill_batch_as(net, batch, it, vd_exec_input_x(ex), vd_exec_input_bf16(ex),
+                      vd_exec_input_labels(ex));
         rc = vd_exec_train_step(ex, net->train.lr, it, &o->loss[it], &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); break; }
     }
     if (!o->rc) {
-        fill_batch(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        fill_batch_as(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_bf16(ex),
+                      vd_exec_input_labels(ex));
         rc = vd_exec_eval_step(ex, &o->eval_correct, &o->eval_loss, &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "eval: %s", e.msg); }
     }

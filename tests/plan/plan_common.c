@@ -11,7 +11,7 @@ vd_backend *cpu_for_dev(const vd_net *net, int batch, const vd_device_params *de
     vd_err e = {0};
     vd_backend *be = NULL;
     ck_assert(vd_backend_cpu_create(&be, &e) == 0);
-    ck_assert_msg(be->layer_setup(be, net, batch, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->layer_setup(be, net, batch, net->train.math, true, &e) == 0, "%s", e.msg);
     ck_assert_msg(vd_profile_backend(net, batch, be, dev ? dev : &vd_device_cpu, prof, &e) == 0,
                   "%s", e.msg);
     return be;
@@ -99,7 +99,8 @@ int check_grad_flow(const vd_plan *p, const vd_net *net) {
             ck_assert_int_ge(dy, 0);
             ck_assert_int_eq(p->tensors[dy].kind, VD_T_DACT);
             ck_assert_uint_eq(p->tensors[dy].bytes,
-                              (uint64_t)p->batch * (uint64_t)vd_net_out_numel(net, i) * 4u);
+                              (uint64_t)p->batch * (uint64_t)vd_net_out_numel(net, i) *
+                                  vd_math_act_bytes(net->train.math));
         }
         int got = dy >= 0 ? cell[dy] : -1;
         ck_assert_msg(got == want[i], "%s: the backward of '%s' reads a gradient other than its own "

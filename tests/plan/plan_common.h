@@ -12,7 +12,7 @@
 #include "net/net.h"
 #include "plan/plan.h"
 
-/* The CPU backend set up for net at batch (fp32, training), and its profile
+/* The CPU backend set up for net at batch (net->train.math, training), and its profile
  * timed with device dev's model (NULL: cpu; the algorithm options are the
  * backend's either way). The caller frees prof and destroys the backend. */
 vd_backend *cpu_for_dev(const vd_net *net, int batch, const vd_device_params *dev, vd_profile *prof);

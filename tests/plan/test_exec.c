@@ -1,6 +1,6 @@
 /* test_exec.c — the executor on the CPU backend: end-to-end training,
  * byte identity across policies (recomputation included), fault injection,
- * measured vs planned memory. */
+ * measured vs planned memory; in fp32 and in bf16 math. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,38 +41,52 @@ static uint64_t min_budget(const vd_net *net, int batch, vd_policy pol, int fixe
 }
 
 /* Offloading and recomputing change where and when bytes live, not what is
- * computed. Returns how many tensors auto (slow link) recomputed. */
+ * computed. In the net's math (net->train.math): fp32, or bf16, where the
+ * moved feature maps are 2-byte elements. Returns how many tensors auto
+ * (slow link) recomputed. */
 static int identity_case(vd_net *net, int batch, int iters) {
     /* Same algorithms for every policy (dyn may pick other conv algorithms,
-     * which legitimately changes the floating-point results): min-workspace. */
+     * which legitimately changes the floating-point results): min-workspace.
+     * dyn ignores fixed_algo (its own search), so it runs twice: at a budget
+     * of its own (not compared), and at one where offloading everything with
+     * the fastest options fits, which dyn then takes (vDNN_dyn tries those
+     * first): compared with policy none on the fastest options (0). */
     int algo = 1;
     run_cfg c0 = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = algo};
-    run_out ref;
-    run_training(net, batch, &c0, &ref);
-    ck_assert_msg(ref.rc == 0, "%s", ref.msg);
-    uint64_t none_peak = ref.plan_hwm;
+    run_out refs[2];
+    run_training(net, batch, &c0, &refs[1]);
+    c0.fixed_algo = 0;
+    run_training(net, batch, &c0, &refs[0]);
+    ck_assert_msg(refs[0].rc == 0 && refs[1].rc == 0, "%s %s", refs[0].msg, refs[1].msg);
+    const char *math = vd_math_name(net->train.math);
     /* the last: auto timed with a slow link, where it recomputes */
-    static const vd_policy pols[] = {VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN, VD_POLICY_AUTO,
-                                     VD_POLICY_AUTO};
+    static const struct { vd_policy pol; int algo; bool compare; } cases[] = {
+        {VD_POLICY_ALL, 1, true}, {VD_POLICY_CONV, 1, true}, {VD_POLICY_DYN, -1, false},
+        {VD_POLICY_DYN, 0, true}, {VD_POLICY_AUTO, 1, true}, {VD_POLICY_AUTO, 1, true}};
+    int n_cases = (int)VD_ARRAY_LEN(cases);
     int auto_rc = 0;
-    for (int k = 0; k < 5; k++) {
-        const vd_device_params *dev = k == 4 ? &slow_link : NULL;
+    for (int k = 0; k < n_cases; k++) {
+        vd_policy pol = cases[k].pol;
+        const run_out *ref = &refs[cases[k].algo == 0 ? 0 : 1];
+        uint64_t none_peak = ref->plan_hwm;
+        const vd_device_params *dev = k == n_cases - 1 ? &slow_link : NULL;
         for (int pf = 0; pf < VD_PREFETCH_COUNT; pf++) {
-            uint64_t mb = min_budget_dev(net, batch, pols[k], pols[k] == VD_POLICY_DYN ? -1 : algo, dev);
+            uint64_t mb = pol == VD_POLICY_DYN && cases[k].algo == 0
+                              ? min_budget_dev(net, batch, VD_POLICY_ALL, 0, dev)
+                              : min_budget_dev(net, batch, pol, cases[k].algo, dev);
             /* well below none's peak, but feasible for this policy */
             uint64_t budget = mb + (none_peak - mb) / 4;
-            ck_assert_msg(mb < none_peak, "policy %s min %llu not below none %llu",
-                          vd_policy_name(pols[k]), (unsigned long long)mb, (unsigned long long)none_peak);
-            run_cfg c = {.policy = pols[k], .prefetch = (vd_prefetch)pf, .budget = budget,
-                         .iters = iters, .poison = true,
-                         .fixed_algo = pols[k] == VD_POLICY_DYN ? -1 : algo, .dev = dev};
+            ck_assert_msg(mb < none_peak, "%s policy %s min %llu not below none %llu", math,
+                          vd_policy_name(pol), (unsigned long long)mb, (unsigned long long)none_peak);
+            run_cfg c = {.policy = pol, .prefetch = (vd_prefetch)pf, .budget = budget,
+                         .iters = iters, .poison = true, .fixed_algo = cases[k].algo, .dev = dev};
             run_out o;
             run_training(net, batch, &c, &o);
-            ck_assert_msg(o.rc == 0, "%s: %s", vd_policy_name(pols[k]), o.msg);
-            ck_assert_msg(o.n_offloaded + o.n_recomputed > 0, "%s moves nothing",
-                          vd_policy_name(pols[k]));
+            ck_assert_msg(o.rc == 0, "%s %s: %s", math, vd_policy_name(pol), o.msg);
+            ck_assert_msg(o.n_offloaded + o.n_recomputed > 0, "%s %s moves nothing", math,
+                          vd_policy_name(pol));
             ck_assert_int_eq(o.st.recompute_ops_iter, o.n_recompute_ops);
-            if (k == 4) auto_rc += o.n_recomputed;
+            if (k == n_cases - 1) auto_rc += o.n_recomputed;
             ck_assert_uint_le(o.plan_hwm, budget);
             ck_assert_uint_eq(o.st.live_peak, o.plan_peak);
             ck_assert_uint_eq(o.st.pool_hwm, o.plan_hwm);
@@ -80,19 +94,22 @@ static int identity_case(vd_net *net, int batch, int iters) {
             ck_assert_uint_eq(o.st.prefetch_bytes_iter, o.plan_prefetch);
             ck_assert_uint_eq(o.st.pool_bytes, budget);
             ck_assert_int_eq(o.st.sgd_steps, iters);
-            if (pols[k] != VD_POLICY_DYN) {
-                ck_assert_msg(memcmp(o.params, ref.params, (size_t)net->param_floats * 4) == 0,
-                              "%s/%s: parameters differ from policy none", vd_policy_name(pols[k]),
-                              vd_prefetch_name((vd_prefetch)pf));
-                ck_assert_msg(memcmp(o.mom, ref.mom, (size_t)net->param_floats * 4) == 0,
-                              "%s: momentum differs from policy none", vd_policy_name(pols[k]));
+            if (cases[k].compare) {
+                ck_assert_msg(memcmp(o.params, ref->params, (size_t)net->param_floats * 4) == 0,
+                              "%s %s/%s: parameters differ from policy none", math,
+                              vd_policy_name(pol), vd_prefetch_name((vd_prefetch)pf));
+                ck_assert_msg(memcmp(o.mom, ref->mom, (size_t)net->param_floats * 4) == 0,
+                              "%s %s: momentum differs from policy none", math, vd_policy_name(pol));
                 for (int i = 0; i < iters; i++)
-                    ck_assert(memcmp(&o.loss[i], &ref.loss[i], 4) == 0);
+                    ck_assert(memcmp(&o.loss[i], &ref->loss[i], 4) == 0);
+                ck_assert_int_eq(o.eval_correct, ref->eval_correct);
+                ck_assert(memcmp(&o.eval_loss, &ref->eval_loss, 4) == 0);
             }
             run_free(&o);
         }
     }
-    run_free(&ref);
+    run_free(&refs[0]);
+    run_free(&refs[1]);
     return auto_rc;
 }
 
@@ -213,6 +230,44 @@ START_TEST(test_identity_resnet) {
 }
 END_TEST
 
+/* bf16 math (the CPU backend's mixed-precision oracle): the identities
+ * above hold as in fp32, and the run really is bf16: its feature maps
+ * (x, y, dy tensors) are half fp32's bytes, and its parameters after the
+ * first step differ from the fp32 run's while its first loss stays within
+ * bf16 rounding of fp32's (relative 2^-8 per stored value, through a few
+ * layers: 2% is ample and far below the loss's own scale, ln 10). */
+static void bf16_vs_fp32(vd_net *net, int batch) {
+    run_cfg c = {.policy = VD_POLICY_NONE, .iters = 2, .poison = true, .fixed_algo = 1};
+    run_out f, b;
+    net->train.math = VD_MATH_FP32;
+    run_training(net, batch, &c, &f);
+    net->train.math = VD_MATH_BF16;
+    run_training(net, batch, &c, &b);
+    ck_assert_msg(f.rc == 0 && b.rc == 0, "%s %s", f.msg, b.msg);
+    ck_assert_uint_eq(2 * b.fmap_bytes, f.fmap_bytes);
+    ck_assert_msg(memcmp(f.params, b.params, (size_t)net->param_floats * 4) != 0,
+                  "%s: bf16 trains exactly as fp32", net->name);
+    ck_assert_msg(fabsf(b.loss[0] - f.loss[0]) <= 0.02f * fabsf(f.loss[0]), "%s: loss %g vs fp32 %g",
+                  net->name, (double)b.loss[0], (double)f.loss[0]);
+    run_free(&f);
+    run_free(&b);
+}
+
+START_TEST(test_identity_bf16) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    bf16_vs_fp32(&net, 4);
+    net.train.math = VD_MATH_BF16;
+    identity_case(&net, 4, 3);
+    vd_net_free(&net);
+    tn_resnet(&net, 3);
+    bf16_vs_fp32(&net, 3);
+    net.train.math = VD_MATH_BF16;
+    ck_assert_msg(identity_case(&net, 3, 3) > 0, "bf16: auto (slow link) recomputes nothing");
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Dispositions for every feature map of net: d for each, AUTO where the
  * layer runs in place (its output is its producer's tensor). alt: every
  * other producer gets d2 instead. disp has n_layers + 1 entries. */
@@ -273,13 +328,17 @@ static void recompute_identity_case(vd_net *net, int batch, int iters) {
 }
 
 START_TEST(test_recompute_identity) {
-    vd_net net;
-    tn_lenet(&net, 4);
-    recompute_identity_case(&net, 4, 3);
-    vd_net_free(&net);
-    tn_resnet(&net, 3);
-    recompute_identity_case(&net, 3, 3);
-    vd_net_free(&net);
+    for (int m = 0; m < 2; m++) {   /* fp32, bf16 */
+        vd_net net;
+        tn_lenet(&net, 4);
+        net.train.math = m ? VD_MATH_BF16 : VD_MATH_FP32;
+        recompute_identity_case(&net, 4, 3);
+        vd_net_free(&net);
+        tn_resnet(&net, 3);
+        net.train.math = m ? VD_MATH_BF16 : VD_MATH_FP32;
+        recompute_identity_case(&net, 3, 3);
+        vd_net_free(&net);
+    }
 }
 END_TEST
 
@@ -353,6 +412,18 @@ END_TEST
 START_TEST(test_fault_skip_offload_wait) {
     vd_net net;
     tn_lenet(&net, 4);
+    fault_case(&net, 4, VD_FAULT_SKIP_OFFLOAD_WAIT);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* In bf16 too, a missing wait is caught (the poison is 0xFFFF, a bf16 NaN):
+ * the identities above could fail there. */
+START_TEST(test_fault_bf16) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    net.train.math = VD_MATH_BF16;
+    fault_case(&net, 4, VD_FAULT_SKIP_PREFETCH_WAIT);
     fault_case(&net, 4, VD_FAULT_SKIP_OFFLOAD_WAIT);
     vd_net_free(&net);
 }
@@ -495,6 +566,40 @@ START_TEST(test_step_times) {
 }
 END_TEST
 
+/* An executor whose math stores feature maps in another size than the plan
+ * (net->train.math) is refused before anything is allocated: bf16 opts on
+ * an fp32 plan and fp32 opts on a bf16 plan (which would write 4-byte
+ * floats into 2-byte tensors); tf32 on an fp32 plan is fine. */
+START_TEST(test_math_mismatch) {
+    hook_fix f;
+    hook_fix_init(&f);
+    vd_err e = {0};
+    vd_exec *ex = NULL;
+    vd_exec_opts eo = {.layers_ready = true, .math = VD_MATH_BF16};
+    ck_assert_int_eq(vd_exec_create(&ex, &f.net, &f.plan, f.be, &eo, &e), VD_EINTERNAL);
+    ck_assert_ptr_null(ex);
+    ck_assert_msg(strstr(e.msg, "executor math bf16") && strstr(e.msg, "math fp32"), "%s", e.msg);
+    eo.math = VD_MATH_TF32;
+    ck_assert_msg(vd_exec_create(&ex, &f.net, &f.plan, f.be, &eo, &e) == 0, "%s", e.msg);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&f.plan);
+    f.net.train.math = VD_MATH_BF16;
+    vd_profile_free(&f.prof);
+    f.be->destroy(f.be);
+    f.be = cpu_for_dev(&f.net, 4, NULL, &f.prof);
+    vd_plan_opts po = plan_opts(4, VD_POLICY_ALL);
+    ck_assert_msg(vd_plan_build(&f.net, &f.prof, &po, &f.plan, &e) == 0, "%s", e.msg);
+    eo.math = VD_MATH_FP32;
+    ck_assert_int_eq(vd_exec_create(&ex, &f.net, &f.plan, f.be, &eo, &e), VD_EINTERNAL);
+    ck_assert_msg(strstr(e.msg, "executor math fp32") && strstr(e.msg, "math bf16"), "%s", e.msg);
+    eo.math = VD_MATH_BF16;
+    ck_assert_msg(vd_exec_create(&ex, &f.net, &f.plan, f.be, &eo, &e) == 0, "%s", e.msg);
+    ck_assert(vd_exec_input_bf16(ex));
+    vd_exec_destroy(&ex);
+    hook_fix_free(&f);
+}
+END_TEST
+
 /* A plan whose option labels are not the backend's (a profile saved by
  * another setup) is refused with the layer and both labels named. */
 START_TEST(test_profile_label_mismatch) {
@@ -569,6 +674,8 @@ START_TEST(test_after_step_hook) {
 END_TEST
 
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
+         test_identity_bf16, test_fault_bf16,
          test_identity_lenet_yaml, test_fault_skip_prefetch_wait, test_fault_skip_offload_wait,
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
-         test_before_pool_hook, test_after_step_hook, test_step_times, test_profile_label_mismatch)
+         test_before_pool_hook, test_after_step_hook, test_step_times, test_profile_label_mismatch,
+         test_math_mismatch)

@@ -146,7 +146,8 @@ static void run_stage(const vd_net *net, int batch, vd_policy pol, uint64_t budg
     check_staging(&plan);
     o->stage = plan.stage;
     o->stage_step = plan.stage_step;
-    vd_exec_opts eo = {.poison = true, .layers_ready = true, .deterministic = true};
+    vd_exec_opts eo = {.poison = true, .layers_ready = true, .deterministic = true,
+                       .math = net->train.math};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "%s", e.msg);
     ck_assert(vd_exec_stages(ex) == (plan.t_stage >= 0));
@@ -158,19 +159,20 @@ static void run_stage(const vd_net *net, int batch, vd_policy pol, uint64_t budg
     ck_assert_msg(vd_exec_set_state(ex, o->params, NULL, 0, &e) == 0, "%s", e.msg);
     bool have = false;
     for (int it = 0; it < iters; it++) {
-        if (!have) fill_batch(net, batch, it, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        bool bf = vd_exec_input_bf16(ex);
+        if (!have) fill_batch_as(net, batch, it, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
         bool next = vd_exec_stages(ex) && it + 1 < iters;
         if (next) {
-            fill_batch(net, batch, it + 1, vd_exec_next_x(ex), vd_exec_next_labels(ex));
+            fill_batch_as(net, batch, it + 1, vd_exec_next_x(ex), bf, vd_exec_next_labels(ex));
             vd_exec_next_ready(ex);
         }
         ck_assert_msg(vd_exec_train_step(ex, net->train.lr, it, &o->loss[it], &e) == 0, "%s", e.msg);
         have = next;
         if (it == eval_after) {
-            fill_batch(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+            fill_batch_as(net, batch, 999, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
             ck_assert_msg(vd_exec_eval_step(ex, &o->eval_correct, &o->eval_loss, &e) == 0, "%s", e.msg);
             /* the evaluation batch replaced the staged one: refill it */
-            if (have) fill_batch(net, batch, it + 1, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+            if (have) fill_batch_as(net, batch, it + 1, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
         }
     }
     ck_assert_msg(vd_exec_get_state(ex, o->params, o->mom, NULL, &e) == 0, "%s", e.msg);
@@ -203,7 +205,8 @@ static void identity_case(vd_net *net, int batch) {
         vd_plan_opts no = plan_opts(batch, VD_POLICY_NONE);
         no.fixed_algo = 1;
         uint64_t peak = cpu_min_budget(net, &no, DEV);
-        uint64_t xb = (uint64_t)batch * (uint64_t)vd_net_out_numel(net, -1) * 4u;
+        uint64_t xb = (uint64_t)batch * (uint64_t)vd_net_out_numel(net, -1) *
+                      vd_math_act_bytes(net->train.math);
         /* room for the staging region on top of the tightest plan */
         uint64_t budget = pols[k] == VD_POLICY_NONE ? peak + xb + 4096 : mb + xb + 4096;
         for (int ev = 0; ev < 2; ev++) {
@@ -241,6 +244,16 @@ END_TEST
 START_TEST(test_stage_identity_resnet) {
     vd_net net;
     tn_resnet(&net, 3);
+    identity_case(&net, 3);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* bf16 math: the staged batch is bf16 (half the staging region and copy) */
+START_TEST(test_stage_identity_bf16) {
+    vd_net net;
+    tn_resnet(&net, 3);
+    net.train.math = VD_MATH_BF16;
     identity_case(&net, 3);
     vd_net_free(&net);
 }
@@ -480,5 +493,5 @@ START_TEST(test_stage_sim_hand) {
 }
 END_TEST
 
-VDT_MAIN("stage", 0, test_stage_identity_lenet, test_stage_identity_resnet,
+VDT_MAIN("stage", 0, test_stage_identity_lenet, test_stage_identity_resnet, test_stage_identity_bf16,
          test_stage_protocol_optional, test_stage_when_it_fits, test_stage_sim_hand)

@@ -335,7 +335,21 @@ START_TEST(test_train_section) {
     ck_assert_int_eq(t->lr_policy.warmup, 3);
     ck_assert_int_eq(t->iters, 99); ck_assert_int_eq(t->epochs, 0);
     ck_assert_uint_eq(t->seed, 12345678901ull);
+    ck_assert_int_eq(t->math, VD_MATH_FP32);   /* not given: fp32, and --math decides */
+    ck_assert(!t->has_math);
     vd_net_free(&net);
+    /* train.math: each mode by name (a bad one: tests/spec/bad/train-math*.yaml) */
+    static const struct { const char *name; vd_math m; } maths[] = {
+        {"bf16", VD_MATH_BF16}, {"tf32", VD_MATH_TF32}, {"fp32", VD_MATH_FP32}};
+    for (size_t k = 0; k < VD_ARRAY_LEN(maths); k++) {
+        char text[512];
+        snprintf(text, sizeof text, HDR "train: { batch: 4, math: %s }\nlayers:\n" TAIL, maths[k].name);
+        ck_assert_msg(parse(text, &net, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(net.train.math, maths[k].m);
+        ck_assert(net.train.has_math);
+        ck_assert_str_eq(vd_math_name(net.train.math), maths[k].name);
+        vd_net_free(&net);
+    }
     ck_assert_int_eq(parse(HDR "train: { lr_policy: cosine, epochs: 3 }\nlayers:\n" TAIL, &net, &e), 0);
     ck_assert_int_eq(net.train.lr_policy.type, VD_LR_COSINE);
     ck_assert_int_eq(net.train.epochs, 3);

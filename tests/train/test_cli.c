@@ -1,17 +1,22 @@
 /* test_cli.c — vdnn-train as a program: exit codes, --help, resume through
- * the CLI. Runs $VD_BUILDDIR/vdnn-train on $VD_SRCDIR/nets/lenet.yaml. */
+ * the CLI; bf16 math (train.math, --math, profiles of another math, the
+ * checkpoints of every policy). Runs $VD_BUILDDIR/vdnn-train (and
+ * vdnn-plan) on $VD_SRCDIR/nets/lenet.yaml and on specs written here. */
+#include <jansson.h>
 #include "tutil.h"
 #include "vd_config.h"
 #include "backend/backend.h"
+#include "plan/plan.h"
 #include "spec/spec.h"
 #include "train/ckpt.h"
 
-static char g_bin[1024], g_net[1024];
+static char g_bin[1024], g_net[1024], g_plan[1024];
 
 static void setup(void) {
     const char *b = getenv("VD_BUILDDIR"), *s = getenv("VD_SRCDIR");
     ck_assert_msg(b && s, "VD_BUILDDIR / VD_SRCDIR not set (run through meson test)");
     snprintf(g_bin, sizeof g_bin, "%s/vdnn-train", b);
+    snprintf(g_plan, sizeof g_plan, "%s/vdnn-plan", b);
     snprintf(g_net, sizeof g_net, "%s/nets/lenet.yaml", s);
 }
 
@@ -349,6 +354,254 @@ START_TEST(interrupted_save_and_recorded_data) {
 }
 END_TEST
 
+/* ---- bf16 math ---------------------------------------------------------- */
+
+/* A small net with batch norm, a residual add and a concat; train.math is
+ * the %s. */
+static const char *const RES_SPEC =
+    "name: bf-resnet\n"
+    "input: { channels: 3, height: 12, width: 12, classes: 5 }\n"
+    "train: { batch: 8, lr: 0.05, momentum: 0.9, weight_decay: 0.0005, seed: 7, math: %s }\n"
+    "layers:\n"
+    "  - { name: stem, type: conv, out: 8, kernel: 3, pad: 1, bias: false }\n"
+    "  - { name: stem_bn, type: batchnorm }\n"
+    "  - { name: stem_relu, type: relu }\n"
+    "  - { name: b1_conv1, type: conv, out: 8, kernel: 3, pad: 1, bias: false }\n"
+    "  - { name: b1_bn1, type: batchnorm }\n"
+    "  - { name: b1_relu1, type: relu }\n"
+    "  - { name: b1_conv2, type: conv, out: 8, kernel: 3, pad: 1, bias: false }\n"
+    "  - { name: b1_bn2, type: batchnorm }\n"
+    "  - { name: b1_add, type: add, inputs: [b1_bn2, stem_relu] }\n"
+    "  - { name: b1_relu, type: relu }\n"
+    "  - { name: pool, type: pool, mode: max, kernel: 2 }\n"
+    "  - { name: br1, type: conv, out: 4, kernel: 1 }\n"
+    "  - { name: br2, type: conv, inputs: [pool], out: 6, kernel: 3, pad: 1 }\n"
+    "  - { name: br2_relu, type: relu }\n"
+    "  - { name: cat, type: concat, inputs: [br1, br2_relu] }\n"
+    "  - { name: gap, type: pool, mode: avg, global: true }\n"
+    "  - { name: fc, type: fc, out: 5 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+
+/* RES_SPEC with train.math `math` as dir/name. */
+static void write_res_spec(const char *path, const char *math) {
+    char text[4096];
+    int n = snprintf(text, sizeof text, RES_SPEC, math);
+    ck_assert(n > 0 && n < (int)sizeof text);
+    tu_write(path, text, (size_t)n);
+}
+
+/* vdnn-plan SPEC --backend cpu --min-budget --format json EXTRA -> mins[policy]. */
+static void cli_min_budgets(const char *spec, const char *extra, uint64_t *mins) {
+    char a[2048], *out;
+    snprintf(a, sizeof a, "%s --backend cpu --batch 8 --min-budget --format json %s", spec, extra);
+    int rc = vdt_run_bin(g_plan, a, false, &out);
+    ck_assert_msg(rc == 0, "vdnn-plan %s: exit %d:\n%s", a, rc, out);
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "\"%s\": ", vd_policy_name((vd_policy)k));
+        const char *p = strstr(out, key);
+        unsigned long long v = 0;
+        ck_assert_msg(p && sscanf(p + strlen(key), "%llu", &v) == 1 && v > 0, "%s", out);
+        mins[k] = v;
+    }
+    vd_free(out);
+}
+
+/* From a --plan-json file: the offloaded tensors, and every layer's
+ * forward and backward option labels joined into labels[n]. */
+static int plan_summary(const char *path, char *labels, size_t n) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    ck_assert_msg(root, "%s: %s", path, je.text);
+    int off = (int)json_integer_value(json_object_get(root, "offloaded_tensors"));
+    size_t i, o = 0;
+    json_t *l;
+    labels[0] = 0;
+    json_array_foreach(json_object_get(root, "layers"), i, l) {
+        int w = snprintf(labels + o, n - o, "%s/%s,",
+                         json_string_value(json_object_get(l, "algo_label")),
+                         json_string_value(json_object_get(l, "algo_bwd_label")));
+        ck_assert(w > 0 && (size_t)w < n - o);
+        o += (size_t)w;
+    }
+    json_decref(root);
+    return off;
+}
+
+/* vdnn-train SPEC (4 deterministic iterations, batch 8, EXTRA) under each
+ * policy, saving d/TAG-POLICY.safetensors: the budgets are the policies'
+ * minimums (dyn and auto: all's, where offloading every feature map with
+ * the fastest options fits, so that dyn keeps those options and auto may),
+ * so each but none offloads. The checkpoints (model and state) are
+ * byte-identical to none's wherever the plan runs none's options: always
+ * for all, conv and dyn (asserted), for auto when its search kept them.
+ * Returns the path of none's checkpoint in none_ck[n]. */
+static void policies_same_checkpoint(const char *d, const char *spec, const char *extra,
+                                     const char *tag, char *none_ck, size_t n) {
+    uint64_t mins[VD_POLICY_COUNT];
+    cli_min_budgets(spec, extra, mins);
+    char ref_labels[2048] = "", labels[2048];
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        vd_policy pol = (vd_policy)k;
+        const char *p = vd_policy_name(pol);
+        uint64_t budget = pol == VD_POLICY_NONE ? 0
+                          : pol == VD_POLICY_DYN || pol == VD_POLICY_AUTO ? mins[VD_POLICY_ALL]
+                                                                           : mins[k];
+        char bud[64] = "", ck[700], pj[700], a[3000], *out;
+        if (budget) snprintf(bud, sizeof bud, "--budget %llu", (unsigned long long)budget);
+        snprintf(ck, sizeof ck, "%s/%s-%s.safetensors", d, tag, p);
+        snprintf(pj, sizeof pj, "%s/%s-%s.json", d, tag, p);
+        snprintf(a, sizeof a, "%s --backend cpu --data synthetic:64,16 --batch 8 --iters 4 "
+                 "--deterministic --eval-every -1 --quiet --policy %s %s --save %s --plan-json %s %s",
+                 spec, p, bud, ck, pj, extra);
+        int rc = vdt_run_bin(g_bin, a, true, &out);
+        ck_assert_msg(rc == 0, "vdnn-train %s: exit %d:\n%s", a, rc, out);
+        vd_free(out);
+        int off = plan_summary(pj, labels, sizeof labels);
+        if (pol == VD_POLICY_NONE) {
+            ck_assert_int_eq(off, 0);
+            snprintf(ref_labels, sizeof ref_labels, "%s", labels);
+            snprintf(none_ck, n, "%s", ck);
+            continue;
+        }
+        ck_assert_msg(off > 0, "%s %s at %llu offloads nothing", tag, p, (unsigned long long)budget);
+        bool same_opts = !strcmp(labels, ref_labels);
+        ck_assert_msg(same_opts || pol == VD_POLICY_AUTO, "%s %s: options %s, none's %s", tag, p,
+                      labels, ref_labels);
+        if (!same_opts) continue;
+        vdt_assert_same_file(ck, none_ck);
+        char s1[760], s2[760];
+        snprintf(s1, sizeof s1, "%s.state", ck);
+        snprintf(s2, sizeof s2, "%s.state", none_ck);
+        vdt_assert_same_file(s1, s2);
+    }
+}
+
+static bool same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = vdt_slurp(a, &na), *y = vdt_slurp(b, &nb);
+    bool same = na == nb && memcmp(x, y, na) == 0;
+    vd_free(x);
+    vd_free(y);
+    return same;
+}
+
+/* bf16: LeNet (--math bf16) and the batch-norm / add / concat net (math:
+ * bf16 in its spec) give checkpoints byte-identical to policy none under
+ * every policy; and they are bf16 runs: other bytes than fp32's. */
+START_TEST(bf16_checkpoints_any_policy) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-train-bf16");
+    char spec[700], lenet_ck[800], res_ck[800], a[2000], ck32[760], *out;
+    policies_same_checkpoint(d, g_net, "--math bf16", "lenet", lenet_ck, sizeof lenet_ck);
+    snprintf(spec, sizeof spec, "%s/res.yaml", d);
+    write_res_spec(spec, "bf16");
+    policies_same_checkpoint(d, spec, "", "res", res_ck, sizeof res_ck);
+    snprintf(ck32, sizeof ck32, "%s/lenet-fp32.safetensors", d);
+    snprintf(a, sizeof a, "%s --backend cpu --data synthetic:64,16 --batch 8 --iters 4 "
+             "--deterministic --eval-every -1 --quiet --save %s", g_net, ck32);
+    ck_assert_int_eq(vdt_run_bin(g_bin, a, true, &out), 0);
+    vd_free(out);
+    ck_assert_msg(!same_bytes(ck32, lenet_ck), "LeNet --math bf16 trained exactly as fp32");
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* --math overrides train.math both ways (a bad train.math is a spec error
+ * all the same); a profile is for one math: one
+ * saved in fp32 is refused for a bf16 run (and the reverse) with exit 5 and
+ * a message naming both maths, by vdnn-train and vdnn-plan; a profile
+ * without "math" (older files) is fp32's. */
+START_TEST(math_spec_and_flag) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-train-bf16");
+    char s16[700], s32[700], ck[4][760], a[3000], *out;
+    snprintf(s16, sizeof s16, "%s/res16.yaml", d);
+    snprintf(s32, sizeof s32, "%s/res32.yaml", d);
+    write_res_spec(s16, "bf16");
+    write_res_spec(s32, "fp32");
+    /* 0: spec bf16; 1: spec fp32 --math bf16; 2: spec fp32; 3: spec bf16 --math fp32 */
+    const char *specs[4] = {s16, s32, s32, s16}, *flags[4] = {"", "--math bf16", "", "--math fp32"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(ck[k], sizeof ck[k], "%s/ck%d.safetensors", d, k);
+        snprintf(a, sizeof a, "%s --backend cpu --data synthetic:64,16 --iters 3 --deterministic "
+                 "--eval-every -1 --quiet --save %s %s", specs[k], ck[k], flags[k]);
+        int rc = vdt_run_bin(g_bin, a, true, &out);
+        ck_assert_msg(rc == 0, "vdnn-train %s: exit %d:\n%s", a, rc, out);
+        vd_free(out);
+    }
+    vdt_assert_same_file(ck[0], ck[1]);
+    vdt_assert_same_file(ck[2], ck[3]);
+    ck_assert_msg(!same_bytes(ck[0], ck[2]), "math bf16 and fp32 trained the same bytes");
+    /* math: fp16 is a spec error at the value (exit 3), whatever --math says */
+    char s8[700], spec_err[800];
+    snprintf(s8, sizeof s8, "%s/res8.yaml", d);
+    write_res_spec(s8, "fp16");
+    int col = (int)(strstr(RES_SPEC, "math: %s") - strstr(RES_SPEC, "train:")) + 7;
+    snprintf(spec_err, sizeof spec_err, "%s:3:%d: 'math' must be fp32, tf32 or bf16", s8, col);
+    for (int k = 0; k < 2; k++) {
+        snprintf(a, sizeof a, "%s --backend cpu --iters 1 %s", s8, k ? "--math bf16" : "");
+        int rc = vdt_run_bin(g_bin, a, true, &out);
+        ck_assert_msg(rc == VD_ESPEC && strstr(out, spec_err), "exit %d, want 3 and '%s':\n%s", rc,
+                      spec_err, out);
+        vd_free(out);
+    }
+
+    /* profiles: one of each math, and an fp32 one without the "math" key */
+    char p32[700], p16[700], pold[700];
+    snprintf(p32, sizeof p32, "%s/p32.json", d);
+    snprintf(p16, sizeof p16, "%s/p16.json", d);
+    snprintf(pold, sizeof pold, "%s/pold.json", d);
+    const char *const outs[2] = {p32, p16}, *const outspec[2] = {s32, s16};
+    for (int k = 0; k < 2; k++) {
+        snprintf(a, sizeof a, "%s --backend cpu --data synthetic:64,16 --iters 1 --eval-every -1 "
+                 "--quiet --profile-out %s", outspec[k], outs[k]);
+        ck_assert_int_eq(vdt_run_bin(g_bin, a, true, &out), 0);
+        vd_free(out);
+    }
+    size_t n;
+    char *text = vdt_slurp(p32, &n);
+    char *m = strstr(text, "\"math\": \"fp32\",");
+    ck_assert_msg(m, "%s records no math:\n%s", p32, text);
+    memmove(m, m + 15, strlen(m + 15) + 1);
+    tu_write(pold, text, strlen(text));
+    vd_free(text);
+    text = vdt_slurp(p16, &n);
+    ck_assert_msg(strstr(text, "\"math\": \"bf16\""), "%s records no bf16:\n%s", p16, text);
+    vd_free(text);
+    struct { const char *spec, *flag, *prof; int rc; const char *want; } cases[] = {
+        {s16, "", p32, VD_EDATA, "profile was made for math fp32, the run is bf16; re-profile "
+                                 "with --math bf16"},
+        {s32, "--math bf16", p32, VD_EDATA, "made for math fp32, the run is bf16"},
+        {s32, "", p16, VD_EDATA, "profile was made for math bf16, the run is fp32"},
+        {s16, "--math fp32", p16, VD_EDATA, "made for math bf16, the run is fp32"},
+        {s16, "", pold, VD_EDATA, "made for math fp32 (no \"math\" key), the run is bf16"},
+        {s16, "", p16, 0, "(loaded"},
+        {s32, "", p32, 0, "(loaded"},
+        {s32, "", pold, 0, "(loaded"},
+    };
+    for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++)
+        for (int tool = 0; tool < 2; tool++) {
+            if (tool)
+                snprintf(a, sizeof a, "%s --backend cpu --profile %s %s", cases[k].spec,
+                         cases[k].prof, cases[k].flag);
+            else
+                snprintf(a, sizeof a, "%s --backend cpu --data synthetic:64,16 --iters 1 "
+                         "--eval-every -1 --profile %s %s", cases[k].spec, cases[k].prof,
+                         cases[k].flag);
+            int rc = vdt_run_bin(tool ? g_plan : g_bin, a, true, &out);
+            const char *want = tool && !cases[k].rc ? "" : cases[k].want;
+            ck_assert_msg(rc == cases[k].rc && strstr(out, want), "%s %s: exit %d, want %d and "
+                          "'%s':\n%s", tool ? "vdnn-plan" : "vdnn-train", a, rc, cases[k].rc,
+                          want, out);
+            vd_free(out);
+        }
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("cli", 300,
           usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli,
-          interrupted_save_and_recorded_data)
+          interrupted_save_and_recorded_data, bf16_checkpoints_any_policy, math_spec_and_flag)

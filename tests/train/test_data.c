@@ -760,10 +760,68 @@ START_TEST(loader_same_batches_any_thread_count) {
 }
 END_TEST
 
+/* vd_loader_next_as(bf16 = true) gives exactly vd_f32_to_bf16 of the fp32
+ * batch (vd_loader_next with 1 thread), whatever the thread count: small
+ * batches (one copy), and a batch of 12.8 MB copied out in 2 or 3 parallel
+ * parts (threads 2, and 3 and more: COPY_PART_MIN 4 MiB), where each part
+ * converts its own range into the half-size buffer; nothing is written past
+ * its 2 * n bytes. Several batches in a row (slots reused). */
+static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per) {
+    static const int threads[] = { 1, 2, 3, 5, 16 };
+    enum { GUARD = 16 };
+    size_t n = per * (size_t)batch;
+    float *ref = malloc(sizeof(float) * n * (size_t)nb);
+    uint16_t *want = malloc(sizeof(uint16_t) * n), *got = malloc(sizeof(uint16_t) * (n + GUARD));
+    int32_t *ly = malloc(sizeof(int32_t) * (size_t)(batch * nb)), *y = malloc(sizeof(int32_t) * (size_t)batch);
+    ck_assert(ref && want && got && ly && y);
+    vd_err e;
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = batch, .shuffle = true,
+                          .seed = 11, .start = 3, .threads = 1 };
+    vd_loader *ld;
+    ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
+    for (int b = 0; b < nb; b++)
+        ck_assert_int_eq(vd_loader_next(ld, ref + (size_t)b * n, ly + b * batch, &e), 0);
+    vd_loader_destroy(&ld);
+    for (size_t t = 0; t < VD_ARRAY_LEN(threads); t++) {
+        cfg.threads = threads[t];
+        ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
+        for (int b = 0; b < nb; b++) {
+            memset(got, 0xA5, sizeof(uint16_t) * (n + GUARD));
+            ck_assert_int_eq(vd_loader_next_as(ld, got, true, y, &e), 0);
+            vd_f32_to_bf16_n(ref + (size_t)b * n, want, n);
+            for (size_t i = 0; i < n; i++)
+                ck_assert_msg(got[i] == want[i], "threads %d batch %d [%zu]: 0x%04x, want 0x%04x",
+                              threads[t], b, i, got[i], want[i]);
+            for (size_t i = n; i < n + GUARD; i++)
+                ck_assert_msg(got[i] == 0xA5A5u, "threads %d: written past the batch", threads[t]);
+            ck_assert_mem_eq(y, ly + b * batch, sizeof(int32_t) * (size_t)batch);
+        }
+        vd_loader_destroy(&ld);
+    }
+    free(ref); free(want); free(got); free(ly); free(y);
+}
+
+START_TEST(loader_bf16_any_thread_count) {
+    vd_net net;
+    vd_err e;
+    vd_dataset *ds;
+    tu_tiny_net(&net, 3, 8, 8, 10, false, 10);
+    ck_assert_int_eq(vd_data_open("synthetic:50", &net, 10, 5, false, &ds, &e), 0);
+    bf16_batches_match(ds, 10, 6, 3 * 8 * 8);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    tu_tiny_net(&net, 3, 64, 64, 10, false, 260);
+    ck_assert_int_eq(vd_data_open("synthetic:600", &net, 260, 5, false, &ds, &e), 0);
+    bf16_batches_match(ds, 260, 2, 3 * 64 * 64);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("data", 0,
           mnist_reads_and_normalises, mnist_corrupt_files_are_edata, mnist_missing_file_is_eio,
           shape_mismatch_is_usage_error, cifar_reads_and_normalises, cifar_corrupt_is_edata,
           folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
           epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
           jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
-          loader_same_batches_any_thread_count)
+          loader_same_batches_any_thread_count, loader_bf16_any_thread_count)

@@ -4,9 +4,11 @@
  * policy: the plan JSON of `vdnn-plan --backend cpu --format json` and of
  * `vdnn-train --backend cpu --plan-json FILE` are byte-identical (at the
  * default budget and at vdnn-plan's printed minimum budget), vdnn-train
- * trains at that minimum and exits 6 (VD_EBUDGET) one byte below it.
+ * trains at that minimum and exits 6 (VD_EBUDGET) one byte below it; the
+ * same for LeNet in bf16 math (--math bf16).
  * Runs $VD_BUILDDIR/vdnn-plan and vdnn-train on $VD_SRCDIR/nets. */
 #include <stdarg.h>
+#include <jansson.h>
 #include "tutil.h"
 #include "plan/plan.h"
 #include "backend/backend.h"
@@ -33,11 +35,12 @@ static int run(const char *bin, char **out, bool merged, const char *fmt, ...) {
     return vdt_run_bin(bin, a, merged, out);
 }
 
-/* vdnn-plan --min-budget --format json -> mins[policy]. */
-static void min_budgets(const char *net, int batch, uint64_t *mins) {
+/* vdnn-plan --min-budget --format json -> mins[policy]; extra: more
+ * options of both tools ("" none; "--math bf16"). */
+static void min_budgets(const char *net, int batch, const char *extra, uint64_t *mins) {
     char *out;
     int rc = run(g_plan, &out, false, "%s/nets/%s.yaml --backend cpu --batch %d --min-budget "
-                 "--format json", g_src, net, batch);
+                 "--format json %s", g_src, net, batch, extra);
     ck_assert_msg(rc == 0, "vdnn-plan --min-budget: exit %d:\n%s", rc, out);
     for (int k = 0; k < VD_POLICY_COUNT; k++) {
         char key[32];
@@ -54,7 +57,7 @@ static void min_budgets(const char *net, int batch, uint64_t *mins) {
 /* The plan JSON of both tools for net/batch/policy (budget 0: the default)
  * is the same; vdnn-train runs iters iterations with it (0: plans only). */
 static void same_plan(const char *dir, const char *net, int batch, const char *policy,
-                      uint64_t budget, int iters) {
+                      uint64_t budget, int iters, const char *extra) {
     char bud[64] = "", pj[1200], tj[1200];
     if (budget) snprintf(bud, sizeof bud, "--budget %llu", (unsigned long long)budget);
     snprintf(pj, sizeof pj, "%s/plan.json", dir);
@@ -64,51 +67,97 @@ static void same_plan(const char *dir, const char *net, int batch, const char *p
     /* --quiet: a search over a second prints progress on stderr, which
      * run() appends to the output (the sanitizer build is that slow) */
     int rc = run(g_plan, &out, false, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s %s "
-                 "--format json --quiet", g_src, net, batch, policy, bud);
+                 "--format json --quiet %s", g_src, net, batch, policy, bud, extra);
     ck_assert_msg(rc == 0, "vdnn-plan %s %s %s: exit %d", net, policy, bud, rc);
     FILE *f = fopen(pj, "w");
     ck_assert(f && fputs(out, f) >= 0 && fclose(f) == 0);
     vd_free(out);
     rc = run(g_train, &out, true, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s %s "
-             "--iters %d --eval-every -1 --quiet --plan-json %s", g_src, net, batch, policy,
-             bud, iters, tj);
+             "--iters %d --eval-every -1 --quiet --plan-json %s %s", g_src, net, batch, policy,
+             bud, iters, tj, extra);
     ck_assert_msg(rc == 0, "vdnn-train %s %s %s: exit %d:\n%s", net, policy, bud, rc, out);
     vd_free(out);
     vdt_assert_same_file(pj, tj);
 }
 
 /* One byte below the minimum: vdnn-train exits 6 before training. */
-static void below_min(const char *net, int batch, const char *policy, uint64_t min) {
+static void below_min(const char *net, int batch, const char *policy, uint64_t min,
+                      const char *extra) {
     char *out;
     int rc = run(g_train, &out, true, "%s/nets/%s.yaml --backend cpu --batch %d --policy %s "
-                 "--budget %llu --iters 1 --eval-every -1 --quiet", g_src, net, batch, policy,
-                 (unsigned long long)(min - 1));
+                 "--budget %llu --iters 1 --eval-every -1 --quiet %s", g_src, net, batch, policy,
+                 (unsigned long long)(min - 1), extra);
     ck_assert_msg(rc == VD_EBUDGET, "vdnn-train %s %s at %llu: exit %d:\n%s", net, policy,
                   (unsigned long long)(min - 1), rc, out);
     vd_free(out);
 }
 
-/* For each policy in pols (NULL-terminated; all when NULL). */
-static void check_net(const char *net, int batch, bool at_default, const char *const *pols) {
+/* For each policy in pols (NULL-terminated; all when NULL); extra: more
+ * options of both tools. */
+static void check_net_as(const char *net, int batch, bool at_default, const char *const *pols,
+                         const char *extra) {
     setup();
     char *d = vdt_tmpdir("vdnn-plan-match");
     uint64_t mins[VD_POLICY_COUNT];
-    min_budgets(net, batch, mins);
+    min_budgets(net, batch, extra, mins);
     for (int k = 0; k < VD_POLICY_COUNT; k++) {
         const char *p = vd_policy_name((vd_policy)k);
         bool want = !pols;
         for (int j = 0; pols && pols[j]; j++) want |= !strcmp(pols[j], p);
         if (!want) continue;
-        if (at_default) same_plan(d, net, batch, p, 0, 0);
-        same_plan(d, net, batch, p, mins[k], 1);   /* trains at the minimum */
-        below_min(net, batch, p, mins[k]);
+        if (at_default) same_plan(d, net, batch, p, 0, 0, extra);
+        same_plan(d, net, batch, p, mins[k], 1, extra);   /* trains at the minimum */
+        below_min(net, batch, p, mins[k], extra);
     }
     vdt_rmrf(d);
     vd_free(d);
 }
 
+static void check_net(const char *net, int batch, bool at_default, const char *const *pols) {
+    check_net_as(net, batch, at_default, pols, "");
+}
+
 START_TEST(lenet_plan_is_what_train_runs) {
     check_net("lenet", 16, true, NULL);
+}
+END_TEST
+
+/* Logical bytes of the feature maps (tensors of kind input, act, dact) in
+ * the plan JSON of `vdnn-plan ARGS --format json` for LeNet. */
+static uint64_t fmap_bytes(const char *args) {
+    char *out;
+    int rc = run(g_plan, &out, false, "%s/nets/lenet.yaml --backend cpu --batch 16 --format json "
+                 "--quiet %s", g_src, args);
+    ck_assert_msg(rc == 0, "vdnn-plan %s: exit %d", args, rc);
+    json_error_t je;
+    json_t *root = json_loads(out, 0, &je);
+    ck_assert_msg(root, "vdnn-plan %s: not JSON: %s", args, je.text);
+    uint64_t sum = 0;
+    int n = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(root, "tensors"), i, t) {
+        const char *kind = json_string_value(json_object_get(t, "kind"));
+        ck_assert_ptr_nonnull(kind);
+        if (strcmp(kind, "input") && strcmp(kind, "act") && strcmp(kind, "dact")) continue;
+        sum += (uint64_t)json_integer_value(json_object_get(t, "bytes"));
+        n++;
+    }
+    ck_assert_int_gt(n, 10);
+    json_decref(root);
+    vd_free(out);
+    return sum;
+}
+
+/* bf16 math: the same for LeNet and every policy with --math bf16 (the
+ * planner's 2-byte feature maps are what the executor allocates and
+ * moves), and its feature maps are half fp32's bytes (--math fp32: the
+ * default's). test_cli's math_spec_and_flag has --math against train.math. */
+START_TEST(lenet_bf16_plan_is_what_train_runs) {
+    check_net_as("lenet", 16, true, NULL, "--math bf16");
+    uint64_t f32 = fmap_bytes("--policy none"), b16 = fmap_bytes("--policy none --math bf16");
+    ck_assert_uint_eq(2 * b16, f32);
+    ck_assert_uint_eq(fmap_bytes("--policy none --math fp32"), f32);
 }
 END_TEST
 
@@ -205,7 +254,8 @@ START_TEST(auto_cpu_fallback_warns) {
 }
 END_TEST
 
-VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, alexnet_plan_is_what_train_runs_none,
+VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, lenet_bf16_plan_is_what_train_runs,
+         alexnet_plan_is_what_train_runs_none,
          alexnet_plan_is_what_train_runs_all, alexnet_plan_is_what_train_runs_conv,
          alexnet_plan_is_what_train_runs_dyn, alexnet_plan_is_what_train_runs_auto,
          one_parser_for_three_tools, auto_cpu_fallback_warns)

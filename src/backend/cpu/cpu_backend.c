@@ -78,6 +78,9 @@ typedef struct cpu_ctx {
     int *n_opts;                /* [n_layers] */
     double *scratch;            /* the most any layer's op needs (vd_cpu_op.scratch_doubles) */
     size_t scratch_n;
+    float *bf_buf;              /* math bf16: the float copies of one call's operands
+                                   (cpu_run_bf16), [bf_n]; grows to the largest call's need */
+    size_t bf_n;
 } cpu_ctx;
 
 static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
@@ -420,39 +423,59 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
  * that alias (in-place layers) share one float copy. bf16 feature maps are
  * channels-last (vd_math_nhwc): the float copies are NCHW, converted both
  * ways, so every fp32 op runs unchanged. */
-typedef struct bf_map { const void *bf[2 * VD_MAX_INPUTS + 2]; float *f[2 * VD_MAX_INPUTS + 2]; int n; } bf_map;
+typedef struct bf_map {
+    const void *bf[2 * VD_MAX_INPUTS + 2];
+    float *f[2 * VD_MAX_INPUTS + 2];
+    int n;
+    float *next;                /* the unused rest of the call's arena */
+} bf_map;
 
-/* The float NCHW copy of bf16 NHWC tensor p: n elements, c channels of hw
- * (converted when load). */
-static float *bf_get(bf_map *m, const void *p, int64_t n, int64_t c, int64_t hw, bool load,
-                     vd_err *e) {
+/* The float NCHW copy of bf16 NHWC tensor p of n elements, c channels of hw
+ * (converted when load), carved from the arena that cpu_run_bf16 sized for
+ * the call. */
+static float *bf_get(bf_map *m, const void *p, int64_t n, int64_t c, int64_t hw, bool load) {
     if (!p) return NULL;
     for (int i = 0; i < m->n; i++)
         if (m->bf[i] == p) return m->f[i];
-    float *f = vd_malloc((size_t)(n > 0 ? n : 1) * sizeof *f, e);
-    if (!f) return NULL;
+    float *f = m->next;
+    m->next += n;
     if (load) vd_nhwc_bf16_to_nchw_f32(p, f, n / (c * hw), c, hw);
     m->bf[m->n] = p;
     m->f[m->n++] = f;
     return f;
 }
 
-static void bf_free(bf_map *m) {
-    for (int i = 0; i < m->n; i++) vd_free(m->f[i]);
-    m->n = 0;
+/* The arena of one call: at least n floats (the sum of every operand's
+ * size, aliases counted twice), kept in the context between calls: a
+ * malloc and free of whole feature maps per call made a bf16 LeNet run page
+ * fault (mmap'd chunks) for most of its time. */
+static float *bf_arena(cpu_ctx *c, size_t n, vd_err *e) {
+    if (n > c->bf_n) {
+        vd_free(c->bf_buf);   /* nothing to keep: no realloc copy */
+        c->bf_n = 0;
+        if (!(c->bf_buf = vd_malloc(n * sizeof *c->bf_buf, e))) return NULL;
+        c->bf_n = n;
+    }
+    return c->bf_buf;
 }
 
-static int cpu_run_bf16(const vd_net *net, int layer, const vd_op_io *io, bool bwd, double *scratch,
-                        vd_err *e) {
+static int cpu_run_bf16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+                        double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
-    int64_t ny = (int64_t)io->n * vd_net_out_numel(net, layer);
+    int64_t ny = (int64_t)io->n * vd_net_out_numel(net, layer), nx[VD_MAX_INPUTS];
     bool needs_x = true, needs_y = !bwd;
     if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
+    bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
+    int64_t nw = gemm ? net->params[l->param_first].numel : 0;
+    size_t total = (size_t)(2 * ny + nw) + 1;   /* y, dy, the weight copy */
+    for (int k = 0; k < l->n_in; k++) {
+        nx[k] = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
+        total += 2 * (size_t)nx[k];                /* x[k], dx[k] */
+    }
+    bf_map m = {.n = 0, .next = bf_arena(ctx, total, e)};
+    if (!m.next) return VD_ENOMEM;
     vd_op_io f = *io;
     f.bf16 = false;
-    bf_map m = {.n = 0};
-    float *wr = NULL;
-    int rc = VD_ENOMEM;
     /* what the op reads: x (forward, or backward when it needs it), y (backward
      * when it needs it), dy, and dx when accumulating */
     int64_t yc = l->c, yhw = (int64_t)l->h * l->w, xc[VD_MAX_INPUTS], xhw[VD_MAX_INPUTS];
@@ -460,37 +483,26 @@ static int cpu_run_bf16(const vd_net *net, int layer, const vd_op_io *io, bool b
         vd_cpu_shape sh = vd_cpu_in_shape(net, layer, k);
         xc[k] = sh.c;
         xhw[k] = (int64_t)sh.h * sh.w;
-        int64_t nx = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
-        f.x[k] = NULL;
-        if (io->x[k] && (!bwd || needs_x) &&
-            !(f.x[k] = bf_get(&m, io->x[k], nx, xc[k], xhw[k], true, e)))
-            goto out;
+        f.x[k] = io->x[k] && (!bwd || needs_x) ? bf_get(&m, io->x[k], nx[k], xc[k], xhw[k], true)
+                                               : NULL;
     }
-    f.y = NULL;
-    f.dy = NULL;
-    if (io->y && (!bwd || needs_y) && !(f.y = bf_get(&m, io->y, ny, yc, yhw, bwd, e))) goto out;
-    if (io->dy && !(f.dy = bf_get(&m, io->dy, ny, yc, yhw, true, e))) goto out;
-    for (int k = 0; bwd && k < l->n_in; k++) {   /* after dy: dx may be dy's storage */
-        int64_t nx = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
-        f.dx[k] = NULL;
-        if (io->dx[k] &&
-            !(f.dx[k] = bf_get(&m, io->dx[k], nx, xc[k], xhw[k], io->dx_beta[k] != 0.0f, e)))
-            goto out;
-    }
-    bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
-    int64_t nw = gemm ? net->params[l->param_first].numel : 0;
+    f.y = io->y && (!bwd || needs_y) ? bf_get(&m, io->y, ny, yc, yhw, bwd) : NULL;
+    f.dy = bf_get(&m, io->dy, ny, yc, yhw, true);
+    for (int k = 0; bwd && k < l->n_in; k++)     /* after dy: dx may be dy's storage */
+        f.dx[k] = bf_get(&m, io->dx[k], nx[k], xc[k], xhw[k], io->dx_beta[k] != 0.0f);
     if (gemm) {                              /* the bf16 copy of the weight */
-        if (!(wr = vd_malloc((size_t)nw * sizeof *wr, e))) goto out;
+        float *wr = m.next;
+        m.next += nw;
         memcpy(wr, io->w, (size_t)nw * sizeof *wr);
         vd_round_bf16_n(wr, (size_t)nw);
         f.w = wr;
         if (!bwd) f.b = NULL;                /* added after the stored product, below */
     }
-    rc = (bwd ? vd_cpu_ops[l->op].bwd : vd_cpu_ops[l->op].fwd)(net, layer, &f, scratch, e);
-    if (rc) goto out;
+    int rc = (bwd ? vd_cpu_ops[l->op].bwd : vd_cpu_ops[l->op].fwd)(net, layer, &f, scratch, e);
+    if (rc) return rc;
     if (!bwd) {
-        vd_round_bf16_n(f.y, (size_t)ny);
-        if (gemm && io->b) {
+        if (gemm && io->b) {                 /* (else the store below rounds once) */
+            vd_round_bf16_n(f.y, (size_t)ny);
             int64_t ch = yc, hw = yhw;
             for (int64_t n = 0; n < io->n; n++)
                 for (int64_t c = 0; c < ch; c++)
@@ -500,12 +512,10 @@ static int cpu_run_bf16(const vd_net *net, int layer, const vd_op_io *io, bool b
     } else {
         if (l->op == VD_OP_CONV && io->dw) vd_round_bf16_n(io->dw, (size_t)nw);
         for (int k = 0; k < l->n_in; k++)
-            if (io->dx[k]) vd_nchw_f32_to_nhwc_bf16(f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
+            if (io->dx[k])
+                vd_nchw_f32_to_nhwc_bf16(f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
     }
-out:
-    vd_free(wr);
-    bf_free(&m);
-    return rc;
+    return VD_OK;
 }
 
 static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
@@ -519,7 +529,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if (rc) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
-    if (io->bf16) return cpu_run_bf16(net, layer, io, bwd, scratch, e);
+    if (io->bf16) return cpu_run_bf16(ctx_of(be), net, layer, io, bwd, scratch, e);
     return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
 }
 
@@ -566,6 +576,7 @@ static void cpu_destroy(vd_backend *be) {
         vd_free(c->opts);
         vd_free(c->n_opts);
         vd_free(c->scratch);
+        vd_free(c->bf_buf);
         vd_free(c);
     }
     vd_free(be);
