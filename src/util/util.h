@@ -177,13 +177,15 @@ int vd_fsync_parent_dir(const char *path, vd_err *e);
 /* The bfloat16 nearest to f, ties to even (what __float2bfloat16_rn does on
  * the GPU). A finite f at or beyond the midpoint between the largest bf16
  * (0x7F7F, 3.3895e38) and 2^128 rounds to an infinity of its sign;
- * infinities stay; a NaN gives the quiet NaN 0x7FC0 (PyTorch's
- * c10::BFloat16 does the same). The addition cannot overflow 32 bits: no
- * NaN is left and 0x7F7FFFFF carries into 0x7F80, an infinity. */
+ * infinities stay; a NaN stays a NaN: quiet, its sign and the top of its
+ * payload kept (the truncation with the quiet bit set, so a NaN whose
+ * payload is all in the low half does not read as inf). The addition cannot
+ * overflow 32 bits: no NaN is left and 0x7F7FFFFF carries into 0x7F80, an
+ * infinity. */
 static inline uint16_t vd_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7FC0;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
