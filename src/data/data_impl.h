@@ -2,6 +2,7 @@
 #ifndef VD_DATA_IMPL_H
 #define VD_DATA_IMPL_H
 
+#include <stdio.h>
 #include "data/data.h"
 
 struct vd_dataset {
@@ -41,9 +42,12 @@ typedef struct vd_image {
  * bytes) goes through TurboJPEG unless dec is VD_JPEG_STB, at the smallest
  * DCT scale 1/8, 1/4, 1/2 whose size still covers the size the image is
  * resized to for an H x W input (cover_size in folder.c; never scaled with
- * VD_JPEG_TURBO_FULL); anything else through stb_image. Errors: VD_EIO
- * (cannot read), VD_EDATA naming the path (cannot decode, truncated JPEG),
- * VD_ENOMEM. */
+ * VD_JPEG_TURBO_FULL); a binary PPM / PGM (vd_pnm) is read by vdnn itself;
+ * PNG and BMP go through stb_image, after the checks that keep it in bounds
+ * (png_chunks_check in folder.c, vd_jpeg_stb_check for JPEG with
+ * VD_JPEG_STB); any other file is VD_EDATA (vd_image_kind_of). Errors:
+ * VD_EIO (cannot read), VD_EDATA naming the path (cannot decode, truncated
+ * JPEG), VD_ENOMEM. */
 int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd_image *img,
                   vd_err *e);
 void vd_image_free(vd_image *img);
@@ -62,6 +66,53 @@ int vd_image_check_header(const char *path, int *w, int *h, vd_err *e);
  * decoder's words, may be NULL): a JPEG without its end-of-image marker is
  * named a truncated JPEG. Returns VD_EDATA. */
 int vd_image_decode_error(const char *path, const char *reason, vd_err *e);
+
+/* What an image file is, by its first bytes: JPEG FF D8 FF, PNG's
+ * signature, BMP "BM", binary PNM "P5" / "P6". Only these are decoded
+ * (vd_image_check_header, vd_image_load); stb_image reads more formats (GIF,
+ * PSD, TGA, HDR, PIC; TGA without a signature, so that random bytes may pass
+ * for one) and is never given the others. */
+typedef enum {
+    VD_IMAGE_OTHER, VD_IMAGE_JPEG, VD_IMAGE_PNG, VD_IMAGE_BMP, VD_IMAGE_PNM
+} vd_image_kind;
+vd_image_kind vd_image_kind_of(const unsigned char *b, size_t n);
+/* VD_EDATA: "PATH: not a JPEG, PNG, BMP, PPM or PGM image ...". */
+int vd_image_not_supported(const char *path, vd_err *e);
+/* Check the JPEG in f (from its start) for what stb_image 2.27 (Debian's
+ * libstb 0.0~git20220908) does not check and then reads or writes out of
+ * bounds: a Huffman table (DHT) of more than 256 codes (copied into arrays
+ * of 256: it overwrites the decoder's state, in stbi_info too), a scan that
+ * decodes with a Huffman table that was never defined (its uninitialised
+ * limits send the decoder past its arrays) or a component whose
+ * quantization table was never defined (uninitialised memory in the
+ * pixels). header_only: up to the first frame header (SOF0-2), as far as
+ * stbi_info reads; else the whole file (a progressive JPEG has tables
+ * between its scans). NULL when none is found, else what was found. Leaves
+ * f's position anywhere. */
+const char *vd_jpeg_stb_check(FILE *f, bool header_only);
+
+/* Binary Netpbm (P5 PGM: comp 1, P6 PPM: comp 3), read by vdnn itself (see
+ * folder.c): "P5" or "P6", then width, height and maxval as decimal numbers
+ * after whitespace ('#' starts a comment to the end of the line), one
+ * whitespace character, and width x height x comp samples of one byte
+ * (maxval < 256) or two, big-endian. A sample is at most maxval and is
+ * scaled to 0..255 as round(sample * 255 / maxval). */
+typedef struct vd_pnm {
+    int w, h;                   /* >= 1 */
+    int comp;                   /* 1 or 3 */
+    int maxval;                 /* 1..65535 */
+    size_t offset;              /* where the samples start */
+    uint64_t bytes;             /* of the samples: w * h * comp * (1 or 2) */
+} vd_pnm;
+#define VD_PNM_MAX_HEADER 4096  /* bytes up to the samples (comments included) */
+/* Does b[0..n) start like a binary PNM ("P5", "P6")? */
+bool vd_is_pnm(const unsigned char *b, size_t n);
+/* Parse the PNM header at the start of b[0..n): the whole file, or at least
+ * its first VD_PNM_MAX_HEADER bytes, of file_size bytes. VD_EDATA naming
+ * path when the header is malformed or longer than VD_PNM_MAX_HEADER, or
+ * when the file does not hold the samples it promises ("truncated PPM/PGM"). */
+int vd_pnm_header(const char *path, const unsigned char *b, size_t n, uint64_t file_size,
+                  vd_pnm *p, vd_err *e);
 
 /* splitmix64: a good 64-bit mixer for stateless per-sample keys. */
 static inline uint64_t vd_mix64(uint64_t x) {

@@ -1,5 +1,6 @@
 /* folder.c — ImageNet-style image folders: JPEG decoded with libjpeg-turbo
- * (TurboJPEG API), PNG, BMP and PNM with stb_image.
+ * (TurboJPEG API), binary PPM and PGM here (pnm_decode), PNG and BMP with
+ * stb_image.
  *
  * DIR/train/<class>/<image> and (optional) DIR/val/<class>/<image>; images
  * are .jpg .jpeg .png .bmp .ppm .pgm (case-insensitive), anything else is
@@ -239,6 +240,67 @@ out:
     return rc;
 }
 
+/* Binary PGM / PPM (vd_pnm) to C channels. Read here rather than by
+ * stb_image: stb_image 2.27 (Debian's libstb 0.0~git20220908) takes the low
+ * byte of 16-bit samples (it reads them in host byte order), reads past its
+ * buffer when it converts the channels of 16-bit samples, does not scale by
+ * maxval, and returns uninitialised memory as the pixels of a file cut
+ * short. Channels convert as stb_image converts them: gray to RGB by
+ * copying, RGB to gray with its luma (77 R + 150 G + 29 B) >> 8. */
+static int pnm_decode(const char *path, const unsigned char *b, size_t n, int C, vd_image *img,
+                      vd_err *e) {
+    vd_pnm p;
+    int rc = vd_pnm_header(path, b, n, n, &p, e);
+    if (rc) return rc;
+    size_t px = (size_t)p.w * (size_t)p.h;    /* <= n: the header's samples are in b */
+    unsigned char *out = vd_malloc(px * (size_t)C, e);
+    if (!out) return VD_ENOMEM;
+    const unsigned char *s = b + p.offset;
+    unsigned m = (unsigned)p.maxval, two = m > 255;
+    for (size_t i = 0; i < px; i++) {
+        unsigned v[3];
+        for (int k = 0; k < p.comp; k++, s += 1 + two) {
+            unsigned x = two ? (unsigned)s[0] << 8 | s[1] : s[0];
+            if (x > m) {
+                vd_free(out);
+                return vd_errf(e, VD_EDATA, "%s: corrupt PPM/PGM: sample %u of pixel %zu is "
+                               "above the maxval %u", path, x, i, m);
+            }
+            v[k] = (x * 255 + m / 2) / m;     /* round(x * 255 / m), exact in unsigned */
+        }
+        unsigned char *o = out + i * (size_t)C;
+        if (C == p.comp)
+            for (int k = 0; k < C; k++) o[k] = (unsigned char)v[k];
+        else if (C == 3)
+            o[0] = o[1] = o[2] = (unsigned char)v[0];
+        else
+            o[0] = (unsigned char)((77 * v[0] + 150 * v[1] + 29 * v[2]) >> 8);
+    }
+    img->px = out;
+    img->w = img->full_w = p.w;
+    img->h = img->full_h = p.h;
+    img->scale_denom = 1;
+    return VD_OK;
+}
+
+/* Every chunk of the PNG b[0..n) up to IEND lies inside the file. stb_image
+ * grows its buffer of IDAT data to the length a chunk claims (up to 2 GiB)
+ * before it finds that the file is shorter: a 100-byte file would have it
+ * ask for gigabytes. */
+static int png_chunks_check(const char *path, const unsigned char *b, size_t n, vd_err *e) {
+    for (size_t pos = 8; pos + 8 <= n;) {
+        uint32_t len = (uint32_t)b[pos] << 24 | (uint32_t)b[pos + 1] << 16 |
+                       (uint32_t)b[pos + 2] << 8 | b[pos + 3];
+        if ((uint64_t)len + 12 > n - pos)
+            return vd_errf(e, VD_EDATA, "%s: truncated or corrupt PNG: a chunk of %u bytes at "
+                           "offset %zu runs past the end of the file (%zu bytes)", path, len, pos,
+                           n);
+        if (memcmp(b + pos + 4, "IEND", 4) == 0) break;
+        pos += 12 + (size_t)len;
+    }
+    return VD_OK;
+}
+
 int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd_image *img,
                   vd_err *e) {
     memset(img, 0, sizeof *img);
@@ -246,11 +308,34 @@ int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd
     size_t n;
     int rc = read_file(path, &buf, &n, e);
     if (rc) return rc;
-    bool jpeg = n >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF;
-    if (jpeg && dec != VD_JPEG_STB) {
+    vd_image_kind kind = vd_image_kind_of(buf, n);
+    if (kind == VD_IMAGE_JPEG && dec != VD_JPEG_STB) {
         rc = turbo_decode(path, buf, n, C, H, W, dec == VD_JPEG_TURBO_FULL, img, e);
         vd_free(buf);
         return rc;
+    }
+    if (kind == VD_IMAGE_PNM) {
+        rc = pnm_decode(path, buf, n, C, img, e);
+        vd_free(buf);
+        return rc;
+    }
+    if (kind == VD_IMAGE_OTHER) {   /* stb_image is given only the formats vdnn reads */
+        vd_free(buf);
+        return vd_image_not_supported(path, e);
+    }
+    if (kind == VD_IMAGE_PNG && (rc = png_chunks_check(path, buf, n, e))) {
+        vd_free(buf);
+        return rc;
+    }
+    if (kind == VD_IMAGE_JPEG) {    /* what would send stb_image past its arrays */
+        FILE *f = fmemopen(buf, n, "rb");
+        if (!f) { vd_free(buf); return vd_errf(e, VD_ENOMEM, "%s: out of memory", path); }
+        const char *why = vd_jpeg_stb_check(f, false);
+        fclose(f);
+        if (why) {
+            vd_free(buf);
+            return vd_errf(e, VD_EDATA, "%s: corrupt JPEG: %s", path, why);
+        }
     }
     int iw = 0, ih = 0, comp;
     unsigned char *px = n > (size_t)INT32_MAX ? NULL

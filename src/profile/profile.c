@@ -449,19 +449,29 @@ fail:
     return rc;
 }
 
+int vd_profile_parse(const char *text, size_t n, const char *name, const vd_net *net, int batch,
+                     vd_profile *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    if (n > VD_PROFILE_MAX_BYTES)
+        return vd_errf(e, VD_EDATA, "%s: %zu bytes, more than a profile may have (%llu)", name,
+                       n, (unsigned long long)VD_PROFILE_MAX_BYTES);
+    char jerr[256];
+    /* every number a real: a size beyond 64 bits is then rejected below by
+     * name (bytes_val) instead of failing the parse without naming the key */
+    json_t *root = vd_json_parse(text, n, JSON_DECODE_INT_AS_REAL, jerr, sizeof jerr);
+    if (!root) return vd_errf(e, VD_EDATA, "%s: not valid JSON: %s", name, jerr);
+    int rc = load_tree(root, name, net, batch, out, e);
+    json_decref(root);
+    return rc;
+}
+
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e) {
     memset(out, 0, sizeof *out);
     char *text = NULL;
     size_t n = 0;
     int rc = vd_read_file_max(path, VD_PROFILE_MAX_BYTES, &text, &n, e);
     if (rc) return rc;
-    char jerr[256];
-    /* every number a real: a size beyond 64 bits is then rejected below by
-     * name (bytes_val) instead of failing the parse without naming the key */
-    json_t *root = vd_json_parse(text, n, JSON_DECODE_INT_AS_REAL, jerr, sizeof jerr);
+    rc = vd_profile_parse(text, n, path, net, batch, out, e);
     vd_free(text);
-    if (!root) return vd_errf(e, VD_EDATA, "%s: not valid JSON: %s", path, jerr);
-    rc = load_tree(root, path, net, batch, out, e);
-    json_decref(root);
     return rc;
 }

@@ -88,6 +88,12 @@ int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *de
  * and the batch match net/batch (VD_EDATA otherwise, also for a file over
  * VD_PROFILE_MAX_BYTES); VD_EIO if unreadable or not a regular file. */
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
+/* vd_profile_load on a profile already in memory: text[0..n) (need not be
+ * NUL-terminated) read as the file `name` (for messages). The same checks
+ * and errors (VD_EDATA naming `name`, also when n > VD_PROFILE_MAX_BYTES);
+ * vd_profile_load reads the file and calls this. */
+int vd_profile_parse(const char *text, size_t n, const char *name, const vd_net *net, int batch,
+                     vd_profile *out, vd_err *e);
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e);
 void vd_profile_free(vd_profile *p);
 

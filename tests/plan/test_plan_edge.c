@@ -241,6 +241,27 @@ START_TEST(test_profile_save_load_exact) {
     ck_assert_uint_eq(pa.offload_bytes, pb.offload_bytes);
     vd_plan_free(&pa);
     vd_plan_free(&pb);
+    /* vd_profile_parse, the in-memory body of vd_profile_load (fuzz_profile
+     * calls it): the same profile from the file's bytes (no NUL after
+     * them), messages naming the given name */
+    size_t n;
+    char *text = vdt_slurp(data, &n);
+    char *exact = malloc(n);
+    ck_assert_ptr_nonnull(exact);
+    memcpy(exact, text, n);
+    vd_profile_free(&b);
+    ck_assert_msg(vd_profile_parse(exact, n, "mem.json", &net, 256, &b, &e) == 0, "%s", e.msg);
+    ck_assert(memcmp(&a.dev, &b.dev, sizeof a.dev) == 0 && a.sgd_s == b.sgd_s);
+    ck_assert_int_eq(a.n_layers, b.n_layers);
+    ck_assert(memcmp(a.layers, b.layers, sizeof *a.layers * (size_t)a.n_layers) == 0);
+    vd_profile_free(&b);
+    ck_assert_int_eq(vd_profile_parse(exact, n / 2, "mem.json", &net, 256, &b, &e), VD_EDATA);
+    ck_assert_msg(strncmp(e.msg, "mem.json: not valid JSON", 24) == 0, "%s", e.msg);
+    ck_assert_ptr_null(b.layers);
+    ck_assert_int_eq(vd_profile_parse(exact, n, "mem.json", &net, 128, &b, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "mem.json: profile was made at batch 256"), "%s", e.msg);
+    free(exact);
+    vd_free(text);
     vd_profile_free(&a);
     vd_profile_free(&b);
     vd_net_free(&net);

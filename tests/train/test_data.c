@@ -446,17 +446,29 @@ static void test_pixels(unsigned char *px, int w, int h, bool texture) {
 
 /* Write a w x h JPEG of test_pixels at quality q with chroma subsampling samp;
  * returns its size. */
-static unsigned long write_jpeg(const char *path, int w, int h, bool texture, int q, int samp) {
+/* A w x h JPEG into *out (malloc'ed; its size returned); flags: TJFLAG_*. */
+static unsigned long make_jpeg(unsigned char **out, int w, int h, bool texture, int q, int samp,
+                               int flags) {
     unsigned char *px = malloc((size_t)w * h * 3), *jpg = NULL;
     ck_assert_ptr_nonnull(px);
     test_pixels(px, w, h, texture);
     tjhandle tj = tjInitCompress();
     unsigned long n = 0;
-    ck_assert_int_eq(tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jpg, &n, samp, q, 0), 0);
-    tu_write(path, jpg, n);
+    ck_assert_int_eq(tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jpg, &n, samp, q, flags), 0);
+    *out = malloc(n);
+    ck_assert_ptr_nonnull(*out);
+    memcpy(*out, jpg, n);
     tjFree(jpg);
     tjDestroy(tj);
     free(px);
+    return n;
+}
+
+static unsigned long write_jpeg(const char *path, int w, int h, bool texture, int q, int samp) {
+    unsigned char *jpg;
+    unsigned long n = make_jpeg(&jpg, w, h, texture, q, samp, 0);
+    tu_write(path, jpg, n);
+    free(jpg);
     return n;
 }
 
@@ -664,6 +676,175 @@ START_TEST(jpeg_bad_files_are_named) {
 }
 END_TEST
 
+/* Load the PNM bytes b[0..n) as C channels: *w x *h pixels into px; the rc. */
+static int load_pnm(const char *dir, const void *b, size_t n, int C, int *w, int *h,
+                    unsigned char *px, size_t max, vd_err *e) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/img.pgm", dir);
+    tu_write(p, b, n);
+    vd_image im;
+    int rc = vd_image_check_header(p, w, h, e);
+    if (rc) return rc;
+    rc = vd_image_load(p, C, 4, 4, VD_JPEG_TURBO, &im, e);
+    if (rc) return rc;
+    ck_assert_int_eq(im.w, *w);
+    ck_assert_int_eq(im.h, *h);
+    size_t sz = (size_t)im.w * (size_t)im.h * (size_t)C;
+    ck_assert_uint_le(sz, max);
+    memcpy(px, im.px, sz);
+    vd_image_free(&im);
+    return VD_OK;
+}
+
+/* Binary PGM / PPM (fuzz_image found these in stb_image 2.27, Debian's
+ * libstb, which decoded them before): samples of two bytes are big-endian
+ * (stb read them in host order, taking the low byte); samples scale by
+ * maxval; a 16-bit file decodes to the other channel count too (stb
+ * converted the channels as if the samples were bytes, then read past its
+ * buffer); a file whose samples are cut short, or a sample above maxval, is
+ * corrupt (stb returned uninitialised memory as the pixels of a cut file). */
+START_TEST(pnm_depth_scale_and_truncation) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    vd_err e;
+    int w, h;
+    unsigned char px[64];
+    /* 16 bits: 0x1234 -> round(4660 * 255 / 65535) = 18, 0xabcd -> 171 */
+    static const char g16[] = "P5\n2 1\n65535\n\x12\x34\xab\xcd";
+    ck_assert_msg(load_pnm(d, g16, sizeof g16 - 1, 1, &w, &h, px, sizeof px, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(w, 2);
+    ck_assert_int_eq(h, 1);
+    ck_assert_int_eq(px[0], 18);
+    ck_assert_int_eq(px[1], 171);
+    ck_assert_msg(load_pnm(d, g16, sizeof g16 - 1, 3, &w, &h, px, sizeof px, &e) == 0, "%s", e.msg);
+    static const unsigned char g16_rgb[6] = { 18, 18, 18, 171, 171, 171 };
+    ck_assert_mem_eq(px, g16_rgb, 6);
+    /* 16-bit RGB (65535, 32768, 0) = (255, 128, 0) -> luma (77 r + 150 g + 29 b) >> 8 */
+    static const char c16[] = "P6 1 1 65535 \xff\xff\x80\x00\x00\x00";
+    ck_assert_msg(load_pnm(d, c16, sizeof c16 - 1, 1, &w, &h, px, sizeof px, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(px[0], (77 * 255 + 150 * 128) >> 8);
+    ck_assert_msg(load_pnm(d, c16, sizeof c16 - 1, 3, &w, &h, px, sizeof px, &e) == 0, "%s", e.msg);
+    static const unsigned char c16_rgb[3] = { 255, 128, 0 };
+    ck_assert_mem_eq(px, c16_rgb, 3);
+    /* maxval 15 with a comment: 15 -> 255, 5 -> 85, 0 -> 0 */
+    static const char g4[] = "P5 3 # three\n1 15\n\x0f\x05\x00";
+    ck_assert_msg(load_pnm(d, g4, sizeof g4 - 1, 1, &w, &h, px, sizeof px, &e) == 0, "%s", e.msg);
+    static const unsigned char g4_px[3] = { 255, 85, 0 };
+    ck_assert_mem_eq(px, g4_px, 3);
+    /* cut short: 2 of 16 samples; one byte of a 16-bit sample. The header
+     * check (at open) already says so. */
+    static const char cut[] = "P5 4 4 255\n\x01\x02";
+    ck_assert_int_eq(load_pnm(d, cut, sizeof cut - 1, 1, &w, &h, px, sizeof px, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.pgm: truncated"), "%s", e.msg);
+    char p[600];
+    snprintf(p, sizeof p, "%s/img.pgm", d);
+    vd_image im;
+    ck_assert_int_eq(vd_image_load(p, 1, 4, 4, VD_JPEG_TURBO, &im, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.pgm: truncated"), "%s", e.msg);
+    ck_assert_int_eq(load_pnm(d, g16, sizeof g16 - 2, 3, &w, &h, px, sizeof px, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.pgm: truncated"), "%s", e.msg);
+    /* a sample above maxval */
+    static const char big[] = "P5 1 1 100\n\x65";
+    ck_assert_int_eq(load_pnm(d, big, sizeof big - 1, 1, &w, &h, px, sizeof px, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.pgm: ") && strstr(e.msg, "maxval"), "%s", e.msg);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* Only JPEG, PNG, BMP, PPM and PGM are decoded, by their first bytes
+ * (stb_image, which decodes PNG and BMP, reads GIF, PSD, TGA, HDR and PIC
+ * too: a GIF named .png was a training image). A PNG chunk must fit in the
+ * file. A JPEG Huffman table (DHT)
+ * of more than 256 codes is corrupt: stb_image 2.27 (Debian's libstb)
+ * copies it into arrays of 256 unchecked, overwriting its decoder's state,
+ * in stbi_info (the header check at open) before the frame header and in
+ * the decode (--jpeg stb) after it too. So is a scan that reads a Huffman
+ * table never defined (stb_image reads past its arrays). fuzz_image found
+ * both. Valid JPEGs, progressive ones with tables between their scans,
+ * still decode with stb_image. */
+START_TEST(image_kinds_and_stb_guards) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    snprintf(p, sizeof p, "%s/img.png", d);
+    vd_err e;
+    vd_image im;
+    int w, h;
+    static const unsigned char gif[] = {
+        'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, 0xFF, 0xFF, 0xFF, 0, 0, 0,
+        0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 1, 0, 0x3B };
+    tu_write(p, gif, sizeof gif);
+    ck_assert_int_eq(vd_image_check_header(p, &w, &h, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.png: not a JPEG, PNG, BMP, PPM or PGM"), "%s", e.msg);
+    ck_assert_int_eq(vd_image_load(p, 3, 4, 4, VD_JPEG_TURBO, &im, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.png: not a JPEG, PNG, BMP, PPM or PGM"), "%s", e.msg);
+
+    /* a PNG chunk longer than the file: refused before stb_image, which
+     * would first grow its buffer to the length claimed (here 2 GiB) */
+    static const unsigned char png[] = {
+        0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A,
+        0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0, 0, 0, 0, 0, 0, 0,
+        0x7F, 0xFF, 0xFF, 0xF0, 'I', 'D', 'A', 'T', 0x78, 0xDA, 0x63, 0x60, 0, 0, 0, 0,
+        0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82 };
+    tu_write(p, png, sizeof png);
+    ck_assert_msg(vd_image_check_header(p, &w, &h, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(vd_image_load(p, 3, 4, 4, VD_JPEG_TURBO, &im, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.png: truncated or corrupt PNG: a chunk of 2147483632 bytes"),
+                  "%s", e.msg);
+
+    /* a DHT before the frame: 16 lengths of 255 codes each (4080) */
+    unsigned char bad[4 + 2 + 17 + 4080] = { 0xFF, 0xD8, 0xFF, 0xC4, (4080 + 19) >> 8,
+                                              (4080 + 19) & 255, 0x00 };
+    memset(bad + 7, 255, 16);
+    snprintf(p, sizeof p, "%s/img.jpg", d);
+    tu_write(p, bad, sizeof bad);
+    ck_assert_int_eq(vd_image_check_header(p, &w, &h, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.jpg: corrupt JPEG: a Huffman table (DHT)"), "%s", e.msg);
+
+    /* valid: baseline and progressive, through the header check and stb */
+    for (int prog = 0; prog < 2; prog++) {
+        unsigned char *jpg;
+        unsigned long n = make_jpeg(&jpg, 40, 24, true, 90, TJSAMP_420,
+                                    prog ? TJFLAG_PROGRESSIVE : 0);
+        tu_write(p, jpg, n);
+        ck_assert_msg(vd_image_check_header(p, &w, &h, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(w, 40);
+        ck_assert_int_eq(h, 24);
+        ck_assert_msg(vd_image_load(p, 3, 24, 40, VD_JPEG_STB, &im, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(im.w, 40);
+        vd_image_free(&im);
+        /* the same table after the scan, before EOI: the header is fine, stb
+         * would read the table on decoding */
+        if (!prog) {
+            unsigned char *j2 = malloc(n + sizeof bad);
+            ck_assert_ptr_nonnull(j2);
+            memcpy(j2, jpg, n - 2);
+            memcpy(j2 + n - 2, bad + 2, sizeof bad - 2);
+            j2[n + sizeof bad - 4] = 0xFF;
+            j2[n + sizeof bad - 3] = 0xD9;
+            tu_write(p, j2, n + sizeof bad - 2);
+            free(j2);
+            ck_assert_msg(vd_image_check_header(p, &w, &h, &e) == 0, "%s", e.msg);
+            ck_assert_int_eq(vd_image_load(p, 3, 24, 40, VD_JPEG_STB, &im, &e), VD_EDATA);
+            ck_assert_msg(strstr(e.msg, "img.jpg: corrupt JPEG: a Huffman table"), "%s", e.msg);
+            /* a scan that reads Huffman tables 3, never defined (stb_image
+             * decodes with their uninitialised limits and reads past them) */
+            unsigned long k = 2;
+            while (k + 6 < n && !(jpg[k] == 0xFF && jpg[k + 1] == 0xDA)) k++;
+            ck_assert_uint_lt(k + 6, n);
+            jpg[k + 6] = 0x33;      /* FF DA, length, count, id, tables */
+            tu_write(p, jpg, n);
+            ck_assert_msg(vd_image_check_header(p, &w, &h, &e) == 0, "%s", e.msg);
+            ck_assert_int_eq(vd_image_load(p, 3, 24, 40, VD_JPEG_STB, &im, &e), VD_EDATA);
+            ck_assert_msg(strstr(e.msg, "img.jpg: corrupt JPEG: a scan reads a Huffman table "
+                                 "that is not defined"), "%s", e.msg);
+        }
+        free(jpg);
+    }
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 /* Take nb batches from a fresh loader; x [nb*batch*floats], y [nb*batch]. */
 static void take_batches(vd_dataset *ds, int batch, int threads, int nb, float *x, int32_t *y) {
     const vd_data_info *in = vd_data_get_info(ds);
@@ -833,4 +1014,5 @@ VDT_MAIN("data", 0,
           folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
           epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
           jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
+          pnm_depth_scale_and_truncation, image_kinds_and_stb_guards,
           loader_same_batches_any_thread_count, loader_bf16_any_thread_count)

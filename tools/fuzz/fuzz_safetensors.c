@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include "fuzz_util.h"
 #include "spec/spec.h"
 #include "train/ckpt.h"
 
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static vd_net net;
     static float *params;
-    static char path[64];
+    static char path[96];
     vd_err e;
     memset(&e, 0, sizeof e);
     if (!params) {
@@ -44,11 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(vd_spec_parse(NET, sizeof NET - 1, "tiny.yaml", &net, &e) == 0, "the net", &e);
         params = calloc((size_t)net.param_floats, sizeof *params);
         check(params != NULL, "out of memory", NULL);
-        snprintf(path, sizeof path, "/tmp/fuzz_safetensors.%ld", (long)getpid());
+        snprintf(path, sizeof path, "%s/input.safetensors", fz_scratch_dir("safetensors"));
     }
-    FILE *f = fopen(path, "wb");
-    check(f != NULL, "cannot write the input file", NULL);
-    check(fwrite(data, 1, size, f) == size && fclose(f) == 0, "cannot write the input file", NULL);
+    fz_write(path, data, size);
     int64_t it = -1;
     int rc = vd_ckpt_load_model(path, &net, params, &it, &e);
     if (rc) {
