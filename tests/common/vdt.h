@@ -8,6 +8,8 @@
 #include <check.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* Check's ck_assert_msg (which every ck_assert_* expands to) records each
  * passing assertion's file and line with a write() to its message file, so
@@ -70,5 +72,17 @@ void vdt_assert_same_file(const char *a, const char *b);
  * (release with vd_free): with merged, stdout and stderr interleaved as written (2>&1);
  * otherwise all of stdout followed by all of stderr. */
 int vdt_run_bin(const char *bin, const char *args, bool merged, char **out);
+
+/* A float's bits and back (memcpy: no aliasing questions). */
+static inline float vdt_f32_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+static inline uint32_t vdt_bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 #endif

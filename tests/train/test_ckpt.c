@@ -16,17 +16,6 @@ static float *rand_floats(int64_t n, uint64_t seed) {
     return p;
 }
 
-static float f32_of(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-static uint32_t bits_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
 
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
@@ -469,7 +458,7 @@ START_TEST(python_reader_agrees) {
     /* ties, a carry and FLT_MAX (to inf) among the weights for the BF16 pass */
     static const uint32_t ties[] = { 0x3F808000u, 0x3F818000u, 0xBF818000u, 0x3FFF8000u,
                                      0x7F7FFFFFu, 0x00018000u };
-    for (size_t i = 0; i < VD_ARRAY_LEN(ties); i++) f.params[i] = f32_of(ties[i]);
+    for (size_t i = 0; i < VD_ARRAY_LEN(ties); i++) f.params[i] = vdt_f32_of(ties[i]);
     for (int bf = 0; bf < 2; bf++) {
         vd_err e;
         vd_ckpt_save_opts so = { .dtype = bf ? VD_CKPT_BF16 : VD_CKPT_F32 };
@@ -746,7 +735,7 @@ START_TEST(loads_bf16_and_f16_tensors) {
         ck_assert_msg(vd_ckpt_load_model(p, &net, got, &it, &e) == 0, "set %zu: %s", s, e.msg);
         ck_assert_int_eq(it, 0);                  /* no "iteration" metadata: 0 */
         for (int64_t k = 0; k < net.param_floats; k++)
-            ck_assert_msg(bits_of(got[k]) == bits_of(want[k]), "set %zu, float %lld: %a, expected %a",
+            ck_assert_msg(vdt_bits_of(got[k]) == vdt_bits_of(want[k]), "set %zu, float %lld: %a, expected %a",
                           s, (long long)k, (double)got[k], (double)want[k]);
     }
     /* the patterns really were all used (a table entry of 0 would hide one) */
@@ -878,7 +867,7 @@ START_TEST(save_bf16_round_trips) {
         { 0x007FFFFFu, 0x0080 },   /* the largest f32 subnormal: up to a normal */
         { 0x3F817FFFu, 0x3F81 },   /* below the tie: down */
     };
-    for (size_t i = 0; i < VD_ARRAY_LEN(picks); i++) f.params[w0->offset + (int64_t)i] = f32_of(picks[i].f);
+    for (size_t i = 0; i < VD_ARRAY_LEN(picks); i++) f.params[w0->offset + (int64_t)i] = vdt_f32_of(picks[i].f);
     vd_err e;
     vd_ckpt_save_opts so = { .dtype = VD_CKPT_BF16 };
     ck_assert_msg(vd_ckpt_save_ex(f.path, &f.net, f.params, f.mom, &f.st, &so, &e) == 0, "%s", e.msg);
@@ -936,9 +925,9 @@ START_TEST(save_bf16_round_trips) {
     vd_train_state st2, st3;
     ck_assert_msg(vd_ckpt_load(f.path, &f.net, p2, m2, &st2, &e) == 0, "%s", e.msg);
     for (int64_t k = 0; k < f.net.param_floats; k++)
-        ck_assert_uint_eq(bits_of(p2[k]), (uint32_t)vd_f32_to_bf16(f.params[k]) << 16);
+        ck_assert_uint_eq(vdt_bits_of(p2[k]), (uint32_t)vd_f32_to_bf16(f.params[k]) << 16);
     for (size_t i = 0; i < VD_ARRAY_LEN(picks); i++)
-        ck_assert_uint_eq(bits_of(p2[w0->offset + (int64_t)i]), (uint32_t)picks[i].bf << 16);
+        ck_assert_uint_eq(vdt_bits_of(p2[w0->offset + (int64_t)i]), (uint32_t)picks[i].bf << 16);
     for (int i = 0; i < f.net.n_params; i++) {
         const vd_param *p = &f.net.params[i];
         if (p->kind == VD_PARAM_WEIGHT)

@@ -17,23 +17,12 @@
 #include "util/util.h"
 #include "vdt.h"
 
-static float f_of_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
 static bool bf16_is_nan(uint16_t h) { return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0; }
 
 /* The reference rounding of a finite float to bf16 (see the header). */
 static uint16_t ref_bf16(float f) {
-    uint32_t u = bits_of(f);
+    uint32_t u = vdt_bits_of(f);
     uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);   /* away from zero */
     double x = f, a = vd_bf16_to_f32(lo);
     double b = (hi & 0x7fffu) == 0x7f80u ? ldexp(signbit(f) ? -1.0 : 1.0, 128)   /* past FLT_MAX */
@@ -76,14 +65,14 @@ START_TEST(bf16_round_to_nearest_even) {
         {0x7fffffffu, 0x7fffu, "all-ones NaN: no carry into the sign"},
     };
     for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
-        uint16_t got = vd_f32_to_bf16(f_of_bits(cases[i].in));
+        uint16_t got = vd_f32_to_bf16(vdt_f32_of(cases[i].in));
         ck_assert_msg(got == cases[i].want, "%s: 0x%08x -> 0x%04x, want 0x%04x", cases[i].what,
                       cases[i].in, got, cases[i].want);
     }
     /* every bf16 value survives the round trip; a NaN stays a NaN */
     for (uint32_t h = 0; h < 0x10000u; h++) {
         float f = vd_bf16_to_f32((uint16_t)h);
-        ck_assert_uint_eq(bits_of(f), h << 16);
+        ck_assert_uint_eq(vdt_bits_of(f), h << 16);
         uint16_t back = vd_f32_to_bf16(f);
         if (bf16_is_nan((uint16_t)h)) ck_assert_msg(bf16_is_nan(back) && (back & 0x8000u) == (h & 0x8000u),
                                                   "NaN 0x%04x -> 0x%04x", h, back);
@@ -95,10 +84,10 @@ START_TEST(bf16_round_to_nearest_even) {
                                     0x1234, 0xedcb};
     for (uint32_t h = 0; h < 0x10000u; h++)
         for (size_t k = 0; k < VD_ARRAY_LEN(lows); k++) {
-            float f = f_of_bits(h << 16 | lows[k]);
+            float f = vdt_f32_of(h << 16 | lows[k]);
             if (!isfinite(f)) continue;
             ck_assert_msg(vd_f32_to_bf16(f) == ref_bf16(f), "0x%08x: 0x%04x, reference 0x%04x",
-                          bits_of(f), vd_f32_to_bf16(f), ref_bf16(f));
+                          vdt_bits_of(f), vd_f32_to_bf16(f), ref_bf16(f));
         }
 }
 END_TEST
@@ -129,13 +118,13 @@ START_TEST(bf16_array_forms) {
             for (int i = n; i < N + GUARD; i++) ck_assert_uint_eq(dst[i], 0x5a5au);
             memset(back, 0x5a, sizeof back);
             vd_bf16_to_f32_n(dst, back, (size_t)n);
-            for (int i = 0; i < n; i++) ck_assert_uint_eq(bits_of(back[i]), (uint32_t)dst[i] << 16);
-            for (int i = n; i < N + GUARD; i++) ck_assert_uint_eq(bits_of(back[i]), 0x5a5a5a5au);
+            for (int i = 0; i < n; i++) ck_assert_uint_eq(vdt_bits_of(back[i]), (uint32_t)dst[i] << 16);
+            for (int i = n; i < N + GUARD; i++) ck_assert_uint_eq(vdt_bits_of(back[i]), 0x5a5a5a5au);
             memset(rounded, 0x5a, sizeof rounded);
             memcpy(rounded, src, sizeof(float) * (size_t)n);
             vd_round_bf16_n(rounded, (size_t)n);
-            for (int i = 0; i < n; i++) ck_assert_uint_eq(bits_of(rounded[i]), bits_of(back[i]));
-            for (int i = n; i < N + GUARD; i++) ck_assert_uint_eq(bits_of(rounded[i]), 0x5a5a5a5au);
+            for (int i = 0; i < n; i++) ck_assert_uint_eq(vdt_bits_of(rounded[i]), vdt_bits_of(back[i]));
+            for (int i = n; i < N + GUARD; i++) ck_assert_uint_eq(vdt_bits_of(rounded[i]), 0x5a5a5a5au);
         }
 }
 END_TEST
@@ -148,7 +137,7 @@ START_TEST(f16_to_f32_exhaustive) {
         if (e == 0x1f) {
             if (m == 0) ck_assert_msg(isinf(got) && (signbit(got) != 0) == (s != 0), "0x%04x", h);
             else ck_assert_msg(isnan(got) && (signbit(got) != 0) == (s != 0) &&
-                               ((bits_of(got) >> 13) & 0x3ffu) == m, "0x%04x: payload", h);
+                               ((vdt_bits_of(got) >> 13) & 0x3ffu) == m, "0x%04x: payload", h);
             continue;
         }
         double v = e ? ldexp(1.0 + m / 1024.0, (int)e - 15) : ldexp(m / 1024.0, -14);
@@ -162,7 +151,7 @@ START_TEST(f16_to_f32_exhaustive) {
     ck_assert(vd_f16_to_f32(0x7bffu) == 65504.0f);
     ck_assert(vd_f16_to_f32(0x0400u) == ldexpf(1.0f, -14));
     ck_assert(vd_f16_to_f32(0x0001u) == ldexpf(1.0f, -24));
-    ck_assert_uint_eq(bits_of(vd_f16_to_f32(0x8000u)), 0x80000000u);
+    ck_assert_uint_eq(vdt_bits_of(vd_f16_to_f32(0x8000u)), 0x80000000u);
 }
 END_TEST
 

@@ -216,17 +216,6 @@ END_TEST
 
 /* ---- 16-bit floats ---------------------------------------------------------- */
 
-static float f32_of(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-static uint32_t bits_of(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
 
 /* The magnitude of the bf16 pattern p (0 .. 0x7F80) with an unbounded
  * exponent: 0x7F80 is 2^128, the value just past the largest finite bf16
@@ -241,7 +230,7 @@ static double bf16_mag(uint32_t p) {
  * both are floats within a factor of two), the even one on a tie. Not for
  * NaN. */
 static uint16_t ref_bf16(float x) {
-    uint32_t u = bits_of(x), s = (u >> 16) & 0x8000u, m = u & 0x7FFFFFFFu;
+    uint32_t u = vdt_bits_of(x), s = (u >> 16) & 0x8000u, m = u & 0x7FFFFFFFu;
     if (m == 0x7F800000u) return (uint16_t)(s | 0x7F80u);
     uint32_t lo = m >> 16;
     double v = fabs((double)x), dl = v - bf16_mag(lo), dh = bf16_mag(lo + 1) - v;
@@ -277,19 +266,19 @@ START_TEST(bf16_rounds_to_nearest_even) {
         { 0x80010000u, 0x8001 },   /* a bf16 subnormal: exact */
     };
     for (size_t i = 0; i < VD_ARRAY_LEN(c); i++) {
-        uint16_t got = vd_f32_to_bf16(f32_of(c[i].f));
+        uint16_t got = vd_f32_to_bf16(vdt_f32_of(c[i].f));
         ck_assert_msg(got == c[i].want, "0x%08x -> 0x%04x, expected 0x%04x", c[i].f, got,
                       c[i].want);
-        ck_assert_msg(ref_bf16(f32_of(c[i].f)) == c[i].want, "the reference disagrees at 0x%08x",
+        ck_assert_msg(ref_bf16(vdt_f32_of(c[i].f)) == c[i].want, "the reference disagrees at 0x%08x",
                       c[i].f);
     }
-    ck_assert(bits_of(vd_bf16_to_f32(vd_f32_to_bf16(FLT_MAX))) == 0x7F800000u);
+    ck_assert(vdt_bits_of(vd_bf16_to_f32(vd_f32_to_bf16(FLT_MAX))) == 0x7F800000u);
     /* NaNs stay NaNs (quiet), also those whose top half alone would read as
      * an infinity (0x7F800001) or whose rounding would carry out (0xFFFFFFFF) */
     static const uint32_t nans[] = { 0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u,
                                      0x7FBFFFFFu, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F80FFFFu };
     for (size_t i = 0; i < VD_ARRAY_LEN(nans); i++) {
-        uint16_t got = vd_f32_to_bf16(f32_of(nans[i]));
+        uint16_t got = vd_f32_to_bf16(vdt_f32_of(nans[i]));
         ck_assert_msg(bf16_is_qnan(got), "NaN 0x%08x -> 0x%04x", nans[i], got);
         ck_assert(isnan(vd_bf16_to_f32(got)));
     }
@@ -298,7 +287,7 @@ START_TEST(bf16_rounds_to_nearest_even) {
      * that every low half shows up) against the reference */
     uint32_t u = 0;
     for (int i = 0; i < 200000; i++, u += 0x9E3779B1u) {
-        float x = f32_of(u);
+        float x = vdt_f32_of(u);
         if (isnan(x)) continue;
         uint16_t got = vd_f32_to_bf16(x), want = ref_bf16(x);
         ck_assert_msg(got == want, "0x%08x -> 0x%04x, the reference says 0x%04x", u, got, want);
@@ -315,7 +304,7 @@ START_TEST(bf16_and_f16_to_f32_are_exact) {
     ck_assert(isinf(vd_bf16_to_f32(0xFF80)) && vd_bf16_to_f32(0xFF80) < 0);
     for (uint32_t h = 0; h < 0x10000u; h++) {
         float x = vd_bf16_to_f32((uint16_t)h);
-        ck_assert_uint_eq(bits_of(x), h << 16);
+        ck_assert_uint_eq(vdt_bits_of(x), h << 16);
         if (!isnan(x)) ck_assert_uint_eq(vd_f32_to_bf16(x), h);
     }
     /* f16: hand-picked values, then every pattern against the closed form
@@ -329,18 +318,18 @@ START_TEST(bf16_and_f16_to_f32_are_exact) {
     ck_assert(vd_f16_to_f32(0x3555) == 0.333251953125f);          /* 1365 * 2^-12 */
     ck_assert(isinf(vd_f16_to_f32(0x7C00)) && vd_f16_to_f32(0x7C00) > 0);
     ck_assert(isinf(vd_f16_to_f32(0xFC00)) && vd_f16_to_f32(0xFC00) < 0);
-    ck_assert_uint_eq(bits_of(vd_f16_to_f32(0x8000)), 0x80000000u);   /* -0 */
+    ck_assert_uint_eq(vdt_bits_of(vd_f16_to_f32(0x8000)), 0x80000000u);   /* -0 */
     for (uint32_t h = 0; h < 0x10000u; h++) {
         uint32_t s = h >> 15, ex = (h >> 10) & 0x1F, m = h & 0x3FF;
         float got = vd_f16_to_f32((uint16_t)h);
         if (ex == 0x1F) {            /* inf / NaN: sign and payload kept */
-            ck_assert_uint_eq(bits_of(got), s << 31 | 0x7F800000u | m << 13);
+            ck_assert_uint_eq(vdt_bits_of(got), s << 31 | 0x7F800000u | m << 13);
             ck_assert(m ? isnan(got) : isinf(got));
             continue;
         }
         double v = ex ? ldexp(1024.0 + m, (int)ex - 25) : ldexp(m, -24);
         float want = (float)(s ? -v : v);     /* exact: at most 11 significant bits */
-        ck_assert_msg(bits_of(got) == bits_of(want), "f16 0x%04x -> %a, expected %a", h,
+        ck_assert_msg(vdt_bits_of(got) == vdt_bits_of(want), "f16 0x%04x -> %a, expected %a", h,
                       (double)got, (double)want);
     }
 }
