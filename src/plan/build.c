@@ -38,7 +38,9 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->alias = alias;
     B->disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
-    snprintf(p->net, sizeof p->net, "%s", net->name);
+    size_t nl = strnlen(net->name, sizeof p->net - 1);   /* truncated like snprintf, */
+    memcpy(p->net, net->name, nl);                         /* without its formatting cost */
+    p->net[nl] = '\0';
     p->policy = opts->policy;
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;

@@ -46,19 +46,16 @@ static void sort_okeys(okey *a, okey *tmp, int n) {
 }
 
 /* Place in the given order. off[] receives offsets; returns hwm. Placed
- * intervals are kept sorted by offset in compact parallel arrays
- * (pf/pl: first/last step, po/pe: offset/end), so each placement is one scan:
- * the lowest gap among time-overlapping intervals. */
-typedef struct placed { int *pf, *pl; uint64_t *po, *pe; } placed;
+ * intervals are kept sorted by offset in one compact array (first / last
+ * step, offset / end), so each placement is one scan: the lowest gap among
+ * time-overlapping intervals. */
+typedef struct placed { uint64_t o, e; int f, l; } placed;
 
 static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uint64_t end) {
     int k = m;
-    while (k > 0 && P->po[k - 1] > o) k--;
-    memmove(P->pf + k + 1, P->pf + k, (size_t)(m - k) * sizeof *P->pf);
-    memmove(P->pl + k + 1, P->pl + k, (size_t)(m - k) * sizeof *P->pl);
-    memmove(P->po + k + 1, P->po + k, (size_t)(m - k) * sizeof *P->po);
-    memmove(P->pe + k + 1, P->pe + k, (size_t)(m - k) * sizeof *P->pe);
-    P->pf[k] = first; P->pl[k] = last; P->po[k] = o; P->pe[k] = end;
+    while (k > 0 && P[k - 1].o > o) k--;
+    memmove(P + k + 1, P + k, (size_t)(m - k) * sizeof *P);
+    P[k] = (placed){o, end, first, last};
 }
 
 /* Stops early, returning a value >= give_up, once the high-water mark
@@ -81,9 +78,9 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         uint64_t cand = 0, bytes = iv[i].bytes;
         int f = iv[i].first, l = iv[i].last;
         for (int k = 0; k < m; k++) {
-            if (P->pf[k] > l || f > P->pl[k]) continue;      /* not overlapping in time */
-            if (cand + bytes <= P->po[k]) break;
-            if (P->pe[k] > cand) cand = P->pe[k];
+            if (P[k].f > l || f > P[k].l) continue;      /* not overlapping in time */
+            if (cand + bytes <= P[k].o) break;
+            if (P[k].e > cand) cand = P[k].e;
         }
         off[i] = cand;
         done[i] = true;
@@ -100,12 +97,11 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
     uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
     bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
     size_t nn = (size_t)(n ? n : 1);
-    placed P = {vd_malloc(nn * sizeof(int), NULL), vd_malloc(nn * sizeof(int), NULL), vd_malloc(nn * sizeof(uint64_t), NULL),
-                vd_malloc(nn * sizeof(uint64_t), NULL)};
-    bool pok = P.pf && P.pl && P.po && P.pe;
+    placed *P = vd_malloc(nn * sizeof *P, NULL);
+    bool pok = P != NULL;
     if (!order || !off || !best || !done || !pok) {
         vd_free(order); vd_free(off); vd_free(best); vd_free(done);
-        vd_free(P.pf); vd_free(P.pl); vd_free(P.po); vd_free(P.pe);
+        vd_free(P);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
     }
     uint64_t best_hwm = UINT64_MAX;
@@ -151,13 +147,13 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             }
         }
         sort_okeys(order, order + n, n);
-        uint64_t h = place_order(iv, n, pinned, order, off, done, &P, best_hwm);
+        uint64_t h = place_order(iv, n, pinned, order, off, done, P, best_hwm);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
         if (best_hwm <= bound || quick) break;
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
     vd_free(order); vd_free(off); vd_free(best); vd_free(done);
-    vd_free(P.pf); vd_free(P.pl); vd_free(P.po); vd_free(P.pe);
+    vd_free(P);
     return VD_OK;
 }
