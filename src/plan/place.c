@@ -52,8 +52,12 @@ static void sort_okeys(okey *a, okey *tmp, int n) {
 typedef struct placed { uint64_t o, e; int f, l; } placed;
 
 static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uint64_t end) {
-    int k = m;
-    while (k > 0 && P[k - 1].o > o) k--;
+    int lo = 0, k = m;               /* after the last entry with offset <= o */
+    while (lo < k) {
+        int mid = lo + (k - lo) / 2;
+        if (P[mid].o > o) k = mid;
+        else lo = mid + 1;
+    }
     memmove(P + k + 1, P + k, (size_t)(m - k) * sizeof *P);
     P[k] = (placed){o, end, first, last};
 }
@@ -78,9 +82,12 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         uint64_t cand = 0, bytes = iv[i].bytes;
         int f = iv[i].first, l = iv[i].last;
         for (int k = 0; k < m; k++) {
-            if (P[k].f > l || f > P[k].l) continue;      /* not overlapping in time */
-            if (cand + bytes <= P[k].o) break;
-            if (P[k].e > cand) cand = P[k].e;
+            /* only intervals overlapping in time count; written without a
+             * branch on the overlap (data dependent: mispredicted often) */
+            bool ov = (P[k].f <= l) & (f <= P[k].l);
+            if (ov & (cand + bytes <= P[k].o)) break;
+            uint64_t e = ov ? P[k].e : 0;
+            cand = e > cand ? e : cand;
         }
         off[i] = cand;
         done[i] = true;
