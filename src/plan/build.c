@@ -308,6 +308,24 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     return best_rc;
 }
 
+int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          const int *algos, bool *rc_layer, vd_err *e) {
+    bld B;
+    vd_plan p;
+    int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, &p, e);
+    if (!rc) {
+        init_steps(&p, prof, algos);
+        rc = vdp_build_tensors(&B, algos, e);
+    }
+    if (!rc) {
+        vdp_decide_recompute(&B);
+        for (int j = 0; j < B.L; j++) rc_layer[j] = p.layers[j].rc_step >= 0;
+    }
+    bld_free(&B);
+    vdp_plan_release(&p);
+    return rc;
+}
+
 /* Does plan p alias an add's input gradient (an input with no dx)? */
 static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
     for (int i = 0; i < p->n_layers && !p->forward_only; i++)
