@@ -36,9 +36,11 @@
  *     b256 at 12 GiB on its measured H200 profile: 393.3 ms predicted
  *     without the starts and the repair, 384.3 with them (no offload 360).
  *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
- *     outcome per configuration) and those whose compute alone is slower
- *     (compute_bound); the plans are the same as without: about 4 s of
- *     planning there (one core, 2026-12), ResNet-50 b256 about 50 s.
+ *     outcome per configuration) and those whose compute alone, or with the
+ *     recomputes the build honours, is slower (compute_bound, compute_floor);
+ *     the plans are the same as without: about 1 s of planning there (one
+ *     core, 2026-12; 3.4 s before compute_floor and faster placement),
+ *     ResNet-50 b256 about 30 s (was 50).
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
