@@ -11,6 +11,7 @@
  * (backend, layer setup, profile) as vdnn-train's, so it is the plan
  * vdnn-train runs. Documented in man/vdnn-plan.1. Only this file prints
  * and exits. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,12 @@ static int print_min_budgets(const vd_net *net, const vd_profile *prof, const vd
 }
 
 int main(int argc, char **argv) {
+    /* The auto search builds and frees thousands of plans of the same sizes:
+     * keep the freed heap (no trim, no per-plan mmap) instead of returning
+     * it to the system and faulting it back in each build (a sixth of the
+     * planning time on ResNet-50). */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
     opts o;
     vd_err e = {0};
     int rc = parse_args(argc, argv, &o, &e);

@@ -28,13 +28,19 @@ void vdp_build_intervals(bld *b) {
     }
 }
 
-/* Live bytes per step from intervals. */
+/* Live bytes per step from intervals (steps 0..n_steps-1): each interval
+ * adds its bytes at its first step and takes them off after its last, then
+ * one prefix sum (unsigned wrap-around cancels exactly). */
 void vdp_mem_per_step(const vd_plan *p, uint64_t *mem) {
-    for (int s = 0; s < p->n_steps; s++) mem[s] = 0;
+    int n = p->n_steps;
+    for (int s = 0; s < n; s++) mem[s] = 0;
     for (int k = 0; k < p->n_intervals; k++) {
         const vd_interval *iv = &p->intervals[k];
-        for (int s = iv->first; s <= iv->last; s++) mem[s] += iv->bytes;
+        if (iv->first >= n || iv->last < iv->first) continue;
+        mem[iv->first] += iv->bytes;
+        if (iv->last + 1 < n) mem[iv->last + 1] -= iv->bytes;
     }
+    for (int s = 1; s < n; s++) mem[s] += mem[s - 1];
 }
 
 /* Events and action lists. */

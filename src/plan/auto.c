@@ -36,9 +36,11 @@
  *     b256 at 12 GiB on its measured H200 profile: 393.3 ms predicted
  *     without the starts and the repair, 384.3 with them (no offload 360).
  *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
- *     outcome per configuration) and those whose compute alone is slower
- *     (compute_bound); the plans are the same as without: about 4 s of
- *     planning there (one core, 2026-12), ResNet-50 b256 about 50 s.
+ *     outcome per configuration) and those whose compute alone, or with the
+ *     recomputes the build honours, is slower (compute_bound, compute_floor);
+ *     the plans are the same as without: about 1 s of planning there (one
+ *     core, 2026-12; 3.4 s before compute_floor and faster placement),
+ *     ResNet-50 b256 about 30 s (was 50).
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -80,6 +82,11 @@ typedef struct actx {
     int *algos;             /* [2L] current options: forward of layers 0..L-1, then backward */
     bool *fixed;            /* [L + 1] given by the caller */
     bool *can_rc;           /* [L + 1] the tensor's writers are stateless */
+    double *rc_max;         /* [L + 1] the most a recompute of the tensor can take:
+                               its writers' slowest forward options */
+    bool rc_valid;          /* rc_on holds the recomputed layers of rc_disp */
+    vd_disp *rc_disp;       /* [L + 1] */
+    bool *rc_on;            /* [L] (vdp_recomputed_layers) */
     int *fast, *minws;      /* [2L] profile options per pass (same layout as algos) */
     double *ex;             /* [2L + 2] per-step excess of the plan being looked at */
     move *mv;               /* [4L + 4] proposals */
@@ -257,6 +264,36 @@ static double compute_bound(const actx *c) {
     return t;
 }
 
+/* An upper bound on compute_floor, cheap: compute_bound plus the slowest
+ * recompute of every tensor asked to be recomputed (0 when none is). */
+static double floor_upper(const actx *c) {
+    double rc = 0;
+    for (int k = 0; k <= c->L; k++)
+        if (c->disp[k] == VD_DISP_RECOMPUTE) rc += c->rc_max[k];
+    return rc == 0 ? 0.0 : compute_bound(c) + rc;
+}
+
+/* A lower bound on the predicted iteration of the current configuration,
+ * tighter than compute_bound: that plus the recomputes the build honours
+ * (vdp_recomputed_layers: they run on the compute stream too). The set
+ * depends on the dispositions only, so it is kept for the last ones asked
+ * (refine's option moves share them). */
+static int compute_floor(actx *c, double *floor_s, vd_err *e) {
+    size_t nd = (size_t)(c->L + 1) * sizeof *c->disp;
+    if (!c->rc_valid || memcmp(c->rc_disp, c->disp, nd)) {
+        c->rc_valid = false;
+        int rc = vdp_recomputed_layers(c->net, c->prof, &c->o, c->algos, c->rc_on, e);
+        if (rc) return rc;
+        memcpy(c->rc_disp, c->disp, nd);
+        c->rc_valid = true;
+    }
+    double t = compute_bound(c);
+    for (int j = 0; j < c->L; j++)
+        if (c->rc_on[j]) t += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+    *floor_s = t;
+    return VD_OK;
+}
+
 /* Does the current configuration fit and predict an iteration faster than
  * limit_s (by more than a relative 1e-9)? Known configurations are answered
  * from the memo; otherwise (or when it does beat it) it is built. *better:
@@ -267,6 +304,14 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
     if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
     /* not built either when even its compute alone cannot beat limit_s */
     if (!m && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
+    /* nor when its compute with the recomputes it gets cannot (worked out
+     * only where it might: floor_upper reaches limit_s) */
+    if (!m && !c->o.forward_only && floor_upper(c) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
+        double floor_s = 0;
+        int rc = compute_floor(c, &floor_s, e);
+        if (rc) return rc;
+        if (floor_s * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
+    }
     int rc = eval(c, out, e);
     if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     if (out->feasible && out->sim.iter_s < limit_s * (1.0 - 1e-9)) *better = true;
@@ -659,7 +704,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
 /* ---- entry points ------------------------------------------------------- */
 
 static void ctx_free(actx *c) {
-    vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->fast);
+    vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
     vd_free(c->memo);
 }
@@ -678,6 +723,10 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->seen_disp = vd_calloc(n1, sizeof *c->seen_disp, NULL);
     c->fixed = vd_calloc(n1, sizeof *c->fixed, NULL);
     c->can_rc = vd_calloc(n1, sizeof *c->can_rc, NULL);
+    c->rc_max = vd_calloc(n1, sizeof *c->rc_max, NULL);
+    c->rc_disp = vd_calloc(n1, sizeof *c->rc_disp, NULL);
+    c->rc_on = vd_calloc(n1, sizeof *c->rc_on, NULL);
+    c->rc_valid = false;
     size_t n2 = 2 * (size_t)(L ? L : 1);
     c->algos = vd_calloc(n2, sizeof *c->algos, NULL);
     c->seen_algos = vd_calloc(n2, sizeof *c->seen_algos, NULL);
@@ -686,7 +735,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->ex = vd_calloc(2 * n1 + 1, sizeof *c->ex, NULL);
     c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
     c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
-    if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->algos || !c->seen_algos ||
+    if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         ctx_free(c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
@@ -718,6 +767,14 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
         int i = j;   /* the producer of the tensor layer j writes */
         while (ip[i]) i = net->layers[i].in[0];
         c->can_rc[i + 1] = false;
+    }
+    for (int j = 0; j < L; j++) {
+        double slowest = 0;   /* layer j's slowest forward option */
+        for (int a = 0; a < prof->layers[j].n_algos; a++)
+            if (prof->layers[j].algos[a].fwd_s > slowest) slowest = prof->layers[j].algos[a].fwd_s;
+        int i = j;   /* the producer of the tensor layer j writes */
+        while (ip[i] && net->layers[i].in[0] >= 0) i = net->layers[i].in[0];
+        c->rc_max[i + 1] += slowest;
     }
     for (int i = 0; i < L; i++)
         if (ip[i] && !c->fixed[i + 1]) { c->fixed[i + 1] = true; c->disp[i + 1] = VD_DISP_AUTO; }

@@ -38,7 +38,9 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->alias = alias;
     B->disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
-    snprintf(p->net, sizeof p->net, "%s", net->name);
+    size_t nl = strnlen(net->name, sizeof p->net - 1);   /* truncated like snprintf, */
+    memcpy(p->net, net->name, nl);                         /* without its formatting cost */
+    p->net[nl] = '\0';
     p->policy = opts->policy;
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;
@@ -304,6 +306,24 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     out->prefetch = opts->prefetch;
     return best_rc;
+}
+
+int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          const int *algos, bool *rc_layer, vd_err *e) {
+    bld B;
+    vd_plan p;
+    int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, &p, e);
+    if (!rc) {
+        init_steps(&p, prof, algos);
+        rc = vdp_build_tensors(&B, algos, e);
+    }
+    if (!rc) {
+        vdp_decide_recompute(&B);
+        for (int j = 0; j < B.L; j++) rc_layer[j] = p.layers[j].rc_step >= 0;
+    }
+    bld_free(&B);
+    vdp_plan_release(&p);
+    return rc;
 }
 
 /* Does plan p alias an add's input gradient (an input with no dx)? */

@@ -42,6 +42,13 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
                     vd_policy offload_pol, const int *algos, const vd_plan *pin,
                     vd_plan *out, vd_err *e);
 
+/* The layers vdp_build_fixed recomputes with opts (opts->disp) and
+ * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is
+ * honoured. Depends on opts->disp only (the options change workspaces, not
+ * the feature maps' lifetimes). Costs a fraction of one build. 0 or an error. */
+int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          const int *algos, bool *rc_layer, vd_err *e);
+
 /* policy.c. vdp_build_policy / vdp_min_budget_policy: vd_plan_build's search
  * (no eval plan) and vd_plan_min_budget for a policy other than auto (or a
  * forward-only plan), inputs checked. */

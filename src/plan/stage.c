@@ -3,29 +3,32 @@
 #include <stdlib.h>
 #include "plan/builder.h"
 
-typedef struct span { uint64_t o, e; } span;
+typedef struct span { uint64_t o, e; int first, last; } span;
 
 static int cmp_span(const void *a, const void *b) {
     const span *x = a, *y = b;
     return (x->o > y->o) - (x->o < y->o);
 }
 
-/* Lowest 256-aligned offset for a region of `bytes` that overlaps none of the
- * first n intervals of p live at a step of [q, n_steps - 1] or at step 0 (the
- * staging region holds the next batch from its copy at q until the next
- * iteration's step 0 has read it); UINT64_MAX when it would end above limit.
- * sp: scratch [n]. */
-static uint64_t stage_offset(const vd_plan *p, int n, int q, uint64_t bytes, uint64_t limit,
-                             span *sp) {
-    int m = 0;
+/* The first n intervals of p as spans sorted by offset (sp: [n]), once per
+ * plan: stage_offset filters them in that order. */
+static void sort_spans(const vd_plan *p, int n, span *sp) {
     for (int k = 0; k < n; k++) {
         const vd_interval *iv = &p->intervals[k];
-        if (iv->last >= q || iv->first <= 0)
-            sp[m++] = (span){iv->offset, iv->offset + iv->bytes};
+        sp[k] = (span){iv->offset, iv->offset + iv->bytes, iv->first, iv->last};
     }
-    qsort(sp, (size_t)m, sizeof *sp, cmp_span);
+    qsort(sp, (size_t)n, sizeof *sp, cmp_span);
+}
+
+/* Lowest 256-aligned offset for a region of `bytes` that overlaps none of the
+ * n spans sp (sort_spans: the plan's intervals by offset) live at a step of
+ * [q, n_steps - 1] or at step 0 (the staging region holds the next batch from
+ * its copy at q until the next iteration's step 0 has read it); UINT64_MAX
+ * when it would end above limit. */
+static uint64_t stage_offset(int n, int q, uint64_t bytes, uint64_t limit, const span *sp) {
     uint64_t cand = 0;
-    for (int k = 0; k < m; k++) {
+    for (int k = 0; k < n; k++) {
+        if (!(sp[k].last >= q || sp[k].first <= 0)) continue;
         if (cand + bytes <= sp[k].o) break;
         if (sp[k].e > cand) cand = sp[k].e;
     }
@@ -61,7 +64,7 @@ typedef struct stage_ctx {
 /* Predicted iteration with the staging copy issued at step q. */
 static int stage_time(const stage_ctx *sc, int q, double *iter_s, vd_err *e) {
     const vd_plan *p = sc->b->p;
-    uint64_t off = stage_offset(p, sc->n0, q, sc->bytes, sc->limit, sc->sp);
+    uint64_t off = stage_offset(sc->n0, q, sc->bytes, sc->limit, sc->sp);
     int rc = stage_try(sc->b, sc->t, sc->n0, q, off, e);
     if (!rc) *iter_s = p->sim.iter_s;
     return rc;
@@ -102,16 +105,17 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
     span *sp = vd_malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *sp, NULL);
     if (!sp) return vd_errf(e, VD_ENOMEM, "out of memory planning the input staging");
     int rc = VD_OK;
-    if (stage_offset(p, n0, last, bytes, limit, sp) == UINT64_MAX) {
+    sort_spans(p, n0, sp);
+    if (stage_offset(n0, last, bytes, limit, sp) == UINT64_MAX) {
         p->stage = VD_STAGE_NO_ROOM;
         goto out;
     }
     int q_fit = L;
-    if (stage_offset(p, n0, L, bytes, limit, sp) == UINT64_MAX) {
+    if (stage_offset(n0, L, bytes, limit, sp) == UINT64_MAX) {
         int lo = L, hi = last;                 /* !fits(lo), fits(hi) */
         while (hi - lo > 1) {
             int mid = lo + (hi - lo) / 2;
-            if (stage_offset(p, n0, mid, bytes, limit, sp) == UINT64_MAX) lo = mid;
+            if (stage_offset(n0, mid, bytes, limit, sp) == UINT64_MAX) lo = mid;
             else hi = mid;
         }
         q_fit = hi;
