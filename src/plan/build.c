@@ -38,7 +38,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->alias = alias;
     B->disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
-    snprintf(p->net, sizeof p->net, "%s", net->name);
+    vdp_copy_str(p->net, sizeof p->net, net->name);
     p->policy = opts->policy;
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;

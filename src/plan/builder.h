@@ -10,6 +10,7 @@
 #ifndef VD_PLAN_BUILDER_H
 #define VD_PLAN_BUILDER_H
 
+#include <string.h>
 #include "plan/plan_internal.h"
 
 typedef struct bld {
@@ -42,6 +43,15 @@ typedef struct bld {
 typedef struct pf_item { int t; int c; } pf_item;
 
 static inline int vdp_bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
+
+/* snprintf(dst, n, "%s", src) without the formatted print (n > 0): every
+ * build copies the net's name and each layer's option labels, and the
+ * formatting was a tenth of an auto search's time. */
+static inline void vdp_copy_str(char *dst, size_t n, const char *src) {
+    size_t k = strnlen(src, n - 1);
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+}
 
 /* ---- tensors.c ---------------------------------------------------------- */
 

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include "plan/builder.h"
 
-typedef struct span { uint64_t o, e; } span;
+/* An interval of the plan: its region and steps. */
+typedef struct span { uint64_t o, e; int first, last; } span;
 
 static int cmp_span(const void *a, const void *b) {
     const span *x = a, *y = b;
@@ -11,21 +12,17 @@ static int cmp_span(const void *a, const void *b) {
 }
 
 /* Lowest 256-aligned offset for a region of `bytes` that overlaps none of the
- * first n intervals of p live at a step of [q, n_steps - 1] or at step 0 (the
- * staging region holds the next batch from its copy at q until the next
- * iteration's step 0 has read it); UINT64_MAX when it would end above limit.
- * sp: scratch [n]. */
-static uint64_t stage_offset(const vd_plan *p, int n, int q, uint64_t bytes, uint64_t limit,
-                             span *sp) {
-    int m = 0;
-    for (int k = 0; k < n; k++) {
-        const vd_interval *iv = &p->intervals[k];
-        if (iv->last >= q || iv->first <= 0)
-            sp[m++] = (span){iv->offset, iv->offset + iv->bytes};
-    }
-    qsort(sp, (size_t)m, sizeof *sp, cmp_span);
+ * intervals sp[0..n-1] (the plan's first n0, sorted by offset) live at a step
+ * of [q, n_steps - 1] or at step 0 (the staging region holds the next batch
+ * from its copy at q until the next iteration's step 0 has read it);
+ * UINT64_MAX when it would end above limit. (How ties in the offset are
+ * ordered does not change the result: of two intervals at one offset the
+ * first is passed only when the region does not fit below it, and then not
+ * below the second either.) */
+static uint64_t stage_offset(const span *sp, int n, int q, uint64_t bytes, uint64_t limit) {
     uint64_t cand = 0;
-    for (int k = 0; k < m; k++) {
+    for (int k = 0; k < n; k++) {
+        if (sp[k].last < q && sp[k].first > 0) continue;
         if (cand + bytes <= sp[k].o) break;
         if (sp[k].e > cand) cand = sp[k].e;
     }
@@ -55,15 +52,14 @@ typedef struct stage_ctx {
     bld *b;
     int t, n0;
     uint64_t bytes, limit;
-    span *sp;
+    const span *sp;    /* [n0] the first n0 intervals, sorted by offset */
 } stage_ctx;
 
 /* Predicted iteration with the staging copy issued at step q. */
 static int stage_time(const stage_ctx *sc, int q, double *iter_s, vd_err *e) {
-    const vd_plan *p = sc->b->p;
-    uint64_t off = stage_offset(p, sc->n0, q, sc->bytes, sc->limit, sc->sp);
+    uint64_t off = stage_offset(sc->sp, sc->n0, q, sc->bytes, sc->limit);
     int rc = stage_try(sc->b, sc->t, sc->n0, q, off, e);
-    if (!rc) *iter_s = p->sim.iter_s;
+    if (!rc) *iter_s = sc->b->p->sim.iter_s;
     return rc;
 }
 
@@ -101,17 +97,23 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
     uint64_t bytes = vdp_iv_size(X->bytes);
     span *sp = vd_malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *sp, NULL);
     if (!sp) return vd_errf(e, VD_ENOMEM, "out of memory planning the input staging");
+    /* the first n0 intervals do not move while staging is tried: sorted once */
+    for (int k = 0; k < n0; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        sp[k] = (span){iv->offset, iv->offset + iv->bytes, iv->first, iv->last};
+    }
+    qsort(sp, (size_t)n0, sizeof *sp, cmp_span);
     int rc = VD_OK;
-    if (stage_offset(p, n0, last, bytes, limit, sp) == UINT64_MAX) {
+    if (stage_offset(sp, n0, last, bytes, limit) == UINT64_MAX) {
         p->stage = VD_STAGE_NO_ROOM;
         goto out;
     }
     int q_fit = L;
-    if (stage_offset(p, n0, L, bytes, limit, sp) == UINT64_MAX) {
+    if (stage_offset(sp, n0, L, bytes, limit) == UINT64_MAX) {
         int lo = L, hi = last;                 /* !fits(lo), fits(hi) */
         while (hi - lo > 1) {
             int mid = lo + (hi - lo) / 2;
-            if (stage_offset(p, n0, mid, bytes, limit, sp) == UINT64_MAX) lo = mid;
+            if (stage_offset(sp, n0, mid, bytes, limit) == UINT64_MAX) lo = mid;
             else hi = mid;
         }
         q_fit = hi;

@@ -236,8 +236,8 @@ static void layer_tensors(bld *b, const int *algos) {
         int af = algos[i], ab = algos[L + i];
         pl->algo_fwd = af;
         pl->algo_bwd = ab;
-        snprintf(pl->algo_label, sizeof pl->algo_label, "%s", pr->algos[af].label);
-        snprintf(pl->algo_bwd_label, sizeof pl->algo_bwd_label, "%s", pr->algos[ab].label);
+        vdp_copy_str(pl->algo_label, sizeof pl->algo_label, pr->algos[af].label);
+        vdp_copy_str(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[ab].label);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
         pl->ws_bwd_bytes = fo ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;
