@@ -5,12 +5,12 @@
  * Memory. pool_create makes one 256-byte-aligned allocation of exactly the
  * requested bytes and fills it with 0xFF bytes (float NaN); host_alloc does
  * the same. Anything read before it was written therefore shows up as NaN.
- * Blocks of 16 MiB and more are mapped (mmap; not under AddressSanitizer,
- * which checks the bounds of heap blocks) 2 MiB-aligned with
- * transparent huge pages asked for before the fill touches them: the fill
- * then faults 2 MiB at a time, not 4 KiB (AlexNet's 700 MiB pool: ~180,000
- * faults fewer, and with MALLOC_PERTURB_ set, as meson sets it for tests,
- * malloc would first fill a block itself, 4 KiB pages at a time).
+ * Blocks of 2 MiB and more are mapped (mmap; not under AddressSanitizer,
+ * which checks the bounds of heap blocks) 2 MiB-aligned with transparent
+ * huge pages asked for before the fill touches them: the fill then faults
+ * 2 MiB at a time, not 4 KiB (AlexNet's 700 MiB pool: ~180,000 faults
+ * fewer), and with MALLOC_PERTURB_ set, as meson sets it for tests, malloc
+ * would first fill a block with its own byte (a LeNet run: 90 -> 73 ms).
  *
  * Streams (the point of this backend). Compute runs immediately on the
  * calling thread; so do copy/poison/zero issued on VD_STREAM_COMPUTE.
@@ -93,7 +93,7 @@ static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
 
 /* ------------------------------------------------------------------ memory */
 
-enum { HUGE_ALIGN = 2 << 20, HUGE_MIN = 16 << 20 };
+enum { HUGE_ALIGN = 2 << 20, MAP_MIN = 2 << 20 };
 
 /* Under AddressSanitizer every block stays a heap block, whose bounds it
  * checks (it ignores MALLOC_PERTURB_ anyway). */
@@ -108,7 +108,7 @@ enum { HUGE_ALIGN = 2 << 20, HUGE_MIN = 16 << 20 };
 #define VD_CPU_MAP_BIG 1
 #endif
 
-/* A mapping of n bytes (n >= HUGE_MIN), 2 MiB-aligned, huge pages asked for;
+/* A mapping of n bytes (n >= MAP_MIN), 2 MiB-aligned, huge pages asked for;
  * recorded in c->maps. NULL when out of memory. */
 static void *big_alloc(cpu_ctx *c, size_t n) {
     if (c->n_maps == c->cap_maps) {
@@ -146,7 +146,7 @@ static int aligned_poisoned(cpu_ctx *c, uint64_t bytes, void **p, const char *wh
     void *m = NULL;
     size_t n = bytes ? (size_t)bytes : 1;
     bool ok = (uint64_t)n == (bytes ? bytes : 1);
-    if (ok && VD_CPU_MAP_BIG && n >= HUGE_MIN) ok = (m = big_alloc(c, n)) != NULL;
+    if (ok && VD_CPU_MAP_BIG && n >= MAP_MIN) ok = (m = big_alloc(c, n)) != NULL;
     /* uncounted: the device pool, or host memory that vd_mem_track counts */
     else if (ok) ok = posix_memalign(&m, 256, n) == 0 && m;
     if (!ok) {
