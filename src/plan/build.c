@@ -20,10 +20,13 @@ void vdp_plan_release(vd_plan *p) {
 
 void vd_plan_free(vd_plan *p) { vdp_plan_release(p); }
 
-static void bld_free(bld *B) {
-    vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
-    vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
-    vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
+static void bld_free(bld *B) { vd_free(B->scratch); }
+
+/* Offset of the next part of `bytes` in a block of several (16-aligned). */
+static size_t carve(size_t *at, size_t bytes) {
+    size_t o = *at;
+    *at += VD_ALIGN_UP(bytes, (size_t)16);
+    return o;
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
@@ -61,34 +64,43 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->actions = vd_malloc((size_t)cap_a * sizeof *p->actions, NULL);
     p->steps = vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
     p->layers = vd_calloc((size_t)L, sizeof *p->layers, NULL);
-    B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
-    B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
-    B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
-    B->cap_t = cap_t;
-    B->first_touch = vd_malloc((size_t)cap_t * sizeof(int), NULL);
-    B->last_touch = vd_malloc((size_t)cap_t * sizeof(int), NULL);
-    /* scratch: inplace flags (L bools as ints), later pf_item[cap_t] (prefetch.c) */
+    /* the builder's scratch: one block (one allocation, not fourteen, per
+     * build; the auto search makes tens of thousands) */
+    size_t ns = (size_t)p->n_steps + 1, nl = (size_t)(L > 0 ? L : 1), at = 0;
     size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
-    B->extra = vd_malloc(scratch, NULL);
+    size_t o_act = carve(&at, nl * sizeof(int)), o_dact = carve(&at, nl * sizeof(int));
+    size_t o_fw = carve(&at, (size_t)cap_t * 2 * sizeof(int));   /* + fit_memory scratch */
+    size_t o_ft = carve(&at, (size_t)cap_t * sizeof(int)), o_lt = carve(&at, (size_t)cap_t * sizeof(int));
+    /* extra: inplace flags (L bools as ints), later pf_item[cap_t] (prefetch.c) */
+    size_t o_extra = carve(&at, scratch);
+    size_t o_bh = carve(&at, 5 * ns * sizeof(int));
+    size_t o_bn = carve(&at, 5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int));
+    size_t o_mem = carve(&at, ns * sizeof *B->mem), o_ts = carve(&at, ns * sizeof *B->t_start);
+    size_t o_d2h = carve(&at, (size_t)cap_t * sizeof *B->d2h);
+    size_t o_pin = carve(&at, (size_t)cap_iv * sizeof *B->pinned);
+    size_t o_ipf = carve(&at, nl * sizeof(bool)), o_rc = carve(&at, nl * sizeof *B->rc_ops);
+    char *blk = B->scratch = vd_malloc(at, NULL);
+    B->cap_t = cap_t;
     B->cap_iv = cap_iv;
-    B->bucket_head = vd_malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
-    B->bucket_next = vd_malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int), NULL);
-    B->mem = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->mem, NULL);
-    B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);
-    B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
-    B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
-    bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
-    B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
-    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
-        !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
-        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned ||
-        !ipf || !B->rc_ops) {
-        vd_free(ipf);
+    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !blk)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
-    }
+    B->act_of = (int *)(blk + o_act);
+    B->dact_of = (int *)(blk + o_dact);
+    B->fwd_write = (int *)(blk + o_fw);
+    B->first_touch = (int *)(blk + o_ft);
+    B->last_touch = (int *)(blk + o_lt);
+    B->extra = (int *)(blk + o_extra);
+    B->bucket_head = (int *)(blk + o_bh);
+    B->bucket_next = (int *)(blk + o_bn);
+    B->mem = (uint64_t *)(blk + o_mem);
+    B->t_start = (double *)(blk + o_ts);
+    B->d2h = (double *)(blk + o_d2h);
+    B->pinned = (bool *)(blk + o_pin);
+    memset(B->pinned, 0, (size_t)cap_iv * sizeof *B->pinned);
+    bool *ipf = (bool *)(blk + o_ipf);
+    B->rc_ops = (int *)(blk + o_rc);
     vd_schedule_inplace_flags(net, ipf);
     for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
-    vd_free(ipf);
     return VD_OK;
 }
 

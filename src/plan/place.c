@@ -99,16 +99,14 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
 }
 
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e) {
+    /* one block: order [2n] (+ the sort's scratch), P [n], off [n], best [n], done [n] */
     size_t nn = (size_t)(n ? n : 1);
-    okey *order = vd_malloc(2 * nn * sizeof *order, NULL);   /* + the sort's scratch */
-    uint64_t *off = vd_malloc(nn * sizeof *off, NULL);
-    uint64_t *best = vd_malloc(nn * sizeof *best, NULL);
-    bool *done = vd_malloc(nn * sizeof *done, NULL);
-    placed *P = vd_malloc(nn * sizeof *P, NULL);
-    if (!order || !off || !best || !done || !P) {
-        vd_free(order); vd_free(off); vd_free(best); vd_free(done); vd_free(P);
-        return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
-    }
+    okey *order = vd_malloc(nn * (2 * sizeof(okey) + sizeof(placed) + 2 * sizeof(uint64_t) +
+                                  sizeof(bool)), NULL);
+    if (!order) return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
+    placed *P = (placed *)(order + 2 * nn);
+    uint64_t *off = (uint64_t *)(P + nn), *best = off + nn;
+    bool *done = (bool *)(best + nn);
     uint64_t best_hwm = UINT64_MAX;
     int big = 1 << 30;
     int max_last = 0;
@@ -158,6 +156,6 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
-    vd_free(order); vd_free(off); vd_free(best); vd_free(done); vd_free(P);
+    vd_free(order);
     return VD_OK;
 }
