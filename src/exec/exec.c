@@ -389,6 +389,32 @@ int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
     return VD_OK;
 }
 
+int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e) {
+    vd_backend *be = ex->be;
+    const vd_plan *p = ex->plan;
+    int64_t total = ex->net->param_floats, chunk = total < (1 << 20) ? total : (1 << 20);
+    int rc = be->synchronize(be, e);
+    if (rc) return rc;
+    float *buf = vd_malloc((size_t)(chunk ? chunk : 1) * sizeof *buf, e);
+    if (!buf) return VD_ENOMEM;
+    for (int64_t at = 0; at < total && !rc; at += chunk) {
+        int64_t n = total - at < chunk ? total - at : chunk;
+        vd_net_init_params_range(ex->net, seed, at, n, buf);
+        rc = be->copy_async(be, VD_STREAM_H2D, region(ex, p->t_params) + at * 4, buf,
+                            (uint64_t)n * 4u, e);
+        if (!rc) rc = be->synchronize(be, e);   /* buf is filled again next */
+    }
+    vd_free(buf);
+    if (!rc && total) rc = be->zero_async(be, VD_STREAM_H2D, region(ex, p->t_mom), (uint64_t)total * 4u, e);
+    if (!rc) rc = be->synchronize(be, e);
+    if (rc) return rc;
+    ex->sgd_steps = 0;
+    ex->first_pending = true;
+    ex->state_set = true;
+    ex->staged = ex->stage_inflight = false;
+    return VD_OK;
+}
+
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum, int64_t *sgd_steps, vd_err *e) {
     vd_backend *be = ex->be;
     const vd_plan *p = ex->plan;

@@ -80,6 +80,11 @@ void vd_exec_destroy(vd_exec **ex);
  * (same layout; NULL = zero and treat the next step as SGD's first). */
 int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
                       int64_t sgd_steps, vd_err *e);
+/* vd_exec_set_state(ex, params, NULL, 0, e) with the parameters of
+ * vd_net_init_params(net, params, seed), without a host array of them: they
+ * are made and uploaded 4 MiB at a time (vd_net_init_params_range; AlexNet:
+ * 244 MB of host memory neither allocated nor written). */
+int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e);
 /* Download parameters and momentum (either may be NULL). Synchronizes. */
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
                       int64_t *sgd_steps, vd_err *e);

@@ -217,14 +217,24 @@ double vd_net_layer_flops(const vd_net *net, int i) {
 }
 
 void vd_net_init_params(const vd_net *net, float *params, uint64_t seed) {
+    vd_net_init_params_range(net, seed, 0, net->param_floats, params);
+}
+
+void vd_net_init_params_range(const vd_net *net, uint64_t seed, int64_t first, int64_t n,
+                              float *dst) {
+    int64_t end = first + n;
     for (int pi = 0; pi < net->n_params; pi++) {
         const vd_param *p = &net->params[pi];
+        /* the part [a, b) of this parameter's values that the slice holds */
+        int64_t a = first > p->offset ? first - p->offset : 0;
+        int64_t b = end < p->offset + p->numel ? end - p->offset : p->numel;
+        if (a >= b) continue;
+        float *out = dst + (p->offset + a - first);
         const vd_layer *l = &net->layers[p->layer];
-        float *dst = params + p->offset;
         if (p->role == VD_ROLE_BN_SCALE || p->role == VD_ROLE_BN_SHIFT ||
             p->role == VD_ROLE_RUNNING_MEAN || p->role == VD_ROLE_RUNNING_VAR) {
             float v = p->role == VD_ROLE_BN_SCALE || p->role == VD_ROLE_RUNNING_VAR ? 1.0f : 0.0f;
-            for (int64_t j = 0; j < p->numel; j++) dst[j] = v;
+            for (int64_t j = a; j < b; j++) out[j - a] = v;
             continue;
         }
         /* conv / fc: fan_in from the weight's shape */
@@ -234,7 +244,8 @@ void vd_net_init_params(const vd_net *net, float *params, uint64_t seed) {
         float bound = 1.0f / sqrtf((float)fan_in);
         vd_rng r;
         vd_rng_seed(&r, seed, (uint64_t)pi + 1);
-        for (int64_t j = 0; j < p->numel; j++) dst[j] = (2.0f * vd_rng_uniform(&r) - 1.0f) * bound;
+        vd_rng_advance(&r, (uint64_t)a);   /* one draw per value */
+        for (int64_t j = a; j < b; j++) out[j - a] = (2.0f * vd_rng_uniform(&r) - 1.0f) * bound;
     }
 }
 

@@ -225,5 +225,11 @@ int vd_net_add_param(vd_net *net, int layer, const char *suffix, vd_param_role r
  * for conv/fc weights, U(+-1/sqrt(fan_in)) biases, BN weight 1 bias 0,
  * running_mean 0, running_var 1). */
 void vd_net_init_params(const vd_net *net, float *params, uint64_t seed);
+/* Floats [first, first + n) of that array into dst[0..n-1], the same values
+ * (each parameter's generator jumps ahead to where the slice starts), so a
+ * big net's parameters can be made a piece at a time. 0 <= first,
+ * first + n <= net->param_floats. */
+void vd_net_init_params_range(const vd_net *net, uint64_t seed, int64_t first, int64_t n,
+                              float *dst);
 
 #endif

@@ -10,6 +10,7 @@
 #ifndef VD_PLAN_BUILDER_H
 #define VD_PLAN_BUILDER_H
 
+#include <string.h>
 #include "plan/plan_internal.h"
 
 typedef struct bld {
@@ -36,12 +37,22 @@ typedef struct bld {
     double *t_start;   /* [n_steps + 1] stall-free start of each step */
     double *d2h;       /* [cap_t] completion of each tensor's offload */
     bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
+    void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 
 /* scratch of vdp_schedule_prefetch (in bld.extra): tensor, consumer step */
 typedef struct pf_item { int t; int c; } pf_item;
 
 static inline int vdp_bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
+
+/* snprintf(dst, n, "%s", src) without the formatted print (n > 0): every
+ * build copies the net's name and each layer's option labels, and the
+ * formatting was a tenth of an auto search's time. */
+static inline void vdp_copy_str(char *dst, size_t n, const char *src) {
+    size_t k = strnlen(src, n - 1);
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+}
 
 /* ---- tensors.c ---------------------------------------------------------- */
 

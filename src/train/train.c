@@ -82,15 +82,26 @@ typedef struct run {
     vd_exec *ex;
     vd_dataset *ds;
     const vd_train_opts *o;
-    float *params, *mom;        /* host copies [param_floats] */
+    float *params, *mom;        /* host copies [param_floats]; NULL until needed (host_state) */
     vd_loader *ld;
 } run;
+
+/* The host copies of the parameters and momentum, allocated on first use:
+ * a checkpoint to load or save. A run that starts from vd_net_init_params
+ * and saves nothing never needs them (AlexNet: 488 MB). */
+static int host_state(run *r, vd_err *e) {
+    size_t n = (size_t)(r->net->param_floats ? r->net->param_floats : 1);
+    if (!r->params && !(r->params = vd_malloc(sizeof(float) * n, e))) return VD_ENOMEM;
+    if (!r->mom && !(r->mom = vd_calloc(n, sizeof(float), e))) return VD_ENOMEM;
+    return VD_OK;
+}
 
 /* samples: the data position to record (the loader's position: every batch
  * it handed out was trained on, see the staging comment in vd_train_run). */
 static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e) {
     int64_t steps = 0;
-    int rc = vd_exec_get_state(r->ex, r->params, r->mom, &steps, e);
+    int rc = host_state(r, e);
+    if (!rc) rc = vd_exec_get_state(r->ex, r->params, r->mom, &steps, e);
     if (rc) return rc;
     vd_train_state st = { .iteration = iter, .sgd_steps = steps,
                           .samples = samples, .seed = r->net->train.seed,
@@ -178,9 +189,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     if (rc) return rc;
 
     run r = { .net = net, .ex = ex, .ds = ds, .o = o };
-    r.params = vd_malloc(sizeof(float) * (size_t)(net->param_floats ? net->param_floats : 1), e);
-    r.mom = vd_calloc((size_t)(net->param_floats ? net->param_floats : 1), sizeof(float), e);
-    if (!r.params || !r.mom) { rc = VD_ENOMEM; goto done; }
+    if ((o->resume_path || o->init_path) && (rc = host_state(&r, e))) goto done;
 
     /* ---- starting point ---- */
     int64_t iter = 0;
@@ -220,8 +229,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         if (rc) goto done;
         note(o, 0, o->iters, "initialised the weights from %s", o->init_path);
     } else {
-        vd_net_init_params(net, r.params, cfg->seed);
-        rc = vd_exec_set_state(ex, r.params, NULL, 0, e);
+        rc = vd_exec_init_params(ex, cfg->seed, e);   /* vd_net_init_params, in pieces */
         if (rc) goto done;
     }
     res->first_iter = iter;

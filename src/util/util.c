@@ -267,6 +267,24 @@ uint32_t vd_rng_u32(vd_rng *r) {
 
 float vd_rng_uniform(vd_rng *r) { return (float)(vd_rng_u32(r) >> 8) * (1.0f / 16777216.0f); }
 
+/* The state is an LCG (state * M + inc): delta steps compose to one affine
+ * map state * acc_mult + acc_plus, built by squaring (O'Neill, pcg-c's
+ * pcg_advance_lcg_64). */
+void vd_rng_advance(vd_rng *r, uint64_t delta) {
+    uint64_t cur_mult = 6364136223846793005ull, cur_plus = r->inc;
+    uint64_t acc_mult = 1, acc_plus = 0;
+    while (delta > 0) {
+        if (delta & 1) {
+            acc_mult *= cur_mult;
+            acc_plus = acc_plus * cur_mult + cur_plus;
+        }
+        cur_plus = (cur_mult + 1) * cur_plus;
+        cur_mult *= cur_mult;
+        delta /= 2;
+    }
+    r->state = acc_mult * r->state + acc_plus;
+}
+
 float vd_rng_normal(vd_rng *r) {
     double u1 = ((double)vd_rng_u32(r) + 1.0) / 4294967297.0; /* (0,1) */
     double u2 = (double)vd_rng_u32(r) / 4294967296.0;

@@ -102,6 +102,9 @@ typedef struct vd_rng { uint64_t state, inc; } vd_rng;
 void vd_rng_seed(vd_rng *r, uint64_t seed, uint64_t stream);
 uint32_t vd_rng_u32(vd_rng *r);
 float vd_rng_uniform(vd_rng *r);            /* [0, 1) */
+/* Jump ahead: r as after delta calls of vd_rng_u32 (each vd_rng_uniform is
+ * one), in O(log delta) steps (PCG's advance). */
+void vd_rng_advance(vd_rng *r, uint64_t delta);
 float vd_rng_normal(vd_rng *r);             /* N(0, 1), Box-Muller */
 /* Host and device (nvcc) from one definition. */
 #ifdef __CUDACC__

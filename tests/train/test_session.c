@@ -3,6 +3,7 @@
  * and the device-memory arithmetic (fed by hand: no GPU here). */
 #include "tutil.h"
 #include <math.h>
+#include <string.h>
 #include "vd_config.h"
 #include "backend/backend.h"
 #include "plan/plan.h"
@@ -244,5 +245,56 @@ START_TEST(memory_limits) {
 }
 END_TEST
 
+/* vd_net_init_params_range: slices of any length hold the floats of the
+ * whole array (each parameter's generator jumps ahead to the slice);
+ * vd_exec_init_params uploads exactly vd_net_init_params's parameters and
+ * zero momentum (vdnn-train's start). */
+START_TEST(init_params_in_pieces) {
+    vd_net net;
+    tu_tiny_net(&net, 1, 8, 8, 3, true, B);
+    vd_schedule_inplace(&net);
+    int64_t n = net.param_floats;
+    ck_assert_int_gt(n, 100);
+    size_t bytes = (size_t)n * sizeof(float);
+    float *all = malloc(bytes), *part = malloc(bytes), *mom = malloc(bytes);
+    ck_assert(all && part && mom);
+    vd_net_init_params(&net, all, 7);
+    for (int64_t len = 1; len <= n; len = 3 * len + 1) {   /* slices of 1, 4, 13, 40, ... */
+        memset(part, 0, bytes);
+        for (int64_t at = 0; at < n; at += len)
+            vd_net_init_params_range(&net, 7, at, n - at < len ? n - at : len, part + at);
+        ck_assert_msg(memcmp(all, part, bytes) == 0, "slices of %lld floats", (long long)len);
+    }
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = "cpu";
+    vd_session s;
+    open_cpu(&s, &net, &so);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    vd_plan plan;
+    vd_err e;
+    ck_assert_msg(vd_session_plan(&s, &po, &plan, &e) == 0, "%s", e.msg);
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_session_exec(&s, &plan, true, &ex, &e) == 0, "%s", e.msg);
+    for (int64_t i = 0; i < n; i++) { part[i] = 5.0f; mom[i] = 1.0f; }
+    ck_assert_msg(vd_exec_set_state(ex, part, mom, 3, &e) == 0, "%s", e.msg);   /* replaced next */
+    ck_assert_msg(vd_exec_init_params(ex, 7, &e) == 0, "%s", e.msg);
+    int64_t steps = -1;
+    ck_assert_msg(vd_exec_get_state(ex, part, mom, &steps, &e) == 0, "%s", e.msg);
+    ck_assert(memcmp(all, part, bytes) == 0);
+    for (int64_t i = 0; i < n; i++) ck_assert(mom[i] == 0.0f);
+    ck_assert_int_eq(steps, 0);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_session_close(&s);
+    free(all);
+    free(part);
+    free(mom);
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("session", 0,
-          cpu_session_plans_and_trains, backend_choice, profile_saved_and_loaded, memory_limits)
+          cpu_session_plans_and_trains, init_params_in_pieces, backend_choice,
+          profile_saved_and_loaded, memory_limits)

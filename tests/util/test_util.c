@@ -206,6 +206,16 @@ START_TEST(rng_is_pcg32) {
     vd_rng_seed(&r, 42, 54);
     const uint32_t want[] = {0xa15c02b7u, 0x7b47f409u, 0xba1d3330u, 0x83d2f293u, 0xbfa4784bu, 0xcbed606eu};
     for (int i = 0; i < 6; i++) ck_assert_uint_eq(vd_rng_u32(&r), want[i]);
+    /* jumping ahead k draws lands where k draws do */
+    for (uint64_t k = 0; k < 20000; k = 2 * k + 1) {
+        vd_rng a, b;
+        vd_rng_seed(&a, 42, 54);
+        vd_rng_seed(&b, 42, 54);
+        for (uint64_t i = 0; i < k; i++) (void)vd_rng_u32(&a);
+        vd_rng_advance(&b, k);
+        ck_assert_uint_eq(a.state, b.state);
+        ck_assert_uint_eq(vd_rng_u32(&a), vd_rng_u32(&b));
+    }
     /* the dropout hash is a pure function in [0, 1) */
     float u = vd_hash_uniform(1, 2, 3, 4);
     ck_assert(u >= 0.0f && u < 1.0f);

@@ -5,6 +5,12 @@
  * Memory. pool_create makes one 256-byte-aligned allocation of exactly the
  * requested bytes and fills it with 0xFF bytes (float NaN); host_alloc does
  * the same. Anything read before it was written therefore shows up as NaN.
+ * Blocks of 2 MiB and more are mapped (mmap; not under AddressSanitizer,
+ * which checks the bounds of heap blocks) 2 MiB-aligned with transparent
+ * huge pages asked for before the fill touches them: the fill then faults
+ * 2 MiB at a time, not 4 KiB (AlexNet's 700 MiB pool: ~180,000 faults
+ * fewer), and with MALLOC_PERTURB_ set, as meson sets it for tests, malloc
+ * would first fill a block with its own byte (a LeNet run: 90 -> 73 ms).
  *
  * Streams (the point of this backend). Compute runs immediately on the
  * calling thread; so do copy/poison/zero issued on VD_STREAM_COMPUTE.
@@ -36,6 +42,7 @@
  * past the mark for copy-stream events. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "backend/cpu/cpu_internal.h"
 
 /* ------------------------------------------------------------------ context */
@@ -81,17 +88,71 @@ typedef struct cpu_ctx {
     float *bf_buf;              /* math bf16: the float copies of one call's operands
                                    (cpu_run_bf16), [bf_n]; grows to the largest call's need */
     size_t bf_n;
+    struct cpu_map { void *p; size_t n; } *maps;   /* [n_maps] the mapped blocks (big_alloc) */
+    int n_maps, cap_maps;
 } cpu_ctx;
 
 static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
 
 /* ------------------------------------------------------------------ memory */
 
-static int aligned_poisoned(uint64_t bytes, void **p, const char *what, vd_err *e) {
+enum { HUGE_ALIGN = 2 << 20, MAP_MIN = 2 << 20 };
+
+/* Under AddressSanitizer every block stays a heap block, whose bounds it
+ * checks (it ignores MALLOC_PERTURB_ anyway). */
+#if defined(__SANITIZE_ADDRESS__)
+#define VD_CPU_MAP_BIG 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VD_CPU_MAP_BIG 0
+#endif
+#endif
+#ifndef VD_CPU_MAP_BIG
+#define VD_CPU_MAP_BIG 1
+#endif
+
+/* A mapping of n bytes (n >= MAP_MIN), 2 MiB-aligned, huge pages asked for;
+ * recorded in c->maps. NULL when out of memory. */
+static void *big_alloc(cpu_ctx *c, size_t n) {
+    if (c->n_maps == c->cap_maps) {
+        int cap = c->cap_maps ? 2 * c->cap_maps : 8;
+        struct cpu_map *m = vd_realloc(c->maps, (size_t)cap * sizeof *m, NULL);
+        if (!m) return NULL;
+        c->maps = m;
+        c->cap_maps = cap;
+    }
+    size_t len = VD_ALIGN_UP(n, (size_t)4096), span = len + HUGE_ALIGN;
+    char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    char *a = (char *)VD_ALIGN_UP((uintptr_t)m, (uintptr_t)HUGE_ALIGN);
+    if (a > m) munmap(m, (size_t)(a - m));                   /* the slack before and after */
+    if (m + span > a + len) munmap(a + len, (size_t)(m + span - (a + len)));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(a, len, MADV_HUGEPAGE);                    /* a hint: refused is fine */
+#endif
+    c->maps[c->n_maps++] = (struct cpu_map){a, len};
+    return a;
+}
+
+/* Release a block of aligned_poisoned. */
+static void poisoned_free(cpu_ctx *c, void *p) {
+    for (int k = 0; k < c->n_maps; k++)
+        if (c->maps[k].p == p) {
+            munmap(p, c->maps[k].n);
+            c->maps[k] = c->maps[--c->n_maps];
+            return;
+        }
+    vd_free_uncounted(p);   /* posix_memalign'd */
+}
+
+static int aligned_poisoned(cpu_ctx *c, uint64_t bytes, void **p, const char *what, vd_err *e) {
     void *m = NULL;
     size_t n = bytes ? (size_t)bytes : 1;
+    bool ok = (uint64_t)n == (bytes ? bytes : 1);
+    if (ok && VD_CPU_MAP_BIG && n >= MAP_MIN) ok = (m = big_alloc(c, n)) != NULL;
     /* uncounted: the device pool, or host memory that vd_mem_track counts */
-    if ((uint64_t)n != (bytes ? bytes : 1) || posix_memalign(&m, 256, n) != 0 || !m) {
+    else if (ok) ok = posix_memalign(&m, 256, n) == 0 && m;
+    if (!ok) {
         char buf[32];
         return vd_errf(e, VD_ENOMEM, "cpu backend: cannot allocate %s of %s", what,
                        vd_fmt_bytes(bytes, buf, sizeof buf));
@@ -102,20 +163,23 @@ static int aligned_poisoned(uint64_t bytes, void **p, const char *what, vd_err *
 }
 
 static int cpu_pool_create(vd_backend *be, uint64_t bytes, void **base, vd_err *e) {
-    return aligned_poisoned(bytes, base, "the device pool", e);
+    return aligned_poisoned(ctx_of(be), bytes, base, "the device pool", e);
 }
 
-static void cpu_pool_destroy(vd_backend *be, void *base) { vd_free_uncounted(base); }
+static void cpu_pool_destroy(vd_backend *be, void *base) {
+    if (base) poisoned_free(ctx_of(be), base);
+}
 
 static int cpu_host_alloc(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
-    int rc = aligned_poisoned(bytes, p, "host memory", e);
+    int rc = aligned_poisoned(ctx_of(be), bytes, p, "host memory", e);
     if (rc == VD_OK) vd_mem_track(*p, bytes);   /* host memory accounting (util.h) */
     return rc;
 }
 
 static void cpu_host_free(vd_backend *be, void *p) {
+    if (!p) return;
     vd_mem_untrack(p);
-    vd_free_uncounted(p);   /* posix_memalign'd, counted by vd_mem_track */
+    poisoned_free(ctx_of(be), p);   /* counted by vd_mem_track */
 }
 
 /* ------------------------------------------------------------------ queues */
@@ -567,6 +631,7 @@ static void cpu_destroy(vd_backend *be) {
         vd_free(c->n_opts);
         vd_free(c->scratch);
         vd_free(c->bf_buf);
+        vd_free(c->maps);
         vd_free(c);
     }
     vd_free(be);

@@ -135,6 +135,16 @@ static pool_geom pgeom(const vd_net *net, int layer) {
 static inline float max_window(const float *xp, int W, int ha, int hb, int wa, int wb) {
     float m = -INFINITY;
     bool nan = false;
+    if (hb - ha == 2 && wb - wa == 2) {   /* the usual 2x2 window: unrolled, same order */
+        const float *r = xp + (int64_t)ha * W + wa;
+        float a = r[0], b = r[1], c = r[W], d = r[W + 1];
+        m = a > m ? a : m;
+        m = b > m ? b : m;
+        m = c > m ? c : m;
+        m = d > m ? d : m;
+        nan = (a != a) | (b != b) | (c != c) | (d != d);
+        return nan ? NAN : m;
+    }
     for (int ih = ha; ih < hb; ih++)
         for (int iw = wa; iw < wb; iw++) {
             float v = xp[(int64_t)ih * W + iw];
@@ -161,6 +171,14 @@ static inline int64_t argmax_window(const float *xp, int W, int ha, int hb, int 
         return best;
     }
     /* backwards with selects: the last match seen is the first in order */
+    if (hb - ha == 2 && wb - wa == 2) {   /* unrolled as in max_window */
+        int64_t i0 = best, i1 = best + 1, i2 = best + W, i3 = best + W + 1;
+        best = xp[i3] == m ? i3 : best;
+        best = xp[i2] == m ? i2 : best;
+        best = xp[i1] == m ? i1 : best;
+        best = xp[i0] == m ? i0 : best;
+        return best;
+    }
     for (int ih = hb - 1; ih >= ha; ih--)
         for (int iw = wb - 1; iw >= wa; iw--) {
             int64_t i = (int64_t)ih * W + iw;
@@ -231,13 +249,25 @@ static int vd_cpu_pool_backward(const vd_net *net, int layer, const vd_op_io *io
 
 /* ------------------------------------------------------------------ relu */
 
+/* v where c > 0 or c is NaN, else +0.0f: c <= 0.0f ? 0.0f : v, written
+ * with a bit mask so that GCC emits no branch (a branch on the sign of
+ * random data is mispredicted half the time: ReLU took a sixth of LeNet's
+ * training on the CPU). */
+static inline float relu_sel(float c, float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    bits &= -(uint32_t)!(c <= 0.0f);
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
 /* y = max(x, 0), NaN propagates. x[0] may equal y. */
 static int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
     const float *x = io->x[0];
     float *y = io->y;
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
+    for (int64_t i = 0; i < n; i++) y[i] = relu_sel(x[i], x[i]);
     return VD_OK;
 }
 
@@ -249,10 +279,10 @@ static int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io
     const float *y = io->y, *dy = io->dy;
     float *dx = io->dx[0];
     float beta = io->dx_beta[0];
-    for (int64_t i = 0; i < n; i++) {
-        float g = y[i] <= 0.0f ? 0.0f : dy[i];
-        vd_cpu_put(&dx[i], beta, g);
-    }
+    if (beta != 0.0f)
+        for (int64_t i = 0; i < n; i++) dx[i] += relu_sel(y[i], dy[i]);
+    else
+        for (int64_t i = 0; i < n; i++) dx[i] = relu_sel(y[i], dy[i]);
     return VD_OK;
 }
 
