@@ -45,7 +45,6 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;
     p->batch = opts->batch;
-    p->math = net->train.math;
     p->n_layers = L;
     p->forward_only = opts->forward_only;
     p->n_steps = opts->forward_only ? L : 2 * L + 1;

@@ -319,7 +319,6 @@ typedef struct vd_plan {
                                    paper policy of the fallback it chose) */
     vd_prefetch prefetch;
     int batch;
-    vd_math math;               /* the net's math when planned: feature-map bytes */
     int n_layers;
     int n_steps;                /* 2L+1 (forward_only: L) */
     bool forward_only;
