@@ -536,21 +536,15 @@ float vd_f16_to_f32(uint16_t h) {
 
 /* The array forms run in blocks of 8 with a branch-free body, which the
  * compiler vectorizes at -O2 (GCC's cheap cost model leaves a loop of unknown
- * trip count scalar); the results are those of the scalar functions above
- * (tests/util/test_bf16.c compares them). They are most of the CPU backend's
+ * trip count scalar), through the same vd_bf16_rne_bits as the scalar
+ * vd_f32_to_bf16 (tests/util/test_bf16.c compares them). They are most of the CPU backend's
  * bf16 overhead (cpu_run_bf16 converts every operand of every call). */
-static inline uint16_t bf16_rne_bits(uint32_t u) {
-    uint16_t nan = (uint16_t)((u >> 16) | 0x0040u);
-    uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
-}
-
 void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint32_t u[8];
         memcpy(u, src + i, sizeof u);
-        for (int j = 0; j < 8; j++) dst[i + (size_t)j] = bf16_rne_bits(u[j]);
+        for (int j = 0; j < 8; j++) dst[i + (size_t)j] = vd_bf16_rne_bits(u[j]);
     }
     for (; i < n; i++) dst[i] = vd_f32_to_bf16(src[i]);
 }
@@ -570,7 +564,7 @@ void vd_round_bf16_n(float *x, size_t n) {
     for (; i + 8 <= n; i += 8) {
         uint32_t u[8];
         memcpy(u, x + i, sizeof u);
-        for (int j = 0; j < 8; j++) u[j] = (uint32_t)bf16_rne_bits(u[j]) << 16;
+        for (int j = 0; j < 8; j++) u[j] = (uint32_t)vd_bf16_rne_bits(u[j]) << 16;
         memcpy(x + i, u, sizeof u);
     }
     for (; i < n; i++) x[i] = vd_bf16_to_f32(vd_f32_to_bf16(x[i]));

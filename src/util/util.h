@@ -182,15 +182,20 @@ int vd_fsync_parent_dir(const char *path, vd_err *e);
  * (0x7F7F, 3.3895e38) and 2^128 rounds to an infinity of its sign;
  * infinities stay; a NaN stays a NaN: quiet, its sign and the top of its
  * payload kept (the truncation with the quiet bit set, so a NaN whose
- * payload is all in the low half does not read as inf). The addition cannot
- * overflow 32 bits: no NaN is left and 0x7F7FFFFF carries into 0x7F80, an
- * infinity. */
+ * payload is all in the low half does not read as inf). vd_bf16_rne_bits
+ * does it on f's bits, without a branch, so that loops over arrays vectorize:
+ * the sum is also formed for a NaN (unsigned, it may wrap) and then
+ * discarded; for any other value it cannot overflow 32 bits (0x7F7FFFFF
+ * carries into 0x7F80, an infinity). */
+static inline uint16_t vd_bf16_rne_bits(uint32_t u) {
+    uint16_t nan = (uint16_t)((u >> 16) | 0x0040u);
+    uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return (u & 0x7fffffffu) > 0x7f800000u ? nan : r;
+}
 static inline uint16_t vd_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    return vd_bf16_rne_bits(u);
 }
 /* Exact (bits << 16). */
 static inline float vd_bf16_to_f32(uint16_t h) {
