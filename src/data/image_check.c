@@ -190,6 +190,8 @@ cut:
                    (unsigned long long)file_size);
 }
 
+enum { VD_IMAGE_HEADER_SCAN = 1 << 20 };
+
 int vd_image_check_header(const char *path, int *w, int *h, vd_err *e) {
     uint64_t size;
     int fd = vd_open_regular(path, VD_IMAGE_MAX_FILE_BYTES, &size, e);
@@ -218,9 +220,21 @@ int vd_image_check_header(const char *path, int *w, int *h, vd_err *e) {
         fclose(f);
         return vd_errf(e, VD_EDATA, "%s: corrupt JPEG: %s", path, bad);
     } else {
+        /* from memory, not stbi_info_from_file: when one format's probe fails,
+         * stb "rewinds" a file-backed context only to its buffer, so the next
+         * format (PNM included) parses bytes from later in the file; found by
+         * fuzz_image (a signed overflow in stb's PNM number parser after a
+         * failed JPEG probe). The header lies in the first VD_IMAGE_HEADER_SCAN
+         * bytes of any PNG or BMP and of JPEGs short of a megabyte of
+         * metadata before their frame header. */
+        size_t want = size < VD_IMAGE_HEADER_SCAN ? (size_t)size : VD_IMAGE_HEADER_SCAN;
+        unsigned char *buf = vd_malloc(want ? want : 1, e);
+        if (!buf) { fclose(f); return VD_ENOMEM; }
         rewind(f);
-        ok = stbi_info_from_file(f, &iw, &ih, &comp);
+        size_t got = fread(buf, 1, want, f);
         fclose(f);
+        ok = got > 0 && stbi_info_from_memory(buf, (int)got, &iw, &ih, &comp);
+        vd_free(buf);
     }
     if (!ok) {
         const char *why = stbi_failure_reason() ? stbi_failure_reason() : "unknown";
