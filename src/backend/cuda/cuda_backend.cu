@@ -262,12 +262,12 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         }
         /* bf16: each pass converts the weight into its workspace (conv backward
          * also keeps a bf16 dW there); fc's dW is written in fp32 */
-        uint64_t wb = cu_wcopy_bytes(c, net, i);
+        uint64_t wb = cu_wcopy_bytes(c, net, i), xb = cu_fc_xt_bytes(c, net, i, batch);
         for (int k = 0; wb && k < L->n_opts; k++) {
             vd_algo_opt *o = &L->opts[k];
             uint64_t f = vd_algo_ws(o, false), b = vd_algo_ws(o, true);
-            o->ws_fwd = f + wb;
-            o->ws_bwd = b + (l->op == VD_OP_CONV ? 2 * wb : wb);
+            o->ws_fwd = f + wb + xb;
+            o->ws_bwd = b + (l->op == VD_OP_CONV ? 2 * wb : wb + xb);
             o->workspace = o->ws_fwd > o->ws_bwd ? o->ws_fwd : o->ws_bwd;
         }
     }

@@ -238,7 +238,14 @@ bool cu_conv_input_shared(const vd_net *net, int li) {
 /* ---- building blocks ------------------------------------------------------------------ */
 static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
                        int64_t align, cudnnDataType_t dt, bool *ok, vd_err *e) {
-    const int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
+    /* NCHW, or channels-last in bf16 (feature maps NHWC, the weight KRSC) */
+    int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
+    if (dt == CUDNN_DATA_BFLOAT16) {
+        str[0] = dim[1] * dim[2] * dim[3];
+        str[1] = 1;
+        str[2] = dim[3] * dim[1];
+        str[3] = dim[1];
+    }
     cudnnStatus_t st;
     CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d));
     SETA(e, *d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);

@@ -18,6 +18,10 @@ __device__ __forceinline__ float ld(float v) { return v; }
 __device__ __forceinline__ float ld(cu_bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ void st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st(cu_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+/* bf16 feature maps are channels-last (vd_math_nhwc): NHWC<T> says which
+ * layout a kernel of element type T indexes. */
+template <typename T> struct NHWC { static const bool on = false; };
+template <> struct NHWC<cu_bf16> { static const bool on = true; };
 static inline const cu_bf16 *BF(const float *p) { return (const cu_bf16 *)(const void *)p; }
 static inline cu_bf16 *BF(float *p) { return (cu_bf16 *)(void *)p; }
 
@@ -112,7 +116,8 @@ int cuk_empty(cudaStream_t s, vd_err *e) {
 /* ---- bias ------------------------------------------------------------------ */
 template <typename T, typename I>
 __global__ void k_bias_add(T *y, const float *b, I total, I ch, I hw) {
-    GRID_STRIDE_T(I, i, total) st(&y[i], __fadd_rn(ld(y[i]), b[(i / hw) % ch]));
+    GRID_STRIDE_T(I, i, total)
+        st(&y[i], __fadd_rn(ld(y[i]), b[NHWC<T>::on ? i % ch : (i / hw) % ch]));
 }
 
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
@@ -131,7 +136,15 @@ int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, in
     return VD_OK;
 }
 
-int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count) {
+int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
+    if (nhwc) {   /* blocks of CHAN_NHWC_C channels: about sm*8 blocks in all */
+        int64_t cb = (ch + 31) / 32;
+        int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 8 + cb - 1) / cb;
+        int64_t most = (n * hw) / 1024;
+        int64_t sp = want < most ? want : most;
+        if (sp > 1024) sp = 1024;
+        return sp < 1 ? 1 : (int)sp;
+    }
     int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + ch - 1) / ch;
     int64_t most = (n * hw) / 8192;           /* at least 8192 elements per block */
     int64_t sp = want < most ? want : most;
@@ -157,6 +170,31 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *o
     if (threadIdx.x == 0) out[c * split + k] = r;
 }
 
+/* Channels-last: block (cb, k) sums pixels of chunk k of [0, n*hw) for
+ * channels [32 cb, 32 cb + 32): thread (lane, row) takes channel 32 cb + lane
+ * and every CU_THREADS/32-th pixel from its row; rows are then added in
+ * order. Coalesced across the channels of a pixel. */
+enum { CHAN_NHWC_C = 32 };
+__global__ void k_chan_partial_nhwc(const cu_bf16 *dy, int64_t pix, int64_t ch, int split,
+                                    float *out) {
+    __shared__ float sh[CU_THREADS];
+    const int lane = threadIdx.x % CHAN_NHWC_C, row = threadIdx.x / CHAN_NHWC_C;
+    const int rows = blockDim.x / CHAN_NHWC_C;
+    int64_t c = (int64_t)blockIdx.x * CHAN_NHWC_C + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float acc = 0.0f;
+    if (c < ch)
+        for (int64_t j = j0 + row; j < j1; j += rows) acc += ld(dy[j * ch + c]);
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        float t = sh[lane];
+        for (int r = 1; r < rows; r++) t += sh[r * CHAN_NHWC_C + lane];
+        out[c * split + k] = t;
+    }
+}
+
 __global__ void k_chan_final(const float *partial, int64_t ch, int split, float *db) {
     GRID_STRIDE(c, ch) {
         float acc = 0.0f;
@@ -173,12 +211,13 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                        (long long)ch, split);
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
-    if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
-        if (bf) k_chan_partial<cu_bf16, int><<<grid, CU_THREADS, 0, s>>>(BF(dy), (int)n, (int)ch, (int)hw, split, out);
-        else k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
+    if (bf) {
+        dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
+        k_chan_partial_nhwc<<<gn, CU_THREADS, 0, s>>>(BF(dy), n * hw, ch, split, out);
+    } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
+        k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
     } else {
-        if (bf) k_chan_partial<cu_bf16, int64_t><<<grid, CU_THREADS, 0, s>>>(BF(dy), n, ch, hw, split, out);
-        else k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
     }
     KERNEL_CHECK(e);
     if (split > 1) {
@@ -299,23 +338,29 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
  * and backward (x = dy, y = dx) are the same map. */
 template <typename T>
 __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, float scale,
-                          uint64_t seed, uint64_t layer, uint64_t iter) {
+                          uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw) {
     GRID_STRIDE(i, n) {
-        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)i) >= p;
+        int64_t m = i;   /* the mask is drawn by NCHW index in every layout */
+        if (NHWC<T>::on && hw > 1) {
+            int64_t pix = i / ch, c = i - pix * ch, img = pix / hw;
+            m = (img * ch + c) * hw + (pix - img * hw);
+        }
+        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)m) >= p;
         float v = keep ? __fmul_rn(ld(x[i]), scale) : 0.0f;
         put(&y[i], beta, v);
     }
 }
 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, bool bf, vd_err *e) {
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
+                bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
     if (bf)
         k_dropout<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), beta, n, p, scale,
-                                                                 seed, layer, iter);
+                                                                 seed, layer, iter, ch, hw);
     else
         k_dropout<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, beta, n, p, scale, seed,
-                                                               layer, iter);
+                                                               layer, iter, ch, hw);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -369,9 +414,15 @@ template <typename T, typename I>
 __global__ void k_concat(const T *x, T *y, I total, I ck, I ctot, I off, I hw,
                          bool backward, float beta) {
     GRID_STRIDE_T(I, i, total) {
-        I t = i / hw, p = i - t * hw;
-        I img = t / ck, c = t - img * ck;
-        I big = (img * ctot + off + c) * hw + p;
+        I big;
+        if (NHWC<T>::on) {   /* i = pixel * ck + c */
+            I pix = i / ck, c = i - pix * ck;
+            big = pix * ctot + off + c;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ck, c = t - img * ck;
+            big = (img * ctot + off + c) * hw + p;
+        }
         if (backward) put(&y[i], beta, ld(x[big]));
         else y[big] = x[i];
     }
@@ -492,8 +543,96 @@ __global__ void k_pool_fwd(cu_pool_geom g, const T *x, T *y, I total) {
     }
 }
 
+/* Channels-last pooling (bf16): output i = ((img*oh + oh)*ow + ow)*c + ch,
+ * the window walked in the same row-major order with the same max rule (via
+ * window_max_at with an element stride of c), so results equal the NCHW
+ * kernels' on the same values. */
+template <typename T>
+__device__ __forceinline__ float window_max_nhwc(const T *plane, int w, int c, int h0, int h1,
+                                                 int w0, int w1, int *arg) {
+    float m = -INFINITY;
+    int idx = h0 * w + w0;
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+            float v = ld(plane[(int64_t)(ih * w + iw) * c]);
+            if (v > m || isnan(v)) { m = v; idx = ih * w + iw; }
+        }
+    *arg = idx;
+    return m;
+}
+
+template <typename T>
+__global__ void k_pool_fwd_nhwc(cu_pool_geom g, const T *x, T *y, int64_t total) {
+    GRID_STRIDE(i, total) {
+        int64_t pix = i / g.c;
+        int ch = (int)(i - pix * g.c);
+        int64_t img = pix / ((int64_t)g.oh * g.ow);
+        int r = (int)(pix - img * ((int64_t)g.oh * g.ow));
+        int oh = r / g.ow, ow = r - oh * g.ow;
+        const T *xp = x + img * g.h * g.w * (int64_t)g.c + ch;
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        if (h0 >= h1 || w0 >= w1) { st(&y[i], 0.0f); continue; }
+        if (g.max) {
+            int arg;
+            st(&y[i], window_max_nhwc(xp, g.w, g.c, h0, h1, w0, w1, &arg));
+        } else {
+            float acc = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) acc += ld(xp[(int64_t)(ih * g.w + iw) * g.c]);
+            st(&y[i], acc / (float)(sh * sw));
+        }
+    }
+}
+
+/* k_pool_bwd in channels-last order: input i = ((img*h + ih)*w + iw)*c + ch. */
+template <typename T>
+__global__ void k_pool_bwd_nhwc(cu_pool_geom g, const T *x, const T *dy, T *dx, float beta,
+                                int64_t total) {
+    GRID_STRIDE(i, total) {
+        int64_t pix = i / g.c;
+        int ch = (int)(i - pix * g.c);
+        int64_t img = pix / ((int64_t)g.h * g.w);
+        int r = (int)(pix - img * ((int64_t)g.h * g.w));
+        int ih = r / g.w, iw = r - ih * g.w;
+        const T *xp = g.max ? x + img * g.h * g.w * (int64_t)g.c + ch : NULL;
+        const T *dyp = dy + img * g.oh * g.ow * (int64_t)g.c + ch;
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        float acc = beta != 0.0f ? ld(dx[i]) : 0.0f;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                float d = ld(dyp[(int64_t)(oh * g.ow + ow) * g.c]);
+                if (g.max) {
+                    int arg;
+                    window_max_nhwc(xp, g.w, g.c, h0, h1, w0, w1, &arg);
+                    if (arg == ih * g.w + iw) acc += d;
+                } else {
+                    acc += d / (float)(sh * sw);
+                }
+            }
+        }
+        st(&dx[i], acc);
+    }
+}
+
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  bool bf, vd_err *e) {
+    if (bf) {
+        int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
+        if (total <= 0) return VD_OK;
+        k_pool_fwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
     if (total <= 0) return VD_OK;
     int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
@@ -885,6 +1024,8 @@ int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const floa
                        vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    if (bf)
+        return vd_errf(e, VD_EUNSUPPORTED, "max-pool backward: the tiled kernel is NCHW only");
     pool_tiling t;
     if (!pool_tiling_plan(g, (int64_t)g->n * g->c, sm, tile, &t))
         return vd_errf(e, VD_EUNSUPPORTED,
@@ -898,6 +1039,12 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
                          const float *dy, float *dx, float beta, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    if (bf) {
+        k_pool_bwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(dy),
+                                                                            BF(dx), beta, total);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
     unsigned gr = grid_for(total, sm);
     if (FITS32(total) && FITS32(out_total)) {
@@ -924,6 +1071,7 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
                  float *dx, float beta, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    if (bf) return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
     int64_t planes = (int64_t)g->n * g->c;
     int64_t hw = (int64_t)g->h * g->w;
     if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&
@@ -990,8 +1138,9 @@ __device__ __forceinline__ float lrn_scale(const T *col, I hw, int ch, int c, in
     if (lo < 0) lo = 0;
     if (hi > ch - 1) hi = ch - 1;
     float acc = 0.0f;
+    const I cs = NHWC<T>::on ? (I)1 : hw;   /* channel stride */
     for (int j = lo; j <= hi; j++) {
-        float v = ld(col[j * hw]);
+        float v = ld(col[j * cs]);
         acc += v * v;
     }
     return k + alpha * (acc / (float)size);
@@ -1001,10 +1150,18 @@ template <typename T, typename I>
 __global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, float alpha,
                           float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
-        I t = i / hw, p = i - t * hw;
-        I img = t / ch;
-        int c = (int)(t - img * ch);
-        const T *col = x + img * ch * hw + p;
+        const T *col;
+        int c;
+        if (NHWC<T>::on) {   /* i = pixel*ch + c */
+            I pix = i / ch;
+            c = (int)(i - pix * ch);
+            col = x + pix * ch;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ch;
+            c = (int)(t - img * ch);
+            col = x + img * ch * hw + p;
+        }
         float s = lrn_scale(col, hw, ch, c, size, alpha, k);
         st(&y[i], ld(x[i]) / powf(s, beta));
     }
@@ -1032,10 +1189,20 @@ template <typename T, typename I>
 __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total,
                           int ch, I hw, int size, float alpha, float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
-        I t = i / hw, p = i - t * hw;
-        I img = t / ch;
-        int ci = (int)(t - img * ch);
-        I base = img * ch * hw + p;
+        I base, cs;
+        int ci;
+        if (NHWC<T>::on) {
+            I pix = i / ch;
+            ci = (int)(i - pix * ch);
+            base = pix * ch;
+            cs = 1;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ch;
+            ci = (int)(t - img * ch);
+            base = img * ch * hw + p;
+            cs = hw;
+        }
         const T *col = x + base;
         const T *dcol = dy + base;
         float si = lrn_scale(col, hw, ch, ci, size, alpha, k);
@@ -1045,10 +1212,10 @@ __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total
         float acc = 0.0f;
         for (int c = c0; c <= c1; c++) {
             float sc = c == ci ? si : lrn_scale(col, hw, ch, c, size, alpha, k);
-            acc += ld(dcol[c * hw]) * ld(col[c * hw]) / (powf(sc, beta) * sc);
+            acc += ld(dcol[c * cs]) * ld(col[c * cs]) / (powf(sc, beta) * sc);
         }
-        float g = ld(dcol[ci * hw]) / powf(si, beta) -
-                  2.0f * alpha * beta / (float)size * ld(col[ci * hw]) * acc;
+        float g = ld(dcol[ci * cs]) / powf(si, beta) -
+                  2.0f * alpha * beta / (float)size * ld(col[ci * cs]) * acc;
         put(&dx[i], dx_beta, g);
     }
 }
@@ -1200,6 +1367,48 @@ int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t
 int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e) {
     if (n <= 0) return VD_OK;
     k_bf16_to_f32<<<grid_for(n, sm), CU_THREADS, 0, s>>>((const cu_bf16 *)src, dst, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- layout conversions (math bf16) -----------------------------------------
+ * n images of c x hw: NCHW <-> NHWC, element types converted on the way
+ * (float -> bf16 rounds to nearest even, bf16 -> float is exact); beta: 0
+ * overwrites, else dst += (in float, one rounding). Conv weights [K, C, R, S]
+ * are n = K images of C x RS (NHWC = KRSC). Indexed by the destination. */
+template <typename TI, typename TO>
+__global__ void k_relayout(const TI *src, TO *dst, int64_t total, int64_t c, int64_t hw,
+                           bool to_nhwc, float beta) {
+    GRID_STRIDE(i, total) {
+        int64_t j;
+        if (to_nhwc) {   /* i = (img*hw + p)*c + ch */
+            int64_t pix = i / c, ch = i - pix * c, img = pix / hw;
+            j = (img * c + ch) * hw + (pix - img * hw);
+        } else {         /* i = (img*c + ch)*hw + p */
+            int64_t t = i / hw, p = i - t * hw, img = t / c;
+            j = (img * hw + p) * c + (t - img * c);
+        }
+        put(&dst[i], beta, ld(src[j]));
+    }
+}
+
+int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst, bool dst_bf,
+                 int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta, vd_err *e) {
+    int64_t total = n * c * hw;
+    if (total <= 0) return VD_OK;
+    unsigned gr = grid_for(total, sm);
+    if (src_bf && dst_bf)
+        k_relayout<cu_bf16, cu_bf16><<<gr, CU_THREADS, 0, s>>>((const cu_bf16 *)src, (cu_bf16 *)dst,
+                                                             total, c, hw, to_nhwc, beta);
+    else if (src_bf)
+        k_relayout<cu_bf16, float><<<gr, CU_THREADS, 0, s>>>((const cu_bf16 *)src, (float *)dst,
+                                                           total, c, hw, to_nhwc, beta);
+    else if (dst_bf)
+        k_relayout<float, cu_bf16><<<gr, CU_THREADS, 0, s>>>((const float *)src, (cu_bf16 *)dst,
+                                                           total, c, hw, to_nhwc, beta);
+    else
+        k_relayout<float, float><<<gr, CU_THREADS, 0, s>>>((const float *)src, (float *)dst, total,
+                                                         c, hw, to_nhwc, beta);
     KERNEL_CHECK(e);
     return VD_OK;
 }
