@@ -627,6 +627,34 @@ static const gdir *opt_dir(const cu_graph *g, const cu_conv_opt *co, int d) {
     return opt_split_dir(co, d) ? &g->s[co->sset][d] : &g->d[d];
 }
 
+/* Summed timed milliseconds of picks pick[] from the whole-batch (sset < 0)
+ * or split set sset's candidates; < 0 if a direction was not timed. */
+static float picks_ms(const cu_graph *g, int split, int sset, const int pick[CU_GD_COUNT]) {
+    float t = 0.0f;
+    for (int d = 0; d < CU_GD_COUNT; d++) {
+        if (pick[d] < 0 || d == CU_GD_BWD_DATA_ACC) continue;
+        const gdir *D = split > 1 && sset >= 0 ? &g->s[sset][d] : &g->d[d];
+        float m = D->c[pick[d]].ms;
+        if (m < 0) return -1.0f;
+        t += m;
+    }
+    return t;
+}
+
+/* bf16: the engines without tensor cores that cuDNN offers as the
+ * low-workspace fallbacks of channels-last bf16 run 20-7000x slower than the
+ * fastest (measured on the H200: ResNet-50's 3x3 backward-filter 0.1 ms vs
+ * 700 ms); an option that slow is never worth its workspace (offloading or
+ * recomputing costs less), and timing it in the profile takes minutes. So
+ * an option timed over OPT_SLOW_X times option 0 is not listed. */
+enum { OPT_SLOW_X = 8 };
+static bool opt_too_slow(const cu_layer *L, const cu_graph *g, int split, int sset,
+                         const int pick[CU_GD_COUNT]) {
+    const cu_conv_opt *o0 = &L->conv_opts[0];
+    float t0 = picks_ms(g, o0->split, o0->sset, o0->gplan), t = picks_ms(g, split, sset, pick);
+    return t0 > 0.0f && t > OPT_SLOW_X * t0;
+}
+
 /* Append the option of per-direction picks pick[] (chosen under workspace
  * cap cap; split > 1: the directions not in whole_mask index split set
  * sset's plans and run as split chunks) unless an option with the same
@@ -639,6 +667,8 @@ static void add_gopt_in(cu_layer *L, const cu_graph *g, int split, int sset, uns
             L->conv_opts[k].sset == sset && L->conv_opts[k].whole_mask == whole_mask)
             return;
     if (L->n_opts >= CU_MAX_OPTS) return;
+    if (L->dt == CUDNN_DATA_BFLOAT16 && L->n_opts > 0 && opt_too_slow(L, g, split, sset, pick))
+        return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
     vd_algo_opt *o = &L->opts[L->n_opts];
     memset(co, 0, sizeof *co);
