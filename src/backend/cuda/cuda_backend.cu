@@ -262,6 +262,17 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             memset(&L->opts[0], 0, sizeof L->opts[0]);
             snprintf(L->opts[0].label, sizeof L->opts[0].label, "default");
             L->n_opts = 1;
+            /* bf16 batch norm (own channels-last kernels): partial sums */
+            if (l->op == VD_OP_BATCHNORM && math == VD_MATH_BF16) {
+                uint64_t bw = cu_bn_ws_bytes((int64_t)batch * l->h * l->w, l->c, c->sm_count);
+                L->opts[0].ws_fwd = L->opts[0].ws_bwd = L->opts[0].workspace = bw;
+            }
+            /* bf16 max pooling: the backward argmax pass's bytes */
+            if (l->op == VD_OP_POOL && math == VD_MATH_BF16) {
+                uint64_t pw = cu_pool_layer_bwd_ws(L, l, batch);
+                pw = (pw + 255) & ~(uint64_t)255;
+                L->opts[0].ws_bwd = L->opts[0].workspace = pw;
+            }
         }
         /* bf16: each pass converts the weight into its workspace (conv backward
          * also keeps a bf16 dW there); fc's dW is written in fp32 */

@@ -725,6 +725,13 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     const vd_layer *l = &net->layers[li];
     int rc = ensure_batch(L, io->n, e);
     if (rc) return rc;
+    if (L->dt == CUDNN_DATA_BFLOAT16) {
+        if (!io->aux)
+            return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': no saved statistics", l->name);
+        return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->y, io->w, io->b, io->aux,
+                               io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, io->training,
+                               l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, e);
+    }
     const float one = 1.0f, zero = 0.0f;
     if (io->training) {
         float *mean = io->aux, *invstd = io->aux ? io->aux + L->c : NULL;
@@ -754,6 +761,11 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
         return vd_errf(e, VD_EUNSUPPORTED,
                        "batchnorm '%s': the CUDA backend needs dx, dweight, dbias and the saved "
                        "statistics in backward", l->name);
+    if (L->dt == CUDNN_DATA_BFLOAT16)
+        return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
+                               io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->aux, io->dw,
+                               io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws, io->ws_bytes,
+                               e);
     const float one = 1.0f, zero = 0.0f;
     const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
     CUDNN_CHECK(e, cudnnBatchNormalizationBackward(

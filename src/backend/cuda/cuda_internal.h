@@ -273,6 +273,9 @@ void cu_tune_release(cu_ctx *c);
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
 bool cu_op_supported(vd_op op, vd_math math);
+/* Math bf16: a pooling layer's backward workspace at batch n
+ * (cu_pool_bwd_ws_bytes of its geometry). */
+uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
@@ -301,6 +304,19 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                  float *partial, float *db, bool bf, vd_err *e);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
+/* Batch norm on channels-last bf16 (math bf16): pix = n*h*w pixels of ch
+ * channels; the partial sums need cu_bn_ws_bytes of workspace (training
+ * forward and backward). Semantics as the CPU reference: aux = [mean,
+ * invstd]; backward overwrites dw, db and puts dx with dx_beta. */
+int cu_bn_split(int64_t pix, int64_t ch, int sm_count);
+uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count);
+int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    vd_err *e);
+int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e);
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, bool bf, vd_err *e);
@@ -323,7 +339,10 @@ int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
  * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, bool bf, vd_err *e);
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, bool bf, vd_err *e);
+/* bf16 (channels-last) max pooling: backward workspace bytes of the argmax
+ * pass (one byte per output element; 0 where that path does not apply). */
+uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
 /* The kernels behind it, on their own (tests compare them bit for bit):
  * _general: k_pool_bwd, any geometry. _tiled: k_pool_bwd_tiled, non-adaptive
  * max pooling only; each window's argmax computed once per tile, dx bitwise

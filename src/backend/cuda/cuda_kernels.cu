@@ -81,6 +81,104 @@ __device__ float block_max(float v, float *sh) {
     return r;
 }
 
+
+/* ---- bf16 in 16-byte vectors --------------------------------------------------
+ * Eight bf16 per thread through one 16-byte load or store, where every
+ * pointer is 16-byte aligned and the count a multiple of 8 (the pool's
+ * tensors are 256-byte aligned; channel counts of real nets are multiples of
+ * 8). The same float arithmetic per element and the same rounding
+ * (__floats2bfloat162_rn = __float2bfloat16_rn twice) as the scalar kernels,
+ * so results are bit-identical to them. */
+struct bf8 { float v[8]; };
+
+__device__ __forceinline__ bf8 ld8(const cu_bf16 *p) {
+    uint4 u = *(const uint4 *)(const void *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)(const void *)&u;
+    bf8 r;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float2 t = __bfloat1622float2(h[k]);
+        r.v[2 * k] = t.x;
+        r.v[2 * k + 1] = t.y;
+    }
+    return r;
+}
+
+__device__ __forceinline__ void st8(cu_bf16 *p, const bf8 &r) {
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)(void *)&u;
+#pragma unroll
+    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(r.v[2 * k], r.v[2 * k + 1]);
+    *(uint4 *)(void *)p = u;
+}
+
+/* put() on eight: beta != 0 adds to what dst holds (float, one rounding). */
+__device__ __forceinline__ void put8(cu_bf16 *p, float beta, bf8 r) {
+    if (beta != 0.0f) {
+        bf8 o = ld8(p);
+#pragma unroll
+        for (int k = 0; k < 8; k++) r.v[k] = __fadd_rn(o.v[k], r.v[k]);
+    }
+    st8(p, r);
+}
+
+static bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static bool vec8_ok(int64_t n, const void *a, const void *b = NULL, const void *c = NULL) {
+    return n % 8 == 0 && al16(a) && (!b || al16(b)) && (!c || al16(c));
+}
+
+#define GRID_STRIDE8(i, n)                                                         \
+    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < (n);\
+         i += (int64_t)gridDim.x * blockDim.x * 8)
+
+__global__ void k_relu_fwd8(const cu_bf16 *x, cu_bf16 *y, int64_t n) {
+    GRID_STRIDE8(i, n) {
+        bf8 v = ld8(x + i);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = v.v[k] <= 0.0f ? 0.0f : v.v[k];
+        st8(y + i, v);
+    }
+}
+
+__global__ void k_relu_bwd8(const cu_bf16 *y, const cu_bf16 *dy, cu_bf16 *dx, float beta,
+                            int64_t n) {
+    GRID_STRIDE8(i, n) {
+        bf8 a = ld8(y + i), g = ld8(dy + i);
+#pragma unroll
+        for (int k = 0; k < 8; k++) g.v[k] = a.v[k] <= 0.0f ? 0.0f : g.v[k];
+        put8(dx + i, beta, g);
+    }
+}
+
+struct cu_ptrs8 { const cu_bf16 *p[VD_MAX_INPUTS]; };
+
+__global__ void k_add8(cu_ptrs8 x, int kin, cu_bf16 *y, int64_t n) {
+    GRID_STRIDE8(i, n) {
+        bf8 acc = ld8(x.p[0] + i);
+        for (int j = 1; j < kin; j++) {
+            bf8 b = ld8(x.p[j] + i);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = __fadd_rn(acc.v[k], b.v[k]);
+        }
+        st8(y + i, acc);
+    }
+}
+
+/* channels-last: elements i..i+7 are channels i % ch .. +7 of one pixel */
+__global__ void k_bias_add8(cu_bf16 *y, const float *b, int64_t n, int64_t ch) {
+    GRID_STRIDE8(i, n) {
+        bf8 v = ld8(y + i);
+        int64_t c = i % ch;
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = __fadd_rn(v.v[k], b[c + k]);
+        st8(y + i, v);
+    }
+}
+
+__global__ void k_axpby_copy8(const cu_bf16 *src, cu_bf16 *dst, float beta, int64_t n) {
+    GRID_STRIDE8(i, n) put8(dst + i, beta, ld8(src + i));
+}
+
 /* ---- fills (profiler) ----------------------------------------------------- */
 __global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi) {
     GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * vd_hash_uniform(seed, 0, 0, (uint64_t)i);
@@ -124,6 +222,11 @@ int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, in
                  int64_t hw, bool bf, vd_err *e) {
     int64_t total = n * ch * hw;
     if (total <= 0) return VD_OK;
+    if (bf && ch % 8 == 0 && vec8_ok(total, y)) {
+        k_bias_add8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(y), b, total, ch);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     unsigned gr = grid_for(total, sm);
     if (FITS32(total)) {
         if (bf) k_bias_add<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(y), b, (int)total, (int)ch, (int)hw);
@@ -274,7 +377,8 @@ __global__ void k_relu_fwd(const T *x, T *y, int64_t n) {
 
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    if (bf && vec8_ok(n, x, y)) k_relu_fwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    else if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
     else k_relu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -291,7 +395,9 @@ __global__ void k_relu_bwd(const T *y, const T *dy, T *dx, float beta, int64_t n
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
+    if (bf && vec8_ok(n, y, dy, dx))
+        k_relu_bwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
+    else if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
     else k_relu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -373,7 +479,9 @@ __global__ void k_axpby_copy(const T *src, T *dst, float beta, int64_t n) {
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
                    bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
+    if (bf && vec8_ok(n, src, dst))
+        k_axpby_copy8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
+    else if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
     else k_axpby_copy<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -395,7 +503,13 @@ int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int6
             vd_err *e) {
     if (n <= 0) return VD_OK;
     if (k < 1 || k > VD_MAX_INPUTS) return vd_errf(e, VD_EINTERNAL, "cuk_add: %d inputs", k);
-    if (bf) {
+    bool v8 = bf && vec8_ok(n, y);
+    for (int j = 0; v8 && j < k; j++) v8 = al16(x[j]);
+    if (v8) {
+        cu_ptrs8 ps;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
+        k_add8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
+    } else if (bf) {
         cu_ptrs<cu_bf16> ps;
         for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
         k_add<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
@@ -624,11 +738,196 @@ __global__ void k_pool_bwd_nhwc(cu_pool_geom g, const T *x, const T *dy, T *dx, 
     }
 }
 
+
+/* ---- channels-last pooling on eight channels per thread (bf16, c % 8 == 0) --
+ * Index q runs over (pixel, channel group of 8); I = int where the element
+ * counts fit (FITS32), as the NCHW kernels. Per channel the same window walk,
+ * max rule (first maximum in row-major order, NaN wins) and float sums as
+ * k_pool_fwd_nhwc / k_pool_bwd_nhwc, so the results are the same bits.
+ * Max-pool backward takes two passes: k_pool_arg8 stores each output's
+ * argmax as its offset in the window ((ih - h0) * kw + (iw - w0), one byte;
+ * 255 for an empty window) in the backward workspace, then k_pool_bwd_max8
+ * gathers, per input, dy of the outputs whose argmax it is: x is read once
+ * instead of once per covering window. */
+template <typename I>
+__device__ __forceinline__ void pool_q8(const cu_pool_geom &g, I q, I rows, I cols, I *img,
+                                        int *r, int *col, int *c0) {
+    I cg = (I)(g.c / 8);
+    I pix = q / cg;
+    *c0 = (int)(q - pix * cg) * 8;
+    I t = pix / cols;
+    *col = (int)(pix - t * cols);
+    *img = t / rows;
+    *r = (int)(t - *img * rows);
+}
+
+template <typename I>
+__global__ void k_pool_fwd8(cu_pool_geom g, const cu_bf16 *x, cu_bf16 *y, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int oh, ow, c0;
+        pool_q8<I>(g, q, (I)g.oh, (I)g.ow, &img, &oh, &ow, &c0);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        bf8 r;
+        const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
+        if (h0 >= h1 || w0 >= w1) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
+        } else if (g.max) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = -INFINITY;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) {
+                    bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        if (v.v[k] > r.v[k] || isnan(v.v[k])) r.v[k] = v.v[k];
+                }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) {
+                    bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+#pragma unroll
+                    for (int k = 0; k < 8; k++) r.v[k] += v.v[k];
+                }
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = r.v[k] / (float)(sh * sw);
+        }
+        st8(y + q * 8, r);
+    }
+}
+
+template <typename I>
+__global__ void k_pool_arg8(cu_pool_geom g, const cu_bf16 *x, uint8_t *arg, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int oh, ow, c0;
+        pool_q8<I>(g, q, (I)g.oh, (I)g.ow, &img, &oh, &ow, &c0);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
+        float m[8];
+        unsigned a[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = h0 >= h1 || w0 >= w1 ? 255u : 0u; }
+        for (int ih = h0; ih < h1; ih++)
+            for (int iw = w0; iw < w1; iw++) {
+                bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+                unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    if (v.v[k] > m[k] || isnan(v.v[k])) { m[k] = v.v[k]; a[k] = rel; }
+            }
+        uint2 u;
+        u.x = a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24;
+        u.y = a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24;
+        *(uint2 *)(void *)(arg + q * 8) = u;
+    }
+}
+
+/* max (arg != NULL): dy of the covering outputs whose argmax is this input;
+ * average: dy / divisor of every covering window. Output order as
+ * k_pool_bwd_nhwc (rows, then columns, ascending). */
+template <typename I>
+__global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const cu_bf16 *dy, cu_bf16 *dx,
+                            float beta, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int ih, iw, c0;
+        pool_q8<I>(g, q, (I)g.h, (I)g.w, &img, &ih, &iw, &c0);
+        bf8 acc;
+        if (beta != 0.0f) acc = ld8(dx + q * 8);
+        else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = 0.0f;
+        }
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        I obase = img * (I)g.oh * g.ow;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                I o = ((obase + (I)(oh * g.ow + ow)) * g.c + c0);
+                bf8 d = ld8(dy + o);
+                if (arg) {
+                    uint2 u = *(const uint2 *)(const void *)(arg + o);
+                    unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        unsigned b = ((k < 4 ? u.x : u.y) >> (8 * (k & 3))) & 0xffu;
+                        if (b == rel) acc.v[k] += d.v[k];
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) acc.v[k] += d.v[k] / (float)(sh * sw);
+                }
+            }
+        }
+        st8(dx + q * 8, acc);
+    }
+}
+
+/* Whether the eight-channel kernels take g (and x, y aligned). */
+static bool pool8_ok(const cu_pool_geom *g, const void *a, const void *b) {
+    return g->c % 8 == 0 && al16(a) && al16(b);
+}
+
+uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g) {
+    if (!g->max || g->adaptive || g->c % 8 != 0 || g->kh * g->kw > 255) return 0;
+    return (uint64_t)g->n * g->c * g->oh * g->ow;
+}
+
+static int pool_fwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
+                     vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->oh * g->ow / 8;
+    int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
+    if (FITS32(in_total) && FITS32(total * 8))
+        k_pool_fwd8<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), (int)total);
+    else
+        k_pool_fwd8<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ws: cu_pool_bwd_ws_bytes(g) bytes for max pooling (NULL: not taken). */
+static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                     const float *dy, float *dx, float beta, void *ws, vd_err *e) {
+    int64_t in8 = (int64_t)g->n * g->c * g->h * g->w / 8;
+    int64_t out8 = (int64_t)g->n * g->c * g->oh * g->ow / 8;
+    bool i32 = FITS32(in8 * 8) && FITS32(out8 * 8);
+    uint8_t *arg = g->max ? (uint8_t *)ws : NULL;
+    if (g->max) {
+        if (i32) k_pool_arg8<int><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, BF(x), arg, (int)out8);
+        else k_pool_arg8<int64_t><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, BF(x), arg, out8);
+        KERNEL_CHECK(e);
+    }
+    if (i32)
+        k_pool_bwd8<int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, BF(dy), BF(dx), beta,
+                                                                 (int)in8);
+    else
+        k_pool_bwd8<int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, BF(dy), BF(dx),
+                                                                     beta, in8);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  bool bf, vd_err *e) {
     if (bf) {
         int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
         if (total <= 0) return VD_OK;
+        if (pool8_ok(g, x, y)) return pool_fwd8(s, sm, g, x, y, e);
         k_pool_fwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
         KERNEL_CHECK(e);
         return VD_OK;
@@ -1068,10 +1367,17 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
  * k_pool_bwd_tiled where pool_tiling_plan takes it; the rest (adaptive,
  * overlapping average pooling, huge planes or windows): k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, bool bf, vd_err *e) {
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
-    if (bf) return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
+    if (bf) {
+        uint64_t need = cu_pool_bwd_ws_bytes(g);
+        bool ok8 = pool8_ok(g, dy, dx) && al16(x) &&
+                   (g->max ? need > 0 && ws && ws_bytes >= need && ((uintptr_t)ws & 7u) == 0
+                           : true);
+        if (ok8) return pool_bwd8(s, sm, g, x, dy, dx, beta, ws, e);
+        return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
+    }
     int64_t planes = (int64_t)g->n * g->c;
     int64_t hw = (int64_t)g->h * g->w;
     if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&
@@ -1117,7 +1423,7 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
     CUDA_GOTO(e, rc, out, cudaMemcpy(x_d, x, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dy_d, dy, (size_t)yn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dx_d, dx, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
-    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
+    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, NULL, 0, false, e)
        : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
                    : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, false, e);
     if (rc) goto out;
@@ -1409,6 +1715,254 @@ int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst
     else
         k_relayout<float, float><<<gr, CU_THREADS, 0, s>>>((const float *)src, (float *)dst, total,
                                                          c, hw, to_nhwc, beta);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- batch norm, channels-last bf16 ------------------------------------------
+ * cuDNN's CUDNN_BATCHNORM_SPATIAL on NHWC bf16 is its slow general path; these
+ * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16
+ * [pix = n*h*w][c]; statistics, parameters and their gradients float.
+ * Reductions: block (cb, k) takes channels [32 cb, 32 cb + 32) (one per lane)
+ * over pixel chunk k of split; each of the block's 8 rows of lanes walks every
+ * 8th pixel of the chunk, accumulating in float; rows are added in order, the
+ * split partials then in double, in order: bit-identical run to run.
+ * Forward sums are shifted by the channel's first value (x[0][c]), so the
+ * variance does not cancel when |mean| >> std. */
+enum { BN_LANES = 32 };
+
+int cu_bn_split(int64_t pix, int64_t ch, int sm_count) {
+    int64_t cb = (ch + BN_LANES - 1) / BN_LANES;
+    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 8 + cb - 1) / cb;
+    int64_t most = pix / 1024;            /* at least 1024 pixels per block */
+    int64_t sp = want < most ? want : most;
+    if (sp > 4096) sp = 4096;
+    return sp < 1 ? 1 : (int)sp;
+}
+
+uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count) {
+    return (uint64_t)cu_bn_split(pix, ch, sm_count) * (uint64_t)ch * 2u * sizeof(float);
+}
+
+/* Rows of the block in order: a[lane] += a[r*32 + lane] for r = 1..7. */
+__device__ __forceinline__ void bn_rows_sum(float *sh, int lane, int rows) {
+    float t = sh[lane];
+    for (int r = 1; r < rows; r++) t += sh[r * BN_LANES + lane];
+    sh[lane] = t;
+}
+
+/* part[0][c*split + k] = sum (x - x0[c]), part[1][...] = sum (x - x0[c])^2 over
+ * chunk k (x0[c] = x[c], the first pixel's value). */
+__global__ void k_bn_stats_part(const cu_bf16 *x, int64_t pix, int64_t ch, int split,
+                                float *part) {
+    __shared__ float s1[CU_THREADS], s2[CU_THREADS];
+    const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
+    const int rows = blockDim.x / BN_LANES;
+    int64_t c = (int64_t)blockIdx.x * BN_LANES + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a = 0.0f, b = 0.0f;
+    if (c < ch) {
+        float x0 = ld(x[c]);
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            float d = ld(x[j * ch + c]) - x0;
+            a += d;
+            b += d * d;
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        bn_rows_sum(s1, lane, rows);
+        bn_rows_sum(s2, lane, rows);
+        part[c * split + k] = s1[lane];
+        part[ch * split + c * split + k] = s2[lane];
+    }
+}
+
+/* Per channel: mean, biased variance -> aux = [mean, invstd]; running
+ * statistics as the CPU reference (unbiased variance, momentum m). */
+__global__ void k_bn_stats_final(const cu_bf16 *x, const float *part, int64_t pix, int64_t ch,
+                                 int split, float eps, float m, float *aux, float *rm,
+                                 float *rv) {
+    GRID_STRIDE(c, ch) {
+        double a = 0.0, b = 0.0;
+        for (int k = 0; k < split; k++) {
+            a += (double)part[c * split + k];
+            b += (double)part[ch * split + c * split + k];
+        }
+        double M = (double)pix, dm = a / M;
+        double var = b / M - dm * dm;
+        if (var < 0.0) var = 0.0;
+        double mu = (double)ld(x[c]) + dm;
+        aux[c] = (float)mu;
+        aux[ch + c] = (float)(1.0 / sqrt(var + (double)eps));
+        if (rm) rm[c] = (float)((1.0 - (double)m) * rm[c] + (double)m * mu);
+        if (rv) rv[c] = (float)((1.0 - (double)m) * rv[c] + (double)m * (var * M / (M - 1.0)));
+    }
+}
+
+/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line. */
+__global__ void k_bn_norm(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+                          const float *bta, int64_t total, int ch) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        st(&y[i], (ld(x[i]) - aux[c]) * aux[ch + c] * g[c] + bta[c]);
+    }
+}
+
+/* part[0][c*split + k] = sum dy, part[1][...] = sum dy * (x - mean) over chunk k. */
+__global__ void k_bn_bwd_part(const cu_bf16 *x, const cu_bf16 *dy, const float *aux, int64_t pix,
+                              int64_t ch, int split, float *part) {
+    __shared__ float s1[CU_THREADS], s2[CU_THREADS];
+    const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
+    const int rows = blockDim.x / BN_LANES;
+    int64_t c = (int64_t)blockIdx.x * BN_LANES + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a = 0.0f, b = 0.0f;
+    if (c < ch) {
+        float mu = aux[c];
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            float d = ld(dy[j * ch + c]);
+            a += d;
+            b += d * (ld(x[j * ch + c]) - mu);
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        bn_rows_sum(s1, lane, rows);
+        bn_rows_sum(s2, lane, rows);
+        part[c * split + k] = s1[lane];
+        part[ch * split + c * split + k] = s2[lane];
+    }
+}
+
+/* dbeta = sum dy, dgamma = sum dy * xhat (overwritten, as cuDNN and the CPU). */
+__global__ void k_bn_bwd_final(const float *part, const float *aux, int64_t ch, int split,
+                               float *dw, float *db) {
+    GRID_STRIDE(c, ch) {
+        double a = 0.0, b = 0.0;
+        for (int k = 0; k < split; k++) {
+            a += (double)part[c * split + k];
+            b += (double)part[ch * split + c * split + k];
+        }
+        db[c] = (float)a;
+        dw[c] = (float)(b * (double)aux[ch + c]);
+    }
+}
+
+/* dx = gamma*invstd * (dy - sum(dy)/M - xhat*sum(dy*xhat)/M), dw/db holding
+ * the sums (k_bn_bwd_final); beta: accumulate into dx. */
+__global__ void k_bn_dx(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+                        const float *g, const float *dw, const float *db, float beta,
+                        int64_t total, int ch, float inv_m) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        float is = aux[ch + c];
+        float xh = (ld(x[i]) - aux[c]) * is;
+        float v = g[c] * is * (ld(dy[i]) - db[c] * inv_m - xh * dw[c] * inv_m);
+        put(&dx[i], beta, v);
+    }
+}
+
+/* k_bn_norm / k_bn_dx on eight channels of one pixel (ch % 8 == 0). */
+__global__ void k_bn_norm8(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+                           const float *bta, int64_t total, int ch) {
+    GRID_STRIDE8(i, total) {
+        bf8 v = ld8(x + i);
+        int c = (int)(i % ch);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v.v[k] = (v.v[k] - aux[c + k]) * aux[ch + c + k] * g[c + k] + bta[c + k];
+        st8(y + i, v);
+    }
+}
+
+__global__ void k_bn_dx8(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+                         const float *g, const float *dw, const float *db, float beta,
+                         int64_t total, int ch, float inv_m) {
+    GRID_STRIDE8(i, total) {
+        bf8 xv = ld8(x + i), d = ld8(dy + i);
+        int c0 = (int)(i % ch);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int c = c0 + k;
+            float is = aux[ch + c];
+            float xh = (xv.v[k] - aux[c]) * is;
+            d.v[k] = g[c] * is * (d.v[k] - db[c] * inv_m - xh * dw[c] * inv_m);
+        }
+        put8(dx + i, beta, d);
+    }
+}
+
+int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "bn (channels-last): %lld channels", (long long)ch);
+    if (training) {
+        int split = cu_bn_split(pix, ch, sm);
+        if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm))
+            return vd_errf(e, VD_EINTERNAL,
+                           "bn (channels-last): workspace %llu bytes, needs %llu",
+                           (unsigned long long)ws_bytes,
+                           (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+        dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+        k_bn_stats_part<<<gr, CU_THREADS, 0, s>>>(BF(x), pix, ch, split, (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_stats_final<<<grid_for(ch, sm), CU_THREADS, 0, s>>>(BF(x), (const float *)ws, pix,
+                                                                ch, split, eps, momentum, aux,
+                                                                rm, rv);
+        KERNEL_CHECK(e);
+    } else {
+        int rc = cuk_bn_eval_aux(s, rm, rv, aux, (int)ch, eps, e);
+        if (rc) return rc;
+    }
+    int64_t total = pix * ch;
+    if (ch % 8 == 0 && vec8_ok(total, x, y)) {
+        k_bn_norm8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta,
+                                                                  total, (int)ch);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    k_bn_norm<<<grid_for(total, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta, total,
+                                                        (int)ch);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    int split = cu_bn_split(pix, ch, sm);
+    if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm) || ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): workspace %llu bytes, "
+                       "needs %llu", (unsigned long long)ws_bytes,
+                       (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+    dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+    k_bn_bwd_part<<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, (float *)ws);
+    KERNEL_CHECK(e);
+    k_bn_bwd_final<<<grid_for(ch, sm), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split, dw,
+                                                          db);
+    KERNEL_CHECK(e);
+    int64_t total = pix * ch;
+    if (ch % 8 == 0 && vec8_ok(total, x, dy, dx)) {
+        k_bn_dx8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), aux, gamma,
+                                                                dw, db, dx_beta, total, (int)ch,
+                                                                (float)(1.0 / (double)pix));
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    k_bn_dx<<<grid_for(total, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), aux, gamma, dw, db,
+                                                      dx_beta, total, (int)ch,
+                                                      (float)(1.0 / (double)pix));
     KERNEL_CHECK(e);
     return VD_OK;
 }

@@ -24,6 +24,11 @@ static cu_pool_geom pool_geom(const cu_layer *L, const vd_layer *l, int n) {
     return g;
 }
 
+uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n) {
+    cu_pool_geom g = pool_geom(L, l, n);
+    return cu_pool_bwd_ws_bytes(&g);
+}
+
 static int64_t in_numel(const cu_layer *L, int k) {
     return (int64_t)L->in_c[k] * L->in_h * L->in_w;
 }
@@ -185,7 +190,8 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
     int rc;
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
-    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io), io->bf16, e);
+    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io),
+                        io->ws, io->ws_bytes, io->bf16, e);
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
