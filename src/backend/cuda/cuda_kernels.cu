@@ -306,6 +306,9 @@ __global__ void k_chan_final(const float *partial, int64_t ch, int split, float 
     }
 }
 
+static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
+                     float *partial, float *db, vd_err *e);
+
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
                  float *partial, float *db, bool bf, vd_err *e) {
     if (ch <= 0) return VD_OK;
@@ -314,6 +317,8 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                        (long long)ch, split);
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
+    if (bf && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
+        return chan_sum8(s, dy, n * hw, ch, split, partial, db, e);
     if (bf) {
         dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
         k_chan_partial_nhwc<<<gn, CU_THREADS, 0, s>>>(BF(dy), n * hw, ch, split, out);
@@ -1731,10 +1736,19 @@ int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst
  * variance does not cancel when |mean| >> std. */
 enum { BN_LANES = 32 };
 
+/* Eight-channel reductions (ch % 8 == 0): a row of tpr threads covers
+ * 8 * tpr channels, CU_THREADS / tpr rows per block. */
+static int bn_tpr(int64_t ch) { return ch % 8 == 0 && ch / 8 < BN_LANES ? (int)(ch / 8) : BN_LANES; }
+static int64_t bn_gx(int64_t ch) {
+    if (ch % 8 != 0) return (ch + BN_LANES - 1) / BN_LANES;
+    int64_t w = 8 * (int64_t)bn_tpr(ch);
+    return (ch + w - 1) / w;
+}
+
 int cu_bn_split(int64_t pix, int64_t ch, int sm_count) {
-    int64_t cb = (ch + BN_LANES - 1) / BN_LANES;
-    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 8 + cb - 1) / cb;
-    int64_t most = pix / 1024;            /* at least 1024 pixels per block */
+    int64_t cb = bn_gx(ch);
+    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + cb - 1) / cb;
+    int64_t most = pix / (4 * (CU_THREADS / bn_tpr(ch)));   /* >= 4 pixels per thread */
     int64_t sp = want < most ? want : most;
     if (sp > 4096) sp = 4096;
     return sp < 1 ? 1 : (int)sp;
@@ -1781,28 +1795,6 @@ __global__ void k_bn_stats_part(const cu_bf16 *x, int64_t pix, int64_t ch, int s
     }
 }
 
-/* Per channel: mean, biased variance -> aux = [mean, invstd]; running
- * statistics as the CPU reference (unbiased variance, momentum m). */
-__global__ void k_bn_stats_final(const cu_bf16 *x, const float *part, int64_t pix, int64_t ch,
-                                 int split, float eps, float m, float *aux, float *rm,
-                                 float *rv) {
-    GRID_STRIDE(c, ch) {
-        double a = 0.0, b = 0.0;
-        for (int k = 0; k < split; k++) {
-            a += (double)part[c * split + k];
-            b += (double)part[ch * split + c * split + k];
-        }
-        double M = (double)pix, dm = a / M;
-        double var = b / M - dm * dm;
-        if (var < 0.0) var = 0.0;
-        double mu = (double)ld(x[c]) + dm;
-        aux[c] = (float)mu;
-        aux[ch + c] = (float)(1.0 / sqrt(var + (double)eps));
-        if (rm) rm[c] = (float)((1.0 - (double)m) * rm[c] + (double)m * mu);
-        if (rv) rv[c] = (float)((1.0 - (double)m) * rv[c] + (double)m * (var * M / (M - 1.0)));
-    }
-}
-
 /* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line. */
 __global__ void k_bn_norm(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
                           const float *bta, int64_t total, int ch) {
@@ -1841,20 +1833,6 @@ __global__ void k_bn_bwd_part(const cu_bf16 *x, const cu_bf16 *dy, const float *
     }
 }
 
-/* dbeta = sum dy, dgamma = sum dy * xhat (overwritten, as cuDNN and the CPU). */
-__global__ void k_bn_bwd_final(const float *part, const float *aux, int64_t ch, int split,
-                               float *dw, float *db) {
-    GRID_STRIDE(c, ch) {
-        double a = 0.0, b = 0.0;
-        for (int k = 0; k < split; k++) {
-            a += (double)part[c * split + k];
-            b += (double)part[ch * split + c * split + k];
-        }
-        db[c] = (float)a;
-        dw[c] = (float)(b * (double)aux[ch + c]);
-    }
-}
-
 /* dx = gamma*invstd * (dy - sum(dy)/M - xhat*sum(dy*xhat)/M), dw/db holding
  * the sums (k_bn_bwd_final); beta: accumulate into dx. */
 __global__ void k_bn_dx(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
@@ -1869,34 +1847,214 @@ __global__ void k_bn_dx(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const 
     }
 }
 
-/* k_bn_norm / k_bn_dx on eight channels of one pixel (ch % 8 == 0). */
-__global__ void k_bn_norm8(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
-                           const float *bta, int64_t total, int ch) {
-    GRID_STRIDE8(i, total) {
-        bf8 v = ld8(x + i);
-        int c = (int)(i % ch);
+
+/* Per channel over pixel chunk k of split (block (bx, k)): MODE 0 (forward
+ * statistics) sums x - x0[c] and its square (x0 = the first pixel's value),
+ * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 2 (bias gradient) sums
+ * x alone and writes only the first half of part. Thread (lane, row) takes
+ * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
+ * 16-byte loads; rows are added in order, then k_red_final adds the split
+ * partials: a fixed order, bit-identical run to run. */
+template <int MODE>
+__global__ void k_chan_red8(const cu_bf16 *x, const cu_bf16 *dy, const float *mean, int64_t pix,
+                            int64_t ch, int split, int tpr, float *part) {
+    __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a[8], b[8], sh[8];
 #pragma unroll
-        for (int k = 0; k < 8; k++)
-            v.v[k] = (v.v[k] - aux[c + k]) * aux[ch + c + k] * g[c + k] + bta[c + k];
-        st8(y + i, v);
+    for (int q = 0; q < 8; q++) { a[q] = 0.0f; b[q] = 0.0f; sh[q] = 0.0f; }
+    bool on = row < rows && c0 < ch;
+    if (on) {
+        if (MODE == 0) {
+            bf8 f = ld8(x + c0);
+#pragma unroll
+            for (int q = 0; q < 8; q++) sh[q] = f.v[q];
+        } else if (MODE == 1) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) sh[q] = mean[c0 + q];
+        }
+#pragma unroll 4
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            bf8 xv = ld8(x + j * ch + c0);
+            if (MODE == 2) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) a[q] += xv.v[q];
+            } else if (MODE == 0) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    float d = xv.v[q] - sh[q];
+                    a[q] += d;
+                    b[q] += d * d;
+                }
+            } else {
+                bf8 g = ld8(dy + j * ch + c0);
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    a[q] += g.v[q];
+                    b[q] += g.v[q] * (xv.v[q] - sh[q]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        sa[threadIdx.x * 8 + q] = a[q];
+        sb[threadIdx.x * 8 + q] = b[q];
+    }
+    __syncthreads();
+    if (row == 0 && c0 < ch) {
+        for (int r = 1; r < rows; r++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                a[q] += sa[(r * tpr + lane) * 8 + q];
+                b[q] += sb[(r * tpr + lane) * 8 + q];
+            }
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            part[(c0 + q) * split + k] = a[q];
+            if (MODE != 2) part[ch * split + (c0 + q) * split + k] = b[q];
+        }
     }
 }
 
-__global__ void k_bn_dx8(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
-                         const float *g, const float *dw, const float *db, float beta,
-                         int64_t total, int ch, float inv_m) {
-    GRID_STRIDE8(i, total) {
-        bf8 xv = ld8(x + i), d = ld8(dy + i);
-        int c0 = (int)(i % ch);
+/* One warp per channel c: out_a[c] = sum over k of part[c*split + k] and
+ * out_b likewise from the second half, in double: lane l takes k = l, l+32,
+ * ..., then a fixed shuffle tree. */
+__device__ __forceinline__ void red_final_warp(const float *part, int64_t ch, int split, int64_t c,
+                                               double *ra, double *rb) {
+    const int lane = threadIdx.x % 32;
+    double a = 0.0, b = 0.0;
+    for (int k = lane; k < split; k += 32) {
+        a += (double)part[c * split + k];
+        b += (double)part[ch * split + c * split + k];
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, o);
+        b += __shfl_down_sync(0xffffffffu, b, o);
+    }
+    *ra = a;
+    *rb = b;
+}
+
+__global__ void k_bn_stats_final_w(const cu_bf16 *x, const float *part, int64_t pix, int64_t ch,
+                                   int split, float eps, float m, float *aux, float *rm,
+                                   float *rv) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;   /* whole warps leave together (blockDim.x % 32 == 0) */
+    double a, b;
+    red_final_warp(part, ch, split, c, &a, &b);
+    if (threadIdx.x % 32) return;
+    double M = (double)pix, dm = a / M;
+    double var = b / M - dm * dm;
+    if (var < 0.0) var = 0.0;
+    double mu = (double)ld(x[c]) + dm;
+    aux[c] = (float)mu;
+    aux[ch + c] = (float)(1.0 / sqrt(var + (double)eps));
+    if (rm) rm[c] = (float)((1.0 - (double)m) * rm[c] + (double)m * mu);
+    if (rv) rv[c] = (float)((1.0 - (double)m) * rv[c] + (double)m * (var * M / (M - 1.0)));
+}
+
+__global__ void k_bn_bwd_final_w(const float *part, const float *aux, int64_t ch, int split,
+                                 float *dw, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    double a, b;
+    red_final_warp(part, ch, split, c, &a, &b);
+    if (threadIdx.x % 32) return;
+    db[c] = (float)a;
+    dw[c] = (float)(b * (double)aux[ch + c]);
+}
+
+__global__ void k_chan_final_w(const float *part, int64_t ch, int split, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    const int lane = threadIdx.x % 32;
+    float a = 0.0f;
+    for (int k = lane; k < split; k += 32) a += part[c * split + k];
+    for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
+    if (lane == 0) db[c] = a;
+}
+
+static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS); }
+
+/* k_bn_norm / k_bn_dx with the channel parameters in registers: block
+ * (bx, by) of tpr x rows threads; thread (lane, row) keeps channels
+ * 8 (bx tpr + lane) .. +7 and walks pixels by*rows + row, stepping
+ * gridDim.y * rows. Same arithmetic per element as k_bn_norm / k_bn_dx. */
+__global__ void k_bn_norm8p(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+                            const float *bta, int64_t pix, int ch, int tpr) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], be[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        be[k] = bta[c0 + k];
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        bf8 v = ld8(x + j * ch + c0);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = (v.v[k] - mu[k]) * is[k] * ga[k] + be[k];
+        st8(y + j * ch + c0, v);
+    }
+}
+
+__global__ void k_bn_dx8p(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+                          const float *g, const float *dw, const float *db, float beta,
+                          int64_t pix, int ch, int tpr, float inv_m) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], sb[8], sw[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        sb[k] = db[c0 + k] * inv_m;
+        sw[k] = dw[c0 + k] * inv_m;
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        bf8 xv = ld8(x + j * ch + c0), d = ld8(dy + j * ch + c0);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            int c = c0 + k;
-            float is = aux[ch + c];
-            float xh = (xv.v[k] - aux[c]) * is;
-            d.v[k] = g[c] * is * (d.v[k] - db[c] * inv_m - xh * dw[c] * inv_m);
+            float xh = (xv.v[k] - mu[k]) * is[k];
+            d.v[k] = ga[k] * is[k] * (d.v[k] - sb[k] - xh * sw[k]);
         }
-        put8(dx + i, beta, d);
+        put8(dx + j * ch + c0, beta, d);
     }
+}
+
+/* Grid of k_bn_norm8p / k_bn_dx8p: about sm * 8 blocks. */
+static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
+    int64_t gx = bn_gx(ch), rows = CU_THREADS / bn_tpr(ch);
+    int64_t gy = ((int64_t)(sm > 0 ? sm : 132) * 8 + gx - 1) / gx;
+    int64_t most = (pix + rows - 1) / rows;
+    if (gy > most) gy = most;
+    if (gy > 65535) gy = 65535;
+    if (gy < 1) gy = 1;
+    return dim3((unsigned)gx, (unsigned)gy);
+}
+
+/* Bias gradient of channels-last bf16 dy (ch % 8 == 0, dy 16-byte aligned):
+ * split == 1 writes db straight away. */
+static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
+                     float *partial, float *db, vd_err *e) {
+    dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+    float *out = split == 1 ? db : partial;
+    k_chan_red8<2><<<g8, CU_THREADS, 0, s>>>(BF(dy), NULL, NULL, pix, ch, split, bn_tpr(ch), out);
+    KERNEL_CHECK(e);
+    if (split > 1) {
+        k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        KERNEL_CHECK(e);
+    }
+    return VD_OK;
 }
 
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
@@ -1913,21 +2071,31 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
                            "bn (channels-last): workspace %llu bytes, needs %llu",
                            (unsigned long long)ws_bytes,
                            (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
-        dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
-        k_bn_stats_part<<<gr, CU_THREADS, 0, s>>>(BF(x), pix, ch, split, (float *)ws);
-        KERNEL_CHECK(e);
-        k_bn_stats_final<<<grid_for(ch, sm), CU_THREADS, 0, s>>>(BF(x), (const float *)ws, pix,
-                                                                ch, split, eps, momentum, aux,
-                                                                rm, rv);
-        KERNEL_CHECK(e);
+        if (ch % 8 == 0 && al16(x)) {
+            int tpr = bn_tpr(ch);
+            dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+            k_chan_red8<0><<<g8, CU_THREADS, 0, s>>>(BF(x), NULL, NULL, pix, ch, split, tpr,
+                                                    (float *)ws);
+            KERNEL_CHECK(e);
+            k_bn_stats_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                BF(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            KERNEL_CHECK(e);
+        } else {
+            dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+            k_bn_stats_part<<<gr, CU_THREADS, 0, s>>>(BF(x), pix, ch, split, (float *)ws);
+            KERNEL_CHECK(e);
+            k_bn_stats_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                BF(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            KERNEL_CHECK(e);
+        }
     } else {
         int rc = cuk_bn_eval_aux(s, rm, rv, aux, (int)ch, eps, e);
         if (rc) return rc;
     }
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, y)) {
-        k_bn_norm8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta,
-                                                                  total, (int)ch);
+        k_bn_norm8p<<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta,
+                                                                    pix, (int)ch, bn_tpr(ch));
         KERNEL_CHECK(e);
         return VD_OK;
     }
@@ -1946,17 +2114,27 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
         return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): workspace %llu bytes, "
                        "needs %llu", (unsigned long long)ws_bytes,
                        (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
-    dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
-    k_bn_bwd_part<<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, (float *)ws);
-    KERNEL_CHECK(e);
-    k_bn_bwd_final<<<grid_for(ch, sm), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split, dw,
-                                                          db);
-    KERNEL_CHECK(e);
+    if (ch % 8 == 0 && al16(x) && al16(dy)) {
+        dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+        k_chan_red8<1><<<g8, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, bn_tpr(ch),
+                                                (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
+                                                              dw, db);
+        KERNEL_CHECK(e);
+    } else {
+        dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+        k_bn_bwd_part<<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
+                                                              dw, db);
+        KERNEL_CHECK(e);
+    }
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, dy, dx)) {
-        k_bn_dx8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), aux, gamma,
-                                                                dw, db, dx_beta, total, (int)ch,
-                                                                (float)(1.0 / (double)pix));
+        k_bn_dx8p<<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
+            BF(x), BF(dy), BF(dx), aux, gamma, dw, db, dx_beta, pix, (int)ch, bn_tpr(ch),
+            (float)(1.0 / (double)pix));
         KERNEL_CHECK(e);
         return VD_OK;
     }
