@@ -12,7 +12,10 @@ category (convolution and matrix products, batch norm, pooling, elementwise,
 this shows what the whole iteration's kernels add up to, to hold beside
 vdnn's per-layer profile (tests/cuda/cuda_profile_net).
 
-usage: torch_kernels.py [--net resnet50] [--batch 256] [--math fp32|tf32]
+With --math bf16: torch.autocast(bfloat16) and the model and input in
+channels_last (torch_compare.py's bf16-cl mode).
+
+usage: torch_kernels.py [--net resnet50] [--batch 256] [--math fp32|tf32|bf16]
                         [--iters 3] [--top 25]
 """
 import argparse
@@ -45,7 +48,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--net", default="resnet50")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--math", default="fp32", choices=["fp32", "tf32"])
+    ap.add_argument("--math", default="fp32", choices=["fp32", "tf32", "bf16"])
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--top", type=int, default=25)
     a = ap.parse_args()
@@ -64,12 +67,18 @@ def main():
     model = getattr(torchvision.models, a.net)(weights=None, num_classes=1000).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(a.batch, 3, 224, 224, device=dev)
+    bf16 = a.math == "bf16"
+    if bf16:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
     lossf = torch.nn.CrossEntropyLoss()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        lossf(model(x), y).backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = lossf(model(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(3):

@@ -318,30 +318,45 @@ int vd_loader_threads(const vd_loader *ld) { return ld->n_threads; }
  * single thread fills at well under the memory bandwidth): in parallel
  * parts, the calling thread doing the first. bf16: the parts are converted
  * (rounded to nearest even) instead of copied; n counts source bytes. */
-typedef struct copy_part { char *dst; const char *src; size_t n; bool bf16; } copy_part;
+typedef struct copy_part {
+    char *dst;
+    const char *src;
+    size_t n;
+    int64_t bf16_c, bf16_hw;    /* > 0: convert to bf16 channels-last samples of c x hw */
+} copy_part;
 
 static void *copy_run(void *arg) {
     copy_part *p = arg;
-    if (p->bf16) vd_f32_to_bf16_n((const float *)p->src, (uint16_t *)p->dst, p->n / 4);
-    else memcpy(p->dst, p->src, p->n);
+    if (p->bf16_c > 0) {
+        int64_t per = p->bf16_c * p->bf16_hw;
+        vd_nchw_f32_to_nhwc_bf16((const float *)p->src, (uint16_t *)p->dst,
+                                 (int64_t)(p->n / 4) / per, p->bf16_c, p->bf16_hw);
+    } else {
+        memcpy(p->dst, p->src, p->n);
+    }
     return NULL;
 }
 
 enum { COPY_PART_MIN = 4 << 20, COPY_MAX_PARTS = 8 };
 
-static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, bool bf16) {
+/* n source bytes; c > 0: bf16 channels-last samples of c x hw (then the
+ * parts are whole samples). */
+static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, int64_t c,
+                          int64_t hw) {
     int parts = (int)(n / COPY_PART_MIN);
     if (parts > max_parts) parts = max_parts;
     if (parts > COPY_MAX_PARTS) parts = COPY_MAX_PARTS;
-    if (parts < 2) { copy_run(&(copy_part){ dst, src, n, bf16 }); return; }
+    if (parts < 2) { copy_run(&(copy_part){ dst, src, n, c, hw }); return; }
+    size_t unit = c > 0 ? (size_t)(c * hw) * 4 : 64;   /* parts start at multiples */
     copy_part p[COPY_MAX_PARTS];
     pthread_t th[COPY_MAX_PARTS];
     bool started[COPY_MAX_PARTS] = { false };
-    size_t per = (n / (size_t)parts + 63) & ~(size_t)63;
+    size_t per = (n / (size_t)parts + unit - 1) / unit * unit;
     for (int i = 0; i < parts; i++) {
         size_t off = per * (size_t)i < n ? per * (size_t)i : n;
         size_t len = n - off < per ? n - off : per;
-        p[i] = (copy_part){ (char *)dst + (bf16 ? off / 2 : off), (const char *)src + off, len, bf16 };
+        p[i] = (copy_part){ (char *)dst + (c > 0 ? off / 2 : off), (const char *)src + off, len, c,
+                            hw };
         if (i > 0) started[i] = pthread_create(&th[i], NULL, copy_run, &p[i]) == 0;
     }
     copy_run(&p[0]);
@@ -368,8 +383,9 @@ int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err
         return rc;          /* sticky: the batch is never consumed */
     }
     pthread_mutex_unlock(&ld->mu);
+    int64_t c = bf16 ? ld->ds->info.c : 0, hw = (int64_t)ld->ds->info.h * ld->ds->info.w;
     copy_parallel(x, sl->x, sizeof(float) * (size_t)(ld->sample_floats * ld->cfg.batch),
-                  ld->n_threads, bf16);
+                  ld->n_threads, c, hw);
     memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
     pthread_mutex_lock(&ld->mu);
     ld->next_consume++;

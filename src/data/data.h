@@ -108,8 +108,9 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
  * workers (VD_EDATA ...) are returned here: of a batch's failing samples, the
  * first in batch order, whatever the thread count. */
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
-/* The same; bf16: x receives bf16 elements (uint16_t, each sample rounded to
- * nearest even), converted in parallel as it is copied. */
+/* The same; bf16: x receives bf16 elements (uint16_t, rounded to nearest
+ * even) in channels-last order (vd_nchw_f32_to_nhwc_bf16, math bf16's
+ * layout), converted in parallel as it is copied. */
 int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e);
 /* The number of worker threads running. */
 int vd_loader_threads(const vd_loader *ld);

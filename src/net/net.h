@@ -158,6 +158,11 @@ typedef enum { VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16 } vd_math;
 const char *vd_math_name(vd_math m);
 /* Bytes of one feature-map (or feature-map gradient) element: 2 in bf16, else 4. */
 static inline uint64_t vd_math_act_bytes(vd_math m) { return m == VD_MATH_BF16 ? 2u : 4u; }
+/* Feature-map layout: bf16 stores them channels-last (NHWC: element (n, c,
+ * h, w) at ((n*H + h)*W + w)*C + c; what makes the tensor cores fast), fp32
+ * and tf32 NCHW. Weights stay in torch's layout. A tensor of H = W = 1 is
+ * the same in both. */
+static inline bool vd_math_nhwc(vd_math m) { return m == VD_MATH_BF16; }
 
 typedef struct vd_train_cfg {
     int batch;

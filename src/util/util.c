@@ -569,3 +569,17 @@ void vd_round_bf16_n(float *x, size_t n) {
     }
     for (; i < n; i++) x[i] = vd_bf16_to_f32(vd_f32_to_bf16(x[i]));
 }
+
+void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t p = 0; p < hw; p++)
+                dst[(i * hw + p) * c + ch] = vd_f32_to_bf16(src[(i * c + ch) * hw + p]);
+}
+
+void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t p = 0; p < hw; p++)
+                dst[(i * c + ch) * hw + p] = vd_bf16_to_f32(src[(i * hw + p) * c + ch]);
+}

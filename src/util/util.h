@@ -214,6 +214,10 @@ void vd_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
 /* Round every element to the nearest bf16 in place (the value a bf16 store
  * and reload gives). */
 void vd_round_bf16_n(float *x, size_t n);
+/* n samples of c x hw values: float NCHW to bf16 channels-last (NHWC,
+ * element (i, ch, p) at (i*hw + p)*c + ch), and back. */
+void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw);
+void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw);
 
 #define VD_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define VD_ALIGN_UP(x, a) (((x) + ((a) - 1)) / (a) * (a))

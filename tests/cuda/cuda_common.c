@@ -100,17 +100,20 @@ static float *extract(const char *stage, uint64_t off, int64_t n) {
     return p;
 }
 
-/* A feature map: float, or bf16 (math bf16) widened to float. */
-static float *extract_act(const char *stage, uint64_t off, int64_t n, bool bf16) {
+/* A feature map of n elements, c channels of hw: float NCHW, or (math bf16)
+ * bf16 channels-last, returned as float NCHW. */
+static float *extract_act(const char *stage, uint64_t off, int64_t n, int64_t c, int64_t hw,
+                          bool bf16) {
     if (!bf16) return extract(stage, off, n);
     float *p = xmalloc((size_t)(n ? n : 1) * sizeof(float));
-    vd_bf16_to_f32_n((const uint16_t *)(const void *)(stage + off), p, (size_t)n);
+    vd_nhwc_bf16_to_nchw_f32((const uint16_t *)(const void *)(stage + off), p, n / (c * hw), c, hw);
     return p;
 }
 
-/* Stage n floats of a feature map: as they are, or rounded to bf16. */
-static void put_act(char *stage, uint64_t off, const float *src, int64_t n, bool bf16) {
-    if (bf16) vd_f32_to_bf16_n(src, (uint16_t *)(void *)(stage + off), (size_t)n);
+/* Stage a float NCHW feature map: as it is, or as bf16 channels-last. */
+static void put_act(char *stage, uint64_t off, const float *src, int64_t n, int64_t c, int64_t hw,
+                    bool bf16) {
+    if (bf16) vd_nchw_f32_to_nhwc_bf16(src, (uint16_t *)(void *)(stage + off), n / (c * hw), c, hw);
     else memcpy(stage + off, src, (size_t)n * 4);
 }
 
@@ -135,6 +138,13 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
 
     bool bf = o->math == VD_MATH_BF16;
     uint64_t act = bf ? 2 : 4;
+    int64_t xc[VD_MAX_INPUTS] = {0}, xhw[VD_MAX_INPUTS] = {0}, yc = l->c, yhw = (int64_t)l->h * l->w;
+    for (int k = 0; k < l->n_in; k++) {
+        int src = l->in[k];
+        xc[k] = src < 0 ? net->in_c : net->layers[src].c;
+        xhw[k] = src < 0 ? (int64_t)net->in_h * net->in_w
+                         : (int64_t)net->layers[src].h * net->layers[src].w;
+    }
     uint64_t off = 0, xo[VD_MAX_INPUTS] = {0}, dxo[VD_MAX_INPUTS] = {0};
     for (int k = 0; k < l->n_in; k++) {
         xo[k] = take(&off, (uint64_t)in->xn[k] * act);
@@ -152,11 +162,11 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert_msg(be->host_alloc(be, total, (void **)&stage, &e) == 0, "host_alloc: %s", e.msg);
     memset(stage, 0xFF, total);     /* NaN everywhere nothing was written */
     for (int k = 0; k < l->n_in; k++) {
-        put_act(stage, xo[k], in->x[k], in->xn[k], bf);
+        put_act(stage, xo[k], in->x[k], in->xn[k], xc[k], xhw[k], bf);
         if (o->dx_beta != 0.0f && !(o->inplace && k == 0))
-            put_act(stage, dxo[k], in->dx_init[k], in->xn[k], bf);
+            put_act(stage, dxo[k], in->dx_init[k], in->xn[k], xc[k], xhw[k], bf);
     }
-    put_act(stage, dyo, in->dy, in->yn, bf);
+    put_act(stage, dyo, in->dy, in->yn, yc, yhw, bf);
     memcpy(stage + paro, in->par, (size_t)in->pn * 4);
     memcpy(stage + labo, in->labels, (size_t)in->n * 4);
     ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, stage, total, &e) == 0);
@@ -202,10 +212,11 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
 
-    out->y = extract_act(stage, yo, in->yn, bf);
+    out->y = extract_act(stage, yo, in->yn, yc, yhw, bf);
     if (auxn) out->aux = extract(stage, auxo, auxn);
     if (o->backward)
-        for (int k = 0; k < l->n_in; k++) out->dx[k] = extract_act(stage, dxo[k], in->xn[k], bf);
+        for (int k = 0; k < l->n_in; k++)
+            out->dx[k] = extract_act(stage, dxo[k], in->xn[k], xc[k], xhw[k], bf);
     if (in->pn) {
         out->grad = extract(stage, grado, in->pn);
         out->par = extract(stage, paro, in->pn);

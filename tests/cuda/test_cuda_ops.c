@@ -213,9 +213,11 @@ END_TEST
 
 /* Pooling layers of one net (each flattened into one concat, so every
  * output leads to the loss) against the CPU, beta 0 and 1. */
-static void check_pools(const vd_layer *pools, const char *const *names, int npool) {
+/* ch: 6 takes the one-channel kernels in bf16 (channels-last), 16 the
+ * eight-channel ones (and the two-pass max-pool backward) */
+static void check_pools(const vd_layer *pools, const char *const *names, int npool, int ch) {
     vd_net net;
-    c_net_begin(&net, 6, 13, 11, 4);
+    c_net_begin(&net, ch, 13, 11, 4);
     int ins[8], fl[8];
     ck_assert(npool <= 8);   /* concat takes at most 8 inputs */
     for (int i = 0; i < npool; i++) ins[i] = vdt_add(&net, pools[i]);
@@ -245,12 +247,14 @@ START_TEST(test_pool) {
         c_pool(-1, VD_POOL_AVG, 2, 2, 0, false)};
     const char *na[7] = {"maxpool2 s2", "maxpool3 s2 p1 ceil", "avgpool3 s2 p1 ceil",
                          "adaptive avg 4x5", "global avg", "adaptive max 5x3", "avgpool2 s2"};
-    check_pools(a, na, 7);
+    check_pools(a, na, 7, 6);
+    check_pools(a, na, 7, 16);
     /* overlapping max pools (k_pool_bwd_tiled): AlexNet's 3x3/2, and 2x2/1 */
     const vd_layer b[2] = {c_pool(-1, VD_POOL_MAX, 3, 2, 0, false),
                            c_pool(-1, VD_POOL_MAX, 2, 1, 0, false)};
     const char *nb[2] = {"maxpool3 s2", "maxpool2 s1"};
-    check_pools(b, nb, 2);
+    check_pools(b, nb, 2, 6);
+    check_pools(b, nb, 2, 16);
     vd_net net;
     /* ResNet-50's stem max pool (3x3/2 pad 1) at full size: the tiled
      * kernel's row tiles against the CPU, 30% exact zeros for ties */
@@ -573,6 +577,14 @@ START_TEST(test_bn) {
     co.training = false;
     co.backward = false;
     check_layer(&net, b, "batchnorm eval", &co);
+    vd_net_free(&net);
+    /* 6 channels: bf16 takes the one-channel kernels (8 and 16: eight-channel) */
+    c_net_begin(&net, 6, 5, 7, 4);
+    b = vdt_add(&net, vdt_simple(-1, VD_OP_BATCHNORM));
+    vdt_finish(&net, b);
+    co.training = true;
+    co.backward = true;
+    check_layer(&net, b, "batchnorm 6x5x7", &co);
     vd_net_free(&net);
 }
 END_TEST

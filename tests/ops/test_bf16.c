@@ -180,9 +180,60 @@ static void run32(t_op *t, bool bwd) {
     ck_assert_msg(rc == 0, "%s: %s", bwd ? "backward" : "forward", e.msg);
 }
 
+/* Permute n images of c x hw bf16 values in place: NCHW to NHWC (to_nhwc)
+ * or back. */
+static void relayout_u16(uint16_t *p, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
+    if (hw <= 1 || c <= 1) return;
+    int64_t total = n * c * hw;
+    uint16_t *t = malloc((size_t)total * sizeof *t);
+    ck_assert(t);
+    memcpy(t, p, (size_t)total * sizeof *t);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t q = 0; q < hw; q++) {
+                int64_t a = (i * c + ch) * hw + q, b = (i * hw + q) * c + ch;
+                if (to_nhwc) p[b] = t[a];
+                else p[a] = t[b];
+            }
+    free(t);
+}
+
+/* The checks here hold bf16 feature maps in NCHW order, as their fp32
+ * counterparts; the backend stores them channels-last (vd_math_nhwc). So a
+ * bf16 call permutes every feature-map operand (each buffer once, aliases
+ * included) to NHWC before it and back after it. */
 static void run_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd) {
     vd_err e = {0};
+    const vd_layer *l = &net->layers[layer];
+    void *ptr[2 * VD_MAX_INPUTS + 2];
+    int64_t pc[2 * VD_MAX_INPUTS + 2], phw[2 * VD_MAX_INPUTS + 2];
+    int np = 0;
+    if (io->bf16) {
+        const void *cand[2 * VD_MAX_INPUTS + 2];
+        int64_t cc[2 * VD_MAX_INPUTS + 2], ch[2 * VD_MAX_INPUTS + 2];
+        int nc = 0;
+        for (int k = 0; k < l->n_in; k++) {
+            int src = l->in[k];
+            int64_t c = src < 0 ? net->in_c : net->layers[src].c;
+            int64_t hw = src < 0 ? (int64_t)net->in_h * net->in_w
+                                 : (int64_t)net->layers[src].h * net->layers[src].w;
+            cand[nc] = io->x[k]; cc[nc] = c; ch[nc++] = hw;
+            if (bwd) { cand[nc] = io->dx[k]; cc[nc] = c; ch[nc++] = hw; }
+        }
+        cand[nc] = io->y; cc[nc] = l->c; ch[nc++] = (int64_t)l->h * l->w;
+        if (bwd) { cand[nc] = io->dy; cc[nc] = l->c; ch[nc++] = (int64_t)l->h * l->w; }
+        for (int i = 0; i < nc; i++) {
+            bool dup = !cand[i];
+            for (int j = 0; j < np && !dup; j++) dup = ptr[j] == cand[i];
+            if (dup) continue;
+            ptr[np] = (void *)cand[i];
+            pc[np] = cc[i];
+            phw[np++] = ch[i];
+        }
+        for (int i = 0; i < np; i++) relayout_u16(ptr[i], io->n, pc[i], phw[i], true);
+    }
     int rc = bwd ? be->backward(be, net, layer, io, &e) : be->forward(be, net, layer, io, &e);
+    for (int i = 0; i < np; i++) relayout_u16(ptr[i], io->n, pc[i], phw[i], false);
     ck_assert_msg(rc == 0, "bf16 %s: %s", bwd ? "backward" : "forward", e.msg);
 }
 

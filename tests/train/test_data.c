@@ -942,7 +942,8 @@ START_TEST(loader_same_batches_any_thread_count) {
 END_TEST
 
 /* vd_loader_next_as(bf16 = true) gives exactly vd_f32_to_bf16 of the fp32
- * batch (vd_loader_next with 1 thread), whatever the thread count: small
+ * batch (vd_loader_next with 1 thread) in channels-last order, whatever the
+ * thread count: small
  * batches (one copy), and a batch of 12.8 MB copied out in 2 or 3 parallel
  * parts (threads 2, and 3 and more: COPY_PART_MIN 4 MiB), where each part
  * converts its own range into the half-size buffer; nothing is written past
@@ -969,7 +970,15 @@ static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per) {
         for (int b = 0; b < nb; b++) {
             memset(got, 0xA5, sizeof(uint16_t) * (n + GUARD));
             ck_assert_int_eq(vd_loader_next_as(ld, got, true, y, &e), 0);
-            vd_f32_to_bf16_n(ref + (size_t)b * n, want, n);
+            {   /* channels-last: element (i, ch, q) at (i*hw + q)*c + ch */
+                const vd_data_info *di = vd_data_get_info(ds);
+                size_t c = (size_t)di->c, hw = (size_t)di->h * (size_t)di->w;
+                const float *r = ref + (size_t)b * n;
+                for (size_t i = 0; i < (size_t)batch; i++)
+                    for (size_t ch = 0; ch < c; ch++)
+                        for (size_t q = 0; q < hw; q++)
+                            want[(i * hw + q) * c + ch] = vd_f32_to_bf16(r[(i * c + ch) * hw + q]);
+            }
             for (size_t i = 0; i < n; i++)
                 ck_assert_msg(got[i] == want[i], "threads %d batch %d [%zu]: 0x%04x, want 0x%04x",
                               threads[t], b, i, got[i], want[i]);

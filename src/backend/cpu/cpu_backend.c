@@ -484,7 +484,9 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
  * kernel on the bf16 output), so y is rounded twice as there. Conv weight
  * gradients pass through bf16 (cuDNN's bf16 wgrad writes bf16), fc's do not
  * (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32. Operands
- * that alias (in-place layers) share one float copy. */
+ * that alias (in-place layers) share one float copy. bf16 feature maps are
+ * channels-last (vd_math_nhwc): the float copies are NCHW, converted both
+ * ways, so every fp32 op runs unchanged. */
 typedef struct bf_map {
     const void *bf[2 * VD_MAX_INPUTS + 2];
     float *f[2 * VD_MAX_INPUTS + 2];
@@ -492,15 +494,16 @@ typedef struct bf_map {
     float *next;                /* the unused rest of the call's arena */
 } bf_map;
 
-/* The float copy of bf16 tensor p of n elements (converted when load),
- * carved from the arena that cpu_run_bf16 sized for the call. */
-static float *bf_get(bf_map *m, const void *p, int64_t n, bool load) {
+/* The float NCHW copy of bf16 NHWC tensor p of n elements, c channels of hw
+ * (converted when load), carved from the arena that cpu_run_bf16 sized for
+ * the call. */
+static float *bf_get(bf_map *m, const void *p, int64_t n, int64_t c, int64_t hw, bool load) {
     if (!p) return NULL;
     for (int i = 0; i < m->n; i++)
         if (m->bf[i] == p) return m->f[i];
     float *f = m->next;
     m->next += n;
-    if (load) vd_bf16_to_f32_n(p, f, (size_t)n);
+    if (load) vd_nhwc_bf16_to_nchw_f32(p, f, n / (c * hw), c, hw);
     m->bf[m->n] = p;
     m->f[m->n++] = f;
     return f;
@@ -539,12 +542,18 @@ static int cpu_run_bf16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_
     f.bf16 = false;
     /* what the op reads: x (forward, or backward when it needs it), y (backward
      * when it needs it), dy, and dx when accumulating */
-    for (int k = 0; k < l->n_in; k++)
-        f.x[k] = io->x[k] && (!bwd || needs_x) ? bf_get(&m, io->x[k], nx[k], true) : NULL;
-    f.y = io->y && (!bwd || needs_y) ? bf_get(&m, io->y, ny, bwd) : NULL;
-    f.dy = bf_get(&m, io->dy, ny, true);
+    int64_t yc = l->c, yhw = (int64_t)l->h * l->w, xc[VD_MAX_INPUTS], xhw[VD_MAX_INPUTS];
+    for (int k = 0; k < l->n_in; k++) {
+        vd_cpu_shape sh = vd_cpu_in_shape(net, layer, k);
+        xc[k] = sh.c;
+        xhw[k] = (int64_t)sh.h * sh.w;
+        f.x[k] = io->x[k] && (!bwd || needs_x) ? bf_get(&m, io->x[k], nx[k], xc[k], xhw[k], true)
+                                               : NULL;
+    }
+    f.y = io->y && (!bwd || needs_y) ? bf_get(&m, io->y, ny, yc, yhw, bwd) : NULL;
+    f.dy = bf_get(&m, io->dy, ny, yc, yhw, true);
     for (int k = 0; bwd && k < l->n_in; k++)     /* after dy: dx may be dy's storage */
-        f.dx[k] = bf_get(&m, io->dx[k], nx[k], io->dx_beta[k] != 0.0f);
+        f.dx[k] = bf_get(&m, io->dx[k], nx[k], xc[k], xhw[k], io->dx_beta[k] != 0.0f);
     if (gemm) {                              /* the bf16 copy of the weight */
         float *wr = m.next;
         m.next += nw;
@@ -558,16 +567,17 @@ static int cpu_run_bf16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_
     if (!bwd) {
         if (gemm && io->b) {                 /* (else the store below rounds once) */
             vd_round_bf16_n(f.y, (size_t)ny);
-            int64_t ch = l->c, hw = (int64_t)l->h * l->w;
+            int64_t ch = yc, hw = yhw;
             for (int64_t n = 0; n < io->n; n++)
                 for (int64_t c = 0; c < ch; c++)
                     for (int64_t j = 0; j < hw; j++) f.y[(n * ch + c) * hw + j] += io->b[c];
         }
-        vd_f32_to_bf16_n(f.y, (uint16_t *)io->y, (size_t)ny);
+        vd_nchw_f32_to_nhwc_bf16(f.y, (uint16_t *)io->y, io->n, yc, yhw);
     } else {
         if (l->op == VD_OP_CONV && io->dw) vd_round_bf16_n(io->dw, (size_t)nw);
         for (int k = 0; k < l->n_in; k++)
-            if (io->dx[k]) vd_f32_to_bf16_n(f.dx[k], (uint16_t *)io->dx[k], (size_t)nx[k]);
+            if (io->dx[k])
+                vd_nchw_f32_to_nhwc_bf16(f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
     }
     return VD_OK;
 }

@@ -225,6 +225,9 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
                       : o->conv_split == VD_CONV_SPLIT_FORCE ? 2 : 1;
         /* the forced split options (tests) live in the graph API's options */
         c->conv_mix = c->tune && o->conv_api == VD_CONV_API_AUTO && c->conv_split != 2;
+        /* bf16 (channels-last): the graph API's tensor-core engines; the legacy
+         * cudnnFind would also time its slow non-tensor-core algorithms */
+        if (math == VD_MATH_BF16) c->conv_mix = false;
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;
@@ -259,15 +262,26 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             memset(&L->opts[0], 0, sizeof L->opts[0]);
             snprintf(L->opts[0].label, sizeof L->opts[0].label, "default");
             L->n_opts = 1;
+            /* bf16 batch norm (own channels-last kernels): partial sums */
+            if (l->op == VD_OP_BATCHNORM && math == VD_MATH_BF16) {
+                uint64_t bw = cu_bn_ws_bytes((int64_t)batch * l->h * l->w, l->c, c->sm_count);
+                L->opts[0].ws_fwd = L->opts[0].ws_bwd = L->opts[0].workspace = bw;
+            }
+            /* bf16 max pooling: the backward argmax pass's bytes */
+            if (l->op == VD_OP_POOL && math == VD_MATH_BF16) {
+                uint64_t pw = cu_pool_layer_bwd_ws(L, l, batch);
+                pw = (pw + 255) & ~(uint64_t)255;
+                L->opts[0].ws_bwd = L->opts[0].workspace = pw;
+            }
         }
         /* bf16: each pass converts the weight into its workspace (conv backward
          * also keeps a bf16 dW there); fc's dW is written in fp32 */
-        uint64_t wb = cu_wcopy_bytes(c, net, i);
+        uint64_t wb = cu_wcopy_bytes(c, net, i), xb = cu_fc_xt_bytes(c, net, i, batch);
         for (int k = 0; wb && k < L->n_opts; k++) {
             vd_algo_opt *o = &L->opts[k];
             uint64_t f = vd_algo_ws(o, false), b = vd_algo_ws(o, true);
-            o->ws_fwd = f + wb;
-            o->ws_bwd = b + (l->op == VD_OP_CONV ? 2 * wb : wb);
+            o->ws_fwd = f + wb + xb;
+            o->ws_bwd = b + (l->op == VD_OP_CONV ? 2 * wb : wb + xb);
             o->workspace = o->ws_fwd > o->ws_bwd ? o->ws_fwd : o->ws_bwd;
         }
     }

@@ -238,7 +238,14 @@ bool cu_conv_input_shared(const vd_net *net, int li) {
 /* ---- building blocks ------------------------------------------------------------------ */
 static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
                        int64_t align, cudnnDataType_t dt, bool *ok, vd_err *e) {
-    const int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
+    /* NCHW, or channels-last in bf16 (feature maps NHWC, the weight KRSC) */
+    int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
+    if (dt == CUDNN_DATA_BFLOAT16) {
+        str[0] = dim[1] * dim[2] * dim[3];
+        str[1] = 1;
+        str[2] = dim[3] * dim[1];
+        str[3] = dim[1];
+    }
     cudnnStatus_t st;
     CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d));
     SETA(e, *d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
@@ -620,6 +627,34 @@ static const gdir *opt_dir(const cu_graph *g, const cu_conv_opt *co, int d) {
     return opt_split_dir(co, d) ? &g->s[co->sset][d] : &g->d[d];
 }
 
+/* Summed timed milliseconds of picks pick[] from the whole-batch (sset < 0)
+ * or split set sset's candidates; < 0 if a direction was not timed. */
+static float picks_ms(const cu_graph *g, int split, int sset, const int pick[CU_GD_COUNT]) {
+    float t = 0.0f;
+    for (int d = 0; d < CU_GD_COUNT; d++) {
+        if (pick[d] < 0 || d == CU_GD_BWD_DATA_ACC) continue;
+        const gdir *D = split > 1 && sset >= 0 ? &g->s[sset][d] : &g->d[d];
+        float m = D->c[pick[d]].ms;
+        if (m < 0) return -1.0f;
+        t += m;
+    }
+    return t;
+}
+
+/* bf16: the engines without tensor cores that cuDNN offers as the
+ * low-workspace fallbacks of channels-last bf16 run 20-7000x slower than the
+ * fastest (measured on the H200: ResNet-50's 3x3 backward-filter 0.1 ms vs
+ * 700 ms); an option that slow is never worth its workspace (offloading or
+ * recomputing costs less), and timing it in the profile takes minutes. So
+ * an option timed over OPT_SLOW_X times option 0 is not listed. */
+enum { OPT_SLOW_X = 8 };
+static bool opt_too_slow(const cu_layer *L, const cu_graph *g, int split, int sset,
+                         const int pick[CU_GD_COUNT]) {
+    const cu_conv_opt *o0 = &L->conv_opts[0];
+    float t0 = picks_ms(g, o0->split, o0->sset, o0->gplan), t = picks_ms(g, split, sset, pick);
+    return t0 > 0.0f && t > OPT_SLOW_X * t0;
+}
+
 /* Append the option of per-direction picks pick[] (chosen under workspace
  * cap cap; split > 1: the directions not in whole_mask index split set
  * sset's plans and run as split chunks) unless an option with the same
@@ -632,6 +667,8 @@ static void add_gopt_in(cu_layer *L, const cu_graph *g, int split, int sset, uns
             L->conv_opts[k].sset == sset && L->conv_opts[k].whole_mask == whole_mask)
             return;
     if (L->n_opts >= CU_MAX_OPTS) return;
+    if (L->dt == CUDNN_DATA_BFLOAT16 && L->n_opts > 0 && opt_too_slow(L, g, split, sset, pick))
+        return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
     vd_algo_opt *o = &L->opts[L->n_opts];
     memset(co, 0, sizeof *co);
@@ -717,6 +754,10 @@ static int gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer 
     if ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A, c->conv_topk, cap,
                             D->c, &D->n, G_MAXC, e)))
         return rc;
+    /* bf16 channels-last: the fallback list's engines run 100-7000x slower
+     * than mode A's tensor-core ones (H200, ResNet-50 backward-filter 0.1 vs
+     * 700 ms) and timing them took minutes; asked only when mode A has none */
+    if (L->dt == CUDNN_DATA_BFLOAT16 && D->n > 0) return VD_OK;
     return add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK, cap,
                          D->c, &D->n, G_MAXC, e);
 }

@@ -49,12 +49,12 @@
 /* Tensor descriptors for batch n (conv: x, y; batchnorm: x and params). */
 static int set_batch(cu_layer *L, int n, vd_err *e) {
     if (L->op == VD_OP_CONV) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, L->dt, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->in_c[0], L->in_h, L->in_w));
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, CUDNN_TENSOR_NCHW, L->dt, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->c, L->h, L->w));
     } else if (L->op == VD_OP_BATCHNORM) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, CUDNN_TENSOR_NCHW, L->dt, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->c, L->h, L->w));
         CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
     }
@@ -434,7 +434,9 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
     CUDNN_CHECK(e, cudnnCreateFilterDescriptor(&L->wd));
     CUDNN_CHECK(e, cudnnCreateConvolutionDescriptor(&L->cd));
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-    CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, L->dt, CUDNN_TENSOR_NCHW,
+    CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, L->dt,
+                                              L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC
+                                                                           : CUDNN_TENSOR_NCHW,
                                               l->u.conv.out, L->in_c[0] / g, l->u.conv.kh,
                                               l->u.conv.kw));
     CUDNN_CHECK(e, cudnnSetConvolution2dDescriptor(
@@ -452,7 +454,8 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
                        L->c, L->h, L->w);
     uint64_t bias_ws = 0;
     if (l->u.conv.bias) {
-        int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count);
+        int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count,
+                                  L->dt == CUDNN_DATA_BFLOAT16);
         if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
     }
     uint64_t ybytes = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
@@ -611,7 +614,12 @@ static int conv_bf16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     b->ws = ws + need;
     b->ws_bytes = io->ws_bytes - need;
     if (b->ws_bytes == 0) b->ws = NULL;
-    return cuk_f32_to_bf16(cu_compute(c), c->sm_count, io->w, ws, cu_weight_numel(net, li), e);
+    /* the weight [K, C/g, R, S] as bf16 KRSC (channels-last, as the feature maps) */
+    const vd_layer *l = &net->layers[li];
+    int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    return cuk_relayout(cu_compute(c), c->sm_count, io->w, false, ws, true, l->u.conv.out,
+                        c->layers[li].in_c[0] / g, (int64_t)l->u.conv.kh * l->u.conv.kw, true,
+                        0.0f, e);
 }
 
 static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
@@ -631,8 +639,13 @@ int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, v
     vd_op_io b;
     int rc = conv_bf16_io(c, net, li, io, true, &b, e);
     if (!rc) rc = conv_backward(c, net, li, &b, e);
-    if (!rc && io->dw)
-        rc = cuk_bf16_to_f32(cu_compute(c), c->sm_count, b.dw, io->dw, cu_weight_numel(net, li), e);
+    if (!rc && io->dw) {   /* bf16 KRSC -> fp32 KCRS */
+        const vd_layer *l = &net->layers[li];
+        int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+        rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, true, io->dw, false, l->u.conv.out,
+                          c->layers[li].in_c[0] / g, (int64_t)l->u.conv.kh * l->u.conv.kw, false,
+                          0.0f, e);
+    }
     return rc;
 }
 
@@ -674,7 +687,7 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     /* bias gradient first: its partial sums share the workspace */
     if (l->u.conv.bias && io->db) {
         int64_t hw = (int64_t)L->h * L->w;
-        int split = cu_chan_split(io->n, L->c, hw, c->sm_count);
+        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->bf16);
         if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
             split = 1;
         if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db,
@@ -712,6 +725,13 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     const vd_layer *l = &net->layers[li];
     int rc = ensure_batch(L, io->n, e);
     if (rc) return rc;
+    if (L->dt == CUDNN_DATA_BFLOAT16) {
+        if (!io->aux)
+            return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': no saved statistics", l->name);
+        return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->y, io->w, io->b, io->aux,
+                               io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, io->training,
+                               l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, e);
+    }
     const float one = 1.0f, zero = 0.0f;
     if (io->training) {
         float *mean = io->aux, *invstd = io->aux ? io->aux + L->c : NULL;
@@ -741,6 +761,11 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
         return vd_errf(e, VD_EUNSUPPORTED,
                        "batchnorm '%s': the CUDA backend needs dx, dweight, dbias and the saved "
                        "statistics in backward", l->name);
+    if (L->dt == CUDNN_DATA_BFLOAT16)
+        return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
+                               io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->aux, io->dw,
+                               io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws, io->ws_bytes,
+                               e);
     const float one = 1.0f, zero = 0.0f;
     const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
     CUDNN_CHECK(e, cudnnBatchNormalizationBackward(

@@ -209,6 +209,18 @@ static inline uint64_t cu_wcopy_bytes(const cu_ctx *c, const vd_net *net, int li
     return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * 2u, (uint64_t)256);
 }
 
+/* Math bf16, an fc layer whose input has H*W > 1 (channels-last): bytes of
+ * the input in NCHW order at batch n, behind the weight copy; 0 otherwise. */
+static inline uint64_t cu_fc_xt_bytes(const cu_ctx *c, const vd_net *net, int li, int n) {
+    const vd_layer *l = &net->layers[li];
+    if (c->math != VD_MATH_BF16 || l->op != VD_OP_FC) return 0;
+    int src = l->in[0];
+    int64_t hw = src < 0 ? (int64_t)net->in_h * net->in_w
+                         : (int64_t)net->layers[src].h * net->layers[src].w;
+    if (hw <= 1) return 0;
+    return VD_ALIGN_UP((uint64_t)n * (uint64_t)vd_net_out_numel(net, src) * 2u, (uint64_t)256);
+}
+
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
 /* Conv layers: the graph API (cuda_convgraph.cu) unless it has no engine for
  * the layer or --conv-api legacy; then the legacy API. */
@@ -261,15 +273,19 @@ void cu_tune_release(cu_ctx *c);
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
 bool cu_op_supported(vd_op op, vd_math math);
+/* Math bf16: a pooling layer's backward workspace at batch n
+ * (cu_pool_bwd_ws_bytes of its geometry). */
+uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
  * per channel it would use, and the workspace bytes those need. */
-int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count);
+int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc);
 
 /* ---- cuda_kernels.cu: launchers (compute stream unless a stream is given) --
- * bf: the feature-map pointers (x, y, dy, dx) hold bf16 elements (math bf16);
- * weights, biases, gradients of parameters and the loss stay float. */
+ * bf: the feature-map pointers (x, y, dy, dx) hold bf16 elements in
+ * channels-last order (math bf16; vd_math_nhwc); weights, biases, gradients
+ * of parameters and the loss stay float. */
 typedef struct cu_pool_geom {
     int n, c, h, w, oh, ow;           /* input [n,c,h,w], output [n,c,oh,ow] */
     int kh, kw, sh, sw, ph, pw;       /* window pooling */
@@ -288,14 +304,30 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                  float *partial, float *db, bool bf, vd_err *e);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
+/* Batch norm on channels-last bf16 (math bf16): pix = n*h*w pixels of ch
+ * channels; the partial sums need cu_bn_ws_bytes of workspace (training
+ * forward and backward). Semantics as the CPU reference: aux = [mean,
+ * invstd]; backward overwrites dw, db and puts dx with dx_beta. */
+int cu_bn_split(int64_t pix, int64_t ch, int sm_count);
+uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count);
+int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    vd_err *e);
+int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e);
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, bool bf, vd_err *e);
 int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
                  int64_t n, bool bf, vd_err *e);
+/* ch, hw: the tensor's channels and pixels (bf: channels-last; the mask is
+ * drawn by NCHW index, as on the CPU). */
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, bool bf, vd_err *e);
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
+                bool bf, vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
                    bool bf, vd_err *e);
 int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool bf, vd_err *e);
@@ -307,7 +339,10 @@ int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
  * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, bool bf, vd_err *e);
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, bool bf, vd_err *e);
+/* bf16 (channels-last) max pooling: backward workspace bytes of the argmax
+ * pass (one byte per output element; 0 where that path does not apply). */
+uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
 /* The kernels behind it, on their own (tests compare them bit for bit):
  * _general: k_pool_bwd, any geometry. _tiled: k_pool_bwd_tiled, non-adaptive
  * max pooling only; each window's argmax computed once per tile, dx bitwise
@@ -343,5 +378,9 @@ int cuk_empty(cudaStream_t s, vd_err *e);
 /* Math bf16: dst[i] = bf16(src[i]) (round to nearest even), and back (exact). */
 int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_err *e);
 int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e);
+/* n images of c x hw from NCHW to NHWC (to_nhwc) or back, src / dst bf16
+ * (src_bf / dst_bf) or float; beta 0 overwrites dst, else adds to it. */
+int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst, bool dst_bf,
+                 int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta, vd_err *e);
 
 #endif

@@ -18,6 +18,10 @@ __device__ __forceinline__ float ld(float v) { return v; }
 __device__ __forceinline__ float ld(cu_bf16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ void st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st(cu_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
+/* bf16 feature maps are channels-last (vd_math_nhwc): NHWC<T> says which
+ * layout a kernel of element type T indexes. */
+template <typename T> struct NHWC { static const bool on = false; };
+template <> struct NHWC<cu_bf16> { static const bool on = true; };
 static inline const cu_bf16 *BF(const float *p) { return (const cu_bf16 *)(const void *)p; }
 static inline cu_bf16 *BF(float *p) { return (cu_bf16 *)(void *)p; }
 
@@ -77,6 +81,104 @@ __device__ float block_max(float v, float *sh) {
     return r;
 }
 
+
+/* ---- bf16 in 16-byte vectors --------------------------------------------------
+ * Eight bf16 per thread through one 16-byte load or store, where every
+ * pointer is 16-byte aligned and the count a multiple of 8 (the pool's
+ * tensors are 256-byte aligned; channel counts of real nets are multiples of
+ * 8). The same float arithmetic per element and the same rounding
+ * (__floats2bfloat162_rn = __float2bfloat16_rn twice) as the scalar kernels,
+ * so results are bit-identical to them. */
+struct bf8 { float v[8]; };
+
+__device__ __forceinline__ bf8 ld8(const cu_bf16 *p) {
+    uint4 u = *(const uint4 *)(const void *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)(const void *)&u;
+    bf8 r;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float2 t = __bfloat1622float2(h[k]);
+        r.v[2 * k] = t.x;
+        r.v[2 * k + 1] = t.y;
+    }
+    return r;
+}
+
+__device__ __forceinline__ void st8(cu_bf16 *p, const bf8 &r) {
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)(void *)&u;
+#pragma unroll
+    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(r.v[2 * k], r.v[2 * k + 1]);
+    *(uint4 *)(void *)p = u;
+}
+
+/* put() on eight: beta != 0 adds to what dst holds (float, one rounding). */
+__device__ __forceinline__ void put8(cu_bf16 *p, float beta, bf8 r) {
+    if (beta != 0.0f) {
+        bf8 o = ld8(p);
+#pragma unroll
+        for (int k = 0; k < 8; k++) r.v[k] = __fadd_rn(o.v[k], r.v[k]);
+    }
+    st8(p, r);
+}
+
+static bool al16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static bool vec8_ok(int64_t n, const void *a, const void *b = NULL, const void *c = NULL) {
+    return n % 8 == 0 && al16(a) && (!b || al16(b)) && (!c || al16(c));
+}
+
+#define GRID_STRIDE8(i, n)                                                         \
+    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < (n);\
+         i += (int64_t)gridDim.x * blockDim.x * 8)
+
+__global__ void k_relu_fwd8(const cu_bf16 *x, cu_bf16 *y, int64_t n) {
+    GRID_STRIDE8(i, n) {
+        bf8 v = ld8(x + i);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = v.v[k] <= 0.0f ? 0.0f : v.v[k];
+        st8(y + i, v);
+    }
+}
+
+__global__ void k_relu_bwd8(const cu_bf16 *y, const cu_bf16 *dy, cu_bf16 *dx, float beta,
+                            int64_t n) {
+    GRID_STRIDE8(i, n) {
+        bf8 a = ld8(y + i), g = ld8(dy + i);
+#pragma unroll
+        for (int k = 0; k < 8; k++) g.v[k] = a.v[k] <= 0.0f ? 0.0f : g.v[k];
+        put8(dx + i, beta, g);
+    }
+}
+
+struct cu_ptrs8 { const cu_bf16 *p[VD_MAX_INPUTS]; };
+
+__global__ void k_add8(cu_ptrs8 x, int kin, cu_bf16 *y, int64_t n) {
+    GRID_STRIDE8(i, n) {
+        bf8 acc = ld8(x.p[0] + i);
+        for (int j = 1; j < kin; j++) {
+            bf8 b = ld8(x.p[j] + i);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = __fadd_rn(acc.v[k], b.v[k]);
+        }
+        st8(y + i, acc);
+    }
+}
+
+/* channels-last: elements i..i+7 are channels i % ch .. +7 of one pixel */
+__global__ void k_bias_add8(cu_bf16 *y, const float *b, int64_t n, int64_t ch) {
+    GRID_STRIDE8(i, n) {
+        bf8 v = ld8(y + i);
+        int64_t c = i % ch;
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = __fadd_rn(v.v[k], b[c + k]);
+        st8(y + i, v);
+    }
+}
+
+__global__ void k_axpby_copy8(const cu_bf16 *src, cu_bf16 *dst, float beta, int64_t n) {
+    GRID_STRIDE8(i, n) put8(dst + i, beta, ld8(src + i));
+}
+
 /* ---- fills (profiler) ----------------------------------------------------- */
 __global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi) {
     GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * vd_hash_uniform(seed, 0, 0, (uint64_t)i);
@@ -112,13 +214,19 @@ int cuk_empty(cudaStream_t s, vd_err *e) {
 /* ---- bias ------------------------------------------------------------------ */
 template <typename T, typename I>
 __global__ void k_bias_add(T *y, const float *b, I total, I ch, I hw) {
-    GRID_STRIDE_T(I, i, total) st(&y[i], __fadd_rn(ld(y[i]), b[(i / hw) % ch]));
+    GRID_STRIDE_T(I, i, total)
+        st(&y[i], __fadd_rn(ld(y[i]), b[NHWC<T>::on ? i % ch : (i / hw) % ch]));
 }
 
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
                  int64_t hw, bool bf, vd_err *e) {
     int64_t total = n * ch * hw;
     if (total <= 0) return VD_OK;
+    if (bf && ch % 8 == 0 && vec8_ok(total, y)) {
+        k_bias_add8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(y), b, total, ch);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     unsigned gr = grid_for(total, sm);
     if (FITS32(total)) {
         if (bf) k_bias_add<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(y), b, (int)total, (int)ch, (int)hw);
@@ -131,7 +239,15 @@ int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, in
     return VD_OK;
 }
 
-int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count) {
+int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
+    if (nhwc) {   /* blocks of CHAN_NHWC_C channels: about sm*8 blocks in all */
+        int64_t cb = (ch + 31) / 32;
+        int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 8 + cb - 1) / cb;
+        int64_t most = (n * hw) / 1024;
+        int64_t sp = want < most ? want : most;
+        if (sp > 1024) sp = 1024;
+        return sp < 1 ? 1 : (int)sp;
+    }
     int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + ch - 1) / ch;
     int64_t most = (n * hw) / 8192;           /* at least 8192 elements per block */
     int64_t sp = want < most ? want : most;
@@ -157,6 +273,31 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *o
     if (threadIdx.x == 0) out[c * split + k] = r;
 }
 
+/* Channels-last: block (cb, k) sums pixels of chunk k of [0, n*hw) for
+ * channels [32 cb, 32 cb + 32): thread (lane, row) takes channel 32 cb + lane
+ * and every CU_THREADS/32-th pixel from its row; rows are then added in
+ * order. Coalesced across the channels of a pixel. */
+enum { CHAN_NHWC_C = 32 };
+__global__ void k_chan_partial_nhwc(const cu_bf16 *dy, int64_t pix, int64_t ch, int split,
+                                    float *out) {
+    __shared__ float sh[CU_THREADS];
+    const int lane = threadIdx.x % CHAN_NHWC_C, row = threadIdx.x / CHAN_NHWC_C;
+    const int rows = blockDim.x / CHAN_NHWC_C;
+    int64_t c = (int64_t)blockIdx.x * CHAN_NHWC_C + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float acc = 0.0f;
+    if (c < ch)
+        for (int64_t j = j0 + row; j < j1; j += rows) acc += ld(dy[j * ch + c]);
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        float t = sh[lane];
+        for (int r = 1; r < rows; r++) t += sh[r * CHAN_NHWC_C + lane];
+        out[c * split + k] = t;
+    }
+}
+
 __global__ void k_chan_final(const float *partial, int64_t ch, int split, float *db) {
     GRID_STRIDE(c, ch) {
         float acc = 0.0f;
@@ -164,6 +305,9 @@ __global__ void k_chan_final(const float *partial, int64_t ch, int split, float 
         db[c] = acc;
     }
 }
+
+static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
+                     float *partial, float *db, vd_err *e);
 
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
                  float *partial, float *db, bool bf, vd_err *e) {
@@ -173,12 +317,15 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                        (long long)ch, split);
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
-    if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
-        if (bf) k_chan_partial<cu_bf16, int><<<grid, CU_THREADS, 0, s>>>(BF(dy), (int)n, (int)ch, (int)hw, split, out);
-        else k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
+    if (bf && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
+        return chan_sum8(s, dy, n * hw, ch, split, partial, db, e);
+    if (bf) {
+        dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
+        k_chan_partial_nhwc<<<gn, CU_THREADS, 0, s>>>(BF(dy), n * hw, ch, split, out);
+    } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
+        k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
     } else {
-        if (bf) k_chan_partial<cu_bf16, int64_t><<<grid, CU_THREADS, 0, s>>>(BF(dy), n, ch, hw, split, out);
-        else k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
     }
     KERNEL_CHECK(e);
     if (split > 1) {
@@ -235,7 +382,8 @@ __global__ void k_relu_fwd(const T *x, T *y, int64_t n) {
 
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    if (bf && vec8_ok(n, x, y)) k_relu_fwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    else if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
     else k_relu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -252,7 +400,9 @@ __global__ void k_relu_bwd(const T *y, const T *dy, T *dx, float beta, int64_t n
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
+    if (bf && vec8_ok(n, y, dy, dx))
+        k_relu_bwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
+    else if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
     else k_relu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -299,23 +449,29 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
  * and backward (x = dy, y = dx) are the same map. */
 template <typename T>
 __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, float scale,
-                          uint64_t seed, uint64_t layer, uint64_t iter) {
+                          uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw) {
     GRID_STRIDE(i, n) {
-        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)i) >= p;
+        int64_t m = i;   /* the mask is drawn by NCHW index in every layout */
+        if (NHWC<T>::on && hw > 1) {
+            int64_t pix = i / ch, c = i - pix * ch, img = pix / hw;
+            m = (img * ch + c) * hw + (pix - img * hw);
+        }
+        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)m) >= p;
         float v = keep ? __fmul_rn(ld(x[i]), scale) : 0.0f;
         put(&y[i], beta, v);
     }
 }
 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, bool bf, vd_err *e) {
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
+                bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
     if (bf)
         k_dropout<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), beta, n, p, scale,
-                                                                 seed, layer, iter);
+                                                                 seed, layer, iter, ch, hw);
     else
         k_dropout<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, beta, n, p, scale, seed,
-                                                               layer, iter);
+                                                               layer, iter, ch, hw);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -328,7 +484,9 @@ __global__ void k_axpby_copy(const T *src, T *dst, float beta, int64_t n) {
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
                    bool bf, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
+    if (bf && vec8_ok(n, src, dst))
+        k_axpby_copy8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
+    else if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
     else k_axpby_copy<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -350,7 +508,13 @@ int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int6
             vd_err *e) {
     if (n <= 0) return VD_OK;
     if (k < 1 || k > VD_MAX_INPUTS) return vd_errf(e, VD_EINTERNAL, "cuk_add: %d inputs", k);
-    if (bf) {
+    bool v8 = bf && vec8_ok(n, y);
+    for (int j = 0; v8 && j < k; j++) v8 = al16(x[j]);
+    if (v8) {
+        cu_ptrs8 ps;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
+        k_add8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
+    } else if (bf) {
         cu_ptrs<cu_bf16> ps;
         for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
         k_add<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
@@ -369,9 +533,15 @@ template <typename T, typename I>
 __global__ void k_concat(const T *x, T *y, I total, I ck, I ctot, I off, I hw,
                          bool backward, float beta) {
     GRID_STRIDE_T(I, i, total) {
-        I t = i / hw, p = i - t * hw;
-        I img = t / ck, c = t - img * ck;
-        I big = (img * ctot + off + c) * hw + p;
+        I big;
+        if (NHWC<T>::on) {   /* i = pixel * ck + c */
+            I pix = i / ck, c = i - pix * ck;
+            big = pix * ctot + off + c;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ck, c = t - img * ck;
+            big = (img * ctot + off + c) * hw + p;
+        }
         if (backward) put(&y[i], beta, ld(x[big]));
         else y[big] = x[i];
     }
@@ -492,8 +662,281 @@ __global__ void k_pool_fwd(cu_pool_geom g, const T *x, T *y, I total) {
     }
 }
 
+/* Channels-last pooling (bf16): output i = ((img*oh + oh)*ow + ow)*c + ch,
+ * the window walked in the same row-major order with the same max rule (via
+ * window_max_at with an element stride of c), so results equal the NCHW
+ * kernels' on the same values. */
+template <typename T>
+__device__ __forceinline__ float window_max_nhwc(const T *plane, int w, int c, int h0, int h1,
+                                                 int w0, int w1, int *arg) {
+    float m = -INFINITY;
+    int idx = h0 * w + w0;
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+            float v = ld(plane[(int64_t)(ih * w + iw) * c]);
+            if (v > m || isnan(v)) { m = v; idx = ih * w + iw; }
+        }
+    *arg = idx;
+    return m;
+}
+
+template <typename T>
+__global__ void k_pool_fwd_nhwc(cu_pool_geom g, const T *x, T *y, int64_t total) {
+    GRID_STRIDE(i, total) {
+        int64_t pix = i / g.c;
+        int ch = (int)(i - pix * g.c);
+        int64_t img = pix / ((int64_t)g.oh * g.ow);
+        int r = (int)(pix - img * ((int64_t)g.oh * g.ow));
+        int oh = r / g.ow, ow = r - oh * g.ow;
+        const T *xp = x + img * g.h * g.w * (int64_t)g.c + ch;
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        if (h0 >= h1 || w0 >= w1) { st(&y[i], 0.0f); continue; }
+        if (g.max) {
+            int arg;
+            st(&y[i], window_max_nhwc(xp, g.w, g.c, h0, h1, w0, w1, &arg));
+        } else {
+            float acc = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) acc += ld(xp[(int64_t)(ih * g.w + iw) * g.c]);
+            st(&y[i], acc / (float)(sh * sw));
+        }
+    }
+}
+
+/* k_pool_bwd in channels-last order: input i = ((img*h + ih)*w + iw)*c + ch. */
+template <typename T>
+__global__ void k_pool_bwd_nhwc(cu_pool_geom g, const T *x, const T *dy, T *dx, float beta,
+                                int64_t total) {
+    GRID_STRIDE(i, total) {
+        int64_t pix = i / g.c;
+        int ch = (int)(i - pix * g.c);
+        int64_t img = pix / ((int64_t)g.h * g.w);
+        int r = (int)(pix - img * ((int64_t)g.h * g.w));
+        int ih = r / g.w, iw = r - ih * g.w;
+        const T *xp = g.max ? x + img * g.h * g.w * (int64_t)g.c + ch : NULL;
+        const T *dyp = dy + img * g.oh * g.ow * (int64_t)g.c + ch;
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        float acc = beta != 0.0f ? ld(dx[i]) : 0.0f;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                float d = ld(dyp[(int64_t)(oh * g.ow + ow) * g.c]);
+                if (g.max) {
+                    int arg;
+                    window_max_nhwc(xp, g.w, g.c, h0, h1, w0, w1, &arg);
+                    if (arg == ih * g.w + iw) acc += d;
+                } else {
+                    acc += d / (float)(sh * sw);
+                }
+            }
+        }
+        st(&dx[i], acc);
+    }
+}
+
+
+/* ---- channels-last pooling on eight channels per thread (bf16, c % 8 == 0) --
+ * Index q runs over (pixel, channel group of 8); I = int where the element
+ * counts fit (FITS32), as the NCHW kernels. Per channel the same window walk,
+ * max rule (first maximum in row-major order, NaN wins) and float sums as
+ * k_pool_fwd_nhwc / k_pool_bwd_nhwc, so the results are the same bits.
+ * Max-pool backward takes two passes: k_pool_arg8 stores each output's
+ * argmax as its offset in the window ((ih - h0) * kw + (iw - w0), one byte;
+ * 255 for an empty window) in the backward workspace, then k_pool_bwd_max8
+ * gathers, per input, dy of the outputs whose argmax it is: x is read once
+ * instead of once per covering window. */
+template <typename I>
+__device__ __forceinline__ void pool_q8(const cu_pool_geom &g, I q, I rows, I cols, I *img,
+                                        int *r, int *col, int *c0) {
+    I cg = (I)(g.c / 8);
+    I pix = q / cg;
+    *c0 = (int)(q - pix * cg) * 8;
+    I t = pix / cols;
+    *col = (int)(pix - t * cols);
+    *img = t / rows;
+    *r = (int)(t - *img * rows);
+}
+
+template <typename I>
+__global__ void k_pool_fwd8(cu_pool_geom g, const cu_bf16 *x, cu_bf16 *y, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int oh, ow, c0;
+        pool_q8<I>(g, q, (I)g.oh, (I)g.ow, &img, &oh, &ow, &c0);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        bf8 r;
+        const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
+        if (h0 >= h1 || w0 >= w1) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
+        } else if (g.max) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = -INFINITY;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) {
+                    bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        if (v.v[k] > r.v[k] || isnan(v.v[k])) r.v[k] = v.v[k];
+                }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) {
+                    bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+#pragma unroll
+                    for (int k = 0; k < 8; k++) r.v[k] += v.v[k];
+                }
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = r.v[k] / (float)(sh * sw);
+        }
+        st8(y + q * 8, r);
+    }
+}
+
+template <typename I>
+__global__ void k_pool_arg8(cu_pool_geom g, const cu_bf16 *x, uint8_t *arg, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int oh, ow, c0;
+        pool_q8<I>(g, q, (I)g.oh, (I)g.ow, &img, &oh, &ow, &c0);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
+        float m[8];
+        unsigned a[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = h0 >= h1 || w0 >= w1 ? 255u : 0u; }
+        for (int ih = h0; ih < h1; ih++)
+            for (int iw = w0; iw < w1; iw++) {
+                bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+                unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    if (v.v[k] > m[k] || isnan(v.v[k])) { m[k] = v.v[k]; a[k] = rel; }
+            }
+        uint2 u;
+        u.x = a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24;
+        u.y = a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24;
+        *(uint2 *)(void *)(arg + q * 8) = u;
+    }
+}
+
+/* max (arg != NULL): dy of the covering outputs whose argmax is this input;
+ * average: dy / divisor of every covering window. Output order as
+ * k_pool_bwd_nhwc (rows, then columns, ascending). */
+template <typename I>
+__global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const cu_bf16 *dy, cu_bf16 *dx,
+                            float beta, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int ih, iw, c0;
+        pool_q8<I>(g, q, (I)g.h, (I)g.w, &img, &ih, &iw, &c0);
+        bf8 acc;
+        if (beta != 0.0f) acc = ld8(dx + q * 8);
+        else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = 0.0f;
+        }
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        I obase = img * (I)g.oh * g.ow;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                I o = ((obase + (I)(oh * g.ow + ow)) * g.c + c0);
+                bf8 d = ld8(dy + o);
+                if (arg) {
+                    uint2 u = *(const uint2 *)(const void *)(arg + o);
+                    unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        unsigned b = ((k < 4 ? u.x : u.y) >> (8 * (k & 3))) & 0xffu;
+                        if (b == rel) acc.v[k] += d.v[k];
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) acc.v[k] += d.v[k] / (float)(sh * sw);
+                }
+            }
+        }
+        st8(dx + q * 8, acc);
+    }
+}
+
+/* Whether the eight-channel kernels take g (and x, y aligned). */
+static bool pool8_ok(const cu_pool_geom *g, const void *a, const void *b) {
+    return g->c % 8 == 0 && al16(a) && al16(b);
+}
+
+uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g) {
+    if (!g->max || g->adaptive || g->c % 8 != 0 || g->kh * g->kw > 255) return 0;
+    return (uint64_t)g->n * g->c * g->oh * g->ow;
+}
+
+static int pool_fwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
+                     vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->oh * g->ow / 8;
+    int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
+    if (FITS32(in_total) && FITS32(total * 8))
+        k_pool_fwd8<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), (int)total);
+    else
+        k_pool_fwd8<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ws: cu_pool_bwd_ws_bytes(g) bytes for max pooling (NULL: not taken). */
+static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                     const float *dy, float *dx, float beta, void *ws, vd_err *e) {
+    int64_t in8 = (int64_t)g->n * g->c * g->h * g->w / 8;
+    int64_t out8 = (int64_t)g->n * g->c * g->oh * g->ow / 8;
+    bool i32 = FITS32(in8 * 8) && FITS32(out8 * 8);
+    uint8_t *arg = g->max ? (uint8_t *)ws : NULL;
+    if (g->max) {
+        if (i32) k_pool_arg8<int><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, BF(x), arg, (int)out8);
+        else k_pool_arg8<int64_t><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, BF(x), arg, out8);
+        KERNEL_CHECK(e);
+    }
+    if (i32)
+        k_pool_bwd8<int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, BF(dy), BF(dx), beta,
+                                                                 (int)in8);
+    else
+        k_pool_bwd8<int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, BF(dy), BF(dx),
+                                                                     beta, in8);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  bool bf, vd_err *e) {
+    if (bf) {
+        int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
+        if (total <= 0) return VD_OK;
+        if (pool8_ok(g, x, y)) return pool_fwd8(s, sm, g, x, y, e);
+        k_pool_fwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
     if (total <= 0) return VD_OK;
     int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
@@ -885,6 +1328,8 @@ int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const floa
                        vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    if (bf)
+        return vd_errf(e, VD_EUNSUPPORTED, "max-pool backward: the tiled kernel is NCHW only");
     pool_tiling t;
     if (!pool_tiling_plan(g, (int64_t)g->n * g->c, sm, tile, &t))
         return vd_errf(e, VD_EUNSUPPORTED,
@@ -898,6 +1343,12 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
                          const float *dy, float *dx, float beta, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    if (bf) {
+        k_pool_bwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(dy),
+                                                                            BF(dx), beta, total);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
     int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
     unsigned gr = grid_for(total, sm);
     if (FITS32(total) && FITS32(out_total)) {
@@ -921,9 +1372,17 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
  * k_pool_bwd_tiled where pool_tiling_plan takes it; the rest (adaptive,
  * overlapping average pooling, huge planes or windows): k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, bool bf, vd_err *e) {
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, bool bf, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
+    if (bf) {
+        uint64_t need = cu_pool_bwd_ws_bytes(g);
+        bool ok8 = pool8_ok(g, dy, dx) && al16(x) &&
+                   (g->max ? need > 0 && ws && ws_bytes >= need && ((uintptr_t)ws & 7u) == 0
+                           : true);
+        if (ok8) return pool_bwd8(s, sm, g, x, dy, dx, beta, ws, e);
+        return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
+    }
     int64_t planes = (int64_t)g->n * g->c;
     int64_t hw = (int64_t)g->h * g->w;
     if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&
@@ -969,7 +1428,7 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
     CUDA_GOTO(e, rc, out, cudaMemcpy(x_d, x, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dy_d, dy, (size_t)yn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dx_d, dx, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
-    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
+    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, NULL, 0, false, e)
        : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
                    : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, false, e);
     if (rc) goto out;
@@ -990,8 +1449,9 @@ __device__ __forceinline__ float lrn_scale(const T *col, I hw, int ch, int c, in
     if (lo < 0) lo = 0;
     if (hi > ch - 1) hi = ch - 1;
     float acc = 0.0f;
+    const I cs = NHWC<T>::on ? (I)1 : hw;   /* channel stride */
     for (int j = lo; j <= hi; j++) {
-        float v = ld(col[j * hw]);
+        float v = ld(col[j * cs]);
         acc += v * v;
     }
     return k + alpha * (acc / (float)size);
@@ -1001,10 +1461,18 @@ template <typename T, typename I>
 __global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, float alpha,
                           float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
-        I t = i / hw, p = i - t * hw;
-        I img = t / ch;
-        int c = (int)(t - img * ch);
-        const T *col = x + img * ch * hw + p;
+        const T *col;
+        int c;
+        if (NHWC<T>::on) {   /* i = pixel*ch + c */
+            I pix = i / ch;
+            c = (int)(i - pix * ch);
+            col = x + pix * ch;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ch;
+            c = (int)(t - img * ch);
+            col = x + img * ch * hw + p;
+        }
         float s = lrn_scale(col, hw, ch, c, size, alpha, k);
         st(&y[i], ld(x[i]) / powf(s, beta));
     }
@@ -1032,10 +1500,20 @@ template <typename T, typename I>
 __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total,
                           int ch, I hw, int size, float alpha, float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
-        I t = i / hw, p = i - t * hw;
-        I img = t / ch;
-        int ci = (int)(t - img * ch);
-        I base = img * ch * hw + p;
+        I base, cs;
+        int ci;
+        if (NHWC<T>::on) {
+            I pix = i / ch;
+            ci = (int)(i - pix * ch);
+            base = pix * ch;
+            cs = 1;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ch;
+            ci = (int)(t - img * ch);
+            base = img * ch * hw + p;
+            cs = hw;
+        }
         const T *col = x + base;
         const T *dcol = dy + base;
         float si = lrn_scale(col, hw, ch, ci, size, alpha, k);
@@ -1045,10 +1523,10 @@ __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total
         float acc = 0.0f;
         for (int c = c0; c <= c1; c++) {
             float sc = c == ci ? si : lrn_scale(col, hw, ch, c, size, alpha, k);
-            acc += ld(dcol[c * hw]) * ld(col[c * hw]) / (powf(sc, beta) * sc);
+            acc += ld(dcol[c * cs]) * ld(col[c * cs]) / (powf(sc, beta) * sc);
         }
-        float g = ld(dcol[ci * hw]) / powf(si, beta) -
-                  2.0f * alpha * beta / (float)size * ld(col[ci * hw]) * acc;
+        float g = ld(dcol[ci * cs]) / powf(si, beta) -
+                  2.0f * alpha * beta / (float)size * ld(col[ci * cs]) * acc;
         put(&dx[i], dx_beta, g);
     }
 }
@@ -1200,6 +1678,469 @@ int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t
 int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e) {
     if (n <= 0) return VD_OK;
     k_bf16_to_f32<<<grid_for(n, sm), CU_THREADS, 0, s>>>((const cu_bf16 *)src, dst, n);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- layout conversions (math bf16) -----------------------------------------
+ * n images of c x hw: NCHW <-> NHWC, element types converted on the way
+ * (float -> bf16 rounds to nearest even, bf16 -> float is exact); beta: 0
+ * overwrites, else dst += (in float, one rounding). Conv weights [K, C, R, S]
+ * are n = K images of C x RS (NHWC = KRSC). Indexed by the destination. */
+template <typename TI, typename TO>
+__global__ void k_relayout(const TI *src, TO *dst, int64_t total, int64_t c, int64_t hw,
+                           bool to_nhwc, float beta) {
+    GRID_STRIDE(i, total) {
+        int64_t j;
+        if (to_nhwc) {   /* i = (img*hw + p)*c + ch */
+            int64_t pix = i / c, ch = i - pix * c, img = pix / hw;
+            j = (img * c + ch) * hw + (pix - img * hw);
+        } else {         /* i = (img*c + ch)*hw + p */
+            int64_t t = i / hw, p = i - t * hw, img = t / c;
+            j = (img * hw + p) * c + (t - img * c);
+        }
+        put(&dst[i], beta, ld(src[j]));
+    }
+}
+
+int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst, bool dst_bf,
+                 int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta, vd_err *e) {
+    int64_t total = n * c * hw;
+    if (total <= 0) return VD_OK;
+    unsigned gr = grid_for(total, sm);
+    if (src_bf && dst_bf)
+        k_relayout<cu_bf16, cu_bf16><<<gr, CU_THREADS, 0, s>>>((const cu_bf16 *)src, (cu_bf16 *)dst,
+                                                             total, c, hw, to_nhwc, beta);
+    else if (src_bf)
+        k_relayout<cu_bf16, float><<<gr, CU_THREADS, 0, s>>>((const cu_bf16 *)src, (float *)dst,
+                                                           total, c, hw, to_nhwc, beta);
+    else if (dst_bf)
+        k_relayout<float, cu_bf16><<<gr, CU_THREADS, 0, s>>>((const float *)src, (cu_bf16 *)dst,
+                                                           total, c, hw, to_nhwc, beta);
+    else
+        k_relayout<float, float><<<gr, CU_THREADS, 0, s>>>((const float *)src, (float *)dst, total,
+                                                         c, hw, to_nhwc, beta);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- batch norm, channels-last bf16 ------------------------------------------
+ * cuDNN's CUDNN_BATCHNORM_SPATIAL on NHWC bf16 is its slow general path; these
+ * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16
+ * [pix = n*h*w][c]; statistics, parameters and their gradients float.
+ * Reductions: block (cb, k) takes channels [32 cb, 32 cb + 32) (one per lane)
+ * over pixel chunk k of split; each of the block's 8 rows of lanes walks every
+ * 8th pixel of the chunk, accumulating in float; rows are added in order, the
+ * split partials then in double, in order: bit-identical run to run.
+ * Forward sums are shifted by the channel's first value (x[0][c]), so the
+ * variance does not cancel when |mean| >> std. */
+enum { BN_LANES = 32 };
+
+/* Eight-channel reductions (ch % 8 == 0): a row of tpr threads covers
+ * 8 * tpr channels, CU_THREADS / tpr rows per block. */
+static int bn_tpr(int64_t ch) { return ch % 8 == 0 && ch / 8 < BN_LANES ? (int)(ch / 8) : BN_LANES; }
+static int64_t bn_gx(int64_t ch) {
+    if (ch % 8 != 0) return (ch + BN_LANES - 1) / BN_LANES;
+    int64_t w = 8 * (int64_t)bn_tpr(ch);
+    return (ch + w - 1) / w;
+}
+
+int cu_bn_split(int64_t pix, int64_t ch, int sm_count) {
+    int64_t cb = bn_gx(ch);
+    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + cb - 1) / cb;
+    int64_t most = pix / (4 * (CU_THREADS / bn_tpr(ch)));   /* >= 4 pixels per thread */
+    int64_t sp = want < most ? want : most;
+    if (sp > 4096) sp = 4096;
+    return sp < 1 ? 1 : (int)sp;
+}
+
+uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count) {
+    return (uint64_t)cu_bn_split(pix, ch, sm_count) * (uint64_t)ch * 2u * sizeof(float);
+}
+
+/* Rows of the block in order: a[lane] += a[r*32 + lane] for r = 1..7. */
+__device__ __forceinline__ void bn_rows_sum(float *sh, int lane, int rows) {
+    float t = sh[lane];
+    for (int r = 1; r < rows; r++) t += sh[r * BN_LANES + lane];
+    sh[lane] = t;
+}
+
+/* part[0][c*split + k] = sum (x - x0[c]), part[1][...] = sum (x - x0[c])^2 over
+ * chunk k (x0[c] = x[c], the first pixel's value). */
+__global__ void k_bn_stats_part(const cu_bf16 *x, int64_t pix, int64_t ch, int split,
+                                float *part) {
+    __shared__ float s1[CU_THREADS], s2[CU_THREADS];
+    const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
+    const int rows = blockDim.x / BN_LANES;
+    int64_t c = (int64_t)blockIdx.x * BN_LANES + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a = 0.0f, b = 0.0f;
+    if (c < ch) {
+        float x0 = ld(x[c]);
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            float d = ld(x[j * ch + c]) - x0;
+            a += d;
+            b += d * d;
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        bn_rows_sum(s1, lane, rows);
+        bn_rows_sum(s2, lane, rows);
+        part[c * split + k] = s1[lane];
+        part[ch * split + c * split + k] = s2[lane];
+    }
+}
+
+/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line. */
+__global__ void k_bn_norm(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+                          const float *bta, int64_t total, int ch) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        st(&y[i], (ld(x[i]) - aux[c]) * aux[ch + c] * g[c] + bta[c]);
+    }
+}
+
+/* part[0][c*split + k] = sum dy, part[1][...] = sum dy * (x - mean) over chunk k. */
+__global__ void k_bn_bwd_part(const cu_bf16 *x, const cu_bf16 *dy, const float *aux, int64_t pix,
+                              int64_t ch, int split, float *part) {
+    __shared__ float s1[CU_THREADS], s2[CU_THREADS];
+    const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
+    const int rows = blockDim.x / BN_LANES;
+    int64_t c = (int64_t)blockIdx.x * BN_LANES + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a = 0.0f, b = 0.0f;
+    if (c < ch) {
+        float mu = aux[c];
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            float d = ld(dy[j * ch + c]);
+            a += d;
+            b += d * (ld(x[j * ch + c]) - mu);
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        bn_rows_sum(s1, lane, rows);
+        bn_rows_sum(s2, lane, rows);
+        part[c * split + k] = s1[lane];
+        part[ch * split + c * split + k] = s2[lane];
+    }
+}
+
+/* dx = gamma*invstd * (dy - sum(dy)/M - xhat*sum(dy*xhat)/M), dw/db holding
+ * the sums (k_bn_bwd_final); beta: accumulate into dx. */
+__global__ void k_bn_dx(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+                        const float *g, const float *dw, const float *db, float beta,
+                        int64_t total, int ch, float inv_m) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        float is = aux[ch + c];
+        float xh = (ld(x[i]) - aux[c]) * is;
+        float v = g[c] * is * (ld(dy[i]) - db[c] * inv_m - xh * dw[c] * inv_m);
+        put(&dx[i], beta, v);
+    }
+}
+
+
+/* Per channel over pixel chunk k of split (block (bx, k)): MODE 0 (forward
+ * statistics) sums x - x0[c] and its square (x0 = the first pixel's value),
+ * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 2 (bias gradient) sums
+ * x alone and writes only the first half of part. Thread (lane, row) takes
+ * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
+ * 16-byte loads; rows are added in order, then k_red_final adds the split
+ * partials: a fixed order, bit-identical run to run. */
+template <int MODE>
+__global__ void k_chan_red8(const cu_bf16 *x, const cu_bf16 *dy, const float *mean, int64_t pix,
+                            int64_t ch, int split, int tpr, float *part) {
+    __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a[8], b[8], sh[8];
+#pragma unroll
+    for (int q = 0; q < 8; q++) { a[q] = 0.0f; b[q] = 0.0f; sh[q] = 0.0f; }
+    bool on = row < rows && c0 < ch;
+    if (on) {
+        if (MODE == 0) {
+            bf8 f = ld8(x + c0);
+#pragma unroll
+            for (int q = 0; q < 8; q++) sh[q] = f.v[q];
+        } else if (MODE == 1) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) sh[q] = mean[c0 + q];
+        }
+#pragma unroll 4
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            bf8 xv = ld8(x + j * ch + c0);
+            if (MODE == 2) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) a[q] += xv.v[q];
+            } else if (MODE == 0) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    float d = xv.v[q] - sh[q];
+                    a[q] += d;
+                    b[q] += d * d;
+                }
+            } else {
+                bf8 g = ld8(dy + j * ch + c0);
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    a[q] += g.v[q];
+                    b[q] += g.v[q] * (xv.v[q] - sh[q]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        sa[threadIdx.x * 8 + q] = a[q];
+        sb[threadIdx.x * 8 + q] = b[q];
+    }
+    __syncthreads();
+    if (row == 0 && c0 < ch) {
+        for (int r = 1; r < rows; r++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                a[q] += sa[(r * tpr + lane) * 8 + q];
+                b[q] += sb[(r * tpr + lane) * 8 + q];
+            }
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            part[(c0 + q) * split + k] = a[q];
+            if (MODE != 2) part[ch * split + (c0 + q) * split + k] = b[q];
+        }
+    }
+}
+
+/* One warp per channel c: out_a[c] = sum over k of part[c*split + k] and
+ * out_b likewise from the second half, in double: lane l takes k = l, l+32,
+ * ..., then a fixed shuffle tree. */
+__device__ __forceinline__ void red_final_warp(const float *part, int64_t ch, int split, int64_t c,
+                                               double *ra, double *rb) {
+    const int lane = threadIdx.x % 32;
+    double a = 0.0, b = 0.0;
+    for (int k = lane; k < split; k += 32) {
+        a += (double)part[c * split + k];
+        b += (double)part[ch * split + c * split + k];
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, o);
+        b += __shfl_down_sync(0xffffffffu, b, o);
+    }
+    *ra = a;
+    *rb = b;
+}
+
+__global__ void k_bn_stats_final_w(const cu_bf16 *x, const float *part, int64_t pix, int64_t ch,
+                                   int split, float eps, float m, float *aux, float *rm,
+                                   float *rv) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;   /* whole warps leave together (blockDim.x % 32 == 0) */
+    double a, b;
+    red_final_warp(part, ch, split, c, &a, &b);
+    if (threadIdx.x % 32) return;
+    double M = (double)pix, dm = a / M;
+    double var = b / M - dm * dm;
+    if (var < 0.0) var = 0.0;
+    double mu = (double)ld(x[c]) + dm;
+    aux[c] = (float)mu;
+    aux[ch + c] = (float)(1.0 / sqrt(var + (double)eps));
+    if (rm) rm[c] = (float)((1.0 - (double)m) * rm[c] + (double)m * mu);
+    if (rv) rv[c] = (float)((1.0 - (double)m) * rv[c] + (double)m * (var * M / (M - 1.0)));
+}
+
+__global__ void k_bn_bwd_final_w(const float *part, const float *aux, int64_t ch, int split,
+                                 float *dw, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    double a, b;
+    red_final_warp(part, ch, split, c, &a, &b);
+    if (threadIdx.x % 32) return;
+    db[c] = (float)a;
+    dw[c] = (float)(b * (double)aux[ch + c]);
+}
+
+__global__ void k_chan_final_w(const float *part, int64_t ch, int split, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    const int lane = threadIdx.x % 32;
+    float a = 0.0f;
+    for (int k = lane; k < split; k += 32) a += part[c * split + k];
+    for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
+    if (lane == 0) db[c] = a;
+}
+
+static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS); }
+
+/* k_bn_norm / k_bn_dx with the channel parameters in registers: block
+ * (bx, by) of tpr x rows threads; thread (lane, row) keeps channels
+ * 8 (bx tpr + lane) .. +7 and walks pixels by*rows + row, stepping
+ * gridDim.y * rows. Same arithmetic per element as k_bn_norm / k_bn_dx. */
+__global__ void k_bn_norm8p(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+                            const float *bta, int64_t pix, int ch, int tpr) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], be[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        be[k] = bta[c0 + k];
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        bf8 v = ld8(x + j * ch + c0);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = (v.v[k] - mu[k]) * is[k] * ga[k] + be[k];
+        st8(y + j * ch + c0, v);
+    }
+}
+
+__global__ void k_bn_dx8p(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+                          const float *g, const float *dw, const float *db, float beta,
+                          int64_t pix, int ch, int tpr, float inv_m) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], sb[8], sw[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        sb[k] = db[c0 + k] * inv_m;
+        sw[k] = dw[c0 + k] * inv_m;
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        bf8 xv = ld8(x + j * ch + c0), d = ld8(dy + j * ch + c0);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float xh = (xv.v[k] - mu[k]) * is[k];
+            d.v[k] = ga[k] * is[k] * (d.v[k] - sb[k] - xh * sw[k]);
+        }
+        put8(dx + j * ch + c0, beta, d);
+    }
+}
+
+/* Grid of k_bn_norm8p / k_bn_dx8p: about sm * 8 blocks. */
+static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
+    int64_t gx = bn_gx(ch), rows = CU_THREADS / bn_tpr(ch);
+    int64_t gy = ((int64_t)(sm > 0 ? sm : 132) * 8 + gx - 1) / gx;
+    int64_t most = (pix + rows - 1) / rows;
+    if (gy > most) gy = most;
+    if (gy > 65535) gy = 65535;
+    if (gy < 1) gy = 1;
+    return dim3((unsigned)gx, (unsigned)gy);
+}
+
+/* Bias gradient of channels-last bf16 dy (ch % 8 == 0, dy 16-byte aligned):
+ * split == 1 writes db straight away. */
+static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
+                     float *partial, float *db, vd_err *e) {
+    dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+    float *out = split == 1 ? db : partial;
+    k_chan_red8<2><<<g8, CU_THREADS, 0, s>>>(BF(dy), NULL, NULL, pix, ch, split, bn_tpr(ch), out);
+    KERNEL_CHECK(e);
+    if (split > 1) {
+        k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        KERNEL_CHECK(e);
+    }
+    return VD_OK;
+}
+
+int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "bn (channels-last): %lld channels", (long long)ch);
+    if (training) {
+        int split = cu_bn_split(pix, ch, sm);
+        if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm))
+            return vd_errf(e, VD_EINTERNAL,
+                           "bn (channels-last): workspace %llu bytes, needs %llu",
+                           (unsigned long long)ws_bytes,
+                           (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+        if (ch % 8 == 0 && al16(x)) {
+            int tpr = bn_tpr(ch);
+            dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+            k_chan_red8<0><<<g8, CU_THREADS, 0, s>>>(BF(x), NULL, NULL, pix, ch, split, tpr,
+                                                    (float *)ws);
+            KERNEL_CHECK(e);
+            k_bn_stats_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                BF(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            KERNEL_CHECK(e);
+        } else {
+            dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+            k_bn_stats_part<<<gr, CU_THREADS, 0, s>>>(BF(x), pix, ch, split, (float *)ws);
+            KERNEL_CHECK(e);
+            k_bn_stats_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                BF(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            KERNEL_CHECK(e);
+        }
+    } else {
+        int rc = cuk_bn_eval_aux(s, rm, rv, aux, (int)ch, eps, e);
+        if (rc) return rc;
+    }
+    int64_t total = pix * ch;
+    if (ch % 8 == 0 && vec8_ok(total, x, y)) {
+        k_bn_norm8p<<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta,
+                                                                    pix, (int)ch, bn_tpr(ch));
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    k_bn_norm<<<grid_for(total, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta, total,
+                                                        (int)ch);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    int split = cu_bn_split(pix, ch, sm);
+    if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm) || ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): workspace %llu bytes, "
+                       "needs %llu", (unsigned long long)ws_bytes,
+                       (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+    if (ch % 8 == 0 && al16(x) && al16(dy)) {
+        dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+        k_chan_red8<1><<<g8, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, bn_tpr(ch),
+                                                (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
+                                                              dw, db);
+        KERNEL_CHECK(e);
+    } else {
+        dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+        k_bn_bwd_part<<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
+                                                              dw, db);
+        KERNEL_CHECK(e);
+    }
+    int64_t total = pix * ch;
+    if (ch % 8 == 0 && vec8_ok(total, x, dy, dx)) {
+        k_bn_dx8p<<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
+            BF(x), BF(dy), BF(dx), aux, gamma, dw, db, dx_beta, pix, (int)ch, bn_tpr(ch),
+            (float)(1.0 / (double)pix));
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    k_bn_dx<<<grid_for(total, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), aux, gamma, dw, db,
+                                                      dx_beta, total, (int)ch,
+                                                      (float)(1.0 / (double)pix));
     KERNEL_CHECK(e);
     return VD_OK;
 }

@@ -24,6 +24,11 @@ static cu_pool_geom pool_geom(const cu_layer *L, const vd_layer *l, int n) {
     return g;
 }
 
+uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n) {
+    cu_pool_geom g = pool_geom(L, l, n);
+    return cu_pool_bwd_ws_bytes(&g);
+}
+
 static int64_t in_numel(const cu_layer *L, int k) {
     return (int64_t)L->in_c[k] * L->in_h * L->in_w;
 }
@@ -39,9 +44,12 @@ static size_t act_size(const vd_op_io *io) { return io->bf16 ? 2 : 4; }
  * (cublasGemmEx, CUBLAS_COMPUTE_32F); the weight's bf16 copy is made in the
  * workspace's first cu_wcopy_bytes (cuda_backend.cu adds them to the option),
  * dW is written in fp32 straight into the gradient. */
+/* The workspace of a bf16 fc: the weight's bf16 copy, then (input of H*W > 1,
+ * channels-last) the input in NCHW order, the order of torch's flattening
+ * that the weight's columns follow; backward reuses that region for dx. */
 static int fc_wcopy(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, const void **w16,
                     vd_err *e) {
-    uint64_t need = cu_wcopy_bytes(c, net, li);
+    uint64_t need = cu_wcopy_bytes(c, net, li) + cu_fc_xt_bytes(c, net, li, io->n);
     if (!io->ws || io->ws_bytes < need)
         return vd_errf(e, VD_EINTERNAL, "fc '%s': bf16 needs %llu bytes of workspace, got %llu",
                        net->layers[li].name, (unsigned long long)need,
@@ -49,6 +57,18 @@ static int fc_wcopy(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, co
     *w16 = io->ws;
     return cuk_f32_to_bf16(cu_compute(c), c->sm_count, io->w, io->ws,
                            cu_weight_numel(net, li), e);
+}
+
+/* bf16, input of H*W > 1: *x = the input in NCHW order, in the workspace
+ * behind the weight copy (else *x stays io->x[0]). */
+static int fc_x_nchw(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, const void **x,
+                     vd_err *e) {
+    const cu_layer *L = &c->layers[li];
+    if (!cu_fc_xt_bytes(c, net, li, io->n)) return VD_OK;
+    char *xt = (char *)io->ws + cu_wcopy_bytes(c, net, li);
+    *x = xt;
+    return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], true, xt, true, io->n, L->in_c[0],
+                        (int64_t)L->in_h * L->in_w, false, 0.0f, e);
 }
 
 static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, const vd_op_io *io,
@@ -60,8 +80,10 @@ static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, c
         const void *w16;
         int rc = fc_wcopy(c, net, li, io, &w16, e);
         if (rc) return rc;
+        const void *x = io->x[0];
+        if ((rc = fc_x_nchw(c, net, li, io, &x, e))) return rc;
         CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w16,
-                                     CUDA_R_16BF, k, io->x[0], CUDA_R_16BF, k, &zero, io->y,
+                                     CUDA_R_16BF, k, x, CUDA_R_16BF, k, &zero, io->y,
                                      CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else {
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, io->w, k,
@@ -78,18 +100,32 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
     if (io->bf16) {
-        if (io->dw)
-            CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, io->x[0],
+        const bool xt = cu_fc_xt_bytes(c, net, li, io->n) != 0;   /* channels-last input */
+        const void *w16;
+        int rc;
+        if (io->dw) {
+            const void *x = io->x[0];
+            if (xt && !io->x[0])
+                return vd_errf(e, VD_EINTERNAL, "fc '%s': backward needs x", l->name);
+            if ((rc = fc_wcopy(c, net, li, io, &w16, e)) || (rc = fc_x_nchw(c, net, li, io, &x, e)))
+                return rc;
+            CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, x,
                                          CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &zero, io->dw,
                                          CUDA_R_32F, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
         if (io->dx[0]) {
-            const void *w16;
-            int rc = fc_wcopy(c, net, li, io, &w16, e);
-            if (rc) return rc;
+            if ((rc = fc_wcopy(c, net, li, io, &w16, e))) return rc;
             const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
+            /* channels-last input: dx in NCHW order into the workspace (after the dW
+             * product on the same stream), then into dx's layout */
+            void *dxp = xt ? (void *)((char *)io->ws + cu_wcopy_bytes(c, net, li)) : (void *)io->dx[0];
+            const float b0 = xt ? 0.0f : beta;
             CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, w16,
-                                         CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &beta, io->dx[0],
+                                         CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &b0, dxp,
                                          CUDA_R_16BF, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            if (xt && (rc = cuk_relayout(cu_compute(c), c->sm_count, dxp, true, io->dx[0], true, n,
+                                         L->in_c[0], (int64_t)L->in_h * L->in_w, true, beta, e)))
+                return rc;
         }
         if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, true, e);
         return VD_OK;
@@ -154,7 +190,8 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
     int rc;
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
-    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io), io->bf16, e);
+    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io),
+                        io->ws, io->ws_bytes, io->bf16, e);
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
@@ -197,8 +234,9 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
         return VD_OK;
     }
     float scale = 1.0f / (1.0f - p);
+    const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
-                       (uint64_t)li, (uint64_t)io->iter, io->bf16, e);
+                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, io->bf16, e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -208,19 +246,38 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
         if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
         return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, io->bf16, e);
     }
+    const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
-                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, io->bf16, e);
+                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, L->c,
+                       (int64_t)L->h * L->w, io->bf16, e);
 }
 
-static int flatten_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+/* bf16 (channels-last): flattening in torch's order is NHWC -> NCHW. */
+static int flatten_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    const cu_layer *L = &c->layers[li];
+    int64_t hw = (int64_t)L->in_h * L->in_w;
+    if (io->bf16 && hw > 1) {
+        if (io->x[0] == io->y)
+            return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in bf16", net->layers[li].name);
+        return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], true, io->y, true, io->n,
+                            L->in_c[0], hw, false, 0.0f, e);
+    }
     if (io->x[0] == io->y) return VD_OK;
     CUDA_CHECK(e, cudaMemcpyAsync(io->y, io->x[0], (size_t)io_ny(&c->layers[li], io) * act_size(io),
                                   cudaMemcpyDeviceToDevice, cu_compute(c)));
     return VD_OK;
 }
 
-static int flatten_bwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+static int flatten_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     float beta = beta0(io);
+    const cu_layer *L = &c->layers[li];
+    int64_t hw = (int64_t)L->in_h * L->in_w;
+    if (io->bf16 && hw > 1) {
+        if (io->dx[0] == io->dy)
+            return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in bf16", net->layers[li].name);
+        return cuk_relayout(cu_compute(c), c->sm_count, io->dy, true, io->dx[0], true, io->n,
+                            L->in_c[0], hw, true, beta, e);
+    }
     if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
     return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta,
                           io_ny(&c->layers[li], io), io->bf16, e);
