@@ -343,5 +343,8 @@ int cuk_empty(cudaStream_t s, vd_err *e);
 /* Math bf16: dst[i] = bf16(src[i]) (round to nearest even), and back (exact). */
 int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_err *e);
 int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e);
+/* be->fill_synthetic (cuda_synth.cu). */
+int cu_fill_synthetic(vd_backend *be, int stream, void *x, bool bf16, const vd_synth_batch *b,
+                      vd_err *e);
 
 #endif
