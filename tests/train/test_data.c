@@ -439,6 +439,29 @@ START_TEST(synthetic_matches_reference_formula) {
     }
     vd_data_close(&ds);
     vd_net_free(&net);
+    /* a batch of 2.4 M elements, which the CPU backend makes in parts on
+     * several threads (where there are several cores): sample by sample the
+     * data set's (the reference's, above) */
+    enum { BN = 48, BM = 3 * 128 * 128 };
+    tu_tiny_net(&net, 3, 128, 128, 10, false, BN);
+    ck_assert_int_eq(vd_data_open("synthetic:5000", &net, BN, 9, false, &ds, &e), 0);
+    float *big = malloc(sizeof(float) * BN * BM), *one = malloc(sizeof(float) * BM);
+    int64_t bidx[BN];
+    for (int i = 0; i < BN; i++) bidx[i] = 4999 - 3 * i;
+    vd_synth_batch bb = { .seed = 9, .split = VD_SPLIT_TRAIN, .classes = 10, .sample_numel = BM,
+                          .n = BN, .index = bidx };
+    vd_backend *be;
+    ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, big, false, &bb, &e), 0);
+    for (int i = 0; i < BN; i++) {
+        ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, bidx[i], 0, one, &y, &e), 0);
+        ck_assert_mem_eq(big + (size_t)i * BM, one, sizeof(float) * BM);
+    }
+    free(big);
+    free(one);
+    be->destroy(be);
+    vd_data_close(&ds);
+    vd_net_free(&net);
 }
 END_TEST
 

@@ -9,7 +9,7 @@
  * formula's integer steps and its one __fmul_rn give the CPU backend's bits. */
 #include "backend/cuda/cuda_internal.h"
 
-enum { CU_SYNTH_CHUNK = 256, CU_SYNTH_THREADS = 256, CU_SYNTH_MAX_BLOCKS = 64 };
+static const int CU_SYNTH_CHUNK = 256, CU_SYNTH_THREADS = 256, CU_SYNTH_MAX_BLOCKS = 64;
 
 struct cu_synth_args {
     uint64_t seed;
@@ -44,7 +44,7 @@ int cu_fill_synthetic(vd_backend *be, int stream, void *x, bool bf16, const vd_s
         return vd_errf(e, VD_EINTERNAL, "cuda backend: bad synthetic batch");
     if (b->n == 0 || b->sample_numel == 0) return VD_OK;
     int64_t per = (b->sample_numel + CU_SYNTH_THREADS - 1) / CU_SYNTH_THREADS;
-    unsigned gx = (unsigned)(per < CU_SYNTH_MAX_BLOCKS ? per : CU_SYNTH_MAX_BLOCKS);
+    unsigned gx = (unsigned)(per < CU_SYNTH_MAX_BLOCKS ? per : (int64_t)CU_SYNTH_MAX_BLOCKS);
     size_t esz = bf16 ? 2 : 4;
     cu_synth_args a;
     a.seed = b->seed;
