@@ -386,7 +386,7 @@ vd_synth_batch *vd_exec_input_synth(vd_exec *ex) {
     return &ex->in_sb;
 }
 vd_synth_batch *vd_exec_next_synth(vd_exec *ex) {
-    if (!ex->in_sb.index || !ex->nx_x) return NULL;
+    if (!ex->nx_sb.index || !ex->nx_x) return NULL;
     ex->nx_synth = true;
     return &ex->nx_sb;
 }
