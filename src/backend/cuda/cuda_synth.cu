@@ -60,5 +60,11 @@ int cu_fill_synthetic(vd_backend *be, int stream, void *x, bool bf16, const vd_s
         else synth_kernel<false><<<grid, CU_SYNTH_THREADS, 0, c->stream[stream]>>>(a, dst);
         KERNEL_CHECK(e);
     }
+    if (c->sync_debug) {            /* --sync-debug: a fault shows here, not later */
+        cudaError_t st = cudaStreamSynchronize(c->stream[stream]);
+        if (st != cudaSuccess)
+            return vd_errf(e, VD_EDEVICE, "synthetic batch failed on the device: %s (%s)",
+                           cudaGetErrorName(st), cudaGetErrorString(st));
+    }
     return VD_OK;
 }
