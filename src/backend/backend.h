@@ -22,6 +22,7 @@
 #include "util/util.h"
 #include "net/net.h"
 #include "profile/profile.h"
+#include "data/synth.h"
 
 enum { VD_STREAM_COMPUTE = 0, VD_STREAM_D2H = 1, VD_STREAM_H2D = 2, VD_N_STREAMS = 3 };
 
@@ -156,6 +157,16 @@ struct vd_backend {
     int (*poison_async)(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e);
     /* Zero device memory on a stream. */
     int (*zero_async)(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e);
+    /* Generate the synthetic batch b on a stream, like a copy into x (device
+     * memory): b->n samples of b->sample_numel elements each, NCHW, sample s
+     * at x + s * sample_numel, element j of sample s vd_synth_value of
+     * (b->seed, b->split, b->index[s]) (data/synth.h); as floats, or bf16
+     * (uint16_t, vd_synth_bf16) when bf16. The same bits on every backend.
+     * b->index may be read until the work has run (as copy_async's src).
+     * NULL when the backend cannot (the caller's loader then makes the
+     * batches on the host). */
+    int (*fill_synthetic)(vd_backend *be, int stream, void *x, bool bf16, const vd_synth_batch *b,
+                          vd_err *e);
 
     /* Ops (all on the compute stream). */
     /* Whether this backend runs op `op` in math mode `math`. layer_setup asks

@@ -141,6 +141,9 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
     if (!rc) {
         printf("%s: net %s input %dx%dx%d, batch %d, %s\n", PROG, net->name, di->c, di->h, di->w,
                batch, di->desc);
+        if (vd_data_is_synthetic(ds))
+            printf("%s: (vdnn-train generates synthetic batches on its backend, not with these "
+                   "threads: this is the host loader's rate)\n", PROG);
         printf("  %7s %12s %18s %12s\n", "threads", "images/s", "per thread", "ms/batch");
     }
     for (int t = 0; t < n_threads && !rc; t++) {

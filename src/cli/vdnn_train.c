@@ -651,11 +651,16 @@ int main(int argc, char **argv) {
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
     if (res.timing.iters > 0) {
         const vd_train_timing *tm = &res.timing;
+        char threads[64];
+        if (res.synth_device)
+            snprintf(threads, sizeof threads, "synthetic batches generated on the device");
+        else
+            snprintf(threads, sizeof threads, "%d loader threads", res.loader_threads);
         printf("end to end: %.1f img/s (%lld iterations in %.2f s wall clock, saves and "
                "evaluations excluded); per iteration: step %.4f s, waiting for data %.4f s "
-               "(%.1f%%, %d loader threads)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
+               "(%.1f%%, %s)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
                tm->step_per_iter_s, tm->wait_per_iter_s,
-               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, res.loader_threads);
+               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, threads);
     }
     if (res.mean_iter_s > 0)
         printf("iteration time (compute only, data waits excluded): measured %.4f s "

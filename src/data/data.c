@@ -111,6 +111,8 @@ void vd_data_close(vd_dataset **ds) {
 
 const vd_data_info *vd_data_get_info(const vd_dataset *ds) { return &ds->info; }
 
+bool vd_data_is_synthetic(const vd_dataset *ds) { return strcmp(ds->info.kind, "synthetic") == 0; }
+
 int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                    float *x, int32_t *label, vd_err *e) {
     if (index < 0 || index >= ds->info.n[split])
@@ -259,20 +261,24 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
     if (ds->info.n[cfg->split] < 1)
         return vd_errf(e, VD_EDATA, "%s: the %s split is empty", ds->info.desc,
                        cfg->split == VD_SPLIT_TRAIN ? "train" : "test");
+    if (cfg->synth_device && !vd_data_is_synthetic(ds))
+        return vd_errf(e, VD_EUSAGE, "%s: only synthetic data can be generated on the device",
+                       ds->info.desc);
     vd_loader *ld = vd_calloc(1, sizeof *ld, e);
     if (!ld) return VD_ENOMEM;
     ld->ds = ds;
     ld->cfg = *cfg;
     ld->sample_floats = (int64_t)ds->info.c * ds->info.h * ds->info.w;
-    int nt = cfg->threads > 0 ? cfg->threads : vd_loader_default_threads();
+    /* synth_device: no workers and no slots (n_slots 0), only the order */
+    int nt = cfg->synth_device ? 0 : cfg->threads > 0 ? cfg->threads : vd_loader_default_threads();
     ld->n_threads = nt;
     /* about four chunks per thread and batch: threads share the batch
      * evenly, and the lock is taken once per chunk, not per sample */
-    ld->chunk = (cfg->batch + 4 * nt - 1) / (4 * nt);
+    ld->chunk = nt ? (cfg->batch + 4 * nt - 1) / (4 * nt) : cfg->batch;
     ld->n_chunks = (cfg->batch + ld->chunk - 1) / ld->chunk;
     /* one slot being consumed, the others being filled: double buffering
      * with one thread, four slots (three batches ahead) with more */
-    ld->n_slots = nt == 1 ? 2 : 4;
+    ld->n_slots = nt == 0 ? 0 : nt == 1 ? 2 : 4;
     ld->perm_epoch[0] = ld->perm_epoch[1] = -1;
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->cv, NULL);
@@ -283,8 +289,8 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
         rc = vd_errf(e, VD_ENOMEM, "batch buffer size overflows");
         goto fail;
     }
-    ld->slots = vd_calloc((size_t)ld->n_slots, sizeof(slot), e);
-    if (!ld->slots) { rc = VD_ENOMEM; goto fail; }
+    ld->slots = nt ? vd_calloc((size_t)ld->n_slots, sizeof(slot), e) : NULL;
+    if (nt && !ld->slots) { rc = VD_ENOMEM; goto fail; }
     for (int i = 0; i < ld->n_slots; i++) {
         ld->slots[i].batch_no = -1;
         ld->slots[i].x = vd_malloc(xbytes, e);
@@ -296,8 +302,8 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
             ld->perm[k] = vd_malloc(sizeof(int64_t) * (size_t)ds->info.n[cfg->split], e);
             if (!ld->perm[k]) { rc = VD_ENOMEM; goto fail; }
         }
-    ld->threads = vd_calloc((size_t)nt, sizeof(pthread_t), e);
-    if (!ld->threads) { rc = VD_ENOMEM; goto fail; }
+    ld->threads = nt ? vd_calloc((size_t)nt, sizeof(pthread_t), e) : NULL;
+    if (nt && !ld->threads) { rc = VD_ENOMEM; goto fail; }
     for (int i = 0; i < nt; i++) {
         if (pthread_create(&ld->threads[i], NULL, worker, ld) != 0) {
             rc = vd_errf(e, VD_ENOMEM, "cannot start data loader thread");
@@ -371,6 +377,9 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
 }
 
 int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e) {
+    if (ld->cfg.synth_device)
+        return vd_errf(e, VD_EINTERNAL, "the data loader describes synthetic batches only "
+                       "(vd_loader_next_synth)");
     pthread_mutex_lock(&ld->mu);
     int64_t b = ld->next_consume;
     slot *sl = &ld->slots[b % ld->n_slots];
@@ -393,6 +402,25 @@ int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err
     /* wake one worker, after unlocking (woken, it needs the lock); it wakes
      * the next if there is more to do */
     pthread_cond_signal(&ld->cv);
+    return VD_OK;
+}
+
+int vd_loader_next_synth(vd_loader *ld, vd_synth_batch *b, int32_t *labels, vd_err *e) {
+    if (!ld->cfg.synth_device || !b || !b->index)
+        return vd_errf(e, VD_EINTERNAL, "vd_loader_next_synth on a loader that makes batches, "
+                       "or without an index array");
+    const vd_dataset *ds = ld->ds;
+    int n = ld->cfg.batch;
+    uint64_t s0 = ld->cfg.start + (uint64_t)ld->next_consume * (uint64_t)n;
+    *b = (vd_synth_batch){ .seed = ds->seed, .split = (int)ld->cfg.split,
+                           .classes = ds->info.classes, .sample_numel = ld->sample_floats,
+                           .channels = ds->info.c, .n = n, .index = b->index };
+    pthread_mutex_lock(&ld->mu);    /* index_of's permutation cache */
+    for (int i = 0; i < n; i++) b->index[i] = index_of(ld, s0 + (uint64_t)i);
+    pthread_mutex_unlock(&ld->mu);
+    for (int i = 0; i < n; i++)
+        labels[i] = vd_synth_label(vd_synth_key(ds->seed, b->split, b->index[i]), ds->info.classes);
+    ld->next_consume++;
     return VD_OK;
 }
 

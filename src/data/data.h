@@ -10,7 +10,8 @@
  *             std (0.2470, 0.2435, 0.2616)
  *   folder    (x/255 - mean[c]) / std[c], ImageNet mean (0.485, 0.456, 0.406),
  *             std (0.229, 0.224, 0.225) (1-channel nets: 0.449 / 0.226)
- *   synthetic every pixel N(0,1): (noise + 0.5 * template[label]) / sqrt(1.25)
+ *   synthetic every pixel ~N(0,1): (noise + 0.5 * template[label]) / sqrt(1.25),
+ *             a pure function of (seed, split, index, pixel): data/synth.h
  *
  * Order: a "sample counter" s = 0, 1, 2, ... runs over the train split
  * forever; epoch = s / n, position = s % n, and the sample read is
@@ -27,6 +28,7 @@
 #include <stdbool.h>
 #include "util/util.h"
 #include "net/net.h"
+#include "data/synth.h"
 
 typedef enum { VD_SPLIT_TRAIN = 0, VD_SPLIT_TEST = 1 } vd_split;
 
@@ -57,6 +59,9 @@ int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
                  bool augment, vd_dataset **out, vd_err *e);
 void vd_data_close(vd_dataset **ds);
 const vd_data_info *vd_data_get_info(const vd_dataset *ds);
+/* Synthetic data: its samples follow data/synth.h, so a backend can
+ * generate them (vd_loader_cfg.synth_device). */
+bool vd_data_is_synthetic(const vd_dataset *ds);
 
 /* Fill x [c*h*w] and *label with sample `index` of split. aug_key selects the
  * random crop/flip when the dataset was opened with augment (train split
@@ -88,6 +93,10 @@ typedef struct vd_loader_cfg {
     uint64_t seed;          /* the run's seed (order and augmentation) */
     uint64_t start;         /* sample counter of the first batch */
     int threads;            /* worker threads (0 = vd_loader_default_threads()) */
+    bool synth_device;      /* synthetic data only (else VD_EUSAGE): the batches are
+                               generated where they are used (a backend's
+                               fill_synthetic); no worker threads, no buffers:
+                               vd_loader_next_synth describes each batch */
 } vd_loader_cfg;
 
 /* The default number of loader threads: the online cores, at most
@@ -112,7 +121,14 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
  * even) in channels-last order (vd_nchw_f32_to_nhwc_bf16, math bf16's
  * layout), converted in parallel as it is copied. */
 int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e);
-/* The number of worker threads running. */
+/* A synth_device loader's next batch: b->seed, split, classes, sample_numel
+ * and n (the batch) are set and b->index[0..batch) receives each sample's
+ * index in the split (the same samples, in the same order, as vd_loader_next
+ * returns), labels[0..batch) their labels. No pixel is made here. Only for
+ * a synth_device loader (VD_EINTERNAL otherwise; vd_loader_next and
+ * vd_loader_next_as are VD_EINTERNAL on one). */
+int vd_loader_next_synth(vd_loader *ld, vd_synth_batch *b, int32_t *labels, vd_err *e);
+/* The number of worker threads running (0 for a synth_device loader). */
 int vd_loader_threads(const vd_loader *ld);
 /* Sample counter of the next batch that vd_loader_next will return. */
 uint64_t vd_loader_position(const vd_loader *ld);

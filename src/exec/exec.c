@@ -20,6 +20,11 @@
  * the region: it waits for a staging copy still in flight and drops the
  * staged batch, as do set_state and vd_exec_drop_staged.
  *
+ * Synthetic input (vd_exec_input_synth / vd_exec_next_synth): where x would
+ * be copied from a pair's pinned buffer (its load, a re-load after an
+ * offload, the staging copy), be->fill_synthetic generates it from the
+ * pair's batch description instead, on the same stream: no host bytes.
+ *
  * Measured statistics are tracked while walking, independently of the plan's
  * own arithmetic: bytes live (+ at ALLOC, - at FREE), their maximum at each
  * COMPUTE, and max(offset + size) at each ALLOC. */
@@ -42,6 +47,12 @@ struct vd_exec {
     int32_t *in_labels;         /* pinned: [batch] (current) */
     void *nx_x;                 /* pinned look-ahead x (plan stages), else NULL */
     int32_t *nx_labels;         /* pinned look-ahead labels (plan stages), else NULL */
+    /* synthetic input generated on the device (vd_exec_input_synth): per
+     * pair, whether its x is made by be->fill_synthetic from its batch
+     * description instead of copied from in_x / nx_x; the index arrays
+     * ([batch] each) move with the pairs */
+    bool in_synth, nx_synth;
+    vd_synth_batch in_sb, nx_sb;
     bool next_ready;            /* vd_exec_next_ready since the last training step */
     bool staged;                /* the staging region holds the current buffers' batch */
     bool stage_inflight;        /* a staging copy may not have been waited for yet */
@@ -279,6 +290,11 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
         memset(ex->nx_labels, 0, (size_t)plan->batch * 4u);
         ex->ev_stage = plan->intervals[plan->tensors[plan->t_stage].iv[1]].ev_h2d;
     }
+    if (vd_exec_can_synth(ex)) {
+        ex->in_sb.index = vd_calloc((size_t)plan->batch, sizeof(int64_t), e);
+        ex->nx_sb.index = vd_calloc((size_t)plan->batch, sizeof(int64_t), e);
+        if (!ex->in_sb.index || !ex->nx_sb.index) { rc = VD_ENOMEM; goto fail; }
+    }
     if (ex->opts.before_pool) ex->opts.before_pool(ex->opts.before_pool_ctx);
     rc = be->pool_create(be, plan->budget, (void **)&ex->pool, e);
     if (rc) { ex->pool = NULL; goto fail; }
@@ -350,15 +366,30 @@ void vd_exec_destroy(vd_exec **pex) {
     vd_free(ex->r_off);
     vd_free(ex->r_cnt);
     vd_free(ex->step_end_ms);
+    vd_free(ex->in_sb.index);
+    vd_free(ex->nx_sb.index);
     vd_free(ex);
     *pex = NULL;
 }
 
-void *vd_exec_input_x(vd_exec *ex) { return ex->in_x; }
+void *vd_exec_input_x(vd_exec *ex) { ex->in_synth = false; return ex->in_x; }
 bool vd_exec_input_bf16(const vd_exec *ex) { return ex->act_bytes == 2; }
 int32_t *vd_exec_input_labels(vd_exec *ex) { return ex->in_labels; }
 bool vd_exec_stages(const vd_exec *ex) { return ex->plan->t_stage >= 0; }
-void *vd_exec_next_x(vd_exec *ex) { return ex->nx_x; }
+void *vd_exec_next_x(vd_exec *ex) { ex->nx_synth = false; return ex->nx_x; }
+bool vd_exec_can_synth(const vd_exec *ex) {
+    return ex->be->fill_synthetic != NULL && !ex->opts.synth_host;
+}
+vd_synth_batch *vd_exec_input_synth(vd_exec *ex) {
+    if (!ex->in_sb.index) return NULL;
+    ex->in_synth = true;
+    return &ex->in_sb;
+}
+vd_synth_batch *vd_exec_next_synth(vd_exec *ex) {
+    if (!ex->nx_sb.index || !ex->nx_x) return NULL;
+    ex->nx_synth = true;
+    return &ex->nx_sb;
+}
 int32_t *vd_exec_next_labels(vd_exec *ex) { return ex->nx_labels; }
 void vd_exec_next_ready(vd_exec *ex) { ex->next_ready = ex->nx_x != NULL; }
 void vd_exec_drop_staged(vd_exec *ex) { ex->staged = false; }
@@ -429,6 +460,16 @@ int vd_exec_get_state(vd_exec *ex, float *params, float *momentum, int64_t *sgd_
     return VD_OK;
 }
 
+/* Fill the input region dst (bytes) from pair's synthetic batch b. */
+static int fill_synth(vd_exec *ex, void *dst, const vd_synth_batch *b, uint64_t bytes, vd_err *e) {
+    uint64_t want = (uint64_t)b->n * (uint64_t)b->sample_numel * ex->act_bytes;
+    if (b->n != ex->plan->batch || want != bytes)
+        return vd_errf(e, VD_EINTERNAL, "synthetic batch of %d x %lld elements for an input of "
+                       "%llu bytes at batch %d", b->n, (long long)b->sample_numel,
+                       (unsigned long long)bytes, ex->plan->batch);
+    return ex->be->fill_synthetic(ex->be, VD_STREAM_H2D, dst, ex->act_bytes == 2, b, e);
+}
+
 /* Source of an interval's H2D fill. */
 static const void *fill_src(const vd_exec *ex, const vd_plan *p, const vd_interval *iv) {
     const vd_tensor *T = &p->tensors[iv->tensor];
@@ -494,7 +535,13 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) break;
             if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) break;
             if (poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e))) break;
-            if ((rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(ex, p, iv), T->bytes, e))) break;
+            if (iv->fill == VD_FILL_INPUT_X && ex->in_synth)
+                rc = fill_synth(ex, dst, &ex->in_sb, T->bytes, e);
+            else if (iv->fill == VD_FILL_STAGE && ex->nx_synth)
+                rc = fill_synth(ex, dst, &ex->nx_sb, T->bytes, e);
+            else
+                rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(ex, p, iv), T->bytes, e);
+            if (rc) break;
             rc = be->event_record(be, iv->ev_h2d, VD_STREAM_H2D, e);
             if (T->offload && T->iv[1] == A->arg) w->h2d += T->bytes;
             break;
@@ -640,6 +687,8 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
         /* the look-ahead batch becomes the current one (staged on the device) */
         void *tx = ex->in_x; ex->in_x = ex->nx_x; ex->nx_x = tx;
         int32_t *tl = ex->in_labels; ex->in_labels = ex->nx_labels; ex->nx_labels = tl;
+        bool ts = ex->in_synth; ex->in_synth = ex->nx_synth; ex->nx_synth = ts;
+        vd_synth_batch tb = ex->in_sb; ex->in_sb = ex->nx_sb; ex->nx_sb = tb;
     }
     if (w.load_staged) { ex->st.staged_loads++; ex->stage_inflight = false; }
     if (w.stage_next) ex->staged = ex->stage_inflight = true;

@@ -38,6 +38,10 @@ typedef struct vd_exec_opts {
      * one more event per step, recorded after the step's actions (no
      * synchronization); read with vd_exec_step_times after the step. */
     bool step_times;
+    /* Never generate synthetic input on the device (vd_exec_can_synth
+     * false): the caller's loader makes it on the host, as other data (to
+     * compare the two paths). */
+    bool synth_host;
 } vd_exec_opts;
 /* SKIP_RECOMPUTE: RECOMPUTE actions are not run (their consumers read the
  * freed, possibly poisoned region). */
@@ -91,7 +95,9 @@ int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
 
 /* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
  * [batch] (with input staging: the current pair, see below). x holds floats,
- * or bf16 elements (uint16_t) when vd_exec_input_bf16 (math bf16). */
+ * or bf16 elements (uint16_t) when vd_exec_input_bf16 (math bf16). Asking
+ * for x means the caller writes it: the step copies x from there (see
+ * vd_exec_input_synth). */
 void *vd_exec_input_x(vd_exec *ex);
 bool vd_exec_input_bf16(const vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
@@ -124,6 +130,21 @@ int32_t *vd_exec_next_labels(vd_exec *ex);
 void vd_exec_next_ready(vd_exec *ex);
 /* Forget a staged batch (e.g. the current buffers are to be refilled). */
 void vd_exec_drop_staged(vd_exec *ex);
+
+/* Synthetic input generated on the device. vd_exec_can_synth: the backend
+ * has fill_synthetic (and not opts.synth_host). Then vd_exec_input_synth
+ * (the current pair) and vd_exec_next_synth (the look-ahead pair; NULL when
+ * the plan does not stage) return that pair's batch description, whose
+ * index array holds batch entries, for the caller to fill
+ * (vd_loader_next_synth); the pair's x is then generated on the device from
+ * it (be->fill_synthetic, where it would have been copied from the pair's x
+ * buffer), the labels still come from the pair's label buffer. Asking for
+ * the pair's x buffer (vd_exec_input_x / vd_exec_next_x) returns it to
+ * copying x from there. The descriptions move with the pairs and obey the
+ * buffers' rules above. NULL when !vd_exec_can_synth. */
+bool vd_exec_can_synth(const vd_exec *ex);
+vd_synth_batch *vd_exec_input_synth(vd_exec *ex);
+vd_synth_batch *vd_exec_next_synth(vd_exec *ex);
 
 /* One training iteration on the batch in the input buffers: forward,
  * backward, SGD with learning rate lr. *loss = mean cross-entropy. */

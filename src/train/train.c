@@ -25,6 +25,24 @@ static void note(const vd_train_opts *o, int64_t iter, int64_t total, const char
     o->cb(&ev, o->user);
 }
 
+/* Synthetic data is generated on the device when the executor can
+ * (vd_exec_can_synth): the loader only describes the batches. */
+static bool synth_on_device(vd_exec *ex, const vd_dataset *ds) {
+    return vd_data_is_synthetic(ds) && vd_exec_can_synth(ex);
+}
+
+/* The loader's next batch into the executor's current input pair (next
+ * false) or its look-ahead pair: copied from the loader's ring, or, from a
+ * synth_device loader, the batch's description (the device makes x). */
+static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
+    int32_t *labels = next ? vd_exec_next_labels(ex) : vd_exec_input_labels(ex);
+    if (vd_loader_threads(ld) == 0)
+        return vd_loader_next_synth(ld, next ? vd_exec_next_synth(ex) : vd_exec_input_synth(ex),
+                                    labels, e);
+    return vd_loader_next_as(ld, next ? vd_exec_next_x(ex) : vd_exec_input_x(ex),
+                             vd_exec_input_bf16(ex), labels, e);
+}
+
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
                       double *acc, double *loss, int64_t *n, vd_err *e) {
     *acc = *loss = 0;
@@ -35,13 +53,14 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     if (nb == 0) return VD_OK;
     vd_loader *ld;
     vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch, .shuffle = false,
-                          .seed = net->train.seed, .start = 0, .threads = threads };
+                          .seed = net->train.seed, .start = 0, .threads = threads,
+                          .synth_device = synth_on_device(ex, ds) };
     int rc = vd_loader_create(&ld, ds, &cfg, e);
     if (rc) return rc;
     int64_t correct = 0;
     double lsum = 0;
     for (int64_t b = 0; b < nb && !rc; b++) {
-        rc = vd_loader_next_as(ld, vd_exec_input_x(ex), vd_exec_input_bf16(ex), vd_exec_input_labels(ex), e);
+        rc = fetch(ld, ex, false, e);
         int c = 0;
         float l = 0;
         if (!rc) rc = vd_exec_eval_step(ex, &c, &l, e);
@@ -236,10 +255,12 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     res->iters_done = iter;
 
     vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch, .shuffle = true,
-                         .seed = cfg->seed, .start = samples, .threads = o->loader_threads };
+                         .seed = cfg->seed, .start = samples, .threads = o->loader_threads,
+                         .synth_device = synth_on_device(ex, ds) };
     rc = vd_loader_create(&r.ld, ds, &lc, e);
     if (rc) goto done;
     res->loader_threads = vd_loader_threads(r.ld);
+    res->synth_device = lc.synth_device;
 
     if (iter >= end && o->iters > 0) {
         note(o, iter, o->iters, "the checkpoint is already at iteration %lld, not below the "
@@ -273,7 +294,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         if (!staged) {
             if (o->stop && *o->stop) { res->interrupted = true; break; }
             double tw = vd_now();
-            rc = vd_loader_next_as(r.ld, vd_exec_input_x(ex), vd_exec_input_bf16(ex), vd_exec_input_labels(ex), e);
+            rc = fetch(r.ld, ex, false, e);
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;
@@ -284,7 +305,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                           !eval_due(o, nx);
         if (stage_next) {
             double tw = vd_now();
-            rc = vd_loader_next_as(r.ld, vd_exec_next_x(ex), vd_exec_input_bf16(ex), vd_exec_next_labels(ex), e);
+            rc = fetch(r.ld, ex, true, e);
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;

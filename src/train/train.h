@@ -40,7 +40,9 @@ typedef struct vd_train_timing {
     int64_t images;         /* iters * batch */
     double wall_s;          /* wall clock of those iterations (see above) */
     double wait_s;          /* in vd_loader_next: the loop waited for data (this
-                               includes copying the batch into the input buffers) */
+                               includes copying the batch into the input buffers;
+                               synthetic data made on the device: only describing
+                               it, the device's work is in the step) */
     double step_s;          /* in vd_exec_train_step: compute only */
     double img_per_s;       /* images / wall_s: end to end (0 when nothing ran) */
     double wait_per_iter_s; /* wait_s / iters */
@@ -107,7 +109,9 @@ typedef struct vd_train_result {
                                (compute only: data waits excluded) */
     vd_train_timing timing; /* all iterations of this run (the first included),
                                data waits included: the end-to-end figures */
-    int loader_threads;     /* worker threads of the training data loader */
+    int loader_threads;     /* worker threads of the training data loader (0: synth_device) */
+    bool synth_device;      /* synthetic data generated on the device (vd_exec_can_synth):
+                               the loader only described the batches */
     double eval_acc, eval_loss;
     int64_t eval_n;         /* 0: no evaluation ran */
     bool interrupted;       /* *stop was set */

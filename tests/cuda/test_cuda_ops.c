@@ -837,6 +837,55 @@ START_TEST(test_streams) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ synthetic */
+
+/* fill_synthetic: the CUDA kernel writes the CPU backend's bytes, float and
+ * bf16: 300 samples (two launches: 256 + 44), an AlexNet-sized sample, one
+ * element per sample; sample indices past 2^32, both splits. Exact: integer
+ * hashing and one correctly rounded multiply on both sides. */
+START_TEST(test_fill_synthetic) {
+    static const struct { int64_t numel; int n, split, classes, ch; uint64_t seed; } cases[] = {
+        {3 * 7 * 9, 300, 0, 10, 3, 42},
+        {3 * 227 * 227, 3, 1, 1000, 3, 0xDEADBEEFCAFEull},
+        {1, 5, 0, 1, 1, 7},
+    };
+    for (size_t ci = 0; ci < VD_ARRAY_LEN(cases); ci++)
+        for (int bf = 0; bf < 2; bf++) {
+            int64_t *idx = malloc(sizeof(int64_t) * (size_t)cases[ci].n);
+            ck_assert(idx);
+            for (int i = 0; i < cases[ci].n; i++) idx[i] = (int64_t)i * 7919 + ((int64_t)1 << 33);
+            vd_synth_batch b = { .seed = cases[ci].seed, .split = cases[ci].split,
+                                 .classes = cases[ci].classes,
+                                 .sample_numel = cases[ci].numel, .channels = cases[ci].ch,
+                                 .n = cases[ci].n, .index = idx };
+            uint64_t bytes = (uint64_t)b.n * (uint64_t)b.sample_numel * (bf ? 2u : 4u);
+            unsigned char *res[2];
+            for (int bi = 0; bi < 2; bi++) {
+                vd_backend *be = bi ? c_cuda() : c_cpu();
+                vd_err e = {0};
+                void *pool, *h;
+                ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
+                ck_assert(be->host_alloc(be, bytes, &h, &e) == 0);
+                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, pool, bf, &b, &e) == 0,
+                              "%s", e.msg);
+                ck_assert(be->synchronize(be, &e) == 0);
+                ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
+                ck_assert(be->synchronize(be, &e) == 0);
+                res[bi] = malloc(bytes);
+                ck_assert(res[bi]);
+                memcpy(res[bi], h, bytes);
+                be->host_free(be, h);
+                be->pool_destroy(be, pool);
+            }
+            ck_assert_msg(!memcmp(res[0], res[1], bytes), "synthetic case %zu (%s) differs", ci,
+                          bf ? "bf16" : "float");
+            free(res[0]);
+            free(res[1]);
+            free(idx);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ profiler */
 
 #if VD_HAVE_CUDA
@@ -908,6 +957,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_shape_ops);
     tcase_add_test(tc, test_loss);
     tcase_add_test(tc, test_deterministic);
+    tcase_add_test(tc, test_fill_synthetic);
 #if VD_HAVE_CUDA
     tcase_add_test(tc, test_profile);
 #endif

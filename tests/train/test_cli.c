@@ -171,6 +171,9 @@ START_TEST(resume_through_the_cli) {
     ck_assert_msg(strstr(out, "test accuracy") && strstr(out, "(48 held-out images)"), "%s", out);
     ck_assert_msg(strstr(out, "high-water") && strstr(out, "offloaded") &&
                   strstr(out, "predicted"), "%s", out);
+    /* the end-to-end line names where the synthetic batches were made */
+    ck_assert_msg(strstr(out, "end to end:") &&
+                  strstr(out, "synthetic batches generated on the device"), "%s", out);
     vd_free(out);
     snprintf(args, sizeof args, "%%s %s --iters 9 --stop-at 4 --save %s --quiet", common, a);
     ck_assert_int_eq(run(&out, args), 0);

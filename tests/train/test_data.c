@@ -6,6 +6,7 @@
 #include <turbojpeg.h>
 #include "data/data.h"
 #include "data/data_impl.h"
+#include "backend/backend.h"
 
 /* ---- fake MNIST ------------------------------------------------------- */
 
@@ -348,14 +349,119 @@ START_TEST(synthetic_is_deterministic_and_unit_normal) {
     vd_data_sample(a, VD_SPLIT_TEST, 7, 0, xb, &yb, &e);
     ck_assert(memcmp(xa, xb, sizeof xa) != 0);        /* test split differs */
     /* 384000 values: the mean's standard error is ~0.0016 and the variance's
-     * ~0.0023 for i.i.d. N(0,1), but pixels share a 2^20 bank and class
-     * templates, so allow 0.05 */
+     * ~0.0023 for i.i.d. N(0,1), but the pixels of a class share its
+     * template (10 templates of 192 values: a third of the variance), so
+     * allow 0.05 */
     double mean = s / n, var = s2 / n - mean * mean;
     ck_assert_msg(fabs(mean) < 0.05 && fabs(var - 1.0) < 0.05, "mean %g var %g", mean, var);
     for (int k = 0; k < 10; k++) ck_assert_msg(hist[k] > 120, "class %d drawn %d/2000", k, hist[k]);
     vd_data_close(&a);
     vd_data_close(&b);
     vd_data_close(&c);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* An independent statement of the synthetic formula (data/synth.h), from
+ * splitmix64 as published (Steele, Lea, Flood 2014): the state advances by
+ * the gamma, the output is the finalized state; element j of a sample is
+ * the (j+1)-th output of the generator started at the sample's key. */
+static uint64_t ref_splitmix(uint64_t *st) {
+    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint64_t ref_mix(uint64_t x) { return ref_splitmix(&x); }
+/* the four 16-bit parts of h summed (Irwin-Hall), centred on their mean */
+static int32_t ref_ih(uint64_t h) {
+    int32_t s = 0;
+    for (int k = 0; k < 4; k++) s += (int32_t)((h >> (16 * k)) & 0xFFFF);
+    return s - 131070;            /* 4 x the mean of one part, 32767.5 */
+}
+static int32_t ref_sample(uint64_t seed, int split, int64_t index, int classes, int64_t n,
+                          float *x) {
+    uint64_t key = ref_mix(seed ^ ref_mix(((uint64_t)split << 56) ^ (uint64_t)index));
+    int32_t label = (int32_t)(key % (uint64_t)classes);
+    uint64_t noise = key, tmpl = ref_mix(seed ^ ref_mix(0x7E3B1A7Eull + (uint64_t)label));
+    /* (noise + template / 2) / sqrt(1.25), each of variance 4 (65536^2 - 1) / 12 */
+    float scale = (float)(1.0 / sqrt(1.25 * 4.0 * (65536.0 * 65536.0 - 1.0) / 12.0) / 2.0);
+    for (int64_t j = 0; j < n; j++) {
+        int32_t v = 2 * ref_ih(ref_splitmix(&noise)) + ref_ih(ref_splitmix(&tmpl));
+        x[j] = (float)v * scale;
+    }
+    return label;
+}
+
+/* Synthetic samples are exactly the formula: vd_data_sample (the host
+ * loader's source) and the CPU backend's fill_synthetic (what the training
+ * loop uses), floats bit for bit, bf16 as the floats rounded to nearest
+ * even (vd_f32_to_bf16, tested in util-bf16). */
+START_TEST(synthetic_matches_reference_formula) {
+    /* the published splitmix64 outputs from state 0 pin the reference */
+    uint64_t st = 0;
+    ck_assert_uint_eq(ref_splitmix(&st), 0xE220A8397B1DCDAFull);
+    ck_assert_uint_eq(ref_splitmix(&st), 0x6E789E6AA1B965F4ull);
+    enum { C = 3, H = 5, W = 7, M = C * H * W, NS = 40 };
+    vd_net net;
+    tu_tiny_net(&net, C, H, W, 10, false, 4);
+    vd_dataset *ds;
+    vd_err e;
+    ck_assert_int_eq(vd_data_open("synthetic:5000,300", &net, 4, 42, false, &ds, &e), 0);
+    float ref[NS][M], got[M];
+    int32_t lab[NS], y;
+    int64_t idx[NS];
+    vd_synth_batch b = { .seed = 42, .split = VD_SPLIT_TRAIN, .classes = 10, .sample_numel = M,
+                         .channels = C, .n = NS, .index = idx };
+    for (int split = 0; split < 2; split++) {
+        b.split = split;
+        for (int i = 0; i < NS; i++) {
+            idx[i] = (int64_t)((i * 37 + split * 11) % (split ? 300 : 5000));
+            lab[i] = ref_sample(42, split, idx[i], 10, M, ref[i]);
+            ck_assert_int_eq(vd_data_sample(ds, (vd_split)split, idx[i], 0, got, &y, &e), 0);
+            ck_assert_int_eq(y, lab[i]);
+            ck_assert_mem_eq(got, ref[i], sizeof got);
+        }
+        vd_backend *be;
+        ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+        float *xf = malloc(sizeof(float) * NS * M);
+        uint16_t *xh = malloc(sizeof(uint16_t) * NS * M);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, xf, false, &b, &e), 0);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xh, true, &b, &e), 0);
+        ck_assert_int_eq(be->synchronize(be, &e), 0);    /* the H2D fill runs when awaited */
+        ck_assert_mem_eq(xf, ref, sizeof ref);
+        for (int i = 0; i < NS; i++)
+            for (int j = 0; j < M; j++)   /* bf16 is channels-last: NCHW j at p*C + c */
+                ck_assert_uint_eq(xh[i * M + (j % (H * W)) * C + j / (H * W)],
+                                  vd_f32_to_bf16(ref[i][j]));
+        free(xf);
+        free(xh);
+        be->destroy(be);
+    }
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    /* a batch of 2.4 M elements, which the CPU backend makes in parts on
+     * several threads (where there are several cores): sample by sample the
+     * data set's (the reference's, above) */
+    enum { BN = 48, BM = 3 * 128 * 128 };
+    tu_tiny_net(&net, 3, 128, 128, 10, false, BN);
+    ck_assert_int_eq(vd_data_open("synthetic:5000", &net, BN, 9, false, &ds, &e), 0);
+    float *big = malloc(sizeof(float) * BN * BM), *one = malloc(sizeof(float) * BM);
+    int64_t bidx[BN];
+    for (int i = 0; i < BN; i++) bidx[i] = 4999 - 3 * i;
+    vd_synth_batch bb = { .seed = 9, .split = VD_SPLIT_TRAIN, .classes = 10, .sample_numel = BM,
+                          .n = BN, .index = bidx };
+    vd_backend *be;
+    ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, big, false, &bb, &e), 0);
+    for (int i = 0; i < BN; i++) {
+        ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, bidx[i], 0, one, &y, &e), 0);
+        ck_assert_mem_eq(big + (size_t)i * BM, one, sizeof(float) * BM);
+    }
+    free(big);
+    free(one);
+    be->destroy(be);
+    vd_data_close(&ds);
     vd_net_free(&net);
 }
 END_TEST
@@ -1008,10 +1114,75 @@ START_TEST(loader_bf16_any_thread_count) {
 }
 END_TEST
 
+/* A synth_device loader describes the batches that a worker loader makes,
+ * whatever its thread count: the same sample indices (shuffled, across
+ * epochs, from a resumed position) and labels, and generated by the CPU
+ * backend's fill_synthetic they are the worker loader's bytes, in floats
+ * and in bf16 (vd_loader_next_as). It refuses to make batches itself, and
+ * other data sets refuse it. */
+START_TEST(loader_synth_device_matches_loader) {
+    enum { B = 7, NB = 10, M = 3 * 8 * 8 };     /* 70 samples of 30: epochs straddled */
+    vd_net net;
+    tu_tiny_net(&net, 3, 8, 8, 10, false, B);
+    vd_dataset *ds;
+    vd_err e;
+    ck_assert_int_eq(vd_data_open("synthetic:30", &net, B, 5, false, &ds, &e), 0);
+    vd_backend *be;
+    ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = B, .shuffle = true, .seed = 11,
+                          .start = 3 };
+    vd_loader *ld, *dl;
+    float x[B * M], xd[B * M];
+    uint16_t h[B * M], hd[B * M];
+    int32_t y[B], yd[B];
+    int64_t idx[B];
+    static const int threads[] = { 1, 5 };
+    for (size_t t = 0; t < VD_ARRAY_LEN(threads); t++) {
+        cfg.threads = threads[t];
+        cfg.synth_device = false;
+        ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), 0);
+        cfg.synth_device = true;
+        ck_assert_int_eq(vd_loader_create(&dl, ds, &cfg, &e), 0);
+        ck_assert_int_eq(vd_loader_threads(dl), 0);
+        for (int k = 0; k < NB; k++) {
+            bool bf = k % 2;
+            ck_assert_int_eq(vd_loader_next_as(ld, bf ? (void *)h : (void *)x, bf, y, &e), 0);
+            vd_synth_batch b = { .index = idx };
+            ck_assert_int_eq(vd_loader_next_synth(dl, &b, yd, &e), 0);
+            ck_assert(b.seed == 5 && b.split == VD_SPLIT_TRAIN && b.classes == 10 &&
+                      b.sample_numel == M && b.n == B);
+            ck_assert_uint_eq(vd_loader_position(dl), 3 + (uint64_t)(k + 1) * B);
+            ck_assert_mem_eq(y, yd, sizeof y);
+            ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, bf ? (void *)hd : (void *)xd,
+                                                bf, &b, &e), 0);
+            if (bf) ck_assert_mem_eq(h, hd, sizeof h);
+            else ck_assert_mem_eq(x, xd, sizeof x);
+        }
+        ck_assert_int_eq(vd_loader_next(dl, x, y, &e), VD_EINTERNAL);
+        vd_synth_batch nb = { .index = idx };
+        ck_assert_int_eq(vd_loader_next_synth(ld, &nb, y, &e), VD_EINTERNAL);
+        vd_loader_destroy(&ld);
+        vd_loader_destroy(&dl);
+    }
+    be->destroy(be);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    char *d = make_mnist(20, 7);
+    tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
+    ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), 0);
+    ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), VD_EUSAGE);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("data", 0,
           mnist_reads_and_normalises, mnist_corrupt_files_are_edata, mnist_missing_file_is_eio,
           shape_mismatch_is_usage_error, cifar_reads_and_normalises, cifar_corrupt_is_edata,
           folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
+          synthetic_matches_reference_formula, loader_synth_device_matches_loader,
           epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
           jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
           pnm_depth_scale_and_truncation, image_kinds_and_stb_guards,

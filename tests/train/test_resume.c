@@ -65,12 +65,16 @@ typedef struct session {
 static const vd_device_params *g_dev;
 static uint64_t g_budget;
 static bool g_no_stage;
+/* synthetic_on_device_is_byte_identical: the loader makes synthetic batches
+ * on the host (vd_exec_opts.synth_host), and the math */
+static bool g_synth_host;
+static vd_math g_math = VD_MATH_FP32;
 
 static void open_session(session *s, vd_net *net, vd_policy policy) {
     memset(s, 0, sizeof *s);
     vd_err e;
     ck_assert_msg(vd_backend_cpu_create(&s->be, &e) == 0, "%s", e.msg);
-    ck_assert_msg(s->be->layer_setup(s->be, net, net->train.batch, VD_MATH_FP32, true, &e) == 0,
+    ck_assert_msg(s->be->layer_setup(s->be, net, net->train.batch, g_math, true, &e) == 0,
                   "%s", e.msg);
     ck_assert_msg(vd_profile_backend(net, net->train.batch, s->be, g_dev ? g_dev : &vd_device_cpu,
                                      &s->prof, &e) == 0, "%s", e.msg);
@@ -81,7 +85,8 @@ static void open_session(session *s, vd_net *net, vd_policy policy) {
     po.budget = g_budget;
     po.no_stage_input = g_no_stage;
     ck_assert_msg(vd_plan_build(net, &s->prof, &po, &s->plan, &e) == 0, "%s", e.msg);
-    vd_exec_opts eo = { .poison = true, .deterministic = true, .layers_ready = true };
+    vd_exec_opts eo = { .poison = true, .deterministic = true, .layers_ready = true,
+                        .math = g_math, .synth_host = g_synth_host };
     ck_assert_msg(vd_exec_create(&s->ex, net, &s->plan, s->be, &eo, &e) == 0, "%s", e.msg);
     ck_assert_msg(vd_data_open("synthetic:200,40", net, net->train.batch, net->train.seed, false,
                                &s->ds, &e) == 0, "%s", e.msg);
@@ -142,7 +147,7 @@ START_TEST(resume_is_byte_identical) {
     ck_assert_int_eq(r1.timing.iters, 60);
     ck_assert_int_eq(r3.timing.iters, 23);
     ck_assert_int_eq(r3.timing.images, 23 * 8);
-    ck_assert_int_ge(r3.loader_threads, 1);
+    ck_assert(r3.synth_device && r3.loader_threads == 0);   /* made by the CPU backend */
     const vd_train_timing *tm = &r3.timing;
     ck_assert(tm->wait_s >= 0 && tm->step_s > 0 && tm->wait_s + tm->step_s <= tm->wall_s);
     ck_assert(tm->wall_s <= r3.train_s);
@@ -407,6 +412,100 @@ START_TEST(resume_from_bf16_weights) {
 }
 END_TEST
 
-VDT_MAIN("resume", 300, staging_is_byte_identical,
+/* Synthetic batches made by the backend (fill_synthetic, from the loader's
+ * descriptions) train to the bytes of batches made by the loader's threads
+ * on the host and copied: with input staging (the look-ahead pair's
+ * description swapped in), evaluations and saves between iterations, a
+ * stop and resume; without staging under the policy that offloads every
+ * activation; and in math bf16 (the batch generated as rounded bf16). */
+START_TEST(synthetic_on_device_is_byte_identical) {
+    char *d = vdt_tmpdir("vdnn-synth-test");
+    char host[600], dev[600], half[600], a[700], b[700];
+    snprintf(host, sizeof host, "%s/host.safetensors", d);
+    snprintf(dev, sizeof dev, "%s/dev.safetensors", d);
+    snprintf(half, sizeof half, "%s/half.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);
+    vd_err e;
+    vd_train_result rh, rd;
+    vd_stage stage;
+    int64_t lh, ld;
+    g_dev = &vd_device_h200;               /* staging pays under this model */
+    g_budget = (uint64_t)32 << 20;
+    vd_train_opts o = { .iters = 30, .save_every = 15, .eval_every = 10, .log_every = 1000,
+                        .eval_at_end = true };
+    for (int round = 0; round < 2; round++) {
+        g_no_stage = round == 1;
+        o.save_path = host;
+        g_synth_host = true;
+        ck_assert_msg(run_opts(&net, &o, &rh, &stage, &lh, &e) == 0, "%s", e.msg);
+        ck_assert(!rh.synth_device && rh.loader_threads >= 1);
+        o.save_path = dev;
+        g_synth_host = false;
+        ck_assert_msg(run_opts(&net, &o, &rd, &stage, &ld, &e) == 0, "%s", e.msg);
+        ck_assert(rd.synth_device && rd.loader_threads == 0);
+        ck_assert_int_eq(stage, (round ? VD_STAGE_OFF : VD_STAGE_ON));
+        /* staged: iterations 2..30 less those after an evaluation or a save
+         * (10, 15, 20) */
+        ck_assert_int_eq(lh, (round ? 0 : 26));
+        ck_assert_int_eq(ld, lh);
+        vdt_assert_same_file(host, dev);
+        vd_ckpt_state_path(host, a, sizeof a);
+        vd_ckpt_state_path(dev, b, sizeof b);
+        vdt_assert_same_file(a, b);
+        ck_assert(memcmp(&rh.last_loss, &rd.last_loss, 4) == 0);
+        ck_assert_int_eq(rd.eval_n, 40);
+        ck_assert(rh.eval_acc == rd.eval_acc && rh.eval_loss == rd.eval_loss);
+    }
+    /* a stop at 20 and a resume, batches made on the device: the run above */
+    vd_train_opts oh = { .iters = 30, .save_path = half, .log_every = 1, .stop = &g_stop,
+                         .cb = stop_after_20 };
+    g_no_stage = false;
+    g_stop = 0;
+    ck_assert_msg(run_opts(&net, &oh, &rd, &stage, &ld, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(rd.iters_done, 21);
+    g_stop = 0;
+    vd_train_opts orr = o;
+    orr.resume_path = half;
+    orr.save_path = dev;
+    ck_assert_msg(run_opts(&net, &orr, &rd, &stage, &ld, &e) == 0, "%s", e.msg);
+    vdt_assert_same_file(host, dev);
+    g_dev = NULL;
+    g_budget = 0;
+    /* every activation offloaded, no staging: x, when it is loaded again,
+     * is generated again */
+    g_no_stage = true;
+    for (int k = 0; k < 2; k++) {
+        g_synth_host = k == 0;
+        session s;
+        open_session(&s, &net, VD_POLICY_ALL);
+        vd_train_opts oa = { .iters = 6, .save_path = k ? dev : host, .log_every = 1000 };
+        ck_assert_msg(vd_train_run(&net, s.ex, s.ds, &oa, &rd, &e) == 0, "%s", e.msg);
+        ck_assert(rd.synth_device == (k == 1));
+        close_session(&s);
+    }
+    vdt_assert_same_file(host, dev);
+    /* math bf16 */
+    g_no_stage = false;
+    g_math = net.train.math = VD_MATH_BF16;
+    for (int k = 0; k < 2; k++) {
+        g_synth_host = k == 0;
+        vd_train_opts ob = { .iters = 6, .save_path = k ? dev : host, .log_every = 1000,
+                             .eval_at_end = true };
+        ck_assert_msg(run_opts(&net, &ob, k ? &rd : &rh, &stage, &ld, &e) == 0, "%s", e.msg);
+    }
+    ck_assert(rd.synth_device && !rh.synth_device);
+    vdt_assert_same_file(host, dev);
+    ck_assert(rh.eval_acc == rd.eval_acc && rh.eval_loss == rd.eval_loss);
+    g_math = VD_MATH_FP32;
+    g_synth_host = false;
+    g_no_stage = false;
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+VDT_MAIN("resume", 300, synthetic_on_device_is_byte_identical, staging_is_byte_identical,
           resume_is_byte_identical, divergence_is_enumeric,
           final_save_survives_a_failing_evaluation, resume_from_bf16_weights)

@@ -432,6 +432,7 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->copy_async = cu_copy_async;
     be->poison_async = cu_poison_async;
     be->zero_async = cu_zero_async;
+    be->fill_synthetic = cu_fill_synthetic;
     be->layer_setup = cu_layer_setup;
     be->layer_algos = cu_layer_algos;
     be->supports_op = cu_supports_op;
