@@ -25,6 +25,18 @@ static void note(const vd_train_opts *o, int64_t iter, int64_t total, const char
     o->cb(&ev, o->user);
 }
 
+/* The next global batch into ex's input buffers (next: the look-ahead
+ * ones): the loader hands out shards of batch / ranks samples, rank r's is
+ * the r-th of each global batch (one executor: the whole batch). */
+static int load(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
+    int rc = VD_OK;
+    for (int r = 0; r < vd_exec_ranks(ex) && !rc; r++)
+        rc = vd_loader_next_as(ld, next ? vd_exec_rank_next_x(ex, r) : vd_exec_rank_input_x(ex, r),
+                               vd_exec_input_bf16(ex),
+                               next ? vd_exec_rank_next_labels(ex, r) : vd_exec_rank_input_labels(ex, r), e);
+    return rc;
+}
+
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
                       double *acc, double *loss, int64_t *n, vd_err *e) {
     *acc = *loss = 0;
@@ -34,14 +46,14 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     int64_t nb = info->n[VD_SPLIT_TEST] / batch;
     if (nb == 0) return VD_OK;
     vd_loader *ld;
-    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch, .shuffle = false,
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch / vd_exec_ranks(ex), .shuffle = false,
                           .seed = net->train.seed, .start = 0, .threads = threads };
     int rc = vd_loader_create(&ld, ds, &cfg, e);
     if (rc) return rc;
     int64_t correct = 0;
     double lsum = 0;
     for (int64_t b = 0; b < nb && !rc; b++) {
-        rc = vd_loader_next_as(ld, vd_exec_input_x(ex), vd_exec_input_bf16(ex), vd_exec_input_labels(ex), e);
+        rc = load(ld, ex, false, e);
         int c = 0;
         float l = 0;
         if (!rc) rc = vd_exec_eval_step(ex, &c, &l, e);
@@ -235,7 +247,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     res->first_iter = iter;
     res->iters_done = iter;
 
-    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch, .shuffle = true,
+    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch / vd_exec_ranks(ex), .shuffle = true,
                          .seed = cfg->seed, .start = samples, .threads = o->loader_threads };
     rc = vd_loader_create(&r.ld, ds, &lc, e);
     if (rc) goto done;
@@ -273,7 +285,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         if (!staged) {
             if (o->stop && *o->stop) { res->interrupted = true; break; }
             double tw = vd_now();
-            rc = vd_loader_next_as(r.ld, vd_exec_input_x(ex), vd_exec_input_bf16(ex), vd_exec_input_labels(ex), e);
+            rc = load(r.ld, ex, false, e);
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;
@@ -284,7 +296,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                           !eval_due(o, nx);
         if (stage_next) {
             double tw = vd_now();
-            rc = vd_loader_next_as(r.ld, vd_exec_next_x(ex), vd_exec_input_bf16(ex), vd_exec_next_labels(ex), e);
+            rc = load(r.ld, ex, true, e);
             tw = vd_now() - tw;
             run_wait += tw;
             win_wait += tw;
