@@ -586,6 +586,7 @@ int main(int argc, char **argv) {
     rc = vd_session_plan(&ses, &run.plan, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;
+    if (run.dp && (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e))) goto out;
     if (o.plan_json && (rc = write_plan_json(o.plan_json, &plan, &net, &e))) goto out;
     vd_cli_warn_auto_cpu(PROG, &ses, plan.sim.iter_s, iters);
     rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
@@ -594,8 +595,7 @@ int main(int argc, char **argv) {
         /* ranks 1..N-1 plan for the same budget on their own devices */
         if ((rc = vd_dp_start_peers(&dp, &net, &run.session, &run.plan, run.budget_given, o.poison,
                                     &e)) ||
-            (rc = vd_dp_group(&dp, ex, &grp, &e)) ||
-            (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e)))
+            (rc = vd_dp_group(&dp, ex, &grp, &e)))
             goto out;
     }
 
