@@ -617,7 +617,10 @@ int main(int argc, char **argv) {
                 vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
                 vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s,
                 ses.prof.source);
-        if (run.dp)
+        if (run.dp && run.ranks == 1)
+            fprintf(stderr, "%s: data parallel: 1 rank (%s all-reduce of every gradient bucket; "
+                    "the same bytes as without --gpus)\n", PROG, dp.ar[0]->name);
+        else if (run.dp)
             fprintf(stderr, "%s: data parallel: %d rank%s (%s all-reduce), %d samples each; "
                     "gradients %s in %d bucket%s, predicted all-reduce %.2f ms (%.2f ms exposed): "
                     "%.4f s/iter\n", PROG, run.ranks, run.ranks == 1 ? "" : "s",
