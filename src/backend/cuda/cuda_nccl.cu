@@ -22,7 +22,15 @@ extern "C" {
 #include "backend/allreduce.h"
 }
 
+/* The communicators of all ranks: destroyed together, by the last handle. */
+typedef struct nccl_set {
+    int n;
+    ncclComm_t *comms;          /* [n] */
+    int refs;                   /* handles not yet destroyed */
+} nccl_set;
+
 typedef struct nccl_rank {
+    nccl_set *set;
     ncclComm_t comm;
     int device;
     cudaStream_t stream;        /* communication stream on device */
@@ -66,16 +74,30 @@ static int nccl_wait(vd_allreduce *ar, vd_backend *be, vd_err *e) {
 
 static void nccl_abort(vd_allreduce *ar) { (void)ar; }
 
+/* Destroying a communicator is an intra-node collective (NCCL finalizes it
+ * with its peers): one thread finalizes all of them in one group, then
+ * destroys each (a local operation once finalized). */
+static void set_free(nccl_set *set) {
+    ncclGroupStart();
+    for (int r = 0; r < set->n; r++)
+        if (set->comms[r]) ncclCommFinalize(set->comms[r]);
+    ncclGroupEnd();
+    for (int r = 0; r < set->n; r++)
+        if (set->comms[r]) ncclCommDestroy(set->comms[r]);
+    vd_free(set->comms);
+    vd_free(set);
+}
+
 static void nccl_destroy(vd_allreduce *ar) {
     if (!ar) return;
     nccl_rank *k = (nccl_rank *)ar->ctx;
     if (k) {
         cudaSetDevice(k->device);
         if (k->stream) cudaStreamSynchronize(k->stream);
-        if (k->comm) ncclCommDestroy(k->comm);
         if (k->ready) cudaEventDestroy(k->ready);
         if (k->done) cudaEventDestroy(k->done);
         if (k->stream) cudaStreamDestroy(k->stream);
+        if (k->set && --k->set->refs == 0) set_free(k->set);
         vd_free(k);
     }
     vd_free(ar);
@@ -110,9 +132,21 @@ extern "C" int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *de
                            "%d device%s (--gpus N uses devices --device .. --device + N - 1)",
                            r, devices[r], ndev, ndev == 1 ? "" : "s");
     cudaGetDevice(&cur);
-    ncclComm_t *comms = (ncclComm_t *)vd_calloc((size_t)n, sizeof *comms, e);
-    if (!comms) return VD_ENOMEM;
+    nccl_set *set = (nccl_set *)vd_calloc(1, sizeof *set, e);
+    ncclComm_t *comms = set ? (ncclComm_t *)vd_calloc((size_t)n, sizeof *comms, e) : NULL;
+    if (!comms) {
+        vd_free(set);
+        return VD_ENOMEM;
+    }
+    set->n = n;
+    set->comms = comms;
     int rc = comm_init(comms, n, devices, e);
+    if (rc) {
+        for (int r = 0; r < n; r++) comms[r] = NULL;   /* none was made */
+        set_free(set);
+        cudaSetDevice(cur);
+        return rc;
+    }
     for (int r = 0; r < n && !rc; r++) {
         vd_allreduce *ar = (vd_allreduce *)vd_calloc(1, sizeof *ar, e);
         nccl_rank *k = ar ? (nccl_rank *)vd_calloc(1, sizeof *k, e) : NULL;
@@ -121,8 +155,9 @@ extern "C" int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *de
             rc = VD_ENOMEM;
             break;
         }
+        k->set = set;
+        set->refs++;
         k->comm = comms[r];
-        comms[r] = NULL;            /* owned by the handle now */
         k->device = devices[r];
         ar->name = "nccl";
         ar->rank = r;
@@ -136,11 +171,9 @@ extern "C" int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *de
         rc = rank_init(k, e);
     }
     if (rc) {
-        for (int r = 0; r < n; r++)
-            if (comms[r]) ncclCommDestroy(comms[r]);
-        vd_allreduce_destroy_all(out, n);
+        if (set->refs == 0) set_free(set);         /* no handle holds the communicators */
+        vd_allreduce_destroy_all(out, n);           /* the last one frees them */
     }
-    vd_free(comms);
     cudaSetDevice(cur);
     return rc;
 }
