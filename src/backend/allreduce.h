@@ -16,8 +16,9 @@
  *         thread timing), a second barrier. Ranks are threads of one process.
  *   nccl  asynchronously on the rank's own communication stream, which first
  *         waits for an event recorded on the compute stream:
- *         ncclAllReduce(ncclAvg) in place. The compute stream goes on with
- *         the rest of the backward pass meanwhile.
+ *         ncclAllReduce(ncclSum) in place, then (n > 1) a kernel scaling
+ *         by 1/n. The compute stream goes on with the rest of the backward
+ *         pass meanwhile. With one rank nothing runs on the device.
  * wait(): be's compute stream waits for every average issued so far (nccl:
  * an event on the communication stream; cpu: nothing to wait for).
  * abort(): after a failure on this rank, release the ranks blocked in the

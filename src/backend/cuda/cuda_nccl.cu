@@ -6,14 +6,17 @@
  * non-blocking communication stream on its device and two events (no
  * timing). average: record `ready` on the backend's compute stream, make the
  * communication stream wait for it, ncclAllReduce(buf, buf, count,
- * ncclFloat, ncclAvg) there; the compute stream runs on. wait: record
- * `done` on the communication stream, the compute stream waits for it.
- * Re-recording an event is safe: a wait captures the record before it.
+ * ncclFloat, ncclSum) there and, with n > 1 ranks, a kernel multiplying by
+ * 1/n after it; the compute stream runs on. wait: record `done` on the
+ * communication stream, the compute stream waits for it. Re-recording an
+ * event is safe: a wait captures the record before it.
  *
- * ncclAvg is NCCL's sum of the ranks' values scaled by 1/n; with one rank
- * the buffer keeps its bytes. Between ranks the order of the additions is
- * NCCL's (ring or tree), so with n > 1 the result is the mean up to
- * rounding, identical on every rank. */
+ * Sum then scale, as the CPU stand-in (not ncclAvg, which multiplies each
+ * rank's values by 1/n before adding: the same for n a power of two, but
+ * with one rank it would still run a kernel over the buffer). With one rank
+ * NCCL's in-place sum does nothing: the buffer keeps its bytes. Between
+ * ranks the order of the additions is NCCL's (ring or tree), so with n > 1
+ * the result is the mean up to rounding, identical on every rank. */
 #include <stdio.h>
 #include <nccl.h>
 #include "backend/cuda/cuda_internal.h"
@@ -47,6 +50,12 @@ typedef struct nccl_rank {
                            ncclGetLastError(NULL) ? ncclGetLastError(NULL) : "");     \
     } while (0)
 
+__global__ void scale_kernel(float *x, int64_t n, float s) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
 static int nccl_average(vd_allreduce *ar, vd_backend *be, float *buf, int64_t count, vd_err *e) {
     nccl_rank *k = (nccl_rank *)ar->ctx;
     cu_ctx *c = (cu_ctx *)be->ctx;
@@ -56,7 +65,13 @@ static int nccl_average(vd_allreduce *ar, vd_backend *be, float *buf, int64_t co
                        ar->rank, k->device, c->device);
     CUDA_CHECK(e, cudaEventRecord(k->ready, cu_compute(c)));
     CUDA_CHECK(e, cudaStreamWaitEvent(k->stream, k->ready, 0));
-    NCCL_CHECK(e, ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclAvg, k->comm, k->stream));
+    NCCL_CHECK(e, ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, k->comm, k->stream));
+    if (ar->n_ranks > 1) {
+        int64_t blocks = (count + 255) / 256;
+        if (blocks > 4 * (int64_t)c->sm_count) blocks = 4 * (int64_t)c->sm_count;
+        scale_kernel<<<(unsigned)blocks, 256, 0, k->stream>>>(buf, count, 1.0f / (float)ar->n_ranks);
+        KERNEL_CHECK(e);
+    }
     if (c->sync_debug) {
         CUDA_CHECK(e, cudaStreamSynchronize(k->stream));
         CUDA_CHECK(e, cudaGetLastError());
