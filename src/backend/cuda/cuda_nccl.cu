@@ -50,7 +50,7 @@ typedef struct nccl_rank {
                            ncclGetLastError(NULL) ? ncclGetLastError(NULL) : "");     \
     } while (0)
 
-__global__ void scale_kernel(float *x, int64_t n, float s) {
+static __global__ void nccl_scale_kernel(float *x, int64_t n, float s) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         x[i] *= s;
@@ -69,7 +69,7 @@ static int nccl_average(vd_allreduce *ar, vd_backend *be, float *buf, int64_t co
     if (ar->n_ranks > 1) {
         int64_t blocks = (count + 255) / 256;
         if (blocks > 4 * (int64_t)c->sm_count) blocks = 4 * (int64_t)c->sm_count;
-        scale_kernel<<<(unsigned)blocks, 256, 0, k->stream>>>(buf, count, 1.0f / (float)ar->n_ranks);
+        nccl_scale_kernel<<<(unsigned)blocks, 256, 0, k->stream>>>(buf, count, 1.0f / (float)ar->n_ranks);
         KERNEL_CHECK(e);
     }
     if (c->sync_debug) {
