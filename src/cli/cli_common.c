@@ -14,8 +14,9 @@ int vd_cli_fail(const char *prog, const vd_err *e) {
 }
 
 void vd_cli_version(const char *prog) {
-    printf("%s %s (cuda backend: %s, blas: %s)\n", prog, VD_VERSION,
-           VD_HAVE_CUDA ? "yes" : "no", VD_HAVE_BLAS ? "openblas" : "none");
+    printf("%s %s (cuda backend: %s, nccl: %s, blas: %s)\n", prog, VD_VERSION,
+           VD_HAVE_CUDA ? "yes" : "no", VD_HAVE_NCCL ? "yes" : "no",
+           VD_HAVE_BLAS ? "openblas" : "none");
 }
 
 int vd_cli_match(int argc, char **argv, int *i, const vd_cli_flag *flags, int n,
@@ -134,6 +135,7 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     int k = 0, rc = VD_OK;
     *known = true;
     if (!strcmp(name, "batch")) { rc = vd_cli_int(name, val, 1, 1 << 24, &g->batch, e); }
+    else if (!strcmp(name, "gpus")) { if (!(rc = vd_cli_int(name, val, 1, 64, &x, e))) g->gpus = (int)x; }
     else if (!strcmp(name, "seed")) { rc = vd_cli_int(name, val, 0, INT64_MAX, &c->seed, e); c->has_seed = true; }
     else if (!strcmp(name, "device")) {
         if (model_ok && vd_parse_i64(val, &x, NULL) != 0 && vd_device_find(val))

@@ -38,7 +38,11 @@ static void usage(FILE *f) {
         "predicted iteration time.\n"
         "\n"
         "options:\n"
-        "  --batch B            batch size (default: the spec's train.batch, else 32)\n"
+        "  --batch B            batch size (default: the spec's train.batch, else 32;\n"
+        "                       with --gpus N the global batch)\n"
+        "  --gpus N             data parallel: plan one rank of N (batch B/N under\n"
+        "                       --budget on its own GPU) and add the gradients'\n"
+        "                       all-reduce, overlapped with the backward pass\n"
         "  --budget SIZE        device memory budget, e.g. 12G, 512M (default: the\n"
         "                       device's memory: all a CUDA device can give, the plan's\n"
         "                       own need on cpu, the model's memory for h200)\n"
@@ -78,7 +82,7 @@ typedef struct opts {
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
-    {"batch", true}, {"budget", true}, {"policy", true}, {"prefetch", true},
+    {"batch", true}, {"gpus", true}, {"budget", true}, {"policy", true}, {"prefetch", true},
     {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
     {"analytic-profile", false}, {"math", true}, {"deterministic", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
@@ -159,6 +163,23 @@ static int print_min_budgets(const vd_net *net, const vd_profile *prof, const vd
     return VD_OK;
 }
 
+/* --gpus N: the data-parallel part of the prediction (plan.h vd_plan_dp),
+ * before the table (whose summary ends it). */
+static void print_dp(const vd_plan *p) {
+    const struct vd_dp_sim *d = &p->dp;
+    if (d->ranks <= 1) return;
+    char b[32];
+    printf("data parallel: %d ranks, each with this plan at batch %d (global batch %d)\n"
+           "  gradients %s in %d bucket%s (%d all-reduce call%s), ring all-reduce at %.0f GB/s "
+           "bus bandwidth + %.0f us per call\n"
+           "  all-reduce %.3f ms on its own stream, %.3f ms of it after the backward pass: "
+           "predicted iteration %.4f s (one rank alone %.4f s)\n\n",
+           d->ranks, p->batch, p->batch * d->ranks, vd_fmt_bytes(d->grad_bytes, b, sizeof b),
+           d->n_buckets, d->n_buckets == 1 ? "" : "s", d->n_calls, d->n_calls == 1 ? "" : "s",
+           d->bw / 1e9, d->lat_s * 1e6, 1e3 * d->allreduce_s, 1e3 * d->exposed_s, d->iter_s,
+           p->sim.iter_s);
+}
+
 int main(int argc, char **argv) {
     /* The auto search builds and frees thousands of plans of the same sizes:
      * keep the freed heap (no trim, no per-plan mmap) instead of returning
@@ -217,7 +238,9 @@ int main(int argc, char **argv) {
     prc = run.use_backend ? vd_session_plan(&ses, &run.plan, &plan, &pe)
                           : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
     if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }
+    if (plan.steps && run.dp && (rc = vd_plan_dp(&plan, &net, prof, run.ranks, 0, &e))) goto out;
     if (plan.steps) {   /* VD_EBUDGET before planning leaves no plan to show */
+        if (!o.json) print_dp(&plan);
         if (o.json) rc = vd_plan_write_json(stdout, &plan, &net, NULL, &e);
         else rc = vd_plan_write_table(stdout, &plan, &net, &e);
         if (!rc && o.trace) rc = vd_plan_write_trace(o.trace, &plan, &net, prof, &e);

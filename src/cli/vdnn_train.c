@@ -27,6 +27,7 @@
 #include "train/lr.h"
 #include "train/session.h"
 #include "train/metrics.h"
+#include "train/dp.h"
 
 static const char *const PROG = "vdnn-train";
 
@@ -42,7 +43,13 @@ static void usage(FILE *f) {
 "synthetic data.\n"
 "\n"
 "Training:\n"
-"  --batch N            batch size\n"
+"  --batch N            batch size (with --gpus N: the global batch, split evenly)\n"
+"  --gpus N             data parallel: one rank per GPU (devices --device ..\n"
+"                       --device + N - 1; cpu backend: N threads), each training\n"
+"                       batch / N samples under --budget on its own device;\n"
+"                       gradients averaged by NCCL (cpu: an in-process stand-in);\n"
+"                       rank 0 saves and logs (--gpus 1: the same path with one\n"
+"                       rank; the same bytes as without --gpus)\n"
 "  --iters N            total iterations (a resumed run continues up to N;\n"
 "                       0: only evaluate, e.g. the weights of --init)\n"
 "  --epochs N           iterations = N * ceil(train images / batch) (if no --iters)\n"
@@ -121,7 +128,7 @@ typedef struct opts {
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
-    {"batch", true}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
+    {"batch", true}, {"gpus", true}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"save-dtype", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
@@ -468,7 +475,9 @@ int main(int argc, char **argv) {
     vd_plan plan;
     memset(&plan, 0, sizeof plan);
     bool have_ses = false, have_plan = false;
-    vd_exec *ex = NULL;
+    vd_exec *ex = NULL, *grp = NULL;   /* rank 0's executor; the group of all ranks (--gpus) */
+    vd_dp dp;
+    memset(&dp, 0, sizeof dp);
     ui u = { .quiet = o.c.quiet, .tty = isatty(STDERR_FILENO) != 0, .ses = &ses };
 
     rc = vd_spec_load(o.c.spec, &net, &e);
@@ -551,6 +560,13 @@ int main(int argc, char **argv) {
         goto out;
     }
 
+    /* ---- data parallel (train/dp.h): threads and the communicator first ---- */
+    if (run.dp) {
+        if ((rc = vd_dp_open(&dp, run.ranks, run.session.backend, run.session.device, &e)))
+            goto out;
+        vd_dp_session_opts(&dp, 0, &run.session);
+    }
+
     /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
     if (!o.c.quiet && !o.c.cfg.profile && !o.c.cfg.analytic && vd_backend_cuda_available() &&
         strcmp(run.session.backend, "cpu") != 0)
@@ -570,10 +586,18 @@ int main(int argc, char **argv) {
     rc = vd_session_plan(&ses, &run.plan, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;
+    if (run.dp && (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e))) goto out;
     if (o.plan_json && (rc = write_plan_json(o.plan_json, &plan, &net, &e))) goto out;
     vd_cli_warn_auto_cpu(PROG, &ses, plan.sim.iter_s, iters);
     rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
     if (rc) goto out;
+    if (run.dp) {
+        /* ranks 1..N-1 plan for the same budget on their own devices */
+        if ((rc = vd_dp_start_peers(&dp, &net, &run.session, &run.plan, run.budget_given, o.poison,
+                                    &e)) ||
+            (rc = vd_dp_group(&dp, ex, &grp, &e)))
+            goto out;
+    }
 
     if (!o.c.quiet) {
         char b1[32], b2[32];
@@ -593,6 +617,17 @@ int main(int argc, char **argv) {
                 vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
                 vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s,
                 ses.prof.source);
+        if (run.dp && run.ranks == 1)
+            fprintf(stderr, "%s: data parallel: 1 rank (%s all-reduce of every gradient bucket; "
+                    "the same bytes as without --gpus)\n", PROG, dp.ar[0]->name);
+        else if (run.dp)
+            fprintf(stderr, "%s: data parallel: %d rank%s (%s all-reduce), %d samples each; "
+                    "gradients %s in %d bucket%s, predicted all-reduce %.2f ms (%.2f ms exposed): "
+                    "%.4f s/iter\n", PROG, run.ranks, run.ranks == 1 ? "" : "s",
+                    dp.ar[0]->name, run.batch, vd_fmt_bytes(plan.dp.grad_bytes, b1, sizeof b1),
+                    plan.dp.n_buckets, plan.dp.n_buckets == 1 ? "" : "s",
+                    1e3 * plan.dp.allreduce_s, 1e3 * plan.dp.exposed_s,
+                    plan.dp.ranks > 1 ? plan.dp.iter_s : plan.sim.iter_s);
     }
 
     /* ---- train ---- */
@@ -622,7 +657,7 @@ int main(int argc, char **argv) {
         .cb = on_event, .user = &u,
     };
     vd_train_result res;
-    rc = vd_train_run(&net, ex, ds, &to, &res, &e);
+    rc = vd_train_run(&net, grp ? grp : ex, ds, &to, &res, &e);
     close_line(&u);
     if (rc) goto out;
 
@@ -662,11 +697,17 @@ int main(int argc, char **argv) {
                tm->step_per_iter_s, tm->wait_per_iter_s,
                tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, threads);
     }
+    /* data parallel: the prediction includes the all-reduce (plan.dp) */
+    double pred = plan.dp.ranks > 1 ? plan.dp.iter_s : plan.sim.iter_s;
     if (res.mean_iter_s > 0)
         printf("iteration time (compute only, data waits excluded): measured %.4f s "
                "(%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
-               res.mean_iter_s, tc->batch / res.mean_iter_s, plan.sim.iter_s, ses.prof.source,
-               plan.sim.iter_s > 0 ? 100.0 * (res.mean_iter_s - plan.sim.iter_s) / plan.sim.iter_s : 0.0);
+               res.mean_iter_s, tc->batch / res.mean_iter_s, pred, ses.prof.source,
+               pred > 0 ? 100.0 * (res.mean_iter_s - pred) / pred : 0.0);
+    if (run.dp)
+        printf("data parallel: %d rank%s of %d samples (global batch %d), %s all-reduce; the "
+               "memory figures are rank 0's\n", run.ranks, run.ranks == 1 ? "" : "s", run.batch,
+               tc->batch, dp.ar[0]->name);
     report_device_memory(&ses, &plan, &st, trained);
     report_host_memory();
     if (trained) report_step_times(ex, &plan, &net);
@@ -685,9 +726,12 @@ out:
         if (vd_metrics_close(&u.metrics, &ce) && !u.metrics_failed)
             fprintf(stderr, "%s: warning: --metrics: %s\n", PROG, ce.msg);
     }
+    vd_exec_destroy(&grp);
+    vd_dp_close_peers(&dp);
     vd_exec_destroy(&ex);
     if (have_plan) vd_plan_free(&plan);
     if (have_ses) vd_session_close(&ses);
+    vd_dp_close(&dp);
     vd_data_close(&ds);
     vd_net_free(&net);
     if (rc && rc < 128) return vd_cli_fail(PROG, &e);

@@ -32,6 +32,14 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     if (rc) return rc;
     vd_schedule_inplace(net);
     r->batch = (int)batch;
+    r->ranks = c->gpus > 0 ? c->gpus : 1;
+    r->dp = c->gpus > 0;
+    if (batch % r->ranks != 0)
+        return vd_errf(e, VD_ESPEC, "the batch %lld (the global batch: --batch or the spec's "
+                       "train.batch) is not divisible by --gpus %d: every rank trains an equal "
+                       "shard of batch / %d samples; give a multiple of %d", (long long)batch,
+                       r->ranks, r->ranks, r->ranks);
+    r->batch = (int)(batch / r->ranks);
     if (c->has_math) net->train.math = c->math;   /* --math over train.math */
 
     vd_session_opts *so = &r->session;

@@ -58,6 +58,7 @@ typedef struct vd_config {
                                    --conv-debug, --conv-topk, --conv-rtc, --sync-debug */
     bool mem_trace;             /* --mem-trace (vdnn-train) */
     bool step_times;            /* --step-times (vdnn-train) */
+    int gpus;                   /* --gpus N: data-parallel ranks; 0 = not given (1) */
 } vd_config;
 
 /* Nothing given: backend auto, device 0, fp32, prefetch auto. */
@@ -74,10 +75,18 @@ typedef struct vd_config_run {
     vd_plan_opts plan;          /* batch, policy, prefetch, staging; budget: the
                                    given one, else 0 until vd_config_budget */
     bool budget_given;          /* --budget */
+    /* Data parallel (--gpus N): ranks = N (1 without --gpus), dp = --gpus was
+     * given (even 1: the run goes through the all-reduce path). batch (and
+     * plan.batch) is then one rank's shard, the global batch / N; the global
+     * batch is net->train.batch. */
+    int ranks;
+    bool dp;
 } vd_config_run;
 
 /* Resolve c for net: the batch (above) is applied to net->train.batch and
- * net is finalized at it and vd_schedule_inplace'd; r is filled.
+ * net is finalized at it and vd_schedule_inplace'd; r is filled. With
+ * --gpus N the batch is the global one: r->batch = batch / N, and a batch
+ * that N does not divide is VD_ESPEC (each rank needs a whole shard).
  * plan_tool: vdnn-plan, which plans for a device model unless --backend
  * is given (train and bench always use a backend). Errors: VD_EUSAGE
  * (exclusive flags: --profile with --analytic-profile or --gpu-model,

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "exec/exec.h"
+#include "exec/group.h"
 #include "plan/plan.h"
 
 struct vd_exec {
@@ -74,7 +75,12 @@ struct vd_exec {
     int ev_steps;               /* opts.step_times: first of n_steps + 1 events, else -1 */
     double *step_end_ms;        /* [n_steps], see vd_exec_step_times */
     int n_step_times;
+    vd_dp_layout dp;            /* opts.allreduce: the gradient buckets */
+    vdx_group *grp;             /* a group (exec/group.h): only this field is set */
 };
+
+/* A group's calls go to its members (group.c); accessors read rank 0's. */
+#define LEAD(ex) ((ex)->grp ? vdx_group_member((ex)->grp, 0) : (ex))
 
 static char *iv_addr(const vd_exec *ex, const vd_interval *iv) { return ex->pool + iv->offset; }
 
@@ -91,7 +97,7 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
     const vd_net *net = ex->net;
     memset(io, 0, sizeof *io);
     io->n = p->batch;
-    io->seed = net->train.seed;
+    io->seed = vd_exec_rank_seed(net->train.seed, ex->opts.rank);
     io->bf16 = ex->opts.math == VD_MATH_BF16;
     const vd_layer *l = &net->layers[i];
     const vd_plan_layer *pl = &p->layers[i];
@@ -130,7 +136,7 @@ static void fill_io(const vd_exec *ex, const vd_plan *p, int s, vd_op_io *io) {
     if (st->kind == VD_STEP_SGD || st->kind == VD_STEP_END) {
         memset(io, 0, sizeof *io);
         io->n = p->batch;
-        io->seed = ex->net->train.seed;
+        io->seed = vd_exec_rank_seed(ex->net->train.seed, ex->opts.rank);
         return;
     }
     const vd_plan_layer *pl = &p->layers[st->layer];
@@ -337,6 +343,9 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     ex->st.pool_bytes = plan->budget;
     ex->st.host_store_bytes = plan->host_bytes;
     ex->first_pending = true;
+    if (ex->opts.allreduce &&
+        (rc = vd_dp_layout_build(net, plan, ex->opts.bucket_bytes, &ex->dp, e)))
+        goto fail;
     *out = ex;
     return VD_OK;
 fail:
@@ -347,6 +356,12 @@ fail:
 void vd_exec_destroy(vd_exec **pex) {
     vd_exec *ex = *pex;
     if (!ex) return;
+    if (ex->grp) {              /* the group only: its members are the caller's */
+        vdx_group_free(ex->grp);
+        vd_free(ex);
+        *pex = NULL;
+        return;
+    }
     vd_backend *be = ex->be;
     if (ex->pool || ex->host_store) {
         vd_err e = {0};
@@ -368,31 +383,74 @@ void vd_exec_destroy(vd_exec **pex) {
     vd_free(ex->step_end_ms);
     vd_free(ex->in_sb.index);
     vd_free(ex->nx_sb.index);
+    vd_dp_layout_free(&ex->dp);
     vd_free(ex);
     *pex = NULL;
 }
 
-void *vd_exec_input_x(vd_exec *ex) { ex->in_synth = false; return ex->in_x; }
-bool vd_exec_input_bf16(const vd_exec *ex) { return ex->act_bytes == 2; }
-int32_t *vd_exec_input_labels(vd_exec *ex) { return ex->in_labels; }
-bool vd_exec_stages(const vd_exec *ex) { return ex->plan->t_stage >= 0; }
-void *vd_exec_next_x(vd_exec *ex) { ex->nx_synth = false; return ex->nx_x; }
+static vd_exec *member(vd_exec *ex, int r) { return ex->grp ? vdx_group_member(ex->grp, r) : ex; }
+void *vd_exec_rank_input_x(vd_exec *ex, int r) {
+    vd_exec *m = member(ex, r);
+    m->in_synth = false;
+    return m->in_x;
+}
+int32_t *vd_exec_rank_input_labels(vd_exec *ex, int r) { return member(ex, r)->in_labels; }
+void *vd_exec_rank_next_x(vd_exec *ex, int r) {
+    vd_exec *m = member(ex, r);
+    m->nx_synth = false;
+    return m->nx_x;
+}
+int32_t *vd_exec_rank_next_labels(vd_exec *ex, int r) { return member(ex, r)->nx_labels; }
+vd_synth_batch *vd_exec_rank_input_synth(vd_exec *ex, int r) {
+    vd_exec *m = member(ex, r);
+    if (!m->in_sb.index) return NULL;
+    m->in_synth = true;
+    return &m->in_sb;
+}
+vd_synth_batch *vd_exec_rank_next_synth(vd_exec *ex, int r) {
+    vd_exec *m = member(ex, r);
+    if (!m->nx_sb.index || !m->nx_x) return NULL;
+    m->nx_synth = true;
+    return &m->nx_sb;
+}
+
+void *vd_exec_input_x(vd_exec *ex) { return vd_exec_rank_input_x(ex, 0); }
+bool vd_exec_input_bf16(const vd_exec *ex) { return LEAD(ex)->act_bytes == 2; }
+int32_t *vd_exec_input_labels(vd_exec *ex) { return LEAD(ex)->in_labels; }
+bool vd_exec_stages(const vd_exec *ex) {
+    if (ex->grp) return vdx_group_stages(ex->grp);
+    return ex->plan->t_stage >= 0;
+}
+void *vd_exec_next_x(vd_exec *ex) { return vd_exec_rank_next_x(ex, 0); }
 bool vd_exec_can_synth(const vd_exec *ex) {
-    return ex->be->fill_synthetic != NULL && !ex->opts.synth_host;
+    const vd_exec *l = LEAD(ex);
+    return l->be->fill_synthetic != NULL && !l->opts.synth_host;
 }
-vd_synth_batch *vd_exec_input_synth(vd_exec *ex) {
-    if (!ex->in_sb.index) return NULL;
-    ex->in_synth = true;
-    return &ex->in_sb;
+vd_synth_batch *vd_exec_input_synth(vd_exec *ex) { return vd_exec_rank_input_synth(ex, 0); }
+vd_synth_batch *vd_exec_next_synth(vd_exec *ex) { return vd_exec_rank_next_synth(ex, 0); }
+int32_t *vd_exec_next_labels(vd_exec *ex) { return LEAD(ex)->nx_labels; }
+void vd_exec_next_ready(vd_exec *ex) {
+    if (ex->grp) { vdx_group_next_ready(ex->grp); return; }
+    ex->next_ready = ex->nx_x != NULL;
 }
-vd_synth_batch *vd_exec_next_synth(vd_exec *ex) {
-    if (!ex->nx_sb.index || !ex->nx_x) return NULL;
-    ex->nx_synth = true;
-    return &ex->nx_sb;
+void vd_exec_drop_staged(vd_exec *ex) {
+    if (ex->grp) { vdx_group_drop_staged(ex->grp); return; }
+    ex->staged = false;
 }
-int32_t *vd_exec_next_labels(vd_exec *ex) { return ex->nx_labels; }
-void vd_exec_next_ready(vd_exec *ex) { ex->next_ready = ex->nx_x != NULL; }
-void vd_exec_drop_staged(vd_exec *ex) { ex->staged = false; }
+
+int vd_exec_ranks(const vd_exec *ex) { return ex->grp ? vdx_group_size(ex->grp) : 1; }
+
+uint64_t vd_exec_rank_seed(uint64_t seed, int r) {
+    return r == 0 ? seed : seed ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
+}
+
+int vdx_exec_batch(const vd_exec *ex) { return ex->plan->batch; }
+
+vd_exec *vdx_exec_wrap(vdx_group *g, vd_err *e) {
+    vd_exec *ex = vd_calloc(1, sizeof *ex, e);
+    if (ex) ex->grp = g;
+    return ex;
+}
 
 static char *region(const vd_exec *ex, int t) {
     const vd_plan *p = ex->plan;
@@ -401,6 +459,7 @@ static char *region(const vd_exec *ex, int t) {
 
 int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
                       int64_t sgd_steps, vd_err *e) {
+    if (ex->grp) return vdx_group_set_state(ex->grp, params, momentum, sgd_steps, e);
     vd_backend *be = ex->be;
     const vd_plan *p = ex->plan;
     uint64_t bytes = (uint64_t)ex->net->param_floats * 4u;
@@ -421,6 +480,7 @@ int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
 }
 
 int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e) {
+    if (ex->grp) return vdx_group_init_params(ex->grp, seed, e);
     vd_backend *be = ex->be;
     const vd_plan *p = ex->plan;
     int64_t total = ex->net->param_floats, chunk = total < (1 << 20) ? total : (1 << 20);
@@ -447,6 +507,7 @@ int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e) {
 }
 
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum, int64_t *sgd_steps, vd_err *e) {
+    ex = LEAD(ex);
     vd_backend *be = ex->be;
     const vd_plan *p = ex->plan;
     uint64_t bytes = (uint64_t)ex->net->param_floats * 4u;
@@ -490,6 +551,24 @@ typedef struct walk_stats {
     bool stage_next;    /* issue the staging copy (the look-ahead buffers are ready) */
     bool load_staged;   /* start from the staged region */
 } walk_stats;
+
+/* Data parallel: average the gradient buckets that backward step s
+ * completes (after its op, on the allreduce's own stream under NCCL). */
+static int average_buckets(vd_exec *ex, int s, vd_err *e) {
+    const vd_plan *p = ex->plan;
+    float *grads = (float *)region(ex, p->t_grads);
+    vd_allreduce *ar = ex->opts.allreduce;
+    for (int b = 0; b < ex->dp.n_buckets; b++) {
+        const vd_dp_bucket *B = &ex->dp.buckets[b];
+        if (B->step != s) continue;
+        for (int k = B->first_range; k < B->first_range + B->n_ranges; k++) {
+            int rc = ar->average(ar, ex->be, grads + ex->dp.ranges[k].offset,
+                                 ex->dp.ranges[k].count, e);
+            if (rc) return rc;
+        }
+    }
+    return VD_OK;
+}
 
 /* Run the actions of step s of plan p. */
 static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
@@ -559,6 +638,9 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             if (w->live > w->peak) w->peak = w->live;
             if (st->kind == VD_STEP_SGD) {
                 const vd_plan *tp = ex->plan;
+                /* the averaged gradients first (data parallel) */
+                if (ex->opts.allreduce && (rc = ex->opts.allreduce->wait(ex->opts.allreduce, be, e)))
+                    break;
                 float *params = (float *)region(ex, tp->t_params);
                 float *grads = (float *)region(ex, tp->t_grads);
                 float *mom = (float *)region(ex, tp->t_mom);
@@ -571,6 +653,8 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
                 io->iter = iter;
                 if (st->kind == VD_STEP_FWD) rc = be->forward(be, net, st->layer, io, e);
                 else rc = be->backward(be, net, st->layer, io, e);
+                if (!rc && st->kind == VD_STEP_BWD && ex->opts.allreduce && p == ex->plan)
+                    rc = average_buckets(ex, s, e);
             }
             if (!rc && ex->opts.sync_debug) rc = be->synchronize(be, e);
             break;
@@ -648,6 +732,7 @@ static int step_hooked(vd_exec *ex, const vd_plan *p, vd_op_io *io, int s, float
 }
 
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e) {
+    if (ex->grp) return vdx_group_train_step(ex->grp, lr, iter, loss, e);
     if (!ex->state_set)
         return vd_errf(e, VD_EINTERNAL, "vd_exec_train_step before vd_exec_set_state");
     const vd_plan *p = ex->plan;
@@ -707,6 +792,7 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
 }
 
 int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
+    if (ex->grp) return vdx_group_eval_step(ex->grp, correct, loss, e);
     if (!ex->state_set)
         return vd_errf(e, VD_EINTERNAL, "vd_exec_eval_step before vd_exec_set_state");
     const vd_plan *p = ex->eval;
@@ -748,11 +834,13 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
 }
 
 int vd_exec_step_times(const vd_exec *ex, const double **end_ms) {
+    ex = LEAD(ex);
     *end_ms = ex->step_end_ms;
     return ex->n_step_times;
 }
 
 void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st) {
+    ex = LEAD(ex);
     *st = ex->st;
     st->sgd_steps = ex->sgd_steps;
 }

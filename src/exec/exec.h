@@ -11,6 +11,7 @@
 #include "util/util.h"
 #include "net/net.h"
 #include "backend/backend.h"
+#include "backend/allreduce.h"
 
 struct vd_plan;   /* plan/plan.h */
 typedef struct vd_exec vd_exec;
@@ -42,6 +43,18 @@ typedef struct vd_exec_opts {
      * false): the caller's loader makes it on the host, as other data (to
      * compare the two paths). */
     bool synth_host;
+    /* Data parallel (NULL = a single rank, as before): this rank's handle on
+     * the communicator. After the backward step that completes a gradient
+     * bucket (plan.h vd_dp_layout at bucket_bytes, 0 = VD_DP_BUCKET_BYTES)
+     * the bucket is averaged across the ranks (allreduce->average, on its
+     * own stream under NCCL), and the SGD step first waits for all of them
+     * (allreduce->wait). With one rank the averages keep every byte. */
+    vd_allreduce *allreduce;
+    uint64_t bucket_bytes;
+    /* The rank (0 = the first): dropout masks of rank r > 0 use the seed
+     * vd_exec_rank_seed(seed, r), so that the ranks' shards draw different
+     * masks; rank 0 uses the run's seed (a single rank is unchanged). */
+    int rank;
 } vd_exec_opts;
 /* SKIP_RECOMPUTE: RECOMPUTE actions are not run (their consumers read the
  * freed, possibly poisoned region). */
@@ -161,5 +174,61 @@ void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st);
  * counterpart is the plan's steps[s].t_end. Returns the count (the plan's
  * n_steps; 0 when off or before the first training step). */
 int vd_exec_step_times(const vd_exec *ex, const double **end_ms);
+
+/* ---- data parallel: rank threads and executor groups ---------------------
+ * A data-parallel run has one rank per device, all in this process: rank 0
+ * is driven by the calling (main) thread, ranks 1..n-1 each by a thread of
+ * a vd_ranks. A rank's backend, session, plan and executor are created and
+ * used on its own thread only (a CUDA backend's device is the current device
+ * of the thread that created it). */
+typedef struct vd_ranks vd_ranks;
+/* n ranks: n - 1 worker threads (none for n == 1). VD_ENOMEM, VD_EINTERNAL
+ * (no thread). */
+int vd_ranks_create(vd_ranks **out, int n, vd_err *e);
+int vd_ranks_count(const vd_ranks *rk);
+/* Run fn(ctx, r, e_r) for every rank r at once, rank 0 on the calling
+ * thread, and wait for all. When a rank fails, on_fail(ctx, r) (if not NULL)
+ * runs once, at the first failure, on that rank's thread: it must release
+ * the ranks that wait for the failed one (an all-reduce abort). Returns 0 or
+ * the error of the rank that failed first (*e its message, prefixed with
+ * "rank R" when n > 1). */
+int vd_ranks_run(vd_ranks *rk, int (*fn)(void *ctx, int rank, vd_err *e),
+                 void (*on_fail)(void *ctx, int rank), void *ctx, vd_err *e);
+/* Stop and join the threads (no vd_ranks_run may be running); clears *rk. */
+void vd_ranks_destroy(vd_ranks **rk);
+
+/* An executor group: one vd_exec standing for the ranks' executors
+ * members[0..n) (n = vd_ranks_count(rk); member r created on rank r's
+ * thread, with opts.allreduce = ar[r], ar may be NULL entries for n == 1
+ * without all-reduce). The functions above work on a group as on one
+ * executor of the global batch:
+ *   vd_exec_train_step / vd_exec_eval_step   every member at once, each on
+ *       its rank's thread; *loss = the mean of the members' losses (rank
+ *       order), *correct = their sum
+ *   vd_exec_set_state / vd_exec_init_params  every member (same state)
+ *   vd_exec_get_state, vd_exec_get_stats, vd_exec_step_times,
+ *   vd_exec_input_x / _labels / _bf16        rank 0's
+ *   vd_exec_stages                           true when every member stages
+ *   vd_exec_next_ready, vd_exec_drop_staged  every member
+ * and each member's input buffers (its shard) are reached with
+ * vd_exec_rank_input_x(ex, r) and the like. The members, rk and ar must
+ * outlive the group; vd_exec_destroy on the group frees the group only.
+ * VD_ENOMEM; VD_EINTERNAL when the members' plans are not for one batch. */
+int vd_exec_group_create(vd_exec **out, vd_ranks *rk, vd_exec *const *members,
+                         vd_allreduce *const *ar, vd_err *e);
+/* Ranks behind ex: 1 for a single executor, n for a group. */
+int vd_exec_ranks(const vd_exec *ex);
+/* Rank r's input buffers (r < vd_exec_ranks(ex); a single executor: r = 0,
+ * the same as vd_exec_input_x ...): the shard of the global batch that rank r
+ * trains on, samples [r * B/n, (r + 1) * B/n) of each global batch of B. */
+void *vd_exec_rank_input_x(vd_exec *ex, int r);
+int32_t *vd_exec_rank_input_labels(vd_exec *ex, int r);
+void *vd_exec_rank_next_x(vd_exec *ex, int r);
+int32_t *vd_exec_rank_next_labels(vd_exec *ex, int r);
+/* vd_exec_input_synth / vd_exec_next_synth of rank r (rank 0: those). */
+vd_synth_batch *vd_exec_rank_input_synth(vd_exec *ex, int r);
+vd_synth_batch *vd_exec_rank_next_synth(vd_exec *ex, int r);
+/* The dropout seed of rank r (r == 0: seed itself). */
+uint64_t vd_exec_rank_seed(uint64_t seed, int r);
 
 #endif

@@ -356,6 +356,15 @@ typedef struct vd_plan {
     vd_stage stage;
     struct vd_plan *eval;       /* forward-only plan sharing params/momentum
                                    offsets (NULL for a forward-only plan) */
+    struct vd_dp_sim {          /* data parallel (vd_plan_dp); all 0 for one rank */
+        int ranks;              /* ranks (GPUs); this plan is one rank's, at batch/ranks */
+        int n_buckets, n_calls; /* gradient buckets; all-reduce calls (contiguous ranges) */
+        uint64_t grad_bytes;    /* trainable gradient bytes all-reduced per iteration */
+        double bw, lat_s;       /* bus bandwidth (bytes/s) and per-call latency used */
+        double allreduce_s;     /* the all-reduces' time on the communication stream */
+        double exposed_s;       /* how long the SGD step waits for the last one */
+        double iter_s;          /* sim.iter_s + exposed_s: the predicted iteration */
+    } dp;
 } vd_plan;
 
 /* Build the plan for net under profile prof and opts. On success *out is
@@ -392,5 +401,48 @@ int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
  * recomputes are "recompute <layer>" slices on the compute track. */
 int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
                         const vd_profile *prof, vd_err *e);
+
+/* ---- data parallel (dp.c) ------------------------------------------------
+ * With --gpus N each rank runs its own plan at batch/N; after the backward
+ * step that completes a bucket, the executor averages the bucket's
+ * gradients across the ranks (backend/allreduce.h). Buckets follow the
+ * backward order: the trainable parameters of the layers whose backward
+ * step has run are added until a bucket holds at least bucket_bytes, and the
+ * last backward step with parameters closes the last bucket. A bucket is
+ * averaged as its parameters' contiguous ranges of the gradient array (one
+ * call each: parameters of adjacent layers merge; batch norm's running
+ * statistics, which have no gradient, split them). A function of the net
+ * and the step order alone, so every rank makes the same calls. */
+#define VD_DP_BUCKET_BYTES ((uint64_t)25 << 20)   /* PyTorch DDP's default bucket */
+typedef struct vd_dp_range { int64_t offset, count; } vd_dp_range;   /* floats */
+typedef struct vd_dp_bucket {
+    int step;                   /* the backward step after whose op it is averaged */
+    int first_range, n_ranges;  /* in vd_dp_layout.ranges */
+    uint64_t bytes;
+} vd_dp_bucket;
+typedef struct vd_dp_layout {
+    int n_buckets; vd_dp_bucket *buckets;   /* in issue order */
+    int n_ranges; vd_dp_range *ranges;
+    uint64_t bytes;             /* all trainable gradients */
+} vd_dp_layout;
+/* The buckets of plan p (a training plan of net) at bucket_bytes (0 =
+ * VD_DP_BUCKET_BYTES). *out is the caller's (vd_dp_layout_free). VD_ENOMEM. */
+int vd_dp_layout_build(const vd_net *net, const vd_plan *p, uint64_t bucket_bytes,
+                       vd_dp_layout *out, vd_err *e);
+void vd_dp_layout_free(vd_dp_layout *l);
+
+/* The all-reduce's time on top of p's simulation, for `ranks` ranks:
+ * fills p->dp (ranks <= 1: p->dp zeroed, nothing else changes). Ring
+ * all-reduce: each call takes lat + 2 (N-1)/N * bytes / bw, with bw the
+ * profile's device allreduce_bw (0: the H200 model's) and lat its
+ * allreduce_lat_s (likewise). Calls run in issue order on one
+ * communication stream, a bucket's no earlier than the end of its backward
+ * step (p->steps[].t_end), so all but the tail overlap the rest of the
+ * backward pass; the SGD step waits for the last: exposed_s = max(0, end of
+ * the last call - the SGD step's start), iter_s = sim.iter_s + exposed_s.
+ * Not modelled: the all-reduce kernels' use of the GPU's SMs and memory
+ * bandwidth (they slow the overlapped compute a little). VD_ENOMEM. */
+int vd_plan_dp(vd_plan *p, const vd_net *net, const vd_profile *prof, int ranks,
+               uint64_t bucket_bytes, vd_err *e);
 
 #endif

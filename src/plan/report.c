@@ -227,6 +227,20 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET_REAL(is, "h2d_end_s", iv->t_h2d_end);
         SET_REAL(is, "load_s", p->sim.stage_load_s);
     }
+    if (p->dp.ranks > 1) {      /* data parallel (vd_plan_dp): this plan is one rank's */
+        json_t *dp = json_object();
+        SET(r, "data_parallel", dp);
+        SET_INT(dp, "ranks", p->dp.ranks);
+        SET_INT(dp, "global_batch", p->batch * p->dp.ranks);
+        SET_U64(dp, "grad_bytes", p->dp.grad_bytes);
+        SET_INT(dp, "buckets", p->dp.n_buckets);
+        SET_INT(dp, "allreduce_calls", p->dp.n_calls);
+        SET_REAL(dp, "allreduce_bw", p->dp.bw);
+        SET_REAL(dp, "allreduce_lat_s", p->dp.lat_s);
+        SET_REAL(dp, "allreduce_s", p->dp.allreduce_s);
+        SET_REAL(dp, "exposed_s", p->dp.exposed_s);
+        SET_REAL(dp, "iter_s", p->dp.iter_s);
+    }
     if (p->note[0]) SET_STR(r, "note", p->note);
     if (min_budgets) {
         json_t *mb = json_object();

@@ -21,6 +21,11 @@ const vd_device_params vd_device_h200 = {
     .peak_flops_bf16 = 200e12,
     .d2h_bw = 55e9, .h2d_bw = 55e9, .both_bw = 99e9, .launch_s = 5e-6,
     .mem_bytes = (uint64_t)140 << 30,
+    /* NCCL all-reduce between H200s over NVLink (NVSwitch): nccl-tests show
+     * a bus bandwidth of roughly 350-450 GB/s for large buffers; 300 GB/s
+     * for 25 MiB buckets, 20 us per call. A measured value belongs in the
+     * profile ("allreduce_bw"). */
+    .allreduce_bw = 300e9, .allreduce_lat_s = 20e-6,
 };
 
 /* Two CPU cores with plain C loops / OpenBLAS: ~20 GFLOP/s sustained, ~10
@@ -29,6 +34,9 @@ const vd_device_params vd_device_cpu = {
     .name = "cpu", .peak_flops = 20e9, .mem_bw = 10e9,
     .d2h_bw = 10e9, .h2d_bw = 10e9, .both_bw = 12e9, .launch_s = 1e-6,
     .mem_bytes = 0,
+    /* the CPU stand-in of the all-reduce (threads summing in memory at
+     * about half the memory bandwidth), a barrier's 5 us per call */
+    .allreduce_bw = 5e9, .allreduce_lat_s = 5e-6,
 };
 
 const vd_device_params *vd_device_find(const char *name) {
@@ -178,6 +186,12 @@ static json_t *profile_json(const vd_profile *p) {
     if (d->peak_flops_bf16 > 0)
         vd_json_set(json_object_get(root, "device"), "peak_flops_bf16",
                     vd_json_real(d->peak_flops_bf16), &ok);
+    if (d->allreduce_bw > 0) {
+        vd_json_set(json_object_get(root, "device"), "allreduce_bw",
+                    vd_json_real(d->allreduce_bw), &ok);
+        vd_json_set(json_object_get(root, "device"), "allreduce_lat_s",
+                    vd_json_real(d->allreduce_lat_s), &ok);
+    }
     vd_json_set(root, "sgd_s", vd_json_real(p->sgd_s), &ok);
     json_t *layers = json_array();
     vd_json_set(root, "layers", layers, &ok);
@@ -341,6 +355,17 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
     if (json_object_get(d, "peak_flops_bf16") &&
         (rc = num(d, "peak_flops_bf16", false, &dev.peak_flops_bf16, path, "device", e)))
         return rc;
+    /* optional: the all-reduce of data-parallel plans (vdnn-plan --gpus N) */
+    if (json_object_get(d, "allreduce_bw") &&
+        (rc = num(d, "allreduce_bw", false, &dev.allreduce_bw, path, "device", e)))
+        return rc;
+    if (json_object_get(d, "allreduce_lat_s") &&
+        (rc = num_max(d, "allreduce_lat_s", false, VDP_MAX_S, &dev.allreduce_lat_s, path,
+                      "device", e)))
+        return rc;
+    if (dev.allreduce_bw != 0 && dev.allreduce_bw < VDP_MIN_BW)
+        return vd_errf(e, VD_EDATA, "%s: device \"allreduce_bw\" must be 0 (unknown) or at "
+                       "least %g bytes/s", path, VDP_MIN_BW);
     /* both_bw 0: unknown (copies in both directions run at their own rates) */
     if (dev.d2h_bw < VDP_MIN_BW || dev.h2d_bw < VDP_MIN_BW ||
         (dev.both_bw != 0 && dev.both_bw < VDP_MIN_BW))

@@ -55,6 +55,11 @@ typedef struct vd_device_params {
     double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
     double launch_s;            /* per-op overhead */
     uint64_t mem_bytes;         /* device memory (default budget); 0 = unknown */
+    /* Data parallel (vdnn-plan --gpus N): the all-reduce's bus bandwidth in
+     * bytes/s (nccl-tests' "busbw": a ring moves 2 (N-1)/N of the buffer per
+     * rank) and its latency per call; JSON "allreduce_bw", "allreduce_lat_s",
+     * optional; 0 = unknown (the planner then takes the H200 model's). */
+    double allreduce_bw, allreduce_lat_s;
 } vd_device_params;
 extern const vd_device_params vd_device_h200, vd_device_cpu;
 /* Look up "h200" | "cpu". Returns NULL if unknown. */

@@ -106,6 +106,9 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
     s->cuda = want_cuda;
     s->mem_trace = o->mem_trace;
     s->step_times = o->step_times;
+    s->allreduce = o->allreduce;
+    s->bucket_bytes = o->bucket_bytes;
+    s->rank = o->rank;
     {
         /* CUDA's own variable (not a vdnn knob), for the memory report only */
         const char *ml = getenv("CUDA_MODULE_LOADING");
@@ -223,7 +226,9 @@ static void after_step(void *ctx, int step, bool eval) {
 int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **ex, vd_err *e) {
     vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
                         .layers_ready = true, .before_pool = sample_before_pool,
-                        .before_pool_ctx = s, .step_times = s->step_times };
+                        .before_pool_ctx = s, .step_times = s->step_times,
+                        .allreduce = s->allreduce, .bucket_bytes = s->bucket_bytes,
+                        .rank = s->rank };
     if (s->cuda) {
         eo.after_step = after_step;
         eo.after_step_ctx = s;

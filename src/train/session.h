@@ -70,6 +70,12 @@ typedef struct vd_session_opts {
                                    synchronize and sample device memory; growth is
                                    recorded in vd_session_memory.growth (slows
                                    training: a device-wide sync per step) */
+    /* Data parallel (train/dp.h): this rank's handle on the all-reduce (NULL:
+     * a single rank), the gradient bucket size (0: VD_DP_BUCKET_BYTES) and
+     * the rank; passed to every executor of the session (vd_exec_opts). */
+    vd_allreduce *allreduce;
+    uint64_t bucket_bytes;
+    int rank;
 } vd_session_opts;
 void vd_session_opts_init(vd_session_opts *o);
 
@@ -145,6 +151,9 @@ typedef struct vd_session {
     vd_session_memory mem;
     bool mem_trace;             /* from vd_session_opts */
     bool step_times;            /* from vd_session_opts */
+    vd_allreduce *allreduce;    /* from vd_session_opts (data parallel) */
+    uint64_t bucket_bytes;
+    int rank;
 } vd_session;
 
 /* Open a session for net (finalized, vd_schedule_inplace applied) at batch:

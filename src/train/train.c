@@ -31,16 +31,24 @@ static bool synth_on_device(vd_exec *ex, const vd_dataset *ds) {
     return vd_data_is_synthetic(ds) && vd_exec_can_synth(ex);
 }
 
-/* The loader's next batch into the executor's current input pair (next
- * false) or its look-ahead pair: copied from the loader's ring, or, from a
- * synth_device loader, the batch's description (the device makes x). */
+/* The next global batch into ex's input buffers (next: the look-ahead
+ * ones): the loader hands out shards of batch / ranks samples, rank r's is
+ * the r-th of each global batch (one executor: the whole batch), each
+ * copied from the loader's ring or, from a synth_device loader, described
+ * (the device makes x). */
 static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
-    int32_t *labels = next ? vd_exec_next_labels(ex) : vd_exec_input_labels(ex);
-    if (vd_loader_threads(ld) == 0)
-        return vd_loader_next_synth(ld, next ? vd_exec_next_synth(ex) : vd_exec_input_synth(ex),
-                                    labels, e);
-    return vd_loader_next_as(ld, next ? vd_exec_next_x(ex) : vd_exec_input_x(ex),
-                             vd_exec_input_bf16(ex), labels, e);
+    int rc = VD_OK;
+    for (int r = 0; r < vd_exec_ranks(ex) && !rc; r++) {
+        int32_t *labels = next ? vd_exec_rank_next_labels(ex, r) : vd_exec_rank_input_labels(ex, r);
+        if (vd_loader_threads(ld) == 0)
+            rc = vd_loader_next_synth(ld, next ? vd_exec_rank_next_synth(ex, r)
+                                               : vd_exec_rank_input_synth(ex, r), labels, e);
+        else
+            rc = vd_loader_next_as(ld, next ? vd_exec_rank_next_x(ex, r)
+                                            : vd_exec_rank_input_x(ex, r),
+                                   vd_exec_input_bf16(ex), labels, e);
+    }
+    return rc;
 }
 
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
@@ -52,7 +60,7 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     int64_t nb = info->n[VD_SPLIT_TEST] / batch;
     if (nb == 0) return VD_OK;
     vd_loader *ld;
-    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch, .shuffle = false,
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch / vd_exec_ranks(ex), .shuffle = false,
                           .seed = net->train.seed, .start = 0, .threads = threads,
                           .synth_device = synth_on_device(ex, ds) };
     int rc = vd_loader_create(&ld, ds, &cfg, e);
@@ -254,7 +262,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     res->first_iter = iter;
     res->iters_done = iter;
 
-    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch, .shuffle = true,
+    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch / vd_exec_ranks(ex), .shuffle = true,
                          .seed = cfg->seed, .start = samples, .threads = o->loader_threads,
                          .synth_device = synth_on_device(ex, ds) };
     rc = vd_loader_create(&r.ld, ds, &lc, e);

@@ -117,7 +117,9 @@ typedef struct vd_train_result {
     bool interrupted;       /* *stop was set */
 } vd_train_result;
 
-/* Run the training loop on ex (created for net's plan at net->train.batch).
+/* Run the training loop on ex (created for net's plan at net->train.batch;
+ * or a group of ranks, exec.h, each planned at net->train.batch / ranks:
+ * the loader's global batches are split into their shards, in rank order).
  * Errors: VD_ENUMERIC when the loss becomes NaN/Inf (message names the
  * iteration and lr), VD_EDATA/VD_EIO from data and checkpoints, the
  * executor's errors. res may be NULL. */

@@ -1,0 +1,109 @@
+/* dp.c — a data-parallel run's setup; see dp.h. */
+#include <stdio.h>
+#include <string.h>
+#include "train/dp.h"
+
+int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
+    memset(d, 0, sizeof *d);
+    if (n < 1) return vd_errf(e, VD_EUSAGE, "--gpus must be at least 1");
+    bool cuda = backend && (!strcmp(backend, "cuda") ||
+                            (!strcmp(backend, "auto") && vd_backend_cuda_available()));
+    d->n = n;
+    d->cuda = cuda;
+    d->device0 = device0;
+    size_t un = (size_t)n;
+    d->ar = vd_calloc(un, sizeof *d->ar, e);
+    d->ses = vd_calloc(un, sizeof *d->ses, e);
+    d->plan = vd_calloc(un, sizeof *d->plan, e);
+    d->ex = vd_calloc(un, sizeof *d->ex, e);
+    d->have_ses = vd_calloc(un, sizeof *d->have_ses, e);
+    d->have_plan = vd_calloc(un, sizeof *d->have_plan, e);
+    int *devs = vd_calloc(un, sizeof *devs, e);
+    int rc = VD_OK;
+    if (!d->ar || !d->ses || !d->plan || !d->ex || !d->have_ses || !d->have_plan || !devs) {
+        rc = VD_ENOMEM;
+        goto fail;
+    }
+    for (int r = 0; r < n; r++) devs[r] = device0 + r;
+    /* the communicator first: a build without NCCL fails here, before any
+     * device is set up */
+    rc = cuda ? vd_allreduce_nccl_create(d->ar, n, devs, e) : vd_allreduce_cpu_create(d->ar, n, e);
+    if (rc) goto fail;
+    if ((rc = vd_ranks_create(&d->rk, n, e))) goto fail;
+    vd_free(devs);
+    return VD_OK;
+fail:
+    vd_free(devs);
+    vd_dp_close(d);
+    return rc;
+}
+
+void vd_dp_session_opts(const vd_dp *d, int r, vd_session_opts *so) {
+    so->allreduce = d->ar[r];
+    so->rank = r;
+    so->device = d->device0 + r;
+    if (r > 0) so->backend = d->cuda ? "cuda" : "cpu";
+}
+
+/* Rank r (> 0): session, plan, executor, on the rank's thread. */
+static int peer_open(void *ctx, int r, vd_err *e) {
+    vd_dp *d = ctx;
+    if (r == 0) return VD_OK;
+    vd_session_opts so = *d->so;
+    vd_dp_session_opts(d, r, &so);
+    so.profile_out = NULL;      /* rank 0 writes it */
+    int rc = vd_session_open(&d->ses[r], d->net, d->po->batch, &so, e);
+    if (rc) return rc;
+    d->have_ses[r] = true;
+    vd_plan_opts po = *d->po;
+    po.progress = NULL;         /* rank 0 reports its own search */
+    po.progress_ctx = NULL;
+    if (!d->budget_given) po.budget = vd_session_default_budget(&d->ses[r]);
+    rc = vd_session_plan(&d->ses[r], &po, &d->plan[r], e);
+    d->have_plan[r] = rc == VD_OK || rc == VD_EBUDGET;
+    if (rc) return rc;
+    return vd_session_exec(&d->ses[r], &d->plan[r], d->poison, &d->ex[r], e);
+}
+
+int vd_dp_start_peers(vd_dp *d, const vd_net *net, const vd_session_opts *so,
+                      const vd_plan_opts *po, bool budget_given, bool poison, vd_err *e) {
+    d->net = net;
+    d->so = so;
+    d->po = po;
+    d->budget_given = budget_given;
+    d->poison = poison;
+    return vd_ranks_run(d->rk, peer_open, NULL, d, e);
+}
+
+int vd_dp_group(vd_dp *d, vd_exec *ex0, vd_exec **group, vd_err *e) {
+    d->ex[0] = ex0;
+    return vd_exec_group_create(group, d->rk, d->ex, d->ar, e);
+}
+
+static int peer_close(void *ctx, int r, vd_err *e) {
+    (void)e;
+    vd_dp *d = ctx;
+    if (r == 0) return VD_OK;
+    vd_exec_destroy(&d->ex[r]);
+    if (d->have_plan[r]) vd_plan_free(&d->plan[r]);
+    if (d->have_ses[r]) vd_session_close(&d->ses[r]);
+    d->have_plan[r] = d->have_ses[r] = false;
+    return VD_OK;
+}
+
+void vd_dp_close_peers(vd_dp *d) {
+    if (d->rk && d->ex) vd_ranks_run(d->rk, peer_close, NULL, d, NULL);
+}
+
+void vd_dp_close(vd_dp *d) {
+    vd_dp_close_peers(d);
+    if (d->ar) vd_allreduce_destroy_all(d->ar, d->n);
+    vd_ranks_destroy(&d->rk);
+    vd_free(d->ar);
+    vd_free(d->ses);
+    vd_free(d->plan);
+    vd_free(d->ex);
+    vd_free(d->have_ses);
+    vd_free(d->have_plan);
+    memset(d, 0, sizeof *d);
+}
