@@ -179,6 +179,64 @@ __global__ void k_axpby_copy8(const cu_bf16 *src, cu_bf16 *dst, float beta, int6
     GRID_STRIDE8(i, n) put8(dst + i, beta, ld8(src + i));
 }
 
+
+/* fp32 in 16-byte vectors: four floats per thread where the count is a
+ * multiple of 4 and the pointers 16-byte aligned; the same arithmetic per
+ * element as the scalar kernels (bit-identical). */
+#define GRID_STRIDE4(i, n)                                                         \
+    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < (n);\
+         i += (int64_t)gridDim.x * blockDim.x * 4)
+
+static bool vec4_ok(int64_t n, const void *a, const void *b = NULL, const void *c = NULL) {
+    return n % 4 == 0 && al16(a) && (!b || al16(b)) && (!c || al16(c));
+}
+
+__device__ __forceinline__ void put4(float *p, float beta, float4 v) {
+    if (beta != 0.0f) {
+        float4 o = *(const float4 *)p;
+        v.x = __fadd_rn(o.x, v.x); v.y = __fadd_rn(o.y, v.y);
+        v.z = __fadd_rn(o.z, v.z); v.w = __fadd_rn(o.w, v.w);
+    }
+    *(float4 *)p = v;
+}
+
+__device__ __forceinline__ float relu1(float v) { return v <= 0.0f ? 0.0f : v; }
+
+__global__ void k_relu_fwd4(const float *x, float *y, int64_t n) {
+    GRID_STRIDE4(i, n) {
+        float4 v = *(const float4 *)(x + i);
+        v.x = relu1(v.x); v.y = relu1(v.y); v.z = relu1(v.z); v.w = relu1(v.w);
+        *(float4 *)(y + i) = v;
+    }
+}
+
+__global__ void k_relu_bwd4(const float *y, const float *dy, float *dx, float beta, int64_t n) {
+    GRID_STRIDE4(i, n) {
+        float4 a = *(const float4 *)(y + i), g = *(const float4 *)(dy + i);
+        g.x = a.x <= 0.0f ? 0.0f : g.x; g.y = a.y <= 0.0f ? 0.0f : g.y;
+        g.z = a.z <= 0.0f ? 0.0f : g.z; g.w = a.w <= 0.0f ? 0.0f : g.w;
+        put4(dx + i, beta, g);
+    }
+}
+
+struct cu_fptrs4 { const float *p[VD_MAX_INPUTS]; };
+
+__global__ void k_add4(cu_fptrs4 x, int kin, float *y, int64_t n) {
+    GRID_STRIDE4(i, n) {
+        float4 acc = *(const float4 *)(x.p[0] + i);
+        for (int j = 1; j < kin; j++) {
+            float4 b = *(const float4 *)(x.p[j] + i);
+            acc.x = __fadd_rn(acc.x, b.x); acc.y = __fadd_rn(acc.y, b.y);
+            acc.z = __fadd_rn(acc.z, b.z); acc.w = __fadd_rn(acc.w, b.w);
+        }
+        *(float4 *)(y + i) = acc;
+    }
+}
+
+__global__ void k_axpby_copy4(const float *src, float *dst, float beta, int64_t n) {
+    GRID_STRIDE4(i, n) put4(dst + i, beta, *(const float4 *)(src + i));
+}
+
 /* ---- fills (profiler) ----------------------------------------------------- */
 __global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi) {
     GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * vd_hash_uniform(seed, 0, 0, (uint64_t)i);
@@ -384,6 +442,7 @@ int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bo
     if (n <= 0) return VD_OK;
     if (bf && vec8_ok(n, x, y)) k_relu_fwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
     else if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
+    else if (vec4_ok(n, x, y)) k_relu_fwd4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(x, y, n);
     else k_relu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -403,6 +462,8 @@ int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float 
     if (bf && vec8_ok(n, y, dy, dx))
         k_relu_bwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
     else if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
+    else if (vec4_ok(n, y, dy, dx))
+        k_relu_bwd4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
     else k_relu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -487,6 +548,8 @@ int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float b
     if (bf && vec8_ok(n, src, dst))
         k_axpby_copy8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
     else if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
+    else if (vec4_ok(n, src, dst))
+        k_axpby_copy4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
     else k_axpby_copy<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
     KERNEL_CHECK(e);
     return VD_OK;
@@ -518,6 +581,19 @@ int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int6
         cu_ptrs<cu_bf16> ps;
         for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
         k_add<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
+    } else if (!bf && vec4_ok(n, y)) {
+        cu_fptrs4 ps;
+        bool v4 = true;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) {
+            ps.p[j] = j < k ? x[j] : NULL;
+            if (j < k) v4 = v4 && al16(x[j]);
+        }
+        if (v4) k_add4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+        else {
+            cu_ptrs<float> pf;
+            for (int j = 0; j < VD_MAX_INPUTS; j++) pf.p[j] = ps.p[j];
+            k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(pf, k, y, n);
+        }
     } else {
         cu_ptrs<float> ps;
         for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
