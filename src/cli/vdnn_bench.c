@@ -287,6 +287,33 @@ static int make_inputs(bench *b, vd_err *e) {
     return rc;
 }
 
+/* The batch of make_inputs (samples 0 .. batch-1 of the synthetic set)
+ * generated on the device at every load and staging, as vdnn-train does with
+ * synthetic data (vd_exec_can_synth): both tools then time the same work, no
+ * host-to-device upload of the input. */
+static int device_inputs(bench *b, vd_exec *ex, vd_err *e) {
+    vd_dataset *ds = NULL;
+    vd_loader *ld = NULL;
+    int rc = vd_data_open("synthetic", &b->net, b->batch, b->net.train.seed, false, &ds, e);
+    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = b->batch, .shuffle = false,
+                         .seed = b->net.train.seed, .start = 0, .synth_device = true };
+    if (!rc) rc = vd_loader_create(&ld, ds, &lc, e);
+    if (!rc) rc = vd_loader_next_synth(ld, vd_exec_input_synth(ex), vd_exec_input_labels(ex), e);
+    vd_synth_batch *nb = !rc && vd_exec_stages(ex) ? vd_exec_next_synth(ex) : NULL;
+    if (nb) {   /* the next batch: the same samples */
+        const vd_synth_batch *ib = vd_exec_input_synth(ex);
+        int64_t *idx = nb->index;
+        *nb = *ib;
+        nb->index = idx;
+        memcpy(idx, ib->index, (size_t)ib->n * sizeof *idx);
+        memcpy(vd_exec_next_labels(ex), vd_exec_input_labels(ex),
+               (size_t)b->batch * sizeof(int32_t));
+    }
+    vd_loader_destroy(&ld);
+    vd_data_close(&ds);
+    return rc;
+}
+
 /* One point: plan, executor, warm-up, timed iterations, stats. An
  * infeasible budget is a row (feasible = no), not an error. Any other error
  * is returned (and kept in pt->note); the sweep goes on without the point. */
@@ -328,7 +355,9 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
     vd_session_mem_reset(&b->ses);
     rc = vd_session_exec(&b->ses, &plan, false, &ex, e);
     if (!rc) rc = vd_exec_set_state(ex, b->params, NULL, 0, e);
-    if (!rc) {
+    bool dev = !rc && vd_exec_can_synth(ex);
+    if (dev) rc = device_inputs(b, ex, e);
+    if (!rc && !dev) {
         /* the same batch every iteration; with input staging both input
          * buffers hold it and every step stages the next (identical) batch,
          * so the measured iterations include the overlapped upload */
