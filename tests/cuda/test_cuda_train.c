@@ -2,7 +2,8 @@
  * relu, pool, lrn, residual add, concat, fc, dropout, loss) through the
  * executor on the CPU reference and on CUDA: losses and final weights agree;
  * in deterministic mode CUDA repeats bit for bit, and offloading everything
- * (policy all) yields weights bit-identical to no offload.
+ * (policy all), or conv, dyn and auto at their smallest budgets, yields
+ * weights bit-identical to no offload, in fp32, tf32 and bf16.
  *
  * Tolerances:
  *  TOL_LOSS 1e-5, TOL_W 1e-4 (fp32) — each op agrees to ~1e-7 (see
@@ -75,8 +76,10 @@ typedef struct run_result {
     uint64_t hwm, offload;
 } run_result;
 
-static void run(vd_backend *be, const vd_net *net, vd_policy policy, vd_math math, bool det,
-                run_result *r) {
+/* tight: plan at the policy's smallest budget (vd_plan_min_budget), so that
+ * dyn and auto offload or recompute instead of keeping everything. */
+static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math math, bool det,
+                   bool tight, run_result *r) {
     vd_err e = {0};
     memset(r, 0, sizeof *r);
     ((vd_net *)net)->train.math = math;   /* the plan's feature-map bytes */
@@ -89,6 +92,9 @@ static void run(vd_backend *be, const vd_net *net, vd_policy policy, vd_math mat
     po.batch = BATCH;
     po.policy = policy;
     po.fixed_algo = 0;
+    if (tight)
+        ck_assert_msg(vd_plan_min_budget(net, &prof, &po, &po.budget, &e) == 0, "min budget: %s",
+                      e.msg);
     vd_plan plan;
     ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "plan: %s", e.msg);
     vd_exec_opts eo = {.math = math, .deterministic = det, .layers_ready = true};
@@ -129,6 +135,11 @@ static void run(vd_backend *be, const vd_net *net, vd_policy policy, vd_math mat
     vd_plan_free(&plan);
     vd_profile_free(&prof);
     free(p0);
+}
+
+static void run(vd_backend *be, const vd_net *net, vd_policy policy, vd_math math, bool det,
+                run_result *r) {
+    run_at(be, net, policy, math, det, false, r);
 }
 
 static void free_result(run_result *r) {
@@ -184,6 +195,19 @@ START_TEST(test_deterministic_and_offload_invariance) {
         printf("  %s: repeat and offload invariance bitwise ok (hwm none %llu, all %llu, "
                "offload %llu B/iter)\n", vd_math_name(m), (unsigned long long)a.hwm,
                (unsigned long long)c.hwm, (unsigned long long)c.offload);
+        /* conv, dyn, auto at their smallest budgets: bit-identical too */
+        static const vd_policy more[3] = {VD_POLICY_CONV, VD_POLICY_DYN, VD_POLICY_AUTO};
+        for (int k = 0; k < 3; k++) {
+            run_result d;
+            run_at(c_cuda(), &net, more[k], m, true, true, &d);
+            ck_assert_msg(!memcmp(a.params, d.params, bytes) && !memcmp(a.mom, d.mom, bytes),
+                          "%s: policy %s at its smallest budget changed the weights",
+                          vd_math_name(m), vd_policy_name(more[k]));
+            printf("  %s: policy %s at %llu B (offload %llu B/iter) bitwise ok\n",
+                   vd_math_name(m), vd_policy_name(more[k]), (unsigned long long)d.hwm,
+                   (unsigned long long)d.offload);
+            free_result(&d);
+        }
         free_result(&a);
         free_result(&b);
         free_result(&c);
