@@ -570,16 +570,46 @@ void vd_round_bf16_n(float *x, size_t n) {
     for (; i < n; i++) x[i] = vd_bf16_to_f32(vd_f32_to_bf16(x[i]));
 }
 
+/* Both layout conversions walk blocks of VD_LAYOUT_BLOCK pixels: per
+ * channel, a contiguous run of the NCHW side against a strided run of the
+ * NHWC side that stays in the L1 cache (a plain strided loop spent 28% of a
+ * bf16 LeNet run on the CPU backend here). */
+enum { VD_LAYOUT_BLOCK = 64 };
+
 void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw) {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t ch = 0; ch < c; ch++)
-            for (int64_t p = 0; p < hw; p++)
-                dst[(i * hw + p) * c + ch] = vd_f32_to_bf16(src[(i * c + ch) * hw + p]);
+    if (c == 1 || hw == 1) {   /* the two layouts are the same */
+        vd_f32_to_bf16_n(src, dst, (size_t)(n * c * hw));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *s = src + i * c * hw;
+        uint16_t *d = dst + i * c * hw;
+        for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
+            int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
+            for (int64_t ch = 0; ch < c; ch++) {
+                const float *sp = s + ch * hw + p0;
+                uint16_t *dp = d + p0 * c + ch;
+                for (int64_t p = 0; p < m; p++) dp[p * c] = vd_f32_to_bf16(sp[p]);
+            }
+        }
+    }
 }
 
 void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw) {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t ch = 0; ch < c; ch++)
-            for (int64_t p = 0; p < hw; p++)
-                dst[(i * c + ch) * hw + p] = vd_bf16_to_f32(src[(i * hw + p) * c + ch]);
+    if (c == 1 || hw == 1) {
+        vd_bf16_to_f32_n(src, dst, (size_t)(n * c * hw));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t *s = src + i * c * hw;
+        float *d = dst + i * c * hw;
+        for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
+            int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
+            for (int64_t ch = 0; ch < c; ch++) {
+                const uint16_t *sp = s + p0 * c + ch;
+                float *dp = d + ch * hw + p0;
+                for (int64_t p = 0; p < m; p++) dp[p] = vd_bf16_to_f32(sp[p * c]);
+            }
+        }
+    }
 }
