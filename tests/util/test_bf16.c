@@ -155,4 +155,34 @@ START_TEST(f16_to_f32_exhaustive) {
 }
 END_TEST
 
-VDT_MAIN("util-bf16", 0, bf16_round_to_nearest_even, bf16_array_forms, f16_to_f32_exhaustive)
+/* The channels-last conversions against the index formula, exactly, on
+ * shapes that hit the blocked loops' edges (hw not a multiple of the block),
+ * and C == 1 / HW == 1 (the same layouts). */
+START_TEST(nhwc_conversions) {
+    static const int shapes[][3] = {{2, 3, 35}, {3, 16, 130}, {1, 1, 70}, {4, 7, 1}, {2, 64, 64}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int n = shapes[k][0], c = shapes[k][1], hw = shapes[k][2];
+        size_t t = (size_t)n * (size_t)c * (size_t)hw;
+        float *x = malloc(t * sizeof *x), *back = malloc(t * sizeof *back);
+        uint16_t *h = malloc(t * sizeof *h);
+        ck_assert(x && back && h);
+        for (size_t i = 0; i < t; i++) x[i] = (float)((int)(i * 7919 % 2001) - 1000) / 37.0f;
+        vd_nchw_f32_to_nhwc_bf16(x, h, n, c, hw);
+        for (int i = 0; i < n; i++)
+            for (int ch = 0; ch < c; ch++)
+                for (int p = 0; p < hw; p++) {
+                    size_t src = ((size_t)i * c + ch) * hw + p, dst = ((size_t)i * hw + p) * c + ch;
+                    ck_assert_uint_eq(h[dst], vd_f32_to_bf16(x[src]));
+                }
+        vd_nhwc_bf16_to_nchw_f32(h, back, n, c, hw);
+        for (size_t i = 0; i < t; i++)   /* back = the rounded value, at its NCHW place */
+            ck_assert_uint_eq(vdt_bits_of(back[i]), (uint32_t)vd_f32_to_bf16(x[i]) << 16);
+        free(x);
+        free(back);
+        free(h);
+    }
+}
+END_TEST
+
+VDT_MAIN("util-bf16", 0, bf16_round_to_nearest_even, bf16_array_forms, f16_to_f32_exhaustive,
+         nhwc_conversions)
