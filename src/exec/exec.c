@@ -55,6 +55,8 @@ struct vd_exec {
     bool in_synth, nx_synth;
     vd_synth_batch in_sb, nx_sb;
     bool next_ready;            /* vd_exec_next_ready since the last training step */
+    vd_exec_stage_hook stage_hook;   /* vd_exec_set_stage_hook */
+    void *stage_hook_ctx;
     bool staged;                /* the staging region holds the current buffers' batch */
     bool stage_inflight;        /* a staging copy may not have been waited for yet */
     int ev_stage;               /* the staging copy's H2D event (-1: no staging) */
@@ -433,6 +435,13 @@ void vd_exec_next_ready(vd_exec *ex) {
     if (ex->grp) { vdx_group_next_ready(ex->grp); return; }
     ex->next_ready = ex->nx_x != NULL;
 }
+void vd_exec_set_stage_hook(vd_exec *ex, vd_exec_stage_hook fn, void *ctx) {
+    for (int r = 0; r < vd_exec_ranks(ex); r++) {
+        vd_exec *m = member(ex, r);
+        m->stage_hook = fn;
+        m->stage_hook_ctx = ctx;
+    }
+}
 void vd_exec_drop_staged(vd_exec *ex) {
     if (ex->grp) { vdx_group_drop_staged(ex->grp); return; }
     ex->staged = false;
@@ -550,6 +559,7 @@ typedef struct walk_stats {
     int x_iv;           /* staged: x's step-0 interval (its load is skipped), else -1 */
     bool stage_next;    /* issue the staging copy (the look-ahead buffers are ready) */
     bool load_staged;   /* start from the staged region */
+    bool stage_failed;  /* the stage hook said the look-ahead buffers are not ready */
 } walk_stats;
 
 /* Data parallel: average the gradient buckets that backward step s
@@ -611,6 +621,12 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             char *dst = iv_addr(ex, iv);
             if (A->arg == w->x_iv) break;                       /* x was staged */
             if (iv->fill == VD_FILL_STAGE && !w->stage_next) break;  /* no next batch */
+            if (iv->fill == VD_FILL_STAGE && ex->stage_hook &&
+                ex->stage_hook(ex->stage_hook_ctx) != 0) {     /* not filled: no staging */
+                w->stage_next = false;
+                w->stage_failed = true;
+                break;
+            }
             if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) break;
             if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) break;
             if (poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e))) break;
@@ -768,7 +784,7 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     if (w.live != 0)
         return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",
                        (unsigned long long)w.live);
-    if (swap) {
+    if (swap && !w.stage_failed) {
         /* the look-ahead batch becomes the current one (staged on the device) */
         void *tx = ex->in_x; ex->in_x = ex->nx_x; ex->nx_x = tx;
         int32_t *tl = ex->in_labels; ex->in_labels = ex->nx_labels; ex->nx_labels = tl;

@@ -141,6 +141,15 @@ int32_t *vd_exec_next_labels(vd_exec *ex);
 /* The look-ahead buffers hold the next training step's batch: the coming
  * vd_exec_train_step stages it (no-op when the plan does not stage). */
 void vd_exec_next_ready(vd_exec *ex);
+/* Called by the executor (on the thread that runs the step; with ranks, on
+ * each rank's) just before it uploads or generates the look-ahead batch of
+ * vd_exec_next_ready: a caller that fills the look-ahead buffers on another
+ * thread, overlapping the step, waits there for them. Returns 0 when the
+ * buffers are ready; anything else and the step does not stage (the next
+ * step loads its batch itself; the caller reports its own error after the
+ * step). NULL (the default): the buffers were filled before the step. */
+typedef int (*vd_exec_stage_hook)(void *ctx);
+void vd_exec_set_stage_hook(vd_exec *ex, vd_exec_stage_hook fn, void *ctx);
 /* Forget a staged batch (e.g. the current buffers are to be refilled). */
 void vd_exec_drop_staged(vd_exec *ex);
 

@@ -506,6 +506,67 @@ START_TEST(synthetic_on_device_is_byte_identical) {
 }
 END_TEST
 
+/* With input staging the look-ahead batch is fetched on its own thread
+ * while the step runs (train.c, struct ahead). A training image that cannot
+ * be decoded, met there, stops the run like one met at the start of an
+ * iteration: VD_EDATA naming it, after the same iterations, with the last
+ * good checkpoint saved at that iteration; staged and unstaged runs agree. */
+START_TEST(staged_fetch_error_keeps_last_iteration) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[700], ck[700];
+    const char *dirs[] = { "train", "train/c0", "train/c1" };
+    for (size_t i = 0; i < VD_ARRAY_LEN(dirs); i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 40; i++) {
+        snprintf(p, sizeof p, "%s/train/c%d/%02d.ppm", d, i % 2, i);
+        write_ppm(p, 10, 9, (unsigned char)(5 * i));
+    }
+    snprintf(p, sizeof p, "%s/train/c1/bad.png", d);   /* a good header, undecodable */
+    tu_write_bad_png(p);
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);
+    net.train.seed = 1;   /* puts bad.png past the first batch (seeds 2, 5, 7 do not) */
+    g_dev = &vd_device_h200;               /* staging pays under this model */
+    g_budget = (uint64_t)32 << 20;
+    int64_t done[2];
+    for (int round = 0; round < 2; round++) {
+        g_no_stage = round == 1;
+        unlink(ck);
+        session s;
+        open_session(&s, &net, VD_POLICY_NONE);
+        ck_assert_int_eq(s.plan.stage, round ? VD_STAGE_OFF : VD_STAGE_ON);
+        vd_data_close(&s.ds);
+        vd_err e;
+        snprintf(p, sizeof p, "folder:%s", d);
+        ck_assert_msg(vd_data_open(p, &net, 8, net.train.seed, false, &s.ds, &e) == 0, "%s",
+                      e.msg);
+        vd_train_opts o = { .iters = 12, .save_path = ck, .log_every = 1000 };
+        vd_train_result r;
+        ck_assert_int_eq(vd_train_run(&net, s.ex, s.ds, &o, &r, &e), VD_EDATA);
+        ck_assert_msg(strstr(e.msg, "bad.png"), "%s", e.msg);
+        close_session(&s);
+        done[round] = r.iters_done;
+        /* past the first batch, so that the staged run met it on the thread */
+        ck_assert_msg(r.iters_done >= 1, "the bad image is in the first batch");
+        vd_train_state st;
+        ck_assert_msg(vd_ckpt_peek_state(ck, &net, &st, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(st.iteration, r.iters_done);
+        ck_assert_uint_eq(st.samples, (uint64_t)r.iters_done * 8);
+    }
+    ck_assert_int_eq(done[0], done[1]);
+    g_dev = NULL;
+    g_budget = 0;
+    g_no_stage = false;
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("resume", 300, synthetic_on_device_is_byte_identical, staging_is_byte_identical,
           resume_is_byte_identical, divergence_is_enumeric,
-          final_save_survives_a_failing_evaluation, resume_from_bf16_weights)
+          final_save_survives_a_failing_evaluation, resume_from_bf16_weights,
+          staged_fetch_error_keeps_last_iteration)
