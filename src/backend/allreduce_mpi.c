@@ -32,10 +32,16 @@ static int mpi_fail(vd_err *e, int code, const char *what) {
 
 int vd_mpi_init(vd_world *w, vd_err *e) {
     memset(w, 0, sizeof *w);
-    int done = 0, rc;
+    int done = 0, rc, provided = 0;
     MPI_Initialized(&done);
-    if (!done && (rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Init");
+    /* FUNNELED: the process has other threads (the loader's, the backend's),
+     * but only this one calls MPI */
+    if (!done && (rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided)) != MPI_SUCCESS)
+        return mpi_fail(e, rc, "MPI_Init_thread");
     g_init = true;
+    if (!done && provided < MPI_THREAD_FUNNELED)
+        return vd_errf(e, VD_EUNSUPPORTED, "MPI: this MPI library does not support "
+                       "MPI_THREAD_FUNNELED (threads beside the one that calls MPI)");
     /* errors come back as codes (the default handler aborts the job) */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if ((rc = MPI_Comm_rank(MPI_COMM_WORLD, &w->rank)) != MPI_SUCCESS ||
