@@ -85,6 +85,7 @@ static void setup(void) {
  * 3 iterations, the CPU backend. */
 #define RUN "%s --backend cpu --batch 16 --iters 3 --eval-every -1 --save %s"
 
+#if VD_HAVE_MPI
 static void assert_same_ckpt(const char *a, const char *b) {
     char sa[1200], sb[1200];
     vdt_assert_same_file(a, b);
@@ -98,13 +99,15 @@ static int count(const char *s, const char *what) {
     for (const char *p = s; (p = strstr(p, what)); p++) n++;
     return n;
 }
+#endif
 
 START_TEST(cli_mpi) {
     setup();
     char *out, args[3000];
 #if !VD_HAVE_MPI
     /* no MPI in this build: exit 8 naming MPI, before anything runs */
-    int rc = vdt_run_bin(g_train, "--mpi --backend cpu --iters 1", true, &out);
+    snprintf(args, sizeof args, "%s --mpi --backend cpu --iters 1", g_net);
+    int rc = vdt_run_bin(g_train, args, true, &out);
     ck_assert_msg(rc == VD_EUNSUPPORTED && strstr(out, "MPI"), "exit %d: %s", rc, out);
     vd_free(out);
     ck_assert_int_eq(vdt_run_bin(g_train, "--version", true, &out), 0);
