@@ -82,8 +82,8 @@ static void setup(void) {
 }
 
 /* The run every case below makes: LeNet on synthetic data, global batch 16,
- * 3 iterations, the CPU backend. */
-#define RUN "%s --backend cpu --batch 16 --iters 3 --eval-every -1 --save %s"
+ * 3 iterations, the CPU backend, the final evaluation (256 held-out images). */
+#define RUN "%s --backend cpu --batch 16 --iters 3 --save %s"
 
 #if VD_HAVE_MPI
 static void assert_same_ckpt(const char *a, const char *b) {
@@ -92,6 +92,16 @@ static void assert_same_ckpt(const char *a, const char *b) {
     snprintf(sa, sizeof sa, "%s.state", a);
     snprintf(sb, sizeof sb, "%s.state", b);
     vdt_assert_same_file(sa, sb);
+}
+
+/* The text of out from key to the end of its line, into buf. */
+static void line_from(const char *out, const char *key, char *buf, size_t n) {
+    const char *p = strstr(out, key);
+    ck_assert_msg(p, "no '%s' in: %s", key, out);
+    size_t k = strcspn(p, "\n");
+    ck_assert(k < n);
+    memcpy(buf, p, k);
+    buf[k] = 0;
 }
 
 static int count(const char *s, const char *what) {
@@ -123,10 +133,14 @@ START_TEST(cli_mpi) {
     char *dir = vdt_tmpdir("mpi"), a[1100], b[1100];
     snprintf(a, sizeof a, "%s/a.safetensors", dir);
     snprintf(b, sizeof b, "%s/b.safetensors", dir);
-    /* two processes = two threads (--gpus 2) */
+    /* two processes = two threads (--gpus 2); the final loss and the
+     * evaluation (gathered from the ranks) too */
+    char loss[200], acc[200];
     snprintf(args, sizeof args, RUN " --quiet --gpus 2", g_net, a);
     rc = vdt_run_bin(g_train, args, true, &out);
     ck_assert_msg(rc == 0, "%s", out);
+    line_from(out, "final loss ", loss, sizeof loss);
+    line_from(out, "test accuracy ", acc, sizeof acc);
     vd_free(out);
     /* --oversubscribe: more processes than the cores mpirun counts.
      * MPI_LSAN: Open MPI's plugins leak some 3,300 allocations (120 KB) by
@@ -144,6 +158,7 @@ START_TEST(cli_mpi) {
     /* rank 0 alone logs and reports */
     ck_assert_msg(count(out, "trained lenet") == 1 && count(out, "iter 3/3") == 1 &&
                   count(out, "saved ") == 1, "%s", out);
+    ck_assert_msg(strstr(out, loss) && strstr(out, acc), "not '%s' and '%s': %s", loss, acc, out);
     vd_free(out);
     assert_same_ckpt(a, b);
     /* one process = the plain run */
