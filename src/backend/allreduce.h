@@ -60,6 +60,45 @@ int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *devices, vd_e
 /* True when this build has NCCL. */
 bool vd_allreduce_nccl_built(void);
 
+/* ---- across processes: vdnn-train --mpi (allreduce_mpi.c) ----------------
+ * Each process started by mpirun is one rank of MPI_COMM_WORLD. Without MPI
+ * in the build (meson -Dmpi) vd_mpi_init is VD_EUNSUPPORTED, naming MPI. */
+typedef struct vd_world {
+    int rank, size;             /* in MPI_COMM_WORLD */
+    int local_rank;             /* among the processes of this node (MPI_COMM_TYPE_SHARED) */
+} vd_world;
+/* True when this build has MPI. */
+bool vd_mpi_built(void);
+/* MPI_Init (once per process) and *w. VD_EUNSUPPORTED, VD_EINTERNAL. */
+int vd_mpi_init(vd_world *w, vd_err *e);
+/* all[k*bytes .. (k+1)*bytes) = process k's mine, on every process
+ * (MPI_Allgather of bytes). A collective: every process calls it. */
+int vd_mpi_allgather(const void *mine, void *all, size_t bytes, vd_err *e);
+/* MPI_Finalize after a clean run; vd_mpi_abort ends every process of the
+ * job with status code (MPI_Abort): the others may be waiting in a
+ * collective for this one. Both do nothing when vd_mpi_init did not run. */
+void vd_mpi_finalize(void);
+void vd_mpi_abort(int code);
+/* This process's handle (rank w->rank of w->size):
+ *   cuda false: "mpi", on the CPU backend. average gathers every rank's
+ *               buffer (MPI_Allgather, in chunks) and sums each element in
+ *               rank order, then scales by 1/n: the bits of the CPU stand-in
+ *               above for the same buffers.
+ *   cuda true:  "nccl" on CUDA device `device`: rank 0 makes the NCCL unique
+ *               id, MPI_Bcast hands it to the others, ncclCommInitRank; then
+ *               exactly the NCCL handle above (vd_allreduce_nccl_create_rank).
+ * VD_EUNSUPPORTED without MPI (or, cuda, without NCCL), VD_EDEVICE, VD_ENOMEM. */
+int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, bool cuda, int device,
+                            vd_err *e);
+/* The NCCL side of that (cuda/cuda_nccl.cu; stub/nccl_stub.c without NCCL):
+ * ncclGetUniqueId into id, and one rank's handle on the communicator of n
+ * ranks that id names (ncclCommInitRank on `device`; a collective over the n
+ * processes). VD_EUNSUPPORTED without NCCL, VD_EDEVICE, VD_ENOMEM. */
+enum { VD_NCCL_ID_BYTES = 128 };    /* NCCL_UNIQUE_ID_BYTES */
+int vd_nccl_unique_id(unsigned char id[VD_NCCL_ID_BYTES], vd_err *e);
+int vd_allreduce_nccl_create_rank(vd_allreduce **out, int rank, int n, int device,
+                                  const unsigned char id[VD_NCCL_ID_BYTES], vd_err *e);
+
 /* Destroy handles out[0..n) (NULL entries skipped) and clear them. */
 void vd_allreduce_destroy_all(vd_allreduce **ar, int n);
 

@@ -14,8 +14,8 @@ int vd_cli_fail(const char *prog, const vd_err *e) {
 }
 
 void vd_cli_version(const char *prog) {
-    printf("%s %s (cuda backend: %s, nccl: %s, blas: %s)\n", prog, VD_VERSION,
-           VD_HAVE_CUDA ? "yes" : "no", VD_HAVE_NCCL ? "yes" : "no",
+    printf("%s %s (cuda backend: %s, nccl: %s, mpi: %s, blas: %s)\n", prog, VD_VERSION,
+           VD_HAVE_CUDA ? "yes" : "no", VD_HAVE_NCCL ? "yes" : "no", VD_HAVE_MPI ? "yes" : "no",
            VD_HAVE_BLAS ? "openblas" : "none");
 }
 

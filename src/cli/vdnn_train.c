@@ -50,6 +50,13 @@ static void usage(FILE *f) {
 "                       gradients averaged by NCCL (cpu: an in-process stand-in);\n"
 "                       rank 0 saves and logs (--gpus 1: the same path with one\n"
 "                       rank; the same bytes as without --gpus)\n"
+"  --mpi                data parallel across processes, e.g. machines: each process\n"
+"                       that mpirun starts is one rank (cuda: device = its rank\n"
+"                       on the node + --device; NCCL bootstrapped over MPI; cpu:\n"
+"                       a gather-and-sum over MPI, the bits of --gpus N), each\n"
+"                       training batch / N samples; rank 0 saves and logs.\n"
+"                       mpirun -np 2 vdnn-train NET.yaml --mpi --batch 512 ...\n"
+"                       (not with --gpus; SIGINT/SIGTERM end the job unsaved)\n"
 "  --iters N            total iterations (a resumed run continues up to N;\n"
 "                       0: only evaluate, e.g. the weights of --init)\n"
 "  --epochs N           iterations = N * ceil(train images / batch) (if no --iters)\n"
@@ -125,10 +132,11 @@ typedef struct opts {
     vd_ckpt_dtype save_dtype;   /* --save-dtype */
     bool has_save_dtype;
     bool augment, poison;
+    bool mpi;                   /* --mpi */
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
-    {"batch", true}, {"gpus", true}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
+    {"batch", true}, {"gpus", true}, {"mpi", false}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"save-dtype", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
@@ -181,6 +189,7 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "init")) o->init = val;
     else if (!strcmp(name, "augment")) o->augment = true;
     else if (!strcmp(name, "poison")) o->poison = true;
+    else if (!strcmp(name, "mpi")) o->mpi = true;
     else if (!strcmp(name, "plan-json")) o->plan_json = val;
     else if (!strcmp(name, "metrics")) o->metrics = val;
     return rc;
@@ -198,6 +207,9 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
     if (o->has_save_dtype && !o->save)
         return vd_errf(e, VD_EUSAGE, "--save-dtype needs --save FILE");
+    if (o->mpi && o->c.cfg.gpus)
+        return vd_errf(e, VD_EUSAGE, "--mpi and --gpus exclude each other: under --mpi each "
+                       "process that mpirun starts is one rank (mpirun -np N ... --mpi)");
     if (o->has_iters && o->has_epochs)
         return vd_errf(e, VD_EUSAGE, "--iters and --epochs exclude each other (give one: the "
                        "number of iterations, or of epochs)");
@@ -465,6 +477,21 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o, &e);
     if (rc < 0) return 0;
     if (rc) return vd_cli_fail(PROG, &e);
+    /* --mpi: this process is rank world.rank of the job; the ranks are its
+     * processes (as --gpus world.size); rank 0 alone logs and writes */
+    vd_world world = { .rank = 0, .size = 1 };
+    if (o.mpi) {
+        if ((rc = vd_mpi_init(&world, &e))) {
+            rc = vd_cli_fail(PROG, &e);
+            vd_mpi_abort(rc);   /* MPI may be up, the others waiting */
+            return rc;
+        }
+        o.c.cfg.gpus = world.size;
+        if (world.rank > 0) {
+            o.c.quiet = true;
+            o.metrics = o.plan_json = o.c.cfg.profile_out = NULL;
+        }
+    }
 
     vd_net net;
     vd_net_init(&net);
@@ -522,6 +549,7 @@ int main(int argc, char **argv) {
     /* batch, backend, profile source, policy, budget, ... (config/config.h) */
     vd_config_run run;
     rc = vd_config_resolve(&o.c.cfg, &net, false, &run, &e);
+    if (rc && o.mpi) vd_err_prefix(&e, "--mpi under mpirun -np %d", world.size);
     if (rc) goto out;
 
     /* ---- data ---- */
@@ -554,7 +582,7 @@ int main(int argc, char **argv) {
                      (long long)iters, (long long)iters);
         goto out;
     }
-    if (o.save && (rc = check_save_target(o.save, &e))) goto out;
+    if (o.save && world.rank == 0 && (rc = check_save_target(o.save, &e))) goto out;
     if (o.metrics && (rc = vd_metrics_open(&u.metrics, o.metrics, &e))) {
         vd_err_prefix(&e, "--metrics");
         goto out;
@@ -562,7 +590,8 @@ int main(int argc, char **argv) {
 
     /* ---- data parallel (train/dp.h): threads and the communicator first ---- */
     if (run.dp) {
-        if ((rc = vd_dp_open(&dp, run.ranks, run.session.backend, run.session.device, &e)))
+        if ((rc = o.mpi ? vd_dp_open_mpi(&dp, &world, run.session.backend, run.session.device, &e)
+                        : vd_dp_open(&dp, run.ranks, run.session.backend, run.session.device, &e)))
             goto out;
         vd_dp_session_opts(&dp, 0, &run.session);
     }
@@ -640,9 +669,13 @@ int main(int argc, char **argv) {
      * "cannot decode image" error */
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);    /* kill, batch schedulers, container runtimes */
-    sigaction(SIGHUP, &sa, NULL);     /* the terminal or ssh session went away */
+    /* not under --mpi: the processes would stop at different iterations,
+     * some waiting in an all-reduce for the others; the signal ends the job */
+    if (!o.mpi) {
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);    /* kill, batch schedulers, container runtimes */
+        sigaction(SIGHUP, &sa, NULL);     /* the terminal or ssh session went away */
+    }
     u.batch = tc->batch;
     int64_t log_every = o.has_log_every ? o.log_every : (iters / 20 > 0 ? iters / 20 : 1);
     if (!o.has_log_every && log_every > 100) log_every = 100;
@@ -654,12 +687,12 @@ int main(int argc, char **argv) {
         .eval_at_end = !(o.has_eval_every && o.eval_every < 0),
         .log_every = log_every, .stop = &g_stop, .loader_threads = (int)o.threads,
         .data_spec = o.data && *o.data ? o.data : "synthetic",
-        .cb = on_event, .user = &u,
+        .cb = world.rank == 0 ? on_event : NULL, .user = &u,
     };
     vd_train_result res;
     rc = vd_train_run(&net, grp ? grp : ex, ds, &to, &res, &e);
     close_line(&u);
-    if (rc) goto out;
+    if (rc || world.rank > 0) goto out;   /* --mpi: rank 0 reports */
 
     /* ---- report ---- */
     vd_exec_stats st;
@@ -734,6 +767,11 @@ out:
     vd_dp_close(&dp);
     vd_data_close(&ds);
     vd_net_free(&net);
-    if (rc && rc < 128) return vd_cli_fail(PROG, &e);
+    if (rc && rc < 128) {
+        rc = vd_cli_fail(PROG, &e);
+        /* --mpi: the other ranks may wait for this one in a collective */
+        if (world.size > 1) vd_mpi_abort(rc);
+    }
+    vd_mpi_finalize();
     return rc;
 }

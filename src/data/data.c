@@ -182,6 +182,12 @@ struct vd_loader {
     int perm_victim;
 };
 
+/* The batch of the whole sequence that this loader's batch b is (cfg.ranks
+ * shards). */
+static int64_t shard_batch(const vd_loader *ld, int64_t b) {
+    return b * ld->cfg.ranks + ld->cfg.rank;
+}
+
 /* Dataset index of sample counter s. Caller holds mu. */
 static int64_t index_of(vd_loader *ld, uint64_t s) {
     int64_t n = ld->ds->info.n[ld->cfg.split];
@@ -216,7 +222,8 @@ static void *worker(void *arg) {
             sl->err_pos = INT32_MAX;
         }
         int i0 = c * CH, n = ld->cfg.batch - i0 < CH ? ld->cfg.batch - i0 : CH;
-        uint64_t s0 = ld->cfg.start + (uint64_t)b * (uint64_t)ld->cfg.batch + (uint64_t)i0;
+        uint64_t s0 = ld->cfg.start + (uint64_t)shard_batch(ld, b) * (uint64_t)ld->cfg.batch +
+                      (uint64_t)i0;
         if (idx)
             for (int i = 0; i < n; i++) idx[i] = index_of(ld, s0 + (uint64_t)i);
         /* more work claimable: pass the wake-up on to another worker (the
@@ -264,10 +271,13 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
     if (cfg->synth_device && !vd_data_is_synthetic(ds))
         return vd_errf(e, VD_EUSAGE, "%s: only synthetic data can be generated on the device",
                        ds->info.desc);
+    if (cfg->rank < 0 || (cfg->rank > 0 && cfg->rank >= cfg->ranks))
+        return vd_errf(e, VD_EINTERNAL, "loader shard %d of %d", cfg->rank, cfg->ranks);
     vd_loader *ld = vd_calloc(1, sizeof *ld, e);
     if (!ld) return VD_ENOMEM;
     ld->ds = ds;
     ld->cfg = *cfg;
+    if (ld->cfg.ranks < 1) ld->cfg.ranks = 1;   /* not sharded */
     ld->sample_floats = (int64_t)ds->info.c * ds->info.h * ds->info.w;
     /* synth_device: no workers and no slots (n_slots 0), only the order */
     int nt = cfg->synth_device ? 0 : cfg->threads > 0 ? cfg->threads : vd_loader_default_threads();
@@ -411,7 +421,7 @@ int vd_loader_next_synth(vd_loader *ld, vd_synth_batch *b, int32_t *labels, vd_e
                        "or without an index array");
     const vd_dataset *ds = ld->ds;
     int n = ld->cfg.batch;
-    uint64_t s0 = ld->cfg.start + (uint64_t)ld->next_consume * (uint64_t)n;
+    uint64_t s0 = ld->cfg.start + (uint64_t)shard_batch(ld, ld->next_consume) * (uint64_t)n;
     *b = (vd_synth_batch){ .seed = ds->seed, .split = (int)ld->cfg.split,
                            .classes = ds->info.classes, .sample_numel = ld->sample_floats,
                            .channels = ds->info.c, .n = n, .index = b->index };
@@ -425,7 +435,8 @@ int vd_loader_next_synth(vd_loader *ld, vd_synth_batch *b, int32_t *labels, vd_e
 }
 
 uint64_t vd_loader_position(const vd_loader *ld) {
-    return ld->cfg.start + (uint64_t)ld->next_consume * (uint64_t)ld->cfg.batch;
+    return ld->cfg.start + (uint64_t)ld->next_consume * (uint64_t)ld->cfg.ranks *
+           (uint64_t)ld->cfg.batch;
 }
 
 void vd_loader_destroy(vd_loader **pld) {

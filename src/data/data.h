@@ -97,6 +97,9 @@ typedef struct vd_loader_cfg {
                                generated where they are used (a backend's
                                fill_synthetic); no worker threads, no buffers:
                                vd_loader_next_synth describes each batch */
+    int rank, ranks;        /* one process's shard (vdnn-train --mpi): with ranks > 1
+                               the loader's batch k is batch k*ranks + rank of the
+                               sequence below (0, 0: every batch) */
 } vd_loader_cfg;
 
 /* The default number of loader threads: the online cores, at most
@@ -108,8 +111,9 @@ int vd_loader_default_threads(void);
 /* Start workers that fill a ring of batch buffers (two with one worker, four
  * with more; the workers share each batch in chunks, oldest batch first).
  * Batch k holds samples start + k*batch .. start + (k+1)*batch - 1 of the
- * sample counter, wrapping across epochs (no batch is dropped or short). The
- * result is independent of the number of threads. */
+ * sample counter, wrapping across epochs (no batch is dropped or short); with
+ * cfg.ranks > 1, batch k holds those of batch k*ranks + rank. The result is
+ * independent of the number of threads. */
 int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
                      vd_err *e);
 /* Copy the next batch into x [batch*c*h*w] and labels [batch]; blocks until
@@ -130,7 +134,9 @@ int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err
 int vd_loader_next_synth(vd_loader *ld, vd_synth_batch *b, int32_t *labels, vd_err *e);
 /* The number of worker threads running (0 for a synth_device loader). */
 int vd_loader_threads(const vd_loader *ld);
-/* Sample counter of the next batch that vd_loader_next will return. */
+/* Sample counter of the next batch that vd_loader_next will return (with
+ * cfg.ranks > 1: of the next batch of rank 0, all ranks' batches before it
+ * counted). */
 uint64_t vd_loader_position(const vd_loader *ld);
 /* Stop and join the workers, free everything, clear the pointer. */
 void vd_loader_destroy(vd_loader **ld);

@@ -449,6 +449,21 @@ void vd_exec_drop_staged(vd_exec *ex) {
 
 int vd_exec_ranks(const vd_exec *ex) { return ex->grp ? vdx_group_size(ex->grp) : 1; }
 
+int vd_exec_group_set_procs(vd_exec *ex, int proc, int procs,
+                            int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e),
+                            vd_err *e) {
+    if (!ex->grp || procs < 1 || proc < 0 || proc >= procs || !gather)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_group_set_procs: not a group, or process %d "
+                       "of %d", proc, procs);
+    return vdx_group_set_procs(ex->grp, proc, procs, gather, e);
+}
+
+int vd_exec_procs(const vd_exec *ex, int *proc) {
+    if (ex->grp) return vdx_group_procs(ex->grp, proc);
+    *proc = 0;
+    return 1;
+}
+
 uint64_t vd_exec_rank_seed(uint64_t seed, int r) {
     return r == 0 ? seed : seed ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
 }

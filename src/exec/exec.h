@@ -227,6 +227,21 @@ int vd_exec_group_create(vd_exec **out, vd_ranks *rk, vd_exec *const *members,
                          vd_allreduce *const *ar, vd_err *e);
 /* Ranks behind ex: 1 for a single executor, n for a group. */
 int vd_exec_ranks(const vd_exec *ex);
+/* A group that is one process's part of a run over `procs` processes
+ * (vdnn-train --mpi: each process a group of its one executor): the group's
+ * ranks are process `proc`'s, the global batch is shared by procs *
+ * vd_exec_ranks(ex) ranks (process p's rank r is rank p * vd_exec_ranks + r;
+ * its loader takes every procs-th shard, vd_loader_cfg.ranks), and the
+ * losses and correct counts of every step are gathered from all processes
+ * with gather (an all-gather of bytes, e.g. vd_mpi_allgather) and combined in
+ * rank order as one process's group combines its ranks'. VD_EINTERNAL when
+ * ex is not a group. */
+int vd_exec_group_set_procs(vd_exec *ex, int proc, int procs,
+                            int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e),
+                            vd_err *e);
+/* The processes of ex's run (1 unless vd_exec_group_set_procs) and this
+ * process's number in *proc. */
+int vd_exec_procs(const vd_exec *ex, int *proc);
 /* Rank r's input buffers (r < vd_exec_ranks(ex); a single executor: r = 0,
  * the same as vd_exec_input_x ...): the shard of the global batch that rank r
  * trains on, samples [r * B/n, (r + 1) * B/n) of each global batch of B. */

@@ -158,7 +158,49 @@ struct vdx_group {
     float lr;
     float *loss;                /* [n] */
     int *correct;               /* [n] */
+    /* one process's part of a run over procs processes (vd_exec_group_set_procs) */
+    int proc, procs;
+    int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e);
+    struct rank_out { float loss; int32_t correct; } *mine, *all;   /* [n], [n * procs] */
 };
+
+int vdx_group_set_procs(vdx_group *g, int proc, int procs,
+                        int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e),
+                        vd_err *e) {
+    struct rank_out *mine = vd_calloc((size_t)g->n, sizeof *mine, e);
+    struct rank_out *all = vd_calloc((size_t)g->n * (size_t)procs, sizeof *all, e);
+    if (!mine || !all) {
+        vd_free(mine);
+        vd_free(all);
+        return VD_ENOMEM;
+    }
+    vd_free(g->mine);
+    vd_free(g->all);
+    g->mine = mine;
+    g->all = all;
+    g->proc = proc;
+    g->procs = procs;
+    g->gather = gather;
+    return VD_OK;
+}
+
+int vdx_group_procs(const vdx_group *g, int *proc) {
+    *proc = g->proc;
+    return g->procs;
+}
+
+/* Every rank's loss and correct count into g->all (global rank order: process
+ * p's rank r at p * n + r) from all processes; *ranks = how many. One
+ * process: its own. */
+static int gather_out(vdx_group *g, int *ranks, vd_err *e) {
+    for (int r = 0; r < g->n; r++) g->mine[r] = (struct rank_out){ g->loss[r], g->correct[r] };
+    *ranks = g->n * g->procs;
+    if (g->procs == 1) {
+        memcpy(g->all, g->mine, sizeof *g->mine * (size_t)g->n);
+        return VD_OK;
+    }
+    return g->gather(g->mine, g->all, sizeof *g->mine * (size_t)g->n, e);
+}
 
 int vdx_group_size(const vdx_group *g) { return g->n; }
 vd_exec *vdx_group_member(const vdx_group *g, int r) { return g->m[r]; }
@@ -169,6 +211,8 @@ void vdx_group_free(vdx_group *g) {
     vd_free(g->ar);
     vd_free(g->loss);
     vd_free(g->correct);
+    vd_free(g->mine);
+    vd_free(g->all);
     vd_free(g);
 }
 
@@ -224,10 +268,12 @@ int vdx_group_train_step(vdx_group *g, float lr, int64_t iter, float *loss, vd_e
     g->lr = lr;
     g->iter = iter;
     int rc = vd_ranks_run(g->rk, train_part, abort_ar, g, e);
+    int n = 0;
+    if (!rc) rc = gather_out(g, &n, e);
     if (rc) return rc;
     double sum = 0;             /* the mean of the shards' mean losses: the global mean */
-    for (int r = 0; r < g->n; r++) sum += g->loss[r];
-    *loss = (float)(sum / g->n);
+    for (int r = 0; r < n; r++) sum += g->all[r].loss;
+    *loss = (float)(sum / n);
     return VD_OK;
 }
 
@@ -238,15 +284,17 @@ static int eval_part(void *ctx, int r, vd_err *e) {
 
 int vdx_group_eval_step(vdx_group *g, int *correct, float *loss, vd_err *e) {
     int rc = vd_ranks_run(g->rk, eval_part, abort_ar, g, e);
+    int n = 0;
+    if (!rc) rc = gather_out(g, &n, e);
     if (rc) return rc;
     double sum = 0;
     int c = 0;
-    for (int r = 0; r < g->n; r++) {
-        sum += g->loss[r];
-        c += g->correct[r];
+    for (int r = 0; r < n; r++) {
+        sum += g->all[r].loss;
+        c += g->all[r].correct;
     }
     *correct = c;
-    *loss = (float)(sum / g->n);
+    *loss = (float)(sum / n);
     return VD_OK;
 }
 
@@ -262,12 +310,15 @@ int vd_exec_group_create(vd_exec **out, vd_ranks *rk, vd_exec *const *members,
     vdx_group *g = vd_calloc(1, sizeof *g, e);
     if (!g) return VD_ENOMEM;
     g->n = n;
+    g->procs = 1;
     g->rk = rk;
     g->m = vd_calloc((size_t)n, sizeof *g->m, e);
     g->ar = vd_calloc((size_t)n, sizeof *g->ar, e);
     g->loss = vd_calloc((size_t)n, sizeof *g->loss, e);
     g->correct = vd_calloc((size_t)n, sizeof *g->correct, e);
-    if (!g->m || !g->ar || !g->loss || !g->correct) {
+    g->mine = vd_calloc((size_t)n, sizeof *g->mine, e);
+    g->all = vd_calloc((size_t)n, sizeof *g->all, e);
+    if (!g->m || !g->ar || !g->loss || !g->correct || !g->mine || !g->all) {
         vdx_group_free(g);
         return VD_ENOMEM;
     }

@@ -13,6 +13,10 @@ vd_exec *vdx_exec_wrap(vdx_group *g, vd_err *e);
 int vdx_exec_batch(const vd_exec *ex);
 void vdx_group_free(vdx_group *g);
 int vdx_group_size(const vdx_group *g);
+int vdx_group_set_procs(vdx_group *g, int proc, int procs,
+                        int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e),
+                        vd_err *e);
+int vdx_group_procs(const vdx_group *g, int *proc);
 vd_exec *vdx_group_member(const vdx_group *g, int r);
 bool vdx_group_stages(const vdx_group *g);
 void vdx_group_next_ready(vdx_group *g);

@@ -3,9 +3,7 @@
 #include <string.h>
 #include "train/dp.h"
 
-int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
-    memset(d, 0, sizeof *d);
-    if (n < 1) return vd_errf(e, VD_EUSAGE, "--gpus must be at least 1");
+static int dp_alloc(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
     bool cuda = backend && (!strcmp(backend, "cuda") ||
                             (!strcmp(backend, "auto") && vd_backend_cuda_available()));
     d->n = n;
@@ -18,9 +16,33 @@ int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
     d->ex = vd_calloc(un, sizeof *d->ex, e);
     d->have_ses = vd_calloc(un, sizeof *d->have_ses, e);
     d->have_plan = vd_calloc(un, sizeof *d->have_plan, e);
+    return !d->ar || !d->ses || !d->plan || !d->ex || !d->have_ses || !d->have_plan
+           ? VD_ENOMEM : VD_OK;
+}
+
+int vd_dp_open_mpi(vd_dp *d, const vd_world *w, const char *backend, int device0, vd_err *e) {
+    memset(d, 0, sizeof *d);
+    int rc = dp_alloc(d, 1, backend, device0 + w->local_rank, e);
+    d->mpi = true;
+    d->world = *w;
+    if (!rc) rc = vd_allreduce_mpi_create(&d->ar[0], w, d->cuda, d->device0, e);
+    if (!rc) rc = vd_ranks_create(&d->rk, 1, e);
+    if (rc) vd_dp_close(d);
+    return rc;
+}
+
+int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
+    memset(d, 0, sizeof *d);
+    if (n < 1) return vd_errf(e, VD_EUSAGE, "--gpus must be at least 1");
+    if (dp_alloc(d, n, backend, device0, e)) {
+        vd_dp_close(d);
+        return VD_ENOMEM;
+    }
+    bool cuda = d->cuda;
+    size_t un = (size_t)n;
     int *devs = vd_calloc(un, sizeof *devs, e);
     int rc = VD_OK;
-    if (!d->ar || !d->ses || !d->plan || !d->ex || !d->have_ses || !d->have_plan || !devs) {
+    if (!devs) {
         rc = VD_ENOMEM;
         goto fail;
     }
@@ -40,7 +62,7 @@ fail:
 
 void vd_dp_session_opts(const vd_dp *d, int r, vd_session_opts *so) {
     so->allreduce = d->ar[r];
-    so->rank = r;
+    so->rank = d->mpi ? d->world.rank : r;
     so->device = d->device0 + r;
     if (r > 0) so->backend = d->cuda ? "cuda" : "cpu";
 }
@@ -77,7 +99,11 @@ int vd_dp_start_peers(vd_dp *d, const vd_net *net, const vd_session_opts *so,
 
 int vd_dp_group(vd_dp *d, vd_exec *ex0, vd_exec **group, vd_err *e) {
     d->ex[0] = ex0;
-    return vd_exec_group_create(group, d->rk, d->ex, d->ar, e);
+    int rc = vd_exec_group_create(group, d->rk, d->ex, d->ar, e);
+    if (!rc && d->mpi && (rc = vd_exec_group_set_procs(*group, d->world.rank, d->world.size,
+                                                       vd_mpi_allgather, e)))
+        vd_exec_destroy(group);
+    return rc;
 }
 
 static int peer_close(void *ctx, int r, vd_err *e) {

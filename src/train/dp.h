@@ -48,6 +48,9 @@ typedef struct vd_dp {
     const vd_session_opts *so;
     const vd_plan_opts *po;
     bool budget_given, poison;
+    /* vd_dp_open_mpi: this process is rank world.rank of world.size */
+    bool mpi;
+    vd_world world;
 } vd_dp;
 
 /* n ranks on backend ("cpu" | "cuda"; "auto" as vd_session_open resolves
@@ -56,6 +59,13 @@ typedef struct vd_dp {
  * VD_EDEVICE (fewer devices than ranks, NCCL), VD_ENOMEM. On failure *d
  * holds nothing (vd_dp_close is harmless). */
 int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e);
+/* vdnn-train --mpi: this process as one rank of an MPI job (w from
+ * vd_mpi_init): n = 1 local rank, rank w->rank of w->size, on CUDA device
+ * device0 + w->local_rank; the all-reduce of vd_allreduce_mpi_create (NCCL
+ * bootstrapped over MPI on cuda, gather-and-sum over MPI on cpu); the group
+ * of vd_dp_group shards the data and gathers the losses across the
+ * processes (vd_exec_group_set_procs). Errors as vd_dp_open. */
+int vd_dp_open_mpi(vd_dp *d, const vd_world *w, const char *backend, int device0, vd_err *e);
 /* Rank r's session options: so->allreduce, so->rank, so->device. */
 void vd_dp_session_opts(const vd_dp *d, int r, vd_session_opts *so);
 /* Ranks 1..n-1, each on its thread: vd_session_open(net, po->batch, a copy

@@ -110,9 +110,11 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     int64_t nb = info->n[VD_SPLIT_TEST] / batch;
     if (nb == 0) return VD_OK;
     vd_loader *ld;
-    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch / vd_exec_ranks(ex), .shuffle = false,
-                          .seed = net->train.seed, .start = 0, .threads = threads,
-                          .synth_device = synth_on_device(ex, ds) };
+    int proc, procs = vd_exec_procs(ex, &proc);   /* --mpi: this process's shards */
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch / (vd_exec_ranks(ex) * procs),
+                          .shuffle = false, .seed = net->train.seed, .start = 0,
+                          .threads = threads, .synth_device = synth_on_device(ex, ds),
+                          .rank = proc, .ranks = procs };
     int rc = vd_loader_create(&ld, ds, &cfg, e);
     if (rc) return rc;
     int64_t correct = 0;
@@ -176,6 +178,9 @@ static int host_state(run *r, vd_err *e) {
 /* samples: the data position to record (the loader's position: every batch
  * it handed out was trained on, see the staging comment in vd_train_run). */
 static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e) {
+    int proc;
+    vd_exec_procs(r->ex, &proc);
+    if (proc != 0) return VD_OK;    /* --mpi: process 0 writes the checkpoints */
     int64_t steps = 0;
     int rc = host_state(r, e);
     if (!rc) rc = vd_exec_get_state(r->ex, r->params, r->mom, &steps, e);
@@ -314,9 +319,11 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     res->first_iter = iter;
     res->iters_done = iter;
 
-    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch / vd_exec_ranks(ex), .shuffle = true,
-                         .seed = cfg->seed, .start = samples, .threads = o->loader_threads,
-                         .synth_device = synth_on_device(ex, ds) };
+    int proc, procs = vd_exec_procs(ex, &proc);   /* --mpi: this process's shards */
+    vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch / (vd_exec_ranks(ex) * procs),
+                         .shuffle = true, .seed = cfg->seed, .start = samples,
+                         .threads = o->loader_threads, .synth_device = synth_on_device(ex, ds),
+                         .rank = proc, .ranks = procs };
     rc = vd_loader_create(&r.ld, ds, &lc, e);
     if (rc) goto done;
     res->loader_threads = vd_loader_threads(r.ld);

@@ -119,7 +119,10 @@ typedef struct vd_train_result {
 
 /* Run the training loop on ex (created for net's plan at net->train.batch;
  * or a group of ranks, exec.h, each planned at net->train.batch / ranks:
- * the loader's global batches are split into their shards, in rank order).
+ * the loader's global batches are split into their shards, in rank order;
+ * a group that is one process's part of an MPI job, vd_exec_group_set_procs:
+ * its loader makes only this process's shards, and only process 0 writes
+ * checkpoints, while every process runs the same loop and evaluations).
  * Errors: VD_ENUMERIC when the loss becomes NaN/Inf (message names the
  * iteration and lr), VD_EDATA/VD_EIO from data and checkpoints, the
  * executor's errors. res may be NULL. */

@@ -16,8 +16,14 @@
  * with one rank it would still run a kernel over the buffer). With one rank
  * NCCL's in-place sum does nothing: the buffer keeps its bytes. Between
  * ranks the order of the additions is NCCL's (ring or tree), so with n > 1
- * the result is the mean up to rounding, identical on every rank. */
+ * the result is the mean up to rounding, identical on every rank.
+ *
+ * Across processes (vdnn-train --mpi): vd_allreduce_nccl_create_rank makes
+ * one rank's communicator with ncclCommInitRank from a unique id that
+ * allreduce_mpi.c broadcast over MPI; average, wait and destroy are the
+ * same. */
 #include <stdio.h>
+#include <string.h>
 #include <nccl.h>
 #include "backend/cuda/cuda_internal.h"
 
@@ -133,6 +139,11 @@ static int comm_init(ncclComm_t *comms, int n, const int *devices, vd_err *e) {
     return VD_OK;
 }
 
+static int comm_init_rank(ncclComm_t *comm, int n, ncclUniqueId id, int rank, vd_err *e) {
+    NCCL_CHECK(e, ncclCommInitRank(comm, n, id, rank));
+    return VD_OK;
+}
+
 extern "C" int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *devices, vd_err *e) {
     if (n < 1) return vd_errf(e, VD_EINTERNAL, "all-reduce: %d ranks", n);
     for (int r = 0; r < n; r++) out[r] = NULL;
@@ -189,6 +200,74 @@ extern "C" int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *de
         if (set->refs == 0) set_free(set);         /* no handle holds the communicators */
         vd_allreduce_destroy_all(out, n);           /* the last one frees them */
     }
+    cudaSetDevice(cur);
+    return rc;
+}
+
+static_assert(sizeof(ncclUniqueId) == VD_NCCL_ID_BYTES, "VD_NCCL_ID_BYTES is NCCL_UNIQUE_ID_BYTES");
+
+extern "C" int vd_nccl_unique_id(unsigned char id[VD_NCCL_ID_BYTES], vd_err *e) {
+    ncclUniqueId u;
+    NCCL_CHECK(e, ncclGetUniqueId(&u));
+    memcpy(id, &u, sizeof u);
+    return VD_OK;
+}
+
+/* One process's rank of a communicator across processes (vdnn-train --mpi,
+ * allreduce_mpi.c): a set of one communicator, the rest as above. */
+extern "C" int vd_allreduce_nccl_create_rank(vd_allreduce **out, int rank, int n, int device,
+                                             const unsigned char id[VD_NCCL_ID_BYTES], vd_err *e) {
+    *out = NULL;
+    int ndev = 0, cur = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess) {
+        cudaGetLastError();
+        ndev = 0;
+    }
+    if (device < 0 || device >= ndev)
+        return vd_errf(e, VD_EDEVICE, "rank %d needs CUDA device %d, but its node has %d "
+                       "device%s (--mpi: the node-local rank + --device)", rank, device, ndev,
+                       ndev == 1 ? "" : "s");
+    cudaGetDevice(&cur);
+    vd_allreduce *ar = (vd_allreduce *)vd_calloc(1, sizeof *ar, e);
+    nccl_rank *k = ar ? (nccl_rank *)vd_calloc(1, sizeof *k, e) : NULL;
+    nccl_set *set = k ? (nccl_set *)vd_calloc(1, sizeof *set, e) : NULL;
+    ncclComm_t *comms = set ? (ncclComm_t *)vd_calloc(1, sizeof *comms, e) : NULL;
+    if (!comms) {
+        vd_free(set);
+        vd_free(k);
+        vd_free(ar);
+        return VD_ENOMEM;
+    }
+    set->n = 1;
+    set->comms = comms;
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    int rc = cudaSetDevice(device) == cudaSuccess ? VD_OK
+             : vd_errf(e, VD_EDEVICE, "cudaSetDevice(%d) failed", device);
+    if (!rc) rc = comm_init_rank(&comms[0], n, u, rank, e);
+    if (rc) {
+        comms[0] = NULL;
+        set_free(set);
+        vd_free(k);
+        vd_free(ar);
+        cudaSetDevice(cur);
+        return rc;
+    }
+    k->set = set;
+    set->refs = 1;
+    k->comm = comms[0];
+    k->device = device;
+    ar->name = "nccl";
+    ar->rank = rank;
+    ar->n_ranks = n;
+    ar->ctx = k;
+    ar->average = nccl_average;
+    ar->wait = nccl_wait;
+    ar->abort = nccl_abort;
+    ar->destroy = nccl_destroy;
+    rc = rank_init(k, e);
+    if (rc) nccl_destroy(ar);
+    else *out = ar;
     cudaSetDevice(cur);
     return rc;
 }
