@@ -1,23 +1,43 @@
 /* stage.c — input staging: the next batch's H2D copy late in the backward
  * pass into a region of its own (plan.h, "Input staging"). */
 #include <stdlib.h>
+#include <string.h>
 #include "plan/builder.h"
 
 typedef struct span { uint64_t o, e; int first, last; } span;
 
-static int cmp_span(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return (x->o > y->o) - (x->o < y->o);
-}
-
-/* The first n intervals of p as spans sorted by offset (sp: [n]), once per
- * plan: stage_offset filters them in that order. */
+/* The first n intervals of p as spans sorted by offset (sp: [2n], the second
+ * half scratch), once per plan: stage_offset filters them in that order
+ * (which spans of equal offset come first does not change what it finds).
+ * Insertion sort of runs of 16, then bottom-up merges: qsort's callback was
+ * a twentieth of an auto search's time. */
 static void sort_spans(const vd_plan *p, int n, span *sp) {
+    enum { RUN = 16 };
     for (int k = 0; k < n; k++) {
         const vd_interval *iv = &p->intervals[k];
         sp[k] = (span){iv->offset, iv->offset + iv->bytes, iv->first, iv->last};
     }
-    qsort(sp, (size_t)n, sizeof *sp, cmp_span);
+    for (int lo = 0; lo < n; lo += RUN) {
+        int hi = lo + RUN < n ? lo + RUN : n;
+        for (int i = lo + 1; i < hi; i++) {
+            span v = sp[i];
+            int j = i;
+            for (; j > lo && v.o < sp[j - 1].o; j--) sp[j] = sp[j - 1];
+            sp[j] = v;
+        }
+    }
+    span *src = sp, *dst = sp + n;
+    for (int w = RUN; w < n; w *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = src[j].o < src[i].o ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        span *t = src; src = dst; dst = t;
+    }
+    if (src != sp) memcpy(sp, src, (size_t)n * sizeof *sp);
 }
 
 /* Lowest 256-aligned offset for a region of `bytes` that overlaps none of the
@@ -102,7 +122,7 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
     int L = b->L, last = p->n_steps - 1, n0 = p->n_intervals;
     const vd_tensor *X = &p->tensors[p->t_x];
     uint64_t bytes = vdp_iv_size(X->bytes);
-    span *sp = vd_malloc((size_t)(n0 > 0 ? n0 : 1) * sizeof *sp, NULL);
+    span *sp = vd_malloc(2 * (size_t)(n0 > 0 ? n0 : 1) * sizeof *sp, NULL);
     if (!sp) return vd_errf(e, VD_ENOMEM, "out of memory planning the input staging");
     int rc = VD_OK;
     sort_spans(p, n0, sp);
