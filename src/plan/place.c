@@ -65,11 +65,14 @@ typedef struct placed {
 } placed;
 
 static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uint64_t end) {
-    int lo = 0, k = m;               /* after the last entry with offset <= o */
-    while (lo < k) {
-        int mid = lo + (k - lo) / 2;
-        if (P->o[mid] > o) k = mid;
-        else lo = mid + 1;
+    /* after the last entry with offset <= o: a binary search without
+     * branches on the data (conditional moves; the offsets' order is a coin
+     * toss for the branch predictor) */
+    int k = 0;
+    if (m > 0) {
+        const uint64_t *b = P->o;
+        for (int n = m; n > 1; n -= n / 2) b = b[n / 2] <= o ? b + n / 2 : b;
+        k = (int)(b - P->o) + (*b <= o);
     }
     size_t nm = (size_t)(m - k);
     memmove(P->o + k + 1, P->o + k, nm * sizeof *P->o);
