@@ -20,33 +20,45 @@ static inline bool okey_before(const okey *x, const okey *y) {
     return x->idx < y->idx;
 }
 
-/* Sort a[0..n-1] by okey_before; tmp: scratch [n]. Insertion sort of runs of
- * 16, then bottom-up merges (the comparison inlined: qsort's callback was
- * a sixth of an auto search's time). */
-static void sort_okeys(okey *a, okey *tmp, int n) {
-    enum { RUN = 16 };
-    for (int lo = 0; lo < n; lo += RUN) {
-        int hi = lo + RUN < n ? lo + RUN : n;
-        for (int i = lo + 1; i < hi; i++) {
-            okey v = a[i];
-            int j = i;
-            for (; j > lo && okey_before(&v, &a[j - 1]); j--) a[j] = a[j - 1];
-            a[j] = v;
-        }
-    }
-    okey *src = a, *dst = tmp;
-    for (int w = RUN; w < n; w *= 2) {
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = okey_before(&src[j], &src[i]) ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-        }
-        okey *t = src; src = dst; dst = t;
-    }
-    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+/* One key word and the index: the orderings whose keys pack losslessly into
+ * 64 bits (see vdp_place). Before: the larger key, then the lower index. */
+typedef struct pkey { uint64_t k; int idx; } pkey;
+
+static inline bool pkey_before(const pkey *x, const pkey *y) {
+    return x->k != y->k ? x->k > y->k : x->idx < y->idx;
 }
+
+/* SORT_FN(name, type, before): sort a[0..n-1] by before; tmp: scratch [n].
+ * Insertion sort of runs of 16, then bottom-up merges (the comparison
+ * inlined: qsort's callback was a sixth of an auto search's time). */
+#define SORT_FN(name, type, before)                                                        \
+    static void name(type *a, type *tmp, int n) {                                         \
+        enum { RUN = 16 };                                                                 \
+        for (int lo = 0; lo < n; lo += RUN) {                                              \
+            int hi = lo + RUN < n ? lo + RUN : n;                                          \
+            for (int i = lo + 1; i < hi; i++) {                                            \
+                type v = a[i];                                                             \
+                int j = i;                                                                 \
+                for (; j > lo && before(&v, &a[j - 1]); j--) a[j] = a[j - 1];              \
+                a[j] = v;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        type *src = a, *dst = tmp;                                                         \
+        for (int w = RUN; w < n; w *= 2) {                                                 \
+            for (int lo = 0; lo < n; lo += 2 * w) {                                        \
+                int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;   \
+                int i = lo, j = mid, k = lo;                                               \
+                while (i < mid && j < hi) dst[k++] = before(&src[j], &src[i]) ? src[j++] : src[i++]; \
+                while (i < mid) dst[k++] = src[i++];                                       \
+                while (j < hi) dst[k++] = src[j++];                                        \
+            }                                                                              \
+            type *t = src; src = dst; dst = t;                                             \
+        }                                                                                  \
+        if (src != a) memcpy(a, src, (size_t)n * sizeof *a);                               \
+    }
+SORT_FN(sort_okeys, okey, okey_before)
+SORT_FN(sort_pkeys, pkey, pkey_before)
+#undef SORT_FN
 
 /* Place in the given order. off[] receives offsets; returns hwm. The placed
  * intervals are kept sorted by offset in one structure of arrays (first /
@@ -123,7 +135,7 @@ static uint64_t lowest_gap(const placed *P, int m, int f, int l, uint64_t bytes)
 
 /* Stops early, returning a value >= give_up, once the high-water mark
  * reaches give_up (the caller keeps only a strictly lower one). */
-static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const okey *order,
+static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const int *order,
                             uint64_t *off, bool *done, placed *P, uint64_t give_up) {
     uint64_t hwm = 0;
     int m = 0;
@@ -136,7 +148,7 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         }
     }
     for (int oi = 0; oi < n; oi++) {
-        int i = order[oi].idx;
+        int i = order[oi];
         if (done[i]) continue;
         uint64_t bytes = iv[i].bytes;
         int f = iv[i].first, l = iv[i].last;
@@ -152,6 +164,8 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
 
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e) {
     okey *order = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *order, NULL);   /* + sort scratch */
+    pkey *pk = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *pk, NULL);         /* + sort scratch */
+    int *ord = vd_malloc((size_t)(n ? n : 1) * sizeof *ord, NULL);
     uint64_t *off = vd_malloc((size_t)(n ? n : 1) * sizeof *off, NULL);
     uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
     bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
@@ -159,8 +173,8 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
     placed P = {vd_malloc(nn * sizeof *P.o, NULL), vd_malloc(nn * sizeof *P.e, NULL),
                  vd_malloc(nn * sizeof *P.f, NULL), vd_malloc(nn * sizeof *P.l, NULL)};
     bool pok = P.o && P.e && P.f && P.l;
-    if (!order || !off || !best || !done || !pok) {
-        vd_free(order); vd_free(off); vd_free(best); vd_free(done);
+    if (!order || !pk || !ord || !off || !best || !done || !pok) {
+        vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
         vd_free(P.o); vd_free(P.e); vd_free(P.f); vd_free(P.l);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
     }
@@ -183,7 +197,35 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             vd_free(live);
         }
     }
+    /* The keys of orderings 0-2 pack into one word without changing the
+     * order when the sizes are whole multiples of 256 below 2^40 and the
+     * steps below 65535 (every plan's: vdp_iv_size): (size / 256, 32 bits)
+     * and (duration, 65535 - first step, 16 bits each), in the ordering's
+     * key order; a sort of 16-byte entries on one compare. Otherwise, and
+     * for ordering 3 (area: up to 96 bits), the four keys. Whole-iteration
+     * intervals go first either way. */
+    bool packs = max_last < 65535;
+    for (int i = 0; i < n && packs; i++)
+        packs = iv[i].bytes % 256 == 0 && iv[i].bytes / 256 <= UINT32_MAX;
     for (int strategy = 0; strategy < 4; strategy++) {
+        if (packs && strategy < 3) {
+            int nw = 0, nr = 0;
+            for (int i = 0; i < n; i++) {
+                if (iv[i].first == 0 && iv[i].last == max_last && max_last > 0) { ord[nw++] = i; continue; }
+                uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1), sz = iv[i].bytes / 256;
+                uint64_t early = 65535u - (uint64_t)iv[i].first;
+                uint64_t k = strategy == 0 ? sz << 32 | dur << 16 | early
+                           : strategy == 1 ? early << 48 | sz << 16 | dur
+                           : dur << 48 | sz << 16 | early;
+                pk[nr++] = (pkey){k, i};
+            }
+            sort_pkeys(pk, pk + nr, nr);
+            for (int r = 0; r < nr; r++) ord[nw + r] = pk[r].idx;
+            uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, best_hwm);
+            if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
+            if (best_hwm <= bound || quick) break;
+            continue;
+        }
         for (int i = 0; i < n; i++) {
             uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1);
             order[i].idx = i;
@@ -207,13 +249,14 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             }
         }
         sort_okeys(order, order + n, n);
-        uint64_t h = place_order(iv, n, pinned, order, off, done, &P, best_hwm);
+        for (int i = 0; i < n; i++) ord[i] = order[i].idx;
+        uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, best_hwm);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
         if (best_hwm <= bound || quick) break;
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
-    vd_free(order); vd_free(off); vd_free(best); vd_free(done);
+    vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
     vd_free(P.o); vd_free(P.e); vd_free(P.f); vd_free(P.l);
     return VD_OK;
 }

@@ -2,8 +2,9 @@
  * the straightforward algorithm it replaced: the same orderings, each
  * interval at the lowest offset found by a scan of every placed interval in
  * offset order. Random interval sets (sizes over nine decades with repeats,
- * whole-iteration intervals, pinned ones, one-step ones, quick mode): every
- * offset and the high-water mark must be equal, exactly. */
+ * whole multiples of 256 or not, whole-iteration intervals, pinned ones,
+ * one-step ones, up to 65549 steps, quick mode): every offset and the
+ * high-water mark must be equal, exactly. */
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
@@ -102,11 +103,13 @@ static uint64_t ref_place(vd_interval *iv, int n, const bool *pinned, bool quick
 
 /* ---- random interval sets ---------------------------------------------- */
 
-static uint64_t rnd_bytes(vd_rng *r, const uint64_t *pool, int n_pool) {
+/* odd: any size (vdp_place's general key path), else whole multiples of 256
+ * (every plan's; the packed keys) */
+static uint64_t rnd_bytes(vd_rng *r, const uint64_t *pool, int n_pool, bool odd) {
     if (n_pool && vd_rng_u32(r) % 3 == 0) return pool[vd_rng_u32(r) % (uint32_t)n_pool];  /* a repeat */
     int dec = (int)(vd_rng_u32(r) % 22);                  /* 256 B .. 1 GiB */
     uint64_t b = ((uint64_t)1 << (8 + dec)) + (uint64_t)(vd_rng_u32(r) % 4096) * 256;
-    return b / 256 * 256;
+    return odd ? b + vd_rng_u32(r) % 256 : b;
 }
 
 START_TEST(test_place_matches_scan) {
@@ -114,8 +117,11 @@ START_TEST(test_place_matches_scan) {
     vd_rng_seed(&r, 0x91ace, 13);
     long placed = 0;
     for (int trial = 0; trial < 400; trial++) {
-        int steps = 1 + (int)(vd_rng_u32(&r) % (trial % 4 == 0 ? 8 : 160));
-        int n = (int)(vd_rng_u32(&r) % (trial % 5 == 0 ? 12 : 600));
+        /* some trials past 65535 steps (the general key path too) */
+        bool long_run = trial % 50 == 17, odd = trial % 6 == 5;
+        int steps = long_run ? 65530 + (int)(vd_rng_u32(&r) % 20)
+                  : 1 + (int)(vd_rng_u32(&r) % (trial % 4 == 0 ? 8 : 160));
+        int n = (int)(vd_rng_u32(&r) % (long_run ? 40 : trial % 5 == 0 ? 12 : 600));
         vd_interval *a = calloc((size_t)n + 1, sizeof *a), *b = calloc((size_t)n + 1, sizeof *b);
         bool *pin = calloc((size_t)n + 1, sizeof *pin);
         uint64_t pool[16];
@@ -128,12 +134,13 @@ START_TEST(test_place_matches_scan) {
             if (kind == 0) { f = 0; l = steps - 1; }                            /* whole iteration */
             else if (kind <= 3) { f = l = (int)(vd_rng_u32(&r) % (uint32_t)steps); }  /* one step */
             else {
-                f = (int)(vd_rng_u32(&r) % (uint32_t)steps);
+                /* long runs: most near the end, past step 65535 */
+                f = long_run ? steps - 1 - (int)(vd_rng_u32(&r) % 24) : (int)(vd_rng_u32(&r) % (uint32_t)steps);
                 l = f + (int)(vd_rng_u32(&r) % (uint32_t)(steps - f));
             }
             a[i].first = f;
             a[i].last = l;
-            a[i].bytes = rnd_bytes(&r, pool, n_pool);
+            a[i].bytes = rnd_bytes(&r, pool, n_pool, odd);
             if (n_pool < 16) pool[n_pool++] = a[i].bytes;
             if (any_pin && kind == 0 && vd_rng_u32(&r) % 2) {
                 /* pinned whole-iteration regions, stacked (an eval plan's) */
