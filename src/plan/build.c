@@ -208,47 +208,101 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
     return rc;
 }
 
+/* The part of a build that does not depend on the prefetch variant: steps,
+ * tensors, decisions and (with offloads) the stall-free timeline in
+ * B->t_start and B->d2h. On failure the caller frees B and *out. */
+static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        vd_policy offload_pol, const int *algos, int variant, bool alias,
+                        vd_plan *out, bool *any_offload, vd_err *e) {
+    *any_offload = false;
+    int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, out, e);
+    if (rc) return rc;
+    vd_plan *p = out;
+    init_steps(p, prof, algos);
+    rc = vdp_build_tensors(B, algos, e);
+    if (rc) return rc;
+    scale_add_steps(B);
+    vdp_decide_recompute(B);
+    /* offloads released as early as possible (the paper's rule) */
+    *any_offload = vdp_decide_offload(B, offload_pol);
+
+    /* Stall-free timeline with just-in-time prefetches (scheduled in
+     * build_suffix). */
+    if (*any_offload) {
+        vdp_build_intervals(B);
+        vdp_build_actions(B);
+        rc = vdp_simulate(p, prof, true, B->d2h, e);
+        if (rc) return rc;
+        /* when each step's compute-stream work (recomputes, then the op) begins */
+        for (int s = 0; s <= p->n_steps; s++) B->t_start[s] = p->steps[s].t_rc_start;
+    }
+    return VD_OK;
+}
+
+/* A copy of a build after build_prefix (S, its plan) as D with variant
+ * `variant`, its plan *out: the plan's arrays and what the builder's steps
+ * after the prefix read (the rest of the builder is scratch). On failure the
+ * caller frees D and *out. */
+static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e) {
+    const vd_plan *sp = S->p;
+    int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, out, e);
+    if (rc) return rc;
+    vd_plan *p = out;
+    vd_tensor *tensors = p->tensors;
+    vd_interval *intervals = p->intervals;
+    vd_action *actions = p->actions;
+    vd_step *steps = p->steps;
+    vd_plan_layer *layers = p->layers;
+    *p = *sp;
+    p->tensors = tensors; p->intervals = intervals; p->actions = actions;
+    p->steps = steps; p->layers = layers;
+    memcpy(p->tensors, sp->tensors, (size_t)sp->n_tensors * sizeof *p->tensors);
+    memcpy(p->intervals, sp->intervals, (size_t)sp->n_intervals * sizeof *p->intervals);
+    memcpy(p->actions, sp->actions, (size_t)sp->n_actions * sizeof *p->actions);
+    memcpy(p->steps, sp->steps, ((size_t)sp->n_steps + 1) * sizeof *p->steps);
+    memcpy(p->layers, sp->layers, (size_t)sp->n_layers * sizeof *p->layers);
+    size_t nt = (size_t)sp->n_tensors, L = (size_t)S->L;
+    memcpy(D->act_of, S->act_of, L * sizeof *D->act_of);
+    memcpy(D->dact_of, S->dact_of, L * sizeof *D->dact_of);
+    memcpy(D->fwd_write, S->fwd_write, nt * sizeof *D->fwd_write);
+    memcpy(D->first_touch, S->first_touch, nt * sizeof *D->first_touch);
+    memcpy(D->last_touch, S->last_touch, nt * sizeof *D->last_touch);
+    memcpy(D->t_start, S->t_start, ((size_t)sp->n_steps + 1) * sizeof *D->t_start);
+    memcpy(D->d2h, S->d2h, nt * sizeof *D->d2h);
+    return VD_OK;
+}
+
+/* The rest of a build after build_prefix: prefetch schedule (B->variant),
+ * memory fitting, placement, actions, simulation, input staging. */
+static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live_fit, vd_err *e) {
+    vd_plan *p = B->p;
+    const vd_plan_opts *opts = B->opts;
+    *live_fit = false;
+    if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
+    int rc = fit_and_place(B, any_offload, pin, live_fit, e);
+    if (rc) return rc;
+
+    uint64_t budget = opts->budget;
+    vdp_build_actions(B);
+    vdp_finish_stats(p);
+    p->budget = budget ? budget : p->hwm;
+    p->feasible = p->hwm <= p->budget;
+    rc = vdp_simulate(p, B->prof, false, NULL, e);
+    if (rc) return rc;
+    if (!p->feasible) return VD_EBUDGET;
+    if (!p->forward_only && !opts->no_stage_input)
+        return vdp_add_staging(B, budget ? budget : p->hwm, e);
+    return VD_OK;
+}
+
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
                       int variant, bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
     *live_fit = false;
     bld B;
-    vd_plan *p = out;
-    int rc = bld_init(&B, net, prof, opts, offload_pol, variant, alias, out, e);
-    if (rc) goto done;
-    init_steps(p, prof, algos);
-    rc = vdp_build_tensors(&B, algos, e);
-    if (rc) goto done;
-    scale_add_steps(&B);
-    vdp_decide_recompute(&B);
-    /* offloads released as early as possible (the paper's rule) */
-    bool any_offload = vdp_decide_offload(&B, offload_pol);
-
-    /* Stall-free timeline with just-in-time prefetches, then schedule. */
-    if (any_offload) {
-        vdp_build_intervals(&B);
-        vdp_build_actions(&B);
-        rc = vdp_simulate(p, prof, true, B.d2h, e);
-        if (rc) goto done;
-        /* when each step's compute-stream work (recomputes, then the op) begins */
-        for (int s = 0; s <= p->n_steps; s++) B.t_start[s] = p->steps[s].t_rc_start;
-        vdp_schedule_prefetch(&B, B.t_start, B.d2h);
-    }
-    rc = fit_and_place(&B, any_offload, pin, live_fit, e);
-    if (rc) goto done;
-
-    uint64_t budget = opts->budget;
-    vdp_build_actions(&B);
-    vdp_finish_stats(p);
-    p->budget = budget ? budget : p->hwm;
-    p->feasible = p->hwm <= p->budget;
-    rc = vdp_simulate(p, prof, false, NULL, e);
-    if (rc) goto done;
-    if (!p->feasible) rc = VD_EBUDGET;
-    else if (!p->forward_only && !opts->no_stage_input)
-        rc = vdp_add_staging(&B, budget ? budget : p->hwm, e);
-
-done:
+    bool any_offload;
+    int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
+    if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
     bld_free(&B);
     if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(out);
     return rc;
@@ -277,13 +331,37 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     int best_rc = -1;
     memset(out, 0, sizeof *out);
     *live_fit = false;
+    /* the variants share everything before the prefetch schedule: built
+     * once, copied for variants 0 and 1, used itself by variant 2 */
+    bld B0;
+    vd_plan P0;
+    bool any_offload;
+    int rc0 = build_prefix(&B0, net, prof, opts, offload_pol, algos, 2, alias, &P0, &any_offload, e);
+    if (rc0) {
+        bld_free(&B0);
+        vdp_plan_release(&P0);
+        return rc0;
+    }
     for (int v = 0; v < 3; v++) {
         vd_plan alt;
         vd_err te = {0};
         bool lf = false;
-        int rc = build_mode(net, prof, opts, offload_pol, algos, pin, v, alias, &lf, &alt, &te);
+        bld B;
+        int rc;
+        if (v < 2) {
+            rc = bld_clone(&B, &B0, v, &alt, &te);
+        } else {
+            B = B0;
+            alt = P0;
+            B.p = &alt;
+            rc = VD_OK;
+        }
+        if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        bld_free(&B);
+        if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
+            if (v < 2) { bld_free(&B0); vdp_plan_release(&P0); }
             if (best_rc >= 0) vdp_plan_release(out);
             *e = te;
             return rc;

@@ -2,6 +2,9 @@
  * first-fit over several orderings, keeping the lowest high-water mark. */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include "plan/plan_internal.h"
 
 /* Sort keys for the orderings. */
@@ -17,54 +20,122 @@ static inline bool okey_before(const okey *x, const okey *y) {
     return x->idx < y->idx;
 }
 
-/* Sort a[0..n-1] by okey_before; tmp: scratch [n]. Insertion sort of runs of
- * 16, then bottom-up merges (the comparison inlined: qsort's callback was
- * a sixth of an auto search's time). */
-static void sort_okeys(okey *a, okey *tmp, int n) {
-    enum { RUN = 16 };
-    for (int lo = 0; lo < n; lo += RUN) {
-        int hi = lo + RUN < n ? lo + RUN : n;
-        for (int i = lo + 1; i < hi; i++) {
-            okey v = a[i];
-            int j = i;
-            for (; j > lo && okey_before(&v, &a[j - 1]); j--) a[j] = a[j - 1];
-            a[j] = v;
-        }
-    }
-    okey *src = a, *dst = tmp;
-    for (int w = RUN; w < n; w *= 2) {
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = okey_before(&src[j], &src[i]) ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-        }
-        okey *t = src; src = dst; dst = t;
-    }
-    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+/* One key word and the index: the orderings whose keys pack losslessly into
+ * 64 bits (see vdp_place). Before: the larger key, then the lower index. */
+typedef struct pkey { uint64_t k; int idx; } pkey;
+
+static inline bool pkey_before(const pkey *x, const pkey *y) {
+    return x->k != y->k ? x->k > y->k : x->idx < y->idx;
 }
 
-/* Place in the given order. off[] receives offsets; returns hwm. Placed
- * intervals are kept sorted by offset in one compact array (first / last
- * step, offset / end), so each placement is one scan: the lowest gap among
- * time-overlapping intervals. */
-typedef struct placed { uint64_t o, e; int f, l; } placed;
+/* SORT_FN(name, type, before): sort a[0..n-1] by before; tmp: scratch [n].
+ * Insertion sort of runs of 16, then bottom-up merges (the comparison
+ * inlined: qsort's callback was a sixth of an auto search's time). */
+#define SORT_FN(name, type, before)                                                        \
+    static void name(type *a, type *tmp, int n) {                                         \
+        enum { RUN = 16 };                                                                 \
+        for (int lo = 0; lo < n; lo += RUN) {                                              \
+            int hi = lo + RUN < n ? lo + RUN : n;                                          \
+            for (int i = lo + 1; i < hi; i++) {                                            \
+                type v = a[i];                                                             \
+                int j = i;                                                                 \
+                for (; j > lo && before(&v, &a[j - 1]); j--) a[j] = a[j - 1];              \
+                a[j] = v;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        type *src = a, *dst = tmp;                                                         \
+        for (int w = RUN; w < n; w *= 2) {                                                 \
+            for (int lo = 0; lo < n; lo += 2 * w) {                                        \
+                int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;   \
+                int i = lo, j = mid, k = lo;                                               \
+                while (i < mid && j < hi) dst[k++] = before(&src[j], &src[i]) ? src[j++] : src[i++]; \
+                while (i < mid) dst[k++] = src[i++];                                       \
+                while (j < hi) dst[k++] = src[j++];                                        \
+            }                                                                              \
+            type *t = src; src = dst; dst = t;                                             \
+        }                                                                                  \
+        if (src != a) memcpy(a, src, (size_t)n * sizeof *a);                               \
+    }
+SORT_FN(sort_okeys, okey, okey_before)
+SORT_FN(sort_pkeys, pkey, pkey_before)
+#undef SORT_FN
+
+/* Place in the given order. off[] receives offsets; returns hwm. The placed
+ * intervals are kept sorted by offset in one structure of arrays (first /
+ * last step, offset / end), so each placement is one pass in offset order:
+ * the lowest gap among the intervals that overlap it in time. The pass looks
+ * at 64 entries at a time: first a mask of those that overlap in time
+ * (branch-free, on the steps alone), then only those, in order (a quarter of
+ * the entries or fewer on the big nets, where the step test is most of the
+ * work). The gap found is the same as a scan of every entry finds: the
+ * lowest offset, 0 or an overlapping interval's end, that nothing
+ * overlapping in time occupies (tests/plan/test_place.c checks this against
+ * that scan). */
+typedef struct placed {
+    uint64_t *o, *e;   /* [cap] offset, end */
+    int *f, *l;        /* [cap] first, last step */
+} placed;
 
 static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uint64_t end) {
-    int lo = 0, k = m;               /* after the last entry with offset <= o */
-    while (lo < k) {
-        int mid = lo + (k - lo) / 2;
-        if (P[mid].o > o) k = mid;
-        else lo = mid + 1;
+    /* after the last entry with offset <= o: a binary search without
+     * branches on the data (conditional moves; the offsets' order is a coin
+     * toss for the branch predictor) */
+    int k = 0;
+    if (m > 0) {
+        const uint64_t *b = P->o;
+        for (int n = m; n > 1; n -= n / 2) b = b[n / 2] <= o ? b + n / 2 : b;
+        k = (int)(b - P->o) + (*b <= o);
     }
-    memmove(P + k + 1, P + k, (size_t)(m - k) * sizeof *P);
-    P[k] = (placed){o, end, first, last};
+    size_t nm = (size_t)(m - k);
+    memmove(P->o + k + 1, P->o + k, nm * sizeof *P->o);
+    memmove(P->e + k + 1, P->e + k, nm * sizeof *P->e);
+    memmove(P->f + k + 1, P->f + k, nm * sizeof *P->f);
+    memmove(P->l + k + 1, P->l + k, nm * sizeof *P->l);
+    P->o[k] = o; P->e[k] = end; P->f[k] = first; P->l[k] = last;
+}
+
+/* Bit j set: entry j of pf / pl (cnt <= 64 of them) overlaps steps [f, l].
+ * Eight entries at a time with SSE2 where the compiler has it (every
+ * x86-64), the rest one by one. */
+static inline uint64_t overlap_mask(const int *pf, const int *pl, int cnt, int f, int l) {
+    uint64_t mask = 0;
+    int j = 0;
+#if defined(__SSE2__)
+    const __m128i vl = _mm_set1_epi32(l), vf = _mm_set1_epi32(f);
+    for (; j + 8 <= cnt; j += 8) {
+        /* apart in time: starts after l or ends before f */
+        __m128i a0 = _mm_or_si128(_mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(pf + j)), vl),
+                                  _mm_cmpgt_epi32(vf, _mm_loadu_si128((const __m128i *)(pl + j))));
+        __m128i a1 = _mm_or_si128(_mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(pf + j + 4)), vl),
+                                  _mm_cmpgt_epi32(vf, _mm_loadu_si128((const __m128i *)(pl + j + 4))));
+        int apart = _mm_movemask_ps(_mm_castsi128_ps(a0)) | _mm_movemask_ps(_mm_castsi128_ps(a1)) << 4;
+        mask |= (uint64_t)(apart ^ 0xff) << j;
+    }
+#endif
+    for (; j < cnt; j++) mask |= (uint64_t)((pf[j] <= l) & (f <= pl[j])) << j;
+    return mask;
+}
+
+/* The lowest offset for `bytes` over steps [f, l] among the m placed. */
+static uint64_t lowest_gap(const placed *P, int m, int f, int l, uint64_t bytes) {
+    uint64_t cand = 0;
+    for (int base = 0; base < m; base += 64) {
+        int cnt = m - base < 64 ? m - base : 64;
+        uint64_t mask = overlap_mask(P->f + base, P->l + base, cnt, f, l);
+        while (mask) {
+            int k = base + __builtin_ctzll(mask);
+            mask &= mask - 1;
+            if (cand + bytes <= P->o[k]) return cand;
+            uint64_t e = P->e[k];
+            cand = e > cand ? e : cand;
+        }
+    }
+    return cand;
 }
 
 /* Stops early, returning a value >= give_up, once the high-water mark
  * reaches give_up (the caller keeps only a strictly lower one). */
-static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const okey *order,
+static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, const int *order,
                             uint64_t *off, bool *done, placed *P, uint64_t give_up) {
     uint64_t hwm = 0;
     int m = 0;
@@ -77,18 +148,11 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         }
     }
     for (int oi = 0; oi < n; oi++) {
-        int i = order[oi].idx;
+        int i = order[oi];
         if (done[i]) continue;
-        uint64_t cand = 0, bytes = iv[i].bytes;
+        uint64_t bytes = iv[i].bytes;
         int f = iv[i].first, l = iv[i].last;
-        for (int k = 0; k < m; k++) {
-            /* only intervals overlapping in time count; written without a
-             * branch on the overlap (data dependent: mispredicted often) */
-            bool ov = (P[k].f <= l) & (f <= P[k].l);
-            if (ov & (cand + bytes <= P[k].o)) break;
-            uint64_t e = ov ? P[k].e : 0;
-            cand = e > cand ? e : cand;
-        }
+        uint64_t cand = lowest_gap(P, m, f, l, bytes);
         off[i] = cand;
         done[i] = true;
         if (cand + bytes > hwm) hwm = cand + bytes;
@@ -100,15 +164,18 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
 
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e) {
     okey *order = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *order, NULL);   /* + sort scratch */
+    pkey *pk = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *pk, NULL);         /* + sort scratch */
+    int *ord = vd_malloc((size_t)(n ? n : 1) * sizeof *ord, NULL);
     uint64_t *off = vd_malloc((size_t)(n ? n : 1) * sizeof *off, NULL);
     uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
     bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
     size_t nn = (size_t)(n ? n : 1);
-    placed *P = vd_malloc(nn * sizeof *P, NULL);
-    bool pok = P != NULL;
-    if (!order || !off || !best || !done || !pok) {
-        vd_free(order); vd_free(off); vd_free(best); vd_free(done);
-        vd_free(P);
+    placed P = {vd_malloc(nn * sizeof *P.o, NULL), vd_malloc(nn * sizeof *P.e, NULL),
+                 vd_malloc(nn * sizeof *P.f, NULL), vd_malloc(nn * sizeof *P.l, NULL)};
+    bool pok = P.o && P.e && P.f && P.l;
+    if (!order || !pk || !ord || !off || !best || !done || !pok) {
+        vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
+        vd_free(P.o); vd_free(P.e); vd_free(P.f); vd_free(P.l);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
     }
     uint64_t best_hwm = UINT64_MAX;
@@ -130,7 +197,35 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             vd_free(live);
         }
     }
+    /* The keys of orderings 0-2 pack into one word without changing the
+     * order when the sizes are whole multiples of 256 below 2^40 and the
+     * steps below 65535 (every plan's: vdp_iv_size): (size / 256, 32 bits)
+     * and (duration, 65535 - first step, 16 bits each), in the ordering's
+     * key order; a sort of 16-byte entries on one compare. Otherwise, and
+     * for ordering 3 (area: up to 96 bits), the four keys. Whole-iteration
+     * intervals go first either way. */
+    bool packs = max_last < 65535;
+    for (int i = 0; i < n && packs; i++)
+        packs = iv[i].bytes % 256 == 0 && iv[i].bytes / 256 <= UINT32_MAX;
     for (int strategy = 0; strategy < 4; strategy++) {
+        if (packs && strategy < 3) {
+            int nw = 0, nr = 0;
+            for (int i = 0; i < n; i++) {
+                if (iv[i].first == 0 && iv[i].last == max_last && max_last > 0) { ord[nw++] = i; continue; }
+                uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1), sz = iv[i].bytes / 256;
+                uint64_t early = 65535u - (uint64_t)iv[i].first;
+                uint64_t k = strategy == 0 ? sz << 32 | dur << 16 | early
+                           : strategy == 1 ? early << 48 | sz << 16 | dur
+                           : dur << 48 | sz << 16 | early;
+                pk[nr++] = (pkey){k, i};
+            }
+            sort_pkeys(pk, pk + nr, nr);
+            for (int r = 0; r < nr; r++) ord[nw + r] = pk[r].idx;
+            uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, best_hwm);
+            if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
+            if (best_hwm <= bound || quick) break;
+            continue;
+        }
         for (int i = 0; i < n; i++) {
             uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1);
             order[i].idx = i;
@@ -154,13 +249,14 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             }
         }
         sort_okeys(order, order + n, n);
-        uint64_t h = place_order(iv, n, pinned, order, off, done, P, best_hwm);
+        for (int i = 0; i < n; i++) ord[i] = order[i].idx;
+        uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, best_hwm);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
         if (best_hwm <= bound || quick) break;
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
-    vd_free(order); vd_free(off); vd_free(best); vd_free(done);
-    vd_free(P);
+    vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
+    vd_free(P.o); vd_free(P.e); vd_free(P.f); vd_free(P.l);
     return VD_OK;
 }

@@ -1,0 +1,170 @@
+/* test_place.c — the pool placement (src/plan/place.c, vdp_place) against
+ * the straightforward algorithm it replaced: the same orderings, each
+ * interval at the lowest offset found by a scan of every placed interval in
+ * offset order. Random interval sets (sizes over nine decades with repeats,
+ * whole multiples of 256 or not, whole-iteration intervals, pinned ones,
+ * one-step ones, up to 65549 steps, quick mode): every offset and the
+ * high-water mark must be equal, exactly. */
+#include <stdlib.h>
+#include <string.h>
+#include <check.h>
+#include "plan/plan_internal.h"
+#include "vdt.h"
+
+/* ---- the reference: the placement before the offset-ordered arrays ------ */
+
+typedef struct rkey { int idx; uint64_t k[4]; } rkey;
+
+static int rkey_cmp(const void *a, const void *b) {
+    const rkey *x = a, *y = b;
+    for (int j = 0; j < 4; j++)
+        if (x->k[j] != y->k[j]) return x->k[j] > y->k[j] ? -1 : 1;
+    return x->idx - y->idx;
+}
+
+typedef struct rplaced { uint64_t o, e; int f, l; } rplaced;
+
+/* Lowest offset for iv (bytes over [f, l]) among P[0..m-1] sorted by offset:
+ * every entry looked at, those apart in time skipped. */
+static uint64_t ref_gap(const rplaced *P, int m, int f, int l, uint64_t bytes) {
+    uint64_t cand = 0;
+    for (int k = 0; k < m; k++) {
+        if (P[k].l < f || P[k].f > l) continue;
+        if (cand + bytes <= P[k].o) break;
+        if (P[k].e > cand) cand = P[k].e;
+    }
+    return cand;
+}
+
+static void ref_insert(rplaced *P, int *m, const rplaced *x) {
+    int k = *m;
+    while (k > 0 && P[k - 1].o > x->o) { P[k] = P[k - 1]; k--; }
+    P[k] = *x;
+    (*m)++;
+}
+
+static uint64_t ref_order(const vd_interval *iv, int n, const bool *pinned, const rkey *order,
+                          uint64_t *off, rplaced *P, uint64_t give_up) {
+    uint64_t hwm = 0;
+    int m = 0;
+    bool *done = calloc((size_t)n + 1, sizeof *done);
+    ck_assert_ptr_nonnull(done);
+    for (int i = 0; i < n; i++)
+        if (pinned && pinned[i]) {
+            done[i] = true;
+            off[i] = iv[i].offset;
+            if (off[i] + iv[i].bytes > hwm) hwm = off[i] + iv[i].bytes;
+            ref_insert(P, &m, &(rplaced){off[i], off[i] + iv[i].bytes, iv[i].first, iv[i].last});
+        }
+    for (int oi = 0; oi < n; oi++) {
+        int i = order[oi].idx;
+        if (done[i]) continue;
+        off[i] = ref_gap(P, m, iv[i].first, iv[i].last, iv[i].bytes);
+        if (off[i] + iv[i].bytes > hwm) hwm = off[i] + iv[i].bytes;
+        if (hwm >= give_up) break;
+        ref_insert(P, &m, &(rplaced){off[i], off[i] + iv[i].bytes, iv[i].first, iv[i].last});
+    }
+    free(done);
+    return hwm;
+}
+
+static uint64_t ref_place(vd_interval *iv, int n, const bool *pinned, bool quick) {
+    rkey *order = calloc((size_t)n + 1, sizeof *order);
+    uint64_t *off = calloc((size_t)n + 1, sizeof *off), *best = calloc((size_t)n + 1, sizeof *best);
+    rplaced *P = calloc((size_t)n + 1, sizeof *P);
+    ck_assert(order && off && best && P);
+    int max_last = 0;
+    for (int i = 0; i < n; i++) if (iv[i].last > max_last) max_last = iv[i].last;
+    uint64_t bound = 0;
+    for (int s = 0; s <= max_last; s++) {
+        uint64_t live = 0;
+        for (int i = 0; i < n; i++) if (iv[i].first <= s && s <= iv[i].last) live += iv[i].bytes;
+        if (live > bound) bound = live;
+    }
+    uint64_t best_hwm = UINT64_MAX, big = 1u << 30;
+    for (int strategy = 0; strategy < 4; strategy++) {
+        for (int i = 0; i < n; i++) {
+            uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1), sz = iv[i].bytes;
+            uint64_t late = big - (uint64_t)iv[i].first;
+            bool whole = iv[i].first == 0 && iv[i].last == max_last && max_last > 0;
+            uint64_t k[4][3] = {{sz, dur, late}, {late, sz, dur}, {dur, sz, late}, {sz / 256 * dur, sz, dur}};
+            order[i] = (rkey){i, {whole, whole ? 0 : k[strategy][0], whole ? 0 : k[strategy][1],
+                                  whole ? 0 : k[strategy][2]}};
+        }
+        qsort(order, (size_t)n, sizeof *order, rkey_cmp);
+        uint64_t h = ref_order(iv, n, pinned, order, off, P, best_hwm);
+        if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
+        if (best_hwm <= bound || quick) break;
+    }
+    for (int i = 0; i < n; i++) iv[i].offset = best[i];
+    free(order); free(off); free(best); free(P);
+    return n ? best_hwm : 0;
+}
+
+/* ---- random interval sets ---------------------------------------------- */
+
+/* odd: any size (vdp_place's general key path), else whole multiples of 256
+ * (every plan's; the packed keys) */
+static uint64_t rnd_bytes(vd_rng *r, const uint64_t *pool, int n_pool, bool odd) {
+    if (n_pool && vd_rng_u32(r) % 3 == 0) return pool[vd_rng_u32(r) % (uint32_t)n_pool];  /* a repeat */
+    int dec = (int)(vd_rng_u32(r) % 22);                  /* 256 B .. 1 GiB */
+    uint64_t b = ((uint64_t)1 << (8 + dec)) + (uint64_t)(vd_rng_u32(r) % 4096) * 256;
+    return odd ? b + vd_rng_u32(r) % 256 : b;
+}
+
+START_TEST(test_place_matches_scan) {
+    vd_rng r;
+    vd_rng_seed(&r, 0x91ace, 13);
+    long placed = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        /* some trials past 65535 steps (the general key path too) */
+        bool long_run = trial % 50 == 17, odd = trial % 6 == 5;
+        int steps = long_run ? 65530 + (int)(vd_rng_u32(&r) % 20)
+                  : 1 + (int)(vd_rng_u32(&r) % (trial % 4 == 0 ? 8 : 160));
+        int n = (int)(vd_rng_u32(&r) % (long_run ? 40 : trial % 5 == 0 ? 12 : 600));
+        vd_interval *a = calloc((size_t)n + 1, sizeof *a), *b = calloc((size_t)n + 1, sizeof *b);
+        bool *pin = calloc((size_t)n + 1, sizeof *pin);
+        uint64_t pool[16];
+        int n_pool = 0;
+        ck_assert(a && b && pin);
+        bool any_pin = trial % 3 == 1;
+        uint64_t pin_top = 0;
+        for (int i = 0; i < n; i++) {
+            int f, l, kind = (int)(vd_rng_u32(&r) % 10);
+            if (kind == 0) { f = 0; l = steps - 1; }                            /* whole iteration */
+            else if (kind <= 3) { f = l = (int)(vd_rng_u32(&r) % (uint32_t)steps); }  /* one step */
+            else {
+                /* long runs: most near the end, past step 65535 */
+                f = long_run ? steps - 1 - (int)(vd_rng_u32(&r) % 24) : (int)(vd_rng_u32(&r) % (uint32_t)steps);
+                l = f + (int)(vd_rng_u32(&r) % (uint32_t)(steps - f));
+            }
+            a[i].first = f;
+            a[i].last = l;
+            a[i].bytes = rnd_bytes(&r, pool, n_pool, odd);
+            if (n_pool < 16) pool[n_pool++] = a[i].bytes;
+            if (any_pin && kind == 0 && vd_rng_u32(&r) % 2) {
+                /* pinned whole-iteration regions, stacked (an eval plan's) */
+                pin[i] = true;
+                a[i].offset = pin_top;
+                pin_top += a[i].bytes + (vd_rng_u32(&r) % 2) * 512;
+            }
+        }
+        memcpy(b, a, (size_t)n * sizeof *a);
+        bool quick = trial % 7 == 3;
+        uint64_t h_new = 0;
+        vd_err e = {0};
+        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, &h_new, &e), VD_OK);
+        uint64_t h_ref = ref_place(b, n, any_pin ? pin : NULL, quick);
+        ck_assert_msg(h_new == h_ref, "trial %d: hwm %llu, the scan %llu", trial,
+                      (unsigned long long)h_new, (unsigned long long)h_ref);
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(a[i].offset == b[i].offset, "trial %d interval %d: offset %llu, the scan %llu",
+                          trial, i, (unsigned long long)a[i].offset, (unsigned long long)b[i].offset);
+        placed += n;
+        free(a); free(b); free(pin);
+    }
+    ck_assert_int_gt(placed, 40000);   /* the trials are not all empty */
+}
+END_TEST
+
+VDT_MAIN("place", 0, test_place_matches_scan)
