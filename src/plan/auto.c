@@ -38,9 +38,8 @@
  *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
  *     outcome per configuration) and those whose compute alone, or with the
  *     recomputes the build honours, is slower (compute_bound, compute_floor);
- *     the plans are the same as without: about 1 s of planning there (one
- *     core, 2026-12; 3.4 s before compute_floor and faster placement),
- *     ResNet-50 b256 about 30 s (was 50).
+ *     the plans are the same as without (planning times: the README's
+ *     table, tools/plan-bench; VGG-16 about 1 s, ResNet-50 about 26 s).
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
