@@ -169,6 +169,8 @@ typedef struct point {
     double offload_gb, prefetch_gb, copy_gbps;
     bool has_pred;
     double predicted_s, error_pct;
+    bool has_bound;
+    double bound_s;             /* vd_plan_lower_bound at the point's budget */
 } point;
 
 typedef struct bench {
@@ -350,6 +352,8 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
              vd_policy_name(plan.offload_policy));
     pt->has_pred = plan.sim.iter_s > 0;
     pt->predicted_s = plan.sim.iter_s;
+    pt->bound_s = vd_plan_lower_bound(&b->net, &b->ses.prof, &plan, pt->budget);
+    pt->has_bound = isfinite(pt->bound_s) && pt->bound_s > 0;
 
     vd_exec *ex = NULL;
     vd_session_mem_reset(&b->ses);
@@ -465,7 +469,7 @@ static json_t *bench_json(const bench *b) {
         json_t *null = json_null();     /* a singleton: never fails, needs no release */
         vd_json_push(pts, json_pack(
             "{s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
-            " s:o, s:o, s:o, s:o, s:o}",
+            " s:o, s:o, s:o, s:o, s:o, s:o}",
             "budget_bytes", vd_json_uint(p->budget), "policy", vd_policy_name(p->policy),
             "feasible", (int)p->feasible, "failed", (int)p->failed,
             "offload_policy", m ? vd_json_text(p->offload_policy) : null,
@@ -485,6 +489,7 @@ static json_t *bench_json(const bench *b) {
             "copy_gbps", m ? vd_json_real(p->copy_gbps) : null,
             "predicted_s", mp ? vd_json_real(p->predicted_s) : null,
             "error_pct", mp ? vd_json_real(p->error_pct) : null,
+            "bound_s", m && p->has_bound ? vd_json_real(p->bound_s) : null,
             "note", vd_json_text(p->note)), &ok);
     }
     if (!ok) { json_decref(r); return NULL; }
@@ -509,7 +514,7 @@ static int write_json(const char *path, const bench *b, vd_err *e) {
 
 static const char *const CSV_HEADER =
     "budget_bytes,budget_gib,policy,feasible,offload_policy,iter_s,iter_min_s,images_s,"
-    "pool_hwm,live_peak,device_used,offload_gb,prefetch_gb,copy_gbps,predicted_s,error_pct,note";
+    "pool_hwm,live_peak,device_used,offload_gb,prefetch_gb,copy_gbps,predicted_s,error_pct,bound_s,note";
 
 static void csv_num(FILE *f, bool have, double v, const char *fmt) {
     fputc(',', f);
@@ -534,6 +539,7 @@ static void write_csv(FILE *f, const bench *b) {
         csv_num(f, m, p->copy_gbps, "%.9g");
         csv_num(f, m && p->has_pred, p->predicted_s, "%.9g");
         csv_num(f, m && p->has_pred, p->error_pct, "%.6g");
+        csv_num(f, m && p->has_bound, p->bound_s, "%.9g");
         fputs(",\"", f);
         for (const char *s = p->note; *s; s++) {
             if (*s == '"') fputc('"', f);
@@ -708,18 +714,19 @@ static void print_table(const bench *b) {
     printf("%s, batch %d, backend %s, math %s, profile %s; %lld warm-up + %lld timed "
            "iterations per point\n", b->net.name, b->batch, b->ses.be->name, math_name(b),
            b->ses.prof.source, (long long)b->o->warmup, (long long)b->o->iters);
-    printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", "budget", "policy", "feasible",
-           "s/iter", "img/s", "pool hwm", "device", "offload", "copy", "predicted", "error");
-    printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", "", "", "", "", "", "", "used",
-           "GB/iter", "GB/s", "s/iter", "");
+    printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s %9s\n", "budget", "policy",
+           "feasible", "s/iter", "img/s", "pool hwm", "device", "offload", "copy", "predicted",
+           "error", "bound");
+    printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s %9s\n", "", "", "", "", "", "",
+           "used", "GB/iter", "GB/s", "s/iter", "", "s/iter");
     char a[32], h[32], d[32];
     for (int i = 0; i < b->n_pts; i++) {
         const point *p = &b->pts[i];
         fmt_budget(b, p->budget, a, sizeof a);
         if (!p->measured) {
-            printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s\n", a,
+            printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s %9s\n", a,
                    vd_policy_name(p->policy), p->feasible ? "yes" : "no",
-                   p->failed ? "failed" : "-", "-", "-", "-", "-", "-", "-", "-");
+                   p->failed ? "failed" : "-", "-", "-", "-", "-", "-", "-", "-", "-");
             continue;
         }
         vd_fmt_bytes(p->pool_hwm, h, sizeof h);
@@ -728,14 +735,15 @@ static void print_table(const bench *b) {
             if (!p->device_within) strncat(d, "!", sizeof d - strlen(d) - 1);
         }
         else snprintf(d, sizeof d, "-");
-        char pred[32] = "-", err[32] = "-";
+        char pred[32] = "-", err[32] = "-", bnd[32] = "-";
         if (p->has_pred) {
             snprintf(pred, sizeof pred, "%.4f", p->predicted_s);
             snprintf(err, sizeof err, "%+.1f%%", p->error_pct);
         }
-        printf("%-12s %-7s %-8s %9.4f %9.1f %11s %11s %9.3f %9.2f %10s %7s\n", a,
+        if (p->has_bound) snprintf(bnd, sizeof bnd, "%.4f", p->bound_s);
+        printf("%-12s %-7s %-8s %9.4f %9.1f %11s %11s %9.3f %9.2f %10s %7s %9s\n", a,
                vd_policy_name(p->policy), "yes", p->iter_s, p->images_s, h, d, p->offload_gb,
-               p->copy_gbps, pred, err);
+               p->copy_gbps, pred, err, bnd);
     }
     if (b->ses.mem.known) {
         /* The overhead is per point: it includes the point's pinned host
@@ -760,6 +768,8 @@ static void print_table(const bench *b) {
                    vd_fmt_bytes(hi, o2, sizeof o2));
     }
     printf("copy GB/s = (offloaded + prefetched bytes per iteration) / measured iteration time\n");
+    printf("bound = the planner's lower bound at the budget: no plan there is predicted faster "
+           "(each pass's fastest option whose workspace fits beside its operands)\n");
     for (int i = 0; i < b->n_pts; i++)
         if (!b->pts[i].measured)
             printf("%s: %s, %s: %s\n", b->pts[i].failed ? "failed" : "does not fit",

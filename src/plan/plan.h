@@ -382,6 +382,15 @@ void vd_plan_free(vd_plan *p);
 int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        uint64_t *min_budget, vd_err *e);
 
+/* A lower bound on the predicted iteration (plan.sim.iter_s) of every
+ * training plan of net and prof at pool budget `budget`: each pass's fastest
+ * option whose workspace fits beside the persistent tensors and the pass's
+ * own operands, summed with the SGD step (bound.c says why it holds). p: any
+ * training plan of net and prof (its tensors' sizes are used). INFINITY when
+ * some pass's operands alone exceed the budget; 0 for a forward-only plan. */
+double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                           uint64_t budget);
+
 /* Interval of tensor t that contains step s, or NULL if t is not resident. */
 const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
 /* Human description of step s ("fwd features.0", "bwd loss", "sgd"). */

@@ -155,7 +155,7 @@ static bool feasible(const json_t *p) { return boolean(p, "feasible"); }
 static const char *const CSV_COLS[] = {
     "budget_bytes", "budget_gib", "policy", "feasible", "offload_policy", "iter_s", "iter_min_s",
     "images_s", "pool_hwm", "live_peak", "device_used", "offload_gb", "prefetch_gb",
-    "copy_gbps", "predicted_s", "error_pct", "note" };
+    "copy_gbps", "predicted_s", "error_pct", "bound_s", "note" };
 enum { NCOL = (int)VD_ARRAY_LEN(CSV_COLS), MAXROWS = 64 };
 
 typedef struct csv {

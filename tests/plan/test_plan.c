@@ -399,6 +399,12 @@ static void random_nets(uint64_t first, uint64_t last) {
                                   vd_prefetch_name(o.prefetch), (unsigned long long)o.budget, e.msg);
                     ck_assert(p.feasible);
                     check_plan_invariants(&p, &net);
+                    /* no plan at a budget beats its lower bound (bound.c) */
+                    double lb = vd_plan_lower_bound(&net, &prof, &p, o.budget ? o.budget : p.budget);
+                    ck_assert_msg(isfinite(lb) && lb > 0 && lb <= p.sim.iter_s,
+                                  "%s %s budget %llu: bound %.17g, predicted %.17g", net.name,
+                                  vd_policy_name(o.policy), (unsigned long long)o.budget, lb,
+                                  p.sim.iter_s);
                     if (o.policy == VD_POLICY_AUTO && bi > 0) {
                         auto_plans++;
                         auto_rc += p.n_recomputed;
@@ -1082,7 +1088,7 @@ static void check_vgg16_measured(const char *file, double max_over, bool want_mi
     vd_err e = {0};
     vd_profile prof;
     ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
-    double t[2];
+    double t[2], lbs[2];
     const uint64_t budget = (uint64_t)12 << 30;
     for (int k = 0; k < 2; k++) {
         vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
@@ -1091,6 +1097,9 @@ static void check_vgg16_measured(const char *file, double max_over, bool want_mi
         ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
         check_plan_invariants(&p, &net);
         t[k] = p.sim.iter_s;
+        lbs[k] = vd_plan_lower_bound(&net, &prof, &p, k ? budget : p.budget);
+        ck_assert_msg(lbs[k] <= p.sim.iter_s, "bound %g s over the prediction %g s", lbs[k],
+                      p.sim.iter_s);
         int split = 0, mixed = 0;
         for (int l = 0; l < net.n_layers; l++) {
             const char *lab[2] = {p.layers[l].algo_label, p.layers[l].algo_bwd_label};
@@ -1114,6 +1123,10 @@ static void check_vgg16_measured(const char *file, double max_over, bool want_mi
     }
     ck_assert_msg(t[1] <= (1.0 + max_over) * t[0], "%s: auto at 12 GiB %g s more than %.0f%% over "
                   "none %g s", file, t[1], 100.0 * max_over, t[0]);
+    /* the bound sees the budget: at 12 GiB features.2's backward cannot have
+     * its fastest option's workspace beside its three 3 GiB operands */
+    printf("  lower bound: none's budget %.3f ms, 12 GiB %.3f ms\n", lbs[0] * 1e3, lbs[1] * 1e3);
+    ck_assert_msg(lbs[1] > lbs[0], "bound at 12 GiB %g s not above none's %g s", lbs[1], lbs[0]);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
