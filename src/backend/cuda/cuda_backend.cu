@@ -270,7 +270,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             /* bf16 max pooling: the backward argmax pass's bytes */
             if (l->op == VD_OP_POOL && math == VD_MATH_BF16) {
                 uint64_t pw = cu_pool_layer_bwd_ws(L, l, batch);
-                pw = (pw + 255) & ~(uint64_t)255;
+                pw = VD_ALIGN_UP(pw, (uint64_t)256);
                 L->opts[0].ws_bwd = L->opts[0].workspace = pw;
             }
         }

@@ -827,7 +827,7 @@ __global__ void k_pool_bwd_nhwc(cu_pool_geom g, const T *x, const T *dy, T *dx, 
  * k_pool_fwd_nhwc / k_pool_bwd_nhwc, so the results are the same bits.
  * Max-pool backward takes two passes: k_pool_arg8 stores each output's
  * argmax as its offset in the window ((ih - h0) * kw + (iw - w0), one byte;
- * 255 for an empty window) in the backward workspace, then k_pool_bwd_max8
+ * 255 for an empty window) in the backward workspace, then k_pool_bwd8
  * gathers, per input, dy of the outputs whose argmax it is: x is read once
  * instead of once per covering window. */
 template <typename I>
@@ -840,6 +840,24 @@ __device__ __forceinline__ void pool_q8(const cu_pool_geom &g, I q, I rows, I co
     *col = (int)(pix - t * cols);
     *img = t / rows;
     *r = (int)(t - *img * rows);
+}
+
+/* The max rule on eight channels over window [h0, h1) x [w0, w1) of xp:
+ * m[k] the maximum, a[k] its offset in the window, (ih - h0) * kw + (iw - w0)
+ * (0 and -inf for an empty window). Shared by forward and the argmax pass. */
+template <typename I>
+__device__ __forceinline__ void window_max8(const cu_pool_geom &g, const cu_bf16 *xp, int h0,
+                                            int h1, int w0, int w1, float m[8], unsigned a[8]) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = 0u; }
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+            bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+            unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (v.v[k] > m[k] || isnan(v.v[k])) { m[k] = v.v[k]; a[k] = rel; }
+        }
 }
 
 template <typename I>
@@ -857,15 +875,8 @@ __global__ void k_pool_fwd8(cu_pool_geom g, const cu_bf16 *x, cu_bf16 *y, I tota
 #pragma unroll
             for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
         } else if (g.max) {
-#pragma unroll
-            for (int k = 0; k < 8; k++) r.v[k] = -INFINITY;
-            for (int ih = h0; ih < h1; ih++)
-                for (int iw = w0; iw < w1; iw++) {
-                    bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
-#pragma unroll
-                    for (int k = 0; k < 8; k++)
-                        if (v.v[k] > r.v[k] || isnan(v.v[k])) r.v[k] = v.v[k];
-                }
+            unsigned a[8];
+            window_max8<I>(g, xp, h0, h1, w0, w1, r.v, a);
         } else {
 #pragma unroll
             for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
@@ -894,16 +905,11 @@ __global__ void k_pool_arg8(cu_pool_geom g, const cu_bf16 *x, uint8_t *arg, I to
         const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
         float m[8];
         unsigned a[8];
+        window_max8<I>(g, xp, h0, h1, w0, w1, m, a);
+        if (h0 >= h1 || w0 >= w1) {   /* no input is its argmax */
 #pragma unroll
-        for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = h0 >= h1 || w0 >= w1 ? 255u : 0u; }
-        for (int ih = h0; ih < h1; ih++)
-            for (int iw = w0; iw < w1; iw++) {
-                bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
-                unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    if (v.v[k] > m[k] || isnan(v.v[k])) { m[k] = v.v[k]; a[k] = rel; }
-            }
+            for (int k = 0; k < 8; k++) a[k] = 255u;
+        }
         uint2 u;
         u.x = a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24;
         u.y = a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24;

@@ -134,6 +134,24 @@ static int rank_init(nccl_rank *k, vd_err *e) {
     return VD_OK;
 }
 
+/* Handle ar of rank `rank` of n over communicator comm of set (one more
+ * reference to it) on device. */
+static void bind(vd_allreduce *ar, nccl_rank *k, nccl_set *set, ncclComm_t comm, int device,
+                 int rank, int n) {
+    k->set = set;
+    set->refs++;
+    k->comm = comm;
+    k->device = device;
+    ar->name = "nccl";
+    ar->rank = rank;
+    ar->n_ranks = n;
+    ar->ctx = k;
+    ar->average = nccl_average;
+    ar->wait = nccl_wait;
+    ar->abort = nccl_abort;
+    ar->destroy = nccl_destroy;
+}
+
 static int comm_init(ncclComm_t *comms, int n, const int *devices, vd_err *e) {
     NCCL_CHECK(e, ncclCommInitAll(comms, n, devices));
     return VD_OK;
@@ -181,18 +199,7 @@ extern "C" int vd_allreduce_nccl_create(vd_allreduce **out, int n, const int *de
             rc = VD_ENOMEM;
             break;
         }
-        k->set = set;
-        set->refs++;
-        k->comm = comms[r];
-        k->device = devices[r];
-        ar->name = "nccl";
-        ar->rank = r;
-        ar->n_ranks = n;
-        ar->ctx = k;
-        ar->average = nccl_average;
-        ar->wait = nccl_wait;
-        ar->abort = nccl_abort;
-        ar->destroy = nccl_destroy;
+        bind(ar, k, set, comms[r], devices[r], r, n);
         out[r] = ar;
         rc = rank_init(k, e);
     }
@@ -253,18 +260,7 @@ extern "C" int vd_allreduce_nccl_create_rank(vd_allreduce **out, int rank, int n
         cudaSetDevice(cur);
         return rc;
     }
-    k->set = set;
-    set->refs = 1;
-    k->comm = comms[0];
-    k->device = device;
-    ar->name = "nccl";
-    ar->rank = rank;
-    ar->n_ranks = n;
-    ar->ctx = k;
-    ar->average = nccl_average;
-    ar->wait = nccl_wait;
-    ar->abort = nccl_abort;
-    ar->destroy = nccl_destroy;
+    bind(ar, k, set, comms[0], device, rank, n);   /* the set's only reference */
     rc = rank_init(k, e);
     if (rc) nccl_destroy(ar);
     else *out = ar;
