@@ -114,7 +114,8 @@ int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_op
     int L = net->n_layers;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vd_errf(e, VD_EINTERNAL, "vdp_build_policy(auto)");
-    if (opts->policy == VD_POLICY_DYN && !opts->algos && !opts->algos_bwd)
+    /* dyn searches algorithms only when the caller leaves them free */
+    if (opts->policy == VD_POLICY_DYN && !opts->algos && !opts->algos_bwd && opts->fixed_algo < 0)
         return build_dyn(net, prof, opts, out, e);
     int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
@@ -171,7 +172,7 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
     int rc = VD_OK;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vd_errf(e, VD_EINTERNAL, "vdp_min_budget_policy(auto)");
-    if (opts->policy != VD_POLICY_DYN || opts->algos || opts->algos_bwd)
+    if (opts->policy != VD_POLICY_DYN || opts->algos || opts->algos_bwd || opts->fixed_algo >= 0)
         return min_budget_search(net, prof, opts, min_budget, e);
     /* dyn fits a budget when one of its candidates does: none, conv, all with
      * the fastest algorithms, all with the least workspace. Its minimum is
