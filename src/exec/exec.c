@@ -75,6 +75,7 @@ struct vd_exec {
     int64_t sgd_steps;
     vd_exec_stats st;
     int ev_steps;               /* opts.step_times: first of n_steps + 1 events, else -1 */
+    int ev_drain;               /* vd_exec_drain's event */
     double *step_end_ms;        /* [n_steps], see vd_exec_step_times */
     int n_step_times;
     vd_dp_layout dp;            /* opts.allreduce: the gradient buckets */
@@ -315,6 +316,7 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
         ex->step_end_ms = vd_calloc((size_t)plan->n_steps, sizeof *ex->step_end_ms, e);
         if (!ex->step_end_ms) { rc = VD_ENOMEM; goto fail; }
     }
+    ex->ev_drain = n_ev++;
     if ((rc = be->events_create(be, n_ev, e))) goto fail;
 
     ex->io = vd_calloc((size_t)plan->n_steps, sizeof *ex->io, e);
@@ -448,6 +450,16 @@ void vd_exec_drop_staged(vd_exec *ex) {
 }
 
 int vd_exec_ranks(const vd_exec *ex) { return ex->grp ? vdx_group_size(ex->grp) : 1; }
+
+int vd_exec_drain(vd_exec *ex, vd_err *e) {
+    for (int r = 0; r < vd_exec_ranks(ex); r++) {
+        vd_exec *m = member(ex, r);
+        int rc = m->be->event_record(m->be, m->ev_drain, VD_STREAM_COMPUTE, e);
+        if (!rc) rc = m->be->event_sync(m->be, m->ev_drain, e);
+        if (rc) return rc;
+    }
+    return VD_OK;
+}
 
 int vd_exec_group_set_procs(vd_exec *ex, int proc, int procs,
                             int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e),
@@ -637,7 +649,7 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             if (A->arg == w->x_iv) break;                       /* x was staged */
             if (iv->fill == VD_FILL_STAGE && !w->stage_next) break;  /* no next batch */
             if (iv->fill == VD_FILL_STAGE && ex->stage_hook &&
-                ex->stage_hook(ex->stage_hook_ctx) != 0) {     /* not filled: no staging */
+                ex->stage_hook(ex->stage_hook_ctx, ex) != 0) { /* not filled: no staging */
                 w->stage_next = false;
                 w->stage_failed = true;
                 break;

@@ -148,8 +148,13 @@ void vd_exec_next_ready(vd_exec *ex);
  * buffers are ready; anything else and the step does not stage (the next
  * step loads its batch itself; the caller reports its own error after the
  * step). NULL (the default): the buffers were filled before the step. */
-typedef int (*vd_exec_stage_hook)(void *ctx);
+typedef int (*vd_exec_stage_hook)(void *ctx, vd_exec *self);   /* self: the rank's exec */
 void vd_exec_set_stage_hook(vd_exec *ex, vd_exec_stage_hook fn, void *ctx);
+/* The host waits until the compute stream (every rank's) has run the work
+ * enqueued so far. For a caller about to block (a stage hook whose batch is
+ * not ready): the time spent here is the device's work, the time blocked
+ * after it is the device waiting (vdnn-train's "waiting for data"). */
+int vd_exec_drain(vd_exec *ex, vd_err *e);
 /* Forget a staged batch (e.g. the current buffers are to be refilled). */
 void vd_exec_drop_staged(vd_exec *ex);
 

@@ -1,6 +1,7 @@
 /* train.c — the training loop; see train.h. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +59,16 @@ static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
  * b256 ImageNet batch in fp32) overlaps the forward pass instead of holding
  * the GPU at the start of every step. ahead_wait may be called from several
  * rank threads, and again by the loop after the step: the first call joins,
- * the others return the stored result. */
+ * the others return the stored result.
+ *
+ * What counts as waiting for data: the host reaches the hook with much of
+ * the step still queued on the device, so the time it spends blocked there
+ * is mostly the device's work, not a wait. When the batch is not ready yet,
+ * the hook first waits for the device to run what is queued
+ * (vd_exec_drain: the host would be blocked anyway) and counts only the
+ * time blocked after that, when the device is idle: the device's data wait.
+ * (With ranks, the rank thread that gets there first drains its own
+ * device.) */
 typedef struct ahead {
     pthread_t th;
     pthread_mutex_t mu;
@@ -67,19 +77,35 @@ typedef struct ahead {
     vd_exec *ex;
     int rc;
     vd_err err;
-    double wait_s;              /* time spent waiting for it (join) */
+    double wait_s;              /* time the device sat idle waiting for it */
+    atomic_bool done;           /* the thread has fetched the batch */
 } ahead;
 
 static void *ahead_main(void *p) {
     ahead *a = p;
     a->rc = fetch(a->ld, a->ex, true, &a->err);
+    atomic_store(&a->done, true);
     return NULL;
 }
 
-static int ahead_wait(void *ctx) {
+/* self: the exec of the rank thread calling (the stage hook), or NULL (the
+ * loop, after the step: nothing queued to overlap) */
+static int ahead_wait(void *ctx, vd_exec *self) {
     ahead *a = ctx;
     pthread_mutex_lock(&a->mu);
     if (a->running) {
+        if (self && !atomic_load(&a->done)) {
+            vd_err de = {0};
+            int drc = vd_exec_drain(self, &de);
+            if (drc) {   /* a device error: reported after the step, as a failed fetch */
+                pthread_join(a->th, NULL);
+                a->running = false;
+                if (!a->rc) { a->rc = drc; a->err = de; }
+                int rc = a->rc;
+                pthread_mutex_unlock(&a->mu);
+                return rc;
+            }
+        }
         double t = vd_now();
         pthread_join(a->th, NULL);
         a->wait_s += vd_now() - t;
@@ -97,6 +123,7 @@ static void ahead_start(ahead *a, vd_loader *ld, vd_exec *ex) {
     a->ex = ex;
     a->rc = VD_OK;
     memset(&a->err, 0, sizeof a->err);
+    atomic_store(&a->done, false);
     a->running = pthread_create(&a->th, NULL, ahead_main, a) == 0;
     if (!a->running) ahead_main(a);
 }
@@ -381,7 +408,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         rc = vd_exec_train_step(ex, (float)lr, iter, &loss, e);
         double dt = vd_now() - t0;
         if (stage_next) {   /* joined by the stage hook, or now */
-            ahead_wait(&ah);
+            ahead_wait(&ah, NULL);
             dt -= ah.wait_s;
             run_wait += ah.wait_s;
             win_wait += ah.wait_s;
@@ -469,7 +496,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     }
     rc = VD_OK;
 done:
-    ahead_wait(&ah);                       /* no thread outlives the loop */
+    ahead_wait(&ah, NULL);                 /* no thread outlives the loop */
     vd_exec_set_stage_hook(ex, NULL, NULL);
     pthread_mutex_destroy(&ah.mu);
     vd_loader_destroy(&r.ld);

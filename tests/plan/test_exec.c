@@ -517,7 +517,8 @@ END_TEST
 
 /* step_times: one event more per step (and one at the start), recorded on
  * the compute stream; after a training step every step's end is known, in
- * order, within the iteration's wall time; off: no extra events, no times. */
+ * order, within the iteration's wall time; off: no extra events, no times.
+ * Either way one more than the plan's for vd_exec_drain. */
 static int events_asked;
 static int (*real_events_create)(vd_backend *, int, vd_err *);
 static int log_events_create(vd_backend *be, int n, vd_err *e) {
@@ -541,7 +542,7 @@ START_TEST(test_step_times) {
         vd_exec_opts eo = {.layers_ready = true, .step_times = on};
         vd_exec *ex = NULL;
         ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(events_asked, n_ev + (on ? plan->n_steps + 1 : 0));
+        ck_assert_int_eq(events_asked, n_ev + 1 + (on ? plan->n_steps + 1 : 0));
         const double *end = NULL;
         ck_assert_int_eq(vd_exec_step_times(ex, &end), 0);   /* nothing measured yet */
         ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
@@ -562,6 +563,46 @@ START_TEST(test_step_times) {
     }
     free(params);
     be->events_create = real_events_create;
+    hook_fix_free(&f);
+}
+END_TEST
+
+/* vd_exec_drain: records its own event (the one after the plan's) on the
+ * compute stream and has the host wait for exactly that event. */
+static int drain_rec_ev = -1, drain_rec_stream = -1, drain_sync_ev = -1;
+static int (*real_event_record)(vd_backend *, int, int, vd_err *);
+static int (*real_event_sync)(vd_backend *, int, vd_err *);
+static int log_event_record(vd_backend *be, int ev, int stream, vd_err *e) {
+    drain_rec_ev = ev;
+    drain_rec_stream = stream;
+    return real_event_record(be, ev, stream, e);
+}
+static int log_event_sync(vd_backend *be, int ev, vd_err *e) {
+    drain_sync_ev = ev;
+    return real_event_sync(be, ev, e);
+}
+
+START_TEST(test_drain) {
+    hook_fix f;
+    hook_fix_init(&f);
+    vd_backend *be = f.be;
+    vd_plan *plan = &f.plan;
+    vd_err e = {0};
+    int n_ev = plan->n_events > plan->eval->n_events ? plan->n_events : plan->eval->n_events;
+    vd_exec_opts eo = {.layers_ready = true};
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_exec_create(&ex, &f.net, plan, be, &eo, &e) == 0, "%s", e.msg);
+    real_event_record = be->event_record;
+    real_event_sync = be->event_sync;
+    be->event_record = log_event_record;
+    be->event_sync = log_event_sync;
+    ck_assert_msg(vd_exec_drain(ex, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(drain_rec_ev, n_ev);
+    ck_assert_int_eq(drain_rec_stream, VD_STREAM_COMPUTE);
+    ck_assert_int_eq(drain_sync_ev, n_ev);
+    be->event_record = real_event_record;
+    be->event_sync = real_event_sync;
+    vd_exec_destroy(&ex);
     hook_fix_free(&f);
 }
 END_TEST
@@ -677,5 +718,6 @@ VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity
          test_identity_bf16, test_fault_bf16,
          test_identity_lenet_yaml, test_fault_skip_prefetch_wait, test_fault_skip_offload_wait,
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
-         test_before_pool_hook, test_after_step_hook, test_step_times, test_profile_label_mismatch,
+         test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,
+         test_profile_label_mismatch,
          test_math_mismatch)
