@@ -209,6 +209,50 @@ START_TEST(test_conv_split) {
 }
 END_TEST
 
+/* The cuBLAS backward-filter of 1x1 convolutions (cuda_convgraph.cu,
+ * gemm_filter): with conv_gemm_force every eligible layer (1x1, stride 1,
+ * no padding, one group, fp32 or tf32 storage) gets the option "gemm w"
+ * (the fastest option with the GEMM backward-filter); check_conv_cases
+ * compares every option with the CPU, so the GEMM's weight gradient is
+ * checked (TOL_FP32 / TOL_TF32: matrix products). The option's presence is
+ * asserted (a setup that dropped it fails); a strided 1x1 layer, which the
+ * GEMM does not serve, must not have it. */
+#if VD_HAVE_CUDA
+static bool has_gemm_option(const conv_case *cc) {
+    vd_net net;
+    c_net_begin(&net, cc->c, cc->h, cc->w, 4);
+    vdt_add(&net, c_conv(-1, cc->out, cc->k, cc->s, cc->p, cc->d, cc->g, cc->bias));
+    vdt_finish(&net, 0);
+    const vd_algo_opt *opts;
+    int nn = 0;
+    vd_err e = {0};
+    ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
+    ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
+    bool found = false;
+    for (int a = 0; a < nn; a++) found |= opts[a].bwd_filter_algo == 1000;   /* GEMM_ENGINE */
+    vd_net_free(&net);
+    return found;
+}
+
+START_TEST(test_conv_gemm) {
+    vd_backend *be = c_cuda();
+    bool was = be->opts.conv_gemm_force;
+    be->opts.conv_gemm_force = true;   /* read by the next layer_setup */
+    static const conv_case cases[] = {
+        {32, 7, 7, 64, 1, 1, 0, 1, 1, true, "conv1x1 bias"},
+        {48, 9, 5, 16, 1, 1, 0, 1, 1, false, "conv1x1 48->16 9x5"},
+    };
+    check_conv_cases(cases, VD_ARRAY_LEN(cases), "gemm ", false);
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++)
+        ck_assert_msg(has_gemm_option(&cases[i]), "%s: no option with the GEMM backward-filter",
+                      cases[i].name);
+    const conv_case strided = {32, 8, 8, 64, 1, 2, 0, 1, 1, false, "conv1x1 s2"};
+    ck_assert_msg(!has_gemm_option(&strided), "a strided 1x1 conv got the GEMM backward-filter");
+    be->opts.conv_gemm_force = was;
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------ pool */
 
 /* Pooling layers of one net (each flattened into one concat, so every
@@ -947,6 +991,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_conv_split);
     tcase_add_test(tc, test_pool);
 #if VD_HAVE_CUDA
+    tcase_add_test(tc, test_conv_gemm);
     tcase_add_test(tc, test_pool_bwd_tiled);
 #endif
     tcase_add_test(tc, test_relu_dropout);

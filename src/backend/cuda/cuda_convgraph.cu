@@ -55,7 +55,7 @@
 #include "backend/cuda/cuda_internal.h"
 
 enum {
-    G_MAXC = 16,       /* candidates kept per direction */
+    G_MAXC = 24,       /* candidates kept per direction */
     G_FALLBACK = 4,    /* fallback-list candidates added per direction */
     G_MAXRES = 64,     /* heuristic results read per mode */
     G_MAXTMP = 160,    /* temporary descriptors of one heuristic query */
@@ -98,6 +98,8 @@ typedef struct gcand {
     bool fallback;                        /* from the fallback list, not mode A */
     bool tc;                              /* TENSOR_CORE numerical note */
     bool bad;                             /* failed to run in timing, or freed as unused */
+    bool gemm;                            /* not a cuDNN plan: cuBLAS 1x1 backward-filter
+                                             (gemm_filter); engine GEMM_ENGINE */
 } gcand;
 
 typedef struct gdir {                     /* one direction at the setup batch */
@@ -451,6 +453,7 @@ static int add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, total, &got, cfgs));
     int added = 0;
     bool fb = mode == CUDNN_HEUR_MODE_FALLBACK;
+    bool dedupe = mode != CUDNN_HEUR_MODE_A;   /* later lists add engines not listed yet */
     for (int64_t i = 0; i < got && added < take && *n < maxn; i++) {
         int64_t engine = -1;
         unsigned num = 0, beh = 0;
@@ -464,7 +467,7 @@ static int add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
             continue;
         }
         bool dup = false;
-        for (int j = 0; fb && j < *n; j++) dup |= out[j].engine == engine;
+        for (int j = 0; dedupe && j < *n; j++) dup |= out[j].engine == engine;
         if (dup) continue;
         gcand k;
         memset(&k, 0, sizeof k);
@@ -525,6 +528,63 @@ static cudnnStatus_t exec_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, v
 /* ---- timing ------------------------------------------------------------------------------ */
 /* Scratch for timing: bytes at c->scratch (grown as needed), or NULL when
  * that much device memory is not free (then the layer stays untimed). */
+/* ---- the GEMM backward-filter of 1x1 convolutions -------------------------------- */
+/* A 1x1, stride-1, unpadded, ungrouped fp32 (or tf32) convolution's weight
+ * gradient in NCHW is dW[k][c] = sum_n sum_hw dY[n][k][hw] X[n][c][hw]: per
+ * sample a GEMM with hw as the inner dimension. cuDNN's NCHW engines take
+ * 2.7 ms for ResNet-50's layer1 conv3 (64 -> 256 at 56x56, b256) where
+ * PyTorch's kernels take about half (H200, measured): here one strided
+ * batched cuBLAS GEMM writes each sample's K x C partial into the workspace,
+ * then k_sum_batch adds them in sample order (deterministic). It is one more
+ * timed candidate of the backward-filter direction, kept only where it
+ * wins; its workspace (n K C floats) is capped at GEMM_WS_MAX. */
+enum { GEMM_ENGINE = 1000 };
+static const uint64_t GEMM_WS_MAX = 256ull << 20;
+
+static bool gemm_eligible(const cu_layer *L, const vd_layer *l) {
+    int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    return L->dt == CUDNN_DATA_FLOAT && gr == 1 && l->u.conv.kh == 1 && l->u.conv.kw == 1 &&
+           l->u.conv.sh == 1 && l->u.conv.sw == 1 && l->u.conv.ph == 0 && l->u.conv.pw == 0 &&
+           L->h == L->in_h && L->w == L->in_w;
+}
+
+static uint64_t gemm_ws(const cu_layer *L, int n) {
+    return (uint64_t)n * (uint64_t)L->c * (uint64_t)L->in_c[0] * sizeof(float);
+}
+
+/* ptr = {x, dw, dy} at batch n; ws holds gemm_ws(L, n) bytes */
+static int gemm_filter(cu_ctx *c, const cu_layer *L, int n, void *const ptr[3], void *ws,
+                       vd_err *e) {
+    const int C = L->in_c[0], K = L->c;
+    const int64_t hw = (int64_t)L->h * L->w;
+    if (hw > INT32_MAX) return vd_errf(e, VD_EINTERNAL, "gemm_filter: %lld pixels", (long long)hw);
+    const float one = 1.0f, zero = 0.0f;
+    /* column-major: per sample dW_n^T (C x K, ld C) = X_n (HW x C, ld HW)^T dY_n (HW x K) */
+    CUBLAS_CHECK(e, cublasSgemmStridedBatched(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, C, K, (int)hw,
+                                              &one, (const float *)ptr[0], (int)hw,
+                                              (long long)C * hw, (const float *)ptr[2], (int)hw,
+                                              (long long)K * hw, &zero, (float *)ws, C,
+                                              (long long)C * K, n));
+    return cuk_sum_batch(cu_compute(c), c->sm_count, (const float *)ws, n, (int64_t)C * K,
+                         (float *)ptr[1], e);
+}
+
+/* Append the GEMM candidate to the backward-filter candidates D at batch n. */
+static void add_gemm(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, uint64_t cap,
+                     gdir *D) {
+    uint64_t ws = gemm_ws(L, n);
+    if (!gemm_eligible(L, l) || ws > cap || ws > GEMM_WS_MAX || D->n >= G_MAXC) return;
+    gcand *k = &D->c[D->n++];
+    memset(k, 0, sizeof *k);
+    k->engine = GEMM_ENGINE;
+    k->ws = ws;
+    k->ms = -1.0f;
+    k->gemm = true;
+    k->tc = c->math == VD_MATH_TF32;
+    dbg(c, 2, "  '%s' %s: cuBLAS 1x1 GEMM (engine %d): candidate, workspace %llu", l->name,
+        dir_name[CU_GD_BWD_FILTER], GEMM_ENGINE, (unsigned long long)ws);
+}
+
 static void *scratch_get(cu_ctx *c, uint64_t bytes) {
     if (c->scratch && c->scratch_bytes >= bytes) return c->scratch;
     if (c->scratch) cudaFree(c->scratch);
@@ -556,8 +616,8 @@ void cu_tune_release(cu_ctx *c) {
 }
 
 /* Time D's candidates with workspace <= ws_avail; the others stay untimed. */
-static int time_dir(cu_ctx *c, const char *lname, int dir, gdir *D, void *const ptr[3], void *ws,
-                    uint64_t ws_avail, vd_err *e) {
+static int time_dir(cu_ctx *c, const cu_layer *L, int n, const char *lname, int dir, gdir *D,
+                    void *const ptr[3], void *ws, uint64_t ws_avail, vd_err *e) {
     cudaStream_t s = cu_compute(c);
     float best = -1.0f;
     for (int k = 0; k < D->n; k++) {
@@ -567,8 +627,13 @@ static int time_dir(cu_ctx *c, const char *lname, int dir, gdir *D, void *const 
         int runs = 0;
         for (int r = 0; r < 3; r++) {
             CUDA_CHECK(e, cudaEventRecord(c->tev[0], s));
-            cudnnStatus_t st;
-            CUDNN_SOFT(e, st, exec_plan(c->dnn, q->plan, ptr, q->ws ? ws : NULL));
+            cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+            if (q->gemm) {
+                int rc = gemm_filter(c, L, n, ptr, ws, e);
+                if (rc) return rc;
+            } else {
+                CUDNN_SOFT(e, st, exec_plan(c->dnn, q->plan, ptr, q->ws ? ws : NULL));
+            }
             if (st != CUDNN_STATUS_SUCCESS) {
                 dbg(c, 2, "  '%s' %s: engine %lld does not run: %s", lname, dir_name[dir],
                     (long long)q->engine, cudnnGetErrorString(st));
@@ -758,6 +823,10 @@ static int gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer 
      * than mode A's tensor-core ones (H200, ResNet-50 backward-filter 0.1 vs
      * 700 ms) and timing them took minutes; asked only when mode A has none */
     if (L->dt == CUDNN_DATA_BFLOAT16 && D->n > 0) return VD_OK;
+    if (getenv("VD_CONV_MODE_B") &&
+        (rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_B, c->conv_topk, cap,
+                            D->c, &D->n, G_MAXC, e)))
+        return rc;
     return add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK, cap,
                          D->c, &D->n, G_MAXC, e);
 }
@@ -805,7 +874,7 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
         for (int j = 0; j < ndir && all; j++) {
             int d = time_order[j];
             void *ptr[3] = {tptr[0], d == CU_GD_BWD_FILTER ? tptr[3] : tptr[1], tptr[2]};
-            if ((rc = time_dir(c, l->name, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
+            if ((rc = time_dir(c, L, n, l->name, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
             pick[d] = pick_fast(&g->s[i][d], UINT64_MAX, true);
             all = pick[d] >= 0;
         }
@@ -895,6 +964,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         bool ok;
         cudnnStatus_t st;
         if ((rc = gdir_build(c, g, L, l, d, nb, cap, D, &ok, &st, e))) return rc;
+        if (d == CU_GD_BWD_FILTER && D->n > 0) add_gemm(c, L, l, nb, cap, D);
         if (D->n == 0) {
             if (d == CU_GD_BWD_DATA_ACC) {   /* beta-1 plans come at run time, or legacy */
                 dbg(c, 1, "layer '%s': no graph engine for %s at setup", l->name, dir_name[d]);
@@ -951,7 +1021,8 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
             for (int i = 0; i < ndir; i++) {
                 int d = time_order[i];
                 void *ptr[3] = {x, d == CU_GD_BWD_FILTER ? (void *)dw : (void *)w, y};
-                if ((rc = time_dir(c, l->name, d, &g->d[d], ptr, ws, ws_avail, e))) return rc;
+                if ((rc = time_dir(c, L, nb, l->name, d, &g->d[d], ptr, ws, ws_avail, e)))
+                    return rc;
             }
             CUDA_CHECK(e, cudaStreamSynchronize(s));
             timed = true;
@@ -996,6 +1067,16 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         int rp[CU_GD_COUNT];
         pick_within(g, rcap, timed, mw, rp);
         add_gopt(L, g, rlabel, rp, rcap, bias_ws);
+    }
+    if (c->conv_gemm_force) {   /* tests: the GEMM backward-filter as an option of its own */
+        const gdir *D = &g->d[CU_GD_BWD_FILTER];
+        for (int k = 0; k < D->n; k++)
+            if (D->c[k].gemm && !D->c[k].bad) {
+                int gp[CU_GD_COUNT];
+                memcpy(gp, fa, sizeof gp);
+                gp[CU_GD_BWD_FILTER] = k;
+                add_gopt(L, g, "gemm w", gp, UINT64_MAX, bias_ws);
+            }
     }
     if (timed && !c->deterministic &&
         (rc = split_setup(c, l, L, g, ndir, tptr, tws, tws_avail, bias_ws, e)))
@@ -1172,6 +1253,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
+            if (q->gemm) return gemm_filter(c, L, io->n, ptr, io->ws, e);
             CUDNN_CHECK(e, exec_plan(c->dnn, q->plan, ptr, q->ws ? io->ws : NULL));
             return VD_OK;
         }

@@ -181,6 +181,7 @@ typedef struct cu_ctx {
     int conv_split;                       /* split options (cuda_convgraph.cu): 1 where the fastest
                                              needs over 1 GiB; --conv-split off: never; force:
                                              b/2 and b/4 on every conv layer (tests) */
+    bool conv_gemm_force;                 /* backend opts: the "gemm w" option (tests) */
     void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
     uint64_t scratch_bytes;
     cudaEvent_t tev[2];                   /* layer_setup only: timing events */
@@ -328,6 +329,9 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
                 bool bf, vd_err *e);
+/* dst[i] = sum_{j < n} src[j * m + i] (fixed order) */
+int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float *dst,
+                  vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
                    bool bf, vd_err *e);
 int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool bf, vd_err *e);

@@ -555,6 +555,25 @@ int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float b
     return VD_OK;
 }
 
+/* dst[i] = sum over j < n of src[j * m + i], j in order (deterministic):
+ * the per-sample partial weight gradients of the 1x1 GEMM backward-filter */
+__global__ void k_sum_batch(const float *__restrict__ src, int64_t n, int64_t m,
+                            float *__restrict__ dst) {
+    GRID_STRIDE(i, m) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < n; j++) acc = __fadd_rn(acc, src[j * m + i]);
+        dst[i] = acc;
+    }
+}
+
+int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float *dst,
+                  vd_err *e) {
+    if (m <= 0) return VD_OK;
+    k_sum_batch<<<grid_for(m, sm), CU_THREADS, 0, s>>>(src, n, m, dst);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
 template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
 
 /* y = ((x0 + x1) + x2) + ... (in float; bf16: one rounding at the end) */
