@@ -466,6 +466,80 @@ START_TEST(synthetic_matches_reference_formula) {
 }
 END_TEST
 
+/* The resize + crop + normalisation of a folder sample against the formula
+ * of folder.c's header, evaluated here in double: bilinear with half-pixel
+ * centres on the image scaled to cover the input (cover_size), center crop.
+ * Images of random pixels (every tap matters; a tap one pixel off changes
+ * values by tens of levels), RGB to a 3-channel net and grey (PGM) to a
+ * 1-channel one, landscape and portrait, down- and upscaled. */
+START_TEST(folder_resample_matches_reference) {
+    static const struct { int w, h, c, H, W; } cases[] = {
+        { 37, 23, 3, 16, 16 }, { 23, 37, 1, 16, 16 }, { 50, 40, 3, 12, 20 }, { 9, 7, 3, 16, 16 },
+    };
+    for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
+        int w = cases[k].w, h = cases[k].h, C = cases[k].c, H = cases[k].H, W = cases[k].W;
+        char *d = vdt_tmpdir("vdnn-train-test");
+        char p[600];
+        snprintf(p, sizeof p, "%s/train", d);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s/train/a", d);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s/train/a/img.%s", d, C == 3 ? "ppm" : "pgm");
+        unsigned char *px = malloc((size_t)w * h * C);
+        uint64_t st = 99 + k;
+        for (int i = 0; i < w * h * C; i++) px[i] = (unsigned char)(ref_splitmix(&st) >> 56);
+        FILE *f = fopen(p, "wb");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "P%c\n%d %d\n255\n", C == 3 ? '6' : '5', w, h);
+        ck_assert_int_eq(fwrite(px, 1, (size_t)w * h * C, f), (size_t)w * h * C);
+        fclose(f);
+        vd_net net;
+        tu_tiny_net(&net, C, H, W, 10, false, 1);
+        vd_dataset *ds;
+        vd_err e;
+        ck_assert_int_eq(open_spec("folder", d, &net, &ds, &e), 0);
+        float *x = malloc(sizeof(float) * (size_t)C * H * W);
+        int32_t y;
+        ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, 0, 0, x, &y, &e) == 0, "%s", e.msg);
+        /* the reference */
+        double s = fmax((double)H / h, (double)W / w);
+        int rh = (int)lround(h * s), rw = (int)lround(w * s);
+        if (rh < H) rh = H;
+        if (rw < W) rw = W;
+        int y0 = (rh - H) / 2, x0 = (rw - W) / 2;
+        static const double mean3[3] = { 0.485, 0.456, 0.406 }, std3[3] = { 0.229, 0.224, 0.225 };
+        double mx = 0;
+        for (int c = 0; c < C; c++)
+            for (int oy = 0; oy < H; oy++)
+                for (int ox = 0; ox < W; ox++) {
+                    double sy = (oy + y0 + 0.5) * h / rh - 0.5, sx = (ox + x0 + 0.5) * w / rw - 0.5;
+                    sy = fmin(fmax(sy, 0), h - 1);
+                    sx = fmin(fmax(sx, 0), w - 1);
+                    int ya = (int)sy, xa = (int)sx, yb = ya + 1 < h ? ya + 1 : ya,
+                        xb = xa + 1 < w ? xa + 1 : xa;
+                    double fy = sy - ya, fx = sx - xa;
+#define PX(yy, xx) ((double)px[((size_t)(yy) * w + (xx)) * C + c])
+                    double v = (PX(ya, xa) * (1 - fx) + PX(ya, xb) * fx) * (1 - fy) +
+                               (PX(yb, xa) * (1 - fx) + PX(yb, xb) * fx) * fy;
+#undef PX
+                    double m = C == 3 ? mean3[c] : 0.449, sd = C == 3 ? std3[c] : 0.226;
+                    double want = (v / 255 - m) / sd;
+                    double got = x[((size_t)c * H + oy) * W + ox];
+                    if (fabs(got - want) > mx) mx = fabs(got - want);
+                }
+        /* float arithmetic (taps, weights, the blend) against double: a few
+         * ulps of values up to 2.7; one level is 1 / (255 * 0.229) = 0.017 */
+        ck_assert_msg(mx < 1e-4, "case %zu: max |x - reference| %g", k, mx);
+        free(x);
+        free(px);
+        vd_data_close(&ds);
+        vd_net_free(&net);
+        vdt_rmrf(d);
+        vd_free(d);
+    }
+}
+END_TEST
+
 START_TEST(epoch_perm_is_a_permutation) {
     int64_t p[1000], q[1000];
     vd_data_epoch_perm(1000, 5, 0, p);
@@ -1181,7 +1255,8 @@ END_TEST
 VDT_MAIN("data", 0,
           mnist_reads_and_normalises, mnist_corrupt_files_are_edata, mnist_missing_file_is_eio,
           shape_mismatch_is_usage_error, cifar_reads_and_normalises, cifar_corrupt_is_edata,
-          folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
+          folder_labels_resize_and_corrupt, folder_resample_matches_reference,
+          synthetic_is_deterministic_and_unit_normal,
           synthetic_matches_reference_formula, loader_synth_device_matches_loader,
           epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
           jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
