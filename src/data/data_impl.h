@@ -13,6 +13,11 @@ struct vd_dataset {
     /* One sample; see vd_data_sample. Must be safe to call concurrently. */
     int (*sample)(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                   float *x, int32_t *label, vd_err *e);
+    /* Optional (NULL: the loader converts sample's floats): the same sample
+     * as bf16 channels-last (HWC), each value vd_f32_to_bf16 of sample's
+     * float, for a loader whose consumer takes bf16 (vd_loader_next_as). */
+    int (*sample_bf16)(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                       uint16_t *x, int32_t *label, vd_err *e);
     void (*close)(vd_dataset *ds);   /* frees impl */
 };
 

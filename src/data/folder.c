@@ -480,17 +480,17 @@ static void blend_rows(const unsigned char *restrict r0, const unsigned char *re
 /* Output row oy of resample from the blended source row vrow (which starts
  * at column lo, times C): pixel ox blends vrow at xa[ox] and xb[ox] with
  * weight tx[ox], then v * a[c] + b[c]; to the float planes x (CHW) or, x16
- * not NULL, rounded to bf16 in channels-last order. Both stores take the
- * same float, so the bf16 values are vd_f32_to_bf16 of the float ones
- * (ISO C: GCC contracts no a * b + c into an FMA that would differ between
- * the two). Inlined with C a constant (1 or 3). */
+ * not NULL, to orow [W*C] in channels-last order and then rounded to bf16
+ * into x16. Both take the same floats, so the bf16 values are
+ * vd_f32_to_bf16 of the float ones (ISO C: GCC contracts no a * b + c into
+ * an FMA that would differ between the two). Inlined with C a constant (1
+ * or 3). */
 static inline __attribute__((always_inline)) void
 out_row(int C, int H, int W, int oy, const float *restrict vrow, int lo, const int *xa,
         const int *xb, const float *tx, const float *a, const float *b, float *restrict x,
-        uint16_t *restrict x16) {
+        float *restrict orow, uint16_t *restrict x16) {
     size_t plane = (size_t)H * W;
     float *o = x ? x + (size_t)oy * W : NULL;
-    uint16_t *o16 = x16 ? x16 + (size_t)oy * W * C : NULL;
     /* the constants in registers: the stores could alias a[] and b[] */
     float a0 = a[0], a1 = C == 3 ? a[1] : 0, a2 = C == 3 ? a[2] : 0;
     float b0 = b[0], b1 = C == 3 ? b[1] : 0, b2 = C == 3 ? b[2] : 0;
@@ -499,22 +499,29 @@ out_row(int C, int H, int W, int oy, const float *restrict vrow, int lo, const i
         float fx = tx[ox], gx = 1.0f - fx;
         float v0 = (pa[0] * gx + pb[0] * fx) * a0 + b0;
         if (C == 1) {
-            if (o16) o16[ox] = vd_f32_to_bf16(v0);
+            if (x16) orow[ox] = v0;
             else o[ox] = v0;
             continue;
         }
         float v1 = (pa[1] * gx + pb[1] * fx) * a1 + b1;
         float v2 = (pa[2] * gx + pb[2] * fx) * a2 + b2;
-        if (o16) {
-            o16[ox * 3] = vd_f32_to_bf16(v0);
-            o16[ox * 3 + 1] = vd_f32_to_bf16(v1);
-            o16[ox * 3 + 2] = vd_f32_to_bf16(v2);
+        if (x16) {
+            orow[ox * 3] = v0;
+            orow[ox * 3 + 1] = v1;
+            orow[ox * 3 + 2] = v2;
         } else {
             o[ox] = v0;
             o[plane + ox] = v1;
             o[2 * plane + ox] = v2;
         }
     }
+    if (!x16) return;
+    /* the row's floats to bf16, in blocks of 16 (vectorised, as blend_rows) */
+    uint16_t *o16 = x16 + (size_t)oy * W * C;
+    int k = 0, n = W * C;
+    for (; k + 16 <= n; k += 16)
+        for (int j = 0; j < 16; j++) o16[k + j] = vd_f32_to_bf16(orow[k + j]);
+    for (; k < n; k++) o16[k] = vd_f32_to_bf16(orow[k]);
 }
 
 /* Resize + crop im to x (or x16): output pixel (ox, oy) is the bilinear
@@ -522,11 +529,11 @@ out_row(int C, int H, int W, int oy, const float *restrict vrow, int lo, const i
  * C) and ya/yb/ty (rows), normalised per channel as (v / 255 - mean) / std
  * (as v * (1 / (255 std)) - mean / std). Separable: the two source rows of
  * an output row are blended over the columns the taps read (blend_rows),
- * then each output pixel blends two values of that row (out_row). vrow:
- * scratch of im->w * C floats. */
+ * then each output pixel blends two values of that row (out_row). vrow,
+ * orow: scratch of im->w * C and W * C floats. */
 static void resample(const vd_image *im, int C, int H, int W, const int *xa, const int *xb,
                      const float *tx, const int *ya, const int *yb, const float *ty, float *vrow,
-                     float *x, uint16_t *x16) {
+                     float *orow, float *x, uint16_t *x16) {
     static const float mean3[3] = { 0.485f, 0.456f, 0.406f }, std3[3] = { 0.229f, 0.224f, 0.225f };
     float a[3], b[3];
     for (int c = 0; c < C; c++) {
@@ -545,8 +552,8 @@ static void resample(const vd_image *im, int C, int H, int W, const int *xa, con
     for (int oy = 0; oy < H; oy++) {
         blend_rows(im->px + (size_t)ya[oy] * stride + lo, im->px + (size_t)yb[oy] * stride + lo,
                    ty[oy], vrow, span);
-        if (C == 3) out_row(3, H, W, oy, vrow, lo, xa, xb, tx, a, b, x, x16);
-        else out_row(1, H, W, oy, vrow, lo, xa, xb, tx, a, b, x, x16);
+        if (C == 3) out_row(3, H, W, oy, vrow, lo, xa, xb, tx, a, b, x, orow, x16);
+        else out_row(1, H, W, oy, vrow, lo, xa, xb, tx, a, b, x, orow, x16);
     }
 }
 
@@ -590,9 +597,9 @@ static int folder_sample_to(vd_dataset *ds, vd_split split, int64_t index, uint6
         sx_scale /= (float)im.scale_denom;
         sy_scale /= (float)im.scale_denom;
     }
-    /* the work area: the taps xa xb ya yb (ints), tx ty and the blended
-     * source row (at most the decoded width; floats) */
-    size_t ni = 2 * (size_t)(W + H), nf = (size_t)(W + H) + (size_t)im.w * (size_t)C;
+    /* the work area: the taps xa xb ya yb (ints), tx ty, the blended source
+     * row (at most the decoded width) and an output row (floats) */
+    size_t ni = 2 * (size_t)(W + H), nf = (size_t)(W + H) + ((size_t)im.w + (size_t)W) * (size_t)C;
     if (grow(&s->work, &s->work_cap, ni * sizeof(int) + nf * sizeof(float), e)) {
         vd_image_free(&im);
         scratch_put(f, s);
@@ -600,10 +607,11 @@ static int folder_sample_to(vd_dataset *ds, vd_split split, int64_t index, uint6
     }
     int *xa = s->work, *xb = xa + W, *ya = xb + W, *yb = ya + H;
     float *tx = (float *)(void *)(yb + H), *ty = tx + W, *vrow = ty + H;
+    float *orow = vrow + (size_t)im.w * C;
     taps(W, x0, flip, sx_scale, im.w, xa, xb, tx);
     taps(H, y0, false, sy_scale, im.h, ya, yb, ty);
     for (int o = 0; o < W; o++) { xa[o] *= C; xb[o] *= C; }
-    resample(&im, C, H, W, xa, xb, tx, ya, yb, ty, vrow, x, x16);
+    resample(&im, C, H, W, xa, xb, tx, ya, yb, ty, vrow, orow, x, x16);
     vd_image_free(&im);
     scratch_put(f, s);
     *label = it->label;
@@ -613,6 +621,11 @@ static int folder_sample_to(vd_dataset *ds, vd_split split, int64_t index, uint6
 static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                          float *x, int32_t *label, vd_err *e) {
     return folder_sample_to(ds, split, index, aug_key, x, NULL, label, e);
+}
+
+static int folder_sample_bf16(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                              uint16_t *x, int32_t *label, vd_err *e) {
+    return folder_sample_to(ds, split, index, aug_key, NULL, x, label, e);
 }
 
 int vd_data_set_jpeg_decoder(vd_dataset *ds, vd_jpeg_decoder dec, vd_err *e) {
@@ -650,6 +663,7 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
     ds->impl = f;
     ds->close = folder_close;
     ds->sample = folder_sample;
+    ds->sample_bf16 = folder_sample_bf16;
     char root[4200];
     snprintf(root, sizeof root, "%s/train", dir);
     int64_t nc;

@@ -1123,17 +1123,22 @@ END_TEST
 
 /* vd_loader_next_as(bf16 = true) gives exactly vd_f32_to_bf16 of the fp32
  * batch (vd_loader_next with 1 thread) in channels-last order, whatever the
- * thread count: small
- * batches (one copy), and a batch of 12.8 MB copied out in 2 or 3 parallel
- * parts (threads 2, and 3 and more: COPY_PART_MIN 4 MiB), where each part
- * converts its own range into the half-size buffer; nothing is written past
- * its 2 * n bytes. Several batches in a row (slots reused). */
-static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per) {
+ * thread count: the first batches (made in floats before the consumer's
+ * first call) converted as they are copied, small batches in one copy and a
+ * batch of 12.8 MB in 2 or 3 parallel parts (threads 2, and 3 and more:
+ * COPY_PART_MIN 4 MiB), where each part converts its own range into the
+ * half-size buffer; the later batches made in bf16 by the loader's threads
+ * (a folder data set writes them itself, folder_sample_bf16; the others'
+ * floats are converted per sample). nb batches in a row (slots reused, more
+ * than the four of the ring: both kinds); nothing is written past the
+ * batch. mixed: the consumer switches formats (bf16, bf16, float, ...): a
+ * float batch after bf16 ones is the float batch too (made again). */
+static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per, bool mixed) {
     static const int threads[] = { 1, 2, 3, 5, 16 };
     enum { GUARD = 16 };
     size_t n = per * (size_t)batch;
     float *ref = malloc(sizeof(float) * n * (size_t)nb);
-    uint16_t *want = malloc(sizeof(uint16_t) * n), *got = malloc(sizeof(uint16_t) * (n + GUARD));
+    uint16_t *want = malloc(sizeof(uint16_t) * n), *got = malloc(sizeof(float) * (n + GUARD));
     int32_t *ly = malloc(sizeof(int32_t) * (size_t)(batch * nb)), *y = malloc(sizeof(int32_t) * (size_t)batch);
     ck_assert(ref && want && got && ly && y);
     vd_err e;
@@ -1148,22 +1153,33 @@ static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per) {
         cfg.threads = threads[t];
         ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
         for (int b = 0; b < nb; b++) {
-            memset(got, 0xA5, sizeof(uint16_t) * (n + GUARD));
-            ck_assert_int_eq(vd_loader_next_as(ld, got, true, y, &e), 0);
+            bool bf = !mixed || b % 3 != 2;
+            const float *r = ref + (size_t)b * n;
+            memset(got, 0xA5, sizeof(float) * (n + GUARD));
+            ck_assert_msg(vd_loader_next_as(ld, got, bf, y, &e) == 0, "%s", e.msg);
+            if (!bf) {
+                ck_assert_msg(memcmp(got, r, sizeof(float) * n) == 0,
+                              "threads %d batch %d: the float batch differs", threads[t], b);
+                for (size_t i = 2 * n; i < 2 * (n + GUARD); i++)
+                    ck_assert_msg(((uint16_t *)got)[i] == 0xA5A5u, "threads %d: written past "
+                                  "the batch", threads[t]);
+                ck_assert_mem_eq(y, ly + b * batch, sizeof(int32_t) * (size_t)batch);
+                continue;
+            }
             {   /* channels-last: element (i, ch, q) at (i*hw + q)*c + ch */
                 const vd_data_info *di = vd_data_get_info(ds);
                 size_t c = (size_t)di->c, hw = (size_t)di->h * (size_t)di->w;
-                const float *r = ref + (size_t)b * n;
                 for (size_t i = 0; i < (size_t)batch; i++)
                     for (size_t ch = 0; ch < c; ch++)
                         for (size_t q = 0; q < hw; q++)
                             want[(i * hw + q) * c + ch] = vd_f32_to_bf16(r[(i * c + ch) * hw + q]);
             }
+            uint16_t *g = (uint16_t *)got;
             for (size_t i = 0; i < n; i++)
-                ck_assert_msg(got[i] == want[i], "threads %d batch %d [%zu]: 0x%04x, want 0x%04x",
-                              threads[t], b, i, got[i], want[i]);
-            for (size_t i = n; i < n + GUARD; i++)
-                ck_assert_msg(got[i] == 0xA5A5u, "threads %d: written past the batch", threads[t]);
+                ck_assert_msg(g[i] == want[i], "threads %d batch %d [%zu]: 0x%04x, want 0x%04x",
+                              threads[t], b, i, g[i], want[i]);
+            for (size_t i = n; i < 2 * (n + GUARD); i++)
+                ck_assert_msg(g[i] == 0xA5A5u, "threads %d: written past the batch", threads[t]);
             ck_assert_mem_eq(y, ly + b * batch, sizeof(int32_t) * (size_t)batch);
         }
         vd_loader_destroy(&ld);
@@ -1177,14 +1193,40 @@ START_TEST(loader_bf16_any_thread_count) {
     vd_dataset *ds;
     tu_tiny_net(&net, 3, 8, 8, 10, false, 10);
     ck_assert_int_eq(vd_data_open("synthetic:50", &net, 10, 5, false, &ds, &e), 0);
-    bf16_batches_match(ds, 10, 6, 3 * 8 * 8);
+    bf16_batches_match(ds, 10, 10, 3 * 8 * 8, false);
+    bf16_batches_match(ds, 10, 10, 3 * 8 * 8, true);
     vd_data_close(&ds);
     vd_net_free(&net);
     tu_tiny_net(&net, 3, 64, 64, 10, false, 260);
     ck_assert_int_eq(vd_data_open("synthetic:600", &net, 260, 5, false, &ds, &e), 0);
-    bf16_batches_match(ds, 260, 2, 3 * 64 * 64);
+    bf16_batches_match(ds, 260, 6, 3 * 64 * 64, false);
     vd_data_close(&ds);
     vd_net_free(&net);
+    /* a JPEG folder, augmented (crops, flips), RGB and grey nets: the
+     * samples that folder.c writes in bf16 itself */
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    const char *dirs[] = { "train", "train/a", "train/b" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 12; i++) {
+        snprintf(p, sizeof p, "%s/train/%c/%02d.jpg", d, i % 2 ? 'b' : 'a', i);
+        write_jpeg(p, 48 + 4 * i, 40 + 3 * (i % 5), true, 90, TJSAMP_420);
+    }
+    char spec[700];
+    snprintf(spec, sizeof spec, "folder:%s", d);
+    for (int ch = 3; ch >= 1; ch -= 2) {
+        tu_tiny_net(&net, ch, 16, 24, 10, false, 5);
+        ck_assert_int_eq(vd_data_open(spec, &net, 5, 5, true, &ds, &e), 0);
+        bf16_batches_match(ds, 5, 10, (size_t)ch * 16 * 24, false);
+        bf16_batches_match(ds, 5, 10, (size_t)ch * 16 * 24, true);
+        vd_data_close(&ds);
+        vd_net_free(&net);
+    }
+    vdt_rmrf(d);
+    vd_free(d);
 }
 END_TEST
 
