@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <turbojpeg.h>
 #include "cli/cli_common.h"
 #include "util/util.h"
@@ -25,13 +26,19 @@ static void usage(FILE *f) {
 "input shape, per number of loader threads (the batches are produced exactly\n"
 "as in training, then dropped). Compare with the net's compute rate\n"
 "(vdnn-train's \"iteration time (compute only)\") to size --loader-threads.\n"
+"\"cpu ms/img\" is the CPU time of the whole process (loader threads and the\n"
+"thread taking the batches) per image: unlike images/s, it does not depend on\n"
+"what else runs on the machine.\n"
 "\n"
 "  --data SPEC          as vdnn-train (default synthetic)\n"
 "  --batch N            batch size (default: the spec's)\n"
 "  --threads LIST       comma-separated thread counts (default 1,2,4,... up to\n"
 "                       the default of vdnn-train, the cores, at most 16)\n"
-"  --batches N          batches timed per thread count (default 8; one more is\n"
-"                       taken first and not timed)\n"
+"  --batches N          batches timed per thread count (default 8; four more\n"
+"                       are taken first and not timed: the loader's ring of\n"
+"                       batch buffers is then in use, as in training)\n"
+"  --bf16               take the batches as bf16 channels-last, as vdnn-train\n"
+"                       --math bf16 does (default: float)\n"
 "  --augment            random crops and flips, as vdnn-train --augment\n"
 "  --jpeg D             folder data: turbo (default: TurboJPEG, reduced DCT scale\n"
 "                       where possible), turbo-full (never scaled) or stb\n"
@@ -131,20 +138,33 @@ static int make_folder(const char *dir, int64_t count, int w, int h, int quality
 
 /* ---- the benchmark ------------------------------------------------------------ */
 
+/* CPU seconds of the whole process (all threads). */
+static double cpu_now(void) {
+    struct timespec t;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Untimed batches first: the loader's ring (up to four batch buffers) is
+ * written once (the page faults of their first use are not the steady
+ * state of a training run) and the files are in the page cache. */
+enum { WARMUP_BATCHES = 4 };
+
 static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *threads, int n_threads,
-                 int64_t batches, uint64_t seed, vd_err *e) {
+                 int64_t batches, uint64_t seed, bool bf16, vd_err *e) {
     const vd_data_info *di = vd_data_get_info(ds);
     size_t xf = (size_t)di->c * di->h * di->w * (size_t)batch;
     float *x = vd_malloc(sizeof(float) * xf, e);
     int32_t *y = vd_malloc(sizeof(int32_t) * (size_t)batch, e);
     int rc = x && y ? VD_OK : VD_ENOMEM;
     if (!rc) {
-        printf("%s: net %s input %dx%dx%d, batch %d, %s\n", PROG, net->name, di->c, di->h, di->w,
-               batch, di->desc);
+        printf("%s: net %s input %dx%dx%d, batch %d%s, %s\n", PROG, net->name, di->c, di->h,
+               di->w, batch, bf16 ? " (bf16 channels-last)" : "", di->desc);
         if (vd_data_is_synthetic(ds))
             printf("%s: (vdnn-train generates synthetic batches on its backend, not with these "
                    "threads: this is the host loader's rate)\n", PROG);
-        printf("  %7s %12s %18s %12s\n", "threads", "images/s", "per thread", "ms/batch");
+        printf("  %7s %12s %18s %12s %12s\n", "threads", "images/s", "per thread", "ms/batch",
+               "cpu ms/img");
     }
     for (int t = 0; t < n_threads && !rc; t++) {
         vd_loader *ld;
@@ -152,15 +172,15 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
                               .seed = seed, .start = 0, .threads = threads[t] };
         rc = vd_loader_create(&ld, ds, &cfg, e);
         if (rc) break;
-        rc = vd_loader_next(ld, x, y, e);           /* warm-up: threads running, files cached */
-        double t0 = vd_now();
-        for (int64_t b = 0; b < batches && !rc; b++) rc = vd_loader_next(ld, x, y, e);
-        double dt = vd_now() - t0;
+        for (int b = 0; b < WARMUP_BATCHES && !rc; b++) rc = vd_loader_next_as(ld, x, bf16, y, e);
+        double t0 = vd_now(), c0 = cpu_now();
+        for (int64_t b = 0; b < batches && !rc; b++) rc = vd_loader_next_as(ld, x, bf16, y, e);
+        double dt = vd_now() - t0, dc = cpu_now() - c0;
         vd_loader_destroy(&ld);
         if (rc) break;
         double ips = dt > 0 ? (double)batches * batch / dt : 0;
-        printf("  %7d %12.1f %18.1f %12.2f\n", threads[t], ips, ips / threads[t],
-               1e3 * dt / (double)batches);
+        printf("  %7d %12.1f %18.1f %12.2f %12.3f\n", threads[t], ips, ips / threads[t],
+               1e3 * dt / (double)batches, 1e3 * dc / ((double)batches * batch));
         fflush(stdout);
     }
     vd_free(x);
@@ -171,7 +191,7 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
 int main(int argc, char **argv) {
     const char *spec = NULL, *data = NULL, *threads_s = NULL, *jpeg = NULL, *make = NULL;
     int64_t batch = 0, batches = 8, seed = 1, count = 1536, quality = 90, w = 500, h = 375;
-    bool augment = false;
+    bool augment = false, bf16 = false;
     vd_err e = { 0 };
     int rc = VD_OK;
     for (int i = 1; i < argc && !rc; i++) {
@@ -179,6 +199,7 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--augment")) augment = true;
+        else if (!strcmp(a, "--bf16")) bf16 = true;
         else if (a[0] != '-' || !a[1]) {
             if (spec) rc = vd_errf(&e, VD_EUSAGE, "more than one NET.yaml ('%s', '%s')", spec, a);
             spec = a;
@@ -259,7 +280,7 @@ int main(int argc, char **argv) {
     int b = batch ? (int)batch : net.train.batch > 0 ? net.train.batch : 64;
     if (!rc) rc = vd_data_open(data, &net, b, (uint64_t)seed, augment, &ds, &e);
     if (!rc && jpeg) rc = vd_data_set_jpeg_decoder(ds, dec, &e);
-    if (!rc) rc = bench(&net, ds, b, th, nth, batches, (uint64_t)seed, &e);
+    if (!rc) rc = bench(&net, ds, b, th, nth, batches, (uint64_t)seed, bf16, &e);
     vd_data_close(&ds);
     vd_net_free(&net);
     return rc ? vd_cli_fail(PROG, &e) : 0;

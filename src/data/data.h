@@ -123,7 +123,13 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
 /* The same; bf16: x receives bf16 elements (uint16_t, rounded to nearest
  * even) in channels-last order (vd_nchw_f32_to_nhwc_bf16, math bf16's
- * layout), converted in parallel as it is copied. */
+ * layout): exactly vd_f32_to_bf16 of the floats vd_loader_next would give.
+ * The loader makes the batches in the format of the last call: after the
+ * first bf16 call its threads write bf16 samples (a folder data set
+ * straight from the decoded image), so that the call only copies them; the
+ * batches made before (floats) are converted in parallel as they are
+ * copied. A float call after bf16 ones (no caller switches) makes its batch
+ * again in floats on the calling thread: the same values, slowly. */
 int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e);
 /* A synth_device loader's next batch: b->seed, split, classes, sample_numel
  * and n (the batch) are set and b->index[0..batch) receives each sample's

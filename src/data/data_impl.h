@@ -13,6 +13,11 @@ struct vd_dataset {
     /* One sample; see vd_data_sample. Must be safe to call concurrently. */
     int (*sample)(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                   float *x, int32_t *label, vd_err *e);
+    /* Optional (NULL: the loader converts sample's floats): the same sample
+     * as bf16 channels-last (HWC), each value vd_f32_to_bf16 of sample's
+     * float, for a loader whose consumer takes bf16 (vd_loader_next_as). */
+    int (*sample_bf16)(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
+                       uint16_t *x, int32_t *label, vd_err *e);
     void (*close)(vd_dataset *ds);   /* frees impl */
 };
 
@@ -31,8 +36,9 @@ int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
 
 /* An 8-bit image decoded by vd_image_load: px [h][w][C]. */
 typedef struct vd_image {
-    unsigned char *px;          /* vd_malloc'ed or stb_image's; vd_image_free */
+    unsigned char *px;          /* vd_malloc'ed, stb_image's or borrowed; vd_image_free */
     bool from_stb;              /* px is stb_image's */
+    bool borrowed;              /* px is a folder data set's scratch buffer (not freed) */
     int w, h;                   /* decoded size */
     int full_w, full_h;         /* the file's size (== w, h unless scaled) */
     int scale_denom;            /* 1, 2, 4 or 8: decoded at 1/scale_denom */
@@ -62,6 +68,9 @@ void vd_image_free(vd_image *img);
  * (a JPEG whose header is cut: "corrupt or truncated JPEG"), VD_EIO when it
  * cannot be opened or is not a regular file. */
 int vd_image_check_header(const char *path, int *w, int *h, vd_err *e);
+/* The limits on an image of w x h (>= 1) pixels: VD_EDATA naming path when
+ * w x h > VD_IMAGE_MAX_PIXELS (the message of vd_image_check_header). */
+int vd_image_check_size(const char *path, int w, int h, vd_err *e);
 /* Set e for an image at path that a decoder failed on (reason: the
  * decoder's words, may be NULL): a JPEG without its end-of-image marker is
  * named a truncated JPEG. Returns VD_EDATA. */

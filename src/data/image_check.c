@@ -245,11 +245,17 @@ int vd_image_check_header(const char *path, int *w, int *h, vd_err *e) {
                        "cannot be read (%s)", path, kind == VD_IMAGE_PNG ? "PNG" : "BMP", why);
     }
     if (iw < 1 || ih < 1) return vd_errf(e, VD_EDATA, "%s: empty image (%d x %d)", path, iw, ih);
-    if ((uint64_t)iw * (uint64_t)ih > VD_IMAGE_MAX_PIXELS)
-        return vd_errf(e, VD_EDATA, "%s: %d x %d pixels, more than the %llu that an image may "
-                       "have; scale it down", path, iw, ih, (unsigned long long)VD_IMAGE_MAX_PIXELS);
+    int rc = vd_image_check_size(path, iw, ih, e);
+    if (rc) return rc;
     if (w) *w = iw;
     if (h) *h = ih;
+    return VD_OK;
+}
+
+int vd_image_check_size(const char *path, int w, int h, vd_err *e) {
+    if ((uint64_t)w * (uint64_t)h > VD_IMAGE_MAX_PIXELS)
+        return vd_errf(e, VD_EDATA, "%s: %d x %d pixels, more than the %llu that an image may "
+                       "have; scale it down", path, w, h, (unsigned long long)VD_IMAGE_MAX_PIXELS);
     return VD_OK;
 }
 

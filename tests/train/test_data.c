@@ -466,6 +466,80 @@ START_TEST(synthetic_matches_reference_formula) {
 }
 END_TEST
 
+/* The resize + crop + normalisation of a folder sample against the formula
+ * of folder.c's header, evaluated here in double: bilinear with half-pixel
+ * centres on the image scaled to cover the input (cover_size), center crop.
+ * Images of random pixels (every tap matters; a tap one pixel off changes
+ * values by tens of levels), RGB to a 3-channel net and grey (PGM) to a
+ * 1-channel one, landscape and portrait, down- and upscaled. */
+START_TEST(folder_resample_matches_reference) {
+    static const struct { int w, h, c, H, W; } cases[] = {
+        { 37, 23, 3, 16, 16 }, { 23, 37, 1, 16, 16 }, { 50, 40, 3, 12, 20 }, { 9, 7, 3, 16, 16 },
+    };
+    for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
+        int w = cases[k].w, h = cases[k].h, C = cases[k].c, H = cases[k].H, W = cases[k].W;
+        char *d = vdt_tmpdir("vdnn-train-test");
+        char p[600];
+        snprintf(p, sizeof p, "%s/train", d);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s/train/a", d);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof p, "%s/train/a/img.%s", d, C == 3 ? "ppm" : "pgm");
+        unsigned char *px = malloc((size_t)w * h * C);
+        uint64_t st = 99 + k;
+        for (int i = 0; i < w * h * C; i++) px[i] = (unsigned char)(ref_splitmix(&st) >> 56);
+        FILE *f = fopen(p, "wb");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "P%c\n%d %d\n255\n", C == 3 ? '6' : '5', w, h);
+        ck_assert_int_eq(fwrite(px, 1, (size_t)w * h * C, f), (size_t)w * h * C);
+        fclose(f);
+        vd_net net;
+        tu_tiny_net(&net, C, H, W, 10, false, 1);
+        vd_dataset *ds;
+        vd_err e;
+        ck_assert_int_eq(open_spec("folder", d, &net, &ds, &e), 0);
+        float *x = malloc(sizeof(float) * (size_t)C * H * W);
+        int32_t y;
+        ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, 0, 0, x, &y, &e) == 0, "%s", e.msg);
+        /* the reference */
+        double s = fmax((double)H / h, (double)W / w);
+        int rh = (int)lround(h * s), rw = (int)lround(w * s);
+        if (rh < H) rh = H;
+        if (rw < W) rw = W;
+        int y0 = (rh - H) / 2, x0 = (rw - W) / 2;
+        static const double mean3[3] = { 0.485, 0.456, 0.406 }, std3[3] = { 0.229, 0.224, 0.225 };
+        double mx = 0;
+        for (int c = 0; c < C; c++)
+            for (int oy = 0; oy < H; oy++)
+                for (int ox = 0; ox < W; ox++) {
+                    double sy = (oy + y0 + 0.5) * h / rh - 0.5, sx = (ox + x0 + 0.5) * w / rw - 0.5;
+                    sy = fmin(fmax(sy, 0), h - 1);
+                    sx = fmin(fmax(sx, 0), w - 1);
+                    int ya = (int)sy, xa = (int)sx, yb = ya + 1 < h ? ya + 1 : ya,
+                        xb = xa + 1 < w ? xa + 1 : xa;
+                    double fy = sy - ya, fx = sx - xa;
+#define PX(yy, xx) ((double)px[((size_t)(yy) * w + (xx)) * C + c])
+                    double v = (PX(ya, xa) * (1 - fx) + PX(ya, xb) * fx) * (1 - fy) +
+                               (PX(yb, xa) * (1 - fx) + PX(yb, xb) * fx) * fy;
+#undef PX
+                    double m = C == 3 ? mean3[c] : 0.449, sd = C == 3 ? std3[c] : 0.226;
+                    double want = (v / 255 - m) / sd;
+                    double got = x[((size_t)c * H + oy) * W + ox];
+                    if (fabs(got - want) > mx) mx = fabs(got - want);
+                }
+        /* float arithmetic (taps, weights, the blend) against double: a few
+         * ulps of values up to 2.7; one level is 1 / (255 * 0.229) = 0.017 */
+        ck_assert_msg(mx < 1e-4, "case %zu: max |x - reference| %g", k, mx);
+        free(x);
+        free(px);
+        vd_data_close(&ds);
+        vd_net_free(&net);
+        vdt_rmrf(d);
+        vd_free(d);
+    }
+}
+END_TEST
+
 START_TEST(epoch_perm_is_a_permutation) {
     int64_t p[1000], q[1000];
     vd_data_epoch_perm(1000, 5, 0, p);
@@ -760,10 +834,16 @@ START_TEST(jpeg_bad_files_are_named) {
         int32_t y[7];
         for (int i = 0; i < 5; i++)
             ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, i, 0, x, y, &e) == 0, "%s", e.msg);
+        float x4[768];
+        memcpy(x4, x, sizeof x4);      /* sample 4 */
         /* either decoder fails on it; TurboJPEG says "premature end" */
         ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 5, 0, x, y, &e), VD_EDATA);
         ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg") && strstr(e.msg, "truncated JPEG") &&
                       (dec == 1 || strstr(e.msg, "Premature")), "decoder %d: %s", dec, e.msg);
+        /* the decoder that failed (kept for the next samples: folder.c's
+         * scratch) decodes the next file as before */
+        ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, 4, 0, x, y, &e) == 0, "%s", e.msg);
+        ck_assert_mem_eq(x, x4, sizeof x4);
         for (int threads = 1; threads <= 4; threads += 3) {
             vd_loader *ld;
             vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = 6, .shuffle = false,
@@ -1049,17 +1129,22 @@ END_TEST
 
 /* vd_loader_next_as(bf16 = true) gives exactly vd_f32_to_bf16 of the fp32
  * batch (vd_loader_next with 1 thread) in channels-last order, whatever the
- * thread count: small
- * batches (one copy), and a batch of 12.8 MB copied out in 2 or 3 parallel
- * parts (threads 2, and 3 and more: COPY_PART_MIN 4 MiB), where each part
- * converts its own range into the half-size buffer; nothing is written past
- * its 2 * n bytes. Several batches in a row (slots reused). */
-static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per) {
+ * thread count: the first batches (made in floats before the consumer's
+ * first call) converted as they are copied, small batches in one copy and a
+ * batch of 12.8 MB in 2 or 3 parallel parts (threads 2, and 3 and more:
+ * COPY_PART_MIN 4 MiB), where each part converts its own range into the
+ * half-size buffer; the later batches made in bf16 by the loader's threads
+ * (a folder data set writes them itself, folder_sample_bf16; the others'
+ * floats are converted per sample). nb batches in a row (slots reused, more
+ * than the four of the ring: both kinds); nothing is written past the
+ * batch. mixed: the consumer switches formats (bf16, bf16, float, ...): a
+ * float batch after bf16 ones is the float batch too (made again). */
+static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per, bool mixed) {
     static const int threads[] = { 1, 2, 3, 5, 16 };
     enum { GUARD = 16 };
     size_t n = per * (size_t)batch;
     float *ref = malloc(sizeof(float) * n * (size_t)nb);
-    uint16_t *want = malloc(sizeof(uint16_t) * n), *got = malloc(sizeof(uint16_t) * (n + GUARD));
+    uint16_t *want = malloc(sizeof(uint16_t) * n), *got = malloc(sizeof(float) * (n + GUARD));
     int32_t *ly = malloc(sizeof(int32_t) * (size_t)(batch * nb)), *y = malloc(sizeof(int32_t) * (size_t)batch);
     ck_assert(ref && want && got && ly && y);
     vd_err e;
@@ -1074,22 +1159,33 @@ static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per) {
         cfg.threads = threads[t];
         ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
         for (int b = 0; b < nb; b++) {
-            memset(got, 0xA5, sizeof(uint16_t) * (n + GUARD));
-            ck_assert_int_eq(vd_loader_next_as(ld, got, true, y, &e), 0);
+            bool bf = !mixed || b % 3 != 2;
+            const float *r = ref + (size_t)b * n;
+            memset(got, 0xA5, sizeof(float) * (n + GUARD));
+            ck_assert_msg(vd_loader_next_as(ld, got, bf, y, &e) == 0, "%s", e.msg);
+            if (!bf) {
+                ck_assert_msg(memcmp(got, r, sizeof(float) * n) == 0,
+                              "threads %d batch %d: the float batch differs", threads[t], b);
+                for (size_t i = 2 * n; i < 2 * (n + GUARD); i++)
+                    ck_assert_msg(((uint16_t *)got)[i] == 0xA5A5u, "threads %d: written past "
+                                  "the batch", threads[t]);
+                ck_assert_mem_eq(y, ly + b * batch, sizeof(int32_t) * (size_t)batch);
+                continue;
+            }
             {   /* channels-last: element (i, ch, q) at (i*hw + q)*c + ch */
                 const vd_data_info *di = vd_data_get_info(ds);
                 size_t c = (size_t)di->c, hw = (size_t)di->h * (size_t)di->w;
-                const float *r = ref + (size_t)b * n;
                 for (size_t i = 0; i < (size_t)batch; i++)
                     for (size_t ch = 0; ch < c; ch++)
                         for (size_t q = 0; q < hw; q++)
                             want[(i * hw + q) * c + ch] = vd_f32_to_bf16(r[(i * c + ch) * hw + q]);
             }
+            uint16_t *g = (uint16_t *)got;
             for (size_t i = 0; i < n; i++)
-                ck_assert_msg(got[i] == want[i], "threads %d batch %d [%zu]: 0x%04x, want 0x%04x",
-                              threads[t], b, i, got[i], want[i]);
-            for (size_t i = n; i < n + GUARD; i++)
-                ck_assert_msg(got[i] == 0xA5A5u, "threads %d: written past the batch", threads[t]);
+                ck_assert_msg(g[i] == want[i], "threads %d batch %d [%zu]: 0x%04x, want 0x%04x",
+                              threads[t], b, i, g[i], want[i]);
+            for (size_t i = n; i < 2 * (n + GUARD); i++)
+                ck_assert_msg(g[i] == 0xA5A5u, "threads %d: written past the batch", threads[t]);
             ck_assert_mem_eq(y, ly + b * batch, sizeof(int32_t) * (size_t)batch);
         }
         vd_loader_destroy(&ld);
@@ -1103,14 +1199,40 @@ START_TEST(loader_bf16_any_thread_count) {
     vd_dataset *ds;
     tu_tiny_net(&net, 3, 8, 8, 10, false, 10);
     ck_assert_int_eq(vd_data_open("synthetic:50", &net, 10, 5, false, &ds, &e), 0);
-    bf16_batches_match(ds, 10, 6, 3 * 8 * 8);
+    bf16_batches_match(ds, 10, 10, 3 * 8 * 8, false);
+    bf16_batches_match(ds, 10, 10, 3 * 8 * 8, true);
     vd_data_close(&ds);
     vd_net_free(&net);
     tu_tiny_net(&net, 3, 64, 64, 10, false, 260);
     ck_assert_int_eq(vd_data_open("synthetic:600", &net, 260, 5, false, &ds, &e), 0);
-    bf16_batches_match(ds, 260, 2, 3 * 64 * 64);
+    bf16_batches_match(ds, 260, 6, 3 * 64 * 64, false);
     vd_data_close(&ds);
     vd_net_free(&net);
+    /* a JPEG folder, augmented (crops, flips), RGB and grey nets: the
+     * samples that folder.c writes in bf16 itself */
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    const char *dirs[] = { "train", "train/a", "train/b" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 12; i++) {
+        snprintf(p, sizeof p, "%s/train/%c/%02d.jpg", d, i % 2 ? 'b' : 'a', i);
+        write_jpeg(p, 48 + 4 * i, 40 + 3 * (i % 5), true, 90, TJSAMP_420);
+    }
+    char spec[700];
+    snprintf(spec, sizeof spec, "folder:%s", d);
+    for (int ch = 3; ch >= 1; ch -= 2) {
+        tu_tiny_net(&net, ch, 16, 24, 10, false, 5);
+        ck_assert_int_eq(vd_data_open(spec, &net, 5, 5, true, &ds, &e), 0);
+        bf16_batches_match(ds, 5, 10, (size_t)ch * 16 * 24, false);
+        bf16_batches_match(ds, 5, 10, (size_t)ch * 16 * 24, true);
+        vd_data_close(&ds);
+        vd_net_free(&net);
+    }
+    vdt_rmrf(d);
+    vd_free(d);
 }
 END_TEST
 
@@ -1181,7 +1303,8 @@ END_TEST
 VDT_MAIN("data", 0,
           mnist_reads_and_normalises, mnist_corrupt_files_are_edata, mnist_missing_file_is_eio,
           shape_mismatch_is_usage_error, cifar_reads_and_normalises, cifar_corrupt_is_edata,
-          folder_labels_resize_and_corrupt, synthetic_is_deterministic_and_unit_normal,
+          folder_labels_resize_and_corrupt, folder_resample_matches_reference,
+          synthetic_is_deterministic_and_unit_normal,
           synthetic_matches_reference_formula, loader_synth_device_matches_loader,
           epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
           jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
