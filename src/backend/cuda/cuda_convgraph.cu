@@ -823,10 +823,6 @@ static int gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer 
      * than mode A's tensor-core ones (H200, ResNet-50 backward-filter 0.1 vs
      * 700 ms) and timing them took minutes; asked only when mode A has none */
     if (L->dt == CUDNN_DATA_BFLOAT16 && D->n > 0) return VD_OK;
-    if (getenv("VD_CONV_MODE_B") &&
-        (rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_B, c->conv_topk, cap,
-                            D->c, &D->n, G_MAXC, e)))
-        return rc;
     return add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK, cap,
                          D->c, &D->n, G_MAXC, e);
 }
