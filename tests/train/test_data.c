@@ -1049,6 +1049,24 @@ static void take_batches(vd_dataset *ds, int batch, int threads, int nb, float *
 /* The same seed gives the same batches, bytes and labels, with 1, 2, 5 or
  * 16 loader threads (chunked work, several slots in flight): synthetic
  * data, and JPEG folders with random crops and flips. */
+
+/* A temporary folder of 12 RGB JPEGs in classes a and b (train/), 4 pixels
+ * wider each, 40 + hstep * (i % 5) high; the caller removes it. */
+static char *jpeg_folder12(int hstep) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[600];
+    const char *dirs[] = { "train", "train/a", "train/b" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 12; i++) {
+        snprintf(p, sizeof p, "%s/train/%c/%02d.jpg", d, i % 2 ? 'b' : 'a', i);
+        write_jpeg(p, 48 + 4 * i, 40 + hstep * (i % 5), true, 90, TJSAMP_420);
+    }
+    return d;
+}
+
 START_TEST(loader_same_batches_any_thread_count) {
     enum { NB = 6 };
     static const int threads[] = { 1, 2, 5, 16 };
@@ -1096,17 +1114,7 @@ START_TEST(loader_same_batches_any_thread_count) {
     vd_data_close(&ds);
     vd_net_free(&net);
     /* a JPEG folder, augmented: 12 images, batch 5 (epochs straddled) */
-    char *d = vdt_tmpdir("vdnn-train-test");
-    char p[600];
-    const char *dirs[] = { "train", "train/a", "train/b" };
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-    }
-    for (int i = 0; i < 12; i++) {
-        snprintf(p, sizeof p, "%s/train/%c/%02d.jpg", d, i % 2 ? 'b' : 'a', i);
-        write_jpeg(p, 48 + 4 * i, 40, true, 90, TJSAMP_420);
-    }
+    char *d = jpeg_folder12(0);
     tu_tiny_net(&net, 3, 16, 16, 10, false, 5);
     char spec[700];
     snprintf(spec, sizeof spec, "folder:%s", d);
@@ -1210,17 +1218,7 @@ START_TEST(loader_bf16_any_thread_count) {
     vd_net_free(&net);
     /* a JPEG folder, augmented (crops, flips), RGB and grey nets: the
      * samples that folder.c writes in bf16 itself */
-    char *d = vdt_tmpdir("vdnn-train-test");
-    char p[600];
-    const char *dirs[] = { "train", "train/a", "train/b" };
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-    }
-    for (int i = 0; i < 12; i++) {
-        snprintf(p, sizeof p, "%s/train/%c/%02d.jpg", d, i % 2 ? 'b' : 'a', i);
-        write_jpeg(p, 48 + 4 * i, 40 + 3 * (i % 5), true, 90, TJSAMP_420);
-    }
+    char *d = jpeg_folder12(3);
     char spec[700];
     snprintf(spec, sizeof spec, "folder:%s", d);
     for (int ch = 3; ch >= 1; ch -= 2) {
