@@ -854,6 +854,32 @@ static void extreme_config(actx *c) {
     for (int k = 0; c->algo_free && k < 2 * c->L; k++) c->algos[k] = c->minws[k];
 }
 
+/* Feasibility only: the paper candidates, then the extreme configuration.
+ * VD_OK: one fits, *out its plan; VD_EBUDGET: neither does (the current
+ * configuration is left as it was). */
+static int feasible_fallback(actx *c, const vd_plan_opts *opts, vd_plan *out, vd_err *e) {
+    vd_plan best;
+    memset(&best, 0, sizeof best);
+    int rc_best = -1;
+    int rc = paper_candidates(c, opts, &best, &rc_best, e);
+    if (rc) { if (rc_best >= 0) vdp_plan_release(&best); return rc; }
+    if (rc_best == VD_OK) { best.policy = VD_POLICY_AUTO; *out = best; return VD_OK; }
+    if (rc_best >= 0) vdp_plan_release(&best);
+    vd_disp *d = vd_malloc((size_t)(c->L + 1) * sizeof *d, NULL);
+    int *a = vd_malloc(2 * (size_t)c->L * sizeof *a + 1, NULL);
+    if (!d || !a) { vd_free(d); vd_free(a); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    config_copy(c, d, a, c->disp, c->algos);
+    extreme_config(c);
+    vd_plan X;
+    rc = eval(c, &X, e);
+    config_copy(c, c->disp, c->algos, d, a);
+    vd_free(d);
+    vd_free(a);
+    if (rc == VD_OK) { X.policy = VD_POLICY_AUTO; *out = X; return VD_OK; }
+    if (rc == VD_EBUDGET) { vdp_plan_release(&X); }
+    return rc;
+}
+
 /* Starts of the search beyond the first: greedy decides from the predicted
  * times, and a small change in them (the copy bandwidths) can send it to a
  * different fitting configuration whose refined plan is much faster (VGG-16
@@ -919,6 +945,14 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     }
     c.lb = vd_plan_lower_bound(net, prof, &P, c.B);
     vdp_plan_release(&P);
+    if (feasibility_only) {
+        /* The search's last resorts first: when one fits, the answer is
+         * "fits" either way (vdp_min_budget_auto: the fallbacks fit at its
+         * upper end, where the search from the starts may take a minute on
+         * ResNet-152 to fall back on them). */
+        rc = feasible_fallback(&c, opts, out, e);
+        if (rc != VD_EBUDGET) { ctx_free(&c); return rc; }
+    }
     vd_plan best;
     memset(&best, 0, sizeof best);
     int rc_best = -1;
