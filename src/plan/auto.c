@@ -32,14 +32,19 @@
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
  *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
  *     is faster; then as many again where a kick that does not fit is first
- *     repaired by a few greedy rounds (bounded by AUTO_REPAIR_WORK). VGG-16
+ *     repaired by a few greedy rounds (bounded by AUTO_REPAIR_WORK). The
+ *     kicks without repair stop too once they have looked at configurations
+ *     of AUTO_KICK_WORK steps in all (a deterministic work budget: the same
+ *     inputs, the same plan; VGG-16, ResNet-50 and GoogLeNet at batch 256
+ *     run all AUTO_KICKS within it, ResNet-152 a fifth), and refine and the
+ *     kicks stop at vd_plan_lower_bound (nothing can beat a plan there). VGG-16
  *     b256 at 12 GiB on its measured H200 profile: 393.3 ms predicted
  *     without the starts and the repair, 384.3 with them (no offload 360).
  *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
  *     outcome per configuration) and those whose compute alone, or with the
  *     recomputes the build honours, is slower (compute_bound, compute_floor);
  *     the plans are the same as without (planning times: the README's
- *     table, tools/plan-bench; VGG-16 about 1 s, ResNet-50 about 26 s).
+ *     table, tools/plan-bench; VGG-16 about 1 s, ResNet-50 15-30 s).
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -103,6 +108,8 @@ typedef struct actx {
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
     int prof_id;            /* which start's profile c->prof is (part of the key) */
+    double lb;              /* no plan at the budget predicts a faster iteration
+                               (vd_plan_lower_bound; 0: unknown) */
     char phase[64];         /* what the search is doing (opts->progress) */
 } actx;
 
@@ -299,6 +306,8 @@ static int compute_floor(actx *c, double *floor_s, vd_err *e) {
  * the answer; when true, *out holds its plan. */
 static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_err *e) {
     *better = false;
+    /* nothing can beat limit_s: no plan is faster than the bound */
+    if (c->lb > 0 && limit_s * (1.0 - 1e-9) <= c->lb) { c->looks++; return VD_OK; }
     const memo_ent *m = memo_find(c);
     if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
     /* not built either when even its compute alone cannot beat limit_s */
@@ -319,6 +328,13 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
 }
 
 static bool done(const actx *c) { return c->feas_only && c->found; }
+
+/* No configuration can beat plan P (eval_beats' margin): it is at the lower
+ * bound. Refine and the kicks stop there; they would build configurations
+ * none of which could be kept. */
+static bool at_bound(const actx *c, const vd_plan *P) {
+    return c->lb > 0 && P->sim.iter_s * (1.0 - 1e-9) <= c->lb;
+}
 
 /* Tensor of disposition key k (0: x, i + 1: output of layer i) in p, or -1. */
 static int tensor_of(const actx *c, const vd_plan *p, int k) {
@@ -558,7 +574,7 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
 
 /* Try the alternatives of every decision of a fitting *P; keep faster ones. */
 static int refine(actx *c, vd_plan *P, vd_err *e) {
-    for (int pass = 0; pass < 3; pass++) {
+    for (int pass = 0; pass < 3 && !at_bound(c, P); pass++) {
         bool improved = false;
         for (int k = 0; k <= c->L; k++) {
             int t = c->fixed[k] ? -1 : tensor_of(c, P, k);
@@ -635,9 +651,12 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * offloaded or recomputed instead, 393 -> 384 ms predicted), but every kick
  * then costs a refine: the repair rounds stop once they have built plans of
  * AUTO_REPAIR_WORK steps in all (builds cost about linearly in the steps:
- * VGG-16's 81 steps run them all, ResNet-50's 330 a fraction, ~10 s). */
+ * VGG-16's 81 steps run them all, ResNet-50's 351 a fraction, ~5 s). The
+ * kicks without repair stop likewise at AUTO_KICK_WORK: ResNet-50 (up to
+ * 7.7e6) and GoogLeNet (1.4e7) at batch 256 run all AUTO_KICKS; ResNet-152
+ * (1031 steps, 8.3e7 at 32 GiB for a 0.03% faster plan) stops early. */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
-static const double AUTO_REPAIR_WORK = 1.5e6;
+static const double AUTO_REPAIR_WORK = 1.5e6, AUTO_KICK_WORK = 1.5e7;
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     int L = c->L, rc = VD_OK;
@@ -650,6 +669,8 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
         if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
+        if (!repair && (double)(c->looks - evals0) * P->n_steps > AUTO_KICK_WORK) break;
+        if (at_bound(c, P)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
@@ -836,6 +857,32 @@ static void extreme_config(actx *c) {
     for (int k = 0; c->algo_free && k < 2 * c->L; k++) c->algos[k] = c->minws[k];
 }
 
+/* Feasibility only: the paper candidates, then the extreme configuration.
+ * VD_OK: one fits, *out its plan; VD_EBUDGET: neither does (the current
+ * configuration is left as it was). */
+static int feasible_fallback(actx *c, const vd_plan_opts *opts, vd_plan *out, vd_err *e) {
+    vd_plan best;
+    memset(&best, 0, sizeof best);
+    int rc_best = -1;
+    int rc = paper_candidates(c, opts, &best, &rc_best, e);
+    if (rc) { if (rc_best >= 0) vdp_plan_release(&best); return rc; }
+    if (rc_best == VD_OK) { best.policy = VD_POLICY_AUTO; *out = best; return VD_OK; }
+    if (rc_best >= 0) vdp_plan_release(&best);
+    vd_disp *d = vd_malloc((size_t)(c->L + 1) * sizeof *d, NULL);
+    int *a = vd_malloc(2 * (size_t)c->L * sizeof *a + 1, NULL);
+    if (!d || !a) { vd_free(d); vd_free(a); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    config_copy(c, d, a, c->disp, c->algos);
+    extreme_config(c);
+    vd_plan X;
+    rc = eval(c, &X, e);
+    config_copy(c, c->disp, c->algos, d, a);
+    vd_free(d);
+    vd_free(a);
+    if (rc == VD_OK) { X.policy = VD_POLICY_AUTO; *out = X; return VD_OK; }
+    if (rc == VD_EBUDGET) { vdp_plan_release(&X); }
+    return rc;
+}
+
 /* Starts of the search beyond the first: greedy decides from the predicted
  * times, and a small change in them (the copy bandwidths) can send it to a
  * different fitting configuration whose refined plan is much faster (VGG-16
@@ -899,7 +946,16 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
         ctx_free(&c);
         return rc;
     }
+    c.lb = vd_plan_lower_bound(net, prof, &P, c.B);
     vdp_plan_release(&P);
+    if (feasibility_only) {
+        /* The search's last resorts first: when one fits, the answer is
+         * "fits" either way (vdp_min_budget_auto: the fallbacks fit at its
+         * upper end, where the search from the starts may take a minute on
+         * ResNet-152 to fall back on them). */
+        rc = feasible_fallback(&c, opts, out, e);
+        if (rc != VD_EBUDGET) { ctx_free(&c); return rc; }
+    }
     vd_plan best;
     memset(&best, 0, sizeof best);
     int rc_best = -1;
@@ -1071,8 +1127,15 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
     if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
     if (rc) goto out;
+    /* The search often fits nothing below its fallbacks' minimum (ResNet-50:
+     * the binary search's 22 probes all failed, 0.8 s each). So the first
+     * probe is one step below hi: failing there, hi is the answer (the
+     * binary search takes fitting as monotone in the budget too). */
+    bool first = true;
     while (hi - lo > VD_PLAN_ALIGN) {
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        if (first) mid = (hi - VD_PLAN_ALIGN) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        first = false;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
         vd_err te = {0};

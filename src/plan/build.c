@@ -24,6 +24,7 @@ static void bld_free(bld *B) {
     vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
     vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
     vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
+    vd_free(B->fit_steps);
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
@@ -79,11 +80,12 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);
     B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
+    B->fit_steps = vd_malloc(4 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
     bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
-        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned ||
+        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps ||
         !ipf || !B->rc_ops) {
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");

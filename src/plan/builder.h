@@ -37,6 +37,7 @@ typedef struct bld {
     double *t_start;   /* [n_steps + 1] stall-free start of each step */
     double *d2h;       /* [cap_t] completion of each tensor's offload */
     bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
+    int *fit_steps;    /* [4 * cap_t] vdp_fit_memory's scratch */
     void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 
