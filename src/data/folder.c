@@ -49,7 +49,6 @@ typedef struct item { char *path; int32_t label; } item;
  * ones are freed after their sample. */
 typedef struct scratch {
     struct scratch *next;       /* the pool's free list */
-    tjhandle tj;                /* TurboJPEG decompressor (NULL until needed) */
     unsigned char *file;        /* [file_cap] the image file */
     size_t file_cap;
     unsigned char *px;          /* [px_cap] decoded pixels */
@@ -72,7 +71,6 @@ typedef struct folder {
 
 static void scratch_free(scratch *s) {
     if (!s) return;
-    if (s->tj) tjDestroy(s->tj);
     vd_free(s->file);
     vd_free(s->px);
     vd_free(s->work);
@@ -390,7 +388,7 @@ static int png_chunks_check(const char *path, const unsigned char *b, size_t n, 
 }
 
 /* Decode the image file path's bytes buf [n] (see vd_image_load); s: the
- * sample's scratch (its TurboJPEG handle and pixel buffer) or NULL. buf
+ * sample's scratch (its pixel buffer) or NULL. buf
  * stays the caller's. */
 static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, int W,
                   vd_jpeg_decoder dec, scratch *s, vd_image *img, vd_err *e) {
@@ -398,12 +396,14 @@ static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, 
     int rc;
     vd_image_kind kind = vd_image_kind_of(buf, n);
     if (kind == VD_IMAGE_JPEG && dec != VD_JPEG_STB) {
-        tjhandle tj = s ? s->tj : NULL;
-        if (!tj && !(tj = tjInitDecompress()))
-            return vd_errf(e, VD_ENOMEM, "%s: cannot start the JPEG decoder", path);
-        if (s) s->tj = tj;      /* kept for the next samples */
+        /* a decompressor per image, never kept: libjpeg keeps the Huffman
+         * and quantization tables a file defined for the next one, so a
+         * file that leaves one out would decode (or fail) by what the
+         * thread decoded before (fuzz_image found it on its seed corpus) */
+        tjhandle tj = tjInitDecompress();
+        if (!tj) return vd_errf(e, VD_ENOMEM, "%s: cannot start the JPEG decoder", path);
         rc = turbo_decode(path, tj, buf, n, C, H, W, dec == VD_JPEG_TURBO_FULL, s, img, e);
-        if (!s) tjDestroy(tj);
+        tjDestroy(tj);
         return rc;
     }
     if (kind == VD_IMAGE_PNM) return pnm_decode(path, buf, n, C, img, e);

@@ -840,8 +840,8 @@ START_TEST(jpeg_bad_files_are_named) {
         ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 5, 0, x, y, &e), VD_EDATA);
         ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg") && strstr(e.msg, "truncated JPEG") &&
                       (dec == 1 || strstr(e.msg, "Premature")), "decoder %d: %s", dec, e.msg);
-        /* the decoder that failed (kept for the next samples: folder.c's
-         * scratch) decodes the next file as before */
+        /* the next sample after a failure decodes as before (the
+         * sample's scratch is reused; its decoder is made per image) */
         ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, 4, 0, x, y, &e) == 0, "%s", e.msg);
         ck_assert_mem_eq(x, x4, sizeof x4);
         for (int threads = 1; threads <= 4; threads += 3) {
