@@ -94,22 +94,14 @@ static int ahead_wait(void *ctx, vd_exec *self) {
     ahead *a = ctx;
     pthread_mutex_lock(&a->mu);
     if (a->running) {
-        if (self && !atomic_load(&a->done)) {
-            vd_err de = {0};
-            int drc = vd_exec_drain(self, &de);
-            if (drc) {   /* a device error: reported after the step, as a failed fetch */
-                pthread_join(a->th, NULL);
-                a->running = false;
-                if (!a->rc) { a->rc = drc; a->err = de; }
-                int rc = a->rc;
-                pthread_mutex_unlock(&a->mu);
-                return rc;
-            }
-        }
+        vd_err de = {0};
+        int drc = self && !atomic_load(&a->done) ? vd_exec_drain(self, &de) : VD_OK;
         double t = vd_now();
         pthread_join(a->th, NULL);
         a->wait_s += vd_now() - t;
         a->running = false;
+        /* a device error: reported after the step, as a failed fetch */
+        if (drc && !a->rc) { a->rc = drc; a->err = de; }
     }
     int rc = a->rc;
     pthread_mutex_unlock(&a->mu);

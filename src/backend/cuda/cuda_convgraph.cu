@@ -453,7 +453,6 @@ static int add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, total, &got, cfgs));
     int added = 0;
     bool fb = mode == CUDNN_HEUR_MODE_FALLBACK;
-    bool dedupe = mode != CUDNN_HEUR_MODE_A;   /* later lists add engines not listed yet */
     for (int64_t i = 0; i < got && added < take && *n < maxn; i++) {
         int64_t engine = -1;
         unsigned num = 0, beh = 0;
@@ -467,7 +466,7 @@ static int add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
             continue;
         }
         bool dup = false;
-        for (int j = 0; dedupe && j < *n; j++) dup |= out[j].engine == engine;
+        for (int j = 0; fb && j < *n; j++) dup |= out[j].engine == engine;
         if (dup) continue;
         gcand k;
         memset(&k, 0, sizeof k);
@@ -525,9 +524,6 @@ static cudnnStatus_t exec_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, v
     return st;
 }
 
-/* ---- timing ------------------------------------------------------------------------------ */
-/* Scratch for timing: bytes at c->scratch (grown as needed), or NULL when
- * that much device memory is not free (then the layer stays untimed). */
 /* ---- the GEMM backward-filter of 1x1 convolutions -------------------------------- */
 /* A 1x1, stride-1, unpadded, ungrouped fp32 (or tf32) convolution's weight
  * gradient in NCHW is dW[k][c] = sum_n sum_hw dY[n][k][hw] X[n][c][hw]: per
@@ -585,6 +581,9 @@ static void add_gemm(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, uin
         dir_name[CU_GD_BWD_FILTER], GEMM_ENGINE, (unsigned long long)ws);
 }
 
+/* ---- timing ------------------------------------------------------------------------------ */
+/* Scratch for timing: bytes at c->scratch (grown as needed), or NULL when
+ * that much device memory is not free (then the layer stays untimed). */
 static void *scratch_get(cu_ctx *c, uint64_t bytes) {
     if (c->scratch && c->scratch_bytes >= bytes) return c->scratch;
     if (c->scratch) cudaFree(c->scratch);
