@@ -108,7 +108,8 @@ static void usage(FILE *f) {
 "                       (iteration, loss, avg, lr, images/s, accuracy, elapsed\n"
 "                       time), flushed as written\n"
 "  --step-times         after training, the last iteration's steps measured on the\n"
-"                       compute stream beside the simulator's prediction\n"
+"                       compute stream beside the simulator's prediction, and\n"
+"                       its copies (start, end, GB/s) beside the simulator's\n"
 "  --mem-trace          CUDA: synchronize after every step and list the steps\n"
 "                       after which the process's device memory grew (slow)\n"
 "  --help               this text\n"
@@ -330,6 +331,68 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
     printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
            "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
     vd_free(dur);
+    vd_free(shown);
+}
+
+/* --step-times, the copies of that iteration beside the simulator's: per
+ * direction the count, bytes, the stream's busy time and the rate that
+ * makes (against the profile's one-way bandwidth), then the
+ * VD_COPY_TIMES_ROWS copies that end furthest after their prediction. A
+ * copy that runs slower than the profile says delays whatever waits for
+ * it: an offload ending late stalls the step that reuses its region, a
+ * prefetch the step that reads it. */
+enum { VD_COPY_TIMES_ROWS = 8 };
+static void report_copy_times(const vd_exec *ex, const vd_plan *plan, const vd_device_params *dev) {
+    const vd_exec_copy_time *ct = NULL;
+    int n = vd_exec_copy_times(ex, &ct);
+    if (n <= 0) return;
+    bool *shown = vd_calloc((size_t)n, sizeof *shown, NULL);
+    if (!shown) { fprintf(stderr, "%s: copy times: out of memory\n", PROG); return; }
+    printf("copies (last iteration; ms from its start, from when the stream began each to "
+           "its end)\n");
+    for (int d = 0; d < 2; d++) {
+        int cnt = 0;
+        double bytes = 0, busy = 0;
+        for (int i = 0; i < n; i++) {
+            if (ct[i].h2d != (d == 1)) continue;
+            cnt++;
+            bytes += (double)plan->tensors[ct[i].tensor].bytes;
+            busy += ct[i].end_ms - ct[i].start_ms;
+        }
+        if (!cnt) continue;
+        char b[32];
+        printf("  %s: %d cop%s, %s, busy %.3f ms: %.1f GB/s (profile %.1f GB/s one way, %.1f "
+               "both ways together)\n", d ? "H2D" : "D2H", cnt, cnt == 1 ? "y" : "ies",
+               vd_fmt_bytes((uint64_t)bytes, b, sizeof b), busy,
+               busy > 0 ? bytes / (busy * 1e-3) / 1e9 : 0.0,
+               (d ? dev->h2d_bw : dev->d2h_bw) / 1e9, dev->both_bw / 1e9);
+    }
+    int rows = n < VD_COPY_TIMES_ROWS ? n : VD_COPY_TIMES_ROWS;
+    printf("  the %d copies ending furthest after the prediction:\n  %-4s %-24s %10s %10s %10s "
+           "%10s %10s %8s\n", rows, "dir", "tensor", "bytes", "start", "predicted", "end",
+           "predicted", "GB/s");
+    for (int r = 0; r < rows; r++) {
+        int best = -1;
+        double late_best = 0;
+        for (int i = 0; i < n; i++) {
+            if (shown[i]) continue;
+            const vd_exec_copy_time *c = &ct[i];
+            double pend = c->h2d ? plan->intervals[c->interval].t_h2d_end
+                                 : plan->tensors[c->tensor].t_d2h_end;
+            double late = c->end_ms - 1e3 * pend;
+            if (best < 0 || late > late_best) { best = i; late_best = late; }
+        }
+        shown[best] = true;
+        const vd_exec_copy_time *c = &ct[best];
+        const vd_tensor *T = &plan->tensors[c->tensor];
+        double ps = c->h2d ? plan->intervals[c->interval].t_h2d_start : T->t_d2h_start;
+        double pe = c->h2d ? plan->intervals[c->interval].t_h2d_end : T->t_d2h_end;
+        double dur = c->end_ms - c->start_ms;
+        char b[32];
+        printf("  %-4s %-24.24s %10s %10.3f %10.3f %10.3f %10.3f %8.1f\n", c->h2d ? "H2D" : "D2H",
+               T->name, vd_fmt_bytes(T->bytes, b, sizeof b), c->start_ms, 1e3 * ps, c->end_ms,
+               1e3 * pe, dur > 0 ? (double)T->bytes / (dur * 1e-3) / 1e9 : 0.0);
+    }
     vd_free(shown);
 }
 
@@ -744,6 +807,7 @@ int main(int argc, char **argv) {
     report_device_memory(&ses, &plan, &st, trained);
     report_host_memory();
     if (trained) report_step_times(ex, &plan, &net);
+    if (trained) report_copy_times(ex, &plan, &ses.prof.dev);
     if (res.interrupted) {
         int sig = g_stop > 0 ? (int)g_stop : SIGINT;
         fprintf(stderr, "%s: interrupted by %s at iteration %lld%s\n", PROG,

@@ -78,6 +78,12 @@ struct vd_exec {
     int ev_drain;               /* vd_exec_drain's event */
     double *step_end_ms;        /* [n_steps], see vd_exec_step_times */
     int n_step_times;
+    int ev_copy;                /* opts.step_times: first of n_tensors + n_intervals events
+                                   recorded as each copy starts (D2H per tensor, then H2D
+                                   per interval), else -1 */
+    bool *copy_issued;          /* [n_tensors + n_intervals]: started this pass */
+    vd_exec_copy_time *copy_times;   /* [n_tensors + n_intervals], see vd_exec_copy_times */
+    int n_copy_times;
     vd_dp_layout dp;            /* opts.allreduce: the gradient buckets */
     vdx_group *grp;             /* a group (exec/group.h): only this field is set */
 };
@@ -309,12 +315,20 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if (rc) { ex->pool = NULL; goto fail; }
     int n_ev = plan->n_events > ex->eval->n_events ? plan->n_events : ex->eval->n_events;
     ex->ev_steps = -1;
+    ex->ev_copy = -1;
     if (ex->opts.step_times) {
-        /* one at the start of a training pass, one after each step */
+        /* one at the start of a training pass, one after each step; one as
+         * each copy starts (its end has the plan's event) */
         ex->ev_steps = n_ev;
         n_ev += plan->n_steps + 1;
         ex->step_end_ms = vd_calloc((size_t)plan->n_steps, sizeof *ex->step_end_ms, e);
         if (!ex->step_end_ms) { rc = VD_ENOMEM; goto fail; }
+        size_t nc = (size_t)plan->n_tensors + (size_t)plan->n_intervals;
+        ex->ev_copy = n_ev;
+        n_ev += (int)nc;
+        ex->copy_issued = vd_calloc(nc ? nc : 1, sizeof *ex->copy_issued, e);
+        ex->copy_times = vd_calloc(nc ? nc : 1, sizeof *ex->copy_times, e);
+        if (!ex->copy_issued || !ex->copy_times) { rc = VD_ENOMEM; goto fail; }
     }
     ex->ev_drain = n_ev++;
     if ((rc = be->events_create(be, n_ev, e))) goto fail;
@@ -385,6 +399,8 @@ void vd_exec_destroy(vd_exec **pex) {
     vd_free(ex->r_off);
     vd_free(ex->r_cnt);
     vd_free(ex->step_end_ms);
+    vd_free(ex->copy_issued);
+    vd_free(ex->copy_times);
     vd_free(ex->in_sb.index);
     vd_free(ex->nx_sb.index);
     vd_dp_layout_free(&ex->dp);
@@ -614,6 +630,7 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
     const vd_net *net = ex->net;
     const vd_step *st = &p->steps[s];
     bool poison = ex->opts.poison;
+    bool timed = ex->ev_copy >= 0 && p == ex->plan;   /* opts.step_times: copies too */
     int rc = VD_OK;
     for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
         const vd_action *A = &p->actions[a];
@@ -657,6 +674,11 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) break;
             if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) break;
             if (poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e))) break;
+            if (timed) {
+                int c = p->n_tensors + A->arg;
+                if ((rc = be->event_record(be, ex->ev_copy + c, VD_STREAM_H2D, e))) break;
+                ex->copy_issued[c] = true;
+            }
             if (iv->fill == VD_FILL_INPUT_X && ex->in_synth)
                 rc = fill_synth(ex, dst, &ex->in_sb, T->bytes, e);
             else if (iv->fill == VD_FILL_STAGE && ex->nx_synth)
@@ -730,6 +752,10 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
             const vd_interval *iv = &p->intervals[T->iv[0]];
             if ((rc = be->event_record(be, T->ev_compute, VD_STREAM_COMPUTE, e))) break;
             if ((rc = be->stream_wait(be, VD_STREAM_D2H, T->ev_compute, e))) break;
+            if (timed) {
+                if ((rc = be->event_record(be, ex->ev_copy + A->arg, VD_STREAM_D2H, e))) break;
+                ex->copy_issued[A->arg] = true;
+            }
             if ((rc = be->copy_async(be, VD_STREAM_D2H, ex->host_store + T->host_offset,
                                      iv_addr(ex, iv), T->bytes, e))) break;
             rc = be->event_record(be, T->ev_d2h, VD_STREAM_D2H, e);
@@ -766,6 +792,36 @@ static int readback(vd_exec *ex, const vd_plan *p, bool want_y, vd_err *e) {
     return be->event_sync(be, p->ev_loss, e);
 }
 
+/* opts.step_times, after a training pass: each copy it issued, its start
+ * and end in ms from event ev (the pass's start on the compute stream). The
+ * staging copy may still run: every end is waited for first. */
+static int copy_times(vd_exec *ex, const vd_plan *p, int ev, vd_err *e) {
+    vd_backend *be = ex->be;
+    int n = 0, rc;
+    for (int c = 0; c < p->n_tensors + p->n_intervals; c++) {
+        if (!ex->copy_issued[c]) continue;
+        bool h2d = c >= p->n_tensors;
+        int k = h2d ? c - p->n_tensors : -1;
+        int t = h2d ? p->intervals[k].tensor : c;
+        int end = h2d ? p->intervals[k].ev_h2d : p->tensors[t].ev_d2h;
+        float a = 0.0f, b = 0.0f;
+        if ((rc = be->event_sync(be, end, e)) ||
+            (rc = be->event_elapsed(be, ev, ex->ev_copy + c, &a, e)) ||
+            (rc = be->event_elapsed(be, ev, end, &b, e)))
+            return rc;
+        ex->copy_times[n++] = (vd_exec_copy_time){.tensor = t, .interval = k, .h2d = h2d,
+                                                  .start_ms = a, .end_ms = b};
+    }
+    ex->n_copy_times = n;
+    return VD_OK;
+}
+
+int vd_exec_copy_times(const vd_exec *ex, const vd_exec_copy_time **ct) {
+    ex = LEAD(ex);
+    *ct = ex->copy_times;
+    return ex->n_copy_times;
+}
+
 /* run_step, then the caller's after_step hook (if any). */
 static int step_hooked(vd_exec *ex, const vd_plan *p, vd_op_io *io, int s, float lr,
                        int64_t iter, bool eval, walk_stats *w, vd_err *e) {
@@ -793,6 +849,8 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     ex->staged = false;
     ex->next_ready = false;
     if (ev >= 0 && (rc = be->event_record(be, ev, VD_STREAM_COMPUTE, e))) return rc;
+    if (ex->ev_copy >= 0)
+        memset(ex->copy_issued, 0, ((size_t)p->n_tensors + (size_t)p->n_intervals) * sizeof *ex->copy_issued);
     for (int s = 0; s < p->n_steps; s++) {
         if ((rc = step_hooked(ex, p, ex->io, s, lr, iter, false, &w, e))) return rc;
         if (ev >= 0 && (rc = be->event_record(be, ev + 1 + s, VD_STREAM_COMPUTE, e))) return rc;
@@ -807,6 +865,7 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
             ex->step_end_ms[s] = ms;
         }
         ex->n_step_times = p->n_steps;
+        if ((rc = copy_times(ex, p, ev, e))) return rc;
     }
     if (w.live != 0)
         return vd_errf(e, VD_EINTERNAL, "executor: %llu bytes still live after the iteration",

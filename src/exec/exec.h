@@ -189,6 +189,20 @@ void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st);
  * n_steps; 0 when off or before the first training step). */
 int vd_exec_step_times(const vd_exec *ex, const double **end_ms);
 
+/* opts.step_times: the copies of the latest training pass, in ms from the
+ * same origin as vd_exec_step_times: each offload (D2H of tensor `tensor`,
+ * interval -1) and each fill of an interval (H2D: prefetch, input, staging)
+ * that pass issued, from when its stream began it (after the waits before
+ * it) to its end. The simulator's counterparts: the tensor's
+ * t_d2h_start / t_d2h_end, the interval's t_h2d_start / t_h2d_end. Returns
+ * the count (0 when off or before the first training step). */
+typedef struct vd_exec_copy_time {
+    int tensor, interval;   /* plan indices; interval -1 for a D2H copy */
+    bool h2d;
+    double start_ms, end_ms;
+} vd_exec_copy_time;
+int vd_exec_copy_times(const vd_exec *ex, const vd_exec_copy_time **ct);
+
 /* ---- data parallel: rank threads and executor groups ---------------------
  * A data-parallel run has one rank per device, all in this process: rank 0
  * is driven by the calling (main) thread, ranks 1..n-1 each by a thread of

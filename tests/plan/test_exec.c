@@ -516,8 +516,9 @@ START_TEST(test_before_pool_hook) {
 END_TEST
 
 /* step_times: one event more per step (and one at the start), recorded on
- * the compute stream; after a training step every step's end is known, in
- * order, within the iteration's wall time; off: no extra events, no times.
+ * the compute stream, and one per possible copy start; after a training
+ * step every step's end is known, in order, within the iteration's wall
+ * time, and every copy the pass issued; off: no extra events, no times.
  * Either way one more than the plan's for vd_exec_drain. */
 static int events_asked;
 static int (*real_events_create)(vd_backend *, int, vd_err *);
@@ -542,7 +543,8 @@ START_TEST(test_step_times) {
         vd_exec_opts eo = {.layers_ready = true, .step_times = on};
         vd_exec *ex = NULL;
         ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(events_asked, n_ev + 1 + (on ? plan->n_steps + 1 : 0));
+        ck_assert_int_eq(events_asked, n_ev + 1 + (on ? plan->n_steps + 1 + plan->n_tensors +
+                                                        plan->n_intervals : 0));
         const double *end = NULL;
         ck_assert_int_eq(vd_exec_step_times(ex, &end), 0);   /* nothing measured yet */
         ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
@@ -558,6 +560,29 @@ START_TEST(test_step_times) {
             ck_assert(end[0] >= 0.0);
             for (int s = 1; s < n; s++) ck_assert(end[s] >= end[s - 1]);
             ck_assert(end[n - 1] <= st.last_iter_s * 1e3 + 1.0);
+            /* every offload and every fill the pass issued, once each: the
+             * plan's offloaded tensors (D2H) and its filled intervals (H2D:
+             * the prefetches, x and labels; no staging: nothing was ready) */
+            const vd_exec_copy_time *ct = NULL;
+            int nc = vd_exec_copy_times(ex, &ct), want_d2h = 0, want_h2d = 0, d2h = 0, h2d = 0;
+            for (int t = 0; t < plan->n_tensors; t++)
+                want_d2h += plan->tensors[t].offload && !plan->tensors[t].host_src;
+            for (int k = 0; k < plan->n_intervals; k++)
+                want_h2d += plan->intervals[k].fill != VD_FILL_NONE &&
+                            plan->intervals[k].fill != VD_FILL_STAGE;
+            ck_assert_int_gt(want_d2h, 0);
+            ck_assert_int_eq(nc, want_d2h + want_h2d);
+            for (int i = 0; i < nc; i++) {
+                d2h += !ct[i].h2d;
+                h2d += ct[i].h2d;
+                ck_assert(ct[i].h2d ? ct[i].interval >= 0 && plan->intervals[ct[i].interval].tensor == ct[i].tensor
+                                    : ct[i].interval == -1 && plan->tensors[ct[i].tensor].offload);
+                /* a copy ends after it starts, within the pass */
+                ck_assert(ct[i].end_ms >= ct[i].start_ms);
+                ck_assert(ct[i].end_ms <= st.last_iter_s * 1e3 + 1.0);
+            }
+            ck_assert_int_eq(d2h, want_d2h);
+            ck_assert_int_eq(h2d, want_h2d);
         }
         vd_exec_destroy(&ex);
     }

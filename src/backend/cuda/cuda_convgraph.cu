@@ -60,11 +60,12 @@ enum {
     G_MAXRES = 64,     /* heuristic results read per mode */
     G_MAXTMP = 160,    /* temporary descriptors of one heuristic query */
     G_MAXALT = 6,      /* runtime variant plans cached per layer */
-    G_SPLITS = 2,      /* split sets (sub-batch plans) per layer */
+    G_SPLITS = 3,      /* split sets (sub-batch plans) per layer */
+    G_SPLITS_FORCE = 2, /* of which --conv-split force builds the first two */
 };
 
 /* Split options: a layer whose fastest option needs more than
- * split_target[0] of workspace also gets, for each target t, the option
+ * SPLIT_MIN (1 GiB) of workspace also gets, for each target t, the option
  * "b/k": every direction runs as k sub-batch convolutions of batch/k
  * (k the smallest power of two dividing the batch with
  * fastest workspace / k <= t), each the fastest engine timed at batch/k with
@@ -74,8 +75,13 @@ enum {
  * batch, so this keeps them under a budget where the whole-batch "ws<=1G"
  * engines are 2-3x slower (VGG-16 b256: features.2 backward 38 ms with 19 GiB
  * of workspace, 70 ms within 289 MiB). Not in deterministic mode (the
- * summation order of dw would differ between options). */
-static const uint64_t split_target[G_SPLITS] = {1ull << 30, 256ull << 20};
+ * summation order of dw would differ between options). The 4 GiB target
+ * keeps the big engines at sub-batches large enough to run them well: at
+ * 1 GiB features.2's backward-filter runs 32 chunks of 8 on a slower engine
+ * (51 ms against 38), and the planner at a 12-16 GiB budget has 2-4 GiB of
+ * workspace to spend on it (issue 13). */
+static const uint64_t split_target[G_SPLITS] = {4ull << 30, 1ull << 30, 256ull << 20};
+static const uint64_t SPLIT_MIN = 1ull << 30;
 
 static const char *const dir_name[CU_GD_COUNT] = {"fwd", "bwd-data", "bwd-filter",
                                                   "bwd-data(+=)"};
@@ -837,7 +843,7 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
     const uint64_t fastest = L->n_opts ? L->opts[0].workspace : 0;
     const bool force = c->conv_split == 2;
     /* no split options in bf16 (their partial dW sums are fp32 code) */
-    if (c->conv_split == 0 || c->math == VD_MATH_BF16 || (!force && fastest <= split_target[0]))
+    if (c->conv_split == 0 || c->math == VD_MATH_BF16 || (!force && fastest <= SPLIT_MIN))
         return VD_OK;
     const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4;
     const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4;
@@ -846,7 +852,7 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
     g->dw_numel = (int64_t)l->u.conv.out * (L->in_c[0] / gr) * l->u.conv.kh * l->u.conv.kw;
     g->dw_tmp = VD_ALIGN_UP((uint64_t)g->dw_numel * 4, 256);
     int prev = 1, rc;
-    for (int i = 0; i < G_SPLITS; i++) {
+    for (int i = 0; i < (force ? G_SPLITS_FORCE : G_SPLITS); i++) {
         const uint64_t t = force ? UINT64_MAX : split_target[i];
         int k = 1;
         if (force) k = nb % (2 << i) == 0 ? 2 << i : 1;
