@@ -60,7 +60,7 @@ enum {
     G_MAXRES = 64,     /* heuristic results read per mode */
     G_MAXTMP = 160,    /* temporary descriptors of one heuristic query */
     G_MAXALT = 6,      /* runtime variant plans cached per layer */
-    G_SPLITS = 3,      /* split sets (sub-batch plans) per layer */
+    G_SPLITS = 4,      /* split sets (sub-batch plans) per layer */
     G_SPLITS_FORCE = 2, /* of which --conv-split force builds the first two */
 };
 
@@ -75,12 +75,13 @@ enum {
  * batch, so this keeps them under a budget where the whole-batch "ws<=1G"
  * engines are 2-3x slower (VGG-16 b256: features.2 backward 38 ms with 19 GiB
  * of workspace, 70 ms within 289 MiB). Not in deterministic mode (the
- * summation order of dw would differ between options). The 4 GiB target
- * keeps the big engines at sub-batches large enough to run them well: at
- * 1 GiB features.2's backward-filter runs 32 chunks of 8 on a slower engine
- * (51 ms against 38), and the planner at a 12-16 GiB budget has 2-4 GiB of
- * workspace to spend on it (issue 13). */
-static const uint64_t split_target[G_SPLITS] = {4ull << 30, 1ull << 30, 256ull << 20};
+ * summation order of dw would differ between options). The 8 and 4 GiB
+ * targets keep the big engines at sub-batches large enough to run them
+ * well, for budgets with a few GiB of workspace to spend (issue 13): VGG-16
+ * b256 fp32 features.2's backward is 38.5 ms whole (19 GiB), 46.3 ms as
+ * "b/4 w" (4.8 GiB), 50.3 as "b/8 w" (1.7 GiB), 51.4 as "b/32 w"; with
+ * b/4 w, auto at 16 GiB went from 0.962x to 0.970x of no offload. */
+static const uint64_t split_target[G_SPLITS] = {8ull << 30, 4ull << 30, 1ull << 30, 256ull << 20};
 static const uint64_t SPLIT_MIN = 1ull << 30;
 
 static const char *const dir_name[CU_GD_COUNT] = {"fwd", "bwd-data", "bwd-filter",
