@@ -80,7 +80,7 @@ enum {
  * well, for budgets with a few GiB of workspace to spend (issue 13): VGG-16
  * b256 fp32 features.2's backward is 38.5 ms whole (19 GiB), 46.3 ms as
  * "b/4 w" (4.8 GiB), 50.3 as "b/8 w" (1.7 GiB), 51.4 as "b/32 w"; with
- * b/4 w, auto at 16 GiB went from 0.962x to 0.970x of no offload. */
+ * b/4 w, auto at 16 GiB went from 0.962x to 0.9697x of no offload. */
 static const uint64_t split_target[G_SPLITS] = {8ull << 30, 4ull << 30, 1ull << 30, 256ull << 20};
 static const uint64_t SPLIT_MIN = 1ull << 30;
 
