@@ -168,8 +168,9 @@ static void note_seen(actx *c, const vd_plan *p) {
  * pair; the table holds at most a few hundred thousand entries). */
 typedef struct memo_ent {
     uint64_t h1, h2;        /* h1 == 0: empty slot (hash_config never gives 0) */
-    double iter_s;
-    bool feasible;
+    double iter_s;          /* exact: the plan's; else no plan of it that fits is faster */
+    bool feasible;          /* exact: it fits; else true (not known) */
+    bool exact;             /* a full build's outcome, not a screened one's bound */
 } memo_ent;
 
 static void hash_config(const actx *c, uint64_t *h1, uint64_t *h2) {
@@ -200,8 +201,9 @@ static const memo_ent *memo_find(const actx *c) {
 }
 
 /* Record the current configuration's outcome (no-op when out of memory: the
- * memo only saves builds). */
-static void memo_put(actx *c, bool feasible, double iter_s) {
+ * memo only saves builds); exact false: iter_s is only a bound (see
+ * memo_ent). An exact outcome replaces a bound, a bound a lower bound. */
+static void memo_put(actx *c, bool feasible, double iter_s, bool exact) {
     if (2 * (c->memo_n + 1) > c->memo_cap) {
         size_t ncap = c->memo_cap ? 2 * c->memo_cap : 4096;
         memo_ent *nm = vd_calloc(ncap, sizeof *nm, NULL);
@@ -220,9 +222,14 @@ static void memo_put(actx *c, bool feasible, double iter_s) {
     uint64_t h1, h2;
     hash_config(c, &h1, &h2);
     size_t i = h1 & (c->memo_cap - 1);
-    for (; c->memo[i].h1; i = (i + 1) & (c->memo_cap - 1))
-        if (c->memo[i].h1 == h1 && c->memo[i].h2 == h2) return;
-    c->memo[i] = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible};
+    for (; c->memo[i].h1; i = (i + 1) & (c->memo_cap - 1)) {
+        memo_ent *m = &c->memo[i];
+        if (m->h1 != h1 || m->h2 != h2) continue;
+        if (!m->exact && (exact || iter_s > m->iter_s))
+            *m = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible, .exact = exact};
+        return;
+    }
+    c->memo[i] = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible, .exact = exact};
     c->memo_n++;
 }
 
@@ -245,7 +252,31 @@ static int eval(actx *c, vd_plan *out, vd_err *e) {
     int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, NULL, out, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
         note_seen(c, out);
-        memo_put(c, out->feasible, out->sim.iter_s);
+        memo_put(c, out->feasible, out->sim.iter_s, true);
+    }
+    return rc;
+}
+
+/* eval for a search that keeps the configuration only when it fits and
+ * predicts an iteration faster than limit_s (vdp_build_screened: variants
+ * that cannot are dropped before their placement). VD_OK / VD_EBUDGET: *out
+ * valid; VDP_SCREENED: no plan (none faster than limit_s). */
+static int eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
+    c->evals++;
+    c->looks++;
+    if (c->evals % 16 == 0) progress(c);
+    bool exact = false;
+    double lb_s = 0;
+    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s, out,
+                                &exact, &lb_s, e);
+    if (rc == VDP_SCREENED) { memo_put(c, true, lb_s, false); return rc; }
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        if (exact) {
+            note_seen(c, out);
+            memo_put(c, out->feasible, out->sim.iter_s, true);
+        } else {
+            memo_put(c, true, lb_s, false);
+        }
     }
     return rc;
 }
@@ -310,17 +341,19 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
     if (c->lb > 0 && limit_s * (1.0 - 1e-9) <= c->lb) { c->looks++; return VD_OK; }
     const memo_ent *m = memo_find(c);
     if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
+    bool known = m && m->exact;
     /* not built either when even its compute alone cannot beat limit_s */
-    if (!m && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
+    if (!known && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     /* nor when its compute with the recomputes it gets cannot (worked out
      * only where it might: floor_upper reaches limit_s) */
-    if (!m && !c->o.forward_only && floor_upper(c) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
+    if (!known && !c->o.forward_only && floor_upper(c) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
         double floor_s = 0;
         int rc = compute_floor(c, &floor_s, e);
         if (rc) return rc;
         if (floor_s * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     }
-    int rc = eval(c, out, e);
+    int rc = eval_screened(c, limit_s * (1.0 - 1e-9), out, e);
+    if (rc == VDP_SCREENED) return VD_OK;
     if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     if (out->feasible && out->sim.iter_s < limit_s * (1.0 - 1e-9)) *better = true;
     else vdp_plan_release(out);

@@ -2,6 +2,7 @@
  * (vdp_build_fixed): the builder's steps (builder.h) in order, three prefetch
  * variants, the adds' gradient aliasing retried without when it packs worse.
  * The policies (policy.c, auto.c) search over such builds. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,27 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         } else {
             vdp_build_intervals(B);
         }
+        if (attempt == 0 && B->screen_s > 0) {
+            /* the screen (vdp_build_screened): replayed unplaced */
+            if (budget) *live_fit = max_live(B) <= budget;
+            vdp_build_actions(B);
+            bool stage = !p->forward_only && !B->opts->no_stage_input;
+            rc = stage ? vdp_simulate_as_staged(p, B->prof, e) : vdp_simulate(p, B->prof, false, NULL, e);
+            if (rc) break;
+            double lb = p->sim.iter_s;
+            /* staging is kept only when faster: the smaller of the two
+             * replays bounds the plan. The staged one starts the compute
+             * stream earlier (its device copy of x is faster than x's H2D
+             * copy, which is gone too) whenever 2 / mem_bw <= 1 / h2d_bw, as
+             * on every device: then it is the smaller one. */
+            const vd_device_params *dv = &B->prof->dev;
+            if (stage && 2.0 * dv->h2d_bw > dv->mem_bw) {
+                rc = vdp_simulate(p, B->prof, false, NULL, e);
+                if (rc) break;
+                if (p->sim.iter_s < lb) lb = p->sim.iter_s;
+            }
+            if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
+        }
         pin_persistent(B, pin);
         if (attempt == 0 && budget) *live_fit = max_live(B) <= budget;
         /* live bytes over the budget: infeasible whatever the placement */
@@ -297,14 +319,22 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     return VD_OK;
 }
 
+/* A build's screen (vdp_build_screened): s the screen (0: none); lb no
+ * variant that fits predicts faster; dlb the same over the dropped variants
+ * alone; how many were dropped. */
+typedef struct screen { double s, lb, dlb; int dropped, dropped_fit; bool exact; } screen;
+
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                      int variant, bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
+                      int variant, bool alias, bool *live_fit, screen *scr, vd_plan *out, vd_err *e) {
     *live_fit = false;
     bld B;
     bool any_offload;
     int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
+    B.screen_s = scr->s;
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
+    else if (rc == VD_OK) scr->lb = out->sim.iter_s;
     bld_free(&B);
     if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(out);
     return rc;
@@ -321,7 +351,9 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
  * --prefetch paper: variant 2 only. */
 static int build_variants(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                          bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
+                          bool alias, bool *live_fit, screen *scr, vd_plan *out, vd_err *e) {
+    scr->lb = scr->dlb = INFINITY;
+    scr->dropped = scr->dropped_fit = 0;
     /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
     bool disp_offload = false;
     for (int i = 0; opts->disp && i <= net->n_layers; i++)
@@ -329,7 +361,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
     if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
         return build_mode(net, prof, opts, offload_pol, algos, pin,
-                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, out, e);
+                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, scr, out, e);
     int best_rc = -1;
     memset(out, 0, sizeof *out);
     *live_fit = false;
@@ -358,9 +390,20 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             B.p = &alt;
             rc = VD_OK;
         }
+        B.screen_s = scr->s;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        double dropped_lb = B.screen_lb;
         bld_free(&B);
         if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
+        if (rc == VDP_SCREENED) {   /* no faster than the screen: dropped */
+            if (dropped_lb < scr->lb) scr->lb = dropped_lb;
+            if (dropped_lb < scr->dlb) scr->dlb = dropped_lb;
+            scr->dropped++;
+            scr->dropped_fit += lf;
+            *live_fit |= lf;
+            continue;
+        }
+        if (rc == VD_OK && alt.sim.iter_s < scr->lb) scr->lb = alt.sim.iter_s;
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
             if (v < 2) { bld_free(&B0); vdp_plan_release(&P0); }
@@ -383,6 +426,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             vdp_plan_release(&alt);
         }
     }
+    if (best_rc < 0) return VDP_SCREENED;
     out->prefetch = opts->prefetch;
     return best_rc;
 }
@@ -420,22 +464,74 @@ static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
  * high-water mark does not) or, without a budget, what sets the need above
  * the live peak, the plan is built again without the aliasing (as before
  * it), and that one is taken if it fits (needs less). */
-int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                    vd_plan *out, vd_err *e) {
+static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, const vd_plan *pin, screen *scr,
+                       vd_plan *out, vd_err *e) {
     bool live_fit = false;
-    int rc = build_variants(net, prof, opts, offload_pol, algos, pin, true, &live_fit, out, e);
-    bool retry = rc == VD_EBUDGET ? live_fit
-               : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
+    int rc = build_variants(net, prof, opts, offload_pol, algos, pin, true, &live_fit, scr, out, e);
+    if (rc != VD_OK && rc != VD_EBUDGET && rc != VDP_SCREENED) return rc;
+    /* Every variant dropped: the retry is not built either. Without the
+     * aliasing, the same decisions keep at least as many bytes live (the
+     * fitting delays at least as many prefetches) and the adds' backward
+     * copies into every input: its variants replay no faster than the
+     * aliased ones, which did not beat the screen. */
+    if (rc == VDP_SCREENED) return rc;
+    bool no_fit = rc == VD_EBUDGET;
+    bool retry = no_fit ? live_fit : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
     if (!retry || !has_grad_alias(out, net)) return rc;
+    /* a dropped variant whose live bytes fit may fit placed: then the
+     * unscreened build would not retry */
+    bool unsure = no_fit && scr->dropped_fit > 0;
     vd_plan alt;
     vd_err te = {0};
-    int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &alt, &te);
-    if (rc2 == VD_OK && (rc == VD_EBUDGET || alt.hwm < out->hwm)) {
-        vdp_plan_release(out);
+    screen s2 = {.s = scr->s};
+    int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &s2, &alt, &te);
+    /* the bound and the drops of both builds */
+    if (s2.lb < scr->lb) scr->lb = s2.lb;
+    if (s2.dlb < scr->dlb) scr->dlb = s2.dlb;
+    scr->dropped += s2.dropped;
+    scr->dropped_fit += s2.dropped_fit;
+    if (rc2 == VD_OK && (no_fit || alt.hwm < out->hwm)) {
+        if (unsure && alt.sim.iter_s < scr->s) {
+            /* the retry is faster than the screen, and is the answer only
+             * when no aliased variant fits: build the dropped ones after all */
+            vd_plan A;
+            screen s3 = {0};
+            bool lf3 = false;
+            vd_err t3 = {0};
+            int rc3 = build_variants(net, prof, opts, offload_pol, algos, pin, true, &lf3, &s3, &A, &t3);
+            if (rc3 != VD_OK && rc3 != VD_EBUDGET) { vdp_plan_release(&alt); if (rc == VD_EBUDGET) vdp_plan_release(out); *e = t3; return rc3; }
+            if (rc3 == VD_OK) {   /* it fits: no retry */
+                vdp_plan_release(&alt);
+                if (rc == VD_EBUDGET) vdp_plan_release(out);
+                *out = A;
+                scr->exact = true;
+                return VD_OK;
+            }
+            vdp_plan_release(&A);
+        }
+        if (rc == VD_EBUDGET || rc == VD_OK) vdp_plan_release(out);
         *out = alt;
+        if (unsure) scr->exact = true;   /* (the alternative above was ruled out) */
         return VD_OK;
     }
     if (rc2 == VD_OK || rc2 == VD_EBUDGET) vdp_plan_release(&alt);
     return rc;   /* the aliased plan's outcome (another error of the retry: ignored) */
+}
+
+int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                    vd_plan *out, vd_err *e) {
+    screen scr = {0};
+    return build_fixed(net, prof, opts, offload_pol, algos, pin, &scr, out, e);
+}
+
+int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
+                       bool *exact, double *lb_s, vd_err *e) {
+    screen scr = {.s = screen_s};
+    int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
+    *lb_s = scr.lb;
+    *exact = scr.exact || scr.dropped == 0 || (rc == VD_OK && out->sim.iter_s < scr.dlb);
+    return rc;
 }

@@ -38,6 +38,8 @@ typedef struct bld {
     double *d2h;       /* [cap_t] completion of each tensor's offload */
     bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
     int *fit_steps;    /* [4 * cap_t] vdp_fit_memory's scratch */
+    double screen_s;   /* vdp_build_screened's screen (0: none) */
+    double screen_lb;  /* fit_and_place: the replay that dropped this variant */
     void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 

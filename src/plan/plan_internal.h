@@ -22,6 +22,12 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
  * d2h_done (optional, [n_tensors]): completion time of each tensor's offload. */
 int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
                  vd_err *e);
+/* vdp_simulate of a plan without input staging as if its input were staged:
+ * x's step-0 copy replaced by the staged batch's device copy, and no staging
+ * copy (which only adds H2D work). Input staging is kept only when it makes
+ * the iteration faster, so the smaller of this and the plain replay is what
+ * the plan can reach with staging (vdp_build_screened's screen). */
+int vdp_simulate_as_staged(vd_plan *p, const vd_profile *prof, vd_err *e);
 
 /* inplace.c: how many layers read layer src's output (src -1: the net input). */
 int vdp_n_consumers(const vd_net *net, int src);
@@ -41,6 +47,23 @@ void vdp_plan_release(vd_plan *p);
 int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                     vd_policy offload_pol, const int *algos, const vd_plan *pin,
                     vd_plan *out, vd_err *e);
+
+/* vdp_build_fixed for a search that only wants plans predicting an
+ * iteration faster than screen_s (0: no screen, vdp_build_fixed). Each
+ * prefetch variant is replayed (vdp_simulate_as_staged) once its live bytes
+ * are fitted and before its placement; a variant that already predicts
+ * screen_s or slower there is dropped unplaced (the placement and its
+ * retries only delay prefetches, and the staging only replaces x's copy).
+ * Returns VDP_SCREENED (out released) when every variant is dropped, else
+ * like vdp_build_fixed; *lb_s: a bound below which no variant's predicted
+ * iteration is (the dropped variants' replays, the others' plans; the plan's
+ * own iteration when no variant was dropped); *exact: out is the plan
+ * vdp_build_fixed gives (nothing dropped, or out fits and beats every
+ * dropped variant's replay). */
+enum { VDP_SCREENED = 100 };
+int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
+                       bool *exact, double *lb_s, vd_err *e);
 
 /* The layers vdp_build_fixed recomputes with opts (opts->disp) and
  * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is
