@@ -25,7 +25,7 @@ static void bld_free(bld *B) {
     vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
     vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
     vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
-    vd_free(B->fit_steps);
+    vd_free(B->fit_steps); vd_free(B->tname);
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
@@ -82,11 +82,12 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
     B->fit_steps = vd_malloc(4 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
+    B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
     bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
-        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps ||
+        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps || !B->tname ||
         !ipf || !B->rc_ops) {
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
@@ -293,6 +294,7 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     memcpy(D->last_touch, S->last_touch, nt * sizeof *D->last_touch);
     memcpy(D->t_start, S->t_start, ((size_t)sp->n_steps + 1) * sizeof *D->t_start);
     memcpy(D->d2h, S->d2h, nt * sizeof *D->d2h);
+    memcpy(D->tname, S->tname, 2 * nt * sizeof *D->tname);
     return VD_OK;
 }
 
@@ -313,10 +315,11 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     p->feasible = p->hwm <= p->budget;
     rc = vdp_simulate(p, B->prof, false, NULL, e);
     if (rc) return rc;
-    if (!p->feasible) return VD_EBUDGET;
-    if (!p->forward_only && !opts->no_stage_input)
-        return vdp_add_staging(B, budget ? budget : p->hwm, e);
-    return VD_OK;
+    if (p->feasible && !p->forward_only && !opts->no_stage_input &&
+        (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
+        return rc;
+    vdp_name_tensors(B);
+    return p->feasible ? VD_OK : VD_EBUDGET;
 }
 
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
