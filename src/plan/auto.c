@@ -32,19 +32,23 @@
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
  *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
  *     is faster; then as many again where a kick that does not fit is first
- *     repaired by a few greedy rounds (bounded by AUTO_REPAIR_WORK). The
- *     kicks without repair stop too once they have looked at configurations
- *     of AUTO_KICK_WORK steps in all (a deterministic work budget: the same
- *     inputs, the same plan; VGG-16, ResNet-50 and GoogLeNet at batch 256
- *     run all AUTO_KICKS within it, ResNet-152 a fifth), and refine and the
- *     kicks stop at vd_plan_lower_bound (nothing can beat a plan there). VGG-16
- *     b256 at 12 GiB on its measured H200 profile: 393.3 ms predicted
- *     without the starts and the repair, 384.3 with them (no offload 360).
- *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
- *     outcome per configuration) and those whose compute alone, or with the
- *     recomputes the build honours, is slower (compute_bound, compute_floor);
- *     the plans are the same as without (planning times: the README's
- *     table, tools/plan-bench; VGG-16 about 1 s, ResNet-50 15-30 s).
+ *     repaired by a few greedy rounds. The kicks stop once the search's
+ *     work passes a budget (work_limit: AUTO_WORK_BUDGET units of
+ *     vdp_build_screened's deterministic cost, about 2 s on one core, six
+ *     times that while the best plan stalls for more than a tenth of its
+ *     iteration; never a clock: the same inputs, the same plan), and refine
+ *     and the kicks stop at vd_plan_lower_bound (nothing can beat a plan
+ *     there). VGG-16 b256 at 12 GiB on its measured H200 profile: 393.3 ms
+ *     predicted without the starts and the repair, 381.4 with them (no
+ *     offload 360). Refine and the kicks skip, unbuilt, configurations the
+ *     memo knows (an outcome, or a bound, per configuration) and those
+ *     whose compute alone, or with the recomputes the build honours, is
+ *     slower (compute_bound, compute_floor); refine builds the others with
+ *     a screen (vdp_build_screened: each prefetch variant whose live bytes
+ *     exceed the budget, or whose replay before its placement already
+ *     predicts no faster an iteration than the plan refine holds, is dropped
+ *     unplaced; 95% of ResNet-50 8 GiB's builds are). Planning times: the
+ *     README's table, tools/plan-bench.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -104,6 +108,8 @@ typedef struct actx {
     int *seen_algos;        /* [2L] */
     int evals;              /* plans built */
     int looks;              /* configurations evaluated: built or found in the memo */
+    double work;            /* the search's work so far, in full builds times steps
+                               (see eval_cost) */
     /* memo of evaluated configurations (see memo_find) */
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
@@ -249,7 +255,11 @@ static int eval(actx *c, vd_plan *out, vd_err *e) {
     c->evals++;
     c->looks++;
     if (c->evals % 16 == 0) progress(c);
-    int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, NULL, out, e);
+    bool exact = false;
+    double lb_s = 0, cost = 0;
+    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, 0.0, out, &exact,
+                                &lb_s, &cost, e);
+    c->work += cost;
     if (rc == VD_OK || rc == VD_EBUDGET) {
         note_seen(c, out);
         memo_put(c, out->feasible, out->sim.iter_s, true);
@@ -266,10 +276,16 @@ static int eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
     c->looks++;
     if (c->evals % 16 == 0) progress(c);
     bool exact = false;
-    double lb_s = 0;
+    double lb_s = 0, cost = 0;
     int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s, out,
-                                &exact, &lb_s, e);
-    if (rc == VDP_SCREENED) { memo_put(c, true, lb_s, false); return rc; }
+                                &exact, &lb_s, &cost, e);
+    c->work += cost;
+    if (rc == VDP_SCREENED) {
+        /* no bound at all: no variant's live bytes fit, so it does not fit */
+        if (isinf(lb_s)) memo_put(c, false, lb_s, true);
+        else memo_put(c, true, lb_s, false);
+        return rc;
+    }
     if (rc == VD_OK || rc == VD_EBUDGET) {
         if (exact) {
             note_seen(c, out);
@@ -682,14 +698,23 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * (VGG-16 b256 at 12 GiB on the measured profile: keeping the 3 GiB
  * features.2:y instead of offloading it pays off only with other maps
  * offloaded or recomputed instead, 393 -> 384 ms predicted), but every kick
- * then costs a refine: the repair rounds stop once they have built plans of
- * AUTO_REPAIR_WORK steps in all (builds cost about linearly in the steps:
- * VGG-16's 81 steps run them all, ResNet-50's 351 a fraction, ~5 s). The
- * kicks without repair stop likewise at AUTO_KICK_WORK: ResNet-50 (up to
- * 7.7e6) and GoogLeNet (1.4e7) at batch 256 run all AUTO_KICKS; ResNet-152
- * (1031 steps, 8.3e7 at 32 GiB for a 0.03% faster plan) stops early. */
+ * then costs a refine. So both stop, whatever round they are at, once the
+ * search's work (c->work: what vdp_build_screened counts, a pure function of
+ * the configurations built) passes work_limit: the same inputs, the same
+ * plan, on any machine. VGG-16 b256 runs all its kicks in a tenth of it;
+ * ResNet-50 at 8 GiB and GoogLeNet at 4 GiB about 30 (2-3 s); ResNet-152
+ * a few, or with a stalling plan more (ResNet-152 at 16 GiB: 23 s). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
-static const double AUTO_REPAIR_WORK = 1.5e6, AUTO_KICK_WORK = 1.5e7;
+static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 6.0;
+
+/* The work after which no more kicks start, given the best plan P: the
+ * budget, or AUTO_STALL_WORK times it while P stalls for more than
+ * AUTO_STALL_SHARE of its iteration (the kicks still find much there:
+ * ResNet-50 b256 at 4 GiB, 374 ms predicted at the budget, stalls 40%,
+ * 288 ms at six times it; at 8 GiB, 5% stalls, the kicks gain 0.3% more). */
+static double work_limit(const vd_plan *P) {
+    return P->sim.stall_s > AUTO_STALL_SHARE * P->sim.iter_s ? AUTO_STALL_WORK * AUTO_WORK : AUTO_WORK;
+}
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     int L = c->L, rc = VD_OK;
@@ -698,11 +723,9 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_rng r;
     vd_rng_seed(&r, repair ? 0x7e9a1u : 0x5eedu, (uint64_t)L);
-    const int evals0 = c->looks;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
-        if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
-        if (!repair && (double)(c->looks - evals0) * P->n_steps > AUTO_KICK_WORK) break;
+        if (c->work > work_limit(P)) break;   /* the search's work budget is spent */
         if (at_bound(c, P)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;

@@ -193,10 +193,18 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         } else {
             vdp_build_intervals(B);
         }
-        if (attempt == 0 && B->screen_s > 0) {
-            /* the screen (vdp_build_screened): replayed unplaced */
-            if (budget) *live_fit = max_live(B) <= budget;
+        if (B->screen_s > 0) {
+            /* the screen (vdp_build_screened): a variant whose live bytes
+             * exceed the budget cannot fit (the placement's top is at least
+             * the live bytes, and it is not retried: no tighter cap helps);
+             * else it is replayed unplaced, at every attempt (a tighter cap
+             * only delays prefetches further) */
+            if (attempt == 0 && budget) {
+                *live_fit = max_live(B) <= budget;
+                if (!*live_fit) { B->screen_lb = INFINITY; rc = VDP_SCREENED; break; }
+            }
             vdp_build_actions(B);
+            vdp_cost(B, p->n_actions);
             bool stage = !p->forward_only && !B->opts->no_stage_input;
             rc = stage ? vdp_simulate_as_staged(p, B->prof, e) : vdp_simulate(p, B->prof, false, NULL, e);
             if (rc) break;
@@ -217,6 +225,10 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         pin_persistent(B, pin);
         if (attempt == 0 && budget) *live_fit = max_live(B) <= budget;
         /* live bytes over the budget: infeasible whatever the placement */
+        /* up to four orderings, each costlier than a replay per interval
+         * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
+         * fail: ~6 replayed actions' time per interval and ordering) */
+        vdp_cost(B, 24.0 * p->n_intervals);
         rc = vdp_place(p->intervals, p->n_intervals, B->pinned, budget && !fits_cap && cap == budget,
                        &hwm, e);
         if (rc) break;
@@ -304,12 +316,14 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
     *live_fit = false;
+    vdp_cost(B, 2.0 * p->n_tensors);   /* the schedule and the fitting */
     if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
     int rc = fit_and_place(B, any_offload, pin, live_fit, e);
     if (rc) return rc;
 
     uint64_t budget = opts->budget;
     vdp_build_actions(B);
+    vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     vdp_finish_stats(p);
     p->budget = budget ? budget : p->hwm;
     p->feasible = p->hwm <= p->budget;
@@ -325,7 +339,7 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
  * variant that fits predicts faster; dlb the same over the dropped variants
  * alone; how many were dropped. */
-typedef struct screen { double s, lb, dlb; int dropped, dropped_fit; bool exact; } screen;
+typedef struct screen { double s, lb, dlb, cost; int dropped, dropped_fit; bool exact; } screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
@@ -335,6 +349,8 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     bool any_offload;
     int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
     B.screen_s = scr->s;
+    B.cost = &scr->cost;
+    vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
     else if (rc == VD_OK) scr->lb = out->sim.iter_s;
@@ -379,6 +395,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         vdp_plan_release(&P0);
         return rc0;
     }
+    scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
     for (int v = 0; v < 3; v++) {
         vd_plan alt;
         vd_err te = {0};
@@ -394,6 +411,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             rc = VD_OK;
         }
         B.screen_s = scr->s;
+        B.cost = &scr->cost;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
         double dropped_lb = B.screen_lb;
         bld_free(&B);
@@ -494,6 +512,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (s2.dlb < scr->dlb) scr->dlb = s2.dlb;
     scr->dropped += s2.dropped;
     scr->dropped_fit += s2.dropped_fit;
+    scr->cost += s2.cost;
     if (rc2 == VD_OK && (no_fit || alt.hwm < out->hwm)) {
         if (unsure && alt.sim.iter_s < scr->s) {
             /* the retry is faster than the screen, and is the answer only
@@ -503,6 +522,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
             bool lf3 = false;
             vd_err t3 = {0};
             int rc3 = build_variants(net, prof, opts, offload_pol, algos, pin, true, &lf3, &s3, &A, &t3);
+            scr->cost += s3.cost;
             if (rc3 != VD_OK && rc3 != VD_EBUDGET) { vdp_plan_release(&alt); if (rc == VD_EBUDGET) vdp_plan_release(out); *e = t3; return rc3; }
             if (rc3 == VD_OK) {   /* it fits: no retry */
                 vdp_plan_release(&alt);
@@ -531,10 +551,11 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
 
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
-                       bool *exact, double *lb_s, vd_err *e) {
+                       bool *exact, double *lb_s, double *cost, vd_err *e) {
     screen scr = {.s = screen_s};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *lb_s = scr.lb;
+    *cost = scr.cost;
     *exact = scr.exact || scr.dropped == 0 || (rc == VD_OK && out->sim.iter_s < scr.dlb);
     return rc;
 }
