@@ -95,7 +95,8 @@ int vdp_minws_pass(const vd_profile_layer *pl, bool bwd);
  * else the forward option. */
 void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int *algos);
 
-/* auto.c: the work after which the auto search starts no more kicks, in
+/* auto.c: the work after which the auto search starts no more kicks without
+ * repair (twice it: with repair; see work_limit), in
  * vdp_build_screened's cost units (about 6.4e7 a second on one core of the
  * 2-core build machine). */
 #define AUTO_WORK_BUDGET 1.5e8

@@ -164,9 +164,9 @@ static void count_evals(void *ctx, const char *phase, int evals, double best_s) 
 /* ResNet-50 b256 at 8 GiB on the analytic H200 profile (issue 13): the
  * search plans no worse than before its work budget and screen (162.672 ms
  * predicted, 162.6725 at most: the budget is sized to reach it; 1e-9: the
- * sum's rounding), and within its work budget: it builds 13,247 plans
- * (21,000 before the budget; more than 16,000 means the budget no longer
- * holds). About 2.5 s. */
+ * sum's rounding), and within its work budget: it builds 29,136 plans,
+ * most of them screened (48,000 without the budget; more than 33,000 means
+ * it no longer holds). About 4 s. */
 START_TEST(test_resnet50_budget) {
     vd_net net;
     load_shipped_net(&net, "resnet50.yaml", 256);
@@ -183,7 +183,7 @@ START_TEST(test_resnet50_budget) {
     printf("resnet50 b256 8 GiB: predicted %.3f ms, %d plans built\n", p.sim.iter_s * 1e3, evals);
     ck_assert(p.feasible);
     ck_assert_msg(p.sim.iter_s <= 162.6725e-3 * (1.0 + 1e-9), "%.6f ms", p.sim.iter_s * 1e3);
-    ck_assert_int_le(evals, 16000);
+    ck_assert_int_le(evals, 33000);
     ck_assert_int_gt(evals, 0);
     vd_plan_free(&p);
     vd_profile_free(&prof);
