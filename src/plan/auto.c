@@ -715,7 +715,7 @@ static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_S
  * find much there: ResNet-50 b256 at 4 GiB, 374 ms predicted at the budget,
  * stalls 40%, 288 ms at six times it). The kicks without repair reach
  * ResNet-50 8 GiB's 162.672 ms at 0.93 of the budget (its kicks with
- * repair, 162.158 at 3.0 of it); from the start, the kicks with repair do
+ * repair, 162.158 at 3.0 of it); run first, the kicks with repair do
  * better on its measured profile (243.0 at 1.0, where the kicks without
  * repair are at 270.6) but worse on the analytic one (166.5 at 1.5). */
 static double work_limit(const vd_plan *P, bool repair) {
