@@ -32,19 +32,24 @@
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
  *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
  *     is faster; then as many again where a kick that does not fit is first
- *     repaired by a few greedy rounds (bounded by AUTO_REPAIR_WORK). The
- *     kicks without repair stop too once they have looked at configurations
- *     of AUTO_KICK_WORK steps in all (a deterministic work budget: the same
- *     inputs, the same plan; VGG-16, ResNet-50 and GoogLeNet at batch 256
- *     run all AUTO_KICKS within it, ResNet-152 a fifth), and refine and the
- *     kicks stop at vd_plan_lower_bound (nothing can beat a plan there). VGG-16
- *     b256 at 12 GiB on its measured H200 profile: 393.3 ms predicted
- *     without the starts and the repair, 384.3 with them (no offload 360).
- *     Refine and the kicks skip, unbuilt, configurations the memo knows (an
- *     outcome per configuration) and those whose compute alone, or with the
- *     recomputes the build honours, is slower (compute_bound, compute_floor);
- *     the plans are the same as without (planning times: the README's
- *     table, tools/plan-bench; VGG-16 about 1 s, ResNet-50 15-30 s).
+ *     repaired by a few greedy rounds. The kicks stop once the search's
+ *     work passes a budget (work_limit: AUTO_WORK_BUDGET units of
+ *     vdp_build_screened's deterministic cost, about 2 s on one core, for
+ *     the kicks without repair, twice that for all; three times as much
+ *     while the best plan stalls for more than a tenth of its iteration;
+ *     never a clock: the same inputs, the same plan), and refine
+ *     and the kicks stop at vd_plan_lower_bound (nothing can beat a plan
+ *     there). VGG-16 b256 at 12 GiB on its measured H200 profile: 393.3 ms
+ *     predicted without the starts and the repair, 381.4 with them (no
+ *     offload 360). Refine and the kicks skip, unbuilt, configurations the
+ *     memo knows (an outcome, or a bound, per configuration) and those
+ *     whose compute alone, or with the recomputes the build honours, is
+ *     slower (compute_bound, compute_floor); refine builds the others with
+ *     a screen (vdp_build_screened: each prefetch variant whose live bytes
+ *     exceed the budget, or whose replay before its placement already
+ *     predicts no faster an iteration than the plan refine holds, is dropped
+ *     unplaced; 95% of ResNet-50 8 GiB's builds are). Planning times: the
+ *     README's table, tools/plan-bench.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -104,6 +109,8 @@ typedef struct actx {
     int *seen_algos;        /* [2L] */
     int evals;              /* plans built */
     int looks;              /* configurations evaluated: built or found in the memo */
+    double work;            /* the search's work so far, in full builds times steps
+                               (see eval_cost) */
     /* memo of evaluated configurations (see memo_find) */
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
@@ -168,8 +175,9 @@ static void note_seen(actx *c, const vd_plan *p) {
  * pair; the table holds at most a few hundred thousand entries). */
 typedef struct memo_ent {
     uint64_t h1, h2;        /* h1 == 0: empty slot (hash_config never gives 0) */
-    double iter_s;
-    bool feasible;
+    double iter_s;          /* exact: the plan's; else no plan of it that fits is faster */
+    bool feasible;          /* exact: it fits; else true (not known) */
+    bool exact;             /* a full build's outcome, not a screened one's bound */
 } memo_ent;
 
 static void hash_config(const actx *c, uint64_t *h1, uint64_t *h2) {
@@ -200,8 +208,9 @@ static const memo_ent *memo_find(const actx *c) {
 }
 
 /* Record the current configuration's outcome (no-op when out of memory: the
- * memo only saves builds). */
-static void memo_put(actx *c, bool feasible, double iter_s) {
+ * memo only saves builds); exact false: iter_s is only a bound (see
+ * memo_ent). An exact outcome replaces a bound, a bound a lower bound. */
+static void memo_put(actx *c, bool feasible, double iter_s, bool exact) {
     if (2 * (c->memo_n + 1) > c->memo_cap) {
         size_t ncap = c->memo_cap ? 2 * c->memo_cap : 4096;
         memo_ent *nm = vd_calloc(ncap, sizeof *nm, NULL);
@@ -220,9 +229,14 @@ static void memo_put(actx *c, bool feasible, double iter_s) {
     uint64_t h1, h2;
     hash_config(c, &h1, &h2);
     size_t i = h1 & (c->memo_cap - 1);
-    for (; c->memo[i].h1; i = (i + 1) & (c->memo_cap - 1))
-        if (c->memo[i].h1 == h1 && c->memo[i].h2 == h2) return;
-    c->memo[i] = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible};
+    for (; c->memo[i].h1; i = (i + 1) & (c->memo_cap - 1)) {
+        memo_ent *m = &c->memo[i];
+        if (m->h1 != h1 || m->h2 != h2) continue;
+        if (!m->exact && (exact || iter_s > m->iter_s))
+            *m = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible, .exact = exact};
+        return;
+    }
+    c->memo[i] = (memo_ent){.h1 = h1, .h2 = h2, .iter_s = iter_s, .feasible = feasible, .exact = exact};
     c->memo_n++;
 }
 
@@ -242,10 +256,44 @@ static int eval(actx *c, vd_plan *out, vd_err *e) {
     c->evals++;
     c->looks++;
     if (c->evals % 16 == 0) progress(c);
-    int rc = vdp_build_fixed(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, NULL, out, e);
+    bool exact = false;
+    double lb_s = 0, cost = 0;
+    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, 0.0, out, &exact,
+                                &lb_s, &cost, e);
+    c->work += cost;
     if (rc == VD_OK || rc == VD_EBUDGET) {
         note_seen(c, out);
-        memo_put(c, out->feasible, out->sim.iter_s);
+        memo_put(c, out->feasible, out->sim.iter_s, true);
+    }
+    return rc;
+}
+
+/* eval for a search that keeps the configuration only when it fits and
+ * predicts an iteration faster than limit_s (vdp_build_screened: variants
+ * that cannot are dropped before their placement). VD_OK / VD_EBUDGET: *out
+ * valid; VDP_SCREENED: no plan (none faster than limit_s). */
+static int eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
+    c->evals++;
+    c->looks++;
+    if (c->evals % 16 == 0) progress(c);
+    bool exact = false;
+    double lb_s = 0, cost = 0;
+    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s, out,
+                                &exact, &lb_s, &cost, e);
+    c->work += cost;
+    if (rc == VDP_SCREENED) {
+        /* no bound at all: no variant's live bytes fit, so it does not fit */
+        if (isinf(lb_s)) memo_put(c, false, lb_s, true);
+        else memo_put(c, true, lb_s, false);
+        return rc;
+    }
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        if (exact) {
+            note_seen(c, out);
+            memo_put(c, out->feasible, out->sim.iter_s, true);
+        } else {
+            memo_put(c, true, lb_s, false);
+        }
     }
     return rc;
 }
@@ -310,17 +358,19 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
     if (c->lb > 0 && limit_s * (1.0 - 1e-9) <= c->lb) { c->looks++; return VD_OK; }
     const memo_ent *m = memo_find(c);
     if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
+    bool known = m && m->exact;
     /* not built either when even its compute alone cannot beat limit_s */
-    if (!m && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
+    if (!known && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     /* nor when its compute with the recomputes it gets cannot (worked out
      * only where it might: floor_upper reaches limit_s) */
-    if (!m && !c->o.forward_only && floor_upper(c) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
+    if (!known && !c->o.forward_only && floor_upper(c) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
         double floor_s = 0;
         int rc = compute_floor(c, &floor_s, e);
         if (rc) return rc;
         if (floor_s * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     }
-    int rc = eval(c, out, e);
+    int rc = eval_screened(c, limit_s * (1.0 - 1e-9), out, e);
+    if (rc == VDP_SCREENED) return VD_OK;
     if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     if (out->feasible && out->sim.iter_s < limit_s * (1.0 - 1e-9)) *better = true;
     else vdp_plan_release(out);
@@ -649,14 +699,29 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * (VGG-16 b256 at 12 GiB on the measured profile: keeping the 3 GiB
  * features.2:y instead of offloading it pays off only with other maps
  * offloaded or recomputed instead, 393 -> 384 ms predicted), but every kick
- * then costs a refine: the repair rounds stop once they have built plans of
- * AUTO_REPAIR_WORK steps in all (builds cost about linearly in the steps:
- * VGG-16's 81 steps run them all, ResNet-50's 351 a fraction, ~5 s). The
- * kicks without repair stop likewise at AUTO_KICK_WORK: ResNet-50 (up to
- * 7.7e6) and GoogLeNet (1.4e7) at batch 256 run all AUTO_KICKS; ResNet-152
- * (1031 steps, 8.3e7 at 32 GiB for a 0.03% faster plan) stops early. */
+ * then costs a refine. So both stop, whatever round they are at, once the
+ * search's work (c->work: what vdp_build_screened counts, a pure function of
+ * the configurations built) passes work_limit: the same inputs, the same
+ * plan, on any machine. VGG-16 b256 runs all its kicks in a tenth of the
+ * budget; ResNet-50 at 8 GiB and GoogLeNet at 4 GiB about 30 of each kind
+ * (4 s); ResNet-152 a few, or with a stalling plan more. */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
-static const double AUTO_REPAIR_WORK = 1.5e6, AUTO_KICK_WORK = 1.5e7;
+static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 3.0;
+
+/* The work after which no more kicks start, given the best plan P: the
+ * budget for the kicks without repair, twice it for those with (they go on
+ * from the plan the others reached), and AUTO_STALL_WORK times that while P
+ * stalls for more than AUTO_STALL_SHARE of its iteration (the kicks still
+ * find much there: ResNet-50 b256 at 4 GiB, 374 ms predicted at the budget,
+ * stalls 40%, 288 ms at six times it). The kicks without repair reach
+ * ResNet-50 8 GiB's 162.672 ms at 0.93 of the budget (its kicks with
+ * repair, 162.158 at 3.0 of it); run first, the kicks with repair do
+ * better on its measured profile (243.0 at 1.0, where the kicks without
+ * repair are at 270.6) but worse on the analytic one (166.5 at 1.5). */
+static double work_limit(const vd_plan *P, bool repair) {
+    double w = repair ? 2.0 * AUTO_WORK : AUTO_WORK;
+    return P->sim.stall_s > AUTO_STALL_SHARE * P->sim.iter_s ? AUTO_STALL_WORK * w : w;
+}
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     int L = c->L, rc = VD_OK;
@@ -665,11 +730,9 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_rng r;
     vd_rng_seed(&r, repair ? 0x7e9a1u : 0x5eedu, (uint64_t)L);
-    const int evals0 = c->looks;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
-        if (repair && (double)(c->looks - evals0) * P->n_steps > AUTO_REPAIR_WORK) break;
-        if (!repair && (double)(c->looks - evals0) * P->n_steps > AUTO_KICK_WORK) break;
+        if (c->work > work_limit(P, repair)) break;   /* the search's work budget is spent */
         if (at_bound(c, P)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;

@@ -2,6 +2,7 @@
  * (vdp_build_fixed): the builder's steps (builder.h) in order, three prefetch
  * variants, the adds' gradient aliasing retried without when it packs worse.
  * The policies (policy.c, auto.c) search over such builds. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static void bld_free(bld *B) {
     vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
     vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
     vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
-    vd_free(B->fit_steps);
+    vd_free(B->fit_steps); vd_free(B->tname);
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
@@ -81,11 +82,12 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
     B->fit_steps = vd_malloc(4 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
+    B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
     bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
-        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps ||
+        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps || !B->tname ||
         !ipf || !B->rc_ops) {
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
@@ -191,9 +193,42 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         } else {
             vdp_build_intervals(B);
         }
+        if (B->screen_s > 0) {
+            /* the screen (vdp_build_screened): a variant whose live bytes
+             * exceed the budget cannot fit (the placement's top is at least
+             * the live bytes, and it is not retried: no tighter cap helps);
+             * else it is replayed unplaced, at every attempt (a tighter cap
+             * only delays prefetches further) */
+            if (attempt == 0 && budget) {
+                *live_fit = max_live(B) <= budget;
+                if (!*live_fit) { B->screen_lb = INFINITY; rc = VDP_SCREENED; break; }
+            }
+            vdp_build_actions(B);
+            vdp_cost(B, p->n_actions);
+            bool stage = !p->forward_only && !B->opts->no_stage_input;
+            rc = stage ? vdp_simulate_as_staged(p, B->prof, e) : vdp_simulate(p, B->prof, false, NULL, e);
+            if (rc) break;
+            double lb = p->sim.iter_s;
+            /* staging is kept only when faster: the smaller of the two
+             * replays bounds the plan. The staged one starts the compute
+             * stream earlier (its device copy of x is faster than x's H2D
+             * copy, which is gone too) whenever 2 / mem_bw <= 1 / h2d_bw, as
+             * on every device: then it is the smaller one. */
+            const vd_device_params *dv = &B->prof->dev;
+            if (stage && 2.0 * dv->h2d_bw > dv->mem_bw) {
+                rc = vdp_simulate(p, B->prof, false, NULL, e);
+                if (rc) break;
+                if (p->sim.iter_s < lb) lb = p->sim.iter_s;
+            }
+            if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
+        }
         pin_persistent(B, pin);
         if (attempt == 0 && budget) *live_fit = max_live(B) <= budget;
         /* live bytes over the budget: infeasible whatever the placement */
+        /* up to four orderings, each costlier than a replay per interval
+         * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
+         * fail: ~6 replayed actions' time per interval and ordering) */
+        vdp_cost(B, 24.0 * p->n_intervals);
         rc = vdp_place(p->intervals, p->n_intervals, B->pinned, budget && !fits_cap && cap == budget,
                        &hwm, e);
         if (rc) break;
@@ -271,6 +306,7 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     memcpy(D->last_touch, S->last_touch, nt * sizeof *D->last_touch);
     memcpy(D->t_start, S->t_start, ((size_t)sp->n_steps + 1) * sizeof *D->t_start);
     memcpy(D->d2h, S->d2h, nt * sizeof *D->d2h);
+    memcpy(D->tname, S->tname, 2 * nt * sizeof *D->tname);
     return VD_OK;
 }
 
@@ -280,31 +316,44 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
     *live_fit = false;
+    vdp_cost(B, 2.0 * p->n_tensors);   /* the schedule and the fitting */
     if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
     int rc = fit_and_place(B, any_offload, pin, live_fit, e);
     if (rc) return rc;
 
     uint64_t budget = opts->budget;
     vdp_build_actions(B);
+    vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     vdp_finish_stats(p);
     p->budget = budget ? budget : p->hwm;
     p->feasible = p->hwm <= p->budget;
     rc = vdp_simulate(p, B->prof, false, NULL, e);
     if (rc) return rc;
-    if (!p->feasible) return VD_EBUDGET;
-    if (!p->forward_only && !opts->no_stage_input)
-        return vdp_add_staging(B, budget ? budget : p->hwm, e);
-    return VD_OK;
+    if (p->feasible && !p->forward_only && !opts->no_stage_input &&
+        (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
+        return rc;
+    vdp_name_tensors(B);
+    return p->feasible ? VD_OK : VD_EBUDGET;
 }
+
+/* A build's screen (vdp_build_screened): s the screen (0: none); lb no
+ * variant that fits predicts faster; dlb the same over the dropped variants
+ * alone; how many were dropped. */
+typedef struct screen { double s, lb, dlb, cost; int dropped, dropped_fit; bool exact; } screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                      int variant, bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
+                      int variant, bool alias, bool *live_fit, screen *scr, vd_plan *out, vd_err *e) {
     *live_fit = false;
     bld B;
     bool any_offload;
     int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
+    B.screen_s = scr->s;
+    B.cost = &scr->cost;
+    vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
+    else if (rc == VD_OK) scr->lb = out->sim.iter_s;
     bld_free(&B);
     if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(out);
     return rc;
@@ -321,7 +370,9 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
  * --prefetch paper: variant 2 only. */
 static int build_variants(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                          bool alias, bool *live_fit, vd_plan *out, vd_err *e) {
+                          bool alias, bool *live_fit, screen *scr, vd_plan *out, vd_err *e) {
+    scr->lb = scr->dlb = INFINITY;
+    scr->dropped = scr->dropped_fit = 0;
     /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
     bool disp_offload = false;
     for (int i = 0; opts->disp && i <= net->n_layers; i++)
@@ -329,7 +380,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
     if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
         return build_mode(net, prof, opts, offload_pol, algos, pin,
-                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, out, e);
+                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, scr, out, e);
     int best_rc = -1;
     memset(out, 0, sizeof *out);
     *live_fit = false;
@@ -344,6 +395,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         vdp_plan_release(&P0);
         return rc0;
     }
+    scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
     for (int v = 0; v < 3; v++) {
         vd_plan alt;
         vd_err te = {0};
@@ -358,9 +410,21 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             B.p = &alt;
             rc = VD_OK;
         }
+        B.screen_s = scr->s;
+        B.cost = &scr->cost;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        double dropped_lb = B.screen_lb;
         bld_free(&B);
         if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
+        if (rc == VDP_SCREENED) {   /* no faster than the screen: dropped */
+            if (dropped_lb < scr->lb) scr->lb = dropped_lb;
+            if (dropped_lb < scr->dlb) scr->dlb = dropped_lb;
+            scr->dropped++;
+            scr->dropped_fit += lf;
+            *live_fit |= lf;
+            continue;
+        }
+        if (rc == VD_OK && alt.sim.iter_s < scr->lb) scr->lb = alt.sim.iter_s;
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
             if (v < 2) { bld_free(&B0); vdp_plan_release(&P0); }
@@ -383,6 +447,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             vdp_plan_release(&alt);
         }
     }
+    if (best_rc < 0) return VDP_SCREENED;
     out->prefetch = opts->prefetch;
     return best_rc;
 }
@@ -420,22 +485,77 @@ static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
  * high-water mark does not) or, without a budget, what sets the need above
  * the live peak, the plan is built again without the aliasing (as before
  * it), and that one is taken if it fits (needs less). */
-int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    vd_policy offload_pol, const int *algos, const vd_plan *pin,
-                    vd_plan *out, vd_err *e) {
+static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, const vd_plan *pin, screen *scr,
+                       vd_plan *out, vd_err *e) {
     bool live_fit = false;
-    int rc = build_variants(net, prof, opts, offload_pol, algos, pin, true, &live_fit, out, e);
-    bool retry = rc == VD_EBUDGET ? live_fit
-               : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
+    int rc = build_variants(net, prof, opts, offload_pol, algos, pin, true, &live_fit, scr, out, e);
+    if (rc != VD_OK && rc != VD_EBUDGET && rc != VDP_SCREENED) return rc;
+    /* Every variant dropped: the retry is not built either. Without the
+     * aliasing, the same decisions keep at least as many bytes live (the
+     * fitting delays at least as many prefetches) and the adds' backward
+     * copies into every input: its variants replay no faster than the
+     * aliased ones, which did not beat the screen. */
+    if (rc == VDP_SCREENED) return rc;
+    bool no_fit = rc == VD_EBUDGET;
+    bool retry = no_fit ? live_fit : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
     if (!retry || !has_grad_alias(out, net)) return rc;
+    /* a dropped variant whose live bytes fit may fit placed: then the
+     * unscreened build would not retry */
+    bool unsure = no_fit && scr->dropped_fit > 0;
     vd_plan alt;
     vd_err te = {0};
-    int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &alt, &te);
-    if (rc2 == VD_OK && (rc == VD_EBUDGET || alt.hwm < out->hwm)) {
-        vdp_plan_release(out);
+    screen s2 = {.s = scr->s};
+    int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &s2, &alt, &te);
+    /* the bound and the drops of both builds */
+    if (s2.lb < scr->lb) scr->lb = s2.lb;
+    if (s2.dlb < scr->dlb) scr->dlb = s2.dlb;
+    scr->dropped += s2.dropped;
+    scr->dropped_fit += s2.dropped_fit;
+    scr->cost += s2.cost;
+    if (rc2 == VD_OK && (no_fit || alt.hwm < out->hwm)) {
+        if (unsure && alt.sim.iter_s < scr->s) {
+            /* the retry is faster than the screen, and is the answer only
+             * when no aliased variant fits: build the dropped ones after all */
+            vd_plan A;
+            screen s3 = {0};
+            bool lf3 = false;
+            vd_err t3 = {0};
+            int rc3 = build_variants(net, prof, opts, offload_pol, algos, pin, true, &lf3, &s3, &A, &t3);
+            scr->cost += s3.cost;
+            if (rc3 != VD_OK && rc3 != VD_EBUDGET) { vdp_plan_release(&alt); if (rc == VD_EBUDGET) vdp_plan_release(out); *e = t3; return rc3; }
+            if (rc3 == VD_OK) {   /* it fits: no retry */
+                vdp_plan_release(&alt);
+                if (rc == VD_EBUDGET) vdp_plan_release(out);
+                *out = A;
+                scr->exact = true;
+                return VD_OK;
+            }
+            vdp_plan_release(&A);
+        }
+        if (rc == VD_EBUDGET || rc == VD_OK) vdp_plan_release(out);
         *out = alt;
+        if (unsure) scr->exact = true;   /* (the alternative above was ruled out) */
         return VD_OK;
     }
     if (rc2 == VD_OK || rc2 == VD_EBUDGET) vdp_plan_release(&alt);
     return rc;   /* the aliased plan's outcome (another error of the retry: ignored) */
+}
+
+int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_policy offload_pol, const int *algos, const vd_plan *pin,
+                    vd_plan *out, vd_err *e) {
+    screen scr = {0};
+    return build_fixed(net, prof, opts, offload_pol, algos, pin, &scr, out, e);
+}
+
+int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
+                       bool *exact, double *lb_s, double *cost, vd_err *e) {
+    screen scr = {.s = screen_s};
+    int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
+    *lb_s = scr.lb;
+    *cost = scr.cost;
+    *exact = scr.exact || scr.dropped == 0 || (rc == VD_OK && out->sim.iter_s < scr.dlb);
+    return rc;
 }

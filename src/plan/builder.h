@@ -38,6 +38,11 @@ typedef struct bld {
     double *d2h;       /* [cap_t] completion of each tensor's offload */
     bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
     int *fit_steps;    /* [4 * cap_t] vdp_fit_memory's scratch */
+    const char **tname; /* [2 * cap_t] each tensor's name and suffix (NULL: none), copied
+                           into the plan by vdp_name_tensors */
+    double screen_s;   /* vdp_build_screened's screen (0: none) */
+    double *cost;      /* NULL, or where the build adds up its work (vdp_build_screened) */
+    double screen_lb;  /* fit_and_place: the replay that dropped this variant */
     void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 
@@ -55,11 +60,17 @@ static inline void vdp_copy_str(char *dst, size_t n, const char *src) {
     dst[k] = '\0';
 }
 
+/* Count work w toward the build's cost (vdp_build_screened's *cost). */
+static inline void vdp_cost(bld *b, double w) { if (b->cost) *b->cost += w; }
+
 /* ---- tensors.c ---------------------------------------------------------- */
 
 /* Append a tensor (no intervals, no touches yet); returns its index. */
 int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
                    const char *name, const char *suffix);
+/* Write the tensors' names (vdp_add_tensor only notes them: most builds of
+ * the auto search are dropped unread). */
+void vdp_name_tensors(bld *b);
 /* Tensor t is resident at step s (touch), read at s (rd: also its forward /
  * backward reader steps). t < 0: nothing. */
 void vdp_touch(bld *b, int t, int s);

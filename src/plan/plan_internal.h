@@ -22,6 +22,12 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
  * d2h_done (optional, [n_tensors]): completion time of each tensor's offload. */
 int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
                  vd_err *e);
+/* vdp_simulate of a plan without input staging as if its input were staged:
+ * x's step-0 copy replaced by the staged batch's device copy, and no staging
+ * copy (which only adds H2D work). Input staging is kept only when it makes
+ * the iteration faster, so the smaller of this and the plain replay is what
+ * the plan can reach with staging (vdp_build_screened's screen). */
+int vdp_simulate_as_staged(vd_plan *p, const vd_profile *prof, vd_err *e);
 
 /* inplace.c: how many layers read layer src's output (src -1: the net input). */
 int vdp_n_consumers(const vd_net *net, int src);
@@ -41,6 +47,30 @@ void vdp_plan_release(vd_plan *p);
 int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                     vd_policy offload_pol, const int *algos, const vd_plan *pin,
                     vd_plan *out, vd_err *e);
+
+/* vdp_build_fixed for a search that only wants plans predicting an
+ * iteration faster than screen_s (0: no screen, vdp_build_fixed). Each
+ * prefetch variant is replayed (vdp_simulate_as_staged) once its live bytes
+ * are fitted and before its placement; a variant that already predicts
+ * screen_s or slower there is dropped unplaced (the staging only replaces
+ * x's copy; the placement's retries at a tighter cap only delay prefetches
+ * and release regions earlier, which nearly always slows the replay: on
+ * ResNet-50 b256 at 4 GiB about 1 dropped build in 800 would have placed
+ * faster than screen_s, by under 0.7%, and the search takes another path
+ * there; at 8 GiB none). A variant whose live bytes exceed the budget is
+ * dropped too (it cannot fit).
+ * Returns VDP_SCREENED (out released) when every variant is dropped, else
+ * like vdp_build_fixed; *lb_s: a bound below which no variant that fits
+ * predicts an iteration (the dropped variants' replays, the others' plans;
+ * infinite when no variant's live bytes fit the budget: those are dropped
+ * too, unplaced, and then the configuration does not fit); *exact: out is the plan
+ * vdp_build_fixed gives (nothing dropped, or out fits and beats every
+ * dropped variant's replay); *cost: the build's work (actions replayed,
+ * intervals placed, tensors built: a deterministic measure of its time). */
+enum { VDP_SCREENED = 100 };
+int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
+                       bool *exact, double *lb_s, double *cost, vd_err *e);
 
 /* The layers vdp_build_fixed recomputes with opts (opts->disp) and
  * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is
@@ -64,6 +94,12 @@ int vdp_minws_pass(const vd_profile_layer *pl, bool bwd);
  * else fixed_algo, else the fastest (fwd + bwd); backward: opts->algos_bwd,
  * else the forward option. */
 void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int *algos);
+
+/* auto.c: the work after which the auto search starts no more kicks without
+ * repair (twice it: with repair; see work_limit), in
+ * vdp_build_screened's cost units (about 6.4e7 a second on one core of the
+ * 2-core build machine). */
+#define AUTO_WORK_BUDGET 1.5e8
 
 /* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
  * feasibility_only: stop at the first plan that fits (the result fits iff the

@@ -99,15 +99,24 @@ static double sim_wait(sim *S, int ev, bool ignore_waits) {
     return stall;
 }
 
-int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
-                 vd_err *e) {
+/* as_staged: replay an unstaged plan as if its input were staged (x's load
+ * at step 0 a device copy, no staging copy): see vdp_simulate_as_staged. */
+static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
+                    bool as_staged, vd_err *e) {
     const vd_device_params *dev = &prof->dev;
     sim S = {.p = p, .dev = dev};
     S.ev = vd_calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev, NULL);
     if (!S.ev) return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
     double stall_total = 0, compute_total = 0, stage_load = 0;
     /* x's step-0 interval: replaced by the staged batch in the steady state */
-    int x_iv = p->t_stage >= 0 && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
+    int x_iv = (p->t_stage >= 0 || as_staged) && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
+    if (as_staged && x_iv >= 0) {   /* LOAD_STAGED's time, first on the compute stream */
+        double dur = dev->launch_s + 2.0 * (double)p->tensors[p->t_x].bytes / dev->mem_bw;
+        S.c += dur;
+        S.busy[0] += dur;
+        compute_total += dur;
+        stage_load += dur;
+    }
     if (d2h_done)
         for (int t = 0; t < p->n_tensors; t++) d2h_done[t] = 0;
     for (int s = 0; s <= p->n_steps; s++) {
@@ -189,4 +198,13 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
     p->sim.stage_load_s = stage_load;
     vd_free(S.ev);
     return VD_OK;
+}
+
+int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
+                 vd_err *e) {
+    return simulate(p, prof, ignore_waits, d2h_done, false, e);
+}
+
+int vdp_simulate_as_staged(vd_plan *p, const vd_profile *prof, vd_err *e) {
+    return simulate(p, prof, false, NULL, true, e);
 }

@@ -70,6 +70,7 @@ static int stage_try(bld *b, int t, int n0, int q, uint64_t off, vd_err *e) {
     T->prod_step = q;
     p->stage_step = q;
     vdp_build_actions(b);
+    vdp_cost(b, p->n_actions);
     return vdp_simulate(p, b->prof, false, NULL, e);
 }
 
@@ -182,6 +183,7 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
         p->n_intervals = n0;
         p->t_stage = p->stage_step = -1;
         vdp_build_actions(b);
+        vdp_cost(b, p->n_actions);
         rc = vdp_simulate(p, b->prof, false, NULL, e);
         p->stage = VD_STAGE_NO_GAIN;
     }

@@ -3,6 +3,7 @@
  * (liveness). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include "plan/builder.h"
 
@@ -20,15 +21,13 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
     vd_plan *p = b->p;
     int t = p->n_tensors++;
     vd_tensor *T = &p->tensors[t];
-    memset(T, 0, sizeof *T);
-    /* name + suffix, truncated like snprintf (this runs for every tensor of
-     * every plan the auto search builds: a formatted print was 8% of it) */
-    size_t cap = sizeof T->name - 1, n = strlen(name), ns = suffix ? strlen(suffix) : 0;
-    if (n > cap) n = cap;
-    if (ns > cap - n) ns = cap - n;
-    memcpy(T->name, name, n);
-    if (ns) memcpy(T->name + n, suffix, ns);
-    T->name[n + ns] = '\0';
+    /* everything but the name, which vdp_name_tensors writes (a build of
+     * the auto search clears and names about a thousand tensors, most of
+     * them in builds dropped unread) */
+    memset((char *)T + offsetof(vd_tensor, kind), 0, sizeof *T - offsetof(vd_tensor, kind));
+    T->name[0] = '\0';
+    b->tname[2 * t] = name;
+    b->tname[2 * t + 1] = suffix;
     T->kind = kind;
     T->layer = layer;
     T->bytes = bytes;
@@ -42,6 +41,21 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
     b->first_touch[t] = INT32_MAX;
     b->last_touch[t] = -1;
     return t;
+}
+
+void vdp_name_tensors(bld *b) {
+    vd_plan *p = b->p;
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        const char *name = b->tname[2 * t], *suffix = b->tname[2 * t + 1];
+        /* name + suffix, truncated like snprintf (without its formatting cost) */
+        size_t cap = sizeof T->name - 1, n = strlen(name), ns = suffix ? strlen(suffix) : 0;
+        if (n > cap) n = cap;
+        if (ns > cap - n) ns = cap - n;
+        memcpy(T->name, name, n);
+        if (ns) memcpy(T->name + n, suffix, ns);
+        T->name[n + ns] = '\0';
+    }
 }
 
 void vdp_touch(bld *b, int t, int s) {

@@ -1,10 +1,13 @@
 /* test_plan_speed.c — the auto search's progress reports (vd_plan_opts
  * progress), that reporting and the search's memo leave the plan as it is
- * (same inputs, same plan), vdnn-plan --quiet, and nets/resnet152.yaml. */
+ * (same inputs, same plan), the screened builds the search refines with,
+ * the search's work budget and result on ResNet-50 (issue 13), vdnn-plan
+ * --quiet, and nets/resnet152.yaml. */
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
 #include "plan_common.h"
+#include "plan/plan_internal.h"
 #include "vdt.h"
 
 typedef struct prog_log {
@@ -85,6 +88,109 @@ START_TEST(test_progress_reports) {
 }
 END_TEST
 
+/* vdp_build_screened on tiny-resnet b64, every other feature map offloaded
+ * and every fourth recomputed, at none's peak: with no screen, or one above
+ * the plan's predicted iteration, it is vdp_build_fixed's plan (exact);
+ * with a screen below, no plan faster than the screen comes back, the bound
+ * it reports is no more than the plan's (a bound: the build would not beat
+ * it), and it costs less work. */
+START_TEST(test_screened_build) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    int L = net.n_layers;
+    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
+    vd_plan P, F, S;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
+    o.budget = P.hwm;
+    vd_plan_free(&P);
+    vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    ck_assert(disp && algos);
+    for (int k = 0; k <= L; k++)
+        disp[k] = k == L ? VD_DISP_AUTO : k % 4 == 1 ? VD_DISP_RECOMPUTE
+                : k % 2 ? VD_DISP_OFFLOAD : VD_DISP_KEEP;
+    o.policy = VD_POLICY_AUTO;
+    o.disp = disp;
+    vdp_opts_algos(&prof, &o, L, algos);
+    ck_assert_msg(vdp_build_fixed(&net, &prof, &o, VD_POLICY_AUTO, algos, NULL, &F, &e) == 0,
+                  "%s", e.msg);
+    ck_assert(F.feasible);
+    ck_assert(F.offload_bytes > 0);
+    double t = F.sim.iter_s, lb = 0, cost_full = 0, cost_lo = 0;
+    bool exact = false;
+    const double screens[3] = {0.0, 1.5 * t, 0.5 * t};
+    for (int k = 0; k < 3; k++) {
+        double cost = 0;
+        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], &S, &exact,
+                                    &lb, &cost, &e);
+        ck_assert_double_gt(cost, 0);
+        if (k < 2) {
+            ck_assert_msg(rc == VD_OK, "screen %g: rc %d (%s)", screens[k], rc, e.msg);
+            ck_assert(exact);
+            ck_assert(same_plan(&F, &S));
+            ck_assert_double_eq(lb, t);
+            vd_plan_free(&S);
+            if (k == 0) cost_full = cost;
+        } else {
+            ck_assert_msg(rc == VDP_SCREENED || rc == VD_OK || rc == VD_EBUDGET, "rc %d (%s)", rc, e.msg);
+            if (rc != VDP_SCREENED) {
+                ck_assert(!exact);
+                ck_assert(!S.feasible || S.sim.iter_s >= screens[k]);
+                vd_plan_free(&S);
+            }
+            ck_assert_double_le(lb, t);
+            ck_assert_double_ge(lb, screens[k]);
+            cost_lo = cost;
+        }
+    }
+    ck_assert_double_lt(cost_lo, cost_full);
+    vd_plan_free(&F);
+    free(disp);
+    free(algos);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+static void count_evals(void *ctx, const char *phase, int evals, double best_s) {
+    (void)phase;
+    (void)best_s;
+    *(int *)ctx = evals;
+}
+
+/* ResNet-50 b256 at 8 GiB on the analytic H200 profile (issue 13): the
+ * search plans no worse than before its work budget and screen (162.672 ms
+ * predicted, 162.6725 at most: the budget is sized to reach it; 1e-9: the
+ * sum's rounding), and within its work budget: it builds 29,136 plans,
+ * most of them screened (48,000 without the budget; more than 33,000 means
+ * it no longer holds). About 4 s. */
+START_TEST(test_resnet50_budget) {
+    vd_net net;
+    load_shipped_net(&net, "resnet50.yaml", 256);
+    vd_profile prof;
+    analytic_profile(&net, 256, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = 8ull << 30;
+    int evals = 0;
+    o.progress = count_evals;
+    o.progress_ctx = &evals;
+    vd_plan p;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    printf("resnet50 b256 8 GiB: predicted %.3f ms, %d plans built\n", p.sim.iter_s * 1e3, evals);
+    ck_assert(p.feasible);
+    ck_assert_msg(p.sim.iter_s <= 162.6725e-3 * (1.0 + 1e-9), "%.6f ms", p.sim.iter_s * 1e3);
+    ck_assert_int_le(evals, 33000);
+    ck_assert_int_gt(evals, 0);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* vdnn-plan --quiet: the plan on stdout, nothing on stderr. The search must
  * run over a second (the first progress line is due after one): VGG-16 at
  * batch 4 and 1850M takes 1.4 s here (2 shared cores); tiny-resnet b64 at
@@ -125,4 +231,5 @@ START_TEST(test_resnet152) {
 }
 END_TEST
 
-VDT_MAIN("plan_speed", 0, test_progress_reports, test_cli_quiet, test_resnet152)
+VDT_MAIN("plan_speed", 0, test_progress_reports, test_screened_build, test_resnet50_budget,
+         test_cli_quiet, test_resnet152)
