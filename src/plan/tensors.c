@@ -155,11 +155,15 @@ static bool in_subtree(const int *par, int w, int x) {
 }
 
 /* Does the tree rooted at r satisfy the rule? oth[x]: x's highest consumer
- * other than its first writer (-1 none); mem: scratch [L]. */
-static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem) {
+ * other than its first writer (-1 none); mem, root: scratch [L]. The
+ * members are found through every layer's root, taken from the layers above
+ * in one pass (par[v] > v): a walk to the root from every layer was half of
+ * a build's tensors on ResNet-50. */
+static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem, int *root) {
+    for (int v = L - 1; v >= 0; v--) root[v] = par[v] >= 0 ? root[par[v]] : v;
     int n = 0;
     for (int v = 0; v < L; v++)
-        if (tree_root(par, v) == r) mem[n++] = v;
+        if (root[v] == r) mem[n++] = v;
     for (int a = 0; a < n; a++) {
         int x = mem[a];
         if (x == r || oth[x] < 0) continue;   /* the root's consumers precede every read */
@@ -174,9 +178,9 @@ static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem
 static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_err *e) {
     int L = net->n_layers;
     for (int v = 0; v < L; v++) par[v] = -1;
-    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 5 * sizeof *fw, NULL);
+    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 6 * sizeof *fw, NULL);
     if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
-    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L;
+    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L, *root = fw + 5 * L;
     for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
     /* first writer (layer, input) of each gradient, backward order */
     for (int i = L - 1; i >= 0; i--)
@@ -205,7 +209,7 @@ static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
-        if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem)) par[src] = -1;
+        if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem, root)) par[src] = -1;
     }
     vd_free(fw);
     return VD_OK;
