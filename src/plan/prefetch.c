@@ -85,10 +85,40 @@ static void mem_sub(uint64_t *mem, int a, int b, uint64_t bytes) {
  * scanning the tensors themselves was nearly all of --min-budget's time on
  * ResNet-152 (a move per step over the cap, each a scan of every offloaded
  * tensor). Same moves, same order, same result. */
+/* mem[s]: what vdp_mem_per_step gives after vdp_build_intervals, taken from
+ * the tensors' decisions without writing the intervals (vdp_fit_memory
+ * rebuilds them after its moves: writing them twice was a tenth of an auto
+ * search). Each tensor's regions are those vdp_build_intervals makes. */
+static inline void mem_add(uint64_t *mem, int n, int first, int last, uint64_t bytes) {
+    if (first >= n || last < first) return;
+    mem[first] += bytes;
+    if (last + 1 < n) mem[last + 1] -= bytes;
+}
+
+static void mem_from_tensors(const bld *b, uint64_t *mem) {
+    const vd_plan *p = b->p;
+    int n = p->n_steps;
+    for (int s = 0; s < n; s++) mem[s] = 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        int first = b->first_touch[t], last = b->last_touch[t];
+        uint64_t sz = vdp_iv_size(T->bytes);
+        if (T->recompute) {
+            mem_add(mem, n, first, T->fwd_last, sz);
+            mem_add(mem, n, T->recompute_step, last, sz);
+        } else if (!T->offload) {
+            mem_add(mem, n, first, last, sz);
+        } else {
+            mem_add(mem, n, first, T->release_step - 1, sz);
+            mem_add(mem, n, T->prefetch_step, last, sz);
+        }
+    }
+    for (int s = 1; s < n; s++) mem[s] += mem[s - 1];
+}
+
 bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
     vd_plan *p = b->p;
-    vdp_build_intervals(b);
-    vdp_mem_per_step(p, mem);
+    mem_from_tensors(b, mem);
     bool ok = true;
     int over = 0;
     /* only offloaded tensors move: scan just those */
