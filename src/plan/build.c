@@ -223,7 +223,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
             if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
         }
         pin_persistent(B, pin);
-        if (attempt == 0 && budget) *live_fit = max_live(B) <= budget;
+        /* (the screen above counted the same intervals' live bytes) */
+        if (attempt == 0 && budget && !(B->screen_s > 0)) *live_fit = max_live(B) <= budget;
         /* live bytes over the budget: infeasible whatever the placement */
         /* up to four orderings, each costlier than a replay per interval
          * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
@@ -322,7 +323,11 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     if (rc) return rc;
 
     uint64_t budget = opts->budget;
-    vdp_build_actions(B);
+    /* With a screen, fit_and_place built the actions of the intervals it
+     * placed (the placement changes only their offsets, which the actions do
+     * not read, nor does the screen's replay change what they are built
+     * from): not built again. The work counted stays the same. */
+    if (!(B->screen_s > 0)) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     vdp_finish_stats(p);
     p->budget = budget ? budget : p->hwm;
