@@ -81,7 +81,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);
     B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
-    B->fit_steps = vd_malloc(4 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
+    B->fit_steps = vd_malloc(5 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
     B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
     bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
