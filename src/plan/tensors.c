@@ -155,15 +155,16 @@ static bool in_subtree(const int *par, int w, int x) {
 }
 
 /* Does the tree rooted at r satisfy the rule? oth[x]: x's highest consumer
- * other than its first writer (-1 none); mem, root: scratch [L]. The
- * members are found through every layer's root, taken from the layers above
- * in one pass (par[v] > v): a walk to the root from every layer was half of
- * a build's tensors on ResNet-50. */
-static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem, int *root) {
-    for (int v = L - 1; v >= 0; v--) root[v] = par[v] >= 0 ? root[par[v]] : v;
+ * other than its first writer (-1 none); mem, in: scratch [L]. The members
+ * are found in one pass down from r (par[v] > v: they are at or below r,
+ * and v is one iff its parent is, at most r): a walk to the root from every
+ * layer was half of a build's tensors on ResNet-50. */
+static bool alias_tree_ok(const int *par, const int *oth, int r, int *mem, int *in) {
     int n = 0;
-    for (int v = 0; v < L; v++)
-        if (root[v] == r) mem[n++] = v;
+    for (int v = r; v >= 0; v--) {
+        in[v] = v == r || (par[v] >= 0 && par[v] <= r && in[par[v]]);
+        if (in[v]) mem[n++] = v;
+    }
     for (int a = 0; a < n; a++) {
         int x = mem[a];
         if (x == r || oth[x] < 0) continue;   /* the root's consumers precede every read */
@@ -209,7 +210,7 @@ static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
-        if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem, root)) par[src] = -1;
+        if (!alias_tree_ok(par, oth, tree_root(par, src), mem, root)) par[src] = -1;
     }
     vd_free(fw);
     return VD_OK;
