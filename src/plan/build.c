@@ -75,7 +75,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
     B->extra = vd_malloc(scratch, NULL);
     B->cap_iv = cap_iv;
-    B->bucket_head = vd_malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
+    B->bucket_head = vd_malloc((size_t)6 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
     B->bucket_next = vd_malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int), NULL);
     B->mem = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->mem, NULL);
     B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);

@@ -27,10 +27,10 @@ typedef struct bld {
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */
     int *extra;        /* scratch: in-place flags [L], then pf_item[cap_t] */
-    int *bucket_head;  /* [5 * (n_steps + 1)] build_actions */
+    int *bucket_head;  /* [6 * (n_steps + 1)] build_actions */
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
     const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
-    int *rc_ops;       /* [L] build_actions: recomputed layers by (rc_step, layer) */
+    int *rc_ops;       /* [L] build_actions: the next layer recomputed at the same step */
     bool alias;        /* adds may share their dy tensor with their inputs' gradients
                           (alias_add_grads; build_fixed) */
     uint64_t *mem;     /* [n_steps + 1] live bytes per step (scratch) */

@@ -69,7 +69,7 @@ void vdp_decide_recompute(bld *b) {
     if (p->forward_only || !b->disp) return;
     /* The writers of each layer's output, in layer order: wnext[j] the next
      * layer above j with the same output tensor (-1 none), from whead[t]
-     * (build_actions' scratch, unused until then: [5 * (n_steps + 1)] >=
+     * (build_actions' scratch, unused until then: [6 * (n_steps + 1)] >=
      * n_tensors, [5 * cap] >= L). A scan of every layer above for each
      * recomputed one was a twentieth of an auto search. */
     int *whead = b->bucket_head, *wnext = b->bucket_next;
