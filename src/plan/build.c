@@ -29,10 +29,13 @@ static void bld_free(bld *B) {
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
- * a build can add), the builder's scratch, the in-place flags in B->extra.
+ * a build can add), the builder's scratch, the in-place flags in B->extra;
+ * clone: for bld_clone, which copies the steps and layers and has its
+ * tensors (no flags, nothing zeroed that it overwrites).
  * On failure the caller frees both (bld_free, vdp_plan_release). */
 static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    vd_policy offload_pol, int variant, bool alias, vd_plan *out, vd_err *e) {
+                    vd_policy offload_pol, int variant, bool alias, bool clone, vd_plan *out,
+                    vd_err *e) {
     memset(out, 0, sizeof *out);
     memset(B, 0, sizeof *B);
     int L = net->n_layers;
@@ -63,8 +66,11 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->tensors = vd_malloc((size_t)cap_t * sizeof *p->tensors, NULL);
     p->intervals = vd_malloc((size_t)cap_iv * sizeof *p->intervals, NULL);
     p->actions = vd_malloc((size_t)cap_a * sizeof *p->actions, NULL);
-    p->steps = vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
-    p->layers = vd_calloc((size_t)L, sizeof *p->layers, NULL);
+    /* a clone's are copied whole (bld_clone) */
+    p->steps = clone ? vd_malloc(((size_t)p->n_steps + 1) * sizeof *p->steps, NULL)
+                     : vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
+    p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
+                      : vd_calloc((size_t)L, sizeof *p->layers, NULL);
     B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
@@ -92,8 +98,11 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     }
-    vd_schedule_inplace_flags(net, ipf);
-    for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
+    /* (a clone has its tensors: the flags are read only to make them) */
+    if (!clone) {
+        vd_schedule_inplace_flags(net, ipf);
+        for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
+    }
     vd_free(ipf);
     return VD_OK;
 }
@@ -253,7 +262,7 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
                         vd_policy offload_pol, const int *algos, int variant, bool alias,
                         vd_plan *out, bool *any_offload, vd_err *e) {
     *any_offload = false;
-    int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, out, e);
+    int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, false, out, e);
     if (rc) return rc;
     vd_plan *p = out;
     init_steps(p, prof, algos);
@@ -283,7 +292,8 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
  * caller frees D and *out. */
 static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e) {
     const vd_plan *sp = S->p;
-    int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, out, e);
+    int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, true, out,
+                      e);
     if (rc) return rc;
     vd_plan *p = out;
     vd_tensor *tensors = p->tensors;
@@ -461,7 +471,7 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
                           const int *algos, bool *rc_layer, vd_err *e) {
     bld B;
     vd_plan p;
-    int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, &p, e);
+    int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, false, &p, e);
     if (!rc) {
         init_steps(&p, prof, algos);
         rc = vdp_build_tensors(&B, algos, e);
