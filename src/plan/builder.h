@@ -76,9 +76,29 @@ void vdp_name_tensors(bld *b);
 void vdp_touch(bld *b, int t, int s);
 void vdp_rd(bld *b, int t, int s);
 /* Pool bytes of a tensor: 256-aligned, at least 256. */
-uint64_t vdp_iv_size(uint64_t bytes);
-/* Append an interval [first, last] of tensor t; returns its index. */
-int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need);
+static inline uint64_t vdp_iv_size(uint64_t bytes) {
+    uint64_t a = VD_ALIGN_UP(bytes, (uint64_t)VD_PLAN_ALIGN);
+    return a ? a : VD_PLAN_ALIGN;
+}
+/* Append an interval [first, last] of tensor t; returns its index. Inline:
+ * every build writes its intervals several times (a call each was a tenth
+ * of an auto search). */
+static inline int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
+    vd_plan *p = b->p;
+    int k = p->n_intervals++;
+    vd_interval *iv = &p->intervals[k];
+    vd_tensor *T = &p->tensors[t];
+    memset(iv, 0, sizeof *iv);
+    iv->tensor = t;
+    iv->first = first;
+    iv->last = last;
+    iv->bytes = vdp_iv_size(T->bytes);
+    iv->fill = fill;
+    iv->need_step = need;
+    iv->ev_h2d = -1;
+    T->iv[T->n_iv++] = k;
+    return k;
+}
 /* Create tensors and liveness (no decisions yet) with options algos[2L]. */
 int vdp_build_tensors(bld *b, const int *algos, vd_err *e);
 

@@ -87,29 +87,6 @@ static uint64_t act_bytes(const vd_net *net, int i, int batch) {
     return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * vd_math_act_bytes(net->train.math);
 }
 
-/* Pool bytes of a tensor: 256-aligned, at least 256. */
-uint64_t vdp_iv_size(uint64_t bytes) {
-    uint64_t a = VD_ALIGN_UP(bytes, (uint64_t)VD_PLAN_ALIGN);
-    return a ? a : VD_PLAN_ALIGN;
-}
-
-int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
-    vd_plan *p = b->p;
-    int k = p->n_intervals++;
-    vd_interval *iv = &p->intervals[k];
-    memset(iv, 0, sizeof *iv);
-    iv->tensor = t;
-    iv->first = first;
-    iv->last = last;
-    iv->bytes = vdp_iv_size(p->tensors[t].bytes);
-    iv->fill = fill;
-    iv->need_step = need;
-    iv->ev_h2d = -1;
-    vd_tensor *T = &p->tensors[t];
-    T->iv[T->n_iv++] = k;
-    return k;
-}
-
 /* ---- gradient aliasing through adds ------------------------------------- */
 
 /* An add passes its output gradient dy unchanged to every input, and its
