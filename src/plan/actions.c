@@ -49,10 +49,13 @@ void vdp_build_actions(bld *b) {
     int ne = 0;
     p->n_actions = 0;
     for (int s = 0; s <= p->n_steps; s++) p->steps[s].ev_free = -1;
+    /* the offloaded tensors (with a D2H copy), noted for the buckets below
+     * (one pass over the tensors' records instead of two) */
+    int *offl = b->fit_steps, n_offl = 0;   /* vdp_fit_memory's scratch, free here */
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         T->ev_compute = T->ev_d2h = -1;
-        if (T->offload && !T->host_src) { T->ev_compute = ne++; T->ev_d2h = ne++; }
+        if (T->offload && !T->host_src) { T->ev_compute = ne++; T->ev_d2h = ne++; offl[n_offl++] = t; }
     }
     for (int k = 0; k < p->n_intervals; k++) {
         vd_interval *iv = &p->intervals[k];
@@ -84,9 +87,9 @@ void vdp_build_actions(bld *b) {
             next[2 * cap + k] = head[2 * ns + iv->need_step]; head[2 * ns + iv->need_step] = k;
         }
     }
-    for (int t = p->n_tensors - 1; t >= 0; t--) {
+    for (int j = n_offl - 1; j >= 0; j--) {
+        int t = offl[j];
         const vd_tensor *T = &p->tensors[t];
-        if (!T->offload || T->host_src) continue;
         next[3 * cap + t] = head[3 * ns + T->release_step]; head[3 * ns + T->release_step] = t;
         next[4 * cap + t] = head[4 * ns + T->offload_step]; head[4 * ns + T->offload_step] = t;
     }

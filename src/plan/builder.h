@@ -37,7 +37,7 @@ typedef struct bld {
     double *t_start;   /* [n_steps + 1] stall-free start of each step */
     double *d2h;       /* [cap_t] completion of each tensor's offload */
     bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
-    int *fit_steps;    /* [5 * cap_t] vdp_fit_memory's scratch */
+    int *fit_steps;    /* [5 * cap_t] vdp_fit_memory's scratch (vdp_build_actions' too) */
     const char **tname; /* [2 * cap_t] each tensor's name and suffix (NULL: none), copied
                            into the plan by vdp_name_tensors */
     double screen_s;   /* vdp_build_screened's screen (0: none) */
