@@ -3,6 +3,7 @@
  * variants, the adds' gradient aliasing retried without when it packs worse.
  * The policies (policy.c, auto.c) search over such builds. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,9 +305,17 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     *p = *sp;
     p->tensors = tensors; p->intervals = intervals; p->actions = actions;
     p->steps = steps; p->layers = layers;
-    memcpy(p->tensors, sp->tensors, (size_t)sp->n_tensors * sizeof *p->tensors);
-    memcpy(p->intervals, sp->intervals, (size_t)sp->n_intervals * sizeof *p->intervals);
-    memcpy(p->actions, sp->actions, (size_t)sp->n_actions * sizeof *p->actions);
+    /* The tensors without their names (not written yet: vdp_name_tensors,
+     * at the end of a build; half of each record). Not the intervals nor
+     * the actions: build_suffix builds them again before it reads them
+     * (vdp_fit_memory counts the live bytes from the tensors). The copies
+     * were a twentieth of an auto search. */
+    const size_t keep = offsetof(vd_tensor, kind);
+    for (int t = 0; t < sp->n_tensors; t++) {
+        memcpy((char *)&p->tensors[t] + keep, (const char *)&sp->tensors[t] + keep,
+               sizeof *p->tensors - keep);
+        p->tensors[t].name[0] = '\0';
+    }
     memcpy(p->steps, sp->steps, ((size_t)sp->n_steps + 1) * sizeof *p->steps);
     memcpy(p->layers, sp->layers, (size_t)sp->n_layers * sizeof *p->layers);
     size_t nt = (size_t)sp->n_tensors, L = (size_t)S->L;
