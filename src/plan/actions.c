@@ -49,10 +49,13 @@ void vdp_build_actions(bld *b) {
     int ne = 0;
     p->n_actions = 0;
     for (int s = 0; s <= p->n_steps; s++) p->steps[s].ev_free = -1;
+    /* the offloaded tensors (with a D2H copy), noted for the buckets below
+     * (one pass over the tensors' records instead of two) */
+    int *offl = b->fit_steps, n_offl = 0;   /* vdp_fit_memory's scratch, free here */
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         T->ev_compute = T->ev_d2h = -1;
-        if (T->offload && !T->host_src) { T->ev_compute = ne++; T->ev_d2h = ne++; }
+        if (T->offload && !T->host_src) { T->ev_compute = ne++; T->ev_d2h = ne++; offl[n_offl++] = t; }
     }
     for (int k = 0; k < p->n_intervals; k++) {
         vd_interval *iv = &p->intervals[k];
@@ -71,9 +74,9 @@ void vdp_build_actions(bld *b) {
     /* Bucket intervals by first / last / need step and tensors by release /
      * offload step (linked lists through the scratch arrays). */
     int ns = p->n_steps + 1;
-    int *head = b->bucket_head;        /* [5 * ns] */
+    int *head = b->bucket_head;        /* [6 * ns] */
     int *next = b->bucket_next;        /* [5 * cap] */
-    for (int k = 0; k < 5 * ns; k++) head[k] = -1;
+    for (int k = 0; k < 6 * ns; k++) head[k] = -1;
     int cap = b->cap_iv > b->cap_t ? b->cap_iv : b->cap_t;
     for (int k = p->n_intervals - 1; k >= 0; k--) {
         const vd_interval *iv = &p->intervals[k];
@@ -84,24 +87,22 @@ void vdp_build_actions(bld *b) {
             next[2 * cap + k] = head[2 * ns + iv->need_step]; head[2 * ns + iv->need_step] = k;
         }
     }
-    for (int t = p->n_tensors - 1; t >= 0; t--) {
+    for (int j = n_offl - 1; j >= 0; j--) {
+        int t = offl[j];
         const vd_tensor *T = &p->tensors[t];
-        if (!T->offload || T->host_src) continue;
         next[3 * cap + t] = head[3 * ns + T->release_step]; head[3 * ns + T->release_step] = t;
         next[4 * cap + t] = head[4 * ns + T->offload_step]; head[4 * ns + T->offload_step] = t;
     }
-    /* Recomputed layers by (step, layer): producers before their consumers. */
-    int n_rc = 0;
-    for (int j = 0; j < b->L; j++) {
-        if (p->layers[j].rc_step < 0) continue;
-        int k = n_rc++;
-        while (k > 0 && p->layers[b->rc_ops[k - 1]].rc_step > p->layers[j].rc_step) {
-            b->rc_ops[k] = b->rc_ops[k - 1];
-            k--;
-        }
-        b->rc_ops[k] = j;
+    /* Recomputed layers by (step, layer): producers before their consumers.
+     * A list per step (head[5 * ns + s], linked through rc_ops), layers in
+     * order: an insertion sort over the layers' records was a tenth of this
+     * function. */
+    for (int j = b->L - 1; j >= 0; j--) {
+        int r = p->layers[j].rc_step;
+        if (r < 0) continue;
+        b->rc_ops[j] = head[5 * ns + r];
+        head[5 * ns + r] = j;
     }
-    int rc_next = 0;
 #define PUSH(k, a) do { A[na].kind = (k); A[na].arg = (a); na++; } while (0)
     for (int s = 0; s <= p->n_steps; s++) {
         vd_step *st = &p->steps[s];
@@ -124,8 +125,7 @@ void vdp_build_actions(bld *b) {
                 }
             for (int k = head[2 * ns + s]; k >= 0; k = next[2 * cap + k]) PUSH(VD_A_WAIT_PREFETCH, k);
             if (s == 0 && p->t_stage >= 0) PUSH(VD_A_LOAD_STAGED, p->tensors[p->t_x].iv[0]);
-            for (; rc_next < n_rc && p->layers[b->rc_ops[rc_next]].rc_step == s; rc_next++) {
-                int j = b->rc_ops[rc_next];
+            for (int j = head[5 * ns + s]; j >= 0; j = b->rc_ops[j]) {
                 PUSH(VD_A_RECOMPUTE, j);
                 st->recompute_s += b->prof->layers[j].algos[p->layers[j].algo_fwd].fwd_s;
             }

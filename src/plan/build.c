@@ -3,6 +3,7 @@
  * variants, the adds' gradient aliasing retried without when it packs worse.
  * The policies (policy.c, auto.c) search over such builds. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,13 @@ static void bld_free(bld *B) {
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
- * a build can add), the builder's scratch, the in-place flags in B->extra.
+ * a build can add), the builder's scratch, the in-place flags in B->extra;
+ * clone: for bld_clone, which copies the steps and layers and has its
+ * tensors (no flags, nothing zeroed that it overwrites).
  * On failure the caller frees both (bld_free, vdp_plan_release). */
 static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    vd_policy offload_pol, int variant, bool alias, vd_plan *out, vd_err *e) {
+                    vd_policy offload_pol, int variant, bool alias, bool clone, vd_plan *out,
+                    vd_err *e) {
     memset(out, 0, sizeof *out);
     memset(B, 0, sizeof *B);
     int L = net->n_layers;
@@ -63,8 +67,11 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->tensors = vd_malloc((size_t)cap_t * sizeof *p->tensors, NULL);
     p->intervals = vd_malloc((size_t)cap_iv * sizeof *p->intervals, NULL);
     p->actions = vd_malloc((size_t)cap_a * sizeof *p->actions, NULL);
-    p->steps = vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
-    p->layers = vd_calloc((size_t)L, sizeof *p->layers, NULL);
+    /* a clone's are copied whole (bld_clone) */
+    p->steps = clone ? vd_malloc(((size_t)p->n_steps + 1) * sizeof *p->steps, NULL)
+                     : vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
+    p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
+                      : vd_calloc((size_t)L, sizeof *p->layers, NULL);
     B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
@@ -75,13 +82,13 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
     B->extra = vd_malloc(scratch, NULL);
     B->cap_iv = cap_iv;
-    B->bucket_head = vd_malloc((size_t)5 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
+    B->bucket_head = vd_malloc((size_t)6 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
     B->bucket_next = vd_malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int), NULL);
     B->mem = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->mem, NULL);
     B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);
     B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
-    B->fit_steps = vd_malloc(4 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
+    B->fit_steps = vd_malloc(5 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
     B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
     bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
@@ -92,8 +99,11 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     }
-    vd_schedule_inplace_flags(net, ipf);
-    for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
+    /* (a clone has its tensors: the flags are read only to make them) */
+    if (!clone) {
+        vd_schedule_inplace_flags(net, ipf);
+        for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
+    }
     vd_free(ipf);
     return VD_OK;
 }
@@ -223,7 +233,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
             if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
         }
         pin_persistent(B, pin);
-        if (attempt == 0 && budget) *live_fit = max_live(B) <= budget;
+        /* (the screen above counted the same intervals' live bytes) */
+        if (attempt == 0 && budget && !(B->screen_s > 0)) *live_fit = max_live(B) <= budget;
         /* live bytes over the budget: infeasible whatever the placement */
         /* up to four orderings, each costlier than a replay per interval
          * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
@@ -252,7 +263,7 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
                         vd_policy offload_pol, const int *algos, int variant, bool alias,
                         vd_plan *out, bool *any_offload, vd_err *e) {
     *any_offload = false;
-    int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, out, e);
+    int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, false, out, e);
     if (rc) return rc;
     vd_plan *p = out;
     init_steps(p, prof, algos);
@@ -282,7 +293,8 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
  * caller frees D and *out. */
 static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e) {
     const vd_plan *sp = S->p;
-    int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, out, e);
+    int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, true, out,
+                      e);
     if (rc) return rc;
     vd_plan *p = out;
     vd_tensor *tensors = p->tensors;
@@ -293,9 +305,17 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     *p = *sp;
     p->tensors = tensors; p->intervals = intervals; p->actions = actions;
     p->steps = steps; p->layers = layers;
-    memcpy(p->tensors, sp->tensors, (size_t)sp->n_tensors * sizeof *p->tensors);
-    memcpy(p->intervals, sp->intervals, (size_t)sp->n_intervals * sizeof *p->intervals);
-    memcpy(p->actions, sp->actions, (size_t)sp->n_actions * sizeof *p->actions);
+    /* The tensors without their names (not written yet: vdp_name_tensors,
+     * at the end of a build; half of each record). Not the intervals nor
+     * the actions: build_suffix builds them again before it reads them
+     * (vdp_fit_memory counts the live bytes from the tensors). The copies
+     * were a twentieth of an auto search. */
+    const size_t keep = offsetof(vd_tensor, kind);
+    for (int t = 0; t < sp->n_tensors; t++) {
+        memcpy((char *)&p->tensors[t] + keep, (const char *)&sp->tensors[t] + keep,
+               sizeof *p->tensors - keep);
+        p->tensors[t].name[0] = '\0';
+    }
     memcpy(p->steps, sp->steps, ((size_t)sp->n_steps + 1) * sizeof *p->steps);
     memcpy(p->layers, sp->layers, (size_t)sp->n_layers * sizeof *p->layers);
     size_t nt = (size_t)sp->n_tensors, L = (size_t)S->L;
@@ -322,7 +342,11 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     if (rc) return rc;
 
     uint64_t budget = opts->budget;
-    vdp_build_actions(B);
+    /* With a screen, fit_and_place built the actions of the intervals it
+     * placed (the placement changes only their offsets, which the actions do
+     * not read, nor does the screen's replay change what they are built
+     * from): not built again. The work counted stays the same. */
+    if (!(B->screen_s > 0)) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     vdp_finish_stats(p);
     p->budget = budget ? budget : p->hwm;
@@ -456,7 +480,7 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
                           const int *algos, bool *rc_layer, vd_err *e) {
     bld B;
     vd_plan p;
-    int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, &p, e);
+    int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, false, &p, e);
     if (!rc) {
         init_steps(&p, prof, algos);
         rc = vdp_build_tensors(&B, algos, e);

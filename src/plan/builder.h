@@ -27,17 +27,17 @@ typedef struct bld {
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */
     int *extra;        /* scratch: in-place flags [L], then pf_item[cap_t] */
-    int *bucket_head;  /* [5 * (n_steps + 1)] build_actions */
+    int *bucket_head;  /* [6 * (n_steps + 1)] build_actions */
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
     const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
-    int *rc_ops;       /* [L] build_actions: recomputed layers by (rc_step, layer) */
+    int *rc_ops;       /* [L] build_actions: the next layer recomputed at the same step */
     bool alias;        /* adds may share their dy tensor with their inputs' gradients
                           (alias_add_grads; build_fixed) */
     uint64_t *mem;     /* [n_steps + 1] live bytes per step (scratch) */
     double *t_start;   /* [n_steps + 1] stall-free start of each step */
     double *d2h;       /* [cap_t] completion of each tensor's offload */
     bool *pinned;      /* [cap_iv] intervals whose offset the placement keeps */
-    int *fit_steps;    /* [4 * cap_t] vdp_fit_memory's scratch */
+    int *fit_steps;    /* [5 * cap_t] vdp_fit_memory's scratch (vdp_build_actions' too) */
     const char **tname; /* [2 * cap_t] each tensor's name and suffix (NULL: none), copied
                            into the plan by vdp_name_tensors */
     double screen_s;   /* vdp_build_screened's screen (0: none) */
@@ -76,9 +76,29 @@ void vdp_name_tensors(bld *b);
 void vdp_touch(bld *b, int t, int s);
 void vdp_rd(bld *b, int t, int s);
 /* Pool bytes of a tensor: 256-aligned, at least 256. */
-uint64_t vdp_iv_size(uint64_t bytes);
-/* Append an interval [first, last] of tensor t; returns its index. */
-int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need);
+static inline uint64_t vdp_iv_size(uint64_t bytes) {
+    uint64_t a = VD_ALIGN_UP(bytes, (uint64_t)VD_PLAN_ALIGN);
+    return a ? a : VD_PLAN_ALIGN;
+}
+/* Append an interval [first, last] of tensor t; returns its index. Inline:
+ * every build writes its intervals several times (a call each was a tenth
+ * of an auto search). */
+static inline int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
+    vd_plan *p = b->p;
+    int k = p->n_intervals++;
+    vd_interval *iv = &p->intervals[k];
+    vd_tensor *T = &p->tensors[t];
+    memset(iv, 0, sizeof *iv);
+    iv->tensor = t;
+    iv->first = first;
+    iv->last = last;
+    iv->bytes = vdp_iv_size(T->bytes);
+    iv->fill = fill;
+    iv->need_step = need;
+    iv->ev_h2d = -1;
+    T->iv[T->n_iv++] = k;
+    return k;
+}
 /* Create tensors and liveness (no decisions yet) with options algos[2L]. */
 int vdp_build_tensors(bld *b, const int *algos, vd_err *e);
 

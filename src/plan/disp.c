@@ -46,14 +46,13 @@ static bool want_offload(const bld *b, int t, vd_policy pol) {
  * backward, absent for at least one step in between, and written only by
  * stateless forward ops (not batch norm: running statistics; not the loss;
  * no per-layer saved state at all). */
-static bool recompute_ok(const bld *b, int t) {
+static bool recompute_ok(const bld *b, int t, const int *wnext) {
     const vd_plan *p = b->p;
     const vd_tensor *T = &p->tensors[t];
     if (p->forward_only || T->kind != VD_T_ACT || T->layer < 0) return false;
     if (T->bwd_first < 0 || T->fwd_last < 0) return false;
     if (T->bwd_first - T->fwd_last - 1 < 1) return false;
-    for (int j = T->layer; j < b->L; j++) {
-        if (p->layers[j].y != t) continue;
+    for (int j = T->layer; j >= 0; j = wnext[j]) {
         vd_op op = b->net->layers[j].op;
         if (!vd_op_table[op].recomputable || p->layers[j].aux >= 0) return false;
     }
@@ -68,18 +67,30 @@ static bool recompute_ok(const bld *b, int t) {
 void vdp_decide_recompute(bld *b) {
     vd_plan *p = b->p;
     if (p->forward_only || !b->disp) return;
+    /* The writers of each layer's output, in layer order: wnext[j] the next
+     * layer above j with the same output tensor (-1 none), from whead[t]
+     * (build_actions' scratch, unused until then: [6 * (n_steps + 1)] >=
+     * n_tensors, [5 * cap] >= L). A scan of every layer above for each
+     * recomputed one was a twentieth of an auto search. */
+    int *whead = b->bucket_head, *wnext = b->bucket_next;
+    for (int t = 0; t < p->n_tensors; t++) whead[t] = -1;
+    for (int j = b->L - 1; j >= 0; j--) {
+        int y = p->layers[j].y;
+        wnext[j] = y >= 0 ? whead[y] : -1;
+        if (y >= 0) whead[y] = j;
+    }
     for (int i = b->L - 1; i >= 0; i--) {
         vd_plan_layer *pl = &p->layers[i];
         if (pl->inplace || b->disp[i + 1] != VD_DISP_RECOMPUTE) continue;
         int t = pl->y;
-        if (p->tensors[t].layer != i || !recompute_ok(b, t)) continue;
+        /* (layer i writes t first: t's writers are i and the chain above it) */
+        if (p->tensors[t].layer != i || !recompute_ok(b, t, wnext)) continue;
         int r = p->tensors[t].bwd_first;
         p->tensors[t].recompute = true;
         p->tensors[t].recompute_step = r;
         p->tensors[t].recompute_s = 0;
-        for (int j = i; j < b->L; j++) {
+        for (int j = i; j >= 0; j = wnext[j]) {
             vd_plan_layer *wl = &p->layers[j];
-            if (wl->y != t) continue;
             wl->rc_step = r;
             p->tensors[t].recompute_s += b->prof->layers[j].algos[wl->algo_fwd].fwd_s;
             if (wl->ws_fwd_bytes) {

@@ -4,6 +4,9 @@
 #include <float.h>
 #include <limits.h>
 #include <stdlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include "plan/builder.h"
 
 /* Paper rule: consumer layer j is prefetched at the backward step of the
@@ -77,6 +80,30 @@ static void mem_sub(uint64_t *mem, int a, int b, uint64_t bytes) {
     for (int s = a; s <= b; s++) mem[s] -= bytes;
 }
 
+/* Bit j set: lo[j] < a and hi[j] > b, for entries j < cnt <= 64. Eight
+ * entries at a time with SSE2 where the compiler has it (every x86-64), the
+ * rest one by one: vdp_fit_memory's scans test every offloaded tensor per
+ * move, and few pass (a branch per test was most of an auto search's time
+ * at tight budgets); the caller visits just those, in order. */
+static inline uint64_t between_mask(const int *lo, const int *hi, int cnt, int a, int b) {
+    uint64_t mask = 0;
+    int j = 0;
+#if defined(__SSE2__)
+    const __m128i va = _mm_set1_epi32(a), vb = _mm_set1_epi32(b);
+    for (; j + 8 <= cnt; j += 8) {
+        __m128i m0 = _mm_and_si128(_mm_cmpgt_epi32(va, _mm_loadu_si128((const __m128i *)(lo + j))),
+                                   _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(hi + j)), vb));
+        __m128i m1 = _mm_and_si128(_mm_cmpgt_epi32(va, _mm_loadu_si128((const __m128i *)(lo + j + 4))),
+                                   _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(hi + j + 4)), vb));
+        unsigned bits = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(m0)) |
+                        (unsigned)_mm_movemask_ps(_mm_castsi128_ps(m1)) << 4;
+        mask |= (uint64_t)bits << j;
+    }
+#endif
+    for (; j < cnt; j++) mask |= (uint64_t)((lo[j] < a) & (hi[j] > b)) << j;
+    return mask;
+}
+
 /* Make every step's live bytes fit cap: release held regions earlier and
  * issue prefetches later. Works on the tensors' steps with an incremental
  * memory count (moves only ever lower it), then rebuilds the intervals.
@@ -84,11 +111,42 @@ static void mem_sub(uint64_t *mem, int a, int b, uint64_t bytes) {
  * steps copied into arrays of their own (b->fit_steps), in tensor order:
  * scanning the tensors themselves was nearly all of --min-budget's time on
  * ResNet-152 (a move per step over the cap, each a scan of every offloaded
- * tensor). Same moves, same order, same result. */
+ * tensor). Same moves, same order, same result. mem is left holding the
+ * live bytes of the steps from the last one scanned on, not before. */
+/* mem[s]: what vdp_mem_per_step gives after vdp_build_intervals, taken from
+ * the tensors' decisions without writing the intervals (vdp_fit_memory
+ * rebuilds them after its moves: writing them twice was a tenth of an auto
+ * search). Each tensor's regions are those vdp_build_intervals makes. */
+static inline void mem_add(uint64_t *mem, int n, int first, int last, uint64_t bytes) {
+    if (first >= n || last < first) return;
+    mem[first] += bytes;
+    if (last + 1 < n) mem[last + 1] -= bytes;
+}
+
+static void mem_from_tensors(const bld *b, uint64_t *mem) {
+    const vd_plan *p = b->p;
+    int n = p->n_steps;
+    for (int s = 0; s < n; s++) mem[s] = 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        int first = b->first_touch[t], last = b->last_touch[t];
+        uint64_t sz = vdp_iv_size(T->bytes);
+        if (T->recompute) {
+            mem_add(mem, n, first, T->fwd_last, sz);
+            mem_add(mem, n, T->recompute_step, last, sz);
+        } else if (!T->offload) {
+            mem_add(mem, n, first, last, sz);
+        } else {
+            mem_add(mem, n, first, T->release_step - 1, sz);
+            mem_add(mem, n, T->prefetch_step, last, sz);
+        }
+    }
+    for (int s = 1; s < n; s++) mem[s] += mem[s - 1];
+}
+
 bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
     vd_plan *p = b->p;
-    vdp_build_intervals(b);
-    vdp_mem_per_step(p, mem);
+    mem_from_tensors(b, mem);
     bool ok = true;
     int over = 0;
     /* only offloaded tensors move: scan just those */
@@ -99,6 +157,7 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
     /* per offloaded tensor k: last forward use, release step (INT_MIN: never
      * released here, a host copy), prefetch step, first backward use */
     int *fl = b->fit_steps, *rs = fl + b->cap_t, *ps = rs + b->cap_t, *bf = ps + b->cap_t;
+    int *el = bf + b->cap_t;
     for (int k = 0; k < n_off; k++) {
         const vd_tensor *T = &p->tensors[off[k]];
         fl[k] = T->fwd_last;
@@ -112,8 +171,13 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
         /* Regions held after their last forward use (waiting for the copy to
          * drain): release the one held longest at `over` (accept a stall). */
         int rel = -1;
-        for (int k = 0; k < n_off; k++)
-            if (fl[k] < over && over < rs[k] && (rel < 0 || rs[k] > rs[rel])) rel = k;
+        for (int base = 0; base < n_off; base += 64) {
+            int cnt = n_off - base < 64 ? n_off - base : 64;
+            for (uint64_t m = between_mask(fl + base, rs + base, cnt, over, over); m; m &= m - 1) {
+                int k = base + __builtin_ctzll(m);
+                if (rel < 0 || rs[k] > rs[rel]) rel = k;
+            }
+        }
         if (rel >= 0) {
             uint64_t sz = vdp_iv_size(p->tensors[off[rel]].bytes);
             int nr = over > fl[rel] + 1 ? over : fl[rel] + 1;
@@ -121,15 +185,37 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
             rs[rel] = nr;
             continue;
         }
-        /* Early prefetches covering `over`: the one with the latest consumer waits. */
-        int best = -1;
-        for (int k = 0; k < n_off; k++)
-            if (ps[k] <= over && bf[k] > over && (best < 0 || bf[k] > bf[best])) best = k;
-        if (best < 0) { ok = false; break; }
-        uint64_t sz = vdp_iv_size(p->tensors[off[best]].bytes);
-        mem_sub(mem, ps[best], over, sz);
-        ps[best] = over + 1;
+        /* Early prefetches covering `over`: the one with the latest consumer
+         * waits (the first of them on ties), until `over` fits. Moves here
+         * leave the releases alone, so none becomes due at `over` (the scan
+         * above would find none again), and a moved prefetch no longer
+         * covers `over`: the candidates are collected once (el: indices
+         * into them), each move takes the best left. Most moves are further
+         * ones at the same step (four in five on ResNet-50 at 4 GiB), which
+         * rescanned every offloaded tensor. */
+        int n_el = 0;
+        for (int base = 0; base < n_off; base += 64) {   /* ps[k] <= over: ps[k] < over + 1 */
+            int cnt = n_off - base < 64 ? n_off - base : 64;
+            for (uint64_t m = between_mask(ps + base, bf + base, cnt, over + 1, over); m; m &= m - 1)
+                el[n_el++] = base + __builtin_ctzll(m);
+        }
+        do {
+            if (n_el == 0) { ok = false; goto done; }
+            int bj = 0;
+            for (int j = 1; j < n_el; j++) {
+                int k = el[j], best = el[bj];
+                if (bf[k] > bf[best] || (bf[k] == bf[best] && k < best)) bj = j;
+            }
+            int best = el[bj];
+            el[bj] = el[--n_el];
+            /* its region leaves steps ps[best] .. over; of those only `over`
+             * is read again (over only grows, and the caller's mem is
+             * scratch) */
+            mem[over] -= vdp_iv_size(p->tensors[off[best]].bytes);
+            ps[best] = over + 1;
+        } while (mem[over] > cap);
     }
+done:
     for (int k = 0; k < n_off; k++) {
         vd_tensor *T = &p->tensors[off[k]];
         if (!T->host_src) T->release_step = rs[k];

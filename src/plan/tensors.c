@@ -87,29 +87,6 @@ static uint64_t act_bytes(const vd_net *net, int i, int batch) {
     return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * vd_math_act_bytes(net->train.math);
 }
 
-/* Pool bytes of a tensor: 256-aligned, at least 256. */
-uint64_t vdp_iv_size(uint64_t bytes) {
-    uint64_t a = VD_ALIGN_UP(bytes, (uint64_t)VD_PLAN_ALIGN);
-    return a ? a : VD_PLAN_ALIGN;
-}
-
-int vdp_add_interval(bld *b, int t, int first, int last, vd_fill fill, int need) {
-    vd_plan *p = b->p;
-    int k = p->n_intervals++;
-    vd_interval *iv = &p->intervals[k];
-    memset(iv, 0, sizeof *iv);
-    iv->tensor = t;
-    iv->first = first;
-    iv->last = last;
-    iv->bytes = vdp_iv_size(p->tensors[t].bytes);
-    iv->fill = fill;
-    iv->need_step = need;
-    iv->ev_h2d = -1;
-    vd_tensor *T = &p->tensors[t];
-    T->iv[T->n_iv++] = k;
-    return k;
-}
-
 /* ---- gradient aliasing through adds ------------------------------------- */
 
 /* An add passes its output gradient dy unchanged to every input, and its
@@ -155,11 +132,16 @@ static bool in_subtree(const int *par, int w, int x) {
 }
 
 /* Does the tree rooted at r satisfy the rule? oth[x]: x's highest consumer
- * other than its first writer (-1 none); mem: scratch [L]. */
-static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem) {
+ * other than its first writer (-1 none); mem, in: scratch [L]. The members
+ * are found in one pass down from r (par[v] > v: they are at or below r,
+ * and v is one iff its parent is, at most r): a walk to the root from every
+ * layer was half of a build's tensors on ResNet-50. */
+static bool alias_tree_ok(const int *par, const int *oth, int r, int *mem, int *in) {
     int n = 0;
-    for (int v = 0; v < L; v++)
-        if (tree_root(par, v) == r) mem[n++] = v;
+    for (int v = r; v >= 0; v--) {
+        in[v] = v == r || (par[v] >= 0 && par[v] <= r && in[par[v]]);
+        if (in[v]) mem[n++] = v;
+    }
     for (int a = 0; a < n; a++) {
         int x = mem[a];
         if (x == r || oth[x] < 0) continue;   /* the root's consumers precede every read */
@@ -174,9 +156,9 @@ static bool alias_tree_ok(const int *par, const int *oth, int L, int r, int *mem
 static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_err *e) {
     int L = net->n_layers;
     for (int v = 0; v < L; v++) par[v] = -1;
-    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 5 * sizeof *fw, NULL);
+    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 6 * sizeof *fw, NULL);
     if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
-    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L;
+    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L, *root = fw + 5 * L;
     for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
     /* first writer (layer, input) of each gradient, backward order */
     for (int i = L - 1; i >= 0; i--)
@@ -205,7 +187,7 @@ static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
-        if (!alias_tree_ok(par, oth, L, tree_root(par, src), mem)) par[src] = -1;
+        if (!alias_tree_ok(par, oth, tree_root(par, src), mem, root)) par[src] = -1;
     }
     vd_free(fw);
     return VD_OK;
