@@ -704,7 +704,7 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * the configurations built) passes work_limit: the same inputs, the same
  * plan, on any machine. VGG-16 b256 runs all its kicks in a tenth of the
  * budget; ResNet-50 at 8 GiB and GoogLeNet at 4 GiB about 30 of each kind
- * (4 s); ResNet-152 a few, or with a stalling plan more. */
+ * (3-4 s on one core here); ResNet-152 a few, or with a stalling plan more. */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 3.0;
 
