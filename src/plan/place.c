@@ -2,9 +2,6 @@
  * first-fit over several orderings, keeping the lowest high-water mark. */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include "plan/plan_internal.h"
 
 /* Sort keys for the orderings. */
@@ -94,34 +91,13 @@ static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uin
     P->o[k] = o; P->e[k] = end; P->f[k] = first; P->l[k] = last;
 }
 
-/* Bit j set: entry j of pf / pl (cnt <= 64 of them) overlaps steps [f, l].
- * Eight entries at a time with SSE2 where the compiler has it (every
- * x86-64), the rest one by one. */
-static inline uint64_t overlap_mask(const int *pf, const int *pl, int cnt, int f, int l) {
-    uint64_t mask = 0;
-    int j = 0;
-#if defined(__SSE2__)
-    const __m128i vl = _mm_set1_epi32(l), vf = _mm_set1_epi32(f);
-    for (; j + 8 <= cnt; j += 8) {
-        /* apart in time: starts after l or ends before f */
-        __m128i a0 = _mm_or_si128(_mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(pf + j)), vl),
-                                  _mm_cmpgt_epi32(vf, _mm_loadu_si128((const __m128i *)(pl + j))));
-        __m128i a1 = _mm_or_si128(_mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(pf + j + 4)), vl),
-                                  _mm_cmpgt_epi32(vf, _mm_loadu_si128((const __m128i *)(pl + j + 4))));
-        int apart = _mm_movemask_ps(_mm_castsi128_ps(a0)) | _mm_movemask_ps(_mm_castsi128_ps(a1)) << 4;
-        mask |= (uint64_t)(apart ^ 0xff) << j;
-    }
-#endif
-    for (; j < cnt; j++) mask |= (uint64_t)((pf[j] <= l) & (f <= pl[j])) << j;
-    return mask;
-}
-
 /* The lowest offset for `bytes` over steps [f, l] among the m placed. */
 static uint64_t lowest_gap(const placed *P, int m, int f, int l, uint64_t bytes) {
     uint64_t cand = 0;
     for (int base = 0; base < m; base += 64) {
         int cnt = m - base < 64 ? m - base : 64;
-        uint64_t mask = overlap_mask(P->f + base, P->l + base, cnt, f, l);
+        /* overlapping [f, l]: first <= l and last >= f */
+        uint64_t mask = vdp_between_mask(P->f + base, P->l + base, cnt, l + 1, f - 1);
         while (mask) {
             int k = base + __builtin_ctzll(mask);
             mask &= mask - 1;

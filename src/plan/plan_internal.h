@@ -2,9 +2,39 @@
 #ifndef VD_PLAN_INTERNAL_H
 #define VD_PLAN_INTERNAL_H
 
+#include <stdint.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include "plan/plan.h"
 
 #define VD_PLAN_ALIGN 256u
+
+/* Bit j set: lo[j] < a and hi[j] > b, for entries j < cnt <= 64. Eight
+ * entries at a time with SSE2 where the compiler has it (every x86-64), the
+ * rest one by one. The plan's hot scans test every entry of an array and
+ * visit only the few that pass, in order (a branch per test was most of
+ * their time): the placement's "overlaps steps [f, l]" is
+ * vdp_between_mask(first, last, cnt, l + 1, f - 1); the memory fitting
+ * tests the offloaded tensors' steps against the step over the cap. */
+static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, int a, int b) {
+    uint64_t mask = 0;
+    int j = 0;
+#if defined(__SSE2__)
+    const __m128i va = _mm_set1_epi32(a), vb = _mm_set1_epi32(b);
+    for (; j + 8 <= cnt; j += 8) {
+        __m128i m0 = _mm_and_si128(_mm_cmpgt_epi32(va, _mm_loadu_si128((const __m128i *)(lo + j))),
+                                   _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(hi + j)), vb));
+        __m128i m1 = _mm_and_si128(_mm_cmpgt_epi32(va, _mm_loadu_si128((const __m128i *)(lo + j + 4))),
+                                   _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(hi + j + 4)), vb));
+        unsigned bits = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(m0)) |
+                        (unsigned)_mm_movemask_ps(_mm_castsi128_ps(m1)) << 4;
+        mask |= (uint64_t)bits << j;
+    }
+#endif
+    for (; j < cnt; j++) mask |= (uint64_t)((lo[j] < a) & (hi[j] > b)) << j;
+    return mask;
+}
 
 /* Assign offsets to intervals iv[0..n-1]: intervals overlapping in time get
  * disjoint [offset, offset+bytes). Intervals with pinned[i] true keep their

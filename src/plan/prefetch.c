@@ -4,9 +4,6 @@
 #include <float.h>
 #include <limits.h>
 #include <stdlib.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include "plan/builder.h"
 
 /* Paper rule: consumer layer j is prefetched at the backward step of the
@@ -80,30 +77,6 @@ static void mem_sub(uint64_t *mem, int a, int b, uint64_t bytes) {
     for (int s = a; s <= b; s++) mem[s] -= bytes;
 }
 
-/* Bit j set: lo[j] < a and hi[j] > b, for entries j < cnt <= 64. Eight
- * entries at a time with SSE2 where the compiler has it (every x86-64), the
- * rest one by one: vdp_fit_memory's scans test every offloaded tensor per
- * move, and few pass (a branch per test was most of an auto search's time
- * at tight budgets); the caller visits just those, in order. */
-static inline uint64_t between_mask(const int *lo, const int *hi, int cnt, int a, int b) {
-    uint64_t mask = 0;
-    int j = 0;
-#if defined(__SSE2__)
-    const __m128i va = _mm_set1_epi32(a), vb = _mm_set1_epi32(b);
-    for (; j + 8 <= cnt; j += 8) {
-        __m128i m0 = _mm_and_si128(_mm_cmpgt_epi32(va, _mm_loadu_si128((const __m128i *)(lo + j))),
-                                   _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(hi + j)), vb));
-        __m128i m1 = _mm_and_si128(_mm_cmpgt_epi32(va, _mm_loadu_si128((const __m128i *)(lo + j + 4))),
-                                   _mm_cmpgt_epi32(_mm_loadu_si128((const __m128i *)(hi + j + 4)), vb));
-        unsigned bits = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(m0)) |
-                        (unsigned)_mm_movemask_ps(_mm_castsi128_ps(m1)) << 4;
-        mask |= (uint64_t)bits << j;
-    }
-#endif
-    for (; j < cnt; j++) mask |= (uint64_t)((lo[j] < a) & (hi[j] > b)) << j;
-    return mask;
-}
-
 /* Make every step's live bytes fit cap: release held regions earlier and
  * issue prefetches later. Works on the tensors' steps with an incremental
  * memory count (moves only ever lower it), then rebuilds the intervals.
@@ -173,7 +146,7 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
         int rel = -1;
         for (int base = 0; base < n_off; base += 64) {
             int cnt = n_off - base < 64 ? n_off - base : 64;
-            for (uint64_t m = between_mask(fl + base, rs + base, cnt, over, over); m; m &= m - 1) {
+            for (uint64_t m = vdp_between_mask(fl + base, rs + base, cnt, over, over); m; m &= m - 1) {
                 int k = base + __builtin_ctzll(m);
                 if (rel < 0 || rs[k] > rs[rel]) rel = k;
             }
@@ -196,7 +169,7 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
         int n_el = 0;
         for (int base = 0; base < n_off; base += 64) {   /* ps[k] <= over: ps[k] < over + 1 */
             int cnt = n_off - base < 64 ? n_off - base : 64;
-            for (uint64_t m = between_mask(ps + base, bf + base, cnt, over + 1, over); m; m &= m - 1)
+            for (uint64_t m = vdp_between_mask(ps + base, bf + base, cnt, over + 1, over); m; m &= m - 1)
                 el[n_el++] = base + __builtin_ctzll(m);
         }
         do {
