@@ -153,25 +153,38 @@ static int time_op(prof *p, int li, const vd_op_io *io, bool bwd, double *sec, v
     return VD_OK;
 }
 
-/* One copy direction (or both at once) of COPY_BYTES: bytes/s. */
-static int time_copies(prof *p, int mode, double *bw, vd_err *e) {
+/* Issue n COPY_BYTES copies in mode's direction (0 D2H, 1 H2D, 2 both at
+ * once, n each way) between events ev[0] and ev[1], both on the first copy
+ * stream (the other joins it); after_ev2: they start once event ev[2] has
+ * (the caller's, recorded before). Does not wait. */
+static int enqueue_copies(prof *p, int mode, int n, bool after_ev2, vd_err *e) {
     cu_ctx *c = p->c;
     cudaStream_t d2h = c->stream[VD_STREAM_D2H], h2d = c->stream[VD_STREAM_H2D];
+    cudaStream_t first = mode == 1 ? h2d : d2h;
     char *dev0 = p->scratch + p->copy_off, *dev1 = dev0 + COPY_BYTES;
-    float t[COPY_REPS];
-    for (int r = -1; r < COPY_REPS; r++) {
-        cudaStream_t first = mode == 1 ? h2d : d2h;
-        CUDA_CHECK(e, cudaEventRecord(p->ev[0], first));
+    if (after_ev2) CUDA_CHECK(e, cudaStreamWaitEvent(first, p->ev[2], 0));
+    CUDA_CHECK(e, cudaEventRecord(p->ev[0], first));
+    if (mode == 2) CUDA_CHECK(e, cudaStreamWaitEvent(h2d, p->ev[0], 0));
+    for (int k = 0; k < n; k++) {
         if (mode == 0 || mode == 2)
             CUDA_CHECK(e, cudaMemcpyAsync(p->host[0], dev0, COPY_BYTES, cudaMemcpyDeviceToHost, d2h));
-        if (mode == 2) CUDA_CHECK(e, cudaStreamWaitEvent(h2d, p->ev[0], 0));
         if (mode == 1 || mode == 2)
             CUDA_CHECK(e, cudaMemcpyAsync(dev1, p->host[1], COPY_BYTES, cudaMemcpyHostToDevice, h2d));
-        if (mode == 2) {
-            CUDA_CHECK(e, cudaEventRecord(p->ev[2], h2d));
-            CUDA_CHECK(e, cudaStreamWaitEvent(d2h, p->ev[2], 0));
-        }
-        CUDA_CHECK(e, cudaEventRecord(p->ev[1], first));
+    }
+    if (mode == 2) {
+        CUDA_CHECK(e, cudaEventRecord(p->ev[2], h2d));
+        CUDA_CHECK(e, cudaStreamWaitEvent(d2h, p->ev[2], 0));
+    }
+    CUDA_CHECK(e, cudaEventRecord(p->ev[1], first));
+    return VD_OK;
+}
+
+/* One copy direction (or both at once) of COPY_BYTES: bytes/s. */
+static int time_copies(prof *p, int mode, double *bw, vd_err *e) {
+    float t[COPY_REPS];
+    for (int r = -1; r < COPY_REPS; r++) {
+        int rc = enqueue_copies(p, mode, 1, false, e);
+        if (rc) return rc;
         CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
         if (r >= 0) CUDA_CHECK(e, cudaEventElapsedTime(&t[r], p->ev[0], p->ev[1]));
     }
@@ -206,10 +219,7 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
  * issued when the pass starts; the faster of two runs. *bw is left alone
  * when the pass (pass_s) is too short for one copy. */
 static int time_copies_loaded(prof *p, int mode, double pass_s, double *bw, vd_err *e) {
-    cu_ctx *c = p->c;
-    cudaStream_t s = cu_compute(c);
-    cudaStream_t d2h = c->stream[VD_STREAM_D2H], h2d = c->stream[VD_STREAM_H2D];
-    char *dev0 = p->scratch + p->copy_off, *dev1 = dev0 + COPY_BYTES;
+    cudaStream_t s = cu_compute(p->c);
     double per = mode == 2 ? 2.0 : 1.0;   /* bytes moved per copy slot */
     int n = (int)(0.8 * pass_s * *bw / per / (double)COPY_BYTES);
     if (n < 1) return VD_OK;
@@ -218,22 +228,8 @@ static int time_copies_loaded(prof *p, int mode, double pass_s, double *bw, vd_e
     for (int r = 0; r < 2; r++) {
         CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
         int rc = enqueue_pass(p, mode != 0, e);
+        if (!rc) rc = enqueue_copies(p, mode, n, true, e);
         if (rc) return rc;
-        cudaStream_t first = mode == 1 ? h2d : d2h;
-        CUDA_CHECK(e, cudaStreamWaitEvent(first, p->ev[2], 0));
-        CUDA_CHECK(e, cudaEventRecord(p->ev[0], first));
-        if (mode == 2) CUDA_CHECK(e, cudaStreamWaitEvent(h2d, p->ev[0], 0));
-        for (int k = 0; k < n; k++) {
-            if (mode == 0 || mode == 2)
-                CUDA_CHECK(e, cudaMemcpyAsync(p->host[0], dev0, COPY_BYTES, cudaMemcpyDeviceToHost, d2h));
-            if (mode == 1 || mode == 2)
-                CUDA_CHECK(e, cudaMemcpyAsync(dev1, p->host[1], COPY_BYTES, cudaMemcpyHostToDevice, h2d));
-        }
-        if (mode == 2) {
-            CUDA_CHECK(e, cudaEventRecord(p->ev[2], h2d));
-            CUDA_CHECK(e, cudaStreamWaitEvent(d2h, p->ev[2], 0));
-        }
-        CUDA_CHECK(e, cudaEventRecord(p->ev[1], first));
         CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
         CUDA_CHECK(e, cudaStreamSynchronize(s));
         float ms = 0;
