@@ -26,18 +26,26 @@
  *     faster for that pass or needing less workspace (slower alone, but the
  *     memory it frees can start a prefetch earlier), fastest first; keep
  *     what still fits and predicts a faster iteration. Steps 2 and 3 run
- *     from several starts (start_bw_scale: greedy with the copy bandwidths
- *     scaled, each result rebuilt with the true profile and refined); the
- *     fastest goes on to the kicks (an iterated local search): AUTO_KICKS
+ *     from several starts: everything kept; every recomputable map
+ *     recomputed (RC_START: ResNet-152 b256 at 16 GiB, 432 ms predicted
+ *     after its refine against 547 from the first start); and, while the
+ *     work is within AUTO_WORK, everything kept with the copy bandwidths
+ *     scaled (start_bw_scale, each result rebuilt with the true profile
+ *     and refined). The fastest goes on to the trades (swap_search: each
+ *     offloaded map kept instead, the memory found by greedy rounds without
+ *     offloads, refined; ResNet-50 b256 at 4 GiB 374 -> 312 ms), then to
+ *     the kicks (an iterated local search): AUTO_KICKS
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
  *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
- *     is faster; then as many again where a kick that does not fit is first
- *     repaired by a few greedy rounds. The kicks stop once the search's
- *     work passes a budget (work_limit: AUTO_WORK_BUDGET units of
- *     vdp_build_screened's deterministic cost, about 2 s on one core, for
- *     the kicks without repair, twice that for all; three times as much
- *     while the best plan stalls for more than a tenth of its iteration;
- *     never a clock: the same inputs, the same plan), and refine
+ *     is faster (then the trades again); then as many again where a kick
+ *     that does not fit is first repaired by a few greedy rounds. A kick
+ *     that predicts over AUTO_KICK_SLOWER slower is not refined. The kicks
+ *     stop once the search's work passes a budget (work_limit:
+ *     AUTO_WORK_BUDGET units of vdp_build_screened's deterministic cost,
+ *     about 0.5 s on one core, for the kicks without repair, twice that for
+ *     all; ten times as much while the best plan stalls for more than a
+ *     tenth of its iteration; never a clock: the same inputs, the same
+ *     plan), and refine
  *     and the kicks stop at vd_plan_lower_bound (nothing can beat a plan
  *     there). VGG-16 b256 at 12 GiB on its measured H200 profile: 393.3 ms
  *     predicted without the starts and the repair, 381.4 with them (no
@@ -118,6 +126,7 @@ typedef struct actx {
     double lb;              /* no plan at the budget predicts a faster iteration
                                (vd_plan_lower_bound; 0: unknown) */
     char phase[64];         /* what the search is doing (opts->progress) */
+    bool no_offload_moves;  /* propose no keep -> offload moves (swap_search's repair) */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -483,7 +492,7 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
             if (c->ex[s] > 0 && vd_plan_resident(p, t, s)) est += c->ex[s] < sz ? c->ex[s] : sz;
         if (est <= 0) continue;
         vd_disp cur = c->disp[k];
-        if (cur == VD_DISP_KEEP && z - a + 1 >= 2) {
+        if (cur == VD_DISP_KEEP && z - a + 1 >= 2 && !c->no_offload_moves) {
             int oa, oz;
             offload_window(c, p, T, &oa, &oz);
             double oest = 0;
@@ -689,6 +698,54 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
     return VD_OK;
 }
 
+/* Trades: for each tensor offloaded, keep it instead; when the plan then
+ * does not fit, repair it by AUTO_SWAP_REPAIR greedy rounds without offload
+ * moves (recomputes, leaner options elsewhere; the tensor itself stays
+ * kept); keep the result, refined, when it fits and predicts a faster
+ * iteration. Refine alone cannot trade one map's copies for another's
+ * recompute (keeping the map alone breaks the budget, recomputing the other
+ * alone only adds time), and greedy offloads the biggest maps first, while
+ * the copies still look free: ResNet-50 b256 at 4 GiB, 374.1 ms after the
+ * starts' refine, 311.7 after one pass of trades (a third of the starts'
+ * builds). */
+enum { AUTO_SWAP_REPAIR = 3 };
+static int swap_search(actx *c, vd_plan *P, vd_err *e) {
+    int L = c->L, rc = VD_OK;
+    vd_disp *bd = vd_malloc((size_t)(L + 1) * sizeof *bd, NULL);
+    int *ba = vd_malloc(2 * (size_t)L * sizeof *ba, NULL);
+    if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
+    for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c); k++) {
+        if (c->fixed[k] || c->disp[k] != VD_DISP_OFFLOAD) continue;
+        phase(c, "trades, layer %d of %d", k + 1, L + 1);
+        config_copy(c, bd, ba, c->disp, c->algos);
+        c->disp[k] = VD_DISP_KEEP;
+        vd_plan Q;
+        vd_err te = {0};
+        int qrc = eval(c, &Q, &te);
+        if (qrc != VD_OK && qrc != VD_EBUDGET) { *e = te; rc = qrc; break; }
+        if (!Q.feasible) {
+            c->no_offload_moves = true;
+            c->fixed[k] = true;
+            rc = greedy(c, &Q, AUTO_SWAP_REPAIR, e);
+            c->fixed[k] = false;
+            c->no_offload_moves = false;
+            if (rc) { vdp_plan_release(&Q); break; }
+        }
+        bool keep = Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
+        if (keep && (rc = refine(c, &Q, e))) { vdp_plan_release(&Q); break; }
+        if (keep) {
+            vdp_plan_release(P);
+            *P = Q;
+        } else {
+            vdp_plan_release(&Q);
+            config_copy(c, c->disp, c->algos, bd, ba);
+        }
+    }
+    vd_free(bd);
+    vd_free(ba);
+    return rc;
+}
+
 /* Iterated local search: refine stops at a configuration no single change
  * improves. Perturb the best one (AUTO_KICK_MOVES random changes of a
  * disposition or a pass's option, a fixed-seed generator: the same inputs
@@ -702,22 +759,23 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * then costs a refine. So both stop, whatever round they are at, once the
  * search's work (c->work: what vdp_build_screened counts, a pure function of
  * the configurations built) passes work_limit: the same inputs, the same
- * plan, on any machine. VGG-16 b256 runs all its kicks in a tenth of the
- * budget; ResNet-50 at 8 GiB and GoogLeNet at 4 GiB about 30 of each kind
- * (3-4 s on one core here); ResNet-152 a few, or with a stalling plan more. */
+ * plan, on any machine. VGG-16 b256 runs all its kicks within the budget;
+ * ResNet-50 at 8 GiB and GoogLeNet at 4 GiB a few (under 1 s on one core
+ * here), ResNet-50 at 4 GiB (a stalling plan) most (8 s); ResNet-152 at 16
+ * GiB none (its starts spend the budget). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
-static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 3.0;
+static const double AUTO_KICK_SLOWER = 0.3;
+static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 10.0;
 
 /* The work after which no more kicks start, given the best plan P: the
  * budget for the kicks without repair, twice it for those with (they go on
  * from the plan the others reached), and AUTO_STALL_WORK times that while P
  * stalls for more than AUTO_STALL_SHARE of its iteration (the kicks still
- * find much there: ResNet-50 b256 at 4 GiB, 374 ms predicted at the budget,
- * stalls 40%, 288 ms at six times it). The kicks without repair reach
- * ResNet-50 8 GiB's 162.672 ms at 0.93 of the budget (its kicks with
- * repair, 162.158 at 3.0 of it); run first, the kicks with repair do
- * better on its measured profile (243.0 at 1.0, where the kicks without
- * repair are at 270.6) but worse on the analytic one (166.5 at 1.5). */
+ * find much there: ResNet-50 b256 at 4 GiB, 312 ms predicted after the
+ * trades, stalls 35%; 305-311 ms at the budget with 4 different kick
+ * seeds, 289-292 at ten times it). The budget was 5 times as large before
+ * the trades and the recompute start (ResNet-50 8 GiB: 162.672 ms then
+ * with 29,136 plans built, 158.361 now with 4,048). */
 static double work_limit(const vd_plan *P, bool repair) {
     double w = repair ? 2.0 * AUTO_WORK : AUTO_WORK;
     return P->sim.stall_s > AUTO_STALL_SHARE * P->sim.iter_s ? AUTO_STALL_WORK * w : w;
@@ -767,6 +825,11 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
             vdp_plan_release(&Q);
             break;
         }
+        /* a kick that costs much is not refined: refine rarely wins it back */
+        if (changed && Q.feasible && Q.sim.iter_s > P->sim.iter_s * (1.0 + AUTO_KICK_SLOWER)) {
+            vdp_plan_release(&Q);
+            changed = 0;
+        }
         if (changed && Q.feasible) {
             if ((rc = refine(c, &Q, e))) { vdp_plan_release(&Q); break; }
             keep = Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
@@ -774,6 +837,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
         if (keep) {
             vdp_plan_release(P);
             *P = Q;
+            if ((rc = swap_search(c, P, e))) break;
         } else {
             if (changed) vdp_plan_release(&Q);
             config_copy(c, c->disp, c->algos, bd, ba);
@@ -956,7 +1020,13 @@ static int feasible_fallback(actx *c, const vd_plan_opts *opts, vd_plan *out, vd
  * kick search. */
 static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
     {0.8, 0.8}, {1.25, 1.25}, {1.0, 1.04}, {1.04, 1.0}};
-enum { N_STARTS = 1 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
+/* Start 0: everything kept. Start 1 (RC_START): every recomputable map
+ * recomputed, the rest kept; refined from its own greedy's result, not from
+ * the fastest plan seen (the others are), so that the search goes on from
+ * two different places. Starts 2..: start 0 with the copy bandwidths
+ * scaled (start_bw_scale), run only while the search's work is within
+ * AUTO_WORK (on big nets one start's greedy and refine can spend more). */
+enum { RC_START = 1, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 
 /* Greedy from the start configuration with profile prof (c->prof restored
  * after), then, if that configuration fits under the true profile, refine.
@@ -965,10 +1035,14 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
                      const int *algos0, vd_plan *P, vd_err *e) {
     const vd_profile *true_prof = c->prof;
     config_copy(c, c->disp, c->algos, disp0, algos0);   /* the start configuration */
+    bool rc_start = start == RC_START;
+    if (rc_start)
+        for (int k = 0; k <= c->L; k++)
+            if (!c->fixed[k] && c->can_rc[k]) c->disp[k] = VD_DISP_RECOMPUTE;
     phase(c, "greedy, start %d of %d", start + 1, N_STARTS);
     c->prof = prof;
     c->perturbed = prof != true_prof;
-    c->prof_id = start;
+    c->prof_id = prof != true_prof ? start : 0;
     int rc = eval(c, P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
         rc = greedy(c, P, 3 * (c->L + 1), e);
@@ -983,7 +1057,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
         rc = eval(c, P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     }
-    if (!done(c) && c->have_seen && (!P->feasible || c->seen_s < P->sim.iter_s)) {
+    if (!done(c) && c->have_seen && (!P->feasible || (c->seen_s < P->sim.iter_s && !rc_start))) {
         /* the fastest fitting configuration seen, rebuilt */
         config_copy(c, c->disp, c->algos, c->seen_disp, c->seen_algos);
         vdp_plan_release(P);
@@ -1032,14 +1106,15 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     config_copy(&c, d0, a0, c.disp, c.algos);
     bool have_start = false;     /* best, bd, ba: the best start so far */
     for (int s = 0; s < N_STARTS && !done(&c); s++) {
+        if (s > RC_START && c.work > AUTO_WORK) break;
         vd_profile pp = *prof;
-        if (s > 0) {
-            const double *f = start_bw_scale[s - 1];
+        if (s > RC_START) {
+            const double *f = start_bw_scale[s - RC_START - 1];
             pp.dev.d2h_bw *= f[0];
             pp.dev.h2d_bw *= f[1];
             pp.dev.both_bw *= 0.5 * (f[0] + f[1]);
         }
-        rc = one_start(&c, s, s ? &pp : prof, d0, a0, &P, e);
+        rc = one_start(&c, s, s > RC_START ? &pp : prof, d0, a0, &P, e);
         if (rc) goto fail;
         /* fitting beats not fitting, then faster */
         bool better = !have_start || (P.feasible && (!best.feasible ||
@@ -1056,6 +1131,10 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     P = best;
     memset(&best, 0, sizeof best);
     config_copy(&c, c.disp, c.algos, bd, ba);
+    if (P.feasible && !done(&c)) {
+        rc = swap_search(&c, &P, e);
+        if (rc) { vdp_plan_release(&P); goto fail; }
+    }
     if (P.feasible && !done(&c)) {
         rc = kick_search(&c, &P, false, e);
         if (!rc) rc = kick_search(&c, &P, true, e);

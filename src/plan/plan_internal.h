@@ -129,7 +129,7 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
  * repair (twice it: with repair; see work_limit), in
  * vdp_build_screened's cost units (about 6.4e7 a second on one core of the
  * 2-core build machine). */
-#define AUTO_WORK_BUDGET 1.5e8
+#define AUTO_WORK_BUDGET 3e7
 
 /* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
  * feasibility_only: stop at the first plan that fits (the result fits iff the
