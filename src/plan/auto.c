@@ -732,7 +732,11 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
             if (rc) { vdp_plan_release(&Q); break; }
         }
         bool keep = Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
-        if (keep && (rc = refine(c, &Q, e))) { vdp_plan_release(&Q); break; }
+        /* refined with the map kept (refine would else undo the trade) */
+        c->fixed[k] = true;
+        if (keep) rc = refine(c, &Q, e);
+        c->fixed[k] = false;
+        if (rc) { vdp_plan_release(&Q); break; }
         if (keep) {
             vdp_plan_release(P);
             *P = Q;
@@ -1021,15 +1025,19 @@ static int feasible_fallback(actx *c, const vd_plan_opts *opts, vd_plan *out, vd
 static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
     {0.8, 0.8}, {1.25, 1.25}, {1.0, 1.04}, {1.04, 1.0}};
 /* Start 0: everything kept. Start 1 (RC_START): every recomputable map
- * recomputed, the rest kept; refined from its own greedy's result, not from
- * the fastest plan seen (the others are), so that the search goes on from
- * two different places. Starts 2..: start 0 with the copy bandwidths
+ * recomputed, the rest kept. Starts 2..: start 0 with the copy bandwidths
  * scaled (start_bw_scale), run only while the search's work is within
- * AUTO_WORK (on big nets one start's greedy and refine can spend more). */
+ * AUTO_WORK (on big nets one start's greedy and refine can spend more).
+ * Each start refines its own greedy's result (the fastest fitting plan seen
+ * only when that does not fit): the starts end in different places (VGG-16
+ * b256 at 12 GiB on the profile of tests/plan/data/vgg16-b256-h200-fp32-s5.json,
+ * 362.5 ms against 373.5 when every start went on from the fastest plan
+ * seen so far). */
 enum { RC_START = 1, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 
 /* Greedy from the start configuration with profile prof (c->prof restored
- * after), then, if that configuration fits under the true profile, refine.
+ * after), then, if that configuration fits under the true profile (else the
+ * fastest fitting one seen), refine.
  * *P: the plan of the configuration reached, under the true profile. */
 static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *disp0,
                      const int *algos0, vd_plan *P, vd_err *e) {
@@ -1057,7 +1065,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
         rc = eval(c, P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     }
-    if (!done(c) && c->have_seen && (!P->feasible || (c->seen_s < P->sim.iter_s && !rc_start))) {
+    if (!done(c) && c->have_seen && !P->feasible) {
         /* the fastest fitting configuration seen, rebuilt */
         config_copy(c, c->disp, c->algos, c->seen_disp, c->seen_algos);
         vdp_plan_release(P);
