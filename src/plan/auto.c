@@ -43,9 +43,10 @@
  *     stop once the search's work passes a budget (work_limit:
  *     AUTO_WORK_BUDGET units of vdp_build_screened's deterministic cost,
  *     about 0.5 s on one core, for the kicks without repair, twice that for
- *     all; ten times as much while the best plan stalls for more than a
- *     tenth of its iteration; never a clock: the same inputs, the same
- *     plan), and refine
+ *     all; while the best plan stalls for more than a tenth of its
+ *     iteration, more while the kicks still make it faster, up to ten
+ *     times as much (extend_work); never a clock: the same inputs, the
+ *     same plan), and refine
  *     and the kicks stop at vd_plan_lower_bound (nothing can beat a plan
  *     there). VGG-16 b256 at 12 GiB on its measured H200 profile: 393.3 ms
  *     predicted without the starts and the repair, 381.4 with them (no
@@ -769,20 +770,40 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
  * GiB none (its starts spend the budget). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_KICK_SLOWER = 0.3;
-static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 10.0;
+static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 10.0,
+                    AUTO_EXTEND_GAIN = 0.002;
+enum { AUTO_EXTEND_PATIENCE = 3 };
 
-/* The work after which no more kicks start, given the best plan P: the
- * budget for the kicks without repair, twice it for those with (they go on
- * from the plan the others reached), and AUTO_STALL_WORK times that while P
- * stalls for more than AUTO_STALL_SHARE of its iteration (the kicks still
- * find much there: ResNet-50 b256 at 4 GiB, 312 ms predicted after the
- * trades, stalls 35%; 305-311 ms at the budget with 4 different kick
- * seeds, 289-292 at ten times it). The budget was 5 times as large before
- * the trades and the recompute start (ResNet-50 8 GiB: 162.672 ms then
- * with 29,136 plans built, 158.361 now with 4,048). */
-static double work_limit(const vd_plan *P, bool repair) {
-    double w = repair ? 2.0 * AUTO_WORK : AUTO_WORK;
-    return P->sim.stall_s > AUTO_STALL_SHARE * P->sim.iter_s ? AUTO_STALL_WORK * w : w;
+/* The work after which no more kicks start: the budget for the kicks
+ * without repair, twice it for those with (they go on from the plan the
+ * others reached). The budget was 5 times as large before the trades and
+ * the recompute start (ResNet-50 8 GiB: 162.672 ms then with 29,136 plans
+ * built, 158.361 now with 4,048). */
+static double work_limit(bool repair) { return repair ? 2.0 * AUTO_WORK : AUTO_WORK; }
+
+/* A plan that stalls for more than AUTO_STALL_SHARE of its iteration: the
+ * kicks still find much there (ResNet-50 b256 at 4 GiB, 312 ms predicted
+ * after the trades, stalls 35%; 305-311 ms at the budget with 4 different
+ * kick seeds, 289-292 at ten times it), but not everywhere (GoogLeNet b256
+ * at its smallest budget, 2.4 GiB: 164.533 ms at the budget and at ten
+ * times it). So past its budget (and at least one stretch of AUTO_WORK
+ * into the kicks) such a search goes on by another AUTO_WORK while one of
+ * the last AUTO_EXTEND_PATIENCE stretches made P faster by at least
+ * AUTO_EXTEND_GAIN, up to AUTO_STALL_WORK times the budget (ResNet-50 4 GiB
+ * 290.564 ms, as at ten times the budget; GoogLeNet's smallest budget in
+ * 5 s instead of 10; patience 2: ResNet-50 4 GiB 295.4 ms). *limit,
+ * *mark_s, *idle: the work limit, P's time when it was last extended, the
+ * stretches in a row that gained too little. */
+static bool stalls(const vd_plan *P) { return P->sim.stall_s > AUTO_STALL_SHARE * P->sim.iter_s; }
+
+static bool extend_work(const vd_plan *P, bool repair, double *limit, double *mark_s, int *idle) {
+    if (!stalls(P)) return false;
+    if (*limit + AUTO_WORK > AUTO_STALL_WORK * work_limit(repair)) return false;
+    if (P->sim.iter_s < *mark_s * (1.0 - AUTO_EXTEND_GAIN)) *idle = 0;
+    else if (++*idle >= AUTO_EXTEND_PATIENCE) return false;
+    *limit += AUTO_WORK;
+    *mark_s = P->sim.iter_s;
+    return true;
 }
 
 static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
@@ -792,9 +813,14 @@ static int kick_search(actx *c, vd_plan *P, bool repair, vd_err *e) {
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_rng r;
     vd_rng_seed(&r, repair ? 0x7e9a1u : 0x5eedu, (uint64_t)L);
+    double limit = work_limit(repair), mark_s = P->sim.iter_s;
+    int idle = 0;   /* stretches in a row that gained too little */
+    /* a stalling plan gets at least one stretch of kicks */
+    if (stalls(P) && c->work + AUTO_WORK > limit) limit = c->work + AUTO_WORK;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
-        if (c->work > work_limit(P, repair)) break;   /* the search's work budget is spent */
+        /* the search's work budget is spent */
+        if (c->work > limit && !extend_work(P, repair, &limit, &mark_s, &idle)) break;
         if (at_bound(c, P)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
