@@ -26,12 +26,13 @@
  *     faster for that pass or needing less workspace (slower alone, but the
  *     memory it frees can start a prefetch earlier), fastest first; keep
  *     what still fits and predicts a faster iteration. Steps 2 and 3 run
- *     from several starts: everything kept; every recomputable map
- *     recomputed (RC_START: ResNet-152 b256 at 16 GiB, 432 ms predicted
- *     after its refine against 547 from the first start); and, while the
- *     work is within AUTO_WORK, everything kept with the copy bandwidths
- *     scaled (start_bw_scale, each result rebuilt with the true profile
- *     and refined). The fastest goes on to the trades (swap_search: each
+ *     from several starts: every recomputable map recomputed (RC_START:
+ *     ResNet-152 b256 at 16 GiB, 432 ms predicted after its refine against
+ *     547 from everything kept); everything kept; and, while the work is
+ *     within AUTO_WORK, everything kept with the copy bandwidths scaled
+ *     (start_bw_scale, each result rebuilt with the true profile and
+ *     refined); each start refines its own greedy's plan unless that is
+ *     far behind the starts before it. The fastest goes on to the trades (swap_search: each
  *     offloaded map kept instead, the memory found by greedy rounds without
  *     offloads, refined; ResNet-50 b256 at 4 GiB 374 -> 312 ms), then to
  *     the kicks (an iterated local search): AUTO_KICKS
@@ -1051,23 +1052,28 @@ static int feasible_fallback(actx *c, const vd_plan_opts *opts, vd_plan *out, vd
  * kick search. */
 static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
     {0.8, 0.8}, {1.25, 1.25}, {1.0, 1.04}, {1.04, 1.0}};
-/* Start 0: everything kept. Start 1 (RC_START): every recomputable map
- * recomputed, the rest kept. Starts 2..: start 0 with the copy bandwidths
+/* Start 0 (RC_START): every recomputable map recomputed, the rest kept.
+ * Start 1: everything kept. Starts 2..: start 1 with the copy bandwidths
  * scaled (start_bw_scale), run only while the search's work is within
- * AUTO_WORK (on big nets one start's greedy and refine can spend more).
+ * AUTO_WORK (on big nets one start's greedy and refine can spend more). A
+ * start whose greedy plan is over AUTO_START_BEHIND times as slow as the
+ * fastest refined start before it is not refined (ResNet-152 b256 at 16
+ * GiB: start 1's greedy plan 1072 ms against start 0's 432: 3.7 s of
+ * planning instead of 7.1, the same plan).
  * Each start refines its own greedy's result (the fastest fitting plan seen
  * only when that does not fit): the starts end in different places (VGG-16
  * b256 at 12 GiB on the profile of tests/plan/data/vgg16-b256-h200-fp32-s5.json,
  * 362.5 ms against 373.5 when every start went on from the fastest plan
  * seen so far). */
-enum { RC_START = 1, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
+enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
+static const double AUTO_START_BEHIND = 2.0;
 
 /* Greedy from the start configuration with profile prof (c->prof restored
  * after), then, if that configuration fits under the true profile (else the
  * fastest fitting one seen), refine.
  * *P: the plan of the configuration reached, under the true profile. */
 static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *disp0,
-                     const int *algos0, vd_plan *P, vd_err *e) {
+                     const int *algos0, double best_s, vd_plan *P, vd_err *e) {
     const vd_profile *true_prof = c->prof;
     config_copy(c, c->disp, c->algos, disp0, algos0);   /* the start configuration */
     bool rc_start = start == RC_START;
@@ -1099,6 +1105,9 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
         rc = eval(c, P, e);
         if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     }
+    /* far behind the starts before it: not refined (refine rarely closes
+     * such a gap, and it is the start's dearest part) */
+    if (best_s > 0 && P->feasible && P->sim.iter_s > AUTO_START_BEHIND * best_s) return VD_OK;
     phase(c, "refine, start %d of %d", start + 1, N_STARTS);
     if (P->feasible && !done(c) && (rc = refine(c, P, e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
@@ -1141,15 +1150,15 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     config_copy(&c, d0, a0, c.disp, c.algos);
     bool have_start = false;     /* best, bd, ba: the best start so far */
     for (int s = 0; s < N_STARTS && !done(&c); s++) {
-        if (s > RC_START && c.work > AUTO_WORK) break;
+        if (s > 1 && c.work > AUTO_WORK) break;
         vd_profile pp = *prof;
-        if (s > RC_START) {
-            const double *f = start_bw_scale[s - RC_START - 1];
+        if (s > 1) {                        /* a bandwidth start */
+            const double *f = start_bw_scale[s - 2];
             pp.dev.d2h_bw *= f[0];
             pp.dev.h2d_bw *= f[1];
             pp.dev.both_bw *= 0.5 * (f[0] + f[1]);
         }
-        rc = one_start(&c, s, s > RC_START ? &pp : prof, d0, a0, &P, e);
+        rc = one_start(&c, s, s > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, e);
         if (rc) goto fail;
         /* fitting beats not fitting, then faster */
         bool better = !have_start || (P.feasible && (!best.feasible ||
