@@ -773,7 +773,7 @@ enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_KICK_SLOWER = 0.3;
 static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 10.0,
                     AUTO_EXTEND_GAIN = 0.002;
-enum { AUTO_EXTEND_PATIENCE = 3, AUTO_CHAINS = 4 };
+enum { AUTO_EXTEND_PATIENCE = 3, AUTO_CHAINS = 3 };
 
 /* The work after which no more kicks start: the budget for the kicks
  * without repair, twice it for those with (they go on from the plan the
@@ -1183,9 +1183,10 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
      * its own seed and its own budget, while the work is within the first
      * chain's; the fastest plan wins. One chain's path decides much: VGG-16
      * b256 at 12 GiB on six H200 profiles measured a day apart, one chain
-     * ends at 362.5-364.2 ms on three and 373.7-381.4 on the others, four
-     * at 362.5-364.2 on all but the -api one (371.4); ResNet-50 and
-     * ResNet-152 run one (the first spends the budget). */
+     * ends at 362.5-364.2 ms on three and 373.7-381.4 on the others; three
+     * chains (or four; two are not enough) at 362.5-364.2 on all but the
+     * -api one (371.4); ResNet-50 and ResNet-152 run one (the first spends
+     * the budget). */
     for (int ch = 0; ch < AUTO_CHAINS && P.feasible && !done(&c); ch++) {
         if (ch > 0 && c.work > work_limit(true)) break;
         vd_plan Q;

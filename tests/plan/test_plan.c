@@ -1165,7 +1165,7 @@ START_TEST(test_vgg16_measured_profile_mixed) {
 END_TEST
 
 START_TEST(test_vgg16_measured_profile_api) {
-    /* 381.446 ms with one kick chain, 371.387 with four */
+    /* 381.446 ms with one kick chain, 371.387 with three (or four) */
     check_vgg16_measured("vgg16-b256-h200-fp32-api.json", 0.10, true, 371.3875e-3);
 }
 END_TEST
