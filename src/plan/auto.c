@@ -553,10 +553,17 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
 
 /* ---- phases ------------------------------------------------------------- */
 
-/* Greedy until *P fits (or no move helps). *P is the plan of the current
+static const double AUTO_GREEDY_WORK = 3.0 * AUTO_WORK_BUDGET;
+
+/* Greedy until *P fits (or no move helps, or its work passes
+ * AUTO_GREEDY_WORK). *P is the plan of the current
  * configuration and stays so. */
 static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
+    double w0 = c->work;
     for (int round = 0; round < max_rounds && !P->feasible && !done(c); round++) {
+        /* a start's greedy that has not made the plan fit within
+         * AUTO_GREEDY_WORK gives up (the fallbacks or another start fit) */
+        if (c->work - w0 > AUTO_GREEDY_WORK) break;
         double ex0 = excess(P, c->B);
         double eps = 1e-4 * (P->sim.iter_s > 0 ? P->sim.iter_s : 1e-3);
         int nb = 0;
