@@ -797,19 +797,22 @@ static double work_limit(bool repair) { return repair ? 2.0 * AUTO_WORK : AUTO_W
  * times it). So past its budget (and at least one stretch of AUTO_WORK
  * into the kicks) such a search goes on by another AUTO_WORK while one of
  * the last AUTO_EXTEND_PATIENCE stretches made P faster by at least
- * AUTO_EXTEND_GAIN, up to AUTO_STALL_WORK times the budget (ResNet-50 4 GiB
- * 290.564 ms, as at ten times the budget; GoogLeNet's smallest budget in
- * 5 s instead of 10; patience 2: ResNet-50 4 GiB 295.4 ms). *limit,
- * *mark_s, *idle: the work limit, P's time when it was last extended, the
- * stretches in a row that gained too little. */
+ * AUTO_EXTEND_GAIN (the last one, when these kicks have not made P faster
+ * at all: start_s), up to AUTO_STALL_WORK times the budget (ResNet-50
+ * 4 GiB 290.564 ms, as at ten times the budget; GoogLeNet's smallest
+ * budget in 3 s instead of 10; patience 2: ResNet-50 4 GiB 295.4 ms).
+ * *limit, *mark_s, *idle: the work limit, P's time when it was last
+ * extended, the stretches in a row that gained too little. */
 static bool stalls(const vd_plan *P) { return P->sim.stall_s > AUTO_STALL_SHARE * P->sim.iter_s; }
 
 static bool extend_work(const vd_plan *P, bool repair, double base, double *limit, double *mark_s,
-                        int *idle) {
+                        int *idle, double start_s) {
     if (!stalls(P)) return false;
     if (*limit + AUTO_WORK > base + AUTO_STALL_WORK * work_limit(repair)) return false;
+    /* no gain at all since these kicks began: no patience */
+    int patience = P->sim.iter_s < start_s * (1.0 - 1e-9) ? AUTO_EXTEND_PATIENCE : 1;
     if (P->sim.iter_s < *mark_s * (1.0 - AUTO_EXTEND_GAIN)) *idle = 0;
-    else if (++*idle >= AUTO_EXTEND_PATIENCE) return false;
+    else if (++*idle >= patience) return false;
     *limit += AUTO_WORK;
     *mark_s = P->sim.iter_s;
     return true;
@@ -822,14 +825,14 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     vd_rng r;
     vd_rng_seed(&r, (repair ? 0x7e9a1u : 0x5eedu) + 0x9e37u * (uint64_t)chain, (uint64_t)L);
-    double limit = base + work_limit(repair), mark_s = P->sim.iter_s;
+    double limit = base + work_limit(repair), mark_s = P->sim.iter_s, start_s = P->sim.iter_s;
     int idle = 0;   /* stretches in a row that gained too little */
     /* a stalling plan gets at least one stretch of kicks */
     if (stalls(P) && c->work + AUTO_WORK > limit) limit = c->work + AUTO_WORK;
     for (int round = 0; round < AUTO_KICKS && rc == VD_OK; round++) {
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
         /* the search's work budget is spent */
-        if (c->work > limit && !extend_work(P, repair, base, &limit, &mark_s, &idle)) break;
+        if (c->work > limit && !extend_work(P, repair, base, &limit, &mark_s, &idle, start_s)) break;
         if (at_bound(c, P)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
