@@ -129,6 +129,7 @@ typedef struct actx {
                                (vd_plan_lower_bound; 0: unknown) */
     char phase[64];         /* what the search is doing (opts->progress) */
     bool no_offload_moves;  /* propose no keep -> offload moves (swap_search's repair) */
+    double abandon_s;       /* greedy stops once its plan predicts slower (0: never) */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -564,6 +565,8 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
         /* a start's greedy that has not made the plan fit within
          * AUTO_GREEDY_WORK gives up (the fallbacks or another start fit) */
         if (c->work - w0 > AUTO_GREEDY_WORK) break;
+        /* a start already too far behind (one_start: it is not refined) */
+        if (c->abandon_s > 0 && P->sim.iter_s > c->abandon_s) break;
         double ex0 = excess(P, c->B);
         double eps = 1e-4 * (P->sim.iter_s > 0 ? P->sim.iter_s : 1e-3);
         int nb = 0;
@@ -1096,7 +1099,9 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
     c->prof_id = prof != true_prof ? start : 0;
     int rc = eval(c, P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
+        c->abandon_s = AUTO_START_BEHIND * best_s;   /* 0 for the first start */
         rc = greedy(c, P, 3 * (c->L + 1), e);
+        c->abandon_s = 0;
         if (rc) vdp_plan_release(P);
     }
     c->prof = true_prof;
