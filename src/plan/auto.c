@@ -1070,9 +1070,10 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * scaled (start_bw_scale), run only while the search's work is within
  * AUTO_WORK (on big nets one start's greedy and refine can spend more). A
  * start whose greedy plan is over AUTO_START_BEHIND times as slow as the
- * fastest refined start before it is not refined (ResNet-152 b256 at 16
- * GiB: start 1's greedy plan 1072 ms against start 0's 432: 3.7 s of
- * planning instead of 7.1, the same plan).
+ * fastest refined start before it is not refined, and its greedy stops
+ * once it gets there (ResNet-152 b256 at 16 GiB: start 1's greedy plan
+ * 1072 ms against start 0's 432: 3.7 s of planning instead of 7.1, the
+ * same plan).
  * Each start refines its own greedy's result (the fastest fitting plan seen
  * only when that does not fit): the starts end in different places (VGG-16
  * b256 at 12 GiB on the profile of tests/plan/data/vgg16-b256-h200-fp32-s5.json,
