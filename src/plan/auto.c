@@ -1198,7 +1198,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     /* AUTO_CHAINS kick chains, each from the plan the trades reached with
      * its own seed and its own budget, while the work is within the first
      * chain's; the fastest plan wins. One chain's path decides much: VGG-16
-     * b256 at 12 GiB on six H200 profiles measured a day apart, one chain
+     * b256 at 12 GiB on six H200 profiles measured in two sessions, one chain
      * ends at 362.5-364.2 ms on three and 373.7-381.4 on the others; three
      * chains (or four; two are not enough) at 362.5-364.2 on all but the
      * -api one (371.4); ResNet-50 and ResNet-152 run one (the first spends
