@@ -789,7 +789,7 @@ enum { AUTO_EXTEND_PATIENCE = 3, AUTO_CHAINS = 3 };
  * without repair, twice it for those with (they go on from the plan the
  * others reached). The budget was 5 times as large before the trades and
  * the recompute start (ResNet-50 8 GiB: 162.672 ms then with 29,136 plans
- * built, 158.361 now with 4,048). */
+ * built, 158.361 now with 3,498). */
 static double work_limit(bool repair) { return repair ? 2.0 * AUTO_WORK : AUTO_WORK; }
 
 /* A plan that stalls for more than AUTO_STALL_SHARE of its iteration: the

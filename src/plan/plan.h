@@ -304,8 +304,8 @@ typedef struct vd_plan_opts {
      * nothing): phase names what it is searching ("greedy, start 2 of 6",
      * "refine", "trades, layer 7 of 176", "kicks 12 of 60", ...), evals
      * the plans built so far, best_s the fastest fitting plan's predicted
-     * iteration so far (0: none fits yet). Called at each phase and every few builds; keep it cheap.
-     * NULL = none. */
+     * iteration so far (0: none fits yet). Called at each phase and every
+     * few builds; keep it cheap. NULL = none. */
     void (*progress)(void *ctx, const char *phase, int evals, double best_s);
     void *progress_ctx;
 } vd_plan_opts;
