@@ -138,11 +138,19 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
     return hwm;
 }
 
-int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e) {
+/* Where an ordering stops: at the best top so far (only a strictly lower one
+ * is kept), and while none fits `fit` (> 0), as soon as it exceeds fit. */
+static inline uint64_t give_up(uint64_t best_hwm, uint64_t fit) {
+    return fit && best_hwm > fit ? fit + 1 : best_hwm;
+}
+
+int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t fit, uint64_t *hwm,
+              vd_err *e) {
     okey *order = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *order, NULL);   /* + sort scratch */
     pkey *pk = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *pk, NULL);         /* + sort scratch */
     int *ord = vd_malloc((size_t)(n ? n : 1) * sizeof *ord, NULL);
-    uint64_t *off = vd_malloc((size_t)(n ? n : 1) * sizeof *off, NULL);
+    /* zeroed: a stopped ordering leaves the intervals after it unplaced */
+    uint64_t *off = vd_calloc((size_t)(n ? n : 1), sizeof *off, NULL);
     uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
     bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
     size_t nn = (size_t)(n ? n : 1);
@@ -197,7 +205,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
             }
             sort_pkeys(pk, pk + nr, nr);
             for (int r = 0; r < nr; r++) ord[nw + r] = pk[r].idx;
-            uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, best_hwm);
+            uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, give_up(best_hwm, fit));
             if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
             if (best_hwm <= bound || quick) break;
             continue;
@@ -226,7 +234,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *
         }
         sort_okeys(order, order + n, n);
         for (int i = 0; i < n; i++) ord[i] = order[i].idx;
-        uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, best_hwm);
+        uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, give_up(best_hwm, fit));
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
         if (best_hwm <= bound || quick) break;
     }

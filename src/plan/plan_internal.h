@@ -40,8 +40,14 @@ static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, i
  * disjoint [offset, offset+bytes). Intervals with pinned[i] true keep their
  * offset. Tries several orderings (first-fit decreasing by size, by start,
  * by size*duration) and keeps the lowest high-water mark; quick: the first
- * ordering only (for plans that cannot fit anyway). *hwm = max end. */
-int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t *hwm, vd_err *e);
+ * ordering only (for plans that cannot fit anyway). *hwm = max end.
+ * fit > 0: only whether the intervals fit in fit bytes is asked. Each
+ * ordering stops once its top passes fit while none has fitted; when none
+ * fits, *hwm is the lowest top an ordering had when it stopped (a lower
+ * bound on the full placement's, above fit) and the offsets are partial.
+ * When one fits, the result is the one fit = 0 gives. */
+int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t fit, uint64_t *hwm,
+              vd_err *e);
 
 /* Replay the plan's actions on three streams with durations from prof
  * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,

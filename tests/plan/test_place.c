@@ -4,7 +4,9 @@
  * offset order. Random interval sets (sizes over nine decades with repeats,
  * whole multiples of 256 or not, whole-iteration intervals, pinned ones,
  * one-step ones, up to 65549 steps, quick mode): every offset and the
- * high-water mark must be equal, exactly. */
+ * high-water mark must be equal, exactly. Asked only whether they fit in a
+ * size (vdp_place's fit): the same placement when they do; when they do not,
+ * a top above the size and at most the full placement's. */
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
@@ -116,6 +118,7 @@ START_TEST(test_place_matches_scan) {
     vd_rng r;
     vd_rng_seed(&r, 0x91ace, 13);
     long placed = 0;
+    int fits = 0, stopped = 0;   /* asked with fit: fitted; stopped below the full top */
     for (int trial = 0; trial < 400; trial++) {
         /* some trials past 65535 steps (the general key path too) */
         bool long_run = trial % 50 == 17, odd = trial % 6 == 5;
@@ -123,10 +126,11 @@ START_TEST(test_place_matches_scan) {
                   : 1 + (int)(vd_rng_u32(&r) % (trial % 4 == 0 ? 8 : 160));
         int n = (int)(vd_rng_u32(&r) % (long_run ? 40 : trial % 5 == 0 ? 12 : 600));
         vd_interval *a = calloc((size_t)n + 1, sizeof *a), *b = calloc((size_t)n + 1, sizeof *b);
+        vd_interval *c = calloc((size_t)n + 1, sizeof *c);
         bool *pin = calloc((size_t)n + 1, sizeof *pin);
         uint64_t pool[16];
         int n_pool = 0;
-        ck_assert(a && b && pin);
+        ck_assert(a && b && c && pin);
         bool any_pin = trial % 3 == 1;
         uint64_t pin_top = 0;
         for (int i = 0; i < n; i++) {
@@ -150,10 +154,11 @@ START_TEST(test_place_matches_scan) {
             }
         }
         memcpy(b, a, (size_t)n * sizeof *a);
+        memcpy(c, a, (size_t)n * sizeof *a);
         bool quick = trial % 7 == 3;
         uint64_t h_new = 0;
         vd_err e = {0};
-        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, &h_new, &e), VD_OK);
+        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, 0, &h_new, &e), VD_OK);
         uint64_t h_ref = ref_place(b, n, any_pin ? pin : NULL, quick);
         ck_assert_msg(h_new == h_ref, "trial %d: hwm %llu, the scan %llu", trial,
                       (unsigned long long)h_new, (unsigned long long)h_ref);
@@ -161,9 +166,38 @@ START_TEST(test_place_matches_scan) {
             ck_assert_msg(a[i].offset == b[i].offset, "trial %d interval %d: offset %llu, the scan %llu",
                           trial, i, (unsigned long long)a[i].offset, (unsigned long long)b[i].offset);
         placed += n;
+        /* Asked only whether they fit in `fit` bytes: the top itself
+         * (fits), one byte less (does not, unless an ordering other than
+         * the best stops lower), or about a tenth less. Fits: the same
+         * placement. Does not: a top above fit and at most the full one,
+         * and the offsets (the report's top) reach at least it. */
+        if (h_ref == 0) { free(a); free(b); free(c); free(pin); continue; }
+        uint64_t fit = trial % 3 == 0 ? h_ref : trial % 3 == 1 ? h_ref - 1 : h_ref - h_ref / 10;
+        if (fit == 0) fit = 1;
+        uint64_t h_fit = 0;
+        ck_assert_int_eq(vdp_place(c, n, any_pin ? pin : NULL, quick, fit, &h_fit, &e), VD_OK);
+        if (fit >= h_ref) {
+            ck_assert_msg(h_fit == h_ref, "trial %d: fits, hwm %llu, the full %llu", trial,
+                          (unsigned long long)h_fit, (unsigned long long)h_ref);
+            for (int i = 0; i < n; i++) ck_assert_uint_eq(c[i].offset, b[i].offset);
+            fits++;
+        } else {
+            ck_assert_msg(h_fit > fit && h_fit <= h_ref, "trial %d: hwm %llu, fit %llu, the full %llu",
+                          trial, (unsigned long long)h_fit, (unsigned long long)fit,
+                          (unsigned long long)h_ref);
+            uint64_t top = 0;
+            for (int i = 0; i < n; i++)
+                if (c[i].offset + c[i].bytes > top) top = c[i].offset + c[i].bytes;
+            ck_assert_uint_ge(top, h_fit);
+            stopped += h_fit < h_ref;
+        }
+        free(c);
         free(a); free(b); free(pin);
     }
     ck_assert_int_gt(placed, 40000);   /* the trials are not all empty */
+    /* both outcomes of a fit question are met, and stopping early is seen */
+    ck_assert_int_gt(fits, 50);
+    ck_assert_int_gt(stopped, 50);
 }
 END_TEST
 
