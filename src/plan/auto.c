@@ -71,7 +71,6 @@
  * feasibility-only mode, which stops at the first fitting plan: a budget fits
  * in that mode exactly when the full search finds a fitting plan). */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plan/plan_internal.h"
@@ -306,6 +305,29 @@ static int eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
         } else {
             memo_put(c, true, lb_s, false);
         }
+    }
+    return rc;
+}
+
+/* eval for a caller that drops the configuration unless it fits and
+ * predicts an iteration faster than limit_s, or unless its live bytes do not
+ * fit the budget (it repairs those, and needs their plan: greedy reads the
+ * excess). A configuration that is neither (its unplaced replay predicts
+ * limit_s or slower) is dropped unbuilt, as vdp_build_screened drops it:
+ * VDP_SCREENED, no plan. Else like eval, the plan built unscreened when it
+ * does not fit. The trades and the kicks skip the placements of the
+ * configurations they would drop this way (the same plans at every default
+ * point of tools/plan-bench and ResNet-152 at 16 / 32 GiB; the kicks' work
+ * budget then covers more kicks). */
+static int eval_or_repairable(actx *c, double limit_s, vd_plan *out, vd_err *e) {
+    int rc = eval_screened(c, limit_s, out, e);
+    if (rc == VDP_SCREENED) {
+        const memo_ent *m = memo_find(c);
+        return m && m->exact && !m->feasible ? eval(c, out, e) : VDP_SCREENED;
+    }
+    if (rc == VD_EBUDGET) {   /* behind a screen its placement may have stopped */
+        vdp_plan_release(out);
+        rc = eval(c, out, e);
     }
     return rc;
 }
@@ -733,7 +755,8 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
         c->disp[k] = VD_DISP_KEEP;
         vd_plan Q;
         vd_err te = {0};
-        int qrc = eval(c, &Q, &te);
+        int qrc = eval_or_repairable(c, P->sim.iter_s * (1.0 - 1e-9), &Q, &te);
+        if (qrc == VDP_SCREENED) { config_copy(c, c->disp, c->algos, bd, ba); continue; }
         if (qrc != VD_OK && qrc != VD_EBUDGET) { *e = te; rc = qrc; break; }
         if (!Q.feasible) {
             c->no_offload_moves = true;
@@ -863,7 +886,12 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
         /* without repair, a kick known not to fit is dropped unbuilt */
         const memo_ent *known = changed && !repair ? memo_find(c) : NULL;
         if (known && !known->feasible) { changed = 0; c->looks++; }
-        int qrc = changed ? eval(c, &Q, &te) : VD_EBUDGET;
+        /* a kick over AUTO_KICK_SLOWER slower is dropped (below): one that
+         * cannot beat that is not placed */
+        double slower = P->sim.iter_s * (1.0 + AUTO_KICK_SLOWER);
+        int qrc = !changed ? VD_EBUDGET
+                : repair ? eval_or_repairable(c, slower, &Q, &te) : eval_screened(c, slower, &Q, &te);
+        if (changed && qrc == VDP_SCREENED) { changed = 0; qrc = VD_EBUDGET; }
         if (changed && qrc != VD_OK && qrc != VD_EBUDGET) { *e = te; rc = qrc; break; }
         bool keep = false;
         if (repair && changed && !Q.feasible && (rc = greedy(c, &Q, AUTO_KICK_REPAIR, e))) {
