@@ -253,6 +253,15 @@ static void plan_progress(void *ctx, const char *phase, int evals, double best_s
                 plan_prog.prog, now - plan_prog.t0, phase, evals);
 }
 
+void vd_cli_note_raised(const vd_session *s, const char *prog, bool quiet) {
+    if (quiet || s->prof_raised == 0) return;
+    char b[32];
+    fprintf(stderr, "%s: note: the profile gives %d option%s less workspace than this setup "
+            "needs (up to %s less; cuDNN's tuning can pick another engine from one run to the "
+            "next): planned with this setup's workspaces\n", prog, s->prof_raised,
+            s->prof_raised == 1 ? "" : "s", vd_fmt_bytes(s->prof_raised_max, b, sizeof b));
+}
+
 void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet) {
     po->progress = quiet ? NULL : plan_progress;
     po->progress_ctx = NULL;

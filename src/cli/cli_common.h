@@ -81,6 +81,10 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
  * Call right before each planning call (the clock starts here). */
 void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet);
 
+/* A loaded profile whose workspaces the session raised to this setup's
+ * (vd_session.prof_raised): a note on stderr, unless quiet. */
+void vd_cli_note_raised(const vd_session *s, const char *prog, bool quiet);
+
 /* The help text of the options every tool shares that set up the backend
  * (--backend ... --sync-debug), for the tools' usage(). */
 extern const char *const VD_CLI_BACKEND_HELP;

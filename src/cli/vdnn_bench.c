@@ -817,6 +817,7 @@ int main(int argc, char **argv) {
     if (b.ses.backend_auto)
         progress(&b, "backend %s (auto: %s)", b.ses.be->name, b.ses.backend_why);
     progress(&b, "profile %s (%s, %.1f s)", b.ses.prof.source, b.ses.prof_how, b.ses.prof_s);
+    vd_cli_note_raised(&b.ses, PROG, b.o->c.quiet);
 
     if ((rc = min_budgets(&b, &e))) goto out;
     if ((rc = make_budgets(&b, &e))) goto out;

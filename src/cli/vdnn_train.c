@@ -673,6 +673,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: profile %s (%s, %.1f s)%s%s\n", PROG, ses.prof.source, ses.prof_how,
                 ses.prof_s, o.c.cfg.profile_out ? ", saved to " : "",
                 o.c.cfg.profile_out ? o.c.cfg.profile_out : "");
+    vd_cli_note_raised(&ses, PROG, o.c.quiet);
     vd_config_budget(&run, &ses, NULL);
     vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
     rc = vd_session_plan(&ses, &run.plan, &plan, &e);

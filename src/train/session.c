@@ -42,11 +42,47 @@ void vd_session_mem_reset(vd_session *s) {
     vd_session_mem_sample(s);
 }
 
+/* A loaded profile beside this setup's options: an option with the same
+ * label whose engine here needs more workspace than the profile says gets
+ * this setup's workspace, so that the plan leaves room for it (the executor
+ * refuses a plan that leaves less). cuDNN's tuned engines can differ from
+ * one process to the next: a VGG-16 tf32 profile saved by one run gave
+ * features.10's backward "fastest" 1,242,563,239 bytes, the next run's
+ * engine needed 1,248,985,715. Options with another label are left alone
+ * (the executor then reports the profile as another setup's). */
+static int raise_workspaces(vd_session *s, vd_err *e) {
+    s->prof_raised = 0;
+    s->prof_raised_max = 0;
+    for (int i = 0; i < s->prof.n_layers && i < s->net->n_layers; i++) {
+        const vd_algo_opt *opts = NULL;
+        int n = 0;
+        int rc = s->be->layer_algos(s->be, i, &opts, &n, e);
+        if (rc) return rc;
+        vd_profile_layer *pl = &s->prof.layers[i];
+        for (int a = 0; a < n && a < pl->n_algos; a++) {
+            vd_profile_algo *pa = &pl->algos[a];
+            if (strcmp(pa->label, opts[a].label) != 0) continue;
+            uint64_t hf = vd_profile_algo_ws(pa, false), hb = vd_profile_algo_ws(pa, true);
+            uint64_t nf = vd_algo_ws(&opts[a], false), nb = vd_algo_ws(&opts[a], true);
+            if (hf >= nf && hb >= nb) continue;
+            uint64_t uf = nf > hf ? nf - hf : 0, ub = nb > hb ? nb - hb : 0, up = uf > ub ? uf : ub;
+            pa->fwd_workspace = nf > hf ? nf : hf;
+            pa->bwd_workspace = nb > hb ? nb : hb;
+            pa->workspace = pa->fwd_workspace > pa->bwd_workspace ? pa->fwd_workspace
+                                                                   : pa->bwd_workspace;
+            s->prof_raised++;
+            if (up > s->prof_raised_max) s->prof_raised_max = up;
+        }
+    }
+    return VD_OK;
+}
+
 static int get_profile(vd_session *s, const vd_session_opts *o, vd_err *e) {
     int rc;
     double t0 = vd_now();
     if (o->profile_path) {
         rc = vd_profile_load(o->profile_path, s->net, s->batch, &s->prof, e);
+        if (!rc) rc = raise_workspaces(s, e);
         snprintf(s->prof_how, sizeof s->prof_how, "loaded");
     } else if (s->cuda && !o->analytic) {
         rc = vd_profile_measure(s->be, s->net, s->batch, &s->prof, e);

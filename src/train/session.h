@@ -147,6 +147,9 @@ typedef struct vd_session {
     bool deterministic;
     vd_profile prof;            /* owned */
     char prof_how[32];          /* "loaded" | "measured" | "analytic" */
+    int prof_raised;            /* loaded: options whose workspace was raised to this
+                                   setup's (see vd_session_open) */
+    uint64_t prof_raised_max;   /* the largest of those raises, bytes */
     double prof_s;              /* seconds spent loading/measuring the profile */
     vd_session_memory mem;
     bool mem_trace;             /* from vd_session_opts */
@@ -158,7 +161,9 @@ typedef struct vd_session {
 
 /* Open a session for net (finalized, vd_schedule_inplace applied) at batch:
  * create the backend, run layer_setup(net, batch, o->math, o->deterministic),
- * get the profile (o->profile_path: load; else CUDA: vd_profile_measure
+ * get the profile (o->profile_path: load, each option's workspace raised to
+ * this setup's where its engine needs more, counted in prof_raised; else
+ * CUDA: vd_profile_measure
  * unless o->analytic; else vd_profile_backend with vd_device_cpu, or with
  * vd_device_h200 on CUDA when o->analytic), save it to o->profile_out, and
  * sample device memory. o may be NULL (defaults). On failure *s holds

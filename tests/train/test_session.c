@@ -161,6 +161,61 @@ START_TEST(profile_saved_and_loaded) {
 }
 END_TEST
 
+/* A loaded profile that gives an option less workspace than this setup's
+ * engine needs (cuDNN's tuning picks another engine from one run to the
+ * next): the session raises it to the setup's, the plan leaves that room and
+ * the executor takes it. Before, the executor refused the plan (VD_EDATA). */
+START_TEST(profile_workspace_raised) {
+    vd_net net;
+    tu_tiny_net(&net, 1, 8, 8, 3, true, B);
+    vd_schedule_inplace(&net);
+    char *d = vdt_tmpdir("vdnn-train-test"), path[1100];
+    snprintf(path, sizeof path, "%s/prof.json", d);
+    vd_session_opts so;
+    vd_session_opts_init(&so);
+    so.backend = "cpu";
+    so.profile_out = path;
+    vd_session a;
+    open_cpu(&a, &net, &so);
+    ck_assert_int_eq(a.prof_raised, 0);
+    /* every option that needs workspace, given 256 bytes less of it */
+    vd_profile q = a.prof;   /* (a's, edited in place and saved; a closed after) */
+    int lowered = 0;
+    for (int i = 0; i < q.n_layers; i++)
+        for (int k = 0; k < q.layers[i].n_algos; k++) {
+            vd_profile_algo *pa = &q.layers[i].algos[k];
+            if (pa->workspace < 256) continue;
+            pa->workspace -= 256;
+            if (pa->fwd_workspace >= 256) pa->fwd_workspace -= 256;
+            if (pa->bwd_workspace >= 256) pa->bwd_workspace -= 256;
+            lowered++;
+        }
+    ck_assert_int_gt(lowered, 0);   /* the tiny net's convolutions use im2col workspace */
+    vd_err e;
+    ck_assert_msg(vd_profile_save(path, &q, &e) == 0, "%s", e.msg);
+    vd_session_close(&a);
+    so.profile_out = NULL;
+    so.profile_path = path;
+    vd_session b;
+    open_cpu(&b, &net, &so);
+    ck_assert_int_eq(b.prof_raised, lowered);
+    ck_assert_uint_eq(b.prof_raised_max, 256);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.policy = VD_POLICY_ALL;
+    vd_plan plan;
+    ck_assert_msg(vd_session_plan(&b, &po, &plan, &e) == 0, "%s", e.msg);
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_session_exec(&b, &plan, true, &ex, &e) == 0, "%s", e.msg);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_session_close(&b);
+    vdt_rmrf(d);
+    vd_free(d);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* The memory arithmetic, fed by hand (as if the driver had answered). */
 START_TEST(memory_limits) {
     vd_net net;
@@ -297,4 +352,4 @@ END_TEST
 
 VDT_MAIN("session", 0,
           cpu_session_plans_and_trains, init_params_in_pieces, backend_choice,
-          profile_saved_and_loaded, memory_limits)
+          profile_saved_and_loaded, profile_workspace_raised, memory_limits)
