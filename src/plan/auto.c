@@ -513,10 +513,30 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
         int a = T->fwd_last + 1, z = T->bwd_first - 1;
         if (a > z) continue;
         double sz = (double)p->intervals[T->iv[0]].bytes, est = 0;
+        vd_disp cur = c->disp[k];
+        if (cur == VD_DISP_RECOMPUTE) {
+            /* Recomputed at a step whose live bytes exceed the budget:
+             * offloaded instead, it ends the recompute chains through it.
+             * A recomputed map is rebuilt from its writer's inputs, and
+             * those from theirs while they are recomputed too: from the
+             * recompute start, ResNet-152 b256 at 14.5 GB rebuilt all of
+             * layer3's residual trunk (72 maps) at one backward step, 1.4
+             * GiB over the budget, and greedy had no move left (it only
+             * offloaded kept maps). With these moves that start fits there
+             * (518.9 ms predicted against 543.1 from the other start), and
+             * ResNet-50 plans 368.0 ms at 3.59 GB instead of its fallback's
+             * 811.7. */
+            int rs = T->recompute_step;
+            if (rs < 0 || rs >= p->n_steps || c->ex[rs] <= 0 || z - a + 1 < 2 || c->no_offload_moves)
+                continue;
+            est = c->ex[rs] < sz ? c->ex[rs] : sz;
+            c->mv[n++] = (move){.kind = MV_DISP, .key = k, .val = VD_DISP_OFFLOAD, .est = est,
+                                .rank = est};
+            continue;
+        }
         for (int s = a; s <= z; s++)
             if (c->ex[s] > 0 && vd_plan_resident(p, t, s)) est += c->ex[s] < sz ? c->ex[s] : sz;
         if (est <= 0) continue;
-        vd_disp cur = c->disp[k];
         if (cur == VD_DISP_KEEP && z - a + 1 >= 2 && !c->no_offload_moves) {
             int oa, oz;
             offload_window(c, p, T, &oa, &oz);
