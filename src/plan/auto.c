@@ -763,6 +763,7 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * starts' refine, 311.7 after one pass of trades (a third of the starts'
  * builds). */
 enum { AUTO_SWAP_REPAIR = 3 };
+static const double AUTO_NO_STALL = 1e-4;   /* stalls below this share: none */
 static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     int L = c->L, rc = VD_OK;
     vd_disp *bd = vd_malloc((size_t)(L + 1) * sizeof *bd, NULL);
@@ -770,6 +771,11 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c); k++) {
         if (c->fixed[k] || c->disp[k] != VD_DISP_OFFLOAD) continue;
+        /* A plan that does not stall runs its compute stream back to back:
+         * a trade can only add to it (the repair recomputes or takes leaner
+         * options, the kept map only takes memory), so none can be kept
+         * (ResNet-152 b256 at 32 GiB: 13 trades, 1 s, nothing kept). */
+        if (P->sim.stall_s <= AUTO_NO_STALL * P->sim.iter_s) break;
         phase(c, "trades, layer %d of %d", k + 1, L + 1);
         config_copy(c, bd, ba, c->disp, c->algos);
         c->disp[k] = VD_DISP_KEEP;
