@@ -163,12 +163,14 @@ static uint64_t max_live(bld *B) {
     return live;
 }
 
+/* fit_and_place asks the placement by how much it overshoots only up to this
+ * share of the budget (see there). */
+static const double PLACE_OVER_SHARE = 0.1;
+
 /* Memory: delay prefetches until the live bytes fit, then place; if the
  * placement overshoots (fragmentation), tighten the cap and retry.
  * *live_fit: the live bytes fit the budget (whether the placement does or
  * not; false without a budget). */
-static const double PLACE_OVER_SHARE = 0.1;
-
 static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *live_fit, vd_err *e) {
     vd_plan *p = B->p;
     uint64_t budget = B->opts->budget;
