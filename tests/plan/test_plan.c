@@ -1180,6 +1180,36 @@ START_TEST(test_vgg16_measured_profile_s5) {
 }
 END_TEST
 
+/* ResNet-50 b256 at 4 GiB on an H200 profile of session 7 (call E): the
+ * live bytes came under the budget, the placement's top did not (3.97 GiB
+ * placed in 4.11), and greedy, whose excess then counted the top alone,
+ * found no move that helped from either start: the search ended at the
+ * fallback's 870.068 ms. 494.723 ms since the excess also counts the live
+ * bytes above the budget less the overshoot; pinned there. */
+START_TEST(test_resnet50_measured_profile_s7) {
+    vd_net net;
+    load_shipped_net(&net, "resnet50.yaml", 256);
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_ptr_nonnull(src);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/plan/data/resnet50-b256-h200-fp32-s7.json", src);
+    vd_err e = {0};
+    vd_profile prof;
+    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = (uint64_t)4 << 30;
+    vd_plan p;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    check_plan_invariants(&p, &net);
+    ck_assert(p.feasible && p.hwm <= o.budget);
+    /* the search is deterministic: its result, plus rounding slack */
+    ck_assert_msg(p.sim.iter_s <= 494.7235e-3, "predicted %.6f s", p.sim.iter_s);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ---- the command line --------------------------------------------------- */
 
 START_TEST(test_cli_vgg16) {
@@ -1329,5 +1359,5 @@ VDT_MAIN("plan", 300, test_inplace_rules, test_liveness_exact, test_infeasible_m
          test_random_nets_13_24, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_measured_profile_s5,
-         test_per_pass_invariants_1_5,
+         test_resnet50_measured_profile_s7, test_per_pass_invariants_1_5,
          test_per_pass_invariants_6_10, test_per_pass_beats_one_choice, test_cli_vgg16)
