@@ -134,41 +134,39 @@ typedef struct actx {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* Excess of a plan over budget B: live bytes above B summed over steps, plus
- * how far the pool's high-water mark overshoots (placement). 0 iff it fits.
- * When the live bytes fit and only the placement overshoots, also the live
- * bytes above B less the overshoot (step_excess' target), summed over
- * steps: a move that lowers them counts as progress though the placement's
- * top, first-fit's, need not move with it. Without this term greedy stopped
- * there with no move that helps: ResNet-50 b256 at 4 GiB on an H200
- * profile (session 7, call E) ended at the fallback's 870.1 ms with live
- * bytes of 3.97 GiB placed in 4.11; 494.7 ms now. */
-static double excess(const vd_plan *p, uint64_t B) {
-    double x = 0;
+/* The live bytes a plan must come under at budget B: B, or when the live
+ * bytes fit and only the pool's high-water mark overshoots (placement), B
+ * less the overshoot. */
+static uint64_t live_target(const vd_plan *p, uint64_t B) {
     uint64_t peak = 0;
-    for (int s = 0; s < p->n_steps; s++) {
-        if (p->steps[s].mem_in_use > B) x += (double)(p->steps[s].mem_in_use - B);
+    for (int s = 0; s < p->n_steps; s++)
         if (p->steps[s].mem_in_use > peak) peak = p->steps[s].mem_in_use;
-    }
-    if (p->hwm > B) x += (double)(p->hwm - B);
-    if (peak <= B && p->hwm > B) {
-        uint64_t t = p->hwm - B < B ? B - (p->hwm - B) : 0;
-        for (int s = 0; s < p->n_steps; s++)
-            if (p->steps[s].mem_in_use > t) x += (double)(p->steps[s].mem_in_use - t);
-    }
+    if (peak <= B && p->hwm > B) return p->hwm - B < B ? B - (p->hwm - B) : 0;
+    return B;
+}
+
+/* Excess of a plan over budget B: live bytes above live_target summed over
+ * steps, plus how far the pool's high-water mark overshoots (placement). 0
+ * iff it fits. Where only the placement overshoots, the live bytes above B
+ * less the overshoot count too: a move that lowers them counts as progress
+ * though the placement's top, first-fit's, need not move with it. Counting
+ * the top alone, greedy stopped there with no move that helps: ResNet-50
+ * b256 at 4 GiB on an H200 profile (session 7, call E) ended at the
+ * fallback's 870.1 ms with live bytes of 3.97 GiB placed in 4.11; 494.7 ms
+ * now. (The terms are whole bytes, exact in a double in any order.) */
+static double excess(const vd_plan *p, uint64_t B) {
+    uint64_t t = live_target(p, B);
+    double x = p->hwm > B ? (double)(p->hwm - B) : 0.0;
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].mem_in_use > t) x += (double)(p->steps[s].mem_in_use - t);
     return x;
 }
 
-/* Per-step excess to aim proposals at: live bytes above B; when the live
- * bytes fit and only placement overshoots, above B minus the overshoot. */
+/* Per-step excess to aim proposals at: live bytes above live_target. */
 static void step_excess(const vd_plan *p, uint64_t B, double *ex) {
-    uint64_t peak = 0;
+    uint64_t t = live_target(p, B);
     for (int s = 0; s < p->n_steps; s++)
-        if (p->steps[s].mem_in_use > peak) peak = p->steps[s].mem_in_use;
-    uint64_t target = B;
-    if (peak <= B && p->hwm > B) target = p->hwm - B < B ? B - (p->hwm - B) : 0;
-    for (int s = 0; s < p->n_steps; s++)
-        ex[s] = p->steps[s].mem_in_use > target ? (double)(p->steps[s].mem_in_use - target) : 0.0;
+        ex[s] = p->steps[s].mem_in_use > t ? (double)(p->steps[s].mem_in_use - t) : 0.0;
 }
 
 /* Copy a configuration (dispositions [L + 1], options [2L]). */

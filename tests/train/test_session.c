@@ -118,15 +118,24 @@ START_TEST(backend_choice) {
 }
 END_TEST
 
+/* The tiny net (in-place schedule applied), a temporary directory *d, the
+ * path of prof.json in it, and CPU session options that save the profile
+ * there. */
+static void profile_setup(vd_net *net, char **d, char *path, size_t n, vd_session_opts *so) {
+    tu_tiny_net(net, 1, 8, 8, 3, true, B);
+    vd_schedule_inplace(net);
+    *d = vdt_tmpdir("vdnn-train-test");
+    snprintf(path, n, "%s/prof.json", *d);
+    vd_session_opts_init(so);
+    so->backend = "cpu";
+    so->profile_out = path;
+}
+
 START_TEST(profile_saved_and_loaded) {
     vd_net net;
-    tu_tiny_net(&net, 1, 8, 8, 3, true, B);
-    char *d = vdt_tmpdir("vdnn-train-test"), path[1100];
-    snprintf(path, sizeof path, "%s/prof.json", d);
+    char *d, path[1100];
     vd_session_opts so;
-    vd_session_opts_init(&so);
-    so.backend = "cpu";
-    so.profile_out = path;
+    profile_setup(&net, &d, path, sizeof path, &so);
     vd_session a, b;
     open_cpu(&a, &net, &so);
     so.profile_out = NULL;
@@ -167,14 +176,9 @@ END_TEST
  * the executor takes it. Before, the executor refused the plan (VD_EDATA). */
 START_TEST(profile_workspace_raised) {
     vd_net net;
-    tu_tiny_net(&net, 1, 8, 8, 3, true, B);
-    vd_schedule_inplace(&net);
-    char *d = vdt_tmpdir("vdnn-train-test"), path[1100];
-    snprintf(path, sizeof path, "%s/prof.json", d);
+    char *d, path[1100];
     vd_session_opts so;
-    vd_session_opts_init(&so);
-    so.backend = "cpu";
-    so.profile_out = path;
+    profile_setup(&net, &d, path, sizeof path, &so);
     vd_session a;
     open_cpu(&a, &net, &so);
     ck_assert_int_eq(a.prof_raised, 0);
