@@ -253,6 +253,56 @@ START_TEST(test_conv_gemm) {
 END_TEST
 #endif
 
+#if VD_HAVE_CUDA
+/* The direct forward kernel for convs with few inputs per output
+ * (cuda_kernels.cu, cuk_conv_direct_fwd: at most 4 input channels and 160
+ * inputs per window, fp32 / tf32 storage): with conv_direct_force every
+ * eligible layer gets the option "direct" (the fastest option with the
+ * direct forward; unless "fastest" already is). check_conv_cases compares
+ * every option with the CPU (TOL_FP32; in tf32 the kernel still computes in
+ * fp32, within TOL_TF32). Cases: VGG's first layer's shape (3 channels,
+ * 3x3, pad 1), stride and dilation with output channels that are not a
+ * multiple of the kernel's block of 32, one channel 5x5 without bias,
+ * more output channels than one block, and ResNet's 7x7 stride 2. The option's presence is asserted;
+ * a layer with 8 input channels must not have it. */
+static bool has_direct_option(const conv_case *cc) {
+    vd_net net;
+    c_net_begin(&net, cc->c, cc->h, cc->w, 4);
+    vdt_add(&net, c_conv(-1, cc->out, cc->k, cc->s, cc->p, cc->d, cc->g, cc->bias));
+    vdt_finish(&net, 0);
+    const vd_algo_opt *opts;
+    int nn = 0;
+    vd_err e = {0};
+    ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
+    ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
+    bool found = false;
+    for (int a = 0; a < nn; a++) found |= opts[a].fwd_algo == 1001;   /* DIRECT_ENGINE */
+    vd_net_free(&net);
+    return found;
+}
+
+START_TEST(test_conv_direct) {
+    vd_backend *be = c_cuda();
+    bool was = be->opts.conv_direct_force;
+    be->opts.conv_direct_force = true;   /* read by the next layer_setup */
+    static const conv_case cases[] = {
+        {3, 12, 12, 8, 3, 1, 1, 1, 1, true, "conv3x3 p1 bias"},
+        {4, 13, 11, 40, 3, 2, 2, 2, 1, true, "conv3x3 s2 p2 dil2 40 out"},
+        {1, 9, 10, 33, 5, 1, 2, 1, 1, false, "conv5x5 1 channel"},
+        {2, 17, 15, 96, 5, 2, 2, 1, 1, true, "conv5x5 s2 96 out"},
+        {3, 17, 15, 64, 7, 2, 3, 1, 1, true, "conv7x7 s2 (ResNet's first)"},
+    };
+    check_conv_cases(cases, VD_ARRAY_LEN(cases), "direct ", false);
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++)
+        ck_assert_msg(has_direct_option(&cases[i]), "%s: no option with the direct forward",
+                      cases[i].name);
+    const conv_case wide = {8, 8, 8, 16, 3, 1, 1, 1, 1, true, "conv3x3 8 channels"};
+    ck_assert_msg(!has_direct_option(&wide), "an 8-channel conv got the direct forward");
+    be->opts.conv_direct_force = was;
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------ pool */
 
 /* Pooling layers of one net (each flattened into one concat, so every
@@ -992,6 +1042,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_pool);
 #if VD_HAVE_CUDA
     tcase_add_test(tc, test_conv_gemm);
+    tcase_add_test(tc, test_conv_direct);
     tcase_add_test(tc, test_pool_bwd_tiled);
 #endif
     tcase_add_test(tc, test_relu_dropout);

@@ -225,8 +225,9 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
                       : o->conv_split == VD_CONV_SPLIT_FORCE ? 2 : 1;
         /* the forced split options (tests) live in the graph API's options */
         c->conv_gemm_force = o->conv_gemm_force;
+        c->conv_direct_force = o->conv_direct_force;
         c->conv_mix = c->tune && o->conv_api == VD_CONV_API_AUTO && c->conv_split != 2 &&
-                      !c->conv_gemm_force;
+                      !c->conv_gemm_force && !c->conv_direct_force;
         /* bf16 (channels-last): the graph API's tensor-core engines; the legacy
          * cudnnFind would also time its slow non-tensor-core algorithms */
         if (math == VD_MATH_BF16) c->conv_mix = false;

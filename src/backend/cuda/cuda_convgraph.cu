@@ -107,6 +107,8 @@ typedef struct gcand {
     bool bad;                             /* failed to run in timing, or freed as unused */
     bool gemm;                            /* not a cuDNN plan: cuBLAS 1x1 backward-filter
                                              (gemm_filter); engine GEMM_ENGINE */
+    bool direct;                          /* not a cuDNN plan: the direct forward kernel
+                                             (cuk_conv_direct_fwd); engine DIRECT_ENGINE */
 } gcand;
 
 typedef struct gdir {                     /* one direction at the setup batch */
@@ -588,6 +590,47 @@ static void add_gemm(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, uin
         dir_name[CU_GD_BWD_FILTER], GEMM_ENGINE, (unsigned long long)ws);
 }
 
+/* The direct forward kernel (cuk_conv_direct_fwd) for layers with few
+ * inputs per output (at most CU_DIRECT_MAX_C channels, CU_DIRECT_MAX_P
+ * inputs per window): one more timed forward candidate, without workspace,
+ * kept where it wins, like the GEMM. fp32 / tf32 feature maps (NCHW) only.
+ * When an option runs it, the kernel also adds the bias
+ * (cu_graph_fwd_fuses_bias). */
+enum { DIRECT_ENGINE = 1001 };
+
+static bool direct_geom(const cu_layer *L, const vd_layer *l, int n, cu_direct_geom *dg) {
+    int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    if (L->dt != CUDNN_DATA_FLOAT || gr != 1) return false;
+    *dg = (cu_direct_geom){n, L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w,
+                           l->u.conv.kh, l->u.conv.kw, l->u.conv.sh, l->u.conv.sw,
+                           l->u.conv.ph, l->u.conv.pw,
+                           l->u.conv.dh > 0 ? l->u.conv.dh : 1, l->u.conv.dw > 0 ? l->u.conv.dw : 1};
+    return cuk_conv_direct_ok(dg);
+}
+
+/* ptr = {x, w, y} at batch n; b: the bias or NULL */
+static int direct_fwd(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, void *const ptr[3],
+                      const float *b, vd_err *e) {
+    cu_direct_geom dg;
+    if (!direct_geom(L, l, n, &dg))
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': not a direct-kernel geometry", l->name);
+    return cuk_conv_direct_fwd(cu_compute(c), c->sm_count, &dg, (const float *)ptr[0],
+                               (const float *)ptr[1], b, (float *)ptr[2], e);
+}
+
+/* Append the direct candidate to the forward candidates D at batch n. */
+static void add_direct(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, gdir *D) {
+    cu_direct_geom dg;
+    if (!direct_geom(L, l, n, &dg) || D->n >= G_MAXC) return;
+    gcand *k = &D->c[D->n++];
+    memset(k, 0, sizeof *k);
+    k->engine = DIRECT_ENGINE;
+    k->ms = -1.0f;
+    k->direct = true;
+    dbg(c, 2, "  '%s' %s: direct kernel (engine %d): candidate", l->name, dir_name[CU_GD_FWD],
+        DIRECT_ENGINE);
+}
+
 /* ---- timing ------------------------------------------------------------------------------ */
 /* Scratch for timing: bytes at c->scratch (grown as needed), or NULL when
  * that much device memory is not free (then the layer stays untimed). */
@@ -622,7 +665,7 @@ void cu_tune_release(cu_ctx *c) {
 }
 
 /* Time D's candidates with workspace <= ws_avail; the others stay untimed. */
-static int time_dir(cu_ctx *c, const cu_layer *L, int n, const char *lname, int dir, gdir *D,
+static int time_dir(cu_ctx *c, const cu_layer *L, int n, const vd_layer *l, int dir, gdir *D,
                     void *const ptr[3], void *ws, uint64_t ws_avail, vd_err *e) {
     cudaStream_t s = cu_compute(c);
     float best = -1.0f;
@@ -634,14 +677,15 @@ static int time_dir(cu_ctx *c, const cu_layer *L, int n, const char *lname, int 
         for (int r = 0; r < 3; r++) {
             CUDA_CHECK(e, cudaEventRecord(c->tev[0], s));
             cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-            if (q->gemm) {
-                int rc = gemm_filter(c, L, n, ptr, ws, e);
+            if (q->gemm || q->direct) {
+                int rc = q->gemm ? gemm_filter(c, L, n, ptr, ws, e)
+                                 : direct_fwd(c, L, l, n, ptr, NULL, e);
                 if (rc) return rc;
             } else {
                 CUDNN_SOFT(e, st, exec_plan(c->dnn, q->plan, ptr, q->ws ? ws : NULL));
             }
             if (st != CUDNN_STATUS_SUCCESS) {
-                dbg(c, 2, "  '%s' %s: engine %lld does not run: %s", lname, dir_name[dir],
+                dbg(c, 2, "  '%s' %s: engine %lld does not run: %s", l->name, dir_name[dir],
                     (long long)q->engine, cudnnGetErrorString(st));
                 q->bad = true;
                 break;
@@ -655,7 +699,7 @@ static int time_dir(cu_ctx *c, const cu_layer *L, int n, const char *lname, int 
         if (q->bad) continue;
         q->ms = runs == 3 ? (t[1] < t[2] ? t[1] : t[2]) : t[0];
         if (best < 0.0f || q->ms < best) best = q->ms;
-        dbg(c, 2, "  '%s' %s: engine %lld: %.3f ms (%d runs)", lname, dir_name[dir],
+        dbg(c, 2, "  '%s' %s: engine %lld: %.3f ms (%d runs)", l->name, dir_name[dir],
             (long long)q->engine, (double)q->ms, runs);
     }
     return VD_OK;
@@ -876,7 +920,7 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
         for (int j = 0; j < ndir && all; j++) {
             int d = time_order[j];
             void *ptr[3] = {tptr[0], d == CU_GD_BWD_FILTER ? tptr[3] : tptr[1], tptr[2]};
-            if ((rc = time_dir(c, L, n, l->name, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
+            if ((rc = time_dir(c, L, n, l, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
             pick[d] = pick_fast(&g->s[i][d], UINT64_MAX, true);
             all = pick[d] >= 0;
         }
@@ -967,6 +1011,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         cudnnStatus_t st;
         if ((rc = gdir_build(c, g, L, l, d, nb, cap, D, &ok, &st, e))) return rc;
         if (d == CU_GD_BWD_FILTER && D->n > 0) add_gemm(c, L, l, nb, cap, D);
+        if (d == CU_GD_FWD && D->n > 0) add_direct(c, L, l, nb, D);
         if (D->n == 0) {
             if (d == CU_GD_BWD_DATA_ACC) {   /* beta-1 plans come at run time, or legacy */
                 dbg(c, 1, "layer '%s': no graph engine for %s at setup", l->name, dir_name[d]);
@@ -1023,7 +1068,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
             for (int i = 0; i < ndir; i++) {
                 int d = time_order[i];
                 void *ptr[3] = {x, d == CU_GD_BWD_FILTER ? (void *)dw : (void *)w, y};
-                if ((rc = time_dir(c, L, nb, l->name, d, &g->d[d], ptr, ws, ws_avail, e)))
+                if ((rc = time_dir(c, L, nb, l, d, &g->d[d], ptr, ws, ws_avail, e)))
                     return rc;
             }
             CUDA_CHECK(e, cudaStreamSynchronize(s));
@@ -1078,6 +1123,16 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                 memcpy(gp, fa, sizeof gp);
                 gp[CU_GD_BWD_FILTER] = k;
                 add_gopt(L, g, "gemm w", gp, UINT64_MAX, bias_ws);
+            }
+    }
+    if (c->conv_direct_force) {   /* tests: the direct forward as an option of its own */
+        const gdir *D = &g->d[CU_GD_FWD];
+        for (int k = 0; k < D->n; k++)
+            if (D->c[k].direct && !D->c[k].bad) {
+                int gp[CU_GD_COUNT];
+                memcpy(gp, fa, sizeof gp);
+                gp[CU_GD_FWD] = k;
+                add_gopt(L, g, "direct", gp, UINT64_MAX, bias_ws);
             }
     }
     if (timed && !c->deterministic &&
@@ -1252,6 +1307,10 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
         }
         return run_alt(c, net, li, d, io, ptr, ax, aw, e);
     }
+    if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
+        const vd_layer *l = &net->layers[li];
+        return direct_fwd(c, L, l, io->n, ptr, l->u.conv.bias ? io->b : NULL, e);
+    }
     if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
@@ -1261,4 +1320,12 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
         }
     }
     return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+}
+
+bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo) {
+    const cu_layer *L = &c->layers[li];
+    if (!L->g || algo < 0 || algo >= L->n_opts) return false;
+    const cu_conv_opt *o = &L->conv_opts[algo];
+    int k = o->gplan[CU_GD_FWD];
+    return k >= 0 && !opt_split_dir(o, CU_GD_FWD) && L->g->d[CU_GD_FWD].c[k].direct;
 }

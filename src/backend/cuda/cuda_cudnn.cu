@@ -658,6 +658,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     int rc;
     if (L->g) {
         if ((rc = cu_graph_conv_run(c, net, li, CU_GD_FWD, io, 0.0f, e))) return rc;
+        if (cu_graph_fwd_fuses_bias(c, li, io->algo)) return VD_OK;
     } else {
         if ((rc = ensure_batch(L, io->n, e))) return rc;
         const cu_conv_opt *o = &L->conv_opts[io->algo];

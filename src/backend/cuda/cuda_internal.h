@@ -182,6 +182,7 @@ typedef struct cu_ctx {
                                              needs over 1 GiB; --conv-split off: never; force:
                                              b/2 and b/4 on every conv layer (tests) */
     bool conv_gemm_force;                 /* backend opts: the "gemm w" option (tests) */
+    bool conv_direct_force;               /* backend opts: the "direct" option (tests) */
     void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
     uint64_t scratch_bytes;
     cudaEvent_t tev[2];                   /* layer_setup only: timing events */
@@ -256,6 +257,10 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
  * and to cu_legacy_conv_dir when no graph engine fits the workspace. */
 int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                       float beta, vd_err *e);
+/* Does option algo of conv layer li run its forward with the direct kernel,
+ * which adds the bias itself (cu_graph_conv_run's CU_GD_FWD then gives
+ * y = conv + bias)? */
+bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo);
 /* Byte alignment (1..16) the weight of conv layer li has when the flat
  * parameter array starts 16-byte aligned (from its parameter offset). */
 int64_t cu_conv_weight_align(const vd_net *net, int li);
@@ -294,6 +299,18 @@ typedef struct cu_pool_geom {
     bool max;                         /* max (first max wins, NaN propagates) or average */
 } cu_pool_geom;
 
+/* Direct convolution forward, fp32 NCHW, groups 1, for layers with few
+ * inputs per output (cuk_conv_direct_ok): y = conv(x, w) + b (b may be
+ * NULL). One thread per output pixel; the output channels CU_DIRECT_KB at a
+ * time in registers; the weights in shared memory. */
+typedef struct cu_direct_geom {
+    int n, c, h, w, k, oh, ow;        /* input [n,c,h,w], weight [k,c,r,s], output [n,k,oh,ow] */
+    int r, s, sh, sw, ph, pw, dh, dw; /* window, stride, padding, dilation */
+} cu_direct_geom;
+enum { CU_DIRECT_KB = 32, CU_DIRECT_MAX_P = 160, CU_DIRECT_MAX_C = 4 };
+bool cuk_conv_direct_ok(const cu_direct_geom *g);
+int cuk_conv_direct_fwd(cudaStream_t s, int sm, const cu_direct_geom *g, const float *x,
+                        const float *w, const float *b, float *y, vd_err *e);
 int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
                      float hi, vd_err *e);
 int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e);
