@@ -218,7 +218,9 @@ END_TEST
  * asserted (a setup that dropped it fails); a strided 1x1 layer, which the
  * GEMM does not serve, must not have it. */
 #if VD_HAVE_CUDA
-static bool has_gemm_option(const conv_case *cc) {
+/* Does the layer cc get an option whose direction uses engine (the fwd_algo
+ * or bwd_filter_algo of vd_algo_opt: 1000 GEMM_ENGINE, 1001 DIRECT_ENGINE)? */
+static bool has_engine_option(const conv_case *cc, bool fwd, int engine) {
     vd_net net;
     c_net_begin(&net, cc->c, cc->h, cc->w, 4);
     vdt_add(&net, c_conv(-1, cc->out, cc->k, cc->s, cc->p, cc->d, cc->g, cc->bias));
@@ -229,10 +231,12 @@ static bool has_gemm_option(const conv_case *cc) {
     ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
     ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
     bool found = false;
-    for (int a = 0; a < nn; a++) found |= opts[a].bwd_filter_algo == 1000;   /* GEMM_ENGINE */
+    for (int a = 0; a < nn; a++) found |= (fwd ? opts[a].fwd_algo : opts[a].bwd_filter_algo) == engine;
     vd_net_free(&net);
     return found;
 }
+static bool has_gemm_option(const conv_case *cc) { return has_engine_option(cc, false, 1000); }
+static bool has_direct_option(const conv_case *cc) { return has_engine_option(cc, true, 1001); }
 
 START_TEST(test_conv_gemm) {
     vd_backend *be = c_cuda();
@@ -251,9 +255,7 @@ START_TEST(test_conv_gemm) {
     be->opts.conv_gemm_force = was;
 }
 END_TEST
-#endif
 
-#if VD_HAVE_CUDA
 /* The direct forward kernel for convs with few inputs per output
  * (cuda_kernels.cu, cuk_conv_direct_fwd: at most 4 input channels and 160
  * inputs per window, fp32 / tf32 storage): with conv_direct_force every
@@ -265,22 +267,6 @@ END_TEST
  * multiple of the kernel's block of 32, one channel 5x5 without bias,
  * more output channels than one block, and ResNet's 7x7 stride 2. The option's presence is asserted;
  * a layer with 8 input channels must not have it. */
-static bool has_direct_option(const conv_case *cc) {
-    vd_net net;
-    c_net_begin(&net, cc->c, cc->h, cc->w, 4);
-    vdt_add(&net, c_conv(-1, cc->out, cc->k, cc->s, cc->p, cc->d, cc->g, cc->bias));
-    vdt_finish(&net, 0);
-    const vd_algo_opt *opts;
-    int nn = 0;
-    vd_err e = {0};
-    ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
-    ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
-    bool found = false;
-    for (int a = 0; a < nn; a++) found |= opts[a].fwd_algo == 1001;   /* DIRECT_ENGINE */
-    vd_net_free(&net);
-    return found;
-}
-
 START_TEST(test_conv_direct) {
     vd_backend *be = c_cuda();
     bool was = be->opts.conv_direct_force;

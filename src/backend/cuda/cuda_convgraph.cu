@@ -992,6 +992,20 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
     return VD_OK;
 }
 
+/* The options "fastest" (picks fa) with direction d's candidate of engine
+ * (GEMM_ENGINE, DIRECT_ENGINE) instead, labelled label (tests). */
+static void add_forced(cu_layer *L, const cu_graph *g, const int fa[CU_GD_COUNT], int d,
+                       int64_t engine, const char *label, uint64_t bias_ws) {
+    const gdir *D = &g->d[d];
+    for (int k = 0; k < D->n; k++)
+        if (D->c[k].engine == engine && !D->c[k].bad) {
+            int gp[CU_GD_COUNT];
+            memcpy(gp, fa, sizeof gp);
+            gp[d] = k;
+            add_gopt(L, g, label, gp, UINT64_MAX, bias_ws);
+        }
+}
+
 static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_graph *g,
                        uint64_t bias_ws, bool *no_engine, char *why, size_t why_n, vd_err *e) {
     const vd_layer *l = &net->layers[li];
@@ -1115,26 +1129,9 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         pick_within(g, rcap, timed, mw, rp);
         add_gopt(L, g, rlabel, rp, rcap, bias_ws);
     }
-    if (c->conv_gemm_force) {   /* tests: the GEMM backward-filter as an option of its own */
-        const gdir *D = &g->d[CU_GD_BWD_FILTER];
-        for (int k = 0; k < D->n; k++)
-            if (D->c[k].gemm && !D->c[k].bad) {
-                int gp[CU_GD_COUNT];
-                memcpy(gp, fa, sizeof gp);
-                gp[CU_GD_BWD_FILTER] = k;
-                add_gopt(L, g, "gemm w", gp, UINT64_MAX, bias_ws);
-            }
-    }
-    if (c->conv_direct_force) {   /* tests: the direct forward as an option of its own */
-        const gdir *D = &g->d[CU_GD_FWD];
-        for (int k = 0; k < D->n; k++)
-            if (D->c[k].direct && !D->c[k].bad) {
-                int gp[CU_GD_COUNT];
-                memcpy(gp, fa, sizeof gp);
-                gp[CU_GD_FWD] = k;
-                add_gopt(L, g, "direct", gp, UINT64_MAX, bias_ws);
-            }
-    }
+    /* tests: the GEMM backward-filter and the direct forward as options of their own */
+    if (c->conv_gemm_force) add_forced(L, g, fa, CU_GD_BWD_FILTER, GEMM_ENGINE, "gemm w", bias_ws);
+    if (c->conv_direct_force) add_forced(L, g, fa, CU_GD_FWD, DIRECT_ENGINE, "direct", bias_ws);
     if (timed && !c->deterministic &&
         (rc = split_setup(c, l, L, g, ndir, tptr, tws, tws_avail, bias_ws, e)))
         return rc;
