@@ -34,7 +34,9 @@
  *     refined); each start refines its own greedy's plan unless that is
  *     far behind the starts before it. The fastest goes on to the trades (swap_search: each
  *     offloaded map kept instead, the memory found by greedy rounds without
- *     offloads, refined; ResNet-50 b256 at 4 GiB 374 -> 312 ms), then to
+ *     offloads, refined; ResNet-50 b256 at 4 GiB 374 -> 312 ms; in a plan
+ *     that does not stall, pairs instead: the map kept and a recomputed one
+ *     offloaded, VGG-16 b256 at 12 GiB 367 -> 356 ms), then to
  *     the kicks (an iterated local search): AUTO_KICKS
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
  *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
@@ -130,6 +132,7 @@ typedef struct actx {
     bool no_offload_moves;  /* propose no keep -> offload moves (swap_search's repair) */
     double abandon_s;       /* greedy stops once its plan predicts slower (0: never) */
     double greedy_work;     /* greedy gives up past this much work (0: AUTO_GREEDY_WORK) */
+    double pair_until;      /* swap_search tries pairs while c->work is below this (0: none) */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -775,9 +778,69 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
  * alone only adds time), and greedy offloads the biggest maps first, while
  * the copies still look free: ResNet-50 b256 at 4 GiB, 374.1 ms after the
  * starts' refine, 311.7 after one pass of trades (a third of the starts'
- * builds). */
-enum { AUTO_SWAP_REPAIR = 3 };
+ * builds).
+ *
+ * A plan that does not stall runs its compute stream back to back: such a
+ * trade can only add to it (the repair recomputes or takes leaner options,
+ * the kept map only takes memory). There the trade is a pair instead: keep
+ * the offloaded map and offload a recomputed one (its recompute leaves the
+ * compute stream), repaired by greedy rounds that may offload too, refined.
+ * VGG-16 b256 at 12 GiB on its H200 fp32 profile: two basins, 367 ms
+ * (features.2:y offloaded, features.5-6 recomputed, 13 ms) and 356 ms
+ * (features.2:y kept, features.5:y offloaded); the kicks' four random
+ * changes leave the first on a fifth of the profiles measured or perturbed
+ * by 1.5-3% (0.917x of no offload on the H200 once), a pair reaches the
+ * second in one step. Each pair is screened (eval_or_repairable: one whose
+ * unplaced replay cannot beat the plan is not placed) and the pairs stop at
+ * the first kept; at most AUTO_PAIRS per offloaded map, the recomputed maps
+ * nearest it first. Only the trades before the kicks try pairs, and only
+ * until the search's work has grown by AUTO_PAIR_WORK there (each pair that
+ * fits costs a refine: ResNet-152 b256 at 32 GiB planned in 8.6 s with
+ * every pair, 1.1 s so; VGG-16's pairs take a tenth of a budget). */
+enum { AUTO_SWAP_REPAIR = 3, AUTO_PAIRS = 4 };
 static const double AUTO_NO_STALL = 1e-4;   /* stalls below this share: none */
+static const double AUTO_PAIR_SLOWER = 0.3; /* a pair this much slower is not refined */
+static const double AUTO_PAIR_WORK = 0.2 * AUTO_WORK_BUDGET;
+
+/* The pairs of offloaded map k (kept) with recomputed maps (offloaded), from
+ * the configuration bd/ba of *P; the first that fits and beats *P after its
+ * refine replaces *P (*kept). The configuration is bd/ba's again unless
+ * kept. */
+static int pair_trades(actx *c, vd_plan *P, int k, const vd_disp *bd, const int *ba, bool *kept,
+                       vd_err *e) {
+    int L = c->L, rc = VD_OK;
+    *kept = false;
+    for (int tried = 0, dist = 1; dist <= L && tried < AUTO_PAIRS && !*kept && rc == VD_OK; dist++) {
+        for (int side = 0; side < 2 && tried < AUTO_PAIRS && !*kept; side++) {
+            int u = side ? k + dist : k - dist;
+            if (u < 0 || u > L || bd[u] != VD_DISP_RECOMPUTE || c->fixed[u]) continue;
+            tried++;
+            config_copy(c, c->disp, c->algos, bd, ba);
+            c->disp[k] = VD_DISP_KEEP;
+            c->disp[u] = VD_DISP_OFFLOAD;
+            vd_plan Q;
+            vd_err te = {0};
+            int qrc = eval_or_repairable(c, P->sim.iter_s * (1.0 - 1e-9), &Q, &te);
+            if (qrc == VDP_SCREENED) continue;
+            if (qrc != VD_OK && qrc != VD_EBUDGET) { *e = te; rc = qrc; break; }
+            c->fixed[k] = c->fixed[u] = true;
+            if (!Q.feasible) rc = greedy(c, &Q, AUTO_SWAP_REPAIR, e);
+            if (!rc && Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 + AUTO_PAIR_SLOWER))
+                rc = refine(c, &Q, e);
+            c->fixed[k] = c->fixed[u] = false;
+            if (!rc && Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+                vdp_plan_release(P);
+                *P = Q;
+                *kept = true;
+            } else {
+                vdp_plan_release(&Q);
+            }
+        }
+    }
+    if (!*kept) config_copy(c, c->disp, c->algos, bd, ba);
+    return rc;
+}
+
 static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     int L = c->L, rc = VD_OK;
     vd_disp *bd = vd_malloc((size_t)(L + 1) * sizeof *bd, NULL);
@@ -785,13 +848,14 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c); k++) {
         if (c->fixed[k] || c->disp[k] != VD_DISP_OFFLOAD) continue;
-        /* A plan that does not stall runs its compute stream back to back:
-         * a trade can only add to it (the repair recomputes or takes leaner
-         * options, the kept map only takes memory), so none can be kept
-         * (ResNet-152 b256 at 32 GiB: 13 trades, 1 s, nothing kept). */
-        if (P->sim.stall_s <= AUTO_NO_STALL * P->sim.iter_s) break;
         phase(c, "trades, layer %d of %d", k + 1, L + 1);
         config_copy(c, bd, ba, c->disp, c->algos);
+        if (P->sim.stall_s <= AUTO_NO_STALL * P->sim.iter_s) {
+            if (c->work >= c->pair_until) break;
+            bool kept;
+            rc = pair_trades(c, P, k, bd, ba, &kept, e);
+            continue;
+        }
         c->disp[k] = VD_DISP_KEEP;
         vd_plan Q;
         vd_err te = {0};
@@ -1268,7 +1332,9 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     memset(&best, 0, sizeof best);
     config_copy(&c, c.disp, c.algos, bd, ba);
     if (P.feasible && !done(&c)) {
+        c.pair_until = c.work + AUTO_PAIR_WORK;
         rc = swap_search(&c, &P, e);
+        c.pair_until = 0;
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     /* AUTO_CHAINS kick chains, each from the plan the trades reached with

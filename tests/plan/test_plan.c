@@ -1180,6 +1180,65 @@ START_TEST(test_vgg16_measured_profile_s5) {
 }
 END_TEST
 
+/* The profile of session 9's first H200 call (2026-12-03; vdnn-bench measured
+ * auto at 12 GiB 0.3580 s against 0.3384 without offload, 0.945x; predicted
+ * 357.306 ms), as measured and with every option's pass times scaled by a
+ * seeded factor in [0.97, 1.03] (the spread of a pass's time between two
+ * measurements). The search has two basins there: 367 ms (features.2:y
+ * offloaded, features.5-6 recomputed, 13 ms) and 355-358 (features.2:y kept,
+ * features.5:y offloaded). Before the pair trades (swap_search) the kicks
+ * left it in the first on seeds 2, 3 and 4 of these (0.922-0.927x of no
+ * offload; 5-8 were fine) and once on the H200 (session 8, 0.917x measured);
+ * issue 13 asks for 0.94x. */
+static double vgg16_s9_ratio(uint32_t seed) {
+    vd_net net;
+    load_shipped_net(&net, "vgg16.yaml", 256);
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_ptr_nonnull(src);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-fp32-s9.json", src);
+    vd_err e = {0};
+    vd_profile prof;
+    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    if (seed) {
+        vd_rng r;
+        vd_rng_seed(&r, seed, 9);
+        for (int l = 0; l < prof.n_layers; l++)
+            for (int a = 0; a < prof.layers[l].n_algos; a++) {
+                vd_profile_algo *al = &prof.layers[l].algos[a];
+                al->fwd_s *= 0.97 + 0.06 * vd_rng_uniform(&r);
+                al->bwd_s *= 0.97 + 0.06 * vd_rng_uniform(&r);
+            }
+    }
+    double t[2];
+    for (int k = 0; k < 2; k++) {
+        vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
+        o.budget = k ? (uint64_t)12 << 30 : 0;
+        vd_plan p;
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        ck_assert(p.feasible);
+        t[k] = p.sim.iter_s;
+        vd_plan_free(&p);
+    }
+    printf("vgg16 b256 s9 profile, seed %u: none %.3f ms, auto 12 GiB %.3f ms (%.4fx)\n", seed,
+           t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    return t[0] / t[1];
+}
+
+START_TEST(test_vgg16_measured_profile_s9) {
+    /* as measured: the plan the H200 ran, pinned (1e-9: rounding) */
+    double r = vgg16_s9_ratio(0);
+    ck_assert_msg(r >= 337.7060e-3 / 357.3061e-3 * (1.0 - 1e-9), "%.5fx", r);
+    /* perturbed: at least issue 13's 0.94x on each seed */
+    for (uint32_t seed = 1; seed <= 4; seed++) {
+        r = vgg16_s9_ratio(seed);
+        ck_assert_msg(r >= 0.94, "seed %u: auto at 12 GiB %.4fx of no offload", seed, r);
+    }
+}
+END_TEST
+
 /* ResNet-50 b256 at 4 GiB on an H200 profile of session 7 (call E): the
  * live bytes came under the budget, the placement's top did not (3.97 GiB
  * placed in 4.11), and greedy, whose excess then counted the top alone,
@@ -1358,6 +1417,6 @@ VDT_MAIN("plan", 300, test_inplace_rules, test_liveness_exact, test_infeasible_m
          test_profile_roundtrip, test_dyn_prefers_fast, test_random_nets_1_12,
          test_random_nets_13_24, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
-         test_vgg16_measured_profile_api, test_vgg16_measured_profile_s5,
+         test_vgg16_measured_profile_api, test_vgg16_measured_profile_s5, test_vgg16_measured_profile_s9,
          test_resnet50_measured_profile_s7, test_per_pass_invariants_1_5,
          test_per_pass_invariants_6_10, test_per_pass_beats_one_choice, test_cli_vgg16)
