@@ -208,7 +208,8 @@ def run_vdnn_bench(args, math, n_maths):
         out = tmp
     cmd = [args.vdnn_bin, spec, "--batch", str(args.batch), "--math", math,
            "--warmup", str(args.warmup), "--iters", str(args.iters), "--json", out]
-    extra = shlex.split(args.vdnn_args or "")
+    # "{math}" in the extra arguments is this run's math (e.g. --profile-out prof-{math}.json)
+    extra = [a.replace("{math}", math) for a in shlex.split(args.vdnn_args or "")]
     if args.deterministic and "--deterministic" not in extra:
         cmd.append("--deterministic")
     cmd += extra
@@ -652,7 +653,7 @@ def parser():
                     "(default: nets/NET.yaml of this repository)")
     ap.add_argument("--vdnn-args", default="", metavar="ARGS",
                     help="more vdnn-bench arguments, one string (e.g. \"--budgets 8G,12G,peak "
-                    "--policies none,all,conv,dyn\")")
+                    "--policies none,all,conv,dyn\"); {math} in it is replaced by the run's math")
     ap.add_argument("--vdnn-out", metavar="FILE", help="keep vdnn-bench's JSON here (with "
                     "several --vdnn-math: FILE with -MATH before the extension, or {math} "
                     "in FILE replaced)")
