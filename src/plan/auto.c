@@ -120,6 +120,8 @@ typedef struct actx {
     int looks;              /* configurations evaluated: built or found in the memo */
     double work;            /* the search's work so far, in full builds times steps
                                (see eval_cost) */
+    double effort;          /* the same, the placements counted as they went
+                               (vdp_build_screened's *effort) */
     /* memo of evaluated configurations (see memo_find) */
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
@@ -130,6 +132,8 @@ typedef struct actx {
     bool no_offload_moves;  /* propose no keep -> offload moves (swap_search's repair) */
     double abandon_s;       /* greedy stops once its plan predicts slower (0: never) */
     double greedy_work;     /* greedy gives up past this much work (0: AUTO_GREEDY_WORK) */
+    bool *look, *look_next; /* [L + 1] refine's positions to try (see refine) */
+    bool *focus;            /* [L + 1] the kicks' and the trades' changes (look_changes) */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -283,9 +287,11 @@ static int eval(actx *c, vd_plan *out, vd_err *e) {
     if (c->evals % 16 == 0) progress(c);
     bool exact = false;
     double lb_s = 0, cost = 0;
+    double effort = 0;
     int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, 0.0, out, &exact,
-                                &lb_s, &cost, e);
+                                &lb_s, &cost, &effort, e);
     c->work += cost;
+    c->effort += effort;
     if (rc == VD_OK || rc == VD_EBUDGET) {
         note_seen(c, out);
         memo_put(c, out->feasible, out->sim.iter_s, true);
@@ -303,9 +309,11 @@ static int eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
     if (c->evals % 16 == 0) progress(c);
     bool exact = false;
     double lb_s = 0, cost = 0;
+    double effort = 0;
     int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s, out,
-                                &exact, &lb_s, &cost, e);
+                                &exact, &lb_s, &cost, &effort, e);
     c->work += cost;
+    c->effort += effort;
     if (rc == VDP_SCREENED) {
         /* no bound at all: no variant's live bytes fit, so it does not fit */
         if (isinf(lb_s)) memo_put(c, false, lb_s, true);
@@ -426,6 +434,10 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
 }
 
 static bool done(const actx *c) { return c->feas_only && c->found; }
+
+/* The whole search's effort is spent (AUTO_EFFORT_CAP): refine, the trades,
+ * the shifts, the kicks and the later starts stop; the plan so far stands. */
+static bool spent(const actx *c) { return c->effort > AUTO_EFFORT_CAP; }
 
 /* No configuration can beat plan P (eval_beats' margin): it is at the lower
  * bound. Refine and the kicks stop there; they would build configurations
@@ -699,12 +711,47 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
     return VD_OK;
 }
 
-/* Try the alternatives of every decision of a fitting *P; keep faster ones. */
-static int refine(actx *c, vd_plan *P, vd_err *e) {
+/* Refine's positions: disposition key k at k, the options of layer j (both
+ * passes) at j + 1, the position of the map layer j writes. */
+static int algo_pos(const actx *c, int k) { return k % c->L + 1; }
+
+/* Mark positions within AUTO_LOOK_WINDOW of pos in look[L + 1]. */
+enum { AUTO_LOOK_WINDOW = 8 };
+static void look_around(const actx *c, bool *look, int pos) {
+    int w = AUTO_LOOK_WINDOW;
+    int lo = pos - w < 0 ? 0 : pos - w, hi = pos + w > c->L ? c->L : pos + w;
+    for (int q = lo; q <= hi; q++) look[q] = true;
+}
+
+/* Mark in look the windows around every position where the current
+ * configuration differs from (disp, algos). */
+static void look_changes(const actx *c, bool *look, const vd_disp *disp, const int *algos) {
+    memset(look, 0, (size_t)(c->L + 1) * sizeof *look);
+    for (int k = 0; k <= c->L; k++)
+        if (c->disp[k] != disp[k]) look_around(c, look, k);
+    for (int k = 0; k < 2 * c->L; k++)
+        if (c->algos[k] != algos[k]) look_around(c, look, algo_pos(c, k));
+}
+
+/* Try the alternatives of decisions of a fitting *P; keep faster ones; up
+ * to 3 passes, while one keeps a change. focus NULL: every pass tries every
+ * decision. focus ([L + 1], the positions of algo_pos): a focused refine
+ * (after a kick): the first pass tries the decisions at those positions, a
+ * later one only those within AUTO_LOOK_WINDOW of a change the pass before
+ * kept (the "don't look" bits of iterated local search). A kick's full
+ * refine cost as much as a start's; most of what it kept was near the kick.
+ * (Don't-look passes after a full first pass too, tried: ResNet-50 b256 at
+ * 8 GiB 165.3 ms instead of 158.4.) */
+static int refine(actx *c, vd_plan *P, const bool *focus, vd_err *e) {
+    bool *look = c->look, *next = c->look_next;
+    size_t nl = (size_t)(c->L + 1) * sizeof *look;
+    if (focus) memcpy(look, focus, nl);
+    else for (int q = 0; q <= c->L; q++) look[q] = true;
     for (int pass = 0; pass < 3 && !at_bound(c, P); pass++) {
         bool improved = false;
-        for (int k = 0; k <= c->L; k++) {
-            int t = c->fixed[k] ? -1 : tensor_of(c, P, k);
+        memset(next, 0, nl);
+        for (int k = 0; k <= c->L && !spent(c); k++) {
+            int t = c->fixed[k] || !look[k] ? -1 : tensor_of(c, P, k);
             if (t < 0) continue;
             /* steps it could be absent (offload needs two, recompute one) */
             const vd_tensor *T = &P->tensors[t];
@@ -725,12 +772,14 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                     vdp_plan_release(P);
                     *P = Q;
                     improved = true;
+                    look_around(c, next, k);
                 } else {
                     c->disp[k] = cur;
                 }
             }
         }
-        for (int k = 0; c->algo_free && k < 2 * c->L; k++) {
+        for (int k = 0; c->algo_free && k < 2 * c->L && !spent(c); k++) {
+            if (!look[algo_pos(c, k)]) continue;
             /* the other options of this pass, fastest first: a faster one,
              * or a slower one with less workspace (its memory can let a
              * prefetch start earlier and remove a stall that costs more);
@@ -756,12 +805,15 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                     vdp_plan_release(P);
                     *P = Q;
                     improved = true;
+                    look_around(c, next, algo_pos(c, k));
                     break;
                 }
                 c->algos[k] = cur;
             }
         }
         if (!improved) break;
+        if (!focus) for (int q = 0; q <= c->L; q++) next[q] = true;
+        memcpy(look, next, nl);
     }
     return VD_OK;
 }
@@ -783,7 +835,7 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     vd_disp *bd = vd_malloc((size_t)(L + 1) * sizeof *bd, NULL);
     int *ba = vd_malloc(2 * (size_t)L * sizeof *ba, NULL);
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
-    for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c); k++) {
+    for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c) && !spent(c); k++) {
         if (c->fixed[k] || c->disp[k] != VD_DISP_OFFLOAD) continue;
         /* A plan that does not stall runs its compute stream back to back:
          * a trade can only add to it (the repair recomputes or takes leaner
@@ -809,7 +861,7 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
         bool keep = Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
         /* refined with the map kept (refine would else undo the trade) */
         c->fixed[k] = true;
-        if (keep) rc = refine(c, &Q, e);
+        if (keep) rc = refine(c, &Q, NULL, e);
         c->fixed[k] = false;
         if (rc) { vdp_plan_release(&Q); break; }
         if (keep) {
@@ -823,6 +875,45 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     vd_free(bd);
     vd_free(ba);
     return rc;
+}
+
+/* Shifts: an offloaded map kept and a kept map of about its size offloaded
+ * instead, in one move (refine changes one decision at a time: keeping the
+ * first alone breaks the budget, offloading the second alone only adds
+ * copies). The first shift of each offloaded map that fits and predicts a
+ * faster iteration is kept. */
+static int shift_search(actx *c, vd_plan *P, vd_err *e) {
+    int L = c->L;
+    for (int a = 0; a <= L && !at_bound(c, P) && !spent(c); a++) {
+        if (c->fixed[a] || c->disp[a] != VD_DISP_OFFLOAD) continue;
+        int ta = tensor_of(c, P, a);
+        if (ta < 0) continue;
+        double sa = (double)P->tensors[ta].bytes;
+        for (int b = 0; b <= L && !spent(c); b++) {
+            if (b == a || c->fixed[b] || c->disp[b] != VD_DISP_KEEP) continue;
+            int tb = tensor_of(c, P, b);
+            if (tb < 0) continue;
+            const vd_tensor *T = &P->tensors[tb];
+            if (T->bwd_first < 0 || T->fwd_last < 0 || T->bwd_first - T->fwd_last - 1 < 2) continue;
+            double sb = (double)T->bytes;
+            if (sb < 0.75 * sa || sb > 1.5 * sa) continue;
+            c->disp[a] = VD_DISP_KEEP;
+            c->disp[b] = VD_DISP_OFFLOAD;
+            vd_plan Q;
+            vd_err te = {0};
+            bool better;
+            int rc = eval_beats(c, P->sim.iter_s, &Q, &better, &te);
+            if (rc) { c->disp[a] = VD_DISP_OFFLOAD; c->disp[b] = VD_DISP_KEEP; *e = te; return rc; }
+            if (better) {
+                vdp_plan_release(P);
+                *P = Q;
+                break;
+            }
+            c->disp[a] = VD_DISP_OFFLOAD;
+            c->disp[b] = VD_DISP_KEEP;
+        }
+    }
+    return VD_OK;
 }
 
 /* Iterated local search: refine stops at a configuration no single change
@@ -899,7 +990,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
         /* the search's work budget is spent */
         if (c->work > limit && !extend_work(P, repair, base, &limit, &mark_s, &idle, start_s)) break;
-        if (at_bound(c, P)) break;   /* no kick could be kept */
+        if (at_bound(c, P) || spent(c)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
@@ -944,13 +1035,16 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
             changed = 0;
         }
         if (changed && Q.feasible) {
-            if ((rc = refine(c, &Q, e))) { vdp_plan_release(&Q); break; }
+            /* focused on the kick's changes (and its repair's) */
+            look_changes(c, c->focus, bd, ba);
+            if ((rc = refine(c, &Q, c->focus, e))) { vdp_plan_release(&Q); break; }
             keep = Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
         }
         if (keep) {
             vdp_plan_release(P);
             *P = Q;
             if ((rc = swap_search(c, P, e))) break;
+            if ((rc = shift_search(c, P, e))) break;
         } else {
             if (changed) vdp_plan_release(&Q);
             config_copy(c, c->disp, c->algos, bd, ba);
@@ -966,7 +1060,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
 static void ctx_free(actx *c) {
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
-    vd_free(c->memo);
+    vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus);
 }
 
 static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -987,6 +1081,9 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->rc_disp = vd_calloc(n1, sizeof *c->rc_disp, NULL);
     c->rc_on = vd_calloc(n1, sizeof *c->rc_on, NULL);
     c->rc_valid = false;
+    c->look = vd_calloc(n1, sizeof *c->look, NULL);
+    c->look_next = vd_calloc(n1, sizeof *c->look_next, NULL);
+    c->focus = vd_calloc(n1, sizeof *c->focus, NULL);
     size_t n2 = 2 * (size_t)(L ? L : 1);
     c->algos = vd_calloc(n2, sizeof *c->algos, NULL);
     c->seen_algos = vd_calloc(n2, sizeof *c->seen_algos, NULL);
@@ -995,7 +1092,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->ex = vd_calloc(2 * n1 + 1, sizeof *c->ex, NULL);
     c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
     c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
-    if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
+    if (!c->disp || !c->look || !c->look_next || !c->focus || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         ctx_free(c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
@@ -1201,7 +1298,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
      * such a gap, and it is the start's dearest part) */
     if (best_s > 0 && P->feasible && P->sim.iter_s > AUTO_START_BEHIND * best_s) return VD_OK;
     phase(c, "refine, start %d of %d", start + 1, N_STARTS);
-    if (P->feasible && !done(c) && (rc = refine(c, P, e))) { vdp_plan_release(P); return rc; }
+    if (P->feasible && !done(c) && (rc = refine(c, P, NULL, e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
 }
 
@@ -1243,6 +1340,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     bool have_start = false;     /* best, bd, ba: the best start so far */
     for (int s = 0; s < N_STARTS && !done(&c); s++) {
         if (s > 1 && c.work > AUTO_WORK) break;
+        if (s > 0 && spent(&c) && c.found) break;
         vd_profile pp = *prof;
         if (s > 1) {                        /* a bandwidth start */
             const double *f = start_bw_scale[s - 2];
@@ -1269,6 +1367,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     config_copy(&c, c.disp, c.algos, bd, ba);
     if (P.feasible && !done(&c)) {
         rc = swap_search(&c, &P, e);
+        if (!rc) rc = shift_search(&c, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     /* AUTO_CHAINS kick chains, each from the plan the trades reached with
@@ -1280,7 +1379,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
      * -api one (371.4); ResNet-50 and ResNet-152 run one (the first spends
      * the budget). */
     for (int ch = 0; ch < AUTO_CHAINS && P.feasible && !done(&c); ch++) {
-        if (ch > 0 && c.work > work_limit(true)) break;
+        if (ch > 0 && (c.work > work_limit(true) || spent(&c))) break;
         vd_plan Q;
         if (ch == 0) {
             config_copy(&c, bd, ba, c.disp, c.algos);   /* the chains' start */

@@ -167,6 +167,15 @@ static uint64_t max_live(bld *B) {
  * share of the budget (see there). */
 static const double PLACE_OVER_SHARE = 0.1;
 
+/* The effort (vdp_build_screened's *effort) of one unit of vdp_place's
+ * *work: fitted with the other terms' weights on the user CPU seconds of
+ * whole auto searches (ResNet-50 b256 at 4 GiB, ResNet-152 at 14.5 GB and
+ * 16 GiB, GoogLeNet at 2.5 GB; about 5e7 effort a second on one core of
+ * the 2-core build machine). The cost counts 24 per interval instead:
+ * right on ResNet-50, a third of the time on ResNet-152, whose 1,500
+ * intervals each scan more placed ones. */
+static const double PLACE_EFFORT = 0.036;
+
 /* Memory: delay prefetches until the live bytes fit, then place; if the
  * placement overshoots (fragmentation), tighten the cap and retry.
  * *live_fit: the live bytes fit the budget (whether the placement does or
@@ -244,7 +253,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         /* up to four orderings, each costlier than a replay per interval
          * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
          * fail: ~6 replayed actions' time per interval and ordering) */
-        vdp_cost(B, 24.0 * p->n_intervals);
+        if (B->cost) *B->cost += 24.0 * p->n_intervals;
+        double pw = 0;
         bool quick = budget && !fits_cap && cap == budget;
         /* Asked only whether it fits, and by how much it overshoots when
          * that is under PLACE_OVER_SHARE of the budget (the retry's cap
@@ -254,7 +264,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
          * b256 at 4 GiB: 3 of 2,100 builds overshooting 10-30%, none of 40
          * over 30%): it gets a cap as tight as for that share. */
         uint64_t stop = quick || !budget ? 0 : budget + (uint64_t)(PLACE_OVER_SHARE * (double)budget);
-        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, quick, stop, &hwm, e);
+        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, quick, stop, &hwm, &pw, e);
+        if (B->effort) *B->effort += PLACE_EFFORT * pw;
         if (rc) break;
         if (!budget || hwm <= budget) break;
         partial = hwm > stop && stop;
@@ -271,7 +282,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
      * except behind a screen, whose caller drops a plan that does not fit
      * (its top is at least the stopped one: above the budget). */
     if (!rc && partial && !(B->screen_s > 0))
-        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, false, 0, &hwm, e);
+        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, false, 0, &hwm, NULL, e);
     vd_free(saved_q);
     return rc;
 }
@@ -383,7 +394,7 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
  * variant that fits predicts faster; dlb the same over the dropped variants
  * alone; how many were dropped. */
-typedef struct screen { double s, lb, dlb, cost; int dropped, dropped_fit; bool exact; } screen;
+typedef struct screen { double s, lb, dlb, cost, effort; int dropped, dropped_fit; bool exact; } screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
@@ -394,6 +405,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
     B.screen_s = scr->s;
     B.cost = &scr->cost;
+    B.effort = &scr->effort;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
@@ -440,6 +452,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         return rc0;
     }
     scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
+    scr->effort += 4.0 * P0.n_tensors;
     for (int v = 0; v < 3; v++) {
         vd_plan alt;
         vd_err te = {0};
@@ -456,6 +469,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         }
         B.screen_s = scr->s;
         B.cost = &scr->cost;
+        B.effort = &scr->effort;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
         double dropped_lb = B.screen_lb;
         bld_free(&B);
@@ -557,6 +571,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     scr->dropped += s2.dropped;
     scr->dropped_fit += s2.dropped_fit;
     scr->cost += s2.cost;
+    scr->effort += s2.effort;
     if (rc2 == VD_OK && (no_fit || alt.hwm < out->hwm)) {
         if (unsure && alt.sim.iter_s < scr->s) {
             /* the retry is faster than the screen, and is the answer only
@@ -567,6 +582,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
             vd_err t3 = {0};
             int rc3 = build_variants(net, prof, opts, offload_pol, algos, pin, true, &lf3, &s3, &A, &t3);
             scr->cost += s3.cost;
+            scr->effort += s3.effort;
             if (rc3 != VD_OK && rc3 != VD_EBUDGET) { vdp_plan_release(&alt); if (rc == VD_EBUDGET) vdp_plan_release(out); *e = t3; return rc3; }
             if (rc3 == VD_OK) {   /* it fits: no retry */
                 vdp_plan_release(&alt);
@@ -595,11 +611,12 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
 
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
-                       bool *exact, double *lb_s, double *cost, vd_err *e) {
+                       bool *exact, double *lb_s, double *cost, double *effort, vd_err *e) {
     screen scr = {.s = screen_s};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *lb_s = scr.lb;
     *cost = scr.cost;
+    if (effort) *effort = scr.effort;
     *exact = scr.exact || scr.dropped == 0 || (rc == VD_OK && out->sim.iter_s < scr.dlb);
     return rc;
 }
