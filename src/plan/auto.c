@@ -35,11 +35,15 @@
  *     far behind the starts before it. The fastest goes on to the trades (swap_search: each
  *     offloaded map kept instead, the memory found by greedy rounds without
  *     offloads, refined; ResNet-50 b256 at 4 GiB 374 -> 312 ms), then to
- *     the kicks (an iterated local search): AUTO_KICKS
+ *     the shifts (shift_search: each offloaded map kept and a kept map of
+ *     about its size offloaded instead, in one move; ResNet-50 4 GiB 311.7
+ *     -> 306.6 ms), then to the kicks (an iterated local search): AUTO_KICKS
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
- *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
- *     is faster (then the trades again); then as many again where a kick
- *     that does not fit is first repaired by a few greedy rounds. A kick
+ *     (fixed seed: same inputs, same plan), refine only around the changed
+ *     decisions (refine's focus: "don't look" bits), keep it if it fits and
+ *     is faster (then the trades and the shifts again); then as many again
+ *     where a kick that does not fit is first repaired by a few greedy
+ *     rounds (and refined in full). A kick
  *     that predicts over AUTO_KICK_SLOWER slower is not refined. The kicks
  *     stop once the search's work passes a budget (work_limit:
  *     AUTO_WORK_BUDGET units of vdp_build_screened's deterministic cost,
@@ -58,8 +62,15 @@
  *     a screen (vdp_build_screened: each prefetch variant whose live bytes
  *     exceed the budget, or whose replay before its placement already
  *     predicts no faster an iteration than the plan refine holds, is dropped
- *     unplaced; 95% of ResNet-50 8 GiB's builds are). Planning times: the
- *     README's table, tools/plan-bench.
+ *     unplaced; 95% of ResNet-50 8 GiB's builds are). Over all of it, a
+ *     total effort cap (AUTO_EFFORT_CAP, vdp_build_screened's *effort: the
+ *     cost with the placements counted by what they did; about 1.5 s on one
+ *     core, a count, never a clock): past it refine, the trades, the shifts
+ *     and the kicks stop, and no further start begins once a plan fits
+ *     (issue 13: plan in 2 s; ResNet-152 b256 at 14.5 GB took 15-20 s, its
+ *     starts' refine and trades 9 s of it: 541.7 ms predicted now, 518.9
+ *     then; ResNet-50 at 4 GiB 5 s: 296.5 ms now, 290.6 then). Planning
+ *     times: the README's table, tools/plan-bench.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -880,8 +891,15 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
 /* Shifts: an offloaded map kept and a kept map of about its size offloaded
  * instead, in one move (refine changes one decision at a time: keeping the
  * first alone breaks the budget, offloading the second alone only adds
- * copies). The first shift of each offloaded map that fits and predicts a
- * faster iteration is kept. */
+ * copies). "About its size": 0.75 to 1.5 times its bytes (the memory it
+ * frees should cover the kept map's). The first shift of each offloaded map
+ * that fits and predicts a faster iteration is kept; one pass. The trades
+ * trade copies for recomputes, these copies of one map for another's: the
+ * ResNet-50 b256 plan at 4 GiB of the uncapped search (290.6 ms) offloaded
+ * the adds of layer3.3-3.5 where a 310 ms one offloaded those of 3.0-3.2.
+ * Shifts after the trades: ResNet-50 at 8 GiB 158.150 ms, 3.34 GB 404.8
+ * (158.361, 412.071 before), and at 4 GiB 306.6 ms where the trades left
+ * 311.7. */
 static int shift_search(actx *c, vd_plan *P, vd_err *e) {
     int L = c->L;
     for (int a = 0; a <= L && !at_bound(c, P) && !spent(c); a++) {
@@ -920,19 +938,25 @@ static int shift_search(actx *c, vd_plan *P, vd_err *e) {
  * improves. Perturb the best one (AUTO_KICK_MOVES random changes of a
  * disposition or a pass's option, a fixed-seed generator: the same inputs
  * give the same plan), refine that, and keep it when it fits and predicts a
- * faster iteration; AUTO_KICKS rounds. Then the same with repair: a kicked
+ * faster iteration; AUTO_KICKS rounds. The refine after a kick tries first
+ * only the decisions within AUTO_LOOK_WINDOW positions of the changed ones,
+ * then only those near what it changed (refine's focus): a full refine per
+ * kick cost as much as a start's, and what it kept was mostly near the kick.
+ * Then the same with repair: a kicked
  * configuration that does not fit gets AUTO_KICK_REPAIR rounds of greedy
- * before refine. That reaches plans that differ in several decisions at once
+ * before a full refine. That reaches plans that differ in several decisions at once
  * (VGG-16 b256 at 12 GiB on the measured profile: keeping the 3 GiB
  * features.2:y instead of offloading it pays off only with other maps
  * offloaded or recomputed instead, 393 -> 384 ms predicted), but every kick
  * then costs a refine. So both stop, whatever round they are at, once the
  * search's work (c->work: what vdp_build_screened counts, a pure function of
  * the configurations built) passes work_limit: the same inputs, the same
- * plan, on any machine. VGG-16 b256 runs all its kicks within the budget;
- * ResNet-50 at 8 GiB and GoogLeNet at 4 GiB a few (under 1 s on one core
- * here), ResNet-50 at 4 GiB (a stalling plan) most (8 s); ResNet-152 at 16
- * GiB none (its starts spend the budget). */
+ * plan, on any machine; and all of the search stops at AUTO_EFFORT_CAP.
+ * VGG-16 b256 runs all its kicks within the budget; ResNet-50 at 8 GiB and
+ * GoogLeNet at 4 GiB a few (under 1 s on one core here), ResNet-50 at 4 GiB
+ * (a stalling plan) until the effort cap (1.5 s; 5 s without it, 290.6 ms
+ * predicted then, 296.5 now); ResNet-152 at 16 GiB none (its starts spend
+ * the budget). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_KICK_SLOWER = 0.3;
 static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 10.0,
