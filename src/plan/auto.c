@@ -145,6 +145,8 @@ typedef struct actx {
     double greedy_work;     /* greedy gives up past this much work (0: AUTO_GREEDY_WORK) */
     bool *look, *look_next; /* [L + 1] refine's positions to try (see refine) */
     bool *focus;            /* [L + 1] the kicks' and the trades' changes (look_changes) */
+    int *rorder;            /* [L + 1] refine's order of the disposition keys (refine_order) */
+    struct gkey *gk;        /* [L + 1] scratch of refine_order */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -744,16 +746,49 @@ static void look_changes(const actx *c, bool *look, const vd_disp *disp, const i
         if (c->algos[k] != algos[k]) look_around(c, look, algo_pos(c, k));
 }
 
+typedef struct gkey { double g; int k; } gkey;
+
+static int cmp_gkey(const void *a, const void *b) {
+    const gkey *x = a, *y = b;
+    if (x->g != y->g) return x->g > y->g ? -1 : 1;
+    return x->k - y->k;
+}
+
+/* The disposition keys in the order refine tries them (order[L + 1]). by_cost
+ * false: in layer order. by_cost: by what the current decision costs,
+ * dearest first (a recompute: its writers' forward times; an offload: its
+ * copy time times P's stall share, the part of its copies not hidden; a
+ * kept map: nothing), so that the likeliest gains come first, and a refine
+ * the effort cap stops has tried them. */
+static void refine_order(actx *c, const vd_plan *P, bool by_cost, int *order) {
+    gkey *g = c->gk;
+    double share = P->sim.iter_s > 0 ? P->sim.stall_s / P->sim.iter_s : 0.0;
+    for (int k = 0; k <= c->L; k++) {
+        double v = 0;
+        int t = by_cost ? tensor_of(c, P, k) : -1;
+        if (t >= 0 && c->disp[k] == VD_DISP_RECOMPUTE) {
+            for (int j = k - 1; j < c->L; j++)
+                if (j >= 0 && P->layers[j].y == t) v += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+        } else if (t >= 0 && c->disp[k] == VD_DISP_OFFLOAD) {
+            v = share * (double)P->tensors[t].bytes / c->prof->dev.h2d_bw;
+        }
+        g[k] = (gkey){v, k};
+    }
+    if (by_cost) qsort(g, (size_t)c->L + 1, sizeof *g, cmp_gkey);
+    for (int k = 0; k <= c->L; k++) order[k] = g[k].k;
+}
+
 /* Try the alternatives of decisions of a fitting *P; keep faster ones; up
- * to 3 passes, while one keeps a change. focus NULL: every pass tries every
- * decision. focus ([L + 1], the positions of algo_pos): a focused refine
+ * to 3 passes, while one keeps a change. The dispositions first, in
+ * refine_order's order (by_cost), then the options. focus NULL: every pass
+ * tries every decision. focus ([L + 1], the positions of algo_pos): a focused refine
  * (after a kick): the first pass tries the decisions at those positions, a
  * later one only those within AUTO_LOOK_WINDOW of a change the pass before
  * kept (the "don't look" bits of iterated local search). A kick's full
  * refine cost as much as a start's; most of what it kept was near the kick.
  * (Don't-look passes after a full first pass too, tried: ResNet-50 b256 at
  * 8 GiB 165.3 ms instead of 158.4.) */
-static int refine(actx *c, vd_plan *P, const bool *focus, vd_err *e) {
+static int refine(actx *c, vd_plan *P, const bool *focus, bool by_cost, vd_err *e) {
     bool *look = c->look, *next = c->look_next;
     size_t nl = (size_t)(c->L + 1) * sizeof *look;
     if (focus) memcpy(look, focus, nl);
@@ -761,7 +796,9 @@ static int refine(actx *c, vd_plan *P, const bool *focus, vd_err *e) {
     for (int pass = 0; pass < 3 && !at_bound(c, P); pass++) {
         bool improved = false;
         memset(next, 0, nl);
-        for (int k = 0; k <= c->L && !spent(c); k++) {
+        refine_order(c, P, by_cost, c->rorder);
+        for (int r = 0; r <= c->L && !spent(c); r++) {
+            int k = c->rorder[r];
             int t = c->fixed[k] || !look[k] ? -1 : tensor_of(c, P, k);
             if (t < 0) continue;
             /* steps it could be absent (offload needs two, recompute one) */
@@ -872,7 +909,7 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
         bool keep = Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
         /* refined with the map kept (refine would else undo the trade) */
         c->fixed[k] = true;
-        if (keep) rc = refine(c, &Q, NULL, e);
+        if (keep) rc = refine(c, &Q, NULL, true, e);
         c->fixed[k] = false;
         if (rc) { vdp_plan_release(&Q); break; }
         if (keep) {
@@ -1065,7 +1102,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
              * 61.471 ms instead of 60.111; the other plan-bench points the
              * same or within 0.6%) */
             look_changes(c, c->focus, bd, ba);
-            if ((rc = refine(c, &Q, repair ? NULL : c->focus, e))) { vdp_plan_release(&Q); break; }
+            if ((rc = refine(c, &Q, repair ? NULL : c->focus, true, e))) { vdp_plan_release(&Q); break; }
             keep = Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
         }
         if (keep) {
@@ -1088,7 +1125,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
 static void ctx_free(actx *c) {
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
-    vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus);
+    vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus); vd_free(c->rorder); vd_free(c->gk);
 }
 
 static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -1112,6 +1149,8 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->look = vd_calloc(n1, sizeof *c->look, NULL);
     c->look_next = vd_calloc(n1, sizeof *c->look_next, NULL);
     c->focus = vd_calloc(n1, sizeof *c->focus, NULL);
+    c->rorder = vd_calloc(n1, sizeof *c->rorder, NULL);
+    c->gk = vd_calloc(n1, sizeof(struct gkey), NULL);
     size_t n2 = 2 * (size_t)(L ? L : 1);
     c->algos = vd_calloc(n2, sizeof *c->algos, NULL);
     c->seen_algos = vd_calloc(n2, sizeof *c->seen_algos, NULL);
@@ -1120,7 +1159,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->ex = vd_calloc(2 * n1 + 1, sizeof *c->ex, NULL);
     c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
     c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
-    if (!c->disp || !c->look || !c->look_next || !c->focus || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
+    if (!c->disp || !c->look || !c->look_next || !c->focus || !c->rorder || !c->gk || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         ctx_free(c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
@@ -1275,6 +1314,22 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
 enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 static const double AUTO_START_BEHIND = 2.0;
 
+/* Would the effort cap cut a start's refine short? Its first pass tries
+ * about 3L configurations (each disposition two ways, each pass's
+ * options); counted at the search's effort per build so far. Then it tries
+ * the dearest decisions first (refine_order): ResNet-152 b256 at 14.5 GB,
+ * whose start's refine the cap stops, 502.6 ms instead of 541.7 (at 16 GiB,
+ * also cut, 433.7 against 430.8). A refine the cap does not cut goes in
+ * layer order: by cost, it ended elsewhere, slower (ResNet-50 at 8 GiB
+ * 167.8 ms against 158.1). Every other refine goes by cost (the trades',
+ * the kicks'): ResNet-50 at 4 GiB 288.1 ms against 296.5, at 8.2 GB 167.9
+ * against 169.9, GoogLeNet at 4 GiB 59.6 against 60.1. */
+static bool pass_cut(const actx *c) {
+    if (c->evals == 0) return false;
+    double per_build = c->effort / c->evals;
+    return c->effort + 3.0 * c->L * per_build > AUTO_EFFORT_CAP;
+}
+
 /* Greedy from the start configuration with profile prof (c->prof restored
  * after), then, if that configuration fits under the true profile (else the
  * fastest fitting one seen), refine.
@@ -1326,7 +1381,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
      * such a gap, and it is the start's dearest part) */
     if (best_s > 0 && P->feasible && P->sim.iter_s > AUTO_START_BEHIND * best_s) return VD_OK;
     phase(c, "refine, start %d of %d", start + 1, N_STARTS);
-    if (P->feasible && !done(c) && (rc = refine(c, P, NULL, e))) { vdp_plan_release(P); return rc; }
+    if (P->feasible && !done(c) && (rc = refine(c, P, NULL, pass_cut(c), e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
 }
 
