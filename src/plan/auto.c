@@ -25,7 +25,10 @@
  *     recompute, keep) and each pass's convolution option at every option
  *     faster for that pass or needing less workspace (slower alone, but the
  *     memory it frees can start a prefetch earlier), fastest first; keep
- *     what still fits and predicts a faster iteration. Steps 2 and 3 run
+ *     what still fits and predicts a faster iteration. The dispositions go
+ *     in layer order in a start's refine, dearest decision first elsewhere
+ *     (refine_order, pass_cut: and in a start's too where the effort cap
+ *     would cut its pass). Steps 2 and 3 run
  *     from several starts: every recomputable map recomputed (RC_START:
  *     ResNet-152 b256 at 16 GiB, 432 ms predicted after its refine against
  *     547 from everything kept); everything kept; and, while the work is
@@ -68,9 +71,10 @@
  *     core, a count, never a clock): past it refine, the trades, the shifts
  *     and the kicks stop, and no further start begins once a plan fits
  *     (issue 13: plan in 2 s; ResNet-152 b256 at 14.5 GB took 15-20 s, its
- *     starts' refine and trades 9 s of it: 541.7 ms predicted now, 518.9
- *     then; ResNet-50 at 4 GiB 5 s: 296.5 ms now, 290.6 then). Planning
- *     times: the README's table, tools/plan-bench.
+ *     starts' refine and trades 9 s of it: 541.7 ms predicted capped, 518.9
+ *     then, 502.6 now with refine_order; ResNet-50 at 4 GiB 5 s: 288.1 ms
+ *     now, 290.6 then). Planning times: the README's table,
+ *     tools/plan-bench.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -992,7 +996,7 @@ static int shift_search(actx *c, vd_plan *P, vd_err *e) {
  * VGG-16 b256 runs all its kicks within the budget; ResNet-50 at 8 GiB and
  * GoogLeNet at 4 GiB a few (under 1 s on one core here), ResNet-50 at 4 GiB
  * (a stalling plan) until the effort cap (1.5 s; 5 s without it, 290.6 ms
- * predicted then, 296.5 now); ResNet-152 at 16 GiB none (its starts spend
+ * predicted then, 288.1 now); ResNet-152 at 16 GiB none (its starts spend
  * the budget). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_KICK_SLOWER = 0.3;
