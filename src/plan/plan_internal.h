@@ -46,8 +46,8 @@ static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, i
  * fits, *hwm is the lowest top an ordering had when it stopped (a lower
  * bound on the full placement's, above fit) and the offsets are partial.
  * When one fits, the result is the one fit = 0 gives. work (optional):
- * += the orderings' work (intervals placed, placed ones looked at, a
- * quarter of those scanned: a deterministic measure of its time). */
+ * += the orderings' work (intervals placed, placed ones looked at, 0.6 of
+ * those scanned: a deterministic measure of its time). */
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t fit, uint64_t *hwm,
               double *work, vd_err *e);
 
@@ -147,7 +147,7 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
  * 2-core build machine, for every net and budget (issue 13: plan in 2 s).
  * Like the work budget, a count, never a clock: the same inputs, the same
  * plan. */
-#define AUTO_EFFORT_CAP 7.5e7
+#define AUTO_EFFORT_CAP 9e7
 
 /* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
  * feasibility_only: stop at the first plan that fits (the result fits iff the
