@@ -67,14 +67,15 @@
  *     predicts no faster an iteration than the plan refine holds, is dropped
  *     unplaced; 95% of ResNet-50 8 GiB's builds are). Over all of it, a
  *     total effort cap (AUTO_EFFORT_CAP, vdp_build_screened's *effort: the
- *     cost with the placements counted by what they did; about 1.5 s on one
+ *     cost with the placements counted by what they did; 1.1-1.6 s on one
  *     core, a count, never a clock): past it refine, the trades, the shifts
- *     and the kicks stop, and no further start begins once a plan fits
- *     (issue 13: plan in 2 s; ResNet-152 b256 at 14.5 GB took 15-20 s, its
- *     starts' refine and trades 9 s of it: 541.7 ms predicted capped, 518.9
- *     then, 502.6 now with refine_order; ResNet-50 at 4 GiB 5 s: 288.1 ms
- *     now, 290.6 then). Planning times: the README's table,
- *     tools/plan-bench.
+ *     and the kicks stop, no later start begins, and a later start's greedy
+ *     stops (the first start's runs to its own limit, so that what fits
+ *     does not depend on the cap) (issue 13: plan in 2 s; ResNet-152 b256
+ *     at 14.5 GB took 15-20 s, its starts' refine and trades 9 s of it:
+ *     518.9 ms predicted then, 506.4 now with refine_order; ResNet-50 at 4
+ *     GiB 5 s: 290.6 ms then, 288.1 now). Planning times: the README's
+ *     table, tools/plan-bench.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -1329,7 +1330,8 @@ static const double AUTO_START_BEHIND = 2.0;
  * options); counted at the search's effort per build so far. Then it tries
  * the dearest decisions first (refine_order): ResNet-152 b256 at 14.5 GB,
  * whose start's refine the cap stops, 502.6 ms instead of 541.7 (at 16 GiB,
- * also cut, 433.7 against 430.8). A refine the cap does not cut goes in
+ * also cut, 433.7 against 430.8; both with the cap at 7.5e7 and scanned
+ * entries at a quarter of a visit, see PLACE_EFFORT). A refine the cap does not cut goes in
  * layer order: by cost, it ended elsewhere, slower (ResNet-50 at 8 GiB
  * 167.8 ms against 158.1). Every other refine goes by cost (the trades',
  * the kicks'): ResNet-50 at 4 GiB 288.1 ms against 296.5, at 8.2 GB 167.9

@@ -168,12 +168,13 @@ static uint64_t max_live(bld *B) {
 static const double PLACE_OVER_SHARE = 0.1;
 
 /* The effort (vdp_build_screened's *effort) of one unit of vdp_place's
- * *work: fitted with the other terms' weights on the user CPU seconds of
- * whole auto searches (ResNet-50 b256 at 4 GiB, ResNet-152 at 14.5 GB and
- * 16 GiB, GoogLeNet at 2.5 GB; about 5e7 effort a second on one core of
- * the 2-core build machine). The cost counts 24 per interval instead:
- * right on ResNet-50, a third of the time on ResNet-152, whose 1,500
- * intervals each scan more placed ones. */
+ * *work: fitted with the other terms' weights (and vdp_place's own: placed
+ * ones visited, 0.6 per one scanned) on the user CPU seconds of 11 whole
+ * auto searches (ResNet-50, ResNet-152, GoogLeNet, VGG-16 b256 at several
+ * budgets: 6.0e7 to 7.8e7 effort a second on one core of the 2-core build
+ * machine, the startup included). The cost counts 24 per interval
+ * instead: right on ResNet-50, a third of the time on ResNet-152, whose
+ * 1,500 intervals each scan more placed ones. */
 static const double PLACE_EFFORT = 0.036;
 
 /* Memory: delay prefetches until the live bytes fit, then place; if the

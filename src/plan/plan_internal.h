@@ -143,8 +143,9 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
 
 /* auto.c: the effort (vdp_build_screened's *effort, summed over the
  * search) after which the auto search stops refining, trading and kicking
- * and starts no more starts once a plan fits: about 1.5 s on one core of the
- * 2-core build machine, for every net and budget (issue 13: plan in 2 s).
+ * and starts no later start: 1.1-1.6 s of a whole search on one core of the
+ * 2-core build machine at every net and budget measured (issue 13: plan in
+ * 2 s; README, "Planning time").
  * Like the work budget, a count, never a clock: the same inputs, the same
  * plan. */
 #define AUTO_EFFORT_CAP 9e7
