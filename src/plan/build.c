@@ -167,6 +167,10 @@ static uint64_t max_live(bld *B) {
  * share of the budget (see there). */
 static const double PLACE_OVER_SHARE = 0.1;
 
+/* vdp_build_unplaced_over skips the placements of variants whose live bytes
+ * exceed the budget by more than this share. */
+static const double UNPLACED_SHARE = 0.3;
+
 /* The effort (vdp_build_screened's *effort) of one unit of vdp_place's
  * *work: fitted with the other terms' weights (and vdp_place's own: placed
  * ones visited, 0.6 per one scanned) on the user CPU seconds of 11 whole
@@ -246,6 +250,14 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
                 if (p->sim.iter_s < lb) lb = p->sim.iter_s;
             }
             if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
+        }
+        /* vdp_build_unplaced_over: live bytes over the budget, not placed */
+        if (attempt == 0 && budget && B->unplaced_over && !(B->screen_s > 0) &&
+            max_live(B) > budget + (uint64_t)(UNPLACED_SHARE * (double)budget)) {
+            *live_fit = false;
+            B->unplaced = true;
+            vdp_build_actions(B);
+            break;
         }
         pin_persistent(B, pin);
         /* (the screen above counted the same intervals' live bytes) */
@@ -378,9 +390,10 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
      * placed (the placement changes only their offsets, which the actions do
      * not read, nor does the screen's replay change what they are built
      * from): not built again. The work counted stays the same. */
-    if (!(B->screen_s > 0)) vdp_build_actions(B);
+    if (!(B->screen_s > 0) && !B->unplaced) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     vdp_finish_stats(p);
+    if (B->unplaced) p->hwm = p->live_peak;   /* its top's lower bound (offsets unset) */
     p->budget = budget ? budget : p->hwm;
     p->feasible = p->hwm <= p->budget;
     rc = vdp_simulate(p, B->prof, false, NULL, e);
@@ -395,7 +408,12 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
  * variant that fits predicts faster; dlb the same over the dropped variants
  * alone; how many were dropped. */
-typedef struct screen { double s, lb, dlb, cost, effort; int dropped, dropped_fit; bool exact; } screen;
+typedef struct screen {
+    double s, lb, dlb, cost, effort;
+    int dropped, dropped_fit;
+    bool exact;
+    bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
+} screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
@@ -405,10 +423,12 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     bool any_offload;
     int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
     B.screen_s = scr->s;
+    B.unplaced_over = scr->unplaced_over;
     B.cost = &scr->cost;
     B.effort = &scr->effort;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
     else if (rc == VD_OK) scr->lb = out->sim.iter_s;
     bld_free(&B);
@@ -469,9 +489,12 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             rc = VD_OK;
         }
         B.screen_s = scr->s;
+        B.unplaced_over = scr->unplaced_over;
+        B.unplaced = false;
         B.cost = &scr->cost;
         B.effort = &scr->effort;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
         bld_free(&B);
         if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
@@ -501,6 +524,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             if (best_rc >= 0) vdp_plan_release(out);
             *out = alt;
             best_rc = rc;
+            scr->unplaced = unplaced;
             if (rc) *e = te;
         } else {
             vdp_plan_release(&alt);
@@ -608,6 +632,17 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
                     vd_plan *out, vd_err *e) {
     screen scr = {0};
     return build_fixed(net, prof, opts, offload_pol, algos, pin, &scr, out, e);
+}
+
+int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            vd_policy offload_pol, const int *algos, vd_plan *out, bool *unplaced,
+                            double *cost, double *effort, vd_err *e) {
+    screen scr = {.unplaced_over = true};
+    int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
+    *unplaced = (rc == VD_EBUDGET) && scr.unplaced;
+    *cost = scr.cost;
+    if (effort) *effort = scr.effort;
+    return rc;
 }
 
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

@@ -112,6 +112,17 @@ int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_
                        vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
                        bool *exact, double *lb_s, double *cost, double *effort, vd_err *e);
 
+/* vdp_build_fixed for a search that reads of a plan whose live bytes exceed
+ * the budget by over 30% only those, its replay and its top's lower bound
+ * (greedy's excess): such a plan is not placed (the placement changes only the
+ * offsets and the top, which nothing else of the plan reads, and staging,
+ * which needs a plan that fits: the same replay), its hwm is its live peak,
+ * its offsets unset; *unplaced then. Returns like vdp_build_fixed; *cost,
+ * *effort as vdp_build_screened's. */
+int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            vd_policy offload_pol, const int *algos, vd_plan *out, bool *unplaced,
+                            double *cost, double *effort, vd_err *e);
+
 /* The layers vdp_build_fixed recomputes with opts (opts->disp) and
  * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is
  * honoured. Depends on opts->disp only (the options change workspaces, not
@@ -143,12 +154,12 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
 
 /* auto.c: the effort (vdp_build_screened's *effort, summed over the
  * search) after which the auto search stops refining, trading and kicking
- * and starts no later start: 1.1-1.6 s of a whole search on one core of the
+ * and starts no later start: 1.0-1.5 s of a whole search on one core of the
  * 2-core build machine at every net and budget measured (issue 13: plan in
  * 2 s; README, "Planning time").
  * Like the work budget, a count, never a clock: the same inputs, the same
  * plan. */
-#define AUTO_EFFORT_CAP 9e7
+#define AUTO_EFFORT_CAP 8e7
 
 /* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
  * feasibility_only: stop at the first plan that fits (the result fits iff the
