@@ -25,7 +25,10 @@
  *     recompute, keep) and each pass's convolution option at every option
  *     faster for that pass or needing less workspace (slower alone, but the
  *     memory it frees can start a prefetch earlier), fastest first; keep
- *     what still fits and predicts a faster iteration. Steps 2 and 3 run
+ *     what still fits and predicts a faster iteration. The dispositions go
+ *     in layer order in a start's refine, dearest decision first elsewhere
+ *     (refine_order, pass_cut: and in a start's too where the effort cap
+ *     would cut its pass). Steps 2 and 3 run
  *     from several starts: every recomputable map recomputed (RC_START:
  *     ResNet-152 b256 at 16 GiB, 432 ms predicted after its refine against
  *     547 from everything kept); everything kept; and, while the work is
@@ -37,11 +40,15 @@
  *     offloads, refined; ResNet-50 b256 at 4 GiB 374 -> 312 ms; in a plan
  *     that does not stall, pairs instead: the map kept and a recomputed one
  *     offloaded, VGG-16 b256 at 12 GiB 367 -> 356 ms), then to
- *     the kicks (an iterated local search): AUTO_KICKS
+ *     the shifts (shift_search: each offloaded map kept and a kept map of
+ *     about its size offloaded instead, in one move; ResNet-50 4 GiB 311.7
+ *     -> 306.6 ms), then to the kicks (an iterated local search): AUTO_KICKS
  *     times, change AUTO_KICK_MOVES random decisions of the best plan
- *     (fixed seed: same inputs, same plan), refine, keep it if it fits and
- *     is faster (then the trades again); then as many again where a kick
- *     that does not fit is first repaired by a few greedy rounds. A kick
+ *     (fixed seed: same inputs, same plan), refine only around the changed
+ *     decisions (refine's focus: "don't look" bits), keep it if it fits and
+ *     is faster (then the trades and the shifts again); then as many again
+ *     where a kick that does not fit is first repaired by a few greedy
+ *     rounds (and refined in full). A kick
  *     that predicts over AUTO_KICK_SLOWER slower is not refined. The kicks
  *     stop once the search's work passes a budget (work_limit:
  *     AUTO_WORK_BUDGET units of vdp_build_screened's deterministic cost,
@@ -60,8 +67,19 @@
  *     a screen (vdp_build_screened: each prefetch variant whose live bytes
  *     exceed the budget, or whose replay before its placement already
  *     predicts no faster an iteration than the plan refine holds, is dropped
- *     unplaced; 95% of ResNet-50 8 GiB's builds are). Planning times: the
- *     README's table, tools/plan-bench.
+ *     unplaced; 95% of ResNet-50 8 GiB's builds are). Over all of it, a
+ *     total effort cap (AUTO_EFFORT_CAP, vdp_build_screened's *effort: the
+ *     cost with the placements and the memory fitting counted by what they
+ *     did; 1.0-1.5 s on one core, a count, never a clock): past it refine,
+ *     the trades, the shifts
+ *     and the kicks stop, no later start begins, and a later start's greedy
+ *     stops (the first start's runs to its own limit, so that what fits
+ *     does not depend on the cap; greedy's moves far over the budget are
+ *     not placed: eval_unplaced) (issue 13: plan in 2 s; ResNet-152 b256
+ *     at 14.5 GB took 15-20 s, its starts' refine and trades 9 s of it:
+ *     518.9 ms predicted then, 506.4 now with refine_order; ResNet-50 at 4
+ *     GiB 5 s: 290.6 ms then, 288.1 now). Planning times: the README's
+ *     table, tools/plan-bench.
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -122,6 +140,8 @@ typedef struct actx {
     int looks;              /* configurations evaluated: built or found in the memo */
     double work;            /* the search's work so far, in full builds times steps
                                (see eval_cost) */
+    double effort;          /* the same, the placements counted as they went
+                               (vdp_build_screened's *effort) */
     /* memo of evaluated configurations (see memo_find) */
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
@@ -133,6 +153,10 @@ typedef struct actx {
     double abandon_s;       /* greedy stops once its plan predicts slower (0: never) */
     double greedy_work;     /* greedy gives up past this much work (0: AUTO_GREEDY_WORK) */
     double pair_until;      /* swap_search tries pairs while c->work is below this (0: none) */
+    bool *look, *look_next; /* [L + 1] refine's positions to try (see refine) */
+    bool *focus;            /* [L + 1] the kicks' and the trades' changes (look_changes) */
+    int *rorder;            /* [L + 1] refine's order of the disposition keys (refine_order) */
+    struct gkey *gk;        /* [L + 1] scratch of refine_order */
 } actx;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -286,9 +310,41 @@ static int eval(actx *c, vd_plan *out, vd_err *e) {
     if (c->evals % 16 == 0) progress(c);
     bool exact = false;
     double lb_s = 0, cost = 0;
+    double effort = 0;
     int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, 0.0, out, &exact,
-                                &lb_s, &cost, e);
+                                &lb_s, &cost, &effort, e);
     c->work += cost;
+    c->effort += effort;
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        note_seen(c, out);
+        memo_put(c, out->feasible, out->sim.iter_s, true);
+    }
+    return rc;
+}
+
+/* eval for greedy's moves: a plan whose live bytes exceed the budget by over
+ * 30% is not placed (vdp_build_unplaced_over; *unplaced then): greedy reads
+ * of it the live bytes, the replay and the top, which is then its live
+ * peak (excess: the placement's fragmentation above that is left out;
+ * nearer the budget, where it decides what fits, plans are placed as
+ * before). The placements were most of greedy's time where its moves are
+ * far from fitting: ResNet-152 b256 at 8 GiB, whose first start's greedy
+ * spent nine tenths of the effort cap, 751.8 ms predicted before, 686.5
+ * now; at 4.0 and 5 GiB the search now fits (1139.5, 1080.0 ms against the
+ * fallbacks' 1678.0, 1550.0). The same outcome as eval's (fits, iteration),
+ * so the memo keeps it; greedy's last plan is placed (eval) for its
+ * callers. (The moves not placed at all over the budget: that changed the
+ * first start's plan of ResNet-152 at 14.5 GB, which then refined to 540
+ * ms instead of 506.) */
+static int eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e) {
+    c->evals++;
+    c->looks++;
+    if (c->evals % 16 == 0) progress(c);
+    double cost = 0, effort = 0;
+    int rc = vdp_build_unplaced_over(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, out, unplaced,
+                                     &cost, &effort, e);
+    c->work += cost;
+    c->effort += effort;
     if (rc == VD_OK || rc == VD_EBUDGET) {
         note_seen(c, out);
         memo_put(c, out->feasible, out->sim.iter_s, true);
@@ -306,9 +362,11 @@ static int eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
     if (c->evals % 16 == 0) progress(c);
     bool exact = false;
     double lb_s = 0, cost = 0;
+    double effort = 0;
     int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s, out,
-                                &exact, &lb_s, &cost, e);
+                                &exact, &lb_s, &cost, &effort, e);
     c->work += cost;
+    c->effort += effort;
     if (rc == VDP_SCREENED) {
         /* no bound at all: no variant's live bytes fit, so it does not fit */
         if (isinf(lb_s)) memo_put(c, false, lb_s, true);
@@ -429,6 +487,10 @@ static int eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
 }
 
 static bool done(const actx *c) { return c->feas_only && c->found; }
+
+/* The whole search's effort is spent (AUTO_EFFORT_CAP): refine, the trades,
+ * the shifts, the kicks and the later starts stop; the plan so far stands. */
+static bool spent(const actx *c) { return c->effort > AUTO_EFFORT_CAP; }
 
 /* No configuration can beat plan P (eval_beats' margin): it is at the lower
  * bound. Refine and the kicks stop there; they would build configurations
@@ -620,10 +682,17 @@ static const double AUTO_GREEDY_WORK = 3.0 * AUTO_WORK_BUDGET;
  * configuration and stays so. */
 static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
     double w0 = c->work;
+    bool unplaced = false;   /* *P was not placed (eval_unplaced) */
     for (int round = 0; round < max_rounds && !P->feasible && !done(c); round++) {
         /* a start's greedy that has not made the plan fit within
          * AUTO_GREEDY_WORK gives up (the fallbacks or another start fit) */
         if (c->work - w0 > (c->greedy_work > 0 ? c->greedy_work : AUTO_GREEDY_WORK)) break;
+        /* past the effort cap once some plan fits (ResNet-152 b256 at 14
+         * GiB on its measured profile: the keep-all start's greedy took the
+         * search from 1.3 to 2.1 s), or in a later start while none does
+         * (greedy_work set: ResNet-152 at 6 GiB, where only the fallbacks
+         * fit, 1.8 s); the first start's greedy runs to its own limit */
+        if (spent(c) && (c->found || c->greedy_work > 0)) break;
         /* a start already too far behind (one_start: it is not refined) */
         if (c->abandon_s > 0 && P->sim.iter_s > c->abandon_s) break;
         double ex0 = excess(P, c->B);
@@ -634,6 +703,7 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
         int best = -1;
         vd_plan bestQ;
         memset(&bestQ, 0, sizeof bestQ);
+        bool best_unplaced = false;
         int n_eval = 0;
         for (int i = 0; i < n && !done(c); i++) {
             move *m = &c->mv[i];
@@ -644,7 +714,8 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
             apply(c, m, &old);
             vd_plan Q;
             vd_err te = {0};
-            int rc = eval(c, &Q, &te);
+            bool qu = false;
+            int rc = eval_unplaced(c, &Q, &qu, &te);
             undo(c, m, old);
             if (rc != VD_OK && rc != VD_EBUDGET) {
                 if (best >= 0) vdp_plan_release(&bestQ);
@@ -658,6 +729,7 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
             if (m->score > 0 && (best < 0 || m->score > c->mv[best].score)) {
                 if (best >= 0) vdp_plan_release(&bestQ);
                 bestQ = Q;
+                best_unplaced = qu;
                 best = i;
             } else {
                 vdp_plan_release(&Q);
@@ -670,6 +742,7 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
         apply(c, &c->mv[best], &old);
         vdp_plan_release(P);
         *P = bestQ;
+        unplaced = best_unplaced;
         /* the other helpful moves, best first, on top */
         move first = c->mv[best];
         c->mv[best].score = -1.0;
@@ -684,7 +757,8 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
             apply(c, m, &o2);
             vd_plan Q;
             vd_err te = {0};
-            int rc = eval(c, &Q, &te);
+            bool qu = false;
+            int rc = eval_unplaced(c, &Q, &qu, &te);
             if (rc != VD_OK && rc != VD_EBUDGET) { undo(c, m, o2); *e = te; return rc; }
             double gain = ex - (Q.feasible ? 0.0 : excess(&Q, c->B));
             double dt = Q.sim.iter_s - P->sim.iter_s;
@@ -692,6 +766,7 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
             if (gain > 0 && gain >= 0.5 * share && dt <= (m->dt > 0 ? 2.0 * m->dt : 0.0) + eps) {
                 vdp_plan_release(P);
                 *P = Q;
+                unplaced = qu;
             } else {
                 undo(c, m, o2);
                 vdp_plan_release(&Q);
@@ -699,15 +774,91 @@ static int greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
             }
         }
     }
+    /* the callers get a placed plan */
+    if (unplaced) {
+        vdp_plan_release(P);
+        int rc = eval(c, P, e);
+        if (rc != VD_OK && rc != VD_EBUDGET) return rc;
+    }
     return VD_OK;
 }
 
-/* Try the alternatives of every decision of a fitting *P; keep faster ones. */
-static int refine(actx *c, vd_plan *P, vd_err *e) {
+/* Refine's positions: disposition key k at k, the options of layer j (both
+ * passes) at j + 1, the position of the map layer j writes. */
+static int algo_pos(const actx *c, int k) { return k % c->L + 1; }
+
+/* Mark positions within AUTO_LOOK_WINDOW of pos in look[L + 1]. */
+enum { AUTO_LOOK_WINDOW = 8 };
+static void look_around(const actx *c, bool *look, int pos) {
+    int w = AUTO_LOOK_WINDOW;
+    int lo = pos - w < 0 ? 0 : pos - w, hi = pos + w > c->L ? c->L : pos + w;
+    for (int q = lo; q <= hi; q++) look[q] = true;
+}
+
+/* Mark in look the windows around every position where the current
+ * configuration differs from (disp, algos). */
+static void look_changes(const actx *c, bool *look, const vd_disp *disp, const int *algos) {
+    memset(look, 0, (size_t)(c->L + 1) * sizeof *look);
+    for (int k = 0; k <= c->L; k++)
+        if (c->disp[k] != disp[k]) look_around(c, look, k);
+    for (int k = 0; k < 2 * c->L; k++)
+        if (c->algos[k] != algos[k]) look_around(c, look, algo_pos(c, k));
+}
+
+typedef struct gkey { double g; int k; } gkey;
+
+static int cmp_gkey(const void *a, const void *b) {
+    const gkey *x = a, *y = b;
+    if (x->g != y->g) return x->g > y->g ? -1 : 1;
+    return x->k - y->k;
+}
+
+/* The disposition keys in the order refine tries them (order[L + 1]). by_cost
+ * false: in layer order. by_cost: by what the current decision costs,
+ * dearest first (a recompute: its writers' forward times; an offload: its
+ * copy time times P's stall share, the part of its copies not hidden; a
+ * kept map: nothing), so that the likeliest gains come first, and a refine
+ * the effort cap stops has tried them. */
+static void refine_order(actx *c, const vd_plan *P, bool by_cost, int *order) {
+    gkey *g = c->gk;
+    double share = P->sim.iter_s > 0 ? P->sim.stall_s / P->sim.iter_s : 0.0;
+    for (int k = 0; k <= c->L; k++) {
+        double v = 0;
+        int t = by_cost ? tensor_of(c, P, k) : -1;
+        if (t >= 0 && c->disp[k] == VD_DISP_RECOMPUTE) {
+            for (int j = k - 1; j < c->L; j++)
+                if (j >= 0 && P->layers[j].y == t) v += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+        } else if (t >= 0 && c->disp[k] == VD_DISP_OFFLOAD) {
+            v = share * (double)P->tensors[t].bytes / c->prof->dev.h2d_bw;
+        }
+        g[k] = (gkey){v, k};
+    }
+    if (by_cost) qsort(g, (size_t)c->L + 1, sizeof *g, cmp_gkey);
+    for (int k = 0; k <= c->L; k++) order[k] = g[k].k;
+}
+
+/* Try the alternatives of decisions of a fitting *P; keep faster ones; up
+ * to 3 passes, while one keeps a change. The dispositions first, in
+ * refine_order's order (by_cost), then the options. focus NULL: every pass
+ * tries every decision. focus ([L + 1], the positions of algo_pos): a focused refine
+ * (after a kick): the first pass tries the decisions at those positions, a
+ * later one only those within AUTO_LOOK_WINDOW of a change the pass before
+ * kept (the "don't look" bits of iterated local search). A kick's full
+ * refine cost as much as a start's; most of what it kept was near the kick.
+ * (Don't-look passes after a full first pass too, tried: ResNet-50 b256 at
+ * 8 GiB 165.3 ms instead of 158.4.) */
+static int refine(actx *c, vd_plan *P, const bool *focus, bool by_cost, vd_err *e) {
+    bool *look = c->look, *next = c->look_next;
+    size_t nl = (size_t)(c->L + 1) * sizeof *look;
+    if (focus) memcpy(look, focus, nl);
+    else for (int q = 0; q <= c->L; q++) look[q] = true;
     for (int pass = 0; pass < 3 && !at_bound(c, P); pass++) {
         bool improved = false;
-        for (int k = 0; k <= c->L; k++) {
-            int t = c->fixed[k] ? -1 : tensor_of(c, P, k);
+        memset(next, 0, nl);
+        refine_order(c, P, by_cost, c->rorder);
+        for (int r = 0; r <= c->L && !spent(c); r++) {
+            int k = c->rorder[r];
+            int t = c->fixed[k] || !look[k] ? -1 : tensor_of(c, P, k);
             if (t < 0) continue;
             /* steps it could be absent (offload needs two, recompute one) */
             const vd_tensor *T = &P->tensors[t];
@@ -728,12 +879,14 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                     vdp_plan_release(P);
                     *P = Q;
                     improved = true;
+                    look_around(c, next, k);
                 } else {
                     c->disp[k] = cur;
                 }
             }
         }
-        for (int k = 0; c->algo_free && k < 2 * c->L; k++) {
+        for (int k = 0; c->algo_free && k < 2 * c->L && !spent(c); k++) {
+            if (!look[algo_pos(c, k)]) continue;
             /* the other options of this pass, fastest first: a faster one,
              * or a slower one with less workspace (its memory can let a
              * prefetch start earlier and remove a stall that costs more);
@@ -759,12 +912,15 @@ static int refine(actx *c, vd_plan *P, vd_err *e) {
                     vdp_plan_release(P);
                     *P = Q;
                     improved = true;
+                    look_around(c, next, algo_pos(c, k));
                     break;
                 }
                 c->algos[k] = cur;
             }
         }
         if (!improved) break;
+        if (!focus) for (int q = 0; q <= c->L; q++) next[q] = true;
+        memcpy(look, next, nl);
     }
     return VD_OK;
 }
@@ -810,7 +966,8 @@ static int pair_trades(actx *c, vd_plan *P, int k, const vd_disp *bd, const int 
                        vd_err *e) {
     int L = c->L, rc = VD_OK;
     *kept = false;
-    for (int tried = 0, dist = 1; dist <= L && tried < AUTO_PAIRS && !*kept && rc == VD_OK; dist++) {
+    for (int tried = 0, dist = 1;
+         dist <= L && tried < AUTO_PAIRS && !*kept && rc == VD_OK && !spent(c); dist++) {
         for (int side = 0; side < 2 && tried < AUTO_PAIRS && !*kept; side++) {
             int u = side ? k + dist : k - dist;
             if (u < 0 || u > L || bd[u] != VD_DISP_RECOMPUTE || c->fixed[u]) continue;
@@ -826,7 +983,7 @@ static int pair_trades(actx *c, vd_plan *P, int k, const vd_disp *bd, const int 
             c->fixed[k] = c->fixed[u] = true;
             if (!Q.feasible) rc = greedy(c, &Q, AUTO_SWAP_REPAIR, e);
             if (!rc && Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 + AUTO_PAIR_SLOWER))
-                rc = refine(c, &Q, e);
+                rc = refine(c, &Q, NULL, true, e);
             c->fixed[k] = c->fixed[u] = false;
             if (!rc && Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
                 vdp_plan_release(P);
@@ -846,7 +1003,7 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     vd_disp *bd = vd_malloc((size_t)(L + 1) * sizeof *bd, NULL);
     int *ba = vd_malloc(2 * (size_t)L * sizeof *ba, NULL);
     if (!bd || !ba) { vd_free(bd); vd_free(ba); return vd_errf(e, VD_ENOMEM, "out of memory"); }
-    for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c); k++) {
+    for (int k = 0; k <= L && rc == VD_OK && !at_bound(c, P) && !done(c) && !spent(c); k++) {
         if (c->fixed[k] || c->disp[k] != VD_DISP_OFFLOAD) continue;
         phase(c, "trades, layer %d of %d", k + 1, L + 1);
         config_copy(c, bd, ba, c->disp, c->algos);
@@ -873,7 +1030,7 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
         bool keep = Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
         /* refined with the map kept (refine would else undo the trade) */
         c->fixed[k] = true;
-        if (keep) rc = refine(c, &Q, e);
+        if (keep) rc = refine(c, &Q, NULL, true, e);
         c->fixed[k] = false;
         if (rc) { vdp_plan_release(&Q); break; }
         if (keep) {
@@ -889,23 +1046,75 @@ static int swap_search(actx *c, vd_plan *P, vd_err *e) {
     return rc;
 }
 
+/* Shifts: an offloaded map kept and a kept map of about its size offloaded
+ * instead, in one move (refine changes one decision at a time: keeping the
+ * first alone breaks the budget, offloading the second alone only adds
+ * copies). "About its size": 0.75 to 1.5 times its bytes (the memory it
+ * frees should cover the kept map's). The first shift of each offloaded map
+ * that fits and predicts a faster iteration is kept; one pass. The trades
+ * trade copies for recomputes, these copies of one map for another's: the
+ * ResNet-50 b256 plan at 4 GiB of the uncapped search (290.6 ms) offloaded
+ * the adds of layer3.3-3.5 where a 310 ms one offloaded those of 3.0-3.2.
+ * Shifts after the trades: ResNet-50 at 8 GiB 158.150 ms, 3.34 GB 404.8
+ * (158.361, 412.071 before), and at 4 GiB 306.6 ms where the trades left
+ * 311.7. */
+static int shift_search(actx *c, vd_plan *P, vd_err *e) {
+    int L = c->L;
+    for (int a = 0; a <= L && !at_bound(c, P) && !spent(c); a++) {
+        if (c->fixed[a] || c->disp[a] != VD_DISP_OFFLOAD) continue;
+        int ta = tensor_of(c, P, a);
+        if (ta < 0) continue;
+        double sa = (double)P->tensors[ta].bytes;
+        for (int b = 0; b <= L && !spent(c); b++) {
+            if (b == a || c->fixed[b] || c->disp[b] != VD_DISP_KEEP) continue;
+            int tb = tensor_of(c, P, b);
+            if (tb < 0) continue;
+            const vd_tensor *T = &P->tensors[tb];
+            if (T->bwd_first < 0 || T->fwd_last < 0 || T->bwd_first - T->fwd_last - 1 < 2) continue;
+            double sb = (double)T->bytes;
+            if (sb < 0.75 * sa || sb > 1.5 * sa) continue;
+            c->disp[a] = VD_DISP_KEEP;
+            c->disp[b] = VD_DISP_OFFLOAD;
+            vd_plan Q;
+            vd_err te = {0};
+            bool better;
+            int rc = eval_beats(c, P->sim.iter_s, &Q, &better, &te);
+            if (rc) { c->disp[a] = VD_DISP_OFFLOAD; c->disp[b] = VD_DISP_KEEP; *e = te; return rc; }
+            if (better) {
+                vdp_plan_release(P);
+                *P = Q;
+                break;
+            }
+            c->disp[a] = VD_DISP_OFFLOAD;
+            c->disp[b] = VD_DISP_KEEP;
+        }
+    }
+    return VD_OK;
+}
+
 /* Iterated local search: refine stops at a configuration no single change
  * improves. Perturb the best one (AUTO_KICK_MOVES random changes of a
  * disposition or a pass's option, a fixed-seed generator: the same inputs
  * give the same plan), refine that, and keep it when it fits and predicts a
- * faster iteration; AUTO_KICKS rounds. Then the same with repair: a kicked
+ * faster iteration; AUTO_KICKS rounds. The refine after a kick tries first
+ * only the decisions within AUTO_LOOK_WINDOW positions of the changed ones,
+ * then only those near what it changed (refine's focus): a full refine per
+ * kick cost as much as a start's, and what it kept was mostly near the kick.
+ * Then the same with repair: a kicked
  * configuration that does not fit gets AUTO_KICK_REPAIR rounds of greedy
- * before refine. That reaches plans that differ in several decisions at once
+ * before a full refine. That reaches plans that differ in several decisions at once
  * (VGG-16 b256 at 12 GiB on the measured profile: keeping the 3 GiB
  * features.2:y instead of offloading it pays off only with other maps
  * offloaded or recomputed instead, 393 -> 384 ms predicted), but every kick
  * then costs a refine. So both stop, whatever round they are at, once the
  * search's work (c->work: what vdp_build_screened counts, a pure function of
  * the configurations built) passes work_limit: the same inputs, the same
- * plan, on any machine. VGG-16 b256 runs all its kicks within the budget;
- * ResNet-50 at 8 GiB and GoogLeNet at 4 GiB a few (under 1 s on one core
- * here), ResNet-50 at 4 GiB (a stalling plan) most (8 s); ResNet-152 at 16
- * GiB none (its starts spend the budget). */
+ * plan, on any machine; and all of the search stops at AUTO_EFFORT_CAP.
+ * VGG-16 b256 runs all its kicks within the budget; ResNet-50 at 8 GiB and
+ * GoogLeNet at 4 GiB a few (under 1 s on one core here), ResNet-50 at 4 GiB
+ * (a stalling plan) until the effort cap (1.5 s; 5 s without it, 290.6 ms
+ * predicted then, 288.1 now); ResNet-152 at 16 GiB none (its starts spend
+ * the budget). */
 enum { AUTO_KICKS = 60, AUTO_KICK_MOVES = 4, AUTO_KICK_REPAIR = 2 };
 static const double AUTO_KICK_SLOWER = 0.3;
 static const double AUTO_WORK = AUTO_WORK_BUDGET, AUTO_STALL_SHARE = 0.1, AUTO_STALL_WORK = 10.0,
@@ -963,7 +1172,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
         phase(c, repair ? "kicks with repair, %d of %d" : "kicks, %d of %d", round + 1, AUTO_KICKS);
         /* the search's work budget is spent */
         if (c->work > limit && !extend_work(P, repair, base, &limit, &mark_s, &idle, start_s)) break;
-        if (at_bound(c, P)) break;   /* no kick could be kept */
+        if (at_bound(c, P) || spent(c)) break;   /* no kick could be kept */
         config_copy(c, bd, ba, c->disp, c->algos);
         int changed = 0;
         for (int m = 0, tries = 0; m < AUTO_KICK_MOVES && tries < 64; tries++) {
@@ -1008,13 +1217,20 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
             changed = 0;
         }
         if (changed && Q.feasible) {
-            if ((rc = refine(c, &Q, e))) { vdp_plan_release(&Q); break; }
+            /* without repair: focused on the kick's changes; with repair
+             * (fewer get here, and the repair's changes are far from the
+             * kick's) in full (focused there too: GoogLeNet b256 at 4 GiB
+             * 61.471 ms instead of 60.111; the other plan-bench points the
+             * same or within 0.6%) */
+            look_changes(c, c->focus, bd, ba);
+            if ((rc = refine(c, &Q, repair ? NULL : c->focus, true, e))) { vdp_plan_release(&Q); break; }
             keep = Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9);
         }
         if (keep) {
             vdp_plan_release(P);
             *P = Q;
             if ((rc = swap_search(c, P, e))) break;
+            if ((rc = shift_search(c, P, e))) break;
         } else {
             if (changed) vdp_plan_release(&Q);
             config_copy(c, c->disp, c->algos, bd, ba);
@@ -1030,7 +1246,7 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
 static void ctx_free(actx *c) {
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
-    vd_free(c->memo);
+    vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus); vd_free(c->rorder); vd_free(c->gk);
 }
 
 static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -1051,6 +1267,11 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->rc_disp = vd_calloc(n1, sizeof *c->rc_disp, NULL);
     c->rc_on = vd_calloc(n1, sizeof *c->rc_on, NULL);
     c->rc_valid = false;
+    c->look = vd_calloc(n1, sizeof *c->look, NULL);
+    c->look_next = vd_calloc(n1, sizeof *c->look_next, NULL);
+    c->focus = vd_calloc(n1, sizeof *c->focus, NULL);
+    c->rorder = vd_calloc(n1, sizeof *c->rorder, NULL);
+    c->gk = vd_calloc(n1, sizeof(struct gkey), NULL);
     size_t n2 = 2 * (size_t)(L ? L : 1);
     c->algos = vd_calloc(n2, sizeof *c->algos, NULL);
     c->seen_algos = vd_calloc(n2, sizeof *c->seen_algos, NULL);
@@ -1059,7 +1280,7 @@ static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd
     c->ex = vd_calloc(2 * n1 + 1, sizeof *c->ex, NULL);
     c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
     c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
-    if (!c->disp || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
+    if (!c->disp || !c->look || !c->look_next || !c->focus || !c->rorder || !c->gk || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         ctx_free(c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
@@ -1214,6 +1435,23 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
 enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 static const double AUTO_START_BEHIND = 2.0;
 
+/* Would the effort cap cut a start's refine short? Its first pass tries
+ * about 3L configurations (each disposition two ways, each pass's
+ * options); counted at the search's effort per build so far. Then it tries
+ * the dearest decisions first (refine_order): ResNet-152 b256 at 14.5 GB,
+ * whose start's refine the cap stops, 502.6 ms instead of 541.7 (at 16 GiB,
+ * also cut, 433.7 against 430.8; both with the cap at 7.5e7 and scanned
+ * entries at a quarter of a visit, see PLACE_EFFORT). A refine the cap does not cut goes in
+ * layer order: by cost, it ended elsewhere, slower (ResNet-50 at 8 GiB
+ * 167.8 ms against 158.1). Every other refine goes by cost (the trades',
+ * the kicks'): ResNet-50 at 4 GiB 288.1 ms against 296.5, at 8.2 GB 167.9
+ * against 169.9, GoogLeNet at 4 GiB 59.6 against 60.1. */
+static bool pass_cut(const actx *c) {
+    if (c->evals == 0) return false;
+    double per_build = c->effort / c->evals;
+    return c->effort + 3.0 * c->L * per_build > AUTO_EFFORT_CAP;
+}
+
 /* Greedy from the start configuration with profile prof (c->prof restored
  * after), then, if that configuration fits under the true profile (else the
  * fastest fitting one seen), refine.
@@ -1265,7 +1503,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
      * such a gap, and it is the start's dearest part) */
     if (best_s > 0 && P->feasible && P->sim.iter_s > AUTO_START_BEHIND * best_s) return VD_OK;
     phase(c, "refine, start %d of %d", start + 1, N_STARTS);
-    if (P->feasible && !done(c) && (rc = refine(c, P, e))) { vdp_plan_release(P); return rc; }
+    if (P->feasible && !done(c) && (rc = refine(c, P, NULL, pass_cut(c), e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
 }
 
@@ -1307,6 +1545,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     bool have_start = false;     /* best, bd, ba: the best start so far */
     for (int s = 0; s < N_STARTS && !done(&c); s++) {
         if (s > 1 && c.work > AUTO_WORK) break;
+        if (s > 0 && spent(&c)) break;
         vd_profile pp = *prof;
         if (s > 1) {                        /* a bandwidth start */
             const double *f = start_bw_scale[s - 2];
@@ -1335,6 +1574,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
         c.pair_until = c.work + AUTO_PAIR_WORK;
         rc = swap_search(&c, &P, e);
         c.pair_until = 0;
+        if (!rc) rc = shift_search(&c, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     /* AUTO_CHAINS kick chains, each from the plan the trades reached with
@@ -1346,7 +1586,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
      * -api one (371.4); ResNet-50 and ResNet-152 run one (the first spends
      * the budget). */
     for (int ch = 0; ch < AUTO_CHAINS && P.feasible && !done(&c); ch++) {
-        if (ch > 0 && c.work > work_limit(true)) break;
+        if (ch > 0 && (c.work > work_limit(true) || spent(&c))) break;
         vd_plan Q;
         if (ch == 0) {
             config_copy(&c, bd, ba, c.disp, c.algos);   /* the chains' start */

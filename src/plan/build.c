@@ -167,6 +167,20 @@ static uint64_t max_live(bld *B) {
  * share of the budget (see there). */
 static const double PLACE_OVER_SHARE = 0.1;
 
+/* vdp_build_unplaced_over skips the placements of variants whose live bytes
+ * exceed the budget by more than this share. */
+static const double UNPLACED_SHARE = 0.3;
+
+/* The effort (vdp_build_screened's *effort) of one unit of vdp_place's
+ * *work: fitted with the other terms' weights (and vdp_place's own: placed
+ * ones visited, 0.6 per one scanned) on the user CPU seconds of 11 whole
+ * auto searches (ResNet-50, ResNet-152, GoogLeNet, VGG-16 b256 at several
+ * budgets: 6.0e7 to 7.8e7 effort a second on one core of the 2-core build
+ * machine, the startup included). The cost counts 24 per interval
+ * instead: right on ResNet-50, a third of the time on ResNet-152, whose
+ * 1,500 intervals each scan more placed ones. */
+static const double PLACE_EFFORT = 0.036;
+
 /* Memory: delay prefetches until the live bytes fit, then place; if the
  * placement overshoots (fragmentation), tighten the cap and retry.
  * *live_fit: the live bytes fit the budget (whether the placement does or
@@ -237,6 +251,14 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
             }
             if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
         }
+        /* vdp_build_unplaced_over: live bytes over the budget, not placed */
+        if (attempt == 0 && budget && B->unplaced_over && !(B->screen_s > 0) &&
+            max_live(B) > budget + (uint64_t)(UNPLACED_SHARE * (double)budget)) {
+            *live_fit = false;
+            B->unplaced = true;
+            vdp_build_actions(B);
+            break;
+        }
         pin_persistent(B, pin);
         /* (the screen above counted the same intervals' live bytes) */
         if (attempt == 0 && budget && !(B->screen_s > 0)) *live_fit = max_live(B) <= budget;
@@ -244,7 +266,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         /* up to four orderings, each costlier than a replay per interval
          * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
          * fail: ~6 replayed actions' time per interval and ordering) */
-        vdp_cost(B, 24.0 * p->n_intervals);
+        if (B->cost) *B->cost += 24.0 * p->n_intervals;
+        double pw = 0;
         bool quick = budget && !fits_cap && cap == budget;
         /* Asked only whether it fits, and by how much it overshoots when
          * that is under PLACE_OVER_SHARE of the budget (the retry's cap
@@ -254,7 +277,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
          * b256 at 4 GiB: 3 of 2,100 builds overshooting 10-30%, none of 40
          * over 30%): it gets a cap as tight as for that share. */
         uint64_t stop = quick || !budget ? 0 : budget + (uint64_t)(PLACE_OVER_SHARE * (double)budget);
-        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, quick, stop, &hwm, e);
+        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, quick, stop, &hwm, &pw, e);
+        if (B->effort) *B->effort += PLACE_EFFORT * pw;
         if (rc) break;
         if (!budget || hwm <= budget) break;
         partial = hwm > stop && stop;
@@ -271,7 +295,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
      * except behind a screen, whose caller drops a plan that does not fit
      * (its top is at least the stopped one: above the budget). */
     if (!rc && partial && !(B->screen_s > 0))
-        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, false, 0, &hwm, e);
+        rc = vdp_place(p->intervals, p->n_intervals, B->pinned, false, 0, &hwm, NULL, e);
     vd_free(saved_q);
     return rc;
 }
@@ -366,9 +390,10 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
      * placed (the placement changes only their offsets, which the actions do
      * not read, nor does the screen's replay change what they are built
      * from): not built again. The work counted stays the same. */
-    if (!(B->screen_s > 0)) vdp_build_actions(B);
+    if (!(B->screen_s > 0) && !B->unplaced) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     vdp_finish_stats(p);
+    if (B->unplaced) p->hwm = p->live_peak;   /* its top's lower bound (offsets unset) */
     p->budget = budget ? budget : p->hwm;
     p->feasible = p->hwm <= p->budget;
     rc = vdp_simulate(p, B->prof, false, NULL, e);
@@ -383,7 +408,12 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
  * variant that fits predicts faster; dlb the same over the dropped variants
  * alone; how many were dropped. */
-typedef struct screen { double s, lb, dlb, cost; int dropped, dropped_fit; bool exact; } screen;
+typedef struct screen {
+    double s, lb, dlb, cost, effort;
+    int dropped, dropped_fit;
+    bool exact;
+    bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
+} screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                       vd_policy offload_pol, const int *algos, const vd_plan *pin,
@@ -393,9 +423,12 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     bool any_offload;
     int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
     B.screen_s = scr->s;
+    B.unplaced_over = scr->unplaced_over;
     B.cost = &scr->cost;
+    B.effort = &scr->effort;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
     else if (rc == VD_OK) scr->lb = out->sim.iter_s;
     bld_free(&B);
@@ -440,6 +473,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         return rc0;
     }
     scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
+    scr->effort += 4.0 * P0.n_tensors;
     for (int v = 0; v < 3; v++) {
         vd_plan alt;
         vd_err te = {0};
@@ -455,8 +489,12 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             rc = VD_OK;
         }
         B.screen_s = scr->s;
+        B.unplaced_over = scr->unplaced_over;
+        B.unplaced = false;
         B.cost = &scr->cost;
+        B.effort = &scr->effort;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
         bld_free(&B);
         if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
@@ -486,6 +524,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
             if (best_rc >= 0) vdp_plan_release(out);
             *out = alt;
             best_rc = rc;
+            scr->unplaced = unplaced;
             if (rc) *e = te;
         } else {
             vdp_plan_release(&alt);
@@ -557,6 +596,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     scr->dropped += s2.dropped;
     scr->dropped_fit += s2.dropped_fit;
     scr->cost += s2.cost;
+    scr->effort += s2.effort;
     if (rc2 == VD_OK && (no_fit || alt.hwm < out->hwm)) {
         if (unsure && alt.sim.iter_s < scr->s) {
             /* the retry is faster than the screen, and is the answer only
@@ -567,6 +607,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
             vd_err t3 = {0};
             int rc3 = build_variants(net, prof, opts, offload_pol, algos, pin, true, &lf3, &s3, &A, &t3);
             scr->cost += s3.cost;
+            scr->effort += s3.effort;
             if (rc3 != VD_OK && rc3 != VD_EBUDGET) { vdp_plan_release(&alt); if (rc == VD_EBUDGET) vdp_plan_release(out); *e = t3; return rc3; }
             if (rc3 == VD_OK) {   /* it fits: no retry */
                 vdp_plan_release(&alt);
@@ -593,13 +634,25 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
     return build_fixed(net, prof, opts, offload_pol, algos, pin, &scr, out, e);
 }
 
+int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            vd_policy offload_pol, const int *algos, vd_plan *out, bool *unplaced,
+                            double *cost, double *effort, vd_err *e) {
+    screen scr = {.unplaced_over = true};
+    int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
+    *unplaced = (rc == VD_EBUDGET) && scr.unplaced;
+    *cost = scr.cost;
+    if (effort) *effort = scr.effort;
+    return rc;
+}
+
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
-                       bool *exact, double *lb_s, double *cost, vd_err *e) {
+                       bool *exact, double *lb_s, double *cost, double *effort, vd_err *e) {
     screen scr = {.s = screen_s};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *lb_s = scr.lb;
     *cost = scr.cost;
+    if (effort) *effort = scr.effort;
     *exact = scr.exact || scr.dropped == 0 || (rc == VD_OK && out->sim.iter_s < scr.dlb);
     return rc;
 }

@@ -42,7 +42,11 @@ typedef struct bld {
                            into the plan by vdp_name_tensors */
     double screen_s;   /* vdp_build_screened's screen (0: none) */
     double *cost;      /* NULL, or where the build adds up its work (vdp_build_screened) */
+    double *effort;    /* NULL, or the same with the placement's own count (vdp_build_screened) */
     double screen_lb;  /* fit_and_place: the replay that dropped this variant */
+    bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed
+                            (vdp_build_unplaced_over) */
+    bool unplaced;       /* fit_and_place: this variant was not placed */
     void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 
@@ -61,7 +65,10 @@ static inline void vdp_copy_str(char *dst, size_t n, const char *src) {
 }
 
 /* Count work w toward the build's cost (vdp_build_screened's *cost). */
-static inline void vdp_cost(bld *b, double w) { if (b->cost) *b->cost += w; }
+static inline void vdp_cost(bld *b, double w) {
+    if (b->cost) *b->cost += w;
+    if (b->effort) *b->effort += w;
+}
 
 /* ---- tensors.c ---------------------------------------------------------- */
 

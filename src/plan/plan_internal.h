@@ -45,9 +45,11 @@ static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, i
  * ordering stops once its top passes fit while none has fitted; when none
  * fits, *hwm is the lowest top an ordering had when it stopped (a lower
  * bound on the full placement's, above fit) and the offsets are partial.
- * When one fits, the result is the one fit = 0 gives. */
+ * When one fits, the result is the one fit = 0 gives. work (optional):
+ * += the orderings' work (intervals placed, placed ones looked at, 0.6 of
+ * those scanned: a deterministic measure of its time). */
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t fit, uint64_t *hwm,
-              vd_err *e);
+              double *work, vd_err *e);
 
 /* Replay the plan's actions on three streams with durations from prof
  * (copies: bytes / bandwidth; D2H and H2D in flight together share both_bw,
@@ -102,11 +104,24 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
  * too, unplaced, and then the configuration does not fit); *exact: out is the plan
  * vdp_build_fixed gives (nothing dropped, or out fits and beats every
  * dropped variant's replay); *cost: the build's work (actions replayed,
- * intervals placed, tensors built: a deterministic measure of its time). */
+ * intervals placed, tensors built: a deterministic measure of its time);
+ * *effort (optional): the same with the placements counted by what they
+ * did (vdp_place's work), nearer the time on big nets. */
 enum { VDP_SCREENED = 100 };
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
-                       bool *exact, double *lb_s, double *cost, vd_err *e);
+                       bool *exact, double *lb_s, double *cost, double *effort, vd_err *e);
+
+/* vdp_build_fixed for a search that reads of a plan whose live bytes exceed
+ * the budget by over 30% only those, its replay and its top's lower bound
+ * (greedy's excess): such a plan is not placed (the placement changes only the
+ * offsets and the top, which nothing else of the plan reads, and staging,
+ * which needs a plan that fits: the same replay), its hwm is its live peak,
+ * its offsets unset; *unplaced then. Returns like vdp_build_fixed; *cost,
+ * *effort as vdp_build_screened's. */
+int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            vd_policy offload_pol, const int *algos, vd_plan *out, bool *unplaced,
+                            double *cost, double *effort, vd_err *e);
 
 /* The layers vdp_build_fixed recomputes with opts (opts->disp) and
  * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is
@@ -136,6 +151,15 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
  * vdp_build_screened's cost units (about 6.4e7 a second on one core of the
  * 2-core build machine). */
 #define AUTO_WORK_BUDGET 3e7
+
+/* auto.c: the effort (vdp_build_screened's *effort, summed over the
+ * search) after which the auto search stops refining, trading and kicking
+ * and starts no later start: 1.0-1.5 s of a whole search on one core of the
+ * 2-core build machine at every net and budget measured (issue 13: plan in
+ * 2 s; README, "Planning time").
+ * Like the work budget, a count, never a clock: the same inputs, the same
+ * plan. */
+#define AUTO_EFFORT_CAP 8e7
 
 /* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
  * feasibility_only: stop at the first plan that fits (the result fits iff the

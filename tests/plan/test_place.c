@@ -158,7 +158,7 @@ START_TEST(test_place_matches_scan) {
         bool quick = trial % 7 == 3;
         uint64_t h_new = 0;
         vd_err e = {0};
-        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, 0, &h_new, &e), VD_OK);
+        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, 0, &h_new, NULL, &e), VD_OK);
         uint64_t h_ref = ref_place(b, n, any_pin ? pin : NULL, quick);
         ck_assert_msg(h_new == h_ref, "trial %d: hwm %llu, the scan %llu", trial,
                       (unsigned long long)h_new, (unsigned long long)h_ref);
@@ -175,7 +175,7 @@ START_TEST(test_place_matches_scan) {
         uint64_t fit = trial % 3 == 0 ? h_ref : trial % 3 == 1 ? h_ref - 1 : h_ref - h_ref / 10;
         if (fit == 0) fit = 1;
         uint64_t h_fit = 0;
-        ck_assert_int_eq(vdp_place(c, n, any_pin ? pin : NULL, quick, fit, &h_fit, &e), VD_OK);
+        ck_assert_int_eq(vdp_place(c, n, any_pin ? pin : NULL, quick, fit, &h_fit, NULL, &e), VD_OK);
         if (fit >= h_ref) {
             ck_assert_msg(h_fit == h_ref, "trial %d: fits, hwm %llu, the full %llu", trial,
                           (unsigned long long)h_fit, (unsigned long long)h_ref);

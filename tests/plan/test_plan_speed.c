@@ -126,7 +126,7 @@ START_TEST(test_screened_build) {
     for (int k = 0; k < 3; k++) {
         double cost = 0;
         int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], &S, &exact,
-                                    &lb, &cost, &e);
+                                    &lb, &cost, NULL, &e);
         ck_assert_double_gt(cost, 0);
         if (k < 2) {
             ck_assert_msg(rc == VD_OK, "screen %g: rc %d (%s)", screens[k], rc, e.msg);
