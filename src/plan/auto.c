@@ -80,6 +80,10 @@
  *     518.9 ms predicted then, 506.4 now with refine_order; ResNet-50 at 4
  *     GiB 5 s: 290.6 ms then, 288.1 now). Planning times: the README's
  *     table, tools/plan-bench.
+ *     When no start fits, the keep-all start runs once more with propose's
+ *     last-resort moves (offload a recomputed map resident over the budget
+ *     after its recompute step; VGG-16 b256 12 GiB on a profile 1.5% off a
+ *     measured one: 640 ms, offload all, before; 356.5 ms).
  *  4. The paper's dyn (with caller-fixed algorithms: conv and all) is built
  *     too, and when nothing fits yet, "recompute everything recomputable,
  *     offload the rest, least workspace". The fastest plan that fits wins;
@@ -153,6 +157,7 @@ typedef struct actx {
     double abandon_s;       /* greedy stops once its plan predicts slower (0: never) */
     double greedy_work;     /* greedy gives up past this much work (0: AUTO_GREEDY_WORK) */
     double pair_until;      /* swap_search tries pairs while c->work is below this (0: none) */
+    bool last_resort;       /* no start fitted: propose's last resort moves too */
     bool *look, *look_next; /* [L + 1] refine's positions to try (see refine) */
     bool *focus;            /* [L + 1] the kicks' and the trades' changes (look_changes) */
     int *rorder;            /* [L + 1] refine's order of the disposition keys (refine_order) */
@@ -653,6 +658,31 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
         double dt = algo_time(c, k, m) - algo_time(c, k, cur);
         c->mv[n++] = (move){.kind = MV_ALGO, .key = k, .val = m, .est = est,
                             .rank = est / (dt > eps_t ? dt : eps_t)};
+    }
+    /* No move at all, in the search's last resort (no start fitted): a
+     * recomputed map can stay resident past its recompute step (a chain's
+     * map, kept for a later reader) at steps over the budget where the moves
+     * above do not look. VGG-16 b256 at 12 GiB on its s9 call C profile with
+     * the pass times 1.5% off (docs/results/h200-2026-12-03-s9, seed 100):
+     * features.0:y recomputed at bwd features.4 with features.2:y, resident
+     * until bwd features.2, the budget exceeded at bwd features.3 between;
+     * greedy had no move from any start and the search fell back on offload
+     * all, 640 ms against 368 with these. Only there, so every search that
+     * fitted before plans as before. */
+    bool none = n == 0 && c->last_resort;
+    for (int k = 0; none && k <= c->L; k++) {
+        if (c->fixed[k] || c->disp[k] != VD_DISP_RECOMPUTE || c->no_offload_moves) continue;
+        int t = tensor_of(c, p, k);
+        if (t < 0) continue;
+        const vd_tensor *T = &p->tensors[t];
+        int rs = T->recompute_step;
+        if (T->fwd_last < 0 || rs < 0 || rs >= p->n_steps || rs - T->fwd_last - 1 < 2) continue;
+        double sz = (double)p->intervals[T->iv[0]].bytes, est = 0;
+        for (int s = rs; s < p->n_steps && s <= T->bwd_last; s++)
+            if (c->ex[s] > 0 && vd_plan_resident(p, t, s)) est += c->ex[s] < sz ? c->ex[s] : sz;
+        if (est > 0)
+            c->mv[n++] = (move){.kind = MV_DISP, .key = k, .val = VD_DISP_OFFLOAD, .est = est,
+                                .rank = est};
     }
     /* rank within each kind, then batches of the best K of each kind */
     qsort(c->mv, (size_t)n, sizeof *c->mv, cmp_rank);
@@ -1562,6 +1592,20 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
             if (have_start) vdp_plan_release(&best);
             best = P;
             have_start = true;
+            config_copy(&c, bd, ba, c.disp, c.algos);
+        } else {
+            vdp_plan_release(&P);
+        }
+    }
+    /* the last resort (propose): no start fitted; the keep-all start again */
+    if (have_start && !best.feasible && !done(&c)) {
+        c.last_resort = true;
+        rc = one_start(&c, 1, prof, d0, a0, 0.0, &P, e);
+        c.last_resort = false;
+        if (rc) goto fail;
+        if (P.feasible) {
+            vdp_plan_release(&best);
+            best = P;
             config_copy(&c, bd, ba, c.disp, c.algos);
         } else {
             vdp_plan_release(&P);
