@@ -80,8 +80,9 @@
  *     518.9 ms predicted then, 506.4 now with refine_order; ResNet-50 at 4
  *     GiB 5 s: 290.6 ms then, 288.1 now). Planning times: the README's
  *     table, tools/plan-bench.
- *     A search that has spent under half its effort cap (VGG-16) then asks
- *     a second opinion (second_opinion): the whole search on the profile
+ *     A search that has spent under half its effort cap, with its plan over
+ *     2% above the lower bound and an iteration of 10 ms or more (VGG-16,
+ *     AlexNet), then asks a second opinion (second_opinion): the whole search on the profile
  *     with its pass times jittered by 1.5%, that plan's decisions rebuilt
  *     under the true profile and refined, kept when faster (VGG-16 b256 12
  *     GiB on session 9's call C profile: 369.9 -> 357.5 ms).
@@ -1554,7 +1555,7 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
  * decisions of the plan it finds on that profile 1.5% off, 7 seeds of 8);
  * H200: 0.916x of no offload measured against issue 13's 0.94. One level
  * deep (jitter_depth); deterministic (a fixed seed). */
-static const double AUTO_JITTER = 0.015;
+static const double AUTO_JITTER = 0.015, AUTO_OPINION_GAP = 0.02, AUTO_OPINION_MIN_S = 0.01;
 static _Thread_local int jitter_depth;
 static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
                           const vd_plan_opts *opts, vd_plan *P, vd_err *e) {
@@ -1730,7 +1731,13 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
             vdp_plan_release(&Q);
         }
     }
-    if (P.feasible && !done(&c) && jitter_depth == 0 && c.effort < AUTO_EFFORT_CAP / 2) {
+    /* only where it can gain: the plan over 2% above the lower bound, and
+     * an iteration of at least AUTO_OPINION_MIN_S (on the tiny nets, LeNet
+     * and the tests' random nets, it would double a planning time that
+     * already outweighs what it could gain) */
+    if (P.feasible && !done(&c) && jitter_depth == 0 && c.effort < AUTO_EFFORT_CAP / 2 &&
+        c.lb > 0 && P.sim.iter_s > c.lb * (1.0 + AUTO_OPINION_GAP) &&
+        P.sim.iter_s >= AUTO_OPINION_MIN_S) {
         phase(&c, "second opinion", 0, 0);
         rc = second_opinion(&c, net, prof, opts, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
