@@ -1056,6 +1056,33 @@ START_TEST(test_vgg16_auto_beats_dyn) {
 }
 END_TEST
 
+/* nets/vgg16.yaml at batch 256 and the profile tests/plan/data/FILE. */
+static void load_vgg16_with(const char *file, vd_net *net, vd_profile *prof) {
+    load_shipped_net(net, "vgg16.yaml", 256);
+    const char *src = getenv("VD_SRCDIR");
+    ck_assert_ptr_nonnull(src);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/plan/data/%s", src, file);
+    vd_err e = {0};
+    ck_assert_msg(vd_profile_load(path, net, 256, prof, &e) == 0, "%s", e.msg);
+}
+
+/* t[0]: no offload's predicted iteration, t[1]: auto's at 12 GiB; each plan
+ * fits (auto's within the budget) and keeps the plan invariants. */
+static void none_and_auto_12g(const vd_net *net, const vd_profile *prof, double t[2]) {
+    for (int k = 0; k < 2; k++) {
+        vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
+        o.budget = k ? (uint64_t)12 << 30 : 0;
+        vd_plan p;
+        vd_err e = {0};
+        ck_assert_msg(vd_plan_build(net, prof, &o, &p, &e) == 0, "%s", e.msg);
+        check_plan_invariants(&p, net);
+        ck_assert(p.feasible && (!k || p.hwm <= o.budget));
+        t[k] = p.sim.iter_s;
+        vd_plan_free(&p);
+    }
+}
+
 /* VGG-16 at batch 256 with profiles measured on the H200 (fp32; their conv
  * options include the split "b/k" ones): at 12 GiB auto fits, uses split
  * options, and predicts at most max_over over no offload.
@@ -1081,14 +1108,9 @@ END_TEST
 static void check_vgg16_measured(const char *file, double max_over, bool want_mixed,
                                  double max_auto_s) {
     vd_net net;
-    load_shipped_net(&net, "vgg16.yaml", 256);
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/%s", src, file);
-    vd_err e = {0};
     vd_profile prof;
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_vgg16_with(file, &net, &prof);
+    vd_err e = {0};
     double t[2], lbs[2];
     const uint64_t budget = (uint64_t)12 << 30;
     for (int k = 0; k < 2; k++) {
@@ -1192,14 +1214,8 @@ END_TEST
  * issue 13 asks for 0.94x. */
 static double vgg16_s9_ratio(uint32_t seed) {
     vd_net net;
-    load_shipped_net(&net, "vgg16.yaml", 256);
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-fp32-s9.json", src);
-    vd_err e = {0};
     vd_profile prof;
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_vgg16_with("vgg16-b256-h200-fp32-s9.json", &net, &prof);
     if (seed) {
         vd_rng r;
         vd_rng_seed(&r, seed, 9);
@@ -1211,15 +1227,7 @@ static double vgg16_s9_ratio(uint32_t seed) {
             }
     }
     double t[2];
-    for (int k = 0; k < 2; k++) {
-        vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
-        o.budget = k ? (uint64_t)12 << 30 : 0;
-        vd_plan p;
-        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-        ck_assert(p.feasible);
-        t[k] = p.sim.iter_s;
-        vd_plan_free(&p);
-    }
+    none_and_auto_12g(&net, &prof, t);
     printf("vgg16 b256 s9 profile, seed %u: none %.3f ms, auto 12 GiB %.3f ms (%.4fx)\n", seed,
            t[0] * 1e3, t[1] * 1e3, t[0] / t[1]);
     vd_profile_free(&prof);
@@ -1248,25 +1256,10 @@ END_TEST
  * finds 357.528 ms; pinned, and at least issue 13's 0.94x of no offload. */
 START_TEST(test_vgg16_second_opinion) {
     vd_net net;
-    load_shipped_net(&net, "vgg16.yaml", 256);
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-fp32-s9c.json", src);
-    vd_err e = {0};
     vd_profile prof;
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_vgg16_with("vgg16-b256-h200-fp32-s9c.json", &net, &prof);
     double t[2];
-    for (int k = 0; k < 2; k++) {
-        vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
-        o.budget = k ? (uint64_t)12 << 30 : 0;
-        vd_plan p;
-        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-        check_plan_invariants(&p, &net);
-        ck_assert(p.feasible && (!k || p.hwm <= o.budget));
-        t[k] = p.sim.iter_s;
-        vd_plan_free(&p);
-    }
+    none_and_auto_12g(&net, &prof, t);
     printf("vgg16 b256 s9c: none %.3f ms, auto 12 GiB %.3f ms (%.4fx)\n", t[0] * 1e3, t[1] * 1e3,
            t[0] / t[1]);
     /* 1e-9: the printed value's rounding */
@@ -1288,14 +1281,9 @@ END_TEST
  * beside it. */
 START_TEST(test_vgg16_no_move_last_resort) {
     vd_net net;
-    load_shipped_net(&net, "vgg16.yaml", 256);
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-fp32-s9c-perturbed.json", src);
-    vd_err e = {0};
     vd_profile prof;
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_vgg16_with("vgg16-b256-h200-fp32-s9c-perturbed.json", &net, &prof);
+    vd_err e = {0};
     vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
     o.budget = (uint64_t)12 << 30;
     vd_plan p;
