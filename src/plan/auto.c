@@ -1603,13 +1603,14 @@ static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
     vdp_plan_release(&J);
     vd_plan Q;
     rc = eval(c, &Q, e);
-    if (rc == VD_OK) rc = refine(c, &Q, NULL, true, e);
-    else if (rc == VD_EBUDGET) { vdp_plan_release(&Q); rc = VD_OK; Q.feasible = false; }
-    if (rc == VD_OK && Q.feasible && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+    bool fits = rc == VD_OK;   /* Q valid and fitting */
+    if (rc == VD_EBUDGET) { vdp_plan_release(&Q); rc = VD_OK; }
+    if (fits && (rc = refine(c, &Q, NULL, true, e))) { vdp_plan_release(&Q); fits = false; }
+    if (fits && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
         vdp_plan_release(P);
         *P = Q;
     } else {
-        if (rc == VD_OK && Q.feasible) vdp_plan_release(&Q);
+        if (fits) vdp_plan_release(&Q);
         config_copy(c, c->disp, c->algos, sd, sa);
     }
     vd_free(sd);
