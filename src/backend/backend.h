@@ -120,7 +120,9 @@ typedef struct vd_backend_opts {
                                    1..12 (0 = the default, 8) */
     bool conv_rtc;              /* --conv-rtc: also runtime-compiled engines */
     bool conv_direct_force;     /* tests: every conv the direct forward kernel serves
-                                   also gets the option "direct" (CUDA) */
+                                   also gets the option "direct", and its other
+                                   options' forward is the direct kernel too (so a
+                                   ReLU in place after it fuses into it) (CUDA) */
     bool conv_gemm_force;       /* tests: every 1x1 conv the cuBLAS backward-filter
                                    serves also gets the option "gemm w" (CUDA) */
     bool sync_debug;            /* --sync-debug: synchronize after every op */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cuda/cuda_backend.h"
 #include "exec/exec.h"
 #include "plan/plan.h"
 
@@ -220,12 +221,85 @@ START_TEST(test_deterministic_and_offload_invariance) {
 }
 END_TEST
 
+/* A ReLU fused into its conv's direct forward kernel (cu_fuse_setup; VGG's
+ * first layer): with conv_direct_force the 3-channel conv runs the direct
+ * kernel in every option, so its ReLU in place is fused, and the second
+ * conv's (8 channels: no direct kernel) is not. Fused, the run is
+ * bit-identical to the same ops unfused (the ReLU made not in place: the
+ * conv writes its output and the ReLU kernel rectifies it), in the forward
+ * pass and where auto at its smallest budget recomputes or offloads; and it
+ * agrees with the CPU within TOL_LOSS / TOL_W. */
+static void build_fused(vd_net *net) {
+    c_net_begin(net, 3, 16, 16, BATCH);
+    net->train.lr = 0.01f;
+    net->train.momentum = 0.9f;
+    net->train.seed = 5;
+    int c1 = vdt_add(net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
+    int r1 = vdt_add(net, vdt_simple(c1, VD_OP_RELU));
+    int c2 = vdt_add(net, c_conv(r1, 8, 3, 1, 1, 1, 1, true));
+    int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
+    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));   /* 8x8x8 */
+    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
+    int f1 = vdt_add(net, fc);
+    vdt_finish(net, f1);
+    vd_schedule_inplace(net);
+}
+
+START_TEST(test_relu_fused_into_direct_conv) {
+    vd_backend *be = c_cuda();
+    bool was = be->opts.conv_direct_force;
+    be->opts.conv_direct_force = true;   /* read by the next layer_setup */
+    vd_net net, unf;
+    build_fused(&net);
+    build_fused(&unf);
+    ck_assert(net.layers[1].op == VD_OP_RELU && net.layers[1].inplace && net.layers[3].inplace);
+    unf.layers[1].inplace = false;
+    size_t bytes = (size_t)net.param_floats * sizeof(float);
+    run_result f, u, t, cpu;
+    run(be, &net, VD_POLICY_NONE, VD_MATH_FP32, true, &f);
+    ck_assert_msg(vd_cuda_relu_fused(be, 1), "the ReLU after the 3-channel conv is not fused");
+    ck_assert_msg(!vd_cuda_relu_fused(be, 3), "the ReLU after the 8-channel conv is fused");
+    run(be, &unf, VD_POLICY_NONE, VD_MATH_FP32, true, &u);
+    ck_assert_msg(!vd_cuda_relu_fused(be, 1), "a ReLU not in place is fused");
+    ck_assert_msg(!memcmp(f.params, u.params, bytes) && !memcmp(f.mom, u.mom, bytes) &&
+                      !memcmp(f.loss, u.loss, sizeof f.loss),
+                  "the fused ReLU changed the results");
+    run_at(be, &net, VD_POLICY_AUTO, VD_MATH_FP32, true, true, &t);
+    ck_assert_msg(vd_cuda_relu_fused(be, 1), "not fused in the auto run");
+    ck_assert_msg(!memcmp(f.params, t.params, bytes) && !memcmp(f.mom, t.mom, bytes),
+                  "auto at its smallest budget changed the fused run's weights");
+    run(c_cpu(), &net, VD_POLICY_NONE, VD_MATH_FP32, false, &cpu);
+    for (int it = 0; it < ITERS; it++) {
+        double d = fabs((double)cpu.loss[it] - f.loss[it]) / fmax(fabs((double)cpu.loss[it]), 1e-6);
+        ck_assert_msg(d <= TOL_LOSS, "iteration %d: loss cpu %g cuda fused %g", it, cpu.loss[it],
+                      f.loss[it]);
+    }
+    for (int pi = 0; pi < net.n_params; pi++) {
+        const vd_param *p = &net.params[pi];
+        double err = c_nerr(f.params + p->offset, cpu.params + p->offset, p->numel);
+        ck_assert_msg(err <= TOL_W, "%s: fused cuda vs cpu %g", p->name, err);
+    }
+    printf("  fused relu: bitwise equal unfused and auto at %llu B (offload %llu B/iter); "
+           "cpu agrees\n", (unsigned long long)t.hwm, (unsigned long long)t.offload);
+    free_result(&f);
+    free_result(&u);
+    free_result(&t);
+    free_result(&cpu);
+    vd_net_free(&net);
+    vd_net_free(&unf);
+    be->opts.conv_direct_force = was;
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("cuda_train");
     TCase *tc = tcase_create("train");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_cpu_vs_cuda);
     tcase_add_test(tc, test_deterministic_and_offload_invariance);
+    tcase_add_test(tc, test_relu_fused_into_direct_conv);
     suite_add_tcase(s, tc);
     return s;
 }

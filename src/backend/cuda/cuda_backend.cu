@@ -288,6 +288,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             o->workspace = o->ws_fwd > o->ws_bwd ? o->ws_fwd : o->ws_bwd;
         }
     }
+    cu_fuse_setup(c, net);
     /* timing scratch of the conv tuning: gone before any pool exists */
     CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
     cu_tune_release(c);
@@ -460,6 +461,12 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
 fail:
     cu_destroy(be);
     return rc;
+}
+
+extern "C" bool vd_cuda_relu_fused(vd_backend *be, int layer) {
+    if (!be || !be->name || strcmp(be->name, "cuda") != 0) return false;
+    const cu_ctx *c = ctx_of(be);
+    return c->layers && layer >= 0 && layer < c->n_layers && c->layers[layer].relu_fused;
 }
 
 extern "C" int vd_cuda_mem_info(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err *e) {

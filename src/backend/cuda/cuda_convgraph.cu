@@ -608,14 +608,14 @@ static bool direct_geom(const cu_layer *L, const vd_layer *l, int n, cu_direct_g
     return cuk_conv_direct_ok(dg);
 }
 
-/* ptr = {x, w, y} at batch n; b: the bias or NULL */
+/* ptr = {x, w, y} at batch n; b: the bias or NULL; relu: then max(y, 0) */
 static int direct_fwd(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, void *const ptr[3],
-                      const float *b, vd_err *e) {
+                      const float *b, bool relu, vd_err *e) {
     cu_direct_geom dg;
     if (!direct_geom(L, l, n, &dg))
         return vd_errf(e, VD_EINTERNAL, "conv '%s': not a direct-kernel geometry", l->name);
     return cuk_conv_direct_fwd(cu_compute(c), c->sm_count, &dg, (const float *)ptr[0],
-                               (const float *)ptr[1], b, (float *)ptr[2], e);
+                               (const float *)ptr[1], b, (float *)ptr[2], relu, e);
 }
 
 /* Append the direct candidate to the forward candidates D at batch n. */
@@ -679,7 +679,7 @@ static int time_dir(cu_ctx *c, const cu_layer *L, int n, const vd_layer *l, int 
             cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
             if (q->gemm || q->direct) {
                 int rc = q->gemm ? gemm_filter(c, L, n, ptr, ws, e)
-                                 : direct_fwd(c, L, l, n, ptr, NULL, e);
+                                 : direct_fwd(c, L, l, n, ptr, NULL, false, e);
                 if (rc) return rc;
             } else {
                 CUDNN_SOFT(e, st, exec_plan(c->dnn, q->plan, ptr, q->ws ? ws : NULL));
@@ -1135,6 +1135,17 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
     if (timed && !c->deterministic &&
         (rc = split_setup(c, l, L, g, ndir, tptr, tws, tws_avail, bias_ws, e)))
         return rc;
+    /* tests: and every option's forward the direct kernel, at the whole batch
+     * (then a following ReLU in place fuses into it, cu_fuse_setup) */
+    for (int k = 0; c->conv_direct_force && k < g->d[CU_GD_FWD].n; k++) {
+        const gcand *q = &g->d[CU_GD_FWD].c[k];
+        if (!q->direct || q->bad) continue;
+        for (int o = 0; o < L->n_opts; o++) {
+            L->conv_opts[o].gplan[CU_GD_FWD] = k;
+            L->conv_opts[o].whole_mask |= 1u << CU_GD_FWD;
+        }
+        break;
+    }
     cu_conv_opts_order(L);
     /* drop the plans no option uses (set -1: the whole-batch plans) */
     for (int set = -1; set < G_SPLITS; set++)
@@ -1306,7 +1317,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     }
     if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
         const vd_layer *l = &net->layers[li];
-        return direct_fwd(c, L, l, io->n, ptr, l->u.conv.bias ? io->b : NULL, e);
+        return direct_fwd(c, L, l, io->n, ptr, l->u.conv.bias ? io->b : NULL, L->fwd_relu, e);
     }
     if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
         const gcand *q = &g->d[d].c[k];
@@ -1325,4 +1336,23 @@ bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo) {
     const cu_conv_opt *o = &L->conv_opts[algo];
     int k = o->gplan[CU_GD_FWD];
     return k >= 0 && !opt_split_dir(o, CU_GD_FWD) && L->g->d[CU_GD_FWD].c[k].direct;
+}
+
+void cu_fuse_setup(cu_ctx *c, const vd_net *net) {
+    for (int r = 0; r < net->n_layers; r++) {
+        const vd_layer *lr = &net->layers[r];
+        int p = lr->n_in == 1 ? lr->in[0] : -1;
+        /* in place: the conv's output has no other consumer, and nothing
+         * reads it unrectified (vd_schedule_inplace_flags) */
+        if (lr->op != VD_OP_RELU || !lr->inplace || p < 0 || net->layers[p].op != VD_OP_CONV)
+            continue;
+        cu_layer *P = &c->layers[p];
+        bool all = P->n_opts > 0;
+        for (int k = 0; all && k < P->n_opts; k++) all = cu_graph_fwd_fuses_bias(c, p, k);
+        if (!all) continue;
+        P->fwd_relu = true;
+        c->layers[r].relu_fused = true;
+        dbg(c, 1, "layer '%s': relu fused into '%s' (the direct forward kernel)", lr->name,
+            net->layers[p].name);
+    }
 }

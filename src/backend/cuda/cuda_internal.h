@@ -147,6 +147,14 @@ typedef struct cu_layer {
     cudnnTensorDescriptor_t xd, yd, pd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
+    /* ReLU fused into a conv's forward (cu_fuse_setup): the conv's every
+     * option runs the direct kernel, and its output's one consumer is a ReLU
+     * in place. The conv applies the ReLU (fwd_relu); the ReLU's forward in
+     * place is then a no-op (relu_fused), so the profile times it at nothing
+     * and the planner sees its cost gone, in the forward pass and in every
+     * recompute, which re-runs the conv too. Bit-identical to the two ops. */
+    bool fwd_relu;                        /* conv: apply the consumer's ReLU */
+    bool relu_fused;                      /* relu: its producer applied it */
 } cu_layer;
 
 typedef struct cu_ctx {
@@ -261,6 +269,9 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
  * which adds the bias itself (cu_graph_conv_run's CU_GD_FWD then gives
  * y = conv + bias)? */
 bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo);
+/* Set fwd_relu / relu_fused (see cu_layer) for net's layers, after their
+ * setup; with c->conv_debug, each fusion on stderr. */
+void cu_fuse_setup(cu_ctx *c, const vd_net *net);
 /* Byte alignment (1..16) the weight of conv layer li has when the flat
  * parameter array starts 16-byte aligned (from its parameter offset). */
 int64_t cu_conv_weight_align(const vd_net *net, int li);
@@ -301,7 +312,7 @@ typedef struct cu_pool_geom {
 
 /* Direct convolution forward, fp32 NCHW, groups 1, for layers with few
  * inputs per output (cuk_conv_direct_ok): y = conv(x, w) + b (b may be
- * NULL). One thread per output pixel; the output channels CU_DIRECT_KB at a
+ * NULL), then relu: y = max(y, 0) as cuk_relu_fwd (NaN kept). One thread per output pixel; the output channels CU_DIRECT_KB at a
  * time in registers; the weights in shared memory. */
 typedef struct cu_direct_geom {
     int n, c, h, w, k, oh, ow;        /* input [n,c,h,w], weight [k,c,r,s], output [n,k,oh,ow] */
@@ -310,7 +321,7 @@ typedef struct cu_direct_geom {
 enum { CU_DIRECT_KB = 32, CU_DIRECT_MAX_P = 160, CU_DIRECT_MAX_C = 4 };
 bool cuk_conv_direct_ok(const cu_direct_geom *g);
 int cuk_conv_direct_fwd(cudaStream_t s, int sm, const cu_direct_geom *g, const float *x,
-                        const float *w, const float *b, float *y, vd_err *e);
+                        const float *w, const float *b, float *y, bool relu, vd_err *e);
 int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
                      float hi, vd_err *e);
 int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e);

@@ -322,7 +322,8 @@ bool cuk_conv_direct_ok(const cu_direct_geom *g) {
 
 __global__ void __launch_bounds__(CU_THREADS)
 k_conv_direct_fwd(const float *__restrict__ x, const float *__restrict__ w,
-                  const float *__restrict__ b, float *__restrict__ y, cu_direct_geom g, int kp) {
+                  const float *__restrict__ b, float *__restrict__ y, cu_direct_geom g, int kp,
+                  bool relu) {
     extern __shared__ float4 smem4[];
     float *ws = (float *)smem4;                 /* [P][kp]: weight (k, j) at j * kp + k */
     float *bs = ws + (size_t)g.c * g.r * g.s * kp;   /* [kp] */
@@ -369,13 +370,13 @@ k_conv_direct_fwd(const float *__restrict__ x, const float *__restrict__ w,
                 }
 #pragma unroll
             for (int q = 0; q < CU_DIRECT_KB; q++)
-                if (kb + q < g.k) yp[(int64_t)(kb + q) * ohw] = acc[q];
+                if (kb + q < g.k) yp[(int64_t)(kb + q) * ohw] = relu ? relu1(acc[q]) : acc[q];
         }
     }
 }
 
 int cuk_conv_direct_fwd(cudaStream_t s, int sm, const cu_direct_geom *g, const float *x,
-                        const float *w, const float *b, float *y, vd_err *e) {
+                        const float *w, const float *b, float *y, bool relu, vd_err *e) {
     if (!cuk_conv_direct_ok(g))
         return vd_errf(e, VD_EINTERNAL, "direct conv: geometry out of range (c %d, %dx%d, k %d)",
                        g->c, g->r, g->s, g->k);
@@ -385,7 +386,7 @@ int cuk_conv_direct_fwd(cudaStream_t s, int sm, const cu_direct_geom *g, const f
     /* a few blocks per SM: each block loads the weights once */
     int64_t blocks = (npix + CU_THREADS - 1) / CU_THREADS, cap = (int64_t)(sm > 0 ? sm : 132) * 8;
     if (blocks > cap) blocks = cap;
-    k_conv_direct_fwd<<<(unsigned)blocks, CU_THREADS, shmem, s>>>(x, w, b, y, *g, kp);
+    k_conv_direct_fwd<<<(unsigned)blocks, CU_THREADS, shmem, s>>>(x, w, b, y, *g, kp, relu);
     KERNEL_CHECK(e);
     return VD_OK;
 }

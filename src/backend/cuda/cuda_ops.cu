@@ -195,6 +195,9 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
+    /* in place after a conv that applied it (cu_layer.relu_fused); out of
+     * place the conv's output, already rectified, is still copied */
+    if (c->layers[li].relu_fused && io->x[0] == io->y) return VD_OK;
     return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->bf16, e);
 }
 

@@ -116,6 +116,9 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
         io->dx_beta[k] = 0.0f;
     }
     io->y = (float *)(s + b->y);
+    /* a layer that runs in place is timed in place (a ReLU fused into its
+     * conv is then a no-op, as in training: cu_layer.relu_fused) */
+    if (l->inplace && l->n_in == 1) io->y = (float *)io->x[0];
     io->dy = (const float *)(s + b->dy);
     /* parameters in the net's order: conv/fc weight [bias]; bn weight bias rm rv */
     float *par = (float *)(s + b->par), *grad = (float *)(s + b->grad);
