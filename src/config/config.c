@@ -62,6 +62,7 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     po->prefetch = c->prefetch;
     po->budget = c->budget;
     po->no_stage_input = c->no_stage_input;
+    po->grads_persistent = r->dp;   /* the all-reduce averages a gradient array */
     r->budget_given = c->budget != 0;
     return VD_OK;
 }

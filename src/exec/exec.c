@@ -131,10 +131,12 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
     io->training = !p->forward_only;
     float *params = taddr(ex, p, p->t_params, s);
     float *grads = p->t_grads >= 0 ? taddr(ex, p, p->t_grads, s) : NULL;
+    /* the update in the backward pass: the layer's own gradient tensor */
+    float *lg = bwd && pl->dw >= 0 ? taddr(ex, p, pl->dw, s) : NULL;
     for (int k = 0; k < l->n_params; k++) {
         const vd_param *pr = &net->params[l->param_first + k];
         float *pp = params + pr->offset;
-        float *gg = grads ? grads + pr->offset : NULL;
+        float *gg = grads ? grads + pr->offset : lg ? lg + (pr->offset - pl->dw_base) : NULL;
         vd_op_io_bind_param(io, pr->role, pp, bwd ? gg : NULL);
     }
 }
@@ -361,6 +363,12 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     ex->st.pool_bytes = plan->budget;
     ex->st.host_store_bytes = plan->host_bytes;
     ex->first_pending = true;
+    if (ex->opts.allreduce && plan->update_in_bwd) {
+        rc = vd_errf(e, VD_EINTERNAL, "data parallel needs a plan with one gradient array "
+                     "(vd_plan_opts.grads_persistent): the all-reduce averages it before "
+                     "the update");
+        goto fail;
+    }
     if (ex->opts.allreduce &&
         (rc = vd_dp_layout_build(net, plan, ex->opts.bucket_bytes, &ex->dp, e)))
         goto fail;
@@ -623,6 +631,34 @@ static int average_buckets(vd_exec *ex, int s, vd_err *e) {
     return VD_OK;
 }
 
+/* The update in the backward pass (vd_plan.update_in_bwd): SGD of layer
+ * i's trainable parameters from its gradient tensor, at backward step s,
+ * after its op; runs of adjacent trainable parameters in one call. */
+static int update_layer(vd_exec *ex, const vd_plan *p, int i, int s, float lr, vd_err *e) {
+    const vd_net *net = ex->net;
+    const vd_layer *l = &net->layers[i];
+    const vd_plan_layer *pl = &p->layers[i];
+    if (pl->dw < 0) return VD_OK;
+    float *params = (float *)region(ex, p->t_params) + pl->dw_base;
+    float *mom = (float *)region(ex, p->t_mom) + pl->dw_base;
+    float *g = taddr(ex, p, pl->dw, s);
+    if (!g) return vd_errf(e, VD_EINTERNAL, "layer '%s': its gradients are not resident", l->name);
+    int64_t off = -1, cnt = 0;
+    for (int k = l->param_first; k <= l->param_first + l->n_params; k++) {
+        const vd_param *pr = k < l->param_first + l->n_params ? &net->params[k] : NULL;
+        bool take = pr && pr->kind == VD_PARAM_WEIGHT && pr->numel > 0;
+        if (take && cnt && off + cnt == pr->offset - pl->dw_base) { cnt += pr->numel; continue; }
+        if (cnt) {
+            int rc = ex->be->sgd(ex->be, params, g, mom, off, cnt, lr, net->train.momentum,
+                                 net->train.weight_decay, ex->first_pending, e);
+            if (rc) return rc;
+        }
+        off = take ? pr->offset - pl->dw_base : -1;
+        cnt = take ? pr->numel : 0;
+    }
+    return VD_OK;
+}
+
 /* Run the actions of step s of plan p. */
 static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
                     walk_stats *w, vd_err *e) {
@@ -707,9 +743,9 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
                 if (ex->opts.allreduce && (rc = ex->opts.allreduce->wait(ex->opts.allreduce, be, e)))
                     break;
                 float *params = (float *)region(ex, tp->t_params);
-                float *grads = (float *)region(ex, tp->t_grads);
+                float *grads = tp->update_in_bwd ? NULL : (float *)region(ex, tp->t_grads);
                 float *mom = (float *)region(ex, tp->t_mom);
-                for (int r = 0; r < ex->n_ranges && !rc; r++)
+                for (int r = 0; grads && r < ex->n_ranges && !rc; r++)
                     rc = be->sgd(be, params, grads, mom, ex->r_off[r], ex->r_cnt[r], lr,
                                  net->train.momentum, net->train.weight_decay, ex->first_pending, e);
                 if (!rc) { ex->first_pending = false; ex->sgd_steps++; }
@@ -720,6 +756,8 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
                 else rc = be->backward(be, net, st->layer, io, e);
                 if (!rc && st->kind == VD_STEP_BWD && ex->opts.allreduce && p == ex->plan)
                     rc = average_buckets(ex, s, e);
+                if (!rc && st->kind == VD_STEP_BWD && p->update_in_bwd && p == ex->plan)
+                    rc = update_layer(ex, p, st->layer, s, lr, e);
             }
             if (!rc && ex->opts.sync_debug) rc = be->synchronize(be, e);
             break;

@@ -7,7 +7,8 @@
  * persistent tensor (parameters, gradients, momentum) and the tensors it
  * reads and writes (forward: its inputs, output and saved state; backward:
  * what it reads, dy, the input gradients, the saved state). So at budget B
- * a pass can only use options whose workspace fits in B minus those bytes,
+ * a pass can only use options whose workspace fits in B minus those bytes
+ * (backward, with the update in the backward pass: the layer's gradients too),
  * and no plan at B is predicted faster than the sum, over the passes, of the
  * fastest such option's time (an ADD's backward left out, as compute_bound
  * in auto.c: the build may scale it to zero), plus the SGD step. Tensors are
@@ -71,6 +72,7 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
         add_t(p, pl->dy, set, &n);
         for (int k = 0; k < l->n_in; k++) add_t(p, pl->dx[k], set, &n);
         add_t(p, pl->aux, set, &n);
+        add_t(p, pl->dw, set, &n);
         need = persistent + set_bytes(p, set, n);
         if (need > budget) return INFINITY;
         sum += fastest_within(&prof->layers[i], true, budget - need);

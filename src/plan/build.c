@@ -57,8 +57,8 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->loss_layer = L - 1;
     p->t_stage = p->stage_step = -1;
     p->stage = opts->forward_only ? VD_STAGE_NA : opts->no_stage_input ? VD_STAGE_OFF : VD_STAGE_NA;
-    int cap_t = 6 + 6 * L;     /* params, momentum, grads, x, labels, x:next; per layer:
-                                  y, dy, aux, ws_fwd, ws_bwd, ws_rc */
+    int cap_t = 6 + 7 * L;     /* params, momentum, grads, x, labels, x:next; per layer:
+                                  y, dy, aux, ws_fwd, ws_bwd, ws_rc, dw */
     int cap_iv = 2 * cap_t;
     int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
     /* not zeroed: vdp_add_tensor / vdp_add_interval clear each entry they add
@@ -300,6 +300,23 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
     return rc;
 }
 
+/* The update in the backward pass (vd_plan.update_in_bwd): each layer's
+ * backward step also runs its parameters' SGD update, the profile's SGD time
+ * in proportion to its trainable parameters; the SGD step runs nothing. */
+static void update_steps(bld *B, const vd_profile *prof) {
+    vd_plan *p = B->p;
+    const vd_net *net = B->net;
+    if (!p->update_in_bwd || net->n_trainable <= 0) return;
+    for (int i = 0; i < B->L; i++) {
+        const vd_layer *l = &net->layers[i];
+        int64_t n = 0;
+        for (int k = l->param_first; k < l->param_first + l->n_params; k++)
+            if (net->params[k].kind == VD_PARAM_WEIGHT) n += net->params[k].numel;
+        if (n) p->steps[vdp_bwd_step(B->L, i)].compute_s += prof->sgd_s * (double)n / (double)net->n_trainable;
+    }
+    p->steps[2 * B->L].compute_s = 0.0;
+}
+
 /* The part of a build that does not depend on the prefetch variant: steps,
  * tensors, decisions and (with offloads) the stall-free timeline in
  * B->t_start and B->d2h. On failure the caller frees B and *out. */
@@ -314,6 +331,7 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
     rc = vdp_build_tensors(B, algos, e);
     if (rc) return rc;
     scale_add_steps(B);
+    update_steps(B, prof);
     vdp_decide_recompute(B);
     /* offloads released as early as possible (the paper's rule) */
     *any_offload = vdp_decide_offload(B, offload_pol);

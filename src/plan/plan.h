@@ -125,7 +125,9 @@ void vd_schedule_inplace(vd_net *net);
 typedef enum {
     VD_T_PARAMS,     /* all parameters, flat (net->param_floats floats) — persistent */
     VD_T_MOMENTUM,   /* SGD momentum, same layout — persistent */
-    VD_T_GRADS,      /* parameter gradients, same layout — persistent */
+    VD_T_GRADS,      /* parameter gradients: all, same layout, persistent ("grads",
+                        vd_plan_opts.grads_persistent); else one layer's, live in its
+                        backward step only ("LAYER:dw", vd_plan_layer.dw) */
     VD_T_INPUT,      /* net input x [N, in_c, in_h, in_w] */
     VD_T_LABELS,     /* int32 [N] */
     VD_T_ACT,        /* a layer's output y [N, c, h, w] (in-place chains share one) */
@@ -255,6 +257,11 @@ typedef struct vd_plan_layer {
     float dx_beta[VD_MAX_INPUTS]; /* 0 first backward writer, 1 later ones */
     int aux;                    /* AUX tensor (-1 none) */
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */
+    int dw;                     /* the update in the backward pass (vd_plan.update_in_bwd):
+                                   GRADS tensor of its parameters' gradients, live in
+                                   its backward step, laid out as its parameters from
+                                   float dw_base of the parameter array; -1 none */
+    int64_t dw_base;
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
 } vd_plan_layer;
@@ -300,6 +307,15 @@ typedef struct vd_plan_opts {
      * iteration); false (default) = stage the next batch when it fits and
      * pays. Ignored for forward-only plans. */
     bool no_stage_input;
+    /* false (default): the SGD update of each layer's parameters runs in its
+     * backward step, right after the op, and each layer's gradients live in
+     * that step only (vd_plan_layer.dw): no gradient array stays on the device
+     * (the weights a backward step updates are used by no later step of the
+     * iteration, so the result is bit-identical). true: one persistent gradient
+     * array, updated by the SGD step at the end, as data parallel needs (its
+     * all-reduce averages the gradients between the backward pass and the
+     * update). */
+    bool grads_persistent;
     /* Optional: the auto search reports how it goes (the library prints
      * nothing): phase names what it is searching ("greedy, start 2 of 6",
      * "refine", "trades, layer 7 of 176", "kicks 12 of 60", ...), evals
@@ -328,7 +344,10 @@ typedef struct vd_plan {
     int peak_step;
     uint64_t hwm;               /* max offset + size (placement) */
     double frag;                /* (hwm - live_peak) / hwm */
-    uint64_t persistent_bytes;  /* params + momentum + grads regions */
+    uint64_t persistent_bytes;  /* params + momentum (+ grads) regions */
+    bool update_in_bwd;         /* training plan without grads_persistent: each layer's
+                                   update in its backward step (t_grads -1, the SGD
+                                   step only counts the step) */
     uint64_t offload_bytes;     /* D2H bytes per iteration */
     uint64_t prefetch_bytes;    /* H2D bytes per iteration (activations, not x/labels) */
     uint64_t input_bytes;       /* H2D bytes of x and labels per iteration (x counted

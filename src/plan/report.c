@@ -81,7 +81,11 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
     fprintf(f, "  pool high-water mark %s (fragmentation %.1f%%)\n",
             vd_fmt_bytes(p->hwm, b1, sizeof b1), p->frag * 100.0);
     fprintf(f, "  persistent           %s (parameters, momentum%s)\n",
-            vd_fmt_bytes(p->persistent_bytes, b1, sizeof b1), p->forward_only ? "" : ", gradients");
+            vd_fmt_bytes(p->persistent_bytes, b1, sizeof b1),
+            p->forward_only ? ""
+            : p->update_in_bwd ? "; each layer's gradients live in its backward step, "
+                                 "which updates its parameters"
+            : ", gradients");
     fprintf(f, "  offloaded/iteration  %s in %d tensors (prefetched back %s; host store %s)\n",
             vd_fmt_bytes(p->offload_bytes, b1, sizeof b1), n_offloaded(p),
             vd_fmt_bytes(p->prefetch_bytes, b2, sizeof b2), vd_fmt_bytes(p->host_bytes, b3, sizeof b3));
@@ -196,6 +200,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     SET_U64(r, "hwm_bytes", p->hwm);
     SET_REAL(r, "fragmentation", p->frag);
     SET_U64(r, "persistent_bytes", p->persistent_bytes);
+    SET_BOOL(r, "update_in_backward", p->update_in_bwd);
     SET_U64(r, "offload_bytes", p->offload_bytes);
     SET_U64(r, "prefetch_bytes", p->prefetch_bytes);
     SET_U64(r, "input_bytes", p->input_bytes);
@@ -263,6 +268,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET_U64(l, "workspace", pl->ws_fwd_bytes);
         SET_U64(l, "fwd_workspace", pl->ws_fwd_bytes);
         SET_U64(l, "bwd_workspace", pl->ws_bwd_bytes);
+        SET_U64(l, "dw_bytes", pl->dw >= 0 ? p->tensors[pl->dw].bytes : 0);
         SET_BOOL(l, "inplace", pl->inplace);
         SET_INT(l, "recompute_step", pl->rc_step);
     }

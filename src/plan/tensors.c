@@ -203,7 +203,9 @@ static void fixed_tensors(bld *b) {
 
     p->t_params = vdp_add_tensor(b, VD_T_PARAMS, -1, pbytes, "params", NULL);
     p->t_mom = vdp_add_tensor(b, VD_T_MOMENTUM, -1, pbytes, "momentum", NULL);
-    p->t_grads = fo ? -1 : vdp_add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);
+    p->update_in_bwd = !fo && !b->opts->grads_persistent;
+    p->t_grads = fo || p->update_in_bwd ? -1
+               : vdp_add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);
     p->t_x = vdp_add_tensor(b, VD_T_INPUT, -1, act_bytes(net, -1, batch), "x", NULL);
     p->t_labels = vdp_add_tensor(b, VD_T_LABELS, -1, (uint64_t)batch * 4u, "labels", NULL);
     int persist[3] = {p->t_params, p->t_mom, p->t_grads};
@@ -253,6 +255,17 @@ static void layer_tensors(bld *b, const int *algos) {
             pl->ws_bwd = vdp_add_tensor(b, VD_T_WS, i, pl->ws_bwd_bytes, l->name, ":ws_bwd");
         pl->dy = -1;
         for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
+        /* the update in the backward pass: the layer's gradients, its
+         * parameters' span of the array */
+        pl->dw = -1;
+        pl->dw_base = 0;
+        if (p->update_in_bwd && l->n_params > 0) {
+            const vd_param *f = &net->params[l->param_first];
+            const vd_param *z = &net->params[l->param_first + l->n_params - 1];
+            uint64_t span = (uint64_t)(z->offset + z->numel - f->offset);
+            pl->dw_base = f->offset;
+            if (span) pl->dw = vdp_add_tensor(b, VD_T_GRADS, i, span * 4u, l->name, ":dw");
+        }
     }
 }
 
@@ -328,6 +341,7 @@ static void liveness(bld *b) {
         vdp_rd(b, pl->dy, sb);
         vdp_rd(b, pl->aux, sb);
         vdp_touch(b, pl->ws_bwd, sb);
+        vdp_touch(b, pl->dw, sb);
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
         for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
     }

@@ -28,6 +28,8 @@ typedef struct run_cfg {
     const vd_disp *disp;    /* optional per-tensor dispositions (vd_plan_opts.disp) */
     const vd_device_params *dev; /* timing model of the profile (NULL: cpu) */
     const int *algos, *algos_bwd; /* optional per-layer forward / backward options */
+    bool grads_persistent;  /* vd_plan_opts.grads_persistent (false: the update in the
+                               backward pass) */
 } run_cfg;
 
 typedef struct run_out {
@@ -36,7 +38,7 @@ typedef struct run_out {
     int rc;                 /* first error code (0 ok) */
     char msg[1024];
     vd_exec_stats st;
-    uint64_t plan_peak, plan_hwm, plan_budget, plan_offload, plan_prefetch;
+    uint64_t plan_peak, plan_hwm, plan_budget, plan_offload, plan_prefetch, plan_persistent;
     int n_offloaded;
     uint64_t fmap_bytes;    /* logical bytes of the plan's x, y and dy tensors */
     int n_recomputed, n_recompute_ops;
@@ -86,10 +88,12 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     po.disp = c->disp;
     po.algos = (int *)c->algos;
     po.algos_bwd = c->algos_bwd;
+    po.grads_persistent = c->grads_persistent;
     rc = vd_plan_build(net, &prof, &po, &plan, &e);
     if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); goto out; }
     o->plan_peak = plan.live_peak;
     o->plan_hwm = plan.hwm;
+    o->plan_persistent = plan.persistent_bytes;
     o->plan_budget = plan.budget;
     o->plan_offload = plan.offload_bytes;
     o->plan_prefetch = plan.prefetch_bytes;

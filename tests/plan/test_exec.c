@@ -59,6 +59,26 @@ static int identity_case(vd_net *net, int batch, int iters) {
     run_training(net, batch, &c0, &refs[0]);
     ck_assert_msg(refs[0].rc == 0 && refs[1].rc == 0, "%s %s", refs[0].msg, refs[1].msg);
     const char *math = vd_math_name(net->train.math);
+    /* The update in the backward pass (the default: each layer's SGD right
+     * after its backward op, its gradients freed, and poisoned, after the
+     * step) against one gradient array updated at the end: bit-identical,
+     * and the parameters' gradients no longer persistent */
+    {
+        run_cfg cg = c0;
+        cg.grads_persistent = true;
+        run_out g;
+        run_training(net, batch, &cg, &g);
+        ck_assert_msg(g.rc == 0, "%s", g.msg);
+        size_t pb = (size_t)net->param_floats * 4;
+        ck_assert_msg(!memcmp(g.params, refs[0].params, pb) && !memcmp(g.mom, refs[0].mom, pb),
+                      "%s: the update in the backward pass changed the parameters", math);
+        for (int i = 0; i < iters; i++) ck_assert(memcmp(&g.loss[i], &refs[0].loss[i], 4) == 0);
+        ck_assert_int_eq(g.st.sgd_steps, iters);
+        ck_assert_uint_eq(refs[0].plan_persistent + VD_ALIGN_UP(pb, 256), g.plan_persistent);
+        ck_assert_msg(refs[0].plan_hwm < g.plan_hwm, "%s: no smaller (%llu vs %llu)", math,
+                      (unsigned long long)refs[0].plan_hwm, (unsigned long long)g.plan_hwm);
+        run_free(&g);
+    }
     /* the last: auto timed with a slow link, where it recomputes */
     static const struct { vd_policy pol; int algo; bool compare; } cases[] = {
         {VD_POLICY_ALL, 1, true}, {VD_POLICY_CONV, 1, true}, {VD_POLICY_DYN, -1, false},

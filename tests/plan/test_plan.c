@@ -797,8 +797,29 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
                 if (net->layers[i].in[k] >= 0) { want++; have += pl->dx[k] >= 0; }
             share = want ? (double)have / want : 1.0;
         }
-        ck_assert(p->steps[2 * L - 1 - i].compute_s == pr->algos[pl->algo_bwd].bwd_s * share);
+        /* the update in the backward pass: the layer's share of the SGD step,
+         * and its gradients (its parameters' span) live in its step only */
+        double upd = 0.0;
+        const vd_layer *li = &net->layers[i];
+        int64_t ntr = 0, span = 0;
+        for (int k = li->param_first; k < li->param_first + li->n_params; k++) {
+            if (net->params[k].kind == VD_PARAM_WEIGHT) ntr += net->params[k].numel;
+            span = net->params[k].offset + net->params[k].numel - net->params[li->param_first].offset;
+        }
+        if (p->update_in_bwd && ntr) upd = prof->sgd_s * (double)ntr / (double)net->n_trainable;
+        ck_assert(p->steps[2 * L - 1 - i].compute_s == pr->algos[pl->algo_bwd].bwd_s * share + upd);
+        ck_assert_int_eq(p->t_grads < 0, p->update_in_bwd);
+        ck_assert_int_eq(pl->dw >= 0, p->update_in_bwd && span > 0);
+        if (pl->dw >= 0) {
+            const vd_tensor *T = &p->tensors[pl->dw];
+            ck_assert_uint_eq(T->bytes, (uint64_t)span * 4u);
+            ck_assert(!T->persistent && T->n_iv == 1);
+            ck_assert_int_eq(p->intervals[T->iv[0]].first, 2 * L - 1 - i);
+            ck_assert_int_eq(p->intervals[T->iv[0]].last, 2 * L - 1 - i);
+        }
     }
+    if (!p->forward_only)
+        ck_assert(p->steps[2 * L].compute_s == (p->update_in_bwd && net->n_trainable ? 0.0 : prof->sgd_s));
 }
 
 /* Random nets x policies with random per-pass options, on a profile whose
