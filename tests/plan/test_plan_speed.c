@@ -24,6 +24,7 @@ static void on_progress(void *ctx, const char *phase, int evals, double best_s) 
     else if (!strncmp(phase, "trades, layer ", 14)) { g->trades = true; g->order_ok &= g->refine; }
     else if (!strncmp(phase, "kicks", 5)) { g->kicks = true; g->order_ok &= g->refine; }
     else if (!strcmp(phase, "second opinion")) g->order_ok &= g->refine;
+    else if (!strcmp(phase, "fewer copies")) g->order_ok &= g->refine;
     else g->order_ok = false;   /* a phase this test does not know */
     g->evals_ok &= evals >= g->evals_last;
     /* the best so far only improves */
