@@ -303,9 +303,22 @@ static void memo_put(actx *c, bool feasible, double iter_s, bool exact) {
     c->memo_n++;
 }
 
+/* vdp_build_auto's searches one after another (see there) report as one:
+ * the plans the finished ones built, and their fastest fitting plan (0:
+ * none); reset by the outermost vdp_build_auto. */
+static _Thread_local int prog_evals;
+static _Thread_local int update_depth;   /* vdp_build_auto's search with the room */
+static _Thread_local int array_phase;    /* vdp_build_auto's search with the gradient array,
+                                            before the update's: no second opinion there */
+static _Thread_local double prog_best;
+static _Thread_local int jitter_depth;
+
 /* Report progress (opts->progress) for the current phase. */
 static void progress(const actx *c) {
-    if (c->o.progress) c->o.progress(c->o.progress_ctx, c->phase, c->evals, c->have_seen ? c->seen_s : 0.0);
+    if (!c->o.progress) return;
+    double best = c->have_seen ? c->seen_s : 0.0;
+    if (prog_best > 0 && (best == 0 || prog_best < best)) best = prog_best;
+    c->o.progress(c->o.progress_ctx, c->phase, prog_evals + c->evals, best);
 }
 
 /* Enter a phase: name it and report. */
@@ -1282,6 +1295,9 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
 /* ---- entry points ------------------------------------------------------- */
 
 static void ctx_free(actx *c) {
+    prog_evals += c->evals;
+    if (jitter_depth == 0 && c->have_seen && (prog_best == 0 || c->seen_s < prog_best))
+        prog_best = c->seen_s;
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
     vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus); vd_free(c->rorder); vd_free(c->gk);
@@ -1556,7 +1572,6 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
  * H200: 0.916x of no offload measured against issue 13's 0.94. One level
  * deep (jitter_depth); deterministic (a fixed seed). */
 static const double AUTO_JITTER = 0.015, AUTO_OPINION_GAP = 0.02, AUTO_OPINION_MIN_S = 0.01;
-static _Thread_local int jitter_depth;
 static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
                           const vd_plan_opts *opts, vd_plan *P, vd_err *e) {
     vd_profile pp = *prof;
@@ -1576,9 +1591,10 @@ static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
     vd_plan_opts jo = *opts;
     jo.progress = NULL;    /* the caller's search reports "second opinion" meanwhile */
     jitter_depth++;
-    nested_cap = AUTO_EFFORT_CAP - c->effort;
+    double saved = nested_cap;
+    nested_cap = (saved > 0 ? saved : AUTO_EFFORT_CAP) - c->effort;
     int rc = vdp_build_auto(net, &pp, &jo, false, &J, &te);
-    nested_cap = 0;
+    nested_cap = saved;
     jitter_depth--;
     vd_free(jl);
     if (rc == VD_EBUDGET) { vdp_plan_release(&J); return VD_OK; }
@@ -1668,17 +1684,24 @@ static int fewer_copies(actx *c, vd_plan *P, vd_err *e) {
     return rc;
 }
 
-int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                   bool feasibility_only, vd_plan *out, vd_err *e) {
+/* The search in opts' mode. probe: only the first configuration (the
+ * caller's dispositions, everything else kept): VD_OK when it fits, else
+ * VD_EBUDGET (out holds it either way). tidy: fewer_copies at the end.
+ * *effort_out (may be NULL): the effort spent. */
+static int search_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       bool feasibility_only, bool probe, bool tidy, double *effort_out,
+                       vd_plan *out, vd_err *e) {
     memset(out, 0, sizeof *out);
+    if (effort_out) *effort_out = 0;
     actx c;
     int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
     vd_plan P;
     rc = eval(&c, &P, e);
     if (rc != VD_OK && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
-    if (rc == VD_OK || c.B == 0) {          /* it fits as it is */
+    if (rc == VD_OK || c.B == 0 || probe) {   /* it fits as it is */
         *out = P;
+        if (effort_out) *effort_out = c.effort;
         ctx_free(&c);
         return rc;
     }
@@ -1786,14 +1809,15 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
      * an iteration of at least AUTO_OPINION_MIN_S (on the tiny nets, LeNet
      * and the tests' random nets, it would double a planning time that
      * already outweighs what it could gain) */
-    if (P.feasible && !done(&c) && jitter_depth == 0 && c.effort < AUTO_EFFORT_CAP / 2 &&
+    if (P.feasible && !done(&c) && jitter_depth == 0 && update_depth == 0 && array_phase == 0 &&
+        c.effort < AUTO_EFFORT_CAP / 2 &&
         c.lb > 0 && P.sim.iter_s > c.lb * (1.0 + AUTO_OPINION_GAP) &&
         P.sim.iter_s >= AUTO_OPINION_MIN_S) {
         phase(&c, "second opinion", 0, 0);
         rc = second_opinion(&c, net, prof, opts, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
-    if (P.feasible && !done(&c) && jitter_depth == 0 && P.offload_bytes > 0) {
+    if (tidy && P.feasible && !done(&c) && jitter_depth == 0 && P.offload_bytes > 0) {
         phase(&c, "fewer copies", 0, 0);
         rc = fewer_copies(&c, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
@@ -1824,12 +1848,138 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     }
     best.policy = VD_POLICY_AUTO;
     *out = best;
+    if (effort_out) *effort_out = c.effort;
     ctx_free(&c);
     return rc_best == VD_OK ? VD_OK : vd_errf(e, VD_EBUDGET, "the auto policy found no plan that fits");
 fail:
     if (have_start) vdp_plan_release(&best);
     vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba);
     ctx_free(&c);
+    return rc;
+}
+
+/* Plan P of the gradient array's mode (phase one of vdp_build_auto) in the
+ * update's mode of opts: the same decisions, which fit there too (the
+ * gradients leave the device), then refined with the effort left (from
+ * effort) where they can use the room, and fewer copies. P is replaced
+ * when that plan fits and predicts no slower; else P stays, a plan with
+ * the gradient array, which runs as it is. */
+static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     bool feasibility_only, double *effort, vd_plan *P, vd_err *e) {
+    actx c;
+    int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
+    if (rc) return rc;
+    c.effort = *effort;
+    for (int k = 0; k <= c.L; k++) {
+        int t = c.fixed[k] ? -1 : tensor_of(&c, P, k);
+        if (t < 0) continue;
+        const vd_tensor *T = &P->tensors[t];
+        c.disp[k] = T->offload ? VD_DISP_OFFLOAD : T->recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
+    }
+    for (int j = 0; c.algo_free && j < c.L; j++) {
+        c.algos[j] = P->layers[j].algo_fwd;
+        c.algos[c.L + j] = P->layers[j].algo_bwd;
+    }
+    vd_plan Q;
+    rc = eval(&c, &Q, e);
+    *effort = c.effort;
+    if (rc && rc != VD_EBUDGET) { ctx_free(&c); return rc; }
+    bool fits = rc == VD_OK;
+    rc = VD_OK;
+    c.lb = vd_plan_lower_bound(net, prof, &Q, c.B);
+    if (fits && !feasibility_only) {
+        phase(&c, "the update in the backward pass", 0, 0);
+        if (!spent(&c) && !at_bound(&c, &Q)) rc = refine(&c, &Q, NULL, true, e);
+        if (!rc && Q.offload_bytes > 0) rc = fewer_copies(&c, &Q, e);
+        if (rc) { vdp_plan_release(&Q); ctx_free(&c); return rc; }
+    }
+    *effort = c.effort;
+    /* the same decisions can predict slower there (ResNet-50 b256 at 4144
+     * MiB: the same copies stall 212 ms instead of 153, their prefetches
+     * timed otherwise), or not fit (another placement, on tiny nets): then
+     * P, which runs as it is */
+    if (fits && Q.feasible && Q.sim.iter_s <= P->sim.iter_s * (1.0 + 1e-9)) {
+        vdp_plan_release(P);
+        *P = Q;
+    } else {
+        vdp_plan_release(&Q);
+    }
+    /* and never slower than the paper's policy in this mode (as the search) */
+    int rc_best = VD_OK;
+    rc = paper_candidates(&c, opts, P, &rc_best, e);
+    P->policy = VD_POLICY_AUTO;
+    ctx_free(&c);
+    return rc;
+}
+
+/* The update in the backward pass (vd_plan_opts.grads_persistent false)
+ * leaves the search more room than the gradient array did, and the search,
+ * a heuristic capped by effort, lands elsewhere: ResNet-50 b256 at 4 GiB
+ * planned 298.7 ms searched with the room, 288.1 with the array, where
+ * budgets 16-48 MiB apart plan 288-313 ms in either mode. So, in three
+ * phases: the caller's dispositions fit as they are (everything else kept),
+ * with the room: that plan. Else the search runs with the gradient array,
+ * as it always did, and its plan goes to the update's mode (to_update: the
+ * same decisions, refined with the effort left where the room helps: VGG-16
+ * tf32 at 12 GiB keeps features.5-6 instead of recomputing them). Only
+ * where nothing fits with the array, within the gradients' bytes of the
+ * smallest budget, does the search run with the room, on half the effort
+ * cap (the same in the feasibility-only search of vdp_min_budget_auto, so
+ * that a budget fits there exactly when the full search fits it). */
+int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   bool feasibility_only, vd_plan *out, vd_err *e) {
+    if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
+    if (opts->forward_only || opts->grads_persistent || update_depth)
+        return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
+    int rc = search_auto(net, prof, opts, feasibility_only, true, false, NULL, out, e);
+    if (rc != VD_EBUDGET) return rc;
+    vdp_plan_release(out);
+    vd_plan_opts po = *opts;
+    po.grads_persistent = true;
+    double effort = 0;
+    vd_err te = {0};
+    array_phase++;
+    rc = search_auto(net, prof, &po, feasibility_only, false, false, &effort, out, &te);
+    array_phase--;
+    if (rc == VD_OK) {
+        rc = to_update(net, prof, opts, feasibility_only, &effort, out, e);
+        /* with effort to spare (under half the cap: VGG-16, not ResNet-50
+         * at 4 GiB), the search with the room too, on what is left, and
+         * the faster plan: VGG-16 tf32 at 12 GiB offloads instead of
+         * recomputing features.5-6 there (s10c: 174.8 against 179.5 ms).
+         * Not for iterations under AUTO_OPINION_MIN_S (the tests' tiny
+         * nets), as the second opinion. */
+        double cap = nested_cap > 0 ? nested_cap : AUTO_EFFORT_CAP;
+        if (rc || feasibility_only || effort >= 0.5 * cap || out->sim.iter_s < AUTO_OPINION_MIN_S)
+            return rc;
+        double saved = nested_cap;
+        nested_cap = cap - effort;
+        update_depth++;
+        vd_plan R;
+        vd_err re = {0};
+        rc = search_auto(net, prof, opts, false, false, true, NULL, &R, &re);
+        update_depth--;
+        nested_cap = saved;
+        if (rc == VD_OK && R.feasible && R.sim.iter_s < out->sim.iter_s * (1.0 - 1e-9)) {
+            vdp_plan_release(out);
+            *out = R;
+        } else if (rc == VD_OK || rc == VD_EBUDGET) {
+            vdp_plan_release(&R);
+        } else {
+            *e = re;
+            vdp_plan_release(out);
+            return rc;
+        }
+        return VD_OK;
+    }
+    if (rc != VD_EBUDGET) { *e = te; return rc; }
+    vdp_plan_release(out);
+    double saved = nested_cap;
+    nested_cap = 0.5 * AUTO_EFFORT_CAP;
+    update_depth++;
+    rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
+    update_depth--;
+    nested_cap = saved;
     return rc;
 }
 

@@ -217,6 +217,58 @@ static void fixed_tensors(bld *b) {
     }
 }
 
+/* Parameter floats of layer i's span of the parameter array (its
+ * gradients' layout); *base: where it starts. */
+static int64_t dw_span(const vd_net *net, int i, int64_t *base) {
+    const vd_layer *l = &net->layers[i];
+    if (l->n_params <= 0) { *base = 0; return 0; }
+    const vd_param *f = &net->params[l->param_first];
+    const vd_param *z = &net->params[l->param_first + l->n_params - 1];
+    *base = f->offset;
+    return z->offset + z->numel - f->offset;
+}
+
+/* The update in the backward pass (vd_plan.update_in_bwd): each layer's
+ * parameter gradients, laid out as its span of the parameter array. The
+ * DW_OWN layers with the largest spans get a tensor of their own, live in
+ * their backward step only (VGG-16's classifier: 0.46 GiB); the others share
+ * one, live through the backward pass and sized to the largest of them (a
+ * tensor per layer made every build of ResNet-50 dearer to place, 107 more
+ * tensors, and its search, capped by effort, reached worse plans). */
+enum { DW_OWN = 8 };
+static void dw_tensors(bld *b) {
+    const vd_net *net = b->net;
+    vd_plan *p = b->p;
+    int own[DW_OWN], n_own = 0;
+    for (int i = 0; i < b->L; i++) {   /* the DW_OWN largest spans, largest first */
+        int64_t base, sp = dw_span(net, i, &base);
+        if (sp <= 0) continue;
+        int at = n_own;
+        while (at > 0 && dw_span(net, own[at - 1], &base) < sp) at--;
+        if (at >= DW_OWN) continue;
+        if (n_own < DW_OWN) n_own++;
+        for (int k = n_own - 1; k > at; k--) own[k] = own[k - 1];
+        own[at] = i;
+    }
+    int64_t shared = 0;
+    for (int i = 0; i < b->L; i++) {
+        int64_t base, sp = dw_span(net, i, &base);
+        if (sp <= 0) continue;
+        bool mine = false;
+        for (int k = 0; k < n_own; k++) mine |= own[k] == i;
+        vd_plan_layer *pl = &p->layers[i];
+        pl->dw_base = base;
+        if (mine) pl->dw = vdp_add_tensor(b, VD_T_GRADS, i, (uint64_t)sp * 4u, net->layers[i].name, ":dw");
+        else if (sp > shared) shared = sp;
+    }
+    if (!shared) return;
+    int t = vdp_add_tensor(b, VD_T_GRADS, -1, (uint64_t)shared * 4u, "dw", NULL);
+    for (int i = 0; i < b->L; i++) {
+        int64_t base;
+        if (p->layers[i].dw < 0 && dw_span(net, i, &base) > 0) p->layers[i].dw = t;
+    }
+}
+
 /* Per layer: its output (unless in place), saved state and workspaces with
  * the options algos[2L]. */
 static void layer_tensors(bld *b, const int *algos) {
@@ -255,18 +307,10 @@ static void layer_tensors(bld *b, const int *algos) {
             pl->ws_bwd = vdp_add_tensor(b, VD_T_WS, i, pl->ws_bwd_bytes, l->name, ":ws_bwd");
         pl->dy = -1;
         for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
-        /* the update in the backward pass: the layer's gradients, its
-         * parameters' span of the array */
         pl->dw = -1;
         pl->dw_base = 0;
-        if (p->update_in_bwd && l->n_params > 0) {
-            const vd_param *f = &net->params[l->param_first];
-            const vd_param *z = &net->params[l->param_first + l->n_params - 1];
-            uint64_t span = (uint64_t)(z->offset + z->numel - f->offset);
-            pl->dw_base = f->offset;
-            if (span) pl->dw = vdp_add_tensor(b, VD_T_GRADS, i, span * 4u, l->name, ":dw");
-        }
     }
+    if (p->update_in_bwd) dw_tensors(b);
 }
 
 /* One gradient tensor per layer output (not the loss's), except the inputs

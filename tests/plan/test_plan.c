@@ -810,12 +810,18 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
         ck_assert(p->steps[2 * L - 1 - i].compute_s == pr->algos[pl->algo_bwd].bwd_s * share + upd);
         ck_assert_int_eq(p->t_grads < 0, p->update_in_bwd);
         ck_assert_int_eq(pl->dw >= 0, p->update_in_bwd && span > 0);
-        if (pl->dw >= 0) {
+        if (pl->dw >= 0) {   /* its own (the largest spans), or the one they share */
             const vd_tensor *T = &p->tensors[pl->dw];
-            ck_assert_uint_eq(T->bytes, (uint64_t)span * 4u);
+            const vd_interval *iv = &p->intervals[T->iv[0]];
             ck_assert(!T->persistent && T->n_iv == 1);
-            ck_assert_int_eq(p->intervals[T->iv[0]].first, 2 * L - 1 - i);
-            ck_assert_int_eq(p->intervals[T->iv[0]].last, 2 * L - 1 - i);
+            if (T->layer == i) {
+                ck_assert_uint_eq(T->bytes, (uint64_t)span * 4u);
+                ck_assert(iv->first == 2 * L - 1 - i && iv->last == 2 * L - 1 - i);
+            } else {
+                ck_assert_int_eq(T->layer, -1);
+                ck_assert_uint_ge(T->bytes, (uint64_t)span * 4u);
+                ck_assert(iv->first <= 2 * L - 1 - i && 2 * L - 1 - i <= iv->last);
+            }
         }
     }
     if (!p->forward_only)
@@ -1294,38 +1300,32 @@ END_TEST
 /* Session 10 call C's profiles (the ReLU fused into features.0 and the
  * update in the backward pass on the H200: features.1's forward times at
  * nothing). The update in the backward pass leaves no gradient array on the
- * device: persistent bytes are the parameters and momentum, 0.52 GiB less
- * than with grads_persistent. fp32 at 16 GiB: the search's plan and one
- * offloading 6.51 GiB predict 345.199 ms alike; fewer_copies keeps the two
- * largest of those maps instead, 4.59 GiB offloaded (pinned <= 4.6 GiB) at
- * the same time (pinned). tf32 at 12 GiB: 174.813 ms (pinned) with one
- * recompute (features.0-1, the fused forward), against 179.799 ms with the
- * gradient array (then features.5-6 recomputed too), both pinned with
- * none's time beside them: the 0.95x target of issue 13 with margin. */
+ * device: persistent bytes are the parameters and momentum. fp32 at 16 GiB:
+ * the search's plan and one offloading 6.51 GiB predict 345.199 ms alike;
+ * fewer_copies keeps the largest of those maps instead, 4.59 GiB offloaded
+ * (pinned <= 4.6 GiB) at the same time (pinned). tf32 at 12 GiB: 174.813 ms
+ * (pinned; with the gradient array the search plans 179.5 ms, recomputing
+ * features.5-6 too) with none's time beside it: the 0.95x target of issue
+ * 13 with margin. */
 START_TEST(test_vgg16_update_in_backward_s10c) {
     vd_net net;
     vd_profile prof;
     load_vgg16_with("vgg16-b256-h200-fp32-s10c.json", &net, &prof);
     vd_err e = {0};
-    uint64_t pers[2];
-    for (int gp = 0; gp < 2; gp++) {
-        vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-        o.budget = (uint64_t)16 << 30;
-        o.grads_persistent = gp;
-        vd_plan p;
-        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-        check_plan_invariants(&p, &net);
-        ck_assert(p.feasible && p.hwm <= o.budget && p.update_in_bwd == !gp);
-        printf("vgg16 b256 s10c fp32 16 GiB%s: %.3f ms, offload %.3f GiB, persistent %.3f GiB\n",
-               gp ? " (grads persistent)" : "", p.sim.iter_s * 1e3,
-               (double)p.offload_bytes / (1 << 30), (double)p.persistent_bytes / (1 << 30));
-        pers[gp] = p.persistent_bytes;
-        ck_assert_msg(p.sim.iter_s <= 345.1995e-3 * (1.0 + 1e-9), "%.6f ms", p.sim.iter_s * 1e3);
-        if (!gp) ck_assert_msg(p.offload_bytes <= (uint64_t)(4.6 * (1 << 30)), "%llu",
-                               (unsigned long long)p.offload_bytes);
-        vd_plan_free(&p);
-    }
-    ck_assert_uint_eq(pers[1] - pers[0], VD_ALIGN_UP((uint64_t)net.param_floats * 4u, 256));
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = (uint64_t)16 << 30;
+    vd_plan p;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    check_plan_invariants(&p, &net);
+    ck_assert(p.feasible && p.hwm <= o.budget && p.update_in_bwd && p.t_grads < 0);
+    printf("vgg16 b256 s10c fp32 16 GiB: %.3f ms, offload %.3f GiB, persistent %.3f GiB\n",
+           p.sim.iter_s * 1e3, (double)p.offload_bytes / (1 << 30),
+           (double)p.persistent_bytes / (1 << 30));
+    ck_assert_uint_eq(p.persistent_bytes, 2 * VD_ALIGN_UP((uint64_t)net.param_floats * 4u, 256));
+    ck_assert_msg(p.sim.iter_s <= 345.1995e-3 * (1.0 + 1e-9), "%.6f ms", p.sim.iter_s * 1e3);
+    ck_assert_msg(p.offload_bytes <= (uint64_t)(4.6 * (1 << 30)), "%llu",
+                  (unsigned long long)p.offload_bytes);
+    vd_plan_free(&p);
     vd_profile_free(&prof);
     vd_net_free(&net);
 
@@ -1335,22 +1335,11 @@ START_TEST(test_vgg16_update_in_backward_s10c) {
     snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-tf32-s10c.json",
              getenv("VD_SRCDIR"));
     ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
-    double t[3];
-    for (int k = 0; k < 3; k++) {
-        vd_plan_opts o = plan_opts(256, k ? VD_POLICY_AUTO : VD_POLICY_NONE);
-        o.budget = k ? (uint64_t)12 << 30 : 0;
-        o.grads_persistent = k == 2;
-        vd_plan p;
-        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-        check_plan_invariants(&p, &net);
-        ck_assert(p.feasible);
-        t[k] = p.sim.iter_s;
-        vd_plan_free(&p);
-    }
-    printf("vgg16 b256 s10c tf32: none %.3f ms, auto 12 GiB %.3f ms (%.4fx), with the gradient "
-           "array %.3f ms (%.4fx)\n", t[0] * 1e3, t[1] * 1e3, t[0] / t[1], t[2] * 1e3, t[0] / t[2]);
+    double t[2];
+    none_and_auto_12g(&net, &prof, t);
+    printf("vgg16 b256 s10c tf32: none %.3f ms, auto 12 GiB %.3f ms (%.4fx)\n", t[0] * 1e3,
+           t[1] * 1e3, t[0] / t[1]);
     ck_assert_msg(t[1] <= 174.8135e-3 * (1.0 + 1e-9), "%.6f ms", t[1] * 1e3);
-    ck_assert_msg(t[2] <= 179.7990e-3 * (1.0 + 1e-9), "%.6f ms", t[2] * 1e3);
     ck_assert_msg(t[0] / t[1] >= 0.98, "%.4fx", t[0] / t[1]);
     vd_profile_free(&prof);
     vd_net_free(&net);
