@@ -1925,7 +1925,9 @@ static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_op
  * where nothing fits with the array, within the gradients' bytes of the
  * smallest budget, does the search run with the room, on half the effort
  * cap (the same in the feasibility-only search of vdp_min_budget_auto, so
- * that a budget fits there exactly when the full search fits it). */
+ * that a budget fits there exactly when the full search fits it). Nets
+ * whose iteration (everything kept) is under AUTO_OPINION_MIN_S are
+ * searched with the room alone. */
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    bool feasibility_only, vd_plan *out, vd_err *e) {
     if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
@@ -1933,7 +1935,17 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
         return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
     int rc = search_auto(net, prof, opts, feasibility_only, true, false, NULL, out, e);
     if (rc != VD_EBUDGET) return rc;
+    /* iterations under AUTO_OPINION_MIN_S (the tests' tiny nets, where the
+     * phases would double a planning time that outweighs what they gain):
+     * the search with the room alone */
+    bool small = out->sim.iter_s < AUTO_OPINION_MIN_S;
     vdp_plan_release(out);
+    if (small) {
+        update_depth++;
+        rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
+        update_depth--;
+        return rc;
+    }
     vd_plan_opts po = *opts;
     po.grads_persistent = true;
     double effort = 0;
@@ -1947,13 +1959,16 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
          * at 4 GiB), the search with the room too, on what is left, and
          * the faster plan: VGG-16 tf32 at 12 GiB offloads instead of
          * recomputing features.5-6 there (s10c: 174.8 against 179.5 ms).
-         * Not for iterations under AUTO_OPINION_MIN_S (the tests' tiny
-         * nets), as the second opinion. */
+         * On at most 0.35 of the cap: VGG-16 then plans in about 0.9 s
+         * (with all that is left, 1.0-1.1 s; with 0.25, tf32 176.0 ms) */
         double cap = nested_cap > 0 ? nested_cap : AUTO_EFFORT_CAP;
-        if (rc || feasibility_only || effort >= 0.5 * cap || out->sim.iter_s < AUTO_OPINION_MIN_S)
-            return rc;
+        if (rc || feasibility_only || effort >= 0.5 * cap) return rc;
+        /* and where it can gain, as the second opinion: over 2% above the
+         * lower bound (VGG-16 fp32 at 12 GiB on the s9 profile: 2.0%, not) */
+        double lb = vd_plan_lower_bound(net, prof, out, opts->budget);
+        if (!(lb > 0) || out->sim.iter_s <= lb * (1.0 + AUTO_OPINION_GAP)) return VD_OK;
         double saved = nested_cap;
-        nested_cap = cap - effort;
+        nested_cap = fmin(cap - effort, 0.35 * AUTO_EFFORT_CAP);
         update_depth++;
         vd_plan R;
         vd_err re = {0};
