@@ -534,6 +534,22 @@ static int tensor_of(const actx *c, const vd_plan *p, int k) {
     return p->tensors[t].layer == i ? t : -1;
 }
 
+/* Set c's configuration to plan p's decisions: each free disposition key
+ * as p keeps, offloads or recomputes its tensor, and (where the search
+ * chooses them) p's per-pass options. */
+static void config_from_plan(actx *c, const vd_plan *p) {
+    for (int k = 0; k <= c->L; k++) {
+        int t = c->fixed[k] ? -1 : tensor_of(c, p, k);
+        if (t < 0) continue;
+        const vd_tensor *T = &p->tensors[t];
+        c->disp[k] = T->offload ? VD_DISP_OFFLOAD : T->recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
+    }
+    for (int j = 0; c->algo_free && j < c->L; j++) {
+        c->algos[j] = p->layers[j].algo_fwd;
+        c->algos[c->L + j] = p->layers[j].algo_bwd;
+    }
+}
+
 /* Time of option a in the pass of algos key k (k < L forward, else backward). */
 static double algo_time(const actx *c, int k, int a) {
     const vd_profile_algo *x = &c->prof->layers[k % c->L].algos[a];
@@ -1606,16 +1622,7 @@ static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
     config_copy(c, sd, sa, c->disp, c->algos);
-    for (int k = 0; k <= c->L; k++) {
-        int t = c->fixed[k] ? -1 : tensor_of(c, &J, k);
-        if (t < 0) continue;
-        c->disp[k] = J.tensors[t].offload ? VD_DISP_OFFLOAD
-                   : J.tensors[t].recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
-    }
-    for (int j = 0; c->algo_free && j < c->L; j++) {
-        c->algos[j] = J.layers[j].algo_fwd;
-        c->algos[c->L + j] = J.layers[j].algo_bwd;
-    }
+    config_from_plan(c, &J);
     vdp_plan_release(&J);
     vd_plan Q;
     rc = eval(c, &Q, e);
@@ -1650,17 +1657,14 @@ static int cmp_bytes_desc(const void *a, const void *b) {
 static int fewer_copies(actx *c, vd_plan *P, vd_err *e) {
     uint64_t (*cand)[2] = vd_malloc((size_t)(c->L + 1) * sizeof *cand, NULL);
     if (!cand) return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
+    config_from_plan(c, P);
     int n = 0;
     for (int k = 0; k <= c->L; k++) {
         int t = c->fixed[k] ? -1 : tensor_of(c, P, k);
-        if (t < 0) continue;
-        const vd_tensor *T = &P->tensors[t];
-        c->disp[k] = T->offload ? VD_DISP_OFFLOAD : T->recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
-        if (T->offload) { cand[n][0] = T->bytes; cand[n][1] = (uint64_t)k; n++; }
-    }
-    for (int j = 0; c->algo_free && j < c->L; j++) {
-        c->algos[j] = P->layers[j].algo_fwd;
-        c->algos[c->L + j] = P->layers[j].algo_bwd;
+        if (t < 0 || !P->tensors[t].offload) continue;
+        cand[n][0] = P->tensors[t].bytes;
+        cand[n][1] = (uint64_t)k;
+        n++;
     }
     qsort(cand, (size_t)n, sizeof *cand, cmp_bytes_desc);
     int rc = VD_OK;
@@ -1870,16 +1874,7 @@ static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_op
     int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
     c.effort = *effort;
-    for (int k = 0; k <= c.L; k++) {
-        int t = c.fixed[k] ? -1 : tensor_of(&c, P, k);
-        if (t < 0) continue;
-        const vd_tensor *T = &P->tensors[t];
-        c.disp[k] = T->offload ? VD_DISP_OFFLOAD : T->recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
-    }
-    for (int j = 0; c.algo_free && j < c.L; j++) {
-        c.algos[j] = P->layers[j].algo_fwd;
-        c.algos[c.L + j] = P->layers[j].algo_bwd;
-    }
+    config_from_plan(&c, P);
     vd_plan Q;
     rc = eval(&c, &Q, e);
     *effort = c.effort;

@@ -1084,14 +1084,20 @@ START_TEST(test_vgg16_auto_beats_dyn) {
 END_TEST
 
 /* nets/vgg16.yaml at batch 256 and the profile tests/plan/data/FILE. */
-static void load_vgg16_with(const char *file, vd_net *net, vd_profile *prof) {
+/* VGG-16 b256 in math m with the profile tests/plan/data/FILE (made for m). */
+static void load_vgg16_math(const char *file, vd_math m, vd_net *net, vd_profile *prof) {
     load_shipped_net(net, "vgg16.yaml", 256);
+    net->train.math = m;
     const char *src = getenv("VD_SRCDIR");
     ck_assert_ptr_nonnull(src);
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/plan/data/%s", src, file);
     vd_err e = {0};
     ck_assert_msg(vd_profile_load(path, net, 256, prof, &e) == 0, "%s", e.msg);
+}
+
+static void load_vgg16_with(const char *file, vd_net *net, vd_profile *prof) {
+    load_vgg16_math(file, VD_MATH_FP32, net, prof);
 }
 
 /* t[0]: no offload's predicted iteration, t[1]: auto's at 12 GiB; each plan
@@ -1329,12 +1335,7 @@ START_TEST(test_vgg16_update_in_backward_s10c) {
     vd_profile_free(&prof);
     vd_net_free(&net);
 
-    load_shipped_net(&net, "vgg16.yaml", 256);
-    net.train.math = VD_MATH_TF32;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/vgg16-b256-h200-tf32-s10c.json",
-             getenv("VD_SRCDIR"));
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_vgg16_math("vgg16-b256-h200-tf32-s10c.json", VD_MATH_TF32, &net, &prof);
     double t[2];
     none_and_auto_12g(&net, &prof, t);
     printf("vgg16 b256 s10c tf32: none %.3f ms, auto 12 GiB %.3f ms (%.4fx)\n", t[0] * 1e3,
