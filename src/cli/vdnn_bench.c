@@ -231,6 +231,10 @@ static int min_budgets(bench *b, vd_err *e) {
         rc = vd_plan_build(&b->net, &b->ses.prof, &po, &pl, &te);
         if (rc == VD_OK && pl.hwm > m) m = VD_ALIGN_UP(pl.hwm, 256);
         if (rc == VD_OK || rc == VD_EBUDGET) vd_plan_free(&pl);
+        else {
+            *e = te;
+            return vd_err_prefix(e, "policy none's need at its fastest");
+        }
         b->none_peak = m;
     }
     return VD_OK;
