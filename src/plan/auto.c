@@ -1920,21 +1920,60 @@ static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_op
  * where nothing fits with the array, within the gradients' bytes of the
  * smallest budget, does the search run with the room, on half the effort
  * cap (the same in the feasibility-only search of vdp_min_budget_auto, so
- * that a budget fits there exactly when the full search fits it). Nets
+ * that a budget fits there exactly when the full search fits it); and
+ * where not even the fallbacks fit with the array, without its search.
+ * Where the caller's dispositions fit but over 2% above the lower bound,
+ * the phases run too and the faster plan wins. Nets
  * whose iteration (everything kept) is under AUTO_OPINION_MIN_S are
  * searched with the room alone. */
+static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       bool feasibility_only, bool small, vd_plan *out, vd_err *e);
+static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         bool *fits, vd_err *e);
+static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       bool feasibility_only, vd_plan *out, vd_err *e);
+
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    bool feasibility_only, vd_plan *out, vd_err *e) {
     if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
     if (opts->forward_only || opts->grads_persistent || update_depth)
         return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
     int rc = search_auto(net, prof, opts, feasibility_only, true, false, NULL, out, e);
-    if (rc != VD_EBUDGET) return rc;
     /* iterations under AUTO_OPINION_MIN_S (the tests' tiny nets, where the
      * phases would double a planning time that outweighs what they gain):
      * the search with the room alone */
     bool small = out->sim.iter_s < AUTO_OPINION_MIN_S;
+    if (rc == VD_EBUDGET) {
+        vdp_plan_release(out);
+        return auto_phases(net, prof, opts, feasibility_only, small, out, e);
+    }
+    if (rc != VD_OK || feasibility_only || small || opts->budget == 0) return rc;
+    /* Everything kept fits, but maybe only in a placement that costs time:
+     * ResNet-50 tf32 b256 at none's smallest budget (20.52 GiB on session
+     * 11's profile) copies the adds' gradients instead of sharing them,
+     * 118.3 ms, where 20.0 GB with three maps offloaded plans 112.6 (the
+     * bound, 112.4). Over 2% above the lower bound, as the second opinion:
+     * the search too, and the faster plan, so that more memory never plans
+     * slower than the search at less. */
+    double lb = vd_plan_lower_bound(net, prof, out, opts->budget);
+    if (!(lb > 0) || out->sim.iter_s <= lb * (1.0 + AUTO_OPINION_GAP)) return VD_OK;
+    vd_plan K = *out;
+    memset(out, 0, sizeof *out);
+    rc = auto_phases(net, prof, opts, false, false, out, e);
+    if (rc == VD_OK && out->feasible && out->sim.iter_s < K.sim.iter_s * (1.0 - 1e-9)) {
+        vdp_plan_release(&K);
+        return VD_OK;
+    }
+    if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(&K); return rc; }
     vdp_plan_release(out);
+    *out = K;
+    return VD_OK;
+}
+
+/* vdp_build_auto's phases after the probe (everything kept, with the room). */
+static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       bool feasibility_only, bool small, vd_plan *out, vd_err *e) {
+    int rc;
     if (small) {
         update_depth++;
         rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
@@ -1943,6 +1982,15 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     }
     vd_plan_opts po = *opts;
     po.grads_persistent = true;
+    /* Where not even the fallbacks fit with the array (the paper's
+     * policies, everything recomputed or offloaded in the least
+     * workspace), its search would spend the whole effort cap in greedy
+     * before it gave up: ResNet-152 b256 at its smallest budget (3.52 GB)
+     * planned in 2.5 s, 1.4 of them there. The search with the room then. */
+    bool array_fits = false;
+    rc = fallback_fits(net, prof, &po, &array_fits, e);
+    if (rc) return rc;
+    if (!array_fits) return room_search(net, prof, opts, feasibility_only, out, e);
     double effort = 0;
     vd_err te = {0};
     array_phase++;
@@ -1984,10 +2032,31 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     }
     if (rc != VD_EBUDGET) { *e = te; return rc; }
     vdp_plan_release(out);
+    return room_search(net, prof, opts, feasibility_only, out, e);
+}
+
+/* Whether a fallback of the search (feasible_fallback) fits under opts. */
+static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         bool *fits, vd_err *e) {
+    *fits = false;
+    actx c;
+    int rc = ctx_init(&c, net, prof, opts, true, e);
+    if (rc) return rc;
+    vd_plan X;
+    rc = feasible_fallback(&c, opts, &X, e);
+    ctx_free(&c);
+    if (rc == VD_OK) { *fits = true; vdp_plan_release(&X); }
+    return rc == VD_EBUDGET ? VD_OK : rc;
+}
+
+/* The search with the room (the update in the backward pass), on half the
+ * effort cap: where nothing fits with the gradient array. */
+static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       bool feasibility_only, vd_plan *out, vd_err *e) {
     double saved = nested_cap;
     nested_cap = 0.5 * AUTO_EFFORT_CAP;
     update_depth++;
-    rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
+    int rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
     update_depth--;
     nested_cap = saved;
     return rc;
