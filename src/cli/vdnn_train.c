@@ -702,11 +702,13 @@ int main(int argc, char **argv) {
                 (double)tc->lr, vd_lr_policy_name(&tc->lr_policy),
                 tc->lr_policy.warmup ? " + warmup" : "", (double)tc->momentum,
                 (double)tc->weight_decay, (unsigned long long)tc->seed);
+        char b3[32], capmsg[96];
+        snprintf(capmsg, sizeof capmsg, " (default: what the plan needs, within the %s the "
+                 "device can give)", vd_fmt_bytes(run.plan.budget, b3, sizeof b3));
         fprintf(stderr, "%s: plan: policy %s, budget %s%s, peak %s, offload %s/iter, "
                 "predicted %.4f s/iter (%s)\n", PROG, vd_policy_name(plan.policy),
                 vd_fmt_bytes(plan.budget, b1, sizeof b1),
-                run.budget_given ? "" : ses.cuda ? " (default: all the device can give)"
-                                         : " (default: what the plan needs)",
+                run.budget_given ? "" : ses.cuda ? capmsg : " (default: what the plan needs)",
                 vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
                 vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s,
                 ses.prof.source);

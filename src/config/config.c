@@ -76,4 +76,5 @@ int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profil
 void vd_config_budget(vd_config_run *r, const vd_session *s, const vd_profile *prof) {
     if (r->budget_given) return;
     r->plan.budget = s ? vd_session_default_budget(s) : prof->dev.mem_bytes;
+    r->plan.pool_to_need = true;   /* a cap: the pool is what the plan needs */
 }

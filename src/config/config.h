@@ -15,7 +15,8 @@
  *            (--gpu-model h200 | cpu, default h200; vd_profile_analytic)
  *   policy   --policy, else auto (none when the net fits, else the fastest plan)
  *   budget   --budget, else: CUDA all the device can give, cpu the plan's own
- *            need, a device model its memory (vd_config_budget)
+ *            need, a device model its memory (vd_config_budget), as a cap
+ *            only: the pool is then what the plan needs (pool_to_need)
  *   math     --math fp32 | tf32 | bf16, else the spec's train.math, else fp32;
  *            --deterministic
  *   backend options (--conv-*, --sync-debug), input staging (--no-stage-input),
@@ -101,7 +102,8 @@ int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profil
 /* Set r->plan.budget when no --budget was given: with a session (s non-NULL)
  * vd_session_default_budget (CUDA: all the device can give; cpu: 0 = the
  * plan's own need), else the profile's device memory (prof->dev.mem_bytes,
- * 0 for the cpu model). */
+ * 0 for the cpu model); and r->plan.pool_to_need: that budget is a cap,
+ * the pool what the plan needs. */
 void vd_config_budget(vd_config_run *r, const vd_session *s, const vd_profile *prof);
 
 #endif

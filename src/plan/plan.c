@@ -191,5 +191,10 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
         }
         return rc;
     }
+    if (opts->pool_to_need && out->budget) {
+        /* every offset of both placements lies below its high-water mark */
+        uint64_t need = out->hwm > out->eval->hwm ? out->hwm : out->eval->hwm;
+        if (need < out->budget) out->budget = out->eval->budget = need;
+    }
     return VD_OK;
 }

@@ -282,6 +282,11 @@ typedef struct vd_plan_opts {
     vd_policy policy;
     vd_prefetch prefetch;
     uint64_t budget;            /* pool bytes; 0 = auto (exactly the plan's need) */
+    /* true: budget is only the cap the plan must fit under (vdnn-train's
+     * default on CUDA, "all the device can give"); the plan's pool
+     * (vd_plan.budget) is then what it needs, the larger high-water mark of
+     * its training and evaluation placements, not the whole cap. */
+    bool pool_to_need;
     int fixed_algo;             /* -1 = policy chooses (fastest except dyn);
                                    else every conv uses min(fixed_algo, n-1) */
     int *algos;                 /* optional [n_layers] explicit per-layer options

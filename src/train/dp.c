@@ -80,7 +80,10 @@ static int peer_open(void *ctx, int r, vd_err *e) {
     vd_plan_opts po = *d->po;
     po.progress = NULL;         /* rank 0 reports its own search */
     po.progress_ctx = NULL;
-    if (!d->budget_given) po.budget = vd_session_default_budget(&d->ses[r]);
+    if (!d->budget_given) {
+        po.budget = vd_session_default_budget(&d->ses[r]);
+        po.pool_to_need = true;
+    }
     rc = vd_session_plan(&d->ses[r], &po, &d->plan[r], e);
     d->have_plan[r] = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) return rc;

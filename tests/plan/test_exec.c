@@ -250,6 +250,54 @@ START_TEST(test_identity_resnet) {
 }
 END_TEST
 
+/* vd_plan_opts.pool_to_need (vdnn-train's default budget on CUDA, all the
+ * device can give, is a cap): the pool is exactly what the plan needs, the
+ * larger high-water mark of its training and evaluation placements, as
+ * without a budget; with a cap of 1 TiB or of twice that need, the same
+ * plan, pool and bytes trained (policies none, all and auto on LeNet and
+ * the small ResNet). Without the flag the pool is the whole cap. */
+static void pool_to_need_case(vd_net *net, int batch) {
+    static const vd_policy pols[] = {VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_AUTO};
+    for (size_t k = 0; k < VD_ARRAY_LEN(pols); k++) {
+        run_cfg c = {.policy = pols[k], .iters = 2, .poison = true, .fixed_algo = -1};
+        run_out r0, r1, r2, r3;
+        run_training(net, batch, &c, &r0);
+        ck_assert_msg(r0.rc == 0, "%s", r0.msg);
+        ck_assert_uint_eq(r0.st.pool_bytes, r0.plan_budget);
+        c.pool_to_need = true;
+        c.budget = (uint64_t)1 << 40;
+        run_training(net, batch, &c, &r1);
+        c.budget = 2 * r0.plan_budget;
+        run_training(net, batch, &c, &r2);
+        c.pool_to_need = false;
+        run_training(net, batch, &c, &r3);
+        ck_assert_msg(r1.rc == 0 && r2.rc == 0 && r3.rc == 0, "%s %s %s", r1.msg, r2.msg, r3.msg);
+        ck_assert_uint_eq(r1.plan_budget, r0.plan_budget);
+        ck_assert_uint_eq(r2.plan_budget, r0.plan_budget);
+        ck_assert_uint_eq(r1.st.pool_bytes, r0.plan_budget);
+        ck_assert_uint_eq(r2.st.pool_bytes, r0.plan_budget);
+        ck_assert_uint_eq(r3.st.pool_bytes, 2 * r0.plan_budget);
+        ck_assert_uint_ge(r0.plan_budget, r0.plan_hwm);
+        size_t n = (size_t)net->param_floats * sizeof(float);
+        ck_assert_msg(memcmp(r0.params, r1.params, n) == 0, "%s: 1 TiB cap trains other bytes",
+                      vd_policy_name(pols[k]));
+        ck_assert(memcmp(r0.params, r2.params, n) == 0);
+        ck_assert(memcmp(r0.params, r3.params, n) == 0);
+        run_free(&r0); run_free(&r1); run_free(&r2); run_free(&r3);
+    }
+}
+
+START_TEST(test_pool_to_need) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    pool_to_need_case(&net, 4);
+    vd_net_free(&net);
+    tn_resnet(&net, 3);
+    pool_to_need_case(&net, 3);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* bf16 math (the CPU backend's mixed-precision oracle): the identities
  * above hold as in fp32, and the run really is bf16: its feature maps
  * (x, y, dy tensors) are half fp32's bytes, and its parameters after the
@@ -760,6 +808,7 @@ START_TEST(test_after_step_hook) {
 END_TEST
 
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
+         test_pool_to_need,
          test_identity_bf16, test_fault_bf16,
          test_identity_lenet_yaml, test_fault_skip_prefetch_wait, test_fault_skip_offload_wait,
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
