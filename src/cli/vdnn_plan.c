@@ -46,7 +46,7 @@ static void usage(FILE *f) {
         "  --budget SIZE        device memory budget, e.g. 12G, 512M (default: the\n"
         "                       device's memory: all a CUDA device can give, the plan's\n"
         "                       own need on cpu, the model's memory for h200; a cap:\n"
-"                       the plan's pool is what it needs)\n"
+        "                       the plan's pool is what it needs)\n"
         "  --policy P           %s\n"
         "                       (none | all | conv | dyn: the paper's; auto: ours, per\n"
         "                       tensor keep/offload/recompute, searched with the\n"

@@ -1929,7 +1929,7 @@ static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_op
 static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        bool feasibility_only, bool small, vd_plan *out, vd_err *e);
 static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         bool *fits, vd_err *e);
+                         bool *fits, vd_plan *plan, vd_err *e);
 static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        bool feasibility_only, vd_plan *out, vd_err *e);
 
@@ -1988,9 +1988,12 @@ static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_
      * before it gave up: ResNet-152 b256 at its smallest budget (3.52 GB)
      * planned in 2.5 s, 1.4 of them there. The search with the room then. */
     bool array_fits = false;
-    rc = fallback_fits(net, prof, &po, &array_fits, e);
+    rc = fallback_fits(net, prof, &po, &array_fits, feasibility_only ? out : NULL, e);
     if (rc) return rc;
     if (!array_fits) return room_search(net, prof, opts, feasibility_only, out, e);
+    /* feasibility only: that answers it (the array's search would begin by
+     * building the same fallbacks, and stop at the first that fits) */
+    if (feasibility_only) return VD_OK;
     double effort = 0;
     vd_err te = {0};
     array_phase++;
@@ -2035,9 +2038,10 @@ static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_
     return room_search(net, prof, opts, feasibility_only, out, e);
 }
 
-/* Whether a fallback of the search (feasible_fallback) fits under opts. */
+/* Whether a fallback of the search (feasible_fallback) fits under opts;
+ * if so and plan is not NULL, *plan is the first that does. */
 static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         bool *fits, vd_err *e) {
+                         bool *fits, vd_plan *plan, vd_err *e) {
     *fits = false;
     actx c;
     int rc = ctx_init(&c, net, prof, opts, true, e);
@@ -2045,7 +2049,11 @@ static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_pla
     vd_plan X;
     rc = feasible_fallback(&c, opts, &X, e);
     ctx_free(&c);
-    if (rc == VD_OK) { *fits = true; vdp_plan_release(&X); }
+    if (rc == VD_OK) {
+        *fits = true;
+        if (plan) *plan = X;
+        else vdp_plan_release(&X);
+    }
     return rc == VD_EBUDGET ? VD_OK : rc;
 }
 

@@ -212,14 +212,19 @@ static void per_pass_case(vd_net *net, int batch) {
     free(one);
 }
 
-START_TEST(test_per_pass_algos) {
+/* fn on LeNet at batch 4, then on the small ResNet at batch 3. */
+static void on_small_nets(void (*fn)(vd_net *net, int batch)) {
     vd_net net;
     tn_lenet(&net, 4);
-    per_pass_case(&net, 4);
+    fn(&net, 4);
     vd_net_free(&net);
     tn_resnet(&net, 3);
-    per_pass_case(&net, 3);
+    fn(&net, 3);
     vd_net_free(&net);
+}
+
+START_TEST(test_per_pass_algos) {
+    on_small_nets(per_pass_case);
 }
 END_TEST
 
@@ -288,13 +293,7 @@ static void pool_to_need_case(vd_net *net, int batch) {
 }
 
 START_TEST(test_pool_to_need) {
-    vd_net net;
-    tn_lenet(&net, 4);
-    pool_to_need_case(&net, 4);
-    vd_net_free(&net);
-    tn_resnet(&net, 3);
-    pool_to_need_case(&net, 3);
-    vd_net_free(&net);
+    on_small_nets(pool_to_need_case);
 }
 END_TEST
 

@@ -1083,10 +1083,11 @@ START_TEST(test_vgg16_auto_beats_dyn) {
 }
 END_TEST
 
-/* nets/vgg16.yaml at batch 256 and the profile tests/plan/data/FILE. */
-/* VGG-16 b256 in math m with the profile tests/plan/data/FILE (made for m). */
-static void load_vgg16_math(const char *file, vd_math m, vd_net *net, vd_profile *prof) {
-    load_shipped_net(net, "vgg16.yaml", 256);
+/* nets/SPEC at batch 256 in math m with the profile tests/plan/data/FILE
+ * (made for m). */
+static void load_net_math(const char *spec, const char *file, vd_math m, vd_net *net,
+                          vd_profile *prof) {
+    load_shipped_net(net, spec, 256);
     net->train.math = m;
     const char *src = getenv("VD_SRCDIR");
     ck_assert_ptr_nonnull(src);
@@ -1094,6 +1095,10 @@ static void load_vgg16_math(const char *file, vd_math m, vd_net *net, vd_profile
     snprintf(path, sizeof path, "%s/tests/plan/data/%s", src, file);
     vd_err e = {0};
     ck_assert_msg(vd_profile_load(path, net, 256, prof, &e) == 0, "%s", e.msg);
+}
+
+static void load_vgg16_math(const char *file, vd_math m, vd_net *net, vd_profile *prof) {
+    load_net_math("vgg16.yaml", file, m, net, prof);
 }
 
 static void load_vgg16_with(const char *file, vd_net *net, vd_profile *prof) {
@@ -1384,14 +1389,9 @@ END_TEST
  * bytes above the budget less the overshoot; pinned there. */
 START_TEST(test_resnet50_measured_profile_s7) {
     vd_net net;
-    load_shipped_net(&net, "resnet50.yaml", 256);
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/resnet50-b256-h200-fp32-s7.json", src);
-    vd_err e = {0};
     vd_profile prof;
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_net_math("resnet50.yaml", "resnet50-b256-h200-fp32-s7.json", VD_MATH_FP32, &net, &prof);
+    vd_err e = {0};
     vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
     o.budget = (uint64_t)4 << 30;
     vd_plan p;
@@ -1414,15 +1414,9 @@ END_TEST
  * which it searches; the search reaches the bound itself, 112.426 ms). */
 START_TEST(test_resnet50_none_min_s11) {
     vd_net net;
-    load_shipped_net(&net, "resnet50.yaml", 256);
-    net.train.math = VD_MATH_TF32;
-    const char *src = getenv("VD_SRCDIR");
-    ck_assert_ptr_nonnull(src);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/plan/data/resnet50-b256-h200-tf32-s11.json", src);
-    vd_err e = {0};
     vd_profile prof;
-    ck_assert_msg(vd_profile_load(path, &net, 256, &prof, &e) == 0, "%s", e.msg);
+    load_net_math("resnet50.yaml", "resnet50-b256-h200-tf32-s11.json", VD_MATH_TF32, &net, &prof);
+    vd_err e = {0};
     vd_plan_opts on = plan_opts(256, VD_POLICY_NONE);
     uint64_t none_min = 0;
     ck_assert_msg(vd_plan_min_budget(&net, &prof, &on, &none_min, &e) == 0, "%s", e.msg);
