@@ -54,12 +54,16 @@ typedef struct vd_algo_opt {
  *   ws    : workspace of ws_bytes
  *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
  *   training: batchnorm uses batch statistics and updates running stats
- *   bf16  : math bf16 (set by the executor from layer_setup's math): the
- *           feature-map operands x, y, dy, dx point to bf16 elements
- *           (uint16_t storage, the upper half of a float32; C has no bf16
- *           type, so they keep their float-pointer type and must never be
- *           read as float). w, b, rm, rv, dw, db, aux stay fp32 (fp32 master
- *           weights and gradients, BN statistics, the loss). */
+ *   act   : the feature maps' element type (vd_math_act_dtype of layer_setup's
+ *           math, set by the executor). VD_DT_BF16 / VD_DT_F16 (math bf16 /
+ *           fp16): the feature-map operands x, y, dy, dx point to 16-bit
+ *           elements (uint16_t storage; C has neither type, so they keep
+ *           their float-pointer type and must never be read as float). w, b,
+ *           rm, rv, dw, db, aux stay fp32 (fp32 master weights and gradients,
+ *           BN statistics, the loss).
+ *   loss_scaled: math fp16: the loss layer's backward multiplies its dx by
+ *           the backend's current loss scale (vd_loss_scale.scale, read where
+ *           the backend keeps it: device memory on CUDA, no host sync). */
 typedef struct vd_op_io {
     int n;                          /* batch */
     const float *x[VD_MAX_INPUTS];
@@ -76,7 +80,8 @@ typedef struct vd_op_io {
     int algo;                       /* index into layer_algos' list */
     uint64_t seed; int64_t iter;
     bool training;
-    bool bf16;
+    vd_dtype act;
+    bool loss_scaled;
 } vd_op_io;
 
 /* Workspace of one pass of option o (a backend that reports no per-pass
@@ -130,6 +135,30 @@ typedef struct vd_backend_opts {
 #define VD_CONV_TOPK_DEFAULT 8
 #define VD_CONV_TOPK_MAX 12
 
+/* Dynamic loss scaling state (math fp16; torch.amp.GradScaler's defaults:
+ * init_scale 65536, growth_factor 2, backoff_factor 0.5, growth_interval
+ * 2000). The same layout on the device. */
+typedef struct vd_loss_scale {
+    float scale;                /* the loss is multiplied by this */
+    int32_t growth;             /* clean steps since the scale last changed */
+    int32_t found_inf;          /* this step's gradients hold an inf/NaN */
+    int32_t first_bad;          /* layer of the first non-finite gradient of the
+                                   current run of skipped steps, -1: none */
+    int32_t streak;             /* steps skipped in a row */
+    int32_t stepped;            /* an update has run (the momentum is started) */
+    int64_t skipped;            /* steps skipped in all */
+} vd_loss_scale;
+#define VD_LOSS_SCALE_INIT 65536.0f
+#define VD_LOSS_SCALE_INTERVAL 2000
+/* A fresh state: scale VD_LOSS_SCALE_INIT, nothing skipped, first_bad -1. */
+static inline vd_loss_scale vd_loss_scale_init(void) {
+    vd_loss_scale s;
+    memset(&s, 0, sizeof s);
+    s.scale = VD_LOSS_SCALE_INIT;
+    s.first_bad = -1;
+    return s;
+}
+
 typedef struct vd_backend vd_backend;
 struct vd_backend {
     const char *name;               /* "cpu" | "cuda" */
@@ -166,12 +195,13 @@ struct vd_backend {
     /* Generate the synthetic batch b on a stream, like a copy into x (device
      * memory): b->n samples of b->sample_numel elements each, NCHW, sample s
      * at x + s * sample_numel, element j of sample s vd_synth_value of
-     * (b->seed, b->split, b->index[s]) (data/synth.h); as floats, or bf16
-     * (uint16_t, vd_synth_bf16) when bf16. The same bits on every backend.
+     * (b->seed, b->split, b->index[s]) (data/synth.h); as elements of type
+     * dt (16-bit: channels-last, rounded to nearest even). The same bits on
+     * every backend.
      * b->index may be read until the work has run (as copy_async's src).
      * NULL when the backend cannot (the caller's loader then makes the
      * batches on the host). */
-    int (*fill_synthetic)(vd_backend *be, int stream, void *x, bool bf16, const vd_synth_batch *b,
+    int (*fill_synthetic)(vd_backend *be, int stream, void *x, vd_dtype dt, const vd_synth_batch *b,
                           vd_err *e);
 
     /* Ops (all on the compute stream). */
@@ -193,6 +223,34 @@ struct vd_backend {
     int (*sgd)(vd_backend *be, float *params, const float *grads, float *mom,
                int64_t offset, int64_t count, float lr, float momentum,
                float weight_decay, bool first_step, vd_err *e);
+
+    /* Dynamic loss scaling (math fp16), PyTorch GradScaler's rule. The state
+     * (vd_loss_scale) lives with the backend (CUDA: device memory, so that
+     * no step waits for the host); all of these run in stream order on the
+     * compute stream. An iteration is: the loss layer's backward scales its
+     * dx (vd_op_io.loss_scaled); grad_check on every trainable range of the
+     * gradients; sgd_scaled on each range; scale_update once. NULL in a
+     * backend without fp16 (the executor then fails with VD_EUNSUPPORTED). */
+    /* Sets the state (start, --resume); found_inf is cleared. */
+    int (*scale_set)(vd_backend *be, const vd_loss_scale *s, vd_err *e);
+    /* Reads the state (waits for the compute stream: for the log, the
+     * report and checkpoints, not every step). */
+    int (*scale_get)(vd_backend *be, vd_loss_scale *s, vd_err *e);
+    /* Marks found_inf when grads[offset, offset+count) holds an inf or NaN;
+     * the first such call of a step records `layer` in first_bad. */
+    int (*grad_check)(vd_backend *be, const float *grads, int64_t offset, int64_t count,
+                      int layer, vd_err *e);
+    /* sgd with the gradients unscaled (g / scale) and nothing done when
+     * found_inf; first_step is the state's !stepped (the momentum buffer
+     * starts at the first update that runs, as torch.optim.SGD's). */
+    int (*sgd_scaled)(vd_backend *be, float *params, const float *grads, float *mom,
+                      int64_t offset, int64_t count, float lr, float momentum,
+                      float weight_decay, vd_err *e);
+    /* The step's end: found_inf -> scale *= 0.5, growth = 0, skipped++,
+     * streak++; else growth++, streak = 0, stepped = 1, first_bad = -1, and
+     * scale *= 2 when growth reaches VD_LOSS_SCALE_INTERVAL (growth = 0).
+     * found_inf is cleared. */
+    int (*scale_update)(vd_backend *be, vd_err *e);
 };
 
 /* Bind a layer's parameter of role `role` (value p, gradient g or NULL)

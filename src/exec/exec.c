@@ -107,7 +107,7 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
     memset(io, 0, sizeof *io);
     io->n = p->batch;
     io->seed = vd_exec_rank_seed(net->train.seed, ex->opts.rank);
-    io->bf16 = ex->opts.math == VD_MATH_BF16;
+    io->act = vd_math_act_dtype(ex->opts.math);
     const vd_layer *l = &net->layers[i];
     const vd_plan_layer *pl = &p->layers[i];
     for (int k = 0; k < l->n_in; k++) {
@@ -588,7 +588,7 @@ static int fill_synth(vd_exec *ex, void *dst, const vd_synth_batch *b, uint64_t 
         return vd_errf(e, VD_EINTERNAL, "synthetic batch of %d x %lld elements for an input of "
                        "%llu bytes at batch %d", b->n, (long long)b->sample_numel,
                        (unsigned long long)bytes, ex->plan->batch);
-    return ex->be->fill_synthetic(ex->be, VD_STREAM_H2D, dst, ex->act_bytes == 2, b, e);
+    return ex->be->fill_synthetic(ex->be, VD_STREAM_H2D, dst, vd_math_act_dtype(ex->opts.math), b, e);
 }
 
 /* Source of an interval's H2D fill. */

@@ -151,18 +151,25 @@ typedef struct vd_lr_policy {
  * storage, conv/fc on tf32 tensor cores. bf16 (mixed precision): feature maps
  * and their gradients are stored in bf16 (what the planner moves and keeps),
  * conv/fc take bf16 inputs and accumulate in fp32; weights, gradients,
- * momentum, batch-norm parameters and statistics, the loss stay fp32. */
-typedef enum { VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16 } vd_math;
-#define VD_MATH_NAMES {"fp32", "tf32", "bf16"}
-/* "fp32" | "tf32" | "bf16". */
+ * momentum, batch-norm parameters and statistics, the loss stay fp32. fp16:
+ * the same with IEEE half feature maps and gradients (Turing has no bf16),
+ * plus dynamic loss scaling (vd_loss_scale, backend.h). */
+typedef enum { VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16 } vd_math;
+#define VD_MATH_NAMES {"fp32", "tf32", "bf16", "fp16"}
+/* "fp32" | "tf32" | "bf16" | "fp16". */
 const char *vd_math_name(vd_math m);
-/* Bytes of one feature-map (or feature-map gradient) element: 2 in bf16, else 4. */
-static inline uint64_t vd_math_act_bytes(vd_math m) { return m == VD_MATH_BF16 ? 2u : 4u; }
-/* Feature-map layout: bf16 stores them channels-last (NHWC: element (n, c,
- * h, w) at ((n*H + h)*W + w)*C + c; what makes the tensor cores fast), fp32
- * and tf32 NCHW. Weights stay in torch's layout. A tensor of H = W = 1 is
- * the same in both. */
-static inline bool vd_math_nhwc(vd_math m) { return m == VD_MATH_BF16; }
+/* The element type of feature maps and their gradients under math m. */
+static inline vd_dtype vd_math_act_dtype(vd_math m) {
+    return m == VD_MATH_BF16 ? VD_DT_BF16 : m == VD_MATH_FP16 ? VD_DT_F16 : VD_DT_F32;
+}
+/* Bytes of one feature-map (or feature-map gradient) element: 2 in bf16 and
+ * fp16, else 4. */
+static inline uint64_t vd_math_act_bytes(vd_math m) { return vd_dtype_bytes(vd_math_act_dtype(m)); }
+/* Feature-map layout: bf16 and fp16 store them channels-last (NHWC: element
+ * (n, c, h, w) at ((n*H + h)*W + w)*C + c; what makes the tensor cores fast),
+ * fp32 and tf32 NCHW. Weights stay in torch's layout. A tensor of H = W = 1
+ * is the same in both. */
+static inline bool vd_math_nhwc(vd_math m) { return vd_math_act_dtype(m) != VD_DT_F32; }
 
 typedef struct vd_train_cfg {
     int batch;

@@ -175,7 +175,11 @@ int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e
 int vd_fsync_parent_dir(const char *path, vd_err *e);
 
 /* ---- bfloat16 / float16 -------------------------------------------------
- * bf16 is the upper half of an IEEE float32 (1 sign, 8 exponent, 7 mantissa
+ * The element type of a feature map (vd_math_act_dtype, net.h): float, or
+ * one of the two 16-bit formats (uint16_t storage; C has neither type). */
+typedef enum { VD_DT_F32 = 0, VD_DT_BF16, VD_DT_F16 } vd_dtype;
+static inline uint64_t vd_dtype_bytes(vd_dtype t) { return t == VD_DT_F32 ? 4u : 2u; }
+/* bf16 is the upper half of an IEEE float32 (1 sign, 8 exponent, 7 mantissa
  * bits); these are the conversions every bf16 store in vdnn goes through. */
 /* The bfloat16 nearest to f, ties to even (what __float2bfloat16_rn does on
  * the GPU). A finite f at or beyond the midpoint between the largest bf16

@@ -203,7 +203,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.seed = o->seed;
     io.iter = o->iter;
     io.training = o->training;
-    io.bf16 = bf;
+    io.act = bf ? VD_DT_BF16 : VD_DT_F32;
     ck_assert_msg(be->forward(be, net, in->layer, &io, &e) == 0, "%s forward: %s", be->name, e.msg);
     if (o->backward)
         ck_assert_msg(be->backward(be, net, in->layer, &io, &e) == 0, "%s backward: %s", be->name,

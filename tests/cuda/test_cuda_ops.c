@@ -946,7 +946,7 @@ START_TEST(test_fill_synthetic) {
                 void *pool, *h;
                 ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
                 ck_assert(be->host_alloc(be, bytes, &h, &e) == 0);
-                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, pool, bf, &b, &e) == 0,
+                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, pool, bf ? VD_DT_BF16 : VD_DT_F32, &b, &e) == 0,
                               "%s", e.msg);
                 ck_assert(be->synchronize(be, &e) == 0);
                 ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);

@@ -1,5 +1,5 @@
 /* test_bf16.c — every op of the table on the CPU backend in bf16 math
- * (vd_op_io.bf16: cpu_run_bf16) against the fp32 CPU op on the same
+ * (vd_op_io.act VD_DT_BF16: cpu_run_bf16) against the fp32 CPU op on the same
  * bf16-representable inputs.
  *
  * What bf16 math promises (src/backend/cpu/cpu_backend.c, backend.h): the
@@ -208,7 +208,7 @@ static void run_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd) {
     void *ptr[2 * VD_MAX_INPUTS + 2];
     int64_t pc[2 * VD_MAX_INPUTS + 2], phw[2 * VD_MAX_INPUTS + 2];
     int np = 0;
-    if (io->bf16) {
+    if (io->act == VD_DT_BF16) {
         const void *cand[2 * VD_MAX_INPUTS + 2];
         int64_t cc[2 * VD_MAX_INPUTS + 2], ch[2 * VD_MAX_INPUTS + 2];
         int nc = 0;
@@ -293,7 +293,7 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
     if (t.aux) memset(t.aux, 0xFF, (size_t)t.auxn * sizeof(float));
     uint16_t *xb[VD_MAX_INPUTS] = {0}, *yb = bf_alloc(t.yn);
     vd_op_io bio = t.io;
-    bio.bf16 = true;
+    bio.act = VD_DT_BF16;
     for (int k = 0; k < t.n_in; k++) bio.x[k] = (const float *)(xb[k] = bf_of(t.x[k], t.xn[k]));
     bio.y = (float *)yb;
     run_io(net, layer, &bio, false);
@@ -528,7 +528,7 @@ START_TEST(in_place_aliasing) {
         int64_t n = t.yn;
         uint16_t *xb = bf_of(t.x[0], n), *yb = bf_alloc(n), *dyb = bf_of(t.r, n), *dxb = bf_alloc(n);
         vd_op_io io = t.io;
-        io.bf16 = true;
+        io.act = VD_DT_BF16;
         io.x[0] = (const float *)xb;
         io.y = (float *)yb;
         run_io(&net, i, &io, false);
@@ -569,7 +569,7 @@ START_TEST(in_place_aliasing) {
     vd_round_bf16_n(t.x[0], (size_t)n);
     uint16_t *xb = bf_of(t.x[0], n), *yb = bf_alloc(n), *dyb = bf_of(t.r, n), *dxb = bf_alloc(n);
     vd_op_io io = t.io;
-    io.bf16 = true;
+    io.act = VD_DT_BF16;
     io.x[0] = io.x[1] = (const float *)xb;
     io.y = (float *)yb;
     run_io(&net, i, &io, false);
@@ -629,7 +629,7 @@ START_TEST(checker_catches_errors) {
     run_io(&net, i, &io, false);                 /* rn(x w^ + b): one rounding */
     uint16_t *yb = bf_alloc(n), *xb = bf_of(t.x[0], t.xn[0]);
     vd_op_io bio = t.io;
-    bio.bf16 = true;
+    bio.act = VD_DT_BF16;
     bio.x[0] = (const float *)xb;
     bio.y = (float *)yb;
     run_io(&net, i, &bio, false);

@@ -408,10 +408,12 @@ static int cpu_zero_async(vd_backend *be, int stream, void *dst, uint64_t bytes,
     return enqueue_or_run(ctx_of(be), stream, &x, e);
 }
 
-static int cpu_fill_synthetic(vd_backend *be, int stream, void *x, bool bf16,
+static int cpu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt,
                               const vd_synth_batch *b, vd_err *e) {
     if (b->n < 0 || b->sample_numel < 0 || b->classes < 1 || (b->n && !b->index))
         return vd_errf(e, VD_EINTERNAL, "cpu backend: bad synthetic batch");
+    if (dt == VD_DT_F16) return vd_errf(e, VD_EUNSUPPORTED, "cpu backend: fp16 synthetic batches");
+    bool bf16 = dt == VD_DT_BF16;
     uint64_t bytes = (uint64_t)b->n * (uint64_t)b->sample_numel * (bf16 ? 2u : 4u);
     qentry q = {.kind = Q_SYNTH, .dst = x, .bytes = bytes, .synth = *b, .bf16 = bf16};
     return enqueue_or_run(ctx_of(be), stream, &q, e);
@@ -610,7 +612,7 @@ static int cpu_run_bf16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_
     bf_map m = {.n = 0, .next = bf_arena(ctx, total, e)};
     if (!m.next) return VD_ENOMEM;
     vd_op_io f = *io;
-    f.bf16 = false;
+    f.act = VD_DT_F32;
     /* what the op reads: x (forward, or backward when it needs it), y (backward
      * when it needs it), dy, and dx when accumulating */
     int64_t yc = l->c, yhw = (int64_t)l->h * l->w, xc[VD_MAX_INPUTS], xhw[VD_MAX_INPUTS];
@@ -664,7 +666,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if (rc) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
-    if (io->bf16) return cpu_run_bf16(ctx_of(be), net, layer, io, bwd, scratch, e);
+    if ((io->act == VD_DT_BF16)) return cpu_run_bf16(ctx_of(be), net, layer, io, bwd, scratch, e);
     return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
 }
 

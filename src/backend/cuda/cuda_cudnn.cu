@@ -626,7 +626,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
 static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
-    if (!io->bf16) return conv_forward(c, net, li, io, e);
+    if (!(io->act == VD_DT_BF16)) return conv_forward(c, net, li, io, e);
     vd_op_io b;
     int rc = conv_bf16_io(c, net, li, io, false, &b, e);
     return rc ? rc : conv_forward(c, net, li, &b, e);
@@ -635,7 +635,7 @@ int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
 /* bf16: the bias gradient from bf16 dy, dW in bf16 then widened into the
  * fp32 gradient. */
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
-    if (!io->bf16) return conv_backward(c, net, li, io, e);
+    if (!(io->act == VD_DT_BF16)) return conv_backward(c, net, li, io, e);
     vd_op_io b;
     int rc = conv_bf16_io(c, net, li, io, true, &b, e);
     if (!rc) rc = conv_backward(c, net, li, &b, e);
@@ -670,7 +670,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     }
     if (l->u.conv.bias && io->b)
         return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c,
-                            (int64_t)L->h * L->w, io->bf16, e);
+                            (int64_t)L->h * L->w, (io->act == VD_DT_BF16), e);
     return VD_OK;
 }
 
@@ -688,11 +688,11 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     /* bias gradient first: its partial sums share the workspace */
     if (l->u.conv.bias && io->db) {
         int64_t hw = (int64_t)L->h * L->w;
-        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->bf16);
+        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, (io->act == VD_DT_BF16));
         if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
             split = 1;
         if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db,
-                               io->bf16, e)))
+                               (io->act == VD_DT_BF16), e)))
             return rc;
     }
     if (L->g) {

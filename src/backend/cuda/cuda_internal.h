@@ -415,7 +415,7 @@ int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t
 int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst, bool dst_bf,
                  int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta, vd_err *e);
 /* be->fill_synthetic (cuda_synth.cu). */
-int cu_fill_synthetic(vd_backend *be, int stream, void *x, bool bf16, const vd_synth_batch *b,
+int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd_synth_batch *b,
                       vd_err *e);
 
 #endif

@@ -8,7 +8,7 @@
 #include <math.h>
 #include "backend/cuda/cuda_internal.h"
 
-/* Feature maps are float or bf16 (math bf16; backend.h's vd_op_io.bf16):
+/* Feature maps are float or bf16 (math bf16; backend.h's vd_op_io.act):
  * kernels that read or write them are templated on the element type T and
  * compute in float: ld() widens (exact), st() rounds to nearest even (the
  * only rounding bf16 adds). Launchers take the float-typed pointers of
@@ -1360,8 +1360,16 @@ static bool pool_tiling_plan(const cu_pool_geom *g, int64_t planes, int sm, cons
     }
 }
 
+/* Five blocks of CU_THREADS (1280 threads) per SM where an SM holds them
+ * (2048 threads on sm_80/90/100, 1536 on sm_86/89/120); sm_75 holds 1024,
+ * where ptxas reports the hint out of range. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define POOL_BWD_TILED_MIN_BLOCKS 1
+#else
+#define POOL_BWD_TILED_MIN_BLOCKS 5
+#endif
 template <typename T>
-__global__ void __launch_bounds__(CU_THREADS, 5)
+__global__ void __launch_bounds__(CU_THREADS, POOL_BWD_TILED_MIN_BLOCKS)
 k_pool_bwd_tiled(cu_pool_geom g, pool_tiling t, const T *__restrict__ x,
                  const T *__restrict__ dy, T *__restrict__ dx, float beta,
                  int64_t planes, int64_t nwork) {

@@ -36,7 +36,7 @@ static int64_t in_numel(const cu_layer *L, int k) {
 static int64_t out_numel(const cu_layer *L) { return (int64_t)L->c * L->h * L->w; }
 
 /* Bytes of one feature-map element. */
-static size_t act_size(const vd_op_io *io) { return io->bf16 ? 2 : 4; }
+static size_t act_size(const vd_op_io *io) { return (size_t)vd_dtype_bytes(io->act); }
 
 /* ---- fc: y[N, out] = x[N, in] W[out, in]^T + b (row-major), via column-major
  * cuBLAS: y^T = W^T' x^T where W's row-major storage is W^T column-major. -- */
@@ -76,7 +76,7 @@ static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, c
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
-    if (io->bf16) {
+    if ((io->act == VD_DT_BF16)) {
         const void *w16;
         int rc = fc_wcopy(c, net, li, io, &w16, e);
         if (rc) return rc;
@@ -90,7 +90,7 @@ static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, c
                                     io->x[0], k, &zero, io->y, m));
     }
     if (l->u.fc.bias && io->b)
-        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, io->bf16, e);
+        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, (io->act == VD_DT_BF16), e);
     return VD_OK;
 }
 
@@ -99,7 +99,7 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
-    if (io->bf16) {
+    if ((io->act == VD_DT_BF16)) {
         const bool xt = cu_fc_xt_bytes(c, net, li, io->n) != 0;   /* channels-last input */
         const void *w16;
         int rc;
@@ -182,7 +182,7 @@ static int fc_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 
 static int pool_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
-    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, io->bf16, e);
+    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, (io->act == VD_DT_BF16), e);
 }
 
 /* max recomputes the argmax from x; average reads no x */
@@ -191,14 +191,14 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc;
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
     return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io),
-                        io->ws, io->ws_bytes, io->bf16, e);
+                        io->ws, io->ws_bytes, (io->act == VD_DT_BF16), e);
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
     /* in place after a conv that applied it (cu_layer.relu_fused); out of
      * place the conv's output, already rectified, is still copied */
     if (c->layers[li].relu_fused && io->x[0] == io->y) return VD_OK;
-    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->bf16, e);
+    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
 }
 
 static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -206,7 +206,7 @@ static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(y, &net->layers[li], "y", e);
     if (rc) return rc;
     return cuk_relu_bwd(cu_compute(c), c->sm_count, y, io->dy, io->dx[0], beta0(io),
-                        io_ny(&c->layers[li], io), io->bf16, e);
+                        io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
 }
 
 static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -214,7 +214,7 @@ static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     const cu_layer *L = &c->layers[li];
     return cuk_lrn_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io->n, L->c,
                        (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, io->bf16, e);
+                       l->u.lrn.k, (io->act == VD_DT_BF16), e);
 }
 
 static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -224,7 +224,7 @@ static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     if (rc) return rc;
     return cuk_lrn_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io), io->n,
                        L->c, (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, io->bf16, e);
+                       l->u.lrn.k, (io->act == VD_DT_BF16), e);
 }
 
 static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -239,7 +239,7 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float scale = 1.0f / (1.0f - p);
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
-                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, io->bf16, e);
+                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, (io->act == VD_DT_BF16), e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -247,19 +247,19 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     int64_t ny = io_ny(&c->layers[li], io);
     if (!io->training || p == 0.0f) {
         if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
-        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, io->bf16, e);
+        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, (io->act == VD_DT_BF16), e);
     }
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
                        1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, L->c,
-                       (int64_t)L->h * L->w, io->bf16, e);
+                       (int64_t)L->h * L->w, (io->act == VD_DT_BF16), e);
 }
 
 /* bf16 (channels-last): flattening in torch's order is NHWC -> NCHW. */
 static int flatten_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const cu_layer *L = &c->layers[li];
     int64_t hw = (int64_t)L->in_h * L->in_w;
-    if (io->bf16 && hw > 1) {
+    if ((io->act == VD_DT_BF16) && hw > 1) {
         if (io->x[0] == io->y)
             return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in bf16", net->layers[li].name);
         return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], true, io->y, true, io->n,
@@ -275,7 +275,7 @@ static int flatten_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float beta = beta0(io);
     const cu_layer *L = &c->layers[li];
     int64_t hw = (int64_t)L->in_h * L->in_w;
-    if (io->bf16 && hw > 1) {
+    if ((io->act == VD_DT_BF16) && hw > 1) {
         if (io->dx[0] == io->dy)
             return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in bf16", net->layers[li].name);
         return cuk_relayout(cu_compute(c), c->sm_count, io->dy, true, io->dx[0], true, io->n,
@@ -283,7 +283,7 @@ static int flatten_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     }
     if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
     return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta,
-                          io_ny(&c->layers[li], io), io->bf16, e);
+                          io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
 }
 
 static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -291,7 +291,7 @@ static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     for (int k = 1; k < l->n_in; k++)
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
-    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), io->bf16, e);
+    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
 }
 
 static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -302,7 +302,7 @@ static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
         if (!io->dx[k]) continue;
         float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
         if (io->dx[k] == io->dy && b == 0.0f) continue;
-        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, io->bf16, e))) return rc;
+        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, (io->act == VD_DT_BF16), e))) return rc;
     }
     return VD_OK;
 }
@@ -315,7 +315,7 @@ static int concat_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
     for (int k = 0; k < l->n_in; k++) {
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
         if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->x[k], io->y, io->n, L->in_c[k], L->c,
-                             off, hw, false, 0.0f, io->bf16, e)))
+                             off, hw, false, 0.0f, (io->act == VD_DT_BF16), e)))
             return rc;
         off += L->in_c[k];
     }
@@ -331,7 +331,7 @@ static int concat_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
         if (io->dx[k]) {
             float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
             if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->dy, io->dx[k], io->n, L->in_c[k],
-                                 L->c, off, hw, true, b, io->bf16, e)))
+                                 L->c, off, hw, true, b, (io->act == VD_DT_BF16), e)))
                 return rc;
         }
         off += L->in_c[k];
@@ -343,7 +343,7 @@ static int xent_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(io->labels, &net->layers[li], "labels", e);
     if (rc) return rc;
     return cuk_xent_fwd(cu_compute(c), io->x[0], io->labels, io->y, io->aux, io->n,
-                        c->layers[li].c, io->bf16, e);
+                        c->layers[li].c, (io->act == VD_DT_BF16), e);
 }
 
 static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -351,18 +351,18 @@ static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc;
     if ((rc = need(io->y, l, "y", e)) || (rc = need(io->labels, l, "labels", e))) return rc;
     return cuk_xent_bwd(cu_compute(c), c->sm_count, io->y, io->labels, io->dx[0], beta0(io), io->n,
-                        c->layers[li].c, io->bf16, e);
+                        c->layers[li].c, (io->act == VD_DT_BF16), e);
 }
 
 static int gelu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
-    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->bf16, e);
+    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
 }
 
 static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     int rc = need(io->x[0], &net->layers[li], "x", e);
     if (rc) return rc;
     return cuk_gelu_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io),
-                        io_ny(&c->layers[li], io), io->bf16, e);
+                        io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
 }
 
 /* The dispatch array, in vd_op order (C++ has no array designators: each

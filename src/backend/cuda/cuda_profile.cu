@@ -154,7 +154,7 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     io->seed = 1;
     io->iter = 0;
     io->training = true;
-    io->bf16 = p->c->math == VD_MATH_BF16;
+    io->act = vd_math_act_dtype(p->c->math);
 }
 
 /* Median ms of fn over PROF_REPS after one warm-up. */

@@ -37,13 +37,15 @@ __global__ void synth_kernel(const __grid_constant__ cu_synth_args a, void *x) {
     }
 }
 
-int cu_fill_synthetic(vd_backend *be, int stream, void *x, bool bf16, const vd_synth_batch *b,
+int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd_synth_batch *b,
                       vd_err *e) {
     cu_ctx *c = (cu_ctx *)be->ctx;
     if (stream < 0 || stream >= VD_N_STREAMS)
         return vd_errf(e, VD_EINTERNAL, "cuda backend: stream %d does not exist", stream);
     if (b->n < 0 || b->sample_numel < 0 || b->classes < 1 || (b->n && !b->index))
         return vd_errf(e, VD_EINTERNAL, "cuda backend: bad synthetic batch");
+    if (dt == VD_DT_F16) return vd_errf(e, VD_EUNSUPPORTED, "cuda backend: fp16 synthetic batches");
+    bool bf16 = dt == VD_DT_BF16;
     if (b->n == 0 || b->sample_numel == 0) return VD_OK;
     int64_t per = (b->sample_numel + CU_SYNTH_THREADS - 1) / CU_SYNTH_THREADS;
     unsigned gx = (unsigned)(per < CU_SYNTH_MAX_BLOCKS ? per : (int64_t)CU_SYNTH_MAX_BLOCKS);
