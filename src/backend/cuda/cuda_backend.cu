@@ -11,6 +11,7 @@
  * --sync-debug, the per-op stream synchronize for debugging. */
 #include <stdlib.h>
 #include <string.h>
+#include "vd_config.h"
 #include "backend/cuda/cuda_internal.h"
 
 static cu_ctx *ctx_of(vd_backend *be) { return (cu_ctx *)be->ctx; }
@@ -399,6 +400,30 @@ extern "C" bool vd_backend_cuda_available(void) {
     return n > 0;
 }
 
+/* The start-up check: a kernel of this file, asked for its attributes, loads
+ * this file's code for the device. Every .cu file is built with the same
+ * -gencode list (meson.build), so a device none of it fits gets no kernel
+ * image here, and that is said before any work starts. */
+__global__ void k_arch_probe(int *p) { if (p) *p = 0; }
+
+static int check_arch(const cudaDeviceProp *prop, vd_err *e) {
+    cudaFuncAttributes fa;
+    cudaError_t st = cudaFuncGetAttributes(&fa, k_arch_probe);
+    if (st == cudaSuccess) return VD_OK;
+    cudaGetLastError();
+    if (st != cudaErrorNoKernelImageForDevice && st != cudaErrorInvalidDeviceFunction &&
+        st != cudaErrorUnsupportedPtxVersion && st != cudaErrorInvalidPtx)
+        return vd_errf(e, VD_EDEVICE, "CUDA error %s (%s) loading vdnn's kernels on '%s'",
+                       cudaGetErrorName(st), cudaGetErrorString(st), prop->name);
+    const char *ptx = VD_CUDA_PTX;
+    return vd_errf(e, VD_EDEVICE,
+                   "the GPU '%s' is sm_%d%d (compute capability %d.%d), and this vdnn holds "
+                   "code for sm_{%s}%s%s only (%s); rebuild with meson -Dcudaarchs=%d%d",
+                   prop->name, prop->major, prop->minor, prop->major, prop->minor, VD_CUDA_ARCHS,
+                   *ptx ? " and PTX compute_" : "", ptx,
+                   cudaGetErrorString(st), prop->major, prop->minor);
+}
+
 extern "C" int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e) {
     return vd_backend_cuda_create_opts(out, device, NULL, e);
 }
@@ -451,6 +476,7 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     cudaDeviceProp prop;
     CUDA_GOTO(e, rc, fail, cudaSetDevice(device));
     CUDA_GOTO(e, rc, fail, cudaGetDeviceProperties(&prop, device));
+    if ((rc = check_arch(&prop, e))) goto fail;
     c->sm_count = prop.multiProcessorCount;
     c->total_mem = prop.totalGlobalMem;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
