@@ -1037,7 +1037,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                          cudnnGetErrorString(st));
             else
                 snprintf(why, why_n, "no usable %s engine in %s%s mode", dir_name[d],
-                         c->math == VD_MATH_FP32 ? "fp32" : "tf32",
+                         vd_math_name(c->math),
                          c->deterministic ? " deterministic" : "");
             return VD_OK;
         }

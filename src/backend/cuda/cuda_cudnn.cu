@@ -689,7 +689,7 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     /* bias gradient first: its partial sums share the workspace */
     if (l->u.conv.bias && io->db) {
         int64_t hw = (int64_t)L->h * L->w;
-        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act);
+        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act != VD_DT_F32);
         if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
             split = 1;
         if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db,
