@@ -11,7 +11,11 @@ decay 5e-4, cudnn.benchmark like vdnn's tuned algorithms) in each mode of
 
   PRECISION    fp32 | tf32 (allow_tf32 for convolutions and matmuls) |
                bf16 (torch.autocast("cuda", dtype=torch.bfloat16) around the
-               forward pass and the loss; fp32 weights, SGD in fp32)
+               forward pass and the loss; fp32 weights, SGD in fp32) |
+               fp16 (the same with dtype=torch.float16, plus dynamic loss
+               scaling by torch.amp.GradScaler at its defaults: the scaled
+               loss's backward, scaler.step(opt), scaler.update(); vdnn's
+               --math fp16 follows GradScaler's rule)
   -cl          channels_last: the model and the batch in NHWC
   STRATEGY     (none)  plain: autograd keeps every activation on the GPU
                -soc    torch.autograd.graph.save_on_cpu(pin_memory=True):
@@ -26,10 +30,10 @@ decay 5e-4, cudnn.benchmark like vdnn's tuned algorithms) in each mode of
                        uploads its batch every iteration too, the other modes
                        keep one batch on the GPU
 
-e.g. fp32, tf32, bf16, bf16-cl, bf16-cl-ckpt, bf16-cl-soc, tf32-upload.
+e.g. fp32, tf32, bf16, bf16-cl, bf16-cl-ckpt, bf16-cl-soc, fp16-cl, tf32-upload.
 The older names plain, save_on_cpu, checkpoint and upload are the strategy
 at --math's precision without channels_last (the default --modes is those
-four). --math (fp32 | tf32 | bf16) is vdnn's math and the precision of the
+four). --math (fp32 | tf32 | bf16 | fp16) is vdnn's math and the precision of the
 old names; when not given it is the vdnn JSON's, else the one precision
 that all explicit modes share, else fp32.
 
@@ -72,6 +76,12 @@ headline ratios (images/s vdnn / PyTorch):
       --vdnn-bin build/vdnn-bench --vdnn-args "--budgets 8G,peak --policies none,auto" \\
       --vdnn-out bench-bf16.json --json compare.json --csv compare.csv
 
+  # fp16 (e.g. a GPU without bf16 tensor cores): the same with GradScaler
+  python3 tools/torch_compare.py --net vgg16 --batch 256 --math fp16 \\
+      --modes fp16,fp16-cl,fp16-cl-ckpt,fp16-cl-soc \\
+      --vdnn-bin build/vdnn-bench --vdnn-args "--budgets 8G,peak --policies none,auto" \\
+      --vdnn-out bench-fp16.json --json compare.json --csv compare.csv
+
   # one run: vdnn-bench, then PyTorch, then the side-by-side table
   python3 tools/torch_compare.py --net vgg16 --batch 256 --math fp32 \\
       --vdnn-bin build/vdnn-bench \\
@@ -102,7 +112,8 @@ import traceback
 
 GiB = float(1 << 30)
 MODES = ("plain", "save_on_cpu", "checkpoint", "upload")   # the old names: --math's precision
-MATHS = ("fp32", "tf32", "bf16")
+MATHS = ("fp32", "tf32", "bf16", "fp16")
+AUTOCAST = {"bf16": "bfloat16", "fp16": "float16"}   # the autocast dtype of a precision
 STRATEGIES = {"ckpt": "checkpoint", "checkpoint": "checkpoint", "soc": "save_on_cpu",
               "save_on_cpu": "save_on_cpu", "upload": "upload"}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -311,7 +322,7 @@ def run_torch(args, info, shape, classes):
     fmt = torch.channels_last if cl else torch.contiguous_format
     row = {"framework": "pytorch", "mode": mode, "net": args.net, "batch": args.batch,
            "math": prec, "precision": prec, "channels_last": cl, "strategy": strat,
-           "autocast": "bfloat16" if prec == "bf16" else None, "torch": torch.__version__,
+           "autocast": AUTOCAST.get(prec), "torch": torch.__version__,
            "device": torch.cuda.get_device_name() if cuda else args.device}
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
@@ -321,7 +332,7 @@ def run_torch(args, info, shape, classes):
         free, total = torch.cuda.mem_get_info()
         return total - free
 
-    model = opt = x = y = xh = yh = seq = None
+    model = opt = x = y = xh = yh = seq = scaler = None
     try:
         if cuda:
             sync()
@@ -343,6 +354,8 @@ def run_torch(args, info, shape, classes):
             row["segments"] = describe_segments([n for n, _ in units], args.segments)
             row["ckpt_units"] = args.ckpt_units
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+        if prec == "fp16":   # GradScaler's defaults: init 2^16, growth 2 / 2000, backoff 0.5
+            scaler = torch.amp.GradScaler(args.device)
         x = torch.randn(args.batch, *shape, device=dev).contiguous(memory_format=fmt)
         y = torch.randint(0, classes, (args.batch,), device=dev)
         if strat == "upload":
@@ -368,15 +381,20 @@ def run_torch(args, info, shape, classes):
 
         def step():
             opt.zero_grad(set_to_none=True)
-            if prec == "bf16":
-                with torch.autocast(args.device, dtype=torch.bfloat16):
+            if prec in AUTOCAST:
+                with torch.autocast(args.device, dtype=getattr(torch, AUTOCAST[prec])):
                     out = forward()
                     loss = lossf(out, yh.to(dev, non_blocking=True) if strat == "upload" else y)
             else:
                 out = forward()
                 loss = lossf(out, yh.to(dev, non_blocking=True) if strat == "upload" else y)
-            loss.backward()
-            opt.step()
+            if scaler is not None:   # skips the step (and backs off) on inf / NaN gradients
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             return loss
 
         for _ in range(args.warmup):
@@ -396,6 +414,8 @@ def run_torch(args, info, shape, classes):
         row.update({"iter_s": dt, "iter_mean_s": statistics.mean(times), "iter_min_s": min(times),
                     "iter_times_s": times, "images_s": args.batch / dt,
                     "loss": float(loss)})
+        if scaler is not None:
+            row["loss_scale"] = scaler.get_scale()   # after the timed iterations (a sync)
         if cuda:
             row.update({"peak_allocated": torch.cuda.max_memory_allocated(),
                         "peak_reserved": torch.cuda.max_memory_reserved(),
@@ -411,7 +431,7 @@ def run_torch(args, info, shape, classes):
             traceback.print_exc()
             row["error"] = f"{type(ex).__name__}: " + str(ex).split("\n")[0][:160]
     finally:
-        del model, opt, x, y, xh, yh, seq
+        del model, opt, x, y, xh, yh, seq, scaler
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
@@ -456,6 +476,9 @@ def report_pytorch(args, rows):
     for r in rows:
         if r.get("segments") and not r.get("error"):
             print(f"  {r['mode']}: segments " + " | ".join(r["segments"]))
+    for r in rows:
+        if r.get("loss_scale") is not None and not r.get("error"):
+            print(f"  {r['mode']}: GradScaler's scale {r['loss_scale']:g} after the timed iterations")
 
 
 def report_vdnn(args, vd, ok):
@@ -768,7 +791,10 @@ def self_test():
     check(parse_mode("fp32", "bf16") == {"mode": "fp32", "precision": "fp32",
                                          "channels_last": False, "strategy": "plain"}, "fp32")
     check(parse_mode("tf32-cl-upload", "fp32")["strategy"] == "upload", "tf32-cl-upload")
-    for bad in ("fp16", "bf16-ckpt-cl", "bf16-cl-x", "bf16--ckpt", "cl"):
+    check(parse_mode("fp16-cl-soc", "fp32") == {"mode": "fp16-cl-soc", "precision": "fp16",
+                                               "channels_last": True, "strategy": "save_on_cpu"},
+          "fp16-cl-soc")
+    for bad in ("fp8", "bf16-ckpt-cl", "bf16-cl-x", "bf16--ckpt", "cl"):
         check(parse_mode(bad, "fp32") is None, f"'{bad}' refused")
     check(explicit_precisions("bf16,bf16-cl,plain") == {"bf16"}, "explicit precisions")
     check(ckpt_bounds(18, 4) == [(0, 3, True), (4, 7, True), (8, 11, True), (12, 17, False)],

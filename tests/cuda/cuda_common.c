@@ -100,20 +100,54 @@ static float *extract(const char *stage, uint64_t off, int64_t n) {
     return p;
 }
 
-/* A feature map of n elements, c channels of hw: float NCHW, or (math bf16)
- * bf16 channels-last, returned as float NCHW. */
+uint16_t c_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));   /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* >= 65520 (65504 + ulp/2): inf */
+    if (a < 0x38800000u) {   /* below 2^-14: a subnormal count of 2^-24, exact scaling */
+        float v;
+        memcpy(&v, &a, 4);
+        return (uint16_t)(sign | (uint16_t)nearbyintf(v * 16777216.0f));   /* ties to even */
+    }
+    uint32_t r = a - 0x38000000u;             /* exponent bias 127 -> 15 */
+    r += 0xfffu + ((r >> 13) & 1u);           /* 23 -> 10 mantissa bits, ties to even */
+    return (uint16_t)(sign | (uint16_t)(r >> 13));
+}
+
+void c_to_nhwc16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw, vd_dtype dt) {
+    if (dt == VD_DT_BF16) { vd_nchw_f32_to_nhwc_bf16(src, dst, n, c, hw); return; }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t p = 0; p < hw; p++)
+                dst[(i * hw + p) * c + ch] = c_f32_to_f16(src[(i * c + ch) * hw + p]);
+}
+
+static void from_nhwc16(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw,
+                        vd_dtype dt) {
+    if (dt == VD_DT_BF16) { vd_nhwc_bf16_to_nchw_f32(src, dst, n, c, hw); return; }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t p = 0; p < hw; p++)
+                dst[(i * c + ch) * hw + p] = vd_f16_to_f32(src[(i * hw + p) * c + ch]);
+}
+
+/* A feature map of n elements, c channels of hw: float NCHW, or (math bf16 /
+ * fp16) 16-bit channels-last, returned as float NCHW. */
 static float *extract_act(const char *stage, uint64_t off, int64_t n, int64_t c, int64_t hw,
-                          bool bf16) {
-    if (!bf16) return extract(stage, off, n);
+                          vd_dtype dt) {
+    if (dt == VD_DT_F32) return extract(stage, off, n);
     float *p = xmalloc((size_t)(n ? n : 1) * sizeof(float));
-    vd_nhwc_bf16_to_nchw_f32((const uint16_t *)(const void *)(stage + off), p, n / (c * hw), c, hw);
+    from_nhwc16((const uint16_t *)(const void *)(stage + off), p, n / (c * hw), c, hw, dt);
     return p;
 }
 
-/* Stage a float NCHW feature map: as it is, or as bf16 channels-last. */
+/* Stage a float NCHW feature map: as it is, or as 16-bit channels-last. */
 static void put_act(char *stage, uint64_t off, const float *src, int64_t n, int64_t c, int64_t hw,
-                    bool bf16) {
-    if (bf16) vd_nchw_f32_to_nhwc_bf16(src, (uint16_t *)(void *)(stage + off), n / (c * hw), c, hw);
+                    vd_dtype dt) {
+    if (dt != VD_DT_F32) c_to_nhwc16(src, (uint16_t *)(void *)(stage + off), n / (c * hw), c, hw, dt);
     else memcpy(stage + off, src, (size_t)n * 4);
 }
 
@@ -136,8 +170,8 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     uint64_t ws = opts[o->algo].workspace;
     int64_t auxn = (int64_t)(be->layer_aux_bytes(net, in->layer, in->n) / sizeof(float));
 
-    bool bf = o->math == VD_MATH_BF16;
-    uint64_t act = bf ? 2 : 4;
+    vd_dtype bf = vd_math_act_dtype(o->math);   /* the maps' element type */
+    uint64_t act = vd_dtype_bytes(bf);
     int64_t xc[VD_MAX_INPUTS] = {0}, xhw[VD_MAX_INPUTS] = {0}, yc = l->c, yhw = (int64_t)l->h * l->w;
     for (int k = 0; k < l->n_in; k++) {
         int src = l->in[k];
@@ -203,7 +237,8 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.seed = o->seed;
     io.iter = o->iter;
     io.training = o->training;
-    io.act = bf ? VD_DT_BF16 : VD_DT_F32;
+    io.act = bf;
+    io.loss_scaled = o->loss_scaled;
     ck_assert_msg(be->forward(be, net, in->layer, &io, &e) == 0, "%s forward: %s", be->name, e.msg);
     if (o->backward)
         ck_assert_msg(be->backward(be, net, in->layer, &io, &e) == 0, "%s backward: %s", be->name,

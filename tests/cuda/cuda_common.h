@@ -48,6 +48,8 @@ typedef struct c_run_opts {
     int algo;
     uint64_t seed;
     int64_t iter;
+    bool loss_scaled;          /* vd_op_io.loss_scaled (math fp16): the backend's scale
+                                  (set with scale_set beforehand) multiplies the loss's dx */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).
@@ -59,6 +61,14 @@ void c_run_out_free(c_run_out *out);
  * Fails the test (ck_assert) on any backend error. Returns the number of
  * algorithm options be lists for the layer. */
 int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *out);
+
+/* IEEE binary16 bits of f, rounded to nearest even (overflow to inf, NaN
+ * kept quiet): what __float2half_rn gives; the test's own, independent of the
+ * backends. Back: vd_f16_to_f32 (util.h). */
+uint16_t c_f32_to_f16(float f);
+/* n samples of c x hw from float NCHW to 16-bit channels-last of type dt
+ * (VD_DT_BF16: vd_nchw_f32_to_nhwc_bf16; VD_DT_F16: c_f32_to_f16). */
+void c_to_nhwc16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw, vd_dtype dt);
 
 /* max|a-b| / max(max|b|, 1e-6); NaN anywhere in a or b gives +inf unless
  * both are NaN at the same index. */

@@ -42,6 +42,15 @@
  *  stats, the loss, weight and bias gradients other than conv's dW) are
  *  sums of the same bf16 inputs and keep their fp32 tolerance; conv's dW
  *  passes through bf16 (TOL_BF16).
+ *  fp16: the same against the CPU backend in fp16 (IEEE half, 11-bit
+ *  significand: unit roundoff 2^-11, one ulp at most 2^-10 = 9.8e-4 of the
+ *  element and so of the tensor's maximum). Two roundings (conv / fc with a
+ *  bias) are two ulps, 1.95e-3, plus the fp32 difference before rounding
+ *  (<= TOL_FP32): TOL_F16 2.5e-3. Subnormal halves (below 2^-14) have an
+ *  ulp of 2^-24, nothing against a maximum near 1. TOL_EXACT ops stay
+ *  exact; outputs kept in fp32 keep their fp32 tolerance, as in bf16. The
+ *  loss-scaled softmax backward (test_loss_scaled) multiplies by a power of
+ *  two: exact scaling but where the unscaled value is subnormal.
  *  Observed on an H200 (cuDNN 9, CUDA 13): every non-exact fp32 comparison
  *  <= 2.7e-7, every tf32 one <= 3.2e-4; the exact ones exact. */
 #include "cuda_common.h"
@@ -61,6 +70,7 @@
 #define TOL_FP32 1e-4
 #define TOL_TF32 5e-3
 #define TOL_BF16 8e-3
+#define TOL_F16 2.5e-3
 
 typedef struct check_opts {
     int n;                 /* batch */
@@ -91,19 +101,31 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
     c_run_out ref;
     c_run(c_cpu(), &in, &o, &ref);
     int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
-    c_run_out ref_bf;   /* the CPU oracle in bf16 */
+    /* the CPU oracle in bf16 and in fp16 (the CPU backend's fp16 ops are
+     * there when it has the loss-scaling entry points: backend.h) */
+    bool cpu_h = c_cpu()->scale_set != NULL;
+    c_run_out ref_bf, ref_h;
+    memset(&ref_h, 0, sizeof ref_h);
     c_run_opts obf = o;
     obf.math = VD_MATH_BF16;
     c_run(c_cpu(), &in, &obf, &ref_bf);
-    for (int mi = 0; mi < 3; mi++) {
-        if (mi == 1 && !co->tf32) continue;
-        o.math = mi == 2 ? VD_MATH_BF16 : mi ? VD_MATH_TF32 : VD_MATH_FP32;
-        double tol = mi == 2 ? (co->tol_fp32 == TOL_EXACT ? TOL_EXACT : TOL_BF16)
-                   : mi ? co->tol_tf32 : co->tol_fp32;
-        /* fp32 outputs of a bf16 run (statistics, parameter gradients but conv's
-         * dW, the loss): the fp32 tolerance (see top) */
-        double tol32 = mi == 2 ? co->tol_fp32 : tol;
-        const c_run_out *r = mi == 2 ? &ref_bf : &ref;
+    obf.math = VD_MATH_FP16;
+    if (cpu_h) c_run(c_cpu(), &in, &obf, &ref_h);
+    static const vd_math maths[4] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16};
+    for (int mi = 0; mi < 4; mi++) {
+        if (maths[mi] == VD_MATH_TF32 && !co->tf32) continue;
+        o.math = maths[mi];
+        ck_assert_msg(o.math != VD_MATH_FP16 || cpu_h, "%s: the CPU backend has no math fp16 "
+                      "(the oracle of the fp16 comparisons)", name);
+        bool half = vd_math_nhwc(o.math);   /* bf16 / fp16 */
+        double tol16 = o.math == VD_MATH_FP16 ? TOL_F16 : TOL_BF16;
+        double tol = half ? (co->tol_fp32 == TOL_EXACT ? TOL_EXACT : tol16)
+                   : o.math == VD_MATH_TF32 ? co->tol_tf32 : co->tol_fp32;
+        /* fp32 outputs of a bf16 / fp16 run (statistics, parameter gradients but
+         * conv's dW, the loss): the fp32 tolerance (see top) */
+        double tol32 = half ? co->tol_fp32 : tol;
+        const c_run_out *r = o.math == VD_MATH_BF16 ? &ref_bf
+                           : o.math == VD_MATH_FP16 ? &ref_h : &ref;
         int nopt = 1;
         for (int a = 0; a < nopt; a++) {
             o.algo = a;
@@ -128,6 +150,7 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
     }
     c_run_out_free(&ref);
     c_run_out_free(&ref_bf);
+    c_run_out_free(&ref_h);
     c_run_in_free(&in);
 }
 
@@ -170,7 +193,7 @@ static void check_conv_cases(const conv_case *cases, size_t n, const char *prefi
             const vd_algo_opt *opts;
             int nn = 0, nsplit = 0;
             vd_err e = {0};
-            /* check_layer's last setup was bf16, which has no split options */
+            /* check_layer's last setup was fp16, which (as bf16) has no split options */
             ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
             ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
             /* whole splits, and the mixed ones: b/2 splits only
@@ -293,7 +316,7 @@ END_TEST
 
 /* Pooling layers of one net (each flattened into one concat, so every
  * output leads to the loss) against the CPU, beta 0 and 1. */
-/* ch: 6 takes the one-channel kernels in bf16 (channels-last), 16 the
+/* ch: 6 takes the one-channel kernels in bf16 / fp16 (channels-last), 16 the
  * eight-channel ones (and the two-pass max-pool backward) */
 static void check_pools(const vd_layer *pools, const char *const *names, int npool, int ch) {
     vd_net net;
@@ -658,7 +681,7 @@ START_TEST(test_bn) {
     co.backward = false;
     check_layer(&net, b, "batchnorm eval", &co);
     vd_net_free(&net);
-    /* 6 channels: bf16 takes the one-channel kernels (8 and 16: eight-channel) */
+    /* 6 channels: bf16 / fp16 take the one-channel kernels (8 and 16: eight-channel) */
     c_net_begin(&net, 6, 5, 7, 4);
     b = vdt_add(&net, vdt_simple(-1, VD_OP_BATCHNORM));
     vdt_finish(&net, b);
@@ -917,10 +940,229 @@ START_TEST(test_streams) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ loss scaling */
+
+/* The loss layer's backward with vd_op_io.loss_scaled (math fp16): dx times
+ * the backend's scale (device memory on CUDA), against the CPU backend
+ * doing the same, and against CUDA's own unscaled dx times the scale. */
+START_TEST(test_loss_scaled) {
+    ck_assert_msg(c_cpu()->scale_set != NULL, "the CPU backend has no math fp16 loss scaling");
+    vd_net net;
+    c_net_begin(&net, 10, 1, 1, 16);
+    vdt_finish(&net, -1);
+    c_run_in in;
+    c_run_init(&in, &net, 0, 16, 4242, 0.0f);
+    const float scale = 1024.0f;
+    vd_loss_scale st = vd_loss_scale_init();
+    st.scale = scale;
+    vd_err e = {0};
+    ck_assert_msg(c_cpu()->scale_set(c_cpu(), &st, &e) == 0, "%s", e.msg);
+    ck_assert_msg(c_cuda()->scale_set(c_cuda(), &st, &e) == 0, "%s", e.msg);
+    for (int beta = 0; beta < 2; beta++) {
+        c_run_opts o = {.math = VD_MATH_FP16, .training = true, .backward = true,
+                        .dx_beta = (float)beta, .seed = 5, .iter = 1, .loss_scaled = true};
+        c_run_out ref, got, plain;
+        c_run(c_cpu(), &in, &o, &ref);
+        c_run(c_cuda(), &in, &o, &got);
+        /* (softmax - onehot) / n is within 1 of the maximum: scaled by 1024 it
+         * still fits fp16; expf vs libm, then one fp16 rounding: TOL_F16 */
+        cmp(beta ? "softmax xent scaled dx+=" : "softmax xent scaled", "dx", got.dx[0],
+            ref.dx[0], in.xn[0], TOL_F16);
+        cmp("softmax xent scaled", "loss", got.aux, ref.aux, 1, TOL_TRANS);   /* unscaled */
+        if (!beta) {
+            o.loss_scaled = false;
+            c_run(c_cuda(), &in, &o, &plain);
+            float *up = malloc((size_t)in.xn[0] * sizeof(float));
+            ck_assert(up);
+            for (int64_t i = 0; i < in.xn[0]; i++) up[i] = plain.dx[0][i] * scale;
+            /* a power of two: exact where the unscaled value is a normal half,
+             * below 2^-14 the unscaled one lost bits: <= 2^-24 * 1024 absolute */
+            cmp("softmax xent scaled vs unscaled", "dx", got.dx[0], up, in.xn[0], 1e-4);
+            free(up);
+            c_run_out_free(&plain);
+        }
+        c_run_out_free(&ref);
+        c_run_out_free(&got);
+    }
+    /* the state is untouched by the forward / backward */
+    vd_loss_scale back;
+    ck_assert_msg(c_cuda()->scale_get(c_cuda(), &back, &e) == 0, "%s", e.msg);
+    ck_assert(back.scale == scale && back.found_inf == 0 && back.first_bad == -1);
+    c_run_in_free(&in);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* One scripted GradScaler sequence on be over grads / params / momentum of
+ * n floats in 3 ranges; returns the final params and momentum (malloc'd)
+ * and the state after each of the 4 steps in st[]. Steps:
+ *   0: an inf in range 1 (layer 11) and a NaN in range 2 (layer 12),
+ *      range 0 clean (layer 10): skipped, first_bad 11, scale halved;
+ *   1: clean: the first update that runs (momentum poisoned before: fresh);
+ *   2: NaN in range 0 only (layer 10), grad_check called in the order
+ *      range 2, 1, 0: first_bad 10; skipped;
+ *   3: state set to growth VD_LOSS_SCALE_INTERVAL - 1: clean, the scale
+ *      doubles and growth restarts at 0. */
+static void scaler_run(vd_backend *be, const float *p0, const float *g0, int64_t n,
+                       float **p_out, float **m_out, vd_loss_scale st[4]) {
+    ck_assert_msg(be->scale_set && be->scale_get && be->grad_check && be->sgd_scaled &&
+                      be->scale_update, "%s: no loss-scaling entry points", be->name);
+    vd_err e = {0};
+    void *pool;
+    char *h;
+    uint64_t bytes = 3 * (uint64_t)n * 4;
+    ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
+    ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
+    float *d = pool;
+    const int64_t r0 = 0, r1 = 1000, r2 = n - 7, ends[4] = {r0, r1, r2, n};
+    const float lr = 0.1f, mom = 0.9f, wd = 5e-4f;
+    vd_loss_scale s = vd_loss_scale_init();
+    s.scale = 4096.0f;
+    ck_assert_msg(be->scale_set(be, &s, &e) == 0, "%s: %s", be->name, e.msg);
+    memcpy(h, p0, (size_t)n * 4);
+    memset(h + 2 * n * 4, 0xFF, (size_t)n * 4);   /* momentum poison: never read when fresh */
+    for (int step = 0; step < 4; step++) {
+        float *g = (float *)(void *)(h + n * 4);
+        memcpy(g, g0, (size_t)n * 4);
+        if (step == 0) { g[r1 + 17] = INFINITY; g[n - 1] = NAN; }
+        if (step == 2) g[r0 + 3] = NAN;
+        if (step == 3) {
+            ck_assert(be->scale_get(be, &s, &e) == 0);
+            s.growth = VD_LOSS_SCALE_INTERVAL - 1;
+            ck_assert(be->scale_set(be, &s, &e) == 0);
+        }
+        /* step 0 copies params and momentum too; later steps only the grads */
+        if (step == 0) ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, h, bytes, &e) == 0);
+        else ck_assert(be->copy_async(be, VD_STREAM_H2D, d + n, g, (uint64_t)n * 4, &e) == 0);
+        ck_assert(be->synchronize(be, &e) == 0);
+        for (int k = 0; k < 3; k++) {
+            int r = step == 2 ? 2 - k : k;   /* step 2: the ranges in reverse */
+            ck_assert_msg(be->grad_check(be, d + n, ends[r], ends[r + 1] - ends[r], 10 + r, &e) == 0,
+                          "%s grad_check: %s", be->name, e.msg);
+        }
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(be->sgd_scaled(be, d, d + n, d + 2 * n, ends[k], ends[k + 1] - ends[k],
+                                         lr, mom, wd, &e) == 0, "%s sgd_scaled: %s", be->name,
+                          e.msg);
+        ck_assert_msg(be->scale_update(be, &e) == 0, "%s scale_update: %s", be->name, e.msg);
+        ck_assert_msg(be->scale_get(be, &st[step], &e) == 0, "%s", e.msg);
+    }
+    ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
+    ck_assert(be->synchronize(be, &e) == 0);
+    *p_out = malloc((size_t)n * 4);
+    *m_out = malloc((size_t)n * 4);
+    ck_assert(*p_out && *m_out);
+    memcpy(*p_out, h, (size_t)n * 4);
+    memcpy(*m_out, h + 2 * n * 4, (size_t)n * 4);
+    be->host_free(be, h);
+    be->pool_destroy(be, pool);
+}
+
+/* The loss-scaling entry points (backend.h, GradScaler's rule) on the
+ * device: found_inf / first_bad (the first layer checked that holds an inf
+ * or NaN), nothing updated on a skipped step, halving, the momentum fresh at
+ * the first update that runs, growth after VD_LOSS_SCALE_INTERVAL clean
+ * steps; params and momentum against a host reference of the same float
+ * operations (exact: no FMA on either side) and everything against the CPU
+ * backend bit for bit. */
+START_TEST(test_grad_scaler) {
+    const int64_t n = 300007;   /* several blocks per grad_check launch */
+    vd_rng r;
+    vd_rng_seed(&r, 9, 1);
+    float *p0 = malloc((size_t)n * 4), *g0 = malloc((size_t)n * 4);
+    ck_assert(p0 && g0);
+    for (int64_t i = 0; i < n; i++) {
+        p0[i] = vd_rng_uniform(&r) * 2 - 1;
+        g0[i] = (vd_rng_uniform(&r) * 2 - 1) * 1000.0f;   /* scaled gradients */
+    }
+    float *pc, *mc;
+    vd_loss_scale sc[4];
+    scaler_run(c_cuda(), p0, g0, n, &pc, &mc, sc);
+    for (int k = 0; k < 4; k++)
+        printf("  step %d: scale %g growth %d found_inf %d first_bad %d streak %d stepped %d "
+               "skipped %lld\n", k, sc[k].scale, sc[k].growth, sc[k].found_inf, sc[k].first_bad,
+               sc[k].streak, sc[k].stepped, (long long)sc[k].skipped);
+    /* step 0: skipped, the inf of layer 11 came first */
+    ck_assert(sc[0].scale == 2048.0f && sc[0].growth == 0 && sc[0].found_inf == 0);
+    ck_assert_int_eq(sc[0].first_bad, 11);
+    ck_assert(sc[0].streak == 1 && sc[0].stepped == 0 && sc[0].skipped == 1);
+    /* step 1: clean, the first update */
+    ck_assert(sc[1].scale == 2048.0f && sc[1].growth == 1 && sc[1].first_bad == -1);
+    ck_assert(sc[1].streak == 0 && sc[1].stepped == 1 && sc[1].skipped == 1);
+    /* step 2: skipped; layer 12's range was checked first but is clean now */
+    ck_assert(sc[2].scale == 1024.0f && sc[2].growth == 0 && sc[2].first_bad == 10);
+    ck_assert(sc[2].streak == 1 && sc[2].stepped == 1 && sc[2].skipped == 2);
+    /* step 3: the 2000th clean step in a row doubles the scale */
+    ck_assert(sc[3].scale == 2048.0f && sc[3].growth == 0 && sc[3].first_bad == -1);
+    ck_assert(sc[3].streak == 0 && sc[3].skipped == 2 && sc[3].found_inf == 0);
+    /* host reference: step 1 (scale 2048, fresh momentum), step 3 (scale 1024) */
+    for (int64_t i = 0; i < n; i++) {
+        const float lr = 0.1f, mom = 0.9f, wd = 5e-4f;
+        float p = p0[i], g = g0[i] * (1.0f / 2048.0f) + wd * p, m = g;
+        p = p - lr * m;
+        float g3 = g0[i] * (1.0f / 1024.0f) + wd * p;
+        m = mom * m + g3;
+        p = p - lr * m;
+        if (pc[i] != p || mc[i] != m)
+            ck_abort_msg("element %lld: param %.9g momentum %.9g, want %.9g %.9g", (long long)i,
+                         pc[i], mc[i], p, m);
+    }
+    ck_assert_msg(c_cpu()->scale_set != NULL, "the CPU backend has no loss scaling to compare");
+    float *pr, *mr;
+    vd_loss_scale sr[4];
+    scaler_run(c_cpu(), p0, g0, n, &pr, &mr, sr);
+    ck_assert_msg(!memcmp(pc, pr, (size_t)n * 4), "params differ from the CPU backend's");
+    ck_assert_msg(!memcmp(mc, mr, (size_t)n * 4), "momentum differs from the CPU backend's");
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(!memcmp(&sc[k], &sr[k], sizeof sc[k]), "state after step %d differs", k);
+    free(pc); free(mc); free(pr); free(mr); free(p0); free(g0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ synthetic */
 
-/* fill_synthetic: the CUDA kernel writes the CPU backend's bytes, float and
- * bf16: 300 samples (two launches: 256 + 44), an AlexNet-sized sample, one
+/* fp16 synthetic batches against the float ones of the same backend:
+ * element j of a sample rounded to nearest even (the test's own conversion)
+ * at its channels-last position. Independent of the CPU backend. */
+START_TEST(test_fill_synthetic_f16) {
+    int64_t idx[5] = {0, 1, 77, 123456789, ((int64_t)1 << 33) + 5};
+    vd_synth_batch b = {.seed = 42, .split = 0, .classes = 10, .sample_numel = 3 * 31 * 17,
+                        .channels = 3, .n = 5, .index = idx};
+    vd_backend *be = c_cuda();
+    vd_err e = {0};
+    uint64_t bytes = (uint64_t)b.n * (uint64_t)b.sample_numel * 6;   /* float + half */
+    void *pool;
+    char *h;
+    ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
+    ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
+    char *d = pool;
+    int64_t nf = (int64_t)b.n * b.sample_numel;
+    ck_assert(be->fill_synthetic(be, VD_STREAM_H2D, d, VD_DT_F32, &b, &e) == 0);
+    ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, d + nf * 4, VD_DT_F16, &b, &e) == 0, "%s",
+                  e.msg);
+    ck_assert(be->synchronize(be, &e) == 0);
+    ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
+    ck_assert(be->synchronize(be, &e) == 0);
+    const float *f = (const float *)(const void *)h;
+    const uint16_t *hv = (const uint16_t *)(const void *)(h + nf * 4);
+    int64_t hw = b.sample_numel / b.channels;
+    for (int s = 0; s < b.n; s++)
+        for (int64_t j = 0; j < b.sample_numel; j++) {
+            int64_t c = j / hw, pos = (j - c * hw) * b.channels + c;   /* channels-last */
+            uint16_t want = c_f32_to_f16(f[(int64_t)s * b.sample_numel + j]);
+            ck_assert_msg(hv[(int64_t)s * b.sample_numel + pos] == want,
+                          "sample %d element %lld: 0x%04x, want 0x%04x", s, (long long)j,
+                          hv[(int64_t)s * b.sample_numel + pos], want);
+        }
+    be->host_free(be, h);
+    be->pool_destroy(be, pool);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ synthetic */
+
+/* fill_synthetic: the CUDA kernel writes the CPU backend's bytes, float,
+ * bf16 and fp16: 300 samples (two launches: 256 + 44), an AlexNet-sized sample, one
  * element per sample; sample indices past 2^32, both splits. Exact: integer
  * hashing and one correctly rounded multiply on both sides. */
 START_TEST(test_fill_synthetic) {
@@ -930,7 +1172,8 @@ START_TEST(test_fill_synthetic) {
         {1, 5, 0, 1, 1, 7},
     };
     for (size_t ci = 0; ci < VD_ARRAY_LEN(cases); ci++)
-        for (int bf = 0; bf < 2; bf++) {
+        for (int bf = 0; bf < 3; bf++) {   /* VD_DT_F32, VD_DT_BF16, VD_DT_F16 */
+            vd_dtype dt = (vd_dtype)bf;
             int64_t *idx = malloc(sizeof(int64_t) * (size_t)cases[ci].n);
             ck_assert(idx);
             for (int i = 0; i < cases[ci].n; i++) idx[i] = (int64_t)i * 7919 + ((int64_t)1 << 33);
@@ -938,7 +1181,7 @@ START_TEST(test_fill_synthetic) {
                                  .classes = cases[ci].classes,
                                  .sample_numel = cases[ci].numel, .channels = cases[ci].ch,
                                  .n = cases[ci].n, .index = idx };
-            uint64_t bytes = (uint64_t)b.n * (uint64_t)b.sample_numel * (bf ? 2u : 4u);
+            uint64_t bytes = (uint64_t)b.n * (uint64_t)b.sample_numel * vd_dtype_bytes(dt);
             unsigned char *res[2];
             for (int bi = 0; bi < 2; bi++) {
                 vd_backend *be = bi ? c_cuda() : c_cpu();
@@ -946,8 +1189,8 @@ START_TEST(test_fill_synthetic) {
                 void *pool, *h;
                 ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
                 ck_assert(be->host_alloc(be, bytes, &h, &e) == 0);
-                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, pool, bf ? VD_DT_BF16 : VD_DT_F32, &b, &e) == 0,
-                              "%s", e.msg);
+                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, pool, dt, &b, &e) == 0,
+                              "%s: %s", be->name, e.msg);
                 ck_assert(be->synchronize(be, &e) == 0);
                 ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
                 ck_assert(be->synchronize(be, &e) == 0);
@@ -958,7 +1201,7 @@ START_TEST(test_fill_synthetic) {
                 be->pool_destroy(be, pool);
             }
             ck_assert_msg(!memcmp(res[0], res[1], bytes), "synthetic case %zu (%s) differs", ci,
-                          bf ? "bf16" : "float");
+                          dt == VD_DT_F16 ? "fp16" : dt == VD_DT_BF16 ? "bf16" : "float");
             free(res[0]);
             free(res[1]);
             free(idx);
@@ -1040,6 +1283,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_loss);
     tcase_add_test(tc, test_deterministic);
     tcase_add_test(tc, test_fill_synthetic);
+    tcase_add_test(tc, test_fill_synthetic_f16);
+    tcase_add_test(tc, test_loss_scaled);
+    tcase_add_test(tc, test_grad_scaler);
 #if VD_HAVE_CUDA
     tcase_add_test(tc, test_profile);
 #endif

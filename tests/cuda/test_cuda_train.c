@@ -3,7 +3,9 @@
  * executor on the CPU reference and on CUDA: losses and final weights agree;
  * in deterministic mode CUDA repeats bit for bit, and offloading everything
  * (policy all), or conv, dyn and auto at their smallest budgets, yields
- * weights bit-identical to no offload, in fp32, tf32 and bf16.
+ * weights bit-identical to no offload, in fp32, tf32, bf16 and fp16 (fp16:
+ * with dynamic loss scaling, whose state, read back with scale_get, is the
+ * same on both backends and across policies).
  *
  * Tolerances:
  *  TOL_LOSS 1e-5, TOL_W 1e-4 (fp32) — each op agrees to ~1e-7 (see
@@ -14,7 +16,8 @@
  *  boundaries) and stay far below a real bug (a wrong gradient of one layer
  *  moves its weights by ~lr*|g|*10 ~ 1e-2 of their scale).
  *  TOL_LOSS_BF16, TOL_W_BF16: below. In bf16, too, deterministic CUDA repeats
- *  bit for bit and policy all gives weights bit-identical to none. */
+ *  bit for bit and policy all gives weights bit-identical to none.
+ *  TOL_LOSS_F16, TOL_W_F16: below; the same holds in fp16. */
 #include "cuda_common.h"
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +37,17 @@
  * far less than an ulp of their gradient sums, 5e-3 of their scale. */
 #define TOL_LOSS_BF16 1e-2
 #define TOL_W_BF16 5e-3
+/* fp16: the same reasoning with fp16's ulp, 2^-11 of the element (2^-8 in
+ * bf16): bf16's bounds / 8 (1.25e-3, 6.3e-4) with a 1.6x margin. */
+#define TOL_LOSS_F16 2e-3
+#define TOL_W_F16 1e-3
+/* fp16 runs start at this loss scale (scale_set after the executor's
+ * set_state). CUDA's conv weight gradient passes through fp16 (cuDNN's
+ * 16-bit wgrad, as torch autocast's), the CPU's stays fp32: at
+ * VD_LOSS_SCALE_INIT a conv dW of this net near 1 would overflow on CUDA
+ * only and the two would skip different steps. 2^10 keeps every scaled
+ * gradient of this net far below 65504, so neither skips. */
+#define TRAIN_LOSS_SCALE 1024.0f
 enum { ITERS = 10, BATCH = 8 };
 
 static void build(vd_net *net) {
@@ -75,6 +89,7 @@ typedef struct run_result {
     float loss[ITERS];
     float *params, *mom;
     uint64_t hwm, offload;
+    vd_loss_scale ls;          /* fp16: the backend's state after the run (scale_get) */
 } run_result;
 
 /* tight: plan at the policy's smallest budget (vd_plan_min_budget), so that
@@ -105,6 +120,12 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     ck_assert(p0);
     vd_net_init_params(net, p0, 99);
     ck_assert_msg(vd_exec_set_state(ex, p0, NULL, 0, &e) == 0, "set_state: %s", e.msg);
+    if (math == VD_MATH_FP16) {
+        ck_assert_msg(be->scale_set && be->scale_get, "%s: no loss scaling (math fp16)", be->name);
+        vd_loss_scale s = vd_loss_scale_init();
+        s.scale = TRAIN_LOSS_SCALE;
+        ck_assert_msg(be->scale_set(be, &s, &e) == 0, "scale_set: %s", e.msg);
+    }
     vd_rng rng;
     vd_rng_seed(&rng, 2024, 3);
     int64_t xn = (int64_t)BATCH * net->in_c * net->in_h * net->in_w;
@@ -113,9 +134,9 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     for (int it = 0; it < ITERS; it++) {
         int32_t *lab = vd_exec_input_labels(ex);
         for (int64_t i = 0; i < xn; i++) xf[i] = vd_rng_uniform(&rng) * 2 - 1;
-        if (vd_exec_input_bf16(ex))   /* bf16 channels-last (vd_math_nhwc) */
-            vd_nchw_f32_to_nhwc_bf16(xf, vd_exec_input_x(ex), BATCH, net->in_c,
-                                     (int64_t)net->in_h * net->in_w);
+        if (vd_exec_input_bf16(ex))   /* 16-bit channels-last (vd_math_nhwc) */
+            c_to_nhwc16(xf, vd_exec_input_x(ex), BATCH, net->in_c,
+                        (int64_t)net->in_h * net->in_w, vd_math_act_dtype(math));
         else memcpy(vd_exec_input_x(ex), xf, (size_t)xn * sizeof(float));
         for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
         ck_assert_msg(vd_exec_train_step(ex, net->train.lr, it, &r->loss[it], &e) == 0,
@@ -128,6 +149,8 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     int64_t steps = 0;
     ck_assert_msg(vd_exec_get_state(ex, r->params, r->mom, &steps, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(steps, ITERS);
+    if (math == VD_MATH_FP16)
+        ck_assert_msg(be->scale_get(be, &r->ls, &e) == 0, "scale_get: %s", e.msg);
     vd_exec_stats st;
     vd_exec_get_stats(ex, &st);
     r->hwm = st.pool_hwm;
@@ -161,6 +184,14 @@ static void cpu_vs_cuda(vd_math m, double tol_loss, double tol_w) {
         ck_assert_msg(d <= tol_loss, "iteration %d: loss cpu %g cuda %g", it, a.loss[it], b.loss[it]);
     }
     ck_assert_msg(a.loss[ITERS - 1] < a.loss[0], "the loss did not go down on the CPU");
+    if (m == VD_MATH_FP16) {
+        printf("  fp16 loss scale: cpu %g (growth %d, skipped %lld, first_bad %d), cuda %g "
+               "(growth %d, skipped %lld, first_bad %d)\n", a.ls.scale, a.ls.growth,
+               (long long)a.ls.skipped, a.ls.first_bad, b.ls.scale, b.ls.growth,
+               (long long)b.ls.skipped, b.ls.first_bad);
+        ck_assert_msg(!memcmp(&a.ls, &b.ls, sizeof a.ls),
+                      "the loss-scaling state differs between the CPU and CUDA");
+    }
     for (int pi = 0; pi < net.n_params; pi++) {
         const vd_param *p = &net.params[pi];
         double err = c_nerr(b.params + p->offset, a.params + p->offset, p->numel);
@@ -175,14 +206,15 @@ static void cpu_vs_cuda(vd_math m, double tol_loss, double tol_w) {
 START_TEST(test_cpu_vs_cuda) {
     cpu_vs_cuda(VD_MATH_FP32, TOL_LOSS, TOL_W);
     cpu_vs_cuda(VD_MATH_BF16, TOL_LOSS_BF16, TOL_W_BF16);
+    cpu_vs_cuda(VD_MATH_FP16, TOL_LOSS_F16, TOL_W_F16);
 }
 END_TEST
 
 START_TEST(test_deterministic_and_offload_invariance) {
     vd_net net;
     build(&net);
-    for (int mi = 0; mi < 3; mi++) {
-        vd_math m = (vd_math)mi;   /* fp32, tf32, bf16 */
+    for (int mi = 0; mi < 4; mi++) {
+        vd_math m = (vd_math)mi;   /* fp32, tf32, bf16, fp16 */
         run_result a, b, c;
         run(c_cuda(), &net, VD_POLICY_NONE, m, true, &a);
         run(c_cuda(), &net, VD_POLICY_NONE, m, true, &b);
@@ -193,6 +225,9 @@ START_TEST(test_deterministic_and_offload_invariance) {
         ck_assert_msg(c.offload > 0, "policy all offloaded nothing");
         ck_assert_msg(!memcmp(a.params, c.params, bytes) && !memcmp(a.mom, c.mom, bytes),
                       "offloading changed the weights");
+        ck_assert_msg(!memcmp(&a.ls, &b.ls, sizeof a.ls) && !memcmp(&a.ls, &c.ls, sizeof a.ls),
+                      "%s: the loss-scaling state does not repeat across runs and policies",
+                      vd_math_name(m));
         printf("  %s: repeat and offload invariance bitwise ok (hwm none %llu, all %llu, "
                "offload %llu B/iter)\n", vd_math_name(m), (unsigned long long)a.hwm,
                (unsigned long long)c.hwm, (unsigned long long)c.offload);
@@ -205,7 +240,8 @@ START_TEST(test_deterministic_and_offload_invariance) {
         for (int k = 0; k < 3; k++) {
             run_result d;
             run_at(c_cuda(), &net, more[k], m, true, true, &d);
-            ck_assert_msg(!memcmp(a.params, d.params, bytes) && !memcmp(a.mom, d.mom, bytes),
+            ck_assert_msg(!memcmp(a.params, d.params, bytes) && !memcmp(a.mom, d.mom, bytes) &&
+                              !memcmp(&a.ls, &d.ls, sizeof a.ls),
                           "%s: policy %s at its smallest budget changed the weights",
                           vd_math_name(m), vd_policy_name(more[k]));
             printf("  %s: policy %s at %llu B (offload %llu B/iter) bitwise ok\n",

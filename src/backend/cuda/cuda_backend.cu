@@ -3,7 +3,9 @@
  *
  * Device memory: pool_create is the one cudaMalloc of the run; everything
  * the ops touch lives in it. Outside it live only what CUDA, cuDNN and
- * cuBLAS allocate for themselves at setup (context, handles): cuBLAS gets no
+ * cuBLAS allocate for themselves at setup (context, handles) and, in math
+ * fp16, the 32 bytes of the loss-scaling state (cu_ctx.scale_st, made at its
+ * first use, freed at destroy, like the handles): cuBLAS gets no
  * workspace (cublasSetWorkspace(NULL, 0)) so it never allocates later, and
  * cuDNN calls get their workspace from the pool (io->ws).
  *
@@ -189,6 +191,13 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
                           bool deterministic, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     if (batch <= 0) return vd_errf(e, VD_EINTERNAL, "layer_setup: batch %d", batch);
+    /* bf16 tensor cores came with sm_80; below it cuDNN and cuBLAS have no
+     * fast bf16 path (fp16 has one since sm_70) */
+    if (math == VD_MATH_BF16 && c->cc_major < 8)
+        return vd_errf(e, VD_EUNSUPPORTED,
+                       "math bf16 needs compute capability 8.0 or newer (bf16 tensor cores); "
+                       "GPU %d (%s) is sm_%d%d: use --math fp16", c->device, c->dev_name,
+                       c->cc_major, c->cc_minor);
     for (int i = 0; i < net->n_layers; i++) {
         const vd_layer *l = &net->layers[i];
         if (!cu_op_supported(l->op, math))
@@ -229,9 +238,9 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         c->conv_direct_force = o->conv_direct_force;
         c->conv_mix = c->tune && o->conv_api == VD_CONV_API_AUTO && c->conv_split != 2 &&
                       !c->conv_gemm_force && !c->conv_direct_force;
-        /* bf16 (channels-last): the graph API's tensor-core engines; the legacy
-         * cudnnFind would also time its slow non-tensor-core algorithms */
-        if (math == VD_MATH_BF16) c->conv_mix = false;
+        /* bf16 / fp16 (channels-last): the graph API's tensor-core engines; the
+         * legacy cudnnFind would also time its slow non-tensor-core algorithms */
+        if (vd_math_nhwc(math)) c->conv_mix = false;
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
     if (!c->layers) return VD_ENOMEM;
@@ -253,7 +262,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         L->c = l->c;
         L->h = l->h;
         L->w = l->w;
-        L->dt = math == VD_MATH_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+        L->dt = cu_dnn_dtype(math);
         int rc = cu_dnn_layer_setup(c, net, i, L, e);
         if (rc) {
             vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
@@ -266,20 +275,20 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             memset(&L->opts[0], 0, sizeof L->opts[0]);
             snprintf(L->opts[0].label, sizeof L->opts[0].label, "default");
             L->n_opts = 1;
-            /* bf16 batch norm (own channels-last kernels): partial sums */
-            if (l->op == VD_OP_BATCHNORM && math == VD_MATH_BF16) {
+            /* bf16 / fp16 batch norm (own channels-last kernels): partial sums */
+            if (l->op == VD_OP_BATCHNORM && vd_math_nhwc(math)) {
                 uint64_t bw = cu_bn_ws_bytes((int64_t)batch * l->h * l->w, l->c, c->sm_count);
                 L->opts[0].ws_fwd = L->opts[0].ws_bwd = L->opts[0].workspace = bw;
             }
-            /* bf16 max pooling: the backward argmax pass's bytes */
-            if (l->op == VD_OP_POOL && math == VD_MATH_BF16) {
+            /* bf16 / fp16 max pooling: the backward argmax pass's bytes */
+            if (l->op == VD_OP_POOL && vd_math_nhwc(math)) {
                 uint64_t pw = cu_pool_layer_bwd_ws(L, l, batch);
                 pw = VD_ALIGN_UP(pw, (uint64_t)256);
                 L->opts[0].ws_bwd = L->opts[0].workspace = pw;
             }
         }
-        /* bf16: each pass converts the weight into its workspace (conv backward
-         * also keeps a bf16 dW there); fc's dW is written in fp32 */
+        /* bf16 / fp16: each pass converts the weight into its workspace (conv
+         * backward also keeps a 16-bit dW there); fc's dW is written in fp32 */
         uint64_t wb = cu_wcopy_bytes(c, net, i), xb = cu_fc_xt_bytes(c, net, i, batch);
         for (int k = 0; wb && k < L->n_opts; k++) {
             vd_algo_opt *o = &L->opts[k];
@@ -358,6 +367,15 @@ static int cu_backward(vd_backend *be, const vd_net *net, int layer, const vd_op
     return op_epilogue(c, net, layer, "backward", rc, e);
 }
 
+/* --sync-debug: wait for the compute stream after an update-side launch, so
+ * that a fault shows at its call. */
+static int debug_sync(cu_ctx *c, int rc, vd_err *e) {
+    if (rc || !c->sync_debug) return rc;
+    CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
+    CUDA_CHECK(e, cudaGetLastError());
+    return VD_OK;
+}
+
 static int cu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
                   vd_err *e) {
@@ -365,12 +383,77 @@ static int cu_sgd(vd_backend *be, float *params, const float *grads, float *mom,
     if (count <= 0) return VD_OK;
     int rc = cuk_sgd(cu_compute(c), c->sm_count, params + offset, grads + offset,
                      mom ? mom + offset : NULL, count, lr, momentum, weight_decay, first_step, e);
-    if (rc) return rc;
-    if (c->sync_debug) {
-        CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
-        CUDA_CHECK(e, cudaGetLastError());
+    return debug_sync(c, rc, e);
+}
+
+/* ---- dynamic loss scaling (math fp16; backend.h) -----------------------------------------
+ * The state stays on the device: the loss layer's backward reads the scale,
+ * grad_check / sgd_scaled / scale_update read and write it in stream order on
+ * the compute stream, so no step waits for the host. Only scale_set and
+ * scale_get copy it, and wait (start, --resume, log points, checkpoints). */
+int cu_scale_state(cu_ctx *c, vd_loss_scale **st, vd_err *e) {
+    if (!c->scale_st) {
+        vd_loss_scale init = vd_loss_scale_init();
+        void *p = NULL;
+        CUDA_CHECK(e, cudaMalloc(&p, sizeof init));
+        c->scale_st = (vd_loss_scale *)p;
+        CUDA_CHECK(e, cudaMemcpyAsync(p, &init, sizeof init, cudaMemcpyHostToDevice, cu_compute(c)));
+        CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));   /* init is on this stack */
     }
+    *st = c->scale_st;
     return VD_OK;
+}
+
+static int cu_scale_set(vd_backend *be, const vd_loss_scale *s, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    vd_loss_scale *st;
+    int rc = cu_scale_state(c, &st, e);
+    if (rc) return rc;
+    vd_loss_scale v = *s;
+    v.found_inf = 0;
+    CUDA_CHECK(e, cudaMemcpyAsync(st, &v, sizeof v, cudaMemcpyHostToDevice, cu_compute(c)));
+    CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));       /* v is on this stack */
+    return VD_OK;
+}
+
+static int cu_scale_get(vd_backend *be, vd_loss_scale *s, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    vd_loss_scale *st;
+    int rc = cu_scale_state(c, &st, e);
+    if (rc) return rc;
+    CUDA_CHECK(e, cudaMemcpyAsync(s, st, sizeof *s, cudaMemcpyDeviceToHost, cu_compute(c)));
+    CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
+    return VD_OK;
+}
+
+static int cu_grad_check(vd_backend *be, const float *grads, int64_t offset, int64_t count,
+                         int layer, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    vd_loss_scale *st;
+    int rc = cu_scale_state(c, &st, e);
+    if (rc || count <= 0) return rc;
+    rc = cuk_grad_check(cu_compute(c), c->sm_count, grads + offset, count, layer, st, e);
+    return debug_sync(c, rc, e);
+}
+
+static int cu_sgd_scaled(vd_backend *be, float *params, const float *grads, float *mom,
+                         int64_t offset, int64_t count, float lr, float momentum,
+                         float weight_decay, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    vd_loss_scale *st;
+    int rc = cu_scale_state(c, &st, e);
+    if (rc || count <= 0) return rc;
+    rc = cuk_sgd_scaled(cu_compute(c), c->sm_count, params + offset, grads + offset,
+                        mom ? mom + offset : NULL, count, lr, momentum, weight_decay, st, e);
+    return debug_sync(c, rc, e);
+}
+
+static int cu_scale_update(vd_backend *be, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    vd_loss_scale *st;
+    int rc = cu_scale_state(c, &st, e);
+    if (rc) return rc;
+    return debug_sync(c, cuk_scale_update(cu_compute(c), st, e), e);
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------- */
@@ -382,6 +465,7 @@ static void cu_destroy(vd_backend *be) {
         cu_tune_release(c);
         layers_free(c);
         events_free(c);
+        if (c->scale_st) cudaFree(c->scale_st);
         if (c->blas) cublasDestroy(c->blas);
         if (c->dnn) cudnnDestroy(c->dnn);
         for (int s = 0; s < VD_N_STREAMS; s++)
@@ -469,6 +553,11 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->forward = cu_forward;
     be->backward = cu_backward;
     be->sgd = cu_sgd;
+    be->scale_set = cu_scale_set;
+    be->scale_get = cu_scale_get;
+    be->grad_check = cu_grad_check;
+    be->sgd_scaled = cu_sgd_scaled;
+    be->scale_update = cu_scale_update;
     c->device = device;
     if (o) be->opts = *o;
     c->sync_debug = be->opts.sync_debug;
@@ -479,6 +568,8 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     if ((rc = check_arch(&prop, e))) goto fail;
     c->sm_count = prop.multiProcessorCount;
     c->total_mem = prop.totalGlobalMem;
+    c->cc_major = prop.major;
+    c->cc_minor = prop.minor;
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     for (int s = 0; s < VD_N_STREAMS; s++)
         CUDA_GOTO(e, rc, fail, cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking));

@@ -249,9 +249,9 @@ bool cu_conv_input_shared(const vd_net *net, int li) {
 /* ---- building blocks ------------------------------------------------------------------ */
 static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
                        int64_t align, cudnnDataType_t dt, bool *ok, vd_err *e) {
-    /* NCHW, or channels-last in bf16 (feature maps NHWC, the weight KRSC) */
+    /* NCHW, or channels-last in bf16 / fp16 (feature maps NHWC, the weight KRSC) */
     int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
-    if (dt == CUDNN_DATA_BFLOAT16) {
+    if (cu_dt_16(dt)) {
         str[0] = dim[1] * dim[2] * dim[3];
         str[1] = 1;
         str[2] = dim[3] * dim[1];
@@ -756,8 +756,8 @@ static float picks_ms(const cu_graph *g, int split, int sset, const int pick[CU_
     return t;
 }
 
-/* bf16: the engines without tensor cores that cuDNN offers as the
- * low-workspace fallbacks of channels-last bf16 run 20-7000x slower than the
+/* bf16 / fp16: the engines without tensor cores that cuDNN offers as the
+ * low-workspace fallbacks of channels-last 16-bit maps run 20-7000x slower than the
  * fastest (measured on the H200: ResNet-50's 3x3 backward-filter 0.1 ms vs
  * 700 ms); an option that slow is never worth its workspace (offloading or
  * recomputing costs less), and timing it in the profile takes minutes. So
@@ -782,7 +782,7 @@ static void add_gopt_in(cu_layer *L, const cu_graph *g, int split, int sset, uns
             L->conv_opts[k].sset == sset && L->conv_opts[k].whole_mask == whole_mask)
             return;
     if (L->n_opts >= CU_MAX_OPTS) return;
-    if (L->dt == CUDNN_DATA_BFLOAT16 && L->n_opts > 0 && opt_too_slow(L, g, split, sset, pick))
+    if (cu_dt_16(L->dt) && L->n_opts > 0 && opt_too_slow(L, g, split, sset, pick))
         return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
     vd_algo_opt *o = &L->opts[L->n_opts];
@@ -869,10 +869,10 @@ static int gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer 
     if ((rc = add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A, c->conv_topk, cap,
                             D->c, &D->n, G_MAXC, e)))
         return rc;
-    /* bf16 channels-last: the fallback list's engines run 100-7000x slower
+    /* bf16 / fp16 channels-last: the fallback list's engines run 100-7000x slower
      * than mode A's tensor-core ones (H200, ResNet-50 backward-filter 0.1 vs
      * 700 ms) and timing them took minutes; asked only when mode A has none */
-    if (L->dt == CUDNN_DATA_BFLOAT16 && D->n > 0) return VD_OK;
+    if (cu_dt_16(L->dt) && D->n > 0) return VD_OK;
     return add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK, cap,
                          D->c, &D->n, G_MAXC, e);
 }
@@ -887,8 +887,8 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
     const int nb = c->batch;
     const uint64_t fastest = L->n_opts ? L->opts[0].workspace : 0;
     const bool force = c->conv_split == 2;
-    /* no split options in bf16 (their partial dW sums are fp32 code) */
-    if (c->conv_split == 0 || c->math == VD_MATH_BF16 || (!force && fastest <= SPLIT_MIN))
+    /* no split options in bf16 / fp16 (their partial dW sums are fp32 code) */
+    if (c->conv_split == 0 || vd_math_nhwc(c->math) || (!force && fastest <= SPLIT_MIN))
         return VD_OK;
     const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4;
     const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4;
@@ -985,7 +985,7 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
         CUDNN_CHECK(e, exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
         if (filt && i > 0) {
             int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
-                                    1.0f, g->dw_numel, false, e);
+                                    1.0f, g->dw_numel, VD_DT_F32, e);
             if (rc) return rc;
         }
     }
@@ -1037,7 +1037,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                          cudnnGetErrorString(st));
             else
                 snprintf(why, why_n, "no usable %s engine in %s%s mode", dir_name[d],
-                         c->math == VD_MATH_FP32 ? "fp32" : "tf32",
+                         vd_math_name(c->math),
                          c->deterministic ? " deterministic" : "");
             return VD_OK;
         }
@@ -1075,9 +1075,10 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
             float *x = (float *)buf, *y = (float *)(buf + xb), *w = (float *)(buf + xb + yb),
                   *dw = (float *)(buf + xb + yb + wb);
             void *ws = buf + fixed;
-            if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, e)) ||
-                (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, e)) ||
-                (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, e)))
+            const vd_dtype ft = vd_math_act_dtype(c->math);   /* 16-bit: no inf / NaN */
+            if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, ft, e)) ||
+                (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, ft, e)) ||
+                (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, ft, e)))
                 return rc;
             for (int i = 0; i < ndir; i++) {
                 int d = time_order[i];
@@ -1190,8 +1191,8 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
     cu_graph *g = (cu_graph *)vd_calloc(1, sizeof *g, e);
     if (!g) return VD_ENOMEM;
     g->ax = 16;
-    /* bf16: the weight is the 256-aligned copy in the workspace (conv_bf16_io) */
-    g->aw = c->math == VD_MATH_BF16 ? 16 : cu_conv_weight_align(net, li);
+    /* bf16 / fp16: the weight is the 256-aligned copy in the workspace (conv_16_io) */
+    g->aw = vd_math_nhwc(c->math) ? 16 : cu_conv_weight_align(net, li);
     int rc = graph_setup(c, net, li, L, g, bias_ws, no_engine, why, why_n, e);
     if (rc || *no_engine) {
         graph_free(g);

@@ -49,12 +49,12 @@
 /* Tensor descriptors for batch n (conv: x, y; batchnorm: x and params). */
 static int set_batch(cu_layer *L, int n, vd_err *e) {
     if (L->op == VD_OP_CONV) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->in_c[0], L->in_h, L->in_w));
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->c, L->h, L->w));
     } else if (L->op == VD_OP_BATCHNORM) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                                   L->c, L->h, L->w));
         CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
     }
@@ -191,7 +191,7 @@ static int conv_candidates(cu_ctx *c, cu_layer *L, cand *fw, int *nf, cand *bd, 
         return vd_errf(e, VD_EUNSUPPORTED,
                        "no usable cuDNN algorithm (forward %d, backward-data %d, backward-filter "
                        "%d candidates) in %s%s mode",
-                       *nf, *nd, *nb, c->math == VD_MATH_FP32 ? "fp32" : "tf32",
+                       *nf, *nd, *nb, vd_math_name(c->math),
                        c->deterministic ? " deterministic" : "");
     return VD_OK;
 }
@@ -324,9 +324,10 @@ static int conv_tune(cu_ctx *c, const vd_layer *l, cu_layer *L, uint64_t cap, ca
     cudnnStatus_t st;
     cudnnMathType_t base = c->math == VD_MATH_FP32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
     cudaStream_t s = cu_compute(c);
-    if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, e)) ||
-        (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, e)) ||
-        (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, e)))
+    const vd_dtype ft = vd_math_act_dtype(c->math);   /* 16-bit: no inf / NaN (cuk_fill_uniform) */
+    if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, ft, e)) ||
+        (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, ft, e)) ||
+        (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, ft, e)))
         goto done;
 #define TUNE_CHECK(expr)                                                                     \
     do {                                                                                     \
@@ -435,8 +436,8 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
     CUDNN_CHECK(e, cudnnCreateConvolutionDescriptor(&L->cd));
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
     CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, L->dt,
-                                              L->dt == CUDNN_DATA_BFLOAT16 ? CUDNN_TENSOR_NHWC
-                                                                           : CUDNN_TENSOR_NCHW,
+                                              cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC
+                                                              : CUDNN_TENSOR_NCHW,
                                               l->u.conv.out, L->in_c[0] / g, l->u.conv.kh,
                                               l->u.conv.kw));
     CUDNN_CHECK(e, cudnnSetConvolution2dDescriptor(
@@ -455,7 +456,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
     uint64_t bias_ws = 0;
     if (l->u.conv.bias) {
         int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count,
-                                  L->dt == CUDNN_DATA_BFLOAT16);
+                                  cu_dt_16(L->dt));
         if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
     }
     uint64_t ybytes = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
@@ -597,15 +598,15 @@ int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_o
     return VD_OK;
 }
 
-/* Math bf16: the conv's operands as cuDNN takes them. *b = *io with w the
- * bf16 copy of the weight (made here, at the start of the workspace), dw
- * (backward, when io->dw) a bf16 dW behind it, and ws / ws_bytes the rest. */
-static int conv_bf16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, bool bwd,
+/* Math bf16 / fp16: the conv's operands as cuDNN takes them. *b = *io with w
+ * the 16-bit copy of the weight (made here, at the start of the workspace), dw
+ * (backward, when io->dw) a 16-bit dW behind it, and ws / ws_bytes the rest. */
+static int conv_16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, bool bwd,
                         vd_op_io *b, vd_err *e) {
     uint64_t wb = cu_wcopy_bytes(c, net, li), need = wb * (bwd && io->dw ? 2 : 1);
     if (!io->ws || io->ws_bytes < need)
-        return vd_errf(e, VD_EINTERNAL, "conv '%s': bf16 needs %llu bytes of workspace, got %llu",
-                       net->layers[li].name, (unsigned long long)need,
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': %s needs %llu bytes of workspace, got %llu",
+                       net->layers[li].name, vd_math_name(c->math), (unsigned long long)need,
                        (unsigned long long)io->ws_bytes);
     *b = *io;
     char *ws = (char *)io->ws;
@@ -614,10 +615,10 @@ static int conv_bf16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     b->ws = ws + need;
     b->ws_bytes = io->ws_bytes - need;
     if (b->ws_bytes == 0) b->ws = NULL;
-    /* the weight [K, C/g, R, S] as bf16 KRSC (channels-last, as the feature maps) */
+    /* the weight [K, C/g, R, S] as 16-bit KRSC (channels-last, as the feature maps) */
     const vd_layer *l = &net->layers[li];
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-    return cuk_relayout(cu_compute(c), c->sm_count, io->w, false, ws, true, l->u.conv.out,
+    return cuk_relayout(cu_compute(c), c->sm_count, io->w, VD_DT_F32, ws, io->act, l->u.conv.out,
                         c->layers[li].in_c[0] / g, (int64_t)l->u.conv.kh * l->u.conv.kw, true,
                         0.0f, e);
 }
@@ -626,23 +627,23 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
 static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
-    if (!(io->act == VD_DT_BF16)) return conv_forward(c, net, li, io, e);
+    if (io->act == VD_DT_F32) return conv_forward(c, net, li, io, e);
     vd_op_io b;
-    int rc = conv_bf16_io(c, net, li, io, false, &b, e);
+    int rc = conv_16_io(c, net, li, io, false, &b, e);
     return rc ? rc : conv_forward(c, net, li, &b, e);
 }
 
-/* bf16: the bias gradient from bf16 dy, dW in bf16 then widened into the
- * fp32 gradient. */
+/* bf16 / fp16: the bias gradient from 16-bit dy, dW in 16 bits then widened
+ * into the fp32 gradient. */
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
-    if (!(io->act == VD_DT_BF16)) return conv_backward(c, net, li, io, e);
+    if (io->act == VD_DT_F32) return conv_backward(c, net, li, io, e);
     vd_op_io b;
-    int rc = conv_bf16_io(c, net, li, io, true, &b, e);
+    int rc = conv_16_io(c, net, li, io, true, &b, e);
     if (!rc) rc = conv_backward(c, net, li, &b, e);
-    if (!rc && io->dw) {   /* bf16 KRSC -> fp32 KCRS */
+    if (!rc && io->dw) {   /* 16-bit KRSC -> fp32 KCRS */
         const vd_layer *l = &net->layers[li];
         int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-        rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, true, io->dw, false, l->u.conv.out,
+        rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, io->act, io->dw, VD_DT_F32, l->u.conv.out,
                           c->layers[li].in_c[0] / g, (int64_t)l->u.conv.kh * l->u.conv.kw, false,
                           0.0f, e);
     }
@@ -670,7 +671,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     }
     if (l->u.conv.bias && io->b)
         return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c,
-                            (int64_t)L->h * L->w, (io->act == VD_DT_BF16), e);
+                            (int64_t)L->h * L->w, io->act, e);
     return VD_OK;
 }
 
@@ -688,11 +689,11 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     /* bias gradient first: its partial sums share the workspace */
     if (l->u.conv.bias && io->db) {
         int64_t hw = (int64_t)L->h * L->w;
-        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, (io->act == VD_DT_BF16));
+        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act != VD_DT_F32);
         if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
             split = 1;
         if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db,
-                               (io->act == VD_DT_BF16), e)))
+                               io->act, e)))
             return rc;
     }
     if (L->g) {
@@ -726,12 +727,12 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     const vd_layer *l = &net->layers[li];
     int rc = ensure_batch(L, io->n, e);
     if (rc) return rc;
-    if (L->dt == CUDNN_DATA_BFLOAT16) {
+    if (cu_dt_16(L->dt)) {
         if (!io->aux)
             return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': no saved statistics", l->name);
         return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->y, io->w, io->b, io->aux,
                                io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, io->training,
-                               l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, e);
+                               l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, io->act, e);
     }
     const float one = 1.0f, zero = 0.0f;
     if (io->training) {
@@ -762,11 +763,11 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
         return vd_errf(e, VD_EUNSUPPORTED,
                        "batchnorm '%s': the CUDA backend needs dx, dweight, dbias and the saved "
                        "statistics in backward", l->name);
-    if (L->dt == CUDNN_DATA_BFLOAT16)
+    if (cu_dt_16(L->dt))
         return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
                                io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->aux, io->dw,
                                io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws, io->ws_bytes,
-                               e);
+                               io->act, e);
     const float one = 1.0f, zero = 0.0f;
     const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
     CUDNN_CHECK(e, cudnnBatchNormalizationBackward(

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #undef CUDNN_WARN_DEPRECATED
 #include <cudnn.h>
 
@@ -76,8 +77,9 @@ int cu_cuda_err(vd_err *e, cudaError_t st, const char *func, const char *file, i
 /* After every kernel launch. */
 #define KERNEL_CHECK(e) CUDA_CHECK(e, cudaGetLastError())
 
-/* The bf16 element of math bf16's feature maps. */
+/* The 16-bit elements of math bf16's and math fp16's feature maps. */
 typedef __nv_bfloat16 cu_bf16;
+typedef __half cu_f16;
 
 /* ---- context ------------------------------------------------------------- */
 /* Conv options per layer: "fastest", the workspace ladder (cu_ws_rung),
@@ -143,7 +145,7 @@ typedef struct cu_layer {
     cu_conv_opt conv_opts[CU_MAX_OPTS];   /* conv only, parallel to opts */
     /* cuDNN descriptors (conv: x, y, w, conv; batchnorm: x(=y), bn params) */
     cudnnDataType_t dt;                   /* feature maps and conv weights as cuDNN sees them:
-                                             FLOAT, or BFLOAT16 in math bf16 */
+                                             FLOAT, BFLOAT16 in math bf16, HALF in fp16 */
     cudnnTensorDescriptor_t xd, yd, pd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -161,6 +163,7 @@ typedef struct cu_ctx {
     int device;
     int sm_count;
     uint64_t total_mem;
+    int cc_major, cc_minor;               /* compute capability */
     char dev_name[256];
     cudaStream_t stream[VD_N_STREAMS];    /* compute, D2H, H2D: non-blocking */
     cudaEvent_t *events;                  /* [n_events], timing enabled */
@@ -196,9 +199,27 @@ typedef struct cu_ctx {
     cudaEvent_t tev[2];                   /* layer_setup only: timing events */
     int n_layers;
     cu_layer *layers;                     /* [n_layers] */
+    /* loss scaling (math fp16): the backend's vd_loss_scale in device memory,
+     * made at its first use (cu_scale_state), freed at destroy; like cuDNN's
+     * and cuBLAS's handles it lives outside the pool (32 bytes) */
+    vd_loss_scale *scale_st;
 } cu_ctx;
 
+/* c->scale_st, made (and set to vd_loss_scale_init) on the first call. */
+int cu_scale_state(cu_ctx *c, vd_loss_scale **st, vd_err *e);
+
 static inline cudaStream_t cu_compute(const cu_ctx *c) { return c->stream[VD_STREAM_COMPUTE]; }
+
+/* A cuDNN type of 16-bit channels-last feature maps (math bf16 / fp16)? */
+static inline bool cu_dt_16(cudnnDataType_t dt) {
+    return dt == CUDNN_DATA_BFLOAT16 || dt == CUDNN_DATA_HALF;
+}
+/* The cuDNN type of math m's feature maps (and the conv weights' copies). */
+static inline cudnnDataType_t cu_dnn_dtype(vd_math m) {
+    vd_dtype t = vd_math_act_dtype(m);
+    return t == VD_DT_BF16 ? CUDNN_DATA_BFLOAT16 : t == VD_DT_F16 ? CUDNN_DATA_HALF
+                                                                  : CUDNN_DATA_FLOAT;
+}
 
 /* Elements of layer li's weight (role VD_ROLE_WEIGHT), 0 if it has none. */
 static inline int64_t cu_weight_numel(const vd_net *net, int li) {
@@ -209,21 +230,21 @@ static inline int64_t cu_weight_numel(const vd_net *net, int li) {
     return 0;
 }
 
-/* Math bf16, conv and fc layers: bytes (256-aligned) of the bf16 copy of the
- * weight that each pass makes at the start of its workspace (conv backward
- * also keeps a bf16 dW there, behind it); 0 otherwise. cu_layer_setup adds
- * them to the layer's options, so the planner counts them. */
+/* Math bf16 / fp16, conv and fc layers: bytes (256-aligned) of the 16-bit
+ * copy of the weight that each pass makes at the start of its workspace
+ * (conv backward also keeps a 16-bit dW there, behind it); 0 otherwise.
+ * cu_layer_setup adds them to the layer's options, so the planner counts them. */
 static inline uint64_t cu_wcopy_bytes(const cu_ctx *c, const vd_net *net, int li) {
     vd_op op = net->layers[li].op;
-    if (c->math != VD_MATH_BF16 || (op != VD_OP_CONV && op != VD_OP_FC)) return 0;
+    if (!vd_math_nhwc(c->math) || (op != VD_OP_CONV && op != VD_OP_FC)) return 0;
     return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * 2u, (uint64_t)256);
 }
 
-/* Math bf16, an fc layer whose input has H*W > 1 (channels-last): bytes of
- * the input in NCHW order at batch n, behind the weight copy; 0 otherwise. */
+/* Math bf16 / fp16, an fc layer whose input has H*W > 1 (channels-last): bytes
+ * of the input in NCHW order at batch n, behind the weight copy; 0 otherwise. */
 static inline uint64_t cu_fc_xt_bytes(const cu_ctx *c, const vd_net *net, int li, int n) {
     const vd_layer *l = &net->layers[li];
-    if (c->math != VD_MATH_BF16 || l->op != VD_OP_FC) return 0;
+    if (!vd_math_nhwc(c->math) || l->op != VD_OP_FC) return 0;
     int src = l->in[0];
     int64_t hw = src < 0 ? (int64_t)net->in_h * net->in_w
                          : (int64_t)net->layers[src].h * net->layers[src].w;
@@ -290,7 +311,7 @@ void cu_tune_release(cu_ctx *c);
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
 bool cu_op_supported(vd_op op, vd_math math);
-/* Math bf16: a pooling layer's backward workspace at batch n
+/* Math bf16 / fp16: a pooling layer's backward workspace at batch n
  * (cu_pool_bwd_ws_bytes of its geometry). */
 uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
@@ -300,9 +321,10 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
 int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc);
 
 /* ---- cuda_kernels.cu: launchers (compute stream unless a stream is given) --
- * bf: the feature-map pointers (x, y, dy, dx) hold bf16 elements in
- * channels-last order (math bf16; vd_math_nhwc); weights, biases, gradients
- * of parameters and the loss stay float. */
+ * dt: the element type of the feature-map pointers (x, y, dy, dx; vd_op_io.act):
+ * VD_DT_BF16 / VD_DT_F16 hold 16-bit elements in channels-last order (math
+ * bf16 / fp16; vd_math_nhwc); weights, biases, gradients of parameters and
+ * the loss stay float. */
 typedef struct cu_pool_geom {
     int n, c, h, w, oh, ow;           /* input [n,c,h,w], output [n,c,oh,ow] */
     int kh, kw, sh, sw, ph, pw;       /* window pooling */
@@ -322,19 +344,24 @@ enum { CU_DIRECT_KB = 32, CU_DIRECT_MAX_P = 160, CU_DIRECT_MAX_C = 4 };
 bool cuk_conv_direct_ok(const cu_direct_geom *g);
 int cuk_conv_direct_fwd(cudaStream_t s, int sm, const cu_direct_geom *g, const float *x,
                         const float *w, const float *b, float *y, bool relu, vd_err *e);
+/* p[i] uniform in [lo, hi) (|lo|, |hi| <= 1 where dt is 16-bit). dt 16-bit:
+ * each float's low half is a copy of its high half, so that the buffer read
+ * as 16-bit elements (of either type) holds values of magnitude below 2 and
+ * no inf or NaN, while read as floats it still holds ~[lo, hi) (timing
+ * buffers that hold both kinds). */
 int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
-                     float hi, vd_err *e);
+                     float hi, vd_dtype dt, vd_err *e);
 int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e);
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
-                 int64_t hw, bool bf, vd_err *e);
+                 int64_t hw, vd_dtype dt, vd_err *e);
 /* db[c] = sum over n, hw of dy[n, c, hw]; split partial sums per channel in
  * partial[c*split + k] (split == 1: straight into db, partial unused). */
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float *db, bool bf, vd_err *e);
+                 float *partial, float *db, vd_dtype dt, vd_err *e);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
-/* Batch norm on channels-last bf16 (math bf16): pix = n*h*w pixels of ch
- * channels; the partial sums need cu_bn_ws_bytes of workspace (training
+/* Batch norm on channels-last 16-bit maps (math bf16 / fp16; dt not F32):
+ * pix = n*h*w pixels of ch channels; the partial sums need cu_bn_ws_bytes of workspace (training
  * forward and backward). Semantics as the CPU reference: aux = [mean,
  * invstd]; backward overwrites dw, db and puts dx with dx_beta. */
 int cu_bn_split(int64_t pix, int64_t ch, int sm_count);
@@ -342,37 +369,37 @@ uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count);
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                     bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
-                    vd_err *e);
+                    vd_dtype dt, vd_err *e);
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
                     float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
-                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e);
-int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
-                 int64_t n, bool bf, vd_err *e);
-int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e);
+                 int64_t n, vd_dtype dt, vd_err *e);
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
-                 int64_t n, bool bf, vd_err *e);
+                 int64_t n, vd_dtype dt, vd_err *e);
 /* ch, hw: the tensor's channels and pixels (bf: channels-last; the mask is
  * drawn by NCHW index, as on the CPU). */
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                bool bf, vd_err *e);
+                vd_dtype dt, vd_err *e);
 /* dst[i] = sum_{j < n} src[j * m + i] (fixed order) */
 int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float *dst,
                   vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
-                   bool bf, vd_err *e);
-int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool bf, vd_err *e);
+                   vd_dtype dt, vd_err *e);
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
-               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, bool bf, vd_err *e);
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_dtype dt, vd_err *e);
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
-                 bool bf, vd_err *e);
+                 vd_dtype dt, vd_err *e);
 /* dx (beta 0: =, else +=) of pooling g: picks k_pool_bwd_disjoint (windows
  * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, void *ws, uint64_t ws_bytes, bool bf, vd_err *e);
-/* bf16 (channels-last) max pooling: backward workspace bytes of the argmax
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+/* 16-bit (channels-last) max pooling: backward workspace bytes of the argmax
  * pass (one byte per output element; 0 where that path does not apply). */
 uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
 /* The kernels behind it, on their own (tests compare them bit for bit):
@@ -382,9 +409,9 @@ uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
  * 0 for automatic. VD_EUNSUPPORTED where it cannot take the geometry or the
  * tile (see pool_tiling_plan in cuda_kernels.cu). */
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                         const float *dy, float *dx, float beta, bool bf, vd_err *e);
+                         const float *dy, float *dx, float beta, vd_dtype dt, vd_err *e);
 int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                       const float *dy, float *dx, float beta, const int *tile, bool bf, vd_err *e);
+                       const float *dy, float *dx, float beta, const int *tile, vd_dtype dt, vd_err *e);
 /* Test hook, C linkage (tests/cuda/test_cuda_ops.c declares it again: this
  * header is C++ only): max-pool backward of the non-adaptive geometry geom =
  * {n, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw} on host arrays x, dy and dx
@@ -396,24 +423,39 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
                                      float *dx, float beta, int path, const int tile[3],
                                      vd_err *e);
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
-                int size, float alpha, float beta, float k, bool bf, vd_err *e);
+                int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
-                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, bool bf, vd_err *e);
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, bool bf, vd_err *e);
+                 int n, int classes, vd_dtype dt, vd_err *e);
+/* scale: NULL, or (math fp16, loss scaling) the device float dx is multiplied by. */
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
-                 float beta, int n, int classes, bool bf, vd_err *e);
-int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, bool bf, vd_err *e);
+                 float beta, int n, int classes, const float *scale, vd_dtype dt, vd_err *e);
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_dtype dt, vd_err *e);
 int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
             float momentum, float wd, bool first, vd_err *e);
+/* cuk_sgd with the loss scaling of st (device memory): nothing when
+ * st->found_inf, else the step on g / st->scale, first = !st->stepped. */
+int cuk_sgd_scaled(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n,
+                   float lr, float momentum, float wd, const vd_loss_scale *st, vd_err *e);
+/* st->found_inf = 1 when g[0, n) holds an inf or NaN; first_bad = layer when
+ * that raised it this step (backend.h's grad_check). */
+int cuk_grad_check(cudaStream_t s, int sm, const float *g, int64_t n, int layer,
+                   vd_loss_scale *st, vd_err *e);
+/* backend.h's scale_update on st (one thread). */
+int cuk_scale_update(cudaStream_t s, vd_loss_scale *st, vd_err *e);
 int cuk_empty(cudaStream_t s, vd_err *e);
-/* Math bf16: dst[i] = bf16(src[i]) (round to nearest even), and back (exact). */
-int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_err *e);
-int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e);
-/* n images of c x hw from NCHW to NHWC (to_nhwc) or back, src / dst bf16
- * (src_bf / dst_bf) or float; beta 0 overwrites dst, else adds to it. */
-int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst, bool dst_bf,
-                 int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta, vd_err *e);
+/* Math bf16 / fp16: dst[i] = dt(src[i]) (round to nearest even), and back
+ * (exact); dt VD_DT_BF16 or VD_DT_F16. */
+int cuk_f32_to_16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_dtype dt,
+                  vd_err *e);
+int cuk_16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_dtype dt,
+                  vd_err *e);
+/* n images of c x hw from NCHW to NHWC (to_nhwc) or back, src / dst of
+ * element types src_dt / dst_dt; beta 0 overwrites dst, else adds to it. */
+int cuk_relayout(cudaStream_t s, int sm, const void *src, vd_dtype src_dt, void *dst,
+                 vd_dtype dst_dt, int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta,
+                 vd_err *e);
 /* be->fill_synthetic (cuda_synth.cu). */
 int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd_synth_batch *b,
                       vd_err *e);

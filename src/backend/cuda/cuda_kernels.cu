@@ -8,22 +8,45 @@
 #include <math.h>
 #include "backend/cuda/cuda_internal.h"
 
-/* Feature maps are float or bf16 (math bf16; backend.h's vd_op_io.act):
- * kernels that read or write them are templated on the element type T and
- * compute in float: ld() widens (exact), st() rounds to nearest even (the
- * only rounding bf16 adds). Launchers take the float-typed pointers of
- * vd_op_io and a flag bf; BF() reinterprets them. With T = float every
- * kernel is the fp32 kernel it was, bit for bit. */
+/* Feature maps are float, bf16 or fp16 (math bf16 / fp16; backend.h's
+ * vd_op_io.act): kernels that read or write them are templated on the
+ * element type T and compute in float: ld() widens (exact), st() rounds to
+ * nearest even (the only rounding the 16-bit formats add; fp16 overflows to
+ * inf there, as IEEE's conversion does). Launchers take the float-typed
+ * pointers of vd_op_io and the vd_dtype; DT_DISPATCH instantiates the kernel
+ * for that type and AS<T>() reinterprets the pointers. With T = float every
+ * kernel is the fp32 kernel it was, bit for bit. Only conversions are used on
+ * the 16-bit types (no half / bf16 arithmetic), so sm_75 runs every kernel. */
 __device__ __forceinline__ float ld(float v) { return v; }
 __device__ __forceinline__ float ld(cu_bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ld(cu_f16 v) { return __half2float(v); }
 __device__ __forceinline__ void st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st(cu_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
-/* bf16 feature maps are channels-last (vd_math_nhwc): NHWC<T> says which
+__device__ __forceinline__ void st(cu_f16 *p, float v) { *p = __float2half_rn(v); }
+/* 16-bit feature maps are channels-last (vd_math_nhwc): NHWC<T> says which
  * layout a kernel of element type T indexes. */
 template <typename T> struct NHWC { static const bool on = false; };
 template <> struct NHWC<cu_bf16> { static const bool on = true; };
-static inline const cu_bf16 *BF(const float *p) { return (const cu_bf16 *)(const void *)p; }
-static inline cu_bf16 *BF(float *p) { return (cu_bf16 *)(void *)p; }
+template <> struct NHWC<cu_f16> { static const bool on = true; };
+template <typename T> static inline const T *AS(const float *p) { return (const T *)(const void *)p; }
+template <typename T> static inline T *AS(float *p) { return (T *)(void *)p; }
+
+/* Run the statements with T the element type of dt: float (VD_DT_F32),
+ * cu_bf16 or cu_f16. HALF_DISPATCH: one of the two 16-bit types (dt must be
+ * one). */
+#define DT_DISPATCH(dt, T, ...)                                                    \
+    do {                                                                           \
+        switch (dt) {                                                              \
+        case VD_DT_BF16: { typedef cu_bf16 T; __VA_ARGS__; } break;                \
+        case VD_DT_F16: { typedef cu_f16 T; __VA_ARGS__; } break;                  \
+        default: { typedef float T; __VA_ARGS__; } break;                          \
+        }                                                                          \
+    } while (0)
+#define HALF_DISPATCH(dt, T, ...)                                                  \
+    do {                                                                           \
+        if ((dt) == VD_DT_F16) { typedef cu_f16 T; __VA_ARGS__; }                  \
+        else { typedef cu_bf16 T; __VA_ARGS__; }                                   \
+    } while (0)
 
 enum { CU_THREADS = 256 };
 
@@ -82,38 +105,51 @@ __device__ float block_max(float v, float *sh) {
 }
 
 
-/* ---- bf16 in 16-byte vectors --------------------------------------------------
- * Eight bf16 per thread through one 16-byte load or store, where every
- * pointer is 16-byte aligned and the count a multiple of 8 (the pool's
+/* ---- 16-bit elements in 16-byte vectors -------------------------------------
+ * Eight bf16 or fp16 per thread through one 16-byte load or store, where
+ * every pointer is 16-byte aligned and the count a multiple of 8 (the pool's
  * tensors are 256-byte aligned; channel counts of real nets are multiples of
  * 8). The same float arithmetic per element and the same rounding
- * (__floats2bfloat162_rn = __float2bfloat16_rn twice) as the scalar kernels,
- * so results are bit-identical to them. */
+ * (__floats2bfloat162_rn / __floats2half2_rn = the scalar conversion twice)
+ * as the scalar kernels, so results are bit-identical to them. Kernels on
+ * these are templated on the 16-bit type H. */
 struct bf8 { float v[8]; };
 
-__device__ __forceinline__ bf8 ld8(const cu_bf16 *p) {
+/* The pair type of H. */
+template <typename H> struct Pair2;
+template <> struct Pair2<cu_bf16> { typedef __nv_bfloat162 t; };
+template <> struct Pair2<cu_f16> { typedef __half2 t; };
+__device__ __forceinline__ float2 to_f2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+__device__ __forceinline__ float2 to_f2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ void of_f2(__nv_bfloat162 *h, float a, float b) { *h = __floats2bfloat162_rn(a, b); }
+__device__ __forceinline__ void of_f2(__half2 *h, float a, float b) { *h = __floats2half2_rn(a, b); }
+
+template <typename H>
+__device__ __forceinline__ bf8 ld8(const H *p) {
     uint4 u = *(const uint4 *)(const void *)p;
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)(const void *)&u;
+    const typename Pair2<H>::t *h = (const typename Pair2<H>::t *)(const void *)&u;
     bf8 r;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        float2 t = __bfloat1622float2(h[k]);
+        float2 t = to_f2(h[k]);
         r.v[2 * k] = t.x;
         r.v[2 * k + 1] = t.y;
     }
     return r;
 }
 
-__device__ __forceinline__ void st8(cu_bf16 *p, const bf8 &r) {
+template <typename H>
+__device__ __forceinline__ void st8(H *p, const bf8 &r) {
     uint4 u;
-    __nv_bfloat162 *h = (__nv_bfloat162 *)(void *)&u;
+    typename Pair2<H>::t *h = (typename Pair2<H>::t *)(void *)&u;
 #pragma unroll
-    for (int k = 0; k < 4; k++) h[k] = __floats2bfloat162_rn(r.v[2 * k], r.v[2 * k + 1]);
+    for (int k = 0; k < 4; k++) of_f2(&h[k], r.v[2 * k], r.v[2 * k + 1]);
     *(uint4 *)(void *)p = u;
 }
 
 /* put() on eight: beta != 0 adds to what dst holds (float, one rounding). */
-__device__ __forceinline__ void put8(cu_bf16 *p, float beta, bf8 r) {
+template <typename H>
+__device__ __forceinline__ void put8(H *p, float beta, bf8 r) {
     if (beta != 0.0f) {
         bf8 o = ld8(p);
 #pragma unroll
@@ -131,7 +167,8 @@ static bool vec8_ok(int64_t n, const void *a, const void *b = NULL, const void *
     for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < (n);\
          i += (int64_t)gridDim.x * blockDim.x * 8)
 
-__global__ void k_relu_fwd8(const cu_bf16 *x, cu_bf16 *y, int64_t n) {
+template <typename H>
+__global__ void k_relu_fwd8(const H *x, H *y, int64_t n) {
     GRID_STRIDE8(i, n) {
         bf8 v = ld8(x + i);
 #pragma unroll
@@ -140,7 +177,8 @@ __global__ void k_relu_fwd8(const cu_bf16 *x, cu_bf16 *y, int64_t n) {
     }
 }
 
-__global__ void k_relu_bwd8(const cu_bf16 *y, const cu_bf16 *dy, cu_bf16 *dx, float beta,
+template <typename H>
+__global__ void k_relu_bwd8(const H *y, const H *dy, H *dx, float beta,
                             int64_t n) {
     GRID_STRIDE8(i, n) {
         bf8 a = ld8(y + i), g = ld8(dy + i);
@@ -150,9 +188,10 @@ __global__ void k_relu_bwd8(const cu_bf16 *y, const cu_bf16 *dy, cu_bf16 *dx, fl
     }
 }
 
-struct cu_ptrs8 { const cu_bf16 *p[VD_MAX_INPUTS]; };
+template <typename H> struct cu_ptrs8 { const H *p[VD_MAX_INPUTS]; };
 
-__global__ void k_add8(cu_ptrs8 x, int kin, cu_bf16 *y, int64_t n) {
+template <typename H>
+__global__ void k_add8(cu_ptrs8<H> x, int kin, H *y, int64_t n) {
     GRID_STRIDE8(i, n) {
         bf8 acc = ld8(x.p[0] + i);
         for (int j = 1; j < kin; j++) {
@@ -165,7 +204,8 @@ __global__ void k_add8(cu_ptrs8 x, int kin, cu_bf16 *y, int64_t n) {
 }
 
 /* channels-last: elements i..i+7 are channels i % ch .. +7 of one pixel */
-__global__ void k_bias_add8(cu_bf16 *y, const float *b, int64_t n, int64_t ch) {
+template <typename H>
+__global__ void k_bias_add8(H *y, const float *b, int64_t n, int64_t ch) {
     GRID_STRIDE8(i, n) {
         bf8 v = ld8(y + i);
         int64_t c = i % ch;
@@ -175,7 +215,8 @@ __global__ void k_bias_add8(cu_bf16 *y, const float *b, int64_t n, int64_t ch) {
     }
 }
 
-__global__ void k_axpby_copy8(const cu_bf16 *src, cu_bf16 *dst, float beta, int64_t n) {
+template <typename H>
+__global__ void k_axpby_copy8(const H *src, H *dst, float beta, int64_t n) {
     GRID_STRIDE8(i, n) put8(dst + i, beta, ld8(src + i));
 }
 
@@ -238,14 +279,22 @@ __global__ void k_axpby_copy4(const float *src, float *dst, float beta, int64_t 
 }
 
 /* ---- fills (profiler) ----------------------------------------------------- */
-__global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi) {
-    GRID_STRIDE(i, n) p[i] = lo + (hi - lo) * vd_hash_uniform(seed, 0, 0, (uint64_t)i);
+__global__ void k_fill_uniform(float *p, int64_t n, uint64_t seed, float lo, float hi,
+                               bool halves) {
+    GRID_STRIDE(i, n) {
+        float v = lo + (hi - lo) * vd_hash_uniform(seed, 0, 0, (uint64_t)i);
+        if (halves) {
+            unsigned u = __float_as_uint(v);
+            v = __uint_as_float((u & 0xFFFF0000u) | (u >> 16));
+        }
+        p[i] = v;
+    }
 }
 
 int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed, float lo,
-                     float hi, vd_err *e) {
+                     float hi, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_fill_uniform<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, n, seed, lo, hi);
+    k_fill_uniform<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, n, seed, lo, hi, dt != VD_DT_F32);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -277,22 +326,21 @@ __global__ void k_bias_add(T *y, const float *b, I total, I ch, I hw) {
 }
 
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
-                 int64_t hw, bool bf, vd_err *e) {
+                 int64_t hw, vd_dtype dt, vd_err *e) {
     int64_t total = n * ch * hw;
     if (total <= 0) return VD_OK;
-    if (bf && ch % 8 == 0 && vec8_ok(total, y)) {
-        k_bias_add8<<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(BF(y), b, total, ch);
+    if (dt != VD_DT_F32 && ch % 8 == 0 && vec8_ok(total, y)) {
+        HALF_DISPATCH(dt, H, k_bias_add8<H><<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(
+                                 AS<H>(y), b, total, ch));
         KERNEL_CHECK(e);
         return VD_OK;
     }
     unsigned gr = grid_for(total, sm);
-    if (FITS32(total)) {
-        if (bf) k_bias_add<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(y), b, (int)total, (int)ch, (int)hw);
-        else k_bias_add<float, int><<<gr, CU_THREADS, 0, s>>>(y, b, (int)total, (int)ch, (int)hw);
-    } else {
-        if (bf) k_bias_add<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(y), b, total, ch, hw);
-        else k_bias_add<float, int64_t><<<gr, CU_THREADS, 0, s>>>(y, b, total, ch, hw);
-    }
+    if (FITS32(total))
+        DT_DISPATCH(dt, T, k_bias_add<T, int><<<gr, CU_THREADS, 0, s>>>(AS<T>(y), b, (int)total,
+                                                                       (int)ch, (int)hw));
+    else
+        DT_DISPATCH(dt, T, k_bias_add<T, int64_t><<<gr, CU_THREADS, 0, s>>>(AS<T>(y), b, total, ch, hw));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -430,7 +478,8 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *o
  * and every CU_THREADS/32-th pixel from its row; rows are then added in
  * order. Coalesced across the channels of a pixel. */
 enum { CHAN_NHWC_C = 32 };
-__global__ void k_chan_partial_nhwc(const cu_bf16 *dy, int64_t pix, int64_t ch, int split,
+template <typename H>
+__global__ void k_chan_partial_nhwc(const H *dy, int64_t pix, int64_t ch, int split,
                                     float *out) {
     __shared__ float sh[CU_THREADS];
     const int lane = threadIdx.x % CHAN_NHWC_C, row = threadIdx.x / CHAN_NHWC_C;
@@ -459,21 +508,22 @@ __global__ void k_chan_final(const float *partial, int64_t ch, int split, float 
 }
 
 static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
-                     float *partial, float *db, vd_err *e);
+                     float *partial, float *db, vd_dtype dt, vd_err *e);
 
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float *db, bool bf, vd_err *e) {
+                 float *partial, float *db, vd_dtype dt, vd_err *e) {
     if (ch <= 0) return VD_OK;
     if (ch > 0x7fffffff || split < 1 || split > 65535)
         return vd_errf(e, VD_EINTERNAL, "cuk_chan_sum: bad shape (channels %lld, split %d)",
                        (long long)ch, split);
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
-    if (bf && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
-        return chan_sum8(s, dy, n * hw, ch, split, partial, db, e);
-    if (bf) {
+    if (dt != VD_DT_F32 && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
+        return chan_sum8(s, dy, n * hw, ch, split, partial, db, dt, e);
+    if (dt != VD_DT_F32) {
         dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
-        k_chan_partial_nhwc<<<gn, CU_THREADS, 0, s>>>(BF(dy), n * hw, ch, split, out);
+        HALF_DISPATCH(dt, H, k_chan_partial_nhwc<H><<<gn, CU_THREADS, 0, s>>>(AS<H>(dy), n * hw, ch,
+                                                                            split, out));
     } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
         k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
     } else {
@@ -497,11 +547,10 @@ __global__ void k_col_sum(const T *dy, int64_t n, int64_t cols, float *db) {
     }
 }
 
-int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, bool bf,
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_dtype dt,
                 vd_err *e) {
     if (cols <= 0) return VD_OK;
-    if (bf) k_col_sum<cu_bf16><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(BF(dy), n, cols, db);
-    else k_col_sum<float><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(dy, n, cols, db);
+    DT_DISPATCH(dt, T, k_col_sum<T><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(AS<T>(dy), n, cols, db));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -532,12 +581,13 @@ __global__ void k_relu_fwd(const T *x, T *y, int64_t n) {
     }
 }
 
-int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e) {
+int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf && vec8_ok(n, x, y)) k_relu_fwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
-    else if (bf) k_relu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
-    else if (vec4_ok(n, x, y)) k_relu_fwd4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(x, y, n);
-    else k_relu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
+    if (dt != VD_DT_F32 && vec8_ok(n, x, y))
+        HALF_DISPATCH(dt, H, k_relu_fwd8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), n));
+    else if (dt == VD_DT_F32 && vec4_ok(n, x, y))
+        k_relu_fwd4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(x, y, n);
+    else DT_DISPATCH(dt, T, k_relu_fwd<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(AS<T>(x), AS<T>(y), n));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -551,14 +601,15 @@ __global__ void k_relu_bwd(const T *y, const T *dy, T *dx, float beta, int64_t n
 }
 
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
-                 int64_t n, bool bf, vd_err *e) {
+                 int64_t n, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf && vec8_ok(n, y, dy, dx))
-        k_relu_bwd8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
-    else if (bf) k_relu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(y), BF(dy), BF(dx), beta, n);
-    else if (vec4_ok(n, y, dy, dx))
+    if (dt != VD_DT_F32 && vec8_ok(n, y, dy, dx))
+        HALF_DISPATCH(dt, H, k_relu_bwd8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(
+                                 AS<H>(y), AS<H>(dy), AS<H>(dx), beta, n));
+    else if (dt == VD_DT_F32 && vec4_ok(n, y, dy, dx))
         k_relu_bwd4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
-    else k_relu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(y, dy, dx, beta, n);
+    else DT_DISPATCH(dt, T, k_relu_bwd<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
+                                AS<T>(y), AS<T>(dy), AS<T>(dx), beta, n));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -573,10 +624,9 @@ __global__ void k_gelu_fwd(const T *x, T *y, int64_t n) {
     }
 }
 
-int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, bool bf, vd_err *e) {
+int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_gelu_fwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), n);
-    else k_gelu_fwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, n);
+    DT_DISPATCH(dt, T, k_gelu_fwd<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(AS<T>(x), AS<T>(y), n));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -592,10 +642,10 @@ __global__ void k_gelu_bwd(const T *x, const T *dy, T *dx, float beta, int64_t n
 }
 
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
-                 int64_t n, bool bf, vd_err *e) {
+                 int64_t n, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_gelu_bwd<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), beta, n);
-    else k_gelu_bwd<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, dy, dx, beta, n);
+    DT_DISPATCH(dt, T, k_gelu_bwd<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(AS<T>(x), AS<T>(dy),
+                                                                           AS<T>(dx), beta, n));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -619,14 +669,10 @@ __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, floa
 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                bool bf, vd_err *e) {
+                vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf)
-        k_dropout<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), beta, n, p, scale,
-                                                                 seed, layer, iter, ch, hw);
-    else
-        k_dropout<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(x, y, beta, n, p, scale, seed,
-                                                               layer, iter, ch, hw);
+    DT_DISPATCH(dt, T, k_dropout<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
+                           AS<T>(x), AS<T>(y), beta, n, p, scale, seed, layer, iter, ch, hw));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -637,14 +683,15 @@ __global__ void k_axpby_copy(const T *src, T *dst, float beta, int64_t n) {
 }
 
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
-                   bool bf, vd_err *e) {
+                   vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf && vec8_ok(n, src, dst))
-        k_axpby_copy8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
-    else if (bf) k_axpby_copy<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(BF(src), BF(dst), beta, n);
-    else if (vec4_ok(n, src, dst))
+    if (dt != VD_DT_F32 && vec8_ok(n, src, dst))
+        HALF_DISPATCH(dt, H, k_axpby_copy8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(
+                                 AS<H>(src), AS<H>(dst), beta, n));
+    else if (dt == VD_DT_F32 && vec4_ok(n, src, dst))
         k_axpby_copy4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
-    else k_axpby_copy<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, dst, beta, n);
+    else DT_DISPATCH(dt, T, k_axpby_copy<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
+                                AS<T>(src), AS<T>(dst), beta, n));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -670,7 +717,7 @@ int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m
 
 template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
 
-/* y = ((x0 + x1) + x2) + ... (in float; bf16: one rounding at the end) */
+/* y = ((x0 + x1) + x2) + ... (in float; 16-bit: one rounding at the end) */
 template <typename T>
 __global__ void k_add(cu_ptrs<T> x, int k, T *y, int64_t n) {
     GRID_STRIDE(i, n) {
@@ -680,37 +727,41 @@ __global__ void k_add(cu_ptrs<T> x, int k, T *y, int64_t n) {
     }
 }
 
-int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool bf,
+/* k_add8 on 16-bit elements, k_add otherwise (H: the element type). */
+template <typename H>
+static void add_launch(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n,
+                       bool v8) {
+    if (v8) {
+        cu_ptrs8<H> ps;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
+        k_add8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n);
+    } else {
+        cu_ptrs<H> ps;
+        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
+        k_add<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n);
+    }
+}
+
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_dtype dt,
             vd_err *e) {
     if (n <= 0) return VD_OK;
     if (k < 1 || k > VD_MAX_INPUTS) return vd_errf(e, VD_EINTERNAL, "cuk_add: %d inputs", k);
-    bool v8 = bf && vec8_ok(n, y);
-    for (int j = 0; v8 && j < k; j++) v8 = al16(x[j]);
-    if (v8) {
-        cu_ptrs8 ps;
-        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
-        k_add8<<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
-    } else if (bf) {
-        cu_ptrs<cu_bf16> ps;
-        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? BF(x[j]) : NULL;
-        k_add<cu_bf16><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, BF(y), n);
-    } else if (!bf && vec4_ok(n, y)) {
-        cu_fptrs4 ps;
-        bool v4 = true;
-        for (int j = 0; j < VD_MAX_INPUTS; j++) {
-            ps.p[j] = j < k ? x[j] : NULL;
-            if (j < k) v4 = v4 && al16(x[j]);
-        }
-        if (v4) k_add4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
-        else {
-            cu_ptrs<float> pf;
-            for (int j = 0; j < VD_MAX_INPUTS; j++) pf.p[j] = ps.p[j];
-            k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(pf, k, y, n);
-        }
+    if (dt != VD_DT_F32) {
+        bool v8 = vec8_ok(n, y);
+        for (int j = 0; v8 && j < k; j++) v8 = al16(x[j]);
+        HALF_DISPATCH(dt, H, add_launch<H>(s, sm, x, k, y, n, v8));
     } else {
-        cu_ptrs<float> ps;
-        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
-        k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+        bool v4 = vec4_ok(n, y);
+        for (int j = 0; v4 && j < k; j++) v4 = al16(x[j]);
+        if (v4) {
+            cu_fptrs4 ps;
+            for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
+            k_add4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+        } else {
+            cu_ptrs<float> ps;
+            for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
+            k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+        }
     }
     KERNEL_CHECK(e);
     return VD_OK;
@@ -737,26 +788,18 @@ __global__ void k_concat(const T *x, T *y, I total, I ck, I ctot, I off, I hw,
 }
 
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
-               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, bool bf,
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_dtype dt,
                vd_err *e) {
     int64_t total = n * ck * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
-    if (FITS32(n * ctot * hw)) {
-        if (bf)
-            k_concat<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(
-                BF(x), BF(y), (int)total, (int)ck, (int)ctot, (int)off, (int)hw, backward, beta);
-        else
-            k_concat<float, int><<<gr, CU_THREADS, 0, s>>>(
-                x, y, (int)total, (int)ck, (int)ctot, (int)off, (int)hw, backward, beta);
-    } else {
-        if (bf)
-            k_concat<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(y), total, ck, ctot, off,
-                                                                hw, backward, beta);
-        else
-            k_concat<float, int64_t><<<gr, CU_THREADS, 0, s>>>(x, y, total, ck, ctot, off, hw,
-                                                              backward, beta);
-    }
+    if (FITS32(n * ctot * hw))
+        DT_DISPATCH(dt, T, k_concat<T, int><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(y), (int)total, (int)ck, (int)ctot, (int)off,
+                               (int)hw, backward, beta));
+    else
+        DT_DISPATCH(dt, T, k_concat<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(y), total, ck, ctot, off, hw, backward, beta));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -851,7 +894,7 @@ __global__ void k_pool_fwd(cu_pool_geom g, const T *x, T *y, I total) {
     }
 }
 
-/* Channels-last pooling (bf16): output i = ((img*oh + oh)*ow + ow)*c + ch,
+/* Channels-last pooling (16-bit): output i = ((img*oh + oh)*ow + ow)*c + ch,
  * the window walked in the same row-major order with the same max rule (via
  * window_max_at with an element stride of c), so results equal the NCHW
  * kernels' on the same values. */
@@ -933,7 +976,7 @@ __global__ void k_pool_bwd_nhwc(cu_pool_geom g, const T *x, const T *dy, T *dx, 
 }
 
 
-/* ---- channels-last pooling on eight channels per thread (bf16, c % 8 == 0) --
+/* ---- channels-last pooling on eight channels per thread (16-bit, c % 8 == 0)
  * Index q runs over (pixel, channel group of 8); I = int where the element
  * counts fit (FITS32), as the NCHW kernels. Per channel the same window walk,
  * max rule (first maximum in row-major order, NaN wins) and float sums as
@@ -958,8 +1001,8 @@ __device__ __forceinline__ void pool_q8(const cu_pool_geom &g, I q, I rows, I co
 /* The max rule on eight channels over window [h0, h1) x [w0, w1) of xp:
  * m[k] the maximum, a[k] its offset in the window, (ih - h0) * kw + (iw - w0)
  * (0 and -inf for an empty window). Shared by forward and the argmax pass. */
-template <typename I>
-__device__ __forceinline__ void window_max8(const cu_pool_geom &g, const cu_bf16 *xp, int h0,
+template <typename I, typename H>
+__device__ __forceinline__ void window_max8(const cu_pool_geom &g, const H *xp, int h0,
                                             int h1, int w0, int w1, float m[8], unsigned a[8]) {
 #pragma unroll
     for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = 0u; }
@@ -973,8 +1016,8 @@ __device__ __forceinline__ void window_max8(const cu_pool_geom &g, const cu_bf16
         }
 }
 
-template <typename I>
-__global__ void k_pool_fwd8(cu_pool_geom g, const cu_bf16 *x, cu_bf16 *y, I total) {
+template <typename H, typename I>
+__global__ void k_pool_fwd8(cu_pool_geom g, const H *x, H *y, I total) {
     GRID_STRIDE_T(I, q, total) {
         I img;
         int oh, ow, c0;
@@ -983,7 +1026,7 @@ __global__ void k_pool_fwd8(cu_pool_geom g, const cu_bf16 *x, cu_bf16 *y, I tota
         pool_window(g, true, oh, &h0, &h1, &sh);
         pool_window(g, false, ow, &w0, &w1, &sw);
         bf8 r;
-        const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
+        const H *xp = x + img * (I)g.h * g.w * g.c + c0;
         if (h0 >= h1 || w0 >= w1) {
 #pragma unroll
             for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
@@ -1006,8 +1049,8 @@ __global__ void k_pool_fwd8(cu_pool_geom g, const cu_bf16 *x, cu_bf16 *y, I tota
     }
 }
 
-template <typename I>
-__global__ void k_pool_arg8(cu_pool_geom g, const cu_bf16 *x, uint8_t *arg, I total) {
+template <typename H, typename I>
+__global__ void k_pool_arg8(cu_pool_geom g, const H *x, uint8_t *arg, I total) {
     GRID_STRIDE_T(I, q, total) {
         I img;
         int oh, ow, c0;
@@ -1015,7 +1058,7 @@ __global__ void k_pool_arg8(cu_pool_geom g, const cu_bf16 *x, uint8_t *arg, I to
         int h0, h1, sh, w0, w1, sw;
         pool_window(g, true, oh, &h0, &h1, &sh);
         pool_window(g, false, ow, &w0, &w1, &sw);
-        const cu_bf16 *xp = x + img * (I)g.h * g.w * g.c + c0;
+        const H *xp = x + img * (I)g.h * g.w * g.c + c0;
         float m[8];
         unsigned a[8];
         window_max8<I>(g, xp, h0, h1, w0, w1, m, a);
@@ -1033,8 +1076,8 @@ __global__ void k_pool_arg8(cu_pool_geom g, const cu_bf16 *x, uint8_t *arg, I to
 /* max (arg != NULL): dy of the covering outputs whose argmax is this input;
  * average: dy / divisor of every covering window. Output order as
  * k_pool_bwd_nhwc (rows, then columns, ascending). */
-template <typename I>
-__global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const cu_bf16 *dy, cu_bf16 *dx,
+template <typename H, typename I>
+__global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const H *dy, H *dx,
                             float beta, I total) {
     GRID_STRIDE_T(I, q, total) {
         I img;
@@ -1088,19 +1131,21 @@ uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g) {
     return (uint64_t)g->n * g->c * g->oh * g->ow;
 }
 
+template <typename H>
 static int pool_fwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                      vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->oh * g->ow / 8;
     int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
     if (FITS32(in_total) && FITS32(total * 8))
-        k_pool_fwd8<int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), (int)total);
+        k_pool_fwd8<H, int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), AS<H>(y), (int)total);
     else
-        k_pool_fwd8<int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+        k_pool_fwd8<H, int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), AS<H>(y), total);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* ws: cu_pool_bwd_ws_bytes(g) bytes for max pooling (NULL: not taken). */
+template <typename H>
 static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
                      const float *dy, float *dx, float beta, void *ws, vd_err *e) {
     int64_t in8 = (int64_t)g->n * g->c * g->h * g->w / 8;
@@ -1108,27 +1153,31 @@ static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float 
     bool i32 = FITS32(in8 * 8) && FITS32(out8 * 8);
     uint8_t *arg = g->max ? (uint8_t *)ws : NULL;
     if (g->max) {
-        if (i32) k_pool_arg8<int><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, BF(x), arg, (int)out8);
-        else k_pool_arg8<int64_t><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, BF(x), arg, out8);
+        if (i32) k_pool_arg8<H, int><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), arg, (int)out8);
+        else k_pool_arg8<H, int64_t><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), arg, out8);
         KERNEL_CHECK(e);
     }
     if (i32)
-        k_pool_bwd8<int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, BF(dy), BF(dx), beta,
-                                                                 (int)in8);
+        k_pool_bwd8<H, int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy), AS<H>(dx),
+                                                                    beta, (int)in8);
     else
-        k_pool_bwd8<int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, BF(dy), BF(dx),
-                                                                     beta, in8);
+        k_pool_bwd8<H, int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy),
+                                                                        AS<H>(dx), beta, in8);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
-                 bool bf, vd_err *e) {
-    if (bf) {
+                 vd_dtype dt, vd_err *e) {
+    if (dt != VD_DT_F32) {
         int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
         if (total <= 0) return VD_OK;
-        if (pool8_ok(g, x, y)) return pool_fwd8(s, sm, g, x, y, e);
-        k_pool_fwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
+        if (pool8_ok(g, x, y)) {
+            if (dt == VD_DT_F16) return pool_fwd8<cu_f16>(s, sm, g, x, y, e);
+            return pool_fwd8<cu_bf16>(s, sm, g, x, y, e);
+        }
+        HALF_DISPATCH(dt, H, k_pool_fwd_nhwc<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(
+                                 *g, AS<H>(x), AS<H>(y), total));
         KERNEL_CHECK(e);
         return VD_OK;
     }
@@ -1136,13 +1185,10 @@ int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
     if (total <= 0) return VD_OK;
     int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
     unsigned gr = grid_for(total, sm);
-    if (FITS32(total) && FITS32(in_total)) {
-        if (bf) k_pool_fwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(y), (int)total);
-        else k_pool_fwd<float, int><<<gr, CU_THREADS, 0, s>>>(*g, x, y, (int)total);
-    } else {
-        if (bf) k_pool_fwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(y), total);
-        else k_pool_fwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, y, total);
-    }
+    if (FITS32(total) && FITS32(in_total))
+        k_pool_fwd<float, int><<<gr, CU_THREADS, 0, s>>>(*g, x, y, (int)total);
+    else
+        k_pool_fwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, y, total);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -1521,17 +1567,18 @@ static int pool_bwd_tiled_launch_t(cudaStream_t s, int sm, const cu_pool_geom *g
 
 static int pool_bwd_tiled_launch(cudaStream_t s, int sm, const cu_pool_geom *g,
                                  const pool_tiling *t, const float *x, const float *dy, float *dx,
-                                 float beta, bool bf, vd_err *e) {
-    if (bf) return pool_bwd_tiled_launch_t(s, sm, g, t, BF(x), BF(dy), BF(dx), beta, e);
-    return pool_bwd_tiled_launch_t(s, sm, g, t, x, dy, dx, beta, e);
+                                 float beta, vd_dtype dt, vd_err *e) {
+    DT_DISPATCH(dt, T, return pool_bwd_tiled_launch_t(s, sm, g, t, AS<T>(x), AS<T>(dy), AS<T>(dx),
+                                                      beta, e));
+    return VD_OK;   /* not reached */
 }
 
 int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                       const float *dy, float *dx, float beta, const int *tile, bool bf,
+                       const float *dy, float *dx, float beta, const int *tile, vd_dtype dt,
                        vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
-    if (bf)
+    if (dt != VD_DT_F32)
         return vd_errf(e, VD_EUNSUPPORTED, "max-pool backward: the tiled kernel is NCHW only");
     pool_tiling t;
     if (!pool_tiling_plan(g, (int64_t)g->n * g->c, sm, tile, &t))
@@ -1539,34 +1586,25 @@ int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const floa
                        "max-pool backward: the tiled kernel cannot take %dx%d (%dx%d/%dx%d "
                        "pad %dx%d%s)", g->h, g->w, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw,
                        tile ? ", forced tile" : "");
-    return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, bf, e);
+    return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, dt, e);
 }
 
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                         const float *dy, float *dx, float beta, bool bf, vd_err *e) {
+                         const float *dy, float *dx, float beta, vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
-    if (bf) {
-        k_pool_bwd_nhwc<cu_bf16><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, BF(x), BF(dy),
-                                                                            BF(dx), beta, total);
+    if (dt != VD_DT_F32) {
+        HALF_DISPATCH(dt, H, k_pool_bwd_nhwc<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(
+                                 *g, AS<H>(x), AS<H>(dy), AS<H>(dx), beta, total));
         KERNEL_CHECK(e);
         return VD_OK;
     }
     int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
     unsigned gr = grid_for(total, sm);
-    if (FITS32(total) && FITS32(out_total)) {
-        if (bf)
-            k_pool_bwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(dy), BF(dx), beta,
-                                                              (int)total);
-        else
-            k_pool_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
-    } else {
-        if (bf)
-            k_pool_bwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, BF(x), BF(dy), BF(dx), beta,
-                                                                  total);
-        else
-            k_pool_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
-    }
+    if (FITS32(total) && FITS32(out_total))
+        k_pool_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else
+        k_pool_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -1575,16 +1613,19 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
  * k_pool_bwd_tiled where pool_tiling_plan takes it; the rest (adaptive,
  * overlapping average pooling, huge planes or windows): k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
-                 float *dx, float beta, void *ws, uint64_t ws_bytes, bool bf, vd_err *e) {
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
-    if (bf) {
+    if (dt != VD_DT_F32) {
         uint64_t need = cu_pool_bwd_ws_bytes(g);
         bool ok8 = pool8_ok(g, dy, dx) && al16(x) &&
                    (g->max ? need > 0 && ws && ws_bytes >= need && ((uintptr_t)ws & 7u) == 0
                            : true);
-        if (ok8) return pool_bwd8(s, sm, g, x, dy, dx, beta, ws, e);
-        return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
+        if (ok8) {
+            if (dt == VD_DT_F16) return pool_bwd8<cu_f16>(s, sm, g, x, dy, dx, beta, ws, e);
+            return pool_bwd8<cu_bf16>(s, sm, g, x, dy, dx, beta, ws, e);
+        }
+        return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
     }
     int64_t planes = (int64_t)g->n * g->c;
     int64_t hw = (int64_t)g->h * g->w;
@@ -1598,15 +1639,14 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
         if (by > planes) by = planes;
         if (by > 65535) by = 65535;
         dim3 grid((unsigned)bx, (unsigned)by);
-        if (bf) k_pool_bwd_disjoint<cu_bf16><<<grid, CU_THREADS, 0, s>>>(*g, BF(x), BF(dy), BF(dx), beta, planes);
-        else k_pool_bwd_disjoint<float><<<grid, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, planes);
+        k_pool_bwd_disjoint<float><<<grid, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, planes);
         KERNEL_CHECK(e);
         return VD_OK;
     }
     pool_tiling t;
     if (pool_tiling_plan(g, planes, sm, NULL, &t))
-        return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, bf, e);
-    return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, bf, e);
+        return pool_bwd_tiled_launch(s, sm, g, &t, x, dy, dx, beta, dt, e);
+    return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
 }
 
 /* Test hook (declared in cuda_internal.h; tests/cuda/test_cuda_ops.c). */
@@ -1631,9 +1671,9 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
     CUDA_GOTO(e, rc, out, cudaMemcpy(x_d, x, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dy_d, dy, (size_t)yn * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_GOTO(e, rc, out, cudaMemcpy(dx_d, dx, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
-    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, NULL, 0, false, e)
-       : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, false, e)
-                   : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, false, e);
+    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, NULL, 0, VD_DT_F32, e)
+       : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, VD_DT_F32, e)
+                   : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, VD_DT_F32, e);
     if (rc) goto out;
     CUDA_GOTO(e, rc, out, cudaDeviceSynchronize());
     CUDA_GOTO(e, rc, out, cudaMemcpy(dx, dx_d, (size_t)xn * sizeof(float), cudaMemcpyDeviceToHost));
@@ -1682,17 +1722,16 @@ __global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, flo
 }
 
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
-                int size, float alpha, float beta, float k, bool bf, vd_err *e) {
+                int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)n * ch * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
-    if (FITS32(total)) {
-        if (bf) k_lrn_fwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(y), (int)total, ch, (int)hw, size, alpha, beta, k);
-        else k_lrn_fwd<float, int><<<gr, CU_THREADS, 0, s>>>(x, y, (int)total, ch, (int)hw, size, alpha, beta, k);
-    } else {
-        if (bf) k_lrn_fwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(y), total, ch, hw, size, alpha, beta, k);
-        else k_lrn_fwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(x, y, total, ch, hw, size, alpha, beta, k);
-    }
+    if (FITS32(total))
+        DT_DISPATCH(dt, T, k_lrn_fwd<T, int><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(y), (int)total, ch, (int)hw, size, alpha, beta, k));
+    else
+        DT_DISPATCH(dt, T, k_lrn_fwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(y), total, ch, hw, size, alpha, beta, k));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -1735,18 +1774,19 @@ __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total
 }
 
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
-                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, bool bf,
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt,
                 vd_err *e) {
     int64_t total = (int64_t)n * ch * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
-    if (FITS32(total)) {
-        if (bf) k_lrn_bwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), dx_beta, (int)total, ch, (int)hw, size, alpha, beta, k);
-        else k_lrn_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(x, dy, dx, dx_beta, (int)total, ch, (int)hw, size, alpha, beta, k);
-    } else {
-        if (bf) k_lrn_bwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), dx_beta, total, ch, hw, size, alpha, beta, k);
-        else k_lrn_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(x, dy, dx, dx_beta, total, ch, hw, size, alpha, beta, k);
-    }
+    if (FITS32(total))
+        DT_DISPATCH(dt, T, k_lrn_bwd<T, int><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, (int)total, ch, (int)hw,
+                               size, alpha, beta, k));
+    else
+        DT_DISPATCH(dt, T, k_lrn_bwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, total, ch, hw, size, alpha,
+                               beta, k));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -1791,43 +1831,47 @@ __global__ void k_xent_loss(const T *x, const int32_t *labels, float *loss, int 
 }
 
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, bool bf, vd_err *e) {
+                 int n, int classes, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
-    if (bf) k_softmax<cu_bf16><<<(unsigned)n, CU_THREADS, 0, s>>>(BF(x), BF(y), classes);
-    else k_softmax<float><<<(unsigned)n, CU_THREADS, 0, s>>>(x, y, classes);
+    DT_DISPATCH(dt, T, k_softmax<T><<<(unsigned)n, CU_THREADS, 0, s>>>(AS<T>(x), AS<T>(y), classes));
     KERNEL_CHECK(e);
     if (loss) {
-        if (bf) k_xent_loss<cu_bf16><<<1, XENT_LOSS_THREADS, 0, s>>>(BF(x), labels, loss, n, classes);
-        else k_xent_loss<float><<<1, XENT_LOSS_THREADS, 0, s>>>(x, labels, loss, n, classes);
+        DT_DISPATCH(dt, T, k_xent_loss<T><<<1, XENT_LOSS_THREADS, 0, s>>>(AS<T>(x), labels, loss, n,
+                                                                         classes));
         KERNEL_CHECK(e);
     }
     return VD_OK;
 }
 
-/* dx = (softmax - onehot(label)) / n; dy is not read (the loss is last) */
+/* dx = (softmax - onehot(label)) / n; dy is not read (the loss is last).
+ * scale (math fp16, device memory: the loss scale, vd_loss_scale.scale):
+ * dx = that times scale, one more rounding in float before the store;
+ * NULL: unscaled. */
 template <typename T, typename I>
 __global__ void k_xent_bwd(const T *y, const int32_t *labels, T *dx, float beta, I total,
-                           int classes, float fn) {
+                           int classes, float fn, const float *scale) {
+    const float sc = scale ? *scale : 1.0f;
     GRID_STRIDE_T(I, i, total) {
         I row = i / classes;
         int j = (int)(i - row * classes);
         float t = labels[row] == j ? 1.0f : 0.0f;
-        put(&dx[i], beta, __fdiv_rn(__fsub_rn(ld(y[i]), t), fn));
+        float v = __fdiv_rn(__fsub_rn(ld(y[i]), t), fn);
+        put(&dx[i], beta, scale ? __fmul_rn(v, sc) : v);
     }
 }
 
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
-                 float beta, int n, int classes, bool bf, vd_err *e) {
+                 float beta, int n, int classes, const float *scale, vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)n * classes;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
-    if (FITS32(total)) {
-        if (bf) k_xent_bwd<cu_bf16, int><<<gr, CU_THREADS, 0, s>>>(BF(y), labels, BF(dx), beta, (int)total, classes, (float)n);
-        else k_xent_bwd<float, int><<<gr, CU_THREADS, 0, s>>>(y, labels, dx, beta, (int)total, classes, (float)n);
-    } else {
-        if (bf) k_xent_bwd<cu_bf16, int64_t><<<gr, CU_THREADS, 0, s>>>(BF(y), labels, BF(dx), beta, total, classes, (float)n);
-        else k_xent_bwd<float, int64_t><<<gr, CU_THREADS, 0, s>>>(y, labels, dx, beta, total, classes, (float)n);
-    }
+    if (FITS32(total))
+        DT_DISPATCH(dt, T, k_xent_bwd<T, int><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(y), labels, AS<T>(dx), beta, (int)total, classes, (float)n,
+                               scale));
+    else
+        DT_DISPATCH(dt, T, k_xent_bwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(y), labels, AS<T>(dx), beta, total, classes, (float)n, scale));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -1837,20 +1881,37 @@ int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, 
  * fresh = first step or momentum 0 (then the old buffer, maybe poison, is
  * never read); p = p - lr * buf. Explicit _rn intrinsics: no fused
  * multiply-add, so each step rounds like the CPU reference. m == NULL: no
- * buffer kept, p -= lr * g. */
+ * buffer kept, p -= lr * g. inv: the gradient is first multiplied by it
+ * (the loss scale's reciprocal, math fp16; 1 is exact and changes nothing). */
+__device__ __forceinline__ void sgd_elem(float *p, const float *grad, float *m, int64_t i,
+                                         float lr, float momentum, float wd, bool fresh,
+                                         float inv) {
+    float pv = p[i];
+    float gv = inv != 1.0f ? __fmul_rn(grad[i], inv) : grad[i];
+    float g = wd != 0.0f ? __fadd_rn(gv, __fmul_rn(wd, pv)) : gv;
+    float step = g;
+    if (m) {
+        float b = fresh ? g : __fadd_rn(__fmul_rn(momentum, m[i]), g);
+        m[i] = b;
+        step = b;
+    }
+    p[i] = __fsub_rn(pv, __fmul_rn(lr, step));
+}
+
 __global__ void k_sgd(float *p, const float *grad, float *m, int64_t n, float lr, float momentum,
                       float wd, bool fresh) {
-    GRID_STRIDE(i, n) {
-        float pv = p[i];
-        float g = wd != 0.0f ? __fadd_rn(grad[i], __fmul_rn(wd, pv)) : grad[i];
-        float step = g;
-        if (m) {
-            float b = fresh ? g : __fadd_rn(__fmul_rn(momentum, m[i]), g);
-            m[i] = b;
-            step = b;
-        }
-        p[i] = __fsub_rn(pv, __fmul_rn(lr, step));
-    }
+    GRID_STRIDE(i, n) sgd_elem(p, grad, m, i, lr, momentum, wd, fresh, 1.0f);
+}
+
+/* GradScaler's step: nothing when the state says found_inf; otherwise the
+ * step on grad / scale (the reciprocal in double, rounded to float, as
+ * torch's unscale_), the momentum fresh until a step has run. */
+__global__ void k_sgd_scaled(float *p, const float *grad, float *m, int64_t n, float lr,
+                             float momentum, float wd, const vd_loss_scale *st) {
+    if (st->found_inf) return;
+    const float inv = (float)(1.0 / (double)st->scale);
+    const bool fresh = !st->stepped || momentum == 0.0f;
+    GRID_STRIDE(i, n) sgd_elem(p, grad, m, i, lr, momentum, wd, fresh, inv);
 }
 
 int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
@@ -1862,32 +1923,96 @@ int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t 
     return VD_OK;
 }
 
-/* ---- bf16 conversions (math bf16: the weights' bf16 copy, conv dW back) ----- */
-__global__ void k_f32_to_bf16(const float *src, cu_bf16 *dst, int64_t n) {
-    GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
-}
-
-__global__ void k_bf16_to_f32(const cu_bf16 *src, float *dst, int64_t n) {
-    GRID_STRIDE(i, n) dst[i] = __bfloat162float(src[i]);
-}
-
-int cuk_f32_to_bf16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_err *e) {
+int cuk_sgd_scaled(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n,
+                   float lr, float momentum, float wd, const vd_loss_scale *st, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_f32_to_bf16<<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, (cu_bf16 *)dst, n);
+    k_sgd_scaled<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, n, lr, momentum, wd, st);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-int cuk_bf16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_err *e) {
+/* ---- dynamic loss scaling (math fp16; backend.h's vd_loss_scale) ----------
+ * grad_check: a thread that saw an inf or NaN raises found_inf with a
+ * compare-and-swap; the one swap that finds it 0 is the step's first, and
+ * only it writes first_bad (calls of a step run in stream order, so the
+ * first layer checked that holds one wins). A block skips its work once the
+ * flag is up (volatile read: set by this or an earlier kernel). */
+__global__ void k_grad_check(const float *g, int64_t n, int layer, vd_loss_scale *st) {
+    if (*(volatile int32_t *)&st->found_inf) return;
+    bool bad = false;
+    GRID_STRIDE(i, n) bad |= !isfinite(g[i]);
+    if (bad && atomicCAS((int *)&st->found_inf, 0, 1) == 0) st->first_bad = layer;
+}
+
+/* GradScaler's update (torch's _amp_update_scale_: backoff 0.5, growth 2
+ * every VD_LOSS_SCALE_INTERVAL clean steps, kept when growing would make the
+ * scale inf) plus vdnn's counters; clears found_inf. One thread. */
+__global__ void k_scale_update(vd_loss_scale *st) {
+    if (st->found_inf) {
+        st->scale = __fmul_rn(st->scale, 0.5f);
+        st->growth = 0;
+        st->skipped++;
+        st->streak++;
+    } else {
+        st->streak = 0;
+        st->stepped = 1;
+        st->first_bad = -1;
+        if (++st->growth >= VD_LOSS_SCALE_INTERVAL) {
+            float grown = __fmul_rn(st->scale, 2.0f);
+            if (isfinite(grown)) st->scale = grown;
+            st->growth = 0;
+        }
+    }
+    st->found_inf = 0;
+}
+
+int cuk_grad_check(cudaStream_t s, int sm, const float *g, int64_t n, int layer,
+                   vd_loss_scale *st, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_bf16_to_f32<<<grid_for(n, sm), CU_THREADS, 0, s>>>((const cu_bf16 *)src, dst, n);
+    k_grad_check<<<grid_for(n, sm), CU_THREADS, 0, s>>>(g, n, layer, st);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-/* ---- layout conversions (math bf16) -----------------------------------------
+int cuk_scale_update(cudaStream_t s, vd_loss_scale *st, vd_err *e) {
+    k_scale_update<<<1, 1, 0, s>>>(st);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- 16-bit conversions (math bf16 / fp16: the weights' 16-bit copy, conv dW
+ * back) ------------------------------------------------------------------------ */
+template <typename H>
+__global__ void k_f32_to_16(const float *src, H *dst, int64_t n) {
+    GRID_STRIDE(i, n) st(&dst[i], src[i]);
+}
+
+template <typename H>
+__global__ void k_16_to_f32(const H *src, float *dst, int64_t n) {
+    GRID_STRIDE(i, n) dst[i] = ld(src[i]);
+}
+
+int cuk_f32_to_16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_dtype dt,
+                  vd_err *e) {
+    if (n <= 0) return VD_OK;
+    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "cuk_f32_to_16: to fp32");
+    HALF_DISPATCH(dt, H, k_f32_to_16<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>(src, (H *)dst, n));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_dtype dt,
+                  vd_err *e) {
+    if (n <= 0) return VD_OK;
+    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "cuk_16_to_f32: from fp32");
+    HALF_DISPATCH(dt, H, k_16_to_f32<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>((const H *)src, dst, n));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- layout conversions (math bf16 / fp16) ----------------------------------
  * n images of c x hw: NCHW <-> NHWC, element types converted on the way
- * (float -> bf16 rounds to nearest even, bf16 -> float is exact); beta: 0
+ * (float -> 16-bit rounds to nearest even, 16-bit -> float is exact); beta: 0
  * overwrites, else dst += (in float, one rounding). Conv weights [K, C, R, S]
  * are n = K images of C x RS (NHWC = KRSC). Indexed by the destination. */
 template <typename TI, typename TO>
@@ -1906,30 +2031,29 @@ __global__ void k_relayout(const TI *src, TO *dst, int64_t total, int64_t c, int
     }
 }
 
-int cuk_relayout(cudaStream_t s, int sm, const void *src, bool src_bf, void *dst, bool dst_bf,
-                 int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta, vd_err *e) {
+template <typename TI>
+static void relayout_to(cudaStream_t s, unsigned gr, const TI *src, void *dst, vd_dtype dst_dt,
+                        int64_t total, int64_t c, int64_t hw, bool to_nhwc, float beta) {
+    DT_DISPATCH(dst_dt, TO, k_relayout<TI, TO><<<gr, CU_THREADS, 0, s>>>(src, (TO *)dst, total, c,
+                                                                        hw, to_nhwc, beta));
+}
+
+int cuk_relayout(cudaStream_t s, int sm, const void *src, vd_dtype src_dt, void *dst,
+                 vd_dtype dst_dt, int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta,
+                 vd_err *e) {
     int64_t total = n * c * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
-    if (src_bf && dst_bf)
-        k_relayout<cu_bf16, cu_bf16><<<gr, CU_THREADS, 0, s>>>((const cu_bf16 *)src, (cu_bf16 *)dst,
-                                                             total, c, hw, to_nhwc, beta);
-    else if (src_bf)
-        k_relayout<cu_bf16, float><<<gr, CU_THREADS, 0, s>>>((const cu_bf16 *)src, (float *)dst,
-                                                           total, c, hw, to_nhwc, beta);
-    else if (dst_bf)
-        k_relayout<float, cu_bf16><<<gr, CU_THREADS, 0, s>>>((const float *)src, (cu_bf16 *)dst,
-                                                           total, c, hw, to_nhwc, beta);
-    else
-        k_relayout<float, float><<<gr, CU_THREADS, 0, s>>>((const float *)src, (float *)dst, total,
-                                                         c, hw, to_nhwc, beta);
+    DT_DISPATCH(src_dt, TI, relayout_to<TI>(s, gr, (const TI *)src, dst, dst_dt, total, c, hw,
+                                            to_nhwc, beta));
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-/* ---- batch norm, channels-last bf16 ------------------------------------------
+/* ---- batch norm, channels-last 16-bit ----------------------------------------
  * cuDNN's CUDNN_BATCHNORM_SPATIAL on NHWC bf16 is its slow general path; these
- * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16
+ * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16 or
+ * fp16 (H)
  * [pix = n*h*w][c]; statistics, parameters and their gradients float.
  * Reductions: block (cb, k) takes channels [32 cb, 32 cb + 32) (one per lane)
  * over pixel chunk k of split; each of the block's 8 rows of lanes walks every
@@ -1970,7 +2094,8 @@ __device__ __forceinline__ void bn_rows_sum(float *sh, int lane, int rows) {
 
 /* part[0][c*split + k] = sum (x - x0[c]), part[1][...] = sum (x - x0[c])^2 over
  * chunk k (x0[c] = x[c], the first pixel's value). */
-__global__ void k_bn_stats_part(const cu_bf16 *x, int64_t pix, int64_t ch, int split,
+template <typename H>
+__global__ void k_bn_stats_part(const H *x, int64_t pix, int64_t ch, int split,
                                 float *part) {
     __shared__ float s1[CU_THREADS], s2[CU_THREADS];
     const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
@@ -1999,7 +2124,8 @@ __global__ void k_bn_stats_part(const cu_bf16 *x, int64_t pix, int64_t ch, int s
 }
 
 /* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line. */
-__global__ void k_bn_norm(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+template <typename H>
+__global__ void k_bn_norm(const H *x, H *y, const float *aux, const float *g,
                           const float *bta, int64_t total, int ch) {
     GRID_STRIDE(i, total) {
         int c = (int)(i % ch);
@@ -2008,7 +2134,8 @@ __global__ void k_bn_norm(const cu_bf16 *x, cu_bf16 *y, const float *aux, const 
 }
 
 /* part[0][c*split + k] = sum dy, part[1][...] = sum dy * (x - mean) over chunk k. */
-__global__ void k_bn_bwd_part(const cu_bf16 *x, const cu_bf16 *dy, const float *aux, int64_t pix,
+template <typename H>
+__global__ void k_bn_bwd_part(const H *x, const H *dy, const float *aux, int64_t pix,
                               int64_t ch, int split, float *part) {
     __shared__ float s1[CU_THREADS], s2[CU_THREADS];
     const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
@@ -2038,7 +2165,8 @@ __global__ void k_bn_bwd_part(const cu_bf16 *x, const cu_bf16 *dy, const float *
 
 /* dx = gamma*invstd * (dy - sum(dy)/M - xhat*sum(dy*xhat)/M), dw/db holding
  * the sums (k_bn_bwd_final); beta: accumulate into dx. */
-__global__ void k_bn_dx(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+template <typename H>
+__global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
                         const float *g, const float *dw, const float *db, float beta,
                         int64_t total, int ch, float inv_m) {
     GRID_STRIDE(i, total) {
@@ -2058,8 +2186,8 @@ __global__ void k_bn_dx(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const 
  * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
  * 16-byte loads; rows are added in order, then k_red_final adds the split
  * partials: a fixed order, bit-identical run to run. */
-template <int MODE>
-__global__ void k_chan_red8(const cu_bf16 *x, const cu_bf16 *dy, const float *mean, int64_t pix,
+template <int MODE, typename H>
+__global__ void k_chan_red8(const H *x, const H *dy, const float *mean, int64_t pix,
                             int64_t ch, int split, int tpr, float *part) {
     __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
@@ -2142,7 +2270,8 @@ __device__ __forceinline__ void red_final_warp(const float *part, int64_t ch, in
     *rb = b;
 }
 
-__global__ void k_bn_stats_final_w(const cu_bf16 *x, const float *part, int64_t pix, int64_t ch,
+template <typename H>
+__global__ void k_bn_stats_final_w(const H *x, const float *part, int64_t pix, int64_t ch,
                                    int split, float eps, float m, float *aux, float *rm,
                                    float *rv) {
     int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -2187,7 +2316,8 @@ static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS
  * (bx, by) of tpr x rows threads; thread (lane, row) keeps channels
  * 8 (bx tpr + lane) .. +7 and walks pixels by*rows + row, stepping
  * gridDim.y * rows. Same arithmetic per element as k_bn_norm / k_bn_dx. */
-__global__ void k_bn_norm8p(const cu_bf16 *x, cu_bf16 *y, const float *aux, const float *g,
+template <typename H>
+__global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
                             const float *bta, int64_t pix, int ch, int tpr) {
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int c0 = ((int)blockIdx.x * tpr + lane) * 8;
@@ -2208,7 +2338,8 @@ __global__ void k_bn_norm8p(const cu_bf16 *x, cu_bf16 *y, const float *aux, cons
     }
 }
 
-__global__ void k_bn_dx8p(const cu_bf16 *x, const cu_bf16 *dy, cu_bf16 *dx, const float *aux,
+template <typename H>
+__global__ void k_bn_dx8p(const H *x, const H *dy, H *dx, const float *aux,
                           const float *g, const float *dw, const float *db, float beta,
                           int64_t pix, int ch, int tpr, float inv_m) {
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
@@ -2245,13 +2376,14 @@ static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
     return dim3((unsigned)gx, (unsigned)gy);
 }
 
-/* Bias gradient of channels-last bf16 dy (ch % 8 == 0, dy 16-byte aligned):
+/* Bias gradient of channels-last 16-bit dy (ch % 8 == 0, dy 16-byte aligned):
  * split == 1 writes db straight away. */
 static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
-                     float *partial, float *db, vd_err *e) {
+                     float *partial, float *db, vd_dtype dt, vd_err *e) {
     dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
     float *out = split == 1 ? db : partial;
-    k_chan_red8<2><<<g8, CU_THREADS, 0, s>>>(BF(dy), NULL, NULL, pix, ch, split, bn_tpr(ch), out);
+    HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, pix, ch,
+                                                                     split, bn_tpr(ch), out));
     KERNEL_CHECK(e);
     if (split > 1) {
         k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, db);
@@ -2260,10 +2392,11 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
     return VD_OK;
 }
 
-int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
-                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
-                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
-                    vd_err *e) {
+template <typename H>
+static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                       const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                       bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                       vd_err *e) {
     if (pix <= 0 || ch <= 0) return VD_OK;
     if (ch > 0x7fffffff)
         return vd_errf(e, VD_EINTERNAL, "bn (channels-last): %lld channels", (long long)ch);
@@ -2277,18 +2410,18 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
         if (ch % 8 == 0 && al16(x)) {
             int tpr = bn_tpr(ch);
             dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
-            k_chan_red8<0><<<g8, CU_THREADS, 0, s>>>(BF(x), NULL, NULL, pix, ch, split, tpr,
+            k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, pix, ch, split, tpr,
                                                     (float *)ws);
             KERNEL_CHECK(e);
-            k_bn_stats_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(
-                BF(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
             KERNEL_CHECK(e);
         } else {
             dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
-            k_bn_stats_part<<<gr, CU_THREADS, 0, s>>>(BF(x), pix, ch, split, (float *)ws);
+            k_bn_stats_part<H><<<gr, CU_THREADS, 0, s>>>(AS<H>(x), pix, ch, split, (float *)ws);
             KERNEL_CHECK(e);
-            k_bn_stats_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(
-                BF(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
             KERNEL_CHECK(e);
         }
     } else {
@@ -2297,20 +2430,21 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
     }
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, y)) {
-        k_bn_norm8p<<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta,
+        k_bn_norm8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta,
                                                                     pix, (int)ch, bn_tpr(ch));
         KERNEL_CHECK(e);
         return VD_OK;
     }
-    k_bn_norm<<<grid_for(total, sm), CU_THREADS, 0, s>>>(BF(x), BF(y), aux, gamma, beta, total,
+    k_bn_norm<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta, total,
                                                         (int)ch);
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
-int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
-                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
-                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e) {
+template <typename H>
+static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                       float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                       int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e) {
     if (pix <= 0 || ch <= 0) return VD_OK;
     int split = cu_bn_split(pix, ch, sm);
     if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm) || ch > 0x7fffffff)
@@ -2319,7 +2453,7 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
                        (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
     if (ch % 8 == 0 && al16(x) && al16(dy)) {
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
-        k_chan_red8<1><<<g8, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, bn_tpr(ch),
+        k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, bn_tpr(ch),
                                                 (float *)ws);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
@@ -2327,7 +2461,7 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
         KERNEL_CHECK(e);
     } else {
         dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
-        k_bn_bwd_part<<<gr, CU_THREADS, 0, s>>>(BF(x), BF(dy), aux, pix, ch, split, (float *)ws);
+        k_bn_bwd_part<H><<<gr, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, (float *)ws);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);
@@ -2335,15 +2469,34 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
     }
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, dy, dx)) {
-        k_bn_dx8p<<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
-            BF(x), BF(dy), BF(dx), aux, gamma, dw, db, dx_beta, pix, (int)ch, bn_tpr(ch),
+        k_bn_dx8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
+            AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, dw, db, dx_beta, pix, (int)ch, bn_tpr(ch),
             (float)(1.0 / (double)pix));
         KERNEL_CHECK(e);
         return VD_OK;
     }
-    k_bn_dx<<<grid_for(total, sm), CU_THREADS, 0, s>>>(BF(x), BF(dy), BF(dx), aux, gamma, dw, db,
+    k_bn_dx<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, dw, db,
                                                       dx_beta, total, (int)ch,
                                                       (float)(1.0 / (double)pix));
     KERNEL_CHECK(e);
     return VD_OK;
+}
+
+int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    vd_dtype dt, vd_err *e) {
+    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn (channels-last): fp32 maps");
+    HALF_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
+                                               training, eps, momentum, ws, ws_bytes, e));
+    return VD_OK;   /* not reached */
+}
+
+int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
+    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): fp32 maps");
+    HALF_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, aux, dw, db, pix,
+                                               ch, ws, ws_bytes, e));
+    return VD_OK;   /* not reached */
 }

@@ -40,26 +40,29 @@ static size_t act_size(const vd_op_io *io) { return (size_t)vd_dtype_bytes(io->a
 
 /* ---- fc: y[N, out] = x[N, in] W[out, in]^T + b (row-major), via column-major
  * cuBLAS: y^T = W^T' x^T where W's row-major storage is W^T column-major. -- */
-/* Math bf16: the products take bf16 operands and accumulate in fp32
- * (cublasGemmEx, CUBLAS_COMPUTE_32F); the weight's bf16 copy is made in the
- * workspace's first cu_wcopy_bytes (cuda_backend.cu adds them to the option),
- * dW is written in fp32 straight into the gradient. */
-/* The workspace of a bf16 fc: the weight's bf16 copy, then (input of H*W > 1,
+/* Math bf16 / fp16: the products take 16-bit operands (CUDA_R_16BF /
+ * CUDA_R_16F) and accumulate in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F); the
+ * weight's 16-bit copy is made in the workspace's first cu_wcopy_bytes
+ * (cuda_backend.cu adds them to the option), dW is written in fp32 straight
+ * into the gradient. */
+static cudaDataType_t blas_t16(vd_dtype dt) { return dt == VD_DT_F16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+/* The workspace of a 16-bit fc: the weight's 16-bit copy, then (input of H*W > 1,
  * channels-last) the input in NCHW order, the order of torch's flattening
  * that the weight's columns follow; backward reuses that region for dx. */
 static int fc_wcopy(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, const void **w16,
                     vd_err *e) {
     uint64_t need = cu_wcopy_bytes(c, net, li) + cu_fc_xt_bytes(c, net, li, io->n);
     if (!io->ws || io->ws_bytes < need)
-        return vd_errf(e, VD_EINTERNAL, "fc '%s': bf16 needs %llu bytes of workspace, got %llu",
-                       net->layers[li].name, (unsigned long long)need,
+        return vd_errf(e, VD_EINTERNAL, "fc '%s': %s needs %llu bytes of workspace, got %llu",
+                       net->layers[li].name, vd_math_name(c->math), (unsigned long long)need,
                        (unsigned long long)io->ws_bytes);
     *w16 = io->ws;
-    return cuk_f32_to_bf16(cu_compute(c), c->sm_count, io->w, io->ws,
-                           cu_weight_numel(net, li), e);
+    return cuk_f32_to_16(cu_compute(c), c->sm_count, io->w, io->ws, cu_weight_numel(net, li),
+                         io->act, e);
 }
 
-/* bf16, input of H*W > 1: *x = the input in NCHW order, in the workspace
+/* 16-bit, input of H*W > 1: *x = the input in NCHW order, in the workspace
  * behind the weight copy (else *x stays io->x[0]). */
 static int fc_x_nchw(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, const void **x,
                      vd_err *e) {
@@ -67,8 +70,8 @@ static int fc_x_nchw(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, c
     if (!cu_fc_xt_bytes(c, net, li, io->n)) return VD_OK;
     char *xt = (char *)io->ws + cu_wcopy_bytes(c, net, li);
     *x = xt;
-    return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], true, xt, true, io->n, L->in_c[0],
-                        (int64_t)L->in_h * L->in_w, false, 0.0f, e);
+    return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], io->act, xt, io->act, io->n,
+                        L->in_c[0], (int64_t)L->in_h * L->in_w, false, 0.0f, e);
 }
 
 static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, const vd_op_io *io,
@@ -76,21 +79,22 @@ static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, c
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
-    if ((io->act == VD_DT_BF16)) {
+    if (io->act != VD_DT_F32) {
         const void *w16;
         int rc = fc_wcopy(c, net, li, io, &w16, e);
         if (rc) return rc;
         const void *x = io->x[0];
         if ((rc = fc_x_nchw(c, net, li, io, &x, e))) return rc;
+        const cudaDataType_t t16 = blas_t16(io->act);
         CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w16,
-                                     CUDA_R_16BF, k, x, CUDA_R_16BF, k, &zero, io->y,
-                                     CUDA_R_16BF, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                     t16, k, x, t16, k, &zero, io->y, t16, m, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
     } else {
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, io->w, k,
                                     io->x[0], k, &zero, io->y, m));
     }
     if (l->u.fc.bias && io->b)
-        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, (io->act == VD_DT_BF16), e);
+        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, io->act, e);
     return VD_OK;
 }
 
@@ -99,8 +103,9 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
-    if ((io->act == VD_DT_BF16)) {
+    if (io->act != VD_DT_F32) {
         const bool xt = cu_fc_xt_bytes(c, net, li, io->n) != 0;   /* channels-last input */
+        const cudaDataType_t t16 = blas_t16(io->act);
         const void *w16;
         int rc;
         if (io->dw) {
@@ -110,7 +115,7 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
             if ((rc = fc_wcopy(c, net, li, io, &w16, e)) || (rc = fc_x_nchw(c, net, li, io, &x, e)))
                 return rc;
             CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, x,
-                                         CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &zero, io->dw,
+                                         t16, k, io->dy, t16, m, &zero, io->dw,
                                          CUDA_R_32F, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         }
         if (io->dx[0]) {
@@ -121,13 +126,14 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
             void *dxp = xt ? (void *)((char *)io->ws + cu_wcopy_bytes(c, net, li)) : (void *)io->dx[0];
             const float b0 = xt ? 0.0f : beta;
             CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, w16,
-                                         CUDA_R_16BF, k, io->dy, CUDA_R_16BF, m, &b0, dxp,
-                                         CUDA_R_16BF, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-            if (xt && (rc = cuk_relayout(cu_compute(c), c->sm_count, dxp, true, io->dx[0], true, n,
-                                         L->in_c[0], (int64_t)L->in_h * L->in_w, true, beta, e)))
+                                         t16, k, io->dy, t16, m, &b0, dxp, t16, k,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            if (xt && (rc = cuk_relayout(cu_compute(c), c->sm_count, dxp, io->act, io->dx[0],
+                                         io->act, n, L->in_c[0], (int64_t)L->in_h * L->in_w,
+                                         true, beta, e)))
                 return rc;
         }
-        if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, true, e);
+        if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, io->act, e);
         return VD_OK;
     }
     if (io->dw) /* dW[out, in] = dy^T x  ->  col-major dW^T(in x out) = x^T(in x N) dy(N x out) */
@@ -138,7 +144,7 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, io->w, k,
                                     io->dy, m, &beta, io->dx[0], k));
     }
-    if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, false, e);
+    if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, VD_DT_F32, e);
     return VD_OK;
 }
 
@@ -182,7 +188,7 @@ static int fc_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 
 static int pool_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
-    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, (io->act == VD_DT_BF16), e);
+    return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, io->act, e);
 }
 
 /* max recomputes the argmax from x; average reads no x */
@@ -191,14 +197,14 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc;
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
     return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io),
-                        io->ws, io->ws_bytes, (io->act == VD_DT_BF16), e);
+                        io->ws, io->ws_bytes, io->act, e);
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
     /* in place after a conv that applied it (cu_layer.relu_fused); out of
      * place the conv's output, already rectified, is still copied */
     if (c->layers[li].relu_fused && io->x[0] == io->y) return VD_OK;
-    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
+    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->act, e);
 }
 
 static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -206,7 +212,7 @@ static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(y, &net->layers[li], "y", e);
     if (rc) return rc;
     return cuk_relu_bwd(cu_compute(c), c->sm_count, y, io->dy, io->dx[0], beta0(io),
-                        io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
+                        io_ny(&c->layers[li], io), io->act, e);
 }
 
 static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -214,7 +220,7 @@ static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     const cu_layer *L = &c->layers[li];
     return cuk_lrn_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io->n, L->c,
                        (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, (io->act == VD_DT_BF16), e);
+                       l->u.lrn.k, io->act, e);
 }
 
 static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -224,7 +230,7 @@ static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     if (rc) return rc;
     return cuk_lrn_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io), io->n,
                        L->c, (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, (io->act == VD_DT_BF16), e);
+                       l->u.lrn.k, io->act, e);
 }
 
 static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -239,7 +245,7 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float scale = 1.0f / (1.0f - p);
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
-                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, (io->act == VD_DT_BF16), e);
+                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, io->act, e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -247,22 +253,23 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     int64_t ny = io_ny(&c->layers[li], io);
     if (!io->training || p == 0.0f) {
         if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
-        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, (io->act == VD_DT_BF16), e);
+        return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, io->act, e);
     }
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
                        1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, L->c,
-                       (int64_t)L->h * L->w, (io->act == VD_DT_BF16), e);
+                       (int64_t)L->h * L->w, io->act, e);
 }
 
-/* bf16 (channels-last): flattening in torch's order is NHWC -> NCHW. */
+/* 16-bit (channels-last): flattening in torch's order is NHWC -> NCHW. */
 static int flatten_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const cu_layer *L = &c->layers[li];
     int64_t hw = (int64_t)L->in_h * L->in_w;
-    if ((io->act == VD_DT_BF16) && hw > 1) {
+    if (io->act != VD_DT_F32 && hw > 1) {
         if (io->x[0] == io->y)
-            return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in bf16", net->layers[li].name);
-        return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], true, io->y, true, io->n,
+            return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in %s", net->layers[li].name,
+                           vd_math_name(c->math));
+        return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], io->act, io->y, io->act, io->n,
                             L->in_c[0], hw, false, 0.0f, e);
     }
     if (io->x[0] == io->y) return VD_OK;
@@ -275,15 +282,16 @@ static int flatten_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float beta = beta0(io);
     const cu_layer *L = &c->layers[li];
     int64_t hw = (int64_t)L->in_h * L->in_w;
-    if ((io->act == VD_DT_BF16) && hw > 1) {
+    if (io->act != VD_DT_F32 && hw > 1) {
         if (io->dx[0] == io->dy)
-            return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in bf16", net->layers[li].name);
-        return cuk_relayout(cu_compute(c), c->sm_count, io->dy, true, io->dx[0], true, io->n,
+            return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in %s", net->layers[li].name,
+                           vd_math_name(c->math));
+        return cuk_relayout(cu_compute(c), c->sm_count, io->dy, io->act, io->dx[0], io->act, io->n,
                             L->in_c[0], hw, true, beta, e);
     }
     if (io->dx[0] == io->dy && beta == 0.0f) return VD_OK;
     return cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta,
-                          io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
+                          io_ny(&c->layers[li], io), io->act, e);
 }
 
 static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -291,7 +299,7 @@ static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     for (int k = 1; k < l->n_in; k++)
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
-    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
+    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), io->act, e);
 }
 
 static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -302,7 +310,7 @@ static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
         if (!io->dx[k]) continue;
         float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
         if (io->dx[k] == io->dy && b == 0.0f) continue;
-        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, (io->act == VD_DT_BF16), e))) return rc;
+        if ((rc = cuk_axpby_copy(cu_compute(c), c->sm_count, io->dy, io->dx[k], b, ny, io->act, e))) return rc;
     }
     return VD_OK;
 }
@@ -315,7 +323,7 @@ static int concat_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
     for (int k = 0; k < l->n_in; k++) {
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
         if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->x[k], io->y, io->n, L->in_c[k], L->c,
-                             off, hw, false, 0.0f, (io->act == VD_DT_BF16), e)))
+                             off, hw, false, 0.0f, io->act, e)))
             return rc;
         off += L->in_c[k];
     }
@@ -331,7 +339,7 @@ static int concat_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
         if (io->dx[k]) {
             float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
             if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->dy, io->dx[k], io->n, L->in_c[k],
-                                 L->c, off, hw, true, b, (io->act == VD_DT_BF16), e)))
+                                 L->c, off, hw, true, b, io->act, e)))
                 return rc;
         }
         off += L->in_c[k];
@@ -343,26 +351,33 @@ static int xent_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(io->labels, &net->layers[li], "labels", e);
     if (rc) return rc;
     return cuk_xent_fwd(cu_compute(c), io->x[0], io->labels, io->y, io->aux, io->n,
-                        c->layers[li].c, (io->act == VD_DT_BF16), e);
+                        c->layers[li].c, io->act, e);
 }
 
 static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int rc;
     if ((rc = need(io->y, l, "y", e)) || (rc = need(io->labels, l, "labels", e))) return rc;
+    /* loss scaling (math fp16): dx times the device-side scale, no host sync */
+    const float *scale = NULL;
+    if (io->loss_scaled) {
+        vd_loss_scale *st;
+        if ((rc = cu_scale_state(c, &st, e))) return rc;
+        scale = &st->scale;
+    }
     return cuk_xent_bwd(cu_compute(c), c->sm_count, io->y, io->labels, io->dx[0], beta0(io), io->n,
-                        c->layers[li].c, (io->act == VD_DT_BF16), e);
+                        c->layers[li].c, scale, io->act, e);
 }
 
 static int gelu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
-    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
+    return cuk_gelu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->act, e);
 }
 
 static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     int rc = need(io->x[0], &net->layers[li], "x", e);
     if (rc) return rc;
     return cuk_gelu_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io),
-                        io_ny(&c->layers[li], io), (io->act == VD_DT_BF16), e);
+                        io_ny(&c->layers[li], io), io->act, e);
 }
 
 /* The dispatch array, in vd_op order (C++ has no array designators: each
@@ -388,8 +403,8 @@ static const cu_op cu_ops[] = {
 };
 static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatch entry per op");
 
-/* Every op runs in every math mode (TF32 only changes conv and fc; bf16
- * changes the feature maps' type, see the launchers). */
+/* Every op runs in every math mode (TF32 only changes conv and fc; bf16 and
+ * fp16 change the feature maps' type, see the launchers). */
 bool cu_op_supported(vd_op op, vd_math) {
     return (unsigned)op < VD_OP_COUNT && cu_ops[op].op == op && cu_ops[op].fwd && cu_ops[op].bwd;
 }

@@ -340,7 +340,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         for (int i = 0; i < 2; i++) TRY(cudaMallocHost(&p.host[i], COPY_BYTES));
         for (int i = 0; i < 3; i++) TRY(cudaEventCreate(&p.ev[i]));
         TRYRC(cuk_fill_uniform(s, c->sm_count, (float *)p.scratch, (int64_t)(need / sizeof(float)),
-                               12345, -1.0f, 1.0f, e));
+                               12345, -1.0f, 1.0f, vd_math_act_dtype(c->math), e));
         memset(p.host[0], 0, COPY_BYTES);
         memset(p.host[1], 0, COPY_BYTES);
 
@@ -371,7 +371,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 vd_op_io io;
                 make_io(&p, i, &b, k, &io);
                 if (l->op == VD_OP_BATCHNORM)   /* a positive running variance */
-                    TRYRC(cuk_fill_uniform(s, c->sm_count, io.rv, l->c, 7, 0.5f, 1.5f, e));
+                    TRYRC(cuk_fill_uniform(s, c->sm_count, io.rv, l->c, 7, 0.5f, 1.5f, VD_DT_F32, e));
                 vd_profile_algo *pa = &pl->algos[k];
                 snprintf(pa->label, sizeof pa->label, "%s", L->opts[k].label);
                 pa->workspace = L->opts[k].workspace;

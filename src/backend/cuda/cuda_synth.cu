@@ -6,7 +6,9 @@
  * so nothing is allocated on the device. A launch is a grid of (blocks per
  * sample) x (samples): each thread derives its sample's key and template
  * key once and then writes elements j, j + stride, ... of that sample. The
- * formula's integer steps and its one __fmul_rn give the CPU backend's bits. */
+ * formula's integer steps and its one __fmul_rn give the CPU backend's bits;
+ * bf16 and fp16 round them to nearest even (vd_synth_bf16; __float2half_rn,
+ * the CPU's RNE float -> half) into the channels-last position. */
 #include "backend/cuda/cuda_internal.h"
 
 static const int CU_SYNTH_CHUNK = 256, CU_SYNTH_THREADS = 256, CU_SYNTH_MAX_BLOCKS = 64;
@@ -21,7 +23,7 @@ static_assert(sizeof(cu_synth_args) <= 4000, "kernel parameters are limited to 4
 
 /* __grid_constant__: the parameter block is read in place (index[] is
  * indexed by blockIdx.y), not copied per thread. */
-template <bool BF16>
+template <vd_dtype DT>
 __global__ void synth_kernel(const __grid_constant__ cu_synth_args a, void *x) {
     int s = blockIdx.y;
     uint64_t key = vd_synth_key(a.seed, a.split, a.index[s]);
@@ -30,10 +32,12 @@ __global__ void synth_kernel(const __grid_constant__ cu_synth_args a, void *x) {
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < a.numel; j += stride) {
         float v = vd_synth_value(key, tkey, j);
         int64_t o = (int64_t)s * a.numel + j;
-        if (BF16)
-            ((uint16_t *)x)[(int64_t)s * a.numel + vd_synth_bf16_pos(j, a.numel, a.channels)] =
-                vd_synth_bf16(v);
-        else ((float *)x)[o] = v;
+        if (DT == VD_DT_F32) {
+            ((float *)x)[o] = v;
+        } else {
+            uint16_t h = DT == VD_DT_BF16 ? vd_synth_bf16(v) : __half_as_ushort(__float2half_rn(v));
+            ((uint16_t *)x)[(int64_t)s * a.numel + vd_synth_bf16_pos(j, a.numel, a.channels)] = h;
+        }
     }
 }
 
@@ -44,12 +48,10 @@ int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd
         return vd_errf(e, VD_EINTERNAL, "cuda backend: stream %d does not exist", stream);
     if (b->n < 0 || b->sample_numel < 0 || b->classes < 1 || (b->n && !b->index))
         return vd_errf(e, VD_EINTERNAL, "cuda backend: bad synthetic batch");
-    if (dt == VD_DT_F16) return vd_errf(e, VD_EUNSUPPORTED, "cuda backend: fp16 synthetic batches");
-    bool bf16 = dt == VD_DT_BF16;
     if (b->n == 0 || b->sample_numel == 0) return VD_OK;
     int64_t per = (b->sample_numel + CU_SYNTH_THREADS - 1) / CU_SYNTH_THREADS;
     unsigned gx = (unsigned)(per < CU_SYNTH_MAX_BLOCKS ? per : (int64_t)CU_SYNTH_MAX_BLOCKS);
-    size_t esz = bf16 ? 2 : 4;
+    size_t esz = (size_t)vd_dtype_bytes(dt);
     cu_synth_args a;
     a.seed = b->seed;
     a.numel = b->sample_numel;
@@ -61,8 +63,10 @@ int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd
         for (int i = 0; i < ns; i++) a.index[i] = b->index[s0 + i];
         void *dst = (char *)x + (size_t)s0 * (size_t)b->sample_numel * esz;
         dim3 grid(gx, (unsigned)ns);
-        if (bf16) synth_kernel<true><<<grid, CU_SYNTH_THREADS, 0, c->stream[stream]>>>(a, dst);
-        else synth_kernel<false><<<grid, CU_SYNTH_THREADS, 0, c->stream[stream]>>>(a, dst);
+        cudaStream_t st = c->stream[stream];
+        if (dt == VD_DT_BF16) synth_kernel<VD_DT_BF16><<<grid, CU_SYNTH_THREADS, 0, st>>>(a, dst);
+        else if (dt == VD_DT_F16) synth_kernel<VD_DT_F16><<<grid, CU_SYNTH_THREADS, 0, st>>>(a, dst);
+        else synth_kernel<VD_DT_F32><<<grid, CU_SYNTH_THREADS, 0, st>>>(a, dst);
         KERNEL_CHECK(e);
     }
     if (c->sync_debug) {            /* --sync-debug: a fault shows here, not later */
