@@ -320,12 +320,14 @@ static int card_answer_make(const vd_config_run *run, const vd_net *net, const v
     o.progress = NULL;
     vd_plan q;
     rc = vd_plan_build(net, &p, &o, &q, e);
-    if (!rc && run->dp) rc = vd_plan_dp(&q, net, &p, run->ranks, 0, e);
-    if (!rc) {
+    bool built = rc == VD_OK || rc == VD_EBUDGET;   /* an infeasible plan is still one */
+    if (rc == VD_EBUDGET) rc = VD_OK;   /* cannot be (vd_plan_fits said it fits): no figures */
+    else if (!rc && run->dp) rc = vd_plan_dp(&q, net, &p, run->ranks, 0, e);
+    if (!rc && q.feasible) {
         a->largest_img_s = (double)a->largest / plan_iter_s(&q);
         a->largest_pcie = pcie_bytes(&q);
     }
-    if (!rc || rc == VD_EBUDGET) vd_plan_free(&q);
+    if (built) vd_plan_free(&q);
     vd_profile_free(&p);
     return rc;
 }
