@@ -351,7 +351,7 @@ static void card_answer_print(const vd_config_run *run, const vd_net *net, const
                "%.2f GB over PCIe per iteration\n", a->largest, a->largest_img_s,
                (double)a->largest_pcie / 1e9);
     } else {
-        printf("does not fit, nor does batch %d\n", run->ranks);
+        printf("does not fit, nor does any smaller batch\n");
     }
 }
 
