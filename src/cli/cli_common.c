@@ -100,7 +100,8 @@ char *vd_cli_policies(char *buf, size_t n) {
 const char *const VD_CLI_BACKEND_HELP =
 "  --backend B          cpu | cuda | auto (default: auto = cuda if available)\n"
 "  --device N           CUDA device index (default 0)\n"
-"  --math M             fp32 | tf32 | bf16 (default: the spec's train.math, else fp32)\n"
+"  --math M             fp32 | tf32 | bf16 (default: the spec's train.math, else fp32;\n"
+"                       vdnn-plan also fp16, for a device model: --gpu-model)\n"
 "  --deterministic      deterministic algorithms only\n"
 "  --no-stage-input     do not stage the next batch's input on the device late in\n"
 "                       the backward pass (for comparisons)\n"
@@ -142,10 +143,7 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
             g->gpu_model = val;   /* the old spelling of --gpu-model (vdnn-plan) */
         else if (!(rc = vd_cli_int(name, val, 0, 1024, &x, e))) g->device = (int)x;
     }
-    else if (!strcmp(name, "gpu-model")) {
-        static const char *const ch[] = {"h200", "cpu"};
-        if (!(rc = vd_cli_choice(name, val, ch, 2, e))) g->gpu_model = val;
-    }
+    else if (!strcmp(name, "gpu-model")) g->gpu_model = val;   /* checked by vd_config_resolve */
     else if (!strcmp(name, "profile")) g->profile = val;
     else if (!strcmp(name, "profile-out")) g->profile_out = val;
     else if (!strcmp(name, "analytic-profile")) g->analytic = true;
@@ -173,8 +171,13 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
         static const char *const ch[] = {"cpu", "cuda", "auto"};
         if (!(rc = vd_cli_choice(name, val, ch, 3, e))) g->backend = val;
     } else if (!strcmp(name, "math")) {
-        static const char *const ch[] = VD_MATH_NAMES;   /* order: vd_math */
-        if (!(rc = choice_idx(name, val, ch, 3, &k, e))) { g->math = (vd_math)k; g->has_math = true; }
+        /* order: vd_math; fp16 has no backend yet: only vdnn-plan (a tool with
+         * --gpu-model) takes it, for its device models (vd_config_resolve) */
+        static const char *const ch[] = VD_MATH_NAMES;
+        if (!(rc = choice_idx(name, val, ch, model_ok ? 4 : 3, &k, e))) {
+            g->math = (vd_math)k;
+            g->has_math = true;
+        }
     } else if (!strcmp(name, "prefetch")) {
         if ((rc = vd_prefetch_parse(val, &g->prefetch, e))) vd_err_prefix(e, "--prefetch");
     } else if (!strcmp(name, "policy")) {
@@ -215,7 +218,7 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
         if (!known) rc = tool(ctx, name, val, e);
         if (rc) return rc;
     }
-    if (!c->spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: %s NET.yaml "
+    if (!c->spec && !c->no_spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: %s NET.yaml "
                                  "[options]; see --help)", prog);
     return VD_OK;
 }

@@ -57,6 +57,8 @@ typedef struct vd_cli_common {
     int64_t seed;                       /* --seed */
     bool has_seed;
     bool quiet;                         /* --quiet */
+    bool no_spec;                       /* set by a tool's flag that needs no NET.yaml
+                                           (vdnn-plan --list-gpu-models) */
 } vd_cli_common;
 
 /* A tool's own flag (name as in its flag table, val NULL for a flag without

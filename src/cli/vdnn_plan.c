@@ -1,10 +1,11 @@
 /* vdnn_plan.c — vdnn-plan: show the memory plan vdnn-train would run.
  *
  *   vdnn-plan NET.yaml [--batch B] [--budget SIZE] [--policy P]
- *             [--prefetch auto|paper] [--profile F | --gpu-model h200|cpu |
+ *             [--prefetch auto|paper] [--profile F | --gpu-model CARD|cpu |
  *             --backend cpu|cuda|auto [--device N]] [--format table|json]
  *             [--trace FILE] [--profile-out FILE] [--min-budget] [--summary]
  *             [--help] [--version]
+ *   vdnn-plan --list-gpu-models [--format table|json]
  *
  * The command line is parsed and resolved as vdnn-train's (cli_common.h,
  * config/config.h): with --backend the plan is made from the same session
@@ -31,6 +32,7 @@ static void usage(FILE *f) {
     vd_cli_policies(pol, sizeof pol);
     fprintf(f,
         "usage: vdnn-plan NET.yaml [options]\n"
+        "       vdnn-plan --list-gpu-models [--format json]\n"
         "\n"
         "Plan vDNN memory management for a net: which feature maps to offload to\n"
         "host memory (and when to prefetch them back) or to recompute in the\n"
@@ -45,16 +47,23 @@ static void usage(FILE *f) {
         "                       all-reduce, overlapped with the backward pass\n"
         "  --budget SIZE        device memory budget, e.g. 12G, 512M (default: the\n"
         "                       device's memory: all a CUDA device can give, the plan's\n"
-        "                       own need on cpu, the model's memory for h200; a cap:\n"
-        "                       the plan's pool is what it needs)\n"
+        "                       own need on cpu, a card's memory less 640 MiB for the\n"
+        "                       CUDA context and libraries; a cap: the plan's pool is\n"
+        "                       what it needs)\n"
         "  --policy P           %s\n"
         "                       (none | all | conv | dyn: the paper's; auto: ours, per\n"
         "                       tensor keep/offload/recompute, searched with the\n"
         "                       simulator); default auto = none when the net fits\n"
         "  --prefetch M         auto (ours, from the profile) | paper (default auto)\n"
         "  --profile FILE       measured/edited profile (JSON, see vdnn-plan(1))\n"
-        "  --gpu-model M        plan for a device model: h200 | cpu (analytic profile;\n"
-        "                       the default without --backend and --profile: h200)\n"
+        "  --gpu-model M        plan for a card from its published figures (t4, l4,\n"
+        "                       a10, a100-40g, a100-80g, rtx3060, rtx4060, rtx3090,\n"
+        "                       rtx4090, h100-pcie, h100-sxm, h200, b200) or cpu\n"
+        "                       (analytic profile; the default without --backend and\n"
+        "                       --profile: h200). Given, the output ends with the\n"
+        "                       answer for that card: fits or not, img/s, PCIe bytes,\n"
+        "                       else the largest batch that fits\n"
+        "  --list-gpu-models    the cards' figures and the rates derived from them\n"
         "  --backend B          plan with this backend's own profile, exactly as\n"
         "                       vdnn-train --backend B runs (cpu | cuda | auto; cuda\n"
         "                       measures it unless --analytic-profile or --profile)\n"
@@ -78,7 +87,7 @@ static void usage(FILE *f) {
 
 typedef struct opts {
     vd_cli_common c;
-    bool json, want_min, want_summary;
+    bool json, want_min, want_summary, list_models;
     const char *trace;
 } opts;
 
@@ -89,7 +98,8 @@ static const vd_cli_flag FLAGS[] = {
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
     {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
     {"format", true}, {"trace", true}, {"profile-out", true}, {"save-profile", true},
-    {"min-budget", false}, {"summary", false}, {"quiet", false}, {"help", false}, {"version", false},
+    {"min-budget", false}, {"summary", false}, {"quiet", false}, {"list-gpu-models", false},
+    {"help", false}, {"version", false},
 };
 
 /* vdnn-plan's own flags (vd_cli_tool_flag; ctx is the opts). */
@@ -103,6 +113,7 @@ static int plan_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "save-profile")) o->c.cfg.profile_out = val;
     else if (!strcmp(name, "min-budget")) o->want_min = true;
     else if (!strcmp(name, "summary")) o->want_summary = true;
+    else if (!strcmp(name, "list-gpu-models")) o->list_models = o->c.no_spec = true;
     return rc;
 }
 
@@ -113,6 +124,9 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
                           plan_flag, o, e);
     if (rc) return rc;
     const vd_config *g = &o->c.cfg;
+    if (o->list_models && o->c.spec)
+        return vd_errf(e, VD_EUSAGE, "--list-gpu-models lists the device models; it takes no "
+                       "NET.yaml");
     /* combinations whose second half would be silently ignored */
     if (o->want_summary && (o->want_min || o->trace || g->profile_out))
         return vd_errf(e, VD_EUSAGE, "--summary prints the net summary only; it takes no %s",
@@ -181,6 +195,194 @@ static void print_dp(const vd_plan *p) {
            p->sim.iter_s);
 }
 
+/* ---- device models -------------------------------------------------------- */
+
+/* x FLOP/s as TFLOP/s, "-" for 0 (none) */
+static const char *tflops(double x, char *b, size_t n) {
+    if (x > 0) snprintf(b, n, "%.1f", x / 1e12);
+    else snprintf(b, n, "-");
+    return b;
+}
+
+/* --list-gpu-models: the card table (profile.h vd_cards) and the rates the
+ * model derives from it. */
+static int list_models(bool json, vd_err *e) {
+    if (json) {
+        bool ok = true;
+        json_t *arr = json_array();
+        for (int i = 0; i < vd_n_cards; i++) {
+            const vd_card *c = &vd_cards[i];
+            const vd_device_params *d = &c->dev;
+            uint64_t budget = d->mem_bytes - VD_DEVICE_CONTEXT_RESERVE;
+            json_t *peak = json_pack("{s:o, s:o, s:o, s:o}", "fp32", vd_json_real(c->fp32),
+                                     "tf32", vd_json_real(c->tf32), "fp16", vd_json_real(c->fp16),
+                                     "bf16", vd_json_real(c->bf16));
+            json_t *dev = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                                    "peak_flops", vd_json_real(d->peak_flops),
+                                    "peak_flops_tf32", vd_json_real(d->peak_flops_tf32),
+                                    "peak_flops_fp16", vd_json_real(d->peak_flops_fp16),
+                                    "peak_flops_bf16", vd_json_real(d->peak_flops_bf16),
+                                    "mem_bw", vd_json_real(d->mem_bw),
+                                    "d2h_bw", vd_json_real(d->d2h_bw),
+                                    "h2d_bw", vd_json_real(d->h2d_bw),
+                                    "both_bw", vd_json_real(d->both_bw),
+                                    "launch_s", vd_json_real(d->launch_s),
+                                    "mem_bytes", vd_json_uint(d->mem_bytes),
+                                    "allreduce_bw", vd_json_real(d->allreduce_bw),
+                                    "allreduce_lat_s", vd_json_real(d->allreduce_lat_s));
+            json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:o, s:o, s:o, s:o}",
+                                  "name", vd_json_text(c->name),
+                                  "product", vd_json_text(c->product),
+                                  "memory_gb", vd_json_real(c->mem_gb),
+                                  "memory_gib", vd_json_real(c->mem_gib),
+                                  "mem_bw", vd_json_real(c->mem_bw), "peak_flops", peak,
+                                  "pcie_gen", c->pcie_gen, "pcie_lanes", c->pcie_lanes,
+                                  "nvlink_bw", vd_json_real(c->nvlink_bw),
+                                  "source", vd_json_text(c->source), "device", dev,
+                                  "default_budget", vd_json_uint(budget));
+            vd_json_push(arr, o, &ok);
+        }
+        json_t *r = json_pack("{s:o, s:o}", "gpu_models", arr, "context_reserve",
+                              vd_json_uint(VD_DEVICE_CONTEXT_RESERVE));
+        int rc = r && ok ? vd_json_write(stdout, r, e) : vd_errf(e, VD_ENOMEM, "out of memory");
+        json_decref(r);
+        return rc;
+    }
+    char t[8][16];
+    printf("device models for --gpu-model: published figures (dense peaks; tensor kinds with\n"
+           "fp32 accumulation) and the rates the analytic model derives from them\n\n");
+    printf("%-10s %-14s %6s  %-27s  %-5s  %-27s  %-11s  %s\n", "", "memory", "mem",
+           "peak TFLOP/s", "PCIe", "model TFLOP/s", "copies GB/s", "");
+    printf("%-10s %-14s %6s  %6s %6s %6s %6s  %-5s  %6s %6s %6s %6s  %5s %5s  %s\n", "name",
+           "GB (GiB)", "GB/s", "fp32", "tf32", "fp16", "bf16", "link", "fp32", "tf32", "fp16",
+           "bf16", "1-way", "both", "source");
+    for (int i = 0; i < vd_n_cards; i++) {
+        const vd_card *c = &vd_cards[i];
+        const vd_device_params *d = &c->dev;
+        char mem[24], link[8];
+        snprintf(mem, sizeof mem, "%.0f (%.4g)", c->mem_gb, c->mem_gib);
+        snprintf(link, sizeof link, "%dx%d", c->pcie_gen, c->pcie_lanes);
+        printf("%-10s %-14s %6.0f  %6s %6s %6s %6s  %-5s  %6s %6s %6s %6s  %5.1f %5.1f  %s\n",
+               c->name, mem, c->mem_bw / 1e9, tflops(c->fp32, t[0], 16), tflops(c->tf32, t[1], 16),
+               tflops(c->fp16, t[2], 16), tflops(c->bf16, t[3], 16), link,
+               tflops(d->peak_flops, t[4], 16), tflops(d->peak_flops_tf32, t[5], 16),
+               tflops(d->peak_flops_fp16, t[6], 16), tflops(d->peak_flops_bf16, t[7], 16),
+               d->h2d_bw / 1e9, d->both_bw / 1e9, c->source);
+    }
+    printf("\nmodel: fp32 at 60/67 of its peak, tensor kinds at 200/989.5 of theirs (never\n"
+           "below fp32; the H200's measured rates), tf32 \"-\": plain fp32, bf16 \"-\": refused\n"
+           "(use --math fp16); pinned copies per PCIe lane 0.78 GB/s (gen3), 1.56 (gen4),\n"
+           "3.44 (gen5) each way, 1.8x that both ways at once; memory bandwidth as published;\n"
+           "default budget: the memory less %llu MiB (CUDA context, cuDNN/cuBLAS handles).\n"
+           "cpu: the 2-core CPU model (20 GFLOP/s, 10 GB/s, no memory limit).\n",
+           (unsigned long long)(VD_DEVICE_CONTEXT_RESERVE >> 20));
+    return VD_OK;
+}
+
+/* The answer for an explicit --gpu-model card: does the plan fit, how fast,
+ * how many bytes cross PCIe; when it does not fit, the largest batch that
+ * does (vd_config_largest_batch) and its plan's speed. */
+typedef struct card_answer {
+    bool fits;
+    double iter_s, img_s;       /* fits: the plan's predicted iteration, images/s */
+    uint64_t pcie_bytes;        /* fits: offloads + prefetches + input per iteration */
+    int largest;                /* !fits: largest global batch that fits (0: none) */
+    double largest_img_s;       /* its predicted images/s */
+    uint64_t largest_pcie;
+} card_answer;
+
+static uint64_t pcie_bytes(const vd_plan *p) {
+    return p->offload_bytes + p->prefetch_bytes + p->input_bytes;
+}
+
+static double plan_iter_s(const vd_plan *p) {
+    return p->dp.ranks > 1 ? p->dp.iter_s : p->sim.iter_s;
+}
+
+static int card_answer_make(const vd_config_run *run, const vd_net *net, const vd_plan *plan,
+                            bool fits, card_answer *a, vd_err *e) {
+    memset(a, 0, sizeof *a);
+    a->fits = fits;
+    if (fits) {
+        a->iter_s = plan_iter_s(plan);
+        a->img_s = (double)run->batch * run->ranks / a->iter_s;
+        a->pcie_bytes = pcie_bytes(plan);
+        return VD_OK;
+    }
+    int b = 0;
+    int rc = vd_config_largest_batch(run, net, run->batch, &b, e);
+    if (rc || b == 0) return rc;
+    a->largest = b * run->ranks;
+    vd_profile p;
+    if ((rc = vd_profile_analytic(net, b, run->model, &p, e))) return rc;
+    vd_plan_opts o = run->plan;
+    o.batch = b;
+    o.progress = NULL;
+    vd_plan q;
+    rc = vd_plan_build(net, &p, &o, &q, e);
+    bool built = rc == VD_OK || rc == VD_EBUDGET;   /* an infeasible plan is still one */
+    if (rc == VD_EBUDGET) rc = VD_OK;   /* cannot be (vd_plan_fits said it fits): no figures */
+    else if (!rc && run->dp) rc = vd_plan_dp(&q, net, &p, run->ranks, 0, e);
+    if (!rc && q.feasible) {
+        a->largest_img_s = (double)a->largest / plan_iter_s(&q);
+        a->largest_pcie = pcie_bytes(&q);
+    }
+    if (built) vd_plan_free(&q);
+    vd_profile_free(&p);
+    return rc;
+}
+
+static void card_answer_print(const vd_config_run *run, const vd_net *net, const card_answer *a) {
+    const vd_card *c = run->card;
+    char b1[32], b2[32];
+    printf("\non %s (%s): budget %s", c->name, c->product,
+           vd_fmt_bytes(run->plan.budget, b1, sizeof b1));
+    if (run->budget_given) printf(" (--budget)\n");
+    else printf(" = %s less %llu MiB for the CUDA context and libraries\n",
+                vd_fmt_bytes(c->dev.mem_bytes, b2, sizeof b2),
+                (unsigned long long)(VD_DEVICE_CONTEXT_RESERVE >> 20));
+    printf("  batch %d, %s, policy %s: ", run->batch * run->ranks,
+           vd_math_name(net->train.math), vd_policy_name(run->plan.policy));
+    if (a->fits) {
+        printf("fits; predicted %.1f img/s (%.4f s/iteration), %.2f GB over PCIe per "
+               "iteration\n", a->img_s, a->iter_s, (double)a->pcie_bytes / 1e9);
+    } else if (a->largest > 0) {
+        printf("does not fit; the largest batch that fits is %d: predicted %.1f img/s, "
+               "%.2f GB over PCIe per iteration\n", a->largest, a->largest_img_s,
+               (double)a->largest_pcie / 1e9);
+    } else {
+        printf("does not fit, nor does any smaller batch\n");
+    }
+}
+
+/* The answer as the plan JSON's object "gpu_model". */
+static json_t *card_answer_json(const vd_config_run *run, const vd_net *net, const card_answer *a) {
+    const vd_card *c = run->card;
+    bool ok = true;
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:b, s:i, s:o, s:o, s:b}",
+                          "name", vd_json_text(c->name), "product", vd_json_text(c->product),
+                          "memory_bytes", vd_json_uint(c->dev.mem_bytes),
+                          "context_reserve", vd_json_uint(VD_DEVICE_CONTEXT_RESERVE),
+                          "budget", vd_json_uint(run->plan.budget),
+                          "budget_given", run->budget_given, "batch", run->batch * run->ranks,
+                          "math", vd_json_text(vd_math_name(net->train.math)),
+                          "policy", vd_json_text(vd_policy_name(run->plan.policy)),
+                          "fits", a->fits);
+    if (a->fits) {
+        vd_json_set(o, "img_per_s", vd_json_real(a->img_s), &ok);
+        vd_json_set(o, "iter_s", vd_json_real(a->iter_s), &ok);
+        vd_json_set(o, "pcie_bytes", vd_json_uint(a->pcie_bytes), &ok);
+    } else {
+        vd_json_set(o, "largest_batch", json_integer(a->largest), &ok);
+        if (a->largest > 0) {
+            vd_json_set(o, "largest_batch_img_per_s", vd_json_real(a->largest_img_s), &ok);
+            vd_json_set(o, "largest_batch_pcie_bytes", vd_json_uint(a->largest_pcie), &ok);
+        }
+    }
+    if (!ok) { json_decref(o); return NULL; }
+    return o;
+}
+
 int main(int argc, char **argv) {
     /* The auto search builds and frees thousands of plans of the same sizes:
      * keep the freed heap (no trim, no per-plan mmap) instead of returning
@@ -193,6 +395,11 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o, &e);
     if (rc < 0) return 0;
     if (rc) return vd_cli_fail(PROG, &e);
+    if (o.list_models) {
+        rc = list_models(o.json, &e);
+        if (!rc) rc = flush_stdout(&e);
+        return rc ? vd_cli_fail(PROG, &e) : 0;
+    }
 
     vd_net net;
     vd_net_init(&net);
@@ -240,10 +447,25 @@ int main(int argc, char **argv) {
                           : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
     if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }
     if (plan.steps && run.dp && (rc = vd_plan_dp(&plan, &net, prof, run.ranks, 0, &e))) goto out;
+    /* an explicit --gpu-model card: the answer for it (fits, speed, PCIe
+     * bytes; else the largest batch that fits) */
+    card_answer ans;
+    bool answer = o.c.cfg.gpu_model && run.card && !run.use_backend &&
+                  (prc == VD_OK || (prc == VD_EBUDGET && plan.steps));
+    if (answer && (rc = card_answer_make(&run, &net, &plan, prc == VD_OK, &ans, &e))) goto out;
     if (plan.steps) {   /* VD_EBUDGET before planning leaves no plan to show */
         if (!o.json) print_dp(&plan);
-        if (o.json) rc = vd_plan_write_json(stdout, &plan, &net, NULL, &e);
-        else rc = vd_plan_write_table(stdout, &plan, &net, &e);
+        if (o.json) {
+            json_t *j = vd_plan_json(&plan, &net, NULL);
+            bool ok = j != NULL;
+            if (ok && answer) vd_json_set(j, "gpu_model", card_answer_json(&run, &net, &ans), &ok);
+            rc = ok ? vd_json_write(stdout, j, &e)
+                    : vd_errf(&e, VD_ENOMEM, "out of memory writing the plan as JSON");
+            json_decref(j);
+        } else {
+            rc = vd_plan_write_table(stdout, &plan, &net, &e);
+            if (!rc && answer) card_answer_print(&run, &net, &ans);
+        }
         if (!rc && o.trace) rc = vd_plan_write_trace(o.trace, &plan, &net, prof, &e);
         if (rc) goto out;
     }

@@ -1,4 +1,5 @@
 /* config.c — see config.h. */
+#include <stdio.h>
 #include <string.h>
 #include "config/config.h"
 
@@ -6,6 +7,32 @@ void vd_config_init(vd_config *c) {
     memset(c, 0, sizeof *c);
     c->math = VD_MATH_FP32;
     c->prefetch = VD_PREFETCH_AUTO;
+}
+
+/* VD_EUSAGE for an unknown --gpu-model: the known ones, and the nearest
+ * (the cards it begins, or the nearest by edit distance when close). */
+static int unknown_model(const char *name, vd_err *e) {
+    char known[512] = "", near[256] = "";
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; i < vd_n_cards && n < 63; i++) names[n++] = vd_cards[i].name;
+    names[n++] = "cpu";
+    size_t len = strlen(name);
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(known);
+        snprintf(known + k, sizeof known - k, "%s%s", i ? " | " : "", names[i]);
+        if (len > 0 && strncmp(names[i], name, len) == 0) {   /* "h100": h100-pcie, h100-sxm */
+            k = strlen(near);
+            snprintf(near + k, sizeof near - k, "%s'%s'", k ? " or " : "", names[i]);
+        }
+    }
+    if (!near[0]) {
+        const char *s = vd_suggest(name, names, n);
+        if (s) snprintf(near, sizeof near, "'%s'", s);
+    }
+    return vd_errf(e, VD_EUSAGE, "--gpu-model: unknown device model '%s'%s%s%s (known: %s; "
+                   "vdnn-plan --list-gpu-models shows their figures)", name,
+                   near[0] ? "; did you mean " : "", near, near[0] ? "?" : "", known);
 }
 
 int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config_run *r,
@@ -19,11 +46,10 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     if (c->gpu_model && c->profile)
         return vd_errf(e, VD_EUSAGE, "--profile and --gpu-model exclude each other");
     r->use_backend = !plan_tool || c->backend != NULL;
+    if (c->gpu_model && !vd_device_find(c->gpu_model)) return unknown_model(c->gpu_model, e);
     if (!r->use_backend) {
         r->model = vd_device_find(c->gpu_model ? c->gpu_model : "h200");
-        if (!r->model)
-            return vd_errf(e, VD_EUSAGE, "--gpu-model: unknown device model '%s' (expected "
-                           "h200 | cpu)", c->gpu_model);
+        r->card = vd_card_find(c->gpu_model ? c->gpu_model : "h200");
     }
     int64_t batch = c->batch > 0 ? c->batch
                   : net->train.batch > 0 ? net->train.batch : VD_CONFIG_DEFAULT_BATCH;
@@ -41,6 +67,14 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
                        r->ranks, r->ranks, r->ranks);
     r->batch = (int)(batch / r->ranks);
     if (c->has_math) net->train.math = c->math;   /* --math over train.math */
+    if (r->card && net->train.math == VD_MATH_BF16 && r->card->bf16 <= 0)
+        return vd_errf(e, VD_EUNSUPPORTED, "--math bf16: the %s (%s) has no bf16 tensor cores; "
+                       "plan with --math fp16 (its %.0f TFLOP/s fp16 tensor cores) or fp32",
+                       r->card->name, r->card->product, r->card->fp16 / 1e12);
+    if (net->train.math == VD_MATH_FP16 && r->use_backend)
+        return vd_errf(e, VD_EUNSUPPORTED, "--math fp16: no backend of this build trains in "
+                       "fp16 yet; vdnn-plan plans it for a device model (--gpu-model, without "
+                       "--backend)");
 
     vd_session_opts *so = &r->session;
     vd_session_opts_init(so);
@@ -75,6 +109,42 @@ int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profil
 
 void vd_config_budget(vd_config_run *r, const vd_session *s, const vd_profile *prof) {
     if (r->budget_given) return;
-    r->plan.budget = s ? vd_session_default_budget(s) : prof->dev.mem_bytes;
+    if (s) {
+        r->plan.budget = vd_session_default_budget(s);
+    } else {
+        /* the device's memory less what the CUDA context and the libraries'
+         * handles take outside the pool */
+        uint64_t m = prof->dev.mem_bytes;
+        r->plan.budget = m > VD_DEVICE_CONTEXT_RESERVE ? m - VD_DEVICE_CONTEXT_RESERVE : m;
+    }
     r->plan.pool_to_need = true;   /* a cap: the pool is what the plan needs */
+}
+
+int vd_config_largest_batch(const vd_config_run *r, const vd_net *net, int hi, int *out,
+                            vd_err *e) {
+    *out = 0;
+    if (r->use_backend || !r->model || r->session.profile_path)
+        return vd_errf(e, VD_EUSAGE, "the largest batch is searched for a device model only");
+    if (r->plan.budget == 0)
+        return vd_errf(e, VD_EUSAGE, "the largest batch needs a budget (a device model's "
+                       "memory or --budget)");
+    int lo = 0;   /* the largest batch known to fit (0: none yet); hi does not fit */
+    for (int mid = 1; mid < hi; mid = lo + (hi - lo) / 2) {   /* batch 1 first */
+        vd_profile p;
+        int rc = vd_profile_analytic(net, mid, r->model, &p, e);
+        if (rc) return rc;
+        vd_plan_opts o = r->plan;
+        o.batch = mid;
+        o.progress = NULL;
+        bool fits = false;
+        rc = vd_plan_fits(net, &p, &o, &fits, e);
+        vd_profile_free(&p);
+        if (rc) return rc;
+        if (!fits && mid == 1) break;   /* nothing fits */
+        if (fits) lo = mid;
+        else hi = mid;
+        if (hi - lo <= 1) break;
+    }
+    *out = lo;
+    return VD_OK;
 }

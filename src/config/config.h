@@ -12,12 +12,15 @@
  *            else the backend's analytic profile (vd_profile_backend: the
  *            algorithm options and aux bytes the backend will really use).
  *            vdnn-plan without --backend plans for a device model instead
- *            (--gpu-model h200 | cpu, default h200; vd_profile_analytic)
+ *            (--gpu-model CARD | cpu, default h200: vd_cards; vd_profile_analytic)
  *   policy   --policy, else auto (none when the net fits, else the fastest plan)
  *   budget   --budget, else: CUDA all the device can give, cpu the plan's own
- *            need, a device model its memory (vd_config_budget), as a cap
+ *            need, a device model its memory less VD_DEVICE_CONTEXT_RESERVE
+ *            (vd_config_budget), as a cap
  *            only: the pool is then what the plan needs (pool_to_need)
- *   math     --math fp32 | tf32 | bf16, else the spec's train.math, else fp32;
+ *   math     --math fp32 | tf32 | bf16 | fp16, else the spec's train.math, else
+ *            fp32 (fp16: device models only until a backend has it; bf16 on
+ *            a card without bf16 is VD_EUNSUPPORTED);
  *            --deterministic
  *   backend options (--conv-*, --sync-debug), input staging (--no-stage-input),
  *            the memory trace and step times (vdnn-train)
@@ -71,6 +74,7 @@ typedef struct vd_config_run {
     bool use_backend;           /* plan from a session's profile (vd_session_open with
                                    session); false: vdnn-plan's device model */
     const vd_device_params *model;   /* !use_backend: the device model */
+    const vd_card *card;        /* !use_backend: the model's card (NULL: cpu) */
     vd_session_opts session;    /* backend, device, math, determinism, profile
                                    source, backend options, trace, step times */
     vd_plan_opts plan;          /* batch, policy, prefetch, staging; budget: the
@@ -91,7 +95,9 @@ typedef struct vd_config_run {
  * plan_tool: vdnn-plan, which plans for a device model unless --backend
  * is given (train and bench always use a backend). Errors: VD_EUSAGE
  * (exclusive flags: --profile with --analytic-profile or --gpu-model,
- * --gpu-model with --backend, an unknown model), the spec's. */
+ * --gpu-model with --backend, an unknown model: the message lists the known
+ * ones and the nearest), VD_EUNSUPPORTED (--math bf16 on a card without
+ * bf16, fp16 with a backend), the spec's. */
 int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config_run *r,
                       vd_err *e);
 
@@ -105,5 +111,16 @@ int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profil
  * 0 for the cpu model); and r->plan.pool_to_need: that budget is a cap,
  * the pool what the plan needs. */
 void vd_config_budget(vd_config_run *r, const vd_session *s, const vd_profile *prof);
+
+/* The largest batch per rank below hi whose plan fits r->plan.budget on the
+ * device model (!r->use_backend, no --profile): bisection over the batch,
+ * each probe the model's analytic profile at that batch and vd_plan_fits
+ * with r->plan's policy and options; the first probe is batch 1. *out: the
+ * batch b with b fitting and b + 1 not (b + 1 = hi is taken as not
+ * fitting, unprobed), 0 when batch 1 does not fit. Assumes that a batch
+ * that fits fits at every smaller one (the plans' memory grows with the
+ * batch). VD_EUSAGE without a device model or a budget. */
+int vd_config_largest_batch(const vd_config_run *r, const vd_net *net, int hi, int *out,
+                            vd_err *e);
 
 #endif

@@ -198,3 +198,24 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
     }
     return VD_OK;
 }
+
+int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                 bool *fits, vd_err *e) {
+    *fits = false;
+    int rc = check_inputs(net, prof, opts, e);
+    if (rc) return rc;
+    if (opts->budget == 0) return vd_errf(e, VD_EUSAGE, "plan: vd_plan_fits needs a budget");
+    vd_plan p;
+    memset(&p, 0, sizeof p);
+    vd_err te = {0};    /* a budget that does not fit is an answer, not an error */
+    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
+        rc = vdp_build_auto(net, prof, opts, true, &p, &te);
+    else
+        rc = vdp_build_policy(net, prof, opts, &p, &te);
+    if (rc == VD_OK && !opts->forward_only) rc = build_eval(net, prof, &p, &te);
+    vdp_plan_release(&p);
+    if (rc == VD_EBUDGET) return VD_OK;
+    if (rc) { *e = te; return rc; }
+    *fits = true;
+    return VD_OK;
+}

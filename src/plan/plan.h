@@ -406,6 +406,14 @@ void vd_plan_free(vd_plan *p);
 int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        uint64_t *min_budget, vd_err *e);
 
+/* Whether vd_plan_build with opts would fit opts->budget (> 0), without
+ * the whole search: the auto policy's search stops at its first plan that
+ * fits (it fits exactly when the full search finds one), other policies
+ * build once; then the evaluation placement, as vd_plan_build. *fits is
+ * set; returns 0 (fitting or not) or an error other than VD_EBUDGET. */
+int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                 bool *fits, vd_err *e);
+
 /* A lower bound on the predicted iteration (plan.sim.iter_s) of every
  * training plan of net and prof at pool budget `budget`: each pass's fastest
  * option whose workspace fits beside the persistent tensors and the pass's
@@ -430,6 +438,10 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
  * min_budgets: [VD_POLICY_COUNT] or NULL; written as "min_budgets" when set. */
 int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e);
+/* The object vd_plan_write_json writes, as jansson's json_t (util/json.h),
+ * for a caller that adds keys before writing it; NULL when out of memory.
+ * The caller owns it (json_decref). */
+struct json_t *vd_plan_json(const vd_plan *p, const vd_net *net, const uint64_t *min_budgets);
 /* Chrome trace event JSON (Perfetto): one track per stream, a memory counter;
  * recomputes are "recompute <layer>" slices on the compute track. */
 int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,

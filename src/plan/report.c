@@ -332,6 +332,10 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     return r;
 }
 
+struct json_t *vd_plan_json(const vd_plan *p, const vd_net *net, const uint64_t *min_budgets) {
+    return plan_json(p, net, min_budgets);
+}
+
 int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e) {
     json_t *r = plan_json(p, net, min_budgets);

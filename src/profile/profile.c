@@ -8,28 +8,116 @@
 #include "profile/profile.h"
 #include "util/json.h"
 
-/* H200 (SXM, 141 GB HBM3e): fp32 without tensor cores ~67 TFLOP/s peak; we
- * take 60e12 as the sustained rate of cuDNN fp32 convolutions (Winograd/FFT
- * algorithms beat direct-convolution FLOP counts, so this is an "effective"
- * rate). HBM 4.8 TB/s. PCIe 5 x16 pinned copies ~55 GB/s per direction,
- * ~99 GB/s both directions at once. */
-const vd_device_params vd_device_h200 = {
-    .name = "h200", .peak_flops = 60e12, .mem_bw = 4.8e12,
-    /* bf16 dense tensor cores peak near 990e12; cuDNN's VGG/ResNet convs
-     * sustain about a fifth of it (PyTorch autocast VGG-16 b256: 0.071 s for
-     * ~12 TFLOP of fwd+bwd, ~170e12 FLOP/s) */
-    .peak_flops_bf16 = 200e12,
-    .d2h_bw = 55e9, .h2d_bw = 55e9, .both_bw = 99e9, .launch_s = 5e-6,
-    .mem_bytes = (uint64_t)140 << 30,
-    /* NCCL all-reduce between H200s over NVLink (NVSwitch): nccl-tests show
-     * a bus bandwidth of roughly 350-450 GB/s for large buffers; 300 GB/s
-     * for 25 MiB buckets, 20 us per call. A measured value belongs in the
-     * profile ("allreduce_bw"). */
-    .allreduce_bw = 300e9, .allreduce_lat_s = 20e-6,
+/* ---- Cards --------------------------------------------------------------
+ *
+ * One table of published figures; every card's vd_device_params follow from
+ * them by one rule, calibrated on the H200 (SXM, 141 GB HBM3e), whose
+ * parameters it reproduces exactly:
+ *
+ *   peak_flops       fp32 peak x 60/67: the H200's 67e12 fp32 peak gives the
+ *                    60e12 that cuDNN's fp32 convolutions sustain
+ *                    (Winograd/FFT algorithms beat direct-convolution FLOP
+ *                    counts, so this is an "effective" rate)
+ *   peak_flops_bf16, _fp16, _tf32
+ *                    tensor-core peak x 200/989.5: the H200's dense bf16
+ *                    peak (989.5e12) gives the 200e12 that cuDNN's VGG/ResNet
+ *                    convolutions sustain (PyTorch autocast VGG-16 b256: 0.071 s
+ *                    for ~12 TFLOP of fwd+bwd, ~170e12 FLOP/s); never below
+ *                    peak_flops (cuDNN may still pick an fp32-rate engine);
+ *                    0 where the card has none of that kind (tf32 then runs
+ *                    at peak_flops; bf16 is refused: vd_config_resolve)
+ *   mem_bw           as published (H200: 4.8e12)
+ *   d2h_bw, h2d_bw   lanes x the pinned-copy rate per lane of the PCIe
+ *                    generation: gen5 55e9/16 (the H200's x16 measured 55e9
+ *                    each way), gen4 1.56e9 (~25 GB/s x16), gen3 0.78e9
+ *                    (~12.5 GB/s x16): ~87% and ~79% of the link's raw rate
+ *   both_bw          one way x 99/55 (the H200: 99e9 both ways at once)
+ *   allreduce_bw     NVLink (both ways, published) x 300/900: the H200's
+ *                    900e9 NVLink gives the 300e9 bus bandwidth nccl-tests
+ *                    reach on 25 MiB buckets (roughly 350-450e9 on large
+ *                    ones); a card without NVLink all-reduces over PCIe at
+ *                    its one-way copy rate; 20 us a call
+ *   launch_s         5 us per op
+ *   mem_bytes        mem_gib GiB
+ *
+ * A measured value (vdnn-train --profile-out on the card) replaces all of
+ * these. Each row: name, product, published GB, GiB offered, memory
+ * bytes/s, dense peak FLOP/s fp32, tf32, fp16, bf16 (tensor kinds with fp32
+ * accumulation; 0 = none), PCIe generation, lanes, NVLink bytes/s, source.
+ * The GeForce rows' tensor rates (fp32 accumulation is half the fp16
+ * accumulation rate on GeForce) are the whitepapers' per-SM rates at the
+ * card's SM count and boost clock where NVIDIA publishes no card figure. */
+#define REF_FP32_PEAK 67e12         /* H200 fp32 peak ... */
+#define REF_FP32_EFF 60e12          /* ... and what the model sustains */
+#define REF_TC_PEAK 989.5e12        /* H200 dense bf16 tensor peak ... */
+#define REF_TC_EFF 200e12           /* ... and what the model sustains */
+#define REF_PCIE_ONE 55e9           /* H200 PCIe 5 x16 pinned, one way ... */
+#define REF_PCIE_BOTH 99e9          /* ... and both ways at once */
+#define REF_NVLINK 900e9            /* H200 NVLink (both ways) ... */
+#define REF_ALLREDUCE 300e9         /* ... and the all-reduce bus bandwidth */
+#define PCIE_LANE(gen) ((gen) >= 5 ? REF_PCIE_ONE / 16 : (gen) == 4 ? 1.56e9 : 0.78e9)
+#define EFF_FP32(fp32) ((fp32) / REF_FP32_PEAK * REF_FP32_EFF)
+#define EFF_TC(tc, fp32) ((tc) <= 0 ? 0.0 : (tc) / REF_TC_PEAK * REF_TC_EFF > EFF_FP32(fp32) \
+                          ? (tc) / REF_TC_PEAK * REF_TC_EFF : EFF_FP32(fp32))
+#define ONE_WAY(gen, lanes) ((lanes) * PCIE_LANE(gen))
+#define CARD_DEV(nm_, gib_, bw_, f32_, t32_, f16_, b16_, gen_, lanes_, nvl_)                  \
+    { .name = nm_, .peak_flops = EFF_FP32(f32_), .peak_flops_bf16 = EFF_TC(b16_, f32_),       \
+      .peak_flops_fp16 = EFF_TC(f16_, f32_), .peak_flops_tf32 = EFF_TC(t32_, f32_),           \
+      .mem_bw = (bw_), .d2h_bw = ONE_WAY(gen_, lanes_), .h2d_bw = ONE_WAY(gen_, lanes_),      \
+      .both_bw = ONE_WAY(gen_, lanes_) / REF_PCIE_ONE * REF_PCIE_BOTH, .launch_s = 5e-6,      \
+      .mem_bytes = (uint64_t)((gib_) * 1073741824.0),                                         \
+      .allreduce_bw = (nvl_) > 0 ? (nvl_) / REF_NVLINK * REF_ALLREDUCE : ONE_WAY(gen_, lanes_), \
+      .allreduce_lat_s = 20e-6 }
+#define CARD_(nm_, prod_, gb_, gib_, bw_, f32_, t32_, f16_, b16_, gen_, lanes_, nvl_, src_)    \
+    { .name = nm_, .product = prod_, .mem_gb = gb_, .mem_gib = gib_, .mem_bw = bw_,           \
+      .fp32 = f32_, .tf32 = t32_, .fp16 = f16_, .bf16 = b16_, .pcie_gen = gen_,               \
+      .pcie_lanes = lanes_, .nvlink_bw = nvl_, .source = src_,                                \
+      .dev = CARD_DEV(nm_, gib_, bw_, f32_, t32_, f16_, b16_, gen_, lanes_, nvl_) }
+#define CARD(...) CARD_(__VA_ARGS__)
+/* The H200's row: the table's and vd_device_h200's. */
+#define H200_ROW "h200", "NVIDIA H200 SXM 141GB", 141, 140, 4.8e12, 67e12, 494.5e12, 989.5e12, \
+    989.5e12, 5, 16, 900e9, "NVIDIA H200 datasheet (the calibration: 140 GiB by the driver)"
+
+const vd_card vd_cards[] = {
+    CARD("t4", "NVIDIA T4", 16, 15, 320e9, 8.1e12, 0, 65e12, 0, 3, 16, 0,
+         "NVIDIA T4 datasheet"),
+    CARD("l4", "NVIDIA L4", 24, 22.5, 300e9, 30.3e12, 60e12, 121e12, 121e12, 4, 16, 0,
+         "NVIDIA L4 datasheet"),
+    CARD("a10", "NVIDIA A10", 24, 22.5, 600e9, 31.2e12, 62.5e12, 125e12, 125e12, 4, 16, 0,
+         "NVIDIA A10 datasheet"),
+    CARD("a100-40g", "NVIDIA A100 SXM4 40GB", 40, 40, 1555e9, 19.5e12, 156e12, 312e12, 312e12,
+         4, 16, 600e9, "NVIDIA A100 datasheet"),
+    CARD("a100-80g", "NVIDIA A100 SXM4 80GB", 80, 80, 2039e9, 19.5e12, 156e12, 312e12, 312e12,
+         4, 16, 600e9, "NVIDIA A100 datasheet"),
+    CARD("rtx3060", "NVIDIA GeForce RTX 3060 12GB", 12, 12, 360e9, 12.74e12, 12.74e12, 25.5e12,
+         25.5e12, 4, 16, 0,
+         "NVIDIA Ampere GA102 whitepaper per-SM rates; GA106: 28 SMs at 1.777 GHz"),
+    CARD("rtx4060", "NVIDIA GeForce RTX 4060 8GB", 8, 8, 272e9, 15.11e12, 15.11e12, 30.2e12,
+         30.2e12, 4, 8, 0,
+         "NVIDIA Ada whitepaper per-SM rates; AD107: 24 SMs at 2.46 GHz"),
+    CARD("rtx3090", "NVIDIA GeForce RTX 3090", 24, 24, 936e9, 35.6e12, 35.6e12, 71e12, 71e12, 4,
+         16, 0, "NVIDIA Ampere GA102 GPU architecture whitepaper"),
+    CARD("rtx4090", "NVIDIA GeForce RTX 4090", 24, 24, 1008e9, 82.6e12, 82.6e12, 165.2e12,
+         165.2e12, 4, 16, 0, "NVIDIA Ada Lovelace GPU architecture whitepaper"),
+    CARD("h100-pcie", "NVIDIA H100 PCIe 80GB", 80, 79.5, 2.0e12, 51e12, 378e12, 756e12, 756e12,
+         5, 16, 0, "NVIDIA H100 datasheet"),
+    CARD("h100-sxm", "NVIDIA H100 SXM5 80GB", 80, 79.5, 3.35e12, 67e12, 494.5e12, 989.5e12,
+         989.5e12, 5, 16, 900e9, "NVIDIA H100 datasheet"),
+    CARD(H200_ROW),
+    CARD("b200", "NVIDIA B200 (HGX, 1000 W)", 180, 179, 8e12, 75e12, 1.125e15, 2.25e15, 2.25e15,
+         5, 16, 1.8e12, "NVIDIA HGX B200 datasheet (an eighth of the board; PCIe 5 hosts)"),
 };
+const int vd_n_cards = (int)(sizeof vd_cards / sizeof vd_cards[0]);
+
+#define ROW_DEV_(nm_, prod_, gb_, gib_, bw_, f32_, t32_, f16_, b16_, gen_, lanes_, nvl_, src_) \
+    CARD_DEV(nm_, gib_, bw_, f32_, t32_, f16_, b16_, gen_, lanes_, nvl_)
+#define ROW_DEV(...) ROW_DEV_(__VA_ARGS__)
+/* the same parameters as vd_card_find("h200")->dev */
+const vd_device_params vd_device_h200 = ROW_DEV(H200_ROW);
 
 /* Two CPU cores with plain C loops / OpenBLAS: ~20 GFLOP/s sustained, ~10
- * GB/s memory bandwidth; "copies" are memcpy at the same bandwidth. */
+ * GB/s memory bandwidth; "copies" are memcpy at the same bandwidth. Not a
+ * card: no published figures to derive it from. */
 const vd_device_params vd_device_cpu = {
     .name = "cpu", .peak_flops = 20e9, .mem_bw = 10e9,
     .d2h_bw = 10e9, .h2d_bw = 10e9, .both_bw = 12e9, .launch_s = 1e-6,
@@ -39,10 +127,16 @@ const vd_device_params vd_device_cpu = {
     .allreduce_bw = 5e9, .allreduce_lat_s = 5e-6,
 };
 
-const vd_device_params *vd_device_find(const char *name) {
-    if (strcmp(name, "h200") == 0) return &vd_device_h200;
-    if (strcmp(name, "cpu") == 0) return &vd_device_cpu;
+const vd_card *vd_card_find(const char *name) {
+    for (int i = 0; i < vd_n_cards; i++)
+        if (strcmp(name, vd_cards[i].name) == 0) return &vd_cards[i];
     return NULL;
+}
+
+const vd_device_params *vd_device_find(const char *name) {
+    if (strcmp(name, "cpu") == 0) return &vd_device_cpu;
+    const vd_card *c = vd_card_find(name);
+    return c ? &c->dev : NULL;
 }
 
 static uint64_t vdp_default_aux_bytes(const vd_net *net, int i, int batch) {
@@ -127,10 +221,14 @@ int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *de
         snprintf(pl->name, sizeof pl->name, "%s", l->name);
         pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
         double flops = vd_net_layer_flops(net, i) * (double)batch;
-        /* bf16 conv / fc run on the tensor cores */
-        double peak = net->train.math == VD_MATH_BF16 && dev->peak_flops_bf16 > 0 &&
-                      (l->op == VD_OP_CONV || l->op == VD_OP_FC) ? dev->peak_flops_bf16
-                                                                  : dev->peak_flops;
+        /* bf16 / fp16 / tf32 conv and fc run on the tensor cores */
+        double peak = dev->peak_flops;
+        if (l->op == VD_OP_CONV || l->op == VD_OP_FC) {
+            double tc = net->train.math == VD_MATH_BF16 ? dev->peak_flops_bf16
+                      : net->train.math == VD_MATH_FP16 ? dev->peak_flops_fp16
+                      : net->train.math == VD_MATH_TF32 ? dev->peak_flops_tf32 : 0.0;
+            if (tc > 0) peak = tc;
+        }
         double bytes = layer_bytes(net, i, batch);
         double f = secs_at(dev, peak, flops, bytes);
         double b;
@@ -186,6 +284,12 @@ static json_t *profile_json(const vd_profile *p) {
     if (d->peak_flops_bf16 > 0)
         vd_json_set(json_object_get(root, "device"), "peak_flops_bf16",
                     vd_json_real(d->peak_flops_bf16), &ok);
+    if (d->peak_flops_fp16 > 0)
+        vd_json_set(json_object_get(root, "device"), "peak_flops_fp16",
+                    vd_json_real(d->peak_flops_fp16), &ok);
+    if (d->peak_flops_tf32 > 0)
+        vd_json_set(json_object_get(root, "device"), "peak_flops_tf32",
+                    vd_json_real(d->peak_flops_tf32), &ok);
     if (d->allreduce_bw > 0) {
         vd_json_set(json_object_get(root, "device"), "allreduce_bw",
                     vd_json_real(d->allreduce_bw), &ok);
@@ -335,7 +439,7 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         const char *m = json_string_value(mj);
         vd_math want = net->train.math;
         if (mj && !m) return vd_errf(e, VD_EDATA, "%s: \"math\" must be a string", path);
-        if (m ? strcmp(m, vd_math_name(want)) != 0 : want == VD_MATH_BF16)
+        if (m ? strcmp(m, vd_math_name(want)) != 0 : vd_math_act_bytes(want) != 4)
             return vd_errf(e, VD_EDATA, "%s: profile was made for math %s, the run is %s; "
                            "re-profile with --math %s", path, m ? m : "fp32 (no \"math\" key)",
                            vd_math_name(want), vd_math_name(want));
@@ -352,8 +456,9 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         (rc = num_max(d, "launch_s", false, VDP_MAX_S, &dev.launch_s, path, "device", e)) ||
         (rc = bytes_val(d, "mem_bytes", false, &dev.mem_bytes, path, "device", e)))
         return rc;
-    if (json_object_get(d, "peak_flops_bf16") &&
-        (rc = num(d, "peak_flops_bf16", false, &dev.peak_flops_bf16, path, "device", e)))
+    if ((rc = num(d, "peak_flops_bf16", false, &dev.peak_flops_bf16, path, "device", e)) ||
+        (rc = num(d, "peak_flops_fp16", false, &dev.peak_flops_fp16, path, "device", e)) ||
+        (rc = num(d, "peak_flops_tf32", false, &dev.peak_flops_tf32, path, "device", e)))
         return rc;
     /* optional: the all-reduce of data-parallel plans (vdnn-plan --gpus N) */
     if (json_object_get(d, "allreduce_bw") &&

@@ -51,6 +51,10 @@ typedef struct vd_device_params {
     char name[64];              /* "h200", "cpu" */
     double peak_flops;          /* effective sustained FLOP/s (fp32 conv/gemm) */
     double peak_flops_bf16;     /* the same in bf16 on tensor cores (0: = peak_flops) */
+    double peak_flops_fp16;     /* the same in fp16 on tensor cores (0: = peak_flops) */
+    double peak_flops_tf32;     /* the same in tf32 on tensor cores (0: = peak_flops:
+                                   no tf32, or a measured profile, whose peak_flops is
+                                   already the math's) */
     double mem_bw;              /* device memory bytes/s */
     double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
     double launch_s;            /* per-op overhead */
@@ -62,8 +66,45 @@ typedef struct vd_device_params {
     double allreduce_bw, allreduce_lat_s;
 } vd_device_params;
 extern const vd_device_params vd_device_h200, vd_device_cpu;
-/* Look up "h200" | "cpu". Returns NULL if unknown. */
+/* Look up a device model: a card of vd_cards by its name, or "cpu".
+ * Returns NULL if unknown. */
 const vd_device_params *vd_device_find(const char *name);
+
+/* The cards vdnn-plan --gpu-model knows (vdnn-plan --list-gpu-models): each
+ * card's published figures, and the device parameters derived from them by
+ * one rule (profile.c, "Cards"): the H200 is the calibration (its
+ * parameters are vd_device_h200's), every other card gets its sustained
+ * rates with the H200's sustained/peak factor per kind, its copy rates by
+ * its PCIe generation and lanes. */
+typedef struct vd_card {
+    const char *name;           /* --gpu-model: "t4" */
+    const char *product;        /* "NVIDIA T4" */
+    double mem_gb;              /* memory as published, GB ("16 GB") */
+    double mem_gib;             /* GiB the device offers (dev.mem_bytes): the
+                                   GDDR6 data-centre cards (T4, L4, A10) keep
+                                   15/16 with ECC on, their default; HBM cards
+                                   the whole GiB the driver reports */
+    double mem_bw;              /* memory bandwidth, bytes/s, as published */
+    /* dense peak FLOP/s as published (half the "with sparsity" figure):
+     * fp32 on the CUDA cores; tf32, fp16 and bf16 on the tensor cores with
+     * fp32 accumulation; 0 = the card has none (T4: Turing, no tf32, no
+     * bf16) */
+    double fp32, tf32, fp16, bf16;
+    int pcie_gen, pcie_lanes;   /* host link: PCIe 3 | 4 | 5, lanes */
+    double nvlink_bw;           /* NVLink bytes/s (both ways, as published); 0 = none */
+    const char *source;         /* where the figures come from */
+    vd_device_params dev;       /* derived (the rule above) */
+} vd_card;
+extern const vd_card vd_cards[];
+extern const int vd_n_cards;
+/* The card named `name`, or NULL. */
+const vd_card *vd_card_find(const char *name);
+/* Device memory outside the pool: the CUDA context, the cuDNN and cuBLAS
+ * handles and their workspaces' slack. A device model's default budget is
+ * its memory less this (vd_config_budget). 640 MiB: the H200 run of the
+ * README (VGG-16 b256 bf16, an 8 GiB pool) used 0.59 GiB besides the pool
+ * by the driver's count, rounded up to a multiple of 128 MiB. */
+#define VD_DEVICE_CONTEXT_RESERVE ((uint64_t)640 << 20)
 
 typedef struct vd_profile {
     char source[32];            /* "analytic:h200" | "measured:cuda" | file */
@@ -82,8 +123,9 @@ typedef struct vd_profile {
  * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two
  * options: "fastest" (t, workspace = im2col buffer of min(N,8) samples) and
  * "min-ws" (1.6 t, workspace 0). *out is owned by the caller (vd_profile_free). */
-/* The profile is made for net->train.math (bf16: 2-byte feature maps, conv
- * and fc at dev->peak_flops_bf16). */
+/* The profile is made for net->train.math (bf16 / fp16: 2-byte feature
+ * maps, conv and fc at dev->peak_flops_bf16 / peak_flops_fp16; tf32: conv
+ * and fc at dev->peak_flops_tf32; each when non-zero, else peak_flops). */
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
                         vd_profile *out, vd_err *e);
 /* The largest profile file read (a VGG-16 profile is about 26 KB; a net of

@@ -63,7 +63,9 @@ static void check_round_trip(const vd_net *net, const vd_profile *p, const char 
     const vd_device_params *a = &p->dev, *b = &q.dev;
     check(!strcmp(a->name, b->name) && a->peak_flops == b->peak_flops && a->mem_bw == b->mem_bw &&
           a->d2h_bw == b->d2h_bw && a->h2d_bw == b->h2d_bw && a->both_bw == b->both_bw &&
-          a->launch_s == b->launch_s && a->mem_bytes == b->mem_bytes && p->sgd_s == q.sgd_s,
+          a->launch_s == b->launch_s && a->mem_bytes == b->mem_bytes && p->sgd_s == q.sgd_s &&
+          a->peak_flops_bf16 == b->peak_flops_bf16 && a->peak_flops_fp16 == b->peak_flops_fp16 &&
+          a->peak_flops_tf32 == b->peak_flops_tf32,
           "the device differs after a round trip", NULL);
     for (int i = 0; i < p->n_layers; i++) {
         const vd_profile_layer *x = &p->layers[i], *y = &q.layers[i];

@@ -284,6 +284,7 @@ static void device_params(const cu_ctx *c, vd_device_params *d) {
     if (c->math == VD_MATH_TF32) d->peak_flops *= 7.4;
     /* bf16 dense tensor cores ~14.8x (H100 SXM: 989 TFLOP/s) */
     d->peak_flops_bf16 = d->peak_flops * (c->math == VD_MATH_TF32 ? 2.0 : 14.8);
+    d->peak_flops_fp16 = d->peak_flops_bf16;   /* the same tensor-core rate (fp32 accumulation) */
     d->mem_bw = 2.0 * mclk * 1e3 * bus / 8.0;
     d->mem_bytes = c->total_mem;
 }
