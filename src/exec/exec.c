@@ -268,9 +268,9 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if (opts) ex->opts = *opts;
     int rc = VD_OK;
     /* the plan sized every feature map for net->train.math; the backend
-     * writes opts.math's elements (bf16: 2 bytes), so they must agree (fp32
-     * and tf32 both store 4-byte floats) */
-    if (vd_math_act_bytes(ex->opts.math) != vd_math_act_bytes(net->train.math)) {
+     * writes opts.math's elements (bf16, fp16: 2 bytes), so their types must
+     * agree (fp32 and tf32 both store floats) */
+    if (vd_math_act_dtype(ex->opts.math) != vd_math_act_dtype(net->train.math)) {
         rc = vd_errf(e, VD_EINTERNAL, "executor math %s, but the plan's feature maps are for "
                      "math %s (net '%s', train.math)", vd_math_name(ex->opts.math),
                      vd_math_name(net->train.math), net->name);
@@ -443,7 +443,8 @@ vd_synth_batch *vd_exec_rank_next_synth(vd_exec *ex, int r) {
 }
 
 void *vd_exec_input_x(vd_exec *ex) { return vd_exec_rank_input_x(ex, 0); }
-bool vd_exec_input_bf16(const vd_exec *ex) { return LEAD(ex)->act_bytes == 2; }
+vd_dtype vd_exec_input_dtype(const vd_exec *ex) { return vd_math_act_dtype(LEAD(ex)->opts.math); }
+bool vd_exec_input_bf16(const vd_exec *ex) { return vd_exec_input_dtype(ex) == VD_DT_BF16; }
 int32_t *vd_exec_input_labels(vd_exec *ex) { return LEAD(ex)->in_labels; }
 bool vd_exec_stages(const vd_exec *ex) {
     if (ex->grp) return vdx_group_stages(ex->grp);
@@ -956,10 +957,11 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     int hits = 0;
     for (int n = 0; n < p->batch; n++) {
         int64_t best = 0;
-        if (ex->act_bytes == 2) {   /* bf16 probabilities: compare their float values */
+        vd_dtype dt = vd_math_act_dtype(ex->opts.math);
+        if (dt != VD_DT_F32) {   /* 16-bit probabilities: compare their float values */
             const uint16_t *row = (const uint16_t *)ex->eval_y + (int64_t)n * per;
             for (int64_t k = 1; k < per; k++)
-                if (vd_bf16_to_f32(row[k]) > vd_bf16_to_f32(row[best])) best = k;
+                if (vd_h16_to_f32(dt, row[k]) > vd_h16_to_f32(dt, row[best])) best = k;
         } else {
             const float *row = (const float *)ex->eval_y + (int64_t)n * per;
             for (int64_t k = 1; k < per; k++)

@@ -83,7 +83,8 @@ typedef struct vd_exec_stats {
  * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
  * from vd_profile_backend(be) always does); VD_EUNSUPPORTED otherwise.
  * opts->math must store feature maps as the plan does (net->train.math:
- * bf16 with bf16, fp32 or tf32 with either); VD_EINTERNAL otherwise.
+ * bf16 with bf16, fp16 with fp16, fp32 or tf32 with either); VD_EINTERNAL
+ * otherwise.
  * Allocates, in this order: the pinned host buffers (the host store, the
  * input, loss and evaluation-output buffers), then, after calling
  * opts->before_pool, the pool (exactly plan->budget bytes), plan->n_events
@@ -108,10 +109,14 @@ int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
 
 /* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
  * [batch] (with input staging: the current pair, see below). x holds floats,
- * or bf16 elements (uint16_t) when vd_exec_input_bf16 (math bf16). Asking
- * for x means the caller writes it: the step copies x from there (see
- * vd_exec_input_synth). */
+ * or 16-bit elements (uint16_t, channels-last) of vd_exec_input_dtype's
+ * type (math bf16, fp16). Asking for x means the caller writes it: the step
+ * copies x from there (see vd_exec_input_synth). */
 void *vd_exec_input_x(vd_exec *ex);
+/* The element type of x: VD_DT_F32, or vd_math_act_dtype of the math. */
+vd_dtype vd_exec_input_dtype(const vd_exec *ex);
+/* vd_exec_input_dtype(ex) == VD_DT_BF16 (kept for older callers; fp16 is
+ * 16-bit too: ask vd_exec_input_dtype). */
 bool vd_exec_input_bf16(const vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
 
@@ -235,7 +240,7 @@ void vd_ranks_destroy(vd_ranks **rk);
  *       order), *correct = their sum
  *   vd_exec_set_state / vd_exec_init_params  every member (same state)
  *   vd_exec_get_state, vd_exec_get_stats, vd_exec_step_times,
- *   vd_exec_input_x / _labels / _bf16        rank 0's
+ *   vd_exec_input_x / _labels / _dtype       rank 0's
  *   vd_exec_stages                           true when every member stages
  *   vd_exec_next_ready, vd_exec_drop_staged  every member
  * and each member's input buffers (its shard) are reached with

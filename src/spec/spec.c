@@ -866,7 +866,7 @@ static int parse_train(sp *s, yaml_node_t *n) {
         int k = -1;
         for (int i = 0; i < (int)VD_ARRAY_LEN(names); i++)
             if (!strcmp(m, names[i])) k = i;
-        if (k < 0) return err_at(s, v[8]->start_mark, "'math' must be fp32, tf32 or bf16");
+        if (k < 0) return err_at(s, v[8]->start_mark, "'math' must be fp32, tf32, bf16 or fp16");
         t->math = (vd_math)k;
         t->has_math = true;
     }

@@ -48,7 +48,7 @@ static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
         else
             rc = vd_loader_next_as(ld, next ? vd_exec_rank_next_x(ex, r)
                                             : vd_exec_rank_input_x(ex, r),
-                                   vd_exec_input_bf16(ex), labels, e);
+                                   vd_exec_input_dtype(ex), labels, e);
     }
     return rc;
 }

@@ -48,7 +48,7 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "--lr", "%s --lr nan");
     expect(2, "--policy", "%s --policy everything");
     expect(2, "did you mean 'cuda'", "%s --backend cudaa");
-    expect(2, "--math", "%s --math fp16");
+    expect(2, "--math", "%s --math fp8");
     expect(2, "needs a value", "%s --iters");
     expect(2, "takes no value", "%s --quiet=1");
     expect(2, "exclude", "%s --resume a --init b");
@@ -537,12 +537,12 @@ START_TEST(math_spec_and_flag) {
     vdt_assert_same_file(ck[0], ck[1]);
     vdt_assert_same_file(ck[2], ck[3]);
     ck_assert_msg(!same_bytes(ck[0], ck[2]), "math bf16 and fp32 trained the same bytes");
-    /* math: fp16 is a spec error at the value (exit 3), whatever --math says */
+    /* math: fp8 is a spec error at the value (exit 3), whatever --math says */
     char s8[700], spec_err[800];
     snprintf(s8, sizeof s8, "%s/res8.yaml", d);
-    write_res_spec(s8, "fp16");
+    write_res_spec(s8, "fp8");
     int col = (int)(strstr(RES_SPEC, "math: %s") - strstr(RES_SPEC, "train:")) + 7;
-    snprintf(spec_err, sizeof spec_err, "%s:3:%d: 'math' must be fp32, tf32 or bf16", s8, col);
+    snprintf(spec_err, sizeof spec_err, "%s:3:%d: 'math' must be fp32, tf32, bf16 or fp16", s8, col);
     for (int k = 0; k < 2; k++) {
         snprintf(a, sizeof a, "%s --backend cpu --iters 1 %s", s8, k ? "--math bf16" : "");
         int rc = vdt_run_bin(g_bin, a, true, &out);
