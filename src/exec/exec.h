@@ -107,6 +107,22 @@ int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e);
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
                       int64_t *sgd_steps, vd_err *e);
 
+/* Math fp16's dynamic loss scaling (backend.h's vd_loss_scale). The run
+ * stops (vd_exec_train_step: VD_ENUMERIC, naming the layer of first_bad)
+ * after this many skipped steps in a row, or when the scale falls below
+ * VD_LOSS_SCALE_MIN (2^-24, the smallest binary16 subnormal: a loss scaled
+ * by less loses every gradient). */
+#define VD_LOSS_SCALE_MAX_STREAK 50
+#define VD_LOSS_SCALE_MIN 5.9604644775390625e-8f
+/* The state as the last training step read it back (with the loss: no
+ * synchronisation of its own), or as set; true in math fp16 (s may be NULL
+ * to ask only that), false otherwise (*s then a fresh state). */
+bool vd_exec_loss_scale(const vd_exec *ex, vd_loss_scale *s);
+/* Set the state (--resume); found_inf is cleared, the next update is SGD's
+ * first when !s->stepped. Synchronizes. VD_EINTERNAL outside math fp16. Call
+ * after vd_exec_set_state, which starts a fresh state. */
+int vd_exec_set_loss_scale(vd_exec *ex, const vd_loss_scale *s, vd_err *e);
+
 /* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
  * [batch] (with input staging: the current pair, see below). x holds floats,
  * or 16-bit elements (uint16_t, channels-last) of vd_exec_input_dtype's

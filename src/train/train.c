@@ -408,6 +408,12 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         }
         run_step += dt;
         win_step += dt;
+        if (rc == VD_ENUMERIC && vd_exec_loss_scale(ex, NULL) && isfinite(loss)) {
+            /* math fp16's loss scale gave up (the message says why); the
+             * last checkpoint saved stays the last good one */
+            vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
+            goto done;
+        }
         if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
             /* iterations counted from 1, as the progress lines count them */
             rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "

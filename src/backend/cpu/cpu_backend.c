@@ -40,6 +40,7 @@
  * event_elapsed: wall time (vd_now) between the moments two events
  * completed: the record call for COMPUTE events, the moment the queue ran
  * past the mark for copy-stream events. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,7 @@ typedef struct cpu_ctx {
     size_t bf_n;
     struct cpu_map { void *p; size_t n; } *maps;   /* [n_maps] the mapped blocks (big_alloc) */
     int n_maps, cap_maps;
+    vd_loss_scale ls;           /* math fp16's loss scaling (scale_set ... scale_update) */
 } cpu_ctx;
 
 static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
@@ -602,6 +604,20 @@ static float *bf_arena(cpu_ctx *c, size_t n, vd_err *e) {
     return c->bf_buf;
 }
 
+/* The fp32 op of layer `layer`: the table's, or the loss's backward scaled
+ * by the current loss scale (io->loss_scaled; only the loss layer may ask). */
+static int run_op(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+                  double *scratch, vd_err *e) {
+    vd_op op = net->layers[layer].op;
+    if (bwd && io->loss_scaled) {
+        if (op != VD_OP_SOFTMAX_XENT)
+            return vd_errf(e, VD_EINTERNAL, "cpu backend: loss_scaled on layer '%s', not the loss",
+                           net->layers[layer].name);
+        return vd_cpu_xent_backward_scaled(net, layer, io, ctx->ls.scale, e);
+    }
+    return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
+}
+
 static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
                        double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
@@ -642,7 +658,7 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
         f.w = wr;
         if (!bwd) f.b = NULL;                /* added after the stored product, below */
     }
-    int rc = (bwd ? vd_cpu_ops[l->op].bwd : vd_cpu_ops[l->op].fwd)(net, layer, &f, scratch, e);
+    int rc = run_op(ctx, net, layer, &f, bwd, scratch, e);
     if (rc) return rc;
     if (!bwd) {
         if (gemm && io->b) {                 /* (else the store below rounds once) */
@@ -674,7 +690,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
     if (io->act != VD_DT_F32) return cpu_run_h16(ctx_of(be), net, layer, io, bwd, scratch, e);
-    return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
+    return run_op(ctx_of(be), net, layer, io, bwd, scratch, e);
 }
 
 static int cpu_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
@@ -691,8 +707,10 @@ static int cpu_backward(vd_backend *be, const vd_net *net, int layer, const vd_o
  *   g = grad + wd*p;  buf = first_step ? g : momentum*buf + g;  p = p - lr*buf.
  * With momentum 0 the buffer is g (PyTorch keeps none; same update), so a
  * poisoned momentum buffer is never read then. */
-static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
-                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
+/* ... with the gradient multiplied by inv first (sgd_scaled's unscaling,
+ * GradScaler's grad * (1 / scale) in float; sgd: inv 1, exact). */
+static int sgd_run(float *params, const float *grads, float *mom, int64_t offset, int64_t count,
+                   float lr, float momentum, float weight_decay, bool first_step, float inv,
                    vd_err *e) {
     if (count < 0 || offset < 0)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: sgd range [%lld, +%lld)", (long long)offset,
@@ -701,11 +719,67 @@ static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom
     const float *g = grads + offset;
     bool fresh = first_step || momentum == 0.0f;
     for (int64_t i = 0; i < count; i++) {
-        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        float gi = g[i] * inv;
+        float d = weight_decay != 0.0f ? gi + weight_decay * p[i] : gi;
         float buf = fresh ? d : momentum * m[i] + d;
         m[i] = buf;
         p[i] = p[i] - lr * buf;
     }
+    return VD_OK;
+}
+
+static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
+                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
+                   vd_err *e) {
+    return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, first_step,
+                   1.0f, e);
+}
+
+/* ------------------------------------------------------------------ loss scaling */
+
+/* backend.h's contract; the state is ctx->ls, read and written at once
+ * (compute runs on the calling thread). */
+static int cpu_scale_set(vd_backend *be, const vd_loss_scale *s, vd_err *e) {
+    if (!(s->scale > 0.0f) || !isfinite(s->scale))
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: loss scale %g", (double)s->scale);
+    ctx_of(be)->ls = *s;
+    ctx_of(be)->ls.found_inf = 0;
+    return VD_OK;
+}
+
+static int cpu_scale_get(vd_backend *be, vd_loss_scale *s, vd_err *e) {
+    *s = ctx_of(be)->ls;
+    return VD_OK;
+}
+
+static int cpu_grad_check(vd_backend *be, const float *grads, int64_t offset, int64_t count,
+                          int layer, vd_err *e) {
+    if (count < 0 || offset < 0)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: grad_check range [%lld, +%lld)",
+                       (long long)offset, (long long)count);
+    vd_loss_scale *ls = &ctx_of(be)->ls;
+    if (ls->found_inf) return VD_OK;    /* this step is skipped already */
+    const float *g = grads + offset;
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(g[i])) {
+            ls->found_inf = 1;
+            if (ls->first_bad < 0) ls->first_bad = layer;
+            break;
+        }
+    return VD_OK;
+}
+
+static int cpu_sgd_scaled(vd_backend *be, float *params, const float *grads, float *mom,
+                          int64_t offset, int64_t count, float lr, float momentum,
+                          float weight_decay, vd_err *e) {
+    const vd_loss_scale *ls = &ctx_of(be)->ls;
+    if (ls->found_inf) return VD_OK;
+    return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, !ls->stepped,
+                   1.0f / ls->scale, e);
+}
+
+static int cpu_scale_update(vd_backend *be, vd_err *e) {
+    vd_loss_scale_step(&ctx_of(be)->ls);
     return VD_OK;
 }
 
@@ -746,6 +820,7 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         }
         c->q[s].cap = 1024;
     }
+    c->ls = vd_loss_scale_init();
     *be = (vd_backend){
         .name = "cpu",
         .ctx = c,
@@ -771,6 +846,11 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .forward = cpu_forward,
         .backward = cpu_backward,
         .sgd = cpu_sgd,
+        .scale_set = cpu_scale_set,
+        .scale_get = cpu_scale_get,
+        .grad_check = cpu_grad_check,
+        .sgd_scaled = cpu_sgd_scaled,
+        .scale_update = cpu_scale_update,
     };
     *out = be;
     return VD_OK;
