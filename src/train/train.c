@@ -440,6 +440,11 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                                   .eta_s = per_iter * (double)(end - iter), .final = last };
             set_timing(&ev.win, win_n, cfg->batch, span, win_wait, win_step);
             ev.img_per_s = ev.win.img_per_s;
+            vd_loss_scale ls;   /* as read back with the loss (no extra sync) */
+            if ((ev.loss_scaled = vd_exec_loss_scale(ex, &ls))) {
+                ev.loss_scale = ls.scale;
+                ev.skipped = ls.skipped;
+            }
             emit(o, &ev);
             t_win0 = now;
             win_loss = 0;
@@ -469,6 +474,13 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         win_excl += tx;
     }
     res->train_s = vd_now() - t_run0;
+    {
+        vd_loss_scale ls;
+        if ((res->loss_scaled = vd_exec_loss_scale(ex, &ls))) {
+            res->loss_scale = ls.scale;
+            res->skipped = ls.skipped;
+        }
+    }
     res->mean_iter_s = n_steps_timed ? step_sum / (double)n_steps_timed : 0;
     set_timing(&res->timing, iter - first, cfg->batch, res->train_s - run_excl, run_wait,
                run_step);
