@@ -207,6 +207,7 @@ static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e
     vd_train_state st = { .iteration = iter, .sgd_steps = steps,
                           .samples = samples, .seed = r->net->train.seed,
                           .batch = r->net->train.batch };
+    st.has_loss_scale = vd_exec_loss_scale(r->ex, &st.loss_scale);   /* math fp16 */
     if (r->o->data_spec) {
         if (strlen(r->o->data_spec) >= sizeof st.data)
             return vd_errf(e, VD_EUSAGE, "the data spec '%.64s...' is too long to record in a "
@@ -313,6 +314,17 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                  o->resume_path, st.batch);
         rc = vd_exec_set_state(ex, r.params, r.mom, st.sgd_steps, e);
         if (rc) goto done;
+        bool scaled = vd_exec_loss_scale(ex, NULL);   /* math fp16 */
+        if (scaled && st.has_loss_scale && (rc = vd_exec_set_loss_scale(ex, &st.loss_scale, e)))
+            goto done;
+        if (scaled && !st.has_loss_scale)
+            note(o, st.iteration, o->iters, "%s has no loss scale (saved by a run in another "
+                 "math): math fp16 starts at the initial scale %g", o->resume_path,
+                 (double)VD_LOSS_SCALE_INIT);
+        if (!scaled && st.has_loss_scale)
+            note(o, st.iteration, o->iters, "%s was saved in math fp16: its loss scale (%g) is "
+                 "dropped in math %s", o->resume_path, (double)st.loss_scale.scale,
+                 vd_math_name(cfg->math));
         iter = st.iteration;
         samples = st.samples;
         if (st.from_prev)
