@@ -647,6 +647,28 @@ START_TEST(fp16_resume_and_loss_scale) {
                   strstr(text + 8, "\"loss_scale_skipped\":\"0\"") &&
                   strstr(text + 8, "\"loss_scale_stepped\":\"1\""), "%.600s", text + 8);
     vd_free(text);
+    /* a loss scale far too high (the state edited in place, same length:
+     * 1e30, halved 49 times still overflows binary16): 50 skipped steps in a
+     * row end the run with exit 10 naming the layer where the overflow
+     * began (fc3, the last with weights), and nothing is saved */
+    char x[700], xs[760], y[700];
+    snprintf(x, sizeof x, "%s/x.safetensors", d);
+    snprintf(xs, sizeof xs, "%s.state", x);
+    snprintf(y, sizeof y, "%s/y.safetensors", d);
+    text = vdt_slurp(c, &n);
+    tu_write(x, text, n);
+    vd_free(text);
+    text = vdt_slurp(cs, &n);
+    char *at = strstr(text + 8, "\"loss_scale\":\"65536\"");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at + 14, "1e+30", 5);
+    tu_write(xs, text, n);
+    vd_free(text);
+    snprintf(args, sizeof args, "%%s %s --iters 200 --resume %s --save %s", common, x, y);
+    expect(VD_ENUMERIC, "iteration 59: math fp16: the gradients overflowed in 50 steps in a row",
+           args);
+    expect(VD_ENUMERIC, "the first layer whose gradient was not finite: 'fc3'", args);
+    ck_assert_msg(access(y, F_OK) != 0, "%s was saved after the overflow", y);
     /* across maths */
     snprintf(args, sizeof args, "%%s --data synthetic:200,48 --batch 16 --iters 3 --eval-every -1 "
              "--quiet --save %s", f32);
