@@ -321,5 +321,38 @@ START_TEST(resume_with_skips_is_exact) {
 }
 END_TEST
 
+/* A backend without the loss-scaling entry points (each NULL in turn)
+ * cannot run math fp16: the executor refuses it with VD_EUNSUPPORTED (exit
+ * status 8), naming the backend. */
+START_TEST(backend_without_loss_scaling_is_refused) {
+    vd_net net;
+    tn_lenet(&net, 2);
+    fx f;
+    fx_open(&f, &net, 2);
+    vd_exec_destroy(&f.ex);
+    for (int k = 0; k < 5; k++) {
+        vd_backend b = *f.be;
+        switch (k) {
+        case 0: b.scale_set = NULL; break;
+        case 1: b.scale_get = NULL; break;
+        case 2: b.grad_check = NULL; break;
+        case 3: b.sgd_scaled = NULL; break;
+        default: b.scale_update = NULL; break;
+        }
+        vd_exec_opts eo = {0};
+        eo.layers_ready = true;
+        eo.math = VD_MATH_FP16;
+        vd_exec *ex = NULL;
+        vd_err e = {0};
+        ck_assert_int_eq(vd_exec_create(&ex, &net, &f.plan, &b, &eo, &e), VD_EUNSUPPORTED);
+        ck_assert_msg(strstr(e.msg, "the cpu backend has no loss scaling"), "%s", e.msg);
+        ck_assert_ptr_null(ex);
+    }
+    fx_close(&f);
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("fp16", 300, scaler_rule_closed_form, fp16_tracks_fp32,
-         overflow_streak_exits_10_naming_the_layer, resume_with_skips_is_exact)
+         overflow_streak_exits_10_naming_the_layer, resume_with_skips_is_exact,
+         backend_without_loss_scaling_is_refused)
