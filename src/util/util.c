@@ -540,11 +540,12 @@ float vd_f16_to_f32(uint16_t h) {
  * a subnormal is m * 2^-24, exact in float. */
 static inline uint32_t f16_bits_to_f32_bits(uint16_t h) {
     uint32_t s = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
-    uint32_t norm = (em << 13) + 0x38000000u + (em >= 0x7c00u ? 0x38000000u : 0u);
+    uint32_t norm = (em << 13) + 0x38000000u + (0x38000000u & (0u - (uint32_t)(em >= 0x7c00u)));
     float sub = (float)em * 0x1p-24f;
     uint32_t sb;
     memcpy(&sb, &sub, 4);
-    return s | (em < 0x400u ? sb : norm);
+    uint32_t m = 0u - (uint32_t)(em < 0x400u);   /* a mask, not ?: (see vd_f16_rne_bits) */
+    return s | (sb & m) | (norm & ~m);
 }
 
 static inline uint16_t h16_rne_bits(vd_dtype dt, uint32_t u) {

@@ -230,8 +230,12 @@ static inline uint16_t vd_f16_rne_bits(uint32_t u) {
     af += 0.5f;
     uint32_t sb;
     memcpy(&sb, &af, 4);
-    uint32_t r = a < 0x38800000u ? sb - 0x3f000000u : norm;   /* below 2^-14: subnormal */
-    return a > 0x7f800000u ? (uint16_t)0x7fffu : (uint16_t)(sign | r);
+    /* selected with masks, not ?: (GCC branches on those, and zeros mixed
+     * with other values, as after a relu, mispredict) */
+    uint32_t sub = 0u - (uint32_t)(a < 0x38800000u);          /* below 2^-14: subnormal */
+    uint32_t nan = 0u - (uint32_t)(a > 0x7f800000u);
+    uint32_t r = ((sb - 0x3f000000u) & sub) | (norm & ~sub);
+    return (uint16_t)((0x7fffu & nan) | ((sign | r) & ~nan));
 }
 static inline uint16_t vd_f32_to_f16(float f) {
     uint32_t u;
