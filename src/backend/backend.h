@@ -253,8 +253,10 @@ struct vd_backend {
      * backend without fp16 (the executor then fails with VD_EUNSUPPORTED). */
     /* Sets the state (start, --resume); found_inf is cleared. */
     int (*scale_set)(vd_backend *be, const vd_loss_scale *s, vd_err *e);
-    /* Reads the state (waits for the compute stream: for the log, the
-     * report and checkpoints, not every step). */
+    /* Reads the state (waits for the compute stream). The executor calls it
+     * once per training step, right after the step's loss readback has
+     * waited for the compute stream (vd_exec_train_step), so it adds no
+     * wait of its own: keep it one small copy. Nothing else reads it. */
     int (*scale_get)(vd_backend *be, vd_loss_scale *s, vd_err *e);
     /* Marks found_inf when grads[offset, offset+count) holds an inf or NaN;
      * `layer` owns the range. The first such call of a run of skipped steps

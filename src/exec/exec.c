@@ -44,7 +44,7 @@ struct vd_exec {
     char *pool;                 /* device: [plan->budget] */
     char *host_store;           /* pinned: [plan->host_bytes] (NULL if 0) */
     void *in_x;                 /* pinned: [batch, in_c, in_h, in_w] (current), float or
-                                   bf16 (act_bytes) */
+                                   16-bit (act_bytes) */
     int32_t *in_labels;         /* pinned: [batch] (current) */
     void *nx_x;                 /* pinned look-ahead x (plan stages), else NULL */
     int32_t *nx_labels;         /* pinned look-ahead labels (plan stages), else NULL */
@@ -61,7 +61,7 @@ struct vd_exec {
     bool stage_inflight;        /* a staging copy may not have been waited for yet */
     int ev_stage;               /* the staging copy's H2D event (-1: no staging) */
     float *loss_host;           /* pinned: [1] */
-    void *eval_y;               /* pinned: [batch, classes], float or bf16 */
+    void *eval_y;               /* pinned: [batch, classes], float or 16-bit */
     int64_t x_floats, y_floats; /* elements of x and of the loss layer's output */
     uint64_t act_bytes;         /* bytes per feature-map element (vd_math_act_bytes) */
     vd_op_io *io;               /* [plan->n_steps] */
