@@ -986,11 +986,16 @@ static int read_loss_scale(vd_exec *ex, int64_t iter, vd_err *e) {
     if (ex->ls.streak < VD_LOSS_SCALE_MAX_STREAK && ex->ls.scale >= VD_LOSS_SCALE_MIN) return VD_OK;
     int bad = ex->ls.first_bad;
     const char *name = bad >= 0 && bad < ex->net->n_layers ? ex->net->layers[bad].name : "?";
-    return vd_errf(e, VD_ENUMERIC, "math fp16: the gradients overflowed in %d steps in a row "
-                   "(iteration %lld, loss scale %g, %lld steps skipped in all); the first layer "
-                   "whose gradient was not finite: '%s'. Lower --lr, or train in bf16 or fp32",
-                   (int)ex->ls.streak, (long long)iter + 1, (double)ex->ls.scale,
-                   (long long)ex->ls.skipped, name);
+    char why[96];
+    if (ex->ls.streak >= VD_LOSS_SCALE_MAX_STREAK)
+        snprintf(why, sizeof why, "the gradients overflowed in %d steps in a row",
+                 (int)ex->ls.streak);
+    else
+        snprintf(why, sizeof why, "the loss scale fell below 2^-24");
+    return vd_errf(e, VD_ENUMERIC, "math fp16: %s (iteration %lld, loss scale %g, %lld steps "
+                   "skipped in all); the first layer whose gradient was not finite: '%s'. Lower "
+                   "--lr, or train in bf16 or fp32", why, (long long)iter + 1,
+                   (double)ex->ls.scale, (long long)ex->ls.skipped, name);
 }
 
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e) {

@@ -231,7 +231,7 @@ static int fx_steps(fx *f, const vd_net *net, int batch, int from, int to, float
  * a row fails with VD_ENUMERIC (exit status 10) naming the layer of the
  * first non-finite gradient: the net's last layer with weights, where the
  * overflowed loss gradient arrives first (backward order). A 49-step streak
- * still runs. */
+ * still runs. Then a scale that falls below 2^-24 ends the run at once. */
 START_TEST(overflow_streak_exits_10_naming_the_layer) {
     vd_net net;
     tn_lenet(&net, 2);
@@ -264,6 +264,21 @@ START_TEST(overflow_streak_exits_10_naming_the_layer) {
     vd_exec_stats st;
     vd_exec_get_stats(f.ex, &st);
     ck_assert_int_eq(st.sgd_steps, 0);
+    /* a scale under 2^-24 (2^-24 halved by one overflow: a NaN gradient,
+     * from a NaN input) ends the run at once, whatever the streak */
+    ck_assert_int_eq(vd_exec_init_params(f.ex, 42, &e), 0);
+    s = vd_loss_scale_init();
+    s.scale = ldexpf(1.0f, -24);
+    ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &s, &e), 0);
+    ck_assert_msg(fx_steps(&f, &net, 2, 0, 1, loss, &e) == 0, "%s", e.msg);
+    fill_batch_as(&net, 2, 1, vd_exec_input_x(f.ex), vd_exec_input_dtype(f.ex),
+                  vd_exec_input_labels(f.ex));
+    ((uint16_t *)vd_exec_input_x(f.ex))[0] = 0x7e00u;   /* a binary16 NaN */
+    rc = vd_exec_train_step(f.ex, net.train.lr, 1, &loss[1], &e);
+    ck_assert_int_eq(rc, VD_ENUMERIC);
+    ck_assert_msg(strstr(e.msg, "the loss scale fell below 2^-24"), "%s", e.msg);
+    ck_assert(vd_exec_loss_scale(f.ex, &got) && got.scale == ldexpf(1.0f, -25) &&
+              got.streak == 1);
     fx_close(&f);
     free(p0); free(m0); free(p1); free(m1);
     vd_net_free(&net);
