@@ -158,6 +158,26 @@ static inline vd_loss_scale vd_loss_scale_init(void) {
     s.first_bad = -1;
     return s;
 }
+/* scale_update's rule on a state in host memory (the CPU backend's; the
+ * CUDA kernel does the same on the device): see scale_update below. */
+static inline void vd_loss_scale_step(vd_loss_scale *s) {
+    if (s->found_inf) {
+        s->scale *= 0.5f;
+        s->growth = 0;
+        s->skipped++;
+        s->streak++;
+    } else {
+        s->growth++;
+        s->streak = 0;
+        s->stepped = 1;
+        s->first_bad = -1;
+        if (s->growth >= VD_LOSS_SCALE_INTERVAL) {
+            s->scale *= 2.0f;
+            s->growth = 0;
+        }
+    }
+    s->found_inf = 0;
+}
 
 typedef struct vd_backend vd_backend;
 struct vd_backend {
@@ -233,11 +253,19 @@ struct vd_backend {
      * backend without fp16 (the executor then fails with VD_EUNSUPPORTED). */
     /* Sets the state (start, --resume); found_inf is cleared. */
     int (*scale_set)(vd_backend *be, const vd_loss_scale *s, vd_err *e);
-    /* Reads the state (waits for the compute stream: for the log, the
-     * report and checkpoints, not every step). */
+    /* Reads the state (waits for the compute stream). The executor calls it
+     * once per training step, right after the step's loss readback has
+     * waited for the compute stream (vd_exec_train_step), so it adds no
+     * wait of its own: keep it one small copy. Nothing else reads it. */
     int (*scale_get)(vd_backend *be, vd_loss_scale *s, vd_err *e);
     /* Marks found_inf when grads[offset, offset+count) holds an inf or NaN;
-     * the first such call of a step records `layer` in first_bad. */
+     * `layer` owns the range. The first such call of a run of skipped steps
+     * (first_bad still -1) records `layer` in first_bad; later calls keep
+     * it (scale_update resets it to -1 at a clean step). So first_bad names
+     * where the run of overflows began. The executor checks the ranges in
+     * backward order (the layer nearest the loss first: the one where the
+     * overflow arose, since the layers after it in the backward pass get
+     * its inf/NaN through dx). */
     int (*grad_check)(vd_backend *be, const float *grads, int64_t offset, int64_t count,
                       int layer, vd_err *e);
     /* sgd with the gradients unscaled (g / scale) and nothing done when

@@ -100,8 +100,8 @@ char *vd_cli_policies(char *buf, size_t n) {
 const char *const VD_CLI_BACKEND_HELP =
 "  --backend B          cpu | cuda | auto (default: auto = cuda if available)\n"
 "  --device N           CUDA device index (default 0)\n"
-"  --math M             fp32 | tf32 | bf16 (default: the spec's train.math, else fp32;\n"
-"                       vdnn-plan also fp16, for a device model: --gpu-model)\n"
+"  --math M             fp32 | tf32 | bf16 | fp16 (default: the spec's train.math,\n"
+"                       else fp32)\n"
 "  --deterministic      deterministic algorithms only\n"
 "  --no-stage-input     do not stage the next batch's input on the device late in\n"
 "                       the backward pass (for comparisons)\n"
@@ -171,10 +171,8 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
         static const char *const ch[] = {"cpu", "cuda", "auto"};
         if (!(rc = vd_cli_choice(name, val, ch, 3, e))) g->backend = val;
     } else if (!strcmp(name, "math")) {
-        /* order: vd_math; fp16 has no backend yet: only vdnn-plan (a tool with
-         * --gpu-model) takes it, for its device models (vd_config_resolve) */
-        static const char *const ch[] = VD_MATH_NAMES;
-        if (!(rc = choice_idx(name, val, ch, model_ok ? 4 : 3, &k, e))) {
+        static const char *const ch[] = VD_MATH_NAMES;   /* order: vd_math */
+        if (!(rc = choice_idx(name, val, ch, (int)VD_ARRAY_LEN(ch), &k, e))) {
             g->math = (vd_math)k;
             g->has_math = true;
         }

@@ -382,12 +382,13 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
          * buffers hold it and every step stages the next (identical) batch,
          * so the measured iterations include the overlapped upload */
         size_t nx = (size_t)(vd_net_out_numel(&b->net, -1) * b->batch);
-        bool bf = vd_exec_input_bf16(ex);
-        if (bf) vd_f32_to_bf16_n(b->x, vd_exec_input_x(ex), nx);
+        vd_dtype dt = vd_exec_input_dtype(ex);
+        bool bf = dt != VD_DT_F32;   /* 16-bit elements (their order does not matter here) */
+        if (bf) vd_f32_to_h16_n(dt, b->x, vd_exec_input_x(ex), nx);
         else memcpy(vd_exec_input_x(ex), b->x, nx * sizeof(float));
         memcpy(vd_exec_input_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         if (vd_exec_stages(ex)) {
-            if (bf) vd_f32_to_bf16_n(b->x, vd_exec_next_x(ex), nx);
+            if (bf) vd_f32_to_h16_n(dt, b->x, vd_exec_next_x(ex), nx);
             else memcpy(vd_exec_next_x(ex), b->x, nx * sizeof(float));
             memcpy(vd_exec_next_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         }

@@ -39,6 +39,7 @@ static void usage(FILE *f) {
 "                       batch buffers is then in use, as in training)\n"
 "  --bf16               take the batches as bf16 channels-last, as vdnn-train\n"
 "                       --math bf16 does (default: float)\n"
+"  --fp16               the same in IEEE half (vdnn-train --math fp16)\n"
 "  --augment            random crops and flips, as vdnn-train --augment\n"
 "  --jpeg D             folder data: turbo (default: TurboJPEG, reduced DCT scale\n"
 "                       where possible), turbo-full (never scaled) or stb\n"
@@ -151,7 +152,7 @@ static double cpu_now(void) {
 enum { WARMUP_BATCHES = 4 };
 
 static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *threads, int n_threads,
-                 int64_t batches, uint64_t seed, bool bf16, vd_err *e) {
+                 int64_t batches, uint64_t seed, vd_dtype elem, vd_err *e) {
     const vd_data_info *di = vd_data_get_info(ds);
     size_t xf = (size_t)di->c * di->h * di->w * (size_t)batch;
     float *x = vd_malloc(sizeof(float) * xf, e);
@@ -159,7 +160,9 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
     int rc = x && y ? VD_OK : VD_ENOMEM;
     if (!rc) {
         printf("%s: net %s input %dx%dx%d, batch %d%s, %s\n", PROG, net->name, di->c, di->h,
-               di->w, batch, bf16 ? " (bf16 channels-last)" : "", di->desc);
+               di->w, batch,
+               elem == VD_DT_BF16 ? " (bf16 channels-last)" : elem == VD_DT_F16 ? " (fp16 channels-last)" : "",
+               di->desc);
         if (vd_data_is_synthetic(ds))
             printf("%s: (vdnn-train generates synthetic batches on its backend, not with these "
                    "threads: this is the host loader's rate)\n", PROG);
@@ -172,9 +175,9 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
                               .seed = seed, .start = 0, .threads = threads[t] };
         rc = vd_loader_create(&ld, ds, &cfg, e);
         if (rc) break;
-        for (int b = 0; b < WARMUP_BATCHES && !rc; b++) rc = vd_loader_next_as(ld, x, bf16, y, e);
+        for (int b = 0; b < WARMUP_BATCHES && !rc; b++) rc = vd_loader_next_as(ld, x, elem, y, e);
         double t0 = vd_now(), c0 = cpu_now();
-        for (int64_t b = 0; b < batches && !rc; b++) rc = vd_loader_next_as(ld, x, bf16, y, e);
+        for (int64_t b = 0; b < batches && !rc; b++) rc = vd_loader_next_as(ld, x, elem, y, e);
         double dt = vd_now() - t0, dc = cpu_now() - c0;
         vd_loader_destroy(&ld);
         if (rc) break;
@@ -191,7 +194,8 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
 int main(int argc, char **argv) {
     const char *spec = NULL, *data = NULL, *threads_s = NULL, *jpeg = NULL, *make = NULL;
     int64_t batch = 0, batches = 8, seed = 1, count = 1536, quality = 90, w = 500, h = 375;
-    bool augment = false, bf16 = false;
+    bool augment = false;
+    vd_dtype dt = VD_DT_F32;   /* --bf16, --fp16: the last one given */
     vd_err e = { 0 };
     int rc = VD_OK;
     for (int i = 1; i < argc && !rc; i++) {
@@ -199,7 +203,8 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (!strcmp(a, "--augment")) augment = true;
-        else if (!strcmp(a, "--bf16")) bf16 = true;
+        else if (!strcmp(a, "--bf16")) dt = VD_DT_BF16;
+        else if (!strcmp(a, "--fp16")) dt = VD_DT_F16;
         else if (a[0] != '-' || !a[1]) {
             if (spec) rc = vd_errf(&e, VD_EUSAGE, "more than one NET.yaml ('%s', '%s')", spec, a);
             spec = a;
@@ -280,7 +285,7 @@ int main(int argc, char **argv) {
     int b = batch ? (int)batch : net.train.batch > 0 ? net.train.batch : 64;
     if (!rc) rc = vd_data_open(data, &net, b, (uint64_t)seed, augment, &ds, &e);
     if (!rc && jpeg) rc = vd_data_set_jpeg_decoder(ds, dec, &e);
-    if (!rc) rc = bench(&net, ds, b, th, nth, batches, (uint64_t)seed, bf16, &e);
+    if (!rc) rc = bench(&net, ds, b, th, nth, batches, (uint64_t)seed, dt, &e);
     vd_data_close(&ds);
     vd_net_free(&net);
     return rc ? vd_cli_fail(PROG, &e) : 0;

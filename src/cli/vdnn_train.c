@@ -267,6 +267,8 @@ static void on_event(const vd_train_event *ev, void *user) {
                 (long long)ev->iter, (long long)ev->total, (double)ev->loss, ev->avg_loss,
                 ev->lr, ev->img_per_s, 1e3 * ev->win.step_per_iter_s,
                 1e3 * ev->win.wait_per_iter_s, eta);
+        if (ev->loss_scaled)   /* math fp16 */
+            fprintf(stderr, "  scale %g  skipped %lld", ev->loss_scale, (long long)ev->skipped);
         if (u->tty && !ev->final) u->line_open = true;
         else { fputc('\n', stderr); u->line_open = false; }
         break;
@@ -772,6 +774,9 @@ int main(int argc, char **argv) {
     else
         printf("%s: no training iterations ran (at iteration %lld)\n", net.name,
                (long long)res.iters_done);
+    if (res.loss_scaled)
+        printf("loss scaling (fp16): scale %g at the end, %lld steps skipped (inf/NaN "
+               "gradients)\n", res.loss_scale, (long long)res.skipped);
     if (res.eval_n)
         printf("test accuracy %.2f%%  loss %.4f  (%lld held-out images)\n", 100.0 * res.eval_acc,
                res.eval_loss, (long long)res.eval_n);

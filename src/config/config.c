@@ -71,10 +71,6 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
         return vd_errf(e, VD_EUNSUPPORTED, "--math bf16: the %s (%s) has no bf16 tensor cores; "
                        "plan with --math fp16 (its %.0f TFLOP/s fp16 tensor cores) or fp32",
                        r->card->name, r->card->product, r->card->fp16 / 1e12);
-    if (net->train.math == VD_MATH_FP16 && r->use_backend)
-        return vd_errf(e, VD_EUNSUPPORTED, "--math fp16: no backend of this build trains in "
-                       "fp16 yet; vdnn-plan plans it for a device model (--gpu-model, without "
-                       "--backend)");
 
     vd_session_opts *so = &r->session;
     vd_session_opts_init(so);

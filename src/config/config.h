@@ -19,8 +19,7 @@
  *            (vd_config_budget), as a cap
  *            only: the pool is then what the plan needs (pool_to_need)
  *   math     --math fp32 | tf32 | bf16 | fp16, else the spec's train.math, else
- *            fp32 (fp16: device models only until a backend has it; bf16 on
- *            a card without bf16 is VD_EUNSUPPORTED);
+ *            fp32 (bf16 on a card without bf16 is VD_EUNSUPPORTED);
  *            --deterministic
  *   backend options (--conv-*, --sync-debug), input staging (--no-stage-input),
  *            the memory trace and step times (vdnn-train)
@@ -97,7 +96,7 @@ typedef struct vd_config_run {
  * (exclusive flags: --profile with --analytic-profile or --gpu-model,
  * --gpu-model with --backend, an unknown model: the message lists the known
  * ones and the nearest), VD_EUNSUPPORTED (--math bf16 on a card without
- * bf16, fp16 with a backend), the spec's. */
+ * bf16), the spec's. */
 int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config_run *r,
                       vd_err *e);
 

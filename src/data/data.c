@@ -146,9 +146,9 @@ void vd_data_epoch_perm(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm) 
 /* ------------------------------------------------------------------------ */
 
 typedef struct slot {
-    float *x;                   /* [batch * c*h*w] floats, or as many bf16 values (bf16) */
-    bool bf16;                  /* x holds bf16 channels-last samples (made for a consumer
-                                   that takes bf16: vd_loader_next_as) */
+    float *x;                   /* [batch * c*h*w] floats, or as many 16-bit values */
+    vd_dtype dt;                /* x's elements: floats, or 16-bit channels-last samples
+                                   (made for a consumer that takes them: vd_loader_next_as) */
     int32_t *labels;            /* [batch] */
     int64_t batch_no;           /* batch being filled / held (valid when claimed) */
     int chunks_done;            /* chunks finished (the batch is ready at n_chunks) */
@@ -178,8 +178,8 @@ struct vd_loader {
     int64_t next_claim;         /* batch of the next chunk a worker takes */
     int next_chunk;             /* that chunk's number within the batch */
     int64_t next_consume;       /* next batch number vd_loader_next returns */
-    bool want_bf16;             /* the consumer's last vd_loader_next_as took bf16: the
-                                   batches opened from then on are made in bf16 */
+    vd_dtype want_dt;           /* the type the consumer's last vd_loader_next_as took: the
+                                   batches opened from then on are made in it */
     bool stop;
     /* permutation cache (shuffle): two epochs, guarded by mu */
     int64_t perm_epoch[2];
@@ -207,15 +207,15 @@ static int64_t index_of(vd_loader *ld, uint64_t s) {
     return ld->perm[k][pos];
 }
 
-/* Sample index (aug_key s) into x [sample_floats]: floats CHW, or with bf16
- * bf16 HWC; tmp [sample_floats] (may be NULL: allocated on first need, the
- * caller's to free) holds the floats of a data set that makes no bf16
- * itself (sample_bf16 NULL). */
-static int make_sample(vd_loader *ld, int64_t index, uint64_t s, bool bf16, void *x,
+/* Sample index (aug_key s) into x [sample_floats]: floats CHW (dt F32), or
+ * 16-bit dt HWC; tmp [sample_floats] (may be NULL: allocated on first need,
+ * the caller's to free) holds the floats that are converted where the data
+ * set makes no samples of dt itself (it may make bf16 ones: sample_bf16). */
+static int make_sample(vd_loader *ld, int64_t index, uint64_t s, vd_dtype dt, void *x,
                        int32_t *label, float **tmp, vd_err *e) {
     vd_dataset *ds = ld->ds;
-    if (!bf16) return vd_data_sample(ds, ld->cfg.split, index, s, x, label, e);
-    if (ds->sample_bf16) {
+    if (dt == VD_DT_F32) return vd_data_sample(ds, ld->cfg.split, index, s, x, label, e);
+    if (dt == VD_DT_BF16 && ds->sample_bf16) {
         if (index < 0 || index >= ds->info.n[ld->cfg.split])
             return vd_errf(e, VD_EINTERNAL, "sample %lld out of range", (long long)index);
         return ds->sample_bf16(ds, ld->cfg.split, index, s, x, label, e);
@@ -224,7 +224,7 @@ static int make_sample(vd_loader *ld, int64_t index, uint64_t s, bool bf16, void
         return VD_ENOMEM;
     int rc = vd_data_sample(ds, ld->cfg.split, index, s, *tmp, label, e);
     if (!rc)
-        vd_nchw_f32_to_nhwc_bf16(*tmp, x, 1, ds->info.c, (int64_t)ds->info.h * ds->info.w);
+        vd_nchw_f32_to_nhwc_h16(dt, *tmp, x, 1, ds->info.c, (int64_t)ds->info.h * ds->info.w);
     return rc;
 }
 
@@ -244,7 +244,7 @@ static void *worker(void *arg) {
         slot *sl = &ld->slots[b % ld->n_slots];
         if (c == 0) {           /* the first chunk claimed opens the slot for batch b */
             sl->batch_no = b;
-            sl->bf16 = ld->want_bf16;
+            sl->dt = ld->want_dt;
             sl->chunks_done = 0;
             sl->rc = VD_OK;
             sl->err_pos = INT32_MAX;
@@ -257,7 +257,7 @@ static void *worker(void *arg) {
         /* more work claimable: pass the wake-up on to another worker (the
          * consumer wakes one, so its own thread is not crowded out) */
         bool more = ld->next_claim < ld->next_consume + ld->n_slots;
-        bool bf16 = sl->bf16;
+        vd_dtype dt = sl->dt;
         pthread_mutex_unlock(&ld->mu);
         if (more) pthread_cond_signal(&ld->cv);
 
@@ -268,8 +268,9 @@ static void *worker(void *arg) {
         } else {
             for (int i = 0; i < n && !rc; i++) {
                 int64_t at = (int64_t)(i0 + i) * ld->sample_floats;
-                rc = make_sample(ld, idx[i], s0 + (uint64_t)i, bf16,
-                                 bf16 ? (void *)((uint16_t *)sl->x + at) : (void *)(sl->x + at),
+                rc = make_sample(ld, idx[i], s0 + (uint64_t)i, dt,
+                                 dt != VD_DT_F32 ? (void *)((uint16_t *)sl->x + at)
+                                                 : (void *)(sl->x + at),
                                  &sl->labels[i0 + i], &tmp, &err);
             }
         }
@@ -383,21 +384,23 @@ int vd_loader_threads(const vd_loader *ld) { return ld->n_threads; }
 
 /* Copying a large batch into the caller's buffer (pinned host memory that a
  * single thread fills at well under the memory bandwidth): in parallel
- * parts, the calling thread doing the first. bf16: the parts are converted
- * (rounded to nearest even) instead of copied; n counts source bytes. */
+ * parts, the calling thread doing the first. To 16 bits: the parts are
+ * converted (rounded to nearest even) instead of copied; n counts source
+ * bytes. */
 typedef struct copy_part {
     char *dst;
     const char *src;
     size_t n;
-    int64_t bf16_c, bf16_hw;    /* > 0: convert to bf16 channels-last samples of c x hw */
+    int64_t h16_c, h16_hw;      /* > 0: convert to h16 channels-last samples of c x hw */
+    vd_dtype h16;               /* ... of this type */
 } copy_part;
 
 static void *copy_run(void *arg) {
     copy_part *p = arg;
-    if (p->bf16_c > 0) {
-        int64_t per = p->bf16_c * p->bf16_hw;
-        vd_nchw_f32_to_nhwc_bf16((const float *)p->src, (uint16_t *)p->dst,
-                                 (int64_t)(p->n / 4) / per, p->bf16_c, p->bf16_hw);
+    if (p->h16_c > 0) {
+        int64_t per = p->h16_c * p->h16_hw;
+        vd_nchw_f32_to_nhwc_h16(p->h16, (const float *)p->src, (uint16_t *)p->dst,
+                                (int64_t)(p->n / 4) / per, p->h16_c, p->h16_hw);
     } else {
         memcpy(p->dst, p->src, p->n);
     }
@@ -406,14 +409,14 @@ static void *copy_run(void *arg) {
 
 enum { COPY_PART_MIN = 4 << 20, COPY_MAX_PARTS = 8 };
 
-/* n source bytes; c > 0: bf16 channels-last samples of c x hw (then the
- * parts are whole samples). */
+/* n source bytes; c > 0: float samples converted to dt channels-last
+ * samples of c x hw (then the parts are whole samples). */
 static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, int64_t c,
-                          int64_t hw) {
+                          int64_t hw, vd_dtype dt) {
     int parts = (int)(n / COPY_PART_MIN);
     if (parts > max_parts) parts = max_parts;
     if (parts > COPY_MAX_PARTS) parts = COPY_MAX_PARTS;
-    if (parts < 2) { copy_run(&(copy_part){ dst, src, n, c, hw }); return; }
+    if (parts < 2) { copy_run(&(copy_part){ dst, src, n, c, hw, dt }); return; }
     size_t unit = c > 0 ? (size_t)(c * hw) * 4 : 64;   /* parts start at multiples */
     copy_part p[COPY_MAX_PARTS];
     pthread_t th[COPY_MAX_PARTS];
@@ -423,7 +426,7 @@ static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, i
         size_t off = per * (size_t)i < n ? per * (size_t)i : n;
         size_t len = n - off < per ? n - off : per;
         p[i] = (copy_part){ (char *)dst + (c > 0 ? off / 2 : off), (const char *)src + off, len, c,
-                            hw };
+                            hw, dt };
         if (i > 0) started[i] = pthread_create(&th[i], NULL, copy_run, &p[i]) == 0;
     }
     copy_run(&p[0]);
@@ -434,12 +437,13 @@ static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, i
 }
 
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
-    return vd_loader_next_as(ld, x, false, labels, e);
+    return vd_loader_next_as(ld, x, VD_DT_F32, labels, e);
 }
 
-/* Batch b (held in sl, made in bf16) again, in floats, into x: a consumer
- * that took bf16 and now takes floats (no caller switches; kept exact). The
- * samples are the slot's (the same sample counters and indices). */
+/* Batch b (held in sl, made in a 16-bit type) again, in floats, into x: a
+ * consumer that took 16 bits and now takes floats or the other 16-bit type
+ * (no caller switches; kept exact). The samples are the slot's (the same
+ * sample counters and indices). */
 static int remake_f32(vd_loader *ld, int64_t b, float *x, int32_t *labels, vd_err *e) {
     int n = ld->cfg.batch;
     uint64_t s0 = ld->cfg.start + (uint64_t)shard_batch(ld, b) * (uint64_t)n;
@@ -454,13 +458,13 @@ static int remake_f32(vd_loader *ld, int64_t b, float *x, int32_t *labels, vd_er
     return VD_OK;
 }
 
-int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e) {
+int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, int32_t *labels, vd_err *e) {
     if (ld->cfg.synth_device)
         return vd_errf(e, VD_EINTERNAL, "the data loader describes synthetic batches only "
                        "(vd_loader_next_synth)");
     pthread_mutex_lock(&ld->mu);
     /* the batches opened from now on are made in the format asked for */
-    ld->want_bf16 = bf16;
+    ld->want_dt = dt;
     int64_t b = ld->next_consume;
     slot *sl = &ld->slots[b % ld->n_slots];
     while (!(sl->batch_no == b && sl->chunks_done == ld->n_chunks))
@@ -473,16 +477,20 @@ int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err
     }
     pthread_mutex_unlock(&ld->mu);
     size_t n = (size_t)(ld->sample_floats * ld->cfg.batch);
-    if (sl->bf16 && !bf16) {
-        rc = remake_f32(ld, b, x, labels, e);
+    int64_t hw = (int64_t)ld->ds->info.h * ld->ds->info.w;
+    if (sl->dt != VD_DT_F32 && sl->dt != dt) {
+        float *f = dt == VD_DT_F32 ? x : vd_malloc(sizeof(float) * n, e);
+        if (!f) return VD_ENOMEM;
+        rc = remake_f32(ld, b, f, labels, e);
+        if (!rc && f != x) vd_nchw_f32_to_nhwc_h16(dt, f, x, ld->cfg.batch, ld->ds->info.c, hw);
+        if (f != x) vd_free(f);
         if (rc) return rc;  /* not consumed either */
     } else {
         /* made in the format asked for: copied; made in floats, taken as
-         * bf16 (the batches made before the consumer's first call):
+         * 16 bits (the batches made before the consumer's first call):
          * converted as it is copied */
-        int64_t c = bf16 && !sl->bf16 ? ld->ds->info.c : 0;
-        copy_parallel(x, sl->x, (sl->bf16 ? sizeof(uint16_t) : sizeof(float)) * n,
-                      ld->n_threads, c, (int64_t)ld->ds->info.h * ld->ds->info.w);
+        int64_t c = dt != VD_DT_F32 && sl->dt == VD_DT_F32 ? ld->ds->info.c : 0;
+        copy_parallel(x, sl->x, (size_t)vd_dtype_bytes(sl->dt) * n, ld->n_threads, c, hw, dt);
         memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
     }
     pthread_mutex_lock(&ld->mu);

@@ -121,16 +121,19 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
  * workers (VD_EDATA ...) are returned here: of a batch's failing samples, the
  * first in batch order, whatever the thread count. */
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
-/* The same; bf16: x receives bf16 elements (uint16_t, rounded to nearest
- * even) in channels-last order (vd_nchw_f32_to_nhwc_bf16, math bf16's
- * layout): exactly vd_f32_to_bf16 of the floats vd_loader_next would give.
- * The loader makes the batches in the format of the last call: after the
- * first bf16 call its threads write bf16 samples (a folder data set
- * straight from the decoded image), so that the call only copies them; the
- * batches made before (floats) are converted in parallel as they are
- * copied. A float call after bf16 ones (no caller switches) makes its batch
- * again in floats on the calling thread: the same values, slowly. */
-int vd_loader_next_as(vd_loader *ld, void *x, bool bf16, int32_t *labels, vd_err *e);
+/* The same in element type dt; VD_DT_F32 is vd_loader_next. VD_DT_BF16 /
+ * VD_DT_F16: x receives 16-bit elements (uint16_t, rounded to nearest even)
+ * in channels-last order (vd_nchw_f32_to_nhwc_h16, math bf16's and fp16's
+ * layout): exactly vd_f32_to_bf16 / vd_f32_to_f16 of the floats
+ * vd_loader_next would give. The loader makes the batches in the type of
+ * the last call: after the first 16-bit call its threads write 16-bit
+ * samples (a folder data set writes bf16 straight from the decoded image,
+ * other data sets and fp16 convert each sample's floats), so that the call
+ * only copies them; the batches made before (floats) are converted in
+ * parallel as they are copied. A call in another type than the batch was
+ * made in (no caller switches) makes it again in floats on the calling
+ * thread: the same values, slowly. */
+int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, int32_t *labels, vd_err *e);
 /* A synth_device loader's next batch: b->seed, split, classes, sample_numel
  * and n (the batch) are set and b->index[0..batch) receives each sample's
  * index in the split (the same samples, in the same order, as vd_loader_next

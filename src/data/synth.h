@@ -19,7 +19,8 @@
  * are ~N(0,1) and the class is learnable from the template. The integer
  * 2 c + c is at most 393210 in magnitude, exactly a float; the product is
  * rounded once (no fused multiply-add can apply). bf16 batches are these
- * floats rounded to nearest even (vd_synth_bf16, vd_f32_to_bf16's formula). */
+ * floats rounded to nearest even (vd_synth_bf16, vd_f32_to_bf16's formula),
+ * fp16 batches the same to binary16 (vd_f32_to_f16, __float2half_rn). */
 #ifndef VD_SYNTH_H
 #define VD_SYNTH_H
 
@@ -39,9 +40,9 @@
  * fill_synthetic (backend.h): sample s (s < n) is sample index[s] of split
  * (0 train, 1 test) of the data set opened with seed; it has sample_numel
  * elements (C x H x W; element j counts in NCHW order) and its label is in
- * [0, classes). A float batch is stored NCHW; a bf16 batch channels-last
- * (math bf16's layout, as vd_loader_next_as writes it): element j = c*HW + p
- * of a sample at p*C + c (vd_synth_bf16_pos). */
+ * [0, classes). A float batch is stored NCHW; a 16-bit (bf16 or fp16) batch
+ * channels-last (math bf16's and fp16's layout, as vd_loader_next_as writes
+ * it): element j = c*HW + p of a sample at p*C + c (vd_synth_bf16_pos). */
 typedef struct vd_synth_batch {
     uint64_t seed;
     int split;
@@ -63,7 +64,7 @@ VD_SYNTH_FN uint64_t vd_synth_key(uint64_t seed, int split, int64_t index) {
     return vd_synth_mix(seed ^ vd_synth_mix(((uint64_t)split << 56) ^ (uint64_t)index));
 }
 
-/* Where a bf16 (channels-last) sample stores its element j (NCHW count). */
+/* Where a 16-bit (channels-last) sample stores its element j (NCHW count). */
 VD_SYNTH_FN int64_t vd_synth_bf16_pos(int64_t j, int64_t numel, int channels) {
     if (channels <= 1) return j;
     int64_t hw = numel / channels, c = j / hw;

@@ -44,7 +44,7 @@ struct vd_exec {
     char *pool;                 /* device: [plan->budget] */
     char *host_store;           /* pinned: [plan->host_bytes] (NULL if 0) */
     void *in_x;                 /* pinned: [batch, in_c, in_h, in_w] (current), float or
-                                   bf16 (act_bytes) */
+                                   16-bit (act_bytes) */
     int32_t *in_labels;         /* pinned: [batch] (current) */
     void *nx_x;                 /* pinned look-ahead x (plan stages), else NULL */
     int32_t *nx_labels;         /* pinned look-ahead labels (plan stages), else NULL */
@@ -61,7 +61,7 @@ struct vd_exec {
     bool stage_inflight;        /* a staging copy may not have been waited for yet */
     int ev_stage;               /* the staging copy's H2D event (-1: no staging) */
     float *loss_host;           /* pinned: [1] */
-    void *eval_y;               /* pinned: [batch, classes], float or bf16 */
+    void *eval_y;               /* pinned: [batch, classes], float or 16-bit */
     int64_t x_floats, y_floats; /* elements of x and of the loss layer's output */
     uint64_t act_bytes;         /* bytes per feature-map element (vd_math_act_bytes) */
     vd_op_io *io;               /* [plan->n_steps] */
@@ -70,6 +70,14 @@ struct vd_exec {
     int n_rc;
     int n_ranges;
     int64_t *r_off, *r_cnt;     /* trainable ranges, in floats */
+    /* math fp16 (loss scaling, backend.h): the gradient ranges checked for
+     * inf/NaN, one per layer with trainable parameters, in backward order
+     * (highest layer index first), and the state as last read back */
+    bool fp16;
+    int n_checks;
+    int64_t *c_off, *c_cnt;     /* [n_checks] in floats */
+    int *c_layer;               /* [n_checks] the layer owning each */
+    vd_loss_scale ls;
     bool state_set;
     bool first_pending;         /* next SGD step is the first (momentum = grad) */
     int64_t sgd_steps;
@@ -121,6 +129,8 @@ static void fill_io_at(const vd_exec *ex, const vd_plan *p, int i, int s, bool b
     if (bwd && pl->dy >= 0) io->dy = taddr(ex, p, pl->dy, s);
     if (pl->aux >= 0) io->aux = taddr(ex, p, pl->aux, s);
     if (i == p->loss_layer) io->labels = taddr(ex, p, p->t_labels, s);
+    /* math fp16: the loss's gradient is multiplied by the loss scale */
+    io->loss_scaled = bwd && i == p->loss_layer && io->act == VD_DT_F16;
     /* per pass: the backward call may use another option than forward /
      * recompute, with its own workspace */
     if (wst >= 0) {
@@ -268,9 +278,9 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     if (opts) ex->opts = *opts;
     int rc = VD_OK;
     /* the plan sized every feature map for net->train.math; the backend
-     * writes opts.math's elements (bf16: 2 bytes), so they must agree (fp32
-     * and tf32 both store 4-byte floats) */
-    if (vd_math_act_bytes(ex->opts.math) != vd_math_act_bytes(net->train.math)) {
+     * writes opts.math's elements (bf16, fp16: 2 bytes), so their types must
+     * agree (fp32 and tf32 both store floats) */
+    if (vd_math_act_dtype(ex->opts.math) != vd_math_act_dtype(net->train.math)) {
         rc = vd_errf(e, VD_EINTERNAL, "executor math %s, but the plan's feature maps are for "
                      "math %s (net '%s', train.math)", vd_math_name(ex->opts.math),
                      vd_math_name(net->train.math), net->name);
@@ -339,7 +349,11 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
     ex->eval_io = vd_calloc((size_t)ex->eval->n_steps, sizeof *ex->eval_io, e);
     ex->r_off = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->r_off, e);
     ex->r_cnt = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->r_cnt, e);
-    if (!ex->io || !ex->eval_io || !ex->r_off || !ex->r_cnt) { rc = VD_ENOMEM; goto fail; }
+    ex->c_off = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->c_off, e);
+    ex->c_cnt = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->c_cnt, e);
+    ex->c_layer = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *ex->c_layer, e);
+    if (!ex->io || !ex->eval_io || !ex->r_off || !ex->r_cnt || !ex->c_off || !ex->c_cnt ||
+        !ex->c_layer) { rc = VD_ENOMEM; goto fail; }
     for (int s = 0; s < plan->n_steps; s++) fill_io(ex, plan, s, &ex->io[s]);
     for (int s = 0; s < ex->eval->n_steps; s++) fill_io(ex, ex->eval, s, &ex->eval_io[s]);
     ex->n_rc = plan->n_recompute_ops;
@@ -360,9 +374,50 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
             ex->r_cnt[ex->n_ranges - 1] += pr->numel;
         else { ex->r_off[ex->n_ranges] = pr->offset; ex->r_cnt[ex->n_ranges] = pr->numel; ex->n_ranges++; }
     }
+    /* math fp16's checked ranges: each layer's adjacent trainable
+     * parameters, layers in backward order */
+    for (int i = net->n_layers - 1; i >= 0; i--) {
+        const vd_layer *l = &net->layers[i];
+        int first = ex->n_checks;
+        for (int k = l->param_first; k < l->param_first + l->n_params; k++) {
+            const vd_param *pr = &net->params[k];
+            if (pr->kind != VD_PARAM_WEIGHT || pr->numel == 0) continue;
+            int c = ex->n_checks;
+            if (c > first && ex->c_off[c - 1] + ex->c_cnt[c - 1] == pr->offset) {
+                ex->c_cnt[c - 1] += pr->numel;
+            } else {
+                ex->c_off[c] = pr->offset;
+                ex->c_cnt[c] = pr->numel;
+                ex->c_layer[c] = i;
+                ex->n_checks++;
+            }
+        }
+    }
     ex->st.pool_bytes = plan->budget;
     ex->st.host_store_bytes = plan->host_bytes;
     ex->first_pending = true;
+    ex->fp16 = ex->opts.math == VD_MATH_FP16 && !plan->forward_only;
+    ex->ls = vd_loss_scale_init();
+    if (ex->fp16) {
+        if (!be->scale_set || !be->scale_get || !be->grad_check || !be->sgd_scaled ||
+            !be->scale_update) {
+            rc = vd_errf(e, VD_EUNSUPPORTED, "the %s backend has no loss scaling: it cannot "
+                         "train in math fp16", be->name);
+            goto fail;
+        }
+        if (ex->opts.allreduce) {
+            rc = vd_errf(e, VD_EUNSUPPORTED, "data parallel training (--gpus, --mpi) in math "
+                         "fp16 is not supported yet: its loss scale would have to agree "
+                         "between the ranks; use bf16, or one device");
+            goto fail;
+        }
+        if (plan->update_in_bwd) {
+            rc = vd_errf(e, VD_EINTERNAL, "math fp16 needs a plan with one gradient array "
+                         "(vd_plan_grads_array): every gradient is checked before any update");
+            goto fail;
+        }
+        if ((rc = be->scale_set(be, &ex->ls, e))) goto fail;
+    }
     if (ex->opts.allreduce && plan->update_in_bwd) {
         rc = vd_errf(e, VD_EINTERNAL, "data parallel needs a plan with one gradient array "
                      "(vd_plan_opts.grads_persistent): the all-reduce averages it before "
@@ -406,6 +461,9 @@ void vd_exec_destroy(vd_exec **pex) {
     vd_free(ex->rc_io);
     vd_free(ex->r_off);
     vd_free(ex->r_cnt);
+    vd_free(ex->c_off);
+    vd_free(ex->c_cnt);
+    vd_free(ex->c_layer);
     vd_free(ex->step_end_ms);
     vd_free(ex->copy_issued);
     vd_free(ex->copy_times);
@@ -443,7 +501,8 @@ vd_synth_batch *vd_exec_rank_next_synth(vd_exec *ex, int r) {
 }
 
 void *vd_exec_input_x(vd_exec *ex) { return vd_exec_rank_input_x(ex, 0); }
-bool vd_exec_input_bf16(const vd_exec *ex) { return LEAD(ex)->act_bytes == 2; }
+vd_dtype vd_exec_input_dtype(const vd_exec *ex) { return vd_math_act_dtype(LEAD(ex)->opts.math); }
+bool vd_exec_input_bf16(const vd_exec *ex) { return vd_exec_input_dtype(ex) == VD_DT_BF16; }
 int32_t *vd_exec_input_labels(vd_exec *ex) { return LEAD(ex)->in_labels; }
 bool vd_exec_stages(const vd_exec *ex) {
     if (ex->grp) return vdx_group_stages(ex->grp);
@@ -517,6 +576,33 @@ static char *region(const vd_exec *ex, int t) {
     return iv_addr(ex, &p->intervals[p->tensors[t].iv[0]]);
 }
 
+/* Math fp16: a fresh loss scale, its momentum started as first_pending
+ * says (the backend's `stepped` decides sgd_scaled's first step). */
+static int reset_loss_scale(vd_exec *ex, vd_err *e) {
+    if (!ex->fp16) return VD_OK;
+    ex->ls = vd_loss_scale_init();
+    ex->ls.stepped = !ex->first_pending;
+    return ex->be->scale_set(ex->be, &ex->ls, e);
+}
+
+int vd_exec_set_loss_scale(vd_exec *ex, const vd_loss_scale *s, vd_err *e) {
+    ex = LEAD(ex);
+    if (!ex->fp16) return vd_errf(e, VD_EINTERNAL, "vd_exec_set_loss_scale outside math fp16");
+    int rc = ex->be->synchronize(ex->be, e);
+    if (!rc) rc = ex->be->scale_set(ex->be, s, e);
+    if (rc) return rc;
+    ex->ls = *s;
+    ex->ls.found_inf = 0;
+    ex->first_pending = !s->stepped;
+    return VD_OK;
+}
+
+bool vd_exec_loss_scale(const vd_exec *ex, vd_loss_scale *s) {
+    ex = LEAD(ex);
+    if (s) *s = ex->ls;
+    return ex->fp16;
+}
+
 int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
                       int64_t sgd_steps, vd_err *e) {
     if (ex->grp) return vdx_group_set_state(ex->grp, params, momentum, sgd_steps, e);
@@ -534,6 +620,7 @@ int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
     if ((rc = be->synchronize(be, e))) return rc;
     ex->sgd_steps = sgd_steps;
     ex->first_pending = !momentum || sgd_steps == 0;
+    if ((rc = reset_loss_scale(ex, e))) return rc;
     ex->state_set = true;
     ex->staged = ex->stage_inflight = false;   /* synchronized: no copy in flight */
     return VD_OK;
@@ -561,6 +648,7 @@ int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e) {
     if (rc) return rc;
     ex->sgd_steps = 0;
     ex->first_pending = true;
+    if ((rc = reset_loss_scale(ex, e))) return rc;
     ex->state_set = true;
     ex->staged = ex->stage_inflight = false;
     return VD_OK;
@@ -745,10 +833,24 @@ static int run_step(vd_exec *ex, const vd_plan *p, vd_op_io *iot, int s, float l
                 float *params = (float *)region(ex, tp->t_params);
                 float *grads = tp->update_in_bwd ? NULL : (float *)region(ex, tp->t_grads);
                 float *mom = (float *)region(ex, tp->t_mom);
-                for (int r = 0; grads && r < ex->n_ranges && !rc; r++)
-                    rc = be->sgd(be, params, grads, mom, ex->r_off[r], ex->r_cnt[r], lr,
-                                 net->train.momentum, net->train.weight_decay, ex->first_pending, e);
-                if (!rc) { ex->first_pending = false; ex->sgd_steps++; }
+                if (ex->fp16) {
+                    /* every gradient checked, then the updates (skipped on the
+                     * device when one was not finite), then the scale's step;
+                     * sgd_steps and first_pending follow the state read back
+                     * with the loss (vd_exec_train_step) */
+                    for (int r = 0; r < ex->n_checks && !rc; r++)
+                        rc = be->grad_check(be, grads, ex->c_off[r], ex->c_cnt[r], ex->c_layer[r], e);
+                    for (int r = 0; r < ex->n_ranges && !rc; r++)
+                        rc = be->sgd_scaled(be, params, grads, mom, ex->r_off[r], ex->r_cnt[r], lr,
+                                            net->train.momentum, net->train.weight_decay, e);
+                    if (!rc) rc = be->scale_update(be, e);
+                } else {
+                    for (int r = 0; grads && r < ex->n_ranges && !rc; r++)
+                        rc = be->sgd(be, params, grads, mom, ex->r_off[r], ex->r_cnt[r], lr,
+                                     net->train.momentum, net->train.weight_decay,
+                                     ex->first_pending, e);
+                    if (!rc) { ex->first_pending = false; ex->sgd_steps++; }
+                }
             } else {
                 vd_op_io *io = &iot[s];
                 io->iter = iter;
@@ -868,6 +970,34 @@ static int step_hooked(vd_exec *ex, const vd_plan *p, vd_op_io *io, int s, float
     return rc;
 }
 
+/* Math fp16: the loss scale's state after step iter, read where the loss
+ * was (the compute stream has finished the step); a step the backend
+ * skipped did not count as an SGD update. VD_ENUMERIC when the run cannot
+ * go on: VD_LOSS_SCALE_MAX_STREAK skipped steps in a row, or the scale
+ * under VD_LOSS_SCALE_MIN. */
+static int read_loss_scale(vd_exec *ex, int64_t iter, vd_err *e) {
+    int64_t skipped = ex->ls.skipped;
+    int rc = ex->be->scale_get(ex->be, &ex->ls, e);
+    if (rc) return rc;
+    if (ex->ls.skipped == skipped) {
+        ex->sgd_steps++;
+        ex->first_pending = false;
+    }
+    if (ex->ls.streak < VD_LOSS_SCALE_MAX_STREAK && ex->ls.scale >= VD_LOSS_SCALE_MIN) return VD_OK;
+    int bad = ex->ls.first_bad;
+    const char *name = bad >= 0 && bad < ex->net->n_layers ? ex->net->layers[bad].name : "?";
+    char why[96];
+    if (ex->ls.streak >= VD_LOSS_SCALE_MAX_STREAK)
+        snprintf(why, sizeof why, "the gradients overflowed in %d steps in a row",
+                 (int)ex->ls.streak);
+    else
+        snprintf(why, sizeof why, "the loss scale fell below 2^-24");
+    return vd_errf(e, VD_ENUMERIC, "math fp16: %s (iteration %lld, loss scale %g, %lld steps "
+                   "skipped in all); the first layer whose gradient was not finite: '%s'. Lower "
+                   "--lr, or train in bf16 or fp32", why, (long long)iter + 1,
+                   (double)ex->ls.scale, (long long)ex->ls.skipped, name);
+}
+
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e) {
     if (ex->grp) return vdx_group_train_step(ex->grp, lr, iter, loss, e);
     if (!ex->state_set)
@@ -925,6 +1055,7 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
     ex->st.last_iter_s = vd_now() - t0;
     ex->st.train_steps++;
     *loss = *ex->loss_host;
+    if (ex->fp16 && (rc = read_loss_scale(ex, iter, e))) return rc;
     if (!isfinite(*loss))
         return vd_errf(e, VD_ENUMERIC, "loss is %s at iteration %lld", isnan(*loss) ? "NaN" : "infinite",
                        (long long)iter);
@@ -956,10 +1087,11 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     int hits = 0;
     for (int n = 0; n < p->batch; n++) {
         int64_t best = 0;
-        if (ex->act_bytes == 2) {   /* bf16 probabilities: compare their float values */
+        vd_dtype dt = vd_math_act_dtype(ex->opts.math);
+        if (dt != VD_DT_F32) {   /* 16-bit probabilities: compare their float values */
             const uint16_t *row = (const uint16_t *)ex->eval_y + (int64_t)n * per;
             for (int64_t k = 1; k < per; k++)
-                if (vd_bf16_to_f32(row[k]) > vd_bf16_to_f32(row[best])) best = k;
+                if (vd_h16_to_f32(dt, row[k]) > vd_h16_to_f32(dt, row[best])) best = k;
         } else {
             const float *row = (const float *)ex->eval_y + (int64_t)n * per;
             for (int64_t k = 1; k < per; k++)

@@ -83,7 +83,8 @@ typedef struct vd_exec_stats {
  * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
  * from vd_profile_backend(be) always does); VD_EUNSUPPORTED otherwise.
  * opts->math must store feature maps as the plan does (net->train.math:
- * bf16 with bf16, fp32 or tf32 with either); VD_EINTERNAL otherwise.
+ * bf16 with bf16, fp16 with fp16, fp32 or tf32 with either); VD_EINTERNAL
+ * otherwise.
  * Allocates, in this order: the pinned host buffers (the host store, the
  * input, loss and evaluation-output buffers), then, after calling
  * opts->before_pool, the pool (exactly plan->budget bytes), plan->n_events
@@ -106,12 +107,32 @@ int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e);
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
                       int64_t *sgd_steps, vd_err *e);
 
+/* Math fp16's dynamic loss scaling (backend.h's vd_loss_scale). The run
+ * stops (vd_exec_train_step: VD_ENUMERIC, naming the layer of first_bad)
+ * after this many skipped steps in a row, or when the scale falls below
+ * VD_LOSS_SCALE_MIN (2^-24, the smallest binary16 subnormal: a loss scaled
+ * by less loses every gradient). */
+#define VD_LOSS_SCALE_MAX_STREAK 50
+#define VD_LOSS_SCALE_MIN 5.9604644775390625e-8f
+/* The state as the last training step read it back (with the loss: no
+ * synchronisation of its own), or as set; true in math fp16 (s may be NULL
+ * to ask only that), false otherwise (*s then a fresh state). */
+bool vd_exec_loss_scale(const vd_exec *ex, vd_loss_scale *s);
+/* Set the state (--resume); found_inf is cleared, the next update is SGD's
+ * first when !s->stepped. Synchronizes. VD_EINTERNAL outside math fp16. Call
+ * after vd_exec_set_state, which starts a fresh state. */
+int vd_exec_set_loss_scale(vd_exec *ex, const vd_loss_scale *s, vd_err *e);
+
 /* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
  * [batch] (with input staging: the current pair, see below). x holds floats,
- * or bf16 elements (uint16_t) when vd_exec_input_bf16 (math bf16). Asking
- * for x means the caller writes it: the step copies x from there (see
- * vd_exec_input_synth). */
+ * or 16-bit elements (uint16_t, channels-last) of vd_exec_input_dtype's
+ * type (math bf16, fp16). Asking for x means the caller writes it: the step
+ * copies x from there (see vd_exec_input_synth). */
 void *vd_exec_input_x(vd_exec *ex);
+/* The element type of x: VD_DT_F32, or vd_math_act_dtype of the math. */
+vd_dtype vd_exec_input_dtype(const vd_exec *ex);
+/* vd_exec_input_dtype(ex) == VD_DT_BF16 (kept for older callers; fp16 is
+ * 16-bit too: ask vd_exec_input_dtype). */
 bool vd_exec_input_bf16(const vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
 
@@ -235,7 +256,7 @@ void vd_ranks_destroy(vd_ranks **rk);
  *       order), *correct = their sum
  *   vd_exec_set_state / vd_exec_init_params  every member (same state)
  *   vd_exec_get_state, vd_exec_get_stats, vd_exec_step_times,
- *   vd_exec_input_x / _labels / _bf16        rank 0's
+ *   vd_exec_input_x / _labels / _dtype       rank 0's
  *   vd_exec_stages                           true when every member stages
  *   vd_exec_next_ready, vd_exec_drop_staged  every member
  * and each member's input buffers (its shard) are reached with

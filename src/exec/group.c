@@ -302,6 +302,10 @@ int vd_exec_group_create(vd_exec **out, vd_ranks *rk, vd_exec *const *members,
                          vd_allreduce *const *ar, vd_err *e) {
     *out = NULL;
     int n = rk->n;
+    if (n > 0 && members[0] && vd_exec_loss_scale(members[0], NULL))
+        return vd_errf(e, VD_EUNSUPPORTED, "data parallel training (--gpus, --mpi) in math fp16 "
+                       "is not supported yet: its loss scale would have to agree between the "
+                       "ranks; use bf16, or one device");
     for (int r = 0; r < n; r++)
         if (!members[r] || vd_exec_ranks(members[r]) != 1 ||
             vdx_exec_batch(members[r]) != vdx_exec_batch(members[0]))

@@ -1936,7 +1936,7 @@ static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    bool feasibility_only, vd_plan *out, vd_err *e) {
     if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
-    if (opts->forward_only || opts->grads_persistent || update_depth)
+    if (opts->forward_only || vd_plan_grads_array(net, opts) || update_depth)
         return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
     int rc = search_auto(net, prof, opts, feasibility_only, true, false, NULL, out, e);
     /* iterations under AUTO_OPINION_MIN_S (the tests' tiny nets, where the

@@ -331,6 +331,14 @@ typedef struct vd_plan_opts {
     void *progress_ctx;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
+/* Whether a training plan for net keeps one gradient array: when
+ * o->grads_persistent, and always in math fp16, whose loss scaling checks
+ * every gradient for inf/NaN before any update may run (backend.h's
+ * grad_check): the planner counts the array's memory. Here, not in the
+ * callers, so that vdnn-plan and vdnn-train plan the same. */
+static inline bool vd_plan_grads_array(const vd_net *net, const vd_plan_opts *o) {
+    return o->grads_persistent || net->train.math == VD_MATH_FP16;
+}
 
 typedef struct vd_plan {
     char net[VD_NAME_MAX];

@@ -203,7 +203,7 @@ static void fixed_tensors(bld *b) {
 
     p->t_params = vdp_add_tensor(b, VD_T_PARAMS, -1, pbytes, "params", NULL);
     p->t_mom = vdp_add_tensor(b, VD_T_MOMENTUM, -1, pbytes, "momentum", NULL);
-    p->update_in_bwd = !fo && !b->opts->grads_persistent;
+    p->update_in_bwd = !fo && !vd_plan_grads_array(net, b->opts);
     p->t_grads = fo || p->update_in_bwd ? -1
                : vdp_add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);
     p->t_x = vdp_add_tensor(b, VD_T_INPUT, -1, act_bytes(net, -1, batch), "x", NULL);

@@ -864,11 +864,9 @@ static int parse_train(sp *s, yaml_node_t *n) {
         static const char *const names[] = VD_MATH_NAMES;
         const char *m = v[8]->type == YAML_SCALAR_NODE ? (const char *)v[8]->data.scalar.value : "";
         int k = -1;
-        /* fp16 is refused here until a backend trains it (vdnn-plan --math
-         * fp16 plans it for a device model) */
-        for (int i = 0; i < (int)VD_ARRAY_LEN(names) && i < VD_MATH_FP16; i++)
+        for (int i = 0; i < (int)VD_ARRAY_LEN(names); i++)
             if (!strcmp(m, names[i])) k = i;
-        if (k < 0) return err_at(s, v[8]->start_mark, "'math' must be fp32, tf32 or bf16");
+        if (k < 0) return err_at(s, v[8]->start_mark, "'math' must be fp32, tf32, bf16 or fp16");
         t->math = (vd_math)k;
         t->has_math = true;
     }

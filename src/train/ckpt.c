@@ -294,7 +294,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     }
     for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params, bf);
 
-    meta_kv m[12];
+    meta_kv m[20];   /* the state file: 10 keys, 6 more for a loss scale */
     memset(m, 0, sizeof m);
     int nm = 0;
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "pt");
@@ -324,6 +324,19 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     if (st->data[0] && memchr(st->data, 0, sizeof st->data)) { m[nm].k = "data"; m[nm++].vs = st->data; }
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn-state-1");
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
+    if (st->has_loss_scale) {   /* math fp16 (sorted keys, as the others) */
+        const vd_loss_scale *ls = &st->loss_scale;
+        m[nm].k = "loss_scale"; snprintf(m[nm++].v, sizeof m[0].v, "%.9g", (double)ls->scale);
+        if (ls->first_bad >= 0) {
+            m[nm].k = "loss_scale_first_bad";
+            snprintf(m[nm++].v, sizeof m[0].v, "%d", (int)ls->first_bad);
+        }
+        m[nm].k = "loss_scale_growth"; snprintf(m[nm++].v, sizeof m[0].v, "%d", (int)ls->growth);
+        m[nm].k = "loss_scale_skipped";
+        snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, ls->skipped);
+        m[nm].k = "loss_scale_stepped"; snprintf(m[nm++].v, sizeof m[0].v, "%d", ls->stepped ? 1 : 0);
+        m[nm].k = "loss_scale_streak"; snprintf(m[nm++].v, sizeof m[0].v, "%d", (int)ls->streak);
+    }
     /* only when not F32: an F32 pair has the bytes of older versions */
     if (dtype == VD_CKPT_BF16) { m[nm].k = "model_dtype"; snprintf(m[nm++].v, sizeof m[0].v, "BF16"); }
     m[nm].k = "model_fnv1a64"; snprintf(m[nm++].v, sizeof m[0].v, "%016" PRIx64, model_hash);
@@ -654,6 +667,40 @@ int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
     return rc;
 }
 
+/* Math fp16's loss scale from the state's metadata into st (absent: none,
+ * as older files and other maths save). */
+static int read_loss_scale(const st_file *f, const char *sp, vd_train_state *st, vd_err *e) {
+    const char *s = meta_str(f, "loss_scale");
+    if (!s) return VD_OK;
+    char *end;
+    errno = 0;
+    float scale = strtof(s, &end);
+    if (errno || end == s || *end || !(scale > 0.0f) || !isfinite(scale))
+        return vd_errf(e, VD_EDATA, "%s: metadata 'loss_scale' = '%.32s' is not a positive "
+                       "finite number", sp, s);
+    uint64_t growth, streak, skipped, stepped, first_bad = 0;
+    int rc;
+    if ((rc = meta_u64(f, "loss_scale_growth", &growth, e)) ||
+        (rc = meta_u64(f, "loss_scale_streak", &streak, e)) ||
+        (rc = meta_u64(f, "loss_scale_skipped", &skipped, e)) ||
+        (rc = meta_u64(f, "loss_scale_stepped", &stepped, e)) ||
+        (meta_str(f, "loss_scale_first_bad") &&
+         (rc = meta_u64(f, "loss_scale_first_bad", &first_bad, e))))
+        return rc;
+    if (growth >= VD_LOSS_SCALE_INTERVAL || streak > INT32_MAX || skipped > INT64_MAX ||
+        stepped > 1 || first_bad > INT32_MAX)
+        return vd_errf(e, VD_EDATA, "%s: the loss scale's metadata is out of range", sp);
+    st->has_loss_scale = true;
+    st->loss_scale = vd_loss_scale_init();
+    st->loss_scale.scale = scale;
+    st->loss_scale.growth = (int32_t)growth;
+    st->loss_scale.streak = (int32_t)streak;
+    st->loss_scale.skipped = (int64_t)skipped;
+    st->loss_scale.stepped = (int32_t)stepped;
+    st->loss_scale.first_bad = meta_str(f, "loss_scale_first_bad") ? (int32_t)first_bad : -1;
+    return VD_OK;
+}
+
 /* Open FILE.state, check it belongs to FILE (hash of model_raw) and net, and
  * read its metadata into st. */
 static int open_state(const char *path, const char *sp, const vd_net *net,
@@ -720,6 +767,7 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         goto fail;
     }
     snprintf(st->model_dtype, sizeof st->model_dtype, "%s", md ? md : "F32");
+    if ((rc = read_loss_scale(f, sp, st, e))) goto fail;
     return VD_OK;
 fail:
     st_close(f);

@@ -23,7 +23,12 @@
  *               and "data" (the --data spec the run trained on; absent in
  *               files of older versions), and "model_dtype": "BF16" when FILE
  *               holds BF16 weights (absent: F32). The momentum stays F32
- *               whatever FILE's dtype.
+ *               whatever FILE's dtype. A math fp16 run adds its dynamic loss
+ *               scale (vd_loss_scale): "loss_scale" (the float, %.9g, which
+ *               reads back exactly), "loss_scale_growth", "loss_scale_streak",
+ *               "loss_scale_skipped", "loss_scale_stepped" (counts) and
+ *               "loss_scale_first_bad" (a layer index; absent: -1); all
+ *               absent in other runs and older files.
  *   FILE.state.prev  the previous FILE.state (a hard link), kept so that a
  *               crash inside a save never loses the last resumable pair.
  *
@@ -48,13 +53,15 @@
 #include <stdint.h>
 #include "util/util.h"
 #include "net/net.h"
+#include "backend/backend.h"
 
 /* The largest data position ("samples") a state file may record. */
 #define VD_CKPT_MAX_SAMPLES (1ull << 62)
 
 typedef struct vd_train_state {
     int64_t iteration;          /* iterations completed */
-    int64_t sgd_steps;          /* SGD updates applied (== iteration) */
+    int64_t sgd_steps;          /* SGD updates applied (== iteration, less the steps
+                                   math fp16 skipped) */
     uint64_t samples;           /* data sample counter of the next batch */
     uint64_t seed;              /* the run's seed (init, data order, dropout) */
     int batch;
@@ -66,6 +73,8 @@ typedef struct vd_train_state {
                                    were saved in, "F32" or "BF16" (from the
                                    state's "model_dtype"); ignored by saves
                                    (vd_ckpt_save_opts.dtype decides) */
+    bool has_loss_scale;        /* loss_scale is recorded (math fp16) */
+    vd_loss_scale loss_scale;   /* its state (found_inf 0) */
 } vd_train_state;
 
 /* The dtype of the model file's float tensors. */

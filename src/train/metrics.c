@@ -55,6 +55,10 @@ static json_t *metrics_record(const vd_metrics *m, const vd_train_event *ev) {
          * and the time the loop waited for data (datapath: vd_train_timing) */
         vd_json_set(o, "step_s", vd_json_real(ev->win.step_per_iter_s), &ok);
         vd_json_set(o, "data_wait_s", vd_json_real(ev->win.wait_per_iter_s), &ok);
+        if (ev->loss_scaled) {   /* math fp16 */
+            vd_json_set(o, "loss_scale", vd_json_real(ev->loss_scale), &ok);
+            vd_json_set(o, "skipped_steps", json_integer(ev->skipped), &ok);
+        }
     } else {
         vd_json_set(o, "accuracy", vd_json_real(ev->eval_acc), &ok);
         vd_json_set(o, "eval_loss", vd_json_real(ev->eval_loss), &ok);

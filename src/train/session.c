@@ -195,7 +195,9 @@ static int too_big(const vd_session *s, uint64_t budget, uint64_t max, vd_err *e
 
 int vd_session_plan(vd_session *s, vd_plan_opts *po, vd_plan *plan, vd_err *e) {
     po->batch = s->batch;
-    if (s->allreduce) po->grads_persistent = true;   /* averaged before the update */
+    /* averaged before the update (math fp16 keeps the array too: the
+     * planner sees to it, vd_plan_grads_array) */
+    if (s->allreduce) po->grads_persistent = true;
     uint64_t max = vd_session_max_budget(s);
     if (po->budget > max) {     /* before the (possibly long) auto search */
         memset(plan, 0, sizeof *plan);

@@ -48,7 +48,7 @@ static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
         else
             rc = vd_loader_next_as(ld, next ? vd_exec_rank_next_x(ex, r)
                                             : vd_exec_rank_input_x(ex, r),
-                                   vd_exec_input_bf16(ex), labels, e);
+                                   vd_exec_input_dtype(ex), labels, e);
     }
     return rc;
 }
@@ -207,6 +207,7 @@ static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e
     vd_train_state st = { .iteration = iter, .sgd_steps = steps,
                           .samples = samples, .seed = r->net->train.seed,
                           .batch = r->net->train.batch };
+    st.has_loss_scale = vd_exec_loss_scale(r->ex, &st.loss_scale);   /* math fp16 */
     if (r->o->data_spec) {
         if (strlen(r->o->data_spec) >= sizeof st.data)
             return vd_errf(e, VD_EUSAGE, "the data spec '%.64s...' is too long to record in a "
@@ -313,6 +314,17 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                  o->resume_path, st.batch);
         rc = vd_exec_set_state(ex, r.params, r.mom, st.sgd_steps, e);
         if (rc) goto done;
+        bool scaled = vd_exec_loss_scale(ex, NULL);   /* math fp16 */
+        if (scaled && st.has_loss_scale && (rc = vd_exec_set_loss_scale(ex, &st.loss_scale, e)))
+            goto done;
+        if (scaled && !st.has_loss_scale)
+            note(o, st.iteration, o->iters, "%s has no loss scale (saved by a run in another "
+                 "math): math fp16 starts at the initial scale %g", o->resume_path,
+                 (double)VD_LOSS_SCALE_INIT);
+        if (!scaled && st.has_loss_scale)
+            note(o, st.iteration, o->iters, "%s was saved in math fp16: its loss scale (%g) is "
+                 "dropped in math %s", o->resume_path, (double)st.loss_scale.scale,
+                 vd_math_name(cfg->math));
         iter = st.iteration;
         samples = st.samples;
         if (st.from_prev)
@@ -408,6 +420,12 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         }
         run_step += dt;
         win_step += dt;
+        if (rc == VD_ENUMERIC && vd_exec_loss_scale(ex, NULL) && isfinite(loss)) {
+            /* math fp16's loss scale gave up (the message says why); the
+             * last checkpoint saved stays the last good one */
+            vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
+            goto done;
+        }
         if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
             /* iterations counted from 1, as the progress lines count them */
             rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "
@@ -434,6 +452,11 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
                                   .eta_s = per_iter * (double)(end - iter), .final = last };
             set_timing(&ev.win, win_n, cfg->batch, span, win_wait, win_step);
             ev.img_per_s = ev.win.img_per_s;
+            vd_loss_scale ls;   /* as read back with the loss (no extra sync) */
+            if ((ev.loss_scaled = vd_exec_loss_scale(ex, &ls))) {
+                ev.loss_scale = ls.scale;
+                ev.skipped = ls.skipped;
+            }
             emit(o, &ev);
             t_win0 = now;
             win_loss = 0;
@@ -463,6 +486,13 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         win_excl += tx;
     }
     res->train_s = vd_now() - t_run0;
+    {
+        vd_loss_scale ls;
+        if ((res->loss_scaled = vd_exec_loss_scale(ex, &ls))) {
+            res->loss_scale = ls.scale;
+            res->skipped = ls.skipped;
+        }
+    }
     res->mean_iter_s = n_steps_timed ? step_sum / (double)n_steps_timed : 0;
     set_timing(&res->timing, iter - first, cfg->batch, res->train_s - run_excl, run_wait,
                run_step);

@@ -60,6 +60,10 @@ typedef struct vd_train_event {
                                (== win.img_per_s) */
     vd_train_timing win;    /* PROGRESS: the iterations since the last report */
     double eta_s;           /* PROGRESS: estimated seconds to the end */
+    bool loss_scaled;       /* PROGRESS: math fp16: the two fields below are set */
+    double loss_scale;      /* PROGRESS: the loss scale after the last iteration */
+    int64_t skipped;        /* PROGRESS: steps skipped (inf/NaN gradients) in the run
+                               so far, a resumed run's earlier ones included */
     double eval_acc;        /* EVAL: top-1 accuracy in [0, 1] */
     double eval_loss;       /* EVAL: mean loss */
     int64_t eval_n;         /* EVAL: images evaluated */
@@ -115,6 +119,9 @@ typedef struct vd_train_result {
     double eval_acc, eval_loss;
     int64_t eval_n;         /* 0: no evaluation ran */
     bool interrupted;       /* *stop was set */
+    bool loss_scaled;       /* math fp16: the two fields below are set */
+    double loss_scale;      /* the loss scale at the end */
+    int64_t skipped;        /* steps skipped in all (as vd_train_event.skipped) */
 } vd_train_result;
 
 /* Run the training loop on ex (created for net's plan at net->train.batch;

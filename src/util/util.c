@@ -534,41 +534,88 @@ float vd_f16_to_f32(uint16_t h) {
     return x;
 }
 
+/* The float bits of binary16 h without a branch (vectorizes; the same
+ * values as vd_f16_to_f32, which tests/util/test_bf16.c checks on every
+ * pattern through the array form): normal and inf/NaN rebiased by shifting,
+ * a subnormal is m * 2^-24, exact in float. */
+static inline uint32_t f16_bits_to_f32_bits(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+    uint32_t norm = (em << 13) + 0x38000000u + (0x38000000u & (0u - (uint32_t)(em >= 0x7c00u)));
+    float sub = (float)em * 0x1p-24f;
+    uint32_t sb;
+    memcpy(&sb, &sub, 4);
+    uint32_t m = 0u - (uint32_t)(em < 0x400u);   /* a mask, not ?: (see vd_f16_rne_bits) */
+    return s | (sb & m) | (norm & ~m);
+}
+
+static inline uint16_t h16_rne_bits(vd_dtype dt, uint32_t u) {
+    return dt == VD_DT_F16 ? vd_f16_rne_bits(u) : vd_bf16_rne_bits(u);
+}
+
+static inline uint32_t h16_to_f32_bits(vd_dtype dt, uint16_t h) {
+    return dt == VD_DT_F16 ? f16_bits_to_f32_bits(h) : (uint32_t)h << 16;
+}
+
 /* The array forms run in blocks of 8 with a branch-free body, which the
  * compiler vectorizes at -O2 (GCC's cheap cost model leaves a loop of unknown
- * trip count scalar), through the same vd_bf16_rne_bits as the scalar
- * vd_f32_to_bf16 (tests/util/test_bf16.c compares them). They are most of the CPU backend's
- * bf16 overhead (cpu_run_bf16 converts every operand of every call). */
+ * trip count scalar), through the same vd_bf16_rne_bits / vd_f16_rne_bits as
+ * the scalar conversions (tests/util/test_bf16.c compares them); the type is
+ * tested once per call, outside the loops. They are most of the CPU
+ * backend's 16-bit overhead (cpu_run_h16 converts every operand of every
+ * call). */
+#define H16_BLOCKS(DT, BODY)                                              \
+    do {                                                                  \
+        if ((DT) == VD_DT_F16) { const vd_dtype dt_ = VD_DT_F16; BODY }   \
+        else { const vd_dtype dt_ = VD_DT_BF16; BODY }                    \
+    } while (0)
+
+void vd_f32_to_h16_n(vd_dtype dt, const float *src, uint16_t *dst, size_t n) {
+    H16_BLOCKS(dt, {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint32_t u[8];
+            memcpy(u, src + i, sizeof u);
+            for (int j = 0; j < 8; j++) dst[i + (size_t)j] = h16_rne_bits(dt_, u[j]);
+        }
+        for (; i < n; i++) dst[i] = vd_f32_to_h16(dt_, src[i]);
+    });
+}
+
+void vd_h16_to_f32_n(vd_dtype dt, const uint16_t *src, float *dst, size_t n) {
+    H16_BLOCKS(dt, {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint32_t u[8];
+            for (int j = 0; j < 8; j++) u[j] = h16_to_f32_bits(dt_, src[i + (size_t)j]);
+            memcpy(dst + i, u, sizeof u);
+        }
+        for (; i < n; i++) {
+            uint32_t u = h16_to_f32_bits(dt_, src[i]);
+            memcpy(dst + i, &u, sizeof u);
+        }
+    });
+}
+
+void vd_round_h16_n(vd_dtype dt, float *x, size_t n) {
+    H16_BLOCKS(dt, {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint32_t u[8];
+            memcpy(u, x + i, sizeof u);
+            for (int j = 0; j < 8; j++) u[j] = h16_to_f32_bits(dt_, h16_rne_bits(dt_, u[j]));
+            memcpy(x + i, u, sizeof u);
+        }
+        for (; i < n; i++) x[i] = vd_h16_to_f32(dt_, vd_f32_to_h16(dt_, x[i]));
+    });
+}
+
 void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint32_t u[8];
-        memcpy(u, src + i, sizeof u);
-        for (int j = 0; j < 8; j++) dst[i + (size_t)j] = vd_bf16_rne_bits(u[j]);
-    }
-    for (; i < n; i++) dst[i] = vd_f32_to_bf16(src[i]);
+    vd_f32_to_h16_n(VD_DT_BF16, src, dst, n);
 }
-
 void vd_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint32_t u[8];
-        for (int j = 0; j < 8; j++) u[j] = (uint32_t)src[i + (size_t)j] << 16;
-        memcpy(dst + i, u, sizeof u);
-    }
-    for (; i < n; i++) dst[i] = vd_bf16_to_f32(src[i]);
+    vd_h16_to_f32_n(VD_DT_BF16, src, dst, n);
 }
-
-void vd_round_bf16_n(float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint32_t u[8];
-        memcpy(u, x + i, sizeof u);
-        for (int j = 0; j < 8; j++) u[j] = (uint32_t)vd_bf16_rne_bits(u[j]) << 16;
-        memcpy(x + i, u, sizeof u);
-    }
-    for (; i < n; i++) x[i] = vd_bf16_to_f32(vd_f32_to_bf16(x[i]));
-}
+void vd_round_bf16_n(float *x, size_t n) { vd_round_h16_n(VD_DT_BF16, x, n); }
 
 /* Both layout conversions walk blocks of VD_LAYOUT_BLOCK pixels: per
  * channel, a contiguous run of the NCHW side against a strided run of the
@@ -576,40 +623,56 @@ void vd_round_bf16_n(float *x, size_t n) {
  * bf16 LeNet run on the CPU backend here). */
 enum { VD_LAYOUT_BLOCK = 64 };
 
-void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw) {
+void vd_nchw_f32_to_nhwc_h16(vd_dtype dt, const float *src, uint16_t *dst, int64_t n, int64_t c,
+                             int64_t hw) {
     if (c == 1 || hw == 1) {   /* the two layouts are the same */
-        vd_f32_to_bf16_n(src, dst, (size_t)(n * c * hw));
+        vd_f32_to_h16_n(dt, src, dst, (size_t)(n * c * hw));
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        const float *s = src + i * c * hw;
-        uint16_t *d = dst + i * c * hw;
-        for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
-            int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
-            for (int64_t ch = 0; ch < c; ch++) {
-                const float *sp = s + ch * hw + p0;
-                uint16_t *dp = d + p0 * c + ch;
-                for (int64_t p = 0; p < m; p++) dp[p * c] = vd_f32_to_bf16(sp[p]);
+    H16_BLOCKS(dt, {
+        for (int64_t i = 0; i < n; i++) {
+            const float *s = src + i * c * hw;
+            uint16_t *d = dst + i * c * hw;
+            for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
+                int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
+                for (int64_t ch = 0; ch < c; ch++) {
+                    const float *sp = s + ch * hw + p0;
+                    uint16_t *dp = d + p0 * c + ch;
+                    for (int64_t p = 0; p < m; p++) dp[p * c] = vd_f32_to_h16(dt_, sp[p]);
+                }
             }
         }
-    }
+    });
 }
 
-void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw) {
+void vd_nhwc_h16_to_nchw_f32(vd_dtype dt, const uint16_t *src, float *dst, int64_t n, int64_t c,
+                             int64_t hw) {
     if (c == 1 || hw == 1) {
-        vd_bf16_to_f32_n(src, dst, (size_t)(n * c * hw));
+        vd_h16_to_f32_n(dt, src, dst, (size_t)(n * c * hw));
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        const uint16_t *s = src + i * c * hw;
-        float *d = dst + i * c * hw;
-        for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
-            int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
-            for (int64_t ch = 0; ch < c; ch++) {
-                const uint16_t *sp = s + p0 * c + ch;
-                float *dp = d + ch * hw + p0;
-                for (int64_t p = 0; p < m; p++) dp[p] = vd_bf16_to_f32(sp[p * c]);
+    H16_BLOCKS(dt, {
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t *s = src + i * c * hw;
+            float *d = dst + i * c * hw;
+            for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
+                int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
+                for (int64_t ch = 0; ch < c; ch++) {
+                    const uint16_t *sp = s + p0 * c + ch;
+                    float *dp = d + ch * hw + p0;
+                    for (int64_t p = 0; p < m; p++) {
+                        uint32_t u = h16_to_f32_bits(dt_, sp[p * c]);
+                        memcpy(&dp[p], &u, sizeof u);
+                    }
+                }
             }
         }
-    }
+    });
+}
+
+void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw) {
+    vd_nchw_f32_to_nhwc_h16(VD_DT_BF16, src, dst, n, c, hw);
+}
+void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw) {
+    vd_nhwc_h16_to_nchw_f32(VD_DT_BF16, src, dst, n, c, hw);
 }

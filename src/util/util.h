@@ -208,18 +208,68 @@ static inline float vd_bf16_to_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* IEEE 754 binary16 (1 sign, 5 exponent, 10 mantissa bits; largest finite
+ * 65504, smallest subnormal 2^-24). The binary16 nearest to f, ties to even,
+ * what __float2half_rn (PTX cvt.rn.f16.f32) gives on the GPU: normal and
+ * subnormal results rounded to nearest even (a value that rounds up out of
+ * the subnormals becomes the smallest normal, 0x0400); |f| >= 65520 (the
+ * midpoint between 65504 and 2^16) becomes an infinity of f's sign,
+ * infinities stay; any NaN becomes the canonical NaN 0x7FFF, as on the GPU.
+ * vd_f16_rne_bits does it on f's bits without a branch (both candidates
+ * are formed and one selected) so that array loops vectorize; the subnormal
+ * candidate is |f| + 0.5f in float (the FPU's round to nearest even at
+ * 0.5's ulp, 2^-24, which is the binary16 subnormal step), the normal one
+ * the rebiased bits rounded as vd_bf16_rne_bits rounds (clamped to the
+ * infinity). Requires the default rounding mode (no fast-math here). */
+static inline uint16_t vd_f16_rne_bits(uint32_t u) {
+    uint32_t a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+    uint32_t norm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;  /* 127 - 15 = 112 << 23 */
+    norm = norm < 0x7c00u ? norm : 0x7c00u;
+    float af;
+    memcpy(&af, &a, 4);
+    af += 0.5f;
+    uint32_t sb;
+    memcpy(&sb, &af, 4);
+    /* selected with masks, not ?: (GCC branches on those, and zeros mixed
+     * with other values, as after a relu, mispredict) */
+    uint32_t sub = 0u - (uint32_t)(a < 0x38800000u);          /* below 2^-14: subnormal */
+    uint32_t nan = 0u - (uint32_t)(a > 0x7f800000u);
+    uint32_t r = ((sb - 0x3f000000u) & sub) | (norm & ~sub);
+    return (uint16_t)((0x7fffu & nan) | ((sign | r) & ~nan));
+}
+static inline uint16_t vd_f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return vd_f16_rne_bits(u);
+}
 /* The float of an IEEE 754 binary16 bit pattern: exact for every value
  * (subnormals become normal floats, infinities stay infinities, a NaN stays
  * a NaN with its sign and payload). */
 float vd_f16_to_f32(uint16_t h);
-/* Array forms. */
+/* One element of dt (VD_DT_BF16 or VD_DT_F16) to float and back (rounded
+ * as vd_f32_to_bf16 / vd_f32_to_f16). */
+static inline uint16_t vd_f32_to_h16(vd_dtype dt, float f) {
+    return dt == VD_DT_F16 ? vd_f32_to_f16(f) : vd_f32_to_bf16(f);
+}
+static inline float vd_h16_to_f32(vd_dtype dt, uint16_t h) {
+    return dt == VD_DT_F16 ? vd_f16_to_f32(h) : vd_bf16_to_f32(h);
+}
+/* Array forms, for dt VD_DT_BF16 or VD_DT_F16 (the 16-bit feature-map
+ * types; the bf16 names are the same with dt VD_DT_BF16). */
+void vd_f32_to_h16_n(vd_dtype dt, const float *src, uint16_t *dst, size_t n);
+void vd_h16_to_f32_n(vd_dtype dt, const uint16_t *src, float *dst, size_t n);
 void vd_f32_to_bf16_n(const float *src, uint16_t *dst, size_t n);
 void vd_bf16_to_f32_n(const uint16_t *src, float *dst, size_t n);
-/* Round every element to the nearest bf16 in place (the value a bf16 store
- * and reload gives). */
+/* Round every element to the nearest value of dt in place (the value a
+ * 16-bit store and reload gives). */
+void vd_round_h16_n(vd_dtype dt, float *x, size_t n);
 void vd_round_bf16_n(float *x, size_t n);
-/* n samples of c x hw values: float NCHW to bf16 channels-last (NHWC,
+/* n samples of c x hw values: float NCHW to dt channels-last (NHWC,
  * element (i, ch, p) at (i*hw + p)*c + ch), and back. */
+void vd_nchw_f32_to_nhwc_h16(vd_dtype dt, const float *src, uint16_t *dst, int64_t n, int64_t c,
+                             int64_t hw);
+void vd_nhwc_h16_to_nchw_f32(vd_dtype dt, const uint16_t *src, float *dst, int64_t n, int64_t c,
+                             int64_t hw);
 void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw);
 void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw);
 

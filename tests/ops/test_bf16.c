@@ -1,6 +1,9 @@
-/* test_bf16.c — every op of the table on the CPU backend in bf16 math
- * (vd_op_io.act VD_DT_BF16: cpu_run_bf16) against the fp32 CPU op on the same
- * bf16-representable inputs.
+/* test_bf16.c — every op of the table on the CPU backend in the two 16-bit
+ * maths, bf16 and fp16 (vd_op_io.act VD_DT_BF16 / VD_DT_F16: cpu_run_h16),
+ * against the fp32 CPU op on the same 16-bit-representable inputs. Each
+ * test runs once per type (a loop test over dts[]: DT, U and TINY below);
+ * "bf16" in the comments stands for the type under test, whose unit
+ * roundoff u is 2^-8 (bf16) or 2^-11 (fp16).
  *
  * What bf16 math promises (src/backend/cpu/cpu_backend.c, backend.h): the
  * feature-map operands (x, y, dy, dx) are bf16 storage; the op itself runs
@@ -10,8 +13,8 @@
  * (y rounded twice); conv dW passes through bf16, fc dW, every bias gradient
  * and batch-norm values stay fp32. So, per op and per tensor:
  *
- *  1. Storage: the op writes bf16 elements, exactly their 2-byte slots, so
- *     every stored value is a float32 whose low 16 bits are zero (guard
+ *  1. Storage: the op writes 16-bit elements, exactly their 2-byte slots, so
+ *     every stored value is one of the type's (guard
  *     words after each bf16 buffer stay untouched; every element is
  *     compared, so one left unwritten shows too).
  *  2. The contract, exactly: y (and dx, dx accumulated with dx_beta = 1) is
@@ -33,6 +36,9 @@
  *         (1 + u) factors and the fp32 sums); dx of conv / fc (one
  *         rounding): u (|dx_bf| + 1.05 A) with A = sum |dy||w|. A is the
  *         fp32 op itself run on |x|, |w| (|dy|, |w|).
+ *       fp16 adds TINY = 2^-25 to each bound (and TINY / u to the
+ *       normalized one's denominator): a result in binary16's subnormal
+ *       range is rounded with that absolute error, not u |v|.
  *  4. What must not change at all: aux (batch-norm mean / invstd, the loss),
  *     running statistics, bias and batch-norm gradients, fc dW equal the
  *     fp32 ones bit for bit; conv dW is exactly rn(fp32 dW), its low 16 bits
@@ -53,7 +59,23 @@
 #include <string.h>
 #include "ops_common.h"
 
-#define U_BF16 (1.0 / 256.0)   /* 2^-8: bf16's unit roundoff (see 3. above) */
+/* The type under test, set by each test from its loop index. */
+static const vd_dtype dts[] = {VD_DT_BF16, VD_DT_F16};
+static vd_dtype DT;
+/* Its unit roundoff (see 3. above): 2^-8 (bf16: 8 significant bits) or
+ * 2^-11 (binary16: 11). */
+static double U;
+/* The absolute error a rounding may add beyond u |v|: half the smallest
+ * subnormal step, 2^-25, for binary16, whose subnormals begin at 2^-14 and
+ * which the test's values (gelu near 0, small gradients) can reach; 0 for
+ * bf16 (float's range: its subnormals are below 1e-38, out of reach). */
+static double TINY;
+static const char *dt_name(void) { return DT == VD_DT_F16 ? "fp16" : "bf16"; }
+static void set_dtype(int i) {
+    DT = dts[i];
+    U = DT == VD_DT_F16 ? 1.0 / 2048.0 : 1.0 / 256.0;
+    TINY = DT == VD_DT_F16 ? ldexp(1.0, -25) : 0.0;
+}
 enum { GUARD = 8 };
 #define GUARD_WORD 0xA5C3u
 
@@ -80,7 +102,7 @@ static uint16_t *bf_alloc(int64_t n) {
 
 static uint16_t *bf_of(const float *f, int64_t n) {
     uint16_t *p = bf_alloc(n);
-    vd_f32_to_bf16_n(f, p, (size_t)n);
+    vd_f32_to_h16_n(DT, f, p, (size_t)n);
     return p;
 }
 
@@ -92,7 +114,7 @@ static uint16_t *bf_dup(const uint16_t *p, int64_t n) {
 
 static float *f_of(const uint16_t *p, int64_t n) {
     float *f = t_alloc(n);
-    vd_bf16_to_f32_n(p, f, (size_t)n);
+    vd_h16_to_f32_n(DT, p, f, (size_t)n);
     return f;
 }
 
@@ -110,12 +132,12 @@ static float *f_abs(const float *p, int64_t n) {
 
 /* ------------------------------------------------------------------ comparisons */
 
-/* Elements where got != vd_f32_to_bf16(want[i]); the first one in *first. */
+/* Elements where got != vd_f32_to_h16(DT, want[i]); the first one in *first. */
 static int64_t bf_mismatch(const uint16_t *got, const float *want, int64_t n, int64_t *first) {
     int64_t bad = 0;
     *first = -1;
     for (int64_t i = 0; i < n; i++)
-        if (got[i] != vd_f32_to_bf16(want[i]) && bad++ == 0) *first = i;
+        if (got[i] != vd_f32_to_h16(DT, want[i]) && bad++ == 0) *first = i;
     return bad;
 }
 
@@ -127,15 +149,15 @@ static double bf_err(const uint16_t *got, const float *ref, const float *A, doub
                      double *norm) {
     double worst = 0, dmax = 0, smax = 0;
     for (int64_t i = 0; i < n; i++) {
-        double g = vd_bf16_to_f32(got[i]), r = ref[i];
+        double g = vd_h16_to_f32(DT, got[i]), r = ref[i];
         double scale = A ? fabs(g) + ca * A[i] : fabs(r);
         double d = fabs(g - r);
-        double q = d == 0 ? 0 : d / (U_BF16 * scale);   /* scale 0, d > 0: inf */
+        double q = d == 0 ? 0 : d / (U * scale + TINY);   /* scale 0, d > 0: inf (bf16) */
         if (!(q <= worst)) worst = q;
         if (!(d <= dmax)) dmax = d;
         if (scale > smax) smax = scale;
     }
-    *norm = smax > 0 ? dmax / smax : dmax;
+    *norm = smax > 0 ? dmax / (smax + TINY / U) : dmax;
     return worst;
 }
 
@@ -158,12 +180,12 @@ static void check_fwd_result(const char *what, const uint16_t *yb, const float *
     int64_t bad = bf_mismatch(yb, exact, yn, &first);
     ck_assert_msg(bad == 0, "%s: y: %lld elements are not the rounded fp32 result (first [%lld]: "
                   "got %a, want %a)", what, (long long)bad, (long long)first,
-                  first >= 0 ? (double)vd_bf16_to_f32(yb[first]) : 0.0,
+                  first >= 0 ? (double)vd_h16_to_f32(DT, yb[first]) : 0.0,
                   first >= 0 ? (double)exact[first] : 0.0);
     double norm, q = bf_err(yb, y32, A, 2.05, yn, &norm);
     if (verbose) fprintf(stderr, "  %-34s y   err/bound %.3f  normalized %.3g\n", what, q, norm);
-    ck_assert_msg(q <= 1.0 && norm <= U_BF16, "%s: y error %.3g of its bound, normalized %.3g > "
-                  "2^-8", what, q, norm);
+    ck_assert_msg(q <= 1.0 && norm <= U, "%s: y error %.3g of its bound, normalized %.3g > u",
+                  what, q, norm);
     if (same) {
         float *g = f_of(yb, yn);
         ck_assert_msg(memcmp(g, y32, (size_t)yn * sizeof *g) == 0, "%s: y differs from fp32's",
@@ -208,7 +230,7 @@ static void run_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd) {
     void *ptr[2 * VD_MAX_INPUTS + 2];
     int64_t pc[2 * VD_MAX_INPUTS + 2], phw[2 * VD_MAX_INPUTS + 2];
     int np = 0;
-    if (io->act == VD_DT_BF16) {
+    if (io->act != VD_DT_F32) {
         const void *cand[2 * VD_MAX_INPUTS + 2];
         int64_t cc[2 * VD_MAX_INPUTS + 2], ch[2 * VD_MAX_INPUTS + 2];
         int nc = 0;
@@ -234,24 +256,26 @@ static void run_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd) {
     }
     int rc = bwd ? be->backward(be, net, layer, io, &e) : be->forward(be, net, layer, io, &e);
     for (int i = 0; i < np; i++) relayout_u16(ptr[i], io->n, pc[i], phw[i], false);
-    ck_assert_msg(rc == 0, "bf16 %s: %s", bwd ? "backward" : "forward", e.msg);
+    ck_assert_msg(rc == 0, "%s %s: %s", dt_name(), bwd ? "backward" : "forward", e.msg);
 }
 
 /* The checks 1.-4. of the header for layer `layer` of net. */
 static void bf_check(const vd_net *net, int layer, bf_case c) {
     const vd_layer *l = &net->layers[layer];
     seen_op[l->op] = true;
-    const char *what = c.what;
+    char what[160];
+    snprintf(what, sizeof what, "%s %s", dt_name(), c.what);
     t_op t;
     t_op_init(&t, be, net, layer, c.n, 17);
     vd_err e = {0};
-    ck_assert_msg(be->layer_setup(be, net, c.n, VD_MATH_BF16, true, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->layer_setup(be, net, c.n, DT == VD_DT_F16 ? VD_MATH_FP16 : VD_MATH_BF16, true,
+                                  &e) == 0, "%s", e.msg);
     t.io.training = c.training;
     t.io.algo = c.algo;
     bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
     /* bf16-representable feature-map inputs and output gradient */
-    for (int k = 0; k < t.n_in; k++) vd_round_bf16_n(t.x[k], (size_t)t.xn[k]);
-    vd_round_bf16_n(t.r, (size_t)t.yn);
+    for (int k = 0; k < t.n_in; k++) vd_round_h16_n(DT, t.x[k], (size_t)t.xn[k]);
+    vd_round_h16_n(DT, t.r, (size_t)t.yn);
     int64_t cn = l->c;      /* channels: the size of bn / bias vectors */
     float *rm0 = t.rm ? t_copy(t.rm, cn) : NULL, *rv0 = t.rv ? t_copy(t.rv, cn) : NULL;
 
@@ -264,7 +288,7 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
     float *exact = y32, *A = NULL, *wr = NULL;
     if (gemm) {
         wr = t_copy(t.w, t.wn);
-        vd_round_bf16_n(wr, (size_t)t.wn);
+        vd_round_h16_n(DT, wr, (size_t)t.wn);
         vd_op_io io = t.io;
         float *zero = calloc((size_t)cn, sizeof *zero);   /* the layer's b is required */
         ck_assert_ptr_nonnull(zero);
@@ -272,7 +296,7 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
         io.b = t.b ? zero : NULL;
         io.y = exact = t_alloc(t.yn);
         run_io(net, layer, &io, false);
-        vd_round_bf16_n(exact, (size_t)t.yn);
+        vd_round_h16_n(DT, exact, (size_t)t.yn);
         if (t.b) {
             int64_t hw = (int64_t)l->h * l->w;
             for (int64_t i = 0; i < t.yn; i++) exact[i] += t.b[(i / hw) % cn];
@@ -293,7 +317,7 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
     if (t.aux) memset(t.aux, 0xFF, (size_t)t.auxn * sizeof(float));
     uint16_t *xb[VD_MAX_INPUTS] = {0}, *yb = bf_alloc(t.yn);
     vd_op_io bio = t.io;
-    bio.act = VD_DT_BF16;
+    bio.act = DT;
     for (int k = 0; k < t.n_in; k++) bio.x[k] = (const float *)(xb[k] = bf_of(t.x[k], t.xn[k]));
     bio.y = (float *)yb;
     run_io(net, layer, &bio, false);
@@ -312,7 +336,7 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
     for (int k = 0; k < t.n_in; k++) {
         D[k] = t_alloc(t.xn[k]);
         t_fill_uniform(D[k], t.xn[k], -1, 1, 300 + (uint64_t)k);
-        vd_round_bf16_n(D[k], (size_t)t.xn[k]);
+        vd_round_h16_n(DT, D[k], (size_t)t.xn[k]);
     }
     for (int acc = 0; acc < 2; acc++) {
         char wh[160];
@@ -368,12 +392,12 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
             int64_t bad = bf_mismatch(dxb[k], dxe[k], t.xn[k], &first);
             ck_assert_msg(bad == 0, "%s: %s: %lld elements are not the rounded fp32 result "
                           "(first [%lld]: got %a, want %a)", wh, tn, (long long)bad,
-                          (long long)first, first >= 0 ? (double)vd_bf16_to_f32(dxb[k][first]) : 0.0,
+                          (long long)first, first >= 0 ? (double)vd_h16_to_f32(DT, dxb[k][first]) : 0.0,
                           first >= 0 ? (double)dxe[k][first] : 0.0);
             double norm, q = bf_err(dxb[k], dx32[k], adx[k], 1.05, t.xn[k], &norm);
             if (verbose) fprintf(stderr, "  %-34s %s err/bound %.3f  normalized %.3g\n", wh, tn, q, norm);
-            ck_assert_msg(q <= 1.0 && norm <= U_BF16, "%s: %s error %.3g of its bound, "
-                          "normalized %.3g > 2^-8", wh, tn, q, norm);
+            ck_assert_msg(q <= 1.0 && norm <= U, "%s: %s error %.3g of its bound, "
+                          "normalized %.3g > u", wh, tn, q, norm);
             if (c.same_bwd && !acc) {
                 float *g = f_of(dxb[k], t.xn[k]);
                 ck_assert_msg(memcmp(g, dx32[k], (size_t)t.xn[k] * sizeof *g) == 0,
@@ -384,9 +408,7 @@ static void bf_check(const vd_net *net, int layer, bf_case c) {
         if (dw) {
             if (l->op == VD_OP_CONV) {   /* through bf16: exactly rn(fp32 dW) */
                 for (int64_t i = 0; i < t.wn; i++) {
-                    uint32_t u;
-                    memcpy(&u, &dw[i], 4);
-                    ck_assert_msg((u & 0xFFFFu) == 0 && dw[i] == vd_bf16_to_f32(vd_f32_to_bf16(dw32[i])),
+                    ck_assert_msg(dw[i] == vd_h16_to_f32(DT, vd_f32_to_h16(DT, dw32[i])),
                                   "%s: conv dW[%lld] = %a, want rn(%a)", wh, (long long)i,
                                   (double)dw[i], (double)dw32[i]);
                 }
@@ -448,7 +470,8 @@ static void multi(vd_op op, int n_in, const int *chans, bf_case bc) {
 static bf_case C(const char *what) { return (bf_case){what, 2, 0, true, false, false}; }
 static bf_case SAME(bf_case c, bool fwd, bool bwd) { c.same_fwd = fwd; c.same_bwd = bwd; return c; }
 
-START_TEST(every_op_bf16_vs_fp32) {
+START_TEST(every_op_h16_vs_fp32) {
+    set_dtype(_i);
     memset(seen_op, 0, sizeof seen_op);
     for (int algo = 0; algo < 2; algo++) {
         bf_case c = C(algo ? "conv 3x3 p1 bias [direct]" : "conv 3x3 p1 bias [im2col]");
@@ -505,7 +528,7 @@ START_TEST(every_op_bf16_vs_fp32) {
         vd_net_free(&net);
     }
     for (int op = 0; op < VD_OP_COUNT; op++)
-        ck_assert_msg(seen_op[op], "op '%s' has no bf16 case here", vd_op_table[op].name);
+        ck_assert_msg(seen_op[op], "op '%s' has no 16-bit case here", vd_op_table[op].name);
 }
 END_TEST
 
@@ -515,6 +538,7 @@ END_TEST
  * the out-of-place results; add(a, a) accumulates both gradients in one
  * bf16 buffer: 2 dy exactly. */
 START_TEST(in_place_aliasing) {
+    set_dtype(_i);
     for (int which = 0; which < 2; which++) {
         vd_net net;
         t_net_begin(&net, 3, 4, 5);
@@ -528,7 +552,7 @@ START_TEST(in_place_aliasing) {
         int64_t n = t.yn;
         uint16_t *xb = bf_of(t.x[0], n), *yb = bf_alloc(n), *dyb = bf_of(t.r, n), *dxb = bf_alloc(n);
         vd_op_io io = t.io;
-        io.act = VD_DT_BF16;
+        io.act = DT;
         io.x[0] = (const float *)xb;
         io.y = (float *)yb;
         run_io(&net, i, &io, false);
@@ -566,22 +590,22 @@ START_TEST(in_place_aliasing) {
     t_op t;
     t_op_init(&t, be, &net, i, 2, 3);
     int64_t n = t.yn;
-    vd_round_bf16_n(t.x[0], (size_t)n);
+    vd_round_h16_n(DT, t.x[0], (size_t)n);
     uint16_t *xb = bf_of(t.x[0], n), *yb = bf_alloc(n), *dyb = bf_of(t.r, n), *dxb = bf_alloc(n);
     vd_op_io io = t.io;
-    io.act = VD_DT_BF16;
+    io.act = DT;
     io.x[0] = io.x[1] = (const float *)xb;
     io.y = (float *)yb;
     run_io(&net, i, &io, false);
     for (int64_t j = 0; j < n; j++)   /* x + x: exact in fp32, so rn(2x) = 2x */
-        ck_assert(vd_bf16_to_f32(yb[j]) == 2.0f * t.x[0][j]);
+        ck_assert(vd_h16_to_f32(DT, yb[j]) == 2.0f * t.x[0][j]);
     io.dy = (const float *)dyb;
     io.dx[0] = io.dx[1] = (float *)dxb;
     io.dx_beta[0] = 0.0f;
     io.dx_beta[1] = 1.0f;
     run_io(&net, i, &io, true);
     for (int64_t j = 0; j < n; j++)
-        ck_assert(vd_bf16_to_f32(dxb[j]) == 2.0f * vd_bf16_to_f32(dyb[j]));
+        ck_assert(vd_h16_to_f32(DT, dxb[j]) == 2.0f * vd_h16_to_f32(DT, dyb[j]));
     guard_ok(dxb, n, "add(a, a)", "dx");
     free(xb); free(yb); free(dyb); free(dxb);
     t_op_free(&t);
@@ -594,42 +618,44 @@ END_TEST
 /* The comparisons above must fail on: one element one ulp off; rounding by
  * truncation; a conv bias added before the product is stored. */
 START_TEST(checker_catches_errors) {
+    set_dtype(_i);
     vd_net net;
     t_net_begin(&net, 3, 7, 6);
     int i = vdt_add(&net, vdt_conv(-1, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
     vdt_finish(&net, i);
     t_op t;
     t_op_init(&t, be, &net, i, 2, 17);
-    vd_round_bf16_n(t.x[0], (size_t)t.xn[0]);
+    vd_round_h16_n(DT, t.x[0], (size_t)t.xn[0]);
     run32(&t, false);
     int64_t n = t.yn, first;
     float *y32 = t_copy(t.y, n);
     uint16_t *good = bf_of(y32, n), *bad = bf_dup(good, n);
     double norm;
     ck_assert(bf_mismatch(good, y32, n, &first) == 0);
-    ck_assert(bf_err(good, y32, NULL, 0, n, &norm) <= 1.0 && norm <= U_BF16);
+    ck_assert(bf_err(good, y32, NULL, 0, n, &norm) <= 1.0 && norm <= U);
     /* one element one ulp off */
     bad[n / 2] ^= 1u;
     ck_assert(bf_mismatch(bad, y32, n, &first) == 1 && first == n / 2);
-    /* truncation: somewhere an error over half an ulp, so over the bound */
+    /* truncation (the rounded value stepped one ulp toward zero where it
+     * rounded away: the bits order magnitudes within a sign): somewhere an
+     * error over half an ulp, so over the bound */
     for (int64_t j = 0; j < n; j++) {
-        uint32_t u;
-        memcpy(&u, &y32[j], 4);
-        bad[j] = (uint16_t)(u >> 16);
+        uint16_t h = vd_f32_to_h16(DT, y32[j]);
+        bad[j] = fabs(vd_h16_to_f32(DT, h)) > fabsf(y32[j]) ? (uint16_t)(h - 1u) : h;
     }
     ck_assert(bf_mismatch(bad, y32, n, &first) > 0);
     ck_assert_msg(bf_err(bad, y32, NULL, 0, n, &norm) > 1.0, "truncation went unnoticed");
     /* the bias added before the store (one rounding instead of two): the
      * bf16 call must differ from that somewhere */
     float *wr = t_copy(t.w, t.wn);
-    vd_round_bf16_n(wr, (size_t)t.wn);
+    vd_round_h16_n(DT, wr, (size_t)t.wn);
     vd_op_io io = t.io;
     io.w = wr;
     io.y = t_alloc(n);
     run_io(&net, i, &io, false);                 /* rn(x w^ + b): one rounding */
     uint16_t *yb = bf_alloc(n), *xb = bf_of(t.x[0], t.xn[0]);
     vd_op_io bio = t.io;
-    bio.act = VD_DT_BF16;
+    bio.act = DT;
     bio.x[0] = (const float *)xb;
     bio.y = (float *)yb;
     run_io(&net, i, &bio, false);
@@ -644,11 +670,12 @@ END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("ops_bf16");
-    TCase *tc = tcase_create("bf16");
+    TCase *tc = tcase_create("h16");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, every_op_bf16_vs_fp32);
-    tcase_add_test(tc, in_place_aliasing);
-    tcase_add_test(tc, checker_catches_errors);
+    int nd = (int)(sizeof dts / sizeof dts[0]);   /* _i: dts[_i] */
+    tcase_add_loop_test(tc, every_op_h16_vs_fp32, 0, nd);
+    tcase_add_loop_test(tc, in_place_aliasing, 0, nd);
+    tcase_add_loop_test(tc, checker_catches_errors, 0, nd);
     suite_add_tcase(s, tc);
     return s;
 }

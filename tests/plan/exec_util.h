@@ -47,23 +47,25 @@ typedef struct run_out {
     float eval_loss;
 } run_out;
 
-/* The batch of iteration iter into x (floats; bf16: each value rounded to
- * bf16, as the loader stores it) and lab. */
-static inline void fill_batch_as(const vd_net *net, int batch, int iter, void *x, bool bf16,
+/* The batch of iteration iter into x (floats; 16-bit dt: each value rounded
+ * to dt in channels-last order, as the loader stores it) and lab. */
+static inline void fill_batch_as(const vd_net *net, int batch, int iter, void *x, vd_dtype dt,
                                  int32_t *lab) {
     vd_rng r;
     vd_rng_seed(&r, 1234, (uint64_t)iter);
     int64_t n = (int64_t)batch * vd_net_out_numel(net, -1);
-    for (int64_t i = 0; i < n; i++) {
-        float v = vd_rng_normal(&r);
-        if (bf16) ((uint16_t *)x)[i] = vd_f32_to_bf16(v);
-        else ((float *)x)[i] = v;
+    float *f = dt != VD_DT_F32 ? malloc((size_t)n * sizeof *f) : (float *)x;
+    ck_assert_ptr_nonnull(f);
+    for (int64_t i = 0; i < n; i++) f[i] = vd_rng_normal(&r);
+    if (dt != VD_DT_F32) {   /* 16-bit maps are channels-last: the same image as fp32's */
+        vd_nchw_f32_to_nhwc_h16(dt, f, x, batch, net->in_c, (int64_t)net->in_h * net->in_w);
+        free(f);
     }
     for (int b = 0; b < batch; b++) lab[b] = (int32_t)(vd_rng_u32(&r) % (uint32_t)net->classes);
 }
 
 static inline void fill_batch(const vd_net *net, int batch, int iter, float *x, int32_t *lab) {
-    fill_batch_as(net, batch, iter, x, false, lab);
+    fill_batch_as(net, batch, iter, x, VD_DT_F32, lab);
 }
 
 static inline void run_training(const vd_net *net, int batch, const run_cfg *c, run_out *o) {
@@ -122,13 +124,13 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     rc = vd_exec_set_state(ex, o->params, NULL, 0, &e);
     ck_assert_msg(rc == 0, "set_state: %s", e.msg);
     for (int it = 0; it < c->iters && it < 64; it++) {
-        fill_batch_as(net, batch, it, vd_exec_input_x(ex), vd_exec_input_bf16(ex),
+        fill_batch_as(net, batch, it, vd_exec_input_x(ex), vd_exec_input_dtype(ex),
                       vd_exec_input_labels(ex));
         rc = vd_exec_train_step(ex, net->train.lr, it, &o->loss[it], &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); break; }
     }
     if (!o->rc) {
-        fill_batch_as(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_bf16(ex),
+        fill_batch_as(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_dtype(ex),
                       vd_exec_input_labels(ex));
         rc = vd_exec_eval_step(ex, &o->eval_correct, &o->eval_loss, &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "eval: %s", e.msg); }

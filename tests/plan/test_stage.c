@@ -159,7 +159,7 @@ static void run_stage(const vd_net *net, int batch, vd_policy pol, uint64_t budg
     ck_assert_msg(vd_exec_set_state(ex, o->params, NULL, 0, &e) == 0, "%s", e.msg);
     bool have = false;
     for (int it = 0; it < iters; it++) {
-        bool bf = vd_exec_input_bf16(ex);
+        vd_dtype bf = vd_exec_input_dtype(ex);
         if (!have) fill_batch_as(net, batch, it, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
         bool next = vd_exec_stages(ex) && it + 1 < iters;
         if (next) {

@@ -48,7 +48,7 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "--lr", "%s --lr nan");
     expect(2, "--policy", "%s --policy everything");
     expect(2, "did you mean 'cuda'", "%s --backend cudaa");
-    expect(2, "--math", "%s --math fp16");
+    expect(2, "--math", "%s --math fp8");
     expect(2, "needs a value", "%s --iters");
     expect(2, "takes no value", "%s --quiet=1");
     expect(2, "exclude", "%s --resume a --init b");
@@ -537,12 +537,12 @@ START_TEST(math_spec_and_flag) {
     vdt_assert_same_file(ck[0], ck[1]);
     vdt_assert_same_file(ck[2], ck[3]);
     ck_assert_msg(!same_bytes(ck[0], ck[2]), "math bf16 and fp32 trained the same bytes");
-    /* math: fp16 is a spec error at the value (exit 3), whatever --math says */
+    /* math: fp8 is a spec error at the value (exit 3), whatever --math says */
     char s8[700], spec_err[800];
     snprintf(s8, sizeof s8, "%s/res8.yaml", d);
-    write_res_spec(s8, "fp16");
+    write_res_spec(s8, "fp8");
     int col = (int)(strstr(RES_SPEC, "math: %s") - strstr(RES_SPEC, "train:")) + 7;
-    snprintf(spec_err, sizeof spec_err, "%s:3:%d: 'math' must be fp32, tf32 or bf16", s8, col);
+    snprintf(spec_err, sizeof spec_err, "%s:3:%d: 'math' must be fp32, tf32, bf16 or fp16", s8, col);
     for (int k = 0; k < 2; k++) {
         snprintf(a, sizeof a, "%s --backend cpu --iters 1 %s", s8, k ? "--math bf16" : "");
         int rc = vdt_run_bin(g_bin, a, true, &out);
@@ -605,6 +605,86 @@ START_TEST(math_spec_and_flag) {
 }
 END_TEST
 
+/* --math fp16 (the CPU backend's oracle of it): N iterations, save, resume,
+ * M more equal N + M in one run, byte for byte, under policy all; FILE.state
+ * records the loss scale (65536 after 9 clean steps: the growth counter 9,
+ * nothing skipped), the progress lines, the report and --metrics show it.
+ * An fp32 checkpoint resumed in fp16 starts at the initial scale, saying
+ * so; an fp16 one resumed in fp32 says its scale is dropped. */
+START_TEST(fp16_resume_and_loss_scale) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-train-fp16");
+    char args[3000], a[700], b[700], c[700], f32[700], met[700], bs[760], cs[760], *out;
+    snprintf(a, sizeof a, "%s/a.safetensors", d);
+    snprintf(b, sizeof b, "%s/b.safetensors", d);
+    snprintf(c, sizeof c, "%s/c.safetensors", d);
+    snprintf(f32, sizeof f32, "%s/f32.safetensors", d);
+    snprintf(met, sizeof met, "%s/m.jsonl", d);
+    const char *common = "--data synthetic:200,48 --batch 16 --policy all --deterministic "
+                         "--log-every 3 --math fp16 --eval-every -1";
+    snprintf(args, sizeof args, "%%s %s --iters 9 --save %s --metrics %s", common, c, met);
+    ck_assert_int_eq(run(&out, args), 0);
+    ck_assert_msg(strstr(out, "iter 3/9") && strstr(out, "scale 65536  skipped 0") &&
+                  strstr(out, "loss scaling (fp16): scale 65536 at the end, 0 steps skipped"),
+                  "%s", out);
+    vd_free(out);
+    size_t n;
+    char *text = vdt_slurp(met, &n);
+    ck_assert_msg(strstr(text, "\"loss_scale\":65536") && strstr(text, "\"skipped_steps\":0"),
+                  "%s", text);
+    vd_free(text);
+    snprintf(args, sizeof args, "%%s %s --iters 9 --stop-at 4 --save %s --quiet", common, a);
+    expect(0, NULL, args);
+    snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --save %s", common, a, b);
+    expect(0, "resumed from", args);
+    vdt_assert_same_file(b, c);
+    snprintf(bs, sizeof bs, "%s.state", b);
+    snprintf(cs, sizeof cs, "%s.state", c);
+    vdt_assert_same_file(bs, cs);
+    text = vdt_slurp(cs, &n);
+    ck_assert_msg(strstr(text + 8, "\"loss_scale\":\"65536\"") &&
+                  strstr(text + 8, "\"loss_scale_growth\":\"9\"") &&
+                  strstr(text + 8, "\"loss_scale_skipped\":\"0\"") &&
+                  strstr(text + 8, "\"loss_scale_stepped\":\"1\""), "%.600s", text + 8);
+    vd_free(text);
+    /* a loss scale far too high (the state edited in place, same length:
+     * 1e30, halved 49 times still overflows binary16): 50 skipped steps in a
+     * row end the run with exit 10 naming the layer where the overflow
+     * began (fc3, the last with weights), and nothing is saved */
+    char x[700], xs[760], y[700];
+    snprintf(x, sizeof x, "%s/x.safetensors", d);
+    snprintf(xs, sizeof xs, "%s.state", x);
+    snprintf(y, sizeof y, "%s/y.safetensors", d);
+    text = vdt_slurp(c, &n);
+    tu_write(x, text, n);
+    vd_free(text);
+    text = vdt_slurp(cs, &n);
+    char *at = strstr(text + 8, "\"loss_scale\":\"65536\"");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at + 14, "1e+30", 5);
+    tu_write(xs, text, n);
+    vd_free(text);
+    snprintf(args, sizeof args, "%%s %s --iters 200 --resume %s --save %s", common, x, y);
+    expect(VD_ENUMERIC, "iteration 59: math fp16: the gradients overflowed in 50 steps in a row",
+           args);
+    expect(VD_ENUMERIC, "the first layer whose gradient was not finite: 'fc3'", args);
+    ck_assert_msg(access(y, F_OK) != 0, "%s was saved after the overflow", y);
+    /* across maths */
+    snprintf(args, sizeof args, "%%s --data synthetic:200,48 --batch 16 --iters 3 --eval-every -1 "
+             "--quiet --save %s", f32);
+    expect(0, NULL, args);
+    snprintf(args, sizeof args, "%%s %s --iters 5 --resume %s", common, f32);
+    expect(0, "has no loss scale (saved by a run in another math): math fp16 starts at the "
+           "initial scale 65536", args);
+    snprintf(args, sizeof args, "%%s --data synthetic:200,48 --batch 16 --iters 5 --eval-every -1 "
+             "--resume %s", c);
+    expect(0, "was saved in math fp16: its loss scale (65536) is dropped in math fp32", args);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("cli", 300,
           usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli,
-          interrupted_save_and_recorded_data, bf16_checkpoints_any_policy, math_spec_and_flag)
+          interrupted_save_and_recorded_data, bf16_checkpoints_any_policy, math_spec_and_flag,
+          fp16_resume_and_loss_scale)

@@ -395,8 +395,8 @@ static int32_t ref_sample(uint64_t seed, int split, int64_t index, int classes, 
 
 /* Synthetic samples are exactly the formula: vd_data_sample (the host
  * loader's source) and the CPU backend's fill_synthetic (what the training
- * loop uses), floats bit for bit, bf16 as the floats rounded to nearest
- * even (vd_f32_to_bf16, tested in util-bf16). */
+ * loop uses), floats bit for bit, bf16 and fp16 as the floats rounded to
+ * nearest even (vd_f32_to_bf16, vd_f32_to_f16, tested in util-bf16). */
 START_TEST(synthetic_matches_reference_formula) {
     /* the published splitmix64 outputs from state 0 pin the reference */
     uint64_t st = 0;
@@ -425,17 +425,21 @@ START_TEST(synthetic_matches_reference_formula) {
         vd_backend *be;
         ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
         float *xf = malloc(sizeof(float) * NS * M);
-        uint16_t *xh = malloc(sizeof(uint16_t) * NS * M);
+        uint16_t *xh = malloc(sizeof(uint16_t) * NS * M), *xq = malloc(sizeof(uint16_t) * NS * M);
         ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, xf, VD_DT_F32, &b, &e), 0);
         ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xh, VD_DT_BF16, &b, &e), 0);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xq, VD_DT_F16, &b, &e), 0);
         ck_assert_int_eq(be->synchronize(be, &e), 0);    /* the H2D fill runs when awaited */
         ck_assert_mem_eq(xf, ref, sizeof ref);
         for (int i = 0; i < NS; i++)
-            for (int j = 0; j < M; j++)   /* bf16 is channels-last: NCHW j at p*C + c */
-                ck_assert_uint_eq(xh[i * M + (j % (H * W)) * C + j / (H * W)],
-                                  vd_f32_to_bf16(ref[i][j]));
+            for (int j = 0; j < M; j++) {  /* 16-bit is channels-last: NCHW j at p*C + c */
+                int at = i * M + (j % (H * W)) * C + j / (H * W);
+                ck_assert_uint_eq(xh[at], vd_f32_to_bf16(ref[i][j]));
+                ck_assert_uint_eq(xq[at], vd_f32_to_f16(ref[i][j]));
+            }
         free(xf);
         free(xh);
+        free(xq);
         be->destroy(be);
     }
     vd_data_close(&ds);
@@ -1135,8 +1139,8 @@ START_TEST(loader_same_batches_any_thread_count) {
 }
 END_TEST
 
-/* vd_loader_next_as(bf16 = true) gives exactly vd_f32_to_bf16 of the fp32
- * batch (vd_loader_next with 1 thread) in channels-last order, whatever the
+/* vd_loader_next_as(dt = VD_DT_BF16 or VD_DT_F16) gives exactly
+ * vd_f32_to_bf16 / vd_f32_to_f16 of the fp32 batch (vd_loader_next with 1 thread) in channels-last order, whatever the
  * thread count: the first batches (made in floats before the consumer's
  * first call) converted as they are copied, small batches in one copy and a
  * batch of 12.8 MB in 2 or 3 parallel parts (threads 2, and 3 and more:
@@ -1145,9 +1149,11 @@ END_TEST
  * (a folder data set writes them itself, folder_sample_bf16; the others'
  * floats are converted per sample). nb batches in a row (slots reused, more
  * than the four of the ring: both kinds); nothing is written past the
- * batch. mixed: the consumer switches formats (bf16, bf16, float, ...): a
- * float batch after bf16 ones is the float batch too (made again). */
-static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per, bool mixed) {
+ * batch. mixed: the consumer switches formats (dt, dt, alt, ...): a float
+ * batch (alt F32) or one of the other 16-bit type after dt ones is that
+ * batch too (made again). */
+static void h16_batches_match(vd_dataset *ds, vd_dtype dt, int batch, int nb, size_t per,
+                              bool mixed, vd_dtype alt) {
     static const int threads[] = { 1, 2, 3, 5, 16 };
     enum { GUARD = 16 };
     size_t n = per * (size_t)batch;
@@ -1167,11 +1173,11 @@ static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per, bo
         cfg.threads = threads[t];
         ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
         for (int b = 0; b < nb; b++) {
-            bool bf = !mixed || b % 3 != 2;
+            vd_dtype cur = !mixed || b % 3 != 2 ? dt : alt;
             const float *r = ref + (size_t)b * n;
             memset(got, 0xA5, sizeof(float) * (n + GUARD));
-            ck_assert_msg(vd_loader_next_as(ld, got, bf, y, &e) == 0, "%s", e.msg);
-            if (!bf) {
+            ck_assert_msg(vd_loader_next_as(ld, got, cur, y, &e) == 0, "%s", e.msg);
+            if (cur == VD_DT_F32) {
                 ck_assert_msg(memcmp(got, r, sizeof(float) * n) == 0,
                               "threads %d batch %d: the float batch differs", threads[t], b);
                 for (size_t i = 2 * n; i < 2 * (n + GUARD); i++)
@@ -1186,7 +1192,7 @@ static void bf16_batches_match(vd_dataset *ds, int batch, int nb, size_t per, bo
                 for (size_t i = 0; i < (size_t)batch; i++)
                     for (size_t ch = 0; ch < c; ch++)
                         for (size_t q = 0; q < hw; q++)
-                            want[(i * hw + q) * c + ch] = vd_f32_to_bf16(r[(i * c + ch) * hw + q]);
+                            want[(i * hw + q) * c + ch] = vd_f32_to_h16(cur, r[(i * c + ch) * hw + q]);
             }
             uint16_t *g = (uint16_t *)got;
             for (size_t i = 0; i < n; i++)
@@ -1207,13 +1213,17 @@ START_TEST(loader_bf16_any_thread_count) {
     vd_dataset *ds;
     tu_tiny_net(&net, 3, 8, 8, 10, false, 10);
     ck_assert_int_eq(vd_data_open("synthetic:50", &net, 10, 5, false, &ds, &e), 0);
-    bf16_batches_match(ds, 10, 10, 3 * 8 * 8, false);
-    bf16_batches_match(ds, 10, 10, 3 * 8 * 8, true);
+    h16_batches_match(ds, VD_DT_BF16, 10, 10, 3 * 8 * 8, false, VD_DT_F32);
+    h16_batches_match(ds, VD_DT_BF16, 10, 10, 3 * 8 * 8, true, VD_DT_F32);
+    h16_batches_match(ds, VD_DT_F16, 10, 10, 3 * 8 * 8, false, VD_DT_F32);
+    h16_batches_match(ds, VD_DT_F16, 10, 10, 3 * 8 * 8, true, VD_DT_F32);
+    h16_batches_match(ds, VD_DT_F16, 10, 10, 3 * 8 * 8, true, VD_DT_BF16);
     vd_data_close(&ds);
     vd_net_free(&net);
     tu_tiny_net(&net, 3, 64, 64, 10, false, 260);
     ck_assert_int_eq(vd_data_open("synthetic:600", &net, 260, 5, false, &ds, &e), 0);
-    bf16_batches_match(ds, 260, 6, 3 * 64 * 64, false);
+    h16_batches_match(ds, VD_DT_BF16, 260, 6, 3 * 64 * 64, false, VD_DT_F32);
+    h16_batches_match(ds, VD_DT_F16, 260, 6, 3 * 64 * 64, false, VD_DT_F32);
     vd_data_close(&ds);
     vd_net_free(&net);
     /* a JPEG folder, augmented (crops, flips), RGB and grey nets: the
@@ -1224,8 +1234,9 @@ START_TEST(loader_bf16_any_thread_count) {
     for (int ch = 3; ch >= 1; ch -= 2) {
         tu_tiny_net(&net, ch, 16, 24, 10, false, 5);
         ck_assert_int_eq(vd_data_open(spec, &net, 5, 5, true, &ds, &e), 0);
-        bf16_batches_match(ds, 5, 10, (size_t)ch * 16 * 24, false);
-        bf16_batches_match(ds, 5, 10, (size_t)ch * 16 * 24, true);
+        h16_batches_match(ds, VD_DT_BF16, 5, 10, (size_t)ch * 16 * 24, false, VD_DT_F32);
+        h16_batches_match(ds, VD_DT_BF16, 5, 10, (size_t)ch * 16 * 24, true, VD_DT_F32);
+        h16_batches_match(ds, VD_DT_F16, 5, 10, (size_t)ch * 16 * 24, true, VD_DT_F32);
         vd_data_close(&ds);
         vd_net_free(&net);
     }
@@ -1238,7 +1249,7 @@ END_TEST
  * whatever its thread count: the same sample indices (shuffled, across
  * epochs, from a resumed position) and labels, and generated by the CPU
  * backend's fill_synthetic they are the worker loader's bytes, in floats
- * and in bf16 (vd_loader_next_as). It refuses to make batches itself, and
+ * and in bf16 and fp16 (vd_loader_next_as). It refuses to make batches itself, and
  * other data sets refuse it. */
 START_TEST(loader_synth_device_matches_loader) {
     enum { B = 7, NB = 10, M = 3 * 8 * 8 };     /* 70 samples of 30: epochs straddled */
@@ -1265,8 +1276,9 @@ START_TEST(loader_synth_device_matches_loader) {
         ck_assert_int_eq(vd_loader_create(&dl, ds, &cfg, &e), 0);
         ck_assert_int_eq(vd_loader_threads(dl), 0);
         for (int k = 0; k < NB; k++) {
-            bool bf = k % 2;
-            ck_assert_int_eq(vd_loader_next_as(ld, bf ? (void *)h : (void *)x, bf, y, &e), 0);
+            vd_dtype dt = (vd_dtype)(k % 3);   /* F32, BF16, F16 in turn */
+            bool bf = dt != VD_DT_F32;
+            ck_assert_int_eq(vd_loader_next_as(ld, bf ? (void *)h : (void *)x, dt, y, &e), 0);
             vd_synth_batch b = { .index = idx };
             ck_assert_int_eq(vd_loader_next_synth(dl, &b, yd, &e), 0);
             ck_assert(b.seed == 5 && b.split == VD_SPLIT_TRAIN && b.classes == 10 &&
@@ -1274,7 +1286,7 @@ START_TEST(loader_synth_device_matches_loader) {
             ck_assert_uint_eq(vd_loader_position(dl), 3 + (uint64_t)(k + 1) * B);
             ck_assert_mem_eq(y, yd, sizeof y);
             ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, bf ? (void *)hd : (void *)xd,
-                                                bf ? VD_DT_BF16 : VD_DT_F32, &b, &e), 0);
+                                                dt, &b, &e), 0);
             if (bf) ck_assert_mem_eq(h, hd, sizeof h);
             else ck_assert_mem_eq(x, xd, sizeof x);
         }

@@ -244,6 +244,11 @@ START_TEST(cli_gpus) {
     rc = run(g_train, &out, "%s --backend cpu --batch 16 --iters 2 --gpus 2 --save %s", g_net, b);
     ck_assert_msg(rc == 0 && strstr(out, "2 ranks") && strstr(out, "8 samples each"), "%s", out);
     vd_free(out);
+    /* math fp16 (its loss scale is one rank's state): refused with exit 8 */
+    rc = run(g_train, &out, "%s --backend cpu --batch 16 --iters 2 --gpus 2 --math fp16%s", g_net, "");
+    ck_assert_msg(rc == VD_EUNSUPPORTED && strstr(out, "in math fp16 is not supported"),
+                  "exit %d: %s", rc, out);
+    vd_free(out);
     /* a global batch that --gpus does not divide: exit 3, in both tools */
     rc = run(g_train, &out, "%s --backend cpu --batch 15 --iters 1 --gpus 2%s", g_net, "");
     ck_assert_msg(rc == VD_ESPEC && strstr(out, "not divisible by --gpus 2"), "exit %d: %s", rc, out);

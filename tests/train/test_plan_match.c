@@ -161,6 +161,16 @@ START_TEST(lenet_bf16_plan_is_what_train_runs) {
 }
 END_TEST
 
+/* fp16 math: the same as bf16's (2-byte feature maps), and both tools keep
+ * the gradient array that loss scaling needs (vd_plan_grads_array): the
+ * plan vdnn-plan prints is the one vdnn-train runs, every policy. */
+START_TEST(lenet_fp16_plan_is_what_train_runs) {
+    check_net_as("lenet", 16, true, NULL, "--math fp16");
+    uint64_t f32 = fmap_bytes("--policy none"), h16 = fmap_bytes("--policy none --math fp16");
+    ck_assert_uint_eq(2 * h16, f32);
+}
+END_TEST
+
 /* AlexNet: the minimum budgets only (each run allocates and poisons a pool
  * of about 700 MiB; the default budget is LeNet's case). One test per
  * policy, so that meson runs them in parallel (tests/train/meson.build). */
@@ -192,10 +202,9 @@ START_TEST(one_parser_for_three_tools) {
             {"--conv-tune fast", "expected on | off | retime"},
             {"--conv-split some", "expected auto | off | force"},
             {"--conv-topk 13", "--conv-topk"},
-            {"--math fp16", "--math"},   /* (not vdnn-plan's: below) */
+            {"--math fp8", "--math"},
         };
         for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
-            if (t == 0 && !strcmp(cases[k].args, "--math fp16")) continue;
             char *out;
             int rc = run(tools[t], &out, true, "%s/nets/lenet.yaml %s", g_src, cases[k].args);
             ck_assert_msg(rc == VD_EUSAGE && strstr(out, cases[k].want), "%s %s: exit %d:\n%s",
@@ -203,16 +212,11 @@ START_TEST(one_parser_for_three_tools) {
             vd_free(out);
         }
     }
-    /* --math fp16: vdnn-plan plans it for a device model; with a backend
-     * (none trains fp16 yet) it is capability missing, exit 8 */
+    /* --math fp16 plans for a device model too */
     {
         char *out;
-        int rc = run(g_plan, &out, true, "%s/nets/lenet.yaml --math fp16 --backend cpu", g_src);
-        ck_assert_msg(rc == VD_EUNSUPPORTED && strstr(out, "no backend of this build trains in "
-                      "fp16"), "vdnn-plan --math fp16 --backend cpu: exit %d:\n%s", rc, out);
-        vd_free(out);
-        rc = run(g_plan, &out, true, "%s/nets/lenet.yaml --math fp16 --gpu-model t4 --quiet",
-                 g_src);
+        int rc = run(g_plan, &out, true, "%s/nets/lenet.yaml --math fp16 --gpu-model t4 --quiet",
+                     g_src);
         ck_assert_msg(rc == 0, "vdnn-plan --math fp16 --gpu-model t4: exit %d:\n%s", rc, out);
         vd_free(out);
     }
@@ -269,6 +273,7 @@ START_TEST(auto_cpu_fallback_warns) {
 END_TEST
 
 VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, lenet_bf16_plan_is_what_train_runs,
+         lenet_fp16_plan_is_what_train_runs,
          alexnet_plan_is_what_train_runs_none,
          alexnet_plan_is_what_train_runs_all, alexnet_plan_is_what_train_runs_conv,
          alexnet_plan_is_what_train_runs_dyn, alexnet_plan_is_what_train_runs_auto,

@@ -40,6 +40,7 @@
  * event_elapsed: wall time (vd_now) between the moments two events
  * completed: the record call for COMPUTE events, the moment the queue ran
  * past the mark for copy-stream events. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ typedef struct qentry {
     int wstream;           /* WAIT: stream to run ... */
     int64_t pos;           /* MARK: its own position; WAIT: ... up to this position */
     vd_synth_batch synth;  /* SYNTH: the batch (dst: x) */
-    bool bf16;             /* SYNTH: bf16 elements */
+    vd_dtype dt;           /* SYNTH: element type */
 } qentry;
 
 typedef struct cpu_queue {
@@ -89,11 +90,12 @@ typedef struct cpu_ctx {
     int *n_opts;                /* [n_layers] */
     double *scratch;            /* the most any layer's op needs (vd_cpu_op.scratch_doubles) */
     size_t scratch_n;
-    float *bf_buf;              /* math bf16: the float copies of one call's operands
-                                   (cpu_run_bf16), [bf_n]; grows to the largest call's need */
+    float *bf_buf;              /* math bf16 / fp16: the float copies of one call's operands
+                                   (cpu_run_h16), [bf_n]; grows to the largest call's need */
     size_t bf_n;
     struct cpu_map { void *p; size_t n; } *maps;   /* [n_maps] the mapped blocks (big_alloc) */
     int n_maps, cap_maps;
+    vd_loss_scale ls;           /* math fp16's loss scaling (scale_set ... scale_update) */
 } cpu_ctx;
 
 static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
@@ -220,16 +222,21 @@ static int q_push(cpu_queue *q, const qentry *x, vd_err *e) {
     return VD_OK;
 }
 
-/* fill_synthetic's work (data/synth.h). */
-static void synth_run(void *x, bool bf16, const vd_synth_batch *b) {
+/* fill_synthetic's work (data/synth.h): 16-bit batches are the float
+ * values rounded to nearest even, bf16 by synth.h's vd_synth_bf16 (the CUDA
+ * kernel's), fp16 by vd_f32_to_f16 (__float2half_rn's rounding). */
+static void synth_run(void *x, vd_dtype dt, const vd_synth_batch *b) {
     int64_t m = b->sample_numel;
     for (int s = 0; s < b->n; s++) {
         uint64_t k = vd_synth_key(b->seed, b->split, b->index[s]);
         uint64_t t = vd_synth_template_key(b->seed, vd_synth_label(k, b->classes));
-        if (bf16) {
+        if (dt != VD_DT_F32) {
             uint16_t *y = (uint16_t *)x + (int64_t)s * m;
-            for (int64_t j = 0; j < m; j++)
-                y[vd_synth_bf16_pos(j, m, b->channels)] = vd_synth_bf16(vd_synth_value(k, t, j));
+            for (int64_t j = 0; j < m; j++) {
+                float v = vd_synth_value(k, t, j);
+                y[vd_synth_bf16_pos(j, m, b->channels)] =
+                    dt == VD_DT_BF16 ? vd_synth_bf16(v) : vd_f32_to_f16(v);
+            }
         } else {
             float *y = (float *)x + (int64_t)s * m;
             for (int64_t j = 0; j < m; j++) y[j] = vd_synth_value(k, t, j);
@@ -241,38 +248,38 @@ static void synth_run(void *x, bool bf16, const vd_synth_batch *b) {
  * to the online cores; each sample is a pure function of its index, so the
  * bytes do not depend on the split). AlexNet's batch of 256 is 40 M
  * elements: ~0.2 s on one core, where the step's convolutions use them all. */
-typedef struct synth_part { void *x; bool bf16; vd_synth_batch b; } synth_part;
+typedef struct synth_part { void *x; vd_dtype dt; vd_synth_batch b; } synth_part;
 
 static void *synth_part_run(void *arg) {
     synth_part *p = arg;
-    synth_run(p->x, p->bf16, &p->b);
+    synth_run(p->x, p->dt, &p->b);
     return NULL;
 }
 
 enum { SYNTH_PART_MIN = 1 << 20, SYNTH_MAX_PARTS = 16 };   /* elements per part, parts */
 
-static void synth_run_parallel(void *x, bool bf16, const vd_synth_batch *b) {
+static void synth_run_parallel(void *x, vd_dtype dt, const vd_synth_batch *b) {
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     int64_t parts = (int64_t)b->n * b->sample_numel / SYNTH_PART_MIN;
     if (parts > nc) parts = nc;
     if (parts > SYNTH_MAX_PARTS) parts = SYNTH_MAX_PARTS;
     if (parts > b->n) parts = b->n;
-    if (parts < 2) { synth_run(x, bf16, b); return; }
+    if (parts < 2) { synth_run(x, dt, b); return; }
     synth_part p[SYNTH_MAX_PARTS];
     pthread_t th[SYNTH_MAX_PARTS];
     bool started[SYNTH_MAX_PARTS] = { false };
-    size_t esz = bf16 ? 2 : 4;
+    size_t esz = (size_t)vd_dtype_bytes(dt);
     for (int i = 0; i < (int)parts; i++) {
         int s0 = (int)((int64_t)b->n * i / parts), s1 = (int)((int64_t)b->n * (i + 1) / parts);
-        p[i] = (synth_part){ (char *)x + (size_t)s0 * (size_t)b->sample_numel * esz, bf16, *b };
+        p[i] = (synth_part){ (char *)x + (size_t)s0 * (size_t)b->sample_numel * esz, dt, *b };
         p[i].b.index = b->index + s0;
         p[i].b.n = s1 - s0;
         if (i > 0) started[i] = pthread_create(&th[i], NULL, synth_part_run, &p[i]) == 0;
     }
-    synth_run(p[0].x, bf16, &p[0].b);
+    synth_run(p[0].x, dt, &p[0].b);
     for (int i = 1; i < (int)parts; i++) {
         if (started[i]) pthread_join(th[i], NULL);
-        else synth_run(p[i].x, bf16, &p[i].b);   /* no thread: this part here */
+        else synth_run(p[i].x, dt, &p[i].b);   /* no thread: this part here */
     }
 }
 
@@ -286,7 +293,7 @@ static void q_run(cpu_ctx *c, int s, int64_t upto) {
         switch (x.kind) {
         case Q_COPY: memmove(x.dst, x.src, (size_t)x.bytes); break;
         case Q_FILL: memset(x.dst, x.fill, (size_t)x.bytes); break;
-        case Q_SYNTH: synth_run_parallel(x.dst, x.bf16, &x.synth); break;
+        case Q_SYNTH: synth_run_parallel(x.dst, x.dt, &x.synth); break;
         case Q_MARK:
             if (x.event < c->n_ev && c->ev[x.event].stream == s && c->ev[x.event].pos == x.pos) {
                 c->ev[x.event].timed = true;
@@ -386,7 +393,7 @@ static int enqueue_or_run(cpu_ctx *c, int stream, const qentry *x, vd_err *e) {
         return vd_errf(e, VD_EINTERNAL, "cpu backend: copy/fill to a NULL pointer");
     if (stream != VD_STREAM_COMPUTE) return q_push(&c->q[stream], x, e);
     if (x->kind == Q_COPY) memmove(x->dst, x->src, (size_t)x->bytes);
-    else if (x->kind == Q_SYNTH) synth_run_parallel(x->dst, x->bf16, &x->synth);
+    else if (x->kind == Q_SYNTH) synth_run_parallel(x->dst, x->dt, &x->synth);
     else memset(x->dst, x->fill, (size_t)x->bytes);
     return VD_OK;
 }
@@ -412,10 +419,8 @@ static int cpu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt,
                               const vd_synth_batch *b, vd_err *e) {
     if (b->n < 0 || b->sample_numel < 0 || b->classes < 1 || (b->n && !b->index))
         return vd_errf(e, VD_EINTERNAL, "cpu backend: bad synthetic batch");
-    if (dt == VD_DT_F16) return vd_errf(e, VD_EUNSUPPORTED, "cpu backend: fp16 synthetic batches");
-    bool bf16 = dt == VD_DT_BF16;
-    uint64_t bytes = (uint64_t)b->n * (uint64_t)b->sample_numel * (bf16 ? 2u : 4u);
-    qentry q = {.kind = Q_SYNTH, .dst = x, .bytes = bytes, .synth = *b, .bf16 = bf16};
+    uint64_t bytes = (uint64_t)b->n * (uint64_t)b->sample_numel * vd_dtype_bytes(dt);
+    qentry q = {.kind = Q_SYNTH, .dst = x, .bytes = bytes, .synth = *b, .dt = dt};
     return enqueue_or_run(ctx_of(be), stream, &q, e);
 }
 
@@ -491,7 +496,7 @@ static int cpu_layer_algos(vd_backend *be, int layer, const vd_algo_opt **opts, 
 }
 
 /* Every op of the table, in fp32 (TF32 math is a permission, not a demand:
- * fp32 satisfies it) and in bf16 (cpu_run_bf16). */
+ * fp32 satisfies it), bf16 and fp16 (cpu_run_h16). */
 static bool cpu_supports_op(vd_backend *be, vd_op op, vd_math math) {
     return (unsigned)op < VD_OP_COUNT && vd_cpu_ops[op].fwd && vd_cpu_ops[op].bwd;
 }
@@ -547,19 +552,21 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
     return c->scratch;
 }
 
-/* ---- bf16 (math bf16): the oracle of the CUDA backend's mixed precision.
- * Every feature-map operand is expanded from bf16 to a float copy, the fp32
- * op runs, and what the op wrote (y forward, dx backward) is rounded to
- * nearest even back into bf16 storage: a value is rounded exactly where the
- * CUDA path stores bf16. Conv and fc see bf16-rounded weights (the CUDA path
- * converts the fp32 master weights to bf16 before cuDNN / cuBLAS); a conv
+/* ---- bf16 / fp16 (math bf16, math fp16): the oracle of the CUDA backend's
+ * mixed precision. Both 16-bit types take the same path, only the rounding
+ * differs (io->act: vd_f32_to_bf16 or vd_f32_to_f16, nearest even).
+ * Every feature-map operand is expanded from 16 bits to a float copy, the
+ * fp32 op runs, and what the op wrote (y forward, dx backward) is rounded to
+ * nearest even back into 16-bit storage: a value is rounded exactly where the
+ * CUDA path stores 16 bits. Conv and fc see 16-bit-rounded weights (the CUDA
+ * path converts the fp32 master weights before cuDNN / cuBLAS); a conv
  * or fc bias is added after the product was stored (CUDA: a separate bias
- * kernel on the bf16 output), so y is rounded twice as there. Conv weight
- * gradients pass through bf16 (cuDNN's bf16 wgrad writes bf16), fc's do not
- * (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32. Operands
- * that alias (in-place layers) share one float copy. bf16 feature maps are
- * channels-last (vd_math_nhwc): the float copies are NCHW, converted both
- * ways, so every fp32 op runs unchanged. */
+ * kernel on the 16-bit output), so y is rounded twice as there. Conv weight
+ * gradients pass through 16 bits (cuDNN's 16-bit wgrad writes 16-bit), fc's
+ * do not (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32.
+ * Operands that alias (in-place layers) share one float copy. 16-bit feature
+ * maps are channels-last (vd_math_nhwc): the float copies are NCHW,
+ * converted both ways, so every fp32 op runs unchanged. */
 typedef struct bf_map {
     const void *bf[2 * VD_MAX_INPUTS + 2];
     float *f[2 * VD_MAX_INPUTS + 2];
@@ -567,16 +574,17 @@ typedef struct bf_map {
     float *next;                /* the unused rest of the call's arena */
 } bf_map;
 
-/* The float NCHW copy of bf16 NHWC tensor p of n elements, c channels of hw
- * (converted when load), carved from the arena that cpu_run_bf16 sized for
- * the call. */
-static float *bf_get(bf_map *m, const void *p, int64_t n, int64_t c, int64_t hw, bool load) {
+/* The float NCHW copy of 16-bit (dt) NHWC tensor p of n elements, c channels
+ * of hw (converted when load), carved from the arena that cpu_run_h16 sized
+ * for the call. */
+static float *bf_get(bf_map *m, vd_dtype dt, const void *p, int64_t n, int64_t c, int64_t hw,
+                     bool load) {
     if (!p) return NULL;
     for (int i = 0; i < m->n; i++)
         if (m->bf[i] == p) return m->f[i];
     float *f = m->next;
     m->next += n;
-    if (load) vd_nhwc_bf16_to_nchw_f32(p, f, n / (c * hw), c, hw);
+    if (load) vd_nhwc_h16_to_nchw_f32(dt, p, f, n / (c * hw), c, hw);
     m->bf[m->n] = p;
     m->f[m->n++] = f;
     return f;
@@ -596,9 +604,24 @@ static float *bf_arena(cpu_ctx *c, size_t n, vd_err *e) {
     return c->bf_buf;
 }
 
-static int cpu_run_bf16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
-                        double *scratch, vd_err *e) {
+/* The fp32 op of layer `layer`: the table's, or the loss's backward scaled
+ * by the current loss scale (io->loss_scaled; only the loss layer may ask). */
+static int run_op(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+                  double *scratch, vd_err *e) {
+    vd_op op = net->layers[layer].op;
+    if (bwd && io->loss_scaled) {
+        if (op != VD_OP_SOFTMAX_XENT)
+            return vd_errf(e, VD_EINTERNAL, "cpu backend: loss_scaled on layer '%s', not the loss",
+                           net->layers[layer].name);
+        return vd_cpu_xent_backward_scaled(net, layer, io, ctx->ls.scale, e);
+    }
+    return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
+}
+
+static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+                       double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
+    vd_dtype dt = io->act;
     int64_t ny = (int64_t)io->n * vd_net_out_numel(net, layer), nx[VD_MAX_INPUTS];
     bool needs_x = true, needs_y = !bwd;
     if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
@@ -620,37 +643,37 @@ static int cpu_run_bf16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_
         vd_cpu_shape sh = vd_cpu_in_shape(net, layer, k);
         xc[k] = sh.c;
         xhw[k] = (int64_t)sh.h * sh.w;
-        f.x[k] = io->x[k] && (!bwd || needs_x) ? bf_get(&m, io->x[k], nx[k], xc[k], xhw[k], true)
+        f.x[k] = io->x[k] && (!bwd || needs_x) ? bf_get(&m, dt, io->x[k], nx[k], xc[k], xhw[k], true)
                                                : NULL;
     }
-    f.y = io->y && (!bwd || needs_y) ? bf_get(&m, io->y, ny, yc, yhw, bwd) : NULL;
-    f.dy = bf_get(&m, io->dy, ny, yc, yhw, true);
+    f.y = io->y && (!bwd || needs_y) ? bf_get(&m, dt, io->y, ny, yc, yhw, bwd) : NULL;
+    f.dy = bf_get(&m, dt, io->dy, ny, yc, yhw, true);
     for (int k = 0; bwd && k < l->n_in; k++)     /* after dy: dx may be dy's storage */
-        f.dx[k] = bf_get(&m, io->dx[k], nx[k], xc[k], xhw[k], io->dx_beta[k] != 0.0f);
-    if (gemm) {                              /* the bf16 copy of the weight */
+        f.dx[k] = bf_get(&m, dt, io->dx[k], nx[k], xc[k], xhw[k], io->dx_beta[k] != 0.0f);
+    if (gemm) {                              /* the 16-bit copy of the weight */
         float *wr = m.next;
         m.next += nw;
         memcpy(wr, io->w, (size_t)nw * sizeof *wr);
-        vd_round_bf16_n(wr, (size_t)nw);
+        vd_round_h16_n(dt, wr, (size_t)nw);
         f.w = wr;
         if (!bwd) f.b = NULL;                /* added after the stored product, below */
     }
-    int rc = (bwd ? vd_cpu_ops[l->op].bwd : vd_cpu_ops[l->op].fwd)(net, layer, &f, scratch, e);
+    int rc = run_op(ctx, net, layer, &f, bwd, scratch, e);
     if (rc) return rc;
     if (!bwd) {
         if (gemm && io->b) {                 /* (else the store below rounds once) */
-            vd_round_bf16_n(f.y, (size_t)ny);
+            vd_round_h16_n(dt, f.y, (size_t)ny);
             int64_t ch = yc, hw = yhw;
             for (int64_t n = 0; n < io->n; n++)
                 for (int64_t c = 0; c < ch; c++)
                     for (int64_t j = 0; j < hw; j++) f.y[(n * ch + c) * hw + j] += io->b[c];
         }
-        vd_nchw_f32_to_nhwc_bf16(f.y, (uint16_t *)io->y, io->n, yc, yhw);
+        vd_nchw_f32_to_nhwc_h16(dt, f.y, (uint16_t *)io->y, io->n, yc, yhw);
     } else {
-        if (l->op == VD_OP_CONV && io->dw) vd_round_bf16_n(io->dw, (size_t)nw);
+        if (l->op == VD_OP_CONV && io->dw) vd_round_h16_n(dt, io->dw, (size_t)nw);
         for (int k = 0; k < l->n_in; k++)
             if (io->dx[k])
-                vd_nchw_f32_to_nhwc_bf16(f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
+                vd_nchw_f32_to_nhwc_h16(dt, f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
     }
     return VD_OK;
 }
@@ -666,8 +689,8 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if (rc) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
-    if ((io->act == VD_DT_BF16)) return cpu_run_bf16(ctx_of(be), net, layer, io, bwd, scratch, e);
-    return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
+    if (io->act != VD_DT_F32) return cpu_run_h16(ctx_of(be), net, layer, io, bwd, scratch, e);
+    return run_op(ctx_of(be), net, layer, io, bwd, scratch, e);
 }
 
 static int cpu_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
@@ -684,8 +707,10 @@ static int cpu_backward(vd_backend *be, const vd_net *net, int layer, const vd_o
  *   g = grad + wd*p;  buf = first_step ? g : momentum*buf + g;  p = p - lr*buf.
  * With momentum 0 the buffer is g (PyTorch keeps none; same update), so a
  * poisoned momentum buffer is never read then. */
-static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
-                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
+/* ... with the gradient multiplied by inv first (sgd_scaled's unscaling,
+ * GradScaler's grad * (1 / scale) in float; sgd: inv 1, exact). */
+static int sgd_run(float *params, const float *grads, float *mom, int64_t offset, int64_t count,
+                   float lr, float momentum, float weight_decay, bool first_step, float inv,
                    vd_err *e) {
     if (count < 0 || offset < 0)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: sgd range [%lld, +%lld)", (long long)offset,
@@ -694,11 +719,67 @@ static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom
     const float *g = grads + offset;
     bool fresh = first_step || momentum == 0.0f;
     for (int64_t i = 0; i < count; i++) {
-        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        float gi = g[i] * inv;
+        float d = weight_decay != 0.0f ? gi + weight_decay * p[i] : gi;
         float buf = fresh ? d : momentum * m[i] + d;
         m[i] = buf;
         p[i] = p[i] - lr * buf;
     }
+    return VD_OK;
+}
+
+static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
+                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
+                   vd_err *e) {
+    return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, first_step,
+                   1.0f, e);
+}
+
+/* ------------------------------------------------------------------ loss scaling */
+
+/* backend.h's contract; the state is ctx->ls, read and written at once
+ * (compute runs on the calling thread). */
+static int cpu_scale_set(vd_backend *be, const vd_loss_scale *s, vd_err *e) {
+    if (!(s->scale > 0.0f) || !isfinite(s->scale))
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: loss scale %g", (double)s->scale);
+    ctx_of(be)->ls = *s;
+    ctx_of(be)->ls.found_inf = 0;
+    return VD_OK;
+}
+
+static int cpu_scale_get(vd_backend *be, vd_loss_scale *s, vd_err *e) {
+    *s = ctx_of(be)->ls;
+    return VD_OK;
+}
+
+static int cpu_grad_check(vd_backend *be, const float *grads, int64_t offset, int64_t count,
+                          int layer, vd_err *e) {
+    if (count < 0 || offset < 0)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: grad_check range [%lld, +%lld)",
+                       (long long)offset, (long long)count);
+    vd_loss_scale *ls = &ctx_of(be)->ls;
+    if (ls->found_inf) return VD_OK;    /* this step is skipped already */
+    const float *g = grads + offset;
+    for (int64_t i = 0; i < count; i++)
+        if (!isfinite(g[i])) {
+            ls->found_inf = 1;
+            if (ls->first_bad < 0) ls->first_bad = layer;
+            break;
+        }
+    return VD_OK;
+}
+
+static int cpu_sgd_scaled(vd_backend *be, float *params, const float *grads, float *mom,
+                          int64_t offset, int64_t count, float lr, float momentum,
+                          float weight_decay, vd_err *e) {
+    const vd_loss_scale *ls = &ctx_of(be)->ls;
+    if (ls->found_inf) return VD_OK;
+    return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, !ls->stepped,
+                   1.0f / ls->scale, e);
+}
+
+static int cpu_scale_update(vd_backend *be, vd_err *e) {
+    vd_loss_scale_step(&ctx_of(be)->ls);
     return VD_OK;
 }
 
@@ -739,6 +820,7 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         }
         c->q[s].cap = 1024;
     }
+    c->ls = vd_loss_scale_init();
     *be = (vd_backend){
         .name = "cpu",
         .ctx = c,
@@ -764,6 +846,11 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .forward = cpu_forward,
         .backward = cpu_backward,
         .sgd = cpu_sgd,
+        .scale_set = cpu_scale_set,
+        .scale_get = cpu_scale_get,
+        .grad_check = cpu_grad_check,
+        .sgd_scaled = cpu_sgd_scaled,
+        .scale_update = cpu_scale_update,
     };
     *out = be;
     return VD_OK;

@@ -58,6 +58,12 @@ int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, double
 int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
                          vd_err *e);
 
+/* softmax_cross_entropy's backward with its gradient multiplied by scale
+ * (math fp16's loss scaling, vd_op_io.loss_scaled; the table's backward is
+ * scale 1). cpu_ops.c. */
+int vd_cpu_xent_backward_scaled(const vd_net *net, int layer, const vd_op_io *io, float scale,
+                                vd_err *e);
+
 /* dx_beta helper: 0 overwrites (ignoring old contents, even NaN), 1 adds. */
 static inline void vd_cpu_put(float *dst, float beta, float v) {
     *dst = beta != 0.0f ? *dst + v : v;

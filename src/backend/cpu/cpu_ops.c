@@ -628,9 +628,10 @@ static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
     return VD_OK;
 }
 
-/* dx = (y - onehot(label)) / N: the gradient of the mean loss; dy unused. */
-static int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io,
-                               double *scratch, vd_err *e) {
+/* dx = scale (y - onehot(label)) / N: the gradient of the mean loss (times
+ * the loss scale; a power of two, so exact unless it overflows); dy unused. */
+int vd_cpu_xent_backward_scaled(const vd_net *net, int layer, const vd_op_io *io, float scale,
+                                vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     int K = net->layers[layer].c;
     float fn = (float)io->n;
@@ -638,11 +639,16 @@ static int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io
         const float *y = io->y + (int64_t)n * K;
         float *dx = io->dx[0] + (int64_t)n * K;
         for (int j = 0; j < K; j++) {
-            float g = (y[j] - (j == io->labels[n] ? 1.0f : 0.0f)) / fn;
+            float g = (y[j] - (j == io->labels[n] ? 1.0f : 0.0f)) / fn * scale;
             vd_cpu_put(&dx[j], io->dx_beta[0], g);
         }
     }
     return VD_OK;
+}
+
+static int vd_cpu_xent_backward(const vd_net *net, int layer, const vd_op_io *io,
+                               double *scratch, vd_err *e) {
+    return vd_cpu_xent_backward_scaled(net, layer, io, 1.0f, e);
 }
 
 /* ------------------------------------------------------------------ gelu */
