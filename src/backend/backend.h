@@ -17,6 +17,7 @@
 #ifndef VD_BACKEND_H
 #define VD_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "util/util.h"
@@ -172,7 +173,8 @@ static inline void vd_loss_scale_step(vd_loss_scale *s) {
         s->stepped = 1;
         s->first_bad = -1;
         if (s->growth >= VD_LOSS_SCALE_INTERVAL) {
-            s->scale *= 2.0f;
+            float grown = s->scale * 2.0f;
+            if (isfinite(grown)) s->scale = grown;  /* torch keeps a scale that would overflow */
             s->growth = 0;
         }
     }
@@ -276,8 +278,9 @@ struct vd_backend {
                       float weight_decay, vd_err *e);
     /* The step's end: found_inf -> scale *= 0.5, growth = 0, skipped++,
      * streak++; else growth++, streak = 0, stepped = 1, first_bad = -1, and
-     * scale *= 2 when growth reaches VD_LOSS_SCALE_INTERVAL (growth = 0).
-     * found_inf is cleared. */
+     * scale *= 2 when growth reaches VD_LOSS_SCALE_INTERVAL (growth = 0;
+     * the scale is kept where doubling it would overflow, as torch's).
+     * found_inf is cleared. vd_loss_scale_step is the rule on the host. */
     int (*scale_update)(vd_backend *be, vd_err *e);
 };
 

@@ -117,37 +117,20 @@ uint16_t c_f32_to_f16(float f) {
     return (uint16_t)(sign | (uint16_t)(r >> 13));
 }
 
-void c_to_nhwc16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw, vd_dtype dt) {
-    if (dt == VD_DT_BF16) { vd_nchw_f32_to_nhwc_bf16(src, dst, n, c, hw); return; }
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t ch = 0; ch < c; ch++)
-            for (int64_t p = 0; p < hw; p++)
-                dst[(i * hw + p) * c + ch] = c_f32_to_f16(src[(i * c + ch) * hw + p]);
-}
-
-static void from_nhwc16(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw,
-                        vd_dtype dt) {
-    if (dt == VD_DT_BF16) { vd_nhwc_bf16_to_nchw_f32(src, dst, n, c, hw); return; }
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t ch = 0; ch < c; ch++)
-            for (int64_t p = 0; p < hw; p++)
-                dst[(i * c + ch) * hw + p] = vd_f16_to_f32(src[(i * hw + p) * c + ch]);
-}
-
 /* A feature map of n elements, c channels of hw: float NCHW, or (math bf16 /
  * fp16) 16-bit channels-last, returned as float NCHW. */
 static float *extract_act(const char *stage, uint64_t off, int64_t n, int64_t c, int64_t hw,
                           vd_dtype dt) {
     if (dt == VD_DT_F32) return extract(stage, off, n);
     float *p = xmalloc((size_t)(n ? n : 1) * sizeof(float));
-    from_nhwc16((const uint16_t *)(const void *)(stage + off), p, n / (c * hw), c, hw, dt);
+    vd_nhwc_h16_to_nchw_f32(dt, (const uint16_t *)(const void *)(stage + off), p, n / (c * hw), c, hw);
     return p;
 }
 
 /* Stage a float NCHW feature map: as it is, or as 16-bit channels-last. */
 static void put_act(char *stage, uint64_t off, const float *src, int64_t n, int64_t c, int64_t hw,
                     vd_dtype dt) {
-    if (dt != VD_DT_F32) c_to_nhwc16(src, (uint16_t *)(void *)(stage + off), n / (c * hw), c, hw, dt);
+    if (dt != VD_DT_F32) vd_nchw_f32_to_nhwc_h16(dt, src, (uint16_t *)(void *)(stage + off), n / (c * hw), c, hw);
     else memcpy(stage + off, src, (size_t)n * 4);
 }
 

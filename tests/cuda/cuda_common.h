@@ -63,12 +63,10 @@ void c_run_out_free(c_run_out *out);
 int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *out);
 
 /* IEEE binary16 bits of f, rounded to nearest even (overflow to inf, NaN
- * kept quiet): what __float2half_rn gives; the test's own, independent of the
- * backends. Back: vd_f16_to_f32 (util.h). */
+ * kept quiet): what __float2half_rn gives for every number (its NaN is one
+ * canonical pattern); the test's own reference, independent of util.h's
+ * vd_f32_to_f16 and of the backends. Back: vd_f16_to_f32 (util.h). */
 uint16_t c_f32_to_f16(float f);
-/* n samples of c x hw from float NCHW to 16-bit channels-last of type dt
- * (VD_DT_BF16: vd_nchw_f32_to_nhwc_bf16; VD_DT_F16: c_f32_to_f16). */
-void c_to_nhwc16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw, vd_dtype dt);
 
 /* max|a-b| / max(max|b|, 1e-6); NaN anywhere in a or b gives +inf unless
  * both are NaN at the same index. */

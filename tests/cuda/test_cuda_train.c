@@ -134,9 +134,9 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     for (int it = 0; it < ITERS; it++) {
         int32_t *lab = vd_exec_input_labels(ex);
         for (int64_t i = 0; i < xn; i++) xf[i] = vd_rng_uniform(&rng) * 2 - 1;
-        if (vd_exec_input_bf16(ex))   /* 16-bit channels-last (vd_math_nhwc) */
-            c_to_nhwc16(xf, vd_exec_input_x(ex), BATCH, net->in_c,
-                        (int64_t)net->in_h * net->in_w, vd_math_act_dtype(math));
+        if (vd_exec_input_dtype(ex) != VD_DT_F32)   /* 16-bit channels-last (vd_math_nhwc) */
+            vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), xf, vd_exec_input_x(ex), BATCH,
+                                    net->in_c, (int64_t)net->in_h * net->in_w);
         else memcpy(vd_exec_input_x(ex), xf, (size_t)xn * sizeof(float));
         for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
         ck_assert_msg(vd_exec_train_step(ex, net->train.lr, it, &r->loss[it], &e) == 0,

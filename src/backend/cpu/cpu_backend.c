@@ -774,8 +774,9 @@ static int cpu_sgd_scaled(vd_backend *be, float *params, const float *grads, flo
                           float weight_decay, vd_err *e) {
     const vd_loss_scale *ls = &ctx_of(be)->ls;
     if (ls->found_inf) return VD_OK;
+    /* torch's unscale factor: the reciprocal in double, rounded to float */
     return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, !ls->stepped,
-                   1.0f / ls->scale, e);
+                   (float)(1.0 / (double)ls->scale), e);
 }
 
 static int cpu_scale_update(vd_backend *be, vd_err *e) {

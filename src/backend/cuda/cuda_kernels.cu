@@ -1934,14 +1934,16 @@ int cuk_sgd_scaled(cudaStream_t s, int sm, float *p, const float *g, float *m, i
 /* ---- dynamic loss scaling (math fp16; backend.h's vd_loss_scale) ----------
  * grad_check: a thread that saw an inf or NaN raises found_inf with a
  * compare-and-swap; the one swap that finds it 0 is the step's first, and
- * only it writes first_bad (calls of a step run in stream order, so the
+ * only it may write first_bad, which it does when no earlier step of the
+ * run of skipped steps has (calls of a step run in stream order, so the
  * first layer checked that holds one wins). A block skips its work once the
  * flag is up (volatile read: set by this or an earlier kernel). */
 __global__ void k_grad_check(const float *g, int64_t n, int layer, vd_loss_scale *st) {
     if (*(volatile int32_t *)&st->found_inf) return;
     bool bad = false;
     GRID_STRIDE(i, n) bad |= !isfinite(g[i]);
-    if (bad && atomicCAS((int *)&st->found_inf, 0, 1) == 0) st->first_bad = layer;
+    if (bad && atomicCAS((int *)&st->found_inf, 0, 1) == 0 && st->first_bad < 0)
+        st->first_bad = layer;
 }
 
 /* GradScaler's update (torch's _amp_update_scale_: backoff 0.5, growth 2
