@@ -502,7 +502,6 @@ vd_synth_batch *vd_exec_rank_next_synth(vd_exec *ex, int r) {
 
 void *vd_exec_input_x(vd_exec *ex) { return vd_exec_rank_input_x(ex, 0); }
 vd_dtype vd_exec_input_dtype(const vd_exec *ex) { return vd_math_act_dtype(LEAD(ex)->opts.math); }
-bool vd_exec_input_bf16(const vd_exec *ex) { return vd_exec_input_dtype(ex) == VD_DT_BF16; }
 int32_t *vd_exec_input_labels(vd_exec *ex) { return LEAD(ex)->in_labels; }
 bool vd_exec_stages(const vd_exec *ex) {
     if (ex->grp) return vdx_group_stages(ex->grp);

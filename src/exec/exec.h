@@ -131,9 +131,6 @@ int vd_exec_set_loss_scale(vd_exec *ex, const vd_loss_scale *s, vd_err *e);
 void *vd_exec_input_x(vd_exec *ex);
 /* The element type of x: VD_DT_F32, or vd_math_act_dtype of the math. */
 vd_dtype vd_exec_input_dtype(const vd_exec *ex);
-/* vd_exec_input_dtype(ex) == VD_DT_BF16 (kept for older callers; fp16 is
- * 16-bit too: ask vd_exec_input_dtype). */
-bool vd_exec_input_bf16(const vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
 
 /* Input staging. When the plan stages (vd_exec_stages: the plan's t_stage
