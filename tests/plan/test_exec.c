@@ -334,12 +334,12 @@ START_TEST(test_identity_bf16) {
     vd_net net;
     tn_lenet(&net, 4);
     bf16_vs_fp32(&net, 4);
-    static const vd_math maths[] = {VD_MATH_BF16, VD_MATH_FP16};
-    for (int k = 0; k < 2; k++) {
-        net.train.math = maths[k];
-        identity_case(&net, 4, 3);
-    }
+    net.train.math = VD_MATH_BF16;
+    identity_case(&net, 4, 3);
     vd_net_free(&net);
+    /* fp16 on the small ResNet alone: its ops (batch norm, add) and the
+     * recompute path are a superset of LeNet's */
+    static const vd_math maths[] = {VD_MATH_BF16, VD_MATH_FP16};
     tn_resnet(&net, 3);
     bf16_vs_fp32(&net, 3);
     for (int k = 0; k < 2; k++) {
