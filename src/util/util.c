@@ -159,6 +159,20 @@ char *vd_strdup(const char *s, vd_err *e) {
     return p;
 }
 
+char *vd_strfmt(vd_err *e, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) { vd_errf(e, VD_ENOMEM, "cannot format a string"); return NULL; }
+    char *p = vd_malloc((size_t)n + 1, e);
+    if (!p) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
 int vd_parse_size(const char *s, uint64_t *out, vd_err *e) {
     if (!s || !*s) return vd_errf(e, VD_EUSAGE, "empty size");
     errno = 0;

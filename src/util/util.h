@@ -58,6 +58,10 @@ void *vd_malloc(size_t n, vd_err *e);
 void *vd_calloc(size_t count, size_t size, vd_err *e);
 void *vd_realloc(void *p, size_t n, vd_err *e);
 char *vd_strdup(const char *s, vd_err *e);
+/* A printf-formatted string in a block of the wrappers (release with
+ * vd_free), never truncated: paths are built with it ("%s/%s"). NULL with
+ * e set (VD_ENOMEM) when out of memory. */
+char *vd_strfmt(vd_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* free(p) for a block of the wrappers (NULL is fine), uncounting it. */
 void vd_free(void *p);
 /* free(p) for a block the wrappers never counted: memory another library
