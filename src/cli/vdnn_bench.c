@@ -517,15 +517,8 @@ static json_t *bench_json(const bench *b) {
 static int write_json(const char *path, const bench *b, vd_err *e) {
     json_t *r = bench_json(b);
     if (!r) return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) { json_decref(r); return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path); }
-    int rc = vd_json_write(f, r, e);
+    int rc = vd_json_save(path, r, e);
     json_decref(r);
-    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
-    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
-    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }
 
@@ -691,22 +684,9 @@ static void write_svg(FILE *f, const bench *b) {
 #undef PY
 }
 
-/* Write the output made by fn into path atomically. */
-static int write_out(const char *path, void (*fn)(FILE *, const bench *), const bench *b,
-                     vd_err *e) {
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
-    fn(f, b);
-    if (fclose(f) != 0) {
-        vd_free_uncounted(buf);
-        return vd_errf(e, VD_ENOMEM, "out of memory formatting %s", path);
-    }
-    int rc = vd_write_file_atomic(path, buf, n, e);
-    vd_free_uncounted(buf);   /* open_memstream's */
-    return rc;
-}
+/* The CSV and the SVG plot as vd_stream_writers (ctx is the bench). */
+static int csv_writer(FILE *f, const void *b, vd_err *e) { write_csv(f, b); return VD_OK; }
+static int svg_writer(FILE *f, const void *b, vd_err *e) { write_svg(f, b); return VD_OK; }
 
 /* A budget for the table: vd_fmt_bytes, or 4 decimals when that would
  * print two different budgets of the sweep alike (small nets). */
@@ -865,9 +845,9 @@ int main(int argc, char **argv) {
         }
 
     print_table(&b);
-    if (o.csv && (rc = write_out(o.csv, write_csv, &b, &e))) goto out;
+    if (o.csv && (rc = vd_write_stream_atomic(o.csv, csv_writer, &b, &e))) goto out;
     if (o.json && (rc = write_json(o.json, &b, &e))) goto out;
-    if (o.plot && (rc = write_out(o.plot, write_svg, &b, &e))) goto out;
+    if (o.plot && (rc = vd_write_stream_atomic(o.plot, svg_writer, &b, &e))) goto out;
     if (o.csv) progress(&b, "wrote %s", o.csv);
     if (o.json) progress(&b, "wrote %s", o.json);
     if (o.plot) progress(&b, "wrote %s", o.plot);

@@ -480,28 +480,6 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
                 vd_fmt_bytes(r.excess, b, sizeof b));
 }
 
-/* Fail before training, not after it, when the checkpoint of --save cannot
- * be written: create (and remove) the temporary file that the atomic write
- * will use next to FILE, and refuse a FILE that is a directory. VD_EIO. */
-static int check_save_target(const char *path_given, vd_err *e) {
-    char *path;   /* a device, FIFO or directory refused, a symlink followed */
-    int rc = vd_output_path(path_given, &path, e);
-    if (rc) { vd_err_prefix(e, "--save"); return rc; }
-    char *tmp = vd_tmp_path(path, e);
-    if (!tmp) { vd_free(path); return VD_ENOMEM; }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    } else if (errno != EEXIST) {
-        rc = vd_errf(e, VD_EIO, "--save %s: cannot write a checkpoint there: %s", path_given,
-                     strerror(errno));
-    }
-    vd_free(tmp);
-    vd_free(path);
-    return rc;
-}
-
 /* The host memory the allocation wrappers and the pinned host buffers
  * counted (util.h): the high-water mark, beside the device figures. */
 static void report_host_memory(void) {
@@ -513,18 +491,12 @@ static void report_host_memory(void) {
            vd_fmt_bytes(ms.tracked, b, sizeof b));
 }
 
-/* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it. VD_EIO. */
-static int write_plan_json(const char *path_given, const vd_plan *plan, const vd_net *net,
-                           vd_err *e) {
-    char *path;   /* a device, FIFO or directory refused, a symlink followed */
-    int rc = vd_output_path(path_given, &path, e);
-    if (rc) { vd_err_prefix(e, "--plan-json"); return rc; }
-    FILE *f = fopen(path, "w");
-    if (!f) rc = vd_errf(e, VD_EIO, "--plan-json %s: %s", path_given, strerror(errno));
-    if (f) rc = vd_plan_write_json(f, plan, net, NULL, e);
-    if (f && fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "--plan-json %s: write error", path_given);
-    vd_free(path);
-    return rc;
+/* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it
+ * (vd_stream_writer; ctx is a plan_out). */
+typedef struct plan_out { const vd_plan *plan; const vd_net *net; } plan_out;
+static int write_plan_json(FILE *f, const void *ctx, vd_err *e) {
+    const plan_out *po = ctx;
+    return vd_plan_write_json(f, po->plan, po->net, NULL, e);
 }
 
 /* Set by SIGINT, SIGTERM or SIGHUP to the signal's number; read by the
@@ -647,7 +619,11 @@ int main(int argc, char **argv) {
                      (long long)iters, (long long)iters);
         goto out;
     }
-    if (o.save && world.rank == 0 && (rc = check_save_target(o.save, &e))) goto out;
+    /* fail before training, not after it, when --save cannot be written */
+    if (o.save && world.rank == 0 && (rc = vd_output_check(o.save, &e))) {
+        vd_err_prefix(&e, "--save");
+        goto out;
+    }
     if (o.metrics && (rc = vd_metrics_open(&u.metrics, o.metrics, &e))) {
         vd_err_prefix(&e, "--metrics");
         goto out;
@@ -682,7 +658,11 @@ int main(int argc, char **argv) {
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) goto out;
     if (run.dp && (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e))) goto out;
-    if (o.plan_json && (rc = write_plan_json(o.plan_json, &plan, &net, &e))) goto out;
+    if (o.plan_json &&
+        (rc = vd_write_stream_atomic(o.plan_json, write_plan_json, &(plan_out){&plan, &net}, &e))) {
+        vd_err_prefix(&e, "--plan-json");
+        goto out;
+    }
     vd_cli_warn_auto_cpu(PROG, &ses, plan.sim.iter_s, iters);
     rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
     if (rc) goto out;

@@ -434,14 +434,7 @@ int vd_plan_write_trace(const char *path, const vd_plan *p, const vd_net *net,
                         const vd_profile *prof, vd_err *e) {
     json_t *r = trace_json(p, net, prof);
     if (!r) return vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) { json_decref(r); return vd_errf(e, VD_ENOMEM, "out of memory writing the trace"); }
-    int rc = vd_json_write(f, r, e);
+    int rc = vd_json_save(path, r, e);
     json_decref(r);
-    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory writing the trace");
-    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
-    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }

@@ -330,15 +330,8 @@ static json_t *profile_json(const vd_profile *p) {
 int vd_profile_save(const char *path, const vd_profile *p, vd_err *e) {
     json_t *root = profile_json(p);
     if (!root) return vd_errf(e, VD_ENOMEM, "out of memory writing profile");
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) { json_decref(root); return vd_errf(e, VD_ENOMEM, "out of memory writing profile"); }
-    int rc = vd_json_write(f, root, e);
+    int rc = vd_json_save(path, root, e);
     json_decref(root);
-    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "out of memory writing profile");
-    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
-    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }
 

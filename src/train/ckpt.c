@@ -193,27 +193,25 @@ static int commit_pair(const char *path_given, const char *model, size_t model_n
     if (sp && (orc = vd_output_path(sp, &sp_checked, e))) { vd_free(sp); vd_free(path); return orc; }
     vd_free(sp_checked);
     char *prev = sp ? path_cat(sp, ".prev", e) : NULL;
-    char *mt = vd_tmp_path(path, e), *stt = sp ? vd_tmp_path(sp, e) : NULL;
-    char *pt = prev ? vd_tmp_path(prev, e) : NULL;
+    char *mt = NULL, *stt = NULL, *pt = NULL;
     int rc = VD_OK;
-    bool have_mt = false, have_st = false;
-    if (!sp || !prev || !mt || !stt || !pt) { rc = VD_ENOMEM; goto out; }
-    /* 0. what killed saves left behind (FILE.tmp.PID is as large as FILE) */
+    if (!sp || !prev) { rc = VD_ENOMEM; goto out; }
+    /* 0. what killed saves left behind (FILE.tmp.PID.* is as large as FILE) */
     (void)vd_tmp_clean_stale(path);
     (void)vd_tmp_clean_stale(sp);
     (void)vd_tmp_clean_stale(prev);
     /* 1. both temporaries, durable before anything visible changes */
-    if ((rc = vd_write_file_synced(mt, model, model_n, e))) goto out;
-    have_mt = true;
-    if ((rc = vd_write_file_synced(stt, state, state_n, e))) goto out;
-    have_st = true;
+    if ((rc = vd_tmp_write(path, model, model_n, &mt, e))) goto out;
+    if ((rc = vd_tmp_write(sp, state, state_n, &stt, e))) goto out;
     /* 2. keep the current pair's state reachable as FILE.state.prev. Only a
      * state that belongs to the current FILE is worth keeping: after an
      * interrupted save FILE.state is the orphan and .prev the good one. */
     if (state_matches(path, sp)) {
-        unlink(pt);
+        /* a fresh name (link never follows or replaces what is there) */
+        if (!(pt = vd_tmp_name(prev, e))) { rc = VD_ENOMEM; goto out; }
         if (link(sp, pt) != 0) {
             rc = vd_errf(e, VD_EIO, "%s: cannot link %s to it: %s", pt, sp, strerror(errno));
+            VD_FREE(pt);
             goto out;
         }
         if (rename(pt, prev) != 0) {
@@ -228,7 +226,7 @@ static int commit_pair(const char *path_given, const char *model, size_t model_n
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", sp, strerror(errno));
         goto out;
     }
-    have_st = false;
+    VD_FREE(stt);   /* renamed: nothing to remove */
     if ((rc = vd_fsync_parent_dir(path, e))) goto out;
     if (o && o->after_state && o->after_state(o->ctx, path)) {   /* the crash window */
         rc = vd_errf(e, VD_EIO, "%s: stopped after the state rename (after_state hook)", path);
@@ -238,11 +236,11 @@ static int commit_pair(const char *path_given, const char *model, size_t model_n
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
         goto out;
     }
-    have_mt = false;
+    VD_FREE(mt);
     rc = vd_fsync_parent_dir(path, e);
 out:
-    if (have_mt) unlink(mt);
-    if (have_st) unlink(stt);
+    if (mt) unlink(mt);
+    if (stt) unlink(stt);
     vd_free(sp); vd_free(prev); vd_free(mt); vd_free(stt); vd_free(pt);
     vd_free(path);
     return rc;

@@ -1,13 +1,15 @@
 /* metrics.c — see metrics.h. */
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "train/metrics.h"
 #include "util/json.h"
 
 struct vd_metrics {
-    FILE *f;
+    int fd;                     /* the file, open for writing */
+    uint64_t size;              /* bytes of whole records written */
     char *path;                 /* as given, for messages */
     double t0;                  /* vd_now() at open */
     bool failed;                /* a write failed: no more lines */
@@ -25,10 +27,19 @@ int vd_metrics_open(vd_metrics **pm, const char *path, vd_err *e) {
         vd_free(target);
         return VD_ENOMEM;
     }
-    m->f = fopen(target, "w");
-    vd_free(target);
-    if (!m->f) {
+    /* a new file of ours, renamed over path at once: what was there is
+     * replaced, never written through, and the records go to it as they come */
+    char *tmp = NULL;
+    m->fd = vd_tmp_create(target, &tmp, e);
+    if (m->fd >= 0 && rename(tmp, target) != 0) {
         rc = vd_errf(e, VD_EIO, "%s: cannot create: %s", path, strerror(errno));
+        unlink(tmp);
+        close(m->fd);
+    }
+    vd_free(tmp);
+    vd_free(target);
+    if (m->fd < 0 && !rc) rc = -m->fd;
+    if (rc) {
         vd_free(m->path);
         vd_free(m);
         return rc;
@@ -79,14 +90,25 @@ int vd_metrics_event(vd_metrics *m, const vd_train_event *ev, vd_err *e) {
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(o);
     if (!line) return vd_errf(e, VD_ENOMEM, "out of memory writing a --metrics record");
-    int w = fprintf(m->f, "%s\n", line);
+    size_t len = strlen(line);
+    line[len] = '\n';              /* over the NUL: the record and its newline, one write */
+    size_t done = 0;
+    int err = 0;
+    while (done < len + 1 && !err) {
+        ssize_t w = write(m->fd, line + done, len + 1 - done);
+        if (w < 0 && errno != EINTR) err = errno;
+        else if (w > 0) done += (size_t)w;
+    }
     json_free_t jfree;          /* jansson's block: its own free (util/json.c counts it) */
     json_get_alloc_funcs(NULL, &jfree);
     jfree(line);
-    if (w < 0 || fflush(m->f) != 0) {
+    if (err) {
+        /* a full disk: whole records or none, so cut the partial one off */
         m->failed = true;
-        return vd_errf(e, VD_EIO, "%s: write failed: %s", m->path, strerror(errno));
+        if (ftruncate(m->fd, (off_t)m->size) == 0) (void)lseek(m->fd, (off_t)m->size, SEEK_SET);
+        return vd_errf(e, VD_EIO, "%s: write failed: %s", m->path, strerror(err));
     }
+    m->size += len + 1;
     return VD_OK;
 }
 
@@ -94,7 +116,7 @@ int vd_metrics_close(vd_metrics **pm, vd_err *e) {
     vd_metrics *m = pm ? *pm : NULL;
     if (!m) return VD_OK;
     int rc = VD_OK;
-    if (fclose(m->f) != 0 && !m->failed)
+    if (close(m->fd) != 0 && !m->failed)
         rc = vd_errf(e, VD_EIO, "%s: close failed: %s", m->path, strerror(errno));
     vd_free(m->path);
     vd_free(m);

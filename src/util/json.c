@@ -117,3 +117,9 @@ int vd_json_write(FILE *f, const json_t *v, vd_err *e) {
     if (!ok) return vd_errf(e, VD_ENOMEM, "out of memory writing JSON");
     return VD_OK;
 }
+
+static int json_writer(FILE *f, const void *v, vd_err *e) { return vd_json_write(f, v, e); }
+
+int vd_json_save(const char *path, const json_t *v, vd_err *e) {
+    return vd_write_stream_atomic(path, json_writer, v, e);
+}

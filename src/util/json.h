@@ -56,5 +56,9 @@ bool vd_json_push(json_t *arr, json_t *val, bool *ok);
  * written with 17 significant digits, so they read back to the same double.
  * Returns 0, VD_ENOMEM, or VD_EIO when writing to f failed. */
 int vd_json_write(FILE *f, const json_t *v, vd_err *e);
+/* vd_json_write of v into the file path, replaced atomically
+ * (vd_write_stream_atomic): a failure leaves path as it was. VD_EIO,
+ * VD_ENOMEM. */
+int vd_json_save(const char *path, const json_t *v, vd_err *e);
 
 #endif

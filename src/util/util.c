@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -306,11 +307,57 @@ float vd_rng_normal(vd_rng *r) {
 }
 
 /* ---- files ---------------------------------------------------------------- */
-char *vd_tmp_path(const char *path, vd_err *e) {
-    size_t n = strlen(path) + 32;
-    char *tmp = vd_malloc(n, e);
-    if (tmp) snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    return tmp;
+char *vd_tmp_name(const char *path, vd_err *e) {
+    uint64_t r = 0;
+    /* getrandom never returns short for 8 bytes; the clock and a counter are
+     * the fallback where it fails (no entropy source) */
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r) {
+        static _Atomic uint64_t seq;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (++seq * 0x9E3779B97F4A7C15ull);
+    }
+    return vd_strfmt(e, "%s.tmp.%ld.%012llx", path, (long)getpid(),
+                     (unsigned long long)(r & 0xffffffffffffull));
+}
+
+int vd_tmp_create(const char *path, char **tmp, vd_err *e) {
+    *tmp = NULL;
+    for (int tries = 0; tries < 16; tries++) {
+        char *t = vd_tmp_name(path, e);
+        if (!t) return -VD_ENOMEM;
+        int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) { *tmp = t; return fd; }
+        int err = errno;
+        vd_free(t);
+        if (err != EEXIST)   /* EEXIST: something is there already; another name */
+            return -vd_errf(e, VD_EIO, "%s: cannot write there: %s", path,
+                            strerror(err));
+    }
+    return -vd_errf(e, VD_EIO, "%s: cannot create a temporary file beside it: every name "
+                    "tried exists", path);
+}
+
+int vd_tmp_write(const char *path, const void *data, size_t n, char **tmp, vd_err *e) {
+    char *t;
+    int fd = vd_tmp_create(path, &t, e);
+    if (fd < 0) return -fd;
+    const char *p = data;
+    size_t left = n;
+    int rc = VD_OK;
+    while (left && !rc) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) rc = vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
+        else { p += w; left -= (size_t)w; }
+    }
+    if (!rc && fsync(fd) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: fsync failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && !rc)
+        rc = vd_errf(e, VD_EIO, "%s: close failed: %s", path, strerror(errno));
+    if (rc) { unlink(t); vd_free(t); return rc; }
+    *tmp = t;
+    return VD_OK;
 }
 
 static const char *file_kind(mode_t m) {
@@ -360,60 +407,66 @@ int vd_output_check(const char *path_given, vd_err *e) {
     char *path;
     int rc = vd_output_path(path_given, &path, e);
     if (rc) return rc;
-    char *tmp = vd_tmp_path(path, e);
-    if (!tmp) { vd_free(path); return VD_ENOMEM; }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        close(fd);
-        unlink(tmp);
-    } else if (errno != EEXIST) {
-        rc = vd_errf(e, VD_EIO, "%s: cannot write there: %s", path_given, strerror(errno));
-    }
-    vd_free(tmp);
+    char *tmp;
+    int fd = vd_tmp_create(path, &tmp, e);
     vd_free(path);
-    return rc;
+    if (fd < 0) return -fd;
+    close(fd);
+    unlink(tmp);
+    vd_free(tmp);
+    return VD_OK;
+}
+
+/* Is nm "<base>.tmp.<PID>" or "<base>.tmp.<PID>.<hex>" (vd_tmp_name)?
+ * *pid: the PID. */
+static bool tmp_name_match(const char *nm, const char *base, size_t blen, long *pid) {
+    if (strncmp(nm, base, blen) != 0 || strncmp(nm + blen, ".tmp.", 5) != 0) return false;
+    const char *digits = nm + blen + 5;
+    size_t nd = strspn(digits, "0123456789");
+    if (nd == 0 || nd > 9) return false;               /* pid_t: at most 2^22 on Linux */
+    const char *rest = digits + nd;
+    if (*rest == '.') {
+        size_t nh = strspn(rest + 1, "0123456789abcdef");
+        if (nh != 12 || rest[1 + nh]) return false;
+    } else if (*rest) {
+        return false;
+    }
+    *pid = strtol(digits, NULL, 10);
+    return *pid > 0;
 }
 
 int vd_tmp_clean_stale(const char *path) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
-    size_t dlen = slash ? (size_t)(slash - path) : 0, blen = strlen(base);
-    char dir[4096];
-    if (dlen >= sizeof dir || !*base) return 0;
-    if (slash) { memcpy(dir, path, dlen); dir[dlen] = 0; if (!dlen) strcpy(dir, "/"); }
-    else strcpy(dir, ".");
-    DIR *d = opendir(dir);
-    if (!d) return 0;
+    size_t blen = strlen(base);
+    if (!*base) return 0;
+    char *dir = slash ? vd_strfmt(NULL, "%.*s", slash == path ? 1 : (int)(slash - path), path)
+                      : vd_strdup(".", NULL);
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) { vd_free(dir); return 0; }
     int removed = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
-        const char *nm = de->d_name;
-        if (strncmp(nm, base, blen) != 0 || strncmp(nm + blen, ".tmp.", 5) != 0) continue;
-        const char *digits = nm + blen + 5;
-        size_t nd = strspn(digits, "0123456789");
-        if (nd == 0 || nd > 9 || digits[nd] != 0) continue;     /* pid_t: at most 2^22 on Linux */
-        long pid = strtol(digits, NULL, 10);
-        if (pid <= 0 || pid == (long)getpid()) continue;
+        long pid;
+        if (!tmp_name_match(de->d_name, base, blen, &pid) || pid == (long)getpid()) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   /* alive, or not ours to judge */
-        char full[8192];
-        int len = snprintf(full, sizeof full, "%s/%s", dir, nm);
-        if (len <= 0 || (size_t)len >= sizeof full) continue;
-        struct stat st;
-        if (lstat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        if (unlink(full) == 0) removed++;
+        struct stat st;   /* relative to the open directory: no path to build */
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0) removed++;
     }
     closedir(d);
+    vd_free(dir);
     return removed;
 }
 
 int vd_write_file_atomic(const char *path_given, const void *data, size_t n, vd_err *e) {
     char *path;
-    int orc = vd_output_path(path_given, &path, e);
-    if (orc) return orc;
+    int rc = vd_output_path(path_given, &path, e);
+    if (rc) return rc;
     (void)vd_tmp_clean_stale(path);
-    char *tmp = vd_tmp_path(path, e);
-    if (!tmp) { vd_free(path); return VD_ENOMEM; }
-    int rc = vd_write_file_synced(tmp, data, n, e);   /* removes tmp on failure */
+    char *tmp = NULL;
+    rc = vd_tmp_write(path, data, n, &tmp, e);   /* leaves nothing on failure */
     if (rc == VD_OK && rename(tmp, path) != 0) {
         rc = vd_errf(e, VD_EIO, "%s: rename failed: %s", path, strerror(errno));
         unlink(tmp);
@@ -423,6 +476,18 @@ int vd_write_file_atomic(const char *path_given, const void *data, size_t n, vd_
     vd_err ignored = {0};
     if (!rc) (void)vd_fsync_parent_dir(path, &ignored);
     vd_free(path);
+    return rc;
+}
+
+int vd_write_stream_atomic(const char *path, vd_stream_writer fn, const void *ctx, vd_err *e) {
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
+    int rc = fn(f, ctx, e);
+    if (fclose(f) != 0 && !rc) rc = vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
+    if (!rc) rc = vd_write_file_atomic(path, buf, n, e);
+    vd_free_uncounted(buf);   /* open_memstream's */
     return rc;
 }
 
@@ -483,34 +548,6 @@ int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
     return vd_read_file_max(path, UINT64_MAX, data, n, e);
 }
 
-int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return vd_errf(e, VD_EIO, "%s: cannot create: %s", path, strerror(errno));
-    const char *p = data;
-    size_t left = n;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int rc = vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
-            close(fd); unlink(path);
-            return rc;
-        }
-        p += w; left -= (size_t)w;
-    }
-    if (fsync(fd) != 0) {
-        int rc = vd_errf(e, VD_EIO, "%s: fsync failed: %s", path, strerror(errno));
-        close(fd); unlink(path);
-        return rc;
-    }
-    if (close(fd) != 0) {
-        int rc = vd_errf(e, VD_EIO, "%s: close failed: %s", path, strerror(errno));
-        unlink(path);
-        return rc;
-    }
-    return VD_OK;
-}
-
 int vd_fsync_parent_dir(const char *path, vd_err *e) {
     char *dir = vd_strdup(path, e);
     if (!dir) return VD_ENOMEM;
@@ -518,11 +555,90 @@ int vd_fsync_parent_dir(const char *path, vd_err *e) {
     const char *d = ".";
     if (slash) { if (slash == dir) slash[1] = 0; else *slash = 0; d = dir; }
     int rc = VD_OK;
-    int dfd = open(d, O_RDONLY);
+    int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0)
         rc = vd_errf(e, VD_EIO, "%s: cannot sync the directory: %s", d, strerror(errno));
     if (dfd >= 0) close(dfd);
     vd_free(dir);
+    return rc;
+}
+
+/* ---- a run's inputs and outputs -------------------------------------------- */
+/* What one vd_run_path names: the file (device, inode) where it exists, and
+ * where it is or would be (absolute, links resolved; NULL if unknown). */
+typedef struct path_id {
+    bool exists;
+    dev_t dev;
+    ino_t ino;
+    char *where;
+} path_id;
+
+/* realpath(p) in a block of the wrappers, NULL when it cannot be resolved. */
+static char *resolved(const char *p) {
+    char *r = realpath(p, NULL);
+    char *c = r ? vd_strdup(r, NULL) : NULL;
+    free(r);   /* realpath's */
+    return c;
+}
+
+static int path_identify(const vd_run_path *rp, path_id *id, vd_err *e) {
+    memset(id, 0, sizeof *id);
+    char *p = NULL;
+    vd_err ignored = {0};
+    /* an output is written through its symlinks; a refused one (a
+     * directory, a device) is its writer's error to report */
+    if (rp->output && vd_output_path(rp->path, &p, &ignored) == VD_ENOMEM) return VD_ENOMEM;
+    char *full = vd_strfmt(e, "%s%s", p ? p : rp->path, rp->suffix ? rp->suffix : "");
+    vd_free(p);
+    if (!full) return VD_ENOMEM;
+    struct stat st;
+    if (stat(full, &st) == 0) {
+        id->exists = true;
+        id->dev = st.st_dev;
+        id->ino = st.st_ino;
+        id->where = resolved(full);
+    } else {   /* not there (yet): its directory resolved, then its name */
+        char *slash = strrchr(full, '/');
+        const char *name = slash ? slash + 1 : full;
+        if (slash) *slash = 0;
+        char *dir = resolved(slash ? (slash == full ? "/" : full) : ".");
+        if (dir) id->where = vd_strfmt(NULL, "%s/%s", strcmp(dir, "/") ? dir : "", name);
+        vd_free(dir);
+    }
+    vd_free(full);
+    return VD_OK;
+}
+
+/* Does output o (identified by a) land on input or output q (b)? */
+static bool path_clash(const vd_run_path *q, const path_id *a, const path_id *b) {
+    if (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) return true;
+    if (!a->where || !b->where) return false;
+    if (!strcmp(a->where, b->where)) return true;
+    size_t n = strlen(b->where);
+    return q->tree && a->exists && !strncmp(a->where, b->where, n) && a->where[n] == '/';
+}
+
+int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e) {
+    path_id *id = vd_calloc((size_t)(n > 0 ? n : 1), sizeof *id, e);
+    if (!id) return VD_ENOMEM;
+    int rc = VD_OK;
+    for (int i = 0; i < n && !rc; i++)
+        if (p[i].path) rc = path_identify(&p[i], &id[i], e);
+    for (int i = 0; i < n && !rc; i++) {
+        if (!p[i].path || !p[i].output) continue;
+        for (int j = 0; j < n && !rc; j++) {
+            const vd_run_path *q = &p[j];
+            if (j == i || !q->path || (q->output && j > i)) continue;   /* each pair once */
+            if (!q->output && p[i].may_replace && !strcmp(p[i].may_replace, q->flag)) continue;
+            if (!path_clash(q, &id[i], &id[j])) continue;
+            rc = vd_errf(e, VD_EUSAGE, "%s %s%s would overwrite %s %s%s%s; give the %s "
+                         "another name", p[i].flag, p[i].path, p[i].suffix ? p[i].suffix : "",
+                         q->output ? "the output" : q->tree ? "a file under" : "the input",
+                         q->flag, q->path, q->suffix ? q->suffix : "", p[i].flag);
+        }
+    }
+    for (int i = 0; i < n; i++) vd_free(id[i].where);
+    vd_free(id);
     return rc;
 }
 

@@ -130,9 +130,21 @@ VD_HOST_DEVICE static inline float vd_hash_uniform(uint64_t seed, uint64_t layer
     return (float)(x >> 40) * (1.0f / 16777216.0f);
 }
 
-/* The temporary sibling of path that atomic writes use: "<path>.tmp.<pid>"
- * (malloc'd; NULL with e set when out of memory). */
-char *vd_tmp_path(const char *path, vd_err *e);
+/* A fresh name for a temporary sibling of path: "<path>.tmp.<pid>.<12
+ * random hex digits>" (getrandom: unpredictable, so nothing can be planted
+ * there in advance). Nothing is created (malloc'd; NULL with e set when out
+ * of memory). */
+char *vd_tmp_name(const char *path, vd_err *e);
+/* Create a temporary sibling of path (vd_tmp_name) with
+ * O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode 0644 less the umask: never an
+ * existing file, link, FIFO or device. Returns the descriptor (open for
+ * writing) and *tmp (release with vd_free), or minus VD_EIO / VD_ENOMEM
+ * with e naming path and the errno text. */
+int vd_tmp_create(const char *path, char **tmp, vd_err *e);
+/* Write data to a new temporary sibling of path (vd_tmp_create), fsync and
+ * close it: *tmp is then a complete durable file for the caller to rename
+ * (release the name with vd_free). On failure nothing is left behind. */
+int vd_tmp_write(const char *path, const void *data, size_t n, char **tmp, vd_err *e);
 /* Where a write to path should go, so that an output never destroys
  * anything: a symbolic link is followed to its target (link by link, at
  * most 40; the link stays, the target is replaced or created), and an
@@ -140,23 +152,31 @@ char *vd_tmp_path(const char *path, vd_err *e);
  * regular file is refused: VD_EIO "is a directory" / "not a regular file
  * (a character device ...)" (a device node, a FIFO or a socket is never
  * replaced or written to). *out: the path to
- * write (a block of the allocation wrappers; release with vd_free). */ 
+ * write (a block of the allocation wrappers; release with vd_free). */
 int vd_output_path(const char *path, char **out, vd_err *e);
 /* Check before long work that a file can later be written at path (as
- * vd_write_file_atomic writes it): vd_output_path's refusals, then its
+ * vd_write_file_atomic writes it): vd_output_path's refusals, then a
  * temporary sibling is created and removed again. VD_EIO naming path. */
 int vd_output_check(const char *path, vd_err *e);
 /* Remove the temporaries that killed atomic writes to path left behind:
- * the files "<path>.tmp.<PID>" (exactly that name, PID all digits) whose
+ * the regular files "<path>.tmp.<PID>" and "<path>.tmp.<PID>.<hex>" whose
  * process no longer exists (kill(PID, 0) fails with ESRCH). Files of live
- * processes (a concurrent save) and of this process are kept. Best effort:
- * returns the number removed, never fails. */
+ * processes (a concurrent save) and of this process are kept; a link,
+ * FIFO or device at such a name is left alone. Best effort: returns the
+ * number removed, never fails. */
 int vd_tmp_clean_stale(const char *path);
-/* Write a whole file atomically: temp file in the same directory, fsync,
- * rename, fsync directory. path goes through vd_output_path first (a
- * symlink is written through, a device, FIFO or directory refused). Stale temporaries of path are removed first
- * (vd_tmp_clean_stale). */
+/* Write a whole file atomically: a temporary in the same directory
+ * (vd_tmp_write), renamed over path, the directory fsynced. path goes
+ * through vd_output_path first (a symlink is written through, a device,
+ * FIFO or directory refused). Stale temporaries of path are removed first
+ * (vd_tmp_clean_stale). A failure (a full disk) leaves path as it was;
+ * the message names path and the errno text. */
 int vd_write_file_atomic(const char *path, const void *data, size_t n, vd_err *e);
+/* vd_write_file_atomic of what fn writes to a memory stream (fn returns
+ * VD_OK or an error with e set; a write error of the stream itself is
+ * VD_ENOMEM). For JSON and CSV outputs. */
+typedef int (*vd_stream_writer)(FILE *f, const void *ctx, vd_err *e);
+int vd_write_stream_atomic(const char *path, vd_stream_writer fn, const void *ctx, vd_err *e);
 /* Open path for reading if it is a regular file of at most max bytes:
  * returns the descriptor (O_CLOEXEC, blocking) and *size (from fstat; size
  * may be NULL), or minus a VD_E* code with e set: VD_EIO "is a directory",
@@ -170,13 +190,33 @@ int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_
 /* vd_read_file_max without a size limit (the file's size must fit memory). */
 int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 
-/* Write a whole file to exactly path (created or truncated, mode 0644) and
- * fsync it; no rename. For multi-file commits that stage temporaries first
- * (train/ckpt.c). On failure the partial file is removed. VD_EIO. */
-int vd_write_file_synced(const char *path, const void *data, size_t n, vd_err *e);
 /* fsync the directory that holds path (makes renames/links in it durable).
  * VD_EIO when the directory cannot be opened or synced. */
 int vd_fsync_parent_dir(const char *path, vd_err *e);
+
+/* One file a run reads or writes, for vd_run_paths_check. */
+typedef struct vd_run_path {
+    const char *flag;           /* how the user named it: "--save", "NET.yaml" */
+    const char *path;           /* as given; NULL: not in this run (skipped) */
+    const char *suffix;         /* NULL, or a file the flag implies: ".state" (an
+                                   output's is beside the resolved target, as
+                                   the writers put it) */
+    bool output;                /* written (replaced) by the run */
+    bool tree;                  /* an input directory: every file that exists
+                                   under it is an input (data sets) */
+    const char *may_replace;    /* an output's: the flag of the one input it is
+                                   meant to replace ("--resume" for --save:
+                                   the checkpoint is read whole first) */
+} vd_run_path;
+/* Refuse a run that would write over what it reads, before anything is
+ * written: every output is compared with every input and every other
+ * output, by identity (device and inode) where the file exists, by its
+ * resolved path (symbolic links followed, the directory made absolute)
+ * where it does not; an output that is an existing file under an input
+ * tree clashes too (except with the input named by may_replace).
+ * VD_EUSAGE naming both flags and paths, VD_ENOMEM. A path that
+ * cannot be resolved (a missing input) is left to its reader. */
+int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e);
 
 /* ---- bfloat16 / float16 -------------------------------------------------
  * The element type of a feature map (vd_math_act_dtype, net.h): float, or

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "util/util.h"
@@ -93,4 +95,12 @@ int vdt_run_bin(const char *bin, const char *args, bool merged, char **out) {
     unlink(log);
     if (!merged) unlink(elog);
     return WEXITSTATUS(st);
+}
+
+void vdt_fsize_limit(unsigned long long bytes) {
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &rl), 0);
+    rl.rlim_cur = bytes == RLIM_INFINITY || bytes > rl.rlim_max ? rl.rlim_max : (rlim_t)bytes;
+    signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
 }

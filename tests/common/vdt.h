@@ -64,6 +64,11 @@ void vdt_rmrf(const char *dir);
 /* Whole file (vd_read_file's: NUL-terminated, release with vd_free); size in *n. Fails
  * the test with vd_read_file's message when it cannot be read. */
 char *vdt_slurp(const char *path, size_t *n);
+/* Limit the size of the files this process writes to bytes (RLIMIT_FSIZE;
+ * RLIM_INFINITY lifts it): a write beyond fails with EFBIG, as one on a
+ * full disk fails with ENOSPC (SIGXFSZ is ignored). Child processes
+ * inherit it. */
+void vdt_fsize_limit(unsigned long long bytes);
 /* Fails the test unless files a and b hold the same bytes. */
 void vdt_assert_same_file(const char *a, const char *b);
 
