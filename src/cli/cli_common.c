@@ -231,6 +231,20 @@ void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s
             (long long)iters, iter_s, total / 60.0);
 }
 
+/* ---- inputs and outputs --------------------------------------------------- */
+
+int vd_cli_check_paths(const vd_cli_common *c, const vd_run_path *more, int n, vd_err *e) {
+    vd_run_path p[19] = {
+        { .flag = "the spec", .path = c->spec },
+        { .flag = "--profile", .path = c->cfg.profile },
+        { .flag = "--profile-out", .path = c->cfg.profile_out, .output = true },
+    };
+    int k = 3;
+    if (n > (int)VD_ARRAY_LEN(p) - k) return vd_errf(e, VD_EINTERNAL, "vd_cli_check_paths: %d", n);
+    for (int i = 0; i < n; i++) p[k++] = more[i];
+    return vd_run_paths_check(p, k, e);
+}
+
 /* ---- plan search progress ------------------------------------------------ */
 
 static struct { const char *prog; double t0, last; } plan_prog;

@@ -77,6 +77,12 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e);
 
+/* Before anything is written: refuse a run whose outputs would overwrite
+ * its inputs or each other (vd_run_paths_check). c's NET.yaml, --profile
+ * and --profile-out, then the tool's own files more[0..n) (at most 16).
+ * VD_EUSAGE naming both flags. */
+int vd_cli_check_paths(const vd_cli_common *c, const vd_run_path *more, int n, vd_err *e);
+
 /* Progress of a plan search on stderr: installs po->progress (unless quiet)
  * so that a search that has run over a second prints what it is searching
  * and the best plan so far, a line at most every second, prefixed "prog: ".

@@ -799,6 +799,10 @@ int main(int argc, char **argv) {
     /* the outputs are written after the sweep: check them before it */
     {
         const char *outs[][2] = { { "--csv", o.csv }, { "--json", o.json }, { "--plot", o.plot } };
+        vd_run_path rp[3];
+        for (int k = 0; k < 3; k++)
+            rp[k] = (vd_run_path){ .flag = outs[k][0], .path = outs[k][1], .output = true };
+        if ((rc = vd_cli_check_paths(&o.c, rp, 3, &e))) goto out;
         for (int k = 0; k < 3; k++)
             if (outs[k][1] && (rc = vd_output_check(outs[k][1], &e))) {
                 vd_err_prefix(&e, "%s", outs[k][0]);

@@ -411,6 +411,8 @@ int main(int argc, char **argv) {
     vd_err pe = {0};
     int prc = VD_OK;
     vd_config_run run;
+    vd_run_path rp = { .flag = "--trace", .path = o.trace, .output = true };
+    if ((rc = vd_cli_check_paths(&o.c, &rp, 1, &e))) goto out;
     if ((rc = vd_spec_load(o.c.spec, &net, &e))) goto out;
     /* batch, profile source, policy, budget: as vdnn-train (config/config.h) */
     if ((rc = vd_config_resolve(&o.c.cfg, &net, true, &run, &e))) goto out;

@@ -152,7 +152,7 @@ static const vd_cli_flag FLAGS[] = {
 /* vdnn-train's own flags (vd_cli_tool_flag; ctx is the opts). */
 static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     opts *o = ctx;
-    const int64_t BIG = (int64_t)1 << 53;
+    const int64_t BIG = VD_CKPT_MAX_ITERATION;
     int rc = VD_OK;
     if (!strcmp(name, "iters")) { rc = vd_cli_int(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
     else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
@@ -619,6 +619,22 @@ int main(int argc, char **argv) {
                      (long long)iters, (long long)iters);
         goto out;
     }
+    /* no output over an input or another output (--save may replace the
+     * checkpoint it resumes from: the run reads it whole first) */
+    const vd_run_path rp[] = {
+        { .flag = "--init", .path = o.init },
+        { .flag = "--resume", .path = o.resume },
+        { .flag = "--resume", .path = o.resume, .suffix = ".state" },
+        { .flag = "--data", .path = vd_data_dir(o.data), .tree = true },
+        { .flag = "--save", .path = o.save, .output = true, .may_replace = "--resume" },
+        { .flag = "--save", .path = o.save, .suffix = ".state", .output = true,
+          .may_replace = "--resume" },
+        { .flag = "--save", .path = o.save, .suffix = ".state.prev", .output = true,
+          .may_replace = "--resume" },
+        { .flag = "--metrics", .path = o.metrics, .output = true },
+        { .flag = "--plan-json", .path = o.plan_json, .output = true },
+    };
+    if ((rc = vd_cli_check_paths(&o.c, rp, (int)VD_ARRAY_LEN(rp), &e))) goto out;
     /* fail before training, not after it, when --save cannot be written */
     if (o.save && world.rank == 0 && (rc = vd_output_check(o.save, &e))) {
         vd_err_prefix(&e, "--save");

@@ -41,6 +41,13 @@ static int parse_count(const char *s, size_t len, int64_t *out, vd_err *e) {
     return VD_OK;
 }
 
+const char *vd_data_dir(const char *spec) {
+    static const char *const with_dir[] = { "mnist:", "cifar10:", "folder:" };
+    for (int i = 0; spec && i < (int)VD_ARRAY_LEN(with_dir); i++)
+        if (!strncmp(spec, with_dir[i], strlen(with_dir[i]))) return spec + strlen(with_dir[i]);
+    return NULL;
+}
+
 int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
                  bool augment, vd_dataset **out, vd_err *e) {
     *out = NULL;

@@ -55,6 +55,9 @@ typedef struct vd_dataset vd_dataset;
  * Shape mismatches with the net (channels, height, width, more classes than
  * the net outputs) are VD_EUSAGE; missing files VD_EIO; corrupt or truncated
  * files VD_EDATA naming the file. On success *out owns everything. */
+/* The directory a data spec reads ("mnist:DIR" -> DIR), or NULL (none:
+ * synthetic data, NULL, an unknown kind). A pointer into spec. */
+const char *vd_data_dir(const char *spec);
 int vd_data_open(const char *spec, const vd_net *net, int batch, uint64_t seed,
                  bool augment, vd_dataset **out, vd_err *e);
 void vd_data_close(vd_dataset **ds);

@@ -405,14 +405,27 @@ static int cmp_begin(const void *a, const void *b) {
 
 #define BAD(...) do { rc = vd_errf(e, VD_EDATA, __VA_ARGS__); goto fail; } while (0)
 
-/* net: the net the file must belong to (bounds the header), or NULL. */
+/* The most data bytes a checkpoint of net can hold: every parameter and
+ * one counter per layer, 8 bytes each (the widest dtype), for the model
+ * file or the state file (the momentum). */
+static uint64_t st_max_data(const vd_net *net) {
+    return 8 * ((uint64_t)net->param_floats + (uint64_t)net->n_layers + 1);
+}
+
+/* net: the net the file must belong to (bounds the header and the data),
+ * or NULL. The header is read and checked first (its length, its JSON,
+ * every tensor's extent against the file's size): a file that is not a
+ * checkpoint is refused after reading its first bytes, whatever its size. */
 static int st_open(const char *path, const vd_net *net, struct st_file *f, vd_err *e) {
     memset(f, 0, sizeof *f);
     f->path = path;
-    int rc = vd_read_file(path, &f->raw, &f->n, e);
-    if (rc) return rc;
-    const unsigned char *u = (const unsigned char *)f->raw;
-    if (f->n < 8) BAD("%s: not a safetensors file (truncated: %zu bytes, no header length)", path, f->n);
+    uint64_t size;
+    int fd = vd_open_regular(path, UINT64_MAX, &size, e), rc = VD_OK;
+    if (fd < 0) return -fd;
+    if (size < 8) BAD("%s: not a safetensors file (truncated: %" PRIu64 " bytes, no header "
+                      "length)", path, size);
+    unsigned char u[8];
+    if ((rc = vd_read_full(fd, u, 8, path, e))) goto fail;
     uint64_t hl = 0;
     for (int k = 7; k >= 0; k--) hl = (hl << 8) | u[k];
     if (hl > ST_MAX_HEADER)
@@ -421,15 +434,22 @@ static int st_open(const char *path, const vd_net *net, struct st_file *f, vd_er
         BAD("%s: not a checkpoint of %s (a safetensors header of %" PRIu64 " bytes; one of "
             "its %d tensors needs at most %" PRIu64 ")", path, net->name, hl, net->n_params,
             st_max_header(net));
-    if (hl > f->n - 8)
-        BAD("%s: truncated safetensors file (header needs %" PRIu64 " bytes, %zu present)",
-            path, hl, f->n - 8);
+    if (hl > size - 8)
+        BAD("%s: truncated safetensors file (header needs %" PRIu64 " bytes, %" PRIu64
+            " present)", path, hl, size - 8);
+    if (size - 8 - hl > SIZE_MAX - 9) BAD("%s: too large to load", path);
+    f->n = (size_t)size;
+    if (!(f->raw = vd_malloc(8 + (size_t)hl + 1, e))) { rc = VD_ENOMEM; goto fail; }
+    memcpy(f->raw, u, 8);
+    if ((rc = vd_read_full(fd, f->raw + 8, (size_t)hl, path, e))) goto fail;
     char jerr[160];
     f->hdr = vd_json_parse(f->raw + 8, (size_t)hl, 0, jerr, sizeof jerr);
     if (!f->hdr) BAD("%s: corrupt safetensors header: bad JSON at %s", path, jerr);
     if (!json_is_object(f->hdr)) BAD("%s: corrupt safetensors header: not a JSON object", path);
-    f->data = u + 8 + hl;
-    f->data_n = f->n - 8 - hl;
+    f->data_n = size - 8 - hl;
+    if (net && f->data_n > st_max_data(net))
+        BAD("%s: not a checkpoint of %s (%" PRIu64 " bytes of tensor data; its parameters "
+            "need at most %" PRIu64 ")", path, net->name, f->data_n, st_max_data(net));
     size_t nk = json_object_size(f->hdr);
     if (nk > INT_MAX) BAD("%s: corrupt safetensors header: %zu entries", path, nk);
     f->ent = vd_calloc(nk ? nk : 1, sizeof(st_entry), e);
@@ -504,8 +524,17 @@ static int st_open(const char *path, const vd_net *net, struct st_file *f, vd_er
     if (pos != f->data_n)
         BAD("%s: corrupt safetensors file: tensors cover %" PRIu64 " data bytes but the file "
             "has %" PRIu64, path, pos, f->data_n);
+    /* the header holds: now the data, after it in the same buffer */
+    char *all = vd_realloc(f->raw, f->n + 1, e);
+    if (!all) { rc = VD_ENOMEM; goto fail; }
+    f->raw = all;
+    if ((rc = vd_read_full(fd, f->raw + 8 + hl, (size_t)f->data_n, path, e))) goto fail;
+    f->raw[f->n] = 0;
+    f->data = (const unsigned char *)f->raw + 8 + hl;
+    close(fd);
     return VD_OK;
 fail:
+    if (fd >= 0) close(fd);
     st_close(f);
     return rc;
 }
@@ -658,6 +687,9 @@ int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
         uint64_t it;
         if (meta_str(&f, "iteration")) {
             rc = meta_u64(&f, "iteration", &it, e);
+            if (!rc && it > VD_CKPT_MAX_ITERATION)
+                rc = vd_errf(e, VD_EDATA, "%s: metadata 'iteration' is %" PRIu64 ", beyond "
+                             "%lld: the file is damaged", path, it, VD_CKPT_MAX_ITERATION);
             if (!rc) *iteration = (int64_t)it;
         }
     }
@@ -685,7 +717,7 @@ static int read_loss_scale(const st_file *f, const char *sp, vd_train_state *st,
         (meta_str(f, "loss_scale_first_bad") &&
          (rc = meta_u64(f, "loss_scale_first_bad", &first_bad, e))))
         return rc;
-    if (growth >= VD_LOSS_SCALE_INTERVAL || streak > INT32_MAX || skipped > INT64_MAX ||
+    if (growth >= VD_LOSS_SCALE_INTERVAL || streak > INT32_MAX || skipped > VD_CKPT_MAX_ITERATION ||
         stepped > 1 || first_bad > INT32_MAX)
         return vd_errf(e, VD_EDATA, "%s: the loss scale's metadata is out of range", sp);
     st->has_loss_scale = true;
@@ -735,8 +767,10 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         (rc = meta_u64(f, "samples", &samples, e)) || (rc = meta_u64(f, "seed", &seed, e)) ||
         (rc = meta_u64(f, "batch", &batch, e)))
         goto fail;
-    if (it > INT64_MAX || steps > INT64_MAX || batch < 1 || batch > INT32_MAX) {
-        rc = vd_errf(e, VD_EDATA, "%s: metadata out of range", sp);
+    if (it > VD_CKPT_MAX_ITERATION || steps > it || batch < 1 || batch > INT32_MAX) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata out of range (iteration %" PRIu64 ", at most "
+                     "%lld; sgd_steps %" PRIu64 ", at most the iteration; batch %" PRIu64 "): "
+                     "the state file is damaged", sp, it, VD_CKPT_MAX_ITERATION, steps, batch);
         goto fail;
     }
     /* the data position: counted in 64 bits by the loader, which adds batches

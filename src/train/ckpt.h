@@ -57,6 +57,11 @@
 
 /* The largest data position ("samples") a state file may record. */
 #define VD_CKPT_MAX_SAMPLES (1ull << 62)
+/* The most iterations a run reaches (vdnn-train's --iters and --stop-at are
+ * at most this), so the largest 'iteration' a state file may record; its
+ * 'sgd_steps' and skipped steps are at most its iteration. Far from
+ * int64's end: a resumed run's counters cannot overflow. */
+#define VD_CKPT_MAX_ITERATION (1ll << 53)
 
 typedef struct vd_train_state {
     int64_t iteration;          /* iterations completed */

@@ -544,6 +544,20 @@ int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_
     return VD_OK;
 }
 
+int vd_read_full(int fd, void *buf, size_t n, const char *path, vd_err *e) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return vd_errf(e, VD_EIO, "%s: read error: %s", path, strerror(errno));
+        if (r == 0)
+            return vd_errf(e, VD_EDATA, "%s: truncated (%zu bytes read, %zu expected)", path,
+                           got, n);
+        got += (size_t)r;
+    }
+    return VD_OK;
+}
+
 int vd_read_file(const char *path, char **data, size_t *n, vd_err *e) {
     return vd_read_file_max(path, UINT64_MAX, data, n, e);
 }
@@ -631,10 +645,12 @@ int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e) {
             if (j == i || !q->path || (q->output && j > i)) continue;   /* each pair once */
             if (!q->output && p[i].may_replace && !strcmp(p[i].may_replace, q->flag)) continue;
             if (!path_clash(q, &id[i], &id[j])) continue;
-            rc = vd_errf(e, VD_EUSAGE, "%s %s%s would overwrite %s %s%s%s; give the %s "
-                         "another name", p[i].flag, p[i].path, p[i].suffix ? p[i].suffix : "",
-                         q->output ? "the output" : q->tree ? "a file under" : "the input",
-                         q->flag, q->path, q->suffix ? q->suffix : "", p[i].flag);
+            bool opt = !strncmp(q->flag, "--", 2);
+            rc = vd_errf(e, VD_EUSAGE, "%s %s%s would overwrite %s%s %s%s; give %s another "
+                         "name", p[i].flag, p[i].path, p[i].suffix ? p[i].suffix : "",
+                         !opt ? "" : q->output ? "the output of " : q->tree ? "a file under "
+                         : "the input of ", q->flag, q->path, q->suffix ? q->suffix : "",
+                         p[i].flag);
         }
     }
     for (int i = 0; i < n; i++) vd_free(id[i].where);

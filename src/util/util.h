@@ -187,6 +187,10 @@ int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e);
 /* Read a whole regular file of at most max bytes (vd_open_regular) into a
  * buffer of the allocation wrappers (+1 NUL byte; release with vd_free). */
 int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e);
+/* Read exactly n bytes from fd at its offset (EINTR retried): VD_EIO on a
+ * read error, VD_EDATA "truncated" when the file ends first (path names it
+ * in messages). */
+int vd_read_full(int fd, void *buf, size_t n, const char *path, vd_err *e);
 /* vd_read_file_max without a size limit (the file's size must fit memory). */
 int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 
@@ -196,7 +200,8 @@ int vd_fsync_parent_dir(const char *path, vd_err *e);
 
 /* One file a run reads or writes, for vd_run_paths_check. */
 typedef struct vd_run_path {
-    const char *flag;           /* how the user named it: "--save", "NET.yaml" */
+    const char *flag;           /* how the user named it: "--save", or what it
+                                   is when no flag names it: "the spec" */
     const char *path;           /* as given; NULL: not in this run (skipped) */
     const char *suffix;         /* NULL, or a file the flag implies: ".state" (an
                                    output's is beside the resolved target, as
