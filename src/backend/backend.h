@@ -18,6 +18,7 @@
 #define VD_BACKEND_H
 
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "util/util.h"
@@ -132,6 +133,8 @@ typedef struct vd_backend_opts {
     bool conv_gemm_force;       /* tests: every 1x1 conv the cuBLAS backward-filter
                                    serves also gets the option "gemm w" (CUDA) */
     bool sync_debug;            /* --sync-debug: synchronize after every op */
+    const volatile sig_atomic_t *stop; /* optional: once *stop is set, long setup work
+                                   (profiling, CUDA: between layers) ends with VD_ESTOP */
 } vd_backend_opts;
 #define VD_CONV_TOPK_DEFAULT 8
 #define VD_CONV_TOPK_MAX 12

@@ -231,6 +231,40 @@ void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s
             (long long)iters, iter_s, total / 60.0);
 }
 
+/* ---- stop signals ---------------------------------------------------------- */
+
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+volatile sig_atomic_t *vd_cli_catch_stop(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    /* a second signal kills at once; SA_RESTART: the signal may land on a
+     * loader thread inside read() (stb_image's fread on a network file
+     * system), which must not fail with EINTR and turn a clean stop into a
+     * "cannot decode image" error. No read or open of vdnn's can block
+     * for ever (FIFOs and devices are refused before they are read or
+     * written), so nothing restarts for ever. */
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);    /* kill, batch schedulers, container runtimes */
+    sigaction(SIGHUP, &sa, NULL);     /* the terminal or ssh session went away */
+    return &stop_signal;
+}
+
+int vd_cli_stop_check(const char *phase, vd_err *e) {
+    return stop_signal ? vd_errf(e, VD_ESTOP, "stopped %s", phase) : VD_OK;
+}
+
+int vd_cli_stopped(const char *prog, const vd_err *e) {
+    int sig = stop_signal > 0 ? (int)stop_signal : SIGINT;
+    fprintf(stderr, "%s: interrupted by %s (%s)\n", prog,
+            sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT", e->msg);
+    return 128 + sig;
+}
+
 /* ---- inputs and outputs --------------------------------------------------- */
 
 int vd_cli_check_paths(const vd_cli_common *c, const vd_run_path *more, int n, vd_err *e) {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include "util/util.h"
 #include "plan/plan.h"
@@ -76,6 +77,20 @@ typedef int (*vd_cli_tool_flag)(void *ctx, const char *name, const char *val, vd
 int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e);
+
+/* ---- stop signals ---------------------------------------------------------- */
+/* From now on SIGINT, SIGTERM and SIGHUP set a flag instead of killing the
+ * process (a second one kills at once); returns the flag (the signal's
+ * number once one came), for the library's stop options. Every phase
+ * checks it: the run ends at the next check, with the checkpoint saved
+ * where training had begun and --save was given. */
+volatile sig_atomic_t *vd_cli_catch_stop(void);
+/* VD_ESTOP with e saying where (phase) when a stop signal has come, else
+ * VD_OK. */
+int vd_cli_stop_check(const char *phase, vd_err *e);
+/* A run that ended with VD_ESTOP: prints "prog: interrupted by SIGTERM
+ * (e's message)" and returns the exit status, 128 + the signal. */
+int vd_cli_stopped(const char *prog, const vd_err *e);
 
 /* Before anything is written: refuse a run whose outputs would overwrite
  * its inputs or each other (vd_run_paths_check). c's NET.yaml, --profile

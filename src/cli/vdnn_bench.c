@@ -795,6 +795,9 @@ int main(int argc, char **argv) {
     if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
     /* batch, backend, profile source, ... (config/config.h) */
     if ((rc = vd_config_resolve(&o.c.cfg, &b.net, false, &b.run, &e))) goto out;
+    /* SIGINT, SIGTERM, SIGHUP: the setup and the sweep stop at their next
+     * check (exit 128 + the signal); no output is written then */
+    b.run.session.backend_opts.stop = vd_cli_catch_stop();
     b.batch = b.run.batch;
     /* the outputs are written after the sweep: check them before it */
     {
@@ -813,8 +816,9 @@ int main(int argc, char **argv) {
     progress(&b, "setting up %s at batch %d and %s the profile...", b.net.name, b.batch,
              o.c.cfg.profile ? "loading" : "making");
     rc = vd_session_open(&b.ses, &b.net, b.batch, &b.run.session, &e);
+    b.have_ses = rc == VD_OK;
+    if (!rc) rc = vd_cli_stop_check("after profiling", &e);
     if (rc) goto out;
-    b.have_ses = true;
     if (b.ses.backend_auto)
         progress(&b, "backend %s (auto: %s)", b.ses.be->name, b.ses.backend_why);
     progress(&b, "profile %s (%s, %.1f s)", b.ses.prof.source, b.ses.prof_how, b.ses.prof_s);
@@ -836,6 +840,7 @@ int main(int argc, char **argv) {
     if (!b.pts) { rc = VD_ENOMEM; goto out; }
     for (int i = 0; i < b.n_budgets; i++)
         for (int k = 0; k < o.n_pol; k++) {
+            if ((rc = vd_cli_stop_check("during the sweep", &e))) goto out;
             point *pt = &b.pts[i * o.n_pol + k];
             pt->budget = b.budgets[i];
             pt->policy = o.pol[k];
@@ -869,6 +874,7 @@ out:
     vd_free(b.labels);
     if (b.have_ses) vd_session_close(&b.ses);
     vd_net_free(&b.net);
+    if (rc == VD_ESTOP) return vd_cli_stopped(PROG, &e);
     if (rc) return vd_cli_fail(PROG, &e);
     return 0;
 }

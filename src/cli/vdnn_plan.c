@@ -413,9 +413,13 @@ int main(int argc, char **argv) {
     vd_config_run run;
     vd_run_path rp = { .flag = "--trace", .path = o.trace, .output = true };
     if ((rc = vd_cli_check_paths(&o.c, &rp, 1, &e))) goto out;
+    /* SIGINT, SIGTERM, SIGHUP: profiling and the plan searches stop at their
+     * next check (exit 128 + the signal), nothing half written */
+    volatile sig_atomic_t *stop = vd_cli_catch_stop();
     if ((rc = vd_spec_load(o.c.spec, &net, &e))) goto out;
     /* batch, profile source, policy, budget: as vdnn-train (config/config.h) */
     if ((rc = vd_config_resolve(&o.c.cfg, &net, true, &run, &e))) goto out;
+    run.session.backend_opts.stop = stop;
     if (o.want_summary) {
         if ((rc = vd_summary_write(stdout, &net, run.batch, o.json, &e))) goto out;
         rc = flush_stdout(&e);
@@ -425,6 +429,7 @@ int main(int argc, char **argv) {
     const vd_profile *prof;
     if (run.use_backend) {
         rc = vd_session_open(&ses, &net, run.batch, &run.session, &e);
+        if (!rc) rc = vd_cli_stop_check("after profiling", &e);
         if (rc) goto out;
         prof = &ses.prof;
         vd_config_budget(&run, &ses, NULL);
@@ -448,6 +453,7 @@ int main(int argc, char **argv) {
     prc = run.use_backend ? vd_session_plan(&ses, &run.plan, &plan, &pe)
                           : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
     if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }
+    if ((rc = vd_cli_stop_check("after planning", &e))) goto out;
     if (plan.steps && run.dp && (rc = vd_plan_dp(&plan, &net, prof, run.ranks, 0, &e))) goto out;
     /* an explicit --gpu-model card: the answer for it (fits, speed, PCIe
      * bytes; else the largest batch that fits) */
@@ -478,5 +484,5 @@ out:
     vd_profile_free(&mprof);
     vd_session_close(&ses);
     vd_net_free(&net);
-    return rc ? vd_cli_fail(PROG, &e) : 0;
+    return rc == VD_ESTOP ? vd_cli_stopped(PROG, &e) : rc ? vd_cli_fail(PROG, &e) : 0;
 }

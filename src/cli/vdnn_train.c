@@ -499,12 +499,6 @@ static int write_plan_json(FILE *f, const void *ctx, vd_err *e) {
     return vd_plan_write_json(f, po->plan, po->net, NULL, e);
 }
 
-/* Set by SIGINT, SIGTERM or SIGHUP to the signal's number; read by the
- * training loop, which stops, saves (--save) and returns. The exit status is
- * then 128 + the signal (130, 143, 129), as if the signal had killed the
- * process, but with the checkpoint written. */
-static volatile sig_atomic_t g_stop;
-static void on_stop_signal(int sig) { g_stop = sig; }
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -530,6 +524,12 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* SIGINT, SIGTERM, SIGHUP: every phase stops at its next check; training
+     * saves (--save) first. The exit status is then 128 + the signal (130,
+     * 143, 129), as if the signal had killed the process. Not under --mpi:
+     * the processes would stop at different iterations, some waiting in an
+     * all-reduce for the others; the signal ends the job. */
+    volatile sig_atomic_t *stop = o.mpi ? NULL : vd_cli_catch_stop();
     vd_net net;
     vd_net_init(&net);
     vd_backend *be = NULL;
@@ -545,6 +545,7 @@ int main(int argc, char **argv) {
     ui u = { .quiet = o.c.quiet, .tty = isatty(STDERR_FILENO) != 0, .ses = &ses };
 
     rc = vd_spec_load(o.c.spec, &net, &e);
+    if (!rc) rc = vd_cli_stop_check("after reading the spec", &e);
     if (rc) goto out;
 
     /* ---- flags over the spec's train: section ---- */
@@ -596,6 +597,7 @@ int main(int argc, char **argv) {
         vd_err_prefix(&e, "the data spec recorded in %s.state", o.resume);
         rc = e.code = VD_EDATA;
     }
+    if (!rc) rc = vd_cli_stop_check("after opening the data", &e);
     if (rc) goto out;
     const vd_data_info *di = vd_data_get_info(ds);
     int64_t per_epoch = (di->n[VD_SPLIT_TRAIN] + tc->batch - 1) / tc->batch;
@@ -657,9 +659,11 @@ int main(int argc, char **argv) {
     if (!o.c.quiet && !o.c.cfg.profile && !o.c.cfg.analytic && vd_backend_cuda_available() &&
         strcmp(run.session.backend, "cpu") != 0)
         fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);
+    run.session.backend_opts.stop = stop;   /* profiling and cuDNN's tuning */
     rc = vd_session_open(&ses, &net, run.batch, &run.session, &e);
+    have_ses = rc == VD_OK;
+    if (!rc) rc = vd_cli_stop_check("after profiling", &e);
     if (rc) goto out;
-    have_ses = true;
     be = ses.be;
     if (ses.backend_auto && !o.c.quiet)
         fprintf(stderr, "%s: backend %s (auto: %s)\n", PROG, be->name, ses.backend_why);
@@ -672,6 +676,7 @@ int main(int argc, char **argv) {
     vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
     rc = vd_session_plan(&ses, &run.plan, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
+    if (!rc) rc = vd_cli_stop_check("after planning", &e);
     if (rc) goto out;
     if (run.dp && (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e))) goto out;
     if (o.plan_json &&
@@ -681,6 +686,7 @@ int main(int argc, char **argv) {
     }
     vd_cli_warn_auto_cpu(PROG, &ses, plan.sim.iter_s, iters);
     rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
+    if (!rc) rc = vd_cli_stop_check("before training", &e);
     if (rc) goto out;
     if (run.dp) {
         /* ranks 1..N-1 plan for the same budget on their own devices */
@@ -724,22 +730,6 @@ int main(int argc, char **argv) {
     }
 
     /* ---- train ---- */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    /* a second signal kills at once; SA_RESTART: the signal may land on a
-     * loader thread inside read() (stb_image's fread on a network file
-     * system), which must not fail with EINTR and turn a clean stop into a
-     * "cannot decode image" error */
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    /* not under --mpi: the processes would stop at different iterations,
-     * some waiting in an all-reduce for the others; the signal ends the job */
-    if (!o.mpi) {
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);    /* kill, batch schedulers, container runtimes */
-        sigaction(SIGHUP, &sa, NULL);     /* the terminal or ssh session went away */
-    }
     u.batch = tc->batch;
     int64_t log_every = o.has_log_every ? o.log_every : (iters / 20 > 0 ? iters / 20 : 1);
     if (!o.has_log_every && log_every > 100) log_every = 100;
@@ -749,7 +739,7 @@ int main(int argc, char **argv) {
         .resume_path = o.resume, .init_path = o.init,
         .eval_every = o.has_eval_every && o.eval_every > 0 ? o.eval_every : 0,
         .eval_at_end = !(o.has_eval_every && o.eval_every < 0),
-        .log_every = log_every, .stop = &g_stop, .loader_threads = (int)o.threads,
+        .log_every = log_every, .stop = stop, .loader_threads = (int)o.threads,
         .data_spec = o.data && *o.data ? o.data : "synthetic",
         .cb = world.rank == 0 ? on_event : NULL, .user = &u,
     };
@@ -813,11 +803,9 @@ int main(int argc, char **argv) {
     if (trained) report_step_times(ex, &plan, &net);
     if (trained) report_copy_times(ex, &plan, &ses.prof.dev);
     if (res.interrupted) {
-        int sig = g_stop > 0 ? (int)g_stop : SIGINT;
-        fprintf(stderr, "%s: interrupted by %s at iteration %lld%s\n", PROG,
-                sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "SIGINT",
-                (long long)res.iters_done, o.save ? " (checkpoint saved)" : "");
-        rc = 128 + sig;
+        vd_errf(&e, VD_ESTOP, "at iteration %lld%s", (long long)res.iters_done,
+                o.save ? "; checkpoint saved" : "");
+        rc = vd_cli_stopped(PROG, &e);
     }
 
 out:
@@ -835,7 +823,9 @@ out:
     vd_dp_close(&dp);
     vd_data_close(&ds);
     vd_net_free(&net);
-    if (rc && rc < 128) {
+    if (rc == VD_ESTOP) {
+        rc = vd_cli_stopped(PROG, &e);
+    } else if (rc && rc < 128) {
         rc = vd_cli_fail(PROG, &e);
         /* --mpi: the other ranks may wait for this one in a collective */
         if (world.size > 1) vd_mpi_abort(rc);

@@ -839,14 +839,13 @@ static int open_state_or_prev(const char *path, const vd_net *net, const char *m
 }
 
 int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st, vd_err *e) {
-    char *raw;
-    size_t n;
-    int rc = vd_read_file(path, &raw, &n, e);
+    st_file m;   /* the model file, its header checked before the rest is read */
+    int rc = st_open(path, net, &m, e);
     if (rc) return rc;
     char *sp = NULL;
     st_file f;
-    rc = open_state_or_prev(path, net, raw, n, &f, st, &sp, e);
-    vd_free(raw);
+    rc = open_state_or_prev(path, net, m.raw, m.n, &f, st, &sp, e);
+    st_close(&m);
     if (!rc) st_close(&f);
     vd_free(sp);
     return rc;

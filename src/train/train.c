@@ -121,7 +121,8 @@ static void ahead_start(ahead *a, vd_loader *ld, vd_exec *ex) {
 }
 
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
-                      double *acc, double *loss, int64_t *n, vd_err *e) {
+                      const volatile sig_atomic_t *stop, double *acc, double *loss, int64_t *n,
+                      vd_err *e) {
     *acc = *loss = 0;
     *n = 0;
     const vd_data_info *info = vd_data_get_info(ds);
@@ -139,6 +140,11 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
     int64_t correct = 0;
     double lsum = 0;
     for (int64_t b = 0; b < nb && !rc; b++) {
+        if (stop && *stop) {
+            rc = vd_errf(e, VD_ESTOP, "evaluation stopped after %lld of %lld batches",
+                         (long long)b, (long long)nb);
+            break;
+        }
         rc = fetch(ld, ex, false, e);
         int c = 0;
         float l = 0;
@@ -259,7 +265,8 @@ static void save_after_error(run *r, int rc_data, int64_t iter, int64_t first,
 static int eval(run *r, int64_t iter, bool final, vd_train_result *res, vd_err *e) {
     double acc, loss;
     int64_t n;
-    int rc = vd_train_evaluate(r->net, r->ex, r->ds, r->o->loader_threads, &acc, &loss, &n, e);
+    int rc = vd_train_evaluate(r->net, r->ex, r->ds, r->o->loader_threads, r->o->stop, &acc,
+                               &loss, &n, e);
     if (rc) return rc;
     if (n == 0) {
         if (final)
@@ -476,6 +483,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         }
         if (eval_due(o, iter) && !last) {
             rc = eval(&r, iter, false, res, e);
+            if (rc == VD_ESTOP) {   /* a stop during it: the run ends as at any stop */
+                res->interrupted = true;
+                break;
+            }
             if (rc) {
                 save_after_error(&r, rc, iter, first, samples, e);
                 goto done;
@@ -514,6 +525,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     }
     if (o->eval_at_end && !res->interrupted) {
         rc = eval(&r, iter, true, res, e);
+        if (rc == VD_ESTOP) {   /* the checkpoint is saved already */
+            res->interrupted = true;
+            rc = VD_OK;
+        }
         if (rc) goto done;
     }
     rc = VD_OK;

@@ -139,7 +139,9 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
 /* Evaluate on the test split: floor(n_test / batch) full batches in order
  * (the remainder is skipped). *n = images evaluated (0 if the split has
  * fewer than batch samples; acc/loss are then 0). */
+/* stop (may be NULL): checked before every batch; once set, VD_ESTOP. */
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
-                      double *acc, double *loss, int64_t *n, vd_err *e);
+                      const volatile sig_atomic_t *stop, double *acc, double *loss, int64_t *n,
+                      vd_err *e);
 
 #endif

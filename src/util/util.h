@@ -26,6 +26,8 @@ enum {
     VD_EUNSUPPORTED = 8,/* capability missing in this build/backend */
     VD_ENOMEM = 9,      /* host allocation failed */
     VD_ENUMERIC = 10,   /* loss became NaN/Inf */
+    VD_ESTOP = 11,      /* stopped on request (SIGINT, SIGTERM, SIGHUP): never an
+                           exit status itself, the CLI exits 128 + the signal */
 };
 
 typedef struct vd_err {

@@ -263,7 +263,10 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         L->h = l->h;
         L->w = l->w;
         L->dt = cu_dnn_dtype(math);
-        int rc = cu_dnn_layer_setup(c, net, i, L, e);
+        /* cuDNN's engine tuning takes seconds on large nets: a stop ends it */
+        int rc = be->opts.stop && *be->opts.stop
+                 ? vd_errf(e, VD_ESTOP, "setup stopped at layer %d of %d", i, net->n_layers)
+                 : cu_dnn_layer_setup(c, net, i, L, e);
         if (rc) {
             vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
             cudaStreamSynchronize(cu_compute(c));

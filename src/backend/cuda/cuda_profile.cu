@@ -355,6 +355,11 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         if (!out->layers) { rc = VD_ENOMEM; goto done; }
 
         for (int i = 0; i < net->n_layers; i++) {
+            if (be->opts.stop && *be->opts.stop) {
+                rc = vd_errf(e, VD_ESTOP, "profiling stopped at layer %d of %d", i,
+                             net->n_layers);
+                goto done;
+            }
             const vd_layer *l = &net->layers[i];
             const cu_layer *L = &c->layers[i];
             vd_profile_layer *pl = &out->layers[i];
