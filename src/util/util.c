@@ -585,6 +585,8 @@ typedef struct path_id {
     dev_t dev;
     ino_t ino;
     char *where;
+    char *named;        /* where the name itself is (its directory resolved,
+                           the last component kept): a link in a tree is in it */
 } path_id;
 
 /* realpath(p) in a block of the wrappers, NULL when it cannot be resolved. */
@@ -593,6 +595,19 @@ static char *resolved(const char *p) {
     char *c = r ? vd_strdup(r, NULL) : NULL;
     free(r);   /* realpath's */
     return c;
+}
+
+/* full's directory resolved, then its last component; NULL if unknown. */
+static char *resolved_dir(const char *full) {
+    const char *slash = strrchr(full, '/');
+    const char *name = slash ? slash + 1 : full;
+    char *dir = slash ? vd_strfmt(NULL, "%.*s", slash == full ? 1 : (int)(slash - full), full)
+                      : vd_strdup(".", NULL);
+    char *r = dir ? resolved(dir) : NULL;
+    char *w = r ? vd_strfmt(NULL, "%s/%s", strcmp(r, "/") ? r : "", name) : NULL;
+    vd_free(dir);
+    vd_free(r);
+    return w;
 }
 
 static int path_identify(const vd_run_path *rp, path_id *id, vd_err *e) {
@@ -611,25 +626,26 @@ static int path_identify(const vd_run_path *rp, path_id *id, vd_err *e) {
         id->dev = st.st_dev;
         id->ino = st.st_ino;
         id->where = resolved(full);
-    } else {   /* not there (yet): its directory resolved, then its name */
-        char *slash = strrchr(full, '/');
-        const char *name = slash ? slash + 1 : full;
-        if (slash) *slash = 0;
-        char *dir = resolved(slash ? (slash == full ? "/" : full) : ".");
-        if (dir) id->where = vd_strfmt(NULL, "%s/%s", strcmp(dir, "/") ? dir : "", name);
-        vd_free(dir);
+    } else {   /* not there (yet) */
+        id->where = resolved_dir(full);
     }
     vd_free(full);
+    if (rp->output && !rp->suffix) id->named = resolved_dir(rp->path);   /* before its links */
     return VD_OK;
 }
 
-/* Does output o (identified by a) land on input or output q (b)? */
+/* Is path p inside directory d (both resolved)? */
+static bool path_under(const char *p, const char *d) {
+    return p && d && !strncmp(p, d, strlen(d)) && p[strlen(d)] == '/';
+}
+
+/* Does an output (identified by a) land on input or output q (b)? */
 static bool path_clash(const vd_run_path *q, const path_id *a, const path_id *b) {
     if (a->exists && b->exists && a->dev == b->dev && a->ino == b->ino) return true;
     if (!a->where || !b->where) return false;
     if (!strcmp(a->where, b->where)) return true;
-    size_t n = strlen(b->where);
-    return q->tree && a->exists && !strncmp(a->where, b->where, n) && a->where[n] == '/';
+    return q->tree && a->exists && (path_under(a->where, b->where) ||
+                                    path_under(a->named, b->where));
 }
 
 int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e) {
@@ -653,7 +669,7 @@ int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e) {
                          p[i].flag);
         }
     }
-    for (int i = 0; i < n; i++) vd_free(id[i].where);
+    for (int i = 0; i < n; i++) { vd_free(id[i].where); vd_free(id[i].named); }
     vd_free(id);
     return rc;
 }
