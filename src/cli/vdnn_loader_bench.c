@@ -2,12 +2,15 @@
  * per number of loader threads, so that --loader-threads can be sized; and
  * a generator of photo-like JPEG folders to measure on. Exit status: 0, or
  * the VD_E* code of the error. See man vdnn-train(1), "Loader benchmark" under DATA. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #include <turbojpeg.h>
 #include "cli/cli_common.h"
 #include "util/util.h"
@@ -95,23 +98,43 @@ static bool is_dir(const char *p) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int make_folder(const char *dir, int64_t count, int w, int h, int quality, vd_err *e) {
-    char p[4200];
-    if (mkdir(dir, 0755) != 0 && !is_dir(dir))
-        return vd_errf(e, VD_EIO, "%s: cannot create directory", dir);
-    snprintf(p, sizeof p, "%s/train", dir);
+/* mkdir p unless it is a directory already. VD_EIO naming it. */
+static int make_dir(const char *p, vd_err *e) {
     if (mkdir(p, 0755) != 0 && !is_dir(p))
-        return vd_errf(e, VD_EIO, "%s: cannot create directory", p);
-    for (int c = 0; c < 10; c++) {
-        snprintf(p, sizeof p, "%s/train/c%d", dir, c);
-        if (mkdir(p, 0755) != 0 && !is_dir(p))
-            return vd_errf(e, VD_EIO, "%s: cannot create directory", p);
+        return vd_errf(e, VD_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+    return VD_OK;
+}
+
+/* Write a new file p (never one that exists: a link or anything else there
+ * is refused) holding data[0..n). VD_EIO naming it. */
+static int write_new(const char *p, const void *data, size_t n, vd_err *e) {
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return vd_errf(e, VD_EIO, "%s: cannot create: %s%s", p, strerror(errno),
+                       errno == EEXIST ? " (--make-folder writes into a new or empty "
+                       "directory, never over a file)" : "");
+    int rc = vd_write_all(fd, data, n, p, e);
+    if (close(fd) != 0 && !rc) rc = vd_errf(e, VD_EIO, "%s: close failed: %s", p, strerror(errno));
+    if (rc) unlink(p);
+    return rc;
+}
+
+static int make_folder(const char *dir, int64_t count, int w, int h, int quality, vd_err *e) {
+    char *p = vd_strfmt(e, "%s/train", dir);
+    int rc = p ? VD_OK : VD_ENOMEM;
+    if (!rc) rc = make_dir(dir, e);
+    if (!rc) rc = make_dir(p, e);
+    VD_FREE(p);
+    for (int c = 0; c < 10 && !rc; c++) {
+        if (!(p = vd_strfmt(e, "%s/train/c%d", dir, c))) return VD_ENOMEM;
+        rc = make_dir(p, e);
+        VD_FREE(p);
     }
+    if (rc) return rc;
     unsigned char *px = vd_malloc((size_t)w * h * 3, e);
     if (!px) return VD_ENOMEM;
     tjhandle tj = tjInitCompress();
     if (!tj) { vd_free(px); return vd_errf(e, VD_ENOMEM, "cannot start the JPEG encoder"); }
-    int rc = VD_OK;
     uint64_t bytes = 0;
     for (int64_t i = 0; i < count && !rc; i++) {
         fill_photo(px, w, h, (uint64_t)i + 1);
@@ -121,10 +144,9 @@ static int make_folder(const char *dir, int64_t count, int w, int h, int quality
             rc = vd_errf(e, VD_EINTERNAL, "JPEG encoding failed: %s", tjGetErrorStr2(tj));
             break;
         }
-        snprintf(p, sizeof p, "%s/train/c%d/%05lld.jpg", dir, (int)(i % 10), (long long)i);
-        FILE *f = fopen(p, "wb");
-        if (!f || fwrite(jpg, 1, n, f) != n) rc = vd_errf(e, VD_EIO, "%s: cannot write", p);
-        if (f && fclose(f) != 0 && !rc) rc = vd_errf(e, VD_EIO, "%s: write error", p);
+        p = vd_strfmt(e, "%s/train/c%d/%05lld.jpg", dir, (int)(i % 10), (long long)i);
+        rc = p ? write_new(p, jpg, n, e) : VD_ENOMEM;
+        vd_free(p);
         bytes += n;
         tjFree(jpg);
     }

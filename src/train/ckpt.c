@@ -42,18 +42,6 @@ static uint64_t fnv1a64(const void *data, size_t n) {
     return h;
 }
 
-void vd_ckpt_state_path(const char *path, char *buf, size_t n) {
-    snprintf(buf, n, "%s.state", path);
-}
-
-/* "PATH.state", malloc'd (any length: a fixed buffer would silently write
- * or read the state of a truncated name). NULL + VD_ENOMEM in e on failure. */
-static char *state_path_dup(const char *path, vd_err *e) {
-    size_t n = strlen(path) + sizeof ".state";
-    char *sp = vd_malloc(n, e);
-    if (sp) vd_ckpt_state_path(path, sp, n);
-    return sp;
-}
 
 /* ======================================================================== */
 /* Writing                                                                   */
@@ -174,12 +162,10 @@ static void param_tensor(out_tensor *t, const vd_param *p, const char *prefix, c
  * either is missing or unreadable. */
 static bool state_matches(const char *path, const char *sp);
 
-/* path + suffix, malloc'd. */
+/* path + suffix (any length: a fixed buffer would silently write or read
+ * the state of a truncated name); NULL + VD_ENOMEM in e on failure. */
 static char *path_cat(const char *path, const char *suffix, vd_err *e) {
-    size_t n = strlen(path) + strlen(suffix) + 1;
-    char *p = vd_malloc(n, e);
-    if (p) snprintf(p, n, "%s%s", path, suffix);
-    return p;
+    return vd_strfmt(e, "%s%s", path, suffix);
 }
 
 static int commit_pair(const char *path_given, const char *model, size_t model_n,
@@ -818,7 +804,7 @@ static int open_state_or_prev(const char *path, const vd_net *net, const char *m
     vd_err ignored = {0};
     struct stat lst;
     if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) (void)vd_output_path(path, &target, &ignored);
-    *used = state_path_dup(target ? target : path, e);
+    *used = path_cat(target ? target : path, ".state", e);
     vd_free(target);
     if (!*used) return VD_ENOMEM;
     int rc = open_state(path, *used, net, model_raw, model_n, f, st, e);

@@ -133,7 +133,4 @@ int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st,
 int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
                  vd_train_state *st, vd_err *e);
 
-/* Path of the state file for a checkpoint path: "PATH.state" into buf. */
-void vd_ckpt_state_path(const char *path, char *buf, size_t n);
-
 #endif

@@ -92,21 +92,15 @@ int vd_metrics_event(vd_metrics *m, const vd_train_event *ev, vd_err *e) {
     if (!line) return vd_errf(e, VD_ENOMEM, "out of memory writing a --metrics record");
     size_t len = strlen(line);
     line[len] = '\n';              /* over the NUL: the record and its newline, one write */
-    size_t done = 0;
-    int err = 0;
-    while (done < len + 1 && !err) {
-        ssize_t w = write(m->fd, line + done, len + 1 - done);
-        if (w < 0 && errno != EINTR) err = errno;
-        else if (w > 0) done += (size_t)w;
-    }
+    int rc = vd_write_all(m->fd, line, len + 1, m->path, e);
     json_free_t jfree;          /* jansson's block: its own free (util/json.c counts it) */
     json_get_alloc_funcs(NULL, &jfree);
     jfree(line);
-    if (err) {
+    if (rc) {
         /* a full disk: whole records or none, so cut the partial one off */
         m->failed = true;
         if (ftruncate(m->fd, (off_t)m->size) == 0) (void)lseek(m->fd, (off_t)m->size, SEEK_SET);
-        return vd_errf(e, VD_EIO, "%s: write failed: %s", m->path, strerror(err));
+        return rc;
     }
     m->size += len + 1;
     return VD_OK;

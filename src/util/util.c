@@ -342,15 +342,7 @@ int vd_tmp_write(const char *path, const void *data, size_t n, char **tmp, vd_er
     char *t;
     int fd = vd_tmp_create(path, &t, e);
     if (fd < 0) return -fd;
-    const char *p = data;
-    size_t left = n;
-    int rc = VD_OK;
-    while (left && !rc) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) rc = vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
-        else { p += w; left -= (size_t)w; }
-    }
+    int rc = vd_write_all(fd, data, n, path, e);
     if (!rc && fsync(fd) != 0)
         rc = vd_errf(e, VD_EIO, "%s: fsync failed: %s", path, strerror(errno));
     if (close(fd) != 0 && !rc)
@@ -541,6 +533,18 @@ int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_
     buf[len] = 0;
     *data = buf;
     *n = len;
+    return VD_OK;
+}
+
+int vd_write_all(int fd, const void *data, size_t n, const char *path, vd_err *e) {
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return vd_errf(e, VD_EIO, "%s: write failed: %s", path, strerror(errno));
+        p += w;
+        n -= (size_t)w;
+    }
     return VD_OK;
 }
 

@@ -189,6 +189,9 @@ int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e);
 /* Read a whole regular file of at most max bytes (vd_open_regular) into a
  * buffer of the allocation wrappers (+1 NUL byte; release with vd_free). */
 int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e);
+/* Write all of data[0..n) to fd (EINTR and short writes retried): VD_EIO
+ * "PATH: write failed: <errno text>" (a full disk: ENOSPC). */
+int vd_write_all(int fd, const void *data, size_t n, const char *path, vd_err *e);
 /* Read exactly n bytes from fd at its offset (EINTR retried): VD_EIO on a
  * read error, VD_EDATA "truncated" when the file ends first (path names it
  * in messages). */

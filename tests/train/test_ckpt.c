@@ -93,7 +93,7 @@ START_TEST(round_trip_is_exact) {
     size_t n1, n2, s1, s2;
     char *a = vdt_slurp(f.path, &n1);
     char sp[700];
-    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    tu_state_path(f.path, sp, sizeof sp);
     char *as = vdt_slurp(sp, &s1);
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, p2, m2, &st2, &e), 0);
     char *b = vdt_slurp(f.path, &n2);
@@ -200,8 +200,8 @@ START_TEST(state_must_belong_to_model) {
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
     f.params[0] += 1.0f;
     ck_assert_int_eq(vd_ckpt_save(other, &f.net, f.params, f.mom, &f.st, &e), 0);
-    vd_ckpt_state_path(f.path, sp, sizeof sp);
-    vd_ckpt_state_path(other, osp, sizeof osp);
+    tu_state_path(f.path, sp, sizeof sp);
+    tu_state_path(other, osp, sizeof osp);
     ck_assert_int_eq(rename(osp, sp), 0);
     vd_train_state st;
     float *m = calloc((size_t)f.net.param_floats, sizeof(float));
@@ -275,7 +275,7 @@ START_TEST(metadata_counts_are_strict) {
     f.st.seed = 12345678901234567890ull;
     vd_err e;
     char sp[700];
-    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    tu_state_path(f.path, sp, sizeof sp);
     static const char *const bad[] = {
         "\"seed\":\"99999999999999999999\"",    /* > UINT64_MAX, 20 digits */
         "\"seed\":\" +234567890123456789\"",
@@ -806,7 +806,7 @@ START_TEST(unsupported_dtype_names_the_tensor) {
     fx_init(&f, false);
     ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
     char sp[700];
-    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    tu_state_path(f.path, sp, sizeof sp);
     /* same length: "F32" of the first momentum tensor becomes "I32" */
     patch_same_len(sp, "\"momentum.features.0.weight\":{\"dtype\":\"F32\"",
                    "\"momentum.features.0.weight\":{\"dtype\":\"I32\"");
@@ -904,7 +904,7 @@ START_TEST(save_bf16_round_trips) {
     vd_free(d);
     /* the state: F32 momentum, bit for bit, and the model's dtype */
     char sp[700];
-    vd_ckpt_state_path(f.path, sp, sizeof sp);
+    tu_state_path(f.path, sp, sizeof sp);
     d = (unsigned char *)vdt_slurp(sp, &n);
     h = header_of(d, &hl);
     for (int i = 0; i < f.net.n_params; i++) {

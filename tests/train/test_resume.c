@@ -135,8 +135,8 @@ START_TEST(resume_is_byte_identical) {
     ck_assert_int_eq(r3.first_iter, 37);
     ck_assert_int_eq(r3.iters_done, 60);
     vdt_assert_same_file(full, resumed);
-    vd_ckpt_state_path(full, fs, sizeof fs);
-    vd_ckpt_state_path(resumed, rs, sizeof rs);
+    tu_state_path(full, fs, sizeof fs);
+    tu_state_path(resumed, rs, sizeof rs);
     vdt_assert_same_file(fs, rs);
     ck_assert_msg(memcmp(&r1.last_loss, &r3.last_loss, sizeof(float)) == 0, "loss %g vs %g",
                   (double)r1.last_loss, (double)r3.last_loss);
@@ -318,8 +318,8 @@ START_TEST(staging_is_byte_identical) {
      * save (15, 30, 45) or an evaluation (10, 20, ..., 50): 59 - 7 */
     ck_assert_int_eq(loads, 52);
     vdt_assert_same_file(ref, st);
-    vd_ckpt_state_path(ref, a, sizeof a);
-    vd_ckpt_state_path(st, b, sizeof b);
+    tu_state_path(ref, a, sizeof a);
+    tu_state_path(st, b, sizeof b);
     vdt_assert_same_file(a, b);
     ck_assert(memcmp(&r0.last_loss, &r1.last_loss, 4) == 0);
     ck_assert(r0.eval_acc == r1.eval_acc && r0.eval_loss == r1.eval_loss);
@@ -395,8 +395,8 @@ START_TEST(resume_from_bf16_weights) {
     ck_assert_int_eq(r.first_iter, 25);
     ck_assert_int_eq(r.iters_done, 40);
     vdt_assert_same_file(o1, o2);
-    vd_ckpt_state_path(o1, s1, sizeof s1);
-    vd_ckpt_state_path(o2, s2, sizeof s2);
+    tu_state_path(o1, s1, sizeof s1);
+    tu_state_path(o2, s2, sizeof s2);
     vdt_assert_same_file(s1, s2);
     ck_assert_msg(train(&net, VD_POLICY_NONE, 40, o3, half, &r, &e) == 0, "%s", e.msg);
     size_t n1, n3;
@@ -450,8 +450,8 @@ START_TEST(synthetic_on_device_is_byte_identical) {
         ck_assert_int_eq(lh, (round ? 0 : 26));
         ck_assert_int_eq(ld, lh);
         vdt_assert_same_file(host, dev);
-        vd_ckpt_state_path(host, a, sizeof a);
-        vd_ckpt_state_path(dev, b, sizeof b);
+        tu_state_path(host, a, sizeof a);
+        tu_state_path(dev, b, sizeof b);
         vdt_assert_same_file(a, b);
         ck_assert(memcmp(&rh.last_loss, &rd.last_loss, 4) == 0);
         ck_assert_int_eq(rd.eval_n, 40);

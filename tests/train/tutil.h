@@ -51,6 +51,11 @@ static inline void tu_tiny_net(vd_net *net, int c, int h, int w, int classes, bo
     ck_assert_msg(rc == 0, "finalize: %s", e.msg);
 }
 
+/* "PATH.state" (the checkpoint's state file) into buf[n], which must hold it. */
+static inline void tu_state_path(const char *path, char *buf, size_t n) {
+    ck_assert_msg((size_t)snprintf(buf, n, "%s.state", path) < n, "%s.state: too long", path);
+}
+
 static inline void tu_write(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     ck_assert_msg(f != NULL, "cannot write %s", path);
