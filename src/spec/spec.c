@@ -48,7 +48,7 @@ typedef struct tmpl {
 
 typedef struct frame {        /* one active template use, for messages */
     const char *tmpl;
-    char use[VD_NAME_MAX];
+    const char *use;          /* the use's full name (expand_use's, alive while the frame is) */
     int line, col;
 } frame;
 
@@ -78,9 +78,9 @@ typedef struct sp {
     long work;
     /* first unknown input, reported once we know whether it is defined later */
     bool pending;
-    char pend_name[MAX_VALUE + 1];
-    char pend_prefix[VD_NAME_MAX];
-    char pend_ctx[768];
+    char *pend_name;          /* owned */
+    char *pend_prefix;        /* owned */
+    char pend_ctx[768];       /* for the message only */
     int pend_line, pend_col;
 } sp;
 
@@ -215,9 +215,11 @@ static const name_ent *resolve(const sp *s, const char *prefix, const char *name
     static const name_ent net_input = {NULL, -1, 0, 0};
     if (is_input_name(name)) { *idx = -1; return &net_input; }
     if (prefix[0]) {
-        char full[2 * MAX_VALUE + 2];
-        snprintf(full, sizeof full, "%s.%s", prefix, name);
-        const name_ent *ne = names_find(s, full);
+        /* a full name that does not fit VD_NAME_MAX names no layer (get_name
+         * rejects those), so it is not looked up */
+        char full[VD_NAME_MAX];
+        int k = snprintf(full, sizeof full, "%s.%s", prefix, name);
+        const name_ent *ne = k >= 0 && (size_t)k < sizeof full ? names_find(s, full) : NULL;
         if (ne) { *idx = ne->idx; return ne; }
     }
     const name_ent *ne = names_find(s, name);
@@ -250,16 +252,24 @@ static int report_pending(sp *s) {
     return fail_msg(s, s->pend_line, s->pend_col, msg, s->pend_ctx);
 }
 
+static void clear_pending(sp *s) {
+    VD_FREE(s->pend_name);
+    VD_FREE(s->pend_prefix);
+}
+
 /* ======================================================================
  * Scalars and ${expressions}
  * ====================================================================== */
 
-static bool is_ident(const char *t) {
-    if (!(isalpha((unsigned char)*t) || *t == '_')) return false;
-    for (t++; *t; t++)
-        if (!(isalnum((unsigned char)*t) || *t == '_')) return false;
+/* t[0..n) is a word: a letter or _, then letters, digits and _. */
+static bool is_ident_n(const char *t, size_t n) {
+    if (!n || !(isalpha((unsigned char)*t) || *t == '_')) return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(isalnum((unsigned char)t[i]) || t[i] == '_')) return false;
     return true;
 }
+
+static bool is_ident(const char *t) { return is_ident_n(t, strlen(t)); }
 
 /* Strict decimal integer with optional sign. */
 static bool parse_int(const char *t, int64_t *out) {
@@ -319,14 +329,22 @@ static void ex_fail(ex *x, const char *fmt, ...) {
 
 static void ex_ws(ex *x) { while (*x->p == ' ' || *x->p == '\t') x->p++; }
 
-static void ex_unknown_var(ex *x, const char *name) {
+/* The unknown variable st[0..len). */
+static void ex_unknown_var(ex *x, const char *st, size_t len) {
     const char *c[MAX_PARAMS + 8];
     int n = 0;
     for (const scope *sc = x->sc; sc; sc = sc->parent)
         for (int i = 0; i < sc->n && n < (int)VD_ARRAY_LEN(c); i++) c[n++] = sc->v[i].name;
+    char *name = vd_strfmt(x->s->e, "%.*s", (int)len, st);
+    if (!name) {
+        x->bad = true;
+        nomem(x->s);
+        return;
+    }
     const char *sug = vd_suggest(name, c, n);
     if (sug) ex_fail(x, "unknown variable '%.64s' (did you mean '%s'?)", name, sug);
     else ex_fail(x, "unknown variable '%.64s'", name);
+    vd_free(name);
 }
 
 static int64_t ex_expr(ex *x, bool live);
@@ -352,20 +370,18 @@ static int64_t ex_primary(ex *x, bool live) {
     } else if (isalpha(c) || c == '_') {
         const char *st = x->p;
         while (isalnum((unsigned char)*x->p) || *x->p == '_') x->p++;
-        size_t len = (size_t)(x->p - st);
-        char name[72];
-        snprintf(name, sizeof name, "%.*s", (int)(len < 64 ? len : 64), st);
+        size_t len = (size_t)(x->p - st); /* at most MAX_VALUE: the expression's length */
         const var *vr = scope_get(x->sc, st, len);
         bool b;
         if (!vr) {
-            if (!strcmp(name, "true")) return 1;
-            if (!strcmp(name, "false")) return 0;
-            ex_unknown_var(x, name);
+            if (len == 4 && !strncmp(st, "true", 4)) return 1;
+            if (len == 5 && !strncmp(st, "false", 5)) return 0;
+            ex_unknown_var(x, st, len);
             return 0;
         }
         if (parse_int(vr->val, &v)) return v;
         if (parse_bool_text(vr->val, &b)) return b;
-        ex_fail(x, "variable '%s' is '%.64s', not an integer", name, vr->val);
+        ex_fail(x, "variable '%.64s' is '%.64s', not an integer", vr->name, vr->val);
         return 0;
     } else if (!c) {
         ex_fail(x, "unexpected end of expression");
@@ -504,9 +520,7 @@ static int eval(sp *s, const scope *sc, mark m, const char *src, char **out) {
     while (*a == ' ' || *a == '\t') a++;
     while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
     size_t len = (size_t)(b - a);
-    char tmp[72];
-    snprintf(tmp, sizeof tmp, "%.*s", (int)(len < 64 ? len : 64), a);
-    if (len && len < 64 && is_ident(tmp)) {
+    if (is_ident_n(a, len)) {
         const var *vr = scope_get(sc, a, len);
         if (vr) {
             *out = vd_strdup(vr->val, s->e);
@@ -521,9 +535,7 @@ static int eval(sp *s, const scope *sc, mark m, const char *src, char **out) {
         ex_fail(&x, "unexpected '%c'", isprint(c) ? c : '?');
     }
     if (x.bad) return s->e ? s->e->code : VD_ESPEC;
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)v);
-    *out = vd_strdup(buf, s->e);
+    *out = vd_strfmt(s->e, "%lld", (long long)v);
     return *out ? VD_OK : nomem(s);
 }
 
@@ -1101,8 +1113,12 @@ static int get_input(sp *s, const scope *sc, yd_node *n, const char *prefix, int
     *idx = -1;
     if (!resolve(s, prefix, t, idx) && !s->pending && !s->failed) {
         s->pending = true;
-        snprintf(s->pend_name, sizeof s->pend_name, "%s", t);
-        snprintf(s->pend_prefix, sizeof s->pend_prefix, "%s", prefix);
+        s->pend_name = t; /* now owned by s */
+        t = NULL;
+        if (!(s->pend_prefix = vd_strdup(prefix, s->e))) {
+            s->pending = false;
+            return nomem(s);
+        }
         ctx_suffix(s, s->pend_ctx, sizeof s->pend_ctx);
         s->pend_line = ln(mk(n));
         s->pend_col = cl(mk(n));
@@ -1337,7 +1353,7 @@ static int expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const 
         scope inner = {NULL, vars, nv};
         frame *f = &s->frames[s->depth++];
         f->tmpl = t->name;
-        snprintf(f->use, sizeof f->use, "%s", full);
+        f->use = full;
         f->line = ln(mk(item));
         f->col = cl(mk(item));
         int out = block_in;
@@ -1434,6 +1450,7 @@ static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix
         if (++s->work > MAX_WORK)
             return err_at(s, mk(item), "the spec expands to too many entries (more than %d)", MAX_WORK);
         char ibuf[24];
+        _Static_assert(sizeof ibuf > sizeof "-9223372036854775808" - 1, "any int64 fits: never truncated");
         snprintf(ibuf, sizeof ibuf, "%lld", (long long)k);
         var iv = {ivar, ibuf};
         scope inner = {sc, &iv, 1};
@@ -1492,14 +1509,14 @@ static int parse_doc(sp *s) {
         if ((rc = scalar(s, NULL, v[0], "name", &t))) return rc;
         if (!*t || strlen(t) >= sizeof net->name)
             rc = err_at(s, mk(v[0]), "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
-        else snprintf(net->name, sizeof net->name, "%s", t);
+        else snprintf(net->name, sizeof net->name, "%s", t); /* fits: checked above */
         vd_free(t);
         if (rc) return rc;
     } else {
         const char *b = strrchr(s->file, '/');
         b = b ? b + 1 : s->file;
         size_t n = strcspn(b, ".");
-        if (n >= sizeof net->name) n = sizeof net->name - 1;
+        if (n >= sizeof net->name) n = sizeof net->name - 1; /* documented: vdnn-net(5), name */
         memcpy(net->name, b, n);
         net->name[n] = 0;
         if (!n) snprintf(net->name, sizeof net->name, "net");
@@ -1537,10 +1554,8 @@ static int parse_doc(sp *s) {
         const vd_layer *l = &net->layers[i];
         if (!vd_mul_u64((uint64_t)vd_net_out_numel(net, i), (uint64_t)net->train.batch * 4, &b) ||
             !vd_add_u64(total, b, &total) || total > ((uint64_t)1 << 62)) {
-            char ctx[768];
-            snprintf(ctx, sizeof ctx, "%s", s->ctx[i] ? s->ctx[i] : "");
             return fail_msg(s, l->line, l->col, "the net's parameters and activations at this batch exceed "
-                            "2^62 bytes", ctx);
+                            "2^62 bytes", s->ctx[i] ? s->ctx[i] : "");
         }
     }
     return VD_OK;
@@ -1556,7 +1571,10 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
     s.e = e;
     vd_net_free(net);
     vd_net_init(net);
-    snprintf(net->path, sizeof net->path, "%s", s.file);
+    /* net->path names the spec in messages: a longer one keeps its end */
+    size_t fl = strlen(s.file);
+    if (fl < sizeof net->path) memcpy(net->path, s.file, fl + 1);
+    else snprintf(net->path, sizeof net->path, "...%s", s.file + fl - (sizeof net->path - 4));
     train_defaults(&net->train);
     if (len > VD_SPEC_MAX_TEXT)
         return vd_errf(e, VD_ESPEC, "%s:1:1: the spec is too large (%zu bytes, at most %d)", s.file, len,
@@ -1574,6 +1592,7 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
         vd_errf(e, VD_EINTERNAL, "%s: internal error in the spec parser", s.file);
 
     yd_free(&s.doc);
+    clear_pending(&s);
     for (size_t i = 0; i < s.names_cap; i++) vd_free(s.names[i].name);
     vd_free(s.names);
     for (int i = 0; i < net->n_layers && i < s.ctx_cap; i++) vd_free(s.ctx[i]);
