@@ -40,7 +40,7 @@ typedef struct scope {
 
 typedef struct tmpl {
     const char *name;
-    yd_node *layers;      /* sequence */
+    yd_node *layers;          /* sequence */
     int n_params;
     const char *pname[MAX_PARAMS];
     const char *pdef[MAX_PARAMS]; /* default text, NULL = required */
