@@ -1,4 +1,4 @@
-/* spec.c — YAML network spec -> vd_net (libyaml document API).
+/* spec.c — YAML network spec -> vd_net (over the tree of ydoc.h).
  *
  * Sections: state and errors; names table; scalars and ${expressions};
  * mapping keys; value readers; input/train sections; templates; layer
@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 #include "spec/spec.h"
+#include "spec/ydoc.h"
 
 #define MAX_WORK 100000       /* layer entries visited during expansion */
 #define MAX_VALUE 4096        /* bytes of one scalar after substitution */
@@ -40,7 +40,7 @@ typedef struct scope {
 
 typedef struct tmpl {
     const char *name;
-    yaml_node_t *layers;      /* sequence */
+    yd_node *layers;          /* sequence */
     int n_params;
     const char *pname[MAX_PARAMS];
     const char *pdef[MAX_PARAMS]; /* default text, NULL = required */
@@ -48,7 +48,7 @@ typedef struct tmpl {
 
 typedef struct frame {        /* one active template use, for messages */
     const char *tmpl;
-    char use[VD_NAME_MAX];
+    const char *use;          /* the use's full name (expand_use's, alive while the frame is) */
     int line, col;
 } frame;
 
@@ -62,7 +62,7 @@ typedef struct sp {
     const char *file;
     const char *text;
     size_t len;
-    yaml_document_t doc;
+    yd_doc doc;
     vd_net *net;
     vd_err *e;
     bool failed;
@@ -78,15 +78,26 @@ typedef struct sp {
     long work;
     /* first unknown input, reported once we know whether it is defined later */
     bool pending;
-    char pend_name[MAX_VALUE + 1];
-    char pend_prefix[VD_NAME_MAX];
-    char pend_ctx[768];
+    char *pend_name;          /* owned */
+    char *pend_prefix;        /* owned */
+    char pend_ctx[768];       /* for the message only */
     int pend_line, pend_col;
 } sp;
 
-static yaml_node_t *node(sp *s, int id) { return yaml_document_get_node(&s->doc, id); }
-static int ln(yaml_mark_t m) { return (int)m.line + 1; }
-static int cl(yaml_mark_t m) { return (int)m.column + 1; }
+/* A position in the spec (1-based). */
+typedef struct mark {
+    int line, col;
+} mark;
+
+static mark mk(const yd_node *n) { return (mark){(int)n->line, (int)n->col}; }
+static int ln(mark m) { return m.line; }
+static int cl(mark m) { return m.col; }
+/* The text of scalar node n of the spec being parsed (s in scope). */
+#define TXT(n) yd_text(&s->doc, (n))
+/* Item i of sequence n; key and value of pair i of mapping n. */
+#define ITEM(n, i) yd_item(&s->doc, (n), (uint32_t)(i))
+#define KEY(n, i) yd_key(&s->doc, (n), (uint32_t)(i))
+#define VAL(n, i) yd_val(&s->doc, (n), (uint32_t)(i))
 
 /* " (in template 'T' used by 'U' at FILE:L:C; template ...)" or "". */
 static void ctx_suffix(const sp *s, char *buf, size_t n) {
@@ -118,7 +129,7 @@ static int fail_msg(sp *s, int line, int col, const char *msg, const char *ctx) 
 /* Report an error at mark m (first error wins; a pending unknown input that
  * came earlier in the file is reported instead). Returns VD_ESPEC. */
 __attribute__((format(printf, 3, 4)))
-static int err_at(sp *s, yaml_mark_t m, const char *fmt, ...) {
+static int err_at(sp *s, mark m, const char *fmt, ...) {
     if (s->failed) return s->e ? s->e->code : VD_ESPEC;
     if (s->pending) return report_pending(s);
     char msg[768], ctx[768];
@@ -204,9 +215,11 @@ static const name_ent *resolve(const sp *s, const char *prefix, const char *name
     static const name_ent net_input = {NULL, -1, 0, 0};
     if (is_input_name(name)) { *idx = -1; return &net_input; }
     if (prefix[0]) {
-        char full[2 * MAX_VALUE + 2];
-        snprintf(full, sizeof full, "%s.%s", prefix, name);
-        const name_ent *ne = names_find(s, full);
+        /* a full name that does not fit VD_NAME_MAX names no layer (get_name
+         * rejects those), so it is not looked up */
+        char full[VD_NAME_MAX];
+        int k = snprintf(full, sizeof full, "%s.%s", prefix, name);
+        const name_ent *ne = k >= 0 && (size_t)k < sizeof full ? names_find(s, full) : NULL;
         if (ne) { *idx = ne->idx; return ne; }
     }
     const name_ent *ne = names_find(s, name);
@@ -239,16 +252,24 @@ static int report_pending(sp *s) {
     return fail_msg(s, s->pend_line, s->pend_col, msg, s->pend_ctx);
 }
 
+static void clear_pending(sp *s) {
+    VD_FREE(s->pend_name);
+    VD_FREE(s->pend_prefix);
+}
+
 /* ======================================================================
  * Scalars and ${expressions}
  * ====================================================================== */
 
-static bool is_ident(const char *t) {
-    if (!(isalpha((unsigned char)*t) || *t == '_')) return false;
-    for (t++; *t; t++)
-        if (!(isalnum((unsigned char)*t) || *t == '_')) return false;
+/* t[0..n) is a word: a letter or _, then letters, digits and _. */
+static bool is_ident_n(const char *t, size_t n) {
+    if (!n || !(isalpha((unsigned char)*t) || *t == '_')) return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(isalnum((unsigned char)t[i]) || t[i] == '_')) return false;
     return true;
 }
+
+static bool is_ident(const char *t) { return is_ident_n(t, strlen(t)); }
 
 /* Strict decimal integer with optional sign. */
 static bool parse_int(const char *t, int64_t *out) {
@@ -287,7 +308,7 @@ static const var *scope_get(const scope *sc, const char *name, size_t len) {
 typedef struct ex {
     sp *s;
     const scope *sc;
-    yaml_mark_t m;
+    mark m;
     const char *src;          /* the expression text (for messages) */
     const char *p;
     int depth;
@@ -308,14 +329,22 @@ static void ex_fail(ex *x, const char *fmt, ...) {
 
 static void ex_ws(ex *x) { while (*x->p == ' ' || *x->p == '\t') x->p++; }
 
-static void ex_unknown_var(ex *x, const char *name) {
+/* The unknown variable st[0..len). */
+static void ex_unknown_var(ex *x, const char *st, size_t len) {
     const char *c[MAX_PARAMS + 8];
     int n = 0;
     for (const scope *sc = x->sc; sc; sc = sc->parent)
         for (int i = 0; i < sc->n && n < (int)VD_ARRAY_LEN(c); i++) c[n++] = sc->v[i].name;
+    char *name = vd_strfmt(x->s->e, "%.*s", (int)len, st);
+    if (!name) {
+        x->bad = true;
+        nomem(x->s);
+        return;
+    }
     const char *sug = vd_suggest(name, c, n);
     if (sug) ex_fail(x, "unknown variable '%.64s' (did you mean '%s'?)", name, sug);
     else ex_fail(x, "unknown variable '%.64s'", name);
+    vd_free(name);
 }
 
 static int64_t ex_expr(ex *x, bool live);
@@ -341,20 +370,18 @@ static int64_t ex_primary(ex *x, bool live) {
     } else if (isalpha(c) || c == '_') {
         const char *st = x->p;
         while (isalnum((unsigned char)*x->p) || *x->p == '_') x->p++;
-        size_t len = (size_t)(x->p - st);
-        char name[72];
-        snprintf(name, sizeof name, "%.*s", (int)(len < 64 ? len : 64), st);
+        size_t len = (size_t)(x->p - st); /* at most MAX_VALUE: the expression's length */
         const var *vr = scope_get(x->sc, st, len);
         bool b;
         if (!vr) {
-            if (!strcmp(name, "true")) return 1;
-            if (!strcmp(name, "false")) return 0;
-            ex_unknown_var(x, name);
+            if (len == 4 && !strncmp(st, "true", 4)) return 1;
+            if (len == 5 && !strncmp(st, "false", 5)) return 0;
+            ex_unknown_var(x, st, len);
             return 0;
         }
         if (parse_int(vr->val, &v)) return v;
         if (parse_bool_text(vr->val, &b)) return b;
-        ex_fail(x, "variable '%s' is '%.64s', not an integer", name, vr->val);
+        ex_fail(x, "variable '%.64s' is '%.64s', not an integer", vr->name, vr->val);
         return 0;
     } else if (!c) {
         ex_fail(x, "unexpected end of expression");
@@ -488,14 +515,12 @@ static int64_t ex_expr(ex *x, bool live) {
 /* Evaluate expression text `src` (NUL-terminated). A lone variable name
  * yields that variable's text; anything else is an integer expression.
  * *out: malloc'd. */
-static int eval(sp *s, const scope *sc, yaml_mark_t m, const char *src, char **out) {
+static int eval(sp *s, const scope *sc, mark m, const char *src, char **out) {
     const char *a = src, *b = src + strlen(src);
     while (*a == ' ' || *a == '\t') a++;
     while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
     size_t len = (size_t)(b - a);
-    char tmp[72];
-    snprintf(tmp, sizeof tmp, "%.*s", (int)(len < 64 ? len : 64), a);
-    if (len && len < 64 && is_ident(tmp)) {
+    if (is_ident_n(a, len)) {
         const var *vr = scope_get(sc, a, len);
         if (vr) {
             *out = vd_strdup(vr->val, s->e);
@@ -510,14 +535,12 @@ static int eval(sp *s, const scope *sc, yaml_mark_t m, const char *src, char **o
         ex_fail(&x, "unexpected '%c'", isprint(c) ? c : '?');
     }
     if (x.bad) return s->e ? s->e->code : VD_ESPEC;
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)v);
-    *out = vd_strdup(buf, s->e);
+    *out = vd_strfmt(s->e, "%lld", (long long)v);
     return *out ? VD_OK : nomem(s);
 }
 
 /* Replace every ${expr} in `in`. *out: malloc'd. */
-static int subst(sp *s, const scope *sc, yaml_mark_t m, const char *in, char **out) {
+static int subst(sp *s, const scope *sc, mark m, const char *in, char **out) {
     *out = NULL;
     if (!strstr(in, "${")) {
         if (strlen(in) > MAX_VALUE) return err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
@@ -565,28 +588,28 @@ static int subst(sp *s, const scope *sc, yaml_mark_t m, const char *in, char **o
     return VD_OK;
 }
 
-static const char *node_kind(const yaml_node_t *n) {
-    return n->type == YAML_SEQUENCE_NODE ? "a list" : n->type == YAML_MAPPING_NODE ? "a mapping" : "a scalar";
+static const char *node_kind(const yd_node *n) {
+    return n->type == YD_SEQ ? "a list" : n->type == YD_MAP ? "a mapping" : "a scalar";
 }
 
 /* The text of scalar node n (key `what` for messages), ${} substituted.
  * *out: malloc'd. */
-static int scalar(sp *s, const scope *sc, yaml_node_t *n, const char *what, char **out) {
+static int scalar(sp *s, const scope *sc, yd_node *n, const char *what, char **out) {
     *out = NULL;
-    if (n->type != YAML_SCALAR_NODE)
-        return err_at(s, n->start_mark, "'%s' must be a single value, not %s", what, node_kind(n));
-    const char *t = (const char *)n->data.scalar.value;
-    if (strlen(t) != n->data.scalar.length)
-        return err_at(s, n->start_mark, "'%s' contains a NUL byte", what);
-    if (n->tag && n->tag[0] == '!')
-        return err_at(s, n->start_mark, "'%s' has the YAML tag '%.64s'; quote a value that starts with '!'",
-                      what, (const char *)n->tag);
-    return subst(s, sc, n->start_mark, t, out);
+    if (n->type != YD_SCALAR)
+        return err_at(s, mk(n), "'%s' must be a single value, not %s", what, node_kind(n));
+    const char *t = TXT(n);
+    if (strlen(t) != n->n)
+        return err_at(s, mk(n), "'%s' contains a NUL byte", what);
+    if (yd_tag(&s->doc, n))
+        return err_at(s, mk(n), "'%s' has the YAML tag '%.64s'; quote a value that starts with '!'",
+                      what, yd_tag(&s->doc, n));
+    return subst(s, sc, mk(n), t, out);
 }
 
-static bool is_null_scalar(const yaml_node_t *n) {
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
-    const char *t = (const char *)n->data.scalar.value;
+static bool is_null_scalar(const sp *s, const yd_node *n) {
+    if (n->type != YD_SCALAR || !n->plain) return false;
+    const char *t = TXT(n);
     return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
 }
 
@@ -604,28 +627,27 @@ static int find_key(const char *const *keys, int n, const char *k) {
  * allowed[0..n) and appears once; vals[i] = value node of allowed[i] or NULL.
  * A key found in `elsewhere` (NULL-terminated, may be NULL) gets "does not
  * apply to <elsewhere_what>" instead of "unknown key". */
-static int map_keys(sp *s, yaml_node_t *m, const char *what, const char *const *allowed, int n,
-                    const char *const *elsewhere, const char *elsewhere_what, yaml_node_t **vals) {
-    if (m->type != YAML_MAPPING_NODE)
-        return err_at(s, m->start_mark, "%s must be a mapping (key: value), not %s", what, node_kind(m));
+static int map_keys(sp *s, yd_node *m, const char *what, const char *const *allowed, int n,
+                    const char *const *elsewhere, const char *elsewhere_what, yd_node **vals) {
+    if (m->type != YD_MAP)
+        return err_at(s, mk(m), "%s must be a mapping (key: value), not %s", what, node_kind(m));
     for (int i = 0; i < n; i++) vals[i] = NULL;
-    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node(s, p->key), *v = node(s, p->value);
-        if (!k || !v) return err_at(s, m->start_mark, "malformed mapping");
-        if (k->type != YAML_SCALAR_NODE)
-            return err_at(s, k->start_mark, "keys of %s must be plain words, not %s", what, node_kind(k));
-        const char *key = (const char *)k->data.scalar.value;
-        if (strlen(key) != k->data.scalar.length)
-            return err_at(s, k->start_mark, "a key of %s contains a NUL byte", what);
+    for (uint32_t pi = 0; pi < m->n; pi++) {
+        yd_node *k = KEY(m, pi), *v = VAL(m, pi);
+        if (k->type != YD_SCALAR)
+            return err_at(s, mk(k), "keys of %s must be plain words, not %s", what, node_kind(k));
+        const char *key = TXT(k);
+        if (strlen(key) != k->n)
+            return err_at(s, mk(k), "a key of %s contains a NUL byte", what);
         int j = find_key(allowed, n, key);
         if (j < 0) {
             if (elsewhere)
                 for (int i = 0; elsewhere[i]; i++)
                     if (!strcmp(elsewhere[i], key))
-                        return err_at(s, k->start_mark, "key '%.64s' does not apply to %s", key, elsewhere_what);
+                        return err_at(s, mk(k), "key '%.64s' does not apply to %s", key, elsewhere_what);
             const char *sug = vd_suggest(key, allowed, n);
             if (sug)
-                return err_at(s, k->start_mark, "unknown key '%.64s' in %s (did you mean '%s'?)", key, what, sug);
+                return err_at(s, mk(k), "unknown key '%.64s' in %s (did you mean '%s'?)", key, what, sug);
             char list[512];
             size_t u = 0;
             list[0] = 0;
@@ -634,9 +656,9 @@ static int map_keys(sp *s, yaml_node_t *m, const char *what, const char *const *
                 if (w < 0) break;
                 u += (size_t)w;
             }
-            return err_at(s, k->start_mark, "unknown key '%.64s' in %s (expected one of: %s)", key, what, list);
+            return err_at(s, mk(k), "unknown key '%.64s' in %s (expected one of: %s)", key, what, list);
         }
-        if (vals[j]) return err_at(s, k->start_mark, "duplicate key '%s' in %s", key, what);
+        if (vals[j]) return err_at(s, mk(k), "duplicate key '%s' in %s", key, what);
         vals[j] = v;
     }
     return VD_OK;
@@ -646,21 +668,21 @@ static int map_keys(sp *s, yaml_node_t *m, const char *what, const char *const *
  * Value readers (all substitute ${} first)
  * ====================================================================== */
 
-static int get_i64(sp *s, const scope *sc, yaml_node_t *n, const char *key, int64_t lo, int64_t hi,
+static int get_i64(sp *s, const scope *sc, yd_node *n, const char *key, int64_t lo, int64_t hi,
                    int64_t *out) {
     char *t;
     int rc = scalar(s, sc, n, key, &t);
     if (rc) return rc;
     int64_t v;
     if (!parse_int(t, &v)) {
-        rc = err_at(s, n->start_mark, "'%s' must be an integer, got '%.64s'", key, t);
+        rc = err_at(s, mk(n), "'%s' must be an integer, got '%.64s'", key, t);
     } else if (v < lo) {
-        rc = lo == 1 ? err_at(s, n->start_mark, "'%s' must be positive, got %lld", key, (long long)v)
-           : lo == 0 ? err_at(s, n->start_mark, "'%s' must not be negative, got %lld", key, (long long)v)
-                     : err_at(s, n->start_mark, "'%s' must be at least %lld, got %lld", key, (long long)lo,
+        rc = lo == 1 ? err_at(s, mk(n), "'%s' must be positive, got %lld", key, (long long)v)
+           : lo == 0 ? err_at(s, mk(n), "'%s' must not be negative, got %lld", key, (long long)v)
+                     : err_at(s, mk(n), "'%s' must be at least %lld, got %lld", key, (long long)lo,
                               (long long)v);
     } else if (v > hi) {
-        rc = err_at(s, n->start_mark, "'%s' is too large (at most %lld), got %lld", key, (long long)hi,
+        rc = err_at(s, mk(n), "'%s' is too large (at most %lld), got %lld", key, (long long)hi,
                     (long long)v);
     } else {
         *out = v;
@@ -669,7 +691,7 @@ static int get_i64(sp *s, const scope *sc, yaml_node_t *n, const char *key, int6
     return rc;
 }
 
-static int get_int(sp *s, const scope *sc, yaml_node_t *n, const char *key, int lo, int *out) {
+static int get_int(sp *s, const scope *sc, yd_node *n, const char *key, int lo, int *out) {
     int64_t v;
     int rc = get_i64(s, sc, n, key, lo, INT32_MAX, &v);
     if (!rc) *out = (int)v;
@@ -677,25 +699,24 @@ static int get_int(sp *s, const scope *sc, yaml_node_t *n, const char *key, int 
 }
 
 /* int or [h, w] */
-static int get_pair(sp *s, const scope *sc, yaml_node_t *n, const char *key, int lo, int *h, int *w) {
-    if (n->type == YAML_SCALAR_NODE) {
+static int get_pair(sp *s, const scope *sc, yd_node *n, const char *key, int lo, int *h, int *w) {
+    if (n->type == YD_SCALAR) {
         int rc = get_int(s, sc, n, key, lo, h);
         if (!rc) *w = *h;
         return rc;
     }
-    if (n->type == YAML_SEQUENCE_NODE && n->data.sequence.items.top - n->data.sequence.items.start == 2) {
-        yaml_node_t *a = node(s, n->data.sequence.items.start[0]);
-        yaml_node_t *b = node(s, n->data.sequence.items.start[1]);
-        if (a && b && a->type == YAML_SCALAR_NODE && b->type == YAML_SCALAR_NODE) {
+    if (n->type == YD_SEQ && n->n == 2) {
+        yd_node *a = ITEM(n, 0), *b = ITEM(n, 1);
+        if (a->type == YD_SCALAR && b->type == YD_SCALAR) {
             int rc = get_int(s, sc, a, key, lo, h);
             return rc ? rc : get_int(s, sc, b, key, lo, w);
         }
     }
-    return err_at(s, n->start_mark, "'%s' must be an integer or [height, width]", key);
+    return err_at(s, mk(n), "'%s' must be an integer or [height, width]", key);
 }
 
 /* Float in a range given by lo/hi and open/closed ends; `range` describes it. */
-static int get_float(sp *s, const scope *sc, yaml_node_t *n, const char *key, double lo, bool lo_open,
+static int get_float(sp *s, const scope *sc, yd_node *n, const char *key, double lo, bool lo_open,
                      double hi, bool hi_open, const char *range, double *out) {
     char *t;
     int rc = scalar(s, sc, n, key, &t);
@@ -710,19 +731,19 @@ static int get_float(sp *s, const scope *sc, yaml_node_t *n, const char *key, do
         v = strtod(t, &end);
         ok = !*end && errno != ERANGE && isfinite(v);
     }
-    if (!ok) rc = err_at(s, n->start_mark, "'%s' must be a number, got '%.64s'", key, t);
+    if (!ok) rc = err_at(s, mk(n), "'%s' must be a number, got '%.64s'", key, t);
     else if (v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi))
-        rc = err_at(s, n->start_mark, "'%s' must be %s, got %.64s", key, range, t);
+        rc = err_at(s, mk(n), "'%s' must be %s, got %.64s", key, range, t);
     else *out = v;
     vd_free(t);
     return rc;
 }
 
-static int get_bool(sp *s, const scope *sc, yaml_node_t *n, const char *key, bool *out) {
+static int get_bool(sp *s, const scope *sc, yd_node *n, const char *key, bool *out) {
     char *t;
     int rc = scalar(s, sc, n, key, &t);
     if (rc) return rc;
-    if (!parse_bool_text(t, out)) rc = err_at(s, n->start_mark, "'%s' must be true or false, got '%.64s'", key, t);
+    if (!parse_bool_text(t, out)) rc = err_at(s, mk(n), "'%s' must be true or false, got '%.64s'", key, t);
     vd_free(t);
     return rc;
 }
@@ -731,14 +752,14 @@ static int get_bool(sp *s, const scope *sc, yaml_node_t *n, const char *key, boo
  * Top-level sections: input, train
  * ====================================================================== */
 
-static int parse_input(sp *s, yaml_node_t *n, yaml_mark_t top) {
+static int parse_input(sp *s, yd_node *n, mark top) {
     static const char *const keys[] = {"channels", "height", "width", "classes"};
-    yaml_node_t *v[4];
+    yd_node *v[4];
     int rc = map_keys(s, n, "'input'", keys, 4, NULL, NULL, v);
     if (rc) return rc;
     int *dst[4] = {&s->net->in_c, &s->net->in_h, &s->net->in_w, &s->net->classes};
     for (int i = 0; i < 4; i++) {
-        if (!v[i]) return err_at(s, n->start_mark, "missing key '%s' in 'input'", keys[i]);
+        if (!v[i]) return err_at(s, mk(n), "missing key '%s' in 'input'", keys[i]);
         if ((rc = get_int(s, NULL, v[i], keys[i], 1, dst[i]))) return rc;
     }
     (void)top;
@@ -749,16 +770,16 @@ static const char *const LR_KEYS[] = {"type", "step", "gamma", "milestones", "po
 enum { LR_TYPE, LR_STEP, LR_GAMMA, LR_MILESTONES, LR_POWER, LR_MIN_LR, LR_WARMUP, LR_NKEYS };
 static const char *const LR_TYPES[] = {"fixed", "step", "multistep", "poly", "cosine"};
 
-static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
-    yaml_node_t *v[LR_NKEYS];
-    yaml_node_t *type_node;
+static int parse_lr_policy(sp *s, yd_node *n, vd_lr_policy *lp) {
+    yd_node *v[LR_NKEYS];
+    yd_node *type_node;
     int rc;
-    if (n->type == YAML_SCALAR_NODE) { /* shorthand: lr_policy: cosine */
+    if (n->type == YD_SCALAR) { /* shorthand: lr_policy: cosine */
         for (int i = 0; i < LR_NKEYS; i++) v[i] = NULL;
         type_node = n;
     } else {
         if ((rc = map_keys(s, n, "'lr_policy'", LR_KEYS, LR_NKEYS, NULL, NULL, v))) return rc;
-        if (!v[LR_TYPE]) return err_at(s, n->start_mark, "missing key 'type' in 'lr_policy'");
+        if (!v[LR_TYPE]) return err_at(s, mk(n), "missing key 'type' in 'lr_policy'");
         type_node = v[LR_TYPE];
     }
     char *t;
@@ -766,8 +787,8 @@ static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
     int type = find_key(LR_TYPES, 5, t);
     if (type < 0) {
         const char *sug = vd_suggest(t, LR_TYPES, 5);
-        rc = sug ? err_at(s, type_node->start_mark, "unknown lr_policy type '%.64s' (did you mean '%s'?)", t, sug)
-                 : err_at(s, type_node->start_mark,
+        rc = sug ? err_at(s, mk(type_node), "unknown lr_policy type '%.64s' (did you mean '%s'?)", t, sug)
+                 : err_at(s, mk(type_node),
                           "unknown lr_policy type '%.64s' (expected fixed, step, multistep, poly or cosine)", t);
         vd_free(t);
         return rc;
@@ -785,11 +806,11 @@ static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
     };
     for (int k = 0; k < LR_NKEYS; k++)
         if (v[k] && !applies[type][k])
-            return err_at(s, v[k]->start_mark, "key '%s' does not apply to lr_policy type '%s'", LR_KEYS[k],
+            return err_at(s, mk(v[k]), "key '%s' does not apply to lr_policy type '%s'", LR_KEYS[k],
                           LR_TYPES[type]);
     double d;
     if (v[LR_STEP]) { if ((rc = get_i64(s, NULL, v[LR_STEP], "step", 1, INT64_MAX, &lp->step))) return rc; }
-    else if (type == VD_LR_STEP) return err_at(s, n->start_mark, "lr_policy type 'step' needs key 'step'");
+    else if (type == VD_LR_STEP) return err_at(s, mk(n), "lr_policy type 'step' needs key 'step'");
     if (v[LR_GAMMA]) {
         if ((rc = get_float(s, NULL, v[LR_GAMMA], "gamma", 0, true, 1e30, false, "positive", &d))) return rc;
         lp->gamma = (float)d;
@@ -804,32 +825,31 @@ static int parse_lr_policy(sp *s, yaml_node_t *n, vd_lr_policy *lp) {
     }
     if (v[LR_WARMUP] && (rc = get_i64(s, NULL, v[LR_WARMUP], "warmup", 0, INT64_MAX, &lp->warmup))) return rc;
     if (v[LR_MILESTONES]) {
-        yaml_node_t *m = v[LR_MILESTONES];
-        if (m->type != YAML_SEQUENCE_NODE)
-            return err_at(s, m->start_mark, "'milestones' must be a list of iterations, e.g. [30000, 60000]");
-        int cnt = (int)(m->data.sequence.items.top - m->data.sequence.items.start);
-        if (cnt == 0) return err_at(s, m->start_mark, "'milestones' must not be empty");
+        yd_node *m = v[LR_MILESTONES];
+        if (m->type != YD_SEQ)
+            return err_at(s, mk(m), "'milestones' must be a list of iterations, e.g. [30000, 60000]");
+        int cnt = (int)m->n;
+        if (cnt == 0) return err_at(s, mk(m), "'milestones' must not be empty");
         if (cnt > (int)VD_ARRAY_LEN(lp->milestones))
-            return err_at(s, m->start_mark, "at most %d milestones are supported, got %d",
+            return err_at(s, mk(m), "at most %d milestones are supported, got %d",
                           (int)VD_ARRAY_LEN(lp->milestones), cnt);
         for (int i = 0; i < cnt; i++) {
-            yaml_node_t *it = node(s, m->data.sequence.items.start[i]);
-            if (!it) return err_at(s, m->start_mark, "malformed list");
+            yd_node *it = ITEM(m, i);
             if ((rc = get_i64(s, NULL, it, "milestones", 1, INT64_MAX, &lp->milestones[i]))) return rc;
             if (i && lp->milestones[i] <= lp->milestones[i - 1])
-                return err_at(s, it->start_mark, "'milestones' must be increasing");
+                return err_at(s, mk(it), "'milestones' must be increasing");
         }
         lp->n_milestones = cnt;
     } else if (type == VD_LR_MULTISTEP) {
-        return err_at(s, n->start_mark, "lr_policy type 'multistep' needs key 'milestones'");
+        return err_at(s, mk(n), "lr_policy type 'multistep' needs key 'milestones'");
     }
     return VD_OK;
 }
 
-static int parse_train(sp *s, yaml_node_t *n) {
+static int parse_train(sp *s, yd_node *n) {
     static const char *const keys[] = {"batch", "lr", "momentum", "weight_decay", "lr_policy",
                                        "iters", "epochs", "seed", "math"};
-    yaml_node_t *v[9];
+    yd_node *v[9];
     int rc = map_keys(s, n, "'train'", keys, 9, NULL, NULL, v);
     if (rc) return rc;
     vd_train_cfg *t = &s->net->train;
@@ -850,10 +870,10 @@ static int parse_train(sp *s, yaml_node_t *n) {
     if (v[4] && (rc = parse_lr_policy(s, v[4], &t->lr_policy))) return rc;
     if (v[5] && (rc = get_i64(s, NULL, v[5], "iters", 1, INT64_MAX, &t->iters))) return rc;
     if (v[6] && (rc = get_i64(s, NULL, v[6], "epochs", 1, INT64_MAX, &t->epochs))) return rc;
-    if (v[5] && v[6]) return err_at(s, v[6]->start_mark, "give either 'iters' or 'epochs', not both");
+    if (v[5] && v[6]) return err_at(s, mk(v[6]), "give either 'iters' or 'epochs', not both");
     if (v[5]) t->epochs = 0;
     if (v[4] && t->lr_policy.type == VD_LR_COSINE && t->lr_policy.min_lr > t->lr)
-        return err_at(s, v[4]->start_mark, "lr_policy 'min_lr' (%g) must not exceed 'lr' (%g)",
+        return err_at(s, mk(v[4]), "lr_policy 'min_lr' (%g) must not exceed 'lr' (%g)",
                       (double)t->lr_policy.min_lr, (double)t->lr);
     if (v[7]) {
         int64_t seed;
@@ -862,11 +882,11 @@ static int parse_train(sp *s, yaml_node_t *n) {
     }
     if (v[8]) {
         static const char *const names[] = VD_MATH_NAMES;
-        const char *m = v[8]->type == YAML_SCALAR_NODE ? (const char *)v[8]->data.scalar.value : "";
+        const char *m = v[8]->type == YD_SCALAR ? TXT(v[8]) : "";
         int k = -1;
         for (int i = 0; i < (int)VD_ARRAY_LEN(names); i++)
             if (!strcmp(m, names[i])) k = i;
-        if (k < 0) return err_at(s, v[8]->start_mark, "'math' must be fp32, tf32, bf16 or fp16");
+        if (k < 0) return err_at(s, mk(v[8]), "'math' must be fp32, tf32, bf16 or fp16");
         t->math = (vd_math)k;
         t->has_math = true;
     }
@@ -892,65 +912,61 @@ static void train_defaults(vd_train_cfg *t) {
  * Templates
  * ====================================================================== */
 
-static int parse_templates(sp *s, yaml_node_t *n) {
-    if (n->type != YAML_MAPPING_NODE)
-        return err_at(s, n->start_mark, "'templates' must be a mapping of template names to templates");
-    int cnt = (int)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
-    if (cnt > MAX_TEMPLATES) return err_at(s, n->start_mark, "too many templates (at most %d)", MAX_TEMPLATES);
+static int parse_templates(sp *s, yd_node *n) {
+    if (n->type != YD_MAP)
+        return err_at(s, mk(n), "'templates' must be a mapping of template names to templates");
+    int cnt = (int)n->n;
+    if (cnt > MAX_TEMPLATES) return err_at(s, mk(n), "too many templates (at most %d)", MAX_TEMPLATES);
     s->tmpls = vd_calloc((size_t)cnt + 1, sizeof *s->tmpls, s->e);
     if (!s->tmpls) return nomem(s);
     static const char *const keys[] = {"params", "layers", "description"};
     for (int i = 0; i < cnt; i++) {
-        yaml_node_pair_t *p = &n->data.mapping.pairs.start[i];
-        yaml_node_t *k = node(s, p->key), *v = node(s, p->value), *tv[3];
-        if (!k || !v) return err_at(s, n->start_mark, "malformed mapping");
-        if (k->type != YAML_SCALAR_NODE || strlen((char *)k->data.scalar.value) != k->data.scalar.length ||
-            !is_ident((char *)k->data.scalar.value))
-            return err_at(s, k->start_mark, "a template name must be a word (letters, digits, _)");
-        const char *name = (const char *)k->data.scalar.value;
+        yd_node *k = KEY(n, i), *v = VAL(n, i), *tv[3];
+        if (k->type != YD_SCALAR || strlen(TXT(k)) != k->n ||
+            !is_ident(TXT(k)))
+            return err_at(s, mk(k), "a template name must be a word (letters, digits, _)");
+        const char *name = TXT(k);
         for (int j = 0; j < s->n_tmpls; j++)
-            if (!strcmp(s->tmpls[j].name, name)) return err_at(s, k->start_mark, "duplicate template '%s'", name);
+            if (!strcmp(s->tmpls[j].name, name)) return err_at(s, mk(k), "duplicate template '%s'", name);
         char what[128];
         snprintf(what, sizeof what, "template '%.64s'", name);
         int rc = map_keys(s, v, what, keys, 3, NULL, NULL, tv);
         if (rc) return rc;
         tmpl *t = &s->tmpls[s->n_tmpls];
         t->name = name;
-        if (!tv[1]) return err_at(s, v->start_mark, "missing key 'layers' in %s", what);
-        if (tv[1]->type != YAML_SEQUENCE_NODE)
-            return err_at(s, tv[1]->start_mark, "'layers' of %s must be a list", what);
+        if (!tv[1]) return err_at(s, mk(v), "missing key 'layers' in %s", what);
+        if (tv[1]->type != YD_SEQ)
+            return err_at(s, mk(tv[1]), "'layers' of %s must be a list", what);
         t->layers = tv[1];
-        if (tv[2] && tv[2]->type != YAML_SCALAR_NODE)
-            return err_at(s, tv[2]->start_mark, "'description' must be text");
-        yaml_node_t *pn = tv[0];
-        if (pn && !is_null_scalar(pn)) {
-            bool seq = pn->type == YAML_SEQUENCE_NODE;
-            if (!seq && pn->type != YAML_MAPPING_NODE)
-                return err_at(s, pn->start_mark,
+        if (tv[2] && tv[2]->type != YD_SCALAR)
+            return err_at(s, mk(tv[2]), "'description' must be text");
+        yd_node *pn = tv[0];
+        if (pn && !is_null_scalar(s, pn)) {
+            bool seq = pn->type == YD_SEQ;
+            if (!seq && pn->type != YD_MAP)
+                return err_at(s, mk(pn),
                               "'params' must be a list of names or a mapping of names to defaults");
-            int np = seq ? (int)(pn->data.sequence.items.top - pn->data.sequence.items.start)
-                         : (int)(pn->data.mapping.pairs.top - pn->data.mapping.pairs.start);
-            if (np > MAX_PARAMS) return err_at(s, pn->start_mark, "too many params (at most %d)", MAX_PARAMS);
+            int np = (int)pn->n;
+            if (np > MAX_PARAMS) return err_at(s, mk(pn), "too many params (at most %d)", MAX_PARAMS);
             for (int j = 0; j < np; j++) {
-                yaml_node_t *pk = node(s, seq ? pn->data.sequence.items.start[j] : pn->data.mapping.pairs.start[j].key);
-                yaml_node_t *pv = seq ? NULL : node(s, pn->data.mapping.pairs.start[j].value);
-                if (!pk || (!seq && !pv)) return err_at(s, pn->start_mark, "malformed params");
-                if (pk->type != YAML_SCALAR_NODE || strlen((char *)pk->data.scalar.value) != pk->data.scalar.length ||
-                    !is_ident((char *)pk->data.scalar.value))
-                    return err_at(s, pk->start_mark, "a parameter name must be a word (letters, digits, _)");
-                const char *pname = (const char *)pk->data.scalar.value;
+                yd_node *pk = seq ? ITEM(pn, j) : KEY(pn, j);
+                yd_node *pv = seq ? NULL : VAL(pn, j);
+                if (pk->type != YD_SCALAR || strlen(TXT(pk)) != pk->n ||
+                    !is_ident(TXT(pk)))
+                    return err_at(s, mk(pk), "a parameter name must be a word (letters, digits, _)");
+                const char *pname = TXT(pk);
                 if (!strcmp(pname, "name") || !strcmp(pname, "input") || !strcmp(pname, "true") ||
                     !strcmp(pname, "false"))
-                    return err_at(s, pk->start_mark, "'%s' is reserved and cannot be a parameter name", pname);
+                    return err_at(s, mk(pk), "'%s' is reserved and cannot be a parameter name", pname);
                 for (int q = 0; q < t->n_params; q++)
                     if (!strcmp(t->pname[q], pname))
-                        return err_at(s, pk->start_mark, "duplicate parameter '%s'", pname);
+                        return err_at(s, mk(pk), "duplicate parameter '%s'", pname);
                 const char *def = NULL;
-                if (pv && !is_null_scalar(pv)) {
-                    if (pv->type != YAML_SCALAR_NODE || strlen((char *)pv->data.scalar.value) != pv->data.scalar.length)
-                        return err_at(s, pv->start_mark, "the default of parameter '%s' must be a single value",
+                if (pv && !is_null_scalar(s, pv)) {
+                    if (pv->type != YD_SCALAR || strlen(TXT(pv)) != pv->n)
+                        return err_at(s, mk(pv), "the default of parameter '%s' must be a single value",
                                       pname);
-                    def = (const char *)pv->data.scalar.value;
+                    def = TXT(pv);
                 }
                 t->pname[t->n_params] = pname;
                 t->pdef[t->n_params] = def;
@@ -995,13 +1011,13 @@ static const char *const *op_keys_everywhere(const char *buf[ALL_KEYS_MAX]) {
 typedef struct layer_keys {
     sp *s;
     const scope *sc;
-    yaml_node_t *item;
+    yd_node *item;
     const char *const *allowed;
     int n;
-    yaml_node_t **v;
+    yd_node **v;
 } layer_keys;
 
-static yaml_node_t *lk_node(const vd_spec_keys *k, const char *key) {
+static yd_node *lk_node(const vd_spec_keys *k, const char *key) {
     const layer_keys *c = k->ctx;
     int i = find_key(c->allowed, c->n, key);
     return i >= 0 ? c->v[i] : NULL;
@@ -1011,26 +1027,26 @@ static bool lk_has(const vd_spec_keys *k, const char *key) { return lk_node(k, k
 
 static int lk_int(const vd_spec_keys *k, const char *key, int min, int *out) {
     const layer_keys *c = k->ctx;
-    yaml_node_t *n = lk_node(k, key);
+    yd_node *n = lk_node(k, key);
     return n ? get_int(c->s, c->sc, n, key, min, out) : VD_OK;
 }
 
 static int lk_pair(const vd_spec_keys *k, const char *key, int min, int *a, int *b) {
     const layer_keys *c = k->ctx;
-    yaml_node_t *n = lk_node(k, key);
+    yd_node *n = lk_node(k, key);
     return n ? get_pair(c->s, c->sc, n, key, min, a, b) : VD_OK;
 }
 
 static int lk_bool(const vd_spec_keys *k, const char *key, bool *out) {
     const layer_keys *c = k->ctx;
-    yaml_node_t *n = lk_node(k, key);
+    yd_node *n = lk_node(k, key);
     return n ? get_bool(c->s, c->sc, n, key, out) : VD_OK;
 }
 
 static int lk_float(const vd_spec_keys *k, const char *key, double lo, bool lo_open, double hi,
                     bool hi_open, const char *range, float *out) {
     const layer_keys *c = k->ctx;
-    yaml_node_t *n = lk_node(k, key);
+    yd_node *n = lk_node(k, key);
     double d;
     if (!n) return VD_OK;
     int rc = get_float(c->s, c->sc, n, key, lo, lo_open, hi, hi_open, range, &d);
@@ -1040,47 +1056,47 @@ static int lk_float(const vd_spec_keys *k, const char *key, double lo, bool lo_o
 
 static int lk_word(const vd_spec_keys *k, const char *key, char **out) {
     const layer_keys *c = k->ctx;
-    yaml_node_t *n = lk_node(k, key);
+    yd_node *n = lk_node(k, key);
     *out = NULL;
     return n ? scalar(c->s, c->sc, n, key, out) : VD_OK;
 }
 
 static int lk_error(const vd_spec_keys *k, const char *key, const char *msg) {
     const layer_keys *c = k->ctx;
-    yaml_node_t *n = key ? lk_node(k, key) : NULL;
-    return err_at(c->s, n ? n->start_mark : c->item->start_mark, "%s", msg);
+    yd_node *n = key ? lk_node(k, key) : NULL;
+    return err_at(c->s, n ? mk(n) : mk(c->item), "%s", msg);
 }
 
-static int expand_list(sp *s, yaml_node_t *seq, const scope *sc, const char *prefix, int *prev);
+static int expand_list(sp *s, yd_node *seq, const scope *sc, const char *prefix, int *prev);
 
 static bool valid_name_char(unsigned char c) {
     return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':';
 }
 
 /* Substitute and check a layer/use name; full = prefix.name. */
-static int get_name(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, char full[VD_NAME_MAX]) {
+static int get_name(sp *s, const scope *sc, yd_node *n, const char *prefix, char full[VD_NAME_MAX]) {
     char *t;
     int rc = scalar(s, sc, n, "name", &t);
     if (rc) return rc;
-    if (!*t) rc = err_at(s, n->start_mark, "'name' must not be empty");
+    if (!*t) rc = err_at(s, mk(n), "'name' must not be empty");
     for (const char *p = t; !rc && *p; p++)
         if (!valid_name_char((unsigned char)*p))
-            rc = err_at(s, n->start_mark,
+            rc = err_at(s, mk(n),
                         "name '%.96s' contains '%c'; use letters, digits and _ . - / :", t,
                         isprint((unsigned char)*p) ? *p : '?');
     if (!rc && is_input_name(t))
-        rc = err_at(s, n->start_mark, "'%s' is reserved for the net input and cannot name a layer", t);
+        rc = err_at(s, mk(n), "'%s' is reserved for the net input and cannot name a layer", t);
     if (!rc) {
         int k = prefix[0] ? snprintf(full, VD_NAME_MAX, "%s.%s", prefix, t)
                           : snprintf(full, VD_NAME_MAX, "%s", t);
         if (k < 0 || k >= VD_NAME_MAX)
-            rc = err_at(s, n->start_mark, "name '%s%s%.96s' is too long (at most %d characters)", prefix,
+            rc = err_at(s, mk(n), "name '%s%s%.96s' is too long (at most %d characters)", prefix,
                         prefix[0] ? "." : "", t, VD_NAME_MAX - 1);
     }
     if (!rc) {
         const name_ent *ne = names_find(s, full);
         if (ne)
-            rc = err_at(s, n->start_mark, "duplicate layer name '%s' (first defined at line %d)", full,
+            rc = err_at(s, mk(n), "duplicate layer name '%s' (first defined at line %d)", full,
                         ne->line);
     }
     vd_free(t);
@@ -1090,38 +1106,41 @@ static int get_name(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, 
 /* Resolve one input name node into *idx (-1 = net input). An unknown name
  * becomes the pending error (reported later, knowing whether it is defined
  * further down) and resolves to -1 meanwhile. */
-static int get_input(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, int *idx) {
+static int get_input(sp *s, const scope *sc, yd_node *n, const char *prefix, int *idx) {
     char *t;
     int rc = scalar(s, sc, n, "inputs", &t);
     if (rc) return rc;
     *idx = -1;
     if (!resolve(s, prefix, t, idx) && !s->pending && !s->failed) {
         s->pending = true;
-        snprintf(s->pend_name, sizeof s->pend_name, "%s", t);
-        snprintf(s->pend_prefix, sizeof s->pend_prefix, "%s", prefix);
+        s->pend_name = t; /* now owned by s */
+        t = NULL;
+        if (!(s->pend_prefix = vd_strdup(prefix, s->e))) {
+            s->pending = false;
+            return nomem(s);
+        }
         ctx_suffix(s, s->pend_ctx, sizeof s->pend_ctx);
-        s->pend_line = ln(n->start_mark);
-        s->pend_col = cl(n->start_mark);
+        s->pend_line = ln(mk(n));
+        s->pend_col = cl(mk(n));
     }
     vd_free(t);
     return VD_OK;
 }
 
-static int get_inputs(sp *s, const scope *sc, yaml_node_t *n, const char *prefix, int *n_in,
+static int get_inputs(sp *s, const scope *sc, yd_node *n, const char *prefix, int *n_in,
                       int in[VD_MAX_INPUTS]) {
-    if (n->type == YAML_SCALAR_NODE) { /* inputs: name */
+    if (n->type == YD_SCALAR) { /* inputs: name */
         *n_in = 1;
         return get_input(s, sc, n, prefix, &in[0]);
     }
-    if (n->type != YAML_SEQUENCE_NODE)
-        return err_at(s, n->start_mark, "'inputs' must be a list of layer names");
-    int cnt = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
-    if (cnt == 0) return err_at(s, n->start_mark, "'inputs' must not be empty");
+    if (n->type != YD_SEQ)
+        return err_at(s, mk(n), "'inputs' must be a list of layer names");
+    int cnt = (int)n->n;
+    if (cnt == 0) return err_at(s, mk(n), "'inputs' must not be empty");
     if (cnt > VD_MAX_INPUTS)
-        return err_at(s, n->start_mark, "at most %d inputs are supported, got %d", VD_MAX_INPUTS, cnt);
+        return err_at(s, mk(n), "at most %d inputs are supported, got %d", VD_MAX_INPUTS, cnt);
     for (int i = 0; i < cnt; i++) {
-        yaml_node_t *it = node(s, n->data.sequence.items.start[i]);
-        if (!it) return err_at(s, n->start_mark, "malformed list");
+        yd_node *it = ITEM(n, i);
         int rc = get_input(s, sc, it, prefix, &in[i]);
         if (rc) return rc;
     }
@@ -1131,7 +1150,7 @@ static int get_inputs(sp *s, const scope *sc, yaml_node_t *n, const char *prefix
 
 static int add_layer(sp *s, vd_layer *l, int *prev) {
     if (s->net->n_layers >= VD_SPEC_MAX_LAYERS) {
-        yaml_mark_t m = {0, (size_t)(l->line - 1), (size_t)(l->col - 1)};
+        mark m = {l->line, l->col};
         return err_at(s, m, "the net has too many layers (at most %d)", VD_SPEC_MAX_LAYERS);
     }
     if (s->net->n_layers >= s->ctx_cap) {
@@ -1158,18 +1177,18 @@ static int add_layer(sp *s, vd_layer *l, int *prev) {
     return VD_OK;
 }
 
-static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *prefix, int *prev) {
+static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix, int *prev) {
     int rc;
     /* type first: it decides which keys are valid */
-    yaml_node_t *type_node = NULL;
-    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node(s, p->key);
-        if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, "type")) {
-            type_node = node(s, p->value);
+    yd_node *type_node = NULL;
+    for (uint32_t i = 0; i < item->n; i++) {
+        yd_node *k = KEY(item, i);
+        if (k->type == YD_SCALAR && !strcmp(TXT(k), "type")) {
+            type_node = VAL(item, i);
             break;
         }
     }
-    if (!type_node) return err_at(s, item->start_mark, "missing key 'type' (or 'use' for a template)");
+    if (!type_node) return err_at(s, mk(item), "missing key 'type' (or 'use' for a template)");
     char *tname;
     if ((rc = scalar(s, sc, type_node, "type", &tname))) return rc;
     int op = -1;
@@ -1180,7 +1199,7 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     }
     if (op < 0) {
         const char *sug = vd_suggest(tname, op_names, VD_OP_COUNT);
-        if (sug) rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (did you mean '%s'?)", tname, sug);
+        if (sug) rc = err_at(s, mk(type_node), "unknown layer type '%.64s' (did you mean '%s'?)", tname, sug);
         else {
             char list[512];
             size_t u = 0;
@@ -1190,7 +1209,7 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
                 if (w < 0) break;
                 u += (size_t)w;
             }
-            rc = err_at(s, type_node->start_mark, "unknown layer type '%.64s' (one of: %s)", tname, list);
+            rc = err_at(s, mk(type_node), "unknown layer type '%.64s' (one of: %s)", tname, list);
         }
         vd_free(tname);
         return rc;
@@ -1202,7 +1221,7 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     for (int i = 0; i < K_NCOMMON; i++) allowed[na++] = COMMON_KEYS[i];
     for (int i = 0; vd_op_table[op].keys && vd_op_table[op].keys[i] && i < MAX_OP_KEYS; i++)
         allowed[na++] = vd_op_table[op].keys[i];
-    yaml_node_t *v[K_NCOMMON + MAX_OP_KEYS];
+    yd_node *v[K_NCOMMON + MAX_OP_KEYS];
     char what[96];
     char what_a[96];
     snprintf(what, sizeof what, "%s layers", vd_op_table[op].name);
@@ -1213,9 +1232,9 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     vd_layer l;
     memset(&l, 0, sizeof l);
     l.op = (vd_op)op;
-    l.line = ln(item->start_mark);
-    l.col = cl(item->start_mark);
-    if (!v[K_NAME]) return err_at(s, item->start_mark, "missing key 'name' in %s layer", vd_op_table[op].name);
+    l.line = ln(mk(item));
+    l.col = cl(mk(item));
+    if (!v[K_NAME]) return err_at(s, mk(item), "missing key 'name' in %s layer", vd_op_table[op].name);
     if ((rc = get_name(s, sc, v[K_NAME], prefix, l.name))) return rc;
 
     if (v[K_INPUTS]) {
@@ -1226,12 +1245,12 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     }
     const vd_op_info *info = &vd_op_table[op];
     if (l.n_in < info->min_inputs) {
-        yaml_mark_t m = v[K_INPUTS] ? v[K_INPUTS]->start_mark : item->start_mark;
+        mark m = v[K_INPUTS] ? mk(v[K_INPUTS]) : mk(item);
         return err_at(s, m, "layer '%s': %s needs at least %d inputs (inputs: [a, b])", l.name, info->name,
                       info->min_inputs);
     }
     if (l.n_in > info->max_inputs)
-        return err_at(s, v[K_INPUTS]->start_mark, "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
+        return err_at(s, mk(v[K_INPUTS]), "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
                       info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
 
     if (info->parse) {
@@ -1242,7 +1261,7 @@ static int build_layer(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     return add_layer(s, &l, prev);
 }
 
-static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc, const char *prefix, int *prev) {
+static int expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const char *prefix, int *prev) {
     int rc;
     char *tn;
     if ((rc = scalar(s, sc, v[U_USE], "use", &tn))) return rc;
@@ -1253,20 +1272,20 @@ static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc
         const char *names[MAX_TEMPLATES];
         for (int i = 0; i < s->n_tmpls; i++) names[i] = s->tmpls[i].name;
         const char *sug = vd_suggest(tn, names, s->n_tmpls);
-        if (sug) rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s' (did you mean '%s'?)", tn, sug);
-        else if (!s->n_tmpls) rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s' (the spec has no "
+        if (sug) rc = err_at(s, mk(v[U_USE]), "unknown template '%.64s' (did you mean '%s'?)", tn, sug);
+        else if (!s->n_tmpls) rc = err_at(s, mk(v[U_USE]), "unknown template '%.64s' (the spec has no "
                                           "'templates' section)", tn);
-        else rc = err_at(s, v[U_USE]->start_mark, "unknown template '%.64s'", tn);
+        else rc = err_at(s, mk(v[U_USE]), "unknown template '%.64s'", tn);
         vd_free(tn);
         return rc;
     }
     vd_free(tn);
     for (int d = 0; d < s->depth; d++)
         if (s->frames[d].tmpl == t->name)
-            return err_at(s, v[U_USE]->start_mark, "template '%s' uses itself (recursion is not allowed)", t->name);
+            return err_at(s, mk(v[U_USE]), "template '%s' uses itself (recursion is not allowed)", t->name);
     if (s->depth >= VD_SPEC_MAX_DEPTH)
-        return err_at(s, item->start_mark, "templates nested too deeply (more than %d levels)", VD_SPEC_MAX_DEPTH);
-    if (!v[U_NAME]) return err_at(s, item->start_mark, "missing key 'name' in a use of template '%s'", t->name);
+        return err_at(s, mk(item), "templates nested too deeply (more than %d levels)", VD_SPEC_MAX_DEPTH);
+    if (!v[U_NAME]) return err_at(s, mk(item), "missing key 'name' in a use of template '%s'", t->name);
     char full[VD_NAME_MAX];
     if ((rc = get_name(s, sc, v[U_NAME], prefix, full))) return rc;
     int block_in = *prev;
@@ -1274,51 +1293,48 @@ static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc
         int n_in, in[VD_MAX_INPUTS];
         if ((rc = get_inputs(s, sc, v[U_INPUTS], prefix, &n_in, in))) return rc;
         if (n_in != 1)
-            return err_at(s, v[U_INPUTS]->start_mark, "a template use takes exactly one input, got %d", n_in);
+            return err_at(s, mk(v[U_INPUTS]), "a template use takes exactly one input, got %d", n_in);
         block_in = in[0];
     }
     /* bind parameters: with: values are evaluated in the caller's scope */
     var vars[MAX_PARAMS + 2];
     int nv = 0;
-    yaml_node_t *with = v[U_WITH];
-    if (with && !is_null_scalar(with) && with->type != YAML_MAPPING_NODE)
-        return err_at(s, with->start_mark, "'with' must be a mapping of parameter names to values");
-    if (with && with->type == YAML_MAPPING_NODE) {
-        for (yaml_node_pair_t *p = with->data.mapping.pairs.start; p < with->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = node(s, p->key);
-            if (!k) return err_at(s, with->start_mark, "malformed mapping");
-            if (k->type != YAML_SCALAR_NODE) return err_at(s, k->start_mark, "parameter names must be words");
-            const char *key = (const char *)k->data.scalar.value;
+    yd_node *with = v[U_WITH];
+    if (with && !is_null_scalar(s, with) && with->type != YD_MAP)
+        return err_at(s, mk(with), "'with' must be a mapping of parameter names to values");
+    if (with && with->type == YD_MAP) {
+        for (uint32_t p = 0; p < with->n; p++) {
+            yd_node *k = KEY(with, p);
+            if (k->type != YD_SCALAR) return err_at(s, mk(k), "parameter names must be words");
+            const char *key = TXT(k);
             if (find_key(t->pname, t->n_params, key) < 0) {
                 const char *sug = vd_suggest(key, t->pname, t->n_params);
-                if (sug) return err_at(s, k->start_mark, "template '%s' has no parameter '%.64s' (did you mean "
+                if (sug) return err_at(s, mk(k), "template '%s' has no parameter '%.64s' (did you mean "
                                        "'%s'?)", t->name, key, sug);
-                return err_at(s, k->start_mark, "template '%s' has no parameter '%.64s'", t->name, key);
+                return err_at(s, mk(k), "template '%s' has no parameter '%.64s'", t->name, key);
             }
-            for (yaml_node_pair_t *q = with->data.mapping.pairs.start; q < p; q++) {
-                yaml_node_t *k2 = node(s, q->key);
-                if (k2 && k2->type == YAML_SCALAR_NODE && !strcmp((char *)k2->data.scalar.value, key))
-                    return err_at(s, k->start_mark, "duplicate key '%s' in 'with'", key);
+            for (uint32_t q = 0; q < p; q++) {
+                yd_node *k2 = KEY(with, q);
+                if (k2->type == YD_SCALAR && !strcmp(TXT(k2), key))
+                    return err_at(s, mk(k), "duplicate key '%s' in 'with'", key);
             }
         }
     }
     for (int i = 0; i < t->n_params && !rc; i++) {
-        yaml_node_t *val = NULL;
-        if (with && with->type == YAML_MAPPING_NODE)
-            for (yaml_node_pair_t *p = with->data.mapping.pairs.start; p < with->data.mapping.pairs.top; p++) {
-                yaml_node_t *k = node(s, p->key);
-                if (!strcmp((char *)k->data.scalar.value, t->pname[i])) val = node(s, p->value);
-            }
+        yd_node *val = NULL;
+        if (with && with->type == YD_MAP)
+            for (uint32_t p = 0; p < with->n; p++)
+                if (!strcmp(TXT(KEY(with, p)), t->pname[i])) val = VAL(with, p);
         char *text = NULL;
         if (val) {
-            if (val->type != YAML_SCALAR_NODE)
-                rc = err_at(s, val->start_mark, "parameter '%s' must be a single value, not %s", t->pname[i],
+            if (val->type != YD_SCALAR)
+                rc = err_at(s, mk(val), "parameter '%s' must be a single value, not %s", t->pname[i],
                             node_kind(val));
             else rc = scalar(s, sc, val, t->pname[i], &text);
         } else if (t->pdef[i]) {
             if (!(text = vd_strdup(t->pdef[i], s->e))) rc = nomem(s);
         } else {
-            rc = err_at(s, item->start_mark, "template '%s' needs parameter '%s' (add it under 'with:')",
+            rc = err_at(s, mk(item), "template '%s' needs parameter '%s' (add it under 'with:')",
                         t->name, t->pname[i]);
         }
         if (!rc) { vars[nv].name = t->pname[i]; vars[nv].val = text; nv++; }
@@ -1337,14 +1353,14 @@ static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc
         scope inner = {NULL, vars, nv};
         frame *f = &s->frames[s->depth++];
         f->tmpl = t->name;
-        snprintf(f->use, sizeof f->use, "%s", full);
-        f->line = ln(item->start_mark);
-        f->col = cl(item->start_mark);
+        f->use = full;
+        f->line = ln(mk(item));
+        f->col = cl(mk(item));
         int out = block_in;
         rc = expand_list(s, t->layers, &inner, full, &out);
         s->depth--;
         /* the use's name stands for the expansion's last layer */
-        if (!rc) rc = names_put(s, full, out, ln(item->start_mark), cl(item->start_mark));
+        if (!rc) rc = names_put(s, full, out, ln(mk(item)), cl(mk(item)));
         if (!rc) *prev = out;
     }
     for (int i = 0; i < nv; i++) vd_free(vars[i].val);
@@ -1353,46 +1369,46 @@ static int expand_use(sp *s, yaml_node_t *item, yaml_node_t **v, const scope *sc
 
 /* Evaluate a condition: with ${} the substituted text must be a boolean or
  * integer; without, the text itself is an expression. */
-static int get_cond(sp *s, const scope *sc, yaml_node_t *n, bool *out) {
-    if (n->type != YAML_SCALAR_NODE)
-        return err_at(s, n->start_mark, "'if' must be a single value, not %s", node_kind(n));
-    const char *raw = (const char *)n->data.scalar.value;
-    if (strlen(raw) != n->data.scalar.length) return err_at(s, n->start_mark, "'if' contains a NUL byte");
-    if (n->tag && n->tag[0] == '!')
-        return err_at(s, n->start_mark, "'if' has the YAML tag '%.64s'; quote a condition that starts with "
-                      "'!', e.g. if: \"!downsample\"", (const char *)n->tag);
+static int get_cond(sp *s, const scope *sc, yd_node *n, bool *out) {
+    if (n->type != YD_SCALAR)
+        return err_at(s, mk(n), "'if' must be a single value, not %s", node_kind(n));
+    const char *raw = TXT(n);
+    if (strlen(raw) != n->n) return err_at(s, mk(n), "'if' contains a NUL byte");
+    if (yd_tag(&s->doc, n))
+        return err_at(s, mk(n), "'if' has the YAML tag '%.64s'; quote a condition that starts with "
+                      "'!', e.g. if: \"!downsample\"", yd_tag(&s->doc, n));
     char *t;
     int rc;
     if (strstr(raw, "${")) {
-        if ((rc = subst(s, sc, n->start_mark, raw, &t))) return rc;
+        if ((rc = subst(s, sc, mk(n), raw, &t))) return rc;
     } else {
-        if (strlen(raw) > MAX_VALUE) return err_at(s, n->start_mark, "value is too long");
-        if ((rc = eval(s, sc, n->start_mark, raw, &t))) return rc;
+        if (strlen(raw) > MAX_VALUE) return err_at(s, mk(n), "value is too long");
+        if ((rc = eval(s, sc, mk(n), raw, &t))) return rc;
     }
     int64_t v;
     if (parse_bool_text(t, out)) rc = VD_OK;
     else if (parse_int(t, &v)) *out = v != 0;
-    else rc = err_at(s, n->start_mark, "'if' must be true, false or an integer, got '%.64s'", t);
+    else rc = err_at(s, mk(n), "'if' must be true, false or an integer, got '%.64s'", t);
     vd_free(t);
     return rc;
 }
 
-static int expand_item(sp *s, yaml_node_t *item, const scope *sc, const char *prefix, int *prev) {
-    if (item->type != YAML_MAPPING_NODE)
-        return err_at(s, item->start_mark, "a layer must be a mapping (name: ..., type: ...), not %s",
+static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix, int *prev) {
+    if (item->type != YD_MAP)
+        return err_at(s, mk(item), "a layer must be a mapping (name: ..., type: ...), not %s",
                       node_kind(item));
     bool is_use = false;
-    for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = node(s, p->key);
-        if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, "use")) is_use = true;
+    for (uint32_t i = 0; i < item->n; i++) {
+        yd_node *k = KEY(item, i);
+        if (k->type == YD_SCALAR && !strcmp(TXT(k), "use")) is_use = true;
     }
-    yaml_node_t *uv[U_NKEYS], *rep = NULL, *idxn = NULL, *cond = NULL;
+    yd_node *uv[U_NKEYS], *rep = NULL, *idxn = NULL, *cond = NULL;
     int rc;
     if (is_use) {
-        for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = node(s, p->key);
-            if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, "type"))
-                return err_at(s, k->start_mark, "an entry has either 'type' (a layer) or 'use' (a template), "
+        for (uint32_t i = 0; i < item->n; i++) {
+            yd_node *k = KEY(item, i);
+            if (k->type == YD_SCALAR && !strcmp(TXT(k), "type"))
+                return err_at(s, mk(k), "an entry has either 'type' (a layer) or 'use' (a template), "
                               "not both");
         }
         const char *everywhere[ALL_KEYS_MAX];
@@ -1403,37 +1419,38 @@ static int expand_item(sp *s, yaml_node_t *item, const scope *sc, const char *pr
         idxn = uv[U_INDEX];
         cond = uv[U_IF];
     } else {
-        for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top; p++) {
-            yaml_node_t *k = node(s, p->key);
-            if (!k || k->type != YAML_SCALAR_NODE) continue;
-            const char *key = (const char *)k->data.scalar.value;
-            if (!strcmp(key, "repeat")) rep = node(s, p->value);
-            else if (!strcmp(key, "index")) idxn = node(s, p->value);
-            else if (!strcmp(key, "if")) cond = node(s, p->value);
+        for (uint32_t i = 0; i < item->n; i++) {
+            yd_node *k = KEY(item, i);
+            if (k->type != YD_SCALAR) continue;
+            const char *key = TXT(k);
+            if (!strcmp(key, "repeat")) rep = VAL(item, i);
+            else if (!strcmp(key, "index")) idxn = VAL(item, i);
+            else if (!strcmp(key, "if")) cond = VAL(item, i);
         }
     }
     int64_t count = 1;
     if (rep && (rc = get_i64(s, sc, rep, "repeat", 0, VD_SPEC_MAX_REPEAT, &count))) return rc;
     const char *ivar = "i";
     if (idxn) {
-        if (!rep) return err_at(s, idxn->start_mark, "'index' needs 'repeat'");
-        if (idxn->type != YAML_SCALAR_NODE || strlen((char *)idxn->data.scalar.value) != idxn->data.scalar.length ||
-            !is_ident((char *)idxn->data.scalar.value))
-            return err_at(s, idxn->start_mark, "'index' must be a variable name (letters, digits, _)");
-        ivar = (const char *)idxn->data.scalar.value;
+        if (!rep) return err_at(s, mk(idxn), "'index' needs 'repeat'");
+        if (idxn->type != YD_SCALAR || strlen(TXT(idxn)) != idxn->n ||
+            !is_ident(TXT(idxn)))
+            return err_at(s, mk(idxn), "'index' must be a variable name (letters, digits, _)");
+        ivar = TXT(idxn);
     }
     if (rep) {
         if (!strcmp(ivar, "name") || !strcmp(ivar, "input") || !strcmp(ivar, "true") || !strcmp(ivar, "false"))
-            return err_at(s, idxn ? idxn->start_mark : rep->start_mark, "'%s' is reserved and cannot be an index",
+            return err_at(s, idxn ? mk(idxn) : mk(rep), "'%s' is reserved and cannot be an index",
                           ivar);
         if (scope_get(sc, ivar, strlen(ivar)))
-            return err_at(s, idxn ? idxn->start_mark : rep->start_mark,
+            return err_at(s, idxn ? mk(idxn) : mk(rep),
                           "index variable '%s' is already defined here; pick another with 'index:'", ivar);
     }
     for (int64_t k = 0; k < count; k++) {
         if (++s->work > MAX_WORK)
-            return err_at(s, item->start_mark, "the spec expands to too many entries (more than %d)", MAX_WORK);
+            return err_at(s, mk(item), "the spec expands to too many entries (more than %d)", MAX_WORK);
         char ibuf[24];
+        _Static_assert(sizeof ibuf > sizeof "-9223372036854775808" - 1, "any int64 fits: never truncated");
         snprintf(ibuf, sizeof ibuf, "%lld", (long long)k);
         var iv = {ivar, ibuf};
         scope inner = {sc, &iv, 1};
@@ -1449,11 +1466,9 @@ static int expand_item(sp *s, yaml_node_t *item, const scope *sc, const char *pr
     return VD_OK;
 }
 
-static int expand_list(sp *s, yaml_node_t *seq, const scope *sc, const char *prefix, int *prev) {
-    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
-        yaml_node_t *item = node(s, *it);
-        if (!item) return err_at(s, seq->start_mark, "malformed list");
-        int rc = expand_item(s, item, sc, prefix, prev);
+static int expand_list(sp *s, yd_node *seq, const scope *sc, const char *prefix, int *prev) {
+    for (uint32_t i = 0; i < seq->n; i++) {
+        int rc = expand_item(s, ITEM(seq, i), sc, prefix, prev);
         if (rc) return rc;
     }
     return VD_OK;
@@ -1462,34 +1477,6 @@ static int expand_list(sp *s, yaml_node_t *seq, const scope *sc, const char *pre
 /* ======================================================================
  * Entry points
  * ====================================================================== */
-
-static void mark_of_offset(const char *text, size_t len, size_t off, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n') { (*line)++; *col = 1; }
-        else if (((unsigned char)text[i] & 0xC0) != 0x80) (*col)++;
-    }
-}
-
-static int yaml_error(sp *s, yaml_parser_t *p) {
-    if (p->error == YAML_MEMORY_ERROR) return vd_errf(s->e, VD_ENOMEM, "out of memory parsing %s", s->file);
-    int line, col;
-    if (p->error == YAML_READER_ERROR) {
-        mark_of_offset(s->text, s->len, p->problem_offset, &line, &col);
-    } else {
-        line = (int)p->problem_mark.line + 1;
-        col = (int)p->problem_mark.column + 1;
-    }
-    char msg[768];
-    const char *prob = p->problem ? p->problem : "invalid YAML";
-    if (p->context)
-        snprintf(msg, sizeof msg, "YAML syntax error: %s (%s at line %d)", prob, p->context,
-                 (int)p->context_mark.line + 1);
-    else
-        snprintf(msg, sizeof msg, "YAML syntax error: %s", prob);
-    return fail_msg(s, line, col, msg, "");
-}
 
 /* Append the template context of the layer named in a finalize error. */
 static void annotate(sp *s) {
@@ -1509,11 +1496,11 @@ static void annotate(sp *s) {
 }
 
 static int parse_doc(sp *s) {
-    yaml_node_t *root = yaml_document_get_root_node(&s->doc);
-    yaml_mark_t m0 = {0, 0, 0};
+    yd_node *root = yd_root(&s->doc);
+    mark m0 = {1, 1};
     if (!root) return err_at(s, m0, "the spec is empty");
     static const char *const keys[] = {"name", "description", "input", "train", "templates", "layers"};
-    yaml_node_t *v[6];
+    yd_node *v[6];
     int rc = map_keys(s, root, "the spec", keys, 6, NULL, NULL, v);
     if (rc) return rc;
     vd_net *net = s->net;
@@ -1521,39 +1508,39 @@ static int parse_doc(sp *s) {
         char *t;
         if ((rc = scalar(s, NULL, v[0], "name", &t))) return rc;
         if (!*t || strlen(t) >= sizeof net->name)
-            rc = err_at(s, v[0]->start_mark, "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
-        else snprintf(net->name, sizeof net->name, "%s", t);
+            rc = err_at(s, mk(v[0]), "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
+        else snprintf(net->name, sizeof net->name, "%s", t); /* fits: checked above */
         vd_free(t);
         if (rc) return rc;
     } else {
         const char *b = strrchr(s->file, '/');
         b = b ? b + 1 : s->file;
         size_t n = strcspn(b, ".");
-        if (n >= sizeof net->name) n = sizeof net->name - 1;
+        if (n >= sizeof net->name) n = sizeof net->name - 1; /* documented: vdnn-net(5), name */
         memcpy(net->name, b, n);
         net->name[n] = 0;
         if (!n) snprintf(net->name, sizeof net->name, "net");
     }
-    if (v[1] && v[1]->type != YAML_SCALAR_NODE) return err_at(s, v[1]->start_mark, "'description' must be text");
-    if (!v[2]) return err_at(s, root->start_mark, "missing key 'input' (channels, height, width, classes)");
-    if ((rc = parse_input(s, v[2], root->start_mark))) return rc;
+    if (v[1] && v[1]->type != YD_SCALAR) return err_at(s, mk(v[1]), "'description' must be text");
+    if (!v[2]) return err_at(s, mk(root), "missing key 'input' (channels, height, width, classes)");
+    if ((rc = parse_input(s, v[2], mk(root)))) return rc;
     if (v[3] && (rc = parse_train(s, v[3]))) return rc;
     uint64_t in_bytes;
     if (!vd_mul_u64((uint64_t)net->in_c, (uint64_t)net->in_h, &in_bytes) ||
         !vd_mul_u64(in_bytes, (uint64_t)net->in_w, &in_bytes) ||
         !vd_mul_u64(in_bytes, (uint64_t)net->train.batch, &in_bytes) || !vd_mul_u64(in_bytes, 4, &in_bytes))
-        return err_at(s, v[2]->start_mark, "the input %dx%dx%d at batch %d overflows 64-bit byte counts",
+        return err_at(s, mk(v[2]), "the input %dx%dx%d at batch %d overflows 64-bit byte counts",
                       net->in_c, net->in_h, net->in_w, net->train.batch);
-    if (v[4] && !is_null_scalar(v[4]) && (rc = parse_templates(s, v[4]))) return rc;
-    if (!v[5]) return err_at(s, root->start_mark, "missing key 'layers'");
-    if (v[5]->type != YAML_SEQUENCE_NODE) return err_at(s, v[5]->start_mark, "'layers' must be a list");
-    if (v[5]->data.sequence.items.top == v[5]->data.sequence.items.start)
-        return err_at(s, v[5]->start_mark, "'layers' must not be empty");
+    if (v[4] && !is_null_scalar(s, v[4]) && (rc = parse_templates(s, v[4]))) return rc;
+    if (!v[5]) return err_at(s, mk(root), "missing key 'layers'");
+    if (v[5]->type != YD_SEQ) return err_at(s, mk(v[5]), "'layers' must be a list");
+    if (v[5]->n == 0)
+        return err_at(s, mk(v[5]), "'layers' must not be empty");
     int prev = -1;
     if ((rc = expand_list(s, v[5], NULL, "", &prev))) return rc;
     if (s->pending) return report_pending(s);
     if (net->n_layers == 0)
-        return err_at(s, v[5]->start_mark, "'layers' expands to no layers (every entry was skipped by 'if')");
+        return err_at(s, mk(v[5]), "'layers' expands to no layers (every entry was skipped by 'if')");
     rc = vd_net_finalize(net, s->e);
     if (rc) {
         s->failed = true;
@@ -1567,42 +1554,11 @@ static int parse_doc(sp *s) {
         const vd_layer *l = &net->layers[i];
         if (!vd_mul_u64((uint64_t)vd_net_out_numel(net, i), (uint64_t)net->train.batch * 4, &b) ||
             !vd_add_u64(total, b, &total) || total > ((uint64_t)1 << 62)) {
-            char ctx[768];
-            snprintf(ctx, sizeof ctx, "%s", s->ctx[i] ? s->ctx[i] : "");
             return fail_msg(s, l->line, l->col, "the net's parameters and activations at this batch exceed "
-                            "2^62 bytes", ctx);
+                            "2^62 bytes", s->ctx[i] ? s->ctx[i] : "");
         }
     }
     return VD_OK;
-}
-
-/* A first pass over the YAML events: reject collections nested more than
- * VD_SPEC_MAX_NEST deep at the first one that is (FILE:LINE:COL), before
- * libyaml composes the document (its cost grows with the square of the
- * depth: 100,000 levels took a minute). Syntax errors are left to the
- * composing pass, which reports them. VD_OK, VD_ESPEC or VD_ENOMEM. */
-static int check_nesting(const char *file, const char *text, size_t len, vd_err *e) {
-    yaml_parser_t p;
-    if (!yaml_parser_initialize(&p)) return vd_errf(e, VD_ENOMEM, "out of memory starting the YAML parser");
-    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-    int depth = 0, rc = VD_OK;
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse(&p, &ev)) break;
-        yaml_event_type_t t = ev.type;
-        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
-            if (++depth > VD_SPEC_MAX_NEST)
-                rc = vd_errf(e, VD_ESPEC, "%s:%d:%d: collections nested more than %d deep",
-                             file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
-                             VD_SPEC_MAX_NEST);
-        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
-            depth--;
-        }
-        yaml_event_delete(&ev);
-        if (rc || t == YAML_STREAM_END_EVENT) break;
-    }
-    yaml_parser_delete(&p);
-    return rc;
 }
 
 int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, vd_net *net, vd_err *e) {
@@ -1615,49 +1571,28 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
     s.e = e;
     vd_net_free(net);
     vd_net_init(net);
-    snprintf(net->path, sizeof net->path, "%s", s.file);
+    /* net->path names the spec in messages: a longer one keeps its end */
+    size_t fl = strlen(s.file);
+    if (fl < sizeof net->path) memcpy(net->path, s.file, fl + 1);
+    else snprintf(net->path, sizeof net->path, "...%s", s.file + fl - (sizeof net->path - 4));
     train_defaults(&net->train);
     if (len > VD_SPEC_MAX_TEXT)
         return vd_errf(e, VD_ESPEC, "%s:1:1: the spec is too large (%zu bytes, at most %d)", s.file, len,
                        VD_SPEC_MAX_TEXT);
-    int rc = check_nesting(s.file, text, len, e);
-    if (rc) return rc;
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) return vd_errf(e, VD_ENOMEM, "out of memory starting the YAML parser");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &s.doc)) {
-        rc = yaml_error(&s, &parser);
-        yaml_parser_delete(&parser);
+    /* the tree's first pass rejects nesting and density before building */
+    int rc = yd_load(&s.doc, text, len, s.file, e);
+    if (rc) {
+        yd_free(&s.doc);
         return rc;
     }
-    /* exactly one document */
-    yaml_document_t extra;
-    if (yaml_document_get_root_node(&s.doc)) {
-        if (!yaml_parser_load(&parser, &extra)) {
-            rc = yaml_error(&s, &parser);
-            yaml_document_delete(&s.doc);
-            yaml_parser_delete(&parser);
-            return rc;
-        }
-        yaml_node_t *r2 = yaml_document_get_root_node(&extra);
-        if (r2) {
-            fail_msg(&s, ln(r2->start_mark), cl(r2->start_mark),
-                     "the spec must be a single YAML document (found a second one)", "");
-            yaml_document_delete(&extra);
-            yaml_document_delete(&s.doc);
-            yaml_parser_delete(&parser);
-            return VD_ESPEC;
-        }
-        yaml_document_delete(&extra);
-    }
-    yaml_parser_delete(&parser);
 
     rc = parse_doc(&s);
     if (rc && !s.failed) rc = VD_EINTERNAL; /* every error path sets failed */
     if (rc == VD_EINTERNAL && e && !e->msg[0])
         vd_errf(e, VD_EINTERNAL, "%s: internal error in the spec parser", s.file);
 
-    yaml_document_delete(&s.doc);
+    yd_free(&s.doc);
+    clear_pending(&s);
     for (size_t i = 0; i < s.names_cap; i++) vd_free(s.names[i].name);
     vd_free(s.names);
     for (int i = 0; i < net->n_layers && i < s.ctx_cap; i++) vd_free(s.ctx[i]);

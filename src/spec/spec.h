@@ -29,7 +29,9 @@
  * order, net->name/path/input/train filled, then vd_net_finalize() run (shape
  * inference, validation, parameter table). `name_for_messages` (may be NULL:
  * "<spec>") is the FILE part of error messages and is copied to net->path.
- * text need not be NUL-terminated and may contain any bytes.
+ * text need not be NUL-terminated and may contain any bytes. The parsed YAML
+ * takes at most 8 times len plus 1 MiB (ydoc.h); a denser spec is refused
+ * (VD_ESPEC) before its tree is built.
  * `net` must be vd_net_init()ed (empty) by the caller; the caller owns it and
  * calls vd_net_free() afterwards, on success and on failure alike.
  * Calling vd_net_finalize() again afterwards is harmless (it is idempotent),

@@ -9,6 +9,7 @@
 /* "25,557,032" */
 static const char *fmt_count(uint64_t v, char *buf, size_t n) {
     char tmp[32];
+    _Static_assert(sizeof tmp > 20, "any uint64 fits: never truncated");
     int len = snprintf(tmp, sizeof tmp, "%" PRIu64, v);
     size_t o = 0;
     for (int i = 0; i < len && o + 2 < n; i++) {
@@ -123,6 +124,7 @@ int vd_summary_write(FILE *f, const vd_net *net, int batch, bool json, vd_err *e
                 "FLOPs", "activations");
         for (int i = 0; i < net->n_layers; i++) {
             const vd_layer *l = &net->layers[i];
+            _Static_assert(sizeof shape > 4 * 11 + 3, "four ints and three x fit: never truncated");
             snprintf(shape, sizeof shape, "%dx%dx%dx%d", batch, l->c, l->h, l->w);
             fprintf(f, "%5d  %-*s  %-21s  %-20s  %13s  %11s  %12s\n", i, nw, l->name, vd_op_table[l->op].name,
                     shape, fmt_count(rows[i].params, b1, sizeof b1), fmt_flops(rows[i].flops, b2, sizeof b2),

@@ -153,6 +153,8 @@ void vd_mem_stats_get(vd_mem_stats *s) {
     s->largest = atomic_load(&g_mem_largest);
 }
 
+void vd_mem_peak_reset(void) { atomic_store(&g_mem_peak, atomic_load(&g_mem_live)); }
+
 char *vd_strdup(const char *s, vd_err *e) {
     size_t n = strlen(s) + 1;
     char *p = vd_malloc(n, e);

@@ -85,6 +85,9 @@ typedef struct vd_mem_stats {
     uint64_t largest;           /* the largest single block ever counted */
 } vd_mem_stats;
 void vd_mem_stats_get(vd_mem_stats *s);
+/* Restart the high-water mark (peak) at the bytes counted now, so that the
+ * next reading measures one phase alone (a test of the spec parser's). */
+void vd_mem_peak_reset(void);
 
 /* Parse "12G", "512M", "4096", "1.5G" (K/M/G/T = 2^10.., optional "iB"/"B").
  * Returns 0 or VD_EUSAGE. */

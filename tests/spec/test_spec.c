@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include "spec/spec.h"
 #include "spec/summary.h"
 #include "vdt.h"
@@ -655,6 +656,72 @@ START_TEST(test_mutations) {
 }
 END_TEST
 
+/* Hostile specs of a few MiB: parsing takes at most 10 times the text's size,
+ * both in counted blocks (vd_mem_stats: the tree, the net) and in the
+ * process's peak resident size (which also sees libyaml's own blocks; the
+ * document libyaml composed took about 80 times), and each gives its error
+ * at FILE:LINE:COL. The text is a plain malloc block, outside both counts'
+ * baselines only for the counter. */
+static char *repeat_text(const char *head, const char *unit, const char *tail, size_t size, size_t *len) {
+    size_t hl = strlen(head), ul = strlen(unit), tl = strlen(tail), n = (size - hl - tl) / ul;
+    char *t = malloc(size + 1);
+    ck_assert_ptr_nonnull(t);
+    memcpy(t, head, hl);
+    for (size_t i = 0; i < n; i++) memcpy(t + hl + i * ul, unit, ul);
+    memcpy(t + hl + n * ul, tail, tl + 1);
+    *len = hl + n * ul + tl;
+    return t;
+}
+
+static long max_rss_bytes(void) {
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss * 1024L; /* Linux: KiB */
+}
+
+START_TEST(test_parse_memory) {
+    static const struct {
+        const char *head, *unit, *tail;
+        size_t size;
+        const char *at, *expect; /* "mem.yaml:LINE:" and the message after the column */
+    } cases[] = {
+        /* two-byte items: denser than the limit, refused before any tree */
+        {HDR "layers: [", "1,", "1]\n", 1 << 20,
+         "mem.yaml:2:", ": the spec holds too many YAML values for its size"},
+        /* four-byte items: the tree is built (about 6.5 times), then refused */
+        {HDR "layers:\n", "- 1\n", "", 2 << 20, "mem.yaml:3:", "3: a layer must be a mapping"},
+        /* lists 30 deep, over and over */
+        {HDR "layers: [", "[ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ [ "
+                          "] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ,", "1]\n", 1 << 20,
+         "mem.yaml:2:", "10: a layer must be a mapping"},
+    };
+    for (size_t c = 0; c < VD_ARRAY_LEN(cases); c++) {
+        size_t len;
+        char *text = repeat_text(cases[c].head, cases[c].unit, cases[c].tail, cases[c].size, &len);
+        vd_mem_stats m0, m1;
+        vd_mem_peak_reset();
+        vd_mem_stats_get(&m0);
+        long rss0 = max_rss_bytes();
+        vd_net net;
+        vd_err e = {0};
+        vd_net_init(&net);
+        int rc = vd_spec_parse(text, len, "mem.yaml", &net, &e);
+        vd_net_free(&net);
+        vd_mem_stats_get(&m1);
+        long rss1 = max_rss_bytes();
+        ck_assert_int_eq(rc, VD_ESPEC);
+        size_t at = strlen(cases[c].at);
+        ck_assert_msg(!strncmp(e.msg, cases[c].at, at) && strstr(e.msg, cases[c].expect) >= e.msg + at,
+                      "case %zu: %s", c, e.msg);
+        ck_assert_msg(m1.peak - m0.live <= 10 * (uint64_t)len, "case %zu: %llu counted bytes for %zu", c,
+                      (unsigned long long)(m1.peak - m0.live), len);
+        ck_assert_msg(rss1 - rss0 <= 10 * (long)len, "case %zu: resident size grew %ld bytes for %zu", c,
+                      rss1 - rss0, len);
+        free(text);
+    }
+}
+END_TEST
+
 /* gelu: no keys, keeps its input's shape, no parameters, 14 FLOPs a value. */
 START_TEST(test_gelu) {
     vd_net net;
@@ -716,6 +783,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_summary);
     tcase_add_test(tc, test_fuzz_corpus);
     tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_parse_memory);
     suite_add_tcase(s, tc);
     return s;
 }
