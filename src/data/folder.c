@@ -397,31 +397,18 @@ static int pnm_decode(const char *path, const unsigned char *b, size_t n, int C,
     return VD_OK;
 }
 
-/* Every chunk of the PNG b[0..n) up to IEND lies inside the file. stb_image
- * grows its buffer of IDAT data to the length a chunk claims (up to 2 GiB)
- * before it finds that the file is shorter: a 100-byte file would have it
- * ask for gigabytes. */
-static int png_chunks_check(const char *path, const unsigned char *b, size_t n, vd_err *e) {
-    for (size_t pos = 8; pos + 8 <= n;) {
-        uint32_t len = (uint32_t)b[pos] << 24 | (uint32_t)b[pos + 1] << 16 |
-                       (uint32_t)b[pos + 2] << 8 | b[pos + 3];
-        if ((uint64_t)len + 12 > n - pos)
-            return vd_errf(e, VD_EDATA, "%s: truncated or corrupt PNG: a chunk of %u bytes at "
-                           "offset %zu runs past the end of the file (%zu bytes)", path, len, pos,
-                           n);
-        if (memcmp(b + pos + 4, "IEND", 4) == 0) break;
-        pos += 12 + (size_t)len;
-    }
-    return VD_OK;
-}
-
 /* Decode the image file path's bytes buf [n] (see vd_image_load); s: the
  * sample's scratch (its pixel buffer) or NULL. buf
  * stays the caller's. */
 static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, int W,
                   vd_jpeg_decoder dec, scratch *s, vd_image *img, vd_err *e) {
     memset(img, 0, sizeof *img);
-    int rc;
+    /* the file against its own lengths (and PNG's CRCs) first: no decoder
+     * is given a file cut short; this also keeps stb_image from growing its
+     * buffer to the length a PNG chunk claims (up to 2 GiB) before it finds
+     * the file shorter */
+    int rc = vd_image_check_data(path, buf, n, e);
+    if (rc) return rc;
     vd_image_kind kind = vd_image_kind_of(buf, n);
     if (kind == VD_IMAGE_JPEG && dec != VD_JPEG_STB) {
         /* a decompressor per image, never kept: libjpeg keeps the Huffman
@@ -437,7 +424,6 @@ static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, 
     if (kind == VD_IMAGE_PNM) return pnm_decode(path, buf, n, C, img, e);
     if (kind == VD_IMAGE_OTHER)     /* stb_image is given only the formats vdnn reads */
         return vd_image_not_supported(path, e);
-    if (kind == VD_IMAGE_PNG && (rc = png_chunks_check(path, buf, n, e))) return rc;
     if (kind == VD_IMAGE_JPEG) {    /* what would send stb_image past its arrays */
         FILE *f = fmemopen(buf, n, "rb");
         if (!f) return vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
