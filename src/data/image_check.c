@@ -479,6 +479,9 @@ int vd_image_check_header(const char *path, int *w, int *h, vd_err *e) {
             rc = vd_errf(e, VD_EDATA, "%s: corrupt %s, or one too large to decode: its header "
                          "cannot be read (%s)", path, kind == VD_IMAGE_PNG ? "PNG" : "BMP", why);
     }
+    /* stb_image's stbi_info gives a top-down BMP (stored with a negative
+     * height) that height; its decoder flips it */
+    if (!rc && kind == VD_IMAGE_BMP && ih < 0 && ih > INT_MIN) ih = -ih;
     if (!rc && (iw < 1 || ih < 1))
         rc = vd_errf(e, VD_EDATA, "%s: empty image (%d x %d)", path, iw, ih);
     if (!rc) rc = vd_image_check_size(path, iw, ih, e);
