@@ -235,6 +235,19 @@ static const unsigned char *src_get(img_src *s, uint64_t off, size_t n) {
     return s->win;
 }
 
+/* The bytes of the file from off (< size) that are at hand: *n >= 1 of them
+ * (the rest of the window, loading one at off when off is outside it), or
+ * NULL when they could not be read (s->rc set). For scans that take the
+ * file in whatever pieces come. */
+static const unsigned char *src_span(img_src *s, uint64_t off, size_t *n) {
+    if (!s->mem && off >= s->win_off && off < s->win_off + s->win_len) {
+        *n = (size_t)(s->win_off + s->win_len - off);
+        return s->win + (off - s->win_off);
+    }
+    *n = s->size - off < SRC_WIN ? (size_t)(s->size - off) : SRC_WIN;
+    return src_get(s, off, *n);
+}
+
 static uint32_t get_be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -344,8 +357,8 @@ static int jpeg_check(img_src *s) {
         /* the next FF */
         for (;;) {
             if (pos >= s->size) goto end;
-            size_t n = s->size - pos < SRC_WIN ? (size_t)(s->size - pos) : SRC_WIN;
-            const unsigned char *w = src_get(s, pos, n);
+            size_t n;
+            const unsigned char *w = src_span(s, pos, &n);
             if (!w) return s->rc ? s->rc : VD_EINTERNAL;
             const unsigned char *ff = memchr(w, 0xFF, n);
             size_t skip = ff ? (size_t)(ff - w) : n;
