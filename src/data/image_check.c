@@ -326,14 +326,17 @@ static int bmp_check(img_src *s) {
     if (w == 0 || h == 0 || (compress != 0 && compress != 3) ||
         !(bpp == 1 || bpp == 4 || bpp == 8 || bpp == 16 || bpp == 24 || bpp == 32))
         return VD_OK;               /* not one stb_image decodes: it says so */
-    uint64_t bits, stride, rows, need;
+    /* the rows before the last, padded, then the last one's bytes (2^64 - 1
+     * when that overflows: no file is so large) */
+    uint64_t bits = 0, rows = 0, pixels = 0, need = UINT64_MAX;
     if (!vd_mul_u64(w, bpp, &bits) || !vd_mul_u64((bits + 31) / 32 * 4, h - 1, &rows) ||
-        !vd_add_u64(rows, (bits + 7) / 8, &stride) || !vd_add_u64(stride, offset, &need) ||
-        need > s->size)
+        !vd_add_u64(rows, (bits + 7) / 8, &pixels) || !vd_add_u64(pixels, offset, &need))
+        need = UINT64_MAX;
+    if (need > s->size)
         return vd_errf(e, VD_EDATA, "%s: truncated BMP: %llu x %llu pixels of %llu bits need "
                        "the file to hold %llu bytes (pixels from offset %u), it has %llu", path,
                        (unsigned long long)w, (unsigned long long)h, (unsigned long long)bpp,
-                       (unsigned long long)(need > s->size ? need : 0), offset,
+                       (unsigned long long)need, offset,
                        (unsigned long long)s->size);
     return VD_OK;
 }
