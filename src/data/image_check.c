@@ -225,8 +225,9 @@ static const unsigned char *src_get(img_src *s, uint64_t off, size_t n) {
     if (off >= s->win_off && off + n <= s->win_off + s->win_len) return s->win + (off - s->win_off);
     if (!s->win && !(s->win = vd_malloc(SRC_WIN, s->e))) { s->rc = VD_ENOMEM; return NULL; }
     size_t want = s->size - off < SRC_WIN ? (size_t)(s->size - off) : SRC_WIN;
-    if (vd_data_pread(s->fd, s->path, s->win, want, off, s->e)) {
-        s->rc = s->e ? s->e->code : VD_EIO;
+    int rc = vd_data_pread(s->fd, s->path, s->win, want, off, s->e);
+    if (rc) {
+        s->rc = rc;
         s->win_len = 0;
         return NULL;
     }
@@ -362,7 +363,9 @@ static int jpeg_check(img_src *s) {
             if (pos >= s->size) goto end;
             size_t n;
             const unsigned char *w = src_span(s, pos, &n);
-            if (!w) return s->rc ? s->rc : VD_EINTERNAL;
+            if (!w) return s->rc ? s->rc : vd_errf(e, VD_EINTERNAL, "%s: the JPEG check lost its "
+                                                   "place (offset %llu)", path,
+                                                   (unsigned long long)pos);
             const unsigned char *ff = memchr(w, 0xFF, n);
             size_t skip = ff ? (size_t)(ff - w) : n;
             pos += skip;
