@@ -1,4 +1,6 @@
 /* data.c — dataset dispatch, epoch permutations, and the batch loader. */
+#include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,28 @@ int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
         return vd_errf(e, VD_EUSAGE,
                        "%s has %d classes but net '%s' outputs only %d", what, classes,
                        net->name, net->classes);
+    return VD_OK;
+}
+
+int vd_data_open_file(const char *path, uint64_t max, uint64_t *size, vd_err *e) {
+    size_t len = strlen(path);
+    if (len >= PATH_MAX)
+        return -vd_errf(e, VD_EIO, "path too long (%zu bytes, the system's limit is %d): %s",
+                        len, PATH_MAX - 1, path);
+    return vd_open_regular(path, max, size, e);
+}
+
+int vd_data_pread(int fd, const char *path, void *buf, size_t n, uint64_t off, vd_err *e) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return vd_errf(e, VD_EIO, "%s: read error: %s", path, strerror(errno));
+        if (r == 0)
+            return vd_errf(e, VD_EDATA, "%s: the file ended at %llu bytes while being read (did "
+                           "it change?)", path, (unsigned long long)(off + got));
+        got += (size_t)r;
+    }
     return VD_OK;
 }
 

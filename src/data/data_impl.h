@@ -29,6 +29,16 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
 int vd_data_open_synthetic(vd_dataset *ds, int64_t n_train, int64_t n_test,
                            const vd_net *net, vd_err *e);
 
+/* Data files (data.c). vd_open_regular (at most max bytes; the descriptor
+ * or minus a VD_E* code) for a file of a data set, after a check of the
+ * path's length: a path of PATH_MAX bytes or more is VD_EIO "path too long
+ * (N bytes, ...): PATH" (the reason first: the message is cut at
+ * sizeof(vd_err.msg), the path is never cut before it is opened). */
+int vd_data_open_file(const char *path, uint64_t max, uint64_t *size, vd_err *e);
+/* Read exactly n bytes at offset off of fd (path: for messages). VD_EIO on
+ * a read error, VD_EDATA when the file ends first (it shrank). */
+int vd_data_pread(int fd, const char *path, void *buf, size_t n, uint64_t off, vd_err *e);
+
 /* Common check: net input must be c x h x w, and the net must output at
  * least `classes` classes. VD_EUSAGE with a clear message otherwise. */
 int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
@@ -50,10 +60,11 @@ typedef struct vd_image {
  * resized to for an H x W input (cover_size in folder.c; never scaled with
  * VD_JPEG_TURBO_FULL); a binary PPM / PGM (vd_pnm) is read by vdnn itself;
  * PNG and BMP go through stb_image, after the checks that keep it in bounds
- * (png_chunks_check in folder.c, vd_jpeg_stb_check for JPEG with
- * VD_JPEG_STB); any other file is VD_EDATA (vd_image_kind_of). Errors:
- * VD_EIO (cannot read), VD_EDATA naming the path (cannot decode, truncated
- * JPEG), VD_ENOMEM. */
+ * (vd_image_check_data, vd_jpeg_stb_check for JPEG with VD_JPEG_STB); any
+ * other file is VD_EDATA (vd_image_kind_of). Every file passes
+ * vd_image_check_data first. Errors: VD_EIO (cannot read), VD_EDATA naming
+ * the path (cannot decode, truncated, a PNG CRC that does not match),
+ * VD_ENOMEM. */
 int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd_image *img,
                   vd_err *e);
 void vd_image_free(vd_image *img);
@@ -63,11 +74,23 @@ void vd_image_free(vd_image *img);
 #define VD_IMAGE_MAX_FILE_BYTES (1ull << 30)  /* one image file */
 /* Check the image file at path without decoding it: a regular file of at
  * most VD_IMAGE_MAX_FILE_BYTES whose header a decoder reads (JPEG, PNG,
- * BMP, PPM, PGM) and whose width x height is at most VD_IMAGE_MAX_PIXELS;
- * *w, *h (may be NULL) its size. VD_EDATA naming the file and the problem
- * (a JPEG whose header is cut: "corrupt or truncated JPEG"), VD_EIO when it
- * cannot be opened or is not a regular file. */
+ * BMP, PPM, PGM), whose width x height is at most VD_IMAGE_MAX_PIXELS, and
+ * that holds what its header declares (the length checks of
+ * vd_image_check_data, without PNG's CRCs): a file cut short is refused
+ * here. Reads the first bytes, then only what the walk needs (a window at a
+ * time; a JPEG that ends in FF D9 is read to its first scan header, a PNG
+ * chunk's data is skipped). *w, *h (may be NULL) its size. VD_EDATA naming
+ * the file and the problem ("truncated PNG", "truncated BMP", "truncated
+ * JPEG", "corrupt or truncated JPEG" for a header that cannot be read),
+ * VD_EIO when it cannot be opened or is not a regular file. */
 int vd_image_check_header(const char *path, int *w, int *h, vd_err *e);
+/* Check the image file at path, whose bytes are b[0..n), against its own
+ * lengths before it is decoded: a kind vdnn reads (vd_image_kind_of, else
+ * vd_image_not_supported); PNG: chunks whole up to IEND and each chunk's
+ * CRC-32; BMP: the pixel array its header declares inside the file; JPEG:
+ * each segment inside the file, a scan, and the end-of-image marker after
+ * it; PPM / PGM: vd_pnm_header. VD_EDATA naming path. */
+int vd_image_check_data(const char *path, const unsigned char *b, size_t n, vd_err *e);
 /* The limits on an image of w x h (>= 1) pixels: VD_EDATA naming path when
  * w x h > VD_IMAGE_MAX_PIXELS (the message of vd_image_check_header). */
 int vd_image_check_size(const char *path, int w, int h, vd_err *e);

@@ -124,22 +124,51 @@ static bool is_image(const char *name) {
     return false;
 }
 
-/* List entries of dir (names, sorted) for which keep(full path, name) holds. */
+/* opendir(dir), or NULL with e set (VD_EIO naming dir, the reason first
+ * for a path too long to open). */
+static DIR *open_dir(const char *dir, vd_err *e) {
+    size_t len = strlen(dir);
+    if (len >= PATH_MAX) {
+        vd_errf(e, VD_EIO, "path too long (%zu bytes, the system's limit is %d): %s", len,
+                PATH_MAX - 1, dir);
+        return NULL;
+    }
+    DIR *d = opendir(dir);
+    if (!d) vd_errf(e, VD_EIO, "%s: cannot open directory: %s", dir, strerror(errno));
+    return d;
+}
+
+/* List the entries of dir (names, sorted): its directories (want_dirs) or
+ * its regular files with an image extension. An entry that cannot be
+ * looked at (its path too long, no permission) is VD_EIO naming it, never
+ * skipped; one that vanished meanwhile (or a dangling link) is skipped. */
 static int list_dir(const char *dir, bool want_dirs, char ***out, int64_t *n, vd_err *e) {
     *out = NULL;
     *n = 0;
-    DIR *d = opendir(dir);
-    if (!d) return vd_errf(e, VD_EIO, "%s: cannot open directory", dir);
+    DIR *d = open_dir(dir, e);
+    if (!d) return VD_EIO;
     int64_t cap = 0;
     char **v = NULL;
     int rc = VD_OK;
     struct dirent *de;
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
-        char full[4200];
-        snprintf(full, sizeof full, "%s/%s", dir, de->d_name);
+        char *full = vd_strfmt(e, "%s/%s", dir, de->d_name);   /* whole, never cut */
+        if (!full) { rc = VD_ENOMEM; break; }
         struct stat st;
-        if (stat(full, &st) != 0) continue;
+        size_t flen = strlen(full);
+        if (flen >= PATH_MAX) {
+            rc = vd_errf(e, VD_EIO, "path too long (%zu bytes, the system's limit is %d): %s",
+                         flen, PATH_MAX - 1, full);
+        } else if (stat(full, &st) != 0) {
+            if (errno != ENOENT)
+                rc = vd_errf(e, VD_EIO, "%s: %s", full, strerror(errno));
+            vd_free(full);
+            if (rc) break;
+            continue;
+        }
+        vd_free(full);
+        if (rc) break;
         if (want_dirs ? !S_ISDIR(st.st_mode) : !(S_ISREG(st.st_mode) && is_image(de->d_name)))
             continue;
         if (*n == cap) {
@@ -197,18 +226,17 @@ static int scan_split(folder *f, int split, const char *root, int64_t *n, vd_err
                          "train directory", root, cls[c]);
             break;
         }
-        char sub[4200];
-        snprintf(sub, sizeof sub, "%s/%s", root, cls[c]);
+        char *sub = vd_strfmt(e, "%s/%s", root, cls[c]);
+        if (!sub) { rc = VD_ENOMEM; break; }
         char **files;
         int64_t nf;
         rc = list_dir(sub, false, &files, &nf, e);
         for (int64_t i = 0; i < nf && !rc; i++) {
-            size_t len = strlen(sub) + strlen(files[i]) + 2;
-            char *p = vd_malloc(len, e);
+            char *p = vd_strfmt(e, "%s/%s", sub, files[i]);
             if (!p) { rc = VD_ENOMEM; break; }
-            snprintf(p, len, "%s/%s", sub, files[i]);
             rc = add_item(f, split, n, p, label, e);
         }
+        vd_free(sub);
         free_names(files, nf);
     }
     free_names(cls, nc);
@@ -233,7 +261,7 @@ static int read_file(const char *path, scratch *s, unsigned char **buf, size_t *
     *buf = NULL;
     *n = 0;
     uint64_t size;
-    int fd = vd_open_regular(path, VD_IMAGE_MAX_FILE_BYTES, &size, e);
+    int fd = vd_data_open_file(path, VD_IMAGE_MAX_FILE_BYTES, &size, e);
     if (fd < 0) return -fd;
     size_t len = (size_t)size;      /* <= 1 GiB */
     unsigned char *b;
@@ -369,31 +397,18 @@ static int pnm_decode(const char *path, const unsigned char *b, size_t n, int C,
     return VD_OK;
 }
 
-/* Every chunk of the PNG b[0..n) up to IEND lies inside the file. stb_image
- * grows its buffer of IDAT data to the length a chunk claims (up to 2 GiB)
- * before it finds that the file is shorter: a 100-byte file would have it
- * ask for gigabytes. */
-static int png_chunks_check(const char *path, const unsigned char *b, size_t n, vd_err *e) {
-    for (size_t pos = 8; pos + 8 <= n;) {
-        uint32_t len = (uint32_t)b[pos] << 24 | (uint32_t)b[pos + 1] << 16 |
-                       (uint32_t)b[pos + 2] << 8 | b[pos + 3];
-        if ((uint64_t)len + 12 > n - pos)
-            return vd_errf(e, VD_EDATA, "%s: truncated or corrupt PNG: a chunk of %u bytes at "
-                           "offset %zu runs past the end of the file (%zu bytes)", path, len, pos,
-                           n);
-        if (memcmp(b + pos + 4, "IEND", 4) == 0) break;
-        pos += 12 + (size_t)len;
-    }
-    return VD_OK;
-}
-
 /* Decode the image file path's bytes buf [n] (see vd_image_load); s: the
  * sample's scratch (its pixel buffer) or NULL. buf
  * stays the caller's. */
 static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, int W,
                   vd_jpeg_decoder dec, scratch *s, vd_image *img, vd_err *e) {
     memset(img, 0, sizeof *img);
-    int rc;
+    /* the file against its own lengths (and PNG's CRCs) first: no decoder
+     * is given a file cut short; this also keeps stb_image from growing its
+     * buffer to the length a PNG chunk claims (up to 2 GiB) before it finds
+     * the file shorter */
+    int rc = vd_image_check_data(path, buf, n, e);
+    if (rc) return rc;
     vd_image_kind kind = vd_image_kind_of(buf, n);
     if (kind == VD_IMAGE_JPEG && dec != VD_JPEG_STB) {
         /* a decompressor per image, never kept: libjpeg keeps the Huffman
@@ -409,7 +424,6 @@ static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, 
     if (kind == VD_IMAGE_PNM) return pnm_decode(path, buf, n, C, img, e);
     if (kind == VD_IMAGE_OTHER)     /* stb_image is given only the formats vdnn reads */
         return vd_image_not_supported(path, e);
-    if (kind == VD_IMAGE_PNG && (rc = png_chunks_check(path, buf, n, e))) return rc;
     if (kind == VD_IMAGE_JPEG) {    /* what would send stb_image past its arrays */
         FILE *f = fmemopen(buf, n, "rb");
         if (!f) return vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
@@ -669,40 +683,53 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
     ds->close = folder_close;
     ds->sample = folder_sample;
     ds->sample_bf16 = folder_sample_bf16;
-    char root[4200];
-    snprintf(root, sizeof root, "%s/train", dir);
+    /* paths built whole (vd_strfmt): a cut one would name another directory */
+    char *root = vd_strfmt(e, "%s/train", dir);
+    if (!root) { folder_close(ds); return VD_ENOMEM; }
     int64_t nc;
     int rc = list_dir(root, true, &f->classes, &nc, e);
     if (rc) {
-        if (rc == VD_EIO)
-            rc = vd_errf(e, VD_EIO, "%s: cannot open directory (folder:DIR needs "
-                         "DIR/train/<class>/*.jpg)", root);
+        size_t rl = strlen(root);
+        if (rc == VD_EIO && e && strncmp(e->msg, root, rl) == 0 &&
+            strncmp(e->msg + rl, ": cannot open directory", 23) == 0) {
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg + rl + 2);
+            vd_errf(e, VD_EIO, "%s: %s (folder:DIR needs DIR/train/<class>/*.jpg)", root, why);
+        }
+        vd_free(root);
         folder_close(ds);
         return rc;
     }
     f->n_classes = (int)nc;
     if (nc == 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: no class subdirectories", root);
+        vd_free(root);
         folder_close(ds);
-        return vd_errf(e, VD_EDATA, "%s: no class subdirectories", root);
+        return rc;
     }
     rc = scan_split(f, VD_SPLIT_TRAIN, root, &ds->info.n[VD_SPLIT_TRAIN], e);
     if (!rc && ds->info.n[VD_SPLIT_TRAIN] == 0)
         rc = vd_errf(e, VD_EDATA, "%s: no images (.jpg .jpeg .png .bmp .ppm .pgm) in the "
                      "class directories", root);
+    vd_free(root);
+    root = NULL;
+    if (!rc && !(root = vd_strfmt(e, "%s/val", dir))) rc = VD_ENOMEM;
     if (!rc) {
-        snprintf(root, sizeof root, "%s/val", dir);
         struct stat st;
         if (stat(root, &st) == 0 && S_ISDIR(st.st_mode))
             rc = scan_split(f, VD_SPLIT_TEST, root, &ds->info.n[VD_SPLIT_TEST], e);
     }
+    vd_free(root);
     /* every image's header now, not at the iteration that meets it */
     for (int sp = 0; sp < 2 && !rc; sp++)
         for (int64_t i = 0; i < ds->info.n[sp] && !rc; i++)
             rc = vd_image_check_header(f->items[sp][i].path, NULL, NULL, e);
     if (!rc) {
-        char what[4300];
-        snprintf(what, sizeof what, "folder:%s", dir);
-        rc = vd_data_check_shape(what, net->in_c, net->in_h, net->in_w, f->n_classes, net, e);
+        char *what = vd_strfmt(e, "folder:%s", dir);
+        rc = what ? vd_data_check_shape(what, net->in_c, net->in_h, net->in_w, f->n_classes,
+                                        net, e)
+                  : VD_ENOMEM;
+        vd_free(what);
     }
     if (rc) { folder_close(ds); return rc; }
     ds->info.c = net->in_c;

@@ -818,6 +818,8 @@ START_TEST(jpeg_bad_files_are_named) {
     unsigned long n = write_jpeg(p, 160, 120, true, 90, TJSAMP_420);
     ck_assert_int_gt(n, 4000);
     ck_assert_int_eq(truncate(p, (off_t)(n / 2)), 0);
+    char cut[600];
+    snprintf(cut, sizeof cut, "%s", p);
     vd_net net;
     tu_tiny_net(&net, 3, 16, 16, 10, false, 7);
     char spec[700];
@@ -830,9 +832,16 @@ START_TEST(jpeg_bad_files_are_named) {
     ck_assert_msg(strstr(e.msg, "train/a/x_bad.jpg"), "%s", e.msg);
     snprintf(p, sizeof p, "%s/train/a/x_bad.jpg", d);
     ck_assert_int_eq(unlink(p), 0);
-    /* the cut JPEG's headers are whole: it opens, and fails when decoded */
+    /* the cut JPEG (headers whole, no end-of-image marker) is refused at
+     * open too (issue 30: every image against its own length) */
+    ck_assert_int_eq(vd_data_open(spec, &net, 7, 1, false, &ds, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg: truncated JPEG: no end-of-image marker"),
+                  "%s", e.msg);
+    /* a file cut after the data set opened fails when decoded, naming it */
     for (int dec = 0; dec < 2; dec++) {
+        write_jpeg(cut, 160, 120, true, 90, TJSAMP_420);
         ck_assert_msg(vd_data_open(spec, &net, 7, 1, false, &ds, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(truncate(cut, (off_t)(n / 2)), 0);
         if (dec) ck_assert_int_eq(vd_data_set_jpeg_decoder(ds, VD_JPEG_STB, &e), 0);
         float x[7 * 768];
         int32_t y[7];
@@ -840,10 +849,10 @@ START_TEST(jpeg_bad_files_are_named) {
             ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, i, 0, x, y, &e) == 0, "%s", e.msg);
         float x4[768];
         memcpy(x4, x, sizeof x4);      /* sample 4 */
-        /* either decoder fails on it; TurboJPEG says "premature end" */
+        /* the length check before either decoder refuses it */
         ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, 5, 0, x, y, &e), VD_EDATA);
-        ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg") && strstr(e.msg, "truncated JPEG") &&
-                      (dec == 1 || strstr(e.msg, "Premature")), "decoder %d: %s", dec, e.msg);
+        ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg: truncated JPEG"), "decoder %d: %s",
+                      dec, e.msg);
         /* the next sample after a failure decodes as before (the
          * sample's scratch is reused; its decoder is made per image) */
         ck_assert_msg(vd_data_sample(ds, VD_SPLIT_TRAIN, 4, 0, x, y, &e) == 0, "%s", e.msg);
@@ -944,7 +953,7 @@ END_TEST
 /* Only JPEG, PNG, BMP, PPM and PGM are decoded, by their first bytes
  * (stb_image, which decodes PNG and BMP, reads GIF, PSD, TGA, HDR and PIC
  * too: a GIF named .png was a training image). A PNG chunk must fit in the
- * file. A JPEG Huffman table (DHT)
+ * file (at open and before decoding). A JPEG Huffman table (DHT)
  * of more than 256 codes is corrupt: stb_image 2.27 (Debian's libstb)
  * copies it into arrays of 256 unchecked, overwriting its decoder's state,
  * in stbi_info (the header check at open) before the frame header and in
@@ -976,7 +985,9 @@ START_TEST(image_kinds_and_stb_guards) {
         0x7F, 0xFF, 0xFF, 0xF0, 'I', 'D', 'A', 'T', 0x78, 0xDA, 0x63, 0x60, 0, 0, 0, 0,
         0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82 };
     tu_write(p, png, sizeof png);
-    ck_assert_msg(vd_image_check_header(p, &w, &h, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(vd_image_check_header(p, &w, &h, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.png: truncated or corrupt PNG: a chunk of 2147483632 bytes"),
+                  "%s", e.msg);
     ck_assert_int_eq(vd_image_load(p, 3, 4, 4, VD_JPEG_TURBO, &im, &e), VD_EDATA);
     ck_assert_msg(strstr(e.msg, "img.png: truncated or corrupt PNG: a chunk of 2147483632 bytes"),
                   "%s", e.msg);
@@ -986,9 +997,20 @@ START_TEST(image_kinds_and_stb_guards) {
                                               (4080 + 19) & 255, 0x00 };
     memset(bad + 7, 255, 16);
     snprintf(p, sizeof p, "%s/img.jpg", d);
-    tu_write(p, bad, sizeof bad);
+    /* then a scan header (SOS) and the end-of-image marker: its lengths are
+     * whole, only the table is wrong */
+    static const unsigned char sos_eoi[] = { 0xFF, 0xDA, 0, 8, 1, 1, 0, 0, 0x3F, 0, 0xFF, 0xD9 };
+    unsigned char bad_whole[sizeof bad + sizeof sos_eoi];
+    memcpy(bad_whole, bad, sizeof bad);
+    memcpy(bad_whole + sizeof bad, sos_eoi, sizeof sos_eoi);
+    tu_write(p, bad_whole, sizeof bad_whole);
     ck_assert_int_eq(vd_image_check_header(p, &w, &h, &e), VD_EDATA);
     ck_assert_msg(strstr(e.msg, "img.jpg: corrupt JPEG: a Huffman table (DHT)"), "%s", e.msg);
+    /* without them it is a JPEG cut after its tables */
+    tu_write(p, bad, sizeof bad);
+    ck_assert_int_eq(vd_image_check_header(p, &w, &h, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "img.jpg: truncated JPEG: the file ends after 4103 bytes, before "
+                         "its image data"), "%s", e.msg);
 
     /* valid: baseline and progressive, through the header check and stb */
     for (int prog = 0; prog < 2; prog++) {

@@ -113,14 +113,8 @@ static void write_pgm(const char *path, unsigned char v) {
     fclose(f);
 }
 
-/* A JPEG cut after its frame header: SOI, SOF0 (4x4, 1 component), no scan,
- * no end-of-image marker. Its header reads; decoding it fails. */
-static void write_cut_jpeg(const char *path) {
-    static const unsigned char j[] = { 0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x0B, 0x08, 0x00, 0x04,
-                                       0x00, 0x04, 0x01, 0x01, 0x11, 0x00, 0x12, 0x34 };
-    tu_write(path, j, sizeof j);
-}
-
+/* A data error met in training (an image that passes the check at open and
+ * fails to decode) saves the last good checkpoint first; exit 5. */
 START_TEST(data_error_later_keeps_last_checkpoint) {
     setup();
     char *d = vdt_tmpdir("vdnn-harden");
@@ -134,16 +128,18 @@ START_TEST(data_error_later_keeps_last_checkpoint) {
         snprintf(p, sizeof p, "%s/train/%s/%02d.pgm", d, i % 2 ? "a" : "b", i);
         write_pgm(p, (unsigned char)(i * 13));
     }
-    snprintf(p, sizeof p, "%s/train/a/cut.jpg", d);
-    write_cut_jpeg(p);
+    /* whole, with a bad CRC: it passes the check at open (lengths), its
+     * decode fails (the CRCs are checked on the bytes decoded) */
+    snprintf(p, sizeof p, "%s/train/a/crc.png", d);
+    tu_write_png4(p, true);
     snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
-    /* 17 images, batch 2, loader on this thread: the cut JPEG is met in the
+    /* 17 images, batch 2, loader on this thread: the bad PNG is met in the
      * first epoch; seed 1 puts it in the 9th batch (at least past the first: checked below) */
     snprintf(args, sizeof args, "'%s' --data folder:%s --batch 2 --iters 50 --seed 1 "
              "--loader-threads 1 --log-every 1 --save '%s'", g_net, d, ck);
     int rc = run(g_train, &out, args);
     ck_assert_msg(rc == 5, "exit %d, expected 5:\n%s", rc, out);
-    ck_assert_msg(strstr(out, "cut.jpg: truncated JPEG"), "%s", out);
+    ck_assert_msg(strstr(out, "crc.png: corrupt PNG: the CRC of the IDAT chunk"), "%s", out);
     const char *s = strstr(out, "saved the last good checkpoint");
     ck_assert_msg(s, "no checkpoint saved before the data error:\n%s", out);
     long long at = -1;
@@ -196,6 +192,24 @@ START_TEST(folder_headers_checked_at_open) {
     tu_write(p, "hello, not an image", 19);
     rc = run(g_train, &out, args);
     ck_assert_msg(rc == 5 && strstr(out, "junk.jpg: not a JPEG, PNG"), "exit %d:\n%s", rc, out);
+    free(out);
+    unlink(p);
+    /* issue 30: a 40 x 30 BMP cut to 60 bytes trained on made-up pixels
+     * (stb_image reads zeros past the end); its pixel array is measured
+     * against the file at open */
+    unsigned char bmp[54 + 120 * 30] = { 'B', 'M' };
+    static const unsigned char hdr[] = { 54, 0, 0, 0, 40, 0, 0, 0, 40, 0, 0, 0, 30, 0, 0, 0,
+                                         1, 0, 24, 0 };
+    memcpy(bmp + 10, hdr, sizeof hdr);
+    snprintf(p, sizeof p, "%s/train/a/cut.bmp", d);
+    tu_write(p, bmp, sizeof bmp);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0, "the whole BMP: exit %d:\n%s", rc, out);
+    free(out);
+    tu_write(p, bmp, 60);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 5 && strstr(out, "cut.bmp: truncated BMP: 40 x 30 pixels of 24 bits"),
+                  "exit %d:\n%s", rc, out);
     free(out);
     vdt_rmrf(d);
     vd_free(d);

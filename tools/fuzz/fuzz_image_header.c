@@ -4,8 +4,10 @@
  * decode). Must never crash, hang or leak, and must keep the contracts: the
  * check gives VD_OK with 1 <= width, height and width x height <=
  * VD_IMAGE_MAX_PIXELS, or VD_EDATA with e.code set and a message naming the
- * file; the diagnosis is always VD_EDATA naming the file, and calls a file
- * with JPEG's first bytes but no end-of-image marker a truncated JPEG.
+ * file; a file that passes it passes vd_image_check_data on its bytes (the
+ * same length checks, on the whole file in memory) but for a PNG CRC; the
+ * diagnosis is always VD_EDATA naming the file, and calls a file with JPEG's
+ * first bytes but no end-of-image marker a truncated JPEG.
  *
  * Build: see tools/fuzz/meson.build. Run:
  *   ./fuzz_image_header -max_len=16384 -timeout=5 -dict=tools/fuzz/image.dict \
@@ -37,6 +39,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         check(w >= 1 && h >= 1 && (uint64_t)w * (uint64_t)h <= VD_IMAGE_MAX_PIXELS,
               "size outside the limits", NULL);
+        /* the same length checks on the bytes in memory (read a window at a
+         * time above, whole here) agree; only PNG's CRCs are added */
+        memset(&e, 0, sizeof e);
+        rc = vd_image_check_data(path, data, size, &e);
+        int png = vd_image_kind_of(data, size) == VD_IMAGE_PNG;
+        check(rc == 0 || (rc == VD_EDATA && png && strstr(e.msg, "corrupt PNG: the CRC")),
+              "the checks at open and before decoding disagree", &e);
+        if (rc) check(strncmp(e.msg, path, strlen(path)) == 0, "message does not name the file", &e);
     }
     memset(&e, 0, sizeof e);
     rc = vd_image_decode_error(path, (size & 1) ? "a reason" : NULL, &e);
