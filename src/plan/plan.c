@@ -24,11 +24,22 @@ static int find_loss(const vd_net *net, vd_err *e) {
     if (loss != net->n_layers - 1)
         return -1 - vd_errf(e, VD_EUNSUPPORTED, "loss layer '%s' must be the last layer of net '%s'",
                             net->layers[loss].name, net->name);
+    /* consumers of each layer's output, counted in one pass (a count per
+     * layer was quadratic in depth) */
+    int *n_cons = vd_calloc((size_t)net->n_layers, sizeof *n_cons, NULL);
+    if (!n_cons) return -1 - vd_errf(e, VD_ENOMEM, "out of memory");
+    for (int j = 0; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] >= 0 && net->layers[j].in[k] < net->n_layers)
+                n_cons[net->layers[j].in[k]]++;
     for (int i = 0; i < net->n_layers - 1; i++)
-        if (vdp_n_consumers(net, i) == 0)
+        if (n_cons[i] == 0) {
+            vd_free(n_cons);
             return -1 - vd_errf(e, VD_EUNSUPPORTED, "layer '%s' of net '%s' feeds no other layer; "
                                 "every layer except the loss must be used",
                                 net->layers[i].name, net->name);
+        }
+    vd_free(n_cons);
     return loss;
 }
 

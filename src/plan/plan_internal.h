@@ -135,6 +135,13 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
  * forward-only plan), inputs checked. */
 int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e);
+/* vdp_build_policy for a caller that keeps only whether the plan fits: the
+ * same outcome (VD_OK / VD_EBUDGET), but dyn stops at its first candidate
+ * that fits, without the greedy over the options that follows (which only
+ * keeps options that still fit, one full build each: quadratic in depth).
+ * *out is then a plan of that candidate. */
+int vdp_fits_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_plan *out, vd_err *e);
 int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           uint64_t *min_budget, vd_err *e);
 /* Per pass (bwd false: forward, true: backward): the fastest option, and the
@@ -161,11 +168,18 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
  * plan. */
 #define AUTO_EFFORT_CAP 8e7
 
-/* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
- * feasibility_only: stop at the first plan that fits (the result fits iff the
- * full search's would). Returns like vdp_build_fixed. */
+/* vdp_build_auto's modes: the whole search; feasibility only (stop at the
+ * first plan that fits: the result fits iff the whole search's would); the
+ * same where the caller keeps only whether it fits, not the plan (the
+ * paper's dyn among the fallbacks is then built without its greedy over the
+ * options: vdp_fits_policy). */
+enum { VDP_SEARCH = 0, VDP_FEASIBLE = 1, VDP_ANSWER = 2 };
+
+/* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked)
+ * in mode feasibility_only (VDP_*; true is VDP_FEASIBLE). Returns like
+ * vdp_build_fixed. */
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                   bool feasibility_only, vd_plan *out, vd_err *e);
+                   int feasibility_only, vd_plan *out, vd_err *e);
 /* Smallest budget for which vdp_build_auto fits (binary search bounded by its
  * fallback candidates). */
 int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

@@ -58,9 +58,10 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
     }
 }
 
-/* The paper's vDNN_dyn search. */
+/* The paper's vDNN_dyn search. fit_only: stop once a plan fits, before the
+ * greedy over the options (see vdp_fits_policy). */
 static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                     vd_plan *out, vd_err *e) {
+                     bool fit_only, vd_plan *out, vd_err *e) {
     int L = net->n_layers;
     int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L], equal halves */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
@@ -75,7 +76,7 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
     /* All offloaded, least workspace everywhere. */
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = minws_algo(&prof->layers[i]);
     rc = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, out, e);
-    if (rc != VD_OK) { vd_free(algos); return rc; }
+    if (rc != VD_OK || fit_only) { vd_free(algos); return rc; }
     /* Greedy per layer: the fastest option that still fits. */
     for (int i = 0; i < L; i++) {
         const vd_profile_layer *pl = &prof->layers[i];
@@ -109,14 +110,14 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return VD_OK;
 }
 
-int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                     vd_plan *out, vd_err *e) {
+static int build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        bool fit_only, vd_plan *out, vd_err *e) {
     int L = net->n_layers;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vd_errf(e, VD_EINTERNAL, "vdp_build_policy(auto)");
     /* dyn searches algorithms only when the caller leaves them free */
     if (opts->policy == VD_POLICY_DYN && !opts->algos && !opts->algos_bwd && opts->fixed_algo < 0)
-        return build_dyn(net, prof, opts, out, e);
+        return build_dyn(net, prof, opts, fit_only, out, e);
     int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     vdp_opts_algos(prof, opts, L, algos);
@@ -124,6 +125,16 @@ int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_op
     int rc = vdp_build_fixed(net, prof, opts, pol, algos, NULL, out, e);
     vd_free(algos);
     return rc;
+}
+
+int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     vd_plan *out, vd_err *e) {
+    return build_policy(net, prof, opts, false, out, e);
+}
+
+int vdp_fits_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_plan *out, vd_err *e) {
+    return build_policy(net, prof, opts, true, out, e);
 }
 
 /* Smallest budget that fits opts: the unbounded plan's need, or a binary
@@ -158,7 +169,7 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
         vd_err te = {0};
-        rc = vdp_build_policy(net, prof, &o, &p, &te);
+        rc = vdp_fits_policy(net, prof, &o, &p, &te);
         if (rc == VD_OK) { hi = mid; vdp_plan_release(&p); }
         else if (rc == VD_EBUDGET) { lo = mid; vdp_plan_release(&p); }
         else { *e = te; return rc; }
@@ -200,7 +211,7 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
     o.budget = lo;
     vd_plan p;
     vd_err te = {0};
-    rc = vdp_build_policy(net, prof, &o, &p, &te);
+    rc = vdp_fits_policy(net, prof, &o, &p, &te);
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
     if (rc == VD_OK) { *min_budget = lo; return VD_OK; }
     if (rc != VD_EBUDGET) { *e = te; return rc; }
@@ -208,7 +219,7 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
-        rc = vdp_build_policy(net, prof, &o, &p, &te);
+        rc = vdp_fits_policy(net, prof, &o, &p, &te);
         if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
         if (rc == VD_OK) hi = mid;
         else if (rc == VD_EBUDGET) lo = mid;
