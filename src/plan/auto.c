@@ -2130,6 +2130,8 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     uint64_t hi = UINT64_MAX, m = 0;
     vd_plan_opts o = *opts;
     o.budget = 0;
+    /* the fallbacks' searches report their own steps; the probes below are
+     * reported here, not their searches' phases */
     if (c.algo_free) {
         o.policy = VD_POLICY_DYN;
         if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
@@ -2178,6 +2180,8 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     if (hi <= lo) { *min_budget = hi; goto out; }
     o = *opts;
     o.budget = hi;
+    o.progress = NULL;
+    vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
     rc = vdp_build_auto(net, prof, &o, VDP_ANSWER, &P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
     if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
@@ -2187,7 +2191,8 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
      * probe is one step below hi: failing there, hi is the answer (the
      * binary search takes fitting as monotone in the budget too). */
     bool first = true;
-    while (hi - lo > VD_PLAN_ALIGN) {
+    for (int step = 2; hi - lo > VD_PLAN_ALIGN; step++) {
+        vdp_min_budget_progress(opts, VD_POLICY_AUTO, step, lo, hi);
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (first) mid = (hi - VD_PLAN_ALIGN) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         first = false;

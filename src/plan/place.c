@@ -91,11 +91,21 @@ typedef struct placed {
     int *cpos, *cend;    /* [2^(H+1)] the merge's cursors: next slot, run end */
     bool *cflt;          /* [2^(H+1)] the cursor's run needs the step test */
     int *heap;           /* [2^(H+1)] cursors, a min-heap on their offset */
+    /* per block of 64 slots (runs start at whole blocks), over the run's
+     * entries in it: the largest first step, the smallest last step, the
+     * largest end, and whether it is gapless (each entry's offset at most
+     * the largest end of those before it in the block) */
+    int *bmaxf, *bminl;  /* [slots / 64] */
+    int *bminf, *bmaxl;  /* [slots / 64] the smallest first step, the largest last step */
+    uint64_t *bmaxe;     /* [slots / 64] */
+    bool *bgap;          /* [slots / 64] true: gapless */
 } placed;
 
 static void placed_free(placed *P) {
     vd_free(P->start); vd_free(P->cnt); vd_free(P->sub); vd_free(P->cpos); vd_free(P->cend);
     vd_free(P->heap); vd_free(P->cflt); vd_free(P->o); vd_free(P->e); vd_free(P->f); vd_free(P->l);
+    vd_free(P->bmaxf); vd_free(P->bminl); vd_free(P->bmaxe); vd_free(P->bgap);
+    vd_free(P->bminf); vd_free(P->bmaxl);
 }
 
 /* log2 of the steps a leaf holds. Placements of fewer than PLACE_FLAT_STEPS
@@ -130,14 +140,43 @@ static void placed_insert(placed *P, int first, int last, uint64_t o, uint64_t e
     memmove(P->l + k + 1, P->l + k, nm * sizeof *P->l);
     P->o[k] = o; P->e[k] = end; P->f[k] = first; P->l[k] = last;
     P->cnt[nd]++;
+    for (int b = k >> 6, z = s + m + 1; P->H && b << 6 < z; b++) {   /* (the tree's alone) */
+        int j = b << 6, jz = j + 64 < z ? j + 64 : z;
+        int mf = P->f[j], ml = P->l[j], nf = P->f[j], xl = P->l[j];
+        uint64_t me = P->e[j];
+        bool gapless = true;
+        for (j++; j < jz; j++) {
+            gapless &= P->o[j] <= me;
+            me = P->e[j] > me ? P->e[j] : me;
+            mf = P->f[j] > mf ? P->f[j] : mf;
+            ml = P->l[j] < ml ? P->l[j] : ml;
+            nf = P->f[j] < nf ? P->f[j] : nf;
+            xl = P->l[j] > xl ? P->l[j] : xl;
+        }
+        P->bmaxf[b] = mf; P->bminl[b] = ml; P->bmaxe[b] = me; P->bgap[b] = gapless;
+        P->bminf[b] = nf; P->bmaxl[b] = xl;
+    }
     for (; nd >= 1; nd >>= 1) P->sub[nd]++;
+}
+
+/* The first slot from k (below z) overlapping [f, l], or z: whole blocks
+ * whose entries all lie apart from [f, l] skipped at once. */
+static inline int skip_apart(const placed *P, int k, int z, int f, int l) {
+    while (k < z) {
+        if (!(k & 63) && k + 64 <= z && (P->bminf[k >> 6] > l || P->bmaxl[k >> 6] < f)) {
+            k += 64;
+            continue;
+        }
+        if (P->f[k] <= l && P->l[k] >= f) break;
+        k++;
+    }
+    return k;
 }
 
 /* The cursor c's next slot overlapping [f, l] (from cpos), or false. */
 static inline bool cursor_next(placed *P, int c, int f, int l) {
     int k = P->cpos[c], z = P->cend[c];
-    if (P->cflt[c])
-        while (k < z && (P->f[k] > l || P->l[k] < f)) k++;
+    if (P->cflt[c]) k = skip_apart(P, k, z, f, l);
     P->cpos[c] = k;
     return k < z;
 }
@@ -201,13 +240,36 @@ static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits
     for (int i = nc / 2 - 1; i >= 0; i--) heap_down(P, nc, i);
     uint64_t cand = 0;
     while (nc) {
-        int c = P->heap[0], k = P->cpos[c];
-        ++*visits;
-        if (cand + bytes <= P->o[k]) return cand;
-        uint64_t e = P->e[k];
-        cand = e > cand ? e : cand;
-        P->cpos[c] = k + 1;
-        if (!cursor_next(P, c, f, l)) P->heap[0] = P->heap[--nc];
+        /* the top cursor's run, up to the next cursor's offset, in one loop
+         * (entries at equal offsets may come in either order: see above) */
+        int c = P->heap[0], k = P->cpos[c], z = P->cend[c];
+        uint64_t lim = UINT64_MAX;
+        if (nc > 1) lim = P->o[P->cpos[P->heap[1]]];
+        if (nc > 2 && P->o[P->cpos[P->heap[2]]] < lim) lim = P->o[P->cpos[P->heap[2]]];
+        bool flt = P->cflt[c];
+        for (;;) {
+            /* A whole block at once where the scan would only step through
+             * it: every entry overlaps [f, l], it is gapless, it lies below
+             * the other cursors and the gap sought starts at or above its
+             * first offset. Then each entry fails the test (cand stays at or
+             * above its offset, bytes > 0): counted, cand past them all. */
+            while (!(k & 63) && k + 64 <= z && bytes > 0 && cand >= P->o[k] &&
+                   P->bgap[k >> 6] && P->o[k + 63] <= lim &&
+                   (!flt || (P->bmaxf[k >> 6] <= l && P->bminl[k >> 6] >= f))) {
+                *visits += 64;
+                cand = P->bmaxe[k >> 6] > cand ? P->bmaxe[k >> 6] : cand;
+                k += 64;
+            }
+            if (flt) k = skip_apart(P, k, z, f, l);
+            if (k >= z || P->o[k] > lim) break;
+            ++*visits;
+            if (cand + bytes <= P->o[k]) return cand;
+            uint64_t e = P->e[k];
+            cand = e > cand ? e : cand;
+            k++;
+        }
+        P->cpos[c] = k;
+        if (k >= z) P->heap[0] = P->heap[--nc];
         if (nc) heap_down(P, nc, 0);
     }
     return cand;
@@ -286,12 +348,20 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     P.cend = vd_malloc(nodes * sizeof *P.cend, NULL);
     P.heap = vd_malloc(nodes * sizeof *P.heap, NULL);
     P.cflt = vd_malloc(nodes * sizeof *P.cflt, NULL);
-    P.o = vd_malloc(nn * sizeof *P.o, NULL);
-    P.e = vd_malloc(nn * sizeof *P.e, NULL);
-    P.f = vd_malloc(nn * sizeof *P.f, NULL);
-    P.l = vd_malloc(nn * sizeof *P.l, NULL);
+    /* the slots: each node's run rounded up to whole blocks of 64 */
+    size_t slots = nn + 64 * (n < (int)nodes ? (size_t)n : nodes) + 64, nb = slots / 64 + 1;
+    P.o = vd_malloc(slots * sizeof *P.o, NULL);
+    P.e = vd_malloc(slots * sizeof *P.e, NULL);
+    P.f = vd_malloc(slots * sizeof *P.f, NULL);
+    P.l = vd_malloc(slots * sizeof *P.l, NULL);
+    P.bmaxf = vd_malloc(nb * sizeof *P.bmaxf, NULL);
+    P.bminl = vd_malloc(nb * sizeof *P.bminl, NULL);
+    P.bmaxe = vd_malloc(nb * sizeof *P.bmaxe, NULL);
+    P.bgap = vd_malloc(nb * sizeof *P.bgap, NULL);
+    P.bminf = vd_malloc(nb * sizeof *P.bminf, NULL);
+    P.bmaxl = vd_malloc(nb * sizeof *P.bmaxl, NULL);
     bool pok = P.start && P.cnt && P.sub && P.cpos && P.cend && P.heap && P.cflt && P.o && P.e &&
-               P.f && P.l;
+               P.f && P.l && P.bmaxf && P.bminl && P.bmaxe && P.bgap && P.bminf && P.bmaxl;
     if (!order || !pk || !ord || !off || !best || !done || !pok) {
         vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
         placed_free(&P);
@@ -300,7 +370,10 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     /* each node's run: room for every interval it can hold */
     memset(P.cnt, 0, nodes * sizeof *P.cnt);
     for (int i = 0; i < n; i++) P.cnt[placed_node(&P, iv[i].first, iv[i].last)]++;
-    for (size_t k = 0, at = 0; k < nodes; k++) { P.start[k] = (int)at; at += (size_t)P.cnt[k]; }
+    for (size_t k = 0, at = 0; k < nodes; k++) {
+        P.start[k] = (int)at;
+        at += ((size_t)P.cnt[k] + 63) / 64 * 64;
+    }
     uint64_t best_hwm = UINT64_MAX;
     int big = 1 << 30;
     /* Lower bound: the most bytes live at one step. A placement reaching it

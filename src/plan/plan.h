@@ -326,7 +326,11 @@ typedef struct vd_plan_opts {
      * "refine", "trades, layer 7 of 176", "kicks 12 of 60", ...), evals
      * the plans built so far, best_s the fastest fitting plan's predicted
      * iteration so far (0: none fits yet). Called at each phase and every
-     * few builds; keep it cheap. NULL = none. */
+     * few builds; keep it cheap. The smallest-budget searches
+     * (vd_plan_min_budget, and vd_plan_build's explanation of a budget
+     * that does not fit) report each step of their search the same way,
+     * with best_s -1 and evals the step ("searching the smallest budget
+     * (policy all): step 5 of about 17"). NULL = none. */
     void (*progress)(void *ctx, const char *phase, int evals, double best_s);
     void *progress_ctx;
 } vd_plan_opts;

@@ -142,6 +142,12 @@ int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_op
  * *out is then a plan of that candidate. */
 int vdp_fits_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                     vd_plan *out, vd_err *e);
+/* Report a step of a smallest-budget search through opts->progress (if
+ * set): phase "searching the smallest budget (policy P): step K of about N",
+ * N from the bounds lo < hi still open (a binary search to VD_PLAN_ALIGN),
+ * evals = K, best_s = -1 (no plan to report). */
+void vdp_min_budget_progress(const vd_plan_opts *opts, vd_policy pol, int step, uint64_t lo,
+                             uint64_t hi);
 int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           uint64_t *min_budget, vd_err *e);
 /* Per pass (bwd false: forward, true: backward): the fastest option, and the

@@ -1,6 +1,7 @@
 /* policy.c — the policies other than auto: none, all, conv (one fixed
  * build each) and the paper's dyn search, their minimum budgets, and the
  * algorithm choices they start from. auto.c builds on these. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "plan/plan_internal.h"
 
@@ -137,6 +138,17 @@ int vdp_fits_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opt
     return build_policy(net, prof, opts, true, out, e);
 }
 
+void vdp_min_budget_progress(const vd_plan_opts *opts, vd_policy pol, int step, uint64_t lo,
+                             uint64_t hi) {
+    if (!opts->progress) return;
+    int left = 0;
+    for (uint64_t span = hi > lo ? (hi - lo) / VD_PLAN_ALIGN : 0; span > 1; span = (span + 1) / 2) left++;
+    char ph[96];
+    snprintf(ph, sizeof ph, "searching the smallest budget (policy %s): step %d of about %d",
+             vd_policy_name(pol), step, step + left);
+    opts->progress(opts->progress_ctx, ph, step, -1.0);
+}
+
 /* Smallest budget that fits opts: the unbounded plan's need, or a binary
  * search below it when offloads or recomputes can lower it. */
 static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -144,6 +156,7 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     int rc;
     vd_plan_opts o = *opts;
     o.budget = 0;
+    o.progress = NULL;   /* this search reports its steps itself */
     vd_plan p;
     rc = vdp_build_policy(net, prof, &o, &p, e);
     if (rc) return rc;
@@ -163,7 +176,9 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     if (!search) { *min_budget = hi; return VD_OK; }
     lo = lo > VD_PLAN_ALIGN ? lo - VD_PLAN_ALIGN : 0;
     lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+    int step = 0;
     while (hi - lo > VD_PLAN_ALIGN) {
+        vdp_min_budget_progress(opts, opts->policy, ++step, lo, hi);
         uint64_t mid = lo + (hi - lo) / 2;
         mid = mid / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
@@ -209,13 +224,15 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
     if (rc) return rc;
     vd_plan_opts o = *opts;
     o.budget = lo;
+    o.progress = NULL;
     vd_plan p;
     vd_err te = {0};
     rc = vdp_fits_policy(net, prof, &o, &p, &te);
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
     if (rc == VD_OK) { *min_budget = lo; return VD_OK; }
     if (rc != VD_EBUDGET) { *e = te; return rc; }
-    while (hi - lo > VD_PLAN_ALIGN) {
+    for (int step = 5; hi - lo > VD_PLAN_ALIGN; step++) {
+        vdp_min_budget_progress(opts, VD_POLICY_DYN, step, lo, hi);
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
