@@ -12,6 +12,8 @@
 #include <string.h>
 #include <check.h>
 #include "plan/plan_internal.h"
+#include "plan_common.h"
+#include "spec/spec.h"
 #include "vdt.h"
 
 /* ---- the reference: the placement before the offset-ordered arrays ------ */
@@ -222,4 +224,70 @@ START_TEST(test_place_matches_scan) {
 }
 END_TEST
 
-VDT_MAIN("place", 0, test_place_matches_scan)
+/* ---- a deep chain, planned whole ---------------------------------------- */
+
+/* An 800-layer chain (conv 16x3x3 and relu in turn on 16x8x8, then fc and
+ * the loss; tools/plan-bench --deep's net), batch 32, the analytic H200
+ * profile: 2,413 intervals over 1,601 steps, so its placements take the
+ * tree (place.c). The smallest budgets of policies all and conv, and the
+ * placement of policy all at its smallest budget, must be what the planner
+ * gave before the tree and the block skips (the offset-sorted array of
+ * commit 123796a, vdnn-plan --min-budget and --format json): a hash of every
+ * interval's (tensor, first step, offset), the top. One step (256 bytes)
+ * below that budget does not fit. */
+START_TEST(test_deep_chain_exact) {
+    enum { N = 800 };
+    size_t cap = (size_t)N * 72 + 512, len = 0;
+    char *spec = malloc(cap);
+    ck_assert_ptr_nonnull(spec);
+    len += (size_t)snprintf(spec + len, cap - len,
+                            "name: deep%d\ninput: { channels: 16, height: 8, width: 8, classes: 10 }\n"
+                            "train: { batch: 32 }\nlayers:\n", N);
+    for (int k = 0; k < N - 2; k++)
+        len += (size_t)snprintf(spec + len, cap - len,
+                                k % 2 ? "  - { name: r%d, type: relu }\n"
+                                      : "  - { name: c%d, type: conv, out: 16, kernel: 3, pad: 1 }\n", k);
+    len += (size_t)snprintf(spec + len, cap - len,
+                            "  - { name: fc, type: fc, out: 10 }\n"
+                            "  - { name: loss, type: softmax_cross_entropy }\n");
+    ck_assert_uint_lt(len, cap);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_parse(spec, len, "deep.yaml", &net, &e) == 0, "%s", e.msg);
+    free(spec);
+    net.train.batch = 32;
+    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
+    vd_profile prof;
+    analytic_profile(&net, 32, &vd_device_h200, &prof);
+    uint64_t m_all = 0, m_conv = 0;
+    vd_plan_opts o = plan_opts(32, VD_POLICY_ALL);
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &m_all, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m_all, 8316416);
+    o.policy = VD_POLICY_CONV;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &m_conv, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m_conv, 8316416);
+    o.policy = VD_POLICY_ALL;
+    o.budget = m_all;
+    vd_plan p;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(p.n_intervals, 2413);
+    ck_assert_uint_eq(p.hwm, 8316416);
+    uint64_t h = 0;
+    for (int t = 0; t < p.n_tensors; t++)
+        for (int j = 0; j < p.tensors[t].n_iv; j++) {
+            const vd_interval *iv = &p.intervals[p.tensors[t].iv[j]];
+            h += ((uint64_t)t * 1000003u + (uint64_t)iv->first) * 0x9E3779B97F4A7C15u ^ iv->offset;
+        }
+    ck_assert_msg(h == 0x8b6eb48e1b1ac4dULL, "offsets hash %#llx", (unsigned long long)h);
+    vd_plan_free(&p);
+    o.budget = m_all - VD_PLAN_ALIGN;
+    bool fits = true;
+    ck_assert_msg(vd_plan_fits(&net, &prof, &o, &fits, &e) == 0, "%s", e.msg);
+    ck_assert(!fits);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+VDT_MAIN("place", 0, test_place_matches_scan, test_deep_chain_exact)
