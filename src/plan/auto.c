@@ -2121,8 +2121,9 @@ static int operand_bound(const vd_net *net, const vd_plan *p, uint64_t *out, vd_
     return VD_OK;
 }
 
-int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                        uint64_t *min_budget, vd_err *e) {
+/* known_dyn: dyn's smallest budget when the caller has it (else NULL). */
+static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                           const uint64_t *known_dyn, uint64_t *min_budget, vd_err *e) {
     actx c;
     int rc = ctx_init(&c, net, prof, opts, true, e);
     if (rc) return rc;
@@ -2134,7 +2135,8 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
      * reported here, not their searches' phases */
     if (c.algo_free) {
         o.policy = VD_POLICY_DYN;
-        if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
+        if (known_dyn) m = *known_dyn;
+        else if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
         hi = m;
     } else {
         static const vd_policy pols[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
@@ -2210,4 +2212,14 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
 out:
     ctx_free(&c);
     return rc;
+}
+
+int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *min_budget, vd_err *e) {
+    return min_budget_auto(net, prof, opts, NULL, min_budget, e);
+}
+
+int vdp_min_budget_auto_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             uint64_t dyn_min, uint64_t *min_budget, vd_err *e) {
+    return min_budget_auto(net, prof, opts, &dyn_min, min_budget, e);
 }

@@ -107,6 +107,30 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
     return vdp_min_budget_policy(net, prof, opts, min_budget, e);
 }
 
+int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *mins, vd_err *e) {
+    /* none, all and conv first: dyn's first candidates are those searches
+     * when the algorithms are free, and auto starts from dyn's result */
+    static const vd_policy order[] = {VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN,
+                                      VD_POLICY_AUTO};
+    _Static_assert(sizeof order / sizeof order[0] == VD_POLICY_COUNT, "every policy once");
+    bool free_algos = !opts->algos && !opts->algos_bwd && opts->fixed_algo < 0;
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        vd_plan_opts o = *opts;
+        o.policy = order[k];
+        int rc = check_inputs(net, prof, &o, e);
+        if (rc) return rc;
+        if (o.policy == VD_POLICY_DYN && free_algos)
+            rc = vdp_min_budget_dyn_from(net, prof, &o, mins, &mins[o.policy], e);
+        else if (o.policy == VD_POLICY_AUTO && free_algos && !o.forward_only)
+            rc = vdp_min_budget_auto_from(net, prof, &o, mins[VD_POLICY_DYN], &mins[o.policy], e);
+        else
+            rc = vd_plan_min_budget(net, prof, &o, &mins[o.policy], e);
+        if (rc) return rc;
+    }
+    return VD_OK;
+}
+
 /* The evaluation (forward-only) plan, its persistent regions at train's
  * offsets: train->eval. */
 static int build_eval(const vd_net *net, const vd_profile *prof, vd_plan *train, vd_err *e) {

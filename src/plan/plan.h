@@ -418,6 +418,13 @@ void vd_plan_free(vd_plan *p);
 int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        uint64_t *min_budget, vd_err *e);
 
+/* vd_plan_min_budget of every policy: mins[VD_POLICY_COUNT], indexed by
+ * policy (opts->policy and opts->budget ignored). The same numbers, in
+ * about half the time: dyn's search starts from none's, conv's and all's,
+ * and auto's from dyn's, which the separate calls search again. */
+int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *mins, vd_err *e);
+
 /* Whether vd_plan_build with opts would fit opts->budget (> 0), without
  * the whole search: the auto policy's search stops at its first plan that
  * fits (it fits exactly when the full search finds one), other policies

@@ -150,6 +150,12 @@ void vdp_min_budget_progress(const vd_plan_opts *opts, vd_policy pol, int step, 
                              uint64_t hi);
 int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           uint64_t *min_budget, vd_err *e);
+/* vdp_min_budget_policy for dyn (opts->policy DYN, the algorithms left
+ * free) given mins[VD_POLICY_NONE / CONV / ALL], the smallest budgets of
+ * those policies under the same opts: dyn's first three candidates are
+ * exactly those searches (the fastest options both ways), not run again. */
+int vdp_min_budget_dyn_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            const uint64_t *mins, uint64_t *min_budget, vd_err *e);
 /* Per pass (bwd false: forward, true: backward): the fastest option, and the
  * option with the least workspace for that pass. */
 int vdp_fastest_pass(const vd_profile_layer *pl, bool bwd);
@@ -190,5 +196,9 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
  * fallback candidates). */
 int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         uint64_t *min_budget, vd_err *e);
+/* The same given dyn_min, dyn's smallest budget under opts (policy DYN),
+ * which its upper bound starts from when the algorithms are free. */
+int vdp_min_budget_auto_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             uint64_t dyn_min, uint64_t *min_budget, vd_err *e);
 
 #endif

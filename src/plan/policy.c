@@ -193,8 +193,11 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     return VD_OK;
 }
 
-int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                          uint64_t *min_budget, vd_err *e) {
+/* vdp_min_budget_policy; known: NULL, or [VD_POLICY_COUNT] with the
+ * smallest budgets of none, conv and all under opts (see
+ * vdp_min_budget_dyn_from). */
+static int min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             const uint64_t *known, uint64_t *min_budget, vd_err *e) {
     int rc = VD_OK;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vd_errf(e, VD_EINTERNAL, "vdp_min_budget_policy(auto)");
@@ -217,7 +220,8 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
         o.algos = algos;
         o.algos_bwd = NULL;
         uint64_t m = 0;
-        rc = min_budget_search(net, prof, &o, &m, e);
+        if (known && k < 3) m = known[cand[k]];   /* the same search, done by the caller */
+        else rc = min_budget_search(net, prof, &o, &m, e);
         if (!rc) { if (m < lo) lo = m; if (m > hi) hi = m; }
     }
     vd_free(algos);
@@ -244,4 +248,14 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     *min_budget = hi;
     return VD_OK;
+}
+
+int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          uint64_t *min_budget, vd_err *e) {
+    return min_budget_policy(net, prof, opts, NULL, min_budget, e);
+}
+
+int vdp_min_budget_dyn_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            const uint64_t *mins, uint64_t *min_budget, vd_err *e) {
+    return min_budget_policy(net, prof, opts, mins, min_budget, e);
 }
