@@ -294,7 +294,9 @@ static void plan_progress(void *ctx, const char *phase, int evals, double best_s
     double now = mono_s();
     if (now - plan_prog.t0 < 1.0 || now - plan_prog.last < 1.0) return;
     plan_prog.last = now;
-    if (best_s > 0)
+    if (best_s < 0)   /* a search that builds no plan to report (the smallest budget) */
+        fprintf(stderr, "%s: %s (%.1f s)\n", plan_prog.prog, phase, now - plan_prog.t0);
+    else if (best_s > 0)
         fprintf(stderr, "%s: planning (auto, %.0f s): %s; %d plans built, best so far %.3f ms\n",
                 plan_prog.prog, now - plan_prog.t0, phase, evals, 1e3 * best_s);
     else

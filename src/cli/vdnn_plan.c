@@ -149,12 +149,8 @@ static int flush_stdout(vd_err *e) {
 static int print_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
                              bool json, vd_err *e) {
     uint64_t mins[VD_POLICY_COUNT] = {0};
-    for (int k = 0; k < VD_POLICY_COUNT; k++) {
-        vd_plan_opts mo = *o;
-        mo.policy = (vd_policy)k;
-        int rc = vd_plan_min_budget(net, prof, &mo, &mins[k], e);
-        if (rc) return rc;
-    }
+    int rc = vd_plan_min_budgets(net, prof, o, mins, e);
+    if (rc) return rc;
     char b[32];
     if (json) {
         bool ok = true;
@@ -165,7 +161,7 @@ static int print_min_budgets(const vd_net *net, const vd_profile *prof, const vd
         json_t *r = json_pack("{s:o, s:i, s:s, s:o}", "net", vd_json_text(net->name), "batch",
                               o->batch, "prefetch", vd_prefetch_name(o->prefetch),
                               "min_budgets", mb);
-        int rc = r ? vd_json_write(stdout, r, e) : vd_errf(e, VD_ENOMEM, "out of memory");
+        rc = r ? vd_json_write(stdout, r, e) : vd_errf(e, VD_ENOMEM, "out of memory");
         json_decref(r);
         if (rc) return rc;
     } else {

@@ -126,6 +126,7 @@ typedef struct actx {
     uint64_t B;
     bool algo_free;         /* the search may change algorithms */
     bool feas_only;
+    bool answer_only;       /* VDP_ANSWER: whether a plan fits is all the caller keeps */
     vd_disp *disp;          /* [L + 1] current dispositions */
     int *algos;             /* [2L] current options: forward of layers 0..L-1, then backward */
     bool *fixed;            /* [L + 1] given by the caller */
@@ -1320,14 +1321,15 @@ static void ctx_free(actx *c) {
 }
 
 static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    bool feas_only, vd_err *e) {
+                    int feas_only, vd_err *e) {
     memset(c, 0, sizeof *c);
     int L = net->n_layers;
     c->net = net;
     c->prof = prof;
     c->L = L;
     c->B = opts->budget;
-    c->feas_only = feas_only;
+    c->feas_only = feas_only != VDP_SEARCH;
+    c->answer_only = feas_only == VDP_ANSWER;
     size_t n1 = (size_t)L + 1;
     c->disp = vd_calloc(n1, sizeof *c->disp, NULL);
     c->seen_disp = vd_calloc(n1, sizeof *c->seen_disp, NULL);
@@ -1435,7 +1437,10 @@ static int paper_candidates(actx *c, const vd_plan_opts *opts, vd_plan *best, in
         o.algos_bwd = c->algo_free ? NULL : c->algos + c->L;
         vd_plan D;
         vd_err te = {0};
-        int rc = vdp_build_policy(c->net, c->prof, &o, &D, &te);
+        /* dyn's greedy over the options never changes whether it fits:
+         * skipped where only that is asked (a build per convolution) */
+        int rc = c->answer_only ? vdp_fits_policy(c->net, c->prof, &o, &D, &te)
+                                : vdp_build_policy(c->net, c->prof, &o, &D, &te);
         c->evals++;
         if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; return rc; }
         if (rc == VD_OK) c->found = true;
@@ -1693,7 +1698,7 @@ static int fewer_copies(actx *c, vd_plan *P, vd_err *e) {
  * VD_EBUDGET (out holds it either way). tidy: fewer_copies at the end.
  * *effort_out (may be NULL): the effort spent. */
 static int search_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       bool feasibility_only, bool probe, bool tidy, double *effort_out,
+                       int feasibility_only, bool probe, bool tidy, double *effort_out,
                        vd_plan *out, vd_err *e) {
     memset(out, 0, sizeof *out);
     if (effort_out) *effort_out = 0;
@@ -1869,7 +1874,7 @@ fail:
  * when that plan fits and predicts no slower; else P stays, a plan with
  * the gradient array, which runs as it is. */
 static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                     bool feasibility_only, double *effort, vd_plan *P, vd_err *e) {
+                     int feasibility_only, double *effort, vd_plan *P, vd_err *e) {
     actx c;
     int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
@@ -1927,14 +1932,14 @@ static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_op
  * whose iteration (everything kept) is under AUTO_OPINION_MIN_S are
  * searched with the room alone. */
 static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       bool feasibility_only, bool small, vd_plan *out, vd_err *e);
+                       int feasibility_only, bool small, vd_plan *out, vd_err *e);
 static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         bool *fits, vd_plan *plan, vd_err *e);
+                         int feasibility_only, bool *fits, vd_plan *plan, vd_err *e);
 static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       bool feasibility_only, vd_plan *out, vd_err *e);
+                       int feasibility_only, vd_plan *out, vd_err *e);
 
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                   bool feasibility_only, vd_plan *out, vd_err *e) {
+                   int feasibility_only, vd_plan *out, vd_err *e) {
     if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
     if (opts->forward_only || vd_plan_grads_array(net, opts) || update_depth)
         return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
@@ -1972,7 +1977,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
 
 /* vdp_build_auto's phases after the probe (everything kept, with the room). */
 static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       bool feasibility_only, bool small, vd_plan *out, vd_err *e) {
+                       int feasibility_only, bool small, vd_plan *out, vd_err *e) {
     int rc;
     if (small) {
         update_depth++;
@@ -1988,7 +1993,7 @@ static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_
      * before it gave up: ResNet-152 b256 at its smallest budget (3.52 GB)
      * planned in 2.5 s, 1.4 of them there. The search with the room then. */
     bool array_fits = false;
-    rc = fallback_fits(net, prof, &po, &array_fits, feasibility_only ? out : NULL, e);
+    rc = fallback_fits(net, prof, &po, feasibility_only, &array_fits, feasibility_only ? out : NULL, e);
     if (rc) return rc;
     if (!array_fits) return room_search(net, prof, opts, feasibility_only, out, e);
     /* feasibility only: that answers it (the array's search would begin by
@@ -2039,12 +2044,13 @@ static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_
 }
 
 /* Whether a fallback of the search (feasible_fallback) fits under opts;
- * if so and plan is not NULL, *plan is the first that does. */
+ * if so and plan is not NULL, *plan is the first that does (as the search
+ * in mode feasibility_only builds it). */
 static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         bool *fits, vd_plan *plan, vd_err *e) {
+                         int feasibility_only, bool *fits, vd_plan *plan, vd_err *e) {
     *fits = false;
     actx c;
-    int rc = ctx_init(&c, net, prof, opts, true, e);
+    int rc = ctx_init(&c, net, prof, opts, plan ? feasibility_only : VDP_ANSWER, e);
     if (rc) return rc;
     vd_plan X;
     rc = feasible_fallback(&c, opts, &X, e);
@@ -2060,7 +2066,7 @@ static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_pla
 /* The search with the room (the update in the backward pass), on half the
  * effort cap: where nothing fits with the gradient array. */
 static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       bool feasibility_only, vd_plan *out, vd_err *e) {
+                       int feasibility_only, vd_plan *out, vd_err *e) {
     double saved = nested_cap;
     nested_cap = 0.5 * AUTO_EFFORT_CAP;
     update_depth++;
@@ -2074,16 +2080,25 @@ static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_
  * kept): per step, the bytes of tensors whose lifetime no disposition changes
  * (parameters, gradients, momentum, feature-map gradients, saved state,
  * workspaces, labels) plus the feature maps the step's op itself reads or
- * writes. */
-static uint64_t operand_bound(const vd_net *net, const vd_plan *p) {
+ * writes: *out. VD_ENOMEM. */
+static int operand_bound(const vd_net *net, const vd_plan *p, uint64_t *out, vd_err *e) {
     uint64_t bound = 0;
+    /* the fixed tensors' bytes at each step: a sweep over their intervals'
+     * starts and ends (a sum per step over every interval was quadratic) */
+    int64_t *d = vd_calloc((size_t)p->n_steps + 1, sizeof *d, NULL);
+    if (!d) return vd_errf(e, VD_ENOMEM, "out of memory");
+    for (int k = 0; k < p->n_intervals; k++) {
+        const vd_interval *iv = &p->intervals[k];
+        vd_tensor_kind kind = p->tensors[iv->tensor].kind;
+        if (kind == VD_T_ACT || kind == VD_T_INPUT || iv->first >= p->n_steps || iv->last < iv->first)
+            continue;
+        d[iv->first] += (int64_t)iv->bytes;
+        if (iv->last + 1 < p->n_steps) d[iv->last + 1] -= (int64_t)iv->bytes;
+    }
+    int64_t fixed = 0;
     for (int s = 0; s < p->n_steps; s++) {
-        uint64_t m = 0;
-        for (int k = 0; k < p->n_intervals; k++) {
-            const vd_interval *iv = &p->intervals[k];
-            vd_tensor_kind kind = p->tensors[iv->tensor].kind;
-            if (kind != VD_T_ACT && kind != VD_T_INPUT && iv->first <= s && s <= iv->last) m += iv->bytes;
-        }
+        fixed += d[s];
+        uint64_t m = (uint64_t)fixed;
         const vd_step *st = &p->steps[s];
         if (st->kind == VD_STEP_FWD || st->kind == VD_STEP_BWD) {
             int i = st->layer;
@@ -2101,11 +2116,14 @@ static uint64_t operand_bound(const vd_net *net, const vd_plan *p) {
         }
         if (m > bound) bound = m;
     }
-    return bound;
+    vd_free(d);
+    *out = bound;
+    return VD_OK;
 }
 
-int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                        uint64_t *min_budget, vd_err *e) {
+/* known_dyn: dyn's smallest budget when the caller has it (else NULL). */
+static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                           const uint64_t *known_dyn, uint64_t *min_budget, vd_err *e) {
     actx c;
     int rc = ctx_init(&c, net, prof, opts, true, e);
     if (rc) return rc;
@@ -2113,9 +2131,12 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     uint64_t hi = UINT64_MAX, m = 0;
     vd_plan_opts o = *opts;
     o.budget = 0;
+    /* the fallbacks' searches report their own steps; the probes below are
+     * reported here, not their searches' phases */
     if (c.algo_free) {
         o.policy = VD_POLICY_DYN;
-        if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
+        if (known_dyn) m = *known_dyn;
+        else if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
         hi = m;
     } else {
         static const vd_policy pols[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
@@ -2152,7 +2173,8 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
         vd_free(a0);
     }
     if (rc) goto out;
-    uint64_t floor_b = operand_bound(net, &P);
+    uint64_t floor_b = 0;
+    if ((rc = operand_bound(net, &P, &floor_b, e))) { vdp_plan_release(&P); goto out; }
     if (P.persistent_bytes > floor_b) floor_b = P.persistent_bytes;
     uint64_t lo = floor_b > VD_PLAN_ALIGN ? floor_b - VD_PLAN_ALIGN : 0;
     vdp_plan_release(&P);
@@ -2160,7 +2182,9 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
     if (hi <= lo) { *min_budget = hi; goto out; }
     o = *opts;
     o.budget = hi;
-    rc = vdp_build_auto(net, prof, &o, true, &P, e);
+    o.progress = NULL;
+    vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
+    rc = vdp_build_auto(net, prof, &o, VDP_ANSWER, &P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
     if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
     if (rc) goto out;
@@ -2169,14 +2193,15 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
      * probe is one step below hi: failing there, hi is the answer (the
      * binary search takes fitting as monotone in the budget too). */
     bool first = true;
-    while (hi - lo > VD_PLAN_ALIGN) {
+    for (int step = 2; hi - lo > VD_PLAN_ALIGN; step++) {
+        vdp_min_budget_progress(opts, VD_POLICY_AUTO, step, lo, hi);
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (first) mid = (hi - VD_PLAN_ALIGN) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         first = false;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
         vd_err te = {0};
-        rc = vdp_build_auto(net, prof, &o, true, &P, &te);
+        rc = vdp_build_auto(net, prof, &o, VDP_ANSWER, &P, &te);
         if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
         if (rc == VD_OK) hi = mid;
         else if (rc == VD_EBUDGET) lo = mid;
@@ -2187,4 +2212,14 @@ int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan
 out:
     ctx_free(&c);
     return rc;
+}
+
+int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *min_budget, vd_err *e) {
+    return min_budget_auto(net, prof, opts, NULL, min_budget, e);
+}
+
+int vdp_min_budget_auto_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             uint64_t dyn_min, uint64_t *min_budget, vd_err *e) {
+    return min_budget_auto(net, prof, opts, &dyn_min, min_budget, e);
 }

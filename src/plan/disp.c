@@ -3,7 +3,9 @@
 #include "plan/builder.h"
 
 /* Is tensor t a candidate for offloading under policy pol? */
-static bool offload_candidate(const bld *b, int t, vd_policy pol) {
+/* conv_in: [n_tensors] nonzero for the inputs of a convolution (read under
+ * policy conv only; NULL: a scan of the layers). */
+static bool offload_candidate(const bld *b, int t, vd_policy pol, const int *conv_in) {
     const vd_plan *p = b->p;
     const vd_tensor *T = &p->tensors[t];
     if (pol == VD_POLICY_NONE || pol == VD_POLICY_AUTO || p->forward_only) return false;
@@ -12,8 +14,9 @@ static bool offload_candidate(const bld *b, int t, vd_policy pol) {
     /* It must be absent for at least one step with a prefetch issued after
      * it: gap >= 2 free steps between last forward use and first backward use. */
     if (T->bwd_first - T->fwd_last - 1 < 2) return false;
+    /* conv: an input of a convolution */
+    if (pol == VD_POLICY_CONV && conv_in) return conv_in[t] != 0;
     if (pol == VD_POLICY_CONV) {
-        /* a conv input: its first backward reader's layer or any reader is a conv */
         for (int i = 0; i < b->L; i++) {
             if (b->net->layers[i].op != VD_OP_CONV) continue;
             for (int k = 0; k < b->net->layers[i].n_in; k++)
@@ -35,11 +38,12 @@ static vd_disp disp_of(const bld *b, int t) {
 
 /* Offload t? An explicit OFFLOAD needs only the gap; so does a RECOMPUTE
  * that could not be honoured (its fallback); KEEP never offloads. */
-static bool want_offload(const bld *b, int t, vd_policy pol) {
+static bool want_offload(const bld *b, int t, vd_policy pol, const int *conv_in) {
     vd_disp d = disp_of(b, t);
     if (b->p->tensors[t].recompute || d == VD_DISP_KEEP) return false;
-    if (d == VD_DISP_OFFLOAD || d == VD_DISP_RECOMPUTE) return offload_candidate(b, t, VD_POLICY_ALL);
-    return offload_candidate(b, t, pol);
+    if (d == VD_DISP_OFFLOAD || d == VD_DISP_RECOMPUTE)
+        return offload_candidate(b, t, VD_POLICY_ALL, conv_in);
+    return offload_candidate(b, t, pol, conv_in);
 }
 
 /* Can feature map t be recomputed? It must be a layer output read in
@@ -108,9 +112,21 @@ void vdp_decide_recompute(bld *b) {
 bool vdp_decide_offload(bld *b, vd_policy offload_pol) {
     vd_plan *p = b->p;
     bool any = false;
+    /* The convolutions' inputs, marked in one pass over the layers (a pass
+     * per tensor was quadratic in depth), in build_actions' scratch
+     * (vdp_decide_recompute is done with it: [6 * (n_steps + 1)], which
+     * holds every plan's tensors; else the scan). */
+    int *conv_in = p->n_tensors <= 6 * (p->n_steps + 1) ? b->bucket_head : NULL;
+    if (offload_pol == VD_POLICY_CONV && conv_in) {
+        for (int t = 0; t < p->n_tensors; t++) conv_in[t] = 0;
+        for (int i = 0; i < b->L; i++)
+            if (b->net->layers[i].op == VD_OP_CONV)
+                for (int k = 0; k < b->net->layers[i].n_in; k++)
+                    if (p->layers[i].in_t[k] >= 0) conv_in[p->layers[i].in_t[k]] = 1;
+    }
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
-        if (!want_offload(b, t, offload_pol)) continue;
+        if (!want_offload(b, t, offload_pol, conv_in)) continue;
         T->offload = true;
         T->host_src = T->kind == VD_T_INPUT;
         T->offload_step = b->fwd_write[t] >= 0 ? b->fwd_write[t] : T->prod_step;

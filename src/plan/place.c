@@ -57,56 +57,220 @@ SORT_FN(sort_okeys, okey, okey_before)
 SORT_FN(sort_pkeys, pkey, pkey_before)
 #undef SORT_FN
 
-/* Place in the given order. off[] receives offsets; returns hwm. The placed
- * intervals are kept sorted by offset in one structure of arrays (first /
- * last step, offset / end), so each placement is one pass in offset order:
- * the lowest gap among the intervals that overlap it in time. The pass looks
- * at 64 entries at a time: first a mask of those that overlap in time
- * (branch-free, on the steps alone), then only those, in order (a quarter of
- * the entries or fewer on the big nets, where the step test is most of the
- * work). The gap found is the same as a scan of every entry finds: the
- * lowest offset, 0 or an overlapping interval's end, that nothing
- * overlapping in time occupies (tests/plan/test_place.c checks this against
- * that scan). */
+/* Place in the given order. off[] receives offsets; returns hwm. Each
+ * placement takes the lowest gap among the placed intervals that overlap it
+ * in time: a pass over those in offset order, from 0, stopping at the first
+ * gap that holds it (an offset, 0 or an overlapping interval's end, that
+ * nothing overlapping in time occupies; tests/plan/test_place.c checks this
+ * against a scan of every entry).
+ *
+ * The placed intervals sit in a tree over the steps (a perfect binary tree of
+ * 2^H leaves of 2^PLACE_LEAF_SHIFT steps each, heap-numbered: node 1 the
+ * root): each in the lowest node whose range of steps holds all of it, each
+ * node's entries sorted by offset. A small placement has the root alone
+ * (PLACE_FLAT_N): one offset-sorted array, scanned 64 entries at a time (a
+ * mask of those overlapping in time, branch-free, then only those, in
+ * order), as before the tree, whose merge costs more than that scan there. The
+ * intervals overlapping steps [f, l] all lie in the nodes whose range meets
+ * [f, l] (those inside it overlap it whole; the few on its borders are
+ * tested), and a merge of those nodes' runs by offset visits them in offset
+ * order. A pass therefore looks only at the steps near its own instead of at
+ * every placed interval: on a deep chain the whole placement is near linear
+ * in the intervals, where the offset-sorted array it replaced scanned (and
+ * moved, at each insert) every entry, quadratic per placement. The order of
+ * entries at equal offsets differs, which changes neither the gap found nor
+ * how many were visited before it (the first of them either holds the gap or
+ * makes every one at that offset fail). */
 typedef struct placed {
-    uint64_t *o, *e;   /* [cap] offset, end */
-    int *f, *l;        /* [cap] first, last step */
+    int w;               /* each leaf holds 2^w steps */
+    int H;               /* levels below the root: 2^H leaves hold every step */
+    int *start;          /* [2^(H+1)] each node's first slot in o / e / f / l */
+    int *cnt, *sub;      /* [2^(H+1)] entries in the node, in its subtree */
+    uint64_t *o, *e;     /* [n] slots: offset, end (each node's run by offset) */
+    int *f, *l;          /* [n] first, last step */
+    int *cpos, *cend;    /* [2^(H+1)] the merge's cursors: next slot, run end */
+    bool *cflt;          /* [2^(H+1)] the cursor's run needs the step test */
+    int *heap;           /* [2^(H+1)] cursors, a min-heap on their offset */
+    /* per block of 64 slots (runs start at whole blocks), over the run's
+     * entries in it: the largest first step, the smallest last step, the
+     * largest end, and whether it is gapless (each entry's offset at most
+     * the largest end of those before it in the block) */
+    int *bmaxf, *bminl;  /* [slots / 64] */
+    int *bminf, *bmaxl;  /* [slots / 64] the smallest first step, the largest last step */
+    uint64_t *bmaxe;     /* [slots / 64] */
+    bool *bgap;          /* [slots / 64] true: gapless */
 } placed;
 
-static void placed_insert(placed *P, int m, int first, int last, uint64_t o, uint64_t end) {
-    /* after the last entry with offset <= o: a binary search without
-     * branches on the data (conditional moves; the offsets' order is a coin
-     * toss for the branch predictor) */
-    int k = 0;
-    if (m > 0) {
-        const uint64_t *b = P->o;
-        for (int n = m; n > 1; n -= n / 2) b = b[n / 2] <= o ? b + n / 2 : b;
-        k = (int)(b - P->o) + (*b <= o);
+static void placed_free(placed *P) {
+    vd_free(P->start); vd_free(P->cnt); vd_free(P->sub); vd_free(P->cpos); vd_free(P->cend);
+    vd_free(P->heap); vd_free(P->cflt); vd_free(P->o); vd_free(P->e); vd_free(P->f); vd_free(P->l);
+    vd_free(P->bmaxf); vd_free(P->bminl); vd_free(P->bmaxe); vd_free(P->bgap);
+    vd_free(P->bminf); vd_free(P->bmaxl);
+}
+
+/* log2 of the steps a leaf holds. Placements of fewer than PLACE_FLAT_STEPS
+ * steps or at most PLACE_FLAT_N intervals get the root alone (see above):
+ * the scan of one array is faster there (ResNet-50's auto search at 4 GiB
+ * took twice as long with a tree), the tree from a few thousand intervals
+ * on (a 1,000-layer chain's). */
+enum { PLACE_LEAF_SHIFT = 4, PLACE_FLAT_STEPS = 256, PLACE_FLAT_N = 2048 };
+
+/* The node holding steps [f, l]: the lowest whose range covers both. */
+static inline int placed_node(const placed *P, int f, int l) {
+    f >>= P->w;
+    l >>= P->w;
+    int lev = f == l ? 0 : 32 - __builtin_clz((unsigned)(f ^ l));
+    return (1 << (P->H - lev)) + (f >> lev);
+}
+
+static void placed_insert(placed *P, int first, int last, uint64_t o, uint64_t end) {
+    int nd = placed_node(P, first, last);
+    int s = P->start[nd], m = P->cnt[nd];
+    /* after the last entry of the run with offset <= o */
+    int lo = 0, hi = m;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (P->o[s + mid] <= o) lo = mid + 1; else hi = mid;
     }
-    size_t nm = (size_t)(m - k);
+    int k = s + lo;
+    size_t nm = (size_t)(m - lo);
     memmove(P->o + k + 1, P->o + k, nm * sizeof *P->o);
     memmove(P->e + k + 1, P->e + k, nm * sizeof *P->e);
     memmove(P->f + k + 1, P->f + k, nm * sizeof *P->f);
     memmove(P->l + k + 1, P->l + k, nm * sizeof *P->l);
     P->o[k] = o; P->e[k] = end; P->f[k] = first; P->l[k] = last;
+    P->cnt[nd]++;
+    for (int b = k >> 6, z = s + m + 1; P->H && b << 6 < z; b++) {   /* (the tree's alone) */
+        int j = b << 6, jz = j + 64 < z ? j + 64 : z;
+        int mf = P->f[j], ml = P->l[j], nf = P->f[j], xl = P->l[j];
+        uint64_t me = P->e[j];
+        bool gapless = true;
+        for (j++; j < jz; j++) {
+            gapless &= P->o[j] <= me;
+            me = P->e[j] > me ? P->e[j] : me;
+            mf = P->f[j] > mf ? P->f[j] : mf;
+            ml = P->l[j] < ml ? P->l[j] : ml;
+            nf = P->f[j] < nf ? P->f[j] : nf;
+            xl = P->l[j] > xl ? P->l[j] : xl;
+        }
+        P->bmaxf[b] = mf; P->bminl[b] = ml; P->bmaxe[b] = me; P->bgap[b] = gapless;
+        P->bminf[b] = nf; P->bmaxl[b] = xl;
+    }
+    for (; nd >= 1; nd >>= 1) P->sub[nd]++;
 }
 
-/* The lowest offset for `bytes` over steps [f, l] among the m placed.
+/* The first slot from k (below z) overlapping [f, l], or z: whole blocks
+ * whose entries all lie apart from [f, l] skipped at once. */
+static inline int skip_apart(const placed *P, int k, int z, int f, int l) {
+    while (k < z) {
+        if (!(k & 63) && k + 64 <= z && (P->bminf[k >> 6] > l || P->bmaxl[k >> 6] < f)) {
+            k += 64;
+            continue;
+        }
+        if (P->f[k] <= l && P->l[k] >= f) break;
+        k++;
+    }
+    return k;
+}
+
+/* The cursor c's next slot overlapping [f, l] (from cpos), or false. */
+static inline bool cursor_next(placed *P, int c, int f, int l) {
+    int k = P->cpos[c], z = P->cend[c];
+    if (P->cflt[c]) k = skip_apart(P, k, z, f, l);
+    P->cpos[c] = k;
+    return k < z;
+}
+
+static inline void heap_down(placed *P, int n, int i) {
+    int *h = P->heap;
+    int c = h[i];
+    uint64_t key = P->o[P->cpos[c]];
+    for (;;) {
+        int j = 2 * i + 1;
+        if (j >= n) break;
+        if (j + 1 < n && P->o[P->cpos[h[j + 1]]] < P->o[P->cpos[h[j]]]) j++;
+        if (P->o[P->cpos[h[j]]] >= key) break;
+        h[i] = h[j];
+        i = j;
+    }
+    h[i] = c;
+}
+
+/* The lowest offset for `bytes` over steps [f, l] among the placed.
  * *visits: how many overlapping entries it looked at. */
-static uint64_t lowest_gap(const placed *P, int m, int f, int l, uint64_t bytes, long *visits) {
+static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits) {
+    if (P->H == 0) {   /* the root alone: the scan of one array */
+        uint64_t cand = 0;
+        int m = P->cnt[1], s0 = P->start[1];
+        for (int base = 0; base < m; base += 64) {
+            int cnt = m - base < 64 ? m - base : 64;
+            /* overlapping [f, l]: first <= l and last >= f */
+            uint64_t mask = vdp_between_mask(P->f + s0 + base, P->l + s0 + base, cnt, l + 1, f - 1);
+            while (mask) {
+                int k = s0 + base + __builtin_ctzll(mask);
+                mask &= mask - 1;
+                ++*visits;
+                if (cand + bytes <= P->o[k]) return cand;
+                uint64_t e = P->e[k];
+                cand = e > cand ? e : cand;
+            }
+        }
+        return cand;
+    }
+    int nc = 0;
+    int stack[2 * 34], sp = 0;   /* (node, level) pairs; depth at most H + 2 */
+    stack[sp++] = 1; stack[sp++] = P->H;
+    while (sp) {
+        int lev = stack[--sp], nd = stack[--sp];
+        if (!P->sub[nd]) continue;
+        int lo = ((nd - (1 << (P->H - lev))) << lev) << P->w;
+        int hi = lo + (1 << (lev + P->w)) - 1;
+        if (hi < f || lo > l) continue;
+        if (P->cnt[nd]) {
+            P->cpos[nc] = P->start[nd];
+            P->cend[nc] = P->start[nd] + P->cnt[nd];
+            P->cflt[nc] = lo < f || hi > l;
+            if (cursor_next(P, nc, f, l)) P->heap[nc] = nc, nc++;
+        }
+        if (lev > 0) {
+            stack[sp++] = 2 * nd; stack[sp++] = lev - 1;
+            stack[sp++] = 2 * nd + 1; stack[sp++] = lev - 1;
+        }
+    }
+    for (int i = nc / 2 - 1; i >= 0; i--) heap_down(P, nc, i);
     uint64_t cand = 0;
-    for (int base = 0; base < m; base += 64) {
-        int cnt = m - base < 64 ? m - base : 64;
-        /* overlapping [f, l]: first <= l and last >= f */
-        uint64_t mask = vdp_between_mask(P->f + base, P->l + base, cnt, l + 1, f - 1);
-        while (mask) {
-            int k = base + __builtin_ctzll(mask);
-            mask &= mask - 1;
+    while (nc) {
+        /* the top cursor's run, up to the next cursor's offset, in one loop
+         * (entries at equal offsets may come in either order: see above) */
+        int c = P->heap[0], k = P->cpos[c], z = P->cend[c];
+        uint64_t lim = UINT64_MAX;
+        if (nc > 1) lim = P->o[P->cpos[P->heap[1]]];
+        if (nc > 2 && P->o[P->cpos[P->heap[2]]] < lim) lim = P->o[P->cpos[P->heap[2]]];
+        bool flt = P->cflt[c];
+        for (;;) {
+            /* A whole block at once where the scan would only step through
+             * it: every entry overlaps [f, l], it is gapless, it lies below
+             * the other cursors and the gap sought starts at or above its
+             * first offset. Then each entry fails the test (cand stays at or
+             * above its offset, bytes > 0): counted, cand past them all. */
+            while (!(k & 63) && k + 64 <= z && bytes > 0 && cand >= P->o[k] &&
+                   P->bgap[k >> 6] && P->o[k + 63] <= lim &&
+                   (!flt || (P->bmaxf[k >> 6] <= l && P->bminl[k >> 6] >= f))) {
+                *visits += 64;
+                cand = P->bmaxe[k >> 6] > cand ? P->bmaxe[k >> 6] : cand;
+                k += 64;
+            }
+            if (flt) k = skip_apart(P, k, z, f, l);
+            if (k >= z || P->o[k] > lim) break;
             ++*visits;
             if (cand + bytes <= P->o[k]) return cand;
             uint64_t e = P->e[k];
             cand = e > cand ? e : cand;
+            k++;
         }
+        P->cpos[c] = k;
+        if (k >= z) P->heap[0] = P->heap[--nc];
+        if (nc) heap_down(P, nc, 0);
     }
     return cand;
 }
@@ -119,12 +283,16 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
     long visits = 0, scanned = 0;
     uint64_t hwm = 0;
     int m = 0;
+    size_t nodes = (size_t)2 << P->H;
+    memset(P->cnt, 0, nodes * sizeof *P->cnt);
+    memset(P->sub, 0, nodes * sizeof *P->sub);
     for (int i = 0; i < n; i++) {
         done[i] = pinned && pinned[i];
         if (done[i]) {
             off[i] = iv[i].offset;
             if (off[i] + iv[i].bytes > hwm) hwm = off[i] + iv[i].bytes;
-            placed_insert(P, m++, iv[i].first, iv[i].last, off[i], off[i] + iv[i].bytes);
+            placed_insert(P, iv[i].first, iv[i].last, off[i], off[i] + iv[i].bytes);
+            m++;
         }
     }
     for (int oi = 0; oi < n; oi++) {
@@ -132,17 +300,20 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
         if (done[i]) continue;
         uint64_t bytes = iv[i].bytes;
         int f = iv[i].first, l = iv[i].last;
-        uint64_t cand = lowest_gap(P, m, f, l, bytes, &visits);
+        uint64_t cand = lowest_gap(P, f, l, bytes, &visits);
         scanned += m;
         off[i] = cand;
         done[i] = true;
         if (cand + bytes > hwm) hwm = cand + bytes;
         if (hwm >= give_up) break;
-        placed_insert(P, m++, f, l, cand, cand + bytes);
+        placed_insert(P, f, l, cand, cand + bytes);
+        m++;
     }
-    /* an entry scanned (its share of the masks and of the inserts' moves)
-     * costs about 0.6 of one visited (fitted on whole searches, see
-     * PLACE_EFFORT) */
+    /* The work counts what the offset-sorted array this replaced did: every
+     * placed entry scanned (its share of the step masks and of the inserts'
+     * moves, about 0.6 of one visited, fitted on whole searches: see
+     * PLACE_EFFORT) and the overlapping ones visited. The auto search's
+     * effort cap reads it: the same count, the same plans. */
     *work += (double)n + (double)visits + 0.6 * (double)scanned;
     return hwm;
 }
@@ -164,18 +335,47 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
     bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
     size_t nn = (size_t)(n ? n : 1);
-    placed P = {vd_malloc(nn * sizeof *P.o, NULL), vd_malloc(nn * sizeof *P.e, NULL),
-                 vd_malloc(nn * sizeof *P.f, NULL), vd_malloc(nn * sizeof *P.l, NULL)};
-    bool pok = P.o && P.e && P.f && P.l;
+    int max_last = 0;
+    for (int i = 0; i < n; i++) if (iv[i].last > max_last) max_last = iv[i].last;
+    placed P = {0};
+    P.w = max_last < PLACE_FLAT_STEPS || n <= PLACE_FLAT_N ? 30 : PLACE_LEAF_SHIFT;
+    while ((1 << P.H) <= max_last >> P.w) P.H++;
+    size_t nodes = (size_t)2 << P.H;
+    P.start = vd_malloc(nodes * sizeof *P.start, NULL);
+    P.cnt = vd_malloc(nodes * sizeof *P.cnt, NULL);
+    P.sub = vd_malloc(nodes * sizeof *P.sub, NULL);
+    P.cpos = vd_malloc(nodes * sizeof *P.cpos, NULL);
+    P.cend = vd_malloc(nodes * sizeof *P.cend, NULL);
+    P.heap = vd_malloc(nodes * sizeof *P.heap, NULL);
+    P.cflt = vd_malloc(nodes * sizeof *P.cflt, NULL);
+    /* the slots: each node's run rounded up to whole blocks of 64 */
+    size_t slots = nn + 64 * (n < (int)nodes ? (size_t)n : nodes) + 64, nb = slots / 64 + 1;
+    P.o = vd_malloc(slots * sizeof *P.o, NULL);
+    P.e = vd_malloc(slots * sizeof *P.e, NULL);
+    P.f = vd_malloc(slots * sizeof *P.f, NULL);
+    P.l = vd_malloc(slots * sizeof *P.l, NULL);
+    P.bmaxf = vd_malloc(nb * sizeof *P.bmaxf, NULL);
+    P.bminl = vd_malloc(nb * sizeof *P.bminl, NULL);
+    P.bmaxe = vd_malloc(nb * sizeof *P.bmaxe, NULL);
+    P.bgap = vd_malloc(nb * sizeof *P.bgap, NULL);
+    P.bminf = vd_malloc(nb * sizeof *P.bminf, NULL);
+    P.bmaxl = vd_malloc(nb * sizeof *P.bmaxl, NULL);
+    bool pok = P.start && P.cnt && P.sub && P.cpos && P.cend && P.heap && P.cflt && P.o && P.e &&
+               P.f && P.l && P.bmaxf && P.bminl && P.bmaxe && P.bgap && P.bminf && P.bmaxl;
     if (!order || !pk || !ord || !off || !best || !done || !pok) {
         vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
-        vd_free(P.o); vd_free(P.e); vd_free(P.f); vd_free(P.l);
+        placed_free(&P);
         return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
+    }
+    /* each node's run: room for every interval it can hold */
+    memset(P.cnt, 0, nodes * sizeof *P.cnt);
+    for (int i = 0; i < n; i++) P.cnt[placed_node(&P, iv[i].first, iv[i].last)]++;
+    for (size_t k = 0, at = 0; k < nodes; k++) {
+        P.start[k] = (int)at;
+        at += ((size_t)P.cnt[k] + 63) / 64 * 64;
     }
     uint64_t best_hwm = UINT64_MAX;
     int big = 1 << 30;
-    int max_last = 0;
-    for (int i = 0; i < n; i++) if (iv[i].last > max_last) max_last = iv[i].last;
     /* Lower bound: the most bytes live at one step. A placement reaching it
      * is optimal and ends the search. */
     uint64_t bound = 0;
@@ -252,6 +452,6 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     *hwm = n ? best_hwm : 0;
     if (work) *work += pw;
     vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
-    vd_free(P.o); vd_free(P.e); vd_free(P.f); vd_free(P.l);
+    placed_free(&P);
     return VD_OK;
 }

@@ -24,11 +24,22 @@ static int find_loss(const vd_net *net, vd_err *e) {
     if (loss != net->n_layers - 1)
         return -1 - vd_errf(e, VD_EUNSUPPORTED, "loss layer '%s' must be the last layer of net '%s'",
                             net->layers[loss].name, net->name);
+    /* consumers of each layer's output, counted in one pass (a count per
+     * layer was quadratic in depth) */
+    int *n_cons = vd_calloc((size_t)net->n_layers, sizeof *n_cons, NULL);
+    if (!n_cons) return -1 - vd_errf(e, VD_ENOMEM, "out of memory");
+    for (int j = 0; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] >= 0 && net->layers[j].in[k] < net->n_layers)
+                n_cons[net->layers[j].in[k]]++;
     for (int i = 0; i < net->n_layers - 1; i++)
-        if (vdp_n_consumers(net, i) == 0)
+        if (n_cons[i] == 0) {
+            vd_free(n_cons);
             return -1 - vd_errf(e, VD_EUNSUPPORTED, "layer '%s' of net '%s' feeds no other layer; "
                                 "every layer except the loss must be used",
                                 net->layers[i].name, net->name);
+        }
+    vd_free(n_cons);
     return loss;
 }
 
@@ -94,6 +105,30 @@ int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vdp_min_budget_auto(net, prof, opts, min_budget, e);
     return vdp_min_budget_policy(net, prof, opts, min_budget, e);
+}
+
+int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *mins, vd_err *e) {
+    /* none, all and conv first: dyn's first candidates are those searches
+     * when the algorithms are free, and auto starts from dyn's result */
+    static const vd_policy order[] = {VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_CONV, VD_POLICY_DYN,
+                                      VD_POLICY_AUTO};
+    _Static_assert(sizeof order / sizeof order[0] == VD_POLICY_COUNT, "every policy once");
+    bool free_algos = !opts->algos && !opts->algos_bwd && opts->fixed_algo < 0;
+    for (int k = 0; k < VD_POLICY_COUNT; k++) {
+        vd_plan_opts o = *opts;
+        o.policy = order[k];
+        int rc = check_inputs(net, prof, &o, e);
+        if (rc) return rc;
+        if (o.policy == VD_POLICY_DYN && free_algos)
+            rc = vdp_min_budget_dyn_from(net, prof, &o, mins, &mins[o.policy], e);
+        else if (o.policy == VD_POLICY_AUTO && free_algos && !o.forward_only)
+            rc = vdp_min_budget_auto_from(net, prof, &o, mins[VD_POLICY_DYN], &mins[o.policy], e);
+        else
+            rc = vd_plan_min_budget(net, prof, &o, &mins[o.policy], e);
+        if (rc) return rc;
+    }
+    return VD_OK;
 }
 
 /* The evaluation (forward-only) plan, its persistent regions at train's

@@ -326,7 +326,11 @@ typedef struct vd_plan_opts {
      * "refine", "trades, layer 7 of 176", "kicks 12 of 60", ...), evals
      * the plans built so far, best_s the fastest fitting plan's predicted
      * iteration so far (0: none fits yet). Called at each phase and every
-     * few builds; keep it cheap. NULL = none. */
+     * few builds; keep it cheap. The smallest-budget searches
+     * (vd_plan_min_budget, and vd_plan_build's explanation of a budget
+     * that does not fit) report each step of their search the same way,
+     * with best_s -1 and evals the step ("searching the smallest budget
+     * (policy all): step 5 of about 17"). NULL = none. */
     void (*progress)(void *ctx, const char *phase, int evals, double best_s);
     void *progress_ctx;
 } vd_plan_opts;
@@ -413,6 +417,13 @@ void vd_plan_free(vd_plan *p);
  * opts (opts->budget ignored). Binary search over the budget. */
 int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        uint64_t *min_budget, vd_err *e);
+
+/* vd_plan_min_budget of every policy: mins[VD_POLICY_COUNT], indexed by
+ * policy (opts->policy and opts->budget ignored). The same numbers, in
+ * about half the time: dyn's search starts from none's, conv's and all's,
+ * and auto's from dyn's, which the separate calls search again. */
+int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *mins, vd_err *e);
 
 /* Whether vd_plan_build with opts would fit opts->budget (> 0), without
  * the whole search: the auto policy's search stops at its first plan that

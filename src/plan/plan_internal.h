@@ -135,8 +135,27 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
  * forward-only plan), inputs checked. */
 int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e);
+/* vdp_build_policy for a caller that keeps only whether the plan fits: the
+ * same outcome (VD_OK / VD_EBUDGET), but dyn stops at its first candidate
+ * that fits, without the greedy over the options that follows (which only
+ * keeps options that still fit, one full build each: quadratic in depth).
+ * *out is then a plan of that candidate. */
+int vdp_fits_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_plan *out, vd_err *e);
+/* Report a step of a smallest-budget search through opts->progress (if
+ * set): phase "searching the smallest budget (policy P): step K of about N",
+ * N from the bounds lo < hi still open (a binary search to VD_PLAN_ALIGN),
+ * evals = K, best_s = -1 (no plan to report). */
+void vdp_min_budget_progress(const vd_plan_opts *opts, vd_policy pol, int step, uint64_t lo,
+                             uint64_t hi);
 int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           uint64_t *min_budget, vd_err *e);
+/* vdp_min_budget_policy for dyn (opts->policy DYN, the algorithms left
+ * free) given mins[VD_POLICY_NONE / CONV / ALL], the smallest budgets of
+ * those policies under the same opts: dyn's first three candidates are
+ * exactly those searches (the fastest options both ways), not run again. */
+int vdp_min_budget_dyn_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            const uint64_t *mins, uint64_t *min_budget, vd_err *e);
 /* Per pass (bwd false: forward, true: backward): the fastest option, and the
  * option with the least workspace for that pass. */
 int vdp_fastest_pass(const vd_profile_layer *pl, bool bwd);
@@ -161,14 +180,25 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
  * plan. */
 #define AUTO_EFFORT_CAP 8e7
 
-/* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked).
- * feasibility_only: stop at the first plan that fits (the result fits iff the
- * full search's would). Returns like vdp_build_fixed. */
+/* vdp_build_auto's modes: the whole search; feasibility only (stop at the
+ * first plan that fits: the result fits iff the whole search's would); the
+ * same where the caller keeps only whether it fits, not the plan (the
+ * paper's dyn among the fallbacks is then built without its greedy over the
+ * options: vdp_fits_policy). */
+enum { VDP_SEARCH = 0, VDP_FEASIBLE = 1, VDP_ANSWER = 2 };
+
+/* auto.c: the auto policy's search (opts->policy == AUTO, inputs checked)
+ * in mode feasibility_only (VDP_*; true is VDP_FEASIBLE). Returns like
+ * vdp_build_fixed. */
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                   bool feasibility_only, vd_plan *out, vd_err *e);
+                   int feasibility_only, vd_plan *out, vd_err *e);
 /* Smallest budget for which vdp_build_auto fits (binary search bounded by its
  * fallback candidates). */
 int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         uint64_t *min_budget, vd_err *e);
+/* The same given dyn_min, dyn's smallest budget under opts (policy DYN),
+ * which its upper bound starts from when the algorithms are free. */
+int vdp_min_budget_auto_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             uint64_t dyn_min, uint64_t *min_budget, vd_err *e);
 
 #endif

@@ -1,6 +1,7 @@
 /* policy.c — the policies other than auto: none, all, conv (one fixed
  * build each) and the paper's dyn search, their minimum budgets, and the
  * algorithm choices they start from. auto.c builds on these. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "plan/plan_internal.h"
 
@@ -58,9 +59,10 @@ void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int
     }
 }
 
-/* The paper's vDNN_dyn search. */
+/* The paper's vDNN_dyn search. fit_only: stop once a plan fits, before the
+ * greedy over the options (see vdp_fits_policy). */
 static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                     vd_plan *out, vd_err *e) {
+                     bool fit_only, vd_plan *out, vd_err *e) {
     int L = net->n_layers;
     int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L], equal halves */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
@@ -75,7 +77,7 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
     /* All offloaded, least workspace everywhere. */
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = minws_algo(&prof->layers[i]);
     rc = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, out, e);
-    if (rc != VD_OK) { vd_free(algos); return rc; }
+    if (rc != VD_OK || fit_only) { vd_free(algos); return rc; }
     /* Greedy per layer: the fastest option that still fits. */
     for (int i = 0; i < L; i++) {
         const vd_profile_layer *pl = &prof->layers[i];
@@ -109,14 +111,14 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return VD_OK;
 }
 
-int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                     vd_plan *out, vd_err *e) {
+static int build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        bool fit_only, vd_plan *out, vd_err *e) {
     int L = net->n_layers;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vd_errf(e, VD_EINTERNAL, "vdp_build_policy(auto)");
     /* dyn searches algorithms only when the caller leaves them free */
     if (opts->policy == VD_POLICY_DYN && !opts->algos && !opts->algos_bwd && opts->fixed_algo < 0)
-        return build_dyn(net, prof, opts, out, e);
+        return build_dyn(net, prof, opts, fit_only, out, e);
     int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     vdp_opts_algos(prof, opts, L, algos);
@@ -126,6 +128,27 @@ int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return rc;
 }
 
+int vdp_build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                     vd_plan *out, vd_err *e) {
+    return build_policy(net, prof, opts, false, out, e);
+}
+
+int vdp_fits_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                    vd_plan *out, vd_err *e) {
+    return build_policy(net, prof, opts, true, out, e);
+}
+
+void vdp_min_budget_progress(const vd_plan_opts *opts, vd_policy pol, int step, uint64_t lo,
+                             uint64_t hi) {
+    if (!opts->progress) return;
+    int left = 0;
+    for (uint64_t span = hi > lo ? (hi - lo) / VD_PLAN_ALIGN : 0; span > 1; span = (span + 1) / 2) left++;
+    char ph[96];
+    snprintf(ph, sizeof ph, "searching the smallest budget (policy %s): step %d of about %d",
+             vd_policy_name(pol), step, step + left);
+    opts->progress(opts->progress_ctx, ph, step, -1.0);
+}
+
 /* Smallest budget that fits opts: the unbounded plan's need, or a binary
  * search below it when offloads or recomputes can lower it. */
 static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -133,6 +156,7 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     int rc;
     vd_plan_opts o = *opts;
     o.budget = 0;
+    o.progress = NULL;   /* this search reports its steps itself */
     vd_plan p;
     rc = vdp_build_policy(net, prof, &o, &p, e);
     if (rc) return rc;
@@ -152,13 +176,15 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     if (!search) { *min_budget = hi; return VD_OK; }
     lo = lo > VD_PLAN_ALIGN ? lo - VD_PLAN_ALIGN : 0;
     lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+    int step = 0;
     while (hi - lo > VD_PLAN_ALIGN) {
+        vdp_min_budget_progress(opts, opts->policy, ++step, lo, hi);
         uint64_t mid = lo + (hi - lo) / 2;
         mid = mid / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
         vd_err te = {0};
-        rc = vdp_build_policy(net, prof, &o, &p, &te);
+        rc = vdp_fits_policy(net, prof, &o, &p, &te);
         if (rc == VD_OK) { hi = mid; vdp_plan_release(&p); }
         else if (rc == VD_EBUDGET) { lo = mid; vdp_plan_release(&p); }
         else { *e = te; return rc; }
@@ -167,8 +193,11 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     return VD_OK;
 }
 
-int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                          uint64_t *min_budget, vd_err *e) {
+/* vdp_min_budget_policy; known: NULL, or [VD_POLICY_COUNT] with the
+ * smallest budgets of none, conv and all under opts (see
+ * vdp_min_budget_dyn_from). */
+static int min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                             const uint64_t *known, uint64_t *min_budget, vd_err *e) {
     int rc = VD_OK;
     if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
         return vd_errf(e, VD_EINTERNAL, "vdp_min_budget_policy(auto)");
@@ -191,24 +220,27 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
         o.algos = algos;
         o.algos_bwd = NULL;
         uint64_t m = 0;
-        rc = min_budget_search(net, prof, &o, &m, e);
+        if (known && k < 3) m = known[cand[k]];   /* the same search, done by the caller */
+        else rc = min_budget_search(net, prof, &o, &m, e);
         if (!rc) { if (m < lo) lo = m; if (m > hi) hi = m; }
     }
     vd_free(algos);
     if (rc) return rc;
     vd_plan_opts o = *opts;
     o.budget = lo;
+    o.progress = NULL;
     vd_plan p;
     vd_err te = {0};
-    rc = vdp_build_policy(net, prof, &o, &p, &te);
+    rc = vdp_fits_policy(net, prof, &o, &p, &te);
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
     if (rc == VD_OK) { *min_budget = lo; return VD_OK; }
     if (rc != VD_EBUDGET) { *e = te; return rc; }
-    while (hi - lo > VD_PLAN_ALIGN) {
+    for (int step = 5; hi - lo > VD_PLAN_ALIGN; step++) {
+        vdp_min_budget_progress(opts, VD_POLICY_DYN, step, lo, hi);
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
-        rc = vdp_build_policy(net, prof, &o, &p, &te);
+        rc = vdp_fits_policy(net, prof, &o, &p, &te);
         if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
         if (rc == VD_OK) hi = mid;
         else if (rc == VD_EBUDGET) lo = mid;
@@ -216,4 +248,14 @@ int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     *min_budget = hi;
     return VD_OK;
+}
+
+int vdp_min_budget_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                          uint64_t *min_budget, vd_err *e) {
+    return min_budget_policy(net, prof, opts, NULL, min_budget, e);
+}
+
+int vdp_min_budget_dyn_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            const uint64_t *mins, uint64_t *min_budget, vd_err *e) {
+    return min_budget_policy(net, prof, opts, mins, min_budget, e);
 }

@@ -4,13 +4,16 @@
  * offset order. Random interval sets (sizes over nine decades with repeats,
  * whole multiples of 256 or not, whole-iteration intervals, pinned ones,
  * one-step ones, up to 65549 steps, quick mode): every offset and the
- * high-water mark must be equal, exactly. Asked only whether they fit in a
+ * high-water mark must be equal, exactly, and the work counted (what the
+ * scan does: entries visited and scanned). Asked only whether they fit in a
  * size (vdp_place's fit): the same placement when they do; when they do not,
  * a top above the size and at most the full placement's. */
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
 #include "plan/plan_internal.h"
+#include "plan_common.h"
+#include "spec/spec.h"
 #include "vdt.h"
 
 /* ---- the reference: the placement before the offset-ordered arrays ------ */
@@ -28,10 +31,11 @@ typedef struct rplaced { uint64_t o, e; int f, l; } rplaced;
 
 /* Lowest offset for iv (bytes over [f, l]) among P[0..m-1] sorted by offset:
  * every entry looked at, those apart in time skipped. */
-static uint64_t ref_gap(const rplaced *P, int m, int f, int l, uint64_t bytes) {
+static uint64_t ref_gap(const rplaced *P, int m, int f, int l, uint64_t bytes, long *visits) {
     uint64_t cand = 0;
     for (int k = 0; k < m; k++) {
         if (P[k].l < f || P[k].f > l) continue;
+        ++*visits;
         if (cand + bytes <= P[k].o) break;
         if (P[k].e > cand) cand = P[k].e;
     }
@@ -46,7 +50,8 @@ static void ref_insert(rplaced *P, int *m, const rplaced *x) {
 }
 
 static uint64_t ref_order(const vd_interval *iv, int n, const bool *pinned, const rkey *order,
-                          uint64_t *off, rplaced *P, uint64_t give_up) {
+                          uint64_t *off, rplaced *P, uint64_t give_up, double *work) {
+    long visits = 0, scanned = 0;
     uint64_t hwm = 0;
     int m = 0;
     bool *done = calloc((size_t)n + 1, sizeof *done);
@@ -61,16 +66,20 @@ static uint64_t ref_order(const vd_interval *iv, int n, const bool *pinned, cons
     for (int oi = 0; oi < n; oi++) {
         int i = order[oi].idx;
         if (done[i]) continue;
-        off[i] = ref_gap(P, m, iv[i].first, iv[i].last, iv[i].bytes);
+        off[i] = ref_gap(P, m, iv[i].first, iv[i].last, iv[i].bytes, &visits);
+        scanned += m;
         if (off[i] + iv[i].bytes > hwm) hwm = off[i] + iv[i].bytes;
         if (hwm >= give_up) break;
         ref_insert(P, &m, &(rplaced){off[i], off[i] + iv[i].bytes, iv[i].first, iv[i].last});
     }
     free(done);
+    *work += (double)n + (double)visits + 0.6 * (double)scanned;
     return hwm;
 }
 
-static uint64_t ref_place(vd_interval *iv, int n, const bool *pinned, bool quick) {
+/* *work: as vdp_place's (the entries placed, visited, 0.6 per one scanned) */
+static uint64_t ref_place(vd_interval *iv, int n, const bool *pinned, bool quick, double *work) {
+    double pw = 0;
     rkey *order = calloc((size_t)n + 1, sizeof *order);
     uint64_t *off = calloc((size_t)n + 1, sizeof *off), *best = calloc((size_t)n + 1, sizeof *best);
     rplaced *P = calloc((size_t)n + 1, sizeof *P);
@@ -94,11 +103,12 @@ static uint64_t ref_place(vd_interval *iv, int n, const bool *pinned, bool quick
                                   whole ? 0 : k[strategy][2]}};
         }
         qsort(order, (size_t)n, sizeof *order, rkey_cmp);
-        uint64_t h = ref_order(iv, n, pinned, order, off, P, best_hwm);
+        uint64_t h = ref_order(iv, n, pinned, order, off, P, best_hwm, &pw);
         if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
         if (best_hwm <= bound || quick) break;
     }
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
+    *work += pw;
     free(order); free(off); free(best); free(P);
     return n ? best_hwm : 0;
 }
@@ -119,12 +129,16 @@ START_TEST(test_place_matches_scan) {
     vd_rng_seed(&r, 0x91ace, 13);
     long placed = 0;
     int fits = 0, stopped = 0;   /* asked with fit: fitted; stopped below the full top */
-    for (int trial = 0; trial < 400; trial++) {
-        /* some trials past 65535 steps (the general key path too) */
-        bool long_run = trial % 50 == 17, odd = trial % 6 == 5;
-        int steps = long_run ? 65530 + (int)(vd_rng_u32(&r) % 20)
+    for (int trial = 0; trial < 406; trial++) {
+        /* some trials past 65535 steps (the general key path too); the last
+         * six over 2,048 intervals and 256 steps (the tree over the steps,
+         * see place.c: deep nets' placements; the others the single array) */
+        bool long_run = trial % 50 == 17, odd = trial % 6 == 5, deep = trial >= 400;
+        int steps = deep ? 256 + (int)(vd_rng_u32(&r) % 3000)
+                  : long_run ? 65530 + (int)(vd_rng_u32(&r) % 20)
                   : 1 + (int)(vd_rng_u32(&r) % (trial % 4 == 0 ? 8 : 160));
-        int n = (int)(vd_rng_u32(&r) % (long_run ? 40 : trial % 5 == 0 ? 12 : 600));
+        int n = deep ? 2049 + (int)(vd_rng_u32(&r) % 1000)
+                     : (int)(vd_rng_u32(&r) % (long_run ? 40 : trial % 5 == 0 ? 12 : 600));
         vd_interval *a = calloc((size_t)n + 1, sizeof *a), *b = calloc((size_t)n + 1, sizeof *b);
         vd_interval *c = calloc((size_t)n + 1, sizeof *c);
         bool *pin = calloc((size_t)n + 1, sizeof *pin);
@@ -137,6 +151,11 @@ START_TEST(test_place_matches_scan) {
             int f, l, kind = (int)(vd_rng_u32(&r) % 10);
             if (kind == 0) { f = 0; l = steps - 1; }                            /* whole iteration */
             else if (kind <= 3) { f = l = (int)(vd_rng_u32(&r) % (uint32_t)steps); }  /* one step */
+            else if (deep && kind <= 8) {   /* short lives, as in a chain's plan */
+                f = (int)(vd_rng_u32(&r) % (uint32_t)steps);
+                l = f + (int)(vd_rng_u32(&r) % 4);
+                if (l >= steps) l = steps - 1;
+            }
             else {
                 /* long runs: most near the end, past step 65535 */
                 f = long_run ? steps - 1 - (int)(vd_rng_u32(&r) % 24) : (int)(vd_rng_u32(&r) % (uint32_t)steps);
@@ -158,8 +177,12 @@ START_TEST(test_place_matches_scan) {
         bool quick = trial % 7 == 3;
         uint64_t h_new = 0;
         vd_err e = {0};
-        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, 0, &h_new, NULL, &e), VD_OK);
-        uint64_t h_ref = ref_place(b, n, any_pin ? pin : NULL, quick);
+        double w_new = 0, w_ref = 0;
+        ck_assert_int_eq(vdp_place(a, n, any_pin ? pin : NULL, quick, 0, &h_new, &w_new, &e), VD_OK);
+        uint64_t h_ref = ref_place(b, n, any_pin ? pin : NULL, quick, &w_ref);
+        /* the work (the auto search's effort cap reads it) counts what the
+         * scan does, exactly: the same sums in the same order */
+        ck_assert_msg(w_new == w_ref, "trial %d: work %.1f, the scan's %.1f", trial, w_new, w_ref);
         ck_assert_msg(h_new == h_ref, "trial %d: hwm %llu, the scan %llu", trial,
                       (unsigned long long)h_new, (unsigned long long)h_ref);
         for (int i = 0; i < n; i++)
@@ -201,4 +224,70 @@ START_TEST(test_place_matches_scan) {
 }
 END_TEST
 
-VDT_MAIN("place", 0, test_place_matches_scan)
+/* ---- a deep chain, planned whole ---------------------------------------- */
+
+/* An 800-layer chain (conv 16x3x3 and relu in turn on 16x8x8, then fc and
+ * the loss; tools/plan-bench --deep's net), batch 32, the analytic H200
+ * profile: 2,413 intervals over 1,601 steps, so its placements take the
+ * tree (place.c). The smallest budgets of policies all and conv, and the
+ * placement of policy all at its smallest budget, must be what the planner
+ * gave before the tree and the block skips (the offset-sorted array of
+ * commit 123796a, vdnn-plan --min-budget and --format json): a hash of every
+ * interval's (tensor, first step, offset), the top. One step (256 bytes)
+ * below that budget does not fit. */
+START_TEST(test_deep_chain_exact) {
+    enum { N = 800 };
+    size_t cap = (size_t)N * 72 + 512, len = 0;
+    char *spec = malloc(cap);
+    ck_assert_ptr_nonnull(spec);
+    len += (size_t)snprintf(spec + len, cap - len,
+                            "name: deep%d\ninput: { channels: 16, height: 8, width: 8, classes: 10 }\n"
+                            "train: { batch: 32 }\nlayers:\n", N);
+    for (int k = 0; k < N - 2; k++)
+        len += (size_t)snprintf(spec + len, cap - len,
+                                k % 2 ? "  - { name: r%d, type: relu }\n"
+                                      : "  - { name: c%d, type: conv, out: 16, kernel: 3, pad: 1 }\n", k);
+    len += (size_t)snprintf(spec + len, cap - len,
+                            "  - { name: fc, type: fc, out: 10 }\n"
+                            "  - { name: loss, type: softmax_cross_entropy }\n");
+    ck_assert_uint_lt(len, cap);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_parse(spec, len, "deep.yaml", &net, &e) == 0, "%s", e.msg);
+    free(spec);
+    net.train.batch = 32;
+    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
+    vd_profile prof;
+    analytic_profile(&net, 32, &vd_device_h200, &prof);
+    uint64_t m_all = 0, m_conv = 0;
+    vd_plan_opts o = plan_opts(32, VD_POLICY_ALL);
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &m_all, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m_all, 8316416);
+    o.policy = VD_POLICY_CONV;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &m_conv, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m_conv, 8316416);
+    o.policy = VD_POLICY_ALL;
+    o.budget = m_all;
+    vd_plan p;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(p.n_intervals, 2413);
+    ck_assert_uint_eq(p.hwm, 8316416);
+    uint64_t h = 0;
+    for (int t = 0; t < p.n_tensors; t++)
+        for (int j = 0; j < p.tensors[t].n_iv; j++) {
+            const vd_interval *iv = &p.intervals[p.tensors[t].iv[j]];
+            h += ((uint64_t)t * 1000003u + (uint64_t)iv->first) * 0x9E3779B97F4A7C15u ^ iv->offset;
+        }
+    ck_assert_msg(h == 0x8b6eb48e1b1ac4dULL, "offsets hash %#llx", (unsigned long long)h);
+    vd_plan_free(&p);
+    o.budget = m_all - VD_PLAN_ALIGN;
+    bool fits = true;
+    ck_assert_msg(vd_plan_fits(&net, &prof, &o, &fits, &e) == 0, "%s", e.msg);
+    ck_assert(!fits);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+VDT_MAIN("place", 0, test_place_matches_scan, test_deep_chain_exact)
