@@ -1937,10 +1937,59 @@ static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_pla
                          int feasibility_only, bool *fits, vd_plan *plan, vd_err *e);
 static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, vd_plan *out, vd_err *e);
+static int auto_floor(actx *c, const vd_plan_opts *opts, uint64_t *floor_b, vd_err *e);
+
+/* A budget below the floor (auto_floor) fits no plan, so no search runs
+ * (it would take seconds on a deep net to find nothing): *below, and *out
+ * is the plan at that budget of the two that need least memory, the
+ * extreme configuration (every recomputable map recomputed, the rest
+ * offloaded) and policy all (every map offloaded), both with the least
+ * workspace; the one of smaller high-water mark, VD_EBUDGET. Otherwise
+ * *below is false and *out untouched. */
+static int below_floor(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       int feasibility_only, bool *below, vd_plan *out, vd_err *e) {
+    *below = false;
+    actx c;
+    int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
+    if (rc) return rc;
+    extreme_config(&c);
+    uint64_t floor_b = 0;
+    rc = auto_floor(&c, opts, &floor_b, e);
+    if (!rc && opts->budget < floor_b) {
+        *below = true;
+        vd_plan best, X;
+        int rc_best = -1;
+        vd_plan_opts o = *opts;
+        o.policy = VD_POLICY_ALL;
+        o.algos = c.algos;
+        o.algos_bwd = c.algos + c.L;
+        for (int k = 0; k < 2 && (rc == VD_OK || rc == VD_EBUDGET); k++) {
+            vd_err te = {0};
+            rc = k == 0 ? eval(&c, &X, &te) : vdp_build_policy(net, prof, &o, &X, &te);
+            if (rc == VD_OK || rc == VD_EBUDGET) take_better(&best, &rc_best, &X, rc);
+            else *e = te;
+        }
+        if (rc_best == VD_OK) rc = vd_errf(e, VD_EINTERNAL, "auto: a plan fits below the floor");
+        else if (rc == VD_OK || rc == VD_EBUDGET) rc = VD_EBUDGET;
+        if (rc_best >= 0 && rc == VD_EBUDGET) {
+            best.policy = VD_POLICY_AUTO;
+            *out = best;
+        } else if (rc_best >= 0) {
+            vdp_plan_release(&best);
+        }
+    }
+    ctx_free(&c);
+    return rc;
+}
 
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    int feasibility_only, vd_plan *out, vd_err *e) {
     if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
+    if (opts->budget && update_depth == 0 && jitter_depth == 0) {
+        bool below;
+        int rc = below_floor(net, prof, opts, feasibility_only, &below, out, e);
+        if (rc || below) return rc;
+    }
     if (opts->forward_only || vd_plan_grads_array(net, opts) || update_depth)
         return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
     int rc = search_auto(net, prof, opts, feasibility_only, true, false, NULL, out, e);
@@ -2121,6 +2170,30 @@ static int operand_bound(const vd_net *net, const vd_plan *p, uint64_t *out, vd_
     return VD_OK;
 }
 
+/* A budget below which no plan of c's net fits, whatever the search does:
+ * the operand bound (operand_bound) of everything kept with c's algorithms
+ * (the least workspace after extreme_config), at least the persistent
+ * bytes. One build. */
+static int auto_floor(actx *c, const vd_plan_opts *opts, uint64_t *floor_b, vd_err *e) {
+    vd_plan_opts o = *opts;
+    o.policy = VD_POLICY_NONE;
+    o.budget = 0;
+    o.disp = NULL;
+    int *a0 = vd_malloc(2 * (size_t)c->L * sizeof *a0, NULL);
+    if (!a0) return vd_errf(e, VD_ENOMEM, "out of memory");
+    memcpy(a0, c->algos, 2 * (size_t)c->L * sizeof *a0);
+    o.algos = a0;
+    o.algos_bwd = a0 + c->L;
+    vd_plan P;
+    int rc = vdp_build_policy(c->net, c->prof, &o, &P, e);
+    vd_free(a0);
+    if (rc) return rc;
+    rc = operand_bound(c->net, &P, floor_b, e);
+    if (!rc && P.persistent_bytes > *floor_b) *floor_b = P.persistent_bytes;
+    vdp_plan_release(&P);
+    return rc;
+}
+
 /* known_dyn: dyn's smallest budget when the caller has it (else NULL). */
 static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                            const uint64_t *known_dyn, uint64_t *min_budget, vd_err *e) {
@@ -2158,26 +2231,9 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
     if (m < hi) hi = m;
     /* Lower end: below the operand bound nothing fits. */
     vd_plan P;
-    o = *opts;
-    o.policy = VD_POLICY_NONE;
-    o.budget = 0;
-    o.algos = c.algos;
-    o.disp = NULL;
-    {
-        int *a0 = vd_malloc(2 * (size_t)c.L * sizeof *a0, NULL);
-        if (!a0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); goto out; }
-        memcpy(a0, c.algos, 2 * (size_t)c.L * sizeof *a0);
-        o.algos = a0;
-        o.algos_bwd = a0 + c.L;
-        rc = vdp_build_policy(net, prof, &o, &P, e);
-        vd_free(a0);
-    }
-    if (rc) goto out;
     uint64_t floor_b = 0;
-    if ((rc = operand_bound(net, &P, &floor_b, e))) { vdp_plan_release(&P); goto out; }
-    if (P.persistent_bytes > floor_b) floor_b = P.persistent_bytes;
+    if ((rc = auto_floor(&c, opts, &floor_b, e))) goto out;
     uint64_t lo = floor_b > VD_PLAN_ALIGN ? floor_b - VD_PLAN_ALIGN : 0;
-    vdp_plan_release(&P);
     lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
     if (hi <= lo) { *min_budget = hi; goto out; }
     o = *opts;
