@@ -314,6 +314,7 @@ void vd_cli_note_raised(const vd_session *s, const char *prog, bool quiet) {
 }
 
 void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet) {
+    po->stop = &stop_signal;   /* set once vd_cli_catch_stop has run and a signal came */
     po->progress = quiet ? NULL : plan_progress;
     po->progress_ctx = NULL;
     plan_prog.prog = prog;

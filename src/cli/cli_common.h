@@ -98,7 +98,8 @@ int vd_cli_stopped(const char *prog, const vd_err *e);
  * VD_EUSAGE naming both flags. */
 int vd_cli_check_paths(const vd_cli_common *c, const vd_run_path *more, int n, vd_err *e);
 
-/* Progress of a plan search on stderr: installs po->progress (unless quiet)
+/* Progress of a plan search on stderr, and its stop: installs po->stop
+ * (vd_cli_catch_stop's flag) and po->progress (unless quiet)
  * so that a search that has run over a second prints what it is searching
  * and the best plan so far, a line at most every second, prefixed "prog: ".
  * Call right before each planning call (the clock starts here). */

@@ -449,7 +449,7 @@ int main(int argc, char **argv) {
     prc = run.use_backend ? vd_session_plan(&ses, &run.plan, &plan, &pe)
                           : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
     if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }
-    if ((rc = vd_cli_stop_check("after planning", &e))) goto out;
+    if ((rc = vd_cli_stop_check("while planning", &e))) goto out;
     if (plan.steps && run.dp && (rc = vd_plan_dp(&plan, &net, prof, run.ranks, 0, &e))) goto out;
     /* an explicit --gpu-model card: the answer for it (fits, speed, PCIe
      * bytes; else the largest batch that fits) */

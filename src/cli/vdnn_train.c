@@ -676,7 +676,10 @@ int main(int argc, char **argv) {
     vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
     rc = vd_session_plan(&ses, &run.plan, &plan, &e);
     have_plan = rc == VD_OK || rc == VD_EBUDGET;
-    if (!rc) rc = vd_cli_stop_check("after planning", &e);
+    if (rc == VD_OK || rc == VD_EBUDGET) {   /* a stop ends a search early: not a budget error */
+        int src = vd_cli_stop_check("while planning", &e);
+        if (src) rc = src;
+    }
     if (rc) goto out;
     if (run.dp && (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e))) goto out;
     if (o.plan_json &&

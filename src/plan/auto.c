@@ -517,7 +517,9 @@ static bool done(const actx *c) { return c->feas_only && c->found; }
  * the shifts, the kicks and the later starts stop; the plan so far stands. */
 /* The effort cap; a second opinion's search gets what its caller left. */
 static _Thread_local double nested_cap;
-static bool spent(const actx *c) { return c->effort > (nested_cap > 0 ? nested_cap : AUTO_EFFORT_CAP); }
+static bool spent(const actx *c) {
+    return c->effort > (nested_cap > 0 ? nested_cap : AUTO_EFFORT_CAP) || vdp_stopped(&c->o);
+}
 
 /* No configuration can beat plan P (eval_beats' margin): it is at the lower
  * bound. Refine and the kicks stop there; they would build configurations
@@ -2254,6 +2256,7 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (first) mid = (hi - VD_PLAN_ALIGN) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         first = false;
+        if (vdp_stopped(opts)) { rc = vd_errf(e, VD_ESTOP, "the smallest-budget search stopped"); goto out; }
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
         vd_err te = {0};

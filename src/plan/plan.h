@@ -79,6 +79,7 @@
 #ifndef VD_PLAN_H
 #define VD_PLAN_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -333,6 +334,10 @@ typedef struct vd_plan_opts {
      * (policy all): step 5 of about 17"). NULL = none. */
     void (*progress)(void *ctx, const char *phase, int evals, double best_s);
     void *progress_ctx;
+    /* Optional: once *stop is set (a stop signal), the auto search winds
+     * down as when its effort is spent, and the smallest-budget searches
+     * end with VD_ESTOP. NULL = never. */
+    const volatile sig_atomic_t *stop;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 /* Whether a training plan for net keeps one gradient array: when

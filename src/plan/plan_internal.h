@@ -10,6 +10,9 @@
 
 #define VD_PLAN_ALIGN 256u
 
+/* A stop signal came (vd_plan_opts.stop). */
+static inline bool vdp_stopped(const vd_plan_opts *o) { return o->stop && *o->stop; }
+
 /* Bit j set: lo[j] < a and hi[j] > b, for entries j < cnt <= 64. Eight
  * entries at a time with SSE2 where the compiler has it (every x86-64), the
  * rest one by one. The plan's hot scans test every entry of an array and

@@ -178,6 +178,7 @@ static int min_budget_search(const vd_net *net, const vd_profile *prof, const vd
     lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
     int step = 0;
     while (hi - lo > VD_PLAN_ALIGN) {
+        if (vdp_stopped(opts)) return vd_errf(e, VD_ESTOP, "the smallest-budget search stopped");
         vdp_min_budget_progress(opts, opts->policy, ++step, lo, hi);
         uint64_t mid = lo + (hi - lo) / 2;
         mid = mid / VD_PLAN_ALIGN * VD_PLAN_ALIGN;

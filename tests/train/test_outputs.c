@@ -349,7 +349,38 @@ START_TEST(full_disk_leaves_whole_records_or_the_old_file) {
 }
 END_TEST
 
-/* ---- 6. a stop during the final evaluation ------------------------------------------ */
+/* ---- 6. stop signals in every phase -------------------------------------------- */
+
+/* Run sh -c cmd (its output to log), wait until log holds want (at most
+ * 60 s), send sig; returns the exit status (the test fails unless the
+ * process exited), *after_s the seconds it took to end after the signal. */
+static int signal_when(const char *cmd, const char *log, const char *want, int sig,
+                       double *after_s) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    bool seen = false;
+    for (int i = 0; i < 1200 && !seen; i++) {
+        usleep(50000);
+        size_t n;
+        if (kind(log)) {
+            char *t = vdt_slurp(log, &n);
+            seen = strstr(t, want) != NULL;
+            vd_free(t);
+        }
+    }
+    ck_assert_msg(seen, "%s: never printed '%s'", cmd, want);
+    double t0 = vd_now();
+    ck_assert_int_eq(kill(pid, sig), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    *after_s = vd_now() - t0;
+    ck_assert_msg(WIFEXITED(st), "%s: died of signal %d", cmd, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return WEXITSTATUS(st);
+}
 
 START_TEST(stop_during_final_evaluation) {
     setup();
@@ -357,36 +388,15 @@ START_TEST(stop_during_final_evaluation) {
     char ck[600], log[600], cmd[3000];
     snprintf(ck, sizeof ck, "%s/ck.st", d);
     snprintf(log, sizeof log, "%s/log", d);
-    /* 2 iterations, then an evaluation of 50,000 batches (minutes) */
+    /* 2 iterations, saved, then an evaluation of 50,000 batches (minutes) */
     snprintf(cmd, sizeof cmd, "exec '%s' '%s' --data synthetic:64,400000 --batch 8 --iters 2 "
              "--log-every 1 --save '%s' >'%s' 2>&1", g_train, g_net, ck, log);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    bool saved = false;
-    for (int i = 0; i < 1200 && !saved; i++) {      /* up to 60 s of setup */
-        usleep(50000);
-        size_t n;
-        if (kind(log)) {
-            char *t = vdt_slurp(log, &n);
-            saved = strstr(t, "saved ") != NULL;    /* the end: saved, evaluation next */
-            vd_free(t);
-        }
-    }
-    ck_assert_msg(saved, "vdnn-train never saved");
-    usleep(200000);
-    double t0 = vd_now();
-    ck_assert_int_eq(kill(pid, SIGTERM), 0);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(vd_now() - t0 < 5, "the evaluation ran on for %.1f s", vd_now() - t0);
+    double dt;
+    int rc = signal_when(cmd, log, "saved ", SIGTERM, &dt);
+    ck_assert_msg(dt < 5, "the evaluation ran on for %.1f s", dt);
     size_t n;
     char *t = vdt_slurp(log, &n);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143 && strstr(t, "interrupted by SIGTERM"),
-                  "status %d:\n%s", st, t);
+    ck_assert_msg(rc == 143 && strstr(t, "interrupted by SIGTERM"), "exit %d:\n%s", rc, t);
     ck_assert_msg(!strstr(t, "test accuracy"), "%s", t);
     vd_free(t);
     ck_assert_int_eq(kind(ck), S_IFREG);
@@ -395,7 +405,39 @@ START_TEST(stop_during_final_evaluation) {
 }
 END_TEST
 
+START_TEST(stop_during_the_smallest_budget_search) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-out");
+    char spec[600], log[600], cmd[3000];
+    snprintf(spec, sizeof spec, "%s/deep.yaml", d);
+    snprintf(log, sizeof log, "%s/log", d);
+    /* a chain of 3,000 layers: its smallest budgets take seconds, and the
+     * search reports its progress after one */
+    FILE *f = fopen(spec, "w");
+    ck_assert(f != NULL);
+    fprintf(f, "name: deep\ninput: { channels: 16, height: 8, width: 8, classes: 10 }\n"
+               "train: { batch: 32 }\nlayers:\n");
+    for (int k = 0; k < 2998; k++)
+        fprintf(f, k % 2 ? "  - { name: r%d, type: relu }\n"
+                         : "  - { name: c%d, type: conv, out: 16, kernel: 3, pad: 1 }\n", k);
+    fprintf(f, "  - { name: fc, type: fc, out: 10 }\n"
+               "  - { name: loss, type: softmax_cross_entropy }\n");
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "exec '%s' '%s' --min-budget >'%s' 2>&1", g_plan, spec, log);
+    double dt;
+    int rc = signal_when(cmd, log, "searching the smallest budget", SIGINT, &dt);
+    ck_assert_msg(dt < 2, "the search ran on for %.1f s", dt);
+    size_t n;
+    char *t = vdt_slurp(log, &n);
+    ck_assert_msg(rc == 130 && strstr(t, "interrupted by SIGINT"), "exit %d:\n%s", rc, t);
+    vd_free(t);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("outputs", 0, planted_temporaries_change_nothing,
          stale_cleaning_removes_only_regular_files, outputs_never_overwrite_inputs,
          counters_round_trip_at_their_bounds, checkpoint_headers_checked_before_the_data,
-         full_disk_leaves_whole_records_or_the_old_file, stop_during_final_evaluation)
+         full_disk_leaves_whole_records_or_the_old_file, stop_during_final_evaluation,
+         stop_during_the_smallest_budget_search)
