@@ -268,7 +268,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
                  ? vd_errf(e, VD_ESTOP, "setup stopped at layer %d of %d", i, net->n_layers)
                  : cu_dnn_layer_setup(c, net, i, L, e);
         if (rc) {
-            vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
+            if (rc != VD_ESTOP) vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
             cudaStreamSynchronize(cu_compute(c));
             cu_tune_release(c);
             layers_free(c);
