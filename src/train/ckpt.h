@@ -50,6 +50,7 @@
 #ifndef VD_CKPT_H
 #define VD_CKPT_H
 
+#include <limits.h>
 #include <stdint.h>
 #include "util/util.h"
 #include "net/net.h"
@@ -70,7 +71,8 @@ typedef struct vd_train_state {
     uint64_t samples;           /* data sample counter of the next batch */
     uint64_t seed;              /* the run's seed (init, data order, dropout) */
     int batch;
-    char data[4096];            /* data spec trained on ("" = not recorded) */
+    char data[PATH_MAX + 16];   /* data spec trained on ("" = not recorded): "kind:"
+                                   and any path the system takes */
     bool from_prev;             /* load/peek output: the state came from
                                    FILE.state.prev (FILE.state did not belong
                                    to FILE: a save was interrupted) */

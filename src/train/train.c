@@ -214,12 +214,8 @@ static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e
                           .samples = samples, .seed = r->net->train.seed,
                           .batch = r->net->train.batch };
     st.has_loss_scale = vd_exec_loss_scale(r->ex, &st.loss_scale);   /* math fp16 */
-    if (r->o->data_spec) {
-        if (strlen(r->o->data_spec) >= sizeof st.data)
-            return vd_errf(e, VD_EUSAGE, "the data spec '%.64s...' is too long to record in a "
-                           "checkpoint (at most %zu bytes)", r->o->data_spec, sizeof st.data - 1);
+    if (r->o->data_spec)   /* it fits (checked as the run started) */
         snprintf(st.data, sizeof st.data, "%s", r->o->data_spec);
-    }
     vd_ckpt_save_opts so = { .dtype = r->o->save_dtype };
     rc = vd_ckpt_save_ex(r->o->save_path, r->net, r->params, r->mom, &st, &so, e);
     if (rc) {
@@ -294,6 +290,11 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     if (o->log_every < 1) return vd_errf(e, VD_EUSAGE, "--log-every must be >= 1");
     if (o->resume_path && o->init_path)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
+    /* before training, not at its first save */
+    if (o->save_path && o->data_spec && strlen(o->data_spec) >= sizeof ((vd_train_state *)0)->data)
+        return vd_errf(e, VD_EUSAGE, "the data spec '%.64s...' is too long to record in a "
+                       "checkpoint (at most %zu bytes)", o->data_spec,
+                       sizeof ((vd_train_state *)0)->data - 1);
     int rc = vd_lr_validate(&cfg->lr_policy, cfg->lr, e);
     if (rc) return rc;
 
