@@ -192,6 +192,8 @@ int vd_open_regular(const char *path, uint64_t max, uint64_t *size, vd_err *e);
 /* Read a whole regular file of at most max bytes (vd_open_regular) into a
  * buffer of the allocation wrappers (+1 NUL byte; release with vd_free). */
 int vd_read_file_max(const char *path, uint64_t max, char **data, size_t *n, vd_err *e);
+/* vd_read_file_max without a size limit (the file's size must fit memory). */
+int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 /* Write all of data[0..n) to fd (EINTR and short writes retried): VD_EIO
  * "PATH: write failed: <errno text>" (a full disk: ENOSPC). */
 int vd_write_all(int fd, const void *data, size_t n, const char *path, vd_err *e);
@@ -199,8 +201,6 @@ int vd_write_all(int fd, const void *data, size_t n, const char *path, vd_err *e
  * read error, VD_EDATA "truncated" when the file ends first (path names it
  * in messages). */
 int vd_read_full(int fd, void *buf, size_t n, const char *path, vd_err *e);
-/* vd_read_file_max without a size limit (the file's size must fit memory). */
-int vd_read_file(const char *path, char **data, size_t *n, vd_err *e);
 
 /* fsync the directory that holds path (makes renames/links in it durable).
  * VD_EIO when the directory cannot be opened or synced. */
@@ -226,8 +226,8 @@ typedef struct vd_run_path {
  * output, by identity (device and inode) where the file exists, by its
  * resolved path (symbolic links followed, the directory made absolute)
  * where it does not; an output that is an existing file under an input
- * tree clashes too (except with the input named by may_replace).
- * VD_EUSAGE naming both flags and paths, VD_ENOMEM. A path that
+ * tree clashes too. An output never clashes with the input its
+ * may_replace names. VD_EUSAGE naming both flags and paths, VD_ENOMEM. A path that
  * cannot be resolved (a missing input) is left to its reader. */
 int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e);
 
