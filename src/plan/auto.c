@@ -103,7 +103,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "plan/plan_internal.h"
+#include "plan/search.h"
 
 enum { MV_DISP, MV_ALGO };
 enum { K_OFFLOAD = 6, K_RECOMPUTE = 6, K_ALGO = 4 };   /* simulated per round */
@@ -119,6 +119,7 @@ typedef struct move {
 } move;
 
 typedef struct actx {
+    vdp_search *s;          /* the search this context belongs to */
     const vd_net *net;
     const vd_profile *prof;
     vd_plan_opts o;         /* the caller's opts: policy auto, disp -> disp */
@@ -304,22 +305,12 @@ static void memo_put(actx *c, bool feasible, double iter_s, bool exact) {
     c->memo_n++;
 }
 
-/* vdp_build_auto's searches one after another (see there) report as one:
- * the plans the finished ones built, and their fastest fitting plan (0:
- * none); reset by the outermost vdp_build_auto. */
-static _Thread_local int prog_evals;
-static _Thread_local int update_depth;   /* vdp_build_auto's search with the room */
-static _Thread_local int array_phase;    /* vdp_build_auto's search with the gradient array,
-                                            before the update's: no second opinion there */
-static _Thread_local double prog_best;
-static _Thread_local int jitter_depth;
-
 /* Report progress (opts->progress) for the current phase. */
 static void progress(const actx *c) {
     if (!c->o.progress) return;
     double best = c->have_seen ? c->seen_s : 0.0;
-    if (prog_best > 0 && (best == 0 || prog_best < best)) best = prog_best;
-    c->o.progress(c->o.progress_ctx, c->phase, prog_evals + c->evals, best);
+    if (c->s->best_s > 0 && (best == 0 || c->s->best_s < best)) best = c->s->best_s;
+    c->o.progress(c->o.progress_ctx, c->phase, c->s->evals + c->evals, best);
 }
 
 /* Enter a phase: name it and report. */
@@ -515,10 +506,8 @@ static bool done(const actx *c) { return c->feas_only && c->found; }
 
 /* The whole search's effort is spent (AUTO_EFFORT_CAP): refine, the trades,
  * the shifts, the kicks and the later starts stop; the plan so far stands. */
-/* The effort cap; a second opinion's search gets what its caller left. */
-static _Thread_local double nested_cap;
 static bool spent(const actx *c) {
-    return c->effort > (nested_cap > 0 ? nested_cap : AUTO_EFFORT_CAP) || vdp_stopped(&c->o);
+    return c->effort > vdp_search_cap(c->s) || vdp_stopped(&c->o);
 }
 
 /* No configuration can beat plan P (eval_beats' margin): it is at the lower
@@ -1313,18 +1302,23 @@ static int kick_search(actx *c, vd_plan *P, bool repair, int chain, double base,
 
 /* ---- entry points ------------------------------------------------------- */
 
+/* Release c; its plans built and its fastest fitting plan go to its
+ * search's progress (a second opinion's fastest does not: it was planned on
+ * another profile). */
 static void ctx_free(actx *c) {
-    prog_evals += c->evals;
-    if (jitter_depth == 0 && c->have_seen && (prog_best == 0 || c->seen_s < prog_best))
-        prog_best = c->seen_s;
+    vdp_search *s = c->s;
+    s->evals += c->evals;
+    if (s->jitter_depth == 0 && c->have_seen && (s->best_s == 0 || c->seen_s < s->best_s))
+        s->best_s = c->seen_s;
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
     vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus); vd_free(c->rorder); vd_free(c->gk);
 }
 
-static int ctx_init(actx *c, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                    int feas_only, vd_err *e) {
+static int ctx_init(actx *c, vdp_search *s, const vd_net *net, const vd_profile *prof,
+                    const vd_plan_opts *opts, int feas_only, vd_err *e) {
     memset(c, 0, sizeof *c);
+    c->s = s;
     int L = net->n_layers;
     c->net = net;
     c->prof = prof;
@@ -1595,6 +1589,8 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
  * H200: 0.916x of no offload measured against issue 13's 0.94. One level
  * deep (jitter_depth); deterministic (a fixed seed). */
 static const double AUTO_JITTER = 0.015, AUTO_OPINION_GAP = 0.02, AUTO_OPINION_MIN_S = 0.01;
+static int build_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
+                      const vd_plan_opts *opts, int feasibility_only, vd_plan *out, vd_err *e);
 static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
                           const vd_plan_opts *opts, vd_plan *P, vd_err *e) {
     vd_profile pp = *prof;
@@ -1613,12 +1609,11 @@ static int second_opinion(actx *c, const vd_net *net, const vd_profile *prof,
     vd_err te = {0};
     vd_plan_opts jo = *opts;
     jo.progress = NULL;    /* the caller's search reports "second opinion" meanwhile */
-    jitter_depth++;
-    double saved = nested_cap;
-    nested_cap = (saved > 0 ? saved : AUTO_EFFORT_CAP) - c->effort;
-    int rc = vdp_build_auto(net, &pp, &jo, false, &J, &te);
-    nested_cap = saved;
-    jitter_depth--;
+    vdp_search ch = vdp_search_child(c->s);
+    ch.jitter_depth++;
+    ch.cap = vdp_search_cap(c->s) - c->effort;
+    int rc = build_auto(&ch, net, &pp, &jo, false, &J, &te);
+    vdp_search_join(c->s, &ch);
     vd_free(jl);
     if (rc == VD_EBUDGET) { vdp_plan_release(&J); return VD_OK; }
     if (rc) { *e = te; return rc; }
@@ -1699,13 +1694,14 @@ static int fewer_copies(actx *c, vd_plan *P, vd_err *e) {
  * caller's dispositions, everything else kept): VD_OK when it fits, else
  * VD_EBUDGET (out holds it either way). tidy: fewer_copies at the end.
  * *effort_out (may be NULL): the effort spent. */
-static int search_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       int feasibility_only, bool probe, bool tidy, double *effort_out,
+static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
+                       const vd_plan_opts *opts, int feasibility_only, bool probe, bool tidy,
+                       double *effort_out,
                        vd_plan *out, vd_err *e) {
     memset(out, 0, sizeof *out);
     if (effort_out) *effort_out = 0;
     actx c;
-    int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
+    int rc = ctx_init(&c, s, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
     vd_plan P;
     rc = eval(&c, &P, e);
@@ -1738,17 +1734,17 @@ static int search_auto(const vd_net *net, const vd_profile *prof, const vd_plan_
     }
     config_copy(&c, d0, a0, c.disp, c.algos);
     bool have_start = false;     /* best, bd, ba: the best start so far */
-    for (int s = 0; s < N_STARTS && !done(&c); s++) {
-        if (s > 1 && c.work > AUTO_WORK) break;
-        if (s > 0 && spent(&c)) break;
+    for (int st = 0; st < N_STARTS && !done(&c); st++) {
+        if (st > 1 && c.work > AUTO_WORK) break;
+        if (st > 0 && spent(&c)) break;
         vd_profile pp = *prof;
-        if (s > 1) {                        /* a bandwidth start */
-            const double *f = start_bw_scale[s - 2];
+        if (st > 1) {                        /* a bandwidth start */
+            const double *f = start_bw_scale[st - 2];
             pp.dev.d2h_bw *= f[0];
             pp.dev.h2d_bw *= f[1];
             pp.dev.both_bw *= 0.5 * (f[0] + f[1]);
         }
-        rc = one_start(&c, s, s > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, e);
+        rc = one_start(&c, st, st > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, e);
         if (rc) goto fail;
         /* fitting beats not fitting, then faster */
         bool better = !have_start || (P.feasible && (!best.feasible ||
@@ -1820,7 +1816,7 @@ static int search_auto(const vd_net *net, const vd_profile *prof, const vd_plan_
      * an iteration of at least AUTO_OPINION_MIN_S (on the tiny nets, LeNet
      * and the tests' random nets, it would double a planning time that
      * already outweighs what it could gain) */
-    if (P.feasible && !done(&c) && jitter_depth == 0 && update_depth == 0 && array_phase == 0 &&
+    if (P.feasible && !done(&c) && s->jitter_depth == 0 && s->update_depth == 0 && s->array_phase == 0 &&
         c.effort < AUTO_EFFORT_CAP / 2 &&
         c.lb > 0 && P.sim.iter_s > c.lb * (1.0 + AUTO_OPINION_GAP) &&
         P.sim.iter_s >= AUTO_OPINION_MIN_S) {
@@ -1828,7 +1824,7 @@ static int search_auto(const vd_net *net, const vd_profile *prof, const vd_plan_
         rc = second_opinion(&c, net, prof, opts, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
-    if (tidy && P.feasible && !done(&c) && jitter_depth == 0 && P.offload_bytes > 0) {
+    if (tidy && P.feasible && !done(&c) && s->jitter_depth == 0 && P.offload_bytes > 0) {
         phase(&c, "fewer copies", 0, 0);
         rc = fewer_copies(&c, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
@@ -1875,10 +1871,10 @@ fail:
  * effort) where they can use the room, and fewer copies. P is replaced
  * when that plan fits and predicts no slower; else P stays, a plan with
  * the gradient array, which runs as it is. */
-static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int to_update(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      int feasibility_only, double *effort, vd_plan *P, vd_err *e) {
     actx c;
-    int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
+    int rc = ctx_init(&c, s, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
     c.effort = *effort;
     config_from_plan(&c, P);
@@ -1933,11 +1929,11 @@ static int to_update(const vd_net *net, const vd_profile *prof, const vd_plan_op
  * the phases run too and the faster plan wins. Nets
  * whose iteration (everything kept) is under AUTO_OPINION_MIN_S are
  * searched with the room alone. */
-static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int auto_phases(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, bool small, vd_plan *out, vd_err *e);
-static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int fallback_fits(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                          int feasibility_only, bool *fits, vd_plan *plan, vd_err *e);
-static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int room_search(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, vd_plan *out, vd_err *e);
 static int auto_floor(actx *c, const vd_plan_opts *opts, uint64_t *floor_b, vd_err *e);
 
@@ -1948,11 +1944,11 @@ static int auto_floor(actx *c, const vd_plan_opts *opts, uint64_t *floor_b, vd_e
  * offloaded) and policy all (every map offloaded), both with the least
  * workspace; the one of smaller high-water mark, VD_EBUDGET. Otherwise
  * *below is false and *out untouched. */
-static int below_floor(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int below_floor(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, bool *below, vd_plan *out, vd_err *e) {
     *below = false;
     actx c;
-    int rc = ctx_init(&c, net, prof, opts, feasibility_only, e);
+    int rc = ctx_init(&c, s, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
     extreme_config(&c);
     uint64_t floor_b = 0;
@@ -1984,24 +1980,25 @@ static int below_floor(const vd_net *net, const vd_profile *prof, const vd_plan_
     return rc;
 }
 
-int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                   int feasibility_only, vd_plan *out, vd_err *e) {
-    if (update_depth == 0 && jitter_depth == 0) { prog_evals = 0; prog_best = 0; }
-    if (opts->budget && update_depth == 0 && jitter_depth == 0) {
+/* vdp_build_auto in search s: the outermost call (s new) or a second
+ * opinion's (a child of the search that asks it). */
+static int build_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
+                      const vd_plan_opts *opts, int feasibility_only, vd_plan *out, vd_err *e) {
+    if (opts->budget && s->update_depth == 0 && s->jitter_depth == 0) {
         bool below;
-        int rc = below_floor(net, prof, opts, feasibility_only, &below, out, e);
+        int rc = below_floor(s, net, prof, opts, feasibility_only, &below, out, e);
         if (rc || below) return rc;
     }
-    if (opts->forward_only || vd_plan_grads_array(net, opts) || update_depth)
-        return search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
-    int rc = search_auto(net, prof, opts, feasibility_only, true, false, NULL, out, e);
+    if (opts->forward_only || vd_plan_grads_array(net, opts) || s->update_depth)
+        return search_auto(s, net, prof, opts, feasibility_only, false, true, NULL, out, e);
+    int rc = search_auto(s, net, prof, opts, feasibility_only, true, false, NULL, out, e);
     /* iterations under AUTO_OPINION_MIN_S (the tests' tiny nets, where the
      * phases would double a planning time that outweighs what they gain):
      * the search with the room alone */
     bool small = out->sim.iter_s < AUTO_OPINION_MIN_S;
     if (rc == VD_EBUDGET) {
         vdp_plan_release(out);
-        return auto_phases(net, prof, opts, feasibility_only, small, out, e);
+        return auto_phases(s, net, prof, opts, feasibility_only, small, out, e);
     }
     if (rc != VD_OK || feasibility_only || small || opts->budget == 0) return rc;
     /* Everything kept fits, but maybe only in a placement that costs time:
@@ -2015,7 +2012,7 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     if (!(lb > 0) || out->sim.iter_s <= lb * (1.0 + AUTO_OPINION_GAP)) return VD_OK;
     vd_plan K = *out;
     memset(out, 0, sizeof *out);
-    rc = auto_phases(net, prof, opts, false, false, out, e);
+    rc = auto_phases(s, net, prof, opts, false, false, out, e);
     if (rc == VD_OK && out->feasible && out->sim.iter_s < K.sim.iter_s * (1.0 - 1e-9)) {
         vdp_plan_release(&K);
         return VD_OK;
@@ -2026,14 +2023,21 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     return VD_OK;
 }
 
+int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   int feasibility_only, vd_plan *out, vd_err *e) {
+    vdp_search s = {0};
+    return build_auto(&s, net, prof, opts, feasibility_only, out, e);
+}
+
 /* vdp_build_auto's phases after the probe (everything kept, with the room). */
-static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int auto_phases(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, bool small, vd_plan *out, vd_err *e) {
     int rc;
     if (small) {
-        update_depth++;
-        rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
-        update_depth--;
+        vdp_search ch = vdp_search_child(s);
+        ch.update_depth++;
+        rc = search_auto(&ch, net, prof, opts, feasibility_only, false, true, NULL, out, e);
+        vdp_search_join(s, &ch);
         return rc;
     }
     vd_plan_opts po = *opts;
@@ -2044,39 +2048,39 @@ static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_
      * before it gave up: ResNet-152 b256 at its smallest budget (3.52 GB)
      * planned in 2.5 s, 1.4 of them there. The search with the room then. */
     bool array_fits = false;
-    rc = fallback_fits(net, prof, &po, feasibility_only, &array_fits, feasibility_only ? out : NULL, e);
+    rc = fallback_fits(s, net, prof, &po, feasibility_only, &array_fits, feasibility_only ? out : NULL, e);
     if (rc) return rc;
-    if (!array_fits) return room_search(net, prof, opts, feasibility_only, out, e);
+    if (!array_fits) return room_search(s, net, prof, opts, feasibility_only, out, e);
     /* feasibility only: that answers it (the array's search would begin by
      * building the same fallbacks, and stop at the first that fits) */
     if (feasibility_only) return VD_OK;
     double effort = 0;
     vd_err te = {0};
-    array_phase++;
-    rc = search_auto(net, prof, &po, feasibility_only, false, false, &effort, out, &te);
-    array_phase--;
+    vdp_search ach = vdp_search_child(s);
+    ach.array_phase++;
+    rc = search_auto(&ach, net, prof, &po, feasibility_only, false, false, &effort, out, &te);
+    vdp_search_join(s, &ach);
     if (rc == VD_OK) {
-        rc = to_update(net, prof, opts, feasibility_only, &effort, out, e);
+        rc = to_update(s, net, prof, opts, feasibility_only, &effort, out, e);
         /* with effort to spare (under half the cap: VGG-16, not ResNet-50
          * at 4 GiB), the search with the room too, on what is left, and
          * the faster plan: VGG-16 tf32 at 12 GiB offloads instead of
          * recomputing features.5-6 there (s10c: 174.8 against 179.5 ms).
          * On at most 0.35 of the cap: VGG-16 then plans in about 0.9 s
          * (with all that is left, 1.0-1.1 s; with 0.25, tf32 176.0 ms) */
-        double cap = nested_cap > 0 ? nested_cap : AUTO_EFFORT_CAP;
+        double cap = vdp_search_cap(s);
         if (rc || feasibility_only || effort >= 0.5 * cap) return rc;
         /* and where it can gain, as the second opinion: over 2% above the
          * lower bound (VGG-16 fp32 at 12 GiB on the s9 profile: 2.0%, not) */
         double lb = vd_plan_lower_bound(net, prof, out, opts->budget);
         if (!(lb > 0) || out->sim.iter_s <= lb * (1.0 + AUTO_OPINION_GAP)) return VD_OK;
-        double saved = nested_cap;
-        nested_cap = fmin(cap - effort, 0.35 * AUTO_EFFORT_CAP);
-        update_depth++;
+        vdp_search ch = vdp_search_child(s);
+        ch.cap = fmin(cap - effort, 0.35 * AUTO_EFFORT_CAP);
+        ch.update_depth++;
         vd_plan R;
         vd_err re = {0};
-        rc = search_auto(net, prof, opts, false, false, true, NULL, &R, &re);
-        update_depth--;
-        nested_cap = saved;
+        rc = search_auto(&ch, net, prof, opts, false, false, true, NULL, &R, &re);
+        vdp_search_join(s, &ch);
         if (rc == VD_OK && R.feasible && R.sim.iter_s < out->sim.iter_s * (1.0 - 1e-9)) {
             vdp_plan_release(out);
             *out = R;
@@ -2091,17 +2095,17 @@ static int auto_phases(const vd_net *net, const vd_profile *prof, const vd_plan_
     }
     if (rc != VD_EBUDGET) { *e = te; return rc; }
     vdp_plan_release(out);
-    return room_search(net, prof, opts, feasibility_only, out, e);
+    return room_search(s, net, prof, opts, feasibility_only, out, e);
 }
 
 /* Whether a fallback of the search (feasible_fallback) fits under opts;
  * if so and plan is not NULL, *plan is the first that does (as the search
  * in mode feasibility_only builds it). */
-static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int fallback_fits(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                          int feasibility_only, bool *fits, vd_plan *plan, vd_err *e) {
     *fits = false;
     actx c;
-    int rc = ctx_init(&c, net, prof, opts, plan ? feasibility_only : VDP_ANSWER, e);
+    int rc = ctx_init(&c, s, net, prof, opts, plan ? feasibility_only : VDP_ANSWER, e);
     if (rc) return rc;
     vd_plan X;
     rc = feasible_fallback(&c, opts, &X, e);
@@ -2116,14 +2120,13 @@ static int fallback_fits(const vd_net *net, const vd_profile *prof, const vd_pla
 
 /* The search with the room (the update in the backward pass), on half the
  * effort cap: where nothing fits with the gradient array. */
-static int room_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+static int room_search(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, vd_plan *out, vd_err *e) {
-    double saved = nested_cap;
-    nested_cap = 0.5 * AUTO_EFFORT_CAP;
-    update_depth++;
-    int rc = search_auto(net, prof, opts, feasibility_only, false, true, NULL, out, e);
-    update_depth--;
-    nested_cap = saved;
+    vdp_search ch = vdp_search_child(s);
+    ch.cap = 0.5 * AUTO_EFFORT_CAP;
+    ch.update_depth++;
+    int rc = search_auto(&ch, net, prof, opts, feasibility_only, false, true, NULL, out, e);
+    vdp_search_join(s, &ch);
     return rc;
 }
 
@@ -2199,8 +2202,9 @@ static int auto_floor(actx *c, const vd_plan_opts *opts, uint64_t *floor_b, vd_e
 /* known_dyn: dyn's smallest budget when the caller has it (else NULL). */
 static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                            const uint64_t *known_dyn, uint64_t *min_budget, vd_err *e) {
+    vdp_search s = {0};
     actx c;
-    int rc = ctx_init(&c, net, prof, opts, true, e);
+    int rc = ctx_init(&c, &s, net, prof, opts, true, e);
     if (rc) return rc;
     /* Upper bound: the fallback candidates' own minimum budgets. */
     uint64_t hi = UINT64_MAX, m = 0;
