@@ -96,10 +96,9 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
  * are fitted and before its placement; a variant that already predicts
  * screen_s or slower there is dropped unplaced (the staging only replaces
  * x's copy; the placement's retries at a tighter cap only delay prefetches
- * and release regions earlier, which nearly always slows the replay: on
- * ResNet-50 b256 at 4 GiB about 1 dropped build in 800 would have placed
- * faster than screen_s, by under 0.7%, and the search takes another path
- * there; at 8 GiB none). A variant whose live bytes exceed the budget is
+ * and release regions earlier, which nearly always slows the replay; the
+ * rare exceptions: docs/planner.md, "Screened builds"). A variant whose live
+ * bytes exceed the budget is
  * dropped too (it cannot fit).
  * Returns VDP_SCREENED (out released) when every variant is dropped, else
  * like vdp_build_fixed; *lb_s: a bound below which no variant that fits
