@@ -17,7 +17,8 @@ typedef struct vdp_search {
     int update_depth;   /* > 0: a search with the room (the update in the backward pass) */
     int array_phase;    /* > 0: the search with the gradient array, before the update's */
     int jitter_depth;   /* > 0: a second opinion's search, on a jittered profile */
-    double cap;         /* the effort cap of the whole search (0: AUTO_EFFORT_CAP) */
+    double cap;         /* a nested search's effort cap, what its parent left
+                           (0: AUTO_EFFORT_CAP) */
 } vdp_search;
 
 /* The effort cap s may spend. */
@@ -35,6 +36,7 @@ static inline void vdp_search_join(vdp_search *s, const vdp_search *child) {
     s->best_s = child->best_s;
 }
 
+/* ---- one search's context and greedy's moves ---------------------------- */
 
 enum { MV_DISP, MV_ALGO };
 enum { K_OFFLOAD = 6, K_RECOMPUTE = 6, K_ALGO = 4 };   /* simulated per round */
