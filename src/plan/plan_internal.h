@@ -74,8 +74,9 @@ int vdp_simulate_as_staged(vd_plan *p, const vd_profile *prof, vd_err *e);
 int vdp_n_consumers(const vd_net *net, int src);
 
 /* The plan's files depend one way: plan.c (entry points) -> auto.c (the auto
- * search) -> policy.c (none / all / conv / dyn) -> build.c (one build, with
- * the steps of builder.h) -> place.c, sim.c.
+ * search's orchestration) -> search_local.c -> search_greedy.c ->
+ * search_eval.c (search.h; docs/planner.md) -> policy.c (none / all / conv /
+ * dyn) -> build.c (one build, with the steps of builder.h) -> place.c, sim.c.
  *
  * build.c. vdp_plan_release frees a plan's arrays and zeroes it
  * (= vd_plan_free). vdp_build_fixed: one build with fixed algorithms
@@ -95,10 +96,9 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
  * are fitted and before its placement; a variant that already predicts
  * screen_s or slower there is dropped unplaced (the staging only replaces
  * x's copy; the placement's retries at a tighter cap only delay prefetches
- * and release regions earlier, which nearly always slows the replay: on
- * ResNet-50 b256 at 4 GiB about 1 dropped build in 800 would have placed
- * faster than screen_s, by under 0.7%, and the search takes another path
- * there; at 8 GiB none). A variant whose live bytes exceed the budget is
+ * and release regions earlier, which nearly always slows the replay; the
+ * rare exceptions: docs/planner.md, "Screened builds"). A variant whose live
+ * bytes exceed the budget is
  * dropped too (it cannot fit).
  * Returns VDP_SCREENED (out released) when every variant is dropped, else
  * like vdp_build_fixed; *lb_s: a bound below which no variant that fits
@@ -168,19 +168,16 @@ int vdp_minws_pass(const vd_profile_layer *pl, bool bwd);
  * else the forward option. */
 void vdp_opts_algos(const vd_profile *prof, const vd_plan_opts *opts, int L, int *algos);
 
-/* auto.c: the work after which the auto search starts no more kicks without
- * repair (twice it: with repair; see work_limit), in
- * vdp_build_screened's cost units (about 6.4e7 a second on one core of the
- * 2-core build machine). */
+/* The work after which the auto search starts no more kicks without repair
+ * (twice it: with repair; see search_work_limit), in vdp_build_screened's
+ * cost units (docs/planner.md: about half a second of one core). */
 #define AUTO_WORK_BUDGET 3e7
 
-/* auto.c: the effort (vdp_build_screened's *effort, summed over the
- * search) after which the auto search stops refining, trading and kicking
- * and starts no later start: 1.0-1.5 s of a whole search on one core of the
- * 2-core build machine at every net and budget measured (issue 13: plan in
- * 2 s; README, "Planning time").
- * Like the work budget, a count, never a clock: the same inputs, the same
- * plan. */
+/* The effort (vdp_build_screened's *effort, summed over the search) after
+ * which the auto search stops refining, trading and kicking and starts no
+ * later start: a whole search in a second or two of one core at every net
+ * and budget measured (docs/planner.md; README, "Planning time"). Like the
+ * work budget, a count, never a clock: the same inputs, the same plan. */
 #define AUTO_EFFORT_CAP 8e7
 
 /* vdp_build_auto's modes: the whole search; feasibility only (stop at the

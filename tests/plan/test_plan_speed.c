@@ -53,7 +53,8 @@ static bool same_plan(const vd_plan *a, const vd_plan *b) {
  * between auto's smallest budget and none's peak: the search runs every
  * phase and reports each, in order, with the plans built never going down
  * and the best so far never getting slower; the plan is the one built
- * without a progress callback, and the same again (deterministic). */
+ * without a progress callback, and the same again (deterministic), whose
+ * search reports as the first did. */
 START_TEST(test_progress_reports) {
     vd_net net;
     load_shipped_net(&net, "tiny-resnet.yaml", 64);
@@ -82,8 +83,14 @@ START_TEST(test_progress_reports) {
      * (a paper policy's plan may beat it) */
     ck_assert(g.best_last > 0 && p1.sim.iter_s <= g.best_last);
     ck_assert(same_plan(&p0, &p1));
+    /* the search's state is its own (struct vdp_search): a second search
+     * reports the same plans built and the same best, nothing carried over */
+    prog_log g2 = {.order_ok = true, .evals_ok = true, .best_ok = true};
+    o.progress_ctx = &g2;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p2, &e) == 0, "%s", e.msg);
     ck_assert(same_plan(&p1, &p2));
+    ck_assert_int_eq(g2.evals_last, g.evals_last);
+    ck_assert(g2.best_last == g.best_last);
     vd_plan_free(&p0);
     vd_plan_free(&p1);
     vd_plan_free(&p2);
