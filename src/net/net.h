@@ -74,6 +74,12 @@ typedef struct vd_op_info {
     bool can_inplace;        /* output may overwrite its (single) input */
     bool has_params;
     bool recomputable;       /* forward may run again to rebuild y (no state besides y) */
+    bool bwd_is_dy;          /* each input's gradient is dy itself (a sum): the planner
+                                may share the gradient buffers instead of running the
+                                backward, which then costs only for the inputs that
+                                do not share */
+    bool step_counter;       /* keeps a count of training steps, saved in checkpoints
+                                as "<layer>.num_batches_tracked" (I64, torchvision's) */
     const char *const *keys; /* op-specific spec keys, NULL-terminated */
     /* Defaults, then the spec keys (checks that need no shapes). */
     int (*parse)(struct vd_layer *l, const vd_spec_keys *k);

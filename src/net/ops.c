@@ -408,7 +408,8 @@ const vd_op_info vd_op_table[] = {
                    .parse = lrn_parse, .infer = lrn_infer, .flops = lrn_flops},
     /* not recomputable: forward updates the running statistics */
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
-                         .bwd_needs_x = true, .has_params = true, .keys = BN_KEYS,
+                         .bwd_needs_x = true, .has_params = true, .step_counter = true,
+                         .keys = BN_KEYS,
                          .parse = bn_parse, .infer = bn_infer, .flops = flops_out4,
                          .params = bn_params, .aux_bytes = bn_aux_bytes},
     [VD_OP_FC] = {.name = "fc", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
@@ -420,7 +421,7 @@ const vd_op_info vd_op_table[] = {
     [VD_OP_FLATTEN] = {.name = "flatten", .min_inputs = 1, .max_inputs = 1, .recomputable = true,
                        .keys = NO_KEYS, .infer = flatten_infer},
     [VD_OP_ADD] = {.name = "add", .min_inputs = 2, .max_inputs = VD_MAX_INPUTS,
-                   .recomputable = true, .keys = NO_KEYS, .infer = add_infer, .flops = add_flops},
+                   .recomputable = true, .bwd_is_dy = true, .keys = NO_KEYS, .infer = add_infer, .flops = add_flops},
     [VD_OP_CONCAT] = {.name = "concat", .min_inputs = 2, .max_inputs = VD_MAX_INPUTS,
                       .recomputable = true, .keys = NO_KEYS, .infer = concat_infer},
     /* not recomputable: forward writes the loss (aux) */

@@ -63,7 +63,7 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
         uint64_t need = persistent + set_bytes(p, set, n);
         if (need > budget) return INFINITY;
         sum += fastest_within(&prof->layers[i], false, budget - need);
-        if (l->op == VD_OP_ADD) continue;
+        if (vd_op_table[l->op].bwd_is_dy) continue;
         bool rx = true, ry = true;
         vd_op_bwd_reads(net, i, &rx, &ry);
         n = 0;

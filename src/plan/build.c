@@ -131,7 +131,7 @@ static void scale_add_steps(bld *B) {
     vd_plan *p = B->p;
     for (int i = 0; i < B->L && !p->forward_only; i++) {
         const vd_layer *l = &B->net->layers[i];
-        if (l->op != VD_OP_ADD) continue;
+        if (!vd_op_table[l->op].bwd_is_dy) continue;
         int want = 0, have = 0;
         for (int k = 0; k < l->n_in; k++)
             if (l->in[k] >= 0) { want++; have += p->layers[i].dx[k] >= 0; }

@@ -215,7 +215,7 @@ static double compute_bound(const actx *c) {
     for (int i = 0; i < c->L; i++) {
         const vd_profile_layer *pl = &c->prof->layers[i];
         t += pl->algos[c->algos[i]].fwd_s;
-        if (c->net->layers[i].op != VD_OP_ADD) t += pl->algos[c->algos[c->L + i]].bwd_s;
+        if (!vd_op_table[c->net->layers[i].op].bwd_is_dy) t += pl->algos[c->algos[c->L + i]].bwd_s;
     }
     return t;
 }

@@ -174,7 +174,7 @@ static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_
     int nc = 0;   /* each gradient has one first writer: at most L candidates */
     for (int a = L - 1; a >= 0; a--) {
         const vd_layer *l = &net->layers[a];
-        if (l->op != VD_OP_ADD || a == loss) continue;
+        if (!vd_op_table[l->op].bwd_is_dy || a == loss) continue;
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
             if (src < 0 || fw[src] != a || fwk[src] != k) continue;

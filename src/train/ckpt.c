@@ -244,7 +244,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     if (dtype != VD_CKPT_F32 && dtype != VD_CKPT_BF16)
         return vd_errf(e, VD_EINTERNAL, "checkpoint: unknown save dtype %d", (int)dtype);
     int n_bn = 0;
-    for (int i = 0; i < net->n_layers; i++) n_bn += net->layers[i].op == VD_OP_BATCHNORM;
+    for (int i = 0; i < net->n_layers; i++) n_bn += vd_op_table[net->layers[i].op].step_counter;
     int cap = net->n_params + n_bn;
     out_tensor *t = vd_calloc((size_t)(cap > 0 ? cap : 1), sizeof *t, e);
     int64_t *nbt = vd_calloc((size_t)(n_bn > 0 ? n_bn : 1), sizeof *nbt, e);
@@ -267,7 +267,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     int nt = 0, k = 0;
     /* I64 first (8-byte alignment), then F32 / BF16 in the net's parameter order */
     for (int i = 0; i < net->n_layers; i++) {
-        if (net->layers[i].op != VD_OP_BATCHNORM) continue;
+        if (!vd_op_table[net->layers[i].op].step_counter) continue;
         nbt[k] = st->iteration;
         out_tensor *o = &t[nt++];
         snprintf(o->name, sizeof o->name, "%s.num_batches_tracked", net->layers[i].name);
@@ -647,7 +647,7 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
             char lname[VD_NAME_MAX + 48];
             snprintf(lname, sizeof lname, "%.*s", (int)(ln - ls), t->name);
             int li = vd_net_find(net, lname);
-            nbt = li >= 0 && net->layers[li].op == VD_OP_BATCHNORM;
+            nbt = li >= 0 && vd_op_table[net->layers[li].op].step_counter;
             if (nbt && !(strcmp(t->dtype, "I64") == 0 && t->numel == 1 && t->ndim <= 1))
                 snprintf(why, sizeof why, "tensor '%s' must be an I64 scalar", t->name);
         }
