@@ -1,15 +1,14 @@
-/* spec.c — YAML network spec -> vd_net (over the tree of ydoc.h).
+/* spec.c — YAML network spec -> vd_net (over the tree of ydoc.h): the
+ * entry points, the top-level keys and the layer list.
  *
- * Sections: state and errors; names table; scalars and ${expressions};
- * mapping keys; value readers; input/train sections; templates; layer
- * expansion; entry points. The format is documented in man/vdnn-net.5. */
+ * Sections: errors; the input section; layer expansion (entries, repeat:
+ * and if:, layers with their op-specific keys, names and inputs); entry
+ * points. The names table, expressions, value readers, the train: section
+ * and templates have files of their own (spec_internal.h lists them). The
+ * format is documented in man/vdnn-net.5. */
 #include <ctype.h>
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "spec/spec_internal.h"
 
