@@ -311,7 +311,10 @@ int vds_subst(sp *s, const scope *sc, mark m, const char *in, char **out) {
     while (*p) {
         const char *st = strstr(p, "${");
         size_t lit = st ? (size_t)(st - p) : strlen(p);
-        if (n + lit > MAX_VALUE) { rc = vds_err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE); break; }
+        if (n + lit > MAX_VALUE) {
+            rc = vds_err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
+            break;
+        }
         memcpy(buf + n, p, lit);
         n += lit;
         if (!st) break;

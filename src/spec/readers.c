@@ -29,7 +29,7 @@ int vds_scalar(sp *s, const scope *sc, yd_node *n, const char *what, char **out)
         return vds_err_at(s, mk(n), "'%s' contains a NUL byte", what);
     if (yd_tag(&s->doc, n))
         return vds_err_at(s, mk(n), "'%s' has the YAML tag '%.64s'; quote a value that starts with '!'",
-                      what, yd_tag(&s->doc, n));
+                          what, yd_tag(&s->doc, n));
     return vds_subst(s, sc, mk(n), t, out);
 }
 
@@ -54,7 +54,7 @@ int vds_find_key(const char *const *keys, int n, const char *k) {
  * A key found in `elsewhere` (NULL-terminated, may be NULL) gets "does not
  * apply to <elsewhere_what>" instead of "unknown key". */
 int vds_map_keys(sp *s, yd_node *m, const char *what, const char *const *allowed, int n,
-                    const char *const *elsewhere, const char *elsewhere_what, yd_node **vals) {
+                 const char *const *elsewhere, const char *elsewhere_what, yd_node **vals) {
     if (m->type != YD_MAP)
         return vds_err_at(s, mk(m), "%s must be a mapping (key: value), not %s", what, vds_node_kind(m));
     for (int i = 0; i < n; i++) vals[i] = NULL;
@@ -95,7 +95,7 @@ int vds_map_keys(sp *s, yd_node *m, const char *what, const char *const *allowed
  * ====================================================================== */
 
 int vds_get_i64(sp *s, const scope *sc, yd_node *n, const char *key, int64_t lo, int64_t hi,
-                   int64_t *out) {
+                int64_t *out) {
     char *t;
     int rc = vds_scalar(s, sc, n, key, &t);
     if (rc) return rc;
@@ -106,10 +106,10 @@ int vds_get_i64(sp *s, const scope *sc, yd_node *n, const char *key, int64_t lo,
         rc = lo == 1 ? vds_err_at(s, mk(n), "'%s' must be positive, got %lld", key, (long long)v)
            : lo == 0 ? vds_err_at(s, mk(n), "'%s' must not be negative, got %lld", key, (long long)v)
                      : vds_err_at(s, mk(n), "'%s' must be at least %lld, got %lld", key, (long long)lo,
-                              (long long)v);
+                                  (long long)v);
     } else if (v > hi) {
         rc = vds_err_at(s, mk(n), "'%s' is too large (at most %lld), got %lld", key, (long long)hi,
-                    (long long)v);
+                        (long long)v);
     } else {
         *out = v;
     }
@@ -143,7 +143,7 @@ int vds_get_pair(sp *s, const scope *sc, yd_node *n, const char *key, int lo, in
 
 /* Float in a range given by lo/hi and open/closed ends; `range` describes it. */
 int vds_get_float(sp *s, const scope *sc, yd_node *n, const char *key, double lo, bool lo_open,
-                     double hi, bool hi_open, const char *range, double *out) {
+                  double hi, bool hi_open, const char *range, double *out) {
     char *t;
     int rc = vds_scalar(s, sc, n, key, &t);
     if (rc) return rc;
@@ -183,7 +183,7 @@ int vds_get_cond(sp *s, const scope *sc, yd_node *n, bool *out) {
     if (strlen(raw) != n->n) return vds_err_at(s, mk(n), "'if' contains a NUL byte");
     if (yd_tag(&s->doc, n))
         return vds_err_at(s, mk(n), "'if' has the YAML tag '%.64s'; quote a condition that starts with "
-                      "'!', e.g. if: \"!downsample\"", yd_tag(&s->doc, n));
+                          "'!', e.g. if: \"!downsample\"", yd_tag(&s->doc, n));
     char *t;
     int rc;
     if (strstr(raw, "${")) {

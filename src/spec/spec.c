@@ -181,8 +181,8 @@ int vds_get_name(sp *s, const scope *sc, yd_node *n, const char *prefix, char fu
     for (const char *p = t; !rc && *p; p++)
         if (!valid_name_char((unsigned char)*p))
             rc = vds_err_at(s, mk(n),
-                        "name '%.96s' contains '%c'; use letters, digits and _ . - / :", t,
-                        isprint((unsigned char)*p) ? *p : '?');
+                            "name '%.96s' contains '%c'; use letters, digits and _ . - / :", t,
+                            isprint((unsigned char)*p) ? *p : '?');
     if (!rc && vds_is_input_name(t))
         rc = vds_err_at(s, mk(n), "'%s' is reserved for the net input and cannot name a layer", t);
     if (!rc) {
@@ -190,13 +190,13 @@ int vds_get_name(sp *s, const scope *sc, yd_node *n, const char *prefix, char fu
                           : snprintf(full, VD_NAME_MAX, "%s", t);
         if (k < 0 || k >= VD_NAME_MAX)
             rc = vds_err_at(s, mk(n), "name '%s%s%.96s' is too long (at most %d characters)", prefix,
-                        prefix[0] ? "." : "", t, VD_NAME_MAX - 1);
+                            prefix[0] ? "." : "", t, VD_NAME_MAX - 1);
     }
     if (!rc) {
         const name_ent *ne = vds_names_find(s, full);
         if (ne)
             rc = vds_err_at(s, mk(n), "duplicate layer name '%s' (first defined at line %d)", full,
-                        ne->line);
+                            ne->line);
     }
     vd_free(t);
     return rc;
@@ -227,7 +227,7 @@ static int get_input(sp *s, const scope *sc, yd_node *n, const char *prefix, int
 }
 
 int vds_get_inputs(sp *s, const scope *sc, yd_node *n, const char *prefix, int *n_in,
-                      int in[VD_MAX_INPUTS]) {
+                   int in[VD_MAX_INPUTS]) {
     if (n->type == YD_SCALAR) { /* inputs: name */
         *n_in = 1;
         return get_input(s, sc, n, prefix, &in[0]);
@@ -346,11 +346,11 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
     if (l.n_in < info->min_inputs) {
         mark m = v[K_INPUTS] ? mk(v[K_INPUTS]) : mk(item);
         return vds_err_at(s, m, "layer '%s': %s needs at least %d inputs (inputs: [a, b])", l.name, info->name,
-                      info->min_inputs);
+                          info->min_inputs);
     }
     if (l.n_in > info->max_inputs)
         return vds_err_at(s, mk(v[K_INPUTS]), "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
-                      info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
+                          info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
 
     if (info->parse) {
         layer_keys lk = {s, sc, item, allowed, na, v};
@@ -363,7 +363,7 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
 static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix, int *prev) {
     if (item->type != YD_MAP)
         return vds_err_at(s, mk(item), "a layer must be a mapping (name: ..., type: ...), not %s",
-                      vds_node_kind(item));
+                          vds_node_kind(item));
     bool is_use = false;
     for (uint32_t i = 0; i < item->n; i++) {
         yd_node *k = KEY(item, i);
@@ -376,11 +376,11 @@ static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix
             yd_node *k = KEY(item, i);
             if (k->type == YD_SCALAR && !strcmp(TXT(k), "type"))
                 return vds_err_at(s, mk(k), "an entry has either 'type' (a layer) or 'use' (a template), "
-                              "not both");
+                                  "not both");
         }
         const char *everywhere[ALL_KEYS_MAX];
         if ((rc = vds_map_keys(s, item, "a template use", USE_KEYS, U_NKEYS, op_keys_everywhere(everywhere),
-                           "template uses (put layer settings in the template)", uv)))
+                               "template uses (put layer settings in the template)", uv)))
             return rc;
         rep = uv[U_REPEAT];
         idxn = uv[U_INDEX];
@@ -408,10 +408,10 @@ static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix
     if (rep) {
         if (!strcmp(ivar, "name") || !strcmp(ivar, "input") || !strcmp(ivar, "true") || !strcmp(ivar, "false"))
             return vds_err_at(s, idxn ? mk(idxn) : mk(rep), "'%s' is reserved and cannot be an index",
-                          ivar);
+                              ivar);
         if (vds_scope_get(sc, ivar, strlen(ivar)))
             return vds_err_at(s, idxn ? mk(idxn) : mk(rep),
-                          "index variable '%s' is already defined here; pick another with 'index:'", ivar);
+                              "index variable '%s' is already defined here; pick another with 'index:'", ivar);
     }
     for (int64_t k = 0; k < count; k++) {
         if (++s->work > MAX_WORK)
@@ -497,7 +497,7 @@ static int parse_doc(sp *s) {
         !vd_mul_u64(in_bytes, (uint64_t)net->in_w, &in_bytes) ||
         !vd_mul_u64(in_bytes, (uint64_t)net->train.batch, &in_bytes) || !vd_mul_u64(in_bytes, 4, &in_bytes))
         return vds_err_at(s, mk(v[2]), "the input %dx%dx%d at batch %d overflows 64-bit byte counts",
-                      net->in_c, net->in_h, net->in_w, net->train.batch);
+                          net->in_c, net->in_h, net->in_w, net->train.batch);
     if (v[4] && !vds_is_null_scalar(s, v[4]) && (rc = vds_parse_templates(s, v[4]))) return rc;
     if (!v[5]) return vds_err_at(s, mk(root), "missing key 'layers'");
     if (v[5]->type != YD_SEQ) return vds_err_at(s, mk(v[5]), "'layers' must be a list");
@@ -522,7 +522,7 @@ static int parse_doc(sp *s) {
         if (!vd_mul_u64((uint64_t)vd_net_out_numel(net, i), (uint64_t)net->train.batch * 4, &b) ||
             !vd_add_u64(total, b, &total) || total > ((uint64_t)1 << 62)) {
             return vds_fail_msg(s, l->line, l->col, "the net's parameters and activations at this batch exceed "
-                            "2^62 bytes", s->ctx[i] ? s->ctx[i] : "");
+                                "2^62 bytes", s->ctx[i] ? s->ctx[i] : "");
         }
     }
     return VD_OK;

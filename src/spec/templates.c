@@ -45,7 +45,7 @@ int vds_parse_templates(sp *s, yd_node *n) {
             bool seq = pn->type == YD_SEQ;
             if (!seq && pn->type != YD_MAP)
                 return vds_err_at(s, mk(pn),
-                              "'params' must be a list of names or a mapping of names to defaults");
+                                  "'params' must be a list of names or a mapping of names to defaults");
             int np = (int)pn->n;
             if (np > MAX_PARAMS) return vds_err_at(s, mk(pn), "too many params (at most %d)", MAX_PARAMS);
             for (int j = 0; j < np; j++) {
@@ -65,7 +65,7 @@ int vds_parse_templates(sp *s, yd_node *n) {
                 if (pv && !vds_is_null_scalar(s, pv)) {
                     if (pv->type != YD_SCALAR || strlen(TXT(pv)) != pv->n)
                         return vds_err_at(s, mk(pv), "the default of parameter '%s' must be a single value",
-                                      pname);
+                                          pname);
                     def = TXT(pv);
                 }
                 t->pname[t->n_params] = pname;
@@ -91,7 +91,7 @@ int vds_expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const cha
         const char *sug = vd_suggest(tn, names, s->n_tmpls);
         if (sug) rc = vds_err_at(s, mk(v[U_USE]), "unknown template '%.64s' (did you mean '%s'?)", tn, sug);
         else if (!s->n_tmpls) rc = vds_err_at(s, mk(v[U_USE]), "unknown template '%.64s' (the spec has no "
-                                          "'templates' section)", tn);
+                                              "'templates' section)", tn);
         else rc = vds_err_at(s, mk(v[U_USE]), "unknown template '%.64s'", tn);
         vd_free(tn);
         return rc;
@@ -127,7 +127,7 @@ int vds_expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const cha
             if (vds_find_key(t->pname, t->n_params, key) < 0) {
                 const char *sug = vd_suggest(key, t->pname, t->n_params);
                 if (sug) return vds_err_at(s, mk(k), "template '%s' has no parameter '%.64s' (did you mean "
-                                       "'%s'?)", t->name, key, sug);
+                                           "'%s'?)", t->name, key, sug);
                 return vds_err_at(s, mk(k), "template '%s' has no parameter '%.64s'", t->name, key);
             }
             for (uint32_t q = 0; q < p; q++) {
@@ -146,13 +146,13 @@ int vds_expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const cha
         if (val) {
             if (val->type != YD_SCALAR)
                 rc = vds_err_at(s, mk(val), "parameter '%s' must be a single value, not %s", t->pname[i],
-                            vds_node_kind(val));
+                                vds_node_kind(val));
             else rc = vds_scalar(s, sc, val, t->pname[i], &text);
         } else if (t->pdef[i]) {
             if (!(text = vd_strdup(t->pdef[i], s->e))) rc = vds_nomem(s);
         } else {
             rc = vds_err_at(s, mk(item), "template '%s' needs parameter '%s' (add it under 'with:')",
-                        t->name, t->pname[i]);
+                            t->name, t->pname[i]);
         }
         if (!rc) { vars[nv].name = t->pname[i]; vars[nv].val = text; nv++; }
     }
@@ -163,7 +163,8 @@ int vds_expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const cha
     }
     if (!rc) {
         vars[nv].name = "input";
-        if (!(vars[nv].val = vd_strdup(block_in < 0 ? "input" : s->net->layers[block_in].name, s->e))) rc = vds_nomem(s);
+        if (!(vars[nv].val = vd_strdup(block_in < 0 ? "input" : s->net->layers[block_in].name, s->e)))
+            rc = vds_nomem(s);
         else nv++;
     }
     if (!rc) {

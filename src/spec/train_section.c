@@ -31,7 +31,7 @@ static int parse_lr_policy(sp *s, yd_node *n, vd_lr_policy *lp) {
         const char *sug = vd_suggest(t, LR_TYPES, 5);
         rc = sug ? vds_err_at(s, mk(type_node), "unknown lr_policy type '%.64s' (did you mean '%s'?)", t, sug)
                  : vds_err_at(s, mk(type_node),
-                          "unknown lr_policy type '%.64s' (expected fixed, step, multistep, poly or cosine)", t);
+                              "unknown lr_policy type '%.64s' (expected fixed, step, multistep, poly or cosine)", t);
         vd_free(t);
         return rc;
     }
@@ -49,7 +49,7 @@ static int parse_lr_policy(sp *s, yd_node *n, vd_lr_policy *lp) {
     for (int k = 0; k < LR_NKEYS; k++)
         if (v[k] && !applies[type][k])
             return vds_err_at(s, mk(v[k]), "key '%s' does not apply to lr_policy type '%s'", LR_KEYS[k],
-                          LR_TYPES[type]);
+                              LR_TYPES[type]);
     double d;
     if (v[LR_STEP]) { if ((rc = vds_get_i64(s, NULL, v[LR_STEP], "step", 1, INT64_MAX, &lp->step))) return rc; }
     else if (type == VD_LR_STEP) return vds_err_at(s, mk(n), "lr_policy type 'step' needs key 'step'");
@@ -62,7 +62,8 @@ static int parse_lr_policy(sp *s, yd_node *n, vd_lr_policy *lp) {
         lp->power = (float)d;
     }
     if (v[LR_MIN_LR]) {
-        if ((rc = vds_get_float(s, NULL, v[LR_MIN_LR], "min_lr", 0, false, 1e30, false, "non-negative", &d))) return rc;
+        if ((rc = vds_get_float(s, NULL, v[LR_MIN_LR], "min_lr", 0, false, 1e30, false, "non-negative", &d)))
+            return rc;
         lp->min_lr = (float)d;
     }
     if (v[LR_WARMUP] && (rc = vds_get_i64(s, NULL, v[LR_WARMUP], "warmup", 0, INT64_MAX, &lp->warmup))) return rc;
@@ -74,7 +75,7 @@ static int parse_lr_policy(sp *s, yd_node *n, vd_lr_policy *lp) {
         if (cnt == 0) return vds_err_at(s, mk(m), "'milestones' must not be empty");
         if (cnt > (int)VD_ARRAY_LEN(lp->milestones))
             return vds_err_at(s, mk(m), "at most %d milestones are supported, got %d",
-                          (int)VD_ARRAY_LEN(lp->milestones), cnt);
+                              (int)VD_ARRAY_LEN(lp->milestones), cnt);
         for (int i = 0; i < cnt; i++) {
             yd_node *it = ITEM(m, i);
             if ((rc = vds_get_i64(s, NULL, it, "milestones", 1, INT64_MAX, &lp->milestones[i]))) return rc;
@@ -116,7 +117,7 @@ int vds_parse_train(sp *s, yd_node *n) {
     if (v[5]) t->epochs = 0;
     if (v[4] && t->lr_policy.type == VD_LR_COSINE && t->lr_policy.min_lr > t->lr)
         return vds_err_at(s, mk(v[4]), "lr_policy 'min_lr' (%g) must not exceed 'lr' (%g)",
-                      (double)t->lr_policy.min_lr, (double)t->lr);
+                          (double)t->lr_policy.min_lr, (double)t->lr);
     if (v[7]) {
         int64_t seed;
         if ((rc = vds_get_i64(s, NULL, v[7], "seed", 0, INT64_MAX, &seed))) return rc;
