@@ -1,10 +1,11 @@
 /* expr.c — the ${} expression language of specs.
  *
  * ${expr} in a scalar is replaced by its value: a lone variable name gives
- * that variable's text; anything else is a C-like integer expression
- * (64-bit, overflow and division by zero are errors) over integer and
- * boolean variables, with ?:, ||, &&, comparisons, + - * / % and unary
- * - + !. Only the branch taken is checked for overflow. Variables come from
+ * that variable's text; anything else is a C-like 64-bit integer
+ * expression over integer and boolean variables, with ?:, ||, &&,
+ * comparisons, + - * / % and unary - + !. Overflow and division by zero
+ * are errors only where the value is used: the side of &&, || and ?: not
+ * taken is parsed and its names checked, nothing more. Variables come from
  * the scope: template parameters, `name`, `input` and repeat indices. The
  * grammar is in man/vdnn-net.5 (Expressions). */
 #include <ctype.h>

@@ -2,9 +2,9 @@
  *
  * Layer names and template-use names map to layer indices in an open
  * addressing table (FNV-1a, at most half full). An input name that is not
- * in the table yet is held as the pending error until the whole list has
- * been read: it is then reported as "defined later" or "unknown" with a
- * suggestion, unless an error earlier in the file comes first. */
+ * in the table yet is held as the pending error: it is reported, as
+ * "defined later" or as "unknown" with a suggestion, once the whole list
+ * has been read, or in place of any error found after it. */
 #include <stdio.h>
 #include <string.h>
 #include "spec/spec_internal.h"
