@@ -4,10 +4,10 @@
  * that variable's text; anything else is a C-like 64-bit integer
  * expression over integer and boolean variables, with ?:, ||, &&,
  * comparisons, + - * / % and unary - + !. Overflow and division by zero
- * are errors only where the value is used: the side of &&, || and ?: not
- * taken is parsed and its names checked, nothing more. Variables come from
- * the scope: template parameters, `name`, `input` and repeat indices. The
- * grammar is in man/vdnn-net.5 (Expressions). */
+ * are errors only where the value is used, not on the side of &&, || or
+ * ?: that is not taken (which is still parsed, its variables looked up).
+ * Variables come from the scope: template parameters, `name`, `input` and
+ * repeat indices. The grammar is in man/vdnn-net.5 (Expressions). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
