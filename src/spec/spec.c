@@ -1,103 +1,22 @@
-/* spec.c — YAML network spec -> vd_net (over the tree of ydoc.h).
+/* spec.c — YAML network spec -> vd_net (over the tree of ydoc.h): the
+ * entry points, the top-level keys and the layer list.
  *
- * Sections: state and errors; names table; scalars and ${expressions};
- * mapping keys; value readers; input/train sections; templates; layer
- * expansion; entry points. The format is documented in man/vdnn-net.5. */
+ * Sections: errors; the input section; layer expansion (entries, repeat:
+ * and if:, layers with their op-specific keys, names and inputs); entry
+ * points. The names table, expressions, value readers, the train: section
+ * and templates have files of their own (spec_internal.h lists them). The
+ * format is documented in man/vdnn-net.5. */
 #include <ctype.h>
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include "spec/spec.h"
-#include "spec/ydoc.h"
+#include "spec/spec_internal.h"
 
 #define MAX_WORK 100000       /* layer entries visited during expansion */
-#define MAX_VALUE 4096        /* bytes of one scalar after substitution */
-#define MAX_EXPR_DEPTH 64     /* parentheses / unary operators */
-#define MAX_TEMPLATES 1024
-#define MAX_PARAMS 64
 
 /* ======================================================================
  * State and errors
  * ====================================================================== */
-
-typedef struct var {
-    const char *name;         /* not owned (document text or literal) */
-    char *val;                /* owned */
-} var;
-
-/* Variables visible to ${...}. Lexical: a template body sees its params,
- * `name`, `input` and the repeat indices of its own entries, not the
- * variables of the entry that used it. */
-typedef struct scope {
-    const struct scope *parent;
-    var *v;
-    int n;
-} scope;
-
-typedef struct tmpl {
-    const char *name;
-    yd_node *layers;          /* sequence */
-    int n_params;
-    const char *pname[MAX_PARAMS];
-    const char *pdef[MAX_PARAMS]; /* default text, NULL = required */
-} tmpl;
-
-typedef struct frame {        /* one active template use, for messages */
-    const char *tmpl;
-    const char *use;          /* the use's full name (expand_use's, alive while the frame is) */
-    int line, col;
-} frame;
-
-typedef struct name_ent {
-    char *name;               /* owned; NULL = empty slot */
-    int idx;                  /* layer index (-1 = net input) */
-    int line, col;            /* where it was defined */
-} name_ent;
-
-typedef struct sp {
-    const char *file;
-    const char *text;
-    size_t len;
-    yd_doc doc;
-    vd_net *net;
-    vd_err *e;
-    bool failed;
-    /* names: layers and template-use aliases -> layer index */
-    name_ent *names;
-    size_t names_cap, names_n;
-    tmpl *tmpls;
-    int n_tmpls;
-    frame frames[VD_SPEC_MAX_DEPTH];
-    int depth;
-    char **ctx;               /* [n_layers] expansion context suffix or NULL */
-    int ctx_cap;
-    long work;
-    /* first unknown input, reported once we know whether it is defined later */
-    bool pending;
-    char *pend_name;          /* owned */
-    char *pend_prefix;        /* owned */
-    char pend_ctx[768];       /* for the message only */
-    int pend_line, pend_col;
-} sp;
-
-/* A position in the spec (1-based). */
-typedef struct mark {
-    int line, col;
-} mark;
-
-static mark mk(const yd_node *n) { return (mark){(int)n->line, (int)n->col}; }
-static int ln(mark m) { return m.line; }
-static int cl(mark m) { return m.col; }
-/* The text of scalar node n of the spec being parsed (s in scope). */
-#define TXT(n) yd_text(&s->doc, (n))
-/* Item i of sequence n; key and value of pair i of mapping n. */
-#define ITEM(n, i) yd_item(&s->doc, (n), (uint32_t)(i))
-#define KEY(n, i) yd_key(&s->doc, (n), (uint32_t)(i))
-#define VAL(n, i) yd_val(&s->doc, (n), (uint32_t)(i))
 
 /* " (in template 'T' used by 'U' at FILE:L:C; template ...)" or "". */
 static void ctx_suffix(const sp *s, char *buf, size_t n) {
@@ -119,862 +38,45 @@ static void ctx_suffix(const sp *s, char *buf, size_t n) {
     if (s->depth > 0 && used + 2 <= n) { buf[used] = ')'; buf[used + 1] = 0; }
 }
 
-static int report_pending(sp *s);
-
-static int fail_msg(sp *s, int line, int col, const char *msg, const char *ctx) {
+int vds_fail_msg(sp *s, int line, int col, const char *msg, const char *ctx) {
     s->failed = true;
     return vd_errf(s->e, VD_ESPEC, "%s:%d:%d: %s%s", s->file, line, col, msg, ctx);
 }
 
 /* Report an error at mark m (first error wins; a pending unknown input that
  * came earlier in the file is reported instead). Returns VD_ESPEC. */
-__attribute__((format(printf, 3, 4)))
-static int err_at(sp *s, mark m, const char *fmt, ...) {
+int vds_err_at(sp *s, mark m, const char *fmt, ...) {
     if (s->failed) return s->e ? s->e->code : VD_ESPEC;
-    if (s->pending) return report_pending(s);
+    if (s->pending) return vds_report_pending(s);
     char msg[768], ctx[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     ctx_suffix(s, ctx, sizeof ctx);
-    return fail_msg(s, ln(m), cl(m), msg, ctx);
+    return vds_fail_msg(s, ln(m), cl(m), msg, ctx);
 }
 
-static int nomem(sp *s) {
+int vds_nomem(sp *s) {
     s->failed = true;
     return VD_ENOMEM;
 }
 
 /* ======================================================================
- * Names table (open addressing, FNV-1a)
- * ====================================================================== */
-
-static uint64_t fnv(const char *k) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
-    return h;
-}
-
-static name_ent *names_find(const sp *s, const char *k) {
-    if (!s->names_cap) return NULL;
-    size_t mask = s->names_cap - 1;
-    for (size_t i = fnv(k) & mask;; i = (i + 1) & mask) {
-        if (!s->names[i].name) return NULL;
-        if (strcmp(s->names[i].name, k) == 0) return &s->names[i];
-    }
-}
-
-static int names_put(sp *s, const char *k, int idx, int line, int col) {
-    if ((s->names_n + 1) * 2 > s->names_cap) {
-        size_t nc = s->names_cap ? s->names_cap * 2 : 256;
-        name_ent *nv = vd_calloc(nc, sizeof *nv, s->e);
-        if (!nv) return nomem(s);
-        for (size_t i = 0; i < s->names_cap; i++) {
-            if (!s->names[i].name) continue;
-            size_t j = fnv(s->names[i].name) & (nc - 1);
-            while (nv[j].name) j = (j + 1) & (nc - 1);
-            nv[j] = s->names[i];
-        }
-        vd_free(s->names);
-        s->names = nv;
-        s->names_cap = nc;
-    }
-    size_t mask = s->names_cap - 1, i = fnv(k) & mask;
-    while (s->names[i].name) i = (i + 1) & mask;
-    s->names[i].name = vd_strdup(k, s->e);
-    if (!s->names[i].name) return nomem(s);
-    s->names[i].idx = idx;
-    s->names[i].line = line;
-    s->names[i].col = col;
-    s->names_n++;
-    return VD_OK;
-}
-
-/* Array of all known names (for suggestions); names relative to `prefix.`
- * are offered without the prefix. Caller frees the array only. */
-static const char **names_list(sp *s, const char *prefix, int *n) {
-    const char **v = vd_malloc((s->names_n + 1) * sizeof *v, s->e);
-    *n = 0;
-    if (!v) return NULL;
-    size_t pl = strlen(prefix);
-    for (size_t i = 0; i < s->names_cap; i++) {
-        const char *nm = s->names[i].name;
-        if (!nm) continue;
-        if (pl && strncmp(nm, prefix, pl) == 0 && nm[pl] == '.') nm += pl + 1;
-        v[(*n)++] = nm;
-    }
-    return v;
-}
-
-static bool is_input_name(const char *n) { return !strcmp(n, "input") || !strcmp(n, "data"); }
-
-/* Resolve an input name typed inside an expansion with `prefix` (may be ""):
- * the net input, else prefix.name, else name. Returns the entry or NULL. */
-static const name_ent *resolve(const sp *s, const char *prefix, const char *name, int *idx) {
-    static const name_ent net_input = {NULL, -1, 0, 0};
-    if (is_input_name(name)) { *idx = -1; return &net_input; }
-    if (prefix[0]) {
-        /* a full name that does not fit VD_NAME_MAX names no layer (get_name
-         * rejects those), so it is not looked up */
-        char full[VD_NAME_MAX];
-        int k = snprintf(full, sizeof full, "%s.%s", prefix, name);
-        const name_ent *ne = k >= 0 && (size_t)k < sizeof full ? names_find(s, full) : NULL;
-        if (ne) { *idx = ne->idx; return ne; }
-    }
-    const name_ent *ne = names_find(s, name);
-    if (ne) *idx = ne->idx;
-    return ne;
-}
-
-static int report_pending(sp *s) {
-    s->pending = false;
-    int idx;
-    char msg[1024];
-    const name_ent *later = resolve(s, s->pend_prefix, s->pend_name, &idx);
-    if (later) {
-        snprintf(msg, sizeof msg,
-                 "input '%.200s' is defined later (line %d); a layer may only take inputs from "
-                 "layers listed above it", s->pend_name, later->line);
-    } else {
-        int n = 0;
-        const char **c = names_list(s, s->pend_prefix, &n);
-        if (!c) return nomem(s);
-        static const char *const extra[] = {"input"};
-        const char *sug = vd_suggest(s->pend_name, c, n);
-        if (!sug) sug = vd_suggest(s->pend_name, extra, 1);
-        if (sug)
-            snprintf(msg, sizeof msg, "unknown input '%.200s' (did you mean '%s'?)", s->pend_name, sug);
-        else
-            snprintf(msg, sizeof msg, "unknown input '%.200s'", s->pend_name);
-        vd_free(c);
-    }
-    return fail_msg(s, s->pend_line, s->pend_col, msg, s->pend_ctx);
-}
-
-static void clear_pending(sp *s) {
-    VD_FREE(s->pend_name);
-    VD_FREE(s->pend_prefix);
-}
-
-/* ======================================================================
- * Scalars and ${expressions}
- * ====================================================================== */
-
-/* t[0..n) is a word: a letter or _, then letters, digits and _. */
-static bool is_ident_n(const char *t, size_t n) {
-    if (!n || !(isalpha((unsigned char)*t) || *t == '_')) return false;
-    for (size_t i = 1; i < n; i++)
-        if (!(isalnum((unsigned char)t[i]) || t[i] == '_')) return false;
-    return true;
-}
-
-static bool is_ident(const char *t) { return is_ident_n(t, strlen(t)); }
-
-/* Strict decimal integer with optional sign. */
-static bool parse_int(const char *t, int64_t *out) {
-    const char *p = t;
-    if (*p == '+' || *p == '-') p++;
-    if (!isdigit((unsigned char)*p)) return false;
-    for (const char *q = p; *q; q++)
-        if (!isdigit((unsigned char)*q)) return false;
-    errno = 0;
-    char *end;
-    long long v = strtoll(t, &end, 10);
-    if (errno || *end) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_bool_text(const char *t, bool *out) {
-    if (!strcmp(t, "true") || !strcmp(t, "True") || !strcmp(t, "TRUE") || !strcmp(t, "1")) {
-        *out = true;
-        return true;
-    }
-    if (!strcmp(t, "false") || !strcmp(t, "False") || !strcmp(t, "FALSE") || !strcmp(t, "0")) {
-        *out = false;
-        return true;
-    }
-    return false;
-}
-
-static const var *scope_get(const scope *sc, const char *name, size_t len) {
-    for (; sc; sc = sc->parent)
-        for (int i = sc->n - 1; i >= 0; i--)
-            if (strlen(sc->v[i].name) == len && !strncmp(sc->v[i].name, name, len)) return &sc->v[i];
-    return NULL;
-}
-
-typedef struct ex {
-    sp *s;
-    const scope *sc;
-    mark m;
-    const char *src;          /* the expression text (for messages) */
-    const char *p;
-    int depth;
-    bool bad;
-} ex;
-
-__attribute__((format(printf, 2, 3)))
-static void ex_fail(ex *x, const char *fmt, ...) {
-    if (x->bad) return;
-    x->bad = true;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    err_at(x->s, x->m, "in '${%.120s}': %s", x->src, msg);
-}
-
-static void ex_ws(ex *x) { while (*x->p == ' ' || *x->p == '\t') x->p++; }
-
-/* The unknown variable st[0..len). */
-static void ex_unknown_var(ex *x, const char *st, size_t len) {
-    const char *c[MAX_PARAMS + 8];
-    int n = 0;
-    for (const scope *sc = x->sc; sc; sc = sc->parent)
-        for (int i = 0; i < sc->n && n < (int)VD_ARRAY_LEN(c); i++) c[n++] = sc->v[i].name;
-    char *name = vd_strfmt(x->s->e, "%.*s", (int)len, st);
-    if (!name) {
-        x->bad = true;
-        nomem(x->s);
-        return;
-    }
-    const char *sug = vd_suggest(name, c, n);
-    if (sug) ex_fail(x, "unknown variable '%.64s' (did you mean '%s'?)", name, sug);
-    else ex_fail(x, "unknown variable '%.64s'", name);
-    vd_free(name);
-}
-
-static int64_t ex_expr(ex *x, bool live);
-
-static int64_t ex_primary(ex *x, bool live) {
-    ex_ws(x);
-    if (x->bad) return 0;
-    unsigned char c = (unsigned char)*x->p;
-    int64_t v = 0;
-    if (c == '(') {
-        x->p++;
-        v = ex_expr(x, live);
-        ex_ws(x);
-        if (x->bad) return 0;
-        if (*x->p != ')') { ex_fail(x, "expected ')'"); return 0; }
-        x->p++;
-    } else if (isdigit(c)) {
-        while (isdigit((unsigned char)*x->p)) {
-            int d = *x->p++ - '0';
-            if (v > (INT64_MAX - d) / 10) { ex_fail(x, "number too large"); return 0; }
-            v = v * 10 + d;
-        }
-    } else if (isalpha(c) || c == '_') {
-        const char *st = x->p;
-        while (isalnum((unsigned char)*x->p) || *x->p == '_') x->p++;
-        size_t len = (size_t)(x->p - st); /* at most MAX_VALUE: the expression's length */
-        const var *vr = scope_get(x->sc, st, len);
-        bool b;
-        if (!vr) {
-            if (len == 4 && !strncmp(st, "true", 4)) return 1;
-            if (len == 5 && !strncmp(st, "false", 5)) return 0;
-            ex_unknown_var(x, st, len);
-            return 0;
-        }
-        if (parse_int(vr->val, &v)) return v;
-        if (parse_bool_text(vr->val, &b)) return b;
-        ex_fail(x, "variable '%.64s' is '%.64s', not an integer", vr->name, vr->val);
-        return 0;
-    } else if (!c) {
-        ex_fail(x, "unexpected end of expression");
-    } else {
-        ex_fail(x, "unexpected '%c'", isprint(c) ? c : '?');
-    }
-    return v;
-}
-
-static int64_t ex_unary(ex *x, bool live) {
-    ex_ws(x);
-    if (x->bad) return 0;
-    if (++x->depth > MAX_EXPR_DEPTH) { ex_fail(x, "expression nested too deeply"); return 0; }
-    int64_t v;
-    char c = *x->p;
-    if (c == '-' || c == '+' || c == '!') {
-        x->p++;
-        v = ex_unary(x, live);
-        if (c == '-') {
-            if (v == INT64_MIN) { if (live) ex_fail(x, "integer overflow"); v = 0; }
-            else v = -v;
-        } else if (c == '!') {
-            v = !v;
-        }
-    } else {
-        v = ex_primary(x, live);
-    }
-    x->depth--;
-    return v;
-}
-
-static int64_t ex_mul(ex *x, bool live) {
-    int64_t a = ex_unary(x, live);
-    for (;;) {
-        ex_ws(x);
-        char op = *x->p;
-        if (x->bad || (op != '*' && op != '/' && op != '%')) return a;
-        x->p++;
-        int64_t b = ex_unary(x, live), r = 0;
-        if (op == '*') {
-            if (__builtin_mul_overflow(a, b, &r)) { if (live) ex_fail(x, "integer overflow"); r = 0; }
-        } else if (b == 0 || (a == INT64_MIN && b == -1)) {
-            if (live) ex_fail(x, b == 0 ? "division by zero" : "integer overflow");
-        } else {
-            r = op == '/' ? a / b : a % b;
-        }
-        a = r;
-    }
-}
-
-static int64_t ex_add(ex *x, bool live) {
-    int64_t a = ex_mul(x, live);
-    for (;;) {
-        ex_ws(x);
-        char op = *x->p;
-        if (x->bad || (op != '+' && op != '-')) return a;
-        x->p++;
-        int64_t b = ex_mul(x, live), r;
-        if (op == '+' ? __builtin_add_overflow(a, b, &r) : __builtin_sub_overflow(a, b, &r)) {
-            if (live) ex_fail(x, "integer overflow");
-            r = 0;
-        }
-        a = r;
-    }
-}
-
-static int64_t ex_cmp(ex *x, bool live) {
-    int64_t a = ex_add(x, live);
-    ex_ws(x);
-    const char *p = x->p;
-    int op = 0; /* 1 == 2 != 3 <= 4 >= 5 < 6 > */
-    if (p[0] == '=' && p[1] == '=') op = 1;
-    else if (p[0] == '!' && p[1] == '=') op = 2;
-    else if (p[0] == '<' && p[1] == '=') op = 3;
-    else if (p[0] == '>' && p[1] == '=') op = 4;
-    else if (p[0] == '<') op = 5;
-    else if (p[0] == '>') op = 6;
-    if (!op || x->bad) return a;
-    x->p += op <= 4 ? 2 : 1;
-    int64_t b = ex_add(x, live);
-    switch (op) {
-    case 1: return a == b;
-    case 2: return a != b;
-    case 3: return a <= b;
-    case 4: return a >= b;
-    case 5: return a < b;
-    default: return a > b;
-    }
-}
-
-static int64_t ex_and(ex *x, bool live) {
-    int64_t a = ex_cmp(x, live);
-    for (;;) {
-        ex_ws(x);
-        if (x->bad || x->p[0] != '&' || x->p[1] != '&') return a;
-        x->p += 2;
-        int64_t b = ex_cmp(x, live && a);
-        a = a && b;
-    }
-}
-
-static int64_t ex_or(ex *x, bool live) {
-    int64_t a = ex_and(x, live);
-    for (;;) {
-        ex_ws(x);
-        if (x->bad || x->p[0] != '|' || x->p[1] != '|') return a;
-        x->p += 2;
-        int64_t b = ex_and(x, live && !a);
-        a = a || b;
-    }
-}
-
-static int64_t ex_expr(ex *x, bool live) {
-    if (++x->depth > MAX_EXPR_DEPTH) { ex_fail(x, "expression nested too deeply"); return 0; }
-    int64_t c = ex_or(x, live);
-    ex_ws(x);
-    if (!x->bad && *x->p == '?') {
-        x->p++;
-        int64_t a = ex_expr(x, live && c);
-        ex_ws(x);
-        if (!x->bad && *x->p != ':') ex_fail(x, "expected ':' after '?'");
-        if (x->bad) { x->depth--; return 0; }
-        x->p++;
-        int64_t b = ex_expr(x, live && !c);
-        c = c ? a : b;
-    }
-    x->depth--;
-    return c;
-}
-
-/* Evaluate expression text `src` (NUL-terminated). A lone variable name
- * yields that variable's text; anything else is an integer expression.
- * *out: malloc'd. */
-static int eval(sp *s, const scope *sc, mark m, const char *src, char **out) {
-    const char *a = src, *b = src + strlen(src);
-    while (*a == ' ' || *a == '\t') a++;
-    while (b > a && (b[-1] == ' ' || b[-1] == '\t')) b--;
-    size_t len = (size_t)(b - a);
-    if (is_ident_n(a, len)) {
-        const var *vr = scope_get(sc, a, len);
-        if (vr) {
-            *out = vd_strdup(vr->val, s->e);
-            return *out ? VD_OK : nomem(s);
-        }
-    }
-    ex x = {s, sc, m, src, src, 0, false};
-    int64_t v = ex_expr(&x, true);
-    ex_ws(&x);
-    if (!x.bad && *x.p) {
-        unsigned char c = (unsigned char)*x.p;
-        ex_fail(&x, "unexpected '%c'", isprint(c) ? c : '?');
-    }
-    if (x.bad) return s->e ? s->e->code : VD_ESPEC;
-    *out = vd_strfmt(s->e, "%lld", (long long)v);
-    return *out ? VD_OK : nomem(s);
-}
-
-/* Replace every ${expr} in `in`. *out: malloc'd. */
-static int subst(sp *s, const scope *sc, mark m, const char *in, char **out) {
-    *out = NULL;
-    if (!strstr(in, "${")) {
-        if (strlen(in) > MAX_VALUE) return err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
-        *out = vd_strdup(in, s->e);
-        return *out ? VD_OK : nomem(s);
-    }
-    char *buf = vd_malloc(MAX_VALUE + 1, s->e);
-    if (!buf) return nomem(s);
-    size_t n = 0;
-    const char *p = in;
-    int rc = VD_OK;
-    while (*p) {
-        const char *st = strstr(p, "${");
-        size_t lit = st ? (size_t)(st - p) : strlen(p);
-        if (n + lit > MAX_VALUE) { rc = err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE); break; }
-        memcpy(buf + n, p, lit);
-        n += lit;
-        if (!st) break;
-        const char *en = strchr(st + 2, '}');
-        if (!en) { rc = err_at(s, m, "unterminated '${' in '%.120s'", in); break; }
-        size_t el = (size_t)(en - st - 2);
-        if (el > MAX_VALUE) { rc = err_at(s, m, "expression is too long"); break; }
-        char *expr = vd_malloc(el + 1, s->e);
-        if (!expr) { rc = nomem(s); break; }
-        memcpy(expr, st + 2, el);
-        expr[el] = 0;
-        char *val = NULL;
-        rc = eval(s, sc, m, expr, &val);
-        vd_free(expr);
-        if (rc) break;
-        size_t vl = strlen(val);
-        if (n + vl > MAX_VALUE) {
-            vd_free(val);
-            rc = err_at(s, m, "value is too long (more than %d bytes)", MAX_VALUE);
-            break;
-        }
-        memcpy(buf + n, val, vl);
-        n += vl;
-        vd_free(val);
-        p = en + 1;
-    }
-    if (rc) { vd_free(buf); return rc; }
-    buf[n] = 0;
-    *out = buf;
-    return VD_OK;
-}
-
-static const char *node_kind(const yd_node *n) {
-    return n->type == YD_SEQ ? "a list" : n->type == YD_MAP ? "a mapping" : "a scalar";
-}
-
-/* The text of scalar node n (key `what` for messages), ${} substituted.
- * *out: malloc'd. */
-static int scalar(sp *s, const scope *sc, yd_node *n, const char *what, char **out) {
-    *out = NULL;
-    if (n->type != YD_SCALAR)
-        return err_at(s, mk(n), "'%s' must be a single value, not %s", what, node_kind(n));
-    const char *t = TXT(n);
-    if (strlen(t) != n->n)
-        return err_at(s, mk(n), "'%s' contains a NUL byte", what);
-    if (yd_tag(&s->doc, n))
-        return err_at(s, mk(n), "'%s' has the YAML tag '%.64s'; quote a value that starts with '!'",
-                      what, yd_tag(&s->doc, n));
-    return subst(s, sc, mk(n), t, out);
-}
-
-static bool is_null_scalar(const sp *s, const yd_node *n) {
-    if (n->type != YD_SCALAR || !n->plain) return false;
-    const char *t = TXT(n);
-    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
-}
-
-/* ======================================================================
- * Mapping keys
- * ====================================================================== */
-
-static int find_key(const char *const *keys, int n, const char *k) {
-    for (int i = 0; i < n; i++)
-        if (!strcmp(keys[i], k)) return i;
-    return -1;
-}
-
-/* Check the keys of mapping m (`what` names it in messages): each is one of
- * allowed[0..n) and appears once; vals[i] = value node of allowed[i] or NULL.
- * A key found in `elsewhere` (NULL-terminated, may be NULL) gets "does not
- * apply to <elsewhere_what>" instead of "unknown key". */
-static int map_keys(sp *s, yd_node *m, const char *what, const char *const *allowed, int n,
-                    const char *const *elsewhere, const char *elsewhere_what, yd_node **vals) {
-    if (m->type != YD_MAP)
-        return err_at(s, mk(m), "%s must be a mapping (key: value), not %s", what, node_kind(m));
-    for (int i = 0; i < n; i++) vals[i] = NULL;
-    for (uint32_t pi = 0; pi < m->n; pi++) {
-        yd_node *k = KEY(m, pi), *v = VAL(m, pi);
-        if (k->type != YD_SCALAR)
-            return err_at(s, mk(k), "keys of %s must be plain words, not %s", what, node_kind(k));
-        const char *key = TXT(k);
-        if (strlen(key) != k->n)
-            return err_at(s, mk(k), "a key of %s contains a NUL byte", what);
-        int j = find_key(allowed, n, key);
-        if (j < 0) {
-            if (elsewhere)
-                for (int i = 0; elsewhere[i]; i++)
-                    if (!strcmp(elsewhere[i], key))
-                        return err_at(s, mk(k), "key '%.64s' does not apply to %s", key, elsewhere_what);
-            const char *sug = vd_suggest(key, allowed, n);
-            if (sug)
-                return err_at(s, mk(k), "unknown key '%.64s' in %s (did you mean '%s'?)", key, what, sug);
-            char list[512];
-            size_t u = 0;
-            list[0] = 0;
-            for (int i = 0; i < n && u < sizeof list; i++) {
-                int w = snprintf(list + u, sizeof list - u, "%s%s", i ? ", " : "", allowed[i]);
-                if (w < 0) break;
-                u += (size_t)w;
-            }
-            return err_at(s, mk(k), "unknown key '%.64s' in %s (expected one of: %s)", key, what, list);
-        }
-        if (vals[j]) return err_at(s, mk(k), "duplicate key '%s' in %s", key, what);
-        vals[j] = v;
-    }
-    return VD_OK;
-}
-
-/* ======================================================================
- * Value readers (all substitute ${} first)
- * ====================================================================== */
-
-static int get_i64(sp *s, const scope *sc, yd_node *n, const char *key, int64_t lo, int64_t hi,
-                   int64_t *out) {
-    char *t;
-    int rc = scalar(s, sc, n, key, &t);
-    if (rc) return rc;
-    int64_t v;
-    if (!parse_int(t, &v)) {
-        rc = err_at(s, mk(n), "'%s' must be an integer, got '%.64s'", key, t);
-    } else if (v < lo) {
-        rc = lo == 1 ? err_at(s, mk(n), "'%s' must be positive, got %lld", key, (long long)v)
-           : lo == 0 ? err_at(s, mk(n), "'%s' must not be negative, got %lld", key, (long long)v)
-                     : err_at(s, mk(n), "'%s' must be at least %lld, got %lld", key, (long long)lo,
-                              (long long)v);
-    } else if (v > hi) {
-        rc = err_at(s, mk(n), "'%s' is too large (at most %lld), got %lld", key, (long long)hi,
-                    (long long)v);
-    } else {
-        *out = v;
-    }
-    vd_free(t);
-    return rc;
-}
-
-static int get_int(sp *s, const scope *sc, yd_node *n, const char *key, int lo, int *out) {
-    int64_t v;
-    int rc = get_i64(s, sc, n, key, lo, INT32_MAX, &v);
-    if (!rc) *out = (int)v;
-    return rc;
-}
-
-/* int or [h, w] */
-static int get_pair(sp *s, const scope *sc, yd_node *n, const char *key, int lo, int *h, int *w) {
-    if (n->type == YD_SCALAR) {
-        int rc = get_int(s, sc, n, key, lo, h);
-        if (!rc) *w = *h;
-        return rc;
-    }
-    if (n->type == YD_SEQ && n->n == 2) {
-        yd_node *a = ITEM(n, 0), *b = ITEM(n, 1);
-        if (a->type == YD_SCALAR && b->type == YD_SCALAR) {
-            int rc = get_int(s, sc, a, key, lo, h);
-            return rc ? rc : get_int(s, sc, b, key, lo, w);
-        }
-    }
-    return err_at(s, mk(n), "'%s' must be an integer or [height, width]", key);
-}
-
-/* Float in a range given by lo/hi and open/closed ends; `range` describes it. */
-static int get_float(sp *s, const scope *sc, yd_node *n, const char *key, double lo, bool lo_open,
-                     double hi, bool hi_open, const char *range, double *out) {
-    char *t;
-    int rc = scalar(s, sc, n, key, &t);
-    if (rc) return rc;
-    bool ok = *t != 0;
-    for (const char *p = t; *p; p++)
-        if (!strchr("0123456789+-.eE", *p)) ok = false;
-    double v = 0;
-    if (ok) {
-        char *end;
-        errno = 0;
-        v = strtod(t, &end);
-        ok = !*end && errno != ERANGE && isfinite(v);
-    }
-    if (!ok) rc = err_at(s, mk(n), "'%s' must be a number, got '%.64s'", key, t);
-    else if (v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi))
-        rc = err_at(s, mk(n), "'%s' must be %s, got %.64s", key, range, t);
-    else *out = v;
-    vd_free(t);
-    return rc;
-}
-
-static int get_bool(sp *s, const scope *sc, yd_node *n, const char *key, bool *out) {
-    char *t;
-    int rc = scalar(s, sc, n, key, &t);
-    if (rc) return rc;
-    if (!parse_bool_text(t, out)) rc = err_at(s, mk(n), "'%s' must be true or false, got '%.64s'", key, t);
-    vd_free(t);
-    return rc;
-}
-
-/* ======================================================================
- * Top-level sections: input, train
+ * Top-level sections: input
  * ====================================================================== */
 
 static int parse_input(sp *s, yd_node *n, mark top) {
     static const char *const keys[] = {"channels", "height", "width", "classes"};
     yd_node *v[4];
-    int rc = map_keys(s, n, "'input'", keys, 4, NULL, NULL, v);
+    int rc = vds_map_keys(s, n, "'input'", keys, 4, NULL, NULL, v);
     if (rc) return rc;
     int *dst[4] = {&s->net->in_c, &s->net->in_h, &s->net->in_w, &s->net->classes};
     for (int i = 0; i < 4; i++) {
-        if (!v[i]) return err_at(s, mk(n), "missing key '%s' in 'input'", keys[i]);
-        if ((rc = get_int(s, NULL, v[i], keys[i], 1, dst[i]))) return rc;
+        if (!v[i]) return vds_err_at(s, mk(n), "missing key '%s' in 'input'", keys[i]);
+        if ((rc = vds_get_int(s, NULL, v[i], keys[i], 1, dst[i]))) return rc;
     }
     (void)top;
-    return VD_OK;
-}
-
-static const char *const LR_KEYS[] = {"type", "step", "gamma", "milestones", "power", "min_lr", "warmup"};
-enum { LR_TYPE, LR_STEP, LR_GAMMA, LR_MILESTONES, LR_POWER, LR_MIN_LR, LR_WARMUP, LR_NKEYS };
-static const char *const LR_TYPES[] = {"fixed", "step", "multistep", "poly", "cosine"};
-
-static int parse_lr_policy(sp *s, yd_node *n, vd_lr_policy *lp) {
-    yd_node *v[LR_NKEYS];
-    yd_node *type_node;
-    int rc;
-    if (n->type == YD_SCALAR) { /* shorthand: lr_policy: cosine */
-        for (int i = 0; i < LR_NKEYS; i++) v[i] = NULL;
-        type_node = n;
-    } else {
-        if ((rc = map_keys(s, n, "'lr_policy'", LR_KEYS, LR_NKEYS, NULL, NULL, v))) return rc;
-        if (!v[LR_TYPE]) return err_at(s, mk(n), "missing key 'type' in 'lr_policy'");
-        type_node = v[LR_TYPE];
-    }
-    char *t;
-    if ((rc = scalar(s, NULL, type_node, "type", &t))) return rc;
-    int type = find_key(LR_TYPES, 5, t);
-    if (type < 0) {
-        const char *sug = vd_suggest(t, LR_TYPES, 5);
-        rc = sug ? err_at(s, mk(type_node), "unknown lr_policy type '%.64s' (did you mean '%s'?)", t, sug)
-                 : err_at(s, mk(type_node),
-                          "unknown lr_policy type '%.64s' (expected fixed, step, multistep, poly or cosine)", t);
-        vd_free(t);
-        return rc;
-    }
-    vd_free(t);
-    lp->type = type;
-    /* which keys apply to which type */
-    static const bool applies[5][LR_NKEYS] = {
-        /*            type  step   gamma  miles  power  min_lr warmup */
-        /* fixed */ {true, false, false, false, false, false, true},
-        /* step */  {true, true,  true,  false, false, false, true},
-        /* multi */ {true, false, true,  true,  false, false, true},
-        /* poly */  {true, false, false, false, true,  false, true},
-        /* cos */   {true, false, false, false, false, true,  true},
-    };
-    for (int k = 0; k < LR_NKEYS; k++)
-        if (v[k] && !applies[type][k])
-            return err_at(s, mk(v[k]), "key '%s' does not apply to lr_policy type '%s'", LR_KEYS[k],
-                          LR_TYPES[type]);
-    double d;
-    if (v[LR_STEP]) { if ((rc = get_i64(s, NULL, v[LR_STEP], "step", 1, INT64_MAX, &lp->step))) return rc; }
-    else if (type == VD_LR_STEP) return err_at(s, mk(n), "lr_policy type 'step' needs key 'step'");
-    if (v[LR_GAMMA]) {
-        if ((rc = get_float(s, NULL, v[LR_GAMMA], "gamma", 0, true, 1e30, false, "positive", &d))) return rc;
-        lp->gamma = (float)d;
-    }
-    if (v[LR_POWER]) {
-        if ((rc = get_float(s, NULL, v[LR_POWER], "power", 0, true, 1e30, false, "positive", &d))) return rc;
-        lp->power = (float)d;
-    }
-    if (v[LR_MIN_LR]) {
-        if ((rc = get_float(s, NULL, v[LR_MIN_LR], "min_lr", 0, false, 1e30, false, "non-negative", &d))) return rc;
-        lp->min_lr = (float)d;
-    }
-    if (v[LR_WARMUP] && (rc = get_i64(s, NULL, v[LR_WARMUP], "warmup", 0, INT64_MAX, &lp->warmup))) return rc;
-    if (v[LR_MILESTONES]) {
-        yd_node *m = v[LR_MILESTONES];
-        if (m->type != YD_SEQ)
-            return err_at(s, mk(m), "'milestones' must be a list of iterations, e.g. [30000, 60000]");
-        int cnt = (int)m->n;
-        if (cnt == 0) return err_at(s, mk(m), "'milestones' must not be empty");
-        if (cnt > (int)VD_ARRAY_LEN(lp->milestones))
-            return err_at(s, mk(m), "at most %d milestones are supported, got %d",
-                          (int)VD_ARRAY_LEN(lp->milestones), cnt);
-        for (int i = 0; i < cnt; i++) {
-            yd_node *it = ITEM(m, i);
-            if ((rc = get_i64(s, NULL, it, "milestones", 1, INT64_MAX, &lp->milestones[i]))) return rc;
-            if (i && lp->milestones[i] <= lp->milestones[i - 1])
-                return err_at(s, mk(it), "'milestones' must be increasing");
-        }
-        lp->n_milestones = cnt;
-    } else if (type == VD_LR_MULTISTEP) {
-        return err_at(s, mk(n), "lr_policy type 'multistep' needs key 'milestones'");
-    }
-    return VD_OK;
-}
-
-static int parse_train(sp *s, yd_node *n) {
-    static const char *const keys[] = {"batch", "lr", "momentum", "weight_decay", "lr_policy",
-                                       "iters", "epochs", "seed", "math"};
-    yd_node *v[9];
-    int rc = map_keys(s, n, "'train'", keys, 9, NULL, NULL, v);
-    if (rc) return rc;
-    vd_train_cfg *t = &s->net->train;
-    double d;
-    if (v[0] && (rc = get_int(s, NULL, v[0], "batch", 1, &t->batch))) return rc;
-    if (v[1]) {
-        if ((rc = get_float(s, NULL, v[1], "lr", 0, true, 1e30, false, "positive", &d))) return rc;
-        t->lr = (float)d;
-    }
-    if (v[2]) {
-        if ((rc = get_float(s, NULL, v[2], "momentum", 0, false, 1, true, "in [0, 1)", &d))) return rc;
-        t->momentum = (float)d;
-    }
-    if (v[3]) {
-        if ((rc = get_float(s, NULL, v[3], "weight_decay", 0, false, 1e30, false, "non-negative", &d))) return rc;
-        t->weight_decay = (float)d;
-    }
-    if (v[4] && (rc = parse_lr_policy(s, v[4], &t->lr_policy))) return rc;
-    if (v[5] && (rc = get_i64(s, NULL, v[5], "iters", 1, INT64_MAX, &t->iters))) return rc;
-    if (v[6] && (rc = get_i64(s, NULL, v[6], "epochs", 1, INT64_MAX, &t->epochs))) return rc;
-    if (v[5] && v[6]) return err_at(s, mk(v[6]), "give either 'iters' or 'epochs', not both");
-    if (v[5]) t->epochs = 0;
-    if (v[4] && t->lr_policy.type == VD_LR_COSINE && t->lr_policy.min_lr > t->lr)
-        return err_at(s, mk(v[4]), "lr_policy 'min_lr' (%g) must not exceed 'lr' (%g)",
-                      (double)t->lr_policy.min_lr, (double)t->lr);
-    if (v[7]) {
-        int64_t seed;
-        if ((rc = get_i64(s, NULL, v[7], "seed", 0, INT64_MAX, &seed))) return rc;
-        t->seed = (uint64_t)seed;
-    }
-    if (v[8]) {
-        static const char *const names[] = VD_MATH_NAMES;
-        const char *m = v[8]->type == YD_SCALAR ? TXT(v[8]) : "";
-        int k = -1;
-        for (int i = 0; i < (int)VD_ARRAY_LEN(names); i++)
-            if (!strcmp(m, names[i])) k = i;
-        if (k < 0) return err_at(s, mk(v[8]), "'math' must be fp32, tf32, bf16 or fp16");
-        t->math = (vd_math)k;
-        t->has_math = true;
-    }
-    return VD_OK;
-}
-
-static void train_defaults(vd_train_cfg *t) {
-    memset(t, 0, sizeof *t);
-    t->batch = 32;
-    t->lr = 0.01f;
-    t->momentum = 0.9f;
-    t->weight_decay = 0.0005f;
-    t->lr_policy.type = VD_LR_FIXED;
-    t->lr_policy.gamma = 0.1f;
-    t->lr_policy.power = 1.0f;
-    t->lr_policy.min_lr = 0.0f;
-    t->iters = 0;
-    t->epochs = 1;
-    t->seed = 1;
-}
-
-/* ======================================================================
- * Templates
- * ====================================================================== */
-
-static int parse_templates(sp *s, yd_node *n) {
-    if (n->type != YD_MAP)
-        return err_at(s, mk(n), "'templates' must be a mapping of template names to templates");
-    int cnt = (int)n->n;
-    if (cnt > MAX_TEMPLATES) return err_at(s, mk(n), "too many templates (at most %d)", MAX_TEMPLATES);
-    s->tmpls = vd_calloc((size_t)cnt + 1, sizeof *s->tmpls, s->e);
-    if (!s->tmpls) return nomem(s);
-    static const char *const keys[] = {"params", "layers", "description"};
-    for (int i = 0; i < cnt; i++) {
-        yd_node *k = KEY(n, i), *v = VAL(n, i), *tv[3];
-        if (k->type != YD_SCALAR || strlen(TXT(k)) != k->n ||
-            !is_ident(TXT(k)))
-            return err_at(s, mk(k), "a template name must be a word (letters, digits, _)");
-        const char *name = TXT(k);
-        for (int j = 0; j < s->n_tmpls; j++)
-            if (!strcmp(s->tmpls[j].name, name)) return err_at(s, mk(k), "duplicate template '%s'", name);
-        char what[128];
-        snprintf(what, sizeof what, "template '%.64s'", name);
-        int rc = map_keys(s, v, what, keys, 3, NULL, NULL, tv);
-        if (rc) return rc;
-        tmpl *t = &s->tmpls[s->n_tmpls];
-        t->name = name;
-        if (!tv[1]) return err_at(s, mk(v), "missing key 'layers' in %s", what);
-        if (tv[1]->type != YD_SEQ)
-            return err_at(s, mk(tv[1]), "'layers' of %s must be a list", what);
-        t->layers = tv[1];
-        if (tv[2] && tv[2]->type != YD_SCALAR)
-            return err_at(s, mk(tv[2]), "'description' must be text");
-        yd_node *pn = tv[0];
-        if (pn && !is_null_scalar(s, pn)) {
-            bool seq = pn->type == YD_SEQ;
-            if (!seq && pn->type != YD_MAP)
-                return err_at(s, mk(pn),
-                              "'params' must be a list of names or a mapping of names to defaults");
-            int np = (int)pn->n;
-            if (np > MAX_PARAMS) return err_at(s, mk(pn), "too many params (at most %d)", MAX_PARAMS);
-            for (int j = 0; j < np; j++) {
-                yd_node *pk = seq ? ITEM(pn, j) : KEY(pn, j);
-                yd_node *pv = seq ? NULL : VAL(pn, j);
-                if (pk->type != YD_SCALAR || strlen(TXT(pk)) != pk->n ||
-                    !is_ident(TXT(pk)))
-                    return err_at(s, mk(pk), "a parameter name must be a word (letters, digits, _)");
-                const char *pname = TXT(pk);
-                if (!strcmp(pname, "name") || !strcmp(pname, "input") || !strcmp(pname, "true") ||
-                    !strcmp(pname, "false"))
-                    return err_at(s, mk(pk), "'%s' is reserved and cannot be a parameter name", pname);
-                for (int q = 0; q < t->n_params; q++)
-                    if (!strcmp(t->pname[q], pname))
-                        return err_at(s, mk(pk), "duplicate parameter '%s'", pname);
-                const char *def = NULL;
-                if (pv && !is_null_scalar(s, pv)) {
-                    if (pv->type != YD_SCALAR || strlen(TXT(pv)) != pv->n)
-                        return err_at(s, mk(pv), "the default of parameter '%s' must be a single value",
-                                      pname);
-                    def = TXT(pv);
-                }
-                t->pname[t->n_params] = pname;
-                t->pdef[t->n_params] = def;
-                t->n_params++;
-            }
-        }
-        s->n_tmpls++;
-    }
     return VD_OK;
 }
 
@@ -985,7 +87,6 @@ static int parse_templates(sp *s, yd_node *n) {
 static const char *const COMMON_KEYS[] = {"name", "type", "inputs", "repeat", "index", "if"};
 enum { K_NAME, K_TYPE, K_INPUTS, K_REPEAT, K_INDEX, K_IF, K_NCOMMON };
 static const char *const USE_KEYS[] = {"use", "name", "with", "inputs", "repeat", "index", "if"};
-enum { U_USE, U_NAME, U_WITH, U_INPUTS, U_REPEAT, U_INDEX, U_IF, U_NKEYS };
 
 /* Op-specific keys come from the op table (vd_op_info.keys). */
 #define MAX_OP_KEYS 16
@@ -1019,7 +120,7 @@ typedef struct layer_keys {
 
 static yd_node *lk_node(const vd_spec_keys *k, const char *key) {
     const layer_keys *c = k->ctx;
-    int i = find_key(c->allowed, c->n, key);
+    int i = vds_find_key(c->allowed, c->n, key);
     return i >= 0 ? c->v[i] : NULL;
 }
 
@@ -1028,19 +129,19 @@ static bool lk_has(const vd_spec_keys *k, const char *key) { return lk_node(k, k
 static int lk_int(const vd_spec_keys *k, const char *key, int min, int *out) {
     const layer_keys *c = k->ctx;
     yd_node *n = lk_node(k, key);
-    return n ? get_int(c->s, c->sc, n, key, min, out) : VD_OK;
+    return n ? vds_get_int(c->s, c->sc, n, key, min, out) : VD_OK;
 }
 
 static int lk_pair(const vd_spec_keys *k, const char *key, int min, int *a, int *b) {
     const layer_keys *c = k->ctx;
     yd_node *n = lk_node(k, key);
-    return n ? get_pair(c->s, c->sc, n, key, min, a, b) : VD_OK;
+    return n ? vds_get_pair(c->s, c->sc, n, key, min, a, b) : VD_OK;
 }
 
 static int lk_bool(const vd_spec_keys *k, const char *key, bool *out) {
     const layer_keys *c = k->ctx;
     yd_node *n = lk_node(k, key);
-    return n ? get_bool(c->s, c->sc, n, key, out) : VD_OK;
+    return n ? vds_get_bool(c->s, c->sc, n, key, out) : VD_OK;
 }
 
 static int lk_float(const vd_spec_keys *k, const char *key, double lo, bool lo_open, double hi,
@@ -1049,7 +150,7 @@ static int lk_float(const vd_spec_keys *k, const char *key, double lo, bool lo_o
     yd_node *n = lk_node(k, key);
     double d;
     if (!n) return VD_OK;
-    int rc = get_float(c->s, c->sc, n, key, lo, lo_open, hi, hi_open, range, &d);
+    int rc = vds_get_float(c->s, c->sc, n, key, lo, lo_open, hi, hi_open, range, &d);
     if (!rc) *out = (float)d;
     return rc;
 }
@@ -1058,46 +159,44 @@ static int lk_word(const vd_spec_keys *k, const char *key, char **out) {
     const layer_keys *c = k->ctx;
     yd_node *n = lk_node(k, key);
     *out = NULL;
-    return n ? scalar(c->s, c->sc, n, key, out) : VD_OK;
+    return n ? vds_scalar(c->s, c->sc, n, key, out) : VD_OK;
 }
 
 static int lk_error(const vd_spec_keys *k, const char *key, const char *msg) {
     const layer_keys *c = k->ctx;
     yd_node *n = key ? lk_node(k, key) : NULL;
-    return err_at(c->s, n ? mk(n) : mk(c->item), "%s", msg);
+    return vds_err_at(c->s, n ? mk(n) : mk(c->item), "%s", msg);
 }
-
-static int expand_list(sp *s, yd_node *seq, const scope *sc, const char *prefix, int *prev);
 
 static bool valid_name_char(unsigned char c) {
     return isalnum(c) || c == '_' || c == '.' || c == '-' || c == '/' || c == ':';
 }
 
 /* Substitute and check a layer/use name; full = prefix.name. */
-static int get_name(sp *s, const scope *sc, yd_node *n, const char *prefix, char full[VD_NAME_MAX]) {
+int vds_get_name(sp *s, const scope *sc, yd_node *n, const char *prefix, char full[VD_NAME_MAX]) {
     char *t;
-    int rc = scalar(s, sc, n, "name", &t);
+    int rc = vds_scalar(s, sc, n, "name", &t);
     if (rc) return rc;
-    if (!*t) rc = err_at(s, mk(n), "'name' must not be empty");
+    if (!*t) rc = vds_err_at(s, mk(n), "'name' must not be empty");
     for (const char *p = t; !rc && *p; p++)
         if (!valid_name_char((unsigned char)*p))
-            rc = err_at(s, mk(n),
-                        "name '%.96s' contains '%c'; use letters, digits and _ . - / :", t,
-                        isprint((unsigned char)*p) ? *p : '?');
-    if (!rc && is_input_name(t))
-        rc = err_at(s, mk(n), "'%s' is reserved for the net input and cannot name a layer", t);
+            rc = vds_err_at(s, mk(n),
+                            "name '%.96s' contains '%c'; use letters, digits and _ . - / :", t,
+                            isprint((unsigned char)*p) ? *p : '?');
+    if (!rc && vds_is_input_name(t))
+        rc = vds_err_at(s, mk(n), "'%s' is reserved for the net input and cannot name a layer", t);
     if (!rc) {
         int k = prefix[0] ? snprintf(full, VD_NAME_MAX, "%s.%s", prefix, t)
                           : snprintf(full, VD_NAME_MAX, "%s", t);
         if (k < 0 || k >= VD_NAME_MAX)
-            rc = err_at(s, mk(n), "name '%s%s%.96s' is too long (at most %d characters)", prefix,
-                        prefix[0] ? "." : "", t, VD_NAME_MAX - 1);
+            rc = vds_err_at(s, mk(n), "name '%s%s%.96s' is too long (at most %d characters)", prefix,
+                            prefix[0] ? "." : "", t, VD_NAME_MAX - 1);
     }
     if (!rc) {
-        const name_ent *ne = names_find(s, full);
+        const name_ent *ne = vds_names_find(s, full);
         if (ne)
-            rc = err_at(s, mk(n), "duplicate layer name '%s' (first defined at line %d)", full,
-                        ne->line);
+            rc = vds_err_at(s, mk(n), "duplicate layer name '%s' (first defined at line %d)", full,
+                            ne->line);
     }
     vd_free(t);
     return rc;
@@ -1108,16 +207,16 @@ static int get_name(sp *s, const scope *sc, yd_node *n, const char *prefix, char
  * further down) and resolves to -1 meanwhile. */
 static int get_input(sp *s, const scope *sc, yd_node *n, const char *prefix, int *idx) {
     char *t;
-    int rc = scalar(s, sc, n, "inputs", &t);
+    int rc = vds_scalar(s, sc, n, "inputs", &t);
     if (rc) return rc;
     *idx = -1;
-    if (!resolve(s, prefix, t, idx) && !s->pending && !s->failed) {
+    if (!vds_resolve(s, prefix, t, idx) && !s->pending && !s->failed) {
         s->pending = true;
         s->pend_name = t; /* now owned by s */
         t = NULL;
         if (!(s->pend_prefix = vd_strdup(prefix, s->e))) {
             s->pending = false;
-            return nomem(s);
+            return vds_nomem(s);
         }
         ctx_suffix(s, s->pend_ctx, sizeof s->pend_ctx);
         s->pend_line = ln(mk(n));
@@ -1127,18 +226,18 @@ static int get_input(sp *s, const scope *sc, yd_node *n, const char *prefix, int
     return VD_OK;
 }
 
-static int get_inputs(sp *s, const scope *sc, yd_node *n, const char *prefix, int *n_in,
-                      int in[VD_MAX_INPUTS]) {
+int vds_get_inputs(sp *s, const scope *sc, yd_node *n, const char *prefix, int *n_in,
+                   int in[VD_MAX_INPUTS]) {
     if (n->type == YD_SCALAR) { /* inputs: name */
         *n_in = 1;
         return get_input(s, sc, n, prefix, &in[0]);
     }
     if (n->type != YD_SEQ)
-        return err_at(s, mk(n), "'inputs' must be a list of layer names");
+        return vds_err_at(s, mk(n), "'inputs' must be a list of layer names");
     int cnt = (int)n->n;
-    if (cnt == 0) return err_at(s, mk(n), "'inputs' must not be empty");
+    if (cnt == 0) return vds_err_at(s, mk(n), "'inputs' must not be empty");
     if (cnt > VD_MAX_INPUTS)
-        return err_at(s, mk(n), "at most %d inputs are supported, got %d", VD_MAX_INPUTS, cnt);
+        return vds_err_at(s, mk(n), "at most %d inputs are supported, got %d", VD_MAX_INPUTS, cnt);
     for (int i = 0; i < cnt; i++) {
         yd_node *it = ITEM(n, i);
         int rc = get_input(s, sc, it, prefix, &in[i]);
@@ -1151,12 +250,12 @@ static int get_inputs(sp *s, const scope *sc, yd_node *n, const char *prefix, in
 static int add_layer(sp *s, vd_layer *l, int *prev) {
     if (s->net->n_layers >= VD_SPEC_MAX_LAYERS) {
         mark m = {l->line, l->col};
-        return err_at(s, m, "the net has too many layers (at most %d)", VD_SPEC_MAX_LAYERS);
+        return vds_err_at(s, m, "the net has too many layers (at most %d)", VD_SPEC_MAX_LAYERS);
     }
     if (s->net->n_layers >= s->ctx_cap) {
         int nc = s->ctx_cap ? s->ctx_cap * 2 : 64;
         char **nv = vd_realloc(s->ctx, (size_t)nc * sizeof *nv, s->e);
-        if (!nv) return nomem(s);
+        if (!nv) return vds_nomem(s);
         s->ctx = nv;
         s->ctx_cap = nc;
     }
@@ -1164,14 +263,14 @@ static int add_layer(sp *s, vd_layer *l, int *prev) {
     if (s->depth > 0) {
         char buf[768];
         ctx_suffix(s, buf, sizeof buf);
-        if (!(s->ctx[s->net->n_layers] = vd_strdup(buf, s->e))) return nomem(s);
+        if (!(s->ctx[s->net->n_layers] = vd_strdup(buf, s->e))) return vds_nomem(s);
     }
     int idx = vd_net_add_layer(s->net, l, s->e);
     if (idx < 0) {
         vd_free(s->ctx[s->net->n_layers]);
-        return nomem(s);
+        return vds_nomem(s);
     }
-    int rc = names_put(s, l->name, idx, l->line, l->col);
+    int rc = vds_names_put(s, l->name, idx, l->line, l->col);
     if (rc) return rc;
     *prev = idx;
     return VD_OK;
@@ -1188,9 +287,9 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
             break;
         }
     }
-    if (!type_node) return err_at(s, mk(item), "missing key 'type' (or 'use' for a template)");
+    if (!type_node) return vds_err_at(s, mk(item), "missing key 'type' (or 'use' for a template)");
     char *tname;
-    if ((rc = scalar(s, sc, type_node, "type", &tname))) return rc;
+    if ((rc = vds_scalar(s, sc, type_node, "type", &tname))) return rc;
     int op = -1;
     const char *op_names[VD_OP_COUNT];
     for (int i = 0; i < VD_OP_COUNT; i++) {
@@ -1199,7 +298,7 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
     }
     if (op < 0) {
         const char *sug = vd_suggest(tname, op_names, VD_OP_COUNT);
-        if (sug) rc = err_at(s, mk(type_node), "unknown layer type '%.64s' (did you mean '%s'?)", tname, sug);
+        if (sug) rc = vds_err_at(s, mk(type_node), "unknown layer type '%.64s' (did you mean '%s'?)", tname, sug);
         else {
             char list[512];
             size_t u = 0;
@@ -1209,7 +308,7 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
                 if (w < 0) break;
                 u += (size_t)w;
             }
-            rc = err_at(s, mk(type_node), "unknown layer type '%.64s' (one of: %s)", tname, list);
+            rc = vds_err_at(s, mk(type_node), "unknown layer type '%.64s' (one of: %s)", tname, list);
         }
         vd_free(tname);
         return rc;
@@ -1227,18 +326,18 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
     snprintf(what, sizeof what, "%s layers", vd_op_table[op].name);
     snprintf(what_a, sizeof what_a, "a %s layer", vd_op_table[op].name);
     const char *everywhere[ALL_KEYS_MAX];
-    if ((rc = map_keys(s, item, what_a, allowed, na, op_keys_everywhere(everywhere), what, v))) return rc;
+    if ((rc = vds_map_keys(s, item, what_a, allowed, na, op_keys_everywhere(everywhere), what, v))) return rc;
 
     vd_layer l;
     memset(&l, 0, sizeof l);
     l.op = (vd_op)op;
     l.line = ln(mk(item));
     l.col = cl(mk(item));
-    if (!v[K_NAME]) return err_at(s, mk(item), "missing key 'name' in %s layer", vd_op_table[op].name);
-    if ((rc = get_name(s, sc, v[K_NAME], prefix, l.name))) return rc;
+    if (!v[K_NAME]) return vds_err_at(s, mk(item), "missing key 'name' in %s layer", vd_op_table[op].name);
+    if ((rc = vds_get_name(s, sc, v[K_NAME], prefix, l.name))) return rc;
 
     if (v[K_INPUTS]) {
-        if ((rc = get_inputs(s, sc, v[K_INPUTS], prefix, &l.n_in, l.in))) return rc;
+        if ((rc = vds_get_inputs(s, sc, v[K_INPUTS], prefix, &l.n_in, l.in))) return rc;
     } else {
         l.n_in = 1;
         l.in[0] = *prev;
@@ -1246,12 +345,12 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
     const vd_op_info *info = &vd_op_table[op];
     if (l.n_in < info->min_inputs) {
         mark m = v[K_INPUTS] ? mk(v[K_INPUTS]) : mk(item);
-        return err_at(s, m, "layer '%s': %s needs at least %d inputs (inputs: [a, b])", l.name, info->name,
-                      info->min_inputs);
+        return vds_err_at(s, m, "layer '%s': %s needs at least %d inputs (inputs: [a, b])", l.name, info->name,
+                          info->min_inputs);
     }
     if (l.n_in > info->max_inputs)
-        return err_at(s, mk(v[K_INPUTS]), "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
-                      info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
+        return vds_err_at(s, mk(v[K_INPUTS]), "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
+                          info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
 
     if (info->parse) {
         layer_keys lk = {s, sc, item, allowed, na, v};
@@ -1261,142 +360,10 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
     return add_layer(s, &l, prev);
 }
 
-static int expand_use(sp *s, yd_node *item, yd_node **v, const scope *sc, const char *prefix, int *prev) {
-    int rc;
-    char *tn;
-    if ((rc = scalar(s, sc, v[U_USE], "use", &tn))) return rc;
-    const tmpl *t = NULL;
-    for (int i = 0; i < s->n_tmpls; i++)
-        if (!strcmp(s->tmpls[i].name, tn)) t = &s->tmpls[i];
-    if (!t) {
-        const char *names[MAX_TEMPLATES];
-        for (int i = 0; i < s->n_tmpls; i++) names[i] = s->tmpls[i].name;
-        const char *sug = vd_suggest(tn, names, s->n_tmpls);
-        if (sug) rc = err_at(s, mk(v[U_USE]), "unknown template '%.64s' (did you mean '%s'?)", tn, sug);
-        else if (!s->n_tmpls) rc = err_at(s, mk(v[U_USE]), "unknown template '%.64s' (the spec has no "
-                                          "'templates' section)", tn);
-        else rc = err_at(s, mk(v[U_USE]), "unknown template '%.64s'", tn);
-        vd_free(tn);
-        return rc;
-    }
-    vd_free(tn);
-    for (int d = 0; d < s->depth; d++)
-        if (s->frames[d].tmpl == t->name)
-            return err_at(s, mk(v[U_USE]), "template '%s' uses itself (recursion is not allowed)", t->name);
-    if (s->depth >= VD_SPEC_MAX_DEPTH)
-        return err_at(s, mk(item), "templates nested too deeply (more than %d levels)", VD_SPEC_MAX_DEPTH);
-    if (!v[U_NAME]) return err_at(s, mk(item), "missing key 'name' in a use of template '%s'", t->name);
-    char full[VD_NAME_MAX];
-    if ((rc = get_name(s, sc, v[U_NAME], prefix, full))) return rc;
-    int block_in = *prev;
-    if (v[U_INPUTS]) {
-        int n_in, in[VD_MAX_INPUTS];
-        if ((rc = get_inputs(s, sc, v[U_INPUTS], prefix, &n_in, in))) return rc;
-        if (n_in != 1)
-            return err_at(s, mk(v[U_INPUTS]), "a template use takes exactly one input, got %d", n_in);
-        block_in = in[0];
-    }
-    /* bind parameters: with: values are evaluated in the caller's scope */
-    var vars[MAX_PARAMS + 2];
-    int nv = 0;
-    yd_node *with = v[U_WITH];
-    if (with && !is_null_scalar(s, with) && with->type != YD_MAP)
-        return err_at(s, mk(with), "'with' must be a mapping of parameter names to values");
-    if (with && with->type == YD_MAP) {
-        for (uint32_t p = 0; p < with->n; p++) {
-            yd_node *k = KEY(with, p);
-            if (k->type != YD_SCALAR) return err_at(s, mk(k), "parameter names must be words");
-            const char *key = TXT(k);
-            if (find_key(t->pname, t->n_params, key) < 0) {
-                const char *sug = vd_suggest(key, t->pname, t->n_params);
-                if (sug) return err_at(s, mk(k), "template '%s' has no parameter '%.64s' (did you mean "
-                                       "'%s'?)", t->name, key, sug);
-                return err_at(s, mk(k), "template '%s' has no parameter '%.64s'", t->name, key);
-            }
-            for (uint32_t q = 0; q < p; q++) {
-                yd_node *k2 = KEY(with, q);
-                if (k2->type == YD_SCALAR && !strcmp(TXT(k2), key))
-                    return err_at(s, mk(k), "duplicate key '%s' in 'with'", key);
-            }
-        }
-    }
-    for (int i = 0; i < t->n_params && !rc; i++) {
-        yd_node *val = NULL;
-        if (with && with->type == YD_MAP)
-            for (uint32_t p = 0; p < with->n; p++)
-                if (!strcmp(TXT(KEY(with, p)), t->pname[i])) val = VAL(with, p);
-        char *text = NULL;
-        if (val) {
-            if (val->type != YD_SCALAR)
-                rc = err_at(s, mk(val), "parameter '%s' must be a single value, not %s", t->pname[i],
-                            node_kind(val));
-            else rc = scalar(s, sc, val, t->pname[i], &text);
-        } else if (t->pdef[i]) {
-            if (!(text = vd_strdup(t->pdef[i], s->e))) rc = nomem(s);
-        } else {
-            rc = err_at(s, mk(item), "template '%s' needs parameter '%s' (add it under 'with:')",
-                        t->name, t->pname[i]);
-        }
-        if (!rc) { vars[nv].name = t->pname[i]; vars[nv].val = text; nv++; }
-    }
-    if (!rc) {
-        vars[nv].name = "name";
-        if (!(vars[nv].val = vd_strdup(full, s->e))) rc = nomem(s);
-        else nv++;
-    }
-    if (!rc) {
-        vars[nv].name = "input";
-        if (!(vars[nv].val = vd_strdup(block_in < 0 ? "input" : s->net->layers[block_in].name, s->e))) rc = nomem(s);
-        else nv++;
-    }
-    if (!rc) {
-        scope inner = {NULL, vars, nv};
-        frame *f = &s->frames[s->depth++];
-        f->tmpl = t->name;
-        f->use = full;
-        f->line = ln(mk(item));
-        f->col = cl(mk(item));
-        int out = block_in;
-        rc = expand_list(s, t->layers, &inner, full, &out);
-        s->depth--;
-        /* the use's name stands for the expansion's last layer */
-        if (!rc) rc = names_put(s, full, out, ln(mk(item)), cl(mk(item)));
-        if (!rc) *prev = out;
-    }
-    for (int i = 0; i < nv; i++) vd_free(vars[i].val);
-    return rc;
-}
-
-/* Evaluate a condition: with ${} the substituted text must be a boolean or
- * integer; without, the text itself is an expression. */
-static int get_cond(sp *s, const scope *sc, yd_node *n, bool *out) {
-    if (n->type != YD_SCALAR)
-        return err_at(s, mk(n), "'if' must be a single value, not %s", node_kind(n));
-    const char *raw = TXT(n);
-    if (strlen(raw) != n->n) return err_at(s, mk(n), "'if' contains a NUL byte");
-    if (yd_tag(&s->doc, n))
-        return err_at(s, mk(n), "'if' has the YAML tag '%.64s'; quote a condition that starts with "
-                      "'!', e.g. if: \"!downsample\"", yd_tag(&s->doc, n));
-    char *t;
-    int rc;
-    if (strstr(raw, "${")) {
-        if ((rc = subst(s, sc, mk(n), raw, &t))) return rc;
-    } else {
-        if (strlen(raw) > MAX_VALUE) return err_at(s, mk(n), "value is too long");
-        if ((rc = eval(s, sc, mk(n), raw, &t))) return rc;
-    }
-    int64_t v;
-    if (parse_bool_text(t, out)) rc = VD_OK;
-    else if (parse_int(t, &v)) *out = v != 0;
-    else rc = err_at(s, mk(n), "'if' must be true, false or an integer, got '%.64s'", t);
-    vd_free(t);
-    return rc;
-}
-
 static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix, int *prev) {
     if (item->type != YD_MAP)
-        return err_at(s, mk(item), "a layer must be a mapping (name: ..., type: ...), not %s",
-                      node_kind(item));
+        return vds_err_at(s, mk(item), "a layer must be a mapping (name: ..., type: ...), not %s",
+                          vds_node_kind(item));
     bool is_use = false;
     for (uint32_t i = 0; i < item->n; i++) {
         yd_node *k = KEY(item, i);
@@ -1408,12 +375,12 @@ static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix
         for (uint32_t i = 0; i < item->n; i++) {
             yd_node *k = KEY(item, i);
             if (k->type == YD_SCALAR && !strcmp(TXT(k), "type"))
-                return err_at(s, mk(k), "an entry has either 'type' (a layer) or 'use' (a template), "
-                              "not both");
+                return vds_err_at(s, mk(k), "an entry has either 'type' (a layer) or 'use' (a template), "
+                                  "not both");
         }
         const char *everywhere[ALL_KEYS_MAX];
-        if ((rc = map_keys(s, item, "a template use", USE_KEYS, U_NKEYS, op_keys_everywhere(everywhere),
-                           "template uses (put layer settings in the template)", uv)))
+        if ((rc = vds_map_keys(s, item, "a template use", USE_KEYS, U_NKEYS, op_keys_everywhere(everywhere),
+                               "template uses (put layer settings in the template)", uv)))
             return rc;
         rep = uv[U_REPEAT];
         idxn = uv[U_INDEX];
@@ -1429,26 +396,26 @@ static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix
         }
     }
     int64_t count = 1;
-    if (rep && (rc = get_i64(s, sc, rep, "repeat", 0, VD_SPEC_MAX_REPEAT, &count))) return rc;
+    if (rep && (rc = vds_get_i64(s, sc, rep, "repeat", 0, VD_SPEC_MAX_REPEAT, &count))) return rc;
     const char *ivar = "i";
     if (idxn) {
-        if (!rep) return err_at(s, mk(idxn), "'index' needs 'repeat'");
+        if (!rep) return vds_err_at(s, mk(idxn), "'index' needs 'repeat'");
         if (idxn->type != YD_SCALAR || strlen(TXT(idxn)) != idxn->n ||
-            !is_ident(TXT(idxn)))
-            return err_at(s, mk(idxn), "'index' must be a variable name (letters, digits, _)");
+            !vds_is_ident(TXT(idxn)))
+            return vds_err_at(s, mk(idxn), "'index' must be a variable name (letters, digits, _)");
         ivar = TXT(idxn);
     }
     if (rep) {
         if (!strcmp(ivar, "name") || !strcmp(ivar, "input") || !strcmp(ivar, "true") || !strcmp(ivar, "false"))
-            return err_at(s, idxn ? mk(idxn) : mk(rep), "'%s' is reserved and cannot be an index",
-                          ivar);
-        if (scope_get(sc, ivar, strlen(ivar)))
-            return err_at(s, idxn ? mk(idxn) : mk(rep),
-                          "index variable '%s' is already defined here; pick another with 'index:'", ivar);
+            return vds_err_at(s, idxn ? mk(idxn) : mk(rep), "'%s' is reserved and cannot be an index",
+                              ivar);
+        if (vds_scope_get(sc, ivar, strlen(ivar)))
+            return vds_err_at(s, idxn ? mk(idxn) : mk(rep),
+                              "index variable '%s' is already defined here; pick another with 'index:'", ivar);
     }
     for (int64_t k = 0; k < count; k++) {
         if (++s->work > MAX_WORK)
-            return err_at(s, mk(item), "the spec expands to too many entries (more than %d)", MAX_WORK);
+            return vds_err_at(s, mk(item), "the spec expands to too many entries (more than %d)", MAX_WORK);
         char ibuf[24];
         _Static_assert(sizeof ibuf > sizeof "-9223372036854775808" - 1, "any int64 fits: never truncated");
         snprintf(ibuf, sizeof ibuf, "%lld", (long long)k);
@@ -1457,16 +424,16 @@ static int expand_item(sp *s, yd_node *item, const scope *sc, const char *prefix
         const scope *use_sc = rep ? &inner : sc;
         if (cond) {
             bool on;
-            if ((rc = get_cond(s, use_sc, cond, &on))) return rc;
+            if ((rc = vds_get_cond(s, use_sc, cond, &on))) return rc;
             if (!on) continue;
         }
-        rc = is_use ? expand_use(s, item, uv, use_sc, prefix, prev) : build_layer(s, item, use_sc, prefix, prev);
+        rc = is_use ? vds_expand_use(s, item, uv, use_sc, prefix, prev) : build_layer(s, item, use_sc, prefix, prev);
         if (rc) return rc;
     }
     return VD_OK;
 }
 
-static int expand_list(sp *s, yd_node *seq, const scope *sc, const char *prefix, int *prev) {
+int vds_expand_list(sp *s, yd_node *seq, const scope *sc, const char *prefix, int *prev) {
     for (uint32_t i = 0; i < seq->n; i++) {
         int rc = expand_item(s, ITEM(seq, i), sc, prefix, prev);
         if (rc) return rc;
@@ -1489,7 +456,7 @@ static void annotate(sp *s) {
     char name[VD_NAME_MAX];
     memcpy(name, q, (size_t)(end - q));
     name[end - q] = 0;
-    const name_ent *ne = names_find(s, name);
+    const name_ent *ne = vds_names_find(s, name);
     if (!ne || ne->idx < 0 || ne->idx >= s->net->n_layers || !s->ctx[ne->idx]) return;
     size_t used = strlen(s->e->msg);
     snprintf(s->e->msg + used, sizeof s->e->msg - used, "%s", s->ctx[ne->idx]);
@@ -1498,17 +465,17 @@ static void annotate(sp *s) {
 static int parse_doc(sp *s) {
     yd_node *root = yd_root(&s->doc);
     mark m0 = {1, 1};
-    if (!root) return err_at(s, m0, "the spec is empty");
+    if (!root) return vds_err_at(s, m0, "the spec is empty");
     static const char *const keys[] = {"name", "description", "input", "train", "templates", "layers"};
     yd_node *v[6];
-    int rc = map_keys(s, root, "the spec", keys, 6, NULL, NULL, v);
+    int rc = vds_map_keys(s, root, "the spec", keys, 6, NULL, NULL, v);
     if (rc) return rc;
     vd_net *net = s->net;
     if (v[0]) {
         char *t;
-        if ((rc = scalar(s, NULL, v[0], "name", &t))) return rc;
+        if ((rc = vds_scalar(s, NULL, v[0], "name", &t))) return rc;
         if (!*t || strlen(t) >= sizeof net->name)
-            rc = err_at(s, mk(v[0]), "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
+            rc = vds_err_at(s, mk(v[0]), "'name' must be 1 to %d characters", (int)sizeof net->name - 1);
         else snprintf(net->name, sizeof net->name, "%s", t); /* fits: checked above */
         vd_free(t);
         if (rc) return rc;
@@ -1521,26 +488,26 @@ static int parse_doc(sp *s) {
         net->name[n] = 0;
         if (!n) snprintf(net->name, sizeof net->name, "net");
     }
-    if (v[1] && v[1]->type != YD_SCALAR) return err_at(s, mk(v[1]), "'description' must be text");
-    if (!v[2]) return err_at(s, mk(root), "missing key 'input' (channels, height, width, classes)");
+    if (v[1] && v[1]->type != YD_SCALAR) return vds_err_at(s, mk(v[1]), "'description' must be text");
+    if (!v[2]) return vds_err_at(s, mk(root), "missing key 'input' (channels, height, width, classes)");
     if ((rc = parse_input(s, v[2], mk(root)))) return rc;
-    if (v[3] && (rc = parse_train(s, v[3]))) return rc;
+    if (v[3] && (rc = vds_parse_train(s, v[3]))) return rc;
     uint64_t in_bytes;
     if (!vd_mul_u64((uint64_t)net->in_c, (uint64_t)net->in_h, &in_bytes) ||
         !vd_mul_u64(in_bytes, (uint64_t)net->in_w, &in_bytes) ||
         !vd_mul_u64(in_bytes, (uint64_t)net->train.batch, &in_bytes) || !vd_mul_u64(in_bytes, 4, &in_bytes))
-        return err_at(s, mk(v[2]), "the input %dx%dx%d at batch %d overflows 64-bit byte counts",
-                      net->in_c, net->in_h, net->in_w, net->train.batch);
-    if (v[4] && !is_null_scalar(s, v[4]) && (rc = parse_templates(s, v[4]))) return rc;
-    if (!v[5]) return err_at(s, mk(root), "missing key 'layers'");
-    if (v[5]->type != YD_SEQ) return err_at(s, mk(v[5]), "'layers' must be a list");
+        return vds_err_at(s, mk(v[2]), "the input %dx%dx%d at batch %d overflows 64-bit byte counts",
+                          net->in_c, net->in_h, net->in_w, net->train.batch);
+    if (v[4] && !vds_is_null_scalar(s, v[4]) && (rc = vds_parse_templates(s, v[4]))) return rc;
+    if (!v[5]) return vds_err_at(s, mk(root), "missing key 'layers'");
+    if (v[5]->type != YD_SEQ) return vds_err_at(s, mk(v[5]), "'layers' must be a list");
     if (v[5]->n == 0)
-        return err_at(s, mk(v[5]), "'layers' must not be empty");
+        return vds_err_at(s, mk(v[5]), "'layers' must not be empty");
     int prev = -1;
-    if ((rc = expand_list(s, v[5], NULL, "", &prev))) return rc;
-    if (s->pending) return report_pending(s);
+    if ((rc = vds_expand_list(s, v[5], NULL, "", &prev))) return rc;
+    if (s->pending) return vds_report_pending(s);
     if (net->n_layers == 0)
-        return err_at(s, mk(v[5]), "'layers' expands to no layers (every entry was skipped by 'if')");
+        return vds_err_at(s, mk(v[5]), "'layers' expands to no layers (every entry was skipped by 'if')");
     rc = vd_net_finalize(net, s->e);
     if (rc) {
         s->failed = true;
@@ -1554,8 +521,8 @@ static int parse_doc(sp *s) {
         const vd_layer *l = &net->layers[i];
         if (!vd_mul_u64((uint64_t)vd_net_out_numel(net, i), (uint64_t)net->train.batch * 4, &b) ||
             !vd_add_u64(total, b, &total) || total > ((uint64_t)1 << 62)) {
-            return fail_msg(s, l->line, l->col, "the net's parameters and activations at this batch exceed "
-                            "2^62 bytes", s->ctx[i] ? s->ctx[i] : "");
+            return vds_fail_msg(s, l->line, l->col, "the net's parameters and activations at this batch exceed "
+                                "2^62 bytes", s->ctx[i] ? s->ctx[i] : "");
         }
     }
     return VD_OK;
@@ -1575,7 +542,7 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
     size_t fl = strlen(s.file);
     if (fl < sizeof net->path) memcpy(net->path, s.file, fl + 1);
     else snprintf(net->path, sizeof net->path, "...%s", s.file + fl - (sizeof net->path - 4));
-    train_defaults(&net->train);
+    vds_train_defaults(&net->train);
     if (len > VD_SPEC_MAX_TEXT)
         return vd_errf(e, VD_ESPEC, "%s:1:1: the spec is too large (%zu bytes, at most %d)", s.file, len,
                        VD_SPEC_MAX_TEXT);
@@ -1592,7 +559,7 @@ int vd_spec_parse(const char *text, size_t len, const char *name_for_messages, v
         vd_errf(e, VD_EINTERNAL, "%s: internal error in the spec parser", s.file);
 
     yd_free(&s.doc);
-    clear_pending(&s);
+    vds_clear_pending(&s);
     for (size_t i = 0; i < s.names_cap; i++) vd_free(s.names[i].name);
     vd_free(s.names);
     for (int i = 0; i < net->n_layers && i < s.ctx_cap; i++) vd_free(s.ctx[i]);

@@ -1,8 +1,8 @@
 /* ydoc.h — a compact YAML document tree for the spec parser.
  *
  * libyaml's own document (yaml_parser_load) costs about 170 bytes a node in
- * blocks the host counters never see, so a 16 MiB spec of two-byte list
- * items took 80 times its size. This tree is built from libyaml's events in
+ * blocks the host counters never see: a 16 MiB spec of two-byte list items
+ * would take 80 times its size. This tree is built from libyaml's events in
  * three arrays sized exactly by a first pass over the same events: 16 bytes
  * a node, 4 a child, and the scalars' texts in one arena, all allocated with
  * the counted wrappers. The first pass also rejects, before anything is
@@ -12,8 +12,8 @@
  *
  * The tree keeps what the spec parser reads: each node's kind, position,
  * scalar text and style, and a scalar's local tag ('!name'). Aliases point
- * at their anchor's node (shared, as in libyaml's document). Only spec.c
- * includes this header. */
+ * at their anchor's node (shared, as in libyaml's document). Only the spec
+ * parser's files include this header (through spec_internal.h). */
 #ifndef VD_SPEC_YDOC_H
 #define VD_SPEC_YDOC_H
 
