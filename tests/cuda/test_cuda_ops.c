@@ -391,7 +391,7 @@ static int pb_len(int in, int k, int s, int p, bool ceil_mode) {
     return o;
 }
 
-/* Window [*a, *b) of output o along one axis, clipped (cuda_k_pool.cu's
+/* Window [*a, *b) of output o along one axis, clipped (cuda_k_pool.h's
  * pool_window). */
 static void pb_window(int in, int k, int s, int p, int o, int *a, int *b) {
     int lo = o * s - p, hi = lo + k < in + p ? lo + k : in + p;

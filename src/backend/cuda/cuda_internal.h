@@ -407,7 +407,7 @@ uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
  * max pooling only; each window's argmax computed once per tile, dx bitwise
  * equal to k_pool_bwd's. tile: NULL, or {rows, columns, planes} of a tile,
  * 0 for automatic. VD_EUNSUPPORTED where it cannot take the geometry or the
- * tile (see pool_tiling_plan in cuda_k_pool.cu). */
+ * tile (see pool_tiling_plan in cuda_k_pool_tiled.cu). */
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
                          const float *dy, float *dx, float beta, vd_dtype dt, vd_err *e);
 int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
