@@ -10,7 +10,7 @@
  * Adding a layer type touches: the vd_op enum below and its vd_op_table
  * entry (src/net/ops.c: spec keys, shape inference, FLOPs, parameters, aux
  * bytes, what backward reads), the CPU op (backend/cpu/cpu_ops.c), the CUDA
- * op (backend/cuda/cuda_ops.cu, kernel in cuda_kernels.cu), the man page
+ * op (backend/cuda/cuda_ops.cu, kernel in a cuda_k_*.cu file), the man page
  * (man/vdnn-net.5) and tests. Nothing else. */
 #ifndef VD_NET_H
 #define VD_NET_H

@@ -280,7 +280,7 @@ START_TEST(test_conv_gemm) {
 END_TEST
 
 /* The direct forward kernel for convs with few inputs per output
- * (cuda_kernels.cu, cuk_conv_direct_fwd: at most 4 input channels and 160
+ * (cuda_k_conv.cu, cuk_conv_direct_fwd: at most 4 input channels and 160
  * inputs per window, fp32 / tf32 storage): with conv_direct_force every
  * eligible layer gets the option "direct" (the fastest option with the
  * direct forward; unless "fastest" already is). check_conv_cases compares
@@ -375,7 +375,7 @@ START_TEST(test_pool) {
 END_TEST
 
 #if VD_HAVE_CUDA
-/* Test hook in src/backend/cuda/cuda_kernels.cu (declared in cuda_internal.h,
+/* Test hook in src/backend/cuda/cuda_k_pool.cu (declared in cuda_internal.h,
  * which is C++ only; keep the two in step): max-pool backward of geom = {n, c,
  * h, w, oh, ow, kh, kw, sh, sw, ph, pw} on host arrays through path 0
  * (cuk_pool_bwd), 1 (the general k_pool_bwd) or 2 (k_pool_bwd_tiled, tile
@@ -391,7 +391,7 @@ static int pb_len(int in, int k, int s, int p, bool ceil_mode) {
     return o;
 }
 
-/* Window [*a, *b) of output o along one axis, clipped (cuda_kernels.cu's
+/* Window [*a, *b) of output o along one axis, clipped (cuda_k_pool.h's
  * pool_window). */
 static void pb_window(int in, int k, int s, int p, int o, int *a, int *b) {
     int lo = o * s - p, hi = lo + k < in + p ? lo + k : in + p;

@@ -320,7 +320,7 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
  * per channel it would use, and the workspace bytes those need. */
 int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc);
 
-/* ---- cuda_kernels.cu: launchers (compute stream unless a stream is given) --
+/* ---- cuda_k_*.cu: launchers (compute stream unless a stream is given) ----
  * dt: the element type of the feature-map pointers (x, y, dy, dx; vd_op_io.act):
  * VD_DT_BF16 / VD_DT_F16 hold 16-bit elements in channels-last order (math
  * bf16 / fp16; vd_math_nhwc); weights, biases, gradients of parameters and
@@ -407,7 +407,7 @@ uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
  * max pooling only; each window's argmax computed once per tile, dx bitwise
  * equal to k_pool_bwd's. tile: NULL, or {rows, columns, planes} of a tile,
  * 0 for automatic. VD_EUNSUPPORTED where it cannot take the geometry or the
- * tile (see pool_tiling_plan in cuda_kernels.cu). */
+ * tile (see pool_tiling_plan in cuda_k_pool_tiled.cu). */
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
                          const float *dy, float *dx, float beta, vd_dtype dt, vd_err *e);
 int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,

@@ -1,7 +1,7 @@
 /* cuda_ops.cu — forward / backward of every op on the compute stream.
  *
  * conv and batchnorm go to cuda_cudnn.cu, fc to cuBLAS, the rest to the
- * kernels in cuda_kernels.cu. Semantics: backend.h (dx_beta 0 overwrites
+ * kernels in cuda_k_*.cu. Semantics: backend.h (dx_beta 0 overwrites
  * without reading, 1 accumulates; dw / db are overwritten). */
 #include "backend/cuda/cuda_internal.h"
 

@@ -1,0 +1,697 @@
+/* cuda_k_norm.cu — per-channel reductions and normalisation: bias
+ * gradients (channel and column sums), batch norm (eval statistics; the
+ * channels-last 16-bit forward and backward) and LRN. */
+#include "backend/cuda/cuda_kernels.h"
+
+/* ---- channel and column sums (bias gradients) ------------------------------ */
+int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
+    if (nhwc) {   /* blocks of CHAN_NHWC_C channels: about sm*8 blocks in all */
+        int64_t cb = (ch + 31) / 32;
+        int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 8 + cb - 1) / cb;
+        int64_t most = (n * hw) / 1024;
+        int64_t sp = want < most ? want : most;
+        if (sp > 1024) sp = 1024;
+        return sp < 1 ? 1 : (int)sp;
+    }
+    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + ch - 1) / ch;
+    int64_t most = (n * hw) / 8192;           /* at least 8192 elements per block */
+    int64_t sp = want < most ? want : most;
+    if (sp > 1024) sp = 1024;
+    if (sp < 1) sp = 1;
+    return (int)sp;
+}
+
+/* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c. */
+template <typename T, typename I>
+__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *out) {
+    __shared__ float sh[CU_THREADS];
+    I c = (I)blockIdx.x, k = (I)blockIdx.y;
+    I total = n * hw;
+    I chunk = (total + split - 1) / split;
+    I j0 = k * chunk, j1 = j0 + chunk < total ? j0 + chunk : total;
+    float acc = 0.0f;
+    for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
+        I img = j / hw, p = j - img * hw;
+        acc += ld(dy[(img * ch + c) * hw + p]);
+    }
+    float r = block_sum(acc, sh);
+    if (threadIdx.x == 0) out[c * split + k] = r;
+}
+
+/* Channels-last: block (cb, k) sums pixels of chunk k of [0, n*hw) for
+ * channels [32 cb, 32 cb + 32): thread (lane, row) takes channel 32 cb + lane
+ * and every CU_THREADS/32-th pixel from its row; rows are then added in
+ * order. Coalesced across the channels of a pixel. */
+enum { CHAN_NHWC_C = 32 };
+template <typename H>
+__global__ void k_chan_partial_nhwc(const H *dy, int64_t pix, int64_t ch, int split,
+                                    float *out) {
+    __shared__ float sh[CU_THREADS];
+    const int lane = threadIdx.x % CHAN_NHWC_C, row = threadIdx.x / CHAN_NHWC_C;
+    const int rows = blockDim.x / CHAN_NHWC_C;
+    int64_t c = (int64_t)blockIdx.x * CHAN_NHWC_C + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float acc = 0.0f;
+    if (c < ch)
+        for (int64_t j = j0 + row; j < j1; j += rows) acc += ld(dy[j * ch + c]);
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        float t = sh[lane];
+        for (int r = 1; r < rows; r++) t += sh[r * CHAN_NHWC_C + lane];
+        out[c * split + k] = t;
+    }
+}
+
+__global__ void k_chan_final(const float *partial, int64_t ch, int split, float *db) {
+    GRID_STRIDE(c, ch) {
+        float acc = 0.0f;
+        for (int k = 0; k < split; k++) acc += partial[c * split + k];
+        db[c] = acc;
+    }
+}
+
+static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
+                     float *partial, float *db, vd_dtype dt, vd_err *e);
+
+int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
+                 float *partial, float *db, vd_dtype dt, vd_err *e) {
+    if (ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff || split < 1 || split > 65535)
+        return vd_errf(e, VD_EINTERNAL, "cuk_chan_sum: bad shape (channels %lld, split %d)",
+                       (long long)ch, split);
+    dim3 grid((unsigned)ch, (unsigned)split);
+    float *out = split == 1 ? db : partial;
+    if (dt != VD_DT_F32 && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
+        return chan_sum8(s, dy, n * hw, ch, split, partial, db, dt, e);
+    if (dt != VD_DT_F32) {
+        dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
+        HALF_DISPATCH(dt, H, k_chan_partial_nhwc<H><<<gn, CU_THREADS, 0, s>>>(AS<H>(dy), n * hw, ch,
+                                                                            split, out));
+    } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
+        k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
+    } else {
+        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+    }
+    KERNEL_CHECK(e);
+    if (split > 1) {
+        k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        KERNEL_CHECK(e);
+    }
+    return VD_OK;
+}
+
+/* db[j] = sum over rows i of dy[i, j] (fc bias gradient), rows in order. */
+template <typename T>
+__global__ void k_col_sum(const T *dy, int64_t n, int64_t cols, float *db) {
+    GRID_STRIDE(j, cols) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n; i++) acc += ld(dy[i * cols + j]);
+        db[j] = acc;
+    }
+}
+
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_dtype dt,
+                vd_err *e) {
+    if (cols <= 0) return VD_OK;
+    DT_DISPATCH(dt, T, k_col_sum<T><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(AS<T>(dy), n, cols, db));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* BN in eval mode: aux = [running_mean, 1/sqrt(running_var + eps)] (what
+ * the CPU reference leaves in aux; nothing reads it in eval). */
+__global__ void k_bn_eval_aux(const float *rm, const float *rv, float *aux, int ch, float eps) {
+    GRID_STRIDE(c, ch) {
+        aux[c] = rm[c];
+        aux[ch + c] = (float)(1.0 / sqrt((double)rv[c] + (double)eps));
+    }
+}
+
+int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
+                    float eps, vd_err *e) {
+    if (ch <= 0) return VD_OK;
+    k_bn_eval_aux<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(rm, rv, aux, ch, eps);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- batch norm, channels-last 16-bit ----------------------------------------
+ * cuDNN's CUDNN_BATCHNORM_SPATIAL on NHWC bf16 is its slow general path; these
+ * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16 or
+ * fp16 (H)
+ * [pix = n*h*w][c]; statistics, parameters and their gradients float.
+ * Reductions: block (cb, k) takes channels [32 cb, 32 cb + 32) (one per lane)
+ * over pixel chunk k of split; each of the block's 8 rows of lanes walks every
+ * 8th pixel of the chunk, accumulating in float; rows are added in order, the
+ * split partials then in double, in order: bit-identical run to run.
+ * Forward sums are shifted by the channel's first value (x[0][c]), so the
+ * variance does not cancel when |mean| >> std. */
+enum { BN_LANES = 32 };
+
+/* Eight-channel reductions (ch % 8 == 0): a row of tpr threads covers
+ * 8 * tpr channels, CU_THREADS / tpr rows per block. */
+static int bn_tpr(int64_t ch) { return ch % 8 == 0 && ch / 8 < BN_LANES ? (int)(ch / 8) : BN_LANES; }
+static int64_t bn_gx(int64_t ch) {
+    if (ch % 8 != 0) return (ch + BN_LANES - 1) / BN_LANES;
+    int64_t w = 8 * (int64_t)bn_tpr(ch);
+    return (ch + w - 1) / w;
+}
+
+int cu_bn_split(int64_t pix, int64_t ch, int sm_count) {
+    int64_t cb = bn_gx(ch);
+    int64_t want = ((int64_t)(sm_count > 0 ? sm_count : 132) * 4 + cb - 1) / cb;
+    int64_t most = pix / (4 * (CU_THREADS / bn_tpr(ch)));   /* >= 4 pixels per thread */
+    int64_t sp = want < most ? want : most;
+    if (sp > 4096) sp = 4096;
+    return sp < 1 ? 1 : (int)sp;
+}
+
+uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count) {
+    return (uint64_t)cu_bn_split(pix, ch, sm_count) * (uint64_t)ch * 2u * sizeof(float);
+}
+
+/* Rows of the block in order: a[lane] += a[r*32 + lane] for r = 1..7. */
+__device__ __forceinline__ void bn_rows_sum(float *sh, int lane, int rows) {
+    float t = sh[lane];
+    for (int r = 1; r < rows; r++) t += sh[r * BN_LANES + lane];
+    sh[lane] = t;
+}
+
+/* part[0][c*split + k] = sum (x - x0[c]), part[1][...] = sum (x - x0[c])^2 over
+ * chunk k (x0[c] = x[c], the first pixel's value). */
+template <typename H>
+__global__ void k_bn_stats_part(const H *x, int64_t pix, int64_t ch, int split,
+                                float *part) {
+    __shared__ float s1[CU_THREADS], s2[CU_THREADS];
+    const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
+    const int rows = blockDim.x / BN_LANES;
+    int64_t c = (int64_t)blockIdx.x * BN_LANES + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a = 0.0f, b = 0.0f;
+    if (c < ch) {
+        float x0 = ld(x[c]);
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            float d = ld(x[j * ch + c]) - x0;
+            a += d;
+            b += d * d;
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        bn_rows_sum(s1, lane, rows);
+        bn_rows_sum(s2, lane, rows);
+        part[c * split + k] = s1[lane];
+        part[ch * split + c * split + k] = s2[lane];
+    }
+}
+
+/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line. */
+template <typename H>
+__global__ void k_bn_norm(const H *x, H *y, const float *aux, const float *g,
+                          const float *bta, int64_t total, int ch) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        st(&y[i], (ld(x[i]) - aux[c]) * aux[ch + c] * g[c] + bta[c]);
+    }
+}
+
+/* part[0][c*split + k] = sum dy, part[1][...] = sum dy * (x - mean) over chunk k. */
+template <typename H>
+__global__ void k_bn_bwd_part(const H *x, const H *dy, const float *aux, int64_t pix,
+                              int64_t ch, int split, float *part) {
+    __shared__ float s1[CU_THREADS], s2[CU_THREADS];
+    const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
+    const int rows = blockDim.x / BN_LANES;
+    int64_t c = (int64_t)blockIdx.x * BN_LANES + lane, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a = 0.0f, b = 0.0f;
+    if (c < ch) {
+        float mu = aux[c];
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            float d = ld(dy[j * ch + c]);
+            a += d;
+            b += d * (ld(x[j * ch + c]) - mu);
+        }
+    }
+    s1[threadIdx.x] = a;
+    s2[threadIdx.x] = b;
+    __syncthreads();
+    if (row == 0 && c < ch) {
+        bn_rows_sum(s1, lane, rows);
+        bn_rows_sum(s2, lane, rows);
+        part[c * split + k] = s1[lane];
+        part[ch * split + c * split + k] = s2[lane];
+    }
+}
+
+/* dx = gamma*invstd * (dy - sum(dy)/M - xhat*sum(dy*xhat)/M), dw/db holding
+ * the sums (k_bn_bwd_final); beta: accumulate into dx. */
+template <typename H>
+__global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
+                        const float *g, const float *dw, const float *db, float beta,
+                        int64_t total, int ch, float inv_m) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        float is = aux[ch + c];
+        float xh = (ld(x[i]) - aux[c]) * is;
+        float v = g[c] * is * (ld(dy[i]) - db[c] * inv_m - xh * dw[c] * inv_m);
+        put(&dx[i], beta, v);
+    }
+}
+
+/* Per channel over pixel chunk k of split (block (bx, k)): MODE 0 (forward
+ * statistics) sums x - x0[c] and its square (x0 = the first pixel's value),
+ * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 2 (bias gradient) sums
+ * x alone and writes only the first half of part. Thread (lane, row) takes
+ * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
+ * 16-byte loads; rows are added in order, then k_red_final adds the split
+ * partials: a fixed order, bit-identical run to run. */
+template <int MODE, typename H>
+__global__ void k_chan_red8(const H *x, const H *dy, const float *mean, int64_t pix,
+                            int64_t ch, int split, int tpr, float *part) {
+    __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
+    int64_t chunk = (pix + split - 1) / split;
+    int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
+    float a[8], b[8], sh[8];
+#pragma unroll
+    for (int q = 0; q < 8; q++) { a[q] = 0.0f; b[q] = 0.0f; sh[q] = 0.0f; }
+    bool on = row < rows && c0 < ch;
+    if (on) {
+        if (MODE == 0) {
+            bf8 f = ld8(x + c0);
+#pragma unroll
+            for (int q = 0; q < 8; q++) sh[q] = f.v[q];
+        } else if (MODE == 1) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) sh[q] = mean[c0 + q];
+        }
+#pragma unroll 4
+        for (int64_t j = j0 + row; j < j1; j += rows) {
+            bf8 xv = ld8(x + j * ch + c0);
+            if (MODE == 2) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) a[q] += xv.v[q];
+            } else if (MODE == 0) {
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    float d = xv.v[q] - sh[q];
+                    a[q] += d;
+                    b[q] += d * d;
+                }
+            } else {
+                bf8 g = ld8(dy + j * ch + c0);
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    a[q] += g.v[q];
+                    b[q] += g.v[q] * (xv.v[q] - sh[q]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        sa[threadIdx.x * 8 + q] = a[q];
+        sb[threadIdx.x * 8 + q] = b[q];
+    }
+    __syncthreads();
+    if (row == 0 && c0 < ch) {
+        for (int r = 1; r < rows; r++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                a[q] += sa[(r * tpr + lane) * 8 + q];
+                b[q] += sb[(r * tpr + lane) * 8 + q];
+            }
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            part[(c0 + q) * split + k] = a[q];
+            if (MODE != 2) part[ch * split + (c0 + q) * split + k] = b[q];
+        }
+    }
+}
+
+/* One warp per channel c: out_a[c] = sum over k of part[c*split + k] and
+ * out_b likewise from the second half, in double: lane l takes k = l, l+32,
+ * ..., then a fixed shuffle tree. */
+__device__ __forceinline__ void red_final_warp(const float *part, int64_t ch, int split, int64_t c,
+                                               double *ra, double *rb) {
+    const int lane = threadIdx.x % 32;
+    double a = 0.0, b = 0.0;
+    for (int k = lane; k < split; k += 32) {
+        a += (double)part[c * split + k];
+        b += (double)part[ch * split + c * split + k];
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_down_sync(0xffffffffu, a, o);
+        b += __shfl_down_sync(0xffffffffu, b, o);
+    }
+    *ra = a;
+    *rb = b;
+}
+
+template <typename H>
+__global__ void k_bn_stats_final_w(const H *x, const float *part, int64_t pix, int64_t ch,
+                                   int split, float eps, float m, float *aux, float *rm,
+                                   float *rv) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;   /* whole warps leave together (blockDim.x % 32 == 0) */
+    double a, b;
+    red_final_warp(part, ch, split, c, &a, &b);
+    if (threadIdx.x % 32) return;
+    double M = (double)pix, dm = a / M;
+    double var = b / M - dm * dm;
+    if (var < 0.0) var = 0.0;
+    double mu = (double)ld(x[c]) + dm;
+    aux[c] = (float)mu;
+    aux[ch + c] = (float)(1.0 / sqrt(var + (double)eps));
+    if (rm) rm[c] = (float)((1.0 - (double)m) * rm[c] + (double)m * mu);
+    if (rv) rv[c] = (float)((1.0 - (double)m) * rv[c] + (double)m * (var * M / (M - 1.0)));
+}
+
+__global__ void k_bn_bwd_final_w(const float *part, const float *aux, int64_t ch, int split,
+                                 float *dw, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    double a, b;
+    red_final_warp(part, ch, split, c, &a, &b);
+    if (threadIdx.x % 32) return;
+    db[c] = (float)a;
+    dw[c] = (float)(b * (double)aux[ch + c]);
+}
+
+__global__ void k_chan_final_w(const float *part, int64_t ch, int split, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    const int lane = threadIdx.x % 32;
+    float a = 0.0f;
+    for (int k = lane; k < split; k += 32) a += part[c * split + k];
+    for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
+    if (lane == 0) db[c] = a;
+}
+
+static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS); }
+
+/* k_bn_norm / k_bn_dx with the channel parameters in registers: block
+ * (bx, by) of tpr x rows threads; thread (lane, row) keeps channels
+ * 8 (bx tpr + lane) .. +7 and walks pixels by*rows + row, stepping
+ * gridDim.y * rows. Same arithmetic per element as k_bn_norm / k_bn_dx. */
+template <typename H>
+__global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
+                            const float *bta, int64_t pix, int ch, int tpr) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], be[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        be[k] = bta[c0 + k];
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        bf8 v = ld8(x + j * ch + c0);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v.v[k] = (v.v[k] - mu[k]) * is[k] * ga[k] + be[k];
+        st8(y + j * ch + c0, v);
+    }
+}
+
+template <typename H>
+__global__ void k_bn_dx8p(const H *x, const H *dy, H *dx, const float *aux,
+                          const float *g, const float *dw, const float *db, float beta,
+                          int64_t pix, int ch, int tpr, float inv_m) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], sb[8], sw[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        sb[k] = db[c0 + k] * inv_m;
+        sw[k] = dw[c0 + k] * inv_m;
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        bf8 xv = ld8(x + j * ch + c0), d = ld8(dy + j * ch + c0);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float xh = (xv.v[k] - mu[k]) * is[k];
+            d.v[k] = ga[k] * is[k] * (d.v[k] - sb[k] - xh * sw[k]);
+        }
+        put8(dx + j * ch + c0, beta, d);
+    }
+}
+
+/* Grid of k_bn_norm8p / k_bn_dx8p: about sm * 8 blocks. */
+static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
+    int64_t gx = bn_gx(ch), rows = CU_THREADS / bn_tpr(ch);
+    int64_t gy = ((int64_t)(sm > 0 ? sm : 132) * 8 + gx - 1) / gx;
+    int64_t most = (pix + rows - 1) / rows;
+    if (gy > most) gy = most;
+    if (gy > 65535) gy = 65535;
+    if (gy < 1) gy = 1;
+    return dim3((unsigned)gx, (unsigned)gy);
+}
+
+/* Bias gradient of channels-last 16-bit dy (ch % 8 == 0, dy 16-byte aligned):
+ * split == 1 writes db straight away. */
+static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
+                     float *partial, float *db, vd_dtype dt, vd_err *e) {
+    dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+    float *out = split == 1 ? db : partial;
+    HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, pix, ch,
+                                                                     split, bn_tpr(ch), out));
+    KERNEL_CHECK(e);
+    if (split > 1) {
+        k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        KERNEL_CHECK(e);
+    }
+    return VD_OK;
+}
+
+template <typename H>
+static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                       const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                       bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                       vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "bn (channels-last): %lld channels", (long long)ch);
+    if (training) {
+        int split = cu_bn_split(pix, ch, sm);
+        if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm))
+            return vd_errf(e, VD_EINTERNAL,
+                           "bn (channels-last): workspace %llu bytes, needs %llu",
+                           (unsigned long long)ws_bytes,
+                           (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+        if (ch % 8 == 0 && al16(x)) {
+            int tpr = bn_tpr(ch);
+            dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+            k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, pix, ch, split, tpr,
+                                                    (float *)ws);
+            KERNEL_CHECK(e);
+            k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            KERNEL_CHECK(e);
+        } else {
+            dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+            k_bn_stats_part<H><<<gr, CU_THREADS, 0, s>>>(AS<H>(x), pix, ch, split, (float *)ws);
+            KERNEL_CHECK(e);
+            k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
+                AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
+            KERNEL_CHECK(e);
+        }
+    } else {
+        int rc = cuk_bn_eval_aux(s, rm, rv, aux, (int)ch, eps, e);
+        if (rc) return rc;
+    }
+    int64_t total = pix * ch;
+    if (ch % 8 == 0 && vec8_ok(total, x, y)) {
+        k_bn_norm8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta,
+                                                                    pix, (int)ch, bn_tpr(ch));
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    k_bn_norm<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta, total,
+                                                        (int)ch);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+template <typename H>
+static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                       float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                       int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    int split = cu_bn_split(pix, ch, sm);
+    if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm) || ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): workspace %llu bytes, "
+                       "needs %llu", (unsigned long long)ws_bytes,
+                       (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+    if (ch % 8 == 0 && al16(x) && al16(dy)) {
+        dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+        k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, bn_tpr(ch),
+                                                (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
+                                                              dw, db);
+        KERNEL_CHECK(e);
+    } else {
+        dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
+        k_bn_bwd_part<H><<<gr, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, (float *)ws);
+        KERNEL_CHECK(e);
+        k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
+                                                              dw, db);
+        KERNEL_CHECK(e);
+    }
+    int64_t total = pix * ch;
+    if (ch % 8 == 0 && vec8_ok(total, x, dy, dx)) {
+        k_bn_dx8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
+            AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, dw, db, dx_beta, pix, (int)ch, bn_tpr(ch),
+            (float)(1.0 / (double)pix));
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    k_bn_dx<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, dw, db,
+                                                      dx_beta, total, (int)ch,
+                                                      (float)(1.0 / (double)pix));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
+                    const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
+                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    vd_dtype dt, vd_err *e) {
+    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn (channels-last): fp32 maps");
+    HALF_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
+                                               training, eps, momentum, ws, ws_bytes, e));
+    return VD_OK;   /* not reached */
+}
+
+int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
+                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
+                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
+    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): fp32 maps");
+    HALF_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, aux, dw, db, pix,
+                                               ch, ws, ws_bytes, e));
+    return VD_OK;   /* not reached */
+}
+
+/* ---- LRN (torch.nn.LocalResponseNorm) ------------------------------------- *
+ * s_c = k + alpha * (sum_{j=c-size/2}^{c+(size-1)/2} x_j^2) / size,
+ * y_c = x_c / s_c^beta. */
+template <typename T, typename I>
+__device__ __forceinline__ float lrn_scale(const T *col, I hw, int ch, int c, int size,
+                                           float alpha, float k) {
+    int lo = c - size / 2, hi = c + (size - 1) / 2;
+    if (lo < 0) lo = 0;
+    if (hi > ch - 1) hi = ch - 1;
+    float acc = 0.0f;
+    const I cs = NHWC<T>::on ? (I)1 : hw;   /* channel stride */
+    for (int j = lo; j <= hi; j++) {
+        float v = ld(col[j * cs]);
+        acc += v * v;
+    }
+    return k + alpha * (acc / (float)size);
+}
+
+template <typename T, typename I>
+__global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, float alpha,
+                          float beta, float k) {
+    GRID_STRIDE_T(I, i, total) {
+        const T *col;
+        int c;
+        if (NHWC<T>::on) {   /* i = pixel*ch + c */
+            I pix = i / ch;
+            c = (int)(i - pix * ch);
+            col = x + pix * ch;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ch;
+            c = (int)(t - img * ch);
+            col = x + img * ch * hw + p;
+        }
+        float s = lrn_scale(col, hw, ch, c, size, alpha, k);
+        st(&y[i], ld(x[i]) / powf(s, beta));
+    }
+}
+
+int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
+                int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e) {
+    int64_t total = (int64_t)n * ch * hw;
+    if (total <= 0) return VD_OK;
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total))
+        DT_DISPATCH(dt, T, k_lrn_fwd<T, int><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(y), (int)total, ch, (int)hw, size, alpha, beta, k));
+    else
+        DT_DISPATCH(dt, T, k_lrn_fwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(y), total, ch, hw, size, alpha, beta, k));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* dx_i = dy_i / s_i^beta - (2 alpha beta / size) x_i sum_{c: i in win(c)}
+ *        dy_c x_c / (s_c^beta s_c),  win(c) = [c - size/2, c + (size-1)/2]. */
+template <typename T, typename I>
+__global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total,
+                          int ch, I hw, int size, float alpha, float beta, float k) {
+    GRID_STRIDE_T(I, i, total) {
+        I base, cs;
+        int ci;
+        if (NHWC<T>::on) {
+            I pix = i / ch;
+            ci = (int)(i - pix * ch);
+            base = pix * ch;
+            cs = 1;
+        } else {
+            I t = i / hw, p = i - t * hw;
+            I img = t / ch;
+            ci = (int)(t - img * ch);
+            base = img * ch * hw + p;
+            cs = hw;
+        }
+        const T *col = x + base;
+        const T *dcol = dy + base;
+        float si = lrn_scale(col, hw, ch, ci, size, alpha, k);
+        int c0 = ci - (size - 1) / 2, c1 = ci + size / 2;
+        if (c0 < 0) c0 = 0;
+        if (c1 > ch - 1) c1 = ch - 1;
+        float acc = 0.0f;
+        for (int c = c0; c <= c1; c++) {
+            float sc = c == ci ? si : lrn_scale(col, hw, ch, c, size, alpha, k);
+            acc += ld(dcol[c * cs]) * ld(col[c * cs]) / (powf(sc, beta) * sc);
+        }
+        float g = ld(dcol[ci * cs]) / powf(si, beta) -
+                  2.0f * alpha * beta / (float)size * ld(col[ci * cs]) * acc;
+        put(&dx[i], dx_beta, g);
+    }
+}
+
+int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt,
+                vd_err *e) {
+    int64_t total = (int64_t)n * ch * hw;
+    if (total <= 0) return VD_OK;
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total))
+        DT_DISPATCH(dt, T, k_lrn_bwd<T, int><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, (int)total, ch, (int)hw,
+                               size, alpha, beta, k));
+    else
+        DT_DISPATCH(dt, T, k_lrn_bwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                               AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, total, ch, hw, size, alpha,
+                               beta, k));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}

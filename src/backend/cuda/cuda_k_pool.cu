@@ -1,0 +1,457 @@
+/* cuda_k_pool.cu — pooling forward and backward: the kernels of either
+ * layout (k_pool_fwd, k_pool_bwd), the eight-channel channels-last kernels,
+ * the disjoint-window backward, and the launchers that choose among them
+ * (k_pool_bwd_tiled in cuda_k_pool_tiled.cu). */
+#include "backend/cuda/cuda_k_pool.h"
+
+/* ---- one kernel per direction for either layout -----------------------------
+ * CL (the layout; launchers pass NHWC<T>::on): false for NCHW, element i =
+ * (plane*rows + r)*cols + col over n*c planes; true for channels-last
+ * (16-bit), i = ((img*rows + r)*cols + col)*c + ch. Only the index math
+ * differs: the window is walked in the same row-major order with the same
+ * max rule and float sums, pixels cs elements apart (1, or c), so both
+ * layouts give the same bits on the same values. I = int where every index
+ * fits (FITS32). */
+
+/* Element i of a map of rows x cols pixels: its plane (NCHW) or image
+ * (channels-last) *pl, channel *ch (channels-last; 0 for NCHW), row *r and
+ * column *col. */
+template <bool CL, typename I>
+__device__ __forceinline__ void pool_split(const cu_pool_geom &g, I i, int rows, int cols, I *pl,
+                                           int *ch, int *r, int *col) {
+    I pix = i;
+    *ch = 0;
+    if (CL) {
+        pix = i / g.c;
+        *ch = (int)(i - pix * g.c);
+    }
+    const I area = (I)rows * cols;
+    *pl = pix / area;
+    int rem = (int)(pix - *pl * area);
+    *r = rem / cols;
+    *col = rem - *r * cols;
+}
+
+/* Offset of the first pixel of plane / image pl (channel ch) in a map of
+ * area pixels per plane. */
+template <bool CL, typename I>
+__device__ __forceinline__ I pool_base(const cu_pool_geom &g, I pl, int ch, I area) {
+    return CL ? pl * area * g.c + ch : pl * area;
+}
+
+template <bool CL, typename T, typename I>
+__global__ void k_pool_fwd(cu_pool_geom g, const T *x, T *y, I total) {
+    const I cs = CL ? (I)g.c : (I)1;
+    GRID_STRIDE_T(I, i, total) {
+        I pl;
+        int ch, oh, ow;
+        pool_split<CL>(g, i, g.oh, g.ow, &pl, &ch, &oh, &ow);
+        const T *xp = x + pool_base<CL>(g, pl, ch, (I)g.h * g.w);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        if (h0 >= h1 || w0 >= w1) { st(&y[i], 0.0f); continue; }
+        if (g.max) {
+            int arg;
+            st(&y[i], window_max(xp, g.w, cs, h0, h1, w0, w1, &arg));
+        } else {
+            float acc = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) acc += ld(xp[(I)(ih * g.w + iw) * cs]);
+            st(&y[i], acc / (float)(sh * sw));
+        }
+    }
+}
+
+/* dx[i] (+)= sum over windows o containing i, in increasing o, of
+ * (max: o's argmax == i ? dy[o] : 0; avg: dy[o] / divisor(o)). With beta 1
+ * the terms are added to dx[i] one by one in that order, like the CPU
+ * reference's scatter, so both round identically. */
+template <bool CL, typename T, typename I>
+__global__ void k_pool_bwd(cu_pool_geom g, const T *x, const T *dy, T *dx, float beta,
+                           I total) {
+    const I cs = CL ? (I)g.c : (I)1;
+    GRID_STRIDE_T(I, i, total) {
+        I pl;
+        int ch, ih, iw;
+        pool_split<CL>(g, i, g.h, g.w, &pl, &ch, &ih, &iw);
+        const T *xp = g.max ? x + pool_base<CL>(g, pl, ch, (I)g.h * g.w) : NULL;   /* avg: x unused */
+        const T *dyp = dy + pool_base<CL>(g, pl, ch, (I)g.oh * g.ow);
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        float acc = beta != 0.0f ? ld(dx[i]) : 0.0f;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                float d = ld(dyp[(I)(oh * g.ow + ow) * cs]);
+                if (g.max) {
+                    int arg;
+                    window_max(xp, g.w, cs, h0, h1, w0, w1, &arg);
+                    if (arg == ih * g.w + iw) acc += d;
+                } else {
+                    acc += d / (float)(sh * sw);
+                }
+            }
+        }
+        st(&dx[i], acc);
+    }
+}
+
+/* k_pool_fwd / k_pool_bwd for element type T in its layout (NHWC<T>), with
+ * 32-bit indices where the input and output element counts fit. */
+template <typename T>
+static void pool_fwd_launch(cudaStream_t s, int sm, const cu_pool_geom *g, const T *x, T *y,
+                            int64_t total, int64_t in_total) {
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total) && FITS32(in_total))
+        k_pool_fwd<NHWC<T>::on, T, int><<<gr, CU_THREADS, 0, s>>>(*g, x, y, (int)total);
+    else
+        k_pool_fwd<NHWC<T>::on, T, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, y, total);
+}
+
+template <typename T>
+static void pool_bwd_launch(cudaStream_t s, int sm, const cu_pool_geom *g, const T *x,
+                            const T *dy, T *dx, float beta, int64_t total, int64_t out_total) {
+    unsigned gr = grid_for(total, sm);
+    if (FITS32(total) && FITS32(out_total))
+        k_pool_bwd<NHWC<T>::on, T, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else
+        k_pool_bwd<NHWC<T>::on, T, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+}
+
+/* ---- channels-last pooling on eight channels per thread (16-bit, c % 8 == 0)
+ * Index q runs over (pixel, channel group of 8); I = int where the element
+ * counts fit (FITS32), as the NCHW kernels. Per channel the same window walk,
+ * max rule (first maximum in row-major order, NaN wins) and float sums as
+ * k_pool_fwd / k_pool_bwd in channels-last, so the results are the same bits.
+ * Max-pool backward takes two passes: k_pool_arg8 stores each output's
+ * argmax as its offset in the window ((ih - h0) * kw + (iw - w0), one byte;
+ * 255 for an empty window) in the backward workspace, then k_pool_bwd8
+ * gathers, per input, dy of the outputs whose argmax it is: x is read once
+ * instead of once per covering window. */
+template <typename I>
+__device__ __forceinline__ void pool_q8(const cu_pool_geom &g, I q, I rows, I cols, I *img,
+                                        int *r, int *col, int *c0) {
+    I cg = (I)(g.c / 8);
+    I pix = q / cg;
+    *c0 = (int)(q - pix * cg) * 8;
+    I t = pix / cols;
+    *col = (int)(pix - t * cols);
+    *img = t / rows;
+    *r = (int)(t - *img * rows);
+}
+
+/* The max rule on eight channels over window [h0, h1) x [w0, w1) of xp:
+ * m[k] the maximum, a[k] its offset in the window, (ih - h0) * kw + (iw - w0)
+ * (0 and -inf for an empty window). Shared by forward and the argmax pass. */
+template <typename I, typename H>
+__device__ __forceinline__ void window_max8(const cu_pool_geom &g, const H *xp, int h0,
+                                            int h1, int w0, int w1, float m[8], unsigned a[8]) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = 0u; }
+    for (int ih = h0; ih < h1; ih++)
+        for (int iw = w0; iw < w1; iw++) {
+            bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+            unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (v.v[k] > m[k] || isnan(v.v[k])) { m[k] = v.v[k]; a[k] = rel; }
+        }
+}
+
+template <typename H, typename I>
+__global__ void k_pool_fwd8(cu_pool_geom g, const H *x, H *y, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int oh, ow, c0;
+        pool_q8<I>(g, q, (I)g.oh, (I)g.ow, &img, &oh, &ow, &c0);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        bf8 r;
+        const H *xp = x + img * (I)g.h * g.w * g.c + c0;
+        if (h0 >= h1 || w0 >= w1) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
+        } else if (g.max) {
+            unsigned a[8];
+            window_max8<I>(g, xp, h0, h1, w0, w1, r.v, a);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = 0.0f;
+            for (int ih = h0; ih < h1; ih++)
+                for (int iw = w0; iw < w1; iw++) {
+                    bf8 v = ld8(xp + (I)(ih * g.w + iw) * g.c);
+#pragma unroll
+                    for (int k = 0; k < 8; k++) r.v[k] += v.v[k];
+                }
+#pragma unroll
+            for (int k = 0; k < 8; k++) r.v[k] = r.v[k] / (float)(sh * sw);
+        }
+        st8(y + q * 8, r);
+    }
+}
+
+template <typename H, typename I>
+__global__ void k_pool_arg8(cu_pool_geom g, const H *x, uint8_t *arg, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int oh, ow, c0;
+        pool_q8<I>(g, q, (I)g.oh, (I)g.ow, &img, &oh, &ow, &c0);
+        int h0, h1, sh, w0, w1, sw;
+        pool_window(g, true, oh, &h0, &h1, &sh);
+        pool_window(g, false, ow, &w0, &w1, &sw);
+        const H *xp = x + img * (I)g.h * g.w * g.c + c0;
+        float m[8];
+        unsigned a[8];
+        window_max8<I>(g, xp, h0, h1, w0, w1, m, a);
+        if (h0 >= h1 || w0 >= w1) {   /* no input is its argmax */
+#pragma unroll
+            for (int k = 0; k < 8; k++) a[k] = 255u;
+        }
+        uint2 u;
+        u.x = a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24;
+        u.y = a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24;
+        *(uint2 *)(void *)(arg + q * 8) = u;
+    }
+}
+
+/* max (arg != NULL): dy of the covering outputs whose argmax is this input;
+ * average: dy / divisor of every covering window. Output order as
+ * k_pool_bwd (rows, then columns, ascending). */
+template <typename H, typename I>
+__global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const H *dy, H *dx,
+                            float beta, I total) {
+    GRID_STRIDE_T(I, q, total) {
+        I img;
+        int ih, iw, c0;
+        pool_q8<I>(g, q, (I)g.h, (I)g.w, &img, &ih, &iw, &c0);
+        bf8 acc;
+        if (beta != 0.0f) acc = ld8(dx + q * 8);
+        else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = 0.0f;
+        }
+        int oh0, oh1, ow0, ow1;
+        pool_outputs_of(g, true, ih, &oh0, &oh1);
+        pool_outputs_of(g, false, iw, &ow0, &ow1);
+        I obase = img * (I)g.oh * g.ow;
+        for (int oh = oh0; oh <= oh1; oh++) {
+            int h0, h1, sh;
+            pool_window(g, true, oh, &h0, &h1, &sh);
+            if (ih < h0 || ih >= h1) continue;
+            for (int ow = ow0; ow <= ow1; ow++) {
+                int w0, w1, sw;
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (iw < w0 || iw >= w1) continue;
+                I o = ((obase + (I)(oh * g.ow + ow)) * g.c + c0);
+                bf8 d = ld8(dy + o);
+                if (arg) {
+                    uint2 u = *(const uint2 *)(const void *)(arg + o);
+                    unsigned rel = (unsigned)((ih - h0) * g.kw + (iw - w0));
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        unsigned b = ((k < 4 ? u.x : u.y) >> (8 * (k & 3))) & 0xffu;
+                        if (b == rel) acc.v[k] += d.v[k];
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) acc.v[k] += d.v[k] / (float)(sh * sw);
+                }
+            }
+        }
+        st8(dx + q * 8, acc);
+    }
+}
+
+/* Whether the eight-channel kernels take g (and x, y aligned). */
+static bool pool8_ok(const cu_pool_geom *g, const void *a, const void *b) {
+    return g->c % 8 == 0 && al16(a) && al16(b);
+}
+
+uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g) {
+    if (!g->max || g->adaptive || g->c % 8 != 0 || g->kh * g->kw > 255) return 0;
+    return (uint64_t)g->n * g->c * g->oh * g->ow;
+}
+
+template <typename H>
+static int pool_fwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
+                     vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->oh * g->ow / 8;
+    int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
+    if (FITS32(in_total) && FITS32(total * 8))
+        k_pool_fwd8<H, int><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), AS<H>(y), (int)total);
+    else
+        k_pool_fwd8<H, int64_t><<<grid_for(total, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), AS<H>(y), total);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ws: cu_pool_bwd_ws_bytes(g) bytes for max pooling (NULL: not taken). */
+template <typename H>
+static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                     const float *dy, float *dx, float beta, void *ws, vd_err *e) {
+    int64_t in8 = (int64_t)g->n * g->c * g->h * g->w / 8;
+    int64_t out8 = (int64_t)g->n * g->c * g->oh * g->ow / 8;
+    bool i32 = FITS32(in8 * 8) && FITS32(out8 * 8);
+    uint8_t *arg = g->max ? (uint8_t *)ws : NULL;
+    if (g->max) {
+        if (i32) k_pool_arg8<H, int><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), arg, (int)out8);
+        else k_pool_arg8<H, int64_t><<<grid_for(out8, sm), CU_THREADS, 0, s>>>(*g, AS<H>(x), arg, out8);
+        KERNEL_CHECK(e);
+    }
+    if (i32)
+        k_pool_bwd8<H, int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy), AS<H>(dx),
+                                                                    beta, (int)in8);
+    else
+        k_pool_bwd8<H, int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy),
+                                                                        AS<H>(dx), beta, in8);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
+                 vd_dtype dt, vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
+    if (total <= 0) return VD_OK;
+    if (dt != VD_DT_F32 && pool8_ok(g, x, y)) {
+        if (dt == VD_DT_F16) return pool_fwd8<cu_f16>(s, sm, g, x, y, e);
+        return pool_fwd8<cu_bf16>(s, sm, g, x, y, e);
+    }
+    int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
+    DT_DISPATCH(dt, T, pool_fwd_launch<T>(s, sm, g, AS<T>(x), AS<T>(y), total, in_total));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* Fast path of k_pool_bwd for non-adaptive pooling whose windows do not
+ * overlap (stride >= kernel in both dimensions), e.g. VGG's 2x2/2 max pool.
+ * Every input element lies in at most one window, so the general kernel's
+ * sum over windows has at most one term: dx[i] = (beta ? dx[i] : 0) + term,
+ * or dx[i] unchanged / 0 when no window (or, for max, not its argmax) covers
+ * it. Same window_max (tie and NaN rule) and the same single rounding as
+ * k_pool_bwd, so results are bitwise equal to it. Grid: blockIdx.y walks the
+ * planes (n*c), x the elements of one plane, so all index math is 32-bit
+ * and the only divisions are by the plane width and the stride. */
+template <typename T>
+__global__ void k_pool_bwd_disjoint(cu_pool_geom g, const T *x, const T *dy, T *dx,
+                                    float beta, int64_t planes) {
+    const int hw = g.h * g.w;
+    for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+        const T *xp = x + plane * hw;
+        const T *dyp = dy + plane * ((int64_t)g.oh * g.ow);
+        T *dxp = dx + plane * hw;
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < hw; r += gridDim.x * blockDim.x) {
+            int ih = r / g.w, iw = r - ih * g.w;
+            float acc = beta != 0.0f ? ld(dxp[r]) : 0.0f;
+            int th = ih + g.ph, tw = iw + g.pw;
+            int oh = th / g.sh, ow = tw / g.sw;
+            if (oh < g.oh && ow < g.ow && th - oh * g.sh < g.kh && tw - ow * g.sw < g.kw) {
+                int h0, h1, sh, w0, w1, sw;
+                pool_window(g, true, oh, &h0, &h1, &sh);
+                pool_window(g, false, ow, &w0, &w1, &sw);
+                if (ih >= h0 && ih < h1 && iw >= w0 && iw < w1) {
+                    float d = ld(dyp[oh * g.ow + ow]);
+                    if (g.max) {
+                        int arg;
+                        window_max(xp, g.w, 1, h0, h1, w0, w1, &arg);
+                        if (arg == r) acc += d;
+                    } else {
+                        acc += d / (float)(sh * sw);
+                    }
+                }
+            }
+            st(&dxp[r], acc);
+        }
+    }
+}
+
+int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                         const float *dy, float *dx, float beta, vd_dtype dt, vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->h * g->w;
+    if (total <= 0) return VD_OK;
+    int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
+    DT_DISPATCH(dt, T, pool_bwd_launch<T>(s, sm, g, AS<T>(x), AS<T>(dy), AS<T>(dx), beta, total,
+                                          out_total));
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* Disjoint windows: k_pool_bwd_disjoint; other non-adaptive max pooling:
+ * k_pool_bwd_tiled where pool_tiling_plan takes it; the rest (adaptive,
+ * overlapping average pooling, huge planes or windows): k_pool_bwd. */
+int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
+                 float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
+    int64_t total = (int64_t)g->n * g->c * g->h * g->w;
+    if (total <= 0) return VD_OK;
+    if (dt != VD_DT_F32) {
+        uint64_t need = cu_pool_bwd_ws_bytes(g);
+        bool ok8 = pool8_ok(g, dy, dx) && al16(x) &&
+                   (g->max ? need > 0 && ws && ws_bytes >= need && ((uintptr_t)ws & 7u) == 0
+                           : true);
+        if (ok8) {
+            if (dt == VD_DT_F16) return pool_bwd8<cu_f16>(s, sm, g, x, dy, dx, beta, ws, e);
+            return pool_bwd8<cu_bf16>(s, sm, g, x, dy, dx, beta, ws, e);
+        }
+        return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
+    }
+    int64_t planes = (int64_t)g->n * g->c;
+    int64_t hw = (int64_t)g->h * g->w;
+    if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&
+        FITS32(hw) && FITS32((int64_t)g->oh * g->ow)) {
+        int64_t bx = (hw + CU_THREADS - 1) / CU_THREADS;
+        int64_t cap = (int64_t)(sm > 0 ? sm : 132) * 16;
+        if (bx > cap) bx = cap;
+        int64_t by = cap / bx;            /* about sm*16 blocks in all */
+        if (by < 1) by = 1;
+        if (by > planes) by = planes;
+        if (by > 65535) by = 65535;
+        dim3 grid((unsigned)bx, (unsigned)by);
+        k_pool_bwd_disjoint<float><<<grid, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, planes);
+        KERNEL_CHECK(e);
+        return VD_OK;
+    }
+    bool tiled = false;
+    int rc = cu_pool_bwd_tiled_auto(s, sm, g, x, dy, dx, beta, dt, &tiled, e);
+    if (tiled) return rc;
+    return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
+}
+
+/* Test hook (declared in cuda_internal.h; tests/cuda/test_cuda_ops.c). */
+extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const float *dy,
+                                     float *dx, float beta, int path, const int tile[3],
+                                     vd_err *e) {
+    cu_pool_geom g;
+    g.n = geom[0]; g.c = geom[1]; g.h = geom[2]; g.w = geom[3]; g.oh = geom[4]; g.ow = geom[5];
+    g.kh = geom[6]; g.kw = geom[7]; g.sh = geom[8]; g.sw = geom[9]; g.ph = geom[10];
+    g.pw = geom[11];
+    g.adaptive = false;
+    g.max = true;
+    if (path < 0 || path > 2) return vd_errf(e, VD_EUSAGE, "pool bwd test: path %d", path);
+    int64_t xn = (int64_t)g.n * g.c * g.h * g.w, yn = (int64_t)g.n * g.c * g.oh * g.ow;
+    int dev, sm;
+    CUDA_CHECK(e, cudaGetDevice(&dev));
+    CUDA_CHECK(e, cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev));
+    float *d = NULL;
+    CUDA_CHECK(e, cudaMalloc((void **)&d, (size_t)(2 * xn + yn + 1) * sizeof(float)));
+    float *dx_d = d, *x_d = d + xn, *dy_d = d + 2 * xn;
+    int rc = VD_OK;
+    CUDA_GOTO(e, rc, out, cudaMemcpy(x_d, x, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_GOTO(e, rc, out, cudaMemcpy(dy_d, dy, (size_t)yn * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_GOTO(e, rc, out, cudaMemcpy(dx_d, dx, (size_t)xn * sizeof(float), cudaMemcpyHostToDevice));
+    rc = path == 0 ? cuk_pool_bwd(0, sm, &g, x_d, dy_d, dx_d, beta, NULL, 0, VD_DT_F32, e)
+       : path == 1 ? cuk_pool_bwd_general(0, sm, &g, x_d, dy_d, dx_d, beta, VD_DT_F32, e)
+                   : cuk_pool_bwd_tiled(0, sm, &g, x_d, dy_d, dx_d, beta, tile, VD_DT_F32, e);
+    if (rc) goto out;
+    CUDA_GOTO(e, rc, out, cudaDeviceSynchronize());
+    CUDA_GOTO(e, rc, out, cudaMemcpy(dx, dx_d, (size_t)xn * sizeof(float), cudaMemcpyDeviceToHost));
+out:
+    cudaFree(d);
+    return rc;
+}
