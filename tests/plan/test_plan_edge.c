@@ -413,16 +413,19 @@ START_TEST(test_cli_combinations) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 300);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("plan-edge");
-    TCase *tc = tcase_create("edge");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_min_budget_exact);
-    tcase_add_test(tc, test_profile_hostile);
-    tcase_add_test(tc, test_profile_save_load_exact);
-    tcase_add_test(tc, test_dag_corners_train);
-    tcase_add_test(tc, test_cli_combinations);
-    suite_add_tcase(s, tc);
+    tcase_add_test(case_of(s, test_min_budget_exact), test_min_budget_exact);
+    tcase_add_test(case_of(s, test_profile_hostile), test_profile_hostile);
+    tcase_add_test(case_of(s, test_profile_save_load_exact), test_profile_save_load_exact);
+    tcase_add_test(case_of(s, test_dag_corners_train), test_dag_corners_train);
+    tcase_add_test(case_of(s, test_cli_combinations), test_cli_combinations);
     return s;
 }
 
