@@ -1,4 +1,4 @@
-/* test_data_harden.c — issue 30, items 4 to 6, for the data readers:
+/* test_data_harden.c — the data readers against hostile files:
  * every image checked against its own lengths (a file cut short is refused
  * when the data set opens, naming it; PNG CRCs before decoding), no data
  * path ever cut short (long paths work, one past PATH_MAX is exit 4 naming
@@ -78,8 +78,9 @@ static int open_data(const char *kind, const char *dir, int c, int h, int w, vd_
 
 /* ---- 6. headers before data ------------------------------------------------ */
 
-/* Issue 30: a sparse 6 GiB MNIST file with a bad magic took 33 s and 6.3 GB
- * before exit 5 (the whole file was read first). */
+/* A sparse 6 GiB MNIST file with a bad magic is answered from its first
+ * bytes (a reader that reads the whole file first takes 33 s and 6.3 GB
+ * before exit 5). */
 START_TEST(mnist_huge_bad_header_answers_from_its_first_bytes) {
     char *d = vdt_tmpdir("vdnn-data-harden");
     write_mnist_split(d, "train", 20);
@@ -320,7 +321,7 @@ END_TEST
 
 /* PNG CRCs: a whole PNG with one bit of a CRC flipped passes the check at
  * open (lengths only: the CRCs need every byte) and is refused before it
- * is decoded, naming the file (issue 30: they were not checked). */
+ * is decoded, naming the file. */
 START_TEST(png_crc_checked_before_decoding) {
     char *p;
     unsigned char png[TU_PNG4_LEN];
