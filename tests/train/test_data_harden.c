@@ -234,8 +234,9 @@ static size_t make_bmp(unsigned char *b, int w, int h, int bpp, bool top_down) {
     return n;
 }
 
-/* Issue 30: "a 40 x 30 BMP cut to 60 bytes trains on made-up pixels, exit
- * 0". Every accepted format cut short is refused at open, naming the file:
+/* An image cut short must not train on made-up pixels (a 40 x 30 BMP cut to
+ * 60 bytes would, with exit 0). Every accepted format cut short is refused
+ * at open, naming the file:
  * BMP (pixel array past the end), PNG (no IEND, a chunk cut), JPEG (tested
  * in test_data.c), PPM / PGM (their samples). Whole files of the same
  * layouts still open and decode. */
@@ -435,8 +436,8 @@ static char *long_dir(const char *base, size_t len) {
     return p;
 }
 
-/* Issue 30: mnist.c built paths in 1,100-byte buffers and read the wrong
- * files for longer ones. A data directory of 4000 bytes works (its files'
+/* No data path is cut short (a fixed 1,100-byte buffer would read the
+ * wrong files for longer ones). A data directory of 4000 bytes works (its files'
  * paths are under PATH_MAX); one whose files' paths are longer is exit 4
  * naming the path; a class directory past PATH_MAX is an error, not a
  * class skipped. */
