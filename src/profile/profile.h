@@ -101,9 +101,9 @@ extern const int vd_n_cards;
 const vd_card *vd_card_find(const char *name);
 /* Device memory outside the pool: the CUDA context, the cuDNN and cuBLAS
  * handles and their workspaces' slack. A device model's default budget is
- * its memory less this (vd_config_budget). 640 MiB: the H200 run of the
- * README (VGG-16 b256 bf16, an 8 GiB pool) used 0.59 GiB besides the pool
- * by the driver's count, rounded up to a multiple of 128 MiB. */
+ * its memory less this (vd_config_budget). 640 MiB: VGG-16 b256 bf16 with
+ * an 8 GiB pool uses 0.59 GiB besides the pool on an H200 by the driver's
+ * count (docs/measurements.md), rounded up to a multiple of 128 MiB. */
 #define VD_DEVICE_CONTEXT_RESERVE ((uint64_t)640 << 20)
 
 typedef struct vd_profile {

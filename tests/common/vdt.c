@@ -23,14 +23,16 @@ int vdt_run(Suite *s) {
 
 int vdt_run_tests(const char *name, double timeout_s, const TTest *const *tests, size_t n) {
     Suite *s = suite_create(name);
-    for (size_t i = 0; i < n; i++) {
-        TCase *t = tcase_create(tests[i]->name);
-        tcase_set_tags(t, tests[i]->name);
-        if (timeout_s > 0) tcase_set_timeout(t, timeout_s);
-        tcase_add_test(t, tests[i]);
-        suite_add_tcase(s, t);
-    }
+    for (size_t i = 0; i < n; i++) tcase_add_test(vdt_case(s, tests[i], timeout_s), tests[i]);
     return vdt_run(s);
+}
+
+TCase *vdt_case(Suite *s, const TTest *t, double timeout_s) {
+    TCase *c = tcase_create(t->name);
+    tcase_set_tags(c, t->name);
+    if (timeout_s > 0) tcase_set_timeout(c, timeout_s);
+    suite_add_tcase(s, c);
+    return c;
 }
 
 const char *vdt_tmp(void) {

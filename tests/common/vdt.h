@@ -39,6 +39,12 @@ int vdt_run(Suite *s);
  * so that the slow ones run in parallel with the rest. */
 int vdt_run_tests(const char *name, double timeout_s, const TTest *const *tests, size_t n);
 
+/* A TCase named and tagged after test t, added to s (timeout_s as in
+ * vdt_run_tests), for a suite that needs more than vdt_run_tests gives: the
+ * caller adds t to it (tcase_add_test, or tcase_add_loop_test) and any
+ * fixture. One TCase per test is what lets CK_RUN_CASE=NAME run one test. */
+TCase *vdt_case(Suite *s, const TTest *t, double timeout_s);
+
 /* main() of a test binary, one TCase per test:
  *   VDT_MAIN("lr", 0, fixed_and_step, multistep)
  * NAME is the suite name, TIMEOUT as in vdt_run_tests, then the START_TEST

@@ -296,9 +296,13 @@ int c_main(Suite *s) {
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);   /* CUDA contexts do not survive fork */
     srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
+    int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
     srunner_free(sr);
     if (g_cuda_be) g_cuda_be->destroy(g_cuda_be);
     if (g_cpu_be) g_cpu_be->destroy(g_cpu_be);
+    if (ran == 0) {   /* CK_RUN_CASE naming no test: a stale name, as vdt_run */
+        fprintf(stderr, "no test selected (CK_RUN_SUITE, CK_RUN_CASE, CK_INCLUDE_TAGS)\n");
+        return 1;
+    }
     return failed ? 1 : 0;
 }

@@ -54,6 +54,7 @@
  *  Observed on an H200 (cuDNN 9, CUDA 13): every non-exact fp32 comparison
  *  <= 2.7e-7, every tf32 one <= 3.2e-4; the exact ones exact. */
 #include "cuda_common.h"
+#include "vdt.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1260,36 +1261,39 @@ START_TEST(test_profile) {
 END_TEST
 #endif
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 600);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("cuda_ops");
-    TCase *tc = tcase_create("ops");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_streams);
-    tcase_add_test(tc, test_sgd);
-    tcase_add_test(tc, test_conv);
-    tcase_add_test(tc, test_conv_split);
-    tcase_add_test(tc, test_pool);
+    tcase_add_test(case_of(s, test_streams), test_streams);
+    tcase_add_test(case_of(s, test_sgd), test_sgd);
+    tcase_add_test(case_of(s, test_conv), test_conv);
+    tcase_add_test(case_of(s, test_conv_split), test_conv_split);
+    tcase_add_test(case_of(s, test_pool), test_pool);
 #if VD_HAVE_CUDA
-    tcase_add_test(tc, test_conv_gemm);
-    tcase_add_test(tc, test_conv_direct);
-    tcase_add_test(tc, test_pool_bwd_tiled);
+    tcase_add_test(case_of(s, test_conv_gemm), test_conv_gemm);
+    tcase_add_test(case_of(s, test_conv_direct), test_conv_direct);
+    tcase_add_test(case_of(s, test_pool_bwd_tiled), test_pool_bwd_tiled);
 #endif
-    tcase_add_test(tc, test_relu_dropout);
-    tcase_add_test(tc, test_gelu);
-    tcase_add_test(tc, test_lrn);
-    tcase_add_test(tc, test_bn);
-    tcase_add_test(tc, test_fc);
-    tcase_add_test(tc, test_shape_ops);
-    tcase_add_test(tc, test_loss);
-    tcase_add_test(tc, test_deterministic);
-    tcase_add_test(tc, test_fill_synthetic);
-    tcase_add_test(tc, test_fill_synthetic_f16);
-    tcase_add_test(tc, test_loss_scaled);
-    tcase_add_test(tc, test_grad_scaler);
+    tcase_add_test(case_of(s, test_relu_dropout), test_relu_dropout);
+    tcase_add_test(case_of(s, test_gelu), test_gelu);
+    tcase_add_test(case_of(s, test_lrn), test_lrn);
+    tcase_add_test(case_of(s, test_bn), test_bn);
+    tcase_add_test(case_of(s, test_fc), test_fc);
+    tcase_add_test(case_of(s, test_shape_ops), test_shape_ops);
+    tcase_add_test(case_of(s, test_loss), test_loss);
+    tcase_add_test(case_of(s, test_deterministic), test_deterministic);
+    tcase_add_test(case_of(s, test_fill_synthetic), test_fill_synthetic);
+    tcase_add_test(case_of(s, test_fill_synthetic_f16), test_fill_synthetic_f16);
+    tcase_add_test(case_of(s, test_loss_scaled), test_loss_scaled);
+    tcase_add_test(case_of(s, test_grad_scaler), test_grad_scaler);
 #if VD_HAVE_CUDA
-    tcase_add_test(tc, test_profile);
+    tcase_add_test(case_of(s, test_profile), test_profile);
 #endif
-    suite_add_tcase(s, tc);
     return s;
 }
 

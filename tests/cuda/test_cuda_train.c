@@ -19,6 +19,7 @@
  *  bit for bit and policy all gives weights bit-identical to none.
  *  TOL_LOSS_F16, TOL_W_F16: below; the same holds in fp16. */
 #include "cuda_common.h"
+#include "vdt.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,14 +330,17 @@ START_TEST(test_relu_fused_into_direct_conv) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 600);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("cuda_train");
-    TCase *tc = tcase_create("train");
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_cpu_vs_cuda);
-    tcase_add_test(tc, test_deterministic_and_offload_invariance);
-    tcase_add_test(tc, test_relu_fused_into_direct_conv);
-    suite_add_tcase(s, tc);
+    tcase_add_test(case_of(s, test_cpu_vs_cuda), test_cpu_vs_cuda);
+    tcase_add_test(case_of(s, test_deterministic_and_offload_invariance), test_deterministic_and_offload_invariance);
+    tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
     return s;
 }
 

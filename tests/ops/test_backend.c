@@ -410,25 +410,29 @@ START_TEST(sgd_hand) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 0);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("ops_backend");
-    TCase *tc = tcase_create("backend");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, pool_and_host_memory);
-    tcase_add_test(tc, d2h_lazy_until_wait);
-    tcase_add_test(tc, reuse_before_wait_is_visible);
-    tcase_add_test(tc, h2d_waits_on_d2h);
-    tcase_add_test(tc, wait_runs_only_up_to_mark);
-    tcase_add_test(tc, poison_and_zero);
-    tcase_add_test(tc, compute_copy_immediate_and_order);
-    tcase_add_test(tc, queue_growth);
-    tcase_add_test(tc, event_elapsed_and_errors);
-    tcase_add_test(tc, algos_and_aux);
-    tcase_add_test(tc, supports_op_checked_at_setup);
-    tcase_add_test(tc, bwd_reads_from_table);
-    tcase_add_test(tc, sgd_matches_torch);
-    tcase_add_test(tc, sgd_hand);
-    suite_add_tcase(s, tc);
+    tcase_add_test(case_of(s, pool_and_host_memory), pool_and_host_memory);
+    tcase_add_test(case_of(s, d2h_lazy_until_wait), d2h_lazy_until_wait);
+    tcase_add_test(case_of(s, reuse_before_wait_is_visible), reuse_before_wait_is_visible);
+    tcase_add_test(case_of(s, h2d_waits_on_d2h), h2d_waits_on_d2h);
+    tcase_add_test(case_of(s, wait_runs_only_up_to_mark), wait_runs_only_up_to_mark);
+    tcase_add_test(case_of(s, poison_and_zero), poison_and_zero);
+    tcase_add_test(case_of(s, compute_copy_immediate_and_order), compute_copy_immediate_and_order);
+    tcase_add_test(case_of(s, queue_growth), queue_growth);
+    tcase_add_test(case_of(s, event_elapsed_and_errors), event_elapsed_and_errors);
+    tcase_add_test(case_of(s, algos_and_aux), algos_and_aux);
+    tcase_add_test(case_of(s, supports_op_checked_at_setup), supports_op_checked_at_setup);
+    tcase_add_test(case_of(s, bwd_reads_from_table), bwd_reads_from_table);
+    tcase_add_test(case_of(s, sgd_matches_torch), sgd_matches_torch);
+    tcase_add_test(case_of(s, sgd_hand), sgd_hand);
     return s;
 }
 

@@ -668,15 +668,19 @@ START_TEST(checker_catches_errors) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 0);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("ops_bf16");
-    TCase *tc = tcase_create("h16");
-    tcase_add_checked_fixture(tc, setup, teardown);
     int nd = (int)(sizeof dts / sizeof dts[0]);   /* _i: dts[_i] */
-    tcase_add_loop_test(tc, every_op_h16_vs_fp32, 0, nd);
-    tcase_add_loop_test(tc, in_place_aliasing, 0, nd);
-    tcase_add_loop_test(tc, checker_catches_errors, 0, nd);
-    suite_add_tcase(s, tc);
+    tcase_add_loop_test(case_of(s, every_op_h16_vs_fp32), every_op_h16_vs_fp32, 0, nd);
+    tcase_add_loop_test(case_of(s, in_place_aliasing), in_place_aliasing, 0, nd);
+    tcase_add_loop_test(case_of(s, checker_catches_errors), checker_catches_errors, 0, nd);
     return s;
 }
 

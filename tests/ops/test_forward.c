@@ -573,27 +573,31 @@ START_TEST(xent_hand) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 0);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("ops_forward");
-    TCase *tc = tcase_create("forward");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, conv_hand);
-    tcase_add_test(tc, conv_hand_dilation);
-    tcase_add_test(tc, conv_reference);
-    tcase_add_test(tc, pool_values);
-    tcase_add_test(tc, pool_max_ties_nan);
-    tcase_add_test(tc, relu_values_inplace);
-    tcase_add_test(tc, gelu_closed_form);
-    tcase_add_test(tc, lrn_hand);
-    tcase_add_test(tc, lrn_torch_formula);
-    tcase_add_test(tc, bn_train_hand);
-    tcase_add_test(tc, bn_train_stats);
-    tcase_add_test(tc, bn_train_single_value);
-    tcase_add_test(tc, fc_hand);
-    tcase_add_test(tc, dropout_mask);
-    tcase_add_test(tc, flatten_add_concat);
-    tcase_add_test(tc, xent_hand);
-    suite_add_tcase(s, tc);
+    tcase_add_test(case_of(s, conv_hand), conv_hand);
+    tcase_add_test(case_of(s, conv_hand_dilation), conv_hand_dilation);
+    tcase_add_test(case_of(s, conv_reference), conv_reference);
+    tcase_add_test(case_of(s, pool_values), pool_values);
+    tcase_add_test(case_of(s, pool_max_ties_nan), pool_max_ties_nan);
+    tcase_add_test(case_of(s, relu_values_inplace), relu_values_inplace);
+    tcase_add_test(case_of(s, gelu_closed_form), gelu_closed_form);
+    tcase_add_test(case_of(s, lrn_hand), lrn_hand);
+    tcase_add_test(case_of(s, lrn_torch_formula), lrn_torch_formula);
+    tcase_add_test(case_of(s, bn_train_hand), bn_train_hand);
+    tcase_add_test(case_of(s, bn_train_stats), bn_train_stats);
+    tcase_add_test(case_of(s, bn_train_single_value), bn_train_single_value);
+    tcase_add_test(case_of(s, fc_hand), fc_hand);
+    tcase_add_test(case_of(s, dropout_mask), dropout_mask);
+    tcase_add_test(case_of(s, flatten_add_concat), flatten_add_concat);
+    tcase_add_test(case_of(s, xent_hand), xent_hand);
     return s;
 }
 

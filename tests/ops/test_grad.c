@@ -432,51 +432,55 @@ START_TEST(conv_null_dx) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 0);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("ops_grad");
-    TCase *tc = tcase_create("grad");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, conv_basic);
-    tcase_add_test(tc, conv_stride_rect);
-    tcase_add_test(tc, conv_dilation);
-    tcase_add_test(tc, conv_groups);
-    tcase_add_test(tc, conv_depthwise);
-    tcase_add_test(tc, conv_1x1_s2);
-    tcase_add_test(tc, conv_5x5_s2_p2);
-    tcase_add_test(tc, checker_catches_errors);
-    tcase_add_test(tc, pool_max_2x2);
-    tcase_add_test(tc, pool_max_3x3_s2_p1);
-    tcase_add_test(tc, pool_max_ceil);
-    tcase_add_test(tc, pool_max_ceil_pad);
-    tcase_add_test(tc, pool_max_rect);
-    tcase_add_test(tc, pool_avg_3x3_s2_p1);
-    tcase_add_test(tc, pool_avg_ceil);
-    tcase_add_test(tc, pool_avg_ceil_pad);
-    tcase_add_test(tc, pool_adaptive_avg);
-    tcase_add_test(tc, pool_adaptive_max);
-    tcase_add_test(tc, pool_global_avg);
-    tcase_add_test(tc, relu);
-    tcase_add_test(tc, gelu);
-    tcase_add_test(tc, lrn_size3);
-    tcase_add_test(tc, lrn_size4_even);
-    tcase_add_test(tc, lrn_size5_few_channels);
-    tcase_add_test(tc, bn_train);
-    tcase_add_test(tc, bn_train_1x1);
-    tcase_add_test(tc, bn_eval);
-    tcase_add_test(tc, fc_bias);
-    tcase_add_test(tc, fc_nobias);
-    tcase_add_test(tc, dropout_train);
-    tcase_add_test(tc, dropout_eval);
-    tcase_add_test(tc, flatten);
-    tcase_add_test(tc, xent);
-    tcase_add_test(tc, xent_spatial);
-    tcase_add_test(tc, add2);
-    tcase_add_test(tc, add4);
-    tcase_add_test(tc, concat3);
-    tcase_add_test(tc, add_same_source);
-    tcase_add_test(tc, conv_algos_deterministic_and_agree);
-    tcase_add_test(tc, conv_null_dx);
-    suite_add_tcase(s, tc);
+    tcase_add_test(case_of(s, conv_basic), conv_basic);
+    tcase_add_test(case_of(s, conv_stride_rect), conv_stride_rect);
+    tcase_add_test(case_of(s, conv_dilation), conv_dilation);
+    tcase_add_test(case_of(s, conv_groups), conv_groups);
+    tcase_add_test(case_of(s, conv_depthwise), conv_depthwise);
+    tcase_add_test(case_of(s, conv_1x1_s2), conv_1x1_s2);
+    tcase_add_test(case_of(s, conv_5x5_s2_p2), conv_5x5_s2_p2);
+    tcase_add_test(case_of(s, checker_catches_errors), checker_catches_errors);
+    tcase_add_test(case_of(s, pool_max_2x2), pool_max_2x2);
+    tcase_add_test(case_of(s, pool_max_3x3_s2_p1), pool_max_3x3_s2_p1);
+    tcase_add_test(case_of(s, pool_max_ceil), pool_max_ceil);
+    tcase_add_test(case_of(s, pool_max_ceil_pad), pool_max_ceil_pad);
+    tcase_add_test(case_of(s, pool_max_rect), pool_max_rect);
+    tcase_add_test(case_of(s, pool_avg_3x3_s2_p1), pool_avg_3x3_s2_p1);
+    tcase_add_test(case_of(s, pool_avg_ceil), pool_avg_ceil);
+    tcase_add_test(case_of(s, pool_avg_ceil_pad), pool_avg_ceil_pad);
+    tcase_add_test(case_of(s, pool_adaptive_avg), pool_adaptive_avg);
+    tcase_add_test(case_of(s, pool_adaptive_max), pool_adaptive_max);
+    tcase_add_test(case_of(s, pool_global_avg), pool_global_avg);
+    tcase_add_test(case_of(s, relu), relu);
+    tcase_add_test(case_of(s, gelu), gelu);
+    tcase_add_test(case_of(s, lrn_size3), lrn_size3);
+    tcase_add_test(case_of(s, lrn_size4_even), lrn_size4_even);
+    tcase_add_test(case_of(s, lrn_size5_few_channels), lrn_size5_few_channels);
+    tcase_add_test(case_of(s, bn_train), bn_train);
+    tcase_add_test(case_of(s, bn_train_1x1), bn_train_1x1);
+    tcase_add_test(case_of(s, bn_eval), bn_eval);
+    tcase_add_test(case_of(s, fc_bias), fc_bias);
+    tcase_add_test(case_of(s, fc_nobias), fc_nobias);
+    tcase_add_test(case_of(s, dropout_train), dropout_train);
+    tcase_add_test(case_of(s, dropout_eval), dropout_eval);
+    tcase_add_test(case_of(s, flatten), flatten);
+    tcase_add_test(case_of(s, xent), xent);
+    tcase_add_test(case_of(s, xent_spatial), xent_spatial);
+    tcase_add_test(case_of(s, add2), add2);
+    tcase_add_test(case_of(s, add4), add4);
+    tcase_add_test(case_of(s, concat3), concat3);
+    tcase_add_test(case_of(s, add_same_source), add_same_source);
+    tcase_add_test(case_of(s, conv_algos_deterministic_and_agree), conv_algos_deterministic_and_agree);
+    tcase_add_test(case_of(s, conv_null_dx), conv_null_dx);
     return s;
 }
 

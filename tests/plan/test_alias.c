@@ -532,11 +532,11 @@ START_TEST(test_alias_resnet50) {
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(check_grad_flow(&p, &net), 2 * n_add);
     ck_assert_int_eq(count_dact(&p), L - 1 - 2 * n_add);
-    /* before the aliasing: peak (live) and high-water mark 22092749824 bytes */
+    /* without the aliasing: peak (live) and high-water mark 22092749824 bytes */
     ck_assert_uint_le(p.live_peak, 22092749824ull);
     ck_assert_uint_le(p.hwm, 22092749824ull);
     vd_plan_free(&p);
-    /* policy all at 3.5 GiB: before the aliasing its minimum was 3.92 GiB
+    /* policy all at 3.5 GiB: without the aliasing its minimum is 3.92 GiB
      * (4212222976 bytes) */
     o.policy = VD_POLICY_ALL;
     o.budget = 3584ull << 20;

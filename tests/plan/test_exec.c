@@ -62,7 +62,7 @@ static int identity_case(vd_net *net, int batch, int iters) {
     /* The update in the backward pass (the default: each layer's SGD right
      * after its backward op, its gradients freed, and poisoned, after the
      * step) against one gradient array updated at the end: bit-identical,
-     * and the parameters' gradients no longer persistent */
+     * and the parameters' gradients not persistent */
     {
         run_cfg cg = c0;
         cg.grads_persistent = true;

@@ -123,9 +123,9 @@ START_TEST(test_profile_hostile) {
     ck_assert(vd_profile_save(path, &a, &e) == 0);
     size_t nbase;
     char *base = vdt_slurp(path, &nbase);
-    /* values that used to load (and convert to garbage or overflow later):
-     * sizes at or beyond 2^64, times whose sums are infinite, a zero-ish
-     * bandwidth; and some that never did */
+    /* values a lax reader would load (and convert to garbage or overflow
+     * later): sizes at or beyond 2^64, times whose sums are infinite, a
+     * zero-ish bandwidth; and some that no reader takes */
     static const struct { const char *from, *to, *key; } cases[] = {
         {"\"workspace\": 0,", "\"workspace\": 1e30,", "workspace"},
         {"\"workspace\": 0, \"fwd_workspace\": 0, \"bwd_workspace\": 0",
@@ -356,7 +356,7 @@ START_TEST(test_cli_combinations) {
     ck_assert(vd_json_u64(json_object_get(json_object_get(root, "min_budgets"), "none"), &none));
     ck_assert_uint_lt(all, none);
     json_decref(root);
-    /* combinations whose second half used to be ignored silently: usage */
+    /* combinations whose second half would otherwise be ignored silently: usage */
     static const char *const bad[] = {
         "--min-budget --budget 1G", "--min-budget --trace %s", "--summary --trace %s",
         "--summary --min-budget", "--summary --save-profile %s",
@@ -413,16 +413,19 @@ START_TEST(test_cli_combinations) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 300);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("plan-edge");
-    TCase *tc = tcase_create("edge");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_min_budget_exact);
-    tcase_add_test(tc, test_profile_hostile);
-    tcase_add_test(tc, test_profile_save_load_exact);
-    tcase_add_test(tc, test_dag_corners_train);
-    tcase_add_test(tc, test_cli_combinations);
-    suite_add_tcase(s, tc);
+    tcase_add_test(case_of(s, test_min_budget_exact), test_min_budget_exact);
+    tcase_add_test(case_of(s, test_profile_hostile), test_profile_hostile);
+    tcase_add_test(case_of(s, test_profile_save_load_exact), test_profile_save_load_exact);
+    tcase_add_test(case_of(s, test_dag_corners_train), test_dag_corners_train);
+    tcase_add_test(case_of(s, test_cli_combinations), test_cli_combinations);
     return s;
 }
 

@@ -1,7 +1,7 @@
 /* test_plan_speed.c — the auto search's progress reports (vd_plan_opts
  * progress), that reporting and the search's memo leave the plan as it is
  * (same inputs, same plan), the screened builds the search refines with,
- * the search's work budget and result on ResNet-50 (issue 13), vdnn-plan
+ * the search's work budget and result on ResNet-50, vdnn-plan
  * --quiet, and nets/resnet152.yaml. */
 #include <stdlib.h>
 #include <string.h>
@@ -172,15 +172,12 @@ static void count_evals(void *ctx, const char *phase, int evals, double best_s) 
     *(int *)ctx = evals;
 }
 
-/* ResNet-50 b256 at 8 GiB on the analytic H200 profile (issue 13): the
- * search plans better than the issue's recorded 162.672 ms: 158.361
- * predicted with the recompute start and the trades (158.3615 at most; 1e-9:
- * the sum's rounding), and within its work budget: it builds 3,498 plans,
- * most of them screened (29,136 before the trades and the smaller budget;
- * more than 5,000 means the budget no longer holds). About 0.7 s. Since the
- * update in the backward pass (vdp_build_auto's phases: the search with the
+/* ResNet-50 b256 at 8 GiB on the analytic H200 profile: the search plans
+ * 158.3615 ms or better (it plans 157.088; 1e-9: the sum's rounding), and
+ * within its work budget: vdp_build_auto's phases (the search with the
  * gradient array, to_update's refine, then with effort to spare the search
- * with the room) 5,046 plans in all, 157.088 ms: 8,000 at most. */
+ * with the room) build 5,046 plans, most of them screened; more than 8,000
+ * means the budget no longer holds. About 0.7 s. */
 START_TEST(test_resnet50_budget) {
     vd_net net;
     load_shipped_net(&net, "resnet50.yaml", 256);
@@ -208,8 +205,7 @@ END_TEST
 /* vdnn-plan --quiet: the plan on stdout, nothing on stderr. The search must
  * run over a second (the first progress line is due after one): VGG-16 at
  * batch 4 and 1850M takes 1.4 s here (2 shared cores); tiny-resnet b64 at
- * 4M, 1.2 s before the placement got faster, takes 0.8 s and printed
- * nothing without --quiet either. */
+ * 4M takes 0.8 s, too short to print anything without --quiet either. */
 START_TEST(test_cli_quiet) {
     const char *src = getenv("VD_SRCDIR"), *bld = getenv("VD_BUILDDIR");
     ck_assert_ptr_nonnull(src);

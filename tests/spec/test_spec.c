@@ -770,28 +770,31 @@ START_TEST(test_param_roles) {
 }
 END_TEST
 
+/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
+static TCase *case_of(Suite *s, const TTest *t) {
+    TCase *tc = vdt_case(s, t, 120);
+    return tc;
+}
+
 static Suite *suite(void) {
     Suite *s = suite_create("spec");
-    TCase *tc = tcase_create("spec");
-    tcase_set_timeout(tc, 120);
-    if (g_n_bad > 0) tcase_add_loop_test(tc, test_bad_spec, 0, g_n_bad);
-    tcase_add_test(tc, test_torchvision_counts);
-    tcase_add_test(tc, test_resnet50_names);
-    tcase_add_test(tc, test_googlenet_names);
-    tcase_add_test(tc, test_classic_names);
-    tcase_add_test(tc, test_defaults);
-    tcase_add_test(tc, test_train_section);
-    tcase_add_test(tc, test_expressions);
-    tcase_add_test(tc, test_templates);
-    tcase_add_test(tc, test_misc_accepts);
-    tcase_add_test(tc, test_param_roles);
-    tcase_add_test(tc, test_gelu);
-    tcase_add_test(tc, test_load_errors);
-    tcase_add_test(tc, test_summary);
-    tcase_add_test(tc, test_fuzz_corpus);
-    tcase_add_test(tc, test_mutations);
-    tcase_add_test(tc, test_parse_memory);
-    suite_add_tcase(s, tc);
+    if (g_n_bad > 0) tcase_add_loop_test(case_of(s, test_bad_spec), test_bad_spec, 0, g_n_bad);
+    tcase_add_test(case_of(s, test_torchvision_counts), test_torchvision_counts);
+    tcase_add_test(case_of(s, test_resnet50_names), test_resnet50_names);
+    tcase_add_test(case_of(s, test_googlenet_names), test_googlenet_names);
+    tcase_add_test(case_of(s, test_classic_names), test_classic_names);
+    tcase_add_test(case_of(s, test_defaults), test_defaults);
+    tcase_add_test(case_of(s, test_train_section), test_train_section);
+    tcase_add_test(case_of(s, test_expressions), test_expressions);
+    tcase_add_test(case_of(s, test_templates), test_templates);
+    tcase_add_test(case_of(s, test_misc_accepts), test_misc_accepts);
+    tcase_add_test(case_of(s, test_param_roles), test_param_roles);
+    tcase_add_test(case_of(s, test_gelu), test_gelu);
+    tcase_add_test(case_of(s, test_load_errors), test_load_errors);
+    tcase_add_test(case_of(s, test_summary), test_summary);
+    tcase_add_test(case_of(s, test_fuzz_corpus), test_fuzz_corpus);
+    tcase_add_test(case_of(s, test_mutations), test_mutations);
+    tcase_add_test(case_of(s, test_parse_memory), test_parse_memory);
     return s;
 }
 

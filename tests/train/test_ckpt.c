@@ -214,7 +214,7 @@ START_TEST(state_must_belong_to_model) {
 END_TEST
 
 /* The state file sits next to FILE whatever the length of FILE's path (a
- * fixed 1200-byte buffer used to cut "PATH.state" short and write the state
+ * fixed 1200-byte buffer would cut "PATH.state" short and write the state
  * under a truncated name elsewhere). */
 START_TEST(long_paths_keep_the_state_next_to_the_model) {
     fixture f;

@@ -833,7 +833,7 @@ START_TEST(jpeg_bad_files_are_named) {
     snprintf(p, sizeof p, "%s/train/a/x_bad.jpg", d);
     ck_assert_int_eq(unlink(p), 0);
     /* the cut JPEG (headers whole, no end-of-image marker) is refused at
-     * open too (issue 30: every image against its own length) */
+     * open too (every image is checked against its own length) */
     ck_assert_int_eq(vd_data_open(spec, &net, 7, 1, false, &ds, &e), VD_EDATA);
     ck_assert_msg(strstr(e.msg, "train/a/y_trunc.jpg: truncated JPEG: no end-of-image marker"),
                   "%s", e.msg);

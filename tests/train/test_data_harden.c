@@ -1,4 +1,4 @@
-/* test_data_harden.c — issue 30, items 4 to 6, for the data readers:
+/* test_data_harden.c — the data readers against hostile files:
  * every image checked against its own lengths (a file cut short is refused
  * when the data set opens, naming it; PNG CRCs before decoding), no data
  * path ever cut short (long paths work, one past PATH_MAX is exit 4 naming
@@ -78,8 +78,9 @@ static int open_data(const char *kind, const char *dir, int c, int h, int w, vd_
 
 /* ---- 6. headers before data ------------------------------------------------ */
 
-/* Issue 30: a sparse 6 GiB MNIST file with a bad magic took 33 s and 6.3 GB
- * before exit 5 (the whole file was read first). */
+/* A sparse 6 GiB MNIST file with a bad magic is answered from its first
+ * bytes (a reader that reads the whole file first takes 33 s and 6.3 GB
+ * before exit 5). */
 START_TEST(mnist_huge_bad_header_answers_from_its_first_bytes) {
     char *d = vdt_tmpdir("vdnn-data-harden");
     write_mnist_split(d, "train", 20);
@@ -233,8 +234,9 @@ static size_t make_bmp(unsigned char *b, int w, int h, int bpp, bool top_down) {
     return n;
 }
 
-/* Issue 30: "a 40 x 30 BMP cut to 60 bytes trains on made-up pixels, exit
- * 0". Every accepted format cut short is refused at open, naming the file:
+/* An image cut short must not train on made-up pixels (a 40 x 30 BMP cut to
+ * 60 bytes would, with exit 0). Every accepted format cut short is refused
+ * at open, naming the file:
  * BMP (pixel array past the end), PNG (no IEND, a chunk cut), JPEG (tested
  * in test_data.c), PPM / PGM (their samples). Whole files of the same
  * layouts still open and decode. */
@@ -320,7 +322,7 @@ END_TEST
 
 /* PNG CRCs: a whole PNG with one bit of a CRC flipped passes the check at
  * open (lengths only: the CRCs need every byte) and is refused before it
- * is decoded, naming the file (issue 30: they were not checked). */
+ * is decoded, naming the file. */
 START_TEST(png_crc_checked_before_decoding) {
     char *p;
     unsigned char png[TU_PNG4_LEN];
@@ -434,8 +436,8 @@ static char *long_dir(const char *base, size_t len) {
     return p;
 }
 
-/* Issue 30: mnist.c built paths in 1,100-byte buffers and read the wrong
- * files for longer ones. A data directory of 4000 bytes works (its files'
+/* No data path is cut short (a fixed 1,100-byte buffer would read the
+ * wrong files for longer ones). A data directory of 4000 bytes works (its files'
  * paths are under PATH_MAX); one whose files' paths are longer is exit 4
  * naming the path; a class directory past PATH_MAX is an error, not a
  * class skipped. */

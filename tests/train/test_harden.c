@@ -1,4 +1,4 @@
-/* test_harden.c — issue 14, hostile and careless use of the tools: stop
+/* test_harden.c — hostile and careless use of the tools: stop
  * signals save, data errors keep the last good checkpoint, stale temporaries
  * of killed saves are removed, readers refuse what is not a regular file,
  * nesting and image size limits, --metrics. Runs $VD_BUILDDIR/vdnn-train and
@@ -194,8 +194,8 @@ START_TEST(folder_headers_checked_at_open) {
     ck_assert_msg(rc == 5 && strstr(out, "junk.jpg: not a JPEG, PNG"), "exit %d:\n%s", rc, out);
     free(out);
     unlink(p);
-    /* issue 30: a 40 x 30 BMP cut to 60 bytes trained on made-up pixels
-     * (stb_image reads zeros past the end); its pixel array is measured
+    /* a 40 x 30 BMP cut to 60 bytes would train on made-up pixels
+     * (stb_image reads zeros past the end): its pixel array is measured
      * against the file at open */
     unsigned char bmp[54 + 120 * 30] = { 'B', 'M' };
     static const unsigned char hdr[] = { 54, 0, 0, 0, 40, 0, 0, 0, 40, 0, 0, 0, 30, 0, 0, 0,

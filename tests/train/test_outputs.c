@@ -1,4 +1,4 @@
-/* test_outputs.c — issue 30, what the tools write: temporaries that nothing
+/* test_outputs.c — what the tools write: temporaries that nothing
  * can be planted at, outputs that never overwrite the run's inputs (or each
  * other), checkpoint counters at their bounds, checkpoint headers checked
  * before the rest is read, whole records or none on a full disk, stop

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_source.py — rules of the source tree that a compiler does not check.
 
-1. Dependencies run one way (README "Architecture"): a file in src/AREA may
+1. Dependencies run one way (docs/architecture.md): a file in src/AREA may
    include headers only of AREA itself or of areas to its left in ORDER; the
    two peers spec and data do not include each other.
 2. No hidden knobs: getenv() appears only where a man page names the

@@ -11,10 +11,10 @@
  * the net's forward pass runs on the compute stream (offloads overlap it),
  * H2D and both ways at once while its backward pass runs (prefetches
  * overlap that). Alone, the H200's copies move 55 GB/s each way; beside
- * VGG-16's fp32 convolutions they moved 49.5 GB/s (vdnn-train --step-times,
- * 2026-12-02), beside its tf32 ones 55: a plan made with the copies' idle
- * rate had its offloads end 10 ms late at 12 GiB, stalling the steps that
- * reuse their regions. A pass shorter than one copy measures the copy
+ * VGG-16's fp32 convolutions they move 49.5 GB/s (vdnn-train --step-times),
+ * beside its tf32 ones 55: a plan made with the copies' idle rate has its
+ * offloads end 10 ms late at 12 GiB, stalling the steps that reuse their
+ * regions. A pass shorter than one copy measures the copy
  * alone. The copies use buffers of their own, after the layers' scratch. */
 #include <ctype.h>
 #include <stdlib.h>
