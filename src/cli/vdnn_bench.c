@@ -393,7 +393,7 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
             memcpy(vd_exec_next_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         }
     }
-    float lr = b->net.train.lr > 0 ? b->net.train.lr : 0.01f, loss = 0;
+    float lr = b->net.train.lr > 0 ? b->net.train.lr : VD_DEFAULT_LR, loss = 0;
     int64_t it = 0;
     for (int64_t k = 0; k < o->warmup && !rc; k++) {
         vd_exec_next_ready(ex);

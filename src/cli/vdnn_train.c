@@ -554,7 +554,7 @@ int main(int argc, char **argv) {
     if (o.has_mom) tc->momentum = (float)o.momentum;
     if (o.has_wd) tc->weight_decay = (float)o.wd;
     if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
-    if (!(tc->lr > 0)) tc->lr = 0.01f;
+    if (!(tc->lr > 0)) tc->lr = VD_DEFAULT_LR;
     static char resume_data[sizeof ((vd_train_state *)0)->data];
     if (o.resume) {
         vd_train_state st;

@@ -177,6 +177,10 @@ static inline uint64_t vd_math_act_bytes(vd_math m) { return vd_dtype_bytes(vd_m
  * is the same in both. */
 static inline bool vd_math_nhwc(vd_math m) { return vd_math_act_dtype(m) != VD_DT_F32; }
 
+/* The base learning rate when neither the spec nor a flag gives one (the
+ * spec's train: defaults and every tool read this one constant). */
+#define VD_DEFAULT_LR 0.01f
+
 typedef struct vd_train_cfg {
     int batch;
     float lr, momentum, weight_decay;

@@ -139,7 +139,7 @@ int vds_parse_train(sp *s, yd_node *n) {
 void vds_train_defaults(vd_train_cfg *t) {
     memset(t, 0, sizeof *t);
     t->batch = 32;
-    t->lr = 0.01f;
+    t->lr = VD_DEFAULT_LR;
     t->momentum = 0.9f;
     t->weight_decay = 0.0005f;
     t->lr_policy.type = VD_LR_FIXED;
