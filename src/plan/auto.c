@@ -519,7 +519,7 @@ static int below_floor(vdp_search *s, const vd_net *net, const vd_profile *prof,
  * opinion's (a child of the search that asks it). */
 static int build_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
                       const vd_plan_opts *opts, int feasibility_only, vd_plan *out, vd_err *e) {
-    if (opts->budget && s->update_depth == 0 && s->jitter_depth == 0) {
+    if (opts->budget && !s->above_floor && s->update_depth == 0 && s->jitter_depth == 0) {
         bool below;
         int rc = below_floor(s, net, prof, opts, feasibility_only, &below, out, e);
         if (rc || below) return rc;
@@ -703,11 +703,14 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
     uint64_t lo = floor_b > VD_PLAN_ALIGN ? floor_b - VD_PLAN_ALIGN : 0;
     lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
     if (hi <= lo) { *min_budget = hi; goto out; }
+    /* the probes: at most one step below the floor, where the search itself
+     * finds nothing, so its floor is not checked again at every probe */
+    vdp_search probe = {.above_floor = true};
     o = *opts;
     o.budget = hi;
     o.progress = NULL;
     vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
-    rc = vdp_build_auto(net, prof, &o, VDP_ANSWER, &P, e);
+    rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
     if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
     if (rc) goto out;
@@ -725,7 +728,8 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         o.budget = mid;
         vd_err te = {0};
-        rc = vdp_build_auto(net, prof, &o, VDP_ANSWER, &P, &te);
+        probe = (vdp_search){.above_floor = true};
+        rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, &te);
         if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
         if (rc == VD_OK) hi = mid;
         else if (rc == VD_EBUDGET) lo = mid;

@@ -19,6 +19,8 @@ typedef struct vdp_search {
     int jitter_depth;   /* > 0: a second opinion's search, on a jittered profile */
     double cap;         /* a nested search's effort cap, what its parent left
                            (0: AUTO_EFFORT_CAP) */
+    bool above_floor;   /* the budget is known not to be below the floor (the
+                           smallest-budget search's probes): no floor check */
 } vdp_search;
 
 /* The effort cap s may spend. */
