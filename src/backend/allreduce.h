@@ -46,6 +46,13 @@ struct vd_allreduce {
     void (*destroy)(vd_allreduce *ar);
 };
 
+/* n handles (out[0..n)) for ranks on the backend vd_backend_resolve(backend)
+ * names: NCCL over CUDA devices devices[0..n) for cuda, the CPU stand-in
+ * for cpu (devices unused). As the two constructors below; VD_EUSAGE for an
+ * unknown backend. (backend.c) */
+int vd_allreduce_create(vd_allreduce **out, int n, const char *backend, const int *devices,
+                        vd_err *e);
+
 /* The CPU stand-in: n handles (out[0..n)) on one communicator of threads.
  * For the CPU backend and the tests. VD_ENOMEM. */
 int vd_allreduce_cpu_create(vd_allreduce **out, int n, vd_err *e);
@@ -79,16 +86,18 @@ int vd_mpi_allgather(const void *mine, void *all, size_t bytes, vd_err *e);
  * collective for this one. Both do nothing when vd_mpi_init did not run. */
 void vd_mpi_finalize(void);
 void vd_mpi_abort(int code);
-/* This process's handle (rank w->rank of w->size):
- *   cuda false: "mpi", on the CPU backend. average gathers every rank's
+/* This process's handle (rank w->rank of w->size), for the backend
+ * vd_backend_resolve(backend) names:
+ *   cpu:  "mpi", on the CPU backend. average gathers every rank's
  *               buffer (MPI_Allgather, in chunks) and sums each element in
  *               rank order, then scales by 1/n: the bits of the CPU stand-in
  *               above for the same buffers.
- *   cuda true:  "nccl" on CUDA device `device`: rank 0 makes the NCCL unique
+ *   cuda: "nccl" on CUDA device `device`: rank 0 makes the NCCL unique
  *               id, MPI_Bcast hands it to the others, ncclCommInitRank; then
  *               exactly the NCCL handle above (vd_allreduce_nccl_create_rank).
- * VD_EUNSUPPORTED without MPI (or, cuda, without NCCL), VD_EDEVICE, VD_ENOMEM. */
-int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, bool cuda, int device,
+ * VD_EUNSUPPORTED without MPI (or, cuda, without NCCL), VD_EUSAGE for an
+ * unknown backend, VD_EDEVICE, VD_ENOMEM. */
+int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, const char *backend, int device,
                             vd_err *e);
 /* The NCCL side of that (cuda/cuda_nccl.cu; stub/nccl_stub.c without NCCL):
  * ncclGetUniqueId into id, and one rank's handle on the communicator of n

@@ -117,11 +117,13 @@ static void mpi_destroy(vd_allreduce *ar) {
     vd_free(ar);
 }
 
-int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, bool cuda, int device,
-                            vd_err *e) {
+int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, const char *backend,
+                            int device, vd_err *e) {
     *out = NULL;
     if (!g_init) return vd_errf(e, VD_EINTERNAL, "vd_allreduce_mpi_create before vd_mpi_init");
-    if (cuda) {
+    const char *kind = vd_backend_resolve(backend, NULL);
+    if (!kind) return vd_errf(e, VD_EUSAGE, "unknown backend '%s'", backend);
+    if (!strcmp(kind, "cuda")) {
         /* NCCL's bootstrap: rank 0's unique id, broadcast over MPI */
         unsigned char id[VD_NCCL_ID_BYTES] = { 0 };
         int rc = VD_OK, ok;
@@ -172,9 +174,9 @@ int vd_mpi_allgather(const void *mine, void *all, size_t bytes, vd_err *e) {
 void vd_mpi_finalize(void) {}
 void vd_mpi_abort(int code) { (void)code; }
 
-int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, bool cuda, int device,
-                            vd_err *e) {
-    (void)cuda; (void)device;
+int vd_allreduce_mpi_create(vd_allreduce **out, const vd_world *w, const char *backend,
+                            int device, vd_err *e) {
+    (void)backend; (void)device;
     *out = NULL;
     vd_world tmp;
     (void)w;

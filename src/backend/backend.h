@@ -193,6 +193,18 @@ struct vd_backend {
     /* Lifecycle. destroy frees everything the backend made. */
     void (*destroy)(vd_backend *be);
 
+    /* The device. model: the analytic model of it that an unmeasured
+     * profile uses (vd_profile_backend). mem_info: the driver's free and
+     * total bytes of the device's memory, everything in it (pool, context,
+     * library handles); NULL where the backend has no device memory of its
+     * own (cpu). profile_measure: times every layer on the device
+     * (cuda_backend.h's vd_profile_measure); NULL where the analytic profile
+     * is the profile (cpu). */
+    const vd_device_params *model;
+    int (*mem_info)(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err *e);
+    int (*profile_measure)(vd_backend *be, const vd_net *net, int batch, vd_profile *out,
+                           vd_err *e);
+
     /* Memory. The pool is ONE device allocation of exactly `bytes`. */
     int (*pool_create)(vd_backend *be, uint64_t bytes, void **base, vd_err *e);
     void (*pool_destroy)(vd_backend *be, void *base);
@@ -297,6 +309,18 @@ static inline void vd_op_io_bind_param(vd_op_io *io, vd_param_role role, float *
     case VD_ROLE_RUNNING_VAR: io->rv = p; break;
     }
 }
+
+/* The backend that `name` names: "cpu", "cuda", or "auto" (cuda when this
+ * build has it and a device is present, else cpu). Returns "cpu" or "cuda",
+ * NULL for an unknown name; *why (may be NULL) says why auto chose what it
+ * did, NULL for a name given outright. (backend.c) */
+const char *vd_backend_resolve(const char *name, const char **why);
+/* Create the backend vd_backend_resolve(name) names, on CUDA device `device`
+ * with options o (NULL = the defaults; cpu takes neither). VD_EUSAGE for an
+ * unknown name (the message lists the known ones), else as the
+ * constructors below. (backend.c) */
+int vd_backend_create(vd_backend **out, const char *name, int device, const vd_backend_opts *o,
+                      vd_err *e);
 
 /* Constructors. Return VD_EDEVICE / VD_EUNSUPPORTED when unavailable
  * (cuda in a CPU-only build: VD_EUNSUPPORTED with a message saying so). */

@@ -222,7 +222,7 @@ int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
 }
 
 void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s, int64_t iters) {
-    if (!ses->backend_auto || ses->cuda) return;
+    if (!ses->backend_why || ses->be->mem_info) return;   /* named, or a device's */
     double total = iter_s * (double)iters;
     if (!(total > VD_CLI_AUTO_CPU_WARN_S)) return;
     fprintf(stderr, "%s: WARNING: --backend auto fell back to the CPU (%s) for a run sized "

@@ -114,7 +114,7 @@ void vd_cli_note_raised(const vd_session *s, const char *prog, bool quiet);
 extern const char *const VD_CLI_BACKEND_HELP;
 
 /* "--backend auto" chose the CPU for a run sized for a GPU: a loud warning
- * on stderr when ses->backend_auto picked the CPU and the run is predicted
+ * on stderr when --backend auto picked the CPU and the run is predicted
  * to take over VD_CLI_AUTO_CPU_WARN_S (iter_s * iters). */
 #define VD_CLI_AUTO_CPU_WARN_S 60.0
 void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s, int64_t iters);

@@ -819,7 +819,7 @@ int main(int argc, char **argv) {
     b.have_ses = rc == VD_OK;
     if (!rc) rc = vd_cli_stop_check("after profiling", &e);
     if (rc) goto out;
-    if (b.ses.backend_auto)
+    if (b.ses.backend_why)
         progress(&b, "backend %s (auto: %s)", b.ses.be->name, b.ses.backend_why);
     progress(&b, "profile %s (%s, %.1f s)", b.ses.prof.source, b.ses.prof_how, b.ses.prof_s);
     vd_cli_note_raised(&b.ses, PROG, b.o->c.quiet);

@@ -28,6 +28,7 @@
 #include "train/session.h"
 #include "train/metrics.h"
 #include "train/dp.h"
+#include "config/train_job.h"
 
 static const char *const PROG = "vdnn-train";
 
@@ -125,15 +126,8 @@ static void usage(FILE *f) {
 
 typedef struct opts {
     vd_cli_common c;            /* NET.yaml and the run setup (shared with vdnn-bench) */
-    int64_t iters, epochs, stop_at, save_every, eval_every, log_every, threads;
-    bool has_iters, has_epochs, has_lr, has_mom, has_wd;
-    bool has_eval_every, has_log_every;
-    double lr, momentum, wd;
-    const char *data, *save, *resume, *init, *plan_json, *metrics;
-    vd_ckpt_dtype save_dtype;   /* --save-dtype */
+    vd_train_job_opts job;      /* the rest (config/train_job.h) */
     bool has_save_dtype;
-    bool augment, poison;
-    bool mpi;                   /* --mpi */
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
@@ -152,66 +146,76 @@ static const vd_cli_flag FLAGS[] = {
 /* vdnn-train's own flags (vd_cli_tool_flag; ctx is the opts). */
 static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     opts *o = ctx;
+    vd_train_job_opts *j = &o->job;
     const int64_t BIG = VD_CKPT_MAX_ITERATION;
+    int64_t threads;
     int rc = VD_OK;
-    if (!strcmp(name, "iters")) { rc = vd_cli_int(name, val, 0, BIG, &o->iters, e); o->has_iters = true; }
-    else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &o->epochs, e); o->has_epochs = true; }
-    else if (!strcmp(name, "stop-at")) rc = vd_cli_int(name, val, 1, BIG, &o->stop_at, e);
-    else if (!strcmp(name, "save-every")) rc = vd_cli_int(name, val, 0, BIG, &o->save_every, e);
-    else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &o->eval_every, e); o->has_eval_every = true; }
-    else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &o->log_every, e); o->has_log_every = true; }
-    else if (!strcmp(name, "loader-threads")) rc = vd_cli_int(name, val, 1, 256, &o->threads, e);
+    if (!strcmp(name, "iters")) { rc = vd_cli_int(name, val, 0, BIG, &j->iters, e); j->has_iters = true; }
+    else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &j->epochs, e); j->has_epochs = true; }
+    else if (!strcmp(name, "stop-at")) rc = vd_cli_int(name, val, 1, BIG, &j->stop_at, e);
+    else if (!strcmp(name, "save-every")) rc = vd_cli_int(name, val, 0, BIG, &j->save_every, e);
+    else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &j->eval_every, e); j->has_eval_every = true; }
+    else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &j->log_every, e); j->has_log_every = true; }
+    else if (!strcmp(name, "loader-threads")) {
+        rc = vd_cli_int(name, val, 1, 256, &threads, e);
+        j->loader_threads = (int)threads;
+    }
     /* the ranges of the spec's train: keys (vdnn-net(5)) */
     else if (!strcmp(name, "lr")) {
-        rc = vd_cli_real(name, val, 0, &o->lr, e);
-        if (!rc && !(o->lr > 0 && o->lr <= 1e30))
+        rc = vd_cli_real(name, val, 0, &j->lr, e);
+        if (!rc && !(j->lr > 0 && j->lr <= 1e30))
             rc = vd_errf(e, VD_EUSAGE, "--lr: '%s' must be positive (at most 1e30)", val);
-        o->has_lr = true;
+        j->has_lr = true;
     } else if (!strcmp(name, "momentum")) {
-        rc = vd_cli_real(name, val, 0, &o->momentum, e);
-        if (!rc && !(o->momentum < 1))
+        rc = vd_cli_real(name, val, 0, &j->momentum, e);
+        if (!rc && !(j->momentum < 1))
             rc = vd_errf(e, VD_EUSAGE, "--momentum: '%s' must be in [0, 1)", val);
-        o->has_mom = true;
+        j->has_momentum = true;
     } else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) {
-        rc = vd_cli_real(name, val, 0, &o->wd, e);
-        if (!rc && !(o->wd <= 1e30))
+        rc = vd_cli_real(name, val, 0, &j->wd, e);
+        if (!rc && !(j->wd <= 1e30))
             rc = vd_errf(e, VD_EUSAGE, "--%s: '%s' must be non-negative (at most 1e30)", name, val);
-        o->has_wd = true;
+        j->has_wd = true;
     }
-    else if (!strcmp(name, "data")) o->data = val;
-    else if (!strcmp(name, "save")) o->save = val;
+    else if (!strcmp(name, "data")) j->data = val;
+    else if (!strcmp(name, "save")) j->save = val;
     else if (!strcmp(name, "save-dtype")) {
         static const char *const ch[] = { "f32", "bf16" };
         rc = vd_cli_choice(name, val, ch, (int)VD_ARRAY_LEN(ch), e);
-        if (!rc) o->save_dtype = !strcmp(val, "bf16") ? VD_CKPT_BF16 : VD_CKPT_F32;
+        if (!rc) j->save_dtype = !strcmp(val, "bf16") ? VD_CKPT_BF16 : VD_CKPT_F32;
         o->has_save_dtype = true;
     }
-    else if (!strcmp(name, "resume")) o->resume = val;
-    else if (!strcmp(name, "init")) o->init = val;
-    else if (!strcmp(name, "augment")) o->augment = true;
-    else if (!strcmp(name, "poison")) o->poison = true;
-    else if (!strcmp(name, "mpi")) o->mpi = true;
-    else if (!strcmp(name, "plan-json")) o->plan_json = val;
-    else if (!strcmp(name, "metrics")) o->metrics = val;
+    else if (!strcmp(name, "resume")) j->resume = val;
+    else if (!strcmp(name, "init")) j->init = val;
+    else if (!strcmp(name, "augment")) j->augment = true;
+    else if (!strcmp(name, "poison")) j->poison = true;
+    else if (!strcmp(name, "mpi")) j->mpi = true;
+    else if (!strcmp(name, "plan-json")) j->plan_json = val;
+    else if (!strcmp(name, "metrics")) j->metrics = val;
     return rc;
 }
 
 /* Returns VD_OK, an error, or -1 for --help / --version (already printed). */
 static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     memset(o, 0, sizeof *o);
+    vd_train_job_opts *j = &o->job;
     int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
                           train_flag, o, e);
     if (rc) return rc;
-    if (o->resume && o->init)
+    j->spec = o->c.spec;
+    j->cfg = o->c.cfg;
+    j->has_seed = o->c.has_seed;
+    j->seed = (uint64_t)o->c.seed;
+    if (j->resume && j->init)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
-    if (o->save_every && !o->save)
+    if (j->save_every && !j->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
-    if (o->has_save_dtype && !o->save)
+    if (o->has_save_dtype && !j->save)
         return vd_errf(e, VD_EUSAGE, "--save-dtype needs --save FILE");
-    if (o->mpi && o->c.cfg.gpus)
+    if (j->mpi && j->cfg.gpus)
         return vd_errf(e, VD_EUSAGE, "--mpi and --gpus exclude each other: under --mpi each "
                        "process that mpirun starts is one rank (mpirun -np N ... --mpi)");
-    if (o->has_iters && o->has_epochs)
+    if (j->has_iters && j->has_epochs)
         return vd_errf(e, VD_EUSAGE, "--iters and --epochs exclude each other (give one: the "
                        "number of iterations, or of epochs)");
     return VD_OK;
@@ -222,10 +226,6 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
 typedef struct ui {
     bool quiet, tty;
     bool line_open;             /* a \r progress line is on screen */
-    int batch;
-    vd_session *ses;            /* device memory is sampled at each report */
-    vd_metrics *metrics;        /* --metrics FILE, or NULL */
-    bool metrics_failed;        /* a record could not be written (warned once) */
 } ui;
 
 static void fmt_dur(double s, char *buf, size_t n) {
@@ -241,14 +241,10 @@ static void close_line(ui *u) {
 
 static void on_event(const vd_train_event *ev, void *user) {
     ui *u = user;
-    if (u->ses && (ev->kind == VD_TEV_PROGRESS || ev->kind == VD_TEV_EVAL))
-        vd_session_mem_sample(u->ses);
-    vd_err me = {0};
-    if (u->metrics && !u->metrics_failed && vd_metrics_event(u->metrics, ev, &me)) {
-        /* the run matters more than its log: warn once and train on */
+    if (ev->kind == VD_TEV_WARNING) {
         close_line(u);
-        fprintf(stderr, "%s: warning: --metrics: %s; no more records are written\n", PROG, me.msg);
-        u->metrics_failed = true;
+        fprintf(stderr, "%s: warning: %s\n", PROG, ev->msg);
+        return;
     }
     if (u->quiet) return;
     char eta[32];
@@ -284,6 +280,8 @@ static void on_event(const vd_train_event *ev, void *user) {
     case VD_TEV_NOTE:
         close_line(u);
         fprintf(stderr, "%s: %s\n", PROG, ev->msg);
+        break;
+    case VD_TEV_WARNING:   /* above */
         break;
     }
     fflush(stderr);
@@ -491,14 +489,110 @@ static void report_host_memory(void) {
            vd_fmt_bytes(ms.tracked, b, sizeof b));
 }
 
-/* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it
- * (vd_stream_writer; ctx is a plan_out). */
-typedef struct plan_out { const vd_plan *plan; const vd_net *net; } plan_out;
-static int write_plan_json(FILE *f, const void *ctx, vd_err *e) {
-    const plan_out *po = ctx;
-    return vd_plan_write_json(f, po->plan, po->net, NULL, e);
+/* ---- the run's header and report ------------------------------------------ */
+
+static void on_planning(vd_plan_opts *po, void *ctx) {
+    const ui *u = ctx;
+    vd_cli_plan_progress(po, PROG, u->quiet);
 }
 
+/* The job is set up: what it will train, how, and with which plan. */
+static void on_ready(const vd_train_job *j, void *ctx) {
+    const ui *u = ctx;
+    const vd_plan *plan = &j->plan;
+    const vd_train_cfg *tc = &j->net.train;
+    const vd_config_run *run = &j->run;
+    vd_cli_warn_auto_cpu(PROG, &j->ses, plan->sim.iter_s, j->iters);
+    if (u->quiet) return;
+    char b1[32], b2[32], b3[32], capmsg[96];
+    fprintf(stderr, "%s: net %s (%lld parameters), batch %d, %lld iterations "
+            "(%.2f epochs of %s)\n", PROG, j->net.name, (long long)j->net.n_trainable, tc->batch,
+            (long long)j->iters, (double)j->iters * tc->batch /
+            (double)j->data_info->n[VD_SPLIT_TRAIN], j->data_info->desc);
+    fprintf(stderr, "%s: lr %g (%s%s), momentum %g, weight decay %g, seed %llu\n", PROG,
+            (double)tc->lr, vd_lr_policy_name(&tc->lr_policy),
+            tc->lr_policy.warmup ? " + warmup" : "", (double)tc->momentum,
+            (double)tc->weight_decay, (unsigned long long)tc->seed);
+    snprintf(capmsg, sizeof capmsg, " (default: what the plan needs, within the %s the "
+             "device can give)", vd_fmt_bytes(run->plan.budget, b3, sizeof b3));
+    fprintf(stderr, "%s: plan: policy %s, budget %s%s, peak %s, offload %s/iter, "
+            "predicted %.4f s/iter (%s)\n", PROG, vd_policy_name(plan->policy),
+            vd_fmt_bytes(plan->budget, b1, sizeof b1),
+            run->budget_given ? "" : j->ses.mem.known ? capmsg : " (default: what the plan needs)",
+            vd_fmt_bytes(plan->live_peak, b2, sizeof b2),
+            vd_fmt_bytes(plan->offload_bytes, b3, sizeof b3), plan->sim.iter_s,
+            j->ses.prof.source);
+    if (run->dp && run->ranks == 1)
+        fprintf(stderr, "%s: data parallel: 1 rank (%s all-reduce of every gradient bucket; "
+                "the same bytes as without --gpus)\n", PROG, j->dp.ar[0]->name);
+    else if (run->dp)
+        fprintf(stderr, "%s: data parallel: %d ranks (%s all-reduce), %d samples each; "
+                "gradients %s in %d bucket%s, predicted all-reduce %.2f ms (%.2f ms exposed): "
+                "%.4f s/iter\n", PROG, run->ranks, j->dp.ar[0]->name, run->batch,
+                vd_fmt_bytes(plan->dp.grad_bytes, b1, sizeof b1), plan->dp.n_buckets,
+                plan->dp.n_buckets == 1 ? "" : "s", 1e3 * plan->dp.allreduce_s,
+                1e3 * plan->dp.exposed_s, plan->dp.ranks > 1 ? plan->dp.iter_s : plan->sim.iter_s);
+}
+
+/* The report on stdout after training. */
+static void report(vd_train_job *j) {
+    const vd_train_result *res = &j->res;
+    const vd_plan *plan = &j->plan;
+    const vd_net *net = &j->net;
+    vd_exec_stats st;
+    vd_exec_get_stats(j->ex, &st);
+    char a[32], b[32], c[32], d[32], f[32];
+    bool trained = res->iters_done > res->first_iter;
+    if (trained)
+        printf("trained %s: iterations %lld..%lld in %.1f s, final loss %.4f\n", net->name,
+               (long long)res->first_iter, (long long)res->iters_done, res->train_s,
+               (double)res->last_loss);
+    else
+        printf("%s: no training iterations ran (at iteration %lld)\n", net->name,
+               (long long)res->iters_done);
+    if (res->loss_scaled)
+        printf("loss scaling (fp16): scale %g at the end, %lld steps skipped (inf/NaN "
+               "gradients)\n", res->loss_scale, (long long)res->skipped);
+    if (res->eval_n)
+        printf("test accuracy %.2f%%  loss %.4f  (%lld held-out images)\n",
+               100.0 * res->eval_acc, res->eval_loss, (long long)res->eval_n);
+    printf("memory: pool %s, high-water %s, live peak %s%s, host store %s\n",
+           vd_fmt_bytes(st.pool_bytes, a, sizeof a),
+           vd_fmt_bytes(trained ? st.pool_hwm : st.eval_pool_hwm, b, sizeof b),
+           vd_fmt_bytes(trained ? st.live_peak : st.eval_live_peak, c, sizeof c),
+           trained ? "" : " (evaluation)", vd_fmt_bytes(st.host_store_bytes, d, sizeof d));
+    printf("copies per iteration: offloaded %s, prefetched %s\n",
+           vd_fmt_bytes(st.offload_bytes_iter, a, sizeof a),
+           vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
+    if (res->timing.iters > 0) {
+        const vd_train_timing *tm = &res->timing;
+        char threads[64];
+        if (res->synth_device)
+            snprintf(threads, sizeof threads, "synthetic batches generated on the device");
+        else
+            snprintf(threads, sizeof threads, "%d loader threads", res->loader_threads);
+        printf("end to end: %.1f img/s (%lld iterations in %.2f s wall clock, saves and "
+               "evaluations excluded); per iteration: step %.4f s, waiting for data %.4f s "
+               "(%.1f%%, %s)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
+               tm->step_per_iter_s, tm->wait_per_iter_s,
+               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, threads);
+    }
+    /* data parallel: the prediction includes the all-reduce (plan.dp) */
+    double pred = plan->dp.ranks > 1 ? plan->dp.iter_s : plan->sim.iter_s;
+    if (res->mean_iter_s > 0)
+        printf("iteration time (compute only, data waits excluded): measured %.4f s "
+               "(%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
+               res->mean_iter_s, net->train.batch / res->mean_iter_s, pred, j->ses.prof.source,
+               pred > 0 ? 100.0 * (res->mean_iter_s - pred) / pred : 0.0);
+    if (j->run.dp)
+        printf("data parallel: %d rank%s of %d samples (global batch %d), %s all-reduce; the "
+               "memory figures are rank 0's\n", j->run.ranks, j->run.ranks == 1 ? "" : "s",
+               j->run.batch, net->train.batch, j->dp.ar[0]->name);
+    report_device_memory(&j->ses, plan, &st, trained);
+    report_host_memory();
+    if (trained) report_step_times(j->ex, plan, net);
+    if (trained) report_copy_times(j->ex, plan, &j->ses.prof.dev);
+}
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -508,330 +602,29 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &o, &e);
     if (rc < 0) return 0;
     if (rc) return vd_cli_fail(PROG, &e);
-    /* --mpi: this process is rank world.rank of the job; the ranks are its
-     * processes (as --gpus world.size); rank 0 alone logs and writes */
-    vd_world world = { .rank = 0, .size = 1 };
-    if (o.mpi) {
-        if ((rc = vd_mpi_init(&world, &e))) {
-            rc = vd_cli_fail(PROG, &e);
-            vd_mpi_abort(rc);   /* MPI may be up, the others waiting */
-            return rc;
-        }
-        o.c.cfg.gpus = world.size;
-        if (world.rank > 0) {
-            o.c.quiet = true;
-            o.metrics = o.plan_json = o.c.cfg.profile_out = NULL;
-        }
-    }
-
     /* SIGINT, SIGTERM, SIGHUP: every phase stops at its next check; training
      * saves (--save) first. The exit status is then 128 + the signal (130,
      * 143, 129), as if the signal had killed the process. Not under --mpi:
      * the processes would stop at different iterations, some waiting in an
      * all-reduce for the others; the signal ends the job. */
-    volatile sig_atomic_t *stop = o.mpi ? NULL : vd_cli_catch_stop();
-    vd_net net;
-    vd_net_init(&net);
-    vd_backend *be = NULL;
-    vd_dataset *ds = NULL;
-    vd_session ses;
-    memset(&ses, 0, sizeof ses);
-    vd_plan plan;
-    memset(&plan, 0, sizeof plan);
-    bool have_ses = false, have_plan = false;
-    vd_exec *ex = NULL, *grp = NULL;   /* rank 0's executor; the group of all ranks (--gpus) */
-    vd_dp dp;
-    memset(&dp, 0, sizeof dp);
-    ui u = { .quiet = o.c.quiet, .tty = isatty(STDERR_FILENO) != 0, .ses = &ses };
-
-    rc = vd_spec_load(o.c.spec, &net, &e);
-    if (!rc) rc = vd_cli_stop_check("after reading the spec", &e);
-    if (rc) goto out;
-
-    /* ---- flags over the spec's train: section ---- */
-    vd_train_cfg *tc = &net.train;
-    if (o.has_lr) tc->lr = (float)o.lr;
-    if (o.has_mom) tc->momentum = (float)o.momentum;
-    if (o.has_wd) tc->weight_decay = (float)o.wd;
-    if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
-    if (!(tc->lr > 0)) tc->lr = VD_DEFAULT_LR;
-    static char resume_data[sizeof ((vd_train_state *)0)->data];
-    if (o.resume) {
-        vd_train_state st;
-        rc = vd_ckpt_peek_state(o.resume, &net, &st, &e);
-        if (rc) goto out;
-        if (o.c.has_seed && (uint64_t)o.c.seed != st.seed) {
-            rc = vd_errf(&e, VD_EUSAGE, "--seed %lld differs from the seed %llu that %s was "
-                         "trained with; drop --seed to resume exactly", (long long)o.c.seed,
-                         (unsigned long long)st.seed, o.resume);
-            goto out;
-        }
-        tc->seed = st.seed;
-        if (!o.c.cfg.batch) o.c.cfg.batch = st.batch;
-        /* the data the checkpoint was trained on (state files of older
-         * versions record none, and then --data alone decides) */
-        if (st.data[0] && !o.data) {
-            snprintf(resume_data, sizeof resume_data, "%s", st.data);
-            o.data = resume_data;
-            if (!o.c.quiet)
-                fprintf(stderr, "%s: no --data: continuing on the data %s was trained on: %s\n",
-                        PROG, o.resume, o.data);
-        } else if (st.data[0] && strcmp(st.data, o.data) != 0) {
-            fprintf(stderr, "%s: warning: --data %s differs from the data %s was trained on "
-                    "(%s); continuing on %s, so the run will not repeat an uninterrupted one\n",
-                    PROG, o.data, o.resume, st.data, o.data);
-        }
-    }
-    rc = vd_lr_validate(&tc->lr_policy, tc->lr, &e);
-    if (rc) goto out;
-    /* batch, backend, profile source, policy, budget, ... (config/config.h) */
-    vd_config_run run;
-    rc = vd_config_resolve(&o.c.cfg, &net, false, &run, &e);
-    if (rc && o.mpi) vd_err_prefix(&e, "--mpi under mpirun -np %d", world.size);
-    if (rc) goto out;
-
-    /* ---- data ---- */
-    rc = vd_data_open(o.data, &net, tc->batch, tc->seed, o.augment, &ds, &e);
-    if (rc == VD_EUSAGE && o.data == resume_data) {
-        /* not the command line's fault: the state file holds a bad spec */
-        vd_err_prefix(&e, "the data spec recorded in %s.state", o.resume);
-        rc = e.code = VD_EDATA;
-    }
-    if (!rc) rc = vd_cli_stop_check("after opening the data", &e);
-    if (rc) goto out;
-    const vd_data_info *di = vd_data_get_info(ds);
-    int64_t per_epoch = (di->n[VD_SPLIT_TRAIN] + tc->batch - 1) / tc->batch;
-    int64_t iters;
-    int64_t epochs = o.has_iters ? 0 : o.has_epochs ? o.epochs
-                   : tc->iters > 0 ? 0 : tc->epochs > 0 ? tc->epochs : 1;
-    uint64_t prod = 0;
-    if (epochs > 0 && (!vd_mul_u64((uint64_t)epochs, (uint64_t)per_epoch, &prod) ||
-                       prod > (uint64_t)1 << 53)) {
-        rc = vd_errf(&e, VD_EUSAGE, "%lld epochs of %lld iterations (%s) is too many "
-                     "iterations", (long long)epochs, (long long)per_epoch, di->desc);
-        goto out;
-    }
-    if (o.has_iters) iters = o.iters;
-    else if (tc->iters > 0 && !o.has_epochs) iters = tc->iters;
-    else iters = (int64_t)prod;
-    tc->iters = iters;
-    if (o.stop_at > iters) {
-        rc = vd_errf(&e, VD_EUSAGE, "--stop-at %lld is beyond the run's %lld iterations (the "
-                     "last iteration it can stop after is %lld)", (long long)o.stop_at,
-                     (long long)iters, (long long)iters);
-        goto out;
-    }
-    /* no output over an input or another output (--save may replace the
-     * checkpoint it resumes from: the run reads it whole first) */
-    const vd_run_path rp[] = {
-        { .flag = "--init", .path = o.init },
-        { .flag = "--resume", .path = o.resume },
-        { .flag = "--resume", .path = o.resume, .suffix = ".state" },
-        { .flag = "--data", .path = vd_data_dir(o.data), .tree = true },
-        { .flag = "--save", .path = o.save, .output = true, .may_replace = "--resume" },
-        { .flag = "--save", .path = o.save, .suffix = ".state", .output = true,
-          .may_replace = "--resume" },
-        { .flag = "--save", .path = o.save, .suffix = ".state.prev", .output = true,
-          .may_replace = "--resume" },
-        { .flag = "--metrics", .path = o.metrics, .output = true },
-        { .flag = "--plan-json", .path = o.plan_json, .output = true },
-    };
-    if ((rc = vd_cli_check_paths(&o.c, rp, (int)VD_ARRAY_LEN(rp), &e))) goto out;
-    /* fail before training, not after it, when --save cannot be written */
-    if (o.save && world.rank == 0 && (rc = vd_output_check(o.save, &e))) {
-        vd_err_prefix(&e, "--save");
-        goto out;
-    }
-    if (o.metrics && (rc = vd_metrics_open(&u.metrics, o.metrics, &e))) {
-        vd_err_prefix(&e, "--metrics");
-        goto out;
-    }
-
-    /* ---- data parallel (train/dp.h): threads and the communicator first ---- */
-    if (run.dp) {
-        if ((rc = o.mpi ? vd_dp_open_mpi(&dp, &world, run.session.backend, run.session.device, &e)
-                        : vd_dp_open(&dp, run.ranks, run.session.backend, run.session.device, &e)))
-            goto out;
-        vd_dp_session_opts(&dp, 0, &run.session);
-    }
-
-    /* ---- backend, layers, profile, plan, executor (train/session.h) ---- */
-    if (!o.c.quiet && !o.c.cfg.profile && !o.c.cfg.analytic && vd_backend_cuda_available() &&
-        strcmp(run.session.backend, "cpu") != 0)
-        fprintf(stderr, "%s: measuring the profile on the GPU...\n", PROG);
-    run.session.backend_opts.stop = stop;   /* profiling and cuDNN's tuning */
-    rc = vd_session_open(&ses, &net, run.batch, &run.session, &e);
-    have_ses = rc == VD_OK;
-    if (!rc) rc = vd_cli_stop_check("after profiling", &e);
-    if (rc) goto out;
-    be = ses.be;
-    if (ses.backend_auto && !o.c.quiet)
-        fprintf(stderr, "%s: backend %s (auto: %s)\n", PROG, be->name, ses.backend_why);
-    if (!o.c.quiet)
-        fprintf(stderr, "%s: profile %s (%s, %.1f s)%s%s\n", PROG, ses.prof.source, ses.prof_how,
-                ses.prof_s, o.c.cfg.profile_out ? ", saved to " : "",
-                o.c.cfg.profile_out ? o.c.cfg.profile_out : "");
-    vd_cli_note_raised(&ses, PROG, o.c.quiet);
-    vd_config_budget(&run, &ses, NULL);
-    vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
-    rc = vd_session_plan(&ses, &run.plan, &plan, &e);
-    have_plan = rc == VD_OK || rc == VD_EBUDGET;
-    if (rc == VD_OK || rc == VD_EBUDGET) {   /* a stop ends a search early: not a budget error */
-        int src = vd_cli_stop_check("while planning", &e);
-        if (src) rc = src;
-    }
-    if (rc) goto out;
-    if (run.dp && (rc = vd_plan_dp(&plan, &net, &ses.prof, run.ranks, 0, &e))) goto out;
-    if (o.plan_json &&
-        (rc = vd_write_stream_atomic(o.plan_json, write_plan_json, &(plan_out){&plan, &net}, &e))) {
-        vd_err_prefix(&e, "--plan-json");
-        goto out;
-    }
-    vd_cli_warn_auto_cpu(PROG, &ses, plan.sim.iter_s, iters);
-    rc = vd_session_exec(&ses, &plan, o.poison, &ex, &e);
-    if (!rc) rc = vd_cli_stop_check("before training", &e);
-    if (rc) goto out;
-    if (run.dp) {
-        /* ranks 1..N-1 plan for the same budget on their own devices */
-        if ((rc = vd_dp_start_peers(&dp, &net, &run.session, &run.plan, run.budget_given, o.poison,
-                                    &e)) ||
-            (rc = vd_dp_group(&dp, ex, &grp, &e)))
-            goto out;
-    }
-
-    if (!o.c.quiet) {
-        char b1[32], b2[32];
-        fprintf(stderr, "%s: net %s (%lld parameters), batch %d, %lld iterations "
-                "(%.2f epochs of %s)\n", PROG, net.name, (long long)net.n_trainable, tc->batch,
-                (long long)iters, (double)iters * tc->batch / (double)di->n[VD_SPLIT_TRAIN],
-                di->desc);
-        fprintf(stderr, "%s: lr %g (%s%s), momentum %g, weight decay %g, seed %llu\n", PROG,
-                (double)tc->lr, vd_lr_policy_name(&tc->lr_policy),
-                tc->lr_policy.warmup ? " + warmup" : "", (double)tc->momentum,
-                (double)tc->weight_decay, (unsigned long long)tc->seed);
-        char b3[32], capmsg[96];
-        snprintf(capmsg, sizeof capmsg, " (default: what the plan needs, within the %s the "
-                 "device can give)", vd_fmt_bytes(run.plan.budget, b3, sizeof b3));
-        fprintf(stderr, "%s: plan: policy %s, budget %s%s, peak %s, offload %s/iter, "
-                "predicted %.4f s/iter (%s)\n", PROG, vd_policy_name(plan.policy),
-                vd_fmt_bytes(plan.budget, b1, sizeof b1),
-                run.budget_given ? "" : ses.cuda ? capmsg : " (default: what the plan needs)",
-                vd_fmt_bytes(plan.live_peak, b2, sizeof b2),
-                vd_fmt_bytes(plan.offload_bytes, (char[32]){0}, 32), plan.sim.iter_s,
-                ses.prof.source);
-        if (run.dp && run.ranks == 1)
-            fprintf(stderr, "%s: data parallel: 1 rank (%s all-reduce of every gradient bucket; "
-                    "the same bytes as without --gpus)\n", PROG, dp.ar[0]->name);
-        else if (run.dp)
-            fprintf(stderr, "%s: data parallel: %d rank%s (%s all-reduce), %d samples each; "
-                    "gradients %s in %d bucket%s, predicted all-reduce %.2f ms (%.2f ms exposed): "
-                    "%.4f s/iter\n", PROG, run.ranks, run.ranks == 1 ? "" : "s",
-                    dp.ar[0]->name, run.batch, vd_fmt_bytes(plan.dp.grad_bytes, b1, sizeof b1),
-                    plan.dp.n_buckets, plan.dp.n_buckets == 1 ? "" : "s",
-                    1e3 * plan.dp.allreduce_s, 1e3 * plan.dp.exposed_s,
-                    plan.dp.ranks > 1 ? plan.dp.iter_s : plan.sim.iter_s);
-    }
-
-    /* ---- train ---- */
-    u.batch = tc->batch;
-    int64_t log_every = o.has_log_every ? o.log_every : (iters / 20 > 0 ? iters / 20 : 1);
-    if (!o.has_log_every && log_every > 100) log_every = 100;
-    vd_train_opts to = {
-        .iters = iters, .stop_at = o.stop_at, .save_path = o.save, .save_every = o.save_every,
-        .save_dtype = o.save_dtype,
-        .resume_path = o.resume, .init_path = o.init,
-        .eval_every = o.has_eval_every && o.eval_every > 0 ? o.eval_every : 0,
-        .eval_at_end = !(o.has_eval_every && o.eval_every < 0),
-        .log_every = log_every, .stop = stop, .loader_threads = (int)o.threads,
-        .data_spec = o.data && *o.data ? o.data : "synthetic",
-        .cb = world.rank == 0 ? on_event : NULL, .user = &u,
-    };
-    vd_train_result res;
-    rc = vd_train_run(&net, grp ? grp : ex, ds, &to, &res, &e);
+    o.job.stop = o.job.mpi ? NULL : vd_cli_catch_stop();
+    ui u = { .quiet = o.c.quiet, .tty = isatty(STDERR_FILENO) != 0 };
+    vd_train_job_hooks hooks = { .event = on_event, .planning = on_planning, .ready = on_ready,
+                                 .ctx = &u };
+    vd_train_job j;
+    rc = vd_train_job_run(&j, &o.job, &hooks, &e);
     close_line(&u);
-    if (rc || world.rank > 0) goto out;   /* --mpi: rank 0 reports */
-
-    /* ---- report ---- */
-    vd_exec_stats st;
-    vd_exec_get_stats(ex, &st);
-    char a[32], b[32], c[32], d[32], f[32];
-    bool trained = res.iters_done > res.first_iter;
-    if (trained)
-        printf("trained %s: iterations %lld..%lld in %.1f s, final loss %.4f\n", net.name,
-               (long long)res.first_iter, (long long)res.iters_done, res.train_s,
-               (double)res.last_loss);
-    else
-        printf("%s: no training iterations ran (at iteration %lld)\n", net.name,
-               (long long)res.iters_done);
-    if (res.loss_scaled)
-        printf("loss scaling (fp16): scale %g at the end, %lld steps skipped (inf/NaN "
-               "gradients)\n", res.loss_scale, (long long)res.skipped);
-    if (res.eval_n)
-        printf("test accuracy %.2f%%  loss %.4f  (%lld held-out images)\n", 100.0 * res.eval_acc,
-               res.eval_loss, (long long)res.eval_n);
-    printf("memory: pool %s, high-water %s, live peak %s%s, host store %s\n",
-           vd_fmt_bytes(st.pool_bytes, a, sizeof a),
-           vd_fmt_bytes(trained ? st.pool_hwm : st.eval_pool_hwm, b, sizeof b),
-           vd_fmt_bytes(trained ? st.live_peak : st.eval_live_peak, c, sizeof c),
-           trained ? "" : " (evaluation)", vd_fmt_bytes(st.host_store_bytes, d, sizeof d));
-    printf("copies per iteration: offloaded %s, prefetched %s\n",
-           vd_fmt_bytes(st.offload_bytes_iter, a, sizeof a),
-           vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
-    if (res.timing.iters > 0) {
-        const vd_train_timing *tm = &res.timing;
-        char threads[64];
-        if (res.synth_device)
-            snprintf(threads, sizeof threads, "synthetic batches generated on the device");
-        else
-            snprintf(threads, sizeof threads, "%d loader threads", res.loader_threads);
-        printf("end to end: %.1f img/s (%lld iterations in %.2f s wall clock, saves and "
-               "evaluations excluded); per iteration: step %.4f s, waiting for data %.4f s "
-               "(%.1f%%, %s)\n", tm->img_per_s, (long long)tm->iters, tm->wall_s,
-               tm->step_per_iter_s, tm->wait_per_iter_s,
-               tm->wall_s > 0 ? 100.0 * tm->wait_s / tm->wall_s : 0.0, threads);
+    if (!rc && j.world.rank == 0) {   /* --mpi: rank 0 reports */
+        report(&j);
+        if (j.res.interrupted)
+            rc = vd_errf(&e, VD_ESTOP, "at iteration %lld%s", (long long)j.res.iters_done,
+                         o.job.save ? "; checkpoint saved" : "");
     }
-    /* data parallel: the prediction includes the all-reduce (plan.dp) */
-    double pred = plan.dp.ranks > 1 ? plan.dp.iter_s : plan.sim.iter_s;
-    if (res.mean_iter_s > 0)
-        printf("iteration time (compute only, data waits excluded): measured %.4f s "
-               "(%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
-               res.mean_iter_s, tc->batch / res.mean_iter_s, pred, ses.prof.source,
-               pred > 0 ? 100.0 * (res.mean_iter_s - pred) / pred : 0.0);
-    if (run.dp)
-        printf("data parallel: %d rank%s of %d samples (global batch %d), %s all-reduce; the "
-               "memory figures are rank 0's\n", run.ranks, run.ranks == 1 ? "" : "s", run.batch,
-               tc->batch, dp.ar[0]->name);
-    report_device_memory(&ses, &plan, &st, trained);
-    report_host_memory();
-    if (trained) report_step_times(ex, &plan, &net);
-    if (trained) report_copy_times(ex, &plan, &ses.prof.dev);
-    if (res.interrupted) {
-        vd_errf(&e, VD_ESTOP, "at iteration %lld%s", (long long)res.iters_done,
-                o.save ? "; checkpoint saved" : "");
-        rc = vd_cli_stopped(PROG, &e);
-    }
-
-out:
-    close_line(&u);
-    {
-        vd_err ce = {0};
-        if (vd_metrics_close(&u.metrics, &ce) && !u.metrics_failed)
-            fprintf(stderr, "%s: warning: --metrics: %s\n", PROG, ce.msg);
-    }
-    vd_exec_destroy(&grp);
-    vd_dp_close_peers(&dp);
-    vd_exec_destroy(&ex);
-    if (have_plan) vd_plan_free(&plan);
-    if (have_ses) vd_session_close(&ses);
-    vd_dp_close(&dp);
-    vd_data_close(&ds);
-    vd_net_free(&net);
-    if (rc == VD_ESTOP) {
-        rc = vd_cli_stopped(PROG, &e);
-    } else if (rc && rc < 128) {
+    vd_train_job_close(&j);
+    if (rc == VD_ESTOP) return vd_cli_stopped(PROG, &e);
+    if (rc) {
         rc = vd_cli_fail(PROG, &e);
-        /* --mpi: the other ranks may wait for this one in a collective */
-        if (world.size > 1) vd_mpi_abort(rc);
+        if (o.job.mpi) vd_mpi_abort(rc);   /* the other ranks may wait for this one */
     }
     vd_mpi_finalize();
     return rc;

@@ -106,13 +106,13 @@ int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profil
 void vd_config_budget(vd_config_run *r, const vd_session *s, const vd_profile *prof) {
     if (r->budget_given) return;
     if (s) {
-        r->plan.budget = vd_session_default_budget(s);
-    } else {
-        /* the device's memory less what the CUDA context and the libraries'
-         * handles take outside the pool */
-        uint64_t m = prof->dev.mem_bytes;
-        r->plan.budget = m > VD_DEVICE_CONTEXT_RESERVE ? m - VD_DEVICE_CONTEXT_RESERVE : m;
+        vd_session_default_budget(s, &r->plan);
+        return;
     }
+    /* the device's memory less what the CUDA context and the libraries'
+     * handles take outside the pool */
+    uint64_t m = prof->dev.mem_bytes;
+    r->plan.budget = m > VD_DEVICE_CONTEXT_RESERVE ? m - VD_DEVICE_CONTEXT_RESERVE : m;
     r->plan.pool_to_need = true;   /* a cap: the pool is what the plan needs */
 }
 

@@ -77,9 +77,7 @@ int vd_plan_dp(vd_plan *p, const vd_net *net, const vd_profile *prof, int ranks,
     if (rc) return rc;
     struct vd_dp_sim *d = &p->dp;
     d->ranks = ranks;
-    d->bw = prof->dev.allreduce_bw > 0 ? prof->dev.allreduce_bw : vd_device_h200.allreduce_bw;
-    d->lat_s = prof->dev.allreduce_bw > 0 ? prof->dev.allreduce_lat_s
-                                          : vd_device_h200.allreduce_lat_s;
+    vd_device_allreduce(&prof->dev, &d->bw, &d->lat_s);
     d->n_buckets = lay.n_buckets;
     d->n_calls = lay.n_ranges;
     d->grad_bytes = lay.bytes;

@@ -127,6 +127,12 @@ const vd_device_params vd_device_cpu = {
     .allreduce_bw = 5e9, .allreduce_lat_s = 5e-6,
 };
 
+void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s) {
+    const vd_device_params *src = d->allreduce_bw > 0 ? d : &vd_device_h200;
+    *bw = src->allreduce_bw;
+    *lat_s = src->allreduce_lat_s;
+}
+
 const vd_card *vd_card_find(const char *name) {
     for (int i = 0; i < vd_n_cards; i++)
         if (strcmp(name, vd_cards[i].name) == 0) return &vd_cards[i];

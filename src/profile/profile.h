@@ -62,10 +62,13 @@ typedef struct vd_device_params {
     /* Data parallel (vdnn-plan --gpus N): the all-reduce's bus bandwidth in
      * bytes/s (nccl-tests' "busbw": a ring moves 2 (N-1)/N of the buffer per
      * rank) and its latency per call; JSON "allreduce_bw", "allreduce_lat_s",
-     * optional; 0 = unknown (the planner then takes the H200 model's). */
+     * optional; 0 = unknown (vd_device_allreduce). */
     double allreduce_bw, allreduce_lat_s;
 } vd_device_params;
 extern const vd_device_params vd_device_h200, vd_device_cpu;
+/* d's all-reduce bus bandwidth and latency, or vd_device_h200's where d's
+ * are unknown (allreduce_bw 0: a measured profile, an older file). */
+void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s);
 /* Look up a device model: a card of vd_cards by its name, or "cpu".
  * Returns NULL if unknown. */
 const vd_device_params *vd_device_find(const char *name);

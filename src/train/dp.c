@@ -4,10 +4,10 @@
 #include "train/dp.h"
 
 static int dp_alloc(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
-    bool cuda = backend && (!strcmp(backend, "cuda") ||
-                            (!strcmp(backend, "auto") && vd_backend_cuda_available()));
+    d->backend = vd_backend_resolve(backend, NULL);
+    if (!d->backend)
+        return vd_errf(e, VD_EUSAGE, "unknown backend '%s' (expected cpu | cuda | auto)", backend);
     d->n = n;
-    d->cuda = cuda;
     d->device0 = device0;
     size_t un = (size_t)n;
     d->ar = vd_calloc(un, sizeof *d->ar, e);
@@ -25,7 +25,7 @@ int vd_dp_open_mpi(vd_dp *d, const vd_world *w, const char *backend, int device0
     int rc = dp_alloc(d, 1, backend, device0 + w->local_rank, e);
     d->mpi = true;
     d->world = *w;
-    if (!rc) rc = vd_allreduce_mpi_create(&d->ar[0], w, d->cuda, d->device0, e);
+    if (!rc) rc = vd_allreduce_mpi_create(&d->ar[0], w, d->backend, d->device0, e);
     if (!rc) rc = vd_ranks_create(&d->rk, 1, e);
     if (rc) vd_dp_close(d);
     return rc;
@@ -34,14 +34,13 @@ int vd_dp_open_mpi(vd_dp *d, const vd_world *w, const char *backend, int device0
 int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
     memset(d, 0, sizeof *d);
     if (n < 1) return vd_errf(e, VD_EUSAGE, "--gpus must be at least 1");
-    if (dp_alloc(d, n, backend, device0, e)) {
+    int rc = dp_alloc(d, n, backend, device0, e);
+    if (rc) {
         vd_dp_close(d);
-        return VD_ENOMEM;
+        return rc;
     }
-    bool cuda = d->cuda;
     size_t un = (size_t)n;
     int *devs = vd_calloc(un, sizeof *devs, e);
-    int rc = VD_OK;
     if (!devs) {
         rc = VD_ENOMEM;
         goto fail;
@@ -49,8 +48,7 @@ int vd_dp_open(vd_dp *d, int n, const char *backend, int device0, vd_err *e) {
     for (int r = 0; r < n; r++) devs[r] = device0 + r;
     /* the communicator first: a build without NCCL fails here, before any
      * device is set up */
-    rc = cuda ? vd_allreduce_nccl_create(d->ar, n, devs, e) : vd_allreduce_cpu_create(d->ar, n, e);
-    if (rc) goto fail;
+    if ((rc = vd_allreduce_create(d->ar, n, d->backend, devs, e))) goto fail;
     if ((rc = vd_ranks_create(&d->rk, n, e))) goto fail;
     vd_free(devs);
     return VD_OK;
@@ -64,7 +62,7 @@ void vd_dp_session_opts(const vd_dp *d, int r, vd_session_opts *so) {
     so->allreduce = d->ar[r];
     so->rank = d->mpi ? d->world.rank : r;
     so->device = d->device0 + r;
-    if (r > 0) so->backend = d->cuda ? "cuda" : "cpu";
+    if (r > 0) so->backend = d->backend;
 }
 
 /* Rank r (> 0): session, plan, executor, on the rank's thread. */
@@ -74,16 +72,14 @@ static int peer_open(void *ctx, int r, vd_err *e) {
     vd_session_opts so = *d->so;
     vd_dp_session_opts(d, r, &so);
     so.profile_out = NULL;      /* rank 0 writes it */
+    so.note = NULL;             /* and shows what it does */
     int rc = vd_session_open(&d->ses[r], d->net, d->po->batch, &so, e);
     if (rc) return rc;
     d->have_ses[r] = true;
     vd_plan_opts po = *d->po;
     po.progress = NULL;         /* rank 0 reports its own search */
     po.progress_ctx = NULL;
-    if (!d->budget_given) {
-        po.budget = vd_session_default_budget(&d->ses[r]);
-        po.pool_to_need = true;
-    }
+    if (!d->budget_given) vd_session_default_budget(&d->ses[r], &po);
     rc = vd_session_plan(&d->ses[r], &po, &d->plan[r], e);
     d->have_plan[r] = rc == VD_OK || rc == VD_EBUDGET;
     if (rc) return rc;

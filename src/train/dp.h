@@ -34,7 +34,7 @@
 
 typedef struct vd_dp {
     int n;                      /* ranks */
-    bool cuda;                  /* NCCL over CUDA devices (else the CPU stand-in) */
+    const char *backend;        /* every rank's: "cpu" | "cuda" (vd_backend_resolve) */
     int device0;                /* rank r runs on CUDA device device0 + r */
     vd_ranks *rk;
     vd_allreduce **ar;          /* [n] */

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "train/session.h"
-#include "backend/cuda/cuda_backend.h"
 
 void vd_session_opts_init(vd_session_opts *o) {
     memset(o, 0, sizeof *o);
@@ -14,10 +13,10 @@ void vd_session_opts_init(vd_session_opts *o) {
 
 /* One driver sample: *used = total - free. Returns false when unknown. */
 static bool mem_now(vd_session *s, uint64_t *used, uint64_t *free_b) {
-    if (!s->cuda || !s->be) return false;
+    if (!s->be || !s->be->mem_info) return false;
     uint64_t fr = 0, tot = 0;
     vd_err e = {0};
-    if (vd_cuda_mem_info(s->be, &fr, &tot, &e) != VD_OK || tot < fr) return false;
+    if (s->be->mem_info(s->be, &fr, &tot, &e) != VD_OK || tot < fr) return false;
     s->mem.known = true;
     s->mem.total = tot;
     *used = tot - fr;
@@ -84,14 +83,14 @@ static int get_profile(vd_session *s, const vd_session_opts *o, vd_err *e) {
         rc = vd_profile_load(o->profile_path, s->net, s->batch, &s->prof, e);
         if (!rc) rc = raise_workspaces(s, e);
         snprintf(s->prof_how, sizeof s->prof_how, "loaded");
-    } else if (s->cuda && !o->analytic) {
-        rc = vd_profile_measure(s->be, s->net, s->batch, &s->prof, e);
+    } else if (s->be->profile_measure && !o->analytic) {
+        if (o->note) o->note(o->note_ctx, "measuring the profile on the device...");
+        rc = s->be->profile_measure(s->be, s->net, s->batch, &s->prof, e);
         if (rc) vd_err_prefix(e, "measuring the profile (--profile FILE or an analytic "
                               "profile avoid it)");
         snprintf(s->prof_how, sizeof s->prof_how, "measured");
     } else {
-        rc = vd_profile_backend(s->net, s->batch, s->be, s->cuda ? &vd_device_h200 : &vd_device_cpu,
-                                &s->prof, e);
+        rc = vd_profile_backend(s->net, s->batch, s->be, s->be->model, &s->prof, e);
         snprintf(s->prof_how, sizeof s->prof_how, "analytic");
     }
     s->prof_s = vd_now() - t0;
@@ -115,31 +114,18 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
         o = &def;
     }
     if (batch < 1) return vd_errf(e, VD_EUSAGE, "batch size must be >= 1 (got %d)", batch);
-    const char *b = o->backend ? o->backend : "auto";
-    bool want_cuda;
-    if (strcmp(b, "auto") == 0) {
-        s->backend_auto = true;
-        want_cuda = vd_backend_cuda_available();
-        snprintf(s->backend_why, sizeof s->backend_why, "%s",
-                 want_cuda ? "a CUDA device is available" : "no CUDA device");
-    } else if (strcmp(b, "cuda") == 0) {
-        want_cuda = true;
-    } else if (strcmp(b, "cpu") == 0) {
-        want_cuda = false;
-    } else {
-        return vd_errf(e, VD_EUSAGE, "unknown backend '%s' (expected cpu | cuda | auto)", b);
-    }
+    const char *why;
+    const char *kind = vd_backend_resolve(o->backend, &why);
+    s->backend_why = why;
     s->net = net;
     s->batch = batch;
     s->math = o->math;
     s->deterministic = o->deterministic;
-    int rc = want_cuda ? vd_backend_cuda_create_opts(&s->be, o->device, &o->backend_opts, e)
-                       : vd_backend_cpu_create(&s->be, e);
+    int rc = vd_backend_create(&s->be, kind ? kind : o->backend, o->device, &o->backend_opts, e);
     if (rc) {
         s->be = NULL;
         goto fail;
     }
-    s->cuda = want_cuda;
     s->mem_trace = o->mem_trace;
     s->step_times = o->step_times;
     s->allreduce = o->allreduce;
@@ -174,12 +160,13 @@ void vd_session_close(vd_session *s) {
 }
 
 uint64_t vd_session_max_budget(const vd_session *s) {
-    if (!s->cuda || !s->mem.known) return UINT64_MAX;
+    if (!s->mem.known) return UINT64_MAX;
     return s->mem.free_setup > VD_SESSION_MARGIN ? s->mem.free_setup - VD_SESSION_MARGIN : 0;
 }
 
-uint64_t vd_session_default_budget(const vd_session *s) {
-    return s->cuda && s->mem.known ? vd_session_max_budget(s) : 0;
+void vd_session_default_budget(const vd_session *s, vd_plan_opts *po) {
+    po->budget = s->mem.known ? vd_session_max_budget(s) : 0;
+    po->pool_to_need = true;
 }
 
 static int too_big(const vd_session *s, uint64_t budget, uint64_t max, vd_err *e) {
@@ -268,7 +255,7 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
                         .before_pool_ctx = s, .step_times = s->step_times,
                         .allreduce = s->allreduce, .bucket_bytes = s->bucket_bytes,
                         .rank = s->rank };
-    if (s->cuda) {
+    if (s->be->mem_info) {
         eo.after_step = after_step;
         eo.after_step_ctx = s;
         s->mem.n_growth = 0;

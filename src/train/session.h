@@ -10,7 +10,7 @@
  *     vd_session_opts so;  vd_session_opts_init(&so);  so.backend = "auto"; ...
  *     vd_session_open(&s, net, batch, &so, &e);        // backend, layer_setup, profile
  *     vd_plan_opts po;     vd_plan_opts_init(&po);
- *     po.policy = ...; po.budget = explicit ? b : vd_session_default_budget(&s);
+ *     po.policy = ...; po.budget = b;  // or vd_session_default_budget(&s, &po)
  *     vd_plan plan;        vd_session_plan(&s, &po, &plan, &e);
  *     vd_exec *ex;         vd_session_exec(&s, &plan, false, &ex, &e);
  *     ... train ...        vd_session_mem_sample(&s);  // now and then
@@ -76,6 +76,10 @@ typedef struct vd_session_opts {
     vd_allreduce *allreduce;
     uint64_t bucket_bytes;
     int rank;
+    /* A line to show before a long phase ("measuring the profile on the
+     * device..."); NULL: none. */
+    void (*note)(void *ctx, const char *msg);
+    void *note_ctx;
 } vd_session_opts;
 void vd_session_opts_init(vd_session_opts *o);
 
@@ -140,9 +144,8 @@ typedef struct vd_session {
     const vd_net *net;          /* borrowed; must outlive the session */
     int batch;
     vd_backend *be;             /* owned */
-    bool cuda;                  /* be is the CUDA backend */
-    bool backend_auto;          /* chosen by "auto" */
-    char backend_why[64];       /* "a CUDA device is available" | "no CUDA device" */
+    const char *backend_why;    /* why "auto" chose be (vd_backend_resolve); NULL when
+                                   the backend was named */
     vd_math math;
     bool deterministic;
     vd_profile prof;            /* owned */
@@ -163,9 +166,9 @@ typedef struct vd_session {
  * create the backend, run layer_setup(net, batch, o->math, o->deterministic),
  * get the profile (o->profile_path: load, each option's workspace raised to
  * this setup's where its engine needs more, counted in prof_raised; else
- * CUDA: vd_profile_measure
- * unless o->analytic; else vd_profile_backend with vd_device_cpu, or with
- * vd_device_h200 on CUDA when o->analytic), save it to o->profile_out, and
+ * the backend's profile_measure unless o->analytic or it has none; else
+ * vd_profile_backend with the backend's device model), save it to
+ * o->profile_out, and
  * sample device memory. o may be NULL (defaults). On failure *s holds
  * nothing (vd_session_close on it is harmless). Errors: the backend's
  * (VD_EUNSUPPORTED for cuda in a CPU-only build, VD_EDEVICE), the
@@ -179,9 +182,10 @@ void vd_session_close(vd_session *s);
 /* The largest budget the device can give: CUDA: free memory after setup
  * minus VD_SESSION_MARGIN (0 if less); cpu: UINT64_MAX (no limit). */
 uint64_t vd_session_max_budget(const vd_session *s);
-/* The budget to use when the user gave none: CUDA: vd_session_max_budget
- * (all the device can give); cpu: 0 (the plan's own need). */
-uint64_t vd_session_default_budget(const vd_session *s);
+/* The budget when the user gave none, into po: a device's all it can give
+ * (vd_session_max_budget), else 0 (the plan's own need), and either only
+ * as a cap: po->pool_to_need, the pool is what the plan needs. */
+void vd_session_default_budget(const vd_session *s, vd_plan_opts *po);
 
 /* Build the plan for po (po->batch is set to the session's batch; every
  * other field is the caller's, so new plan options flow through). Returns

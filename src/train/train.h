@@ -28,6 +28,7 @@ typedef enum {
     VD_TEV_EVAL,        /* an evaluation finished */
     VD_TEV_SAVE,        /* a checkpoint was written (path) */
     VD_TEV_NOTE,        /* informational message (msg) */
+    VD_TEV_WARNING,     /* a warning (msg): the run goes on, but not as asked */
 } vd_train_event_kind;
 
 /* Where the training loop's time went, over some iterations (a progress
@@ -69,7 +70,7 @@ typedef struct vd_train_event {
     int64_t eval_n;         /* EVAL: images evaluated */
     bool final;             /* PROGRESS/EVAL/SAVE at the end of the run */
     const char *path;       /* SAVE */
-    const char *msg;        /* NOTE */
+    const char *msg;        /* NOTE, WARNING */
 } vd_train_event;
 
 typedef void (*vd_train_cb)(const vd_train_event *ev, void *user);

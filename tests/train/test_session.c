@@ -27,13 +27,19 @@ START_TEST(cpu_session_plans_and_trains) {
     so.backend = "cpu";
     vd_session s;
     open_cpu(&s, &net, &so);
-    ck_assert(!s.cuda && !s.backend_auto);
+    ck_assert_ptr_null(s.backend_why);   /* named, not chosen by auto */
+    ck_assert_ptr_null(s.be->mem_info);
     ck_assert_str_eq(s.be->name, "cpu");
     ck_assert_str_eq(s.prof_how, "analytic");
     ck_assert_int_eq(s.prof.n_layers, net.n_layers);
     ck_assert_int_eq(s.prof.batch, B);
     ck_assert(!s.mem.known);
-    ck_assert_uint_eq(vd_session_default_budget(&s), 0);
+    vd_plan_opts dpo;
+    vd_plan_opts_init(&dpo);
+    dpo.budget = 123;
+    vd_session_default_budget(&s, &dpo);
+    ck_assert_uint_eq(dpo.budget, 0);         /* cpu: the plan's own need */
+    ck_assert(dpo.pool_to_need);
     ck_assert_uint_eq(vd_session_max_budget(&s), UINT64_MAX);
 
     vd_plan_opts po;
@@ -101,12 +107,12 @@ START_TEST(backend_choice) {
     if (!vd_backend_cuda_available()) {
         so.backend = "auto";
         open_cpu(&s, &net, &so);
-        ck_assert(s.backend_auto && !s.cuda);
+        ck_assert_ptr_nonnull(s.backend_why);
         ck_assert_str_eq(s.be->name, "cpu");
         ck_assert_str_eq(s.backend_why, "no CUDA device");
         vd_session_close(&s);
         open_cpu(&s, &net, NULL);             /* NULL opts = auto */
-        ck_assert(s.backend_auto);
+        ck_assert_ptr_nonnull(s.backend_why);
         vd_session_close(&s);
         so.backend = "cuda";
         int rc = vd_session_open(&s, &net, B, &so, &e);
@@ -227,11 +233,14 @@ START_TEST(memory_limits) {
     vd_session s;
     open_cpu(&s, &net, NULL);
     const uint64_t MiB = 1u << 20, GiB = 1u << 30;
-    s.cuda = true;                            /* samples still fail: cpu backend */
     s.mem.known = true;
     s.mem.free_setup = 10 * GiB;
     ck_assert_uint_eq(vd_session_max_budget(&s), 10 * GiB - VD_SESSION_MARGIN);
-    ck_assert_uint_eq(vd_session_default_budget(&s), 10 * GiB - VD_SESSION_MARGIN);
+    vd_plan_opts dpo;
+    vd_plan_opts_init(&dpo);
+    vd_session_default_budget(&s, &dpo);
+    ck_assert_uint_eq(dpo.budget, 10 * GiB - VD_SESSION_MARGIN);
+    ck_assert(dpo.pool_to_need);
     s.mem.free_setup = 100 * MiB;             /* less than the margin */
     ck_assert_uint_eq(vd_session_max_budget(&s), 0);
 
@@ -298,7 +307,6 @@ START_TEST(memory_limits) {
     ck_assert_int_eq(vd_session_plan(&s, &po, &plan, &e), VD_EBUDGET);
     ck_assert_msg(strstr(e.msg, "more than this device can give"), "%s", e.msg);
     vd_plan_free(&plan);
-    s.cuda = false;
     vd_session_close(&s);
     vd_net_free(&net);
 }

@@ -826,6 +826,7 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .name = "cpu",
         .ctx = c,
         .destroy = cpu_destroy,
+        .model = &vd_device_cpu,
         .pool_create = cpu_pool_create,
         .pool_destroy = cpu_pool_destroy,
         .host_alloc = cpu_host_alloc,

@@ -535,6 +535,9 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->ctx = c;
     be->name = "cuda";
     be->destroy = cu_destroy;
+    be->model = &vd_device_h200;
+    be->mem_info = vd_cuda_mem_info;
+    be->profile_measure = vd_profile_measure;
     be->pool_create = cu_pool_create;
     be->pool_destroy = cu_pool_destroy;
     be->host_alloc = cu_host_alloc;

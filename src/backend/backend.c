@@ -1,0 +1,38 @@
+/* backend.c — a backend and its all-reduce chosen by name (backend.h,
+ * allreduce.h): the one place outside src/backend/{cpu,cuda} that tells
+ * the backends apart. */
+#include <string.h>
+#include "backend/backend.h"
+#include "backend/allreduce.h"
+
+const char *vd_backend_resolve(const char *name, const char **why) {
+    if (why) *why = NULL;
+    if (!name || !strcmp(name, "auto")) {
+        bool cuda = vd_backend_cuda_available();
+        if (why) *why = cuda ? "a CUDA device is available" : "no CUDA device";
+        return cuda ? "cuda" : "cpu";
+    }
+    if (!strcmp(name, "cpu") || !strcmp(name, "cuda")) return name;
+    return NULL;
+}
+
+static int unknown(const char *name, vd_err *e) {
+    return vd_errf(e, VD_EUSAGE, "unknown backend '%s' (expected cpu | cuda | auto)", name);
+}
+
+int vd_backend_create(vd_backend **out, const char *name, int device, const vd_backend_opts *o,
+                      vd_err *e) {
+    *out = NULL;
+    const char *kind = vd_backend_resolve(name, NULL);
+    if (!kind) return unknown(name, e);
+    return !strcmp(kind, "cuda") ? vd_backend_cuda_create_opts(out, device, o, e)
+                                 : vd_backend_cpu_create(out, e);
+}
+
+int vd_allreduce_create(vd_allreduce **out, int n, const char *backend, const int *devices,
+                        vd_err *e) {
+    const char *kind = vd_backend_resolve(backend, NULL);
+    if (!kind) return unknown(backend, e);
+    return !strcmp(kind, "cuda") ? vd_allreduce_nccl_create(out, n, devices, e)
+                                 : vd_allreduce_cpu_create(out, n, e);
+}
