@@ -1,6 +1,6 @@
-/* data.c — dataset dispatch, epoch permutations, and the batch loader. */
-#include <errno.h>
-#include <limits.h>
+/* data.c — dataset dispatch, epoch permutations, and the batch loader. It
+ * calls the readers (data_impl.h's vd_data_open_*); they call only the
+ * shared helpers of data_util.c, never this file. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,42 +13,6 @@
 /* ------------------------------------------------------------------------ */
 /* Opening                                                                   */
 /* ------------------------------------------------------------------------ */
-
-int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
-                        const vd_net *net, vd_err *e) {
-    if (net->in_c != c || net->in_h != h || net->in_w != w)
-        return vd_errf(e, VD_EUSAGE,
-                       "%s has %dx%dx%d images (CxHxW) but net '%s' expects input "
-                       "%dx%dx%d; use a net whose input: matches the data", what,
-                       c, h, w, net->name, net->in_c, net->in_h, net->in_w);
-    if (classes > net->classes)
-        return vd_errf(e, VD_EUSAGE,
-                       "%s has %d classes but net '%s' outputs only %d", what, classes,
-                       net->name, net->classes);
-    return VD_OK;
-}
-
-int vd_data_open_file(const char *path, uint64_t max, uint64_t *size, vd_err *e) {
-    size_t len = strlen(path);
-    if (len >= PATH_MAX)
-        return -vd_errf(e, VD_EIO, "path too long (%zu bytes, the system's limit is %d): %s",
-                        len, PATH_MAX - 1, path);
-    return vd_open_regular(path, max, size, e);
-}
-
-int vd_data_pread(int fd, const char *path, void *buf, size_t n, uint64_t off, vd_err *e) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return vd_errf(e, VD_EIO, "%s: read error: %s", path, strerror(errno));
-        if (r == 0)
-            return vd_errf(e, VD_EDATA, "%s: the file ended at %llu bytes while being read (did "
-                           "it change?)", path, (unsigned long long)(off + got));
-        got += (size_t)r;
-    }
-    return VD_OK;
-}
 
 static int parse_count(const char *s, size_t len, int64_t *out, vd_err *e) {
     char buf[32];

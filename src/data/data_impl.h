@@ -1,4 +1,6 @@
-/* data_impl.h — private: the dataset vtable shared by the data/ sources. */
+/* data_impl.h — private: the dataset vtable shared by the data/ sources,
+ * the readers' entry points (called by data.c's dispatch) and the helpers
+ * the readers share (data_util.c, image_check.c, folder.c). */
 #ifndef VD_DATA_IMPL_H
 #define VD_DATA_IMPL_H
 
@@ -29,7 +31,7 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
 int vd_data_open_synthetic(vd_dataset *ds, int64_t n_train, int64_t n_test,
                            const vd_net *net, vd_err *e);
 
-/* Data files (data.c). vd_open_regular (at most max bytes; the descriptor
+/* Data files (data_util.c). vd_open_regular (at most max bytes; the descriptor
  * or minus a VD_E* code) for a file of a data set, after a check of the
  * path's length: a path of PATH_MAX bytes or more is VD_EIO "path too long
  * (N bytes, ...): PATH" (the reason first: the message is cut at
@@ -39,8 +41,9 @@ int vd_data_open_file(const char *path, uint64_t max, uint64_t *size, vd_err *e)
  * a read error, VD_EDATA when the file ends first (it shrank). */
 int vd_data_pread(int fd, const char *path, void *buf, size_t n, uint64_t off, vd_err *e);
 
-/* Common check: net input must be c x h x w, and the net must output at
- * least `classes` classes. VD_EUSAGE with a clear message otherwise. */
+/* Common check (data_util.c): net input must be c x h x w, and the net must
+ * output at least `classes` classes. VD_EUSAGE with a clear message
+ * otherwise. */
 int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
                         const vd_net *net, vd_err *e);
 

@@ -89,6 +89,8 @@ int vd_net_add_param(vd_net *net, int layer, const char *suffix, vd_param_role r
     return VD_OK;
 }
 
+/* Layer i: its op's defaults, then the checks and the output shape, stored
+ * in the layer. */
 static int infer_layer(vd_net *net, int i, vd_err *e) {
     vd_layer *l = &net->layers[i];
     if ((unsigned)l->op >= VD_OP_COUNT) return layer_err(net, l, e, "unknown op %d", (int)l->op);
@@ -103,6 +105,7 @@ static int infer_layer(vd_net *net, int i, vd_err *e) {
     for (int k = 0; k < l->n_in; k++)
         if (l->in[k] < -1 || l->in[k] >= i)
             return layer_err(net, l, e, "input %d refers to a layer that is not defined before it", k);
+    if (info->defaults) info->defaults(l);
     int c, h, w;
     vd_net_in_shape(net, l->in[0], &c, &h, &w);
     int64_t oc = c, oh = h, ow = w;

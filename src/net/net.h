@@ -83,9 +83,15 @@ typedef struct vd_op_info {
     const char *const *keys; /* op-specific spec keys, NULL-terminated */
     /* Defaults, then the spec keys (checks that need no shapes). */
     int (*parse)(struct vd_layer *l, const vd_spec_keys *k);
+    /* The defaults of fields a layer built in code may leave 0 (parse sets
+     * them too); vd_net_finalize runs it before infer. */
+    void (*defaults)(struct vd_layer *l);
     /* Checks and output shape; *oc, *oh, *ow come in as input 0's shape.
-     * Errors through vd_net_layer_err (VD_ESPEC). */
-    int (*infer)(struct vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e);
+     * Pure: writes only the shape, so a backend may run it on a finalized
+     * net to check the shape stored in the layer. Errors through
+     * vd_net_layer_err (VD_ESPEC). */
+    int (*infer)(const struct vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow,
+                 vd_err *e);
     double (*flops)(const struct vd_net *net, int i);  /* forward, one sample */
     int (*params)(struct vd_net *net, int i, vd_err *e); /* vd_net_add_param calls */
     uint64_t (*aux_bytes)(const struct vd_layer *l, int batch); /* NULL: 0 */

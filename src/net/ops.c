@@ -1,9 +1,11 @@
 /* ops.c — the op table: everything about one op type in one place.
  *
  * Per op: its spec keys and their parsing (a callback the spec parser calls
- * with a vd_spec_keys reader), shape inference and checks, forward FLOPs,
- * parameter creation (with roles), saved-state (aux) bytes, what backward
- * reads, and the flags (in-place capable, recomputable). The kernels live in
+ * with a vd_spec_keys reader), the defaults of fields a layer built in code
+ * may leave 0, shape inference and checks (pure: the CPU backend runs it
+ * again on the finalized net), forward FLOPs, parameter creation (with
+ * roles), saved-state (aux) bytes, what backward reads, and the flags
+ * (in-place capable, recomputable). The kernels live in
  * the backends (per-op dispatch arrays in cpu_ops.c and cuda_ops.cu). */
 #include <math.h>
 #include <stdarg.h>
@@ -49,14 +51,23 @@ static int conv_parse(vd_layer *l, const vd_spec_keys *k) {
     return VD_OK;
 }
 
-static int conv_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
-    vd_layer *l = &net->layers[i];
-    int c, h, w;
-    vd_net_in_shape(net, l->in[0], &c, &h, &w);
-    if (l->u.conv.out <= 0) return LERR("out must be positive, got %d", l->u.conv.out);
+/* A layer built in code may leave groups and dilation 0: 1. */
+static void conv_defaults(vd_layer *l) {
     if (l->u.conv.groups <= 0) l->u.conv.groups = 1;
     if (l->u.conv.dh <= 0) l->u.conv.dh = 1;
     if (l->u.conv.dw <= 0) l->u.conv.dw = 1;
+}
+
+static int conv_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+    const vd_layer *l = &net->layers[i];
+    int c, h, w;
+    vd_net_in_shape(net, l->in[0], &c, &h, &w);
+    if (l->u.conv.out <= 0) return LERR("out must be positive, got %d", l->u.conv.out);
+    /* after conv_defaults only a net changed since (the backends' checks
+     * run infer on finalized nets) has these 0: the divisions below need them */
+    if (l->u.conv.groups <= 0) return LERR("groups must be positive, got %d", l->u.conv.groups);
+    if (l->u.conv.dh <= 0 || l->u.conv.dw <= 0)
+        return LERR("dilation must be positive, got %dx%d", l->u.conv.dh, l->u.conv.dw);
     if (l->u.conv.kh <= 0 || l->u.conv.kw <= 0)
         return LERR("kernel must be positive, got %dx%d", l->u.conv.kh, l->u.conv.kw);
     if (l->u.conv.sh <= 0 || l->u.conv.sw <= 0)
@@ -150,8 +161,16 @@ static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
     return o;
 }
 
-static int pool_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
-    vd_layer *l = &net->layers[i];
+/* A windowed pool built in code may leave the stride 0: the kernel's, as
+ * pool_parse's default. Adaptive and global pools have no window. */
+static void pool_defaults(vd_layer *l) {
+    if (l->u.pool.global || l->u.pool.out_h > 0 || l->u.pool.out_w > 0) return;
+    if (l->u.pool.sh <= 0) l->u.pool.sh = l->u.pool.kh;
+    if (l->u.pool.sw <= 0) l->u.pool.sw = l->u.pool.kw;
+}
+
+static int pool_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+    const vd_layer *l = &net->layers[i];
     int c, h, w;
     vd_net_in_shape(net, l->in[0], &c, &h, &w);
     if (l->u.pool.global) { *oh = *ow = 1; return VD_OK; }
@@ -163,8 +182,9 @@ static int pool_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow,
     }
     if (l->u.pool.kh <= 0 || l->u.pool.kw <= 0)
         return LERR("kernel must be positive, got %dx%d", l->u.pool.kh, l->u.pool.kw);
-    if (l->u.pool.sh <= 0) l->u.pool.sh = l->u.pool.kh;
-    if (l->u.pool.sw <= 0) l->u.pool.sw = l->u.pool.kw;
+    /* positive after pool_defaults unless the net changed since: pool_out divides */
+    if (l->u.pool.sh <= 0 || l->u.pool.sw <= 0)
+        return LERR("stride must be positive, got %dx%d", l->u.pool.sh, l->u.pool.sw);
     if (l->u.pool.ph < 0 || l->u.pool.pw < 0) return LERR("pad must not be negative");
     if (2 * (int64_t)l->u.pool.ph > l->u.pool.kh || 2 * (int64_t)l->u.pool.pw > l->u.pool.kw)
         return LERR("pad must be at most half the kernel (as in PyTorch)");
@@ -212,7 +232,7 @@ static int lrn_parse(vd_layer *l, const vd_spec_keys *k) {
     return k->get_float(k, "k", 0, true, 1e30, false, "positive", &l->u.lrn.k);
 }
 
-static int lrn_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int lrn_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     const vd_layer *l = &net->layers[i];
     if (l->u.lrn.size <= 0) return LERR("size must be positive");
     return VD_OK;
@@ -235,11 +255,10 @@ static int bn_parse(vd_layer *l, const vd_spec_keys *k) {
     return k->get_float(k, "momentum", 0, true, 1, false, "in (0, 1]", &l->u.bn.momentum);
 }
 
-static int bn_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
-    vd_layer *l = &net->layers[i];
+/* A layer built in code may leave eps and momentum 0: bn_parse's defaults. */
+static void bn_defaults(vd_layer *l) {
     if (!(l->u.bn.eps > 0)) l->u.bn.eps = 1e-5f;
     if (!(l->u.bn.momentum > 0)) l->u.bn.momentum = 0.1f;
-    return VD_OK;
 }
 
 static int bn_params(vd_net *net, int i, vd_err *e) {
@@ -272,7 +291,7 @@ static int fc_parse(vd_layer *l, const vd_spec_keys *k) {
     return k->get_bool(k, "bias", &l->u.fc.bias);
 }
 
-static int fc_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int fc_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     const vd_layer *l = &net->layers[i];
     if (l->u.fc.out <= 0) return LERR("out must be positive, got %d", l->u.fc.out);
     *oc = l->u.fc.out; *oh = *ow = 1;
@@ -306,7 +325,7 @@ static int dropout_parse(vd_layer *l, const vd_spec_keys *k) {
     return k->get_float(k, "p", 0, false, 1, true, "in [0, 1)", &l->u.dropout.p);
 }
 
-static int dropout_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int dropout_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     const vd_layer *l = &net->layers[i];
     if (!(l->u.dropout.p >= 0 && l->u.dropout.p < 1))
         return LERR("p must be in [0, 1), got %g", (double)l->u.dropout.p);
@@ -315,13 +334,13 @@ static int dropout_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *
 
 /* ------------------------------------------------------------------ flatten, add, concat */
 
-static int flatten_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int flatten_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     *oc = *oc * *oh * *ow;
     *oh = *ow = 1;
     return VD_OK;
 }
 
-static int add_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int add_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     const vd_layer *l = &net->layers[i];
     int c, h, w;
     vd_net_in_shape(net, l->in[0], &c, &h, &w);
@@ -340,7 +359,7 @@ static double add_flops(const vd_net *net, int i) {
     return (double)l->c * l->h * l->w * (l->n_in - 1);
 }
 
-static int concat_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int concat_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     const vd_layer *l = &net->layers[i];
     int c, h, w;
     vd_net_in_shape(net, l->in[0], &c, &h, &w);
@@ -359,7 +378,7 @@ static int concat_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *o
 
 /* ------------------------------------------------------------------ loss */
 
-static int xent_infer(vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
+static int xent_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_t *ow, vd_err *e) {
     const vd_layer *l = &net->layers[i];
     int64_t n = *oc * *oh * *ow;
     if (n != net->classes)
@@ -393,13 +412,13 @@ static const char *const NO_KEYS[] = {NULL};
 const vd_op_info vd_op_table[] = {
     [VD_OP_CONV] = {.name = "conv", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
                     .has_params = true, .recomputable = true, .keys = CONV_KEYS,
-                    .parse = conv_parse, .infer = conv_infer, .flops = conv_flops,
-                    .params = conv_params},
+                    .parse = conv_parse, .defaults = conv_defaults, .infer = conv_infer,
+                    .flops = conv_flops, .params = conv_params},
     /* Exact per layer: pool_bwd_reads (max reads x, average nothing). */
     [VD_OP_POOL] = {.name = "pool", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
                     .recomputable = true, .keys = POOL_KEYS,
-                    .parse = pool_parse, .infer = pool_infer, .flops = pool_flops,
-                    .bwd_reads = pool_bwd_reads},
+                    .parse = pool_parse, .defaults = pool_defaults, .infer = pool_infer,
+                    .flops = pool_flops, .bwd_reads = pool_bwd_reads},
     [VD_OP_RELU] = {.name = "relu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_y = true,
                     .can_inplace = true, .recomputable = true, .keys = NO_KEYS, .flops = flops_out},
     /* backward recomputes the scale from x (both backends) */
@@ -410,7 +429,7 @@ const vd_op_info vd_op_table[] = {
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
                          .bwd_needs_x = true, .has_params = true, .step_counter = true,
                          .keys = BN_KEYS,
-                         .parse = bn_parse, .infer = bn_infer, .flops = flops_out4,
+                         .parse = bn_parse, .defaults = bn_defaults, .flops = flops_out4,
                          .params = bn_params, .aux_bytes = bn_aux_bytes},
     [VD_OP_FC] = {.name = "fc", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
                   .has_params = true, .recomputable = true, .keys = FC_KEYS, .parse = fc_parse,

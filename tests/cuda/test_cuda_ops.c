@@ -385,7 +385,7 @@ END_TEST
 int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const float *dy, float *dx,
                           float beta, int path, const int tile[3], vd_err *e);
 
-/* PyTorch's output length (as the CPU backend's pool_len). */
+/* PyTorch's output length (as the op table's pool_out, src/net/ops.c). */
 static int pb_len(int in, int k, int s, int p, bool ceil_mode) {
     int o = (ceil_mode ? (in + 2 * p - k + s - 1) / s : (in + 2 * p - k) / s) + 1;
     if (ceil_mode && (o - 1) * s >= in + p) o--;

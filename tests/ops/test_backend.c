@@ -294,6 +294,74 @@ START_TEST(algos_and_aux) {
 }
 END_TEST
 
+/* The shape check at layer_setup runs each layer's infer from the op table
+ * on the finalized net. A net of every op (pool windowed with ceil_mode,
+ * adaptive and global) passes; any stored dimension of any layer, changed
+ * by one, fails it with VD_EINTERNAL naming that layer; so do fields that
+ * infer refuses (a stride of 0 would divide by zero). Fields left 0 in
+ * code got their op's defaults at finalize (vd_op_info.defaults). */
+START_TEST(shape_check_runs_infer) {
+    vd_net net;
+    t_net_begin(&net, 4, 9, 9);
+    int cv = vdt_add(&net, vdt_conv(-1, 6, 3, 3, 1, 1, 1, 1, 0, 0, 2, true));   /* 6x9x9 */
+    vd_layer bn = vdt_simple(cv, VD_OP_BATCHNORM);
+    bn.u.bn.eps = bn.u.bn.momentum = 0;
+    int b = vdt_add(&net, bn);
+    int r = vdt_add(&net, vdt_simple(b, VD_OP_RELU));
+    vd_layer lrn = vdt_simple(r, VD_OP_LRN);
+    lrn.u.lrn.size = 3; lrn.u.lrn.alpha = 1e-4f; lrn.u.lrn.beta = 0.75f; lrn.u.lrn.k = 2.0f;
+    int ln = vdt_add(&net, lrn);
+    int g = vdt_add(&net, vdt_simple(ln, VD_OP_GELU));
+    /* stride 0: the kernel's; ceil_mode: (9 + 2 - 3) / 3 rounded up, + 1 = 4 (floor: 3) */
+    int pm = vdt_add(&net, vdt_pool(g, VD_POOL_MAX, 3, 3, 0, 0, 1, 1, true));
+    int pa = vdt_add(&net, vdt_adaptive(g, VD_POOL_AVG, 4, 4, false));
+    int cat = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 2, (const int[]){ pm, pa }));  /* 12x4x4 */
+    int d = vdt_add(&net, vdt_simple(cat, VD_OP_DROPOUT));
+    int fl = vdt_add(&net, vdt_simple(d, VD_OP_FLATTEN));                        /* 192 */
+    vd_layer fc = vdt_simple(fl, VD_OP_FC);
+    fc.u.fc.out = 3;
+    int f1 = vdt_add(&net, fc);
+    int gp = vdt_add(&net, vdt_adaptive(d, VD_POOL_AVG, 0, 0, true));             /* 12x1x1 */
+    fc.in[0] = gp;
+    int f2 = vdt_add(&net, fc);
+    int sum = vdt_add(&net, vdt_multi(VD_OP_ADD, 2, (const int[]){ f1, f2 }));
+    vdt_finish(&net, sum);
+    const vd_layer *L = net.layers;
+    ck_assert(L[cv].u.conv.dh == 1 && L[cv].u.conv.dw == 1);
+    ck_assert(L[b].u.bn.eps == 1e-5f && L[b].u.bn.momentum == 0.1f);
+    ck_assert(L[pm].u.pool.sh == 3 && L[pm].u.pool.sw == 3);
+    ck_assert(L[pm].c == 6 && L[pm].h == 4 && L[pm].w == 4);
+    ck_assert(L[fl].c == 192 && L[net.n_layers - 1].c == 3);
+    ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), 0);
+
+    for (int i = 0; i < net.n_layers; i++) {
+        int *dims[3] = { &net.layers[i].c, &net.layers[i].h, &net.layers[i].w };
+        char name[VD_NAME_MAX + 16];
+        snprintf(name, sizeof name, "layer '%s'", net.layers[i].name);
+        for (int k = 0; k < 3; k++) {
+            (*dims[k])++;
+            ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), VD_EINTERNAL);
+            ck_assert_msg(strstr(e.msg, name), "%s, dim %d: %s", name, k, e.msg);
+            (*dims[k])--;
+        }
+    }
+    ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), 0);
+
+    net.layers[cv].u.conv.groups = 4;   /* does not divide out = 6 */
+    ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), VD_EINTERNAL);
+    ck_assert_msg(strstr(e.msg, "layer 'l0'") && strstr(e.msg, "groups"), "%s", e.msg);
+    net.layers[cv].u.conv.groups = 2;
+    net.layers[pm].u.pool.sh = 0;
+    ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), VD_EINTERNAL);
+    ck_assert_msg(strstr(e.msg, "stride must be positive"), "%s", e.msg);
+    net.layers[pm].u.pool.sh = 3;
+    net.layers[pm].u.pool.ceil_mode = false;   /* 3x3 now: the stored 4x4 disagrees */
+    ck_assert_int_eq(be->layer_setup(be, &net, 2, VD_MATH_FP32, true, &e), VD_EINTERNAL);
+    ck_assert_msg(strstr(e.msg, "4x4, the op table computes 6x3x3") != NULL, "%s", e.msg);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ op table */
 
 static bool refuse_lrn(vd_backend *b, vd_op op, vd_math math) { return op != VD_OP_LRN; }
@@ -429,6 +497,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, queue_growth), queue_growth);
     tcase_add_test(case_of(s, event_elapsed_and_errors), event_elapsed_and_errors);
     tcase_add_test(case_of(s, algos_and_aux), algos_and_aux);
+    tcase_add_test(case_of(s, shape_check_runs_infer), shape_check_runs_infer);
     tcase_add_test(case_of(s, supports_op_checked_at_setup), supports_op_checked_at_setup);
     tcase_add_test(case_of(s, bwd_reads_from_table), bwd_reads_from_table);
     tcase_add_test(case_of(s, sgd_matches_torch), sgd_matches_torch);

@@ -21,8 +21,10 @@ vd_cpu_shape vd_cpu_in_shape(const vd_net *net, int layer, int k);
 /* c*h*w as int64. */
 static inline int64_t vd_cpu_numel(vd_cpu_shape s) { return (int64_t)s.c * s.h * s.w; }
 
-/* Check that the output shape the net recorded for `layer` is the one this
- * backend computes from the layer's parameters; VD_EINTERNAL if not. */
+/* Check `layer`'s structure (op, input count, inputs earlier layers) and
+ * that the output shape the net recorded is the one its op table entry's
+ * infer computes from the layer's fields; VD_EINTERNAL naming the layer if
+ * not (an infer error too). */
 int vd_cpu_check_shape(const vd_net *net, int layer, vd_err *e);
 
 /* Scratch bytes conv algorithm `algo` needs for `layer` (fwd and bwd max). */

@@ -20,80 +20,35 @@ vd_cpu_shape vd_cpu_in_shape(const vd_net *net, int layer, int k) {
     return (vd_cpu_shape){l->c, l->h, l->w};
 }
 
-/* PyTorch's pooling output length (ceil_mode drops a window that would start
- * in the right padding). */
-static int64_t pool_len(int64_t in, int k, int s, int p, bool ceil_mode) {
-    int64_t span = in + 2 * (int64_t)p - k;
-    if (span < 0 || s <= 0) return 0;
-    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-    if (ceil_mode && (o - 1) * s >= in + p) o--;
-    return o;
-}
-
-static bool pool_adaptive(const vd_layer *l) {
-    return l->u.pool.global || l->u.pool.out_h > 0 || l->u.pool.out_w > 0;
-}
-
 int vd_cpu_check_shape(const vd_net *net, int layer, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     if ((unsigned)l->op >= VD_OP_COUNT)
         return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
-    if (l->n_in < 1 || l->n_in > VD_MAX_INPUTS)
+    const vd_op_info *info = &vd_op_table[l->op];
+    if (l->n_in < info->min_inputs || l->n_in > info->max_inputs)
         return vd_errf(e, VD_EINTERNAL, "layer '%s': %d inputs", l->name, l->n_in);
     for (int k = 0; k < l->n_in; k++)
         if (l->in[k] < -1 || l->in[k] >= layer)
             return vd_errf(e, VD_EINTERNAL, "layer '%s': input %d is not an earlier layer", l->name, k);
+    /* the shape the op table computes from the layer's fields and its
+     * inputs' stored shapes (an op without infer keeps its input's) */
     vd_cpu_shape in = vd_cpu_in_shape(net, layer, 0);
     int64_t c = in.c, h = in.h, w = in.w;
-    switch (l->op) {
-    case VD_OP_CONV: {
-        int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-        int dh = l->u.conv.dh > 0 ? l->u.conv.dh : 1, dw = l->u.conv.dw > 0 ? l->u.conv.dw : 1;
-        if (l->u.conv.sh <= 0 || l->u.conv.sw <= 0 || in.c % g || l->u.conv.out % g)
-            return vd_errf(e, VD_EINTERNAL, "layer '%s': bad conv stride/groups", l->name);
-        c = l->u.conv.out;
-        h = (in.h + 2 * (int64_t)l->u.conv.ph - ((int64_t)dh * (l->u.conv.kh - 1) + 1)) / l->u.conv.sh + 1;
-        w = (in.w + 2 * (int64_t)l->u.conv.pw - ((int64_t)dw * (l->u.conv.kw - 1) + 1)) / l->u.conv.sw + 1;
-        break;
-    }
-    case VD_OP_POOL:
-        if (l->u.pool.global) h = w = 1;
-        else if (pool_adaptive(l)) { h = l->u.pool.out_h; w = l->u.pool.out_w; }
-        else {
-            h = pool_len(in.h, l->u.pool.kh, l->u.pool.sh, l->u.pool.ph, l->u.pool.ceil_mode);
-            w = pool_len(in.w, l->u.pool.kw, l->u.pool.sw, l->u.pool.pw, l->u.pool.ceil_mode);
-        }
-        break;
-    case VD_OP_FC: c = l->u.fc.out; h = w = 1; break;
-    case VD_OP_FLATTEN: c = vd_cpu_numel(in); h = w = 1; break;
-    case VD_OP_SOFTMAX_XENT: c = vd_cpu_numel(in); h = w = 1; break;
-    case VD_OP_ADD:
-        for (int k = 1; k < l->n_in; k++) {
-            vd_cpu_shape s = vd_cpu_in_shape(net, layer, k);
-            if (s.c != in.c || s.h != in.h || s.w != in.w)
-                return vd_errf(e, VD_EINTERNAL, "layer '%s': add inputs differ in shape", l->name);
-        }
-        break;
-    case VD_OP_CONCAT:
-        c = 0;
-        for (int k = 0; k < l->n_in; k++) {
-            vd_cpu_shape s = vd_cpu_in_shape(net, layer, k);
-            if (s.h != in.h || s.w != in.w)
-                return vd_errf(e, VD_EINTERNAL, "layer '%s': concat inputs differ in h/w", l->name);
-            c += s.c;
-        }
-        break;
-    default:   /* the rest keep their input's shape */
-        break;
-    }
+    vd_err ie = { 0 };
+    if (info->infer && info->infer(net, layer, &c, &h, &w, &ie))
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: %s", ie.msg);
     if (c != l->c || h != l->h || w != l->w || c <= 0 || h <= 0 || w <= 0)
         return vd_errf(e, VD_EINTERNAL,
-                       "layer '%s': net says output %dx%dx%d, cpu backend computes %lldx%lldx%lld",
+                       "layer '%s': net says output %dx%dx%d, the op table computes %lldx%lldx%lld",
                        l->name, l->c, l->h, l->w, (long long)c, (long long)h, (long long)w);
     return VD_OK;
 }
 
 /* ------------------------------------------------------------------ pool */
+
+static bool pool_adaptive(const vd_layer *l) {
+    return l->u.pool.global || l->u.pool.out_h > 0 || l->u.pool.out_w > 0;
+}
 
 /* Window [*a, *b) of output index o along one axis, and its size for the
  * average's divisor. Adaptive (and global = adaptive 1): PyTorch's
