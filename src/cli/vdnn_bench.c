@@ -393,7 +393,7 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
             memcpy(vd_exec_next_labels(ex), b->labels, (size_t)b->batch * sizeof(int32_t));
         }
     }
-    float lr = b->net.train.lr > 0 ? b->net.train.lr : VD_DEFAULT_LR, loss = 0;
+    float lr = b->net.train.lr, loss = 0;   /* vd_config_resolve's */
     int64_t it = 0;
     for (int64_t k = 0; k < o->warmup && !rc; k++) {
         vd_exec_next_ready(ex);
@@ -776,98 +776,105 @@ static void print_table(const bench *b) {
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* The spec, the resolved setup, the outputs checked, the session open. */
+static int set_up(bench *b, const opts *o, vd_err *e) {
+    int rc = vd_spec_load(o->c.spec, &b->net, e);
+    if (rc) return rc;
+    if (o->c.has_seed) b->net.train.seed = (uint64_t)o->c.seed;
+    /* batch, backend, profile source, ... (config/config.h) */
+    if ((rc = vd_config_resolve(&o->c.cfg, &b->net, false, &b->run, e))) return rc;
+    /* SIGINT, SIGTERM, SIGHUP: the setup and the sweep stop at their next
+     * check (exit 128 + the signal); no output is written then */
+    b->run.session.backend_opts.stop = vd_cli_catch_stop();
+    b->batch = b->run.batch;
+    /* the outputs are written after the sweep: check them before it */
+    const char *outs[][2] = { { "--csv", o->csv }, { "--json", o->json }, { "--plot", o->plot } };
+    vd_run_path rp[3];
+    for (int k = 0; k < 3; k++)
+        rp[k] = (vd_run_path){ .flag = outs[k][0], .path = outs[k][1], .output = true };
+    if ((rc = vd_cli_check_paths(&o->c, rp, 3, e))) return rc;
+    for (int k = 0; k < 3; k++)
+        if (outs[k][1] && (rc = vd_output_check(outs[k][1], e))) {
+            vd_err_prefix(e, "%s", outs[k][0]);
+            return rc;
+        }
+    progress(b, "setting up %s at batch %d and %s the profile...", b->net.name, b->batch,
+             o->c.cfg.profile ? "loading" : "making");
+    rc = vd_session_open(&b->ses, &b->net, b->batch, &b->run.session, e);
+    b->have_ses = rc == VD_OK;
+    if (!rc) rc = vd_cli_stop_check("after profiling", e);
+    if (rc) return rc;
+    if (b->ses.backend_why)
+        progress(b, "backend %s (auto: %s)", b->ses.be->name, b->ses.backend_why);
+    progress(b, "profile %s (%s, %.1f s)", b->ses.prof.source, b->ses.prof_how, b->ses.prof_s);
+    vd_cli_note_raised(&b->ses, PROG, o->c.quiet);
+    return VD_OK;
+}
+
+/* Every budget x policy point. A point that fails is a row saying why; the
+ * sweep goes on, and *n_failed counts them, the first one's error in
+ * *point_rc and *pe. Returns what stops the sweep (a stop signal, memory). */
+static int sweep(bench *b, const opts *o, int *n_failed, int *point_rc, vd_err *pe, vd_err *e) {
+    int rc;
+    if ((rc = min_budgets(b, e)) || (rc = make_budgets(b, e)) || (rc = make_inputs(b, e)))
+        return rc;
+    char m[32], p[32], q[32];
+    progress(b, "%d budget%s x %d polic%s: %s .. %s (none's peak %s)", b->n_budgets,
+             b->n_budgets == 1 ? "" : "s", o->n_pol, o->n_pol == 1 ? "y" : "ies",
+             vd_fmt_bytes(b->budgets[0], m, sizeof m),
+             vd_fmt_bytes(b->budgets[b->n_budgets - 1], q, sizeof q),
+             vd_fmt_bytes(b->none_peak, p, sizeof p));
+    b->n_pts = b->n_budgets * o->n_pol;
+    b->pts = vd_calloc((size_t)b->n_pts, sizeof *b->pts, e);
+    if (!b->pts) return VD_ENOMEM;
+    for (int i = 0; i < b->n_pts; i++) {
+        if ((rc = vd_cli_stop_check("during the sweep", e))) return rc;
+        point *pt = &b->pts[i];
+        pt->budget = b->budgets[i / o->n_pol];
+        pt->policy = o->pol[i % o->n_pol];
+        vd_err err = {0};
+        int prc = run_point(b, pt, i, &err);
+        if (prc && !*n_failed) {
+            *point_rc = prc;
+            *pe = err;
+        }
+        *n_failed += prc != 0;
+    }
+    return VD_OK;
+}
+
+/* The table on stdout, then --csv, --json, --plot. */
+static int write_outputs(const bench *b, const opts *o, vd_err *e) {
+    print_table(b);
+    int rc;
+    if (o->csv && (rc = vd_write_stream_atomic(o->csv, csv_writer, b, e))) return rc;
+    if (o->json && (rc = write_json(o->json, b, e))) return rc;
+    if (o->plot && (rc = vd_write_stream_atomic(o->plot, svg_writer, b, e))) return rc;
+    if (o->csv) progress(b, "wrote %s", o->csv);
+    if (o->json) progress(b, "wrote %s", o->json);
+    if (o->plot) progress(b, "wrote %s", o->plot);
+    return VD_OK;
+}
+
 int main(int argc, char **argv) {
     opts o;
     vd_err e = {0};
     int rc = parse_args(argc, argv, &o, &e);
     if (rc < 0) return 0;
     if (rc) return vd_cli_fail(PROG, &e);
-
     bench b;
     memset(&b, 0, sizeof b);
-    int first_rc = 0, n_failed = 0;
-    vd_err first_err = {0};
     b.o = &o;
     vd_net_init(&b.net);
-    rc = vd_spec_load(o.c.spec, &b.net, &e);
-    if (rc) goto out;
-    vd_train_cfg *tc = &b.net.train;
-    if (o.c.has_seed) tc->seed = (uint64_t)o.c.seed;
-    /* batch, backend, profile source, ... (config/config.h) */
-    if ((rc = vd_config_resolve(&o.c.cfg, &b.net, false, &b.run, &e))) goto out;
-    /* SIGINT, SIGTERM, SIGHUP: the setup and the sweep stop at their next
-     * check (exit 128 + the signal); no output is written then */
-    b.run.session.backend_opts.stop = vd_cli_catch_stop();
-    b.batch = b.run.batch;
-    /* the outputs are written after the sweep: check them before it */
-    {
-        const char *outs[][2] = { { "--csv", o.csv }, { "--json", o.json }, { "--plot", o.plot } };
-        vd_run_path rp[3];
-        for (int k = 0; k < 3; k++)
-            rp[k] = (vd_run_path){ .flag = outs[k][0], .path = outs[k][1], .output = true };
-        if ((rc = vd_cli_check_paths(&o.c, rp, 3, &e))) goto out;
-        for (int k = 0; k < 3; k++)
-            if (outs[k][1] && (rc = vd_output_check(outs[k][1], &e))) {
-                vd_err_prefix(&e, "%s", outs[k][0]);
-                goto out;
-            }
-    }
-
-    progress(&b, "setting up %s at batch %d and %s the profile...", b.net.name, b.batch,
-             o.c.cfg.profile ? "loading" : "making");
-    rc = vd_session_open(&b.ses, &b.net, b.batch, &b.run.session, &e);
-    b.have_ses = rc == VD_OK;
-    if (!rc) rc = vd_cli_stop_check("after profiling", &e);
-    if (rc) goto out;
-    if (b.ses.backend_why)
-        progress(&b, "backend %s (auto: %s)", b.ses.be->name, b.ses.backend_why);
-    progress(&b, "profile %s (%s, %.1f s)", b.ses.prof.source, b.ses.prof_how, b.ses.prof_s);
-    vd_cli_note_raised(&b.ses, PROG, b.o->c.quiet);
-
-    if ((rc = min_budgets(&b, &e))) goto out;
-    if ((rc = make_budgets(&b, &e))) goto out;
-    if ((rc = make_inputs(&b, &e))) goto out;
-    {
-        char m[32], p[32], q[32];
-        progress(&b, "%d budget%s x %d polic%s: %s .. %s (none's peak %s)", b.n_budgets,
-                 b.n_budgets == 1 ? "" : "s", o.n_pol, o.n_pol == 1 ? "y" : "ies",
-                 vd_fmt_bytes(b.budgets[0], m, sizeof m),
-                 vd_fmt_bytes(b.budgets[b.n_budgets - 1], q, sizeof q),
-                 vd_fmt_bytes(b.none_peak, p, sizeof p));
-    }
-    b.n_pts = b.n_budgets * o.n_pol;
-    b.pts = vd_calloc((size_t)b.n_pts, sizeof *b.pts, &e);
-    if (!b.pts) { rc = VD_ENOMEM; goto out; }
-    for (int i = 0; i < b.n_budgets; i++)
-        for (int k = 0; k < o.n_pol; k++) {
-            if ((rc = vd_cli_stop_check("during the sweep", &e))) goto out;
-            point *pt = &b.pts[i * o.n_pol + k];
-            pt->budget = b.budgets[i];
-            pt->policy = o.pol[k];
-            vd_err pe = {0};
-            int prc = run_point(&b, pt, i * o.n_pol + k, &pe);
-            if (prc && !first_rc) {
-                first_rc = prc;
-                first_err = pe;
-            }
-            n_failed += prc != 0;
-        }
-
-    print_table(&b);
-    if (o.csv && (rc = vd_write_stream_atomic(o.csv, csv_writer, &b, &e))) goto out;
-    if (o.json && (rc = write_json(o.json, &b, &e))) goto out;
-    if (o.plot && (rc = vd_write_stream_atomic(o.plot, svg_writer, &b, &e))) goto out;
-    if (o.csv) progress(&b, "wrote %s", o.csv);
-    if (o.json) progress(&b, "wrote %s", o.json);
-    if (o.plot) progress(&b, "wrote %s", o.plot);
-    if (first_rc) {
-        rc = first_rc;
-        e = first_err;
+    int n_failed = 0, point_rc = 0;
+    vd_err point_err = {0};
+    if (!(rc = set_up(&b, &o, &e)) && !(rc = sweep(&b, &o, &n_failed, &point_rc, &point_err, &e)) &&
+        !(rc = write_outputs(&b, &o, &e)) && n_failed) {
+        rc = point_rc;
+        e = point_err;
         vd_err_prefix(&e, "%d point%s failed (their rows say why); the first", n_failed,
                       n_failed == 1 ? "" : "s");
     }
-
-out:
     vd_free(b.pts);
     vd_free(b.params);
     vd_free(b.x);
@@ -875,6 +882,5 @@ out:
     if (b.have_ses) vd_session_close(&b.ses);
     vd_net_free(&b.net);
     if (rc == VD_ESTOP) return vd_cli_stopped(PROG, &e);
-    if (rc) return vd_cli_fail(PROG, &e);
-    return 0;
+    return rc ? vd_cli_fail(PROG, &e) : 0;
 }

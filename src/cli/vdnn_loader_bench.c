@@ -213,101 +213,114 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
     return rc;
 }
 
-int main(int argc, char **argv) {
-    const char *spec = NULL, *data = NULL, *threads_s = NULL, *jpeg = NULL, *make = NULL;
-    int64_t batch = 0, batches = 8, seed = 1, count = 1536, quality = 90, w = 500, h = 375;
-    bool augment = false;
-    vd_dtype dt = VD_DT_F32;   /* --bf16, --fp16: the last one given */
-    vd_err e = { 0 };
+typedef struct opts {
+    const char *spec, *data, *make;
+    int64_t batch, batches, seed, count, quality, w, h;
+    bool augment;
+    vd_dtype dt;                /* --bf16, --fp16: the last one given */
+    bool has_jpeg;
+    vd_jpeg_decoder dec;        /* --jpeg */
+    int th[32], nth;            /* --threads, else 1, 2, 4, ... up to the default */
+} opts;
+
+/* --threads LIST: comma-separated counts. */
+static int parse_threads(const char *list, opts *o, vd_err *e) {
+    for (const char *p = list; *p;) {
+        char buf[16];
+        size_t len = strcspn(p, ",");
+        int64_t t = 0;
+        if (o->nth == (int)VD_ARRAY_LEN(o->th) || len == 0 || len >= sizeof buf)
+            return vd_errf(e, VD_EUSAGE, "--threads %s: a list of up to 32 counts, e.g. "
+                           "1,2,4,8", list);
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        int rc = parse_int("threads", buf, 1, 256, &t, e);
+        if (rc) return rc;
+        o->th[o->nth++] = (int)t;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return VD_OK;
+}
+
+static int parse_jpeg(const char *v, opts *o, vd_err *e) {
+    o->has_jpeg = true;
+    if (!strcmp(v, "turbo")) o->dec = VD_JPEG_TURBO;
+    else if (!strcmp(v, "turbo-full")) o->dec = VD_JPEG_TURBO_FULL;
+    else if (!strcmp(v, "stb")) o->dec = VD_JPEG_STB;
+    else return vd_errf(e, VD_EUSAGE, "--jpeg %s: expected turbo, turbo-full or stb", v);
+    return VD_OK;
+}
+
+/* Returns VD_OK, an error, or -1 after --help. */
+static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
+    *o = (opts){ .batches = 8, .seed = 1, .count = 1536, .quality = 90, .w = 500, .h = 375,
+                 .dt = VD_DT_F32, .dec = VD_JPEG_TURBO };
+    const char *threads = NULL, *jpeg = NULL;
     int rc = VD_OK;
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--augment")) augment = true;
-        else if (!strcmp(a, "--bf16")) dt = VD_DT_BF16;
-        else if (!strcmp(a, "--fp16")) dt = VD_DT_F16;
+        if (!strcmp(a, "--help")) { usage(stdout); return -1; }
+        else if (!strcmp(a, "--augment")) o->augment = true;
+        else if (!strcmp(a, "--bf16")) o->dt = VD_DT_BF16;
+        else if (!strcmp(a, "--fp16")) o->dt = VD_DT_F16;
         else if (a[0] != '-' || !a[1]) {
-            if (spec) rc = vd_errf(&e, VD_EUSAGE, "more than one NET.yaml ('%s', '%s')", spec, a);
-            spec = a;
-        } else if (!v) rc = vd_errf(&e, VD_EUSAGE, "%s needs a value", a);
+            if (o->spec) rc = vd_errf(e, VD_EUSAGE, "more than one NET.yaml ('%s', '%s')", o->spec, a);
+            o->spec = a;
+        } else if (!v) rc = vd_errf(e, VD_EUSAGE, "%s needs a value", a);
         else {
             i++;
-            if (!strcmp(a, "--data")) data = v;
-            else if (!strcmp(a, "--threads")) threads_s = v;
+            if (!strcmp(a, "--data")) o->data = v;
+            else if (!strcmp(a, "--threads")) threads = v;
             else if (!strcmp(a, "--jpeg")) jpeg = v;
-            else if (!strcmp(a, "--make-folder")) make = v;
-            else if (!strcmp(a, "--batch")) rc = parse_int("batch", v, 1, 1 << 20, &batch, &e);
-            else if (!strcmp(a, "--batches")) rc = parse_int("batches", v, 1, 1 << 30, &batches, &e);
-            else if (!strcmp(a, "--seed")) rc = parse_int("seed", v, 0, INT64_MAX, &seed, &e);
-            else if (!strcmp(a, "--count")) rc = parse_int("count", v, 1, 1 << 24, &count, &e);
-            else if (!strcmp(a, "--quality")) rc = parse_int("quality", v, 1, 100, &quality, &e);
+            else if (!strcmp(a, "--make-folder")) o->make = v;
+            else if (!strcmp(a, "--batch")) rc = parse_int("batch", v, 1, 1 << 20, &o->batch, e);
+            else if (!strcmp(a, "--batches")) rc = parse_int("batches", v, 1, 1 << 30, &o->batches, e);
+            else if (!strcmp(a, "--seed")) rc = parse_int("seed", v, 0, INT64_MAX, &o->seed, e);
+            else if (!strcmp(a, "--count")) rc = parse_int("count", v, 1, 1 << 24, &o->count, e);
+            else if (!strcmp(a, "--quality")) rc = parse_int("quality", v, 1, 100, &o->quality, e);
             else if (!strcmp(a, "--size")) {
                 int ww, hh;
                 char tail;
                 if (sscanf(v, "%dx%d%c", &ww, &hh, &tail) != 2 || ww < 1 || hh < 1 ||
                     ww > 16384 || hh > 16384)
-                    rc = vd_errf(&e, VD_EUSAGE, "--size needs WxH, e.g. 500x375 (got '%s')", v);
-                w = ww;
-                h = hh;
+                    rc = vd_errf(e, VD_EUSAGE, "--size needs WxH, e.g. 500x375 (got '%s')", v);
+                o->w = ww;
+                o->h = hh;
             } else {
-                rc = vd_errf(&e, VD_EUSAGE, "unknown option %s (see --help)", a);
+                rc = vd_errf(e, VD_EUSAGE, "unknown option %s (see --help)", a);
             }
         }
     }
-    if (rc) return vd_cli_fail(PROG, &e);
-    if (make) {
-        rc = make_folder(make, count, (int)w, (int)h, (int)quality, &e);
-        return rc ? vd_cli_fail(PROG, &e) : 0;
-    }
-    if (!spec) {
+    if (rc || o->make) return rc;
+    if (!o->spec) {
         usage(stderr);
-        return VD_EUSAGE;
+        return vd_errf(e, VD_EUSAGE, "missing NET.yaml");
     }
-    vd_jpeg_decoder dec = VD_JPEG_TURBO;
-    if (jpeg) {
-        if (!strcmp(jpeg, "turbo")) dec = VD_JPEG_TURBO;
-        else if (!strcmp(jpeg, "turbo-full")) dec = VD_JPEG_TURBO_FULL;
-        else if (!strcmp(jpeg, "stb")) dec = VD_JPEG_STB;
-        else {
-            vd_errf(&e, VD_EUSAGE, "--jpeg %s: expected turbo, turbo-full or stb", jpeg);
-            return vd_cli_fail(PROG, &e);
-        }
-    }
-    int th[32], nth = 0;
-    if (threads_s) {
-        const char *p = threads_s;
-        while (*p && !rc) {
-            char buf[16];
-            size_t len = strcspn(p, ",");
-            int64_t t = 0;
-            if (nth == (int)VD_ARRAY_LEN(th) || len == 0 || len >= sizeof buf) {
-                rc = vd_errf(&e, VD_EUSAGE, "--threads %s: a list of up to 32 counts, e.g. "
-                             "1,2,4,8", threads_s);
-                break;
-            }
-            memcpy(buf, p, len);
-            buf[len] = 0;
-            rc = parse_int("threads", buf, 1, 256, &t, &e);
-            if (!rc) th[nth++] = (int)t;
-            p += len;
-            if (*p == ',') p++;
-        }
-    } else {
-        int max = vd_loader_default_threads();
-        for (int t = 1; t < max; t *= 2) th[nth++] = t;
-        th[nth++] = max;
-    }
-    if (rc) return vd_cli_fail(PROG, &e);
+    if (jpeg && (rc = parse_jpeg(jpeg, o, e))) return rc;
+    if (threads) return parse_threads(threads, o, e);
+    int max = vd_loader_default_threads();
+    for (int t = 1; t < max; t *= 2) o->th[o->nth++] = t;
+    o->th[o->nth++] = max;
+    return VD_OK;
+}
 
+int main(int argc, char **argv) {
+    opts o;
+    vd_err e = { 0 };
+    int rc = parse_args(argc, argv, &o, &e);
+    if (rc < 0) return 0;
+    if (!rc && o.make) rc = make_folder(o.make, o.count, (int)o.w, (int)o.h, (int)o.quality, &e);
+    if (rc || o.make) return rc ? vd_cli_fail(PROG, &e) : 0;
     vd_net net;
     vd_net_init(&net);
     vd_dataset *ds = NULL;
-    rc = vd_spec_load(spec, &net, &e);
-    int b = batch ? (int)batch : net.train.batch > 0 ? net.train.batch : 64;
-    if (!rc) rc = vd_data_open(data, &net, b, (uint64_t)seed, augment, &ds, &e);
-    if (!rc && jpeg) rc = vd_data_set_jpeg_decoder(ds, dec, &e);
-    if (!rc) rc = bench(&net, ds, b, th, nth, batches, (uint64_t)seed, dt, &e);
+    rc = vd_spec_load(o.spec, &net, &e);
+    int b = o.batch ? (int)o.batch : net.train.batch > 0 ? net.train.batch : 64;
+    if (!rc) rc = vd_data_open(o.data, &net, b, (uint64_t)o.seed, o.augment, &ds, &e);
+    if (!rc && o.has_jpeg) rc = vd_data_set_jpeg_decoder(ds, o.dec, &e);
+    if (!rc) rc = bench(&net, ds, b, o.th, o.nth, o.batches, (uint64_t)o.seed, o.dt, &e);
     vd_data_close(&ds);
     vd_net_free(&net);
     return rc ? vd_cli_fail(PROG, &e) : 0;

@@ -379,6 +379,100 @@ static json_t *card_answer_json(const vd_config_run *run, const vd_net *net, con
     return o;
 }
 
+/* What one vdnn-plan run holds. */
+typedef struct job {
+    vd_net net;
+    vd_config_run run;
+    vd_session ses;             /* run.use_backend */
+    vd_profile mprof;           /* a device model's (or --profile's) profile */
+    const vd_profile *prof;     /* the one planned with */
+    vd_plan plan;
+} job;
+
+/* The profile: a backend's session, or a device model's; and the budget. */
+static int get_profile(job *j, vd_err *e) {
+    vd_config_run *run = &j->run;
+    int rc;
+    if (run->use_backend) {
+        rc = vd_session_open(&j->ses, &j->net, run->batch, &run->session, e);
+        if (!rc) rc = vd_cli_stop_check("after profiling", e);
+        if (rc) return rc;
+        j->prof = &j->ses.prof;
+        vd_config_budget(run, &j->ses, NULL);
+        return VD_OK;
+    }
+    if ((rc = vd_config_model_profile(run, &j->net, &j->mprof, e))) return rc;
+    if (run->session.profile_out && (rc = vd_profile_save(run->session.profile_out, &j->mprof, e)))
+        return rc;
+    j->prof = &j->mprof;
+    vd_config_budget(run, NULL, j->prof);
+    return VD_OK;
+}
+
+/* The plan vdnn-train makes (vd_session_plan with a backend), printed as a
+ * table or JSON, with --trace; a plan over the budget is shown, then its
+ * VD_EBUDGET returned. */
+static int plan_and_print(job *j, const opts *o, vd_err *e) {
+    vd_config_run *run = &j->run;
+    vd_plan *plan = &j->plan;
+    vd_err pe = {0};
+    vd_cli_plan_progress(&run->plan, PROG, o->c.quiet);
+    int rc, prc = run->use_backend ? vd_session_plan(&j->ses, &run->plan, plan, &pe)
+                                   : vd_plan_build(&j->net, j->prof, &run->plan, plan, &pe);
+    if (prc && prc != VD_EBUDGET) { *e = pe; return prc; }
+    if ((rc = vd_cli_stop_check("while planning", e))) return rc;
+    if (plan->steps && run->dp &&
+        (rc = vd_plan_dp(plan, &j->net, j->prof, run->ranks, 0, e)))
+        return rc;
+    /* an explicit --gpu-model card: the answer for it (fits, speed, PCIe
+     * bytes; else the largest batch that fits) */
+    card_answer ans;
+    bool answer = o->c.cfg.gpu_model && run->card && !run->use_backend &&
+                  (prc == VD_OK || (prc == VD_EBUDGET && plan->steps));
+    if (answer && (rc = card_answer_make(run, &j->net, plan, prc == VD_OK, &ans, e))) return rc;
+    if (plan->steps) {   /* VD_EBUDGET before planning leaves no plan to show */
+        if (!o->json) print_dp(plan);
+        if (o->json) {
+            json_t *js = vd_plan_json(plan, &j->net, NULL);
+            bool ok = js != NULL;
+            if (ok && answer) vd_json_set(js, "gpu_model", card_answer_json(run, &j->net, &ans), &ok);
+            rc = ok ? vd_json_write(stdout, js, e)
+                    : vd_errf(e, VD_ENOMEM, "out of memory writing the plan as JSON");
+            json_decref(js);
+        } else {
+            rc = vd_plan_write_table(stdout, plan, &j->net, e);
+            if (!rc && answer) card_answer_print(run, &j->net, &ans);
+        }
+        if (!rc && o->trace) rc = vd_plan_write_trace(o->trace, plan, &j->net, j->prof, e);
+        if (rc) return rc;
+    }
+    if ((rc = flush_stdout(e))) return rc;
+    if (prc) *e = pe;
+    return prc;
+}
+
+static int run_job(job *j, const opts *o, vd_err *e) {
+    vd_run_path rp = { .flag = "--trace", .path = o->trace, .output = true };
+    int rc = vd_cli_check_paths(&o->c, &rp, 1, e);
+    if (rc) return rc;
+    /* SIGINT, SIGTERM, SIGHUP: profiling and the plan searches stop at their
+     * next check (exit 128 + the signal), nothing half written */
+    volatile sig_atomic_t *stop = vd_cli_catch_stop();
+    if ((rc = vd_spec_load(o->c.spec, &j->net, e))) return rc;
+    /* batch, profile source, policy, budget: as vdnn-train (config/config.h) */
+    if ((rc = vd_config_resolve(&o->c.cfg, &j->net, true, &j->run, e))) return rc;
+    j->run.session.backend_opts.stop = stop;
+    if (o->want_summary) {
+        rc = vd_summary_write(stdout, &j->net, j->run.batch, o->json, e);
+        return rc ? rc : flush_stdout(e);
+    }
+    if ((rc = get_profile(j, e))) return rc;
+    if (!o->want_min) return plan_and_print(j, o, e);
+    vd_cli_plan_progress(&j->run.plan, PROG, o->c.quiet);
+    rc = print_min_budgets(&j->net, j->prof, &j->run.plan, o->json, e);
+    return rc ? rc : flush_stdout(e);
+}
+
 int main(int argc, char **argv) {
     /* The auto search builds and frees thousands of plans of the same sizes:
      * keep the freed heap (no trim, no per-plan mmap) instead of returning
@@ -396,89 +490,13 @@ int main(int argc, char **argv) {
         if (!rc) rc = flush_stdout(&e);
         return rc ? vd_cli_fail(PROG, &e) : 0;
     }
-
-    vd_net net;
-    vd_net_init(&net);
-    vd_session ses;
-    memset(&ses, 0, sizeof ses);
-    vd_profile mprof = {0};
-    vd_plan plan;
-    memset(&plan, 0, sizeof plan);
-    vd_err pe = {0};
-    int prc = VD_OK;
-    vd_config_run run;
-    vd_run_path rp = { .flag = "--trace", .path = o.trace, .output = true };
-    if ((rc = vd_cli_check_paths(&o.c, &rp, 1, &e))) goto out;
-    /* SIGINT, SIGTERM, SIGHUP: profiling and the plan searches stop at their
-     * next check (exit 128 + the signal), nothing half written */
-    volatile sig_atomic_t *stop = vd_cli_catch_stop();
-    if ((rc = vd_spec_load(o.c.spec, &net, &e))) goto out;
-    /* batch, profile source, policy, budget: as vdnn-train (config/config.h) */
-    if ((rc = vd_config_resolve(&o.c.cfg, &net, true, &run, &e))) goto out;
-    run.session.backend_opts.stop = stop;
-    if (o.want_summary) {
-        if ((rc = vd_summary_write(stdout, &net, run.batch, o.json, &e))) goto out;
-        rc = flush_stdout(&e);
-        goto out;
-    }
-
-    const vd_profile *prof;
-    if (run.use_backend) {
-        rc = vd_session_open(&ses, &net, run.batch, &run.session, &e);
-        if (!rc) rc = vd_cli_stop_check("after profiling", &e);
-        if (rc) goto out;
-        prof = &ses.prof;
-        vd_config_budget(&run, &ses, NULL);
-    } else {
-        if ((rc = vd_config_model_profile(&run, &net, &mprof, &e))) goto out;
-        if (run.session.profile_out && (rc = vd_profile_save(run.session.profile_out, &mprof, &e)))
-            goto out;
-        prof = &mprof;
-        vd_config_budget(&run, NULL, prof);
-    }
-
-    if (o.want_min) {
-        vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
-        if ((rc = print_min_budgets(&net, prof, &run.plan, o.json, &e))) goto out;
-        rc = flush_stdout(&e);
-        goto out;
-    }
-
-    /* the plan vdnn-train makes: vd_session_plan with a backend */
-    vd_cli_plan_progress(&run.plan, PROG, o.c.quiet);
-    prc = run.use_backend ? vd_session_plan(&ses, &run.plan, &plan, &pe)
-                          : vd_plan_build(&net, prof, &run.plan, &plan, &pe);
-    if (prc && prc != VD_EBUDGET) { e = pe; rc = prc; goto out; }
-    if ((rc = vd_cli_stop_check("while planning", &e))) goto out;
-    if (plan.steps && run.dp && (rc = vd_plan_dp(&plan, &net, prof, run.ranks, 0, &e))) goto out;
-    /* an explicit --gpu-model card: the answer for it (fits, speed, PCIe
-     * bytes; else the largest batch that fits) */
-    card_answer ans;
-    bool answer = o.c.cfg.gpu_model && run.card && !run.use_backend &&
-                  (prc == VD_OK || (prc == VD_EBUDGET && plan.steps));
-    if (answer && (rc = card_answer_make(&run, &net, &plan, prc == VD_OK, &ans, &e))) goto out;
-    if (plan.steps) {   /* VD_EBUDGET before planning leaves no plan to show */
-        if (!o.json) print_dp(&plan);
-        if (o.json) {
-            json_t *j = vd_plan_json(&plan, &net, NULL);
-            bool ok = j != NULL;
-            if (ok && answer) vd_json_set(j, "gpu_model", card_answer_json(&run, &net, &ans), &ok);
-            rc = ok ? vd_json_write(stdout, j, &e)
-                    : vd_errf(&e, VD_ENOMEM, "out of memory writing the plan as JSON");
-            json_decref(j);
-        } else {
-            rc = vd_plan_write_table(stdout, &plan, &net, &e);
-            if (!rc && answer) card_answer_print(&run, &net, &ans);
-        }
-        if (!rc && o.trace) rc = vd_plan_write_trace(o.trace, &plan, &net, prof, &e);
-        if (rc) goto out;
-    }
-    if ((rc = flush_stdout(&e))) goto out;
-    if (prc) { e = pe; rc = prc; }
-out:
-    vd_plan_free(&plan);
-    vd_profile_free(&mprof);
-    vd_session_close(&ses);
-    vd_net_free(&net);
+    job j;
+    memset(&j, 0, sizeof j);
+    vd_net_init(&j.net);
+    rc = run_job(&j, &o, &e);
+    vd_plan_free(&j.plan);
+    vd_profile_free(&j.mprof);
+    vd_session_close(&j.ses);
+    vd_net_free(&j.net);
     return rc == VD_ESTOP ? vd_cli_stopped(PROG, &e) : rc ? vd_cli_fail(PROG, &e) : 0;
 }

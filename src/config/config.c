@@ -67,6 +67,7 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
                        r->ranks, r->ranks, r->ranks);
     r->batch = (int)(batch / r->ranks);
     if (c->has_math) net->train.math = c->math;   /* --math over train.math */
+    if (!(net->train.lr > 0)) net->train.lr = VD_DEFAULT_LR;   /* a net built in code */
     if (r->card && net->train.math == VD_MATH_BF16 && r->card->bf16 <= 0)
         return vd_errf(e, VD_EUNSUPPORTED, "--math bf16: the %s (%s) has no bf16 tensor cores; "
                        "plan with --math fp16 (its %.0f TFLOP/s fp16 tensor cores) or fp32",

@@ -18,6 +18,8 @@
  *            need, a device model its memory less VD_DEVICE_CONTEXT_RESERVE
  *            (vd_config_budget), as a cap
  *            only: the pool is then what the plan needs (pool_to_need)
+ *   lr       the spec's train.lr (over which vdnn-train's --lr goes), else
+ *            VD_DEFAULT_LR
  *   math     --math fp32 | tf32 | bf16 | fp16, else the spec's train.math, else
  *            fp32 (bf16 on a card without bf16 is VD_EUNSUPPORTED);
  *            --deterministic

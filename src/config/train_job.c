@@ -48,7 +48,6 @@ static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_con
     if (o->has_momentum) tc->momentum = (float)o->momentum;
     if (o->has_wd) tc->weight_decay = (float)o->wd;
     if (o->has_seed) tc->seed = o->seed;
-    if (!(tc->lr > 0)) tc->lr = VD_DEFAULT_LR;
     if (o->resume) {
         vd_train_state st;
         int rc = vd_ckpt_peek_state(o->resume, &j->net, &st, e);
@@ -72,7 +71,7 @@ static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_con
                 o->resume, st.data, *data);
         }
     }
-    return vd_lr_validate(&tc->lr_policy, tc->lr, e);
+    return VD_OK;
 }
 
 /* The run's length in iterations: --iters, --epochs, the spec's iters or
@@ -229,6 +228,7 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
         if (o->mpi) vd_err_prefix(e, "--mpi under mpirun -np %d", j->world.size);
         return rc;
     }
+    if ((rc = vd_lr_validate(&j->net.train.lr_policy, j->net.train.lr, e))) return rc;
     mine.data = data;
     rc = vd_data_open(data, &j->net, j->net.train.batch, j->net.train.seed, o->augment, &j->ds, e);
     if (rc == VD_EUSAGE && data == j->resume_data) {
