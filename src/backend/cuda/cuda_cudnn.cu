@@ -4,7 +4,7 @@
  * convolution / batch-norm API; see cuda_internal.h for how the deprecation
  * is handled.
  *
- * Conv layers run through the graph API (cuda_convgraph.cu, same three
+ * Conv layers run through the graph API (cuda_convgraph_*.cu, same three
  * options) or this file's legacy algorithms, chosen per layer at setup: both
  * are timed and the legacy options replace the graph ones where their
  * fastest (forward + backward-data + backward-filter) is 8% faster (measured
