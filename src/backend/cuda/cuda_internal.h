@@ -254,9 +254,14 @@ static inline uint64_t cu_fc_xt_bytes(const cu_ctx *c, const vd_net *net, int li
 }
 
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
-/* Conv layers: the graph API (cuda_convgraph_*.cu) unless it has no engine for
- * the layer or --conv-api legacy; then the legacy API. */
-int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* Setup of a conv layer (cu_ops' setup): its descriptors and options, through
+ * the graph API (cuda_convgraph_*.cu) unless it has no engine for the layer or
+ * --conv-api legacy; then the legacy API. */
+int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* Setup of a batch-norm layer (cu_ops' setup): its descriptors; VD_EUNSUPPORTED
+ * for an eps below cuDNN's minimum. */
+int cu_bn_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* Free any layer's descriptors and graph-API state. */
 void cu_dnn_layer_free(cu_layer *L);
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
@@ -312,9 +317,17 @@ void cu_tune_release(cu_ctx *c);
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
 bool cu_op_supported(vd_op op, vd_math math);
-/* Math bf16 / fp16: a pooling layer's backward workspace at batch n
- * (cu_pool_bwd_ws_bytes of its geometry). */
-uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n);
+/* layer_setup's per-op step for layer li, after L's shapes and dt are set:
+ * the op's state of its own (cuDNN descriptors, conv options); nothing for
+ * ops without any. */
+int cu_op_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* The workspace of the one "default" option of layer li (an op without
+ * algorithm options) at batch n in c->math: sets o's ws_fwd, ws_bwd and
+ * workspace where the op needs some, leaves o alone otherwise. */
+void cu_op_default_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o);
+/* True if op's backward writes the gradient of every input, the net input's
+ * included (the caller must pass a dx there too). */
+bool cu_op_bwd_needs_dx(vd_op op);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
