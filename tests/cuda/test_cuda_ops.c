@@ -216,7 +216,7 @@ START_TEST(test_conv) {
 }
 END_TEST
 
-/* Split options (cuda_convgraph.cu): with --conv-split force every conv
+/* Split options (cuda_convgraph_tune.cu): with --conv-split force every conv
  * layer also gets "b/2" and "b/4" (the batch of 4 run as 2 or 4 sub-batch
  * convolutions, backward-filter partial sums added into dw) and the mixed
  * "b/2 w" (only backward-filter split) and "b/4 fd" (forward and
@@ -233,8 +233,8 @@ START_TEST(test_conv_split) {
 }
 END_TEST
 
-/* The cuBLAS backward-filter of 1x1 convolutions (cuda_convgraph.cu,
- * gemm_filter): with conv_gemm_force every eligible layer (1x1, stride 1,
+/* The cuBLAS backward-filter of 1x1 convolutions (cuda_convgraph_own.cu,
+ * cg_gemm_filter): with conv_gemm_force every eligible layer (1x1, stride 1,
  * no padding, one group, fp32 or tf32 storage) gets the option "gemm w"
  * (the fastest option with the GEMM backward-filter); check_conv_cases
  * compares every option with the CPU, so the GEMM's weight gradient is

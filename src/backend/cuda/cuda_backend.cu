@@ -266,7 +266,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         /* cuDNN's engine tuning takes seconds on large nets: a stop ends it */
         int rc = be->opts.stop && *be->opts.stop
                  ? vd_errf(e, VD_ESTOP, "setup stopped at layer %d of %d", i, net->n_layers)
-                 : cu_dnn_layer_setup(c, net, i, L, e);
+                 : cu_op_setup(c, net, i, L, e);
         if (rc) {
             if (rc != VD_ESTOP) vd_err_prefix(e, "layer '%s' (%s)", l->name, vd_op_table[l->op].name);
             cudaStreamSynchronize(cu_compute(c));
@@ -278,17 +278,9 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             memset(&L->opts[0], 0, sizeof L->opts[0]);
             snprintf(L->opts[0].label, sizeof L->opts[0].label, "default");
             L->n_opts = 1;
-            /* bf16 / fp16 batch norm (own channels-last kernels): partial sums */
-            if (l->op == VD_OP_BATCHNORM && vd_math_nhwc(math)) {
-                uint64_t bw = cu_bn_ws_bytes((int64_t)batch * l->h * l->w, l->c, c->sm_count);
-                L->opts[0].ws_fwd = L->opts[0].ws_bwd = L->opts[0].workspace = bw;
-            }
-            /* bf16 / fp16 max pooling: the backward argmax pass's bytes */
-            if (l->op == VD_OP_POOL && vd_math_nhwc(math)) {
-                uint64_t pw = cu_pool_layer_bwd_ws(L, l, batch);
-                pw = VD_ALIGN_UP(pw, (uint64_t)256);
-                L->opts[0].ws_bwd = L->opts[0].workspace = pw;
-            }
+            /* the op's own workspace, if any (cu_ops: bf16 / fp16 batch norm's
+             * partial sums, max pooling's backward argmax pass) */
+            cu_op_default_ws(c, net, i, batch, &L->opts[0]);
         }
         /* bf16 / fp16: each pass converts the weight into its workspace (conv
          * backward also keeps a 16-bit dW there); fc's dW is written in fp32 */

@@ -4,7 +4,7 @@
  * convolution / batch-norm API; see cuda_internal.h for how the deprecation
  * is handled.
  *
- * Conv layers run through the graph API (cuda_convgraph.cu, same three
+ * Conv layers run through the graph API (cuda_convgraph_*.cu, same three
  * options) or this file's legacy algorithms, chosen per layer at setup: both
  * are timed and the legacy options replace the graph ones where their
  * fastest (forward + backward-data + backward-filter) is 8% faster (measured
@@ -46,20 +46,32 @@
 #include <string.h>
 #include "backend/cuda/cuda_internal.h"
 
-/* Tensor descriptors for batch n (conv: x, y; batchnorm: x and params). */
-static int set_batch(cu_layer *L, int n, vd_err *e) {
-    if (L->op == VD_OP_CONV) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
-                                                  L->in_c[0], L->in_h, L->in_w));
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
-                                                  L->c, L->h, L->w));
-    } else if (L->op == VD_OP_BATCHNORM) {
-        CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
-                                                  L->c, L->h, L->w));
-        CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
-    }
+/* Conv: the x and y tensor descriptors for batch n. */
+static int conv_set_batch(cu_layer *L, int n, vd_err *e) {
+    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+                                              L->in_c[0], L->in_h, L->in_w));
+    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+                                              L->c, L->h, L->w));
     L->desc_n = n;
     return VD_OK;
+}
+
+/* Batch norm: the x (= y) tensor descriptor for batch n and the parameters'
+ * descriptor derived from it. */
+static int bn_set_batch(cu_layer *L, int n, vd_err *e) {
+    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+                                              L->c, L->h, L->w));
+    CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
+    L->desc_n = n;
+    return VD_OK;
+}
+
+/* The op's descriptors for batch n (conv_set_batch, bn_set_batch), set
+ * again only when n differs from the batch they describe. */
+typedef int (*set_batch_fn)(cu_layer *L, int n, vd_err *e);
+static int ensure_batch(cu_layer *L, int n, set_batch_fn set, vd_err *e) {
+    if (n <= 0) return vd_errf(e, VD_EINTERNAL, "batch %d", n);
+    return L->desc_n == n ? VD_OK : set(L, n, e);
 }
 
 void cu_dnn_layer_free(cu_layer *L) {
@@ -428,7 +440,7 @@ done:
     return rc;
 }
 
-static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
     CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->yd));
@@ -445,7 +457,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
                        l->u.conv.dh > 0 ? l->u.conv.dh : 1, l->u.conv.dw > 0 ? l->u.conv.dw : 1,
                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(e, cudnnSetConvolutionGroupCount(L->cd, g));
-    int rc = set_batch(L, c->batch, e);
+    int rc = conv_set_batch(L, c->batch, e);
     if (rc) return rc;
     int on, oc, oh, ow;
     CUDNN_CHECK(e, cudnnGetConvolution2dForwardOutputDim(L->cd, L->xd, L->wd, &on, &oc, &oh, &ow));
@@ -541,31 +553,12 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err 
     return VD_OK;
 }
 
-int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
-    const vd_layer *l = &net->layers[li];
-    if (l->op == VD_OP_CONV) return conv_setup(c, net, li, L, e);
-    if (l->op == VD_OP_BATCHNORM) {
-        if (l->u.bn.eps < CUDNN_BN_MIN_EPSILON)
-            return vd_errf(e, VD_EUNSUPPORTED, "batchnorm eps %g is below cuDNN's minimum %g",
-                           (double)l->u.bn.eps, CUDNN_BN_MIN_EPSILON);
-        CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
-        CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->pd));
-        return set_batch(L, c->batch, e);
-    }
-    return VD_OK;
-}
-
-static int ensure_batch(cu_layer *L, int n, vd_err *e) {
-    if (n <= 0) return vd_errf(e, VD_EINTERNAL, "batch %d", n);
-    return L->desc_n == n ? VD_OK : set_batch(L, n, e);
-}
-
 /* ---- conv ------------------------------------------------------------------ */
 int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                        float beta, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
-    int rc = ensure_batch(L, io->n, e);
+    int rc = ensure_batch(L, io->n, conv_set_batch, e);
     if (rc) return rc;
     cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
     int nf = 0, nd = 0, nb = 0;
@@ -661,7 +654,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
         if ((rc = cu_graph_conv_run(c, net, li, CU_GD_FWD, io, 0.0f, e))) return rc;
         if (cu_graph_fwd_fuses_bias(c, li, io->algo)) return VD_OK;
     } else {
-        if ((rc = ensure_batch(L, io->n, e))) return rc;
+        if ((rc = ensure_batch(L, io->n, conv_set_batch, e))) return rc;
         const cu_conv_opt *o = &L->conv_opts[io->algo];
         const float one = 1.0f, zero = 0.0f;
         CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->fwd_math));
@@ -681,7 +674,7 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     if (io->algo < 0 || io->algo >= L->n_opts)
         return vd_errf(e, VD_EINTERNAL, "conv '%s': algorithm option %d of %d", l->name, io->algo,
                        L->n_opts);
-    int rc = L->g ? VD_OK : ensure_batch(L, io->n, e);
+    int rc = L->g ? VD_OK : ensure_batch(L, io->n, conv_set_batch, e);
     if (rc) return rc;
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     const float one = 1.0f, zero = 0.0f;
@@ -722,10 +715,20 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
 
 /* ---- batch norm (spatial; PyTorch semantics: biased variance normalises,
  * running_var takes the unbiased one, running = (1-m) running + m batch) --- */
+int cu_bn_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    if (l->u.bn.eps < CUDNN_BN_MIN_EPSILON)
+        return vd_errf(e, VD_EUNSUPPORTED, "batchnorm eps %g is below cuDNN's minimum %g",
+                       (double)l->u.bn.eps, CUDNN_BN_MIN_EPSILON);
+    CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
+    CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->pd));
+    return bn_set_batch(L, c->batch, e);
+}
+
 int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
-    int rc = ensure_batch(L, io->n, e);
+    int rc = ensure_batch(L, io->n, bn_set_batch, e);
     if (rc) return rc;
     if (cu_dt_16(L->dt)) {
         if (!io->aux)
@@ -754,7 +757,7 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
-    int rc = ensure_batch(L, io->n, e);
+    int rc = ensure_batch(L, io->n, bn_set_batch, e);
     if (rc) return rc;
     if (!io->training)
         return vd_errf(e, VD_EUNSUPPORTED,

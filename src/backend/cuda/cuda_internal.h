@@ -10,7 +10,7 @@
  * not (a build that defined it globally would turn every legacy call into an
  * error under --Werror). This is the one place that decision is made; all
  * legacy calls live in cuda_cudnn.cu. Convolutions run through the cuDNN
- * graph (backend) API in cuda_convgraph.cu; the legacy conv path remains the
+ * graph (backend) API in cuda_convgraph_*.cu; the legacy conv path remains the
  * fallback where the graph API has no engine. Batch norm is still legacy. */
 #ifndef VD_CUDA_INTERNAL_H
 #define VD_CUDA_INTERNAL_H
@@ -84,7 +84,7 @@ typedef __half cu_f16;
 /* ---- context ------------------------------------------------------------- */
 /* Conv options per layer: "fastest", the workspace ladder (cu_ws_rung),
  * "balanced", "min-ws" (at most 6 distinct), and the split options of
- * cuda_convgraph.cu (2 sets, each "b/k" and maybe a mixed one); the profile
+ * cuda_convgraph_tune.cu (2 sets, each "b/k" and maybe a mixed one); the profile
  * keeps VD_PROFILE_MAX_ALGOS of them. */
 #define CU_MAX_OPTS 10
 static_assert(CU_MAX_OPTS <= VD_PROFILE_MAX_ALGOS, "the profile must keep every conv option");
@@ -99,14 +99,14 @@ static inline void cu_ws_rung(int i, uint64_t *cap, const char **label) {
     *label = labels[i];
 }
 
-/* Convolution directions of the graph-API path (cuda_convgraph.cu). Backward
+/* Convolution directions of the graph-API path (cuda_convgraph_*.cu). Backward
  * data has two operation graphs: beta 0 (dx overwritten) and beta 1 (dx
  * accumulated, built only where the input has several consumers). */
 enum { CU_GD_FWD = 0, CU_GD_BWD_DATA = 1, CU_GD_BWD_FILTER = 2, CU_GD_BWD_DATA_ACC = 3,
        CU_GD_COUNT = 4 };
 
 /* Graph-API state of one conv geometry: operation graphs, finalized
- * execution plans, runtime variants (cuda_convgraph.cu). Opaque here. */
+ * execution plans, runtime variants (cuda_convgraph.h). Opaque here. */
 typedef struct cu_graph cu_graph;
 
 /* Conv algorithm option k as cuDNN sees it (the vd_algo_opt carries the ids).
@@ -123,7 +123,7 @@ typedef struct cu_conv_opt {
     int gplan[CU_GD_COUNT];
     int split;                   /* graph path: 1, or k > 1: the directions not in
                                     whole_mask run as k sub-batch convolutions of
-                                    batch/k; see cuda_convgraph.cu */
+                                    batch/k; see cuda_convgraph_tune.cu */
     int sset;                    /* graph path: the split set whose plans gplan indexes
                                     for the split directions (-1: none) */
     unsigned whole_mask;         /* split > 1: bit d set = direction d runs at the whole
@@ -189,9 +189,10 @@ typedef struct cu_ctx {
                                              2 also every candidate engine */
     int conv_topk;                        /* --conv-topk: heuristic engines per direction (8) */
     bool conv_rtc;                        /* --conv-rtc: also runtime-compiled engines */
-    int conv_split;                       /* split options (cuda_convgraph.cu): 1 where the fastest
-                                             needs over 1 GiB; --conv-split off: never; force:
-                                             b/2 and b/4 on every conv layer (tests) */
+    int conv_split;                       /* split options (cuda_convgraph_tune.cu): 1 where
+                                             the fastest needs over 1 GiB; --conv-split off:
+                                             never; force: b/2 and b/4 on every conv layer
+                                             (tests) */
     bool conv_gemm_force;                 /* backend opts: the "gemm w" option (tests) */
     bool conv_direct_force;               /* backend opts: the "direct" option (tests) */
     void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
@@ -253,9 +254,14 @@ static inline uint64_t cu_fc_xt_bytes(const cu_ctx *c, const vd_net *net, int li
 }
 
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
-/* Conv layers: the graph API (cuda_convgraph.cu) unless it has no engine for
- * the layer or --conv-api legacy; then the legacy API. */
-int cu_dnn_layer_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* Setup of a conv layer (cu_ops' setup): its descriptors and options, through
+ * the graph API (cuda_convgraph_*.cu) unless it has no engine for the layer or
+ * --conv-api legacy; then the legacy API. */
+int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* Setup of a batch-norm layer (cu_ops' setup): its descriptors; VD_EUNSUPPORTED
+ * for an eps below cuDNN's minimum. */
+int cu_bn_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* Free any layer's descriptors and graph-API state. */
 void cu_dnn_layer_free(cu_layer *L);
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
@@ -272,7 +278,7 @@ void cu_conv_opts_order(cu_layer *L);
 int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                        float beta, vd_err *e);
 
-/* ---- cuda_convgraph.cu: convolution through the cuDNN graph (backend) API -- */
+/* ---- cuda_convgraph_*.cu: convolution through the cuDNN graph (backend) API */
 /* Build layer li's conv options on the graph API (timed per direction when
  * c->tune). On success with *no_engine false: L->g, L->opts, L->conv_opts,
  * L->n_opts, L->tuned are set. *no_engine true (returns 0): the graph API
@@ -311,9 +317,17 @@ void cu_tune_release(cu_ctx *c);
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
 bool cu_op_supported(vd_op op, vd_math math);
-/* Math bf16 / fp16: a pooling layer's backward workspace at batch n
- * (cu_pool_bwd_ws_bytes of its geometry). */
-uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n);
+/* layer_setup's per-op step for layer li, after L's shapes and dt are set:
+ * the op's state of its own (cuDNN descriptors, conv options); nothing for
+ * ops without any. */
+int cu_op_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* The workspace of the one "default" option of layer li (an op without
+ * algorithm options) at batch n in c->math: sets o's ws_fwd, ws_bwd and
+ * workspace where the op needs some, leaves o alone otherwise. */
+void cu_op_default_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o);
+/* True if op's backward writes the gradient of every input, the net input's
+ * included (the caller must pass a dx there too). */
+bool cu_op_bwd_needs_dx(vd_op op);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums

@@ -1,4 +1,5 @@
-/* cuda_ops.cu — forward / backward of every op on the compute stream.
+/* cuda_ops.cu — forward / backward of every op on the compute stream, and
+ * what layer_setup and the profile need to know of each op (cu_ops[]).
  *
  * conv and batchnorm go to cuda_cudnn.cu, fc to cuBLAS, the rest to the
  * kernels in cuda_k_*.cu. Semantics: backend.h (dx_beta 0 overwrites
@@ -22,11 +23,6 @@ static cu_pool_geom pool_geom(const cu_layer *L, const vd_layer *l, int n) {
     g.adaptive = l->u.pool.global || l->u.pool.out_h > 0;
     g.max = l->u.pool.mode == VD_POOL_MAX;
     return g;
-}
-
-uint64_t cu_pool_layer_bwd_ws(const cu_layer *L, const vd_layer *l, int n) {
-    cu_pool_geom g = pool_geom(L, l, n);
-    return cu_pool_bwd_ws_bytes(&g);
 }
 
 static int64_t in_numel(const cu_layer *L, int k) {
@@ -173,6 +169,15 @@ static int bn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     return rc ? rc : cu_bn_backward(c, net, li, io, e);
 }
 
+/* bf16 / fp16 batch norm (own channels-last kernels): the partial sums of
+ * forward and backward. */
+static void bn_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
+    if (!vd_math_nhwc(c->math)) return;
+    const vd_layer *l = &net->layers[li];
+    uint64_t bw = cu_bn_ws_bytes((int64_t)n * l->h * l->w, l->c, c->sm_count);
+    o->ws_fwd = o->ws_bwd = o->workspace = bw;
+}
+
 static int fc_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int rc = need(io->w, l, "weight", e);
@@ -198,6 +203,15 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
     return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io),
                         io->ws, io->ws_bytes, io->act, e);
+}
+
+/* bf16 / fp16 max pooling: the backward argmax pass's bytes
+ * (cu_pool_bwd_ws_bytes of the geometry at batch n). */
+static void pool_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
+    if (!vd_math_nhwc(c->math)) return;
+    cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], n);
+    uint64_t pw = VD_ALIGN_UP(cu_pool_bwd_ws_bytes(&g), (uint64_t)256);
+    o->ws_bwd = o->workspace = pw;
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
@@ -380,26 +394,35 @@ static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
                         io_ny(&c->layers[li], io), io->act, e);
 }
 
+/* Per-layer setup (cu_op_setup). */
+typedef int (*cu_setup_fn)(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
+/* The default option's workspace (cu_op_default_ws). */
+typedef void (*cu_ws_fn)(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o);
+
 /* The dispatch array, in vd_op order (C++ has no array designators: each
  * entry names its op and cu_op_supported checks the order). */
 typedef struct cu_op {
     vd_op op;
     cu_op_fn fwd, bwd;
+    cu_setup_fn setup;        /* NULL: the op keeps no state of its own */
+    cu_ws_fn default_ws;      /* NULL: its default option needs no workspace */
+    bool bwd_needs_dx;        /* backward always writes dx (cuDNN's batch-norm backward
+                                 has no way to skip it) */
 } cu_op;
 
 static const cu_op cu_ops[] = {
-    {VD_OP_CONV, cu_conv_forward, conv_bwd},
-    {VD_OP_POOL, pool_fwd, pool_bwd},
-    {VD_OP_RELU, relu_fwd, relu_bwd},
-    {VD_OP_LRN, lrn_fwd, lrn_bwd},
-    {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd},
-    {VD_OP_FC, fc_fwd, fc_bwd},
-    {VD_OP_DROPOUT, dropout_fwd, dropout_bwd},
-    {VD_OP_FLATTEN, flatten_fwd, flatten_bwd},
-    {VD_OP_ADD, add_fwd, add_bwd},
-    {VD_OP_CONCAT, concat_fwd, concat_bwd},
-    {VD_OP_SOFTMAX_XENT, xent_fwd, xent_bwd},
-    {VD_OP_GELU, gelu_fwd, gelu_bwd},
+    {VD_OP_CONV, cu_conv_forward, conv_bwd, cu_conv_setup, NULL, false},
+    {VD_OP_POOL, pool_fwd, pool_bwd, NULL, pool_ws, false},
+    {VD_OP_RELU, relu_fwd, relu_bwd, NULL, NULL, false},
+    {VD_OP_LRN, lrn_fwd, lrn_bwd, NULL, NULL, false},
+    {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd, cu_bn_setup, bn_ws, true},
+    {VD_OP_FC, fc_fwd, fc_bwd, NULL, NULL, false},
+    {VD_OP_DROPOUT, dropout_fwd, dropout_bwd, NULL, NULL, false},
+    {VD_OP_FLATTEN, flatten_fwd, flatten_bwd, NULL, NULL, false},
+    {VD_OP_ADD, add_fwd, add_bwd, NULL, NULL, false},
+    {VD_OP_CONCAT, concat_fwd, concat_bwd, NULL, NULL, false},
+    {VD_OP_SOFTMAX_XENT, xent_fwd, xent_bwd, NULL, NULL, false},
+    {VD_OP_GELU, gelu_fwd, gelu_bwd, NULL, NULL, false},
 };
 static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatch entry per op");
 
@@ -407,6 +430,23 @@ static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatc
  * fp16 change the feature maps' type, see the launchers). */
 bool cu_op_supported(vd_op op, vd_math) {
     return (unsigned)op < VD_OP_COUNT && cu_ops[op].op == op && cu_ops[op].fwd && cu_ops[op].bwd;
+}
+
+int cu_op_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    if (!cu_op_supported(l->op, c->math))
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    return cu_ops[l->op].setup ? cu_ops[l->op].setup(c, net, li, L, e) : VD_OK;
+}
+
+void cu_op_default_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
+    vd_op op = net->layers[li].op;
+    if (cu_op_supported(op, c->math) && cu_ops[op].default_ws)
+        cu_ops[op].default_ws(c, net, li, n, o);
+}
+
+bool cu_op_bwd_needs_dx(vd_op op) {
+    return (unsigned)op < VD_OP_COUNT && cu_ops[op].bwd_needs_dx;
 }
 
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {

@@ -69,6 +69,14 @@ static uint64_t take(uint64_t *off, uint64_t bytes) {
     return at;
 }
 
+/* Elements of layer li's parameter of role r; 0 if it has none. */
+static int64_t role_numel(const vd_net *net, int li, vd_param_role r) {
+    const vd_layer *l = &net->layers[li];
+    for (int p = l->param_first; p < l->param_first + l->n_params; p++)
+        if (net->params[p].role == r) return net->params[p].numel;
+    return 0;
+}
+
 static int64_t layer_param_floats(const vd_net *net, int li) {
     const vd_layer *l = &net->layers[li];
     int64_t n = 0;
@@ -129,8 +137,8 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     io->n = p->batch;
     for (int k = 0; k < l->n_in; k++) {
         io->x[k] = (const float *)(s + b->x[k]);
-        /* the net input gets no gradient (except batchnorm, which needs one) */
-        if (l->in[k] >= 0 || l->op == VD_OP_BATCHNORM) io->dx[k] = (float *)(s + b->dx[k]);
+        /* the net input gets no gradient, unless the op's backward always writes one */
+        if (l->in[k] >= 0 || cu_op_bwd_needs_dx(l->op)) io->dx[k] = (float *)(s + b->dx[k]);
         io->dx_beta[k] = dx_accumulates(net, li, k) ? 1.0f : 0.0f;
     }
     io->y = (float *)(s + b->y);
@@ -376,8 +384,10 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             for (int k = 0; k < nopt; k++) {
                 vd_op_io io;
                 make_io(&p, i, &b, k, &io);
-                if (l->op == VD_OP_BATCHNORM)   /* a positive running variance */
-                    TRYRC(cuk_fill_uniform(s, c->sm_count, io.rv, l->c, 7, 0.5f, 1.5f, VD_DT_F32, e));
+                if (io.rv)   /* a running variance is positive (its inverse square root scales) */
+                    TRYRC(cuk_fill_uniform(s, c->sm_count, io.rv,
+                                           role_numel(net, i, VD_ROLE_RUNNING_VAR), 7, 0.5f, 1.5f,
+                                           VD_DT_F32, e));
                 vd_profile_algo *pa = &pl->algos[k];
                 snprintf(pa->label, sizeof pa->label, "%s", L->opts[k].label);
                 pa->workspace = L->opts[k].workspace;

@@ -1,0 +1,137 @@
+/* cuda_convgraph_run.cu — the graph-API conv at run time: an option's
+ * direction through its setup plan, as sub-batch chunks, or through a plan
+ * built for the call (see cuda_convgraph.h). */
+#include <string.h>
+#include "backend/cuda/cuda_convgraph.h"
+
+/* One direction of a split option: k chunks of batch n/k, each through the
+ * sub-batch plan q; backward-filter chunks after the first write their dw
+ * into the workspace front and are added to dw. */
+static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int k,
+                     const gcand *q, void *const ptr[3], const vd_op_io *io, vd_err *e) {
+    const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4 * (uint64_t)(io->n / k);
+    const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4 * (uint64_t)(io->n / k);
+    const bool filt = d == CU_GD_BWD_FILTER;
+    char *tmp = (char *)io->ws;
+    char *ws = filt ? tmp + g->dw_tmp : tmp;
+    for (int i = 0; i < k; i++) {
+        void *p[3] = {(char *)ptr[0] + (uint64_t)i * xs, filt && i > 0 ? (void *)tmp : ptr[1],
+                      (char *)ptr[2] + (uint64_t)i * ys};
+        CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
+        if (filt && i > 0) {
+            int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
+                                    1.0f, g->dw_numel, VD_DT_F32, e);
+            if (rc) return rc;
+        }
+    }
+    return VD_OK;
+}
+
+static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, const vd_op_io *io,
+                   void *const ptr[3], int64_t ax, int64_t aw, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    cu_graph *g = L->g;
+    const vd_layer *l = &net->layers[li];
+    const float beta = d == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f;
+    const int ldir = d == CU_GD_BWD_DATA_ACC ? CU_GD_BWD_DATA : d;
+    void *ws = io->ws_bytes ? io->ws : NULL;
+    uint64_t wsb = io->ws ? io->ws_bytes : 0;
+    for (int i = 0; i < G_MAXALT; i++) {
+        const galt *a = &g->alt[i];
+        if (!a->used || a->dir != d || a->n != io->n || a->ax != ax || a->aw != aw) continue;
+        if (a->legacy && wsb <= a->ws_limit)
+            return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
+        if (!a->legacy && a->p.ws <= wsb) {
+            CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->p.ws ? ws : NULL));
+            return VD_OK;
+        }
+    }
+    galt *a = &g->alt[g->alt_next];
+    g->alt_next = (g->alt_next + 1) % G_MAXALT;
+    cg_gcand_free(&a->p);
+    cg_gop_free(&a->op);
+    memset(a, 0, sizeof *a);
+    a->used = true;
+    a->dir = d;
+    a->n = io->n;
+    a->beta = beta;
+    a->ax = ax;
+    a->aw = aw;
+    bool ok;
+    cudnnStatus_t st;
+    int rc, n = 0;
+    if ((rc = cg_build_op(c, L, l, d, io->n, ax, aw, &a->op, &ok, &st, e))) goto fail;
+    if (ok) {
+        if ((rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb, &a->p,
+                                   &n, 1, e)))
+            goto fail;
+        if (!n && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_FALLBACK, 1,
+                                         wsb, &a->p, &n, 1, e)))
+            goto fail;
+    }
+    if (!n) {
+        a->legacy = true;
+        a->ws_limit = wsb;
+        cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: no graph "
+               "engine; legacy API", l->name, cg_dir_name[d], io->n, (long long)ax, (long long)aw,
+               (unsigned long long)wsb);
+        return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
+    }
+    cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: runtime plan, "
+           "engine %lld", l->name, cg_dir_name[d], io->n, (long long)ax, (long long)aw,
+           (unsigned long long)wsb, (long long)a->p.engine);
+    CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->p.ws ? ws : NULL));
+    return VD_OK;
+fail:
+    cg_gcand_free(&a->p);
+    cg_gop_free(&a->op);
+    a->used = false;
+    cg_tmp_clear(g);
+    return rc;
+}
+
+int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
+                      float beta, vd_err *e) {
+    cu_layer *L = &c->layers[li];
+    cu_graph *g = L->g;
+    if (!g) return vd_errf(e, VD_EINTERNAL, "conv '%s': no graph plans", net->layers[li].name);
+    void *ptr[3];
+    if (dir == CU_GD_FWD) {
+        ptr[0] = (void *)io->x[0]; ptr[1] = (void *)io->w; ptr[2] = io->y;
+    } else if (dir == CU_GD_BWD_FILTER) {
+        ptr[0] = (void *)io->x[0]; ptr[1] = io->dw; ptr[2] = (void *)io->dy;
+    } else {
+        ptr[0] = io->dx[0]; ptr[1] = (void *)io->w; ptr[2] = (void *)io->dy;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!ptr[i])
+            return vd_errf(e, VD_EINTERNAL, "conv '%s' %s: a tensor pointer is NULL",
+                           net->layers[li].name, cg_dir_name[dir]);
+    int d = dir == CU_GD_BWD_DATA && beta != 0.0f ? CU_GD_BWD_DATA_ACC : dir;
+    int64_t ax = cg_ptr_align(ptr[0]), aw = cg_ptr_align(ptr[1]);
+    if (cg_ptr_align(ptr[2]) < ax) ax = cg_ptr_align(ptr[2]);
+    const cu_conv_opt *o = &L->conv_opts[io->algo];
+    int k = o->gplan[d];
+    if (cg_opt_split_dir(o, d)) {
+        if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
+            const gcand *q = &g->s[o->sset][d].c[k];
+            uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
+            if (need == 0 || (io->ws && need <= io->ws_bytes))
+                return run_split(c, L, g, d, o->split, q, ptr, io, e);
+        }
+        return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+    }
+    if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
+        const vd_layer *l = &net->layers[li];
+        return cg_direct_fwd(c, L, l, io->n, ptr, l->u.conv.bias ? io->b : NULL, L->fwd_relu, e);
+    }
+    if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
+        const gcand *q = &g->d[d].c[k];
+        if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
+            if (q->gemm) return cg_gemm_filter(c, L, io->n, ptr, io->ws, e);
+            CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, ptr, q->ws ? io->ws : NULL));
+            return VD_OK;
+        }
+    }
+    return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+}
