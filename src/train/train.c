@@ -201,7 +201,7 @@ static int host_state(run *r, vd_err *e) {
 }
 
 /* samples: the data position to record (the loader's position: every batch
- * it handed out was trained on, see the staging comment in vd_train_run). */
+ * it handed out was trained on, see train_loop). */
 static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e) {
     int proc;
     vd_exec_procs(r->ex, &proc);
@@ -280,6 +280,195 @@ static int eval(run *r, int64_t iter, bool final, vd_train_result *res, vd_err *
     return VD_OK;
 }
 
+/* The starting point: --resume's state, --init's weights, or fresh
+ * parameters; *iter and *samples where the run continues from. */
+static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
+    const vd_train_opts *o = r->o;
+    const vd_net *net = r->net;
+    const vd_train_cfg *cfg = &net->train;
+    vd_exec *ex = r->ex;
+    int rc;
+    *iter = 0;
+    *samples = 0;
+    if (o->init_path) {
+        if ((rc = vd_ckpt_load_model(o->init_path, net, r->params, NULL, e)) ||
+            (rc = vd_exec_set_state(ex, r->params, NULL, 0, e)))
+            return rc;
+        note(o, 0, o->iters, "initialised the weights from %s", o->init_path);
+        return VD_OK;
+    }
+    if (!o->resume_path) return vd_exec_init_params(ex, cfg->seed, e);   /* in pieces */
+    vd_train_state st;
+    if ((rc = vd_ckpt_load(o->resume_path, net, r->params, r->mom, &st, e))) return rc;
+    if (st.seed != cfg->seed)
+        return vd_errf(e, VD_EUSAGE, "%s was trained with seed %llu but this run has seed "
+                       "%llu; resume with the checkpoint's seed", o->resume_path,
+                       (unsigned long long)st.seed, (unsigned long long)cfg->seed);
+    if (st.batch != cfg->batch)
+        note(o, st.iteration, o->iters, "resuming at batch %d although %s was trained at "
+             "batch %d: the run will not repeat an uninterrupted one exactly", cfg->batch,
+             o->resume_path, st.batch);
+    if ((rc = vd_exec_set_state(ex, r->params, r->mom, st.sgd_steps, e))) return rc;
+    bool scaled = vd_exec_loss_scale(ex, NULL);   /* math fp16 */
+    if (scaled && st.has_loss_scale && (rc = vd_exec_set_loss_scale(ex, &st.loss_scale, e)))
+        return rc;
+    if (scaled && !st.has_loss_scale)
+        note(o, st.iteration, o->iters, "%s has no loss scale (saved by a run in another "
+             "math): math fp16 starts at the initial scale %g", o->resume_path,
+             (double)VD_LOSS_SCALE_INIT);
+    if (!scaled && st.has_loss_scale)
+        note(o, st.iteration, o->iters, "%s was saved in math fp16: its loss scale (%g) is "
+             "dropped in math %s", o->resume_path, (double)st.loss_scale.scale,
+             vd_math_name(cfg->math));
+    *iter = st.iteration;
+    *samples = st.samples;
+    if (st.from_prev)
+        note(o, *iter, o->iters, "%s.state does not belong to %s (a save was interrupted); "
+             "resuming from the previous state %s.state.prev, which does", o->resume_path,
+             o->resume_path, o->resume_path);
+    note(o, *iter, o->iters, "resumed from %s at iteration %lld", o->resume_path,
+         (long long)*iter);
+    if (strcmp(st.model_dtype, "F32") != 0)
+        note(o, *iter, o->iters, "%s holds %s weights (saved with --save-dtype): the run "
+             "continues from the rounded weights and the F32 momentum, so it does not "
+             "repeat an uninterrupted run exactly", o->resume_path, st.model_dtype);
+    return VD_OK;
+}
+
+/* Where the loop's time goes (vd_train_timing): waiting for the loader, in
+ * the steps, and in saves / evaluations (not counted as training time);
+ * run totals and the progress window's. */
+typedef struct loop_clock {
+    double t_run0, t_win0, step_sum, win_loss;
+    int64_t n_steps_timed, win_n;
+    double run_wait, run_step, run_excl, win_wait, win_step, win_excl;
+} loop_clock;
+
+/* The progress event after iteration iter (of the window since the last). */
+static void progress(run *r, loop_clock *c, int64_t iter, int64_t end, float loss, double lr,
+                     bool last) {
+    const vd_train_opts *o = r->o;
+    double now = vd_now(), span = now - c->t_win0 - c->win_excl;
+    double per_iter = span / (double)c->win_n;
+    vd_train_event ev = { .kind = VD_TEV_PROGRESS, .iter = iter, .total = o->iters,
+                          .loss = loss, .avg_loss = c->win_loss / (double)c->win_n, .lr = lr,
+                          .eta_s = per_iter * (double)(end - iter), .final = last };
+    set_timing(&ev.win, c->win_n, r->net->train.batch, span, c->win_wait, c->win_step);
+    ev.img_per_s = ev.win.img_per_s;
+    vd_loss_scale ls;   /* as read back with the loss (no extra sync) */
+    if ((ev.loss_scaled = vd_exec_loss_scale(r->ex, &ls))) {
+        ev.loss_scale = ls.scale;
+        ev.skipped = ls.skipped;
+    }
+    emit(o, &ev);
+    c->t_win0 = now;
+    c->win_loss = 0;
+    c->win_n = 0;
+    c->win_wait = c->win_step = c->win_excl = 0;
+}
+
+/* The error of a training step that failed (rc), or VD_OK. */
+static int step_error(const vd_exec *ex, int rc, float loss, double lr, int64_t iter, vd_err *e) {
+    if (rc == VD_ENUMERIC && vd_exec_loss_scale(ex, NULL) && isfinite(loss)) {
+        /* math fp16's loss scale gave up (the message says why); the last
+         * checkpoint saved stays the last good one */
+        vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
+        return rc;
+    }
+    if (rc == VD_ENUMERIC || (!rc && !isfinite(loss)))
+        /* iterations counted from 1, as the progress lines count them */
+        return vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the run "
+                       "diverged: lower --lr, or check the data and the net",
+                       isnan(loss) ? "NaN" : "infinite", (long long)iter + 1, lr);
+    if (rc) vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
+    return rc;
+}
+
+/* Iterations *iter .. end-1, with the saves and evaluations due between
+ * them; *iter advances with each. Input staging (the plan stages): the
+ * batch of the next iteration is fetched before this one runs and uploaded
+ * during it, but only when the next thing is another training iteration:
+ * not after the last, not before a save or an evaluation, not once a stop
+ * is requested. So the loader's position at a save counts exactly the
+ * batches trained on; a stop that arrives after the next batch was staged
+ * takes effect one iteration later (that batch is trained first). */
+static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t samples,
+                      loop_clock *c, vd_train_result *res, vd_err *e) {
+    const vd_train_opts *o = r->o;
+    const vd_train_cfg *cfg = &r->net->train;
+    vd_exec *ex = r->ex;
+    int64_t first = *iter;
+    float loss = 0;
+    int rc;
+    bool stage = vd_exec_stages(ex);
+    if (stage) vd_exec_set_stage_hook(ex, ahead_wait, ah);
+    bool staged = false;        /* the input buffers hold iteration iter's batch */
+    while (*iter < end) {
+        if (!staged) {
+            if (o->stop && *o->stop) { res->interrupted = true; break; }
+            double tw = vd_now();
+            rc = fetch(r->ld, ex, false, e);
+            tw = vd_now() - tw;
+            c->run_wait += tw;
+            c->win_wait += tw;
+            if (rc) { save_after_error(r, rc, *iter, first, samples, e); return rc; }
+        }
+        int64_t nx = *iter + 1;
+        bool stage_next = stage && nx < end && !(o->stop && *o->stop) && !save_due(o, nx) &&
+                          !eval_due(o, nx);
+        if (stage_next) {   /* fetched while the step runs (struct ahead) */
+            vd_exec_next_ready(ex);
+            ahead_start(ah, r->ld, ex);
+        }
+        staged = stage_next;
+        double lr = vd_lr_at(&cfg->lr_policy, cfg->lr, *iter, o->iters);
+        double t0 = vd_now();
+        rc = vd_exec_train_step(ex, (float)lr, *iter, &loss, e);
+        double dt = vd_now() - t0;
+        if (stage_next) {   /* joined by the stage hook, or now */
+            ahead_wait(ah, NULL);
+            dt -= ah->wait_s;
+            c->run_wait += ah->wait_s;
+            c->win_wait += ah->wait_s;
+            ah->wait_s = 0;
+        }
+        c->run_step += dt;
+        c->win_step += dt;
+        if ((rc = step_error(ex, rc, loss, lr, *iter, e))) return rc;
+        ++*iter;
+        res->iters_done = *iter;
+        res->last_loss = loss;
+        if (*iter - first > 1 || end - first == 1) { c->step_sum += dt; c->n_steps_timed++; }
+        c->win_loss += loss;
+        c->win_n++;
+        bool last = *iter == end;
+        if ((*iter - first) % o->log_every == 0 || last) progress(r, c, *iter, end, loss, lr, last);
+        if (stage_next && ah->rc) {   /* the next batch failed: stop after this iteration */
+            rc = ah->rc;
+            *e = ah->err;
+            save_after_error(r, rc, *iter, first, samples, e);
+            return rc;
+        }
+        double tx = vd_now();
+        if (save_due(o, *iter) && !last && (rc = save(r, *iter, false, e))) return rc;
+        if (eval_due(o, *iter) && !last) {
+            rc = eval(r, *iter, false, res, e);
+            if (rc == VD_ESTOP) {   /* a stop during it: the run ends as at any stop */
+                res->interrupted = true;
+                break;
+            }
+            if (rc) {
+                save_after_error(r, rc, *iter, first, samples, e);
+                return rc;
+            }
+        }
+        tx = vd_now() - tx;
+        c->run_excl += tx;
+        c->win_excl += tx;
+    }
+    return VD_OK;
+}
+
 int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_opts *o,
                  vd_train_result *out, vd_err *e) {
     vd_train_result res_local, *res = out ? out : &res_local;
@@ -301,60 +490,10 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     run r = { .net = net, .ex = ex, .ds = ds, .o = o };
     ahead ah = {.running = false};
     pthread_mutex_init(&ah.mu, NULL);
+    int64_t iter;
+    uint64_t samples;
     if ((o->resume_path || o->init_path) && (rc = host_state(&r, e))) goto done;
-
-    /* ---- starting point ---- */
-    int64_t iter = 0;
-    uint64_t samples = 0;
-    if (o->resume_path) {
-        vd_train_state st;
-        rc = vd_ckpt_load(o->resume_path, net, r.params, r.mom, &st, e);
-        if (rc) goto done;
-        if (st.seed != cfg->seed) {
-            rc = vd_errf(e, VD_EUSAGE, "%s was trained with seed %llu but this run has seed "
-                         "%llu; resume with the checkpoint's seed", o->resume_path,
-                         (unsigned long long)st.seed, (unsigned long long)cfg->seed);
-            goto done;
-        }
-        if (st.batch != cfg->batch)
-            note(o, st.iteration, o->iters, "resuming at batch %d although %s was trained at "
-                 "batch %d: the run will not repeat an uninterrupted one exactly", cfg->batch,
-                 o->resume_path, st.batch);
-        rc = vd_exec_set_state(ex, r.params, r.mom, st.sgd_steps, e);
-        if (rc) goto done;
-        bool scaled = vd_exec_loss_scale(ex, NULL);   /* math fp16 */
-        if (scaled && st.has_loss_scale && (rc = vd_exec_set_loss_scale(ex, &st.loss_scale, e)))
-            goto done;
-        if (scaled && !st.has_loss_scale)
-            note(o, st.iteration, o->iters, "%s has no loss scale (saved by a run in another "
-                 "math): math fp16 starts at the initial scale %g", o->resume_path,
-                 (double)VD_LOSS_SCALE_INIT);
-        if (!scaled && st.has_loss_scale)
-            note(o, st.iteration, o->iters, "%s was saved in math fp16: its loss scale (%g) is "
-                 "dropped in math %s", o->resume_path, (double)st.loss_scale.scale,
-                 vd_math_name(cfg->math));
-        iter = st.iteration;
-        samples = st.samples;
-        if (st.from_prev)
-            note(o, iter, o->iters, "%s.state does not belong to %s (a save was interrupted); "
-                 "resuming from the previous state %s.state.prev, which does", o->resume_path,
-                 o->resume_path, o->resume_path);
-        note(o, iter, o->iters, "resumed from %s at iteration %lld", o->resume_path,
-             (long long)iter);
-        if (strcmp(st.model_dtype, "F32") != 0)
-            note(o, iter, o->iters, "%s holds %s weights (saved with --save-dtype): the run "
-                 "continues from the rounded weights and the F32 momentum, so it does not "
-                 "repeat an uninterrupted run exactly", o->resume_path, st.model_dtype);
-    } else if (o->init_path) {
-        rc = vd_ckpt_load_model(o->init_path, net, r.params, NULL, e);
-        if (rc) goto done;
-        rc = vd_exec_set_state(ex, r.params, NULL, 0, e);
-        if (rc) goto done;
-        note(o, 0, o->iters, "initialised the weights from %s", o->init_path);
-    } else {
-        rc = vd_exec_init_params(ex, cfg->seed, e);   /* vd_net_init_params, in pieces */
-        if (rc) goto done;
-    }
+    if ((rc = start_point(&r, &iter, &samples, e))) goto done;
     res->first_iter = iter;
     res->iters_done = iter;
 
@@ -378,136 +517,19 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         emit(o, &ev);
     }
 
-    /* ---- the loop ---- */
-    double t_run0 = vd_now(), t_win0 = t_run0, step_sum = 0, win_loss = 0;
-    int64_t n_steps_timed = 0, win_n = 0, first = iter;
-    /* where the time goes (vd_train_timing): waiting for the loader, in the
-     * steps, and in saves / evaluations (not counted as training time); run
-     * totals and the progress window's */
-    double run_wait = 0, run_step = 0, run_excl = 0, win_wait = 0, win_step = 0, win_excl = 0;
-    float loss = 0;
-    double lr = 0;
-    /* Input staging (the plan stages): the batch of the next iteration is
-     * fetched before this one runs and uploaded during it, but only when
-     * the next thing is another training iteration: not after the last, not
-     * before a save or an evaluation, not once a stop is requested. So the
-     * loader's position at a save counts exactly the batches trained on; a
-     * stop that arrives after the next batch was staged takes effect one
-     * iteration later (that batch is trained first). */
-    bool stage = vd_exec_stages(ex);
-    if (stage) vd_exec_set_stage_hook(ex, ahead_wait, &ah);
-    bool staged = false;        /* the input buffers hold iteration iter's batch */
-    while (iter < end) {
-        if (!staged) {
-            if (o->stop && *o->stop) { res->interrupted = true; break; }
-            double tw = vd_now();
-            rc = fetch(r.ld, ex, false, e);
-            tw = vd_now() - tw;
-            run_wait += tw;
-            win_wait += tw;
-            if (rc) { save_after_error(&r, rc, iter, first, samples, e); goto done; }
-        }
-        int64_t nx = iter + 1;
-        bool stage_next = stage && nx < end && !(o->stop && *o->stop) && !save_due(o, nx) &&
-                          !eval_due(o, nx);
-        if (stage_next) {   /* fetched while the step runs (struct ahead) */
-            vd_exec_next_ready(ex);
-            ahead_start(&ah, r.ld, ex);
-        }
-        staged = stage_next;
-        lr = vd_lr_at(&cfg->lr_policy, cfg->lr, iter, o->iters);
-        double t0 = vd_now();
-        rc = vd_exec_train_step(ex, (float)lr, iter, &loss, e);
-        double dt = vd_now() - t0;
-        if (stage_next) {   /* joined by the stage hook, or now */
-            ahead_wait(&ah, NULL);
-            dt -= ah.wait_s;
-            run_wait += ah.wait_s;
-            win_wait += ah.wait_s;
-            ah.wait_s = 0;
-        }
-        run_step += dt;
-        win_step += dt;
-        if (rc == VD_ENUMERIC && vd_exec_loss_scale(ex, NULL) && isfinite(loss)) {
-            /* math fp16's loss scale gave up (the message says why); the
-             * last checkpoint saved stays the last good one */
-            vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
-            goto done;
-        }
-        if (rc == VD_ENUMERIC || (!rc && !isfinite(loss))) {
-            /* iterations counted from 1, as the progress lines count them */
-            rc = vd_errf(e, VD_ENUMERIC, "the loss became %s at iteration %lld (lr %g); the "
-                         "run diverged: lower --lr, or check the data and the net",
-                         isnan(loss) ? "NaN" : "infinite", (long long)iter + 1, lr);
-            goto done;
-        }
-        if (rc) {
-            vd_err_prefix(e, "iteration %lld", (long long)iter + 1);
-            goto done;
-        }
-        iter++;
-        res->iters_done = iter;
-        res->last_loss = loss;
-        if (iter - first > 1 || end - first == 1) { step_sum += dt; n_steps_timed++; }
-        win_loss += loss;
-        win_n++;
-        bool last = iter == end;
-        if ((iter - first) % o->log_every == 0 || last) {
-            double now = vd_now(), span = now - t_win0 - win_excl;
-            double per_iter = span / (double)win_n;
-            vd_train_event ev = { .kind = VD_TEV_PROGRESS, .iter = iter, .total = o->iters,
-                                  .loss = loss, .avg_loss = win_loss / (double)win_n, .lr = lr,
-                                  .eta_s = per_iter * (double)(end - iter), .final = last };
-            set_timing(&ev.win, win_n, cfg->batch, span, win_wait, win_step);
-            ev.img_per_s = ev.win.img_per_s;
-            vd_loss_scale ls;   /* as read back with the loss (no extra sync) */
-            if ((ev.loss_scaled = vd_exec_loss_scale(ex, &ls))) {
-                ev.loss_scale = ls.scale;
-                ev.skipped = ls.skipped;
-            }
-            emit(o, &ev);
-            t_win0 = now;
-            win_loss = 0;
-            win_n = 0;
-            win_wait = win_step = win_excl = 0;
-        }
-        if (stage_next && ah.rc) {   /* the next batch failed: stop after this iteration */
-            rc = ah.rc;
-            *e = ah.err;
-            save_after_error(&r, rc, iter, first, samples, e);
-            goto done;
-        }
-        double tx = vd_now();
-        if (save_due(o, iter) && !last) {
-            rc = save(&r, iter, false, e);
-            if (rc) goto done;
-        }
-        if (eval_due(o, iter) && !last) {
-            rc = eval(&r, iter, false, res, e);
-            if (rc == VD_ESTOP) {   /* a stop during it: the run ends as at any stop */
-                res->interrupted = true;
-                break;
-            }
-            if (rc) {
-                save_after_error(&r, rc, iter, first, samples, e);
-                goto done;
-            }
-        }
-        tx = vd_now() - tx;
-        run_excl += tx;
-        win_excl += tx;
+    int64_t first = iter;
+    loop_clock c = { .t_run0 = vd_now() };
+    c.t_win0 = c.t_run0;
+    if ((rc = train_loop(&r, &ah, &iter, end, samples, &c, res, e))) goto done;
+    res->train_s = vd_now() - c.t_run0;
+    vd_loss_scale ls;
+    if ((res->loss_scaled = vd_exec_loss_scale(ex, &ls))) {
+        res->loss_scale = ls.scale;
+        res->skipped = ls.skipped;
     }
-    res->train_s = vd_now() - t_run0;
-    {
-        vd_loss_scale ls;
-        if ((res->loss_scaled = vd_exec_loss_scale(ex, &ls))) {
-            res->loss_scale = ls.scale;
-            res->skipped = ls.skipped;
-        }
-    }
-    res->mean_iter_s = n_steps_timed ? step_sum / (double)n_steps_timed : 0;
-    set_timing(&res->timing, iter - first, cfg->batch, res->train_s - run_excl, run_wait,
-               run_step);
+    res->mean_iter_s = c.n_steps_timed ? c.step_sum / (double)c.n_steps_timed : 0;
+    set_timing(&res->timing, iter - first, cfg->batch, res->train_s - c.run_excl, c.run_wait,
+               c.run_step);
     if (res->interrupted)
         note(o, iter, o->iters, "stopped at iteration %lld of %lld", (long long)iter,
              (long long)o->iters);
@@ -530,9 +552,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
             res->interrupted = true;
             rc = VD_OK;
         }
-        if (rc) goto done;
     }
-    rc = VD_OK;
 done:
     ahead_wait(&ah, NULL);                 /* no thread outlives the loop */
     vd_exec_set_stage_hook(ex, NULL, NULL);
