@@ -264,107 +264,105 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
     return VD_OK;
 }
 
-int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan *plan,
-                   vd_backend *be, const vd_exec_opts *opts, vd_err *e) {
-    *out = NULL;
-    vdx_member *m = vd_calloc(1, sizeof *m, e);
-    if (!m) return VD_ENOMEM;
-    m->net = net;
-    m->plan = plan;
-    m->eval = plan->eval;
-    m->be = be;
-    if (opts) m->opts = *opts;
-    int rc = VD_OK;
-    /* the plan sized every feature map for net->train.math; the backend
-     * writes opts.math's elements (bf16, fp16: 2 bytes), so their types must
-     * agree (fp32 and tf32 both store floats) */
-    if (vd_math_act_dtype(m->opts.math) != vd_math_act_dtype(net->train.math)) {
-        rc = vd_errf(e, VD_EINTERNAL, "executor math %s, but the plan's feature maps are for "
-                     "math %s (net '%s', train.math)", vd_math_name(m->opts.math),
-                     vd_math_name(net->train.math), net->name);
-        goto fail;
-    }
-    if (!m->opts.layers_ready) {
-        rc = be->layer_setup(be, net, plan->batch, m->opts.math, m->opts.deterministic, e);
-        if (rc) goto fail;
-    }
-    if ((rc = check_plan(net, plan, be, e))) goto fail;
+/* One pinned host buffer (*p NULL when it fails). */
+static int pinned(vd_backend *be, uint64_t bytes, void **p, vd_err *e) {
+    int rc = be->host_alloc(be, bytes, p, e);
+    if (rc) *p = NULL;
+    return rc;
+}
 
-    /* Pinned host buffers first: pinning costs device memory too (the
-     * driver's mappings), so the caller's before_pool sample sees all that
-     * lives outside the pool. */
-    if (plan->host_bytes) {
-        rc = be->host_alloc(be, plan->host_bytes, (void **)&m->host_store, e);
-        if (rc) { m->host_store = NULL; goto fail; }
-    }
-    m->x_floats = (int64_t)plan->batch * vd_net_out_numel(net, -1);
-    m->y_floats = (int64_t)plan->batch * vd_net_out_numel(net, plan->loss_layer);
+/* The pinned host buffers, in this order: the host store, the current input
+ * pair, the loss and the evaluation output, the look-ahead pair (the plan
+ * stages); then the synthetic batches' index arrays. */
+static int host_buffers(vdx_member *m, vd_err *e) {
+    vd_backend *be = m->be;
+    const vd_plan *plan = m->plan;
+    m->x_floats = (int64_t)plan->batch * vd_net_out_numel(m->net, -1);
+    m->y_floats = (int64_t)plan->batch * vd_net_out_numel(m->net, plan->loss_layer);
     m->act_bytes = vd_math_act_bytes(m->opts.math);
-    if ((rc = be->host_alloc(be, (uint64_t)m->x_floats * m->act_bytes, &m->in_x, e))) { m->in_x = NULL; goto fail; }
-    if ((rc = be->host_alloc(be, (uint64_t)plan->batch * 4u, (void **)&m->in_labels, e))) { m->in_labels = NULL; goto fail; }
-    if ((rc = be->host_alloc(be, 4u, (void **)&m->loss_host, e))) { m->loss_host = NULL; goto fail; }
-    if ((rc = be->host_alloc(be, (uint64_t)m->y_floats * m->act_bytes, &m->eval_y, e))) { m->eval_y = NULL; goto fail; }
-    memset(m->in_x, 0, (size_t)m->x_floats * m->act_bytes);
-    memset(m->in_labels, 0, (size_t)plan->batch * 4u);
+    uint64_t xb = (uint64_t)m->x_floats * m->act_bytes, lb = (uint64_t)plan->batch * 4u;
+    int rc;
+    if (plan->host_bytes && (rc = pinned(be, plan->host_bytes, (void **)&m->host_store, e)))
+        return rc;
+    if ((rc = pinned(be, xb, &m->in_x, e)) || (rc = pinned(be, lb, (void **)&m->in_labels, e)) ||
+        (rc = pinned(be, 4u, (void **)&m->loss_host, e)) ||
+        (rc = pinned(be, (uint64_t)m->y_floats * m->act_bytes, &m->eval_y, e)))
+        return rc;
+    memset(m->in_x, 0, (size_t)xb);
+    memset(m->in_labels, 0, (size_t)lb);
     m->ev_stage = -1;
     if (plan->t_stage >= 0) {
-        /* the look-ahead pair of input buffers */
-        if ((rc = be->host_alloc(be, (uint64_t)m->x_floats * m->act_bytes, &m->nx_x, e))) { m->nx_x = NULL; goto fail; }
-        if ((rc = be->host_alloc(be, (uint64_t)plan->batch * 4u, (void **)&m->nx_labels, e))) { m->nx_labels = NULL; goto fail; }
-        memset(m->nx_x, 0, (size_t)m->x_floats * m->act_bytes);
-        memset(m->nx_labels, 0, (size_t)plan->batch * 4u);
+        if ((rc = pinned(be, xb, &m->nx_x, e)) || (rc = pinned(be, lb, (void **)&m->nx_labels, e)))
+            return rc;
+        memset(m->nx_x, 0, (size_t)xb);
+        memset(m->nx_labels, 0, (size_t)lb);
         m->ev_stage = plan->intervals[plan->tensors[plan->t_stage].iv[1]].ev_h2d;
     }
     if (vdx_member_can_synth(m)) {
         m->in_sb.index = vd_calloc((size_t)plan->batch, sizeof(int64_t), e);
         m->nx_sb.index = vd_calloc((size_t)plan->batch, sizeof(int64_t), e);
-        if (!m->in_sb.index || !m->nx_sb.index) { rc = VD_ENOMEM; goto fail; }
+        if (!m->in_sb.index || !m->nx_sb.index) return VD_ENOMEM;
     }
-    if (m->opts.before_pool) m->opts.before_pool(m->opts.before_pool_ctx);
-    rc = be->pool_create(be, plan->budget, (void **)&m->pool, e);
-    if (rc) { m->pool = NULL; goto fail; }
+    return VD_OK;
+}
+
+/* The backend's events: the plans' (the larger set of the two); with
+ * opts.step_times one at the start of a training pass, one after each step
+ * and one as each copy starts (its end has the plan's event); then
+ * vdx_member_drain's. */
+static int create_events(vdx_member *m, vd_err *e) {
+    const vd_plan *plan = m->plan;
     int n_ev = plan->n_events > m->eval->n_events ? plan->n_events : m->eval->n_events;
     m->ev_steps = -1;
     m->ev_copy = -1;
     if (m->opts.step_times) {
-        /* one at the start of a training pass, one after each step; one as
-         * each copy starts (its end has the plan's event) */
         m->ev_steps = n_ev;
         n_ev += plan->n_steps + 1;
         m->step_end_ms = vd_calloc((size_t)plan->n_steps, sizeof *m->step_end_ms, e);
-        if (!m->step_end_ms) { rc = VD_ENOMEM; goto fail; }
+        if (!m->step_end_ms) return VD_ENOMEM;
         size_t nc = (size_t)plan->n_tensors + (size_t)plan->n_intervals;
         m->ev_copy = n_ev;
         n_ev += (int)nc;
         m->copy_issued = vd_calloc(nc ? nc : 1, sizeof *m->copy_issued, e);
         m->copy_times = vd_calloc(nc ? nc : 1, sizeof *m->copy_times, e);
-        if (!m->copy_issued || !m->copy_times) { rc = VD_ENOMEM; goto fail; }
+        if (!m->copy_issued || !m->copy_times) return VD_ENOMEM;
     }
     m->ev_drain = n_ev++;
-    if ((rc = be->events_create(be, n_ev, e))) goto fail;
+    return m->be->events_create(m->be, n_ev, e);
+}
 
+/* The operands of every step of both plans and of the training plan's
+ * RECOMPUTE actions. */
+static int create_io(vdx_member *m, vd_err *e) {
+    const vd_plan *plan = m->plan;
     m->io = vd_calloc((size_t)plan->n_steps, sizeof *m->io, e);
     m->eval_io = vd_calloc((size_t)m->eval->n_steps, sizeof *m->eval_io, e);
-    m->r_off = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *m->r_off, e);
-    m->r_cnt = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *m->r_cnt, e);
-    m->c_off = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *m->c_off, e);
-    m->c_cnt = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *m->c_cnt, e);
-    m->c_layer = vd_calloc((size_t)(net->n_params ? net->n_params : 1), sizeof *m->c_layer, e);
-    if (!m->io || !m->eval_io || !m->r_off || !m->r_cnt || !m->c_off || !m->c_cnt ||
-        !m->c_layer) { rc = VD_ENOMEM; goto fail; }
+    if (!m->io || !m->eval_io) return VD_ENOMEM;
     for (int s = 0; s < plan->n_steps; s++) fill_io(m, plan, s, &m->io[s]);
     for (int s = 0; s < m->eval->n_steps; s++) fill_io(m, m->eval, s, &m->eval_io[s]);
     m->n_rc = plan->n_recompute_ops;
     if (m->n_rc > 0) {
         m->rc_io = vd_calloc((size_t)m->n_rc, sizeof *m->rc_io, e);
-        if (!m->rc_io) { rc = VD_ENOMEM; goto fail; }
+        if (!m->rc_io) return VD_ENOMEM;
     }
-    if ((rc = fill_rc_io(m, plan, e))) goto fail;
-    if (m->eval->n_recompute_ops) {
+    int rc = fill_rc_io(m, plan, e);
+    if (!rc && m->eval->n_recompute_ops)
         rc = vd_errf(e, VD_EINTERNAL, "the evaluation plan has recompute actions");
-        goto fail;
-    }
-    /* Trainable ranges: maximal runs of adjacent WEIGHT params. */
+    return rc;
+}
+
+/* The trainable ranges (maximal runs of adjacent WEIGHT params) and math
+ * fp16's checked ranges (each layer's adjacent trainable parameters, layers
+ * in backward order). */
+static int param_ranges(vdx_member *m, vd_err *e) {
+    const vd_net *net = m->net;
+    size_t np = (size_t)(net->n_params ? net->n_params : 1);
+    m->r_off = vd_calloc(np, sizeof *m->r_off, e);
+    m->r_cnt = vd_calloc(np, sizeof *m->r_cnt, e);
+    m->c_off = vd_calloc(np, sizeof *m->c_off, e);
+    m->c_cnt = vd_calloc(np, sizeof *m->c_cnt, e);
+    m->c_layer = vd_calloc(np, sizeof *m->c_layer, e);
+    if (!m->r_off || !m->r_cnt || !m->c_off || !m->c_cnt || !m->c_layer) return VD_ENOMEM;
     for (int k = 0; k < net->n_params; k++) {
         const vd_param *pr = &net->params[k];
         if (pr->kind != VD_PARAM_WEIGHT || pr->numel == 0) continue;
@@ -372,8 +370,6 @@ int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan 
             m->r_cnt[m->n_ranges - 1] += pr->numel;
         else { m->r_off[m->n_ranges] = pr->offset; m->r_cnt[m->n_ranges] = pr->numel; m->n_ranges++; }
     }
-    /* math fp16's checked ranges: each layer's adjacent trainable
-     * parameters, layers in backward order */
     for (int i = net->n_layers - 1; i >= 0; i--) {
         const vd_layer *l = &net->layers[i];
         int first = m->n_checks;
@@ -391,39 +387,77 @@ int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan 
             }
         }
     }
-    m->st.pool_bytes = plan->budget;
-    m->st.host_store_bytes = plan->host_bytes;
-    m->first_pending = true;
+    return VD_OK;
+}
+
+/* Math fp16 (loss scaling) and data parallel (the gradient buckets): what
+ * each needs of the backend and the plan, and its starting state. */
+static int setup_modes(vdx_member *m, vd_err *e) {
+    vd_backend *be = m->be;
+    const vd_plan *plan = m->plan;
     m->fp16 = m->opts.math == VD_MATH_FP16 && !plan->forward_only;
     m->ls = vd_loss_scale_init();
     if (m->fp16) {
         if (!be->scale_set || !be->scale_get || !be->grad_check || !be->sgd_scaled ||
-            !be->scale_update) {
-            rc = vd_errf(e, VD_EUNSUPPORTED, "the %s backend has no loss scaling: it cannot "
-                         "train in math fp16", be->name);
-            goto fail;
-        }
-        if (m->opts.allreduce) {
-            rc = vd_errf(e, VD_EUNSUPPORTED, "data parallel training (--gpus, --mpi) in math "
-                         "fp16 is not supported yet: its loss scale would have to agree "
-                         "between the ranks; use bf16, or one device");
-            goto fail;
-        }
-        if (plan->update_in_bwd) {
-            rc = vd_errf(e, VD_EINTERNAL, "math fp16 needs a plan with one gradient array "
-                         "(vd_plan_grads_array): every gradient is checked before any update");
-            goto fail;
-        }
-        if ((rc = be->scale_set(be, &m->ls, e))) goto fail;
+            !be->scale_update)
+            return vd_errf(e, VD_EUNSUPPORTED, "the %s backend has no loss scaling: it cannot "
+                           "train in math fp16", be->name);
+        if (m->opts.allreduce)
+            return vd_errf(e, VD_EUNSUPPORTED, "data parallel training (--gpus, --mpi) in math "
+                           "fp16 is not supported yet: its loss scale would have to agree "
+                           "between the ranks; use bf16, or one device");
+        if (plan->update_in_bwd)
+            return vd_errf(e, VD_EINTERNAL, "math fp16 needs a plan with one gradient array "
+                           "(vd_plan_grads_array): every gradient is checked before any update");
+        int rc = be->scale_set(be, &m->ls, e);
+        if (rc) return rc;
     }
-    if (m->opts.allreduce && plan->update_in_bwd) {
-        rc = vd_errf(e, VD_EINTERNAL, "data parallel needs a plan with one gradient array "
-                     "(vd_plan_opts.grads_persistent): the all-reduce averages it before "
-                     "the update");
+    if (!m->opts.allreduce) return VD_OK;
+    if (plan->update_in_bwd)
+        return vd_errf(e, VD_EINTERNAL, "data parallel needs a plan with one gradient array "
+                       "(vd_plan_opts.grads_persistent): the all-reduce averages it before "
+                       "the update");
+    return vd_dp_layout_build(m->net, plan, m->opts.bucket_bytes, &m->dp, e);
+}
+
+int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan *plan,
+                      vd_backend *be, const vd_exec_opts *opts, vd_err *e) {
+    *out = NULL;
+    vdx_member *m = vd_calloc(1, sizeof *m, e);
+    if (!m) return VD_ENOMEM;
+    m->net = net;
+    m->plan = plan;
+    m->eval = plan->eval;
+    m->be = be;
+    if (opts) m->opts = *opts;
+    m->st.pool_bytes = plan->budget;
+    m->st.host_store_bytes = plan->host_bytes;
+    m->first_pending = true;
+    int rc = VD_OK;
+    /* the plan sized every feature map for net->train.math; the backend
+     * writes opts.math's elements (bf16, fp16: 2 bytes), so their types must
+     * agree (fp32 and tf32 both store floats) */
+    if (vd_math_act_dtype(m->opts.math) != vd_math_act_dtype(net->train.math)) {
+        rc = vd_errf(e, VD_EINTERNAL, "executor math %s, but the plan's feature maps are for "
+                     "math %s (net '%s', train.math)", vd_math_name(m->opts.math),
+                     vd_math_name(net->train.math), net->name);
         goto fail;
     }
-    if (m->opts.allreduce &&
-        (rc = vd_dp_layout_build(net, plan, m->opts.bucket_bytes, &m->dp, e)))
+    if (!m->opts.layers_ready &&
+        (rc = be->layer_setup(be, net, plan->batch, m->opts.math, m->opts.deterministic, e)))
+        goto fail;
+    if ((rc = check_plan(net, plan, be, e))) goto fail;
+    /* Pinned host buffers first: pinning costs device memory too (the
+     * driver's mappings), so the caller's before_pool sample sees all that
+     * lives outside the pool. */
+    if ((rc = host_buffers(m, e))) goto fail;
+    if (m->opts.before_pool) m->opts.before_pool(m->opts.before_pool_ctx);
+    if ((rc = be->pool_create(be, plan->budget, (void **)&m->pool, e))) {
+        m->pool = NULL;
+        goto fail;
+    }
+    if ((rc = create_events(m, e)) || (rc = create_io(m, e)) || (rc = param_ranges(m, e)) ||
+        (rc = setup_modes(m, e)))
         goto fail;
     *out = m;
     return VD_OK;
@@ -680,6 +714,98 @@ static int update_layer(vdx_member *m, const vd_plan *p, int i, int s, float lr,
     return VD_OK;
 }
 
+/* A PREFETCH action: fill interval k on the H2D stream (copied from its host
+ * source, or generated for synthetic input) after the step's frees and the
+ * tensor's offload; the staging copy only when the look-ahead batch is
+ * ready. */
+static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, bool timed,
+                    walk_stats *w, vd_err *e) {
+    vd_backend *be = m->be;
+    const vd_interval *iv = &p->intervals[k];
+    const vd_tensor *T = &p->tensors[iv->tensor];
+    char *dst = iv_addr(m, iv);
+    int rc;
+    if (k == w->x_iv) return VD_OK;                                  /* x was staged */
+    if (iv->fill == VD_FILL_STAGE && !w->stage_next) return VD_OK;   /* no next batch */
+    if (iv->fill == VD_FILL_STAGE && m->stage_hook &&
+        m->stage_hook(m->stage_hook_ctx) != 0) {   /* not filled: no staging */
+        w->stage_next = false;
+        w->stage_failed = true;
+        return VD_OK;
+    }
+    if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) return rc;
+    if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) return rc;
+    if (m->opts.poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e)))
+        return rc;
+    if (timed) {
+        int c = p->n_tensors + k;
+        if ((rc = be->event_record(be, m->ev_copy + c, VD_STREAM_H2D, e))) return rc;
+        m->copy_issued[c] = true;
+    }
+    if (iv->fill == VD_FILL_INPUT_X && m->in_synth)
+        rc = fill_synth(m, dst, &m->in_sb, T->bytes, e);
+    else if (iv->fill == VD_FILL_STAGE && m->nx_synth)
+        rc = fill_synth(m, dst, &m->nx_sb, T->bytes, e);
+    else
+        rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(m, p, iv), T->bytes, e);
+    if (rc) return rc;
+    rc = be->event_record(be, iv->ev_h2d, VD_STREAM_H2D, e);
+    if (T->offload && T->iv[1] == k) w->h2d += T->bytes;
+    return rc;
+}
+
+/* An OFFLOAD action: tensor t's D2H copy into the host store, once the
+ * compute stream has reached it. */
+static int offload(vdx_member *m, const vd_plan *p, int t, bool timed, walk_stats *w,
+                   vd_err *e) {
+    vd_backend *be = m->be;
+    const vd_tensor *T = &p->tensors[t];
+    const vd_interval *iv = &p->intervals[T->iv[0]];
+    int rc;
+    if ((rc = be->event_record(be, T->ev_compute, VD_STREAM_COMPUTE, e))) return rc;
+    if ((rc = be->stream_wait(be, VD_STREAM_D2H, T->ev_compute, e))) return rc;
+    if (timed) {
+        if ((rc = be->event_record(be, m->ev_copy + t, VD_STREAM_D2H, e))) return rc;
+        m->copy_issued[t] = true;
+    }
+    if ((rc = be->copy_async(be, VD_STREAM_D2H, m->host_store + T->host_offset, iv_addr(m, iv),
+                             T->bytes, e)))
+        return rc;
+    rc = be->event_record(be, T->ev_d2h, VD_STREAM_D2H, e);
+    w->d2h += T->bytes;
+    return rc;
+}
+
+/* The SGD step of the training plan: the averaged gradients first (data
+ * parallel), then every trainable range updated from the gradient array.
+ * Math fp16: every gradient checked, then the updates (skipped on the device
+ * when one was not finite), then the scale's step; sgd_steps and
+ * first_pending follow the state read back with the loss
+ * (vdx_member_train_step). */
+static int sgd_step(vdx_member *m, float lr, vd_err *e) {
+    vd_backend *be = m->be;
+    const vd_net *net = m->net;
+    const vd_plan *tp = m->plan;
+    int rc = VD_OK;
+    if (m->opts.allreduce && (rc = m->opts.allreduce->wait(m->opts.allreduce, be, e))) return rc;
+    float *params = (float *)region(m, tp->t_params);
+    float *grads = tp->update_in_bwd ? NULL : (float *)region(m, tp->t_grads);
+    float *mom = (float *)region(m, tp->t_mom);
+    if (m->fp16) {
+        for (int r = 0; r < m->n_checks && !rc; r++)
+            rc = be->grad_check(be, grads, m->c_off[r], m->c_cnt[r], m->c_layer[r], e);
+        for (int r = 0; r < m->n_ranges && !rc; r++)
+            rc = be->sgd_scaled(be, params, grads, mom, m->r_off[r], m->r_cnt[r], lr,
+                                net->train.momentum, net->train.weight_decay, e);
+        return rc ? rc : be->scale_update(be, e);
+    }
+    for (int r = 0; grads && r < m->n_ranges && !rc; r++)
+        rc = be->sgd(be, params, grads, mom, m->r_off[r], m->r_cnt[r], lr, net->train.momentum,
+                     net->train.weight_decay, m->first_pending, e);
+    if (!rc) { m->first_pending = false; m->sgd_steps++; }
+    return rc;
+}
+
 /* Run the actions of step s of plan p. */
 static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
                     walk_stats *w, vd_err *e) {
@@ -716,37 +842,9 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
             if (iv->offset + iv->bytes > w->hwm) w->hwm = iv->offset + iv->bytes;
             break;
         }
-        case VD_A_PREFETCH: {
-            const vd_interval *iv = &p->intervals[A->arg];
-            const vd_tensor *T = &p->tensors[iv->tensor];
-            char *dst = iv_addr(m, iv);
-            if (A->arg == w->x_iv) break;                       /* x was staged */
-            if (iv->fill == VD_FILL_STAGE && !w->stage_next) break;  /* no next batch */
-            if (iv->fill == VD_FILL_STAGE && m->stage_hook &&
-                m->stage_hook(m->stage_hook_ctx) != 0) { /* not filled: no staging */
-                w->stage_next = false;
-                w->stage_failed = true;
-                break;
-            }
-            if ((rc = be->stream_wait(be, VD_STREAM_H2D, st->ev_free, e))) break;
-            if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) break;
-            if (poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e))) break;
-            if (timed) {
-                int c = p->n_tensors + A->arg;
-                if ((rc = be->event_record(be, m->ev_copy + c, VD_STREAM_H2D, e))) break;
-                m->copy_issued[c] = true;
-            }
-            if (iv->fill == VD_FILL_INPUT_X && m->in_synth)
-                rc = fill_synth(m, dst, &m->in_sb, T->bytes, e);
-            else if (iv->fill == VD_FILL_STAGE && m->nx_synth)
-                rc = fill_synth(m, dst, &m->nx_sb, T->bytes, e);
-            else
-                rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(m, p, iv), T->bytes, e);
-            if (rc) break;
-            rc = be->event_record(be, iv->ev_h2d, VD_STREAM_H2D, e);
-            if (T->offload && T->iv[1] == A->arg) w->h2d += T->bytes;
+        case VD_A_PREFETCH:
+            rc = prefetch(m, p, st, A->arg, timed, w, e);
             break;
-        }
         case VD_A_WAIT_PREFETCH: {
             const vd_interval *iv = &p->intervals[A->arg];
             const vd_tensor *T = &p->tensors[iv->tensor];
@@ -759,31 +857,7 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
         case VD_A_COMPUTE: {
             if (w->live > w->peak) w->peak = w->live;
             if (st->kind == VD_STEP_SGD) {
-                const vd_plan *tp = m->plan;
-                /* the averaged gradients first (data parallel) */
-                if (m->opts.allreduce && (rc = m->opts.allreduce->wait(m->opts.allreduce, be, e)))
-                    break;
-                float *params = (float *)region(m, tp->t_params);
-                float *grads = tp->update_in_bwd ? NULL : (float *)region(m, tp->t_grads);
-                float *mom = (float *)region(m, tp->t_mom);
-                if (m->fp16) {
-                    /* every gradient checked, then the updates (skipped on the
-                     * device when one was not finite), then the scale's step;
-                     * sgd_steps and first_pending follow the state read back
-                     * with the loss (vdx_member_train_step) */
-                    for (int r = 0; r < m->n_checks && !rc; r++)
-                        rc = be->grad_check(be, grads, m->c_off[r], m->c_cnt[r], m->c_layer[r], e);
-                    for (int r = 0; r < m->n_ranges && !rc; r++)
-                        rc = be->sgd_scaled(be, params, grads, mom, m->r_off[r], m->r_cnt[r], lr,
-                                            net->train.momentum, net->train.weight_decay, e);
-                    if (!rc) rc = be->scale_update(be, e);
-                } else {
-                    for (int r = 0; grads && r < m->n_ranges && !rc; r++)
-                        rc = be->sgd(be, params, grads, mom, m->r_off[r], m->r_cnt[r], lr,
-                                     net->train.momentum, net->train.weight_decay,
-                                     m->first_pending, e);
-                    if (!rc) { m->first_pending = false; m->sgd_steps++; }
-                }
+                rc = sgd_step(m, lr, e);
             } else {
                 vd_op_io *io = &iot[s];
                 io->iter = iter;
@@ -820,21 +894,9 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
                                 iv_addr(m, &p->intervals[S->iv[0]]), S->bytes, e);
             break;
         }
-        case VD_A_OFFLOAD: {
-            const vd_tensor *T = &p->tensors[A->arg];
-            const vd_interval *iv = &p->intervals[T->iv[0]];
-            if ((rc = be->event_record(be, T->ev_compute, VD_STREAM_COMPUTE, e))) break;
-            if ((rc = be->stream_wait(be, VD_STREAM_D2H, T->ev_compute, e))) break;
-            if (timed) {
-                if ((rc = be->event_record(be, m->ev_copy + A->arg, VD_STREAM_D2H, e))) break;
-                m->copy_issued[A->arg] = true;
-            }
-            if ((rc = be->copy_async(be, VD_STREAM_D2H, m->host_store + T->host_offset,
-                                     iv_addr(m, iv), T->bytes, e))) break;
-            rc = be->event_record(be, T->ev_d2h, VD_STREAM_D2H, e);
-            w->d2h += T->bytes;
+        case VD_A_OFFLOAD:
+            rc = offload(m, p, A->arg, timed, w, e);
             break;
-        }
         }
         if (rc) {
             char lab[160];
