@@ -247,8 +247,8 @@ int vd_ranks_run(vd_ranks *rk, int (*fn)(void *ctx, int rank, vd_err *e),
 /* Stop and join the threads (no vd_ranks_run may be running); clears *rk. */
 void vd_ranks_destroy(vd_ranks **rk);
 
-/* Every executor is one of n >= 1 ranks, and every function above works on
- * it as on one executor of the global batch:
+/* Every executor has n >= 1 ranks, and every function above works on it
+ * as on one executor of the global batch:
  *   vd_exec_train_step / vd_exec_eval_step   every rank at once, each on its
  *       thread; *loss = the mean of the ranks' losses (rank order),
  *       *correct = their sum (a failed training step still sets *loss, NaN
