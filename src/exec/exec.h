@@ -1,8 +1,10 @@
 /* exec.h — the executor: walks a plan on a backend.
  *
- * Owns the pool (one region of exactly the plan's budget), the pinned host
- * store for offloaded tensors and the input batch, and the events the plan
- * names. Nothing is allocated inside vd_exec_train_step. */
+ * An executor has n >= 1 ranks, one per device (vd_exec_create: one; a
+ * data-parallel group, vd_exec_group_create: n). Each rank owns its pool (one
+ * region of exactly the plan's budget), the pinned host store for offloaded
+ * tensors and the input batch, and the events the plan names. Nothing is
+ * allocated inside vd_exec_train_step. */
 #ifndef VD_EXEC_H
 #define VD_EXEC_H
 
@@ -159,20 +161,22 @@ int32_t *vd_exec_next_labels(vd_exec *ex);
 /* The look-ahead buffers hold the next training step's batch: the coming
  * vd_exec_train_step stages it (no-op when the plan does not stage). */
 void vd_exec_next_ready(vd_exec *ex);
-/* Called by the executor (on the thread that runs the step; with ranks, on
- * each rank's) just before it uploads or generates the look-ahead batch of
- * vd_exec_next_ready: a caller that fills the look-ahead buffers on another
- * thread, overlapping the step, waits there for them. Returns 0 when the
- * buffers are ready; anything else and the step does not stage (the next
- * step loads its batch itself; the caller reports its own error after the
- * step). NULL (the default): the buffers were filled before the step. */
-typedef int (*vd_exec_stage_hook)(void *ctx, vd_exec *self);   /* self: the rank's exec */
+/* Called by the executor for each rank (on the thread that runs the rank's
+ * step: ex's rank `rank`) just before it uploads or generates that rank's
+ * look-ahead batch of vd_exec_next_ready: a caller that fills the look-ahead
+ * buffers on another thread, overlapping the step, waits there for them.
+ * Returns 0 when the buffers are ready; anything else and the rank does not
+ * stage (its next step loads its batch itself; the caller reports its own
+ * error after the step). NULL (the default): the buffers were filled before
+ * the step. */
+typedef int (*vd_exec_stage_hook)(void *ctx, vd_exec *ex, int rank);
 void vd_exec_set_stage_hook(vd_exec *ex, vd_exec_stage_hook fn, void *ctx);
-/* The host waits until the compute stream (every rank's) has run the work
- * enqueued so far. For a caller about to block (a stage hook whose batch is
- * not ready): the time spent here is the device's work, the time blocked
- * after it is the device waiting (vdnn-train's "waiting for data"). */
-int vd_exec_drain(vd_exec *ex, vd_err *e);
+/* The host waits until rank r's compute stream has run the work enqueued so
+ * far; call on rank r's thread (a stage hook's rank). For a caller about to
+ * block (a stage hook whose batch is not ready): the time spent here is the
+ * device's work, the time blocked after it is the device waiting
+ * (vdnn-train's "waiting for data"). */
+int vd_exec_rank_drain(vd_exec *ex, int r, vd_err *e);
 /* Forget a staged batch (e.g. the current buffers are to be refilled). */
 void vd_exec_drop_staged(vd_exec *ex);
 
@@ -224,9 +228,9 @@ int vd_exec_copy_times(const vd_exec *ex, const vd_exec_copy_time **ct);
 /* ---- data parallel: rank threads and executor groups ---------------------
  * A data-parallel run has one rank per device, all in this process: rank 0
  * is driven by the calling (main) thread, ranks 1..n-1 each by a thread of
- * a vd_ranks. A rank's backend, session, plan and executor are created and
- * used on its own thread only (a CUDA backend's device is the current device
- * of the thread that created it). */
+ * a vd_ranks. A rank's backend, session, plan and executor are created,
+ * used and destroyed on its own thread only (a CUDA backend's device is the
+ * current device of the thread that created it). */
 typedef struct vd_ranks vd_ranks;
 /* n ranks: n - 1 worker threads (none for n == 1). VD_ENOMEM, VD_EINTERNAL
  * (no thread). */
@@ -243,44 +247,54 @@ int vd_ranks_run(vd_ranks *rk, int (*fn)(void *ctx, int rank, vd_err *e),
 /* Stop and join the threads (no vd_ranks_run may be running); clears *rk. */
 void vd_ranks_destroy(vd_ranks **rk);
 
-/* An executor group: one vd_exec standing for the ranks' executors
- * members[0..n) (n = vd_ranks_count(rk); member r created on rank r's
- * thread, with opts.allreduce = ar[r], ar may be NULL entries for n == 1
- * without all-reduce). The functions above work on a group as on one
- * executor of the global batch:
- *   vd_exec_train_step / vd_exec_eval_step   every member at once, each on
- *       its rank's thread; *loss = the mean of the members' losses (rank
- *       order), *correct = their sum
- *   vd_exec_set_state / vd_exec_init_params  every member (same state)
+/* Every executor has n >= 1 ranks, and every function above works on it
+ * as on one executor of the global batch:
+ *   vd_exec_train_step / vd_exec_eval_step   every rank at once, each on its
+ *       thread; *loss = the mean of the ranks' losses (rank order),
+ *       *correct = their sum (a failed training step still sets *loss, NaN
+ *       for a rank that failed before reading its loss)
+ *   vd_exec_set_state / vd_exec_init_params  every rank (same state)
  *   vd_exec_get_state, vd_exec_get_stats, vd_exec_step_times,
- *   vd_exec_input_x / _labels / _dtype       rank 0's
- *   vd_exec_stages                           true when every member stages
- *   vd_exec_next_ready, vd_exec_drop_staged  every member
- * and each member's input buffers (its shard) are reached with
- * vd_exec_rank_input_x(ex, r) and the like. The members, rk and ar must
- * outlive the group; vd_exec_destroy on the group frees the group only.
- * VD_ENOMEM; VD_EINTERNAL when the members' plans are not for one batch. */
+ *   vd_exec_copy_times, vd_exec_loss_scale, vd_exec_set_loss_scale,
+ *   vd_exec_can_synth, vd_exec_input_* / vd_exec_next_*   rank 0's
+ *   vd_exec_stages                           true when every rank stages
+ *   vd_exec_next_ready, vd_exec_drop_staged,
+ *   vd_exec_set_stage_hook                   every rank
+ * and each rank's input buffers (its shard) are reached with
+ * vd_exec_rank_input_x(ex, r) and the like. vd_exec_create makes an executor
+ * of one rank, on the calling thread, that vd_exec_destroy destroys (call it
+ * on the same thread).
+ *
+ * A group: the ranks of members[0..n) (n = vd_ranks_count(rk); each an
+ * executor of one rank from vd_exec_create on rank r's thread, with
+ * opts.allreduce = ar[r]; ar may be NULL, or hold NULL entries, for a group
+ * without all-reduce), rank r run on rk's thread r. The group borrows them:
+ * members, rk and ar must outlive it, vd_exec_destroy on the group frees the
+ * group only, and each member is destroyed by its caller afterwards, on its
+ * own rank's thread. VD_ENOMEM; VD_EINTERNAL when a member has several ranks
+ * or the members' plans are not for one batch; VD_EUNSUPPORTED in math
+ * fp16. */
 int vd_exec_group_create(vd_exec **out, vd_ranks *rk, vd_exec *const *members,
                          vd_allreduce *const *ar, vd_err *e);
-/* Ranks behind ex: 1 for a single executor, n for a group. */
+/* Ranks behind ex: 1 from vd_exec_create, n for a group. */
 int vd_exec_ranks(const vd_exec *ex);
-/* A group that is one process's part of a run over `procs` processes
- * (vdnn-train --mpi: each process a group of its one executor): the group's
- * ranks are process `proc`'s, the global batch is shared by procs *
+/* An executor that is one process's part of a run over `procs` processes
+ * (vdnn-train --mpi: each process a group of its one executor): its ranks
+ * are process `proc`'s, the global batch is shared by procs *
  * vd_exec_ranks(ex) ranks (process p's rank r is rank p * vd_exec_ranks + r;
  * its loader takes every procs-th shard, vd_loader_cfg.ranks), and the
  * losses and correct counts of every step are gathered from all processes
  * with gather (an all-gather of bytes, e.g. vd_mpi_allgather) and combined in
- * rank order as one process's group combines its ranks'. VD_EINTERNAL when
- * ex is not a group. */
+ * rank order as one process combines its ranks'. VD_EINTERNAL when proc is
+ * not one of procs or gather is NULL; VD_ENOMEM. */
 int vd_exec_group_set_procs(vd_exec *ex, int proc, int procs,
                             int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e),
                             vd_err *e);
 /* The processes of ex's run (1 unless vd_exec_group_set_procs) and this
  * process's number in *proc. */
 int vd_exec_procs(const vd_exec *ex, int *proc);
-/* Rank r's input buffers (r < vd_exec_ranks(ex); a single executor: r = 0,
- * the same as vd_exec_input_x ...): the shard of the global batch that rank r
+/* Rank r's input buffers (r < vd_exec_ranks(ex); r = 0: the same as
+ * vd_exec_input_x ...): the shard of the global batch that rank r
  * trains on, samples [r * B/n, (r + 1) * B/n) of each global batch of B. */
 void *vd_exec_rank_input_x(vd_exec *ex, int r);
 int32_t *vd_exec_rank_input_labels(vd_exec *ex, int r);

@@ -65,7 +65,7 @@ static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
  * the step still queued on the device, so the time it spends blocked there
  * is mostly the device's work, not a wait. When the batch is not ready yet,
  * the hook first waits for the device to run what is queued
- * (vd_exec_drain: the host would be blocked anyway) and counts only the
+ * (vd_exec_rank_drain: the host would be blocked anyway) and counts only the
  * time blocked after that, when the device is idle: the device's data wait.
  * (With ranks, the rank thread that gets there first drains its own
  * device.) */
@@ -88,14 +88,14 @@ static void *ahead_main(void *p) {
     return NULL;
 }
 
-/* self: the exec of the rank thread calling (the stage hook), or NULL (the
- * loop, after the step: nothing queued to overlap) */
-static int ahead_wait(void *ctx, vd_exec *self) {
+/* ex, rank: the executor and the rank whose thread calls (the stage hook), or
+ * NULL (the loop, after the step: nothing queued to overlap) */
+static int ahead_wait(void *ctx, vd_exec *ex, int rank) {
     ahead *a = ctx;
     pthread_mutex_lock(&a->mu);
     if (a->running) {
         vd_err de = {0};
-        int drc = self && !atomic_load(&a->done) ? vd_exec_drain(self, &de) : VD_OK;
+        int drc = ex && !atomic_load(&a->done) ? vd_exec_rank_drain(ex, rank, &de) : VD_OK;
         double t = vd_now();
         pthread_join(a->th, NULL);
         a->wait_s += vd_now() - t;
@@ -426,7 +426,7 @@ static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t sa
         rc = vd_exec_train_step(ex, (float)lr, *iter, &loss, e);
         double dt = vd_now() - t0;
         if (stage_next) {   /* joined by the stage hook, or now */
-            ahead_wait(ah, NULL);
+            ahead_wait(ah, NULL, 0);
             dt -= ah->wait_s;
             c->run_wait += ah->wait_s;
             c->win_wait += ah->wait_s;
@@ -554,7 +554,7 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         }
     }
 done:
-    ahead_wait(&ah, NULL);                 /* no thread outlives the loop */
+    ahead_wait(&ah, NULL, 0);              /* no thread outlives the loop */
     vd_exec_set_stage_hook(ex, NULL, NULL);
     pthread_mutex_destroy(&ah.mu);
     vd_loader_destroy(&r.ld);

@@ -602,7 +602,7 @@ END_TEST
  * the compute stream, and one per possible copy start; after a training
  * step every step's end is known, in order, within the iteration's wall
  * time, and every copy the pass issued; off: no extra events, no times.
- * Either way one more than the plan's for vd_exec_drain. */
+ * Either way one more than the plan's for vd_exec_rank_drain. */
 static int events_asked;
 static int (*real_events_create)(vd_backend *, int, vd_err *);
 static int log_events_create(vd_backend *be, int n, vd_err *e) {
@@ -675,7 +675,7 @@ START_TEST(test_step_times) {
 }
 END_TEST
 
-/* vd_exec_drain: records its own event (the one after the plan's) on the
+/* vd_exec_rank_drain: records its own event (the one after the plan's) on the
  * compute stream and has the host wait for exactly that event. */
 static int drain_rec_ev = -1, drain_rec_stream = -1, drain_sync_ev = -1;
 static int (*real_event_record)(vd_backend *, int, int, vd_err *);
@@ -704,7 +704,7 @@ START_TEST(test_drain) {
     real_event_sync = be->event_sync;
     be->event_record = log_event_record;
     be->event_sync = log_event_sync;
-    ck_assert_msg(vd_exec_drain(ex, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_exec_rank_drain(ex, 0, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(drain_rec_ev, n_ev);
     ck_assert_int_eq(drain_rec_stream, VD_STREAM_COMPUTE);
     ck_assert_int_eq(drain_sync_ev, n_ev);
