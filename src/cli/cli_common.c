@@ -305,12 +305,9 @@ static void plan_progress(void *ctx, const char *phase, int evals, double best_s
 }
 
 void vd_cli_note_raised(const vd_session *s, const char *prog, bool quiet) {
-    if (quiet || s->prof_raised == 0) return;
-    char b[32];
-    fprintf(stderr, "%s: note: the profile gives %d option%s less workspace than this setup "
-            "needs (up to %s less; cuDNN's tuning can pick another engine from one run to the "
-            "next): planned with this setup's workspaces\n", prog, s->prof_raised,
-            s->prof_raised == 1 ? "" : "s", vd_fmt_bytes(s->prof_raised_max, b, sizeof b));
+    char note[512];
+    if (!quiet && vd_session_profile_note(s, note, sizeof note))
+        fprintf(stderr, "%s: note: %s\n", prog, note);
 }
 
 void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet) {

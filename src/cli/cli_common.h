@@ -105,8 +105,8 @@ int vd_cli_check_paths(const vd_cli_common *c, const vd_run_path *more, int n, v
  * Call right before each planning call (the clock starts here). */
 void vd_cli_plan_progress(vd_plan_opts *po, const char *prog, bool quiet);
 
-/* A loaded profile whose workspaces the session raised to this setup's
- * (vd_session.prof_raised): a note on stderr, unless quiet. */
+/* A loaded profile whose options the session fitted to this setup
+ * (vd_session_profile_note): a note on stderr, unless quiet. */
 void vd_cli_note_raised(const vd_session *s, const char *prog, bool quiet);
 
 /* The help text of the options every tool shares that set up the backend

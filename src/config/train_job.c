@@ -152,13 +152,8 @@ static int set_up(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     if (s->backend_why) say(j, VD_TEV_NOTE, "backend %s (auto: %s)", s->be->name, s->backend_why);
     say(j, VD_TEV_NOTE, "profile %s (%s, %.1f s)%s%s", s->prof.source, s->prof_how, s->prof_s,
         o->cfg.profile_out ? ", saved to " : "", o->cfg.profile_out ? o->cfg.profile_out : "");
-    if (s->prof_raised) {
-        char b[32];
-        say(j, VD_TEV_NOTE, "note: the profile gives %d option%s less workspace than this "
-            "setup needs (up to %s less; cuDNN's tuning can pick another engine from one run "
-            "to the next): planned with this setup's workspaces", s->prof_raised,
-            s->prof_raised == 1 ? "" : "s", vd_fmt_bytes(s->prof_raised_max, b, sizeof b));
-    }
+    char note[512];
+    if (vd_session_profile_note(s, note, sizeof note)) say(j, VD_TEV_NOTE, "note: %s", note);
     vd_config_budget(run, s, NULL);
     run->plan.stop = o->stop;
     if (j->hooks && j->hooks->planning) j->hooks->planning(&run->plan, j->hooks->ctx);

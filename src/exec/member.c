@@ -227,9 +227,9 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
             const char *pn = pass ? "backward" : "forward";
             if (a < 0 || a >= n)
                 return vd_errf(e, VD_EDATA, "the plan chose %s option %d for layer '%s' but "
-                               "the %s backend offers %d: the profile (--profile) comes from "
-                               "another setup or was edited; measure it again (drop --profile)",
-                               pn, a, net->layers[i].name, be->name, n);
+                               "the %s backend offers options 0..%d: the profile (--profile) "
+                               "comes from another setup or was edited; measure it again (drop "
+                               "--profile)", pn, a, net->layers[i].name, be->name, n - 1);
             /* the profile's option a is the backend's option a: a profile
              * saved by another setup (another build, cuDNN, device, or conv
              * API choice) can list other options */

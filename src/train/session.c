@@ -41,7 +41,8 @@ void vd_session_mem_reset(vd_session *s) {
     vd_session_mem_sample(s);
 }
 
-/* A loaded profile beside this setup's options: an option with the same
+/* A loaded profile beside this setup's options: options beyond the ones
+ * this setup offers are dropped (prof_dropped), and an option with the same
  * label whose engine here needs more workspace than the profile says gets
  * this setup's workspace, so that the plan leaves room for it (the executor
  * refuses a plan that leaves less). cuDNN's tuned engines can differ from
@@ -52,12 +53,19 @@ void vd_session_mem_reset(vd_session *s) {
 static int raise_workspaces(vd_session *s, vd_err *e) {
     s->prof_raised = 0;
     s->prof_raised_max = 0;
+    s->prof_dropped = 0;
     for (int i = 0; i < s->prof.n_layers && i < s->net->n_layers; i++) {
         const vd_algo_opt *opts = NULL;
         int n = 0;
         int rc = s->be->layer_algos(s->be, i, &opts, &n, e);
         if (rc) return rc;
         vd_profile_layer *pl = &s->prof.layers[i];
+        /* options this setup does not have (its tuning kept fewer) cannot
+         * be planned with: dropped, the first one kept always */
+        if (n >= 1 && pl->n_algos > n) {
+            s->prof_dropped += pl->n_algos - n;
+            pl->n_algos = n;
+        }
         for (int a = 0; a < n && a < pl->n_algos; a++) {
             vd_profile_algo *pa = &pl->algos[a];
             if (strcmp(pa->label, opts[a].label) != 0) continue;
@@ -74,6 +82,24 @@ static int raise_workspaces(vd_session *s, vd_err *e) {
         }
     }
     return VD_OK;
+}
+
+bool vd_session_profile_note(const vd_session *s, char *buf, size_t n) {
+    if (!s->prof_raised && !s->prof_dropped) return false;
+    char b[32];
+    int k = 0;
+    if (s->prof_raised)
+        k = snprintf(buf, n, "the profile gives %d option%s less workspace than this setup needs "
+                     "(up to %s less): planned with this setup's workspaces", s->prof_raised,
+                     s->prof_raised == 1 ? "" : "s", vd_fmt_bytes(s->prof_raised_max, b, sizeof b));
+    if (s->prof_dropped && k >= 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "%sthe profile has %d option%s more than this setup "
+                 "offers: planned without them", k ? "; " : "", s->prof_dropped,
+                 s->prof_dropped == 1 ? "" : "s");
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, " (cuDNN's tuning can pick other engines from one run to the "
+             "next)");
+    return true;
 }
 
 static int get_profile(vd_session *s, const vd_session_opts *o, vd_err *e) {

@@ -153,6 +153,8 @@ typedef struct vd_session {
     int prof_raised;            /* loaded: options whose workspace was raised to this
                                    setup's (see vd_session_open) */
     uint64_t prof_raised_max;   /* the largest of those raises, bytes */
+    int prof_dropped;           /* loaded: options this setup does not offer (its cuDNN
+                                   tuning kept fewer), dropped from the profile */
     double prof_s;              /* seconds spent loading/measuring the profile */
     vd_session_memory mem;
     bool mem_trace;             /* from vd_session_opts */
@@ -175,6 +177,9 @@ typedef struct vd_session {
  * profile's (VD_EIO, VD_EDATA, VD_EDEVICE), VD_EUSAGE for a bad backend name. */
 int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_session_opts *o,
                     vd_err *e);
+/* A note on a loaded profile's options that this setup changed
+ * (prof_raised, prof_dropped) into buf; false (buf untouched) when none. */
+bool vd_session_profile_note(const vd_session *s, char *buf, size_t n);
 /* Free the profile and destroy the backend. Executors and plans made from
  * the session must be destroyed first. Safe on a zeroed or closed session. */
 void vd_session_close(vd_session *s);

@@ -636,7 +636,7 @@ START_TEST(profiles_of_other_nets_or_setups) {
         "the profile gives layer 'loss' 0 bytes of saved state (\"aux_bytes\"), but the cpu "
         "backend needs 4",
         "note: the profile gives 1 option less workspace than this setup needs (up to 76.46 KiB "
-        "less;",
+        "less): planned with this setup's workspaces",
         "option 0 ('winograd') for layer 'conv1' but the cpu backend's option 0 is 'im2col': the "
         "profile comes from another setup" };
     const int want_rc[] = {5, 5, 0, 8};

@@ -226,6 +226,57 @@ START_TEST(profile_workspace_raised) {
 }
 END_TEST
 
+/* A loaded profile with an option this setup does not offer (cuDNN's
+ * tuning kept fewer engines in this process than in the one that saved
+ * it): dropped, the plan chooses among the rest and runs. Before, a plan
+ * could choose it and the executor refused (VD_EDATA). */
+START_TEST(profile_option_dropped) {
+    vd_net net;
+    char *d, path[1100];
+    vd_session_opts so;
+    profile_setup(&net, &d, path, sizeof path, &so);
+    vd_session a;
+    open_cpu(&a, &net, &so);
+    ck_assert_int_eq(a.prof_dropped, 0);
+    /* every layer one option more: a copy of its first, ten times faster
+     * (the fastest, so a plan would choose it) */
+    vd_profile q = a.prof;
+    for (int i = 0; i < q.n_layers; i++) {
+        vd_profile_layer *pl = &q.layers[i];
+        ck_assert_int_lt(pl->n_algos, VD_PROFILE_MAX_ALGOS);
+        pl->algos[pl->n_algos] = pl->algos[0];
+        pl->algos[pl->n_algos].fwd_s /= 10;
+        pl->algos[pl->n_algos].bwd_s /= 10;
+        snprintf(pl->algos[pl->n_algos].label, sizeof pl->algos[0].label, "extra");
+        pl->n_algos++;
+    }
+    vd_err e;
+    ck_assert_msg(vd_profile_save(path, &q, &e) == 0, "%s", e.msg);
+    vd_session_close(&a);
+    so.profile_out = NULL;
+    so.profile_path = path;
+    vd_session b;
+    open_cpu(&b, &net, &so);
+    ck_assert_int_eq(b.prof_dropped, net.n_layers);
+    char note[512];
+    ck_assert(vd_session_profile_note(&b, note, sizeof note));
+    ck_assert_msg(strstr(note, "options more than this setup offers"), "%s", note);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.policy = VD_POLICY_AUTO;
+    vd_plan plan;
+    ck_assert_msg(vd_session_plan(&b, &po, &plan, &e) == 0, "%s", e.msg);
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_session_exec(&b, &plan, true, &ex, &e) == 0, "%s", e.msg);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_session_close(&b);
+    vdt_rmrf(d);
+    vd_free(d);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* The memory arithmetic, fed by hand (as if the driver had answered). */
 START_TEST(memory_limits) {
     vd_net net;
@@ -364,4 +415,4 @@ END_TEST
 
 VDT_MAIN("session", 0,
           cpu_session_plans_and_trains, init_params_in_pieces, backend_choice,
-          profile_saved_and_loaded, profile_workspace_raised, memory_limits)
+          profile_saved_and_loaded, profile_workspace_raised, profile_option_dropped, memory_limits)
