@@ -137,6 +137,27 @@ static void profile_setup(vd_net *net, char **d, char *path, size_t n, vd_sessio
     so->profile_out = path;
 }
 
+/* s plans with policy, and the executor takes the plan; s is closed. */
+static void plans_and_runs(vd_session *s, vd_policy policy) {
+    vd_err e;
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.policy = policy;
+    vd_plan plan;
+    ck_assert_msg(vd_session_plan(s, &po, &plan, &e) == 0, "%s", e.msg);
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_session_exec(s, &plan, true, &ex, &e) == 0, "%s", e.msg);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_session_close(s);
+}
+
+static void profile_cleanup(vd_net *net, char *d) {
+    vdt_rmrf(d);
+    vd_free(d);
+    vd_net_free(net);
+}
+
 START_TEST(profile_saved_and_loaded) {
     vd_net net;
     char *d, path[1100];
@@ -170,9 +191,7 @@ START_TEST(profile_saved_and_loaded) {
     /* a missing file: VD_EIO */
     snprintf(path, sizeof path, "%s/none.json", d);
     ck_assert_int_eq(vd_session_open(&b, &net, B, &so, &e), VD_EIO);
-    vdt_rmrf(d);
-    vd_free(d);
-    vd_net_free(&net);
+    profile_cleanup(&net, d);
 }
 END_TEST
 
@@ -210,19 +229,8 @@ START_TEST(profile_workspace_raised) {
     open_cpu(&b, &net, &so);
     ck_assert_int_eq(b.prof_raised, lowered);
     ck_assert_uint_eq(b.prof_raised_max, 256);
-    vd_plan_opts po;
-    vd_plan_opts_init(&po);
-    po.policy = VD_POLICY_ALL;
-    vd_plan plan;
-    ck_assert_msg(vd_session_plan(&b, &po, &plan, &e) == 0, "%s", e.msg);
-    vd_exec *ex = NULL;
-    ck_assert_msg(vd_session_exec(&b, &plan, true, &ex, &e) == 0, "%s", e.msg);
-    vd_exec_destroy(&ex);
-    vd_plan_free(&plan);
-    vd_session_close(&b);
-    vdt_rmrf(d);
-    vd_free(d);
-    vd_net_free(&net);
+    plans_and_runs(&b, VD_POLICY_ALL);
+    profile_cleanup(&net, d);
 }
 END_TEST
 
@@ -261,19 +269,8 @@ START_TEST(profile_option_dropped) {
     char note[512];
     ck_assert(vd_session_profile_note(&b, note, sizeof note));
     ck_assert_msg(strstr(note, "options more than this setup offers"), "%s", note);
-    vd_plan_opts po;
-    vd_plan_opts_init(&po);
-    po.policy = VD_POLICY_AUTO;
-    vd_plan plan;
-    ck_assert_msg(vd_session_plan(&b, &po, &plan, &e) == 0, "%s", e.msg);
-    vd_exec *ex = NULL;
-    ck_assert_msg(vd_session_exec(&b, &plan, true, &ex, &e) == 0, "%s", e.msg);
-    vd_exec_destroy(&ex);
-    vd_plan_free(&plan);
-    vd_session_close(&b);
-    vdt_rmrf(d);
-    vd_free(d);
-    vd_net_free(&net);
+    plans_and_runs(&b, VD_POLICY_AUTO);
+    profile_cleanup(&net, d);
 }
 END_TEST
 
