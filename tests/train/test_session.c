@@ -152,6 +152,17 @@ static void plans_and_runs(vd_session *s, vd_policy policy) {
     vd_session_close(s);
 }
 
+/* Saves q (a's profile, edited) to path, closes a, and opens *b on it for net. */
+static void reopen_edited(vd_session *a, const vd_profile *q, const char *path,
+                          vd_net *net, vd_session_opts *so, vd_session *b) {
+    vd_err e;
+    ck_assert_msg(vd_profile_save(path, q, &e) == 0, "%s", e.msg);
+    vd_session_close(a);
+    so->profile_out = NULL;
+    so->profile_path = path;
+    open_cpu(b, net, so);
+}
+
 static void profile_cleanup(vd_net *net, char *d) {
     vdt_rmrf(d);
     vd_free(d);
@@ -220,13 +231,8 @@ START_TEST(profile_workspace_raised) {
             lowered++;
         }
     ck_assert_int_gt(lowered, 0);   /* the tiny net's convolutions use im2col workspace */
-    vd_err e;
-    ck_assert_msg(vd_profile_save(path, &q, &e) == 0, "%s", e.msg);
-    vd_session_close(&a);
-    so.profile_out = NULL;
-    so.profile_path = path;
     vd_session b;
-    open_cpu(&b, &net, &so);
+    reopen_edited(&a, &q, path, &net, &so, &b);
     ck_assert_int_eq(b.prof_raised, lowered);
     ck_assert_uint_eq(b.prof_raised_max, 256);
     plans_and_runs(&b, VD_POLICY_ALL);
@@ -258,13 +264,8 @@ START_TEST(profile_option_dropped) {
         snprintf(pl->algos[pl->n_algos].label, sizeof pl->algos[0].label, "extra");
         pl->n_algos++;
     }
-    vd_err e;
-    ck_assert_msg(vd_profile_save(path, &q, &e) == 0, "%s", e.msg);
-    vd_session_close(&a);
-    so.profile_out = NULL;
-    so.profile_path = path;
     vd_session b;
-    open_cpu(&b, &net, &so);
+    reopen_edited(&a, &q, path, &net, &so, &b);
     ck_assert_int_eq(b.prof_dropped, net.n_layers);
     char note[512];
     ck_assert(vd_session_profile_note(&b, note, sizeof note));
