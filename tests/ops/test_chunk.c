@@ -11,8 +11,9 @@
  *   - y and dx: each sample's values are computed exactly as in the whole
  *     batch (per-sample arithmetic; dropout's mask and the loss's 1/n_batch
  *     depend on the batch, not the chunk): byte-equal, no tolerance;
- *   - the loss (aux[0]): the chunks' parts added in n0 order (float), where
- *     the whole batch rounds one sum: relative REL (below);
+ *   - the loss (aux[0]): the chunks' parts (each rounded to float) added
+ *     in n0 order, where the whole batch rounds one sum: relative REL
+ *     (below; the sample losses are positive, so no part exceeds the sum);
  *   - dw, db: each chunk's sum added to the chunks' before it, where the
  *     whole batch sums once in its own order: the same terms reassociated,
  *     within REL of the whole tensor's scale (below);
