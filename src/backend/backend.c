@@ -1,6 +1,6 @@
 /* backend.c — a backend and its all-reduce chosen by name (backend.h,
  * allreduce.h): the one place outside src/backend/{cpu,cuda} that tells
- * the backends apart. */
+ * the backends apart; and the check of a chunked op call that both make. */
 #include <string.h>
 #include "backend/backend.h"
 #include "backend/allreduce.h"
@@ -35,4 +35,19 @@ int vd_allreduce_create(vd_allreduce **out, int n, const char *backend, const in
     if (!kind) return unknown(backend, e);
     return !strcmp(kind, "cuda") ? vd_allreduce_nccl_create(out, n, devices, e)
                                  : vd_allreduce_cpu_create(out, n, e);
+}
+
+int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    int nb = vd_op_io_batch(io);
+    if (io->n0 < 0 || io->n_batch < 0 || io->n0 + io->n > nb)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': chunk of samples [%lld, %lld) is not inside "
+                       "the batch of %d", l->name, (long long)io->n0,
+                       (long long)(io->n0 + io->n), nb);
+    if (vd_op_io_chunked(io) && !vd_op_table[l->op].chunkable)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': %s runs only on the whole batch, not on a "
+                       "chunk (samples [%lld, %lld) of %d, dw_beta %g)", l->name,
+                       vd_op_table[l->op].name, (long long)io->n0, (long long)(io->n0 + io->n),
+                       nb, (double)io->dw_beta);
+    return VD_OK;
 }

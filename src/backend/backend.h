@@ -45,8 +45,8 @@ typedef struct vd_algo_opt {
  *   y     : output,   [N, c, h, w]
  *   w, b  : weight / bias (or BN scale / shift) inside the flat param array
  *   rm, rv: BN running mean / var (buffers)
- *   dw, db: gradients, same layout; backward ACCUMULATES into them? no:
- *           backward OVERWRITES dw/db (each param belongs to one layer).
+ *   dw, db: gradients, same layout; backward overwrites them (dw_beta 0:
+ *           each param belongs to one layer) or adds to them (dw_beta 1).
  *   dy    : gradient of y;  dx[k]: gradient of x[k]
  *   dx_beta[k]: 0 = overwrite dx[k], 1 = accumulate into it (tensors with
  *           several consumers sum their gradients; order is static)
@@ -65,7 +65,31 @@ typedef struct vd_algo_opt {
  *           BN statistics, the loss).
  *   loss_scaled: math fp16: the loss layer's backward multiplies its dx by
  *           the backend's current loss scale (vd_loss_scale.scale, read where
- *           the backend keeps it: device memory on CUDA, no host sync). */
+ *           the backend keeps it: device memory on CUDA, no host sync).
+ *
+ * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
+ * batch of n_batch samples: x, y, dy, dx and labels then point at that
+ * chunk's own slices (the caller offsets them: a feature map is per-sample
+ * contiguous, NCHW fp32 and NHWC 16-bit alike, so a chunk is one slab), N
+ * above is n, and y and dx are the rows [n0, n0 + n) of the whole-batch
+ * call's, computed the same way:
+ *   - what depends on a sample's place in the batch uses n0 + its index in
+ *     the chunk: dropout's mask (element n0 * C*H*W + i of the batch);
+ *   - the loss is the mean over n_batch, not n: the loss's dx is
+ *     (softmax - onehot) / n_batch, and its forward writes its chunk's part
+ *     of the mean, sum over the chunk of the sample losses / n_batch, into
+ *     aux[0] at n0 == 0 and ADDS it to aux[0] at n0 > 0: run the chunks'
+ *     forwards in the order of n0 and aux[0] ends as the batch's mean loss
+ *     (the sum of the parts: the whole-batch value up to rounding);
+ *   - parameter gradients: dw_beta 0 overwrites dw and db with the chunk's
+ *     gradient (the first chunk), 1 adds it to them (the later ones), so the
+ *     chunks' backwards, run in a fixed order, leave the batch's gradient
+ *     (summed per chunk, then over the chunks: equal to the whole-batch
+ *     call's up to the reassociation of those sums).
+ * n0 = 0, n_batch = 0 (meaning n) and dw_beta = 0 is the whole-batch call,
+ * bit for bit what it was before chunks existed. Only ops whose table entry
+ * says chunkable (vd_op_info) take any other values; the others (batch
+ * norm) fail with VD_EINTERNAL naming the layer (vd_op_io_check_chunk). */
 typedef struct vd_op_io {
     int n;                          /* batch */
     const float *x[VD_MAX_INPUTS];
@@ -84,7 +108,23 @@ typedef struct vd_op_io {
     bool training;
     vd_dtype act;
     bool loss_scaled;
+    int64_t n0;                     /* chunk: its first sample in the batch (0: whole batch) */
+    int n_batch;                    /* chunk: samples in the whole batch (0: n) */
+    float dw_beta;                  /* 0 = overwrite dw, db; 1 = add to them (later chunks) */
 } vd_op_io;
+
+/* The samples of the whole batch io belongs to: n_batch, or n when 0. */
+static inline int vd_op_io_batch(const vd_op_io *io) { return io->n_batch ? io->n_batch : io->n; }
+/* Does io run a chunk of a batch (n0, n_batch or dw_beta not the whole
+ * batch's)? */
+static inline bool vd_op_io_chunked(const vd_op_io *io) {
+    return io->n0 != 0 || vd_op_io_batch(io) != io->n || io->dw_beta != 0.0f;
+}
+/* Both backends' check of a call's chunk: VD_EINTERNAL naming the layer
+ * when the chunk is not inside the batch (n0 < 0, n0 + n > n_batch) or the
+ * call is chunked (vd_op_io_chunked) on an op that is not chunkable
+ * (vd_op_info). (backend.c) */
+int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
 
 /* Workspace of one pass of option o (a backend that reports no per-pass
  * sizes needs `workspace` in both). */

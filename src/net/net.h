@@ -80,6 +80,13 @@ typedef struct vd_op_info {
                                 do not share */
     bool step_counter;       /* keeps a count of training steps, saved in checkpoints
                                 as "<layer>.num_batches_tracked" (I64, torchvision's) */
+    bool chunkable;          /* both backends run it on a chunk of the batch (vd_op_io's
+                                n0, n_batch, dw_beta: backend.h) with the results of the
+                                whole-batch call. Batch norm is not: in training it
+                                normalises with the statistics of the whole batch, which
+                                no one chunk has (a statistics pass over the chunks
+                                before them is future work); a chunked call of an op
+                                without the flag fails (VD_EINTERNAL naming the layer) */
     const char *const *keys; /* op-specific spec keys, NULL-terminated */
     /* Defaults, then the spec keys (checks that need no shapes). */
     int (*parse)(struct vd_layer *l, const vd_spec_keys *k);

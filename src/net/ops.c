@@ -411,45 +411,49 @@ static const char *const NO_KEYS[] = {NULL};
 
 const vd_op_info vd_op_table[] = {
     [VD_OP_CONV] = {.name = "conv", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                    .has_params = true, .recomputable = true, .keys = CONV_KEYS,
+                    .has_params = true, .recomputable = true, .chunkable = true, .keys = CONV_KEYS,
                     .parse = conv_parse, .defaults = conv_defaults, .infer = conv_infer,
                     .flops = conv_flops, .params = conv_params},
     /* Exact per layer: pool_bwd_reads (max reads x, average nothing). */
     [VD_OP_POOL] = {.name = "pool", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                    .recomputable = true, .keys = POOL_KEYS,
+                    .recomputable = true, .chunkable = true, .keys = POOL_KEYS,
                     .parse = pool_parse, .defaults = pool_defaults, .infer = pool_infer,
                     .flops = pool_flops, .bwd_reads = pool_bwd_reads},
     [VD_OP_RELU] = {.name = "relu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_y = true,
-                    .can_inplace = true, .recomputable = true, .keys = NO_KEYS, .flops = flops_out},
+                    .can_inplace = true, .recomputable = true, .chunkable = true, .keys = NO_KEYS,
+                    .flops = flops_out},
     /* backward recomputes the scale from x (both backends) */
     [VD_OP_LRN] = {.name = "lrn", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                   .recomputable = true, .keys = LRN_KEYS,
+                   .recomputable = true, .chunkable = true, .keys = LRN_KEYS,
                    .parse = lrn_parse, .infer = lrn_infer, .flops = lrn_flops},
-    /* not recomputable: forward updates the running statistics */
+    /* not recomputable: forward updates the running statistics; not chunkable:
+     * training normalises with statistics of the whole batch (vd_op_info) */
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
                          .bwd_needs_x = true, .has_params = true, .step_counter = true,
                          .keys = BN_KEYS,
                          .parse = bn_parse, .defaults = bn_defaults, .flops = flops_out4,
                          .params = bn_params, .aux_bytes = bn_aux_bytes},
     [VD_OP_FC] = {.name = "fc", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                  .has_params = true, .recomputable = true, .keys = FC_KEYS, .parse = fc_parse,
-                  .infer = fc_infer, .flops = fc_flops, .params = fc_params},
+                  .has_params = true, .recomputable = true, .chunkable = true, .keys = FC_KEYS,
+                  .parse = fc_parse, .infer = fc_infer, .flops = fc_flops, .params = fc_params},
     [VD_OP_DROPOUT] = {.name = "dropout", .min_inputs = 1, .max_inputs = 1, .can_inplace = true,
-                       .recomputable = true, .keys = DROPOUT_KEYS, .parse = dropout_parse,
-                       .infer = dropout_infer, .flops = flops_out},
+                       .recomputable = true, .chunkable = true, .keys = DROPOUT_KEYS,
+                       .parse = dropout_parse, .infer = dropout_infer, .flops = flops_out},
     [VD_OP_FLATTEN] = {.name = "flatten", .min_inputs = 1, .max_inputs = 1, .recomputable = true,
-                       .keys = NO_KEYS, .infer = flatten_infer},
+                       .chunkable = true, .keys = NO_KEYS, .infer = flatten_infer},
     [VD_OP_ADD] = {.name = "add", .min_inputs = 2, .max_inputs = VD_MAX_INPUTS,
-                   .recomputable = true, .bwd_is_dy = true, .keys = NO_KEYS, .infer = add_infer, .flops = add_flops},
+                   .recomputable = true, .chunkable = true, .bwd_is_dy = true, .keys = NO_KEYS,
+                   .infer = add_infer, .flops = add_flops},
     [VD_OP_CONCAT] = {.name = "concat", .min_inputs = 2, .max_inputs = VD_MAX_INPUTS,
-                      .recomputable = true, .keys = NO_KEYS, .infer = concat_infer},
-    /* not recomputable: forward writes the loss (aux) */
+                      .recomputable = true, .chunkable = true, .keys = NO_KEYS, .infer = concat_infer},
+    /* not recomputable: forward writes the loss (aux); chunkable: a chunk adds
+     * its part of the mean to aux (backend.h, vd_op_io) */
     [VD_OP_SOFTMAX_XENT] = {.name = "softmax_cross_entropy", .min_inputs = 1, .max_inputs = 1,
-                            .bwd_needs_y = true, .keys = NO_KEYS, .infer = xent_infer,
-                            .flops = flops_out4, .aux_bytes = xent_aux_bytes},
+                            .bwd_needs_y = true, .chunkable = true, .keys = NO_KEYS,
+                            .infer = xent_infer, .flops = flops_out4, .aux_bytes = xent_aux_bytes},
     /* torch.nn.GELU(): y = x * Phi(x); backward reads x */
     [VD_OP_GELU] = {.name = "gelu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
-                    .recomputable = true, .keys = NO_KEYS, .flops = gelu_flops},
+                    .recomputable = true, .chunkable = true, .keys = NO_KEYS, .flops = gelu_flops},
 };
 _Static_assert(sizeof vd_op_table / sizeof vd_op_table[0] == VD_OP_COUNT, "one table entry per op (the last op has none)");
 

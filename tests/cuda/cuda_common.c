@@ -134,12 +134,58 @@ static void put_act(char *stage, uint64_t off, const float *src, int64_t n, int6
     else memcpy(stage + off, src, (size_t)n * 4);
 }
 
+/* whole (the call on the whole batch) moved to samples [n0, n0 + n) of it:
+ * pointers to the chunk's slices (elements of act bytes), n0, n_batch. */
+static vd_op_io chunk_of(const vd_net *net, int layer, const vd_op_io *whole, int64_t n0, int n,
+                         uint64_t act) {
+    const vd_layer *l = &net->layers[layer];
+    vd_op_io io = *whole;
+    io.n = n;
+    io.n0 = n0;
+    io.n_batch = whole->n;
+    for (int k = 0; k < l->n_in; k++) {
+        uint64_t skip = (uint64_t)n0 * (uint64_t)vd_net_out_numel(net, l->in[k]) * act;
+        io.x[k] = (const float *)(const void *)((const char *)whole->x[k] + skip);
+        io.dx[k] = (float *)(void *)((char *)whole->dx[k] + skip);
+    }
+    uint64_t skip = (uint64_t)n0 * (uint64_t)vd_net_out_numel(net, layer) * act;
+    io.y = (float *)(void *)((char *)whole->y + skip);
+    io.dy = (const float *)(const void *)((const char *)whole->dy + skip);
+    io.labels = whole->labels + n0;
+    return io;
+}
+
+/* c_run's calls: the whole batch at once, or o->chunks's chunks in order. */
+static void run_calls(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                      const c_run_opts *o, uint64_t act) {
+    vd_err e = {0};
+    if (!o->chunks) {
+        ck_assert_msg(be->forward(be, net, layer, io, &e) == 0, "%s forward: %s", be->name, e.msg);
+        if (o->backward)
+            ck_assert_msg(be->backward(be, net, layer, io, &e) == 0, "%s backward: %s", be->name,
+                          e.msg);
+        return;
+    }
+    for (int pass = 0; pass < (o->backward ? 2 : 1); pass++) {
+        int64_t n0 = 0;
+        for (int c = 0; o->chunks[c]; n0 += o->chunks[c++]) {
+            vd_op_io ch = chunk_of(net, layer, io, n0, o->chunks[c], act);
+            ch.dw_beta = c > 0 ? 1.0f : 0.0f;
+            int rc = pass ? be->backward(be, net, layer, &ch, &e) : be->forward(be, net, layer, &ch, &e);
+            ck_assert_msg(rc == 0, "%s %s of samples [%lld, +%d): %s", be->name,
+                          pass ? "backward" : "forward", (long long)n0, o->chunks[c], e.msg);
+        }
+        ck_assert_msg(n0 == io->n, "chunks of %lld samples, the batch has %d", (long long)n0, io->n);
+    }
+}
+
 int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *out) {
     vd_err e = {0};
     const vd_net *net = in->net;
     const vd_layer *l = &net->layers[in->layer];
     memset(out, 0, sizeof *out);
-    ck_assert_msg(be->layer_setup(be, net, in->n, o->math, o->deterministic, &e) == 0,
+    ck_assert_msg(be->layer_setup(be, net, o->setup_n ? o->setup_n : in->n, o->math,
+                                  o->deterministic, &e) == 0,
                   "%s layer_setup: %s", be->name, e.msg);
     const vd_algo_opt *opts;
     int nopt = 0;
@@ -222,10 +268,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.training = o->training;
     io.act = bf;
     io.loss_scaled = o->loss_scaled;
-    ck_assert_msg(be->forward(be, net, in->layer, &io, &e) == 0, "%s forward: %s", be->name, e.msg);
-    if (o->backward)
-        ck_assert_msg(be->backward(be, net, in->layer, &io, &e) == 0, "%s backward: %s", be->name,
-                      e.msg);
+    run_calls(be, net, in->layer, &io, o, act);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);

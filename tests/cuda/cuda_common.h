@@ -50,6 +50,12 @@ typedef struct c_run_opts {
     int64_t iter;
     bool loss_scaled;          /* vd_op_io.loss_scaled (math fp16): the backend's scale
                                   (set with scale_set beforehand) multiplies the loss's dx */
+    const int *chunks;         /* NULL: one call on the whole batch; else the sizes of
+                                  chunks of it (0-terminated, summing to n): forward chunk
+                                  by chunk, then backward chunk by chunk, in order, with
+                                  vd_op_io's n0 and n_batch, dw_beta 1 after the first */
+    int setup_n;               /* layer_setup's batch (0: n); a chunk of this size runs
+                                  the CUDA conv plans made at setup */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).

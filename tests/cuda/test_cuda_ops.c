@@ -3,7 +3,9 @@
  * cuDNN algorithm option, in fp32 and tf32 math; dx_beta accumulate and
  * in-place variants; deterministic mode repeats bit for bit; streams,
  * events, copies; the SGD kernel; the profiler; the tiled max-pool backward
- * kernel bit for bit against the general one (test_pool_bwd_tiled).
+ * kernel bit for bit against the general one (test_pool_bwd_tiled); ops run
+ * on chunks of the batch against the CPU run on the same chunks
+ * (test_chunked).
  *
  * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
  *
@@ -80,6 +82,8 @@ typedef struct check_opts {
     bool training, backward, inplace;
     float beta;
     bool tf32;             /* also run in tf32 math */
+    const int *chunks;     /* c_run_opts.chunks (both backends), NULL: the whole batch */
+    int setup_n;           /* c_run_opts.setup_n */
 } check_opts;
 
 static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
@@ -98,7 +102,8 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
     c_run_init(&in, net, layer, co->n, 1000 + (uint64_t)layer, co->zeros);
     const vd_layer *l = &net->layers[layer];
     c_run_opts o = {.math = VD_MATH_FP32, .training = co->training, .backward = co->backward,
-                    .inplace = co->inplace, .dx_beta = co->beta, .seed = 77, .iter = 3};
+                    .inplace = co->inplace, .dx_beta = co->beta, .seed = 77, .iter = 3,
+                    .chunks = co->chunks, .setup_n = co->setup_n};
     c_run_out ref;
     c_run(c_cpu(), &in, &o, &ref);
     int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
@@ -766,6 +771,100 @@ START_TEST(test_loss) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ chunks */
+
+/* Chunked calls (vd_op_io's n0, n_batch, dw_beta: backend.h): a batch of 8
+ * as chunks of 3, 4 and 1 (every chunk's forward, then every backward, the
+ * later ones adding to dw / db), on CUDA against the CPU run on the same
+ * chunks (the CPU's chunked calls equal its whole-batch ones: tests/ops/
+ * test_chunk.c), for every option and math, with each op's tolerance of the
+ * tests above (the same arithmetic on both sides; chunking only moves where
+ * the gradient sums are split, identically on both). Conv also at chunks of
+ * the setup batch (setup at 4, a batch of 8 as 4 + 4), where its setup plans
+ * run: the cuDNN plans (beta 0) for the first chunk and a runtime plan of
+ * beta 1 for the second, and with --conv-split force and the GEMM
+ * backward-filter forced, the split options' and the GEMM's own
+ * accumulation into dw. Dropout is exact (its mask at n0 + the sample), so
+ * is max pooling; the loss's 1/n_batch and summed parts: TOL_TRANS. */
+START_TEST(test_chunked) {
+    static const int uneven[] = {3, 4, 1, 0}, halves[] = {4, 4, 0};
+    for (int i = 0; i < 2; i++) {   /* conv3x3 p1 bias and conv1x1 bias (GEMM-eligible) */
+        const conv_case *cc = &conv_cases[i ? 3 : 0];
+        vd_net net;
+        c_net_begin(&net, cc->c, cc->h, cc->w, 8);
+        vdt_add(&net, c_conv(-1, cc->out, cc->k, cc->s, cc->p, cc->d, cc->g, cc->bias));
+        vdt_finish(&net, 0);
+        char name[64];
+        snprintf(name, sizeof name, "chunks 3+4+1 %s", cc->name);
+        check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);   /* matrix products */
+        co.n = 8;
+        co.chunks = uneven;
+        check_layer(&net, 0, name, &co);
+        vd_backend *be = c_cuda();
+        vd_conv_split was_split = be->opts.conv_split;
+        bool was_gemm = be->opts.conv_gemm_force;
+        be->opts.conv_split = VD_CONV_SPLIT_FORCE;   /* read by the next layer_setup */
+        be->opts.conv_gemm_force = true;
+        snprintf(name, sizeof name, "chunks 4+4 setup 4 %s", cc->name);
+        co.chunks = halves;
+        co.setup_n = 4;
+        check_layer(&net, 0, name, &co);
+        be->opts.conv_split = was_split;
+        be->opts.conv_gemm_force = was_gemm;
+        vd_net_free(&net);
+    }
+    for (int bias = 0; bias < 2; bias++) {   /* fc over a 3x5x5 input (flattened) */
+        vd_net net;
+        c_net_begin(&net, 3, 5, 5, 8);
+        vd_layer fc = vdt_simple(-1, VD_OP_FC);
+        fc.u.fc.out = 20;
+        fc.u.fc.bias = bias;
+        vdt_add(&net, fc);
+        vdt_finish(&net, 0);
+        check_opts co = fwd_bwd(TOL_FP32, TOL_TF32);   /* matrix products (K = 75) */
+        co.n = 8;
+        co.chunks = uneven;
+        check_layer(&net, 0, bias ? "chunks fc 75->20 bias" : "chunks fc 75->20", &co);
+        vd_net_free(&net);
+    }
+    {
+        vd_net net;
+        c_net_begin(&net, 5, 9, 9, 8);
+        int mp = vdt_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, true));
+        int ap = vdt_add(&net, c_pool(-1, VD_POOL_AVG, 3, 2, 1, true));
+        int r = vdt_add(&net, vdt_simple(-1, VD_OP_RELU));
+        vd_layer dl = vdt_simple(r, VD_OP_DROPOUT);
+        dl.u.dropout.p = 0.3f;
+        int d = vdt_add(&net, dl);
+        int fl[3] = {vdt_add(&net, vdt_simple(mp, VD_OP_FLATTEN)),
+                     vdt_add(&net, vdt_simple(ap, VD_OP_FLATTEN)),
+                     vdt_add(&net, vdt_simple(d, VD_OP_FLATTEN))};
+        vdt_finish(&net, vdt_add(&net, vdt_multi(VD_OP_CONCAT, 3, fl)));   /* all lead to the loss */
+        check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* max, relu, dropout: exact */
+        co.n = 8;
+        co.tf32 = false;
+        co.chunks = uneven;
+        check_layer(&net, mp, "chunks maxpool3 s2 p1 ceil", &co);
+        check_layer(&net, r, "chunks relu", &co);
+        check_layer(&net, d, "chunks dropout p=.3", &co);
+        co.tol_fp32 = co.tol_tf32 = TOL_ROUND;   /* average: double vs float sums */
+        check_layer(&net, ap, "chunks avgpool3 s2 p1 ceil", &co);
+        vd_net_free(&net);
+    }
+    {
+        vd_net net;
+        c_net_begin(&net, 10, 1, 1, 8);
+        vdt_finish(&net, -1);
+        check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* expf/logf vs double libm */
+        co.n = 8;
+        co.tf32 = false;
+        co.chunks = uneven;
+        check_layer(&net, 0, "chunks softmax xent 10", &co);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ determinism */
 
 static void det_layer(const vd_net *net, int layer, const char *name) {
@@ -1286,6 +1385,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_fc), test_fc);
     tcase_add_test(case_of(s, test_shape_ops), test_shape_ops);
     tcase_add_test(case_of(s, test_loss), test_loss);
+    tcase_add_test(case_of(s, test_chunked), test_chunked);
     tcase_add_test(case_of(s, test_deterministic), test_deterministic);
     tcase_add_test(case_of(s, test_fill_synthetic), test_fill_synthetic);
     tcase_add_test(case_of(s, test_fill_synthetic_f16), test_fill_synthetic_f16);

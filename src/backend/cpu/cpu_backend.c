@@ -564,6 +564,9 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
  * kernel on the 16-bit output), so y is rounded twice as there. Conv weight
  * gradients pass through 16 bits (cuDNN's 16-bit wgrad writes 16-bit), fc's
  * do not (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32.
+ * A chunk's conv dW that is added to dw (dw_beta 1) is rounded on its own
+ * before the add, as the CUDA path adds its 16-bit dW to the fp32 gradient;
+ * the other fields of a chunk (n0, n_batch) pass to the fp32 op unchanged.
  * Operands that alias (in-place layers) share one float copy. 16-bit feature
  * maps are channels-last (vd_math_nhwc): the float copies are NCHW,
  * converted both ways, so every fp32 op runs unchanged. */
@@ -627,7 +630,11 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
     if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
     bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
     int64_t nw = gemm ? net->params[l->param_first].numel : 0;
+    /* conv backward adding to dw: the chunk's dw and db apart first */
+    bool acc = bwd && l->op == VD_OP_CONV && io->dw_beta != 0.0f;
+    int64_t nb = acc && io->db ? l->c : 0;
     size_t total = (size_t)(2 * ny + nw) + 1;   /* y, dy, the weight copy */
+    if (acc) total += (size_t)(nw + nb);        /* the chunk's dw, db */
     for (int k = 0; k < l->n_in; k++) {
         nx[k] = (int64_t)io->n * vd_net_out_numel(net, l->in[k]);
         total += 2 * (size_t)nx[k];                /* x[k], dx[k] */
@@ -658,6 +665,11 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
         f.w = wr;
         if (!bwd) f.b = NULL;                /* added after the stored product, below */
     }
+    if (acc) {
+        f.dw_beta = 0.0f;
+        if (io->dw) { f.dw = m.next; m.next += nw; }
+        if (io->db) { f.db = m.next; m.next += nb; }
+    }
     int rc = run_op(ctx, net, layer, &f, bwd, scratch, e);
     if (rc) return rc;
     if (!bwd) {
@@ -670,7 +682,9 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
         }
         vd_nchw_f32_to_nhwc_h16(dt, f.y, (uint16_t *)io->y, io->n, yc, yhw);
     } else {
-        if (l->op == VD_OP_CONV && io->dw) vd_round_h16_n(dt, io->dw, (size_t)nw);
+        if (l->op == VD_OP_CONV && io->dw) vd_round_h16_n(dt, f.dw, (size_t)nw);
+        for (int64_t i = 0; acc && io->dw && i < nw; i++) io->dw[i] += f.dw[i];
+        for (int64_t i = 0; acc && io->db && i < nb; i++) io->db[i] += f.db[i];
         for (int k = 0; k < l->n_in; k++)
             if (io->dx[k])
                 vd_nchw_f32_to_nhwc_h16(dt, f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
@@ -686,7 +700,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)op);
     int rc = check_io(net, layer, io, bwd, e);
-    if (rc) return rc;
+    if (rc || (rc = vd_op_io_check_chunk(net, layer, io, e))) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
     if (io->act != VD_DT_F32) return cpu_run_h16(ctx_of(be), net, layer, io, bwd, scratch, e);

@@ -13,7 +13,10 @@
  *       ~320 images/s against ~2000 for im2col with OpenBLAS).
  * Sum orders: direct forward starts from the bias and adds (ic, ki, kj) in
  * order; im2col forward is the gemm's order, bias added last. dw and db are
- * overwritten (summed over the batch in sample order); dx honours dx_beta. */
+ * summed over the batch in sample order, overwritten (dw_beta 0) or added to
+ * (1: both algorithms add each sample's dw to what dw holds, exactly as
+ * they add a sample to the samples before it; db is added as the float of
+ * its double sum); dx honours dx_beta. */
 #include <string.h>
 #include "backend/cpu/cpu_internal.h"
 
@@ -176,13 +179,14 @@ static void fwd_im2col(const conv_geom *g, const vd_op_io *io, float *col) {
 
 static void bwd_im2col(const conv_geom *g, const vd_op_io *io, float *col) {
     int64_t ckk = (int64_t)g->Cg * g->kk;
+    bool acc = io->dw_beta != 0.0f;   /* the first sample adds too */
     if (io->dw)
         for (int n = 0; n < g->N; n++) {
             im2col(g, io->x[0] + (int64_t)n * g->C * g->hw, col);
             for (int gr = 0; gr < g->G; gr++)
                 vd_cpu_gemm(false, true, g->OCg, ckk, g->ohw,
                             io->dy + ((int64_t)n * g->OC + (int64_t)gr * g->OCg) * g->ohw, g->ohw,
-                            col + (int64_t)gr * ckk * g->ohw, g->ohw, n > 0,
+                            col + (int64_t)gr * ckk * g->ohw, g->ohw, n > 0 || acc,
                             io->dw + (int64_t)gr * g->OCg * ckk, ckk);
         }
     if (io->dx[0])
@@ -229,7 +233,8 @@ static void fwd_direct(const conv_geom *g, const vd_op_io *io) {
 
 static void bwd_direct(const conv_geom *g, const vd_op_io *io) {
     if (io->dw) {
-        memset(io->dw, 0, (size_t)((int64_t)g->OC * g->Cg * g->kk) * sizeof(float));
+        if (io->dw_beta == 0.0f)
+            memset(io->dw, 0, (size_t)((int64_t)g->OC * g->Cg * g->kk) * sizeof(float));
         for (int n = 0; n < g->N; n++)
             for (int oc = 0; oc < g->OC; oc++) {
                 int gr = oc / g->OCg;
@@ -321,7 +326,7 @@ int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, doubl
                 const float *p = io->dy + ((int64_t)n * g.OC + oc) * g.ohw;
                 for (int64_t i = 0; i < g.ohw; i++) s += p[i];
             }
-            io->db[oc] = (float)s;
+            vd_cpu_put(&io->db[oc], io->dw_beta, (float)s);
         }
     }
     if (io->algo == VD_CPU_CONV_IM2COL) bwd_im2col(&g, io, io->ws);

@@ -3,7 +3,10 @@
  * Conventions for all ops (see backend.h, vd_op_io):
  *   - forward writes y (and aux where the op has one);
  *   - backward writes dx[k] honouring dx_beta[k] (0: overwrite, ignoring old
- *     contents even if NaN; 1: add), and OVERWRITES dw/db;
+ *     contents even if NaN; 1: add), and dw/db honouring dw_beta (the same);
+ *   - a call may run a chunk of the batch (n0, n_batch: backend.h); io->n is
+ *     the chunk's samples, and only dropout and the loss need to know where
+ *     the chunk lies (batch norm is not chunkable: cpu_run refuses it);
  *   - a NULL dx[k] / dw / db means "not needed" and is skipped;
  *   - reductions that feed a single value (biases, BN statistics, the loss)
  *     are summed in double, in a fixed order. */
@@ -415,28 +418,41 @@ static int vd_cpu_fc_forward(const vd_net *net, int layer, const vd_op_io *io,
     return VD_OK;
 }
 
-/* dx = dy W (honours dx_beta), dW = dy^T x, db = sum_n dy. */
+/* dx = dy W (honours dx_beta), dW = dy^T x, db = sum_n dy (both honour
+ * dw_beta: the gemm adds its product, db its double sum rounded to float). */
 static int vd_cpu_fc_backward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     int64_t O = net->layers[layer].c, K = vd_cpu_numel(vd_cpu_in_shape(net, layer, 0));
     if (io->dx[0])
         vd_cpu_gemm(false, false, io->n, K, O, io->dy, O, io->w, K, io->dx_beta[0] != 0.0f,
                     io->dx[0], K);
-    if (io->dw) vd_cpu_gemm(true, false, O, K, io->n, io->dy, O, io->x[0], K, 0, io->dw, K);
+    if (io->dw)
+        vd_cpu_gemm(true, false, O, K, io->n, io->dy, O, io->x[0], K, io->dw_beta != 0.0f,
+                    io->dw, K);
     if (io->db)
         for (int64_t o = 0; o < O; o++) {
             double s = 0;
             for (int n = 0; n < io->n; n++) s += io->dy[n * O + o];
-            io->db[o] = (float)s;
+            vd_cpu_put(&io->db[o], io->dw_beta, (float)s);
         }
     return VD_OK;
 }
 
 /* ------------------------------------------------------------------ dropout */
 
-/* Training: element i (0..N*C*H*W-1, NCHW order) is kept iff
+/* Training: element i (0..N*C*H*W-1, NCHW order, of the whole batch: a
+ * chunk's element j is i = n0*C*H*W + j) is kept iff
  * vd_hash_uniform(seed, layer, iter, i) >= p, and then scaled by the float
  * 1.0f/(1.0f-p): y = x * scale. Eval: identity. In place allowed. */
+static bool dropout_keep(const vd_op_io *io, int layer, float p, uint64_t i) {
+    return vd_hash_uniform(io->seed, (uint64_t)layer, (uint64_t)io->iter, i) >= p;
+}
+
+/* The batch's index of the call's element 0 (a chunk's n0 * C*H*W). */
+static uint64_t dropout_base(const vd_net *net, int layer, const vd_op_io *io) {
+    return (uint64_t)(io->n0 * vd_net_out_numel(net, layer));
+}
+
 static int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
@@ -448,10 +464,9 @@ static int vd_cpu_dropout_forward(const vd_net *net, int layer, const vd_op_io *
         return VD_OK;
     }
     float scale = 1.0f / (1.0f - p);
-    for (int64_t i = 0; i < n; i++) {
-        bool keep = vd_hash_uniform(io->seed, (uint64_t)layer, (uint64_t)io->iter, (uint64_t)i) >= p;
-        y[i] = keep ? x[i] * scale : 0.0f;
-    }
+    uint64_t base = dropout_base(net, layer, io);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = dropout_keep(io, layer, p, base + (uint64_t)i) ? x[i] * scale : 0.0f;
     return VD_OK;
 }
 
@@ -466,11 +481,11 @@ static int vd_cpu_dropout_backward(const vd_net *net, int layer, const vd_op_io 
     float p = net->layers[layer].u.dropout.p;
     bool identity = !io->training || p == 0.0f;
     float scale = 1.0f / (1.0f - p);
+    uint64_t base = dropout_base(net, layer, io);
     for (int64_t i = 0; i < n; i++) {
         float g;
         if (identity) g = dy[i];
-        else g = vd_hash_uniform(io->seed, (uint64_t)layer, (uint64_t)io->iter, (uint64_t)i) >= p
-                     ? dy[i] * scale : 0.0f;
+        else g = dropout_keep(io, layer, p, base + (uint64_t)i) ? dy[i] * scale : 0.0f;
         vd_cpu_put(&dx[i], beta, g);
     }
     return VD_OK;
@@ -558,7 +573,8 @@ static int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *
 
 /* y[n, j] = softmax(x[n, :])_j (in double, max subtracted); aux[0] = mean over
  * the batch of -log p[label] = logsumexp(x) - x[label]. labels must be in
- * [0, classes). */
+ * [0, classes). A chunk (backend.h): its sum over n_batch, in double, put
+ * into aux[0] at n0 == 0 and added to it (in double, rounded once) after. */
 static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
@@ -570,8 +586,8 @@ static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
         float *y = io->y + (int64_t)n * K;
         int32_t lab = io->labels[n];
         if (lab < 0 || lab >= K)
-            return vd_errf(e, VD_EDATA, "layer '%s': label %d of sample %d is outside [0, %d)",
-                           l->name, (int)lab, n, K);
+            return vd_errf(e, VD_EDATA, "layer '%s': label %d of sample %lld is outside [0, %d)",
+                           l->name, (int)lab, (long long)(io->n0 + n), K);
         double m = x[0];
         for (int j = 1; j < K; j++) if (x[j] > m || isnan(x[j])) m = x[j];
         double s = 0;
@@ -579,17 +595,19 @@ static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
         for (int j = 0; j < K; j++) y[j] = (float)(exp((double)x[j] - m) / s);
         total += log(s) + m - (double)x[lab];
     }
-    io->aux[0] = (float)(total / io->n);
+    double part = total / vd_op_io_batch(io);
+    io->aux[0] = (float)(io->n0 > 0 ? (double)io->aux[0] + part : part);
     return VD_OK;
 }
 
 /* dx = scale (y - onehot(label)) / N: the gradient of the mean loss (times
- * the loss scale; a power of two, so exact unless it overflows); dy unused. */
+ * the loss scale; a power of two, so exact unless it overflows); dy unused.
+ * N is the whole batch's n_batch in a chunk. */
 int vd_cpu_xent_backward_scaled(const vd_net *net, int layer, const vd_op_io *io, float scale,
                                 vd_err *e) {
     if (!io->dx[0]) return VD_OK;
     int K = net->layers[layer].c;
-    float fn = (float)io->n;
+    float fn = (float)vd_op_io_batch(io);
     for (int n = 0; n < io->n; n++) {
         const float *y = io->y + (int64_t)n * K;
         float *dx = io->dx[0] + (int64_t)n * K;

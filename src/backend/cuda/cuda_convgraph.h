@@ -41,7 +41,8 @@
  * Runtime: a plan is bound to the setup batch, beta and the byte alignment
  * declared for its tensors (16 for activations; the weight's from its
  * parameter offset). A call that differs (smaller batch, dx accumulation
- * without a beta-1 plan, lower pointer alignment, less workspace) gets a
+ * without a beta-1 plan, dw accumulation (a chunk's dw_beta: no setup plan
+ * has beta 1 there), lower pointer alignment, less workspace) gets a
  * plan built then, first in heuristic order that fits the workspace given,
  * cached per layer (G_MAXALT); if no engine fits, the legacy API runs it.
  *
@@ -175,11 +176,16 @@ void cg_gop_free(gop *o);
 void cg_gcand_free(gcand *k);
 /* Free g's heuristic query temporaries. */
 void cg_tmp_clear(cu_graph *g);
-/* The operation graph of direction dir (CU_GD_*) at batch n. *ok false (rc
- * 0): cuDNN does not support it (*why: the status). o is freed by cg_gop_free
- * in every case. */
-int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, int n, int64_t ax,
-                int64_t aw, gop *o, bool *ok, cudnnStatus_t *why, vd_err *e);
+/* The beta of direction d's setup graphs: 1 for CU_GD_BWD_DATA_ACC, else 0
+ * (the output overwritten). */
+static inline float cg_dir_beta(int d) { return d == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f; }
+/* The operation graph of direction dir (CU_GD_*) at batch n whose output is
+ * beta times its old contents plus the convolution's (beta: cg_dir_beta(dir)
+ * at setup; 1 also for a runtime backward-filter that adds to dw). *ok false
+ * (rc 0): cuDNN does not support it (*why: the status). o is freed by
+ * cg_gop_free in every case. */
+int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float beta, int n,
+                int64_t ax, int64_t aw, gop *o, bool *ok, cudnnStatus_t *why, vd_err *e);
 /* Append to out[*n] (capacity maxn) the usable configs of heuristic mode
  * for graph, at most take of them, each as a finalized plan with workspace
  * <= cap; the fallback list skips engines already in out. */
@@ -201,8 +207,10 @@ void cg_graph_free(cu_graph *g);
 /* ---- cuda_convgraph_own.cu -------------------------------------------------- */
 /* Append the GEMM candidate to the backward-filter candidates D at batch n. */
 void cg_add_gemm(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, uint64_t cap, gdir *D);
-/* ptr = {x, dw, dy} at batch n; ws holds the GEMM candidate's workspace */
-int cg_gemm_filter(cu_ctx *c, const cu_layer *L, int n, void *const ptr[3], void *ws, vd_err *e);
+/* ptr = {x, dw, dy} at batch n; ws holds the GEMM candidate's workspace;
+ * beta != 0 adds the gradient to dw */
+int cg_gemm_filter(cu_ctx *c, const cu_layer *L, int n, void *const ptr[3], void *ws, float beta,
+                   vd_err *e);
 /* Append the direct candidate to the forward candidates D at batch n. */
 void cg_add_direct(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, gdir *D);
 /* ptr = {x, w, y} at batch n; b: the bias or NULL; relu: then max(y, 0) */

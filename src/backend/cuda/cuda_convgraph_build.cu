@@ -104,10 +104,11 @@ static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t d
     return VD_OK;
 }
 
-/* The operation graph of direction dir (CU_GD_*) at batch n. *ok false (rc
- * 0): cuDNN does not support it (*why: the status). o is freed by cg_gop_free
- * in every case. */
-int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, int n,
+/* The operation graph of direction dir (CU_GD_*) at batch n, its output
+ * scaled by beta before the add (see cuda_convgraph.h). *ok false (rc 0):
+ * cuDNN does not support it (*why: the status). o is freed by cg_gop_free in
+ * every case. */
+int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float beta, int n,
                 int64_t ax, int64_t aw, gop *o, bool *ok, cudnnStatus_t *why, vd_err *e) {
     *ok = true;
     *why = CUDNN_STATUS_SUCCESS;
@@ -145,7 +146,7 @@ int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, int n,
         *why = st;
         return VD_OK;
     }
-    const float alpha = 1.0f, beta = dir == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f;
+    const float alpha = 1.0f;
     if (dir == CU_GD_FWD) {
         CUDNN_CHECK(e, cudnnBackendCreateDescriptor(
                            CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &o->op));
@@ -400,7 +401,7 @@ void cu_graph_layer_free(cu_layer *L) {
  * fallback list) with workspace <= cap into D->c. *ok / *st: as cg_build_op. */
 int cg_gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, int d, int n,
                   uint64_t cap, gdir *D, bool *ok, cudnnStatus_t *st, vd_err *e) {
-    int rc = cg_build_op(c, L, l, d, n, g->ax, g->aw, &D->op, ok, st, e);
+    int rc = cg_build_op(c, L, l, d, cg_dir_beta(d), n, g->ax, g->aw, &D->op, ok, st, e);
     if (rc || !*ok) return rc;
     if ((rc = cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A, c->conv_topk, cap,
                                D->c, &D->n, G_MAXC, e)))

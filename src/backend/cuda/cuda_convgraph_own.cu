@@ -27,8 +27,8 @@ static uint64_t gemm_ws(const cu_layer *L, int n) {
     return (uint64_t)n * (uint64_t)L->c * (uint64_t)L->in_c[0] * sizeof(float);
 }
 
-/* ptr = {x, dw, dy} at batch n; ws holds gemm_ws(L, n) bytes */
-int cg_gemm_filter(cu_ctx *c, const cu_layer *L, int n, void *const ptr[3], void *ws,
+/* ptr = {x, dw, dy} at batch n; ws holds gemm_ws(L, n) bytes; beta: k_sum_batch's */
+int cg_gemm_filter(cu_ctx *c, const cu_layer *L, int n, void *const ptr[3], void *ws, float beta,
                    vd_err *e) {
     const int C = L->in_c[0], K = L->c;
     const int64_t hw = (int64_t)L->h * L->w;
@@ -41,7 +41,7 @@ int cg_gemm_filter(cu_ctx *c, const cu_layer *L, int n, void *const ptr[3], void
                                               (long long)C * hw, (const float *)ptr[2], (int)hw,
                                               (long long)K * hw, &zero, (float *)ws, C,
                                               (long long)C * K, n));
-    return cuk_sum_batch(cu_compute(c), c->sm_count, (const float *)ws, n, (int64_t)C * K,
+    return cuk_sum_batch(cu_compute(c), c->sm_count, (const float *)ws, n, (int64_t)C * K, beta,
                          (float *)ptr[1], e);
 }
 

@@ -5,20 +5,23 @@
 #include "backend/cuda/cuda_convgraph.h"
 
 /* One direction of a split option: k chunks of batch n/k, each through the
- * sub-batch plan q; backward-filter chunks after the first write their dw
- * into the workspace front and are added to dw. */
+ * sub-batch plan q; backward-filter chunks after the first (and the first
+ * too with beta 1: a call that adds to dw) write their dw into the workspace
+ * front and are added to dw. */
 static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int k,
-                     const gcand *q, void *const ptr[3], const vd_op_io *io, vd_err *e) {
+                     const gcand *q, void *const ptr[3], const vd_op_io *io, float beta,
+                     vd_err *e) {
     const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4 * (uint64_t)(io->n / k);
     const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4 * (uint64_t)(io->n / k);
     const bool filt = d == CU_GD_BWD_FILTER;
     char *tmp = (char *)io->ws;
     char *ws = filt ? tmp + g->dw_tmp : tmp;
     for (int i = 0; i < k; i++) {
-        void *p[3] = {(char *)ptr[0] + (uint64_t)i * xs, filt && i > 0 ? (void *)tmp : ptr[1],
+        const bool add = filt && (i > 0 || beta != 0.0f);
+        void *p[3] = {(char *)ptr[0] + (uint64_t)i * xs, add ? (void *)tmp : ptr[1],
                       (char *)ptr[2] + (uint64_t)i * ys};
         CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
-        if (filt && i > 0) {
+        if (add) {
             int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
                                     1.0f, g->dw_numel, VD_DT_F32, e);
             if (rc) return rc;
@@ -27,18 +30,21 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
     return VD_OK;
 }
 
-static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, const vd_op_io *io,
+/* Direction d with output beta (cu_graph_conv_run's) through a plan built
+ * for the call's batch, beta, alignment and workspace, cached in g->alt. */
+static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, const vd_op_io *io,
                    void *const ptr[3], int64_t ax, int64_t aw, vd_err *e) {
     cu_layer *L = &c->layers[li];
     cu_graph *g = L->g;
     const vd_layer *l = &net->layers[li];
-    const float beta = d == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f;
     const int ldir = d == CU_GD_BWD_DATA_ACC ? CU_GD_BWD_DATA : d;
     void *ws = io->ws_bytes ? io->ws : NULL;
     uint64_t wsb = io->ws ? io->ws_bytes : 0;
     for (int i = 0; i < G_MAXALT; i++) {
         const galt *a = &g->alt[i];
-        if (!a->used || a->dir != d || a->n != io->n || a->ax != ax || a->aw != aw) continue;
+        if (!a->used || a->dir != d || a->beta != beta || a->n != io->n || a->ax != ax ||
+            a->aw != aw)
+            continue;
         if (a->legacy && wsb <= a->ws_limit)
             return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
         if (!a->legacy && a->p.ws <= wsb) {
@@ -60,7 +66,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, const vd_op_io *
     bool ok;
     cudnnStatus_t st;
     int rc, n = 0;
-    if ((rc = cg_build_op(c, L, l, d, io->n, ax, aw, &a->op, &ok, &st, e))) goto fail;
+    if ((rc = cg_build_op(c, L, l, d, beta, io->n, ax, aw, &a->op, &ok, &st, e))) goto fail;
     if (ok) {
         if ((rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb, &a->p,
                                    &n, 1, e)))
@@ -108,6 +114,9 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
             return vd_errf(e, VD_EINTERNAL, "conv '%s' %s: a tensor pointer is NULL",
                            net->layers[li].name, cg_dir_name[dir]);
     int d = dir == CU_GD_BWD_DATA && beta != 0.0f ? CU_GD_BWD_DATA_ACC : dir;
+    /* the setup plans of d have beta cg_dir_beta(d): backward-filter adding
+     * to dw (beta 1) has none, but the split and GEMM paths add on their own */
+    const bool setup_beta = beta == cg_dir_beta(d);
     int64_t ax = cg_ptr_align(ptr[0]), aw = cg_ptr_align(ptr[1]);
     if (cg_ptr_align(ptr[2]) < ax) ax = cg_ptr_align(ptr[2]);
     const cu_conv_opt *o = &L->conv_opts[io->algo];
@@ -117,9 +126,9 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
             const gcand *q = &g->s[o->sset][d].c[k];
             uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
             if (need == 0 || (io->ws && need <= io->ws_bytes))
-                return run_split(c, L, g, d, o->split, q, ptr, io, e);
+                return run_split(c, L, g, d, o->split, q, ptr, io, beta, e);
         }
-        return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+        return run_alt(c, net, li, d, beta, io, ptr, ax, aw, e);
     }
     if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
         const vd_layer *l = &net->layers[li];
@@ -128,10 +137,12 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
-            if (q->gemm) return cg_gemm_filter(c, L, io->n, ptr, io->ws, e);
-            CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, ptr, q->ws ? io->ws : NULL));
-            return VD_OK;
+            if (q->gemm) return cg_gemm_filter(c, L, io->n, ptr, io->ws, beta, e);
+            if (setup_beta) {
+                CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, ptr, q->ws ? io->ws : NULL));
+                return VD_OK;
+            }
         }
     }
-    return run_alt(c, net, li, d, io, ptr, ax, aw, e);
+    return run_alt(c, net, li, d, beta, io, ptr, ax, aw, e);
 }

@@ -82,7 +82,7 @@ static int time_dir(cu_ctx *c, const cu_layer *L, int n, const vd_layer *l, int 
             CUDA_CHECK(e, cudaEventRecord(c->tev[0], s));
             cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
             if (q->gemm || q->direct) {
-                int rc = q->gemm ? cg_gemm_filter(c, L, n, ptr, ws, e)
+                int rc = q->gemm ? cg_gemm_filter(c, L, n, ptr, ws, 0.0f, e)
                                  : cg_direct_fwd(c, L, l, n, ptr, NULL, false, e);
                 if (rc) return rc;
             } else {

@@ -582,7 +582,7 @@ int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_o
     else if (dir == CU_GD_BWD_FILTER)
         CUDNN_CHECK(e, cudnnConvolutionBackwardFilter(
                            c->dnn, &one, L->xd, io->x[0], L->yd, io->dy, L->cd,
-                           (cudnnConvolutionBwdFilterAlgo_t)k->algo, io->ws, wsb, &zero, L->wd,
+                           (cudnnConvolutionBwdFilterAlgo_t)k->algo, io->ws, wsb, &b, L->wd,
                            io->dw));
     else
         CUDNN_CHECK(e, cudnnConvolutionBackwardData(c->dnn, &one, L->wd, io->w, L->yd, io->dy,
@@ -617,7 +617,8 @@ static int conv_16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
 }
 
 static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
-static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, float fbeta,
+                         vd_err *e);
 
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     if (io->act == VD_DT_F32) return conv_forward(c, net, li, io, e);
@@ -627,18 +628,19 @@ int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
 }
 
 /* bf16 / fp16: the bias gradient from 16-bit dy, dW in 16 bits then widened
- * into the fp32 gradient. */
+ * into the fp32 gradient (added to it with dw_beta 1). */
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
-    if (io->act == VD_DT_F32) return conv_backward(c, net, li, io, e);
+    const float wbeta = io->dw_beta != 0.0f ? 1.0f : 0.0f;
+    if (io->act == VD_DT_F32) return conv_backward(c, net, li, io, wbeta, e);
     vd_op_io b;
     int rc = conv_16_io(c, net, li, io, true, &b, e);
-    if (!rc) rc = conv_backward(c, net, li, &b, e);
+    if (!rc) rc = conv_backward(c, net, li, &b, 0.0f, e);   /* the 16-bit dW: overwritten */
     if (!rc && io->dw) {   /* 16-bit KRSC -> fp32 KCRS */
         const vd_layer *l = &net->layers[li];
         int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
         rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, io->act, io->dw, VD_DT_F32, l->u.conv.out,
                           c->layers[li].in_c[0] / g, (int64_t)l->u.conv.kh * l->u.conv.kw, false,
-                          0.0f, e);
+                          wbeta, e);
     }
     return rc;
 }
@@ -668,7 +670,10 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     return VD_OK;
 }
 
-static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+/* fbeta: the beta of the weight gradient the convolution writes to io->dw
+ * (the bias gradient's is io->dw_beta). */
+static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, float fbeta,
+                         vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
     if (io->algo < 0 || io->algo >= L->n_opts)
@@ -677,7 +682,7 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     int rc = L->g ? VD_OK : ensure_batch(L, io->n, conv_set_batch, e);
     if (rc) return rc;
     const cu_conv_opt *o = &L->conv_opts[io->algo];
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
     cudaStream_t s = cu_compute(c);
     /* bias gradient first: its partial sums share the workspace */
     if (l->u.conv.bias && io->db) {
@@ -685,12 +690,12 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
         int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act != VD_DT_F32);
         if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
             split = 1;
-        if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws, io->db,
-                               io->act, e)))
+        if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws,
+                               io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, e)))
             return rc;
     }
     if (L->g) {
-        if (io->dw && (rc = cu_graph_conv_run(c, net, li, CU_GD_BWD_FILTER, io, 0.0f, e)))
+        if (io->dw && (rc = cu_graph_conv_run(c, net, li, CU_GD_BWD_FILTER, io, fbeta, e)))
             return rc;
         if (io->dx[0] && (rc = cu_graph_conv_run(c, net, li, CU_GD_BWD_DATA, io,
                                                  io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, e)))
@@ -701,7 +706,7 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
         CUDNN_CHECK(e, cudnnSetConvolutionMathType(L->cd, o->bwd_filter_math));
         CUDNN_CHECK(e, cudnnConvolutionBackwardFilter(c->dnn, &one, L->xd, io->x[0], L->yd,
                                                       io->dy, L->cd, o->bwd_filter, io->ws,
-                                                      io->ws_bytes, &zero, L->wd, io->dw));
+                                                      io->ws_bytes, &fbeta, L->wd, io->dw));
     }
     if (io->dx[0]) {
         const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;

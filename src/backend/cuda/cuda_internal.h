@@ -273,7 +273,7 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
 void cu_conv_opts_order(cu_layer *L);
 
 /* Last resort of the graph path: one direction (CU_GD_*; beta for backward
- * data) through the legacy API with the first heuristic algorithm that fits
+ * data's dx and backward filter's dw) through the legacy API with the first heuristic algorithm that fits
  * io->ws_bytes and the math / determinism mode. */
 int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                        float beta, vd_err *e);
@@ -287,9 +287,10 @@ int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_o
 int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint64_t bias_ws,
                         bool *no_engine, char *why, size_t why_n, vd_err *e);
 /* Run one direction (CU_GD_FWD, CU_GD_BWD_DATA with beta 0 or 1,
- * CU_GD_BWD_FILTER) of option io->algo. Falls back to a runtime-built plan
- * when the batch, beta, pointer alignment or workspace differ from setup's,
- * and to cu_legacy_conv_dir when no graph engine fits the workspace. */
+ * CU_GD_BWD_FILTER with beta 0 or 1: dw overwritten or added to) of option
+ * io->algo. Falls back to a runtime-built plan when the batch, beta, pointer
+ * alignment or workspace differ from setup's, and to cu_legacy_conv_dir when
+ * no graph engine fits the workspace. */
 int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                       float beta, vd_err *e);
 /* Does option algo of conv layer li run its forward with the direct kernel,
@@ -369,9 +370,10 @@ int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, 
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
                  int64_t hw, vd_dtype dt, vd_err *e);
 /* db[c] = sum over n, hw of dy[n, c, hw]; split partial sums per channel in
- * partial[c*split + k] (split == 1: straight into db, partial unused). */
+ * partial[c*split + k] (split == 1: straight into db, partial unused).
+ * beta != 0: the sum is added to db (a chunk's dw_beta). */
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float *db, vd_dtype dt, vd_err *e);
+                 float *partial, float beta, float *db, vd_dtype dt, vd_err *e);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
 /* Batch norm on channels-last 16-bit maps (math bf16 / fp16; dt not F32):
@@ -394,13 +396,14 @@ int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);
 /* ch, hw: the tensor's channels and pixels (bf: channels-last; the mask is
- * drawn by NCHW index, as on the CPU). */
+ * drawn by NCHW index, as on the CPU); base: the batch's NCHW index of the
+ * first element (a chunk: n0 * ch * hw). */
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                vd_dtype dt, vd_err *e);
-/* dst[i] = sum_{j < n} src[j * m + i] (fixed order) */
-int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float *dst,
-                  vd_err *e);
+                int64_t base, vd_dtype dt, vd_err *e);
+/* dst[i] = sum_{j < n} src[j * m + i] (fixed order); beta != 0 adds it to dst */
+int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float beta,
+                  float *dst, vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
                    vd_dtype dt, vd_err *e);
 int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_dtype dt, vd_err *e);
@@ -440,12 +443,18 @@ int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch,
                 int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
                 int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
+/* n samples of a batch of n_batch (a chunk: backend.h): loss[0] = their
+ * summed loss / n_batch, added to loss[0] when acc (a chunk after the first). */
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, vd_dtype dt, vd_err *e);
-/* scale: NULL, or (math fp16, loss scaling) the device float dx is multiplied by. */
+                 int n, int classes, int n_batch, bool acc, vd_dtype dt, vd_err *e);
+/* dx of n samples of a batch of n_batch. scale: NULL, or (math fp16, loss
+ * scaling) the device float dx is multiplied by. */
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
-                 float beta, int n, int classes, const float *scale, vd_dtype dt, vd_err *e);
-int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_dtype dt, vd_err *e);
+                 float beta, int n, int n_batch, int classes, const float *scale, vd_dtype dt,
+                 vd_err *e);
+/* db[j] = sum over rows of dy[:, j]; beta != 0 adds it to db */
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float beta, float *db,
+                vd_dtype dt, vd_err *e);
 int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
             float momentum, float wd, bool first, vd_err *e);
 /* cuk_sgd with the loss scaling of st (device memory): nothing when

@@ -238,17 +238,19 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
 }
 
 /* y[i] (+)= keep(i) ? x[i] * scale : 0, keep iff hash >= p. Forward (beta 0)
- * and backward (x = dy, y = dx) are the same map. */
+ * and backward (x = dy, y = dx) are the same map. base: the batch's NCHW
+ * index of element 0 (a chunk's first sample times C*H*W). */
 template <typename T>
 __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, float scale,
-                          uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw) {
+                          uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
+                          int64_t base) {
     GRID_STRIDE(i, n) {
         int64_t m = i;   /* the mask is drawn by NCHW index in every layout */
         if (NHWC<T>::on && hw > 1) {
             int64_t pix = i / ch, c = i - pix * ch, img = pix / hw;
             m = (img * ch + c) * hw + (pix - img * hw);
         }
-        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)m) >= p;
+        bool keep = vd_hash_uniform(seed, layer, iter, (uint64_t)(base + m)) >= p;
         float v = keep ? __fmul_rn(ld(x[i]), scale) : 0.0f;
         put(&y[i], beta, v);
     }
@@ -256,10 +258,10 @@ __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, floa
 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                vd_dtype dt, vd_err *e) {
+                int64_t base, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
     DT_DISPATCH(dt, T, k_dropout<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
-                           AS<T>(x), AS<T>(y), beta, n, p, scale, seed, layer, iter, ch, hw));
+                           AS<T>(x), AS<T>(y), beta, n, p, scale, seed, layer, iter, ch, hw, base));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -283,21 +285,22 @@ int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float b
     return VD_OK;
 }
 
-/* dst[i] = sum over j < n of src[j * m + i], j in order (deterministic):
- * the per-sample partial weight gradients of the 1x1 GEMM backward-filter */
-__global__ void k_sum_batch(const float *__restrict__ src, int64_t n, int64_t m,
+/* dst[i] (+)= sum over j < n of src[j * m + i], j in order (deterministic):
+ * the per-sample partial weight gradients of the 1x1 GEMM backward-filter;
+ * beta != 0 adds the sum to dst (a chunk's dw_beta) */
+__global__ void k_sum_batch(const float *__restrict__ src, int64_t n, int64_t m, float beta,
                             float *__restrict__ dst) {
     GRID_STRIDE(i, m) {
         float acc = 0.0f;
         for (int64_t j = 0; j < n; j++) acc = __fadd_rn(acc, src[j * m + i]);
-        dst[i] = acc;
+        put(&dst[i], beta, acc);
     }
 }
 
-int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float *dst,
-                  vd_err *e) {
+int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float beta,
+                  float *dst, vd_err *e) {
     if (m <= 0) return VD_OK;
-    k_sum_batch<<<grid_for(m, sm), CU_THREADS, 0, s>>>(src, n, m, dst);
+    k_sum_batch<<<grid_for(m, sm), CU_THREADS, 0, s>>>(src, n, m, beta, dst);
     KERNEL_CHECK(e);
     return VD_OK;
 }

@@ -20,11 +20,12 @@ __global__ void k_softmax(const T *x, T *y, int classes) {
 
 /* One block of 1024 threads: thread t computes the losses of samples t,
  * t+1024, ... from the logits (log-sum-exp, as PyTorch's log_softmax), then
- * a fixed-order tree sum; loss[0] = mean. */
+ * a fixed-order tree sum; loss[0] = sum / fn (fn: the whole batch), or a
+ * chunk after the first (acc) adds that to loss[0] (backend.h). */
 enum { XENT_LOSS_THREADS = 1024 };
 template <typename T>
 __global__ void k_xent_loss(const T *x, const int32_t *labels, float *loss, int n,
-                            int classes) {
+                            int classes, float fn, bool acc_loss) {
     __shared__ float sh[XENT_LOSS_THREADS];
     float acc = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -38,23 +39,24 @@ __global__ void k_xent_loss(const T *x, const int32_t *labels, float *loss, int 
         acc += -((ld(xr[lab]) - m) - logf(s));
     }
     float total = block_sum(acc, sh);
-    if (threadIdx.x == 0) loss[0] = total / (float)n;
+    if (threadIdx.x == 0) loss[0] = acc_loss ? __fadd_rn(loss[0], total / fn) : total / fn;
 }
 
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, vd_dtype dt, vd_err *e) {
+                 int n, int classes, int n_batch, bool acc, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
     DT_DISPATCH(dt, T, k_softmax<T><<<(unsigned)n, CU_THREADS, 0, s>>>(AS<T>(x), AS<T>(y), classes));
     KERNEL_CHECK(e);
     if (loss) {
-        DT_DISPATCH(dt, T, k_xent_loss<T><<<1, XENT_LOSS_THREADS, 0, s>>>(AS<T>(x), labels, loss, n,
-                                                                         classes));
+        DT_DISPATCH(dt, T, k_xent_loss<T><<<1, XENT_LOSS_THREADS, 0, s>>>(
+                               AS<T>(x), labels, loss, n, classes, (float)n_batch, acc));
         KERNEL_CHECK(e);
     }
     return VD_OK;
 }
 
-/* dx = (softmax - onehot(label)) / n; dy is not read (the loss is last).
+/* dx = (softmax - onehot(label)) / n_batch (the whole batch's samples); dy
+ * is not read (the loss is last).
  * scale (math fp16, device memory: the loss scale, vd_loss_scale.scale):
  * dx = that times scale, one more rounding in float before the store;
  * NULL: unscaled. */
@@ -72,17 +74,19 @@ __global__ void k_xent_bwd(const T *y, const int32_t *labels, T *dx, float beta,
 }
 
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,
-                 float beta, int n, int classes, const float *scale, vd_dtype dt, vd_err *e) {
+                 float beta, int n, int n_batch, int classes, const float *scale, vd_dtype dt,
+                 vd_err *e) {
     int64_t total = (int64_t)n * classes;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
     if (FITS32(total))
         DT_DISPATCH(dt, T, k_xent_bwd<T, int><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(y), labels, AS<T>(dx), beta, (int)total, classes, (float)n,
-                               scale));
+                               AS<T>(y), labels, AS<T>(dx), beta, (int)total, classes,
+                               (float)n_batch, scale));
     else
         DT_DISPATCH(dt, T, k_xent_bwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(y), labels, AS<T>(dx), beta, total, classes, (float)n, scale));
+                               AS<T>(y), labels, AS<T>(dx), beta, total, classes, (float)n_batch,
+                               scale));
     KERNEL_CHECK(e);
     return VD_OK;
 }

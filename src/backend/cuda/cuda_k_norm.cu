@@ -21,9 +21,10 @@ int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
     return (int)sp;
 }
 
-/* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c. */
+/* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c; beta:
+ * put()'s, for split 1, where out is db (the partial sums get 0). */
 template <typename T, typename I>
-__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *out) {
+__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float beta, float *out) {
     __shared__ float sh[CU_THREADS];
     I c = (I)blockIdx.x, k = (I)blockIdx.y;
     I total = n * hw;
@@ -35,7 +36,7 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *o
         acc += ld(dy[(img * ch + c) * hw + p]);
     }
     float r = block_sum(acc, sh);
-    if (threadIdx.x == 0) out[c * split + k] = r;
+    if (threadIdx.x == 0) put(&out[c * split + k], beta, r);
 }
 
 /* Channels-last: block (cb, k) sums pixels of chunk k of [0, n*hw) for
@@ -44,7 +45,7 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float *o
  * order. Coalesced across the channels of a pixel. */
 enum { CHAN_NHWC_C = 32 };
 template <typename H>
-__global__ void k_chan_partial_nhwc(const H *dy, int64_t pix, int64_t ch, int split,
+__global__ void k_chan_partial_nhwc(const H *dy, int64_t pix, int64_t ch, int split, float beta,
                                     float *out) {
     __shared__ float sh[CU_THREADS];
     const int lane = threadIdx.x % CHAN_NHWC_C, row = threadIdx.x / CHAN_NHWC_C;
@@ -60,62 +61,66 @@ __global__ void k_chan_partial_nhwc(const H *dy, int64_t pix, int64_t ch, int sp
     if (row == 0 && c < ch) {
         float t = sh[lane];
         for (int r = 1; r < rows; r++) t += sh[r * CHAN_NHWC_C + lane];
-        out[c * split + k] = t;
+        put(&out[c * split + k], beta, t);
     }
 }
 
-__global__ void k_chan_final(const float *partial, int64_t ch, int split, float *db) {
+__global__ void k_chan_final(const float *partial, int64_t ch, int split, float beta, float *db) {
     GRID_STRIDE(c, ch) {
         float acc = 0.0f;
         for (int k = 0; k < split; k++) acc += partial[c * split + k];
-        db[c] = acc;
+        put(&db[c], beta, acc);
     }
 }
 
 static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
-                     float *partial, float *db, vd_dtype dt, vd_err *e);
+                     float *partial, float beta, float *db, vd_dtype dt, vd_err *e);
 
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float *db, vd_dtype dt, vd_err *e) {
+                 float *partial, float beta, float *db, vd_dtype dt, vd_err *e) {
     if (ch <= 0) return VD_OK;
     if (ch > 0x7fffffff || split < 1 || split > 65535)
         return vd_errf(e, VD_EINTERNAL, "cuk_chan_sum: bad shape (channels %lld, split %d)",
                        (long long)ch, split);
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
+    const float pbeta = split == 1 ? beta : 0.0f;   /* the partial sums are overwritten */
     if (dt != VD_DT_F32 && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
-        return chan_sum8(s, dy, n * hw, ch, split, partial, db, dt, e);
+        return chan_sum8(s, dy, n * hw, ch, split, partial, beta, db, dt, e);
     if (dt != VD_DT_F32) {
         dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
         HALF_DISPATCH(dt, H, k_chan_partial_nhwc<H><<<gn, CU_THREADS, 0, s>>>(AS<H>(dy), n * hw, ch,
-                                                                            split, out));
+                                                                            split, pbeta, out));
     } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
-        k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split, out);
+        k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split,
+                                                               pbeta, out);
     } else {
-        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, out);
+        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, pbeta, out);
     }
     KERNEL_CHECK(e);
     if (split > 1) {
-        k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, beta, db);
         KERNEL_CHECK(e);
     }
     return VD_OK;
 }
 
-/* db[j] = sum over rows i of dy[i, j] (fc bias gradient), rows in order. */
+/* db[j] (+)= sum over rows i of dy[i, j] (fc bias gradient), rows in order;
+ * beta: put()'s. */
 template <typename T>
-__global__ void k_col_sum(const T *dy, int64_t n, int64_t cols, float *db) {
+__global__ void k_col_sum(const T *dy, int64_t n, int64_t cols, float beta, float *db) {
     GRID_STRIDE(j, cols) {
         float acc = 0.0f;
         for (int64_t i = 0; i < n; i++) acc += ld(dy[i * cols + j]);
-        db[j] = acc;
+        put(&db[j], beta, acc);
     }
 }
 
-int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float *db, vd_dtype dt,
-                vd_err *e) {
+int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float beta, float *db,
+                vd_dtype dt, vd_err *e) {
     if (cols <= 0) return VD_OK;
-    DT_DISPATCH(dt, T, k_col_sum<T><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(AS<T>(dy), n, cols, db));
+    DT_DISPATCH(dt, T, k_col_sum<T><<<grid_for(cols, 132), CU_THREADS, 0, s>>>(AS<T>(dy), n, cols,
+                                                                              beta, db));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -271,10 +276,12 @@ __global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
  * x alone and writes only the first half of part. Thread (lane, row) takes
  * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
  * 16-byte loads; rows are added in order, then k_red_final adds the split
- * partials: a fixed order, bit-identical run to run. */
+ * partials: a fixed order, bit-identical run to run. beta: put()'s for the
+ * first half of part (MODE 2 with split 1 writes the bias gradient there
+ * straight; else 0). */
 template <int MODE, typename H>
 __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, int64_t pix,
-                            int64_t ch, int split, int tpr, float *part) {
+                            int64_t ch, int split, int tpr, float beta, float *part) {
     __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
@@ -331,7 +338,7 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, int64_t 
             }
 #pragma unroll
         for (int q = 0; q < 8; q++) {
-            part[(c0 + q) * split + k] = a[q];
+            put(&part[(c0 + q) * split + k], beta, a[q]);
             if (MODE != 2) part[ch * split + (c0 + q) * split + k] = b[q];
         }
     }
@@ -386,14 +393,14 @@ __global__ void k_bn_bwd_final_w(const float *part, const float *aux, int64_t ch
     dw[c] = (float)(b * (double)aux[ch + c]);
 }
 
-__global__ void k_chan_final_w(const float *part, int64_t ch, int split, float *db) {
+__global__ void k_chan_final_w(const float *part, int64_t ch, int split, float beta, float *db) {
     int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (c >= ch) return;
     const int lane = threadIdx.x % 32;
     float a = 0.0f;
     for (int k = lane; k < split; k += 32) a += part[c * split + k];
     for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
-    if (lane == 0) db[c] = a;
+    if (lane == 0) put(&db[c], beta, a);
 }
 
 static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS); }
@@ -465,14 +472,15 @@ static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
 /* Bias gradient of channels-last 16-bit dy (ch % 8 == 0, dy 16-byte aligned):
  * split == 1 writes db straight away. */
 static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
-                     float *partial, float *db, vd_dtype dt, vd_err *e) {
+                     float *partial, float beta, float *db, vd_dtype dt, vd_err *e) {
     dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
     float *out = split == 1 ? db : partial;
     HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, pix, ch,
-                                                                     split, bn_tpr(ch), out));
+                                                                     split, bn_tpr(ch),
+                                                                     split == 1 ? beta : 0.0f, out));
     KERNEL_CHECK(e);
     if (split > 1) {
-        k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, db);
+        k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, beta, db);
         KERNEL_CHECK(e);
     }
     return VD_OK;
@@ -497,7 +505,7 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
             int tpr = bn_tpr(ch);
             dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
             k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, pix, ch, split, tpr,
-                                                    (float *)ws);
+                                                    0.0f, (float *)ws);
             KERNEL_CHECK(e);
             k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
                 AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
@@ -540,7 +548,7 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
     if (ch % 8 == 0 && al16(x) && al16(dy)) {
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
         k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, bn_tpr(ch),
-                                                (float *)ws);
+                                                0.0f, (float *)ws);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);

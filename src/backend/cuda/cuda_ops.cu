@@ -3,7 +3,9 @@
  *
  * conv and batchnorm go to cuda_cudnn.cu, fc to cuBLAS, the rest to the
  * kernels in cuda_k_*.cu. Semantics: backend.h (dx_beta 0 overwrites
- * without reading, 1 accumulates; dw / db are overwritten). */
+ * without reading, 1 accumulates; dw / db the same with dw_beta; a call may
+ * run a chunk of the batch: n0, n_batch, of which only dropout and the loss
+ * need to know, checked by cu_op_forward / cu_op_backward). */
 #include "backend/cuda/cuda_internal.h"
 
 static cu_pool_geom pool_geom(const cu_layer *L, const vd_layer *l, int n) {
@@ -40,7 +42,7 @@ static size_t act_size(const vd_op_io *io) { return (size_t)vd_dtype_bytes(io->a
  * CUDA_R_16F) and accumulate in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F); the
  * weight's 16-bit copy is made in the workspace's first cu_wcopy_bytes
  * (cuda_backend.cu adds them to the option), dW is written in fp32 straight
- * into the gradient. */
+ * into the gradient (added to it with dw_beta 1: the GEMM's beta). */
 static cudaDataType_t blas_t16(vd_dtype dt) { return dt == VD_DT_F16 ? CUDA_R_16F : CUDA_R_16BF; }
 
 /* The workspace of a 16-bit fc: the weight's 16-bit copy, then (input of H*W > 1,
@@ -98,7 +100,7 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
                        const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f, wbeta = io->dw_beta != 0.0f ? 1.0f : 0.0f;
     if (io->act != VD_DT_F32) {
         const bool xt = cu_fc_xt_bytes(c, net, li, io->n) != 0;   /* channels-last input */
         const cudaDataType_t t16 = blas_t16(io->act);
@@ -111,7 +113,7 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
             if ((rc = fc_wcopy(c, net, li, io, &w16, e)) || (rc = fc_x_nchw(c, net, li, io, &x, e)))
                 return rc;
             CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, x,
-                                         t16, k, io->dy, t16, m, &zero, io->dw,
+                                         t16, k, io->dy, t16, m, &wbeta, io->dw,
                                          CUDA_R_32F, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         }
         if (io->dx[0]) {
@@ -129,18 +131,20 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
                                          true, beta, e)))
                 return rc;
         }
-        if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, io->act, e);
+        if (l->u.fc.bias && io->db)
+            return cuk_col_sum(cu_compute(c), io->dy, n, m, wbeta, io->db, io->act, e);
         return VD_OK;
     }
     if (io->dw) /* dW[out, in] = dy^T x  ->  col-major dW^T(in x out) = x^T(in x N) dy(N x out) */
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, io->x[0], k,
-                                    io->dy, m, &zero, io->dw, k));
+                                    io->dy, m, &wbeta, io->dw, k));
     if (io->dx[0]) { /* dx[N, in] = dy W -> col-major dx^T(in x N) = W^T(in x out) dy^T(out x N) */
         const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, io->w, k,
                                     io->dy, m, &beta, io->dx[0], k));
     }
-    if (l->u.fc.bias && io->db) return cuk_col_sum(cu_compute(c), io->dy, n, m, io->db, VD_DT_F32, e);
+    if (l->u.fc.bias && io->db)
+        return cuk_col_sum(cu_compute(c), io->dy, n, m, wbeta, io->db, VD_DT_F32, e);
     return VD_OK;
 }
 
@@ -155,6 +159,8 @@ static int need(const void *p, const vd_layer *l, const char *what, vd_err *e) {
 typedef int (*cu_op_fn)(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 
 static int64_t io_ny(const cu_layer *L, const vd_op_io *io) { return (int64_t)io->n * out_numel(L); }
+/* The batch's NCHW index of the chunk's first output element (dropout's mask). */
+static int64_t io_y0(const cu_layer *L, const vd_op_io *io) { return io->n0 * out_numel(L); }
 static float beta0(const vd_op_io *io) { return io->dx_beta[0] != 0.0f ? 1.0f : 0.0f; }
 
 static int conv_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -259,7 +265,8 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float scale = 1.0f / (1.0f - p);
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
-                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, io->act, e);
+                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, io_y0(L, io),
+                       io->act, e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -272,7 +279,7 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
                        1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, L->c,
-                       (int64_t)L->h * L->w, io->act, e);
+                       (int64_t)L->h * L->w, io_y0(L, io), io->act, e);
 }
 
 /* 16-bit (channels-last): flattening in torch's order is NHWC -> NCHW. */
@@ -365,7 +372,7 @@ static int xent_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(io->labels, &net->layers[li], "labels", e);
     if (rc) return rc;
     return cuk_xent_fwd(cu_compute(c), io->x[0], io->labels, io->y, io->aux, io->n,
-                        c->layers[li].c, io->act, e);
+                        c->layers[li].c, vd_op_io_batch(io), io->n0 > 0, io->act, e);
 }
 
 static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -380,7 +387,7 @@ static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
         scale = &st->scale;
     }
     return cuk_xent_bwd(cu_compute(c), c->sm_count, io->y, io->labels, io->dx[0], beta0(io), io->n,
-                        c->layers[li].c, scale, io->act, e);
+                        vd_op_io_batch(io), c->layers[li].c, scale, io->act, e);
 }
 
 static int gelu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
@@ -454,6 +461,7 @@ int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     int rc;
     if (!cu_op_supported(l->op, c->math))
         return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    if ((rc = vd_op_io_check_chunk(net, li, io, e))) return rc;
     if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->y, l, "y", e))) return rc;
     return cu_ops[l->op].fwd(c, net, li, io, e);
 }
@@ -463,6 +471,7 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     if (!cu_op_supported(l->op, c->math))
         return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
+    if ((rc = vd_op_io_check_chunk(net, li, io, e))) return rc;
     if (l->op != VD_OP_SOFTMAX_XENT && (rc = need(io->dy, l, "dy", e))) return rc;
     if (!vd_op_table[l->op].has_params) {
         /* only dx to produce: nothing to do when no input wants a gradient */
