@@ -7,7 +7,11 @@
  * (when that is slower than the one-way bandwidth). Only the other stream's
  * most recent copy is considered: an approximation, documented in
  * vdnn-plan(1). A RECOMPUTE runs on the compute stream for its layer's
- * forward time (the plan's algorithm).
+ * forward time (the plan's algorithm). Compute that copies overlap takes
+ * longer: dev.compute_slow_d2h (_h2d) times the time a D2H (H2D) copy runs
+ * beside it (a copy is issued before the compute it overlaps, so the replay
+ * knows it when it reaches that compute; a copy issued later that still
+ * starts during the compute is not counted).
  *
  * Input staging (p->t_stage >= 0): the steady state, an iteration whose
  * batch the previous one staged. x's load at step 0 (its PREFETCH and
@@ -44,12 +48,28 @@ static double copy_time(double start, uint64_t bytes, double bw_alone, double bo
     return (t - start) + b / bw_alone;
 }
 
+/* One direction's copies in issue order ([start, end] pairs: a stream runs
+ * them one after another, so both ends only grow), and the first that may
+ * still overlap compute starting now (compute only moves forward). */
+typedef struct copy_log {
+    double *t;                  /* [2 * cap] */
+    int n, cap, first;
+} copy_log;
+
+static void log_copy(copy_log *l, double start, double end) {
+    if (l->n == l->cap) return;   /* sized for every copy a plan can issue */
+    l->t[2 * l->n] = start;
+    l->t[2 * l->n + 1] = end;
+    l->n++;
+}
+
 /* The three streams' state while replaying a plan. */
 typedef struct sim {
     vd_plan *p;
     const vd_device_params *dev;
     double *ev;                 /* [n_events] event times */
     double c, d, h;             /* when compute, D2H and H2D are next free */
+    copy_log dlog, hlog;        /* each direction's copies so far */
     last_copy lastd, lasth;     /* each direction's latest copy */
     double busy[3];             /* per stream busy time */
 } sim;
@@ -66,6 +86,7 @@ static void sim_prefetch(sim *S, const vd_step *st, int k) {
     if (T->ev_d2h >= 0 && S->ev[T->ev_d2h] > start) start = S->ev[T->ev_d2h];
     double dur = dev->launch_s + copy_time(start, T->bytes, dev->h2d_bw, dev->both_bw, &S->lastd);
     S->h = start + dur;
+    log_copy(&S->hlog, start, S->h);
     S->lasth.start = start; S->lasth.end = S->h;
     S->busy[2] += dur;
     if (iv->ev_h2d >= 0) S->ev[iv->ev_h2d] = S->h;
@@ -82,12 +103,38 @@ static void sim_offload(sim *S, int t, double *d2h_done) {
     double start = S->d > S->c ? S->d : S->c;
     double dur = dev->launch_s + copy_time(start, T->bytes, dev->d2h_bw, dev->both_bw, &S->lasth);
     S->d = start + dur;
+    log_copy(&S->dlog, start, S->d);
     S->lastd.start = start; S->lastd.end = S->d;
     S->busy[1] += dur;
     if (T->ev_d2h >= 0) S->ev[T->ev_d2h] = S->d;
     if (d2h_done) d2h_done[t] = S->d;
     p->tensors[t].t_d2h_start = start;
     p->tensors[t].t_d2h_end = S->d;
+}
+
+/* The length of [a0, a1] within [b0, b1]. */
+static double overlap(double a0, double a1, double b0, double b1) {
+    double lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* The time copies of l run within [c, c + base], c never below an earlier
+ * call's. */
+static double copies_within(copy_log *l, double c, double base) {
+    while (l->first < l->n && l->t[2 * l->first + 1] <= c) l->first++;
+    double sum = 0;
+    for (int k = l->first; k < l->n && l->t[2 * k] < c + base; k++)
+        sum += overlap(c, c + base, l->t[2 * k], l->t[2 * k + 1]);
+    return sum;
+}
+
+/* Compute of `base` seconds starting now, slowed where copies overlap it. */
+static double compute_time(sim *S, double base) {
+    const vd_device_params *dev = S->dev;
+    double t = base;
+    if (dev->compute_slow_d2h > 0) t += dev->compute_slow_d2h * copies_within(&S->dlog, S->c, base);
+    if (dev->compute_slow_h2d > 0) t += dev->compute_slow_h2d * copies_within(&S->hlog, S->c, base);
+    return t;
 }
 
 /* The compute stream waits for event ev (ignore_waits: it does not);
@@ -106,7 +153,20 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
     const vd_device_params *dev = &prof->dev;
     sim S = {.p = p, .dev = dev};
     S.ev = vd_calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev, NULL);
-    if (!S.ev) return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
+    /* at most one D2H copy per tensor and one H2D fill per interval */
+    bool slow = dev->compute_slow_d2h > 0 || dev->compute_slow_h2d > 0;
+    if (slow) {
+        S.dlog.cap = p->n_tensors;
+        S.hlog.cap = p->n_intervals;
+        S.dlog.t = vd_malloc(2 * (size_t)(S.dlog.cap + 1) * sizeof *S.dlog.t, NULL);
+        S.hlog.t = vd_malloc(2 * (size_t)(S.hlog.cap + 1) * sizeof *S.hlog.t, NULL);
+    }
+    if (!S.ev || (slow && (!S.dlog.t || !S.hlog.t))) {
+        vd_free(S.ev);
+        vd_free(S.dlog.t);
+        vd_free(S.hlog.t);
+        return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
+    }
     double stall_total = 0, compute_total = 0, stage_load = 0;
     /* x's step-0 interval: replaced by the staged batch in the steady state */
     int x_iv = (p->t_stage >= 0 || as_staged) && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
@@ -146,7 +206,8 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
                     stall += sim_wait(&S, p->intervals[A->arg].ev_h2d, ignore_waits);
                 break;
             case VD_A_RECOMPUTE: {
-                double dur = prof->layers[A->arg].algos[p->layers[A->arg].algo_fwd].fwd_s;
+                const vd_plan_layer *rl = &p->layers[A->arg];
+                double dur = compute_time(&S, prof->layers[A->arg].algos[rl->algo_fwd].fwd_s);
                 if (st->t_rc_start < 0) st->t_rc_start = S.c;
                 S.c += dur;
                 S.busy[0] += dur;
@@ -162,14 +223,16 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
                 stage_load += dur;
                 break;
             }
-            case VD_A_COMPUTE:
+            case VD_A_COMPUTE: {
                 if (st->t_rc_start < 0) st->t_rc_start = S.c;
                 st->t_start = S.c;
-                S.c += st->compute_s;
+                double dur = compute_time(&S, st->compute_s);
+                S.c += dur;
                 st->t_end = S.c;
-                S.busy[0] += st->compute_s;
-                compute_total += st->compute_s;
+                S.busy[0] += dur;
+                compute_total += dur;
                 break;
+            }
             case VD_A_OFFLOAD:
                 sim_offload(&S, A->arg, d2h_done);
                 break;
@@ -197,6 +260,8 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
     p->sim.stall_s = stall_total;
     p->sim.stage_load_s = stage_load;
     vd_free(S.ev);
+    vd_free(S.dlog.t);
+    vd_free(S.hlog.t);
     return VD_OK;
 }
 

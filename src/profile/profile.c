@@ -296,6 +296,12 @@ static json_t *profile_json(const vd_profile *p) {
     if (d->peak_flops_tf32 > 0)
         vd_json_set(json_object_get(root, "device"), "peak_flops_tf32",
                     vd_json_real(d->peak_flops_tf32), &ok);
+    if (d->compute_slow_d2h > 0 || d->compute_slow_h2d > 0) {
+        vd_json_set(json_object_get(root, "device"), "compute_slow_d2h",
+                    vd_json_real(d->compute_slow_d2h), &ok);
+        vd_json_set(json_object_get(root, "device"), "compute_slow_h2d",
+                    vd_json_real(d->compute_slow_h2d), &ok);
+    }
     if (d->allreduce_bw > 0) {
         vd_json_set(json_object_get(root, "device"), "allreduce_bw",
                     vd_json_real(d->allreduce_bw), &ok);
@@ -458,6 +464,12 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
     if ((rc = num(d, "peak_flops_bf16", false, &dev.peak_flops_bf16, path, "device", e)) ||
         (rc = num(d, "peak_flops_fp16", false, &dev.peak_flops_fp16, path, "device", e)) ||
         (rc = num(d, "peak_flops_tf32", false, &dev.peak_flops_tf32, path, "device", e)))
+        return rc;
+    /* optional: compute slowed by copies beside it (at most doubled) */
+    if ((rc = num_max(d, "compute_slow_d2h", false, 1.0, &dev.compute_slow_d2h, path, "device",
+                      e)) ||
+        (rc = num_max(d, "compute_slow_h2d", false, 1.0, &dev.compute_slow_h2d, path, "device",
+                      e)))
         return rc;
     /* optional: the all-reduce of data-parallel plans (vdnn-plan --gpus N) */
     if (json_object_get(d, "allreduce_bw") &&

@@ -64,6 +64,13 @@ typedef struct vd_device_params {
      * rank) and its latency per call; JSON "allreduce_bw", "allreduce_lat_s",
      * optional; 0 = unknown (vd_device_allreduce). */
     double allreduce_bw, allreduce_lat_s;
+    /* Copies and compute share the device's memory: while a D2H (H2D) copy
+     * runs, the compute stream takes this much longer per second of the
+     * overlap (0.05: 5% slower while it lasts). Measured (vd_profile_measure:
+     * a pass of the net with and without copies beside it); JSON
+     * "compute_slow_d2h", "compute_slow_h2d", optional; 0 = none (the
+     * analytic models, older files). */
+    double compute_slow_d2h, compute_slow_h2d;
 } vd_device_params;
 extern const vd_device_params vd_device_h200, vd_device_cpu;
 /* d's all-reduce bus bandwidth and latency, or vd_device_h200's where d's

@@ -584,6 +584,75 @@ START_TEST(test_sim_equals_exec) {
 }
 END_TEST
 
+/* The length of [a0, a1] within [b0, b1]. */
+static double span_within(double a0, double a1, double b0, double b1) {
+    double lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* Compute beside copies (vd_device_params.compute_slow_*): every compute
+ * step of a plan whose profile has them takes its profile time plus the
+ * factors times the time the plan's own D2H and H2D copies (as the plan
+ * records them) run beside it; without them, the same plan predicts what it
+ * did before, to the bit. */
+START_TEST(test_sim_copy_slowdown) {
+    vd_net net;
+    load_shipped_net(&net, "vgg16.yaml", 32);
+    vd_profile prof;
+    analytic_profile(&net, 32, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(32, VD_POLICY_ALL);
+    vd_plan a, b;
+    vd_err e;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &a, &e) == 0, "%s", e.msg);
+    const double sd = 0.25, sh = 0.125;
+    prof.dev.compute_slow_d2h = sd;
+    prof.dev.compute_slow_h2d = sh;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &b, &e) == 0, "%s", e.msg);
+    int checked = 0, beside = 0;
+    for (int s = 0; s < b.n_steps; s++) {
+        const vd_step *st = &b.steps[s];
+        double ov_d = 0, ov_h = 0;
+        for (int t = 0; t < b.n_tensors; t++)
+            if (b.tensors[t].offload && !b.tensors[t].host_src)
+                ov_d += span_within(st->t_start, st->t_end, b.tensors[t].t_d2h_start,
+                                    b.tensors[t].t_d2h_end);
+        for (int k = 0; k < b.n_intervals; k++)
+            if (b.intervals[k].fill != VD_FILL_NONE)
+                ov_h += span_within(st->t_start, st->t_end, b.intervals[k].t_h2d_start,
+                                    b.intervals[k].t_h2d_end);
+        /* the overlaps are taken over the slowed step: solve
+         * dur = base + sd * ov_d(base) + sh * ov_h(base) by checking the
+         * slowed step's own equation within its rounding (a part of the
+         * overlap inside the extension is counted here, not by the
+         * simulator, which measures over base): bounded both ways */
+        double dur = st->t_end - st->t_start, base = st->compute_s;
+        ck_assert_msg(dur >= base * (1 - 1e-12), "step %d: %g s < its profile time %g s", s, dur,
+                      base);
+        ck_assert_msg(dur <= base + sd * ov_d + sh * ov_h + 1e-12,
+                      "step %d: %g s > %g s + %g x %g s (D2H) + %g x %g s (H2D)", s, dur, base, sd,
+                      ov_d, sh, ov_h);
+        ck_assert_msg(dur >= base + (sd * ov_d + sh * ov_h) / (1 + sd + sh) - 1e-12,
+                      "step %d: %g s, too little for the copies beside it", s, dur);
+        checked++;
+        beside += ov_d + ov_h > 0;
+    }
+    ck_assert_int_gt(beside, 4);    /* the check saw copies beside compute */
+    ck_assert_msg(b.sim.iter_s > a.sim.iter_s, "%g s, without the factors %g s", b.sim.iter_s,
+                  a.sim.iter_s);
+    vd_plan c;
+    prof.dev.compute_slow_d2h = prof.dev.compute_slow_h2d = 0;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &c, &e) == 0, "%s", e.msg);
+    ck_assert(c.sim.iter_s == a.sim.iter_s);
+    printf("compute beside copies: %d steps, %d with copies beside; %.3f -> %.3f ms\n", checked,
+           beside, 1e3 * a.sim.iter_s, 1e3 * b.sim.iter_s);
+    vd_plan_free(&a);
+    vd_plan_free(&b);
+    vd_plan_free(&c);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_inplace_rules) {
     vd_net net;
     tn_begin(&net, "inplace", 2, 6, 6, 3, 2);
@@ -1586,7 +1655,7 @@ START_TEST(test_cli_vgg16) {
 }
 END_TEST
 
-VDT_MAIN("plan", 300, test_inplace_rules, test_liveness_exact, test_infeasible_message,
+VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_inplace_rules, test_liveness_exact, test_infeasible_message,
          test_profile_roundtrip, test_dyn_prefers_fast, test_random_nets_1_12,
          test_random_nets_13_24, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,

@@ -15,8 +15,11 @@
  * beside its tf32 ones 55: a plan made with the copies' idle rate has its
  * offloads end 10 ms late at 12 GiB, stalling the steps that reuse their
  * regions. A pass shorter than one copy measures the copy
- * alone. The copies use buffers of their own, after the layers' scratch. */
+ * alone. The copies use buffers of their own, after the layers' scratch.
+ * The same runs time the pass with the copies beside it and alone: what
+ * the copies cost the compute stream (vd_device_params.compute_slow_*). */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cuda/cuda_internal.h"
@@ -34,11 +37,11 @@ typedef struct prof {
     uint64_t scratch_bytes;
     uint64_t copy_off;      /* the copies' two device buffers: scratch + copy_off */
     void *host[2];          /* pinned, COPY_BYTES each */
-    cudaEvent_t ev[3];
+    cudaEvent_t ev[4];
 } prof;
 
 static void prof_free(prof *p) {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (p->ev[i]) cudaEventDestroy(p->ev[i]);
     for (int i = 0; i < 2; i++)
         if (p->host[i]) cudaFreeHost(p->host[i]);
@@ -246,27 +249,49 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
  * the backward (bytes of both directions / time, like time_copies). As many
  * COPY_BYTES copies as fit in 80% of the pass at rate *bw (the copy alone),
  * issued when the pass starts; the faster of two runs. *bw is left alone
- * when the pass (pass_s) is too short for one copy. */
-static int time_copies_loaded(prof *p, int mode, double pass_s, double *bw, vd_err *e) {
+ * when the pass (pass_s) is too short for one copy.
+ * slow (mode 0 and 1; may be NULL): how much the copies slow the pass, per
+ * second of copying beside it (vd_device_params.compute_slow_d2h / _h2d):
+ * the pass timed with them and alone (the faster of two runs each). */
+static int time_copies_loaded(prof *p, int mode, double pass_s, double *bw, double *slow,
+                              vd_err *e) {
     cudaStream_t s = cu_compute(p->c);
     double per = mode == 2 ? 2.0 : 1.0;   /* bytes moved per copy slot */
     int n = (int)(0.8 * pass_s * *bw / per / (double)COPY_BYTES);
     if (n < 1) return VD_OK;
     if (n > 64) n = 64;
-    double best = 0;
-    for (int r = 0; r < 2; r++) {
+    double best = 0, pass_with = INFINITY, pass_alone = INFINITY, copy_s = 0;
+    for (int r = 0; r < 4; r++) {
+        bool copies = r < 2;   /* then the pass alone */
+        if (!copies && !slow) break;
         CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
         int rc = enqueue_pass(p, mode != 0, e);
-        if (!rc) rc = enqueue_copies(p, mode, n, true, e);
+        if (!rc && copies) rc = enqueue_copies(p, mode, n, true, e);
         if (rc) return rc;
-        CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
+        CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
         CUDA_CHECK(e, cudaStreamSynchronize(s));
+        float pass_ms = 0;
+        CUDA_CHECK(e, cudaEventElapsedTime(&pass_ms, p->ev[2], p->ev[3]));
+        if (!copies) {
+            if (pass_ms * 1e-3 < pass_alone) pass_alone = pass_ms * 1e-3;
+            continue;
+        }
+        CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
         float ms = 0;
         CUDA_CHECK(e, cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]));
         double v = (double)COPY_BYTES * per * n / (ms > 0 ? ms * 1e-3 : 1e-9);
-        if (v > best) best = v;
+        if (v > best) {
+            best = v;
+            copy_s = ms * 1e-3;
+        }
+        if (pass_ms * 1e-3 < pass_with) pass_with = pass_ms * 1e-3;
     }
     *bw = best;
+    if (slow) {
+        double beside = copy_s < pass_with ? copy_s : pass_with;
+        double f = beside > 0 ? (pass_with - pass_alone) / beside : 0;
+        *slow = f > 1 ? 1 : f > 0 ? f : 0;   /* noise below zero, the file's limit above */
+    }
     return VD_OK;
 }
 
@@ -347,7 +372,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         TRY(cudaMalloc((void **)&p.scratch, need));
         p.scratch_bytes = need;
         for (int i = 0; i < 2; i++) TRY(cudaMallocHost(&p.host[i], COPY_BYTES));
-        for (int i = 0; i < 3; i++) TRY(cudaEventCreate(&p.ev[i]));
+        for (int i = 0; i < 4; i++) TRY(cudaEventCreate(&p.ev[i]));
         TRYRC(cuk_fill_uniform(s, c->sm_count, (float *)p.scratch, (int64_t)(need / sizeof(float)),
                                12345, -1.0f, 1.0f, vd_math_act_dtype(c->math), e));
         memset(p.host[0], 0, COPY_BYTES);
@@ -440,9 +465,9 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             fwd_s += out->layers[i].algos[0].fwd_s;
             bwd_s += out->layers[i].algos[0].bwd_s;
         }
-        TRYRC(time_copies_loaded(&p, 0, fwd_s, &out->dev.d2h_bw, e));
-        TRYRC(time_copies_loaded(&p, 1, bwd_s, &out->dev.h2d_bw, e));
-        TRYRC(time_copies_loaded(&p, 2, bwd_s, &out->dev.both_bw, e));
+        TRYRC(time_copies_loaded(&p, 0, fwd_s, &out->dev.d2h_bw, &out->dev.compute_slow_d2h, e));
+        TRYRC(time_copies_loaded(&p, 1, bwd_s, &out->dev.h2d_bw, &out->dev.compute_slow_h2d, e));
+        TRYRC(time_copies_loaded(&p, 2, bwd_s, &out->dev.both_bw, NULL, e));
         TRY(cudaStreamSynchronize(s));
     }
 #undef TRY
