@@ -39,14 +39,17 @@
  * between the end of step k1 and the start of step s), any k2 > s (H2D
  * copies of maps first read by step k2 run after step s and end before k2,
  * while the compute stream runs steps s+1..k2-1 and the recomputes, before
- * the tail k2..2L-1), and l in [0, 1] (max(a, b) >= l a + (1 - l) b):
- *   iter >= C(0..k1) + C(s) + (1-l) C(s+1..k2-1) + C(k2..2L-1) + readback
- *           + sum over absent maps of min(offload: [producer >= k1] d2h
+ * the tail k2..2L-1), and weights mu, l in [0, 1] (max(a, b) >= w a +
+ * (1 - w) b):
+ *   iter >= mu C(0..k1) + (1-mu) C(0..s-1) + C(s) + (1-l) C(s+1..k2-1)
+ *           + C(k2..2L-1) + readback
+ *           + sum over absent maps of min(offload: mu [producer >= k1] d2h
  *             + l [first backward read <= k2] h2d, recompute: (1-l) rc),
  * and the sum is at least the fractional cover of M(s) by those costs (a
  * relaxation: its optimum is no larger). The bound is the largest such
- * figure over the steps and a few k1, k2, l; the SGD time is left out
- * there (it runs at the end or inside the backward steps). */
+ * figure over some steps and a grid of k1, k2, mu, l (each one a bound), and
+ * the sum of the C(s) with the SGD step; the SGD time is left out of the
+ * copies' figure (it runs at the end or inside the backward steps). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,12 +325,35 @@ static int distinct(int *v, int n) {
     return m;
 }
 
-/* The copies' bound at step s (the maps absent there: need bytes). */
+/* One figure of step s's copies' bound (bound.c's head): the maps
+ * cand[n] (need bytes of them absent), the windows k1 < s < k2, the weights
+ * mu and l. */
+static double step_figure(const bctx *c, int s, int n, uint64_t need, double readback, int k1,
+                          int k2, double mu, double l) {
+    double base = mu * c->pre[k1 + 1] + (1.0 - mu) * c->pre[s] + c->C[s] +
+                  (1.0 - l) * (c->pre[k2] - c->pre[s + 1]) + (c->pre[c->S] - c->pre[k2]) +
+                  readback;
+    for (int k = 0; k < n; k++) {
+        const fmap *f = &c->fm[c->cand[k]];
+        double off = f->offload ? (f->prod >= k1 ? mu * f->d2h_s : 0.0) +
+                                  (f->bwd_first <= k2 ? l * f->h2d_s : 0.0)
+                                : INFINITY;
+        double rc = isfinite(f->rc_s) ? (1.0 - l) * f->rc_s : INFINITY;
+        c->cost[k] = off < rc ? off : rc;
+    }
+    return base + fractional_cover(c, c->cand, n, need);
+}
+
+/* The copies' bound at step s (the maps absent there: need bytes): the
+ * largest figure over a grid of k1, k2 and the weights, then over the
+ * weights near the best of them (a pattern search: the figure is concave in
+ * the weights, a minimum of linear functions; every point is a bound, so
+ * where the search stops only decides how tight). */
 static double step_bound(const bctx *c, int s, uint64_t need, double readback, int *vals) {
     int n = 0;
     for (int k = 0; k < c->n_fm; k++)
         if (c->fm[k].fwd_last < s && s < c->fm[k].bwd_first) c->cand[n++] = k;
-    if (n == 0) return INFINITY;   /* cannot be: need > 0 comes from these maps */
+    if (n == 0) return 0.0;   /* cannot be: need > 0 comes from these maps */
     int g1[BOUND_GRID + 1], g2[BOUND_GRID + 2], n1, n2, m = 0;
     for (int k = 0; k < n; k++) vals[m++] = c->fm[c->cand[k]].prod;
     m = distinct(vals, m);
@@ -340,29 +366,31 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
     n2 = pick_grid(vals, m, g2);
     g2[n2++] = s + 1;
     g2[n2++] = c->S - 1;
-    static const double w[] = {0.0, 0.25, 0.5, 0.75, 1.0};   /* the weights mu and l */
-    double best = 0;
+    double best = 0, bmu = 0, bl = 0;
+    int bk1 = s - 1, bk2 = s + 1;
     for (int a = 0; a < n1; a++)
         for (int b = 0; b < n2; b++)
-            for (int mi = 0; mi < 5; mi++)
-                for (int li = 0; li < 5; li++) {
+            for (int mi = 0; mi <= 4; mi++)
+                for (int li = 0; li <= 4; li++) {
                     int k1 = g1[a], k2 = g2[b];
-                    double mu = w[mi], l = w[li];
+                    double mu = 0.25 * mi, l = 0.25 * li;
                     if (k1 > s - 1 || k2 < s + 1 || k2 > c->S - 1 || (mu == 0 && a > 0)) continue;
-                    double base = mu * c->pre[k1 + 1] + (1.0 - mu) * c->pre[s] + c->C[s] +
-                                  (1.0 - l) * (c->pre[k2] - c->pre[s + 1]) +
-                                  (c->pre[c->S] - c->pre[k2]) + readback;
-                    for (int k = 0; k < n; k++) {
-                        const fmap *f = &c->fm[c->cand[k]];
-                        double off = f->offload ? (f->prod >= k1 ? mu * f->d2h_s : 0.0) +
-                                                  (f->bwd_first <= k2 ? l * f->h2d_s : 0.0)
-                                                : INFINITY;
-                        double rc = isfinite(f->rc_s) ? (1.0 - l) * f->rc_s : INFINITY;
-                        c->cost[k] = off < rc ? off : rc;
-                    }
-                    double v = base + fractional_cover(c, c->cand, n, need);
-                    if (v > best) best = v;
+                    double v = step_figure(c, s, n, need, readback, k1, k2, mu, l);
+                    if (v > best) { best = v; bk1 = k1; bk2 = k2; bmu = mu; bl = l; }
                 }
+    for (double h = 0.125; h >= 1.0 / 64; h /= 2) {
+        bool moved = true;
+        for (int it = 0; moved && it < 8; it++) {
+            moved = false;
+            for (int dm = -1; dm <= 1; dm++)
+                for (int dl = -1; dl <= 1; dl++) {
+                    double mu = bmu + dm * h, l = bl + dl * h;
+                    if ((dm == 0 && dl == 0) || mu < 0 || mu > 1 || l < 0 || l > 1) continue;
+                    double v = step_figure(c, s, n, need, readback, bk1, bk2, mu, l);
+                    if (v > best) { best = v; bmu = mu; bl = l; moved = true; }
+                }
+        }
+    }
     return best;
 }
 

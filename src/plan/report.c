@@ -1,4 +1,5 @@
 /* report.c — a plan as a table, as JSON, and as a Chrome trace. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +113,9 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
                "h2d %.3f ms)\n",
             p->sim.iter_s * 1e3, p->sim.busy_s[0] * 1e3, p->sim.stall_s * 1e3,
             p->sim.busy_s[1] * 1e3, p->sim.busy_s[2] * 1e3);
-    if (p->bound.bound_s > 0) {
+    if (p->bound.bound_s > 0 && !isfinite(p->bound.bound_s)) {
+        fprintf(f, "  lower bound          none: no training plan fits the budget\n");
+    } else if (p->bound.bound_s > 0) {
         fprintf(f, "  lower bound          %.3f ms (compute %.3f ms; copies: %s must leave the device",
                 p->bound.bound_s * 1e3, p->bound.compute_s * 1e3,
                 vd_fmt_bytes(p->bound.leave_bytes, b1, sizeof b1));
