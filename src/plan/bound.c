@@ -247,8 +247,8 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         const vd_tensor *T = &p->tensors[t];
         if ((T->kind != VD_T_ACT && T->kind != VD_T_INPUT) || first[t] < 0) continue;
         int end_fwd = fl[t];
-        if (bf[t] < 0) { range_add(c->mand, first[t], end_fwd, T->bytes); continue; }
         range_add(c->mand, first[t], end_fwd, T->bytes);
+        if (bf[t] < 0) continue;
         range_add(c->mand, bf[t], bl[t], T->bytes);
         if (bf[t] - end_fwd - 1 < 1) continue;
         fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t]};
@@ -399,6 +399,7 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
     memset(out, 0, sizeof *out);
     out->leave_step = out->copies_step = -1;
     if (!bound_applies(net, prof, p)) return VD_OK;
+    if (budget == 0) budget = p->budget;
     out->compute_s = vd_plan_lower_bound(net, prof, p, budget);
     out->bound_s = out->compute_s;
     if (!isfinite(out->compute_s)) return VD_OK;

@@ -409,8 +409,9 @@ typedef struct vd_plan {
     int t_stage, stage_step;
     vd_stage stage;
     /* vd_plan_copy_bound at the budget, where the caller stored it for the
-     * reports (vdnn-plan: the table's "lower bound" line, the JSON's bound_s);
-     * all 0 otherwise (the planner never fills it). */
+     * reports (vdnn-plan, vdnn-train --plan-json: the table's "lower bound"
+     * line, the JSON's bound_s); all 0 otherwise (the planner never fills
+     * it). */
     vd_plan_bound bound;
     struct vd_plan *eval;       /* forward-only plan sharing params/momentum
                                    offsets (NULL for a forward-only plan) */
@@ -473,7 +474,8 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
  * in the windows the simulator gives them, or recomputed; the cheapest
  * fractional way, against the compute of the passes around it (bound.c and
  * vdnn-plan(1), LOWER BOUND, say why it holds). p: any training plan of net
- * and prof (its tensors are used). Fills *out (all 0 but the steps, -1, for
+ * and prof (its tensors are used); budget 0: p's pool (p->budget, the plan's
+ * own need under an auto budget). Fills *out (all 0 but the steps, -1, for
  * a forward-only plan). Returns 0 or VD_ENOMEM. */
 int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                        uint64_t budget, vd_plan_bound *out, vd_err *e);

@@ -120,7 +120,6 @@ START_TEST(test_sound_measured_profiles) {
     static const struct { const char *net, *profile; uint64_t budget; } cases[] = {
         {"vgg16.yaml", "vgg16-b256-h200-fp32-s9c.json", 12ull << 30},
         {"vgg16.yaml", "vgg16-b256-h200-fp32-api.json", 11ull << 30},
-        {"resnet50.yaml", "resnet50-b256-h200-fp32-s7.json", 8ull << 30},
     };
     const char *src = getenv("VD_SRCDIR");
     ck_assert_ptr_nonnull(src);
@@ -176,7 +175,7 @@ static void small_net(vd_net *net, uint64_t seed, int batch) {
     tn_finish(net);
 }
 
-enum { SMALL_MAX_MAPS = 5, SMALL_BUDGETS = 3 };
+enum { SMALL_MAX_MAPS = 4, SMALL_BUDGETS = 3 };
 
 /* Every assignment of keep / offload / recompute to the maps of the small
  * net that could leave (x and the layers' outputs with a backward reader
@@ -265,7 +264,7 @@ static int exhaustive(uint64_t seed) {
 
 START_TEST(test_sound_exhaustive) {
     int active = 0;
-    for (uint64_t seed = 1; seed <= 3; seed++) active += exhaustive(seed);
+    for (uint64_t seed = 1; seed <= 4; seed++) active += exhaustive(seed);
     /* the copies' part decided the bound somewhere: the check above tested it */
     ck_assert_int_ge(active, 1);
 }
