@@ -465,7 +465,6 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
 double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                            uint64_t budget);
 
-
 /* A lower bound on the predicted iteration (plan.sim.iter_s) of every
  * training plan of net and prof at pool budget `budget` with p's gradient
  * mode (vd_plan.update_in_bwd), for any policy and prefetch mode: at each
@@ -491,7 +490,8 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
 /* JSON object (keys: net, batch, policy, prefetch, budget, feasible,
  * peak_bytes, hwm_bytes, fragmentation, offload_bytes, prefetch_bytes,
  * host_bytes, recompute_bytes, recomputed_tensors, recompute_s,
- * predicted_iter_s, predicted, input_staging, steps[...], tensors[...]).
+ * predicted_iter_s, bound_s (where the caller stored p->bound), predicted,
+ * input_staging, steps[...], tensors[...]).
  * min_budgets: [VD_POLICY_COUNT] or NULL; written as "min_budgets" when set. */
 int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e);
