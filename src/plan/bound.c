@@ -33,7 +33,12 @@
  *   this one only) that starts after step s's compute (its region is
  *   recorded free at its own, later, step) and ends before the compute
  *   stream reaches its first backward reader;
- * - a recompute: its writers' least forward time, after step s's compute.
+ * - a recompute: its writers' least forward time, after step s's compute;
+ *   and when its producer reads a map with no use at or after s (a source
+ *   dead at s: ResNet's batch-norm output before an add), that source kept
+ *   on the device at s (its bytes, shared among the maps that need it, off
+ *   those this one frees) or brought back (offloaded or recomputed: its
+ *   least time, shared likewise), whichever costs less per byte freed.
  * With C(s) each pass's least time (as above, its workspace beside R(s)),
  * for any k1 < s (D2H copies of maps produced at k1 or later all run
  * between the end of step k1 and the start of step s), any k2 > s (H2D
@@ -150,7 +155,15 @@ typedef struct fmap {
     double d2h_s, h2d_s, rc_s;      /* least copy times (d2h 0: the host holds it, x), least
                                        recompute time (INFINITY: none) */
     bool offload;                   /* may be offloaded (a gap of two steps at least) */
+    int src[VD_MAX_INPUTS], n_src;  /* the maps its producer reads (its recompute's sources) */
 } fmap;
+
+/* What a recompute's source costs: any feature map, by tensor. */
+typedef struct tmap {
+    uint64_t bytes;
+    int prod, last;                 /* first write; last touch of the whole iteration */
+    double d2h_s, h2d_s, rc_s;      /* as fmap's */
+} tmap;
 
 /* Per step figures and scratch of one bound. */
 typedef struct bctx {
@@ -161,7 +174,11 @@ typedef struct bctx {
                                        (difference arrays, then per step) */
     uint64_t *fixed;                /* [S] R(s) */
     fmap *fm; int n_fm;             /* the maps with a window */
+    tmap *tm;                       /* [n_tensors] every feature map (recompute sources) */
     int *cand;                      /* [n_fm] scratch: the maps whose window holds a step */
+    int *dead;                      /* [n_fm] scratch: its source dead at the step (-1 none,
+                                       -2 several) */
+    int *n_dead;                    /* [n_tensors] scratch: candidates with that dead source */
     double *cost;                   /* [n_fm] scratch of the fractional cover */
     struct keyed { double key; int k; } *order;   /* [n_fm] scratch: cost per byte, map */
 } bctx;
@@ -247,15 +264,25 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         const vd_tensor *T = &p->tensors[t];
         if ((T->kind != VD_T_ACT && T->kind != VD_T_INPUT) || first[t] < 0) continue;
         int end_fwd = fl[t];
+        tmap *tm = &c->tm[t];
+        tm->bytes = T->bytes;
+        tm->prod = first[t];
+        tm->last = bl[t] > end_fwd ? bl[t] : end_fwd;
+        tm->d2h_s = T->kind == VD_T_INPUT ? 0.0 : dev->launch_s + (double)T->bytes / dev->d2h_bw;
+        tm->h2d_s = dev->launch_s + (double)T->bytes / dev->h2d_bw;
+        tm->rc_s = recompute_s(net, prof, p, t);
         range_add(c->mand, first[t], end_fwd, T->bytes);
         if (bf[t] < 0) continue;
         range_add(c->mand, bf[t], bl[t], T->bytes);
         if (bf[t] - end_fwd - 1 < 1) continue;
-        fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t]};
+        fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t],
+                  .d2h_s = tm->d2h_s, .h2d_s = tm->h2d_s, .rc_s = tm->rc_s};
         m.offload = bf[t] - end_fwd - 1 >= 2;
-        m.d2h_s = T->kind == VD_T_INPUT ? 0.0 : dev->launch_s + (double)T->bytes / dev->d2h_bw;
-        m.h2d_s = dev->launch_s + (double)T->bytes / dev->h2d_bw;
-        m.rc_s = recompute_s(net, prof, p, t);
+        if (T->kind == VD_T_ACT && T->layer >= 0)
+            for (int k = 0; k < net->layers[T->layer].n_in; k++) {
+                int u = p->layers[T->layer].in_t[k];
+                if (u >= 0 && u != t && m.n_src < VD_MAX_INPUTS) m.src[m.n_src++] = u;
+            }
         if (!m.offload && !isfinite(m.rc_s)) {   /* it must stay: resident in its window too */
             range_add(c->mand, end_fwd + 1, bf[t] - 1, T->bytes);
             continue;
@@ -339,6 +366,17 @@ static double step_figure(const bctx *c, int s, int n, uint64_t need, double rea
                                   (f->bwd_first <= k2 ? l * f->h2d_s : 0.0)
                                 : INFINITY;
         double rc = isfinite(f->rc_s) ? (1.0 - l) * f->rc_s : INFINITY;
+        int u = c->dead[k];
+        if (isfinite(rc) && u >= 0) {   /* its source must come back too, or stay */
+            const tmap *su = &c->tm[u];
+            double share = 1.0 / c->n_dead[u], kept_b = (double)f->bytes - share * (double)su->bytes;
+            double kept = kept_b > 0 ? rc * (double)f->bytes / kept_b : INFINITY;
+            double back = (su->prod >= k1 ? mu * su->d2h_s : 0.0) +
+                          (f->bwd_first <= k2 ? l * su->h2d_s : 0.0);
+            if (isfinite(su->rc_s) && (1.0 - l) * su->rc_s < back) back = (1.0 - l) * su->rc_s;
+            double timed = rc + share * back;
+            rc = kept < timed ? kept : timed;
+        }
         c->cost[k] = off < rc ? off : rc;
     }
     return base + fractional_cover(c, c->cand, n, need);
@@ -354,6 +392,20 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
     for (int k = 0; k < c->n_fm; k++)
         if (c->fm[k].fwd_last < s && s < c->fm[k].bwd_first) c->cand[n++] = k;
     if (n == 0) return 0.0;   /* cannot be: need > 0 comes from these maps */
+    /* each candidate's source that is dead at s (no use at or after s: a
+     * recompute after s needs it kept, brought back or recomputed), shared
+     * by the candidates that have it */
+    for (int k = 0; k < n; k++) {
+        const fmap *f = &c->fm[c->cand[k]];
+        c->dead[k] = -1;
+        for (int j = 0; j < f->n_src; j++)
+            if (c->tm[f->src[j]].last < s) {
+                c->dead[k] = c->dead[k] == -1 ? f->src[j] : -2;
+                c->n_dead[f->src[j]] = 0;
+            }
+    }
+    for (int k = 0; k < n; k++)
+        if (c->dead[k] >= 0) c->n_dead[c->dead[k]]++;
     int g1[BOUND_GRID + 1], g2[BOUND_GRID + 2], n1, n2, m = 0;
     for (int k = 0; k < n; k++) vals[m++] = c->fm[c->cand[k]].prod;
     m = distinct(vals, m);
@@ -411,13 +463,16 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
     c.win = vd_malloc((size_t)(S + 1) * sizeof *c.win, NULL);
     c.fixed = vd_malloc((size_t)S * sizeof *c.fixed, NULL);
     c.fm = vd_malloc((size_t)nt * sizeof *c.fm, NULL);
+    c.tm = vd_calloc((size_t)nt, sizeof *c.tm, NULL);
+    c.dead = vd_malloc((size_t)nt * sizeof *c.dead, NULL);
+    c.n_dead = vd_malloc((size_t)nt * sizeof *c.n_dead, NULL);
     c.cand = vd_malloc((size_t)nt * sizeof *c.cand, NULL);
     c.cost = vd_malloc((size_t)nt * sizeof *c.cost, NULL);
     c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
     int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
     int *steps = vd_malloc((size_t)(S + 1) * sizeof *steps, NULL);
     int rc = VD_OK;
-    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.fm || !c.cand || !c.cost ||
+    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
         !c.order || !touch || !steps) {
         rc = vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
         goto done;
@@ -452,7 +507,7 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
     if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
 done:
     vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed);
-    vd_free(c.fm); vd_free(c.cand); vd_free(c.cost); vd_free(c.order);
+    vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.order);
     vd_free(touch); vd_free(steps);
     return rc;
 }

@@ -294,10 +294,10 @@ static void above_compute(const char *file, uint64_t budget, double min_ratio) {
 
 /* The factors are about half of today's margins (VGG-16 at auto's smallest
  * budget, vdnn-plan --min-budget: 136.0 against 135.3 ms; ResNet-50 at 3.79
- * GiB: 51.2 against 46.9 ms), so that the copies' part must still count. */
+ * GiB: 53.2 against 46.9 ms), so that the copies' part must still count. */
 START_TEST(test_above_compute_where_copies_dominate) {
     above_compute("vgg16.yaml", 6044082944ull, 1.0025);
-    above_compute("resnet50.yaml", 4070000000ull, 1.04);
+    above_compute("resnet50.yaml", 4070000000ull, 1.065);
 }
 END_TEST
 
