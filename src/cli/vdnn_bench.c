@@ -170,7 +170,7 @@ typedef struct point {
     bool has_pred;
     double predicted_s, error_pct;
     bool has_bound;
-    double bound_s;             /* vd_plan_lower_bound at the point's budget */
+    double bound_s;             /* vd_plan_copy_bound at the point's budget */
 } point;
 
 typedef struct bench {
@@ -368,7 +368,14 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
              vd_policy_name(plan.offload_policy));
     pt->has_pred = plan.sim.iter_s > 0;
     pt->predicted_s = plan.sim.iter_s;
-    pt->bound_s = vd_plan_lower_bound(&b->net, &b->ses.prof, &plan, pt->budget);
+    vd_plan_bound bound;
+    if ((rc = vd_plan_copy_bound(&b->net, &b->ses.prof, &plan, pt->budget, &bound, e))) {
+        pt->failed = true;
+        snprintf(pt->note, sizeof pt->note, "error: %s", e->msg);
+        vd_plan_free(&plan);
+        return rc;
+    }
+    pt->bound_s = bound.bound_s;
     pt->has_bound = isfinite(pt->bound_s) && pt->bound_s > 0;
 
     vd_exec *ex = NULL;
@@ -766,7 +773,8 @@ static void print_table(const bench *b) {
     }
     printf("copy GB/s = (offloaded + prefetched bytes per iteration) / measured iteration time\n");
     printf("bound = the planner's lower bound at the budget: no plan there is predicted faster "
-           "(each pass's fastest option whose workspace fits beside its operands)\n");
+           "(the passes' fastest options that fit, and the copies or recomputes of what must "
+           "leave the device; vdnn-plan(1), LOWER BOUND)\n");
     for (int i = 0; i < b->n_pts; i++)
         if (!b->pts[i].measured)
             printf("%s: %s, %s: %s\n", b->pts[i].failed ? "failed" : "does not fit",

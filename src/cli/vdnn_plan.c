@@ -424,6 +424,10 @@ static int plan_and_print(job *j, const opts *o, vd_err *e) {
     if (plan->steps && run->dp &&
         (rc = vd_plan_dp(plan, &j->net, j->prof, run->ranks, 0, e)))
         return rc;
+    /* the lower bound at the budget, for the table and the JSON */
+    if (plan->steps &&
+        (rc = vd_plan_copy_bound(&j->net, j->prof, plan, run->plan.budget, &plan->bound, e)))
+        return rc;
     /* an explicit --gpu-model card: the answer for it (fits, speed, PCIe
      * bytes; else the largest batch that fits) */
     card_answer ans;

@@ -165,6 +165,10 @@ static int set_up(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     }
     if (rc) return rc;
     if (run->dp && (rc = vd_plan_dp(&j->plan, &j->net, &s->prof, run->ranks, 0, e))) return rc;
+    /* the lower bound too, so that the file is what vdnn-plan prints */
+    if (o->plan_json &&
+        (rc = vd_plan_copy_bound(&j->net, &s->prof, &j->plan, run->plan.budget, &j->plan.bound, e)))
+        return rc;
     if (o->plan_json && (rc = vd_write_stream_atomic(o->plan_json, write_plan_json,
                                                      &(plan_out){&j->plan, &j->net}, e))) {
         vd_err_prefix(e, "--plan-json");

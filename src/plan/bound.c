@@ -1,9 +1,11 @@
-/* bound.c — a lower bound on the predicted iteration of any training plan
- * of a net and profile at a pool budget (vd_plan_lower_bound, plan.h).
+/* bound.c — lower bounds on the predicted iteration of any training plan of
+ * a net and profile at a pool budget: compute only (vd_plan_lower_bound),
+ * and with the copies and recomputes the budget forces (vd_plan_copy_bound).
+ * man vdnn-plan, LOWER BOUND, has the whole argument; in short:
  *
- * The simulator runs the compute steps one after another, each taking its
- * option's profile time; offloads, prefetches and stalls only add to that,
- * and so do recomputes. An op needs, at once, its workspace, every
+ * Compute only. The simulator runs the compute steps one after another, each
+ * taking its option's profile time; offloads, prefetches and stalls only add
+ * to that, and so do recomputes. An op needs, at once, its workspace, every
  * persistent tensor (parameters, gradients, momentum) and the tensors it
  * reads and writes (forward: its inputs, output and saved state; backward:
  * what it reads, dy, the input gradients, the saved state). So at budget B
@@ -12,8 +14,50 @@
  * and no plan at B is predicted faster than the sum, over the passes, of the
  * fastest such option's time (an ADD's backward left out, as compute_bound
  * in auto.c: the build may scale it to zero), plus the SGD step. Tensors are
- * counted once however many roles they have, so the bound stays a bound. */
+ * counted once however many roles they have, so the bound stays a bound.
+ *
+ * With the copies. A feature map (a layer's output, the input x) is
+ * resident in every plan from its first write through its last forward use
+ * and from its first backward read through its last; only between (its
+ * window) can it be absent, offloaded (a gap of two steps at least) or
+ * recomputed (stateless writers only). Saved state is never absent. So at
+ * step s the plan holds at least R(s): persistent bytes, the op's
+ * gradients, saved state live at s, feature maps live at s outside their
+ * windows, and the least workspace of the pass's options; the feature maps
+ * whose window holds s make up the rest, and at least M(s) = R(s) + their
+ * bytes - B of them are absent at s. Each absent one costs (simulator):
+ * - an offload: a D2H copy (launch + bytes / d2h_bw at least; a copy is
+ *   never faster than its direction alone, so both_bw is left out), issued
+ *   after its producer's step, which the compute stream waits for before s
+ *   (the region is released); and an H2D copy (launch + bytes / h2d_bw; x:
+ *   this one only) that starts after step s's compute (its region is
+ *   recorded free at its own, later, step) and ends before the compute
+ *   stream reaches its first backward reader;
+ * - a recompute: its writers' least forward time, after step s's compute;
+ *   and when its producer reads a map with no use at or after s (a source
+ *   dead at s: ResNet's batch-norm output before an add), that source kept
+ *   on the device at s (its bytes, shared among the maps that need it, off
+ *   those this one frees) or brought back (offloaded or recomputed: its
+ *   least time, shared likewise), whichever costs less per byte freed.
+ * With C(s) each pass's least time (as above, its workspace beside R(s)),
+ * for any k1 < s (D2H copies of maps produced at k1 or later all run
+ * between the end of step k1 and the start of step s), any k2 > s (H2D
+ * copies of maps first read by step k2 run after step s and end before k2,
+ * while the compute stream runs steps s+1..k2-1 and the recomputes, before
+ * the tail k2..2L-1), and weights mu, l in [0, 1] (max(a, b) >= w a +
+ * (1 - w) b):
+ *   iter >= mu C(0..k1) + (1-mu) C(0..s-1) + C(s) + (1-l) C(s+1..k2-1)
+ *           + C(k2..2L-1) + readback
+ *           + sum over absent maps of min(offload: mu [producer >= k1] d2h
+ *             + l [first backward read <= k2] h2d, recompute: (1-l) rc),
+ * and the sum is at least the fractional cover of M(s) by those costs (a
+ * relaxation: its optimum is no larger). The bound is the largest such
+ * figure over some steps and a grid of k1, k2, mu, l (each one a bound), and
+ * the sum of the C(s) with the SGD step; the SGD time is left out of the
+ * copies' figure (it runs at the end or inside the backward steps). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include "plan/plan.h"
 
 enum { BOUND_MAX_T = 2 * VD_MAX_INPUTS + 4 };
@@ -26,9 +70,43 @@ static void add_t(const vd_plan *p, int t, int *set, int *n) {
     if (*n < BOUND_MAX_T) set[(*n)++] = t;
 }
 
-static uint64_t set_bytes(const vd_plan *p, const int *set, int n) {
+/* Bytes of set[n]; gradients_only: only its gradient tensors (dy, dx, dw). */
+static uint64_t set_bytes(const vd_plan *p, const int *set, int n, bool gradients_only) {
     uint64_t b = 0;
-    for (int k = 0; k < n; k++) b += p->tensors[set[k]].bytes;
+    for (int k = 0; k < n; k++) {
+        vd_tensor_kind kd = p->tensors[set[k]].kind;
+        if (!gradients_only || kd == VD_T_DACT || kd == VD_T_GRADS) b += p->tensors[set[k]].bytes;
+    }
+    return b;
+}
+
+/* The tensors layer i's forward (bwd false) or backward pass touches, but
+ * for persistent ones, into set; returns their count. */
+static int pass_set(const vd_net *net, const vd_plan *p, int i, bool bwd, int *set) {
+    const vd_layer *l = &net->layers[i];
+    const vd_plan_layer *pl = &p->layers[i];
+    int n = 0;
+    if (!bwd) {
+        for (int k = 0; k < l->n_in; k++) add_t(p, pl->in_t[k], set, &n);
+        add_t(p, pl->y, set, &n);
+        add_t(p, pl->aux, set, &n);
+        return n;
+    }
+    bool rx = true, ry = true;
+    vd_op_bwd_reads(net, i, &rx, &ry);
+    for (int k = 0; k < l->n_in && rx; k++) add_t(p, pl->in_t[k], set, &n);
+    if (ry) add_t(p, pl->y, set, &n);
+    add_t(p, pl->dy, set, &n);
+    for (int k = 0; k < l->n_in; k++) add_t(p, pl->dx[k], set, &n);
+    add_t(p, pl->aux, set, &n);
+    add_t(p, pl->dw, set, &n);
+    return n;
+}
+
+static uint64_t persistent_bytes(const vd_plan *p) {
+    uint64_t b = 0;
+    for (int t = 0; t < p->n_tensors; t++)
+        if (p->tensors[t].persistent) b += p->tensors[t].bytes;
     return b;
 }
 
@@ -44,38 +122,392 @@ static double fastest_within(const vd_profile_layer *pl, bool bwd, uint64_t avai
     return best;
 }
 
+static bool bound_applies(const vd_net *net, const vd_profile *prof, const vd_plan *p) {
+    return !p->forward_only && p->n_layers == net->n_layers && prof->n_layers == net->n_layers;
+}
+
 double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                            uint64_t budget) {
-    if (p->forward_only || p->n_layers != net->n_layers || prof->n_layers != net->n_layers)
-        return 0.0;
-    uint64_t persistent = 0;
-    for (int t = 0; t < p->n_tensors; t++)
-        if (p->tensors[t].persistent) persistent += p->tensors[t].bytes;
+    if (!bound_applies(net, prof, p)) return 0.0;
+    uint64_t persistent = persistent_bytes(p);
     if (persistent > budget) return INFINITY;
     double sum = prof->sgd_s;
     for (int i = 0; i < net->n_layers; i++) {
-        const vd_layer *l = &net->layers[i];
-        const vd_plan_layer *pl = &p->layers[i];
-        int set[BOUND_MAX_T], n = 0;
-        for (int k = 0; k < l->n_in; k++) add_t(p, pl->in_t[k], set, &n);
-        add_t(p, pl->y, set, &n);
-        add_t(p, pl->aux, set, &n);
-        uint64_t need = persistent + set_bytes(p, set, n);
+        int set[BOUND_MAX_T], n = pass_set(net, p, i, false, set);
+        uint64_t need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
         sum += fastest_within(&prof->layers[i], false, budget - need);
-        if (vd_op_table[l->op].bwd_is_dy) continue;
-        bool rx = true, ry = true;
-        vd_op_bwd_reads(net, i, &rx, &ry);
-        n = 0;
-        for (int k = 0; k < l->n_in && rx; k++) add_t(p, pl->in_t[k], set, &n);
-        if (ry) add_t(p, pl->y, set, &n);
-        add_t(p, pl->dy, set, &n);
-        for (int k = 0; k < l->n_in; k++) add_t(p, pl->dx[k], set, &n);
-        add_t(p, pl->aux, set, &n);
-        add_t(p, pl->dw, set, &n);
-        need = persistent + set_bytes(p, set, n);
+        if (vd_op_table[net->layers[i].op].bwd_is_dy) continue;
+        n = pass_set(net, p, i, true, set);
+        need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
         sum += fastest_within(&prof->layers[i], true, budget - need);
     }
     return sum * (1.0 - 1e-12);   /* the simulator adds in another order */
+}
+
+/* ---- with the copies ------------------------------------------------------ */
+
+/* A feature map that may be absent in its window (fwd_last, bwd_first). */
+typedef struct fmap {
+    uint64_t bytes;
+    int prod, fwd_last, bwd_first;  /* steps: first write, last forward touch, first backward read */
+    double d2h_s, h2d_s, rc_s;      /* least copy times (d2h 0: the host holds it, x), least
+                                       recompute time (INFINITY: none) */
+    bool offload;                   /* may be offloaded (a gap of two steps at least) */
+    int src[VD_MAX_INPUTS], n_src;  /* the maps its producer reads (its recompute's sources) */
+} fmap;
+
+/* What a recompute's source costs: any feature map, by tensor. */
+typedef struct tmap {
+    uint64_t bytes;
+    int prod, last;                 /* first write; last touch of the whole iteration */
+    double d2h_s, h2d_s, rc_s;      /* as fmap's */
+} tmap;
+
+/* Per step figures and scratch of one bound. */
+typedef struct bctx {
+    int S;                          /* 2L: the steps with a pass */
+    double *C;                      /* [S] least time of each pass */
+    double *pre;                    /* [S + 1] prefix sums of C */
+    int64_t *mand, *win;            /* [S + 1] resident bytes outside windows; bytes in windows
+                                       (difference arrays, then per step) */
+    uint64_t *fixed;                /* [S] R(s) */
+    fmap *fm; int n_fm;             /* the maps with a window */
+    tmap *tm;                       /* [n_tensors] every feature map (recompute sources) */
+    int *cand;                      /* [n_fm] scratch: the maps whose window holds a step */
+    int *dead;                      /* [n_fm] scratch: its source dead at the step (-1 none,
+                                       -2 several) */
+    int *n_dead;                    /* [n_tensors] scratch: candidates with that dead source */
+    double *cost;                   /* [n_fm] scratch of the fractional cover */
+    struct keyed { double key; int k; } *order;   /* [n_fm] scratch: cost per byte, map */
+} bctx;
+
+static int by_key(const void *a, const void *b) {
+    const struct keyed *x = a, *y = b;
+    return x->key < y->key ? -1 : x->key > y->key ? 1 : x->k - y->k;
+}
+
+static void range_add(int64_t *d, int a, int b, uint64_t v) {
+    if (a > b) return;
+    d[a] += (int64_t)v;
+    d[b + 1] -= (int64_t)v;
+}
+
+/* the least forward time of layer i over its options */
+static double least_fwd(const vd_profile_layer *pl) {
+    double best = INFINITY;
+    for (int k = 0; k < pl->n_algos; k++)
+        if (pl->algos[k].fwd_s < best) best = pl->algos[k].fwd_s;
+    return best;
+}
+
+/* the least workspace of layer i's options for one pass */
+static uint64_t least_ws(const vd_profile_layer *pl, bool bwd) {
+    uint64_t best = UINT64_MAX;
+    for (int k = 0; k < pl->n_algos; k++) {
+        uint64_t w = vd_profile_algo_ws(&pl->algos[k], bwd);
+        if (w < best) best = w;
+    }
+    return pl->n_algos > 0 ? best : 0;
+}
+
+/* The feature maps' touches (first write, last forward touch, first and last
+ * backward read: -1 none), from the layers alone: a recompute's reads of
+ * its sources, which some plans add, only lengthen a map's residence. */
+static void map_touches(const vd_net *net, const vd_plan *p, int *first, int *fl, int *bf, int *bl) {
+    int L = net->n_layers;
+    for (int t = 0; t < p->n_tensors; t++) first[t] = fl[t] = bf[t] = bl[t] = -1;
+#define FWD(t, s) do { if ((t) >= 0) { if (first[t] < 0) first[t] = (s); fl[t] = (s); } } while (0)
+#define BWD(t, s) do { if ((t) >= 0) { if (bf[t] < 0 || (s) < bf[t]) bf[t] = (s); \
+                                       if ((s) > bl[t]) bl[t] = (s); } } while (0)
+    for (int i = 0; i < L; i++) {
+        const vd_plan_layer *pl = &p->layers[i];
+        for (int k = 0; k < net->layers[i].n_in; k++) FWD(pl->in_t[k], i);
+        FWD(pl->y, i);
+    }
+    for (int i = 0; i < L; i++) {
+        const vd_plan_layer *pl = &p->layers[i];
+        bool rx = true, ry = true;
+        vd_op_bwd_reads(net, i, &rx, &ry);
+        int sb = 2 * L - 1 - i;
+        for (int k = 0; k < net->layers[i].n_in && rx; k++) BWD(pl->in_t[k], sb);
+        if (ry) BWD(pl->y, sb);
+    }
+#undef FWD
+#undef BWD
+}
+
+/* The least time to recompute map t: its writers' (producer and in-place
+ * layers) least forward times; INFINITY when a writer is not stateless. */
+static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_plan *p, int t) {
+    if (p->tensors[t].kind != VD_T_ACT) return INFINITY;
+    double s = 0;
+    for (int j = 0; j < net->n_layers; j++) {
+        if (p->layers[j].y != t) continue;
+        if (!vd_op_table[net->layers[j].op].recomputable || p->layers[j].aux >= 0) return INFINITY;
+        s += least_fwd(&prof->layers[j]);
+    }
+    return s;
+}
+
+/* Fills c's per step figures: C, pre, fixed (R), win, the maps. Returns
+ * false when some step cannot fit at all (no plan fits the budget). */
+static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                         uint64_t budget, bctx *c, int *first, int *fl, int *bf, int *bl) {
+    int L = net->n_layers, S = c->S;
+    const vd_device_params *dev = &prof->dev;
+    map_touches(net, p, first, fl, bf, bl);
+    for (int s = 0; s <= S; s++) c->mand[s] = c->win[s] = 0;
+    c->n_fm = 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        if ((T->kind != VD_T_ACT && T->kind != VD_T_INPUT) || first[t] < 0) continue;
+        int end_fwd = fl[t];
+        tmap *tm = &c->tm[t];
+        tm->bytes = T->bytes;
+        tm->prod = first[t];
+        tm->last = bl[t] > end_fwd ? bl[t] : end_fwd;
+        tm->d2h_s = T->kind == VD_T_INPUT ? 0.0 : dev->launch_s + (double)T->bytes / dev->d2h_bw;
+        tm->h2d_s = dev->launch_s + (double)T->bytes / dev->h2d_bw;
+        tm->rc_s = recompute_s(net, prof, p, t);
+        range_add(c->mand, first[t], end_fwd, T->bytes);
+        if (bf[t] < 0) continue;
+        range_add(c->mand, bf[t], bl[t], T->bytes);
+        if (bf[t] - end_fwd - 1 < 1) continue;
+        fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t],
+                  .d2h_s = tm->d2h_s, .h2d_s = tm->h2d_s, .rc_s = tm->rc_s};
+        m.offload = bf[t] - end_fwd - 1 >= 2;
+        if (T->kind == VD_T_ACT && T->layer >= 0)
+            for (int k = 0; k < net->layers[T->layer].n_in; k++) {
+                int u = p->layers[T->layer].in_t[k];
+                if (u >= 0 && u != t && m.n_src < VD_MAX_INPUTS) m.src[m.n_src++] = u;
+            }
+        if (!m.offload && !isfinite(m.rc_s)) {   /* it must stay: resident in its window too */
+            range_add(c->mand, end_fwd + 1, bf[t] - 1, T->bytes);
+            continue;
+        }
+        range_add(c->win, end_fwd + 1, bf[t] - 1, T->bytes);
+        c->fm[c->n_fm++] = m;
+    }
+    for (int i = 0; i < L; i++)   /* saved state: from its forward to its backward step */
+        if (p->layers[i].aux >= 0) range_add(c->mand, i, 2 * L - 1 - i, p->tensors[p->layers[i].aux].bytes);
+    for (int s = 1; s <= S; s++) { c->mand[s] += c->mand[s - 1]; c->win[s] += c->win[s - 1]; }
+    uint64_t persistent = persistent_bytes(p);
+    c->pre[0] = 0;
+    for (int s = 0; s < S; s++) {
+        bool bwd = s >= L;
+        int i = bwd ? 2 * L - 1 - s : s;
+        bool add_bwd = bwd && vd_op_table[net->layers[i].op].bwd_is_dy;
+        int set[BOUND_MAX_T], n = add_bwd ? 0 : pass_set(net, p, i, bwd, set);
+        uint64_t R = persistent + (uint64_t)c->mand[s] + set_bytes(p, set, n, true);
+        uint64_t ws = add_bwd ? 0 : least_ws(&prof->layers[i], bwd);
+        if (R > budget || ws > budget - R) return false;
+        c->fixed[s] = R + ws;
+        c->C[s] = add_bwd ? 0.0 : fastest_within(&prof->layers[i], bwd, budget - R);
+        c->pre[s + 1] = c->pre[s] + c->C[s];
+    }
+    return true;
+}
+
+/* The least cost of making need bytes absent from maps cand[n] at costs
+ * cost[] (per map, all of its bytes), fractionally: the cheapest bytes
+ * first. */
+static double fractional_cover(const bctx *c, const int *cand, int n, uint64_t need) {
+    for (int k = 0; k < n; k++) {
+        c->order[k].key = c->cost[k] / (double)c->fm[cand[k]].bytes;
+        c->order[k].k = k;
+    }
+    qsort(c->order, (size_t)n, sizeof *c->order, by_key);
+    double left = (double)need, sum = 0;
+    for (int k = 0; k < n && left > 0; k++) {
+        int j = c->order[k].k;
+        double b = (double)c->fm[cand[j]].bytes;
+        if (b >= left) { sum += c->cost[j] * left / b; left = 0; }
+        else { sum += c->cost[j]; left -= b; }
+    }
+    return sum;
+}
+
+/* At most BOUND_GRID of the n sorted distinct values v[] (evenly, the
+ * first and the last kept) into out; returns their count. */
+enum { BOUND_GRID = 6, BOUND_STEPS = 24 };
+static int pick_grid(const int *v, int n, int *out) {
+    if (n <= BOUND_GRID) { for (int k = 0; k < n; k++) out[k] = v[k]; return n; }
+    for (int k = 0; k < BOUND_GRID; k++) out[k] = v[(int)((long)k * (n - 1) / (BOUND_GRID - 1))];
+    return BOUND_GRID;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v[n] and drops repeats; returns the new count. */
+static int distinct(int *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_int);
+    int m = 0;
+    for (int k = 0; k < n; k++)
+        if (m == 0 || v[m - 1] != v[k]) v[m++] = v[k];
+    return m;
+}
+
+/* One figure of step s's copies' bound (bound.c's head): the maps
+ * cand[n] (need bytes of them absent), the windows k1 < s < k2, the weights
+ * mu and l. */
+static double step_figure(const bctx *c, int s, int n, uint64_t need, double readback, int k1,
+                          int k2, double mu, double l) {
+    double base = mu * c->pre[k1 + 1] + (1.0 - mu) * c->pre[s] + c->C[s] +
+                  (1.0 - l) * (c->pre[k2] - c->pre[s + 1]) + (c->pre[c->S] - c->pre[k2]) +
+                  readback;
+    for (int k = 0; k < n; k++) {
+        const fmap *f = &c->fm[c->cand[k]];
+        double off = f->offload ? (f->prod >= k1 ? mu * f->d2h_s : 0.0) +
+                                  (f->bwd_first <= k2 ? l * f->h2d_s : 0.0)
+                                : INFINITY;
+        double rc = isfinite(f->rc_s) ? (1.0 - l) * f->rc_s : INFINITY;
+        int u = c->dead[k];
+        if (isfinite(rc) && u >= 0) {   /* its source must come back too, or stay */
+            const tmap *su = &c->tm[u];
+            double share = 1.0 / c->n_dead[u], kept_b = (double)f->bytes - share * (double)su->bytes;
+            double kept = kept_b > 0 ? rc * (double)f->bytes / kept_b : INFINITY;
+            double back = (su->prod >= k1 ? mu * su->d2h_s : 0.0) +
+                          (f->bwd_first <= k2 ? l * su->h2d_s : 0.0);
+            if (isfinite(su->rc_s) && (1.0 - l) * su->rc_s < back) back = (1.0 - l) * su->rc_s;
+            double timed = rc + share * back;
+            rc = kept < timed ? kept : timed;
+        }
+        c->cost[k] = off < rc ? off : rc;
+    }
+    return base + fractional_cover(c, c->cand, n, need);
+}
+
+/* The copies' bound at step s (the maps absent there: need bytes): the
+ * largest figure over a grid of k1, k2 and the weights, then over the
+ * weights near the best of them (a pattern search: the figure is concave in
+ * the weights, a minimum of linear functions; every point is a bound, so
+ * where the search stops only decides how tight). */
+static double step_bound(const bctx *c, int s, uint64_t need, double readback, int *vals) {
+    int n = 0;
+    for (int k = 0; k < c->n_fm; k++)
+        if (c->fm[k].fwd_last < s && s < c->fm[k].bwd_first) c->cand[n++] = k;
+    if (n == 0) return 0.0;   /* cannot be: need > 0 comes from these maps */
+    /* each candidate's source that is dead at s (no use at or after s: a
+     * recompute after s needs it kept, brought back or recomputed), shared
+     * by the candidates that have it */
+    for (int k = 0; k < n; k++) {
+        const fmap *f = &c->fm[c->cand[k]];
+        c->dead[k] = -1;
+        for (int j = 0; j < f->n_src; j++)
+            if (c->tm[f->src[j]].last < s) {
+                c->dead[k] = c->dead[k] == -1 ? f->src[j] : -2;
+                c->n_dead[f->src[j]] = 0;
+            }
+    }
+    for (int k = 0; k < n; k++)
+        if (c->dead[k] >= 0) c->n_dead[c->dead[k]]++;
+    int g1[BOUND_GRID + 1], g2[BOUND_GRID + 2], n1, n2, m = 0;
+    for (int k = 0; k < n; k++) vals[m++] = c->fm[c->cand[k]].prod;
+    m = distinct(vals, m);
+    n1 = pick_grid(vals, m, g1);
+    g1[n1++] = s - 1;
+    m = 0;
+    for (int k = 0; k < n; k++)
+        if (c->fm[c->cand[k]].bwd_first - 1 > s) vals[m++] = c->fm[c->cand[k]].bwd_first - 1;
+    m = distinct(vals, m);
+    n2 = pick_grid(vals, m, g2);
+    g2[n2++] = s + 1;
+    g2[n2++] = c->S - 1;
+    double best = 0, bmu = 0, bl = 0;
+    int bk1 = s - 1, bk2 = s + 1;
+    for (int a = 0; a < n1; a++)
+        for (int b = 0; b < n2; b++)
+            for (int mi = 0; mi <= 4; mi++)
+                for (int li = 0; li <= 4; li++) {
+                    int k1 = g1[a], k2 = g2[b];
+                    double mu = 0.25 * mi, l = 0.25 * li;
+                    if (k1 > s - 1 || k2 < s + 1 || k2 > c->S - 1 || (mu == 0 && a > 0)) continue;
+                    double v = step_figure(c, s, n, need, readback, k1, k2, mu, l);
+                    if (v > best) { best = v; bk1 = k1; bk2 = k2; bmu = mu; bl = l; }
+                }
+    for (double h = 0.125; h >= 1.0 / 64; h /= 2) {
+        bool moved = true;
+        for (int it = 0; moved && it < 8; it++) {
+            moved = false;
+            for (int dm = -1; dm <= 1; dm++)
+                for (int dl = -1; dl <= 1; dl++) {
+                    double mu = bmu + dm * h, l = bl + dl * h;
+                    if ((dm == 0 && dl == 0) || mu < 0 || mu > 1 || l < 0 || l > 1) continue;
+                    double v = step_figure(c, s, n, need, readback, bk1, bk2, mu, l);
+                    if (v > best) { best = v; bmu = mu; bl = l; moved = true; }
+                }
+        }
+    }
+    return best;
+}
+
+int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                       uint64_t budget, vd_plan_bound *out, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    out->leave_step = out->copies_step = -1;
+    if (!bound_applies(net, prof, p)) return VD_OK;
+    if (budget == 0) budget = p->budget;
+    out->compute_s = vd_plan_lower_bound(net, prof, p, budget);
+    out->bound_s = out->compute_s;
+    if (!isfinite(out->compute_s)) return VD_OK;
+    int L = net->n_layers, S = 2 * L, nt = p->n_tensors > 0 ? p->n_tensors : 1;
+    bctx c = {.S = S};
+    c.C = vd_malloc((size_t)S * sizeof *c.C, NULL);
+    c.pre = vd_malloc((size_t)(S + 1) * sizeof *c.pre, NULL);
+    c.mand = vd_malloc((size_t)(S + 1) * sizeof *c.mand, NULL);
+    c.win = vd_malloc((size_t)(S + 1) * sizeof *c.win, NULL);
+    c.fixed = vd_malloc((size_t)S * sizeof *c.fixed, NULL);
+    c.fm = vd_malloc((size_t)nt * sizeof *c.fm, NULL);
+    c.tm = vd_calloc((size_t)nt, sizeof *c.tm, NULL);
+    c.dead = vd_malloc((size_t)nt * sizeof *c.dead, NULL);
+    c.n_dead = vd_malloc((size_t)nt * sizeof *c.n_dead, NULL);
+    c.cand = vd_malloc((size_t)nt * sizeof *c.cand, NULL);
+    c.cost = vd_malloc((size_t)nt * sizeof *c.cost, NULL);
+    c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
+    int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
+    int *steps = vd_malloc((size_t)(S + 1) * sizeof *steps, NULL);
+    int rc = VD_OK;
+    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
+        !c.order || !touch || !steps) {
+        rc = vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
+        goto done;
+    }
+    if (!step_figures(net, prof, p, budget, &c, touch, touch + nt, touch + 2 * nt, touch + 3 * nt)) {
+        out->bound_s = INFINITY;
+        goto done;
+    }
+    /* the simulator adds in another order: each figure a little lower */
+    double compute = (c.pre[S] + prof->sgd_s) * (1.0 - 1e-12);
+    if (compute > out->bound_s) out->bound_s = compute;
+    double readback = prof->dev.launch_s + 4.0 / prof->dev.d2h_bw;
+    /* the steps where maps must leave; at most BOUND_STEPS of them evenly,
+     * and the one where most must leave, get the copies' bound (each is a
+     * bound on its own) */
+    int n_over = 0;
+    for (int s = 0; s < S; s++) {
+        uint64_t in = c.fixed[s] + (uint64_t)c.win[s];
+        if (in <= budget) continue;
+        steps[n_over++] = s;
+        if (in - budget > out->leave_bytes) { out->leave_bytes = in - budget; out->leave_step = s; }
+    }
+    int n_eval = n_over < BOUND_STEPS ? n_over : BOUND_STEPS;
+    for (int k = 0; k < n_eval; k++)   /* in place: the index picked is k or later */
+        steps[k] = steps[n_eval > 1 ? (int)((long)k * (n_over - 1) / (n_eval - 1)) : 0];
+    if (n_over > 0) steps[n_eval++] = out->leave_step;
+    for (int k = 0; k < n_eval; k++) {
+        int s = steps[k];
+        double v = step_bound(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch);
+        if (v * (1.0 - 1e-12) > out->copies_s) { out->copies_s = v * (1.0 - 1e-12); out->copies_step = s; }
+    }
+    if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
+done:
+    vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed);
+    vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.order);
+    vd_free(touch); vd_free(steps);
+    return rc;
 }

@@ -349,6 +349,19 @@ static inline bool vd_plan_grads_array(const vd_net *net, const vd_plan_opts *o)
     return o->grads_persistent || net->train.math == VD_MATH_FP16;
 }
 
+/* A lower bound that also counts what must leave the device at the budget
+ * (vd_plan_copy_bound). */
+typedef struct vd_plan_bound {
+    double bound_s;             /* the bound: no training plan at the budget is predicted
+                                   faster (>= compute_s; INFINITY: none fits; 0: forward-only) */
+    double compute_s;           /* compute only: vd_plan_lower_bound */
+    double copies_s;            /* the copies' and recomputes' part (0: nothing must leave) */
+    int copies_step;            /* the step whose absent maps give copies_s (-1 none) */
+    uint64_t leave_bytes;       /* the most feature map bytes that must be absent at one step
+                                   (offloaded or recomputed) */
+    int leave_step;             /* that step (-1 none) */
+} vd_plan_bound;
+
 typedef struct vd_plan {
     char net[VD_NAME_MAX];
     vd_policy policy;           /* as requested (dyn stays dyn) */
@@ -395,6 +408,11 @@ typedef struct vd_plan {
      * issues its H2D copy, or -1 / -1 when the plan has none (stage says why). */
     int t_stage, stage_step;
     vd_stage stage;
+    /* vd_plan_copy_bound at the budget, where the caller stored it for the
+     * reports (vdnn-plan, vdnn-train --plan-json: the table's "lower bound"
+     * line, the JSON's bound_s); all 0 otherwise (the planner never fills
+     * it). */
+    vd_plan_bound bound;
     struct vd_plan *eval;       /* forward-only plan sharing params/momentum
                                    offsets (NULL for a forward-only plan) */
     struct vd_dp_sim {          /* data parallel (vd_plan_dp); all 0 for one rank */
@@ -447,6 +465,20 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
 double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                            uint64_t budget);
 
+/* A lower bound on the predicted iteration (plan.sim.iter_s) of every
+ * training plan of net and prof at pool budget `budget` with p's gradient
+ * mode (vd_plan.update_in_bwd), for any policy and prefetch mode: at each
+ * step, the feature map bytes that must be absent there (what the step
+ * needs beside them over the budget) are offloaded, their copies running
+ * in the windows the simulator gives them, or recomputed; the cheapest
+ * fractional way, against the compute of the passes around it (bound.c and
+ * vdnn-plan(1), LOWER BOUND, say why it holds). p: any training plan of net
+ * and prof (its tensors are used); budget 0: p's pool (p->budget, the plan's
+ * own need under an auto budget). Fills *out (all 0 but the steps, -1, for
+ * a forward-only plan). Returns 0 or VD_ENOMEM. */
+int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                       uint64_t budget, vd_plan_bound *out, vd_err *e);
+
 /* Interval of tensor t that contains step s, or NULL if t is not resident. */
 const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
 /* Human description of step s ("fwd features.0", "bwd loss", "sgd"). */
@@ -458,7 +490,8 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
 /* JSON object (keys: net, batch, policy, prefetch, budget, feasible,
  * peak_bytes, hwm_bytes, fragmentation, offload_bytes, prefetch_bytes,
  * host_bytes, recompute_bytes, recomputed_tensors, recompute_s,
- * predicted_iter_s, predicted, input_staging, steps[...], tensors[...]).
+ * predicted_iter_s, bound_s (where the caller stored p->bound), predicted,
+ * input_staging, steps[...], tensors[...]).
  * min_budgets: [VD_POLICY_COUNT] or NULL; written as "min_budgets" when set. */
 int vd_plan_write_json(FILE *f, const vd_plan *p, const vd_net *net,
                        const uint64_t *min_budgets, vd_err *e);

@@ -1,4 +1,5 @@
 /* report.c — a plan as a table, as JSON, and as a Chrome trace. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,17 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
                "h2d %.3f ms)\n",
             p->sim.iter_s * 1e3, p->sim.busy_s[0] * 1e3, p->sim.stall_s * 1e3,
             p->sim.busy_s[1] * 1e3, p->sim.busy_s[2] * 1e3);
+    if (p->bound.bound_s > 0 && !isfinite(p->bound.bound_s)) {
+        fprintf(f, "  lower bound          none: no training plan fits the budget\n");
+    } else if (p->bound.bound_s > 0) {
+        fprintf(f, "  lower bound          %.3f ms (compute %.3f ms; copies: %s must leave the device",
+                p->bound.bound_s * 1e3, p->bound.compute_s * 1e3,
+                vd_fmt_bytes(p->bound.leave_bytes, b1, sizeof b1));
+        if (p->bound.leave_step >= 0)
+            fprintf(f, " at step %d, %s", p->bound.leave_step,
+                    vd_plan_step_label(p, net, p->bound.leave_step, lab, sizeof lab));
+        fprintf(f, ")\n");
+    }
     if (p->eval)
         fprintf(f, "  evaluation pass      peak %s, pool top %s\n",
                 vd_fmt_bytes(p->eval->live_peak, b1, sizeof b1), vd_fmt_bytes(p->eval->hwm, b2, sizeof b2));
@@ -211,6 +223,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     SET_INT(r, "recompute_ops", p->n_recompute_ops);
     SET_REAL(r, "recompute_s", p->recompute_s);
     SET_REAL(r, "predicted_iter_s", p->sim.iter_s);
+    if (p->bound.bound_s != 0) SET_REAL(r, "bound_s", p->bound.bound_s);
     json_t *pr = json_object();
     SET(r, "predicted", pr);
     SET_REAL(pr, "iter_s", p->sim.iter_s);

@@ -405,6 +405,13 @@ static void random_nets(uint64_t first, uint64_t last) {
                                   "%s %s budget %llu: bound %.17g, predicted %.17g", net.name,
                                   vd_policy_name(o.policy), (unsigned long long)o.budget, lb,
                                   p.sim.iter_s);
+                    /* nor the bound with the copies (test_bound has its own tests) */
+                    vd_plan_bound cb;
+                    ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, o.budget, &cb, &e) == 0, "%s", e.msg);
+                    ck_assert_msg(cb.bound_s >= lb && cb.bound_s <= p.sim.iter_s,
+                                  "%s %s budget %llu: bound with the copies %.17g, compute-only "
+                                  "%.17g, predicted %.17g", net.name, vd_policy_name(o.policy),
+                                  (unsigned long long)o.budget, cb.bound_s, lb, p.sim.iter_s);
                     if (o.policy == VD_POLICY_AUTO && bi > 0) {
                         auto_plans++;
                         auto_rc += p.n_recomputed;
