@@ -69,6 +69,35 @@ static bool pass_cut(const actx *c) {
     return c->effort + 3.0 * c->L * per_build > AUTO_EFFORT_CAP;
 }
 
+/* No start fitted: the configurations that fit most easily from the start
+ * configuration (disp0, algos0): every map offloaded, then the extreme one
+ * (search_extreme_config), the first that fits refined into *P. The
+ * greedy from the starts can end outside the budget near the floor (VGG-16
+ * b256 bf16 at 6 GiB on a measured H100 profile: every start 75-91 ms and
+ * over, the paper's conv policy 169 ms, this 73 ms), where a local search
+ * that starts inside it descends. VD_EBUDGET: neither fits. */
+static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_plan *P,
+                         vd_err *e) {
+    for (int k = 0; k < 2 && !done(c); k++) {
+        config_copy(c, c->disp, c->algos, disp0, algos0);
+        if (k == 0) {
+            for (int i = 0; i <= c->L; i++)
+                if (!c->fixed[i]) c->disp[i] = VD_DISP_OFFLOAD;
+        } else {
+            search_extreme_config(c);
+        }
+        int rc = search_eval(c, P, e);
+        if (rc != VD_OK && rc != VD_EBUDGET) return rc;
+        if (P->feasible) {
+            search_phase(c, "refine, a start that fits", 0, 0);
+            if ((rc = search_refine(c, P, NULL, pass_cut(c), e))) vdp_plan_release(P);
+            return rc;
+        }
+        vdp_plan_release(P);
+    }
+    return VD_EBUDGET;
+}
+
 /* Greedy from the start configuration with profile prof (c->prof restored
  * after), then, if that configuration fits under the true profile (else the
  * fastest fitting one seen), refine.
@@ -311,6 +340,15 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             config_copy(&c, bd, ba, c.disp, c.algos);
         } else {
             vdp_plan_release(&P);
+        }
+    }
+    if (have_start && !best.feasible && !done(&c)) {
+        rc = fitting_start(&c, d0, a0, &P, e);
+        if (rc != VD_OK && rc != VD_EBUDGET) goto fail;
+        if (rc == VD_OK) {
+            vdp_plan_release(&best);
+            best = P;
+            config_copy(&c, bd, ba, c.disp, c.algos);
         }
     }
     P = best;
