@@ -4,7 +4,8 @@
 # math one measured profile (the first run's, --profile-out) loaded by the
 # rest, so the runs plan on the same numbers; VGG-16 bf16 loads the H100
 # profile of tests/plan/data instead.
-# usage (device machine, after tar xJf .carry/BUILD.txz): gpu-tight.sh BUILD OUTDIR
+# usage (device machine, after tar xJf .carry/BUILD.txz):
+#   [TIGHT_PART=first|second] gpu-tight.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/tight}; mkdir -p "$O"
 libs=.carry/lib
@@ -22,10 +23,14 @@ row() {   # net math budget profile-args
         "$(grep -o 'process peak [0-9.]* [GM]iB' "$log" | head -1)$(grep -o 'error.*' "$log" | head -c 120)"
 }
 P=tests/plan/data/vgg16-b256-h100-bf16.json
-for b in none 6G 4G; do row vgg16 bf16 $b --profile $P; done
-row vgg16 fp32 none --profile-out "$O/vgg16-fp32.json"
-row vgg16 fp32 8G --profile "$O/vgg16-fp32.json"
-row resnet50 bf16 none --profile-out "$O/r50.json"
-for b in 8G 4G; do row resnet50 bf16 $b --profile "$O/r50.json"; done
-row resnet152 bf16 none --profile-out "$O/r152.json"
-for b in 10G 8G 6G; do row resnet152 bf16 $b --profile "$O/r152.json"; done
+if [ "${TIGHT_PART:-all}" != second ]; then
+    for b in none 6G 4G; do row vgg16 bf16 $b --profile $P; done
+    row resnet50 bf16 none --profile-out "$O/r50.json"
+    for b in 8G 4G; do row resnet50 bf16 $b --profile "$O/r50.json"; done
+fi
+if [ "${TIGHT_PART:-all}" != first ]; then
+    row vgg16 fp32 none --profile-out "$O/vgg16-fp32.json"
+    row vgg16 fp32 8G --profile "$O/vgg16-fp32.json"
+    row resnet152 bf16 none --profile-out "$O/r152.json"
+    for b in 10G 8G 6G; do row resnet152 bf16 $b --profile "$O/r152.json"; done
+fi
