@@ -87,7 +87,7 @@ typedef struct vd_algo_opt {
  *     (summed per chunk, then over the chunks: equal to the whole-batch
  *     call's up to the reassociation of those sums).
  * n0 = 0, n_batch = 0 (meaning n) and dw_beta = 0 is the whole-batch call,
- * bit for bit what it was before chunks existed. Only ops whose table entry
+ * bit for bit the unchunked computation. Only ops whose table entry
  * says chunkable (vd_op_info) take any other values; the others (batch
  * norm) fail with VD_EINTERNAL naming the layer (vd_op_io_check_chunk). */
 typedef struct vd_op_io {
