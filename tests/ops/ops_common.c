@@ -9,6 +9,23 @@ void t_net_begin(vd_net *net, int c, int h, int w) {
     vdt_net_begin(net, "optest", c, h, w, 2);
 }
 
+int t_net_one(vd_net *net, int c, int h, int w, vd_layer l) {
+    t_net_begin(net, c, h, w);
+    int i = vdt_add(net, l);
+    vdt_finish(net, i);
+    return i;
+}
+
+int t_net_multi(vd_net *net, vd_op op, int n_in, const int *chans) {
+    t_net_begin(net, 2, 3, 4);
+    int ins[VD_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++)
+        ins[k] = vdt_add(net, vdt_conv(-1, chans[k], 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
+    int i = vdt_add(net, vdt_multi(op, n_in, ins));
+    vdt_finish(net, i);
+    return i;
+}
+
 vd_layer t_adaptive(int in, vd_pool_mode mode, int oh, int ow) {
     return vdt_adaptive(in, mode, oh, ow, false);
 }

@@ -13,6 +13,11 @@
 /* Nets are built with vdt_net.h (vdt_add, vdt_finish, vdt_conv, ...);
  * t_net_begin: input [c,h,w], batch 2, name "optest". */
 void t_net_begin(vd_net *net, int c, int h, int w);
+/* A net of layer l on an input [c,h,w] (t_net_begin's); returns l's index. */
+int t_net_one(vd_net *net, int c, int h, int w, vd_layer l);
+/* A net whose op `op` takes n_in inputs, each a 1x1 convolution of a
+ * [2,3,4] input to chans[k] channels; returns the op's index. */
+int t_net_multi(vd_net *net, vd_op op, int n_in, const int *chans);
 /* Adaptive (not global) pool to [oh, ow]. */
 vd_layer t_adaptive(int in, vd_pool_mode mode, int oh, int ow);
 

@@ -286,21 +286,14 @@ static chunk_case C(const char *what) { return (chunk_case){what, 0, true}; }
 
 static void one(int c, int h, int w, vd_layer l, chunk_case cc) {
     vd_net net;
-    t_net_begin(&net, c, h, w);
-    int i = vdt_add(&net, l);
-    vdt_finish(&net, i);
+    int i = t_net_one(&net, c, h, w, l);
     chunk_check(&net, i, cc);
     vd_net_free(&net);
 }
 
 static void multi(vd_op op, int n_in, const int *chans, chunk_case cc) {
     vd_net net;
-    t_net_begin(&net, 2, 3, 4);
-    int ins[VD_MAX_INPUTS];
-    for (int k = 0; k < n_in; k++)
-        ins[k] = vdt_add(&net, vdt_conv(-1, chans[k], 1, 1, 1, 1, 0, 0, 1, 1, 1, false));
-    int i = vdt_add(&net, vdt_multi(op, n_in, ins));
-    vdt_finish(&net, i);
+    int i = t_net_multi(&net, op, n_in, chans);
     chunk_check(&net, i, cc);
     vd_net_free(&net);
 }
