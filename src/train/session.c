@@ -50,7 +50,7 @@ void vd_session_mem_reset(vd_session *s) {
  * features.10's backward "fastest" 1,242,563,239 bytes, the next run's
  * engine needed 1,248,985,715. Options with another label are left alone
  * (the executor then reports the profile as another setup's). */
-static int raise_workspaces(vd_session *s, vd_err *e) {
+static int fit_profile_to_setup(vd_session *s, vd_err *e) {
     s->prof_raised = 0;
     s->prof_raised_max = 0;
     s->prof_dropped = 0;
@@ -107,7 +107,7 @@ static int get_profile(vd_session *s, const vd_session_opts *o, vd_err *e) {
     double t0 = vd_now();
     if (o->profile_path) {
         rc = vd_profile_load(o->profile_path, s->net, s->batch, &s->prof, e);
-        if (!rc) rc = raise_workspaces(s, e);
+        if (!rc) rc = fit_profile_to_setup(s, e);
         snprintf(s->prof_how, sizeof s->prof_how, "loaded");
     } else if (s->be->profile_measure && !o->analytic) {
         if (o->note) o->note(o->note_ctx, "measuring the profile on the device...");
