@@ -26,6 +26,12 @@ int t_net_multi(vd_net *net, vd_op op, int n_in, const int *chans) {
     return i;
 }
 
+TCase *t_case(Suite *s, const TTest *t, void (*setup)(void), void (*teardown)(void)) {
+    TCase *tc = vdt_case(s, t, 0);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    return tc;
+}
+
 vd_layer t_adaptive(int in, vd_pool_mode mode, int oh, int ow) {
     return vdt_adaptive(in, mode, oh, ow, false);
 }

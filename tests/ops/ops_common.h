@@ -18,6 +18,9 @@ int t_net_one(vd_net *net, int c, int h, int w, vd_layer l);
 /* A net whose op `op` takes n_in inputs, each a 1x1 convolution of a
  * [2,3,4] input to chans[k] channels; returns the op's index. */
 int t_net_multi(vd_net *net, vd_op op, int n_in, const int *chans);
+/* Test t in a TCase of its own (vdt_case: CK_RUN_CASE=NAME runs one) with
+ * the file's fixture. */
+TCase *t_case(Suite *s, const TTest *t, void (*setup)(void), void (*teardown)(void));
 /* Adaptive (not global) pool to [oh, ow]. */
 vd_layer t_adaptive(int in, vd_pool_mode mode, int oh, int ow);
 

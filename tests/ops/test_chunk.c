@@ -413,11 +413,7 @@ START_TEST(non_chunkable_op_fails_loudly) {
 }
 END_TEST
 
-static TCase *case_of(Suite *s, const TTest *t) {
-    TCase *tc = vdt_case(s, t, 0);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    return tc;
-}
+static TCase *case_of(Suite *s, const TTest *t) { return t_case(s, t, setup, teardown); }
 
 static Suite *suite(void) {
     Suite *s = suite_create("ops_chunk");

@@ -15,14 +15,6 @@ static void setup(void) {
 }
 static void teardown(void) { be->destroy(be); be = NULL; }
 
-/* One-op net on input [c,h,w]; returns the layer index. */
-static int one_op(vd_net *net, int c, int h, int w, vd_layer l) {
-    t_net_begin(net, c, h, w);
-    int i = vdt_add(net, l);
-    vdt_finish(net, i);
-    return i;
-}
-
 static void iota(float *p, int64_t n, float start) {
     for (int64_t i = 0; i < n; i++) p[i] = start + (float)i;
 }
@@ -40,7 +32,7 @@ static void expect(const float *got, const double *want, int n, double tol, cons
 /* x = 1..16 (4x4), 3x3 ones, pad 1, bias 0.5: neighbourhood sums. */
 START_TEST(conv_hand) {
     vd_net net;
-    int i = one_op(&net, 1, 4, 4, vdt_conv(-1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
+    int i = t_net_one(&net, 1, 4, 4, vdt_conv(-1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, true));
     for (int algo = 0; algo < 2; algo++) {
         t_op t;
         t_op_init(&t, be, &net, i, 1, 1);
@@ -61,7 +53,7 @@ END_TEST
 /* Dilation 2 on 5x5 (x = 1..25): taps at rows/cols 0, 2, 4: 117. */
 START_TEST(conv_hand_dilation) {
     vd_net net;
-    int i = one_op(&net, 1, 5, 5, vdt_conv(-1, 1, 3, 3, 1, 1, 0, 0, 2, 2, 1, false));
+    int i = t_net_one(&net, 1, 5, 5, vdt_conv(-1, 1, 3, 3, 1, 1, 0, 0, 2, 2, 1, false));
     ck_assert_int_eq(net.layers[i].h, 1);
     for (int algo = 0; algo < 2; algo++) {
         t_op t;
@@ -83,7 +75,7 @@ END_TEST
  * so 1e-5 * (sum|terms| + |bias|) bounds it with room. */
 static void conv_vs_ref(int C, int H, int W, vd_layer l, int n) {
     vd_net net;
-    int li = one_op(&net, C, H, W, l);
+    int li = t_net_one(&net, C, H, W, l);
     const vd_layer *L = &net.layers[li];
     int G = L->u.conv.groups, Cg = C / G, OC = L->c, OCg = OC / G;
     int kh = L->u.conv.kh, kw = L->u.conv.kw;
@@ -135,7 +127,7 @@ END_TEST
 static void pool_hand(int c, int h, int w, vd_layer l, const double *want, int nwant,
                       const char *what) {
     vd_net net;
-    int i = one_op(&net, c, h, w, l);
+    int i = t_net_one(&net, c, h, w, l);
     ck_assert_int_eq(vd_net_out_numel(&net, i), nwant);
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
@@ -178,7 +170,7 @@ END_TEST
  * gradient (the last NaN of a window), as in PyTorch. */
 START_TEST(pool_max_ties_nan) {
     vd_net net;
-    int i = one_op(&net, 1, 2, 2, vdt_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false));
+    int i = t_net_one(&net, 1, 2, 2, vdt_pool(-1, VD_POOL_MAX, 2, 2, 2, 2, 0, 0, false));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     float xs[4] = {1, 3, 3, 0};
@@ -211,7 +203,7 @@ END_TEST
 
 START_TEST(relu_values_inplace) {
     vd_net net;
-    int i = one_op(&net, 1, 1, 5, vdt_simple(-1, VD_OP_RELU));
+    int i = t_net_one(&net, 1, 1, 5, vdt_simple(-1, VD_OP_RELU));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     float xs[5] = {-2, -0.0f, 0.5f, 3, NAN};
@@ -259,7 +251,7 @@ START_TEST(gelu_closed_form) {
                                  0.5, 0.8674951246561629, 1.0833154705876864, 1.085231801078197,
                                  1.0005036496612265};
     vd_net net;
-    int i = one_op(&net, 1, 2, 4, vdt_simple(-1, VD_OP_GELU));
+    int i = t_net_one(&net, 1, 2, 4, vdt_simple(-1, VD_OP_GELU));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     for (int k = 0; k < 8; k++) t.x[0][k] = (float)xs[k];
@@ -295,7 +287,7 @@ START_TEST(lrn_hand) {
     vd_layer l = vdt_simple(-1, VD_OP_LRN);
     l.u.lrn.size = 3; l.u.lrn.alpha = 3; l.u.lrn.beta = 0.5f; l.u.lrn.k = 1;
     vd_net net;
-    int i = one_op(&net, 1, 1, 2, l);
+    int i = t_net_one(&net, 1, 1, 2, l);
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     t.x[0][0] = 0.75f;
@@ -315,7 +307,7 @@ static void lrn_vs_torch(int C, int size, float alpha, float beta, float k) {
     vd_layer l = vdt_simple(-1, VD_OP_LRN);
     l.u.lrn.size = size; l.u.lrn.alpha = alpha; l.u.lrn.beta = beta; l.u.lrn.k = k;
     vd_net net;
-    int i = one_op(&net, C, 2, 3, l);
+    int i = t_net_one(&net, C, 2, 3, l);
     t_op t;
     t_op_init(&t, be, &net, i, 2, 5);
     t_fill_uniform(t.x[0], t.xn[0], -3, 3, 8);
@@ -358,7 +350,7 @@ END_TEST
 
 START_TEST(bn_train_hand) {
     vd_net net;
-    int i = one_op(&net, 1, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM));
+    int i = t_net_one(&net, 1, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM));
     t_op t;
     t_op_init(&t, be, &net, i, 4, 1);
     iota(t.x[0], 4, 1);                 /* mean 2.5, biased var 1.25, unbiased 5/3 */
@@ -388,7 +380,7 @@ END_TEST
  * var/(var+eps) ~ 1 over N*H*W; running stats follow the momentum rule. */
 START_TEST(bn_train_stats) {
     vd_net net;
-    int i = one_op(&net, 3, 4, 5, vdt_simple(-1, VD_OP_BATCHNORM));
+    int i = t_net_one(&net, 3, 4, 5, vdt_simple(-1, VD_OP_BATCHNORM));
     t_op t;
     t_op_init(&t, be, &net, i, 3, 2);
     for (int c = 0; c < 3; c++) { t.w[c] = 1; t.b[c] = 0; t.rm[c] = 1; t.rv[c] = 2; }
@@ -417,7 +409,7 @@ END_TEST
 /* PyTorch refuses training batch norm with one value per channel. */
 START_TEST(bn_train_single_value) {
     vd_net net;
-    int i = one_op(&net, 2, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM));
+    int i = t_net_one(&net, 2, 1, 1, vdt_simple(-1, VD_OP_BATCHNORM));
     t_op t;
     t_op_init(&t, be, &net, i, 1, 1);
     vd_err e = {0};
@@ -434,7 +426,7 @@ START_TEST(fc_hand) {
     vd_layer l = vdt_simple(-1, VD_OP_FC);
     l.u.fc.out = 3; l.u.fc.bias = true;
     vd_net net;
-    int i = one_op(&net, 2, 1, 1, l);
+    int i = t_net_one(&net, 2, 1, 1, l);
     t_op t;
     t_op_init(&t, be, &net, i, 2, 1);
     float x[4] = {1, 2, -1, 3}, w[6] = {1, 0, 0, 1, 1, 1}, b[3] = {0.5f, 0, -1};
@@ -573,12 +565,7 @@ START_TEST(xent_hand) {
 }
 END_TEST
 
-/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
-static TCase *case_of(Suite *s, const TTest *t) {
-    TCase *tc = vdt_case(s, t, 0);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    return tc;
-}
+static TCase *case_of(Suite *s, const TTest *t) { return t_case(s, t, setup, teardown); }
 
 static Suite *suite(void) {
     Suite *s = suite_create("ops_forward");

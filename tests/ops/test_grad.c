@@ -432,12 +432,7 @@ START_TEST(conv_null_dx) {
 }
 END_TEST
 
-/* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
-static TCase *case_of(Suite *s, const TTest *t) {
-    TCase *tc = vdt_case(s, t, 0);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    return tc;
-}
+static TCase *case_of(Suite *s, const TTest *t) { return t_case(s, t, setup, teardown); }
 
 static Suite *suite(void) {
     Suite *s = suite_create("ops_grad");
