@@ -98,23 +98,24 @@ void search_phase(actx *c, const char *fmt, int a, int b) {
     progress(c);
 }
 
-/* Build the current configuration at the budget. 0 / VD_EBUDGET: *out valid. */
-int search_eval(actx *c, vd_plan *out, vd_err *e) {
+/* One more build of the search: counted, and reported now and then. */
+static void eval_begin(actx *c) {
     c->evals++;
     c->looks++;
     if (c->evals % 16 == 0) progress(c);
-    bool exact = false;
-    double lb_s = 0, cost = 0;
-    double effort = 0;
-    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, 0.0, out, &exact,
-                                &lb_s, &cost, &effort, e);
-    c->work += cost;
-    c->effort += effort;
-    if (rc == VD_OK || rc == VD_EBUDGET) {
-        note_seen(c, out);
-        memo_put(c, out->feasible, out->sim.iter_s, true);
-    }
-    return rc;
+}
+
+/* A build whose outcome is exact (fits or not, its iteration): seen and
+ * memoized. */
+static void eval_exact(actx *c, const vd_plan *out) {
+    note_seen(c, out);
+    memo_put(c, out->feasible, out->sim.iter_s, true);
+}
+
+/* Build the current configuration at the budget. 0 / VD_EBUDGET: *out valid.
+ * (No screen: every outcome is exact.) */
+int search_eval(actx *c, vd_plan *out, vd_err *e) {
+    return search_eval_screened(c, 0.0, out, e);
 }
 
 /* eval for greedy's moves: a plan whose live bytes exceed the budget by over
@@ -129,18 +130,13 @@ int search_eval(actx *c, vd_plan *out, vd_err *e) {
  * (eval) for its callers. Moves over the budget by less are placed: not
  * placing any move over the budget changed which plans the starts reach. */
 int search_eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e) {
-    c->evals++;
-    c->looks++;
-    if (c->evals % 16 == 0) progress(c);
+    eval_begin(c);
     double cost = 0, effort = 0;
     int rc = vdp_build_unplaced_over(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, out, unplaced,
                                      &cost, &effort, e);
     c->work += cost;
     c->effort += effort;
-    if (rc == VD_OK || rc == VD_EBUDGET) {
-        note_seen(c, out);
-        memo_put(c, out->feasible, out->sim.iter_s, true);
-    }
+    if (rc == VD_OK || rc == VD_EBUDGET) eval_exact(c, out);
     return rc;
 }
 
@@ -149,9 +145,7 @@ int search_eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e) {
  * that cannot are dropped before their placement). VD_OK / VD_EBUDGET: *out
  * valid; VDP_SCREENED: no plan (none faster than limit_s). */
 int search_eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
-    c->evals++;
-    c->looks++;
-    if (c->evals % 16 == 0) progress(c);
+    eval_begin(c);
     bool exact = false;
     double lb_s = 0, cost = 0;
     double effort = 0;
@@ -166,12 +160,8 @@ int search_eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
         return rc;
     }
     if (rc == VD_OK || rc == VD_EBUDGET) {
-        if (exact) {
-            note_seen(c, out);
-            memo_put(c, out->feasible, out->sim.iter_s, true);
-        } else {
-            memo_put(c, true, lb_s, false);
-        }
+        if (exact) eval_exact(c, out);
+        else memo_put(c, true, lb_s, false);
     }
     return rc;
 }
