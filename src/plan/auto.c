@@ -72,10 +72,9 @@ static bool pass_cut(const actx *c) {
 /* No start fitted: the configurations that fit most easily from the start
  * configuration (disp0, algos0): every map offloaded, then the extreme one
  * (search_extreme_config), the first that fits refined into *P. The
- * greedy from the starts can end outside the budget near the floor (VGG-16
- * b256 bf16 at 6 GiB on a measured H100 profile: every start 75-91 ms and
- * over, the paper's conv policy 169 ms, this 73 ms), where a local search
- * that starts inside it descends. VD_EBUDGET: neither fits. */
+ * greedy from the starts can end outside the budget near the floor, where
+ * a local search that starts inside it descends (docs/planner.md, the
+ * fitting start). VD_EBUDGET: neither fits. */
 static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_plan *P,
                          vd_err *e) {
     for (int k = 0; k < 2 && !done(c); k++) {
