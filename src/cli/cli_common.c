@@ -150,6 +150,7 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     else if (!strcmp(name, "deterministic")) g->deterministic = true;
     else if (!strcmp(name, "quiet")) c->quiet = true;
     else if (!strcmp(name, "no-stage-input")) g->no_stage_input = true;
+    else if (!strcmp(name, "chunks")) g->chunks = val;
     else if (!strcmp(name, "mem-trace")) g->mem_trace = true;
     else if (!strcmp(name, "step-times")) g->step_times = true;
     else if (!strcmp(name, "sync-debug")) bo->sync_debug = true;

@@ -47,6 +47,9 @@ static void usage(FILE *f) {
 "  --policies LIST      comma-separated policies: %s\n"
 "                       (default %s)\n"
 "  --prefetch P         auto | paper (default auto)\n"
+"  --chunks K|L=K,...   split layers into K batch chunks: every layer that can be,\n"
+"                       or the named ones (a run of them shares its chunks);\n"
+"                       less memory per step (default: none split)\n"
 "  --warmup N           untimed iterations per point (default 2)\n"
 "  --iters N            timed iterations per point (default 5)\n"
 "  --seed N             seed of the initial weights and synthetic data\n"
@@ -83,7 +86,7 @@ typedef struct opts {
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
-    {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true},
+    {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true}, {"chunks", true},
     {"warmup", true}, {"iters", true}, {"seed", true}, {"backend", true}, {"device", true},
     {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
@@ -888,6 +891,7 @@ int main(int argc, char **argv) {
     vd_free(b.x);
     vd_free(b.labels);
     if (b.have_ses) vd_session_close(&b.ses);
+    vd_config_run_free(&b.run);
     vd_net_free(&b.net);
     if (rc == VD_ESTOP) return vd_cli_stopped(PROG, &e);
     return rc ? vd_cli_fail(PROG, &e) : 0;

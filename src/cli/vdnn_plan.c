@@ -55,6 +55,9 @@ static void usage(FILE *f) {
         "                       tensor keep/offload/recompute, searched with the\n"
         "                       simulator); default auto = none when the net fits\n"
         "  --prefetch M         auto (ours, from the profile) | paper (default auto)\n"
+        "  --chunks K|L=K,...   split layers into K batch chunks: every layer that can be,\n"
+        "                       or the named ones (a run of them shares its chunks);\n"
+        "                       less memory per step (default: none split)\n"
         "  --profile FILE       measured/edited profile (JSON, see vdnn-plan(1))\n"
         "  --gpu-model M        plan for a card from its published figures (t4, l4,\n"
         "                       a10, a100-40g, a100-80g, rtx3060, rtx4060, rtx3090,\n"
@@ -92,7 +95,7 @@ typedef struct opts {
 } opts;
 
 static const vd_cli_flag FLAGS[] = {
-    {"batch", true}, {"gpus", true}, {"budget", true}, {"policy", true}, {"prefetch", true},
+    {"batch", true}, {"gpus", true}, {"budget", true}, {"policy", true}, {"prefetch", true}, {"chunks", true},
     {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
     {"analytic-profile", false}, {"math", true}, {"deterministic", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
@@ -501,6 +504,7 @@ int main(int argc, char **argv) {
     vd_plan_free(&j.plan);
     vd_profile_free(&j.mprof);
     vd_session_close(&j.ses);
+    vd_config_run_free(&j.run);
     vd_net_free(&j.net);
     return rc == VD_ESTOP ? vd_cli_stopped(PROG, &e) : rc ? vd_cli_fail(PROG, &e) : 0;
 }

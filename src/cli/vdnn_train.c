@@ -89,6 +89,9 @@ static void usage(FILE *f) {
 "                       after setup - 512 MiB)\n"
 "  --policy P           %s (default: auto =\n                       none when the net fits, else the fastest plan)\n"
 "  --prefetch P         auto | paper (when prefetches are issued; default auto)\n"
+"  --chunks K|L=K,...   split layers into K batch chunks: every layer that can be,\n"
+"                       or the named ones (a run of them shares its chunks);\n"
+"                       less memory per step (default: none split)\n"
 "  --profile FILE       plan with this profile (JSON, see vdnn-plan(1)) instead of\n"
 "                       measuring one (cuda measures each layer's algorithms and\n"
 "                       the copy bandwidths before planning)\n"
@@ -135,7 +138,7 @@ static const vd_cli_flag FLAGS[] = {
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"save-dtype", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
-    {"prefetch", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
+    {"prefetch", true}, {"chunks", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
     {"conv-debug", true}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},

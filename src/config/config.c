@@ -35,6 +35,45 @@ static int unknown_model(const char *name, vd_err *e) {
                    near[0] ? "; did you mean " : "", near, near[0] ? "?" : "", known);
 }
 
+/* --chunks: K splits every layer it can (vd_plan_chunks_all), else
+ * LAYER=K[,LAYER=K...] those layers; checked (vd_plan_chunks_check).
+ * *out: [n_layers], the caller's. */
+static int parse_chunks(const char *spec, const vd_net *net, int batch, int **out, vd_err *e) {
+    int NL = net->n_layers;
+    int *ch = vd_calloc((size_t)(NL > 0 ? NL : 1), sizeof *ch, e);
+    if (!ch) return VD_ENOMEM;
+    int64_t k = 0;
+    int rc = VD_OK;
+    if (vd_parse_i64(spec, &k, NULL) == 0) {
+        if (k < 1 || k > batch)
+            rc = vd_errf(e, VD_EUSAGE, "--chunks %s: a count from 1 to the batch (%d)", spec, batch);
+        else
+            rc = vd_plan_chunks_all(net, batch, (int)k, ch, e);
+    } else {
+        char *dup = vd_strdup(spec, e), *save = NULL;
+        if (!dup) rc = VD_ENOMEM;
+        for (char *it = dup ? strtok_r(dup, ",", &save) : NULL; it && !rc;
+             it = strtok_r(NULL, ",", &save)) {
+            char *eq = strrchr(it, '=');
+            int li = -1;
+            if (eq) *eq = '\0';
+            for (int i = 0; eq && i < NL && li < 0; i++)
+                if (!strcmp(net->layers[i].name, it)) li = i;
+            if (!eq || vd_parse_i64(eq + 1, &k, NULL) != 0 || k < 1)
+                rc = vd_errf(e, VD_EUSAGE, "--chunks: '%s' is not LAYER=K (K >= 1) nor a count", it);
+            else if (li < 0)
+                rc = vd_errf(e, VD_EUSAGE, "--chunks: net '%s' has no layer '%s'", net->name, it);
+            else
+                ch[li] = k > INT32_MAX ? INT32_MAX : (int)k;
+        }
+        vd_free(dup);
+    }
+    if (!rc && (rc = vd_plan_chunks_check(net, batch, ch, e))) vd_err_prefix(e, "--chunks");
+    if (rc) { vd_free(ch); return rc; }
+    *out = ch;
+    return VD_OK;
+}
+
 int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config_run *r,
                       vd_err *e) {
     memset(r, 0, sizeof *r);
@@ -95,7 +134,17 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     po->no_stage_input = c->no_stage_input;
     po->grads_persistent = r->dp;   /* the all-reduce averages a gradient array */
     r->budget_given = c->budget != 0;
+    if (c->chunks) {
+        if ((rc = parse_chunks(c->chunks, net, r->batch, &r->chunks, e))) return rc;
+        po->chunks = r->chunks;
+    }
     return VD_OK;
+}
+
+void vd_config_run_free(vd_config_run *r) {
+    vd_free(r->chunks);
+    r->chunks = NULL;
+    r->plan.chunks = NULL;
 }
 
 int vd_config_model_profile(const vd_config_run *r, const vd_net *net, vd_profile *p, vd_err *e) {

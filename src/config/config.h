@@ -64,6 +64,7 @@ typedef struct vd_config {
     bool mem_trace;             /* --mem-trace (vdnn-train) */
     bool step_times;            /* --step-times (vdnn-train) */
     int gpus;                   /* --gpus N: data-parallel ranks; 0 = not given (1) */
+    const char *chunks;         /* --chunks K | LAYER=K,...: split layers; NULL = none */
 } vd_config;
 
 /* Nothing given: backend auto, device 0, fp32, prefetch auto. */
@@ -87,7 +88,11 @@ typedef struct vd_config_run {
      * batch is net->train.batch. */
     int ranks;
     bool dp;
+    int *chunks;                /* --chunks: [n_layers], plan.chunks (NULL: none); owned */
 } vd_config_run;
+
+/* Free what vd_config_resolve allocated in r (safe on a zeroed r). */
+void vd_config_run_free(vd_config_run *r);
 
 /* Resolve c for net: the batch (above) is applied to net->train.batch and
  * net is finalized at it and vd_schedule_inplace'd; r is filled. With

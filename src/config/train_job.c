@@ -264,5 +264,6 @@ void vd_train_job_close(vd_train_job *j) {
     if (j->have_ses) vd_session_close(&j->ses);
     vd_dp_close(&j->dp);
     vd_data_close(&j->ds);
+    vd_config_run_free(&j->run);
     vd_net_free(&j->net);
 }

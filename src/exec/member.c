@@ -105,26 +105,39 @@ static void *taddr(const vdx_member *m, const vd_plan *p, int t, int s) {
     return iv ? iv_addr(m, iv) : NULL;
 }
 
-/* Operands of layer i's forward (bwd false) or backward at step s of plan p,
+/* The address of unit u's operand t at step s: taddr at u's slice of a
+ * whole-batch tensor (vd_plan_operand). */
+static void *uaddr(const vdx_member *m, const vd_plan *p, int u, int t, int s) {
+    char *a = taddr(m, p, t, s);
+    return a ? a + vd_plan_operand(p, u, t) : NULL;
+}
+
+/* Operands of unit u's forward (bwd false) or backward at step s of plan p,
  * with workspace tensor wst (-1 none). */
-static void fill_io_at(const vdx_member *m, const vd_plan *p, int i, int s, bool bwd, int wst,
+static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool bwd, int wst,
                        vd_op_io *io) {
     const vd_net *net = m->net;
+    const vd_plan_layer *pl = &p->layers[u];
+    int i = pl->layer;
     memset(io, 0, sizeof *io);
-    io->n = p->batch;
+    io->n = pl->n;
+    if (pl->n_chunks > 1) {
+        io->n0 = pl->n0;
+        io->n_batch = p->batch;
+        io->dw_beta = pl->dw_beta;
+    }
     io->seed = vd_exec_rank_seed(net->train.seed, m->opts.rank);
     io->act = vd_math_act_dtype(m->opts.math);
     const vd_layer *l = &net->layers[i];
-    const vd_plan_layer *pl = &p->layers[i];
     for (int k = 0; k < l->n_in; k++) {
-        io->x[k] = taddr(m, p, pl->in_t[k], s);
+        io->x[k] = uaddr(m, p, u, pl->in_t[k], s);
         if (bwd) {
-            io->dx[k] = pl->dx[k] >= 0 ? taddr(m, p, pl->dx[k], s) : NULL;
+            io->dx[k] = pl->dx[k] >= 0 ? uaddr(m, p, u, pl->dx[k], s) : NULL;
             io->dx_beta[k] = pl->dx_beta[k];
         }
     }
-    io->y = taddr(m, p, pl->y, s);
-    if (bwd && pl->dy >= 0) io->dy = taddr(m, p, pl->dy, s);
+    io->y = uaddr(m, p, u, pl->y, s);
+    if (bwd && pl->dy >= 0) io->dy = uaddr(m, p, u, pl->dy, s);
     if (pl->aux >= 0) io->aux = taddr(m, p, pl->aux, s);
     if (i == p->loss_layer) io->labels = taddr(m, p, p->t_labels, s);
     /* math fp16: the loss's gradient is multiplied by the loss scale */
@@ -158,9 +171,9 @@ static void fill_io(const vdx_member *m, const vd_plan *p, int s, vd_op_io *io) 
         io->seed = vd_exec_rank_seed(m->net->train.seed, m->opts.rank);
         return;
     }
-    const vd_plan_layer *pl = &p->layers[st->layer];
+    const vd_plan_layer *pl = &p->layers[st->unit];
     bool bwd = st->kind == VD_STEP_BWD;
-    fill_io_at(m, p, st->layer, s, bwd, bwd ? pl->ws_bwd : pl->ws_fwd, io);
+    fill_io_at(m, p, st->unit, s, bwd, bwd ? pl->ws_bwd : pl->ws_fwd, io);
 }
 
 /* Operands of every RECOMPUTE action of plan p, in action order. A missing
@@ -172,8 +185,8 @@ static int fill_rc_io(vdx_member *m, const vd_plan *p, vd_err *e) {
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             if (p->actions[a].kind != VD_A_RECOMPUTE) continue;
             int j = p->actions[a].arg;
-            const vd_layer *l = &m->net->layers[j];
             const vd_plan_layer *pl = &p->layers[j];
+            const vd_layer *l = &m->net->layers[pl->layer];
             if (k >= m->n_rc || pl->rc_step != s)
                 return vd_errf(e, VD_EINTERNAL, "plan: recompute of '%s' at step %d is inconsistent",
                                l->name, s);
@@ -218,9 +231,10 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
         int n = 0;
         int rc = be->layer_algos(be, i, &opts, &n, e);
         if (rc) return rc;
-        const vd_plan_layer *pl = &plan->layers[i];
+        const vd_plan_layer *pl = &plan->layers[plan->first_unit[i]];
         /* each pass: its option exists and gets at least the backend's
-         * workspace for that pass */
+         * workspace for that pass (its chunks', when it is split, share
+         * its options and workspaces) */
         for (int pass = 0; pass < 2; pass++) {
             int a = pass ? pl->algo_bwd : pl->algo_fwd;
             uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
@@ -686,14 +700,15 @@ static int average_buckets(vdx_member *m, int s, vd_err *e) {
     return VD_OK;
 }
 
-/* The update in the backward pass (vd_plan.update_in_bwd): SGD of layer
- * i's trainable parameters from its gradient tensor, at backward step s,
- * after its op; runs of adjacent trainable parameters in one call. */
-static int update_layer(vdx_member *m, const vd_plan *p, int i, int s, float lr, vd_err *e) {
+/* The update in the backward pass (vd_plan.update_in_bwd): SGD of unit
+ * u's layer's trainable parameters from its gradient tensor, at backward
+ * step s, after its op (the layer's last chunk there: vd_plan_layer.update);
+ * runs of adjacent trainable parameters in one call. */
+static int update_layer(vdx_member *m, const vd_plan *p, int u, int s, float lr, vd_err *e) {
     const vd_net *net = m->net;
-    const vd_layer *l = &net->layers[i];
-    const vd_plan_layer *pl = &p->layers[i];
-    if (pl->dw < 0) return VD_OK;
+    const vd_plan_layer *pl = &p->layers[u];
+    const vd_layer *l = &net->layers[pl->layer];
+    if (pl->dw < 0 || !pl->update) return VD_OK;
     float *params = (float *)region(m, p->t_params) + pl->dw_base;
     float *mom = (float *)region(m, p->t_mom) + pl->dw_base;
     float *g = taddr(m, p, pl->dw, s);
@@ -866,7 +881,7 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
                 if (!rc && st->kind == VD_STEP_BWD && m->opts.allreduce && p == m->plan)
                     rc = average_buckets(m, s, e);
                 if (!rc && st->kind == VD_STEP_BWD && p->update_in_bwd && p == m->plan)
-                    rc = update_layer(m, p, st->layer, s, lr, e);
+                    rc = update_layer(m, p, st->unit, s, lr, e);
             }
             if (!rc && m->opts.sync_debug) rc = be->synchronize(be, e);
             break;
@@ -880,7 +895,7 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
             vd_op_io *io = &m->rc_io[w->rc_next++];
             io->iter = iter;
             if (m->opts.fault == VD_FAULT_SKIP_RECOMPUTE) break;
-            rc = be->forward(be, net, A->arg, io, e);
+            rc = be->forward(be, net, p->layers[A->arg].layer, io, e);
             if (!rc) w->rc_ops++;
             if (!rc && m->opts.sync_debug) rc = be->synchronize(be, e);
             break;
@@ -909,7 +924,7 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
 /* Issue the loss (and eval output) readback after the last step, wait for it. */
 static int readback(vdx_member *m, const vd_plan *p, bool want_y, vd_err *e) {
     vd_backend *be = m->be;
-    const vd_plan_layer *ll = &p->layers[p->loss_layer];
+    const vd_plan_layer *ll = &p->layers[p->first_unit[p->loss_layer]];
     int last = p->n_steps - 1;
     int rc;
     if ((rc = be->event_record(be, p->ev_end, VD_STREAM_COMPUTE, e))) return rc;

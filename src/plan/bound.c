@@ -58,7 +58,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "plan/plan.h"
+#include "plan/plan_internal.h"
 
 enum { BOUND_MAX_T = 2 * VD_MAX_INPUTS + 4 };
 
@@ -80,11 +80,12 @@ static uint64_t set_bytes(const vd_plan *p, const int *set, int n, bool gradient
     return b;
 }
 
-/* The tensors layer i's forward (bwd false) or backward pass touches, but
+/* The tensors unit u's forward (bwd false) or backward pass touches, but
  * for persistent ones, into set; returns their count. */
-static int pass_set(const vd_net *net, const vd_plan *p, int i, bool bwd, int *set) {
+static int pass_set(const vd_net *net, const vd_plan *p, int u, bool bwd, int *set) {
+    const vd_plan_layer *pl = &p->layers[u];
+    int i = pl->layer;
     const vd_layer *l = &net->layers[i];
-    const vd_plan_layer *pl = &p->layers[i];
     int n = 0;
     if (!bwd) {
         for (int k = 0; k < l->n_in; k++) add_t(p, pl->in_t[k], set, &n);
@@ -122,6 +123,14 @@ static double fastest_within(const vd_profile_layer *pl, bool bwd, uint64_t avai
     return best;
 }
 
+/* fastest_within for unit u of p (its chunk's time: vdp_chunk_time). */
+static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool bwd,
+                           uint64_t avail) {
+    const vd_plan_layer *pl = &p->layers[u];
+    return vdp_chunk_time(prof, fastest_within(&prof->layers[pl->layer], bwd, avail), pl->n,
+                          p->batch);
+}
+
 static bool bound_applies(const vd_net *net, const vd_profile *prof, const vd_plan *p) {
     return !p->forward_only && p->n_layers == net->n_layers && prof->n_layers == net->n_layers;
 }
@@ -132,16 +141,16 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
     uint64_t persistent = persistent_bytes(p);
     if (persistent > budget) return INFINITY;
     double sum = prof->sgd_s;
-    for (int i = 0; i < net->n_layers; i++) {
-        int set[BOUND_MAX_T], n = pass_set(net, p, i, false, set);
+    for (int u = 0; u < p->n_units; u++) {
+        int set[BOUND_MAX_T], n = pass_set(net, p, u, false, set);
         uint64_t need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
-        sum += fastest_within(&prof->layers[i], false, budget - need);
-        if (vd_op_table[net->layers[i].op].bwd_is_dy) continue;
-        n = pass_set(net, p, i, true, set);
+        sum += unit_fastest(prof, p, u, false, budget - need);
+        if (vd_op_table[net->layers[p->layers[u].layer].op].bwd_is_dy) continue;
+        n = pass_set(net, p, u, true, set);
         need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
-        sum += fastest_within(&prof->layers[i], true, budget - need);
+        sum += unit_fastest(prof, p, u, true, budget - need);
     }
     return sum * (1.0 - 1e-12);   /* the simulator adds in another order */
 }
@@ -216,22 +225,22 @@ static uint64_t least_ws(const vd_profile_layer *pl, bool bwd) {
  * backward read: -1 none), from the layers alone: a recompute's reads of
  * its sources, which some plans add, only lengthen a map's residence. */
 static void map_touches(const vd_net *net, const vd_plan *p, int *first, int *fl, int *bf, int *bl) {
-    int L = net->n_layers;
+    int L = p->n_units;
     for (int t = 0; t < p->n_tensors; t++) first[t] = fl[t] = bf[t] = bl[t] = -1;
 #define FWD(t, s) do { if ((t) >= 0) { if (first[t] < 0) first[t] = (s); fl[t] = (s); } } while (0)
 #define BWD(t, s) do { if ((t) >= 0) { if (bf[t] < 0 || (s) < bf[t]) bf[t] = (s); \
                                        if ((s) > bl[t]) bl[t] = (s); } } while (0)
     for (int i = 0; i < L; i++) {
         const vd_plan_layer *pl = &p->layers[i];
-        for (int k = 0; k < net->layers[i].n_in; k++) FWD(pl->in_t[k], i);
+        for (int k = 0; k < net->layers[pl->layer].n_in; k++) FWD(pl->in_t[k], i);
         FWD(pl->y, i);
     }
     for (int i = 0; i < L; i++) {
         const vd_plan_layer *pl = &p->layers[i];
         bool rx = true, ry = true;
-        vd_op_bwd_reads(net, i, &rx, &ry);
+        vd_op_bwd_reads(net, pl->layer, &rx, &ry);
         int sb = 2 * L - 1 - i;
-        for (int k = 0; k < net->layers[i].n_in && rx; k++) BWD(pl->in_t[k], sb);
+        for (int k = 0; k < net->layers[pl->layer].n_in && rx; k++) BWD(pl->in_t[k], sb);
         if (ry) BWD(pl->y, sb);
     }
 #undef FWD
@@ -243,10 +252,11 @@ static void map_touches(const vd_net *net, const vd_plan *p, int *first, int *fl
 static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_plan *p, int t) {
     if (p->tensors[t].kind != VD_T_ACT) return INFINITY;
     double s = 0;
-    for (int j = 0; j < net->n_layers; j++) {
-        if (p->layers[j].y != t) continue;
-        if (!vd_op_table[net->layers[j].op].recomputable || p->layers[j].aux >= 0) return INFINITY;
-        s += least_fwd(&prof->layers[j]);
+    for (int j = 0; j < p->n_units; j++) {
+        const vd_plan_layer *pl = &p->layers[j];
+        if (pl->y != t) continue;
+        if (!vd_op_table[net->layers[pl->layer].op].recomputable || pl->aux >= 0) return INFINITY;
+        s += vdp_chunk_time(prof, least_fwd(&prof->layers[pl->layer]), pl->n, p->batch);
     }
     return s;
 }
@@ -255,7 +265,7 @@ static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_pl
  * false when some step cannot fit at all (no plan fits the budget). */
 static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                          uint64_t budget, bctx *c, int *first, int *fl, int *bf, int *bl) {
-    int L = net->n_layers, S = c->S;
+    int L = p->n_units, S = c->S;
     const vd_device_params *dev = &prof->dev;
     map_touches(net, p, first, fl, bf, bl);
     for (int s = 0; s <= S; s++) c->mand[s] = c->win[s] = 0;
@@ -278,9 +288,9 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t],
                   .d2h_s = tm->d2h_s, .h2d_s = tm->h2d_s, .rc_s = tm->rc_s};
         m.offload = bf[t] - end_fwd - 1 >= 2;
-        if (T->kind == VD_T_ACT && T->layer >= 0)
+        if (T->kind == VD_T_ACT && T->unit >= 0)
             for (int k = 0; k < net->layers[T->layer].n_in; k++) {
-                int u = p->layers[T->layer].in_t[k];
+                int u = p->layers[T->unit].in_t[k];
                 if (u >= 0 && u != t && m.n_src < VD_MAX_INPUTS) m.src[m.n_src++] = u;
             }
         if (!m.offload && !isfinite(m.rc_s)) {   /* it must stay: resident in its window too */
@@ -298,13 +308,14 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
     for (int s = 0; s < S; s++) {
         bool bwd = s >= L;
         int i = bwd ? 2 * L - 1 - s : s;
-        bool add_bwd = bwd && vd_op_table[net->layers[i].op].bwd_is_dy;
+        int li = p->layers[i].layer;
+        bool add_bwd = bwd && vd_op_table[net->layers[li].op].bwd_is_dy;
         int set[BOUND_MAX_T], n = add_bwd ? 0 : pass_set(net, p, i, bwd, set);
         uint64_t R = persistent + (uint64_t)c->mand[s] + set_bytes(p, set, n, true);
-        uint64_t ws = add_bwd ? 0 : least_ws(&prof->layers[i], bwd);
+        uint64_t ws = add_bwd ? 0 : least_ws(&prof->layers[li], bwd);
         if (R > budget || ws > budget - R) return false;
         c->fixed[s] = R + ws;
-        c->C[s] = add_bwd ? 0.0 : fastest_within(&prof->layers[i], bwd, budget - R);
+        c->C[s] = add_bwd ? 0.0 : unit_fastest(prof, p, i, bwd, budget - R);
         c->pre[s + 1] = c->pre[s] + c->C[s];
     }
     return true;
@@ -455,7 +466,7 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
     out->compute_s = vd_plan_lower_bound(net, prof, p, budget);
     out->bound_s = out->compute_s;
     if (!isfinite(out->compute_s)) return VD_OK;
-    int L = net->n_layers, S = 2 * L, nt = p->n_tensors > 0 ? p->n_tensors : 1;
+    int L = p->n_units, S = 2 * L, nt = p->n_tensors > 0 ? p->n_tensors : 1;
     bctx c = {.S = S};
     c.C = vd_malloc((size_t)S * sizeof *c.C, NULL);
     c.pre = vd_malloc((size_t)(S + 1) * sizeof *c.pre, NULL);

@@ -16,6 +16,7 @@ void vdp_plan_release(vd_plan *p) {
     vd_free(p->actions);
     vd_free(p->steps);
     vd_free(p->layers);
+    vd_free(p->first_unit);
     if (p->eval) { vdp_plan_release(p->eval); vd_free(p->eval); }
     memset(p, 0, sizeof *p);
 }
@@ -26,7 +27,59 @@ static void bld_free(bld *B) {
     vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
     vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
     vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
-    vd_free(B->fit_steps); vd_free(B->tname);
+    vd_free(B->fit_steps); vd_free(B->tname); vd_free(B->lact);
+}
+
+/* The units of opts->chunks (plan.h, "Split layers"): how many, and with
+ * ra / rb ([n_layers], optional) each layer's run. A run goes on while the
+ * next layer has the same count and reads only the layer before it, which
+ * nothing else reads. -1 when out of memory. */
+static int count_units(const vd_net *net, const int *chunks, int *ra, int *rb) {
+    int NL = net->n_layers, U = 0;
+    int *n_cons = NULL;
+    if (chunks) {
+        n_cons = vd_calloc((size_t)NL + 1, sizeof *n_cons, NULL);
+        if (!n_cons) return -1;
+        for (int i = 0; i < NL; i++)
+            for (int k = 0; k < net->layers[i].n_in; k++)
+                if (net->layers[i].in[k] >= 0) n_cons[net->layers[i].in[k]]++;
+    }
+    for (int i = 0; i < NL;) {
+        int k = chunks && chunks[i] > 1 ? chunks[i] : 1, j = i + 1;
+        while (k > 1 && j < NL && chunks[j] == k && net->layers[j].n_in == 1 &&
+               net->layers[j].in[0] == j - 1 && n_cons[j - 1] == 1)
+            j++;
+        for (int l = i; l < j && ra; l++) { ra[l] = i; rb[l] = j - 1; }
+        U += k * (j - i);
+        i = j;
+    }
+    vd_free(n_cons);
+    return U;
+}
+
+int vdp_runs(const vd_net *net, const int *chunks, int *ra, int *rb) {
+    return count_units(net, chunks, ra, rb);
+}
+
+/* Each unit's layer, chunk and samples, each layer's first unit. */
+static void fill_units(vd_plan *p, const vd_net *net, const int *chunks, const int *rb) {
+    int u = 0, B = p->batch;
+    for (int i = 0; i < net->n_layers;) {
+        int k = chunks && chunks[i] > 1 ? chunks[i] : 1;
+        for (int c = 0; c < k; c++)
+            for (int l = i; l <= rb[i]; l++, u++) {
+                vd_plan_layer *pl = &p->layers[u];
+                pl->layer = l;
+                pl->chunk = c;
+                pl->n_chunks = k;
+                pl->n0 = (int)((int64_t)c * B / k);
+                pl->n = (int)((int64_t)(c + 1) * B / k) - pl->n0;
+                pl->dw_beta = c == k - 1 ? 0.0f : 1.0f;   /* backward: chunk k-1 first */
+                pl->update = c == 0;
+                if (c == 0) p->first_unit[l] = u;
+            }
+        i = rb[i] + 1;
+    }
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
@@ -39,8 +92,10 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
                     vd_err *e) {
     memset(out, 0, sizeof *out);
     memset(B, 0, sizeof *B);
-    int L = net->n_layers;
-    B->net = net; B->prof = prof; B->opts = opts; B->p = out; B->L = L; B->variant = variant;
+    int NL = net->n_layers, L = count_units(net, opts->chunks, NULL, NULL);
+    if (L < 0) return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    B->net = net; B->prof = prof; B->opts = opts; B->p = out; B->L = L; B->NL = NL;
+    B->variant = variant;
     B->alias = alias;
     B->disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
@@ -51,14 +106,16 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;
     p->batch = opts->batch;
-    p->n_layers = L;
+    p->n_layers = NL;
+    p->n_units = L;
     p->forward_only = opts->forward_only;
     p->n_steps = opts->forward_only ? L : 2 * L + 1;
-    p->loss_layer = L - 1;
+    p->loss_layer = NL - 1;
     p->t_stage = p->stage_step = -1;
     p->stage = opts->forward_only ? VD_STAGE_NA : opts->no_stage_input ? VD_STAGE_OFF : VD_STAGE_NA;
-    int cap_t = 6 + 7 * L;     /* params, momentum, grads, x, labels, x:next; per layer:
-                                  y, dy, aux, ws_fwd, ws_bwd, ws_rc, dw */
+    int cap_t = 6 + 7 * L + 2 * NL; /* params, momentum, grads, x, labels, x:next; per
+                                  unit: y, dy, aux, ws_fwd, ws_bwd, ws_rc, dw; per layer:
+                                  a run's whole output and its gradient */
     int cap_iv = 2 * cap_t;
     int cap_a = 4 * cap_iv + 2 * cap_t + 2 * (p->n_steps + 1) + L + 8;
     /* not zeroed: vdp_add_tensor / vdp_add_interval clear each entry they add
@@ -72,6 +129,9 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
                      : vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
     p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
                       : vd_calloc((size_t)L, sizeof *p->layers, NULL);
+    p->first_unit = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *p->first_unit, NULL);
+    B->lact = vd_malloc((size_t)(NL > 0 ? NL : 1) * 4 * sizeof(int), NULL);
+    if (B->lact) { B->ldact = B->lact + NL; B->run_a = B->lact + 2 * NL; B->run_b = B->lact + 3 * NL; }
     B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
@@ -90,37 +150,54 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
     B->fit_steps = vd_malloc(5 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
     B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
-    bool *ipf = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *ipf, NULL);
+    bool *ipf = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
         !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps || !B->tname ||
-        !ipf || !B->rc_ops) {
+        !ipf || !B->rc_ops || !p->first_unit || !B->lact) {
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     }
-    /* (a clone has its tensors: the flags are read only to make them) */
+    if (count_units(net, opts->chunks, B->run_a, B->run_b) < 0)
+        return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    /* (a clone has its tensors and units: the flags are read only to make
+     * them). A split layer runs in place only inside its run: its first
+     * layer's input and its last layer's output are the whole batch's. */
     if (!clone) {
+        fill_units(p, net, opts->chunks, B->run_b);
         vd_schedule_inplace_flags(net, ipf);
-        for (int i = 0; i < L; i++) B->extra[i] = ipf[i];
+        for (int u = 0; u < L; u++) {
+            int l = p->layers[u].layer;
+            B->extra[u] = ipf[l] && (p->layers[u].n_chunks == 1 ||
+                                     (l > B->run_a[l] && l < B->run_b[l]));
+        }
     }
     vd_free(ipf);
     return VD_OK;
 }
 
-/* Step kinds, layers and profile times of the options algos[2L]. */
+/* Step kinds, units and profile times of the options algos[2 n_layers]
+ * (a chunk's: vdp_chunk_time). */
 static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
-    int L = p->n_layers;
+    int U = p->n_units, NL = p->n_layers;
     for (int s = 0; s < p->n_steps; s++) {
         vd_step *st = &p->steps[s];
-        if (s < L) { st->kind = VD_STEP_FWD; st->layer = s;
-                     st->compute_s = prof->layers[s].algos[algos[s]].fwd_s; }
-        else if (s < 2 * L) { st->kind = VD_STEP_BWD; st->layer = 2 * L - 1 - s;
-                              st->compute_s = prof->layers[st->layer].algos[algos[L + st->layer]].bwd_s; }
-        else { st->kind = VD_STEP_SGD; st->layer = -1; st->compute_s = prof->sgd_s; }
+        if (s < 2 * U) {
+            bool bwd = s >= U;
+            int u = bwd ? 2 * U - 1 - s : s;
+            const vd_plan_layer *pl = &p->layers[u];
+            const vd_profile_algo *a = &prof->layers[pl->layer].algos[algos[pl->layer + (bwd ? NL : 0)]];
+            st->kind = bwd ? VD_STEP_BWD : VD_STEP_FWD;
+            st->unit = u;
+            st->layer = pl->layer;
+            st->compute_s = vdp_chunk_time(prof, bwd ? a->bwd_s : a->fwd_s, pl->n, p->batch);
+        } else {
+            st->kind = VD_STEP_SGD; st->layer = st->unit = -1; st->compute_s = prof->sgd_s;
+        }
     }
     p->steps[p->n_steps].kind = VD_STEP_END;
-    p->steps[p->n_steps].layer = -1;
+    p->steps[p->n_steps].layer = p->steps[p->n_steps].unit = -1;
 }
 
 /* An ADD's backward copies dy only into the gradients of the inputs that do
@@ -130,7 +207,7 @@ static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
 static void scale_add_steps(bld *B) {
     vd_plan *p = B->p;
     for (int i = 0; i < B->L && !p->forward_only; i++) {
-        const vd_layer *l = &B->net->layers[i];
+        const vd_layer *l = vdp_ul(B, i);
         if (!vd_op_table[l->op].bwd_is_dy) continue;
         int want = 0, have = 0;
         for (int k = 0; k < l->n_in; k++)
@@ -308,7 +385,8 @@ static void update_steps(bld *B, const vd_profile *prof) {
     const vd_net *net = B->net;
     if (!p->update_in_bwd || net->n_trainable <= 0) return;
     for (int i = 0; i < B->L; i++) {
-        const vd_layer *l = &net->layers[i];
+        const vd_layer *l = vdp_ul(B, i);
+        if (!p->layers[i].update) continue;
         int64_t n = 0;
         for (int k = l->param_first; k < l->param_first + l->n_params; k++)
             if (net->params[k].kind == VD_PARAM_WEIGHT) n += net->params[k].numel;
@@ -364,9 +442,10 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     vd_action *actions = p->actions;
     vd_step *steps = p->steps;
     vd_plan_layer *layers = p->layers;
+    int *first_unit = p->first_unit;
     *p = *sp;
     p->tensors = tensors; p->intervals = intervals; p->actions = actions;
-    p->steps = steps; p->layers = layers;
+    p->steps = steps; p->layers = layers; p->first_unit = first_unit;
     /* The tensors without their names (not written yet: vdp_name_tensors,
      * at the end of a build; half of each record). Not the intervals nor
      * the actions: build_suffix builds them again before it reads them
@@ -379,7 +458,9 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
         p->tensors[t].name[0] = '\0';
     }
     memcpy(p->steps, sp->steps, ((size_t)sp->n_steps + 1) * sizeof *p->steps);
-    memcpy(p->layers, sp->layers, (size_t)sp->n_layers * sizeof *p->layers);
+    memcpy(p->layers, sp->layers, (size_t)sp->n_units * sizeof *p->layers);
+    memcpy(p->first_unit, sp->first_unit, (size_t)sp->n_layers * sizeof *p->first_unit);
+    memcpy(D->lact, S->lact, 2 * (size_t)sp->n_layers * sizeof *D->lact);
     size_t nt = (size_t)sp->n_tensors, L = (size_t)S->L;
     memcpy(D->act_of, S->act_of, L * sizeof *D->act_of);
     memcpy(D->dact_of, S->dact_of, L * sizeof *D->dact_of);
@@ -564,7 +645,8 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     if (!rc) {
         vdp_decide_recompute(&B);
-        for (int j = 0; j < B.L; j++) rc_layer[j] = p.layers[j].rc_step >= 0;
+        for (int j = 0; j < B.NL; j++) rc_layer[j] = false;
+        for (int j = 0; j < B.L; j++) rc_layer[p.layers[j].layer] |= p.layers[j].rc_step >= 0;
     }
     bld_free(&B);
     vdp_plan_release(&p);
@@ -573,9 +655,11 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
 
 /* Does plan p alias an add's input gradient (an input with no dx)? */
 static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
-    for (int i = 0; i < p->n_layers && !p->forward_only; i++)
-        for (int k = 0; k < net->layers[i].n_in; k++)
-            if (net->layers[i].in[k] >= 0 && p->layers[i].dx[k] < 0) return true;
+    for (int u = 0; u < p->n_units && !p->forward_only; u++) {
+        const vd_layer *l = &net->layers[p->layers[u].layer];
+        for (int k = 0; k < l->n_in; k++)
+            if (l->in[k] >= 0 && p->layers[u].dx[k] < 0) return true;
+    }
     return false;
 }
 

@@ -18,11 +18,17 @@ typedef struct bld {
     const vd_profile *prof;
     const vd_plan_opts *opts;
     vd_plan *p;
-    int L;
+    int L;             /* units (vd_plan.n_units): the builder's steps are the units' */
+    int NL;            /* net layers */
+    int *run_a, *run_b; /* [NL] the first and last layer of each layer's run (itself
+                           when it is not split) */
     int variant;       /* see build_variants (build.c) */
     int cap_t, cap_iv;
-    int *act_of;       /* [L] ACT tensor of layer output */
-    int *dact_of;      /* [L] DACT tensor of layer output (-1) */
+    int *act_of;       /* [L] ACT tensor each unit writes its output to */
+    int *dact_of;      /* [L] DACT tensor of each unit's output gradient (-1) */
+    int *lact;         /* [NL] the whole-batch ACT tensor of each layer's output (-1:
+                          only its chunks exist, inside a run) */
+    int *ldact;        /* [NL] the same of its gradient */
     int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */
@@ -53,7 +59,13 @@ typedef struct bld {
 /* scratch of vdp_schedule_prefetch (in bld.extra): tensor, consumer step */
 typedef struct pf_item { int t; int c; } pf_item;
 
-static inline int vdp_bwd_step(int L, int layer) { return 2 * L - 1 - layer; }
+static inline int vdp_bwd_step(int L, int unit) { return 2 * L - 1 - unit; }
+
+/* The net layer of unit u. */
+static inline const vd_layer *vdp_ul(const bld *b, int u) {
+    return &b->net->layers[b->p->layers[u].layer];
+}
+
 
 /* snprintf(dst, n, "%s", src) without the formatted print (n > 0): every
  * build copies the net's name and each layer's option labels, and the

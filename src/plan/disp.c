@@ -18,8 +18,8 @@ static bool offload_candidate(const bld *b, int t, vd_policy pol, const int *con
     if (pol == VD_POLICY_CONV && conv_in) return conv_in[t] != 0;
     if (pol == VD_POLICY_CONV) {
         for (int i = 0; i < b->L; i++) {
-            if (b->net->layers[i].op != VD_OP_CONV) continue;
-            for (int k = 0; k < b->net->layers[i].n_in; k++)
+            if (vdp_ul(b, i)->op != VD_OP_CONV) continue;
+            for (int k = 0; k < vdp_ul(b, i)->n_in; k++)
                 if (p->layers[i].in_t[k] == t) return true;
         }
         return false;
@@ -49,16 +49,18 @@ static bool want_offload(const bld *b, int t, vd_policy pol, const int *conv_in)
 /* Can feature map t be recomputed? It must be a layer output read in
  * backward, absent for at least one step in between, and written only by
  * stateless forward ops (not batch norm: running statistics; not the loss;
- * no per-layer saved state at all). */
+ * no per-layer saved state at all), its producer and the in-place layers
+ * after it (not a run's whole output, which each chunk writes a slice of). */
 static bool recompute_ok(const bld *b, int t, const int *wnext) {
     const vd_plan *p = b->p;
     const vd_tensor *T = &p->tensors[t];
     if (p->forward_only || T->kind != VD_T_ACT || T->layer < 0) return false;
     if (T->bwd_first < 0 || T->fwd_last < 0) return false;
     if (T->bwd_first - T->fwd_last - 1 < 1) return false;
-    for (int j = T->layer; j >= 0; j = wnext[j]) {
-        vd_op op = b->net->layers[j].op;
+    for (int j = T->unit; j >= 0; j = wnext[j]) {
+        vd_op op = vdp_ul(b, j)->op;
         if (!vd_op_table[op].recomputable || p->layers[j].aux >= 0) return false;
+        if (j != T->unit && !p->layers[j].inplace) return false;
     }
     return true;
 }
@@ -85,10 +87,10 @@ void vdp_decide_recompute(bld *b) {
     }
     for (int i = b->L - 1; i >= 0; i--) {
         vd_plan_layer *pl = &p->layers[i];
-        if (pl->inplace || b->disp[i + 1] != VD_DISP_RECOMPUTE) continue;
+        if (pl->inplace || b->disp[pl->layer + 1] != VD_DISP_RECOMPUTE) continue;
         int t = pl->y;
-        /* (layer i writes t first: t's writers are i and the chain above it) */
-        if (p->tensors[t].layer != i || !recompute_ok(b, t, wnext)) continue;
+        /* (unit i writes t first: t's writers are i and the chain above it) */
+        if (p->tensors[t].unit != i || !recompute_ok(b, t, wnext)) continue;
         int r = p->tensors[t].bwd_first;
         p->tensors[t].recompute = true;
         p->tensors[t].recompute_step = r;
@@ -96,15 +98,15 @@ void vdp_decide_recompute(bld *b) {
         for (int j = i; j >= 0; j = wnext[j]) {
             vd_plan_layer *wl = &p->layers[j];
             wl->rc_step = r;
-            p->tensors[t].recompute_s += b->prof->layers[j].algos[wl->algo_fwd].fwd_s;
+            p->tensors[t].recompute_s += wl->fwd_s;
             if (wl->ws_fwd_bytes) {
-                wl->ws_rc = vdp_add_tensor(b, VD_T_WS, j, wl->ws_fwd_bytes, b->net->layers[j].name,
+                wl->ws_rc = vdp_add_tensor(b, VD_T_WS, j, wl->ws_fwd_bytes, vdp_ul(b, j)->name,
                                            ":ws_rc");
                 vdp_touch(b, wl->ws_rc, r);
                 p->tensors[wl->ws_rc].prod_step = r;
             }
             if (j == i)
-                for (int k = 0; k < b->net->layers[i].n_in; k++) vdp_rd(b, wl->in_t[k], r);
+                for (int k = 0; k < vdp_ul(b, i)->n_in; k++) vdp_rd(b, wl->in_t[k], r);
         }
     }
 }
@@ -120,8 +122,8 @@ bool vdp_decide_offload(bld *b, vd_policy offload_pol) {
     if (offload_pol == VD_POLICY_CONV && conv_in) {
         for (int t = 0; t < p->n_tensors; t++) conv_in[t] = 0;
         for (int i = 0; i < b->L; i++)
-            if (b->net->layers[i].op == VD_OP_CONV)
-                for (int k = 0; k < b->net->layers[i].n_in; k++)
+            if (vdp_ul(b, i)->op == VD_OP_CONV)
+                for (int k = 0; k < vdp_ul(b, i)->n_in; k++)
                     if (p->layers[i].in_t[k] >= 0) conv_in[p->layers[i].in_t[k]] = 1;
     }
     for (int t = 0; t < p->n_tensors; t++) {

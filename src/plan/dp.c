@@ -31,7 +31,7 @@ int vd_dp_layout_build(const vd_net *net, const vd_plan *p, uint64_t bucket_byte
     int last = -1;
     for (int s = 0; s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
-        if (st->kind != VD_STEP_BWD) continue;
+        if (st->kind != VD_STEP_BWD || p->layers[st->unit].chunk != 0) continue;
         const vd_layer *l = &net->layers[st->layer];
         for (int k = 0; k < l->n_params; k++)
             if (net->params[l->param_first + k].kind == VD_PARAM_WEIGHT) last = s;
@@ -40,7 +40,7 @@ int vd_dp_layout_build(const vd_net *net, const vd_plan *p, uint64_t bucket_byte
     uint64_t bytes = 0;
     for (int s = 0; s <= last; s++) {
         const vd_step *st = &p->steps[s];
-        if (st->kind != VD_STEP_BWD) continue;
+        if (st->kind != VD_STEP_BWD || p->layers[st->unit].chunk != 0) continue;
         const vd_layer *l = &net->layers[st->layer];
         for (int k = 0; k < l->n_params; k++) {
             const vd_param *pr = &net->params[l->param_first + k];

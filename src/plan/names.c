@@ -49,11 +49,21 @@ void vd_plan_opts_init(vd_plan_opts *o) {
     o->fixed_algo = -1;
 }
 
+const char *vd_plan_unit_name(const vd_plan *p, const vd_net *net, int u, char *buf, size_t n) {
+    const vd_plan_layer *pl = &p->layers[u];
+    if (pl->n_chunks > 1)
+        snprintf(buf, n, "%s \u00d7%d #%d", net->layers[pl->layer].name, pl->n_chunks, pl->chunk);
+    else
+        snprintf(buf, n, "%s", net->layers[pl->layer].name);
+    return buf;
+}
+
 const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n) {
+    char un[VD_NAME_MAX + 32];
     if (s < 0 || s > p->n_steps) snprintf(buf, n, "?");
     else if (s == p->n_steps) snprintf(buf, n, "end");
     else if (p->steps[s].kind == VD_STEP_SGD) snprintf(buf, n, "sgd");
     else snprintf(buf, n, "%s %s", p->steps[s].kind == VD_STEP_FWD ? "fwd" : "bwd",
-                  net->layers[p->steps[s].layer].name);
+                  vd_plan_unit_name(p, net, p->steps[s].unit, un, sizeof un));
     return buf;
 }

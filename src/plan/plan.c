@@ -71,11 +71,12 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     }
     int loss = find_loss(net, e);
     if (loss < 0) return -1 - loss;
+    int rc = vd_plan_chunks_check(net, opts->batch, opts->chunks, e);
+    if (rc) return rc;
     if (opts->disp) {
         bool *ip = vd_malloc((size_t)net->n_layers * sizeof *ip, NULL);
         if (!ip) return vd_errf(e, VD_ENOMEM, "out of memory");
         vd_schedule_inplace_flags(net, ip);
-        int rc = VD_OK;
         for (int i = 0; i <= net->n_layers && !rc; i++) {
             const char *who = i ? net->layers[i - 1].name : "the net input";
             if ((unsigned)opts->disp[i] >= VD_DISP_COUNT)
@@ -88,6 +89,60 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
         if (rc) return rc;
     }
     return VD_OK;
+}
+
+int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e) {
+    if (!chunks) return VD_OK;
+    int NL = net->n_layers;
+    int *ra = vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
+    bool *ip = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ip, NULL);
+    if (!ra || !ip || vdp_runs(net, chunks, ra, ra + NL) < 0) {
+        vd_free(ra); vd_free(ip);
+        return vd_errf(e, VD_ENOMEM, "out of memory");
+    }
+    vd_schedule_inplace_flags(net, ip);
+    int rc = VD_OK;
+    for (int i = 0; i < NL && !rc; i++) {
+        const vd_layer *l = &net->layers[i];
+        int k = chunks[i];
+        const char *why = NULL;
+        if (k < 0) why = "a negative chunk count";
+        else if (k < 2) continue;
+        else if (k > batch) why = "more chunks than samples in the batch";
+        else if (!vd_op_table[l->op].chunkable) why = "its op needs the whole batch at once";
+        else if (i == NL - 1) why = "it is the loss";
+        else if (ip[i] && (ra[i] == i || ra[NL + i] == i))
+            why = "it runs in place over its input, so its run must hold the layers before "
+                  "and after it (split those too)";
+        if (why)
+            rc = vd_errf(e, VD_EUSAGE, "layer '%s' cannot be split in %d chunks: %s", l->name, k,
+                         why);
+    }
+    vd_free(ra);
+    vd_free(ip);
+    return rc;
+}
+
+int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
+    int NL = net->n_layers;
+    int *ra = vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
+    bool *ip = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ip, NULL);
+    int rc = ra && ip ? VD_OK : vd_errf(e, VD_ENOMEM, "out of memory");
+    if (!rc) vd_schedule_inplace_flags(net, ip);
+    for (int i = 0; i < NL && !rc; i++)
+        chunks[i] = k > 1 && k <= batch && vd_op_table[net->layers[i].op].chunkable &&
+                    i < NL - 1 ? k : 1;
+    /* a run may neither start nor end at a layer that runs in place: unsplit
+     * such ends until none is left (each pass splits fewer layers) */
+    for (bool again = true; again && !rc;) {
+        again = false;
+        if (vdp_runs(net, chunks, ra, ra + NL) < 0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); break; }
+        for (int i = 0; i < NL; i++)
+            if (chunks[i] > 1 && ip[i] && (ra[i] == i || ra[NL + i] == i)) { chunks[i] = 1; again = true; }
+    }
+    vd_free(ra);
+    vd_free(ip);
+    return rc;
 }
 
 /* The policy's search: auto's, or one of the others'. */
@@ -132,18 +187,20 @@ int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan
 }
 
 /* The evaluation (forward-only) plan, its persistent regions at train's
- * offsets: train->eval. */
-static int build_eval(const vd_net *net, const vd_profile *prof, vd_plan *train, vd_err *e) {
+ * offsets, its layers split as train's (chunks, opts->chunks): train->eval. */
+static int build_eval(const vd_net *net, const vd_profile *prof, const int *chunks,
+                      vd_plan *train, vd_err *e) {
     vd_plan_opts o = {0};
     vd_plan_opts_init(&o);
     o.batch = train->batch;
     o.policy = VD_POLICY_NONE;
     o.budget = train->budget;
     o.forward_only = true;
+    o.chunks = chunks;
     int L = net->n_layers;
     int *algos = vd_malloc(2 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L] */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
-    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[i].algo_fwd;
+    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[train->first_unit[i]].algo_fwd;
     vd_plan *ev = vd_calloc(1, sizeof *ev, NULL);
     if (!ev) { vd_free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
     int rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
@@ -216,7 +273,7 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
         return rc;
     }
     if (rc) return rc;
-    rc = build_eval(net, prof, out, e);
+    rc = build_eval(net, prof, opts->chunks, out, e);
     if (rc) {
         if (rc == VD_EBUDGET) {
             out->feasible = false;
@@ -247,7 +304,7 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
         rc = vdp_build_auto(net, prof, opts, true, &p, &te);
     else
         rc = vdp_build_policy(net, prof, opts, &p, &te);
-    if (rc == VD_OK && !opts->forward_only) rc = build_eval(net, prof, &p, &te);
+    if (rc == VD_OK && !opts->forward_only) rc = build_eval(net, prof, opts->chunks, &p, &te);
     vdp_plan_release(&p);
     if (rc == VD_EBUDGET) return VD_OK;
     if (rc) { *e = te; return rc; }

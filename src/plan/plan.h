@@ -45,9 +45,9 @@
  *                    tensor's offload when it has one), [poisons the region],
  *                    copies host -> device, records the interval's H2D event
  *   WAIT_PREFETCH iv compute waits on iv's H2D event (iv's first reader is s)
- *   RECOMPUTE l      re-run layer l's forward (training mode, same algorithm,
+ *   RECOMPUTE u      re-run unit u's forward (training mode, same algorithm,
  *                    workspace l's ws_rc) into its output's recomputed
- *                    interval; ascending layer order within a step
+ *                    interval; ascending unit order within a step
  *   COMPUTE          forward / backward / SGD of step s
  *   OFFLOAD t        after the producer step: compute records an event, D2H
  *                    waits on it, copies device -> host store, records t's D2H event
@@ -75,7 +75,24 @@
  * The simulator models the steady state (iteration >= 1): the staging copy
  * on the H2D stream, the device-to-device copy instead of x's load at step 0.
  * The final pseudo-step (index n_steps) holds the FREEs of intervals ending at
- * the last step; the executor runs it after the loss readback. */
+ * the last step; the executor runs it after the loss readback.
+ *
+ * Split layers (vd_plan_opts.chunks; docs/chunking.md): a run of consecutive
+ * layers [a, b] may execute in k batch chunks, chunk c on samples
+ * [floor(c*B/k), floor((c+1)*B/k)) of the batch B. The plan's
+ * unit is then (layer, chunk): vd_plan.layers holds one entry per unit, the
+ * run's units ordered chunk by chunk (for c: for l in a..b), and the steps
+ * are the units' forwards, then their backwards in reverse (for c from k-1
+ * down: for l from b down to a), then SGD: with U units, step s < U is the
+ * forward of unit s, U <= s < 2U the backward of unit 2U-1-s. With nothing
+ * split, unit i is layer i. Inside a run every unit's output and output
+ * gradient is a tensor of its own chunk, kept, offloaded or recomputed on
+ * its own; at the run's edges the tensors are the whole batch's (its input
+ * and input gradient, its last layer's output and output gradient) and a
+ * unit reads or writes its slice (vd_plan_operand). Parameter gradients of
+ * a split layer add up over its chunks (dw_beta) in a fixed order; the
+ * update follows its last chunk's backward. Batch norm and the loss are
+ * never split (batch statistics, the loss's sum). */
 #ifndef VD_PLAN_H
 #define VD_PLAN_H
 
@@ -167,6 +184,11 @@ typedef struct vd_tensor {
     vd_tensor_kind kind;
     int layer;                  /* owning/producing layer; -1 for x, labels, params;
                                    a shared gradient: the add it is named after */
+    int unit;                   /* the unit (vd_plan.layers) of that layer that made it:
+                                   its first writer (-1 with layer -1) */
+    int samples;                /* a feature map (ACT, DACT, INPUT): the samples it holds,
+                                   the batch, or a chunk's n (a chunk's own tensor); 0
+                                   for the others */
     uint64_t bytes;             /* logical bytes */
     bool persistent;            /* lives for the whole iteration and across iterations */
     int prod_step;              /* first step that needs it resident (producer / fill) */
@@ -217,12 +239,13 @@ typedef struct vd_action {
     vd_action_kind kind;
     int arg;                    /* WAIT_OFFLOAD/OFFLOAD: tensor; FREE/ALLOC/PREFETCH/
                                    WAIT_PREFETCH: interval; RECORD_FREE: event; COMPUTE: step;
-                                   RECOMPUTE: layer; LOAD_STAGED: x's first interval */
+                                   RECOMPUTE: unit; LOAD_STAGED: x's first interval */
 } vd_action;
 
 typedef struct vd_step {
     vd_step_kind kind;
-    int layer;                  /* -1 for SGD / END */
+    int layer;                  /* net layer; -1 for SGD / END */
+    int unit;                   /* its unit (vd_plan.layers); -1 for SGD / END */
     int first_action, n_actions; /* range in plan->actions */
     int ev_free;                /* RECORD_FREE event at this step (-1 none) */
     uint64_t mem_in_use;        /* bytes of intervals containing this step */
@@ -265,6 +288,15 @@ typedef struct vd_plan_layer {
     int64_t dw_base;
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
+    /* The unit: net layer `layer` on samples [n0, n0 + n) of the batch, chunk
+     * `chunk` of n_chunks (1: the whole batch, chunk 0). See "Split layers"
+     * above. */
+    int layer, chunk, n_chunks, n0, n;
+    float dw_beta;              /* 0: its backward overwrites the parameter gradients (the
+                                   first of the layer's chunks in backward), 1: adds */
+    bool update;                /* update_in_bwd: the layer's update follows this unit's
+                                   backward (its last chunk there, chunk 0) */
+    double fwd_s;               /* profile time of its forward option on its n samples */
 } vd_plan_layer;
 
 /* Simulator result for a plan (seconds). */
@@ -338,6 +370,13 @@ typedef struct vd_plan_opts {
      * down as when its effort is spent, and the smallest-budget searches
      * end with VD_ESTOP. NULL = never. */
     const volatile sig_atomic_t *stop;
+    /* Optional [n_layers]: split layers (see "Split layers" above). Entry
+     * i >= 2 runs layer i in that many batch chunks; a run goes on while the
+     * next layer has the same count and reads only the layer before it,
+     * which nothing else reads. 0 or 1: whole. vd_plan_chunks_check says
+     * what may be split; vd_plan_chunks_all splits all it can. NULL =
+     * nothing split. */
+    const int *chunks;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 /* Whether a training plan for net keeps one gradient array: when
@@ -371,7 +410,9 @@ typedef struct vd_plan {
     vd_prefetch prefetch;
     int batch;
     int n_layers;
-    int n_steps;                /* 2L+1 (forward_only: L) */
+    int n_units;                /* units (vd_plan.layers): n_layers when nothing is split */
+    int *first_unit;            /* [n_layers]: each layer's first unit (its chunk 0) */
+    int n_steps;                /* 2U+1 for U units (forward_only: U) */
     bool forward_only;
     uint64_t budget;            /* pool size to allocate (= hwm when auto) */
     bool feasible;              /* hwm <= budget */
@@ -395,12 +436,13 @@ typedef struct vd_plan {
     int n_events;
     int ev_end;                 /* compute event after the last step */
     int ev_loss;                /* D2H event after the loss readback */
-    int loss_layer;             /* index of the softmax_xent layer */
+    int loss_layer;             /* index of the softmax_xent layer (never split: its unit
+                                   is n_units - 1) */
     int n_tensors; vd_tensor *tensors;       /* [n_tensors] */
     int n_intervals; vd_interval *intervals; /* [n_intervals] */
     int n_actions; vd_action *actions;       /* [n_actions] */
     vd_step *steps;             /* [n_steps + 1], the last is the END pseudo-step */
-    vd_plan_layer *layers;      /* [n_layers] */
+    vd_plan_layer *layers;      /* [n_units], one per unit (see "Split layers") */
     int t_params, t_grads, t_mom, t_x, t_labels; /* tensor indices (-1 none) */
     vd_sim_result sim;
     char note[512];             /* infeasibility explanation ("" when feasible) */
@@ -479,9 +521,34 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
 int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                        uint64_t budget, vd_plan_bound *out, vd_err *e);
 
+/* Whether chunks[n_layers] (vd_plan_opts.chunks) can be planned at batch:
+ * each split layer chunkable (vd_op_info) and not the loss, at most batch
+ * chunks, and no layer that runs in place (vd_schedule_inplace_flags) first
+ * or last in its run (it shares its producer's tensor, and CUDA fuses a
+ * ReLU into the convolution before it). VD_EUSAGE naming the layer and
+ * why; NULL: 0. */
+int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e);
+/* chunks[n_layers] splitting every layer it can in k chunks (k <= batch):
+ * runs as long as they go, without a layer that runs in place at either
+ * end; the others 1. VD_ENOMEM. */
+int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e);
+
+/* The byte offset of unit u's operand t inside t's region: its slice, when u
+ * is a chunk and t holds the whole batch (a run's edge); else 0. */
+static inline uint64_t vd_plan_operand(const vd_plan *p, int u, int t) {
+    const vd_plan_layer *pl = &p->layers[u];
+    if (t < 0 || pl->n_chunks <= 1) return 0;
+    const vd_tensor *T = &p->tensors[t];
+    if (T->samples != p->batch) return 0;
+    return (uint64_t)pl->n0 * (T->bytes / (uint64_t)p->batch);
+}
+
 /* Interval of tensor t that contains step s, or NULL if t is not resident. */
 const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
-/* Human description of step s ("fwd features.0", "bwd loss", "sgd"). */
+/* Unit u's name: its layer's, and for a chunk "features.2 ×8 #3" (chunk 3 of 8). */
+const char *vd_plan_unit_name(const vd_plan *p, const vd_net *net, int u, char *buf, size_t n);
+/* Human description of step s ("fwd features.0", "bwd loss", "sgd",
+ * "fwd features.2 ×8 #3"). */
 const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n);
 
 /* ---- reports (used by vdnn-plan) ---------------------------------------- */

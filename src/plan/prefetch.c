@@ -6,13 +6,13 @@
 #include <stdlib.h>
 #include "plan/builder.h"
 
-/* Paper rule: consumer layer j is prefetched at the backward step of the
- * largest layer l > j such that layers j+1..l-1 contain no conv. */
+/* Paper rule: consumer unit j is prefetched at the backward step of the
+ * largest unit l > j such that units j+1..l-1 contain no conv. */
 static int paper_issue_step(const bld *b, int cons_step) {
     int L = b->L;
-    int j = 2 * L - 1 - cons_step;          /* consumer layer */
+    int j = 2 * L - 1 - cons_step;          /* consumer unit */
     int l = j + 1;
-    while (l + 1 <= L - 1 && b->net->layers[l].op != VD_OP_CONV) l++;
+    while (l + 1 <= L - 1 && vdp_ul(b, l)->op != VD_OP_CONV) l++;
     if (l > L - 1) l = L - 1;
     /* window at layer l covers [conv below l, l-1]; layer l itself conv is fine */
     return vdp_bwd_step(L, l);

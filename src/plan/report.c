@@ -35,7 +35,9 @@ static void table_actions(FILE *f, const vd_plan *p, const vd_net *net, const vd
     for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
         const vd_action *A = &p->actions[a];
         if (A->kind == VD_A_RECOMPUTE) {
-            fprintf(f, "%s%s", rc_open ? "+" : " recompute ", net->layers[A->arg].name);
+            char un[VD_NAME_MAX + 32];
+            fprintf(f, "%s%s", rc_open ? "+" : " recompute ",
+                    vd_plan_unit_name(p, net, A->arg, un, sizeof un));
             rc_open = true;
             continue;
         }
@@ -154,9 +156,11 @@ int vd_plan_write_table(FILE *f, const vd_plan *p, const vd_net *net, vd_err *e)
         vd_plan_step_label(p, net, s, lab, sizeof lab);
         /* the option of this step's pass (forward / backward may differ) */
         const char *algo = st->layer < 0 ? ""
-                         : st->kind == VD_STEP_BWD ? p->layers[st->layer].algo_bwd_label
-                                                   : p->layers[st->layer].algo_label;
-        fprintf(f, "%4d  %-28s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, lab, algo,
+                         : st->kind == VD_STEP_BWD ? p->layers[st->unit].algo_bwd_label
+                                                   : p->layers[st->unit].algo_label;
+        /* (a chunk's label has one two-byte character: printf pads bytes) */
+        int w = 28 + (strstr(lab, "\u00d7") ? 1 : 0);
+        fprintf(f, "%4d  %-*s %-10s %11s %11s %9.3f %9.3f %9.3f ", s, w, lab, algo,
                 vd_fmt_bytes(st->mem_in_use, b1, sizeof b1), vd_fmt_bytes(st->mem_top, b2, sizeof b2),
                 st->t_start * 1e3, st->compute_s * 1e3, st->stall_s * 1e3);
         table_actions(f, p, net, st);
@@ -269,10 +273,11 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     json_t *layers = json_array();
     SET(r, "layers", layers);
     for (int i = 0; ok && i < p->n_layers; i++) {
-        const vd_plan_layer *pl = &p->layers[i];
+        const vd_plan_layer *pl = &p->layers[p->first_unit[i]];
         json_t *l = json_object();
         vd_json_push(layers, l, &ok);
         SET_STR(l, "name", net->layers[i].name);
+        SET_INT(l, "chunks", pl->n_chunks);
         SET_INT(l, "algo", pl->algo_fwd);
         SET_STR(l, "algo_label", pl->algo_label);
         SET_INT(l, "algo_fwd", pl->algo_fwd);
@@ -317,6 +322,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         }
     }
     json_t *steps = json_array();
+    char un[VD_NAME_MAX + 32];
     SET(r, "steps", steps);
     for (int s = 0; ok && s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
@@ -325,6 +331,10 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET_INT(o, "step", s);
         SET_STR(o, "kind", kind_name(st->kind));
         SET(o, "layer", st->layer >= 0 ? vd_json_text(net->layers[st->layer].name) : json_null());
+        if (st->unit >= 0 && p->layers[st->unit].n_chunks > 1) {
+            SET_INT(o, "chunk", p->layers[st->unit].chunk);
+            SET_INT(o, "chunks", p->layers[st->unit].n_chunks);
+        }
         SET_U64(o, "mem_bytes", st->mem_in_use);
         SET_U64(o, "top_bytes", st->mem_top);
         SET_REAL(o, "compute_s", st->compute_s);
@@ -336,7 +346,8 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET(o, "recomputes", rcs);
         for (int a = st->first_action; ok && a < st->first_action + st->n_actions; a++)
             if (p->actions[a].kind == VD_A_RECOMPUTE)
-                vd_json_push(rcs, vd_json_text(net->layers[p->actions[a].arg].name), &ok);
+                vd_json_push(rcs, vd_json_text(vd_plan_unit_name(p, net, p->actions[a].arg, un,
+                                                                 sizeof un)), &ok);
         SET(o, "offloads", step_tensors(p, st, 0, &ok));
         SET(o, "prefetches", step_tensors(p, st, 1, &ok));
         SET(o, "waits", step_tensors(p, st, 2, &ok));
@@ -401,12 +412,12 @@ static json_t *trace_json(const vd_plan *p, const vd_net *net, const vd_profile 
         for (int a = st->first_action; a < st->first_action + st->n_actions; a++) {
             const vd_action *A = &p->actions[a];
             if (A->kind != VD_A_RECOMPUTE) continue;
-            double d = prof ? prof->layers[A->arg].algos[p->layers[A->arg].algo_fwd].fwd_s : 0.0;
-            char nm[VD_NAME_MAX + 16];
-            snprintf(nm, sizeof nm, "recompute %s", net->layers[A->arg].name);
+            double d = prof ? p->layers[A->arg].fwd_s : 0.0;
+            char nm[VD_NAME_MAX + 48], un[VD_NAME_MAX + 32];
+            snprintf(nm, sizeof nm, "recompute %s", vd_plan_unit_name(p, net, A->arg, un, sizeof un));
             vd_json_push(evs, trace_x(nm, "recompute", 0, rt, d,
                                       json_pack("{s:i, s:o}", "step", s, "layer",
-                                                vd_json_text(net->layers[A->arg].name))), &ok);
+                                                vd_json_text(net->layers[p->layers[A->arg].layer].name))), &ok);
             rt += d;
         }
         if (s == 0 && p->t_stage >= 0)

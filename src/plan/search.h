@@ -157,8 +157,9 @@ static inline bool at_bound(const actx *c, const vd_plan *P) {
 static inline int tensor_of(const actx *c, const vd_plan *p, int k) {
     if (k == 0) return p->t_x;
     int i = k - 1;
-    if (i >= c->L - 1 || p->layers[i].inplace) return -1;
-    int t = p->layers[i].y;
+    const vd_plan_layer *pl = &p->layers[p->first_unit[i]];
+    if (i >= c->L - 1 || pl->inplace) return -1;
+    int t = pl->y;
     return p->tensors[t].layer == i ? t : -1;
 }
 

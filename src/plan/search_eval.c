@@ -282,8 +282,8 @@ void search_config_from_plan(actx *c, const vd_plan *p) {
         c->disp[k] = T->offload ? VD_DISP_OFFLOAD : T->recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
     }
     for (int j = 0; c->algo_free && j < c->L; j++) {
-        c->algos[j] = p->layers[j].algo_fwd;
-        c->algos[c->L + j] = p->layers[j].algo_bwd;
+        c->algos[j] = p->layers[p->first_unit[j]].algo_fwd;
+        c->algos[c->L + j] = p->layers[p->first_unit[j]].algo_bwd;
     }
 }
 
@@ -330,7 +330,8 @@ int search_ctx_init(actx *c, vdp_search *s, const vd_net *net, const vd_profile 
     c->seen_algos = vd_calloc(n2, sizeof *c->seen_algos, NULL);
     c->fast = vd_calloc(n2, sizeof *c->fast, NULL);
     c->minws = vd_calloc(n2, sizeof *c->minws, NULL);
-    c->ex = vd_calloc(2 * n1 + 1, sizeof *c->ex, NULL);
+    int n_units = vdp_runs(net, opts->chunks, NULL, NULL);
+    c->ex = n_units < 0 ? NULL : vd_calloc(2 * (size_t)n_units + 2, sizeof *c->ex, NULL);
     c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
     c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
     if (!c->disp || !c->look || !c->look_next || !c->focus || !c->rorder || !c->gk || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
@@ -493,13 +494,13 @@ static int operand_bound(const vd_net *net, const vd_plan *p, uint64_t *out, vd_
         uint64_t m = (uint64_t)fixed;
         const vd_step *st = &p->steps[s];
         if (st->kind == VD_STEP_FWD || st->kind == VD_STEP_BWD) {
-            int i = st->layer;
+            int i = st->layer, u = st->unit;
             bool fwd = st->kind == VD_STEP_FWD, rx, ry;
             vd_op_bwd_reads(net, i, &rx, &ry);
             int ts[VD_MAX_INPUTS + 1], n = 0;
             if (fwd || rx)
-                for (int k = 0; k < net->layers[i].n_in; k++) ts[n++] = p->layers[i].in_t[k];
-            if (fwd || ry) ts[n++] = p->layers[i].y;
+                for (int k = 0; k < net->layers[i].n_in; k++) ts[n++] = p->layers[u].in_t[k];
+            if (fwd || ry) ts[n++] = p->layers[u].y;
             for (int a = 0; a < n; a++) {
                 bool dup = false;
                 for (int b = 0; b < a; b++) dup |= ts[b] == ts[a];

@@ -147,8 +147,12 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
         }
         if ((cur == VD_DISP_KEEP || cur == VD_DISP_OFFLOAD) && c->can_rc[k]) {
             double cost = 0;
-            for (int j = k - 1; j < c->L; j++)
-                if (p->layers[j].y == t) cost += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+            for (int u = p->first_unit[k - 1]; u < p->n_units; u++)
+                if (p->layers[u].y == t) {
+                    const vd_plan_layer *pl = &p->layers[u];
+                    double fs = c->prof->layers[pl->layer].algos[c->algos[pl->layer]].fwd_s;
+                    cost += vdp_chunk_time(c->prof, fs, pl->n, p->batch);
+                }
             c->mv[n++] = (move){.kind = MV_DISP, .key = k, .val = VD_DISP_RECOMPUTE, .est = est,
                                 .rank = est / (cost + eps_t)};
         }
@@ -160,8 +164,9 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
         double d = (double)(wc - wm);
         /* the steps that use this pass's workspace: forward and recompute,
          * or backward */
-        int st[2] = {j, p->layers[j].rc_step};
-        if (k >= c->L) { st[0] = 2 * c->L - 1 - j; st[1] = -1; }
+        int u = p->first_unit[j];   /* (a split layer's chunk 0 stands for the others) */
+        int st[2] = {u, p->layers[u].rc_step};
+        if (k >= c->L) { st[0] = 2 * p->n_units - 1 - u; st[1] = -1; }
         double est = 0;
         for (int q = 0; q < 2; q++) {
             if (st[q] < 0 || st[q] >= p->n_steps || (q == 1 && st[1] == st[0])) continue;

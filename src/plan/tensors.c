@@ -16,7 +16,7 @@ static void copy_label(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
-int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
+int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
                       const char *name, const char *suffix) {
     vd_plan *p = b->p;
     int t = p->n_tensors++;
@@ -29,7 +29,8 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
     b->tname[2 * t] = name;
     b->tname[2 * t + 1] = suffix;
     T->kind = kind;
-    T->layer = layer;
+    T->unit = unit;
+    T->layer = unit >= 0 ? p->layers[unit].layer : -1;
     T->bytes = bytes;
     T->prod_step = -1;
     T->fwd_last = T->bwd_first = T->bwd_last = -1;
@@ -48,7 +49,14 @@ void vdp_name_tensors(bld *b) {
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         const char *name = b->tname[2 * t], *suffix = b->tname[2 * t + 1];
-        /* name + suffix, truncated like snprintf (without its formatting cost) */
+        /* name + suffix, truncated like snprintf (without its formatting cost);
+         * a chunk's own tensor: name#chunk + suffix ("features.2#3:y") */
+        char cn[VD_NAME_MAX + 16];
+        const vd_plan_layer *pl = T->unit >= 0 ? &p->layers[T->unit] : NULL;
+        if (pl && pl->n_chunks > 1 && T->kind != VD_T_GRADS && T->samples != p->batch) {
+            snprintf(cn, sizeof cn, "%s#%d", name, pl->chunk);
+            name = cn;
+        }
         size_t cap = sizeof T->name - 1, n = strlen(name), ns = suffix ? strlen(suffix) : 0;
         if (n > cap) n = cap;
         if (ns > cap - n) ns = cap - n;
@@ -85,6 +93,28 @@ static void wr(bld *b, int t, int s) {
 
 static uint64_t act_bytes(const vd_net *net, int i, int batch) {
     return (uint64_t)batch * (uint64_t)vd_net_out_numel(net, i) * vd_math_act_bytes(net->train.math);
+}
+
+/* Does unit u's output (or output gradient) live as its chunk's own tensor:
+ * a split layer before its run's last? */
+static bool chunk_own(const bld *b, int u) {
+    int l = b->p->layers[u].layer;
+    return b->p->layers[u].n_chunks > 1 && l < b->run_b[l];
+}
+
+/* Is unit u's input from the unit before it in its run (u - 1, the same
+ * chunk), not the whole batch's tensor? */
+static bool chunk_input(const bld *b, int u) {
+    int l = b->p->layers[u].layer;
+    return b->p->layers[u].n_chunks > 1 && l > b->run_a[l];
+}
+
+/* A feature map tensor of unit u (or of x: u -1) holding n samples. */
+static int add_map(bld *b, vd_tensor_kind kind, int u, int n, const char *name, const char *sfx) {
+    int l = u >= 0 ? b->p->layers[u].layer : -1;
+    int t = vdp_add_tensor(b, kind, u, act_bytes(b->net, l, n), name, sfx);
+    b->p->tensors[t].samples = n;
+    return t;
 }
 
 /* ---- gradient aliasing through adds ------------------------------------- */
@@ -206,7 +236,7 @@ static void fixed_tensors(bld *b) {
     p->update_in_bwd = !fo && !vd_plan_grads_array(net, b->opts);
     p->t_grads = fo || p->update_in_bwd ? -1
                : vdp_add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);
-    p->t_x = vdp_add_tensor(b, VD_T_INPUT, -1, act_bytes(net, -1, batch), "x", NULL);
+    p->t_x = add_map(b, VD_T_INPUT, -1, batch, "x", NULL);
     p->t_labels = vdp_add_tensor(b, VD_T_LABELS, -1, (uint64_t)batch * 4u, "labels", NULL);
     int persist[3] = {p->t_params, p->t_mom, p->t_grads};
     for (int k = 0; k < 3; k++) {
@@ -240,7 +270,7 @@ static void dw_tensors(bld *b) {
     const vd_net *net = b->net;
     vd_plan *p = b->p;
     int own[DW_OWN], n_own = 0;
-    for (int i = 0; i < b->L; i++) {   /* the DW_OWN largest spans, largest first */
+    for (int i = 0; i < b->NL; i++) {   /* the DW_OWN largest spans, largest first */
         int64_t base, sp = dw_span(net, i, &base);
         if (sp <= 0) continue;
         int at = n_own;
@@ -250,51 +280,61 @@ static void dw_tensors(bld *b) {
         for (int k = n_own - 1; k > at; k--) own[k] = own[k - 1];
         own[at] = i;
     }
+    /* A split layer's gradients add up over its chunks, whose backwards
+     * interleave with its run's other layers': a tensor of its own too. Its
+     * later chunks come after its first unit (chunk 0), which makes it. */
     int64_t shared = 0;
-    for (int i = 0; i < b->L; i++) {
+    for (int u = 0; u < b->L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        int i = pl->layer;
         int64_t base, sp = dw_span(net, i, &base);
         if (sp <= 0) continue;
-        bool mine = false;
-        for (int k = 0; k < n_own; k++) mine |= own[k] == i;
-        vd_plan_layer *pl = &p->layers[i];
         pl->dw_base = base;
-        if (mine) pl->dw = vdp_add_tensor(b, VD_T_GRADS, i, (uint64_t)sp * 4u, net->layers[i].name, ":dw");
+        if (p->first_unit[i] != u) { pl->dw = p->layers[p->first_unit[i]].dw; continue; }
+        bool mine = pl->n_chunks > 1;
+        for (int k = 0; k < n_own; k++) mine |= own[k] == i;
+        if (mine) pl->dw = vdp_add_tensor(b, VD_T_GRADS, u, (uint64_t)sp * 4u, net->layers[i].name, ":dw");
         else if (sp > shared) shared = sp;
     }
     if (!shared) return;
     int t = vdp_add_tensor(b, VD_T_GRADS, -1, (uint64_t)shared * 4u, "dw", NULL);
-    for (int i = 0; i < b->L; i++) {
+    for (int u = 0; u < b->L; u++) {
         int64_t base;
-        if (p->layers[i].dw < 0 && dw_span(net, i, &base) > 0) p->layers[i].dw = t;
+        if (p->layers[u].dw < 0 && dw_span(net, p->layers[u].layer, &base) > 0) p->layers[u].dw = t;
     }
 }
 
-/* Per layer: its output (unless in place), saved state and workspaces with
- * the options algos[2L]. */
+/* Per unit: its output (unless in place, or a later chunk of a run's last
+ * layer: the whole batch's tensor, made by chunk 0), saved state and
+ * workspaces with the options algos[2 n_layers]. */
 static void layer_tensors(bld *b, const int *algos) {
     const vd_net *net = b->net;
     vd_plan *p = b->p;
-    int L = b->L;
     int batch = p->batch;
     bool fo = p->forward_only;
-    for (int i = 0; i < L; i++) {
+    for (int u = 0; u < b->L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        int i = pl->layer;
         const vd_layer *l = &net->layers[i];
-        vd_plan_layer *pl = &p->layers[i];
-        pl->inplace = l->n_in == 1 && b->extra[i];  /* extra holds inplace flags here */
-        if (pl->inplace) {
-            b->act_of[i] = b->act_of[l->in[0]];
-        } else {
-            b->act_of[i] = vdp_add_tensor(b, VD_T_ACT, i, act_bytes(net, i, batch), l->name, ":y");
-        }
-        pl->y = b->act_of[i];
+        pl->inplace = l->n_in == 1 && b->extra[u];  /* extra holds inplace flags here */
+        if (pl->inplace)
+            b->act_of[u] = chunk_input(b, u) ? b->act_of[u - 1] : b->lact[l->in[0]];
+        else if (pl->chunk > 0 && !chunk_own(b, u))
+            b->act_of[u] = b->lact[i];
+        else
+            b->act_of[u] = add_map(b, VD_T_ACT, u, chunk_own(b, u) ? pl->n : batch, l->name, ":y");
+        if (pl->chunk == 0) b->lact[i] = chunk_own(b, u) ? -1 : b->act_of[u];
+        pl->y = b->act_of[u];
         for (int k = 0; k < l->n_in; k++)
-            pl->in_t[k] = l->in[k] < 0 ? p->t_x : b->act_of[l->in[k]];
+            pl->in_t[k] = l->in[k] < 0 ? p->t_x : chunk_input(b, u) ? b->act_of[u - 1]
+                                                                    : b->lact[l->in[k]];
         uint64_t aux = b->prof->layers[i].aux_bytes;
-        pl->aux = aux ? vdp_add_tensor(b, VD_T_AUX, i, aux, l->name, ":aux") : -1;
+        pl->aux = aux ? vdp_add_tensor(b, VD_T_AUX, u, aux, l->name, ":aux") : -1;
         const vd_profile_layer *pr = &b->prof->layers[i];
-        int af = algos[i], ab = algos[L + i];
+        int af = algos[i], ab = algos[b->NL + i];
         pl->algo_fwd = af;
         pl->algo_bwd = ab;
+        pl->fwd_s = vdp_chunk_time(b->prof, pr->algos[af].fwd_s, pl->n, batch);
         copy_label(pl->algo_label, sizeof pl->algo_label, pr->algos[af].label);
         copy_label(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[ab].label);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
@@ -302,9 +342,9 @@ static void layer_tensors(bld *b, const int *algos) {
         pl->ws_fwd = pl->ws_bwd = -1;
         pl->rc_step = pl->ws_rc = -1;
         if (pl->ws_fwd_bytes)
-            pl->ws_fwd = vdp_add_tensor(b, VD_T_WS, i, pl->ws_fwd_bytes, l->name, ":ws_fwd");
+            pl->ws_fwd = vdp_add_tensor(b, VD_T_WS, u, pl->ws_fwd_bytes, l->name, ":ws_fwd");
         if (pl->ws_bwd_bytes)
-            pl->ws_bwd = vdp_add_tensor(b, VD_T_WS, i, pl->ws_bwd_bytes, l->name, ":ws_bwd");
+            pl->ws_bwd = vdp_add_tensor(b, VD_T_WS, u, pl->ws_bwd_bytes, l->name, ":ws_bwd");
         pl->dy = -1;
         for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
         pl->dw = -1;
@@ -315,43 +355,67 @@ static void layer_tensors(bld *b, const int *algos) {
 
 /* One gradient tensor per layer output (not the loss's), except the inputs
  * of adds whose gradient is the add's own (alias_add_grads): those share the
- * tensor of their tree's root, which keeps its name. */
+ * tensor of their tree's root, which keeps its name. Inside a run, one per
+ * unit (its chunk's). */
 static int grad_tensors(bld *b, vd_err *e) {
     const vd_net *net = b->net;
     vd_plan *p = b->p;
-    int L = b->L;
+    int L = b->L, NL = b->NL;
     int batch = p->batch;
-    int *par = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *par, NULL);
-    bool *written = vd_calloc((size_t)(L > 0 ? L : 1), sizeof *written, NULL);
+    int *par = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *par, NULL);
+    bool *written = vd_calloc((size_t)(NL > 0 ? NL : 1), sizeof *written, NULL);
     int rc = !par || !written ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
-    for (int i = 0; i < L && !rc; i++) par[i] = -1;
+    for (int i = 0; i < NL && !rc; i++) par[i] = -1;
     if (!rc && b->alias) rc = alias_add_grads(net, p->loss_layer, batch, par, e);
     if (rc) { vd_free(par); vd_free(written); return rc; }
-    for (int i = 0; i < L; i++) {
-        b->dact_of[i] = -1;
-        if (i == p->loss_layer || par[i] >= 0) continue;
-        b->dact_of[i] = vdp_add_tensor(b, VD_T_DACT, i, act_bytes(net, i, batch),
-                                       net->layers[i].name, ":dy");
+    for (int i = 0; i < NL; i++) {
+        int u = p->first_unit[i];
+        b->ldact[i] = -1;
+        if (i == p->loss_layer || par[i] >= 0 || chunk_own(b, u)) continue;
+        b->ldact[i] = add_map(b, VD_T_DACT, u, batch, net->layers[i].name, ":dy");
     }
-    for (int i = L - 1; i >= 0; i--)        /* par[i] > i: the root is set first */
-        if (par[i] >= 0) b->dact_of[i] = b->dact_of[par[i]];
-    for (int i = 0; i < L; i++) p->layers[i].dy = b->dact_of[i];
+    for (int i = NL - 1; i >= 0; i--)        /* par[i] > i: the root is set first */
+        if (par[i] >= 0) b->ldact[i] = b->ldact[par[i]];
+    for (int u = 0; u < L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        b->dact_of[u] = chunk_own(b, u) ? add_map(b, VD_T_DACT, u, pl->n,
+                                                  net->layers[pl->layer].name, ":dy")
+                                        : b->ldact[pl->layer];
+        pl->dy = b->dact_of[u];
+    }
     /* dx and accumulation order: backward runs layers L-1..0, inputs in
-     * order. The first writer of a gradient overwrites it (beta 0), the
-     * later ones add to it (beta 1). An add that is the first writer of
-     * an aliased input's gradient writes nothing (dx -1): the shared
-     * tensor already holds its dy, and the input's other consumers add
-     * to it, beta 1, as they added to the copy. */
-    for (int i = L - 1; i >= 0; i--) {
+     * order (a run's units keep that order between layers: only its first
+     * layer reads from outside it). The first writer of a gradient
+     * overwrites it (beta 0), the later ones add to it (beta 1); each chunk
+     * of a split layer writes its own slice, as the layer would. An add that
+     * is the first writer of an aliased input's gradient writes nothing (dx
+     * -1): the shared tensor already holds its dy, and the input's other
+     * consumers add to it, beta 1, as they added to the copy. Decided for
+     * each layer's first unit, then copied to its other chunks; inside a run
+     * a unit writes the chunk before it's gradient (beta 0). */
+    for (int i = NL - 1; i >= 0; i--) {
         const vd_layer *l = &net->layers[i];
+        vd_plan_layer *pl = &p->layers[p->first_unit[i]];
+        if (chunk_input(b, p->first_unit[i])) continue;
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
             if (src < 0) continue;
             bool first = !written[src];
             written[src] = true;
             if (first && par[src] == i) continue;   /* dx -1, beta 0 */
-            p->layers[i].dx[k] = b->dact_of[src];
-            p->layers[i].dx_beta[k] = first ? 0.0f : 1.0f;
+            pl->dx[k] = b->ldact[src];
+            pl->dx_beta[k] = first ? 0.0f : 1.0f;
+        }
+    }
+    for (int u = 0; u < L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        if (chunk_input(b, u)) {
+            pl->dx[0] = b->dact_of[u - 1];
+            pl->dx_beta[0] = 0.0f;
+        } else if (p->first_unit[pl->layer] != u) {
+            const vd_plan_layer *f = &p->layers[p->first_unit[pl->layer]];
+            memcpy(pl->dx, f->dx, sizeof pl->dx);
+            memcpy(pl->dx_beta, f->dx_beta, sizeof pl->dx_beta);
         }
     }
     vd_free(par);
@@ -366,17 +430,18 @@ static void liveness(bld *b) {
     int L = b->L;
     bool fo = p->forward_only;
     vdp_touch(b, p->t_x, 0);
-    for (int i = 0; i < L; i++) {
+    for (int u = 0; u < L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        int i = pl->layer;
         const vd_layer *l = &net->layers[i];
-        vd_plan_layer *pl = &p->layers[i];
-        int sf = i;
+        int sf = u;
         for (int k = 0; k < l->n_in; k++) vdp_rd(b, pl->in_t[k], sf);
         wr(b, pl->y, sf);
         wr(b, pl->aux, sf);
         vdp_touch(b, pl->ws_fwd, sf);
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sf);
         if (fo) continue;
-        int sb = vdp_bwd_step(L, i);
+        int sb = vdp_bwd_step(L, u);
         bool rx, ry;
         vd_op_bwd_reads(net, i, &rx, &ry);
         if (rx)
@@ -391,7 +456,7 @@ static void liveness(bld *b) {
     }
     /* The loss value (aux) and the loss output (eval argmax) are read back
      * after the last step. */
-    const vd_plan_layer *ll = &p->layers[p->loss_layer];
+    const vd_plan_layer *ll = &p->layers[p->first_unit[p->loss_layer]];
     vdp_touch(b, ll->aux, p->n_steps - 1);
     if (fo) vdp_touch(b, ll->y, p->n_steps - 1);
 
