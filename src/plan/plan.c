@@ -123,7 +123,22 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
     return rc;
 }
 
-int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
+/* The most values per sample among layer i's output and inputs. */
+static int64_t map_numel(const vd_net *net, int i) {
+    int64_t m = vd_net_out_numel(net, i);
+    for (int k = 0; k < net->layers[i].n_in; k++)
+        if (vd_net_out_numel(net, net->layers[i].in[k]) > m) m = vd_net_out_numel(net, net->layers[i].in[k]);
+    return m;
+}
+
+/* chunks[n_layers]: every layer that can be split whose output or an input
+ * holds at least min_numel values per sample (map_numel), in k chunks (so
+ * a run of large maps ends at the layer that shrinks them, a pooling: its
+ * whole-batch output is the small one); no layer that runs in
+ * place at either end of a run (each pass unsplits such ends: fewer
+ * layers split each time, so it ends); the others 1. */
+static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, int *chunks,
+                       vd_err *e) {
     int NL = net->n_layers;
     int *ra = vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
     bool *ip = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ip, NULL);
@@ -131,9 +146,7 @@ int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err 
     if (!rc) vd_schedule_inplace_flags(net, ip);
     for (int i = 0; i < NL && !rc; i++)
         chunks[i] = k > 1 && k <= batch && vd_op_table[net->layers[i].op].chunkable &&
-                    i < NL - 1 ? k : 1;
-    /* a run may neither start nor end at a layer that runs in place: unsplit
-     * such ends until none is left (each pass splits fewer layers) */
+                    i < NL - 1 && map_numel(net, i) >= min_numel ? k : 1;
     for (bool again = true; again && !rc;) {
         again = false;
         if (vdp_runs(net, chunks, ra, ra + NL) < 0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); break; }
@@ -145,6 +158,33 @@ int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err 
     return rc;
 }
 
+int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
+    return chunks_fill(net, batch, k, 0, chunks, e);
+}
+
+/* ---- auto's split layers ---------------------------------------------------
+ * Under policy auto with no chunks given, a training plan that does not fit
+ * unsplit splits layers: the smallest k of AUTO_KS (up to the batch) whose
+ * plan fits, each layer whose output or an input holds at least 1/k of the
+ * largest map's bytes in k chunks (the maps that set the floor; the smaller
+ * ones later in the net stay whole and fast). A few counts, not every one:
+ * the smallest budget is the least over them, each a search of its own
+ * (VGG-16 b256 fp32: 6.0 GiB at k = 2, 2.45 at 8, 1.54 at 32, 1.47 at 64,
+ * the searches 0.1, 0.3 and 2 s, at 64 4.5 s). */
+static const int AUTO_KS[] = {2, 8, 32};
+
+static bool auto_splits(const vd_plan_opts *o) {
+    return o->policy == VD_POLICY_AUTO && !o->forward_only && !o->chunks;
+}
+
+/* Auto's chunks at k into chunks[n_layers]. */
+static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
+    int64_t most = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        if (map_numel(net, i) > most) most = map_numel(net, i);
+    return chunks_fill(net, batch, k, most / k, chunks, e);
+}
+
 /* The policy's search: auto's, or one of the others'. */
 static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e) {
@@ -153,13 +193,50 @@ static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return vdp_build_policy(net, prof, opts, out, e);
 }
 
-int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       uint64_t *min_budget, vd_err *e) {
+/* Auto's smallest budget, m unsplit, with its split layers: the least over
+ * AUTO_KS (the smallest k at a tie, as vd_plan_build tries them). *min_budget
+ * and *k_out (1: unsplit) the smallest found. */
+static int split_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                            uint64_t m, uint64_t *min_budget, int *k_out, vd_err *e) {
+    *min_budget = m;
+    *k_out = 1;
+    if (!auto_splits(opts)) return VD_OK;
+    int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
+    if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int rc = VD_OK;
+    for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && !rc; q++) {
+        uint64_t mk = 0;
+        vd_plan_opts o = *opts;
+        o.chunks = ch;
+        if ((rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, e))) break;
+        if ((rc = vdp_min_budget_auto(net, prof, &o, &mk, e))) break;
+        if (mk >= *min_budget) continue;
+        *min_budget = mk;
+        *k_out = AUTO_KS[q];
+    }
+    vd_free(ch);
+    return rc;
+}
+
+/* vd_plan_min_budget with the chunk count of auto's smallest (*k, 1:
+ * unsplit, or another policy). */
+static int min_budget_k(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        uint64_t *min_budget, int *k, vd_err *e) {
+    *k = 1;
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
-    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
-        return vdp_min_budget_auto(net, prof, opts, min_budget, e);
+    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only) {
+        uint64_t m = 0;
+        rc = vdp_min_budget_auto(net, prof, opts, &m, e);
+        return rc ? rc : split_min_budget(net, prof, opts, m, min_budget, k, e);
+    }
     return vdp_min_budget_policy(net, prof, opts, min_budget, e);
+}
+
+int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       uint64_t *min_budget, vd_err *e) {
+    int k;
+    return min_budget_k(net, prof, opts, min_budget, &k, e);
 }
 
 int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -177,8 +254,12 @@ int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan
         if (rc) return rc;
         if (o.policy == VD_POLICY_DYN && free_algos)
             rc = vdp_min_budget_dyn_from(net, prof, &o, mins, &mins[o.policy], e);
-        else if (o.policy == VD_POLICY_AUTO && free_algos && !o.forward_only)
-            rc = vdp_min_budget_auto_from(net, prof, &o, mins[VD_POLICY_DYN], &mins[o.policy], e);
+        else if (o.policy == VD_POLICY_AUTO && free_algos && !o.forward_only) {
+            uint64_t m = 0;
+            int ks;
+            rc = vdp_min_budget_auto_from(net, prof, &o, mins[VD_POLICY_DYN], &m, e);
+            if (!rc) rc = split_min_budget(net, prof, &o, m, &mins[o.policy], &ks, e);
+        }
         else
             rc = vd_plan_min_budget(net, prof, &o, &mins[o.policy], e);
         if (rc) return rc;
@@ -237,12 +318,14 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     const vd_step *st = &p->steps[bad];
     uint64_t need = st->mem_top;
     uint64_t minb = 0;
+    int k = 1;
     vd_err te = {0};
-    int rc = vd_plan_min_budget(net, prof, opts, &minb, &te);
-    char minmsg[96];
+    int rc = min_budget_k(net, prof, opts, &minb, &k, &te);
+    char minmsg[128], kmsg[64] = "";
+    if (k > 1) snprintf(kmsg, sizeof kmsg, ", its largest layers split in %d batch chunks", k);
     if (rc == VD_OK)
-        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s",
-                 vd_fmt_bytes(minb, b4, sizeof b4));
+        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s%s",
+                 vd_fmt_bytes(minb, b4, sizeof b4), kmsg);
     else
         snprintf(minmsg, sizeof minmsg, "no budget fits (%s)", te.msg);
     vd_plan_step_label(p, net, bad, lab, sizeof lab);
@@ -257,23 +340,67 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     vd_errf(e, VD_EBUDGET, "%s", p->note);
 }
 
+static int fits_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        bool *fits, vd_err *e);
+static int build_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         vd_plan *out, bool *eval_failed, vd_err *e);
+
+/* Auto's plan with split layers (see above) for a budget its unsplit search
+ * does not fit: into *out (released first) when one fits; VD_EBUDGET (out
+ * untouched) when none does. */
+static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_plan *out, vd_err *e) {
+    int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
+    if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int rc = VD_EBUDGET;
+    for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && rc == VD_EBUDGET &&
+                       !vdp_stopped(opts); q++) {
+        vd_plan_opts o = *opts;
+        o.chunks = ch;
+        bool fits = false;
+        int r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, e);
+        if (!r2) r2 = fits_checked(net, prof, &o, &fits, e);
+        if (r2) { rc = r2; break; }
+        if (!fits) continue;
+        vd_plan sp;
+        bool ef;
+        r2 = build_checked(net, prof, &o, &sp, &ef, e);
+        if (r2 == VD_OK) { vdp_plan_release(out); *out = sp; }
+        else if (r2 == VD_EBUDGET) vdp_plan_release(&sp);
+        rc = r2;
+    }
+    vd_free(ch);
+    return rc;
+}
+
 int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                   vd_plan *out, vd_err *e) {
     memset(out, 0, sizeof *out);
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
-    if (opts->forward_only) {
-        rc = build_any(net, prof, opts, out, e);
-        if (rc == VD_EBUDGET) explain_infeasible(net, prof, opts, out, e);
-        return rc;
+    bool eval_failed = false;
+    rc = build_checked(net, prof, opts, out, &eval_failed, e);
+    if (rc == VD_EBUDGET && auto_splits(opts) && opts->budget) {
+        vd_err te = {0};
+        int r2 = build_split(net, prof, opts, out, &te);
+        if (r2 == VD_OK) return VD_OK;
+        if (r2 != VD_EBUDGET) { vdp_plan_release(out); *e = te; return r2; }
     }
-    rc = build_any(net, prof, opts, out, e);
-    if (rc == VD_EBUDGET) {
-        explain_infeasible(net, prof, opts, out, e);
-        return rc;
-    }
-    if (rc) return rc;
+    if (rc == VD_EBUDGET && !eval_failed) explain_infeasible(net, prof, opts, out, e);
+    return rc;
+}
+
+/* vd_plan_build of checked inputs, without auto's split layers and the
+ * explanation of a budget that does not fit; *eval_failed: the training
+ * plan fits, its evaluation plan does not (e says so). */
+static int build_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         vd_plan *out, bool *eval_failed, vd_err *e) {
+    memset(out, 0, sizeof *out);
+    *eval_failed = false;
+    int rc = build_any(net, prof, opts, out, e);
+    if (opts->forward_only || rc) return rc;
     rc = build_eval(net, prof, opts->chunks, out, e);
+    *eval_failed = rc == VD_EBUDGET;
     if (rc) {
         if (rc == VD_EBUDGET) {
             out->feasible = false;
@@ -297,6 +424,26 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
     if (opts->budget == 0) return vd_errf(e, VD_EUSAGE, "plan: vd_plan_fits needs a budget");
+    rc = fits_checked(net, prof, opts, fits, e);
+    if (rc || *fits || !auto_splits(opts)) return rc;
+    int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
+    if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
+    for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && !rc && !*fits &&
+                       !vdp_stopped(opts); q++) {
+        vd_plan_opts o = *opts;
+        o.chunks = ch;
+        rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, e);
+        if (!rc) rc = fits_checked(net, prof, &o, fits, e);
+    }
+    vd_free(ch);
+    return rc;
+}
+
+/* vd_plan_fits of checked inputs with a budget, without auto's split layers. */
+static int fits_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        bool *fits, vd_err *e) {
+    *fits = false;
+    int rc;
     vd_plan p;
     memset(&p, 0, sizeof p);
     vd_err te = {0};    /* a budget that does not fit is an answer, not an error */

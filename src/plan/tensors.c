@@ -183,7 +183,8 @@ static bool alias_tree_ok(const int *par, const int *oth, int r, int *mem, int *
     return true;
 }
 
-static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_err *e) {
+static int alias_add_grads(const bld *b, const vd_net *net, int loss, int batch, int *par,
+                           vd_err *e) {
     int L = net->n_layers;
     for (int v = 0; v < L; v++) par[v] = -1;
     int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 6 * sizeof *fw, NULL);
@@ -204,7 +205,10 @@ static int alias_add_grads(const vd_net *net, int loss, int batch, int *par, vd_
     int nc = 0;   /* each gradient has one first writer: at most L candidates */
     for (int a = L - 1; a >= 0; a--) {
         const vd_layer *l = &net->layers[a];
-        if (!vd_op_table[l->op].bwd_is_dy || a == loss) continue;
+        /* (a split add's output gradient is its chunks' own inside its run) */
+        if (!vd_op_table[l->op].bwd_is_dy || a == loss ||
+            b->p->layers[b->p->first_unit[a]].n_chunks > 1)
+            continue;
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
             if (src < 0 || fw[src] != a || fwk[src] != k) continue;
@@ -366,7 +370,7 @@ static int grad_tensors(bld *b, vd_err *e) {
     bool *written = vd_calloc((size_t)(NL > 0 ? NL : 1), sizeof *written, NULL);
     int rc = !par || !written ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
     for (int i = 0; i < NL && !rc; i++) par[i] = -1;
-    if (!rc && b->alias) rc = alias_add_grads(net, p->loss_layer, batch, par, e);
+    if (!rc && b->alias) rc = alias_add_grads(b, net, p->loss_layer, batch, par, e);
     if (rc) { vd_free(par); vd_free(written); return rc; }
     for (int i = 0; i < NL; i++) {
         int u = p->first_unit[i];

@@ -31,6 +31,8 @@ typedef struct run_cfg {
     bool grads_persistent;  /* vd_plan_opts.grads_persistent (false: the update in the
                                backward pass) */
     bool pool_to_need;      /* vd_plan_opts.pool_to_need (budget only a cap) */
+    const int *chunks;      /* optional [n_layers] split layers (vd_plan_opts.chunks;
+                               NULL: nothing split) */
 } run_cfg;
 
 typedef struct run_out {
@@ -93,6 +95,7 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     po.algos_bwd = c->algos_bwd;
     po.grads_persistent = c->grads_persistent;
     po.pool_to_need = c->pool_to_need;
+    po.chunks = c->chunks;
     rc = vd_plan_build(net, &prof, &po, &plan, &e);
     if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); goto out; }
     o->plan_peak = plan.live_peak;

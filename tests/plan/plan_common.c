@@ -90,19 +90,38 @@ int check_grad_flow(const vd_plan *p, const vd_net *net) {
             ref[src] = ref[src] < 0 ? c : gf_intern(&g, 1, ref[src], c);
         }
     }
-    for (int i = L - 1; i >= 0; i--) {
+    /* The plan's side per unit, backward order, per sample: a split layer's
+     * chunks read and write their slices of the whole-batch tensors, their
+     * own tensors whole (vd_plan_operand); every chunk of a layer must see
+     * the layer's gradient. */
+    int B = p->batch;
+    free(cell);
+    cell = malloc((size_t)p->n_tensors * (size_t)B * sizeof *cell);
+    ck_assert_ptr_nonnull(cell);
+    for (int64_t q = 0; q < (int64_t)p->n_tensors * B; q++) cell[q] = -1;
+    for (int u = p->n_units - 1; u >= 0; u--) {
+        const vd_plan_layer *pl = &p->layers[u];
+        int i = pl->layer;
         const vd_layer *l = &net->layers[i];
-        const vd_plan_layer *pl = &p->layers[i];
         int dy = pl->dy;
         if (i == p->loss_layer) ck_assert_int_eq(dy, -1);
         else {
             ck_assert_int_ge(dy, 0);
             ck_assert_int_eq(p->tensors[dy].kind, VD_T_DACT);
             ck_assert_uint_eq(p->tensors[dy].bytes,
-                              (uint64_t)p->batch * (uint64_t)vd_net_out_numel(net, i) *
+                              (uint64_t)p->tensors[dy].samples * (uint64_t)vd_net_out_numel(net, i) *
                                   vd_math_act_bytes(net->train.math));
         }
-        int got = dy >= 0 ? cell[dy] : -1;
+        /* the samples [s0, s0 + n) of tensor t that unit u touches */
+#define SPAN(t, s0, n) do { s0 = p->tensors[t].samples == B ? pl->n0 : 0; n = pl->n; } while (0)
+        int s0, n, got = -1;
+        if (dy >= 0) {
+            SPAN(dy, s0, n);
+            got = cell[(int64_t)dy * B + s0];
+            for (int q = s0; q < s0 + n; q++)
+                ck_assert_msg(cell[(int64_t)dy * B + q] == got, "%s: '%s' reads a gradient whose "
+                              "samples differ", net->name, l->name);
+        }
         ck_assert_msg(got == want[i], "%s: the backward of '%s' reads a gradient other than its own "
                       "from '%s'", net->name, l->name, dy >= 0 ? p->tensors[dy].name : "-");
         for (int k = 0; k < l->n_in; k++) {
@@ -112,21 +131,26 @@ int check_grad_flow(const vd_plan *p, const vd_net *net) {
                 ck_assert_msg(l->op == VD_OP_ADD, "%s: '%s' writes no gradient for input %d",
                               net->name, l->name, k);
                 ck_assert(pl->dx_beta[k] == 0.0f);
-                n_alias++;
+                n_alias += p->first_unit[i] == u;
                 continue;
             }
             ck_assert_msg(t != dy, "%s: '%s' writes the tensor it reads as dy", net->name, l->name);
             ck_assert_int_eq(p->tensors[t].kind, VD_T_DACT);
             int c = l->op == VD_OP_ADD ? got : gf_intern(&g, 0, i, k);
-            if (pl->dx_beta[k] == 0.0f) {
-                cell[t] = c;
-            } else {
-                ck_assert(pl->dx_beta[k] == 1.0f);
-                ck_assert_msg(cell[t] >= 0, "%s: '%s' accumulates into unwritten '%s'", net->name,
-                              l->name, p->tensors[t].name);
-                cell[t] = gf_intern(&g, 1, cell[t], c);
+            SPAN(t, s0, n);
+            for (int q = s0; q < s0 + n; q++) {
+                int *x = &cell[(int64_t)t * B + q];
+                if (pl->dx_beta[k] == 0.0f) {
+                    *x = c;
+                } else {
+                    ck_assert(pl->dx_beta[k] == 1.0f);
+                    ck_assert_msg(*x >= 0, "%s: '%s' accumulates into unwritten '%s'", net->name,
+                                  l->name, p->tensors[t].name);
+                    *x = gf_intern(&g, 1, *x, c);
+                }
             }
         }
+#undef SPAN
     }
     free(ref); free(want); free(cell); free(g.node);
     return n_alias;

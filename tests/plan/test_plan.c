@@ -103,7 +103,7 @@ static int step_of_action(const vd_plan *p, int a) {
 
 /* Everything about recomputation that the executor relies on. */
 static void check_recompute_invariants(const vd_plan *p, const vd_net *net) {
-    int L = net->n_layers;
+    int U = p->n_units;   /* units: layers, or their chunks (plan.h, "Split layers") */
     int n_ops = 0, n_t = 0;
     uint64_t bytes = 0;
     for (int t = 0; t < p->n_tensors; t++) {
@@ -121,19 +121,20 @@ static void check_recompute_invariants(const vd_plan *p, const vd_net *net) {
         ck_assert_int_eq(T->recompute_step, T->bwd_first);
         ck_assert_int_lt(i0->last + 1, i1->first);             /* absent for at least one step */
         ck_assert_int_eq(i1->fill, VD_FILL_NONE);
-        ck_assert_int_ge(T->recompute_step, L);
+        ck_assert_int_ge(T->recompute_step, U);
         /* its writers: the producer and the in-place layers on it, all re-run */
-        for (int j = 0; j < L; j++) {
+        for (int j = 0; j < U; j++) {
             if (p->layers[j].y != t) continue;
             ck_assert_int_eq(p->layers[j].rc_step, T->recompute_step);
-            vd_op op = net->layers[j].op;
+            vd_op op = net->layers[p->layers[j].layer].op;
             ck_assert_msg(op != VD_OP_BATCHNORM && op != VD_OP_SOFTMAX_XENT,
                           "%s: %s recomputed through stateful layer %s", net->name, T->name,
-                          net->layers[j].name);
+                          net->layers[p->layers[j].layer].name);
         }
     }
-    for (int j = 0; j < L; j++) {
+    for (int j = 0; j < U; j++) {
         const vd_plan_layer *pl = &p->layers[j];
+        const vd_layer *lj = &net->layers[pl->layer];
         if (pl->rc_step < 0) { ck_assert_int_eq(pl->ws_rc, -1); continue; }
         ck_assert(p->tensors[pl->y].recompute);
         int s = pl->rc_step;
@@ -146,7 +147,7 @@ static void check_recompute_invariants(const vd_plan *p, const vd_net *net) {
         ck_assert_int_lt(a_rc, find_action(p, VD_A_COMPUTE, s));
         n_ops++;
         /* every forward operand resident at s */
-        for (int k = 0; k < net->layers[j].n_in; k++) need(p, net, pl->in_t[k], s, "recompute input");
+        for (int k = 0; k < lj->n_in; k++) need(p, net, pl->in_t[k], s, "recompute input");
         need(p, net, pl->y, s, "recompute output");
         need(p, net, p->t_params, s, "recompute params");
         if (pl->ws_fwd_bytes) {
@@ -158,12 +159,12 @@ static void check_recompute_invariants(const vd_plan *p, const vd_net *net) {
         }
         /* inputs produced earlier in the same step come first; prefetched
          * inputs are waited for before */
-        for (int k = 0; k < net->layers[j].n_in; k++) {
+        for (int k = 0; k < lj->n_in; k++) {
             int src = pl->in_t[k];
             const vd_interval *iv = vd_plan_resident(p, src, s);
             if (src != pl->y && p->tensors[src].recompute && iv == &p->intervals[p->tensors[src].iv[1]] &&
                 iv->first == s) {
-                for (int w2 = 0; w2 < L; w2++)
+                for (int w2 = 0; w2 < U; w2++)
                     if (p->layers[w2].y == src)
                         ck_assert_int_lt(find_action(p, VD_A_RECOMPUTE, w2), a_rc);
             }
@@ -198,7 +199,7 @@ static void check_recompute_invariants(const vd_plan *p, const vd_net *net) {
 }
 
 static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
-    int L = net->n_layers;
+    int L = net->n_layers, U = p->n_units;
     /* 1. within budget */
     if (p->feasible) ck_assert_uint_le(p->hwm, p->budget);
     /* 2. no two time-overlapping intervals overlap in the pool */
@@ -227,20 +228,21 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
         if (m > peak) peak = m;
     }
     ck_assert_uint_eq(peak, p->live_peak);
-    /* 4. everything an op touches is resident (re-derived from the op table) */
-    for (int i = 0; i < L; i++) {
-        const vd_layer *l = &net->layers[i];
+    /* 4. everything an op touches is resident (re-derived from the op table),
+     * per unit (a layer, or a chunk of it) */
+    for (int i = 0; i < U; i++) {
         const vd_plan_layer *pl = &p->layers[i];
+        const vd_layer *l = &net->layers[pl->layer];
         for (int k = 0; k < l->n_in; k++) need(p, net, pl->in_t[k], i, "fwd input");
         need(p, net, pl->y, i, "fwd output");
         need(p, net, pl->aux, i, "fwd aux");
         need(p, net, pl->ws_fwd, i, "fwd workspace");
-        if (i == L - 1) need(p, net, p->t_labels, i, "labels");
+        if (pl->layer == L - 1) need(p, net, p->t_labels, i, "labels");
         need(p, net, p->t_params, i, "params");
         if (p->forward_only) continue;
-        int sb = 2 * L - 1 - i;
+        int sb = 2 * U - 1 - i;
         bool rx, ry;
-        vd_op_bwd_reads(net, i, &rx, &ry);
+        vd_op_bwd_reads(net, pl->layer, &rx, &ry);
         if (rx)
             for (int k = 0; k < l->n_in; k++) need(p, net, pl->in_t[k], sb, "bwd x");
         if (ry) need(p, net, pl->y, sb, "bwd y");
@@ -249,20 +251,22 @@ static void check_plan_invariants(const vd_plan *p, const vd_net *net) {
         need(p, net, pl->aux, sb, "bwd aux");
         need(p, net, pl->ws_bwd, sb, "bwd workspace");
         need(p, net, p->t_grads, sb, "grads");
-        if (i == L - 1) ck_assert_int_eq(pl->dy, -1);
+        if (pl->layer == L - 1) ck_assert_int_eq(pl->dy, -1);
         else ck_assert_int_ge(pl->dy, 0);
     }
     /* 5. accumulation order: per source, exactly one beta-0 writer, and it
-     * runs first in backward (highest layer index) */
+     * runs first in backward (highest layer index); a split layer's chunks
+     * write their slices as its first unit (check_grad_flow checks them) */
     if (!p->forward_only)
         for (int src = 0; src < L; src++) {
             int first = -1, zeros = 0;
             for (int i = L - 1; i >= 0; i--)
                 for (int k = 0; k < net->layers[i].n_in; k++)
                     if (net->layers[i].in[k] == src) {
-                        if (first < 0) { first = i; ck_assert(p->layers[i].dx_beta[k] == 0.0f); }
-                        else ck_assert(p->layers[i].dx_beta[k] == 1.0f);
-                        zeros += p->layers[i].dx_beta[k] == 0.0f;
+                        const vd_plan_layer *fl = &p->layers[p->first_unit[i]];
+                        if (first < 0) { first = i; ck_assert(fl->dx_beta[k] == 0.0f); }
+                        else ck_assert(fl->dx_beta[k] == 1.0f);
+                        zeros += fl->dx_beta[k] == 0.0f;
                     }
             if (src < L - 1) ck_assert_int_eq(zeros, 1);
         }
@@ -846,9 +850,11 @@ END_TEST
  * pass, from the profile), the WS tensors and the step times. */
 static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile *prof,
                            const int *af, const int *ab) {
-    int L = net->n_layers;
-    for (int i = 0; i < L; i++) {
-        const vd_plan_layer *pl = &p->layers[i];
+    int U = p->n_units;
+    for (int u = 0; u < U; u++) {   /* per unit: a layer, or a chunk of a split one */
+        const vd_plan_layer *pl = &p->layers[u];
+        int i = pl->layer, sf = u, sb = 2 * U - 1 - u;
+        bool split = pl->n_chunks > 1;
         const vd_profile_layer *pr = &prof->layers[i];
         if (af) ck_assert_int_eq(pl->algo_fwd, af[i]);
         if (ab) ck_assert_int_eq(pl->algo_bwd, ab[i]);
@@ -860,7 +866,10 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
         ck_assert_int_eq(pl->ws_fwd >= 0, wf > 0);
         if (pl->ws_fwd >= 0) ck_assert_uint_eq(p->tensors[pl->ws_fwd].bytes, wf);
         if (pl->ws_rc >= 0) ck_assert_uint_eq(p->tensors[pl->ws_rc].bytes, wf);
-        ck_assert(p->steps[i].compute_s == pr->algos[pl->algo_fwd].fwd_s);
+        /* a chunk: its share of the pass, no more than the whole's */
+        double tf = pr->algos[pl->algo_fwd].fwd_s;
+        if (split) ck_assert(p->steps[sf].compute_s > 0 && p->steps[sf].compute_s <= tf);
+        else ck_assert(p->steps[sf].compute_s == tf);
         if (p->forward_only) continue;
         ck_assert_uint_eq(pl->ws_bwd_bytes, wb);
         ck_assert_int_eq(pl->ws_bwd >= 0, wb > 0);
@@ -873,8 +882,9 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
                 if (net->layers[i].in[k] >= 0) { want++; have += pl->dx[k] >= 0; }
             share = want ? (double)have / want : 1.0;
         }
-        /* the update in the backward pass: the layer's share of the SGD step,
-         * and its gradients (its parameters' span) live in its step only */
+        /* the update in the backward pass: the layer's share of the SGD step
+         * (after its last chunk), and its gradients (its parameters' span)
+         * live in its step only (its chunks' steps) */
         double upd = 0.0;
         const vd_layer *li = &net->layers[i];
         int64_t ntr = 0, span = 0;
@@ -882,26 +892,33 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
             if (net->params[k].kind == VD_PARAM_WEIGHT) ntr += net->params[k].numel;
             span = net->params[k].offset + net->params[k].numel - net->params[li->param_first].offset;
         }
-        if (p->update_in_bwd && ntr) upd = prof->sgd_s * (double)ntr / (double)net->n_trainable;
-        ck_assert(p->steps[2 * L - 1 - i].compute_s == pr->algos[pl->algo_bwd].bwd_s * share + upd);
+        if (p->update_in_bwd && ntr && pl->update) upd = prof->sgd_s * (double)ntr / (double)net->n_trainable;
+        double tb = pr->algos[pl->algo_bwd].bwd_s * share;
+        if (split) ck_assert(p->steps[sb].compute_s > upd && p->steps[sb].compute_s <= tb + upd);
+        else ck_assert(p->steps[sb].compute_s == tb + upd);
         ck_assert_int_eq(p->t_grads < 0, p->update_in_bwd);
         ck_assert_int_eq(pl->dw >= 0, p->update_in_bwd && span > 0);
-        if (pl->dw >= 0) {   /* its own (the largest spans), or the one they share */
+        if (pl->dw >= 0) {   /* its own (the largest spans, a split layer), or the one they share */
             const vd_tensor *T = &p->tensors[pl->dw];
             const vd_interval *iv = &p->intervals[T->iv[0]];
             ck_assert(!T->persistent && T->n_iv == 1);
             if (T->layer == i) {
+                /* from its first chunk's backward (chunk k-1) to its last's */
+                int last = 2 * U - 1 - p->first_unit[i], first = last;
+                for (int v = 0; v < U; v++)
+                    if (p->layers[v].layer == i && 2 * U - 1 - v < first) first = 2 * U - 1 - v;
                 ck_assert_uint_eq(T->bytes, (uint64_t)span * 4u);
-                ck_assert(iv->first == 2 * L - 1 - i && iv->last == 2 * L - 1 - i);
+                ck_assert(iv->first == first && iv->last == last);
             } else {
+                ck_assert(!split);
                 ck_assert_int_eq(T->layer, -1);
                 ck_assert_uint_ge(T->bytes, (uint64_t)span * 4u);
-                ck_assert(iv->first <= 2 * L - 1 - i && 2 * L - 1 - i <= iv->last);
+                ck_assert(iv->first <= sb && sb <= iv->last);
             }
         }
     }
     if (!p->forward_only)
-        ck_assert(p->steps[2 * L].compute_s == (p->update_in_bwd && net->n_trainable ? 0.0 : prof->sgd_s));
+        ck_assert(p->steps[2 * U].compute_s == (p->update_in_bwd && net->n_trainable ? 0.0 : prof->sgd_s));
 }
 
 /* Random nets x policies with random per-pass options, on a profile whose

@@ -29,7 +29,7 @@ static void check_staging(const vd_plan *p) {
         for (int k = 0; k < p->n_intervals; k++) ck_assert_int_ne(p->intervals[k].fill, VD_FILL_STAGE);
         return;
     }
-    int L = p->n_layers, n = p->n_steps;
+    int L = p->n_units, n = p->n_steps;
     ck_assert_int_eq(p->stage, VD_STAGE_ON);
     const vd_tensor *S = &p->tensors[p->t_stage], *X = &p->tensors[p->t_x];
     ck_assert_uint_eq(S->bytes, X->bytes);
@@ -90,7 +90,7 @@ static void check_staging(const vd_plan *p) {
  * Brute force over candidate offsets (0 and every interval's end). */
 static bool stage_hole_exists(const vd_plan *p, uint64_t budget) {
     uint64_t bytes = p->intervals[p->tensors[p->t_x].iv[0]].bytes;
-    int L = p->n_layers;
+    int L = p->n_units;   /* (the backward steps: one per unit) */
     for (int q = L; q <= 2 * L; q++)
         for (int c = -1; c < p->n_intervals; c++) {
             uint64_t off = c < 0 ? 0 : p->intervals[c].offset + p->intervals[c].bytes;
