@@ -525,6 +525,11 @@ static void on_ready(const vd_train_job *j, void *ctx) {
             vd_fmt_bytes(plan->live_peak, b2, sizeof b2),
             vd_fmt_bytes(plan->offload_bytes, b3, sizeof b3), plan->sim.iter_s,
             j->ses.prof.source);
+    if (plan->n_units != plan->n_layers) {
+        char sp[VD_NAME_MAX * 2 + 96];
+        fprintf(stderr, "%s: plan: split layers: %s\n", PROG,
+                vd_plan_split_summary(plan, &j->net, sp, sizeof sp));
+    }
     if (run->dp && run->ranks == 1)
         fprintf(stderr, "%s: data parallel: 1 rank (%s all-reduce of every gradient bucket; "
                 "the same bytes as without --gpus)\n", PROG, j->dp.ar[0]->name);

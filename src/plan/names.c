@@ -58,6 +58,27 @@ const char *vd_plan_unit_name(const vd_plan *p, const vd_net *net, int u, char *
     return buf;
 }
 
+const char *vd_plan_split_summary(const vd_plan *p, const vd_net *net, char *buf, size_t n) {
+    int n_split = 0, first = -1, last = -1, kmin = 0, kmax = 0;
+    for (int i = 0; i < p->n_layers; i++) {
+        int k = p->layers[p->first_unit[i]].n_chunks;
+        if (k < 2) continue;
+        n_split++;
+        if (first < 0) first = i;
+        last = i;
+        if (!kmin || k < kmin) kmin = k;
+        if (k > kmax) kmax = k;
+    }
+    if (!n_split) snprintf(buf, n, "none");
+    else if (kmin == kmax)
+        snprintf(buf, n, "%d layer%s in %d batch chunks (%s .. %s)", n_split, n_split > 1 ? "s" : "",
+                 kmax, net->layers[first].name, net->layers[last].name);
+    else
+        snprintf(buf, n, "%d layers in %d to %d batch chunks (%s .. %s)", n_split, kmin, kmax,
+                 net->layers[first].name, net->layers[last].name);
+    return buf;
+}
+
 const char *vd_plan_step_label(const vd_plan *p, const vd_net *net, int s, char *buf, size_t n) {
     char un[VD_NAME_MAX + 32];
     if (s < 0 || s > p->n_steps) snprintf(buf, n, "?");

@@ -545,6 +545,9 @@ static inline uint64_t vd_plan_operand(const vd_plan *p, int u, int t) {
 
 /* Interval of tensor t that contains step s, or NULL if t is not resident. */
 const vd_interval *vd_plan_resident(const vd_plan *p, int t, int step);
+/* Which layers the plan splits (plan.h, "Split layers"): "none", or "12
+ * layers in 8 batch chunks (features.0 .. features.16)". */
+const char *vd_plan_split_summary(const vd_plan *p, const vd_net *net, char *buf, size_t n);
 /* Unit u's name: its layer's, and for a chunk "features.2 ×8 #3" (chunk 3 of 8). */
 const char *vd_plan_unit_name(const vd_plan *p, const vd_net *net, int u, char *buf, size_t n);
 /* Human description of step s ("fwd features.0", "bwd loss", "sgd",

@@ -83,6 +83,8 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
             vd_fmt_bytes(p->live_peak, b1, sizeof b1), p->peak_step, lab);
     fprintf(f, "  pool high-water mark %s (fragmentation %.1f%%)\n",
             vd_fmt_bytes(p->hwm, b1, sizeof b1), p->frag * 100.0);
+    if (p->n_units != p->n_layers)
+        fprintf(f, "  split layers         %s\n", vd_plan_split_summary(p, net, lab, sizeof lab));
     fprintf(f, "  persistent           %s (parameters, momentum%s)\n",
             vd_fmt_bytes(p->persistent_bytes, b1, sizeof b1),
             p->forward_only ? ""

@@ -86,6 +86,9 @@ static void build(vd_net *net) {
     vd_schedule_inplace(net);
 }
 
+/* Split layers for run_at's plans (vd_plan_opts.chunks; NULL: none). */
+static const int *g_chunks;
+
 typedef struct run_result {
     float loss[ITERS];
     float *params, *mom;
@@ -109,6 +112,7 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     po.batch = BATCH;
     po.policy = policy;
     po.fixed_algo = 0;
+    po.chunks = g_chunks;
     if (tight)
         ck_assert_msg(vd_plan_min_budget(net, &prof, &po, &po.budget, &e) == 0, "min budget: %s",
                       e.msg);
@@ -330,6 +334,50 @@ START_TEST(test_relu_fused_into_direct_conv) {
 }
 END_TEST
 
+/* Split layers (every layer that can be, in 4 chunks of 2: vd_plan_chunks_all)
+ * on CUDA: the CPU oracle split the same way within TOL_LOSS / TOL_W (fp32),
+ * and offload invariance of the split plans: none twice, all, and auto at
+ * its smallest budget bit-identical in fp32 and bf16 (the chunks' order is
+ * fixed, so nothing but the placement and the copies differ). */
+START_TEST(test_chunked_invariance) {
+    vd_net net;
+    build(&net);
+    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
+    ck_assert_ptr_nonnull(ch);
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_chunks_all(&net, BATCH, 4, ch, &e) == 0, "%s", e.msg);
+    int n_split = 0;
+    for (int i = 0; i < net.n_layers; i++) n_split += ch[i] > 1;
+    ck_assert_int_ge(n_split, 8);
+    g_chunks = ch;
+    cpu_vs_cuda(VD_MATH_FP32, TOL_LOSS, TOL_W);
+    static const vd_math maths[2] = {VD_MATH_FP32, VD_MATH_BF16};
+    for (int mi = 0; mi < 2; mi++) {
+        run_result a, b, c, d;
+        run(c_cuda(), &net, VD_POLICY_NONE, maths[mi], true, &a);
+        run(c_cuda(), &net, VD_POLICY_NONE, maths[mi], true, &b);
+        run(c_cuda(), &net, VD_POLICY_ALL, maths[mi], true, &c);
+        run_at(c_cuda(), &net, VD_POLICY_AUTO, maths[mi], true, true, &d);
+        size_t bytes = (size_t)net.param_floats * sizeof(float);
+        ck_assert_msg(c.offload > 0, "policy all offloaded nothing");
+        const run_result *o[3] = {&b, &c, &d};
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(!memcmp(a.params, o[k]->params, bytes) && !memcmp(a.mom, o[k]->mom, bytes) &&
+                              !memcmp(a.loss, o[k]->loss, sizeof a.loss),
+                          "%s split: run %d differs from the first (none)", vd_math_name(maths[mi]), k);
+        printf("  %s split in 4: none repeat, all (offload %llu B/iter), auto at %llu B bitwise ok\n",
+               vd_math_name(maths[mi]), (unsigned long long)c.offload, (unsigned long long)d.hwm);
+        free_result(&a);
+        free_result(&b);
+        free_result(&c);
+        free_result(&d);
+    }
+    g_chunks = NULL;
+    free(ch);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 600);
@@ -341,6 +389,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_cpu_vs_cuda), test_cpu_vs_cuda);
     tcase_add_test(case_of(s, test_deterministic_and_offload_invariance), test_deterministic_and_offload_invariance);
     tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
+    tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     return s;
 }
 
