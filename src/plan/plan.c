@@ -167,26 +167,37 @@ int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err 
  * unsplit splits layers: the smallest k of AUTO_KS (up to the batch) whose
  * plan fits, each layer whose output or an input holds at least 1/k of the
  * largest map's bytes in k chunks (the maps that set the floor; the smaller
- * ones later in the net stay whole and fast). A few counts, not every one:
- * the smallest budget is the least over them, each a search of its own
- * (VGG-16 b256 fp32: 6.0 GiB at k = 2, 2.45 at 8, 1.54 at 32, 1.47 at 64,
- * the searches 0.1, 0.3 and 2 s, at 64 4.5 s). */
-static const int AUTO_KS[] = {2, 8, 32};
-/* The largest k build_split searches beyond the one it needs: a search's
- * builds cost about k times more units each (VGG-16 b256: 0.9 s at k = 8,
- * 4.8 s at 32). */
-enum { AUTO_K_TRY = 8 };
+ * ones later in the net stay whole and fast). Two counts: each is a search
+ * of its own, dearer with k (the units multiply), and 8 brings VGG-16's
+ * floors to 2.45 GiB at b256 fp32, 1.75 in bf16, 6.61 at b1024 fp32 in
+ * 0.5 s each (k = 16: 1.87 GiB at b256 fp32, but 8 s; --chunks gives any
+ * split). */
+static const int AUTO_KS[] = {2, 8};
 
 static bool auto_splits(const vd_plan_opts *o) {
     return o->policy == VD_POLICY_AUTO && !o->forward_only && !o->chunks;
 }
 
 /* Auto's chunks at k into chunks[n_layers]. */
-static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
+/* Auto's chunks at k into chunks[n_layers], runs of two layers at least (a
+ * layer split alone keeps its input and output whole: it saves nothing);
+ * *any: some layer is split. */
+static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *any, vd_err *e) {
     int64_t most = 0;
-    for (int i = 0; i < net->n_layers; i++)
+    int NL = net->n_layers;
+    for (int i = 0; i < NL; i++)
         if (map_numel(net, i) > most) most = map_numel(net, i);
-    return chunks_fill(net, batch, k, most / k, chunks, e);
+    int rc = chunks_fill(net, batch, k, most / k, chunks, e);
+    int *ra = rc ? NULL : vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
+    if (!rc && (!ra || vdp_runs(net, chunks, ra, ra + NL) < 0))
+        rc = vd_errf(e, VD_ENOMEM, "out of memory");
+    *any = false;
+    for (int i = 0; i < NL && !rc; i++) {
+        if (chunks[i] > 1 && ra[i] == ra[NL + i]) chunks[i] = 1;
+        *any |= chunks[i] > 1;
+    }
+    vd_free(ra);
+    return rc;
 }
 
 /* The policy's search: auto's, or one of the others'. */
@@ -212,7 +223,9 @@ static int split_min_budget(const vd_net *net, const vd_profile *prof, const vd_
         uint64_t mk = 0;
         vd_plan_opts o = *opts;
         o.chunks = ch;
-        if ((rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, e))) break;
+        bool any;
+        if ((rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e))) break;
+        if (!any) continue;
         if ((rc = vdp_min_budget_auto(net, prof, &o, &mk, e))) break;
         if (mk >= *min_budget) continue;
         *min_budget = mk;
@@ -325,8 +338,10 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     int k = 1;
     vd_err te = {0};
     int rc = min_budget_k(net, prof, opts, &minb, &k, &te);
-    char minmsg[128], kmsg[64] = "";
-    if (k > 1) snprintf(kmsg, sizeof kmsg, ", its largest layers split in %d batch chunks", k);
+    char minmsg[160], kmsg[96] = "";
+    if (k > 1)
+        snprintf(kmsg, sizeof kmsg, ", its largest layers split in %d batch chunks (--chunks "
+                 "splits finer)", k);
     if (rc == VD_OK)
         snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s%s",
                  vd_fmt_bytes(minb, b4, sizeof b4), kmsg);
@@ -352,8 +367,8 @@ static int build_checked(const vd_net *net, const vd_profile *prof, const vd_pla
 /* Auto's plan with split layers (see above) for a budget its unsplit search
  * does not fit: into *out (released first) when one fits; VD_EBUDGET (out
  * untouched) when none does. At the smallest k that fits, splitting every
- * layer that can be is tried too, at k and (up to AUTO_K_TRY) at the next
- * k, and the fastest plan kept: finer chunks overlap their copies better
+ * layer that can be is tried too, at k and at the next k of AUTO_KS, and
+ * the fastest plan kept: finer chunks overlap their copies better
  * (VGG-16 b256 bf16 at 4 GiB, H100 profile: 93.6 ms with the large maps in 2
  * chunks, 161.5 with every layer in 2, 80.4 with every layer in 8). */
 static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -365,15 +380,15 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
                        !vdp_stopped(opts); q++) {
         vd_plan_opts o = *opts;
         o.chunks = ch;
-        bool fits = false;
-        int r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, e);
-        if (!r2) r2 = fits_checked(net, prof, &o, &fits, e);
+        bool fits = false, any = false;
+        int r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
+        if (!r2 && any) r2 = fits_checked(net, prof, &o, &fits, e);
         if (r2) { rc = r2; break; }
         if (!fits) continue;
         /* the large maps at k, every layer at k, every layer at the next k */
         for (int v = 0; v < 3 && !vdp_stopped(opts); v++) {
             int kv = v < 2 ? AUTO_KS[q] : q + 1 < VD_ARRAY_LEN(AUTO_KS) ? AUTO_KS[q + 1] : 0;
-            if (v == 2 && (kv == 0 || kv > opts->batch || kv > AUTO_K_TRY)) break;
+            if (v == 2 && (kv == 0 || kv > opts->batch)) break;
             if (v && (r2 = vd_plan_chunks_all(net, opts->batch, kv, ch, e))) break;
             vd_plan sp;
             bool ef;
@@ -450,8 +465,9 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
                        !vdp_stopped(opts); q++) {
         vd_plan_opts o = *opts;
         o.chunks = ch;
-        rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, e);
-        if (!rc) rc = fits_checked(net, prof, &o, fits, e);
+        bool any = false;
+        rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
+        if (!rc && any) rc = fits_checked(net, prof, &o, fits, e);
     }
     vd_free(ch);
     return rc;

@@ -160,7 +160,8 @@ static void matches_case(const chunk_net *cn, const int *ks, int n_ks, bool with
         int *ch = chunks_all(&net, cn->batch, k);
         ck_assert_msg(n_split(&net, ch) > 0, "%s: nothing split at k = %d", cn->name, k);
         vd_policy pols[3] = {VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_AUTO};
-        for (int pi = 0; pi < (with_auto ? 3 : 2); pi++) {
+        /* auto (its smallest budget searched first) at the uneven k only */
+        for (int pi = 0; pi < (with_auto && k == 3 ? 3 : 2); pi++) {
             run_cfg c = c0;
             c.policy = pols[pi];
             c.chunks = ch;
@@ -189,6 +190,7 @@ static void matches_case(const chunk_net *cn, const int *ks, int n_ks, bool with
 }
 
 static const int ks_all[] = {2, 3, 8};   /* 3: uneven chunks at the batches below */
+static const int ks_3[] = {3};           /* the second net of a kind: uneven chunks only */
 
 /* (AlexNet is left out: its 224x224 maps cost the CPU backend 12 s for one
  * iteration at batch 2 unsplit and in 2 chunks under none and all; it
@@ -199,7 +201,7 @@ START_TEST(test_chunked_matches_unsplit_lenet) {
     chunk_net cn = {"lenet.yaml", "lenet.yaml", NULL, 10, 20};
     matches_case(&cn, ks_all, 3, true);
     chunk_net cn2 = {"tn_lenet (dropout, avg pool)", NULL, tn_lenet, 8, 20};
-    matches_case(&cn2, ks_all, 3, true);
+    matches_case(&cn2, ks_3, 1, false);
 }
 END_TEST
 
