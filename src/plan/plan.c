@@ -366,43 +366,45 @@ static int build_checked(const vd_net *net, const vd_profile *prof, const vd_pla
 
 /* Auto's plan with split layers (see above) for a budget its unsplit search
  * does not fit: into *out (released first) when one fits; VD_EBUDGET (out
- * untouched) when none does. At the smallest k that fits, splitting every
- * layer that can be is tried too, at k and at the next k of AUTO_KS, and
- * the fastest plan kept: finer chunks overlap their copies better
- * (VGG-16 b256 bf16 at 4 GiB, H100 profile: 93.6 ms with the large maps in 2
- * chunks, 161.5 with every layer in 2, 80.4 with every layer in 8). */
+ * untouched) when none does. The smallest k that fits, and the next k of
+ * AUTO_KS too, the faster plan kept: finer chunks overlap their copies
+ * better (VGG-16 b256 bf16 at 4 GiB, H100 profile: 93.6 ms predicted at k
+ * = 2, 87.7 at 8). Splitting every layer instead of the large maps'
+ * predicts faster still, but splitting the classifier's matrix products
+ * reads their weights once per chunk at a small batch, which the chunk
+ * time model does not see (docs/results/2026-12-05-s15: 80.4 ms predicted,
+ * 91.3 measured). */
 static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_plan *out, vd_err *e) {
     int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
-    int rc = VD_EBUDGET;
-    for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && rc == VD_EBUDGET &&
-                       !vdp_stopped(opts); q++) {
+    int rc = VD_EBUDGET, r2 = VD_OK;
+    size_t nk = VD_ARRAY_LEN(AUTO_KS);
+    for (size_t q = 0, tried = 0; q < nk && AUTO_KS[q] <= opts->batch && tried < 2 &&
+                                  !vdp_stopped(opts); q++) {
         vd_plan_opts o = *opts;
         o.chunks = ch;
         bool fits = false, any = false;
-        int r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
-        if (!r2 && any) r2 = fits_checked(net, prof, &o, &fits, e);
-        if (r2) { rc = r2; break; }
-        if (!fits) continue;
-        /* the large maps at k, every layer at k, every layer at the next k */
-        for (int v = 0; v < 3 && !vdp_stopped(opts); v++) {
-            int kv = v < 2 ? AUTO_KS[q] : q + 1 < VD_ARRAY_LEN(AUTO_KS) ? AUTO_KS[q + 1] : 0;
-            if (v == 2 && (kv == 0 || kv > opts->batch)) break;
-            if (v && (r2 = vd_plan_chunks_all(net, opts->batch, kv, ch, e))) break;
-            vd_plan sp;
-            bool ef;
-            r2 = build_checked(net, prof, &o, &sp, &ef, e);
-            if (r2 == VD_EBUDGET) { vdp_plan_release(&sp); continue; }
-            if (r2) break;
-            if (rc == VD_OK && sp.sim.iter_s >= out->sim.iter_s) { vdp_plan_release(&sp); continue; }
-            vdp_plan_release(out);
-            *out = sp;
-            rc = VD_OK;
-        }
-        if (r2 && r2 != VD_EBUDGET) { if (rc == VD_OK) vdp_plan_release(out); rc = r2; break; }
+        if ((r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e))) break;
+        if (!any) continue;
+        if (rc == VD_EBUDGET && (r2 = fits_checked(net, prof, &o, &fits, e))) break;
+        if (rc == VD_EBUDGET && !fits) continue;
+        tried++;
+        vd_plan sp;
+        bool ef;
+        r2 = build_checked(net, prof, &o, &sp, &ef, e);
+        if (r2 == VD_EBUDGET) { vdp_plan_release(&sp); r2 = VD_OK; continue; }
+        if (r2) break;
+        if (rc == VD_OK && sp.sim.iter_s >= out->sim.iter_s) { vdp_plan_release(&sp); continue; }
+        vdp_plan_release(out);
+        *out = sp;
+        rc = VD_OK;
     }
     vd_free(ch);
+    if (r2) {
+        if (rc == VD_OK) vdp_plan_release(out);
+        return r2;
+    }
     return rc;
 }
 
