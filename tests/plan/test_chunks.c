@@ -568,6 +568,14 @@ START_TEST(test_chunks_cli) {
         ck_assert_msg(rc == 2, "--chunks %s: exit %d:\n%.2000s", bad[i], rc, out);
         vd_free(out);
     }
+    /* below auto's floor: exit 6 naming the step, the smallest budget and
+     * the chunk count it needs */
+    snprintf(args, sizeof args, "%s/nets/lenet.yaml --batch 64 --budget 400K", sd);
+    rc = vdt_run_bin(bin, args, true, &out);
+    ck_assert_msg(rc == VD_EBUDGET && strstr(out, "step ") &&
+                      strstr(out, "the smallest budget that fits is ") &&
+                      strstr(out, "split in 8 batch chunks"), "exit %d:\n%.2000s", rc, out);
+    vd_free(out);
 }
 END_TEST
 
