@@ -9,26 +9,12 @@
 # usage (device machine, after tar xJf .carry/BUILD.txz): gpu-split.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/split}; mkdir -p "$O"
-libs=.carry/lib
-for d in /opt/torch/.venv/lib/python3.*/site-packages/nvidia/cudnn/lib /usr/local/cuda/lib64; do
-    [ -d "$d" ] && libs="$libs:$d"; done
-export LD_LIBRARY_PATH=$libs VD_SRCDIR=$PWD
+. "$(dirname "$0")/env.sh"
 CK_RUN_CASE=test_chunked_invariance $B/tests/cuda/cuda_test_cuda_train > "$O/train.log" 2>&1
 echo "test_chunked_invariance: exit $? ($(tail -1 "$O/train.log"))"
 grep -E "split in 4|fp32 iter 9" "$O/train.log"
 CK_RUN_CASE=test_chunked $B/tests/cuda/cuda_test_cuda_ops > "$O/ops.log" 2>&1
 echo "test_chunked (ops): exit $? ($(tail -1 "$O/ops.log"))"
-row() {   # net math batch budget iters args...
-    local n=$1 m=$2 bs=$3 b=$4 it=$5; shift 5
-    local log="$O/$n-$m-$bs-$b.log" pa="--policy none"
-    [ "$b" != none ] && pa="--budget $b"
-    timeout 300 $B/vdnn-train nets/$n.yaml --batch $bs --math $m --iters $it $pa "$@" > "$log" 2>&1
-    printf '%-6s %-5s b%-5s %-5s %s | %s | %s | %s\n' $n $m $bs $b \
-        "$(grep -o 'measured [0-9.]* s' "$log" | head -1)" \
-        "$(grep -o 'predicted [0-9.]* s' "$log" | head -1)" \
-        "$(grep -o 'process peak [0-9.]* [GM]iB' "$log" | head -1)" \
-        "$(grep -o 'split in [0-9]* chunks\|×[0-9]*' "$log" | sort -u | head -3 | tr '\n' ' ')$(grep -o 'error.*' "$log" | head -c 160)"
-}
 P=tests/plan/data/vgg16-b256-h100-bf16.json
 for b in none 6G 4G 2G; do row vgg16 bf16 256 $b 20 --profile $P --plan-json "$O/vgg16-bf16-$b.json"; done
 row vgg16 fp32 256 none 10 --profile-out "$O/vgg16-fp32.json"
