@@ -30,11 +30,9 @@ static void bld_free(bld *B) {
     vd_free(B->fit_steps); vd_free(B->tname); vd_free(B->lact);
 }
 
-/* The units of opts->chunks (plan.h, "Split layers"): how many, and with
- * ra / rb ([n_layers], optional) each layer's run. A run goes on while the
- * next layer has the same count and reads only the layer before it, which
- * nothing else reads. -1 when out of memory. */
-static int count_units(const vd_net *net, const int *chunks, int *ra, int *rb) {
+/* (plan_internal.h) A run goes on while the next layer has the same count
+ * and reads only the layer before it, which nothing else reads. */
+int vdp_runs(const vd_net *net, const int *chunks, int *ra, int *rb) {
     int NL = net->n_layers, U = 0;
     int *n_cons = NULL;
     if (chunks) {
@@ -55,10 +53,6 @@ static int count_units(const vd_net *net, const int *chunks, int *ra, int *rb) {
     }
     vd_free(n_cons);
     return U;
-}
-
-int vdp_runs(const vd_net *net, const int *chunks, int *ra, int *rb) {
-    return count_units(net, chunks, ra, rb);
 }
 
 /* Each unit's layer, chunk and samples, each layer's first unit. */
@@ -92,7 +86,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
                     vd_err *e) {
     memset(out, 0, sizeof *out);
     memset(B, 0, sizeof *B);
-    int NL = net->n_layers, L = count_units(net, opts->chunks, NULL, NULL);
+    int NL = net->n_layers, L = vdp_runs(net, opts->chunks, NULL, NULL);
     if (L < 0) return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     B->net = net; B->prof = prof; B->opts = opts; B->p = out; B->L = L; B->NL = NL;
     B->variant = variant;
@@ -159,7 +153,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
         vd_free(ipf);
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     }
-    if (count_units(net, opts->chunks, B->run_a, B->run_b) < 0)
+    if (vdp_runs(net, opts->chunks, B->run_a, B->run_b) < 0)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     /* (a clone has its tensors and units: the flags are read only to make
      * them). A split layer runs in place only inside its run: its first

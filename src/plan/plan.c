@@ -126,8 +126,10 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
 /* The most values per sample among layer i's output and inputs. */
 static int64_t map_numel(const vd_net *net, int i) {
     int64_t m = vd_net_out_numel(net, i);
-    for (int k = 0; k < net->layers[i].n_in; k++)
-        if (vd_net_out_numel(net, net->layers[i].in[k]) > m) m = vd_net_out_numel(net, net->layers[i].in[k]);
+    for (int k = 0; k < net->layers[i].n_in; k++) {
+        int64_t x = vd_net_out_numel(net, net->layers[i].in[k]);
+        if (x > m) m = x;
+    }
     return m;
 }
 
@@ -178,7 +180,6 @@ static bool auto_splits(const vd_plan_opts *o) {
     return o->policy == VD_POLICY_AUTO && !o->forward_only && !o->chunks;
 }
 
-/* Auto's chunks at k into chunks[n_layers]. */
 /* Auto's chunks at k into chunks[n_layers], runs of two layers at least (a
  * layer split alone keeps its input and output whole: it saves nothing);
  * *any: some layer is split. */
