@@ -123,12 +123,14 @@ static double fastest_within(const vd_profile_layer *pl, bool bwd, uint64_t avai
     return best;
 }
 
-/* fastest_within for unit u of p (its chunk's time: vdp_chunk_time). */
+/* fastest_within for unit u of p (its chunk's time: vd_profile_chunk_time,
+ * increasing in the whole batch's time, so the fastest option's is the least). */
 static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool bwd,
                            uint64_t avail) {
     const vd_plan_layer *pl = &p->layers[u];
-    return vdp_chunk_time(prof, fastest_within(&prof->layers[pl->layer], bwd, avail), pl->n,
-                          p->batch);
+    return vd_profile_chunk_time(prof, pl->layer, bwd,
+                                 fastest_within(&prof->layers[pl->layer], bwd, avail), pl->n,
+                                 p->batch);
 }
 
 static bool bound_applies(const vd_net *net, const vd_profile *prof, const vd_plan *p) {
@@ -256,7 +258,8 @@ static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_pl
         const vd_plan_layer *pl = &p->layers[j];
         if (pl->y != t) continue;
         if (!vd_op_table[net->layers[pl->layer].op].recomputable || pl->aux >= 0) return INFINITY;
-        s += vdp_chunk_time(prof, least_fwd(&prof->layers[pl->layer]), pl->n, p->batch);
+        s += vd_profile_chunk_time(prof, pl->layer, false, least_fwd(&prof->layers[pl->layer]),
+                                   pl->n, p->batch);
     }
     return s;
 }

@@ -172,7 +172,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
 }
 
 /* Step kinds, units and profile times of the options algos[2 n_layers]
- * (a chunk's: vdp_chunk_time). */
+ * (a chunk's: vd_profile_chunk_time). */
 static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
     int U = p->n_units, NL = p->n_layers;
     for (int s = 0; s < p->n_steps; s++) {
@@ -185,7 +185,8 @@ static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
             st->kind = bwd ? VD_STEP_BWD : VD_STEP_FWD;
             st->unit = u;
             st->layer = pl->layer;
-            st->compute_s = vdp_chunk_time(prof, bwd ? a->bwd_s : a->fwd_s, pl->n, p->batch);
+            st->compute_s = vd_profile_chunk_time(prof, pl->layer, bwd, bwd ? a->bwd_s : a->fwd_s,
+                                                  pl->n, p->batch);
         } else {
             st->kind = VD_STEP_SGD; st->layer = st->unit = -1; st->compute_s = prof->sgd_s;
         }

@@ -70,13 +70,6 @@ int vdp_simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *
  * the plan can reach with staging (vdp_build_screened's screen). */
 int vdp_simulate_as_staged(vd_plan *p, const vd_profile *prof, vd_err *e);
 
-/* A chunk's profile time: the whole batch's t (batch B) with its per-sample
- * part scaled to n samples, the per-op launch overhead paid whole. */
-static inline double vdp_chunk_time(const vd_profile *prof, double t, int n, int B) {
-    if (n >= B) return t;
-    double fixed = prof->dev.launch_s < t ? prof->dev.launch_s : t;
-    return fixed + (t - fixed) * (double)n / (double)B;
-}
 
 /* build.c: the units of chunks (vd_plan_opts.chunks, NULL: none), n_layers
  * when nothing is split, or -1 when out of memory; ra / rb ([n_layers] or

@@ -270,6 +270,31 @@ uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd) {
     return bwd ? a->bwd_workspace : a->fwd_workspace;
 }
 
+/* t on n of batch samples, its per-sample part scaled, the launch paid whole */
+static double scaled_time(const vd_profile *prof, double t, int n, int batch) {
+    double fixed = prof->dev.launch_s < t ? prof->dev.launch_s : t;
+    return fixed + (t - fixed) * (double)n / (double)batch;
+}
+
+double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
+                             int batch) {
+    if (n >= batch) return t;
+    double s = scaled_time(prof, t, n, batch);
+    const vd_profile_layer *pl = &prof->layers[layer];
+    const vd_profile_chunk *best = NULL;
+    double dist = 0;
+    for (int q = 0; q < pl->n_chunks; q++) {   /* the timed chunk nearest n, by ratio */
+        const vd_profile_chunk *c = &pl->chunks[q];
+        double d = fabs(log((double)n * c->k / (double)batch));
+        if (!best || d < dist) { best = c; dist = d; }
+    }
+    if (!best || pl->n_algos < 1) return s;
+    double whole = bwd ? pl->algos[0].bwd_s : pl->algos[0].fwd_s;
+    double want = scaled_time(prof, whole, batch / best->k, batch);
+    double got = bwd ? best->bwd_s : best->fwd_s;
+    return want > 0 && got > want ? s * (got / want) : s;
+}
+
 /* ---- JSON --------------------------------------------------------------- */
 
 /* A profile as a JSON object; NULL when out of memory. */
@@ -332,6 +357,14 @@ static json_t *profile_json(const vd_profile *p) {
             vd_json_set(lj, "shape", json_pack("[I, I, I]", (json_int_t)l->shape[0],
                                                (json_int_t)l->shape[1], (json_int_t)l->shape[2]), &ok);
             vd_json_set(lj, "param_floats", vd_json_uint(l->param_floats), &ok);
+        }
+        if (l->n_chunks) {
+            json_t *cs = json_array();
+            for (int q = 0; ok && q < l->n_chunks; q++)
+                vd_json_push(cs, json_pack("{s:i, s:o, s:o}", "k", l->chunks[q].k, "fwd_s",
+                                           vd_json_real(l->chunks[q].fwd_s), "bwd_s",
+                                           vd_json_real(l->chunks[q].bwd_s)), &ok);
+            vd_json_set(lj, "chunks", cs, &ok);
         }
         vd_json_push(layers, lj, &ok);
     }
@@ -548,6 +581,32 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         }
         pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
         if ((rc = bytes_val(lv, "aux_bytes", false, &pl->aux_bytes, path, ctx, e))) goto fail;
+        /* optional: times on chunks of the batch, each k from 2 to the batch, once */
+        const json_t *cs = json_object_get(lv, "chunks");
+        if (cs && (!json_is_array(cs) || json_array_size(cs) > VD_PROFILE_MAX_CHUNKS)) {
+            rc = vd_errf(e, VD_EDATA, "%s: %s: \"chunks\" must be an array of at most %d "
+                         "objects", path, ctx, VD_PROFILE_MAX_CHUNKS);
+            goto fail;
+        }
+        pl->n_chunks = (int)json_array_size(cs);
+        for (int q = 0; q < pl->n_chunks; q++) {
+            const json_t *cv = json_array_get(cs, (size_t)q);
+            vd_profile_chunk *c = &pl->chunks[q];
+            char c2[200];
+            snprintf(c2, sizeof c2, "%s.chunks[%d]", ctx, q);
+            if (!json_is_object(cv)) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
+            if ((rc = ival(cv, "k", &c->k, path, c2, e)) ||
+                (rc = num_max(cv, "fwd_s", true, VDP_MAX_S, &c->fwd_s, path, c2, e)) ||
+                (rc = num_max(cv, "bwd_s", true, VDP_MAX_S, &c->bwd_s, path, c2, e)))
+                goto fail;
+            bool dup = false;
+            for (int r = 0; r < q; r++) dup |= pl->chunks[r].k == c->k;
+            if (c->k < 2 || c->k > batch || dup) {
+                rc = vd_errf(e, VD_EDATA, "%s: %s: \"k\" must be a chunk count from 2 to the "
+                             "batch (%d), each once", path, c2, batch);
+                goto fail;
+            }
+        }
         const json_t *as = json_object_get(lv, "algos");
         size_t na = json_array_size(as);    /* 0 when not an array */
         if (na < 1 || na > VD_PROFILE_MAX_ALGOS) {

@@ -32,10 +32,21 @@ typedef struct vd_profile_algo {
 uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
 
 #define VD_PROFILE_MAX_ALGOS 12
+/* A layer timed on a chunk of the batch (split layers: vdnn-plan(1)): its
+ * option 0 on batch / k samples. The counts a measured profile times: those
+ * auto splits into (plan.c, AUTO_KS). */
+#define VD_PROFILE_MAX_CHUNKS 4
+#define VD_PROFILE_CHUNK_KS {2, 8}
+typedef struct vd_profile_chunk { int k; double fwd_s, bwd_s; } vd_profile_chunk;
+
 typedef struct vd_profile_layer {
     char name[VD_NAME_MAX];
     int n_algos;
     vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
+    /* measured on chunks (JSON "chunks": [{"k", "fwd_s", "bwd_s"}], optional;
+     * none in the analytic models): vd_profile_chunk_time */
+    int n_chunks;
+    vd_profile_chunk chunks[VD_PROFILE_MAX_CHUNKS];
     uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
                                    analytic: BN 2*C floats, loss 1 float, else 0 */
     /* What the layer was profiled as, so that a profile of another net with
@@ -128,6 +139,16 @@ typedef struct vd_profile {
     int n_layers;
     vd_profile_layer *layers;   /* [n_layers] */
 } vd_profile;
+
+/* The time of one pass (bwd) of layer `layer` on a chunk of n of the batch's
+ * samples, given t, the pass's time on the whole batch with some option:
+ * the per-sample part of t scaled to n, the per-op launch overhead
+ * (dev.launch_s) paid whole; where the layer was timed on chunks, that
+ * scaled by how much slower than so scaled its option 0 ran on the timed
+ * chunk nearest n (a chunk runs through other kernels than the whole
+ * batch: a runtime plan for its batch, less of the device filled). */
+double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
+                             int batch);
 
 /* Analytic profile from FLOPs and bytes: t = launch + max(flops/peak,
  * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two

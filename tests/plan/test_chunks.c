@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <check.h>
 #include "testnets.h"
 #include "exec_util.h"
@@ -624,7 +625,67 @@ START_TEST(test_chunks_lower_memory) {
 }
 END_TEST
 
+/* ---- 6. chunk times in the profile ------------------------------------------ */
+
+/* vd_profile_chunk_time: without timed chunks, the per-sample part scaled
+ * (closed form); with one timed chunk, that scaled by how much slower than
+ * so scaled option 0 ran there, for any option and the nearest timed k;
+ * "chunks" survives a save and load, and a bad one is refused. */
+START_TEST(test_profile_chunk_times) {
+    vd_net net;
+    load_shipped_net(&net, "lenet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    const int li = 0;   /* conv1 */
+    vd_profile_layer *pl = &prof.layers[li];
+    double L = prof.dev.launch_s, t = pl->algos[0].fwd_s, tb = pl->algos[0].bwd_s;
+    ck_assert(t > L && tb > L);
+    /* 1e-15: one rounding of a few operations on times of about 1e-5 s */
+    double lin8 = L + (t - L) * 8.0 / 64.0;
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, false, t, 8, 64) - lin8) <= 1e-15);
+    ck_assert(vd_profile_chunk_time(&prof, li, false, t, 64, 64) == t);
+    /* timed at k = 8: forward 1.5x its scaled time, backward no slower */
+    pl->n_chunks = 1;
+    pl->chunks[0] = (vd_profile_chunk){.k = 8, .fwd_s = 1.5 * lin8, .bwd_s = 0.5 * tb};
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, false, t, 8, 64) - 1.5 * lin8) <= 1e-15);
+    double t2 = 3 * t, lin4 = L + (t2 - L) * 4.0 / 64.0;   /* another option, 16 chunks */
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, false, t2, 4, 64) - 1.5 * lin4) <= 1e-15);
+    double linb = L + (tb - L) * 8.0 / 64.0;
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, true, tb, 8, 64) - linb) <= 1e-15);
+    /* the round trip */
+    char path[] = "/tmp/vd_chunk_prof_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    vd_err e = {0};
+    ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
+    vd_profile back;
+    ck_assert_msg(vd_profile_load(path, &net, 64, &back, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(back.layers[li].n_chunks, 1);
+    ck_assert_int_eq(back.layers[li].chunks[0].k, 8);
+    ck_assert(back.layers[li].chunks[0].fwd_s == pl->chunks[0].fwd_s);   /* 17 digits */
+    ck_assert(back.layers[li].chunks[0].bwd_s == pl->chunks[0].bwd_s);
+    ck_assert_int_eq(back.layers[1].n_chunks, 0);
+    vd_profile_free(&back);
+    /* a chunk count of 1, or twice the same: VD_EDATA naming the key */
+    for (int bad = 0; bad < 2; bad++) {
+        pl->n_chunks = 2;
+        pl->chunks[1] = pl->chunks[0];
+        if (!bad) { pl->n_chunks = 1; pl->chunks[0].k = 1; }
+        ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
+        vd_err e2 = {0};
+        ck_assert_int_eq(vd_profile_load(path, &net, 64, &back, &e2), VD_EDATA);
+        ck_assert_msg(strstr(e2.msg, "\"k\" must be a chunk count"), "%s", e2.msg);
+        pl->chunks[0].k = 8;
+    }
+    unlink(path);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("chunks", 60, test_chunked_matches_unsplit_lenet, test_chunked_matches_unsplit_tiny_resnet,
          test_chunked_matches_unsplit_tiny_inception, test_chunked_matches_unsplit_tn_resnet,
          test_chunked_deterministic, test_chunked_plan_shape,
-         test_chunks_check_rejects, test_chunks_cli, test_chunks_lower_memory)
+         test_chunks_check_rejects, test_chunks_cli, test_chunks_lower_memory,
+         test_profile_chunk_times)

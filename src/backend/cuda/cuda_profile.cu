@@ -424,6 +424,21 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 TRYRC(time_op(&p, i, &io, false, &pa->fwd_s, e));
                 TRYRC(time_op(&p, i, &io, true, &pa->bwd_s, e));
             }
+            /* option 0 on the chunks auto splits into (vd_profile_chunk_time):
+             * the first batch / k samples of the same buffers */
+            static const int chunk_ks[] = VD_PROFILE_CHUNK_KS;
+            for (size_t q = 0; q < VD_ARRAY_LEN(chunk_ks) && nopt > 0 &&
+                               vd_op_table[l->op].chunkable && l->op != VD_OP_SOFTMAX_XENT &&
+                               chunk_ks[q] <= batch && pl->n_chunks < VD_PROFILE_MAX_CHUNKS; q++) {
+                vd_op_io io;
+                make_io(&p, i, &b, 0, &io);
+                io.n = batch / chunk_ks[q];
+                io.n_batch = batch;
+                vd_profile_chunk *pc = &pl->chunks[pl->n_chunks++];
+                pc->k = chunk_ks[q];
+                TRYRC(time_op(&p, i, &io, false, &pc->fwd_s, e));
+                TRYRC(time_op(&p, i, &io, true, &pc->bwd_s, e));
+            }
         }
 
         /* SGD over every parameter */
