@@ -5,7 +5,8 @@
 # profile (--profile-out), the tight budgets load it; fp32 runs each measure
 # their own (a loaded fp32 profile can name other split options than the
 # process's tuning kept).
-# usage (device machine, after tar xJf .carry/BUILD.txz): gpu-chunkprof.sh BUILD OUTDIR
+# usage (device machine, after tar xJf .carry/BUILD.txz): [QUICK=1] gpu-chunkprof.sh BUILD OUTDIR
+# (QUICK: bf16 only)
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/chunkprof}; mkdir -p "$O"
 . "$(dirname "$0")/env.sh"
@@ -13,7 +14,7 @@ CK_RUN_CASE=test_chunked_invariance $B/tests/cuda/cuda_test_cuda_train > "$O/tra
 echo "test_chunked_invariance (profiles time chunks too): exit $? ($(tail -1 "$O/train.log"))"
 row vgg16 bf16 256 none 20 --profile-out "$O/vgg16-bf16.json"
 for b in 4G 2G; do row vgg16 bf16 256 $b 20 --profile "$O/vgg16-bf16.json"; done
-for b in none 8G; do row vgg16 fp32 256 $b 10; done
+[ -z "${QUICK:-}" ] && for b in none 8G; do row vgg16 fp32 256 $b 10; done
 python3 - "$O/vgg16-bf16.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
