@@ -61,8 +61,14 @@ static int parse_chunks(const char *spec, const vd_net *net, int batch, int **ou
                 if (!strcmp(net->layers[i].name, it)) li = i;
             if (!eq || vd_parse_i64(eq + 1, &k, NULL) != 0 || k < 1)
                 rc = vd_errf(e, VD_EUSAGE, "--chunks: '%s' is not LAYER=K (K >= 1) nor a count", it);
-            else if (li < 0)
-                rc = vd_errf(e, VD_EUSAGE, "--chunks: net '%s' has no layer '%s'", net->name, it);
+            else if (li < 0) {
+                const char **names = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *names, NULL);
+                for (int i = 0; names && i < NL; i++) names[i] = net->layers[i].name;
+                const char *near = names ? vd_suggest(it, names, NL) : NULL;
+                rc = vd_errf(e, VD_EUSAGE, "--chunks: net '%s' has no layer '%s'%s%s%s", net->name,
+                             it, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+                vd_free(names);
+            }
             else
                 ch[li] = k > INT32_MAX ? INT32_MAX : (int)k;
         }

@@ -102,8 +102,10 @@ void vd_config_run_free(vd_config_run *r);
  * is given (train and bench always use a backend). Errors: VD_EUSAGE
  * (exclusive flags: --profile with --analytic-profile or --gpu-model,
  * --gpu-model with --backend, an unknown model: the message lists the known
- * ones and the nearest), VD_EUNSUPPORTED (--math bf16 on a card without
- * bf16), the spec's. */
+ * ones and the nearest; --chunks that is no count nor LAYER=K list, names
+ * no layer of the net, or splits what cannot be split:
+ * vd_plan_chunks_check), VD_EUNSUPPORTED (--math bf16 on a card without
+ * bf16), the spec's. r->chunks is r's (vd_config_run_free). */
 int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config_run *r,
                       vd_err *e);
 
