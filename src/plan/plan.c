@@ -2,6 +2,7 @@
  * policy (auto.c for auto, policy.c for the others, both on build.c's
  * builds), explain a budget that does not fit, add the evaluation plan.
  * Nothing below calls back up here. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +210,23 @@ static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_op
     return vdp_build_policy(net, prof, opts, out, e);
 }
 
+/* Whether no plan split as o->chunks (policy and budget aside) can fit
+ * `budget`: some pass's operands alone exceed it (vd_plan_lower_bound on
+ * the split's keep-all plan, one build). Exact, so a search it skips could
+ * not have fitted. */
+static int split_cannot_fit(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                            uint64_t budget, bool *cannot, vd_err *e) {
+    vd_plan_opts ko = *o;
+    ko.policy = VD_POLICY_NONE;
+    ko.budget = 0;
+    vd_plan k;
+    int rc = vdp_build_policy(net, prof, &ko, &k, e);
+    if (rc) return rc;
+    *cannot = isinf(vd_plan_lower_bound(net, prof, &k, budget));
+    vdp_plan_release(&k);
+    return VD_OK;
+}
+
 /* Auto's smallest budget, m unsplit, with its split layers: the least over
  * AUTO_KS (the smallest k at a tie, as vd_plan_build tries them). *min_budget
  * and *k_out (1: unsplit) the smallest found. */
@@ -224,9 +242,14 @@ static int split_min_budget(const vd_net *net, const vd_profile *prof, const vd_
         uint64_t mk = 0;
         vd_plan_opts o = *opts;
         o.chunks = ch;
-        bool any;
+        bool any, cannot = false;
         if ((rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e))) break;
         if (!any) continue;
+        /* (below the least so far or nothing: mins are VD_PLAN_ALIGN apart) */
+        if (*min_budget > VD_PLAN_ALIGN &&
+            (rc = split_cannot_fit(net, prof, &o, *min_budget - VD_PLAN_ALIGN, &cannot, e)))
+            break;
+        if (cannot) continue;
         if ((rc = vdp_min_budget_auto(net, prof, &o, &mk, e))) break;
         if (mk >= *min_budget) continue;
         *min_budget = mk;
@@ -385,9 +408,11 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
                                   !vdp_stopped(opts); q++) {
         vd_plan_opts o = *opts;
         o.chunks = ch;
-        bool fits = false, any = false;
+        bool fits = false, any = false, cannot = false;
         if ((r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e))) break;
         if (!any) continue;
+        if ((r2 = split_cannot_fit(net, prof, &o, opts->budget, &cannot, e))) break;
+        if (cannot) continue;
         if (rc == VD_EBUDGET && (r2 = fits_checked(net, prof, &o, &fits, e))) break;
         if (rc == VD_EBUDGET && !fits) continue;
         tried++;
