@@ -33,17 +33,18 @@ uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
 
 #define VD_PROFILE_MAX_ALGOS 12
 /* A layer timed on a chunk of the batch (split layers: vdnn-plan(1)): its
- * option 0 on batch / k samples. */
+ * option 0 on batch / k samples. The counts a measured profile times: those
+ * auto splits into (plan.c, AUTO_KS). */
 #define VD_PROFILE_MAX_CHUNKS 4
+#define VD_PROFILE_CHUNK_KS {2, 8}
 typedef struct vd_profile_chunk { int k; double fwd_s, bwd_s; } vd_profile_chunk;
 
 typedef struct vd_profile_layer {
     char name[VD_NAME_MAX];
     int n_algos;
     vd_profile_algo algos[VD_PROFILE_MAX_ALGOS]; /* [0] = fastest; conv may have several */
-    /* timed on chunks (JSON "chunks": [{"k", "fwd_s", "bwd_s"}], optional;
-     * none in the analytic models; the CUDA profiler does not time them
-     * yet): vd_profile_chunk_time */
+    /* measured on chunks (JSON "chunks": [{"k", "fwd_s", "bwd_s"}], optional;
+     * none in the analytic models): vd_profile_chunk_time */
     int n_chunks;
     vd_profile_chunk chunks[VD_PROFILE_MAX_CHUNKS];
     uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_convgraph.h"   /* cg_dbg */
 
 enum { PROF_REPS = 5, COPY_REPS = 3, LAUNCH_REPS = 200 };
 static const uint64_t COPY_BYTES = 256ull << 20;
@@ -423,6 +424,30 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 pa->bwd_filter_algo = L->opts[k].bwd_filter_algo;
                 TRYRC(time_op(&p, i, &io, false, &pa->fwd_s, e));
                 TRYRC(time_op(&p, i, &io, true, &pa->bwd_s, e));
+            }
+            /* option 0 on the chunks auto splits into (vd_profile_chunk_time):
+             * the first batch / k samples of the same buffers. A refinement:
+             * where a chunk cannot be timed the layer keeps the scaled time
+             * (the error is dropped; a CUDA error is still caught by the
+             * next checked call) */
+            static const int chunk_ks[] = VD_PROFILE_CHUNK_KS;
+            for (size_t q = 0; q < VD_ARRAY_LEN(chunk_ks) && nopt > 0 &&
+                               vd_op_table[l->op].chunkable && l->op != VD_OP_SOFTMAX_XENT &&
+                               chunk_ks[q] <= batch && pl->n_chunks < VD_PROFILE_MAX_CHUNKS; q++) {
+                vd_op_io io;
+                make_io(&p, i, &b, 0, &io);
+                io.n = batch / chunk_ks[q];
+                io.n_batch = batch;
+                vd_profile_chunk *pc = &pl->chunks[pl->n_chunks];
+                vd_err ce;
+                memset(&ce, 0, sizeof ce);
+                pc->k = chunk_ks[q];
+                if (time_op(&p, i, &io, false, &pc->fwd_s, &ce) ||
+                    time_op(&p, i, &io, true, &pc->bwd_s, &ce)) {
+                    cg_dbg(c, 1, "layer '%s': not timed on %d chunks: %s", l->name, pc->k, ce.msg);
+                    break;
+                }
+                pl->n_chunks++;
             }
         }
 
