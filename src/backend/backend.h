@@ -56,6 +56,10 @@ typedef struct vd_algo_opt {
  *   ws    : workspace of ws_bytes
  *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
  *   training: batchnorm uses batch statistics and updates running stats
+ *   recompute: a forward run again to rebuild y (the plan recomputes the
+ *           map): y bit for bit as the first run wrote it, no state changed;
+ *           batchnorm normalises with the statistics that run saved in aux
+ *           (no new statistics, no running-statistics update)
  *   act   : the feature maps' element type (vd_math_act_dtype of layer_setup's
  *           math, set by the executor). VD_DT_BF16 / VD_DT_F16 (math bf16 /
  *           fp16): the feature-map operands x, y, dy, dx point to 16-bit
@@ -106,6 +110,7 @@ typedef struct vd_op_io {
     int algo;                       /* index into layer_algos' list */
     uint64_t seed; int64_t iter;
     bool training;
+    bool recompute;                 /* forward only: a re-run (see above) */
     vd_dtype act;
     bool loss_scaled;
     int64_t n0;                     /* chunk: its first sample in the batch (0: whole batch) */

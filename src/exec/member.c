@@ -193,6 +193,7 @@ static int fill_rc_io(vdx_member *m, const vd_plan *p, vd_err *e) {
             vd_op_io *io = &m->rc_io[k++];
             fill_io_at(m, p, j, s, false, pl->ws_rc, io);
             io->training = true;
+            io->recompute = true;
             bool ok = io->y != NULL && (!pl->ws_fwd_bytes || io->ws != NULL);
             for (int i = 0; i < l->n_in; i++) ok &= io->x[i] != NULL;
             if (!ok)

@@ -73,7 +73,9 @@ typedef struct vd_op_info {
     bool bwd_needs_y;
     bool can_inplace;        /* output may overwrite its (single) input */
     bool has_params;
-    bool recomputable;       /* forward may run again to rebuild y (no state besides y) */
+    bool recomputable;       /* forward may run again to rebuild y: bit for bit, changing no
+                                state (a re-run, vd_op_io.recompute, reads the saved state
+                                its first run left: batch norm's statistics) */
     bool bwd_is_dy;          /* each input's gradient is dy itself (a sum): the planner
                                 may share the gradient buffers instead of running the
                                 backward, which then costs only for the inputs that

@@ -426,9 +426,11 @@ const vd_op_info vd_op_table[] = {
     [VD_OP_LRN] = {.name = "lrn", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
                    .recomputable = true, .chunkable = true, .keys = LRN_KEYS,
                    .parse = lrn_parse, .infer = lrn_infer, .flops = lrn_flops},
-    /* not recomputable: forward updates the running statistics; not chunkable:
+    /* recomputable: a re-run normalises with the statistics saved in aux by the
+     * forward (no new statistics, no running-statistics update); not chunkable:
      * training normalises with statistics of the whole batch (vd_op_info) */
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
+                         .recomputable = true,
                          .bwd_needs_x = true, .has_params = true, .step_counter = true,
                          .keys = BN_KEYS,
                          .parse = bn_parse, .defaults = bn_defaults, .flops = flops_out4,

@@ -250,14 +250,14 @@ static void map_touches(const vd_net *net, const vd_plan *p, int *first, int *fl
 }
 
 /* The least time to recompute map t: its writers' (producer and in-place
- * layers) least forward times; INFINITY when a writer is not stateless. */
+ * layers) least forward times; INFINITY when a writer is not recomputable. */
 static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_plan *p, int t) {
     if (p->tensors[t].kind != VD_T_ACT) return INFINITY;
     double s = 0;
     for (int j = 0; j < p->n_units; j++) {
         const vd_plan_layer *pl = &p->layers[j];
         if (pl->y != t) continue;
-        if (!vd_op_table[net->layers[pl->layer].op].recomputable || pl->aux >= 0) return INFINITY;
+        if (!vd_op_table[net->layers[pl->layer].op].recomputable) return INFINITY;
         s += vd_profile_chunk_time(prof, pl->layer, false, least_fwd(&prof->layers[pl->layer]),
                                    pl->n, p->batch);
     }

@@ -48,9 +48,11 @@ static bool want_offload(const bld *b, int t, vd_policy pol, const int *conv_in)
 
 /* Can feature map t be recomputed? It must be a layer output read in
  * backward, absent for at least one step in between, and written only by
- * stateless forward ops (not batch norm: running statistics; not the loss;
- * no per-layer saved state at all), its producer and the in-place layers
- * after it (not a run's whole output, which each chunk writes a slice of). */
+ * recomputable forward ops (vd_op_info; batch norm re-runs with the
+ * statistics its forward saved, which stay on the device until its
+ * backward, after every reader of its output), its producer and the
+ * in-place layers after it (not a run's whole output, which each chunk
+ * writes a slice of). */
 static bool recompute_ok(const bld *b, int t, const int *wnext) {
     const vd_plan *p = b->p;
     const vd_tensor *T = &p->tensors[t];
@@ -59,7 +61,7 @@ static bool recompute_ok(const bld *b, int t, const int *wnext) {
     if (T->bwd_first - T->fwd_last - 1 < 1) return false;
     for (int j = T->unit; j >= 0; j = wnext[j]) {
         vd_op op = vdp_ul(b, j)->op;
-        if (!vd_op_table[op].recomputable || p->layers[j].aux >= 0) return false;
+        if (!vd_op_table[op].recomputable) return false;
         if (j != T->unit && !p->layers[j].inplace) return false;
     }
     return true;

@@ -18,9 +18,11 @@
  * in-place layers after it -- run again from sources resident then: kept,
  * prefetched, or recomputed at the same or an earlier step). A recompute reads
  * its sources at that step, so their liveness extends to it. Batch norm
- * (running statistics) and the loss are never recomputed; dropout re-runs
- * with the same hash mask (seed, layer, iteration). Same algorithm, same
- * inputs: the recomputed bytes equal the originals.
+ * re-runs with the batch statistics its forward saved (no new statistics,
+ * no running-statistics update: vd_op_io.recompute); the loss is never
+ * recomputed; dropout re-runs with the same hash mask (seed, layer,
+ * iteration). Same algorithm, same inputs: the recomputed bytes equal the
+ * originals.
  *
  * Typical use (training loop):
  *

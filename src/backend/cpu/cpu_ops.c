@@ -318,7 +318,8 @@ static int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io,
  * passes); aux = [mean[C], invstd[C]] with invstd = 1/sqrt(var + eps);
  * running_mean/var <- (1-m)*running + m*batch, the variance unbiased
  * (var * M/(M-1)), as torch.nn.BatchNorm2d. Eval: running statistics (aux is
- * filled from them too). y = (x - mean) * invstd * gamma + beta in float. */
+ * filled from them too). A recompute: aux as the training forward left it.
+ * y = (x - mean) * invstd * gamma + beta in float. */
 static int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
@@ -330,7 +331,9 @@ static int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io,
                        "layer '%s': batch norm in training needs more than 1 value per channel "
                        "(batch %d x %lldx%lld)", l->name, io->n, (long long)l->h, (long long)l->w);
     for (int c = 0; c < C; c++) {
-        if (io->training) {
+        if (io->recompute) {
+            /* the statistics the forward saved */
+        } else if (io->training) {
             double s = 0;
             for (int n = 0; n < io->n; n++) {
                 const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;

@@ -738,12 +738,22 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     if (cu_dt_16(L->dt)) {
         if (!io->aux)
             return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': no saved statistics", l->name);
+        cu_bn_mode mode = io->recompute ? CU_BN_APPLY : io->training ? CU_BN_TRAIN : CU_BN_EVAL;
         return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->y, io->w, io->b, io->aux,
-                               io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, io->training,
+                               io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, mode,
                                l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, io->act, e);
     }
     const float one = 1.0f, zero = 0.0f;
-    if (io->training) {
+    if (io->recompute) {
+        /* y as the training forward wrote it: the same call on the same x
+         * (cuDNN computes the same statistics the same way), with neither
+         * the running statistics nor the saved ones written (both pairs
+         * may be NULL). vdnn's CUDA tests check the bit-identity. */
+        CUDNN_CHECK(e, cudnnBatchNormalizationForwardTraining(
+                           c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, L->xd, io->x[0], L->xd,
+                           io->y, L->pd, io->w, io->b, (double)l->u.bn.momentum, NULL, NULL,
+                           (double)l->u.bn.eps, NULL, NULL));
+    } else if (io->training) {
         float *mean = io->aux, *invstd = io->aux ? io->aux + L->c : NULL;
         CUDNN_CHECK(e, cudnnBatchNormalizationForwardTraining(
                            c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, L->xd, io->x[0], L->xd,

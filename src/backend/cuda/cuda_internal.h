@@ -379,12 +379,16 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
 /* Batch norm on channels-last 16-bit maps (math bf16 / fp16; dt not F32):
  * pix = n*h*w pixels of ch channels; the partial sums need cu_bn_ws_bytes of workspace (training
  * forward and backward). Semantics as the CPU reference: aux = [mean,
- * invstd]; backward overwrites dw, db and puts dx with dx_beta. */
+ * invstd]; backward overwrites dw, db and puts dx with dx_beta. Forward
+ * modes: training (statistics into aux, running statistics updated), eval
+ * (aux from the running statistics), apply (a recompute: aux holds the
+ * training forward's statistics; y as that forward wrote it). */
+typedef enum cu_bn_mode { CU_BN_TRAIN, CU_BN_EVAL, CU_BN_APPLY } cu_bn_mode;
 int cu_bn_split(int64_t pix, int64_t ch, int sm_count);
 uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count);
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
-                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
                     vd_dtype dt, vd_err *e);
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
                     float dx_beta, const float *gamma, const float *aux, float *dw, float *db,

@@ -489,12 +489,12 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
 template <typename H>
 static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                        const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
-                       bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                       cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
                        vd_err *e) {
     if (pix <= 0 || ch <= 0) return VD_OK;
     if (ch > 0x7fffffff)
         return vd_errf(e, VD_EINTERNAL, "bn (channels-last): %lld channels", (long long)ch);
-    if (training) {
+    if (mode == CU_BN_TRAIN) {
         int split = cu_bn_split(pix, ch, sm);
         if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm))
             return vd_errf(e, VD_EINTERNAL,
@@ -518,10 +518,10 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
                 AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
             KERNEL_CHECK(e);
         }
-    } else {
+    } else if (mode == CU_BN_EVAL) {
         int rc = cuk_bn_eval_aux(s, rm, rv, aux, (int)ch, eps, e);
         if (rc) return rc;
-    }
+    }   /* CU_BN_APPLY: aux holds the statistics already */
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, y)) {
         k_bn_norm8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta,
@@ -578,11 +578,11 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
 
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
-                    bool training, float eps, float momentum, void *ws, uint64_t ws_bytes,
+                    cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
                     vd_dtype dt, vd_err *e) {
     if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn (channels-last): fp32 maps");
     HALF_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
-                                               training, eps, momentum, ws, ws_bytes, e));
+                                               mode, eps, momentum, ws, ws_bytes, e));
     return VD_OK;   /* not reached */
 }
 
