@@ -88,11 +88,14 @@ static void build(vd_net *net) {
 
 /* Split layers for run_at's plans (vd_plan_opts.chunks; NULL: none). */
 static const int *g_chunks;
+/* Dispositions for run_at's plans (vd_plan_opts.disp; NULL: the policy's). */
+static const vd_disp *g_disp;
 
 typedef struct run_result {
     float loss[ITERS];
     float *params, *mom;
     uint64_t hwm, offload;
+    int rc_bn;                 /* the plan's recomputed maps written by batch norm */
     vd_loss_scale ls;          /* fp16: the backend's state after the run (scale_get) */
 } run_result;
 
@@ -113,11 +116,15 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     po.policy = policy;
     po.fixed_algo = 0;
     po.chunks = g_chunks;
+    po.disp = g_disp;
     if (tight)
         ck_assert_msg(vd_plan_min_budget(net, &prof, &po, &po.budget, &e) == 0, "min budget: %s",
                       e.msg);
     vd_plan plan;
     ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "plan: %s", e.msg);
+    for (int j = 0; j < plan.n_units; j++)
+        r->rc_bn += net->layers[plan.layers[j].layer].op == VD_OP_BATCHNORM &&
+                    plan.tensors[plan.layers[j].y].recompute;
     vd_exec_opts eo = {.math = math, .deterministic = det, .layers_ready = true};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
@@ -378,6 +385,46 @@ START_TEST(test_chunked_invariance) {
 }
 END_TEST
 
+/* Recomputing changes when bytes are made, not what they are: every map
+ * that can be recomputed is (batch norm's output too: the re-run
+ * normalises with the statistics the forward saved, vd_op_io.recompute),
+ * and in every math the weights, momentum, losses and loss-scaling state
+ * are bit-identical to policy none's; a second update of the running
+ * statistics or new statistics would show in the weights (the running
+ * statistics are parameters here) or the losses. */
+START_TEST(test_recompute_invariance) {
+    vd_net net;
+    build(&net);
+    vd_disp *disp = calloc((size_t)net.n_layers + 1, sizeof *disp);
+    bool *ip = calloc((size_t)net.n_layers, sizeof *ip);
+    ck_assert(disp && ip);
+    vd_schedule_inplace_flags(&net, ip);
+    for (int i = 0; i < net.n_layers; i++) disp[i + 1] = ip[i] ? VD_DISP_AUTO : VD_DISP_RECOMPUTE;
+    for (int mi = 0; mi < 4; mi++) {
+        vd_math m = (vd_math)mi;   /* fp32, tf32, bf16, fp16 */
+        run_result a, b;
+        run(c_cuda(), &net, VD_POLICY_NONE, m, true, &a);
+        g_disp = disp;
+        run(c_cuda(), &net, VD_POLICY_NONE, m, true, &b);
+        g_disp = NULL;
+        ck_assert_int_ge(b.rc_bn, 1);
+        size_t bytes = (size_t)net.param_floats * sizeof(float);
+        ck_assert_msg(!memcmp(a.params, b.params, bytes) && !memcmp(a.mom, b.mom, bytes) &&
+                          !memcmp(a.loss, b.loss, sizeof a.loss) &&
+                          !memcmp(&a.ls, &b.ls, sizeof a.ls),
+                      "%s: recomputing every map (batch norm's too) changed the run",
+                      vd_math_name(m));
+        printf("  %s: every map recomputed (%d by batch norm) bitwise ok\n", vd_math_name(m),
+               b.rc_bn);
+        free_result(&a);
+        free_result(&b);
+    }
+    free(disp);
+    free(ip);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 600);
@@ -390,6 +437,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_deterministic_and_offload_invariance), test_deterministic_and_offload_invariance);
     tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
+    tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
     return s;
 }
 
