@@ -46,6 +46,14 @@
  * plan built then, first in heuristic order that fits the workspace given,
  * cached per layer (G_MAXALT); if no engine fits, the legacy API runs it.
  *
+ * Sub-batches past 2^31 elements (cuda_cudnn.cu's top): a layer whose input
+ * or output at c->batch would pass INT32_MAX elements, which cuDNN's
+ * tensors refuse, is set up at its describe batch (cu_layer.desc_batch, a
+ * near-equal part of c->batch) instead: its operation graphs, timings,
+ * split options and "setup batch" here are that batch's, and
+ * cu_graph_conv_run never takes a call of more samples (cu_conv_forward /
+ * cu_conv_backward run those as consecutive sub-batches, each within it).
+ *
  * --conv-debug 1 prints on stderr which path and engines each conv layer
  * uses; 2 also every candidate (engine, notes, workspace, time) and every
  * runtime variant. (The one place library code prints: asked for by env.)

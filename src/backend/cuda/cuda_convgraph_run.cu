@@ -7,12 +7,15 @@
 /* One direction of a split option: k chunks of batch n/k, each through the
  * sub-batch plan q; backward-filter chunks after the first (and the first
  * too with beta 1: a call that adds to dw) write their dw into the workspace
- * front and are added to dw. */
+ * front and are added to dw. Chunks advance by elements of io->act (split
+ * options exist in fp32 / tf32 only, split_setup: 4 bytes; a 16-bit map's
+ * elements are 2, and its dW the 16-bit one of conv_16_io). */
 static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int k,
                      const gcand *q, void *const ptr[3], const vd_op_io *io, float beta,
                      vd_err *e) {
-    const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4 * (uint64_t)(io->n / k);
-    const uint64_t ys = (uint64_t)L->c * L->h * L->w * 4 * (uint64_t)(io->n / k);
+    const uint64_t es = (uint64_t)vd_dtype_bytes(io->act);
+    const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * es * (uint64_t)(io->n / k);
+    const uint64_t ys = (uint64_t)L->c * L->h * L->w * es * (uint64_t)(io->n / k);
     const bool filt = d == CU_GD_BWD_FILTER;
     char *tmp = (char *)io->ws;
     char *ws = filt ? tmp + g->dw_tmp : tmp;
@@ -23,7 +26,7 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
         CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
         if (add) {
             int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
-                                    1.0f, g->dw_numel, VD_DT_F32, e);
+                                    1.0f, g->dw_numel, io->act, e);
             if (rc) return rc;
         }
     }
@@ -101,6 +104,9 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     cu_layer *L = &c->layers[li];
     cu_graph *g = L->g;
     if (!g) return vd_errf(e, VD_EINTERNAL, "conv '%s': no graph plans", net->layers[li].name);
+    if (io->n > L->desc_batch)   /* cu_conv_* run larger calls as sub-batches */
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': %d samples in one call, over the describe "
+                       "batch %d", net->layers[li].name, io->n, L->desc_batch);
     void *ptr[3];
     if (dir == CU_GD_FWD) {
         ptr[0] = (void *)io->x[0]; ptr[1] = (void *)io->w; ptr[2] = io->y;
@@ -122,7 +128,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     int k = o->gplan[d];
     if (cg_opt_split_dir(o, d)) {
-        if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
+        if (k >= 0 && io->n == L->desc_batch && ax >= g->ax && aw >= g->aw) {
             const gcand *q = &g->s[o->sset][d].c[k];
             uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
             if (need == 0 || (io->ws && need <= io->ws_bytes))
@@ -134,7 +140,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
         const vd_layer *l = &net->layers[li];
         return cg_direct_fwd(c, L, l, io->n, ptr, l->u.conv.bias ? io->b : NULL, L->fwd_relu, e);
     }
-    if (k >= 0 && io->n == c->batch && ax >= g->ax && aw >= g->aw) {
+    if (k >= 0 && io->n == L->desc_batch && ax >= g->ax && aw >= g->aw) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
             if (q->gemm) return cg_gemm_filter(c, L, io->n, ptr, io->ws, beta, e);

@@ -6,7 +6,8 @@
 
 /* Split options: a layer whose fastest option needs more than
  * SPLIT_MIN (1 GiB) of workspace also gets, for each target t, the option
- * "b/k": every direction runs as k sub-batch convolutions of batch/k
+ * "b/k": every direction runs as k sub-batch convolutions of batch/k (the
+ * batch: the layer's describe batch, cu_layer.desc_batch)
  * (k the smallest power of two dividing the batch with
  * fastest workspace / k <= t), each the fastest engine timed at batch/k with
  * workspace <= t. Backward-filter chunks after the first write their partial
@@ -235,7 +236,7 @@ static void pick_within(const cu_graph *g, uint64_t lim, bool timed, const int m
 static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, int ndir,
                        void *const tptr[4], void *ws, uint64_t ws_avail, uint64_t bias_ws,
                        vd_err *e) {
-    const int nb = c->batch;
+    const int nb = L->desc_batch;   /* c->batch, or its sub-batch past INT32_MAX elements */
     const uint64_t fastest = L->n_opts ? L->opts[0].workspace : 0;
     const bool force = c->conv_split == 2;
     /* no split options in bf16 / fp16 (their partial dW sums are fp32 code) */
@@ -338,7 +339,9 @@ static void add_forced(cu_layer *L, const cu_graph *g, const int fa[CU_GD_COUNT]
 static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_graph *g,
                        uint64_t bias_ws, bool *no_engine, char *why, size_t why_n, vd_err *e) {
     const vd_layer *l = &net->layers[li];
-    const int nb = c->batch;
+    /* the describe batch: c->batch, or its sub-batch past INT32_MAX elements
+     * (cuda_cudnn.cu): plans, timings and options are at that batch */
+    const int nb = L->desc_batch;
     uint64_t ybytes = out_bytes(L, nb);
     /* Like cudnn.benchmark, "fastest" may take any workspace the device can
      * spare (the planner falls back to balanced / min-ws under a budget):

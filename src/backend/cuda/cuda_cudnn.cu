@@ -18,6 +18,26 @@
  * against legacy). Untimed setups (deterministic mode, --conv-tune off) and
  * --conv-split force keep the graph API.
  *
+ * Sub-batches past 2^31 elements: cuDNN's tensor descriptors (the legacy
+ * 4-d ones, and many graph-API engines) refuse a tensor of more than
+ * INT32_MAX elements (VGG-16's features.0 output at batch 1024 has 3.3e9).
+ * A conv layer is described and tuned at its "describe batch"
+ * (cu_layer.desc_batch, conv_desc_batch): c->batch, or where the input or
+ * output at c->batch would pass INT32_MAX elements, c->batch split into the
+ * fewest near-equal sub-batches that stay within it, the largest of them
+ * (an even split then runs every sub-batch on the setup plans). A call of
+ * more samples runs as consecutive sub-batches of at most that (conv_slice,
+ * the batch split as PyTorch's cuDNN convolution does it): forward slices x
+ * and y (bias per slice); backward-data dy and dx, every slice with the
+ * call's dx beta; backward-filter adds the slices' dW into dw in slice
+ * order, the first with the call's dw_beta, the others with 1: in fp32 a
+ * slice that adds is computed with beta 0 into the front of the workspace
+ * (conv_dw_tmp bytes, counted in such a layer's backward workspace) and
+ * added by cuk_axpby_copy, in bf16 / fp16 each slice's 16-bit dW is widened
+ * into dw; the bias gradient runs once over the whole call (int64
+ * indices). A layer within the limit (desc_batch == c->batch, every
+ * shipped net at its usual batch) runs exactly as before.
+ *
  * Legacy algorithm options per conv layer (vd_algo_opt; built in this order,
  * an option equal to an earlier one is dropped, then cu_conv_opts_order
  * keeps "fastest" first and sorts the rest by decreasing workspace):
@@ -72,6 +92,58 @@ typedef int (*set_batch_fn)(cu_layer *L, int n, vd_err *e);
 static int ensure_batch(cu_layer *L, int n, set_batch_fn set, vd_err *e) {
     if (n <= 0) return vd_errf(e, VD_EINTERNAL, "batch %d", n);
     return L->desc_n == n ? VD_OK : set(L, n, e);
+}
+
+/* ---- conv sub-batches past INT32_MAX elements (see the top) ---------------- */
+/* Elements of one sample of conv layer L's input and of its output. */
+static int64_t conv_in_numel(const cu_layer *L) { return (int64_t)L->in_c[0] * L->in_h * L->in_w; }
+static int64_t conv_out_numel(const cu_layer *L) { return (int64_t)L->c * L->h * L->w; }
+
+/* The describe batch of conv layer L at batch b: b where its input and
+ * output at b stay within INT32_MAX elements; else, nmax being the most
+ * samples that do, b split into k = ceil(b / nmax) near-equal sub-batches:
+ * the largest, ceil(b / k) (<= nmax). 0: one sample alone is over it. */
+static int conv_desc_batch(const cu_layer *L, int b) {
+    int64_t per = conv_in_numel(L) > conv_out_numel(L) ? conv_in_numel(L) : conv_out_numel(L);
+    int64_t nmax = per > 0 ? (int64_t)INT32_MAX / per : 0;
+    if (nmax < 1) return 0;
+    if (b <= nmax) return b;
+    int64_t k = (b + nmax - 1) / nmax;
+    return (int)((b + k - 1) / k);
+}
+
+/* The k = ceil(n / L->desc_batch) sub-batches a call of n samples runs as
+ * (n > desc_batch): sub-batch i is samples [*s0, *s0 + *m), the first n % k
+ * of them one sample larger than the rest, each at most desc_batch. */
+static int conv_slices(const cu_layer *L, int n) { return (n + L->desc_batch - 1) / L->desc_batch; }
+static void conv_slice(int n, int k, int i, int *s0, int *m) {
+    int q = n / k, r = n % k;
+    *m = q + (i < r ? 1 : 0);
+    *s0 = i * q + (i < r ? i : r);
+}
+
+/* *s = *io on its samples [s0, s0 + m): the feature maps (x, y, dy, dx;
+ * contiguous per sample in NCHW and channels-last alike, elements of
+ * io->act) moved by s0 samples, n0 / n_batch their place in the batch;
+ * parameters, workspace and betas as io's. */
+static void conv_slice_io(const cu_layer *L, const vd_op_io *io, int s0, int m, vd_op_io *s) {
+    const uint64_t es = (uint64_t)vd_dtype_bytes(io->act);
+    const uint64_t xo = (uint64_t)s0 * (uint64_t)conv_in_numel(L) * es;
+    const uint64_t yo = (uint64_t)s0 * (uint64_t)conv_out_numel(L) * es;
+    *s = *io;
+    s->n = m;
+    s->n0 = io->n0 + s0;
+    s->n_batch = vd_op_io_batch(io);
+    if (io->x[0]) s->x[0] = (const float *)(const void *)((const char *)io->x[0] + xo);
+    if (io->dx[0]) s->dx[0] = (float *)(void *)((char *)io->dx[0] + xo);
+    if (io->y) s->y = (float *)(void *)((char *)io->y + yo);
+    if (io->dy) s->dy = (const float *)(const void *)((const char *)io->dy + yo);
+}
+
+/* Bytes (256-aligned) of the fp32 partial dW a sub-batch that adds to dw
+ * writes at the front of the workspace (fp32 / tf32 only). */
+static uint64_t conv_dw_tmp(const vd_net *net, int li) {
+    return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * sizeof(float), (uint64_t)256);
 }
 
 void cu_dnn_layer_free(cu_layer *L) {
@@ -309,7 +381,7 @@ static int conv_tune(cu_ctx *c, const vd_layer *l, cu_layer *L, uint64_t cap, ca
                      cand *td, int *ntd, cand *tb, int *ntb, vd_err *e) {
     *ntf = *ntd = *ntb = 0;
     const uint64_t A = 256;
-    uint64_t nb = (uint64_t)c->batch;
+    uint64_t nb = (uint64_t)L->desc_batch;   /* the batch L's descriptors describe */
     uint64_t xb = VD_ALIGN_UP(nb * L->in_c[0] * L->in_h * L->in_w * 4, A);
     uint64_t yb = VD_ALIGN_UP(nb * L->c * L->h * L->w * 4, A);
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
@@ -440,8 +512,21 @@ done:
     return rc;
 }
 
-int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+/* cu_conv_setup's descriptors and options; *shared: copied from an earlier
+ * layer of equal geometry (set up by this function already). */
+static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, bool *shared,
+                      vd_err *e) {
     const vd_layer *l = &net->layers[li];
+    L->desc_batch = conv_desc_batch(L, c->batch);
+    if (L->desc_batch < 1)
+        return vd_errf(e, VD_EUNSUPPORTED,
+                       "one sample's input (%lld elements) or output (%lld) is over cuDNN's "
+                       "limit of %d elements per tensor", (long long)conv_in_numel(L),
+                       (long long)conv_out_numel(L), INT32_MAX);
+    if (L->desc_batch < c->batch && c->conv_debug)
+        fprintf(stderr, "vdnn conv: layer '%s': described at batch %d (at batch %d a tensor "
+                "passes %d elements): larger calls run as sub-batches\n", l->name,
+                L->desc_batch, c->batch, INT32_MAX);
     CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->xd));
     CUDNN_CHECK(e, cudnnCreateTensorDescriptor(&L->yd));
     CUDNN_CHECK(e, cudnnCreateFilterDescriptor(&L->wd));
@@ -457,7 +542,7 @@ int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) 
                        l->u.conv.dh > 0 ? l->u.conv.dh : 1, l->u.conv.dw > 0 ? l->u.conv.dw : 1,
                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(e, cudnnSetConvolutionGroupCount(L->cd, g));
-    int rc = conv_set_batch(L, c->batch, e);
+    int rc = conv_set_batch(L, L->desc_batch, e);
     if (rc) return rc;
     int on, oc, oh, ow;
     CUDNN_CHECK(e, cudnnGetConvolution2dForwardOutputDim(L->cd, L->xd, L->wd, &on, &oc, &oh, &ow));
@@ -465,13 +550,13 @@ int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) 
         return vd_errf(e, VD_EINTERNAL,
                        "cuDNN computes output %dx%dx%d but the net recorded %dx%dx%d", oc, oh, ow,
                        L->c, L->h, L->w);
-    uint64_t bias_ws = 0;
+    uint64_t bias_ws = 0;   /* the bias gradient runs over the whole call, sub-batches or not */
     if (l->u.conv.bias) {
         int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count,
                                   cu_dt_16(L->dt));
         if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
     }
-    uint64_t ybytes = (uint64_t)c->batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
+    uint64_t ybytes = (uint64_t)L->desc_batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
     set_key(c, net, li, L);
     /* equal geometry earlier in the net: same options (and graph plans), no second tuning */
     for (int j = 0; j < li; j++) {
@@ -483,6 +568,7 @@ int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) 
             memcpy(L->conv_opts, P->conv_opts, sizeof L->conv_opts);
             L->g = P->g;
             L->g_owner = false;
+            *shared = true;
             if (c->conv_debug)
                 fprintf(stderr, "vdnn conv: layer '%s': %s API, options of layer '%s' (same "
                         "geometry)\n", l->name, L->g ? "graph" : "legacy", net->layers[j].name);
@@ -553,11 +639,32 @@ int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) 
     return VD_OK;
 }
 
+int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    bool shared = false;
+    int rc = conv_setup(c, net, li, L, &shared, e);
+    if (rc || shared || L->desc_batch >= c->batch || cu_dt_16(L->dt)) return rc;
+    /* sub-batches in fp32 / tf32: a slice adding to dw computes its dW into
+     * the workspace front first (see the top; 16-bit ones reuse the 16-bit
+     * dW that cu_layer_setup counts) */
+    const uint64_t t = conv_dw_tmp(net, li);
+    for (int k = 0; k < L->n_opts; k++) {
+        vd_algo_opt *o = &L->opts[k];
+        uint64_t b = L->conv_opts[k].bwd_filter_ws + t;
+        if (b > o->ws_bwd) o->ws_bwd = b;
+        if (o->ws_bwd > o->workspace) o->workspace = o->ws_bwd;
+    }
+    cu_conv_opts_order(L);
+    return VD_OK;
+}
+
 /* ---- conv ------------------------------------------------------------------ */
 int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                        float beta, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
+    if (io->n > L->desc_batch)
+        return vd_errf(e, VD_EINTERNAL, "conv '%s': %d samples in one call, over the describe "
+                       "batch %d", l->name, io->n, L->desc_batch);
     int rc = ensure_batch(L, io->n, conv_set_batch, e);
     if (rc) return rc;
     cand fw[MAX_CANDS], bd[MAX_CANDS], bf[MAX_CANDS];
@@ -619,6 +726,8 @@ static int conv_16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
 static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, float fbeta,
                          vd_err *e);
+static int conv_backward_sliced(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
+                                float wbeta, vd_err *e);
 
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     if (io->act == VD_DT_F32) return conv_forward(c, net, li, io, e);
@@ -631,6 +740,7 @@ int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
  * into the fp32 gradient (added to it with dw_beta 1). */
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const float wbeta = io->dw_beta != 0.0f ? 1.0f : 0.0f;
+    if (io->n > c->layers[li].desc_batch) return conv_backward_sliced(c, net, li, io, wbeta, e);
     if (io->act == VD_DT_F32) return conv_backward(c, net, li, io, wbeta, e);
     vd_op_io b;
     int rc = conv_16_io(c, net, li, io, true, &b, e);
@@ -652,6 +762,17 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
         return vd_errf(e, VD_EINTERNAL, "conv '%s': algorithm option %d of %d", l->name, io->algo,
                        L->n_opts);
     int rc;
+    if (io->n > L->desc_batch) {   /* sub-batches (see the top) */
+        const int k = conv_slices(L, io->n);
+        for (int i = 0; i < k; i++) {
+            int s0, m;
+            vd_op_io s;
+            conv_slice(io->n, k, i, &s0, &m);
+            conv_slice_io(L, io, s0, m, &s);
+            if ((rc = conv_forward(c, net, li, &s, e))) return rc;
+        }
+        return VD_OK;
+    }
     if (L->g) {
         if ((rc = cu_graph_conv_run(c, net, li, CU_GD_FWD, io, 0.0f, e))) return rc;
         if (cu_graph_fwd_fuses_bias(c, li, io->algo)) return VD_OK;
@@ -670,8 +791,19 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     return VD_OK;
 }
 
+/* The bias gradient over io's samples into io->db (with io->dw_beta); its
+ * partial sums take the front of io->ws. */
+static int conv_bias_grad(cu_ctx *c, const cu_layer *L, const vd_op_io *io, vd_err *e) {
+    int64_t hw = (int64_t)L->h * L->w;
+    int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act != VD_DT_F32);
+    if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
+        split = 1;
+    return cuk_chan_sum(cu_compute(c), io->dy, io->n, L->c, hw, split, (float *)io->ws,
+                        io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, e);
+}
+
 /* fbeta: the beta of the weight gradient the convolution writes to io->dw
- * (the bias gradient's is io->dw_beta). */
+ * (the bias gradient's is io->dw_beta). io->n at most L->desc_batch. */
 static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, float fbeta,
                          vd_err *e) {
     cu_layer *L = &c->layers[li];
@@ -683,17 +815,8 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
     if (rc) return rc;
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     const float one = 1.0f;
-    cudaStream_t s = cu_compute(c);
     /* bias gradient first: its partial sums share the workspace */
-    if (l->u.conv.bias && io->db) {
-        int64_t hw = (int64_t)L->h * L->w;
-        int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act != VD_DT_F32);
-        if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
-            split = 1;
-        if ((rc = cuk_chan_sum(s, io->dy, io->n, L->c, hw, split, (float *)io->ws,
-                               io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, e)))
-            return rc;
-    }
+    if (l->u.conv.bias && io->db && (rc = conv_bias_grad(c, L, io, e))) return rc;
     if (L->g) {
         if (io->dw && (rc = cu_graph_conv_run(c, net, li, CU_GD_BWD_FILTER, io, fbeta, e)))
             return rc;
@@ -714,6 +837,64 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
         CUDNN_CHECK(e, cudnnConvolutionBackwardData(c->dnn, &one, L->wd, io->w, L->yd, io->dy,
                                                     L->cd, o->bwd_data, io->ws, io->ws_bytes,
                                                     &beta, L->xd, io->dx[0]));
+    }
+    return VD_OK;
+}
+
+/* cu_conv_backward of a call over the describe batch (see the top): the
+ * bias gradient over the whole call, then sub-batch by sub-batch in order
+ * its dW added into dw (the first with wbeta, the others with 1) and its dx
+ * (the call's dx beta). */
+static int conv_backward_sliced(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
+                                float wbeta, vd_err *e) {
+    const cu_layer *L = &c->layers[li];
+    const vd_layer *l = &net->layers[li];
+    const bool h16 = io->act != VD_DT_F32;
+    const int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
+    const uint64_t t = conv_dw_tmp(net, li);
+    vd_op_io b = *io;   /* 16-bit: the weight's copy, the 16-bit dW, the rest of the workspace */
+    int rc;
+    if (h16 && (rc = conv_16_io(c, net, li, io, true, &b, e))) return rc;
+    if (l->u.conv.bias && io->db && (rc = conv_bias_grad(c, L, &b, e))) return rc;
+    b.db = NULL;
+    const int k = conv_slices(L, io->n);
+    for (int i = 0; i < k; i++) {
+        int s0, m;
+        vd_op_io s;
+        conv_slice(io->n, k, i, &s0, &m);
+        conv_slice_io(L, &b, s0, m, &s);
+        const float beta = i == 0 ? wbeta : 1.0f;   /* this slice's dW into io->dw */
+        if (io->dw) {
+            vd_op_io f = s;
+            f.dx[0] = NULL;
+            if (h16) {   /* the 16-bit dW (overwritten), widened into dw (KRSC -> KCRS) */
+                if ((rc = conv_backward(c, net, li, &f, 0.0f, e)) ||
+                    (rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, io->act, io->dw,
+                                       VD_DT_F32, l->u.conv.out, L->in_c[0] / g,
+                                       (int64_t)l->u.conv.kh * l->u.conv.kw, false, beta, e)))
+                    return rc;
+            } else if (beta == 0.0f) {
+                if ((rc = conv_backward(c, net, li, &f, 0.0f, e))) return rc;
+            } else {   /* into the workspace front, then added */
+                if (!b.ws || b.ws_bytes < t)
+                    return vd_errf(e, VD_EINTERNAL, "conv '%s': sub-batches need %llu bytes of "
+                                   "workspace for the partial weight gradient, got %llu",
+                                   l->name, (unsigned long long)t,
+                                   (unsigned long long)b.ws_bytes);
+                f.dw = (float *)b.ws;
+                f.ws = b.ws_bytes > t ? (void *)((char *)b.ws + t) : NULL;
+                f.ws_bytes = b.ws_bytes - t;
+                if ((rc = conv_backward(c, net, li, &f, 0.0f, e)) ||
+                    (rc = cuk_axpby_copy(cu_compute(c), c->sm_count, f.dw, io->dw, 1.0f,
+                                         cu_weight_numel(net, li), VD_DT_F32, e)))
+                    return rc;
+            }
+        }
+        if (io->dx[0]) {
+            vd_op_io d = s;
+            d.dw = NULL;
+            if ((rc = conv_backward(c, net, li, &d, 0.0f, e))) return rc;
+        }
     }
     return VD_OK;
 }

@@ -117,13 +117,13 @@ typedef struct cu_conv_opt {
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
-    uint64_t fwd_ws, bwd_data_ws, bwd_filter_ws;   /* bytes at the setup batch */
+    uint64_t fwd_ws, bwd_data_ws, bwd_filter_ws;   /* bytes at the setup (describe) batch */
     uint64_t cap;                /* workspace cap it was chosen under ("fastest": UINT64_MAX,
                                     "min-ws": 0): orders options of equal workspace */
     int gplan[CU_GD_COUNT];
     int split;                   /* graph path: 1, or k > 1: the directions not in
                                     whole_mask run as k sub-batch convolutions of
-                                    batch/k; see cuda_convgraph_tune.cu */
+                                    desc_batch/k; see cuda_convgraph_tune.cu */
     int sset;                    /* graph path: the split set whose plans gplan indexes
                                     for the split directions (-1: none) */
     unsigned whole_mask;         /* split > 1: bit d set = direction d runs at the whole
@@ -136,6 +136,12 @@ typedef struct cu_layer {
     int in_c[VD_MAX_INPUTS], in_h, in_w;  /* per-sample input shapes (h, w shared) */
     int c, h, w;                          /* per-sample output shape */
     int desc_n;                           /* batch the cuDNN descriptors describe */
+    int desc_batch;                       /* conv: the "describe batch" its setup describes and
+                                             tunes at: c->batch, or (where a tensor at c->batch
+                                             would pass INT32_MAX elements, cuDNN's limit) the
+                                             largest of the near-equal sub-batches c->batch
+                                             splits into within it; a call of more samples
+                                             runs as sub-batches of at most this (cuda_cudnn.cu) */
     int n_opts;
     bool tuned;                           /* conv: option 0 ("fastest") comes from timed trials */
     int key[22];                          /* conv: geometry (tuning results are shared by equal keys) */
@@ -274,7 +280,8 @@ void cu_conv_opts_order(cu_layer *L);
 
 /* Last resort of the graph path: one direction (CU_GD_*; beta for backward
  * data's dx and backward filter's dw) through the legacy API with the first heuristic algorithm that fits
- * io->ws_bytes and the math / determinism mode. */
+ * io->ws_bytes and the math / determinism mode. io->n at most the layer's
+ * desc_batch (VD_EINTERNAL otherwise: cu_conv_* run larger calls as sub-batches). */
 int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                        float beta, vd_err *e);
 
@@ -290,7 +297,8 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
  * CU_GD_BWD_FILTER with beta 0 or 1: dw overwritten or added to) of option
  * io->algo. Falls back to a runtime-built plan when the batch, beta, pointer
  * alignment or workspace differ from setup's, and to cu_legacy_conv_dir when
- * no graph engine fits the workspace. */
+ * no graph engine fits the workspace. io->n at most the layer's desc_batch
+ * (VD_EINTERNAL otherwise: cu_conv_* run larger calls as sub-batches). */
 int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                       float beta, vd_err *e);
 /* Does option algo of conv layer li run its forward with the direct kernel,
