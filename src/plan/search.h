@@ -70,7 +70,7 @@ typedef struct actx {
     vd_disp *disp;          /* [L + 1] current dispositions */
     int *algos;             /* [2L] current options: forward of layers 0..L-1, then backward */
     bool *fixed;            /* [L + 1] given by the caller */
-    bool *can_rc;           /* [L + 1] the tensor's writers are stateless */
+    bool *can_rc;           /* [L + 1] the tensor's writers are recomputable */
     double *rc_max;         /* [L + 1] the most a recompute of the tensor can take:
                                its writers' slowest forward options */
     bool rc_valid;          /* rc_on holds the recomputed layers of rc_disp */
