@@ -127,7 +127,7 @@ void vdp_build_actions(bld *b) {
             if (s == 0 && p->t_stage >= 0) PUSH(VD_A_LOAD_STAGED, p->tensors[p->t_x].iv[0]);
             for (int j = head[5 * ns + s]; j >= 0; j = b->rc_ops[j]) {
                 PUSH(VD_A_RECOMPUTE, j);
-                st->recompute_s += p->layers[j].fwd_s;
+                st->recompute_s += p->layers[j].rc_s;
             }
             PUSH(VD_A_COMPUTE, s);
             for (int t = head[4 * ns + s]; t >= 0; t = next[4 * cap + t]) PUSH(VD_A_OFFLOAD, t);

@@ -205,11 +205,13 @@ static void range_add(int64_t *d, int a, int b, uint64_t v) {
     d[b + 1] -= (int64_t)v;
 }
 
-/* the least forward time of layer i over its options */
-static double least_fwd(const vd_profile_layer *pl) {
+/* the least recompute time of layer i over its forward options */
+static double least_rc(const vd_profile *prof, int i) {
     double best = INFINITY;
-    for (int k = 0; k < pl->n_algos; k++)
-        if (pl->algos[k].fwd_s < best) best = pl->algos[k].fwd_s;
+    for (int k = 0; k < prof->layers[i].n_algos; k++) {
+        double t = vd_profile_rc_s(prof, i, k);
+        if (t < best) best = t;
+    }
     return best;
 }
 
@@ -250,7 +252,7 @@ static void map_touches(const vd_net *net, const vd_plan *p, int *first, int *fl
 }
 
 /* The least time to recompute map t: its writers' (producer and in-place
- * layers) least forward times; INFINITY when a writer is not recomputable. */
+ * layers) least recompute times; INFINITY when a writer is not recomputable. */
 static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_plan *p, int t) {
     if (p->tensors[t].kind != VD_T_ACT) return INFINITY;
     double s = 0;
@@ -258,7 +260,7 @@ static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_pl
         const vd_plan_layer *pl = &p->layers[j];
         if (pl->y != t) continue;
         if (!vd_op_table[net->layers[pl->layer].op].recomputable) return INFINITY;
-        s += vd_profile_chunk_time(prof, pl->layer, false, least_fwd(&prof->layers[pl->layer]),
+        s += vd_profile_chunk_time(prof, pl->layer, false, least_rc(prof, pl->layer),
                                    pl->n, p->batch);
     }
     return s;

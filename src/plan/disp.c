@@ -100,7 +100,7 @@ void vdp_decide_recompute(bld *b) {
         for (int j = i; j >= 0; j = wnext[j]) {
             vd_plan_layer *wl = &p->layers[j];
             wl->rc_step = r;
-            p->tensors[t].recompute_s += wl->fwd_s;
+            p->tensors[t].recompute_s += wl->rc_s;
             if (wl->ws_fwd_bytes) {
                 wl->ws_rc = vdp_add_tensor(b, VD_T_WS, j, wl->ws_fwd_bytes, vdp_ul(b, j)->name,
                                            ":ws_rc");

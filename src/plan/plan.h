@@ -214,7 +214,7 @@ typedef struct vd_tensor {
      * (= bwd_first) by the RECOMPUTE actions of its writers */
     bool recompute;
     int recompute_step;         /* -1 none */
-    double recompute_s;         /* profile time of its writers' forward ops */
+    double recompute_s;         /* profile time of its writers' recomputes (vd_plan_layer.rc_s) */
 } vd_tensor;
 
 /* Whether a plan stages the next batch, or why not. */
@@ -299,6 +299,8 @@ typedef struct vd_plan_layer {
     bool update;                /* update_in_bwd: the layer's update follows this unit's
                                    backward (its last chunk there, chunk 0) */
     double fwd_s;               /* profile time of its forward option on its n samples */
+    double rc_s;                /* profile time of a recompute of it (vd_profile_rc_s) on
+                                   its n samples */
 } vd_plan_layer;
 
 /* Simulator result for a plan (seconds). */

@@ -235,7 +235,7 @@ static int compute_floor(actx *c, double *floor_s, vd_err *e) {
     }
     double t = compute_bound(c);
     for (int j = 0; j < c->L; j++)
-        if (c->rc_on[j]) t += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+        if (c->rc_on[j]) t += vd_profile_rc_s(c->prof, j, c->algos[j]);
     *floor_s = t;
     return VD_OK;
 }
@@ -368,9 +368,9 @@ int search_ctx_init(actx *c, vdp_search *s, const vd_net *net, const vd_profile 
         c->can_rc[i + 1] = false;
     }
     for (int j = 0; j < L; j++) {
-        double slowest = 0;   /* layer j's slowest forward option */
+        double slowest = 0;   /* layer j's slowest recompute over its forward options */
         for (int a = 0; a < prof->layers[j].n_algos; a++)
-            if (prof->layers[j].algos[a].fwd_s > slowest) slowest = prof->layers[j].algos[a].fwd_s;
+            if (vd_profile_rc_s(prof, j, a) > slowest) slowest = vd_profile_rc_s(prof, j, a);
         int i = j;   /* the producer of the tensor layer j writes */
         while (ip[i] && net->layers[i].in[0] >= 0) i = net->layers[i].in[0];
         c->rc_max[i + 1] += slowest;

@@ -54,7 +54,7 @@ static void refine_order(actx *c, const vd_plan *P, bool by_cost, int *order) {
         int t = by_cost ? tensor_of(c, P, k) : -1;
         if (t >= 0 && c->disp[k] == VD_DISP_RECOMPUTE) {
             for (int j = k - 1; j < c->L; j++)
-                if (j >= 0 && P->layers[j].y == t) v += c->prof->layers[j].algos[c->algos[j]].fwd_s;
+                if (j >= 0 && P->layers[j].y == t) v += vd_profile_rc_s(c->prof, j, c->algos[j]);
         } else if (t >= 0 && c->disp[k] == VD_DISP_OFFLOAD) {
             v = share * (double)P->tensors[t].bytes / c->prof->dev.h2d_bw;
         }

@@ -206,7 +206,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
                     stall += sim_wait(&S, p->intervals[A->arg].ev_h2d, ignore_waits);
                 break;
             case VD_A_RECOMPUTE: {
-                double dur = compute_time(&S, p->layers[A->arg].fwd_s);
+                double dur = compute_time(&S, p->layers[A->arg].rc_s);
                 if (st->t_rc_start < 0) st->t_rc_start = S.c;
                 S.c += dur;
                 S.busy[0] += dur;

@@ -339,6 +339,8 @@ static void layer_tensors(bld *b, const int *algos) {
         pl->algo_fwd = af;
         pl->algo_bwd = ab;
         pl->fwd_s = vd_profile_chunk_time(b->prof, i, false, pr->algos[af].fwd_s, pl->n, batch);
+        pl->rc_s = vd_profile_chunk_time(b->prof, i, false, vd_profile_rc_s(b->prof, i, af), pl->n,
+                                         batch);
         copy_label(pl->algo_label, sizeof pl->algo_label, pr->algos[af].label);
         copy_label(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[ab].label);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);

@@ -270,6 +270,11 @@ uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd) {
     return bwd ? a->bwd_workspace : a->fwd_workspace;
 }
 
+double vd_profile_rc_s(const vd_profile *prof, int layer, int algo) {
+    const vd_profile_layer *pl = &prof->layers[layer];
+    return pl->rc_s > 0 ? pl->rc_s : pl->algos[algo].fwd_s;
+}
+
 /* t on n of batch samples, its per-sample part scaled, the launch paid whole */
 static double scaled_time(const vd_profile *prof, double t, int n, int batch) {
     double fixed = prof->dev.launch_s < t ? prof->dev.launch_s : t;
@@ -366,6 +371,7 @@ static json_t *profile_json(const vd_profile *p) {
                                            vd_json_real(l->chunks[q].bwd_s)), &ok);
             vd_json_set(lj, "chunks", cs, &ok);
         }
+        if (l->rc_s > 0) vd_json_set(lj, "rc_s", vd_json_real(l->rc_s), &ok);
         vd_json_push(layers, lj, &ok);
     }
     if (!ok) { json_decref(root); return NULL; }
@@ -607,6 +613,8 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
                 goto fail;
             }
         }
+        pl->rc_s = 0;   /* optional: a recompute's own time */
+        if ((rc = num_max(lv, "rc_s", false, VDP_MAX_S, &pl->rc_s, path, ctx, e))) goto fail;
         const json_t *as = json_object_get(lv, "algos");
         size_t na = json_array_size(as);    /* 0 when not an array */
         if (na < 1 || na > VD_PROFILE_MAX_ALGOS) {

@@ -47,6 +47,11 @@ typedef struct vd_profile_layer {
      * none in the analytic models): vd_profile_chunk_time */
     int n_chunks;
     vd_profile_chunk chunks[VD_PROFILE_MAX_CHUNKS];
+    /* seconds of a recompute (the forward run again, vd_op_io.recompute) at
+     * the profile's batch where that is not its option's fwd_s: batch norm's
+     * re-run only normalises (the CUDA profiler times it; JSON "rc_s",
+     * optional); 0: the option's fwd_s. Read through vd_profile_rc_s. */
+    double rc_s;
     uint64_t aux_bytes;         /* per-layer saved state (backend->layer_aux_bytes);
                                    analytic: BN 2*C floats, loss 1 float, else 0 */
     /* What the layer was profiled as, so that a profile of another net with
@@ -139,6 +144,10 @@ typedef struct vd_profile {
     int n_layers;
     vd_profile_layer *layers;   /* [n_layers] */
 } vd_profile;
+
+/* Seconds of a recompute of layer `layer` run with forward option algo at
+ * the profile's batch: its rc_s where set, else the option's fwd_s. */
+double vd_profile_rc_s(const vd_profile *prof, int layer, int algo);
 
 /* The time of one pass (bwd) of layer `layer` on a chunk of n of the batch's
  * samples, given t, the pass's time on the whole batch with some option:

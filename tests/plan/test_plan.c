@@ -792,14 +792,74 @@ START_TEST(test_infeasible_message) {
 }
 END_TEST
 
+/* A recompute costs its layer's rc_s where the profile gives one (batch
+ * norm's re-run only normalises): every map of a tiny ResNet recomputed
+ * under a profile whose batch norms re-run in a quarter of their forward
+ * time; each recompute's time and each map's are those closed forms, and
+ * the iteration's recompute time is the profile-without-rc_s plan's less
+ * three quarters of the recomputed batch norms' forward times. */
+START_TEST(test_bn_recompute_time) {
+    vd_net net;
+    tn_resnet(&net, 4);
+    vd_profile prof;
+    vd_err e = {0};
+    ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &prof, &e) == 0);
+    vd_disp disp[64];
+    bool ip[64];
+    ck_assert_int_lt(net.n_layers, 64);
+    vd_schedule_inplace_flags(&net, ip);
+    disp[0] = VD_DISP_AUTO;
+    for (int i = 0; i < net.n_layers; i++) disp[i + 1] = ip[i] ? VD_DISP_AUTO : VD_DISP_RECOMPUTE;
+    vd_plan_opts o = plan_opts(4, VD_POLICY_NONE);
+    o.disp = disp;
+    vd_plan p0, p1;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p0, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < net.n_layers; i++)
+        if (net.layers[i].op == VD_OP_BATCHNORM)
+            prof.layers[i].rc_s = 0.25 * prof.layers[i].algos[0].fwd_s;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p1, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(p0.n_recompute_ops, p1.n_recompute_ops);
+    double bn_fwd = 0;
+    int n_bn = 0;
+    for (int j = 0; j < p1.n_units; j++) {
+        const vd_plan_layer *pl = &p1.layers[j];
+        bool bn = net.layers[pl->layer].op == VD_OP_BATCHNORM;
+        /* the whole batch: vd_profile_chunk_time returns the time unchanged */
+        ck_assert(pl->rc_s == (bn ? 0.25 : 1.0) * prof.layers[pl->layer].algos[pl->algo_fwd].fwd_s);
+        if (pl->rc_step < 0) continue;
+        ck_assert_int_eq(p0.layers[j].rc_step, pl->rc_step);
+        if (bn) { n_bn++; bn_fwd += pl->fwd_s; }
+    }
+    ck_assert_int_ge(n_bn, 2);
+    for (int t = 0; t < p1.n_tensors; t++) {
+        if (!p1.tensors[t].recompute) continue;
+        double want = 0;
+        for (int j = 0; j < p1.n_units; j++)
+            if (p1.layers[j].y == t) want += p1.layers[j].rc_s;
+        /* 1e-15 s: the same few additions in another order */
+        ck_assert(fabs(p1.tensors[t].recompute_s - want) <= 1e-15);
+    }
+    /* 1e-12 s: sums of some tens of times of about 1e-5 s, in other orders */
+    ck_assert_msg(fabs(p0.recompute_s - p1.recompute_s - 0.75 * bn_fwd) <= 1e-12,
+                  "recompute time %g, without rc_s %g, batch norms' forward %g", p1.recompute_s,
+                  p0.recompute_s, bn_fwd);
+    vd_plan_free(&p0);
+    vd_plan_free(&p1);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_profile_roundtrip) {
     vd_net net;
     tn_resnet(&net, 4);
     vd_profile a, b;
     vd_err e = {0};
     ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &a, &e) == 0);
-    /* per-pass workspaces survive the round trip */
+    /* per-pass workspaces and a recompute's own time survive the round trip */
     a.layers[0].algos[0].fwd_workspace = a.layers[0].algos[0].workspace / 2;
+    for (int i = 0; i < a.n_layers; i++)
+        if (net.layers[i].op == VD_OP_BATCHNORM) a.layers[i].rc_s = 0.3 * a.layers[i].algos[0].fwd_s;
     ck_assert_uint_gt(a.layers[0].algos[0].workspace, 0);
     char path[] = "/tmp/vdnn-prof-XXXXXX";
     int fd = mkstemp(path);
@@ -814,6 +874,7 @@ START_TEST(test_profile_roundtrip) {
         ck_assert_str_eq(a.layers[i].name, b.layers[i].name);
         ck_assert_int_eq(a.layers[i].n_algos, b.layers[i].n_algos);
         ck_assert_uint_eq(a.layers[i].aux_bytes, b.layers[i].aux_bytes);
+        ck_assert(a.layers[i].rc_s == b.layers[i].rc_s);
         for (int k = 0; k < a.layers[i].n_algos; k++) {
             ck_assert(a.layers[i].algos[k].fwd_s == b.layers[i].algos[k].fwd_s);   /* %.17g is exact */
             ck_assert(a.layers[i].algos[k].bwd_s == b.layers[i].algos[k].bwd_s);
@@ -1710,7 +1771,7 @@ START_TEST(test_cli_vgg16) {
 END_TEST
 
 VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_inplace_rules, test_liveness_exact, test_infeasible_message,
-         test_profile_roundtrip, test_dyn_prefers_fast, test_random_nets_1_6,
+         test_profile_roundtrip, test_bn_recompute_time, test_dyn_prefers_fast, test_random_nets_1_6,
          test_random_nets_7_12, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_vgg16_bf16_fitting_start,

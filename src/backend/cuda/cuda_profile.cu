@@ -425,6 +425,15 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 TRYRC(time_op(&p, i, &io, false, &pa->fwd_s, e));
                 TRYRC(time_op(&p, i, &io, true, &pa->bwd_s, e));
             }
+            /* a recompute that re-runs with the state its forward saved
+             * (batch norm: normalising with the saved statistics, which the
+             * forward timing above left in aux) costs its own time */
+            if (nopt > 0 && vd_op_table[l->op].recomputable && pl->aux_bytes > 0) {
+                vd_op_io io;
+                make_io(&p, i, &b, 0, &io);
+                io.recompute = true;
+                TRYRC(time_op(&p, i, &io, false, &pl->rc_s, e));
+            }
             /* option 0 on the chunks auto splits into (vd_profile_chunk_time):
              * the first batch / k samples of the same buffers. A refinement:
              * where a chunk cannot be timed the layer keeps the scaled time
