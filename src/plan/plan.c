@@ -92,17 +92,44 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     return VD_OK;
 }
 
+/* The runs of a split and the layers that run in place: ra[i] and
+ * ra[n_layers + i] the first and last layer of layer i's run (vdp_runs),
+ * ip[i] layer i runs in place (vd_schedule_inplace_flags). */
+typedef struct split_runs { int *ra; bool *ip; } split_runs;
+
+static void runs_free(split_runs *r) {
+    vd_free(r->ra);
+    vd_free(r->ip);
+    r->ra = NULL;
+    r->ip = NULL;
+}
+
+/* r's runs for chunks again (after chunks changed). */
+static int runs_update(const vd_net *net, const int *chunks, split_runs *r, vd_err *e) {
+    return vdp_runs(net, chunks, r->ra, r->ra + net->n_layers) < 0
+               ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
+}
+
+static int runs_get(const vd_net *net, const int *chunks, split_runs *r, vd_err *e) {
+    size_t n = (size_t)(net->n_layers > 0 ? net->n_layers : 1);
+    r->ra = vd_malloc(2 * n * sizeof *r->ra, NULL);
+    r->ip = vd_malloc(n * sizeof *r->ip, NULL);
+    int rc = r->ra && r->ip ? runs_update(net, chunks, r, e) : vd_errf(e, VD_ENOMEM, "out of memory");
+    if (rc) runs_free(r);
+    else vd_schedule_inplace_flags(net, r->ip);
+    return rc;
+}
+
+/* Does layer i run in place at either end of its run? */
+static bool inplace_run_end(const vd_net *net, const split_runs *r, int i) {
+    return r->ip[i] && (r->ra[i] == i || r->ra[net->n_layers + i] == i);
+}
+
 int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e) {
     if (!chunks) return VD_OK;
     int NL = net->n_layers;
-    int *ra = vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
-    bool *ip = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ip, NULL);
-    if (!ra || !ip || vdp_runs(net, chunks, ra, ra + NL) < 0) {
-        vd_free(ra); vd_free(ip);
-        return vd_errf(e, VD_ENOMEM, "out of memory");
-    }
-    vd_schedule_inplace_flags(net, ip);
-    int rc = VD_OK;
+    split_runs r;
+    int rc = runs_get(net, chunks, &r, e);
     for (int i = 0; i < NL && !rc; i++) {
         const vd_layer *l = &net->layers[i];
         int k = chunks[i];
@@ -112,15 +139,14 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
         else if (k > batch) why = "more chunks than samples in the batch";
         else if (!vd_op_table[l->op].chunkable) why = "its op needs the whole batch at once";
         else if (i == NL - 1) why = "it is the loss";
-        else if (ip[i] && (ra[i] == i || ra[NL + i] == i))
+        else if (inplace_run_end(net, &r, i))
             why = "it runs in place over its input, so its run must hold the layers before "
                   "and after it (split those too)";
         if (why)
             rc = vd_errf(e, VD_EUSAGE, "layer '%s' cannot be split in %d chunks: %s", l->name, k,
                          why);
     }
-    vd_free(ra);
-    vd_free(ip);
+    runs_free(&r);
     return rc;
 }
 
@@ -143,21 +169,18 @@ static int64_t map_numel(const vd_net *net, int i) {
 static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, int *chunks,
                        vd_err *e) {
     int NL = net->n_layers;
-    int *ra = vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
-    bool *ip = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ip, NULL);
-    int rc = ra && ip ? VD_OK : vd_errf(e, VD_ENOMEM, "out of memory");
-    if (!rc) vd_schedule_inplace_flags(net, ip);
-    for (int i = 0; i < NL && !rc; i++)
+    for (int i = 0; i < NL; i++)
         chunks[i] = k > 1 && k <= batch && vd_op_table[net->layers[i].op].chunkable &&
                     i < NL - 1 && map_numel(net, i) >= min_numel ? k : 1;
-    for (bool again = true; again && !rc;) {
+    split_runs r;
+    int rc = runs_get(net, chunks, &r, e);
+    for (bool again = !rc; again && !rc;) {
         again = false;
-        if (vdp_runs(net, chunks, ra, ra + NL) < 0) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); break; }
         for (int i = 0; i < NL; i++)
-            if (chunks[i] > 1 && ip[i] && (ra[i] == i || ra[NL + i] == i)) { chunks[i] = 1; again = true; }
+            if (chunks[i] > 1 && inplace_run_end(net, &r, i)) { chunks[i] = 1; again = true; }
+        if (again) rc = runs_update(net, chunks, &r, e);
     }
-    vd_free(ra);
-    vd_free(ip);
+    runs_free(&r);
     return rc;
 }
 
@@ -190,15 +213,14 @@ static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *a
     for (int i = 0; i < NL; i++)
         if (map_numel(net, i) > most) most = map_numel(net, i);
     int rc = chunks_fill(net, batch, k, most / k, chunks, e);
-    int *ra = rc ? NULL : vd_malloc(2 * (size_t)(NL > 0 ? NL : 1) * sizeof *ra, NULL);
-    if (!rc && (!ra || vdp_runs(net, chunks, ra, ra + NL) < 0))
-        rc = vd_errf(e, VD_ENOMEM, "out of memory");
+    split_runs r = {0};
+    if (!rc) rc = runs_get(net, chunks, &r, e);
     *any = false;
     for (int i = 0; i < NL && !rc; i++) {
-        if (chunks[i] > 1 && ra[i] == ra[NL + i]) chunks[i] = 1;
+        if (chunks[i] > 1 && r.ra[i] == r.ra[NL + i]) chunks[i] = 1;
         *any |= chunks[i] > 1;
     }
-    vd_free(ra);
+    runs_free(&r);
     return rc;
 }
 
