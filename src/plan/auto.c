@@ -354,6 +354,8 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     memset(&best, 0, sizeof best);
     config_copy(&c, c.disp, c.algos, bd, ba);
     if (P.feasible && !done(&c)) {
+        rc = search_swaps(&c, &P, e);
+        if (rc) { vdp_plan_release(&P); goto fail; }
         c.pair_until = c.work + AUTO_PAIR_WORK;
         rc = search_trades(&c, &P, e);
         c.pair_until = 0;

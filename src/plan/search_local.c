@@ -310,6 +310,71 @@ int search_shifts(actx *c, vd_plan *P, vd_err *e) {
     return VD_OK;
 }
 
+/* Swaps: a recomputed map that a convolution or fully connected layer
+ * writes, kept, and the map its one reader writes (a memory-bound op: batch
+ * norm, ReLU, pooling; kept or offloaded) recomputed instead: about the
+ * same bytes leave the device, and the re-run reads instead of recomputing
+ * the matrix product (ResNets: batch norm's output rebuilt from its
+ * convolution's output, not the convolution's output from the map before
+ * it). Refine changes one decision at a time and cannot get there: keeping
+ * the first alone breaks the budget, recomputing the second alone re-runs
+ * both. First every swap at once, then each alone (the first that fits and
+ * predicts a faster iteration kept); one pass. */
+static bool dear_op(vd_op op) { return op == VD_OP_CONV || op == VD_OP_FC; }
+
+/* The disposition index of the one layer that reads layer a - 1's output,
+ * when swapping a with it is a swap (above); else -1. */
+static int swap_partner(const actx *c, int a) {
+    if (a < 1 || c->fixed[a] || c->disp[a] != VD_DISP_RECOMPUTE ||
+        !dear_op(c->net->layers[a - 1].op) || vdp_n_consumers(c->net, a - 1) != 1)
+        return -1;
+    for (int j = a; j < c->L; j++) {
+        const vd_layer *l = &c->net->layers[j];
+        bool reads = false;
+        for (int q = 0; q < l->n_in; q++) reads |= l->in[q] == a - 1;
+        if (!reads) continue;
+        bool ok = !c->fixed[j + 1] && c->can_rc[j + 1] && !dear_op(l->op) &&
+                  (c->disp[j + 1] == VD_DISP_KEEP || c->disp[j + 1] == VD_DISP_OFFLOAD);
+        return ok ? j + 1 : -1;
+    }
+    return -1;
+}
+
+/* The swaps of dispositions a0..a1 at once, kept in *P when the result fits
+ * and predicts a faster iteration, else undone (bd: scratch [L + 1]). */
+static int try_swaps(actx *c, vd_plan *P, int a0, int a1, vd_disp *bd, vd_err *e) {
+    memcpy(bd, c->disp, (size_t)(c->L + 1) * sizeof *bd);
+    int n = 0;
+    for (int a = a0; a <= a1; a++) {
+        int b = swap_partner(c, a);
+        if (b < 0) continue;
+        c->disp[a] = VD_DISP_KEEP;
+        c->disp[b] = VD_DISP_RECOMPUTE;
+        n++;
+    }
+    if (n == 0) return VD_OK;
+    vd_plan Q;
+    bool better;
+    int rc = search_eval_beats(c, P->sim.iter_s, &Q, &better, e);
+    if (!rc && better) {
+        vdp_plan_release(P);
+        *P = Q;
+    } else {
+        memcpy(c->disp, bd, (size_t)(c->L + 1) * sizeof *bd);
+    }
+    return rc;
+}
+
+int search_swaps(actx *c, vd_plan *P, vd_err *e) {
+    vd_disp *bd = vd_malloc((size_t)(c->L + 1) * sizeof *bd, NULL);
+    if (!bd) return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
+    int rc = try_swaps(c, P, 1, c->L, bd, e);
+    for (int a = 1; a <= c->L && !rc && !at_bound(c, P) && !spent(c); a++)
+        rc = try_swaps(c, P, a, a, bd, e);
+    vd_free(bd);
+    return rc;
+}
+
 /* ---- kicks -------------------------------------------------------------- */
 
 /* Iterated local search: refine stops at a configuration no single change
