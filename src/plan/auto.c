@@ -11,7 +11,7 @@
  *  - search_auto, one search: from each start (every recomputable map
  *    recomputed; everything kept; everything kept with the copy bandwidths
  *    scaled) greedy until the plan fits (search_greedy.c) and refine; the
- *    fastest start goes on to the trades and the shifts, then to
+ *    fastest start goes on to the swaps, the trades and the shifts, then to
  *    AUTO_CHAINS chains of kicks (search_local.c); then a second opinion on
  *    a jittered profile, fewer copies, and the paper's policies and the
  *    extreme configuration as fallbacks (search_eval.c). Work budgets and an
