@@ -249,6 +249,20 @@ static int split_cannot_fit(const vd_net *net, const vd_profile *prof, const vd_
     return VD_OK;
 }
 
+/* Auto's split at AUTO_KS[q] into ch[n_layers] and *o (opts with those
+ * chunks); *worth: some layer is split and the split could fit opts->budget
+ * (split_cannot_fit). */
+static int auto_split_at(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         size_t q, int *ch, vd_plan_opts *o, bool *worth, vd_err *e) {
+    *o = *opts;
+    o->chunks = ch;
+    bool any = false, cannot = false;
+    int rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
+    if (!rc && any) rc = split_cannot_fit(net, prof, o, opts->budget, &cannot, e);
+    *worth = !rc && any && !cannot;
+    return rc;
+}
+
 /* Auto's smallest budget, m unsplit, with its split layers: the least over
  * AUTO_KS (the smallest k at a tie, as vd_plan_build tries them). *min_budget
  * and *k_out (1: unsplit) the smallest found. */
@@ -428,13 +442,10 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
     size_t nk = VD_ARRAY_LEN(AUTO_KS);
     for (size_t q = 0, tried = 0; q < nk && AUTO_KS[q] <= opts->batch && tried < 2 &&
                                   !vdp_stopped(opts); q++) {
-        vd_plan_opts o = *opts;
-        o.chunks = ch;
-        bool fits = false, any = false, cannot = false;
-        if ((r2 = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e))) break;
-        if (!any) continue;
-        if ((r2 = split_cannot_fit(net, prof, &o, opts->budget, &cannot, e))) break;
-        if (cannot) continue;
+        vd_plan_opts o;
+        bool fits = false, worth = false;
+        if ((r2 = auto_split_at(net, prof, opts, q, ch, &o, &worth, e))) break;
+        if (!worth) continue;
         if (rc == VD_EBUDGET && (r2 = fits_checked(net, prof, &o, &fits, e))) break;
         if (rc == VD_EBUDGET && !fits) continue;
         tried++;
@@ -513,11 +524,10 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
     for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && !rc && !*fits &&
                        !vdp_stopped(opts); q++) {
-        vd_plan_opts o = *opts;
-        o.chunks = ch;
-        bool any = false;
-        rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
-        if (!rc && any) rc = fits_checked(net, prof, &o, fits, e);
+        vd_plan_opts o;
+        bool worth = false;
+        rc = auto_split_at(net, prof, opts, q, ch, &o, &worth, e);
+        if (!rc && worth) rc = fits_checked(net, prof, &o, fits, e);
     }
     vd_free(ch);
     return rc;
