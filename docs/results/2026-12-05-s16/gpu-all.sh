@@ -15,7 +15,7 @@ part() {   # name min-seconds command...
     echo "== $n (at ${SECONDS} s)"
     timeout "$(left)" "$@"
 }
-part bnrc 200 "$D/gpu-bnrc.sh" "$B" "$O/bnrc"
+part bnrc 150 "$D/gpu-bnrc.sh" "$B" "$O/bnrc"
 part b1024 60 "$D/gpu-b1024.sh" "$B" "$O/b1024"
 part chunkprof 60 env QUICK=1 "$D/gpu-chunkprof.sh" "$B" "$O/cp"
 part torch 60 /opt/torch/.venv/bin/python tools/torch_compare.py --net resnet152 --batch 256 \
