@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bound.sh — the rows of bound.md: for VGG-16, ResNet-50 and GoogLeNet b256
+# bound.sh — the rows of bound.md: for VGG-16, ResNet-50 and GoogLeNet b256 (or BOUND_NETS)
 # on the analytic H200 profile (fp32 and bf16), five budgets evenly from auto's
 # smallest to none's (vdnn-plan --min-budget), auto's plan: the compute-only
 # lower bound, the bound with the copies, auto's prediction and the gap
@@ -8,7 +8,7 @@ set -eu
 B=${1:?usage: bound.sh BUILD_DIR}
 echo "| net | math | budget (bytes) | GiB | compute-only bound ms | bound ms | auto ms | gap % |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|"
-for net in vgg16 resnet50 googlenet; do
+for net in ${BOUND_NETS:-vgg16 resnet50 googlenet}; do
     for math in fp32 bf16; do
         mins=$("$B/vdnn-plan" "nets/$net.yaml" --batch 256 --math "$math" --min-budget --quiet |
                awk '$1 == "none" || $1 == "auto" { gsub(/[(]/, "", $4); print $1, $4 }')

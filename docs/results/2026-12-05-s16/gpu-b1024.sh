@@ -8,7 +8,7 @@
 # usage (device machine, after tar xJf .carry/BUILD.txz): gpu-b1024.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/b1024}; mkdir -p "$O"
-. "$(dirname "$0")/env.sh"
+. "$(dirname "$0")/../2026-12-05-s15/env.sh"
 VD_BUILDDIR=$PWD/$B CK_FORK=no timeout 300 $B/tests/cuda/cuda_test_cuda_big > "$O/big.log" 2>&1
 echo "cuda_test_cuda_big: exit $? ($(tail -1 "$O/big.log"))"
 for b in 12G 7G; do row vgg16 fp32 1024 $b 5 --analytic-profile; done

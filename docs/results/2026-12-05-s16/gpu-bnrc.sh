@@ -6,7 +6,7 @@
 # usage (device machine, after tar xJf .carry/BUILD.txz): [ITERS=N] gpu-bnrc.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/bnrc}; mkdir -p "$O"
-. "$(dirname "$0")/env.sh"
+. "$(dirname "$0")/../2026-12-05-s15/env.sh"
 CK_RUN_CASE=test_recompute_invariance $B/tests/cuda/cuda_test_cuda_train > "$O/rc.log" 2>&1
 echo "test_recompute_invariance: exit $? ($(grep -c 'bitwise ok' "$O/rc.log") maths ok; $(tail -1 "$O/rc.log"))"
 row resnet50 bf16 256 none ${ITERS:-20} --profile-out "$O/r50.json"

@@ -9,7 +9,7 @@
 # (QUICK: bf16 only)
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/chunkprof}; mkdir -p "$O"
-. "$(dirname "$0")/env.sh"
+. "$(dirname "$0")/../2026-12-05-s15/env.sh"
 CK_RUN_CASE=test_chunked_invariance $B/tests/cuda/cuda_test_cuda_train > "$O/train.log" 2>&1
 echo "test_chunked_invariance (profiles time chunks too): exit $? ($(tail -1 "$O/train.log"))"
 row vgg16 bf16 256 none 20 --profile-out "$O/vgg16-bf16.json"
