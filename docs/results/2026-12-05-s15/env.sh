@@ -1,4 +1,4 @@
-# Sourced by gpu-split.sh and gpu-split2.sh (device machine, repository
+# Sourced by gpu-split.sh and gpu-split2.sh (and session 16's GPU scripts)
 # root): B the build, O the output folder (set before), the libraries, and
 # row: one vdnn-train run, its compute-only iteration, prediction, the
 # driver-measured process peak and the split (or the error), on one line.
