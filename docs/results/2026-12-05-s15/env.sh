@@ -1,5 +1,5 @@
-# Sourced by gpu-split.sh and gpu-split2.sh (and session 16's GPU scripts)
-# root): B the build, O the output folder (set before), the libraries, and
+# Sourced by gpu-split.sh, gpu-split2.sh and session 16's GPU scripts
+# (device machine, repository root): B the build, O the output folder (set before), the libraries, and
 # row: one vdnn-train run, its compute-only iteration, prediction, the
 # driver-measured process peak and the split (or the error), on one line.
 libs=.carry/lib
