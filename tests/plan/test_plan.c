@@ -11,6 +11,7 @@
 #include "exec_util.h"
 #include "plan_common.h"
 #include "util/json.h"
+#include "plan/search.h"
 #include "vdt.h"
 
 /* ---- random nets -------------------------------------------------------- */
@@ -845,6 +846,58 @@ START_TEST(test_bn_recompute_time) {
                   p0.recompute_s, bn_fwd);
     vd_plan_free(&p0);
     vd_plan_free(&p1);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* The swaps (search_swaps): tiny-resnet with every convolution output
+ * recomputed and every batch norm output kept, at a budget everything
+ * fits. Swapping a pair keeps the convolution output and recomputes the
+ * batch norm output's writers instead, so it pays where those re-run faster
+ * than the convolution. This net is launch-bound on the analytic profile:
+ * b1_bn2's output has one writer (the add after it is not in place) and
+ * is swapped; stem_bn's and b1_bn1's have two (batch norm and the ReLU in
+ * place on it), two launches for one, and are not. */
+static int disp_of_layer(const actx *c, const vd_net *net, const char *name) {
+    for (int i = 0; i < net->n_layers; i++)
+        if (!strcmp(net->layers[i].name, name)) return c->disp[i + 1];
+    ck_abort_msg("no layer %s", name);
+    return -1;
+}
+
+START_TEST(test_swaps) {
+    vd_net net;
+    tn_resnet(&net, 4);
+    vd_profile prof;
+    vd_err e = {0};
+    ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &prof, &e) == 0);
+    vd_plan_opts o = plan_opts(4, VD_POLICY_AUTO);
+    o.budget = 1ull << 30;
+    vdp_search s = {0};
+    actx c;
+    ck_assert_msg(search_ctx_init(&c, &s, &net, &prof, &o, VDP_SEARCH, &e) == 0, "%s", e.msg);
+    for (int i = 0; i + 1 < net.n_layers; i++) {
+        if (net.layers[i].op != VD_OP_CONV || net.layers[i + 1].op != VD_OP_BATCHNORM) continue;
+        c.disp[i + 1] = VD_DISP_RECOMPUTE;   /* the convolution's output */
+        c.disp[i + 2] = VD_DISP_KEEP;        /* its batch norm's */
+    }
+    vd_plan P;
+    ck_assert_msg(search_eval(&c, &P, &e) == 0, "%s", e.msg);
+    ck_assert(P.feasible);
+    double before = P.sim.iter_s;
+    ck_assert_msg(search_swaps(&c, &P, &e) == 0, "%s", e.msg);
+    ck_assert(P.feasible);
+    ck_assert_msg(P.sim.iter_s < before, "swaps: %g s, before %g s", P.sim.iter_s, before);
+    ck_assert_int_eq(disp_of_layer(&c, &net, "b1_conv2"), VD_DISP_KEEP);
+    ck_assert_int_eq(disp_of_layer(&c, &net, "b1_bn2"), VD_DISP_RECOMPUTE);
+    static const char *const kept[2][2] = {{"stem", "stem_bn"}, {"b1_conv1", "b1_bn1"}};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(disp_of_layer(&c, &net, kept[k][0]), VD_DISP_RECOMPUTE);
+        ck_assert_int_eq(disp_of_layer(&c, &net, kept[k][1]), VD_DISP_KEEP);
+    }
+    vdp_plan_release(&P);
+    search_ctx_free(&c);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
@@ -1771,7 +1824,7 @@ START_TEST(test_cli_vgg16) {
 END_TEST
 
 VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_inplace_rules, test_liveness_exact, test_infeasible_message,
-         test_profile_roundtrip, test_bn_recompute_time, test_dyn_prefers_fast, test_random_nets_1_6,
+         test_profile_roundtrip, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_1_6,
          test_random_nets_7_12, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_vgg16_bf16_fitting_start,
