@@ -250,15 +250,16 @@ static int split_cannot_fit(const vd_net *net, const vd_profile *prof, const vd_
 }
 
 /* Auto's split at AUTO_KS[q] into ch[n_layers] and *o (opts with those
- * chunks); *worth: some layer is split and the split could fit opts->budget
- * (split_cannot_fit). */
+ * chunks); *worth: some layer is split and the split could fit `budget`
+ * (split_cannot_fit; budget 0: not asked). */
 static int auto_split_at(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         size_t q, int *ch, vd_plan_opts *o, bool *worth, vd_err *e) {
+                         uint64_t budget, size_t q, int *ch, vd_plan_opts *o, bool *worth,
+                         vd_err *e) {
     *o = *opts;
     o->chunks = ch;
     bool any = false, cannot = false;
     int rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
-    if (!rc && any) rc = split_cannot_fit(net, prof, o, opts->budget, &cannot, e);
+    if (!rc && any && budget) rc = split_cannot_fit(net, prof, o, budget, &cannot, e);
     *worth = !rc && any && !cannot;
     return rc;
 }
@@ -276,16 +277,12 @@ static int split_min_budget(const vd_net *net, const vd_profile *prof, const vd_
     int rc = VD_OK;
     for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && !rc; q++) {
         uint64_t mk = 0;
-        vd_plan_opts o = *opts;
-        o.chunks = ch;
-        bool any, cannot = false;
-        if ((rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e))) break;
-        if (!any) continue;
+        vd_plan_opts o;
+        bool worth = false;
         /* (below the least so far or nothing: mins are VD_PLAN_ALIGN apart) */
-        if (*min_budget > VD_PLAN_ALIGN &&
-            (rc = split_cannot_fit(net, prof, &o, *min_budget - VD_PLAN_ALIGN, &cannot, e)))
-            break;
-        if (cannot) continue;
+        uint64_t below = *min_budget > VD_PLAN_ALIGN ? *min_budget - VD_PLAN_ALIGN : 0;
+        if ((rc = auto_split_at(net, prof, opts, below, q, ch, &o, &worth, e))) break;
+        if (!worth) continue;
         if ((rc = vdp_min_budget_auto(net, prof, &o, &mk, e))) break;
         if (mk >= *min_budget) continue;
         *min_budget = mk;
@@ -444,7 +441,7 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
                                   !vdp_stopped(opts); q++) {
         vd_plan_opts o;
         bool fits = false, worth = false;
-        if ((r2 = auto_split_at(net, prof, opts, q, ch, &o, &worth, e))) break;
+        if ((r2 = auto_split_at(net, prof, opts, opts->budget, q, ch, &o, &worth, e))) break;
         if (!worth) continue;
         if (rc == VD_EBUDGET && (r2 = fits_checked(net, prof, &o, &fits, e))) break;
         if (rc == VD_EBUDGET && !fits) continue;
@@ -526,7 +523,7 @@ int vd_plan_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *
                        !vdp_stopped(opts); q++) {
         vd_plan_opts o;
         bool worth = false;
-        rc = auto_split_at(net, prof, opts, q, ch, &o, &worth, e);
+        rc = auto_split_at(net, prof, opts, opts->budget, q, ch, &o, &worth, e);
         if (!rc && worth) rc = fits_checked(net, prof, &o, fits, e);
     }
     vd_free(ch);
