@@ -194,10 +194,9 @@ int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err 
  * plan fits, each layer whose output or an input holds at least 1/k of the
  * largest map's bytes in k chunks (the maps that set the floor; the smaller
  * ones later in the net stay whole and fast). Two counts: each is a search
- * of its own, dearer with k (the units multiply), and 8 brings VGG-16's
- * floors to 2.45 GiB at b256 fp32, 1.75 in bf16, 6.61 at b1024 fp32 in
- * 0.5 s each (k = 16: 1.87 GiB at b256 fp32, but 8 s; --chunks gives any
- * split). */
+ * of its own, dearer with k (the units multiply); why 2 and 8, with the
+ * floors and planning times that chose them: docs/chunking.md, "Auto"
+ * (--chunks gives any split). */
 static const int AUTO_KS[] = {2, 8};
 
 static bool auto_splits(const vd_plan_opts *o) {
@@ -425,12 +424,10 @@ static int build_checked(const vd_net *net, const vd_profile *prof, const vd_pla
  * does not fit: into *out (released first) when one fits; VD_EBUDGET (out
  * untouched) when none does. The smallest k that fits, and the next k of
  * AUTO_KS too, the faster plan kept: finer chunks overlap their copies
- * better (VGG-16 b256 bf16 at 4 GiB, H100 profile: 93.6 ms predicted at k
- * = 2, 87.7 at 8). Splitting every layer instead of the large maps'
- * predicts faster still, but splitting the classifier's matrix products
- * reads their weights once per chunk at a small batch, which the chunk
- * time model does not see (docs/results/2026-12-05-s15: 80.4 ms predicted,
- * 91.3 measured). */
+ * better. Splitting every layer instead of the large maps' predicts faster
+ * still, but splitting the classifier's matrix products reads their
+ * weights once per chunk at a small batch, which the chunk time model does
+ * not see (docs/chunking.md, "Auto", has the measurements). */
 static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_plan *out, vd_err *e) {
     int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
