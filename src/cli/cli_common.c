@@ -193,16 +193,25 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
 int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e) {
+    return vd_cli_parse_args(argc, argv, prog, usage, flags, n, c, tool, NULL, ctx, e);
+}
+
+int vd_cli_parse_args(int argc, char **argv, const char *prog, void (*usage)(FILE *),
+                      const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
+                      vd_cli_tool_arg arg, void *ctx, vd_err *e) {
     memset(c, 0, sizeof *c);
     vd_config_init(&c->cfg);
-    bool model_ok = false;
+    bool model_ok = false, options = true;
     for (int k = 0; k < n; k++) model_ok |= !strcmp(flags[k].name, "gpu-model");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (a[0] != '-' || a[1] == 0) {
-            if (c->spec)
+        if (options && arg && !strcmp(a, "--")) { options = false; continue; }
+        if (!options || a[0] != '-' || a[1] == 0) {
+            if (c->spec && !arg)
                 return vd_errf(e, VD_EUSAGE, "unexpected argument '%s' (one NET.yaml only)", a);
-            c->spec = a;
+            int rc = c->spec ? arg(ctx, a, e) : VD_OK;
+            if (!c->spec) c->spec = a;
+            if (rc) return rc;
             continue;
         }
         const vd_cli_flag *f;

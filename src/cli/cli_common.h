@@ -19,7 +19,7 @@ int vd_cli_fail(const char *prog, const vd_err *e);
 void vd_cli_version(const char *prog);
 
 /* ---- long options: "--name VALUE", "--name=VALUE", "--flag" -------------- */
-/* All three tools parse with vd_cli_match: exact long names only (no
+/* Every tool parses with vd_cli_match: exact long names only (no
  * abbreviations: "--bat" is an error with a "did you mean '--batch'"), the
  * value either the next argument or after '='; "-h" is "--help". */
 typedef struct vd_cli_flag {
@@ -45,7 +45,7 @@ int vd_cli_choice(const char *name, const char *v, const char *const *c, int n, 
  * vd_policy_name (so new policies show up). Returns buf. */
 char *vd_cli_policies(char *buf, size_t n);
 
-/* ---- the command line the three tools share ------------------------------ */
+/* ---- the command line the tools share ------------------------------------ */
 /* One positional NET.yaml, and the run-setup options (vd_config: the same
  * names and meanings in every tool that takes them). */
 typedef struct vd_cli_common {
@@ -77,6 +77,16 @@ typedef int (*vd_cli_tool_flag)(void *ctx, const char *name, const char *val, vd
 int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e);
+
+/* A tool's argument after NET.yaml (vdnn-predict's images): VD_OK or an
+ * error. */
+typedef int (*vd_cli_tool_arg)(void *ctx, const char *arg, vd_err *e);
+/* vd_cli_parse for a tool that takes arguments after NET.yaml: each goes to
+ * arg(ctx, ...) in command-line order, and after "--" every argument is
+ * one (an image named "-x.png"). */
+int vd_cli_parse_args(int argc, char **argv, const char *prog, void (*usage)(FILE *),
+                      const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
+                      vd_cli_tool_arg arg, void *ctx, vd_err *e);
 
 /* ---- stop signals ---------------------------------------------------------- */
 /* From now on SIGINT, SIGTERM and SIGHUP set a flag instead of killing the

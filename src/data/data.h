@@ -38,6 +38,9 @@ typedef struct vd_data_info {
     int c, h, w;            /* per-sample shape delivered (== the net's input) */
     int classes;            /* labels are in [0, classes) */
     int64_t n[2];           /* samples in [VD_SPLIT_TRAIN], [VD_SPLIT_TEST] */
+    const char *const *class_names; /* [classes] the name of each label (folder: its
+                                       class directory), owned by the data set; NULL
+                                       when the kind names none */
 } vd_data_info;
 
 typedef struct vd_dataset vd_dataset;
@@ -72,6 +75,15 @@ bool vd_data_is_synthetic(const vd_dataset *ds);
  * VD_EIO naming it (an image file that cannot be opened or read). */
 int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                    float *x, int32_t *label, vd_err *e);
+
+/* The image file at path as folder:DIR data gives one of its held-out
+ * (val) images: decoded to c channels (1 or 3), resized to cover h x w,
+ * centre-cropped and normalised (the header comment), into x [c*h*w] as
+ * floats, CHW. For classifying image files of no data set (vdnn-predict).
+ * Errors: VD_EDATA naming the file (not a JPEG, PNG, BMP, PPM or PGM image,
+ * cannot be decoded, cut short, too many pixels), VD_EIO naming it (cannot
+ * be opened or read), VD_ENOMEM. */
+int vd_data_image_eval(const char *path, int c, int h, int w, float *x, vd_err *e);
 
 /* How folder data decodes JPEG files: TurboJPEG at a reduced DCT scale
  * where the resize allows it (the default), TurboJPEG always in full, or

@@ -655,6 +655,29 @@ int vd_data_set_jpeg_decoder(vd_dataset *ds, vd_jpeg_decoder dec, vd_err *e) {
     return VD_OK;
 }
 
+/* A folder data set of one held-out image, path: its sample 0 is the
+ * evaluation transform of that file, whatever folder_sample_to does. */
+int vd_data_image_eval(const char *path, int c, int h, int w, float *x, vd_err *e) {
+    if (c != 1 && c != 3)
+        return vd_errf(e, VD_EUSAGE, "image files give 1- or 3-channel inputs, not %d", c);
+    item it = { .path = (char *)path, .label = 0 };   /* only read */
+    folder f = { .n_classes = 1, .jpeg = VD_JPEG_TURBO };
+    f.items[VD_SPLIT_TEST] = &it;
+    pthread_mutex_init(&f.pool_mu, NULL);
+    vd_dataset ds = { .impl = &f };
+    snprintf(ds.info.kind, sizeof ds.info.kind, "folder");
+    ds.info.c = c;
+    ds.info.h = h;
+    ds.info.w = w;
+    ds.info.classes = 1;
+    ds.info.n[VD_SPLIT_TEST] = 1;
+    int32_t label;
+    int rc = folder_sample_to(&ds, VD_SPLIT_TEST, 0, 0, x, NULL, &label, e);
+    scratch_free(f.pool);   /* the one scratch the sample used */
+    pthread_mutex_destroy(&f.pool_mu);
+    return rc;
+}
+
 static void folder_close(vd_dataset *ds) {
     folder *f = ds->impl;
     if (!f) return;
@@ -736,6 +759,7 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
     ds->info.h = net->in_h;
     ds->info.w = net->in_w;
     ds->info.classes = f->n_classes;
+    ds->info.class_names = (const char *const *)f->classes;
     snprintf(ds->info.desc, sizeof ds->info.desc, "folder:%s (%d classes, %lld train, "
              "%lld val)", dir, f->n_classes, (long long)ds->info.n[0], (long long)ds->info.n[1]);
     return VD_OK;

@@ -227,6 +227,11 @@ int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
     return VD_OK;
 }
 
+void vd_exec_eval_probs(const vd_exec *ex, float *probs) {
+    for (int r = 0; r < ex->n; r++)   /* rank r's shard follows rank r - 1's */
+        probs += vdx_member_eval_probs(ex->m[r], probs);
+}
+
 int vd_exec_get_state(vd_exec *ex, float *params, float *momentum, int64_t *sgd_steps,
                       vd_err *e) {
     return vdx_member_get_state(ex->m[0], params, momentum, sgd_steps, e);

@@ -79,7 +79,11 @@ typedef struct vd_exec_stats {
     int64_t staged_loads;         /* training steps that started from a staged batch */
 } vd_exec_stats;
 
-/* Create an executor for plan on be. The plan and net must outlive it.
+/* Create an executor for plan on be: a training plan (with its evaluation
+ * plan, plan->eval), or a forward-only plan (vd_plan_opts.forward_only: an
+ * inference executor, which evaluates only; no momentum, so vd_exec_set_state
+ * and vd_exec_get_state take none, and vd_exec_train_step is VD_EINTERNAL).
+ * The plan and net must outlive it.
  * Calls be->layer_setup(net, plan->batch, opts->math, opts->deterministic)
  * unless opts->layers_ready. opts may be NULL (all defaults). Checks that
  * the plan's algorithm choices, workspaces and aux sizes suit be (a plan made
@@ -201,6 +205,11 @@ int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err 
 /* Forward only (inference mode: BN running stats, no dropout) on the batch
  * in the input buffers; *correct = top-1 hits, *loss = mean loss. */
 int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e);
+/* The output of the loss layer (the softmax of its input: each sample's
+ * class probabilities) of the latest vd_exec_eval_step, as floats (math
+ * bf16 / fp16: the 16-bit values it stored, widened exactly):
+ * probs[batch * classes], sample-major, the ranks' shards in rank order. */
+void vd_exec_eval_probs(const vd_exec *ex, float *probs);
 
 void vd_exec_get_stats(const vd_exec *ex, vd_exec_stats *st);
 

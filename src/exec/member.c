@@ -40,7 +40,8 @@
 struct vdx_member {
     const vd_net *net;
     const vd_plan *plan;
-    const vd_plan *eval;        /* plan->eval (forward-only placement) */
+    const vd_plan *eval;        /* plan->eval (forward-only placement); a forward-only
+                                   plan (inference) is its own */
     vd_backend *be;
     vd_exec_opts opts;
     char *pool;                 /* device: [plan->budget] */
@@ -210,8 +211,9 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
     if (!plan->feasible)
         return vd_errf(e, VD_EBUDGET, "the plan does not fit its budget%s%s",
                        plan->note[0] ? ": " : "", plan->note);
-    if (plan->forward_only || !plan->eval)
-        return vd_errf(e, VD_EINTERNAL, "executor needs a training plan (with its eval plan)");
+    if (!plan->forward_only && !plan->eval)
+        return vd_errf(e, VD_EINTERNAL, "executor needs a training plan with its evaluation "
+                       "plan, or a forward-only plan");
     if (plan->n_layers != net->n_layers)
         return vd_errf(e, VD_EINTERNAL, "plan has %d layers, net '%s' has %d", plan->n_layers,
                        net->name, net->n_layers);
@@ -233,10 +235,10 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
         int rc = be->layer_algos(be, i, &opts, &n, e);
         if (rc) return rc;
         const vd_plan_layer *pl = &plan->layers[plan->first_unit[i]];
-        /* each pass: its option exists and gets at least the backend's
-         * workspace for that pass (its chunks', when it is split, share
-         * its options and workspaces) */
-        for (int pass = 0; pass < 2; pass++) {
+        /* each pass (a forward-only plan: forward): its option exists and
+         * gets at least the backend's workspace for that pass (its chunks',
+         * when it is split, share its options and workspaces) */
+        for (int pass = 0; pass < (plan->forward_only ? 1 : 2); pass++) {
             int a = pass ? pl->algo_bwd : pl->algo_fwd;
             uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
             const char *pn = pass ? "backward" : "forward";
@@ -442,7 +444,7 @@ int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan 
     if (!m) return VD_ENOMEM;
     m->net = net;
     m->plan = plan;
-    m->eval = plan->eval;
+    m->eval = plan->forward_only ? plan : plan->eval;
     m->be = be;
     if (opts) m->opts = *opts;
     m->st.pool_bytes = plan->budget;
@@ -594,11 +596,13 @@ int vdx_member_set_state(vdx_member *m, const float *params, const float *moment
     const vd_plan *p = m->plan;
     uint64_t bytes = (uint64_t)m->net->param_floats * 4u;
     int rc;
+    if (momentum && p->t_mom < 0)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_set_state: a forward-only plan has no momentum");
     if ((rc = be->synchronize(be, e))) return rc;
     if (bytes) {
         if ((rc = be->copy_async(be, VD_STREAM_H2D, region(m, p->t_params), params, bytes, e))) return rc;
         if (momentum) rc = be->copy_async(be, VD_STREAM_H2D, region(m, p->t_mom), momentum, bytes, e);
-        else rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), bytes, e);
+        else if (p->t_mom >= 0) rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), bytes, e);
         if (rc) return rc;
     }
     if ((rc = be->synchronize(be, e))) return rc;
@@ -626,7 +630,8 @@ int vdx_member_init_params(vdx_member *m, uint64_t seed, vd_err *e) {
         if (!rc) rc = be->synchronize(be, e);   /* buf is filled again next */
     }
     vd_free(buf);
-    if (!rc && total) rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), (uint64_t)total * 4u, e);
+    if (!rc && total && p->t_mom >= 0)
+        rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), (uint64_t)total * 4u, e);
     if (!rc) rc = be->synchronize(be, e);
     if (rc) return rc;
     m->sgd_steps = 0;
@@ -643,6 +648,8 @@ int vdx_member_get_state(vdx_member *m, float *params, float *momentum, int64_t 
     uint64_t bytes = (uint64_t)m->net->param_floats * 4u;
     int rc;
     if (!m->state_set) return vd_errf(e, VD_EINTERNAL, "vd_exec_get_state before vd_exec_set_state");
+    if (momentum && p->t_mom < 0)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_get_state: a forward-only plan has no momentum");
     if ((rc = be->synchronize(be, e))) return rc;
     if (bytes && params && (rc = be->copy_async(be, VD_STREAM_D2H, params, region(m, p->t_params), bytes, e))) return rc;
     if (bytes && momentum && (rc = be->copy_async(be, VD_STREAM_D2H, momentum, region(m, p->t_mom), bytes, e))) return rc;
@@ -1011,6 +1018,8 @@ static int read_loss_scale(vdx_member *m, int64_t iter, vd_err *e) {
 int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, vd_err *e) {
     if (!m->state_set)
         return vd_errf(e, VD_EINTERNAL, "vd_exec_train_step before vd_exec_set_state");
+    if (m->plan->forward_only)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_train_step on the executor of a forward-only plan");
     const vd_plan *p = m->plan;
     double t0 = vd_now();
     walk_stats w = {0};
@@ -1111,6 +1120,14 @@ int vdx_member_eval_step(vdx_member *m, int *correct, float *loss, vd_err *e) {
     *loss = *m->loss_host;
     m->st.eval_steps++;
     return VD_OK;
+}
+
+size_t vdx_member_eval_probs(const vdx_member *m, float *probs) {
+    size_t n = (size_t)m->y_floats;
+    vd_dtype dt = vd_math_act_dtype(m->opts.math);
+    if (dt == VD_DT_F32) memcpy(probs, m->eval_y, n * sizeof *probs);
+    else vd_h16_to_f32_n(dt, m->eval_y, probs, n);
+    return n;
 }
 
 int vdx_member_step_times(const vdx_member *m, const double **end_ms) {

@@ -43,6 +43,9 @@ vd_synth_batch *vdx_member_next_synth(vdx_member *m);
 
 int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, vd_err *e);
 int vdx_member_eval_step(vdx_member *m, int *correct, float *loss, vd_err *e);
+/* The loss layer's output of the latest evaluation step as floats into
+ * probs[batch * classes]; returns that count. */
+size_t vdx_member_eval_probs(const vdx_member *m, float *probs);
 
 void vdx_member_get_stats(const vdx_member *m, vd_exec_stats *st);
 int vdx_member_step_times(const vdx_member *m, const double **end_ms);

@@ -394,11 +394,12 @@ static void update_steps(bld *B, const vd_profile *prof) {
  * tensors, decisions and (with offloads) the stall-free timeline in
  * B->t_start and B->d2h. On failure the caller frees B and *out. */
 static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                        vd_policy offload_pol, const int *algos, int variant, bool alias,
-                        vd_plan *out, bool *any_offload, vd_err *e) {
+                        vd_policy offload_pol, const int *algos, const vd_plan *pin, int variant,
+                        bool alias, vd_plan *out, bool *any_offload, vd_err *e) {
     *any_offload = false;
     int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, false, out, e);
     if (rc) return rc;
+    B->pin = pin;
     vd_plan *p = out;
     init_steps(p, prof, algos);
     rc = vdp_build_tensors(B, algos, e);
@@ -431,6 +432,7 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, true, out,
                       e);
     if (rc) return rc;
+    D->pin = S->pin;
     vd_plan *p = out;
     vd_tensor *tensors = p->tensors;
     vd_interval *intervals = p->intervals;
@@ -515,7 +517,8 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     *live_fit = false;
     bld B;
     bool any_offload;
-    int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, variant, alias, out, &any_offload, e);
+    int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, pin, variant, alias, out,
+                          &any_offload, e);
     B.screen_s = scr->s;
     B.unplaced_over = scr->unplaced_over;
     B.cost = &scr->cost;
@@ -560,7 +563,8 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     bld B0;
     vd_plan P0;
     bool any_offload;
-    int rc0 = build_prefix(&B0, net, prof, opts, offload_pol, algos, 2, alias, &P0, &any_offload, e);
+    int rc0 = build_prefix(&B0, net, prof, opts, offload_pol, algos, pin, 2, alias, &P0,
+                           &any_offload, e);
     if (rc0) {
         bld_free(&B0);
         vdp_plan_release(&P0);

@@ -17,6 +17,8 @@ typedef struct bld {
     const vd_net *net;
     const vd_profile *prof;
     const vd_plan_opts *opts;
+    const vd_plan *pin; /* the training plan whose persistent regions an evaluation
+                           plan keeps (vdp_build_fixed's pin), or NULL */
     vd_plan *p;
     int L;             /* units (vd_plan.n_units): the builder's steps are the units' */
     int NL;            /* net layers */

@@ -223,10 +223,92 @@ static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *a
     return rc;
 }
 
-/* The policy's search: auto's, or one of the others'. */
+/* ---- forward-only plans ----------------------------------------------------
+ * An evaluation plan (train->eval) and an inference plan (vd_plan_build with
+ * opts->forward_only) are one build: policy none (every feature map lives
+ * from its writer to its last reader, nothing is offloaded: no backward
+ * pass reads a map later), first with the given forward options, then,
+ * when that does not fit the budget, with each layer's least-workspace
+ * option. */
+
+/* Each layer's forward option of least workspace into algos[2L] (both
+ * halves; the backward half is not run). */
+static void least_ws_fwd(const vd_net *net, const vd_profile *prof, int *algos) {
+    int L = net->n_layers;
+    for (int i = 0; i < L; i++) {
+        int best = 0;
+        for (int k = 1; k < prof->layers[i].n_algos; k++)
+            if (vd_profile_algo_ws(&prof->layers[i].algos[k], false) <
+                vd_profile_algo_ws(&prof->layers[i].algos[best], false)) best = k;
+        algos[i] = algos[L + i] = best;
+    }
+}
+
+/* Each layer's fastest forward option into algos[2L] (both halves). */
+static void fastest_fwd(const vd_net *net, const vd_profile *prof, int *algos) {
+    int L = net->n_layers;
+    for (int i = 0; i < L; i++) algos[i] = algos[L + i] = vdp_fastest_pass(&prof->layers[i], false);
+}
+
+/* The forward-only plan of o (o->forward_only) with the options algos[2L]
+ * into *out, pin's persistent regions at pin's offsets (the evaluation
+ * plan of training plan pin; NULL: an inference plan); when it does not fit
+ * o->budget, again with the least-workspace options (algos is overwritten).
+ * Returns like vdp_build_fixed (VD_EBUDGET: *out valid, infeasible). */
+static int build_forward(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                         int *algos, const vd_plan *pin, vd_plan *out, vd_err *e) {
+    int rc = vdp_build_fixed(net, prof, o, VD_POLICY_NONE, algos, pin, out, e);
+    if (rc != VD_EBUDGET) return rc;
+    least_ws_fwd(net, prof, algos);
+    vdp_plan_release(out);
+    return vdp_build_fixed(net, prof, o, VD_POLICY_NONE, algos, pin, out, e);
+}
+
+/* The inference plan (vd_plan_build with opts->forward_only): the fastest
+ * forward options, else the least-workspace ones; with pool_to_need the
+ * pool is what it needs. */
+static int build_inference(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                           vd_plan *out, vd_err *e) {
+    vd_plan_opts o = *opts;
+    o.policy = VD_POLICY_NONE;
+    int *algos = vd_malloc(2 * (size_t)net->n_layers * sizeof *algos, NULL);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    fastest_fwd(net, prof, algos);
+    int rc = build_forward(net, prof, &o, algos, NULL, out, e);
+    vd_free(algos);
+    if (rc == VD_OK && o.pool_to_need && out->hwm < out->budget) out->budget = out->hwm;
+    return rc;
+}
+
+/* The smallest budget an inference plan fits: the less of the two builds'
+ * needs (build_forward tries both). */
+static int inference_min_budget(const vd_net *net, const vd_profile *prof,
+                                const vd_plan_opts *opts, uint64_t *min_budget, vd_err *e) {
+    vd_plan_opts o = *opts;
+    o.policy = VD_POLICY_NONE;
+    o.budget = 0;
+    int *algos = vd_malloc(2 * (size_t)net->n_layers * sizeof *algos, NULL);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int rc = VD_OK;
+    *min_budget = UINT64_MAX;
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (k == 0) fastest_fwd(net, prof, algos);
+        else least_ws_fwd(net, prof, algos);
+        vd_plan p;
+        rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, NULL, &p, e);
+        if (!rc && p.hwm < *min_budget) *min_budget = p.hwm;
+        if (!rc) vdp_plan_release(&p);
+    }
+    vd_free(algos);
+    return rc;
+}
+
+/* The policy's search: auto's, or one of the others'; forward only: the
+ * inference plan. */
 static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                      vd_plan *out, vd_err *e) {
-    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
+    if (opts->forward_only) return build_inference(net, prof, opts, out, e);
+    if (opts->policy == VD_POLICY_AUTO)
         return vdp_build_auto(net, prof, opts, false, out, e);
     return vdp_build_policy(net, prof, opts, out, e);
 }
@@ -298,7 +380,8 @@ static int min_budget_k(const vd_net *net, const vd_profile *prof, const vd_plan
     *k = 1;
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
-    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only) {
+    if (opts->forward_only) return inference_min_budget(net, prof, opts, min_budget, e);
+    if (opts->policy == VD_POLICY_AUTO) {
         uint64_t m = 0;
         rc = vdp_min_budget_auto(net, prof, opts, &m, e);
         return rc ? rc : split_min_budget(net, prof, opts, m, min_budget, k, e);
@@ -357,21 +440,8 @@ static int build_eval(const vd_net *net, const vd_profile *prof, const int *chun
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = train->layers[train->first_unit[i]].algo_fwd;
     vd_plan *ev = vd_calloc(1, sizeof *ev, NULL);
     if (!ev) { vd_free(algos); return vd_errf(e, VD_ENOMEM, "out of memory"); }
-    int rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
-    if (rc == VD_EBUDGET) {
-        /* Retry with the smallest workspaces before giving up. */
-        for (int i = 0; i < net->n_layers; i++) {
-            int best = 0;
-            for (int k = 1; k < prof->layers[i].n_algos; k++)
-                if (vd_profile_algo_ws(&prof->layers[i].algos[k], false) <
-                    vd_profile_algo_ws(&prof->layers[i].algos[best], false)) best = k;
-            algos[i] = algos[L + i] = best;
-        }
-        vdp_plan_release(ev);
-        rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, train, ev, e);
-        if (rc == VD_EBUDGET)
-            vd_err_prefix(e, "the evaluation (forward-only) placement does not fit");
-    }
+    int rc = build_forward(net, prof, &o, algos, train, ev, e);
+    if (rc == VD_EBUDGET) vd_err_prefix(e, "the evaluation (forward-only) placement does not fit");
     vd_free(algos);
     if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(ev); vd_free(ev); return rc; }
     if (rc == VD_EBUDGET) { vdp_plan_release(ev); vd_free(ev); return rc; }
@@ -407,9 +477,15 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     const char *why = st->mem_in_use > p->budget ? "live tensors need"
                                                  : "after placement (fragmentation) the pool needs";
     uint64_t shown = st->mem_in_use > p->budget ? st->mem_in_use : need;
+    char what[128];
+    if (opts->forward_only)   /* an inference plan (build_inference) */
+        snprintf(what, sizeof what, "the forward pass (every feature map kept until its last "
+                 "reader; a forward-only plan offloads nothing)");
+    else
+        snprintf(what, sizeof what, "policy %s", vd_policy_name(opts->policy));
     snprintf(p->note, sizeof p->note,
-             "budget %s too small for policy %s: step %d (%s): %s %s, %s over; %s",
-             vd_fmt_bytes(p->budget, b1, sizeof b1), vd_policy_name(opts->policy), bad, lab, why,
+             "budget %s too small for %s: step %d (%s): %s %s, %s over; %s",
+             vd_fmt_bytes(p->budget, b1, sizeof b1), what, bad, lab, why,
              vd_fmt_bytes(shown, b2, sizeof b2), vd_fmt_bytes(shown - p->budget, b3, sizeof b3),
              minmsg);
     vd_errf(e, VD_EBUDGET, "%s", p->note);

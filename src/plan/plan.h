@@ -329,7 +329,13 @@ typedef struct vd_plan_opts {
     int *algos;                 /* optional [n_layers] explicit per-layer options
                                    (overrides fixed_algo/dyn search); NULL = none.
                                    With algos_bwd set: the forward options only */
-    bool forward_only;          /* eval plan: forward steps only, no grads */
+    /* Forward steps only, no gradients: vd_plan_build makes an inference
+     * plan (the executor's forward passes, vd_exec_eval_step; no
+     * momentum region): policy none whatever opts->policy (each feature
+     * map freed after its last reader, nothing offloaded), each layer's
+     * fastest forward option, or its least-workspace one when that does
+     * not fit (algos, fixed_algo, disp and the backward options ignored). */
+    bool forward_only;
     /* Optional [n_layers + 1] per feature map dispositions: [0] the net
      * input x, [i + 1] the output of layer i. An entry other than AUTO
      * overrides the policy for that tensor (auto keeps it fixed in its
@@ -460,7 +466,8 @@ typedef struct vd_plan {
      * it). */
     vd_plan_bound bound;
     struct vd_plan *eval;       /* forward-only plan sharing params/momentum
-                                   offsets (NULL for a forward-only plan) */
+                                   offsets (NULL for a forward-only plan, which
+                                   has no momentum: t_mom -1) */
     struct vd_dp_sim {          /* data parallel (vd_plan_dp); all 0 for one rank */
         int ranks;              /* ranks (GPUs); this plan is one rank's, at batch/ranks */
         int n_buckets, n_calls; /* gradient buckets; all-reduce calls (contiguous ranges) */

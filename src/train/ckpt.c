@@ -25,9 +25,15 @@
  * be a checkpoint of that net, and is refused before it is parsed. */
 #define ST_HEADER_META ((uint64_t)64 << 10)
 #define ST_HEADER_ENTRY ((uint64_t)1 << 10)
+/* and the "classes" metadata, per class: a name of at most NAME_MAX bytes
+ * (vd_ckpt_save_opts.classes), each byte at most 7 when escaped twice (a
+ * control byte: \u00XX in the array, its backslash escaped again in the
+ * header), its quotes and comma */
+#define ST_HEADER_CLASS ((uint64_t)2 << 10)
 static uint64_t st_max_header(const vd_net *net) {
     if (!net) return ST_MAX_HEADER;
-    uint64_t m = ST_HEADER_META + ((uint64_t)net->n_params + 2) * ST_HEADER_ENTRY;
+    uint64_t m = ST_HEADER_META + ((uint64_t)net->n_params + 2) * ST_HEADER_ENTRY +
+                 (uint64_t)net->classes * ST_HEADER_CLASS;
     return m < ST_MAX_HEADER ? m : ST_MAX_HEADER;
 }
 
@@ -138,6 +144,28 @@ static int st_build(const out_tensor *t, int nt, const meta_kv *m, int nm, char 
     *out = buf;
     *out_n = (size_t)total;
     return VD_OK;
+}
+
+/* The class names as the "classes" metadata value (a JSON array, compact;
+ * jansson's block: release with classes_free), or NULL: none to record (see
+ * vd_ckpt_save_opts.classes), or out of memory (the save goes on without). */
+static char *classes_json(const vd_net *net, const char *const *names, int n) {
+    if (!names || n < 1 || n > net->classes) return NULL;
+    json_t *a = json_array();
+    bool ok = a != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        ok = strlen(names[i]) <= NAME_MAX && vd_json_utf8(names[i]);
+        if (ok) vd_json_push(a, json_string(names[i]), &ok);
+    }
+    char *s = ok ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return s;
+}
+
+static void classes_free(char *s) {
+    json_free_t jfree;          /* jansson's own free (util/json.c counts it) */
+    json_get_alloc_funcs(NULL, &jfree);
+    if (s) jfree(s);
 }
 
 /* Parameter p of the net as tensor "<prefix><name>": F32 from base (floats
@@ -281,6 +309,8 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     meta_kv m[20];   /* the state file: 10 keys, 6 more for a loss scale */
     memset(m, 0, sizeof m);
     int nm = 0;
+    char *classes = so ? classes_json(net, so->classes, so->n_classes) : NULL;
+    if (classes) { m[nm].k = "classes"; m[nm++].vs = classes; }
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "pt");
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
     m[nm].k = "net"; snprintf(m[nm++].v, sizeof m[0].v, "%s", net->name);
@@ -303,6 +333,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     for (int i = 0; i < net->n_params; i++)
         if (net->params[i].kind == VD_PARAM_WEIGHT)
             param_tensor(&t[nt++], &net->params[i], "momentum.", momentum, NULL);   /* F32 */
+    memset(m, 0, sizeof m);   /* the model's keys gone (a "classes" vs among them) */
     nm = 0;
     m[nm].k = "batch"; snprintf(m[nm++].v, sizeof m[0].v, "%d", st->batch);
     if (st->data[0] && memchr(st->data, 0, sizeof st->data)) { m[nm].k = "data"; m[nm++].vs = st->data; }
@@ -333,6 +364,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     vd_free(model_buf);
     vd_free(buf);
 out:
+    classes_free(classes);
     vd_free(t);
     vd_free(nbt);
     vd_free(bf);
@@ -662,12 +694,54 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
     return VD_OK;
 }
 
+/* The "classes" metadata of f into *c (none: left empty). */
+static int load_classes(const st_file *f, const vd_net *net, vd_ckpt_classes *c, vd_err *e) {
+    const char *s = meta_str(f, "classes");
+    if (!s) return VD_OK;
+    char jerr[160];
+    json_t *a = vd_json_parse(s, strlen(s), 0, jerr, sizeof jerr);
+    int rc = VD_OK;
+    size_t n = json_array_size(a);
+    if (!a) rc = vd_errf(e, VD_EDATA, "%s: metadata 'classes' is not JSON (%s)", f->path, jerr);
+    else if (!json_is_array(a) || n == 0 || n > (size_t)net->classes)
+        rc = vd_errf(e, VD_EDATA, "%s: metadata 'classes' is not an array of 1 to %d names "
+                     "(net '%s' has %d classes)", f->path, net->classes, net->name, net->classes);
+    else if (!(c->names = vd_calloc(n, sizeof *c->names, e)))
+        rc = VD_ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const char *name = json_string_value(json_array_get(a, i));
+        if (!name)
+            rc = vd_errf(e, VD_EDATA, "%s: metadata 'classes': entry %zu is not a string",
+                         f->path, i);
+        else if (!(c->names[i] = vd_strdup(name, e)))
+            rc = VD_ENOMEM;
+        else
+            c->n = (int)i + 1;
+    }
+    json_decref(a);
+    return rc;
+}
+
+void vd_ckpt_classes_free(vd_ckpt_classes *c) {
+    for (int i = 0; i < c->n; i++) vd_free(c->names[i]);
+    vd_free(c->names);
+    c->names = NULL;
+    c->n = 0;
+}
+
 int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
                        int64_t *iteration, vd_err *e) {
+    return vd_ckpt_load_model_ex(path, net, params, iteration, NULL, e);
+}
+
+int vd_ckpt_load_model_ex(const char *path, const vd_net *net, float *params,
+                          int64_t *iteration, vd_ckpt_classes *classes, vd_err *e) {
+    if (classes) *classes = (vd_ckpt_classes){ 0 };
     st_file f;
     int rc = st_open(path, net, &f, e);
     if (rc) return rc;
     rc = load_params(&f, net, "", -1, true, params, e);
+    if (!rc && classes) rc = load_classes(&f, net, classes, e);
     if (!rc && iteration) {
         *iteration = 0;
         uint64_t it;

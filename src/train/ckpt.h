@@ -13,7 +13,11 @@
  *               [], = iterations trained). So in Python
  *                 model.load_state_dict(safetensors.torch.load_file(FILE))
  *               works with strict=True. __metadata__ (strings): "format": "pt",
- *               "producer": "vdnn VERSION", "net", "iteration".
+ *               "producer": "vdnn VERSION", "net", "iteration", and
+ *               "classes" when the run's data set names its classes
+ *               (vd_data_info.class_names: folder:DIR's class directories):
+ *               a JSON array of the names in label order, as a string
+ *               ("[\"cat\",\"dog\"]"; vd_ckpt_load_model_ex reads it).
  *   FILE.state  what only a resume needs: "momentum.<name>" (F32, the shape of
  *               <name>) for every trainable parameter, and __metadata__:
  *               "format": "vdnn-state-1", "net", "iteration", "sgd_steps",
@@ -108,6 +112,13 @@ typedef struct vd_ckpt_save_opts {
      * momentum in FILE.state stays F32 (a resume continues from it exactly;
      * only the weights were rounded). */
     vd_ckpt_dtype dtype;
+    /* The names of the net's first n_classes classes, recorded in FILE's
+     * metadata "classes" (NULL: none). Not recorded (the save goes on)
+     * when there are more than the net's classes, or a name is not UTF-8
+     * or longer than NAME_MAX bytes (a directory name's limit, which
+     * keeps the header within what loading accepts). */
+    const char *const *classes;
+    int n_classes;
 } vd_ckpt_save_opts;
 int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
                     const float *momentum, const vd_train_state *st,
@@ -121,6 +132,19 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
  * from PyTorch). */
 int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,
                        int64_t *iteration, vd_err *e);
+/* The class names a model file records (metadata "classes", see above). */
+typedef struct vd_ckpt_classes {
+    char **names;               /* [n] vd_malloc'ed, label order; NULL when none */
+    int n;                      /* 0: FILE records none (another data kind, an older
+                                   version, a file saved by PyTorch) */
+} vd_ckpt_classes;
+/* vd_ckpt_load_model, and the class names into *classes (may be NULL: not
+ * read; release with vd_ckpt_classes_free, also after an error). VD_EDATA
+ * naming FILE when "classes" is not a JSON array of strings or names more
+ * classes than net has. */
+int vd_ckpt_load_model_ex(const char *path, const vd_net *net, float *params,
+                          int64_t *iteration, vd_ckpt_classes *classes, vd_err *e);
+void vd_ckpt_classes_free(vd_ckpt_classes *c);
 
 /* Read FILE.state's metadata only (to learn the seed and data spec before
  * the run is set up). Also checks that it belongs to FILE, falling back to

@@ -291,7 +291,8 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
     s->mem.first_use = s->mem.pool_growth = 0;
     s->mem.seen_train = s->mem.seen_eval = false;
     s->mem.train_steps = plan->n_steps;
-    s->mem.eval_steps = plan->eval ? plan->eval->n_steps : -1;
+    s->mem.eval_steps = plan->forward_only ? plan->n_steps   /* an inference executor */
+                      : plan->eval ? plan->eval->n_steps : -1;
     int rc = vd_exec_create(ex, s->net, plan, s->be, &eo, e);
     if (rc) s->mem.used_pinned = 0;   /* its pinned buffers are gone again */
     uint64_t used;

@@ -216,7 +216,9 @@ static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e
     st.has_loss_scale = vd_exec_loss_scale(r->ex, &st.loss_scale);   /* math fp16 */
     if (r->o->data_spec)   /* it fits (checked as the run started) */
         snprintf(st.data, sizeof st.data, "%s", r->o->data_spec);
-    vd_ckpt_save_opts so = { .dtype = r->o->save_dtype };
+    const vd_data_info *di = vd_data_get_info(r->ds);   /* its class names, if any */
+    vd_ckpt_save_opts so = { .dtype = r->o->save_dtype, .classes = di->class_names,
+                             .n_classes = di->classes };
     rc = vd_ckpt_save_ex(r->o->save_path, r->net, r->params, r->mom, &st, &so, e);
     if (rc) {
         vd_err_prefix(e, "saving the checkpoint at iteration %lld", (long long)iter);

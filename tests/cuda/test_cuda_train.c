@@ -5,7 +5,9 @@
  * (policy all), or conv, dyn and auto at their smallest budgets, yields
  * weights bit-identical to no offload, in fp32, tf32, bf16 and fp16 (fp16:
  * with dynamic loss scaling, whose state, read back with scale_get, is the
- * same on both backends and across policies).
+ * same on both backends and across policies). The inference executor (a
+ * forward-only plan, vdnn-predict's) gives the same class probabilities on
+ * both backends.
  *
  * Tolerances:
  *  TOL_LOSS 1e-5, TOL_W 1e-4 (fp32) — each op agrees to ~1e-7 (see
@@ -425,6 +427,85 @@ START_TEST(test_recompute_invariance) {
 }
 END_TEST
 
+/* The inference executor (a forward-only plan, as vdnn-predict runs) of
+ * build()'s net with weights params on input x: the class probabilities
+ * into probs [BATCH * 10]; it refuses to train. */
+static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *params,
+                  const float *x, float *probs) {
+    vd_err e = {0};
+    ((vd_net *)net)->train.math = math;
+    ck_assert_msg(be->layer_setup(be, net, BATCH, math, false, &e) == 0, "setup: %s", e.msg);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_backend(net, BATCH, be, &vd_device_h200, &prof, &e) == 0,
+                  "profile: %s", e.msg);
+    vd_plan_opts po;
+    vd_plan_opts_init(&po);
+    po.batch = BATCH;
+    po.forward_only = true;
+    vd_plan plan;
+    ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "plan: %s", e.msg);
+    vd_exec_opts eo = {.math = math, .layers_ready = true};
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
+    ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "set_state: %s", e.msg);
+    if (vd_exec_input_dtype(ex) != VD_DT_F32)
+        vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH,
+                                net->in_c, (int64_t)net->in_h * net->in_w);
+    else
+        memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)BATCH * 3 * 16 * 16);
+    memset(vd_exec_input_labels(ex), 0, sizeof(int32_t) * BATCH);
+    int correct;
+    float loss;
+    ck_assert_msg(vd_exec_eval_step(ex, &correct, &loss, &e) == 0, "%s eval: %s", be->name, e.msg);
+    vd_exec_eval_probs(ex, probs);
+    ck_assert_int_eq(vd_exec_train_step(ex, 0.01f, 0, &loss, &e), VD_EINTERNAL);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_profile_free(&prof);
+}
+
+/* Tolerances: fp32, each op within ~1e-7 (test_cuda_ops.c) through a dozen
+ * layers: the probabilities (at most 1) within 1e-5. bf16: the stored
+ * probabilities are bf16 (an ulp is 2^-8 of the value), and an op's output
+ * may differ by an ulp on either backend (see TOL_LOSS_BF16): 1e-2. */
+START_TEST(test_inference_cpu_vs_cuda) {
+    vd_net net;
+    build(&net);
+    float *params = malloc((size_t)net.param_floats * sizeof(float));
+    float *x = malloc(sizeof(float) * BATCH * 3 * 16 * 16);
+    float pa[BATCH * 10], pb[BATCH * 10];
+    ck_assert(params && x);
+    vd_net_init_params(&net, params, 5);
+    vd_rng rng;
+    vd_rng_seed(&rng, 7, 1);
+    for (int i = 0; i < BATCH * 3 * 16 * 16; i++) x[i] = vd_rng_uniform(&rng) * 2 - 1;
+    static const vd_math maths[2] = {VD_MATH_FP32, VD_MATH_BF16};
+    for (int mi = 0; mi < 2; mi++) {
+        double tol = maths[mi] == VD_MATH_FP32 ? 1e-5 : 1e-2;
+        infer(c_cpu(), &net, maths[mi], params, x, pa);
+        infer(c_cuda(), &net, maths[mi], params, x, pb);
+        double worst = 0;
+        for (int n = 0; n < BATCH; n++) {
+            double sum = 0;
+            for (int k = 0; k < 10; k++) {
+                double d = fabs((double)pa[n * 10 + k] - pb[n * 10 + k]);
+                if (d > worst) worst = d;
+                sum += pb[n * 10 + k];
+            }
+            /* the softmax sums to 1: within an ulp of each of the 10 stored values */
+            ck_assert_msg(fabs(sum - 1) <= 10 * tol, "%s sample %d: the probabilities sum to %g",
+                          vd_math_name(maths[mi]), n, sum);
+        }
+        printf("  inference %s: probabilities cpu vs cuda within %.3g\n", vd_math_name(maths[mi]),
+               worst);
+        ck_assert_msg(worst <= tol, "%s: probabilities differ by %g", vd_math_name(maths[mi]), worst);
+    }
+    free(params);
+    free(x);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 600);
@@ -438,6 +519,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
+    tcase_add_test(case_of(s, test_inference_cpu_vs_cuda), test_inference_cpu_vs_cuda);
     return s;
 }
 

@@ -187,11 +187,12 @@ ALEX(dyn)
 ALEX(auto)
 
 /* One parser: the same spelling rules and the same --device in every tool. */
-START_TEST(one_parser_for_three_tools) {
+START_TEST(one_parser_for_every_tool) {
     setup();
-    char bench[1100];
+    char bench[1100], predict[1100];
     snprintf(bench, sizeof bench, "%s/vdnn-bench", getenv("VD_BUILDDIR"));
-    const char *const tools[] = {g_plan, g_train, bench};
+    snprintf(predict, sizeof predict, "%s/vdnn-predict", getenv("VD_BUILDDIR"));
+    const char *const tools[] = {g_plan, g_train, bench, predict};
     for (size_t t = 0; t < VD_ARRAY_LEN(tools); t++) {
         struct { const char *args, *want; } cases[] = {
             {"--bat 4", "did you mean '--batch'"},      /* no abbreviations */
@@ -277,4 +278,4 @@ VDT_MAIN("plan-match", 300, lenet_plan_is_what_train_runs, lenet_bf16_plan_is_wh
          alexnet_plan_is_what_train_runs_none,
          alexnet_plan_is_what_train_runs_all, alexnet_plan_is_what_train_runs_conv,
          alexnet_plan_is_what_train_runs_dyn, alexnet_plan_is_what_train_runs_auto,
-         one_parser_for_three_tools, auto_cpu_fallback_warns)
+         one_parser_for_every_tool, auto_cpu_fallback_warns)

@@ -1,6 +1,7 @@
 /* fuzz_safetensors.c — libFuzzer target: arbitrary bytes as a checkpoint
- * file -> vd_ckpt_load_model (header length, JSON header, dtypes, shapes,
- * offsets, the net match, finite values) for a small fixed net. Must never
+ * file -> vd_ckpt_load_model_ex (header length, JSON header, dtypes, shapes,
+ * offsets, the net match, finite values, the class names of the "classes"
+ * metadata) for a small fixed net. Must never
  * crash, hang or leak, and must keep its contract: VD_OK, or VD_EDATA /
  * VD_ENOMEM with e.code equal to the return value and a message naming the
  * file.
@@ -48,7 +49,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     fz_write(path, data, size);
     int64_t it = -1;
-    int rc = vd_ckpt_load_model(path, &net, params, &it, &e);
+    vd_ckpt_classes names;
+    int rc = vd_ckpt_load_model_ex(path, &net, params, &it, &names, &e);
+    check(names.n >= 0 && names.n <= net.classes, "more class names than classes", &e);
+    for (int i = 0; i < names.n; i++) check(names.names[i] != NULL, "a class name is missing", &e);
+    vd_ckpt_classes_free(&names);
     if (rc) {
         check(rc == VD_EDATA || rc == VD_ENOMEM, "unexpected error code", &e);
         check(e.code == rc, "e.code differs from the return value", &e);

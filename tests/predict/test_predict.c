@@ -1,0 +1,548 @@
+/* test_predict.c — vdnn-predict: the inference plan (forward only, each
+ * feature map freed after its last reader, the smallest budget), the
+ * probabilities against their closed form, the class names a checkpoint
+ * records, image files that fail among good ones, --data with a padded
+ * last batch, --labels, and the exit statuses. Runs $VD_BUILDDIR/vdnn-predict
+ * (and vdnn-train once) on specs and images written here; CPU backend. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "vdt.h"
+#include "util/util.h"
+#include "net/net.h"
+#include "spec/spec.h"
+#include "profile/profile.h"
+#include "plan/plan.h"
+#include "train/ckpt.h"
+#include "config/predict_job.h"
+
+static char g_predict[1024], g_train[1024], g_src[1024];
+
+static void setup(void) {
+    const char *b = getenv("VD_BUILDDIR"), *s = getenv("VD_SRCDIR");
+    ck_assert_msg(b && s, "VD_BUILDDIR / VD_SRCDIR not set (run through meson test)");
+    snprintf(g_predict, sizeof g_predict, "%s/vdnn-predict", b);
+    snprintf(g_train, sizeof g_train, "%s/vdnn-train", b);
+    snprintf(g_src, sizeof g_src, "%s", s);
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A binary PGM of w x h pixels, every one of value v. */
+static void write_pgm(const char *path, int w, int h, int v) {
+    char buf[64 + 64 * 64];
+    int k = snprintf(buf, sizeof buf, "P5\n%d %d\n255\n", w, h);
+    ck_assert(w * h <= 64 * 64);
+    memset(buf + k, v, (size_t)(w * h));
+    write_file(path, buf, (size_t)k + (size_t)(w * h));
+}
+
+/* A PNG whose header (signature, IHDR: 4x4 RGB 8-bit) and CRCs are good
+ * and whose pixel data (IDAT) is not zlib: found only when decoded. */
+static void write_bad_png(const char *path) {
+    static const unsigned char png[] = {
+        0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A,
+        0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0, 0, 0,
+        0x26, 0x93, 0x09, 0x29,
+        0, 0, 0, 4, 'I', 'D', 'A', 'T', 'j', 'u', 'n', 'k', 0xCD, 0x9C, 0xA4, 0x22,
+        0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82 };
+    write_file(path, png, sizeof png);
+}
+
+/* "vdnn-predict ARGS": its exit status; stdout then stderr in *out. */
+static int predict(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int predict(char **out, const char *fmt, ...) {
+    char a[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a, sizeof a, fmt, ap);
+    va_end(ap);
+    return vdt_run_bin(g_predict, a, false, out);
+}
+
+/* The JSON objects of out's lines that start with '{' (stderr's lines do
+ * not), parsed with jansson: their count, into v[] (json_decref each). */
+static int json_lines(const char *out, json_t **v, int max) {
+    int n = 0;
+    for (const char *l = out; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) : strlen(l);
+        if (len && l[0] == '{') {
+            ck_assert_int_lt(n, max);
+            json_error_t je;
+            v[n] = json_loadb(l, len, 0, &je);
+            ck_assert_msg(v[n] != NULL, "not JSON (%s): %.*s", je.text, (int)len, l);
+            n++;
+        }
+        l = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+/* The net of the closed-form test: a 1x4x4 image, flattened, one fully
+ * connected layer to 3 classes, the softmax. */
+static const char NET_FC[] =
+    "name: fc3\n"
+    "input: { channels: 1, height: 4, width: 4, classes: 3 }\n"
+    "train: { batch: 2 }\n"
+    "layers:\n"
+    "  - { name: flatten, type: flatten }\n"
+    "  - { name: fc, type: fc, out: 3 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+
+/* fc: logit_k = S[k] * mean(x) + BIAS[k] (every weight of row k is S[k] / 16) */
+static const double S[3] = { -1.0, 0.5, 2.0 }, BIAS[3] = { 0.3, -0.1, 0.2 };
+
+/* Write NET_FC's spec and a checkpoint of those weights into dir. */
+static void fc_net(const char *dir, char *spec, char *ckpt, size_t n) {
+    snprintf(spec, n, "%s/fc3.yaml", dir);
+    snprintf(ckpt, n, "%s/fc3.safetensors", dir);
+    write_file(spec, NET_FC, sizeof NET_FC - 1);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    float *p = calloc((size_t)net.param_floats, sizeof *p);
+    ck_assert(p != NULL);
+    for (int i = 0; i < net.n_params; i++) {
+        const vd_param *pr = &net.params[i];
+        for (int64_t k = 0; k < pr->numel; k++)
+            p[pr->offset + k] = !strcmp(pr->name, "fc.weight") ? (float)(S[k / 16] / 16.0)
+                                                               : (float)BIAS[k];
+    }
+    vd_train_state st = {0};
+    ck_assert_msg(vd_ckpt_save(ckpt, &net, p, NULL, &st, &e) == 0, "%s", e.msg);
+    free(p);
+    vd_net_free(&net);
+}
+
+/* The closed form: a uniform gray image of value v is x = (v / 255 - 0.449)
+ * / 0.226 everywhere (folder:DIR's 1-channel normalisation; resizing a
+ * uniform image changes nothing), so logit_k = S[k] x + BIAS[k]. */
+static void closed_form(int v, double *prob) {
+    double x = ((double)v / 255.0 - 0.449) / 0.226, l[3], m = -INFINITY, s = 0;
+    for (int k = 0; k < 3; k++) { l[k] = S[k] * x + BIAS[k]; if (l[k] > m) m = l[k]; }
+    for (int k = 0; k < 3; k++) s += exp(l[k] - m);
+    for (int k = 0; k < 3; k++) prob[k] = exp(l[k] - m) / s;
+}
+
+/* ---- the inference plan --------------------------------------------------- */
+
+START_TEST(inference_plan_frees_after_last_reader) {
+    setup();
+    char spec[1100];
+    snprintf(spec, sizeof spec, "%s/nets/tiny-resnet.yaml", g_src);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(&net);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_analytic(&net, 8, vd_device_find("cpu"), &prof, &e) == 0, "%s", e.msg);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = 8;
+    o.forward_only = true;
+    o.policy = VD_POLICY_ALL;   /* ignored: an inference plan offloads nothing */
+    vd_plan p;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    ck_assert(p.forward_only && p.feasible && !p.eval);
+    ck_assert_int_eq(p.n_steps, net.n_layers);
+    ck_assert_int_eq(p.t_mom, -1);               /* no optimizer state ... */
+    ck_assert_int_eq(p.t_grads, -1);             /* ... nor gradients */
+    /* the parameters alone (a region's bytes are 256-aligned: vd_interval) */
+    ck_assert_uint_eq(p.persistent_bytes, VD_ALIGN_UP((uint64_t)net.param_floats * 4u, 256u));
+    ck_assert_uint_eq(p.host_bytes, 0);
+    ck_assert_uint_eq(p.offload_bytes, 0);
+    /* every feature map: one region, from its writer to its last reader (the
+     * steps of the units that read or write it, from the net's inputs; the
+     * loss's output is read back after the last step) */
+    int maps = 0;
+    for (int t = 0; t < p.n_tensors; t++) {
+        const vd_tensor *T = &p.tensors[t];
+        ck_assert_msg(T->kind != VD_T_DACT && T->kind != VD_T_GRADS, "%s", T->name);
+        if (T->kind != VD_T_ACT) continue;
+        int first = -1, last = -1;
+        for (int u = 0; u < p.n_units; u++) {
+            const vd_layer *l = &net.layers[p.layers[u].layer];
+            bool uses = p.layers[u].y == t;
+            for (int k = 0; k < l->n_in; k++) uses |= p.layers[u].in_t[k] == t;
+            if (!uses) continue;
+            if (first < 0) first = u;
+            last = u;
+        }
+        ck_assert_msg(!T->offload && !T->recompute && T->n_iv == 1, "%s", T->name);
+        const vd_interval *iv = &p.intervals[T->iv[0]];
+        ck_assert_msg(iv->first == first && iv->last == last, "%s lives over steps %d..%d, "
+                      "used over %d..%d", T->name, iv->first, iv->last, first, last);
+        maps++;
+    }
+    ck_assert_int_gt(maps, 10);
+    /* the smallest budget fits, 256 bytes less does not: exit 6's message */
+    uint64_t minb = 0;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &minb, &e) == 0, "%s", e.msg);
+    ck_assert_uint_le(minb, p.budget);
+    vd_plan q;
+    o.budget = minb;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &q, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(q.budget, minb);
+    vd_plan_free(&q);
+    o.budget = minb - 256;
+    ck_assert_int_eq(vd_plan_build(&net, &prof, &o, &q, &e), VD_EBUDGET);
+    ck_assert_msg(strstr(e.msg, "offloads nothing") && strstr(e.msg, "the smallest budget that fits"),
+                  "%s", e.msg);
+    vd_plan_free(&q);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(topk_order_and_ties) {
+    static const float p[6] = { 0.1f, 0.3f, 0.05f, 0.3f, 0.2f, 0.05f };
+    static const int want[6] = { 1, 3, 4, 0, 2, 5 };   /* ties: the lower index first */
+    for (int k = 1; k <= 6; k++) {
+        int top[6] = { -1, -1, -1, -1, -1, -1 };
+        vd_predict_topk(p, 6, k, top);
+        for (int q = 0; q < 6; q++) ck_assert_int_eq(top[q], q < k ? want[q] : -1);
+    }
+}
+END_TEST
+
+/* ---- the probabilities ---------------------------------------------------- */
+
+START_TEST(probabilities_match_closed_form) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], img[3][1100];
+    fc_net(d, spec, ck, sizeof spec);
+    static const int V[3] = { 0, 100, 255 };   /* tops: class 0, 0, 2 */
+    for (int i = 0; i < 3; i++) {
+        snprintf(img[i], sizeof img[i], "%s/gray%d.pgm", d, V[i]);
+        write_pgm(img[i], 4, 4, V[i]);
+    }
+    char *jl, *tab;
+    /* batch 2: the second pass holds one image and one slot of padding */
+    ck_assert_int_eq(predict(&jl, "%s --init %s --backend cpu --batch 2 --top-k 3 --format jsonl "
+                             "--quiet %s %s %s", spec, ck, img[0], img[1], img[2]), 0);
+    ck_assert_int_eq(predict(&tab, "%s --init %s --backend cpu --batch 2 --top-k 3 --quiet "
+                             "%s %s %s", spec, ck, img[0], img[1], img[2]), 0);
+    json_t *v[8];
+    ck_assert_int_eq(json_lines(jl, v, 8), 3);
+    const char *row = strchr(tab, '\n');    /* after the header */
+    ck_assert(row != NULL);
+    for (int i = 0; i < 3; i++) {
+        double want[3];
+        closed_form(V[i], want);
+        ck_assert_str_eq(json_string_value(json_object_get(v[i], "image")), img[i]);
+        json_t *top = json_object_get(v[i], "top");
+        ck_assert_uint_eq(json_array_size(top), 3);
+        /* the table's row: the image, then the same classes, probabilities to 4 decimals */
+        row++;
+        ck_assert_msg(!strncmp(row, img[i], strlen(img[i])), "row %d: %s", i, row);
+        const char *at = row + strlen(img[i]);
+        double prev = 2;
+        for (int q = 0; q < 3; q++) {
+            json_t *t = json_array_get(top, (size_t)q);
+            int c = (int)json_integer_value(json_object_get(t, "index"));
+            double pr = json_real_value(json_object_get(t, "prob"));
+            ck_assert(c >= 0 && c < 3);
+            /* no names recorded: the class is its index */
+            char cs[8];
+            snprintf(cs, sizeof cs, "%d", c);
+            ck_assert_str_eq(json_string_value(json_object_get(t, "class")), cs);
+            /* 1e-5: the input is normalised in float (relative 6e-8 of |x| < 2.5), the
+             * logits summed and the softmax rounded to float, then printed to 9 digits */
+            ck_assert_msg(fabs(pr - want[c]) < 1e-5, "gray %d, class %d: %.9g, closed form %.9g",
+                          V[i], c, pr, want[c]);
+            ck_assert(pr <= prev);   /* most probable first */
+            prev = pr;
+            int tc, used = 0;
+            double tp;
+            ck_assert_msg(sscanf(at, " %d %lf%n", &tc, &tp, &used) == 2, "row %d: %s", i, row);
+            ck_assert_int_eq(tc, c);
+            /* the table rounds to 4 decimals: half a unit of the last, and the 1e-5 above */
+            ck_assert_msg(fabs(tp - pr) <= 0.5e-4 + 1e-5, "table %.4f, jsonl %.9g", tp, pr);
+            at += used;
+        }
+        row = strchr(row, '\n');
+        ck_assert(row != NULL);
+        json_decref(v[i]);
+    }
+    vd_free(jl);
+    vd_free(tab);
+    /* math bf16: the image, the weights' copy and the probabilities in bf16
+     * (8 significant bits): the same order, the values within 2% */
+    ck_assert_int_eq(predict(&jl, "%s --init %s --backend cpu --math bf16 --top-k 3 --format "
+                             "jsonl --quiet %s", spec, ck, img[1]), 0);
+    ck_assert_int_eq(json_lines(jl, v, 8), 1);
+    double want[3];
+    closed_form(V[1], want);
+    json_t *top = json_object_get(v[0], "top");
+    for (int q = 0; q < 3; q++) {
+        json_t *t = json_array_get(top, (size_t)q);
+        int c = (int)json_integer_value(json_object_get(t, "index"));
+        double pr = json_real_value(json_object_get(t, "prob"));
+        ck_assert_msg(fabs(pr - want[c]) < 0.02, "bf16 class %d: %g, closed form %g", c, pr, want[c]);
+        int above = 0;   /* classes more probable than c in the closed form */
+        for (int k = 0; k < 3; k++) above += want[k] > want[c];
+        ck_assert_int_eq(above, q);
+    }
+    json_decref(v[0]);
+    vd_free(jl);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* ---- class names, failures, --data ----------------------------------------- */
+
+/* A folder data set of 8x8 gray images in dir/data: classes cat, dog, eel
+ * of values 20, 120, 220 (two train images each, val: one each, cat's val
+ * image bad_val: a PNG that does not decode), and a net for it. */
+static const char NET_GRAY[] =
+    "name: gray3\n"
+    "input: { channels: 1, height: 8, width: 8, classes: 3 }\n"
+    "train: { batch: 3, lr: 0.1 }\n"
+    "layers:\n"
+    "  - { name: flatten, type: flatten }\n"
+    "  - { name: fc, type: fc, out: 3 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+static void gray_folder(const char *dir, bool bad_val) {
+    static const char *const cls[3] = { "cat", "dog", "eel" };
+    char p[1200];
+    for (int s = 0; s < 2; s++) {
+        snprintf(p, sizeof p, "%s/data", dir);
+        mkdir(p, 0777);   /* the second time: it exists */
+        snprintf(p, sizeof p, "%s/data/%s", dir, s ? "val" : "train");
+        ck_assert_int_eq(mkdir(p, 0777), 0);
+        for (int c = 0; c < 3; c++) {
+            snprintf(p, sizeof p, "%s/data/%s/%s", dir, s ? "val" : "train", cls[c]);
+            ck_assert_int_eq(mkdir(p, 0777), 0);
+            for (int i = 0; i < (s ? 1 : 2); i++) {
+                snprintf(p, sizeof p, "%s/data/%s/%s/%d.%s", dir, s ? "val" : "train", cls[c], i,
+                         s && c == 0 && bad_val ? "png" : "pgm");
+                if (s && c == 0 && bad_val) write_bad_png(p);
+                else write_pgm(p, 8, 8, 20 + 100 * c + 5 * i);
+            }
+        }
+    }
+}
+
+START_TEST(class_names_round_trip) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], a[4096], img[1100];
+    snprintf(spec, sizeof spec, "%s/gray3.yaml", d);
+    write_file(spec, NET_GRAY, sizeof NET_GRAY - 1);
+    gray_folder(d, false);
+    snprintf(ck, sizeof ck, "%s/gray3.safetensors", d);
+    char *out;
+    snprintf(a, sizeof a, "%s --data folder:%s/data --backend cpu --iters 1 --eval-every -1 "
+             "--save %s --quiet", spec, d, ck);
+    ck_assert_msg(vdt_run_bin(g_train, a, true, &out) == 0, "%s", out);
+    vd_free(out);
+    /* the checkpoint records the class directories, in label order */
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    float *p = calloc((size_t)net.param_floats, sizeof *p);
+    vd_ckpt_classes names;
+    ck_assert_msg(vd_ckpt_load_model_ex(ck, &net, p, NULL, &names, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(names.n, 3);
+    ck_assert_str_eq(names.names[0], "cat");
+    ck_assert_str_eq(names.names[1], "dog");
+    ck_assert_str_eq(names.names[2], "eel");
+    vd_ckpt_classes_free(&names);
+    free(p);
+    vd_net_free(&net);
+    /* vdnn-predict prints them: every class once among the top 3 */
+    snprintf(img, sizeof img, "%s/data/val/dog/0.pgm", d);
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --format jsonl --quiet %s", spec,
+                             ck, img), 0);
+    json_t *v[8];
+    ck_assert_int_eq(json_lines(out, v, 8), 1);
+    json_t *top = json_object_get(v[0], "top");
+    ck_assert_uint_eq(json_array_size(top), 3);   /* --top-k 5 of 3 classes */
+    int seen = 0;
+    for (size_t q = 0; q < 3; q++) {
+        json_t *t = json_array_get(top, q);
+        const char *c = json_string_value(json_object_get(t, "class"));
+        int idx = (int)json_integer_value(json_object_get(t, "index"));
+        ck_assert_str_eq(c, idx == 0 ? "cat" : idx == 1 ? "dog" : "eel");
+        seen |= 1 << idx;
+    }
+    ck_assert_int_eq(seen, 7);
+    json_decref(v[0]);
+    vd_free(out);
+    /* --labels over them; a count that is not the net's: exit 2 */
+    char lab[1100];
+    snprintf(lab, sizeof lab, "%s/labels.txt", d);
+    const char *names3 = "Felis\nCanis\r\nAnguilla\n";
+    write_file(lab, names3, strlen(names3));
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --top-k 3 --labels %s --format "
+                             "jsonl --quiet %s", spec, ck, lab, img), 0);
+    ck_assert_int_eq(json_lines(out, v, 8), 1);
+    top = json_object_get(v[0], "top");
+    for (size_t q = 0; q < 3; q++) {
+        json_t *t = json_array_get(top, q);
+        int idx = (int)json_integer_value(json_object_get(t, "index"));
+        ck_assert_str_eq(json_string_value(json_object_get(t, "class")),
+                         idx == 0 ? "Felis" : idx == 1 ? "Canis" : "Anguilla");
+    }
+    json_decref(v[0]);
+    vd_free(out);
+    write_file(lab, "Felis\nCanis\n", 12);
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --labels %s %s", spec, ck, lab,
+                             img), 2);
+    ck_assert_msg(strstr(out, "2 names") && strstr(out, "3 classes"), "%s", out);
+    vd_free(out);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+START_TEST(bad_images_among_good_ones) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], good[2][1100], bad[1100], gone[1100];
+    fc_net(d, spec, ck, sizeof spec);
+    for (int i = 0; i < 2; i++) {
+        snprintf(good[i], sizeof good[i], "%s/good%d.pgm", d, i);
+        write_pgm(good[i], 4, 4, 255 * i);
+    }
+    snprintf(bad, sizeof bad, "%s/bad.png", d);
+    write_bad_png(bad);
+    snprintf(gone, sizeof gone, "%s/no-such.png", d);
+    /* a decoding error first, then a file that cannot be read: exit 5, the
+     * first one's; every line in order, the good ones classified */
+    char *out;
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --format jsonl --quiet %s %s %s %s",
+                             spec, ck, good[0], bad, gone, good[1]), 5);
+    json_t *v[8];
+    ck_assert_int_eq(json_lines(out, v, 8), 4);
+    const char *want[4] = { good[0], bad, gone, good[1] };
+    for (int i = 0; i < 4; i++) {
+        ck_assert_str_eq(json_string_value(json_object_get(v[i], "image")), want[i]);
+        bool failed = i == 1 || i == 2;
+        ck_assert_int_eq(json_object_get(v[i], "error") != NULL, failed);
+        ck_assert_int_eq(json_object_get(v[i], "top") != NULL, !failed);
+        if (failed)
+            ck_assert_msg(strstr(json_string_value(json_object_get(v[i], "error")), want[i]),
+                          "%s", out);
+    }
+    /* the two good ones, as alone: gray 0 is class 0, gray 255 class 2 */
+    for (int i = 0; i < 2; i++) {
+        json_t *t = json_array_get(json_object_get(v[3 * i], "top"), 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(t, "index")), 2 * i);
+    }
+    for (int i = 0; i < 4; i++) json_decref(v[i]);
+    ck_assert_msg(strstr(out, "2 of 4 images could not be classified"), "%s", out);
+    vd_free(out);
+    /* the table: the error on the image's line */
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --quiet %s %s", spec, ck, gone,
+                             good[0]), 4);
+    char line[1300];
+    snprintf(line, sizeof line, "%s  error: %s", gone, gone);
+    ck_assert_msg(strstr(out, line), "%s", out);
+    vd_free(out);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+START_TEST(data_split_padded_and_scored) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], a[4096];
+    snprintf(spec, sizeof spec, "%s/gray3.yaml", d);
+    write_file(spec, NET_GRAY, sizeof NET_GRAY - 1);
+    gray_folder(d, true);
+    snprintf(ck, sizeof ck, "%s/gray3.safetensors", d);
+    char *out;
+    snprintf(a, sizeof a, "%s --data folder:%s/data --backend cpu --iters 1 --eval-every -1 "
+             "--save %s --quiet", spec, d, ck);
+    ck_assert_msg(vdt_run_bin(g_train, a, true, &out) == 0, "%s", out);
+    vd_free(out);
+    /* 3 held-out images at batch 2: the second batch is padded; cat's image
+     * does not decode: its line says so, the other two are scored, exit 5 */
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --data folder:%s/data --batch 2 "
+                             "--top-k 2 --format jsonl --quiet", spec, ck, d), 5);
+    json_t *v[8];
+    ck_assert_int_eq(json_lines(out, v, 8), 4);
+    int hits1 = 0, hits2 = 0;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(json_integer_value(json_object_get(v[i], "index")), i);
+        if (i == 0) {   /* not read: its label is not known either */
+            ck_assert_msg(strstr(json_string_value(json_object_get(v[i], "error")), "0.png") &&
+                          !json_object_get(v[i], "label"), "%s", out);
+            continue;
+        }
+        int label = (int)json_integer_value(json_object_get(v[i], "label_index"));
+        ck_assert_int_eq(label, i);   /* val: cat, dog, eel, one each */
+        ck_assert_str_eq(json_string_value(json_object_get(v[i], "label")),
+                         i == 1 ? "dog" : "eel");
+        json_t *top = json_object_get(v[i], "top");
+        ck_assert_uint_eq(json_array_size(top), 2);
+        for (int q = 0; q < 2; q++) {
+            int c = (int)json_integer_value(json_object_get(json_array_get(top, (size_t)q), "index"));
+            hits1 += q == 0 && c == label;
+            hits2 += c == label;
+        }
+    }
+    json_t *s = json_object_get(v[3], "summary");
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "images")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "failed")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(s, "k")), 2);
+    ck_assert(fabs(json_real_value(json_object_get(s, "top1")) - hits1 / 2.0) < 1e-12);
+    ck_assert(fabs(json_real_value(json_object_get(s, "top_k")) - hits2 / 2.0) < 1e-12);
+    for (int i = 0; i < 4; i++) json_decref(v[i]);
+    vd_free(out);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+START_TEST(usage_and_budget_errors) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], img[1100];
+    fc_net(d, spec, ck, sizeof spec);
+    snprintf(img, sizeof img, "%s/gray.pgm", d);
+    write_pgm(img, 4, 4, 9);
+    static const struct { int rc; const char *args, *msg; } cases[] = {
+        { 2, "%s %s", "--init FILE is required" },
+        { 2, "%s --init %s", "nothing to classify" },
+        { 2, "%s --init %s --data synthetic %s", "not both" },
+        { 2, "%s --init %s --top-k 0 %s", "--top-k" },
+        { 2, "%s --init %s --format csv %s", "table | jsonl" },
+        { 2, "%s --init %s --loader-threads 2 %s", "--data" },
+        { 6, "%s --init %s --budget 1K %s", "the smallest budget that fits" },
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+        char *out;
+        const char *x = strstr(cases[i].args, "--init") ? ck : img;
+        int rc = predict(&out, cases[i].args, spec, x, img);
+        ck_assert_msg(rc == cases[i].rc && strstr(out, cases[i].msg), "case %zu: exit %d:\n%s",
+                      i, rc, out);
+        vd_free(out);
+    }
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+VDT_MAIN("predict", 0, inference_plan_frees_after_last_reader, topk_order_and_ties,
+         probabilities_match_closed_form,
+         class_names_round_trip, bad_images_among_good_ones, data_split_padded_and_scored,
+         usage_and_budget_errors)
