@@ -1,9 +1,12 @@
 /* cli_common.c — see cli_common.h. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "vd_config.h"
 #include "cli/cli_common.h"
 #include "plan/plan.h"
@@ -190,6 +193,146 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     return rc;
 }
 
+/* ---- nets by name ---------------------------------------------------------- */
+
+/* The installed nets' directories in lookup order (vd_cli_find_net), each
+ * resolved, the same one once: the running installation's when it exists,
+ * then the configured one (listed even when absent: where an installation
+ * would put them). Returns the count. */
+static int nets_dirs(char dirs[2][PATH_MAX]) {
+    int k = 0;
+    char exe[PATH_MAX], rel[PATH_MAX + 64];
+    ssize_t len = VD_BIN_TO_NETS[0] ? readlink("/proc/self/exe", exe, sizeof exe - 1) : -1;
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');   /* the executable's directory */
+        if (slash) *slash = 0;
+        snprintf(rel, sizeof rel, "%s/%s", exe, VD_BIN_TO_NETS);
+        if (slash && realpath(rel, dirs[k])) k++;
+    }
+    if (!realpath(VD_NETS_DIR, dirs[k])) snprintf(dirs[k], PATH_MAX, "%s", VD_NETS_DIR);
+    if (k == 0 || strcmp(dirs[0], dirs[1]) != 0) k++;
+    return k;
+}
+
+char *vd_cli_nets_help(char *buf, size_t n) {
+    char dirs[2][PATH_MAX];
+    int k = nets_dirs(dirs);
+    snprintf(buf, n, "\nNET.yaml is a spec (vdnn-net(5)) or the name of a net: NAME.yaml in the\n"
+             "current directory, else in the installed nets: %s%s%s\n", dirs[0],
+             k > 1 ? ", then " : "", k > 1 ? dirs[1] : "");
+    return buf;
+}
+
+static bool regular_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Nets by name: the *.yaml files of the current directory and the installed
+ * nets' directories, the first of each name in lookup order. */
+typedef struct net_file { char *name, *path; } net_file;
+typedef struct net_list { net_file *f; int n, cap; } net_list;
+
+static void nets_free(net_list *l) {
+    for (int i = 0; i < l->n; i++) { vd_free(l->f[i].name); vd_free(l->f[i].path); }
+    vd_free(l->f);
+}
+
+/* Append (name[0..n), path) to l; path is l's from then on (freed on failure). */
+static int nets_push(net_list *l, const char *name, size_t n, char *path, vd_err *e) {
+    if (l->n == l->cap) {
+        net_file *g = vd_realloc(l->f, sizeof *g * (size_t)(2 * l->cap + 16), e);
+        if (!g) { vd_free(path); return VD_ENOMEM; }
+        l->f = g;
+        l->cap = 2 * l->cap + 16;
+    }
+    char *nm = vd_strfmt(e, "%.*s", (int)n, name);
+    if (!nm) { vd_free(path); return VD_ENOMEM; }
+    l->f[l->n++] = (net_file){ nm, path };
+    return VD_OK;
+}
+
+/* Add dir's (NULL: the current directory's) nets to l, unless l names them
+ * already. A directory that cannot be read has none. */
+static int nets_add(net_list *l, const char *dir, vd_err *e) {
+    DIR *d = opendir(dir ? dir : ".");
+    int rc = VD_OK;
+    for (struct dirent *de; d && !rc && (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".yaml") != 0) continue;
+        bool seen = false;
+        for (int i = 0; i < l->n && !seen; i++)
+            seen = strlen(l->f[i].name) == len - 5 && !strncmp(l->f[i].name, de->d_name, len - 5);
+        if (seen) continue;
+        char *path = dir ? vd_strfmt(e, "%s/%s", dir, de->d_name) : vd_strdup(de->d_name, e);
+        if (path && !regular_file(path)) { vd_free(path); continue; }
+        rc = path ? nets_push(l, de->d_name, len - 5, path, e) : VD_ENOMEM;
+    }
+    if (d) closedir(d);
+    return rc;
+}
+
+static int nets_all(net_list *l, vd_err *e) {
+    char dirs[2][PATH_MAX];
+    int k = nets_dirs(dirs), rc = nets_add(l, NULL, e);
+    for (int i = 0; i < k && !rc; i++) rc = nets_add(l, dirs[i], e);
+    return rc;
+}
+
+int vd_cli_find_net(const char *arg, char *buf, size_t n, const char **path, bool *installed,
+                    vd_err *e) {
+    size_t len = strlen(arg);
+    struct stat st;
+    *path = arg;
+    *installed = false;
+    if (!*arg || stat(arg, &st) == 0 || strchr(arg, '/') ||
+        (len >= 5 && !strcmp(arg + len - 5, ".yaml")))
+        return VD_OK;   /* a path: its reader reports what is wrong with it */
+    if ((size_t)snprintf(buf, n, "%s.yaml", arg) < n && regular_file(buf)) {
+        *path = buf;
+        return VD_OK;
+    }
+    char dirs[2][PATH_MAX];
+    int k = nets_dirs(dirs);
+    for (int i = 0; i < k; i++)
+        if ((size_t)snprintf(buf, n, "%s/%s.yaml", dirs[i], arg) < n && regular_file(buf)) {
+            *path = buf;
+            *installed = true;
+            return VD_OK;
+        }
+    /* nowhere: where it looked, and a near name */
+    net_list l = {0};
+    int rc = nets_all(&l, e);
+    const char **names = rc ? NULL : vd_calloc((size_t)l.n + 1, sizeof *names, e);
+    if (names) {
+        for (int i = 0; i < l.n; i++) names[i] = l.f[i].name;
+        const char *s = vd_suggest(arg, names, l.n);
+        rc = vd_errf(e, VD_EIO, "no net '%s': no such file, and no %s.yaml in the current "
+                     "directory, nor in %s%s%s (the installed nets)%s%s%s", arg, arg, dirs[0],
+                     k > 1 ? " or " : "", k > 1 ? dirs[1] : "", s ? "; did you mean '" : "",
+                     s ? s : "", s ? "'?" : "");
+    }
+    vd_free(names);
+    nets_free(&l);
+    return rc ? rc : VD_ENOMEM;
+}
+
+static int cmp_net(const void *a, const void *b) {
+    return strcmp(((const net_file *)a)->name, ((const net_file *)b)->name);
+}
+
+int vd_cli_list_nets(vd_err *e) {
+    net_list l = {0};
+    int rc = nets_all(&l, e);
+    if (!rc) {
+        qsort(l.f, (size_t)l.n, sizeof *l.f, cmp_net);
+        for (int i = 0; i < l.n; i++) printf("%s\t%s\n", l.f[i].name, l.f[i].path);
+    }
+    nets_free(&l);
+    return rc;
+}
+
 int vd_cli_parse(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                  const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                  void *ctx, vd_err *e) {
@@ -221,6 +364,7 @@ int vd_cli_parse_args(int argc, char **argv, const char *prog, void (*usage)(FIL
         const char *name = f->name;
         if (!strcmp(name, "help")) { usage(stdout); return -1; }
         if (!strcmp(name, "version")) { vd_cli_version(prog); return -1; }
+        if (!strcmp(name, "list-nets")) { int lr = vd_cli_list_nets(e); return lr ? lr : -1; }
         bool known;
         rc = common_flag(c, name, val, model_ok, &known, e);
         if (!known) rc = tool(ctx, name, val, e);
@@ -228,7 +372,12 @@ int vd_cli_parse_args(int argc, char **argv, const char *prog, void (*usage)(FIL
     }
     if (!c->spec && !c->no_spec) return vd_errf(e, VD_EUSAGE, "missing NET.yaml (usage: %s NET.yaml "
                                  "[options]; see --help)", prog);
-    return VD_OK;
+    bool installed;
+    int rc = c->spec ? vd_cli_find_net(c->spec, c->spec_found, sizeof c->spec_found, &c->spec,
+                                       &installed, e) : VD_OK;
+    if (!rc && c->spec == c->spec_found && installed && !c->quiet)
+        fprintf(stderr, "%s: net %s\n", prog, c->spec);
+    return rc;
 }
 
 void vd_cli_warn_auto_cpu(const char *prog, const vd_session *ses, double iter_s, int64_t iters) {

@@ -3,6 +3,7 @@
 #ifndef VD_CLI_COMMON_H
 #define VD_CLI_COMMON_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,7 +50,9 @@ char *vd_cli_policies(char *buf, size_t n);
 /* One positional NET.yaml, and the run-setup options (vd_config: the same
  * names and meanings in every tool that takes them). */
 typedef struct vd_cli_common {
-    const char *spec;                   /* NET.yaml (the one positional argument) */
+    const char *spec;                   /* NET.yaml: the one positional argument, or the
+                                           file its bare net name found (vd_cli_find_net) */
+    char spec_found[PATH_MAX];          /* that file's path, when found by name */
     vd_config cfg;                      /* --batch, --backend, --device, --gpu-model,
                                            --profile, --profile-out, --analytic-profile,
                                            --policy, --budget, --math, --deterministic,
@@ -67,8 +70,10 @@ typedef struct vd_cli_common {
 typedef int (*vd_cli_tool_flag)(void *ctx, const char *name, const char *val, vd_err *e);
 
 /* Parses argv[1..argc) against flags[0..n) (vd_cli_match): the positional
- * argument into c->spec (a second one is VD_EUSAGE), --help (usage(stdout))
- * and --version (printed), the vd_cli_common flags into c (which starts
+ * argument into c->spec (a second one is VD_EUSAGE; a bare net name is
+ * looked up with vd_cli_find_net, the file found named on stderr unless
+ * --quiet), --help (usage(stdout)), --version and --list-nets (printed;
+ * vd_cli_list_nets), the vd_cli_common flags into c (which starts
  * with vd_config_init), every other flag through tool(ctx, ...), in
  * command-line order; the first error stops it. --device takes a CUDA
  * device index; a tool that takes --gpu-model (vdnn-plan) also accepts the
@@ -87,6 +92,29 @@ typedef int (*vd_cli_tool_arg)(void *ctx, const char *arg, vd_err *e);
 int vd_cli_parse_args(int argc, char **argv, const char *prog, void (*usage)(FILE *),
                       const vd_cli_flag *flags, int n, vd_cli_common *c, vd_cli_tool_flag tool,
                       vd_cli_tool_arg arg, void *ctx, vd_err *e);
+
+/* ---- nets by name ---------------------------------------------------------- */
+/* Every tool takes NET.yaml or the bare name of a net. arg is a path when it
+ * exists, contains a '/' or ends in ".yaml"; otherwise it is a name, and the
+ * file is NAME.yaml in the current directory, else in the installed nets:
+ * first those of the installation the running binary belongs to
+ * (BINDIR/../share/vdnn/nets, meson's VD_BIN_TO_NETS from the executable's
+ * own directory: an installation moved or staged with DESTDIR), then those
+ * where this build installs them (VD_NETS_DIR, from meson's prefix and
+ * datadir). *path is arg itself (a path) or buf[n] (a name found; *installed
+ * says whether in the installed nets). A name found nowhere is VD_EIO
+ * naming every place looked in (and a near name, if one). */
+int vd_cli_find_net(const char *arg, char *buf, size_t n, const char **path, bool *installed,
+                    vd_err *e);
+/* --list-nets: "NAME<TAB>FILE" on stdout for every name vd_cli_find_net
+ * finds (the *.yaml files of the current directory and of the installed
+ * nets; a name in two places once, where the lookup takes it), by name. */
+int vd_cli_list_nets(vd_err *e);
+/* The usage texts' lines on NET.yaml (a spec, or a net's name and where
+ * names are looked up) into buf. Returns buf. */
+char *vd_cli_nets_help(char *buf, size_t n);
+#define VD_CLI_LIST_NETS_HELP \
+    "  --list-nets          the nets a name finds: NAME<tab>FILE lines, and exit\n"
 
 /* ---- stop signals ---------------------------------------------------------- */
 /* From now on SIGINT, SIGTERM and SIGHUP set a flag instead of killing the

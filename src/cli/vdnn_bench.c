@@ -27,15 +27,17 @@ static const char *const DEFAULT_POLICIES = "none,all,conv,dyn,auto";
 enum { MAX_BUDGETS = 256, DEFAULT_STEPS = 5 };
 
 static void usage(FILE *f) {
-    char pol[160];
+    char pol[160], nets[3 * PATH_MAX];
     vd_cli_policies(pol, sizeof pol);
+    vd_cli_nets_help(nets, sizeof nets);
     fprintf(f,
-"usage: vdnn-bench NET.yaml [options]\n"
+"usage: vdnn-bench NET.yaml|NAME [options]\n"
 "\n"
 "Sweep device memory budgets x offload policies: at each point plan, create\n"
 "the executor, train --warmup then --iters iterations on synthetic data, and\n"
 "report the measured and predicted iteration time, images/s, memory and\n"
 "copies. The table goes to stdout, progress to stderr.\n"
+"%s"
 "\n"
 "Sweep:\n"
 "  --batch N            batch size (default: the spec's train.batch)\n"
@@ -68,10 +70,11 @@ static void usage(FILE *f) {
 "  --plot FILE.svg      images/s against budget, one line per policy\n"
 "  --quiet              no progress on stderr\n"
 "  --help, --version\n"
+VD_CLI_LIST_NETS_HELP
 "\n"
 "Exit status: 0 ok (infeasible points are rows, not errors), 2 usage, 3 spec,\n"
 "4 io, 5 data, 7 device, 8 unsupported, 9 nomem, 10 numeric.\n",
-            DEFAULT_STEPS, pol, DEFAULT_POLICIES, VD_CLI_BACKEND_HELP);
+            nets, DEFAULT_STEPS, pol, DEFAULT_POLICIES, VD_CLI_BACKEND_HELP);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -92,7 +95,7 @@ static const vd_cli_flag FLAGS[] = {
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
     {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
-    {"help", false}, {"version", false},
+    {"help", false}, {"version", false}, {"list-nets", false},
 };
 
 /* "none,all,..." -> o->pol (each once, in the given order). */

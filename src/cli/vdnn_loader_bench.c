@@ -21,8 +21,10 @@
 static const char *const PROG = "vdnn-loader-bench";
 
 static void usage(FILE *f) {
+    char nets[3 * PATH_MAX];
+    vd_cli_nets_help(nets, sizeof nets);
     fprintf(f,
-"usage: vdnn-loader-bench NET.yaml [--data SPEC] [options]\n"
+"usage: vdnn-loader-bench NET.yaml|NAME [--data SPEC] [options]\n"
 "       vdnn-loader-bench --make-folder DIR [--count N] [--size WxH] [--quality Q]\n"
 "\n"
 "Measure the images/s the data loader of vdnn-train delivers for NET.yaml's\n"
@@ -32,6 +34,7 @@ static void usage(FILE *f) {
 "\"cpu ms/img\" is the CPU time of the whole process (loader threads and the\n"
 "thread taking the batches) per image: unlike images/s, it does not depend on\n"
 "what else runs on the machine.\n"
+"%s"
 "\n"
 "  --data SPEC          as vdnn-train (default synthetic)\n"
 "  --batch N            batch size (default: the spec's)\n"
@@ -53,7 +56,8 @@ static void usage(FILE *f) {
 "                       (default 1536) of --size WxH (default 500x375), JPEG\n"
 "                       quality --quality Q (default 90, 4:2:0), photo-like\n"
 "                       content (smooth gradients, edges and fine texture)\n"
-"  --help               this text\n");
+"  --help               this text\n"
+VD_CLI_LIST_NETS_HELP, nets);
 }
 
 static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out,
@@ -215,6 +219,7 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
 
 typedef struct opts {
     const char *spec, *data, *make;
+    char spec_found[PATH_MAX];  /* spec's file, when found by its name */
     int64_t batch, batches, seed, count, quality, w, h;
     bool augment;
     vd_dtype dt;                /* --bf16, --fp16: the last one given */
@@ -262,6 +267,7 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help")) { usage(stdout); return -1; }
+        else if (!strcmp(a, "--list-nets")) { rc = vd_cli_list_nets(e); return rc ? rc : -1; }
         else if (!strcmp(a, "--augment")) o->augment = true;
         else if (!strcmp(a, "--bf16")) o->dt = VD_DT_BF16;
         else if (!strcmp(a, "--fp16")) o->dt = VD_DT_F16;
@@ -298,6 +304,11 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         usage(stderr);
         return vd_errf(e, VD_EUSAGE, "missing NET.yaml");
     }
+    bool installed;
+    if ((rc = vd_cli_find_net(o->spec, o->spec_found, sizeof o->spec_found, &o->spec,
+                              &installed, e)))
+        return rc;
+    if (installed) fprintf(stderr, "%s: net %s\n", PROG, o->spec);
     if (jpeg && (rc = parse_jpeg(jpeg, o, e))) return rc;
     if (threads) return parse_threads(threads, o, e);
     int max = vd_loader_default_threads();

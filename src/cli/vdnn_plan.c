@@ -28,16 +28,18 @@
 static const char *const PROG = "vdnn-plan";
 
 static void usage(FILE *f) {
-    char pol[160];
+    char pol[160], nets[3 * PATH_MAX];
     vd_cli_policies(pol, sizeof pol);
+    vd_cli_nets_help(nets, sizeof nets);
     fprintf(f,
-        "usage: vdnn-plan NET.yaml [options]\n"
+        "usage: vdnn-plan NET.yaml|NAME [options]\n"
         "       vdnn-plan --list-gpu-models [--format json]\n"
         "\n"
         "Plan vDNN memory management for a net: which feature maps to offload to\n"
         "host memory (and when to prefetch them back) or to recompute in the\n"
         "backward pass, where every tensor lives in the device pool, and the\n"
         "predicted iteration time.\n"
+        "%s"
         "\n"
         "options:\n"
         "  --batch B            batch size (default: the spec's train.batch, else 32;\n"
@@ -79,13 +81,14 @@ static void usage(FILE *f) {
         "  --quiet              no progress on stderr (a search running over a\n"
         "                       second prints what it searches and its best plan)\n"
         "  --help, --version\n"
+        VD_CLI_LIST_NETS_HELP
         "\n"
         "backend (with --backend):\n"
         "%s"
         "\n"
         "exit status: 0 ok, 1 internal error, 2 usage, 3 spec, 4 io, 5 data,\n"
         "6 budget does not fit, 7 device, 8 unsupported, 9 out of memory\n",
-        pol, VD_CLI_BACKEND_HELP);
+        nets, pol, VD_CLI_BACKEND_HELP);
 }
 
 typedef struct opts {
@@ -102,7 +105,7 @@ static const vd_cli_flag FLAGS[] = {
     {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
     {"format", true}, {"trace", true}, {"profile-out", true}, {"save-profile", true},
     {"min-budget", false}, {"summary", false}, {"quiet", false}, {"list-gpu-models", false},
-    {"help", false}, {"version", false},
+    {"help", false}, {"version", false}, {"list-nets", false},
 };
 
 /* vdnn-plan's own flags (vd_cli_tool_flag; ctx is the opts). */

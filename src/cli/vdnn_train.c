@@ -33,15 +33,17 @@
 static const char *const PROG = "vdnn-train";
 
 static void usage(FILE *f) {
-    char pol[160];
+    char pol[160], nets[3 * PATH_MAX];
     vd_cli_policies(pol, sizeof pol);
+    vd_cli_nets_help(nets, sizeof nets);
     fprintf(f,
-"usage: vdnn-train NET.yaml [options]\n"
+"usage: vdnn-train NET.yaml|NAME [options]\n"
 "\n"
 "Train the network described by NET.yaml (see vdnn-net(5)) inside a device\n"
 "memory budget, offloading activations to host memory as the plan decides.\n"
 "Options override the spec's train: section. Without --data the net trains on\n"
 "synthetic data.\n"
+"%s"
 "\n"
 "Training:\n"
 "  --batch N            batch size (with --gpus N: the global batch, split evenly)\n"
@@ -76,6 +78,13 @@ static void usage(FILE *f) {
 "  --save FILE          write a checkpoint at the end (and on SIGINT,\n"
 "                       SIGTERM, SIGHUP, or a data error later in the run)\n"
 "  --save-every N       also write it every N iterations\n"
+"  --keep K             with --save-every: write those to numbered files FILE-ITER\n"
+"                       (lenet.safetensors -> lenet-500.safetensors, + .state),\n"
+"                       keeping the K newest this run wrote (older ones removed)\n"
+"  --save-best          after each evaluation with a higher test accuracy (top-1)\n"
+"                       than every earlier one: write FILE-best (+ .state)\n"
+"  --early-stop N       end the run (saving as at its end) after N evaluations in\n"
+"                       a row without a higher test accuracy (needs --eval-every)\n"
 "  --save-dtype T       f32 | bf16: dtype of FILE's weights (default f32; bf16 is\n"
 "                       rounded to nearest even, FILE.state's momentum stays f32)\n"
 "  --resume FILE        continue exactly: weights, momentum, iteration, data position\n"
@@ -118,10 +127,11 @@ static void usage(FILE *f) {
 "                       after which the process's device memory grew (slow)\n"
 "  --help               this text\n"
 "  --version            version and build features\n"
+VD_CLI_LIST_NETS_HELP
 "\n"
 "Exit status: 0 ok, 2 usage, 3 spec, 4 io, 5 data, 6 budget, 7 device,\n"
 "8 unsupported, 9 nomem, 10 numeric (loss NaN/Inf), 130 / 143 / 129 stopped by\n"
-"SIGINT / SIGTERM / SIGHUP (after saving).\n", pol,
+"SIGINT / SIGTERM / SIGHUP (after saving).\n", nets, pol,
         VD_CLI_BACKEND_HELP);
 }
 
@@ -136,7 +146,8 @@ typedef struct opts {
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"gpus", true}, {"mpi", false}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
-    {"loader-threads", true}, {"save", true}, {"save-every", true}, {"save-dtype", true}, {"resume", true},
+    {"loader-threads", true}, {"save", true}, {"save-every", true}, {"keep", true},
+    {"save-best", false}, {"early-stop", true}, {"save-dtype", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
     {"prefetch", true}, {"chunks", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
@@ -144,6 +155,7 @@ static const vd_cli_flag FLAGS[] = {
     {"conv-debug", true}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
     {"quiet", false}, {"help", false}, {"version", false}, {"metrics", true},
+    {"list-nets", false},
 };
 
 /* vdnn-train's own flags (vd_cli_tool_flag; ctx is the opts). */
@@ -157,6 +169,20 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "epochs")) { rc = vd_cli_int(name, val, 1, 1 << 30, &j->epochs, e); j->has_epochs = true; }
     else if (!strcmp(name, "stop-at")) rc = vd_cli_int(name, val, 1, BIG, &j->stop_at, e);
     else if (!strcmp(name, "save-every")) rc = vd_cli_int(name, val, 0, BIG, &j->save_every, e);
+    else if (!strcmp(name, "keep")) {
+        rc = vd_cli_int(name, val, 0, BIG, &j->keep, e);
+        if (!rc && j->keep == 0)
+            rc = vd_errf(e, VD_EUSAGE, "--keep 0 would remove every numbered checkpoint as soon "
+                         "as it is written; give K >= 1, or leave --keep out (then --save-every "
+                         "replaces FILE)");
+    }
+    else if (!strcmp(name, "early-stop")) {
+        rc = vd_cli_int(name, val, 0, BIG, &j->early_stop, e);
+        if (!rc && j->early_stop == 0)
+            rc = vd_errf(e, VD_EUSAGE, "--early-stop 0 would stop before any evaluation; give "
+                         "N >= 1 evaluations without improvement, or leave it out");
+    }
+    else if (!strcmp(name, "save-best")) j->save_best = true;
     else if (!strcmp(name, "eval-every")) { rc = vd_cli_int(name, val, -1, BIG, &j->eval_every, e); j->has_eval_every = true; }
     else if (!strcmp(name, "log-every")) { rc = vd_cli_int(name, val, 1, BIG, &j->log_every, e); j->has_log_every = true; }
     else if (!strcmp(name, "loader-threads")) {
@@ -213,6 +239,18 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
     if (j->save_every && !j->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
+    if (j->keep && !j->save_every)
+        return vd_errf(e, VD_EUSAGE, "--keep needs --save-every N (and --save FILE): it keeps the "
+                       "newest of the numbered checkpoints written every N iterations");
+    if (j->save_best && !j->save)
+        return vd_errf(e, VD_EUSAGE, "--save-best needs --save FILE (the best checkpoint is "
+                       "written beside it, as FILE-best)");
+    if (j->save_best && j->has_eval_every && j->eval_every < 0)
+        return vd_errf(e, VD_EUSAGE, "--save-best needs evaluations, and --eval-every -1 turns "
+                       "them off");
+    if (j->early_stop && !(j->has_eval_every && j->eval_every > 0))
+        return vd_errf(e, VD_EUSAGE, "--early-stop needs evaluation during the run: give "
+                       "--eval-every N (without it the only evaluation is the one at the end)");
     if (o->has_save_dtype && !j->save)
         return vd_errf(e, VD_EUSAGE, "--save-dtype needs --save FILE");
     if (j->mpi && j->cfg.gpus)
@@ -543,7 +581,7 @@ static void on_ready(const vd_train_job *j, void *ctx) {
 }
 
 /* The report on stdout after training. */
-static void report(vd_train_job *j) {
+static void report(vd_train_job *j, const vd_train_job_opts *o) {
     const vd_train_result *res = &j->res;
     const vd_plan *plan = &j->plan;
     const vd_net *net = &j->net;
@@ -564,6 +602,16 @@ static void report(vd_train_job *j) {
     if (res->eval_n)
         printf("test accuracy %.2f%%  loss %.4f  (%lld held-out images)\n",
                100.0 * res->eval_acc, res->eval_loss, (long long)res->eval_n);
+    if (res->early_stopped)
+        printf("early stop at iteration %lld of %lld: %lld evaluations in a row without a higher "
+               "test accuracy than %.2f%% (iteration %lld)\n", (long long)res->iters_done,
+               (long long)j->iters, (long long)res->best.since, 100.0 * res->best.acc,
+               (long long)res->best.iter);
+    char *best = res->best.known && o->save_best ? vd_ckpt_tagged(o->save, "best", NULL) : NULL;
+    if (res->best.known)
+        printf("best test accuracy %.2f%% at iteration %lld%s%s\n", 100.0 * res->best.acc,
+               (long long)res->best.iter, best ? ", saved as " : "", best ? best : "");
+    vd_free(best);
     printf("memory: pool %s, high-water %s, live peak %s%s, host store %s\n",
            vd_fmt_bytes(st.pool_bytes, a, sizeof a),
            vd_fmt_bytes(trained ? st.pool_hwm : st.eval_pool_hwm, b, sizeof b),
@@ -623,7 +671,7 @@ int main(int argc, char **argv) {
     rc = vd_train_job_run(&j, &o.job, &hooks, &e);
     close_line(&u);
     if (!rc && j.world.rank == 0) {   /* --mpi: rank 0 reports */
-        report(&j);
+        report(&j, &o.job);
         if (j.res.interrupted)
             rc = vd_errf(&e, VD_ESTOP, "at iteration %lld%s", (long long)j.res.iters_done,
                          o.job.save ? "; checkpoint saved" : "");

@@ -1,4 +1,5 @@
 /* train_job.c — see train_job.h. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +58,7 @@ static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_con
                            "trained with; drop --seed to resume exactly",
                            (unsigned long long)o->seed, (unsigned long long)st.seed, o->resume);
         tc->seed = st.seed;
+        j->resume_iter = st.iteration;
         if (!cfg->batch) cfg->batch = st.batch;
         /* the data the checkpoint was trained on (state files of older
          * versions record none, and then --data alone decides) */
@@ -98,9 +100,35 @@ static int run_length(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     return VD_OK;
 }
 
+/* --keep's numbered checkpoints: the iterations first < ITER < end that
+ * --save-every divides (the last one is --save's), each a model file and
+ * its .state and .state.prev. */
+typedef struct numbered { const char *save; int64_t every, first, end; } numbered;
+static bool is_numbered(const char *name, const void *ctx) {
+    const numbered *nb = ctx;
+    static const char *const sfx[] = { "", ".state", ".state.prev" };
+    char base[NAME_MAX + 1];
+    size_t n = strlen(name);
+    for (int k = 0; k < 3; k++) {
+        size_t sl = strlen(sfx[k]);
+        if (n < sl || n - sl > NAME_MAX || strcmp(name + n - sl, sfx[k]) != 0) continue;
+        memcpy(base, name, n - sl);
+        base[n - sl] = 0;
+        int64_t it;
+        if (vd_ckpt_tagged_iter(nb->save, base, &it) && it > nb->first && it < nb->end &&
+            it % nb->every == 0)
+            return true;
+    }
+    return false;
+}
+
 /* No output over an input or another output (--save may replace the
- * checkpoint it resumes from: the run reads it whole first). */
-static int check_paths(const vd_train_job_opts *o, const char *data, vd_err *e) {
+ * checkpoint it resumes from: the run reads it whole first), --save-best's
+ * and --keep's derived names included. */
+static int check_paths(const vd_train_job *j, const vd_train_job_opts *o, const char *data,
+                       vd_err *e) {
+    char *best = o->save_best ? vd_ckpt_tagged(o->save, "best", e) : NULL;
+    if (o->save_best && !best) return VD_ENOMEM;
     const vd_run_path rp[] = {
         { .flag = "the spec", .path = o->spec },
         { .flag = "--profile", .path = o->cfg.profile },
@@ -114,10 +142,35 @@ static int check_paths(const vd_train_job_opts *o, const char *data, vd_err *e) 
           .may_replace = "--resume" },
         { .flag = "--save", .path = o->save, .suffix = ".state.prev", .output = true,
           .may_replace = "--resume" },
+        { .flag = "--save-best", .path = best, .output = true, .rename = "--save" },
+        { .flag = "--save-best", .path = best, .suffix = ".state", .output = true,
+          .rename = "--save" },
+        { .flag = "--save-best", .path = best, .suffix = ".state.prev", .output = true,
+          .rename = "--save" },
         { .flag = "--metrics", .path = o->metrics, .output = true },
         { .flag = "--plan-json", .path = o->plan_json, .output = true },
     };
-    return vd_run_paths_check(rp, (int)VD_ARRAY_LEN(rp), e);
+    int rc;
+    if (o->keep > 0) {
+        numbered nb = { .save = o->save, .every = o->save_every,
+                        .first = o->resume ? j->resume_iter : 0,
+                        .end = o->stop_at > 0 ? o->stop_at : j->iters };
+        const char *slash = strrchr(o->save, '/');
+        char *dir = slash ? vd_strfmt(e, "%.*s", slash == o->save ? 1 : (int)(slash - o->save),
+                                      o->save) : vd_strdup(".", e);
+        if (!dir) { vd_free(best); return VD_ENOMEM; }
+        vd_run_family f = { .flag = "the numbered checkpoint (--keep)", .rename = "--save",
+                            .dir = dir, .is_member = is_numbered, .ctx = &nb };
+        rc = vd_run_paths_check_family(rp, (int)VD_ARRAY_LEN(rp), &f, e);
+        vd_free(dir);
+    } else {
+        rc = vd_run_paths_check(rp, (int)VD_ARRAY_LEN(rp), e);
+    }
+    /* fail before training, not at its first improvement, when it cannot be written */
+    if (!rc && best && j->world.rank == 0 && (rc = vd_output_check(best, e)))
+        vd_err_prefix(e, "--save-best");
+    vd_free(best);
+    return rc;
 }
 
 /* --plan-json FILE: the plan that runs, as vdnn-plan --format json prints it. */
@@ -189,7 +242,8 @@ static int train(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     if (!o->has_log_every && log_every > 100) log_every = 100;
     vd_train_opts to = {
         .iters = iters, .stop_at = o->stop_at, .save_path = o->save,
-        .save_every = o->save_every, .save_dtype = o->save_dtype,
+        .save_every = o->save_every, .keep = o->keep, .save_best = o->save_best,
+        .early_stop = o->early_stop, .save_dtype = o->save_dtype,
         .resume_path = o->resume, .init_path = o->init,
         .eval_every = o->has_eval_every && o->eval_every > 0 ? o->eval_every : 0,
         .eval_at_end = !(o->has_eval_every && o->eval_every < 0),
@@ -238,7 +292,7 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
     if (!rc) rc = stop_check(o, "after opening the data", e);
     if (rc) return rc;
     j->data_info = vd_data_get_info(j->ds);
-    if ((rc = run_length(j, o, e)) || (rc = check_paths(o, data, e))) return rc;
+    if ((rc = run_length(j, o, e)) || (rc = check_paths(j, o, data, e))) return rc;
     /* fail before training, not after it, when --save cannot be written */
     if (o->save && j->world.rank == 0 && (rc = vd_output_check(o->save, e))) {
         vd_err_prefix(e, "--save");

@@ -40,6 +40,9 @@ typedef struct vd_train_job_opts {
     int64_t iters, epochs;
     int64_t stop_at;            /* --stop-at: 0 = none */
     int64_t save_every;         /* --save-every: 0 = at the end only */
+    int64_t keep;               /* --keep: numbered periodic saves, the K newest kept (0: none) */
+    bool save_best;             /* --save-best */
+    int64_t early_stop;         /* --early-stop: 0 = never */
     bool has_eval_every;        /* --eval-every N: N > 0 every N, -1 never (not at the end) */
     int64_t eval_every;
     bool has_log_every;         /* --log-every; else a twentieth of the run, at most 100 */
@@ -85,6 +88,7 @@ struct vd_train_job {
     bool metrics_failed;
     const vd_train_job_hooks *hooks;
     char resume_data[sizeof ((vd_train_state *)0)->data];
+    int64_t resume_iter;        /* --resume: the checkpoint's iteration */
 };
 
 /* Run o on *j (which it initializes) and report through hooks (NULL: none).

@@ -306,7 +306,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     }
     for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params, bf);
 
-    meta_kv m[20];   /* the state file: 10 keys, 6 more for a loss scale */
+    meta_kv m[20];   /* the state file: 10 keys, 6 more for a loss scale, 3 for the best */
     memset(m, 0, sizeof m);
     int nm = 0;
     char *classes = so ? classes_json(net, so->classes, so->n_classes) : NULL;
@@ -336,7 +336,15 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     memset(m, 0, sizeof m);   /* the model's keys gone (a "classes" vs among them) */
     nm = 0;
     m[nm].k = "batch"; snprintf(m[nm++].v, sizeof m[0].v, "%d", st->batch);
+    const vd_train_best *b = &st->best;
+    if (b->known) {   /* --save-best, --early-stop (sorted keys: the rest below) */
+        m[nm].k = "best_accuracy"; snprintf(m[nm++].v, sizeof m[0].v, "%.17g", b->acc);
+        m[nm].k = "best_iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, b->iter);
+    }
     if (st->data[0] && memchr(st->data, 0, sizeof st->data)) { m[nm].k = "data"; m[nm++].vs = st->data; }
+    if (b->known) {
+        m[nm].k = "evals_since_best"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, b->since);
+    }
     m[nm].k = "format"; snprintf(m[nm++].v, sizeof m[0].v, "vdnn-state-1");
     m[nm].k = "iteration"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->iteration);
     if (st->has_loss_scale) {   /* math fp16 (sorted keys, as the others) */
@@ -791,6 +799,33 @@ static int read_loss_scale(const st_file *f, const char *sp, vd_train_state *st,
     return VD_OK;
 }
 
+/* The best evaluation from the state's metadata into st->best (absent:
+ * not tracked, as in runs without --save-best / --early-stop and older
+ * files). Its iteration and the evaluations since are at most the state's
+ * iteration (one evaluation per iteration at most). */
+static int read_best(const st_file *f, const char *sp, vd_train_state *st, vd_err *e) {
+    const char *s = meta_str(f, "best_accuracy");
+    if (!s) return VD_OK;
+    char *end;
+    errno = 0;
+    double acc = strtod(s, &end);
+    if (errno || end == s || *end || !(acc >= 0.0 && acc <= 1.0))
+        return vd_errf(e, VD_EDATA, "%s: metadata 'best_accuracy' = '%.32s' is not an accuracy "
+                       "in [0, 1]", sp, s);
+    uint64_t it, since;
+    int rc;
+    if ((rc = meta_u64(f, "best_iteration", &it, e)) ||
+        (rc = meta_u64(f, "evals_since_best", &since, e)))
+        return rc;
+    if (it > (uint64_t)st->iteration || since > (uint64_t)st->iteration)
+        return vd_errf(e, VD_EDATA, "%s: metadata 'best_iteration' (%" PRIu64 ") or "
+                       "'evals_since_best' (%" PRIu64 ") is beyond the iteration %" PRId64, sp,
+                       it, since, st->iteration);
+    st->best = (vd_train_best){ .known = true, .acc = acc, .iter = (int64_t)it,
+                                .since = (int64_t)since };
+    return VD_OK;
+}
+
 /* Open FILE.state, check it belongs to FILE (hash of model_raw) and net, and
  * read its metadata into st. */
 static int open_state(const char *path, const char *sp, const vd_net *net,
@@ -859,7 +894,7 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         goto fail;
     }
     snprintf(st->model_dtype, sizeof st->model_dtype, "%s", md ? md : "F32");
-    if ((rc = read_loss_scale(f, sp, st, e))) goto fail;
+    if ((rc = read_loss_scale(f, sp, st, e)) || (rc = read_best(f, sp, st, e))) goto fail;
     return VD_OK;
 fail:
     st_close(f);
@@ -935,4 +970,40 @@ int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *mome
     st_close(&s);
     vd_free(sp);
     return rc;
+}
+
+/* ======================================================================== */
+/* Derived names                                                             */
+/* ======================================================================== */
+
+/* The length of path's part before the extension of its last component
+ * (the whole path when it has none). */
+static size_t stem_len(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    return dot && dot != base ? (size_t)(dot - path) : strlen(path);
+}
+
+char *vd_ckpt_tagged(const char *path, const char *tag, vd_err *e) {
+    size_t n = stem_len(path);
+    return vd_strfmt(e, "%.*s-%s%s", (int)n, path, tag, path + n);
+}
+
+bool vd_ckpt_tagged_iter(const char *path, const char *name, int64_t *iter) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t stem = stem_len(base), ext = strlen(base) - stem, n = strlen(name);
+    if (n < stem + 2 + ext || strncmp(name, base, stem) != 0 || name[stem] != '-' ||
+        strcmp(name + n - ext, base + stem) != 0)
+        return false;
+    const char *d = name + stem + 1, *d_end = name + n - ext;
+    if (*d == '0' || d_end - d > 16) return false;   /* "0", leading zeros; beyond 2^53 */
+    int64_t v = 0;
+    for (const char *c = d; c < d_end; c++) {
+        if (*c < '0' || *c > '9') return false;
+        v = v * 10 + (*c - '0');
+    }
+    *iter = v;
+    return true;
 }

@@ -32,7 +32,10 @@
  *               reads back exactly), "loss_scale_growth", "loss_scale_streak",
  *               "loss_scale_skipped", "loss_scale_stepped" (counts) and
  *               "loss_scale_first_bad" (a layer index; absent: -1); all
- *               absent in other runs and older files.
+ *               absent in other runs and older files. A run that tracks its
+ *               best evaluation (vdnn-train --save-best, --early-stop) adds it
+ *               (vd_train_best): "best_accuracy" (%.17g, reads back exactly),
+ *               "best_iteration", "evals_since_best"; absent otherwise.
  *   FILE.state.prev  the previous FILE.state (a hard link), kept so that a
  *               crash inside a save never loses the last resumable pair.
  *
@@ -68,6 +71,16 @@
  * int64's end: a resumed run's counters cannot overflow. */
 #define VD_CKPT_MAX_ITERATION (1ll << 53)
 
+/* The best evaluation of a run so far, for --save-best and --early-stop
+ * (train.h): recorded in FILE.state so that a resumed run goes on comparing
+ * with it. */
+typedef struct vd_train_best {
+    bool known;                 /* an evaluation that counts has run */
+    double acc;                 /* its top-1 accuracy, in [0, 1] */
+    int64_t iter;               /* the iteration it evaluated */
+    int64_t since;              /* evaluations after it, none with a higher accuracy */
+} vd_train_best;
+
 typedef struct vd_train_state {
     int64_t iteration;          /* iterations completed */
     int64_t sgd_steps;          /* SGD updates applied (== iteration, less the steps
@@ -86,6 +99,7 @@ typedef struct vd_train_state {
                                    (vd_ckpt_save_opts.dtype decides) */
     bool has_loss_scale;        /* loss_scale is recorded (math fp16) */
     vd_loss_scale loss_scale;   /* its state (found_inf 0) */
+    vd_train_best best;         /* recorded when best.known */
 } vd_train_state;
 
 /* The dtype of the model file's float tensors. */
@@ -158,5 +172,18 @@ int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st,
  * used and st->from_prev is set; otherwise FILE.state's error is returned. */
 int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
                  vd_train_state *st, vd_err *e);
+
+/* The name of a checkpoint derived from FILE (path): "-TAG" inserted
+ * before the extension of its last component (from its last '.', unless
+ * that is the component's first character), else appended:
+ * "out/lenet.safetensors" + "500" -> "out/lenet-500.safetensors", "ck" +
+ * "best" -> "ck-best". vdnn-train's numbered checkpoints (--keep: TAG the
+ * iteration in decimal) and its best one (--save-best: TAG "best"). A block
+ * of the allocation wrappers (vd_free), NULL with e set when out of memory. */
+char *vd_ckpt_tagged(const char *path, const char *tag, vd_err *e);
+/* Is name (a file name, without a directory) the last component of a
+ * numbered name vd_ckpt_tagged(path, ITER) writes, ITER a decimal number
+ * without leading zeros (as "%lld" prints it)? *iter gets ITER. */
+bool vd_ckpt_tagged_iter(const char *path, const char *name, int64_t *iter);
 
 #endif

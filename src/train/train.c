@@ -1,4 +1,5 @@
 /* train.c — the training loop; see train.h. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -6,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "train/train.h"
 #include "train/ckpt.h"
 #include "train/lr.h"
@@ -181,6 +184,15 @@ static bool eval_due(const vd_train_opts *o, int64_t n) {
     return o->eval_every > 0 && n % o->eval_every == 0;
 }
 
+/* A numbered checkpoint this run wrote (--keep): the model file it wrote
+ * (a link at the numbered name followed) and that file's identity, so that
+ * rotating it away never removes what replaced it since. */
+typedef struct kept_ckpt {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+} kept_ckpt;
+
 typedef struct run {
     const vd_net *net;
     vd_exec *ex;
@@ -188,6 +200,10 @@ typedef struct run {
     const vd_train_opts *o;
     float *params, *mom;        /* host copies [param_floats]; NULL until needed (host_state) */
     vd_loader *ld;
+    vd_train_best best;         /* save_best / early_stop: the best evaluation so far */
+    char *best_path;            /* save_best: vd_ckpt_tagged(save_path, "best") */
+    kept_ckpt *kept;            /* keep: this run's numbered checkpoints, oldest first */
+    int64_t n_kept, cap_kept;   /* [n_kept] of [cap_kept]; n_kept at most keep */
 } run;
 
 /* The host copies of the parameters and momentum, allocated on first use:
@@ -200,9 +216,14 @@ static int host_state(run *r, vd_err *e) {
     return VD_OK;
 }
 
-/* samples: the data position to record (the loader's position: every batch
- * it handed out was trained on, see train_loop). */
-static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e) {
+/* Does the run track its best evaluation (vd_train_opts.save_best, early_stop)? */
+static bool tracks(const vd_train_opts *o) { return o->save_best || o->early_stop > 0; }
+
+/* The checkpoint pair at path. samples: the data position to record (the
+ * loader's position: every batch it handed out was trained on, see
+ * train_loop). */
+static int save_to(run *r, const char *path, int64_t iter, uint64_t samples, bool final,
+                   vd_err *e) {
     int proc;
     vd_exec_procs(r->ex, &proc);
     if (proc != 0) return VD_OK;    /* --mpi: process 0 writes the checkpoints */
@@ -214,24 +235,86 @@ static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e
                           .samples = samples, .seed = r->net->train.seed,
                           .batch = r->net->train.batch };
     st.has_loss_scale = vd_exec_loss_scale(r->ex, &st.loss_scale);   /* math fp16 */
+    if (tracks(r->o)) st.best = r->best;
     if (r->o->data_spec)   /* it fits (checked as the run started) */
         snprintf(st.data, sizeof st.data, "%s", r->o->data_spec);
     const vd_data_info *di = vd_data_get_info(r->ds);   /* its class names, if any */
     vd_ckpt_save_opts so = { .dtype = r->o->save_dtype, .classes = di->class_names,
                              .n_classes = di->classes };
-    rc = vd_ckpt_save_ex(r->o->save_path, r->net, r->params, r->mom, &st, &so, e);
+    rc = vd_ckpt_save_ex(path, r->net, r->params, r->mom, &st, &so, e);
     if (rc) {
-        vd_err_prefix(e, "saving the checkpoint at iteration %lld", (long long)iter);
+        vd_err_prefix(e, "saving the checkpoint %s at iteration %lld", path, (long long)iter);
         return rc;
     }
     vd_train_event ev = { .kind = VD_TEV_SAVE, .iter = iter, .total = r->o->iters,
-                          .final = final, .path = r->o->save_path };
+                          .final = final, .path = path };
     emit(r->o, &ev);
     return VD_OK;
 }
 
+static int save_at(run *r, int64_t iter, uint64_t samples, bool final, vd_err *e) {
+    return save_to(r, r->o->save_path, iter, samples, final, e);
+}
+
 static int save(run *r, int64_t iter, bool final, vd_err *e) {
     return save_at(r, iter, vd_loader_position(r->ld), final, e);
+}
+
+/* --keep: remove the oldest numbered checkpoint of this run (its model file,
+ * and the .state and .state.prev beside it), unless the model file is no
+ * longer the one this run wrote (then all three stay, with a note). */
+static void rotate(run *r, int64_t iter) {
+    kept_ckpt *k = &r->kept[0];
+    struct stat st;
+    if (lstat(k->path, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == k->dev &&
+        st.st_ino == k->ino) {
+        char *sp = vd_strfmt(NULL, "%s.state", k->path);
+        char *pp = vd_strfmt(NULL, "%s.state.prev", k->path);
+        unlink(k->path);
+        if (sp) unlink(sp);
+        if (pp) unlink(pp);
+        vd_free(sp);
+        vd_free(pp);
+        note(r->o, iter, r->o->iters, "removed %s (+ .state): --keep %lld keeps the newest",
+             k->path, (long long)r->o->keep);
+    } else {
+        note(r->o, iter, r->o->iters, "kept %s: it changed since this run wrote it, so --keep "
+             "leaves it alone", k->path);
+    }
+    vd_free(k->path);
+    memmove(r->kept, r->kept + 1, sizeof *r->kept * (size_t)(r->n_kept - 1));
+    r->n_kept--;
+}
+
+/* A periodic save after iteration iter: save_path, or with keep a numbered
+ * checkpoint, the oldest of this run's removed once there are more than
+ * keep (after the new one is complete: never fewer than keep on disk). */
+static int save_periodic(run *r, int64_t iter, vd_err *e) {
+    const vd_train_opts *o = r->o;
+    if (o->keep <= 0) return save(r, iter, false, e);
+    int proc;
+    vd_exec_procs(r->ex, &proc);
+    if (proc != 0) return VD_OK;    /* --mpi: process 0 writes the checkpoints */
+    char tag[24], *path = NULL, *written = NULL;
+    snprintf(tag, sizeof tag, "%lld", (long long)iter);
+    if (!(path = vd_ckpt_tagged(o->save_path, tag, e))) return VD_ENOMEM;
+    int rc = save_to(r, path, iter, vd_loader_position(r->ld), false, e);
+    struct stat st;
+    /* where the save wrote (a link at the name is written through) */
+    if (!rc) rc = vd_output_path(path, &written, e);
+    if (!rc && stat(written, &st) != 0)
+        rc = vd_errf(e, VD_EIO, "%s: just written, but: %s", written, strerror(errno));
+    vd_free(path);
+    if (!rc && r->n_kept == r->cap_kept && r->n_kept < o->keep) {   /* grows to keep + 1 */
+        int64_t cap = r->cap_kept ? 2 * r->cap_kept : 8;
+        kept_ckpt *k = vd_realloc(r->kept, sizeof *k * (size_t)cap, e);
+        if (!k) rc = VD_ENOMEM;
+        else { r->kept = k; r->cap_kept = cap; }
+    }
+    if (rc) { vd_free(written); return rc; }
+    if (r->n_kept == o->keep) rotate(r, iter);
+    r->kept[r->n_kept++] = (kept_ckpt){ .path = written, .dev = st.st_dev, .ino = st.st_ino };
+    return VD_OK;
 }
 
 /* A data error (an undecodable image, a read error) ended the run after
@@ -260,9 +343,12 @@ static void save_after_error(run *r, int rc_data, int64_t iter, int64_t first,
     }
 }
 
-static int eval(run *r, int64_t iter, bool final, vd_train_result *res, vd_err *e) {
+/* *ran (may be NULL): whether an evaluation ran (the held-out split holds a
+ * batch at least); its results are then in res. */
+static int eval(run *r, int64_t iter, bool final, vd_train_result *res, bool *ran, vd_err *e) {
     double acc, loss;
     int64_t n;
+    if (ran) *ran = false;
     int rc = vd_train_evaluate(r->net, r->ex, r->ds, r->o->loader_threads, r->o->stop, &acc,
                                &loss, &n, e);
     if (rc) return rc;
@@ -276,9 +362,36 @@ static int eval(run *r, int64_t iter, bool final, vd_train_result *res, vd_err *
     res->eval_acc = acc;
     res->eval_loss = loss;
     res->eval_n = n;
+    if (ran) *ran = true;
     vd_train_event ev = { .kind = VD_TEV_EVAL, .iter = iter, .total = r->o->iters,
                           .eval_acc = acc, .eval_loss = loss, .eval_n = n, .final = final };
     emit(r->o, &ev);
+    return VD_OK;
+}
+
+/* An evaluation that counts (vd_train_opts.early_stop) ran after iteration
+ * iter, its accuracy in res: an improvement is a top-1 accuracy above the
+ * best so far (the first evaluation is one; an equal one is not), which
+ * save_best writes to best_path; early_stop ends the run after that many
+ * evaluations in a row without one (res->early_stopped, with a note). */
+static int track(run *r, int64_t iter, vd_train_result *res, vd_err *e) {
+    const vd_train_opts *o = r->o;
+    if (!tracks(o)) return VD_OK;
+    vd_train_best *b = &r->best;
+    if (!b->known || res->eval_acc > b->acc) {
+        *b = (vd_train_best){ .known = true, .acc = res->eval_acc, .iter = iter, .since = 0 };
+        res->best = *b;
+        return o->save_best ? save_to(r, r->best_path, iter, vd_loader_position(r->ld), false, e)
+                            : VD_OK;
+    }
+    b->since++;
+    res->best = *b;
+    if (o->early_stop > 0 && b->since >= o->early_stop && iter < o->iters) {
+        res->early_stopped = true;
+        note(o, iter, o->iters, "early stop at iteration %lld of %lld: %lld evaluations in a "
+             "row without a higher test accuracy than %.2f%% (iteration %lld)", (long long)iter,
+             (long long)o->iters, (long long)b->since, 100.0 * b->acc, (long long)b->iter);
+    }
     return VD_OK;
 }
 
@@ -324,6 +437,7 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
              vd_math_name(cfg->math));
     *iter = st.iteration;
     *samples = st.samples;
+    if (tracks(o)) r->best = st.best;   /* the earlier run's best goes on counting */
     if (st.from_prev)
         note(o, *iter, o->iters, "%s.state does not belong to %s (a save was interrupted); "
              "resuming from the previous state %s.state.prev, which does", o->resume_path,
@@ -452,9 +566,11 @@ static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t sa
             return rc;
         }
         double tx = vd_now();
-        if (save_due(o, *iter) && !last && (rc = save(r, *iter, false, e))) return rc;
+        /* the evaluation first, so that a checkpoint saved after the same
+         * iteration records it (the best evaluation, for --resume) */
         if (eval_due(o, *iter) && !last) {
-            rc = eval(r, *iter, false, res, e);
+            bool ran;
+            rc = eval(r, *iter, false, res, &ran, e);
             if (rc == VD_ESTOP) {   /* a stop during it: the run ends as at any stop */
                 res->interrupted = true;
                 break;
@@ -463,7 +579,10 @@ static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t sa
                 save_after_error(r, rc, *iter, first, samples, e);
                 return rc;
             }
+            if (ran && (rc = track(r, *iter, res, e))) return rc;
+            if (res->early_stopped) break;   /* saved at the end, as a run's last iteration */
         }
+        if (save_due(o, *iter) && !last && (rc = save_periodic(r, *iter, e))) return rc;
         tx = vd_now() - tx;
         c->run_excl += tx;
         c->win_excl += tx;
@@ -481,6 +600,9 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     if (o->log_every < 1) return vd_errf(e, VD_EUSAGE, "--log-every must be >= 1");
     if (o->resume_path && o->init_path)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
+    if ((o->keep > 0 && (!o->save_path || o->save_every <= 0)) || (o->save_best && !o->save_path))
+        return vd_errf(e, VD_EUSAGE, "--keep needs --save-every and --save, --save-best needs "
+                       "--save");
     /* before training, not at its first save */
     if (o->save_path && o->data_spec && strlen(o->data_spec) >= sizeof ((vd_train_state *)0)->data)
         return vd_errf(e, VD_EUSAGE, "the data spec '%.64s...' is too long to record in a "
@@ -498,6 +620,20 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     if ((rc = start_point(&r, &iter, &samples, e))) goto done;
     res->first_iter = iter;
     res->iters_done = iter;
+    res->best = r.best;
+    if (o->save_best && !(r.best_path = vd_ckpt_tagged(o->save_path, "best", e))) {
+        rc = VD_ENOMEM;
+        goto done;
+    }
+    if (o->early_stop > 0 && r.best.since >= o->early_stop && iter < end) {
+        /* resumed from a run that stopped early: so would the run in one piece */
+        res->early_stopped = true;
+        note(o, iter, o->iters, "%s stopped early at iteration %lld: %lld evaluations in a row "
+             "without a higher test accuracy than %.2f%% (iteration %lld); no training (a "
+             "larger --early-stop goes on)", o->resume_path, (long long)iter,
+             (long long)r.best.since, 100.0 * r.best.acc, (long long)r.best.iter);
+        end = iter;
+    }
 
     int proc, procs = vd_exec_procs(ex, &proc);   /* --mpi: this process's shards */
     vd_loader_cfg lc = { .split = VD_SPLIT_TRAIN, .batch = cfg->batch / (vd_exec_ranks(ex) * procs),
@@ -509,7 +645,9 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
     res->loader_threads = vd_loader_threads(r.ld);
     res->synth_device = lc.synth_device;
 
-    if (iter >= end && o->iters > 0) {
+    if (res->early_stopped) {
+        /* said above */
+    } else if (iter >= end && o->iters > 0) {
         note(o, iter, o->iters, "the checkpoint is already at iteration %lld, not below the "
              "requested %lld: no training", (long long)iter, (long long)end);
     } else if (iter >= end) {
@@ -538,21 +676,28 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
 
     /* ---- the end ----
      * Save before the final evaluation: a failing evaluation (an undecodable
-     * held-out image, ...) must not cost the run its checkpoint. Evaluation
-     * does not change the parameters, so the saved bytes are the same.
+     * held-out image, ...) must not cost the run its checkpoint, nor must a
+     * stop or a crash during a long one. Evaluation does not change the
+     * parameters, so the saved bytes are the same.
      * A resumed run that trained nothing leaves its own checkpoint as it is,
      * but a --save elsewhere must still be written (it is what the caller
-     * asked for, and the CLI reports it as saved). */
-    if (o->save_path && (iter > first || !o->resume_path ||
-                         strcmp(o->save_path, o->resume_path) != 0)) {
-        rc = save(&r, iter, true, e);
-        if (rc) goto done;
-    }
-    if (o->eval_at_end && !res->interrupted) {
-        rc = eval(&r, iter, true, res, e);
+     * asked for, and the CLI reports it as saved). An early stop evaluated
+     * this iteration already. */
+    bool saves = o->save_path && (iter > first || !o->resume_path ||
+                                  strcmp(o->save_path, o->resume_path) != 0);
+    if (saves && (rc = save(&r, iter, true, e))) goto done;
+    if (o->eval_at_end && !res->interrupted && !res->early_stopped) {
+        bool ran;
+        rc = eval(&r, iter, true, res, &ran, e);
         if (rc == VD_ESTOP) {   /* the checkpoint is saved already */
             res->interrupted = true;
             rc = VD_OK;
+        } else if (!rc && ran && iter > first && (iter == o->iters || eval_due(o, iter))) {
+            /* it counts (vd_train_opts.early_stop); at a periodic evaluation's
+             * iteration the checkpoint records it, as the loop's do, so that
+             * a resumed run counts on from it */
+            rc = track(&r, iter, res, e);
+            if (!rc && saves && tracks(o) && eval_due(o, iter)) rc = save(&r, iter, true, e);
         }
     }
 done:
@@ -562,5 +707,8 @@ done:
     vd_loader_destroy(&r.ld);
     vd_free(r.params);
     vd_free(r.mom);
+    vd_free(r.best_path);
+    for (int64_t k = 0; k < r.n_kept; k++) vd_free(r.kept[k].path);
+    vd_free(r.kept);
     return rc;
 }

@@ -88,6 +88,19 @@ typedef struct vd_train_opts {
                                one uninterrupted run */
     const char *save_path;  /* NULL: no checkpoint */
     int64_t save_every;     /* also save every N iterations (0 = only at the end) */
+    int64_t keep;           /* > 0: those periodic saves go to numbered files
+                               vd_ckpt_tagged(save_path, ITER) instead of
+                               save_path, and only the keep newest of those this
+                               run wrote are kept (train.c: rotate) */
+    bool save_best;         /* after each evaluation that counts (below) with a
+                               higher top-1 accuracy than every earlier one:
+                               a checkpoint at vd_ckpt_tagged(save_path, "best") */
+    int64_t early_stop;     /* > 0: end the run (saving as at its end) after this
+                               many evaluations that count in a row without a
+                               higher accuracy than the best (0: never).
+                               Evaluations that count: the periodic ones and the
+                               one after iteration iters (not the extra one
+                               after stop_at, unless it is periodic) */
     vd_ckpt_dtype save_dtype;/* the saved model's weights: F32 (0) or BF16
                                (rounded; the momentum state stays F32) */
     const char *resume_path;/* weights + momentum + iteration + data position */
@@ -120,6 +133,9 @@ typedef struct vd_train_result {
     double eval_acc, eval_loss;
     int64_t eval_n;         /* 0: no evaluation ran */
     bool interrupted;       /* *stop was set */
+    bool early_stopped;     /* early_stop ended the run at iters_done */
+    vd_train_best best;     /* save_best / early_stop: the best evaluation (a
+                               resumed run's earlier ones included) */
     bool loss_scaled;       /* math fp16: the two fields below are set */
     double loss_scale;      /* the loss scale at the end */
     int64_t skipped;        /* steps skipped in all (as vd_train_event.skipped) */

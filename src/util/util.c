@@ -672,11 +672,56 @@ int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e) {
                          "name", p[i].flag, p[i].path, p[i].suffix ? p[i].suffix : "",
                          !opt ? "" : q->output ? "the output of " : q->tree ? "a file under "
                          : "the input of ", q->flag, q->path, q->suffix ? q->suffix : "",
-                         p[i].flag);
+                         p[i].rename ? p[i].rename : p[i].flag);
         }
     }
     for (int i = 0; i < n; i++) { vd_free(id[i].where); vd_free(id[i].named); }
     vd_free(id);
+    return rc;
+}
+
+int vd_run_paths_check_family(const vd_run_path *p, int n, const vd_run_family *f, vd_err *e) {
+    char *dir = resolved(f->dir);
+    if (!dir) return vd_run_paths_check(p, n, e);
+    /* the members that exist: outputs like the others */
+    int cap = n + 8, m = n, rc = VD_OK;
+    vd_run_path *q = vd_calloc((size_t)cap, sizeof *q, e);
+    DIR *d = q ? opendir(dir) : NULL;
+    if (q) memcpy(q, p, sizeof *p * (size_t)n);
+    for (struct dirent *de; d && !rc && (de = readdir(d));) {
+        if (!f->is_member(de->d_name, f->ctx)) continue;
+        if (m == cap) {
+            vd_run_path *g = vd_realloc(q, sizeof *q * (size_t)(cap *= 2), e);
+            if (!g) { rc = VD_ENOMEM; break; }
+            q = g;
+        }
+        char *path = vd_strfmt(e, "%s/%s", strcmp(dir, "/") ? dir : "", de->d_name);
+        if (!path) { rc = VD_ENOMEM; break; }
+        q[m++] = (vd_run_path){ .flag = f->flag, .path = path, .output = true,
+                                .rename = f->rename };
+    }
+    if (d) closedir(d);
+    if (!q) rc = VD_ENOMEM;
+    if (!rc) rc = vd_run_paths_check(q, m, e);
+    /* the paths of p that would be written or read at a member's name */
+    for (int i = 0; i < n && !rc; i++) {
+        if (!p[i].path) continue;
+        path_id id;
+        if ((rc = path_identify(&p[i], &id, e))) break;
+        const char *w = id.where, *slash = w ? strrchr(w, '/') : NULL;
+        size_t dl = slash ? (size_t)(slash - w) : 0;
+        if (slash && dl == (strcmp(dir, "/") ? strlen(dir) : 0) && !strncmp(w, dir, dl) &&
+            f->is_member(slash + 1, f->ctx))
+            rc = vd_errf(e, VD_EUSAGE, "%s %s would overwrite %s%s %s%s; give %s another name",
+                         f->flag, w, p[i].output ? "the output of " : p[i].tree ?
+                         "a file under " : "the input of ", p[i].flag, p[i].path,
+                         p[i].suffix ? p[i].suffix : "", f->rename);
+        vd_free(id.where);
+        vd_free(id.named);
+    }
+    for (int i = n; q && i < m; i++) vd_free((char *)q[i].path);
+    vd_free(q);
+    vd_free(dir);
     return rc;
 }
 

@@ -220,6 +220,8 @@ typedef struct vd_run_path {
     const char *may_replace;    /* an output's: the flag of the one input it is
                                    meant to replace ("--resume" for --save:
                                    the checkpoint is read whole first) */
+    const char *rename;         /* an output's: the flag a clash asks to rename
+                                   (the one its name derives from); NULL: flag */
 } vd_run_path;
 /* Refuse a run that would write over what it reads, before anything is
  * written: every output is compared with every input and every other
@@ -230,6 +232,22 @@ typedef struct vd_run_path {
  * may_replace names. VD_EUSAGE naming both flags and paths, VD_ENOMEM. A path that
  * cannot be resolved (a missing input) is left to its reader. */
 int vd_run_paths_check(const vd_run_path *p, int n, vd_err *e);
+/* Outputs named by a rule rather than listed, too many to list (numbered
+ * checkpoints): the files of one directory whose names is_member accepts. */
+typedef struct vd_run_family {
+    const char *flag;           /* what they are, for messages: "the numbered
+                                   checkpoint (--keep)" */
+    const char *rename;         /* the flag their names derive from: "--save" */
+    const char *dir;            /* their directory, as given */
+    bool (*is_member)(const char *name, const void *ctx);   /* name: no directory */
+    const void *ctx;
+} vd_run_family;
+/* vd_run_paths_check(p, n) with family f's outputs as well: every member
+ * that exists is checked as one more output (identity and resolved path),
+ * and a path of p clashes when it resolves to a member's name in f->dir
+ * (so one that does not exist yet too). A missing f->dir has no members
+ * (its writer reports it). VD_EUSAGE naming both, VD_ENOMEM. */
+int vd_run_paths_check_family(const vd_run_path *p, int n, const vd_run_family *f, vd_err *e);
 
 /* ---- bfloat16 / float16 -------------------------------------------------
  * The element type of a feature map (vd_math_act_dtype, net.h): float, or

@@ -966,10 +966,90 @@ START_TEST(save_bf16_round_trips) {
 }
 END_TEST
 
+/* The best evaluation (--save-best, --early-stop) round-trips exactly,
+ * is absent when not tracked, and a damaged record is refused. */
+START_TEST(best_round_trips_and_is_checked) {
+    fixture f;
+    fx_init(&f, false);
+    vd_err e;
+    char sp[700];
+    tu_state_path(f.path, sp, sizeof sp);
+    size_t n;
+    vd_train_state st;
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    char *raw = vdt_slurp(sp, &n);
+    ck_assert_msg(!strstr(raw + 8, "best"), "%.400s", raw + 8);   /* not tracked: absent */
+    vd_free(raw);
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st, &e), 0);
+    ck_assert(!st.best.known);
+    /* an accuracy that needs all 17 digits (not a multiple of a power of 2) */
+    f.st.best = (vd_train_best){ .known = true, .acc = 29.0 / 31.0, .iter = 100, .since = 2 };
+    ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+    ck_assert_msg(vd_ckpt_peek_state(f.path, &f.net, &st, &e) == 0, "%s", e.msg);
+    ck_assert(st.best.known && st.best.acc == 29.0 / 31.0 && st.best.iter == 100 &&
+              st.best.since == 2);
+    static const struct { const char *good, *bad, *what; } cases[] = {
+        { "\"best_accuracy\":\"0.93548387096774188\"", "\"best_accuracy\":\"1.93548387096774188\"",
+          "best_accuracy" },
+        { "\"best_accuracy\":\"0.93548387096774188\"", "\"best_accuracy\":\"nan                \"",
+          "best_accuracy" },
+        { "\"best_iteration\":\"100\"", "\"best_iteration\":\"124\"", "beyond the iteration" },
+        { "\"evals_since_best\":\"2\"", "\"evals_since_best\":\"x\"", "evals_since_best" },
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
+        ck_assert_int_eq(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e), 0);
+        patch_same_len(sp, cases[i].good, cases[i].bad);
+        char prev[720];
+        snprintf(prev, sizeof prev, "%s.prev", sp);
+        unlink(prev);   /* the good state before: the reader would fall back to it */
+        ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st, &e), VD_EDATA);
+        ck_assert_msg(strstr(e.msg, cases[i].what) && strstr(e.msg, ".state"), "%s", e.msg);
+    }
+    fx_free(&f);
+}
+END_TEST
+
+/* The derived names of --keep and --save-best, and which names are numbered. */
+START_TEST(tagged_names) {
+    static const struct { const char *path, *tag, *want; } t[] = {
+        { "lenet.safetensors", "500", "lenet-500.safetensors" },
+        { "out/v1.2/ck.st", "best", "out/v1.2/ck-best.st" },
+        { "out.d/ck", "7", "out.d/ck-7" },
+        { "dir/.hidden", "best", "dir/.hidden-best" },
+        { "a.b.c", "1", "a.b-1.c" },
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(t); i++) {
+        char *g = vd_ckpt_tagged(t[i].path, t[i].tag, NULL);
+        ck_assert_str_eq(g, t[i].want);
+        vd_free(g);
+    }
+    static const struct { const char *path, *name; int64_t iter; } m[] = {
+        { "d/lenet.safetensors", "lenet-500.safetensors", 500 },
+        { "ck", "ck-9007199254740992", 9007199254740992 },
+        { "a.b.c", "a.b-12.c", 12 },
+        { "d/lenet.safetensors", "lenet-best.safetensors", -1 },
+        { "d/lenet.safetensors", "lenet-0500.safetensors", -1 },
+        { "d/lenet.safetensors", "lenet-0.safetensors", -1 },
+        { "d/lenet.safetensors", "lenet-.safetensors", -1 },
+        { "d/lenet.safetensors", "lenet-5.safetensors.state", -1 },
+        { "d/lenet.safetensors", "lenet-5a.safetensors", -1 },
+        { "d/lenet.safetensors", "lenet5.safetensors", -1 },
+        { "ck", "ck-10000000000000000", -1 },      /* 17 digits: beyond any run */
+    };
+    for (size_t i = 0; i < VD_ARRAY_LEN(m); i++) {
+        int64_t it = -1;
+        bool yes = vd_ckpt_tagged_iter(m[i].path, m[i].name, &it);
+        ck_assert_msg(yes == (m[i].iter >= 0) && (!yes || it == m[i].iter), "%s %s: %d %lld",
+                      m[i].path, m[i].name, yes, (long long)it);
+    }
+}
+END_TEST
+
 VDT_MAIN("ckpt", 120,
           round_trip_is_exact, layout_is_safetensors_and_torchvision,
           strict_matching_reports_first_mismatch, state_must_belong_to_model,
           corruption_never_crashes, offsets_are_validated, atomic_write_keeps_old_file,
           python_reader_agrees, names_are_escaped_and_utf8, huge_header_is_linear,
           long_paths_keep_the_state_next_to_the_model, metadata_counts_are_strict,
-          loads_bf16_and_f16_tensors, unsupported_dtype_names_the_tensor, save_bf16_round_trips)
+          loads_bf16_and_f16_tensors, unsupported_dtype_names_the_tensor, save_bf16_round_trips,
+          best_round_trips_and_is_checked, tagged_names)

@@ -53,6 +53,15 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "takes no value", "%s --quiet=1");
     expect(2, "exclude", "%s --resume a --init b");
     expect(2, "--save-every needs --save", "%s --save-every 5");
+    expect(2, "--keep 0 would remove every numbered checkpoint",
+           "%s --save x.safetensors --save-every 5 --keep 0");
+    expect(2, "--keep needs --save-every", "%s --save x.safetensors --keep 3");
+    expect(2, "--save-best needs --save", "%s --save-best");
+    expect(2, "--save-best needs evaluations",
+           "%s --save x.safetensors --save-best --eval-every -1");
+    expect(2, "--early-stop needs evaluation during the run", "%s --early-stop 3");
+    expect(2, "--early-stop needs evaluation during the run", "%s --early-stop 3 --eval-every 0");
+    expect(2, "--early-stop 0 would stop", "%s --early-stop 0 --eval-every 5");
     expect(2, "--save-dtype needs --save", "%s --save-dtype bf16");
     expect(2, "did you mean 'bf16'", "%s --save x.safetensors --save-dtype bf61");
     expect(2, "expected f32 | bf16", "%s --save x.safetensors --save-dtype f16");
@@ -131,7 +140,8 @@ START_TEST(help_lists_every_flag) {
         "--profile-out", "--analytic-profile", "--math", "--deterministic", "--poison", "--eval-every",
         "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
         "--conv-tune", "--conv-api", "--conv-split", "--conv-topk", "--conv-rtc", "--conv-debug",
-        "--sync-debug", "--step-times", "--mem-trace" };
+        "--sync-debug", "--step-times", "--mem-trace", "--keep", "--save-best", "--early-stop",
+        "--list-nets" };
     /* each in --help and in the man page (where dashes are written \-) */
     char man[1100];
     snprintf(man, sizeof man, "%s/man/vdnn-train.1", getenv("VD_SRCDIR"));
@@ -684,7 +694,136 @@ START_TEST(fp16_resume_and_loss_scale) {
 }
 END_TEST
 
+/* "D/NAME" exists (lstat)? */
+static bool exists_in(const char *d, const char *name) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/%s", d, name);
+    return access(p, F_OK) == 0;
+}
+
+/* --save-every --keep, --save-best and --early-stop against a reference run
+ * that keeps every numbered checkpoint and logs every evaluation: the early
+ * stop and the best iteration computed here from the reference's
+ * accuracies, the files compared byte for byte with the reference's
+ * checkpoints of those iterations; rotation removes only what the run
+ * wrote; a run in two pieces (--stop-at, --resume) stops where the whole
+ * run does, with the same bytes. */
+START_TEST(keep_best_and_early_stop) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-train-keep");
+    ck_assert_int_eq(chdir(d), 0);
+    enum { EVERY = 2, ITERS = 24, PATIENCE = 3 };
+    /* accuracies (of 32 images) that rise, repeat and fall: the best is not
+     * the first evaluation, and an equal one is no improvement */
+    const char *common = "--backend cpu --data synthetic:128,32 --batch 8 --lr 0.02 --seed 1 "
+                         "--iters 24 --eval-every 2 --quiet";
+    char args[1600];
+    /* the reference: every periodic checkpoint kept, every evaluation logged;
+     * it tracks the best evaluation too (an early stop it never reaches), so
+     * that its checkpoints can be resumed as a piece of the run below */
+    snprintf(args, sizeof args, "%%s %s --save r.safetensors --save-every %d --keep 1000 "
+             "--metrics r.jsonl --early-stop 1000", common, EVERY);
+    expect(0, NULL, args);
+    size_t n;
+    char *log = vdt_slurp("r.jsonl", &n);
+    double acc[ITERS / EVERY];
+    int64_t at[ITERS / EVERY];
+    int ne = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        ck_assert_msg(j, "%s", line);
+        if (!strcmp(json_string_value(json_object_get(j, "event")), "eval")) {
+            ck_assert_int_lt(ne, ITERS / EVERY);
+            at[ne] = json_integer_value(json_object_get(j, "iteration"));
+            acc[ne++] = json_real_value(json_object_get(j, "accuracy"));
+        }
+        json_decref(j);
+    }
+    vd_free(log);
+    ck_assert_int_eq(ne, ITERS / EVERY);   /* every EVERY, the last one the final one */
+    /* the rule (vdnn-train(1)): an improvement is a higher accuracy than every
+     * earlier one; stop after PATIENCE evaluations in a row without one */
+    int64_t stop = 0, best_at = 0;
+    double best = -1;
+    for (int k = 0, since = 0; k < ne && !stop; k++) {
+        if (acc[k] > best) { best = acc[k]; best_at = at[k]; since = 0; }
+        else if (++since >= PATIENCE && at[k] < ITERS) stop = at[k];
+    }
+    /* the setting must exercise an early stop after rotation began */
+    ck_assert_msg(stop > 3 * EVERY && best_at > EVERY, "no early stop after rotation began, or "
+                  "the best is the first evaluation (stop %lld, best %lld)", (long long)stop,
+                  (long long)best_at);
+    /* a user's files that merely look numbered: none is the run's */
+    static const char *const mine[] = { "x-100.safetensors", "x-3.safetensors",
+                                        "x-0004.safetensors", "x-4.safetensors.bak" };
+    for (size_t i = 0; i < VD_ARRAY_LEN(mine); i++) tu_write(mine[i], "mine", 4);
+    char *out;
+    snprintf(args, sizeof args, "%%s %s --save x.safetensors --save-every %d --keep 2 "
+             "--save-best --early-stop %d", common, EVERY, PATIENCE);
+    ck_assert_int_eq(run(&out, args), 0);
+    char want[200];
+    snprintf(want, sizeof want, "early stop at iteration %lld of %d: %d evaluations in a row",
+             (long long)stop, ITERS, PATIENCE);
+    ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+    snprintf(want, sizeof want, "at iteration %lld, saved as x-best.safetensors",
+             (long long)best_at);
+    ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+    vd_free(out);
+    char a[100], b[100];
+    /* the end's checkpoint is the weights at the stop, the best one those of
+     * the best evaluation (the model files: the same bytes as the reference's) */
+    snprintf(a, sizeof a, "r-%lld.safetensors", (long long)stop);
+    vdt_assert_same_file("x.safetensors", a);
+    snprintf(a, sizeof a, "r-%lld.safetensors", (long long)best_at);
+    vdt_assert_same_file("x-best.safetensors", a);
+    /* numbered: written at EVERY .. stop - EVERY (the stop is --save's), the
+     * two newest kept */
+    for (int64_t i = EVERY; i <= ITERS; i += EVERY) {
+        snprintf(a, sizeof a, "x-%lld.safetensors", (long long)i);
+        snprintf(b, sizeof b, "x-%lld.safetensors.state", (long long)i);
+        bool kept = i < stop && i >= stop - 2 * EVERY;
+        ck_assert_msg(exists_in(".", a) == kept && exists_in(".", b) == kept, "%s: %s", a,
+                      kept ? "missing" : "not removed");
+        if (kept) {
+            snprintf(b, sizeof b, "r-%lld.safetensors", (long long)i);
+            vdt_assert_same_file(a, b);
+        }
+    }
+    for (size_t i = 0; i < VD_ARRAY_LEN(mine); i++) {
+        char *m = vdt_slurp(mine[i], &n);
+        ck_assert_msg(n == 4 && !memcmp(m, "mine", 4), "%s changed", mine[i]);
+        vd_free(m);
+    }
+    /* in two pieces: the first ends at the evaluation before the stop, its
+     * checkpoint (written again after that evaluation, to record it) the
+     * reference's of that iteration; the second resumes it */
+    snprintf(args, sizeof args, "%%s %s --stop-at %lld --save y.safetensors --early-stop %d",
+             common, (long long)(stop - EVERY), PATIENCE);
+    expect(0, NULL, args);
+    snprintf(a, sizeof a, "r-%lld.safetensors", (long long)(stop - EVERY));
+    vdt_assert_same_file("y.safetensors", a);
+    snprintf(a, sizeof a, "r-%lld.safetensors.state", (long long)(stop - EVERY));
+    vdt_assert_same_file("y.safetensors.state", a);
+    snprintf(args, sizeof args, "%%s %s --resume y.safetensors --save y.safetensors "
+             "--save-best --early-stop %d", common, PATIENCE);
+    expect(0, "early stop at iteration", args);
+    vdt_assert_same_file("y.safetensors", "x.safetensors");
+    vdt_assert_same_file("y.safetensors.state", "x.safetensors.state");
+    ck_assert(!exists_in(".", "y-best.safetensors"));   /* no improvement after the resume */
+    /* resumed again with the same patience: that run stopped, so does this */
+    snprintf(args, sizeof args, "%%s %s --resume y.safetensors --save z.safetensors "
+             "--early-stop %d", common, PATIENCE);
+    snprintf(want, sizeof want, "no training iterations ran (at iteration %lld)\nearly stop at "
+             "iteration %lld", (long long)stop, (long long)stop);
+    expect(0, want, args);
+    vdt_assert_same_file("z.safetensors", "x.safetensors");
+    ck_assert_int_eq(chdir("/"), 0);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("cli", 300,
           usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli,
           interrupted_save_and_recorded_data, bf16_checkpoints_any_policy, math_spec_and_flag,
-          fp16_resume_and_loss_scale)
+          fp16_resume_and_loss_scale, keep_best_and_early_stop)

@@ -154,6 +154,11 @@ START_TEST(outputs_never_overwrite_inputs) {
     vd_free(out);
     ck_assert_int_eq(symlink("ck.st", "link-to-ck"), 0);
     ck_assert_int_eq(link("net.yaml", "hard-net.yaml"), 0);
+    /* --keep's numbered and --save-best's names: a copy of the checkpoint at
+     * a numbered name, links from such names to the spec */
+    ck_assert_int_eq(system("cp ck.st ck-1.st && cp ck.st.state ck-1.st.state"), 0);
+    ck_assert_int_eq(symlink("net.yaml", "z-1.st"), 0);
+    ck_assert_int_eq(symlink("net.yaml", "n-best.st"), 0);
     const char *ck[] = { "ck.st", "ck.st.state", "net.yaml", "prof.json" };
     static const struct { const char *args, *out, *in; } cases[] = {
         { "--resume ck.st --metrics ck.st", "--metrics", "--resume" },
@@ -167,6 +172,15 @@ START_TEST(outputs_never_overwrite_inputs) {
         { "--save x.st --metrics x.st.state", "--metrics", "--save" },
         { "--metrics m.json --plan-json m.json", "--plan-json", "--metrics" },
         { "--profile prof.json --profile-out prof.json", "--profile-out", "--profile" },
+        /* a numbered checkpoint (iteration 1 of 2) over an input or an output,
+         * whether it exists (its identity) or not (its name) */
+        { "--init ck-1.st --save ck.st --save-every 1 --keep 1",
+          "the numbered checkpoint (--keep)", "--init" },
+        { "--save z.st --save-every 1 --keep 1", "the numbered checkpoint (--keep)", "the spec" },
+        { "--save y.st --save-every 1 --keep 1 --metrics y-1.st.state",
+          "the numbered checkpoint (--keep)", "--metrics" },
+        { "--save n.st --save-best", "--save-best", "the spec" },
+        { "--save y.st --save-best --plan-json y-best.st.state", "--plan-json", "--save-best" },
     };
     for (size_t i = 0; i < VD_ARRAY_LEN(cases); i++) {
         snprintf(cmd, sizeof cmd, "%s %s", T, cases[i].args);
