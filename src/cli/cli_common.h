@@ -52,7 +52,8 @@ typedef struct vd_cli_common {
     const char *spec;                   /* NET.yaml (the one positional argument) */
     vd_config cfg;                      /* --batch, --backend, --device, --gpu-model,
                                            --profile, --profile-out, --analytic-profile,
-                                           --policy, --budget, --math, --deterministic,
+                                           --policy, --budget, --math, --optimizer,
+                                           --deterministic,
                                            --prefetch, --no-stage-input, --conv-*,
                                            --sync-debug, --mem-trace, --step-times */
     int64_t seed;                       /* --seed */
