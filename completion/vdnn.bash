@@ -1,4 +1,5 @@
-# bash completion for vdnn-train, vdnn-plan, vdnn-bench and vdnn-loader-bench:
+# bash completion for vdnn-train, vdnn-plan, vdnn-bench, vdnn-predict
+# and vdnn-loader-bench:
 # flags, the words of flags such as --policy, file names, and the positional
 # NET.yaml as a net name (the tool's --list-nets: the *.yaml files of the
 # current directory and the installed nets) or a *.yaml file. meson installs
@@ -11,46 +12,55 @@ _vdnn_flags() {
     case ${1##*/} in
     vdnn-train) echo '--analytic-profile --augment --backend= --batch= --budget= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --data=
-        --deterministic --device= --early-stop= --epochs= --eval-every= --gpus= --help
+        --betas= --deterministic --device= --early-stop= --epochs= --eps= --eval-every=
+        --gpus= --help
         --init= --iters= --keep= --list-nets --loader-threads= --log-every= --lr= --math=
-        --mem-trace --metrics= --momentum= --mpi --no-stage-input --plan-json= --poison
+        --mem-trace --metrics= --momentum= --mpi --nesterov --no-stage-input --optimizer=
+        --plan-json= --poison
         --policy= --prefetch= --profile= --profile-out= --quiet --resume= --save=
         --save-best --save-dtype= --save-every= --seed= --step-times --stop-at=
         --sync-debug --version --wd= --weight-decay=' ;;
     vdnn-plan) echo '--analytic-profile --backend= --batch= --budget= --chunks= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --deterministic
         --device= --format= --gpu-model= --gpus= --help --list-gpu-models --list-nets
-        --math= --min-budget --no-stage-input --policy= --prefetch= --profile=
+        --math= --min-budget --no-stage-input --optimizer= --policy= --prefetch= --profile=
         --profile-out= --quiet --save-profile= --summary --sync-debug --trace= --version' ;;
     vdnn-bench) echo '--analytic-profile --backend= --batch= --budgets= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --csv=
         --deterministic --device= --help --iters= --json= --list-nets --math=
-        --no-stage-input --plot= --policies= --prefetch= --profile= --profile-out= --quiet
+        --no-stage-input --optimizer= --plot= --policies= --prefetch= --profile=
+        --profile-out= --quiet
         --seed= --steps= --sync-debug --version --warmup=' ;;
+    vdnn-predict) echo '--analytic-profile --backend= --batch= --budget= --conv-api=
+        --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --data=
+        --deterministic --device= --format= --help --init= --labels= --list-nets
+        --loader-threads= --math= --profile= --profile-out= --quiet --sync-debug
+        --top-k= --version' ;;
     vdnn-loader-bench) echo '--augment --batch= --batches= --bf16 --count= --data= --fp16
         --help --jpeg= --list-nets --make-folder= --quality= --seed= --size= --threads=' ;;
     esac
 }
-# The words a flag's value is one of (nothing: any value). --policies takes
-# a comma-separated list of them.
+# The words flag $1's value is one of in tool $2 (nothing: any value).
+# --policies takes a comma-separated list of them.
 _vdnn_values() {
     case $1 in
     --policy|--policies) echo 'none all conv dyn auto' ;;
     --backend) echo 'cpu cuda auto' ;;
+    --optimizer) echo 'sgd adamw' ;;
     --math) echo 'fp32 tf32 bf16 fp16' ;;
     --save-dtype) echo 'f32 bf16' ;;
     --prefetch) echo 'auto paper' ;;
     --conv-tune) echo 'on off retime' ;;
     --conv-api) echo 'auto graph legacy' ;;
     --conv-split) echo 'auto off force' ;;
-    --format) echo 'table json' ;;
+    --format) case ${2##*/} in vdnn-predict) echo 'table jsonl' ;; *) echo 'table json' ;; esac ;;
     --jpeg) echo 'turbo turbo-full stb' ;;
     esac
 }
 # Does the flag's value name a file (or, --make-folder, a directory)?
 _vdnn_takes_file() {
     case $1 in
-    --save|--resume|--init|--profile|--profile-out|--save-profile|--metrics|--plan-json|\
+    --save|--resume|--init|--labels|--profile|--profile-out|--save-profile|--metrics|--plan-json|\
     --trace|--csv|--json|--plot|--make-folder) return 0 ;;
     esac
     return 1
@@ -66,9 +76,9 @@ _vdnn() {
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -f -- "$cur"))
         elif [[ $prev == --policies ]]; then   # a list: complete its last item
-            COMPREPLY=($(compgen -P "${cur%"${cur##*,}"}" -W "$(_vdnn_values "$prev")" -- "${cur##*,}"))
+            COMPREPLY=($(compgen -P "${cur%"${cur##*,}"}" -W "$(_vdnn_values "$prev" "$cmd")" -- "${cur##*,}"))
         else
-            COMPREPLY=($(compgen -W "$(_vdnn_values "$prev")" -- "$cur"))
+            COMPREPLY=($(compgen -W "$(_vdnn_values "$prev" "$cmd")" -- "$cur"))
         fi
         return 0
     fi
@@ -84,4 +94,4 @@ _vdnn() {
                $(compgen -f -X '!*.yaml' -- "$cur") $(compgen -d -- "$cur"))
     return 0
 }
-complete -F _vdnn vdnn-train vdnn-plan vdnn-bench vdnn-loader-bench
+complete -F _vdnn vdnn-train vdnn-plan vdnn-bench vdnn-predict vdnn-loader-bench

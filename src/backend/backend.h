@@ -194,7 +194,7 @@ typedef struct vd_loss_scale {
     int32_t first_bad;          /* layer of the first non-finite gradient of the
                                    current run of skipped steps, -1: none */
     int32_t streak;             /* steps skipped in a row */
-    int32_t stepped;            /* an update has run (the momentum is started) */
+    int32_t stepped;            /* an update has run (the optimizer state is started) */
     int64_t skipped;            /* steps skipped in all */
 } vd_loss_scale;
 #define VD_LOSS_SCALE_INIT 65536.0f
@@ -227,6 +227,71 @@ static inline void vd_loss_scale_step(vd_loss_scale *s) {
         }
     }
     s->found_inf = 0;
+}
+
+/* One optimizer update's settings (backend.h's update / update_scaled), as
+ * torch.optim defines them; `t` is the update's number over the state's
+ * life, from 1 (its first update: the state starts there, as torch's
+ * lazily created state does, and the stored state is not read).
+ *
+ * SGD (torch.optim.SGD, dampening 0), element by element in float:
+ *   d = g + wd*p;  buf = t == 1 ? d : momentum*buf + d;
+ *   step = nesterov ? d + momentum*buf : buf;  p = p - lr*step.
+ * With momentum 0 the buffer is d (torch keeps none; the same update). m is
+ * the buffer; v is unused (NULL).
+ *
+ * AdamW (torch.optim.AdamW: _single_tensor_adam with decoupled weight decay,
+ * not amsgrad, not maximize), element by element, m = exp_avg,
+ * v = exp_avg_sq (both read as 0 when t == 1), in float but the last line:
+ *   m = lerp(m, g, 1 - beta1)        torch's lerp: m + w*(g - m) for w < 0.5,
+ *                                    else g - (g - m)*(1 - w)
+ *   v = beta2*v + ((1 - beta2)*g)*g
+ *   denom = sqrt(v) / sqrt(bc2) + eps
+ *   u = (-(lr / bc1)*m) / denom
+ *   p = p*(1 - lr*wd) + u            in double, rounded to float once
+ * with bc1 = 1 - beta1^t and bc2 = 1 - beta2^t; the scalars 1 - beta1,
+ * 1 - beta2, lr / bc1 and sqrt(bc2) are computed in double and rounded to
+ * float, as torch computes them in Python and casts them. The last line is
+ * torch's p.mul_(1 - lr*wd) then p.addcdiv_(m, denom, value=-lr/bc1), in
+ * that order, with p rounded once instead of twice and the factor
+ * 1 - lr*wd kept in double (near 1 a float errs by up to 2^-25, as much as
+ * p's own rounding does each step): 20 steps then stay within the 1e-6
+ * relative of PyTorch's AdamW in float64 that tests/train/test_optim.c
+ * checks (it says why). Both backends compute these operations alike (no
+ * contraction into fused multiply-adds), so their results are the same bit
+ * for bit. */
+typedef struct vd_optim_step {
+    vd_optimizer kind;
+    float lr, weight_decay;
+    float momentum;             /* SGD */
+    bool nesterov;              /* SGD */
+    float beta1, beta2, eps;    /* AdamW */
+    int64_t t;                  /* this update's number, >= 1 */
+} vd_optim_step;
+
+/* The scalars of an AdamW update (vd_optim_step above), as torch derives
+ * them from its hyperparameters: each computed in double, rounded to float
+ * once (but decay). Both backends' kernels take these. */
+typedef struct vd_adamw_scalars {
+    double decay;               /* 1 - lr*wd (double: see above) */
+    float w1;                   /* 1 - beta1: lerp's weight */
+    float beta2, c2;            /* beta2, 1 - beta2 */
+    float neg_step;             /* -lr / bc1 */
+    float bc2_sqrt;             /* sqrt(bc2) */
+    float eps;
+} vd_adamw_scalars;
+static inline vd_adamw_scalars vd_adamw_scalars_of(const vd_optim_step *o) {
+    double t = (double)o->t, b1 = o->beta1, b2 = o->beta2;
+    double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+    vd_adamw_scalars s;
+    s.decay = 1.0 - (double)o->lr * (double)o->weight_decay;
+    s.w1 = (float)(1.0 - b1);
+    s.beta2 = o->beta2;
+    s.c2 = (float)(1.0 - b2);
+    s.neg_step = (float)(-(double)o->lr / bc1);
+    s.bc2_sqrt = (float)sqrt(bc2);
+    s.eps = o->eps;
+    return s;
 }
 
 typedef struct vd_backend vd_backend;
@@ -300,18 +365,19 @@ struct vd_backend {
     uint64_t (*layer_aux_bytes)(const vd_net *net, int layer, int batch);
     int (*forward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
     int (*backward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-    /* torch.optim.SGD: g += wd*p; buf = momentum*buf + g (buf = g on the first
-     * step, first_step != 0); p -= lr*buf. Only trainable ranges. */
-    int (*sgd)(vd_backend *be, float *params, const float *grads, float *mom,
-               int64_t offset, int64_t count, float lr, float momentum,
-               float weight_decay, bool first_step, vd_err *e);
+    /* The optimizer's update (vd_optim_step above) of params[offset, offset +
+     * count) from grads and the state m (SGD's momentum buffer, AdamW's
+     * exp_avg) and v (AdamW's exp_avg_sq; NULL for SGD), all indexed alike.
+     * Only trainable ranges. */
+    int (*update)(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
+                  float *m, float *v, int64_t offset, int64_t count, vd_err *e);
 
     /* Dynamic loss scaling (math fp16), PyTorch GradScaler's rule. The state
      * (vd_loss_scale) lives with the backend (CUDA: device memory, so that
      * no step waits for the host); all of these run in stream order on the
      * compute stream. An iteration is: the loss layer's backward scales its
      * dx (vd_op_io.loss_scaled); grad_check on every trainable range of the
-     * gradients; sgd_scaled on each range; scale_update once. NULL in a
+     * gradients; update_scaled on each range; scale_update once. NULL in a
      * backend without fp16 (the executor then fails with VD_EUNSUPPORTED). */
     /* Sets the state (start, --resume); found_inf is cleared. */
     int (*scale_set)(vd_backend *be, const vd_loss_scale *s, vd_err *e);
@@ -330,12 +396,15 @@ struct vd_backend {
      * its inf/NaN through dx). */
     int (*grad_check)(vd_backend *be, const float *grads, int64_t offset, int64_t count,
                       int layer, vd_err *e);
-    /* sgd with the gradients unscaled (g / scale) and nothing done when
-     * found_inf; first_step is the state's !stepped (the momentum buffer
-     * starts at the first update that runs, as torch.optim.SGD's). */
-    int (*sgd_scaled)(vd_backend *be, float *params, const float *grads, float *mom,
-                      int64_t offset, int64_t count, float lr, float momentum,
-                      float weight_decay, vd_err *e);
+    /* update with the gradients unscaled (g / scale: g times the reciprocal
+     * of the scale computed in double and rounded to float, as GradScaler's
+     * unscale_) and nothing done when found_inf: a skipped step is no
+     * update, so its caller does not count it (o->t stays the number of the
+     * next update that runs, as torch's step count, which GradScaler's
+     * skipped optimizer.step() does not advance). */
+    int (*update_scaled)(vd_backend *be, const vd_optim_step *o, float *params,
+                         const float *grads, float *m, float *v, int64_t offset, int64_t count,
+                         vd_err *e);
     /* The step's end: found_inf -> scale *= 0.5, growth = 0, skipped++,
      * streak++; else growth++, streak = 0, stepped = 1, first_bad = -1, and
      * scale *= 2 when growth reaches VD_LOSS_SCALE_INTERVAL (growth = 0;

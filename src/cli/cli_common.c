@@ -180,6 +180,12 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
             g->math = (vd_math)k;
             g->has_math = true;
         }
+    } else if (!strcmp(name, "optimizer")) {
+        static const char *const ch[] = VD_OPTIMIZER_NAMES;   /* order: vd_optimizer */
+        if (!(rc = choice_idx(name, val, ch, (int)VD_ARRAY_LEN(ch), &k, e))) {
+            g->optimizer = (vd_optimizer)k;
+            g->has_optimizer = true;
+        }
     } else if (!strcmp(name, "prefetch")) {
         if ((rc = vd_prefetch_parse(val, &g->prefetch, e))) vd_err_prefix(e, "--prefetch");
     } else if (!strcmp(name, "policy")) {

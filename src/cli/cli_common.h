@@ -55,7 +55,8 @@ typedef struct vd_cli_common {
     char spec_found[PATH_MAX];          /* that file's path, when found by name */
     vd_config cfg;                      /* --batch, --backend, --device, --gpu-model,
                                            --profile, --profile-out, --analytic-profile,
-                                           --policy, --budget, --math, --deterministic,
+                                           --policy, --budget, --math, --optimizer,
+                                           --deterministic,
                                            --prefetch, --no-stage-input, --conv-*,
                                            --sync-debug, --mem-trace, --step-times */
     int64_t seed;                       /* --seed */

@@ -55,6 +55,9 @@ static void usage(FILE *f) {
 "  --warmup N           untimed iterations per point (default 2)\n"
 "  --iters N            timed iterations per point (default 5)\n"
 "  --seed N             seed of the initial weights and synthetic data\n"
+"  --optimizer O        sgd | adamw: the update the iterations run and whose\n"
+"                       state the plans keep (default: the spec's\n"
+"                       train.optimizer, else sgd)\n"
 "\n"
 "Profile:\n"
 "  --profile FILE       plan with this profile instead of measuring one\n"
@@ -90,7 +93,8 @@ typedef struct opts {
 
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true}, {"chunks", true},
-    {"warmup", true}, {"iters", true}, {"seed", true}, {"backend", true}, {"device", true},
+    {"warmup", true}, {"iters", true}, {"seed", true}, {"optimizer", true}, {"backend", true},
+    {"device", true},
     {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},

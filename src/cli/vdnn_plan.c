@@ -57,6 +57,9 @@ static void usage(FILE *f) {
         "                       tensor keep/offload/recompute, searched with the\n"
         "                       simulator); default auto = none when the net fits\n"
         "  --prefetch M         auto (ours, from the profile) | paper (default auto)\n"
+        "  --optimizer O        sgd | adamw: the optimizer whose state the plan keeps\n"
+        "                       and whose update it times (default: the spec's\n"
+        "                       train.optimizer, else sgd; AdamW's state is twice SGD's)\n"
         "  --chunks K|L=K,...   split layers into K batch chunks: every layer that can be,\n"
         "                       or the named ones (a run of them shares its chunks);\n"
         "                       less memory per step (default: none split)\n"
@@ -99,6 +102,7 @@ typedef struct opts {
 
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"gpus", true}, {"budget", true}, {"policy", true}, {"prefetch", true}, {"chunks", true},
+    {"optimizer", true},
     {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
     {"analytic-profile", false}, {"math", true}, {"deterministic", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
@@ -343,8 +347,9 @@ static void card_answer_print(const vd_config_run *run, const vd_net *net, const
     else printf(" = %s less %llu MiB for the CUDA context and libraries\n",
                 vd_fmt_bytes(c->dev.mem_bytes, b2, sizeof b2),
                 (unsigned long long)(VD_DEVICE_CONTEXT_RESERVE >> 20));
-    printf("  batch %d, %s, policy %s: ", run->batch * run->ranks,
-           vd_math_name(net->train.math), vd_policy_name(run->plan.policy));
+    printf("  batch %d, %s%s, policy %s: ", run->batch * run->ranks,
+           vd_math_name(net->train.math),
+           net->train.optimizer == VD_OPT_ADAMW ? ", adamw" : "", vd_policy_name(run->plan.policy));
     if (a->fits) {
         printf("fits; predicted %.1f img/s (%.4f s/iteration), %.2f GB over PCIe per "
                "iteration\n", a->img_s, a->iter_s, (double)a->pcie_bytes / 1e9);

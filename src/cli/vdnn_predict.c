@@ -16,9 +16,12 @@
 static const char *const PROG = "vdnn-predict";
 
 static void usage(FILE *f) {
+    char nets[3 * PATH_MAX];
+    vd_cli_nets_help(nets, sizeof nets);
     fprintf(f,
-"usage: vdnn-predict NET.yaml --init FILE [options] IMAGE...\n"
-"       vdnn-predict NET.yaml --init FILE --data SPEC [options]\n"
+"usage: vdnn-predict NET.yaml|NAME --init FILE [options] IMAGE...\n"
+"       vdnn-predict NET.yaml|NAME --init FILE --data SPEC [options]\n"
+"%s"
 "\n"
 "Classify image files (.jpg .jpeg .png .bmp .ppm .pgm) with the net of NET.yaml\n"
 "(see vdnn-net(5)) and the weights of FILE: each image's top classes and their\n"
@@ -68,11 +71,12 @@ static void usage(FILE *f) {
 "                       the CUDA backend's options, as in vdnn-train(1)\n"
 "  --help               this text\n"
 "  --version            version and build features\n"
+VD_CLI_LIST_NETS_HELP
 "\n"
 "Exit status: 0 ok, 2 usage (--labels whose count is not the net's classes too),\n"
 "3 spec, 4 io (an image that cannot be read), 5 data (an image that cannot be\n"
 "decoded, a corrupt checkpoint), 6 budget, 7 device, 8 unsupported, 9 nomem,\n"
-"130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP.\n");
+"130 / 143 / 129 stopped by SIGINT / SIGTERM / SIGHUP.\n", nets);
 }
 
 /* ---- options ------------------------------------------------------------- */
@@ -92,6 +96,7 @@ static const vd_cli_flag FLAGS[] = {
     {"device", true}, {"math", true}, {"deterministic", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
     {"conv-debug", true}, {"sync-debug", false}, {"help", false}, {"version", false},
+    {"list-nets", false},
 };
 
 /* vdnn-predict's own flags (vd_cli_tool_flag; ctx is the opts). */

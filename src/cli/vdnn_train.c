@@ -65,9 +65,16 @@ static void usage(FILE *f) {
 "  --epochs N           iterations = N * ceil(train images / batch) (if no --iters)\n"
 "  --stop-at N          stop after iteration N (the LR schedule still spans --iters;\n"
 "                       with --save, resume later to finish the run)\n"
-"  --lr F               base learning rate (the spec's lr_policy applies to it)\n"
-"  --momentum F         SGD momentum (torch.optim.SGD semantics)\n"
-"  --wd F               weight decay (alias --weight-decay)\n"
+"  --optimizer O        sgd | adamw (torch.optim.SGD / AdamW; default: the spec's\n"
+"                       train.optimizer, else sgd)\n"
+"  --lr F               base learning rate (the spec's lr_policy applies to it;\n"
+"                       default: the spec's, else sgd 0.01, adamw 0.001)\n"
+"  --momentum F         SGD's momentum\n"
+"  --nesterov           SGD: Nesterov momentum (needs momentum > 0)\n"
+"  --betas B1,B2        AdamW's betas, each in [0, 1) (default 0.9,0.999)\n"
+"  --eps F              AdamW's eps, positive (default 1e-8)\n"
+"  --wd F               weight decay (alias --weight-decay; default: the spec's,\n"
+"                       else sgd 0.0005, adamw 0.01: AdamW's is decoupled)\n"
 "  --seed N             seed for initialisation, data order and dropout\n"
 "  --data SPEC          mnist:DIR | cifar10:DIR | folder:DIR | synthetic[:TRAIN[,TEST]]\n"
 "  --augment            folder data: random crop along the longer side + flip\n"
@@ -86,9 +93,11 @@ static void usage(FILE *f) {
 "  --early-stop N       end the run (saving as at its end) after N evaluations in\n"
 "                       a row without a higher test accuracy (needs --eval-every)\n"
 "  --save-dtype T       f32 | bf16: dtype of FILE's weights (default f32; bf16 is\n"
-"                       rounded to nearest even, FILE.state's momentum stays f32)\n"
-"  --resume FILE        continue exactly: weights, momentum, iteration, data position\n"
-"                       (without --data: the data FILE was trained on)\n"
+"                       rounded to nearest even, FILE.state's optimizer state stays\n"
+"                       f32)\n"
+"  --resume FILE        continue exactly: weights, optimizer state, iteration, data\n"
+"                       position (without --data: the data FILE was trained on;\n"
+"                       the optimizer must be FILE's)\n"
 "  --init FILE          start from FILE's weights only\n"
 "                       (--init and --resume read F32, BF16 and F16 tensors)\n"
 "\n"
@@ -145,6 +154,7 @@ typedef struct opts {
 
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"gpus", true}, {"mpi", false}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
+    {"optimizer", true}, {"nesterov", false}, {"betas", true}, {"eps", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"keep", true},
     {"save-best", false}, {"early-stop", true}, {"save-dtype", true}, {"resume", true},
@@ -200,6 +210,24 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
         if (!rc && !(j->momentum < 1))
             rc = vd_errf(e, VD_EUSAGE, "--momentum: '%s' must be in [0, 1)", val);
         j->has_momentum = true;
+    } else if (!strcmp(name, "nesterov")) {
+        j->nesterov = true;
+    } else if (!strcmp(name, "betas")) {
+        /* B1,B2: each in [0, 1), as torch.optim.AdamW checks them */
+        const char *comma = strchr(val, ',');
+        char b1[64];
+        snprintf(b1, sizeof b1, "%.*s", comma ? (int)(comma - val) : 0, val);
+        if (!comma || comma - val >= (long)sizeof b1 || vd_parse_f64(b1, &j->beta1, NULL) ||
+            vd_parse_f64(comma + 1, &j->beta2, NULL) || !(j->beta1 >= 0 && j->beta1 < 1) ||
+            !(j->beta2 >= 0 && j->beta2 < 1))
+            rc = vd_errf(e, VD_EUSAGE, "--betas: '%s' is not two numbers in [0, 1), e.g. "
+                         "--betas 0.9,0.999", val);
+        j->has_betas = true;
+    } else if (!strcmp(name, "eps")) {
+        rc = vd_cli_real(name, val, 0, &j->eps, e);
+        if (!rc && !(j->eps > 0 && j->eps <= 1e30))
+            rc = vd_errf(e, VD_EUSAGE, "--eps: '%s' must be positive (at most 1e30)", val);
+        j->has_eps = true;
     } else if (!strcmp(name, "wd") || !strcmp(name, "weight-decay")) {
         rc = vd_cli_real(name, val, 0, &j->wd, e);
         if (!rc && !(j->wd <= 1e30))
@@ -550,10 +578,17 @@ static void on_ready(const vd_train_job *j, void *ctx) {
             "(%.2f epochs of %s)\n", PROG, j->net.name, (long long)j->net.n_trainable, tc->batch,
             (long long)j->iters, (double)j->iters * tc->batch /
             (double)j->data_info->n[VD_SPLIT_TRAIN], j->data_info->desc);
-    fprintf(stderr, "%s: lr %g (%s%s), momentum %g, weight decay %g, seed %llu\n", PROG,
-            (double)tc->lr, vd_lr_policy_name(&tc->lr_policy),
-            tc->lr_policy.warmup ? " + warmup" : "", (double)tc->momentum,
-            (double)tc->weight_decay, (unsigned long long)tc->seed);
+    char optim[96];
+    if (tc->optimizer == VD_OPT_ADAMW)
+        snprintf(optim, sizeof optim, "adamw (betas %g, %g, eps %g)", (double)tc->beta1,
+                 (double)tc->beta2, (double)tc->eps);
+    else
+        snprintf(optim, sizeof optim, "sgd (momentum %g%s)", (double)tc->momentum,
+                 tc->nesterov ? ", nesterov" : "");
+    fprintf(stderr, "%s: optimizer %s, lr %g (%s%s), weight decay %g, seed %llu\n", PROG,
+            optim, (double)tc->lr, vd_lr_policy_name(&tc->lr_policy),
+            tc->lr_policy.warmup ? " + warmup" : "", (double)tc->weight_decay,
+            (unsigned long long)tc->seed);
     snprintf(capmsg, sizeof capmsg, " (default: what the plan needs, within the %s the "
              "device can give)", vd_fmt_bytes(run->plan.budget, b3, sizeof b3));
     fprintf(stderr, "%s: plan: policy %s, budget %s%s, peak %s, offload %s/iter, "

@@ -112,6 +112,12 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
                        r->ranks, r->ranks, r->ranks);
     r->batch = (int)(batch / r->ranks);
     if (c->has_math) net->train.math = c->math;   /* --math over train.math */
+    if (c->has_optimizer && c->optimizer != net->train.optimizer) {
+        /* --optimizer over train.optimizer, with its own defaults for the lr
+         * and weight decay that neither the spec nor a flag gave */
+        net->train.optimizer = c->optimizer;
+        vd_train_optimizer_defaults(&net->train);
+    }
     if (!(net->train.lr > 0)) net->train.lr = VD_DEFAULT_LR;   /* a net built in code */
     if (r->card && net->train.math == VD_MATH_BF16 && r->card->bf16 <= 0)
         return vd_errf(e, VD_EUNSUPPORTED, "--math bf16: the %s (%s) has no bf16 tensor cores; "

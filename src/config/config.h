@@ -23,6 +23,9 @@
  *   math     --math fp32 | tf32 | bf16 | fp16, else the spec's train.math, else
  *            fp32 (bf16 on a card without bf16 is VD_EUNSUPPORTED);
  *            --deterministic
+ *   optimizer --optimizer sgd | adamw, else the spec's train.optimizer, else
+ *            sgd (the planner counts its state; vdnn-train's --nesterov,
+ *            --betas and --eps are its own, config/train_job.h)
  *   backend options (--conv-*, --sync-debug), input staging (--no-stage-input),
  *            the memory trace and step times (vdnn-train)
  *
@@ -56,6 +59,8 @@ typedef struct vd_config {
     uint64_t budget;            /* --budget; 0 = not given */
     vd_math math;               /* --math */
     bool has_math;              /* --math given (else the spec's train.math) */
+    vd_optimizer optimizer;     /* --optimizer */
+    bool has_optimizer;         /* --optimizer given (else the spec's train.optimizer) */
     bool deterministic;         /* --deterministic */
     vd_prefetch prefetch;       /* --prefetch */
     bool no_stage_input;        /* --no-stage-input */

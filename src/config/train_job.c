@@ -45,20 +45,20 @@ static void on_train_event(const vd_train_event *ev, void *ctx) {
 static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_config *cfg,
                              const char **data, vd_err *e) {
     vd_train_cfg *tc = &j->net.train;
-    if (o->has_lr) tc->lr = (float)o->lr;
+    if (o->has_lr) { tc->lr = (float)o->lr; tc->has_lr = true; }
     if (o->has_momentum) tc->momentum = (float)o->momentum;
-    if (o->has_wd) tc->weight_decay = (float)o->wd;
+    if (o->has_wd) { tc->weight_decay = (float)o->wd; tc->has_weight_decay = true; }
     if (o->has_seed) tc->seed = o->seed;
     if (o->resume) {
         vd_train_state st;
         int rc = vd_ckpt_peek_state(o->resume, &j->net, &st, e);
         if (rc) return rc;
+        j->resume_st = st;
         if (o->has_seed && o->seed != st.seed)
             return vd_errf(e, VD_EUSAGE, "--seed %llu differs from the seed %llu that %s was "
                            "trained with; drop --seed to resume exactly",
                            (unsigned long long)o->seed, (unsigned long long)st.seed, o->resume);
         tc->seed = st.seed;
-        j->resume_iter = st.iteration;
         if (!cfg->batch) cfg->batch = st.batch;
         /* the data the checkpoint was trained on (state files of older
          * versions record none, and then --data alone decides) */
@@ -74,6 +74,32 @@ static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_con
         }
     }
     return VD_OK;
+}
+
+/* The optimizer's own flags over the spec's, once vd_config_resolve has
+ * settled the optimizer (--optimizer, else train.optimizer), with the checks
+ * torch.optim makes of its arguments: SGD's flags (--momentum, --nesterov)
+ * with SGD only, AdamW's (--betas, --eps) with AdamW only, Nesterov with
+ * momentum > 0; and --resume continues the optimizer it saved. VD_EUSAGE. */
+static int apply_optimizer_flags(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
+    vd_train_cfg *tc = &j->net.train;
+    bool adamw = tc->optimizer == VD_OPT_ADAMW;
+    const char *sgd_flag = o->has_momentum ? "--momentum" : o->nesterov ? "--nesterov" : NULL;
+    const char *adamw_flag = o->has_betas ? "--betas" : o->has_eps ? "--eps" : NULL;
+    if (adamw && sgd_flag)
+        return vd_errf(e, VD_EUSAGE, "%s is SGD's, and this run's optimizer is adamw (the spec's "
+                       "train.optimizer or --optimizer); AdamW's are --betas and --eps", sgd_flag);
+    if (!adamw && adamw_flag)
+        return vd_errf(e, VD_EUSAGE, "%s is AdamW's, and this run's optimizer is sgd; give "
+                       "--optimizer adamw", adamw_flag);
+    if (o->nesterov) tc->nesterov = true;
+    if (o->has_betas) { tc->beta1 = (float)o->beta1; tc->beta2 = (float)o->beta2; }
+    if (o->has_eps) tc->eps = (float)o->eps;
+    if (!adamw && tc->nesterov && !(tc->momentum > 0))
+        return vd_errf(e, VD_EUSAGE, "Nesterov momentum (%s) needs momentum > 0, as "
+                       "torch.optim.SGD's; the momentum is %g", o->nesterov ? "--nesterov"
+                       : "the spec's train.nesterov", (double)tc->momentum);
+    return o->resume ? vd_ckpt_check_optimizer(&j->resume_st, &j->net, o->resume, e) : VD_OK;
 }
 
 /* The run's length in iterations: --iters, --epochs, the spec's iters or
@@ -153,7 +179,7 @@ static int check_paths(const vd_train_job *j, const vd_train_job_opts *o, const 
     int rc;
     if (o->keep > 0) {
         numbered nb = { .save = o->save, .every = o->save_every,
-                        .first = o->resume ? j->resume_iter : 0,
+                        .first = o->resume ? j->resume_st.iteration : 0,
                         .end = o->stop_at > 0 ? o->stop_at : j->iters };
         const char *slash = strrchr(o->save, '/');
         char *dir = slash ? vd_strfmt(e, "%.*s", slash == o->save ? 1 : (int)(slash - o->save),
@@ -281,7 +307,9 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
         if (o->mpi) vd_err_prefix(e, "--mpi under mpirun -np %d", j->world.size);
         return rc;
     }
-    if ((rc = vd_lr_validate(&j->net.train.lr_policy, j->net.train.lr, e))) return rc;
+    if ((rc = apply_optimizer_flags(j, o, e)) ||
+        (rc = vd_lr_validate(&j->net.train.lr_policy, j->net.train.lr, e)))
+        return rc;
     mine.data = data;
     rc = vd_data_open(data, &j->net, j->net.train.batch, j->net.train.seed, o->augment, &j->ds, e);
     if (rc == VD_EUSAGE && data == j->resume_data) {

@@ -2,7 +2,9 @@
  *
  * vd_train_job_run does what vdnn-train does between parsing its command
  * line and printing its report: load the spec, apply the flags over its
- * train: section and the defaults (vd_config_resolve), open the data, check
+ * train: section and the defaults (vd_config_resolve; then the optimizer's
+ * own flags, checked as torch.optim checks its arguments, and against
+ * --resume's optimizer: VD_EUSAGE), open the data, check
  * that no output would overwrite an input, set up data parallelism, the
  * backend, the profile, the plan and the executor, and train. Everything
  * it made stays in the vd_train_job for the report (the session's memory
@@ -31,10 +33,13 @@
 typedef struct vd_train_job_opts {
     const char *spec;           /* NET.yaml */
     vd_config cfg;              /* the run's setup, shared with vdnn-plan and vdnn-bench */
-    /* over the spec's train: section */
+    /* over the spec's train: section (the optimizer itself: cfg.optimizer) */
     bool has_lr, has_momentum, has_wd, has_seed;
     double lr, momentum, wd;
     uint64_t seed;
+    bool nesterov;              /* --nesterov (SGD) */
+    bool has_betas, has_eps;    /* --betas B1,B2 and --eps F (AdamW) */
+    double beta1, beta2, eps;
     /* the run's length: --iters or --epochs, else the spec's, else one epoch */
     bool has_iters, has_epochs;
     int64_t iters, epochs;
@@ -88,7 +93,7 @@ struct vd_train_job {
     bool metrics_failed;
     const vd_train_job_hooks *hooks;
     char resume_data[sizeof ((vd_train_state *)0)->data];
-    int64_t resume_iter;        /* --resume: the checkpoint's iteration */
+    vd_train_state resume_st;   /* --resume: its state file's metadata */
 };
 
 /* Run o on *j (which it initializes) and report through hooks (NULL: none).

@@ -30,7 +30,7 @@ struct vd_exec {
     void *stage_hook_ctx;
     rank_hook *hooks;           /* [n] */
     /* the current call's arguments and per-rank results */
-    const float *params, *momentum;
+    const float *params, *state;
     int64_t sgd_steps, iter;
     uint64_t seed;
     float lr;
@@ -167,13 +167,13 @@ static void abort_ar(void *ctx, int rank) {
 
 static int set_state_part(void *ctx, int r, vd_err *e) {
     vd_exec *ex = ctx;
-    return vdx_member_set_state(ex->m[r], ex->params, ex->momentum, ex->sgd_steps, e);
+    return vdx_member_set_state(ex->m[r], ex->params, ex->state, ex->sgd_steps, e);
 }
 
-int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
+int vd_exec_set_state(vd_exec *ex, const float *params, const float *state,
                       int64_t sgd_steps, vd_err *e) {
     ex->params = params;
-    ex->momentum = momentum;
+    ex->state = state;
     ex->sgd_steps = sgd_steps;
     return vd_ranks_run(ex->rk, set_state_part, abort_ar, ex, e);
 }
@@ -232,9 +232,9 @@ void vd_exec_eval_probs(const vd_exec *ex, float *probs) {
         probs += vdx_member_eval_probs(ex->m[r], probs);
 }
 
-int vd_exec_get_state(vd_exec *ex, float *params, float *momentum, int64_t *sgd_steps,
+int vd_exec_get_state(vd_exec *ex, float *params, float *state, int64_t *sgd_steps,
                       vd_err *e) {
-    return vdx_member_get_state(ex->m[0], params, momentum, sgd_steps, e);
+    return vdx_member_get_state(ex->m[0], params, state, sgd_steps, e);
 }
 
 bool vd_exec_loss_scale(const vd_exec *ex, vd_loss_scale *s) {

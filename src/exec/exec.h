@@ -73,7 +73,7 @@ typedef struct vd_exec_stats {
     double last_iter_s;           /* wall time of the last train step */
     uint64_t eval_live_peak;      /* same, measured during eval steps */
     uint64_t eval_pool_hwm;
-    int64_t sgd_steps;            /* SGD updates applied so far */
+    int64_t sgd_steps;            /* optimizer updates applied so far (SGD's or AdamW's) */
     int64_t train_steps, eval_steps; /* calls completed */
     int64_t recompute_ops_iter;   /* forward ops re-run per training iteration (measured) */
     int64_t staged_loads;         /* training steps that started from a staged batch */
@@ -100,17 +100,22 @@ int vd_exec_create(vd_exec **out, const vd_net *net, const struct vd_plan *plan,
                    vd_backend *be, const vd_exec_opts *opts, vd_err *e);
 void vd_exec_destroy(vd_exec **ex);
 
-/* Upload parameters (net->param_floats floats) and optionally momentum
- * (same layout; NULL = zero and treat the next step as SGD's first). */
-int vd_exec_set_state(vd_exec *ex, const float *params, const float *momentum,
+/* Upload parameters (net->param_floats floats) and optionally the
+ * optimizer's state (vd_net_state_floats(net) floats: SGD's momentum, or
+ * AdamW's exp_avg then exp_avg_sq, each in the parameters' layout; NULL =
+ * zero, and the next update is the optimizer's first). sgd_steps: the
+ * updates that made the state (the next is update sgd_steps + 1: AdamW's
+ * bias correction counts it; 0 = the next is the first). */
+int vd_exec_set_state(vd_exec *ex, const float *params, const float *state,
                       int64_t sgd_steps, vd_err *e);
 /* vd_exec_set_state(ex, params, NULL, 0, e) with the parameters of
  * vd_net_init_params(net, params, seed), without a host array of them: they
  * are made and uploaded 4 MiB at a time (vd_net_init_params_range; AlexNet:
  * 244 MB of host memory neither allocated nor written). */
 int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e);
-/* Download parameters and momentum (either may be NULL). Synchronizes. */
-int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
+/* Download parameters and the optimizer's state (as vd_exec_set_state;
+ * either may be NULL). Synchronizes. */
+int vd_exec_get_state(vd_exec *ex, float *params, float *state,
                       int64_t *sgd_steps, vd_err *e);
 
 /* Math fp16's dynamic loss scaling (backend.h's vd_loss_scale). The run
@@ -124,8 +129,8 @@ int vd_exec_get_state(vd_exec *ex, float *params, float *momentum,
  * synchronisation of its own), or as set; true in math fp16 (s may be NULL
  * to ask only that), false otherwise (*s then a fresh state). */
 bool vd_exec_loss_scale(const vd_exec *ex, vd_loss_scale *s);
-/* Set the state (--resume); found_inf is cleared, the next update is SGD's
- * first when !s->stepped. Synchronizes. VD_EINTERNAL outside math fp16. Call
+/* Set the state (--resume); found_inf is cleared, the next update is the
+ * optimizer's first when !s->stepped. Synchronizes. VD_EINTERNAL outside math fp16. Call
  * after vd_exec_set_state, which starts a fresh state. */
 int vd_exec_set_loss_scale(vd_exec *ex, const vd_loss_scale *s, vd_err *e);
 
@@ -200,7 +205,8 @@ vd_synth_batch *vd_exec_input_synth(vd_exec *ex);
 vd_synth_batch *vd_exec_next_synth(vd_exec *ex);
 
 /* One training iteration on the batch in the input buffers: forward,
- * backward, SGD with learning rate lr. *loss = mean cross-entropy. */
+ * backward, the optimizer's update (net->train.optimizer) with learning
+ * rate lr. *loss = mean cross-entropy. */
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e);
 /* Forward only (inference mode: BN running stats, no dropout) on the batch
  * in the input buffers; *correct = top-1 hits, *loss = mean loss. */

@@ -82,8 +82,8 @@ struct vdx_member {
     int *c_layer;               /* [n_checks] the layer owning each */
     vd_loss_scale ls;
     bool state_set;
-    bool first_pending;         /* next SGD step is the first (momentum = grad) */
-    int64_t sgd_steps;
+    bool first_pending;         /* the next update is the optimizer's first (t = 1) */
+    int64_t sgd_steps;          /* updates applied (t of the next one: sgd_steps + 1) */
     vd_exec_stats st;
     int ev_steps;               /* opts.step_times: first of n_steps + 1 events, else -1 */
     int ev_drain;               /* vdx_member_drain's event */
@@ -415,7 +415,7 @@ static int setup_modes(vdx_member *m, vd_err *e) {
     m->fp16 = m->opts.math == VD_MATH_FP16 && !plan->forward_only;
     m->ls = vd_loss_scale_init();
     if (m->fp16) {
-        if (!be->scale_set || !be->scale_get || !be->grad_check || !be->sgd_scaled ||
+        if (!be->scale_set || !be->scale_get || !be->grad_check || !be->update_scaled ||
             !be->scale_update)
             return vd_errf(e, VD_EUNSUPPORTED, "the %s backend has no loss scaling: it cannot "
                            "train in math fp16", be->name);
@@ -565,8 +565,8 @@ static char *region(const vdx_member *m, int t) {
     return iv_addr(m, &p->intervals[p->tensors[t].iv[0]]);
 }
 
-/* Math fp16: a fresh loss scale, its momentum started as first_pending
- * says (the backend's `stepped` decides sgd_scaled's first step). */
+/* Math fp16: a fresh loss scale, its `stepped` as first_pending says (the
+ * optimizer's state started or not; a state file records it). */
 static int reset_loss_scale(vdx_member *m, vd_err *e) {
     if (!m->fp16) return VD_OK;
     m->ls = vd_loss_scale_init();
@@ -590,24 +590,25 @@ bool vdx_member_loss_scale(const vdx_member *m, vd_loss_scale *s) {
     return m->fp16;
 }
 
-int vdx_member_set_state(vdx_member *m, const float *params, const float *momentum,
+int vdx_member_set_state(vdx_member *m, const float *params, const float *state,
                       int64_t sgd_steps, vd_err *e) {
     vd_backend *be = m->be;
     const vd_plan *p = m->plan;
     uint64_t bytes = (uint64_t)m->net->param_floats * 4u;
+    uint64_t sbytes = (uint64_t)vd_net_state_floats(m->net) * 4u;
     int rc;
-    if (momentum && p->t_mom < 0)
-        return vd_errf(e, VD_EINTERNAL, "vd_exec_set_state: a forward-only plan has no momentum");
+    if (state && p->t_mom < 0)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_set_state: a forward-only plan has no optimizer state");
     if ((rc = be->synchronize(be, e))) return rc;
     if (bytes) {
         if ((rc = be->copy_async(be, VD_STREAM_H2D, region(m, p->t_params), params, bytes, e))) return rc;
-        if (momentum) rc = be->copy_async(be, VD_STREAM_H2D, region(m, p->t_mom), momentum, bytes, e);
-        else if (p->t_mom >= 0) rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), bytes, e);
+        if (state) rc = be->copy_async(be, VD_STREAM_H2D, region(m, p->t_mom), state, sbytes, e);
+        else if (p->t_mom >= 0) rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), sbytes, e);
         if (rc) return rc;
     }
     if ((rc = be->synchronize(be, e))) return rc;
     m->sgd_steps = sgd_steps;
-    m->first_pending = !momentum || sgd_steps == 0;
+    m->first_pending = !state || sgd_steps == 0;
     if ((rc = reset_loss_scale(m, e))) return rc;
     m->state_set = true;
     m->staged = m->stage_inflight = false;   /* synchronized: no copy in flight */
@@ -631,7 +632,8 @@ int vdx_member_init_params(vdx_member *m, uint64_t seed, vd_err *e) {
     }
     vd_free(buf);
     if (!rc && total && p->t_mom >= 0)
-        rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom), (uint64_t)total * 4u, e);
+        rc = be->zero_async(be, VD_STREAM_H2D, region(m, p->t_mom),
+                            (uint64_t)vd_net_state_floats(m->net) * 4u, e);
     if (!rc) rc = be->synchronize(be, e);
     if (rc) return rc;
     m->sgd_steps = 0;
@@ -642,17 +644,18 @@ int vdx_member_init_params(vdx_member *m, uint64_t seed, vd_err *e) {
     return VD_OK;
 }
 
-int vdx_member_get_state(vdx_member *m, float *params, float *momentum, int64_t *sgd_steps, vd_err *e) {
+int vdx_member_get_state(vdx_member *m, float *params, float *state, int64_t *sgd_steps, vd_err *e) {
     vd_backend *be = m->be;
     const vd_plan *p = m->plan;
     uint64_t bytes = (uint64_t)m->net->param_floats * 4u;
+    uint64_t sbytes = (uint64_t)vd_net_state_floats(m->net) * 4u;
     int rc;
     if (!m->state_set) return vd_errf(e, VD_EINTERNAL, "vd_exec_get_state before vd_exec_set_state");
-    if (momentum && p->t_mom < 0)
-        return vd_errf(e, VD_EINTERNAL, "vd_exec_get_state: a forward-only plan has no momentum");
+    if (state && p->t_mom < 0)
+        return vd_errf(e, VD_EINTERNAL, "vd_exec_get_state: a forward-only plan has no optimizer state");
     if ((rc = be->synchronize(be, e))) return rc;
     if (bytes && params && (rc = be->copy_async(be, VD_STREAM_D2H, params, region(m, p->t_params), bytes, e))) return rc;
-    if (bytes && momentum && (rc = be->copy_async(be, VD_STREAM_D2H, momentum, region(m, p->t_mom), bytes, e))) return rc;
+    if (bytes && state && (rc = be->copy_async(be, VD_STREAM_D2H, state, region(m, p->t_mom), sbytes, e))) return rc;
     if ((rc = be->synchronize(be, e))) return rc;
     if (sgd_steps) *sgd_steps = m->sgd_steps;
     return VD_OK;
@@ -708,27 +711,58 @@ static int average_buckets(vdx_member *m, int s, vd_err *e) {
     return VD_OK;
 }
 
-/* The update in the backward pass (vd_plan.update_in_bwd): SGD of unit
- * u's layer's trainable parameters from its gradient tensor, at backward
- * step s, after its op (the layer's last chunk there: vd_plan_layer.update);
- * runs of adjacent trainable parameters in one call. */
+/* The update at learning rate lr that runs next (backend.h's
+ * vd_optim_step): the run's optimizer and settings (net->train), its number
+ * t counted over the state's life; a skipped step (math fp16) is no update
+ * and does not count (read_loss_scale). */
+static vd_optim_step optim_step(const vdx_member *m, float lr) {
+    const vd_train_cfg *tc = &m->net->train;
+    vd_optim_step o;
+    memset(&o, 0, sizeof o);
+    o.kind = tc->optimizer;
+    o.lr = lr;
+    o.weight_decay = tc->weight_decay;
+    o.momentum = tc->momentum;
+    o.nesterov = tc->nesterov;
+    o.beta1 = tc->beta1;
+    o.beta2 = tc->beta2;
+    o.eps = tc->eps;
+    o.t = m->first_pending ? 1 : m->sgd_steps + 1;
+    return o;
+}
+
+/* The optimizer's state arrays in the pool, at float offset `base` of the
+ * parameters' layout: *mm SGD's momentum / AdamW's exp_avg, *vv AdamW's
+ * exp_avg_sq (NULL for SGD): the state tensor holds them one after the
+ * other (vd_optimizer_state_arrays). */
+static void state_arrays(const vdx_member *m, int64_t base, float **mm, float **vv) {
+    float *s = (float *)region(m, m->plan->t_mom);
+    *mm = s + base;
+    *vv = m->net->train.optimizer == VD_OPT_ADAMW ? s + m->net->param_floats + base : NULL;
+}
+
+/* The update in the backward pass (vd_plan.update_in_bwd): the optimizer's
+ * update of unit u's layer's trainable parameters from its gradient tensor,
+ * at backward step s, after its op (the layer's last chunk there:
+ * vd_plan_layer.update); runs of adjacent trainable parameters in one call. */
 static int update_layer(vdx_member *m, const vd_plan *p, int u, int s, float lr, vd_err *e) {
     const vd_net *net = m->net;
     const vd_plan_layer *pl = &p->layers[u];
     const vd_layer *l = &net->layers[pl->layer];
     if (pl->dw < 0 || !pl->update) return VD_OK;
     float *params = (float *)region(m, p->t_params) + pl->dw_base;
-    float *mom = (float *)region(m, p->t_mom) + pl->dw_base;
+    float *sm, *sv;
+    state_arrays(m, pl->dw_base, &sm, &sv);
     float *g = taddr(m, p, pl->dw, s);
     if (!g) return vd_errf(e, VD_EINTERNAL, "layer '%s': its gradients are not resident", l->name);
+    vd_optim_step o = optim_step(m, lr);
     int64_t off = -1, cnt = 0;
     for (int k = l->param_first; k <= l->param_first + l->n_params; k++) {
         const vd_param *pr = k < l->param_first + l->n_params ? &net->params[k] : NULL;
         bool take = pr && pr->kind == VD_PARAM_WEIGHT && pr->numel > 0;
         if (take && cnt && off + cnt == pr->offset - pl->dw_base) { cnt += pr->numel; continue; }
         if (cnt) {
-            int rc = m->be->sgd(m->be, params, g, mom, off, cnt, lr, net->train.momentum,
-                                 net->train.weight_decay, m->first_pending, e);
+            int rc = m->be->update(m->be, &o, params, g, sm, sv, off, cnt, e);
             if (rc) return rc;
         }
         off = take ? pr->offset - pl->dw_base : -1;
@@ -799,32 +833,31 @@ static int offload(vdx_member *m, const vd_plan *p, int t, bool timed, walk_stat
     return rc;
 }
 
-/* The SGD step of the training plan: the averaged gradients first (data
- * parallel), then every trainable range updated from the gradient array.
- * Math fp16: every gradient checked, then the updates (skipped on the device
- * when one was not finite), then the scale's step; sgd_steps and
- * first_pending follow the state read back with the loss
- * (vdx_member_train_step). */
+/* The SGD step of the training plan (the optimizer's update, whichever it
+ * is): the averaged gradients first (data parallel), then every trainable
+ * range updated from the gradient array. Math fp16: every gradient checked,
+ * then the updates (skipped on the device when one was not finite), then
+ * the scale's step; sgd_steps and first_pending follow the state read back
+ * with the loss (vdx_member_train_step). */
 static int sgd_step(vdx_member *m, float lr, vd_err *e) {
     vd_backend *be = m->be;
-    const vd_net *net = m->net;
     const vd_plan *tp = m->plan;
     int rc = VD_OK;
     if (m->opts.allreduce && (rc = m->opts.allreduce->wait(m->opts.allreduce, be, e))) return rc;
     float *params = (float *)region(m, tp->t_params);
     float *grads = tp->update_in_bwd ? NULL : (float *)region(m, tp->t_grads);
-    float *mom = (float *)region(m, tp->t_mom);
+    float *sm, *sv;
+    state_arrays(m, 0, &sm, &sv);
+    vd_optim_step o = optim_step(m, lr);
     if (m->fp16) {
         for (int r = 0; r < m->n_checks && !rc; r++)
             rc = be->grad_check(be, grads, m->c_off[r], m->c_cnt[r], m->c_layer[r], e);
         for (int r = 0; r < m->n_ranges && !rc; r++)
-            rc = be->sgd_scaled(be, params, grads, mom, m->r_off[r], m->r_cnt[r], lr,
-                                net->train.momentum, net->train.weight_decay, e);
+            rc = be->update_scaled(be, &o, params, grads, sm, sv, m->r_off[r], m->r_cnt[r], e);
         return rc ? rc : be->scale_update(be, e);
     }
     for (int r = 0; grads && r < m->n_ranges && !rc; r++)
-        rc = be->sgd(be, params, grads, mom, m->r_off[r], m->r_cnt[r], lr, net->train.momentum,
-                     net->train.weight_decay, m->first_pending, e);
+        rc = be->update(be, &o, params, grads, sm, sv, m->r_off[r], m->r_cnt[r], e);
     if (!rc) { m->first_pending = false; m->sgd_steps++; }
     return rc;
 }

@@ -18,10 +18,10 @@ void vdx_member_destroy(vdx_member **m);
 /* The batch of its plan. */
 int vdx_member_batch(const vdx_member *m);
 
-int vdx_member_set_state(vdx_member *m, const float *params, const float *momentum,
+int vdx_member_set_state(vdx_member *m, const float *params, const float *state,
                          int64_t sgd_steps, vd_err *e);
 int vdx_member_init_params(vdx_member *m, uint64_t seed, vd_err *e);
-int vdx_member_get_state(vdx_member *m, float *params, float *momentum, int64_t *sgd_steps,
+int vdx_member_get_state(vdx_member *m, float *params, float *state, int64_t *sgd_steps,
                          vd_err *e);
 bool vdx_member_loss_scale(const vdx_member *m, vd_loss_scale *s);
 int vdx_member_set_loss_scale(vdx_member *m, const vd_loss_scale *s, vd_err *e);

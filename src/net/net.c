@@ -252,6 +252,17 @@ void vd_net_init_params_range(const vd_net *net, uint64_t seed, int64_t first, i
     }
 }
 
+const char *vd_optimizer_name(vd_optimizer o) {
+    static const char *const names[] = VD_OPTIMIZER_NAMES;
+    return (unsigned)o < VD_ARRAY_LEN(names) ? names[o] : "?";
+}
+
+void vd_train_optimizer_defaults(vd_train_cfg *t) {
+    bool adamw = t->optimizer == VD_OPT_ADAMW;
+    if (!t->has_lr) t->lr = adamw ? VD_ADAMW_DEFAULT_LR : VD_DEFAULT_LR;
+    if (!t->has_weight_decay) t->weight_decay = adamw ? VD_ADAMW_DEFAULT_WD : VD_DEFAULT_WD;
+}
+
 const char *vd_math_name(vd_math m) {
     static const char *const names[] = VD_MATH_NAMES;
     return (unsigned)m < VD_ARRAY_LEN(names) ? names[m] : "?";

@@ -4,8 +4,8 @@
  * layer has exactly one output feature map (NCHW, fp32). The net's input
  * (images) is "layer -1". Parameters of all layers live in one flat array of
  * floats (llm.c style); each vd_param records its offset into it. Gradients
- * and momentum use the same layout, so SGD is one loop and a checkpoint is
- * one walk over net->params.
+ * and the optimizer's state arrays use the same layout, so the update is one
+ * loop and a checkpoint is one walk over net->params.
  *
  * Adding a layer type touches: the vd_op enum below and its vd_op_table
  * entry (src/net/ops.c: spec keys, shape inference, FLOPs, parameters, aux
@@ -172,7 +172,7 @@ typedef struct vd_lr_policy {
  * storage, conv/fc on tf32 tensor cores. bf16 (mixed precision): feature maps
  * and their gradients are stored in bf16 (what the planner moves and keeps),
  * conv/fc take bf16 inputs and accumulate in fp32; weights, gradients,
- * momentum, batch-norm parameters and statistics, the loss stay fp32. fp16:
+ * optimizer state, batch-norm parameters and statistics, the loss stay fp32. fp16:
  * the same with IEEE half feature maps and gradients (Turing has no bf16),
  * plus dynamic loss scaling (vd_loss_scale, backend.h). */
 typedef enum { VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16 } vd_math;
@@ -193,12 +193,34 @@ static inline uint64_t vd_math_act_bytes(vd_math m) { return vd_dtype_bytes(vd_m
 static inline bool vd_math_nhwc(vd_math m) { return vd_math_act_dtype(m) != VD_DT_F32; }
 
 /* The base learning rate when neither the spec nor a flag gives one (the
- * spec's train: defaults and every tool read this one constant). */
+ * spec's train: defaults and every tool read this one constant); SGD's.
+ * AdamW's defaults are torch.optim.AdamW's (vd_train_optimizer_defaults). */
 #define VD_DEFAULT_LR 0.01f
+#define VD_DEFAULT_WD 0.0005f
+#define VD_ADAMW_DEFAULT_LR 0.001f
+#define VD_ADAMW_DEFAULT_WD 0.01f
+
+/* The optimizer (train.optimizer, --optimizer): torch.optim.SGD (momentum,
+ * optionally Nesterov; dampening 0) or torch.optim.AdamW (decoupled weight
+ * decay, bias correction, eps; not amsgrad). */
+typedef enum vd_optimizer { VD_OPT_SGD, VD_OPT_ADAMW } vd_optimizer;
+#define VD_OPTIMIZER_NAMES {"sgd", "adamw"}
+/* "sgd" | "adamw". */
+const char *vd_optimizer_name(vd_optimizer o);
+/* Floats of optimizer state per parameter float: SGD 1 (the momentum
+ * buffer), AdamW 2 (exp_avg and exp_avg_sq). The state of a net is this
+ * many arrays of net->param_floats floats, one after the other, each in the
+ * parameters' layout (buffer ranges unused). */
+static inline int vd_optimizer_state_arrays(vd_optimizer o) { return o == VD_OPT_ADAMW ? 2 : 1; }
 
 typedef struct vd_train_cfg {
     int batch;
     float lr, momentum, weight_decay;
+    bool has_lr, has_weight_decay; /* lr / weight_decay given (spec or flag); else the
+                                   optimizer's default (vd_train_optimizer_defaults) */
+    vd_optimizer optimizer;     /* train.optimizer (default sgd) */
+    bool nesterov;              /* SGD: Nesterov momentum (needs momentum > 0) */
+    float beta1, beta2, eps;    /* AdamW: betas and eps (torch's 0.9, 0.999, 1e-8) */
     vd_lr_policy lr_policy;
     int64_t iters;              /* 0 = derive from epochs */
     int64_t epochs;             /* used when iters == 0 and data has a size */
@@ -220,6 +242,19 @@ typedef struct vd_net {
     int64_t param_floats;       /* total floats in the flat array (weights + buffers) */
     int64_t n_trainable;        /* total trainable scalars (torchvision's count) */
 } vd_net;
+
+/* The floats of net's optimizer state (vd_optimizer_state_arrays of
+ * net->train.optimizer times net->param_floats). */
+static inline int64_t vd_net_state_floats(const vd_net *net) {
+    return vd_optimizer_state_arrays(net->train.optimizer) * net->param_floats;
+}
+
+/* The learning rate and weight decay of t's optimizer where neither was
+ * given (!has_lr, !has_weight_decay): SGD VD_DEFAULT_LR and VD_DEFAULT_WD
+ * (vdnn's), AdamW VD_ADAMW_DEFAULT_LR and VD_ADAMW_DEFAULT_WD
+ * (torch.optim.AdamW's). The spec's train: section calls it, and again
+ * whatever changes the optimizer afterwards (--optimizer). */
+void vd_train_optimizer_defaults(vd_train_cfg *t);
 
 /* Lifecycle. vd_net_init zeroes; vd_net_free releases layers/params. */
 void vd_net_init(vd_net *net);

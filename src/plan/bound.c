@@ -6,7 +6,7 @@
  * Compute only. The simulator runs the compute steps one after another, each
  * taking its option's profile time; offloads, prefetches and stalls only add
  * to that, and so do recomputes. An op needs, at once, its workspace, every
- * persistent tensor (parameters, gradients, momentum) and the tensors it
+ * persistent tensor (parameters, gradients, optimizer state) and the tensors it
  * reads and writes (forward: its inputs, output and saved state; backward:
  * what it reads, dy, the input gradients, the saved state). So at budget B
  * a pass can only use options whose workspace fits in B minus those bytes

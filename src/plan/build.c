@@ -107,7 +107,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->loss_layer = NL - 1;
     p->t_stage = p->stage_step = -1;
     p->stage = opts->forward_only ? VD_STAGE_NA : opts->no_stage_input ? VD_STAGE_OFF : VD_STAGE_NA;
-    int cap_t = 6 + 7 * L + 2 * NL; /* params, momentum, grads, x, labels, x:next; per
+    int cap_t = 6 + 7 * L + 2 * NL; /* params, optim state, grads, x, labels, x:next; per
                                   unit: y, dy, aux, ws_fwd, ws_bwd, ws_rc, dw; per layer:
                                   a run's whole output and its gradient */
     int cap_iv = 2 * cap_t;
@@ -220,7 +220,7 @@ static void pin_persistent(bld *B, const vd_plan *pin) {
         const vd_tensor *T = &p->tensors[t];
         if (!T->persistent) continue;
         int pt = T->kind == VD_T_PARAMS ? pin->t_params
-               : T->kind == VD_T_MOMENTUM ? pin->t_mom : pin->t_grads;
+               : T->kind == VD_T_OPTIM ? pin->t_mom : pin->t_grads;
         if (pt < 0) continue;
         p->intervals[T->iv[0]].offset = pin->intervals[pin->tensors[pt].iv[0]].offset;
         B->pinned[T->iv[0]] = true;

@@ -33,7 +33,7 @@ int vd_prefetch_parse(const char *s, vd_prefetch *out, vd_err *e) {
 
 const char *vd_tensor_kind_name(vd_tensor_kind k) {
     static const char *const n[VD_T_KIND_COUNT] = {
-        "params", "momentum", "grads", "input", "labels", "act", "dact", "aux", "workspace"};
+        "params", "optim_state", "grads", "input", "labels", "act", "dact", "aux", "workspace"};
     return (unsigned)k < VD_T_KIND_COUNT ? n[k] : "?";
 }
 

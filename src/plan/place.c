@@ -423,7 +423,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
         for (int i = 0; i < n; i++) {
             uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1);
             order[i].idx = i;
-            /* whole-iteration intervals (params, momentum, grads) always go
+            /* whole-iteration intervals (params, optimizer state, grads) always go
              * first, in index order, at the bottom of the pool */
             order[i].k0 = iv[i].first == 0 && iv[i].last == max_last && max_last > 0 ? 1 : 0;
             if (order[i].k0) { order[i].k1 = order[i].k2 = order[i].k3 = 0; continue; }

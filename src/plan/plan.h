@@ -144,7 +144,8 @@ void vd_schedule_inplace(vd_net *net);
 
 typedef enum {
     VD_T_PARAMS,     /* all parameters, flat (net->param_floats floats) — persistent */
-    VD_T_MOMENTUM,   /* SGD momentum, same layout — persistent */
+    VD_T_OPTIM,      /* the optimizer's state (vd_net_state_floats floats: SGD's momentum,
+                        AdamW's exp_avg then exp_avg_sq), same layout — persistent */
     VD_T_GRADS,      /* parameter gradients: all, same layout, persistent ("grads",
                         vd_plan_opts.grads_persistent); else one layer's, live in its
                         backward step only ("LAYER:dw", vd_plan_layer.dw) */
@@ -430,7 +431,7 @@ typedef struct vd_plan {
     int peak_step;
     uint64_t hwm;               /* max offset + size (placement) */
     double frag;                /* (hwm - live_peak) / hwm */
-    uint64_t persistent_bytes;  /* params + momentum (+ grads) regions */
+    uint64_t persistent_bytes;  /* params + optimizer state (+ grads) regions */
     bool update_in_bwd;         /* training plan without grads_persistent: each layer's
                                    update in its backward step (t_grads -1, the SGD
                                    step only counts the step) */
@@ -453,7 +454,8 @@ typedef struct vd_plan {
     int n_actions; vd_action *actions;       /* [n_actions] */
     vd_step *steps;             /* [n_steps + 1], the last is the END pseudo-step */
     vd_plan_layer *layers;      /* [n_units], one per unit (see "Split layers") */
-    int t_params, t_grads, t_mom, t_x, t_labels; /* tensor indices (-1 none) */
+    int t_params, t_grads, t_mom, t_x, t_labels; /* tensor indices (-1 none); t_mom: the
+                                   optimizer's state (VD_T_OPTIM) */
     vd_sim_result sim;
     char note[512];             /* infeasibility explanation ("" when feasible) */
     /* Input staging (see above): the tensor "x:next" and the step whose start
@@ -465,9 +467,9 @@ typedef struct vd_plan {
      * line, the JSON's bound_s); all 0 otherwise (the planner never fills
      * it). */
     vd_plan_bound bound;
-    struct vd_plan *eval;       /* forward-only plan sharing params/momentum
+    struct vd_plan *eval;       /* forward-only plan sharing params/optimizer state
                                    offsets (NULL for a forward-only plan, which
-                                   has no momentum: t_mom -1) */
+                                   has no optimizer state: t_mom -1) */
     struct vd_dp_sim {          /* data parallel (vd_plan_dp); all 0 for one rank */
         int ranks;              /* ranks (GPUs); this plan is one rank's, at batch/ranks */
         int n_buckets, n_calls; /* gradient buckets; all-reduce calls (contiguous ranges) */

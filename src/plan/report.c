@@ -85,8 +85,10 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
             vd_fmt_bytes(p->hwm, b1, sizeof b1), p->frag * 100.0);
     if (p->n_units != p->n_layers)
         fprintf(f, "  split layers         %s\n", vd_plan_split_summary(p, net, lab, sizeof lab));
-    fprintf(f, "  persistent           %s (parameters, momentum%s)\n",
+    /* the optimizer's state by name: what it costs beside the parameters */
+    fprintf(f, "  persistent           %s (parameters, %s%s)\n",
             vd_fmt_bytes(p->persistent_bytes, b1, sizeof b1),
+            net->train.optimizer == VD_OPT_ADAMW ? "AdamW's exp_avg and exp_avg_sq" : "momentum",
             p->forward_only ? ""
             : p->update_in_bwd ? "; each layer's gradients live in its backward step, "
                                  "which updates its parameters"
@@ -218,6 +220,8 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     SET_U64(r, "hwm_bytes", p->hwm);
     SET_REAL(r, "fragmentation", p->frag);
     SET_U64(r, "persistent_bytes", p->persistent_bytes);
+    SET_STR(r, "optimizer", vd_optimizer_name(net->train.optimizer));
+    SET_U64(r, "optimizer_state_bytes", p->t_mom >= 0 ? p->tensors[p->t_mom].bytes : 0);
     SET_BOOL(r, "update_in_backward", p->update_in_bwd);
     SET_U64(r, "offload_bytes", p->offload_bytes);
     SET_U64(r, "prefetch_bytes", p->prefetch_bytes);

@@ -471,7 +471,7 @@ int search_feasible_fallback(actx *c, const vd_plan_opts *opts, vd_plan *out, vd
 
 /* A bound no plan of any disposition goes below, from plan p (everything
  * kept): per step, the bytes of tensors whose lifetime no disposition changes
- * (parameters, gradients, momentum, feature-map gradients, saved state,
+ * (parameters, gradients, optimizer state, feature-map gradients, saved state,
  * workspaces, labels) plus the feature maps the step's op itself reads or
  * writes: *out. VD_ENOMEM. */
 static int operand_bound(const vd_net *net, const vd_plan *p, uint64_t *out, vd_err *e) {

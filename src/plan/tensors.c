@@ -227,19 +227,25 @@ static int alias_add_grads(const bld *b, const vd_net *net, int loss, int batch,
     return VD_OK;
 }
 
-/* The persistent tensors (parameters, momentum, gradients), x and labels.
- * A forward-only plan has the momentum only as an evaluation plan, whose
- * placement must leave its training plan's momentum where it is (b->pin);
- * an inference plan has none. */
+/* The persistent tensors (parameters, the optimizer's state, gradients), x
+ * and labels. The state: SGD's momentum ("momentum", the parameters' bytes;
+ * kept with momentum 0 too, where the update writes the gradient into it),
+ * AdamW's exp_avg and exp_avg_sq ("adamw_state", twice the parameters').
+ * A forward-only plan has the state only as an evaluation plan, whose
+ * placement must leave its training plan's state where it is (b->pin); an
+ * inference plan has none. */
 static void fixed_tensors(bld *b) {
     const vd_net *net = b->net;
     vd_plan *p = b->p;
     int batch = p->batch;
     bool fo = p->forward_only;
     uint64_t pbytes = (uint64_t)net->param_floats * 4u;
+    bool adamw = net->train.optimizer == VD_OPT_ADAMW;
 
     p->t_params = vdp_add_tensor(b, VD_T_PARAMS, -1, pbytes, "params", NULL);
-    p->t_mom = fo && !b->pin ? -1 : vdp_add_tensor(b, VD_T_MOMENTUM, -1, pbytes, "momentum", NULL);
+    p->t_mom = fo && !b->pin ? -1
+             : vdp_add_tensor(b, VD_T_OPTIM, -1, (uint64_t)vd_net_state_floats(net) * 4u,
+                              adamw ? "adamw_state" : "momentum", NULL);
     p->update_in_bwd = !fo && !vd_plan_grads_array(net, b->opts);
     p->t_grads = fo || p->update_in_bwd ? -1
                : vdp_add_tensor(b, VD_T_GRADS, -1, pbytes, "grads", NULL);

@@ -199,6 +199,7 @@ static int profile_alloc(const vd_net *net, int batch, const vd_device_params *d
     }
     out->batch = batch;
     out->math = net->train.math;
+    out->optimizer = net->train.optimizer;
     out->dev = *dev;
     snprintf(out->source, sizeof out->source, "%s", source);
     snprintf(out->net, sizeof out->net, "%s", net->name);
@@ -206,13 +207,14 @@ static int profile_alloc(const vd_net *net, int batch, const vd_device_params *d
 }
 
 static void analytic_sgd(const vd_net *net, const vd_device_params *dev, vd_profile *out) {
-    /* read p, g, m; write p, m: 5 float accesses per trainable scalar, one
-     * launch per contiguous trainable range */
+    /* the optimizer's bytes per trainable scalar (SGD 20, AdamW 28) at the
+     * memory bandwidth, one launch per contiguous trainable range */
     int ranges = 0;
     for (int k = 0; k < net->n_params; k++)
         if (net->params[k].kind == VD_PARAM_WEIGHT &&
             (k == 0 || net->params[k - 1].kind != VD_PARAM_WEIGHT)) ranges++;
-    out->sgd_s = dev->launch_s * ranges + (double)net->n_trainable * 20.0 / dev->mem_bw;
+    out->sgd_s = dev->launch_s * ranges +
+                 (double)net->n_trainable * vd_optimizer_update_bytes(out->optimizer) / dev->mem_bw;
 }
 
 int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *dev,
@@ -339,6 +341,7 @@ static json_t *profile_json(const vd_profile *p) {
                     vd_json_real(d->allreduce_lat_s), &ok);
     }
     vd_json_set(root, "sgd_s", vd_json_real(p->sgd_s), &ok);
+    vd_json_set(root, "optimizer", vd_json_text(vd_optimizer_name(p->optimizer)), &ok);
     json_t *layers = json_array();
     vd_json_set(root, "layers", layers, &ok);
     for (int i = 0; ok && i < p->n_layers; i++) {
@@ -533,6 +536,21 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
     rc = profile_alloc(net, batch, &dev, source, out, e);
     if (rc) return rc;
     if ((rc = num_max(root, "sgd_s", true, VDP_MAX_S, &out->sgd_s, path, "profile", e))) goto fail;
+    {   /* the optimizer sgd_s timed (absent: sgd, older files); another one's
+         * update is scaled by the bytes it moves */
+        const json_t *oj = json_object_get(root, "optimizer");
+        const char *o = json_string_value(oj);
+        static const char *const names[] = VD_OPTIMIZER_NAMES;
+        int k = o ? -1 : VD_OPT_SGD;
+        for (int i = 0; o && i < (int)VD_ARRAY_LEN(names); i++)
+            if (!strcmp(o, names[i])) k = i;
+        if ((oj && !o) || k < 0) {
+            rc = vd_errf(e, VD_EDATA, "%s: \"optimizer\" must be \"sgd\" or \"adamw\"", path);
+            goto fail;
+        }
+        out->sgd_s *= vd_optimizer_update_bytes(out->optimizer) /
+                      vd_optimizer_update_bytes((vd_optimizer)k);
+    }
     const json_t *ls = json_object_get(root, "layers");
     if (!json_is_array(ls)) { rc = vd_errf(e, VD_EDATA, "%s: missing array \"layers\"", path); goto fail; }
     if (json_array_size(ls) != (size_t)net->n_layers) {

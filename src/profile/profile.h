@@ -140,7 +140,9 @@ typedef struct vd_profile {
                                    feature-map bytes, times; JSON "math" (a file without
                                    it is fp32 storage: fp32 or tf32) */
     vd_device_params dev;
-    double sgd_s;               /* update step time */
+    double sgd_s;               /* the update step's time (the optimizer's: SGD's, AdamW's) */
+    vd_optimizer optimizer;     /* the optimizer sgd_s times (from net->train.optimizer);
+                                   JSON "optimizer" (a file without it: sgd) */
     int n_layers;
     vd_profile_layer *layers;   /* [n_layers] */
 } vd_profile;
@@ -159,6 +161,15 @@ double vd_profile_rc_s(const vd_profile *prof, int layer, int algo);
 double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
                              int batch);
 
+/* Bytes of device memory the optimizer's update moves per trainable
+ * parameter (fp32): SGD reads p, g and the momentum and writes p and the
+ * momentum (20); AdamW reads p, g, exp_avg and exp_avg_sq and writes p,
+ * exp_avg and exp_avg_sq (28). The update is memory-bound: its time scales
+ * with these. */
+static inline double vd_optimizer_update_bytes(vd_optimizer o) {
+    return o == VD_OPT_ADAMW ? 28.0 : 20.0;
+}
+
 /* Analytic profile from FLOPs and bytes: t = launch + max(flops/peak,
  * bytes/mem_bw); backward ~2x forward for conv/fc. Conv layers get two
  * options: "fastest" (t, workspace = im2col buffer of min(N,8) samples) and
@@ -173,7 +184,10 @@ int vd_profile_analytic(const vd_net *net, int batch, const vd_device_params *de
 #define VD_PROFILE_MAX_BYTES (64ull << 20)
 /* JSON profile (format: man vdnn-plan(1)). Load checks that the layer names
  * and the batch match net/batch (VD_EDATA otherwise, also for a file over
- * VD_PROFILE_MAX_BYTES); VD_EIO if unreadable or not a regular file. */
+ * VD_PROFILE_MAX_BYTES); VD_EIO if unreadable or not a regular file. A
+ * profile made for another optimizer than net->train.optimizer has its
+ * update time scaled by the bytes each moves (vd_optimizer_update_bytes):
+ * no re-profiling for a number the other layers' times do not depend on. */
 int vd_profile_load(const char *path, const vd_net *net, int batch, vd_profile *out, vd_err *e);
 /* vd_profile_load on a profile already in memory: text[0..n) (need not be
  * NUL-terminated) read as the file `name` (for messages). The same checks

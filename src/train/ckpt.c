@@ -21,8 +21,10 @@
  * (vdnn writes a few hundred bytes; 64 KiB leaves room for a PyTorch
  * writer's) and one entry per tensor, at most 1 KiB each (a name of at most
  * VD_NAME_MAX + 16 bytes, even with every byte escaped as \u00XX, plus the
- * dtype, a shape of 4 dimensions and two offsets). A larger header cannot
- * be a checkpoint of that net, and is refused before it is parsed. */
+ * dtype, a shape of 4 dimensions and two offsets): at most two per
+ * parameter (AdamW's state file: exp_avg and exp_avg_sq of each). A larger
+ * header cannot be a checkpoint of that net, and is refused before it is
+ * parsed. */
 #define ST_HEADER_META ((uint64_t)64 << 10)
 #define ST_HEADER_ENTRY ((uint64_t)1 << 10)
 /* and the "classes" metadata, per class: a name of at most NAME_MAX bytes
@@ -32,7 +34,7 @@
 #define ST_HEADER_CLASS ((uint64_t)2 << 10)
 static uint64_t st_max_header(const vd_net *net) {
     if (!net) return ST_MAX_HEADER;
-    uint64_t m = ST_HEADER_META + ((uint64_t)net->n_params + 2) * ST_HEADER_ENTRY +
+    uint64_t m = ST_HEADER_META + (2 * (uint64_t)net->n_params + 2) * ST_HEADER_ENTRY +
                  (uint64_t)net->classes * ST_HEADER_CLASS;
     return m < ST_MAX_HEADER ? m : ST_MAX_HEADER;
 }
@@ -261,19 +263,28 @@ out:
 }
 
 int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
-                 const float *momentum, const vd_train_state *st, vd_err *e) {
-    return vd_ckpt_save_ex(path, net, params, momentum, st, NULL, e);
+                 const float *state, const vd_train_state *st, vd_err *e) {
+    return vd_ckpt_save_ex(path, net, params, state, st, NULL, e);
+}
+
+/* The state file's tensor name prefixes of optimizer o, one per state
+ * array (vd_optimizer_state_arrays): torch's state_dict names. */
+static const char *const *state_prefixes(vd_optimizer o) {
+    static const char *const sgd[] = {"momentum."}, *const adamw[] = {"exp_avg.", "exp_avg_sq."};
+    return o == VD_OPT_ADAMW ? adamw : sgd;
 }
 
 int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
-                    const float *momentum, const vd_train_state *st,
+                    const float *state, const vd_train_state *st,
                     const vd_ckpt_save_opts *so, vd_err *e) {
     vd_ckpt_dtype dtype = so ? so->dtype : VD_CKPT_F32;
     if (dtype != VD_CKPT_F32 && dtype != VD_CKPT_BF16)
         return vd_errf(e, VD_EINTERNAL, "checkpoint: unknown save dtype %d", (int)dtype);
     int n_bn = 0;
     for (int i = 0; i < net->n_layers; i++) n_bn += vd_op_table[net->layers[i].op].step_counter;
-    int cap = net->n_params + n_bn;
+    int arrays = vd_optimizer_state_arrays(net->train.optimizer);
+    int cap = net->n_params + n_bn > arrays * net->n_params ? net->n_params + n_bn
+                                                            : arrays * net->n_params;
     out_tensor *t = vd_calloc((size_t)(cap > 0 ? cap : 1), sizeof *t, e);
     int64_t *nbt = vd_calloc((size_t)(n_bn > 0 ? n_bn : 1), sizeof *nbt, e);
     /* BF16: a rounded copy of every parameter and buffer (params stay the
@@ -306,7 +317,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     }
     for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params, bf);
 
-    meta_kv m[20];   /* the state file: 10 keys, 6 more for a loss scale, 3 for the best */
+    meta_kv m[24];   /* the state file: 11 keys, 6 more for a loss scale, 3 for the best */
     memset(m, 0, sizeof m);
     int nm = 0;
     char *classes = so ? classes_json(net, so->classes, so->n_classes) : NULL;
@@ -319,7 +330,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     size_t n = 0;
     int rc = st_build(t, nt, m, nm, &buf, &n, e);
     if (rc) goto out;
-    if (!momentum) {
+    if (!state) {
         rc = vd_write_file_atomic(path, buf, n, e);
         vd_free(buf);
         goto out;
@@ -329,10 +340,12 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     uint64_t model_hash = fnv1a64(buf, n);
     buf = NULL;
 
-    nt = 0;
-    for (int i = 0; i < net->n_params; i++)
-        if (net->params[i].kind == VD_PARAM_WEIGHT)
-            param_tensor(&t[nt++], &net->params[i], "momentum.", momentum, NULL);   /* F32 */
+    nt = 0;   /* F32: SGD's momentum.*, AdamW's exp_avg.* then exp_avg_sq.* */
+    for (int a = 0; a < arrays; a++)
+        for (int i = 0; i < net->n_params; i++)
+            if (net->params[i].kind == VD_PARAM_WEIGHT)
+                param_tensor(&t[nt++], &net->params[i], state_prefixes(net->train.optimizer)[a],
+                             state + (int64_t)a * net->param_floats, NULL);
     memset(m, 0, sizeof m);   /* the model's keys gone (a "classes" vs among them) */
     nm = 0;
     m[nm].k = "batch"; snprintf(m[nm++].v, sizeof m[0].v, "%d", st->batch);
@@ -364,6 +377,8 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     if (dtype == VD_CKPT_BF16) { m[nm].k = "model_dtype"; snprintf(m[nm++].v, sizeof m[0].v, "BF16"); }
     m[nm].k = "model_fnv1a64"; snprintf(m[nm++].v, sizeof m[0].v, "%016" PRIx64, model_hash);
     m[nm].k = "net"; snprintf(m[nm++].v, sizeof m[0].v, "%s", net->name);
+    m[nm].k = "optimizer";
+    snprintf(m[nm++].v, sizeof m[0].v, "%s", vd_optimizer_name(net->train.optimizer));
     m[nm].k = "samples"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->samples);
     m[nm].k = "seed"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->seed);
     m[nm].k = "sgd_steps"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->sgd_steps);
@@ -433,7 +448,7 @@ static int cmp_begin(const void *a, const void *b) {
 
 /* The most data bytes a checkpoint of net can hold: every parameter and
  * one counter per layer, 8 bytes each (the widest dtype), for the model
- * file or the state file (the momentum). */
+ * file or the state file (the optimizer's state: at most two F32 arrays). */
 static uint64_t st_max_data(const vd_net *net) {
     return 8 * ((uint64_t)net->param_floats + (uint64_t)net->n_layers + 1);
 }
@@ -633,10 +648,11 @@ static void load_floats(float *dst, const unsigned char *src, const char *dtype,
 }
 
 /* Copy the tensors "<prefix><param name>" for the params with kind `only`
- * (or all if only < 0) from f into dst; every entry of f must be used
- * (num_batches_tracked of the net's BN layers allowed when allow_nbt). */
+ * (or all if only < 0) from f into dst; with all_used, every entry of f
+ * must have been used by now (num_batches_tracked of the net's BN layers
+ * allowed when allow_nbt): the last call on f checks it. */
 static int load_params(st_file *f, const vd_net *net, const char *prefix, int only,
-                       bool allow_nbt, float *dst, vd_err *e) {
+                       bool allow_nbt, bool all_used, float *dst, vd_err *e) {
     int bad = 0;
     char first[900] = "";
     char name[VD_NAME_MAX + 48];
@@ -676,7 +692,7 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
         }
         if (why[0] && !bad++) snprintf(first, sizeof first, "%s", why);
     }
-    for (int i = 0; i < f->n_ent; i++) {
+    for (int i = 0; all_used && i < f->n_ent; i++) {
         st_entry *t = &f->ent[i];
         if (t->used) continue;
         char why[600] = "";
@@ -748,7 +764,7 @@ int vd_ckpt_load_model_ex(const char *path, const vd_net *net, float *params,
     st_file f;
     int rc = st_open(path, net, &f, e);
     if (rc) return rc;
-    rc = load_params(&f, net, "", -1, true, params, e);
+    rc = load_params(&f, net, "", -1, true, true, params, e);
     if (!rc && classes) rc = load_classes(&f, net, classes, e);
     if (!rc && iteration) {
         *iteration = 0;
@@ -894,6 +910,16 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         goto fail;
     }
     snprintf(st->model_dtype, sizeof st->model_dtype, "%s", md ? md : "F32");
+    const char *opt = meta_str(f, "optimizer");   /* absent: sgd (older versions) */
+    static const char *const onames[] = VD_OPTIMIZER_NAMES;
+    int ok = opt ? -1 : VD_OPT_SGD;
+    for (int k = 0; opt && k < (int)VD_ARRAY_LEN(onames); k++)
+        if (!strcmp(opt, onames[k])) ok = k;
+    if (ok < 0) {
+        rc = vd_errf(e, VD_EDATA, "%s: metadata 'optimizer' is '%.32s', not sgd or adamw", sp, opt);
+        goto fail;
+    }
+    st->optimizer = (vd_optimizer)ok;
     if ((rc = read_loss_scale(f, sp, st, e)) || (rc = read_best(f, sp, st, e))) goto fail;
     return VD_OK;
 fail:
@@ -946,12 +972,22 @@ int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st, 
     return rc;
 }
 
-int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
+int vd_ckpt_check_optimizer(const vd_train_state *st, const vd_net *net, const char *path,
+                            vd_err *e) {
+    if (st->optimizer == net->train.optimizer) return VD_OK;
+    return vd_errf(e, VD_EUSAGE, "%s was trained with optimizer %s, and this run's is %s (the "
+                   "spec's train.optimizer or --optimizer): --resume continues the same "
+                   "optimizer; give --optimizer %s, or start from its weights alone with --init",
+                   path, vd_optimizer_name(st->optimizer), vd_optimizer_name(net->train.optimizer),
+                   vd_optimizer_name(st->optimizer));
+}
+
+int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *state,
                  vd_train_state *st, vd_err *e) {
     st_file m;
     int rc = st_open(path, net, &m, e);
     if (rc) return rc;
-    rc = load_params(&m, net, "", -1, true, params, e);
+    rc = load_params(&m, net, "", -1, true, true, params, e);
     uint64_t mit = 0;
     if (!rc) rc = meta_u64(&m, "iteration", &mit, e);
     if (rc) { st_close(&m); return rc; }
@@ -963,9 +999,13 @@ int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *mome
     if ((int64_t)mit != st->iteration)
         rc = vd_errf(e, VD_EDATA, "%s: iteration %" PRId64 " but %s says %" PRIu64, sp,
                      st->iteration, path, mit);
-    if (!rc) {
-        memset(momentum, 0, sizeof(float) * (size_t)net->param_floats);
-        rc = load_params(&s, net, "momentum.", VD_PARAM_WEIGHT, false, momentum, e);
+    if (!rc) rc = vd_ckpt_check_optimizer(st, net, path, e);
+    if (!rc) {   /* each state array of the optimizer, from its own tensors */
+        int arrays = vd_optimizer_state_arrays(net->train.optimizer);
+        memset(state, 0, sizeof(float) * (size_t)vd_net_state_floats(net));
+        for (int a = 0; a < arrays && !rc; a++)
+            rc = load_params(&s, net, state_prefixes(net->train.optimizer)[a], VD_PARAM_WEIGHT,
+                             false, a == arrays - 1, state + (int64_t)a * net->param_floats, e);
     }
     st_close(&s);
     vd_free(sp);

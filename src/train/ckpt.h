@@ -18,15 +18,20 @@
  *               (vd_data_info.class_names: folder:DIR's class directories):
  *               a JSON array of the names in label order, as a string
  *               ("[\"cat\",\"dog\"]"; vd_ckpt_load_model_ex reads it).
- *   FILE.state  what only a resume needs: "momentum.<name>" (F32, the shape of
- *               <name>) for every trainable parameter, and __metadata__:
- *               "format": "vdnn-state-1", "net", "iteration", "sgd_steps",
+ *   FILE.state  what only a resume needs: the optimizer's state, F32 tensors of
+ *               the shape of <name> for every trainable parameter <name>:
+ *               SGD's "momentum.<name>", AdamW's "exp_avg.<name>" and
+ *               "exp_avg_sq.<name>" (torch.optim's state names); and
+ *               __metadata__: "format": "vdnn-state-1", "net", "optimizer"
+ *               ("sgd" | "adamw"; absent in files of older versions: sgd),
+ *               "iteration", "sgd_steps" (the optimizer's updates: AdamW's
+ *               step count),
  *               "samples" (data sample counter of the next batch), "seed",
  *               "batch", "model_fnv1a64" (FNV-1a 64 of FILE's bytes, so a
  *               state never pairs with a model file it was not saved with),
  *               and "data" (the --data spec the run trained on; absent in
  *               files of older versions), and "model_dtype": "BF16" when FILE
- *               holds BF16 weights (absent: F32). The momentum stays F32
+ *               holds BF16 weights (absent: F32). The optimizer state stays F32
  *               whatever FILE's dtype. A math fp16 run adds its dynamic loss
  *               scale (vd_loss_scale): "loss_scale" (the float, %.9g, which
  *               reads back exactly), "loss_scale_growth", "loss_scale_streak",
@@ -83,8 +88,10 @@ typedef struct vd_train_best {
 
 typedef struct vd_train_state {
     int64_t iteration;          /* iterations completed */
-    int64_t sgd_steps;          /* SGD updates applied (== iteration, less the steps
-                                   math fp16 skipped) */
+    int64_t sgd_steps;          /* optimizer updates applied (== iteration, less the
+                                   steps math fp16 skipped; AdamW's step count) */
+    vd_optimizer optimizer;     /* load/peek output: the optimizer whose state the
+                                   file holds; saves write net->train.optimizer's */
     uint64_t samples;           /* data sample counter of the next batch */
     uint64_t seed;              /* the run's seed (init, data order, dropout) */
     int batch;
@@ -108,12 +115,13 @@ typedef enum vd_ckpt_dtype {
     VD_CKPT_BF16,               /* rounded to bf16, nearest even (vd_f32_to_bf16) */
 } vd_ckpt_dtype;
 
-/* Write FILE (model) and, when momentum is non-NULL, FILE.state (crash-safe
+/* Write FILE (model) and, when state is non-NULL, FILE.state (crash-safe
  * as a pair, see above; st->data is recorded when non-empty).
- * params / momentum: net->param_floats floats each (momentum of buffer
- * ranges is ignored). */
+ * params: net->param_floats floats; state: the optimizer's state of
+ * net->train.optimizer, vd_net_state_floats(net) floats (exec.h's layout;
+ * buffer ranges are ignored). */
 int vd_ckpt_save(const char *path, const vd_net *net, const float *params,
-                 const float *momentum, const vd_train_state *st, vd_err *e);
+                 const float *state, const vd_train_state *st, vd_err *e);
 /* vd_ckpt_save with options (o may be NULL: none). */
 typedef struct vd_ckpt_save_opts {
     /* Called after the new FILE.state is renamed into place and before the
@@ -123,7 +131,7 @@ typedef struct vd_ckpt_save_opts {
     int (*after_state)(void *ctx, const char *path);
     void *ctx;
     /* FILE's parameters and buffers: F32 (0, the default) or BF16. The
-     * momentum in FILE.state stays F32 (a resume continues from it exactly;
+     * optimizer state in FILE.state stays F32 (a resume continues from it exactly;
      * only the weights were rounded). */
     vd_ckpt_dtype dtype;
     /* The names of the net's first n_classes classes, recorded in FILE's
@@ -135,7 +143,7 @@ typedef struct vd_ckpt_save_opts {
     int n_classes;
 } vd_ckpt_save_opts;
 int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
-                    const float *momentum, const vd_train_state *st,
+                    const float *state, const vd_train_state *st,
                     const vd_ckpt_save_opts *o, vd_err *e);
 
 /* Load FILE's tensors into params (net->param_floats floats). Names and
@@ -166,11 +174,20 @@ void vd_ckpt_classes_free(vd_ckpt_classes *c);
 int vd_ckpt_peek_state(const char *path, const vd_net *net, vd_train_state *st,
                        vd_err *e);
 
-/* Load FILE and FILE.state: params, momentum (both net->param_floats floats;
- * momentum of buffer ranges is zeroed) and st. When FILE.state does not
+/* VD_EUSAGE, naming FILE (path) and both optimizers, when the state st
+ * (peeked or loaded) is of another optimizer than net->train.optimizer: a
+ * resume continues the optimizer it saved (the run's is the spec's or
+ * --optimizer: the caller's choice, hence a usage error). */
+int vd_ckpt_check_optimizer(const vd_train_state *st, const vd_net *net, const char *path,
+                            vd_err *e);
+
+/* Load FILE and FILE.state: params (net->param_floats floats), the
+ * optimizer's state (vd_net_state_floats(net) floats, as vd_ckpt_save
+ * takes it; buffer ranges zeroed) and st. The state must be of
+ * net->train.optimizer (vd_ckpt_check_optimizer). When FILE.state does not
  * belong to FILE (an interrupted save) but FILE.state.prev does, the .prev is
  * used and st->from_prev is set; otherwise FILE.state's error is returned. */
-int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *momentum,
+int vd_ckpt_load(const char *path, const vd_net *net, float *params, float *state,
                  vd_train_state *st, vd_err *e);
 
 /* The name of a checkpoint derived from FILE (path): "-TAG" inserted

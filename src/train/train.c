@@ -198,7 +198,8 @@ typedef struct run {
     vd_exec *ex;
     vd_dataset *ds;
     const vd_train_opts *o;
-    float *params, *mom;        /* host copies [param_floats]; NULL until needed (host_state) */
+    float *params, *state;      /* host copies: [param_floats], the optimizer's state
+                                   [vd_net_state_floats]; NULL until needed (host_state) */
     vd_loader *ld;
     vd_train_best best;         /* save_best / early_stop: the best evaluation so far */
     char *best_path;            /* save_best: vd_ckpt_tagged(save_path, "best") */
@@ -206,13 +207,15 @@ typedef struct run {
     int64_t n_kept, cap_kept;   /* [n_kept] of [cap_kept]; n_kept at most keep */
 } run;
 
-/* The host copies of the parameters and momentum, allocated on first use:
- * a checkpoint to load or save. A run that starts from vd_net_init_params
- * and saves nothing never needs them (AlexNet: 488 MB). */
+/* The host copies of the parameters and the optimizer's state, allocated
+ * on first use: a checkpoint to load or save. A run that starts from
+ * vd_net_init_params and saves nothing never needs them (AlexNet with SGD:
+ * 488 MB). */
 static int host_state(run *r, vd_err *e) {
     size_t n = (size_t)(r->net->param_floats ? r->net->param_floats : 1);
+    size_t ns = (size_t)(r->net->param_floats ? vd_net_state_floats(r->net) : 1);
     if (!r->params && !(r->params = vd_malloc(sizeof(float) * n, e))) return VD_ENOMEM;
-    if (!r->mom && !(r->mom = vd_calloc(n, sizeof(float), e))) return VD_ENOMEM;
+    if (!r->state && !(r->state = vd_calloc(ns, sizeof(float), e))) return VD_ENOMEM;
     return VD_OK;
 }
 
@@ -229,7 +232,7 @@ static int save_to(run *r, const char *path, int64_t iter, uint64_t samples, boo
     if (proc != 0) return VD_OK;    /* --mpi: process 0 writes the checkpoints */
     int64_t steps = 0;
     int rc = host_state(r, e);
-    if (!rc) rc = vd_exec_get_state(r->ex, r->params, r->mom, &steps, e);
+    if (!rc) rc = vd_exec_get_state(r->ex, r->params, r->state, &steps, e);
     if (rc) return rc;
     vd_train_state st = { .iteration = iter, .sgd_steps = steps,
                           .samples = samples, .seed = r->net->train.seed,
@@ -241,7 +244,7 @@ static int save_to(run *r, const char *path, int64_t iter, uint64_t samples, boo
     const vd_data_info *di = vd_data_get_info(r->ds);   /* its class names, if any */
     vd_ckpt_save_opts so = { .dtype = r->o->save_dtype, .classes = di->class_names,
                              .n_classes = di->classes };
-    rc = vd_ckpt_save_ex(path, r->net, r->params, r->mom, &st, &so, e);
+    rc = vd_ckpt_save_ex(path, r->net, r->params, r->state, &st, &so, e);
     if (rc) {
         vd_err_prefix(e, "saving the checkpoint %s at iteration %lld", path, (long long)iter);
         return rc;
@@ -414,7 +417,7 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
     }
     if (!o->resume_path) return vd_exec_init_params(ex, cfg->seed, e);   /* in pieces */
     vd_train_state st;
-    if ((rc = vd_ckpt_load(o->resume_path, net, r->params, r->mom, &st, e))) return rc;
+    if ((rc = vd_ckpt_load(o->resume_path, net, r->params, r->state, &st, e))) return rc;
     if (st.seed != cfg->seed)
         return vd_errf(e, VD_EUSAGE, "%s was trained with seed %llu but this run has seed "
                        "%llu; resume with the checkpoint's seed", o->resume_path,
@@ -423,7 +426,7 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
         note(o, st.iteration, o->iters, "resuming at batch %d although %s was trained at "
              "batch %d: the run will not repeat an uninterrupted one exactly", cfg->batch,
              o->resume_path, st.batch);
-    if ((rc = vd_exec_set_state(ex, r->params, r->mom, st.sgd_steps, e))) return rc;
+    if ((rc = vd_exec_set_state(ex, r->params, r->state, st.sgd_steps, e))) return rc;
     bool scaled = vd_exec_loss_scale(ex, NULL);   /* math fp16 */
     if (scaled && st.has_loss_scale && (rc = vd_exec_set_loss_scale(ex, &st.loss_scale, e)))
         return rc;
@@ -446,7 +449,7 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
          (long long)*iter);
     if (strcmp(st.model_dtype, "F32") != 0)
         note(o, *iter, o->iters, "%s holds %s weights (saved with --save-dtype): the run "
-             "continues from the rounded weights and the F32 momentum, so it does not "
+             "continues from the rounded weights and the F32 optimizer state, so it does not "
              "repeat an uninterrupted run exactly", o->resume_path, st.model_dtype);
     return VD_OK;
 }
@@ -706,7 +709,7 @@ done:
     pthread_mutex_destroy(&ah.mu);
     vd_loader_destroy(&r.ld);
     vd_free(r.params);
-    vd_free(r.mom);
+    vd_free(r.state);
     vd_free(r.best_path);
     for (int64_t k = 0; k < r.n_kept; k++) vd_free(r.kept[k].path);
     vd_free(r.kept);

@@ -76,8 +76,8 @@ typedef struct vd_train_event {
 typedef void (*vd_train_cb)(const vd_train_event *ev, void *user);
 
 typedef struct vd_train_opts {
-    /* batch, lr, momentum, weight_decay, lr_policy, seed: from net->train
-     * (the executor reads momentum/weight_decay/seed there too). */
+    /* batch, lr, lr_policy, seed, the optimizer and its settings: from
+     * net->train (the executor reads the optimizer's and the seed there too). */
     int64_t iters;          /* total iterations of the run (>= 0; 0 = only
                                evaluate, e.g. weights from --init); the LR
                                policy's max_iter; a resumed run continues
@@ -102,8 +102,8 @@ typedef struct vd_train_opts {
                                one after iteration iters (not the extra one
                                after stop_at, unless it is periodic) */
     vd_ckpt_dtype save_dtype;/* the saved model's weights: F32 (0) or BF16
-                               (rounded; the momentum state stays F32) */
-    const char *resume_path;/* weights + momentum + iteration + data position */
+                               (rounded; the optimizer state stays F32) */
+    const char *resume_path;/* weights + optimizer state + iteration + data position */
     const char *init_path;  /* weights only */
     int64_t eval_every;     /* evaluate every N iterations (0 = only at the end) */
     bool eval_at_end;       /* evaluate after the last iteration */

@@ -2,7 +2,8 @@
  * (the oracle), on the same random inputs, forward and backward, for every
  * cuDNN algorithm option, in fp32 and tf32 math; dx_beta accumulate and
  * in-place variants; deterministic mode repeats bit for bit; streams,
- * events, copies; the SGD kernel; the profiler; the tiled max-pool backward
+ * events, copies; the optimizer's kernels (SGD, AdamW; AdamW and Nesterov
+ * SGD also against PyTorch's float64 results); the profiler; the tiled max-pool backward
  * kernel bit for bit against the general one (test_pool_bwd_tiled); ops run
  * on chunks of the batch against the CPU run on the same chunks
  * (test_chunked).
@@ -57,6 +58,7 @@
  *  <= 2.7e-7, every tf32 one <= 3.2e-4; the exact ones exact. */
 #include "cuda_common.h"
 #include "vdt.h"
+#include "vdt_optim.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -919,64 +921,98 @@ START_TEST(test_deterministic) {
 }
 END_TEST
 
-/* ------------------------------------------------------------------ sgd */
+/* ------------------------------------------------------------------ the optimizer */
 
+/* The optimizer's update (backend.h's vd_optim_step) on both backends, on
+ * the same inputs, over two ranges (as the executor updates per trainable
+ * range): SGD (with and without momentum, the buffer poisoned where the
+ * first update must not read it, Nesterov) and AdamW (its first update with
+ * the state poisoned, and a later one reading a given state). */
 START_TEST(test_sgd) {
     const int64_t n = 100003;
     vd_rng r;
     vd_rng_seed(&r, 5, 1);
-    float *p0 = malloc(n * 4), *g = malloc(n * 4), *m0 = malloc(n * 4);
-    ck_assert(p0 && g && m0);
+    float *p0 = malloc(n * 4), *g = malloc(n * 4), *m0 = malloc(n * 4), *v0 = malloc(n * 4);
+    ck_assert(p0 && g && m0 && v0);
     for (int64_t i = 0; i < n; i++) {
         p0[i] = vd_rng_uniform(&r) * 2 - 1;
         g[i] = vd_rng_uniform(&r) * 2 - 1;
         m0[i] = vd_rng_uniform(&r) * 2 - 1;
+        v0[i] = vd_rng_uniform(&r);
     }
-    struct { float lr, mom, wd; bool first; bool poison_mom; } cases[] = {
-        {0.1f, 0.9f, 5e-4f, false, false},
-        {0.01f, 0.9f, 5e-4f, true, true},
-        {0.05f, 0.0f, 0.0f, false, true},
+    struct { vd_optim_step o; bool poison_state; } cases[] = {
+        {{.kind = VD_OPT_SGD, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f, .t = 2}, false},
+        {{.kind = VD_OPT_SGD, .lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f, .t = 1}, true},
+        {{.kind = VD_OPT_SGD, .lr = 0.05f, .momentum = 0.0f, .weight_decay = 0.0f, .t = 7}, true},
+        {{.kind = VD_OPT_SGD, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f,
+          .nesterov = true, .t = 3}, false},
+        {{.kind = VD_OPT_ADAMW, .lr = 1e-3f, .weight_decay = 1e-2f, .beta1 = 0.9f,
+          .beta2 = 0.999f, .eps = 1e-8f, .t = 1}, true},
+        {{.kind = VD_OPT_ADAMW, .lr = 3e-2f, .weight_decay = 0.1f, .beta1 = 0.8f,
+          .beta2 = 0.99f, .eps = 1e-6f, .t = 9}, false},
     };
     for (size_t ci = 0; ci < VD_ARRAY_LEN(cases); ci++) {
-        float *res[2][2];
+        const vd_optim_step *o = &cases[ci].o;
+        bool adamw = o->kind == VD_OPT_ADAMW;
+        float *res[2][3];
         for (int bi = 0; bi < 2; bi++) {
             vd_backend *be = bi ? c_cuda() : c_cpu();
             vd_err e = {0};
             void *pool;
             char *h;
-            uint64_t bytes = 3 * (uint64_t)n * 4;
+            uint64_t bytes = 4 * (uint64_t)n * 4;   /* p, g, m, v */
             ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
             ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
             memcpy(h, p0, n * 4);
             memcpy(h + n * 4, g, n * 4);
-            if (cases[ci].poison_mom) memset(h + 2 * n * 4, 0xFF, n * 4);
-            else memcpy(h + 2 * n * 4, m0, n * 4);
+            if (cases[ci].poison_state) memset(h + 2 * n * 4, 0xFF, 2 * n * 4);
+            else { memcpy(h + 2 * n * 4, m0, n * 4); memcpy(h + 3 * n * 4, v0, n * 4); }
             ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, h, bytes, &e) == 0);
             ck_assert(be->synchronize(be, &e) == 0);
-            float *d = pool;
-            /* two ranges, as the executor updates per trainable range */
-            ck_assert_msg(be->sgd(be, d, d + n, d + 2 * n, 0, 5000, cases[ci].lr, cases[ci].mom,
-                                  cases[ci].wd, cases[ci].first, &e) == 0, "%s", e.msg);
-            ck_assert_msg(be->sgd(be, d, d + n, d + 2 * n, 5000, n - 5000, cases[ci].lr,
-                                  cases[ci].mom, cases[ci].wd, cases[ci].first, &e) == 0, "%s",
+            float *d = pool, *v = adamw ? d + 3 * n : NULL;
+            ck_assert_msg(be->update(be, o, d, d + n, d + 2 * n, v, 0, 5000, &e) == 0, "%s",
                           e.msg);
+            ck_assert_msg(be->update(be, o, d, d + n, d + 2 * n, v, 5000, n - 5000, &e) == 0,
+                          "%s", e.msg);
+            ck_assert(be->synchronize(be, &e) == 0);   /* the D2H stream after the update */
             ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
             ck_assert(be->synchronize(be, &e) == 0);
-            res[bi][0] = malloc(n * 4);
-            res[bi][1] = malloc(n * 4);
-            memcpy(res[bi][0], h, n * 4);
-            memcpy(res[bi][1], h + 2 * n * 4, n * 4);
+            for (int k = 0; k < 3; k++) {
+                res[bi][k] = malloc(n * 4);
+                memcpy(res[bi][k], h + (k ? k + 1 : 0) * n * 4, n * 4);
+            }
             be->host_free(be, h);
             be->pool_destroy(be, pool);
         }
-        /* same float operations in the same order (no FMA on either side): exact */
-        ck_assert_msg(!memcmp(res[0][0], res[1][0], n * 4), "sgd case %zu: params differ", ci);
-        ck_assert_msg(!memcmp(res[0][1], res[1][1], n * 4), "sgd case %zu: momentum differs", ci);
-        for (int bi = 0; bi < 2; bi++) { free(res[bi][0]); free(res[bi][1]); }
+        /* the same float (and AdamW's double) operations in the same order
+         * (explicit _rn intrinsics on the device): exact */
+        ck_assert_msg(!memcmp(res[0][0], res[1][0], n * 4), "case %zu: params differ", ci);
+        ck_assert_msg(!memcmp(res[0][1], res[1][1], n * 4), "case %zu: momentum / exp_avg "
+                      "differs", ci);
+        ck_assert_msg(!adamw || !memcmp(res[0][2], res[1][2], n * 4), "case %zu: exp_avg_sq "
+                      "differs", ci);
+        for (int bi = 0; bi < 2; bi++)
+            for (int k = 0; k < 3; k++) free(res[bi][k]);
     }
     free(p0);
     free(g);
     free(m0);
+    free(v0);
+}
+END_TEST
+
+/* AdamW and Nesterov SGD through the CUDA backend's update against
+ * torch.optim's own float64 results (tests/train/data/adamw_reference.json,
+ * made by tools/optim_reference.py): the same comparison, and the same
+ * bound, as tests/train/test_optim.c on the CPU backend (see there why
+ * relative 1e-6 holds after 20 steps); the CUDA kernels compute the CPU's
+ * float operations, so the bound is the same. */
+START_TEST(test_optim_reference) {
+    vdt_optim_ref ref;
+    vdt_optim_ref_load(&ref);
+    for (int c = 0; c < ref.n_cases; c++)
+        vdt_optim_ref_check(&ref.cases[c], c_cuda());
+    vdt_optim_ref_free(&ref);
 }
 END_TEST
 
@@ -1103,24 +1139,26 @@ END_TEST
  *      range 2, 1, 0: first_bad 10; skipped;
  *   3: state set to growth VD_LOSS_SCALE_INTERVAL - 1: clean, the scale
  *      doubles and growth restarts at 0. */
-static void scaler_run(vd_backend *be, const float *p0, const float *g0, int64_t n,
-                       float **p_out, float **m_out, vd_loss_scale st[4]) {
-    ck_assert_msg(be->scale_set && be->scale_get && be->grad_check && be->sgd_scaled &&
+static void scaler_run(vd_backend *be, vd_optimizer kind, const float *p0, const float *g0,
+                       int64_t n, float **p_out, float **m_out, vd_loss_scale st[4]) {
+    ck_assert_msg(be->scale_set && be->scale_get && be->grad_check && be->update_scaled &&
                       be->scale_update, "%s: no loss-scaling entry points", be->name);
     vd_err e = {0};
     void *pool;
     char *h;
-    uint64_t bytes = 3 * (uint64_t)n * 4;
+    uint64_t bytes = 4 * (uint64_t)n * 4;   /* p, g, m and AdamW's v */
     ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
     ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
     float *d = pool;
     const int64_t r0 = 0, r1 = 1000, r2 = n - 7, ends[4] = {r0, r1, r2, n};
-    const float lr = 0.1f, mom = 0.9f, wd = 5e-4f;
+    vd_optim_step o = { .kind = kind, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f,
+                        .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .t = 1 };
+    float *v = kind == VD_OPT_ADAMW ? d + 3 * n : NULL;
     vd_loss_scale s = vd_loss_scale_init();
     s.scale = 4096.0f;
     ck_assert_msg(be->scale_set(be, &s, &e) == 0, "%s: %s", be->name, e.msg);
     memcpy(h, p0, (size_t)n * 4);
-    memset(h + 2 * n * 4, 0xFF, (size_t)n * 4);   /* momentum poison: never read when fresh */
+    memset(h + 2 * n * 4, 0xFF, 2 * (size_t)n * 4);   /* state poison: never read when fresh */
     for (int step = 0; step < 4; step++) {
         float *g = (float *)(void *)(h + n * 4);
         memcpy(g, g0, (size_t)n * 4);
@@ -1140,10 +1178,12 @@ static void scaler_run(vd_backend *be, const float *p0, const float *g0, int64_t
             ck_assert_msg(be->grad_check(be, d + n, ends[r], ends[r + 1] - ends[r], 10 + r, &e) == 0,
                           "%s grad_check: %s", be->name, e.msg);
         }
+        /* the caller's count: only the updates that ran (steps 1 and 3) advance t */
+        o.t = step < 2 ? 1 : 2;
         for (int k = 0; k < 3; k++)
-            ck_assert_msg(be->sgd_scaled(be, d, d + n, d + 2 * n, ends[k], ends[k + 1] - ends[k],
-                                         lr, mom, wd, &e) == 0, "%s sgd_scaled: %s", be->name,
-                          e.msg);
+            ck_assert_msg(be->update_scaled(be, &o, d, d + n, d + 2 * n, v, ends[k],
+                                            ends[k + 1] - ends[k], &e) == 0,
+                          "%s update_scaled: %s", be->name, e.msg);
         ck_assert_msg(be->scale_update(be, &e) == 0, "%s scale_update: %s", be->name, e.msg);
         ck_assert_msg(be->scale_get(be, &st[step], &e) == 0, "%s", e.msg);
     }
@@ -1177,7 +1217,7 @@ START_TEST(test_grad_scaler) {
     }
     float *pc, *mc;
     vd_loss_scale sc[4];
-    scaler_run(c_cuda(), p0, g0, n, &pc, &mc, sc);
+    scaler_run(c_cuda(), VD_OPT_SGD, p0, g0, n, &pc, &mc, sc);
     for (int k = 0; k < 4; k++)
         printf("  step %d: scale %g growth %d found_inf %d first_bad %d streak %d stepped %d "
                "skipped %lld\n", k, sc[k].scale, sc[k].growth, sc[k].found_inf, sc[k].first_bad,
@@ -1210,11 +1250,19 @@ START_TEST(test_grad_scaler) {
     ck_assert_msg(c_cpu()->scale_set != NULL, "the CPU backend has no loss scaling to compare");
     float *pr, *mr;
     vd_loss_scale sr[4];
-    scaler_run(c_cpu(), p0, g0, n, &pr, &mr, sr);
+    scaler_run(c_cpu(), VD_OPT_SGD, p0, g0, n, &pr, &mr, sr);
     ck_assert_msg(!memcmp(pc, pr, (size_t)n * 4), "params differ from the CPU backend's");
     ck_assert_msg(!memcmp(mc, mr, (size_t)n * 4), "momentum differs from the CPU backend's");
     for (int k = 0; k < 4; k++)
         ck_assert_msg(!memcmp(&sc[k], &sr[k], sizeof sc[k]), "state after step %d differs", k);
+    free(pc); free(mc); free(pr); free(mr);
+    /* AdamW through the same sequence: the CPU backend's bits (its AdamW is
+     * checked against PyTorch's in tests/train/test_optim.c) */
+    scaler_run(c_cuda(), VD_OPT_ADAMW, p0, g0, n, &pc, &mc, sc);
+    scaler_run(c_cpu(), VD_OPT_ADAMW, p0, g0, n, &pr, &mr, sr);
+    ck_assert_msg(!memcmp(pc, pr, (size_t)n * 4), "AdamW: params differ from the CPU backend's");
+    ck_assert_msg(!memcmp(mc, mr, (size_t)n * 4), "AdamW: exp_avg differs from the CPU backend's");
+    ck_assert_msg(memcmp(pc, p0, (size_t)n * 4) != 0, "AdamW: no update ran");
     free(pc); free(mc); free(pr); free(mr); free(p0); free(g0);
 }
 END_TEST
@@ -1370,6 +1418,7 @@ static Suite *suite(void) {
     Suite *s = suite_create("cuda_ops");
     tcase_add_test(case_of(s, test_streams), test_streams);
     tcase_add_test(case_of(s, test_sgd), test_sgd);
+    tcase_add_test(case_of(s, test_optim_reference), test_optim_reference);
     tcase_add_test(case_of(s, test_conv), test_conv);
     tcase_add_test(case_of(s, test_conv_split), test_conv_split);
     tcase_add_test(case_of(s, test_pool), test_pool);

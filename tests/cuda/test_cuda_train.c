@@ -1,6 +1,7 @@
 /* test_cuda_train.c — ten training iterations of a small net (conv, bn,
  * relu, pool, lrn, residual add, concat, fc, dropout, loss) through the
- * executor on the CPU reference and on CUDA: losses and final weights agree;
+ * executor on the CPU reference and on CUDA (SGD, and AdamW: test_adamw):
+ * losses and final weights agree;
  * in deterministic mode CUDA repeats bit for bit, and offloading everything
  * (policy all), or conv, dyn and auto at their smallest budgets, yields
  * weights bit-identical to no offload, in fp32, tf32, bf16 and fp16 (fp16:
@@ -95,7 +96,7 @@ static const vd_disp *g_disp;
 
 typedef struct run_result {
     float loss[ITERS];
-    float *params, *mom;
+    float *params, *mom;       /* mom: the optimizer's state (vd_net_state_floats) */
     uint64_t hwm, offload;
     int rc_bn;                 /* the plan's recomputed maps written by batch norm */
     vd_loss_scale ls;          /* fp16: the backend's state after the run (scale_get) */
@@ -158,7 +159,7 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     }
     free(xf);
     r->params = malloc((size_t)net->param_floats * sizeof(float));
-    r->mom = malloc((size_t)net->param_floats * sizeof(float));
+    r->mom = malloc((size_t)vd_net_state_floats(net) * sizeof(float));   /* optimizer state */
     ck_assert(r->params && r->mom);
     int64_t steps = 0;
     ck_assert_msg(vd_exec_get_state(ex, r->params, r->mom, &steps, &e) == 0, "%s", e.msg);
@@ -506,6 +507,87 @@ START_TEST(test_inference_cpu_vs_cuda) {
 }
 END_TEST
 
+/* AdamW through the executor on CUDA (its state in the pool, the update per
+ * trainable range, in the backward pass and, math fp16, at the end behind
+ * the loss scale's check): deterministic CUDA repeats bit for bit and policy
+ * all gives the bytes of none (weights, exp_avg, exp_avg_sq, losses); and
+ * against the CPU run, losses within TOL_LOSS and weights within TOL_W
+ * (fp32; fp16: TOL_LOSS_F16, TOL_W_F16), the reasons of the header: each
+ * update is the same float operations on both (tests/cuda/test_cuda_ops.c,
+ * bit for bit), so only the gradients' rounding differences carry through,
+ * and AdamW's update, a normalised step, moves a weight by at most about lr
+ * whatever they are. One exception: the first conv's bias, which batch norm
+ * follows, has a gradient that is zero but for rounding noise (~1e-9, of
+ * either sign, different on each backend), and AdamW turns noise of that
+ * size into steps of up to lr |g| / (|g| + eps) ~ 0.1 lr: it is checked to
+ * stay within ITERS * lr of where it started on both (SGD moves it by lr
+ * times the noise: nothing). */
+START_TEST(test_adamw) {
+    vd_net net;
+    build(&net);
+    net.train.optimizer = VD_OPT_ADAMW;
+    net.train.lr = 1e-3f;
+    net.train.weight_decay = 0.01f;
+    net.train.beta1 = 0.9f;
+    net.train.beta2 = 0.999f;
+    net.train.eps = 1e-8f;
+    size_t bytes = (size_t)net.param_floats * sizeof(float);
+    size_t sbytes = (size_t)vd_net_state_floats(&net) * sizeof(float);
+    float *p0 = malloc(bytes);
+    ck_assert(p0);
+    vd_net_init_params(&net, p0, 99);   /* run_at's start */
+    static const struct { vd_math m; double tol_loss, tol_w; } maths[2] = {
+        {VD_MATH_FP32, TOL_LOSS, TOL_W}, {VD_MATH_FP16, TOL_LOSS_F16, TOL_W_F16}};
+    for (int k = 0; k < 2; k++) {
+        vd_math m = maths[k].m;
+        run_result a, b, c, h;
+        run(c_cuda(), &net, VD_POLICY_NONE, m, true, &a);
+        run(c_cuda(), &net, VD_POLICY_NONE, m, true, &b);
+        run(c_cuda(), &net, VD_POLICY_ALL, m, true, &c);
+        ck_assert_msg(!memcmp(a.params, b.params, bytes) && !memcmp(a.mom, b.mom, sbytes) &&
+                          !memcmp(a.loss, b.loss, sizeof a.loss),
+                      "%s: deterministic AdamW does not repeat", vd_math_name(m));
+        ck_assert_msg(!memcmp(a.params, c.params, bytes) && !memcmp(a.mom, c.mom, sbytes) &&
+                          !memcmp(a.loss, c.loss, sizeof a.loss),
+                      "%s: offloading changed AdamW's run", vd_math_name(m));
+        run(c_cpu(), &net, VD_POLICY_ALL, m, false, &h);
+        for (int it = 0; it < ITERS; it++) {
+            double d = fabs((double)h.loss[it] - a.loss[it]) / fmax(fabs((double)h.loss[it]), 1e-6);
+            printf("  adamw %s iter %d loss cpu %.7f cuda %.7f rel %.2g\n", vd_math_name(m), it,
+                   h.loss[it], a.loss[it], d);
+            ck_assert_msg(d <= maths[k].tol_loss, "%s iteration %d: loss cpu %g cuda %g",
+                          vd_math_name(m), it, h.loss[it], a.loss[it]);
+        }
+        for (int pi = 0; pi < net.n_params; pi++) {
+            const vd_param *p = &net.params[pi];
+            bool bn_bias = p->role == VD_ROLE_BIAS && p->layer + 1 < net.n_layers &&
+                           net.layers[p->layer + 1].op == VD_OP_BATCHNORM;
+            if (bn_bias) {
+                for (int64_t i = 0; i < p->numel; i++)
+                    ck_assert_msg(fabsf(a.params[p->offset + i] - p0[p->offset + i]) <=
+                                      ITERS * net.train.lr &&
+                                  fabsf(h.params[p->offset + i] - p0[p->offset + i]) <=
+                                      ITERS * net.train.lr,
+                                  "%s[%lld] moved more than AdamW can in %d steps", p->name,
+                                  (long long)i, ITERS);
+                continue;
+            }
+            double err = c_nerr(a.params + p->offset, h.params + p->offset, p->numel);
+            printf("  adamw %s %-22s err %.3g\n", vd_math_name(m), p->name, err);
+            ck_assert_msg(err <= maths[k].tol_w, "%s: %s differs after %d iterations: %g",
+                          vd_math_name(m), p->name, ITERS, err);
+        }
+        ck_assert_msg(h.loss[ITERS - 1] < h.loss[0], "AdamW's loss did not go down on the CPU");
+        free_result(&a);
+        free_result(&b);
+        free_result(&c);
+        free_result(&h);
+    }
+    free(p0);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 600);
@@ -520,6 +602,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
     tcase_add_test(case_of(s, test_inference_cpu_vs_cuda), test_inference_cpu_vs_cuda);
+    tcase_add_test(case_of(s, test_adamw), test_adamw);
     return s;
 }
 

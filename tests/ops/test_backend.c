@@ -430,32 +430,44 @@ START_TEST(bwd_reads_from_table) {
 }
 END_TEST
 
-/* ------------------------------------------------------------------ sgd */
+/* ------------------------------------------------------------------ the optimizer */
 
-/* torch.optim.SGD(lr, momentum, weight_decay), dampening 0, no nesterov,
+/* SGD's vd_optim_step: update number t. */
+static vd_optim_step sgd_of(float lr, float mom, float wd, bool nesterov, int64_t t) {
+    return (vd_optim_step){ .kind = VD_OPT_SGD, .lr = lr, .momentum = mom, .weight_decay = wd,
+                            .nesterov = nesterov, .t = t };
+}
+
+/* torch.optim.SGD(lr, momentum, weight_decay, nesterov), dampening 0,
  * transcribed from torch/optim/sgd.py in float:
  *   d_p = grad + wd * p
  *   buf = d_p (first step) | buf * momentum + d_p
- *   p   = p + (-lr) * buf
+ *   d_p = d_p + momentum * buf (nesterov) | buf
+ *   p   = p + (-lr) * d_p
  * Must match bit for bit; only [offset, offset+count) changes. */
 START_TEST(sgd_matches_torch) {
     enum { P = 10, OFF = 2, CNT = 6, STEPS = 4 };
-    float p[P], g[P], m[P], rp[P], rm[P];
-    t_fill_uniform(p, P, -1, 1, 1);
-    memcpy(rp, p, sizeof p);
-    memset(m, 0xFF, sizeof m);                      /* poisoned buffer before step 1 */
-    const float lr = 0.05f, mom = 0.9f, wd = 5e-4f;
-    for (int s = 0; s < STEPS; s++) {
-        t_fill_uniform(g, P, -1, 1, 10 + (uint64_t)s);
-        ck_assert_int_eq(be->sgd(be, p, g, m, OFF, CNT, lr, mom, wd, s == 0, &e), 0);
-        for (int i = OFF; i < OFF + CNT; i++) {
-            float d = g[i] + wd * rp[i];
-            rm[i] = s == 0 ? d : rm[i] * mom + d;
-            rp[i] = rp[i] + (-lr) * rm[i];
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        float p[P], g[P], m[P], rp[P], rm[P];
+        t_fill_uniform(p, P, -1, 1, 1);
+        memcpy(rp, p, sizeof p);
+        memset(m, 0xFF, sizeof m);                      /* poisoned buffer before step 1 */
+        const float lr = 0.05f, mom = 0.9f, wd = 5e-4f;
+        for (int s = 0; s < STEPS; s++) {
+            t_fill_uniform(g, P, -1, 1, 10 + (uint64_t)s);
+            vd_optim_step o = sgd_of(lr, mom, wd, nesterov, s + 1);
+            ck_assert_int_eq(be->update(be, &o, p, g, m, NULL, OFF, CNT, &e), 0);
+            for (int i = OFF; i < OFF + CNT; i++) {
+                float d = g[i] + wd * rp[i];
+                rm[i] = s == 0 ? d : rm[i] * mom + d;
+                float step = nesterov ? d + mom * rm[i] : rm[i];
+                rp[i] = rp[i] + (-lr) * step;
+            }
+            for (int i = 0; i < P; i++)
+                ck_assert_msg(p[i] == rp[i], "nesterov %d step %d p[%d]", nesterov, s, i);
+            for (int i = OFF; i < OFF + CNT; i++) ck_assert(m[i] == rm[i]);
+            ck_assert(isnan(m[0]) && isnan(m[P - 1]));  /* outside the range: untouched */
         }
-        for (int i = 0; i < P; i++) ck_assert_msg(p[i] == rp[i], "step %d p[%d]", s, i);
-        for (int i = OFF; i < OFF + CNT; i++) ck_assert(m[i] == rm[i]);
-        ck_assert(isnan(m[0]) && isnan(m[P - 1]));  /* outside the range: untouched */
     }
 }
 END_TEST
@@ -463,18 +475,68 @@ END_TEST
 /* A hand-computed case: p=1, g=0.5, lr=0.1, momentum 0.9, wd 0.01.
  * step 1: d = 0.51, buf = 0.51, p = 0.949
  * step 2: d = 0.5 + 0.00949 = 0.50949, buf = 0.459 + 0.50949 = 0.96849,
- *         p = 0.949 - 0.096849 = 0.852151 */
+ *         p = 0.949 - 0.096849 = 0.852151
+ * Nesterov: step 1: p = 1 - 0.1 (0.51 + 0.9 * 0.51) = 0.9031;
+ *   step 2: d = 0.5 + 0.009031 = 0.509031, buf = 0.459 + 0.509031 = 0.968031,
+ *           p = 0.9031 - 0.1 (0.509031 + 0.8712279) = 0.76507411 */
 START_TEST(sgd_hand) {
     float p = 1, g = 0.5f, m = NAN;
-    ck_assert_int_eq(be->sgd(be, &p, &g, &m, 0, 1, 0.1f, 0.9f, 0.01f, true, &e), 0);
+    vd_optim_step o = sgd_of(0.1f, 0.9f, 0.01f, false, 1);
+    ck_assert_int_eq(be->update(be, &o, &p, &g, &m, NULL, 0, 1, &e), 0);
     ck_assert(fabsf(p - 0.949f) < 1e-6f && fabsf(m - 0.51f) < 1e-6f);
-    ck_assert_int_eq(be->sgd(be, &p, &g, &m, 0, 1, 0.1f, 0.9f, 0.01f, false, &e), 0);
+    o.t = 2;
+    ck_assert_int_eq(be->update(be, &o, &p, &g, &m, NULL, 0, 1, &e), 0);
     ck_assert(fabsf(m - 0.96849f) < 1e-6f);
     ck_assert(fabsf(p - 0.852151f) < 1e-6f);
     /* momentum 0: plain SGD, the (poisoned) buffer is never read */
     float q = 1, mq = NAN;
-    ck_assert_int_eq(be->sgd(be, &q, &g, &mq, 0, 1, 0.1f, 0.0f, 0.0f, false, &e), 0);
+    o = sgd_of(0.1f, 0.0f, 0.0f, false, 5);
+    ck_assert_int_eq(be->update(be, &o, &q, &g, &mq, NULL, 0, 1, &e), 0);
     ck_assert(q == 1.0f - 0.1f * 0.5f);
+    /* Nesterov (the tolerance: a few float roundings of values near 1) */
+    p = 1;
+    m = NAN;
+    o = sgd_of(0.1f, 0.9f, 0.01f, true, 1);
+    ck_assert_int_eq(be->update(be, &o, &p, &g, &m, NULL, 0, 1, &e), 0);
+    ck_assert(fabsf(p - 0.9031f) < 1e-6f && fabsf(m - 0.51f) < 1e-6f);
+    o.t = 2;
+    ck_assert_int_eq(be->update(be, &o, &p, &g, &m, NULL, 0, 1, &e), 0);
+    ck_assert(fabsf(m - 0.968031f) < 1e-6f);
+    ck_assert_msg(fabsf(p - 0.76507411f) < 1e-6f, "p %.9g", (double)p);
+}
+END_TEST
+
+/* AdamW by hand: p = 1, g = 0.5 then -0.25, lr 0.1, betas (0.9, 0.999),
+ * eps 1e-8, wd 0.01 (as floats: 1 - 0.999f is 1.3e-5 off 0.001, so the
+ * closed forms use the float values). Step 1: the bias-corrected m and v
+ * are g and g^2, p = 1 * (1 - 0.001) - 0.1 * 0.5 / (0.5 + 1e-8) =
+ * 0.899000002. Step 2: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+ * p = p (1 - lr wd) - lr / (1 - b1^2) * m / (sqrt(v / (1 - b2^2)) + eps).
+ * The state outside [offset, offset + count) and the poisoned state at
+ * step 1 are not read. Tolerance: relative 1e-6, a few float roundings. */
+START_TEST(adamw_hand) {
+    float p[3] = {7, 1, 7}, g[3] = {NAN, 0.5f, NAN}, m[3], v[3];
+    memset(m, 0xFF, sizeof m);
+    memset(v, 0xFF, sizeof v);
+    vd_optim_step o = { .kind = VD_OPT_ADAMW, .lr = 0.1f, .weight_decay = 0.01f, .beta1 = 0.9f,
+                        .beta2 = 0.999f, .eps = 1e-8f, .t = 1 };
+    const double lr = 0.1f, wd = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    ck_assert_int_eq(be->update(be, &o, p, g, m, v, 1, 1, &e), 0);
+    double wp = 1 - lr * wd - lr * 0.5 / (0.5 + eps), wm = (1 - b1) * 0.5, wv = (1 - b2) * 0.25;
+    ck_assert_msg(fabs(p[1] - wp) < 1e-6 * wp && fabs(wp - 0.899000002) < 1e-8, "p %.9g",
+                  (double)p[1]);
+    ck_assert(fabs(m[1] - wm) < 1e-6 * wm && fabs(v[1] - wv) < 1e-6 * wv);
+    ck_assert(p[0] == 7 && p[2] == 7 && isnan(m[0]) && isnan(v[2]));
+    g[1] = -0.25f;
+    o.t = 2;
+    ck_assert_int_eq(be->update(be, &o, p, g, m, v, 1, 1, &e), 0);
+    wm = b1 * wm + (1 - b1) * -0.25;
+    wv = b2 * wv + (1 - b2) * 0.0625;
+    wp = wp * (1 - lr * wd) - lr / (1 - b1 * b1) * wm / (sqrt(wv / (1 - b2 * b2)) + eps);
+    ck_assert_msg(fabs(p[1] - wp) < 1e-6 * wp, "p %.9g want %.9g", (double)p[1], wp);
+    ck_assert(fabs(m[1] - wm) < 1e-6 * wm && fabs(v[1] - wv) < 1e-6 * wv);
+    /* without exp_avg_sq: an internal error, nothing written */
+    ck_assert_int_eq(be->update(be, &o, p, g, m, NULL, 1, 1, &e), VD_EINTERNAL);
 }
 END_TEST
 
@@ -497,6 +559,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, bwd_reads_from_table), bwd_reads_from_table);
     tcase_add_test(case_of(s, sgd_matches_torch), sgd_matches_torch);
     tcase_add_test(case_of(s, sgd_hand), sgd_hand);
+    tcase_add_test(case_of(s, adamw_hand), adamw_hand);
     return s;
 }
 

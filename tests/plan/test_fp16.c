@@ -4,7 +4,8 @@
  * nothing, exit status 10 after 50 skipped steps in a row naming the
  * layer), training that tracks fp32, plans whose feature maps and offloads
  * are half fp32's bytes, and a resume through the library that repeats an
- * uninterrupted run bit for bit with skipped steps in it. */
+ * uninterrupted run bit for bit with skipped steps in it (SGD and AdamW,
+ * whose step count skipped steps do not advance). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,8 @@
  *     parameters nor the momentum, halves the scale, counts a skip and a
  *     streak, and first_bad names the first range's layer checked bad; a
  *     second bad step keeps it; a clean step resets it to -1;
- *   - the first update that runs starts the momentum (buf = g / scale, as
+ *   - the first update that runs (t = 1: the caller counts only the
+ *     updates that ran) starts the momentum (buf = g / scale, as
  *     torch.optim.SGD's first step after GradScaler's unscale_), the next
  *     uses it: p1 = p0 - lr g1, p2 = p1 - lr (m g1 + g2) with g the
  *     unscaled gradients (+ weight decay wd p);
@@ -36,6 +38,7 @@ START_TEST(scaler_rule_closed_form) {
     ck_assert_int_eq(be->scale_set(be, &s, &e), 0);
     float p[4] = {1.0f, -2.0f, 0.5f, 3.0f}, m[4] = {7.0f, 7.0f, 7.0f, 7.0f}, g[4];
     const float lr = 0.125f, mu = 0.5f, wd = 0.25f;
+    vd_optim_step o = { .kind = VD_OPT_SGD, .lr = lr, .momentum = mu, .weight_decay = wd, .t = 1 };
     float p0[4], m0[4];
     memcpy(p0, p, sizeof p);
     memcpy(m0, m, sizeof m);
@@ -44,7 +47,7 @@ START_TEST(scaler_rule_closed_form) {
     g[3] = INFINITY;
     ck_assert_int_eq(be->grad_check(be, g, 2, 2, 5, &e), 0);
     ck_assert_int_eq(be->grad_check(be, g, 0, 2, 3, &e), 0);
-    ck_assert_int_eq(be->sgd_scaled(be, p, g, m, 0, 4, lr, mu, wd, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     ck_assert_mem_eq(p, p0, sizeof p);
@@ -56,7 +59,7 @@ START_TEST(scaler_rule_closed_form) {
     g[0] = NAN;
     ck_assert_int_eq(be->grad_check(be, g, 2, 2, 5, &e), 0);
     ck_assert_int_eq(be->grad_check(be, g, 0, 2, 3, &e), 0);
-    ck_assert_int_eq(be->sgd_scaled(be, p, g, m, 0, 4, lr, mu, wd, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     ck_assert_mem_eq(p, p0, sizeof p);
@@ -71,7 +74,7 @@ START_TEST(scaler_rule_closed_form) {
         want_p[k] = p0[k] - lr * want_m[k];
     }
     ck_assert_int_eq(be->grad_check(be, g, 0, 4, 3, &e), 0);
-    ck_assert_int_eq(be->sgd_scaled(be, p, g, m, 0, 4, lr, mu, wd, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     for (int k = 0; k < 4; k++)   /* the same float operations: exact */
@@ -80,6 +83,7 @@ START_TEST(scaler_rule_closed_form) {
     ck_assert(got.scale == 16384.0f && got.skipped == 2 && got.streak == 0 && got.growth == 1 &&
               got.first_bad == -1 && got.stepped);
     /* step 4: clean, momentum used */
+    o.t = 2;
     for (int k = 0; k < 4; k++) {
         g[k] = g2[k] * 16384.0f;
         float d = g2[k] + wd * want_p[k];
@@ -87,7 +91,7 @@ START_TEST(scaler_rule_closed_form) {
         want_p[k] = want_p[k] - lr * want_m[k];
     }
     ck_assert_int_eq(be->grad_check(be, g, 0, 4, 3, &e), 0);
-    ck_assert_int_eq(be->sgd_scaled(be, p, g, m, 0, 4, lr, mu, wd, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     for (int k = 0; k < 4; k++)
         ck_assert_msg(p[k] == want_p[k] && m[k] == want_m[k], "step 4 [%d]", k);
@@ -285,53 +289,114 @@ START_TEST(overflow_streak_exits_10_naming_the_layer) {
 }
 END_TEST
 
-/* N + M iterations equal N, the state (parameters, momentum, SGD steps, the
- * loss scale) carried to a fresh executor, then M, bit for bit, with
- * skipped steps in the first part: a start at 2^30 overflows binary16 in
- * the loss gradient until the scale has come down, then trains. */
+/* N + M iterations equal N, the state (parameters, optimizer state, update
+ * count, the loss scale) carried to a fresh executor, then M, bit for bit,
+ * with skipped steps in the first part: a start at 2^30 overflows binary16
+ * in the loss gradient until the scale has come down, then trains. With
+ * SGD, then AdamW (whose bias corrections read the update count). */
 START_TEST(resume_with_skips_is_exact) {
     enum { N = 24, M = 8 };
     vd_net net;
     tn_lenet(&net, 2);
-    vd_err e = {0};
-    size_t pb = (size_t)net.param_floats * 4;
-    float *pa = malloc(pb), *ma = malloc(pb), *pr = malloc(pb), *mr = malloc(pb), loss[64];
-    ck_assert(pa && ma && pr && mr);
-    vd_loss_scale s = vd_loss_scale_init(), a, r;
-    s.scale = ldexpf(1.0f, 30);
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) {
+            net.train.optimizer = VD_OPT_ADAMW;
+            net.train.lr = 1e-3f;
+            net.train.beta1 = 0.9f;
+            net.train.beta2 = 0.999f;
+            net.train.eps = 1e-8f;
+        }
+        vd_err e = {0};
+        size_t pb = (size_t)net.param_floats * 4, sb = (size_t)vd_net_state_floats(&net) * 4;
+        float *pa = malloc(pb), *ma = malloc(sb), *pr = malloc(pb), *mr = malloc(sb), loss[64];
+        ck_assert(pa && ma && pr && mr);
+        vd_loss_scale s = vd_loss_scale_init(), a, r;
+        s.scale = ldexpf(1.0f, 30);
+        fx f;
+        fx_open(&f, &net, 2);
+        ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &s, &e), 0);
+        ck_assert_msg(fx_steps(&f, &net, 2, 0, N + M, loss, &e) == 0, "%s", e.msg);
+        int64_t steps_a;
+        ck_assert_int_eq(vd_exec_get_state(f.ex, pa, ma, &steps_a, &e), 0);
+        vd_exec_loss_scale(f.ex, &a);
+        ck_assert_msg(a.skipped > 0 && a.skipped < N && steps_a == N + M - a.skipped,
+                      "skipped %lld, updates %lld", (long long)a.skipped, (long long)steps_a);
+        fx_close(&f);
+
+        fx_open(&f, &net, 2);
+        ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &s, &e), 0);
+        ck_assert_msg(fx_steps(&f, &net, 2, 0, N, loss, &e) == 0, "%s", e.msg);
+        int64_t steps;
+        vd_loss_scale mid;
+        ck_assert_int_eq(vd_exec_get_state(f.ex, pr, mr, &steps, &e), 0);
+        vd_exec_loss_scale(f.ex, &mid);
+        fx_close(&f);
+        fx_open(&f, &net, 2);
+        ck_assert_int_eq(vd_exec_set_state(f.ex, pr, mr, steps, &e), 0);
+        ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &mid, &e), 0);
+        ck_assert_msg(fx_steps(&f, &net, 2, N, N + M, loss, &e) == 0, "%s", e.msg);
+        int64_t steps_r;
+        ck_assert_int_eq(vd_exec_get_state(f.ex, pr, mr, &steps_r, &e), 0);
+        vd_exec_loss_scale(f.ex, &r);
+        ck_assert_mem_eq(pr, pa, pb);
+        ck_assert_mem_eq(mr, ma, sb);
+        ck_assert_int_eq(steps_r, steps_a);
+        ck_assert(r.scale == a.scale && r.skipped == a.skipped && r.growth == a.growth &&
+                  r.streak == a.streak && r.stepped == a.stepped);
+        fx_close(&f);
+        free(pa); free(ma); free(pr); free(mr);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
+/* AdamW's step count (its bias corrections) does not advance on a skipped
+ * step, as torch's GradScaler skips optimizer.step(): after steps skipped
+ * (the scale starts at 2^30), the first update that runs is AdamW's first,
+ * t = 1, whose bias-corrected moments are g and g^2, so (weight decay 0)
+ * every weight moves by lr |g| / (|g| + eps): at most lr, and lr within
+ * 1e-3 for a gradient over 1e-5 (LeNet has many). A t that counted the
+ * skipped steps (t = k + 1 after k of them) moves the largest by
+ * lr 0.1 sqrt(1 - 0.999^t) / ((1 - 0.9^t) sqrt(0.001)): 0.74 lr for t = 2,
+ * 0.48 to 0.51 lr for t = 5 to 20 (under 0.995 lr up to t = 104). Tolerance of
+ * the largest move: the float rounding of the weights (|w| < 1: 6e-8
+ * absolute, 6e-5 of lr) and the gradients' |g| / (|g| + eps) < 1. */
+START_TEST(adamw_skipped_steps_do_not_count) {
+    vd_net net;
+    tn_lenet(&net, 2);
+    net.train.optimizer = VD_OPT_ADAMW;
+    net.train.lr = 1e-3f;
+    net.train.weight_decay = 0;
+    net.train.beta1 = 0.9f;
+    net.train.beta2 = 0.999f;
+    net.train.eps = 1e-8f;
     fx f;
     fx_open(&f, &net, 2);
+    vd_err e = {0};
+    size_t pb = (size_t)net.param_floats * 4;
+    float *p0 = malloc(pb), *p1 = malloc(pb), loss[64];
+    ck_assert(p0 && p1);
+    vd_loss_scale s = vd_loss_scale_init(), got;
+    s.scale = ldexpf(1.0f, 30);
     ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &s, &e), 0);
-    ck_assert_msg(fx_steps(&f, &net, 2, 0, N + M, loss, &e) == 0, "%s", e.msg);
-    int64_t steps_a;
-    ck_assert_int_eq(vd_exec_get_state(f.ex, pa, ma, &steps_a, &e), 0);
-    vd_exec_loss_scale(f.ex, &a);
-    ck_assert_msg(a.skipped > 0 && a.skipped < N && steps_a == N + M - a.skipped,
-                  "skipped %lld, SGD steps %lld", (long long)a.skipped, (long long)steps_a);
+    int64_t steps = 0;
+    int it = 0;
+    for (; it < 40 && steps == 0; it++) {
+        ck_assert_int_eq(vd_exec_get_state(f.ex, p0, NULL, NULL, &e), 0);
+        ck_assert_msg(fx_steps(&f, &net, 2, it, it + 1, loss, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(vd_exec_get_state(f.ex, p1, NULL, &steps, &e), 0);
+    }
+    ck_assert(vd_exec_loss_scale(f.ex, &got));
+    ck_assert_msg(steps == 1 && got.skipped == it - 1 && got.skipped >= 2,
+                  "updates %lld, skipped %lld of %d steps", (long long)steps,
+                  (long long)got.skipped, it);
+    double most = 0;
+    for (int64_t i = 0; i < net.param_floats; i++) most = fmax(most, fabs((double)p1[i] - p0[i]));
+    ck_assert_msg(most >= 0.999e-3 && most <= 1.0001e-3,
+                  "the first update after %lld skipped steps moved a weight by at most %.6g "
+                  "(lr 1e-3: t = 1 moves the largest by lr)", (long long)got.skipped, most);
     fx_close(&f);
-
-    fx_open(&f, &net, 2);
-    ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &s, &e), 0);
-    ck_assert_msg(fx_steps(&f, &net, 2, 0, N, loss, &e) == 0, "%s", e.msg);
-    int64_t steps;
-    vd_loss_scale mid;
-    ck_assert_int_eq(vd_exec_get_state(f.ex, pr, mr, &steps, &e), 0);
-    vd_exec_loss_scale(f.ex, &mid);
-    fx_close(&f);
-    fx_open(&f, &net, 2);
-    ck_assert_int_eq(vd_exec_set_state(f.ex, pr, mr, steps, &e), 0);
-    ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &mid, &e), 0);
-    ck_assert_msg(fx_steps(&f, &net, 2, N, N + M, loss, &e) == 0, "%s", e.msg);
-    int64_t steps_r;
-    ck_assert_int_eq(vd_exec_get_state(f.ex, pr, mr, &steps_r, &e), 0);
-    vd_exec_loss_scale(f.ex, &r);
-    ck_assert_mem_eq(pr, pa, pb);
-    ck_assert_mem_eq(mr, ma, pb);
-    ck_assert_int_eq(steps_r, steps_a);
-    ck_assert(r.scale == a.scale && r.skipped == a.skipped && r.growth == a.growth &&
-              r.streak == a.streak && r.stepped == a.stepped);
-    fx_close(&f);
-    free(pa); free(ma); free(pr); free(mr);
+    free(p0); free(p1);
     vd_net_free(&net);
 }
 END_TEST
@@ -351,7 +416,7 @@ START_TEST(backend_without_loss_scaling_is_refused) {
         case 0: b.scale_set = NULL; break;
         case 1: b.scale_get = NULL; break;
         case 2: b.grad_check = NULL; break;
-        case 3: b.sgd_scaled = NULL; break;
+        case 3: b.update_scaled = NULL; break;
         default: b.scale_update = NULL; break;
         }
         vd_exec_opts eo = {0};
@@ -370,4 +435,5 @@ END_TEST
 
 VDT_MAIN("fp16", 300, scaler_rule_closed_form, fp16_tracks_fp32,
          overflow_streak_exits_10_naming_the_layer, resume_with_skips_is_exact,
+         adamw_skipped_steps_do_not_count,
          backend_without_loss_scaling_is_refused)

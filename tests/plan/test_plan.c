@@ -903,6 +903,84 @@ START_TEST(test_swaps) {
 }
 END_TEST
 
+/* The optimizer's state and update step (net->train.optimizer): AdamW keeps
+ * exp_avg and exp_avg_sq, twice SGD's momentum, persistent; every step's
+ * memory (the live peak, the pool) grows by exactly the difference; the
+ * summary and the JSON name it. The analytic update moves 28 bytes per
+ * trainable parameter against SGD's 20 (plus the same launches): the
+ * difference is n_trainable * 8 / mem_bw, closed form (1e-12: the sums'
+ * rounding). A profile made for SGD serves AdamW with its update time
+ * scaled by 28/20; an unknown "optimizer" in a file is refused. */
+START_TEST(test_optimizer_state) {
+    vd_net net;
+    tn_resnet(&net, 4);
+    ck_assert(net.param_floats > net.n_trainable);   /* batch-norm buffers: no state */
+    vd_profile prof[2];
+    vd_plan p[2];
+    vd_err e = {0};
+    for (int k = 0; k < 2; k++) {
+        net.train.optimizer = k ? VD_OPT_ADAMW : VD_OPT_SGD;
+        ck_assert(vd_profile_analytic(&net, 4, &vd_device_h200, &prof[k], &e) == 0);
+        ck_assert_int_eq(prof[k].optimizer, net.train.optimizer);
+        vd_plan_opts o = plan_opts(4, VD_POLICY_NONE);
+        ck_assert_msg(vd_plan_build(&net, &prof[k], &o, &p[k], &e) == 0, "%s", e.msg);
+        check_plan_invariants(&p[k], &net);
+        ck_assert_uint_eq(p[k].tensors[p[k].t_mom].bytes, (uint64_t)(k + 1) * net.param_floats * 4);
+        ck_assert_str_eq(p[k].tensors[p[k].t_mom].name, k ? "adamw_state" : "momentum");
+        ck_assert(p[k].tensors[p[k].t_mom].persistent);
+        /* the summary's persistent line and the JSON name the state */
+        char *buf = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&buf, &n);
+        ck_assert(f && vd_plan_write_table(f, &p[k], &net, &e) == 0);
+        fclose(f);
+        ck_assert_msg(strstr(buf, k ? "(parameters, AdamW's exp_avg and exp_avg_sq"
+                                    : "(parameters, momentum"), "%s", buf);
+        free(buf);
+        json_t *j = vd_plan_json(&p[k], &net, NULL);
+        ck_assert(j);
+        ck_assert_str_eq(json_string_value(json_object_get(j, "optimizer")), k ? "adamw" : "sgd");
+        ck_assert(json_integer_value(json_object_get(j, "optimizer_state_bytes")) ==
+                  (json_int_t)p[k].tensors[p[k].t_mom].bytes);
+        json_decref(j);
+    }
+    uint64_t pb = (uint64_t)net.param_floats * 4;
+    uint64_t more = VD_ALIGN_UP(2 * pb, 256) - VD_ALIGN_UP(pb, 256);
+    ck_assert_uint_eq(p[1].persistent_bytes - p[0].persistent_bytes, more);
+    ck_assert_uint_eq(p[1].live_peak - p[0].live_peak, more);
+    ck_assert_uint_eq(p[1].budget - p[0].budget, more);
+    double want = (double)net.n_trainable * 8.0 / vd_device_h200.mem_bw;
+    ck_assert_msg(fabs(prof[1].sgd_s - prof[0].sgd_s - want) <= 1e-12 * prof[1].sgd_s,
+                  "update %g s (adamw) vs %g s (sgd)", prof[1].sgd_s, prof[0].sgd_s);
+    ck_assert(p[1].steps[p[1].n_steps - 1].kind == VD_STEP_SGD);
+    /* SGD's profile read for the AdamW net (its file says "optimizer": "sgd") */
+    char path[] = "/tmp/vdnn-prof-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    ck_assert_msg(vd_profile_save(path, &prof[0], &e) == 0, "%s", e.msg);
+    vd_profile q;
+    ck_assert_msg(vd_profile_load(path, &net, 4, &q, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(q.optimizer, VD_OPT_ADAMW);
+    ck_assert_double_eq_tol(q.sgd_s, prof[0].sgd_s * 28.0 / 20.0, 1e-15);
+    vd_profile_free(&q);
+    size_t n;
+    char *text = vdt_slurp(path, &n);
+    char *at = strstr(text, "\"optimizer\": \"sgd\"");
+    ck_assert_msg(at, "no optimizer key in the profile");
+    memcpy(at, "\"optimizer\": \"sga\"", 18);
+    ck_assert_int_eq(vd_profile_parse(text, n, "x.json", &net, 4, &q, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "\"optimizer\" must be"), "%s", e.msg);
+    vd_free(text);
+    unlink(path);
+    for (int k = 0; k < 2; k++) {
+        vd_plan_free(&p[k]);
+        vd_profile_free(&prof[k]);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_profile_roundtrip) {
     vd_net net;
     tn_resnet(&net, 4);
@@ -1824,7 +1902,7 @@ START_TEST(test_cli_vgg16) {
 END_TEST
 
 VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_inplace_rules, test_liveness_exact, test_infeasible_message,
-         test_profile_roundtrip, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_1_6,
+         test_profile_roundtrip, test_optimizer_state, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_1_6,
          test_random_nets_7_12, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_vgg16_bf16_fitting_start,

@@ -367,6 +367,34 @@ START_TEST(test_train_section) {
     ck_assert_int_eq(net.train.lr_policy.step, 5);
     ck_assert_float_eq(net.train.lr_policy.gamma, 0.1f);   /* default */
     vd_net_free(&net);
+    /* the optimizer: sgd by default with vdnn's lr / weight decay, momentum
+     * 0.9, no Nesterov; AdamW with torch.optim.AdamW's defaults (lr 0.001,
+     * weight decay 0.01, betas 0.9 / 0.999, eps 1e-8) where the spec gives
+     * none, its own where it does (bad ones: tests/spec/bad/train-*.yaml) */
+    ck_assert_int_eq(parse(HDR "train: { batch: 4 }\nlayers:\n" TAIL, &net, &e), 0);
+    t = &net.train;
+    ck_assert(t->optimizer == VD_OPT_SGD && !t->nesterov && t->momentum == 0.9f &&
+              t->lr == 0.01f && t->weight_decay == 0.0005f && !t->has_lr && !t->has_weight_decay);
+    vd_net_free(&net);
+    ck_assert_int_eq(parse(HDR "train: { momentum: 0.5, nesterov: true }\nlayers:\n" TAIL, &net, &e), 0);
+    ck_assert(t->optimizer == VD_OPT_SGD && t->nesterov && t->momentum == 0.5f);
+    vd_net_free(&net);
+    ck_assert_int_eq(parse(HDR "train: { optimizer: adamw }\nlayers:\n" TAIL, &net, &e), 0);
+    ck_assert(t->optimizer == VD_OPT_ADAMW && t->lr == 0.001f && t->weight_decay == 0.01f &&
+              t->beta1 == 0.9f && t->beta2 == 0.999f && t->eps == 1e-8f);
+    ck_assert_str_eq(vd_optimizer_name(t->optimizer), "adamw");
+    vd_net_free(&net);
+    ck_assert_int_eq(parse(HDR "train: { optimizer: adamw, lr: 0.02, weight_decay: 0, betas: [0.5, 0.75],\n"
+                           "         eps: 1e-6, lr_policy: { type: cosine, min_lr: 0.005 } }\n"
+                           "layers:\n" TAIL, &net, &e), 0);
+    ck_assert(t->lr == 0.02f && t->weight_decay == 0 && t->beta1 == 0.5f && t->beta2 == 0.75f &&
+              t->eps == 1e-6f && t->has_lr && t->has_weight_decay);
+    vd_net_free(&net);
+    /* min_lr is checked against AdamW's default lr: 0.005 > 0.001 */
+    ck_assert_int_eq(parse(HDR "train: { optimizer: adamw, lr_policy: { type: cosine, min_lr: 0.005 } }\n"
+                           "layers:\n" TAIL, &net, &e), VD_ESPEC);
+    ck_assert_msg(strstr(e.msg, "must not exceed 'lr' (0.001)"), "%s", e.msg);
+    vd_net_free(&net);
 }
 END_TEST
 

@@ -1009,6 +1009,77 @@ START_TEST(best_round_trips_and_is_checked) {
 }
 END_TEST
 
+/* AdamW's state: "exp_avg.<name>" and "exp_avg_sq.<name>" for every
+ * trainable parameter (torch's state names), "optimizer": "adamw" in the
+ * metadata; the round trip is exact (buffers' state zero); a run of the
+ * other optimizer refuses it (VD_EUSAGE, naming both); a state whose
+ * optimizer is unknown, or that lacks a tensor, is damaged (VD_EDATA); a
+ * state without "optimizer" (older versions) is SGD's. */
+START_TEST(adamw_state_round_trips) {
+    fixture f;
+    fx_init(&f, true);
+    f.net.train.optimizer = VD_OPT_ADAMW;
+    int64_t pf = f.net.param_floats, sf = vd_net_state_floats(&f.net);
+    ck_assert_int_eq(sf, 2 * pf);
+    float *state = rand_floats(sf, 3), *p2 = calloc((size_t)pf, 4), *s2 = calloc((size_t)sf, 4);
+    ck_assert(p2 && s2);
+    vd_err e;
+    ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, state, &f.st, &e) == 0, "%s", e.msg);
+    char sp[700], name[200];
+    tu_state_path(f.path, sp, sizeof sp);
+    size_t n;
+    char *raw = vdt_slurp(sp, &n);
+    const vd_param *w = &f.net.params[0];
+    ck_assert(w->kind == VD_PARAM_WEIGHT);
+    snprintf(name, sizeof name, "\"exp_avg.%s\"", w->name);
+    ck_assert_msg(strstr(raw + 8, name), "%.400s", raw + 8);
+    snprintf(name, sizeof name, "\"exp_avg_sq.%s\"", w->name);
+    ck_assert_msg(strstr(raw + 8, name), "%.400s", raw + 8);
+    ck_assert_msg(strstr(raw + 8, "\"optimizer\":\"adamw\"") && !strstr(raw + 8, "momentum."),
+                  "%.400s", raw + 8);
+    vd_free(raw);
+    vd_train_state st;
+    ck_assert_msg(vd_ckpt_load(f.path, &f.net, p2, s2, &st, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(st.optimizer, VD_OPT_ADAMW);
+    for (int i = 0; i < f.net.n_params; i++) {
+        const vd_param *p = &f.net.params[i];
+        for (int a = 0; a < 2; a++)
+            for (int64_t k = 0; k < p->numel; k++) {
+                int64_t at = a * pf + p->offset + k;
+                ck_assert_msg(p->kind == VD_PARAM_WEIGHT ? s2[at] == state[at] : s2[at] == 0,
+                              "state %d of %s[%lld]", a, p->name, (long long)k);
+            }
+    }
+    /* the other optimizer's run */
+    f.net.train.optimizer = VD_OPT_SGD;
+    ck_assert_int_eq(vd_ckpt_load(f.path, &f.net, p2, s2, &st, &e), VD_EUSAGE);
+    ck_assert_msg(strstr(e.msg, "trained with optimizer adamw, and this run's is sgd"), "%s", e.msg);
+    f.net.train.optimizer = VD_OPT_ADAMW;
+    /* damaged: an unknown optimizer; a missing exp_avg_sq tensor */
+    patch_same_len(sp, "\"optimizer\":\"adamw\"", "\"optimizer\":\"adamx\"");
+    ck_assert_int_eq(vd_ckpt_peek_state(f.path, &f.net, &st, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "'optimizer'") && strstr(e.msg, ".state"), "%s", e.msg);
+    ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, state, &f.st, &e) == 0, "%s", e.msg);
+    char from[200], to[200];
+    snprintf(from, sizeof from, "\"exp_avg_sq.%s\"", w->name);
+    snprintf(to, sizeof to, "\"exp_avg_sX.%s\"", w->name);
+    patch_same_len(sp, from, to);
+    ck_assert_int_eq(vd_ckpt_load(f.path, &f.net, p2, s2, &st, &e), VD_EDATA);
+    snprintf(name, sizeof name, "'exp_avg_sq.%s' is missing", w->name);
+    ck_assert_msg(strstr(e.msg, name), "%s", e.msg);
+    /* an SGD state without the key (as older versions wrote it) is SGD's */
+    f.net.train.optimizer = VD_OPT_SGD;
+    ck_assert_msg(vd_ckpt_save(f.path, &f.net, f.params, f.mom, &f.st, &e) == 0, "%s", e.msg);
+    patch_same_len(sp, "\"optimizer\":\"sgd\"", "\"optimizes\":\"sgd\"");
+    ck_assert_msg(vd_ckpt_load(f.path, &f.net, p2, s2, &st, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(st.optimizer, VD_OPT_SGD);
+    free(state);
+    free(p2);
+    free(s2);
+    fx_free(&f);
+}
+END_TEST
+
 /* The derived names of --keep and --save-best, and which names are numbered. */
 START_TEST(tagged_names) {
     static const struct { const char *path, *tag, *want; } t[] = {
@@ -1052,4 +1123,4 @@ VDT_MAIN("ckpt", 120,
           python_reader_agrees, names_are_escaped_and_utf8, huge_header_is_linear,
           long_paths_keep_the_state_next_to_the_model, metadata_counts_are_strict,
           loads_bf16_and_f16_tensors, unsupported_dtype_names_the_tensor, save_bf16_round_trips,
-          best_round_trips_and_is_checked, tagged_names)
+          best_round_trips_and_is_checked, tagged_names, adamw_state_round_trips)

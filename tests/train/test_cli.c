@@ -70,6 +70,12 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "one NET.yaml", "%s other.yaml");
     expect(2, "unknown data kind", "%s --data mnst:x");
     expect(2, "expects input", "%s --data cifar10:/nonexistent");
+    /* the optimizer's flags: each with its own optimizer only, in torch's ranges */
+    expect(2, "did you mean 'adamw'", "%s --optimizer adam");
+    expect(2, "--momentum is SGD's", "%s --optimizer adamw --momentum 0.5");
+    expect(2, "--betas is AdamW's", "%s --betas 0.9,0.99");
+    expect(2, "--betas: '0.9,1.5' is not two numbers", "%s --optimizer adamw --betas 0.9,1.5");
+    expect(2, "needs momentum > 0", "%s --nesterov --momentum 0");
 }
 END_TEST
 
@@ -141,7 +147,7 @@ START_TEST(help_lists_every_flag) {
         "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
         "--conv-tune", "--conv-api", "--conv-split", "--conv-topk", "--conv-rtc", "--conv-debug",
         "--sync-debug", "--step-times", "--mem-trace", "--keep", "--save-best", "--early-stop",
-        "--list-nets" };
+        "--list-nets", "--optimizer", "--nesterov", "--betas", "--eps" };
     /* each in --help and in the man page (where dashes are written \-) */
     char man[1100];
     snprintf(man, sizeof man, "%s/man/vdnn-train.1", getenv("VD_SRCDIR"));
@@ -227,6 +233,17 @@ START_TEST(resume_through_the_cli) {
     raw = vdt_slurp(h2, &hn);                 /* --save-dtype is not inherited: F32 */
     ck_assert_msg(strstr(raw + 8, "\"conv1.weight\":{\"dtype\":\"F32\""), "%.300s", raw + 8);
     vd_free(raw);
+    /* AdamW: its settings in the start line; a checkpoint of it does not
+     * resume with the spec's SGD (2, before anything runs; resuming with
+     * --optimizer adamw gives the bytes of a straight run:
+     * tests/train/test_resume.c) */
+    char w[700];
+    snprintf(w, sizeof w, "%s/w.safetensors", d);
+    snprintf(args, sizeof args, "%%s %s --iters 4 --stop-at 2 --optimizer adamw --betas 0.8,0.99 "
+             "--eps 1e-6 --save %s", common, w);
+    expect(0, "optimizer adamw (betas 0.8, 0.99, eps 1e-06), lr 0.01", args);
+    snprintf(args, sizeof args, "%%s %s --iters 4 --resume %s", common, w);
+    expect(2, "was trained with optimizer adamw, and this run's is sgd", args);
     /* --seed must agree with the checkpoint's */
     snprintf(args, sizeof args, "%%s %s --iters 9 --resume %s --seed 99", common, a);
     expect(2, "seed", args);

@@ -105,15 +105,21 @@ END_TEST
 enum { GB = 16, ITERS = 6 };
 
 /* LeNet on synthetic data at global batch GB for ITERS iterations on the
- * CPU: one executor (ranks 0) or through vd_dp with `ranks` ranks; returns
- * the parameters (vd_malloc'd) and, for ranks > 1, checks that every rank
- * holds the same bytes. */
-static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, int64_t *n_floats) {
+ * CPU with optimizer opt (AdamW: torch's defaults): one executor (ranks 0)
+ * or through vd_dp with `ranks` ranks; returns the parameters (vd_malloc'd)
+ * and, for ranks > 1, checks that every rank holds the same bytes. */
+static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, vd_optimizer opt,
+                          int64_t *n_floats) {
     vd_err e;
     vd_net net;
     vd_net_init(&net);
     ck_assert_msg(vd_spec_load(g_net, &net, &e) == 0, "%s", e.msg);
     net.train.batch = GB;
+    if (opt == VD_OPT_ADAMW) {   /* the spec's SGD lr and weight decay make way for AdamW's */
+        net.train.optimizer = opt;
+        net.train.has_lr = net.train.has_weight_decay = false;
+        vd_train_optimizer_defaults(&net.train);
+    }
     ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
     vd_schedule_inplace(&net);
     vd_dataset *ds;
@@ -172,12 +178,12 @@ static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, int64_t *n_
 START_TEST(two_ranks_match_one) {
     setup();
     int64_t n1, n2, n3;
-    float *one = train_lenet(0, VD_POLICY_NONE, 0, &n1);
+    float *one = train_lenet(0, VD_POLICY_NONE, 0, VD_OPT_SGD, &n1);
     /* 2 ranks at GB/2 each; 1 KiB buckets: one per layer with parameters;
      * offloads and NaN poison in the ranks' plans */
-    float *two = train_lenet(2, VD_POLICY_ALL, 1024, &n2);
+    float *two = train_lenet(2, VD_POLICY_ALL, 1024, VD_OPT_SGD, &n2);
     /* 4 ranks of 4 samples, the default bucket (one for LeNet) */
-    float *four = train_lenet(4, VD_POLICY_NONE, 0, &n3);
+    float *four = train_lenet(4, VD_POLICY_NONE, 0, VD_OPT_SGD, &n3);
     ck_assert_int_eq(n1, n2);
     ck_assert_int_eq(n1, n3);
     /* Tolerance: the ranks sum their shard's per-sample gradient terms
@@ -203,16 +209,26 @@ START_TEST(two_ranks_match_one) {
 }
 END_TEST
 
+/* One rank through the all-reduce (the gradient array, the update at the
+ * end) gives the bytes of the plain run (each layer's update in its
+ * backward step), with SGD and with AdamW; and AdamW's update in the
+ * data-parallel path keeps 2 ranks' replicas identical (train_lenet). */
 START_TEST(one_rank_through_the_allreduce_is_the_same_bytes) {
     setup();
-    int64_t n1, n2;
-    float *plain = train_lenet(0, VD_POLICY_NONE, 0, &n1);
-    float *dp1 = train_lenet(1, VD_POLICY_ALL, 1024, &n2);
-    ck_assert_int_eq(n1, n2);
-    ck_assert_msg(memcmp(plain, dp1, (size_t)n1 * 4) == 0,
-                  "one rank through the all-reduce changed the parameters");
-    vd_free(plain);
-    vd_free(dp1);
+    for (int k = 0; k < 2; k++) {
+        vd_optimizer opt = k ? VD_OPT_ADAMW : VD_OPT_SGD;
+        int64_t n1, n2;
+        float *plain = train_lenet(0, VD_POLICY_NONE, 0, opt, &n1);
+        float *dp1 = train_lenet(1, VD_POLICY_ALL, 1024, opt, &n2);
+        ck_assert_int_eq(n1, n2);
+        ck_assert_msg(memcmp(plain, dp1, (size_t)n1 * 4) == 0,
+                      "%s: one rank through the all-reduce changed the parameters",
+                      vd_optimizer_name(opt));
+        vd_free(plain);
+        vd_free(dp1);
+    }
+    int64_t n;
+    vd_free(train_lenet(2, VD_POLICY_NONE, 0, VD_OPT_ADAMW, &n));
 }
 END_TEST
 

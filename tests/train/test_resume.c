@@ -1,6 +1,7 @@
 /* test_resume.c — the training loop on the CPU backend: N iterations + save +
- * resume + M iterations is byte-identical to N+M iterations; offload
- * policies do not change the result; divergence is VD_ENUMERIC. */
+ * resume + M iterations is byte-identical to N+M iterations (SGD, Nesterov
+ * SGD, AdamW); offload policies do not change the result; divergence is
+ * VD_ENUMERIC. */
 #include <math.h>
 #include <sys/stat.h>
 #include "tutil.h"
@@ -186,6 +187,83 @@ START_TEST(resume_is_byte_identical) {
     /* resuming with another seed is refused */
     ck_assert_int_eq(train(&net, VD_POLICY_NONE, 60, NULL, half, &r2, &e), VD_EUSAGE);
     ck_assert_msg(strstr(e.msg, "seed"), "%s", e.msg);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* The same for AdamW (its two moments and its step count, which the bias
+ * corrections read, in the state file) and for Nesterov SGD: 37 + 23 = 60
+ * iterations, byte-identical to 60, under the cosine schedule; the state
+ * file names the optimizer and holds exp_avg / exp_avg_sq (v >= 0, not all
+ * zero); resuming with another optimizer is refused (VD_EUSAGE), both ways. */
+START_TEST(adamw_and_nesterov_resume_are_byte_identical) {
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char full[600], half[600], resumed[600], fs[700], rs[700];
+    snprintf(full, sizeof full, "%s/full.safetensors", d);
+    snprintf(half, sizeof half, "%s/half.safetensors", d);
+    snprintf(resumed, sizeof resumed, "%s/resumed.safetensors", d);
+    vd_net net;
+    build_net(&net, 8);
+    vd_err e;
+    vd_train_result r1, r2, r3;
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) {
+            net.train.optimizer = VD_OPT_ADAMW;
+            net.train.lr = 0.005f;
+            net.train.lr_policy.min_lr = 0.0001f;
+            net.train.weight_decay = 0.01f;
+            net.train.beta1 = 0.85f;
+            net.train.beta2 = 0.995f;
+            net.train.eps = 1e-7f;
+        } else {
+            net.train.optimizer = VD_OPT_SGD;
+            net.train.lr = 0.05f;
+            net.train.lr_policy.min_lr = 0.001f;
+            net.train.weight_decay = 5e-4f;
+            net.train.nesterov = true;
+        }
+        ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
+        ck_assert_msg(train_to(&net, VD_POLICY_NONE, 60, 37, half, NULL, &r2, &e) == 0, "%s",
+                      e.msg);
+        ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(r3.first_iter, 37);
+        vdt_assert_same_file(full, resumed);
+        tu_state_path(full, fs, sizeof fs);
+        tu_state_path(resumed, rs, sizeof rs);
+        vdt_assert_same_file(fs, rs);
+        ck_assert(memcmp(&r1.last_loss, &r3.last_loss, sizeof(float)) == 0);
+        /* it learned (from ln 5) */
+        ck_assert_msg(r1.last_loss < 1.2f, "%s: loss %g", vd_optimizer_name(net.train.optimizer),
+                      (double)r1.last_loss);
+        vd_train_state st;
+        ck_assert_msg(vd_ckpt_peek_state(half, &net, &st, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(st.optimizer, net.train.optimizer);
+        ck_assert_int_eq(st.sgd_steps, 37);
+        if (k == 0) {
+            size_t n = (size_t)vd_net_state_floats(&net);
+            ck_assert_uint_eq(n, 2 * (size_t)net.param_floats);
+            float *p = calloc((size_t)net.param_floats, sizeof(float)), *s2 = calloc(n, sizeof(float));
+            ck_assert(p && s2);
+            ck_assert_msg(vd_ckpt_load(half, &net, p, s2, &st, &e) == 0, "%s", e.msg);
+            int positive = 0, negative = 0;
+            for (int64_t i = 0; i < net.param_floats; i++) {
+                positive += s2[net.param_floats + i] > 0;
+                negative += s2[net.param_floats + i] < 0;
+            }
+            ck_assert_msg(positive > net.param_floats / 2 && negative == 0,
+                          "exp_avg_sq: %d positive, %d negative", positive, negative);
+            free(p);
+            free(s2);
+        }
+        /* resuming with the other optimizer */
+        net.train.optimizer = k == 0 ? VD_OPT_SGD : VD_OPT_ADAMW;
+        ck_assert_int_eq(train(&net, VD_POLICY_NONE, 60, NULL, half, &r3, &e), VD_EUSAGE);
+        ck_assert_msg(strstr(e.msg, "trained with optimizer") &&
+                      strstr(e.msg, k == 0 ? "optimizer adamw" : "optimizer sgd"), "%s", e.msg);
+        net.train.optimizer = k == 0 ? VD_OPT_ADAMW : VD_OPT_SGD;
+    }
     vd_net_free(&net);
     vdt_rmrf(d);
     vd_free(d);
@@ -567,6 +645,7 @@ START_TEST(staged_fetch_error_keeps_last_iteration) {
 END_TEST
 
 VDT_MAIN("resume", 300, synthetic_on_device_is_byte_identical, staging_is_byte_identical,
-          resume_is_byte_identical, divergence_is_enumeric,
+          resume_is_byte_identical, adamw_and_nesterov_resume_are_byte_identical,
+          divergence_is_enumeric,
           final_save_survives_a_failing_evaluation, resume_from_bf16_weights,
           staged_fetch_error_keeps_last_iteration)

@@ -1,6 +1,6 @@
 /* cpu_backend.c — the CPU reference backend: memory, lazy streams, events,
- * op dispatch, SGD. The correctness oracle for the CUDA backend and for the
- * executor's schedule.
+ * op dispatch, the optimizer's update (SGD, AdamW). The correctness oracle
+ * for the CUDA backend and for the executor's schedule.
  *
  * Memory. pool_create makes one 256-byte-aligned allocation of exactly the
  * requested bytes and fills it with 0xFF bytes (float NaN); host_alloc does
@@ -715,38 +715,66 @@ static int cpu_backward(vd_backend *be, const vd_net *net, int layer, const vd_o
     return cpu_run(be, net, layer, io, true, e);
 }
 
-/* ------------------------------------------------------------------ sgd */
+/* ------------------------------------------------------------------ optimizer */
 
-/* torch.optim.SGD (dampening 0, no Nesterov), element by element in float:
- *   g = grad + wd*p;  buf = first_step ? g : momentum*buf + g;  p = p - lr*buf.
- * With momentum 0 the buffer is g (PyTorch keeps none; same update), so a
- * poisoned momentum buffer is never read then. */
-/* ... with the gradient multiplied by inv first (sgd_scaled's unscaling,
- * GradScaler's grad * (1 / scale) in float; sgd: inv 1, exact). */
-static int sgd_run(float *params, const float *grads, float *mom, int64_t offset, int64_t count,
-                   float lr, float momentum, float weight_decay, bool first_step, float inv,
-                   vd_err *e) {
-    if (count < 0 || offset < 0)
-        return vd_errf(e, VD_EINTERNAL, "cpu backend: sgd range [%lld, +%lld)", (long long)offset,
-                       (long long)count);
-    float *p = params + offset, *m = mom + offset;
-    const float *g = grads + offset;
-    bool fresh = first_step || momentum == 0.0f;
+/* backend.h's vd_optim_step, element by element in float (AdamW's last
+ * line in double; the C11 build contracts nothing into fused multiply-adds),
+ * with the gradient multiplied by inv first (update_scaled's unscaling;
+ * update: inv 1, exact). */
+static void sgd_run(const vd_optim_step *o, float *p, const float *g, float *m, int64_t count,
+                    float inv) {
+    const float lr = o->lr, mu = o->momentum, wd = o->weight_decay;
+    /* the buffer starts at the first update; with momentum 0 it is d (a
+     * poisoned buffer is never read then) */
+    bool fresh = o->t == 1 || mu == 0.0f;
     for (int64_t i = 0; i < count; i++) {
         float gi = g[i] * inv;
-        float d = weight_decay != 0.0f ? gi + weight_decay * p[i] : gi;
-        float buf = fresh ? d : momentum * m[i] + d;
+        float d = wd != 0.0f ? gi + wd * p[i] : gi;
+        float buf = fresh ? d : mu * m[i] + d;
         m[i] = buf;
-        p[i] = p[i] - lr * buf;
+        float step = o->nesterov ? d + mu * buf : buf;
+        p[i] = p[i] - lr * step;
     }
+}
+
+/* torch's lerp (ATen's Lerp.h) in float: exact at both ends, the branch on
+ * the weight keeps its rounding small. */
+static inline float lerp_torch(float a, float b, float w) {
+    return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
+static void adamw_run(const vd_optim_step *o, float *p, const float *g, float *m, float *v,
+                      int64_t count, float inv) {
+    const vd_adamw_scalars k = vd_adamw_scalars_of(o);
+    bool fresh = o->t == 1;   /* the state starts at zero: not read */
+    for (int64_t i = 0; i < count; i++) {
+        float gi = g[i] * inv;
+        float mi = lerp_torch(fresh ? 0.0f : m[i], gi, k.w1);
+        float vi = (fresh ? 0.0f : v[i]) * k.beta2 + (k.c2 * gi) * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
+        float u = (k.neg_step * mi) / denom;
+        p[i] = (float)((double)p[i] * k.decay + (double)u);
+    }
+}
+
+static int update_run(const vd_optim_step *o, float *params, const float *grads, float *m,
+                      float *v, int64_t offset, int64_t count, float inv, vd_err *e) {
+    if (count < 0 || offset < 0 || o->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: %s update of range [%lld, +%lld), "
+                       "step %lld", vd_optimizer_name(o->kind), (long long)offset,
+                       (long long)count, (long long)o->t);
+    if (o->kind == VD_OPT_ADAMW)
+        adamw_run(o, params + offset, grads + offset, m + offset, v + offset, count, inv);
+    else
+        sgd_run(o, params + offset, grads + offset, m + offset, count, inv);
     return VD_OK;
 }
 
-static int cpu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
-                   int64_t count, float lr, float momentum, float weight_decay, bool first_step,
-                   vd_err *e) {
-    return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, first_step,
-                   1.0f, e);
+static int cpu_update(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
+                      float *m, float *v, int64_t offset, int64_t count, vd_err *e) {
+    return update_run(o, params, grads, m, v, offset, count, 1.0f, e);
 }
 
 /* ------------------------------------------------------------------ loss scaling */
@@ -783,14 +811,13 @@ static int cpu_grad_check(vd_backend *be, const float *grads, int64_t offset, in
     return VD_OK;
 }
 
-static int cpu_sgd_scaled(vd_backend *be, float *params, const float *grads, float *mom,
-                          int64_t offset, int64_t count, float lr, float momentum,
-                          float weight_decay, vd_err *e) {
+static int cpu_update_scaled(vd_backend *be, const vd_optim_step *o, float *params,
+                             const float *grads, float *m, float *v, int64_t offset,
+                             int64_t count, vd_err *e) {
     const vd_loss_scale *ls = &ctx_of(be)->ls;
     if (ls->found_inf) return VD_OK;
     /* torch's unscale factor: the reciprocal in double, rounded to float */
-    return sgd_run(params, grads, mom, offset, count, lr, momentum, weight_decay, !ls->stepped,
-                   (float)(1.0 / (double)ls->scale), e);
+    return update_run(o, params, grads, m, v, offset, count, (float)(1.0 / (double)ls->scale), e);
 }
 
 static int cpu_scale_update(vd_backend *be, vd_err *e) {
@@ -861,11 +888,11 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .layer_aux_bytes = vd_op_aux_bytes,
         .forward = cpu_forward,
         .backward = cpu_backward,
-        .sgd = cpu_sgd,
+        .update = cpu_update,
         .scale_set = cpu_scale_set,
         .scale_get = cpu_scale_get,
         .grad_check = cpu_grad_check,
-        .sgd_scaled = cpu_sgd_scaled,
+        .update_scaled = cpu_update_scaled,
         .scale_update = cpu_scale_update,
     };
     *out = be;

@@ -371,19 +371,21 @@ static int debug_sync(cu_ctx *c, int rc, vd_err *e) {
     return VD_OK;
 }
 
-static int cu_sgd(vd_backend *be, float *params, const float *grads, float *mom, int64_t offset,
-                  int64_t count, float lr, float momentum, float weight_decay, bool first_step,
-                  vd_err *e) {
+static int cu_update(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
+                     float *m, float *v, int64_t offset, int64_t count, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     if (count <= 0) return VD_OK;
-    int rc = cuk_sgd(cu_compute(c), c->sm_count, params + offset, grads + offset,
-                     mom ? mom + offset : NULL, count, lr, momentum, weight_decay, first_step, e);
+    if (o->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
+        return vd_errf(e, VD_EINTERNAL, "cuda backend: %s update at step %lld",
+                       vd_optimizer_name(o->kind), (long long)o->t);
+    int rc = cuk_update(cu_compute(c), c->sm_count, o, params + offset, grads + offset,
+                        m + offset, v ? v + offset : NULL, count, NULL, e);
     return debug_sync(c, rc, e);
 }
 
 /* ---- dynamic loss scaling (math fp16; backend.h) -----------------------------------------
  * The state stays on the device: the loss layer's backward reads the scale,
- * grad_check / sgd_scaled / scale_update read and write it in stream order on
+ * grad_check / update_scaled / scale_update read and write it in stream order on
  * the compute stream, so no step waits for the host. Only scale_set and
  * scale_get copy it, and wait (start, --resume, log points, checkpoints). */
 int cu_scale_state(cu_ctx *c, vd_loss_scale **st, vd_err *e) {
@@ -431,15 +433,18 @@ static int cu_grad_check(vd_backend *be, const float *grads, int64_t offset, int
     return debug_sync(c, rc, e);
 }
 
-static int cu_sgd_scaled(vd_backend *be, float *params, const float *grads, float *mom,
-                         int64_t offset, int64_t count, float lr, float momentum,
-                         float weight_decay, vd_err *e) {
+static int cu_update_scaled(vd_backend *be, const vd_optim_step *o, float *params,
+                            const float *grads, float *m, float *v, int64_t offset,
+                            int64_t count, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     vd_loss_scale *st;
     int rc = cu_scale_state(c, &st, e);
     if (rc || count <= 0) return rc;
-    rc = cuk_sgd_scaled(cu_compute(c), c->sm_count, params + offset, grads + offset,
-                        mom ? mom + offset : NULL, count, lr, momentum, weight_decay, st, e);
+    if (o->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
+        return vd_errf(e, VD_EINTERNAL, "cuda backend: %s update at step %lld",
+                       vd_optimizer_name(o->kind), (long long)o->t);
+    rc = cuk_update(cu_compute(c), c->sm_count, o, params + offset, grads + offset, m + offset,
+                    v ? v + offset : NULL, count, st, e);
     return debug_sync(c, rc, e);
 }
 
@@ -550,11 +555,11 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->layer_aux_bytes = vd_op_aux_bytes;
     be->forward = cu_forward;
     be->backward = cu_backward;
-    be->sgd = cu_sgd;
+    be->update = cu_update;
     be->scale_set = cu_scale_set;
     be->scale_get = cu_scale_get;
     be->grad_check = cu_grad_check;
-    be->sgd_scaled = cu_sgd_scaled;
+    be->update_scaled = cu_update_scaled;
     be->scale_update = cu_scale_update;
     c->device = device;
     if (o) be->opts = *o;

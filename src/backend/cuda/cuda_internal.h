@@ -467,12 +467,11 @@ int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, 
 /* db[j] = sum over rows of dy[:, j]; beta != 0 adds it to db */
 int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float beta, float *db,
                 vd_dtype dt, vd_err *e);
-int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
-            float momentum, float wd, bool first, vd_err *e);
-/* cuk_sgd with the loss scaling of st (device memory): nothing when
- * st->found_inf, else the step on g / st->scale, first = !st->stepped. */
-int cuk_sgd_scaled(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n,
-                   float lr, float momentum, float wd, const vd_loss_scale *st, vd_err *e);
+/* backend.h's update of p, m, v [0, n) from g (v NULL for SGD); st NULL,
+ * or (update_scaled) the loss scale's state in device memory: nothing done
+ * when st->found_inf, else the update of g / st->scale. */
+int cuk_update(cudaStream_t s, int sm, const vd_optim_step *o, float *p, const float *g,
+               float *m, float *v, int64_t n, const vd_loss_scale *st, vd_err *e);
 /* st->found_inf = 1 when g[0, n) holds an inf or NaN; first_bad = layer when
  * that raised it this step (backend.h's grad_check). */
 int cuk_grad_check(cudaStream_t s, int sm, const float *g, int64_t n, int layer,

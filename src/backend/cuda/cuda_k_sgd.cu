@@ -1,57 +1,70 @@
-/* cuda_k_sgd.cu — the optimizer step (SGD) and dynamic loss scaling. */
+/* cuda_k_sgd.cu — the optimizer's update (SGD, AdamW) and dynamic loss
+ * scaling. */
 #include "backend/cuda/cuda_kernels.h"
 
-/* ---- SGD (torch.optim.SGD, dampening 0, no Nesterov) ------------------------
- * g = grad + wd * p (wd != 0); buf = fresh ? g : momentum * buf + g with
- * fresh = first step or momentum 0 (then the old buffer, maybe poison, is
- * never read); p = p - lr * buf. Explicit _rn intrinsics: no fused
- * multiply-add, so each step rounds like the CPU reference. m == NULL: no
- * buffer kept, p -= lr * g. inv: the gradient is first multiplied by it
- * (the loss scale's reciprocal, math fp16; 1 is exact and changes nothing). */
-__device__ __forceinline__ void sgd_elem(float *p, const float *grad, float *m, int64_t i,
-                                         float lr, float momentum, float wd, bool fresh,
-                                         float inv) {
-    float pv = p[i];
-    float gv = inv != 1.0f ? __fmul_rn(grad[i], inv) : grad[i];
-    float g = wd != 0.0f ? __fadd_rn(gv, __fmul_rn(wd, pv)) : gv;
-    float step = g;
-    if (m) {
-        float b = fresh ? g : __fadd_rn(__fmul_rn(momentum, m[i]), g);
-        m[i] = b;
-        step = b;
-    }
-    p[i] = __fsub_rn(pv, __fmul_rn(lr, step));
-}
+/* ---- the update (backend.h's vd_optim_step) ----------------------------------
+ * The CPU backend's float operations in its order, each an explicit _rn
+ * intrinsic (nvcc would otherwise contract a multiply and an add into an
+ * FMA): the same bits as the CPU reference. The gradient is first
+ * multiplied by inv (the loss scale's reciprocal, math fp16; 1 changes
+ * nothing). st: the loss scale's state (update_scaled: nothing is done when
+ * it says found_inf, and inv is the reciprocal of its scale, computed in
+ * double and rounded to float as torch's unscale_), NULL for update. */
 
+/* SGD: d = g + wd*p; buf = fresh ? d : momentum*buf + d (fresh: the first
+ * update, or momentum 0: the old buffer, maybe poison, is never read);
+ * step = nesterov ? d + momentum*buf : buf; p = p - lr*step. */
 __global__ void k_sgd(float *p, const float *grad, float *m, int64_t n, float lr, float momentum,
-                      float wd, bool fresh) {
-    GRID_STRIDE(i, n) sgd_elem(p, grad, m, i, lr, momentum, wd, fresh, 1.0f);
+                      float wd, bool fresh, bool nesterov, const vd_loss_scale *st) {
+    if (st && st->found_inf) return;
+    const float inv = st ? (float)(1.0 / (double)st->scale) : 1.0f;
+    GRID_STRIDE(i, n) {
+        float pv = p[i];
+        float gv = inv != 1.0f ? __fmul_rn(grad[i], inv) : grad[i];
+        float d = wd != 0.0f ? __fadd_rn(gv, __fmul_rn(wd, pv)) : gv;
+        float b = fresh ? d : __fadd_rn(__fmul_rn(momentum, m[i]), d);
+        m[i] = b;
+        float step = nesterov ? __fadd_rn(d, __fmul_rn(momentum, b)) : b;
+        p[i] = __fsub_rn(pv, __fmul_rn(lr, step));
+    }
 }
 
-/* GradScaler's step: nothing when the state says found_inf; otherwise the
- * step on grad / scale (the reciprocal in double, rounded to float, as
- * torch's unscale_), the momentum fresh until a step has run. */
-__global__ void k_sgd_scaled(float *p, const float *grad, float *m, int64_t n, float lr,
-                             float momentum, float wd, const vd_loss_scale *st) {
-    if (st->found_inf) return;
-    const float inv = (float)(1.0 / (double)st->scale);
-    const bool fresh = !st->stepped || momentum == 0.0f;
-    GRID_STRIDE(i, n) sgd_elem(p, grad, m, i, lr, momentum, wd, fresh, inv);
+/* torch's lerp (ATen's Lerp.h) in float. */
+__device__ __forceinline__ float lerp_torch(float a, float b, float w) {
+    return fabsf(w) < 0.5f ? __fadd_rn(a, __fmul_rn(w, __fsub_rn(b, a)))
+                           : __fsub_rn(b, __fmul_rn(__fsub_rn(b, a), __fsub_rn(1.0f, w)));
 }
 
-int cuk_sgd(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n, float lr,
-            float momentum, float wd, bool first, vd_err *e) {
+/* AdamW (backend.h): m, v read as 0 at the first update (fresh); p's
+ * update in double, rounded to float once, as the CPU's. */
+__global__ void k_adamw(float *p, const float *grad, float *m, float *v, int64_t n,
+                        vd_adamw_scalars k, bool fresh, const vd_loss_scale *st) {
+    if (st && st->found_inf) return;
+    const float inv = st ? (float)(1.0 / (double)st->scale) : 1.0f;
+    GRID_STRIDE(i, n) {
+        float gv = inv != 1.0f ? __fmul_rn(grad[i], inv) : grad[i];
+        float mv = lerp_torch(fresh ? 0.0f : m[i], gv, k.w1);
+        float vv = __fadd_rn(__fmul_rn(fresh ? 0.0f : v[i], k.beta2),
+                             __fmul_rn(__fmul_rn(k.c2, gv), gv));
+        m[i] = mv;
+        v[i] = vv;
+        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vv), k.bc2_sqrt), k.eps);
+        float u = __fdiv_rn(__fmul_rn(k.neg_step, mv), denom);
+        p[i] = __double2float_rn(__dadd_rn(__dmul_rn((double)p[i], k.decay), (double)u));
+    }
+}
+
+int cuk_update(cudaStream_t s, int sm, const vd_optim_step *o, float *p, const float *g,
+               float *m, float *v, int64_t n, const vd_loss_scale *st, vd_err *e) {
     if (n <= 0) return VD_OK;
-    k_sgd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, n, lr, momentum, wd,
-                                                  first || momentum == 0.0f);
-    KERNEL_CHECK(e);
-    return VD_OK;
-}
-
-int cuk_sgd_scaled(cudaStream_t s, int sm, float *p, const float *g, float *m, int64_t n,
-                   float lr, float momentum, float wd, const vd_loss_scale *st, vd_err *e) {
-    if (n <= 0) return VD_OK;
-    k_sgd_scaled<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, n, lr, momentum, wd, st);
+    if (o->kind == VD_OPT_ADAMW)
+        k_adamw<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, v, n, vd_adamw_scalars_of(o),
+                                                        o->t == 1, st);
+    else
+        k_sgd<<<grid_for(n, sm), CU_THREADS, 0, s>>>(p, g, m, n, o->lr, o->momentum,
+                                                      o->weight_decay,
+                                                      o->t == 1 || o->momentum == 0.0f,
+                                                      o->nesterov, st);
     KERNEL_CHECK(e);
     return VD_OK;
 }

@@ -341,15 +341,18 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
     p.batch = batch;
     int rc = VD_OK;
     cudaStream_t s = cu_compute(c);
-    /* scratch: the largest layer, the SGD state, two copy buffers */
+    /* scratch: the largest layer, the optimizer's arrays, two copy buffers */
     uint64_t need = 2 * COPY_BYTES;
     for (int i = 0; i < net->n_layers; i++) {
         layer_buf b;
         plan_layer(&p, i, &b);
         if (b.end > need) need = b.end;
     }
+    /* the update's arrays: parameters, gradients and the optimizer's state
+     * (SGD: the momentum; AdamW: exp_avg, exp_avg_sq), each of param_floats */
     uint64_t sgd_floats = (uint64_t)net->param_floats;
-    uint64_t sgd_bytes = 3 * VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN);
+    uint64_t sgd_arrays = 2 + (uint64_t)vd_optimizer_state_arrays(net->train.optimizer);
+    uint64_t sgd_bytes = sgd_arrays * VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN);
     if (sgd_bytes > need) need = sgd_bytes;
     p.copy_off = VD_ALIGN_UP(need, ALIGN);   /* the copies' buffers after everything else */
     need = p.copy_off + 2 * COPY_BYTES;
@@ -460,16 +463,30 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             }
         }
 
-        /* SGD over every parameter */
+        /* the run's optimizer's update over every parameter (its hyperparameters
+         * do not change its time; a step past the first reads the state) */
         {
+            uint64_t arr = VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN);
             float *par = (float *)p.scratch;
-            float *grad = (float *)(p.scratch + VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN));
-            float *mom = (float *)(p.scratch + 2 * VD_ALIGN_UP(sgd_floats * sizeof(float), ALIGN));
+            float *grad = (float *)(p.scratch + arr);
+            float *m = (float *)(p.scratch + 2 * arr);
+            float *v = sgd_arrays > 3 ? (float *)(p.scratch + 3 * arr) : NULL;
+            const vd_train_cfg *tc = &net->train;
+            vd_optim_step o;
+            memset(&o, 0, sizeof o);
+            o.kind = tc->optimizer;
+            o.lr = 1e-6f;
+            o.weight_decay = 5e-4f;
+            o.momentum = 0.9f;
+            o.nesterov = tc->nesterov;
+            o.beta1 = 0.9f;
+            o.beta2 = 0.999f;
+            o.eps = 1e-8f;
+            o.t = 2;
             float t[PROF_REPS];
             for (int r = -1; r < PROF_REPS; r++) {
                 TRY(cudaEventRecord(p.ev[0], s));
-                TRYRC(be->sgd(be, par, grad, mom, 0, (int64_t)sgd_floats, 1e-6f, 0.9f, 5e-4f,
-                              r < 0, e));
+                TRYRC(be->update(be, &o, par, grad, m, v, 0, (int64_t)sgd_floats, e));
                 TRY(cudaEventRecord(p.ev[1], s));
                 TRY(cudaEventSynchronize(p.ev[1]));
                 if (r >= 0) TRY(cudaEventElapsedTime(&t[r], p.ev[0], p.ev[1]));
