@@ -19,7 +19,7 @@ _vdnn_flags() {
         --plan-json= --poison
         --policy= --prefetch= --profile= --profile-out= --quiet --resume= --save=
         --save-best --save-dtype= --save-every= --seed= --step-times --stop-at=
-        --sync-debug --version --wd= --weight-decay=' ;;
+        --sync-debug --val-split= --version --wd= --weight-decay=' ;;
     vdnn-plan) echo '--analytic-profile --backend= --batch= --budget= --chunks= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --deterministic
         --device= --format= --gpu-model= --gpus= --help --list-gpu-models --list-nets

@@ -50,9 +50,16 @@ typedef struct vd_algo_opt {
  *   dy    : gradient of y;  dx[k]: gradient of x[k]
  *   dx_beta[k]: 0 = overwrite dx[k], 1 = accumulate into it (tensors with
  *           several consumers sum their gradients; order is static)
- *   aux   : per-layer saved state (BN: mean[C], invstd[C]; loss: 1 float
- *           holding the mean loss), vd_op_aux_bytes() bytes
+ *   aux   : per-layer saved state (BN: mean[C], invstd[C]; loss: 2 floats,
+ *           the mean loss and the count of top-1 hits, see loss_n),
+ *           vd_op_aux_bytes() bytes
  *   labels: int32 [N] class ids (loss layer only)
+ *   loss_n: loss layer: its forward's loss (aux[0], the mean) and top-1
+ *           hits (aux[1]: the samples whose logits' argmax, the first of
+ *           equal maxima, is the label) count the whole batch's first
+ *           loss_n samples only; 0 = all (vd_op_io_loss_n). The others get
+ *           their softmax all the same (an evaluation's last batch padded
+ *           to the batch size). Training leaves it 0.
  *   ws    : workspace of ws_bytes
  *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
  *   training: batchnorm uses batch statistics and updates running stats
@@ -84,7 +91,8 @@ typedef struct vd_algo_opt {
  *     of the mean, sum over the chunk of the sample losses / n_batch, into
  *     aux[0] at n0 == 0 and ADDS it to aux[0] at n0 > 0: run the chunks'
  *     forwards in the order of n0 and aux[0] ends as the batch's mean loss
- *     (the sum of the parts: the whole-batch value up to rounding);
+ *     (the sum of the parts: the whole-batch value up to rounding); the
+ *     same for the top-1 hits in aux[1] (loss_n: over the counted ones);
  *   - parameter gradients: dw_beta 0 overwrites dw and db with the chunk's
  *     gradient (the first chunk), 1 adds it to them (the later ones), so the
  *     chunks' backwards, run in a fixed order, leave the batch's gradient
@@ -116,10 +124,16 @@ typedef struct vd_op_io {
     int64_t n0;                     /* chunk: its first sample in the batch (0: whole batch) */
     int n_batch;                    /* chunk: samples in the whole batch (0: n) */
     float dw_beta;                  /* 0 = overwrite dw, db; 1 = add to them (later chunks) */
+    int loss_n;                     /* loss layer: samples counted (0: all), see above */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */
 static inline int vd_op_io_batch(const vd_op_io *io) { return io->n_batch ? io->n_batch : io->n; }
+/* The loss layer's counted samples (loss_n): the whole batch's first
+ * loss_n, or all of them when 0. */
+static inline int vd_op_io_loss_n(const vd_op_io *io) {
+    return io->loss_n > 0 && io->loss_n < vd_op_io_batch(io) ? io->loss_n : vd_op_io_batch(io);
+}
 /* Does io run a chunk of a batch (n0, n_batch or dw_beta not the whole
  * batch's)? */
 static inline bool vd_op_io_chunked(const vd_op_io *io) {

@@ -77,7 +77,10 @@ static void usage(FILE *f) {
 "                       else sgd 0.0005, adamw 0.01: AdamW's is decoupled)\n"
 "  --seed N             seed for initialisation, data order and dropout\n"
 "  --data SPEC          mnist:DIR | cifar10:DIR | folder:DIR | synthetic[:TRAIN[,TEST]]\n"
-"  --augment            folder data: random crop along the longer side + flip\n"
+"  --augment            folder data: random resized crops + flips (torchvision's\n"
+"                       RandomResizedCrop, scale 0.08-1, ratio 3/4-4/3)\n"
+"  --val-split F        folder data without val/: hold out the fraction F of the\n"
+"                       training images (chosen by --seed) for evaluation\n"
 "  --loader-threads N   data loader threads (default: the cores, at most 16;\n"
 "                       vdnn-loader-bench measures the rate per thread count)\n"
 "\n"
@@ -127,8 +130,9 @@ static void usage(FILE *f) {
 "  --log-every N        progress every N iterations (default: about 20 reports)\n"
 "  --quiet              no progress on stderr; only the final report\n"
 "  --metrics FILE       one JSON line per progress report and per evaluation\n"
-"                       (iteration, loss, avg, lr, images/s, accuracy, elapsed\n"
-"                       time), flushed as written\n"
+"                       (iteration, epoch, loss, avg, training accuracy, lr,\n"
+"                       images/s, top-1 and top-5 accuracy, elapsed time),\n"
+"                       flushed as written\n"
 "  --step-times         after training, the last iteration's steps measured on the\n"
 "                       compute stream beside the simulator's prediction, and\n"
 "                       its copies (start, end, GB/s) beside the simulator's\n"
@@ -156,6 +160,7 @@ static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"gpus", true}, {"mpi", false}, {"iters", true}, {"epochs", true}, {"stop-at", true}, {"lr", true}, {"momentum", true},
     {"optimizer", true}, {"nesterov", false}, {"betas", true}, {"eps", true},
     {"wd", true}, {"weight-decay", true}, {"seed", true}, {"data", true}, {"augment", false},
+    {"val-split", true},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"keep", true},
     {"save-best", false}, {"early-stop", true}, {"save-dtype", true}, {"resume", true},
     {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
@@ -235,6 +240,12 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
         j->has_wd = true;
     }
     else if (!strcmp(name, "data")) j->data = val;
+    else if (!strcmp(name, "val-split")) {
+        rc = vd_cli_real(name, val, 0, &j->val_split, e);
+        if (!rc && !(j->val_split > 0 && j->val_split < 1))
+            rc = vd_errf(e, VD_EUSAGE, "--val-split: '%s' must be a fraction between 0 and 1 "
+                         "(exclusive), e.g. 0.1", val);
+    }
     else if (!strcmp(name, "save")) j->save = val;
     else if (!strcmp(name, "save-dtype")) {
         static const char *const ch[] = { "f32", "bf16" };
@@ -326,10 +337,12 @@ static void on_event(const vd_train_event *ev, void *user) {
     case VD_TEV_PROGRESS:
         fmt_dur(ev->eta_s, eta, sizeof eta);
         if (u->tty) fputs("\r\033[K", stderr);
-        /* img/s end to end; per iteration: the step (compute) and the wait for data */
-        fprintf(stderr, "iter %lld/%lld  loss %.4f  avg %.4f  lr %.4g  %.1f img/s  "
-                "step %.1f ms  data wait %.1f ms  ETA %s",
-                (long long)ev->iter, (long long)ev->total, (double)ev->loss, ev->avg_loss,
+        /* avg, acc: over the iterations since the last line; img/s end to end;
+         * per iteration: the step (compute) and the wait for data */
+        fprintf(stderr, "epoch %lld/%lld  iter %lld/%lld  loss %.4f  avg %.4f  acc %.2f%%  "
+                "lr %.4g  %.1f img/s  step %.1f ms  data wait %.1f ms  ETA %s",
+                (long long)ev->epoch, (long long)ev->epochs, (long long)ev->iter,
+                (long long)ev->total, (double)ev->loss, ev->avg_loss, 100.0 * ev->train_acc,
                 ev->lr, ev->img_per_s, 1e3 * ev->win.step_per_iter_s,
                 1e3 * ev->win.wait_per_iter_s, eta);
         if (ev->loss_scaled)   /* math fp16 */
@@ -339,8 +352,9 @@ static void on_event(const vd_train_event *ev, void *user) {
         break;
     case VD_TEV_EVAL:
         close_line(u);
-        fprintf(stderr, "eval  iter %lld  accuracy %.2f%%  loss %.4f  (%lld images)\n",
-                (long long)ev->iter, 100.0 * ev->eval_acc, ev->eval_loss, (long long)ev->eval_n);
+        fprintf(stderr, "eval  iter %lld  accuracy %.2f%%  top-5 %.2f%%  loss %.4f  (%lld "
+                "images)\n", (long long)ev->iter, 100.0 * ev->eval_acc, 100.0 * ev->eval_acc5,
+                ev->eval_loss, (long long)ev->eval_n);
         break;
     case VD_TEV_SAVE:
         close_line(u);
@@ -635,8 +649,9 @@ static void report(vd_train_job *j, const vd_train_job_opts *o) {
         printf("loss scaling (fp16): scale %g at the end, %lld steps skipped (inf/NaN "
                "gradients)\n", res->loss_scale, (long long)res->skipped);
     if (res->eval_n)
-        printf("test accuracy %.2f%%  loss %.4f  (%lld held-out images)\n",
-               100.0 * res->eval_acc, res->eval_loss, (long long)res->eval_n);
+        printf("test accuracy %.2f%%  top-5 %.2f%%  loss %.4f  (%lld held-out images)\n",
+               100.0 * res->eval_acc, 100.0 * res->eval_acc5, res->eval_loss,
+               (long long)res->eval_n);
     if (res->early_stopped)
         printf("early stop at iteration %lld of %lld: %lld evaluations in a row without a higher "
                "test accuracy than %.2f%% (iteration %lld)\n", (long long)res->iters_done,

@@ -217,9 +217,8 @@ static int run_batch(vd_predict_job *j, batch_buf *b, int64_t first, int n, vd_e
     int ok = 0;
     for (int i = 0; i < n; i++) ok += b->err[i].code == 0;
     if (ok) {   /* an all-failed batch runs nothing */
-        int correct;
-        float loss;
-        int rc = vd_exec_eval_step(j->ex, &correct, &loss, e);
+        vd_eval_counts counts;   /* predict ranks the probabilities itself */
+        int rc = vd_exec_eval_step(j->ex, &counts, e);
         if (rc) return rc;
         vd_exec_eval_probs(j->ex, b->probs);
     }
@@ -259,8 +258,8 @@ static int run_images(vd_predict_job *j, batch_buf *b, vd_err *e) {
         int n = j->n_images - first < B ? (int)(j->n_images - first) : B;
         for (int i = 0; i < n; i++) {
             b->err[i] = (vd_err){ 0 };
-            rc = vd_data_image_eval(j->o->images[first + i], j->net.in_c, j->net.in_h,
-                                    j->net.in_w, b->x + (size_t)i * (size_t)b->sample, &b->err[i]);
+            rc = vd_data_image_eval(&j->net, j->o->images[first + i],
+                                    b->x + (size_t)i * (size_t)b->sample, &b->err[i]);
             if (rc == VD_ENOMEM) { *e = b->err[i]; return rc; }
         }
         fill_input(j, b, n);

@@ -41,9 +41,10 @@ static void on_train_event(const vd_train_event *ev, void *ctx) {
 }
 
 /* The flags over the spec's train: section, and --resume's seed, batch and
- * data (a copy in j->resume_data when taken from the state file). */
+ * data (a copy in j->resume_data when taken from the state file, with its
+ * --val-split in *val_split). */
 static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_config *cfg,
-                             const char **data, vd_err *e) {
+                             const char **data, double *val_split, vd_err *e) {
     vd_train_cfg *tc = &j->net.train;
     if (o->has_lr) { tc->lr = (float)o->lr; tc->has_lr = true; }
     if (o->has_momentum) tc->momentum = (float)o->momentum;
@@ -65,13 +66,20 @@ static int apply_train_flags(vd_train_job *j, const vd_train_job_opts *o, vd_con
         if (st.data[0] && !*data) {
             snprintf(j->resume_data, sizeof j->resume_data, "%s", st.data);
             *data = j->resume_data;
-            say(j, VD_TEV_NOTE, "no --data: continuing on the data %s was trained on: %s",
-                o->resume, *data);
+            if (!*val_split) *val_split = st.val_split;
+            char vs[48] = "";
+            if (*val_split) snprintf(vs, sizeof vs, " with --val-split %g", *val_split);
+            say(j, VD_TEV_NOTE, "no --data: continuing on the data %s was trained on: %s%s",
+                o->resume, *data, vs);
         } else if (st.data[0] && strcmp(st.data, *data) != 0) {
             say(j, VD_TEV_WARNING, "--data %s differs from the data %s was trained on (%s); "
                 "continuing on %s, so the run will not repeat an uninterrupted one", *data,
                 o->resume, st.data, *data);
         }
+        if (st.data[0] && *val_split != st.val_split)
+            say(j, VD_TEV_WARNING, "--val-split %g differs from the %g that %s was trained "
+                "with (0: none): the training images differ, so the run will not repeat an "
+                "uninterrupted one", *val_split, st.val_split, o->resume);
     }
     return VD_OK;
 }
@@ -274,7 +282,7 @@ static int train(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
         .eval_every = o->has_eval_every && o->eval_every > 0 ? o->eval_every : 0,
         .eval_at_end = !(o->has_eval_every && o->eval_every < 0),
         .log_every = log_every, .stop = o->stop, .loader_threads = o->loader_threads,
-        .data_spec = o->data && *o->data ? o->data : "synthetic",
+        .data_spec = o->data && *o->data ? o->data : "synthetic", .val_split = o->val_split,
         .cb = j->world.rank == 0 ? on_train_event : NULL, .user = j,
     };
     return vd_train_run(&j->net, j->grp ? j->grp : j->ex, j->ds, &to, &j->res, e);
@@ -288,6 +296,7 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
     j->world = (vd_world){ .rank = 0, .size = 1 };
     vd_config cfg = o->cfg;
     const char *data = o->data;
+    double val_split = o->val_split;
     vd_train_job_opts mine = *o;
     int rc;
     if (o->mpi) {
@@ -300,7 +309,7 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
     o = &mine;
     rc = vd_spec_load(o->spec, &j->net, e);
     if (!rc) rc = stop_check(o, "after reading the spec", e);
-    if (!rc) rc = apply_train_flags(j, o, &cfg, &data, e);
+    if (!rc) rc = apply_train_flags(j, o, &cfg, &data, &val_split, e);
     if (rc) return rc;
     /* batch, backend, profile source, policy, budget, ... (config.h) */
     if ((rc = vd_config_resolve(&cfg, &j->net, false, &j->run, e))) {
@@ -311,7 +320,9 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
         (rc = vd_lr_validate(&j->net.train.lr_policy, j->net.train.lr, e)))
         return rc;
     mine.data = data;
+    mine.val_split = val_split;
     rc = vd_data_open(data, &j->net, j->net.train.batch, j->net.train.seed, o->augment, &j->ds, e);
+    if (!rc && val_split > 0) rc = vd_data_hold_out(j->ds, val_split, e);
     if (rc == VD_EUSAGE && data == j->resume_data) {
         /* not the command line's fault: the state file holds a bad spec */
         vd_err_prefix(e, "the data spec recorded in %s.state", o->resume);
@@ -320,6 +331,9 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
     if (!rc) rc = stop_check(o, "after opening the data", e);
     if (rc) return rc;
     j->data_info = vd_data_get_info(j->ds);
+    if (j->net.norm.n && vd_data_is_synthetic(j->ds))
+        say(j, VD_TEV_NOTE, "the spec's data.normalize does not apply to synthetic data "
+            "(its pixels are made normalised)");
     if ((rc = run_length(j, o, e)) || (rc = check_paths(j, o, data, e))) return rc;
     /* fail before training, not after it, when --save cannot be written */
     if (o->save && j->world.rank == 0 && (rc = vd_output_check(o->save, e))) {

@@ -54,6 +54,8 @@ typedef struct vd_train_job_opts {
     int64_t log_every;
     int loader_threads;         /* --loader-threads: 0 = the loader's choice */
     const char *data, *save, *resume, *init, *plan_json, *metrics;
+    double val_split;           /* --val-split F: hold out F of a folder's train images
+                                   (vd_data_hold_out); 0 = none */
     vd_ckpt_dtype save_dtype;
     bool augment, poison;
     bool mpi;                   /* --mpi: this process is one rank of an mpirun job */

@@ -16,6 +16,7 @@ enum { REC = 3073, PIX = 1024, MAX_RECORDS = 10000 };
 
 typedef struct cifar {
     uint8_t *rec[2];            /* [n * REC] per split */
+    float mean[3], std[3];      /* the normalisation (vd_data_norm_get) */
 } cifar;
 
 /* Append the records of the batch file at path to *buf (*n records). Its
@@ -61,14 +62,12 @@ static int append_file(const char *path, uint8_t **buf, int64_t *n, vd_err *e) {
 static int cifar_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                         float *x, int32_t *label, vd_err *e) {
     (void)aug_key; (void)e;
-    static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };
-    static const float std[3] = { 0.2470f, 0.2435f, 0.2616f };
     const cifar *c = ds->impl;
     const uint8_t *r = c->rec[split] + index * REC;
     *label = r[0];
     for (int ch = 0; ch < 3; ch++)
         for (int i = 0; i < PIX; i++)
-            x[ch * PIX + i] = ((float)r[1 + ch * PIX + i] / 255.0f - mean[ch]) / std[ch];
+            x[ch * PIX + i] = ((float)r[1 + ch * PIX + i] / 255.0f - c->mean[ch]) / c->std[ch];
     return VD_OK;
 }
 
@@ -101,6 +100,9 @@ int vd_data_open_cifar10(vd_dataset *ds, const char *dir, const vd_net *net, vd_
         vd_free(path);
     }
     if (rc) { cifar_close(ds); return rc; }
+    static const float mean[3] = { 0.4914f, 0.4822f, 0.4465f };   /* CIFAR-10's own */
+    static const float std[3] = { 0.2470f, 0.2435f, 0.2616f };
+    vd_data_norm_get(net, 3, mean, std, c->mean, c->std);
     ds->info.c = 3;
     ds->info.h = 32;
     ds->info.w = 32;

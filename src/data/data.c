@@ -1,6 +1,7 @@
 /* data.c — dataset dispatch, epoch permutations, and the batch loader. It
  * calls the readers (data_impl.h's vd_data_open_*); they call only the
  * shared helpers of data_util.c, never this file. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,14 +127,46 @@ static uint64_t rng_below(vd_rng *r, uint64_t bound) {
     }
 }
 
-void vd_data_epoch_perm(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm) {
+/* A Fisher-Yates permutation of [0, n) drawn from vd_rng(seed, stream). */
+static void draw_perm(int64_t n, uint64_t seed, uint64_t stream, int64_t *perm) {
     vd_rng r;
-    vd_rng_seed(&r, seed, 0x5EED000000000000ull ^ (uint64_t)epoch);
+    vd_rng_seed(&r, seed, stream);
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = (int64_t)rng_below(&r, (uint64_t)i + 1);
         int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
     }
+}
+
+void vd_data_epoch_perm(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm) {
+    draw_perm(n, seed, 0x5EED000000000000ull ^ (uint64_t)epoch, perm);
+}
+
+int vd_data_hold_out(vd_dataset *ds, double fraction, vd_err *e) {
+    if (!(fraction > 0 && fraction < 1))
+        return vd_errf(e, VD_EUSAGE, "--val-split %g: the fraction held out must be between 0 "
+                       "and 1 (exclusive)", fraction);
+    int64_t n = ds->info.n[VD_SPLIT_TRAIN], nt = ds->info.n[VD_SPLIT_TEST];
+    if (!ds->hold_out || nt > 0)
+        return vd_errf(e, VD_EUSAGE, "--val-split: %s has a held-out split of its own%s; "
+                       "--val-split is for a folder:DIR without val/", ds->info.desc,
+                       ds->hold_out ? " (its val/ directory)" : "");
+    int64_t k = llround(fraction * (double)n);
+    if (k < 1 || k >= n)
+        return vd_errf(e, VD_EUSAGE, "--val-split %g of the %lld training images holds out "
+                       "%lld: each split needs at least one image", fraction, (long long)n,
+                       (long long)k);
+    int64_t *perm = vd_malloc(sizeof(int64_t) * (size_t)n, e);
+    bool *held = vd_calloc((size_t)n, sizeof(bool), e);
+    int rc = perm && held ? VD_OK : VD_ENOMEM;
+    if (!rc) {
+        draw_perm(n, ds->seed, 0x7A1D5011700000ull, perm);
+        for (int64_t i = 0; i < k; i++) held[perm[i]] = true;
+        rc = ds->hold_out(ds, held, fraction, e);
+    }
+    vd_free(perm);
+    vd_free(held);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -202,6 +235,11 @@ static int64_t index_of(vd_loader *ld, uint64_t s) {
     return ld->perm[k][pos];
 }
 
+/* cfg.pad: the label of sample counter s past the split's end is padding. */
+static void pad_label(const vd_loader *ld, uint64_t s, int32_t *label) {
+    if (ld->cfg.pad && s >= (uint64_t)ld->ds->info.n[ld->cfg.split]) *label = VD_LABEL_PAD;
+}
+
 /* Sample index (aug_key s) into x [sample_floats]: floats CHW (dt F32), or
  * 16-bit dt HWC; tmp [sample_floats] (may be NULL: allocated on first need,
  * the caller's to free) holds the floats that are converted where the data
@@ -267,6 +305,7 @@ static void *worker(void *arg) {
                                  dt != VD_DT_F32 ? (void *)((uint16_t *)sl->x + at)
                                                  : (void *)(sl->x + at),
                                  &sl->labels[i0 + i], &tmp, &err);
+                pad_label(ld, s0 + (uint64_t)i, &sl->labels[i0 + i]);
             }
         }
         pthread_mutex_lock(&ld->mu);
@@ -449,6 +488,7 @@ static int remake_f32(vd_loader *ld, int64_t b, float *x, int32_t *labels, vd_er
         int rc = vd_data_sample(ld->ds, ld->cfg.split, index, s0 + (uint64_t)i,
                                 x + (int64_t)i * ld->sample_floats, &labels[i], e);
         if (rc) return rc;
+        pad_label(ld, s0 + (uint64_t)i, &labels[i]);
     }
     return VD_OK;
 }
@@ -510,8 +550,10 @@ int vd_loader_next_synth(vd_loader *ld, vd_synth_batch *b, int32_t *labels, vd_e
     pthread_mutex_lock(&ld->mu);    /* index_of's permutation cache */
     for (int i = 0; i < n; i++) b->index[i] = index_of(ld, s0 + (uint64_t)i);
     pthread_mutex_unlock(&ld->mu);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         labels[i] = vd_synth_label(vd_synth_key(ds->seed, b->split, b->index[i]), ds->info.classes);
+        pad_label(ld, s0 + (uint64_t)i, &labels[i]);
+    }
     ld->next_consume++;
     return VD_OK;
 }

@@ -4,7 +4,9 @@
  * A dataset has two splits (train, test); each split is a fixed number of
  * samples addressed by index. A sample is one image already normalised to
  * fp32 CHW of exactly the net's input shape, plus an int32 label in
- * [0, classes). Normalisation per kind (also in man/vdnn-train.1):
+ * [0, classes). Normalisation per kind (also in man/vdnn-train.1), unless
+ * the net's spec gives its own (data.normalize, net->norm: the mean and std
+ * of each channel replace the kind's):
  *   mnist     (x/255 - 0.1307) / 0.3081
  *   cifar10   (x/255 - mean[c]) / std[c], mean (0.4914, 0.4822, 0.4465),
  *             std (0.2470, 0.2435, 0.2616)
@@ -53,8 +55,10 @@ typedef struct vd_dataset vd_dataset;
  *   "cifar10:DIR"                DIR/data_batch_{1..5}.bin, DIR/test_batch.bin
  *   "folder:DIR"                 DIR/train/<class>/IMAGE (.jpg .jpeg .png .bmp .ppm .pgm),
  *                                DIR/val/<class>/IMAGE (val optional)
- * augment (folder only): train samples take a random crop along the longer
- * side and a random horizontal flip, keyed by (seed, sample counter).
+ * augment (folder only): train samples take torchvision's RandomResizedCrop
+ * box and a random horizontal flip, keyed by (seed, sample counter); without
+ * it (and the test split always) the evaluation's centre box (data_impl.h,
+ * vd_box_center).
  * Shape mismatches with the net (channels, height, width, more classes than
  * the net outputs) are VD_EUSAGE; missing files VD_EIO; corrupt or truncated
  * files VD_EDATA naming the file. On success *out owns everything. */
@@ -69,6 +73,17 @@ const vd_data_info *vd_data_get_info(const vd_dataset *ds);
  * generate them (vd_loader_cfg.synth_device). */
 bool vd_data_is_synthetic(const vd_dataset *ds);
 
+/* Hold out a fraction of the train split as the test split (vdnn-train
+ * --val-split F), for a data set without a test split of its own (a
+ * folder:DIR without val/): round(F * n) of its n train images become the
+ * test split, the first of a permutation drawn from ds's seed (and a stream
+ * of its own: not an epoch's order); the rest stay the train split. Both
+ * keep the images' order. The same seed and F give the same splits in every
+ * run. Call once, before any loader. VD_EUSAGE with the reason: F outside
+ * (0, 1), a data set with a test split of its own (mnist, cifar10,
+ * synthetic, a folder with val/), or a split left empty. */
+int vd_data_hold_out(vd_dataset *ds, double fraction, vd_err *e);
+
 /* Fill x [c*h*w] and *label with sample `index` of split. aug_key selects the
  * random crop/flip when the dataset was opened with augment (train split
  * only; ignored otherwise). Errors: VD_EDATA naming the file (image decode),
@@ -77,13 +92,14 @@ int vd_data_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_k
                    float *x, int32_t *label, vd_err *e);
 
 /* The image file at path as folder:DIR data gives one of its held-out
- * (val) images: decoded to c channels (1 or 3), resized to cover h x w,
- * centre-cropped and normalised (the header comment), into x [c*h*w] as
+ * (val) images to net: decoded to its input's c channels (1 or 3),
+ * resized to cover its h x w, centre-cropped and normalised (the header
+ * comment; the spec's data.normalize), into x [c*h*w] as
  * floats, CHW. For classifying image files of no data set (vdnn-predict).
  * Errors: VD_EDATA naming the file (not a JPEG, PNG, BMP, PPM or PGM image,
  * cannot be decoded, cut short, too many pixels), VD_EIO naming it (cannot
  * be opened or read), VD_ENOMEM. */
-int vd_data_image_eval(const char *path, int c, int h, int w, float *x, vd_err *e);
+int vd_data_image_eval(const vd_net *net, const char *path, float *x, vd_err *e);
 
 /* How folder data decodes JPEG files: TurboJPEG at a reduced DCT scale
  * where the resize allows it (the default), TurboJPEG always in full, or
@@ -115,7 +131,14 @@ typedef struct vd_loader_cfg {
     int rank, ranks;        /* one process's shard (vdnn-train --mpi): with ranks > 1
                                the loader's batch k is batch k*ranks + rank of the
                                sequence below (0, 0: every batch) */
+    bool pad;               /* the split is read once (evaluation): a sample counter
+                               at or past its end is padding (the batches are whole,
+                               wrapping as always) and gets the label VD_LABEL_PAD */
 } vd_loader_cfg;
+
+/* The label of a padding sample (vd_loader_cfg.pad; vd_exec_eval_step does
+ * not score it). */
+#define VD_LABEL_PAD (-1)
 
 /* The default number of loader threads: the online cores, at most
  * VD_LOADER_MAX_DEFAULT_THREADS (more rarely helps: the training thread and

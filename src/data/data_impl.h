@@ -20,6 +20,11 @@ struct vd_dataset {
      * float, for a loader whose consumer takes bf16 (vd_loader_next_as). */
     int (*sample_bf16)(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
                        uint16_t *x, int32_t *label, vd_err *e);
+    /* Optional (NULL: the kind has its own test split): make the train
+     * samples i with held[i] the test split, the others the train split,
+     * each keeping its order; update info.n and info.desc (vd_data_hold_out,
+     * fraction: for the description). */
+    int (*hold_out)(vd_dataset *ds, const bool *held, double fraction, vd_err *e);
     void (*close)(vd_dataset *ds);   /* frees impl */
 };
 
@@ -46,6 +51,51 @@ int vd_data_pread(int fd, const char *path, void *buf, size_t n, uint64_t off, v
  * otherwise. */
 int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
                         const vd_net *net, vd_err *e);
+/* The normalisation of a reader's C-channel images (data_util.c): the
+ * spec's data.normalize (net->norm) where it gives one, else the kind's
+ * own dflt_mean[C] / dflt_std[C]; into mean[C], std[C] (x/255 - mean) / std. */
+void vd_data_norm_get(const vd_net *net, int C, const float *dflt_mean, const float *dflt_std,
+                      float *mean, float *std);
+/* *buf of at least n bytes, its old contents dropped (data_util.c): a
+ * scratch buffer that grows to the largest need. VD_ENOMEM (then *buf NULL,
+ * *cap 0). */
+int vd_data_grow(void **buf, size_t *cap, size_t n, vd_err *e);
+
+/* ---- folder samples: where they come from in the image (crop.c) and the
+ * resampling (resize.c). A box is a rectangle of an image's pixel
+ * coordinates (pixel (i, j) covers [i, i + 1) x [j, j + 1)): x, y its
+ * top-left corner, w, h > 0 its size, inside the image. */
+typedef struct vd_box { double x, y, w, h; } vd_box;
+/* Evaluation (and training without augmentation): torchvision's
+ * Resize(round(size / VD_EVAL_CROP_FRACTION)) + CenterCrop(size), the
+ * ImageNet convention (256 -> 224). */
+#define VD_EVAL_CROP_FRACTION 0.875
+/* The centre box of an iw x ih image that an H x W input sees in
+ * evaluation: the image scaled by s so that it covers (H, W) /
+ * VD_EVAL_CROP_FRACTION, then its centre H x W; in the image's pixels
+ * H / s x W / s, centred. */
+void vd_box_center(int iw, int ih, int H, int W, vd_box *b);
+/* torchvision's RandomResizedCrop(scale=(0.08, 1), ratio=(3/4, 4/3)) box of
+ * an iw x ih image and RandomHorizontalFlip's coin, drawn from key: up to
+ * VD_RRC_ATTEMPTS tries of an area fraction uniform in the scale range and
+ * an aspect ratio (w / h) log-uniform in the ratio range, w and h rounded
+ * to whole pixels, the first that fits placed uniformly (whole pixels);
+ * else the centre box of the whole image clipped to the ratio range. */
+#define VD_RRC_SCALE_MIN 0.08
+#define VD_RRC_SCALE_MAX 1.0
+#define VD_RRC_RATIO_MIN (3.0 / 4.0)
+#define VD_RRC_RATIO_MAX (4.0 / 3.0)
+#define VD_RRC_ATTEMPTS 10
+void vd_box_random_resized(int iw, int ih, uint64_t key, vd_box *b, bool *flip);
+/* Box b of px [ih][iw][C] (8-bit) resampled to out [H][W][C] with
+ * stb_image_resize, per axis: where the box shrinks, area averaging (each
+ * output pixel the mean of the box's area under it: anti-aliased); where
+ * it grows, bilinear interpolation (half-pixel centres); pixels outside the
+ * box's whole pixels are taken as the nearest edge pixel of them. Rounded to
+ * 8 bits, as torchvision's resize of an 8-bit image. *work, *work_cap:
+ * stb's working memory (vd_data_grow). VD_ENOMEM. */
+int vd_image_resize(const unsigned char *px, int iw, int ih, int C, const vd_box *b,
+                    unsigned char *out, int W, int H, void **work, size_t *work_cap, vd_err *e);
 
 /* An 8-bit image decoded by vd_image_load: px [h][w][C]. */
 typedef struct vd_image {
@@ -59,8 +109,8 @@ typedef struct vd_image {
 
 /* Decode the image file at path to C (1 or 3) channels. A JPEG (by its first
  * bytes) goes through TurboJPEG unless dec is VD_JPEG_STB, at the smallest
- * DCT scale 1/8, 1/4, 1/2 whose size still covers the size the image is
- * resized to for an H x W input (cover_size in folder.c; never scaled with
+ * DCT scale 1/8, 1/4, 1/2 at which the evaluation's centre box for an H x W
+ * input (vd_box_center) still holds H x W pixels (never scaled with
  * VD_JPEG_TURBO_FULL); a binary PPM / PGM (vd_pnm) is read by vdnn itself;
  * PNG and BMP go through stb_image, after the checks that keep it in bounds
  * (vd_image_check_data, vd_jpeg_stb_check for JPEG with VD_JPEG_STB); any

@@ -1,5 +1,6 @@
 /* data_util.c — what the data set readers share: opening and reading their
- * files, and the check of a data set's shape against the net. The readers
+ * files, the check of a data set's shape against the net, its normalisation
+ * and scratch buffers. The readers
  * (mnist.c, cifar10.c, folder.c, image_check.c) call these and never data.c,
  * which dispatches to them: the calls run one way. */
 #include <errno.h>
@@ -19,6 +20,24 @@ int vd_data_check_shape(const char *what, int c, int h, int w, int classes,
         return vd_errf(e, VD_EUSAGE,
                        "%s has %d classes but net '%s' outputs only %d", what, classes,
                        net->name, net->classes);
+    return VD_OK;
+}
+
+void vd_data_norm_get(const vd_net *net, int C, const float *dflt_mean, const float *dflt_std,
+                      float *mean, float *std) {
+    for (int c = 0; c < C; c++) {
+        mean[c] = net->norm.n ? net->norm.mean[c] : dflt_mean[c];
+        std[c] = net->norm.n ? net->norm.std[c] : dflt_std[c];
+    }
+}
+
+int vd_data_grow(void **buf, size_t *cap, size_t n, vd_err *e) {
+    if (*cap >= n) return VD_OK;
+    vd_free(*buf);
+    *cap = 0;
+    *buf = vd_malloc(n, e);
+    if (!*buf) return VD_ENOMEM;
+    *cap = n;
     return VD_OK;
 }
 

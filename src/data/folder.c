@@ -8,18 +8,21 @@
  * label = index in that list. A val class that has no train directory is an
  * error.
  *
- * Each image is decoded to the net's channel count (1 or 3), scaled so that
- * it covers the net input (for a square input: shorter side = input size)
- * with bilinear interpolation (half-pixel centres, no antialiasing), then
- * center-cropped. With augment, train images take a uniformly random crop
- * position instead and are flipped horizontally with probability 1/2, keyed
- * by (seed, sample counter).
+ * Each image is decoded to the net's channel count (1 or 3) and a box of it
+ * (crop.c) resampled to the net's input with stb_image_resize (resize.c:
+ * area averaging where it shrinks, bilinear where it grows, 8 bits), then
+ * normalised through a table per channel (the data set's mean and std, or
+ * the spec's data.normalize). The box: the evaluation's centre crop
+ * (vd_box_center, torchvision's Resize(S / 0.875) + CenterCrop(S)) for the
+ * test split and for training without augment; with augment, train images
+ * take torchvision's RandomResizedCrop box and are flipped horizontally
+ * with probability 1/2, keyed by (seed, sample counter).
  *
  * JPEG files (recognised by their first bytes, not the name) are decoded at
- * the smallest DCT scale of 1/8, 1/4, 1/2 whose image still covers the
- * resize target (otherwise in full), so a large photo is never decoded in
- * full only to be shrunk; the crop geometry is computed on the full size
- * either way (the same crop of the same scene). libjpeg's "Corrupt JPEG
+ * the smallest DCT scale of 1/8, 1/4, 1/2 at which the box still holds the
+ * input's pixels (otherwise in full), so a large photo is never decoded in
+ * full only to be shrunk; the box is computed on the full size either way
+ * (the same crop of the same scene). libjpeg's "Corrupt JPEG
  * data" warnings are tolerated (libjpeg recovers; e.g. extraneous bytes
  * before a marker, as in a few ImageNet files); a truncated file is not. */
 #include <ctype.h>
@@ -53,18 +56,25 @@ typedef struct scratch {
     size_t file_cap;
     unsigned char *px;          /* [px_cap] decoded pixels */
     size_t px_cap;
-    void *work;                 /* [work_cap] bytes: taps and rows of the resize */
+    void *rs;                   /* [rs_cap] the resampled pixels, H x W x C */
+    size_t rs_cap;
+    void *work;                 /* [work_cap] stb_image_resize's working memory */
     size_t work_cap;
 } scratch;
 
 enum { SCRATCH_KEEP_BYTES = 16 << 20 };
 
 typedef struct folder {
+    char *dir;                  /* DIR of folder:DIR */
     int n_classes;
     char **classes;             /* [n_classes] sorted names */
     item *items[2];             /* [info.n[split]] */
     int64_t cap[2];
     vd_jpeg_decoder jpeg;       /* VD_JPEG_TURBO unless a test or benchmark chose */
+    /* the normalisation of an 8-bit value v of channel c (vd_data_norm_get):
+     * v * (1 / (255 std)) - mean / std in float, and that rounded to bf16 */
+    float lut[3][256];
+    uint16_t lut16[3][256];
     pthread_mutex_t pool_mu;    /* guards pool */
     scratch *pool;              /* free scratches */
 } folder;
@@ -73,6 +83,7 @@ static void scratch_free(scratch *s) {
     if (!s) return;
     vd_free(s->file);
     vd_free(s->px);
+    vd_free(s->rs);
     vd_free(s->work);
     vd_free(s);
 }
@@ -90,22 +101,12 @@ static scratch *scratch_get(folder *f, vd_err *e) {
 static void scratch_put(folder *f, scratch *s) {
     if (s->file_cap > SCRATCH_KEEP_BYTES) { VD_FREE(s->file); s->file_cap = 0; }
     if (s->px_cap > SCRATCH_KEEP_BYTES) { VD_FREE(s->px); s->px_cap = 0; }
+    if (s->rs_cap > SCRATCH_KEEP_BYTES) { VD_FREE(s->rs); s->rs_cap = 0; }
     if (s->work_cap > SCRATCH_KEEP_BYTES) { VD_FREE(s->work); s->work_cap = 0; }
     pthread_mutex_lock(&f->pool_mu);
     s->next = f->pool;
     f->pool = s;
     pthread_mutex_unlock(&f->pool_mu);
-}
-
-/* *buf of at least n bytes (its old contents dropped). */
-static int grow(void **buf, size_t *cap, size_t n, vd_err *e) {
-    if (*cap >= n) return VD_OK;
-    vd_free(*buf);
-    *cap = 0;
-    *buf = vd_malloc(n, e);
-    if (!*buf) return VD_ENOMEM;
-    *cap = n;
-    return VD_OK;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -245,13 +246,16 @@ static int scan_split(folder *f, int split, const char *root, int64_t *n, vd_err
 
 /* ---- decoding -------------------------------------------------------------- */
 
-/* The size (*rw x *rh) an iw x ih image is resized to so that it covers H x W. */
-static void cover_size(int iw, int ih, int H, int W, int *rw, int *rh) {
-    double s = fmax((double)H / ih, (double)W / iw);
-    *rh = (int)lround(ih * s);
-    *rw = (int)lround(iw * s);
-    if (*rh < H) *rh = H;
-    if (*rw < W) *rw = W;
+/* Which box of an image a sample takes (crop.c): the evaluation's centre
+ * box for an H x W input, or (random: augmented training) RandomResizedCrop's,
+ * drawn from key. */
+typedef struct crop_req { int H, W; bool random; uint64_t key; } crop_req;
+
+/* q's box of an iw x ih image in its pixels, and *flip (mirror the sample). */
+static void crop_box(const crop_req *q, int iw, int ih, vd_box *b, bool *flip) {
+    *flip = false;
+    if (q->random) vd_box_random_resized(iw, ih, q->key, b, flip);
+    else vd_box_center(iw, ih, q->H, q->W, b);
 }
 
 /* Read the image file at path (a regular file of at most
@@ -266,7 +270,10 @@ static int read_file(const char *path, scratch *s, unsigned char **buf, size_t *
     size_t len = (size_t)size;      /* <= 1 GiB */
     unsigned char *b;
     if (s) {
-        if (grow((void **)&s->file, &s->file_cap, len ? len : 1, e)) { close(fd); return VD_ENOMEM; }
+        if (vd_data_grow((void **)&s->file, &s->file_cap, len ? len : 1, e)) {
+            close(fd);
+            return VD_ENOMEM;
+        }
         b = s->file;
     } else {
         b = vd_malloc(len ? len : 1, e);
@@ -290,10 +297,10 @@ static int read_file(const char *path, scratch *s, unsigned char **buf, size_t *
 }
 
 /* TurboJPEG: decode jpg [n] with tj to C channels at the smallest
- * power-of-two DCT scale (1/8 .. 1) whose image still covers the resize
- * target of H x W, into s's pixel buffer (img->borrowed) or, s NULL, a new
- * one. The pixel limit (vd_image_check_size) is checked on TurboJPEG's
- * header.
+ * power-of-two DCT scale (1/8 .. 1) at which q's box (*box, *flip: from the
+ * header's size) still holds at least the H x W pixels it is resampled to,
+ * into s's pixel buffer (img->borrowed) or, s NULL, a new one. The pixel
+ * limit (vd_image_check_size) is checked on TurboJPEG's header.
  *
  * Only the power-of-two scales: libjpeg-turbo (2.1 and 3.0) has SIMD code
  * for the 8x8, 4x4, 2x2 and 1x1 inverse DCTs only; the other M/8 scales use
@@ -306,7 +313,8 @@ static int read_file(const char *path, scratch *s, unsigned char **buf, size_t *
  * the accurate decode by up to 3 (mean 0.09): outside the tolerances of
  * the tests (jpeg_turbo_matches_stb). */
 static int turbo_decode(const char *path, tjhandle tj, const unsigned char *jpg, size_t n, int C,
-                        int H, int W, bool full, scratch *s, vd_image *img, vd_err *e) {
+                        const crop_req *q, bool full, scratch *s, vd_image *img, vd_box *box,
+                        bool *flip, vd_err *e) {
     int iw = 0, ih = 0, sub, cs, rc = VD_OK;
     unsigned char *px = NULL;
     if (n > (size_t)ULONG_MAX ||
@@ -315,17 +323,15 @@ static int turbo_decode(const char *path, tjhandle tj, const unsigned char *jpg,
     if (iw < 1 || ih < 1)       /* headers cut short: TurboJPEG reports no error */
         return vd_image_decode_error(path, "no image size", e);
     if ((rc = vd_image_check_size(path, iw, ih, e))) return rc;
-    int rw, rh;
-    cover_size(iw, ih, H, W, &rw, &rh);
+    crop_box(q, iw, ih, box, flip);
     int denom = 1;
-    while (!full && denom < 8 && TJSCALED(iw, ((tjscalingfactor){ 1, denom * 2 })) >= rw &&
-           TJSCALED(ih, ((tjscalingfactor){ 1, denom * 2 })) >= rh)
+    while (!full && denom < 8 && box->w >= 2.0 * denom * q->W && box->h >= 2.0 * denom * q->H)
         denom *= 2;
     tjscalingfactor f = { 1, denom };
     int sw = TJSCALED(iw, f), sh = TJSCALED(ih, f);
     size_t bytes = (size_t)sw * (size_t)sh * (size_t)C;
     if (s) {
-        if (grow((void **)&s->px, &s->px_cap, bytes, e)) return VD_ENOMEM;
+        if (vd_data_grow((void **)&s->px, &s->px_cap, bytes, e)) return VD_ENOMEM;
         px = s->px;
     } else if (!(px = vd_malloc(bytes, e))) {
         return VD_ENOMEM;
@@ -397,34 +403,10 @@ static int pnm_decode(const char *path, const unsigned char *b, size_t n, int C,
     return VD_OK;
 }
 
-/* Decode the image file path's bytes buf [n] (see vd_image_load); s: the
- * sample's scratch (its pixel buffer) or NULL. buf
- * stays the caller's. */
-static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, int W,
-                  vd_jpeg_decoder dec, scratch *s, vd_image *img, vd_err *e) {
-    memset(img, 0, sizeof *img);
-    /* the file against its own lengths (and PNG's CRCs) first: no decoder
-     * is given a file cut short; this also keeps stb_image from growing its
-     * buffer to the length a PNG chunk claims (up to 2 GiB) before it finds
-     * the file shorter */
-    int rc = vd_image_check_data(path, buf, n, e);
-    if (rc) return rc;
-    vd_image_kind kind = vd_image_kind_of(buf, n);
-    if (kind == VD_IMAGE_JPEG && dec != VD_JPEG_STB) {
-        /* a decompressor per image, never kept: libjpeg keeps the Huffman
-         * and quantization tables a file defined for the next one, so a
-         * file that leaves one out would decode (or fail) by what the
-         * thread decoded before (fuzz_image found it on its seed corpus) */
-        tjhandle tj = tjInitDecompress();
-        if (!tj) return vd_errf(e, VD_ENOMEM, "%s: cannot start the JPEG decoder", path);
-        rc = turbo_decode(path, tj, buf, n, C, H, W, dec == VD_JPEG_TURBO_FULL, s, img, e);
-        tjDestroy(tj);
-        return rc;
-    }
-    if (kind == VD_IMAGE_PNM) return pnm_decode(path, buf, n, C, img, e);
-    if (kind == VD_IMAGE_OTHER)     /* stb_image is given only the formats vdnn reads */
-        return vd_image_not_supported(path, e);
-    if (kind == VD_IMAGE_JPEG) {    /* what would send stb_image past its arrays */
+/* PNG, BMP and (VD_JPEG_STB) JPEG through stb_image, to C channels. */
+static int stb_decode(const char *path, unsigned char *buf, size_t n, int C, vd_image *img,
+                      vd_err *e) {
+    if (vd_image_kind_of(buf, n) == VD_IMAGE_JPEG) {   /* what would send stb_image past it */
         FILE *f = fmemopen(buf, n, "rb");
         if (!f) return vd_errf(e, VD_ENOMEM, "%s: out of memory", path);
         const char *why = vd_jpeg_stb_check(f, false);
@@ -448,6 +430,40 @@ static int decode(const char *path, unsigned char *buf, size_t n, int C, int H, 
     return VD_OK;
 }
 
+/* Decode the image file path's bytes buf [n] (see vd_image_load) for q's
+ * box, which goes to *box (in the full-size image's pixels) with *flip; s:
+ * the sample's scratch (its pixel buffer) or NULL. buf stays the caller's. */
+static int decode(const char *path, unsigned char *buf, size_t n, int C, const crop_req *q,
+                  vd_jpeg_decoder dec, scratch *s, vd_image *img, vd_box *box, bool *flip,
+                  vd_err *e) {
+    memset(img, 0, sizeof *img);
+    /* the file against its own lengths (and PNG's CRCs) first: no decoder
+     * is given a file cut short; this also keeps stb_image from growing its
+     * buffer to the length a PNG chunk claims (up to 2 GiB) before it finds
+     * the file shorter */
+    int rc = vd_image_check_data(path, buf, n, e);
+    if (rc) return rc;
+    vd_image_kind kind = vd_image_kind_of(buf, n);
+    if (kind == VD_IMAGE_JPEG && dec != VD_JPEG_STB) {
+        /* a decompressor per image, never kept: libjpeg keeps the Huffman
+         * and quantization tables a file defined for the next one, so a
+         * file that leaves one out would decode (or fail) by what the
+         * thread decoded before (fuzz_image found it on its seed corpus) */
+        tjhandle tj = tjInitDecompress();
+        if (!tj) return vd_errf(e, VD_ENOMEM, "%s: cannot start the JPEG decoder", path);
+        rc = turbo_decode(path, tj, buf, n, C, q, dec == VD_JPEG_TURBO_FULL, s, img, box, flip,
+                          e);
+        tjDestroy(tj);
+        return rc;
+    }
+    if (kind == VD_IMAGE_OTHER)     /* stb_image is given only the formats vdnn reads */
+        return vd_image_not_supported(path, e);
+    rc = kind == VD_IMAGE_PNM ? pnm_decode(path, buf, n, C, img, e)
+                              : stb_decode(path, buf, n, C, img, e);
+    if (!rc) crop_box(q, img->full_w, img->full_h, box, flip);
+    return rc;
+}
+
 int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd_image *img,
                   vd_err *e) {
     memset(img, 0, sizeof *img);
@@ -455,7 +471,10 @@ int vd_image_load(const char *path, int C, int H, int W, vd_jpeg_decoder dec, vd
     size_t n;
     int rc = read_file(path, NULL, &buf, &n, e);
     if (rc) return rc;
-    rc = decode(path, buf, n, C, H, W, dec, NULL, img, e);
+    crop_req q = { .H = H, .W = W };
+    vd_box box;
+    bool flip;
+    rc = decode(path, buf, n, C, &q, dec, NULL, img, &box, &flip, e);
     vd_free(buf);
     return rc;
 }
@@ -468,111 +487,36 @@ void vd_image_free(vd_image *img) {
 
 /* ---- samples ----------------------------------------------------------------- */
 
-/* Bilinear taps along one axis: for output o in [0, n), source coordinate
- * (o + off + 0.5) * scale - 0.5 clamped to [0, len - 1] (half-pixel centres),
- * lower tap i0, upper i1, weight of the upper t. */
-static void taps(int n, int off, bool flip, float scale, int len, int *i0, int *i1, float *t) {
-    for (int o = 0; o < n; o++) {
-        int r = flip ? (n - 1 - o) : o;
-        float s = ((float)(r + off) + 0.5f) * scale - 0.5f;
-        if (s < 0) s = 0;
-        if (s > (float)(len - 1)) s = (float)(len - 1);
-        int a = (int)s;
-        i0[o] = a;
-        i1[o] = a + 1 < len ? a + 1 : a;
-        t[o] = s - (float)a;
-    }
-}
-
-/* out[k] = r0[k] (1 - fy) + r1[k] fy for k < n. In blocks of 16 with
- * restrict pointers: GCC's -O2 (its "very cheap" vectoriser) vectorises
- * only loops of a known trip count that need no alias check. */
-static void blend_rows(const unsigned char *restrict r0, const unsigned char *restrict r1,
-                       float fy, float *restrict out, int n) {
-    float gy = 1.0f - fy;
-    int k = 0;
-    for (; k + 16 <= n; k += 16)
-        for (int j = 0; j < 16; j++) out[k + j] = (float)r0[k + j] * gy + (float)r1[k + j] * fy;
-    for (; k < n; k++) out[k] = (float)r0[k] * gy + (float)r1[k] * fy;
-}
-
-/* Output row oy of resample from the blended source row vrow (which starts
- * at column lo, times C): pixel ox blends vrow at xa[ox] and xb[ox] with
- * weight tx[ox], then v * a[c] + b[c]; to the float planes x (CHW) or, x16
- * not NULL, to orow [W*C] in channels-last order and then rounded to bf16
- * into x16. Both take the same floats, so the bf16 values are
- * vd_f32_to_bf16 of the float ones (ISO C: GCC contracts no a * b + c into
- * an FMA that would differ between the two). Inlined with C a constant (1
- * or 3). */
-static inline __attribute__((always_inline)) void
-out_row(int C, int H, int W, int oy, const float *restrict vrow, int lo, const int *xa,
-        const int *xb, const float *tx, const float *a, const float *b, float *restrict x,
-        float *restrict orow, uint16_t *restrict x16) {
+/* The resampled 8-bit pixels rs [H][W][C] (mirrored with flip) through the
+ * normalisation tables into x (float CHW) or, x16 not NULL, x16 (bf16 HWC);
+ * a loop per layout and channel count, so that the inner loops decide
+ * nothing per value. */
+static void normalise(const folder *f, int C, int H, int W, const unsigned char *rs, bool flip,
+                      float *restrict x, uint16_t *restrict x16) {
     size_t plane = (size_t)H * W;
-    float *o = x ? x + (size_t)oy * W : NULL;
-    /* the constants in registers: the stores could alias a[] and b[] */
-    float a0 = a[0], a1 = C == 3 ? a[1] : 0, a2 = C == 3 ? a[2] : 0;
-    float b0 = b[0], b1 = C == 3 ? b[1] : 0, b2 = C == 3 ? b[2] : 0;
-    for (int ox = 0; ox < W; ox++) {
-        const float *pa = vrow + (xa[ox] - lo), *pb = vrow + (xb[ox] - lo);
-        float fx = tx[ox], gx = 1.0f - fx;
-        float v0 = (pa[0] * gx + pb[0] * fx) * a0 + b0;
-        if (C == 1) {
-            if (x16) orow[ox] = v0;
-            else o[ox] = v0;
-            continue;
-        }
-        float v1 = (pa[1] * gx + pb[1] * fx) * a1 + b1;
-        float v2 = (pa[2] * gx + pb[2] * fx) * a2 + b2;
-        if (x16) {
-            orow[ox * 3] = v0;
-            orow[ox * 3 + 1] = v1;
-            orow[ox * 3 + 2] = v2;
-        } else {
-            o[ox] = v0;
-            o[plane + ox] = v1;
-            o[2 * plane + ox] = v2;
-        }
-    }
-    if (!x16) return;
-    /* the row's floats to bf16, in blocks of 16 (vectorised, as blend_rows) */
-    uint16_t *o16 = x16 + (size_t)oy * W * C;
-    int k = 0, n = W * C;
-    for (; k + 16 <= n; k += 16)
-        for (int j = 0; j < 16; j++) o16[k + j] = vd_f32_to_bf16(orow[k + j]);
-    for (; k < n; k++) o16[k] = vd_f32_to_bf16(orow[k]);
-}
-
-/* Resize + crop im to x (or x16): output pixel (ox, oy) is the bilinear
- * sample of the decoded image at the taps xa/xb/tx (columns, already times
- * C) and ya/yb/ty (rows), normalised per channel as (v / 255 - mean) / std
- * (as v * (1 / (255 std)) - mean / std). Separable: the two source rows of
- * an output row are blended over the columns the taps read (blend_rows),
- * then each output pixel blends two values of that row (out_row). vrow,
- * orow: scratch of im->w * C and W * C floats. */
-static void resample(const vd_image *im, int C, int H, int W, const int *xa, const int *xb,
-                     const float *tx, const int *ya, const int *yb, const float *ty, float *vrow,
-                     float *orow, float *x, uint16_t *x16) {
-    static const float mean3[3] = { 0.485f, 0.456f, 0.406f }, std3[3] = { 0.229f, 0.224f, 0.225f };
-    float a[3], b[3];
-    for (int c = 0; c < C; c++) {
-        float m = C == 3 ? mean3[c] : 0.449f, sd = C == 3 ? std3[c] : 0.226f;
-        a[c] = 1.0f / (255.0f * sd);
-        b[c] = -m / sd;
-    }
-    /* the columns read: [lo, hi] (times C) */
-    int lo = xa[0], hi = xb[0];
-    for (int o = 1; o < W; o++) {
-        if (xa[o] < lo) lo = xa[o];
-        if (xb[o] > hi) hi = xb[o];
-    }
-    int span = hi - lo + C;
-    size_t stride = (size_t)im->w * (size_t)C;
+    ptrdiff_t step = flip ? -C : C;     /* output column ox reads column ox or W - 1 - ox */
     for (int oy = 0; oy < H; oy++) {
-        blend_rows(im->px + (size_t)ya[oy] * stride + lo, im->px + (size_t)yb[oy] * stride + lo,
-                   ty[oy], vrow, span);
-        if (C == 3) out_row(3, H, W, oy, vrow, lo, xa, xb, tx, a, b, x, orow, x16);
-        else out_row(1, H, W, oy, vrow, lo, xa, xb, tx, a, b, x, orow, x16);
+        const unsigned char *p = rs + (size_t)oy * W * C + (flip ? (size_t)(W - 1) * C : 0);
+        size_t o = (size_t)oy * W;
+        if (x16 && C == 3) {
+            uint16_t *d = x16 + o * 3;
+            for (int ox = 0; ox < W; ox++, p += step, d += 3) {
+                d[0] = f->lut16[0][p[0]];
+                d[1] = f->lut16[1][p[1]];
+                d[2] = f->lut16[2][p[2]];
+            }
+        } else if (x16) {
+            for (int ox = 0; ox < W; ox++, p += step) x16[o + ox] = f->lut16[0][p[0]];
+        } else if (C == 3) {
+            float *d0 = x + o, *d1 = d0 + plane, *d2 = d1 + plane;
+            for (int ox = 0; ox < W; ox++, p += step) {
+                d0[ox] = f->lut[0][p[0]];
+                d1[ox] = f->lut[1][p[1]];
+                d2[ox] = f->lut[2][p[2]];
+            }
+        } else {
+            for (int ox = 0; ox < W; ox++, p += step) x[o + ox] = f->lut[0][p[0]];
+        }
     }
 }
 
@@ -587,54 +531,32 @@ static int folder_sample_to(vd_dataset *ds, vd_split split, int64_t index, uint6
     vd_image im = { 0 };
     unsigned char *buf;
     size_t n;
+    crop_req q = { .H = H, .W = W, .random = ds->augment && split == VD_SPLIT_TRAIN,
+                   .key = vd_mix64(ds->seed ^ vd_mix64(aug_key ^ 0xA06A06A06ull)) };
+    vd_box box;
+    bool flip = false;
     int rc = read_file(it->path, s, &buf, &n, e);
     /* the pixel limit (and stb_image's guards) before decoding: a JPEG for
      * TurboJPEG has it checked on TurboJPEG's own reading of its header
      * (turbo_decode), the others by vd_image_check_header */
     if (!rc && (vd_image_kind_of(buf, n) != VD_IMAGE_JPEG || f->jpeg == VD_JPEG_STB))
         rc = vd_image_check_header(it->path, NULL, NULL, e);
-    if (!rc) rc = decode(it->path, buf, n, C, H, W, f->jpeg, s, &im, e);
-    if (rc) { scratch_put(f, s); return rc; }
-    int iw = im.full_w, ih = im.full_h;
-    /* scale so the image covers H x W (geometry on the full size) */
-    int rw, rh;
-    cover_size(iw, ih, H, W, &rw, &rh);
-    int y0 = (rh - H) / 2, x0 = (rw - W) / 2;
-    bool flip = false;
-    if (ds->augment && split == VD_SPLIT_TRAIN) {
-        uint64_t k = vd_mix64(ds->seed ^ vd_mix64(aug_key ^ 0xA06A06A06ull));
-        y0 = (int)(k % (uint64_t)(rh - H + 1));
-        k = vd_mix64(k);
-        x0 = (int)(k % (uint64_t)(rw - W + 1));
-        flip = (vd_mix64(k) >> 63) != 0;
+    if (!rc) rc = decode(it->path, buf, n, C, &q, f->jpeg, s, &im, &box, &flip, e);
+    if (!rc) {
+        /* the box in the decoded pixels: pixel k of a 1/d decode covers the
+         * full size's [k d, (k + 1) d) (d a power of two: exact) */
+        double d = im.scale_denom;
+        box = (vd_box){ box.x / d, box.y / d, box.w / d, box.h / d };
+        rc = vd_data_grow(&s->rs, &s->rs_cap, (size_t)H * W * C, e);
+        if (!rc)
+            rc = vd_image_resize(im.px, im.w, im.h, C, &box, s->rs, W, H, &s->work, &s->work_cap,
+                                 e);
+        if (!rc) normalise(f, C, H, W, s->rs, flip, x, x16);
     }
-    /* half-pixel centres: full-size coordinate u is (u + 0.5) / d - 0.5 in a
-     * 1/d-scaled decode, so the taps use the scale divided by d (exact: d is
-     * a power of two) and the same offset */
-    float sx_scale = (float)iw / (float)rw, sy_scale = (float)ih / (float)rh;
-    if (im.scale_denom > 1) {
-        sx_scale /= (float)im.scale_denom;
-        sy_scale /= (float)im.scale_denom;
-    }
-    /* the work area: the taps xa xb ya yb (ints), tx ty, the blended source
-     * row (at most the decoded width) and an output row (floats) */
-    size_t ni = 2 * (size_t)(W + H), nf = (size_t)(W + H) + ((size_t)im.w + (size_t)W) * (size_t)C;
-    if (grow(&s->work, &s->work_cap, ni * sizeof(int) + nf * sizeof(float), e)) {
-        vd_image_free(&im);
-        scratch_put(f, s);
-        return VD_ENOMEM;
-    }
-    int *xa = s->work, *xb = xa + W, *ya = xb + W, *yb = ya + H;
-    float *tx = (float *)(void *)(yb + H), *ty = tx + W, *vrow = ty + H;
-    float *orow = vrow + (size_t)im.w * C;
-    taps(W, x0, flip, sx_scale, im.w, xa, xb, tx);
-    taps(H, y0, false, sy_scale, im.h, ya, yb, ty);
-    for (int o = 0; o < W; o++) { xa[o] *= C; xb[o] *= C; }
-    resample(&im, C, H, W, xa, xb, tx, ya, yb, ty, vrow, orow, x, x16);
     vd_image_free(&im);
     scratch_put(f, s);
-    *label = it->label;
-    return VD_OK;
+    if (!rc) *label = it->label;
+    return rc;
 }
 
 static int folder_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t aug_key,
@@ -657,12 +579,30 @@ int vd_data_set_jpeg_decoder(vd_dataset *ds, vd_jpeg_decoder dec, vd_err *e) {
 
 /* A folder data set of one held-out image, path: its sample 0 is the
  * evaluation transform of that file, whatever folder_sample_to does. */
-int vd_data_image_eval(const char *path, int c, int h, int w, float *x, vd_err *e) {
+/* f's normalisation tables for C channels: the spec's data.normalize, else
+ * ImageNet's mean and std (for grey images their means over the channels). */
+static void norm_tables(folder *f, const vd_net *net, int C) {
+    static const float mean3[3] = { 0.485f, 0.456f, 0.406f }, std3[3] = { 0.229f, 0.224f, 0.225f };
+    static const float mean1[1] = { 0.449f }, std1[1] = { 0.226f };
+    float mean[3], sd[3];
+    vd_data_norm_get(net, C, C == 3 ? mean3 : mean1, C == 3 ? std3 : std1, mean, sd);
+    for (int c = 0; c < C; c++) {
+        float a = 1.0f / (255.0f * sd[c]), b = -mean[c] / sd[c];
+        for (int v = 0; v < 256; v++) {
+            f->lut[c][v] = (float)v * a + b;
+            f->lut16[c][v] = vd_f32_to_bf16(f->lut[c][v]);
+        }
+    }
+}
+
+int vd_data_image_eval(const vd_net *net, const char *path, float *x, vd_err *e) {
+    int c = net->in_c, h = net->in_h, w = net->in_w;
     if (c != 1 && c != 3)
         return vd_errf(e, VD_EUSAGE, "image files give 1- or 3-channel inputs, not %d", c);
     item it = { .path = (char *)path, .label = 0 };   /* only read */
     folder f = { .n_classes = 1, .jpeg = VD_JPEG_TURBO };
     f.items[VD_SPLIT_TEST] = &it;
+    norm_tables(&f, net, c);
     pthread_mutex_init(&f.pool_mu, NULL);
     vd_dataset ds = { .impl = &f };
     snprintf(ds.info.kind, sizeof ds.info.kind, "folder");
@@ -686,6 +626,7 @@ static void folder_close(vd_dataset *ds) {
         vd_free(f->items[s]);
     }
     free_names(f->classes, f->n_classes);
+    vd_free(f->dir);
     while (f->pool) {
         scratch *s = f->pool;
         f->pool = s->next;
@@ -693,6 +634,27 @@ static void folder_close(vd_dataset *ds) {
     }
     pthread_mutex_destroy(&f->pool_mu);
     VD_FREE(ds->impl);
+}
+
+/* folder:DIR's held-out split from its train images (vd_data_hold_out). */
+static int folder_hold_out(vd_dataset *ds, const bool *held, double fraction, vd_err *e) {
+    folder *f = ds->impl;
+    int64_t n = ds->info.n[VD_SPLIT_TRAIN], kept = 0, out = 0;
+    item *val = vd_malloc(sizeof(item) * (size_t)n, e);
+    if (!val) return VD_ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        if (held[i]) val[out++] = f->items[VD_SPLIT_TRAIN][i];
+        else f->items[VD_SPLIT_TRAIN][kept++] = f->items[VD_SPLIT_TRAIN][i];
+    }
+    vd_free(f->items[VD_SPLIT_TEST]);
+    f->items[VD_SPLIT_TEST] = val;
+    f->cap[VD_SPLIT_TEST] = n;
+    ds->info.n[VD_SPLIT_TRAIN] = kept;
+    ds->info.n[VD_SPLIT_TEST] = out;
+    snprintf(ds->info.desc, sizeof ds->info.desc, "folder:%s (%d classes, %lld train, %lld val "
+             "held out by --val-split %g)", f->dir, f->n_classes, (long long)kept,
+             (long long)out, fraction);
+    return VD_OK;
 }
 
 int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_err *e) {
@@ -706,6 +668,8 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
     ds->close = folder_close;
     ds->sample = folder_sample;
     ds->sample_bf16 = folder_sample_bf16;
+    ds->hold_out = folder_hold_out;
+    if (!(f->dir = vd_strdup(dir, e))) { folder_close(ds); return VD_ENOMEM; }
     /* paths built whole (vd_strfmt): a cut one would name another directory */
     char *root = vd_strfmt(e, "%s/train", dir);
     if (!root) { folder_close(ds); return VD_ENOMEM; }
@@ -760,6 +724,7 @@ int vd_data_open_folder(vd_dataset *ds, const char *dir, const vd_net *net, vd_e
     ds->info.w = net->in_w;
     ds->info.classes = f->n_classes;
     ds->info.class_names = (const char *const *)f->classes;
+    norm_tables(f, net, ds->info.c);
     snprintf(ds->info.desc, sizeof ds->info.desc, "folder:%s (%d classes, %lld train, "
              "%lld val)", dir, f->n_classes, (long long)ds->info.n[0], (long long)ds->info.n[1]);
     return VD_OK;

@@ -18,6 +18,7 @@ typedef struct mnist {
     uint8_t *img[2];            /* [n * rows * cols] per split */
     uint8_t *lab[2];            /* [n] */
     int rows, cols;
+    float mean, std;            /* the normalisation (vd_data_norm_get) */
 } mnist;
 
 static uint32_t be32(const unsigned char *p) {
@@ -161,7 +162,7 @@ static int mnist_sample(vd_dataset *ds, vd_split split, int64_t index, uint64_t 
     int64_t px = (int64_t)m->rows * m->cols;
     const uint8_t *src = m->img[split] + 16 + index * px;
     for (int64_t i = 0; i < px; i++)
-        x[i] = ((float)src[i] / 255.0f - 0.1307f) / 0.3081f;
+        x[i] = ((float)src[i] / 255.0f - m->mean) / m->std;
     *label = m->lab[split][8 + index];
     return VD_OK;
 }
@@ -187,6 +188,8 @@ int vd_data_open_mnist(vd_dataset *ds, const char *dir, const vd_net *net, vd_er
         vd_free(what);
     }
     if (rc) { mnist_close(ds); return rc; }
+    static const float mean = 0.1307f, std = 0.3081f;   /* MNIST's own */
+    vd_data_norm_get(net, 1, &mean, &std, &m->mean, &m->std);
     /* n comes from the label files (validated equal to the image counts) */
     uint32_t ntr = be32(m->lab[0] + 4), nte = be32(m->lab[1] + 4);
     ds->info.c = 1;

@@ -35,11 +35,15 @@ struct vd_exec {
     uint64_t seed;
     float lr;
     float *loss;                /* [n] */
-    int *correct;               /* [n] */
+    int *correct;               /* [n] training: top-1 hits */
+    vd_eval_counts *ev;         /* [n] evaluation */
+    int train_correct;          /* the last training step's hits, all ranks */
     /* one process's part of a run over procs processes (vd_exec_group_set_procs) */
     int proc, procs;
     int (*gather)(const void *mine, void *all, size_t bytes, vd_err *e);
-    struct rank_out { float loss; int32_t correct; } *mine, *all;   /* [n], [n * procs] */
+    /* a step's results per rank: the loss, the training hits or the
+     * evaluation's counts (scored, top-1 in correct, top-5); [n], [n * procs] */
+    struct rank_out { float loss; int32_t correct, scored, top5; } *mine, *all;
 };
 
 /* An executor of n ranks, one process, without members. */
@@ -54,9 +58,11 @@ static vd_exec *exec_alloc(int n, vd_err *e) {
     ex->hooks = vd_calloc(un, sizeof *ex->hooks, e);
     ex->loss = vd_calloc(un, sizeof *ex->loss, e);
     ex->correct = vd_calloc(un, sizeof *ex->correct, e);
+    ex->ev = vd_calloc(un, sizeof *ex->ev, e);
     ex->mine = vd_calloc(un, sizeof *ex->mine, e);
     ex->all = vd_calloc(un, sizeof *ex->all, e);
-    if (!ex->m || !ex->ar || !ex->hooks || !ex->loss || !ex->correct || !ex->mine || !ex->all) {
+    if (!ex->m || !ex->ar || !ex->hooks || !ex->loss || !ex->correct || !ex->ev || !ex->mine ||
+        !ex->all) {
         vd_exec_destroy(&ex);
         return NULL;
     }
@@ -116,6 +122,7 @@ void vd_exec_destroy(vd_exec **pex) {
     vd_free(ex->hooks);
     vd_free(ex->loss);
     vd_free(ex->correct);
+    vd_free(ex->ev);
     vd_free(ex->mine);
     vd_free(ex->all);
     vd_free(ex);
@@ -144,12 +151,16 @@ int vd_exec_procs(const vd_exec *ex, int *proc) {
     return ex->procs;
 }
 
-/* The ranks' losses and correct counts of the call just run (rc: how it
- * ended) into ex->all, in global rank order (process p's rank r at p * n +
- * r); *ranks = how many. One process, or after a failure: this process's
- * ranks only (the others gather only after a call that succeeded). */
-static int gather_out(vd_exec *ex, int rc, int *ranks, vd_err *e) {
-    for (int r = 0; r < ex->n; r++) ex->mine[r] = (struct rank_out){ ex->loss[r], ex->correct[r] };
+/* The ranks' results of the call just run (eval: an evaluation step; rc:
+ * how it ended) into ex->all, in global rank order (process p's rank r at p
+ * * n + r); *ranks = how many. One process, or after a failure: this
+ * process's ranks only (the others gather only after a call that
+ * succeeded). */
+static int gather_out(vd_exec *ex, bool eval, int rc, int *ranks, vd_err *e) {
+    for (int r = 0; r < ex->n; r++)
+        ex->mine[r] = eval ? (struct rank_out){ ex->ev[r].loss, ex->ev[r].top1, ex->ev[r].scored,
+                                                ex->ev[r].top5 }
+                           : (struct rank_out){ ex->loss[r], ex->correct[r], 0, 0 };
     if (rc || ex->procs == 1) {
         memcpy(ex->all, ex->mine, sizeof *ex->mine * (size_t)ex->n);
         *ranks = ex->n;
@@ -190,40 +201,51 @@ int vd_exec_init_params(vd_exec *ex, uint64_t seed, vd_err *e) {
 
 static int train_part(void *ctx, int r, vd_err *e) {
     vd_exec *ex = ctx;
-    return vdx_member_train_step(ex->m[r], ex->lr, ex->iter, &ex->loss[r], e);
+    return vdx_member_train_step(ex->m[r], ex->lr, ex->iter, &ex->loss[r], &ex->correct[r], e);
 }
 
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e) {
     ex->lr = lr;
     ex->iter = iter;
-    for (int r = 0; r < ex->n; r++) ex->loss[r] = NAN;   /* a member that fails before its loss */
+    for (int r = 0; r < ex->n; r++) {   /* a member that fails before its results */
+        ex->loss[r] = NAN;
+        ex->correct[r] = 0;
+    }
     int n = 0;
-    int rc = gather_out(ex, vd_ranks_run(ex->rk, train_part, abort_ar, ex, e), &n, e);
+    int rc = gather_out(ex, false, vd_ranks_run(ex->rk, train_part, abort_ar, ex, e), &n, e);
     double sum = 0;             /* the mean of the shards' mean losses: the global mean */
-    for (int r = 0; r < n; r++) sum += ex->all[r].loss;
+    ex->train_correct = 0;
+    for (int r = 0; r < n; r++) {
+        sum += ex->all[r].loss;
+        ex->train_correct += ex->all[r].correct;
+    }
     /* after a failure too: VD_ENUMERIC comes after the loss was read (a loss
      * not finite, math fp16's loss scale giving up) */
     *loss = (float)(sum / n);
     return rc;
 }
 
+int vd_exec_train_correct(const vd_exec *ex) { return ex->train_correct; }
+
 static int eval_part(void *ctx, int r, vd_err *e) {
     vd_exec *ex = ctx;
-    return vdx_member_eval_step(ex->m[r], &ex->correct[r], &ex->loss[r], e);
+    return vdx_member_eval_step(ex->m[r], &ex->ev[r], e);
 }
 
-int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e) {
+int vd_exec_eval_step(vd_exec *ex, vd_eval_counts *out, vd_err *e) {
     int n = 0;
-    int rc = gather_out(ex, vd_ranks_run(ex->rk, eval_part, abort_ar, ex, e), &n, e);
+    memset(ex->ev, 0, sizeof *ex->ev * (size_t)ex->n);
+    int rc = gather_out(ex, true, vd_ranks_run(ex->rk, eval_part, abort_ar, ex, e), &n, e);
     if (rc) return rc;
-    double sum = 0;
-    int c = 0;
+    double sum = 0;             /* the ranks' mean losses weighted by their samples */
+    *out = (vd_eval_counts){ 0 };
     for (int r = 0; r < n; r++) {
-        sum += ex->all[r].loss;
-        c += ex->all[r].correct;
+        sum += (double)ex->all[r].loss * ex->all[r].scored;
+        out->scored += ex->all[r].scored;
+        out->top1 += ex->all[r].correct;
+        out->top5 += ex->all[r].top5;
     }
-    *correct = c;
-    *loss = (float)(sum / n);
+    out->loss = out->scored ? (float)(sum / out->scored) : 0.0f;
     return VD_OK;
 }
 

@@ -14,6 +14,7 @@
 #include "net/net.h"
 #include "backend/backend.h"
 #include "backend/allreduce.h"
+#include "data/data.h"
 
 struct vd_plan;   /* plan/plan.h */
 typedef struct vd_exec vd_exec;
@@ -208,9 +209,24 @@ vd_synth_batch *vd_exec_next_synth(vd_exec *ex);
  * backward, the optimizer's update (net->train.optimizer) with learning
  * rate lr. *loss = mean cross-entropy. */
 int vd_exec_train_step(vd_exec *ex, float lr, int64_t iter, float *loss, vd_err *e);
+/* The top-1 hits of the last training step (all ranks): the samples whose
+ * logits' argmax, the first of equal maxima, is the label (the loss
+ * layer's count, train mode: dropout, batch statistics). 0 before any. */
+int vd_exec_train_correct(const vd_exec *ex);
+
+/* What an evaluation step scored. */
+typedef struct vd_eval_counts {
+    int scored;         /* samples scored: those before the padding */
+    int top1, top5;     /* of them, those whose label is among the 1 / 5 classes of
+                           highest probability (ties: the lower class first) */
+    float loss;         /* their mean loss (0 when none) */
+} vd_eval_counts;
 /* Forward only (inference mode: BN running stats, no dropout) on the batch
- * in the input buffers; *correct = top-1 hits, *loss = mean loss. */
-int vd_exec_eval_step(vd_exec *ex, int *correct, float *loss, vd_err *e);
+ * in the input buffers. A batch may end in padding (the last batch of a
+ * held-out split, filled up to the batch size): samples labelled
+ * VD_LABEL_PAD (data/data.h), after every scored one, are computed but not
+ * scored; their labels in the input buffers are overwritten (class 0). */
+int vd_exec_eval_step(vd_exec *ex, vd_eval_counts *out, vd_err *e);
 /* The output of the loss layer (the softmax of its input: each sample's
  * class probabilities) of the latest vd_exec_eval_step, as floats (math
  * bf16 / fp16: the 16-bit values it stored, widened exactly):
@@ -265,9 +281,11 @@ void vd_ranks_destroy(vd_ranks **rk);
 /* Every executor has n >= 1 ranks, and every function above works on it
  * as on one executor of the global batch:
  *   vd_exec_train_step / vd_exec_eval_step   every rank at once, each on its
- *       thread; *loss = the mean of the ranks' losses (rank order),
- *       *correct = their sum (a failed training step still sets *loss, NaN
- *       for a rank that failed before reading its loss)
+ *       thread; training: *loss = the mean of the ranks' losses (rank
+ *       order), vd_exec_train_correct their hits' sum (a failed training
+ *       step still sets *loss, NaN for a rank that failed before reading its
+ *       loss); evaluation: the counts summed, the loss the ranks' means
+ *       weighted by their scored samples
  *   vd_exec_set_state / vd_exec_init_params  every rank (same state)
  *   vd_exec_get_state, vd_exec_get_stats, vd_exec_step_times,
  *   vd_exec_copy_times, vd_exec_loss_scale, vd_exec_set_loss_scale,

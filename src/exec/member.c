@@ -63,7 +63,7 @@ struct vdx_member {
     bool staged;                /* the staging region holds the current buffers' batch */
     bool stage_inflight;        /* a staging copy may not have been waited for yet */
     int ev_stage;               /* the staging copy's H2D event (-1: no staging) */
-    float *loss_host;           /* pinned: [1] */
+    float *loss_host;           /* pinned: [2] the loss layer's aux: mean loss, top-1 hits */
     void *eval_y;               /* pinned: [batch, classes], float or 16-bit */
     int64_t x_floats, y_floats; /* elements of x and of the loss layer's output */
     uint64_t act_bytes;         /* bytes per feature-map element (vd_math_act_bytes) */
@@ -302,7 +302,7 @@ static int host_buffers(vdx_member *m, vd_err *e) {
     if (plan->host_bytes && (rc = pinned(be, plan->host_bytes, (void **)&m->host_store, e)))
         return rc;
     if ((rc = pinned(be, xb, &m->in_x, e)) || (rc = pinned(be, lb, (void **)&m->in_labels, e)) ||
-        (rc = pinned(be, 4u, (void **)&m->loss_host, e)) ||
+        (rc = pinned(be, 8u, (void **)&m->loss_host, e)) ||
         (rc = pinned(be, (uint64_t)m->y_floats * m->act_bytes, &m->eval_y, e)))
         return rc;
     memset(m->in_x, 0, (size_t)xb);
@@ -972,7 +972,7 @@ static int readback(vdx_member *m, const vd_plan *p, bool want_y, vd_err *e) {
     if ((rc = be->stream_wait(be, VD_STREAM_D2H, p->ev_end, e))) return rc;
     void *aux = ll->aux >= 0 ? taddr(m, p, ll->aux, last) : NULL;
     if (!aux) return vd_errf(e, VD_EINTERNAL, "loss layer has no resident aux at the last step");
-    if ((rc = be->copy_async(be, VD_STREAM_D2H, m->loss_host, aux, 4u, e))) return rc;
+    if ((rc = be->copy_async(be, VD_STREAM_D2H, m->loss_host, aux, 8u, e))) return rc;
     if (want_y) {
         void *y = taddr(m, p, ll->y, last);
         if (!y) return vd_errf(e, VD_EINTERNAL, "loss output not resident at the last step");
@@ -1048,7 +1048,8 @@ static int read_loss_scale(vdx_member *m, int64_t iter, vd_err *e) {
                    (double)m->ls.scale, (long long)m->ls.skipped, name);
 }
 
-int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, vd_err *e) {
+int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, int *correct,
+                          vd_err *e) {
     if (!m->state_set)
         return vd_errf(e, VD_EINTERNAL, "vd_exec_train_step before vd_exec_set_state");
     if (m->plan->forward_only)
@@ -1105,7 +1106,8 @@ int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, vd
     m->st.recompute_ops_iter = w.rc_ops;
     m->st.last_iter_s = vd_now() - t0;
     m->st.train_steps++;
-    *loss = *m->loss_host;
+    *loss = m->loss_host[0];
+    *correct = (int)m->loss_host[1];
     if (m->fp16 && (rc = read_loss_scale(m, iter, e))) return rc;
     if (!isfinite(*loss))
         return vd_errf(e, VD_ENUMERIC, "loss is %s at iteration %lld", isnan(*loss) ? "NaN" : "infinite",
@@ -1113,13 +1115,45 @@ int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, vd
     return VD_OK;
 }
 
-int vdx_member_eval_step(vdx_member *m, int *correct, float *loss, vd_err *e) {
+/* The rank of label among the class scores row [per] (floats, or 16-bit
+ * dt): the classes scored higher, and those scored the same before it (the
+ * order of a stable sort by descending score; rank 0 is argmax's first
+ * maximum). A NaN score of the label ranks last. */
+static int64_t label_rank(const void *row, vd_dtype dt, int64_t per, int32_t label) {
+    const float *f = dt == VD_DT_F32 ? row : NULL;
+    const uint16_t *h = dt == VD_DT_F32 ? NULL : row;
+#define SCORE(k) (f ? f[k] : vd_h16_to_f32(dt, h[k]))
+    float v = SCORE(label);
+    if (isnan(v)) return per;
+    int64_t rank = 0;
+    for (int64_t k = 0; k < per; k++) {
+        float u = SCORE(k);
+        rank += u > v || (u == v && k < label);
+    }
+#undef SCORE
+    return rank;
+}
+
+int vdx_member_eval_step(vdx_member *m, vd_eval_counts *out, vd_err *e) {
     if (!m->state_set)
         return vd_errf(e, VD_EINTERNAL, "vd_exec_eval_step before vd_exec_set_state");
     const vd_plan *p = m->eval;
     walk_stats w = {0};
     w.x_iv = -1;
     int rc;
+    /* the scored samples: those before the first padding label (padding is
+     * the batch's end); the padding gets class 0 for the loss layer, which
+     * counts only the scored ones (loss_n) */
+    int scored = 0;
+    while (scored < p->batch && m->in_labels[scored] != VD_LABEL_PAD) scored++;
+    for (int n = scored; n < p->batch; n++) {
+        if (m->in_labels[n] != VD_LABEL_PAD)
+            return vd_errf(e, VD_EINTERNAL, "evaluation batch: sample %d follows the padding", n);
+        m->in_labels[n] = 0;
+    }
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].kind == VD_STEP_FWD && p->layers[p->steps[s].unit].layer == p->loss_layer)
+            m->eval_io[s].loss_n = scored;   /* 0 (none scored): all, and out->loss unused */
     /* the evaluation placement may reuse the staging region: a staging copy
      * still in flight must land first, and the staged batch is gone */
     if (m->stage_inflight) {
@@ -1133,24 +1167,17 @@ int vdx_member_eval_step(vdx_member *m, int *correct, float *loss, vd_err *e) {
     if ((rc = step_hooked(m, p, m->eval_io, p->n_steps, 0.0f, 0, true, &w, e))) return rc;
     if (w.peak > m->st.eval_live_peak) m->st.eval_live_peak = w.peak;
     if (w.hwm > m->st.eval_pool_hwm) m->st.eval_pool_hwm = w.hwm;
+    /* top-1 and top-5 from the class probabilities read back */
     int64_t per = vd_net_out_numel(m->net, p->loss_layer);
-    int hits = 0;
-    for (int n = 0; n < p->batch; n++) {
-        int64_t best = 0;
-        vd_dtype dt = vd_math_act_dtype(m->opts.math);
-        if (dt != VD_DT_F32) {   /* 16-bit probabilities: compare their float values */
-            const uint16_t *row = (const uint16_t *)m->eval_y + (int64_t)n * per;
-            for (int64_t k = 1; k < per; k++)
-                if (vd_h16_to_f32(dt, row[k]) > vd_h16_to_f32(dt, row[best])) best = k;
-        } else {
-            const float *row = (const float *)m->eval_y + (int64_t)n * per;
-            for (int64_t k = 1; k < per; k++)
-                if (row[k] > row[best]) best = k;
-        }
-        if (best == m->in_labels[n]) hits++;
+    vd_dtype dt = vd_math_act_dtype(m->opts.math);
+    size_t row = (size_t)per * (size_t)m->act_bytes;
+    *out = (vd_eval_counts){ .scored = scored, .loss = scored ? m->loss_host[0] : 0.0f };
+    for (int n = 0; n < scored; n++) {
+        int64_t rank = label_rank((const char *)m->eval_y + (size_t)n * row, dt, per,
+                                  m->in_labels[n]);
+        out->top1 += rank < 1;
+        out->top5 += rank < 5;
     }
-    *correct = hits;
-    *loss = *m->loss_host;
     m->st.eval_steps++;
     return VD_OK;
 }

@@ -41,8 +41,10 @@ bool vdx_member_can_synth(const vdx_member *m);
 vd_synth_batch *vdx_member_input_synth(vdx_member *m);
 vd_synth_batch *vdx_member_next_synth(vdx_member *m);
 
-int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, vd_err *e);
-int vdx_member_eval_step(vdx_member *m, int *correct, float *loss, vd_err *e);
+/* *correct: the step's top-1 hits (vd_exec_train_correct). */
+int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, int *correct,
+                          vd_err *e);
+int vdx_member_eval_step(vdx_member *m, vd_eval_counts *out, vd_err *e);
 /* The loss layer's output of the latest evaluation step as floats into
  * probs[batch * classes]; returns that count. */
 size_t vdx_member_eval_probs(const vdx_member *m, float *probs);

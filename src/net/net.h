@@ -229,12 +229,22 @@ typedef struct vd_train_cfg {
     bool has_math;              /* train.math given (--math overrides it) */
 } vd_train_cfg;
 
+/* The spec's data.normalize (vdnn-net(5)): the net's input is (x/255 -
+ * mean[c]) / std[c] for 8-bit pixels x of channel c. n = 0: not given (each
+ * data set's own, data/data.h); else the input's channels, one value each. */
+#define VD_NORM_MAX_CHANNELS 3
+typedef struct vd_data_norm {
+    int n;
+    float mean[VD_NORM_MAX_CHANNELS], std[VD_NORM_MAX_CHANNELS];
+} vd_data_norm;
+
 typedef struct vd_net {
     char name[VD_NAME_MAX];
     char path[512];             /* spec file, for messages */
     int in_c, in_h, in_w;       /* input image shape */
     int classes;
     vd_train_cfg train;
+    vd_data_norm norm;          /* the spec's data.normalize */
     int n_layers;
     vd_layer *layers;           /* [n_layers] */
     int n_params;
@@ -277,7 +287,7 @@ int64_t vd_net_out_numel(const vd_net *net, int i);
 double vd_net_layer_flops(const vd_net *net, int i);
 
 /* Bytes of per-layer saved state (vd_op_io.aux) at the batch size: BN
- * mean[C] and invstd[C]; the loss: 1 float. The one formula for the
+ * mean[C] and invstd[C]; the loss: 2 floats. The one formula for the
  * backends, the executor, the planner and the profiler. */
 uint64_t vd_op_aux_bytes(const vd_net *net, int layer, int batch);
 /* Whether layer `layer`'s backward reads its input(s) / its output. */

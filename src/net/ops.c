@@ -389,7 +389,8 @@ static int xent_infer(const vd_net *net, int i, int64_t *oc, int64_t *oh, int64_
 }
 
 /* the mean loss */
-static uint64_t xent_aux_bytes(const vd_layer *l, int batch) { return sizeof(float); }
+/* the mean loss and the top-1 hits (backend.h, aux) */
+static uint64_t xent_aux_bytes(const vd_layer *l, int batch) { return 2 * sizeof(float); }
 
 /* ------------------------------------------------------------------ shared FLOP counts */
 

@@ -466,9 +466,10 @@ static int parse_doc(sp *s) {
     yd_node *root = yd_root(&s->doc);
     mark m0 = {1, 1};
     if (!root) return vds_err_at(s, m0, "the spec is empty");
-    static const char *const keys[] = {"name", "description", "input", "train", "templates", "layers"};
-    yd_node *v[6];
-    int rc = vds_map_keys(s, root, "the spec", keys, 6, NULL, NULL, v);
+    static const char *const keys[] = {"name", "description", "input", "train", "templates",
+                                       "layers", "data"};
+    yd_node *v[7];
+    int rc = vds_map_keys(s, root, "the spec", keys, 7, NULL, NULL, v);
     if (rc) return rc;
     vd_net *net = s->net;
     if (v[0]) {
@@ -492,6 +493,7 @@ static int parse_doc(sp *s) {
     if (!v[2]) return vds_err_at(s, mk(root), "missing key 'input' (channels, height, width, classes)");
     if ((rc = parse_input(s, v[2], mk(root)))) return rc;
     if (v[3] && (rc = vds_parse_train(s, v[3]))) return rc;
+    if (v[6] && (rc = vds_parse_data(s, v[6]))) return rc;
     uint64_t in_bytes;
     if (!vd_mul_u64((uint64_t)net->in_c, (uint64_t)net->in_h, &in_bytes) ||
         !vd_mul_u64(in_bytes, (uint64_t)net->in_w, &in_bytes) ||

@@ -8,6 +8,7 @@
  *   expr.c           the ${} expression language and substitution;
  *   readers.c        typed value readers over the ydoc tree;
  *   train_section.c  the train: section and its defaults;
+ *   data_section.c   the data: section;
  *   templates.c      the templates: section and template uses.
  * Every reader and section reports through vds_err_at: VD_ESPEC with a
  * "FILE:LINE:COL: message" (first error wins), or VD_ENOMEM (vds_nomem). */
@@ -190,6 +191,11 @@ int vds_get_cond(sp *s, const scope *sc, yd_node *n, bool *out);
 int vds_parse_train(sp *s, yd_node *n);
 /* The training defaults that a spec's train: section overrides. */
 void vds_train_defaults(vd_train_cfg *t);
+
+/* ---- the data: section (data_section.c) ------------------------------- */
+
+/* Read the data: mapping n into s->net (after the input: section). */
+int vds_parse_data(sp *s, yd_node *n);
 
 /* ---- templates (templates.c) ------------------------------------------ */
 

@@ -317,7 +317,7 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     }
     for (int i = 0; i < net->n_params; i++) param_tensor(&t[nt++], &net->params[i], "", params, bf);
 
-    meta_kv m[24];   /* the state file: 11 keys, 6 more for a loss scale, 3 for the best */
+    meta_kv m[24];   /* the state file: 12 keys, 6 more for a loss scale, 3 for the best */
     memset(m, 0, sizeof m);
     int nm = 0;
     char *classes = so ? classes_json(net, so->classes, so->n_classes) : NULL;
@@ -382,6 +382,9 @@ int vd_ckpt_save_ex(const char *path, const vd_net *net, const float *params,
     m[nm].k = "samples"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->samples);
     m[nm].k = "seed"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRIu64, st->seed);
     m[nm].k = "sgd_steps"; snprintf(m[nm++].v, sizeof m[0].v, "%" PRId64, st->sgd_steps);
+    if (st->val_split > 0) {   /* %.17g: reads back exactly */
+        m[nm].k = "val_split"; snprintf(m[nm++].v, sizeof m[0].v, "%.17g", st->val_split);
+    }
     rc = st_build(t, nt, m, nm, &buf, &n, e);
     if (!rc) rc = commit_pair(path, model_buf, model_n, buf, n, so, e);
     vd_free(model_buf);
@@ -920,6 +923,17 @@ static int open_state(const char *path, const char *sp, const vd_net *net,
         goto fail;
     }
     st->optimizer = (vd_optimizer)ok;
+    const char *vs = meta_str(f, "val_split");     /* absent: none (older versions too) */
+    if (vs) {
+        char *end;
+        errno = 0;
+        st->val_split = strtod(vs, &end);
+        if (errno || *end || !(st->val_split > 0 && st->val_split < 1)) {
+            rc = vd_errf(e, VD_EDATA, "%s: metadata 'val_split' is '%.32s', not a fraction "
+                         "between 0 and 1", sp, vs);
+            goto fail;
+        }
+    }
     if ((rc = read_loss_scale(f, sp, st, e)) || (rc = read_best(f, sp, st, e))) goto fail;
     return VD_OK;
 fail:

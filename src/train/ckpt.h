@@ -30,7 +30,9 @@
  *               "batch", "model_fnv1a64" (FNV-1a 64 of FILE's bytes, so a
  *               state never pairs with a model file it was not saved with),
  *               and "data" (the --data spec the run trained on; absent in
- *               files of older versions), and "model_dtype": "BF16" when FILE
+ *               files of older versions), "val_split" (the fraction of a
+ *               folder's train images --val-split held out, %.17g; absent:
+ *               none), and "model_dtype": "BF16" when FILE
  *               holds BF16 weights (absent: F32). The optimizer state stays F32
  *               whatever FILE's dtype. A math fp16 run adds its dynamic loss
  *               scale (vd_loss_scale): "loss_scale" (the float, %.9g, which
@@ -97,6 +99,7 @@ typedef struct vd_train_state {
     int batch;
     char data[PATH_MAX + 16];   /* data spec trained on ("" = not recorded): "kind:"
                                    and any path the system takes */
+    double val_split;           /* --val-split of that data (0: none) */
     bool from_prev;             /* load/peek output: the state came from
                                    FILE.state.prev (FILE.state did not belong
                                    to FILE: a save was interrupted) */

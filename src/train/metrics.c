@@ -58,8 +58,10 @@ static json_t *metrics_record(const vd_metrics *m, const vd_train_event *ev) {
     vd_json_set(o, "iteration", json_integer(ev->iter), &ok);
     vd_json_set(o, "total", json_integer(ev->total), &ok);
     if (prog) {
+        vd_json_set(o, "epoch", json_integer(ev->epoch), &ok);
         vd_json_set(o, "loss", vd_json_real((double)ev->loss), &ok);
         vd_json_set(o, "avg_loss", vd_json_real(ev->avg_loss), &ok);
+        vd_json_set(o, "train_accuracy", vd_json_real(ev->train_acc), &ok);
         vd_json_set(o, "lr", vd_json_real(ev->lr), &ok);
         vd_json_set(o, "images_per_s", vd_json_real(ev->img_per_s), &ok);
         /* per iteration since the last record: compute (the training step)
@@ -72,6 +74,7 @@ static json_t *metrics_record(const vd_metrics *m, const vd_train_event *ev) {
         }
     } else {
         vd_json_set(o, "accuracy", vd_json_real(ev->eval_acc), &ok);
+        vd_json_set(o, "top5_accuracy", vd_json_real(ev->eval_acc5), &ok);
         vd_json_set(o, "eval_loss", vd_json_real(ev->eval_loss), &ok);
         vd_json_set(o, "images", json_integer(ev->eval_n), &ok);
         vd_json_set(o, "final", json_boolean(ev->final), &ok);

@@ -4,10 +4,13 @@
  * every line before it intact.
  *
  * Records (keys in this order; reals null when not finite):
- *   {"event": "progress", "iteration": N, "total": T, "loss": L,
- *    "avg_loss": A, "lr": R, "images_per_s": S, "elapsed_s": E}
+ *   {"event": "progress", "iteration": N, "total": T, "epoch": P, "loss": L,
+ *    "avg_loss": A, "train_accuracy": C, "lr": R, "images_per_s": S,
+ *    "step_s": X, "data_wait_s": W, ["loss_scale": Y, "skipped_steps": K,]
+ *    "elapsed_s": E}
  *   {"event": "eval", "iteration": N, "total": T, "accuracy": F,
- *    "eval_loss": L, "images": K, "final": B, "elapsed_s": E}
+ *    "top5_accuracy": F5, "eval_loss": L, "images": K, "final": B,
+ *    "elapsed_s": E}
  * iteration counts completed iterations (as the progress lines do);
  * elapsed_s is the wall time since vd_metrics_open. To add a field, add it
  * to vd_train_event and to metrics_record in metrics.c. */

@@ -124,23 +124,21 @@ static void ahead_start(ahead *a, vd_loader *ld, vd_exec *ex) {
 }
 
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
-                      const volatile sig_atomic_t *stop, double *acc, double *loss, int64_t *n,
-                      vd_err *e) {
-    *acc = *loss = 0;
-    *n = 0;
+                      const volatile sig_atomic_t *stop, vd_eval_result *res, vd_err *e) {
+    memset(res, 0, sizeof *res);
     const vd_data_info *info = vd_data_get_info(ds);
     int batch = net->train.batch;
-    int64_t nb = info->n[VD_SPLIT_TEST] / batch;
+    int64_t n = info->n[VD_SPLIT_TEST], nb = (n + batch - 1) / batch;
     if (nb == 0) return VD_OK;
     vd_loader *ld;
     int proc, procs = vd_exec_procs(ex, &proc);   /* --mpi: this process's shards */
     vd_loader_cfg cfg = { .split = VD_SPLIT_TEST, .batch = batch / (vd_exec_ranks(ex) * procs),
                           .shuffle = false, .seed = net->train.seed, .start = 0,
                           .threads = threads, .synth_device = synth_on_device(ex, ds),
-                          .rank = proc, .ranks = procs };
+                          .rank = proc, .ranks = procs, .pad = true };
     int rc = vd_loader_create(&ld, ds, &cfg, e);
     if (rc) return rc;
-    int64_t correct = 0;
+    int64_t top1 = 0, top5 = 0, scored = 0;
     double lsum = 0;
     for (int64_t b = 0; b < nb && !rc; b++) {
         if (stop && *stop) {
@@ -149,16 +147,23 @@ int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int thread
             break;
         }
         rc = fetch(ld, ex, false, e);
-        int c = 0;
-        float l = 0;
-        if (!rc) rc = vd_exec_eval_step(ex, &c, &l, e);
-        if (!rc) { correct += c; lsum += l; }
+        vd_eval_counts c;
+        if (!rc) rc = vd_exec_eval_step(ex, &c, e);
+        if (rc) break;
+        top1 += c.top1;
+        top5 += c.top5;
+        scored += c.scored;
+        lsum += (double)c.loss * c.scored;
     }
     vd_loader_destroy(&ld);
     if (rc) return rc;
-    *n = nb * batch;
-    *acc = (double)correct / (double)*n;
-    *loss = lsum / (double)nb;
+    if (scored != n)
+        return vd_errf(e, VD_EINTERNAL, "the evaluation scored %lld of the %lld held-out images",
+                       (long long)scored, (long long)n);
+    res->n = n;
+    res->acc = (double)top1 / (double)n;
+    res->acc5 = (double)top5 / (double)n;
+    res->loss = lsum / (double)n;
     return VD_OK;
 }
 
@@ -241,6 +246,7 @@ static int save_to(run *r, const char *path, int64_t iter, uint64_t samples, boo
     if (tracks(r->o)) st.best = r->best;
     if (r->o->data_spec)   /* it fits (checked as the run started) */
         snprintf(st.data, sizeof st.data, "%s", r->o->data_spec);
+    st.val_split = r->o->val_split;
     const vd_data_info *di = vd_data_get_info(r->ds);   /* its class names, if any */
     vd_ckpt_save_opts so = { .dtype = r->o->save_dtype, .classes = di->class_names,
                              .n_classes = di->classes };
@@ -349,25 +355,25 @@ static void save_after_error(run *r, int rc_data, int64_t iter, int64_t first,
 /* *ran (may be NULL): whether an evaluation ran (the held-out split holds a
  * batch at least); its results are then in res. */
 static int eval(run *r, int64_t iter, bool final, vd_train_result *res, bool *ran, vd_err *e) {
-    double acc, loss;
-    int64_t n;
+    vd_eval_result ev_r;
     if (ran) *ran = false;
-    int rc = vd_train_evaluate(r->net, r->ex, r->ds, r->o->loader_threads, r->o->stop, &acc,
-                               &loss, &n, e);
+    int rc = vd_train_evaluate(r->net, r->ex, r->ds, r->o->loader_threads, r->o->stop, &ev_r, e);
     if (rc) return rc;
-    if (n == 0) {
+    if (ev_r.n == 0) {
         if (final)
-            note(r->o, iter, r->o->iters, "no evaluation: the held-out split has %lld images, "
-                 "fewer than one batch (%d)",
-                 (long long)vd_data_get_info(r->ds)->n[VD_SPLIT_TEST], r->net->train.batch);
+            note(r->o, iter, r->o->iters, "no evaluation: %s has no held-out images (a "
+                 "folder:DIR without val/ gets some with --val-split F)",
+                 vd_data_get_info(r->ds)->desc);
         return VD_OK;
     }
-    res->eval_acc = acc;
-    res->eval_loss = loss;
-    res->eval_n = n;
+    res->eval_acc = ev_r.acc;
+    res->eval_acc5 = ev_r.acc5;
+    res->eval_loss = ev_r.loss;
+    res->eval_n = ev_r.n;
     if (ran) *ran = true;
     vd_train_event ev = { .kind = VD_TEV_EVAL, .iter = iter, .total = r->o->iters,
-                          .eval_acc = acc, .eval_loss = loss, .eval_n = n, .final = final };
+                          .eval_acc = ev_r.acc, .eval_acc5 = ev_r.acc5, .eval_loss = ev_r.loss,
+                          .eval_n = ev_r.n, .final = final };
     emit(r->o, &ev);
     return VD_OK;
 }
@@ -459,18 +465,30 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
  * run totals and the progress window's. */
 typedef struct loop_clock {
     double t_run0, t_win0, step_sum, win_loss;
-    int64_t n_steps_timed, win_n;
+    int64_t n_steps_timed, win_n, win_correct;
     double run_wait, run_step, run_excl, win_wait, win_step, win_excl;
 } loop_clock;
 
-/* The progress event after iteration iter (of the window since the last). */
-static void progress(run *r, loop_clock *c, int64_t iter, int64_t end, float loss, double lr,
-                     bool last) {
+/* The epoch (from 1) that the samples ending at data position s (> 0)
+ * end in, with n samples an epoch. */
+static int64_t epoch_of(uint64_t s, int64_t n) { return (int64_t)((s - 1) / (uint64_t)n) + 1; }
+
+/* The progress event after iteration iter (of the window since the last);
+ * the run's data position was samples0 at iteration first. */
+static void progress(run *r, loop_clock *c, int64_t iter, int64_t first, uint64_t samples0,
+                     int64_t end, float loss, double lr, bool last) {
     const vd_train_opts *o = r->o;
+    int batch = r->net->train.batch;
+    int64_t n_train = vd_data_get_info(r->ds)->n[VD_SPLIT_TRAIN];
     double now = vd_now(), span = now - c->t_win0 - c->win_excl;
     double per_iter = span / (double)c->win_n;
     vd_train_event ev = { .kind = VD_TEV_PROGRESS, .iter = iter, .total = o->iters,
                           .loss = loss, .avg_loss = c->win_loss / (double)c->win_n, .lr = lr,
+                          .train_acc = (double)c->win_correct / ((double)c->win_n * batch),
+                          .epoch = epoch_of(samples0 + (uint64_t)(iter - first) * (uint64_t)batch,
+                                            n_train),
+                          .epochs = epoch_of(samples0 + (uint64_t)(o->iters - first) *
+                                             (uint64_t)batch, n_train),
                           .eta_s = per_iter * (double)(end - iter), .final = last };
     set_timing(&ev.win, c->win_n, r->net->train.batch, span, c->win_wait, c->win_step);
     ev.img_per_s = ev.win.img_per_s;
@@ -482,7 +500,7 @@ static void progress(run *r, loop_clock *c, int64_t iter, int64_t end, float los
     emit(o, &ev);
     c->t_win0 = now;
     c->win_loss = 0;
-    c->win_n = 0;
+    c->win_n = c->win_correct = 0;
     c->win_wait = c->win_step = c->win_excl = 0;
 }
 
@@ -559,9 +577,11 @@ static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t sa
         res->last_loss = loss;
         if (*iter - first > 1 || end - first == 1) { c->step_sum += dt; c->n_steps_timed++; }
         c->win_loss += loss;
+        c->win_correct += vd_exec_train_correct(ex);
         c->win_n++;
         bool last = *iter == end;
-        if ((*iter - first) % o->log_every == 0 || last) progress(r, c, *iter, end, loss, lr, last);
+        if ((*iter - first) % o->log_every == 0 || last)
+            progress(r, c, *iter, first, samples, end, loss, lr, last);
         if (stage_next && ah->rc) {   /* the next batch failed: stop after this iteration */
             rc = ah->rc;
             *e = ah->err;

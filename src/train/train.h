@@ -56,6 +56,10 @@ typedef struct vd_train_event {
     int64_t total;          /* iterations the run goes to */
     float loss;             /* PROGRESS: loss of the last iteration */
     double avg_loss;        /* PROGRESS: mean loss over the iterations since the last report */
+    double train_acc;       /* PROGRESS: top-1 accuracy of the training batches since the
+                               last report (vd_exec_train_correct: train mode) */
+    int64_t epoch;          /* PROGRESS: the epoch (from 1) of the last sample trained on */
+    int64_t epochs;         /* PROGRESS: the epoch the run's last sample falls in */
     double lr;              /* PROGRESS: learning rate of the last iteration */
     double img_per_s;       /* PROGRESS: end-to-end throughput since the last report
                                (== win.img_per_s) */
@@ -66,6 +70,7 @@ typedef struct vd_train_event {
     int64_t skipped;        /* PROGRESS: steps skipped (inf/NaN gradients) in the run
                                so far, a resumed run's earlier ones included */
     double eval_acc;        /* EVAL: top-1 accuracy in [0, 1] */
+    double eval_acc5;       /* EVAL: top-5 accuracy in [0, 1] */
     double eval_loss;       /* EVAL: mean loss */
     int64_t eval_n;         /* EVAL: images evaluated */
     bool final;             /* PROGRESS/EVAL/SAVE at the end of the run */
@@ -113,6 +118,8 @@ typedef struct vd_train_opts {
     int loader_threads;     /* 0 = choose */
     const char *data_spec;  /* the data spec of ds, recorded in FILE.state so
                                that a resume can reuse it (NULL: none) */
+    double val_split;       /* ds's --val-split (vd_data_hold_out), recorded with it
+                               (0: none) */
     vd_train_cb cb;         /* may be NULL */
     void *user;
 } vd_train_opts;
@@ -130,7 +137,7 @@ typedef struct vd_train_result {
     int loader_threads;     /* worker threads of the training data loader (0: synth_device) */
     bool synth_device;      /* synthetic data generated on the device (vd_exec_can_synth):
                                the loader only described the batches */
-    double eval_acc, eval_loss;
+    double eval_acc, eval_acc5, eval_loss;
     int64_t eval_n;         /* 0: no evaluation ran */
     bool interrupted;       /* *stop was set */
     bool early_stopped;     /* early_stop ended the run at iters_done */
@@ -153,12 +160,19 @@ typedef struct vd_train_result {
 int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_opts *o,
                  vd_train_result *res, vd_err *e);
 
-/* Evaluate on the test split: floor(n_test / batch) full batches in order
- * (the remainder is skipped). *n = images evaluated (0 if the split has
- * fewer than batch samples; acc/loss are then 0). */
-/* stop (may be NULL): checked before every batch; once set, VD_ESTOP. */
+/* An evaluation's result: top-1 and top-5 accuracy in [0, 1], the mean
+ * loss, over n held-out images. */
+typedef struct vd_eval_result {
+    double acc, acc5, loss;
+    int64_t n;              /* 0: the data set has no held-out images (the rest 0) */
+} vd_eval_result;
+
+/* Evaluate on the test split: every image, in order, in batches of the
+ * net's batch size, the last one filled up with padding (its first images
+ * again, not scored: vd_loader_cfg.pad) so that the executor runs whole
+ * batches; so n = the split's size. stop (may be NULL): checked before
+ * every batch; once set, VD_ESTOP. */
 int vd_train_evaluate(const vd_net *net, vd_exec *ex, vd_dataset *ds, int threads,
-                      const volatile sig_atomic_t *stop, double *acc, double *loss, int64_t *n,
-                      vd_err *e);
+                      const volatile sig_atomic_t *stop, vd_eval_result *r, vd_err *e);
 
 #endif

@@ -56,6 +56,7 @@ typedef struct c_run_opts {
                                   vd_op_io's n0 and n_batch, dw_beta 1 after the first */
     int setup_n;               /* layer_setup's batch (0: n); a chunk of this size runs
                                   the CUDA conv plans made at setup */
+    int loss_n;                /* vd_op_io.loss_n: the loss counts the first loss_n (0: all) */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).

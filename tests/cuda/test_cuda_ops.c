@@ -86,6 +86,7 @@ typedef struct check_opts {
     bool tf32;             /* also run in tf32 math */
     const int *chunks;     /* c_run_opts.chunks (both backends), NULL: the whole batch */
     int setup_n;           /* c_run_opts.setup_n */
+    int loss_n;            /* c_run_opts.loss_n */
 } check_opts;
 
 static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
@@ -105,7 +106,7 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
     const vd_layer *l = &net->layers[layer];
     c_run_opts o = {.math = VD_MATH_FP32, .training = co->training, .backward = co->backward,
                     .inplace = co->inplace, .dx_beta = co->beta, .seed = 77, .iter = 3,
-                    .chunks = co->chunks, .setup_n = co->setup_n};
+                    .chunks = co->chunks, .setup_n = co->setup_n, .loss_n = co->loss_n};
     c_run_out ref;
     c_run(c_cpu(), &in, &o, &ref);
     int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
@@ -768,6 +769,13 @@ START_TEST(test_loss) {
         check_layer(&net, 0, classes[i] == 10 ? "softmax xent 10" : "softmax xent 1000", &co);
         co.beta = 1.0f;
         check_layer(&net, 0, "softmax xent dx+=", &co);
+        /* an evaluation's padded batch: the loss and the top-1 hits (aux)
+         * count the first 5 samples only */
+        co.beta = 0.0f;
+        co.backward = false;
+        co.loss_n = 5;
+        check_layer(&net, 0, classes[i] == 10 ? "softmax xent 10 loss_n 5"
+                                              : "softmax xent 1000 loss_n 5", &co);
         vd_net_free(&net);
     }
 }
@@ -862,6 +870,10 @@ START_TEST(test_chunked) {
         co.tf32 = false;
         co.chunks = uneven;
         check_layer(&net, 0, "chunks softmax xent 10", &co);
+        /* loss_n 5 in chunks 3 + 4 + 1: the count ends inside the second */
+        co.backward = false;
+        co.loss_n = 5;
+        check_layer(&net, 0, "chunks softmax xent 10 loss_n 5", &co);
         vd_net_free(&net);
     }
 }

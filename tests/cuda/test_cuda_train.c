@@ -455,10 +455,10 @@ static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *
     else
         memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)BATCH * 3 * 16 * 16);
     memset(vd_exec_input_labels(ex), 0, sizeof(int32_t) * BATCH);
-    int correct;
-    float loss;
-    ck_assert_msg(vd_exec_eval_step(ex, &correct, &loss, &e) == 0, "%s eval: %s", be->name, e.msg);
+    vd_eval_counts counts;
+    ck_assert_msg(vd_exec_eval_step(ex, &counts, &e) == 0, "%s eval: %s", be->name, e.msg);
     vd_exec_eval_probs(ex, probs);
+    float loss;
     ck_assert_int_eq(vd_exec_train_step(ex, 0.01f, 0, &loss, &e), VD_EINTERNAL);
     vd_exec_destroy(&ex);
     vd_plan_free(&plan);

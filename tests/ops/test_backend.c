@@ -268,7 +268,8 @@ START_TEST(algos_and_aux) {
     }
     ck_assert_int_eq(be->layer_algos(be, loss + 1, &o, &n, &e), VD_EINTERNAL);
     ck_assert_uint_eq(be->layer_aux_bytes(&net, bn, 5), 2 * 4 * sizeof(float));
-    ck_assert_uint_eq(be->layer_aux_bytes(&net, loss, 5), sizeof(float));
+    /* the loss: its mean and the top-1 hits */
+    ck_assert_uint_eq(be->layer_aux_bytes(&net, loss, 5), 2 * sizeof(float));
     ck_assert_uint_eq(be->layer_aux_bytes(&net, c, 5), 0);
     ck_assert_uint_eq(be->layer_aux_bytes(&net, r, 5), 0);
 

@@ -251,10 +251,15 @@ static void chunk_check(const vd_net *net, int layer, chunk_case cc) {
         }
         check_same(ch.y, full.y, t.yn, cc.what, "y", k);
         for (int q = 0; q < t.n_in; q++) check_same(ch.dx[q], full.dx[q], t.xn[q], cc.what, "dx", k);
-        if (t.aux)
+        if (t.aux) {
             ck_assert_msg(fabs((double)ch.aux[0] - full.aux[0]) <= REL * fabs((double)full.aux[0]),
                           "%s %s, %d chunks: loss %a, the whole batch's %a", dt_name(), cc.what, k,
                           (double)ch.aux[0], (double)full.aux[0]);
+            /* the top-1 hits: a count, summed over the chunks exactly */
+            ck_assert_msg(ch.aux[1] == full.aux[1], "%s %s, %d chunks: hits %g, the whole "
+                          "batch's %g", dt_name(), cc.what, k, (double)ch.aux[1],
+                          (double)full.aux[1]);
+        }
         if (t.dw || t.db) {
             /* each chunk's own gradient: its backward alone, dw_beta 0 (dx into
              * a scratch run, so that ch's stays as compared) */
@@ -274,6 +279,27 @@ static void chunk_check(const vd_net *net, int layer, chunk_case cc) {
             for (int c = 0; c < k; c++) { free(adw[c]); free(adb[c]); }
             out_free(&scratch, t.n_in);
         }
+        out_free(&ch, t.n_in);
+    }
+    if (l->op == VD_OP_SOFTMAX_XENT) {
+        /* loss_n 3 of 5 (an evaluation's padded batch) in 2 + 2 + 1 chunks:
+         * the count ends inside the second chunk; the chunks' loss and hits
+         * count the samples the whole batch's do */
+        run_out ch;
+        out_alloc(&ch, &t);
+        io = chunk_io(&t, xs, dys, &full, 0, N, 0, 0.0f, &cc);
+        io.loss_n = 3;
+        call(&t, &io, false, cc.what);
+        int64_t n0 = 0;
+        for (int c = 0; c < splits[1][0]; n0 += splits[1][1 + c++]) {
+            io = chunk_io(&t, xs, dys, &ch, n0, splits[1][1 + c], N, 0.0f, &cc);
+            io.loss_n = 3;
+            call(&t, &io, false, cc.what);
+        }
+        ck_assert_msg(fabs((double)ch.aux[0] - full.aux[0]) <= REL * fabs((double)full.aux[0]) &&
+                      ch.aux[1] == full.aux[1], "%s %s, loss_n 3: loss %a hits %g, the whole "
+                      "batch's %a %g", dt_name(), cc.what, (double)ch.aux[0], (double)ch.aux[1],
+                      (double)full.aux[0], (double)full.aux[1]);
         out_free(&ch, t.n_in);
     }
     out_free(&full, t.n_in);

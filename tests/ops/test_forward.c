@@ -547,6 +547,31 @@ START_TEST(xent_hand) {
     double want[6] = {0.25, 0.25, 0.5, 0.25, 0.25, 0.5};
     expect(t.y, want, 6, 1e-7, "softmax");
     ck_assert_msg(fabs(t.aux[0] - 1.5 * log(2.0)) < 1e-6, "loss %.9g", (double)t.aux[0]);
+    /* top-1 hits: both argmaxes are class 2, sample 0's label */
+    ck_assert_float_eq(t.aux[1], 1.0f);
+    /* loss_n 1: only the first sample counts (loss ln 2, its hit), the
+     * second still gets its softmax */
+    t.io.loss_n = 1;
+    memset(t.y, 0xFF, 6 * sizeof(float));
+    t_fwd(&t);
+    expect(t.y, want, 6, 1e-7, "softmax, loss_n 1");
+    ck_assert_msg(fabs(t.aux[0] - log(2.0)) < 1e-6, "loss %.9g", (double)t.aux[0]);
+    ck_assert_float_eq(t.aux[1], 1.0f);
+    /* sample 0 labelled 0 instead: a miss; the uncounted sample 1 stays out */
+    t.labels[0] = 0;
+    t_fwd(&t);
+    ck_assert_msg(fabs(t.aux[0] - log(4.0)) < 1e-6, "loss %.9g", (double)t.aux[0]);
+    ck_assert_float_eq(t.aux[1], 0.0f);
+    /* equal maxima: the first is argmax (logits [1, 1, 0], label 1: a miss) */
+    t.io.loss_n = 0;
+    float tie[6] = {1, 1, 0, 1, 1, 0};
+    memcpy(t.x[0], tie, sizeof tie);
+    t.labels[0] = 1; t.labels[1] = 0;
+    t_fwd(&t);
+    ck_assert_float_eq(t.aux[1], 1.0f);
+    memcpy(t.x[0], x, sizeof x);
+    t.labels[0] = 2; t.labels[1] = 0;
+    t_fwd(&t);
     t_bwd(&t);   /* dx = (p - onehot)/N, dy ignored */
     double dwant[6] = {0.125, 0.125, -0.25, -0.375, 0.125, 0.25};
     expect(t.dx[0], dwant, 6, 1e-7, "dx");

@@ -135,8 +135,10 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     if (!o->rc) {
         fill_batch_as(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_dtype(ex),
                       vd_exec_input_labels(ex));
-        rc = vd_exec_eval_step(ex, &o->eval_correct, &o->eval_loss, &e);
+        vd_eval_counts ec;
+        rc = vd_exec_eval_step(ex, &ec, &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "eval: %s", e.msg); }
+        else { o->eval_correct = ec.top1; o->eval_loss = ec.loss; }
     }
     rc = vd_exec_get_state(ex, o->params, o->mom, NULL, &e);
     ck_assert_msg(rc == 0, "get_state: %s", e.msg);

@@ -811,9 +811,8 @@ START_TEST(test_after_step_hook) {
     ck_assert_int_eq(trace_calls[0], 2 * (plan->n_steps + 1));
     ck_assert_int_eq(trace_calls[1], 0);
     trace_next = 0;
-    int correct;
-    float loss;
-    ck_assert_msg(vd_exec_eval_step(ex, &correct, &loss, &e) == 0, "%s", e.msg);
+    vd_eval_counts ec;
+    ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(trace_calls[1], plan->eval->n_steps + 1);
     ck_assert_int_eq(trace_bad, 0);
     free(params);

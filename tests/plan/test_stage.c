@@ -170,7 +170,10 @@ static void run_stage(const vd_net *net, int batch, vd_policy pol, uint64_t budg
         have = next;
         if (it == eval_after) {
             fill_batch_as(net, batch, 999, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
-            ck_assert_msg(vd_exec_eval_step(ex, &o->eval_correct, &o->eval_loss, &e) == 0, "%s", e.msg);
+            vd_eval_counts ec;
+            ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
+            o->eval_correct = ec.top1;
+            o->eval_loss = ec.loss;
             /* the evaluation batch replaced the staged one: refill it */
             if (have) fill_batch_as(net, batch, it + 1, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
         }

@@ -319,6 +319,32 @@ START_TEST(test_defaults) {
 }
 END_TEST
 
+/* The data: section: normalize's mean and std, a list per channel or one
+ * number for all; not given: n 0 (each data set's own). Bad values:
+ * tests/spec/bad/data-*.yaml. */
+START_TEST(test_data_section) {
+    vd_net net;
+    vd_err e;
+    ck_assert_int_eq(parse(HDR "layers:\n" TAIL, &net, &e), 0);
+    ck_assert_int_eq(net.norm.n, 0);
+    vd_net_free(&net);
+    ck_assert_msg(parse(HDR "data: { normalize: { mean: [0.5, -0.25], std: [2, 0.125] } }\n"
+                        "layers:\n" TAIL, &net, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(net.norm.n, 2);
+    ck_assert_float_eq(net.norm.mean[0], 0.5f); ck_assert_float_eq(net.norm.mean[1], -0.25f);
+    ck_assert_float_eq(net.norm.std[0], 2.0f); ck_assert_float_eq(net.norm.std[1], 0.125f);
+    vd_net_free(&net);
+    ck_assert_msg(parse(HDR "data:\n  normalize:\n    mean: 0.5\n    std: [0.25]\nlayers:\n" TAIL,
+                        &net, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(net.norm.n, 2);
+    for (int c = 0; c < 2; c++) {
+        ck_assert_float_eq(net.norm.mean[c], 0.5f);
+        ck_assert_float_eq(net.norm.std[c], 0.25f);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_train_section) {
     vd_net net;
     vd_err e;
@@ -813,6 +839,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_classic_names), test_classic_names);
     tcase_add_test(case_of(s, test_defaults), test_defaults);
     tcase_add_test(case_of(s, test_train_section), test_train_section);
+    tcase_add_test(case_of(s, test_data_section), test_data_section);
     tcase_add_test(case_of(s, test_expressions), test_expressions);
     tcase_add_test(case_of(s, test_templates), test_templates);
     tcase_add_test(case_of(s, test_misc_accepts), test_misc_accepts);

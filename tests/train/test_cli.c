@@ -3,6 +3,7 @@
  * checkpoints of every policy). Runs $VD_BUILDDIR/vdnn-train (and
  * vdnn-plan) on $VD_SRCDIR/nets/lenet.yaml and on specs written here. */
 #include <jansson.h>
+#include <sys/stat.h>
 #include "tutil.h"
 #include "vd_config.h"
 #include "backend/backend.h"
@@ -147,7 +148,7 @@ START_TEST(help_lists_every_flag) {
         "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
         "--conv-tune", "--conv-api", "--conv-split", "--conv-topk", "--conv-rtc", "--conv-debug",
         "--sync-debug", "--step-times", "--mem-trace", "--keep", "--save-best", "--early-stop",
-        "--list-nets", "--optimizer", "--nesterov", "--betas", "--eps" };
+        "--list-nets", "--optimizer", "--nesterov", "--betas", "--eps", "--val-split", "--metrics" };
     /* each in --help and in the man page (where dashes are written \-) */
     char man[1100];
     snprintf(man, sizeof man, "%s/man/vdnn-train.1", getenv("VD_SRCDIR"));
@@ -840,7 +841,55 @@ START_TEST(keep_best_and_early_stop) {
 }
 END_TEST
 
+/* --val-split on a folder without val/, through the CLI: 9 of its 30
+ * images held out, all 9 evaluated at batch 4 (the last batch one image and
+ * three of padding), top-1 and top-5 reported; the progress lines carry the
+ * epoch and the training accuracy; a resume without --data continues on
+ * the recorded data and split. Bad --val-split: exit 2 with the reason. */
+START_TEST(val_split_and_full_evaluation) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-train-test");
+    char p[700], args[2400], ck[700];
+    const char *dirs[] = { "train", "train/a", "train/b", "train/c" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    for (int i = 0; i < 30; i++) {
+        snprintf(p, sizeof p, "%s/train/%c/%02d.pgm", d, 'a' + i % 3, i);
+        unsigned char img[13 + 16 * 16];
+        memcpy(img, "P5\n16 16\n255\n", 13);
+        for (int k = 0; k < 16 * 16; k++) img[13 + k] = (unsigned char)(i * 7 + k);
+        tu_write(p, img, sizeof img);
+    }
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
+    char *out;
+    snprintf(args, sizeof args, "%%s --backend cpu --data folder:%s --val-split 0.3 --batch 4 "
+             "--iters 6 --log-every 3 --save %s", d, ck);
+    int rc = run(&out, args);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "21 train, 9 val held out by --val-split 0.3") &&
+                  strstr(out, "epoch 1/2  iter 3/6") && strstr(out, "epoch 2/2  iter 6/6") &&
+                  strstr(out, "  acc ") && strstr(out, "top-5 ") &&
+                  strstr(out, "(9 held-out images)"), "%s", out);
+    vd_free(out);
+    snprintf(args, sizeof args, "%%s --backend cpu --batch 4 --iters 7 --resume %s", ck);
+    rc = run(&out, args);
+    ck_assert_msg(rc == 0 && strstr(out, "with --val-split 0.3") &&
+                  strstr(out, "(9 held-out images)"), "exit %d:\n%s", rc, out);
+    vd_free(out);
+    snprintf(args, sizeof args, "%%s --data folder:%s --val-split 0.01", d);
+    expect(2, "each split needs at least one image", args);
+    expect(2, "between 0 and 1", "%s --val-split 0");
+    expect(2, "between 0 and 1", "%s --val-split 1");
+    expect(2, "not a number", "%s --val-split half");
+    expect(2, "has a held-out split of its own", "%s --data synthetic:64,16 --val-split 0.5");
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("cli", 300,
           usage_errors_exit_2, other_exit_codes, help_lists_every_flag, resume_through_the_cli,
           interrupted_save_and_recorded_data, bf16_checkpoints_any_policy, math_spec_and_flag,
-          fp16_resume_and_loss_scale, keep_best_and_early_stop)
+          fp16_resume_and_loss_scale, keep_best_and_early_stop, val_split_and_full_evaluation)

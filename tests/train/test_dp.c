@@ -105,11 +105,14 @@ END_TEST
 enum { GB = 16, ITERS = 6 };
 
 /* LeNet on synthetic data at global batch GB for ITERS iterations on the
- * CPU with optimizer opt (AdamW: torch's defaults): one executor (ranks 0)
- * or through vd_dp with `ranks` ranks; returns the parameters (vd_malloc'd)
- * and, for ranks > 1, checks that every rank holds the same bytes. */
+ * CPU with optimizer opt (AdamW: torch's defaults), then evaluated on 30
+ * held-out images (two batches, the second with 14 of 16 scored: 8 + 6 on
+ * 2 ranks, 4 + 4 + 4 + 2 on 4): one executor (ranks 0) or through vd_dp
+ * with `ranks` ranks; returns the parameters (vd_malloc'd) and the result
+ * (res_out, may be NULL) and, for ranks > 1, checks that every rank holds
+ * the same bytes. */
 static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, vd_optimizer opt,
-                          int64_t *n_floats) {
+                          int64_t *n_floats, vd_train_result *res_out) {
     vd_err e;
     vd_net net;
     vd_net_init(&net);
@@ -123,7 +126,7 @@ static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, vd_optimize
     ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
     vd_schedule_inplace(&net);
     vd_dataset *ds;
-    ck_assert_msg(vd_data_open("synthetic:256,32", &net, GB, net.train.seed, false, &ds, &e) == 0,
+    ck_assert_msg(vd_data_open("synthetic:256,30", &net, GB, net.train.seed, false, &ds, &e) == 0,
                   "%s", e.msg);
     vd_dp d;
     memset(&d, 0, sizeof d);
@@ -150,10 +153,12 @@ static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, vd_optimize
         ck_assert_msg(vd_dp_group(&d, ex, &g, &e) == 0, "%s", e.msg);
         ck_assert_int_eq(vd_exec_ranks(g), ranks);
     }
-    vd_train_opts to = { .iters = ITERS, .log_every = 1000 };
+    vd_train_opts to = { .iters = ITERS, .log_every = 1000, .eval_at_end = true };
     vd_train_result res;
     ck_assert_msg(vd_train_run(&net, g ? g : ex, ds, &to, &res, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(res.iters_done, ITERS);
+    ck_assert_int_eq(res.eval_n, 30);
+    if (res_out) *res_out = res;
     *n_floats = net.param_floats;
     size_t bytes = (size_t)net.param_floats * sizeof(float);
     float *p = vd_malloc(bytes, NULL), *q = vd_malloc(bytes, NULL);
@@ -178,12 +183,13 @@ static float *train_lenet(int ranks, vd_policy pol, uint64_t bucket, vd_optimize
 START_TEST(two_ranks_match_one) {
     setup();
     int64_t n1, n2, n3;
-    float *one = train_lenet(0, VD_POLICY_NONE, 0, VD_OPT_SGD, &n1);
+    vd_train_result r1, r2, r4;
+    float *one = train_lenet(0, VD_POLICY_NONE, 0, VD_OPT_SGD, &n1, &r1);
     /* 2 ranks at GB/2 each; 1 KiB buckets: one per layer with parameters;
      * offloads and NaN poison in the ranks' plans */
-    float *two = train_lenet(2, VD_POLICY_ALL, 1024, VD_OPT_SGD, &n2);
+    float *two = train_lenet(2, VD_POLICY_ALL, 1024, VD_OPT_SGD, &n2, &r2);
     /* 4 ranks of 4 samples, the default bucket (one for LeNet) */
-    float *four = train_lenet(4, VD_POLICY_NONE, 0, VD_OPT_SGD, &n3);
+    float *four = train_lenet(4, VD_POLICY_NONE, 0, VD_OPT_SGD, &n3, &r4);
     ck_assert_int_eq(n1, n2);
     ck_assert_int_eq(n1, n3);
     /* Tolerance: the ranks sum their shard's per-sample gradient terms
@@ -203,6 +209,17 @@ START_TEST(two_ranks_match_one) {
     ck_assert_msg(worst4 <= 1e-6, "4 ranks: max |w - w_single| = %g", worst4);
     ck_assert_msg(memcmp(one, two, (size_t)n1 * 4) != 0,
                   "2 ranks gave the same bytes as one: was the all-reduce path taken?");
+    /* the evaluation of the padded last batch: every rank scores its own
+     * part of the 14 (none of rank 3's last 2), and the loss is the mean over
+     * the 30 images, each rank's weighted by its count. The weights differ by
+     * 1e-8 (above): the same predictions, the loss within 1e-5 (float sums
+     * of a loss about 2.3; the ranks' means weighted equally instead of by
+     * 8 and 6 would move it by about 1e-3) */
+    ck_assert(r1.eval_acc == r2.eval_acc && r1.eval_acc == r4.eval_acc);
+    ck_assert(r1.eval_acc5 == r2.eval_acc5 && r1.eval_acc5 == r4.eval_acc5);
+    ck_assert_msg(fabs(r1.eval_loss - r2.eval_loss) < 1e-5 &&
+                  fabs(r1.eval_loss - r4.eval_loss) < 1e-5, "eval loss %.9g, 2 ranks %.9g, 4 ranks %.9g", r1.eval_loss, r2.eval_loss,
+                  r4.eval_loss);
     vd_free(one);
     vd_free(two);
     vd_free(four);
@@ -218,8 +235,8 @@ START_TEST(one_rank_through_the_allreduce_is_the_same_bytes) {
     for (int k = 0; k < 2; k++) {
         vd_optimizer opt = k ? VD_OPT_ADAMW : VD_OPT_SGD;
         int64_t n1, n2;
-        float *plain = train_lenet(0, VD_POLICY_NONE, 0, opt, &n1);
-        float *dp1 = train_lenet(1, VD_POLICY_ALL, 1024, opt, &n2);
+        float *plain = train_lenet(0, VD_POLICY_NONE, 0, opt, &n1, NULL);
+        float *dp1 = train_lenet(1, VD_POLICY_ALL, 1024, opt, &n2, NULL);
         ck_assert_int_eq(n1, n2);
         ck_assert_msg(memcmp(plain, dp1, (size_t)n1 * 4) == 0,
                       "%s: one rank through the all-reduce changed the parameters",
@@ -228,7 +245,7 @@ START_TEST(one_rank_through_the_allreduce_is_the_same_bytes) {
         vd_free(dp1);
     }
     int64_t n;
-    vd_free(train_lenet(2, VD_POLICY_NONE, 0, VD_OPT_ADAMW, &n));
+    vd_free(train_lenet(2, VD_POLICY_NONE, 0, VD_OPT_ADAMW, &n, NULL));
 }
 END_TEST
 

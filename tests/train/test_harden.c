@@ -381,11 +381,15 @@ START_TEST(metrics_json_lines) {
         ck_assert_int_eq(json_integer_value(json_object_get(o, "total")), 6);
         ck_assert(json_is_real(json_object_get(o, "elapsed_s")));
         if (!strcmp(want_ev[lines], "progress")) {
-            const char *keys[] = { "loss", "avg_loss", "lr", "images_per_s", "step_s",
-                                   "data_wait_s" };
-            for (int k = 0; k < 6; k++)
+            const char *keys[] = { "loss", "avg_loss", "train_accuracy", "lr", "images_per_s",
+                                   "step_s", "data_wait_s" };
+            for (int k = 0; k < 7; k++)
                 ck_assert_msg(json_is_real(json_object_get(o, keys[k])), "line %d: no %s",
                               lines + 1, keys[k]);
+            /* 64 images at batch 8: 8 iterations an epoch, so all in the first */
+            ck_assert_int_eq(json_integer_value(json_object_get(o, "epoch")), 1);
+            double ta = json_real_value(json_object_get(o, "train_accuracy"));
+            ck_assert(ta >= 0 && ta <= 1);
             /* a step and a wait are durations: positive, and a step takes longer
              * than nothing (the wait may be 0 when a batch was ready) */
             ck_assert(json_real_value(json_object_get(o, "step_s")) > 0);
@@ -395,6 +399,8 @@ START_TEST(metrics_json_lines) {
             last_loss = json_real_value(json_object_get(o, "loss"));
         } else {
             ck_assert(json_is_real(json_object_get(o, "accuracy")));
+            ck_assert(json_real_value(json_object_get(o, "top5_accuracy")) >=
+                      json_real_value(json_object_get(o, "accuracy")));
             ck_assert(json_is_real(json_object_get(o, "eval_loss")));
             ck_assert_int_eq(json_integer_value(json_object_get(o, "images")), 16);
             ck_assert(json_is_boolean(json_object_get(o, "final")));
@@ -607,7 +613,7 @@ static json_t *layer_of(json_t *root, size_t i) {
 static void grow_conv1(json_t *root) {           /* conv1: 6 -> 8 output channels */
     json_array_set_new(json_object_get(layer_of(root, 0), "shape"), 0, json_integer(8));
 }
-static void zero_loss_aux(json_t *root) {        /* lenet's loss (layer 11) keeps 4 bytes */
+static void zero_loss_aux(json_t *root) {        /* lenet's loss (layer 11) keeps 8 bytes */
     json_object_set_new(layer_of(root, 11), "aux_bytes", json_integer(0));
 }
 static void small_conv1_ws(json_t *root) {       /* conv1's fastest option: 100 bytes */
@@ -634,7 +640,7 @@ START_TEST(profiles_of_other_nets_or_setups) {
         "layers[0] 'conv1' was profiled with output 8x28x28 and 156 parameters, but in net "
         "'lenet' it has 6x28x28 and 156: the profile is of another net",
         "the profile gives layer 'loss' 0 bytes of saved state (\"aux_bytes\"), but the cpu "
-        "backend needs 4",
+        "backend needs 8",
         "note: the profile gives 1 option less workspace than this setup needs (up to 76.46 KiB "
         "less): planned with this setup's workspaces",
         "option 0 ('winograd') for layer 'conv1' but the cpu backend's option 0 is 'im2col': the "

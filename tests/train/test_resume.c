@@ -70,6 +70,8 @@ static bool g_no_stage;
  * on the host (vd_exec_opts.synth_host), and the math */
 static bool g_synth_host;
 static vd_math g_math = VD_MATH_FP32;
+/* the data (evaluation_scores_every_image changes it) */
+static const char *g_data = "synthetic:200,40";
 
 static void open_session(session *s, vd_net *net, vd_policy policy) {
     memset(s, 0, sizeof *s);
@@ -89,8 +91,8 @@ static void open_session(session *s, vd_net *net, vd_policy policy) {
     vd_exec_opts eo = { .poison = true, .deterministic = true, .layers_ready = true,
                         .math = g_math, .synth_host = g_synth_host };
     ck_assert_msg(vd_exec_create(&s->ex, net, &s->plan, s->be, &eo, &e) == 0, "%s", e.msg);
-    ck_assert_msg(vd_data_open("synthetic:200,40", net, net->train.batch, net->train.seed, false,
-                               &s->ds, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_data_open(g_data, net, net->train.batch, net->train.seed, false, &s->ds,
+                               &e) == 0, "%s", e.msg);
 }
 
 static void close_session(session *s) {
@@ -644,7 +646,150 @@ START_TEST(staged_fetch_error_keeps_last_iteration) {
 }
 END_TEST
 
-VDT_MAIN("resume", 300, synthetic_on_device_is_byte_identical, staging_is_byte_identical,
+/* The evaluation scores every held-out image: 90 at batch 32 are 3 batches,
+ * the last with 26 images and 6 of padding. The net, fc(10 -> 10) with
+ * identity weights on 10x1x1 synthetic images, makes each image's logits
+ * its pixels, so its top-1 and top-5 hits and its loss follow from the data
+ * alone, in double here: the counts must agree exactly, the mean loss to
+ * float rounding. With the batches made on the host and on the device (the
+ * CPU backend's fill_synthetic). */
+START_TEST(evaluation_scores_every_image) {
+    vd_net net;
+    vd_net_init(&net);
+    snprintf(net.name, sizeof net.name, "ident");
+    net.in_c = 10; net.in_h = 1; net.in_w = 1; net.classes = 10;
+    net.train.batch = 32;
+    net.train.seed = 3;
+    int i = tu_add(&net, "fc", VD_OP_FC, -1);
+    net.layers[i].u.fc.out = 10;
+    net.layers[i].u.fc.bias = true;
+    tu_add(&net, "loss", VD_OP_SOFTMAX_XENT, i);
+    vd_err e;
+    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
+    float *params = calloc((size_t)net.param_floats, sizeof(float));
+    for (int p = 0; p < net.n_params; p++)
+        if (!strcmp(net.params[p].name, "fc.weight"))
+            for (int k = 0; k < 10; k++) params[net.params[p].offset + k * 10 + k] = 1.0f;
+    g_data = "synthetic:64,90";
+    for (int host = 0; host < 2; host++) {
+        g_synth_host = host;
+        session s;
+        open_session(&s, &net, VD_POLICY_NONE);
+        ck_assert_msg(vd_exec_set_state(s.ex, params, NULL, 0, &e) == 0, "%s", e.msg);
+        vd_eval_result r;
+        ck_assert_msg(vd_train_evaluate(&net, s.ex, s.ds, 2, NULL, &r, &e) == 0, "%s", e.msg);
+        int top1 = 0, top5 = 0;
+        double lsum = 0;
+        for (int64_t k = 0; k < 90; k++) {
+            float x[10];
+            int32_t y;
+            ck_assert_int_eq(vd_data_sample(s.ds, VD_SPLIT_TEST, k, 0, x, &y, &e), 0);
+            int rank = 0;
+            double m = x[0], z = 0;
+            for (int j = 0; j < 10; j++) {
+                rank += x[j] > x[y] || (x[j] == x[y] && j < y);
+                m = fmax(m, x[j]);
+            }
+            for (int j = 0; j < 10; j++) z += exp(x[j] - m);
+            top1 += rank < 1;
+            top5 += rank < 5;
+            lsum += log(z) + m - x[y];
+        }
+        ck_assert_int_eq(r.n, 90);
+        ck_assert_msg(r.acc == top1 / 90.0 && r.acc5 == top5 / 90.0, "top-1 %g top-5 %g, want "
+                      "%d and %d of 90", r.acc, r.acc5, top1, top5);
+        ck_assert(top1 > 0 && top5 > top1 && top5 < 90);   /* the counts tell the cases apart */
+        /* per image the backend's float log-sum-exp, per batch a float mean:
+         * relative 1e-6 of a loss about 2.3 */
+        ck_assert_msg(fabs(r.loss - lsum / 90) < 1e-5, "loss %.9g, want %.9g", r.loss, lsum / 90);
+        close_session(&s);
+    }
+    g_synth_host = false;
+    g_data = "synthetic:200,40";
+    free(params);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* The progress events' training accuracy and epoch: the identity net of
+ * evaluation_scores_every_image trained at a learning rate too small to
+ * move its weights (1e-30, no momentum or decay), one event per iteration:
+ * each event's accuracy is its batch's share of images whose largest pixel
+ * is the label, the batch drawn in the epoch's order (data.h). 64 training
+ * images at batch 32: iterations 1-2 in epoch 1, 3-4 in epoch 2, of 2. */
+typedef struct prog_log { int n; double acc[8]; int64_t epoch[8], epochs[8]; } prog_log;
+static void on_progress(const vd_train_event *ev, void *user) {
+    prog_log *l = user;
+    if (ev->kind != VD_TEV_PROGRESS || l->n >= 8) return;
+    l->acc[l->n] = ev->train_acc;
+    l->epoch[l->n] = ev->epoch;
+    l->epochs[l->n++] = ev->epochs;
+}
+
+START_TEST(training_accuracy_and_epochs_in_progress) {
+    vd_net net;
+    vd_net_init(&net);
+    snprintf(net.name, sizeof net.name, "ident");
+    net.in_c = 10; net.in_h = 1; net.in_w = 1; net.classes = 10;
+    net.train.batch = 32;
+    net.train.seed = 3;
+    net.train.lr = 1e-30f;
+    net.train.lr_policy.type = VD_LR_FIXED;
+    int i = tu_add(&net, "fc", VD_OP_FC, -1);
+    net.layers[i].u.fc.out = 10;
+    net.layers[i].u.fc.bias = true;
+    tu_add(&net, "loss", VD_OP_SOFTMAX_XENT, i);
+    vd_err e;
+    ck_assert_msg(vd_net_finalize(&net, &e) == 0, "%s", e.msg);
+    char *d = vdt_tmpdir("vdnn-train-test"), init[600];
+    snprintf(init, sizeof init, "%s/ident.safetensors", d);
+    float *params = calloc((size_t)net.param_floats, sizeof(float));
+    for (int p = 0; p < net.n_params; p++)
+        if (!strcmp(net.params[p].name, "fc.weight"))
+            for (int k = 0; k < 10; k++) params[net.params[p].offset + k * 10 + k] = 1.0f;
+    vd_train_state st = { .batch = 32, .seed = 3 };
+    ck_assert_msg(vd_ckpt_save(init, &net, params, NULL, &st, &e) == 0, "%s", e.msg);
+    g_data = "synthetic:64,8";
+    session s;
+    open_session(&s, &net, VD_POLICY_NONE);
+    prog_log log = { 0 };
+    vd_train_opts o = { .iters = 4, .log_every = 1, .init_path = init, .cb = on_progress,
+                        .user = &log };
+    vd_train_result res;
+    ck_assert_msg(vd_train_run(&net, s.ex, s.ds, &o, &res, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(log.n, 4);
+    int64_t perm[64];
+    int all_hits = 0;
+    for (int it = 0; it < 4; it++) {
+        vd_data_epoch_perm(64, 3, it / 2, perm);
+        int hits = 0;
+        for (int k = 0; k < 32; k++) {
+            float x[10];
+            int32_t y;
+            ck_assert_int_eq(vd_data_sample(s.ds, VD_SPLIT_TRAIN, perm[(it % 2) * 32 + k], 0, x,
+                                            &y, &e), 0);
+            int arg = 0;
+            for (int j = 1; j < 10; j++) if (x[j] > x[arg]) arg = j;
+            hits += arg == y;
+        }
+        ck_assert_msg(log.acc[it] == hits / 32.0, "iteration %d: accuracy %g, want %d of 32",
+                      it + 1, log.acc[it], hits);
+        all_hits += hits;
+        ck_assert_int_eq(log.epoch[it], it / 2 + 1);
+        ck_assert_int_eq(log.epochs[it], 2);
+    }
+    ck_assert(all_hits > 0 && all_hits < 4 * 32);   /* neither none nor all: the counts tell */
+    close_session(&s);
+    g_data = "synthetic:200,40";
+    free(params);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+VDT_MAIN("resume", 300, evaluation_scores_every_image, training_accuracy_and_epochs_in_progress,
+          synthetic_on_device_is_byte_identical, staging_is_byte_identical,
           resume_is_byte_identical, adamw_and_nesterov_resume_are_byte_identical,
           divergence_is_enumeric,
           final_save_survives_a_failing_evaluation, resume_from_bf16_weights,

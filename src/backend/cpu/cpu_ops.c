@@ -575,15 +575,20 @@ static int vd_cpu_concat_backward(const vd_net *net, int layer, const vd_op_io *
 /* ------------------------------------------------------------------ softmax cross-entropy */
 
 /* y[n, j] = softmax(x[n, :])_j (in double, max subtracted); aux[0] = mean over
- * the batch of -log p[label] = logsumexp(x) - x[label]. labels must be in
- * [0, classes). A chunk (backend.h): its sum over n_batch, in double, put
- * into aux[0] at n0 == 0 and added to it (in double, rounded once) after. */
+ * the batch of -log p[label] = logsumexp(x) - x[label], aux[1] = the top-1
+ * hits (argmax of x, the first of equal maxima, equal to the label), both
+ * over the counted samples: the batch's first loss_n (vd_op_io_loss_n).
+ * labels must be in [0, classes). A chunk (backend.h): its sums over its
+ * counted samples, the loss's in double, divided by the count, put into
+ * aux[0] and aux[1] at n0 == 0 and added to them (in double, rounded once)
+ * after. */
 static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int K = l->c;
     if (!io->labels) return vd_errf(e, VD_EINTERNAL, "layer '%s': no labels", l->name);
-    double total = 0;
+    int counted = vd_op_io_loss_n(io);
+    double total = 0, hits = 0;
     for (int n = 0; n < io->n; n++) {
         const float *x = io->x[0] + (int64_t)n * K;
         float *y = io->y + (int64_t)n * K;
@@ -592,14 +597,19 @@ static int vd_cpu_xent_forward(const vd_net *net, int layer, const vd_op_io *io,
             return vd_errf(e, VD_EDATA, "layer '%s': label %d of sample %lld is outside [0, %d)",
                            l->name, (int)lab, (long long)(io->n0 + n), K);
         double m = x[0];
-        for (int j = 1; j < K; j++) if (x[j] > m || isnan(x[j])) m = x[j];
+        int arg = 0;
+        for (int j = 1; j < K; j++)
+            if (x[j] > m || isnan(x[j])) { m = x[j]; arg = j; }
         double s = 0;
         for (int j = 0; j < K; j++) s += exp((double)x[j] - m);
         for (int j = 0; j < K; j++) y[j] = (float)(exp((double)x[j] - m) / s);
+        if (io->n0 + n >= counted) continue;
         total += log(s) + m - (double)x[lab];
+        hits += arg == lab;
     }
-    double part = total / vd_op_io_batch(io);
+    double part = total / counted;
     io->aux[0] = (float)(io->n0 > 0 ? (double)io->aux[0] + part : part);
+    io->aux[1] = (float)(io->n0 > 0 ? (double)io->aux[1] + hits : hits);
     return VD_OK;
 }
 

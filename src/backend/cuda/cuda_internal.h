@@ -455,10 +455,13 @@ int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch,
                 int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
                 int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
-/* n samples of a batch of n_batch (a chunk: backend.h): loss[0] = their
- * summed loss / n_batch, added to loss[0] when acc (a chunk after the first). */
+/* Samples n0 .. n0 + n - 1 of a batch (a chunk: backend.h) whose first
+ * `counted` count (vd_op_io_loss_n): y = their softmax; loss[0] = the
+ * summed loss of the counted ones among them / counted, loss[1] = their
+ * top-1 hits, added to loss[0] and loss[1] when acc (a chunk after the
+ * first). */
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, int n_batch, bool acc, vd_dtype dt, vd_err *e);
+                 int n, int classes, int n0, int counted, bool acc, vd_dtype dt, vd_err *e);
 /* dx of n samples of a batch of n_batch. scale: NULL, or (math fp16, loss
  * scaling) the device float dx is multiplied by. */
 int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, float *dx,

@@ -19,37 +19,52 @@ __global__ void k_softmax(const T *x, T *y, int classes) {
 }
 
 /* One block of 1024 threads: thread t computes the losses of samples t,
- * t+1024, ... from the logits (log-sum-exp, as PyTorch's log_softmax), then
- * a fixed-order tree sum; loss[0] = sum / fn (fn: the whole batch), or a
- * chunk after the first (acc) adds that to loss[0] (backend.h). */
+ * t+1024, ... of the n counted ones from the logits (log-sum-exp, as
+ * PyTorch's log_softmax) and whether their argmax (the first of equal
+ * maxima) is the label, then fixed-order tree sums; loss[0] = the losses'
+ * sum / fn (fn: the counted samples of the whole batch), loss[1] = the hits,
+ * or a chunk after the first (acc) adds them to loss[0] and loss[1]
+ * (backend.h). */
 enum { XENT_LOSS_THREADS = 1024 };
 template <typename T>
 __global__ void k_xent_loss(const T *x, const int32_t *labels, float *loss, int n,
                             int classes, float fn, bool acc_loss) {
     __shared__ float sh[XENT_LOSS_THREADS];
-    float acc = 0.0f;
+    float acc = 0.0f, hits = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const T *xr = x + (int64_t)i * classes;
         int lab = labels[i];
         if (lab < 0 || lab >= classes) { acc += NAN; continue; }
         float m = -INFINITY;
-        for (int j = 0; j < classes; j++) m = fmaxf(m, ld(xr[j]));
+        int arg = 0;
+        for (int j = 0; j < classes; j++) {
+            float v = ld(xr[j]);
+            if (v > m) { m = v; arg = j; }
+        }
         float s = 0.0f;
         for (int j = 0; j < classes; j++) s += expf(ld(xr[j]) - m);
         acc += -((ld(xr[lab]) - m) - logf(s));
+        hits += arg == lab ? 1.0f : 0.0f;
     }
     float total = block_sum(acc, sh);
-    if (threadIdx.x == 0) loss[0] = acc_loss ? __fadd_rn(loss[0], total / fn) : total / fn;
+    float hit_total = block_sum(hits, sh);
+    if (threadIdx.x == 0) {
+        loss[0] = acc_loss ? __fadd_rn(loss[0], total / fn) : total / fn;
+        loss[1] = acc_loss ? __fadd_rn(loss[1], hit_total) : hit_total;
+    }
 }
 
 int cuk_xent_fwd(cudaStream_t s, const float *x, const int32_t *labels, float *y, float *loss,
-                 int n, int classes, int n_batch, bool acc, vd_dtype dt, vd_err *e) {
+                 int n, int classes, int n0, int counted, bool acc, vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
     DT_DISPATCH(dt, T, k_softmax<T><<<(unsigned)n, CU_THREADS, 0, s>>>(AS<T>(x), AS<T>(y), classes));
     KERNEL_CHECK(e);
     if (loss) {
+        /* the chunk's counted samples: those before the batch's counted-th */
+        int nc = counted - n0 < n ? counted - n0 : n;
+        if (nc < 0) nc = 0;
         DT_DISPATCH(dt, T, k_xent_loss<T><<<1, XENT_LOSS_THREADS, 0, s>>>(
-                               AS<T>(x), labels, loss, n, classes, (float)n_batch, acc));
+                               AS<T>(x), labels, loss, nc, classes, (float)counted, acc));
         KERNEL_CHECK(e);
     }
     return VD_OK;

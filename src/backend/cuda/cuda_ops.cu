@@ -372,7 +372,7 @@ static int xent_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc = need(io->labels, &net->layers[li], "labels", e);
     if (rc) return rc;
     return cuk_xent_fwd(cu_compute(c), io->x[0], io->labels, io->y, io->aux, io->n,
-                        c->layers[li].c, vd_op_io_batch(io), io->n0 > 0, io->act, e);
+                        c->layers[li].c, (int)io->n0, vd_op_io_loss_n(io), io->n0 > 0, io->act, e);
 }
 
 static int xent_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
