@@ -54,7 +54,8 @@ typedef struct vd_cli_common {
                                            --profile, --profile-out, --analytic-profile,
                                            --policy, --budget, --math, --deterministic,
                                            --prefetch, --no-stage-input, --conv-*,
-                                           --sync-debug, --mem-trace, --step-times */
+                                           --sync-debug, --mem-trace, --step-times,
+                                           --chunks, --freeze */
     int64_t seed;                       /* --seed */
     bool has_seed;
     bool quiet;                         /* --quiet */

@@ -46,6 +46,7 @@ typedef struct vd_train_job_opts {
     int64_t log_every;
     int loader_threads;         /* --loader-threads: 0 = the loader's choice */
     const char *data, *save, *resume, *init, *plan_json, *metrics;
+    const char *init_skip;      /* --init-skip PATTERN (with init): left at initialisation */
     vd_ckpt_dtype save_dtype;
     bool augment, poison;
     bool mpi;                   /* --mpi: this process is one rank of an mpirun job */
