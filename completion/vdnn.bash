@@ -13,8 +13,8 @@ _vdnn_flags() {
     vdnn-train) echo '--analytic-profile --augment --backend= --batch= --budget= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --data=
         --betas= --deterministic --device= --early-stop= --epochs= --eps= --eval-every=
-        --gpus= --help
-        --init= --iters= --keep= --list-nets --loader-threads= --log-every= --lr= --math=
+        --freeze= --gpus= --help
+        --init= --init-skip= --iters= --keep= --list-nets --loader-threads= --log-every= --lr= --math=
         --mem-trace --metrics= --momentum= --mpi --nesterov --no-stage-input --optimizer=
         --plan-json= --poison
         --policy= --prefetch= --profile= --profile-out= --quiet --resume= --save=
@@ -22,12 +22,12 @@ _vdnn_flags() {
         --sync-debug --val-split= --version --wd= --weight-decay=' ;;
     vdnn-plan) echo '--analytic-profile --backend= --batch= --budget= --chunks= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --deterministic
-        --device= --format= --gpu-model= --gpus= --help --list-gpu-models --list-nets
+        --device= --format= --freeze= --gpu-model= --gpus= --help --list-gpu-models --list-nets
         --math= --min-budget --no-stage-input --optimizer= --policy= --prefetch= --profile=
         --profile-out= --quiet --save-profile= --summary --sync-debug --trace= --version' ;;
     vdnn-bench) echo '--analytic-profile --backend= --batch= --budgets= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --csv=
-        --deterministic --device= --help --iters= --json= --list-nets --math=
+        --deterministic --device= --freeze= --help --iters= --json= --list-nets --math=
         --no-stage-input --optimizer= --plot= --policies= --prefetch= --profile=
         --profile-out= --quiet
         --seed= --steps= --sync-debug --version --warmup=' ;;

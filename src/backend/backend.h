@@ -47,7 +47,12 @@ typedef struct vd_algo_opt {
  *   rm, rv: BN running mean / var (buffers)
  *   dw, db: gradients, same layout; backward overwrites them (dw_beta 0:
  *           each param belongs to one layer) or adds to them (dw_beta 1).
- *   dy    : gradient of y;  dx[k]: gradient of x[k]
+ *           NULL: no gradient wanted (a frozen parameter, --freeze): none is
+ *           computed, and conv and fc then read no x (vd_op_bwd_reads);
+ *           what a library call writes regardless (cuDNN's batch norm) goes
+ *           into room its option's workspace holds for it
+ *   dy    : gradient of y;  dx[k]: gradient of x[k] (NULL: the input needs
+ *           none: the net input, a no_grad layer's output; the same rule)
  *   dx_beta[k]: 0 = overwrite dx[k], 1 = accumulate into it (tensors with
  *           several consumers sum their gradients; order is static)
  *   aux   : per-layer saved state (BN: mean[C], invstd[C]; loss: 2 floats,

@@ -154,6 +154,13 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     else if (!strcmp(name, "quiet")) c->quiet = true;
     else if (!strcmp(name, "no-stage-input")) g->no_stage_input = true;
     else if (!strcmp(name, "chunks")) g->chunks = val;
+    else if (!strcmp(name, "freeze")) {   /* checked by vd_config_resolve (vd_net_freeze) */
+        if (g->freeze)
+            rc = vd_errf(e, VD_EUSAGE, "--freeze given twice ('%s', '%s'): give one pattern, "
+                         "alternatives joined with | (e.g. '^(conv1|bn1|layer1)\\.')",
+                         g->freeze, val);
+        g->freeze = val;
+    }
     else if (!strcmp(name, "mem-trace")) g->mem_trace = true;
     else if (!strcmp(name, "step-times")) g->step_times = true;
     else if (!strcmp(name, "sync-debug")) bo->sync_debug = true;

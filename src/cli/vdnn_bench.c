@@ -52,6 +52,8 @@ static void usage(FILE *f) {
 "  --chunks K|L=K,...   split layers into K batch chunks: every layer that can be,\n"
 "                       or the named ones (a run of them shares its chunks);\n"
 "                       less memory per step (default: none split)\n"
+"  --freeze PATTERN     train with these parameters frozen, as vdnn-train --freeze\n"
+"                       (POSIX extended regex searched in the parameter names)\n"
 "  --warmup N           untimed iterations per point (default 2)\n"
 "  --iters N            timed iterations per point (default 5)\n"
 "  --seed N             seed of the initial weights and synthetic data\n"
@@ -93,6 +95,7 @@ typedef struct opts {
 
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true}, {"chunks", true},
+    {"freeze", true},
     {"warmup", true}, {"iters", true}, {"seed", true}, {"optimizer", true}, {"backend", true},
     {"device", true},
     {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},

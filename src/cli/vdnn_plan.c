@@ -63,6 +63,10 @@ static void usage(FILE *f) {
         "  --chunks K|L=K,...   split layers into K batch chunks: every layer that can be,\n"
         "                       or the named ones (a run of them shares its chunks);\n"
         "                       less memory per step (default: none split)\n"
+        "  --freeze PATTERN     plan the training vdnn-train --freeze PATTERN runs: the\n"
+        "                       parameters whose names match (POSIX extended regex,\n"
+        "                       searched: '^layer[1-3]\\.') get no gradient, so their\n"
+        "                       layers keep less for the backward pass\n"
         "  --profile FILE       measured/edited profile (JSON, see vdnn-plan(1))\n"
         "  --gpu-model M        plan for a card from its published figures (t4, l4,\n"
         "                       a10, a100-40g, a100-80g, rtx3060, rtx4060, rtx3090,\n"
@@ -102,7 +106,7 @@ typedef struct opts {
 
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"gpus", true}, {"budget", true}, {"policy", true}, {"prefetch", true}, {"chunks", true},
-    {"optimizer", true},
+    {"optimizer", true}, {"freeze", true},
     {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
     {"analytic-profile", false}, {"math", true}, {"deterministic", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},

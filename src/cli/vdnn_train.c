@@ -101,8 +101,17 @@ static void usage(FILE *f) {
 "  --resume FILE        continue exactly: weights, optimizer state, iteration, data\n"
 "                       position (without --data: the data FILE was trained on;\n"
 "                       the optimizer must be FILE's)\n"
-"  --init FILE          start from FILE's weights only\n"
-"                       (--init and --resume read F32, BF16 and F16 tensors)\n"
+"  --init FILE          start from FILE's weights only (says on stderr what it\n"
+"                       loaded; --init and --resume read F32, BF16 and F16)\n"
+"  --init-skip PATTERN  with --init: the tensors whose names match (POSIX extended\n"
+"                       regex, searched: '^fc\\.') stay at their initialisation\n"
+"                       (a new head), and FILE's are not read\n"
+"\n"
+"Fine-tuning:\n"
+"  --freeze PATTERN     the parameters whose names match get no gradient and no\n"
+"                       update ('^(conv1|bn1|layer[1-3])\\.'); batch-norm running\n"
+"                       statistics still update (a layer's own learning rate:\n"
+"                       lr_mult in the spec, vdnn-net(5))\n"
 "\n"
 "Memory plan (the same options and defaults as vdnn-plan; see vdnn-plan(1)):\n"
 "  --budget SIZE        device memory pool, e.g. 12G, 512M (default: what the plan\n"
@@ -163,7 +172,8 @@ static const vd_cli_flag FLAGS[] = {
     {"val-split", true},
     {"loader-threads", true}, {"save", true}, {"save-every", true}, {"keep", true},
     {"save-best", false}, {"early-stop", true}, {"save-dtype", true}, {"resume", true},
-    {"init", true}, {"backend", true}, {"device", true}, {"budget", true}, {"policy", true},
+    {"init", true}, {"init-skip", true}, {"freeze", true}, {"backend", true},
+    {"device", true}, {"budget", true}, {"policy", true},
     {"prefetch", true}, {"chunks", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
@@ -255,6 +265,12 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     }
     else if (!strcmp(name, "resume")) j->resume = val;
     else if (!strcmp(name, "init")) j->init = val;
+    else if (!strcmp(name, "init-skip")) {
+        if (j->init_skip)
+            rc = vd_errf(e, VD_EUSAGE, "--init-skip given twice ('%s', '%s'): give one pattern, "
+                         "alternatives joined with | (e.g. '^(fc|layer4)\\.')", j->init_skip, val);
+        j->init_skip = val;
+    }
     else if (!strcmp(name, "augment")) j->augment = true;
     else if (!strcmp(name, "poison")) j->poison = true;
     else if (!strcmp(name, "mpi")) j->mpi = true;
@@ -276,6 +292,13 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     j->seed = (uint64_t)o->c.seed;
     if (j->resume && j->init)
         return vd_errf(e, VD_EUSAGE, "--resume and --init exclude each other");
+    if (j->init_skip && !j->init)
+        return vd_errf(e, VD_EUSAGE, "--init-skip needs --init FILE");
+    if (j->init_skip) {   /* a bad pattern fails now, not after profiling and planning */
+        regex_t re;
+        if ((rc = vd_regex_compile(&re, j->init_skip, "--init-skip", e))) return rc;
+        regfree(&re);
+    }
     if (j->save_every && !j->save)
         return vd_errf(e, VD_EUSAGE, "--save-every needs --save FILE");
     if (j->keep && !j->save_every)
@@ -592,6 +615,12 @@ static void on_ready(const vd_train_job *j, void *ctx) {
             "(%.2f epochs of %s)\n", PROG, j->net.name, (long long)j->net.n_trainable, tc->batch,
             (long long)j->iters, (double)j->iters * tc->batch /
             (double)j->data_info->n[VD_SPLIT_TRAIN], j->data_info->desc);
+    vd_freeze_count fc;
+    vd_net_frozen_count(&j->net, &fc);
+    if (fc.frozen)
+        fprintf(stderr, "%s: --freeze: %d of %d parameter tensors frozen (%lld parameters); "
+                "the backward pass skips %d layers\n", PROG, fc.frozen, fc.params,
+                (long long)fc.frozen_numel, fc.no_grad_layers);
     char optim[96];
     if (tc->optimizer == VD_OPT_ADAMW)
         snprintf(optim, sizeof optim, "adamw (betas %g, %g, eps %g)", (double)tc->beta1,

@@ -100,6 +100,7 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
                   : net->train.batch > 0 ? net->train.batch : VD_CONFIG_DEFAULT_BATCH;
     net->train.batch = (int)batch;
     int rc = vd_net_finalize(net, e);   /* (re)check at the final batch size */
+    if (!rc) rc = vd_net_freeze(net, c->freeze, e);
     if (rc) return rc;
     vd_schedule_inplace(net);
     r->batch = (int)batch;

@@ -70,6 +70,8 @@ typedef struct vd_config {
     bool step_times;            /* --step-times (vdnn-train) */
     int gpus;                   /* --gpus N: data-parallel ranks; 0 = not given (1) */
     const char *chunks;         /* --chunks K | LAYER=K,...: split layers; NULL = none */
+    const char *freeze;         /* --freeze PATTERN: frozen parameters (vd_net_freeze);
+                                   NULL = none */
 } vd_config;
 
 /* Nothing given: backend auto, device 0, fp32, prefetch auto. */
@@ -101,11 +103,14 @@ void vd_config_run_free(vd_config_run *r);
 
 /* Resolve c for net: the batch (above) is applied to net->train.batch and
  * net is finalized at it and vd_schedule_inplace'd; r is filled. With
+ * --freeze is applied to net (vd_net_freeze: before the in-place schedule,
+ * which depends on what the backward pass reads). With
  * --gpus N the batch is the global one: r->batch = batch / N, and a batch
  * that N does not divide is VD_ESPEC (each rank needs a whole shard).
  * plan_tool: vdnn-plan, which plans for a device model unless --backend
  * is given (train and bench always use a backend). Errors: VD_EUSAGE
  * (exclusive flags: --profile with --analytic-profile or --gpu-model,
+ * a --freeze pattern that is no regular expression or matches no parameter,
  * --gpu-model with --backend, an unknown model: the message lists the known
  * ones and the nearest; --chunks that is no count nor LAYER=K list, names
  * no layer of the net, or splits what cannot be split:

@@ -278,7 +278,7 @@ static int train(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
         .iters = iters, .stop_at = o->stop_at, .save_path = o->save,
         .save_every = o->save_every, .keep = o->keep, .save_best = o->save_best,
         .early_stop = o->early_stop, .save_dtype = o->save_dtype,
-        .resume_path = o->resume, .init_path = o->init,
+        .resume_path = o->resume, .init_path = o->init, .init_skip = o->init_skip,
         .eval_every = o->has_eval_every && o->eval_every > 0 ? o->eval_every : 0,
         .eval_at_end = !(o->has_eval_every && o->eval_every < 0),
         .log_every = log_every, .stop = o->stop, .loader_threads = o->loader_threads,

@@ -56,6 +56,7 @@ typedef struct vd_train_job_opts {
     const char *data, *save, *resume, *init, *plan_json, *metrics;
     double val_split;           /* --val-split F: hold out F of a folder's train images
                                    (vd_data_hold_out); 0 = none */
+    const char *init_skip;      /* --init-skip PATTERN (with init): left at initialisation */
     vd_ckpt_dtype save_dtype;
     bool augment, poison;
     bool mpi;                   /* --mpi: this process is one rank of an mpirun job */

@@ -72,7 +72,8 @@ struct vdx_member {
     vd_op_io *rc_io;            /* [plan->n_recompute_ops], in action order */
     int n_rc;
     int n_ranges;
-    int64_t *r_off, *r_cnt;     /* trainable ranges, in floats */
+    int64_t *r_off, *r_cnt;     /* trained ranges, in floats */
+    float *r_mult;              /* [n_ranges] their layers' lr_mult (vd_layer_lr_mult) */
     /* math fp16 (loss scaling, backend.h): the gradient ranges checked for
      * inf/NaN, one per layer with trainable parameters, in backward order
      * (highest layer index first), and the state as last read back */
@@ -159,7 +160,8 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
         const vd_param *pr = &net->params[l->param_first + k];
         float *pp = params + pr->offset;
         float *gg = grads ? grads + pr->offset : lg ? lg + (pr->offset - pl->dw_base) : NULL;
-        vd_op_io_bind_param(io, pr->role, pp, bwd ? gg : NULL);
+        /* a frozen parameter: no gradient (the backends then compute none) */
+        vd_op_io_bind_param(io, pr->role, pp, bwd && !pr->frozen ? gg : NULL);
     }
 }
 
@@ -235,10 +237,11 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
         int rc = be->layer_algos(be, i, &opts, &n, e);
         if (rc) return rc;
         const vd_plan_layer *pl = &plan->layers[plan->first_unit[i]];
-        /* each pass (a forward-only plan: forward): its option exists and
-         * gets at least the backend's workspace for that pass (its chunks',
-         * when it is split, share its options and workspaces) */
-        for (int pass = 0; pass < (plan->forward_only ? 1 : 2); pass++) {
+        /* each pass (a forward-only plan, or a layer without backward:
+         * forward): its option exists and gets at least the backend's
+         * workspace for that pass (its chunks', when it is split, share
+         * its options and workspaces) */
+        for (int pass = 0; pass < (plan->forward_only || net->layers[i].no_grad ? 1 : 2); pass++) {
             int a = pass ? pl->algo_bwd : pl->algo_fwd;
             uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
             const char *pn = pass ? "backward" : "forward";
@@ -368,31 +371,40 @@ static int create_io(vdx_member *m, vd_err *e) {
     return rc;
 }
 
-/* The trainable ranges (maximal runs of adjacent WEIGHT params) and math
- * fp16's checked ranges (each layer's adjacent trainable parameters, layers
- * in backward order). */
+/* The trained ranges (maximal runs of adjacent trained params,
+ * vd_param_trained, of one lr_mult) and math fp16's checked ranges (each
+ * layer's adjacent trained parameters, layers in backward order). */
 static int param_ranges(vdx_member *m, vd_err *e) {
     const vd_net *net = m->net;
     size_t np = (size_t)(net->n_params ? net->n_params : 1);
     m->r_off = vd_calloc(np, sizeof *m->r_off, e);
     m->r_cnt = vd_calloc(np, sizeof *m->r_cnt, e);
+    m->r_mult = vd_calloc(np, sizeof *m->r_mult, e);
     m->c_off = vd_calloc(np, sizeof *m->c_off, e);
     m->c_cnt = vd_calloc(np, sizeof *m->c_cnt, e);
     m->c_layer = vd_calloc(np, sizeof *m->c_layer, e);
-    if (!m->r_off || !m->r_cnt || !m->c_off || !m->c_cnt || !m->c_layer) return VD_ENOMEM;
+    if (!m->r_off || !m->r_cnt || !m->r_mult || !m->c_off || !m->c_cnt || !m->c_layer)
+        return VD_ENOMEM;
     for (int k = 0; k < net->n_params; k++) {
         const vd_param *pr = &net->params[k];
-        if (pr->kind != VD_PARAM_WEIGHT || pr->numel == 0) continue;
-        if (m->n_ranges && m->r_off[m->n_ranges - 1] + m->r_cnt[m->n_ranges - 1] == pr->offset)
-            m->r_cnt[m->n_ranges - 1] += pr->numel;
-        else { m->r_off[m->n_ranges] = pr->offset; m->r_cnt[m->n_ranges] = pr->numel; m->n_ranges++; }
+        if (!vd_param_trained(pr)) continue;
+        float mult = vd_layer_lr_mult(&net->layers[pr->layer]);
+        int r = m->n_ranges - 1;
+        if (r >= 0 && m->r_off[r] + m->r_cnt[r] == pr->offset && m->r_mult[r] == mult) {
+            m->r_cnt[r] += pr->numel;
+        } else {
+            m->r_off[++r] = pr->offset;
+            m->r_cnt[r] = pr->numel;
+            m->r_mult[r] = mult;
+            m->n_ranges++;
+        }
     }
     for (int i = net->n_layers - 1; i >= 0; i--) {
         const vd_layer *l = &net->layers[i];
         int first = m->n_checks;
         for (int k = l->param_first; k < l->param_first + l->n_params; k++) {
             const vd_param *pr = &net->params[k];
-            if (pr->kind != VD_PARAM_WEIGHT || pr->numel == 0) continue;
+            if (!vd_param_trained(pr)) continue;
             int c = m->n_checks;
             if (c > first && m->c_off[c - 1] + m->c_cnt[c - 1] == pr->offset) {
                 m->c_cnt[c - 1] += pr->numel;
@@ -504,6 +516,7 @@ void vdx_member_destroy(vdx_member **pm) {
     vd_free(m->rc_io);
     vd_free(m->r_off);
     vd_free(m->r_cnt);
+    vd_free(m->r_mult);
     vd_free(m->c_off);
     vd_free(m->c_cnt);
     vd_free(m->c_layer);
@@ -742,9 +755,10 @@ static void state_arrays(const vdx_member *m, int64_t base, float **mm, float **
 }
 
 /* The update in the backward pass (vd_plan.update_in_bwd): the optimizer's
- * update of unit u's layer's trainable parameters from its gradient tensor,
- * at backward step s, after its op (the layer's last chunk there:
- * vd_plan_layer.update); runs of adjacent trainable parameters in one call. */
+ * update of unit u's layer's trained parameters from its gradient tensor at
+ * lr x the layer's lr_mult, at backward step s, after its op (the layer's
+ * last chunk there: vd_plan_layer.update); runs of adjacent trained
+ * parameters in one call. */
 static int update_layer(vdx_member *m, const vd_plan *p, int u, int s, float lr, vd_err *e) {
     const vd_net *net = m->net;
     const vd_plan_layer *pl = &p->layers[u];
@@ -755,11 +769,11 @@ static int update_layer(vdx_member *m, const vd_plan *p, int u, int s, float lr,
     state_arrays(m, pl->dw_base, &sm, &sv);
     float *g = taddr(m, p, pl->dw, s);
     if (!g) return vd_errf(e, VD_EINTERNAL, "layer '%s': its gradients are not resident", l->name);
-    vd_optim_step o = optim_step(m, lr);
+    vd_optim_step o = optim_step(m, lr * vd_layer_lr_mult(l));
     int64_t off = -1, cnt = 0;
     for (int k = l->param_first; k <= l->param_first + l->n_params; k++) {
         const vd_param *pr = k < l->param_first + l->n_params ? &net->params[k] : NULL;
-        bool take = pr && pr->kind == VD_PARAM_WEIGHT && pr->numel > 0;
+        bool take = pr && vd_param_trained(pr);
         if (take && cnt && off + cnt == pr->offset - pl->dw_base) { cnt += pr->numel; continue; }
         if (cnt) {
             int rc = m->be->update(m->be, &o, params, g, sm, sv, off, cnt, e);
@@ -834,11 +848,11 @@ static int offload(vdx_member *m, const vd_plan *p, int t, bool timed, walk_stat
 }
 
 /* The SGD step of the training plan (the optimizer's update, whichever it
- * is): the averaged gradients first (data parallel), then every trainable
- * range updated from the gradient array. Math fp16: every gradient checked,
- * then the updates (skipped on the device when one was not finite), then
- * the scale's step; sgd_steps and first_pending follow the state read back
- * with the loss (vdx_member_train_step). */
+ * is): the averaged gradients first (data parallel), then every trained
+ * range updated from the gradient array at lr x its lr_mult. Math fp16:
+ * every gradient checked, then the updates (skipped on the device when one
+ * was not finite), then the scale's step; sgd_steps and first_pending
+ * follow the state read back with the loss (vdx_member_train_step). */
 static int sgd_step(vdx_member *m, float lr, vd_err *e) {
     vd_backend *be = m->be;
     const vd_plan *tp = m->plan;
@@ -852,12 +866,16 @@ static int sgd_step(vdx_member *m, float lr, vd_err *e) {
     if (m->fp16) {
         for (int r = 0; r < m->n_checks && !rc; r++)
             rc = be->grad_check(be, grads, m->c_off[r], m->c_cnt[r], m->c_layer[r], e);
-        for (int r = 0; r < m->n_ranges && !rc; r++)
+        for (int r = 0; r < m->n_ranges && !rc; r++) {
+            o.lr = lr * m->r_mult[r];
             rc = be->update_scaled(be, &o, params, grads, sm, sv, m->r_off[r], m->r_cnt[r], e);
+        }
         return rc ? rc : be->scale_update(be, e);
     }
-    for (int r = 0; grads && r < m->n_ranges && !rc; r++)
+    for (int r = 0; grads && r < m->n_ranges && !rc; r++) {
+        o.lr = lr * m->r_mult[r];
         rc = be->update(be, &o, params, grads, sm, sv, m->r_off[r], m->r_cnt[r], e);
+    }
     if (!rc) { m->first_pending = false; m->sgd_steps++; }
     return rc;
 }
@@ -918,7 +936,8 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
                 vd_op_io *io = &iot[s];
                 io->iter = iter;
                 if (st->kind == VD_STEP_FWD) rc = be->forward(be, net, st->layer, io, e);
-                else rc = be->backward(be, net, st->layer, io, e);
+                else if (!net->layers[st->layer].no_grad)   /* (else nothing to do: net.h) */
+                    rc = be->backward(be, net, st->layer, io, e);
                 if (!rc && st->kind == VD_STEP_BWD && m->opts.allreduce && p == m->plan)
                     rc = average_buckets(m, s, e);
                 if (!rc && st->kind == VD_STEP_BWD && p->update_in_bwd && p == m->plan)

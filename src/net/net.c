@@ -178,6 +178,7 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
     for (int i = 0; i < net->n_layers; i++) {
         if ((rc = infer_layer(net, i, e))) return rc;
         vd_layer *l = &net->layers[i];
+        l->no_grad = false;   /* the parameters are new: none frozen (vd_net_freeze) */
         l->param_first = net->n_params;
         if (vd_op_table[l->op].params && (rc = vd_op_table[l->op].params(net, i, e))) return rc;
         l->n_params = net->n_params - l->param_first;
@@ -212,6 +213,60 @@ int vd_net_finalize(vd_net *net, vd_err *e) {
                              "output is never used (every layer must lead to the loss)");
     }
     return VD_OK;
+}
+
+int vd_net_freeze(vd_net *net, const char *pattern, vd_err *e) {
+    for (int k = 0; k < net->n_params; k++) net->params[k].frozen = false;
+    for (int i = 0; i < net->n_layers; i++) net->layers[i].no_grad = false;
+    if (!pattern) return VD_OK;
+    regex_t re;
+    int rc = vd_regex_compile(&re, pattern, "--freeze", e);
+    if (rc) return rc;
+    int frozen = 0, buffers = 0, trained = 0;
+    for (int k = 0; k < net->n_params; k++) {
+        vd_param *p = &net->params[k];
+        bool hit = vd_regex_search(&re, p->name);
+        if (p->kind != VD_PARAM_WEIGHT) buffers += hit;
+        else if (hit) { p->frozen = true; frozen++; }
+        else trained += p->numel > 0;
+    }
+    regfree(&re);
+    if (!frozen) {
+        for (int k = 0; k < net->n_params; k++) net->params[k].frozen = false;
+        return vd_errf(e, VD_EUSAGE, "--freeze '%s' matches no parameter of net '%s'%s (it is "
+                       "searched for in parameter names such as '%s': a layer's name, then "
+                       ".weight or .bias)", pattern, net->name,
+                       buffers ? ", only buffers (running statistics are no parameters: batch "
+                                 "norm updates them in training whatever is frozen)" : "",
+                       net->n_params ? net->params[0].name : "conv1.weight");
+    }
+    if (!trained) {
+        for (int k = 0; k < net->n_params; k++) net->params[k].frozen = false;
+        return vd_errf(e, VD_EUSAGE, "--freeze '%s' freezes every parameter of net '%s': "
+                       "nothing would train", pattern, net->name);
+    }
+    /* layers in topological order: an input's flag is final before its reader's */
+    for (int i = 0; i < net->n_layers; i++) {
+        vd_layer *l = &net->layers[i];
+        bool grad = false;
+        for (int k = l->param_first; k < l->param_first + l->n_params; k++)
+            grad |= vd_param_trained(&net->params[k]);
+        for (int k = 0; k < l->n_in; k++) grad |= l->in[k] >= 0 && !net->layers[l->in[k]].no_grad;
+        l->no_grad = !grad;
+    }
+    return VD_OK;
+}
+
+void vd_net_frozen_count(const vd_net *net, vd_freeze_count *c) {
+    memset(c, 0, sizeof *c);
+    for (int k = 0; k < net->n_params; k++) {
+        const vd_param *p = &net->params[k];
+        if (p->kind != VD_PARAM_WEIGHT) continue;
+        c->params++;
+        c->frozen += p->frozen;
+        if (p->frozen) c->frozen_numel += p->numel;
+    }
+    for (int i = 0; i < net->n_layers; i++) c->no_grad_layers += net->layers[i].no_grad;
 }
 
 double vd_net_layer_flops(const vd_net *net, int i) {

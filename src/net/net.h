@@ -71,6 +71,9 @@ typedef struct vd_op_info {
      * exact answer for one layer (average pooling reads neither). */
     bool bwd_needs_x;
     bool bwd_needs_y;
+    bool bwd_x_for_weight;   /* backward reads x only for the weight's gradient (dx needs
+                                W and dy alone): a frozen weight (vd_param.frozen) reads
+                                no x (vd_op_bwd_reads) */
     bool can_inplace;        /* output may overwrite its (single) input */
     bool has_params;
     bool recomputable;       /* forward may run again to rebuild y: bit for bit, changing no
@@ -133,7 +136,19 @@ typedef struct vd_layer {
     } u;
     int param_first, n_params;  /* range in net->params */
     bool inplace;               /* set by the scheduler: output aliases input 0 */
+    /* spec lr_mult: the layer's parameters learn at the scheduled lr times
+     * lr_mult (0: not updated); lr_mult_set false (the spec gives none, a
+     * layer built in code): 1. Read through vd_layer_lr_mult. */
+    float lr_mult;
+    bool lr_mult_set;
+    /* set by vd_net_freeze: neither this layer nor any layer upstream of it
+     * (through its inputs) has a trained parameter, so nothing needs its
+     * output's gradient and its backward does nothing: it does not run, and
+     * reads and writes nothing (PyTorch builds no autograd graph there) */
+    bool no_grad;
 } vd_layer;
+
+static inline float vd_layer_lr_mult(const vd_layer *l) { return l->lr_mult_set ? l->lr_mult : 1.0f; }
 
 typedef enum { VD_PARAM_WEIGHT, VD_PARAM_BUFFER } vd_param_kind;
 
@@ -156,7 +171,15 @@ typedef struct vd_param {
     int64_t shape[4];           /* PyTorch order: conv [out, in/g, kh, kw]; fc [out, in] */
     int64_t numel;
     int64_t offset;             /* in floats, into the flat parameter array */
+    bool frozen;                /* vd_net_freeze (--freeze): a WEIGHT that gets no gradient
+                                   and no update (PyTorch's requires_grad = False) */
 } vd_param;
+
+/* Is p trained: a WEIGHT that is not frozen, whose gradient the backward
+ * pass writes and the SGD step applies? */
+static inline bool vd_param_trained(const vd_param *p) {
+    return p->kind == VD_PARAM_WEIGHT && !p->frozen && p->numel > 0;
+}
 
 typedef struct vd_lr_policy {
     enum { VD_LR_FIXED, VD_LR_STEP, VD_LR_MULTISTEP, VD_LR_POLY, VD_LR_COSINE } type;
@@ -290,8 +313,34 @@ double vd_net_layer_flops(const vd_net *net, int i);
  * mean[C] and invstd[C]; the loss: 2 floats. The one formula for the
  * backends, the executor, the planner and the profiler. */
 uint64_t vd_op_aux_bytes(const vd_net *net, int layer, int batch);
-/* Whether layer `layer`'s backward reads its input(s) / its output. */
+/* Whether layer `layer`'s backward reads its input(s) / its output: none
+ * for a no_grad layer (its backward does not run), no x for a frozen
+ * weight of an op whose x serves only the weight's gradient
+ * (bwd_x_for_weight); else the op's reads. */
 void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y);
+/* The same as if no parameter were frozen (what vd_net_freeze saves is the
+ * difference: vdnn-plan's report). */
+void vd_op_bwd_reads_unfrozen(const vd_net *net, int layer, bool *x, bool *y);
+
+/* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
+ * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then
+ * mark the layers that need no gradient (vd_layer.no_grad). NULL: nothing
+ * frozen. Clears what an earlier call set (vd_net_finalize does too). A
+ * frozen parameter gets no gradient and no update: no SGD step, no weight
+ * decay, its momentum untouched. Buffers (running statistics) are not
+ * parameters: batch norm updates them in training whatever is frozen, as
+ * PyTorch's does. VD_EUSAGE naming the pattern when it is no regular
+ * expression, matches no parameter of the net (saying so when it matches
+ * buffers only), or freezes every parameter (nothing would train). Call
+ * on a finalized net. */
+int vd_net_freeze(vd_net *net, const char *pattern, vd_err *e);
+/* What vd_net_freeze froze. */
+typedef struct vd_freeze_count {
+    int frozen, params;         /* frozen parameter tensors (WEIGHT) of all of them */
+    int64_t frozen_numel;       /* their values */
+    int no_grad_layers;         /* layers whose backward does not run (vd_layer.no_grad) */
+} vd_freeze_count;
+void vd_net_frozen_count(const vd_net *net, vd_freeze_count *c);
 
 /* For the op table's callbacks (src/net/ops.c). */
 __attribute__((format(printf, 4, 5)))

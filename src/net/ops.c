@@ -412,6 +412,7 @@ static const char *const NO_KEYS[] = {NULL};
 
 const vd_op_info vd_op_table[] = {
     [VD_OP_CONV] = {.name = "conv", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
+                    .bwd_x_for_weight = true,
                     .has_params = true, .recomputable = true, .chunkable = true, .keys = CONV_KEYS,
                     .parse = conv_parse, .defaults = conv_defaults, .infer = conv_infer,
                     .flops = conv_flops, .params = conv_params},
@@ -437,6 +438,7 @@ const vd_op_info vd_op_table[] = {
                          .parse = bn_parse, .defaults = bn_defaults, .flops = flops_out4,
                          .params = bn_params, .aux_bytes = bn_aux_bytes},
     [VD_OP_FC] = {.name = "fc", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
+                  .bwd_x_for_weight = true,
                   .has_params = true, .recomputable = true, .chunkable = true, .keys = FC_KEYS,
                   .parse = fc_parse, .infer = fc_infer, .flops = fc_flops, .params = fc_params},
     [VD_OP_DROPOUT] = {.name = "dropout", .min_inputs = 1, .max_inputs = 1, .can_inplace = true,
@@ -466,10 +468,19 @@ uint64_t vd_op_aux_bytes(const vd_net *net, int layer, int batch) {
     return info->aux_bytes ? info->aux_bytes(l, batch) : 0;
 }
 
-void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {
+void vd_op_bwd_reads_unfrozen(const vd_net *net, int layer, bool *x, bool *y) {
     const vd_layer *l = &net->layers[layer];
     const vd_op_info *info = &vd_op_table[l->op];
     *x = info->bwd_needs_x;
     *y = info->bwd_needs_y;
     if (info->bwd_reads) info->bwd_reads(l, x, y);
+}
+
+void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {
+    const vd_layer *l = &net->layers[layer];
+    if (l->no_grad) { *x = *y = false; return; }
+    vd_op_bwd_reads_unfrozen(net, layer, x, y);
+    if (!vd_op_table[l->op].bwd_x_for_weight) return;
+    for (int k = l->param_first; k < l->param_first + l->n_params; k++)
+        if (net->params[k].role == VD_ROLE_WEIGHT && net->params[k].frozen) *x = false;
 }

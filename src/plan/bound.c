@@ -142,13 +142,14 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
     if (!bound_applies(net, prof, p)) return 0.0;
     uint64_t persistent = persistent_bytes(p);
     if (persistent > budget) return INFINITY;
-    double sum = prof->sgd_s;
+    double sum = vdp_sgd_s(net, prof);
     for (int u = 0; u < p->n_units; u++) {
         int set[BOUND_MAX_T], n = pass_set(net, p, u, false, set);
         uint64_t need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
         sum += unit_fastest(prof, p, u, false, budget - need);
-        if (vd_op_table[net->layers[p->layers[u].layer].op].bwd_is_dy) continue;
+        const vd_layer *l = &net->layers[p->layers[u].layer];
+        if (vd_op_table[l->op].bwd_is_dy || l->no_grad) continue;
         n = pass_set(net, p, u, true, set);
         need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
@@ -305,8 +306,11 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         range_add(c->win, end_fwd + 1, bf[t] - 1, T->bytes);
         c->fm[c->n_fm++] = m;
     }
-    for (int i = 0; i < L; i++)   /* saved state: from its forward to its backward step */
-        if (p->layers[i].aux >= 0) range_add(c->mand, i, 2 * L - 1 - i, p->tensors[p->layers[i].aux].bytes);
+    for (int i = 0; i < L; i++)   /* saved state: from its forward to its backward step (none
+                                     for a no_grad layer: its backward does not run) */
+        if (p->layers[i].aux >= 0)
+            range_add(c->mand, i, net->layers[p->layers[i].layer].no_grad ? i : 2 * L - 1 - i,
+                      p->tensors[p->layers[i].aux].bytes);
     for (int s = 1; s <= S; s++) { c->mand[s] += c->mand[s - 1]; c->win[s] += c->win[s - 1]; }
     uint64_t persistent = persistent_bytes(p);
     c->pre[0] = 0;
@@ -314,7 +318,9 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         bool bwd = s >= L;
         int i = bwd ? 2 * L - 1 - s : s;
         int li = p->layers[i].layer;
-        bool add_bwd = bwd && vd_op_table[net->layers[li].op].bwd_is_dy;
+        /* (an add's backward is counted as nothing, a no_grad layer's is nothing) */
+        bool add_bwd = bwd && (vd_op_table[net->layers[li].op].bwd_is_dy ||
+                               net->layers[li].no_grad);
         int set[BOUND_MAX_T], n = add_bwd ? 0 : pass_set(net, p, i, bwd, set);
         uint64_t R = persistent + (uint64_t)c->mand[s] + set_bytes(p, set, n, true);
         uint64_t ws = add_bwd ? 0 : least_ws(&prof->layers[li], bwd);
@@ -498,7 +504,7 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
         goto done;
     }
     /* the simulator adds in another order: each figure a little lower */
-    double compute = (c.pre[S] + prof->sgd_s) * (1.0 - 1e-12);
+    double compute = (c.pre[S] + vdp_sgd_s(net, prof)) * (1.0 - 1e-12);
     if (compute > out->bound_s) out->bound_s = compute;
     double readback = prof->dev.launch_s + 4.0 / prof->dev.d2h_bw;
     /* the steps where maps must leave; at most BOUND_STEPS of them evenly,

@@ -172,8 +172,9 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
 }
 
 /* Step kinds, units and profile times of the options algos[2 n_layers]
- * (a chunk's: vd_profile_chunk_time). */
-static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
+ * (a chunk's: vd_profile_chunk_time; none for the backward of a no_grad
+ * layer, which does not run). */
+static void init_steps(vd_plan *p, const vd_net *net, const vd_profile *prof, const int *algos) {
     int U = p->n_units, NL = p->n_layers;
     for (int s = 0; s < p->n_steps; s++) {
         vd_step *st = &p->steps[s];
@@ -185,10 +186,11 @@ static void init_steps(vd_plan *p, const vd_profile *prof, const int *algos) {
             st->kind = bwd ? VD_STEP_BWD : VD_STEP_FWD;
             st->unit = u;
             st->layer = pl->layer;
-            st->compute_s = vd_profile_chunk_time(prof, pl->layer, bwd, bwd ? a->bwd_s : a->fwd_s,
+            st->compute_s = bwd && net->layers[pl->layer].no_grad ? 0.0
+                          : vd_profile_chunk_time(prof, pl->layer, bwd, bwd ? a->bwd_s : a->fwd_s,
                                                   pl->n, p->batch);
         } else {
-            st->kind = VD_STEP_SGD; st->layer = st->unit = -1; st->compute_s = prof->sgd_s;
+            st->kind = VD_STEP_SGD; st->layer = st->unit = -1; st->compute_s = vdp_sgd_s(net, prof);
         }
     }
     p->steps[p->n_steps].kind = VD_STEP_END;
@@ -372,9 +374,18 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
     return rc;
 }
 
+double vdp_sgd_s(const vd_net *net, const vd_profile *prof) {
+    int64_t trained = 0;
+    for (int k = 0; k < net->n_params; k++)
+        if (vd_param_trained(&net->params[k])) trained += net->params[k].numel;
+    return trained == net->n_trainable || net->n_trainable <= 0
+         ? prof->sgd_s : prof->sgd_s * (double)trained / (double)net->n_trainable;
+}
+
 /* The update in the backward pass (vd_plan.update_in_bwd): each layer's
  * backward step also runs its parameters' SGD update, the profile's SGD time
- * in proportion to its trainable parameters; the SGD step runs nothing. */
+ * in proportion to its trained parameters (frozen ones are not updated); the
+ * SGD step runs nothing. */
 static void update_steps(bld *B, const vd_profile *prof) {
     vd_plan *p = B->p;
     const vd_net *net = B->net;
@@ -384,7 +395,7 @@ static void update_steps(bld *B, const vd_profile *prof) {
         if (!p->layers[i].update) continue;
         int64_t n = 0;
         for (int k = l->param_first; k < l->param_first + l->n_params; k++)
-            if (net->params[k].kind == VD_PARAM_WEIGHT) n += net->params[k].numel;
+            if (vd_param_trained(&net->params[k])) n += net->params[k].numel;
         if (n) p->steps[vdp_bwd_step(B->L, i)].compute_s += prof->sgd_s * (double)n / (double)net->n_trainable;
     }
     p->steps[2 * B->L].compute_s = 0.0;
@@ -401,7 +412,7 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
     if (rc) return rc;
     B->pin = pin;
     vd_plan *p = out;
-    init_steps(p, prof, algos);
+    init_steps(p, B->net, prof, algos);
     rc = vdp_build_tensors(B, algos, e);
     if (rc) return rc;
     scale_add_steps(B);
@@ -639,7 +650,7 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
     vd_plan p;
     int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, false, &p, e);
     if (!rc) {
-        init_steps(&p, prof, algos);
+        init_steps(&p, net, prof, algos);
         rc = vdp_build_tensors(&B, algos, e);
     }
     if (!rc) {

@@ -71,7 +71,9 @@ static bool recompute_ok(const bld *b, int t, const int *wnext) {
  * recompute at step r reads its producer's inputs at r, which can move their
  * own first backward use (and so their recompute step) earlier. The writers
  * (producer, then the in-place layers that overwrite the tensor) get rc_step
- * and, when they need workspace, a one-step WS tensor at r. */
+ * and, when they need workspace, a one-step WS tensor at r; each re-run
+ * reads its saved state (batch norm's statistics) at r too: a layer whose
+ * backward does not run (no_grad, --freeze) would not keep it that long. */
 void vdp_decide_recompute(bld *b) {
     vd_plan *p = b->p;
     if (p->forward_only || !b->disp) return;
@@ -107,6 +109,7 @@ void vdp_decide_recompute(bld *b) {
                 vdp_touch(b, wl->ws_rc, r);
                 p->tensors[wl->ws_rc].prod_step = r;
             }
+            vdp_rd(b, wl->aux, r);
             if (j == i)
                 for (int k = 0; k < vdp_ul(b, i)->n_in; k++) vdp_rd(b, wl->in_t[k], r);
         }

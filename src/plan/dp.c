@@ -27,14 +27,15 @@ int vd_dp_layout_build(const vd_net *net, const vd_plan *p, uint64_t bucket_byte
         vd_dp_layout_free(out);
         return VD_ENOMEM;
     }
-    /* the last backward step with trainable parameters closes the last bucket */
+    /* the last backward step with trained parameters closes the last bucket (frozen
+     * ones have no gradient to average) */
     int last = -1;
     for (int s = 0; s < p->n_steps; s++) {
         const vd_step *st = &p->steps[s];
         if (st->kind != VD_STEP_BWD || p->layers[st->unit].chunk != 0) continue;
         const vd_layer *l = &net->layers[st->layer];
         for (int k = 0; k < l->n_params; k++)
-            if (net->params[l->param_first + k].kind == VD_PARAM_WEIGHT) last = s;
+            if (vd_param_trained(&net->params[l->param_first + k])) last = s;
     }
     int first = 0;              /* first range of the open bucket */
     uint64_t bytes = 0;
@@ -44,7 +45,7 @@ int vd_dp_layout_build(const vd_net *net, const vd_plan *p, uint64_t bucket_byte
         const vd_layer *l = &net->layers[st->layer];
         for (int k = 0; k < l->n_params; k++) {
             const vd_param *pr = &net->params[l->param_first + k];
-            if (pr->kind != VD_PARAM_WEIGHT || pr->numel == 0) continue;
+            if (!vd_param_trained(pr)) continue;
             out->ranges[out->n_ranges++] = (vd_dp_range){ pr->offset, pr->numel };
             bytes += (uint64_t)pr->numel * 4u;
         }

@@ -608,7 +608,7 @@ typedef struct vd_dp_bucket {
 typedef struct vd_dp_layout {
     int n_buckets; vd_dp_bucket *buckets;   /* in issue order */
     int n_ranges; vd_dp_range *ranges;
-    uint64_t bytes;             /* all trainable gradients */
+    uint64_t bytes;             /* all trained gradients (frozen parameters have none) */
 } vd_dp_layout;
 /* The buckets of plan p (a training plan of net) at bucket_bytes (0 =
  * VD_DP_BUCKET_BYTES). *out is the caller's (vd_dp_layout_free). VD_ENOMEM. */

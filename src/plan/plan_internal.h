@@ -80,6 +80,11 @@ int vdp_runs(const vd_net *net, const int *chunks, int *ra, int *rb);
 /* inplace.c: how many layers read layer src's output (src -1: the net input). */
 int vdp_n_consumers(const vd_net *net, int src);
 
+/* build.c: the SGD time of an iteration: the profile's (every trainable
+ * parameter's) in proportion to the trained ones (vd_param_trained: frozen
+ * parameters are not updated). */
+double vdp_sgd_s(const vd_net *net, const vd_profile *prof);
+
 /* The plan's files depend one way: plan.c (entry points) -> auto.c (the auto
  * search's orchestration) -> search_local.c -> search_greedy.c ->
  * search_eval.c (search.h; docs/planner.md) -> policy.c (none / all / conv /

@@ -26,6 +26,31 @@ static int write_err(FILE *f, vd_err *e) {
     return VD_OK;
 }
 
+/* --freeze: the bytes of the feature maps (x and layer outputs, as p's
+ * tensors) that the backward pass would read were nothing frozen and does
+ * not read now: a frozen weight's input, and every map of the layers whose
+ * backward does not run (vd_layer.no_grad). 0 for a forward-only plan. */
+static uint64_t maps_unread(const vd_plan *p, const vd_net *net) {
+    uint64_t b = 0;
+    for (int t = 0; t < p->n_tensors && !p->forward_only; t++) {
+        vd_tensor_kind kind = p->tensors[t].kind;
+        if (kind != VD_T_ACT && kind != VD_T_INPUT) continue;
+        bool was = false, now = false;   /* read by some backward unfrozen / frozen */
+        for (int u = 0; u < p->n_units; u++) {
+            const vd_plan_layer *pl = &p->layers[u];
+            bool in = false, x0, y0, x1, y1;
+            for (int k = 0; k < net->layers[pl->layer].n_in; k++) in |= pl->in_t[k] == t;
+            if (!in && pl->y != t) continue;
+            vd_op_bwd_reads_unfrozen(net, pl->layer, &x0, &y0);
+            vd_op_bwd_reads(net, pl->layer, &x1, &y1);
+            was |= (in && x0) || (pl->y == t && y0);
+            now |= (in && x1) || (pl->y == t && y1);
+        }
+        if (was && !now) b += p->tensors[t].bytes;
+    }
+    return b;
+}
+
 /* ---- table -------------------------------------------------------------- */
 
 /* The copies and recomputes step st issues. */
@@ -93,6 +118,12 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
             : p->update_in_bwd ? "; each layer's gradients live in its backward step, "
                                  "which updates its parameters"
             : ", gradients");
+    vd_freeze_count fc;
+    vd_net_frozen_count(net, &fc);
+    if (fc.frozen && !p->forward_only)
+        fprintf(f, "  frozen (--freeze)    %d of %d parameter tensors; backward skipped in %d "
+                "layers; feature maps the backward pass no longer reads: %s\n", fc.frozen,
+                fc.params, fc.no_grad_layers, vd_fmt_bytes(maps_unread(p, net), b1, sizeof b1));
     fprintf(f, "  offloaded/iteration  %s in %d tensors (prefetched back %s; host store %s)\n",
             vd_fmt_bytes(p->offload_bytes, b1, sizeof b1), n_offloaded(p),
             vd_fmt_bytes(p->prefetch_bytes, b2, sizeof b2), vd_fmt_bytes(p->host_bytes, b3, sizeof b3));
@@ -269,6 +300,17 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET_REAL(dp, "exposed_s", p->dp.exposed_s);
         SET_REAL(dp, "iter_s", p->dp.iter_s);
     }
+    vd_freeze_count fc;
+    vd_net_frozen_count(net, &fc);
+    if (fc.frozen && !p->forward_only) {   /* --freeze */
+        json_t *fz = json_object();
+        SET(r, "frozen", fz);
+        SET_INT(fz, "parameter_tensors", fc.frozen);
+        SET_INT(fz, "of_parameter_tensors", fc.params);
+        SET_INT(fz, "parameters", fc.frozen_numel);
+        SET_INT(fz, "no_grad_layers", fc.no_grad_layers);
+        SET_U64(fz, "maps_unread_bytes", maps_unread(p, net));
+    }
     if (p->note[0]) SET_STR(r, "note", p->note);
     if (min_budgets) {
         json_t *mb = json_object();
@@ -295,6 +337,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         SET_U64(l, "dw_bytes", pl->dw >= 0 ? p->tensors[pl->dw].bytes : 0);
         SET_BOOL(l, "inplace", pl->inplace);
         SET_INT(l, "recompute_step", pl->rc_step);
+        SET_BOOL(l, "no_grad", net->layers[i].no_grad);
     }
     json_t *tensors = json_array();
     SET(r, "tensors", tensors);

@@ -193,19 +193,21 @@ int search_eval_repairable(actx *c, double limit_s, vd_plan *out, vd_err *e) {
 /* A lower bound on the predicted iteration of the current configuration:
  * the compute stream runs every step's op one after another (vdp_simulate:
  * the iteration ends after the compute stream's last op), so the forward
- * and backward times of the options chosen plus the SGD step; the adds'
- * backward left out (scale_add_steps scales it down, to 0 when every input
- * shares its tensor), recomputes and stalls left out (they only add). In
+ * and backward times of the options chosen plus the SGD step (no backward
+ * for a no_grad layer: it does not run); the adds' backward left out
+ * (scale_add_steps scales it down, to 0 when every input shares its
+ * tensor), recomputes and stalls left out (they only add). In
  * refine a plan that is compute-bound (no stalls) then skips, unbuilt, every
  * slower option. The factor (1 - 1e-12) against it covers the sum's rounding
  * in another order than the simulator's. 0 for forward-only plans. */
 static double compute_bound(const actx *c) {
     if (c->o.forward_only) return 0.0;
-    double t = c->prof->sgd_s;
+    double t = vdp_sgd_s(c->net, c->prof);
     for (int i = 0; i < c->L; i++) {
         const vd_profile_layer *pl = &c->prof->layers[i];
         t += pl->algos[c->algos[i]].fwd_s;
-        if (!vd_op_table[c->net->layers[i].op].bwd_is_dy) t += pl->algos[c->algos[c->L + i]].bwd_s;
+        const vd_layer *l = &c->net->layers[i];
+        if (!vd_op_table[l->op].bwd_is_dy && !l->no_grad) t += pl->algos[c->algos[c->L + i]].bwd_s;
     }
     return t;
 }

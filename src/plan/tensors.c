@@ -211,7 +211,8 @@ static int alias_add_grads(const bld *b, const vd_net *net, int loss, int batch,
             continue;
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
-            if (src < 0 || fw[src] != a || fwk[src] != k) continue;
+            /* (an input that needs no gradient has none to share) */
+            if (src < 0 || net->layers[src].no_grad || fw[src] != a || fwk[src] != k) continue;
             bool dup = false;
             for (int j = 0; j < l->n_in; j++) dup |= j != k && l->in[j] == src;
             if (dup || act_bytes(net, src, batch) != act_bytes(net, a, batch)) continue;
@@ -261,10 +262,14 @@ static void fixed_tensors(bld *b) {
 }
 
 /* Parameter floats of layer i's span of the parameter array (its
- * gradients' layout); *base: where it starts. */
+ * gradients' layout); *base: where it starts. 0 for a layer without trained
+ * parameters (vd_param_trained): its backward writes no parameter gradient. */
 static int64_t dw_span(const vd_net *net, int i, int64_t *base) {
     const vd_layer *l = &net->layers[i];
-    if (l->n_params <= 0) { *base = 0; return 0; }
+    bool trained = false;
+    for (int k = l->param_first; k < l->param_first + l->n_params; k++)
+        trained |= vd_param_trained(&net->params[k]);
+    if (!trained) { *base = 0; return 0; }
     const vd_param *f = &net->params[l->param_first];
     const vd_param *z = &net->params[l->param_first + l->n_params - 1];
     *base = f->offset;
@@ -353,7 +358,7 @@ static void layer_tensors(bld *b, const int *algos) {
         copy_label(pl->algo_label, sizeof pl->algo_label, pr->algos[af].label);
         copy_label(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[ab].label);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
-        pl->ws_bwd_bytes = fo ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
+        pl->ws_bwd_bytes = fo || l->no_grad ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;
         pl->rc_step = pl->ws_rc = -1;
         if (pl->ws_fwd_bytes)
@@ -368,10 +373,10 @@ static void layer_tensors(bld *b, const int *algos) {
     if (p->update_in_bwd) dw_tensors(b);
 }
 
-/* One gradient tensor per layer output (not the loss's), except the inputs
- * of adds whose gradient is the add's own (alias_add_grads): those share the
- * tensor of their tree's root, which keeps its name. Inside a run, one per
- * unit (its chunk's). */
+/* One gradient tensor per layer output (not the loss's, nor a no_grad
+ * layer's: nothing needs it), except the inputs of adds whose gradient is
+ * the add's own (alias_add_grads): those share the tensor of their tree's
+ * root, which keeps its name. Inside a run, one per unit (its chunk's). */
 static int grad_tensors(bld *b, vd_err *e) {
     const vd_net *net = b->net;
     vd_plan *p = b->p;
@@ -386,16 +391,17 @@ static int grad_tensors(bld *b, vd_err *e) {
     for (int i = 0; i < NL; i++) {
         int u = p->first_unit[i];
         b->ldact[i] = -1;
-        if (i == p->loss_layer || par[i] >= 0 || chunk_own(b, u)) continue;
+        if (i == p->loss_layer || par[i] >= 0 || chunk_own(b, u) || net->layers[i].no_grad)
+            continue;
         b->ldact[i] = add_map(b, VD_T_DACT, u, batch, net->layers[i].name, ":dy");
     }
     for (int i = NL - 1; i >= 0; i--)        /* par[i] > i: the root is set first */
         if (par[i] >= 0) b->ldact[i] = b->ldact[par[i]];
     for (int u = 0; u < L; u++) {
         vd_plan_layer *pl = &p->layers[u];
-        b->dact_of[u] = chunk_own(b, u) ? add_map(b, VD_T_DACT, u, pl->n,
-                                                  net->layers[pl->layer].name, ":dy")
-                                        : b->ldact[pl->layer];
+        b->dact_of[u] = !chunk_own(b, u) ? b->ldact[pl->layer]
+                      : net->layers[pl->layer].no_grad ? -1
+                      : add_map(b, VD_T_DACT, u, pl->n, net->layers[pl->layer].name, ":dy");
         pl->dy = b->dact_of[u];
     }
     /* dx and accumulation order: backward runs layers L-1..0, inputs in
@@ -414,7 +420,7 @@ static int grad_tensors(bld *b, vd_err *e) {
         if (chunk_input(b, p->first_unit[i])) continue;
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
-            if (src < 0) continue;
+            if (src < 0 || net->layers[src].no_grad) continue;   /* no gradient wanted */
             bool first = !written[src];
             written[src] = true;
             if (first && par[src] == i) continue;   /* dx -1, beta 0 */
@@ -455,7 +461,7 @@ static void liveness(bld *b) {
         wr(b, pl->aux, sf);
         vdp_touch(b, pl->ws_fwd, sf);
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sf);
-        if (fo) continue;
+        if (fo || l->no_grad) continue;   /* (a no_grad layer's backward does not run) */
         int sb = vdp_bwd_step(L, u);
         bool rx, ry;
         vd_op_bwd_reads(net, i, &rx, &ry);

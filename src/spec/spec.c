@@ -86,6 +86,9 @@ static int parse_input(sp *s, yd_node *n, mark top) {
 
 static const char *const COMMON_KEYS[] = {"name", "type", "inputs", "repeat", "index", "if"};
 enum { K_NAME, K_TYPE, K_INPUTS, K_REPEAT, K_INDEX, K_IF, K_NCOMMON };
+/* The key of every layer with parameters (vd_op_info.has_params), after the
+ * common ones: its parameters learn at lr x lr_mult (Caffe's name). */
+#define LR_MULT_KEY "lr_mult"
 static const char *const USE_KEYS[] = {"use", "name", "with", "inputs", "repeat", "index", "if"};
 
 /* Op-specific keys come from the op table (vd_op_info.keys). */
@@ -93,7 +96,7 @@ static const char *const USE_KEYS[] = {"use", "name", "with", "inputs", "repeat"
 
 /* Every op-specific key (from the table) and the template keys, into
  * buf (NULL-terminated), for "key 'kernel' does not apply to relu layers". */
-#define ALL_KEYS_MAX (VD_OP_COUNT * MAX_OP_KEYS + 3)
+#define ALL_KEYS_MAX (VD_OP_COUNT * MAX_OP_KEYS + 4)
 static const char *const *op_keys_everywhere(const char *buf[ALL_KEYS_MAX]) {
     int n = 0;
     for (int op = 0; op < VD_OP_COUNT; op++)
@@ -102,6 +105,7 @@ static const char *const *op_keys_everywhere(const char *buf[ALL_KEYS_MAX]) {
             for (int j = 0; j < n && !dup; j++) dup = !strcmp(buf[j], vd_op_table[op].keys[i]);
             if (!dup) buf[n++] = vd_op_table[op].keys[i];
         }
+    buf[n++] = LR_MULT_KEY;
     buf[n++] = "use";
     buf[n++] = "with";
     buf[n] = NULL;
@@ -315,12 +319,14 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
     }
     vd_free(tname);
 
-    const char *allowed[K_NCOMMON + MAX_OP_KEYS];
+    const char *allowed[K_NCOMMON + 1 + MAX_OP_KEYS];
     int na = 0;
     for (int i = 0; i < K_NCOMMON; i++) allowed[na++] = COMMON_KEYS[i];
+    int k_lr_mult = vd_op_table[op].has_params ? na : -1;
+    if (k_lr_mult >= 0) allowed[na++] = LR_MULT_KEY;
     for (int i = 0; vd_op_table[op].keys && vd_op_table[op].keys[i] && i < MAX_OP_KEYS; i++)
         allowed[na++] = vd_op_table[op].keys[i];
-    yd_node *v[K_NCOMMON + MAX_OP_KEYS];
+    yd_node *v[K_NCOMMON + 1 + MAX_OP_KEYS];
     char what[96];
     char what_a[96];
     snprintf(what, sizeof what, "%s layers", vd_op_table[op].name);
@@ -352,6 +358,14 @@ static int build_layer(sp *s, yd_node *item, const scope *sc, const char *prefix
         return vds_err_at(s, mk(v[K_INPUTS]), "layer '%s': %s takes %d input%s, got %d", l.name, info->name,
                           info->max_inputs, info->max_inputs == 1 ? "" : "s", l.n_in);
 
+    if (k_lr_mult >= 0 && v[k_lr_mult]) {
+        double m;
+        if ((rc = vds_get_float(s, sc, v[k_lr_mult], LR_MULT_KEY, 0, false, 1e30, false,
+                                "a number >= 0 (0: not updated)", &m)))
+            return rc;
+        l.lr_mult = (float)m;
+        l.lr_mult_set = true;
+    }
     if (info->parse) {
         layer_keys lk = {s, sc, item, allowed, na, v};
         vd_spec_keys k = {&lk, l.name, lk_has, lk_int, lk_pair, lk_bool, lk_float, lk_word, lk_error};

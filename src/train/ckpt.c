@@ -650,12 +650,45 @@ static void load_floats(float *dst, const unsigned char *src, const char *dtype,
     }
 }
 
+/* --init-skip: the pattern and what it made the load do (vd_ckpt_init_model). */
+typedef struct init_skip {
+    const regex_t *re;
+    uint64_t seed;              /* the net's tensors it matches: vd_net_init_params(seed) */
+    int loaded, left, skipped;  /* net tensors read; net tensors and f's entries skipped */
+    char left_names[320], skipped_names[320];   /* the first few of each, "a, b" */
+} init_skip;
+
+enum { NAMES_SHOWN = 6 };   /* names an --init summary lists of each kind */
+
+/* name (and shape, ndim > 0) appended to list ("a, b [2, 3]") as the nth
+ * (from 0); from the NAMES_SHOWN-th on only counted (names_text). */
+static void name_list(char *list, size_t cap, int n, const char *name, int ndim,
+                      const int64_t *shape) {
+    if (n >= NAMES_SHOWN) return;
+    char sh[160] = "";
+    if (ndim > 0) fmt_shape(sh, sizeof sh, ndim, shape);
+    size_t k = strlen(list);
+    snprintf(list + k, cap - k, "%s%s%s%s", k ? ", " : "", name, sh[0] ? " " : "", sh);
+}
+
+/* A name_list of n names as text: "none", the list, or the list and
+ * "and K more". Returns buf. */
+static const char *names_text(const char *list, int n, char *buf, size_t cap) {
+    if (n == 0) snprintf(buf, cap, "none");
+    else if (n <= NAMES_SHOWN) snprintf(buf, cap, "%s", list);
+    else snprintf(buf, cap, "%s and %d more", list, n - NAMES_SHOWN);
+    return buf;
+}
+
 /* Copy the tensors "<prefix><param name>" for the params with kind `only`
  * (or all if only < 0) from f into dst; with all_used, every entry of f
  * must have been used by now (num_batches_tracked of the net's BN layers
- * allowed when allow_nbt): the last call on f checks it. */
-static int load_params(st_file *f, const vd_net *net, const char *prefix, int only,
-                       bool allow_nbt, bool all_used, float *dst, vd_err *e) {
+ * allowed when allow_nbt): the last call on f checks it.
+ * skip (NULL: none): the params and entries whose names skip->re matches
+ * are neither read nor required, and counted in skip; such params get
+ * their initialisation (vd_net_init_params of skip->seed). */
+static int load_tensors(st_file *f, const vd_net *net, const char *prefix, int only,
+                        bool allow_nbt, bool all_used, init_skip *skip, float *dst, vd_err *e) {
     int bad = 0;
     char first[900] = "";
     char name[VD_NAME_MAX + 48];
@@ -663,6 +696,11 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
         const vd_param *p = &net->params[i];
         if (only >= 0 && (int)p->kind != only) continue;
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        if (skip && vd_regex_search(skip->re, name)) {
+            name_list(skip->left_names, sizeof skip->left_names, skip->left++, name, 0, NULL);
+            vd_net_init_params_range(net, skip->seed, p->offset, p->numel, dst + p->offset);
+            continue;
+        }
         st_entry *t = st_find(f, name);
         char why[600] = "";
         if (!t) {
@@ -683,6 +721,7 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
             } else {
                 /* the byte count was checked against the dtype's size in st_open */
                 load_floats(dst + p->offset, f->data + t->begin, t->dtype, p->numel);
+                if (skip) skip->loaded++;
                 /* NaN or Inf weights would train (or evaluate) to a NaN loss */
                 const float *v = dst + p->offset;
                 for (int64_t k = 0; k < p->numel; k++)
@@ -698,6 +737,11 @@ static int load_params(st_file *f, const vd_net *net, const char *prefix, int on
     for (int i = 0; all_used && i < f->n_ent; i++) {
         st_entry *t = &f->ent[i];
         if (t->used) continue;
+        if (skip && vd_regex_search(skip->re, t->name)) {
+            name_list(skip->skipped_names, sizeof skip->skipped_names, skip->skipped++, t->name,
+                      t->ndim, t->shape);
+            continue;
+        }
         char why[600] = "";
         const char *suf = ".num_batches_tracked";
         size_t ln = strlen(t->name), ls = strlen(suf);
@@ -754,6 +798,47 @@ void vd_ckpt_classes_free(vd_ckpt_classes *c) {
     vd_free(c->names);
     c->names = NULL;
     c->n = 0;
+}
+
+static int load_params(st_file *f, const vd_net *net, const char *prefix, int only,
+                       bool allow_nbt, bool all_used, float *dst, vd_err *e) {
+    return load_tensors(f, net, prefix, only, allow_nbt, all_used, NULL, dst, e);
+}
+
+int vd_ckpt_init_model(const char *path, const vd_net *net, float *params, const char *skip,
+                       uint64_t seed, char *summary, size_t n, vd_err *e) {
+    regex_t re;
+    int rc = skip ? vd_regex_compile(&re, skip, "--init-skip", e) : VD_OK;
+    if (rc) return rc;
+    init_skip sk = {.re = skip ? &re : NULL, .seed = seed};
+    st_file f;
+    /* a file with tensors to skip may hold more than a checkpoint of net
+     * would (an old head, a larger model's layers): the general bounds only */
+    rc = st_open(path, skip ? NULL : net, &f, e);
+    /* a pattern that matches nothing is the first thing to fix: before mismatches */
+    bool hit = !skip;
+    for (int i = 0; !rc && !hit && i < net->n_params; i++)
+        hit = vd_regex_search(&re, net->params[i].name);
+    for (int i = 0; !rc && !hit && i < f.n_ent; i++) hit = vd_regex_search(&re, f.ent[i].name);
+    if (!rc && !hit)
+        rc = vd_errf(e, VD_EUSAGE, "--init-skip '%s' matches no tensor of net '%s' nor of %s "
+                     "(it is searched for in tensor names such as '%s')", skip, net->name, path,
+                     net->n_params ? net->params[0].name : "fc.weight");
+    if (!rc) rc = load_tensors(&f, net, "", -1, true, true, skip ? &sk : NULL, params, e);
+    st_close(&f);   /* (a failed st_open leaves it closed: this does nothing) */
+    if (skip) regfree(&re);
+    if (rc) return rc;
+    char sl[400], ll[400];
+    if (!skip)
+        snprintf(summary, n, "loaded %d of the %d tensors of net '%s' from %s", net->n_params,
+                 net->n_params, net->name, path);
+    else
+        snprintf(summary, n, "loaded %d of the %d tensors of net '%s' from %s; skipped in the "
+                 "file (--init-skip '%s'): %s; left at initialisation: %s", sk.loaded,
+                 net->n_params, net->name, path, skip,
+                 names_text(sk.skipped_names, sk.skipped, sl, sizeof sl),
+                 names_text(sk.left_names, sk.left, ll, sizeof ll));
+    return VD_OK;
 }
 
 int vd_ckpt_load_model(const char *path, const vd_net *net, float *params,

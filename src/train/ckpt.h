@@ -171,6 +171,22 @@ int vd_ckpt_load_model_ex(const char *path, const vd_net *net, float *params,
                           int64_t *iteration, vd_ckpt_classes *classes, vd_err *e);
 void vd_ckpt_classes_free(vd_ckpt_classes *c);
 
+/* vdnn-train --init FILE [--init-skip PATTERN]: vd_ckpt_load_model's load
+ * (iteration left alone), except that the net's tensors whose names
+ * PATTERN (skip; NULL: none) matches get their initialisation instead, the
+ * values vd_net_init_params(seed) gives them (a new head), and FILE's
+ * tensors that it matches are not read: a shape that differs from the
+ * net's, a tensor the net lacks or lacks in FILE is no mismatch there. The
+ * pattern is a POSIX extended regular expression searched for in the names
+ * (vd_regex_search). With a pattern FILE may also hold more than a
+ * checkpoint of net would (its size is not bounded by net's).
+ * VD_EUSAGE naming the pattern when it is none, or matches no tensor of the
+ * net nor of FILE. summary (n bytes) says what happened: "loaded N of the M
+ * tensors of net 'NET' from FILE", and with a pattern the tensors skipped in
+ * FILE (with their shapes) and those left at their initialisation. */
+int vd_ckpt_init_model(const char *path, const vd_net *net, float *params, const char *skip,
+                       uint64_t seed, char *summary, size_t n, vd_err *e);
+
 /* Read FILE.state's metadata only (to learn the seed and data spec before
  * the run is set up). Also checks that it belongs to FILE, falling back to
  * FILE.state.prev as vd_ckpt_load does (st->from_prev says so). */

@@ -415,10 +415,13 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
     *iter = 0;
     *samples = 0;
     if (o->init_path) {
-        if ((rc = vd_ckpt_load_model(o->init_path, net, r->params, NULL, e)) ||
+        char summary[1024];
+        /* what --init-skip leaves gets the seed's initialisation, as without --init */
+        if ((rc = vd_ckpt_init_model(o->init_path, net, r->params, o->init_skip, cfg->seed,
+                                     summary, sizeof summary, e)) ||
             (rc = vd_exec_set_state(ex, r->params, NULL, 0, e)))
             return rc;
-        note(o, 0, o->iters, "initialised the weights from %s", o->init_path);
+        note(o, 0, o->iters, "%s", summary);
         return VD_OK;
     }
     if (!o->resume_path) return vd_exec_init_params(ex, cfg->seed, e);   /* in pieces */

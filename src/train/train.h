@@ -110,6 +110,8 @@ typedef struct vd_train_opts {
                                (rounded; the optimizer state stays F32) */
     const char *resume_path;/* weights + optimizer state + iteration + data position */
     const char *init_path;  /* weights only */
+    const char *init_skip;  /* with init_path: the tensors this pattern matches stay at
+                               their initialisation (vd_ckpt_init_model); NULL: none */
     int64_t eval_every;     /* evaluate every N iterations (0 = only at the end) */
     bool eval_at_end;       /* evaluate after the last iteration */
     int64_t log_every;      /* progress every N iterations (> 0) */

@@ -259,6 +259,17 @@ const char *vd_suggest(const char *s, const char *const *cands, int n) {
     return (best && bd <= limit) ? best : NULL;
 }
 
+int vd_regex_compile(regex_t *re, const char *pattern, const char *flag, vd_err *e) {
+    int rc = regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc == 0) return VD_OK;
+    char why[160];
+    regerror(rc, re, why, sizeof why);
+    return vd_errf(e, VD_EUSAGE, "%s '%s': not a regular expression (POSIX extended): %s", flag,
+                   pattern, why);
+}
+
+bool vd_regex_search(const regex_t *re, const char *s) { return regexec(re, s, 0, NULL, 0) == 0; }
+
 double vd_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

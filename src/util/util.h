@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <stdbool.h>
+#include <regex.h>
 
 /* Exit codes / error codes. Documented in the man pages; keep in sync. */
 enum {
@@ -102,6 +103,15 @@ int vd_parse_f64(const char *s, double *out, vd_err *e);
 int vd_edit_distance(const char *a, const char *b);
 /* Nearest of n candidates to s, or NULL if none is plausibly close. */
 const char *vd_suggest(const char *s, const char *const *cands, int n);
+
+/* Name patterns (vdnn-train --freeze, --init-skip): a POSIX extended
+ * regular expression (regcomp with REG_EXTENDED | REG_NOSUB) that a name
+ * matches when it matches anywhere in it, as Python's re.search (anchor
+ * with ^ and $). vd_regex_compile: VD_EUSAGE naming `flag` and the pattern
+ * with regerror's reason when it does not compile; on success release *re
+ * with regfree. */
+int vd_regex_compile(regex_t *re, const char *pattern, const char *flag, vd_err *e);
+bool vd_regex_search(const regex_t *re, const char *s);
 
 /* Monotonic wall time in seconds. */
 double vd_now(void);

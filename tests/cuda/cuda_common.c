@@ -161,11 +161,17 @@ static void run_calls(vd_backend *be, const vd_net *net, int layer, const vd_op_
     vd_err e = {0};
     if (!o->chunks) {
         ck_assert_msg(be->forward(be, net, layer, io, &e) == 0, "%s forward: %s", be->name, e.msg);
+        vd_op_io b = *io;   /* what a frozen layer's backward gets (c_run_opts) */
+        vd_op op = net->layers[layer].op;
+        if (o->no_dw) b.dw = b.db = NULL;
+        if (o->no_dw && (op == VD_OP_CONV || op == VD_OP_FC)) b.x[0] = NULL;
+        for (int k = 0; o->no_dx && k < VD_MAX_INPUTS; k++) b.dx[k] = NULL;
         if (o->backward)
-            ck_assert_msg(be->backward(be, net, layer, io, &e) == 0, "%s backward: %s", be->name,
+            ck_assert_msg(be->backward(be, net, layer, &b, &e) == 0, "%s backward: %s", be->name,
                           e.msg);
         return;
     }
+    ck_assert_msg(!o->no_dw && !o->no_dx, "c_run: no_dw, no_dx with chunks");
     for (int pass = 0; pass < (o->backward ? 2 : 1); pass++) {
         int64_t n0 = 0;
         for (int c = 0; o->chunks[c]; n0 += o->chunks[c++]) {

@@ -57,6 +57,11 @@ typedef struct c_run_opts {
     int setup_n;               /* layer_setup's batch (0: n); a chunk of this size runs
                                   the CUDA conv plans made at setup */
     int loss_n;                /* vd_op_io.loss_n: the loss counts the first loss_n (0: all) */
+    bool no_dw;                /* backward without dw and db (frozen parameters), and for
+                                  conv and fc without x, which only their dW reads (the
+                                  gradient region stays as staged: NaN) */
+    bool no_dx;                /* backward without dx (an input that needs no gradient;
+                                  out->dx stays NaN) */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).

@@ -6,7 +6,8 @@
  * SGD also against PyTorch's float64 results); the profiler; the tiled max-pool backward
  * kernel bit for bit against the general one (test_pool_bwd_tiled); ops run
  * on chunks of the batch against the CPU run on the same chunks
- * (test_chunked).
+ * (test_chunked); conv, fc and batch norm backward with frozen parameters or
+ * without dx, against their full backward (test_frozen_backward).
  *
  * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
  *
@@ -722,6 +723,94 @@ START_TEST(test_fc) {
         check_layer(&net, 0, bias ? "fc dx+= bias" : "fc dx+=", &co);
         vd_net_free(&net);
     }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ frozen */
+
+/* n floats all NaN, as staged (0xFF bytes, a NaN in every element type):
+ * nothing was written there. */
+static bool untouched(const float *a, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isnan(a[i])) return false;
+    return true;
+}
+
+static bool same_bits(const float *a, const float *b, int64_t n) {
+    return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+/* --freeze on the backends (the CPU's too, the same calls): a backward
+ * without dw and db, and for conv and fc without x (only their dW reads it),
+ * writes no parameter gradient and the very dx of the full backward, bit for
+ * bit (deterministic algorithms, the same call but for the pointers); batch
+ * norm, whose backward (cuDNN's, the channels-last kernel) writes dx, dgamma
+ * and dbeta all three, puts what nobody wants into the spare front of its
+ * workspace (cu_bn_spare_bytes: the layer's parameters frozen, its input the
+ * net's): the gradients it is asked for are the full backward's. Every
+ * option of the conv, every math. */
+START_TEST(test_frozen_backward) {
+    vd_net net;
+    c_net_begin(&net, 8, 9, 9, 4);
+    int c = vdt_add(&net, c_conv(-1, 8, 3, 1, 1, 1, 1, true));
+    int b = vdt_add(&net, vdt_simple(c, VD_OP_BATCHNORM));
+    int f = vdt_add(&net, vdt_simple(b, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC;
+    fc.n_in = 1;
+    fc.in[0] = f;
+    fc.u.fc.out = 12;
+    fc.u.fc.bias = true;
+    int fl = vdt_add(&net, fc);
+    int bn0 = vdt_add(&net, vdt_simple(fl, VD_OP_BATCHNORM));   /* reads what needs no gradient */
+    vdt_finish(&net, bn0);
+    /* what vd_net_freeze would set: every parameter frozen, bn0's input (fc's
+     * output) needing no gradient (the backends read these flags) */
+    for (int k = 0; k < net.n_params; k++)
+        net.params[k].frozen = net.params[k].kind == VD_PARAM_WEIGHT;
+    net.layers[fl].no_grad = true;
+    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    const int layers[4] = {c, b, fl, bn0};
+    for (int be_i = 0; be_i < 2; be_i++) {
+        vd_backend *be = be_i ? c_cuda() : c_cpu();
+        for (int li = 0; li < 4; li++) {
+            c_run_in in;
+            c_run_init(&in, &net, layers[li], 4, 500 + (uint64_t)li, 0.0f);
+            for (int mi = 0; mi < 3; mi++) {
+                int nopt = 1;
+                for (int a = 0; a < nopt; a++) {
+                    c_run_opts o = {.math = maths[mi], .deterministic = true, .training = true,
+                                    .backward = true, .algo = a, .seed = 5};
+                    c_run_out full, part;
+                    nopt = c_run(be, &in, &o, &full);
+                    bool dx_less = layers[li] == bn0;   /* its input needs no gradient */
+                    o.no_dw = !dx_less;
+                    o.no_dx = dx_less;
+                    c_run(be, &in, &o, &part);
+                    const char *what = vd_op_table[net.layers[layers[li]].op].name;
+                    if (o.no_dw) {
+                        ck_assert_msg(untouched(part.grad, in.pn), "%s %s %s option %d: a frozen "
+                                      "parameter's gradient was written", be->name, what,
+                                      vd_math_name(o.math), a);
+                        ck_assert_msg(same_bits(part.dx[0], full.dx[0], in.xn[0]), "%s %s %s "
+                                      "option %d: dx differs without dW", be->name, what,
+                                      vd_math_name(o.math), a);
+                    } else {
+                        ck_assert(untouched(part.dx[0], in.xn[0]));
+                        ck_assert_msg(same_bits(part.grad, full.grad, in.pn), "%s %s %s: dgamma, "
+                                      "dbeta differ without dx", be->name, what,
+                                      vd_math_name(o.math));
+                    }
+                    printf("  frozen %-9s %-5s [%s option %d]: same bits\n", what, be->name,
+                           vd_math_name(o.math), a);
+                    c_run_out_free(&full);
+                    c_run_out_free(&part);
+                }
+            }
+            c_run_in_free(&in);
+        }
+    }
+    vd_net_free(&net);
 }
 END_TEST
 
@@ -1444,6 +1533,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_lrn), test_lrn);
     tcase_add_test(case_of(s, test_bn), test_bn);
     tcase_add_test(case_of(s, test_fc), test_fc);
+    tcase_add_test(case_of(s, test_frozen_backward), test_frozen_backward);
     tcase_add_test(case_of(s, test_shape_ops), test_shape_ops);
     tcase_add_test(case_of(s, test_loss), test_loss);
     tcase_add_test(case_of(s, test_chunked), test_chunked);

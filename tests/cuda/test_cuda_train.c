@@ -6,9 +6,10 @@
  * (policy all), or conv, dyn and auto at their smallest budgets, yields
  * weights bit-identical to no offload, in fp32, tf32, bf16 and fp16 (fp16:
  * with dynamic loss scaling, whose state, read back with scale_get, is the
- * same on both backends and across policies). The inference executor (a
- * forward-only plan, vdnn-predict's) gives the same class probabilities on
- * both backends.
+ * same on both backends and across policies); with --freeze's frozen
+ * parameters (test_frozen_cpu_vs_cuda) the same agreement, the frozen ones
+ * unchanged bit for bit. The inference executor (a forward-only plan,
+ * vdnn-predict's) gives the same class probabilities on both backends.
  *
  * Tolerances:
  *  TOL_LOSS 1e-5, TOL_W 1e-4 (fp32) — each op agrees to ~1e-7 (see
@@ -222,6 +223,58 @@ START_TEST(test_cpu_vs_cuda) {
     cpu_vs_cuda(VD_MATH_FP32, TOL_LOSS, TOL_W);
     cpu_vs_cuda(VD_MATH_BF16, TOL_LOSS_BF16, TOL_W_BF16);
     cpu_vs_cuda(VD_MATH_FP16, TOL_LOSS_F16, TOL_W_F16);
+}
+END_TEST
+
+/* --freeze on both backends: the first conv and its batch norm frozen (so
+ * they, the relu, the max pool and the LRN after them need no gradient and
+ * run no backward), and the weight of the 1x1 conv alone (its bias trains).
+ * Losses and weights agree within the unfrozen comparison's tolerances; the
+ * frozen parameters keep every bit of their initialisation on both. */
+START_TEST(test_frozen_cpu_vs_cuda) {
+    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    static const double tol_l[3] = {TOL_LOSS, TOL_LOSS_BF16, TOL_LOSS_F16};
+    static const double tol_w[3] = {TOL_W, TOL_W_BF16, TOL_W_F16};
+    vd_net net;
+    build(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_net_freeze(&net, "^l[01]\\.|^l8\\.weight$", &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(&net);
+    vd_freeze_count fc;
+    vd_net_frozen_count(&net, &fc);
+    ck_assert_int_eq(fc.frozen, 5);
+    ck_assert_int_eq(fc.no_grad_layers, 5);
+    float *p0 = malloc((size_t)net.param_floats * sizeof(float));
+    ck_assert(p0);
+    vd_net_init_params(&net, p0, 99);   /* run_at's */
+    for (int mi = 0; mi < 3; mi++) {
+        run_result a, b;
+        run(c_cpu(), &net, VD_POLICY_ALL, maths[mi], false, &a);
+        run(c_cuda(), &net, VD_POLICY_ALL, maths[mi], false, &b);
+        for (int it = 0; it < ITERS; it++) {
+            double d = fabs((double)a.loss[it] - b.loss[it]) / fmax(fabs((double)a.loss[it]), 1e-6);
+            ck_assert_msg(d <= tol_l[mi], "%s iteration %d: loss cpu %g cuda %g",
+                          vd_math_name(maths[mi]), it, a.loss[it], b.loss[it]);
+        }
+        for (int pi = 0; pi < net.n_params; pi++) {
+            const vd_param *p = &net.params[pi];
+            size_t bytes = (size_t)p->numel * sizeof(float);
+            if (p->frozen) {
+                ck_assert_msg(!memcmp(a.params + p->offset, p0 + p->offset, bytes) &&
+                              !memcmp(b.params + p->offset, p0 + p->offset, bytes),
+                              "%s %s: frozen but changed", vd_math_name(maths[mi]), p->name);
+                continue;
+            }
+            double err = c_nerr(b.params + p->offset, a.params + p->offset, p->numel);
+            printf("  frozen run %s %-10s err %.3g\n", vd_math_name(maths[mi]), p->name, err);
+            ck_assert_msg(err <= tol_w[mi], "%s %s differs after %d iterations: %g",
+                          vd_math_name(maths[mi]), p->name, ITERS, err);
+        }
+        free_result(&a);
+        free_result(&b);
+    }
+    free(p0);
+    vd_net_free(&net);
 }
 END_TEST
 
@@ -597,6 +650,7 @@ static TCase *case_of(Suite *s, const TTest *t) {
 static Suite *suite(void) {
     Suite *s = suite_create("cuda_train");
     tcase_add_test(case_of(s, test_cpu_vs_cuda), test_cpu_vs_cuda);
+    tcase_add_test(case_of(s, test_frozen_cpu_vs_cuda), test_frozen_cpu_vs_cuda);
     tcase_add_test(case_of(s, test_deterministic_and_offload_invariance), test_deterministic_and_offload_invariance);
     tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);

@@ -81,11 +81,12 @@ int check_grad_flow(const vd_plan *p, const vd_net *net) {
     for (int t = 0; t < p->n_tensors; t++) cell[t] = -1;
     for (int i = L - 1; i >= 0; i--) {
         const vd_layer *l = &net->layers[i];
-        want[i] = i == p->loss_layer ? -1 : ref[i];
-        if (i != p->loss_layer) ck_assert_int_ge(want[i], 0);   /* every layer has a consumer */
+        /* (a no_grad layer's output needs no gradient: --freeze) */
+        want[i] = i == p->loss_layer || l->no_grad ? -1 : ref[i];
+        if (i != p->loss_layer && !l->no_grad) ck_assert_int_ge(want[i], 0);   /* a consumer */
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
-            if (src < 0) continue;
+            if (src < 0 || net->layers[src].no_grad) continue;
             int c = l->op == VD_OP_ADD ? want[i] : gf_intern(&g, 0, i, k);
             ref[src] = ref[src] < 0 ? c : gf_intern(&g, 1, ref[src], c);
         }
@@ -104,7 +105,7 @@ int check_grad_flow(const vd_plan *p, const vd_net *net) {
         int i = pl->layer;
         const vd_layer *l = &net->layers[i];
         int dy = pl->dy;
-        if (i == p->loss_layer) ck_assert_int_eq(dy, -1);
+        if (i == p->loss_layer || l->no_grad) ck_assert_int_eq(dy, -1);
         else {
             ck_assert_int_ge(dy, 0);
             ck_assert_int_eq(p->tensors[dy].kind, VD_T_DACT);
@@ -126,7 +127,7 @@ int check_grad_flow(const vd_plan *p, const vd_net *net) {
                       "from '%s'", net->name, l->name, dy >= 0 ? p->tensors[dy].name : "-");
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k], t = pl->dx[k];
-            if (src < 0) { ck_assert_int_eq(t, -1); continue; }
+            if (src < 0 || net->layers[src].no_grad) { ck_assert_int_eq(t, -1); continue; }
             if (t < 0) {   /* the add's dy tensor is the input's gradient: nothing to write */
                 ck_assert_msg(l->op == VD_OP_ADD, "%s: '%s' writes no gradient for input %d",
                               net->name, l->name, k);

@@ -39,7 +39,9 @@ void load_shipped_net(vd_net *net, const char *file, int batch);
  * tensors symbolically, values as expressions: an add passes its dy, any
  * other layer's dx[k] is a term of its own, beta 1 adds (in order). Also: no
  * layer writes the tensor it reads as dy, a beta-1 write finds its tensor
- * written, only an add leaves an input's gradient unwritten (dx -1). Returns
+ * written, only an add leaves an input's gradient unwritten (dx -1), but
+ * where nothing needs it (the net input, a no_grad layer's output: --freeze;
+ * a no_grad layer reads no dy either). Returns
  * the number of such add inputs (0 for a forward-only plan). */
 int check_grad_flow(const vd_plan *p, const vd_net *net);
 

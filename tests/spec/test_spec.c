@@ -824,6 +824,33 @@ START_TEST(test_param_roles) {
 }
 END_TEST
 
+/* lr_mult: on layers with parameters, default 1 (unset), 0 allowed, from a
+ * template parameter too (a number in any form the keys take). */
+START_TEST(test_lr_mult) {
+    static const char *const text =
+        "input: { channels: 1, height: 8, width: 8, classes: 4 }\n"
+        "templates:\n"
+        "  blk:\n"
+        "    params: { m: 1 }\n"
+        "    layers:\n"
+        "      - { name: c, type: conv, out: 4, kernel: 3, lr_mult: \"${m}\" }\n"
+        "      - { name: bn, type: batchnorm, lr_mult: 0 }\n"
+        "layers:\n"
+        "  - { use: blk, name: a, with: { m: 0.25 } }\n"
+        "  - { use: blk, name: b }\n"
+        "  - { name: f, type: fc, out: 4 }\n"
+        "  - { name: loss, type: softmax_cross_entropy }\n";
+    vd_net net;
+    vd_err e;
+    ck_assert_msg(parse(text, &net, &e) == 0, "%s", e.msg);
+    ck_assert(vd_layer_lr_mult(layer(&net, "a.c")) == 0.25f);
+    ck_assert(vd_layer_lr_mult(layer(&net, "b.c")) == 1.0f && layer(&net, "b.c")->lr_mult_set);
+    ck_assert(vd_layer_lr_mult(layer(&net, "a.bn")) == 0.0f && layer(&net, "a.bn")->lr_mult_set);
+    ck_assert(vd_layer_lr_mult(layer(&net, "f")) == 1.0f && !layer(&net, "f")->lr_mult_set);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 120);
@@ -845,6 +872,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_misc_accepts), test_misc_accepts);
     tcase_add_test(case_of(s, test_param_roles), test_param_roles);
     tcase_add_test(case_of(s, test_gelu), test_gelu);
+    tcase_add_test(case_of(s, test_lr_mult), test_lr_mult);
     tcase_add_test(case_of(s, test_load_errors), test_load_errors);
     tcase_add_test(case_of(s, test_summary), test_summary);
     tcase_add_test(case_of(s, test_fuzz_corpus), test_fuzz_corpus);

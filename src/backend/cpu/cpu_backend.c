@@ -507,13 +507,22 @@ static int missing(const vd_net *net, int layer, const char *pass, const char *w
                    vd_op_table[l->op].name, pass, what);
 }
 
+/* What layer's backward reads of its input(s) and output with io's
+ * operands: the op's reads (vd_op_bwd_reads_unfrozen), but conv and fc read
+ * x for their weight's gradient alone (bwd_x_for_weight): none without dw
+ * (a frozen weight, backend.h). */
+static void bwd_reads(const vd_net *net, int layer, const vd_op_io *io, bool *x, bool *y) {
+    vd_op_bwd_reads_unfrozen(net, layer, x, y);
+    if (vd_op_table[net->layers[layer].op].bwd_x_for_weight && !io->dw) *x = false;
+}
+
 /* Pointers each op reads or writes; a NULL among them is an executor bug. */
 static int check_io(const vd_net *net, int layer, const vd_op_io *io, bool bwd, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     const char *pass = bwd ? "backward" : "forward";
     if (io->n <= 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: layer '%s': batch %d", l->name, io->n);
     bool needs_x = true, needs_y = true;   /* forward reads x and writes y */
-    if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
+    if (bwd) bwd_reads(net, layer, io, &needs_x, &needs_y);
     if (needs_x)
         for (int k = 0; k < l->n_in; k++)
             if (!io->x[k]) return missing(net, layer, pass, "x[k]", e);
@@ -627,7 +636,7 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
     vd_dtype dt = io->act;
     int64_t ny = (int64_t)io->n * vd_net_out_numel(net, layer), nx[VD_MAX_INPUTS];
     bool needs_x = true, needs_y = !bwd;
-    if (bwd) vd_op_bwd_reads(net, layer, &needs_x, &needs_y);
+    if (bwd) bwd_reads(net, layer, io, &needs_x, &needs_y);
     bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
     int64_t nw = gemm ? net->params[l->param_first].numel : 0;
     /* conv backward adding to dw: the chunk's dw and db apart first */

@@ -950,18 +950,70 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     return VD_OK;
 }
 
-int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+/* The spare parts of batch norm's backward workspace (its front, before the
+ * 16-bit kernel's partial sums): cuDNN's backward and the channels-last
+ * kernel write dx, dweight and dbias all three, so where the executor wants
+ * none (dx: the input needs no gradient, the net input or a no_grad
+ * layer's output; dweight and dbias: frozen, --freeze) they go there.
+ * *dx_at, *dwb_at: their offsets in it (-1: the executor's own). */
+static uint64_t bn_spare(const vd_net *net, int li, int n, vd_dtype act, int64_t *dx_at,
+                         int64_t *dwb_at) {
+    const vd_layer *l = &net->layers[li];
+    const uint64_t a = 256;
+    uint64_t at = 0;
+    *dx_at = *dwb_at = -1;
+    if (l->in[0] < 0 || net->layers[l->in[0]].no_grad) {
+        *dx_at = (int64_t)at;
+        at += VD_ALIGN_UP((uint64_t)n * (uint64_t)l->c * (uint64_t)l->h * (uint64_t)l->w *
+                          (uint64_t)vd_dtype_bytes(act), a);
+    }
+    bool frozen = false;
+    for (int k = l->param_first; k < l->param_first + l->n_params; k++)
+        frozen |= net->params[k].frozen;
+    if (frozen) {   /* dweight then dbias, [C] floats each */
+        *dwb_at = (int64_t)at;
+        at += 2 * VD_ALIGN_UP((uint64_t)l->c * sizeof(float), a);
+    }
+    return at;
+}
+
+uint64_t cu_bn_spare_bytes(const vd_net *net, int li, int n, vd_dtype act) {
+    int64_t dx_at, dwb_at;
+    return bn_spare(net, li, n, act, &dx_at, &dwb_at);
+}
+
+int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *in, vd_err *e) {
     cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
-    int rc = ensure_batch(L, io->n, bn_set_batch, e);
+    int rc = ensure_batch(L, in->n, bn_set_batch, e);
     if (rc) return rc;
-    if (!io->training)
+    if (!in->training)
         return vd_errf(e, VD_EUNSUPPORTED,
                        "batchnorm '%s': backward in eval mode is not implemented on CUDA", l->name);
-    if (!io->dx[0] || !io->dw || !io->db || !io->aux)
+    if (!in->aux)
         return vd_errf(e, VD_EUNSUPPORTED,
-                       "batchnorm '%s': the CUDA backend needs dx, dweight, dbias and the saved "
-                       "statistics in backward", l->name);
+                       "batchnorm '%s': the CUDA backend needs the saved statistics in backward",
+                       l->name);
+    /* what the executor wants none of into the workspace's spare front */
+    int64_t dx_at, dwb_at;
+    const uint64_t spare = bn_spare(net, li, in->n, in->act, &dx_at, &dwb_at);
+    if (spare && (!in->ws || in->ws_bytes < spare))
+        return vd_errf(e, VD_EINTERNAL, "batchnorm '%s': backward needs %llu bytes of workspace "
+                       "for the gradients it must write but nobody wants, got %llu", l->name,
+                       (unsigned long long)spare, (unsigned long long)in->ws_bytes);
+    vd_op_io b = *in;
+    char *ws = (char *)in->ws;
+    if (dx_at >= 0 && !b.dx[0]) { b.dx[0] = (float *)(void *)(ws + dx_at); b.dx_beta[0] = 0.0f; }
+    const int64_t db_at = dwb_at + (int64_t)VD_ALIGN_UP((uint64_t)L->c * sizeof(float), 256);
+    if (dwb_at >= 0 && !b.dw) b.dw = (float *)(void *)(ws + dwb_at);
+    if (dwb_at >= 0 && !b.db) b.db = (float *)(void *)(ws + db_at);
+    b.ws = spare && in->ws_bytes > spare ? (void *)(ws + spare) : spare ? NULL : in->ws;
+    b.ws_bytes = in->ws_bytes - spare;
+    const vd_op_io *io = &b;
+    if (!io->dx[0] || !io->dw || !io->db)
+        return vd_errf(e, VD_EINTERNAL,
+                       "batchnorm '%s': backward without dx, dweight or dbias and no room for "
+                       "them in its workspace", l->name);
     if (cu_dt_16(L->dt))
         return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
                                io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->aux, io->dw,

@@ -272,7 +272,15 @@ void cu_dnn_layer_free(cu_layer *L);
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+/* Backward: where io has no dx (the input needs no gradient) or no dw, db
+ * (frozen), they are written into the front of io->ws, which the option's
+ * ws_bwd holds (cu_bn_spare_bytes). */
 int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+/* The bytes at the front of batch norm's backward workspace (at batch n,
+ * feature maps of type act) that take what cuDNN's backward writes and the
+ * executor wants none of: dx of an input that needs no gradient, the
+ * gradients of frozen parameters. */
+uint64_t cu_bn_spare_bytes(const vd_net *net, int li, int n, vd_dtype act);
 
 /* Order L's conv options: option 0 ("fastest") stays first, the others by
  * decreasing workspace, equal workspace by decreasing cap (cu_conv_opt.cap). */
@@ -334,9 +342,6 @@ int cu_op_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
  * algorithm options) at batch n in c->math: sets o's ws_fwd, ws_bwd and
  * workspace where the op needs some, leaves o alone otherwise. */
 void cu_op_default_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o);
-/* True if op's backward writes the gradient of every input, the net input's
- * included (the caller must pass a dx there too). */
-bool cu_op_bwd_needs_dx(vd_op op);
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums

@@ -163,10 +163,12 @@ static int64_t io_ny(const cu_layer *L, const vd_op_io *io) { return (int64_t)io
 static int64_t io_y0(const cu_layer *L, const vd_op_io *io) { return io->n0 * out_numel(L); }
 static float beta0(const vd_op_io *io) { return io->dx_beta[0] != 0.0f ? 1.0f : 0.0f; }
 
+/* conv and fc read x for the weight's gradient only: without dw (frozen) none */
 static int conv_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int rc;
-    if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
+    if ((io->dw && (rc = need(io->x[0], l, "x", e))) || (rc = need(io->w, l, "weight", e)))
+        return rc;
     return cu_conv_backward(c, net, li, io, e);
 }
 
@@ -176,12 +178,15 @@ static int bn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 }
 
 /* bf16 / fp16 batch norm (own channels-last kernels): the partial sums of
- * forward and backward. */
+ * forward and backward; backward, in front of them, the room for what it
+ * writes that nobody wants (cu_bn_spare_bytes: --freeze, the net input). */
 static void bn_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
-    if (!vd_math_nhwc(c->math)) return;
     const vd_layer *l = &net->layers[li];
-    uint64_t bw = cu_bn_ws_bytes((int64_t)n * l->h * l->w, l->c, c->sm_count);
-    o->ws_fwd = o->ws_bwd = o->workspace = bw;
+    uint64_t sums = vd_math_nhwc(c->math)
+                  ? cu_bn_ws_bytes((int64_t)n * l->h * l->w, l->c, c->sm_count) : 0;
+    o->ws_fwd = sums;
+    o->ws_bwd = cu_bn_spare_bytes(net, li, n, vd_math_act_dtype(c->math)) + sums;
+    o->workspace = o->ws_fwd > o->ws_bwd ? o->ws_fwd : o->ws_bwd;
 }
 
 static int fc_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -193,7 +198,8 @@ static int fc_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 static int fc_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const vd_layer *l = &net->layers[li];
     int rc;
-    if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->w, l, "weight", e))) return rc;
+    if ((io->dw && (rc = need(io->x[0], l, "x", e))) || (rc = need(io->w, l, "weight", e)))
+        return rc;
     return fc_backward(c, net, li, &c->layers[li], io, e);
 }
 
@@ -413,23 +419,21 @@ typedef struct cu_op {
     cu_op_fn fwd, bwd;
     cu_setup_fn setup;        /* NULL: the op keeps no state of its own */
     cu_ws_fn default_ws;      /* NULL: its default option needs no workspace */
-    bool bwd_needs_dx;        /* backward always writes dx (cuDNN's batch-norm backward
-                                 has no way to skip it) */
 } cu_op;
 
 static const cu_op cu_ops[] = {
-    {VD_OP_CONV, cu_conv_forward, conv_bwd, cu_conv_setup, NULL, false},
-    {VD_OP_POOL, pool_fwd, pool_bwd, NULL, pool_ws, false},
-    {VD_OP_RELU, relu_fwd, relu_bwd, NULL, NULL, false},
-    {VD_OP_LRN, lrn_fwd, lrn_bwd, NULL, NULL, false},
-    {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd, cu_bn_setup, bn_ws, true},
-    {VD_OP_FC, fc_fwd, fc_bwd, NULL, NULL, false},
-    {VD_OP_DROPOUT, dropout_fwd, dropout_bwd, NULL, NULL, false},
-    {VD_OP_FLATTEN, flatten_fwd, flatten_bwd, NULL, NULL, false},
-    {VD_OP_ADD, add_fwd, add_bwd, NULL, NULL, false},
-    {VD_OP_CONCAT, concat_fwd, concat_bwd, NULL, NULL, false},
-    {VD_OP_SOFTMAX_XENT, xent_fwd, xent_bwd, NULL, NULL, false},
-    {VD_OP_GELU, gelu_fwd, gelu_bwd, NULL, NULL, false},
+    {VD_OP_CONV, cu_conv_forward, conv_bwd, cu_conv_setup, NULL},
+    {VD_OP_POOL, pool_fwd, pool_bwd, NULL, pool_ws},
+    {VD_OP_RELU, relu_fwd, relu_bwd, NULL, NULL},
+    {VD_OP_LRN, lrn_fwd, lrn_bwd, NULL, NULL},
+    {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd, cu_bn_setup, bn_ws},
+    {VD_OP_FC, fc_fwd, fc_bwd, NULL, NULL},
+    {VD_OP_DROPOUT, dropout_fwd, dropout_bwd, NULL, NULL},
+    {VD_OP_FLATTEN, flatten_fwd, flatten_bwd, NULL, NULL},
+    {VD_OP_ADD, add_fwd, add_bwd, NULL, NULL},
+    {VD_OP_CONCAT, concat_fwd, concat_bwd, NULL, NULL},
+    {VD_OP_SOFTMAX_XENT, xent_fwd, xent_bwd, NULL, NULL},
+    {VD_OP_GELU, gelu_fwd, gelu_bwd, NULL, NULL},
 };
 static_assert(sizeof cu_ops / sizeof cu_ops[0] == VD_OP_COUNT, "one CUDA dispatch entry per op");
 
@@ -450,10 +454,6 @@ void cu_op_default_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo
     vd_op op = net->layers[li].op;
     if (cu_op_supported(op, c->math) && cu_ops[op].default_ws)
         cu_ops[op].default_ws(c, net, li, n, o);
-}
-
-bool cu_op_bwd_needs_dx(vd_op op) {
-    return (unsigned)op < VD_OP_COUNT && cu_ops[op].bwd_needs_dx;
 }
 
 int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {

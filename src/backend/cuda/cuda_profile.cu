@@ -141,8 +141,9 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     io->n = p->batch;
     for (int k = 0; k < l->n_in; k++) {
         io->x[k] = (const float *)(s + b->x[k]);
-        /* the net input gets no gradient, unless the op's backward always writes one */
-        if (l->in[k] >= 0 || cu_op_bwd_needs_dx(l->op)) io->dx[k] = (float *)(s + b->dx[k]);
+        /* the net input gets no gradient (batch norm then writes its dx into its
+         * workspace: cu_bn_spare_bytes) */
+        if (l->in[k] >= 0) io->dx[k] = (float *)(s + b->dx[k]);
         io->dx_beta[k] = dx_accumulates(net, li, k) ? 1.0f : 0.0f;
     }
     io->y = (float *)(s + b->y);
