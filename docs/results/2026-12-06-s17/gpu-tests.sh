@@ -30,3 +30,19 @@ echo "predict cuda: exit $? ($(tail -1 "$O/predict.log"))"
 timeout 60 $B/vdnn-predict nets/lenet.yaml --init "$O/l.safetensors" --data synthetic --backend cpu \
     > "$O/predict-cpu.log" 2>&1
 echo "predict cpu: exit $? ($(tail -1 "$O/predict-cpu.log"))"
+# Fine-tuning against torchvision: its seeded ResNet-18 as --init, a new
+# 10-class head, the backbone up to layer3 frozen, 20 iterations on CUDA
+# (synthetic data, batch 32); the result loads into torchvision strictly and
+# the frozen tensors are torchvision's bit for bit.
+PY=/opt/torch/.venv/bin/python
+sed 's/classes: 1000/classes: 10/; s/type: fc, out: 1000/type: fc, out: 10/' \
+    nets/examples/resnet18.yaml > "$O/r18-10.yaml"
+$PY tools/make_resnet18_init.py "$O/r18.safetensors" --seed 1 > "$O/r18.log" 2>&1
+timeout 120 $B/vdnn-train "$O/r18-10.yaml" --data synthetic --batch 32 --iters 20 --backend cuda \
+    --init "$O/r18.safetensors" --init-skip '^fc\.' --freeze '^(conv1|bn1|layer[1-3])\.' \
+    --save "$O/r18-10.safetensors" >> "$O/r18.log" 2>&1
+echo "resnet18 fine-tune cuda: exit $? ($(grep -o 'loaded [0-9]* of the [0-9]* tensors' "$O/r18.log"))"
+$PY tools/make_resnet18_init.py --check "$O/r18.safetensors" "$O/r18-10.safetensors" \
+    --freeze '^(conv1|bn1|layer[1-3])\.' --skip '^fc\.' > "$O/r18-check.log" 2>&1
+echo "torchvision check: exit $? ($(tail -1 "$O/r18-check.log"))"
+rm -f "$O"/*.safetensors "$O"/*.state
