@@ -370,7 +370,15 @@ START_TEST(test_relu_fused_into_direct_conv) {
     ck_assert_msg(!memcmp(f.params, u.params, bytes) && !memcmp(f.mom, u.mom, bytes) &&
                       !memcmp(f.loss, u.loss, sizeof f.loss),
                   "the fused ReLU changed the results");
+    /* nothing split (auto may split layers at its smallest budget: a split
+     * layer's weight gradient sums its chunks, another order of the same
+     * additions; test_chunked_invariance covers that) */
+    int whole[16] = {0};
+    ck_assert_int_le(net.n_layers, 16);
+    for (int i = 0; i < net.n_layers; i++) whole[i] = 1;
+    g_chunks = whole;
     run_at(be, &net, VD_POLICY_AUTO, VD_MATH_FP32, true, true, &t);
+    g_chunks = NULL;
     ck_assert_msg(vd_cuda_relu_fused(be, 1), "not fused in the auto run");
     ck_assert_msg(!memcmp(f.params, t.params, bytes) && !memcmp(f.mom, t.mom, bytes),
                   "auto at its smallest budget changed the fused run's weights");
@@ -574,7 +582,9 @@ END_TEST
  * either sign, different on each backend), and AdamW turns noise of that
  * size into steps of up to lr |g| / (|g| + eps) ~ 0.1 lr: it is checked to
  * stay within ITERS * lr of where it started on both (SGD moves it by lr
- * times the noise: nothing). */
+ * times the noise: nothing), and that batch norm's running mean, which
+ * averages the conv's output bias included, within the two biases' spread.
+ */
 START_TEST(test_adamw) {
     vd_net net;
     build(&net);
@@ -623,6 +633,21 @@ START_TEST(test_adamw) {
                                       ITERS * net.train.lr,
                                   "%s[%lld] moved more than AdamW can in %d steps", p->name,
                                   (long long)i, ITERS);
+                continue;
+            }
+            /* that bias's batch norm: its running mean averages the conv's
+             * output, the bias included, so the two backends' means differ by
+             * at most the biases' spread (2 ITERS lr) besides TOL_W */
+            bool after_bias = p->role == VD_ROLE_RUNNING_MEAN && p->layer > 0 &&
+                              net.layers[p->layer - 1].op == VD_OP_CONV &&
+                              net.layers[p->layer - 1].u.conv.bias;
+            if (after_bias) {
+                for (int64_t i = 0; i < p->numel; i++) {
+                    double x = a.params[p->offset + i], y = h.params[p->offset + i];
+                    ck_assert_msg(fabs(x - y) <= 2.0 * ITERS * net.train.lr + maths[k].tol_w * fabs(y),
+                                  "%s: %s[%lld] cpu %g cuda %g: more apart than the biases can "
+                                  "take them", vd_math_name(m), p->name, (long long)i, y, x);
+                }
                 continue;
             }
             double err = c_nerr(a.params + p->offset, h.params + p->offset, p->numel);
