@@ -19,6 +19,7 @@
 #include "plan/plan.h"
 #include "train/ckpt.h"
 #include "config/predict_job.h"
+#include "../train/tutil.h"
 
 static char g_predict[1024], g_train[1024], g_src[1024];
 
@@ -30,12 +31,6 @@ static void setup(void) {
     snprintf(g_src, sizeof g_src, "%s", s);
 }
 
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "cannot write %s", path);
-    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
 
 /* A binary PGM of w x h pixels, every one of value v. */
 static void write_pgm(const char *path, int w, int h, int v) {
@@ -43,20 +38,9 @@ static void write_pgm(const char *path, int w, int h, int v) {
     int k = snprintf(buf, sizeof buf, "P5\n%d %d\n255\n", w, h);
     ck_assert(w * h <= 64 * 64);
     memset(buf + k, v, (size_t)(w * h));
-    write_file(path, buf, (size_t)k + (size_t)(w * h));
+    tu_write(path, buf, (size_t)k + (size_t)(w * h));
 }
 
-/* A PNG whose header (signature, IHDR: 4x4 RGB 8-bit) and CRCs are good
- * and whose pixel data (IDAT) is not zlib: found only when decoded. */
-static void write_bad_png(const char *path) {
-    static const unsigned char png[] = {
-        0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A,
-        0, 0, 0, 13, 'I', 'H', 'D', 'R', 0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0, 0, 0,
-        0x26, 0x93, 0x09, 0x29,
-        0, 0, 0, 4, 'I', 'D', 'A', 'T', 'j', 'u', 'n', 'k', 0xCD, 0x9C, 0xA4, 0x22,
-        0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82 };
-    write_file(path, png, sizeof png);
-}
 
 /* "vdnn-predict ARGS": its exit status; stdout then stderr in *out. */
 static int predict(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -106,7 +90,7 @@ static const double S[3] = { -1.0, 0.5, 2.0 }, BIAS[3] = { 0.3, -0.1, 0.2 };
 static void fc_net(const char *dir, char *spec, char *ckpt, size_t n) {
     snprintf(spec, n, "%s/fc3.yaml", dir);
     snprintf(ckpt, n, "%s/fc3.safetensors", dir);
-    write_file(spec, NET_FC, sizeof NET_FC - 1);
+    tu_write(spec, NET_FC, sizeof NET_FC - 1);
     vd_net net;
     vd_net_init(&net);
     vd_err e = {0};
@@ -331,7 +315,7 @@ static void gray_folder(const char *dir, bool bad_val) {
             for (int i = 0; i < (s ? 1 : 2); i++) {
                 snprintf(p, sizeof p, "%s/data/%s/%s/%d.%s", dir, s ? "val" : "train", cls[c], i,
                          s && c == 0 && bad_val ? "png" : "pgm");
-                if (s && c == 0 && bad_val) write_bad_png(p);
+                if (s && c == 0 && bad_val) tu_write_bad_png(p);
                 else write_pgm(p, 8, 8, 20 + 100 * c + 5 * i);
             }
         }
@@ -343,7 +327,7 @@ START_TEST(class_names_round_trip) {
     char *d = vdt_tmpdir("vdnn-predict");
     char spec[1100], ck[1100], a[4096], img[1100];
     snprintf(spec, sizeof spec, "%s/gray3.yaml", d);
-    write_file(spec, NET_GRAY, sizeof NET_GRAY - 1);
+    tu_write(spec, NET_GRAY, sizeof NET_GRAY - 1);
     gray_folder(d, false);
     snprintf(ck, sizeof ck, "%s/gray3.safetensors", d);
     char *out;
@@ -389,7 +373,7 @@ START_TEST(class_names_round_trip) {
     char lab[1100];
     snprintf(lab, sizeof lab, "%s/labels.txt", d);
     const char *names3 = "Felis\nCanis\r\nAnguilla\n";
-    write_file(lab, names3, strlen(names3));
+    tu_write(lab, names3, strlen(names3));
     ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --top-k 3 --labels %s --format "
                              "jsonl --quiet %s", spec, ck, lab, img), 0);
     ck_assert_int_eq(json_lines(out, v, 8), 1);
@@ -402,7 +386,7 @@ START_TEST(class_names_round_trip) {
     }
     json_decref(v[0]);
     vd_free(out);
-    write_file(lab, "Felis\nCanis\n", 12);
+    tu_write(lab, "Felis\nCanis\n", 12);
     ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --labels %s %s", spec, ck, lab,
                              img), 2);
     ck_assert_msg(strstr(out, "2 names") && strstr(out, "3 classes"), "%s", out);
@@ -422,7 +406,7 @@ START_TEST(bad_images_among_good_ones) {
         write_pgm(good[i], 4, 4, 255 * i);
     }
     snprintf(bad, sizeof bad, "%s/bad.png", d);
-    write_bad_png(bad);
+    tu_write_bad_png(bad);
     snprintf(gone, sizeof gone, "%s/no-such.png", d);
     /* a decoding error first, then a file that cannot be read: exit 5, the
      * first one's; every line in order, the good ones classified */
@@ -466,7 +450,7 @@ START_TEST(data_split_padded_and_scored) {
     char *d = vdt_tmpdir("vdnn-predict");
     char spec[1100], ck[1100], a[4096];
     snprintf(spec, sizeof spec, "%s/gray3.yaml", d);
-    write_file(spec, NET_GRAY, sizeof NET_GRAY - 1);
+    tu_write(spec, NET_GRAY, sizeof NET_GRAY - 1);
     gray_folder(d, true);
     snprintf(ck, sizeof ck, "%s/gray3.safetensors", d);
     char *out;
