@@ -228,15 +228,15 @@ START_TEST(one_parser_for_every_tool) {
     char *a, *b;
     ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --device 0 --quiet --min-budget "
                          "--format json", g_src), 0);
-    ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model h200 --quiet --min-budget "
-                         "--format json", g_src), 0);
+    ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model h200 --quiet "
+                         "--min-budget --format json", g_src), 0);
     ck_assert_str_eq(a, b);
     vd_free(a);
     vd_free(b);
     ck_assert_int_eq(run(g_plan, &a, false, "%s/nets/lenet.yaml --device cpu --quiet --min-budget "
                          "--format json", g_src), 0);
-    ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model cpu --quiet --min-budget "
-                         "--format json", g_src), 0);
+    ck_assert_int_eq(run(g_plan, &b, false, "%s/nets/lenet.yaml --gpu-model cpu --quiet "
+                         "--min-budget --format json", g_src), 0);
     ck_assert_str_eq(a, b);
     vd_free(a);
     vd_free(b);
