@@ -303,20 +303,12 @@ static int read_file(const char *path, scratch *s, unsigned char **buf, size_t *
  * limit (vd_image_check_size) is checked on TurboJPEG's header.
  *
  * Only the power-of-two scales: libjpeg-turbo (2.1 and 3.0) has SIMD code
- * for the 8x8, 4x4, 2x2 and 1x1 inverse DCTs only; the other M/8 scales use
- * its plain C IDCTs (for 4:2:0 chroma at twice the scale, 12x12 for 6/8,
- * in place of the upsampling) and are slower than the full decode (500x375
- * quality-90 4:2:0 photos, one core: 5/8 1.05 ms, 6/8 1.18 ms, 7/8 1.42 ms,
- * in full 0.90 ms, 1/2 0.74 ms a file); even with its smaller box to
- * resample, a sample decoded at 6/8 took longer than one decoded in full
- * (docs/measurements.md, the folder loader). Most of the full decode is
- * the entropy decoding that every scale does (1/8: 0.60 ms). Nor the fast
- * flags (nor tjDecompressToYUVPlanes, which keeps every plane at M/8, and
- * tjDecodeYUVPlanes, which then upsamples as TJFLAG_FASTUPSAMPLE): on
- * the same files TJFLAG_FASTDCT and TJFLAG_FASTUPSAMPLE save 0.2 ms of 1.0
- * but differ from stb_image by up to 6 and 18 levels (means 1.07 and 1.03),
- * the accurate decode by up to 3 (mean 0.09): outside the tolerances of
- * the tests (jpeg_turbo_matches_stb). */
+ * for the 8x8, 4x4, 2x2 and 1x1 inverse DCTs only; its other M/8 scales
+ * run plain C IDCTs and decode slower than in full, more than their smaller
+ * box saves in the resize. Nor the fast flags (TJFLAG_FASTDCT,
+ * TJFLAG_FASTUPSAMPLE, the YUV-plane decode): they differ from stb_image
+ * by more than the tests' tolerances (jpeg_turbo_matches_stb).
+ * docs/measurements.md (the folder loader) has the timings. */
 static int turbo_decode(const char *path, tjhandle tj, const unsigned char *jpg, size_t n, int C,
                         const crop_req *q, bool full, scratch *s, vd_image *img, vd_box *box,
                         bool *flip, vd_err *e) {

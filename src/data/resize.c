@@ -6,9 +6,9 @@
  * buffer (counted by the allocation wrappers, and reused from sample to
  * sample instead of a malloc and free per image), and the code gets this
  * build's optimisation. STB_IMAGE_RESIZE_STATIC keeps every stbir_ symbol
- * in this file. Its scalar loops cost about 0.8 ms for a 328-pixel box
- * (half of a 500x375 JPEG sample); docs/measurements.md (the folder loader)
- * says which ways of calling it were measured, none faster per sample. */
+ * in this file. Its scalar loops are most of a JPEG sample's time;
+ * docs/measurements.md (the folder loader) has the timings and the ways of
+ * calling it that were measured, none faster per sample. */
 #include <math.h>
 #include "data/data_impl.h"
 
