@@ -7,7 +7,13 @@ iterations, once per --vdnn-math; its JSON is kept with --vdnn-out), or
 reads vdnn-bench JSONs (--vdnn FILE, repeatable). Then trains the same
 torchvision model with PyTorch on synthetic data (SGD momentum 0.9, weight
 decay 5e-4, cudnn.benchmark like vdnn's tuned algorithms) in each mode of
---modes. A mode is PRECISION[-cl][-STRATEGY]:
+--modes. A mode is [compile-]PRECISION[-cl][-STRATEGY]:
+
+  compile-     torch.compile (inductor, its default mode) of the model, and of
+               the optimizer's step (PyTorch's "compiled optimizer": one fused
+               kernel over the parameters); the compilation runs in the warm-up
+               iterations (at least 2 are run), outside the timing, and its
+               seconds are in the JSON (compile_s: the first iteration's time)
 
   PRECISION    fp32 | tf32 (allow_tf32 for convolutions and matmuls) |
                bf16 (torch.autocast("cuda", dtype=torch.bfloat16) around the
@@ -30,7 +36,8 @@ decay 5e-4, cudnn.benchmark like vdnn's tuned algorithms) in each mode of
                        uploads its batch every iteration too, the other modes
                        keep one batch on the GPU
 
-e.g. fp32, tf32, bf16, bf16-cl, bf16-cl-ckpt, bf16-cl-soc, fp16-cl, tf32-upload.
+e.g. fp32, tf32, bf16, bf16-cl, bf16-cl-ckpt, bf16-cl-soc, fp16-cl, tf32-upload,
+compile-bf16-cl, compile-fp32.
 The older names plain, save_on_cpu, checkpoint and upload are the strategy
 at --math's precision without channels_last (the default --modes is those
 four). --math (fp32 | tf32 | bf16 | fp16) is vdnn's math and the precision of the
@@ -124,11 +131,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def parse_mode(name, math):
     """A mode name -> {mode, precision, channels_last, strategy}; None if not one."""
     if name in MODES:
-        return {"mode": name, "precision": math, "channels_last": False, "strategy": name}
+        return {"mode": name, "precision": math, "channels_last": False, "strategy": name,
+                "compile": False}
     parts = name.split("-")
-    if parts[0] not in MATHS:
+    compiled = parts[0] == "compile"
+    if compiled:
+        parts = parts[1:]
+    if not parts or parts[0] not in MATHS:
         return None
-    info = {"mode": name, "precision": parts[0], "channels_last": False, "strategy": "plain"}
+    info = {"mode": name, "precision": parts[0], "channels_last": False, "strategy": "plain",
+            "compile": compiled}
     rest = parts[1:]
     if rest and rest[0] == "cl":
         info["channels_last"] = True
@@ -137,6 +149,8 @@ def parse_mode(name, math):
         info["strategy"] = STRATEGIES[rest[0]]
     elif rest:
         return None
+    if compiled and info["strategy"] not in ("plain", "upload"):
+        return None   # inductor beside checkpointing / save_on_cpu hooks: not compared
     return info
 
 
@@ -147,7 +161,8 @@ def parse_modes(text, math):
             continue
         info = parse_mode(m, math)
         if info is None:
-            raise SystemExit(f"torch_compare: unknown mode '{m}' (expected PRECISION[-cl][-STRATEGY]"
+            raise SystemExit(f"torch_compare: unknown mode '{m}' (expected "
+                             f"[compile-]PRECISION[-cl][-STRATEGY]; compile- only plain or -upload"
                              f" with PRECISION {'|'.join(MATHS)}, STRATEGY ckpt|soc|upload, "
                              f"or one of {', '.join(MODES)})")
         if any(o["mode"] == m for o in out):
@@ -163,8 +178,9 @@ def explicit_precisions(text):
     precs = set()
     for m in text.split(","):
         m = m.strip()
-        if m and m not in MODES and m.split("-")[0] in MATHS:
-            precs.add(m.split("-")[0])
+        info = parse_mode(m, "fp32") if m and m not in MODES else None
+        if info is not None:
+            precs.add(info["precision"])
     return precs
 
 
@@ -311,6 +327,7 @@ def run_torch(args, info, shape, classes):
 
     mode, prec, cl, strat = (info["mode"], info["precision"], info["channels_last"],
                              info["strategy"])
+    compiled = info.get("compile", False)
     cuda = args.device == "cuda"
     torch.manual_seed(0)
     dev = torch.device(args.device)
@@ -322,7 +339,7 @@ def run_torch(args, info, shape, classes):
     fmt = torch.channels_last if cl else torch.contiguous_format
     row = {"framework": "pytorch", "mode": mode, "net": args.net, "batch": args.batch,
            "math": prec, "precision": prec, "channels_last": cl, "strategy": strat,
-           "autocast": AUTOCAST.get(prec), "torch": torch.__version__,
+           "autocast": AUTOCAST.get(prec), "compile": compiled, "torch": torch.__version__,
            "device": torch.cuda.get_device_name() if cuda else args.device}
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
@@ -332,7 +349,7 @@ def run_torch(args, info, shape, classes):
         free, total = torch.cuda.mem_get_info()
         return total - free
 
-    model = opt = x = y = xh = yh = seq = scaler = None
+    model = opt = x = y = xh = yh = seq = scaler = net = opt_step = None
     try:
         if cuda:
             sync()
@@ -356,6 +373,9 @@ def run_torch(args, info, shape, classes):
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
         if prec == "fp16":   # GradScaler's defaults: init 2^16, growth 2 / 2000, backoff 0.5
             scaler = torch.amp.GradScaler(args.device)
+        net = torch.compile(model) if compiled else model
+        # the compiled optimizer (PyTorch's recipe); GradScaler's step wraps the eager one
+        opt_step = torch.compile(opt.step) if compiled and scaler is None else opt.step
         x = torch.randn(args.batch, *shape, device=dev).contiguous(memory_format=fmt)
         y = torch.randint(0, classes, (args.batch,), device=dev)
         if strat == "upload":
@@ -368,9 +388,9 @@ def run_torch(args, info, shape, classes):
 
         def forward():
             if strat == "plain":
-                return model(x)
+                return net(x)
             if strat == "upload":
-                return model(xh.to(dev, non_blocking=True).contiguous(memory_format=fmt))
+                return net(xh.to(dev, non_blocking=True).contiguous(memory_format=fmt))
             if strat == "save_on_cpu":
                 with torch.autograd.graph.save_on_cpu(pin_memory=cuda):
                     return model(x)
@@ -394,11 +414,15 @@ def run_torch(args, info, shape, classes):
                 scaler.update()
             else:
                 loss.backward()
-                opt.step()
+                opt_step()
             return loss
 
-        for _ in range(args.warmup):
+        for k in range(max(args.warmup, 2) if compiled else args.warmup):
+            t0 = time.perf_counter()
             step()
+            if compiled and k == 0:   # the compilation (and the first iteration)
+                sync()
+                row["compile_s"] = time.perf_counter() - t0
         sync()
         samples = [used()]
         if cuda:
@@ -431,7 +455,9 @@ def run_torch(args, info, shape, classes):
             traceback.print_exc()
             row["error"] = f"{type(ex).__name__}: " + str(ex).split("\n")[0][:160]
     finally:
-        del model, opt, x, y, xh, yh, seq, scaler
+        del model, opt, x, y, xh, yh, seq, scaler, net, opt_step
+        if compiled:
+            torch._dynamo.reset()   # the next mode compiles afresh
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
@@ -476,6 +502,10 @@ def report_pytorch(args, rows):
     for r in rows:
         if r.get("segments") and not r.get("error"):
             print(f"  {r['mode']}: segments " + " | ".join(r["segments"]))
+    for r in rows:
+        if r.get("compile_s") is not None and not r.get("error"):
+            print(f"  {r['mode']}: torch.compile's first iteration (the compilation) "
+                  f"{r['compile_s']:.1f} s")
     for r in rows:
         if r.get("loss_scale") is not None and not r.get("error"):
             print(f"  {r['mode']}: GradScaler's scale {r['loss_scale']:g} after the timed iterations")
@@ -785,18 +815,26 @@ def self_test():
 
     m = parse_mode("bf16-cl-ckpt", "fp32")
     check(m == {"mode": "bf16-cl-ckpt", "precision": "bf16", "channels_last": True,
-                "strategy": "checkpoint"}, f"bf16-cl-ckpt -> {m}")
+                "strategy": "checkpoint", "compile": False}, f"bf16-cl-ckpt -> {m}")
     check(parse_mode("checkpoint", "tf32")["precision"] == "tf32", "old names take --math")
     check(parse_mode("bf16-soc", "fp32")["strategy"] == "save_on_cpu", "bf16-soc")
     check(parse_mode("fp32", "bf16") == {"mode": "fp32", "precision": "fp32",
-                                         "channels_last": False, "strategy": "plain"}, "fp32")
+                                         "channels_last": False, "strategy": "plain",
+                                         "compile": False}, "fp32")
+    m = parse_mode("compile-bf16-cl", "fp32")
+    check(m == {"mode": "compile-bf16-cl", "precision": "bf16", "channels_last": True,
+                "strategy": "plain", "compile": True}, f"compile-bf16-cl -> {m}")
+    check(parse_mode("compile-tf32-upload", "fp32")["strategy"] == "upload", "compile-tf32-upload")
     check(parse_mode("tf32-cl-upload", "fp32")["strategy"] == "upload", "tf32-cl-upload")
     check(parse_mode("fp16-cl-soc", "fp32") == {"mode": "fp16-cl-soc", "precision": "fp16",
-                                               "channels_last": True, "strategy": "save_on_cpu"},
+                                               "channels_last": True, "strategy": "save_on_cpu",
+                                               "compile": False},
           "fp16-cl-soc")
-    for bad in ("fp8", "bf16-ckpt-cl", "bf16-cl-x", "bf16--ckpt", "cl"):
+    for bad in ("fp8", "bf16-ckpt-cl", "bf16-cl-x", "bf16--ckpt", "cl", "compile",
+                "compile-bf16-cl-ckpt", "bf16-compile", "compile-compile-fp32"):
         check(parse_mode(bad, "fp32") is None, f"'{bad}' refused")
     check(explicit_precisions("bf16,bf16-cl,plain") == {"bf16"}, "explicit precisions")
+    check(explicit_precisions("compile-bf16-cl,tf32") == {"bf16", "tf32"}, "compile's precision")
     check(ckpt_bounds(18, 4) == [(0, 3, True), (4, 7, True), (8, 11, True), (12, 17, False)],
           f"resnet-50 blocks: {ckpt_bounds(18, 4)}")
     check(ckpt_bounds(40, 4)[-1] == (30, 39, False), "vgg16 40 units")
@@ -826,7 +864,8 @@ def self_test():
                     peak_allocated=dev - G, peak_reserved=dev - G // 2, device_used=dev)
     rows = [row("bf16", 0.18, 20 * G), row("bf16-cl", 0.16, 20 * G),
             row("bf16-cl-ckpt", 0.25, 12 * G), row("bf16-cl-soc", 0.8, 12 * G),
-            row("fp32", 0.35, 40 * G), {"framework": "pytorch", "mode": "bf16-ckpt", "net": "vgg16",
+            row("fp32", 0.35, 40 * G), dict(row("compile-bf16-cl", 0.14, 18 * G), compile_s=61.0),
+            {"framework": "pytorch", "mode": "bf16-ckpt", "net": "vgg16",
                                         "batch": 256, "precision": "bf16", "math": "bf16",
                                         "strategy": "checkpoint", "error": "out of memory: x"}]
     d = tempfile.mkdtemp(prefix="torch-compare-selftest-")
@@ -839,13 +878,15 @@ def self_test():
             json.dump({"pytorch": rows}, f)
         out_j, out_c = os.path.join(d, "c.json"), os.path.join(d, "c.csv")
         rc = main(["--vdnn", bench, "--torch-json", tj, "--modes",
-                   "bf16,bf16-cl,bf16-cl-ckpt,bf16-cl-soc,fp32,bf16-ckpt",
+                   "bf16,bf16-cl,bf16-cl-ckpt,bf16-cl-soc,fp32,compile-bf16-cl,bf16-ckpt",
                    "--json", out_j, "--csv", out_c])
         check(rc == 0, f"main returned {rc}")
         with open(out_j) as f:
             res = json.load(f)
         heads = {(h["category"], h["policy"], h["pytorch_mode"]): h for h in res["headline"]}
-        check(len(res["headline"]) == 4, f"4 headline ratios, got {sorted(heads)}")
+        check(len(res["headline"]) == 5, f"5 headline ratios, got {sorted(heads)}")
+        check(abs(heads[("no offload", "none", "compile-bf16-cl")]["speed"] - 0.14 / 0.16) < 1e-9,
+              "no offload vs compile-bf16-cl")
         h = heads[("no offload", "none", "bf16-cl")]
         check(abs(h["speed"] - 1.0) < 1e-9 and abs(h["memory"] - 14.6 / 20) < 1e-9,
               f"no offload vs bf16-cl: {h}")
@@ -858,8 +899,8 @@ def self_test():
         with open(out_c) as f:
             recs = list(csv.DictReader(f))
         kinds = [r["kind"] for r in recs]
-        check(kinds.count("pytorch") == 6 and kinds.count("vdnn") == 4
-              and kinds.count("ratio") == 4, f"csv kinds {kinds}")
+        check(kinds.count("pytorch") == 7 and kinds.count("vdnn") == 4
+              and kinds.count("ratio") == 5, f"csv kinds {kinds}")
         # re-print from the saved comparison alone (its vdnn run inside)
         check(main(["--torch-json", out_j, "--modes", "bf16-cl"]) == 0, "re-print")
     finally:

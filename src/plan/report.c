@@ -325,6 +325,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
         json_t *l = json_object();
         vd_json_push(layers, l, &ok);
         SET_STR(l, "name", net->layers[i].name);
+        SET_STR(l, "op", vd_op_table[net->layers[i].op].name);
         SET_INT(l, "chunks", pl->n_chunks);
         SET_INT(l, "algo", pl->algo_fwd);
         SET_STR(l, "algo_label", pl->algo_label);
