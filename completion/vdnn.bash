@@ -15,7 +15,7 @@ _vdnn_flags() {
         --betas= --deterministic --device= --early-stop= --epochs= --eps= --eval-every=
         --freeze= --gpus= --help
         --init= --init-skip= --iters= --keep= --list-nets --loader-threads= --log-every= --lr= --math=
-        --mem-trace --metrics= --momentum= --mpi --nesterov --no-stage-input --optimizer=
+        --mem-trace --metrics= --momentum= --mpi --nesterov --no-fuse --no-stage-input --optimizer=
         --plan-json= --poison
         --policy= --prefetch= --profile= --profile-out= --quiet --resume= --save=
         --save-best --save-dtype= --save-every= --seed= --step-times --stop-at=
@@ -23,18 +23,18 @@ _vdnn_flags() {
     vdnn-plan) echo '--analytic-profile --backend= --batch= --budget= --chunks= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --deterministic
         --device= --format= --freeze= --gpu-model= --gpus= --help --list-gpu-models --list-nets
-        --math= --min-budget --no-stage-input --optimizer= --policy= --prefetch= --profile=
+        --math= --min-budget --no-fuse --no-stage-input --optimizer= --policy= --prefetch= --profile=
         --profile-out= --quiet --save-profile= --summary --sync-debug --trace= --version' ;;
     vdnn-bench) echo '--analytic-profile --backend= --batch= --budgets= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --csv=
         --deterministic --device= --freeze= --help --iters= --json= --list-nets --math=
-        --no-stage-input --optimizer= --plot= --policies= --prefetch= --profile=
+        --no-fuse --no-stage-input --optimizer= --plot= --policies= --prefetch= --profile=
         --profile-out= --quiet
         --seed= --steps= --sync-debug --version --warmup=' ;;
     vdnn-predict) echo '--analytic-profile --backend= --batch= --budget= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --data=
         --deterministic --device= --format= --help --init= --labels= --list-nets
-        --loader-threads= --math= --profile= --profile-out= --quiet --sync-debug
+        --loader-threads= --math= --no-fuse --profile= --profile-out= --quiet --sync-debug
         --top-k= --version' ;;
     vdnn-loader-bench) echo '--augment --batch= --batches= --bf16 --count= --data= --fp16
         --help --jpeg= --list-nets --make-folder= --quality= --seed= --size= --threads=' ;;

@@ -197,6 +197,9 @@ typedef struct vd_backend_opts {
     bool conv_gemm_force;       /* tests: every 1x1 conv the cuBLAS backward-filter
                                    serves also gets the option "gemm w" (CUDA) */
     bool sync_debug;            /* --sync-debug: synchronize after every op */
+    bool no_fuse;               /* --no-fuse: every op runs as its own kernels (CUDA:
+                                   no ReLU fused into the conv, batch norm or add before
+                                   it; the CPU backend fuses nothing) */
     const volatile sig_atomic_t *stop; /* optional: once *stop is set, long setup work
                                    (profiling, CUDA: between layers) ends with VD_ESTOP */
 } vd_backend_opts;

@@ -118,6 +118,8 @@ const char *const VD_CLI_BACKEND_HELP =
 "  --conv-rtc           also runtime-compiled cuDNN engines (slow setup)\n"
 "  --conv-debug N       0 | 1 (each conv layer's choice on stderr) | 2 (every\n"
 "                       candidate engine too)\n"
+"  --no-fuse            run every op as its own kernels: no ReLU fused into the\n"
+"                       conv, batch norm or add before it (CUDA; for comparisons)\n"
 "  --sync-debug         synchronize after every op (debugging)\n";
 
 /* --conv-tune / --conv-api / --conv-split value -> index in ch[], else VD_EUSAGE. */
@@ -164,6 +166,7 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     else if (!strcmp(name, "mem-trace")) g->mem_trace = true;
     else if (!strcmp(name, "step-times")) g->step_times = true;
     else if (!strcmp(name, "sync-debug")) bo->sync_debug = true;
+    else if (!strcmp(name, "no-fuse")) bo->no_fuse = true;
     else if (!strcmp(name, "conv-rtc")) bo->conv_rtc = true;
     else if (!strcmp(name, "conv-debug")) {
         if (!(rc = vd_cli_int(name, val, 0, 2, &x, e))) bo->conv_debug = (int)x;

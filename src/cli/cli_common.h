@@ -58,7 +58,7 @@ typedef struct vd_cli_common {
                                            --policy, --budget, --math, --optimizer,
                                            --deterministic,
                                            --prefetch, --no-stage-input, --conv-*,
-                                           --sync-debug, --mem-trace, --step-times,
+                                           --no-fuse, --sync-debug, --mem-trace, --step-times,
                                            --chunks, --freeze */
     int64_t seed;                       /* --seed */
     bool has_seed;

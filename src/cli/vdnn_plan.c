@@ -110,7 +110,7 @@ static const vd_cli_flag FLAGS[] = {
     {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
     {"analytic-profile", false}, {"math", true}, {"deterministic", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
-    {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"sync-debug", false},
+    {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false},
     {"format", true}, {"trace", true}, {"profile-out", true}, {"save-profile", true},
     {"min-budget", false}, {"summary", false}, {"quiet", false}, {"list-gpu-models", false},
     {"help", false}, {"version", false}, {"list-nets", false},

@@ -68,7 +68,7 @@ static void usage(FILE *f) {
 "                       else fp32; bf16 and fp16 round the probabilities to 16 bits)\n"
 "  --deterministic      deterministic algorithms only\n"
 "  --conv-tune T, --conv-api A, --conv-split S, --conv-topk N, --conv-rtc,\n"
-"  --conv-debug N, --sync-debug\n"
+"  --conv-debug N, --no-fuse, --sync-debug\n"
 "                       the CUDA backend's options, as in vdnn-train(1)\n"
 "  --help               this text\n"
 "  --version            version and build features\n"
@@ -96,7 +96,7 @@ static const vd_cli_flag FLAGS[] = {
     {"profile", true}, {"analytic-profile", false}, {"profile-out", true}, {"backend", true},
     {"device", true}, {"math", true}, {"deterministic", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
-    {"conv-debug", true}, {"sync-debug", false}, {"help", false}, {"version", false},
+    {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false}, {"help", false}, {"version", false},
     {"list-nets", false},
 };
 

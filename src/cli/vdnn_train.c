@@ -177,7 +177,7 @@ static const vd_cli_flag FLAGS[] = {
     {"prefetch", true}, {"chunks", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
-    {"conv-debug", true}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
+    {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
     {"quiet", false}, {"help", false}, {"version", false}, {"metrics", true},
     {"list-nets", false},

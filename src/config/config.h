@@ -65,7 +65,8 @@ typedef struct vd_config {
     vd_prefetch prefetch;       /* --prefetch */
     bool no_stage_input;        /* --no-stage-input */
     vd_backend_opts backend_opts; /* --conv-tune, --conv-api, --conv-split,
-                                   --conv-debug, --conv-topk, --conv-rtc, --sync-debug */
+                                   --conv-debug, --conv-topk, --conv-rtc, --no-fuse,
+                                   --sync-debug */
     bool mem_trace;             /* --mem-trace (vdnn-train) */
     bool step_times;            /* --step-times (vdnn-train) */
     int gpus;                   /* --gpus N: data-parallel ranks; 0 = not given (1) */

@@ -63,7 +63,8 @@ typedef struct vd_session_opts {
                                    backend's algorithm options even on CUDA
                                    (default: measured on CUDA, analytic on cpu) */
     const char *profile_out;    /* non-NULL: save the profile used to this file */
-    vd_backend_opts backend_opts; /* the backend's options (CUDA: --conv-*, --sync-debug) */
+    vd_backend_opts backend_opts; /* the backend's options (CUDA: --conv-*, --no-fuse,
+                                     --sync-debug) */
     bool step_times;            /* measure when each training step ends on the compute
                                    stream (vd_exec_opts.step_times; vdnn-train --step-times) */
     bool mem_trace;             /* CUDA, debugging: after every step of every pass,

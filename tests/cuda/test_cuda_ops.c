@@ -7,7 +7,9 @@
  * kernel bit for bit against the general one (test_pool_bwd_tiled); ops run
  * on chunks of the batch against the CPU run on the same chunks
  * (test_chunked); conv, fc and batch norm backward with frozen parameters or
- * without dx, against their full backward (test_frozen_backward).
+ * without dx, against their full backward (test_frozen_backward); batch norm
+ * and add with the ReLU after them fused, against the CPU's rectified output
+ * (test_relu_fused).
  *
  * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
  *
@@ -65,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "vd_config.h"
+#include "plan/plan.h"
 #if VD_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -88,6 +91,10 @@ typedef struct check_opts {
     const int *chunks;     /* c_run_opts.chunks (both backends), NULL: the whole batch */
     int setup_n;           /* c_run_opts.setup_n */
     int loss_n;            /* c_run_opts.loss_n */
+    int relu_after;        /* > 0: the layer of a ReLU in place after this one, which
+                              CUDA fuses into it (vd_cuda_relu_fused): its y is then
+                              compared with max(the CPU's y, 0), exact as the ReLU is */
+    bool fuse_16;          /* relu_after: fused in bf16 / fp16 only (batch norm) */
 } check_opts;
 
 static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
@@ -147,7 +154,23 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
             ck_assert(c_cuda()->layer_algos(c_cuda(), layer, &opts, &nn, &e) == 0);
             char label[96];
             snprintf(label, sizeof label, "%s [%s %s]", name, vd_math_name(o.math), opts[a].label);
-            cmp(label, "y", got.y, r->y, in.yn, tol);
+            const float *ry = r->y;
+            float *rect = NULL;
+#if VD_HAVE_CUDA
+            if (co->relu_after > 0) {
+                bool want = half || !co->fuse_16;
+                ck_assert_msg(vd_cuda_relu_fused(c_cuda(), co->relu_after) == want,
+                              "%s: the ReLU after it is %sfused", label, want ? "not " : "");
+                if (want) {
+                    rect = malloc((size_t)in.yn * sizeof *rect);
+                    ck_assert(rect);
+                    for (int64_t i = 0; i < in.yn; i++) rect[i] = r->y[i] <= 0.0f ? 0.0f : r->y[i];
+                    ry = rect;
+                }
+            }
+#endif
+            cmp(label, "y", got.y, ry, in.yn, tol);
+            free(rect);
             if (auxn && co->training) cmp(label, "aux", got.aux, r->aux, auxn, tol32);
             if (co->backward) {
                 for (int k = 0; k < l->n_in; k++) cmp(label, "dx", got.dx[k], r->dx[k], in.xn[k], tol);
@@ -701,6 +724,49 @@ START_TEST(test_bn) {
     vd_net_free(&net);
 }
 END_TEST
+
+#if VD_HAVE_CUDA
+/* A ReLU in place after a batch norm (fused in bf16 / fp16: the channels-last
+ * kernels) and after a residual add (fused in every math), cu_fuse_relu_setup:
+ * the producer's y against the CPU's rectified, forward and backward (which
+ * the fusion leaves alone), 8 channels (the eight-channel kernels) and 6 (the
+ * one-channel ones). Tolerances: the producer's own (TOL_BN, TOL_EXACT for
+ * the add), since max(., 0) is exact on both backends and moves no value
+ * further from the other backend's. */
+START_TEST(test_relu_fused) {
+    static const int chans[2] = {8, 6};
+    for (int ci = 0; ci < 2; ci++) {
+        vd_net net;
+        c_net_begin(&net, chans[ci], 5, 7, 4);
+        int b = vdt_add(&net, vdt_simple(-1, VD_OP_BATCHNORM));
+        int r = vdt_add(&net, vdt_simple(b, VD_OP_RELU));
+        int ins[2] = {r, -1};
+        int a = vdt_add(&net, vdt_multi(VD_OP_ADD, 2, ins));
+        int r2 = vdt_add(&net, vdt_simple(a, VD_OP_RELU));
+        vdt_finish(&net, r2);
+        vd_schedule_inplace(&net);
+        ck_assert(net.layers[r].inplace && net.layers[r2].inplace);
+        char name[64];
+        check_opts co = fwd_bwd(TOL_BN, TOL_BN);   /* batch norm: see test_bn */
+        co.tf32 = false;
+        co.relu_after = r;
+        co.fuse_16 = true;
+        snprintf(name, sizeof name, "batchnorm+relu %dx5x7", chans[ci]);
+        check_layer(&net, b, name, &co);
+        co.training = false;
+        co.backward = false;
+        snprintf(name, sizeof name, "batchnorm+relu eval %dx5x7", chans[ci]);
+        check_layer(&net, b, name, &co);
+        co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* ordered float adds: exact (see top) */
+        co.tf32 = false;
+        co.relu_after = r2;
+        snprintf(name, sizeof name, "add+relu %dx5x7", chans[ci]);
+        check_layer(&net, a, name, &co);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+#endif
 
 /* ------------------------------------------------------------------ fc */
 
@@ -1526,6 +1592,7 @@ static Suite *suite(void) {
 #if VD_HAVE_CUDA
     tcase_add_test(case_of(s, test_conv_gemm), test_conv_gemm);
     tcase_add_test(case_of(s, test_conv_direct), test_conv_direct);
+    tcase_add_test(case_of(s, test_relu_fused), test_relu_fused);
     tcase_add_test(case_of(s, test_pool_bwd_tiled), test_pool_bwd_tiled);
 #endif
     tcase_add_test(case_of(s, test_relu_dropout), test_relu_dropout);

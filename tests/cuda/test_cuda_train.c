@@ -8,8 +8,10 @@
  * with dynamic loss scaling, whose state, read back with scale_get, is the
  * same on both backends and across policies); with --freeze's frozen
  * parameters (test_frozen_cpu_vs_cuda) the same agreement, the frozen ones
- * unchanged bit for bit. The inference executor (a forward-only plan,
- * vdnn-predict's) gives the same class probabilities on both backends.
+ * unchanged bit for bit; ReLUs fused into batch norm and add bit-identical
+ * to --no-fuse (test_relu_fused_into_bn_and_add). The inference executor (a
+ * forward-only plan, vdnn-predict's) gives the same class probabilities on
+ * both backends.
  *
  * Tolerances:
  *  TOL_LOSS 1e-5, TOL_W 1e-4 (fp32) — each op agrees to ~1e-7 (see
@@ -405,6 +407,105 @@ START_TEST(test_relu_fused_into_direct_conv) {
 }
 END_TEST
 
+/* ReLUs fused into a batch norm and a residual add (cu_fuse_relu_setup), a
+ * ResNet block: conv, bn, relu; conv, bn, add (the first relu's output),
+ * relu. In fp32, bf16 and fp16: the add's ReLU is fused, the batch norm's
+ * in bf16 and fp16 (its channels-last kernels; cuDNN's has no epilogue);
+ * with --no-fuse (vd_backend_opts.no_fuse) neither, and the run is
+ * bit-identical; auto at its smallest budget (offloads, recomputes: a
+ * recomputed batch norm or add applies its ReLU again) leaves the fused
+ * run's bytes alone; and the CPU agrees within the math's tolerances of
+ * the header. */
+static void build_resblock(vd_net *net) {
+    c_net_begin(net, 3, 16, 16, BATCH);
+    net->train.lr = 0.01f;
+    net->train.momentum = 0.9f;
+    net->train.seed = 9;
+    int c1 = vdt_add(net, c_conv(-1, 8, 3, 1, 1, 1, 1, false));
+    int b1 = vdt_add(net, vdt_simple(c1, VD_OP_BATCHNORM));
+    int r1 = vdt_add(net, vdt_simple(b1, VD_OP_RELU));                        /* layer 2 */
+    int c2 = vdt_add(net, c_conv(r1, 8, 3, 1, 1, 1, 1, false));
+    int b2 = vdt_add(net, vdt_simple(c2, VD_OP_BATCHNORM));
+    int ins[2] = {b2, r1};
+    int ad = vdt_add(net, vdt_multi(VD_OP_ADD, 2, ins));
+    int r2 = vdt_add(net, vdt_simple(ad, VD_OP_RELU));                        /* layer 6 */
+    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));          /* 8x8x8 */
+    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
+    int f1 = vdt_add(net, fc);
+    vdt_finish(net, f1);
+    vd_schedule_inplace(net);
+}
+
+START_TEST(test_relu_fused_into_bn_and_add) {
+    vd_backend *be = c_cuda();
+    bool was = be->opts.no_fuse;
+    vd_net net;
+    build_resblock(&net);
+    ck_assert(net.layers[2].op == VD_OP_RELU && net.layers[2].inplace);
+    ck_assert(net.layers[6].op == VD_OP_RELU && net.layers[6].inplace);
+    size_t bytes = (size_t)net.param_floats * sizeof(float);
+    /* tf32 changes only the convs' products: its batch norm and add are fp32's */
+    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    static const double tol_l[3] = {TOL_LOSS, TOL_LOSS_BF16, TOL_LOSS_F16};
+    static const double tol_w[3] = {TOL_W, TOL_W_BF16, TOL_W_F16};
+    int whole[16] = {0};   /* nothing split: as in test_relu_fused_into_direct_conv */
+    ck_assert_int_le(net.n_layers, 16);
+    for (int i = 0; i < net.n_layers; i++) whole[i] = 1;
+    for (int mi = 0; mi < 3; mi++) {
+        vd_math m = maths[mi];
+        bool half = vd_math_nhwc(m);
+        run_result f, u, t, cpu;
+        be->opts.no_fuse = false;   /* read by the next layer_setup */
+        run(be, &net, VD_POLICY_NONE, m, true, &f);
+        ck_assert_msg(vd_cuda_relu_fused(be, 2) == half, "%s: the ReLU after the batch norm "
+                      "%s fused", vd_math_name(m), half ? "is not" : "is");
+        ck_assert_msg(vd_cuda_relu_fused(be, 6), "%s: the ReLU after the add is not fused",
+                      vd_math_name(m));
+        g_chunks = whole;
+        run_at(be, &net, VD_POLICY_AUTO, m, true, true, &t);
+        g_chunks = NULL;
+        ck_assert_msg(vd_cuda_relu_fused(be, 6), "%s: not fused in the auto run", vd_math_name(m));
+        be->opts.no_fuse = true;
+        run(be, &net, VD_POLICY_NONE, m, true, &u);
+        ck_assert_msg(!vd_cuda_relu_fused(be, 2) && !vd_cuda_relu_fused(be, 6),
+                      "%s: a ReLU is fused with no_fuse", vd_math_name(m));
+        be->opts.no_fuse = was;
+        ck_assert_msg(!memcmp(f.params, u.params, bytes) && !memcmp(f.mom, u.mom, bytes) &&
+                          !memcmp(f.loss, u.loss, sizeof f.loss) &&
+                          !memcmp(&f.ls, &u.ls, sizeof f.ls),
+                      "%s: the fused ReLUs changed the results (against no_fuse)", vd_math_name(m));
+        ck_assert_msg(!memcmp(f.params, t.params, bytes) && !memcmp(f.mom, t.mom, bytes) &&
+                          !memcmp(&f.ls, &t.ls, sizeof f.ls),
+                      "%s: auto at its smallest budget changed the fused run's weights",
+                      vd_math_name(m));
+        run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
+        for (int it = 0; it < ITERS; it++) {
+            double d = fabs((double)cpu.loss[it] - f.loss[it]) /
+                       fmax(fabs((double)cpu.loss[it]), 1e-6);
+            ck_assert_msg(d <= tol_l[mi], "%s iteration %d: loss cpu %g cuda fused %g",
+                          vd_math_name(m), it, cpu.loss[it], f.loss[it]);
+        }
+        for (int pi = 0; pi < net.n_params; pi++) {
+            const vd_param *p = &net.params[pi];
+            double err = c_nerr(f.params + p->offset, cpu.params + p->offset, p->numel);
+            ck_assert_msg(err <= tol_w[mi], "%s %s: fused cuda vs cpu %g", vd_math_name(m),
+                          p->name, err);
+        }
+        printf("  %s: fused relu (bn %s, add) bitwise equal no_fuse and auto at %llu B "
+               "(offload %llu B/iter, bn maps recomputed %d); cpu agrees\n", vd_math_name(m),
+               half ? "fused" : "not fused", (unsigned long long)t.hwm,
+               (unsigned long long)t.offload, t.rc_bn);
+        free_result(&f);
+        free_result(&u);
+        free_result(&t);
+        free_result(&cpu);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Split layers (every layer that can be, in 4 chunks of 2: vd_plan_chunks_all)
  * on CUDA: the CPU oracle split the same way within TOL_LOSS / TOL_W (fp32),
  * and offload invariance of the split plans: none twice, all, and auto at
@@ -678,6 +779,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_frozen_cpu_vs_cuda), test_frozen_cpu_vs_cuda);
     tcase_add_test(case_of(s, test_deterministic_and_offload_invariance), test_deterministic_and_offload_invariance);
     tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
+    tcase_add_test(case_of(s, test_relu_fused_into_bn_and_add), test_relu_fused_into_bn_and_add);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
     tcase_add_test(case_of(s, test_inference_cpu_vs_cuda), test_inference_cpu_vs_cuda);

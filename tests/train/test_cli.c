@@ -147,8 +147,9 @@ START_TEST(help_lists_every_flag) {
         "--profile-out", "--analytic-profile", "--math", "--deterministic", "--poison", "--eval-every",
         "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
         "--conv-tune", "--conv-api", "--conv-split", "--conv-topk", "--conv-rtc", "--conv-debug",
-        "--sync-debug", "--step-times", "--mem-trace", "--keep", "--save-best", "--early-stop",
-        "--list-nets", "--optimizer", "--nesterov", "--betas", "--eps", "--val-split", "--metrics" };
+        "--no-fuse", "--sync-debug", "--step-times", "--mem-trace", "--keep", "--save-best",
+        "--early-stop", "--list-nets", "--optimizer", "--nesterov", "--betas", "--eps",
+        "--val-split", "--metrics" };
     /* each in --help and in the man page (where dashes are written \-) */
     char man[1100];
     snprintf(man, sizeof man, "%s/man/vdnn-train.1", getenv("VD_SRCDIR"));

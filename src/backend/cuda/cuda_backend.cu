@@ -293,7 +293,10 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
             o->workspace = o->ws_fwd > o->ws_bwd ? o->ws_fwd : o->ws_bwd;
         }
     }
-    cu_fuse_setup(c, net);
+    if (!be->opts.no_fuse) {   /* ReLUs into their producers' forward */
+        cu_fuse_setup(c, net);
+        cu_fuse_relu_setup(c, net);
+    }
     /* timing scratch of the conv tuning: gone before any pool exists */
     CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
     cu_tune_release(c);

@@ -42,10 +42,12 @@ int vd_cuda_mem_info(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err
 int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, vd_profile *out,
                        vd_err *e);
 
-/* Whether layer (a ReLU) runs fused into its producer conv's forward after
- * the last layer_setup: the conv's every option runs the direct kernel and
- * the ReLU runs in place (cuda_internal.h, cu_layer.relu_fused). false for
- * other layers, other backends, and in a CPU-only build. */
+/* Whether layer (a ReLU) runs fused into its producer's forward after the
+ * last layer_setup: the ReLU runs in place after a conv whose every option
+ * runs the direct kernel, after a batch norm in math bf16 / fp16 or after
+ * an add, and the backend was not created with no_fuse (cuda_internal.h,
+ * cu_layer.relu_fused). false for other layers, other backends, and in a
+ * CPU-only build. */
 bool vd_cuda_relu_fused(vd_backend *be, int layer);
 
 #ifdef __cplusplus

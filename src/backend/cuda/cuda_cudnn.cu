@@ -922,7 +922,8 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
         cu_bn_mode mode = io->recompute ? CU_BN_APPLY : io->training ? CU_BN_TRAIN : CU_BN_EVAL;
         return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->y, io->w, io->b, io->aux,
                                io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, mode,
-                               l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, io->act, e);
+                               l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, L->fwd_relu,
+                               io->act, e);
     }
     const float one = 1.0f, zero = 0.0f;
     if (io->recompute) {

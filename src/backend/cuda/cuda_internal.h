@@ -160,8 +160,10 @@ typedef struct cu_layer {
      * in place. The conv applies the ReLU (fwd_relu); the ReLU's forward in
      * place is then a no-op (relu_fused), so the profile times it at nothing
      * and the planner sees its cost gone, in the forward pass and in every
-     * recompute, which re-runs the conv too. Bit-identical to the two ops. */
-    bool fwd_relu;                        /* conv: apply the consumer's ReLU */
+     * recompute, which re-runs the conv too. Bit-identical to the two ops.
+     * The same for a batch norm on the channels-last kernels and an add
+     * (cu_fuse_relu_setup). None with --no-fuse. */
+    bool fwd_relu;                        /* conv, batchnorm, add: apply the consumer's ReLU */
     bool relu_fused;                      /* relu: its producer applied it */
 } cu_layer;
 
@@ -316,6 +318,10 @@ bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo);
 /* Set fwd_relu / relu_fused (see cu_layer) for net's layers, after their
  * setup; with c->conv_debug, each fusion on stderr. */
 void cu_fuse_setup(cu_ctx *c, const vd_net *net);
+/* The same for a ReLU in place after a batch norm that runs the
+ * channels-last kernels (math bf16 / fp16; fp32 and tf32 run cuDNN's) or
+ * after an add (cuda_ops.cu). */
+void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net);
 /* Byte alignment (1..16) the weight of conv layer li has when the flat
  * parameter array starts 16-byte aligned (from its parameter offset). */
 int64_t cu_conv_weight_align(const vd_net *net, int li);
@@ -395,14 +401,15 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
  * invstd]; backward overwrites dw, db and puts dx with dx_beta. Forward
  * modes: training (statistics into aux, running statistics updated), eval
  * (aux from the running statistics), apply (a recompute: aux holds the
- * training forward's statistics; y as that forward wrote it). */
+ * training forward's statistics; y as that forward wrote it). relu: y =
+ * max(y, 0) (a ReLU fused into the batch norm, cu_layer.fwd_relu). */
 typedef enum cu_bn_mode { CU_BN_TRAIN, CU_BN_EVAL, CU_BN_APPLY } cu_bn_mode;
 int cu_bn_split(int64_t pix, int64_t ch, int sm_count);
 uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count);
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                     cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
-                    vd_dtype dt, vd_err *e);
+                    bool relu, vd_dtype dt, vd_err *e);
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
                     float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
                     int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
@@ -423,7 +430,9 @@ int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m
                   float *dst, vd_err *e);
 int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float beta, int64_t n,
                    vd_dtype dt, vd_err *e);
-int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_dtype dt, vd_err *e);
+/* y = x[0] + ... + x[k-1]; relu: then max(y, 0) (cu_layer.fwd_relu). */
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool relu,
+            vd_dtype dt, vd_err *e);
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
                int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_dtype dt, vd_err *e);
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,

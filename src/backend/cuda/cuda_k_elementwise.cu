@@ -28,7 +28,7 @@ __global__ void k_relu_bwd8(const H *y, const H *dy, H *dx, float beta,
 template <typename H> struct cu_ptrs8 { const H *p[VD_MAX_INPUTS]; };
 
 template <typename H>
-__global__ void k_add8(cu_ptrs8<H> x, int kin, H *y, int64_t n) {
+__global__ void k_add8(cu_ptrs8<H> x, int kin, H *y, int64_t n, bool relu) {
     GRID_STRIDE8(i, n) {
         bf8 acc = ld8(x.p[0] + i);
         for (int j = 1; j < kin; j++) {
@@ -36,6 +36,9 @@ __global__ void k_add8(cu_ptrs8<H> x, int kin, H *y, int64_t n) {
 #pragma unroll
             for (int k = 0; k < 8; k++) acc.v[k] = __fadd_rn(acc.v[k], b.v[k]);
         }
+        if (relu)
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = relu1(acc.v[k]);
         st8(y + i, acc);
     }
 }
@@ -76,7 +79,7 @@ __global__ void k_relu_bwd4(const float *y, const float *dy, float *dx, float be
 
 struct cu_fptrs4 { const float *p[VD_MAX_INPUTS]; };
 
-__global__ void k_add4(cu_fptrs4 x, int kin, float *y, int64_t n) {
+__global__ void k_add4(cu_fptrs4 x, int kin, float *y, int64_t n, bool relu) {
     GRID_STRIDE4(i, n) {
         float4 acc = *(const float4 *)(x.p[0] + i);
         for (int j = 1; j < kin; j++) {
@@ -84,6 +87,7 @@ __global__ void k_add4(cu_fptrs4 x, int kin, float *y, int64_t n) {
             acc.x = __fadd_rn(acc.x, b.x); acc.y = __fadd_rn(acc.y, b.y);
             acc.z = __fadd_rn(acc.z, b.z); acc.w = __fadd_rn(acc.w, b.w);
         }
+        if (relu) { acc.x = relu1(acc.x); acc.y = relu1(acc.y); acc.z = relu1(acc.z); acc.w = relu1(acc.w); }
         *(float4 *)(y + i) = acc;
     }
 }
@@ -307,50 +311,52 @@ int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m
 
 template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
 
-/* y = ((x0 + x1) + x2) + ... (in float; 16-bit: one rounding at the end) */
+/* y = ((x0 + x1) + x2) + ... (in float; 16-bit: one rounding at the end);
+ * relu: max(y, 0) as cuk_relu_fwd, before that rounding (rounding to nearest
+ * keeps the sign and maps 0 to 0: what the two ops store) */
 template <typename T>
-__global__ void k_add(cu_ptrs<T> x, int k, T *y, int64_t n) {
+__global__ void k_add(cu_ptrs<T> x, int k, T *y, int64_t n, bool relu) {
     GRID_STRIDE(i, n) {
         float acc = ld(x.p[0][i]);
         for (int j = 1; j < k; j++) acc = __fadd_rn(acc, ld(x.p[j][i]));
-        st(&y[i], acc);
+        st(&y[i], relu ? relu1(acc) : acc);
     }
 }
 
 /* k_add8 on 16-bit elements, k_add otherwise (H: the element type). */
 template <typename H>
 static void add_launch(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n,
-                       bool v8) {
+                       bool v8, bool relu) {
     if (v8) {
         cu_ptrs8<H> ps;
         for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
-        k_add8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n);
+        k_add8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n, relu);
     } else {
         cu_ptrs<H> ps;
         for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
-        k_add<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n);
+        k_add<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n, relu);
     }
 }
 
-int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, vd_dtype dt,
-            vd_err *e) {
+int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool relu,
+            vd_dtype dt, vd_err *e) {
     if (n <= 0) return VD_OK;
     if (k < 1 || k > VD_MAX_INPUTS) return vd_errf(e, VD_EINTERNAL, "cuk_add: %d inputs", k);
     if (dt != VD_DT_F32) {
         bool v8 = vec8_ok(n, y);
         for (int j = 0; v8 && j < k; j++) v8 = al16(x[j]);
-        HALF_DISPATCH(dt, H, add_launch<H>(s, sm, x, k, y, n, v8));
+        HALF_DISPATCH(dt, H, add_launch<H>(s, sm, x, k, y, n, v8, relu));
     } else {
         bool v4 = vec4_ok(n, y);
         for (int j = 0; v4 && j < k; j++) v4 = al16(x[j]);
         if (v4) {
             cu_fptrs4 ps;
             for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
-            k_add4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+            k_add4<<<grid_for(n / 4, sm), CU_THREADS, 0, s>>>(ps, k, y, n, relu);
         } else {
             cu_ptrs<float> ps;
             for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? x[j] : NULL;
-            k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n);
+            k_add<float><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, y, n, relu);
         }
     }
     KERNEL_CHECK(e);

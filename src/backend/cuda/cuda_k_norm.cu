@@ -215,13 +215,17 @@ __global__ void k_bn_stats_part(const H *x, int64_t pix, int64_t ch, int split,
     }
 }
 
-/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line. */
+/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line;
+ * relu: then max(y, 0) as cuk_relu_fwd (the ReLU in place after the batch
+ * norm, cu_layer.fwd_relu). Clamping before the rounding to H stores what
+ * the two ops store: rounding to nearest keeps the sign and maps 0 to 0. */
 template <typename H>
 __global__ void k_bn_norm(const H *x, H *y, const float *aux, const float *g,
-                          const float *bta, int64_t total, int ch) {
+                          const float *bta, int64_t total, int ch, bool relu) {
     GRID_STRIDE(i, total) {
         int c = (int)(i % ch);
-        st(&y[i], (ld(x[i]) - aux[c]) * aux[ch + c] * g[c] + bta[c]);
+        float v = (ld(x[i]) - aux[c]) * aux[ch + c] * g[c] + bta[c];
+        st(&y[i], relu ? relu1(v) : v);
     }
 }
 
@@ -411,7 +415,7 @@ static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS
  * gridDim.y * rows. Same arithmetic per element as k_bn_norm / k_bn_dx. */
 template <typename H>
 __global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
-                            const float *bta, int64_t pix, int ch, int tpr) {
+                            const float *bta, int64_t pix, int ch, int tpr, bool relu) {
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int c0 = ((int)blockIdx.x * tpr + lane) * 8;
     if (row >= rows || c0 >= ch) return;
@@ -426,7 +430,10 @@ __global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
     for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
         bf8 v = ld8(x + j * ch + c0);
 #pragma unroll
-        for (int k = 0; k < 8; k++) v.v[k] = (v.v[k] - mu[k]) * is[k] * ga[k] + be[k];
+        for (int k = 0; k < 8; k++) {
+            float t = (v.v[k] - mu[k]) * is[k] * ga[k] + be[k];
+            v.v[k] = relu ? relu1(t) : t;
+        }
         st8(y + j * ch + c0, v);
     }
 }
@@ -490,7 +497,7 @@ template <typename H>
 static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                        const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                        cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
-                       vd_err *e) {
+                       bool relu, vd_err *e) {
     if (pix <= 0 || ch <= 0) return VD_OK;
     if (ch > 0x7fffffff)
         return vd_errf(e, VD_EINTERNAL, "bn (channels-last): %lld channels", (long long)ch);
@@ -525,12 +532,12 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, y)) {
         k_bn_norm8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta,
-                                                                    pix, (int)ch, bn_tpr(ch));
+                                                                    pix, (int)ch, bn_tpr(ch), relu);
         KERNEL_CHECK(e);
         return VD_OK;
     }
     k_bn_norm<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta, total,
-                                                        (int)ch);
+                                                        (int)ch, relu);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -579,10 +586,10 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                     cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
-                    vd_dtype dt, vd_err *e) {
+                    bool relu, vd_dtype dt, vd_err *e) {
     if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn (channels-last): fp32 maps");
     HALF_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
-                                               mode, eps, momentum, ws, ws_bytes, e));
+                                               mode, eps, momentum, ws, ws_bytes, relu, e));
     return VD_OK;   /* not reached */
 }
 

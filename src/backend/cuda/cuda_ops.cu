@@ -227,8 +227,9 @@ static void pool_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_o
 }
 
 static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_err *e) {
-    /* in place after a conv that applied it (cu_layer.relu_fused); out of
-     * place the conv's output, already rectified, is still copied */
+    /* in place after a conv, batch norm or add that applied it
+     * (cu_layer.relu_fused); out of place the producer's output, already
+     * rectified, is still copied */
     if (c->layers[li].relu_fused && io->x[0] == io->y) return VD_OK;
     return cuk_relu_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io_ny(&c->layers[li], io), io->act, e);
 }
@@ -326,7 +327,8 @@ static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     for (int k = 1; k < l->n_in; k++)
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
-    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io), io->act, e);
+    return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io),
+                   c->layers[li].fwd_relu, io->act, e);
 }
 
 static int add_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -405,6 +407,24 @@ static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     if (rc) return rc;
     return cuk_gelu_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io),
                         io_ny(&c->layers[li], io), io->act, e);
+}
+
+/* A ReLU in place (vd_schedule_inplace_flags: its producer's output has no
+ * other consumer, and no backward reads it unrectified) after a batch norm
+ * on the channels-last kernels or after an add: the producer applies it
+ * (cu_layer.fwd_relu, relu_fused). cuDNN's batch norm (fp32, tf32) has no
+ * such epilogue: there the ReLU runs on its own. */
+void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net) {
+    for (int r = 0; r < net->n_layers; r++) {
+        const vd_layer *lr = &net->layers[r];
+        int p = lr->n_in == 1 ? lr->in[0] : -1;
+        if (lr->op != VD_OP_RELU || !lr->inplace || p < 0) continue;
+        cu_layer *P = &c->layers[p];
+        vd_op op = net->layers[p].op;
+        if (op != VD_OP_ADD && !(op == VD_OP_BATCHNORM && cu_dt_16(P->dt))) continue;
+        P->fwd_relu = true;
+        c->layers[r].relu_fused = true;
+    }
 }
 
 /* Per-layer setup (cu_op_setup). */
