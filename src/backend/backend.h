@@ -196,6 +196,10 @@ typedef struct vd_backend_opts {
                                    ReLU in place after it fuses into it) (CUDA) */
     bool conv_gemm_force;       /* tests: every 1x1 conv the cuBLAS backward-filter
                                    serves also gets the option "gemm w" (CUDA) */
+    bool no_fuse;               /* --no-fuse: run every op on its own, no fused
+                                   epilogues (CUDA: conv + bias + ReLU) */
+    bool conv_fuse_force;       /* tests: every conv with a bias whose fused forward
+                                   graph cuDNN supports runs it, faster or not (CUDA) */
     bool sync_debug;            /* --sync-debug: synchronize after every op */
     const volatile sig_atomic_t *stop; /* optional: once *stop is set, long setup work
                                    (profiling, CUDA: between layers) ends with VD_ESTOP */
