@@ -196,10 +196,13 @@ typedef struct vd_backend_opts {
                                    ReLU in place after it fuses into it) (CUDA) */
     bool conv_gemm_force;       /* tests: every 1x1 conv the cuBLAS backward-filter
                                    serves also gets the option "gemm w" (CUDA) */
+    bool conv_fuse_force;       /* tests: every conv with a bias whose fused forward
+                                   graph cuDNN supports runs it, faster or not (CUDA) */
     bool sync_debug;            /* --sync-debug: synchronize after every op */
     bool no_fuse;               /* --no-fuse: every op runs as its own kernels (CUDA:
-                                   no ReLU fused into the conv, batch norm or add before
-                                   it; the CPU backend fuses nothing) */
+                                   no conv + bias (+ ReLU) cuDNN graph, no ReLU fused
+                                   into the conv, batch norm or add before it; the CPU
+                                   backend fuses nothing) */
     const volatile sig_atomic_t *stop; /* optional: once *stop is set, long setup work
                                    (profiling, CUDA: between layers) ends with VD_ESTOP */
 } vd_backend_opts;

@@ -343,6 +343,43 @@ START_TEST(test_conv_direct) {
     be->opts.conv_direct_force = was;
 }
 END_TEST
+
+/* The conv's forward with its bias fused: one cuDNN graph conv -> add bias
+ * (cu_conv_fwd_epi, CG_EPI_BIAS; cuDNN's runtime-fusion engines). With
+ * conv_fuse_force every conv with a bias whose fused graph cuDNN supports
+ * runs it in every option; check_conv_cases compares every option, forward
+ * and backward, with the CPU in fp32, tf32, bf16 and fp16 at the conv's
+ * tolerances (the fused graph adds the bias in fp32 before its one rounding
+ * to 16 bits, within the two roundings TOL_BF16 / TOL_F16 allow). That the
+ * fused graph ran is asserted for the 3x3 case in bf16 (cuDNN's runtime
+ * fusion is documented for 16-bit channels-last on sm80+); fp32 / tf32
+ * graphs may be unsupported, then the plain path is what is compared. */
+START_TEST(test_conv_fused) {
+    vd_backend *be = c_cuda();
+    bool was = be->opts.conv_fuse_force;
+    be->opts.conv_fuse_force = true;   /* read by the next layer_setup */
+    static const conv_case cases[] = {
+        {16, 12, 12, 32, 3, 1, 1, 1, 1, true, "conv3x3 p1 bias"},
+        {32, 7, 7, 64, 1, 1, 0, 1, 1, true, "conv1x1 bias"},
+        {8, 15, 15, 16, 5, 2, 2, 1, 1, true, "conv5x5 s2 p2 bias"},
+    };
+    check_conv_cases(cases, VD_ARRAY_LEN(cases), "fused ", false);
+    vd_net net;
+    c_net_begin(&net, 16, 12, 12, 4);
+    vdt_add(&net, c_conv(-1, 32, 3, 1, 1, 1, 1, true));
+    vdt_finish(&net, 0);
+    vd_err e = {0};
+    ck_assert_msg(be->layer_setup(be, &net, 4, VD_MATH_BF16, false, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_cuda_conv_fused(be, 0), "bf16 conv3x3 + bias: no fused cuDNN graph");
+    be->opts.conv_fuse_force = false;
+    be->opts.no_fuse = true;
+    ck_assert_msg(be->layer_setup(be, &net, 4, VD_MATH_BF16, false, &e) == 0, "%s", e.msg);
+    ck_assert_msg(!vd_cuda_conv_fused(be, 0), "no_fuse: the conv's forward is still fused");
+    be->opts.no_fuse = false;
+    vd_net_free(&net);
+    be->opts.conv_fuse_force = was;
+}
+END_TEST
 #endif
 
 /* ------------------------------------------------------------------ pool */
@@ -1593,6 +1630,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_conv_gemm), test_conv_gemm);
     tcase_add_test(case_of(s, test_conv_direct), test_conv_direct);
     tcase_add_test(case_of(s, test_relu_fused), test_relu_fused);
+    tcase_add_test(case_of(s, test_conv_fused), test_conv_fused);
     tcase_add_test(case_of(s, test_pool_bwd_tiled), test_pool_bwd_tiled);
 #endif
     tcase_add_test(case_of(s, test_relu_dropout), test_relu_dropout);

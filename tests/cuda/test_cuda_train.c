@@ -9,7 +9,9 @@
  * same on both backends and across policies); with --freeze's frozen
  * parameters (test_frozen_cpu_vs_cuda) the same agreement, the frozen ones
  * unchanged bit for bit; ReLUs fused into batch norm and add bit-identical
- * to --no-fuse (test_relu_fused_into_bn_and_add). The inference executor (a
+ * to --no-fuse (test_relu_fused_into_bn_and_add); conv + bias + ReLU as one
+ * cuDNN graph offload-invariant and near the unfused run
+ * (test_conv_bias_relu_fused). The inference executor (a
  * forward-only plan, vdnn-predict's) gives the same class probabilities on
  * both backends.
  *
@@ -506,6 +508,121 @@ START_TEST(test_relu_fused_into_bn_and_add) {
 }
 END_TEST
 
+/* Conv + bias + ReLU forward as one cuDNN graph (cu_conv_fwd_epi,
+ * CG_EPI_BIAS_RELU) on a VGG-like net (two conv-bias-ReLU blocks, max pool,
+ * fc). conv_fuse_force makes every conv run its fused graph where cuDNN has
+ * one (asserted in bf16, the case cuDNN's runtime fusion is documented for;
+ * fp32 / tf32 print what they got) and each ReLU in place then a no-op
+ * (vd_cuda_relu_fused). Per math (fp32, tf32, bf16), deterministic:
+ *  - offload invariance with fusion on: policy all and auto at its smallest
+ *    budget (nothing split, as test_relu_fused_into_direct_conv) give
+ *    weights bit-identical to none (the fused graph runs again where auto
+ *    recomputes);
+ *  - fused against no_fuse (plain conv, bias and ReLU passes): within the
+ *    CPU comparison's tolerances, not bitwise: the fused graph runs other
+ *    engines (another summation order) and, in bf16, rounds conv + bias once
+ *    where the passes round twice; the same kind of difference as CUDA vs
+ *    the CPU, so the same bounds (TOL_LOSS / TOL_W, TOL_*_BF16; tf32 takes
+ *    bf16's, its 10-bit inputs being coarser than fp32's);
+ *  - fp32 and bf16 fused against the CPU (TOL_LOSS / TOL_W, TOL_*_BF16). */
+static void build_vgg(vd_net *net) {
+    c_net_begin(net, 3, 16, 16, BATCH);
+    net->train.lr = 0.01f;
+    net->train.momentum = 0.9f;
+    net->train.seed = 7;
+    int c1 = vdt_add(net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
+    int r1 = vdt_add(net, vdt_simple(c1, VD_OP_RELU));
+    int c2 = vdt_add(net, c_conv(r1, 32, 3, 1, 1, 1, 1, true));
+    int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
+    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));   /* 32x8x8 */
+    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
+    int f1 = vdt_add(net, fc);
+    vdt_finish(net, f1);
+    vd_schedule_inplace(net);
+}
+
+static void cmp_runs(const vd_net *net, const run_result *a, const run_result *b, const char *what,
+                     double tol_loss, double tol_w) {
+    for (int it = 0; it < ITERS; it++) {
+        double d = fabs((double)a->loss[it] - b->loss[it]) / fmax(fabs((double)a->loss[it]), 1e-6);
+        ck_assert_msg(d <= tol_loss, "%s iteration %d: loss %g vs %g", what, it, a->loss[it],
+                      b->loss[it]);
+    }
+    for (int pi = 0; pi < net->n_params; pi++) {
+        const vd_param *p = &net->params[pi];
+        double err = c_nerr(b->params + p->offset, a->params + p->offset, p->numel);
+        printf("  %s %-10s err %.3g\n", what, p->name, err);
+        ck_assert_msg(err <= tol_w, "%s: %s differs after %d iterations: %g", what, p->name, ITERS,
+                      err);
+    }
+}
+
+START_TEST(test_conv_bias_relu_fused) {
+    vd_backend *be = c_cuda();
+    const bool was = be->opts.conv_fuse_force;
+    vd_net net;
+    build_vgg(&net);
+    ck_assert(net.layers[1].inplace && net.layers[3].inplace);
+    const size_t bytes = (size_t)net.param_floats * sizeof(float);
+    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16};
+    int whole[16];
+    ck_assert_int_le(net.n_layers, 16);
+    for (int i = 0; i < net.n_layers; i++) whole[i] = 1;
+    for (int mi = 0; mi < 3; mi++) {
+        const vd_math m = maths[mi];
+        const bool h16 = m == VD_MATH_BF16;
+        const double tl = m == VD_MATH_FP32 ? TOL_LOSS : TOL_LOSS_BF16;
+        const double tw = m == VD_MATH_FP32 ? TOL_W : TOL_W_BF16;
+        char what[64];
+        run_result f, a, t, u;
+        be->opts.conv_fuse_force = true;   /* read by the next layer_setup */
+        run(be, &net, VD_POLICY_NONE, m, true, &f);
+        const bool fused = vd_cuda_conv_fused(be, 0) && vd_cuda_conv_fused(be, 2);
+        printf("  %s: convs fused %d %d, relus fused %d %d\n", vd_math_name(m),
+               vd_cuda_conv_fused(be, 0), vd_cuda_conv_fused(be, 2), vd_cuda_relu_fused(be, 1),
+               vd_cuda_relu_fused(be, 3));
+        if (h16) ck_assert_msg(fused, "bf16: a conv + bias + ReLU is not one cuDNN graph");
+        if (fused)
+            ck_assert_msg(vd_cuda_relu_fused(be, 1) && vd_cuda_relu_fused(be, 3),
+                          "%s: the convs fuse their ReLU but the ReLUs still run",
+                          vd_math_name(m));
+        run(be, &net, VD_POLICY_ALL, m, true, &a);
+        ck_assert_msg(a.offload > 0, "policy all offloaded nothing");
+        g_chunks = whole;
+        run_at(be, &net, VD_POLICY_AUTO, m, true, true, &t);
+        g_chunks = NULL;
+        ck_assert_msg(!memcmp(f.params, a.params, bytes) && !memcmp(f.mom, a.mom, bytes) &&
+                          !memcmp(f.params, t.params, bytes) && !memcmp(f.mom, t.mom, bytes),
+                      "%s: offloading changed the fused run's weights", vd_math_name(m));
+        printf("  %s fused: all (offload %llu B/iter) and auto at %llu B bitwise ok\n",
+               vd_math_name(m), (unsigned long long)a.offload, (unsigned long long)t.hwm);
+        be->opts.conv_fuse_force = false;
+        be->opts.no_fuse = true;
+        run(be, &net, VD_POLICY_NONE, m, true, &u);
+        be->opts.no_fuse = false;
+        ck_assert_msg(!vd_cuda_conv_fused(be, 0) && !vd_cuda_relu_fused(be, 1),
+                      "no_fuse: still fused");
+        snprintf(what, sizeof what, "%s fused vs no_fuse", vd_math_name(m));
+        cmp_runs(&net, &u, &f, what, tl, tw);
+        if (m != VD_MATH_TF32) {   /* the CPU has no tf32 */
+            run_result cpu;
+            run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
+            snprintf(what, sizeof what, "%s fused vs cpu", vd_math_name(m));
+            cmp_runs(&net, &cpu, &f, what, tl, tw);
+            free_result(&cpu);
+        }
+        free_result(&f);
+        free_result(&a);
+        free_result(&t);
+        free_result(&u);
+    }
+    be->opts.conv_fuse_force = was;
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Split layers (every layer that can be, in 4 chunks of 2: vd_plan_chunks_all)
  * on CUDA: the CPU oracle split the same way within TOL_LOSS / TOL_W (fp32),
  * and offload invariance of the split plans: none twice, all, and auto at
@@ -780,6 +897,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_deterministic_and_offload_invariance), test_deterministic_and_offload_invariance);
     tcase_add_test(case_of(s, test_relu_fused_into_direct_conv), test_relu_fused_into_direct_conv);
     tcase_add_test(case_of(s, test_relu_fused_into_bn_and_add), test_relu_fused_into_bn_and_add);
+    tcase_add_test(case_of(s, test_conv_bias_relu_fused), test_conv_bias_relu_fused);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
     tcase_add_test(case_of(s, test_inference_cpu_vs_cuda), test_inference_cpu_vs_cuda);

@@ -236,8 +236,10 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         /* the forced split options (tests) live in the graph API's options */
         c->conv_gemm_force = o->conv_gemm_force;
         c->conv_direct_force = o->conv_direct_force;
+        c->no_fuse = o->no_fuse;
+        c->conv_fuse_force = o->conv_fuse_force && !o->no_fuse;
         c->conv_mix = c->tune && o->conv_api == VD_CONV_API_AUTO && c->conv_split != 2 &&
-                      !c->conv_gemm_force && !c->conv_direct_force;
+                      !c->conv_gemm_force && !c->conv_direct_force && !o->conv_fuse_force;
         /* bf16 / fp16 (channels-last): the graph API's tensor-core engines; the
          * legacy cudnnFind would also time its slow non-tensor-core algorithms */
         if (vd_math_nhwc(math)) c->conv_mix = false;
@@ -590,6 +592,13 @@ extern "C" bool vd_cuda_relu_fused(vd_backend *be, int layer) {
     if (!be || !be->name || strcmp(be->name, "cuda") != 0) return false;
     const cu_ctx *c = ctx_of(be);
     return c->layers && layer >= 0 && layer < c->n_layers && c->layers[layer].relu_fused;
+}
+
+extern "C" bool vd_cuda_conv_fused(vd_backend *be, int layer) {
+    if (!be || !be->name || strcmp(be->name, "cuda") != 0) return false;
+    const cu_ctx *c = ctx_of(be);
+    return c->layers && layer >= 0 && layer < c->n_layers && c->layers[layer].op == VD_OP_CONV &&
+           cu_graph_fwd_epi(&c->layers[layer]) != 0;
 }
 
 extern "C" int vd_cuda_mem_info(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err *e) {

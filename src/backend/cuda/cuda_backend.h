@@ -44,11 +44,15 @@ int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, vd_profile 
 
 /* Whether layer (a ReLU) runs fused into its producer's forward after the
  * last layer_setup: the ReLU runs in place after a conv whose every option
- * runs the direct kernel, after a batch norm in math bf16 / fp16 or after
- * an add, and the backend was not created with no_fuse (cuda_internal.h,
- * cu_layer.relu_fused). false for other layers, other backends, and in a
- * CPU-only build. */
+ * adds the bias in its forward (the direct kernel or a fused cuDNN graph),
+ * after a batch norm in math bf16 / fp16 or after an add, and the backend
+ * was not created with no_fuse (cuda_internal.h, cu_layer.relu_fused).
+ * false for other layers, other backends, and in a CPU-only build. */
 bool vd_cuda_relu_fused(vd_backend *be, int layer);
+/* Whether conv layer's forward runs as one cuDNN graph with its bias (and a
+ * following ReLU) fused after the last layer_setup (cuda_convgraph.h,
+ * CG_EPI_*). false for other layers, other backends, a CPU-only build. */
+bool vd_cuda_conv_fused(vd_backend *be, int layer);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,13 @@
  * DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION note; in fp32 mode no
  * TENSOR_CORE note (no TF32, what PyTorch does with allow_tf32 off); in
  * deterministic mode no NONDETERMINISTIC note; no RUNTIME_COMPILATION
- * behaviour note unless --conv-rtc (NVRTC costs seconds per engine).
+ * behaviour note unless --conv-rtc (NVRTC costs seconds per engine) or
+ * the graph fuses an epilogue (conv -> bias [-> ReLU], cu_conv_fwd_epi:
+ * cuDNN's runtime-fusion engines, CG_FUSE_TOPK of them). Where such a
+ * forward was timed faster than the plain one plus the separate bias (and
+ * ReLU) passes it replaces the forward candidates (fuse_choose in
+ * cuda_convgraph_tune.cu); a call its setup plan cannot take runs a plain
+ * runtime plan and the passes (cg_epilogue).
  *
  * Options (the legacy path's meanings, see cuda_cudnn.cu), per direction:
  *   "fastest":  the fastest timed candidate;
@@ -81,6 +87,7 @@ enum {
     G_MAXALT = 6,      /* runtime variant plans cached per layer */
     G_SPLITS = 4,      /* split sets (sub-batch plans) per layer */
     G_SPLITS_FORCE = 2, /* of which --conv-split force builds the first two */
+    CG_FUSE_TOPK = 3,  /* heuristic engines of a fused forward graph */
 };
 
 /* Engine ids of the candidates that are not cuDNN plans (cuda_convgraph_own.cu). */
@@ -89,10 +96,17 @@ enum { GEMM_ENGINE = 1000, DIRECT_ENGINE = 1001 };
 /* Direction names for messages, indexed by CU_GD_*. */
 extern const char *const cg_dir_name[CU_GD_COUNT];
 
+/* Forward epilogues fused into the conv's operation graph (cu_conv_fwd_epi). */
+enum { CG_EPI_NONE = 0, CG_EPI_BIAS = 1, CG_EPI_BIAS_RELU = 2 };
+
 /* One conv operation graph: tensors (x|dx, w|dw, y|dy: unique ids 1, 2, 3),
- * convolution, operation, graph. */
+ * convolution, operation, graph. A forward with an epilogue (CG_EPI_*) also
+ * holds the bias tensor (uid 4), the conv's output (virtual, uid 5), the
+ * bias add's output when a ReLU follows (virtual, uid 6) and the pointwise
+ * descriptors and operations of the add and the ReLU. */
 typedef struct gop {
     cudnnBackendDescriptor_t t[3], conv, op, graph;
+    cudnnBackendDescriptor_t tb, tv[2], pw[2], pwop[2];
 } gop;
 
 typedef struct gcand {
@@ -110,6 +124,7 @@ typedef struct gcand {
 } gcand;
 
 typedef struct gdir {                     /* one direction at the setup batch */
+    int epi;                              /* forward: CG_EPI_* its graph fuses */
     gop op;
     int n;                                /* candidates c[n], heuristic order */
     gcand c[G_MAXC];
@@ -132,6 +147,12 @@ struct cu_graph {
     gdir s[G_SPLITS][CU_GD_COUNT];        /* split set i: the directions at a sub-batch (the
                                              option using it has the factor) */
     int64_t ax, aw;                       /* declared byte alignment: activations, weight */
+    int64_t ab;                           /* declared byte alignment of the bias (fused forward) */
+    gdir fz;                              /* setup only: the forward with an epilogue
+                                             (cu_conv_fwd_epi); replaces d[CU_GD_FWD] where
+                                             it is timed faster (cuda_convgraph_tune.cu) */
+    float epi_ms;                         /* d[CU_GD_FWD] fused: the separate bias (+ ReLU)
+                                             passes' measured time, which it saves */
     galt alt[G_MAXALT];
     int alt_next;
     cudnnBackendDescriptor_t tmp[G_MAXTMP];   /* heuristic query temporaries */
@@ -189,23 +210,32 @@ void cg_tmp_clear(cu_graph *g);
 static inline float cg_dir_beta(int d) { return d == CU_GD_BWD_DATA_ACC ? 1.0f : 0.0f; }
 /* The operation graph of direction dir (CU_GD_*) at batch n whose output is
  * beta times its old contents plus the convolution's (beta: cg_dir_beta(dir)
- * at setup; 1 also for a runtime backward-filter that adds to dw). *ok false
- * (rc 0): cuDNN does not support it (*why: the status). o is freed by
- * cg_gop_free in every case. */
+ * at setup; 1 also for a runtime backward-filter that adds to dw); epi
+ * (forward, beta 0 only): CG_EPI_BIAS adds the bias (uid 4, fp32, 1xCx1x1),
+ * CG_EPI_BIAS_RELU then takes max(., 0), all in fp32 before y is written.
+ * *ok false (rc 0): cuDNN does not support it (*why: the status). o is
+ * freed by cg_gop_free in every case. */
 int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float beta, int n,
-                int64_t ax, int64_t aw, gop *o, bool *ok, cudnnStatus_t *why, vd_err *e);
+                int64_t ax, int64_t aw, int64_t ab, int epi, gop *o, bool *ok, cudnnStatus_t *why,
+                vd_err *e);
 /* Append to out[*n] (capacity maxn) the usable configs of heuristic mode
  * for graph, at most take of them, each as a finalized plan with workspace
- * <= cap; the fallback list skips engines already in out. */
+ * <= cap; the fallback list skips engines already in out. fused: graph has
+ * an epilogue, whose engines are cuDNN's runtime-fusion ones: runtime
+ * compiled (NVRTC) engines are then usable without --conv-rtc. */
 int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
                      cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int take,
-                     uint64_t cap, gcand *out, int *n, int maxn, vd_err *e);
-/* Run plan on the compute stream with ptr = {x|dx, w|dw, y|dy}. */
+                     uint64_t cap, bool fused, gcand *out, int *n, int maxn, vd_err *e);
+/* Run plan on the compute stream with ptr = {x|dx, w|dw, y|dy}; bias: the
+ * bias of a plan of a fused forward (uid 4), NULL for the others. */
 cudnnStatus_t cg_exec_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, void *const ptr[3],
-                           void *ws);
-/* Direction d's operation graph at batch n into D->op and its candidate
- * plans (mode A's first c->conv_topk usable, then up to G_FALLBACK of the
- * fallback list) with workspace <= cap into D->c. *ok / *st: as cg_build_op. */
+                           const float *bias, void *ws);
+/* Direction d's operation graph at batch n (with D->epi's epilogue) into
+ * D->op and its candidate plans with workspace <= cap into D->c: mode A's
+ * first c->conv_topk usable, then up to G_FALLBACK of the fallback list;
+ * with an epilogue mode A's first CG_FUSE_TOPK only (runtime-fusion engines
+ * compile for seconds each, and the fallback list fuses nothing). *ok /
+ * *st: as cg_build_op. */
 int cg_gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, int d, int n,
                   uint64_t cap, gdir *D, bool *ok, cudnnStatus_t *st, vd_err *e);
 void cg_gdir_free(gdir *D);
@@ -224,5 +254,10 @@ void cg_add_direct(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, gdir 
 /* ptr = {x, w, y} at batch n; b: the bias or NULL; relu: then max(y, 0) */
 int cg_direct_fwd(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, void *const ptr[3],
                   const float *b, bool relu, vd_err *e);
+/* The epilogue epi (CG_EPI_BIAS / CG_EPI_BIAS_RELU) of a forward run
+ * without it: io->y += bias, then max(., 0), in place (fallbacks of a
+ * fused forward). */
+int cg_epilogue(cu_ctx *c, const cu_layer *L, const vd_layer *l, const vd_op_io *io, int epi,
+                vd_err *e);
 
 #endif

@@ -32,6 +32,12 @@ void cg_gop_free(gop *o) {
     dfree(&o->op);
     dfree(&o->conv);
     for (int i = 0; i < 3; i++) dfree(&o->t[i]);
+    for (int i = 0; i < 2; i++) {
+        dfree(&o->pwop[i]);
+        dfree(&o->pw[i]);
+        dfree(&o->tv[i]);
+    }
+    dfree(&o->tb);
 }
 
 void cg_gcand_free(gcand *k) {
@@ -63,14 +69,18 @@ static void tmp_keep(cu_graph *g, cudnnBackendDescriptor_t d) {
 }
 
 /* ---- public helpers for the key --------------------------------------------------- */
-int64_t cu_conv_weight_align(const vd_net *net, int li) {
+int64_t cu_conv_param_align(const vd_net *net, int li, vd_param_role role) {
     const vd_layer *l = &net->layers[li];
     for (int k = 0; k < l->n_params; k++) {
         const vd_param *p = &net->params[l->param_first + k];
-        if (p->role == VD_ROLE_WEIGHT)
+        if (p->role == role)
             return cg_ptr_align((const void *)(uintptr_t)(p->offset * 4));
     }
     return 4;
+}
+
+int64_t cu_conv_weight_align(const vd_net *net, int li) {
+    return cu_conv_param_align(net, li, VD_ROLE_WEIGHT);
 }
 
 bool cu_conv_input_shared(const vd_net *net, int li) {
@@ -82,11 +92,14 @@ bool cu_conv_input_shared(const vd_net *net, int li) {
 }
 
 /* ---- building blocks ------------------------------------------------------------------ */
+/* A tensor of type dt laid out as the layer's maps of type lt: NCHW, or
+ * channels-last for bf16 / fp16 (feature maps NHWC, the weight KRSC); virt:
+ * an intermediate of a fused graph, never in memory. */
 static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
-                       int64_t align, cudnnDataType_t dt, bool *ok, vd_err *e) {
-    /* NCHW, or channels-last in bf16 / fp16 (feature maps NHWC, the weight KRSC) */
+                       int64_t align, cudnnDataType_t dt, cudnnDataType_t lt, bool virt, bool *ok,
+                       vd_err *e) {
     int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
-    if (cu_dt_16(dt)) {
+    if (cu_dt_16(lt)) {
         str[0] = dim[1] * dim[2] * dim[3];
         str[1] = 1;
         str[2] = dim[3] * dim[1];
@@ -99,27 +112,65 @@ static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t d
     SETA(e, *d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str);
     SETA(e, *d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
     SETA(e, *d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    if (virt) SETA(e, *d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
     CUDNN_SOFT(e, st, cudnnBackendFinalize(*d));
     if (st != CUDNN_STATUS_SUCCESS) *ok = false;
     return VD_OK;
 }
 
+/* One pointwise operation of a fused forward: y = mode(x[, b]) in fp32. */
+static int make_pointwise(cudnnBackendDescriptor_t *pw, cudnnBackendDescriptor_t *op,
+                          cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                          cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t y, bool *ok,
+                          vd_err *e) {
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    cudnnStatus_t st;
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, pw));
+    SETA(e, *pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    SETA(e, *pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(*pw));
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *ok = false;
+        return VD_OK;
+    }
+    CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op));
+    SETA(e, *op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, pw);
+    SETA(e, *op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (b) SETA(e, *op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    SETA(e, *op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    CUDNN_SOFT(e, st, cudnnBackendFinalize(*op));
+    if (st != CUDNN_STATUS_SUCCESS) *ok = false;
+    return VD_OK;
+}
+
 /* The operation graph of direction dir (CU_GD_*) at batch n, its output
- * scaled by beta before the add (see cuda_convgraph.h). *ok false (rc 0):
- * cuDNN does not support it (*why: the status). o is freed by cg_gop_free in
- * every case. */
+ * scaled by beta before the add, with epilogue epi (see cuda_convgraph.h).
+ * *ok false (rc 0): cuDNN does not support it (*why: the status). o is freed
+ * by cg_gop_free in every case. */
 int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float beta, int n,
-                int64_t ax, int64_t aw, gop *o, bool *ok, cudnnStatus_t *why, vd_err *e) {
+                int64_t ax, int64_t aw, int64_t ab, int epi, gop *o, bool *ok, cudnnStatus_t *why,
+                vd_err *e) {
     *ok = true;
     *why = CUDNN_STATUS_SUCCESS;
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
     const int64_t xd[4] = {n, L->in_c[0], L->in_h, L->in_w};
     const int64_t wd[4] = {l->u.conv.out, L->in_c[0] / g, l->u.conv.kh, l->u.conv.kw};
     const int64_t yd[4] = {n, L->c, L->h, L->w};
+    const int64_t bd[4] = {1, L->c, 1, 1};
+    if (dir != CU_GD_FWD || beta != 0.0f) epi = CG_EPI_NONE;
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
     int rc;
-    if ((rc = make_tensor(&o->t[0], 1, xd, ax, L->dt, ok, e)) ||
-        (rc = make_tensor(&o->t[1], 2, wd, aw, L->dt, ok, e)) ||
-        (rc = make_tensor(&o->t[2], 3, yd, ax, L->dt, ok, e)))
+    if ((rc = make_tensor(&o->t[0], 1, xd, ax, L->dt, L->dt, false, ok, e)) ||
+        (rc = make_tensor(&o->t[1], 2, wd, aw, L->dt, L->dt, false, ok, e)) ||
+        (rc = make_tensor(&o->t[2], 3, yd, ax, L->dt, L->dt, false, ok, e)))
+        return rc;
+    /* epilogue: the bias (fp32 parameter), the conv's output and the
+     * biased sum before the ReLU, both virtual and fp32 */
+    if (epi != CG_EPI_NONE &&
+        ((rc = make_tensor(&o->tb, 4, bd, ab, f32, L->dt, false, ok, e)) ||
+         (rc = make_tensor(&o->tv[0], 5, yd, 16, f32, L->dt, true, ok, e)) ||
+         (epi == CG_EPI_BIAS_RELU &&
+          (rc = make_tensor(&o->tv[1], 6, yd, 16, f32, L->dt, true, ok, e)))))
         return rc;
     if (!*ok) {
         *why = CUDNN_STATUS_NOT_SUPPORTED_SHAPE;
@@ -152,7 +203,8 @@ int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float 
                            CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &o->op));
         SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[0]);
         SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[1]);
-        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->t[2]);
+        SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+             epi != CG_EPI_NONE ? &o->tv[0] : &o->t[2]);
         SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->conv);
         SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
         SETA(e, o->op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
@@ -181,9 +233,27 @@ int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float 
         *why = st;
         return VD_OK;
     }
+    /* epilogue: conv -> add bias -> [ReLU] -> y */
+    cudnnBackendDescriptor_t ops[3] = {o->op, NULL, NULL};
+    int64_t nops = 1;
+    if (epi != CG_EPI_NONE) {
+        const bool relu = epi == CG_EPI_BIAS_RELU;
+        if ((rc = make_pointwise(&o->pw[0], &o->pwop[0], CUDNN_POINTWISE_ADD, o->tv[0], o->tb,
+                                 relu ? o->tv[1] : o->t[2], ok, e)) ||
+            (*ok && relu &&
+             (rc = make_pointwise(&o->pw[1], &o->pwop[1], CUDNN_POINTWISE_RELU_FWD, o->tv[1], NULL,
+                                  o->t[2], ok, e))))
+            return rc;
+        if (!*ok) {
+            *why = CUDNN_STATUS_NOT_SUPPORTED;
+            return VD_OK;
+        }
+        ops[nops++] = o->pwop[0];
+        if (relu) ops[nops++] = o->pwop[1];
+    }
     CUDNN_CHECK(e, cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &o->graph));
     SETA(e, o->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &c->dnn);
-    SETA(e, o->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o->op);
+    SETA(e, o->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops);
     CUDNN_SOFT(e, st, cudnnBackendFinalize(o->graph));
     if (st != CUDNN_STATUS_SUCCESS) {
         *ok = false;
@@ -228,8 +298,9 @@ static void notes_str(unsigned num, unsigned beh, char *buf, size_t n) {
              beh & (1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) ? " rtc" : "");
 }
 
-/* Why an engine with these notes may not run in c's mode, or NULL. */
-static const char *excluded(const cu_ctx *c, unsigned num, unsigned beh) {
+/* Why an engine with these notes may not run in c's mode, or NULL (fused:
+ * a graph with an epilogue, see cg_add_from_heur). */
+static const char *excluded(const cu_ctx *c, unsigned num, unsigned beh, bool fused) {
     if (num & (1u << CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)) return "converts inputs down";
     if (num & (1u << CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
         return "reduced-precision reduction";
@@ -237,7 +308,7 @@ static const char *excluded(const cu_ctx *c, unsigned num, unsigned beh) {
         return "tensor cores (TF32) in fp32 mode";
     if (c->deterministic && (num & (1u << CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)))
         return "nondeterministic";
-    if (!c->conv_rtc && (beh & (1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)))
+    if (!c->conv_rtc && !fused && (beh & (1u << CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)))
         return "runtime compiled (--conv-rtc allows)";
     return NULL;
 }
@@ -270,7 +341,7 @@ static int make_plan(cu_ctx *c, cudnnBackendDescriptor_t cfg, gcand *k, bool *ok
  * <= cap; the fallback list skips engines already in out. */
 int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
                      cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int take,
-                     uint64_t cap, gcand *out, int *n, int maxn, vd_err *e) {
+                     uint64_t cap, bool fused, gcand *out, int *n, int maxn, vd_err *e) {
     if (take <= 0 || *n >= maxn) return VD_OK;
     cg_tmp_clear(g);
     cudnnBackendDescriptor_t h, cfgs[G_MAXRES];
@@ -304,7 +375,7 @@ int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
         if ((rc = cfg_info(g, cfgs[i], &engine, &num, &beh, e))) return rc;
         char notes[96];
         notes_str(num, beh, notes, sizeof notes);
-        const char *why = excluded(c, num, beh);
+        const char *why = excluded(c, num, beh, fused);
         if (why) {
             cg_dbg(c, 2, "  '%s' %s: engine %lld%s: skipped (%s)", lname, cg_dir_name[dir],
                    (long long)engine, notes, why);
@@ -348,18 +419,20 @@ int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
     return VD_OK;
 }
 
-/* Run plan on the compute stream with ptr = {x|dx, w|dw, y|dy}. */
+/* Run plan on the compute stream with ptr = {x|dx, w|dw, y|dy} and, for a
+ * fused forward, the bias. */
 cudnnStatus_t cg_exec_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, void *const ptr[3],
-                           void *ws) {
-    const int64_t uids[3] = {1, 2, 3};
-    void *p3[3] = {ptr[0], ptr[1], ptr[2]};
+                           const float *bias, void *ws) {
+    const int64_t uids[4] = {1, 2, 3, 4};
+    void *p4[4] = {ptr[0], ptr[1], ptr[2], (void *)bias};
+    const int64_t np = bias ? 4 : 3;
     cudnnBackendDescriptor_t vp = NULL;
     cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
     if (st != CUDNN_STATUS_SUCCESS) return st;
-    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, np, uids);
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                      3, p3);
+                                      np, p4);
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
                                       &ws);
@@ -381,6 +454,7 @@ void cg_graph_free(cu_graph *g) {
         cg_gdir_free(&g->d[d]);
         for (int i = 0; i < G_SPLITS; i++) cg_gdir_free(&g->s[i][d]);
     }
+    cg_gdir_free(&g->fz);
     for (int i = 0; i < G_MAXALT; i++) {
         cg_gcand_free(&g->alt[i].p);
         cg_gop_free(&g->alt[i].op);
@@ -396,20 +470,24 @@ void cu_graph_layer_free(cu_layer *L) {
 }
 
 /* ---- a direction's candidates ----------------------------------------------------------- */
-/* Direction d's operation graph at batch n into D->op and its candidate
- * plans (mode A's first c->conv_topk usable, then up to G_FALLBACK of the
- * fallback list) with workspace <= cap into D->c. *ok / *st: as cg_build_op. */
+/* Direction d's operation graph at batch n (with D->epi's epilogue) into
+ * D->op and its candidate plans with workspace <= cap into D->c (see
+ * cuda_convgraph.h). *ok / *st: as cg_build_op. */
 int cg_gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, int d, int n,
                   uint64_t cap, gdir *D, bool *ok, cudnnStatus_t *st, vd_err *e) {
-    int rc = cg_build_op(c, L, l, d, cg_dir_beta(d), n, g->ax, g->aw, &D->op, ok, st, e);
+    int rc = cg_build_op(c, L, l, d, cg_dir_beta(d), n, g->ax, g->aw, g->ab, D->epi, &D->op, ok,
+                         st, e);
     if (rc || !*ok) return rc;
-    if ((rc = cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A, c->conv_topk, cap,
-                               D->c, &D->n, G_MAXC, e)))
+    const bool fused = D->epi != CG_EPI_NONE;
+    if ((rc = cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A,
+                               fused ? CG_FUSE_TOPK : c->conv_topk, cap, fused, D->c, &D->n,
+                               G_MAXC, e)))
         return rc;
+    if (fused) return VD_OK;
     /* bf16 / fp16 channels-last: the fallback list's engines run 100-7000x slower
      * than mode A's tensor-core ones (H200, ResNet-50 backward-filter 0.1 vs
      * 700 ms) and timing them took minutes; asked only when mode A has none */
     if (cu_dt_16(L->dt) && D->n > 0) return VD_OK;
     return cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK,
-                            cap, D->c, &D->n, G_MAXC, e);
+                            cap, false, D->c, &D->n, G_MAXC, e);
 }

@@ -1,6 +1,7 @@
 /* cuda_convgraph_own.cu — the graph-API conv's candidates that are not cuDNN
  * plans: the cuBLAS backward-filter of 1x1 convolutions and the direct forward
- * kernel, with the bias / ReLU fusion the latter allows (see cuda_convgraph.h). */
+ * kernel; and which forwards fuse the bias and a following ReLU (the direct
+ * kernel, or a cuDNN graph with an epilogue) (see cuda_convgraph.h). */
 #include <string.h>
 #include "backend/cuda/cuda_convgraph.h"
 
@@ -100,30 +101,64 @@ void cg_add_direct(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, gdir 
            DIRECT_ENGINE);
 }
 
-/* ---- the bias and a following ReLU in the direct forward --------------------------- */
+/* ---- the bias and a following ReLU fused into the forward ------------------------- */
+/* The conv whose output ReLU layer r may rectify in its forward, or -1: r
+ * runs in place on a conv's output, which then has no other consumer and
+ * nothing reads it unrectified (vd_schedule_inplace_flags). */
+static int relu_fusable_into(const vd_net *net, int r) {
+    const vd_layer *lr = &net->layers[r];
+    int p = lr->n_in == 1 ? lr->in[0] : -1;
+    if (lr->op != VD_OP_RELU || !lr->inplace || p < 0 || net->layers[p].op != VD_OP_CONV)
+        return -1;
+    return p;
+}
+
+int cu_conv_fwd_epi(const cu_ctx *c, const vd_net *net, int li) {
+    /* the direct kernel's tests (conv_direct_force) keep its fusion alone */
+    if (c->no_fuse || c->conv_direct_force || !net->layers[li].u.conv.bias)
+        return CG_EPI_NONE;
+    for (int r = 0; r < net->n_layers; r++)
+        if (relu_fusable_into(net, r) == li) return CG_EPI_BIAS_RELU;
+    return CG_EPI_BIAS;
+}
+
+int cu_graph_fwd_epi(const cu_layer *L) {
+    return L->g ? L->g->d[CU_GD_FWD].epi : CG_EPI_NONE;
+}
+
 bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo) {
     const cu_layer *L = &c->layers[li];
     if (!L->g || algo < 0 || algo >= L->n_opts) return false;
     const cu_conv_opt *o = &L->conv_opts[algo];
     int k = o->gplan[CU_GD_FWD];
-    return k >= 0 && !cg_opt_split_dir(o, CU_GD_FWD) && L->g->d[CU_GD_FWD].c[k].direct;
+    if (k < 0 || cg_opt_split_dir(o, CU_GD_FWD)) return false;
+    const gdir *D = &L->g->d[CU_GD_FWD];
+    return D->c[k].direct || D->epi != CG_EPI_NONE;
+}
+
+int cg_epilogue(cu_ctx *c, const cu_layer *L, const vd_layer *l, const vd_op_io *io, int epi,
+                vd_err *e) {
+    if (!io->b) return vd_errf(e, VD_EINTERNAL, "conv '%s': fused forward without a bias", l->name);
+    const int64_t hw = (int64_t)L->h * L->w;
+    int rc = cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c, hw, io->act, e);
+    if (rc || epi != CG_EPI_BIAS_RELU) return rc;
+    return cuk_relu_fwd(cu_compute(c), c->sm_count, io->y, io->y, (int64_t)io->n * L->c * hw,
+                        io->act, e);
 }
 
 void cu_fuse_setup(cu_ctx *c, const vd_net *net) {
     for (int r = 0; r < net->n_layers; r++) {
-        const vd_layer *lr = &net->layers[r];
-        int p = lr->n_in == 1 ? lr->in[0] : -1;
-        /* in place: the conv's output has no other consumer, and nothing
-         * reads it unrectified (vd_schedule_inplace_flags) */
-        if (lr->op != VD_OP_RELU || !lr->inplace || p < 0 || net->layers[p].op != VD_OP_CONV)
-            continue;
+        const int p = relu_fusable_into(net, r);
+        if (p < 0) continue;
         cu_layer *P = &c->layers[p];
         bool all = P->n_opts > 0;
         for (int k = 0; all && k < P->n_opts; k++) all = cu_graph_fwd_fuses_bias(c, p, k);
         if (!all) continue;
         P->fwd_relu = true;
         c->layers[r].relu_fused = true;
-        cg_dbg(c, 1, "layer '%s': relu fused into '%s' (the direct forward kernel)", lr->name,
-               net->layers[p].name);
+        cg_dbg(c, 1, "layer '%s': relu fused into '%s' (%s)", net->layers[r].name,
+               net->layers[p].name,
+               P->g->d[CU_GD_FWD].epi == CG_EPI_BIAS_RELU ? "a cuDNN conv + bias + ReLU graph"
+                                                          : "the direct forward kernel");
     }
 }

@@ -23,7 +23,7 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
         const bool add = filt && (i > 0 || beta != 0.0f);
         void *p[3] = {(char *)ptr[0] + (uint64_t)i * xs, add ? (void *)tmp : ptr[1],
                       (char *)ptr[2] + (uint64_t)i * ys};
-        CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, p, q->ws ? (void *)ws : NULL));
+        CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, p, NULL, q->ws ? (void *)ws : NULL));
         if (add) {
             int rc = cuk_axpby_copy(cu_compute(c), c->sm_count, (const float *)tmp, (float *)ptr[1],
                                     1.0f, g->dw_numel, io->act, e);
@@ -34,7 +34,8 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
 }
 
 /* Direction d with output beta (cu_graph_conv_run's) through a plan built
- * for the call's batch, beta, alignment and workspace, cached in g->alt. */
+ * for the call's batch, beta, alignment and workspace, cached in g->alt.
+ * Without an epilogue: cu_graph_conv_run adds that of a fused forward. */
 static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, const vd_op_io *io,
                    void *const ptr[3], int64_t ax, int64_t aw, vd_err *e) {
     cu_layer *L = &c->layers[li];
@@ -51,7 +52,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
         if (a->legacy && wsb <= a->ws_limit)
             return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
         if (!a->legacy && a->p.ws <= wsb) {
-            CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->p.ws ? ws : NULL));
+            CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, NULL, a->p.ws ? ws : NULL));
             return VD_OK;
         }
     }
@@ -69,13 +70,15 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     bool ok;
     cudnnStatus_t st;
     int rc, n = 0;
-    if ((rc = cg_build_op(c, L, l, d, beta, io->n, ax, aw, &a->op, &ok, &st, e))) goto fail;
+    if ((rc = cg_build_op(c, L, l, d, beta, io->n, ax, aw, g->ab, CG_EPI_NONE, &a->op, &ok, &st,
+                          e)))
+        goto fail;
     if (ok) {
-        if ((rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb, &a->p,
-                                   &n, 1, e)))
+        if ((rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb, false,
+                                   &a->p, &n, 1, e)))
             goto fail;
         if (!n && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_FALLBACK, 1,
-                                         wsb, &a->p, &n, 1, e)))
+                                         wsb, false, &a->p, &n, 1, e)))
             goto fail;
     }
     if (!n) {
@@ -89,7 +92,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: runtime plan, "
            "engine %lld", l->name, cg_dir_name[d], io->n, (long long)ax, (long long)aw,
            (unsigned long long)wsb, (long long)a->p.engine);
-    CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->p.ws ? ws : NULL));
+    CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, NULL, a->p.ws ? ws : NULL));
     return VD_OK;
 fail:
     cg_gcand_free(&a->p);
@@ -140,15 +143,21 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
         const vd_layer *l = &net->layers[li];
         return cg_direct_fwd(c, L, l, io->n, ptr, l->u.conv.bias ? io->b : NULL, L->fwd_relu, e);
     }
-    if (k >= 0 && io->n == L->desc_batch && ax >= g->ax && aw >= g->aw) {
+    /* a fused forward's plan also takes the bias, at its declared alignment */
+    const int epi = d == CU_GD_FWD ? g->d[d].epi : CG_EPI_NONE;
+    const bool bias_ok = epi == CG_EPI_NONE || (io->b && cg_ptr_align(io->b) >= g->ab);
+    if (k >= 0 && io->n == L->desc_batch && ax >= g->ax && aw >= g->aw && bias_ok) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
             if (q->gemm) return cg_gemm_filter(c, L, io->n, ptr, io->ws, beta, e);
             if (setup_beta) {
-                CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, ptr, q->ws ? io->ws : NULL));
+                CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, ptr, epi ? io->b : NULL,
+                                            q->ws ? io->ws : NULL));
                 return VD_OK;
             }
         }
     }
-    return run_alt(c, net, li, d, beta, io, ptr, ax, aw, e);
+    /* the fallbacks convolve only: a fused forward's epilogue follows */
+    int rc = run_alt(c, net, li, d, beta, io, ptr, ax, aw, e);
+    return rc || !epi ? rc : cg_epilogue(c, L, &net->layers[li], io, epi, e);
 }

@@ -69,9 +69,12 @@ void cu_tune_release(cu_ctx *c) {
     c->tev[0] = c->tev[1] = NULL;
 }
 
-/* Time D's candidates with workspace <= ws_avail; the others stay untimed. */
+/* Time D's candidates with workspace <= ws_avail; the others stay untimed.
+ * bias: a fused forward's (D->epi), which its candidates add. */
 static int time_dir(cu_ctx *c, const cu_layer *L, int n, const vd_layer *l, int dir, gdir *D,
-                    void *const ptr[3], void *ws, uint64_t ws_avail, vd_err *e) {
+                    void *const ptr[3], const float *bias, void *ws, uint64_t ws_avail,
+                    vd_err *e) {
+    const float *b = D->epi != CG_EPI_NONE ? bias : NULL;
     cudaStream_t s = cu_compute(c);
     float best = -1.0f;
     for (int k = 0; k < D->n; k++) {
@@ -84,10 +87,10 @@ static int time_dir(cu_ctx *c, const cu_layer *L, int n, const vd_layer *l, int 
             cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
             if (q->gemm || q->direct) {
                 int rc = q->gemm ? cg_gemm_filter(c, L, n, ptr, ws, 0.0f, e)
-                                 : cg_direct_fwd(c, L, l, n, ptr, NULL, false, e);
+                                 : cg_direct_fwd(c, L, l, n, ptr, b, D->epi == CG_EPI_BIAS_RELU, e);
                 if (rc) return rc;
             } else {
-                CUDNN_SOFT(e, st, cg_exec_plan(c->dnn, q->plan, ptr, q->ws ? ws : NULL));
+                CUDNN_SOFT(e, st, cg_exec_plan(c->dnn, q->plan, ptr, b, q->ws ? ws : NULL));
             }
             if (st != CUDNN_STATUS_SUCCESS) {
                 cg_dbg(c, 2, "  '%s' %s: engine %lld does not run: %s", l->name, cg_dir_name[dir],
@@ -104,9 +107,33 @@ static int time_dir(cu_ctx *c, const cu_layer *L, int n, const vd_layer *l, int 
         if (q->bad) continue;
         q->ms = runs == 3 ? (t[1] < t[2] ? t[1] : t[2]) : t[0];
         if (best < 0.0f || q->ms < best) best = q->ms;
-        cg_dbg(c, 2, "  '%s' %s: engine %lld: %.3f ms (%d runs)", l->name, cg_dir_name[dir],
-               (long long)q->engine, (double)q->ms, runs);
+        cg_dbg(c, 2, "  '%s' %s%s: engine %lld: %.3f ms (%d runs)", l->name, cg_dir_name[dir],
+               b ? "+bias" : "", (long long)q->engine, (double)q->ms, runs);
     }
+    return VD_OK;
+}
+
+/* *ms: the time of the separate passes that epilogue epi costs an unfused
+ * forward at batch n (cg_epilogue on y), timed as time_dir's candidates. */
+static int time_epilogue(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, int epi, void *y,
+                         const float *bias, float *ms, vd_err *e) {
+    cudaStream_t s = cu_compute(c);
+    vd_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n = n;
+    io.y = (float *)y;
+    io.b = bias;
+    io.act = vd_math_act_dtype(c->math);
+    float t[3];
+    for (int r = 0; r < 3; r++) {
+        CUDA_CHECK(e, cudaEventRecord(c->tev[0], s));
+        int rc = cg_epilogue(c, L, l, &io, epi, e);
+        if (rc) return rc;
+        CUDA_CHECK(e, cudaEventRecord(c->tev[1], s));
+        CUDA_CHECK(e, cudaEventSynchronize(c->tev[1]));
+        CUDA_CHECK(e, cudaEventElapsedTime(&t[r], c->tev[0], c->tev[1]));
+    }
+    *ms = t[1] < t[2] ? t[1] : t[2];
     return VD_OK;
 }
 
@@ -272,7 +299,8 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
         for (int j = 0; j < ndir && all; j++) {
             int d = time_order[j];
             void *ptr[3] = {tptr[0], d == CU_GD_BWD_FILTER ? tptr[3] : tptr[1], tptr[2]};
-            if ((rc = time_dir(c, L, n, l, d, &g->s[i][d], ptr, ws, ws_avail, e))) return rc;
+            if ((rc = time_dir(c, L, n, l, d, &g->s[i][d], ptr, NULL, ws, ws_avail, e)))
+                return rc;
             pick[d] = pick_fast(&g->s[i][d], UINT64_MAX, true);
             all = pick[d] >= 0;
         }
@@ -336,6 +364,44 @@ static void add_forced(cu_layer *L, const cu_graph *g, const int fa[CU_GD_COUNT]
         }
 }
 
+/* The forward with the bias (+ ReLU) fused (g->fz) replaces the plain one
+ * where its fastest candidate was timed faster than the plain fastest plus
+ * the separate passes (g->epi_ms) (untimed: where cuDNN's heuristics offer
+ * one, as they order the other engines) and its least workspace is within
+ * the min-ws option's (so no budget loses its smallest option);
+ * c->conv_fuse_force: wherever it has a candidate. Every option then picks
+ * its forward from the fused candidates: all apply the epilogue, as
+ * cu_fuse_setup needs to fuse the ReLU. */
+static void fuse_choose(cu_ctx *c, const vd_layer *l, cu_graph *g, int ndir, bool timed) {
+    gdir *P = &g->d[CU_GD_FWD], *F = &g->fz;
+    if (F->epi != CG_EPI_NONE && F->n > 0) {
+        int kp = pick_fast(P, UINT64_MAX, timed), kf = pick_fast(F, UINT64_MAX, timed);
+        int mf = pick_minws(F);
+        uint64_t mws = 0;   /* the min-ws option's workspace, over its directions */
+        for (int d = 0; d < ndir; d++) {
+            int m = pick_minws(&g->d[d]);
+            if (m >= 0) mws = u64max(mws, g->d[d].c[m].ws);
+        }
+        bool faster = !timed || (kp >= 0 && kf >= 0 && F->c[kf].ms < P->c[kp].ms + g->epi_ms);
+        bool win = mf >= 0 && (c->conv_fuse_force || (faster && F->c[mf].ws <= mws));
+        cg_dbg(c, 1, "layer '%s': conv + bias%s fused: %s (fused %.3f ms, engine %lld, min "
+               "workspace %llu; conv %.3f + separate %.3f ms, min workspace %llu)", l->name,
+               F->epi == CG_EPI_BIAS_RELU ? " + ReLU" : "",
+               win ? (timed ? "yes" : "yes (untimed)") : !faster ? "no, slower" : "no, workspace",
+               kf >= 0 ? (double)F->c[kf].ms : -1.0, kf >= 0 ? (long long)F->c[kf].engine : -1ll,
+               mf >= 0 ? (unsigned long long)F->c[mf].ws : 0ull,
+               kp >= 0 ? (double)P->c[kp].ms : -1.0, (double)g->epi_ms, (unsigned long long)mws);
+        if (win) {
+            gdir t = *P;
+            *P = *F;
+            *F = t;
+        }
+    }
+    cg_gdir_free(F);
+    F->epi = CG_EPI_NONE;
+    if (P->epi == CG_EPI_NONE) g->epi_ms = 0.0f;
+}
+
 static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_graph *g,
                        uint64_t bias_ws, bool *no_engine, char *why, size_t why_n, vd_err *e) {
     const vd_layer *l = &net->layers[li];
@@ -358,6 +424,17 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         if ((rc = cg_gdir_build(c, g, L, l, d, nb, cap, D, &ok, &st, e))) return rc;
         if (d == CU_GD_BWD_FILTER && D->n > 0) cg_add_gemm(c, L, l, nb, cap, D);
         if (d == CU_GD_FWD && D->n > 0) cg_add_direct(c, L, l, nb, D);
+        /* the forward with the bias (+ ReLU) fused, timed against it below */
+        if (d == CU_GD_FWD && D->n > 0) g->fz.epi = cu_conv_fwd_epi(c, net, li);
+        if (d == CU_GD_FWD && g->fz.epi != CG_EPI_NONE) {
+            bool fok;
+            cudnnStatus_t fst;
+            if ((rc = cg_gdir_build(c, g, L, l, d, nb, cap, &g->fz, &fok, &fst, e))) return rc;
+            if (!fok)
+                cg_dbg(c, 1, "layer '%s': conv + bias%s graph not supported (%s)", l->name,
+                       g->fz.epi == CG_EPI_BIAS_RELU ? " + ReLU" : "", cudnnGetErrorString(fst));
+            if (g->fz.n > 0) cg_add_direct(c, L, l, nb, &g->fz);
+        }
         if (D->n == 0) {
             if (d == CU_GD_BWD_DATA_ACC) {   /* beta-1 plans come at run time, or legacy */
                 cg_dbg(c, 1, "layer '%s': no graph engine for %s at setup", l->name,
@@ -387,9 +464,11 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
         uint64_t yb = VD_ALIGN_UP(ybytes, A);
         uint64_t wb = VD_ALIGN_UP((uint64_t)l->u.conv.out * (L->in_c[0] / gr) * l->u.conv.kh *
                                       l->u.conv.kw * 4, A);
-        uint64_t fixed = xb + yb + 2 * wb, wsmax = 0;
+        uint64_t bb = VD_ALIGN_UP((uint64_t)L->c * 4, A);   /* a fused forward's bias */
+        uint64_t fixed = xb + yb + 2 * wb + bb, wsmax = 0;
         for (int d = 0; d < ndir; d++)
             for (int k = 0; k < g->d[d].n; k++) wsmax = u64max(wsmax, g->d[d].c[k].ws);
+        for (int k = 0; k < g->fz.n; k++) wsmax = u64max(wsmax, g->fz.c[k].ws);
         char *buf = (char *)scratch_get(c, fixed + wsmax);
         uint64_t ws_avail = wsmax;
         if (!buf) {   /* not all: the candidates that fit in what is free */
@@ -406,17 +485,22 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                 if (!c->tev[i]) CUDA_CHECK(e, cudaEventCreate(&c->tev[i]));
             cudaStream_t s = cu_compute(c);
             float *x = (float *)buf, *y = (float *)(buf + xb), *w = (float *)(buf + xb + yb),
-                  *dw = (float *)(buf + xb + yb + wb);
+                  *dw = (float *)(buf + xb + yb + wb), *bias = (float *)(buf + xb + yb + 2 * wb);
             void *ws = buf + fixed;
             const vd_dtype ft = vd_math_act_dtype(c->math);   /* 16-bit: no inf / NaN */
             if ((rc = cuk_fill_uniform(s, c->sm_count, x, (int64_t)(xb / 4), 11, -1.0f, 1.0f, ft, e)) ||
                 (rc = cuk_fill_uniform(s, c->sm_count, y, (int64_t)(yb / 4), 12, -1.0f, 1.0f, ft, e)) ||
-                (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, ft, e)))
+                (rc = cuk_fill_uniform(s, c->sm_count, w, (int64_t)(wb / 4), 13, -0.1f, 0.1f, ft, e)) ||
+                (rc = cuk_fill_uniform(s, c->sm_count, bias, L->c, 14, -0.1f, 0.1f, VD_DT_F32, e)))
                 return rc;
             for (int i = 0; i < ndir; i++) {
                 int d = time_order[i];
                 void *ptr[3] = {x, d == CU_GD_BWD_FILTER ? (void *)dw : (void *)w, y};
-                if ((rc = time_dir(c, L, nb, l, d, &g->d[d], ptr, ws, ws_avail, e)))
+                if ((rc = time_dir(c, L, nb, l, d, &g->d[d], ptr, NULL, ws, ws_avail, e)))
+                    return rc;
+                if (d == CU_GD_FWD && g->fz.n > 0 &&
+                    ((rc = time_dir(c, L, nb, l, d, &g->fz, ptr, bias, ws, ws_avail, e)) ||
+                     (rc = time_epilogue(c, L, l, nb, g->fz.epi, y, bias, &g->epi_ms, e))))
                     return rc;
             }
             CUDA_CHECK(e, cudaStreamSynchronize(s));
@@ -429,6 +513,7 @@ static int graph_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, cu_gra
                    "order", l->name);
         }
     }
+    fuse_choose(c, l, g, ndir, timed);
     /* options */
     uint64_t lim = timed ? u64max(16ull << 20, ybytes / 4) : u64max(16ull << 20, ybytes);
     int fa[CU_GD_COUNT], mw[CU_GD_COUNT], ba[CU_GD_COUNT];
@@ -527,6 +612,7 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
     g->ax = 16;
     /* bf16 / fp16: the weight is the 256-aligned copy in the workspace (conv_16_io) */
     g->aw = vd_math_nhwc(c->math) ? 16 : cu_conv_weight_align(net, li);
+    g->ab = cu_conv_param_align(net, li, VD_ROLE_BIAS);
     int rc = graph_setup(c, net, li, L, g, bias_ws, no_engine, why, why_n, e);
     if (rc || *no_engine) {
         cg_graph_free(g);
@@ -552,5 +638,7 @@ float cu_graph_conv_fastest_ms(const cu_layer *L) {
         if (q->ms < 0.0f) return -1.0f;
         sum += (cg_opt_split_dir(co, d) ? (float)co->split : 1.0f) * q->ms;
     }
-    return sum;
+    /* a fused forward's time includes the bias (+ ReLU) the legacy path's
+     * does not: compared without the separate passes it saves */
+    return sum > g->epi_ms ? sum - g->epi_ms : 0.0f;
 }

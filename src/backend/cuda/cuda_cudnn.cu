@@ -361,11 +361,12 @@ void cu_conv_opts_order(cu_layer *L) {
 
 static void set_key(const cu_ctx *c, const vd_net *net, int li, cu_layer *L) {
     const vd_layer *l = &net->layers[li];
-    int k[22] = {L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w, l->u.conv.kh, l->u.conv.kw,
+    int k[23] = {L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w, l->u.conv.kh, l->u.conv.kw,
                  l->u.conv.sh, l->u.conv.sw, l->u.conv.ph, l->u.conv.pw, l->u.conv.dh,
                  l->u.conv.dw, l->u.conv.groups, l->u.conv.bias ? 1 : 0, c->batch,
                  (int)c->math, c->deterministic ? 1 : 0, c->tune ? 1 : 0,
-                 (int)cu_conv_weight_align(net, li), cu_conv_input_shared(net, li) ? 1 : 0};
+                 (int)cu_conv_weight_align(net, li), cu_conv_input_shared(net, li) ? 1 : 0,
+                 cu_conv_fwd_epi(c, net, li)};
     memcpy(L->key, k, sizeof L->key);
 }
 

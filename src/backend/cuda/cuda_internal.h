@@ -144,7 +144,8 @@ typedef struct cu_layer {
                                              runs as sub-batches of at most this (cuda_cudnn.cu) */
     int n_opts;
     bool tuned;                           /* conv: option 0 ("fastest") comes from timed trials */
-    int key[22];                          /* conv: geometry (tuning results are shared by equal keys) */
+    int key[23];                          /* conv: geometry and fused epilogue (tuning results
+                                             are shared by equal keys) */
     cu_graph *g;                          /* conv through the graph API; NULL: legacy API */
     bool g_owner;                         /* this layer frees g (others share an earlier layer's) */
     vd_algo_opt opts[CU_MAX_OPTS];        /* [n_opts]; conv: see cu_conv_opt */
@@ -156,13 +157,16 @@ typedef struct cu_layer {
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
     /* ReLU fused into a conv's forward (cu_fuse_setup): the conv's every
-     * option runs the direct kernel, and its output's one consumer is a ReLU
-     * in place. The conv applies the ReLU (fwd_relu); the ReLU's forward in
-     * place is then a no-op (relu_fused), so the profile times it at nothing
-     * and the planner sees its cost gone, in the forward pass and in every
-     * recompute, which re-runs the conv too. Bit-identical to the two ops.
+     * option adds the bias in its forward (the direct kernel, or a cuDNN
+     * graph conv -> bias -> ReLU: cu_conv_fwd_epi), and its output's one
+     * consumer is a ReLU in place. The conv applies the ReLU (fwd_relu); the
+     * ReLU's forward in place is then a no-op (relu_fused), so the profile
+     * times it at nothing and the planner sees its cost gone, in the forward
+     * pass and in every recompute, which re-runs the conv too. The direct
+     * kernel is bit-identical to the two ops; the cuDNN graph rounds once
+     * (conv + bias in fp32) where the two ops round twice in bf16 / fp16.
      * The same for a batch norm on the channels-last kernels and an add
-     * (cu_fuse_relu_setup). None with --no-fuse. */
+     * (cu_fuse_relu_setup), bit-identical. None with --no-fuse. */
     bool fwd_relu;                        /* conv, batchnorm, add: apply the consumer's ReLU */
     bool relu_fused;                      /* relu: its producer applied it */
 } cu_layer;
@@ -203,6 +207,9 @@ typedef struct cu_ctx {
                                              (tests) */
     bool conv_gemm_force;                 /* backend opts: the "gemm w" option (tests) */
     bool conv_direct_force;               /* backend opts: the "direct" option (tests) */
+    bool no_fuse;                         /* backend opts (--no-fuse): no conv epilogue
+                                             fusion (cu_conv_fwd_epi, cu_fuse_setup) */
+    bool conv_fuse_force;                 /* backend opts: fuse wherever cuDNN can (tests) */
     void *scratch;                        /* layer_setup only: timing buffers (cudaMalloc) */
     uint64_t scratch_bytes;
     cudaEvent_t tev[2];                   /* layer_setup only: timing events */
@@ -311,10 +318,20 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
  * (VD_EINTERNAL otherwise: cu_conv_* run larger calls as sub-batches). */
 int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
                       float beta, vd_err *e);
-/* Does option algo of conv layer li run its forward with the direct kernel,
- * which adds the bias itself (cu_graph_conv_run's CU_GD_FWD then gives
- * y = conv + bias)? */
+/* Does option algo of conv layer li run its forward with the direct kernel
+ * or a fused cuDNN graph, which add the bias themselves (cu_graph_conv_run's
+ * CU_GD_FWD then gives y = conv + bias, rectified where the graph or
+ * cu_layer.fwd_relu says)? */
 bool cu_graph_fwd_fuses_bias(const cu_ctx *c, int li, int algo);
+/* The epilogue conv layer li's graph-API setup tries to fuse into its
+ * forward (cuda_convgraph.h, CG_EPI_*): none with c->no_fuse or without a
+ * bias; the bias and ReLU
+ * where the conv's output's one consumer is a ReLU in place
+ * (vd_schedule_inplace_flags), else the bias. Part of the layer's key. */
+int cu_conv_fwd_epi(const cu_ctx *c, const vd_net *net, int li);
+/* The epilogue (CG_EPI_*) conv layer L's graph-API forward fuses after its
+ * setup: 0 on the legacy path and where the fused graph was not chosen. */
+int cu_graph_fwd_epi(const cu_layer *L);
 /* Set fwd_relu / relu_fused (see cu_layer) for net's layers, after their
  * setup; with c->conv_debug, each fusion on stderr. */
 void cu_fuse_setup(cu_ctx *c, const vd_net *net);
@@ -325,14 +342,17 @@ void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net);
 /* Byte alignment (1..16) the weight of conv layer li has when the flat
  * parameter array starts 16-byte aligned (from its parameter offset). */
 int64_t cu_conv_weight_align(const vd_net *net, int li);
+/* The same for layer li's parameter of role role (4 if it has none). */
+int64_t cu_conv_param_align(const vd_net *net, int li, vd_param_role role);
 /* True if the input of conv layer li feeds other layers too, so its dx may
  * be accumulated (dx_beta 1). */
 bool cu_conv_input_shared(const vd_net *net, int li);
 /* Free L->g when L owns it; clears L->g. */
 void cu_graph_layer_free(cu_layer *L);
 /* Graph path, timed setup: the measured milliseconds of option 0 ("fastest")
- * summed over forward, backward-data and backward-filter; < 0 if a direction
- * was not timed. */
+ * summed over forward, backward-data and backward-filter, less the separate
+ * bias (+ ReLU) passes a fused forward saves (the legacy path pays them);
+ * < 0 if a direction was not timed. */
 float cu_graph_conv_fastest_ms(const cu_layer *L);
 /* Free the timing scratch memory and events of layer_setup. */
 void cu_tune_release(cu_ctx *c);

@@ -23,6 +23,11 @@ bool vd_cuda_relu_fused(vd_backend *be, int layer) {
     return false;
 }
 
+bool vd_cuda_conv_fused(vd_backend *be, int layer) {
+    (void)be; (void)layer;
+    return false;
+}
+
 int vd_cuda_mem_info(vd_backend *be, uint64_t *free_b, uint64_t *total_b, vd_err *e) {
     (void)be; (void)free_b; (void)total_b;
     return vd_errf(e, VD_EUNSUPPORTED, "device memory info needs the CUDA backend (CPU-only build)");
