@@ -67,10 +67,11 @@ SORT_FN(sort_pkeys, pkey, pkey_before)
  * The placed intervals sit in a tree over the steps (a perfect binary tree of
  * 2^H leaves of 2^PLACE_LEAF_SHIFT steps each, heap-numbered: node 1 the
  * root): each in the lowest node whose range of steps holds all of it, each
- * node's entries sorted by offset. A small placement has the root alone
- * (PLACE_FLAT_N): one offset-sorted array, scanned 64 entries at a time (a
- * mask of those overlapping in time, branch-free, then only those, in
- * order), as before the tree, whose merge costs more than that scan there. The
+ * node's entries sorted by offset. A small placement, or one of long lives,
+ * has the root alone (PLACE_FLAT_N, PLACE_FLAT_LIVE): one offset-sorted
+ * array, scanned 64 entries at a time (a mask of those overlapping in time,
+ * branch-free, then only those, in order), as before the tree, whose merge
+ * costs more than that scan there. The
  * intervals overlapping steps [f, l] all lie in the nodes whose range meets
  * [f, l] (those inside it overlap it whole; the few on its borders are
  * tested), and a merge of those nodes' runs by offset visits them in offset
@@ -112,8 +113,18 @@ static void placed_free(placed *P) {
  * steps or at most PLACE_FLAT_N intervals get the root alone (see above):
  * the scan of one array is faster there (ResNet-50's auto search at 4 GiB
  * took twice as long with a tree), the tree from a few thousand intervals
- * on (a 1,000-layer chain's). */
-enum { PLACE_LEAF_SHIFT = 4, PLACE_FLAT_STEPS = 256, PLACE_FLAT_N = 2048 };
+ * on (a 1,000-layer chain's). So do placements of long lives, where the
+ * intervals live at a step (whole-iteration ones aside) number at least one
+ * in PLACE_FLAT_LIVE of all: a gap search then visits about that many
+ * wherever the intervals sit, and the tree's merge of its nodes costs more
+ * per visit than the scan's masks of 64 cost per entry scanned. ResNet-152
+ * b256's plans (about 2,000 intervals over 1,030 steps, a hundred live at a
+ * step: the maps kept from the forward pass to the backward): its auto
+ * search at 10 GiB took 3.0 s with the tree past 2,048 intervals, 1.5 s
+ * without (docs/results/2026-12-06-s18/search.md). A chain's plans, whose
+ * maps are recomputed or offloaded near their use, live a few steps each
+ * (test_place's deep chain: about 4 live at a step) and keep the tree. */
+enum { PLACE_LEAF_SHIFT = 4, PLACE_FLAT_STEPS = 256, PLACE_FLAT_N = 2048, PLACE_FLAT_LIVE = 64 };
 
 /* The node holding steps [f, l]: the lowest whose range covers both. */
 static inline int placed_node(const placed *P, int f, int l) {
@@ -338,7 +349,13 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     int max_last = 0;
     for (int i = 0; i < n; i++) if (iv[i].last > max_last) max_last = iv[i].last;
     placed P = {0};
-    P.w = max_last < PLACE_FLAT_STEPS || n <= PLACE_FLAT_N ? 30 : PLACE_LEAF_SHIFT;
+    /* the steps the intervals live, whole-iteration ones aside */
+    double lives = 0;
+    for (int i = 0; i < n; i++)
+        if (iv[i].first > 0 || iv[i].last < max_last) lives += iv[i].last - iv[i].first + 1;
+    bool flat = max_last < PLACE_FLAT_STEPS || n <= PLACE_FLAT_N ||
+                PLACE_FLAT_LIVE * lives >= (double)n * (max_last + 1);
+    P.w = flat ? 30 : PLACE_LEAF_SHIFT;
     while ((1 << P.H) <= max_last >> P.w) P.H++;
     size_t nodes = (size_t)2 << P.H;
     P.start = vd_malloc(nodes * sizeof *P.start, NULL);

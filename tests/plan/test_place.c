@@ -3,11 +3,13 @@
  * interval at the lowest offset found by a scan of every placed interval in
  * offset order. Random interval sets (sizes over nine decades with repeats,
  * whole multiples of 256 or not, whole-iteration intervals, pinned ones,
- * one-step ones, up to 65549 steps, quick mode): every offset and the
- * high-water mark must be equal, exactly, and the work counted (what the
- * scan does: entries visited and scanned). Asked only whether they fit in a
- * size (vdp_place's fit): the same placement when they do; when they do not,
- * a top above the size and at most the full placement's. */
+ * one-step ones, up to 65549 steps, quick mode; past 2,048 intervals short
+ * lives, which take place.c's tree, and long nested ones, which do not):
+ * every offset and the high-water mark must be equal, exactly, and the work
+ * counted (what the scan does: entries visited and scanned). Asked only
+ * whether they fit in a size (vdp_place's fit): the same placement when they
+ * do; when they do not, a top above the size and at most the full
+ * placement's. */
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
@@ -129,15 +131,19 @@ START_TEST(test_place_matches_scan) {
     vd_rng_seed(&r, 0x91ace, 13);
     long placed = 0;
     int fits = 0, stopped = 0;   /* asked with fit: fitted; stopped below the full top */
-    for (int trial = 0; trial < 406; trial++) {
-        /* some trials past 65535 steps (the general key path too); the last
-         * six over 2,048 intervals and 256 steps (the tree over the steps,
-         * see place.c: deep nets' placements; the others the single array) */
-        bool long_run = trial % 50 == 17, odd = trial % 6 == 5, deep = trial >= 400;
-        int steps = deep ? 256 + (int)(vd_rng_u32(&r) % 3000)
+    for (int trial = 0; trial < 408; trial++) {
+        /* some trials past 65535 steps (the general key path too); six over
+         * 2,048 intervals and 256 steps with short lives (the tree over the
+         * steps, see place.c: deep chains' placements), the last two as
+         * many with long nested ones (the single array again, as ResNet-152's
+         * plans: the maps kept from the forward pass to the backward); the
+         * others the single array */
+        bool long_run = trial % 50 == 17, odd = trial % 6 == 5, deep = trial >= 400 && trial < 406;
+        bool nested = trial >= 406;
+        int steps = deep || nested ? 256 + (int)(vd_rng_u32(&r) % 3000)
                   : long_run ? 65530 + (int)(vd_rng_u32(&r) % 20)
                   : 1 + (int)(vd_rng_u32(&r) % (trial % 4 == 0 ? 8 : 160));
-        int n = deep ? 2049 + (int)(vd_rng_u32(&r) % 1000)
+        int n = deep || nested ? 2049 + (int)(vd_rng_u32(&r) % 1000)
                      : (int)(vd_rng_u32(&r) % (long_run ? 40 : trial % 5 == 0 ? 12 : 600));
         vd_interval *a = calloc((size_t)n + 1, sizeof *a), *b = calloc((size_t)n + 1, sizeof *b);
         vd_interval *c = calloc((size_t)n + 1, sizeof *c);
@@ -151,10 +157,14 @@ START_TEST(test_place_matches_scan) {
             int f, l, kind = (int)(vd_rng_u32(&r) % 10);
             if (kind == 0) { f = 0; l = steps - 1; }                            /* whole iteration */
             else if (kind <= 3) { f = l = (int)(vd_rng_u32(&r) % (uint32_t)steps); }  /* one step */
-            else if (deep && kind <= 8) {   /* short lives, as in a chain's plan */
+            else if (deep) {   /* short lives, as in a chain's plan */
                 f = (int)(vd_rng_u32(&r) % (uint32_t)steps);
-                l = f + (int)(vd_rng_u32(&r) % 4);
+                l = f + (int)(vd_rng_u32(&r) % (kind <= 8 ? 4 : 64));
                 if (l >= steps) l = steps - 1;
+            } else if (nested) {   /* a forward step to its backward one, give or take */
+                f = (int)(vd_rng_u32(&r) % (uint32_t)(steps / 2));
+                l = steps - 1 - f - (int)(vd_rng_u32(&r) % 8);
+                if (l < f) l = f;
             }
             else {
                 /* long runs: most near the end, past step 65535 */
