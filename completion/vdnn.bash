@@ -13,7 +13,7 @@ _vdnn_flags() {
     vdnn-train) echo '--analytic-profile --augment --backend= --batch= --budget= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --data=
         --betas= --deterministic --device= --early-stop= --epochs= --eps= --eval-every=
-        --freeze= --gpus= --help
+        --freeze= --gpus= --graph= --help
         --init= --init-skip= --iters= --keep= --list-nets --loader-threads= --log-every= --lr= --math=
         --mem-trace --metrics= --momentum= --mpi --nesterov --no-fuse --no-stage-input --optimizer=
         --plan-json= --poison
@@ -27,7 +27,7 @@ _vdnn_flags() {
         --profile-out= --quiet --save-profile= --summary --sync-debug --trace= --version' ;;
     vdnn-bench) echo '--analytic-profile --backend= --batch= --budgets= --chunks=
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --csv=
-        --deterministic --device= --freeze= --help --iters= --json= --list-nets --math=
+        --deterministic --device= --freeze= --graph= --help --iters= --json= --list-nets --math=
         --no-fuse --no-stage-input --optimizer= --plot= --policies= --prefetch= --profile=
         --profile-out= --quiet
         --seed= --steps= --sync-debug --version --warmup=' ;;
@@ -53,6 +53,7 @@ _vdnn_values() {
     --conv-tune) echo 'on off retime' ;;
     --conv-api) echo 'auto graph legacy' ;;
     --conv-split) echo 'auto off force' ;;
+    --graph) echo 'on off' ;;
     --format) case ${2##*/} in vdnn-predict) echo 'table jsonl' ;; *) echo 'table json' ;; esac ;;
     --jpeg) echo 'turbo turbo-full stb' ;;
     esac

@@ -66,7 +66,11 @@ typedef struct vd_algo_opt {
  *           their softmax all the same (an evaluation's last batch padded
  *           to the batch size). Training leaves it 0.
  *   ws    : workspace of ws_bytes
- *   iter  : iteration number (dropout masks are vd_hash_uniform(seed, layer, iter, i))
+ *   iter  : added to the step scalars' iter (step_set; 0 until set): dropout's
+ *           masks are vd_hash_uniform(seed, layer, iter + steps.iter, i). The
+ *           executor leaves it 0 and sets the iteration through step_set, so
+ *           that an iteration's kernels are the same every step (a captured
+ *           iteration replays them)
  *   training: batchnorm uses batch statistics and updates running stats
  *   recompute: a forward run again to rebuild y (the plan recomputes the
  *           map): y bit for bit as the first run wrote it, no state changed;
@@ -255,7 +259,9 @@ static inline void vd_loss_scale_step(vd_loss_scale *s) {
 }
 
 /* One optimizer update's settings (backend.h's update / update_scaled), as
- * torch.optim defines them; `t` is the update's number over the state's
+ * torch.optim defines them; lr and t reach the kernels through the step
+ * scalars (vd_step_scalars_of, step_set), the rest as the update's
+ * arguments. `t` is the update's number over the state's
  * life, from 1 (its first update: the state starts there, as torch's
  * lazily created state does, and the stored state is not read).
  *
@@ -294,9 +300,45 @@ typedef struct vd_optim_step {
     int64_t t;                  /* this update's number, >= 1 */
 } vd_optim_step;
 
-/* The scalars of an AdamW update (vd_optim_step above), as torch derives
+/* The values of one training step that change from step to step (the
+ * step scalars): the update's learning rate and number t, and dropout's
+ * iteration. The executor sets them once per step (step_set) and the
+ * backends' kernels read them from where step_set put them (CUDA: device
+ * memory), never from their own arguments: an iteration's kernels are then
+ * the same every step, and a captured iteration (capture_begin) replays
+ * them with the values of each launch. bc1 and bc2_sqrt are derived from t
+ * on the host (vd_step_scalars_of), so that no device computes a pow. */
+typedef struct vd_step_scalars {
+    float lr;                   /* the step's learning rate (a range's: lr x its lr_mult) */
+    float bc2_sqrt;             /* AdamW: sqrt(1 - beta2^t), computed in double, rounded */
+    double bc1;                 /* AdamW: 1 - beta1^t */
+    int64_t t;                  /* the update's number, >= 1 (vd_optim_step.t) */
+    int64_t iter;               /* the iteration: dropout's masks (vd_op_io.iter) */
+} vd_step_scalars;
+static inline vd_step_scalars vd_step_scalars_of(const vd_optim_step *o, int64_t iter) {
+    vd_step_scalars s;
+    memset(&s, 0, sizeof s);
+    s.lr = o->lr;
+    s.t = o->t;
+    s.iter = iter;
+    s.bc1 = 1.0 - pow((double)o->beta1, (double)o->t);
+    s.bc2_sqrt = (float)sqrt(1.0 - pow((double)o->beta2, (double)o->t));
+    return s;
+}
+
+/* One range of an update's table (ranges_create): params, grads and the
+ * state arrays [offset, offset + count), at the step's lr x lr_mult (a
+ * float product, as lr * lr_mult in C). */
+typedef struct vd_update_range {
+    int64_t offset, count;      /* in floats */
+    float lr_mult;
+} vd_update_range;
+
+/* The scalars of an AdamW update (vd_optim_step above) at a range's learning
+ * rate lr (the step's x its lr_mult) and step scalars s, as torch derives
  * them from its hyperparameters: each computed in double, rounded to float
- * once (but decay). Both backends' kernels take these. */
+ * once (but decay). Both backends' kernels compute these alike (CUDA: on
+ * the device, with the same IEEE double operations). */
 typedef struct vd_adamw_scalars {
     double decay;               /* 1 - lr*wd (double: see above) */
     float w1;                   /* 1 - beta1: lerp's weight */
@@ -305,16 +347,15 @@ typedef struct vd_adamw_scalars {
     float bc2_sqrt;             /* sqrt(bc2) */
     float eps;
 } vd_adamw_scalars;
-static inline vd_adamw_scalars vd_adamw_scalars_of(const vd_optim_step *o) {
-    double t = (double)o->t, b1 = o->beta1, b2 = o->beta2;
-    double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
+static inline vd_adamw_scalars vd_adamw_scalars_at(const vd_optim_step *o, float lr,
+                                                   const vd_step_scalars *st) {
     vd_adamw_scalars s;
-    s.decay = 1.0 - (double)o->lr * (double)o->weight_decay;
-    s.w1 = (float)(1.0 - b1);
+    s.decay = 1.0 - (double)lr * (double)o->weight_decay;
+    s.w1 = (float)(1.0 - (double)o->beta1);
     s.beta2 = o->beta2;
-    s.c2 = (float)(1.0 - b2);
-    s.neg_step = (float)(-(double)o->lr / bc1);
-    s.bc2_sqrt = (float)sqrt(bc2);
+    s.c2 = (float)(1.0 - (double)o->beta2);
+    s.neg_step = (float)(-(double)lr / st->bc1);
+    s.bc2_sqrt = st->bc2_sqrt;
     s.eps = o->eps;
     return s;
 }
@@ -390,19 +431,52 @@ struct vd_backend {
     uint64_t (*layer_aux_bytes)(const vd_net *net, int layer, int batch);
     int (*forward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
     int (*backward)(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
-    /* The optimizer's update (vd_optim_step above) of params[offset, offset +
-     * count) from grads and the state m (SGD's momentum buffer, AdamW's
-     * exp_avg) and v (AdamW's exp_avg_sq; NULL for SGD), all indexed alike.
-     * Only trainable ranges. */
+    /* The step scalars (vd_step_scalars above) of the work issued after
+     * this call, in stream order on the compute stream: s is written into
+     * the backend's host-side copy (after the previous step_set's transfer
+     * of it has run) and that copy is transferred to where the kernels read
+     * it (CUDA: an async host-to-device copy into device memory outside the
+     * pool, 40 bytes). Inside a capture the transfer is captured: it reads
+     * the host-side copy as graph_launch leaves it. */
+    int (*step_set)(vd_backend *be, const vd_step_scalars *s, vd_err *e);
+    /* A table of update ranges (vd_update_range) kept by the backend (CUDA:
+     * device memory outside the pool, 24 bytes a range) for update and
+     * update_scaled: made once at setup, so that an update's arguments do
+     * not change from step to step. *table stays valid until ranges_free. */
+    int (*ranges_create)(vd_backend *be, const vd_update_range *r, int n, void **table,
+                         vd_err *e);
+    void (*ranges_free)(vd_backend *be, void *table);
+    /* The optimizer's update (vd_optim_step above: its hyperparameters; lr
+     * and t are the step scalars', the lr times each range's lr_mult) of
+     * every range of table (ranges_create) in one launch: params from grads
+     * and the state m (SGD's momentum buffer, AdamW's exp_avg) and v
+     * (AdamW's exp_avg_sq; NULL for SGD), all indexed alike. Only trainable
+     * ranges. */
     int (*update)(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
-                  float *m, float *v, int64_t offset, int64_t count, vd_err *e);
+                  float *m, float *v, const void *table, vd_err *e);
+
+    /* A captured iteration (NULL where the backend has none; the executor
+     * then runs every step eagerly). capture_begin: the work issued on any
+     * stream until capture_end is recorded, not run (CUDA: stream capture on
+     * the compute stream, the copy streams forked from it at the start and
+     * joined to it at the end, so the graph's end is the end of all of it).
+     * No host wait (event_sync, synchronize, scale_get) may come in between.
+     * capture_end hands back the graph. graph_launch: writes s into the
+     * step scalars' host-side copy (as step_set does) and runs the graph on
+     * the compute stream, after all work issued before on every stream;
+     * an event recorded inside the graph is then complete, for waits on it
+     * issued after the launch, once the graph is. graph_destroy frees it. */
+    int (*capture_begin)(vd_backend *be, vd_err *e);
+    int (*capture_end)(vd_backend *be, void **graph, vd_err *e);
+    int (*graph_launch)(vd_backend *be, void *graph, const vd_step_scalars *s, vd_err *e);
+    void (*graph_destroy)(vd_backend *be, void *graph);
 
     /* Dynamic loss scaling (math fp16), PyTorch GradScaler's rule. The state
      * (vd_loss_scale) lives with the backend (CUDA: device memory, so that
      * no step waits for the host); all of these run in stream order on the
      * compute stream. An iteration is: the loss layer's backward scales its
      * dx (vd_op_io.loss_scaled); grad_check on every trainable range of the
-     * gradients; update_scaled on each range; scale_update once. NULL in a
+     * gradients; update_scaled over the ranges' table; scale_update once. NULL in a
      * backend without fp16 (the executor then fails with VD_EUNSUPPORTED). */
     /* Sets the state (start, --resume); found_inf is cleared. */
     int (*scale_set)(vd_backend *be, const vd_loss_scale *s, vd_err *e);
@@ -428,8 +502,7 @@ struct vd_backend {
      * next update that runs, as torch's step count, which GradScaler's
      * skipped optimizer.step() does not advance). */
     int (*update_scaled)(vd_backend *be, const vd_optim_step *o, float *params,
-                         const float *grads, float *m, float *v, int64_t offset, int64_t count,
-                         vd_err *e);
+                         const float *grads, float *m, float *v, const void *table, vd_err *e);
     /* The step's end: found_inf -> scale *= 0.5, growth = 0, skipped++,
      * streak++; else growth++, streak = 0, stepped = 1, first_bad = -1, and
      * scale *= 2 when growth reaches VD_LOSS_SCALE_INTERVAL (growth = 0;

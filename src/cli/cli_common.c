@@ -165,6 +165,10 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     }
     else if (!strcmp(name, "mem-trace")) g->mem_trace = true;
     else if (!strcmp(name, "step-times")) g->step_times = true;
+    else if (!strcmp(name, "graph")) {
+        static const char *const ch[] = {"on", "off"};
+        if (!(rc = choice_idx(name, val, ch, 2, &k, e))) g->graph_off = k == 1;
+    }
     else if (!strcmp(name, "sync-debug")) bo->sync_debug = true;
     else if (!strcmp(name, "no-fuse")) bo->no_fuse = true;
     else if (!strcmp(name, "conv-rtc")) bo->conv_rtc = true;

@@ -60,6 +60,8 @@ static void usage(FILE *f) {
 "  --optimizer O        sgd | adamw: the update the iterations run and whose\n"
 "                       state the plans keep (default: the spec's\n"
 "                       train.optimizer, else sgd)\n"
+"  --graph G            on | off: capture the training iteration once and replay\n"
+"                       it (a CUDA graph; default on); off issues every op\n"
 "\n"
 "Profile:\n"
 "  --profile FILE       plan with this profile instead of measuring one\n"
@@ -102,7 +104,7 @@ static const vd_cli_flag FLAGS[] = {
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
     {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
     {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false},
-    {"help", false}, {"version", false}, {"list-nets", false},
+    {"graph", true}, {"help", false}, {"version", false}, {"list-nets", false},
 };
 
 /* "none,all,..." -> o->pol (each once, in the given order). */

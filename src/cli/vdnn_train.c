@@ -147,6 +147,8 @@ static void usage(FILE *f) {
 "                       its copies (start, end, GB/s) beside the simulator's\n"
 "  --mem-trace          CUDA: synchronize after every step and list the steps\n"
 "                       after which the process's device memory grew (slow)\n"
+"  --graph G            on | off: capture the training iteration once and replay\n"
+"                       it (a CUDA graph; default on); off issues every op\n"
 "  --help               this text\n"
 "  --version            version and build features\n"
 VD_CLI_LIST_NETS_HELP
@@ -178,6 +180,7 @@ static const vd_cli_flag FLAGS[] = {
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
     {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
+    {"graph", true},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
     {"quiet", false}, {"help", false}, {"version", false}, {"metrics", true},
     {"list-nets", false},

@@ -54,6 +54,13 @@ typedef struct vd_exec_opts {
      * (allreduce->wait). With one rank the averages keep every byte. */
     vd_allreduce *allreduce;
     uint64_t bucket_bytes;
+    /* Capture the training iteration and replay it (be->capture_begin; the
+     * CUDA graph of a step, --graph on): steps that make the same host-side
+     * choices replay one graph instead of issuing every operation. Steps
+     * run eagerly where the backend has no capture, and always with
+     * poison, fault, sync_debug, step_times or allreduce (member.c's
+     * graph_eligible). The results are the same bits either way. */
+    bool graph;
     /* The rank (0 = the first): dropout masks of rank r > 0 use the seed
      * vd_exec_rank_seed(seed, r), so that the ranks' shards draw different
      * masks; rank 0 uses the run's seed (a single rank is unchanged). */
@@ -78,6 +85,8 @@ typedef struct vd_exec_stats {
     int64_t train_steps, eval_steps; /* calls completed */
     int64_t recompute_ops_iter;   /* forward ops re-run per training iteration (measured) */
     int64_t staged_loads;         /* training steps that started from a staged batch */
+    int64_t graph_launches;       /* training steps run by replaying a captured graph
+                                     (vd_exec_opts.graph) */
 } vd_exec_stats;
 
 /* Create an executor for plan on be: a training plan (with its evaluation

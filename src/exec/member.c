@@ -29,7 +29,27 @@
  *
  * Measured statistics are tracked while walking, independently of the plan's
  * own arithmetic: bytes live (+ at ALLOC, - at FREE), their maximum at each
- * COMPUTE, and max(offset + size) at each ALLOC. */
+ * COMPUTE, and max(offset + size) at each ALLOC.
+ *
+ * Step scalars: what changes from one training step to the next (the
+ * learning rate, the update's number t, dropout's iteration) reaches the
+ * backend once per step through be->step_set, the step's first work; the
+ * update reads each range's lr_mult from a table made at setup
+ * (be->ranges_create). So a step's calls are the same every step but for
+ * the host-side choices below, and the step can be captured.
+ *
+ * Captured iterations (opts.graph, be->capture_begin): a training step's
+ * issued work, from step_set to the SGD step, is captured once into a graph
+ * and replayed (be->graph_launch) at later steps that make the same
+ * host-side choices (graph_key: whether x was staged, whether the next
+ * batch is staged, which pinned pair is current, a synthetic pair's batch
+ * description); the first step with a given key runs eagerly, the next one
+ * with it is captured and launched, later ones replay. The loss readback
+ * stays outside (its host wait cannot be captured). A captured step calls
+ * the stage hook before anything is issued (the staging copy in the graph
+ * reads the look-ahead buffers) and opts.after_step only at the pass's end
+ * (the end step's actions, after the readback, run eagerly in every step).
+ * Steps that cannot be captured run eagerly: see graph_eligible. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +94,15 @@ struct vdx_member {
     int n_ranges;
     int64_t *r_off, *r_cnt;     /* trained ranges, in floats */
     float *r_mult;              /* [n_ranges] their layers' lr_mult (vd_layer_lr_mult) */
+    void *r_table;              /* be->ranges_create of the trained ranges (sgd_step) */
+    void **u_table;             /* [plan->n_units] update_in_bwd: unit u's update ranges,
+                                   relative to its dw_base (NULL: the unit updates none) */
+    /* captured iterations (opts.graph): the graphs and the keys of recent
+     * eager steps that may be captured (graph_key) */
+    struct graph_slot *graphs;  /* [VDX_GRAPHS] */
+    struct graph_key *seen;     /* [VDX_SEEN] */
+    int n_graphs, n_seen;
+    int64_t graph_launches;     /* steps run by replaying a graph */
     /* math fp16 (loss scaling, backend.h): the gradient ranges checked for
      * inf/NaN, one per layer with trainable parameters, in backward order
      * (highest layer index first), and the state as last read back */
@@ -98,6 +127,10 @@ struct vdx_member {
     int n_copy_times;
     vd_dp_layout dp;            /* opts.allreduce: the gradient buckets */
 };
+
+/* Captured iterations' slots, made at creation and freed at destroy (below). */
+static int graphs_create(vdx_member *m, vd_err *e);
+static void graphs_free(vdx_member *m);
 
 static char *iv_addr(const vdx_member *m, const vd_interval *iv) { return m->pool + iv->offset; }
 
@@ -371,6 +404,36 @@ static int create_io(vdx_member *m, vd_err *e) {
     return rc;
 }
 
+/* update_in_bwd: each updating unit's table (ranges_create) of its layer's
+ * runs of adjacent trained parameters, at offsets from its dw_base and at
+ * the layer's lr_mult. */
+static int unit_tables(vdx_member *m, vd_err *e) {
+    const vd_net *net = m->net;
+    const vd_plan *p = m->plan;
+    m->u_table = vd_calloc((size_t)(p->n_units ? p->n_units : 1), sizeof *m->u_table, e);
+    if (!m->u_table) return VD_ENOMEM;
+    for (int u = 0; u < p->n_units; u++) {
+        const vd_plan_layer *pl = &p->layers[u];
+        const vd_layer *l = &net->layers[pl->layer];
+        if (pl->dw < 0 || !pl->update) continue;
+        vd_update_range *r = vd_calloc((size_t)l->n_params, sizeof *r, e);
+        if (!r) return VD_ENOMEM;
+        int n = 0;
+        float mult = vd_layer_lr_mult(l);
+        for (int k = l->param_first; k < l->param_first + l->n_params; k++) {
+            const vd_param *pr = &net->params[k];
+            if (!vd_param_trained(pr)) continue;
+            int64_t off = pr->offset - pl->dw_base;
+            if (n && r[n - 1].offset + r[n - 1].count == off) r[n - 1].count += pr->numel;
+            else r[n++] = (vd_update_range){off, pr->numel, mult};
+        }
+        int rc = n ? m->be->ranges_create(m->be, r, n, &m->u_table[u], e) : VD_OK;
+        vd_free(r);
+        if (rc) return rc;
+    }
+    return VD_OK;
+}
+
 /* The trained ranges (maximal runs of adjacent trained params,
  * vd_param_trained, of one lr_mult) and math fp16's checked ranges (each
  * layer's adjacent trained parameters, layers in backward order). */
@@ -398,6 +461,16 @@ static int param_ranges(vdx_member *m, vd_err *e) {
             m->r_mult[r] = mult;
             m->n_ranges++;
         }
+    }
+    if (!m->plan->forward_only) {
+        vd_update_range *ur = vd_calloc(np, sizeof *ur, e);
+        if (!ur) return VD_ENOMEM;
+        for (int r = 0; r < m->n_ranges; r++)
+            ur[r] = (vd_update_range){m->r_off[r], m->r_cnt[r], m->r_mult[r]};
+        int rc = m->be->ranges_create(m->be, ur, m->n_ranges, &m->r_table, e);
+        vd_free(ur);
+        if (!rc && m->plan->update_in_bwd) rc = unit_tables(m, e);
+        if (rc) return rc;
     }
     for (int i = net->n_layers - 1; i >= 0; i--) {
         const vd_layer *l = &net->layers[i];
@@ -486,7 +559,7 @@ int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan 
         goto fail;
     }
     if ((rc = create_events(m, e)) || (rc = create_io(m, e)) || (rc = param_ranges(m, e)) ||
-        (rc = setup_modes(m, e)))
+        (rc = setup_modes(m, e)) || (rc = graphs_create(m, e)))
         goto fail;
     *out = m;
     return VD_OK;
@@ -511,6 +584,11 @@ void vdx_member_destroy(vdx_member **pm) {
     if (m->nx_x) be->host_free(be, m->nx_x);
     if (m->host_store) be->host_free(be, m->host_store);
     if (m->pool) be->pool_destroy(be, m->pool);
+    graphs_free(m);
+    if (m->r_table) be->ranges_free(be, m->r_table);
+    for (int u = 0; m->u_table && u < m->plan->n_units; u++)
+        if (m->u_table[u]) be->ranges_free(be, m->u_table[u]);
+    vd_free(m->u_table);
     vd_free(m->io);
     vd_free(m->eval_io);
     vd_free(m->rc_io);
@@ -704,6 +782,8 @@ typedef struct walk_stats {
     bool stage_next;    /* issue the staging copy (the look-ahead buffers are ready) */
     bool load_staged;   /* start from the staged region */
     bool stage_failed;  /* the stage hook said the look-ahead buffers are not ready */
+    bool hook_done;     /* the stage hook ran before the walk (a captured step) */
+    bool capturing;     /* the walk issues into a capture: no after_step calls */
 } walk_stats;
 
 /* Data parallel: average the gradient buckets that backward step s
@@ -757,32 +837,20 @@ static void state_arrays(const vdx_member *m, int64_t base, float **mm, float **
 /* The update in the backward pass (vd_plan.update_in_bwd): the optimizer's
  * update of unit u's layer's trained parameters from its gradient tensor at
  * lr x the layer's lr_mult, at backward step s, after its op (the layer's
- * last chunk there: vd_plan_layer.update); runs of adjacent trained
- * parameters in one call. */
+ * last chunk there: vd_plan_layer.update); its table (unit_tables) holds
+ * the runs of adjacent trained parameters. */
 static int update_layer(vdx_member *m, const vd_plan *p, int u, int s, float lr, vd_err *e) {
-    const vd_net *net = m->net;
     const vd_plan_layer *pl = &p->layers[u];
-    const vd_layer *l = &net->layers[pl->layer];
-    if (pl->dw < 0 || !pl->update) return VD_OK;
+    if (!m->u_table[u]) return VD_OK;
     float *params = (float *)region(m, p->t_params) + pl->dw_base;
     float *sm, *sv;
     state_arrays(m, pl->dw_base, &sm, &sv);
     float *g = taddr(m, p, pl->dw, s);
-    if (!g) return vd_errf(e, VD_EINTERNAL, "layer '%s': its gradients are not resident", l->name);
-    vd_optim_step o = optim_step(m, lr * vd_layer_lr_mult(l));
-    int64_t off = -1, cnt = 0;
-    for (int k = l->param_first; k <= l->param_first + l->n_params; k++) {
-        const vd_param *pr = k < l->param_first + l->n_params ? &net->params[k] : NULL;
-        bool take = pr && vd_param_trained(pr);
-        if (take && cnt && off + cnt == pr->offset - pl->dw_base) { cnt += pr->numel; continue; }
-        if (cnt) {
-            int rc = m->be->update(m->be, &o, params, g, sm, sv, off, cnt, e);
-            if (rc) return rc;
-        }
-        off = take ? pr->offset - pl->dw_base : -1;
-        cnt = take ? pr->numel : 0;
-    }
-    return VD_OK;
+    if (!g)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': its gradients are not resident",
+                       m->net->layers[pl->layer].name);
+    vd_optim_step o = optim_step(m, lr);
+    return m->be->update(m->be, &o, params, g, sm, sv, m->u_table[u], e);
 }
 
 /* A PREFETCH action: fill interval k on the H2D stream (copied from its host
@@ -798,7 +866,7 @@ static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, b
     int rc;
     if (k == w->x_iv) return VD_OK;                                  /* x was staged */
     if (iv->fill == VD_FILL_STAGE && !w->stage_next) return VD_OK;   /* no next batch */
-    if (iv->fill == VD_FILL_STAGE && m->stage_hook &&
+    if (iv->fill == VD_FILL_STAGE && m->stage_hook && !w->hook_done &&
         m->stage_hook(m->stage_hook_ctx) != 0) {   /* not filled: no staging */
         w->stage_next = false;
         w->stage_failed = true;
@@ -849,10 +917,11 @@ static int offload(vdx_member *m, const vd_plan *p, int t, bool timed, walk_stat
 
 /* The SGD step of the training plan (the optimizer's update, whichever it
  * is): the averaged gradients first (data parallel), then every trained
- * range updated from the gradient array at lr x its lr_mult. Math fp16:
- * every gradient checked, then the updates (skipped on the device when one
- * was not finite), then the scale's step; sgd_steps and first_pending
- * follow the state read back with the loss (vdx_member_train_step). */
+ * range updated from the gradient array at lr x its lr_mult, in one call
+ * over the ranges' table. Math fp16: every gradient checked, then the
+ * update (skipped on the device when one was not finite), then the scale's
+ * step. sgd_steps and first_pending are counted by vdx_member_train_step
+ * (math fp16: from the state read back with the loss). */
 static int sgd_step(vdx_member *m, float lr, vd_err *e) {
     vd_backend *be = m->be;
     const vd_plan *tp = m->plan;
@@ -866,22 +935,14 @@ static int sgd_step(vdx_member *m, float lr, vd_err *e) {
     if (m->fp16) {
         for (int r = 0; r < m->n_checks && !rc; r++)
             rc = be->grad_check(be, grads, m->c_off[r], m->c_cnt[r], m->c_layer[r], e);
-        for (int r = 0; r < m->n_ranges && !rc; r++) {
-            o.lr = lr * m->r_mult[r];
-            rc = be->update_scaled(be, &o, params, grads, sm, sv, m->r_off[r], m->r_cnt[r], e);
-        }
+        if (!rc) rc = be->update_scaled(be, &o, params, grads, sm, sv, m->r_table, e);
         return rc ? rc : be->scale_update(be, e);
     }
-    for (int r = 0; grads && r < m->n_ranges && !rc; r++) {
-        o.lr = lr * m->r_mult[r];
-        rc = be->update(be, &o, params, grads, sm, sv, m->r_off[r], m->r_cnt[r], e);
-    }
-    if (!rc) { m->first_pending = false; m->sgd_steps++; }
-    return rc;
+    return grads ? be->update(be, &o, params, grads, sm, sv, m->r_table, e) : VD_OK;
 }
 
 /* Run the actions of step s of plan p. */
-static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float lr, int64_t iter,
+static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float lr,
                     walk_stats *w, vd_err *e) {
     vd_backend *be = m->be;
     const vd_net *net = m->net;
@@ -934,7 +995,6 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
                 rc = sgd_step(m, lr, e);
             } else {
                 vd_op_io *io = &iot[s];
-                io->iter = iter;
                 if (st->kind == VD_STEP_FWD) rc = be->forward(be, net, st->layer, io, e);
                 else if (!net->layers[st->layer].no_grad)   /* (else nothing to do: net.h) */
                     rc = be->backward(be, net, st->layer, io, e);
@@ -953,7 +1013,6 @@ static int run_step(vdx_member *m, const vd_plan *p, vd_op_io *iot, int s, float
                 break;
             }
             vd_op_io *io = &m->rc_io[w->rc_next++];
-            io->iter = iter;
             if (m->opts.fault == VD_FAULT_SKIP_RECOMPUTE) break;
             rc = be->forward(be, net, p->layers[A->arg].layer, io, e);
             if (!rc) w->rc_ops++;
@@ -1031,11 +1090,12 @@ int vdx_member_copy_times(const vdx_member *m, const vd_exec_copy_time **ct) {
     return m->n_copy_times;
 }
 
-/* run_step, then the caller's after_step hook (if any). */
+/* run_step, then the caller's after_step hook (if any; not while capturing). */
 static int step_hooked(vdx_member *m, const vd_plan *p, vd_op_io *io, int s, float lr,
-                       int64_t iter, bool eval, walk_stats *w, vd_err *e) {
-    int rc = run_step(m, p, io, s, lr, iter, w, e);
-    if (!rc && m->opts.after_step) m->opts.after_step(m->opts.after_step_ctx, s, eval);
+                       bool eval, walk_stats *w, vd_err *e) {
+    int rc = run_step(m, p, io, s, lr, w, e);
+    if (!rc && m->opts.after_step && !w->capturing)
+        m->opts.after_step(m->opts.after_step_ctx, s, eval);
     return rc;
 }
 
@@ -1067,6 +1127,182 @@ static int read_loss_scale(vdx_member *m, int64_t iter, vd_err *e) {
                    (double)m->ls.scale, (long long)m->ls.skipped, name);
 }
 
+/* ---- captured iterations (opts.graph) --------------------------------------
+ * A graph replays what its capture issued, arguments and all: it is reused
+ * only at a step whose host-side choices are those of the capture. */
+enum { VDX_GRAPHS = 4, VDX_SEEN = 2 };   /* graphs kept (2 pairs x 2 staging states); keys remembered */
+
+typedef struct graph_key {
+    bool load_staged, stage_next;
+    const void *in_x;           /* the current pair (the pairs swap at staging) */
+    bool in_synth, nx_synth;    /* as used by the step: x loaded / staged, made on the device */
+    vd_synth_batch in_sb, nx_sb;     /* those batches (index: the key's own copies) */
+} graph_key;
+
+typedef struct graph_slot {
+    void *g;                    /* be's graph */
+    graph_key key;
+    walk_stats w;               /* the capture's walk: what a replay would have counted */
+} graph_slot;
+
+/* Whether a training step of m may be captured: the backend captures, the
+ * run asked for it, and nothing in the step needs the host between its
+ * operations (poison fills and fault injection are debugging tools the
+ * eager walk keeps exact; --sync-debug and step_times wait or time per op;
+ * data parallel's all-reduce has its own stream and communicator). */
+static bool graph_eligible(const vdx_member *m) {
+    const vd_exec_opts *o = &m->opts;
+    return o->graph && m->be->capture_begin && !o->poison && o->fault == VD_FAULT_NONE &&
+           !o->sync_debug && m->ev_steps < 0 && !o->allreduce;
+}
+
+/* The key of a step about to run with walk w (index arrays: into k's own,
+ * of plan->batch each, which the caller provides). */
+static void key_fill(const vdx_member *m, const walk_stats *w, graph_key *k) {
+    int64_t *ii = k->in_sb.index, *ni = k->nx_sb.index;
+    memset(k, 0, sizeof *k);
+    k->load_staged = w->load_staged;
+    k->stage_next = w->stage_next;
+    k->in_x = m->in_x;
+    k->in_synth = m->in_synth && !w->load_staged;
+    k->nx_synth = m->nx_synth && w->stage_next;
+    k->in_sb.index = ii;
+    k->nx_sb.index = ni;
+    if (k->in_synth) {
+        k->in_sb = m->in_sb;
+        k->in_sb.index = ii;
+        memcpy(ii, m->in_sb.index, (size_t)m->in_sb.n * sizeof *ii);
+    }
+    if (k->nx_synth) {
+        k->nx_sb = m->nx_sb;
+        k->nx_sb.index = ni;
+        memcpy(ni, m->nx_sb.index, (size_t)m->nx_sb.n * sizeof *ni);
+    }
+}
+
+static bool synth_eq(const vd_synth_batch *a, const vd_synth_batch *b) {
+    return a->seed == b->seed && a->split == b->split && a->classes == b->classes &&
+           a->sample_numel == b->sample_numel && a->channels == b->channels && a->n == b->n &&
+           (a->n == 0 || memcmp(a->index, b->index, (size_t)a->n * sizeof *a->index) == 0);
+}
+
+static bool key_eq(const graph_key *a, const graph_key *b) {
+    return a->load_staged == b->load_staged && a->stage_next == b->stage_next &&
+           a->in_x == b->in_x && a->in_synth == b->in_synth && a->nx_synth == b->nx_synth &&
+           (!a->in_synth || synth_eq(&a->in_sb, &b->in_sb)) &&
+           (!a->nx_synth || synth_eq(&a->nx_sb, &b->nx_sb));
+}
+
+static void key_copy(graph_key *dst, const graph_key *src, int batch) {
+    int64_t *ii = dst->in_sb.index, *ni = dst->nx_sb.index;
+    *dst = *src;
+    dst->in_sb.index = ii;
+    dst->nx_sb.index = ni;
+    if (src->in_synth) memcpy(ii, src->in_sb.index, (size_t)batch * sizeof *ii);
+    if (src->nx_synth) memcpy(ni, src->nx_sb.index, (size_t)batch * sizeof *ni);
+}
+
+/* The graph slots and remembered keys, with their index arrays (opts.graph). */
+static int graphs_create(vdx_member *m, vd_err *e) {
+    if (!graph_eligible(m)) return VD_OK;
+    m->graphs = vd_calloc(VDX_GRAPHS, sizeof *m->graphs, e);
+    m->seen = vd_calloc(VDX_SEEN + 1, sizeof *m->seen, e);   /* + the current step's */
+    if (!m->graphs || !m->seen) return VD_ENOMEM;
+    size_t nb = (size_t)m->plan->batch;
+    for (int k = 0; k < VDX_GRAPHS + VDX_SEEN + 1; k++) {
+        graph_key *g = k < VDX_GRAPHS ? &m->graphs[k].key : &m->seen[k - VDX_GRAPHS];
+        g->in_sb.index = vd_calloc(nb, sizeof(int64_t), e);
+        g->nx_sb.index = vd_calloc(nb, sizeof(int64_t), e);
+        if (!g->in_sb.index || !g->nx_sb.index) return VD_ENOMEM;
+    }
+    return VD_OK;
+}
+
+static void graphs_free(vdx_member *m) {
+    for (int k = 0; m->graphs && k < VDX_GRAPHS; k++) {
+        if (m->graphs[k].g) m->be->graph_destroy(m->be, m->graphs[k].g);
+        vd_free(m->graphs[k].key.in_sb.index);
+        vd_free(m->graphs[k].key.nx_sb.index);
+    }
+    for (int k = 0; m->seen && k < VDX_SEEN + 1; k++) {
+        vd_free(m->seen[k].in_sb.index);
+        vd_free(m->seen[k].nx_sb.index);
+    }
+    vd_free(m->graphs);
+    vd_free(m->seen);
+    m->graphs = NULL;
+    m->seen = NULL;
+}
+
+/* The training plan's steps from step_set to the SGD step (the loss
+ * readback not included), issued on the backend. */
+static int walk_train(vdx_member *m, float lr, const vd_step_scalars *ss, walk_stats *w,
+                      vd_err *e) {
+    const vd_plan *p = m->plan;
+    vd_backend *be = m->be;
+    int rc, ev = m->ev_steps;
+    if (ev >= 0 && (rc = be->event_record(be, ev, VD_STREAM_COMPUTE, e))) return rc;
+    if ((rc = be->step_set(be, ss, e))) return rc;
+    if (m->ev_copy >= 0)
+        memset(m->copy_issued, 0, ((size_t)p->n_tensors + (size_t)p->n_intervals) * sizeof *m->copy_issued);
+    for (int s = 0; s < p->n_steps; s++) {
+        if ((rc = step_hooked(m, p, m->io, s, lr, false, w, e))) return rc;
+        if (ev >= 0 && (rc = be->event_record(be, ev + 1 + s, VD_STREAM_COMPUTE, e))) return rc;
+    }
+    return VD_OK;
+}
+
+/* A captured step with key k (m->seen[VDX_SEEN]): the graph of the same key
+ * replayed, or (a key an earlier eager step had) captured into a free slot
+ * and launched, or else the eager walk (the key remembered). *w: the walk's
+ * counts. */
+static int walk_graph(vdx_member *m, float lr, const vd_step_scalars *ss, walk_stats *w,
+                      vd_err *e) {
+    vd_backend *be = m->be;
+    const graph_key *k = &m->seen[VDX_SEEN];
+    int batch = m->plan->batch;
+    for (int g = 0; g < m->n_graphs; g++) {
+        graph_slot *G = &m->graphs[g];
+        if (!key_eq(&G->key, k)) continue;
+        int rc = be->graph_launch(be, G->g, ss, e);
+        if (rc) return rc;
+        walk_stats keep = *w;
+        *w = G->w;
+        w->stage_failed = keep.stage_failed;
+        m->graph_launches++;
+        return VD_OK;
+    }
+    bool seen = false;
+    for (int i = 0; i < m->n_seen && !seen; i++) seen = key_eq(&m->seen[i], k);
+    if (!seen || m->n_graphs == VDX_GRAPHS) {
+        if (!seen) {   /* remember it, the oldest forgotten */
+            for (int i = VDX_SEEN - 1; i > 0; i--) key_copy(&m->seen[i], &m->seen[i - 1], batch);
+            key_copy(&m->seen[0], k, batch);
+            if (m->n_seen < VDX_SEEN) m->n_seen++;
+        }
+        return walk_train(m, lr, ss, w, e);
+    }
+    graph_slot *G = &m->graphs[m->n_graphs];
+    int rc = be->capture_begin(be, e);
+    if (rc) return rc;
+    w->capturing = true;
+    rc = walk_train(m, lr, ss, w, e);
+    w->capturing = false;
+    void *g = NULL;
+    int rc2 = be->capture_end(be, &g, e);   /* ends the capture whatever the walk did */
+    if (rc || rc2) {
+        if (g) be->graph_destroy(be, g);
+        return rc ? rc : rc2;
+    }
+    G->g = g;
+    key_copy(&G->key, k, batch);
+    G->w = *w;
+    m->n_graphs++;
+    if ((rc = be->graph_launch(be, g, ss, e))) return rc;
+    m->graph_launches++;
+    return VD_OK;
+}
+
 int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, int *correct,
                           vd_err *e) {
     if (!m->state_set)
@@ -1087,15 +1323,25 @@ int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, in
     bool swap = m->next_ready;
     m->staged = false;
     m->next_ready = false;
-    if (ev >= 0 && (rc = be->event_record(be, ev, VD_STREAM_COMPUTE, e))) return rc;
-    if (m->ev_copy >= 0)
-        memset(m->copy_issued, 0, ((size_t)p->n_tensors + (size_t)p->n_intervals) * sizeof *m->copy_issued);
-    for (int s = 0; s < p->n_steps; s++) {
-        if ((rc = step_hooked(m, p, m->io, s, lr, iter, false, &w, e))) return rc;
-        if (ev >= 0 && (rc = be->event_record(be, ev + 1 + s, VD_STREAM_COMPUTE, e))) return rc;
+    vd_optim_step o = optim_step(m, lr);
+    vd_step_scalars ss = vd_step_scalars_of(&o, iter);
+    bool graph = m->graphs != NULL;
+    if (graph) {
+        /* the staging copy in a graph reads the look-ahead buffers: they are
+         * filled (or not) before anything is issued */
+        w.hook_done = true;
+        if (w.stage_next && m->stage_hook && m->stage_hook(m->stage_hook_ctx) != 0) {
+            w.stage_next = false;
+            w.stage_failed = true;
+        }
+        key_fill(m, &w, &m->seen[VDX_SEEN]);
+        rc = walk_graph(m, lr, &ss, &w, e);
+    } else {
+        rc = walk_train(m, lr, &ss, &w, e);
     }
+    if (rc) return rc;
     if ((rc = readback(m, p, false, e))) return rc;
-    if ((rc = step_hooked(m, p, m->io, p->n_steps, lr, iter, false, &w, e))) return rc;
+    if ((rc = step_hooked(m, p, m->io, p->n_steps, lr, false, &w, e))) return rc;
     if (ev >= 0) {
         /* the loss readback waited for the compute stream: every event done */
         for (int s = 0; s < p->n_steps; s++) {
@@ -1127,6 +1373,10 @@ int vdx_member_train_step(vdx_member *m, float lr, int64_t iter, float *loss, in
     m->st.train_steps++;
     *loss = m->loss_host[0];
     *correct = (int)m->loss_host[1];
+    if (!m->fp16) {   /* (math fp16: the update may have been skipped, read_loss_scale) */
+        m->first_pending = false;
+        m->sgd_steps++;
+    }
     if (m->fp16 && (rc = read_loss_scale(m, iter, e))) return rc;
     if (!isfinite(*loss))
         return vd_errf(e, VD_ENUMERIC, "loss is %s at iteration %lld", isnan(*loss) ? "NaN" : "infinite",
@@ -1181,9 +1431,9 @@ int vdx_member_eval_step(vdx_member *m, vd_eval_counts *out, vd_err *e) {
     }
     m->staged = false;
     for (int s = 0; s < p->n_steps; s++)
-        if ((rc = step_hooked(m, p, m->eval_io, s, 0.0f, 0, true, &w, e))) return rc;
+        if ((rc = step_hooked(m, p, m->eval_io, s, 0.0f, true, &w, e))) return rc;
     if ((rc = readback(m, p, true, e))) return rc;
-    if ((rc = step_hooked(m, p, m->eval_io, p->n_steps, 0.0f, 0, true, &w, e))) return rc;
+    if ((rc = step_hooked(m, p, m->eval_io, p->n_steps, 0.0f, true, &w, e))) return rc;
     if (w.peak > m->st.eval_live_peak) m->st.eval_live_peak = w.peak;
     if (w.hwm > m->st.eval_pool_hwm) m->st.eval_pool_hwm = w.hwm;
     /* top-1 and top-5 from the class probabilities read back */
@@ -1217,4 +1467,5 @@ int vdx_member_step_times(const vdx_member *m, const double **end_ms) {
 void vdx_member_get_stats(const vdx_member *m, vd_exec_stats *st) {
     *st = m->st;
     st->sgd_steps = m->sgd_steps;
+    st->graph_launches = m->graph_launches;
 }

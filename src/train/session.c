@@ -9,6 +9,7 @@ void vd_session_opts_init(vd_session_opts *o) {
     memset(o, 0, sizeof *o);
     o->backend = "auto";
     o->math = VD_MATH_FP32;
+    o->graph = true;
 }
 
 /* One driver sample: *used = total - free. Returns false when unknown. */
@@ -154,6 +155,7 @@ int vd_session_open(vd_session *s, const vd_net *net, int batch, const vd_sessio
     }
     s->mem_trace = o->mem_trace;
     s->step_times = o->step_times;
+    s->graph = o->graph;
     s->allreduce = o->allreduce;
     s->bucket_bytes = o->bucket_bytes;
     s->rank = o->rank;
@@ -279,6 +281,8 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
     vd_exec_opts eo = { .poison = poison, .math = s->math, .deterministic = s->deterministic,
                         .layers_ready = true, .before_pool = sample_before_pool,
                         .before_pool_ctx = s, .step_times = s->step_times,
+                        /* the memory trace samples after every step */
+                        .graph = s->graph && !s->mem_trace,
                         .allreduce = s->allreduce, .bucket_bytes = s->bucket_bytes,
                         .rank = s->rank };
     if (s->be->mem_info) {

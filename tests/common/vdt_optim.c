@@ -141,6 +141,11 @@ double vdt_optim_ref_check(const vdt_optim_case *c, vd_backend *be) {
     memset(h + 2 * n, 0xFF, 2 * (size_t)n * sizeof(float));   /* state poison: not read at t = 1 */
     ck_assert(be->copy_async(be, VD_STREAM_H2D, P, h, bytes, &e) == 0);
     ck_assert(be->synchronize(be, &e) == 0);
+    /* every tensor one range of the update's table, at the step's lr */
+    vd_update_range ur[VDT_OPTIM_MAX_TENSORS];
+    for (int k = 0; k < c->n_tensors; k++) ur[k] = (vd_update_range){off[k], c->t[k].n, 1.0f};
+    void *table = NULL;
+    ck_assert_msg(be->ranges_create(be, ur, c->n_tensors, &table, &e) == 0, "%s", e.msg);
     double worst = 0, last = 0;
     for (int s = 0; s < c->steps; s++) {
         for (int k = 0; k < c->n_tensors; k++)
@@ -151,9 +156,9 @@ double vdt_optim_ref_check(const vdt_optim_case *c, vd_backend *be) {
         vd_optim_step o = c->o;
         o.lr = c->lr[s];
         o.t = s + 1;
-        for (int k = 0; k < c->n_tensors; k++)
-            ck_assert_msg(be->update(be, &o, P, G, M, V, off[k], c->t[k].n, &e) == 0,
-                          "%s: %s", c->name, e.msg);
+        vd_step_scalars ss = vd_step_scalars_of(&o, s);
+        ck_assert_msg(be->step_set(be, &ss, &e) == 0, "%s: %s", c->name, e.msg);
+        ck_assert_msg(be->update(be, &o, P, G, M, V, table, &e) == 0, "%s: %s", c->name, e.msg);
         ck_assert(be->synchronize(be, &e) == 0);   /* the copy back after the update */
         ck_assert(be->copy_async(be, VD_STREAM_D2H, h, P, (uint64_t)n * 4, &e) == 0);
         ck_assert(be->synchronize(be, &e) == 0);
@@ -178,6 +183,7 @@ double vdt_optim_ref_check(const vdt_optim_case *c, vd_backend *be) {
         }
         if (last > worst) worst = last;
     }
+    be->ranges_free(be, table);
     be->host_free(be, h);
     be->pool_destroy(be, pool);
     printf("  %s (%s backend): largest relative error %.3g (after step %d: %.3g)\n", c->name,

@@ -1174,10 +1174,14 @@ START_TEST(test_sgd) {
             ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, h, bytes, &e) == 0);
             ck_assert(be->synchronize(be, &e) == 0);
             float *d = pool, *v = adamw ? d + 3 * n : NULL;
-            ck_assert_msg(be->update(be, o, d, d + n, d + 2 * n, v, 0, 5000, &e) == 0, "%s",
+            /* two ranges in one launch, the second at half the lr (an lr_mult) */
+            vd_update_range ur[2] = {{0, 5000, 1.0f}, {5000, n - 5000, 0.5f}};
+            void *table = NULL;
+            vd_step_scalars ss = vd_step_scalars_of(o, 0);
+            ck_assert_msg(be->ranges_create(be, ur, 2, &table, &e) == 0, "%s", e.msg);
+            ck_assert_msg(be->step_set(be, &ss, &e) == 0, "%s", e.msg);
+            ck_assert_msg(be->update(be, o, d, d + n, d + 2 * n, v, table, &e) == 0, "%s",
                           e.msg);
-            ck_assert_msg(be->update(be, o, d, d + n, d + 2 * n, v, 5000, n - 5000, &e) == 0,
-                          "%s", e.msg);
             ck_assert(be->synchronize(be, &e) == 0);   /* the D2H stream after the update */
             ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
             ck_assert(be->synchronize(be, &e) == 0);
@@ -1185,6 +1189,7 @@ START_TEST(test_sgd) {
                 res[bi][k] = malloc(n * 4);
                 memcpy(res[bi][k], h + (k ? k + 1 : 0) * n * 4, n * 4);
             }
+            be->ranges_free(be, table);
             be->host_free(be, h);
             be->pool_destroy(be, pool);
         }
@@ -1363,6 +1368,10 @@ static void scaler_run(vd_backend *be, vd_optimizer kind, const float *p0, const
     ck_assert_msg(be->scale_set(be, &s, &e) == 0, "%s: %s", be->name, e.msg);
     memcpy(h, p0, (size_t)n * 4);
     memset(h + 2 * n * 4, 0xFF, 2 * (size_t)n * 4);   /* state poison: never read when fresh */
+    vd_update_range ur[3];   /* the three ranges, updated in one call */
+    for (int k = 0; k < 3; k++) ur[k] = (vd_update_range){ends[k], ends[k + 1] - ends[k], 1.0f};
+    void *table = NULL;
+    ck_assert_msg(be->ranges_create(be, ur, 3, &table, &e) == 0, "%s", e.msg);
     for (int step = 0; step < 4; step++) {
         float *g = (float *)(void *)(h + n * 4);
         memcpy(g, g0, (size_t)n * 4);
@@ -1384,10 +1393,10 @@ static void scaler_run(vd_backend *be, vd_optimizer kind, const float *p0, const
         }
         /* the caller's count: only the updates that ran (steps 1 and 3) advance t */
         o.t = step < 2 ? 1 : 2;
-        for (int k = 0; k < 3; k++)
-            ck_assert_msg(be->update_scaled(be, &o, d, d + n, d + 2 * n, v, ends[k],
-                                            ends[k + 1] - ends[k], &e) == 0,
-                          "%s update_scaled: %s", be->name, e.msg);
+        vd_step_scalars ss = vd_step_scalars_of(&o, 0);
+        ck_assert_msg(be->step_set(be, &ss, &e) == 0, "%s step_set: %s", be->name, e.msg);
+        ck_assert_msg(be->update_scaled(be, &o, d, d + n, d + 2 * n, v, table, &e) == 0,
+                      "%s update_scaled: %s", be->name, e.msg);
         ck_assert_msg(be->scale_update(be, &e) == 0, "%s scale_update: %s", be->name, e.msg);
         ck_assert_msg(be->scale_get(be, &st[step], &e) == 0, "%s", e.msg);
     }
@@ -1398,6 +1407,7 @@ static void scaler_run(vd_backend *be, vd_optimizer kind, const float *p0, const
     ck_assert(*p_out && *m_out);
     memcpy(*p_out, h, (size_t)n * 4);
     memcpy(*m_out, h + 2 * n * 4, (size_t)n * 4);
+    be->ranges_free(be, table);
     be->host_free(be, h);
     be->pool_destroy(be, pool);
 }

@@ -98,12 +98,17 @@ static void build(vd_net *net) {
 static const int *g_chunks;
 /* Dispositions for run_at's plans (vd_plan_opts.disp; NULL: the policy's). */
 static const vd_disp *g_disp;
+/* run_at: capture and replay the iterations (vd_exec_opts.graph), and
+ * lower the lr every step (lr x (1 - it / 20)) so that a learning rate
+ * baked into the graph would show. */
+static bool g_graph, g_lr_decay;
 
 typedef struct run_result {
     float loss[ITERS];
     float *params, *mom;       /* mom: the optimizer's state (vd_net_state_floats) */
     uint64_t hwm, offload;
     int rc_bn;                 /* the plan's recomputed maps written by batch norm */
+    int64_t graph_launches;    /* steps replayed from a captured graph */
     vd_loss_scale ls;          /* fp16: the backend's state after the run (scale_get) */
 } run_result;
 
@@ -133,7 +138,8 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     for (int j = 0; j < plan.n_units; j++)
         r->rc_bn += net->layers[plan.layers[j].layer].op == VD_OP_BATCHNORM &&
                     plan.tensors[plan.layers[j].y].recompute;
-    vd_exec_opts eo = {.math = math, .deterministic = det, .layers_ready = true};
+    vd_exec_opts eo = {.math = math, .deterministic = det, .layers_ready = true,
+                       .graph = g_graph};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
     float *p0 = malloc((size_t)net->param_floats * sizeof(float));
@@ -159,7 +165,8 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
                                     net->in_c, (int64_t)net->in_h * net->in_w);
         else memcpy(vd_exec_input_x(ex), xf, (size_t)xn * sizeof(float));
         for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
-        ck_assert_msg(vd_exec_train_step(ex, net->train.lr, it, &r->loss[it], &e) == 0,
+        float lr = g_lr_decay ? net->train.lr * (1.0f - (float)it / 20.0f) : net->train.lr;
+        ck_assert_msg(vd_exec_train_step(ex, lr, it, &r->loss[it], &e) == 0,
                       "%s train step %d: %s", be->name, it, e.msg);
     }
     free(xf);
@@ -175,6 +182,7 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     vd_exec_get_stats(ex, &st);
     r->hwm = st.pool_hwm;
     r->offload = st.offload_bytes_iter;
+    r->graph_launches = st.graph_launches;
     vd_exec_destroy(&ex);
     vd_plan_free(&plan);
     vd_profile_free(&prof);
@@ -884,6 +892,55 @@ START_TEST(test_adamw) {
 }
 END_TEST
 
+/* Captured iterations (vd_exec_opts.graph, a CUDA graph per iteration) are
+ * the eager iterations bit for bit: every math, SGD with momentum and
+ * AdamW, a learning rate lowered every step, dropout, policies none, all
+ * (offload) and auto at its smallest budget (offload or recompute); the
+ * graph runs replay (the first step runs eagerly, the second is captured). */
+START_TEST(test_graph_vs_eager) {
+    vd_net net;
+    build(&net);
+    g_lr_decay = true;
+    static const vd_policy pols[3] = {VD_POLICY_NONE, VD_POLICY_ALL, VD_POLICY_AUTO};
+    for (int opt = 0; opt < 2; opt++) {
+        net.train.optimizer = opt ? VD_OPT_ADAMW : VD_OPT_SGD;
+        net.train.beta1 = 0.9f;
+        net.train.beta2 = 0.999f;
+        net.train.eps = 1e-8f;
+        size_t sb = (size_t)vd_net_state_floats(&net) * sizeof(float);
+        for (int mi = 0; mi < 4; mi++) {
+            vd_math m = (vd_math)mi;   /* fp32, tf32, bf16, fp16 */
+            for (int k = 0; k < 3; k++) {
+                run_result a, b;
+                g_graph = false;
+                run_at(c_cuda(), &net, pols[k], m, true, k == 2, &a);
+                g_graph = true;
+                run_at(c_cuda(), &net, pols[k], m, true, k == 2, &b);
+                g_graph = false;
+                const char *on = vd_optimizer_name(net.train.optimizer);
+                ck_assert_int_eq(a.graph_launches, 0);
+                ck_assert_msg(b.graph_launches == ITERS - 1, "%s %s %s: %lld graph launches",
+                              on, vd_math_name(m), vd_policy_name(pols[k]),
+                              (long long)b.graph_launches);
+                ck_assert_msg(!memcmp(a.loss, b.loss, sizeof a.loss), "%s %s %s: losses differ",
+                              on, vd_math_name(m), vd_policy_name(pols[k]));
+                ck_assert_msg(!memcmp(a.params, b.params, (size_t)net.param_floats * 4) &&
+                                  !memcmp(a.mom, b.mom, sb) && !memcmp(&a.ls, &b.ls, sizeof a.ls),
+                              "%s %s %s: the graph changed the weights", on, vd_math_name(m),
+                              vd_policy_name(pols[k]));
+                printf("  %s %s %s: graph bitwise ok (%lld launches, offload %llu B/iter)\n",
+                       on, vd_math_name(m), vd_policy_name(pols[k]),
+                       (long long)b.graph_launches, (unsigned long long)b.offload);
+                free_result(&a);
+                free_result(&b);
+            }
+        }
+    }
+    g_lr_decay = false;
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 600);
@@ -902,6 +959,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
     tcase_add_test(case_of(s, test_inference_cpu_vs_cuda), test_inference_cpu_vs_cuda);
     tcase_add_test(case_of(s, test_adamw), test_adamw);
+    tcase_add_test(case_of(s, test_graph_vs_eager), test_graph_vs_eager);
     return s;
 }
 

@@ -40,6 +40,10 @@ START_TEST(scaler_rule_closed_form) {
     const float lr = 0.125f, mu = 0.5f, wd = 0.25f;
     vd_optim_step o = { .kind = VD_OPT_SGD, .lr = lr, .momentum = mu, .weight_decay = wd, .t = 1 };
     float p0[4], m0[4];
+    void *table = NULL;   /* the four floats: one range of the update */
+    ck_assert_int_eq(be->ranges_create(be, &(vd_update_range){0, 4, 1.0f}, 1, &table, &e), 0);
+    vd_step_scalars ss = vd_step_scalars_of(&o, 0);
+    ck_assert_int_eq(be->step_set(be, &ss, &e), 0);
     memcpy(p0, p, sizeof p);
     memcpy(m0, m, sizeof m);
     /* step 1: layer 5's range (g[2..3]) holds an inf; layer 3's (g[0..1]) is clean */
@@ -47,7 +51,7 @@ START_TEST(scaler_rule_closed_form) {
     g[3] = INFINITY;
     ck_assert_int_eq(be->grad_check(be, g, 2, 2, 5, &e), 0);
     ck_assert_int_eq(be->grad_check(be, g, 0, 2, 3, &e), 0);
-    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, table, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     ck_assert_mem_eq(p, p0, sizeof p);
@@ -59,7 +63,7 @@ START_TEST(scaler_rule_closed_form) {
     g[0] = NAN;
     ck_assert_int_eq(be->grad_check(be, g, 2, 2, 5, &e), 0);
     ck_assert_int_eq(be->grad_check(be, g, 0, 2, 3, &e), 0);
-    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, table, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     ck_assert_mem_eq(p, p0, sizeof p);
@@ -74,7 +78,7 @@ START_TEST(scaler_rule_closed_form) {
         want_p[k] = p0[k] - lr * want_m[k];
     }
     ck_assert_int_eq(be->grad_check(be, g, 0, 4, 3, &e), 0);
-    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, table, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     for (int k = 0; k < 4; k++)   /* the same float operations: exact */
@@ -84,6 +88,8 @@ START_TEST(scaler_rule_closed_form) {
               got.first_bad == -1 && got.stepped);
     /* step 4: clean, momentum used */
     o.t = 2;
+    ss = vd_step_scalars_of(&o, 0);
+    ck_assert_int_eq(be->step_set(be, &ss, &e), 0);
     for (int k = 0; k < 4; k++) {
         g[k] = g2[k] * 16384.0f;
         float d = g2[k] + wd * want_p[k];
@@ -91,7 +97,7 @@ START_TEST(scaler_rule_closed_form) {
         want_p[k] = want_p[k] - lr * want_m[k];
     }
     ck_assert_int_eq(be->grad_check(be, g, 0, 4, 3, &e), 0);
-    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, 0, 4, &e), 0);
+    ck_assert_int_eq(be->update_scaled(be, &o, p, g, m, NULL, table, &e), 0);
     ck_assert_int_eq(be->scale_update(be, &e), 0);
     for (int k = 0; k < 4; k++)
         ck_assert_msg(p[k] == want_p[k] && m[k] == want_m[k], "step 4 [%d]", k);
@@ -112,6 +118,7 @@ START_TEST(scaler_rule_closed_form) {
     ck_assert_int_eq(be->scale_set(be, &s, &e), 0);
     ck_assert_int_eq(be->scale_get(be, &got, &e), 0);
     ck_assert(got.scale == 8.0f && !got.found_inf && got.skipped == 2);
+    be->ranges_free(be, table);
     be->destroy(be);
 }
 END_TEST

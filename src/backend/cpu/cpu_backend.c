@@ -39,7 +39,20 @@
  *
  * event_elapsed: wall time (vd_now) between the moments two events
  * completed: the record call for COMPUTE events, the moment the queue ran
- * past the mark for copy-stream events. */
+ * past the mark for copy-stream events.
+ *
+ * Captures (capture_begin .. capture_end) are emulated faithfully, so that
+ * the executor's capture logic is tested here: while capturing, every call
+ * that issues work (ops, updates, copies, fills, event records and waits,
+ * step_set, the loss-scaling calls) is recorded with its arguments copied
+ * (an op's vd_op_io, a synthetic batch's indices: what CUDA bakes into a
+ * graph's kernel parameters) and not run; a host wait (event_sync,
+ * synchronize, scale_get, event_elapsed) is an error there, as under
+ * stream capture. graph_launch writes the step scalars' host-side copy and
+ * replays the records in order through the same calls; a recorded step_set
+ * reads that copy as it is at the replay, as CUDA's captured transfer does.
+ * So a value baked into a recorded argument that should have come from the
+ * step scalars shows as a replay that differs from the eager step. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -96,7 +109,64 @@ typedef struct cpu_ctx {
     struct cpu_map { void *p; size_t n; } *maps;   /* [n_maps] the mapped blocks (big_alloc) */
     int n_maps, cap_maps;
     vd_loss_scale ls;           /* math fp16's loss scaling (scale_set ... scale_update) */
+    vd_step_scalars steps;      /* what ops and updates read (step_set) */
+    vd_step_scalars steps_host; /* step_set's host-side copy (graph_launch writes it) */
+    struct cpu_graph *cap;      /* the graph being captured, NULL when not capturing */
 } cpu_ctx;
+
+/* ------------------------------------------------------------------ captures */
+
+enum { R_FWD, R_BWD, R_UPDATE, R_UPDATE_SCALED, R_STEP_SET, R_COPY, R_POISON, R_ZERO, R_SYNTH,
+       R_RECORD, R_WAIT, R_GRAD_CHECK, R_SCALE_UPDATE };
+
+/* One recorded call: its arguments by value. */
+typedef struct cpu_rec {
+    int kind;                   /* R_* */
+    int stream, event, layer;   /* copies, fills, synth / record, wait / ops, grad_check */
+    const vd_net *net;          /* ops */
+    vd_op_io io;                /* ops: the operands as issued */
+    vd_optim_step o;            /* updates */
+    float *p, *m, *v;           /* updates */
+    const float *g;             /* updates, grad_check */
+    const void *table;          /* updates */
+    void *dst;                  /* copies, fills, synth */
+    const void *src;            /* copies */
+    uint64_t bytes;             /* copies, fills */
+    int64_t off, cnt;           /* grad_check */
+    vd_synth_batch synth;       /* synth: index points to the record's own copy */
+    vd_dtype dt;                /* synth */
+} cpu_rec;
+
+typedef struct cpu_graph {
+    cpu_rec *r;                 /* [n] in issue order */
+    int n, cap;
+} cpu_graph;
+
+/* Append x to the capture (synth: its indices copied). */
+static int rec_push(cpu_ctx *c, const cpu_rec *x, vd_err *e) {
+    cpu_graph *g = c->cap;
+    if (g->n == g->cap) {
+        int nc = g->cap ? 2 * g->cap : 64;
+        cpu_rec *nr = vd_realloc(g->r, (size_t)nc * sizeof *nr, e);
+        if (!nr) return VD_ENOMEM;
+        g->r = nr;
+        g->cap = nc;
+    }
+    cpu_rec r = *x;
+    if (r.kind == R_SYNTH && r.synth.n > 0) {
+        int64_t *idx = vd_malloc((size_t)r.synth.n * sizeof *idx, e);
+        if (!idx) return VD_ENOMEM;
+        memcpy(idx, x->synth.index, (size_t)r.synth.n * sizeof *idx);
+        r.synth.index = idx;
+    }
+    g->r[g->n++] = r;
+    return VD_OK;
+}
+
+static int no_wait_in_capture(const cpu_ctx *c, const char *what, vd_err *e) {
+    if (!c->cap) return VD_OK;
+    return vd_errf(e, VD_EINTERNAL, "cpu backend: %s inside a capture (a host wait)", what);
+}
 
 static cpu_ctx *ctx_of(vd_backend *be) { return be->ctx; }
 
@@ -327,6 +397,7 @@ static int cpu_event_record(vd_backend *be, int event, int stream, vd_err *e) {
     cpu_ctx *c = ctx_of(be);
     int rc;
     if ((rc = check_event(c, event, e)) || (rc = check_stream(stream, e))) return rc;
+    if (c->cap) return rec_push(c, &(cpu_rec){.kind = R_RECORD, .event = event, .stream = stream}, e);
     cpu_event *ev = &c->ev[event];
     ev->recorded = true;
     ev->stream = stream;
@@ -348,6 +419,7 @@ static int cpu_stream_wait(vd_backend *be, int stream, int event, vd_err *e) {
     cpu_ctx *c = ctx_of(be);
     int rc;
     if ((rc = check_event(c, event, e)) || (rc = check_stream(stream, e))) return rc;
+    if (c->cap) return rec_push(c, &(cpu_rec){.kind = R_WAIT, .event = event, .stream = stream}, e);
     cpu_event *ev = &c->ev[event];
     if (!ev->recorded || ev->stream == VD_STREAM_COMPUTE || ev->stream == stream) return VD_OK;
     if (stream == VD_STREAM_COMPUTE) {
@@ -361,13 +433,15 @@ static int cpu_stream_wait(vd_backend *be, int stream, int event, vd_err *e) {
 static int cpu_event_sync(vd_backend *be, int event, vd_err *e) {
     cpu_ctx *c = ctx_of(be);
     int rc = check_event(c, event, e);
-    if (rc) return rc;
+    if (rc || (rc = no_wait_in_capture(c, "event_sync", e))) return rc;
     cpu_event *ev = &c->ev[event];
     if (ev->recorded && ev->stream != VD_STREAM_COMPUTE) q_run(c, ev->stream, ev->pos);
     return VD_OK;
 }
 
 static int cpu_synchronize(vd_backend *be, vd_err *e) {
+    int rc = no_wait_in_capture(ctx_of(be), "synchronize", e);
+    if (rc) return rc;
     q_run_all(ctx_of(be));
     return VD_OK;
 }
@@ -375,7 +449,9 @@ static int cpu_synchronize(vd_backend *be, vd_err *e) {
 static int cpu_event_elapsed(vd_backend *be, int ev_start, int ev_end, float *ms, vd_err *e) {
     cpu_ctx *c = ctx_of(be);
     int rc;
-    if ((rc = check_event(c, ev_start, e)) || (rc = check_event(c, ev_end, e))) return rc;
+    if ((rc = check_event(c, ev_start, e)) || (rc = check_event(c, ev_end, e)) ||
+        (rc = no_wait_in_capture(c, "event_elapsed", e)))
+        return rc;
     int bad = !c->ev[ev_start].timed ? ev_start : !c->ev[ev_end].timed ? ev_end : -1;
     if (bad >= 0)
         return vd_errf(e, VD_EINTERNAL,
@@ -401,16 +477,25 @@ static int enqueue_or_run(cpu_ctx *c, int stream, const qentry *x, vd_err *e) {
 static int cpu_copy_async(vd_backend *be, int stream, void *dst, const void *src, uint64_t bytes,
                           vd_err *e) {
     if (bytes && !src) return vd_errf(e, VD_EINTERNAL, "cpu backend: copy from a NULL pointer");
+    if (ctx_of(be)->cap)
+        return rec_push(ctx_of(be), &(cpu_rec){.kind = R_COPY, .stream = stream, .dst = dst,
+                                                .src = src, .bytes = bytes}, e);
     qentry x = {.kind = Q_COPY, .dst = dst, .src = src, .bytes = bytes};
     return enqueue_or_run(ctx_of(be), stream, &x, e);
 }
 
 static int cpu_poison_async(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e) {
+    if (ctx_of(be)->cap)
+        return rec_push(ctx_of(be), &(cpu_rec){.kind = R_POISON, .stream = stream, .dst = dst,
+                                                .bytes = bytes}, e);
     qentry x = {.kind = Q_FILL, .dst = dst, .bytes = bytes, .fill = 0xFF};
     return enqueue_or_run(ctx_of(be), stream, &x, e);
 }
 
 static int cpu_zero_async(vd_backend *be, int stream, void *dst, uint64_t bytes, vd_err *e) {
+    if (ctx_of(be)->cap)
+        return rec_push(ctx_of(be), &(cpu_rec){.kind = R_ZERO, .stream = stream, .dst = dst,
+                                                .bytes = bytes}, e);
     qentry x = {.kind = Q_FILL, .dst = dst, .bytes = bytes, .fill = 0};
     return enqueue_or_run(ctx_of(be), stream, &x, e);
 }
@@ -419,6 +504,9 @@ static int cpu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt,
                               const vd_synth_batch *b, vd_err *e) {
     if (b->n < 0 || b->sample_numel < 0 || b->classes < 1 || (b->n && !b->index))
         return vd_errf(e, VD_EINTERNAL, "cpu backend: bad synthetic batch");
+    if (ctx_of(be)->cap)
+        return rec_push(ctx_of(be), &(cpu_rec){.kind = R_SYNTH, .stream = stream, .dst = x,
+                                                .synth = *b, .dt = dt}, e);
     uint64_t bytes = (uint64_t)b->n * (uint64_t)b->sample_numel * vd_dtype_bytes(dt);
     qentry q = {.kind = Q_SYNTH, .dst = x, .bytes = bytes, .synth = *b, .dt = dt};
     return enqueue_or_run(ctx_of(be), stream, &q, e);
@@ -701,10 +789,18 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
     return VD_OK;
 }
 
-static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io *issued, bool bwd,
                    vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
     if (layer < 0 || layer >= net->n_layers)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: layer %d does not exist", layer);
+    if (c->cap)
+        return rec_push(c, &(cpu_rec){.kind = bwd ? R_BWD : R_FWD, .net = net, .layer = layer,
+                                      .io = *issued}, e);
+    /* dropout's iteration: the call's plus the step scalars' (backend.h) */
+    vd_op_io w = *issued;
+    w.iter += c->steps.iter;
+    const vd_op_io *io = &w;
     vd_op op = net->layers[layer].op;
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)op);
@@ -730,12 +826,12 @@ static int cpu_backward(vd_backend *be, const vd_net *net, int layer, const vd_o
  * line in double; the C11 build contracts nothing into fused multiply-adds),
  * with the gradient multiplied by inv first (update_scaled's unscaling;
  * update: inv 1, exact). */
-static void sgd_run(const vd_optim_step *o, float *p, const float *g, float *m, int64_t count,
-                    float inv) {
-    const float lr = o->lr, mu = o->momentum, wd = o->weight_decay;
+static void sgd_run(const vd_optim_step *o, const vd_step_scalars *st, float lr, float *p,
+                    const float *g, float *m, int64_t count, float inv) {
+    const float mu = o->momentum, wd = o->weight_decay;
     /* the buffer starts at the first update; with momentum 0 it is d (a
      * poisoned buffer is never read then) */
-    bool fresh = o->t == 1 || mu == 0.0f;
+    bool fresh = st->t == 1 || mu == 0.0f;
     for (int64_t i = 0; i < count; i++) {
         float gi = g[i] * inv;
         float d = wd != 0.0f ? gi + wd * p[i] : gi;
@@ -752,10 +848,10 @@ static inline float lerp_torch(float a, float b, float w) {
     return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
 }
 
-static void adamw_run(const vd_optim_step *o, float *p, const float *g, float *m, float *v,
-                      int64_t count, float inv) {
-    const vd_adamw_scalars k = vd_adamw_scalars_of(o);
-    bool fresh = o->t == 1;   /* the state starts at zero: not read */
+static void adamw_run(const vd_optim_step *o, const vd_step_scalars *st, float lr, float *p,
+                      const float *g, float *m, float *v, int64_t count, float inv) {
+    const vd_adamw_scalars k = vd_adamw_scalars_at(o, lr, st);
+    bool fresh = st->t == 1;   /* the state starts at zero: not read */
     for (int64_t i = 0; i < count; i++) {
         float gi = g[i] * inv;
         float mi = lerp_torch(fresh ? 0.0f : m[i], gi, k.w1);
@@ -768,22 +864,70 @@ static void adamw_run(const vd_optim_step *o, float *p, const float *g, float *m
     }
 }
 
-static int update_run(const vd_optim_step *o, float *params, const float *grads, float *m,
-                      float *v, int64_t offset, int64_t count, float inv, vd_err *e) {
-    if (count < 0 || offset < 0 || o->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
-        return vd_errf(e, VD_EINTERNAL, "cpu backend: %s update of range [%lld, +%lld), "
-                       "step %lld", vd_optimizer_name(o->kind), (long long)offset,
-                       (long long)count, (long long)o->t);
-    if (o->kind == VD_OPT_ADAMW)
-        adamw_run(o, params + offset, grads + offset, m + offset, v + offset, count, inv);
-    else
-        sgd_run(o, params + offset, grads + offset, m + offset, count, inv);
+/* ranges_create's table: the ranges copied. */
+typedef struct cpu_ranges {
+    int n;
+    vd_update_range r[];
+} cpu_ranges;
+
+static int cpu_ranges_create(vd_backend *be, const vd_update_range *r, int n, void **table,
+                             vd_err *e) {
+    (void)be;
+    *table = NULL;
+    if (n < 0) return vd_errf(e, VD_EINTERNAL, "cpu backend: a table of %d ranges", n);
+    for (int k = 0; k < n; k++)
+        if (r[k].offset < 0 || r[k].count < 0)
+            return vd_errf(e, VD_EINTERNAL, "cpu backend: update range [%lld, +%lld)",
+                           (long long)r[k].offset, (long long)r[k].count);
+    cpu_ranges *t = vd_malloc(sizeof *t + (size_t)n * sizeof *r, e);
+    if (!t) return VD_ENOMEM;
+    t->n = n;
+    if (n) memcpy(t->r, r, (size_t)n * sizeof *r);
+    *table = t;
+    return VD_OK;
+}
+
+static void cpu_ranges_free(vd_backend *be, void *table) {
+    (void)be;
+    vd_free(table);
+}
+
+/* Every range of table at the step scalars' lr x its lr_mult (and t). */
+static int update_run(cpu_ctx *c, const vd_optim_step *o, float *params, const float *grads,
+                      float *m, float *v, const void *table, float inv, vd_err *e) {
+    const cpu_ranges *t = table;
+    const vd_step_scalars *st = &c->steps;
+    if (!t || st->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: %s update at step %lld%s",
+                       vd_optimizer_name(o->kind), (long long)st->t, t ? "" : " without a table");
+    for (int k = 0; k < t->n; k++) {
+        int64_t off = t->r[k].offset, cnt = t->r[k].count;
+        float lr = st->lr * t->r[k].lr_mult;
+        if (o->kind == VD_OPT_ADAMW)
+            adamw_run(o, st, lr, params + off, grads + off, m + off, v + off, cnt, inv);
+        else
+            sgd_run(o, st, lr, params + off, grads + off, m + off, cnt, inv);
+    }
     return VD_OK;
 }
 
 static int cpu_update(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
-                      float *m, float *v, int64_t offset, int64_t count, vd_err *e) {
-    return update_run(o, params, grads, m, v, offset, count, 1.0f, e);
+                      float *m, float *v, const void *table, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    if (c->cap)
+        return rec_push(c, &(cpu_rec){.kind = R_UPDATE, .o = *o, .p = params, .g = grads, .m = m,
+                                      .v = v, .table = table}, e);
+    return update_run(c, o, params, grads, m, v, table, 1.0f, e);
+}
+
+/* step_set: the host-side copy written, then "transferred" (read now:
+ * compute runs on the calling thread). */
+static int cpu_step_set(vd_backend *be, const vd_step_scalars *s, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    c->steps_host = *s;
+    if (c->cap) return rec_push(c, &(cpu_rec){.kind = R_STEP_SET}, e);
+    c->steps = c->steps_host;
+    return VD_OK;
 }
 
 /* ------------------------------------------------------------------ loss scaling */
@@ -799,6 +943,8 @@ static int cpu_scale_set(vd_backend *be, const vd_loss_scale *s, vd_err *e) {
 }
 
 static int cpu_scale_get(vd_backend *be, vd_loss_scale *s, vd_err *e) {
+    int rc = no_wait_in_capture(ctx_of(be), "scale_get", e);
+    if (rc) return rc;
     *s = ctx_of(be)->ls;
     return VD_OK;
 }
@@ -808,6 +954,9 @@ static int cpu_grad_check(vd_backend *be, const float *grads, int64_t offset, in
     if (count < 0 || offset < 0)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: grad_check range [%lld, +%lld)",
                        (long long)offset, (long long)count);
+    if (ctx_of(be)->cap)
+        return rec_push(ctx_of(be), &(cpu_rec){.kind = R_GRAD_CHECK, .g = grads, .off = offset,
+                                                .cnt = count, .layer = layer}, e);
     vd_loss_scale *ls = &ctx_of(be)->ls;
     if (ls->found_inf) return VD_OK;    /* this step is skipped already */
     const float *g = grads + offset;
@@ -821,17 +970,79 @@ static int cpu_grad_check(vd_backend *be, const float *grads, int64_t offset, in
 }
 
 static int cpu_update_scaled(vd_backend *be, const vd_optim_step *o, float *params,
-                             const float *grads, float *m, float *v, int64_t offset,
-                             int64_t count, vd_err *e) {
-    const vd_loss_scale *ls = &ctx_of(be)->ls;
+                             const float *grads, float *m, float *v, const void *table,
+                             vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    if (c->cap)
+        return rec_push(c, &(cpu_rec){.kind = R_UPDATE_SCALED, .o = *o, .p = params, .g = grads,
+                                      .m = m, .v = v, .table = table}, e);
+    const vd_loss_scale *ls = &c->ls;
     if (ls->found_inf) return VD_OK;
     /* torch's unscale factor: the reciprocal in double, rounded to float */
-    return update_run(o, params, grads, m, v, offset, count, (float)(1.0 / (double)ls->scale), e);
+    return update_run(c, o, params, grads, m, v, table, (float)(1.0 / (double)ls->scale), e);
 }
 
 static int cpu_scale_update(vd_backend *be, vd_err *e) {
+    if (ctx_of(be)->cap) return rec_push(ctx_of(be), &(cpu_rec){.kind = R_SCALE_UPDATE}, e);
     vd_loss_scale_step(&ctx_of(be)->ls);
     return VD_OK;
+}
+
+/* ------------------------------------------------------------------ capture calls */
+
+static void cpu_graph_destroy(vd_backend *be, void *graph) {
+    (void)be;
+    cpu_graph *g = graph;
+    if (!g) return;
+    for (int k = 0; k < g->n; k++)
+        if (g->r[k].kind == R_SYNTH) vd_free(g->r[k].synth.index);
+    vd_free(g->r);
+    vd_free(g);
+}
+
+static int cpu_capture_begin(vd_backend *be, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    if (c->cap) return vd_errf(e, VD_EINTERNAL, "cpu backend: capture_begin inside a capture");
+    c->cap = vd_calloc(1, sizeof *c->cap, e);
+    return c->cap ? VD_OK : VD_ENOMEM;
+}
+
+static int cpu_capture_end(vd_backend *be, void **graph, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    *graph = c->cap;
+    c->cap = NULL;
+    return *graph ? VD_OK : vd_errf(e, VD_EINTERNAL, "cpu backend: capture_end without a capture");
+}
+
+/* The records in order, through the calls that made them (now not capturing). */
+static int cpu_graph_launch(vd_backend *be, void *graph, const vd_step_scalars *s, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    const cpu_graph *g = graph;
+    if (c->cap || !g) return vd_errf(e, VD_EINTERNAL, "cpu backend: graph_launch %s",
+                                     g ? "inside a capture" : "of no graph");
+    c->steps_host = *s;
+    int rc = VD_OK;
+    for (int k = 0; k < g->n && !rc; k++) {
+        const cpu_rec *r = &g->r[k];
+        switch (r->kind) {
+        case R_FWD: rc = cpu_run(be, r->net, r->layer, &r->io, false, e); break;
+        case R_BWD: rc = cpu_run(be, r->net, r->layer, &r->io, true, e); break;
+        case R_UPDATE: rc = cpu_update(be, &r->o, r->p, r->g, r->m, r->v, r->table, e); break;
+        case R_UPDATE_SCALED:
+            rc = cpu_update_scaled(be, &r->o, r->p, r->g, r->m, r->v, r->table, e);
+            break;
+        case R_STEP_SET: c->steps = c->steps_host; break;
+        case R_COPY: rc = cpu_copy_async(be, r->stream, r->dst, r->src, r->bytes, e); break;
+        case R_POISON: rc = cpu_poison_async(be, r->stream, r->dst, r->bytes, e); break;
+        case R_ZERO: rc = cpu_zero_async(be, r->stream, r->dst, r->bytes, e); break;
+        case R_SYNTH: rc = cpu_fill_synthetic(be, r->stream, r->dst, r->dt, &r->synth, e); break;
+        case R_RECORD: rc = cpu_event_record(be, r->event, r->stream, e); break;
+        case R_WAIT: rc = cpu_stream_wait(be, r->stream, r->event, e); break;
+        case R_GRAD_CHECK: rc = cpu_grad_check(be, r->g, r->off, r->cnt, r->layer, e); break;
+        case R_SCALE_UPDATE: rc = cpu_scale_update(be, e); break;
+        }
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -840,6 +1051,7 @@ static void cpu_destroy(vd_backend *be) {
     if (!be) return;
     cpu_ctx *c = be->ctx;
     if (c) {
+        cpu_graph_destroy(be, c->cap);   /* a capture left open by an error */
         for (int s = 0; s < VD_N_STREAMS; s++) vd_free(c->q[s].e);
         vd_free(c->ev);
         vd_free(c->opts);
@@ -897,7 +1109,14 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .layer_aux_bytes = vd_op_aux_bytes,
         .forward = cpu_forward,
         .backward = cpu_backward,
+        .step_set = cpu_step_set,
+        .ranges_create = cpu_ranges_create,
+        .ranges_free = cpu_ranges_free,
         .update = cpu_update,
+        .capture_begin = cpu_capture_begin,
+        .capture_end = cpu_capture_end,
+        .graph_launch = cpu_graph_launch,
+        .graph_destroy = cpu_graph_destroy,
         .scale_set = cpu_scale_set,
         .scale_get = cpu_scale_get,
         .grad_check = cpu_grad_check,

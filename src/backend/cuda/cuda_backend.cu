@@ -10,7 +10,19 @@
  * cuDNN calls get their workspace from the pool (io->ws).
  *
  * No call here synchronizes the device except synchronize() and, when
- * --sync-debug, the per-op stream synchronize for debugging. */
+ * --sync-debug, the per-op stream synchronize for debugging.
+ *
+ * Step scalars and update tables (backend.h's step_set, ranges_create) also
+ * live outside the pool: 40 bytes made at creation, 24 bytes a range.
+ *
+ * Captures: stream capture on the compute stream (thread-local mode: this
+ * thread may call nothing unsafe meanwhile), the copy streams forked from
+ * it by an event at the start and joined to it at the end. An event
+ * recorded inside a capture is no event outside it: a wait inside the
+ * capture on an event recorded before it (or in another capture) is
+ * dropped (graph_launch orders the graph after all earlier work on every
+ * stream), and an eager wait or sync on an event last recorded inside a
+ * capture waits for the last graph launched instead (graph_ev). */
 #include <stdlib.h>
 #include <string.h>
 #include "vd_config.h"
@@ -89,7 +101,9 @@ static void events_free(cu_ctx *c) {
     for (int i = 0; i < c->n_events; i++)
         if (c->events[i]) cudaEventDestroy(c->events[i]);
     vd_free(c->events);
+    vd_free(c->ev_capture);
     c->events = NULL;
+    c->ev_capture = NULL;
     c->n_events = 0;
 }
 
@@ -99,7 +113,11 @@ static int cu_events_create(vd_backend *be, int n, vd_err *e) {
     if (n < 0) return vd_errf(e, VD_EINTERNAL, "events_create(%d)", n);
     if (n == 0) return VD_OK;
     c->events = (cudaEvent_t *)vd_calloc((size_t)n, sizeof *c->events, e);
-    if (!c->events) return VD_ENOMEM;
+    c->ev_capture = (int *)vd_calloc((size_t)n, sizeof *c->ev_capture, e);
+    if (!c->events || !c->ev_capture) {
+        events_free(c);
+        return VD_ENOMEM;
+    }
     c->n_events = n;
     /* timing enabled on all: event_elapsed may be asked about any of them */
     for (int i = 0; i < n; i++) CUDA_CHECK(e, cudaEventCreateWithFlags(&c->events[i], cudaEventDefault));
@@ -111,27 +129,50 @@ static int cu_event_record(vd_backend *be, int ev, int s, vd_err *e) {
     int rc;
     if ((rc = check_event(c, ev, e)) || (rc = check_stream(s, e))) return rc;
     CUDA_CHECK(e, cudaEventRecord(c->events[ev], c->stream[s]));
+    c->ev_capture[ev] = c->capturing ? c->capture_no : 0;
     return VD_OK;
+}
+
+/* The event an eager wait on plan event ev waits for: ev itself, or, last
+ * recorded inside a capture, the end of the last graph launched (NULL: none
+ * launched yet, nothing to wait for). */
+static cudaEvent_t eager_event(const cu_ctx *c, int ev) {
+    if (!c->ev_capture[ev]) return c->events[ev];
+    return c->graph_launched ? c->graph_ev : NULL;
 }
 
 static int cu_stream_wait(vd_backend *be, int s, int ev, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     int rc;
     if ((rc = check_event(c, ev, e)) || (rc = check_stream(s, e))) return rc;
-    CUDA_CHECK(e, cudaStreamWaitEvent(c->stream[s], c->events[ev], 0));
+    if (c->capturing) {
+        /* recorded before this capture: the graph runs after that work */
+        if (c->ev_capture[ev] != c->capture_no) return VD_OK;
+        CUDA_CHECK(e, cudaStreamWaitEvent(c->stream[s], c->events[ev], 0));
+        return VD_OK;
+    }
+    cudaEvent_t x = eager_event(c, ev);
+    if (x) CUDA_CHECK(e, cudaStreamWaitEvent(c->stream[s], x, 0));
     return VD_OK;
+}
+
+static int not_capturing(const cu_ctx *c, const char *what, vd_err *e) {
+    if (!c->capturing) return VD_OK;
+    return vd_errf(e, VD_EINTERNAL, "cuda backend: %s inside a capture (a host wait)", what);
 }
 
 static int cu_event_sync(vd_backend *be, int ev, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     int rc;
-    if ((rc = check_event(c, ev, e))) return rc;
-    CUDA_CHECK(e, cudaEventSynchronize(c->events[ev]));
+    if ((rc = check_event(c, ev, e)) || (rc = not_capturing(c, "event_sync", e))) return rc;
+    cudaEvent_t x = eager_event(c, ev);
+    if (x) CUDA_CHECK(e, cudaEventSynchronize(x));
     return VD_OK;
 }
 
 static int cu_synchronize(vd_backend *be, vd_err *e) {
-    (void)be;
+    int rc = not_capturing(ctx_of(be), "synchronize", e);
+    if (rc) return rc;
     CUDA_CHECK(e, cudaDeviceSynchronize());
     return VD_OK;
 }
@@ -140,6 +181,9 @@ static int cu_event_elapsed(vd_backend *be, int a, int b, float *ms, vd_err *e) 
     cu_ctx *c = ctx_of(be);
     int rc;
     if ((rc = check_event(c, a, e)) || (rc = check_event(c, b, e))) return rc;
+    if (c->capturing || c->ev_capture[a] || c->ev_capture[b])
+        return vd_errf(e, VD_EINTERNAL, "cuda backend: event_elapsed of an event recorded "
+                       "inside a capture (step times are measured eagerly)");
     CUDA_CHECK(e, cudaEventElapsedTime(ms, c->events[a], c->events[b]));
     return VD_OK;
 }
@@ -376,16 +420,163 @@ static int debug_sync(cu_ctx *c, int rc, vd_err *e) {
     return VD_OK;
 }
 
-static int cu_update(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
-                     float *m, float *v, int64_t offset, int64_t count, vd_err *e) {
+/* ---- step scalars, update tables, the update ------------------------------------------ */
+
+/* backend.h's step_set: the host-side copy is rewritten only once its last
+ * transfer has run (steps_ev; a capture's transfer runs at graph_launch,
+ * which records steps_ev after the graph). */
+static int cu_step_set(vd_backend *be, const vd_step_scalars *s, vd_err *e) {
     cu_ctx *c = ctx_of(be);
-    if (count <= 0) return VD_OK;
-    if (o->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
-        return vd_errf(e, VD_EINTERNAL, "cuda backend: %s update at step %lld",
-                       vd_optimizer_name(o->kind), (long long)o->t);
-    int rc = cuk_update(cu_compute(c), c->sm_count, o, params + offset, grads + offset,
-                        m + offset, v ? v + offset : NULL, count, NULL, e);
+    if (!c->capturing) CUDA_CHECK(e, cudaEventSynchronize(c->steps_ev));
+    *c->steps_host = *s;
+    CUDA_CHECK(e, cudaMemcpyAsync(c->steps_dev, c->steps_host, sizeof *s, cudaMemcpyHostToDevice,
+                                  cu_compute(c)));
+    if (!c->capturing) CUDA_CHECK(e, cudaEventRecord(c->steps_ev, cu_compute(c)));
+    return debug_sync(c, VD_OK, e);
+}
+
+static void cu_ranges_free(vd_backend *be, void *table) {
+    (void)be;
+    cu_ranges *t = (cu_ranges *)table;
+    if (!t) return;
+    if (t->dev) cudaFree(t->dev);
+    vd_free(t);
+}
+
+static int cu_ranges_create(vd_backend *be, const vd_update_range *r, int n, void **table,
+                            vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    *table = NULL;
+    if (n < 0 || c->capturing)
+        return vd_errf(e, VD_EINTERNAL, "cuda backend: a table of %d ranges%s", n,
+                       c->capturing ? " inside a capture" : "");
+    cu_ranges *t = (cu_ranges *)vd_calloc(1, sizeof *t, e);
+    if (!t) return VD_ENOMEM;
+    t->n = n;
+    for (int k = 0; k < n; k++) {
+        if (r[k].offset < 0 || r[k].count < 0) {
+            cu_ranges_free(be, t);
+            return vd_errf(e, VD_EINTERNAL, "cuda backend: update range [%lld, +%lld)",
+                           (long long)r[k].offset, (long long)r[k].count);
+        }
+        if (r[k].count > t->max_count) t->max_count = r[k].count;
+    }
+    int rc = VD_OK;
+    if (n) {
+        size_t bytes = (size_t)n * sizeof *r;
+        CUDA_GOTO(e, rc, fail, cudaMalloc((void **)&t->dev, bytes));
+        /* synchronous: r is the caller's, and this is setup */
+        CUDA_GOTO(e, rc, fail, cudaMemcpy(t->dev, r, bytes, cudaMemcpyHostToDevice));
+    }
+    *table = t;
+    return VD_OK;
+fail:
+    cu_ranges_free(be, t);
+    return rc;
+}
+
+/* update / update_scaled (st: the loss scale's state, or NULL). */
+static int update_table(cu_ctx *c, const vd_optim_step *o, float *params, const float *grads,
+                        float *m, float *v, const void *table, const vd_loss_scale *st,
+                        vd_err *e) {
+    const cu_ranges *t = (const cu_ranges *)table;
+    if (!t || (o->kind == VD_OPT_ADAMW && !v))
+        return vd_errf(e, VD_EINTERNAL, "cuda backend: %s update %s", vd_optimizer_name(o->kind),
+                       t ? "without exp_avg_sq" : "without a table");
+    int rc = cuk_update(cu_compute(c), c->sm_count, o, params, grads, m, v, t->dev, t->n,
+                        t->max_count, c->steps_dev, st, e);
     return debug_sync(c, rc, e);
+}
+
+static int cu_update(vd_backend *be, const vd_optim_step *o, float *params, const float *grads,
+                     float *m, float *v, const void *table, vd_err *e) {
+    return update_table(ctx_of(be), o, params, grads, m, v, table, NULL, e);
+}
+
+/* ---- captures (backend.h) ------------------------------------------------------------------ */
+
+/* Ends a capture that failed midway, its graph dropped (the stream leaves
+ * capture mode whatever the capture's state). */
+static void capture_abort(cu_ctx *c) {
+    cudaGraph_t g = NULL;
+    if (cudaStreamEndCapture(cu_compute(c), &g) == cudaSuccess && g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    c->capturing = false;
+}
+
+static int cu_capture_begin(vd_backend *be, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    if (c->capturing) return vd_errf(e, VD_EINTERNAL, "cuda backend: capture_begin inside a capture");
+    /* step_set inside the capture rewrites the host-side copy: its last
+     * transfer must have run */
+    CUDA_CHECK(e, cudaEventSynchronize(c->steps_ev));
+    CUDA_CHECK(e, cudaStreamBeginCapture(cu_compute(c), cudaStreamCaptureModeThreadLocal));
+    c->capturing = true;
+    c->capture_no++;
+    int rc = VD_OK;
+    CUDA_GOTO(e, rc, fail, cudaEventRecord(c->fork_ev, cu_compute(c)));
+    for (int s = 1; s < VD_N_STREAMS; s++)
+        CUDA_GOTO(e, rc, fail, cudaStreamWaitEvent(c->stream[s], c->fork_ev, 0));
+    return VD_OK;
+fail:
+    capture_abort(c);
+    return rc;
+}
+
+static int cu_capture_end(vd_backend *be, void **graph, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    *graph = NULL;
+    if (!c->capturing) return vd_errf(e, VD_EINTERNAL, "cuda backend: capture_end without a capture");
+    int rc = VD_OK;
+    for (int s = 1; s < VD_N_STREAMS; s++) {
+        CUDA_GOTO(e, rc, fail, cudaEventRecord(c->join_ev[s], c->stream[s]));
+        CUDA_GOTO(e, rc, fail, cudaStreamWaitEvent(cu_compute(c), c->join_ev[s], 0));
+    }
+    {
+        cudaGraph_t g = NULL;
+        cudaError_t st = cudaStreamEndCapture(cu_compute(c), &g);
+        c->capturing = false;
+        if (st != cudaSuccess) {
+            if (g) cudaGraphDestroy(g);
+            return cu_cuda_err(e, st, __func__, __FILE__, __LINE__,
+                               "cudaStreamEndCapture(compute, &g)");
+        }
+        cudaGraphExec_t x = NULL;
+        st = cudaGraphInstantiate(&x, g, 0);
+        cudaGraphDestroy(g);
+        if (st != cudaSuccess)
+            return cu_cuda_err(e, st, __func__, __FILE__, __LINE__, "cudaGraphInstantiate(&x, g, 0)");
+        *graph = (void *)x;
+    }
+    return VD_OK;
+fail:
+    capture_abort(c);
+    return rc;
+}
+
+static int cu_graph_launch(vd_backend *be, void *graph, const vd_step_scalars *s, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    if (c->capturing || !graph)
+        return vd_errf(e, VD_EINTERNAL, "cuda backend: graph_launch %s",
+                       graph ? "inside a capture" : "of no graph");
+    CUDA_CHECK(e, cudaEventSynchronize(c->steps_ev));
+    *c->steps_host = *s;
+    /* after all earlier work on every stream (the graph's waits on events
+     * recorded before it were dropped) */
+    for (int k = 1; k < VD_N_STREAMS; k++) {
+        CUDA_CHECK(e, cudaEventRecord(c->join_ev[k], c->stream[k]));
+        CUDA_CHECK(e, cudaStreamWaitEvent(cu_compute(c), c->join_ev[k], 0));
+    }
+    CUDA_CHECK(e, cudaGraphLaunch((cudaGraphExec_t)graph, cu_compute(c)));
+    CUDA_CHECK(e, cudaEventRecord(c->steps_ev, cu_compute(c)));
+    CUDA_CHECK(e, cudaEventRecord(c->graph_ev, cu_compute(c)));
+    c->graph_launched = true;
+    return debug_sync(c, VD_OK, e);
+}
+
+static void cu_graph_destroy(vd_backend *be, void *graph) {
+    (void)be;
+    if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 /* ---- dynamic loss scaling (math fp16; backend.h) -----------------------------------------
@@ -421,7 +612,8 @@ static int cu_scale_set(vd_backend *be, const vd_loss_scale *s, vd_err *e) {
 static int cu_scale_get(vd_backend *be, vd_loss_scale *s, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     vd_loss_scale *st;
-    int rc = cu_scale_state(c, &st, e);
+    int rc = not_capturing(c, "scale_get", e);
+    if (!rc) rc = cu_scale_state(c, &st, e);
     if (rc) return rc;
     CUDA_CHECK(e, cudaMemcpyAsync(s, st, sizeof *s, cudaMemcpyDeviceToHost, cu_compute(c)));
     CUDA_CHECK(e, cudaStreamSynchronize(cu_compute(c)));
@@ -439,18 +631,12 @@ static int cu_grad_check(vd_backend *be, const float *grads, int64_t offset, int
 }
 
 static int cu_update_scaled(vd_backend *be, const vd_optim_step *o, float *params,
-                            const float *grads, float *m, float *v, int64_t offset,
-                            int64_t count, vd_err *e) {
+                            const float *grads, float *m, float *v, const void *table,
+                            vd_err *e) {
     cu_ctx *c = ctx_of(be);
     vd_loss_scale *st;
     int rc = cu_scale_state(c, &st, e);
-    if (rc || count <= 0) return rc;
-    if (o->t < 1 || (o->kind == VD_OPT_ADAMW && !v))
-        return vd_errf(e, VD_EINTERNAL, "cuda backend: %s update at step %lld",
-                       vd_optimizer_name(o->kind), (long long)o->t);
-    rc = cuk_update(cu_compute(c), c->sm_count, o, params + offset, grads + offset, m + offset,
-                    v ? v + offset : NULL, count, st, e);
-    return debug_sync(c, rc, e);
+    return rc ? rc : update_table(c, o, params, grads, m, v, table, st, e);
 }
 
 static int cu_scale_update(vd_backend *be, vd_err *e) {
@@ -470,7 +656,15 @@ static void cu_destroy(vd_backend *be) {
         cu_tune_release(c);
         layers_free(c);
         events_free(c);
+        if (c->capturing) capture_abort(c);
         if (c->scale_st) cudaFree(c->scale_st);
+        if (c->steps_dev) cudaFree(c->steps_dev);
+        if (c->steps_host) cudaFreeHost(c->steps_host);
+        if (c->steps_ev) cudaEventDestroy(c->steps_ev);
+        if (c->fork_ev) cudaEventDestroy(c->fork_ev);
+        if (c->graph_ev) cudaEventDestroy(c->graph_ev);
+        for (int s = 1; s < VD_N_STREAMS; s++)
+            if (c->join_ev[s]) cudaEventDestroy(c->join_ev[s]);
         if (c->blas) cublasDestroy(c->blas);
         if (c->dnn) cudnnDestroy(c->dnn);
         for (int s = 0; s < VD_N_STREAMS; s++)
@@ -560,7 +754,14 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->layer_aux_bytes = vd_op_aux_bytes;
     be->forward = cu_forward;
     be->backward = cu_backward;
+    be->step_set = cu_step_set;
+    be->ranges_create = cu_ranges_create;
+    be->ranges_free = cu_ranges_free;
     be->update = cu_update;
+    be->capture_begin = cu_capture_begin;
+    be->capture_end = cu_capture_end;
+    be->graph_launch = cu_graph_launch;
+    be->graph_destroy = cu_graph_destroy;
     be->scale_set = cu_scale_set;
     be->scale_get = cu_scale_get;
     be->grad_check = cu_grad_check;
@@ -581,6 +782,18 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     snprintf(c->dev_name, sizeof c->dev_name, "%s", prop.name);
     for (int s = 0; s < VD_N_STREAMS; s++)
         CUDA_GOTO(e, rc, fail, cudaStreamCreateWithFlags(&c->stream[s], cudaStreamNonBlocking));
+    /* the step scalars, zero until the first step_set (dropout's iteration
+     * then is the op's own: the op tests) */
+    CUDA_GOTO(e, rc, fail, cudaMalloc((void **)&c->steps_dev, sizeof *c->steps_dev));
+    CUDA_GOTO(e, rc, fail, cudaMemset(c->steps_dev, 0, sizeof *c->steps_dev));
+    CUDA_GOTO(e, rc, fail, cudaMallocHost((void **)&c->steps_host, sizeof *c->steps_host));
+    memset(c->steps_host, 0, sizeof *c->steps_host);
+    CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->steps_ev, cudaEventDisableTiming));
+    CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->fork_ev, cudaEventDisableTiming));
+    CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->graph_ev, cudaEventDisableTiming));
+    for (int s = 1; s < VD_N_STREAMS; s++)
+        CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->join_ev[s], cudaEventDisableTiming));
+    CUDA_GOTO(e, rc, fail, cudaDeviceSynchronize());   /* the memset, before any stream's work */
     *out = be;
     return VD_OK;
 fail:

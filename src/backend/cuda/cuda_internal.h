@@ -219,7 +219,29 @@ typedef struct cu_ctx {
      * made at its first use (cu_scale_state), freed at destroy; like cuDNN's
      * and cuBLAS's handles it lives outside the pool (32 bytes) */
     vd_loss_scale *scale_st;
+    /* the step scalars (backend.h's step_set): steps_dev is what kernels
+     * read (device memory outside the pool, made at creation), steps_host
+     * its pinned host-side copy, steps_ev recorded after the last transfer
+     * of it (the host waits for it before writing steps_host again) */
+    vd_step_scalars *steps_dev, *steps_host;
+    cudaEvent_t steps_ev;
+    /* captures (capture_begin .. capture_end): the fork and join events,
+     * the event recorded after each graph launch, and per plan event
+     * (events[]) whether it was last recorded inside a capture and in
+     * which (capture numbers from 1) */
+    bool capturing;
+    int capture_no;
+    cudaEvent_t fork_ev, join_ev[VD_N_STREAMS], graph_ev;
+    bool graph_launched;
+    int *ev_capture;                      /* [n_events]: 0 recorded eagerly (or never) */
 } cu_ctx;
+
+/* The update ranges of ranges_create: the table in device memory. */
+typedef struct cu_ranges {
+    vd_update_range *dev;                 /* [n] */
+    int n;
+    int64_t max_count;                    /* sizes the update's grid */
+} cu_ranges;
 
 /* c->scale_st, made (and set to vd_loss_scale_init) on the first call. */
 int cu_scale_state(cu_ctx *c, vd_loss_scale **st, vd_err *e);
@@ -443,8 +465,9 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
  * drawn by NCHW index, as on the CPU); base: the batch's NCHW index of the
  * first element (a chunk: n0 * ch * hw). */
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                int64_t base, vd_dtype dt, vd_err *e);
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter,
+                const vd_step_scalars *S, int64_t ch, int64_t hw, int64_t base, vd_dtype dt,
+                vd_err *e);
 /* dst[i] = sum_{j < n} src[j * m + i] (fixed order); beta != 0 adds it to dst */
 int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float beta,
                   float *dst, vd_err *e);
@@ -504,11 +527,14 @@ int cuk_xent_bwd(cudaStream_t s, int sm, const float *y, const int32_t *labels, 
 /* db[j] = sum over rows of dy[:, j]; beta != 0 adds it to db */
 int cuk_col_sum(cudaStream_t s, const float *dy, int64_t n, int64_t cols, float beta, float *db,
                 vd_dtype dt, vd_err *e);
-/* backend.h's update of p, m, v [0, n) from g (v NULL for SGD); st NULL,
- * or (update_scaled) the loss scale's state in device memory: nothing done
- * when st->found_inf, else the update of g / st->scale. */
+/* backend.h's update of p, m, v from g (v NULL for SGD) over the nr ranges
+ * R (device memory; total: the largest range's count, which sizes the
+ * grid) at the step scalars S (device memory); st NULL, or (update_scaled)
+ * the loss scale's state in device memory: nothing done when
+ * st->found_inf, else the update of g / st->scale. One launch. */
 int cuk_update(cudaStream_t s, int sm, const vd_optim_step *o, float *p, const float *g,
-               float *m, float *v, int64_t n, const vd_loss_scale *st, vd_err *e);
+               float *m, float *v, const vd_update_range *R, int nr, int64_t total,
+               const vd_step_scalars *S, const vd_loss_scale *st, vd_err *e);
 /* st->found_inf = 1 when g[0, n) holds an inf or NaN; first_bad = layer when
  * that raised it this step (backend.h's grad_check). */
 int cuk_grad_check(cudaStream_t s, int sm, const float *g, int64_t n, int layer,

@@ -243,11 +243,13 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
 
 /* y[i] (+)= keep(i) ? x[i] * scale : 0, keep iff hash >= p. Forward (beta 0)
  * and backward (x = dy, y = dx) are the same map. base: the batch's NCHW
- * index of element 0 (a chunk's first sample times C*H*W). */
+ * index of element 0 (a chunk's first sample times C*H*W). The mask's
+ * iteration is iter + S->iter (the step scalars, device memory). */
 template <typename T>
 __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, float scale,
-                          uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                          int64_t base) {
+                          uint64_t seed, uint64_t layer, uint64_t iter0,
+                          const vd_step_scalars *S, int64_t ch, int64_t hw, int64_t base) {
+    const uint64_t iter = iter0 + (uint64_t)S->iter;
     GRID_STRIDE(i, n) {
         int64_t m = i;   /* the mask is drawn by NCHW index in every layout */
         if (NHWC<T>::on && hw > 1) {
@@ -261,11 +263,13 @@ __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, floa
 }
 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
-                float scale, uint64_t seed, uint64_t layer, uint64_t iter, int64_t ch, int64_t hw,
-                int64_t base, vd_dtype dt, vd_err *e) {
+                float scale, uint64_t seed, uint64_t layer, uint64_t iter,
+                const vd_step_scalars *S, int64_t ch, int64_t hw, int64_t base, vd_dtype dt,
+                vd_err *e) {
     if (n <= 0) return VD_OK;
     DT_DISPATCH(dt, T, k_dropout<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
-                           AS<T>(x), AS<T>(y), beta, n, p, scale, seed, layer, iter, ch, hw, base));
+                           AS<T>(x), AS<T>(y), beta, n, p, scale, seed, layer, iter, S, ch, hw,
+                           base));
     KERNEL_CHECK(e);
     return VD_OK;
 }

@@ -272,8 +272,8 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float scale = 1.0f / (1.0f - p);
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
-                       (uint64_t)li, (uint64_t)io->iter, L->c, (int64_t)L->h * L->w, io_y0(L, io),
-                       io->act, e);
+                       (uint64_t)li, (uint64_t)io->iter, c->steps_dev, L->c,
+                       (int64_t)L->h * L->w, io_y0(L, io), io->act, e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -285,8 +285,8 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     }
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
-                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter, L->c,
-                       (int64_t)L->h * L->w, io_y0(L, io), io->act, e);
+                       1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter,
+                       c->steps_dev, L->c, (int64_t)L->h * L->w, io_y0(L, io), io->act, e);
 }
 
 /* 16-bit (channels-last): flattening in torch's order is NHWC -> NCHW. */

@@ -1,0 +1,199 @@
+/* test_graph.c — captured iterations (vd_exec_opts.graph): a training step
+ * captured once and replayed (backend.h's capture_begin .. graph_launch) is
+ * the eager step bit for bit.
+ *
+ * The CPU backend emulates a capture faithfully: every call is recorded
+ * with its arguments copied, as CUDA bakes a graph's kernel parameters, and
+ * a launch replays the records. So a value that changes from step to step
+ * and reached a recorded call as an argument (a learning rate of a cosine
+ * schedule, AdamW's step number, dropout's iteration, a copy's source
+ * buffer when the input pairs swap) would be replayed with the value of the
+ * captured step, and the replayed training would leave the eager one:
+ * graph_bakes_nothing compares them over 20 steps (LeNet with dropout, a
+ * cosine lr, the input staged; SGD with momentum under a plan that
+ * offloads every map, AdamW under one that recomputes). replay_reads_step_scalars is the negative check at
+ * the backend: an update captured at one lr and launched at another gives
+ * the eager update at the launch's lr, which differs from the one at the
+ * captured lr (what a baked lr would give). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <check.h>
+#include "testnets.h"
+#include "exec_util.h"
+#include "plan_common.h"
+#include "vdt.h"
+
+enum { ITERS = 20, BATCH = 4 };
+
+typedef struct g_out {
+    float *params, *state;
+    float loss[ITERS];
+    vd_exec_stats st;
+    int n_recompute_ops, n_offloaded;
+    bool stages;
+} g_out;
+
+/* The learning rate of step it: a cosine from lr down (every step another). */
+static float cosine_lr(float lr, int it) {
+    return (float)(lr * 0.5 * (1.0 + cos(M_PI * it / ITERS)));
+}
+
+/* ITERS steps of net under a plan of policy pol for device model dev, the
+ * next batch staged each step (as vdnn-train's loader does), an evaluation
+ * after step 9; graph: vd_exec_opts.graph. */
+static void run_graph(const vd_net *net, vd_policy pol, const vd_device_params *dev, bool graph,
+                      g_out *o) {
+    memset(o, 0, sizeof *o);
+    vd_err e = {0};
+    vd_profile prof;
+    vd_backend *be = cpu_for_dev(net, BATCH, dev, &prof);
+    vd_plan_opts po = plan_opts(BATCH, pol);
+    po.fixed_algo = 1;
+    uint64_t xb = (uint64_t)BATCH * (uint64_t)vd_net_out_numel(net, -1) * 4u;
+    po.budget = cpu_min_budget(net, &po, dev) + xb + 4096;   /* room to stage the input */
+    vd_plan plan;
+    ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "%s", e.msg);
+    o->n_recompute_ops = plan.n_recompute_ops;
+    for (int t = 0; t < plan.n_tensors; t++) o->n_offloaded += plan.tensors[t].offload;
+    vd_exec_opts eo = {.layers_ready = true, .deterministic = true, .math = net->train.math,
+                       .graph = graph};
+    vd_exec *ex = NULL;
+    ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "%s", e.msg);
+    o->stages = vd_exec_stages(ex);
+    size_t ns = (size_t)vd_net_state_floats(net);
+    o->params = malloc((size_t)net->param_floats * sizeof(float));
+    o->state = malloc(ns * sizeof(float));
+    ck_assert(o->params && o->state);
+    vd_net_init_params(net, o->params, 42);
+    ck_assert_msg(vd_exec_set_state(ex, o->params, NULL, 0, &e) == 0, "%s", e.msg);
+    bool have = false;
+    for (int it = 0; it < ITERS; it++) {
+        if (!have) fill_batch(net, BATCH, it, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        bool next = o->stages && it + 1 < ITERS;
+        if (next) {
+            fill_batch(net, BATCH, it + 1, vd_exec_next_x(ex), vd_exec_next_labels(ex));
+            vd_exec_next_ready(ex);
+        }
+        ck_assert_msg(vd_exec_train_step(ex, cosine_lr(net->train.lr, it), it, &o->loss[it],
+                                         &e) == 0, "%s", e.msg);
+        have = next;
+        if (it == 9) {   /* eager, on its own plan; drops the staged batch */
+            fill_batch(net, BATCH, 999, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+            vd_eval_counts ec;
+            ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
+            if (have) fill_batch(net, BATCH, it + 1, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        }
+    }
+    ck_assert_msg(vd_exec_get_state(ex, o->params, o->state, NULL, &e) == 0, "%s", e.msg);
+    vd_exec_get_stats(ex, &o->st);
+    vd_exec_destroy(&ex);
+    vd_plan_free(&plan);
+    vd_profile_free(&prof);
+    be->destroy(be);
+}
+
+START_TEST(graph_bakes_nothing) {
+    vd_net net;
+    tn_lenet(&net, BATCH);   /* dropout 0.25: its masks follow the iteration */
+    net.train.lr = 0.05f;
+    net.train.weight_decay = 1e-3f;
+    net.train.beta1 = 0.9f;
+    net.train.beta2 = 0.999f;
+    net.train.eps = 1e-8f;
+    /* SGD with every map offloaded; AdamW where a slow link makes the plan
+     * recompute (each pair once: the suite's time) */
+    struct { vd_policy pol; const vd_device_params *dev; } plans[] = {
+        {VD_POLICY_ALL, &vd_device_h200},
+        {VD_POLICY_AUTO, &slow_link},
+    };
+    bool recomputed = false, offloaded = false;
+    for (int opt = 0; opt < 2; opt++) {
+        net.train.optimizer = opt ? VD_OPT_ADAMW : VD_OPT_SGD;
+        net.train.momentum = opt ? 0.0f : 0.9f;
+        size_t ns = (size_t)vd_net_state_floats(&net);
+        {
+            size_t k = (size_t)opt;   /* the optimizer's plan */
+            g_out a, b;
+            run_graph(&net, plans[k].pol, plans[k].dev, false, &a);
+            run_graph(&net, plans[k].pol, plans[k].dev, true, &b);
+            const char *what = vd_optimizer_name(net.train.optimizer);
+            ck_assert_msg(b.stages, "%s plan %zu: no input staging", what, k);
+            recomputed |= b.n_recompute_ops > 0;
+            offloaded |= b.n_offloaded > 0;
+            /* captured and replayed: steps 3 to 8 and 13 to 18 (the two
+             * input pairs' keys, each seen once eagerly, then captured;
+             * the evaluation and the last step, which stages nothing, change
+             * the keys) */
+            ck_assert_int_eq(a.st.graph_launches, 0);
+            ck_assert_msg(b.st.graph_launches >= ITERS / 2, "%s plan %zu: %lld graph launches",
+                          what, k, (long long)b.st.graph_launches);
+            for (int i = 0; i < ITERS; i++)
+                ck_assert_msg(memcmp(&a.loss[i], &b.loss[i], 4) == 0, "%s plan %zu: loss %d: "
+                              "%.9g eager, %.9g replayed", what, k, i, (double)a.loss[i],
+                              (double)b.loss[i]);
+            ck_assert_msg(!memcmp(a.params, b.params, (size_t)net.param_floats * 4),
+                          "%s plan %zu: parameters differ", what, k);
+            ck_assert_msg(!memcmp(a.state, b.state, ns * 4), "%s plan %zu: optimizer state "
+                          "differs", what, k);
+            ck_assert_int_eq(a.st.sgd_steps, ITERS);
+            ck_assert_int_eq(b.st.sgd_steps, ITERS);
+            ck_assert_uint_eq(a.st.offload_bytes_iter, b.st.offload_bytes_iter);
+            ck_assert_int_eq(a.st.recompute_ops_iter, b.st.recompute_ops_iter);
+            ck_assert_int_eq(a.st.staged_loads, b.st.staged_loads);
+            free(a.params); free(a.state); free(b.params); free(b.state);
+        }
+    }
+    ck_assert_msg(recomputed && offloaded, "the plans neither recompute nor offload");
+    vd_net_free(&net);
+}
+END_TEST
+
+/* The backend half of the negative check: SGD with momentum on 64 floats,
+ * update captured at lr 0.1 (t 2), launched at lr 0.05 (t 2): the eager
+ * update at 0.05 bit for bit, and not the one at 0.1. */
+START_TEST(replay_reads_step_scalars) {
+    vd_backend *be;
+    vd_err e = {0};
+    ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+    enum { N = 64 };
+    float g[N], p0[N], m0[N], p[3][N], m[3][N];
+    vd_rng r;
+    vd_rng_seed(&r, 7, 0);
+    for (int i = 0; i < N; i++) {
+        g[i] = vd_rng_normal(&r);
+        p0[i] = vd_rng_normal(&r);
+        m0[i] = vd_rng_normal(&r);
+    }
+    vd_optim_step o = {.kind = VD_OPT_SGD, .momentum = 0.9f, .weight_decay = 1e-3f, .t = 2};
+    void *table = NULL;
+    ck_assert_int_eq(be->ranges_create(be, &(vd_update_range){0, N, 1.0f}, 1, &table, &e), 0);
+    /* [0]: eager at 0.05; [1]: eager at 0.1; [2]: captured at 0.1, launched at 0.05 */
+    const float lr[3] = {0.05f, 0.1f, 0.1f};
+    for (int k = 0; k < 3; k++) {
+        memcpy(p[k], p0, sizeof p0);
+        memcpy(m[k], m0, sizeof m0);
+        o.lr = lr[k];
+        vd_step_scalars ss = vd_step_scalars_of(&o, 0);
+        if (k == 2) ck_assert_int_eq(be->capture_begin(be, &e), 0);
+        ck_assert_int_eq(be->step_set(be, &ss, &e), 0);
+        ck_assert_int_eq(be->update(be, &o, p[k], g, m[k], NULL, table, &e), 0);
+        if (k < 2) continue;
+        ck_assert_mem_eq(p[k], p0, sizeof p0);   /* captured: nothing ran */
+        ck_assert_int_eq(be->synchronize(be, &e), VD_EINTERNAL);   /* no host wait in a capture */
+        void *graph = NULL;
+        ck_assert_int_eq(be->capture_end(be, &graph, &e), 0);
+        o.lr = lr[0];
+        ss = vd_step_scalars_of(&o, 0);
+        ck_assert_int_eq(be->graph_launch(be, graph, &ss, &e), 0);
+        be->graph_destroy(be, graph);
+    }
+    ck_assert_mem_eq(p[2], p[0], sizeof p0);
+    ck_assert_mem_eq(m[2], m[0], sizeof m0);
+    ck_assert(memcmp(p[2], p[1], sizeof p0) != 0);   /* a baked lr: detected */
+    be->ranges_free(be, table);
+    be->destroy(be);
+}
+END_TEST
+
+VDT_MAIN("graph", 0, graph_bakes_nothing, replay_reads_step_scalars)
