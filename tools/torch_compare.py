@@ -437,7 +437,7 @@ def run_torch(args, info, shape, classes):
         dt = statistics.median(times)
         row.update({"iter_s": dt, "iter_mean_s": statistics.mean(times), "iter_min_s": min(times),
                     "iter_times_s": times, "images_s": args.batch / dt,
-                    "loss": float(loss)})
+                    "loss": float(loss.detach())})
         if scaler is not None:
             row["loss_scale"] = scaler.get_scale()   # after the timed iterations (a sync)
         if cuda:

@@ -537,6 +537,14 @@ int vd_backend_create(vd_backend **out, const char *name, int device, const vd_b
 /* Constructors. Return VD_EDEVICE / VD_EUNSUPPORTED when unavailable
  * (cuda in a CPU-only build: VD_EUNSUPPORTED with a message saying so). */
 int vd_backend_cpu_create(vd_backend **out, vd_err *e);
+/* The CPU oracle of a CUDA run whose convs fuse their bias (tests): in math
+ * bf16 / fp16, conv layer l with once[l] adds its bias to the fp32 product
+ * and rounds the sum once, as a CUDA conv whose cuDNN graph adds the bias
+ * before its store (vd_cuda_conv_fused); the others round the product, add
+ * the bias and round again, as a separate bias pass (the default; once
+ * NULL restores it). Kept across layer_setup. VD_EINTERNAL when be is not
+ * the CPU backend, VD_ENOMEM. */
+int vd_backend_cpu_bias_rounding(vd_backend *be, int n_layers, const bool *once, vd_err *e);
 int vd_backend_cuda_create(vd_backend **out, int device, vd_err *e);
 /* Same with options (NULL = the defaults); be->opts = *o. */
 int vd_backend_cuda_create_opts(vd_backend **out, int device, const vd_backend_opts *o,

@@ -118,8 +118,9 @@ const char *const VD_CLI_BACKEND_HELP =
 "  --conv-rtc           also runtime-compiled cuDNN engines (slow setup)\n"
 "  --conv-debug N       0 | 1 (each conv layer's choice on stderr) | 2 (every\n"
 "                       candidate engine too)\n"
-"  --no-fuse            run every op as its own kernels: no ReLU fused into the\n"
-"                       conv, batch norm or add before it (CUDA; for comparisons)\n"
+"  --no-fuse            run every op as its own kernels: no conv + bias (+ ReLU)\n"
+"                       cuDNN graph, no ReLU fused into the conv, batch norm or\n"
+"                       add before it (CUDA; for comparisons)\n"
 "  --sync-debug         synchronize after every op (debugging)\n";
 
 /* --conv-tune / --conv-api / --conv-split value -> index in ch[], else VD_EUSAGE. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cuda/cuda_backend.h"
 
 /* ------------------------------------------------------------------ nets */
 
@@ -319,6 +320,16 @@ vd_backend *c_cpu(void) {
         ck_assert_msg(vd_backend_cpu_create(&g_cpu_be, &e) == 0, "cpu backend: %s", e.msg);
     }
     return g_cpu_be;
+}
+
+void c_cpu_like_cuda(const vd_net *net) {
+    vd_err e = {0};
+    int n = net ? net->n_layers : 0;
+    bool *once = n ? calloc((size_t)n, sizeof *once) : NULL;
+    ck_assert(!n || once);
+    for (int l = 0; l < n; l++) once[l] = vd_cuda_conv_fused(c_cuda(), l);
+    ck_assert_msg(vd_backend_cpu_bias_rounding(c_cpu(), n, once, &e) == 0, "%s", e.msg);
+    free(once);
 }
 
 /* VD_CUDA_TESTS_ON_CPU=1 (harness self-check, no GPU needed): the "cuda"

@@ -86,6 +86,12 @@ double c_nerr(const float *a, const float *b, int64_t n);
 
 vd_backend *c_cpu(void);
 vd_backend *c_cuda(void);
+/* Make c_cpu() the oracle of c_cuda()'s last layer_setup of net: in math
+ * bf16 / fp16 a conv whose cuDNN graph adds its bias before its one store
+ * (vd_cuda_conv_fused) rounds its output once on the CPU too
+ * (vd_backend_cpu_bias_rounding). NULL: back to the default (twice). Call
+ * it after the CUDA run the CPU's is compared to. */
+void c_cpu_like_cuda(const vd_net *net);
 /* Common main: skip (77) without a device, run the suite without fork. */
 int c_main(Suite *s);
 

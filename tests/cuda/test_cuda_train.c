@@ -203,8 +203,10 @@ static void cpu_vs_cuda(vd_math m, double tol_loss, double tol_w) {
     vd_net net;
     build(&net);
     run_result a, b;
-    run(c_cpu(), &net, VD_POLICY_ALL, m, false, &a);
     run(c_cuda(), &net, VD_POLICY_ALL, m, false, &b);
+    c_cpu_like_cuda(&net);
+    run(c_cpu(), &net, VD_POLICY_ALL, m, false, &a);
+    c_cpu_like_cuda(NULL);
     for (int it = 0; it < ITERS; it++) {
         double d = fabs((double)a.loss[it] - b.loss[it]) / fmax(fabs((double)a.loss[it]), 1e-6);
         printf("  %s iter %d loss cpu %.7f cuda %.7f rel %.2g\n", vd_math_name(m), it, a.loss[it],
@@ -261,8 +263,10 @@ START_TEST(test_frozen_cpu_vs_cuda) {
     vd_net_init_params(&net, p0, 99);   /* run_at's */
     for (int mi = 0; mi < 3; mi++) {
         run_result a, b;
-        run(c_cpu(), &net, VD_POLICY_ALL, maths[mi], false, &a);
         run(c_cuda(), &net, VD_POLICY_ALL, maths[mi], false, &b);
+        c_cpu_like_cuda(&net);
+        run(c_cpu(), &net, VD_POLICY_ALL, maths[mi], false, &a);
+        c_cpu_like_cuda(NULL);
         for (int it = 0; it < ITERS; it++) {
             double d = fabs((double)a.loss[it] - b.loss[it]) / fmax(fabs((double)a.loss[it]), 1e-6);
             ck_assert_msg(d <= tol_l[mi], "%s iteration %d: loss cpu %g cuda %g",
@@ -538,7 +542,9 @@ END_TEST
  *    the CPU, each within the bounds of the oracle (TOL_LOSS / TOL_W,
  *    TOL_*_BF16; tf32 takes bf16's, its 10-bit inputs being coarser than
  *    fp32's), so twice them of each other;
- *  - fp32 and bf16 fused against the CPU (TOL_LOSS / TOL_W, TOL_*_BF16). */
+ *  - fp32 and bf16 fused against the CPU (TOL_LOSS / TOL_W, TOL_*_BF16),
+ *    the CPU rounding each fused conv's output once as the graph does
+ *    (c_cpu_like_cuda). */
 static void build_vgg(vd_net *net) {
     c_net_begin(net, 3, 16, 16, BATCH);
     net->train.lr = 0.01f;
@@ -593,6 +599,7 @@ START_TEST(test_conv_bias_relu_fused) {
         run_result f, a, t, u;
         be->opts.conv_fuse_force = true;   /* read by the next layer_setup */
         run(be, &net, VD_POLICY_NONE, m, true, &f);
+        c_cpu_like_cuda(&net);   /* the CPU run below is f's oracle */
         const bool fused = vd_cuda_conv_fused(be, 0) && vd_cuda_conv_fused(be, 2);
         printf("  %s: convs fused %d %d, relus fused %d %d\n", vd_math_name(m),
                vd_cuda_conv_fused(be, 0), vd_cuda_conv_fused(be, 2), vd_cuda_relu_fused(be, 1),
@@ -630,6 +637,7 @@ START_TEST(test_conv_bias_relu_fused) {
             cmp_runs(&net, &cpu, &f, what, tl, tw);
             free_result(&cpu);
         }
+        c_cpu_like_cuda(NULL);
         free_result(&f);
         free_result(&a);
         free_result(&t);
@@ -779,8 +787,10 @@ START_TEST(test_inference_cpu_vs_cuda) {
     static const vd_math maths[2] = {VD_MATH_FP32, VD_MATH_BF16};
     for (int mi = 0; mi < 2; mi++) {
         double tol = maths[mi] == VD_MATH_FP32 ? 1e-5 : 1e-2;
-        infer(c_cpu(), &net, maths[mi], params, x, pa);
         infer(c_cuda(), &net, maths[mi], params, x, pb);
+        c_cpu_like_cuda(&net);
+        infer(c_cpu(), &net, maths[mi], params, x, pa);
+        c_cpu_like_cuda(NULL);
         double worst = 0;
         for (int n = 0; n < BATCH; n++) {
             double sum = 0;
@@ -848,7 +858,9 @@ START_TEST(test_adamw) {
         ck_assert_msg(!memcmp(a.params, c.params, bytes) && !memcmp(a.mom, c.mom, sbytes) &&
                           !memcmp(a.loss, c.loss, sizeof a.loss),
                       "%s: offloading changed AdamW's run", vd_math_name(m));
+        c_cpu_like_cuda(&net);
         run(c_cpu(), &net, VD_POLICY_ALL, m, false, &h);
+        c_cpu_like_cuda(NULL);
         for (int it = 0; it < ITERS; it++) {
             double d = fabs((double)h.loss[it] - a.loss[it]) / fmax(fabs((double)h.loss[it]), 1e-6);
             printf("  adamw %s iter %d loss cpu %.7f cuda %.7f rel %.2g\n", vd_math_name(m), it,

@@ -51,7 +51,8 @@
  *     the out-of-place call gives.
  * checker_catches_errors shows that the comparisons fail on a one-ulp
  * error, on truncation instead of rounding and on a bias added before the
- * store. */
+ * store, and that a conv named by vd_backend_cpu_bias_rounding (the oracle
+ * of a CUDA conv whose cuDNN graph fuses its bias) rounds once instead. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -654,6 +655,19 @@ START_TEST(checker_catches_errors) {
     run_io(&net, i, &bio, false);
     ck_assert_msg(bf_mismatch(yb, io.y, n, &first) > 0,
                   "a bias added before the store gives the same bf16 y: the test cannot tell");
+    /* ... which is what the layer gives, exactly, once the oracle is told
+     * that CUDA's graph fuses its bias (vd_backend_cpu_bias_rounding) */
+    bool once[8] = {false};
+    vd_err e = {0};
+    ck_assert_int_le(net.n_layers, 8);
+    once[i] = true;
+    ck_assert_int_eq(vd_backend_cpu_bias_rounding(be, net.n_layers, once, &e), 0);
+    run_io(&net, i, &bio, false);
+    ck_assert_msg(bf_mismatch(yb, io.y, n, &first) == 0, "bias rounded once: [%lld] differs",
+                  (long long)first);
+    ck_assert_int_eq(vd_backend_cpu_bias_rounding(be, 0, NULL, &e), 0);
+    run_io(&net, i, &bio, false);
+    ck_assert(bf_mismatch(yb, io.y, n, &first) > 0);   /* twice again */
     free(io.y); free(wr); free(yb); free(xb);
     free(y32); free(good); free(bad);
     t_op_free(&t);

@@ -112,6 +112,9 @@ typedef struct cpu_ctx {
     vd_step_scalars steps;      /* what ops and updates read (step_set) */
     vd_step_scalars steps_host; /* step_set's host-side copy (graph_launch writes it) */
     struct cpu_graph *cap;      /* the graph being captured, NULL when not capturing */
+    bool *bias_once;            /* [n_bias_once] vd_backend_cpu_bias_rounding's layers (kept
+                                   across layer_setup) */
+    int n_bias_once;
 } cpu_ctx;
 
 /* ------------------------------------------------------------------ captures */
@@ -658,7 +661,9 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
  * CUDA path stores 16 bits. Conv and fc see 16-bit-rounded weights (the CUDA
  * path converts the fp32 master weights before cuDNN / cuBLAS); a conv
  * or fc bias is added after the product was stored (CUDA: a separate bias
- * kernel on the 16-bit output), so y is rounded twice as there. Conv weight
+ * kernel on the 16-bit output), so y is rounded twice as there, but for the
+ * convs vd_backend_cpu_bias_rounding names (a CUDA conv whose cuDNN graph
+ * adds the bias before its one store: y rounded once). Conv weight
  * gradients pass through 16 bits (cuDNN's 16-bit wgrad writes 16-bit), fc's
  * do not (cuBLAS writes fp32); bias, batch-norm and loss values stay fp32.
  * A chunk's conv dW that is added to dw (dw_beta 1) is rounded on its own
@@ -771,7 +776,10 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
     if (rc) return rc;
     if (!bwd) {
         if (gemm && io->b) {                 /* (else the store below rounds once) */
-            vd_round_h16_n(dt, f.y, (size_t)ny);
+            /* the product stored first, unless CUDA's graph adds the bias
+             * before its one store (vd_backend_cpu_bias_rounding) */
+            if (layer >= ctx->n_bias_once || !ctx->bias_once[layer])
+                vd_round_h16_n(dt, f.y, (size_t)ny);
             int64_t ch = yc, hw = yhw;
             for (int64_t n = 0; n < io->n; n++)
                 for (int64_t c = 0; c < ch; c++)
@@ -1059,9 +1067,23 @@ static void cpu_destroy(vd_backend *be) {
         vd_free(c->scratch);
         vd_free(c->bf_buf);
         vd_free(c->maps);
+        vd_free(c->bias_once);
         vd_free(c);
     }
     vd_free(be);
+}
+
+int vd_backend_cpu_bias_rounding(vd_backend *be, int n_layers, const bool *once, vd_err *e) {
+    if (!be || strcmp(be->name, "cpu") != 0 || n_layers < 0)
+        return vd_errf(e, VD_EINTERNAL, "vd_backend_cpu_bias_rounding: not a CPU backend");
+    cpu_ctx *c = be->ctx;
+    bool *b = once && n_layers ? vd_malloc((size_t)n_layers * sizeof *b, e) : NULL;
+    if (once && n_layers && !b) return VD_ENOMEM;
+    if (b) memcpy(b, once, (size_t)n_layers * sizeof *b);
+    vd_free(c->bias_once);
+    c->bias_once = b;
+    c->n_bias_once = b ? n_layers : 0;
+    return VD_OK;
 }
 
 int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
