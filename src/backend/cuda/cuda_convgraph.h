@@ -136,6 +136,9 @@ typedef struct galt {                     /* a plan built at run time */
     float beta;
     int64_t ax, aw;                       /* byte alignment: activations, weight */
     uint64_t ws_limit;                    /* legacy entries: the workspace nothing fit */
+    int want_epi;                         /* the epilogue asked for (part of the key) */
+    int epi;                              /* the one p applies: want_epi, or CG_EPI_NONE where
+                                             no fused engine fit */
     gop op;
     gcand p;
 } galt;

@@ -34,25 +34,32 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
 }
 
 /* Direction d with output beta (cu_graph_conv_run's) through a plan built
- * for the call's batch, beta, alignment and workspace, cached in g->alt.
- * Without an epilogue: cu_graph_conv_run adds that of a fused forward. */
+ * for the call's batch, beta, alignment and workspace, cached in g->alt. A
+ * fused forward's call (epi, its bias aligned) gets a fused plan at the
+ * call's batch where a runtime-fusion engine fits the workspace, so that a
+ * chunk runs as the whole batch does; *done_epi says which epilogue the
+ * plan applied (CG_EPI_NONE: the caller adds it). */
 static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, const vd_op_io *io,
-                   void *const ptr[3], int64_t ax, int64_t aw, vd_err *e) {
+                   void *const ptr[3], int64_t ax, int64_t aw, int epi, int *done_epi,
+                   vd_err *e) {
     cu_layer *L = &c->layers[li];
     cu_graph *g = L->g;
     const vd_layer *l = &net->layers[li];
     const int ldir = d == CU_GD_BWD_DATA_ACC ? CU_GD_BWD_DATA : d;
     void *ws = io->ws_bytes ? io->ws : NULL;
     uint64_t wsb = io->ws ? io->ws_bytes : 0;
+    *done_epi = CG_EPI_NONE;
     for (int i = 0; i < G_MAXALT; i++) {
         const galt *a = &g->alt[i];
         if (!a->used || a->dir != d || a->beta != beta || a->n != io->n || a->ax != ax ||
-            a->aw != aw)
+            a->aw != aw || a->want_epi != epi)
             continue;
         if (a->legacy && wsb <= a->ws_limit)
             return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
         if (!a->legacy && a->p.ws <= wsb) {
-            CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, NULL, a->p.ws ? ws : NULL));
+            CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->epi ? io->b : NULL,
+                                        a->p.ws ? ws : NULL));
+            *done_epi = a->epi;
             return VD_OK;
         }
     }
@@ -67,19 +74,27 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     a->beta = beta;
     a->ax = ax;
     a->aw = aw;
+    a->want_epi = epi;
     bool ok;
     cudnnStatus_t st;
     int rc, n = 0;
-    if ((rc = cg_build_op(c, L, l, d, beta, io->n, ax, aw, g->ab, CG_EPI_NONE, &a->op, &ok, &st,
-                          e)))
-        goto fail;
-    if (ok) {
-        if ((rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb, false,
-                                   &a->p, &n, 1, e)))
+    /* the fused graph first (its engines are runtime-fusion ones), then the
+     * convolution alone */
+    for (int try_epi = epi; !n; try_epi = CG_EPI_NONE) {
+        const bool fused = try_epi != CG_EPI_NONE;
+        cg_gop_free(&a->op);
+        if ((rc = cg_build_op(c, L, l, d, beta, io->n, ax, aw, g->ab, try_epi, &a->op, &ok, &st,
+                              e)))
             goto fail;
-        if (!n && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_FALLBACK, 1,
-                                         wsb, false, &a->p, &n, 1, e)))
+        if (ok && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb,
+                                         fused, &a->p, &n, 1, e)))
             goto fail;
+        if (ok && !n && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph,
+                                               CUDNN_HEUR_MODE_FALLBACK, 1, wsb, fused, &a->p,
+                                               &n, 1, e)))
+            goto fail;
+        if (n) a->epi = try_epi;
+        if (!fused) break;
     }
     if (!n) {
         a->legacy = true;
@@ -89,10 +104,13 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
                (unsigned long long)wsb);
         return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
     }
-    cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: runtime plan, "
+    cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: runtime plan%s, "
            "engine %lld", l->name, cg_dir_name[d], io->n, (long long)ax, (long long)aw,
-           (unsigned long long)wsb, (long long)a->p.engine);
-    CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, NULL, a->p.ws ? ws : NULL));
+           (unsigned long long)wsb, a->epi ? " with its bias (and ReLU) fused" : "",
+           (long long)a->p.engine);
+    CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->epi ? io->b : NULL,
+                                a->p.ws ? ws : NULL));
+    *done_epi = a->epi;
     return VD_OK;
 fail:
     cg_gcand_free(&a->p);
@@ -137,7 +155,8 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
             if (need == 0 || (io->ws && need <= io->ws_bytes))
                 return run_split(c, L, g, d, o->split, q, ptr, io, beta, e);
         }
-        return run_alt(c, net, li, d, beta, io, ptr, ax, aw, e);
+        int none;   /* a split option's forward adds no bias (cu_graph_fwd_fuses_bias) */
+        return run_alt(c, net, li, d, beta, io, ptr, ax, aw, CG_EPI_NONE, &none, e);
     }
     if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
         const vd_layer *l = &net->layers[li];
@@ -157,7 +176,9 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
             }
         }
     }
-    /* the fallbacks convolve only: a fused forward's epilogue follows */
-    int rc = run_alt(c, net, li, d, beta, io, ptr, ax, aw, e);
-    return rc || !epi ? rc : cg_epilogue(c, L, &net->layers[li], io, epi, e);
+    /* another batch (a chunk), alignment or workspace: a plan built for the
+     * call, fused where an engine fits; else the epilogue's own passes */
+    int done = CG_EPI_NONE;
+    int rc = run_alt(c, net, li, d, beta, io, ptr, ax, aw, bias_ok ? epi : CG_EPI_NONE, &done, e);
+    return rc || !epi || done == epi ? rc : cg_epilogue(c, L, &net->layers[li], io, epi, e);
 }
