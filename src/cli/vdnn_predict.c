@@ -57,8 +57,10 @@ static void usage(FILE *f) {
 "  --batch N            images per forward pass (default: the spec's train.batch,\n"
 "                       at most the number of image files)\n"
 "  --budget SIZE        device memory pool, e.g. 2G (default: what the plan needs,\n"
-"                       within what the device can give); too small: exit 6, with\n"
-"                       the smallest budget that fits\n"
+"                       within what the device can give); too small for the whole\n"
+"                       batch: the large layers run in batch chunks (the fewest\n"
+"                       that fit); too small even so: exit 6, with the smallest\n"
+"                       budget that fits\n"
 "  --profile FILE       plan with this profile (vdnn-plan(1)) instead of measuring\n"
 "  --analytic-profile   plan with the analytic profile (no measuring pass)\n"
 "  --profile-out FILE   write the profile used to FILE\n"
@@ -296,13 +298,16 @@ static void plan_note(const vd_predict_job *j, bool quiet) {
     vd_cli_warn_auto_cpu(PROG, &j->ses, j->plan.sim.iter_s,
                          (j->n_images + j->run.batch - 1) / j->run.batch);
     if (quiet) return;
-    char b1[32], b2[32];
+    char b1[32], b2[32], sp[VD_NAME_MAX * 2 + 96];
     fprintf(stderr, "%s: %s, %lld image%s in batches of %d; plan: forward only, pool %s "
             "(peak %s), predicted %.3f ms per batch (%s)\n", PROG, j->net.name,
             (long long)j->n_images, j->n_images == 1 ? "" : "s", j->run.batch,
             vd_fmt_bytes(j->plan.budget, b1, sizeof b1),
             vd_fmt_bytes(j->plan.live_peak, b2, sizeof b2), 1e3 * j->plan.sim.iter_s,
             j->ses.prof.source);
+    if (j->plan.n_units != j->plan.n_layers)   /* the budget needs split layers */
+        fprintf(stderr, "%s: plan: split layers: %s\n", PROG,
+                vd_plan_split_summary(&j->plan, &j->net, sp, sizeof sp));
 }
 
 /* ---- main ------------------------------------------------------------------ */

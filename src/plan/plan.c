@@ -229,7 +229,7 @@ static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *a
  * from its writer to its last reader, nothing is offloaded: no backward
  * pass reads a map later), first with the given forward options, then,
  * when that does not fit the budget, with each layer's least-workspace
- * option. */
+ * option; an inference plan may split layers too (below). */
 
 /* Each layer's forward option of least workspace into algos[2L] (both
  * halves; the backward half is not run). */
@@ -264,26 +264,34 @@ static int build_forward(const vd_net *net, const vd_profile *prof, const vd_pla
     return vdp_build_fixed(net, prof, o, VD_POLICY_NONE, algos, pin, out, e);
 }
 
-/* The inference plan (vd_plan_build with opts->forward_only): the fastest
- * forward options, else the least-workspace ones; with pool_to_need the
- * pool is what it needs. */
-static int build_inference(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                           vd_plan *out, vd_err *e) {
-    vd_plan_opts o = *opts;
-    o.policy = VD_POLICY_NONE;
-    int *algos = vd_malloc(2 * (size_t)net->n_layers * sizeof *algos, NULL);
-    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
-    fastest_fwd(net, prof, algos);
-    int rc = build_forward(net, prof, &o, algos, NULL, out, e);
-    vd_free(algos);
-    if (rc == VD_OK && o.pool_to_need && out->hwm < out->budget) out->budget = out->hwm;
-    return rc;
+
+/* ---- inference's split layers ----------------------------------------------
+ * An inference plan given a budget and no chunks that does not fit whole
+ * with the fastest forward options splits its large layers in batch chunks
+ * as auto does (auto_chunks at k: the layers whose output or an input
+ * holds at least 1/k of the largest map, runs of two at least), k = 2, 4,
+ * 8, ... and the batch itself: a run's working set is then its chunk's (its
+ * first input and last output stay whole). For each option set, fastest
+ * and least-workspace, the fewest chunks that fit; the faster of the two
+ * plans is taken (inference_search). An inference build is one placement,
+ * no search, so every count is tried, not auto's two. Nothing is offloaded
+ * (docs/chunking.md, "Inference", says what is left). */
+
+static bool inference_splits(const vd_plan_opts *o) {
+    return o->forward_only && !o->chunks;
 }
 
-/* The smallest budget an inference plan fits: the less of the two builds'
- * needs (build_forward tries both). */
-static int inference_min_budget(const vd_net *net, const vd_profile *prof,
-                                const vd_plan_opts *opts, uint64_t *min_budget, vd_err *e) {
+/* The chunk count tried after k (1: unsplit) at batch: doubled, the batch
+ * last; 0 after the batch. */
+static int inference_next_k(int k, int batch) {
+    if (k >= batch) return 0;
+    return 2 * k < batch ? 2 * k : batch;
+}
+
+/* The smallest budget an inference plan split as opts->chunks fits: the
+ * less of the two builds' needs (build_forward tries both). */
+static int inference_floor(const vd_net *net, const vd_profile *prof,
+                           const vd_plan_opts *opts, uint64_t *min_budget, vd_err *e) {
     vd_plan_opts o = *opts;
     o.policy = VD_POLICY_NONE;
     o.budget = 0;
@@ -302,6 +310,97 @@ static int inference_min_budget(const vd_net *net, const vd_profile *prof,
     vd_free(algos);
     return rc;
 }
+
+/* The smallest budget an inference plan fits, its layers split as
+ * inference's split layers may (above) when opts gives no chunks: the
+ * least over the counts tried, *k_out the smallest count that gives it (1:
+ * unsplit). */
+static int inference_min_budget(const vd_net *net, const vd_profile *prof,
+                                const vd_plan_opts *opts, uint64_t *min_budget, int *k_out,
+                                vd_err *e) {
+    *k_out = 1;
+    int rc = inference_floor(net, prof, opts, min_budget, e);
+    if (rc || !inference_splits(opts)) return rc;
+    int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
+    if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
+    vd_plan_opts o = *opts;
+    o.chunks = ch;
+    for (int k = inference_next_k(1, opts->batch); k && !rc; k = inference_next_k(k, opts->batch)) {
+        bool any = false;
+        uint64_t mk = 0;
+        if ((rc = auto_chunks(net, opts->batch, k, ch, &any, e)) || !any) continue;
+        if ((rc = inference_floor(net, prof, &o, &mk, e)) || mk >= *min_budget) continue;
+        *min_budget = mk;
+        *k_out = k;
+    }
+    vd_free(ch);
+    return rc;
+}
+
+/* Inference's search for opts->budget (o: policy none, no chunks): for each
+ * option set, the fastest forward options then the least-workspace ones,
+ * the fewest chunks that fit (1: whole, then as inference_next_k); the
+ * faster of the two plans (the fastest options at a tie) into *out, whose
+ * infeasible whole plan of the least-workspace options is left there
+ * (VD_EBUDGET) when neither set fits. The fastest options whole end it. */
+static int inference_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                            int *algos, vd_plan *out, vd_err *e) {
+    int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
+    if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
+    vd_plan cand[2];
+    bool have[2] = {false, false};
+    int rc = VD_OK;
+    memset(out, 0, sizeof *out);
+    for (int set = 0; set < 2 && !rc && !(have[0] && cand[0].n_units == cand[0].n_layers); set++) {
+        if (set == 0) fastest_fwd(net, prof, algos);
+        else least_ws_fwd(net, prof, algos);
+        for (int k = 1; k && !rc && !have[set] && (k == 1 || !vdp_stopped(o));
+             k = inference_next_k(k, o->batch)) {   /* (whole always: out's plan) */
+            vd_plan_opts ok = *o;
+            bool any = k == 1;
+            if (k > 1 && ((rc = auto_chunks(net, o->batch, k, ch, &any, e)) || !any)) continue;
+            ok.chunks = k > 1 ? ch : NULL;
+            vd_plan p;
+            int r2 = vdp_build_fixed(net, prof, &ok, VD_POLICY_NONE, algos, NULL, &p, e);
+            if (r2 == VD_EBUDGET && k == 1) { vdp_plan_release(out); *out = p; }
+            else if (r2 == VD_EBUDGET) vdp_plan_release(&p);
+            else if (r2) rc = r2;
+            else { cand[set] = p; have[set] = true; }
+        }
+    }
+    vd_free(ch);
+    int w = have[0] && !(have[1] && cand[1].sim.iter_s < cand[0].sim.iter_s) ? 0 : 1;
+    for (int set = 0; set < 2; set++)
+        if (have[set] && (rc || set != w)) vdp_plan_release(&cand[set]);
+    if (rc || have[w]) vdp_plan_release(out);
+    if (rc) return rc;
+    if (!have[w]) return VD_EBUDGET;
+    *out = cand[w];
+    return VD_OK;
+}
+
+/* The inference plan (vd_plan_build with opts->forward_only): the fastest
+ * forward options, else the least-workspace ones; with a budget and no
+ * chunks given, split as inference_search finds; with pool_to_need the
+ * pool is what it needs. */
+static int build_inference(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                           vd_plan *out, vd_err *e) {
+    vd_plan_opts o = *opts;
+    o.policy = VD_POLICY_NONE;
+    int *algos = vd_malloc(2 * (size_t)net->n_layers * sizeof *algos, NULL);
+    if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int rc;
+    if (inference_splits(opts) && opts->budget) {
+        rc = inference_search(net, prof, &o, algos, out, e);
+    } else {
+        fastest_fwd(net, prof, algos);
+        rc = build_forward(net, prof, &o, algos, NULL, out, e);
+    }
+    vd_free(algos);
+    if (rc == VD_OK && o.pool_to_need && out->hwm < out->budget) out->budget = out->hwm;
+    return rc;
+}
+
 
 /* The policy's search: auto's, or one of the others'; forward only: the
  * inference plan. */
@@ -380,7 +479,7 @@ static int min_budget_k(const vd_net *net, const vd_profile *prof, const vd_plan
     *k = 1;
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
-    if (opts->forward_only) return inference_min_budget(net, prof, opts, min_budget, e);
+    if (opts->forward_only) return inference_min_budget(net, prof, opts, min_budget, k, e);
     if (opts->policy == VD_POLICY_AUTO) {
         uint64_t m = 0;
         rc = vdp_min_budget_auto(net, prof, opts, &m, e);
@@ -465,9 +564,9 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     vd_err te = {0};
     int rc = min_budget_k(net, prof, opts, &minb, &k, &te);
     char minmsg[160], kmsg[96] = "";
-    if (k > 1)
-        snprintf(kmsg, sizeof kmsg, ", its largest layers split in %d batch chunks (--chunks "
-                 "splits finer)", k);
+    if (k > 1)   /* (an inference plan tries every count: inference_min_budget) */
+        snprintf(kmsg, sizeof kmsg, ", its largest layers split in %d batch chunks%s", k,
+                 opts->forward_only ? "" : " (--chunks splits finer)");
     if (rc == VD_OK)
         snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s%s",
                  vd_fmt_bytes(minb, b4, sizeof b4), kmsg);
@@ -477,10 +576,10 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     const char *why = st->mem_in_use > p->budget ? "live tensors need"
                                                  : "after placement (fragmentation) the pool needs";
     uint64_t shown = st->mem_in_use > p->budget ? st->mem_in_use : need;
-    char what[128];
+    char what[160];
     if (opts->forward_only)   /* an inference plan (build_inference) */
         snprintf(what, sizeof what, "the forward pass (every feature map kept until its last "
-                 "reader; a forward-only plan offloads nothing)");
+                 "reader, whole or split in batch chunks; a forward-only plan offloads nothing)");
     else
         snprintf(what, sizeof what, "policy %s", vd_policy_name(opts->policy));
     snprintf(p->note, sizeof p->note,
@@ -611,7 +710,9 @@ static int fits_checked(const vd_net *net, const vd_profile *prof, const vd_plan
     vd_plan p;
     memset(&p, 0, sizeof p);
     vd_err te = {0};    /* a budget that does not fit is an answer, not an error */
-    if (opts->policy == VD_POLICY_AUTO && !opts->forward_only)
+    if (opts->forward_only)   /* as vd_plan_build: split layers too */
+        rc = build_inference(net, prof, opts, &p, &te);
+    else if (opts->policy == VD_POLICY_AUTO)
         rc = vdp_build_auto(net, prof, opts, true, &p, &te);
     else
         rc = vdp_build_policy(net, prof, opts, &p, &te);

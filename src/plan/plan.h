@@ -335,7 +335,10 @@ typedef struct vd_plan_opts {
      * momentum region): policy none whatever opts->policy (each feature
      * map freed after its last reader, nothing offloaded), each layer's
      * fastest forward option, or its least-workspace one when that does
-     * not fit (algos, fixed_algo, disp and the backward options ignored). */
+     * not fit (algos, fixed_algo, disp and the backward options ignored).
+     * With a budget and no chunks, a plan that does not fit whole splits
+     * its large layers in the fewest batch chunks that fit (2, 4, 8, ...,
+     * the batch; vd_plan_min_budget counts them). */
     bool forward_only;
     /* Optional [n_layers + 1] per feature map dispositions: [0] the net
      * input x, [i + 1] the output of layer i. An entry other than AUTO

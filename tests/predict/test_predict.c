@@ -526,7 +526,146 @@ START_TEST(usage_and_budget_errors) {
 }
 END_TEST
 
+/* ---- split layers under a small budget ------------------------------------ */
+
+/* The lines of out that start with '{' (the JSON results), in order. */
+static void result_lines(const char *out, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (const char *l = out; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+        if (l[0] == '{') {
+            ck_assert_uint_lt(at + len, n);
+            memcpy(buf + at, l, len);
+            buf[at += len] = '\0';
+        }
+        l = nl ? nl + 1 : NULL;
+    }
+}
+
+START_TEST(small_budget_splits_layers) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], img[3][1100], imgs[3400];
+    snprintf(spec, sizeof spec, "%s/nets/lenet.yaml", g_src);
+    snprintf(ck, sizeof ck, "%s/lenet.safetensors", d);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    /* weights of a fixed pattern (no training: the probabilities are compared
+     * between plans, not to a closed form) */
+    float *w = calloc((size_t)net.param_floats, sizeof *w);
+    ck_assert(w != NULL);
+    for (int64_t i = 0; i < net.param_floats; i++) w[i] = (float)(0.2 * sin(0.37 * (double)i + 1.0));
+    vd_train_state st = {0};
+    ck_assert_msg(vd_ckpt_save(ck, &net, w, NULL, &st, &e) == 0, "%s", e.msg);
+    free(w);
+    /* three 28x28 images of different gradients */
+    for (int i = 0; i < 3; i++) {
+        char buf[32 + 28 * 28];
+        int k = snprintf(buf, sizeof buf, "P5\n28 28\n255\n");
+        for (int q = 0; q < 28 * 28; q++) buf[k + q] = (char)((q % 28 * 7 + q / 28 * (13 + i) + 40 * i) % 256);
+        snprintf(img[i], sizeof img[i], "%s/digit%d.pgm", d, i);
+        tu_write(img[i], buf, (size_t)k + 28 * 28);
+    }
+    snprintf(imgs, sizeof imgs, "%s %s %s", img[0], img[1], img[2]);
+    /* the budgets, planned with the profile the unconstrained run used
+     * (--profile-out): the whole batch's need, and the floor with split
+     * layers below it */
+    const int B = 8;
+    char prof_path[1100], *full, *out, want[4096], got[4096], fb[32];
+    snprintf(prof_path, sizeof prof_path, "%s/lenet.profile.json", d);
+    ck_assert_int_eq(predict(&full, "%s --init %s --backend cpu --batch %d --top-k 10 --format "
+                             "jsonl --quiet --profile-out %s %s", spec, ck, B, prof_path, imgs), 0);
+    vd_schedule_inplace(&net);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_load(prof_path, &net, B, &prof, &e) == 0, "%s", e.msg);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = B;
+    o.forward_only = true;
+    vd_plan whole, split;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &whole, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(whole.n_units, net.n_layers);
+    uint64_t floor_b = 0;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &floor_b, &e) == 0, "%s", e.msg);
+    ck_assert_uint_lt(floor_b, whole.hwm);
+    /* 256 bytes below the whole plan's need: split, with the same (fastest)
+     * options, so on the CPU each sample's arithmetic is the whole batch's */
+    uint64_t tight = whole.hwm - 256;
+    o.budget = tight;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &split, &e) == 0, "%s", e.msg);
+    ck_assert_int_gt(split.n_units, net.n_layers);
+    ck_assert_uint_le(split.hwm, tight);
+    for (int i = 0; i < net.n_layers; i++)
+        ck_assert_int_eq(split.layers[split.first_unit[i]].algo_fwd,
+                         whole.layers[whole.first_unit[i]].algo_fwd);
+    vd_plan_free(&split);
+    /* the floor fits, 256 bytes less does not */
+    o.budget = floor_b;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &split, &e) == 0, "%s", e.msg);
+    ck_assert_int_gt(split.n_units, net.n_layers);
+    vd_plan_free(&split);
+    o.budget = floor_b - 256;
+    ck_assert_int_eq(vd_plan_build(&net, &prof, &o, &split, &e), VD_EBUDGET);
+    vd_plan_free(&split);
+    vd_plan_free(&whole);
+    vd_profile_free(&prof);
+
+    result_lines(full, want, sizeof want);
+    /* the tight budget: split, the probabilities identical bit for bit (jsonl
+     * prints 9 significant digits: a float's round trip) */
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --top-k 10 --format "
+                             "jsonl --budget %llu %s", spec, ck, B, (unsigned long long)tight,
+                             imgs), 0);
+    ck_assert_msg(strstr(out, "plan: split layers:") && strstr(out, "batch chunks"), "%s", out);
+    result_lines(out, got, sizeof got);
+    ck_assert_str_eq(got, want);
+    vd_free(out);
+    /* the floor: runs split; the same classes in the same order, the
+     * probabilities within 1e-5 (its convolutions may take the least-workspace
+     * option, which sums in another order: a few float roundings of
+     * logits of magnitude < 10) */
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --top-k 10 --format "
+                             "jsonl --budget %llu %s", spec, ck, B, (unsigned long long)floor_b,
+                             imgs), 0);
+    ck_assert_msg(strstr(out, "plan: split layers:"), "%s", out);
+    json_t *a[4], *b[4];
+    ck_assert_int_eq(json_lines(full, a, 4), 3);
+    ck_assert_int_eq(json_lines(out, b, 4), 3);
+    for (int i = 0; i < 3; i++) {
+        json_t *ta = json_object_get(a[i], "top"), *tb = json_object_get(b[i], "top");
+        ck_assert_uint_eq(json_array_size(ta), 10);
+        ck_assert_uint_eq(json_array_size(tb), 10);
+        for (size_t q = 0; q < 10; q++) {
+            json_t *x = json_array_get(ta, q), *y = json_array_get(tb, q);
+            ck_assert_int_eq(json_integer_value(json_object_get(x, "index")),
+                             json_integer_value(json_object_get(y, "index")));
+            ck_assert(fabs(json_real_value(json_object_get(x, "prob")) -
+                           json_real_value(json_object_get(y, "prob"))) < 1e-5);
+        }
+        json_decref(a[i]);
+        json_decref(b[i]);
+    }
+    vd_free(out);
+    vd_free(full);
+    /* below the floor: exit 6 naming it and the split it takes */
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --budget %llu %s", spec,
+                             ck, B, (unsigned long long)(floor_b - 256), imgs), 6);
+    char msg[96];
+    snprintf(msg, sizeof msg, "the smallest budget that fits is %s, its largest layers split in",
+             vd_fmt_bytes(floor_b, fb, sizeof fb));
+    ck_assert_msg(strstr(out, msg) && strstr(out, "batch chunks"), "%s", out);
+    vd_free(out);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("predict", 0, inference_plan_frees_after_last_reader, topk_order_and_ties,
          probabilities_match_closed_form,
          class_names_round_trip, bad_images_among_good_ones, data_split_padded_and_scored,
-         usage_and_budget_errors)
+         usage_and_budget_errors, small_budget_splits_layers)
