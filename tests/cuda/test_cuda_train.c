@@ -341,24 +341,18 @@ START_TEST(test_deterministic_and_offload_invariance) {
 }
 END_TEST
 
-/* A ReLU fused into its conv's direct forward kernel (cu_fuse_setup; VGG's
- * first layer): with conv_direct_force the 3-channel conv runs the direct
- * kernel in every option, so its ReLU in place is fused, and the second
- * conv's (8 channels: no direct kernel) is not. Fused, the run is
- * bit-identical to the same ops unfused (the ReLU made not in place: the
- * conv writes its output and the ReLU kernel rectifies it), in the forward
- * pass and where auto at its smallest budget recomputes or offloads; and it
- * agrees with the CPU within TOL_LOSS / TOL_W. */
-static void build_fused(vd_net *net) {
+/* Two conv-bias-ReLU blocks (16 then c2 channels), max pool, fc; the
+ * ReLUs in place. */
+static void build_conv_relu(vd_net *net, int c2_out, uint64_t seed) {
     c_net_begin(net, 3, 16, 16, BATCH);
     net->train.lr = 0.01f;
     net->train.momentum = 0.9f;
-    net->train.seed = 5;
+    net->train.seed = seed;
     int c1 = vdt_add(net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
     int r1 = vdt_add(net, vdt_simple(c1, VD_OP_RELU));
-    int c2 = vdt_add(net, c_conv(r1, 8, 3, 1, 1, 1, 1, true));
+    int c2 = vdt_add(net, c_conv(r1, c2_out, 3, 1, 1, 1, 1, true));
     int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
-    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));   /* 8x8x8 */
+    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));   /* c2 x 8x8 */
     int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
     vd_layer fc = {0};
     fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
@@ -367,13 +361,21 @@ static void build_fused(vd_net *net) {
     vd_schedule_inplace(net);
 }
 
+/* A ReLU fused into its conv's direct forward kernel (cu_fuse_setup; VGG's
+ * first layer): with conv_direct_force the 3-channel conv runs the direct
+ * kernel in every option, so its ReLU in place is fused, and the second
+ * conv's (8 channels: no direct kernel) is not. Fused, the run is
+ * bit-identical to the same ops unfused (the ReLU made not in place: the
+ * conv writes its output and the ReLU kernel rectifies it), in the forward
+ * pass and where auto at its smallest budget recomputes or offloads; and it
+ * agrees with the CPU within TOL_LOSS / TOL_W. */
 START_TEST(test_relu_fused_into_direct_conv) {
     vd_backend *be = c_cuda();
     bool was = be->opts.conv_direct_force;
     be->opts.conv_direct_force = true;   /* read by the next layer_setup */
     vd_net net, unf;
-    build_fused(&net);
-    build_fused(&unf);
+    build_conv_relu(&net, 8, 5);
+    build_conv_relu(&unf, 8, 5);
     ck_assert(net.layers[1].op == VD_OP_RELU && net.layers[1].inplace && net.layers[3].inplace);
     unf.layers[1].inplace = false;
     size_t bytes = (size_t)net.param_floats * sizeof(float);
@@ -545,23 +547,6 @@ END_TEST
  *  - fp32 and bf16 fused against the CPU (TOL_LOSS / TOL_W, TOL_*_BF16),
  *    the CPU rounding each fused conv's output once as the graph does
  *    (c_cpu_like_cuda). */
-static void build_vgg(vd_net *net) {
-    c_net_begin(net, 3, 16, 16, BATCH);
-    net->train.lr = 0.01f;
-    net->train.momentum = 0.9f;
-    net->train.seed = 7;
-    int c1 = vdt_add(net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
-    int r1 = vdt_add(net, vdt_simple(c1, VD_OP_RELU));
-    int c2 = vdt_add(net, c_conv(r1, 32, 3, 1, 1, 1, 1, true));
-    int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
-    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));   /* 32x8x8 */
-    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
-    vd_layer fc = {0};
-    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
-    int f1 = vdt_add(net, fc);
-    vdt_finish(net, f1);
-    vd_schedule_inplace(net);
-}
 
 static void cmp_runs(const vd_net *net, const run_result *a, const run_result *b, const char *what,
                      double tol_loss, double tol_w) {
@@ -583,7 +568,7 @@ START_TEST(test_conv_bias_relu_fused) {
     vd_backend *be = c_cuda();
     const bool was = be->opts.conv_fuse_force;
     vd_net net;
-    build_vgg(&net);
+    build_conv_relu(&net, 32, 7);
     ck_assert(net.layers[1].inplace && net.layers[3].inplace);
     const size_t bytes = (size_t)net.param_floats * sizeof(float);
     static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16};
