@@ -341,8 +341,19 @@ START_TEST(test_deterministic_and_offload_invariance) {
 }
 END_TEST
 
-/* Two conv-bias-ReLU blocks (16 then c2 channels), max pool, fc; the
- * ReLUs in place. */
+/* The head of the fused-op nets below after layer `from` (16x16 maps): 2x2
+ * max pool, flatten, fc to 10 classes; then the loss, the ReLUs in place. */
+static void add_head(vd_net *net, int from) {
+    int p1 = vdt_add(net, c_pool(from, VD_POOL_MAX, 2, 2, 0, false));
+    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
+    int f1 = vdt_add(net, fc);
+    vdt_finish(net, f1);
+    vd_schedule_inplace(net);
+}
+
+/* Two conv-bias-ReLU blocks (16 then c2 channels) and the head. */
 static void build_conv_relu(vd_net *net, int c2_out, uint64_t seed) {
     c_net_begin(net, 3, 16, 16, BATCH);
     net->train.lr = 0.01f;
@@ -352,13 +363,7 @@ static void build_conv_relu(vd_net *net, int c2_out, uint64_t seed) {
     int r1 = vdt_add(net, vdt_simple(c1, VD_OP_RELU));
     int c2 = vdt_add(net, c_conv(r1, c2_out, 3, 1, 1, 1, 1, true));
     int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
-    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));   /* c2 x 8x8 */
-    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
-    vd_layer fc = {0};
-    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
-    int f1 = vdt_add(net, fc);
-    vdt_finish(net, f1);
-    vd_schedule_inplace(net);
+    add_head(net, r2);
 }
 
 /* A ReLU fused into its conv's direct forward kernel (cu_fuse_setup; VGG's
@@ -445,13 +450,7 @@ static void build_resblock(vd_net *net) {
     int ins[2] = {b2, r1};
     int ad = vdt_add(net, vdt_multi(VD_OP_ADD, 2, ins));
     int r2 = vdt_add(net, vdt_simple(ad, VD_OP_RELU));                        /* layer 6 */
-    int p1 = vdt_add(net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));          /* 8x8x8 */
-    int fl = vdt_add(net, vdt_simple(p1, VD_OP_FLATTEN));
-    vd_layer fc = {0};
-    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
-    int f1 = vdt_add(net, fc);
-    vdt_finish(net, f1);
-    vd_schedule_inplace(net);
+    add_head(net, r2);
 }
 
 START_TEST(test_relu_fused_into_bn_and_add) {
