@@ -13,7 +13,7 @@
  * cuDNN graph offload-invariant and near the unfused run
  * (test_conv_bias_relu_fused). The inference executor (a
  * forward-only plan, vdnn-predict's) gives the same class probabilities on
- * both backends.
+ * both backends, also split in batch chunks at its smallest budget.
  *
  * Tolerances:
  *  TOL_LOSS 1e-5, TOL_W 1e-4 (fp32) — each op agrees to ~1e-7 (see
@@ -114,15 +114,34 @@ typedef struct run_result {
 
 /* tight: plan at the policy's smallest budget (vd_plan_min_budget), so that
  * dyn and auto offload or recompute instead of keeping everything. */
+/* be's layers set up for net in math (det: deterministic) and their profile
+ * (the analytic H200's times with be's options) into *prof. */
+static void setup_profile(vd_backend *be, const vd_net *net, vd_math math, bool det,
+                          vd_profile *prof) {
+    vd_err e = {0};
+    ((vd_net *)net)->train.math = math;   /* the plan's feature-map bytes */
+    ck_assert_msg(be->layer_setup(be, net, BATCH, math, det, &e) == 0, "setup: %s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, BATCH, be, &vd_device_h200, prof, &e) == 0,
+                  "profile: %s", e.msg);
+}
+
+/* The batch x (floats, NCHW) into ex's input, in its dtype (16-bit maths:
+ * channels-last, vd_math_nhwc). */
+static void load_input(vd_exec *ex, const vd_net *net, const float *x) {
+    int64_t hw = (int64_t)net->in_h * net->in_w;
+    if (vd_exec_input_dtype(ex) != VD_DT_F32)
+        vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH,
+                                net->in_c, hw);
+    else
+        memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)BATCH * (size_t)(net->in_c * hw));
+}
+
 static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math math, bool det,
                    bool tight, run_result *r) {
     vd_err e = {0};
     memset(r, 0, sizeof *r);
-    ((vd_net *)net)->train.math = math;   /* the plan's feature-map bytes */
-    ck_assert_msg(be->layer_setup(be, net, BATCH, math, det, &e) == 0, "setup: %s", e.msg);
     vd_profile prof;
-    ck_assert_msg(vd_profile_backend(net, BATCH, be, &vd_device_h200, &prof, &e) == 0,
-                  "profile: %s", e.msg);
+    setup_profile(be, net, math, det, &prof);
     vd_plan_opts po;
     vd_plan_opts_init(&po);
     po.batch = BATCH;
@@ -160,10 +179,7 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     for (int it = 0; it < ITERS; it++) {
         int32_t *lab = vd_exec_input_labels(ex);
         for (int64_t i = 0; i < xn; i++) xf[i] = vd_rng_uniform(&rng) * 2 - 1;
-        if (vd_exec_input_dtype(ex) != VD_DT_F32)   /* 16-bit channels-last (vd_math_nhwc) */
-            vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), xf, vd_exec_input_x(ex), BATCH,
-                                    net->in_c, (int64_t)net->in_h * net->in_w);
-        else memcpy(vd_exec_input_x(ex), xf, (size_t)xn * sizeof(float));
+        load_input(ex, net, xf);
         for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
         float lr = g_lr_decay ? net->train.lr * (1.0f - (float)it / 20.0f) : net->train.lr;
         ck_assert_msg(vd_exec_train_step(ex, lr, it, &r->loss[it], &e) == 0,
@@ -717,31 +733,30 @@ START_TEST(test_recompute_invariance) {
 END_TEST
 
 /* The inference executor (a forward-only plan, as vdnn-predict runs) of
- * build()'s net with weights params on input x: the class probabilities
- * into probs [BATCH * 10]; it refuses to train. */
+ * net (10 classes, build()'s input) with weights params on input x: the class probabilities
+ * into probs [BATCH * 10]; it refuses to train. tight: at the smallest
+ * budget an inference plan fits (its large layers split in batch chunks,
+ * as vdnn-predict's under a small --budget); *units: the plan's units. */
 static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *params,
-                  const float *x, float *probs) {
+                  const float *x, bool tight, float *probs, int *units) {
     vd_err e = {0};
-    ((vd_net *)net)->train.math = math;
-    ck_assert_msg(be->layer_setup(be, net, BATCH, math, false, &e) == 0, "setup: %s", e.msg);
     vd_profile prof;
-    ck_assert_msg(vd_profile_backend(net, BATCH, be, &vd_device_h200, &prof, &e) == 0,
-                  "profile: %s", e.msg);
+    setup_profile(be, net, math, false, &prof);
     vd_plan_opts po;
     vd_plan_opts_init(&po);
     po.batch = BATCH;
     po.forward_only = true;
+    if (tight)
+        ck_assert_msg(vd_plan_min_budget(net, &prof, &po, &po.budget, &e) == 0, "min budget: %s",
+                      e.msg);
     vd_plan plan;
     ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "plan: %s", e.msg);
+    *units = plan.n_units;
     vd_exec_opts eo = {.math = math, .layers_ready = true};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
     ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "set_state: %s", e.msg);
-    if (vd_exec_input_dtype(ex) != VD_DT_F32)
-        vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH,
-                                net->in_c, (int64_t)net->in_h * net->in_w);
-    else
-        memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)BATCH * 3 * 16 * 16);
+    load_input(ex, net, x);
     memset(vd_exec_input_labels(ex), 0, sizeof(int32_t) * BATCH);
     vd_eval_counts counts;
     ck_assert_msg(vd_exec_eval_step(ex, &counts, &e) == 0, "%s eval: %s", be->name, e.msg);
@@ -756,44 +771,71 @@ static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *
 /* Tolerances: fp32, each op within ~1e-7 (test_cuda_ops.c) through a dozen
  * layers: the probabilities (at most 1) within 1e-5. bf16: the stored
  * probabilities are bf16 (an ulp is 2^-8 of the value), and an op's output
- * may differ by an ulp on either backend (see TOL_LOSS_BF16): 1e-2. */
+ * may differ by an ulp on either backend (see TOL_LOSS_BF16): 1e-2. The
+ * plan at the smallest budget (layers split in batch chunks, whose convs
+ * may run other engines at the chunk's batch) is held to the same bounds
+ * against the CPU's whole batch. probs_close: got's probabilities against
+ * the oracle's. */
+static void probs_close(const float *want, const float *got, double tol, const char *what) {
+    double worst = 0;
+    for (int n = 0; n < BATCH; n++) {
+        double sum = 0;
+        for (int k = 0; k < 10; k++) {
+            double d = fabs((double)want[n * 10 + k] - got[n * 10 + k]);
+            if (d > worst) worst = d;
+            sum += got[n * 10 + k];
+        }
+        /* the softmax sums to 1: within an ulp of each of the 10 stored values */
+        ck_assert_msg(fabs(sum - 1) <= 10 * tol, "%s sample %d: the probabilities sum to %g",
+                      what, n, sum);
+    }
+    printf("  inference %s: probabilities within %.3g of the cpu's\n", what, worst);
+    ck_assert_msg(worst <= tol, "%s: probabilities differ by %g", what, worst);
+}
+
 START_TEST(test_inference_cpu_vs_cuda) {
-    vd_net net;
+    vd_net net, cr;
     build(&net);
+    build_conv_relu(&cr, 32, 7);
     float *params = malloc((size_t)net.param_floats * sizeof(float));
+    float *pc = malloc((size_t)cr.param_floats * sizeof(float));
     float *x = malloc(sizeof(float) * BATCH * 3 * 16 * 16);
-    float pa[BATCH * 10], pb[BATCH * 10];
-    ck_assert(params && x);
+    float pa[BATCH * 10], pb[BATCH * 10], pt[BATCH * 10];
+    ck_assert(params && pc && x);
     vd_net_init_params(&net, params, 5);
+    vd_net_init_params(&cr, pc, 5);
     vd_rng rng;
     vd_rng_seed(&rng, 7, 1);
     for (int i = 0; i < BATCH * 3 * 16 * 16; i++) x[i] = vd_rng_uniform(&rng) * 2 - 1;
     static const vd_math maths[2] = {VD_MATH_FP32, VD_MATH_BF16};
     for (int mi = 0; mi < 2; mi++) {
         double tol = maths[mi] == VD_MATH_FP32 ? 1e-5 : 1e-2;
-        infer(c_cuda(), &net, maths[mi], params, x, pb);
+        char what[48];
+        int ua, ub, ut;
+        infer(c_cuda(), &net, maths[mi], params, x, false, pb, &ub);
         c_cpu_like_cuda(&net);
-        infer(c_cpu(), &net, maths[mi], params, x, pa);
+        infer(c_cpu(), &net, maths[mi], params, x, false, pa, &ua);
         c_cpu_like_cuda(NULL);
-        double worst = 0;
-        for (int n = 0; n < BATCH; n++) {
-            double sum = 0;
-            for (int k = 0; k < 10; k++) {
-                double d = fabs((double)pa[n * 10 + k] - pb[n * 10 + k]);
-                if (d > worst) worst = d;
-                sum += pb[n * 10 + k];
-            }
-            /* the softmax sums to 1: within an ulp of each of the 10 stored values */
-            ck_assert_msg(fabs(sum - 1) <= 10 * tol, "%s sample %d: the probabilities sum to %g",
-                          vd_math_name(maths[mi]), n, sum);
-        }
-        printf("  inference %s: probabilities cpu vs cuda within %.3g\n", vd_math_name(maths[mi]),
-               worst);
-        ck_assert_msg(worst <= tol, "%s: probabilities differ by %g", vd_math_name(maths[mi]), worst);
+        snprintf(what, sizeof what, "%s cuda", vd_math_name(maths[mi]));
+        probs_close(pa, pb, tol, what);
+        /* at the smallest budget: split layers (a net without batch norm,
+         * which needs the whole batch), against the CPU's whole batch */
+        infer(c_cuda(), &cr, maths[mi], pc, x, false, pb, &ub);
+        c_cpu_like_cuda(&cr);
+        infer(c_cpu(), &cr, maths[mi], pc, x, false, pa, &ua);
+        c_cpu_like_cuda(NULL);
+        infer(c_cuda(), &cr, maths[mi], pc, x, true, pt, &ut);
+        ck_assert_msg(ut > cr.n_layers, "%s: the smallest inference plan splits no layer",
+                      vd_math_name(maths[mi]));
+        snprintf(what, sizeof what, "%s cuda split, %d units for %d layers",
+                 vd_math_name(maths[mi]), ut, cr.n_layers);
+        probs_close(pa, pt, tol, what);
     }
     free(params);
+    free(pc);
     free(x);
     vd_net_free(&net);
+    vd_net_free(&cr);
 }
 END_TEST
 
