@@ -322,19 +322,27 @@ static void gray_folder(const char *dir, bool bad_val) {
     }
 }
 
+/* gray_folder in dir, NET_GRAY in dir/gray3.yaml (spec) and one training
+ * iteration of it on the folder saved to dir/gray3.safetensors (ck): a
+ * checkpoint that records the class directories. spec and ck hold n. */
+static void gray_trained(const char *dir, bool bad_val, char *spec, char *ck, size_t n) {
+    char a[4096], *out;
+    snprintf(spec, n, "%s/gray3.yaml", dir);
+    tu_write(spec, NET_GRAY, sizeof NET_GRAY - 1);
+    gray_folder(dir, bad_val);
+    snprintf(ck, n, "%s/gray3.safetensors", dir);
+    snprintf(a, sizeof a, "%s --data folder:%s/data --backend cpu --iters 1 --eval-every -1 "
+             "--save %s --quiet", spec, dir, ck);
+    ck_assert_msg(vdt_run_bin(g_train, a, true, &out) == 0, "%s", out);
+    vd_free(out);
+}
+
 START_TEST(class_names_round_trip) {
     setup();
     char *d = vdt_tmpdir("vdnn-predict");
-    char spec[1100], ck[1100], a[4096], img[1100];
-    snprintf(spec, sizeof spec, "%s/gray3.yaml", d);
-    tu_write(spec, NET_GRAY, sizeof NET_GRAY - 1);
-    gray_folder(d, false);
-    snprintf(ck, sizeof ck, "%s/gray3.safetensors", d);
+    char spec[1100], ck[1100], img[1100];
+    gray_trained(d, false, spec, ck, sizeof spec);
     char *out;
-    snprintf(a, sizeof a, "%s --data folder:%s/data --backend cpu --iters 1 --eval-every -1 "
-             "--save %s --quiet", spec, d, ck);
-    ck_assert_msg(vdt_run_bin(g_train, a, true, &out) == 0, "%s", out);
-    vd_free(out);
     /* the checkpoint records the class directories, in label order */
     vd_net net;
     vd_net_init(&net);
@@ -448,16 +456,9 @@ END_TEST
 START_TEST(data_split_padded_and_scored) {
     setup();
     char *d = vdt_tmpdir("vdnn-predict");
-    char spec[1100], ck[1100], a[4096];
-    snprintf(spec, sizeof spec, "%s/gray3.yaml", d);
-    tu_write(spec, NET_GRAY, sizeof NET_GRAY - 1);
-    gray_folder(d, true);
-    snprintf(ck, sizeof ck, "%s/gray3.safetensors", d);
+    char spec[1100], ck[1100];
+    gray_trained(d, true, spec, ck, sizeof spec);
     char *out;
-    snprintf(a, sizeof a, "%s --data folder:%s/data --backend cpu --iters 1 --eval-every -1 "
-             "--save %s --quiet", spec, d, ck);
-    ck_assert_msg(vdt_run_bin(g_train, a, true, &out) == 0, "%s", out);
-    vd_free(out);
     /* 3 held-out images at batch 2: the second batch is padded; cat's image
      * does not decode: its line says so, the other two are scored, exit 5 */
     ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --data folder:%s/data --batch 2 "
