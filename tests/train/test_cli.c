@@ -850,19 +850,8 @@ END_TEST
 START_TEST(val_split_and_full_evaluation) {
     setup();
     char *d = vdt_tmpdir("vdnn-train-test");
-    char p[700], args[2400], ck[700];
-    const char *dirs[] = { "train", "train/a", "train/b", "train/c" };
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-    }
-    for (int i = 0; i < 30; i++) {
-        snprintf(p, sizeof p, "%s/train/%c/%02d.pgm", d, 'a' + i % 3, i);
-        unsigned char img[13 + 16 * 16];
-        memcpy(img, "P5\n16 16\n255\n", 13);
-        for (int k = 0; k < 16 * 16; k++) img[13 + k] = (unsigned char)(i * 7 + k);
-        tu_write(p, img, sizeof img);
-    }
+    char args[2400], ck[700];
+    tu_class_folder(d, 16);
     snprintf(ck, sizeof ck, "%s/ck.safetensors", d);
     char *out;
     snprintf(args, sizeof args, "%%s --backend cpu --data folder:%s --val-split 0.3 --batch 4 "

@@ -761,7 +761,7 @@ START_TEST(normalize_from_the_spec) {
 }
 END_TEST
 
-/* --val-split on a folder of 30 images (grey values 8 * i identify them):
+/* --val-split on a folder of 30 images (tu_class_folder: the first pixel, 8 i, identifies each):
  * round(F * 30) held out, the two splits disjoint and together the folder,
  * the same for the same seed and another for another; the bad uses
  * VD_EUSAGE with the reason. */
@@ -778,21 +778,7 @@ static void val_ids(vd_dataset *ds, vd_split sp, int *ids, int *n) {
 
 START_TEST(val_split_holds_out_a_seeded_fraction) {
     char *d = vdt_tmpdir("vdnn-train-test");
-    char p[600];
-    const char *dirs[] = { "train", "train/a", "train/b", "train/c" };
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", d, dirs[i]);
-        ck_assert_int_eq(mkdir(p, 0755), 0);
-    }
-    for (int i = 0; i < 30; i++) {
-        snprintf(p, sizeof p, "%s/train/%c/%02d.pgm", d, 'a' + i % 3, i);
-        unsigned char img[4 * 4];
-        memset(img, 8 * i, sizeof img);
-        FILE *f = fopen(p, "wb");
-        fprintf(f, "P5\n4 4\n255\n");
-        fwrite(img, 1, sizeof img, f);
-        fclose(f);
-    }
+    tu_class_folder(d, 4);
     vd_net net;
     tu_tiny_net(&net, 1, 4, 4, 3, false, 2);
     char spec[700];
@@ -841,6 +827,7 @@ START_TEST(val_split_holds_out_a_seeded_fraction) {
     ck_assert_msg(strstr(e.msg, "each split needs at least one image"), "%s", e.msg);
     ck_assert_int_eq(vd_data_hold_out(ds, 0.99, &e), VD_EUSAGE);   /* 29.7: none left */
     vd_data_close(&ds);
+    char p[600];   /* a val/ directory beside train/ */
     snprintf(p, sizeof p, "%s/val", d);
     ck_assert_int_eq(mkdir(p, 0755), 0);
     snprintf(p, sizeof p, "%s/val/a", d);

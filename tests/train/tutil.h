@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "net/net.h"
 #include "vdt.h"
@@ -94,6 +95,28 @@ static inline void tu_write_png4(const char *path, bool bad_crc) {
     memcpy(b, tu_png4, sizeof b);
     if (bad_crc) b[TU_PNG4_IDAT_CRC + 3] ^= 1;
     tu_write(path, b, sizeof b);
+}
+
+/* A folder data set with a train/ split only: dir/train/{a,b,c}, 30
+ * side x side gray PGMs, image i (a, b, c in turn) of pixels 8 i + k (k the
+ * pixel's index, mod 256): its first pixel tells which image it is. */
+static inline void tu_class_folder(const char *dir, int side) {
+    char p[1200];
+    const char *dirs[] = { "train", "train/a", "train/b", "train/c" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, dirs[i]);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+    }
+    size_t hdr = (size_t)snprintf(NULL, 0, "P5\n%d %d\n255\n", side, side), n = (size_t)(side * side);
+    unsigned char *img = malloc(hdr + 1 + n);
+    ck_assert(img);
+    snprintf((char *)img, hdr + 1, "P5\n%d %d\n255\n", side, side);
+    for (int i = 0; i < 30; i++) {
+        snprintf(p, sizeof p, "%s/train/%c/%02d.pgm", dir, 'a' + i % 3, i);
+        for (size_t k = 0; k < n; k++) img[hdr + k] = (unsigned char)(8 * i + (int)k);
+        tu_write(p, img, hdr + n);
+    }
+    free(img);
 }
 
 #endif
