@@ -119,6 +119,27 @@ static int train(vd_net *net, vd_policy policy, int64_t iters, const char *save,
     return train_to(net, policy, iters, 0, save, resume, res, e);
 }
 
+/* 60 iterations in one run (saved to full) against 37 (saved to half) and
+ * a resume from half to 60 (saved to resumed): the resumed run starts at 37
+ * and its model and state files are the one run's, byte for byte, its last
+ * loss too. r1, r2, r3: the three runs' results. */
+static void split_at_37_is_byte_identical(vd_net *net, const char *full, const char *half,
+                                          const char *resumed, vd_train_result *r1,
+                                          vd_train_result *r2, vd_train_result *r3) {
+    vd_err e;
+    char fs[700], rs[700];
+    ck_assert_msg(train(net, VD_POLICY_NONE, 60, full, NULL, r1, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train_to(net, VD_POLICY_NONE, 60, 37, half, NULL, r2, &e) == 0, "%s", e.msg);
+    ck_assert_msg(train(net, VD_POLICY_NONE, 60, resumed, half, r3, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r3->first_iter, 37);
+    vdt_assert_same_file(full, resumed);
+    tu_state_path(full, fs, sizeof fs);
+    tu_state_path(resumed, rs, sizeof rs);
+    vdt_assert_same_file(fs, rs);
+    ck_assert_msg(memcmp(&r1->last_loss, &r3->last_loss, sizeof(float)) == 0, "loss %g vs %g",
+                  (double)r1->last_loss, (double)r3->last_loss);
+}
+
 START_TEST(resume_is_byte_identical) {
     char *d = vdt_tmpdir("vdnn-train-test");
     char full[600], half[600], resumed[600], fs[700], rs[700];
@@ -131,18 +152,11 @@ START_TEST(resume_is_byte_identical) {
     vd_train_result r1, r2, r3;
     /* 37 + 23 = 60 iterations: the split falls inside epoch 2. The cosine
      * schedule spans 60 iterations in both runs (stop_at) */
-    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
-    ck_assert_msg(train_to(&net, VD_POLICY_NONE, 60, 37, half, NULL, &r2, &e) == 0, "%s", e.msg);
+    split_at_37_is_byte_identical(&net, full, half, resumed, &r1, &r2, &r3);
     ck_assert_int_eq(r2.iters_done, 37);
-    ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
-    ck_assert_int_eq(r3.first_iter, 37);
     ck_assert_int_eq(r3.iters_done, 60);
-    vdt_assert_same_file(full, resumed);
     tu_state_path(full, fs, sizeof fs);
     tu_state_path(resumed, rs, sizeof rs);
-    vdt_assert_same_file(fs, rs);
-    ck_assert_msg(memcmp(&r1.last_loss, &r3.last_loss, sizeof(float)) == 0, "loss %g vs %g",
-                  (double)r1.last_loss, (double)r3.last_loss);
     ck_assert_int_eq(r1.eval_n, 40);
     ck_assert(r1.eval_acc == r3.eval_acc);
     /* the timing covers exactly the iterations each run trained; the wall
@@ -202,7 +216,7 @@ END_TEST
  * zero); resuming with another optimizer is refused (VD_EUSAGE), both ways. */
 START_TEST(adamw_and_nesterov_resume_are_byte_identical) {
     char *d = vdt_tmpdir("vdnn-train-test");
-    char full[600], half[600], resumed[600], fs[700], rs[700];
+    char full[600], half[600], resumed[600];
     snprintf(full, sizeof full, "%s/full.safetensors", d);
     snprintf(half, sizeof half, "%s/half.safetensors", d);
     snprintf(resumed, sizeof resumed, "%s/resumed.safetensors", d);
@@ -226,16 +240,7 @@ START_TEST(adamw_and_nesterov_resume_are_byte_identical) {
             net.train.weight_decay = 5e-4f;
             net.train.nesterov = true;
         }
-        ck_assert_msg(train(&net, VD_POLICY_NONE, 60, full, NULL, &r1, &e) == 0, "%s", e.msg);
-        ck_assert_msg(train_to(&net, VD_POLICY_NONE, 60, 37, half, NULL, &r2, &e) == 0, "%s",
-                      e.msg);
-        ck_assert_msg(train(&net, VD_POLICY_NONE, 60, resumed, half, &r3, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(r3.first_iter, 37);
-        vdt_assert_same_file(full, resumed);
-        tu_state_path(full, fs, sizeof fs);
-        tu_state_path(resumed, rs, sizeof rs);
-        vdt_assert_same_file(fs, rs);
-        ck_assert(memcmp(&r1.last_loss, &r3.last_loss, sizeof(float)) == 0);
+        split_at_37_is_byte_identical(&net, full, half, resumed, &r1, &r2, &r3);
         /* it learned (from ln 5) */
         ck_assert_msg(r1.last_loss < 1.2f, "%s: loss %g", vd_optimizer_name(net.train.optimizer),
                       (double)r1.last_loss);
