@@ -117,11 +117,10 @@ static void placed_free(placed *P) {
  * intervals live at a step (whole-iteration ones aside) number at least one
  * in PLACE_FLAT_LIVE of all: a gap search then visits about that many
  * wherever the intervals sit, and the tree's merge of its nodes costs more
- * per visit than the scan's masks of 64 cost per entry scanned. ResNet-152
- * b256's plans (about 2,000 intervals over 1,030 steps, a hundred live at a
- * step: the maps kept from the forward pass to the backward): its auto
- * search at 10 GiB took 3.0 s with the tree past 2,048 intervals, 1.5 s
- * without (docs/results/2026-12-06-s18/search.md). A chain's plans, whose
+ * per visit than the scan's masks of 64 cost per entry scanned: ResNet-152
+ * b256's plans (about 2,000 intervals, a hundred live at a step: the maps
+ * kept from the forward pass to the backward) are such placements (timed
+ * in docs/results/2026-12-06-s18/search.md). A chain's plans, whose
  * maps are recomputed or offloaded near their use, live a few steps each
  * (test_place's deep chain: about 4 live at a step) and keep the tree. */
 enum { PLACE_LEAF_SHIFT = 4, PLACE_FLAT_STEPS = 256, PLACE_FLAT_N = 2048, PLACE_FLAT_LIVE = 64 };
