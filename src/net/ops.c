@@ -487,6 +487,7 @@ int vd_op_relu_taker(const vd_net *net, int r) {
 }
 
 int vd_op_relu_taken(const vd_net *net, int p) {
+    if (!vd_op_table[net->layers[p].op].bwd_takes_relu) return -1;
     for (int r = p + 1; r < net->n_layers; r++)
         if (vd_op_relu_taker(net, r) == p) return r;
     return -1;
