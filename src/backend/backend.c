@@ -25,8 +25,10 @@ int vd_backend_create(vd_backend **out, const char *name, int device, const vd_b
     *out = NULL;
     const char *kind = vd_backend_resolve(name, NULL);
     if (!kind) return unknown(name, e);
-    return !strcmp(kind, "cuda") ? vd_backend_cuda_create_opts(out, device, o, e)
-                                 : vd_backend_cpu_create(out, e);
+    if (!strcmp(kind, "cuda")) return vd_backend_cuda_create_opts(out, device, o, e);
+    int rc = vd_backend_cpu_create(out, e);
+    if (!rc && o) (*out)->opts = *o;   /* (it honours no_fuse alone) */
+    return rc;
 }
 
 int vd_allreduce_create(vd_allreduce **out, int n, const char *backend, const int *devices,

@@ -86,6 +86,16 @@ typedef struct vd_algo_opt {
  *   loss_scaled: math fp16: the loss layer's backward multiplies its dx by
  *           the backend's current loss scale (vd_loss_scale.scale, read where
  *           the backend keeps it: device memory on CUDA, no host sync).
+ *   relu_mask, relu_store: batch norm's backward (vd_op_info.bwd_takes_relu)
+ *           with the backward of the in-place ReLU after it fused: dy is that
+ *           ReLU's output gradient, and the op reads it as the ReLU's backward
+ *           would have written it: 0 where the ReLU's output (the stored y:
+ *           the forward's y recomputed from x and aux, rounded to relu_store)
+ *           is <= 0, else dy (NaN passes). A backend sets these itself for
+ *           the layers whose ReLU it fuses (the executor leaves them 0); the
+ *           ReLU's backward is then skipped where it would write its dy
+ *           tensor (dx == dy: the planner's sharing, tensors.c), and runs, to
+ *           the same bits, where not.
  *
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
@@ -134,6 +144,8 @@ typedef struct vd_op_io {
     int n_batch;                    /* chunk: samples in the whole batch (0: n) */
     float dw_beta;                  /* 0 = overwrite dw, db; 1 = add to them (later chunks) */
     int loss_n;                     /* loss layer: samples counted (0: all), see above */
+    bool relu_mask;                 /* batch norm backward: dy is its ReLU's, see above */
+    vd_dtype relu_store;            /* ... and its y is stored rounded to this */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */
@@ -161,7 +173,7 @@ static inline uint64_t vd_algo_ws(const vd_algo_opt *o, bool bwd) {
     return bwd ? o->ws_bwd : o->ws_fwd;
 }
 
-/* Backend options (the CUDA backend's; the CPU backend has none to honour).
+/* Backend options (the CUDA backend's; the CPU backend honours no_fuse alone).
  * Zeroed = the defaults. Given at creation (vd_backend_cuda_create_opts)
  * and kept in vd_backend.opts, where layer_setup reads the conv_* fields,
  * so a caller may change them between creation and layer_setup. Set from
@@ -205,8 +217,9 @@ typedef struct vd_backend_opts {
     bool sync_debug;            /* --sync-debug: synchronize after every op */
     bool no_fuse;               /* --no-fuse: every op runs as its own kernels (CUDA:
                                    no conv + bias (+ ReLU) cuDNN graph, no ReLU fused
-                                   into the conv, batch norm or add before it; the CPU
-                                   backend fuses nothing) */
+                                   into the conv, batch norm or add before it, no ReLU
+                                   backward in the batch norm's before it; the CPU
+                                   backend: no ReLU backward in the batch norm's) */
     const volatile sig_atomic_t *stop; /* optional: once *stop is set, long setup work
                                    (profiling, CUDA: between layers) ends with VD_ESTOP */
 } vd_backend_opts;
@@ -528,7 +541,8 @@ static inline void vd_op_io_bind_param(vd_op_io *io, vd_param_role role, float *
  * did, NULL for a name given outright. (backend.c) */
 const char *vd_backend_resolve(const char *name, const char **why);
 /* Create the backend vd_backend_resolve(name) names, on CUDA device `device`
- * with options o (NULL = the defaults; cpu takes neither). VD_EUSAGE for an
+ * with options o (NULL = the defaults; cpu takes no device and, of o, heeds
+ * no_fuse alone). VD_EUSAGE for an
  * unknown name (the message lists the known ones), else as the
  * constructors below. (backend.c) */
 int vd_backend_create(vd_backend **out, const char *name, int device, const vd_backend_opts *o,

@@ -83,6 +83,18 @@ typedef struct vd_op_info {
                                 may share the gradient buffers instead of running the
                                 backward, which then costs only for the inputs that
                                 do not share */
+    bool bwd_inplace;        /* backward is elementwise, each dx element from the same
+                                element of dy (and y) only: both backends run it with
+                                dx == dy (beta 0), so the planner may give an in-place
+                                layer's input gradient its own dy tensor where the
+                                producer has bwd_takes_relu */
+    bool bwd_takes_relu;     /* backward may apply the mask of an in-place ReLU after it
+                                (vd_op_io.relu_mask): it reads that ReLU's output
+                                gradient, masked where its output, recomputed from x as
+                                the forward stored it, is not above 0. The planner gives
+                                such a ReLU's input gradient the ReLU's dy tensor (the
+                                ReLU then runs in place, or not at all where a backend
+                                fuses it: vd_backend_opts.no_fuse) */
     bool step_counter;       /* keeps a count of training steps, saved in checkpoints
                                 as "<layer>.num_batches_tracked" (I64, torchvision's) */
     bool chunkable;          /* both backends run it on a chunk of the batch (vd_op_io's
@@ -321,6 +333,13 @@ void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y);
 /* The same as if no parameter were frozen (what vd_net_freeze saves is the
  * difference: vdnn-plan's report). */
 void vd_op_bwd_reads_unfrozen(const vd_net *net, int layer, bool *x, bool *y);
+/* The layer whose backward may take the backward of layer r
+ * (vd_op_info.bwd_takes_relu): r's producer, when r is a ReLU that runs in
+ * place (vd_layer.inplace) after a layer of such an op; else -1. */
+int vd_op_relu_taker(const vd_net *net, int r);
+/* The ReLU whose backward layer p may take (vd_op_relu_taker(net, r) == p),
+ * or -1. */
+int vd_op_relu_taken(const vd_net *net, int p);
 
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
  * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then

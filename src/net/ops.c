@@ -421,9 +421,11 @@ const vd_op_info vd_op_table[] = {
                     .recomputable = true, .chunkable = true, .keys = POOL_KEYS,
                     .parse = pool_parse, .defaults = pool_defaults, .infer = pool_infer,
                     .flops = pool_flops, .bwd_reads = pool_bwd_reads},
+    /* bwd_inplace: dx[i] from y[i] and dy[i] alone (cpu_ops.c relu_sel, CUDA
+     * k_relu_bwd*), so dx may be dy's storage */
     [VD_OP_RELU] = {.name = "relu", .min_inputs = 1, .max_inputs = 1, .bwd_needs_y = true,
-                    .can_inplace = true, .recomputable = true, .chunkable = true, .keys = NO_KEYS,
-                    .flops = flops_out},
+                    .can_inplace = true, .recomputable = true, .chunkable = true,
+                    .bwd_inplace = true, .keys = NO_KEYS, .flops = flops_out},
     /* backward recomputes the scale from x (both backends) */
     [VD_OP_LRN] = {.name = "lrn", .min_inputs = 1, .max_inputs = 1, .bwd_needs_x = true,
                    .recomputable = true, .chunkable = true, .keys = LRN_KEYS,
@@ -431,8 +433,10 @@ const vd_op_info vd_op_table[] = {
     /* recomputable: a re-run normalises with the statistics saved in aux by the
      * forward (no new statistics, no running-statistics update); not chunkable:
      * training normalises with statistics of the whole batch (vd_op_info) */
+    /* bwd_takes_relu: y = (x - mean) * invstd * gamma + beta is recomputed from
+     * x and the saved statistics by both backends' backward */
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
-                         .recomputable = true,
+                         .recomputable = true, .bwd_takes_relu = true,
                          .bwd_needs_x = true, .has_params = true, .step_counter = true,
                          .keys = BN_KEYS,
                          .parse = bn_parse, .defaults = bn_defaults, .flops = flops_out4,
@@ -474,6 +478,19 @@ void vd_op_bwd_reads_unfrozen(const vd_net *net, int layer, bool *x, bool *y) {
     *x = info->bwd_needs_x;
     *y = info->bwd_needs_y;
     if (info->bwd_reads) info->bwd_reads(l, x, y);
+}
+
+int vd_op_relu_taker(const vd_net *net, int r) {
+    const vd_layer *l = &net->layers[r];
+    if (l->op != VD_OP_RELU || !l->inplace || l->n_in != 1 || l->in[0] < 0) return -1;
+    return vd_op_table[net->layers[l->in[0]].op].bwd_takes_relu ? l->in[0] : -1;
+}
+
+int vd_op_relu_taken(const vd_net *net, int p) {
+    if (!vd_op_table[net->layers[p].op].bwd_takes_relu) return -1;
+    for (int r = p + 1; r < net->n_layers; r++)
+        if (vd_op_relu_taker(net, r) == p) return r;
+    return -1;
 }
 
 void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {

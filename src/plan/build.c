@@ -1,6 +1,7 @@
 /* build.c — one build with a fixed offload policy and fixed algorithms
  * (vdp_build_fixed): the builder's steps (builder.h) in order, three prefetch
- * variants, the adds' gradient aliasing retried without when it packs worse.
+ * variants, the gradient aliasing (adds, in-place ReLUs) retried without when
+ * it packs worse.
  * The policies (policy.c, auto.c) search over such builds. */
 #include <math.h>
 #include <stddef.h>
@@ -198,7 +199,7 @@ static void init_steps(vd_plan *p, const vd_net *net, const vd_profile *prof, co
 }
 
 /* An ADD's backward copies dy only into the gradients of the inputs that do
- * not share its tensor (alias_add_grads): its profiled time (the profile
+ * not share its tensor (alias_grads): its profiled time (the profile
  * times every input's copy) counts for the share it still writes; none when
  * all share. */
 static void scale_add_steps(bld *B) {
@@ -663,19 +664,22 @@ int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_pl
     return rc;
 }
 
-/* Does plan p alias an add's input gradient (an input with no dx)? */
+/* Does plan p alias an input gradient: an add's (an input with no dx) or
+ * an in-place ReLU's (dx its dy)? */
 static bool has_grad_alias(const vd_plan *p, const vd_net *net) {
     for (int u = 0; u < p->n_units && !p->forward_only; u++) {
-        const vd_layer *l = &net->layers[p->layers[u].layer];
+        const vd_plan_layer *pl = &p->layers[u];
+        const vd_layer *l = &net->layers[pl->layer];
         for (int k = 0; k < l->n_in; k++)
-            if (l->in[k] >= 0 && p->layers[u].dx[k] < 0) return true;
+            if (l->in[k] >= 0 && (pl->dx[k] < 0 || pl->dx[k] == pl->dy)) return true;
     }
     return false;
 }
 
-/* build_variants with the adds' gradient aliasing. Sharing one tensor never
- * raises the bytes live at a step, but its region spans what were two (the
- * add's dy and its input's gradient), which the placement may pack worse.
+/* build_variants with the gradient aliasing of adds and in-place ReLUs.
+ * Sharing one tensor never raises the bytes live at a step, but its region
+ * spans what were two (the add's or ReLU's dy and its input's gradient),
+ * which the placement may pack worse.
  * So when the placement is what fails (the live bytes fit the budget, the
  * high-water mark does not) or, without a budget, what sets the need above
  * the live peak, the plan is built again without the aliasing (as before

@@ -1,7 +1,7 @@
 /* builder.h — the state of one plan build (build.c) and the steps that work
  * on it, one file per concern. Not API: only src/plan/ includes it.
  *
- *   tensors.c   tensors, gradient aliasing through adds, liveness
+ *   tensors.c   tensors, gradient aliasing through adds and ReLUs, liveness
  *   disp.c      offload and recompute decisions
  *   prefetch.c  prefetch issue steps, fitting the live bytes to a cap
  *   actions.c   intervals, events, per-step action lists, statistics
@@ -39,8 +39,8 @@ typedef struct bld {
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
     const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
     int *rc_ops;       /* [L] build_actions: the next layer recomputed at the same step */
-    bool alias;        /* adds may share their dy tensor with their inputs' gradients
-                          (alias_add_grads; build_fixed) */
+    bool alias;        /* adds and in-place ReLUs may share their dy tensor with
+                          their inputs' gradients (alias_grads; build_fixed) */
     uint64_t *mem;     /* [n_steps + 1] live bytes per step (scratch) */
     double *t_start;   /* [n_steps + 1] stall-free start of each step */
     double *d2h;       /* [cap_t] completion of each tensor's offload */

@@ -275,12 +275,13 @@ typedef struct vd_plan_layer {
     int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
     int y;                      /* ACT tensor of its output */
     int dy;                     /* DACT tensor of its output gradient (-1: loss layer).
-                                   An add that writes an input's gradient first
-                                   (safe cases, tensors.c alias_add_grads) shares its
-                                   dy tensor with that input's producer */
+                                   An add or in-place ReLU that writes an input's
+                                   gradient first (safe cases, tensors.c alias_grads)
+                                   shares its dy tensor with that input's producer */
     int dx[VD_MAX_INPUTS];      /* DACT tensor of input k's gradient (-1: net input, or
                                    an add's input whose gradient is the add's dy
-                                   tensor: nothing to write) */
+                                   tensor: nothing to write; an in-place ReLU's may be
+                                   its dy tensor: dx == dy, beta 0) */
     float dx_beta[VD_MAX_INPUTS]; /* 0 first backward writer, 1 later ones */
     int aux;                    /* AUX tensor (-1 none) */
     int ws_fwd, ws_bwd;         /* WS tensors of its two steps (-1 none) */

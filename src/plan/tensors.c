@@ -1,6 +1,6 @@
 /* tensors.c — a build's tensors: activations, gradients (shared through adds
- * where safe), saved state, workspaces, and when each is read and written
- * (liveness). */
+ * and in-place ReLUs where safe), saved state, workspaces, and when each is
+ * read and written (liveness). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
@@ -117,7 +117,7 @@ static int add_map(bld *b, vd_tensor_kind kind, int u, int n, const char *name, 
     return t;
 }
 
-/* ---- gradient aliasing through adds ------------------------------------- */
+/* ---- gradient aliasing through adds and in-place ReLUs ------------------ */
 
 /* An add passes its output gradient dy unchanged to every input, and its
  * backward used to copy it (beta 0) or add it (beta 1) into each input's own
@@ -128,28 +128,52 @@ static int add_map(bld *b, vd_tensor_kind kind, int u, int n, const char *name, 
  * the shared tensor after a has read it, as they did into the copy. Same
  * sums in the same order: the bytes are those of the copy.
  *
+ * An in-place ReLU r (vd_layer.inplace: its input src has no other consumer,
+ * so r writes src's whole gradient, beta 0) whose backward runs in place
+ * (vd_op_info.bwd_inplace) can likewise take its dy tensor as src's
+ * gradient: r writes dx into the tensor it reads as dy. The same values (the
+ * op reads each element before it writes it), one feature map less in r's
+ * backward step. Unlike an add, r changes what the tensor holds: from r's
+ * gradient to src's. Taken only where src's backward can take r's
+ * (vd_op_info.bwd_takes_relu: a batch norm; the backends ask
+ * vd_op_relu_taker), which is what it is for: a backend that
+ * fuses the two leaves r's backward out and src reads r's gradient, masking
+ * it itself (backend.h, vd_op_io.relu_mask); the tensor then still holds r's
+ * gradient when src reads it, which rule 2 below makes the last read.
+ * Elsewhere the sharing would save a map where a step holds both, but
+ * changes which plans the search finds for no time saved
+ * (docs/results/2026-12-06-s19/relu-bwd.md).
+ *
  * The aliased gradients of one physical tensor form a tree: its root owns
  * the tensor (a layer whose gradient is not aliased), the children of an add
- * are its aliased inputs (par[child] = the add). Every node w reads the
- * tensor as dy at its backward step and must find exactly its own gradient
- * there: the root's, then the contributions of the other consumers of each
- * node on the path from the root down to w, in backward order. Those come
- * in that order and before w's read by construction: the other consumers of
- * a node y lie between y and par[y] in layer order (above y: they consume
- * it; below par[y]: the add writes y's gradient first), so they run after
- * par[y] and y's other ancestors have read, and before y and its
- * descendants read. What can go wrong: a node x that is neither w nor an
- * ancestor of w (w's gradient holds none of x's contributions) with another
- * consumer that runs before w reads (above w). So the rule: for every such
- * pair, every other consumer of x is below w. It also keeps a layer from
- * reading the shared tensor as dy while it writes it as dx (a consumer of x
- * equal to w), and covers chains of adds, an add's input that the add's
- * other branch consumes too, and sibling inputs with other consumers. The
- * candidates are taken in backward order (adds from the last layer down,
- * inputs in order); each is kept only if its whole tree still obeys the rule.
+ * are its aliased inputs, a ReLU's child its input (par[child] = the add or
+ * ReLU). Every node w reads the tensor as dy at its backward step and must
+ * find exactly its own gradient there: the root's, then the contributions of
+ * the other consumers of each node on the path from the root down to w, and
+ * the rewrites of the ReLUs on it, in backward order. Those come in that
+ * order and before w's read by construction: the other consumers of a node y
+ * lie between y and par[y] in layer order (above y: they consume it; below
+ * par[y]: the add writes y's gradient first), so they run after par[y] and
+ * y's other ancestors have read, and before y and its descendants read; a
+ * ReLU rewrites before its child reads. What can go wrong:
+ *  1. a node x that is neither w nor an ancestor of w (w's gradient holds
+ *     none of x's contributions) with another consumer that runs before w
+ *     reads (above w). So: for every such pair, every other consumer of x is
+ *     below w. It also keeps a layer from reading the shared tensor as dy
+ *     while it writes it as dx (a consumer of x equal to w), and covers
+ *     chains of adds, an add's input that the add's other branch consumes
+ *     too, and sibling inputs with other consumers;
+ *  2. a ReLU r with a child, and a node w below r (it reads after r's
+ *     rewrite) that is not in r's subtree (an add's other input below r):
+ *     forbidden.
+ * The candidates are taken in backward order (adds and ReLUs from the last
+ * layer down, inputs in order); each is kept only if its whole tree still
+ * obeys both rules. A candidate is a leaf when it joins (its own children
+ * are candidates of a lower layer, taken later) and changes no other node's
+ * ancestors: only the pairs that involve it are new (alias_leaf_ok).
  *
- * par[L] receives the add whose dy tensor is layer v's gradient (-1: v has
- * its own tensor, or none). */
+ * par[L] receives the add or ReLU whose dy tensor is layer v's gradient (-1:
+ * v has its own tensor, or none). */
 static int tree_root(const int *par, int v) {
     while (par[v] >= 0) v = par[v];
     return v;
@@ -161,35 +185,47 @@ static bool in_subtree(const int *par, int w, int x) {
     return false;
 }
 
-/* Does the tree rooted at r satisfy the rule? oth[x]: x's highest consumer
- * other than its first writer (-1 none); mem, in: scratch [L]. The members
- * are found in one pass down from r (par[v] > v: they are at or below r,
- * and v is one iff its parent is, at most r): a walk to the root from every
- * layer was half of a build's tensors on ResNet-50. */
-static bool alias_tree_ok(const int *par, const int *oth, int r, int *mem, int *in) {
-    int n = 0;
+/* May leaf s (par[s] set) stay in the tree rooted at r, which obeyed the
+ * rules without it? oth[x]: x's highest consumer other than its first writer
+ * (-1 none); in, kid: scratch [L]. The members are found in one pass down
+ * from r (par[v] > v: they are at or below r, and v is one iff its parent
+ * is, at most r): a walk to the root from every layer was half of a build's
+ * tensors on ResNet-50. in[v]: 2 for s and its ancestors, 1 for the other
+ * members; kid[v]: v has a child in the tree. */
+static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int r, int s,
+                          int *in, int *kid) {
     for (int v = r; v >= 0; v--) {
         in[v] = v == r || (par[v] >= 0 && par[v] <= r && in[par[v]]);
-        if (in[v]) mem[n++] = v;
+        kid[v] = 0;
     }
-    for (int a = 0; a < n; a++) {
-        int x = mem[a];
-        if (x == r || oth[x] < 0) continue;   /* the root's consumers precede every read */
-        for (int c = 0; c < n; c++) {
-            int w = mem[c];
-            if (!in_subtree(par, w, x) && oth[x] >= w) return false;
-        }
+    for (int v = r; v >= 0; v--)
+        if (in[v] && v != r) kid[par[v]] = 1;
+    for (int v = s; v >= 0; v = par[v]) in[v] = 2;
+    int q = par[s];
+    bool q_rewrites = !vd_op_table[net->layers[q].op].bwd_is_dy;
+    for (int w = r; w >= 0; w--) {
+        if (!in[w] || w == s) continue;
+        /* rule 1, x = s: every other member is outside s's subtree (a leaf) */
+        if (oth[s] >= w) return false;
+        if (in[w] == 2) continue;   /* an ancestor of s: the rest concern others */
+        /* rule 1, w = s: a member x that is not s's ancestor */
+        if (w != r && oth[w] >= s) return false;
+        /* rule 2, w = s: a rewriting ReLU above s that is not its ancestor */
+        if (kid[w] && w > s && !vd_op_table[net->layers[w].op].bwd_is_dy) return false;
+        /* rule 2, r = q (a ReLU whose child s is new): below it only its subtree */
+        if (q_rewrites && w < q && !in_subtree(par, w, q)) return false;
     }
     return true;
 }
 
-static int alias_add_grads(const bld *b, const vd_net *net, int loss, int batch, int *par,
-                           vd_err *e) {
+static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int *par,
+                       vd_err *e) {
     int L = net->n_layers;
+    const vd_plan *p = b->p;
     for (int v = 0; v < L; v++) par[v] = -1;
     int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 6 * sizeof *fw, NULL);
     if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
-    int *fwk = fw + L, *oth = fw + 2 * L, *mem = fw + 3 * L, *cand = fw + 4 * L, *root = fw + 5 * L;
+    int *fwk = fw + L, *oth = fw + 2 * L, *in = fw + 3 * L, *cand = fw + 4 * L, *kid = fw + 5 * L;
     for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
     /* first writer (layer, input) of each gradient, backward order */
     for (int i = L - 1; i >= 0; i--)
@@ -205,10 +241,20 @@ static int alias_add_grads(const bld *b, const vd_net *net, int loss, int batch,
     int nc = 0;   /* each gradient has one first writer: at most L candidates */
     for (int a = L - 1; a >= 0; a--) {
         const vd_layer *l = &net->layers[a];
-        /* (a split add's output gradient is its chunks' own inside its run) */
-        if (!vd_op_table[l->op].bwd_is_dy || a == loss ||
-            b->p->layers[b->p->first_unit[a]].n_chunks > 1)
+        const vd_plan_layer *pa = &p->layers[p->first_unit[a]];
+        /* (a split layer's output gradient is its chunks' own inside its run) */
+        if (a == loss || l->no_grad || pa->n_chunks > 1) continue;
+        if (vd_op_table[l->op].bwd_inplace && pa->inplace) {
+            /* the ReLU's input gradient is its dx alone (no other writer,
+             * beta 0), and the whole batch's tensor (not its chunk's) */
+            int src = l->in[0];
+            if (src >= 0 && vd_op_table[net->layers[src].op].bwd_takes_relu &&
+                !net->layers[src].no_grad && fw[src] == a && oth[src] < 0 &&
+                !chunk_own(b, p->first_unit[src]))
+                cand[nc++] = src;
             continue;
+        }
+        if (!vd_op_table[l->op].bwd_is_dy) continue;
         for (int k = 0; k < l->n_in; k++) {
             int src = l->in[k];
             /* (an input that needs no gradient has none to share) */
@@ -222,7 +268,7 @@ static int alias_add_grads(const bld *b, const vd_net *net, int loss, int batch,
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
-        if (!alias_tree_ok(par, oth, tree_root(par, src), mem, root)) par[src] = -1;
+        if (!alias_leaf_ok(net, par, oth, tree_root(par, src), src, in, kid)) par[src] = -1;
     }
     vd_free(fw);
     return VD_OK;
@@ -374,9 +420,10 @@ static void layer_tensors(bld *b, const int *algos) {
 }
 
 /* One gradient tensor per layer output (not the loss's, nor a no_grad
- * layer's: nothing needs it), except the inputs of adds whose gradient is
- * the add's own (alias_add_grads): those share the tensor of their tree's
- * root, which keeps its name. Inside a run, one per unit (its chunk's). */
+ * layer's: nothing needs it), except the inputs of adds and in-place ReLUs
+ * whose gradient is the add's or ReLU's own (alias_grads): those share the
+ * tensor of their tree's root, which keeps its name. Inside a run, one per
+ * unit (its chunk's). */
 static int grad_tensors(bld *b, vd_err *e) {
     const vd_net *net = b->net;
     vd_plan *p = b->p;
@@ -386,7 +433,7 @@ static int grad_tensors(bld *b, vd_err *e) {
     bool *written = vd_calloc((size_t)(NL > 0 ? NL : 1), sizeof *written, NULL);
     int rc = !par || !written ? vd_errf(e, VD_ENOMEM, "out of memory") : VD_OK;
     for (int i = 0; i < NL && !rc; i++) par[i] = -1;
-    if (!rc && b->alias) rc = alias_add_grads(b, net, p->loss_layer, batch, par, e);
+    if (!rc && b->alias) rc = alias_grads(b, net, p->loss_layer, batch, par, e);
     if (rc) { vd_free(par); vd_free(written); return rc; }
     for (int i = 0; i < NL; i++) {
         int u = p->first_unit[i];
@@ -411,7 +458,9 @@ static int grad_tensors(bld *b, vd_err *e) {
      * of a split layer writes its own slice, as the layer would. An add that
      * is the first writer of an aliased input's gradient writes nothing (dx
      * -1): the shared tensor already holds its dy, and the input's other
-     * consumers add to it, beta 1, as they added to the copy. Decided for
+     * consumers add to it, beta 1, as they added to the copy; an in-place
+     * ReLU whose input shares its dy tensor writes dx there (dx == dy,
+     * beta 0). Decided for
      * each layer's first unit, then copied to its other chunks; inside a run
      * a unit writes the chunk before it's gradient (beta 0). */
     for (int i = NL - 1; i >= 0; i--) {
@@ -423,7 +472,7 @@ static int grad_tensors(bld *b, vd_err *e) {
             if (src < 0 || net->layers[src].no_grad) continue;   /* no gradient wanted */
             bool first = !written[src];
             written[src] = true;
-            if (first && par[src] == i) continue;   /* dx -1, beta 0 */
+            if (first && par[src] == i && vd_op_table[l->op].bwd_is_dy) continue;   /* dx -1 */
             pl->dx[k] = b->ldact[src];
             pl->dx_beta[k] = first ? 0.0f : 1.0f;
         }

@@ -8,8 +8,9 @@
  * on chunks of the batch against the CPU run on the same chunks
  * (test_chunked); conv, fc and batch norm backward with frozen parameters or
  * without dx, against their full backward (test_frozen_backward); batch norm
- * and add with the ReLU after them fused, against the CPU's rectified output
- * (test_relu_fused).
+ * and add with the ReLU after them fused, against the CPU's rectified output,
+ * and the batch norm's backward taking the ReLU's (masking dy as it reads
+ * it), against the CPU's doing the same (test_relu_fused).
  *
  * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
  *
@@ -94,7 +95,10 @@ typedef struct check_opts {
     int relu_after;        /* > 0: the layer of a ReLU in place after this one, which
                               CUDA fuses into it (vd_cuda_relu_fused): its y is then
                               compared with max(the CPU's y, 0), exact as the ReLU is */
-    bool fuse_16;          /* relu_after: fused in bf16 / fp16 only (batch norm) */
+    bool fuse_16;          /* relu_after: fused in bf16 / fp16 only (batch norm, whose
+                              backward then also takes the ReLU's: vd_op_io.relu_mask;
+                              the CPU takes it in every math, so its fp32 reference
+                              runs with no_fuse) */
 } check_opts;
 
 static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
@@ -116,7 +120,10 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
                     .inplace = co->inplace, .dx_beta = co->beta, .seed = 77, .iter = 3,
                     .chunks = co->chunks, .setup_n = co->setup_n, .loss_n = co->loss_n};
     c_run_out ref;
+    bool cpu_was = c_cpu()->opts.no_fuse;
+    c_cpu()->opts.no_fuse = co->relu_after > 0 && co->fuse_16;   /* as CUDA's fp32 */
     c_run(c_cpu(), &in, &o, &ref);
+    c_cpu()->opts.no_fuse = cpu_was;
     int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
     /* the CPU oracle in bf16 and in fp16 (the CPU backend's fp16 ops are
      * there when it has the loss-scaling entry points: backend.h) */
@@ -161,6 +168,9 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
                 bool want = half || !co->fuse_16;
                 ck_assert_msg(vd_cuda_relu_fused(c_cuda(), co->relu_after) == want,
                               "%s: the ReLU after it is %sfused", label, want ? "not " : "");
+                bool bwd = co->fuse_16 && half;
+                ck_assert_msg(vd_cuda_relu_bwd_fused(c_cuda(), co->relu_after) == bwd,
+                              "%s: the ReLU's backward is %sfused", label, bwd ? "not " : "");
                 if (want) {
                     rect = malloc((size_t)in.yn * sizeof *rect);
                     ck_assert(rect);
@@ -765,11 +775,15 @@ END_TEST
 #if VD_HAVE_CUDA
 /* A ReLU in place after a batch norm (fused in bf16 / fp16: the channels-last
  * kernels) and after a residual add (fused in every math), cu_fuse_relu_setup:
- * the producer's y against the CPU's rectified, forward and backward (which
- * the fusion leaves alone), 8 channels (the eight-channel kernels) and 6 (the
- * one-channel ones). Tolerances: the producer's own (TOL_BN, TOL_EXACT for
- * the add), since max(., 0) is exact on both backends and moves no value
- * further from the other backend's. */
+ * the producer's y against the CPU's rectified, forward and backward (the
+ * add's backward the fusion leaves alone; the batch norm's in bf16 / fp16
+ * takes the ReLU's, dy masked where the recomputed y is <= 0, as the CPU's
+ * does), 8 channels (the eight-channel kernels) and 6 (the one-channel
+ * ones). Tolerances: the producer's own (TOL_BN, TOL_EXACT for the add),
+ * since max(., 0) and the mask are exact on both backends and move no value
+ * further from the other backend's (but where the two backends' y straddle
+ * 0, an element whose dy one keeps and the other drops: not seen with these
+ * inputs, and it would fail loudly). */
 START_TEST(test_relu_fused) {
     static const int chans[2] = {8, 6};
     for (int ci = 0; ci < 2; ci++) {

@@ -447,7 +447,9 @@ END_TEST
 /* ReLUs fused into a batch norm and a residual add (cu_fuse_relu_setup), a
  * ResNet block: conv, bn, relu; conv, bn, add (the first relu's output),
  * relu. In fp32, bf16 and fp16: the add's ReLU is fused, the batch norm's
- * in bf16 and fp16 (its channels-last kernels; cuDNN's has no epilogue);
+ * in bf16 and fp16 (its channels-last kernels; cuDNN's has no epilogue),
+ * forward and backward (the batch norm's backward takes the ReLU's, which
+ * then writes nothing: vd_cuda_relu_bwd_fused);
  * with --no-fuse (vd_backend_opts.no_fuse) neither, and the run is
  * bit-identical; auto at its smallest budget (offloads, recomputes: a
  * recomputed batch norm or add applies its ReLU again) leaves the fused
@@ -492,13 +494,17 @@ START_TEST(test_relu_fused_into_bn_and_add) {
                       "%s fused", vd_math_name(m), half ? "is not" : "is");
         ck_assert_msg(vd_cuda_relu_fused(be, 6), "%s: the ReLU after the add is not fused",
                       vd_math_name(m));
+        ck_assert_msg(vd_cuda_relu_bwd_fused(be, 2) == half && !vd_cuda_relu_bwd_fused(be, 6),
+                      "%s: the batch norm %s the ReLU's backward", vd_math_name(m),
+                      half ? "does not take" : "takes");
         g_chunks = whole;
         run_at(be, &net, VD_POLICY_AUTO, m, true, true, &t);
         g_chunks = NULL;
         ck_assert_msg(vd_cuda_relu_fused(be, 6), "%s: not fused in the auto run", vd_math_name(m));
         be->opts.no_fuse = true;
         run(be, &net, VD_POLICY_NONE, m, true, &u);
-        ck_assert_msg(!vd_cuda_relu_fused(be, 2) && !vd_cuda_relu_fused(be, 6),
+        ck_assert_msg(!vd_cuda_relu_fused(be, 2) && !vd_cuda_relu_fused(be, 6) &&
+                          !vd_cuda_relu_bwd_fused(be, 2),
                       "%s: a ReLU is fused with no_fuse", vd_math_name(m));
         be->opts.no_fuse = was;
         ck_assert_msg(!memcmp(f.params, u.params, bytes) && !memcmp(f.mom, u.mom, bytes) &&

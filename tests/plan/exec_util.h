@@ -33,6 +33,8 @@ typedef struct run_cfg {
     bool pool_to_need;      /* vd_plan_opts.pool_to_need (budget only a cap) */
     const int *chunks;      /* optional [n_layers] split layers (vd_plan_opts.chunks;
                                NULL: nothing split) */
+    bool no_fuse;           /* vd_backend_opts.no_fuse of the CPU backend */
+    void (*on_backend)(vd_backend *be); /* optional: called once the backend is created */
 } run_cfg;
 
 typedef struct run_out {
@@ -78,6 +80,10 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     vd_plan plan = {0};
     vd_exec *ex = NULL;
     int rc = vd_backend_cpu_create(&be, &e);
+    if (!rc) {
+        be->opts.no_fuse = c->no_fuse;
+        if (c->on_backend) c->on_backend(be);
+    }
     ck_assert_msg(rc == 0, "cpu backend: %s", e.msg);
     rc = be->layer_setup(be, net, batch, net->train.math, true, &e);
     ck_assert_msg(rc == 0, "layer_setup: %s", e.msg);

@@ -34,11 +34,13 @@ void load_shipped_net(vd_net *net, const char *file, int batch);
 /* The gradient flow of training plan p (ck_assert on a failure): every
  * layer's backward reads, as dy, exactly the gradient it would read with one
  * gradient tensor per layer output and today's order of accumulation, when
- * an add may share its dy tensor with the gradients of its inputs. Replays
+ * an add may share its dy tensor with the gradients of its inputs and an
+ * in-place ReLU with its input's (dx == dy). Replays
  * the backward steps' writes (dx, dx_beta) and reads (dy) on the plan's
  * tensors symbolically, values as expressions: an add passes its dy, any
  * other layer's dx[k] is a term of its own, beta 1 adds (in order). Also: no
- * layer writes the tensor it reads as dy, a beta-1 write finds its tensor
+ * layer but an in-place ReLU (beta 0) writes the tensor it reads as dy, a
+ * beta-1 write finds its tensor
  * written, only an add leaves an input's gradient unwritten (dx -1), but
  * where nothing needs it (the net input, a no_grad layer's output: --freeze;
  * a no_grad layer reads no dy either). Returns

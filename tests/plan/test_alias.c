@@ -1,8 +1,12 @@
-/* test_alias.c — gradient aliasing through adds: an add's input whose
- * gradient the add writes first shares the add's dy tensor (the add's
- * backward then writes nothing for it), where that is safe; where it is not
- * (the add's other branch reads the shared tensor while an input's other
+/* test_alias.c — gradient aliasing through adds and in-place ReLUs: an add's
+ * input whose gradient the add writes first shares the add's dy tensor (the
+ * add's backward then writes nothing for it), where that is safe; where it is
+ * not (the add's other branch reads the shared tensor while an input's other
  * consumer would write it, the same input twice) each keeps its own tensor.
+ * An in-place ReLU after a batch norm (vd_op_info.bwd_takes_relu) gives the
+ * batch norm's gradient its dy tensor (dx == dy), but where its input has
+ * another consumer (not in place) or a sibling would read the rewritten
+ * tensor; a ReLU after another op keeps its input's gradient apart.
  * Plans on small nets (tensor ids, dx, dx_beta), the symbolic gradient flow
  * (check_grad_flow) on them and on random DAGs of adds, one training step of
  * the executor against a reference that runs the CPU backend's ops with one
@@ -72,6 +76,41 @@ static void net_twice(vd_net *net, int batch) {
     int r = tn_relu(net, "r", a);
     int s = tn_join(net, "s", VD_OP_ADD, r, r);
     int f = tn_fc(net, "fc", s, 3);
+    tn_loss(net, f);
+    tn_finish(net);
+}
+
+/* In-place ReLUs after batch norms (ru, rc, rq), one not in place (rv) and
+ * one after a conv (rz):
+ *   u = conv(x), bu = bn(u), ru = relu(bu), v = conv(ru), bv = bn(v),
+ *   rv = relu(bv), w = conv(bv), z = conv(ru), rz = relu(z), c = conv(ru),
+ *   bc = bn(c), rc = relu(bc), s = add(rc, rz), t = add(rv, w),
+ *   q = add(s, t), bq = bn(q), rq = relu(bq), fc, loss.
+ * bq shares rq's tensor, bu ru's; q's own tensor passes through the adds to
+ * s, t, rc, rz, rv and w; rv's input bv has two consumers (rv is not in
+ * place: it adds to w's write, beta 1); rc keeps bc's gradient apart, as rz,
+ * rv and w (below rc, outside its subtree) read the tensor after rc would
+ * have rewritten it; rz's input z keeps its own (a conv takes no ReLU). */
+static void net_relu_cases(vd_net *net, int batch) {
+    tn_begin(net, "relu-cases", 2, 5, 5, 3, batch);
+    int u = tn_conv(net, "u", -1, 3, 3, 1, 1);
+    int bu = tn_bn(net, "bu", u);
+    int ru = tn_relu(net, "ru", bu);
+    int v = tn_conv(net, "v", ru, 3, 3, 1, 1);
+    int bv = tn_bn(net, "bv", v);
+    int rv = tn_relu(net, "rv", bv);
+    int w = tn_conv(net, "w", bv, 3, 1, 1, 0);
+    int z = tn_conv(net, "z", ru, 3, 1, 1, 0);
+    int rz = tn_relu(net, "rz", z);
+    int c = tn_conv(net, "c", ru, 3, 3, 1, 1);
+    int bc = tn_bn(net, "bc", c);
+    int rc = tn_relu(net, "rc", bc);
+    int s = tn_join(net, "s", VD_OP_ADD, rc, rz);
+    int t = tn_join(net, "t", VD_OP_ADD, rv, w);
+    int q = tn_join(net, "q", VD_OP_ADD, s, t);
+    int bq = tn_bn(net, "bq", q);
+    int rq = tn_relu(net, "rq", bq);
+    int f = tn_fc(net, "fc", rq, 3);
     tn_loss(net, f);
     tn_finish(net);
 }
@@ -154,14 +193,25 @@ static void plan_none(const vd_net *net, int batch, vd_plan *p) {
     vd_profile_free(&prof);
 }
 
+/* The number of in-place ReLUs whose input gradient is their dy tensor. */
+static int count_relu_shares(const vd_plan *p, const vd_net *net) {
+    int n = 0;
+    for (int i = 0; i < net->n_layers; i++) {
+        const vd_plan_layer *pl = &p->layers[p->first_unit[i]];
+        n += net->layers[i].op == VD_OP_RELU && pl->dy >= 0 && pl->dx[0] == pl->dy;
+    }
+    return n;
+}
+
 /* The small residual net of testnets.h: b1_add(b1_bn2, stem_relu) with
- * stem_relu also read by b1_conv1 (the fork), then a concat. */
+ * stem_relu also read by b1_conv1 (the fork), then a concat; its four ReLUs
+ * run in place, two after a batch norm. */
 START_TEST(test_alias_resnet) {
     vd_net net;
     tn_resnet(&net, 2);
     int L = net.n_layers;
-    int stem_relu = 2, b1_conv1 = 3, b1_bn2 = 7, add = 8, b1_relu = 9, pool = 10, br1 = 11,
-        br2 = 12, br2_relu = 13, cat = 14;
+    int stem_bn = 1, stem_relu = 2, b1_conv1 = 3, b1_bn1 = 4, b1_relu1 = 5, b1_bn2 = 7, add = 8,
+        b1_relu = 9, pool = 10, br1 = 11, br2 = 12, br2_relu = 13, cat = 14;
     ck_assert_int_eq(net.layers[add].op, VD_OP_ADD);
     ck_assert_int_eq(net.layers[add].in[0], b1_bn2);
     ck_assert_int_eq(net.layers[add].in[1], stem_relu);
@@ -169,23 +219,33 @@ START_TEST(test_alias_resnet) {
     vd_plan p;
     plan_none(&net, 2, &p);
     /* one gradient tensor per layer output but the loss's (L - 1 = 17),
-     * less the add's two inputs */
-    ck_assert_int_eq(count_dact(&p), L - 1 - 2);
+     * less the add's two inputs and the two batch norms' before a ReLU */
+    ck_assert_int_eq(count_dact(&p), L - 1 - 2 - 2);
     ck_assert_int_eq(check_grad_flow(&p, &net), 2);
+    ck_assert_int_eq(count_relu_shares(&p, &net), 2);
+    /* one tensor from the add down: the add's inputs, and stem_relu's input
+     * (stem_relu's other consumer, b1_conv1, adds to it after b1_bn2 has read
+     * it); b1_relu, after an add, keeps the add's gradient apart */
     int s = p.layers[add].dy;
     ck_assert_int_ge(s, 0);
     ck_assert_str_eq(p.tensors[s].name, "b1_add:dy");
     ck_assert_int_eq(p.tensors[s].layer, add);
+    ck_assert_int_ne(p.layers[b1_relu].dy, s);
     ck_assert_int_eq(p.layers[b1_bn2].dy, s);
     ck_assert_int_eq(p.layers[stem_relu].dy, s);
+    ck_assert_int_eq(p.layers[stem_bn].dy, s);
+    ck_assert_int_eq(p.layers[stem_relu].dx[0], s);
+    ck_assert_int_eq(p.layers[b1_bn1].dy, p.layers[b1_relu1].dy);
+    ck_assert_int_ne(p.layers[b1_relu1].dy, s);
+    ck_assert_int_ne(p.layers[br2].dy, p.layers[br2_relu].dy);
     /* the add writes nothing */
     ck_assert_int_eq(p.layers[add].dx[0], -1);
     ck_assert_int_eq(p.layers[add].dx[1], -1);
     /* so the add's backward step costs nothing in the simulator */
     ck_assert(p.steps[2 * net.n_layers - 1 - add].kind == VD_STEP_BWD);
     ck_assert(p.steps[2 * net.n_layers - 1 - add].compute_s == 0.0);
-    /* its consumer writes the shared tensor first (beta 0), the fork's other
-     * consumer adds to it (beta 1) */
+    /* b1_relu rewrites it in place (beta 0), the fork's other consumer adds
+     * to it (beta 1) */
     ck_assert_int_eq(p.layers[b1_relu].dx[0], s);
     ck_assert(p.layers[b1_relu].dx_beta[0] == 0.0f);
     ck_assert_int_eq(p.layers[b1_conv1].dx[0], s);
@@ -200,12 +260,12 @@ START_TEST(test_alias_resnet) {
     ck_assert(p.layers[br2].dx_beta[0] == 0.0f);
     ck_assert_int_eq(p.layers[br1].dx[0], p.layers[pool].dy);
     ck_assert(p.layers[br1].dx_beta[0] == 1.0f);
-    /* the shared tensor lives from the add's consumer's backward to the
-     * stem relu's */
+    /* the shared tensor lives from the add's consumer's backward to
+     * stem_bn's */
     const vd_interval *iv = &p.intervals[p.tensors[s].iv[0]];
     ck_assert_int_eq(p.tensors[s].n_iv, 1);
     ck_assert_int_eq(iv->first, 2 * L - 1 - b1_relu);
-    ck_assert_int_eq(iv->last, 2 * L - 1 - stem_relu);
+    ck_assert_int_eq(iv->last, 2 * L - 1 - stem_bn);
     vd_plan_free(&p);
     vd_net_free(&net);
 }
@@ -290,13 +350,78 @@ START_TEST(test_alias_unsafe) {
         ck_assert_int_eq(p.layers[s2].dx[0], p.layers[r].dy);
         ck_assert_int_eq(p.layers[s2].dx[1], p.layers[r].dy);
         ck_assert(p.layers[s2].dx_beta[0] == 0.0f && p.layers[s2].dx_beta[1] == 1.0f);
+        /* (r, after a conv, keeps a's gradient apart) */
         ck_assert_int_eq(count_dact(&p), net.n_layers - 1);
+        ck_assert_int_ne(p.layers[r].dx[0], p.layers[r].dy);
         /* the add still copies into both: its whole profiled backward time */
         const vd_step *sb = &p.steps[2 * net.n_layers - 1 - s2];
         ck_assert(sb->kind == VD_STEP_BWD && sb->layer == s2);
         ck_assert(sb->compute_s > 0.0);
         vd_plan_free(&p);
     }
+    vd_net_free(&net);
+}
+END_TEST
+
+/* The ReLU cases (net_relu_cases): exact tensors, dx and dx_beta. */
+START_TEST(test_alias_relu) {
+    vd_net net;
+    net_relu_cases(&net, 2);
+    enum { u, bu, ru, v, bv, rv, w, z, rz, c, bc, rc, s, t, q, bq, rq, fc };
+    vd_plan p;
+    plan_none(&net, 2, &p);
+    ck_assert(p.layers[ru].inplace && p.layers[rc].inplace && p.layers[rq].inplace &&
+              p.layers[rz].inplace);
+    ck_assert(!p.layers[rv].inplace);
+    /* the adds' six inputs share q's tensor */
+    ck_assert_int_eq(check_grad_flow(&p, &net), 6);
+    ck_assert_int_eq(count_relu_shares(&p, &net), 2);
+    /* 18 outputs but the loss's, less the six add inputs, bu and bq */
+    ck_assert_int_eq(count_dact(&p), 18 - 6 - 2);
+    /* a ReLU after a batch norm: bq's gradient is rq's dy tensor */
+    int T = p.layers[rq].dy;
+    ck_assert_str_eq(p.tensors[T].name, "rq:dy");
+    ck_assert_int_eq(p.layers[bq].dy, T);
+    ck_assert_int_eq(p.layers[rq].dx[0], T);
+    ck_assert(p.layers[rq].dx_beta[0] == 0.0f);
+    /* q keeps its own (bq writes it), and the adds pass it on */
+    int Q = p.layers[q].dy;
+    ck_assert_str_eq(p.tensors[Q].name, "q:dy");
+    ck_assert_int_eq(p.layers[bq].dx[0], Q);
+    for (int i = t; i >= rv; i--)
+        if (i != c && i != bc && i != z)
+            ck_assert_msg(p.layers[i].dy == Q, "%s", net.layers[i].name);
+    for (int k = 0; k < 2; k++)
+        ck_assert(p.layers[q].dx[k] == -1 && p.layers[s].dx[k] == -1 && p.layers[t].dx[k] == -1);
+    /* after a conv: z keeps its own, rz writes it */
+    ck_assert(p.layers[z].dy != Q && p.layers[z].dy != p.layers[rz].dy);
+    ck_assert_int_eq(p.layers[rz].dx[0], p.layers[z].dy);
+    /* ru in place after bu: bu's gradient is ru's dy tensor */
+    int R = p.layers[ru].dy;
+    ck_assert_str_eq(p.tensors[R].name, "ru:dy");
+    ck_assert_int_eq(p.layers[bu].dy, R);
+    ck_assert_int_eq(p.layers[ru].dx[0], R);
+    ck_assert(p.layers[ru].dx_beta[0] == 0.0f);
+    ck_assert(R != T && R != Q);
+    /* bv read twice (rv not in place): bv's own tensor, w first, rv adds */
+    int V = p.layers[bv].dy;
+    ck_assert(V != T && V != R && V != Q);
+    ck_assert_int_eq(p.layers[w].dx[0], V);
+    ck_assert(p.layers[w].dx_beta[0] == 0.0f);
+    ck_assert_int_eq(p.layers[rv].dx[0], V);
+    ck_assert(p.layers[rv].dx_beta[0] == 1.0f);
+    /* rc's rewrite would come before rz, rv and w read: bc's own tensor */
+    int C = p.layers[bc].dy;
+    ck_assert(C != T && C != R && C != V && C != Q);
+    ck_assert_int_eq(p.layers[rc].dx[0], C);
+    ck_assert(p.layers[rc].dx_beta[0] == 0.0f);
+    /* rq:dy lives from fc's backward (its first write) to bq's (its last
+     * read) */
+    const vd_interval *iv = &p.intervals[p.tensors[T].iv[0]];
+    ck_assert_int_eq(p.tensors[T].n_iv, 1);
+    ck_assert_int_eq(iv->first, 2 * net.n_layers - 1 - fc);
+    ck_assert_int_eq(iv->last, 2 * net.n_layers - 1 - bq);
+    vd_plan_free(&p);
     vd_net_free(&net);
 }
 END_TEST
@@ -461,6 +586,7 @@ START_TEST(test_alias_trains_like_reference) {
     ck_assert_int_eq(train_case(net_cousins), 4);
     ck_assert_int_eq(train_case(net_chain), 3);
     ck_assert_int_eq(train_case(net_twice), 0);
+    ck_assert_int_eq(train_case(net_relu_cases), 6);
 }
 END_TEST
 
@@ -512,9 +638,10 @@ END_TEST
 /* ---- ResNet-50 ----------------------------------------------------------- */
 
 /* nets/resnet50.yaml, batch 256, analytic H200 profile: its 16 adds share
- * their dy tensor with both inputs (32 fewer gradient tensors); policy
- * none's need stays 20.58 GiB (its peak is early in backward, where the
- * shared tensors save nothing), and all fits budgets it did not before. */
+ * their dy tensor with both inputs (32 fewer gradient tensors), its 33
+ * in-place ReLUs after a batch norm theirs with the batch norm (33 fewer);
+ * policy none's need stays (its peak is at the last block's ReLU after its
+ * add, which keeps its tensors), and all fits budgets it did not before. */
 START_TEST(test_alias_resnet50) {
     vd_net net;
     load_shipped_net(&net, "resnet50.yaml", 256);
@@ -528,7 +655,8 @@ START_TEST(test_alias_resnet50) {
     vd_err e = {0};
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(check_grad_flow(&p, &net), 2 * n_add);
-    ck_assert_int_eq(count_dact(&p), L - 1 - 2 * n_add);
+    ck_assert_int_eq(count_relu_shares(&p, &net), 33);
+    ck_assert_int_eq(count_dact(&p), L - 1 - 2 * n_add - 33);
     /* without the aliasing: peak (live) and high-water mark 22092749824 bytes */
     ck_assert_uint_le(p.live_peak, 22092749824ull);
     ck_assert_uint_le(p.hwm, 22092749824ull);
@@ -545,6 +673,7 @@ START_TEST(test_alias_resnet50) {
 }
 END_TEST
 
-VDT_MAIN("alias", 300, test_alias_resnet, test_alias_unsafe, test_alias_trains_like_reference,
+VDT_MAIN("alias", 300, test_alias_resnet, test_alias_unsafe, test_alias_relu,
+         test_alias_trains_like_reference,
          test_alias_random_dags_1_12, test_alias_random_dags_13_24,
          test_alias_resnet50)

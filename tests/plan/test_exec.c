@@ -821,6 +821,78 @@ START_TEST(test_after_step_hook) {
 }
 END_TEST
 
+/* The backward of a ReLU in place after a batch norm runs in the batch
+ * norm's (vd_op_io.relu_mask; the CPU backend in every math, the CUDA one in
+ * bf16 / fp16) and is skipped where the plan gives it dx == dy: on the small
+ * ResNet (stem_bn -> stem_relu, b1_bn1 -> b1_relu1) in fp32, bf16 and fp16,
+ * 3 steps of policy none train the same bytes fused and with no_fuse, the
+ * two ReLUs write their dy tensor (the planner's sharing) and leave it
+ * untouched fused, mask it (some element changes each step) with no_fuse.
+ * Offloading and recomputing with the fusion on: test_identity_resnet,
+ * test_identity_bf16. */
+static int (*real_backward)(vd_backend *, const vd_net *, int, const vd_op_io *, vd_err *);
+static int spy_calls, spy_changed, spy_other;
+static int spy_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                        vd_err *e) {
+    if (net->layers[layer].op != VD_OP_RELU || vd_op_relu_taker(net, layer) < 0)
+        return real_backward(be, net, layer, io, e);
+    if (io->dx[0] != io->dy) {
+        spy_other++;
+        return real_backward(be, net, layer, io, e);
+    }
+    size_t n = (size_t)io->n * (size_t)vd_net_out_numel(net, layer) * vd_dtype_bytes(io->act);
+    void *before = malloc(n);
+    ck_assert_ptr_nonnull(before);
+    memcpy(before, io->dy, n);
+    int rc = real_backward(be, net, layer, io, e);
+    spy_calls++;
+    spy_changed += memcmp(before, io->dy, n) != 0;
+    free(before);
+    return rc;
+}
+static void spy_on(vd_backend *be) {
+    real_backward = be->backward;
+    be->backward = spy_backward;
+}
+
+START_TEST(test_relu_bwd_fused) {
+    vd_net net;
+    tn_resnet(&net, 3);
+    vd_schedule_inplace(&net);   /* the flag the backends read, as a run sets it */
+    static const vd_math maths[] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    const int iters = 3;
+    for (size_t k = 0; k < VD_ARRAY_LEN(maths); k++) {
+        net.train.math = maths[k];
+        const char *m = vd_math_name(maths[k]);
+        run_cfg c = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = 1,
+                     .on_backend = spy_on};
+        run_out f, u;
+        spy_calls = spy_changed = spy_other = 0;
+        run_training(&net, 3, &c, &f);
+        ck_assert_msg(f.rc == 0, "%s", f.msg);
+        /* two ReLUs, each step, in place, all of their dy left as it was */
+        ck_assert_msg(spy_calls == 2 * iters && spy_other == 0 && spy_changed == 0,
+                      "%s fused: %d calls in place (%d not), %d changed dy", m, spy_calls,
+                      spy_other, spy_changed);
+        c.no_fuse = true;
+        spy_calls = spy_changed = spy_other = 0;
+        run_training(&net, 3, &c, &u);
+        ck_assert_msg(u.rc == 0, "%s", u.msg);
+        ck_assert_msg(spy_calls == 2 * iters && spy_other == 0 && spy_changed == 2 * iters,
+                      "%s no_fuse: %d calls in place (%d not), %d masked dy", m, spy_calls,
+                      spy_other, spy_changed);
+        size_t pb = (size_t)net.param_floats * 4;
+        ck_assert_msg(!memcmp(f.params, u.params, pb) && !memcmp(f.mom, u.mom, pb) &&
+                          !memcmp(f.loss, u.loss, sizeof f.loss),
+                      "%s: the fused ReLU backward changed the results (against no_fuse)", m);
+        ck_assert_uint_eq(f.plan_hwm, u.plan_hwm);
+        run_free(&f);
+        run_free(&u);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
          test_pool_to_need,
          test_identity_bf16, test_fault_bf16,
@@ -828,4 +900,4 @@ VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
          test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,
          test_profile_label_mismatch,
-         test_math_mismatch)
+         test_math_mismatch, test_relu_bwd_fused)

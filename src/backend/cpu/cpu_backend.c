@@ -808,6 +808,16 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     /* dropout's iteration: the call's plus the step scalars' (backend.h) */
     vd_op_io w = *issued;
     w.iter += c->steps.iter;
+    /* the backward of a ReLU in place after a batch norm runs in the batch
+     * norm's (vd_op_io.relu_mask; not with no_fuse): nothing to do where it
+     * would write its dy tensor, as the CUDA backend's 16-bit path */
+    if (bwd && !be->opts.no_fuse) {
+        if (vd_op_relu_taker(net, layer) >= 0 && issued->dx[0] == issued->dy) return VD_OK;
+        if (vd_op_relu_taken(net, layer) >= 0) {
+            w.relu_mask = true;
+            w.relu_store = issued->act;
+        }
+    }
     const vd_op_io *io = &w;
     vd_op op = net->layers[layer].op;
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)

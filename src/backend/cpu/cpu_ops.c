@@ -314,6 +314,12 @@ static int vd_cpu_lrn_backward(const vd_net *net, int layer, const vd_op_io *io,
 
 /* ------------------------------------------------------------------ batchnorm */
 
+/* y of one element in float: the forward's line, and the backward's for a
+ * ReLU's mask (bn_relu_dy). */
+static inline float bn_y(float x, float mc, float ic, float gc, float bc) {
+    return (x - mc) * ic * gc + bc;
+}
+
 /* Training: per channel, mean and biased variance over N*H*W (double, two
  * passes); aux = [mean[C], invstd[C]] with invstd = 1/sqrt(var + eps);
  * running_mean/var <- (1-m)*running + m*batch, the variance unbiased
@@ -358,31 +364,45 @@ static int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io,
         for (int n = 0; n < io->n; n++) {
             const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
             float *yp = io->y + ((int64_t)n * C + c) * hw;
-            for (int64_t i = 0; i < hw; i++) yp[i] = (xp[i] - mc) * ic * gc + bc;
+            for (int64_t i = 0; i < hw; i++) yp[i] = bn_y(xp[i], mc, ic, gc, bc);
         }
     }
     return VD_OK;
 }
 
+/* dy as the backward of the ReLU after a batch norm wrote it
+ * (vd_op_io.relu_mask): relu_sel on the y the forward stored, bn_y rounded
+ * to store. */
+static inline float bn_relu_dy(float x, float mc, float ic, float gc, float bc, vd_dtype store,
+                               float dy) {
+    float y = bn_y(x, mc, ic, gc, bc);
+    if (store != VD_DT_F32) y = vd_h16_to_f32(store, vd_f32_to_h16(store, y));
+    return relu_sel(y, dy);
+}
+
 /* Reads x, gamma and aux (mean, invstd from forward). Training:
  *   dx = gamma*invstd/M * (M*dy - sum(dy) - xhat*sum(dy*xhat));
  * eval (statistics are constants): dx = gamma*invstd*dy.
- * dgamma = sum(dy*xhat), dbeta = sum(dy) (overwritten). */
+ * dgamma = sum(dy*xhat), dbeta = sum(dy) (overwritten). With relu_mask, dy
+ * is the ReLU's output gradient, masked as it is read (bn_relu_dy). */
 static int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int C = l->c;
     int64_t hw = (int64_t)l->h * l->w, M = (int64_t)io->n * hw;
     const float *mean = io->aux, *invstd = io->aux + C;
+    const bool mask = io->relu_mask;
     for (int c = 0; c < C; c++) {
         double mu = mean[c], is = invstd[c];
+        const float mc = mean[c], ic = invstd[c], gc = io->w[c], bc = mask ? io->b[c] : 0.0f;
         double sdy = 0, sdyx = 0;
         for (int n = 0; n < io->n; n++) {
             const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
             const float *dyp = io->dy + ((int64_t)n * C + c) * hw;
             for (int64_t i = 0; i < hw; i++) {
-                sdy += dyp[i];
-                sdyx += (double)dyp[i] * (((double)xp[i] - mu) * is);
+                float d = mask ? bn_relu_dy(xp[i], mc, ic, gc, bc, io->relu_store, dyp[i]) : dyp[i];
+                sdy += d;
+                sdyx += (double)d * (((double)xp[i] - mu) * is);
             }
         }
         if (io->dw) io->dw[c] = (float)sdyx;
@@ -394,12 +414,13 @@ static int vd_cpu_bn_backward(const vd_net *net, int layer, const vd_op_io *io,
             const float *dyp = io->dy + ((int64_t)n * C + c) * hw;
             float *dxp = io->dx[0] + ((int64_t)n * C + c) * hw;
             for (int64_t i = 0; i < hw; i++) {
+                float d = mask ? bn_relu_dy(xp[i], mc, ic, gc, bc, io->relu_store, dyp[i]) : dyp[i];
                 double g;
                 if (io->training) {
                     double xh = ((double)xp[i] - mu) * is;
-                    g = gi / (double)M * ((double)M * dyp[i] - sdy - xh * sdyx);
+                    g = gi / (double)M * ((double)M * d - sdy - xh * sdyx);
                 } else {
-                    g = gi * dyp[i];
+                    g = gi * d;
                 }
                 vd_cpu_put(&dxp[i], io->dx_beta[0], (float)g);
             }

@@ -1018,9 +1018,9 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *in, vd_
                        "them in its workspace", l->name);
     if (cu_dt_16(L->dt))
         return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
-                               io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->aux, io->dw,
-                               io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws, io->ws_bytes,
-                               io->act, e);
+                               io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->b, io->aux,
+                               io->dw, io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws,
+                               io->ws_bytes, L->bwd_relu, io->act, e);
     const float one = 1.0f, zero = 0.0f;
     const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
     CUDNN_CHECK(e, cudnnBatchNormalizationBackward(

@@ -166,9 +166,16 @@ typedef struct cu_layer {
      * kernel is bit-identical to the two ops; the cuDNN graph rounds once
      * (conv + bias in fp32) where the two ops round twice in bf16 / fp16.
      * The same for a batch norm on the channels-last kernels and an add
-     * (cu_fuse_relu_setup), bit-identical. None with --no-fuse. */
+     * (cu_fuse_relu_setup), bit-identical. The batch norm also takes the
+     * ReLU's backward (bwd_relu: its backward masks the ReLU's output
+     * gradient as it reads it, vd_op_io.relu_mask); the ReLU's backward is
+     * then a no-op where it would write its dy tensor (dx == dy: the
+     * planner gives the batch norm's gradient the ReLU's dy tensor,
+     * tensors.c), bit-identical too. None with --no-fuse. */
     bool fwd_relu;                        /* conv, batchnorm, add: apply the consumer's ReLU */
     bool relu_fused;                      /* relu: its producer applied it */
+    bool bwd_relu;                        /* batchnorm: take the consumer's ReLU's backward */
+    bool relu_bwd_fused;                  /* relu: its producer takes its backward */
 } cu_layer;
 
 typedef struct cu_ctx {
@@ -452,9 +459,14 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                     cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
                     bool relu, vd_dtype dt, vd_err *e);
+/* relu: dy is the output gradient of the ReLU in place after the batch norm
+ * (cu_layer.bwd_relu), taken through the ReLU's backward as it is read: 0
+ * where the y the forward stored, recomputed from x, aux, gamma and beta
+ * (the batch norm's shift), is <= 0. */
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
-                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
-                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+                    float dx_beta, const float *gamma, const float *beta, const float *aux,
+                    float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
+                    bool relu, vd_dtype dt, vd_err *e);
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);

@@ -215,24 +215,44 @@ __global__ void k_bn_stats_part(const H *x, int64_t pix, int64_t ch, int split,
     }
 }
 
-/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line;
- * relu: then max(y, 0) as cuk_relu_fwd (the ReLU in place after the batch
- * norm, cu_layer.fwd_relu). Clamping before the rounding to H stores what
- * the two ops store: rounding to nearest keeps the sign and maps 0 to 0. */
+/* y = (x - mean) * invstd * gamma + beta, as the CPU reference's float line:
+ * one expression for the forward (k_bn_norm*) and the backward's ReLU mask
+ * (bn_relu_dy), so that both compile to the same operations (the same
+ * contraction into a multiply-add) and the mask sees the forward's bits. */
+__device__ __forceinline__ float bn_affine(float x, float mu, float is, float ga, float be) {
+    return (x - mu) * is * ga + be;
+}
+
+/* The backward of the ReLU in place after the batch norm (cu_layer.bwd_relu,
+ * vd_op_io.relu_mask) on d, its output gradient: 0 where the y the forward
+ * stored (bn_affine rounded to H) is <= 0, as k_relu_bwd* on that y. */
+template <typename H>
+__device__ __forceinline__ float bn_relu_dy(float x, float mu, float is, float ga, float be,
+                                            float d) {
+    H h;
+    st(&h, bn_affine(x, mu, is, ga, be));
+    return ld(h) <= 0.0f ? 0.0f : d;
+}
+
+/* y = bn_affine(x); relu: then max(y, 0) as cuk_relu_fwd (the ReLU in place
+ * after the batch norm, cu_layer.fwd_relu). Clamping before the rounding to
+ * H stores what the two ops store: rounding to nearest keeps the sign and
+ * maps 0 to 0. */
 template <typename H>
 __global__ void k_bn_norm(const H *x, H *y, const float *aux, const float *g,
                           const float *bta, int64_t total, int ch, bool relu) {
     GRID_STRIDE(i, total) {
         int c = (int)(i % ch);
-        float v = (ld(x[i]) - aux[c]) * aux[ch + c] * g[c] + bta[c];
+        float v = bn_affine(ld(x[i]), aux[c], aux[ch + c], g[c], bta[c]);
         st(&y[i], relu ? relu1(v) : v);
     }
 }
 
-/* part[0][c*split + k] = sum dy, part[1][...] = sum dy * (x - mean) over chunk k. */
+/* part[0][c*split + k] = sum dy, part[1][...] = sum dy * (x - mean) over chunk k;
+ * g, bta non-NULL: dy through the ReLU's backward first (bn_relu_dy). */
 template <typename H>
-__global__ void k_bn_bwd_part(const H *x, const H *dy, const float *aux, int64_t pix,
-                              int64_t ch, int split, float *part) {
+__global__ void k_bn_bwd_part(const H *x, const H *dy, const float *aux, const float *g,
+                              const float *bta, int64_t pix, int64_t ch, int split, float *part) {
     __shared__ float s1[CU_THREADS], s2[CU_THREADS];
     const int lane = threadIdx.x % BN_LANES, row = threadIdx.x / BN_LANES;
     const int rows = blockDim.x / BN_LANES;
@@ -243,9 +263,10 @@ __global__ void k_bn_bwd_part(const H *x, const H *dy, const float *aux, int64_t
     if (c < ch) {
         float mu = aux[c];
         for (int64_t j = j0 + row; j < j1; j += rows) {
-            float d = ld(dy[j * ch + c]);
+            float d = ld(dy[j * ch + c]), xv = ld(x[j * ch + c]);
+            if (g) d = bn_relu_dy<H>(xv, mu, aux[ch + c], g[c], bta[c], d);
             a += d;
-            b += d * (ld(x[j * ch + c]) - mu);
+            b += d * (xv - mu);
         }
     }
     s1[threadIdx.x] = a;
@@ -260,49 +281,62 @@ __global__ void k_bn_bwd_part(const H *x, const H *dy, const float *aux, int64_t
 }
 
 /* dx = gamma*invstd * (dy - sum(dy)/M - xhat*sum(dy*xhat)/M), dw/db holding
- * the sums (k_bn_bwd_final); beta: accumulate into dx. */
+ * the sums (k_bn_bwd_final); beta: accumulate into dx; bta non-NULL: dy
+ * through the ReLU's backward first (bn_relu_dy). */
 template <typename H>
 __global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
-                        const float *g, const float *dw, const float *db, float beta,
-                        int64_t total, int ch, float inv_m) {
+                        const float *g, const float *bta, const float *dw, const float *db,
+                        float beta, int64_t total, int ch, float inv_m) {
     GRID_STRIDE(i, total) {
         int c = (int)(i % ch);
-        float is = aux[ch + c];
-        float xh = (ld(x[i]) - aux[c]) * is;
-        float v = g[c] * is * (ld(dy[i]) - db[c] * inv_m - xh * dw[c] * inv_m);
+        float is = aux[ch + c], xv = ld(x[i]), d = ld(dy[i]);
+        if (bta) d = bn_relu_dy<H>(xv, aux[c], is, g[c], bta[c], d);
+        float xh = (xv - aux[c]) * is;
+        float v = g[c] * is * (d - db[c] * inv_m - xh * dw[c] * inv_m);
         put(&dx[i], beta, v);
     }
 }
 
 /* Per channel over pixel chunk k of split (block (bx, k)): MODE 0 (forward
  * statistics) sums x - x0[c] and its square (x0 = the first pixel's value),
- * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 2 (bias gradient) sums
- * x alone and writes only the first half of part. Thread (lane, row) takes
+ * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 3 the same with dy
+ * through the ReLU's backward first (bn_relu_dy: mean = aux, g and bta the
+ * batch norm's parameters), MODE 2 (bias gradient) sums x alone and writes
+ * only the first half of part. Thread (lane, row) takes
  * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
  * 16-byte loads; rows are added in order, then k_red_final adds the split
  * partials: a fixed order, bit-identical run to run. beta: put()'s for the
  * first half of part (MODE 2 with split 1 writes the bias gradient there
  * straight; else 0). */
 template <int MODE, typename H>
-__global__ void k_chan_red8(const H *x, const H *dy, const float *mean, int64_t pix,
-                            int64_t ch, int split, int tpr, float beta, float *part) {
+__global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const float *g,
+                            const float *bta, int64_t pix, int64_t ch, int split, int tpr,
+                            float beta, float *part) {
     __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
     int64_t chunk = (pix + split - 1) / split;
     int64_t j0 = k * chunk, j1 = j0 + chunk < pix ? j0 + chunk : pix;
-    float a[8], b[8], sh[8];
+    float a[8], b[8], sh[8], is[8], ga[8], be[8];
 #pragma unroll
-    for (int q = 0; q < 8; q++) { a[q] = 0.0f; b[q] = 0.0f; sh[q] = 0.0f; }
+    for (int q = 0; q < 8; q++) a[q] = b[q] = sh[q] = is[q] = ga[q] = be[q] = 0.0f;
     bool on = row < rows && c0 < ch;
     if (on) {
         if (MODE == 0) {
             bf8 f = ld8(x + c0);
 #pragma unroll
             for (int q = 0; q < 8; q++) sh[q] = f.v[q];
-        } else if (MODE == 1) {
+        } else if (MODE == 1 || MODE == 3) {
 #pragma unroll
             for (int q = 0; q < 8; q++) sh[q] = mean[c0 + q];
+        }
+        if (MODE == 3) {
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                is[q] = mean[ch + c0 + q];
+                ga[q] = g[c0 + q];
+                be[q] = bta[c0 + q];
+            }
         }
 #pragma unroll 4
         for (int64_t j = j0 + row; j < j1; j += rows) {
@@ -318,11 +352,12 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, int64_t 
                     b[q] += d * d;
                 }
             } else {
-                bf8 g = ld8(dy + j * ch + c0);
+                bf8 d = ld8(dy + j * ch + c0);
 #pragma unroll
                 for (int q = 0; q < 8; q++) {
-                    a[q] += g.v[q];
-                    b[q] += g.v[q] * (xv.v[q] - sh[q]);
+                    if (MODE == 3) d.v[q] = bn_relu_dy<H>(xv.v[q], sh[q], is[q], ga[q], be[q], d.v[q]);
+                    a[q] += d.v[q];
+                    b[q] += d.v[q] * (xv.v[q] - sh[q]);
                 }
             }
         }
@@ -431,7 +466,7 @@ __global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
         bf8 v = ld8(x + j * ch + c0);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            float t = (v.v[k] - mu[k]) * is[k] * ga[k] + be[k];
+            float t = bn_affine(v.v[k], mu[k], is[k], ga[k], be[k]);
             v.v[k] = relu ? relu1(t) : t;
         }
         st8(y + j * ch + c0, v);
@@ -440,17 +475,18 @@ __global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
 
 template <typename H>
 __global__ void k_bn_dx8p(const H *x, const H *dy, H *dx, const float *aux,
-                          const float *g, const float *dw, const float *db, float beta,
-                          int64_t pix, int ch, int tpr, float inv_m) {
+                          const float *g, const float *bta, const float *dw, const float *db,
+                          float beta, int64_t pix, int ch, int tpr, float inv_m) {
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int c0 = ((int)blockIdx.x * tpr + lane) * 8;
     if (row >= rows || c0 >= ch) return;
-    float mu[8], is[8], ga[8], sb[8], sw[8];
+    float mu[8], is[8], ga[8], be[8], sb[8], sw[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) {
         mu[k] = aux[c0 + k];
         is[k] = aux[ch + c0 + k];
         ga[k] = g[c0 + k];
+        be[k] = bta ? bta[c0 + k] : 0.0f;
         sb[k] = db[c0 + k] * inv_m;
         sw[k] = dw[c0 + k] * inv_m;
     }
@@ -458,6 +494,7 @@ __global__ void k_bn_dx8p(const H *x, const H *dy, H *dx, const float *aux,
         bf8 xv = ld8(x + j * ch + c0), d = ld8(dy + j * ch + c0);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
+            if (bta) d.v[k] = bn_relu_dy<H>(xv.v[k], mu[k], is[k], ga[k], be[k], d.v[k]);
             float xh = (xv.v[k] - mu[k]) * is[k];
             d.v[k] = ga[k] * is[k] * (d.v[k] - sb[k] - xh * sw[k]);
         }
@@ -482,8 +519,9 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
                      float *partial, float beta, float *db, vd_dtype dt, vd_err *e) {
     dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
     float *out = split == 1 ? db : partial;
-    HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, pix, ch,
-                                                                     split, bn_tpr(ch),
+    HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, NULL,
+                                                                     NULL, pix, ch, split,
+                                                                     bn_tpr(ch),
                                                                      split == 1 ? beta : 0.0f, out));
     KERNEL_CHECK(e);
     if (split > 1) {
@@ -511,8 +549,8 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
         if (ch % 8 == 0 && al16(x)) {
             int tpr = bn_tpr(ch);
             dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
-            k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, pix, ch, split, tpr,
-                                                    0.0f, (float *)ws);
+            k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, NULL, NULL, pix, ch,
+                                                    split, tpr, 0.0f, (float *)ws);
             KERNEL_CHECK(e);
             k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
                 AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
@@ -542,27 +580,38 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
     return VD_OK;
 }
 
+/* relu: dy through the ReLU's backward as it is read (bn_relu_dy; beta, the
+ * batch norm's shift, then needed). */
 template <typename H>
 static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
-                       float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
-                       int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_err *e) {
+                       float dx_beta, const float *gamma, const float *beta, const float *aux,
+                       float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
+                       bool relu, vd_err *e) {
     if (pix <= 0 || ch <= 0) return VD_OK;
     int split = cu_bn_split(pix, ch, sm);
     if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm) || ch > 0x7fffffff)
         return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): workspace %llu bytes, "
                        "needs %llu", (unsigned long long)ws_bytes,
                        (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
+    if (relu && !beta)
+        return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): the ReLU's mask needs beta");
+    const float *bta = relu ? beta : NULL;   /* the kernels' "mask dy" */
     if (ch % 8 == 0 && al16(x) && al16(dy)) {
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
-        k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, bn_tpr(ch),
-                                                0.0f, (float *)ws);
+        if (relu)
+            k_chan_red8<3, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, gamma, bta, pix,
+                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws);
+        else
+            k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, NULL, NULL, pix,
+                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);
         KERNEL_CHECK(e);
     } else {
         dim3 gr((unsigned)((ch + BN_LANES - 1) / BN_LANES), (unsigned)split);
-        k_bn_bwd_part<H><<<gr, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, pix, ch, split, (float *)ws);
+        k_bn_bwd_part<H><<<gr, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, relu ? gamma : NULL,
+                                                   bta, pix, ch, split, (float *)ws);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);
@@ -571,13 +620,13 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, dy, dx)) {
         k_bn_dx8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
-            AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, dw, db, dx_beta, pix, (int)ch, bn_tpr(ch),
-            (float)(1.0 / (double)pix));
+            AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, bta, dw, db, dx_beta, pix, (int)ch,
+            bn_tpr(ch), (float)(1.0 / (double)pix));
         KERNEL_CHECK(e);
         return VD_OK;
     }
-    k_bn_dx<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, dw, db,
-                                                      dx_beta, total, (int)ch,
+    k_bn_dx<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), AS<H>(dx), aux, gamma, bta,
+                                                      dw, db, dx_beta, total, (int)ch,
                                                       (float)(1.0 / (double)pix));
     KERNEL_CHECK(e);
     return VD_OK;
@@ -594,11 +643,12 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
 }
 
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
-                    float dx_beta, const float *gamma, const float *aux, float *dw, float *db,
-                    int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
+                    float dx_beta, const float *gamma, const float *beta, const float *aux,
+                    float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
+                    bool relu, vd_dtype dt, vd_err *e) {
     if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): fp32 maps");
-    HALF_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, aux, dw, db, pix,
-                                               ch, ws, ws_bytes, e));
+    HALF_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, beta, aux, dw, db,
+                                               pix, ch, ws, ws_bytes, relu, e));
     return VD_OK;   /* not reached */
 }
 

@@ -235,6 +235,9 @@ static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_er
 }
 
 static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    /* in place into its dy tensor after a batch norm that takes it
+     * (cu_layer.relu_bwd_fused): the batch norm reads the dy unmasked */
+    if (c->layers[li].relu_bwd_fused && io->dx[0] == io->dy) return VD_OK;
     const float *y = io->y ? io->y : io->x[0];   /* y > 0 iff x > 0 */
     int rc = need(y, &net->layers[li], "y", e);
     if (rc) return rc;
@@ -412,8 +415,10 @@ static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
 /* A ReLU in place (vd_schedule_inplace_flags: its producer's output has no
  * other consumer, and no backward reads it unrectified) after a batch norm
  * on the channels-last kernels or after an add: the producer applies it
- * (cu_layer.fwd_relu, relu_fused). cuDNN's batch norm (fp32, tf32) has no
- * such epilogue: there the ReLU runs on its own. */
+ * (cu_layer.fwd_relu, relu_fused); the batch norm also its backward
+ * (vd_op_relu_taker; bwd_relu, relu_bwd_fused). cuDNN's batch norm (fp32,
+ * tf32) has no such epilogue: there the ReLU runs on its own (its backward
+ * in place, where the plan shares the tensors). */
 void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net) {
     for (int r = 0; r < net->n_layers; r++) {
         const vd_layer *lr = &net->layers[r];
@@ -424,6 +429,10 @@ void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net) {
         if (op != VD_OP_ADD && !(op == VD_OP_BATCHNORM && cu_dt_16(P->dt))) continue;
         P->fwd_relu = true;
         c->layers[r].relu_fused = true;
+        if (vd_op_relu_taker(net, r) == p) {
+            P->bwd_relu = true;
+            c->layers[r].relu_bwd_fused = true;
+        }
     }
 }
 

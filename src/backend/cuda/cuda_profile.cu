@@ -150,8 +150,12 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     }
     io->y = (float *)(s + b->y);
     /* a layer that runs in place is timed in place (a ReLU fused into its
-     * conv is then a no-op, as in training: cu_layer.relu_fused) */
+     * conv is then a no-op, as in training: cu_layer.relu_fused); a ReLU
+     * whose backward a batch norm may take writes its dy tensor, as the plan
+     * has it (tensors.c; a no-op where the batch norm takes it:
+     * cu_layer.relu_bwd_fused) */
     if (l->inplace && l->n_in == 1) io->y = (float *)io->x[0];
+    if (vd_op_relu_taker(net, li) >= 0) io->dx[0] = (float *)(s + b->dy);
     io->dy = (const float *)(s + b->dy);
     /* parameters in the net's order: conv/fc weight [bias]; bn weight bias rm rv */
     float *par = (float *)(s + b->par), *grad = (float *)(s + b->grad);

@@ -23,6 +23,11 @@ bool vd_cuda_relu_fused(vd_backend *be, int layer) {
     return false;
 }
 
+bool vd_cuda_relu_bwd_fused(vd_backend *be, int layer) {
+    (void)be; (void)layer;
+    return false;
+}
+
 bool vd_cuda_conv_fused(vd_backend *be, int layer) {
     (void)be; (void)layer;
     return false;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Session 19, issue 34's ReLU backward fused into the batch norm's
+# (relu-bwd.md): (1) the CUDA tests that check it — the fused batch-norm
+# backward against the CPU oracle (test_relu_fused: 8 and 6 channels, bf16 /
+# fp16 fused, fp32 not), test_bn unchanged, and training: fused against
+# --no-fuse bit for bit and auto at its smallest budget (offload invariance,
+# fusion on) in fp32 / bf16 / fp16 (test_relu_fused_into_bn_and_add), the
+# whole-net CPU oracle (test_cpu_vs_cuda), the captured iteration
+# (test_graph_vs_eager); (2) vdnn-bench b256 bf16 policy none, each setting
+# measuring its own profile: ResNet-50 (33 batch norms take their ReLU's
+# backward) and VGG-16 (no batch norm: the control), default and --no-fuse,
+# run twice in alternation. Parts are skipped once the call nears DEADLINE
+# seconds (default 470). Table last.
+# usage (device machine, repository root, after unpacking BUILD):
+#   bash docs/results/2026-12-06-s19/gpu-relu-bwd.sh BUILD OUTDIR
+set -u
+B=${1:-build-h100}; O=${2:-/tmp/s19-relu}; mkdir -p "$O"
+D=$(dirname "$0"); DEADLINE=${DEADLINE:-470}
+. "$D/../2026-12-05-s15/env.sh"
+left() { echo $(( DEADLINE - SECONDS )); }
+export VD_BUILDDIR=$PWD/$B
+tcase() {   # binary case limit
+    CK_RUN_CASE=$2 CK_FORK=no timeout "$3" "$B/tests/cuda/$1" > "$O/$2.log" 2>&1
+    local rc=$?
+    echo "$2: exit $rc"; grep -E 'bitwise|fused|Checks|:F:|:E:' "$O/$2.log" | tail -8
+    return $rc
+}
+echo "== tests (at ${SECONDS} s)"
+for c in test_relu_fused test_bn; do tcase cuda_test_cuda_ops $c 60; done
+for c in test_relu_fused_into_bn_and_add test_cpu_vs_cuda test_graph_vs_eager; do
+    tcase cuda_test_cuda_train $c 90; done
+ROWS=()
+bench() {   # net tag args...
+    local n=$1 tag=$2; shift 2
+    [ "$(left)" -lt 60 ] && { ROWS+=("$n $tag: skipped"); return; }
+    timeout 120 $B/vdnn-bench nets/$n.yaml --batch 256 --math bf16 --budgets peak --policies none \
+        --warmup 6 --iters 10 --profile-out "$O/$n-$tag-prof.json" --csv "$O/$n-$tag.csv" "$@" \
+        > "$O/$n-$tag.log" 2>&1
+    local rc=$?
+    ROWS+=("$(printf '%-9s %-10s exit %-3s iter_s %s predicted_s %s' $n $tag $rc \
+        "$(awk -F, 'NR==1{for(i=1;i<=NF;i++)if($i=="iter_s")k=i} NR==2{print $k}' "$O/$n-$tag.csv" 2>/dev/null)" \
+        "$(awk -F, 'NR==1{for(i=1;i<=NF;i++)if($i=="predicted_s")k=i} NR==2{print $k}' "$O/$n-$tag.csv" 2>/dev/null)")")
+}
+for r in 1 2; do
+    for n in resnet50 vgg16; do
+        echo "== bench $n round $r (at ${SECONDS} s)"
+        bench $n fused-$r
+        bench $n nofuse-$r --no-fuse
+    done
+done
+printf '%s\n' "${ROWS[@]}" | tee "$O/table.txt"
