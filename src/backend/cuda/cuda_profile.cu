@@ -20,12 +20,13 @@
  * passes, whose iterations' copies ran 10% slower; a kernel that keeps the
  * device's memory busy through the whole copy does not depend on how the
  * pass's kernels and the copies happen to overlap.) The copies use buffers of their
- * own, after the layers' scratch; the kernel beside them a ReLU over the
- * scratch's first 2 x COPY_BYTES (the layers' part of the scratch is at
- * least that), each half 5 times the H100's and H200's 50 MB of L2, so the
- * kernel streams from device memory.
- * Runs of a pass of the net with copies beside it and alone time what the
- * copies cost the compute stream (vd_device_params.compute_slow_*). */
+ * own, after the layers' scratch; the kernel beside them a ReLU in place
+ * over the scratch's first 2 x COPY_BYTES (the layers' part of the scratch
+ * is at least that), 10 times the H100's and H200's 50 MB of L2, so it
+ * streams from device memory.
+ * Runs of a pass of the net with copies beside it and alone, both starting
+ * together behind such kernels, time what the copies cost the compute
+ * stream (vd_device_params.compute_slow_*). */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -237,12 +238,32 @@ static int time_copies(prof *p, int mode, double *bw, vd_err *e) {
     return VD_OK;
 }
 
-/* The memory-bound kernel beside the busy copies (see the top): one ReLU
- * pass from the scratch's first COPY_BYTES into its second, fp32. */
+/* The memory-bound kernel beside the busy copies (see the top): an fp32
+ * ReLU in place over the scratch's first 2 x COPY_BYTES (reads and writes
+ * 1 GiB). In place, the layers' values there stay valid for the passes
+ * timed after it: each fp32 word (or pair of 16-bit values, the sign in the
+ * upper one) is kept or zeroed, never made a NaN. */
 static int enqueue_load(prof *p, vd_err *e) {
-    const int64_t n = (int64_t)(COPY_BYTES / sizeof(float));
+    const int64_t n = (int64_t)(2 * COPY_BYTES / sizeof(float));
     return cuk_relu_fwd(cu_compute(p->c), p->c->sm_count, (const float *)p->scratch,
-                        (float *)(p->scratch + COPY_BYTES), n, VD_DT_F32, e);
+                        (float *)p->scratch, n, VD_DT_F32, e);
+}
+
+/* *load_s: one enqueue_load's time alone (the mean of 8 launches). */
+static int time_load(prof *p, double *load_s, vd_err *e) {
+    enum { LOAD_TIMING = 8 };
+    cudaStream_t s = cu_compute(p->c);
+    CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
+    for (int k = 0; k < LOAD_TIMING; k++) {
+        int rc = enqueue_load(p, e);
+        if (rc) return rc;
+    }
+    CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
+    CUDA_CHECK(e, cudaEventSynchronize(p->ev[3]));
+    float ms = 0;
+    CUDA_CHECK(e, cudaEventElapsedTime(&ms, p->ev[2], p->ev[3]));
+    *load_s = ms > 0 ? ms * 1e-3 / LOAD_TIMING : 1e-6;
+    return VD_OK;
 }
 
 /* One copy direction (or both at once, mode as enqueue_copies) of
@@ -250,24 +271,17 @@ static int enqueue_load(prof *p, vd_err *e) {
  * COPY_REPS after a warm-up. bw_idle (the rate alone) sizes the kernel's
  * run: launches enough for three times the copies' idle time, the copies
  * starting once the first has ended; a run whose copies end after the
- * kernels is repeated with twice the launches (at most three times; then
- * VD_EDEVICE: copies at under a sixth of their idle rate). */
+ * kernels is repeated with twice the launches (three tries, up to twelve
+ * times the idle time; then VD_EDEVICE: copies at under a twelfth of their
+ * idle rate, a broken device). */
 static int time_copies_busy(prof *p, int mode, double bw_idle, double *bw, vd_err *e) {
     cudaStream_t s = cu_compute(p->c);
-    int rc;
-    /* the kernel's time alone: LOAD_TIMING launches */
-    enum { LOAD_TIMING = 8 };
-    CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
-    for (int k = 0; k < LOAD_TIMING; k++)
-        if ((rc = enqueue_load(p, e))) return rc;
-    CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
-    CUDA_CHECK(e, cudaEventSynchronize(p->ev[3]));
-    float load_ms = 0;
-    CUDA_CHECK(e, cudaEventElapsedTime(&load_ms, p->ev[2], p->ev[3]));
-    double load_s = load_ms * 1e-3 / LOAD_TIMING;
+    double load_s;
+    int rc = time_load(p, &load_s, e);
+    if (rc) return rc;
     double per = mode == 2 ? 2.0 : 1.0;
     double copy_s = (double)COPY_BYTES * per / (bw_idle > 0 ? bw_idle : 1.0);
-    int launches = 2 + (int)ceil(3.0 * copy_s / (load_s > 0 ? load_s : 1e-6));
+    int launches = 2 + (int)ceil(3.0 * copy_s / load_s);
     float t[COPY_REPS];
     for (int r = -1; r < COPY_REPS; r++) {
         for (int tries = 0;; tries++) {
@@ -317,31 +331,48 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
 /* How much copies slow a pass of the net, per second of copying beside it
  * (vd_device_params.compute_slow_d2h / _h2d): mode 0 D2H copies beside the
  * forward pass, 1 H2D beside the backward. As many COPY_BYTES copies as
- * fit in 80% of the pass (pass_s) at rate bw (their busy rate), issued when
- * the pass starts; the pass timed with them and alone, the faster of two
- * runs each. *slow is left alone when the pass is too short for one copy. */
+ * fit in 80% of the pass (pass_s) at rate bw (their busy rate); the pass
+ * timed with them and alone, the faster of two runs each. Pass and copies
+ * start together: each run is held back by memory-bound kernels lasting
+ * twice the host's enqueue of the pass and the copies (timed on a first,
+ * warm-up run), and both start at the event after them, so neither the
+ * copies' overlap nor the pass's time depends on how fast the host issues
+ * the pass (issued behind the pass, the copies overlapped only its tail
+ * where the host barely keeps ahead of its kernels). *slow is left alone
+ * when the pass is too short for one copy. */
 static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double *slow,
                              vd_err *e) {
     cudaStream_t s = cu_compute(p->c);
     int n = (int)(0.8 * pass_s * bw / (double)COPY_BYTES);
     if (n < 1) return VD_OK;
     if (n > 64) n = 64;
+    double load_s, host_s = 0;
+    int rc = time_load(p, &load_s, e);
+    if (rc) return rc;
     double pass_with = INFINITY, pass_alone = INFINITY, copy_s = INFINITY;
-    for (int r = 0; r < 4; r++) {
-        bool copies = r < 2;   /* then the pass alone */
-        CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
-        int rc = enqueue_pass(p, mode != 0, e);
+    /* r -1: the warm-up, ungated, which times the host's enqueue of the
+     * pass and the copies; 0, 1 with the copies; 2, 3 the pass alone */
+    for (int r = -1; r < 4; r++) {
+        bool copies = r < 2;
+        int gate = r < 0 ? 0 : 1 + (int)ceil(2.0 * host_s / load_s);
+        for (int k = 0; k < gate; k++)
+            if ((rc = enqueue_load(p, e))) return rc;
+        CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));   /* the pass and the copies start here */
+        double t0 = vd_now();
+        rc = enqueue_pass(p, mode != 0, e);
         if (!rc && copies) rc = enqueue_copies(p, mode, n, true, e);
         if (rc) return rc;
+        if (r < 0) host_s = vd_now() - t0;
         CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
         CUDA_CHECK(e, cudaStreamSynchronize(s));
+        if (copies) CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
+        if (r < 0) continue;
         float pass_ms = 0;
         CUDA_CHECK(e, cudaEventElapsedTime(&pass_ms, p->ev[2], p->ev[3]));
         if (!copies) {
             if (pass_ms * 1e-3 < pass_alone) pass_alone = pass_ms * 1e-3;
             continue;
         }
-        CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
         float ms = 0;
         CUDA_CHECK(e, cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]));
         if (ms * 1e-3 < copy_s) copy_s = ms * 1e-3;
