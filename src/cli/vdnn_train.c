@@ -445,7 +445,8 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
 
 /* --step-times, the copies of that iteration beside the simulator's: per
  * direction the count, bytes, the stream's busy time and the rate that
- * makes (against the profile's one-way bandwidth), then the
+ * makes (against the profile's one-way rates beside compute, which the
+ * simulator times copies at, and alone), then the
  * VD_COPY_TIMES_ROWS copies that end furthest after their prediction. A
  * copy that runs slower than the profile says delays whatever waits for
  * it: an offload ending late stalls the step that reuses its region, a
@@ -470,11 +471,12 @@ static void report_copy_times(const vd_exec *ex, const vd_plan *plan, const vd_d
         }
         if (!cnt) continue;
         char b[32];
-        printf("  %s: %d cop%s, %s, busy %.3f ms: %.1f GB/s (profile %.1f GB/s one way, %.1f "
-               "both ways together)\n", d ? "H2D" : "D2H", cnt, cnt == 1 ? "y" : "ies",
-               vd_fmt_bytes((uint64_t)bytes, b, sizeof b), busy,
-               busy > 0 ? bytes / (busy * 1e-3) / 1e9 : 0.0,
-               (d ? dev->h2d_bw : dev->d2h_bw) / 1e9, dev->both_bw / 1e9);
+        vd_copy_dir dir = d ? VD_COPY_H2D : VD_COPY_D2H;
+        printf("  %s: %d cop%s, %s, busy %.3f ms: %.1f GB/s (profile %.1f GB/s one way beside "
+               "compute, %.1f alone; %.1f both ways together)\n", d ? "H2D" : "D2H", cnt,
+               cnt == 1 ? "y" : "ies", vd_fmt_bytes((uint64_t)bytes, b, sizeof b), busy,
+               busy > 0 ? bytes / (busy * 1e-3) / 1e9 : 0.0, vd_device_busy_bw(dev, dir) / 1e9,
+               (d ? dev->h2d_bw : dev->d2h_bw) / 1e9, vd_device_busy_bw(dev, VD_COPY_BOTH) / 1e9);
     }
     int rows = n < VD_COPY_TIMES_ROWS ? n : VD_COPY_TIMES_ROWS;
     printf("  the %d copies ending furthest after the prediction:\n  %-4s %-24s %10s %10s %10s "

@@ -312,6 +312,9 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             pp.dev.d2h_bw *= f[0];
             pp.dev.h2d_bw *= f[1];
             pp.dev.both_bw *= 0.5 * (f[0] + f[1]);
+            pp.dev.d2h_bw_busy *= f[0];   /* the rates the simulator uses (0 stays 0) */
+            pp.dev.h2d_bw_busy *= f[1];
+            pp.dev.both_bw_busy *= 0.5 * (f[0] + f[1]);
         }
         rc = one_start(&c, st, st > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, e);
         if (rc) goto fail;

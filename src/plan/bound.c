@@ -26,10 +26,12 @@
  * windows, and the least workspace of the pass's options; the feature maps
  * whose window holds s make up the rest, and at least M(s) = R(s) + their
  * bytes - B of them are absent at s. Each absent one costs (simulator):
- * - an offload: a D2H copy (launch + bytes / d2h_bw at least; a copy is
- *   never faster than its direction alone, so both_bw is left out), issued
+ * - an offload: a D2H copy (launch + bytes / the busy D2H rate at least:
+ *   the simulator's rate for a copy with none in the other direction beside
+ *   it, vd_device_busy_bw; both ways at once only slows it), issued
  *   after its producer's step, which the compute stream waits for before s
- *   (the region is released); and an H2D copy (launch + bytes / h2d_bw; x:
+ *   (the region is released); and an H2D copy (launch + bytes / the busy
+ *   H2D rate; x:
  *   this one only) that starts after step s's compute (its region is
  *   recorded free at its own, later, step) and ends before the compute
  *   stream reaches its first backward reader;
@@ -284,8 +286,9 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         tm->bytes = T->bytes;
         tm->prod = first[t];
         tm->last = bl[t] > end_fwd ? bl[t] : end_fwd;
-        tm->d2h_s = T->kind == VD_T_INPUT ? 0.0 : dev->launch_s + (double)T->bytes / dev->d2h_bw;
-        tm->h2d_s = dev->launch_s + (double)T->bytes / dev->h2d_bw;
+        tm->d2h_s = T->kind == VD_T_INPUT ? 0.0 : dev->launch_s + (double)T->bytes /
+                                                   vd_device_busy_bw(dev, VD_COPY_D2H);
+        tm->h2d_s = dev->launch_s + (double)T->bytes / vd_device_busy_bw(dev, VD_COPY_H2D);
         tm->rc_s = recompute_s(net, prof, p, t);
         range_add(c->mand, first[t], end_fwd, T->bytes);
         if (bf[t] < 0) continue;

@@ -52,7 +52,8 @@ void vdp_schedule_prefetch(bld *b, const double *t_start, const double *d2h_done
         if (b->variant == 2) {
             q = paper_issue_step(b, c);
         } else {
-            double dur = (double)T->bytes / dev->h2d_bw + dev->launch_s;
+            /* the simulator's time for the copy (sim.c: the busy rate) */
+            double dur = (double)T->bytes / vd_device_busy_bw(dev, VD_COPY_H2D) + dev->launch_s;
             double deadline = t_start[c] < next_start ? t_start[c] : next_start;
             double start = deadline - dur;
             q = -1;

@@ -2,11 +2,17 @@
  *
  * Each stream runs its work in issue order; an event's time is the time its
  * stream reached the record. The host never blocks inside an iteration, so
- * issue order is the action order. Copy time = launch + bytes / bandwidth;
- * while a copy in the other direction is in flight both run at both_bw / 2
- * (when that is slower than the one-way bandwidth). Only the other stream's
- * most recent copy is considered: an approximation, documented in
- * vdnn-plan(1). A RECOMPUTE runs on the compute stream for its layer's
+ * issue order is the action order. Copy time = launch + bytes / bandwidth,
+ * at the profile's busy rates (vd_device_busy_bw: the rate beside a busy
+ * compute stream, the idle one where the profile has none): in an iteration
+ * the compute stream has work queued while the copies run (it idles only in
+ * a stall), and on the H100 a D2H copy beside the net's kernels moves 49-51
+ * GB/s against 54-55 alone (docs/results/2026-12-06-s19/
+ * predict-offload-model.md). The loss readback, after the last step, runs
+ * at the idle rate. While a copy in the other direction is in flight both
+ * run at the busy both-ways rate / 2 (when that is slower than the one-way
+ * rate). Only the other stream's most recent copy is considered: an
+ * approximation, documented in vdnn-plan(1). A RECOMPUTE runs on the compute stream for its layer's
  * forward time (the plan's algorithm). Compute that copies overlap takes
  * longer: dev.compute_slow_d2h (_h2d) times the time a D2H (H2D) copy runs
  * beside it (a copy is issued before the compute it overlaps, so the replay
@@ -25,6 +31,10 @@
 
 typedef struct last_copy { double start, end; } last_copy;
 
+/* Seconds a copy of `bytes` issued at `start` takes (launch not included):
+ * at bw_alone (its direction's rate) while no copy of the other direction
+ * runs, at both_bw / 2 (both directions' rate, 0 unknown; never above
+ * bw_alone) while `other`, that direction's latest copy, does. */
 static double copy_time(double start, uint64_t bytes, double bw_alone, double both_bw,
                         const last_copy *other) {
     double shared = both_bw > 0 ? both_bw / 2.0 : bw_alone;
@@ -84,7 +94,8 @@ static void sim_prefetch(sim *S, const vd_step *st, int k) {
     double start = S->h;
     if (st->ev_free >= 0 && S->ev[st->ev_free] > start) start = S->ev[st->ev_free];
     if (T->ev_d2h >= 0 && S->ev[T->ev_d2h] > start) start = S->ev[T->ev_d2h];
-    double dur = dev->launch_s + copy_time(start, T->bytes, dev->h2d_bw, dev->both_bw, &S->lastd);
+    double dur = dev->launch_s + copy_time(start, T->bytes, vd_device_busy_bw(dev, VD_COPY_H2D),
+                                           vd_device_busy_bw(dev, VD_COPY_BOTH), &S->lastd);
     S->h = start + dur;
     log_copy(&S->hlog, start, S->h);
     S->lasth.start = start; S->lasth.end = S->h;
@@ -101,7 +112,8 @@ static void sim_offload(sim *S, int t, double *d2h_done) {
     const vd_tensor *T = &p->tensors[t];
     if (T->ev_compute >= 0) S->ev[T->ev_compute] = S->c;
     double start = S->d > S->c ? S->d : S->c;
-    double dur = dev->launch_s + copy_time(start, T->bytes, dev->d2h_bw, dev->both_bw, &S->lasth);
+    double dur = dev->launch_s + copy_time(start, T->bytes, vd_device_busy_bw(dev, VD_COPY_D2H),
+                                           vd_device_busy_bw(dev, VD_COPY_BOTH), &S->lasth);
     S->d = start + dur;
     log_copy(&S->dlog, start, S->d);
     S->lastd.start = start; S->lastd.end = S->d;
@@ -242,7 +254,8 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
         st->stall_s = stall;
         stall_total += stall;
     }
-    /* Loss readback: D2H waits on the end-of-compute event. */
+    /* Loss readback: D2H waits on the end-of-compute event; the compute
+     * stream is done, so the idle rate. */
     {
         double start = S.d > S.c ? S.d : S.c;
         double end = start + dev->launch_s + 4.0 / dev->d2h_bw;

@@ -133,6 +133,13 @@ void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s) {
     *lat_s = src->allreduce_lat_s;
 }
 
+double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir) {
+    double busy = dir == VD_COPY_D2H ? d->d2h_bw_busy : dir == VD_COPY_H2D ? d->h2d_bw_busy
+                                                                           : d->both_bw_busy;
+    if (busy > 0) return busy;
+    return dir == VD_COPY_D2H ? d->d2h_bw : dir == VD_COPY_H2D ? d->h2d_bw : d->both_bw;
+}
+
 const vd_card *vd_card_find(const char *name) {
     for (int i = 0; i < vd_n_cards; i++)
         if (strcmp(name, vd_cards[i].name) == 0) return &vd_cards[i];
@@ -328,6 +335,12 @@ static json_t *profile_json(const vd_profile *p) {
     if (d->peak_flops_tf32 > 0)
         vd_json_set(json_object_get(root, "device"), "peak_flops_tf32",
                     vd_json_real(d->peak_flops_tf32), &ok);
+    /* the busy rates where known (0: the idle ones; absent in older files) */
+    static const char *const busy_key[] = {"d2h_bw_busy", "h2d_bw_busy", "both_bw_busy"};
+    const double busy[] = {d->d2h_bw_busy, d->h2d_bw_busy, d->both_bw_busy};
+    for (int k = 0; k < 3; k++)
+        if (busy[k] > 0)
+            vd_json_set(json_object_get(root, "device"), busy_key[k], vd_json_real(busy[k]), &ok);
     if (d->compute_slow_d2h > 0 || d->compute_slow_h2d > 0) {
         vd_json_set(json_object_get(root, "device"), "compute_slow_d2h",
                     vd_json_real(d->compute_slow_d2h), &ok);
@@ -507,6 +520,11 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         (rc = num(d, "peak_flops_fp16", false, &dev.peak_flops_fp16, path, "device", e)) ||
         (rc = num(d, "peak_flops_tf32", false, &dev.peak_flops_tf32, path, "device", e)))
         return rc;
+    /* optional: the copy rates beside busy compute (absent: 0, the idle ones) */
+    if ((rc = num(d, "d2h_bw_busy", false, &dev.d2h_bw_busy, path, "device", e)) ||
+        (rc = num(d, "h2d_bw_busy", false, &dev.h2d_bw_busy, path, "device", e)) ||
+        (rc = num(d, "both_bw_busy", false, &dev.both_bw_busy, path, "device", e)))
+        return rc;
     /* optional: compute slowed by copies beside it (at most doubled) */
     if ((rc = num_max(d, "compute_slow_d2h", false, 1.0, &dev.compute_slow_d2h, path, "device",
                       e)) ||
@@ -529,6 +547,12 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         (dev.both_bw != 0 && dev.both_bw < VDP_MIN_BW))
         return vd_errf(e, VD_EDATA, "%s: device bandwidths must be at least %g bytes/s", path,
                        VDP_MIN_BW);
+    if ((dev.d2h_bw_busy != 0 && dev.d2h_bw_busy < VDP_MIN_BW) ||
+        (dev.h2d_bw_busy != 0 && dev.h2d_bw_busy < VDP_MIN_BW) ||
+        (dev.both_bw_busy != 0 && dev.both_bw_busy < VDP_MIN_BW))
+        return vd_errf(e, VD_EDATA, "%s: device \"d2h_bw_busy\", \"h2d_bw_busy\" and "
+                       "\"both_bw_busy\" must be 0 (the idle rate) or at least %g bytes/s",
+                       path, VDP_MIN_BW);
     char source[32] = "";
     const char *sv = json_string_value(json_object_get(root, "source"));
     if (sv) snprintf(source, sizeof source, "%s", sv);

@@ -72,7 +72,21 @@ typedef struct vd_device_params {
                                    no tf32, or a measured profile, whose peak_flops is
                                    already the math's) */
     double mem_bw;              /* device memory bytes/s */
-    double d2h_bw, h2d_bw, both_bw; /* bytes/s; both = sum when concurrent */
+    /* Copy rates, bytes/s, with the compute stream idle: one way, and both =
+     * the two directions' sum when they run at once (0: unknown, each runs at
+     * its own). The analytic models' are the card's (profile.c, "Cards"); a
+     * measured profile times them alone (files before the busy rates below
+     * hold the rates beside a pass of the net instead). */
+    double d2h_bw, h2d_bw, both_bw;
+    /* The same while the compute stream runs memory-bound kernels: what an
+     * offload or a prefetch gets during an iteration, whose compute stream is
+     * busy while copies run (the simulator times copies at these; H100:
+     * docs/results/2026-12-06-s19/predict-offload-model.md). Measured
+     * (vd_profile_measure: the copies beside a memory-bound kernel that runs
+     * through them); JSON "d2h_bw_busy", "h2d_bw_busy", "both_bw_busy",
+     * optional; 0 = the idle rate above (the analytic models, older files).
+     * Read through vd_device_busy_bw. */
+    double d2h_bw_busy, h2d_bw_busy, both_bw_busy;
     double launch_s;            /* per-op overhead */
     uint64_t mem_bytes;         /* device memory (default budget); 0 = unknown */
     /* Data parallel (vdnn-plan --gpus N): the all-reduce's bus bandwidth in
@@ -89,6 +103,12 @@ typedef struct vd_device_params {
     double compute_slow_d2h, compute_slow_h2d;
 } vd_device_params;
 extern const vd_device_params vd_device_h200, vd_device_cpu;
+/* A copy direction: device to host, host to device, or both at once (the
+ * pair's summed rate). */
+typedef enum { VD_COPY_D2H, VD_COPY_H2D, VD_COPY_BOTH } vd_copy_dir;
+/* d's rate in direction dir while the compute stream is busy: its busy rate
+ * where set (non-zero), else its idle one (d2h_bw, h2d_bw, both_bw). */
+double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir);
 /* d's all-reduce bus bandwidth and latency, or vd_device_h200's where d's
  * are unknown (allreduce_bw 0: a measured profile, an older file). */
 void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s);

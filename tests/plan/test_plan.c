@@ -668,6 +668,75 @@ START_TEST(test_sim_copy_slowdown) {
 }
 END_TEST
 
+/* Copies at the busy rates (vd_device_params.d2h_bw_busy, ...): with a
+ * both-ways rate that never slows them, every D2H copy of a plan takes
+ * launch + bytes / d2h_bw_busy and every H2D copy launch + bytes /
+ * h2d_bw_busy, the idle rates (three times faster here) unused; the lower
+ * bound stays at or below the plan; and busy rates equal to the idle ones
+ * predict, to the bit, what no busy rates (0: the idle ones) do. */
+START_TEST(test_sim_busy_copies) {
+    vd_net net;
+    load_shipped_net(&net, "vgg16.yaml", 32);
+    vd_schedule_inplace(&net);   /* as the tools plan it */
+    vd_profile prof;
+    analytic_profile(&net, 32, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(32, VD_POLICY_ALL);
+    vd_err e;
+    /* at its smallest budget policy all offloads (above it, it keeps what fits) */
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &o.budget, &e) == 0, "%s", e.msg);
+    vd_plan a, b, c;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &a, &e) == 0, "%s", e.msg);
+    vd_device_params *d = &prof.dev;
+    const double d2h = d->d2h_bw / 3, h2d = d->h2d_bw / 3;
+    d->d2h_bw_busy = d2h;
+    d->h2d_bw_busy = h2d;
+    d->both_bw_busy = 4 * (d2h + h2d);   /* half of it above either direction's rate */
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &b, &e) == 0, "%s", e.msg);
+    /* end - start of a copy: start + duration rounded once, then subtracted
+     * (a few ulps of the iteration's ~0.1 s: far below 1e-12 s) */
+    const double tol = 1e-12;
+    int nd = 0, nh = 0;
+    for (int t = 0; t < b.n_tensors; t++) {
+        const vd_tensor *T = &b.tensors[t];
+        if (!T->offload || T->host_src) continue;
+        double want = d->launch_s + (double)T->bytes / d2h;
+        ck_assert_msg(fabs(T->t_d2h_end - T->t_d2h_start - want) <= tol,
+                      "%s: D2H %.17g s, want %.17g s", T->name, T->t_d2h_end - T->t_d2h_start, want);
+        nd++;
+    }
+    for (int k = 0; k < b.n_intervals; k++) {
+        const vd_interval *iv = &b.intervals[k];
+        if (iv->fill == VD_FILL_NONE || iv->t_h2d_end == 0) continue;   /* x staged: no copy */
+        double want = d->launch_s + (double)b.tensors[iv->tensor].bytes / h2d;
+        ck_assert_msg(fabs(iv->t_h2d_end - iv->t_h2d_start - want) <= tol,
+                      "%s: H2D %.17g s, want %.17g s", b.tensors[iv->tensor].name,
+                      iv->t_h2d_end - iv->t_h2d_start, want);
+        nh++;
+    }
+    ck_assert_int_gt(nd, 4);   /* at its floor policy all offloads most maps */
+    ck_assert_int_ge(nh, nd);  /* each offload comes back, and labels */
+    ck_assert_msg(b.sim.iter_s > a.sim.iter_s, "%g s at a third of the rates, %g s at them",
+                  b.sim.iter_s, a.sim.iter_s);
+    vd_plan_bound bd;
+    ck_assert_msg(vd_plan_copy_bound(&net, &prof, &b, b.budget, &bd, &e) == 0, "%s", e.msg);
+    ck_assert_msg(bd.bound_s <= b.sim.iter_s, "bound %.17g s > plan %.17g s", bd.bound_s,
+                  b.sim.iter_s);
+    d->d2h_bw_busy = d->d2h_bw;
+    d->h2d_bw_busy = d->h2d_bw;
+    d->both_bw_busy = d->both_bw;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &c, &e) == 0, "%s", e.msg);
+    ck_assert(c.sim.iter_s == a.sim.iter_s);
+    for (int s = 0; s <= c.n_steps; s++) ck_assert(c.steps[s].t_end == a.steps[s].t_end);
+    printf("busy copy rates: %d D2H, %d H2D copies; %.3f -> %.3f ms (bound %.3f)\n", nd, nh,
+           1e3 * a.sim.iter_s, 1e3 * b.sim.iter_s, 1e3 * bd.bound_s);
+    vd_plan_free(&a);
+    vd_plan_free(&b);
+    vd_plan_free(&c);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_inplace_rules) {
     vd_net net;
     tn_begin(&net, "inplace", 2, 6, 6, 3, 2);
@@ -997,7 +1066,38 @@ START_TEST(test_profile_roundtrip) {
     ck_assert(fd >= 0);
     close(fd);
     ck_assert_msg(vd_profile_save(path, &a, &e) == 0, "%s", e.msg);
+    /* no busy copy rates (the analytic profile's): none written, none read */
+    size_t n;
+    char *text = vdt_slurp(path, &n);
+    ck_assert_msg(!strstr(text, "_busy"), "busy rates written for a profile without them");
+    vd_free(text);
     ck_assert_msg(vd_profile_load(path, &net, 4, &b, &e) == 0, "%s", e.msg);
+    ck_assert(b.dev.d2h_bw_busy == 0 && b.dev.h2d_bw_busy == 0 && b.dev.both_bw_busy == 0);
+    ck_assert(vd_device_busy_bw(&b.dev, VD_COPY_D2H) == a.dev.d2h_bw);
+    ck_assert(vd_device_busy_bw(&b.dev, VD_COPY_H2D) == a.dev.h2d_bw);
+    ck_assert(vd_device_busy_bw(&b.dev, VD_COPY_BOTH) == a.dev.both_bw);
+    vd_profile_free(&b);
+    /* with them: each survives exactly (%.17g) */
+    a.dev.d2h_bw_busy = a.dev.d2h_bw * 0.9;
+    a.dev.h2d_bw_busy = a.dev.h2d_bw * 0.97;
+    a.dev.both_bw_busy = a.dev.both_bw * 0.93;
+    ck_assert_msg(vd_profile_save(path, &a, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_load(path, &net, 4, &b, &e) == 0, "%s", e.msg);
+    ck_assert(b.dev.d2h_bw_busy == a.dev.d2h_bw_busy && b.dev.h2d_bw_busy == a.dev.h2d_bw_busy &&
+              b.dev.both_bw_busy == a.dev.both_bw_busy);
+    ck_assert(vd_device_busy_bw(&b.dev, VD_COPY_D2H) == a.dev.d2h_bw_busy);
+    ck_assert(vd_device_busy_bw(&b.dev, VD_COPY_BOTH) == a.dev.both_bw_busy);
+    /* a busy rate below 1 byte/s (other than 0) is refused */
+    text = vdt_slurp(path, &n);
+    char *at = strstr(text, "\"h2d_bw_busy\": ");
+    ck_assert_ptr_nonnull(at);
+    at += strlen("\"h2d_bw_busy\": ");
+    memset(at, ' ', strcspn(at, ",}"));
+    at[0] = '0'; at[1] = '.'; at[2] = '5';
+    vd_profile c;
+    ck_assert_int_eq(vd_profile_parse(text, n, "x.json", &net, 4, &c, &e), VD_EDATA);
+    ck_assert_msg(strstr(e.msg, "\"h2d_bw_busy\"") && strstr(e.msg, "at least 1"), "%s", e.msg);
+    vd_free(text);
     ck_assert_int_eq(a.n_layers, b.n_layers);
     ck_assert(a.sgd_s == b.sgd_s);
     ck_assert(a.dev.d2h_bw == b.dev.d2h_bw && a.dev.both_bw == b.dev.both_bw);
@@ -1384,6 +1484,40 @@ static void load_net_math(const char *spec, const char *file, vd_math m, vd_net 
     vd_err e = {0};
     ck_assert_msg(vd_profile_load(path, net, 256, prof, &e) == 0, "%s", e.msg);
 }
+
+/* The measured profiles in tests/plan/data, made before the busy copy rates
+ * existed, still load: no busy rates, so the simulator's copies run at their
+ * files' rates (vd_device_busy_bw gives those back), as before. */
+START_TEST(test_profiles_without_busy_rates) {
+    static const struct { const char *spec, *file; vd_math m; } files[] = {
+        {"resnet50.yaml", "resnet50-b256-h200-fp32-s7.json", VD_MATH_FP32},
+        {"resnet50.yaml", "resnet50-b256-h200-tf32-s11.json", VD_MATH_TF32},
+        {"vgg16.yaml", "vgg16-b256-h100-bf16.json", VD_MATH_BF16},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-api.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-mixed.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-s10c.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-s5.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-s9.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-s9c-perturbed.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32-s9c.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-fp32.json", VD_MATH_FP32},
+        {"vgg16.yaml", "vgg16-b256-h200-tf32-s10c.json", VD_MATH_TF32},
+    };
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        vd_net net;
+        vd_profile prof;
+        load_net_math(files[k].spec, files[k].file, files[k].m, &net, &prof);
+        const vd_device_params *d = &prof.dev;
+        ck_assert_msg(d->d2h_bw_busy == 0 && d->h2d_bw_busy == 0 && d->both_bw_busy == 0, "%s",
+                      files[k].file);
+        ck_assert(vd_device_busy_bw(d, VD_COPY_D2H) == d->d2h_bw);
+        ck_assert(vd_device_busy_bw(d, VD_COPY_H2D) == d->h2d_bw);
+        ck_assert(vd_device_busy_bw(d, VD_COPY_BOTH) == d->both_bw);
+        vd_profile_free(&prof);
+        vd_net_free(&net);
+    }
+}
+END_TEST
 
 static void load_vgg16_math(const char *file, vd_math m, vd_net *net, vd_profile *prof) {
     load_net_math("vgg16.yaml", file, m, net, prof);
@@ -1901,7 +2035,7 @@ START_TEST(test_cli_vgg16) {
 }
 END_TEST
 
-VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_inplace_rules, test_liveness_exact, test_infeasible_message,
+VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profiles_without_busy_rates, test_inplace_rules, test_liveness_exact, test_infeasible_message,
          test_profile_roundtrip, test_optimizer_state, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_1_6,
          test_random_nets_7_12, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,

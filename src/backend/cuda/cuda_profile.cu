@@ -7,17 +7,26 @@
  * stream (one warm-up, median of PROF_REPS), then the SGD step and pinned
  * copy bandwidths, and frees everything.
  *
- * The copy bandwidths are measured the way training uses them: D2H while
- * the net's forward pass runs on the compute stream (offloads overlap it),
- * H2D and both ways at once while its backward pass runs (prefetches
- * overlap that). Alone, the H200's copies move 55 GB/s each way; beside
- * VGG-16's fp32 convolutions they move 49.5 GB/s (vdnn-train --step-times),
- * beside its tf32 ones 55: a plan made with the copies' idle rate has its
- * offloads end 10 ms late at 12 GiB, stalling the steps that reuse their
- * regions. A pass shorter than one copy measures the copy
- * alone. The copies use buffers of their own, after the layers' scratch.
- * The same runs time the pass with the copies beside it and alone: what
- * the copies cost the compute stream (vd_device_params.compute_slow_*). */
+ * The copy bandwidths are measured twice: alone (d2h_bw, h2d_bw, both_bw)
+ * and beside a memory-bound kernel that runs on the compute stream from
+ * before the copies start until after they end (d2h_bw_busy, ...: the
+ * rates the simulator times an iteration's copies at, whose compute stream
+ * is busy while they run). On the H100 a D2H copy moves 54-55 GB/s alone
+ * and 49-51 GB/s beside the net's kernels in an iteration (vdnn-train
+ * --step-times, docs/results/2026-12-06-s19/predict-offload-model.md); a
+ * plan timed at the idle rate has its offloads end late, stalling the steps
+ * that reuse their regions. (Until then the one rate measured was the
+ * copies' beside a pass of the net: it found the idle rate beside the bf16
+ * passes, whose iterations' copies ran 10% slower; a kernel that keeps the
+ * device's memory busy through the whole copy does not depend on how the
+ * pass's kernels and the copies happen to overlap.) The copies use buffers of their
+ * own, after the layers' scratch; the kernel beside them a ReLU in place
+ * over the scratch's first 2 x COPY_BYTES (the layers' part of the scratch
+ * is at least that), 10 times the H100's and H200's 50 MB of L2, so it
+ * streams from device memory.
+ * Runs of a pass of the net with copies beside it and alone, both starting
+ * together behind such kernels, time what the copies cost the compute
+ * stream (vd_device_params.compute_slow_*). */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -233,6 +242,77 @@ static int time_copies(prof *p, int mode, double *bw, vd_err *e) {
     return VD_OK;
 }
 
+/* The memory-bound kernel beside the busy copies (see the top): an fp32
+ * ReLU in place over the scratch's first 2 x COPY_BYTES (reads and writes
+ * 1 GiB). In place, the layers' values there stay valid for the passes
+ * timed after it: each fp32 word (or pair of 16-bit values, the sign in the
+ * upper one) is kept or zeroed, never made a NaN. */
+static int enqueue_load(prof *p, vd_err *e) {
+    const int64_t n = (int64_t)(2 * COPY_BYTES / sizeof(float));
+    return cuk_relu_fwd(cu_compute(p->c), p->c->sm_count, (const float *)p->scratch,
+                        (float *)p->scratch, n, VD_DT_F32, e);
+}
+
+/* *load_s: one enqueue_load's time alone (the mean of 8 launches). */
+static int time_load(prof *p, double *load_s, vd_err *e) {
+    enum { LOAD_TIMING = 8 };
+    cudaStream_t s = cu_compute(p->c);
+    CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
+    for (int k = 0; k < LOAD_TIMING; k++) {
+        int rc = enqueue_load(p, e);
+        if (rc) return rc;
+    }
+    CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
+    CUDA_CHECK(e, cudaEventSynchronize(p->ev[3]));
+    float ms = 0;
+    CUDA_CHECK(e, cudaEventElapsedTime(&ms, p->ev[2], p->ev[3]));
+    *load_s = ms > 0 ? ms * 1e-3 / LOAD_TIMING : 1e-6;
+    return VD_OK;
+}
+
+/* One copy direction (or both at once, mode as enqueue_copies) of
+ * COPY_BYTES beside the memory-bound kernel: bytes/s, the median of
+ * COPY_REPS after a warm-up. bw_idle (the rate alone) sizes the kernel's
+ * run: launches enough for three times the copies' idle time, the copies
+ * starting once the first has ended; a run whose copies end after the
+ * kernels is repeated with twice the launches (three tries, up to twelve
+ * times the idle time; then VD_EDEVICE: copies at under a twelfth of their
+ * idle rate, a broken device). */
+static int time_copies_busy(prof *p, int mode, double bw_idle, double *bw, vd_err *e) {
+    cudaStream_t s = cu_compute(p->c);
+    double load_s;
+    int rc = time_load(p, &load_s, e);
+    if (rc) return rc;
+    double per = mode == 2 ? 2.0 : 1.0;
+    double copy_s = (double)COPY_BYTES * per / (bw_idle > 0 ? bw_idle : 1.0);
+    int launches = 2 + (int)ceil(3.0 * copy_s / load_s);
+    float t[COPY_REPS];
+    for (int r = -1; r < COPY_REPS; r++) {
+        for (int tries = 0;; tries++) {
+            if (tries == 3)
+                return vd_errf(e, VD_EDEVICE, "profiling: the %s copies beside the memory-bound "
+                               "kernel outlasted %d launches of it", mode == 0 ? "D2H"
+                               : mode == 1 ? "H2D" : "both-way", launches);
+            if ((rc = enqueue_load(p, e))) return rc;
+            CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));   /* the copies start here */
+            for (int k = 1; k < launches; k++)
+                if ((rc = enqueue_load(p, e))) return rc;
+            if ((rc = enqueue_copies(p, mode, 1, true, e))) return rc;
+            CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
+            CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
+            CUDA_CHECK(e, cudaEventSynchronize(p->ev[3]));
+            float tail_ms = 0;   /* kernels' end after the copies' end */
+            CUDA_CHECK(e, cudaEventElapsedTime(&tail_ms, p->ev[1], p->ev[3]));
+            if (tail_ms > 0) break;
+            launches *= 2;
+        }
+        if (r >= 0) CUDA_CHECK(e, cudaEventElapsedTime(&t[r], p->ev[0], p->ev[1]));
+    }
+    double sec = median(t, COPY_REPS) * 1e-3;
+    *bw = (double)COPY_BYTES * per / (sec > 0 ? sec : 1e-9);
+    return VD_OK;
+}
+
 /* Enqueue one pass of the net on the compute stream: every layer's forward
  * (bwd false) or, in reverse, backward, with its fastest option, on the
  * layers' shared scratch (the values do not matter; the loss layer, whose
@@ -252,54 +332,59 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
     return VD_OK;
 }
 
-/* Copy bandwidth while a pass of the net runs (see the top): mode 0 D2H
- * during the forward pass, 1 H2D during the backward, 2 both ways during
- * the backward (bytes of both directions / time, like time_copies). As many
- * COPY_BYTES copies as fit in 80% of the pass at rate *bw (the copy alone),
- * issued when the pass starts; the faster of two runs. *bw is left alone
- * when the pass (pass_s) is too short for one copy.
- * slow (mode 0 and 1; may be NULL): how much the copies slow the pass, per
- * second of copying beside it (vd_device_params.compute_slow_d2h / _h2d):
- * the pass timed with them and alone (the faster of two runs each). */
-static int time_copies_loaded(prof *p, int mode, double pass_s, double *bw, double *slow,
-                              vd_err *e) {
+/* How much copies slow a pass of the net, per second of copying beside it
+ * (vd_device_params.compute_slow_d2h / _h2d): mode 0 D2H copies beside the
+ * forward pass, 1 H2D beside the backward. As many COPY_BYTES copies as
+ * fit in 80% of the pass (pass_s) at rate bw (their busy rate); the pass
+ * timed with them and alone, the faster of two runs each. Pass and copies
+ * start together: each run is held back by memory-bound kernels lasting
+ * twice the host's enqueue of the pass and the copies (timed on a first,
+ * warm-up run), and both start at the event after them, so neither the
+ * copies' overlap nor the pass's time depends on how fast the host issues
+ * the pass (issued behind the pass, the copies overlapped only its tail
+ * where the host barely keeps ahead of its kernels). *slow is left alone
+ * when the pass is too short for one copy. */
+static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double *slow,
+                             vd_err *e) {
     cudaStream_t s = cu_compute(p->c);
-    double per = mode == 2 ? 2.0 : 1.0;   /* bytes moved per copy slot */
-    int n = (int)(0.8 * pass_s * *bw / per / (double)COPY_BYTES);
+    int n = (int)(0.8 * pass_s * bw / (double)COPY_BYTES);
     if (n < 1) return VD_OK;
     if (n > 64) n = 64;
-    double best = 0, pass_with = INFINITY, pass_alone = INFINITY, copy_s = 0;
-    for (int r = 0; r < 4; r++) {
-        bool copies = r < 2;   /* then the pass alone */
-        if (!copies && !slow) break;
-        CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));
-        int rc = enqueue_pass(p, mode != 0, e);
+    double load_s, host_s = 0;
+    int rc = time_load(p, &load_s, e);
+    if (rc) return rc;
+    double pass_with = INFINITY, pass_alone = INFINITY, copy_s = INFINITY;
+    /* r -1: the warm-up, ungated, which times the host's enqueue of the
+     * pass and the copies; 0, 1 with the copies; 2, 3 the pass alone */
+    for (int r = -1; r < 4; r++) {
+        bool copies = r < 2;
+        int gate = r < 0 ? 0 : 1 + (int)ceil(2.0 * host_s / load_s);
+        for (int k = 0; k < gate; k++)
+            if ((rc = enqueue_load(p, e))) return rc;
+        CUDA_CHECK(e, cudaEventRecord(p->ev[2], s));   /* the pass and the copies start here */
+        double t0 = vd_now();
+        rc = enqueue_pass(p, mode != 0, e);
         if (!rc && copies) rc = enqueue_copies(p, mode, n, true, e);
         if (rc) return rc;
+        if (r < 0) host_s = vd_now() - t0;
         CUDA_CHECK(e, cudaEventRecord(p->ev[3], s));
         CUDA_CHECK(e, cudaStreamSynchronize(s));
-        float pass_ms = 0;   /* (mode 2 records ev[2] again, on the H2D stream) */
-        if (slow) CUDA_CHECK(e, cudaEventElapsedTime(&pass_ms, p->ev[2], p->ev[3]));
+        if (copies) CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
+        if (r < 0) continue;
+        float pass_ms = 0;
+        CUDA_CHECK(e, cudaEventElapsedTime(&pass_ms, p->ev[2], p->ev[3]));
         if (!copies) {
             if (pass_ms * 1e-3 < pass_alone) pass_alone = pass_ms * 1e-3;
             continue;
         }
-        CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
         float ms = 0;
         CUDA_CHECK(e, cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]));
-        double v = (double)COPY_BYTES * per * n / (ms > 0 ? ms * 1e-3 : 1e-9);
-        if (v > best) {
-            best = v;
-            copy_s = ms * 1e-3;
-        }
+        if (ms * 1e-3 < copy_s) copy_s = ms * 1e-3;
         if (pass_ms * 1e-3 < pass_with) pass_with = pass_ms * 1e-3;
     }
-    *bw = best;
-    if (slow) {
-        double beside = copy_s < pass_with ? copy_s : pass_with;
-        double f = beside > 0 ? (pass_with - pass_alone) / beside : 0;
-        *slow = f > 1 ? 1 : f > 0 ? f : 0;   /* noise below zero, the file's limit above */
-    }
+    double beside = copy_s < pass_with ? copy_s : pass_with;
+    double f = beside > 0 ? (pass_with - pass_alone) / beside : 0;
+    *slow = f > 1 ? 1 : f > 0 ? f : 0;   /* noise below zero, the file's limit above */
     return VD_OK;
 }
 
@@ -348,7 +433,8 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
     p.batch = batch;
     int rc = VD_OK;
     cudaStream_t s = cu_compute(c);
-    /* scratch: the largest layer, the optimizer's arrays, two copy buffers */
+    /* scratch: the largest layer, the optimizer's arrays (at least the
+     * memory-bound kernel's 2 x COPY_BYTES: enqueue_load), two copy buffers */
     uint64_t need = 2 * COPY_BYTES;
     for (int i = 0; i < net->n_layers; i++) {
         layer_buf b;
@@ -517,19 +603,22 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             out->dev.launch_s = ms * 1e-3 / LAUNCH_REPS;
         }
 
-        TRYRC(time_copies(&p, 0, &out->dev.d2h_bw, e));
-        TRYRC(time_copies(&p, 1, &out->dev.h2d_bw, e));
-        TRYRC(time_copies(&p, 2, &out->dev.both_bw, e));
-        /* then as training sees them (see the top) */
+        vd_device_params *d = &out->dev;
+        TRYRC(time_copies(&p, 0, &d->d2h_bw, e));
+        TRYRC(time_copies(&p, 1, &d->h2d_bw, e));
+        TRYRC(time_copies(&p, 2, &d->both_bw, e));
+        /* then as an iteration's copies run: beside busy compute (see the top) */
+        TRYRC(time_copies_busy(&p, 0, d->d2h_bw, &d->d2h_bw_busy, e));
+        TRYRC(time_copies_busy(&p, 1, d->h2d_bw, &d->h2d_bw_busy, e));
+        TRYRC(time_copies_busy(&p, 2, d->both_bw, &d->both_bw_busy, e));
         double fwd_s = 0, bwd_s = 0;
         for (int i = 0; i < net->n_layers; i++) {
             if (net->layers[i].op == VD_OP_SOFTMAX_XENT || out->layers[i].n_algos < 1) continue;
             fwd_s += out->layers[i].algos[0].fwd_s;
             bwd_s += out->layers[i].algos[0].bwd_s;
         }
-        TRYRC(time_copies_loaded(&p, 0, fwd_s, &out->dev.d2h_bw, &out->dev.compute_slow_d2h, e));
-        TRYRC(time_copies_loaded(&p, 1, bwd_s, &out->dev.h2d_bw, &out->dev.compute_slow_h2d, e));
-        TRYRC(time_copies_loaded(&p, 2, bwd_s, &out->dev.both_bw, NULL, e));
+        TRYRC(time_compute_slow(&p, 0, fwd_s, d->d2h_bw_busy, &d->compute_slow_d2h, e));
+        TRYRC(time_compute_slow(&p, 1, bwd_s, d->h2d_bw_busy, &d->compute_slow_h2d, e));
         TRY(cudaStreamSynchronize(s));
     }
 #undef TRY
