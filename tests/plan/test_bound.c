@@ -62,8 +62,9 @@ static int check_policies(const vd_net *net, const vd_profile *prof, int batch, 
             ck_assert_msg(rc == 0 || rc == VD_EBUDGET, "%s: %s", what, e.msg);
             if (rc == 0 && p.feasible) {
                 vd_plan_bound b = bound_of(net, prof, &p, budget);
-                /* a plan that auto split (no unsplit one fits): the bound
-                 * holds for plans split as it is, the keep-all one too */
+                /* a plan that auto split (no unsplit one fits, or the
+                 * split plans faster): the bound holds for plans split as
+                 * it is, the keep-all one too */
                 vd_plan_bound bk = br;
                 if (p.n_units != p.n_layers) {
                     int *ch = calloc((size_t)net->n_layers, sizeof *ch);

@@ -1731,6 +1731,70 @@ START_TEST(test_vgg16_two_basins_perturbed) {
 }
 END_TEST
 
+/* More memory never plans slower: auto's predicted iteration at b256 fp32
+ * over budgets ascending, each plan fitting its budget, is non-increasing
+ * (relative slack 1e-9: the same simulation summed in another order).
+ * VGG-16's two sweeps cross the unsplit floor, below which auto
+ * splits the large layers in batch chunks; above it the split plans still
+ * fit, and faster where their convolutions' workspace lets them take the
+ * fastest options: before plan.c's split_first, the measured H200 profile
+ * (s5) planned 357.5 ms at 10 GiB (split), 382.6 at 11 and 361.3 at 12
+ * (unsplit), the analytic one 419.8 ms at 8.4 GB (split) and 437.9 at
+ * 11.3 GB (unsplit). Not yet everywhere: at 14.2 GB the analytic profile's
+ * unsplit search plans 418.06 ms, 0.1% over the split plan at 11.3 GB
+ * (docs/results/2026-12-06-s19/search.md). GoogLeNet (analytic H200):
+ * 54.47 ms at 4.6 GiB, and 57.30 at 4.98 before auto.c's far_start, whose
+ * search refined only its first start (54.29 now); between 4.3 and 4.6 GiB
+ * it still plans 0.3% slower with more memory. All predictions go to the
+ * test log. */
+static void check_monotone(const vd_net *net, const vd_profile *prof, const uint64_t *budgets,
+                           int n, const char *what) {
+    /* what: "NET PROFILE" */
+    double prev = INFINITY;
+    for (int i = 0; i < n; i++) {
+        vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+        o.budget = budgets[i];
+        vd_plan p;
+        vd_err e = {0};
+        ck_assert_msg(vd_plan_build(net, prof, &o, &p, &e) == 0, "%s %llu: %s", what,
+                      (unsigned long long)budgets[i], e.msg);
+        check_plan_invariants(&p, net);
+        ck_assert(p.feasible && p.hwm <= o.budget);
+        printf("%s b256 at %llu B: auto %.3f ms (%d units)\n", what,
+               (unsigned long long)budgets[i], p.sim.iter_s * 1e3, p.n_units);
+        ck_assert_msg(p.sim.iter_s <= prev * (1.0 + 1e-9), "%s: auto %.6f ms at %llu B, "
+                      "%.6f ms at the budget before", what, p.sim.iter_s * 1e3,
+                      (unsigned long long)budgets[i], prev * 1e3);
+        prev = p.sim.iter_s;
+        vd_plan_free(&p);
+    }
+}
+
+START_TEST(test_budget_monotone) {
+    vd_net net;
+    vd_profile prof;
+    load_vgg16_with("vgg16-b256-h200-fp32-s5.json", &net, &prof);
+    const uint64_t gib = (uint64_t)1 << 30;
+    const uint64_t s5[] = {10 * gib, 11 * gib, 12 * gib, 14 * gib};
+    check_monotone(&net, &prof, s5, 4, "vgg16 s5");
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    load_shipped_net(&net, "vgg16.yaml", 256);
+    analytic_profile(&net, 256, &vd_device_h200, &prof);
+    /* (docs/results/2026-12-06-s18/grid.tsv's budgets) */
+    const uint64_t an[] = {5530283008ull, 8433137664ull, 11335992320ull};
+    check_monotone(&net, &prof, an, 3, "vgg16 analytic");
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    load_shipped_net(&net, "googlenet.yaml", 256);
+    analytic_profile(&net, 256, &vd_device_h200, &prof);
+    const uint64_t gn[] = {(uint64_t)(4.6 * (double)gib), 5345545984ull};
+    check_monotone(&net, &prof, gn, 2, "googlenet analytic");
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* An H200 fp32 profile (tests/plan/data/vgg16-b256-h200-fp32-s9c.json)
  * whose first search, without a second opinion, ends in the 369.934 ms basin (features.2:y offloaded,
  * features.5-6 recomputed), where a 357.6 ms plan exists (the decisions it
@@ -2039,7 +2103,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_profile_roundtrip, test_optimizer_state, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_1_6,
          test_random_nets_7_12, test_sim_equals_exec, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
-         test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_vgg16_bf16_fitting_start,
+         test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_vgg16_bf16_fitting_start,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_3,
