@@ -229,7 +229,8 @@ static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *a
  * from its writer to its last reader, nothing is offloaded: no backward
  * pass reads a map later), first with the given forward options, then,
  * when that does not fit the budget, with each layer's least-workspace
- * option; an inference plan may split layers too (below). */
+ * option; an inference plan may split layers and offload maps between
+ * their forward readers too (below). */
 
 /* Each layer's forward option of least workspace into algos[2L] (both
  * halves; the backward half is not run). */
