@@ -44,6 +44,8 @@ static int find_loss(const vd_net *net, vd_err *e) {
     return loss;
 }
 
+static int chunks_check(const vd_net *net, int batch, const int *chunks, bool fwd, vd_err *e);
+
 static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         vd_err *e) {
     if (!opts || opts->batch <= 0)
@@ -72,7 +74,7 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     }
     int loss = find_loss(net, e);
     if (loss < 0) return -1 - loss;
-    int rc = vd_plan_chunks_check(net, opts->batch, opts->chunks, e);
+    int rc = chunks_check(net, opts->batch, opts->chunks, opts->forward_only, e);
     if (rc) return rc;
     if (opts->disp) {
         bool *ip = vd_malloc((size_t)net->n_layers * sizeof *ip, NULL);
@@ -125,7 +127,9 @@ static bool inplace_run_end(const vd_net *net, const split_runs *r, int i) {
     return r->ip[i] && (r->ra[i] == i || r->ra[net->n_layers + i] == i);
 }
 
-int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e) {
+/* vd_plan_chunks_check for a forward-only plan (fwd: the evaluation
+ * forward's chunkable ops, vd_op_chunkable) or any. */
+static int chunks_check(const vd_net *net, int batch, const int *chunks, bool fwd, vd_err *e) {
     if (!chunks) return VD_OK;
     int NL = net->n_layers;
     split_runs r;
@@ -137,7 +141,8 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
         if (k < 0) why = "a negative chunk count";
         else if (k < 2) continue;
         else if (k > batch) why = "more chunks than samples in the batch";
-        else if (!vd_op_table[l->op].chunkable) why = "its op needs the whole batch at once";
+        else if (!vd_op_chunkable(&vd_op_table[l->op], fwd))
+            why = "its op needs the whole batch at once";
         else if (i == NL - 1) why = "it is the loss";
         else if (inplace_run_end(net, &r, i))
             why = "it runs in place over its input, so its run must hold the layers before "
@@ -150,6 +155,10 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
     return rc;
 }
 
+int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e) {
+    return chunks_check(net, batch, chunks, false, e);
+}
+
 /* The most values per sample among layer i's output and inputs. */
 static int64_t map_numel(const vd_net *net, int i) {
     int64_t m = vd_net_out_numel(net, i);
@@ -160,17 +169,18 @@ static int64_t map_numel(const vd_net *net, int i) {
     return m;
 }
 
-/* chunks[n_layers]: every layer that can be split whose output or an input
+/* chunks[n_layers]: every layer that can be split (in a forward-only plan
+ * when fwd: vd_op_chunkable) whose output or an input
  * holds at least min_numel values per sample (map_numel), in k chunks (so
  * a run of large maps ends at the layer that shrinks them, a pooling: its
  * whole-batch output is the small one); no layer that runs in
  * place at either end of a run (each pass unsplits such ends: fewer
  * layers split each time, so it ends); the others 1. */
-static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, int *chunks,
-                       vd_err *e) {
+static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, bool fwd,
+                       int *chunks, vd_err *e) {
     int NL = net->n_layers;
     for (int i = 0; i < NL; i++)
-        chunks[i] = k > 1 && k <= batch && vd_op_table[net->layers[i].op].chunkable &&
+        chunks[i] = k > 1 && k <= batch && vd_op_chunkable(&vd_op_table[net->layers[i].op], fwd) &&
                     i < NL - 1 && map_numel(net, i) >= min_numel ? k : 1;
     split_runs r;
     int rc = runs_get(net, chunks, &r, e);
@@ -185,7 +195,7 @@ static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, i
 }
 
 int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
-    return chunks_fill(net, batch, k, 0, chunks, e);
+    return chunks_fill(net, batch, k, 0, false, chunks, e);
 }
 
 /* ---- auto's split layers ---------------------------------------------------
@@ -205,13 +215,15 @@ static bool auto_splits(const vd_plan_opts *o) {
 
 /* Auto's chunks at k into chunks[n_layers], runs of two layers at least (a
  * layer split alone keeps its input and output whole: it saves nothing);
+ * fwd: for a forward-only plan (batch norm splits too: vd_op_chunkable);
  * *any: some layer is split. */
-static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *any, vd_err *e) {
+static int auto_chunks(const vd_net *net, int batch, int k, bool fwd, int *chunks, bool *any,
+                       vd_err *e) {
     int64_t most = 0;
     int NL = net->n_layers;
     for (int i = 0; i < NL; i++)
         if (map_numel(net, i) > most) most = map_numel(net, i);
-    int rc = chunks_fill(net, batch, k, most / k, chunks, e);
+    int rc = chunks_fill(net, batch, k, most / k, fwd, chunks, e);
     split_runs r = {0};
     if (!rc) rc = runs_get(net, chunks, &r, e);
     *any = false;
@@ -308,7 +320,7 @@ static int inference_build(const vd_net *net, const vd_profile *prof, const vd_p
     *built = false;
     if (k > 1) {
         bool any = false;
-        int rc = auto_chunks(net, o->batch, k, ch, &any, e);
+        int rc = auto_chunks(net, o->batch, k, true, ch, &any, e);
         if (rc || !any) return rc;
         ok.chunks = ch;
     }
@@ -541,7 +553,7 @@ static int auto_split_at(const vd_net *net, const vd_profile *prof, const vd_pla
     *o = *opts;
     o->chunks = ch;
     bool any = false, cannot = false;
-    int rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
+    int rc = auto_chunks(net, opts->batch, AUTO_KS[q], false, ch, &any, e);
     if (!rc && any && budget) rc = split_cannot_fit(net, prof, o, budget, &cannot, e);
     *worth = !rc && any && !cannot;
     return rc;

@@ -886,7 +886,88 @@ START_TEST(offload_below_split_floor) {
 }
 END_TEST
 
+/* Batch norm splits in an inference plan (its evaluation forward normalises
+ * each sample with the running statistics): NET_BN's widest step is its
+ * first batch norm, which splitting without it could not shrink (a run of
+ * one layer, the conv before it, saves nothing); at the smallest budget it
+ * runs in batch chunks, and the probabilities are the whole batch's bit for
+ * bit (every layer given one option, so the split plan computes each
+ * sample as the whole one does). */
+static const char NET_BN[] =
+    "name: bn-stem\n"
+    "input: { channels: 3, height: 16, width: 16, classes: 5 }\n"
+    "layers:\n"
+    "  - { name: conv1, type: conv, out: 16, kernel: 3, pad: 1 }\n"
+    "  - { name: bn1, type: batchnorm }\n"
+    "  - { name: relu1, type: relu }\n"
+    "  - { name: pool1, type: pool, mode: max, kernel: 2, stride: 2 }\n"
+    "  - { name: conv2, type: conv, out: 8, kernel: 3, pad: 1 }\n"
+    "  - { name: bn2, type: batchnorm }\n"
+    "  - { name: relu2, type: relu }\n"
+    "  - { name: pool, type: pool, mode: avg, global: true }\n"
+    "  - { name: fc, type: fc, out: 5 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+
+START_TEST(batchnorm_splits_in_inference) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict"), spec[1100];
+    snprintf(spec, sizeof spec, "%s/bn-stem.yaml", d);
+    tu_write(spec, NET_BN, sizeof NET_BN - 1);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(&net);
+    const int B = 8;
+    vd_backend *be = NULL;
+    ck_assert_msg(vd_backend_cpu_create(&be, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->layer_setup(be, &net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_backend(&net, B, be, &vd_device_cpu, &prof, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < net.n_layers; i++) prof.layers[i].n_algos = 1;   /* option 0 only */
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = B;
+    o.forward_only = true;
+    vd_plan whole, fl;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &whole, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &o.budget, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &fl, &e) == 0, "%s", e.msg);
+    ck_assert_uint_le(fl.hwm, o.budget);
+    ck_assert_uint_lt(fl.hwm, whole.hwm);
+    int bn_split = 0;
+    for (int u = 0; u < fl.n_units; u++)
+        bn_split += net.layers[fl.layers[u].layer].op == VD_OP_BATCHNORM && fl.layers[u].n_chunks > 1;
+    ck_assert_int_gt(bn_split, 0);
+    int64_t xn = (int64_t)B * vd_net_out_numel(&net, -1);
+    float *w = calloc((size_t)net.param_floats, sizeof *w), *x = calloc((size_t)xn, sizeof *x);
+    float pw[8 * 5], pf[8 * 5];
+    ck_assert(w && x);
+    vd_net_init_params(&net, w, 3);
+    for (int i = 0; i < net.n_params; i++)   /* running statistics away from 0 and 1 */
+        if (net.params[i].role == VD_ROLE_RUNNING_MEAN || net.params[i].role == VD_ROLE_RUNNING_VAR)
+            for (int64_t k = 0; k < net.params[i].numel; k++)
+                w[net.params[i].offset + k] = 0.5f + 0.25f * (float)((k * 7 + i) % 5);
+    for (int64_t i = 0; i < xn; i++) x[i] = (float)cos(0.3 * (double)i);
+    vd_exec_stats sw, sf;
+    ck_assert_msg(infer_cpu(be, &net, &whole, w, x, VD_FAULT_NONE, pw, &sw, &e) == 0, "%s", e.msg);
+    ck_assert_msg(infer_cpu(be, &net, &fl, w, x, VD_FAULT_NONE, pf, &sf, &e) == 0, "%s", e.msg);
+    ck_assert_msg(!memcmp(pw, pf, sizeof pw), "splitting batch norm changed the probabilities");
+    ck_assert_uint_eq(sf.eval_pool_hwm, fl.hwm);
+    free(w);
+    free(x);
+    be->destroy(be);
+    vd_plan_free(&fl);
+    vd_plan_free(&whole);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("predict", 0, inference_plan_frees_after_last_reader, topk_order_and_ties,
          probabilities_match_closed_form,
          class_names_round_trip, bad_images_among_good_ones, data_split_padded_and_scored,
-         usage_and_budget_errors, small_budget_splits_layers, offload_below_split_floor)
+         usage_and_budget_errors, small_budget_splits_layers, offload_below_split_floor,
+         batchnorm_splits_in_inference)
