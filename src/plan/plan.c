@@ -365,7 +365,8 @@ static uint64_t least_live(const vd_plan *p) {
  * into *floor, given need, what the build without offloads needs there (its
  * live bytes at every step are at least the offloading one's), and best,
  * the least floor found so far: UINT64_MAX when it cannot beat
- * min(need, best). least_live bounds it from below; a binary search
+ * hi = min(need, best). least_live bounds it from below; a build at 256
+ * bytes below hi says whether it beats hi at all, then a binary search
  * between. */
 static int offload_floor(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
                          const int *algos, int k, int *ch, uint64_t need, uint64_t best,
@@ -385,19 +386,22 @@ static int offload_floor(const vd_net *net, const vd_profile *prof, const vd_pla
     if (!lo) return vd_errf(e, VD_ENOMEM, "out of memory");
     if (lo >= hi) return VD_OK;
     lo -= VD_PLAN_ALIGN;         /* below the least live peak: cannot fit */
-    bool fits_hi = false;
-    while (hi - lo > VD_PLAN_ALIGN || !fits_hi) {
+    /* first whether it beats hi at all (most splits' do not: one build
+     * instead of a search), then the binary search below that */
+    bool first = true;
+    while (first || hi - lo > VD_PLAN_ALIGN) {
         if (vdp_stopped(o)) return vd_errf(e, VD_ESTOP, "the smallest-budget search stopped");
-        uint64_t mid = hi - lo > VD_PLAN_ALIGN ? (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN
-                                               : hi;
+        uint64_t mid = first ? hi - VD_PLAN_ALIGN
+                             : (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         q.budget = mid;
         rc = inference_build(net, prof, &q, algos, k, true, ch, &p, &built, &te);
         if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; return rc; }
         vdp_plan_release(&p);
-        if (rc == VD_OK) { hi = mid; fits_hi = true; }
-        else if (mid == hi) return VD_OK;   /* not even at hi: no gain */
+        if (rc == VD_OK) hi = mid;
+        else if (first) return VD_OK;   /* not below hi: no gain */
         else lo = mid;
+        first = false;
     }
     *floor = hi;
     return VD_OK;
