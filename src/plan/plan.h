@@ -103,7 +103,9 @@
  * unit reads or writes its slice (vd_plan_operand). Parameter gradients of
  * a split layer add up over its chunks (dw_beta) in a fixed order; the
  * update follows its last chunk's backward. Batch norm and the loss are
- * never split (batch statistics, the loss's sum). */
+ * never split (batch statistics, the loss's sum), but a forward-only plan
+ * splits batch norm (its evaluation normalises each sample with the running
+ * statistics: vd_op_chunkable). */
 #ifndef VD_PLAN_H
 #define VD_PLAN_H
 
