@@ -284,12 +284,12 @@ static int build_forward(const vd_net *net, const vd_profile *prof, const vd_pla
  * does (auto_chunks at k: the layers whose output or an input holds at
  * least 1/k of the largest map, runs of two at least), k = 2, 4, 8, ...
  * and the batch itself: a run's working set is then its chunk's (its first
- * input and last output stay whole). Batch norm is never split, so a
- * ResNet gains little; a map whose readers leave a gap (a residual block's
- * input waiting for the add, an inception branch's output waiting for the
- * concat) may be offloaded across it instead (plan.h; the build's offload
- * policy ALL offers every such map, its fitting keeps those that save
- * memory). For each option set, fastest and least-workspace, two plans:
+ * input and last output stay whole); batch norm splits too (its
+ * evaluation forward: vd_op_chunkable). A map whose readers leave a gap (a
+ * residual block's input waiting for the add, an inception branch's output
+ * waiting for the concat) may be offloaded across it instead (plan.h; the
+ * build's offload policy ALL offers every such map, its fitting keeps
+ * those that save memory). For each option set, fastest and least-workspace, two plans:
  * the fewest chunks that fit without offloads, and the fewest that fit
  * with them, no more than the first; the fastest of those four is taken
  * (inference_search, the unsplit plan without offloads at a tie): offloads
@@ -456,12 +456,12 @@ static int inference_min_budget(const vd_net *net, const vd_profile *prof,
  * infeasible whole plan of the least-workspace options without offloads is
  * left there (VD_EBUDGET) when none fits. The fastest options whole
  * without offloads end it. */
-#define INF_CANDS 4
+enum { INF_CANDS = 4 };   /* per option set: without offloads, with */
 static int inference_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
                             int *algos, vd_plan *out, vd_err *e) {
     int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
-    vd_plan cand[INF_CANDS];   /* [2 set + offload] */
+    vd_plan cand[INF_CANDS];   /* [2 * set + offloads] */
     bool have[INF_CANDS] = {false};
     int rc = VD_OK;
     memset(out, 0, sizeof *out);
