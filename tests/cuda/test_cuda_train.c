@@ -739,10 +739,12 @@ END_TEST
  * layers split in batch chunks, maps offloaded, as vdnn-predict's under a
  * small --budget); INF_BELOW_SPLIT, 256 bytes below the smallest that
  * splitting alone fits (vd_plan_opts.no_offload), which must offload;
- * *units: the plan's units, *offl: its offloaded bytes. */
+ * *units: the plan's units, *offl: its offloaded bytes, *bn_chunks: its
+ * units that run a chunk of a batch norm layer. */
 enum { INF_WHOLE, INF_FLOOR, INF_BELOW_SPLIT };
 static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *params,
-                  const float *x, int budget, float *probs, int *units, uint64_t *offl) {
+                  const float *x, int budget, float *probs, int *units, uint64_t *offl,
+                  int *bn_chunks) {
     vd_err e = {0};
     vd_profile prof;
     setup_profile(be, net, math, false, &prof);
@@ -762,6 +764,10 @@ static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *
     ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "plan: %s", e.msg);
     *units = plan.n_units;
     *offl = plan.offload_bytes;
+    *bn_chunks = 0;
+    for (int u = 0; u < plan.n_units; u++)
+        *bn_chunks += net->layers[plan.layers[u].layer].op == VD_OP_BATCHNORM &&
+                      plan.layers[u].n_chunks > 1;
     vd_exec_opts eo = {.math = math, .layers_ready = true};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
@@ -846,21 +852,29 @@ START_TEST(test_inference_cpu_vs_cuda) {
     for (int mi = 0; mi < 2; mi++) {
         double tol = maths[mi] == VD_MATH_FP32 ? 1e-5 : 1e-2;
         char what[64];
-        int ua, ub, ut;
+        int ua, ub, ut, bn;
         uint64_t oa, ob, ot;
-        infer(c_cuda(), &net, maths[mi], params, x, INF_WHOLE, pb, &ub, &ob);
+        infer(c_cuda(), &net, maths[mi], params, x, INF_WHOLE, pb, &ub, &ob, &bn);
         c_cpu_like_cuda(&net);
-        infer(c_cpu(), &net, maths[mi], params, x, INF_WHOLE, pa, &ua, &oa);
+        infer(c_cpu(), &net, maths[mi], params, x, INF_WHOLE, pa, &ua, &oa, &bn);
         c_cpu_like_cuda(NULL);
         snprintf(what, sizeof what, "%s cuda", vd_math_name(maths[mi]));
         probs_close(pa, pb, tol, what);
-        /* at the smallest budget: split layers (a net without batch norm,
-         * which needs the whole batch), against the CPU's whole batch */
-        infer(c_cuda(), &cr, maths[mi], pc, x, INF_WHOLE, pb, &ub, &ob);
+        /* at its smallest budget: batch norm split too (its evaluation
+         * forward on a chunk: cuDNN's descriptors at the chunk's batch) */
+        infer(c_cuda(), &net, maths[mi], params, x, INF_FLOOR, pt, &ut, &ot, &bn);
+        ck_assert_msg(bn > 0, "%s: the smallest inference plan splits no batch norm",
+                      vd_math_name(maths[mi]));
+        snprintf(what, sizeof what, "%s cuda split, %d units (%d of batch norm) for %d layers",
+                 vd_math_name(maths[mi]), ut, bn, net.n_layers);
+        probs_close(pa, pt, tol, what);
+        /* at the smallest budget: split layers, against the CPU's whole
+         * batch */
+        infer(c_cuda(), &cr, maths[mi], pc, x, INF_WHOLE, pb, &ub, &ob, &bn);
         c_cpu_like_cuda(&cr);
-        infer(c_cpu(), &cr, maths[mi], pc, x, INF_WHOLE, pa, &ua, &oa);
+        infer(c_cpu(), &cr, maths[mi], pc, x, INF_WHOLE, pa, &ua, &oa, &bn);
         c_cpu_like_cuda(NULL);
-        infer(c_cuda(), &cr, maths[mi], pc, x, INF_FLOOR, pt, &ut, &ot);
+        infer(c_cuda(), &cr, maths[mi], pc, x, INF_FLOOR, pt, &ut, &ot, &bn);
         ck_assert_msg(ut > cr.n_layers, "%s: the smallest inference plan splits no layer",
                       vd_math_name(maths[mi]));
         snprintf(what, sizeof what, "%s cuda split, %d units for %d layers",
@@ -870,9 +884,9 @@ START_TEST(test_inference_cpu_vs_cuda) {
          * offloaded across its branch (copied out, prefetched back during
          * the forward pass), against the CPU's whole batch */
         c_cpu_like_cuda(&ro);
-        infer(c_cpu(), &ro, maths[mi], pr, x, INF_WHOLE, pa, &ua, &oa);
+        infer(c_cpu(), &ro, maths[mi], pr, x, INF_WHOLE, pa, &ua, &oa, &bn);
         c_cpu_like_cuda(NULL);
-        infer(c_cuda(), &ro, maths[mi], pr, x, INF_BELOW_SPLIT, pt, &ut, &ot);
+        infer(c_cuda(), &ro, maths[mi], pr, x, INF_BELOW_SPLIT, pt, &ut, &ot, &bn);
         ck_assert_msg(ot > 0, "%s: the inference plan below the split-only floor offloads nothing",
                       vd_math_name(maths[mi]));
         snprintf(what, sizeof what, "%s cuda offloading %llu bytes, %d units for %d layers",

@@ -1,5 +1,7 @@
 /* test_predict.c — vdnn-predict: the inference plan (forward only, each
- * feature map freed after its last reader, the smallest budget), the
+ * feature map freed after its last reader, the smallest budget; under a
+ * small budget split layers, batch norm among them, and maps offloaded
+ * between their readers, run by the CPU executor bit for bit), the
  * probabilities against their closed form, the class names a checkpoint
  * records, image files that fail among good ones, --data with a padded
  * last batch, --labels, and the exit statuses. Runs $VD_BUILDDIR/vdnn-predict
