@@ -116,18 +116,18 @@ void vdp_decide_recompute(bld *b) {
     }
 }
 
-/* A forward-only plan's offloads (offload_pol ALL: every candidate; any
- * other: none): each feature map (an activation or x) whose forward touches
- * after its last write leave a gap of at least two steps (absent for one
- * step at least, with a prefetch issued after its release, as training's
- * offload_candidate asks) is offloaded across the widest such gap (the
- * earliest of equal ones): copied D2H after that write (x: none, the host
- * holds it), released after the read before the gap, prefetched for the
- * read after it. One pass over the units' reads in step order, in
- * vdp_fit_memory's scratch (free until then: [5 * cap_t]). */
+/* A forward-only plan's offloads: each feature map (an activation or x)
+ * whose forward touches after its last write leave a gap of at least two
+ * steps (absent for one step at least, with a prefetch issued after its
+ * release, as training's offload_candidate asks) may be offloaded across
+ * the widest such gap (the earliest of equal ones): its rd_before /
+ * rd_after name the two reads whatever offload_pol. Under offload_pol ALL
+ * every such map is: copied D2H after that write (x: none, the host holds
+ * it), released after the read before the gap, prefetched for the read
+ * after it; under any other, none is. One pass over the units' reads in
+ * step order, in vdp_fit_memory's scratch (free until then: [5 * cap_t]). */
 static bool decide_offload_fwd(bld *b, vd_policy offload_pol) {
     vd_plan *p = b->p;
-    if (offload_pol != VD_POLICY_ALL) return false;
     int *last = b->fit_steps, *lo = last + b->cap_t, *hi = lo + b->cap_t;
     for (int t = 0; t < p->n_tensors; t++) {
         const vd_tensor *T = &p->tensors[t];
@@ -150,11 +150,12 @@ static bool decide_offload_fwd(bld *b, vd_policy offload_pol) {
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         if (hi[t] < 0 || (T->kind != VD_T_ACT && T->kind != VD_T_INPUT)) continue;
+        T->rd_before = lo[t];
+        T->rd_after = hi[t];
+        if (offload_pol != VD_POLICY_ALL) continue;
         T->offload = true;
         T->host_src = T->kind == VD_T_INPUT;
         T->offload_step = b->fwd_write[t] >= 0 ? b->fwd_write[t] : T->prod_step;
-        T->rd_before = lo[t];
-        T->rd_after = hi[t];
         T->release_step = lo[t] + 1;
         T->prefetch_step = hi[t];
         any = true;

@@ -329,11 +329,10 @@ static int inference_build(const vd_net *net, const vd_profile *prof, const vd_p
                            p, e);
 }
 
-/* The least live peak of any offloading build like p (an offloading
- * inference build, whatever its budget): every map it may offload
- * (rd_after set, whether this build kept the offload or not) absent
- * between its two reads, the rest resident from their first step to their
- * last. VD_ENOMEM: 0. */
+/* The least live peak of any offloading build like p (an inference build
+ * of the same split and options, whatever its budget or offloads): every
+ * map it could offload (rd_after set) absent between its two reads, the
+ * rest resident from their first step to their last. VD_ENOMEM: 0. */
 static uint64_t least_live(const vd_plan *p) {
     int n = p->n_steps;
     uint64_t *mem = vd_calloc((size_t)n + 1, sizeof *mem, NULL), peak = 0;
@@ -362,46 +361,38 @@ static uint64_t least_live(const vd_plan *p) {
 }
 
 /* The smallest budget the offloading inference build at k with algos fits,
- * into *floor, given need, what the build without offloads needs there (its
- * live bytes at every step are at least the offloading one's), and best,
- * the least floor found so far: UINT64_MAX when it cannot beat
- * hi = min(need, best). least_live bounds it from below; a build at 256
- * bytes below hi says whether it beats hi at all, then a binary search
- * between. */
+ * into *floor, given least, its least live peak (least_live), need, what
+ * the build without offloads needs there (its live bytes at every step are
+ * at least the offloading one's), and best, the least floor found so far:
+ * UINT64_MAX when it cannot beat hi = min(need, best). A build at least
+ * (where the placement often packs the live bytes exactly: then that is
+ * the floor), one at 256 bytes below hi (whether it beats hi at all: most
+ * splits' do not), then a binary search between. */
 static int offload_floor(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
-                         const int *algos, int k, int *ch, uint64_t need, uint64_t best,
-                         uint64_t *floor, vd_err *e) {
+                         const int *algos, int k, int *ch, uint64_t least, uint64_t need,
+                         uint64_t best, uint64_t *floor, vd_err *e) {
     *floor = UINT64_MAX;
     uint64_t hi = need < best ? need : best;
+    if (least >= hi) return VD_OK;
+    uint64_t lo = least - VD_PLAN_ALIGN;   /* below the least live peak: cannot fit */
     vd_plan_opts q = *o;
-    q.budget = VD_PLAN_ALIGN;
     vd_plan p;
     bool built;
     vd_err te = {0};
-    int rc = inference_build(net, prof, &q, algos, k, true, ch, &p, &built, &te);
-    if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; return rc; }
-    if (!built) return VD_OK;
-    uint64_t lo = least_live(&p);   /* (a sum of 256-aligned regions) */
-    vdp_plan_release(&p);
-    if (!lo) return vd_errf(e, VD_ENOMEM, "out of memory");
-    if (lo >= hi) return VD_OK;
-    lo -= VD_PLAN_ALIGN;         /* below the least live peak: cannot fit */
-    /* first whether it beats hi at all (most splits' do not: one build
-     * instead of a search), then the binary search below that */
-    bool first = true;
-    while (first || hi - lo > VD_PLAN_ALIGN) {
+    for (int probe = 0; probe < 2 || hi - lo > VD_PLAN_ALIGN; probe++) {
         if (vdp_stopped(o)) return vd_errf(e, VD_ESTOP, "the smallest-budget search stopped");
-        uint64_t mid = first ? hi - VD_PLAN_ALIGN
-                             : (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        uint64_t mid = probe == 0 ? least
+                     : probe == 1 ? hi - VD_PLAN_ALIGN
+                     : (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
         q.budget = mid;
-        rc = inference_build(net, prof, &q, algos, k, true, ch, &p, &built, &te);
+        int rc = inference_build(net, prof, &q, algos, k, true, ch, &p, &built, &te);
         if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; return rc; }
         vdp_plan_release(&p);
         if (rc == VD_OK) hi = mid;
-        else if (first) return VD_OK;   /* not below hi: no gain */
+        else if (probe == 1) return VD_OK;   /* not below hi: no gain */
         else lo = mid;
-        first = false;
+        if (hi == least) break;               /* (nothing fits below it) */
     }
     *floor = hi;
     return VD_OK;
@@ -436,11 +427,12 @@ static int inference_min_budget(const vd_net *net, const vd_profile *prof,
             bool built;
             if ((rc = inference_build(net, prof, &o, algos, k, false, ch, &p, &built, e)) || !built)
                 break;
-            uint64_t need = p.hwm, f;
+            uint64_t need = p.hwm, least = least_live(&p), f;
             vdp_plan_release(&p);
+            if (!least) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); break; }
             if (need < *min_budget) { *min_budget = need; *k_out = k; *off_out = false; }
             if (o.no_offload) continue;
-            rc = offload_floor(net, prof, &o, algos, k, ch, need, *min_budget, &f, e);
+            rc = offload_floor(net, prof, &o, algos, k, ch, least, need, *min_budget, &f, e);
             if (!rc && f < *min_budget) { *min_budget = f; *k_out = k; *off_out = true; }
         }
     }

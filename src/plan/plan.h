@@ -221,7 +221,9 @@ typedef struct vd_tensor {
                                    region released after it, release_step - 1 at the
                                    earliest) and the first after (its prefetch's consumer,
                                    need_step of its second interval): fwd_last and
-                                   bwd_first; in a forward-only plan two forward steps */
+                                   bwd_first; in a forward-only plan two forward steps,
+                                   set on every map it could offload, offloaded or not
+                                   (-1: none) */
     int n_iv;
     int iv[2];                  /* interval indices: [0] first, [1] after prefetch
                                    or recompute */
