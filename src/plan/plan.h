@@ -218,12 +218,11 @@ typedef struct vd_tensor {
     int ev_compute;             /* compute event after offload_step (-1 none) */
     int ev_d2h;                 /* D2H completion event (-1 none) */
     int rd_before, rd_after;    /* the reads around its absence: the last before (its
-                                   region released after it, release_step - 1 at the
-                                   earliest) and the first after (its prefetch's consumer,
-                                   need_step of its second interval): fwd_last and
-                                   bwd_first; in a forward-only plan two forward steps,
-                                   set on every map it could offload, offloaded or not
-                                   (-1: none) */
+                                   region released after it: release_step > rd_before)
+                                   and the first after (its prefetch's consumer, need_step
+                                   of its second interval): fwd_last and bwd_first; in a
+                                   forward-only plan two forward steps, set on every map
+                                   it could offload, offloaded or not (-1: none) */
     int n_iv;
     int iv[2];                  /* interval indices: [0] first, [1] after prefetch
                                    or recompute */
