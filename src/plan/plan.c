@@ -686,8 +686,9 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
         snprintf(kmsg + strlen(kmsg), sizeof kmsg - strlen(kmsg), "%s maps offloaded between "
                  "their readers", k > 1 ? " and" : ",");
     if (rc == VD_OK)
-        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s%s",
-                 vd_fmt_bytes(minb, b4, sizeof b4), kmsg);
+        /* (the exact bytes too: the rounded size may lie below them) */
+        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s (%llu bytes)%s",
+                 vd_fmt_bytes(minb, b4, sizeof b4), (unsigned long long)minb, kmsg);
     else
         snprintf(minmsg, sizeof minmsg, "no budget fits (%s)", te.msg);
     vd_plan_step_label(p, net, bad, lab, sizeof lab);

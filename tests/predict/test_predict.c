@@ -659,9 +659,9 @@ START_TEST(small_budget_splits_layers) {
     /* below the floor: exit 6 naming it and the split it takes */
     ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --budget %llu %s", spec,
                              ck, B, (unsigned long long)(floor_b - 256), imgs), 6);
-    char msg[96];
-    snprintf(msg, sizeof msg, "the smallest budget that fits is %s, its largest layers split in",
-             vd_fmt_bytes(floor_b, fb, sizeof fb));
+    char msg[160];
+    snprintf(msg, sizeof msg, "the smallest budget that fits is %s (%llu bytes), its largest "
+             "layers split in", vd_fmt_bytes(floor_b, fb, sizeof fb), (unsigned long long)floor_b);
     ck_assert_msg(strstr(out, msg) && strstr(out, "batch chunks"), "%s", out);
     vd_free(out);
     vd_net_free(&net);
@@ -873,8 +873,8 @@ START_TEST(offload_below_split_floor) {
     vd_free(out);
     ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --budget %llu %s", spec,
                              ck, B, (unsigned long long)(floor_b - 256), imgs), 6);
-    snprintf(msg, sizeof msg, "the smallest budget that fits is %s",
-             vd_fmt_bytes(floor_b, fb, sizeof fb));
+    snprintf(msg, sizeof msg, "the smallest budget that fits is %s (%llu bytes)",
+             vd_fmt_bytes(floor_b, fb, sizeof fb), (unsigned long long)floor_b);
     ck_assert_msg(strstr(out, msg) && strstr(out, "maps offloaded between their readers"), "%s",
                   out);
     vd_free(out);
