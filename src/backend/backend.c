@@ -39,14 +39,14 @@ int vd_allreduce_create(vd_allreduce **out, int n, const char *backend, const in
                                  : vd_allreduce_cpu_create(out, n, e);
 }
 
-int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
+int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, bool bwd, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int nb = vd_op_io_batch(io);
     if (io->n0 < 0 || io->n_batch < 0 || io->n0 + io->n > nb)
         return vd_errf(e, VD_EINTERNAL, "layer '%s': chunk of samples [%lld, %lld) is not inside "
                        "the batch of %d", l->name, (long long)io->n0,
                        (long long)(io->n0 + io->n), nb);
-    if (vd_op_io_chunked(io) && !vd_op_table[l->op].chunkable)
+    if (vd_op_io_chunked(io) && !vd_op_chunkable(&vd_op_table[l->op], !bwd && !io->training))
         return vd_errf(e, VD_EINTERNAL, "layer '%s': %s runs only on the whole batch, not on a "
                        "chunk (samples [%lld, %lld) of %d, dw_beta %g)", l->name,
                        vd_op_table[l->op].name, (long long)io->n0, (long long)(io->n0 + io->n),

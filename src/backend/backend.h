@@ -119,8 +119,10 @@ typedef struct vd_algo_opt {
  *     call's up to the reassociation of those sums).
  * n0 = 0, n_batch = 0 (meaning n) and dw_beta = 0 is the whole-batch call,
  * bit for bit the unchunked computation. Only ops whose table entry
- * says chunkable (vd_op_info) take any other values; the others (batch
- * norm) fail with VD_EINTERNAL naming the layer (vd_op_io_check_chunk). */
+ * says chunkable (vd_op_info) take any other values, and batch norm's
+ * evaluation forward (training false: eval_chunkable, vd_op_chunkable);
+ * the others (batch norm's training forward, its backward) fail with
+ * VD_EINTERNAL naming the layer (vd_op_io_check_chunk). */
 typedef struct vd_op_io {
     int n;                          /* batch */
     const float *x[VD_MAX_INPUTS];
@@ -163,8 +165,9 @@ static inline bool vd_op_io_chunked(const vd_op_io *io) {
 /* Both backends' check of a call's chunk: VD_EINTERNAL naming the layer
  * when the chunk is not inside the batch (n0 < 0, n0 + n > n_batch) or the
  * call is chunked (vd_op_io_chunked) on an op that is not chunkable
- * (vd_op_info). (backend.c) */
-int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, vd_err *e);
+ * (vd_op_info; a forward, bwd false, with io->training false: an op
+ * chunkable in evaluation, vd_op_chunkable). (backend.c) */
+int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, bool bwd, vd_err *e);
 
 /* Workspace of one pass of option o (a backend that reports no per-pass
  * sizes needs `workspace` in both). */

@@ -52,15 +52,18 @@ static void usage(FILE *f) {
 "                       names FILE records)\n"
 "  --quiet              no notes on stderr (warnings and errors still)\n"
 "\n"
-"Run (inference plan: forward only, each feature map freed after its last reader,\n"
-"nothing offloaded; see vdnn-plan(1) for the shared options):\n"
+"Run (inference plan: forward only, each feature map freed after its last reader;\n"
+"see vdnn-plan(1) for the shared options):\n"
 "  --batch N            images per forward pass (default: the spec's train.batch,\n"
 "                       at most the number of image files)\n"
 "  --budget SIZE        device memory pool, e.g. 2G (default: what the plan needs,\n"
 "                       within what the device can give); too small for the whole\n"
 "                       batch: the large layers run in batch chunks (the fewest\n"
-"                       that fit); too small even so: exit 6, with the smallest\n"
-"                       budget that fits\n"
+"                       that fit), and maps waiting for a later reader (a\n"
+"                       residual add, a concat) go to pinned host memory and\n"
+"                       back where that fits with fewer chunks or runs faster;\n"
+"                       too small even so: exit 6, with the smallest budget that\n"
+"                       fits\n"
 "  --profile FILE       plan with this profile (vdnn-plan(1)) instead of measuring\n"
 "  --analytic-profile   plan with the analytic profile (no measuring pass)\n"
 "  --profile-out FILE   write the profile used to FILE\n"
@@ -308,6 +311,12 @@ static void plan_note(const vd_predict_job *j, bool quiet) {
     if (j->plan.n_units != j->plan.n_layers)   /* the budget needs split layers */
         fprintf(stderr, "%s: plan: split layers: %s\n", PROG,
                 vd_plan_split_summary(&j->plan, &j->net, sp, sizeof sp));
+    int n_off = 0;
+    for (int t = 0; t < j->plan.n_tensors; t++) n_off += j->plan.tensors[t].offload;
+    if (n_off)   /* the budget needs maps offloaded between their readers */
+        fprintf(stderr, "%s: plan: offloads %d map%s between their readers (%s to pinned host "
+                "memory and back per batch)\n", PROG, n_off, n_off == 1 ? "" : "s",
+                vd_fmt_bytes(j->plan.offload_bytes, b1, sizeof b1));
 }
 
 /* ---- main ------------------------------------------------------------------ */

@@ -104,6 +104,10 @@ typedef struct vd_op_info {
                                 no one chunk has (a statistics pass over the chunks
                                 before them is future work); a chunked call of an op
                                 without the flag fails (VD_EINTERNAL naming the layer) */
+    bool eval_chunkable;     /* not chunkable, but its evaluation forward (vd_op_io.training
+                                false: an inference plan) is, as chunkable says: batch
+                                norm's normalises each sample with the running statistics
+                                (vd_op_chunkable) */
     const char *const *keys; /* op-specific spec keys, NULL-terminated */
     /* Defaults, then the spec keys (checks that need no shapes). */
     int (*parse)(struct vd_layer *l, const vd_spec_keys *k);
@@ -121,6 +125,12 @@ typedef struct vd_op_info {
     uint64_t (*aux_bytes)(const struct vd_layer *l, int batch); /* NULL: 0 */
     void (*bwd_reads)(const struct vd_layer *l, bool *x, bool *y); /* NULL: the flags */
 } vd_op_info;
+
+/* Whether op runs on a chunk of the batch in a forward-only pass (eval:
+ * vd_op_io.training false) or in any pass (eval false). */
+static inline bool vd_op_chunkable(const vd_op_info *op, bool eval) {
+    return op->chunkable || (eval && op->eval_chunkable);
+}
 extern const vd_op_info vd_op_table[VD_OP_COUNT];
 
 typedef enum { VD_POOL_MAX, VD_POOL_AVG } vd_pool_mode;

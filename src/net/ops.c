@@ -432,11 +432,12 @@ const vd_op_info vd_op_table[] = {
                    .parse = lrn_parse, .infer = lrn_infer, .flops = lrn_flops},
     /* recomputable: a re-run normalises with the statistics saved in aux by the
      * forward (no new statistics, no running-statistics update); not chunkable:
-     * training normalises with statistics of the whole batch (vd_op_info) */
+     * training normalises with statistics of the whole batch (vd_op_info); its
+     * evaluation forward (running statistics) is */
     /* bwd_takes_relu: y = (x - mean) * invstd * gamma + beta is recomputed from
      * x and the saved statistics by both backends' backward */
     [VD_OP_BATCHNORM] = {.name = "batchnorm", .min_inputs = 1, .max_inputs = 1,
-                         .recomputable = true, .bwd_takes_relu = true,
+                         .recomputable = true, .eval_chunkable = true, .bwd_takes_relu = true,
                          .bwd_needs_x = true, .has_params = true, .step_counter = true,
                          .keys = BN_KEYS,
                          .parse = bn_parse, .defaults = bn_defaults, .flops = flops_out4,

@@ -23,7 +23,7 @@ void vdp_build_intervals(bld *b) {
         } else {
             vdp_add_interval(b, t, first, T->release_step - 1, f0, first);
             vdp_add_interval(b, t, T->prefetch_step, last,
-                         T->host_src ? VD_FILL_INPUT_X : VD_FILL_HOST_STORE, T->bwd_first);
+                         T->host_src ? VD_FILL_INPUT_X : VD_FILL_HOST_STORE, T->rd_after);
         }
     }
 }

@@ -564,9 +564,12 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     for (int i = 0; opts->disp && i <= net->n_layers; i++)
         disp_offload |= opts->disp[i] == VD_DISP_OFFLOAD || opts->disp[i] == VD_DISP_RECOMPUTE;
     bool no_offload = (offload_pol == VD_POLICY_NONE || offload_pol == VD_POLICY_AUTO) && !disp_offload;
+    /* (a forward-only plan: variant 0, whose releases vdp_fit_memory moves
+     * as memory needs; the paper's rule places backward prefetches) */
     if (opts->prefetch == VD_PREFETCH_PAPER || no_offload || opts->forward_only)
         return build_mode(net, prof, opts, offload_pol, algos, pin,
-                          opts->prefetch == VD_PREFETCH_PAPER ? 2 : 0, alias, live_fit, scr, out, e);
+                          opts->prefetch == VD_PREFETCH_PAPER && !opts->forward_only ? 2 : 0,
+                          alias, live_fit, scr, out, e);
     int best_rc = -1;
     memset(out, 0, sizeof *out);
     *live_fit = false;

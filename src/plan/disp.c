@@ -116,8 +116,56 @@ void vdp_decide_recompute(bld *b) {
     }
 }
 
+/* A forward-only plan's offloads: each feature map (an activation or x)
+ * whose forward touches after its last write leave a gap of at least two
+ * steps (absent for one step at least, with a prefetch issued after its
+ * release, as training's offload_candidate asks) may be offloaded across
+ * the widest such gap (the earliest of equal ones): its rd_before /
+ * rd_after name the two reads whatever offload_pol. Under offload_pol ALL
+ * every such map is: copied D2H after that write (x: none, the host holds
+ * it), released after the read before the gap, prefetched for the read
+ * after it; under any other, none is. One pass over the units' reads in
+ * step order, in vdp_fit_memory's scratch (free until then: [5 * cap_t]). */
+static bool decide_offload_fwd(bld *b, vd_policy offload_pol) {
+    vd_plan *p = b->p;
+    int *last = b->fit_steps, *lo = last + b->cap_t, *hi = lo + b->cap_t;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        last[t] = b->fwd_write[t] >= 0 ? b->fwd_write[t] : T->prod_step;
+        lo[t] = hi[t] = -1;
+    }
+    for (int s = 0; s < b->L; s++) {
+        const vd_plan_layer *pl = &p->layers[s];
+        for (int k = 0; k < vdp_ul(b, s)->n_in; k++) {
+            int t = pl->in_t[k];
+            if (t < 0 || s <= last[t]) continue;   /* (a read at or before the last write) */
+            if (s - last[t] - 1 >= 2 && (hi[t] < 0 || s - last[t] > hi[t] - lo[t])) {
+                lo[t] = last[t];
+                hi[t] = s;
+            }
+            last[t] = s;
+        }
+    }
+    bool any = false;
+    for (int t = 0; t < p->n_tensors; t++) {
+        vd_tensor *T = &p->tensors[t];
+        if (hi[t] < 0 || (T->kind != VD_T_ACT && T->kind != VD_T_INPUT)) continue;
+        T->rd_before = lo[t];
+        T->rd_after = hi[t];
+        if (offload_pol != VD_POLICY_ALL) continue;
+        T->offload = true;
+        T->host_src = T->kind == VD_T_INPUT;
+        T->offload_step = b->fwd_write[t] >= 0 ? b->fwd_write[t] : T->prod_step;
+        T->release_step = lo[t] + 1;
+        T->prefetch_step = hi[t];
+        any = true;
+    }
+    return any;
+}
+
 bool vdp_decide_offload(bld *b, vd_policy offload_pol) {
     vd_plan *p = b->p;
+    if (p->forward_only) return decide_offload_fwd(b, offload_pol);
     bool any = false;
     /* The convolutions' inputs, marked in one pass over the layers (a pass
      * per tensor was quadratic in depth), in build_actions' scratch
@@ -137,6 +185,8 @@ bool vdp_decide_offload(bld *b, vd_policy offload_pol) {
         T->offload = true;
         T->host_src = T->kind == VD_T_INPUT;
         T->offload_step = b->fwd_write[t] >= 0 ? b->fwd_write[t] : T->prod_step;
+        T->rd_before = T->fwd_last;
+        T->rd_after = T->bwd_first;
         T->release_step = T->fwd_last + 1;
         T->prefetch_step = T->bwd_first;
         any = true;

@@ -44,6 +44,8 @@ static int find_loss(const vd_net *net, vd_err *e) {
     return loss;
 }
 
+static int chunks_check(const vd_net *net, int batch, const int *chunks, bool fwd, vd_err *e);
+
 static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         vd_err *e) {
     if (!opts || opts->batch <= 0)
@@ -72,7 +74,7 @@ static int check_inputs(const vd_net *net, const vd_profile *prof, const vd_plan
     }
     int loss = find_loss(net, e);
     if (loss < 0) return -1 - loss;
-    int rc = vd_plan_chunks_check(net, opts->batch, opts->chunks, e);
+    int rc = chunks_check(net, opts->batch, opts->chunks, opts->forward_only, e);
     if (rc) return rc;
     if (opts->disp) {
         bool *ip = vd_malloc((size_t)net->n_layers * sizeof *ip, NULL);
@@ -125,7 +127,9 @@ static bool inplace_run_end(const vd_net *net, const split_runs *r, int i) {
     return r->ip[i] && (r->ra[i] == i || r->ra[net->n_layers + i] == i);
 }
 
-int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e) {
+/* vd_plan_chunks_check for a forward-only plan (fwd: the evaluation
+ * forward's chunkable ops, vd_op_chunkable) or any. */
+static int chunks_check(const vd_net *net, int batch, const int *chunks, bool fwd, vd_err *e) {
     if (!chunks) return VD_OK;
     int NL = net->n_layers;
     split_runs r;
@@ -137,7 +141,8 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
         if (k < 0) why = "a negative chunk count";
         else if (k < 2) continue;
         else if (k > batch) why = "more chunks than samples in the batch";
-        else if (!vd_op_table[l->op].chunkable) why = "its op needs the whole batch at once";
+        else if (!vd_op_chunkable(&vd_op_table[l->op], fwd))
+            why = "its op needs the whole batch at once";
         else if (i == NL - 1) why = "it is the loss";
         else if (inplace_run_end(net, &r, i))
             why = "it runs in place over its input, so its run must hold the layers before "
@@ -150,6 +155,10 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
     return rc;
 }
 
+int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err *e) {
+    return chunks_check(net, batch, chunks, false, e);
+}
+
 /* The most values per sample among layer i's output and inputs. */
 static int64_t map_numel(const vd_net *net, int i) {
     int64_t m = vd_net_out_numel(net, i);
@@ -160,17 +169,18 @@ static int64_t map_numel(const vd_net *net, int i) {
     return m;
 }
 
-/* chunks[n_layers]: every layer that can be split whose output or an input
+/* chunks[n_layers]: every layer that can be split (in a forward-only plan
+ * when fwd: vd_op_chunkable) whose output or an input
  * holds at least min_numel values per sample (map_numel), in k chunks (so
  * a run of large maps ends at the layer that shrinks them, a pooling: its
  * whole-batch output is the small one); no layer that runs in
  * place at either end of a run (each pass unsplits such ends: fewer
  * layers split each time, so it ends); the others 1. */
-static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, int *chunks,
-                       vd_err *e) {
+static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, bool fwd,
+                       int *chunks, vd_err *e) {
     int NL = net->n_layers;
     for (int i = 0; i < NL; i++)
-        chunks[i] = k > 1 && k <= batch && vd_op_table[net->layers[i].op].chunkable &&
+        chunks[i] = k > 1 && k <= batch && vd_op_chunkable(&vd_op_table[net->layers[i].op], fwd) &&
                     i < NL - 1 && map_numel(net, i) >= min_numel ? k : 1;
     split_runs r;
     int rc = runs_get(net, chunks, &r, e);
@@ -185,7 +195,7 @@ static int chunks_fill(const vd_net *net, int batch, int k, int64_t min_numel, i
 }
 
 int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e) {
-    return chunks_fill(net, batch, k, 0, chunks, e);
+    return chunks_fill(net, batch, k, 0, false, chunks, e);
 }
 
 /* ---- auto's split layers ---------------------------------------------------
@@ -206,13 +216,15 @@ static bool auto_splits(const vd_plan_opts *o) {
 
 /* Auto's chunks at k into chunks[n_layers], runs of two layers at least (a
  * layer split alone keeps its input and output whole: it saves nothing);
+ * fwd: for a forward-only plan (batch norm splits too: vd_op_chunkable);
  * *any: some layer is split. */
-static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *any, vd_err *e) {
+static int auto_chunks(const vd_net *net, int batch, int k, bool fwd, int *chunks, bool *any,
+                       vd_err *e) {
     int64_t most = 0;
     int NL = net->n_layers;
     for (int i = 0; i < NL; i++)
         if (map_numel(net, i) > most) most = map_numel(net, i);
-    int rc = chunks_fill(net, batch, k, most / k, chunks, e);
+    int rc = chunks_fill(net, batch, k, most / k, fwd, chunks, e);
     split_runs r = {0};
     if (!rc) rc = runs_get(net, chunks, &r, e);
     *any = false;
@@ -230,7 +242,8 @@ static int auto_chunks(const vd_net *net, int batch, int k, int *chunks, bool *a
  * from its writer to its last reader, nothing is offloaded: no backward
  * pass reads a map later), first with the given forward options, then,
  * when that does not fit the budget, with each layer's least-workspace
- * option; an inference plan may split layers too (below). */
+ * option; an inference plan may split layers and offload maps between
+ * their forward readers too (below). */
 
 /* Each layer's forward option of least workspace into algos[2L] (both
  * halves; the backward half is not run). */
@@ -266,132 +279,230 @@ static int build_forward(const vd_net *net, const vd_profile *prof, const vd_pla
 }
 
 
-/* ---- inference's split layers ----------------------------------------------
- * An inference plan given a budget and no chunks that does not fit whole
- * with the fastest forward options splits its large layers in batch chunks
- * as auto does (auto_chunks at k: the layers whose output or an input
- * holds at least 1/k of the largest map, runs of two at least), k = 2, 4,
- * 8, ... and the batch itself: a run's working set is then its chunk's (its
- * first input and last output stay whole). For each option set, fastest
- * and least-workspace, the fewest chunks that fit; the faster of the two
- * plans is taken (inference_search). An inference build is one placement,
- * no search, so every count is tried, not auto's two. Nothing is offloaded
- * (docs/chunking.md, "Inference", says what is left). */
+/* ---- inference's split layers and offloads --------------------------------
+ * An inference plan given a budget that does not fit whole with the
+ * fastest forward options splits its large layers in batch chunks as auto
+ * does (auto_chunks at k: the layers whose output or an input holds at
+ * least 1/k of the largest map, runs of two at least), k = 2, 4, 8, ...
+ * and the batch itself: a run's working set is then its chunk's (its first
+ * input and last output stay whole); batch norm splits too (its
+ * evaluation forward: vd_op_chunkable). A map whose readers leave a gap (a
+ * residual block's input waiting for the add, an inception branch's output
+ * waiting for the concat) may be offloaded across it instead (plan.h; the
+ * build's offload policy ALL offers every such map, its fitting keeps
+ * those that save memory). For each option set, fastest and least-workspace, two plans:
+ * the fewest chunks that fit without offloads, and the fewest that fit
+ * with them, no more than the first; the fastest of those four is taken
+ * (inference_search, the unsplit plan without offloads at a tie): offloads
+ * come in only where splitting alone does not fit or is predicted slower.
+ * An inference build is one placement, no search, so every count is tried,
+ * not auto's two. With chunks given (vd_plan_opts.chunks), only those. */
 
 static bool inference_splits(const vd_plan_opts *o) {
     return o->forward_only && !o->chunks;
 }
 
-/* The chunk count tried after k (1: unsplit) at batch: doubled, the batch
- * last; 0 after the batch. */
-static int inference_next_k(int k, int batch) {
-    if (k >= batch) return 0;
-    return 2 * k < batch ? 2 * k : batch;
+/* The chunk count tried after k (1: unsplit, or o's own chunks) at batch:
+ * doubled, the batch last; 0 after the batch, or after 1 when o gives its
+ * chunks. */
+static int inference_next_k(const vd_plan_opts *o, int k) {
+    if (k >= o->batch || !inference_splits(o)) return 0;
+    return 2 * k < o->batch ? 2 * k : o->batch;
 }
 
-/* The smallest budget an inference plan split as opts->chunks fits: the
- * less of the two builds' needs (build_forward tries both). */
-static int inference_floor(const vd_net *net, const vd_profile *prof,
-                           const vd_plan_opts *opts, uint64_t *min_budget, vd_err *e) {
+/* The inference build of o (policy none, o->budget) with the options
+ * algos[2L] at chunk count k (1: o's chunks; else auto_chunks into ch),
+ * offloading or not, into *p; *built false (nothing to free) when k splits
+ * no layer. Returns like vdp_build_fixed. */
+static int inference_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                           const int *algos, int k, bool offload, int *ch, vd_plan *p,
+                           bool *built, vd_err *e) {
+    vd_plan_opts ok = *o;
+    *built = false;
+    if (k > 1) {
+        bool any = false;
+        int rc = auto_chunks(net, o->batch, k, true, ch, &any, e);
+        if (rc || !any) return rc;
+        ok.chunks = ch;
+    }
+    *built = true;
+    return vdp_build_fixed(net, prof, &ok, offload ? VD_POLICY_ALL : VD_POLICY_NONE, algos, NULL,
+                           p, e);
+}
+
+/* The least live peak of any offloading build like p (an inference build
+ * of the same split and options, whatever its budget or offloads): every
+ * map it could offload (rd_after set) absent between its two reads, the
+ * rest resident from their first step to their last. VD_ENOMEM: 0. */
+static uint64_t least_live(const vd_plan *p) {
+    int n = p->n_steps;
+    uint64_t *mem = vd_calloc((size_t)n + 1, sizeof *mem, NULL), peak = 0;
+    if (!mem) return 0;
+    for (int t = 0; t < p->n_tensors; t++) {
+        const vd_tensor *T = &p->tensors[t];
+        const vd_interval *a = &p->intervals[T->iv[0]], *z = &p->intervals[T->iv[T->n_iv - 1]];
+        int span[2][2] = {{a->first, z->last}, {0, -1}};
+        if (T->rd_after >= 0) {
+            span[0][1] = T->rd_before;
+            span[1][0] = T->rd_after;
+            span[1][1] = z->last;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (span[k][1] < span[k][0]) continue;
+            mem[span[k][0]] += a->bytes;
+            mem[span[k][1] + 1] -= a->bytes;   /* (unsigned wrap-around cancels) */
+        }
+    }
+    for (int s = 0; s < n; s++) {
+        if (s) mem[s] += mem[s - 1];
+        if (mem[s] > peak) peak = mem[s];
+    }
+    vd_free(mem);
+    return peak;
+}
+
+/* The smallest budget the offloading inference build at k with algos fits,
+ * into *floor, given least, its least live peak (least_live), need, what
+ * the build without offloads needs there (its live bytes at every step are
+ * at least the offloading one's), and best, the least floor found so far:
+ * UINT64_MAX when it cannot beat hi = min(need, best). A build at least
+ * (where the placement often packs the live bytes exactly: then that is
+ * the floor), one at 256 bytes below hi (whether it beats hi at all: most
+ * splits' do not), then a binary search between. */
+static int offload_floor(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                         const int *algos, int k, int *ch, uint64_t least, uint64_t need,
+                         uint64_t best, uint64_t *floor, vd_err *e) {
+    *floor = UINT64_MAX;
+    uint64_t hi = need < best ? need : best;
+    if (least >= hi) return VD_OK;
+    uint64_t lo = least - VD_PLAN_ALIGN;   /* below the least live peak: cannot fit */
+    vd_plan_opts q = *o;
+    vd_plan p;
+    bool built;
+    vd_err te = {0};
+    for (int probe = 0; probe < 2 || hi - lo > VD_PLAN_ALIGN; probe++) {
+        if (vdp_stopped(o)) return vd_errf(e, VD_ESTOP, "the smallest-budget search stopped");
+        uint64_t mid = probe == 0 ? least
+                     : probe == 1 ? hi - VD_PLAN_ALIGN
+                     : (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
+        q.budget = mid;
+        int rc = inference_build(net, prof, &q, algos, k, true, ch, &p, &built, &te);
+        if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; return rc; }
+        vdp_plan_release(&p);
+        if (rc == VD_OK) hi = mid;
+        else if (probe == 1) return VD_OK;   /* not below hi: no gain */
+        else lo = mid;
+        if (hi == least) break;               /* (nothing fits below it) */
+    }
+    *floor = hi;
+    return VD_OK;
+}
+
+/* The smallest budget an inference plan fits (vd_plan_min_budget of a
+ * forward-only plan): the least over the chunk counts (inference_next_k),
+ * option sets and with or without offloads of their needs; *k_out the
+ * smallest count that gives it (1: unsplit, or opts' chunks), *off_out
+ * whether it offloads. */
+static int inference_min_budget(const vd_net *net, const vd_profile *prof,
+                                const vd_plan_opts *opts, uint64_t *min_budget, int *k_out,
+                                bool *off_out, vd_err *e) {
     vd_plan_opts o = *opts;
     o.policy = VD_POLICY_NONE;
+    o.prefetch = VD_PREFETCH_AUTO;
+    o.disp = NULL;
     o.budget = 0;
-    int *algos = vd_malloc(2 * (size_t)net->n_layers * sizeof *algos, NULL);
+    int L = net->n_layers;
+    int *algos = vd_malloc(3 * (size_t)L * sizeof *algos, NULL);   /* [fwd L | bwd L], chunks */
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
+    int *ch = algos + 2 * L;
     int rc = VD_OK;
     *min_budget = UINT64_MAX;
-    for (int k = 0; k < 2 && !rc; k++) {
-        if (k == 0) fastest_fwd(net, prof, algos);
-        else least_ws_fwd(net, prof, algos);
-        vd_plan p;
-        rc = vdp_build_fixed(net, prof, &o, VD_POLICY_NONE, algos, NULL, &p, e);
-        if (!rc && p.hwm < *min_budget) *min_budget = p.hwm;
-        if (!rc) vdp_plan_release(&p);
+    *k_out = 1;
+    *off_out = false;
+    for (int k = 1; k && !rc; k = inference_next_k(&o, k)) {
+        for (int set = 0; set < 2 && !rc; set++) {
+            if (set == 0) fastest_fwd(net, prof, algos);
+            else least_ws_fwd(net, prof, algos);
+            vd_plan p;
+            bool built;
+            if ((rc = inference_build(net, prof, &o, algos, k, false, ch, &p, &built, e)) || !built)
+                break;
+            uint64_t need = p.hwm, least = least_live(&p), f;
+            vdp_plan_release(&p);
+            if (!least) { rc = vd_errf(e, VD_ENOMEM, "out of memory"); break; }
+            if (need < *min_budget) { *min_budget = need; *k_out = k; *off_out = false; }
+            if (o.no_offload) continue;
+            rc = offload_floor(net, prof, &o, algos, k, ch, least, need, *min_budget, &f, e);
+            if (!rc && f < *min_budget) { *min_budget = f; *k_out = k; *off_out = true; }
+        }
     }
     vd_free(algos);
     return rc;
 }
 
-/* The smallest budget an inference plan fits, its layers split as
- * inference's split layers may (above) when opts gives no chunks: the
- * least over the counts tried, *k_out the smallest count that gives it (1:
- * unsplit). */
-static int inference_min_budget(const vd_net *net, const vd_profile *prof,
-                                const vd_plan_opts *opts, uint64_t *min_budget, int *k_out,
-                                vd_err *e) {
-    *k_out = 1;
-    int rc = inference_floor(net, prof, opts, min_budget, e);
-    if (rc || !inference_splits(opts)) return rc;
-    int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
-    if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
-    vd_plan_opts o = *opts;
-    o.chunks = ch;
-    for (int k = inference_next_k(1, opts->batch); k && !rc; k = inference_next_k(k, opts->batch)) {
-        bool any = false;
-        uint64_t mk = 0;
-        if ((rc = auto_chunks(net, opts->batch, k, ch, &any, e)) || !any) continue;
-        if ((rc = inference_floor(net, prof, &o, &mk, e)) || mk >= *min_budget) continue;
-        *min_budget = mk;
-        *k_out = k;
-    }
-    vd_free(ch);
-    return rc;
-}
-
-/* Inference's search for opts->budget (o: policy none, no chunks): for each
- * option set, the fastest forward options then the least-workspace ones,
- * the fewest chunks that fit (1: whole, then as inference_next_k); the
- * faster of the two plans (the fastest options at a tie) into *out, whose
- * infeasible whole plan of the least-workspace options is left there
- * (VD_EBUDGET) when neither set fits. The fastest options whole end it. */
+/* Inference's search for o->budget (o: policy none): for each option set,
+ * the fastest forward options then the least-workspace ones, the fewest
+ * chunks that fit without offloads and the fewest that fit with them
+ * (inference_next_k from 1: whole, or o's chunks), no more than those;
+ * the fastest plan found (earlier in that order at a tie) into *out, whose
+ * infeasible whole plan of the least-workspace options without offloads is
+ * left there (VD_EBUDGET) when none fits. The fastest options whole
+ * without offloads end it. */
+enum { INF_CANDS = 4 };   /* per option set: without offloads, with */
 static int inference_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
                             int *algos, vd_plan *out, vd_err *e) {
     int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
-    vd_plan cand[2];
-    bool have[2] = {false, false};
+    vd_plan cand[INF_CANDS];   /* [2 * set + offloads] */
+    bool have[INF_CANDS] = {false};
     int rc = VD_OK;
     memset(out, 0, sizeof *out);
     for (int set = 0; set < 2 && !rc && !(have[0] && cand[0].n_units == cand[0].n_layers); set++) {
         if (set == 0) fastest_fwd(net, prof, algos);
         else least_ws_fwd(net, prof, algos);
-        for (int k = 1; k && !rc && !have[set] && (k == 1 || !vdp_stopped(o));
-             k = inference_next_k(k, o->batch)) {   /* (whole always: out's plan) */
-            vd_plan_opts ok = *o;
-            bool any = k == 1;
-            if (k > 1 && ((rc = auto_chunks(net, o->batch, k, ch, &any, e)) || !any)) continue;
-            ok.chunks = k > 1 ? ch : NULL;
-            vd_plan p;
-            int r2 = vdp_build_fixed(net, prof, &ok, VD_POLICY_NONE, algos, NULL, &p, e);
-            if (r2 == VD_EBUDGET && k == 1) { vdp_plan_release(out); *out = p; }
-            else if (r2 == VD_EBUDGET) vdp_plan_release(&p);
-            else if (r2) rc = r2;
-            else { cand[set] = p; have[set] = true; }
+        bool *plain = &have[2 * set], *offl = &have[2 * set + 1];
+        for (int k = 1; k && !rc && !*plain && (k == 1 || !vdp_stopped(o));
+             k = inference_next_k(o, k)) {   /* (whole always: out's plan) */
+            for (int off = 0; off < 2 - o->no_offload && !rc && !*plain && !(off && *offl); off++) {
+                vd_plan p;
+                bool built;
+                int r2 = inference_build(net, prof, o, algos, k, off, ch, &p, &built, e);
+                if (!built) { rc = r2; break; }
+                if (r2 == VD_EBUDGET && k == 1 && !off) { vdp_plan_release(out); *out = p; }
+                else if (r2 == VD_EBUDGET) vdp_plan_release(&p);
+                else if (r2) rc = r2;
+                else { cand[2 * set + off] = p; have[2 * set + off] = true; }
+            }
         }
     }
     vd_free(ch);
-    int w = have[0] && !(have[1] && cand[1].sim.iter_s < cand[0].sim.iter_s) ? 0 : 1;
-    for (int set = 0; set < 2; set++)
-        if (have[set] && (rc || set != w)) vdp_plan_release(&cand[set]);
-    if (rc || have[w]) vdp_plan_release(out);
+    int w = -1;
+    for (int c = 0; c < INF_CANDS; c++)
+        if (have[c] && (w < 0 || cand[c].sim.iter_s < cand[w].sim.iter_s)) w = c;
+    for (int c = 0; c < INF_CANDS; c++)
+        if (have[c] && (rc || c != w)) vdp_plan_release(&cand[c]);
+    if (rc || w >= 0) vdp_plan_release(out);
     if (rc) return rc;
-    if (!have[w]) return VD_EBUDGET;
+    if (w < 0) return VD_EBUDGET;
     *out = cand[w];
     return VD_OK;
 }
 
-/* The inference plan (vd_plan_build with opts->forward_only): the fastest
- * forward options, else the least-workspace ones; with a budget and no
- * chunks given, split as inference_search finds; with pool_to_need the
- * pool is what it needs. */
+/* The inference plan (vd_plan_build with opts->forward_only): without a
+ * budget, the fastest forward options whole (or split as opts->chunks);
+ * with one, as inference_search finds; with pool_to_need the pool is what
+ * it needs. */
 static int build_inference(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                            vd_plan *out, vd_err *e) {
     vd_plan_opts o = *opts;
     o.policy = VD_POLICY_NONE;
+    o.prefetch = VD_PREFETCH_AUTO;   /* (the paper's rule is for backward prefetches) */
+    o.disp = NULL;
     int *algos = vd_malloc(2 * (size_t)net->n_layers * sizeof *algos, NULL);
     if (!algos) return vd_errf(e, VD_ENOMEM, "out of memory");
     int rc;
-    if (inference_splits(opts) && opts->budget) {
+    if (opts->budget) {
         rc = inference_search(net, prof, &o, algos, out, e);
     } else {
         fastest_fwd(net, prof, algos);
@@ -443,7 +554,7 @@ static int auto_split_at(const vd_net *net, const vd_profile *prof, const vd_pla
     o->chunks = ch;
     bool any = false;
     *bound = 0;
-    int rc = auto_chunks(net, opts->batch, AUTO_KS[q], ch, &any, e);
+    int rc = auto_chunks(net, opts->batch, AUTO_KS[q], false, ch, &any, e);
     if (!rc && any && budget) rc = split_bound(net, prof, o, budget, bound, e);
     *worth = !rc && any && !isinf(*bound);
     return rc;
@@ -478,14 +589,16 @@ static int split_min_budget(const vd_net *net, const vd_profile *prof, const vd_
     return rc;
 }
 
-/* vd_plan_min_budget with the chunk count of auto's smallest (*k, 1:
- * unsplit, or another policy). */
+/* vd_plan_min_budget with the chunk count of auto's or an inference plan's
+ * smallest (*k, 1: unsplit, or another policy) and whether the inference
+ * plan's offloads (*off). */
 static int min_budget_k(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                        uint64_t *min_budget, int *k, vd_err *e) {
+                        uint64_t *min_budget, int *k, bool *off, vd_err *e) {
     *k = 1;
+    *off = false;
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
-    if (opts->forward_only) return inference_min_budget(net, prof, opts, min_budget, k, e);
+    if (opts->forward_only) return inference_min_budget(net, prof, opts, min_budget, k, off, e);
     if (opts->policy == VD_POLICY_AUTO) {
         uint64_t m = 0;
         rc = vdp_min_budget_auto(net, prof, opts, &m, e);
@@ -497,7 +610,8 @@ static int min_budget_k(const vd_net *net, const vd_profile *prof, const vd_plan
 int vd_plan_min_budget(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        uint64_t *min_budget, vd_err *e) {
     int k;
-    return min_budget_k(net, prof, opts, min_budget, &k, e);
+    bool off;
+    return min_budget_k(net, prof, opts, min_budget, &k, &off, e);
 }
 
 int vd_plan_min_budgets(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -567,15 +681,20 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     uint64_t need = st->mem_top;
     uint64_t minb = 0;
     int k = 1;
+    bool off = false;
     vd_err te = {0};
-    int rc = min_budget_k(net, prof, opts, &minb, &k, &te);
-    char minmsg[160], kmsg[96] = "";
+    int rc = min_budget_k(net, prof, opts, &minb, &k, &off, &te);
+    char minmsg[200], kmsg[128] = "";
     if (k > 1)   /* (an inference plan tries every count: inference_min_budget) */
         snprintf(kmsg, sizeof kmsg, ", its largest layers split in %d batch chunks%s", k,
                  opts->forward_only ? "" : " (--chunks splits finer)");
+    if (off)
+        snprintf(kmsg + strlen(kmsg), sizeof kmsg - strlen(kmsg), "%s maps offloaded between "
+                 "their readers", k > 1 ? " and" : ",");
     if (rc == VD_OK)
-        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s%s",
-                 vd_fmt_bytes(minb, b4, sizeof b4), kmsg);
+        /* (the exact bytes too: the rounded size may lie below them) */
+        snprintf(minmsg, sizeof minmsg, "the smallest budget that fits is %s (%llu bytes)%s",
+                 vd_fmt_bytes(minb, b4, sizeof b4), (unsigned long long)minb, kmsg);
     else
         snprintf(minmsg, sizeof minmsg, "no budget fits (%s)", te.msg);
     vd_plan_step_label(p, net, bad, lab, sizeof lab);
@@ -585,7 +704,7 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
     char what[160];
     if (opts->forward_only)   /* an inference plan (build_inference) */
         snprintf(what, sizeof what, "the forward pass (every feature map kept until its last "
-                 "reader, whole or split in batch chunks; a forward-only plan offloads nothing)");
+                 "reader or offloaded between two, whole or split in batch chunks)");
     else
         snprintf(what, sizeof what, "policy %s", vd_policy_name(opts->policy));
     snprintf(p->note, sizeof p->note,

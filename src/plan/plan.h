@@ -24,6 +24,15 @@
  * iteration). Same algorithm, same inputs: the recomputed bytes equal the
  * originals.
  *
+ * A forward-only plan (vd_plan_opts.forward_only: inference) has no backward
+ * reader: a map it offloads is one whose forward readers leave a gap (a
+ * residual block's input waiting for the add, an inception branch's output
+ * waiting for the concat). It is copied D2H after its last write, its region
+ * released after the read before the gap (the widest one after that write),
+ * prefetched back during the forward pass and waited for before the reader
+ * after it: the same actions, events and streams as training's offloads,
+ * with vd_tensor.rd_before / rd_after naming the two reads.
+ *
  * Typical use (training loop):
  *
  *     vd_profile prof;  vd_profile_analytic(net, batch, &vd_device_cpu, &prof, &e);
@@ -94,7 +103,9 @@
  * unit reads or writes its slice (vd_plan_operand). Parameter gradients of
  * a split layer add up over its chunks (dw_beta) in a fixed order; the
  * update follows its last chunk's backward. Batch norm and the loss are
- * never split (batch statistics, the loss's sum). */
+ * never split (batch statistics, the loss's sum), but a forward-only plan
+ * splits batch norm (its evaluation normalises each sample with the running
+ * statistics: vd_op_chunkable). */
 #ifndef VD_PLAN_H
 #define VD_PLAN_H
 
@@ -206,6 +217,12 @@ typedef struct vd_tensor {
     uint64_t host_offset;       /* byte offset of its slot in the pinned host store */
     int ev_compute;             /* compute event after offload_step (-1 none) */
     int ev_d2h;                 /* D2H completion event (-1 none) */
+    int rd_before, rd_after;    /* the reads around its absence: the last before (its
+                                   region released after it: release_step > rd_before)
+                                   and the first after (its prefetch's consumer, need_step
+                                   of its second interval): fwd_last and bwd_first; in a
+                                   forward-only plan two forward steps, set on every map
+                                   it could offload, offloaded or not (-1: none) */
     int n_iv;
     int iv[2];                  /* interval indices: [0] first, [1] after prefetch
                                    or recompute */
@@ -333,14 +350,20 @@ typedef struct vd_plan_opts {
                                    With algos_bwd set: the forward options only */
     /* Forward steps only, no gradients: vd_plan_build makes an inference
      * plan (the executor's forward passes, vd_exec_eval_step; no
-     * momentum region): policy none whatever opts->policy (each feature
-     * map freed after its last reader, nothing offloaded), each layer's
-     * fastest forward option, or its least-workspace one when that does
-     * not fit (algos, fixed_algo, disp and the backward options ignored).
-     * With a budget and no chunks, a plan that does not fit whole splits
-     * its large layers in the fewest batch chunks that fit (2, 4, 8, ...,
-     * the batch; vd_plan_min_budget counts them). */
+     * momentum region): each feature map freed after its last reader,
+     * whatever opts->policy, each layer's fastest forward option, or its
+     * least-workspace one when that does not fit (algos, fixed_algo,
+     * prefetch, disp and the backward options ignored). With a budget, a
+     * plan that does not fit whole splits its large layers in the fewest
+     * batch chunks that fit (2, 4, 8, ..., the batch; without chunks
+     * given), and offloads maps between their readers (plan.h, above)
+     * where that fits with fewer chunks or is predicted faster
+     * (plan.c, "inference's split layers and offloads"; vd_plan_min_budget
+     * counts both). */
     bool forward_only;
+    /* forward_only: never offload, only split (for comparisons: the floor
+     * and plan that splitting alone gives). */
+    bool no_offload;
     /* Optional [n_layers + 1] per feature map dispositions: [0] the net
      * input x, [i + 1] the output of layer i. An entry other than AUTO
      * overrides the policy for that tensor (auto keeps it fixed in its

@@ -31,23 +31,24 @@ void vdp_schedule_prefetch(bld *b, const double *t_start, const double *d2h_done
     int n = 0;
     pf_item *items = (pf_item *)b->extra;   /* scratch: pf_item[cap_t] (bld_init) */
     for (int t = 0; t < p->n_tensors; t++)
-        if (p->tensors[t].offload) { items[n].t = t; items[n].c = p->tensors[t].bwd_first; n++; }
+        if (p->tensors[t].offload) { items[n].t = t; items[n].c = p->tensors[t].rd_after; n++; }
     qsort(items, (size_t)n, sizeof *items, cmp_pf_desc);
     /* Ours: hold each offloaded region until its copy has drained (no
-     * compute stall), as long as that is before its first backward use;
+     * compute stall), as long as that is before the read after its absence
+     * (rd_after: its first backward use in a training plan);
      * fit_memory pulls releases back earlier when memory is short. */
     if (b->variant == 0 && d2h_done)
         for (int k = 0; k < n; k++) {
             vd_tensor *T = &p->tensors[items[k].t];
             if (T->host_src) continue;
-            for (int s = T->fwd_last + 1; s < T->bwd_first - 1; s++)
+            for (int s = T->rd_before + 1; s < T->rd_after - 1; s++)
                 if (t_start[s] >= d2h_done[items[k].t]) { T->release_step = s; break; }
         }
     double next_start = DBL_MAX;
     int next_q = p->n_steps;
     for (int k = 0; k < n; k++) {
         vd_tensor *T = &p->tensors[items[k].t];
-        int c = T->bwd_first, r = T->release_step;
+        int c = T->rd_after, r = T->release_step;
         int q;
         if (b->variant == 2) {
             q = paper_issue_step(b, c);
@@ -129,16 +130,17 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
     int n_off = 0;
     for (int t = 0; t < p->n_tensors; t++)
         if (p->tensors[t].offload) off[n_off++] = t;
-    /* per offloaded tensor k: last forward use, release step (INT_MIN: never
-     * released here, a host copy), prefetch step, first backward use */
+    /* per offloaded tensor k: the read before its absence (last forward
+     * use), release step (INT_MIN: never released here, a host copy),
+     * prefetch step, the read after (first backward use) */
     int *fl = b->fit_steps, *rs = fl + b->cap_t, *ps = rs + b->cap_t, *bf = ps + b->cap_t;
     int *el = bf + b->cap_t;
     for (int k = 0; k < n_off; k++) {
         const vd_tensor *T = &p->tensors[off[k]];
-        fl[k] = T->fwd_last;
+        fl[k] = T->rd_before;
         rs[k] = T->host_src ? INT_MIN : T->release_step;
         ps[k] = T->prefetch_step;
-        bf[k] = T->bwd_first;
+        bf[k] = T->rd_after;
     }
     for (;;) {
         while (over < p->n_steps && mem[over] <= cap) over++;

@@ -355,7 +355,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
             SET_INT(o, "offload_step", T->host_src ? -1 : T->offload_step);
             SET_INT(o, "release_step", T->release_step);
             SET_INT(o, "prefetch_step", T->prefetch_step);
-            SET_INT(o, "consumer_step", T->bwd_first);
+            SET_INT(o, "consumer_step", T->rd_after);
         }
         if (T->recompute) {
             SET_INT(o, "release_step", T->fwd_last + 1);

@@ -36,6 +36,7 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
     T->fwd_last = T->bwd_first = T->bwd_last = -1;
     T->offload_step = T->release_step = T->prefetch_step = -1;
     T->ev_compute = T->ev_d2h = -1;
+    T->rd_before = T->rd_after = -1;
     T->iv[0] = T->iv[1] = -1;
     T->recompute_step = -1;
     b->fwd_write[t] = -1;

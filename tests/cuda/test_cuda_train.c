@@ -740,11 +740,17 @@ END_TEST
 
 /* The inference executor (a forward-only plan, as vdnn-predict runs) of
  * net (10 classes, build()'s input) with weights params on input x: the class probabilities
- * into probs [BATCH * 10]; it refuses to train. tight: at the smallest
- * budget an inference plan fits (its large layers split in batch chunks,
- * as vdnn-predict's under a small --budget); *units: the plan's units. */
+ * into probs [BATCH * 10]; it refuses to train. budget: INF_WHOLE, no
+ * budget; INF_FLOOR, the smallest an inference plan fits (its large
+ * layers split in batch chunks, maps offloaded, as vdnn-predict's under a
+ * small --budget); INF_BELOW_SPLIT, 256 bytes below the smallest that
+ * splitting alone fits (vd_plan_opts.no_offload), which must offload;
+ * *units: the plan's units, *offl: its offloaded bytes, *bn_chunks: its
+ * units that run a chunk of a batch norm layer. */
+enum { INF_WHOLE, INF_FLOOR, INF_BELOW_SPLIT };
 static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *params,
-                  const float *x, bool tight, float *probs, int *units) {
+                  const float *x, int budget, float *probs, int *units, uint64_t *offl,
+                  int *bn_chunks) {
     vd_err e = {0};
     vd_profile prof;
     setup_profile(be, net, math, false, &prof);
@@ -752,12 +758,22 @@ static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *
     vd_plan_opts_init(&po);
     po.batch = BATCH;
     po.forward_only = true;
-    if (tight)
+    po.no_offload = budget == INF_BELOW_SPLIT;
+    if (budget != INF_WHOLE)
         ck_assert_msg(vd_plan_min_budget(net, &prof, &po, &po.budget, &e) == 0, "min budget: %s",
                       e.msg);
+    if (budget == INF_BELOW_SPLIT) {
+        po.no_offload = false;
+        po.budget -= 256;
+    }
     vd_plan plan;
     ck_assert_msg(vd_plan_build(net, &prof, &po, &plan, &e) == 0, "plan: %s", e.msg);
     *units = plan.n_units;
+    *offl = plan.offload_bytes;
+    *bn_chunks = 0;
+    for (int u = 0; u < plan.n_units; u++)
+        *bn_chunks += net->layers[plan.layers[u].layer].op == VD_OP_BATCHNORM &&
+                      plan.layers[u].n_chunks > 1;
     vd_exec_opts eo = {.math = math, .layers_ready = true};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
@@ -772,6 +788,28 @@ static void infer(vd_backend *be, const vd_net *net, vd_math math, const float *
     vd_exec_destroy(&ex);
     vd_plan_free(&plan);
     vd_profile_free(&prof);
+}
+
+/* A residual block whose input (4 channels) waits for the add through a
+ * branch that widens to 32 channels (tests/predict's NET_RES): splitting
+ * the branch leaves it whole beside the chunks, so an inference plan below
+ * what splitting alone fits offloads it across the branch. */
+static void build_res_offload(vd_net *net, uint64_t seed) {
+    c_net_begin(net, 3, 16, 16, BATCH);
+    net->train.seed = seed;
+    int c0 = vdt_add(net, c_conv(-1, 4, 3, 1, 1, 1, 1, true));
+    int b0 = vdt_add(net, vdt_simple(c0, VD_OP_BATCHNORM));
+    int r0 = vdt_add(net, vdt_simple(b0, VD_OP_RELU));
+    int c1 = vdt_add(net, c_conv(r0, 2, 1, 1, 0, 1, 1, true));
+    int r1 = vdt_add(net, vdt_simple(c1, VD_OP_RELU));
+    int c2 = vdt_add(net, c_conv(r1, 32, 3, 1, 1, 1, 1, true));
+    int r2 = vdt_add(net, vdt_simple(c2, VD_OP_RELU));
+    int c3 = vdt_add(net, c_conv(r2, 4, 1, 1, 0, 1, 1, true));
+    int b3 = vdt_add(net, vdt_simple(c3, VD_OP_BATCHNORM));
+    int ins[2] = {b3, r0};
+    int ad = vdt_add(net, vdt_multi(VD_OP_ADD, 2, ins));
+    int r3 = vdt_add(net, vdt_simple(ad, VD_OP_RELU));
+    add_head(net, r3);
 }
 
 /* Tolerances: fp32, each op within ~1e-7 (test_cuda_ops.c) through a dozen
@@ -800,48 +838,74 @@ static void probs_close(const float *want, const float *got, double tol, const c
 }
 
 START_TEST(test_inference_cpu_vs_cuda) {
-    vd_net net, cr;
+    vd_net net, cr, ro;
     build(&net);
     build_conv_relu(&cr, 32, 7);
+    build_res_offload(&ro, 9);
     float *params = malloc((size_t)net.param_floats * sizeof(float));
     float *pc = malloc((size_t)cr.param_floats * sizeof(float));
+    float *pr = malloc((size_t)ro.param_floats * sizeof(float));
     float *x = malloc(sizeof(float) * BATCH * 3 * 16 * 16);
     float pa[BATCH * 10], pb[BATCH * 10], pt[BATCH * 10];
-    ck_assert(params && pc && x);
+    ck_assert(params && pc && pr && x);
     vd_net_init_params(&net, params, 5);
     vd_net_init_params(&cr, pc, 5);
+    vd_net_init_params(&ro, pr, 5);
     vd_rng rng;
     vd_rng_seed(&rng, 7, 1);
     for (int i = 0; i < BATCH * 3 * 16 * 16; i++) x[i] = vd_rng_uniform(&rng) * 2 - 1;
     static const vd_math maths[2] = {VD_MATH_FP32, VD_MATH_BF16};
     for (int mi = 0; mi < 2; mi++) {
         double tol = maths[mi] == VD_MATH_FP32 ? 1e-5 : 1e-2;
-        char what[48];
-        int ua, ub, ut;
-        infer(c_cuda(), &net, maths[mi], params, x, false, pb, &ub);
+        char what[64];
+        int ua, ub, ut, bn;
+        uint64_t oa, ob, ot;
+        infer(c_cuda(), &net, maths[mi], params, x, INF_WHOLE, pb, &ub, &ob, &bn);
         c_cpu_like_cuda(&net);
-        infer(c_cpu(), &net, maths[mi], params, x, false, pa, &ua);
+        infer(c_cpu(), &net, maths[mi], params, x, INF_WHOLE, pa, &ua, &oa, &bn);
         c_cpu_like_cuda(NULL);
         snprintf(what, sizeof what, "%s cuda", vd_math_name(maths[mi]));
         probs_close(pa, pb, tol, what);
-        /* at the smallest budget: split layers (a net without batch norm,
-         * which needs the whole batch), against the CPU's whole batch */
-        infer(c_cuda(), &cr, maths[mi], pc, x, false, pb, &ub);
+        /* at its smallest budget: batch norm split too (its evaluation
+         * forward on a chunk: cuDNN's descriptors at the chunk's batch) */
+        infer(c_cuda(), &net, maths[mi], params, x, INF_FLOOR, pt, &ut, &ot, &bn);
+        ck_assert_msg(bn > 0, "%s: the smallest inference plan splits no batch norm",
+                      vd_math_name(maths[mi]));
+        snprintf(what, sizeof what, "%s cuda split, %d units (%d of batch norm) for %d layers",
+                 vd_math_name(maths[mi]), ut, bn, net.n_layers);
+        probs_close(pa, pt, tol, what);
+        /* at the smallest budget: split layers, against the CPU's whole
+         * batch */
+        infer(c_cuda(), &cr, maths[mi], pc, x, INF_WHOLE, pb, &ub, &ob, &bn);
         c_cpu_like_cuda(&cr);
-        infer(c_cpu(), &cr, maths[mi], pc, x, false, pa, &ua);
+        infer(c_cpu(), &cr, maths[mi], pc, x, INF_WHOLE, pa, &ua, &oa, &bn);
         c_cpu_like_cuda(NULL);
-        infer(c_cuda(), &cr, maths[mi], pc, x, true, pt, &ut);
+        infer(c_cuda(), &cr, maths[mi], pc, x, INF_FLOOR, pt, &ut, &ot, &bn);
         ck_assert_msg(ut > cr.n_layers, "%s: the smallest inference plan splits no layer",
                       vd_math_name(maths[mi]));
         snprintf(what, sizeof what, "%s cuda split, %d units for %d layers",
                  vd_math_name(maths[mi]), ut, cr.n_layers);
         probs_close(pa, pt, tol, what);
+        /* below what splitting alone fits: the residual block's input
+         * offloaded across its branch (copied out, prefetched back during
+         * the forward pass), against the CPU's whole batch */
+        c_cpu_like_cuda(&ro);
+        infer(c_cpu(), &ro, maths[mi], pr, x, INF_WHOLE, pa, &ua, &oa, &bn);
+        c_cpu_like_cuda(NULL);
+        infer(c_cuda(), &ro, maths[mi], pr, x, INF_BELOW_SPLIT, pt, &ut, &ot, &bn);
+        ck_assert_msg(ot > 0, "%s: the inference plan below the split-only floor offloads nothing",
+                      vd_math_name(maths[mi]));
+        snprintf(what, sizeof what, "%s cuda offloading %llu bytes, %d units for %d layers",
+                 vd_math_name(maths[mi]), (unsigned long long)ot, ut, ro.n_layers);
+        probs_close(pa, pt, tol, what);
     }
     free(params);
     free(pc);
+    free(pr);
     free(x);
     vd_net_free(&net);
     vd_net_free(&cr);
+    vd_net_free(&ro);
 }
 END_TEST
 

@@ -21,9 +21,11 @@
  *     exactly the float sum, in chunk order, of each chunk's own rounded
  *     dW (the chunk run alone with dw_beta 0), and within the rounding
  *     bound of the whole batch's rounded dW (see check_grad).
- * non_chunkable_op_fails_loudly: batch norm (not chunkable: full-batch
- * statistics) and a chunk outside its batch fail with VD_EINTERNAL naming the
- * layer, in fp32 and 16-bit alike. */
+ * An op chunkable only in its evaluation forward (batch norm, running
+ * statistics: vd_op_chunkable) runs its evaluation forward only, y and aux
+ * byte-equal. non_chunkable_op_fails_loudly: batch norm's training forward
+ * and its backward (full-batch statistics) and a chunk outside its batch
+ * fail with VD_EINTERNAL naming the layer, in fp32 and 16-bit alike. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -116,6 +118,7 @@ typedef struct chunk_case {
     const char *what;
     int algo;
     bool training;
+    bool fwd_only;      /* the evaluation forward only (training false) */
 } chunk_case;
 
 /* The operands of one call of layer t->layer: samples [n0, n0 + n) of the
@@ -219,8 +222,8 @@ static void check_grad(const float *got, const float *want, float *const *alone,
 /* Layer `layer` of net: the whole batch, then each split, compared. */
 static void chunk_check(const vd_net *net, int layer, chunk_case cc) {
     const vd_layer *l = &net->layers[layer];
-    ck_assert_msg(vd_op_table[l->op].chunkable, "%s: op '%s' is not chunkable", cc.what,
-                  vd_op_table[l->op].name);
+    ck_assert_msg(vd_op_chunkable(&vd_op_table[l->op], cc.fwd_only && !cc.training),
+                  "%s: op '%s' is not chunkable", cc.what, vd_op_table[l->op].name);
     seen_op[l->op] = true;
     t_op t;
     t_op_init(&t, be, net, layer, N, 41);
@@ -232,7 +235,7 @@ static void chunk_check(const vd_net *net, int layer, chunk_case cc) {
     out_alloc(&full, &t);
     vd_op_io io = chunk_io(&t, xs, dys, &full, 0, N, 0, 0.0f, &cc);
     call(&t, &io, false, cc.what);
-    call(&t, &io, true, cc.what);
+    if (!cc.fwd_only) call(&t, &io, true, cc.what);
 
     for (int s = 0; s < 2; s++) {
         int k = splits[s][0];
@@ -245,11 +248,17 @@ static void chunk_check(const vd_net *net, int layer, chunk_case cc) {
             call(&t, &io, false, cc.what);
         }
         n0 = 0;
-        for (int c = 0; c < k; n0 += len[c++]) {
+        for (int c = 0; c < k && !cc.fwd_only; n0 += len[c++]) {
             io = chunk_io(&t, xs, dys, &ch, n0, len[c], N, c > 0 ? 1.0f : 0.0f, &cc);
             call(&t, &io, true, cc.what);
         }
         check_same(ch.y, full.y, t.yn, cc.what, "y", k);
+        if (cc.fwd_only) {   /* batch norm's evaluation aux: the running statistics' */
+            ck_assert_msg(!t.aux || !memcmp(ch.aux, full.aux, (size_t)t.auxn * sizeof(float)),
+                          "%s %s, %d chunks: aux differs", dt_name(), cc.what, k);
+            out_free(&ch, t.n_in);
+            continue;
+        }
         for (int q = 0; q < t.n_in; q++) check_same(ch.dx[q], full.dx[q], t.xn[q], cc.what, "dx", k);
         if (t.aux) {
             ck_assert_msg(fabs((double)ch.aux[0] - full.aux[0]) <= REL * fabs((double)full.aux[0]),
@@ -308,7 +317,7 @@ static void chunk_check(const vd_net *net, int layer, chunk_case cc) {
     t_op_free(&t);
 }
 
-static chunk_case C(const char *what) { return (chunk_case){what, 0, true}; }
+static chunk_case C(const char *what) { return (chunk_case){what, 0, true, false}; }
 
 static void one(int c, int h, int w, vd_layer l, chunk_case cc) {
     vd_net net;
@@ -360,6 +369,10 @@ START_TEST(every_op_chunked_matches_full) {
     multi(VD_OP_ADD, 2, c2, C("add 2"));
     multi(VD_OP_CONCAT, 3, c3, C("concat 1+3+2"));
     one(3, 4, 5, vdt_simple(-1, VD_OP_GELU), C("gelu"));
+    chunk_case be_ = C("batchnorm eval forward");
+    be_.training = false;
+    be_.fwd_only = true;
+    one(3, 4, 5, vdt_simple(-1, VD_OP_BATCHNORM), be_);
     {   /* the loss: mean over the batch, its parts added chunk by chunk */
         vd_net net;
         t_net_begin(&net, 7, 1, 1);
@@ -368,7 +381,7 @@ START_TEST(every_op_chunked_matches_full) {
         vd_net_free(&net);
     }
     for (int op = 0; op < VD_OP_COUNT; op++)
-        ck_assert_msg(seen_op[op] || !vd_op_table[op].chunkable,
+        ck_assert_msg(seen_op[op] || !vd_op_chunkable(&vd_op_table[op], true),
                       "op '%s' is chunkable but has no case here", vd_op_table[op].name);
 }
 END_TEST
@@ -413,6 +426,15 @@ START_TEST(non_chunkable_op_fails_loudly) {
     ck_assert_msg(try_call(&t, &io, false, &e) == 0, "n_batch = n forward: %s", e.msg);
     io = chunk_io(&t, xs, dys, &o, 0, 2, N, 0.0f, &cc);
     expect_fail(&t, &io, false, "batchnorm forward of samples [0, 2) of 5");
+    /* its evaluation forward runs on a chunk (running statistics), its
+     * evaluation backward does not */
+    chunk_case ev = C("batchnorm eval");
+    ev.training = false;
+    io = chunk_io(&t, xs, dys, &o, 0, 2, N, 0.0f, &ev);
+    ck_assert_msg(try_call(&t, &io, false, &e) == 0, "evaluation forward of samples [0, 2): %s",
+                  e.msg);
+    io = chunk_io(&t, xs, dys, &o, 2, 3, N, 0.0f, &ev);
+    expect_fail(&t, &io, true, "batchnorm evaluation backward of samples [2, 5) of 5");
     io = chunk_io(&t, xs, dys, &o, 2, 3, N, 1.0f, &cc);
     expect_fail(&t, &io, true, "batchnorm backward of samples [2, 5) of 5");
     io = chunk_io(&t, xs, dys, &o, 0, N, N, 1.0f, &cc);

@@ -1,5 +1,7 @@
 /* test_predict.c — vdnn-predict: the inference plan (forward only, each
- * feature map freed after its last reader, the smallest budget), the
+ * feature map freed after its last reader, the smallest budget; under a
+ * small budget split layers, batch norm among them, and maps offloaded
+ * between their readers, run by the CPU executor bit for bit), the
  * probabilities against their closed form, the class names a checkpoint
  * records, image files that fail among good ones, --data with a padded
  * last batch, --labels, and the exit statuses. Runs $VD_BUILDDIR/vdnn-predict
@@ -17,6 +19,8 @@
 #include "spec/spec.h"
 #include "profile/profile.h"
 #include "plan/plan.h"
+#include "backend/backend.h"
+#include "exec/exec.h"
 #include "train/ckpt.h"
 #include "config/predict_job.h"
 #include "../train/tutil.h"
@@ -136,7 +140,7 @@ START_TEST(inference_plan_frees_after_last_reader) {
     vd_plan_opts_init(&o);
     o.batch = 8;
     o.forward_only = true;
-    o.policy = VD_POLICY_ALL;   /* ignored: an inference plan offloads nothing */
+    o.policy = VD_POLICY_ALL;   /* ignored: without a budget an inference plan offloads nothing */
     vd_plan p;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
     ck_assert(p.forward_only && p.feasible && !p.eval);
@@ -182,7 +186,7 @@ START_TEST(inference_plan_frees_after_last_reader) {
     vd_plan_free(&q);
     o.budget = minb - 256;
     ck_assert_int_eq(vd_plan_build(&net, &prof, &o, &q, &e), VD_EBUDGET);
-    ck_assert_msg(strstr(e.msg, "offloads nothing") && strstr(e.msg, "the smallest budget that fits"),
+    ck_assert_msg(strstr(e.msg, "offloaded between two") && strstr(e.msg, "the smallest budget that fits"),
                   "%s", e.msg);
     vd_plan_free(&q);
     vd_plan_free(&p);
@@ -655,11 +659,309 @@ START_TEST(small_budget_splits_layers) {
     /* below the floor: exit 6 naming it and the split it takes */
     ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --budget %llu %s", spec,
                              ck, B, (unsigned long long)(floor_b - 256), imgs), 6);
-    char msg[96];
-    snprintf(msg, sizeof msg, "the smallest budget that fits is %s, its largest layers split in",
-             vd_fmt_bytes(floor_b, fb, sizeof fb));
+    char msg[160];
+    snprintf(msg, sizeof msg, "the smallest budget that fits is %s (%llu bytes), its largest "
+             "layers split in", vd_fmt_bytes(floor_b, fb, sizeof fb), (unsigned long long)floor_b);
     ck_assert_msg(strstr(out, msg) && strstr(out, "batch chunks"), "%s", out);
     vd_free(out);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* ---- offloads under a budget splitting cannot meet -------------------------- */
+
+/* A residual net whose block input (stem.relu, 4 channels) waits for the
+ * add through a branch that widens to 32 channels: splitting the wide
+ * layers (b.conv2 .. b.conv3) in batch chunks leaves it whole beside them
+ * (b.conv1, which reads it, has maps too small to split), so offloading it
+ * across the branch lowers the floor that splitting alone reaches. */
+static const char NET_RES[] =
+    "name: res-offload\n"
+    "input: { channels: 3, height: 16, width: 16, classes: 5 }\n"
+    "train: { batch: 4 }\n"
+    "layers:\n"
+    "  - { name: stem, type: conv, out: 4, kernel: 3, pad: 1 }\n"
+    "  - { name: stem.bn, type: batchnorm }\n"
+    "  - { name: stem.relu, type: relu }\n"
+    "  - { name: b.conv1, type: conv, out: 2, kernel: 1 }\n"
+    "  - { name: b.relu1, type: relu }\n"
+    "  - { name: b.conv2, type: conv, out: 32, kernel: 3, pad: 1 }\n"
+    "  - { name: b.relu2, type: relu }\n"
+    "  - { name: b.conv3, type: conv, out: 4, kernel: 1 }\n"
+    "  - { name: b.bn3, type: batchnorm }\n"
+    "  - { name: add, type: add, inputs: [b.bn3, stem.relu] }\n"
+    "  - { name: relu, type: relu }\n"
+    "  - { name: pool, type: pool, mode: avg, global: true }\n"
+    "  - { name: fc, type: fc, out: 5 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+
+/* The class probabilities [batch * classes] of plan p (forward-only, of net
+ * at the plan's batch, the CPU backend be set up) with weights w on input
+ * x, the regions poisoned (NaN) when released, so a read of a region after
+ * its release shows; fault: a VD_FAULT_*. *st: the executor's own count of
+ * the bytes live and the pool's top. */
+static int infer_cpu(vd_backend *be, const vd_net *net, const vd_plan *p, const float *w,
+                     const float *x, int fault, float *probs, vd_exec_stats *st, vd_err *e) {
+    vd_exec_opts eo = {.math = VD_MATH_FP32, .layers_ready = true, .poison = true, .fault = fault};
+    vd_exec *ex = NULL;
+    int rc = vd_exec_create(&ex, net, p, be, &eo, e);
+    if (!rc) rc = vd_exec_set_state(ex, w, NULL, 0, e);
+    if (!rc) {
+        memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)p->batch *
+                                       (size_t)vd_net_out_numel(net, -1));
+        memset(vd_exec_input_labels(ex), 0, sizeof(int32_t) * (size_t)p->batch);
+        vd_eval_counts counts;
+        rc = vd_exec_eval_step(ex, &counts, e);
+    }
+    if (!rc) {
+        vd_exec_eval_probs(ex, probs);
+        vd_exec_get_stats(ex, st);
+    }
+    vd_exec_destroy(&ex);
+    return rc;
+}
+
+START_TEST(offload_below_split_floor) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict");
+    char spec[1100], ck[1100], img[4][1100], imgs[4500], prof_path[1100], msg[160], fb[32];
+    snprintf(spec, sizeof spec, "%s/res-offload.yaml", d);
+    snprintf(ck, sizeof ck, "%s/res-offload.safetensors", d);
+    snprintf(prof_path, sizeof prof_path, "%s/res-offload.profile.json", d);
+    tu_write(spec, NET_RES, sizeof NET_RES - 1);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    const int B = 4;
+    float *w = calloc((size_t)net.param_floats, sizeof *w);
+    ck_assert(w != NULL);
+    vd_net_init_params(&net, w, 11);
+    vd_train_state st = {0};
+    ck_assert_msg(vd_ckpt_save(ck, &net, w, NULL, &st, &e) == 0, "%s", e.msg);
+    /* four 16x16 colour images of different patterns */
+    imgs[0] = '\0';
+    for (int i = 0; i < B; i++) {
+        char buf[32 + 3 * 256];
+        int k = snprintf(buf, sizeof buf, "P6\n16 16\n255\n");
+        for (int q = 0; q < 3 * 256; q++) buf[k + q] = (char)((q * (5 + i) + 60 * i) % 256);
+        snprintf(img[i], sizeof img[i], "%s/im%d.ppm", d, i);
+        tu_write(img[i], buf, (size_t)k + 3 * 256);
+        strcat(imgs, img[i]);
+        strcat(imgs, " ");
+    }
+    /* planned with the profile the unconstrained run measured (--profile-out) */
+    char *full, *out, want[4096], got[4096];
+    ck_assert_int_eq(predict(&full, "%s --init %s --backend cpu --batch %d --top-k 5 --format "
+                             "jsonl --quiet --profile-out %s %s", spec, ck, B, prof_path, imgs), 0);
+    vd_schedule_inplace(&net);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_load(prof_path, &net, B, &prof, &e) == 0, "%s", e.msg);
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = B;
+    o.forward_only = true;
+    /* the floors: splitting alone (no_offload), and with offloads */
+    uint64_t split_floor = 0, floor_b = 0;
+    o.no_offload = true;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &split_floor, &e) == 0, "%s", e.msg);
+    o.no_offload = false;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &floor_b, &e) == 0, "%s", e.msg);
+    ck_assert_uint_lt(floor_b, split_floor);
+    vd_plan whole, off;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &whole, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(whole.offload_bytes, 0);
+    /* 256 bytes below the split floor: splitting alone does not fit, with
+     * offloads it does, within the budget */
+    uint64_t tight = split_floor - 256;
+    o.budget = tight;
+    o.no_offload = true;
+    ck_assert_int_eq(vd_plan_build(&net, &prof, &o, &off, &e), VD_EBUDGET);
+    vd_plan_free(&off);
+    o.no_offload = false;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &off, &e) == 0, "%s", e.msg);
+    ck_assert(off.forward_only && off.feasible && off.budget == tight);
+    ck_assert_uint_le(off.hwm, tight);
+    /* exact bytes: each step's live bytes the sum of the regions live then,
+     * every region inside the pool; each offloaded map copied out once and
+     * back once, its host slot 256-aligned; an offloaded map absent from its
+     * release to its prefetch, both between its two reads; every unit's
+     * inputs resident at its step */
+    uint64_t host = 0, moved = 0;
+    int n_off = 0;
+    for (int s = 0; s < off.n_steps; s++) {
+        uint64_t live = 0;
+        for (int k = 0; k < off.n_intervals; k++) {
+            const vd_interval *iv = &off.intervals[k];
+            ck_assert_uint_le(iv->offset + iv->bytes, off.hwm);
+            if (iv->first <= s && s <= iv->last) live += iv->bytes;
+        }
+        ck_assert_uint_eq(off.steps[s].mem_in_use, live);
+        ck_assert_uint_le(live, tight);
+    }
+    for (int t = 0; t < off.n_tensors; t++) {
+        const vd_tensor *T = &off.tensors[t];
+        if (!T->offload) continue;
+        n_off++;
+        ck_assert_msg(T->kind == VD_T_ACT && !T->host_src && T->n_iv == 2, "%s", T->name);
+        const vd_interval *a = &off.intervals[T->iv[0]], *z = &off.intervals[T->iv[1]];
+        ck_assert_msg(T->rd_before < T->release_step && a->last == T->release_step - 1 &&
+                      T->release_step < T->prefetch_step && z->first == T->prefetch_step &&
+                      T->prefetch_step <= T->rd_after && z->need_step == T->rd_after &&
+                      z->fill == VD_FILL_HOST_STORE, "%s", T->name);
+        ck_assert_uint_eq(T->host_offset, host);
+        host += VD_ALIGN_UP(T->bytes, 256u);
+        moved += T->bytes;
+    }
+    ck_assert_int_ge(n_off, 1);
+    ck_assert_uint_eq(off.host_bytes, host);
+    ck_assert_uint_eq(off.offload_bytes, moved);
+    ck_assert_uint_eq(off.prefetch_bytes, moved);
+    for (int u = 0; u < off.n_units; u++)
+        for (int k = 0; k < net.layers[off.layers[u].layer].n_in; k++)
+            ck_assert_msg(vd_plan_resident(&off, off.layers[u].in_t[k], u), "unit %d input %d", u, k);
+    /* the floor fits offloading, 256 bytes less does not */
+    vd_plan q;
+    o.budget = floor_b;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &q, &e) == 0, "%s", e.msg);
+    ck_assert_uint_gt(q.offload_bytes, 0);
+    vd_plan_free(&q);
+    o.budget = floor_b - 256;
+    ck_assert_int_eq(vd_plan_build(&net, &prof, &o, &q, &e), VD_EBUDGET);
+    vd_plan_free(&q);
+
+    /* the executor: the probabilities bit for bit the unconstrained plan's,
+     * its own counts of the live bytes and the pool's top the plan's;
+     * skipping the waits on the prefetches reads what the region held
+     * before (the CPU backend copies when the copy is waited for) */
+    vd_backend *be = NULL;
+    ck_assert_msg(vd_backend_cpu_create(&be, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->layer_setup(be, &net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    int64_t xn = (int64_t)B * vd_net_out_numel(&net, -1);
+    float *x = calloc((size_t)xn, sizeof *x);
+    float pw[4 * 5], po[4 * 5], pf[4 * 5];
+    ck_assert(x != NULL);
+    for (int64_t i = 0; i < xn; i++) x[i] = (float)sin(0.7 * (double)i);
+    vd_exec_stats sw, so, sf;
+    ck_assert_msg(infer_cpu(be, &net, &whole, w, x, VD_FAULT_NONE, pw, &sw, &e) == 0, "%s", e.msg);
+    ck_assert_msg(infer_cpu(be, &net, &off, w, x, VD_FAULT_NONE, po, &so, &e) == 0, "%s", e.msg);
+    ck_assert_msg(!memcmp(pw, po, sizeof pw), "the offloading plan changed the probabilities");
+    ck_assert_uint_eq(so.eval_live_peak, off.live_peak);
+    ck_assert_uint_eq(so.eval_pool_hwm, off.hwm);
+    ck_assert_msg(infer_cpu(be, &net, &off, w, x, VD_FAULT_SKIP_PREFETCH_WAIT, pf, &sf, &e) == 0,
+                  "%s", e.msg);
+    ck_assert_msg(memcmp(pw, pf, sizeof pw) != 0, "without its prefetch waits the offloading "
+                  "plan gave the same probabilities: the test would not catch a missing wait");
+    be->destroy(be);
+    free(x);
+    free(w);
+
+    /* vdnn-predict below the split floor: the same probabilities bit for
+     * bit (jsonl prints 9 significant digits: a float's round trip), the
+     * offloads named; below the floor: exit 6 naming it */
+    result_lines(full, want, sizeof want);
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --top-k 5 --format "
+                             "jsonl --budget %llu %s", spec, ck, B, (unsigned long long)tight,
+                             imgs), 0);
+    snprintf(msg, sizeof msg, "plan: offloads %d map%s between their readers", n_off,
+             n_off == 1 ? "" : "s");
+    ck_assert_msg(strstr(out, msg), "%s", out);
+    result_lines(out, got, sizeof got);
+    ck_assert_str_eq(got, want);
+    vd_free(out);
+    ck_assert_int_eq(predict(&out, "%s --init %s --backend cpu --batch %d --budget %llu %s", spec,
+                             ck, B, (unsigned long long)(floor_b - 256), imgs), 6);
+    snprintf(msg, sizeof msg, "the smallest budget that fits is %s (%llu bytes)",
+             vd_fmt_bytes(floor_b, fb, sizeof fb), (unsigned long long)floor_b);
+    ck_assert_msg(strstr(out, msg) && strstr(out, "maps offloaded between their readers"), "%s",
+                  out);
+    vd_free(out);
+    vd_free(full);
+    vd_plan_free(&off);
+    vd_plan_free(&whole);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+/* Batch norm splits in an inference plan (its evaluation forward normalises
+ * each sample with the running statistics): NET_BN's widest step is its
+ * first batch norm, which splitting without it could not shrink (a run of
+ * one layer, the conv before it, saves nothing); at the smallest budget it
+ * runs in batch chunks, and the probabilities are the whole batch's bit for
+ * bit (every layer given one option, so the split plan computes each
+ * sample as the whole one does). */
+static const char NET_BN[] =
+    "name: bn-stem\n"
+    "input: { channels: 3, height: 16, width: 16, classes: 5 }\n"
+    "layers:\n"
+    "  - { name: conv1, type: conv, out: 16, kernel: 3, pad: 1 }\n"
+    "  - { name: bn1, type: batchnorm }\n"
+    "  - { name: relu1, type: relu }\n"
+    "  - { name: pool1, type: pool, mode: max, kernel: 2, stride: 2 }\n"
+    "  - { name: conv2, type: conv, out: 8, kernel: 3, pad: 1 }\n"
+    "  - { name: bn2, type: batchnorm }\n"
+    "  - { name: relu2, type: relu }\n"
+    "  - { name: pool, type: pool, mode: avg, global: true }\n"
+    "  - { name: fc, type: fc, out: 5 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+
+START_TEST(batchnorm_splits_in_inference) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict"), spec[1100];
+    snprintf(spec, sizeof spec, "%s/bn-stem.yaml", d);
+    tu_write(spec, NET_BN, sizeof NET_BN - 1);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(&net);
+    const int B = 8;
+    vd_backend *be = NULL;
+    ck_assert_msg(vd_backend_cpu_create(&be, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->layer_setup(be, &net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_backend(&net, B, be, &vd_device_cpu, &prof, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < net.n_layers; i++) prof.layers[i].n_algos = 1;   /* option 0 only */
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = B;
+    o.forward_only = true;
+    vd_plan whole, fl;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &whole, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &o.budget, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &fl, &e) == 0, "%s", e.msg);
+    ck_assert_uint_le(fl.hwm, o.budget);
+    ck_assert_uint_lt(fl.hwm, whole.hwm);
+    int bn_split = 0;
+    for (int u = 0; u < fl.n_units; u++)
+        bn_split += net.layers[fl.layers[u].layer].op == VD_OP_BATCHNORM && fl.layers[u].n_chunks > 1;
+    ck_assert_int_gt(bn_split, 0);
+    int64_t xn = (int64_t)B * vd_net_out_numel(&net, -1);
+    float *w = calloc((size_t)net.param_floats, sizeof *w), *x = calloc((size_t)xn, sizeof *x);
+    float pw[8 * 5], pf[8 * 5];
+    ck_assert(w && x);
+    vd_net_init_params(&net, w, 3);
+    for (int i = 0; i < net.n_params; i++)   /* running statistics away from 0 and 1 */
+        if (net.params[i].role == VD_ROLE_RUNNING_MEAN || net.params[i].role == VD_ROLE_RUNNING_VAR)
+            for (int64_t k = 0; k < net.params[i].numel; k++)
+                w[net.params[i].offset + k] = 0.5f + 0.25f * (float)((k * 7 + i) % 5);
+    for (int64_t i = 0; i < xn; i++) x[i] = (float)cos(0.3 * (double)i);
+    vd_exec_stats sw, sf;
+    ck_assert_msg(infer_cpu(be, &net, &whole, w, x, VD_FAULT_NONE, pw, &sw, &e) == 0, "%s", e.msg);
+    ck_assert_msg(infer_cpu(be, &net, &fl, w, x, VD_FAULT_NONE, pf, &sf, &e) == 0, "%s", e.msg);
+    ck_assert_msg(!memcmp(pw, pf, sizeof pw), "splitting batch norm changed the probabilities");
+    ck_assert_uint_eq(sf.eval_pool_hwm, fl.hwm);
+    free(w);
+    free(x);
+    be->destroy(be);
+    vd_plan_free(&fl);
+    vd_plan_free(&whole);
+    vd_profile_free(&prof);
     vd_net_free(&net);
     vdt_rmrf(d);
     vd_free(d);
@@ -669,4 +971,5 @@ END_TEST
 VDT_MAIN("predict", 0, inference_plan_frees_after_last_reader, topk_order_and_ties,
          probabilities_match_closed_form,
          class_names_round_trip, bad_images_among_good_ones, data_split_padded_and_scored,
-         usage_and_budget_errors, small_budget_splits_layers)
+         usage_and_budget_errors, small_budget_splits_layers, offload_below_split_floor,
+         batchnorm_splits_in_inference)

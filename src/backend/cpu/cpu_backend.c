@@ -823,7 +823,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)
         return vd_errf(e, VD_EINTERNAL, "cpu backend: unknown op %d", (int)op);
     int rc = check_io(net, layer, io, bwd, e);
-    if (rc || (rc = vd_op_io_check_chunk(net, layer, io, e))) return rc;
+    if (rc || (rc = vd_op_io_check_chunk(net, layer, io, bwd, e))) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
     if (io->act != VD_DT_F32) return cpu_run_h16(ctx_of(be), net, layer, io, bwd, scratch, e);

@@ -6,7 +6,9 @@
  *     contents even if NaN; 1: add), and dw/db honouring dw_beta (the same);
  *   - a call may run a chunk of the batch (n0, n_batch: backend.h); io->n is
  *     the chunk's samples, and only dropout and the loss need to know where
- *     the chunk lies (batch norm is not chunkable: cpu_run refuses it);
+ *     the chunk lies (batch norm only in its evaluation forward, which
+ *     normalises each sample with the running statistics: cpu_run refuses
+ *     the others);
  *   - a NULL dx[k] / dw / db means "not needed" and is skipped;
  *   - reductions that feed a single value (biases, BN statistics, the loss)
  *     are summed in double, in a fixed order. */

@@ -490,7 +490,7 @@ int cu_op_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     int rc;
     if (!cu_op_supported(l->op, c->math))
         return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
-    if ((rc = vd_op_io_check_chunk(net, li, io, e))) return rc;
+    if ((rc = vd_op_io_check_chunk(net, li, io, false, e))) return rc;
     if ((rc = need(io->x[0], l, "x", e)) || (rc = need(io->y, l, "y", e))) return rc;
     return cu_ops[l->op].fwd(c, net, li, io, e);
 }
@@ -500,7 +500,7 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     if (!cu_op_supported(l->op, c->math))
         return vd_errf(e, VD_EINTERNAL, "layer '%s': unknown op %d", l->name, (int)l->op);
-    if ((rc = vd_op_io_check_chunk(net, li, io, e))) return rc;
+    if ((rc = vd_op_io_check_chunk(net, li, io, true, e))) return rc;
     if (l->op != VD_OP_SOFTMAX_XENT && (rc = need(io->dy, l, "dy", e))) return rc;
     if (!vd_op_table[l->op].has_params) {
         /* only dx to produce: nothing to do when no input wants a gradient */
