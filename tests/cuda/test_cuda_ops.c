@@ -134,7 +134,7 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
         o.math = maths[mi];
         ck_assert_msg(o.math != VD_MATH_FP16 || cpu_h, "%s: the CPU backend has no math fp16 "
                       "(the oracle of the fp16 comparisons)", name);
-        bool half = vd_math_nhwc(o.math);   /* bf16 / fp16 */
+        bool half = vd_math_act_dtype(o.math) != VD_DT_F32;   /* bf16 / fp16 */
         double tol16 = o.math == VD_MATH_FP16 ? TOL_F16 : TOL_BF16;
         double tol = half ? (co->tol_fp32 == TOL_EXACT ? TOL_EXACT : tol16)
                    : o.math == VD_MATH_TF32 ? co->tol_tf32 : co->tol_fp32;

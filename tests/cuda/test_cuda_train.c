@@ -125,13 +125,13 @@ static void setup_profile(vd_backend *be, const vd_net *net, vd_math math, bool 
                   "profile: %s", e.msg);
 }
 
-/* The batch x (floats, NCHW) into ex's input, in its dtype (16-bit maths:
- * channels-last, vd_math_nhwc). */
+/* The batch x (floats, NCHW) into ex's input, in its dtype and layout
+ * (channels-last in tf32, bf16 and fp16: vd_math_nhwc). */
 static void load_input(vd_exec *ex, const vd_net *net, const float *x) {
     int64_t hw = (int64_t)net->in_h * net->in_w;
-    if (vd_exec_input_dtype(ex) != VD_DT_F32)
-        vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH,
-                                net->in_c, hw);
+    if (vd_exec_input_nhwc(ex))
+        vd_nchw_f32_to_nhwc(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH, net->in_c,
+                            hw);
     else
         memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)BATCH * (size_t)(net->in_c * hw));
 }
