@@ -68,7 +68,8 @@ VD_SYNTH_FN uint64_t vd_synth_key(uint64_t seed, int split, int64_t index) {
     return vd_synth_mix(seed ^ vd_synth_mix(((uint64_t)split << 56) ^ (uint64_t)index));
 }
 
-/* Where a 16-bit (channels-last) sample stores its element j (NCHW count). */
+/* Where a channels-last sample (16-bit, or float with nhwc) stores its element j
+ * (NCHW count). */
 VD_SYNTH_FN int64_t vd_synth_bf16_pos(int64_t j, int64_t numel, int channels) {
     if (channels <= 1) return j;
     int64_t hw = numel / channels, c = j / hw;

@@ -94,7 +94,8 @@ typedef struct check_opts {
     int relu_after;        /* > 0: the layer of a ReLU in place after this one, which
                               CUDA fuses into it (vd_cuda_relu_fused): its y is then
                               compared with max(the CPU's y, 0), exact as the ReLU is */
-    bool fuse_16;          /* relu_after: fused in bf16 / fp16 only (batch norm) */
+    bool fuse_cl;          /* relu_after: fused with channels-last maps only (tf32, bf16,
+                              fp16: the batch norm kernels) */
 } check_opts;
 
 static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
@@ -158,7 +159,7 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
             float *rect = NULL;
 #if VD_HAVE_CUDA
             if (co->relu_after > 0) {
-                bool want = half || !co->fuse_16;
+                bool want = vd_math_nhwc(o.math) || !co->fuse_cl;
                 ck_assert_msg(vd_cuda_relu_fused(c_cuda(), co->relu_after) == want,
                               "%s: the ReLU after it is %sfused", label, want ? "not " : "");
                 if (want) {
@@ -403,8 +404,7 @@ static void check_pools(const vd_layer *pools, const char *const *names, int npo
          * exact zeros in x: ties go to the first maximum, as PyTorch);
          * avg: double vs float accumulation -> TOL_ROUND */
         check_opts co = fwd_bwd(mx ? TOL_EXACT : TOL_ROUND, mx ? TOL_EXACT : TOL_ROUND);
-        co.zeros = mx ? 0.3f : 0.0f;
-        co.tf32 = false;
+        co.zeros = mx ? 0.3f : 0.0f;   /* tf32 too: its maps are channels-last */
         check_layer(&net, ins[i], names[i], &co);
         co.beta = 1.0f;
         check_layer(&net, ins[i], names[i], &co);
@@ -435,8 +435,7 @@ START_TEST(test_pool) {
     vdt_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, false));
     vdt_finish(&net, 0);
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* max: exact (see above) */
-    co.zeros = 0.3f;
-    co.tf32 = false;
+    co.zeros = 0.3f;   /* tf32: the channels-last kernels */
     check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
     co.beta = 1.0f;
     check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
@@ -635,9 +634,9 @@ START_TEST(test_relu_dropout) {
     dl.u.dropout.p = 0.3f;
     int d = vdt_add(&net, dl);
     vdt_finish(&net, d);
-    /* elementwise, identical float operations: exact */
+    /* elementwise, identical float operations: exact (tf32 too: dropout's
+     * mask is drawn by NCHW index in its channels-last maps) */
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
-    co.tf32 = false;
     co.zeros = 0.2f;
     check_layer(&net, r, "relu", &co);
     check_layer(&net, d, "dropout p=.3", &co);
@@ -712,8 +711,7 @@ START_TEST(test_lrn) {
         vdt_add(&net, l);
         vdt_finish(&net, 0);
         check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* powf vs pow in double */
-        co.tf32 = false;
-        check_layer(&net, 0, cases[i].name, &co);
+        check_layer(&net, 0, cases[i].name, &co);   /* tf32: channels-last */
         co.beta = 1.0f;
         check_layer(&net, 0, cases[i].name, &co);
         vd_net_free(&net);
@@ -737,9 +735,9 @@ START_TEST(test_bn) {
     int fcl = vdt_add(&net, fc);
     int b2 = vdt_add(&net, vdt_simple(fcl, VD_OP_BATCHNORM));
     vdt_finish(&net, b2);
-    /* float reductions in cuDNN vs double: TOL_BN (see top); no matrix products */
+    /* float reductions in cuDNN (fp32) or the channels-last kernels (tf32,
+     * bf16, fp16) vs double: TOL_BN (see top); no matrix products */
     check_opts co = fwd_bwd(TOL_BN, TOL_BN);
-    co.tf32 = false;
     check_layer(&net, b, "batchnorm 8x6x6", &co);
     co.n = 16;
     check_layer(&net, b2, "batchnorm after fc (16x1x1)", &co);
@@ -785,9 +783,8 @@ START_TEST(test_relu_fused) {
         ck_assert(net.layers[r].inplace && net.layers[r2].inplace);
         char name[64];
         check_opts co = fwd_bwd(TOL_BN, TOL_BN);   /* batch norm: see test_bn */
-        co.tf32 = false;
         co.relu_after = r;
-        co.fuse_16 = true;
+        co.fuse_cl = true;
         snprintf(name, sizeof name, "batchnorm+relu %dx5x7", chans[ci]);
         check_layer(&net, b, name, &co);
         co.training = false;
@@ -933,9 +930,9 @@ START_TEST(test_shape_ops) {
     int fins[2] = {f1, f2};
     int cat2 = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 2, fins));
     vdt_finish(&net, cat2);
-    /* copies and ordered float adds: exact */
+    /* copies and ordered float adds: exact (tf32: channels-last concat and
+     * flatten's NHWC -> NCHW) */
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
-    co.tf32 = false;
     for (int beta = 0; beta < 2; beta++) {
         co.beta = (float)beta;
         check_layer(&net, cat, "concat 3+5+2", &co);
@@ -1043,8 +1040,7 @@ START_TEST(test_chunked) {
                      vdt_add(&net, vdt_simple(d, VD_OP_FLATTEN))};
         vdt_finish(&net, vdt_add(&net, vdt_multi(VD_OP_CONCAT, 3, fl)));   /* all lead to the loss */
         check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* max, relu, dropout: exact */
-        co.n = 8;
-        co.tf32 = false;
+        co.n = 8;   /* tf32 too: chunks of channels-last maps */
         co.chunks = uneven;
         check_layer(&net, mp, "chunks maxpool3 s2 p1 ceil", &co);
         check_layer(&net, r, "chunks relu", &co);

@@ -25,7 +25,9 @@
  *  moves its weights by ~lr*|g|*10 ~ 1e-2 of their scale).
  *  TOL_LOSS_BF16, TOL_W_BF16: below. In bf16, too, deterministic CUDA repeats
  *  bit for bit and policy all gives weights bit-identical to none.
- *  TOL_LOSS_F16, TOL_W_F16: below; the same holds in fp16. */
+ *  TOL_LOSS_F16, TOL_W_F16: below; the same holds in fp16.
+ *  TOL_LOSS_TF32, TOL_W_TF32: below (the CPU's tf32 is fp32's values in
+ *  tf32's channels-last layout). */
 #include "cuda_common.h"
 #include "vdt.h"
 #include <math.h>
@@ -50,6 +52,11 @@
  * bf16): bf16's bounds / 8 (1.25e-3, 6.3e-4) with a 1.6x margin. */
 #define TOL_LOSS_F16 2e-3
 #define TOL_W_F16 1e-3
+/* tf32: the convs' and fc's operands rounded to a 10-bit mantissa (2^-11
+ * relative, fp16's ulp) on CUDA's tensor cores, every stored value fp32: fewer
+ * roundings than fp16's, so fp16's bounds hold. */
+#define TOL_LOSS_TF32 TOL_LOSS_F16
+#define TOL_W_TF32 TOL_W_F16
 /* fp16 runs start at this loss scale (scale_set after the executor's
  * set_state). CUDA's conv weight gradient passes through fp16 (cuDNN's
  * 16-bit wgrad, as torch autocast's), the CPU's stays fp32: at
@@ -251,6 +258,7 @@ static void cpu_vs_cuda(vd_math m, double tol_loss, double tol_w) {
 
 START_TEST(test_cpu_vs_cuda) {
     cpu_vs_cuda(VD_MATH_FP32, TOL_LOSS, TOL_W);
+    cpu_vs_cuda(VD_MATH_TF32, TOL_LOSS_TF32, TOL_W_TF32);   /* channels-last floats */
     cpu_vs_cuda(VD_MATH_BF16, TOL_LOSS_BF16, TOL_W_BF16);
     cpu_vs_cuda(VD_MATH_FP16, TOL_LOSS_F16, TOL_W_F16);
 }
@@ -477,14 +485,14 @@ START_TEST(test_relu_fused_into_bn_and_add) {
     ck_assert(net.layers[2].op == VD_OP_RELU && net.layers[2].inplace);
     ck_assert(net.layers[6].op == VD_OP_RELU && net.layers[6].inplace);
     size_t bytes = (size_t)net.param_floats * sizeof(float);
-    /* tf32 changes only the convs' products: its batch norm and add are fp32's */
-    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    /* tf32's maps are channels-last: its batch norm is the bf16 / fp16 kernels' */
+    static const vd_math maths[4] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16};
     int whole[16] = {0};   /* nothing split: as in test_relu_fused_into_direct_conv */
     ck_assert_int_le(net.n_layers, 16);
     for (int i = 0; i < net.n_layers; i++) whole[i] = 1;
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mi = 0; mi < 4; mi++) {
         vd_math m = maths[mi];
-        bool half = vd_math_nhwc(m);
+        bool half = vd_math_nhwc(m);   /* channels-last: the batch norm fuses its ReLU */
         run_result f, u, t, cpu;
         be->opts.no_fuse = false;   /* read by the next layer_setup */
         run(be, &net, VD_POLICY_NONE, m, true, &f);
@@ -630,13 +638,11 @@ START_TEST(test_conv_bias_relu_fused) {
          * other: bf16 moved l2.bias 6.2e-3 apart on an H100 */
         snprintf(what, sizeof what, "%s fused vs no_fuse", vd_math_name(m));
         cmp_runs(&net, &u, &f, what, 2.0 * tl, 2.0 * tw);
-        if (m != VD_MATH_TF32) {   /* the CPU has no tf32 */
-            run_result cpu;
-            run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
-            snprintf(what, sizeof what, "%s fused vs cpu", vd_math_name(m));
-            cmp_runs(&net, &cpu, &f, what, tl, tw);
-            free_result(&cpu);
-        }
+        run_result cpu;   /* tf32 too: the CPU's is fp32's values in tf32's layout */
+        run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
+        snprintf(what, sizeof what, "%s fused vs cpu", vd_math_name(m));
+        cmp_runs(&net, &cpu, &f, what, tl, tw);
+        free_result(&cpu);
         c_cpu_like_cuda(NULL);
         free_result(&f);
         free_result(&a);

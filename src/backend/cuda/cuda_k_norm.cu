@@ -476,7 +476,7 @@ static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
     return dim3((unsigned)gx, (unsigned)gy);
 }
 
-/* Bias gradient of channels-last 16-bit dy (ch % 8 == 0, dy 16-byte aligned):
+/* Bias gradient of channels-last dy (16-bit or float; ch % 8 == 0, dy 16-byte aligned):
  * split == 1 writes db straight away. */
 static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
                      float *partial, float beta, float *db, vd_dtype dt, vd_err *e) {
