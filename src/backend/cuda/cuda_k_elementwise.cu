@@ -147,9 +147,10 @@ int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, in
                  int64_t hw, vd_dtype dt, bool cl, vd_err *e) {
     int64_t total = n * ch * hw;
     if (total <= 0) return VD_OK;
-    if (dt != VD_DT_F32 && ch % 8 == 0 && vec8_ok(total, y)) {
-        HALF_DISPATCH(dt, H, k_bias_add8<H><<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(
-                                 AS<H>(y), b, total, ch));
+    /* eight channels at a time: channels-last, or H*W = 1 (the same index) */
+    if ((cl || hw == 1) && ch % 8 == 0 && vec8_ok(total, y)) {
+        DT_DISPATCH(dt, H, k_bias_add8<H><<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(
+                               AS<H>(y), b, total, ch));
         KERNEL_CHECK(e);
         return VD_OK;
     }

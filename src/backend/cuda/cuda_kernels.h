@@ -122,9 +122,9 @@ __device__ inline float block_max(float v, float *sh) {
  * 8). The same float arithmetic per element and the same rounding
  * (__floats2bfloat162_rn / __floats2half2_rn = the scalar conversion twice)
  * as the scalar kernels, so results are bit-identical to them. Kernels on
- * these are templated on the 16-bit type H; the channels-last batch-norm
- * kernels also take H = float (tf32's maps: eight floats in two 16-byte
- * loads, under the same conditions). */
+ * these are templated on the 16-bit type H; the channels-last ones (batch
+ * norm, bias and its gradient, pooling) also take H = float (tf32's maps:
+ * eight floats in two 16-byte loads, under the same conditions). */
 struct bf8 { float v[8]; };
 
 __device__ __forceinline__ bf8 ld8(const float *p) {
