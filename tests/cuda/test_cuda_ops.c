@@ -227,7 +227,8 @@ static void check_conv_cases(const conv_case *cases, size_t n, const char *prefi
             const vd_algo_opt *opts;
             int nn = 0, nsplit = 0;
             vd_err e = {0};
-            /* check_layer's last setup was fp16, which (as bf16) has no split options */
+            /* check_layer's last setup was fp16, which (as bf16 and tf32: channels-last)
+             * has no split options */
             ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
             ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
             /* whole splits, and the mixed ones: b/2 splits only
@@ -315,11 +316,11 @@ END_TEST
 
 /* The direct forward kernel for convs with few inputs per output
  * (cuda_k_conv.cu, cuk_conv_direct_fwd: at most 4 input channels and 160
- * inputs per window, fp32 / tf32 storage): with conv_direct_force every
- * eligible layer gets the option "direct" (the fastest option with the
- * direct forward; unless "fastest" already is). check_conv_cases compares
- * every option with the CPU (TOL_FP32; in tf32 the kernel still computes in
- * fp32, within TOL_TF32). Cases: VGG's first layer's shape (3 channels,
+ * inputs per window, fp32's NCHW maps only: tf32's are channels-last): with
+ * conv_direct_force every eligible layer gets the option "direct" (the
+ * fastest option with the direct forward; unless "fastest" already is).
+ * check_conv_cases compares every option with the CPU (TOL_FP32; tf32 runs
+ * cuDNN's channels-last options, within TOL_TF32). Cases: VGG's first layer's shape (3 channels,
  * 3x3, pad 1), stride and dilation with output channels that are not a
  * multiple of the kernel's block of 32, one channel 5x5 without bias,
  * more output channels than one block, and ResNet's 7x7 stride 2. The option's presence is asserted;

@@ -141,7 +141,8 @@ static void conv_slice_io(const cu_layer *L, const vd_op_io *io, int s0, int m, 
 }
 
 /* Bytes (256-aligned) of the fp32 partial dW a sub-batch that adds to dw
- * writes at the front of the workspace (fp32 / tf32 only). */
+ * writes at the front of the workspace (fp32 only: channels-last convs add
+ * their KRSC dW, conv_cl_io). */
 static uint64_t conv_dw_tmp(const vd_net *net, int li) {
     return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * sizeof(float), (uint64_t)256);
 }
