@@ -82,7 +82,9 @@ typedef struct vd_algo_opt {
  *           elements (uint16_t storage; C has neither type, so they keep
  *           their float-pointer type and must never be read as float). w, b,
  *           rm, rv, dw, db, aux stay fp32 (fp32 master weights and gradients,
- *           BN statistics, the loss).
+ *           BN statistics, the loss). The layout is not act's but the math's
+ *           (vd_math_nhwc of layer_setup's math): channels-last in tf32 (float
+ *           elements), bf16 and fp16, NCHW in fp32.
  *   loss_scaled: math fp16: the loss layer's backward multiplies its dx by
  *           the backend's current loss scale (vd_loss_scale.scale, read where
  *           the backend keeps it: device memory on CUDA, no host sync).
@@ -100,7 +102,7 @@ typedef struct vd_algo_opt {
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
  * chunk's own slices (the caller offsets them: a feature map is per-sample
- * contiguous, NCHW fp32 and NHWC 16-bit alike, so a chunk is one slab), N
+ * contiguous, NCHW and NHWC alike, so a chunk is one slab), N
  * above is n, and y and dx are the rows [n0, n0 + n) of the whole-batch
  * call's, computed the same way:
  *   - what depends on a sample's place in the batch uses n0 + its index in

@@ -201,9 +201,11 @@ static int bench(const vd_net *net, vd_dataset *ds, int batch, const int *thread
                               .seed = seed, .start = 0, .threads = threads[t] };
         rc = vd_loader_create(&ld, ds, &cfg, e);
         if (rc) break;
-        for (int b = 0; b < WARMUP_BATCHES && !rc; b++) rc = vd_loader_next_as(ld, x, elem, y, e);
+        for (int b = 0; b < WARMUP_BATCHES && !rc; b++)
+            rc = vd_loader_next_as(ld, x, elem, elem != VD_DT_F32, y, e);
         double t0 = vd_now(), c0 = cpu_now();
-        for (int64_t b = 0; b < batches && !rc; b++) rc = vd_loader_next_as(ld, x, elem, y, e);
+        for (int64_t b = 0; b < batches && !rc; b++)
+            rc = vd_loader_next_as(ld, x, elem, elem != VD_DT_F32, y, e);
         double dt = vd_now() - t0, dc = cpu_now() - c0;
         vd_loader_destroy(&ld);
         if (rc) break;

@@ -207,8 +207,8 @@ static void fill_input(vd_predict_job *j, batch_buf *b, int n) {
                                              sizeof(float) * (size_t)b->sample);
     vd_dtype dt = vd_exec_input_dtype(j->ex);
     void *x = vd_exec_input_x(j->ex);
-    if (dt == VD_DT_F32) memcpy(x, b->x, sizeof(float) * (size_t)B * (size_t)b->sample);
-    else vd_nchw_f32_to_nhwc_h16(dt, b->x, x, B, j->net.in_c, (int64_t)j->net.in_h * j->net.in_w);
+    if (!vd_exec_input_nhwc(j->ex)) memcpy(x, b->x, sizeof(float) * (size_t)B * (size_t)b->sample);
+    else vd_nchw_f32_to_nhwc(dt, b->x, x, B, j->net.in_c, (int64_t)j->net.in_h * j->net.in_w);
 }
 
 /* Run the batch whose first image is `first` (n of them, slots with b->err
@@ -286,7 +286,7 @@ static int run_data(vd_predict_job *j, batch_buf *b, vd_err *e) {
         if (!ld && (rc = vd_loader_create(&ld, j->ds, &lc, e))) break;
         vd_err le = {0};
         int lrc = vd_loader_next_as(ld, vd_exec_input_x(j->ex), vd_exec_input_dtype(j->ex),
-                                    labels, &le);
+                                    vd_exec_input_nhwc(j->ex), labels, &le);
         for (int i = 0; i < B; i++) b->err[i] = (vd_err){ 0 };
         if (lrc == VD_EDATA || lrc == VD_EIO) {
             vd_loader_destroy(&ld);   /* its failed batch is never consumed */

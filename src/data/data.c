@@ -425,16 +425,16 @@ typedef struct copy_part {
     char *dst;
     const char *src;
     size_t n;
-    int64_t h16_c, h16_hw;      /* > 0: convert to h16 channels-last samples of c x hw */
-    vd_dtype h16;               /* ... of this type */
+    int64_t cl_c, cl_hw;        /* > 0: convert to channels-last samples of c x hw */
+    vd_dtype dt;                /* ... of this type (float: relaid out only) */
 } copy_part;
 
 static void *copy_run(void *arg) {
     copy_part *p = arg;
-    if (p->h16_c > 0) {
-        int64_t per = p->h16_c * p->h16_hw;
-        vd_nchw_f32_to_nhwc_h16(p->h16, (const float *)p->src, (uint16_t *)p->dst,
-                                (int64_t)(p->n / 4) / per, p->h16_c, p->h16_hw);
+    if (p->cl_c > 0) {
+        int64_t per = p->cl_c * p->cl_hw;
+        vd_nchw_f32_to_nhwc(p->dt, (const float *)p->src, p->dst, (int64_t)(p->n / 4) / per,
+                            p->cl_c, p->cl_hw);
     } else {
         memcpy(p->dst, p->src, p->n);
     }
@@ -443,7 +443,7 @@ static void *copy_run(void *arg) {
 
 enum { COPY_PART_MIN = 4 << 20, COPY_MAX_PARTS = 8 };
 
-/* n source bytes; c > 0: float samples converted to dt channels-last
+/* n source bytes; c > 0: float NCHW samples converted to dt channels-last
  * samples of c x hw (then the parts are whole samples). */
 static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, int64_t c,
                           int64_t hw, vd_dtype dt) {
@@ -459,8 +459,8 @@ static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, i
     for (int i = 0; i < parts; i++) {
         size_t off = per * (size_t)i < n ? per * (size_t)i : n;
         size_t len = n - off < per ? n - off : per;
-        p[i] = (copy_part){ (char *)dst + (c > 0 ? off / 2 : off), (const char *)src + off, len, c,
-                            hw, dt };
+        size_t doff = c > 0 ? off / 4 * (size_t)vd_dtype_bytes(dt) : off;
+        p[i] = (copy_part){ (char *)dst + doff, (const char *)src + off, len, c, hw, dt };
         if (i > 0) started[i] = pthread_create(&th[i], NULL, copy_run, &p[i]) == 0;
     }
     copy_run(&p[0]);
@@ -471,7 +471,7 @@ static void copy_parallel(void *dst, const void *src, size_t n, int max_parts, i
 }
 
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e) {
-    return vd_loader_next_as(ld, x, VD_DT_F32, labels, e);
+    return vd_loader_next_as(ld, x, VD_DT_F32, false, labels, e);
 }
 
 /* Batch b (held in sl, made in a 16-bit type) again, in floats, into x: a
@@ -493,7 +493,10 @@ static int remake_f32(vd_loader *ld, int64_t b, float *x, int32_t *labels, vd_er
     return VD_OK;
 }
 
-int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, int32_t *labels, vd_err *e) {
+int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, bool nhwc, int32_t *labels,
+                      vd_err *e) {
+    if (dt != VD_DT_F32 && !nhwc)
+        return vd_errf(e, VD_EINTERNAL, "the data loader: 16-bit batches are channels-last");
     if (ld->cfg.synth_device)
         return vd_errf(e, VD_EINTERNAL, "the data loader describes synthetic batches only "
                        "(vd_loader_next_synth)");
@@ -514,17 +517,17 @@ int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, int32_t *labels, vd_e
     size_t n = (size_t)(ld->sample_floats * ld->cfg.batch);
     int64_t hw = (int64_t)ld->ds->info.h * ld->ds->info.w;
     if (sl->dt != VD_DT_F32 && sl->dt != dt) {
-        float *f = dt == VD_DT_F32 ? x : vd_malloc(sizeof(float) * n, e);
+        float *f = !nhwc ? x : vd_malloc(sizeof(float) * n, e);
         if (!f) return VD_ENOMEM;
         rc = remake_f32(ld, b, f, labels, e);
-        if (!rc && f != x) vd_nchw_f32_to_nhwc_h16(dt, f, x, ld->cfg.batch, ld->ds->info.c, hw);
+        if (!rc && f != x) vd_nchw_f32_to_nhwc(dt, f, x, ld->cfg.batch, ld->ds->info.c, hw);
         if (f != x) vd_free(f);
         if (rc) return rc;  /* not consumed either */
     } else {
-        /* made in the format asked for: copied; made in floats, taken as
-         * 16 bits (the batches made before the consumer's first call):
-         * converted as it is copied */
-        int64_t c = dt != VD_DT_F32 && sl->dt == VD_DT_F32 ? ld->ds->info.c : 0;
+        /* made in the format asked for: copied; made in floats, taken
+         * channels-last (float NHWC always; 16 bits for the batches made
+         * before the consumer's first call): converted as it is copied */
+        int64_t c = nhwc && sl->dt == VD_DT_F32 ? ld->ds->info.c : 0;
         copy_parallel(x, sl->x, (size_t)vd_dtype_bytes(sl->dt) * n, ld->n_threads, c, hw, dt);
         memcpy(labels, sl->labels, sizeof(int32_t) * (size_t)ld->cfg.batch);
     }

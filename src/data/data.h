@@ -159,11 +159,13 @@ int vd_loader_create(vd_loader **out, vd_dataset *ds, const vd_loader_cfg *cfg,
  * workers (VD_EDATA ...) are returned here: of a batch's failing samples, the
  * first in batch order, whatever the thread count. */
 int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
-/* The same in element type dt; VD_DT_F32 is vd_loader_next. VD_DT_BF16 /
- * VD_DT_F16: x receives 16-bit elements (uint16_t, rounded to nearest even)
- * in channels-last order (vd_nchw_f32_to_nhwc_h16, math bf16's and fp16's
- * layout): exactly vd_f32_to_bf16 / vd_f32_to_f16 of the floats
- * vd_loader_next would give. The loader makes the batches in the type of
+/* The same in element type dt and layout nhwc (vd_math_act_dtype and
+ * vd_math_nhwc of the math); VD_DT_F32 with nhwc false is vd_loader_next.
+ * nhwc: x receives the samples in channels-last order (vd_nchw_f32_to_nhwc;
+ * VD_EINTERNAL for 16 bits without it): floats moved unchanged (math tf32's
+ * layout), VD_DT_BF16 / VD_DT_F16 16-bit elements (uint16_t, rounded to
+ * nearest even; math bf16's and fp16's), exactly vd_f32_to_bf16 /
+ * vd_f32_to_f16 of the floats vd_loader_next would give. The loader makes the batches in the type of
  * the last call: after the first 16-bit call its threads write 16-bit
  * samples (a folder data set writes bf16 straight from the decoded image,
  * other data sets and fp16 convert each sample's floats), so that the call
@@ -171,7 +173,8 @@ int vd_loader_next(vd_loader *ld, float *x, int32_t *labels, vd_err *e);
  * parallel as they are copied. A call in another type than the batch was
  * made in (no caller switches) makes it again in floats on the calling
  * thread: the same values, slowly. */
-int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, int32_t *labels, vd_err *e);
+int vd_loader_next_as(vd_loader *ld, void *x, vd_dtype dt, bool nhwc, int32_t *labels,
+                      vd_err *e);
 /* A synth_device loader's next batch: b->seed, split, classes, sample_numel
  * and n (the batch) are set and b->index[0..batch) receives each sample's
  * index in the split (the same samples, in the same order, as vd_loader_next

@@ -25,6 +25,7 @@
 #define VD_SYNTH_H
 
 #include <stdint.h>
+#include <stdbool.h>
 
 #ifdef __CUDACC__
 #define VD_SYNTH_FN static inline __host__ __device__
@@ -40,15 +41,18 @@
  * fill_synthetic (backend.h): sample s (s < n) is sample index[s] of split
  * (0 train, 1 test) of the data set opened with seed; it has sample_numel
  * elements (C x H x W; element j counts in NCHW order) and its label is in
- * [0, classes). A float batch is stored NCHW; a 16-bit (bf16 or fp16) batch
- * channels-last (math bf16's and fp16's layout, as vd_loader_next_as writes
- * it): element j = c*HW + p of a sample at p*C + c (vd_synth_bf16_pos). */
+ * [0, classes). A 16-bit (bf16 or fp16) batch is stored channels-last
+ * (math bf16's and fp16's layout, as vd_loader_next_as writes it): element
+ * j = c*HW + p of a sample at p*C + c (vd_synth_bf16_pos); a float batch
+ * NCHW, or channels-last where nhwc says so (math tf32's layout; the
+ * executor sets it, vd_loader_next_synth leaves it false). */
 typedef struct vd_synth_batch {
     uint64_t seed;
     int split;
     int classes;
     int64_t sample_numel;
     int channels;               /* C (sample_numel / channels = H x W) */
+    bool nhwc;                  /* float batches channels-last too */
     int n;
     int64_t *index;             /* [n] */
 } vd_synth_batch;
@@ -64,7 +68,8 @@ VD_SYNTH_FN uint64_t vd_synth_key(uint64_t seed, int split, int64_t index) {
     return vd_synth_mix(seed ^ vd_synth_mix(((uint64_t)split << 56) ^ (uint64_t)index));
 }
 
-/* Where a 16-bit (channels-last) sample stores its element j (NCHW count). */
+/* Where a channels-last sample (16-bit, or float with nhwc) stores its element j
+ * (NCHW count). */
 VD_SYNTH_FN int64_t vd_synth_bf16_pos(int64_t j, int64_t numel, int channels) {
     if (channels <= 1) return j;
     int64_t hw = numel / channels, c = j / hw;

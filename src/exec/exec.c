@@ -287,6 +287,7 @@ int32_t *vd_exec_next_labels(vd_exec *ex) { return vd_exec_rank_next_labels(ex, 
 vd_synth_batch *vd_exec_input_synth(vd_exec *ex) { return vd_exec_rank_input_synth(ex, 0); }
 vd_synth_batch *vd_exec_next_synth(vd_exec *ex) { return vd_exec_rank_next_synth(ex, 0); }
 vd_dtype vd_exec_input_dtype(const vd_exec *ex) { return vdx_member_input_dtype(ex->m[0]); }
+bool vd_exec_input_nhwc(const vd_exec *ex) { return vdx_member_input_nhwc(ex->m[0]); }
 bool vd_exec_can_synth(const vd_exec *ex) { return vdx_member_can_synth(ex->m[0]); }
 
 bool vd_exec_stages(const vd_exec *ex) {

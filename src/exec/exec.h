@@ -145,13 +145,16 @@ bool vd_exec_loss_scale(const vd_exec *ex, vd_loss_scale *s);
 int vd_exec_set_loss_scale(vd_exec *ex, const vd_loss_scale *s, vd_err *e);
 
 /* Pinned host buffers for the next step's batch: x [batch*C*H*W], labels
- * [batch] (with input staging: the current pair, see below). x holds floats,
- * or 16-bit elements (uint16_t, channels-last) of vd_exec_input_dtype's
- * type (math bf16, fp16). Asking for x means the caller writes it: the step
+ * [batch] (with input staging: the current pair, see below). x holds floats
+ * (NCHW in math fp32, channels-last in tf32), or 16-bit elements (uint16_t,
+ * channels-last) of vd_exec_input_dtype's type (math bf16, fp16). Asking for x means the caller writes it: the step
  * copies x from there (see vd_exec_input_synth). */
 void *vd_exec_input_x(vd_exec *ex);
 /* The element type of x: VD_DT_F32, or vd_math_act_dtype of the math. */
 vd_dtype vd_exec_input_dtype(const vd_exec *ex);
+/* Is x channels-last (vd_math_nhwc of the math: tf32's floats, bf16's and
+ * fp16's 16-bit elements), else NCHW floats (fp32)? */
+bool vd_exec_input_nhwc(const vd_exec *ex);
 int32_t *vd_exec_input_labels(vd_exec *ex);
 
 /* Input staging. When the plan stages (vd_exec_stages: the plan's t_stage

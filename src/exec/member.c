@@ -631,6 +631,7 @@ vd_synth_batch *vdx_member_next_synth(vdx_member *m) {
     return &m->nx_sb;
 }
 vd_dtype vdx_member_input_dtype(const vdx_member *m) { return vd_math_act_dtype(m->opts.math); }
+bool vdx_member_input_nhwc(const vdx_member *m) { return vd_math_nhwc(m->opts.math); }
 bool vdx_member_stages(const vdx_member *m) { return m->plan->t_stage >= 0; }
 bool vdx_member_can_synth(const vdx_member *m) {
     return m->be->fill_synthetic != NULL && !m->opts.synth_host;
@@ -759,7 +760,9 @@ static int fill_synth(vdx_member *m, void *dst, const vd_synth_batch *b, uint64_
         return vd_errf(e, VD_EINTERNAL, "synthetic batch of %d x %lld elements for an input of "
                        "%llu bytes at batch %d", b->n, (long long)b->sample_numel,
                        (unsigned long long)bytes, m->plan->batch);
-    return m->be->fill_synthetic(m->be, VD_STREAM_H2D, dst, vd_math_act_dtype(m->opts.math), b, e);
+    vd_synth_batch l = *b;   /* in the math's layout (float: tf32 channels-last) */
+    l.nhwc = vd_math_nhwc(m->opts.math);
+    return m->be->fill_synthetic(m->be, VD_STREAM_H2D, dst, vd_math_act_dtype(m->opts.math), &l, e);
 }
 
 /* Source of an interval's H2D fill. */

@@ -29,6 +29,7 @@ int vdx_member_set_loss_scale(vdx_member *m, const vd_loss_scale *s, vd_err *e);
 void *vdx_member_input_x(vdx_member *m);
 int32_t *vdx_member_input_labels(vdx_member *m);
 vd_dtype vdx_member_input_dtype(const vdx_member *m);
+bool vdx_member_input_nhwc(const vdx_member *m);
 bool vdx_member_stages(const vdx_member *m);
 void *vdx_member_next_x(vdx_member *m);
 int32_t *vdx_member_next_labels(vdx_member *m);

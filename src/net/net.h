@@ -231,11 +231,13 @@ static inline vd_dtype vd_math_act_dtype(vd_math m) {
 /* Bytes of one feature-map (or feature-map gradient) element: 2 in bf16 and
  * fp16, else 4. */
 static inline uint64_t vd_math_act_bytes(vd_math m) { return vd_dtype_bytes(vd_math_act_dtype(m)); }
-/* Feature-map layout: bf16 and fp16 store them channels-last (NHWC: element
- * (n, c, h, w) at ((n*H + h)*W + w)*C + c; what makes the tensor cores fast),
- * fp32 and tf32 NCHW. Weights stay in torch's layout. A tensor of H = W = 1
- * is the same in both. */
-static inline bool vd_math_nhwc(vd_math m) { return vd_math_act_dtype(m) != VD_DT_F32; }
+/* Feature-map layout: tf32, bf16 and fp16 store them channels-last (NHWC:
+ * element (n, c, h, w) at ((n*H + h)*W + w)*C + c; what makes the tensor
+ * cores fast: NCHW tf32 convolutions ran far slower on H100), fp32 NCHW (the
+ * exact reference math). So channels-last maps come in float (tf32) and in
+ * 16 bits: the element type (vd_math_act_dtype) does not say the layout.
+ * Weights stay in torch's layout. A tensor of H = W = 1 is the same in both. */
+static inline bool vd_math_nhwc(vd_math m) { return m != VD_MATH_FP32; }
 
 /* The base learning rate when neither the spec nor a flag gives one (the
  * spec's train: defaults and every tool read this one constant); SGD's.

@@ -51,7 +51,7 @@ static int fetch(vd_loader *ld, vd_exec *ex, bool next, vd_err *e) {
         else
             rc = vd_loader_next_as(ld, next ? vd_exec_rank_next_x(ex, r)
                                             : vd_exec_rank_input_x(ex, r),
-                                   vd_exec_input_dtype(ex), labels, e);
+                                   vd_exec_input_dtype(ex), vd_exec_input_nhwc(ex), labels, e);
     }
     return rc;
 }

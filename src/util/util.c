@@ -894,6 +894,40 @@ void vd_nhwc_h16_to_nchw_f32(vd_dtype dt, const uint16_t *src, float *dst, int64
     });
 }
 
+/* The float side of both: a blocked transposition, bit for bit. */
+static void relayout_f32(const float *src, float *dst, int64_t n, int64_t c, int64_t hw,
+                         bool to_nhwc) {
+    if (c == 1 || hw == 1) {
+        memmove(dst, src, (size_t)(n * c * hw) * sizeof *dst);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *s = src + i * c * hw;
+        float *d = dst + i * c * hw;
+        for (int64_t p0 = 0; p0 < hw; p0 += VD_LAYOUT_BLOCK) {
+            int64_t m = hw - p0 < VD_LAYOUT_BLOCK ? hw - p0 : VD_LAYOUT_BLOCK;
+            for (int64_t ch = 0; ch < c; ch++) {
+                if (to_nhwc)
+                    for (int64_t p = 0; p < m; p++) d[(p0 + p) * c + ch] = s[ch * hw + p0 + p];
+                else
+                    for (int64_t p = 0; p < m; p++) d[ch * hw + p0 + p] = s[(p0 + p) * c + ch];
+            }
+        }
+    }
+}
+
+void vd_nchw_f32_to_nhwc(vd_dtype dt, const float *src, void *dst, int64_t n, int64_t c,
+                         int64_t hw) {
+    if (dt == VD_DT_F32) relayout_f32(src, dst, n, c, hw, true);
+    else vd_nchw_f32_to_nhwc_h16(dt, src, dst, n, c, hw);
+}
+
+void vd_nhwc_to_nchw_f32(vd_dtype dt, const void *src, float *dst, int64_t n, int64_t c,
+                         int64_t hw) {
+    if (dt == VD_DT_F32) relayout_f32(src, dst, n, c, hw, false);
+    else vd_nhwc_h16_to_nchw_f32(dt, src, dst, n, c, hw);
+}
+
 void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw) {
     vd_nchw_f32_to_nhwc_h16(VD_DT_BF16, src, dst, n, c, hw);
 }

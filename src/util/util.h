@@ -355,6 +355,14 @@ void vd_nchw_f32_to_nhwc_h16(vd_dtype dt, const float *src, uint16_t *dst, int64
                              int64_t hw);
 void vd_nhwc_h16_to_nchw_f32(vd_dtype dt, const uint16_t *src, float *dst, int64_t n, int64_t c,
                              int64_t hw);
+/* The same for a channels-last tensor of any feature-map type dt: VD_DT_F32
+ * (math tf32's maps) moves the floats unchanged (a round trip is
+ * bit-identical; src and dst must not overlap unless c or hw is 1), 16-bit
+ * dt is the two above. */
+void vd_nchw_f32_to_nhwc(vd_dtype dt, const float *src, void *dst, int64_t n, int64_t c,
+                         int64_t hw);
+void vd_nhwc_to_nchw_f32(vd_dtype dt, const void *src, float *dst, int64_t n, int64_t c,
+                         int64_t hw);
 void vd_nchw_f32_to_nhwc_bf16(const float *src, uint16_t *dst, int64_t n, int64_t c, int64_t hw);
 void vd_nhwc_bf16_to_nchw_f32(const uint16_t *src, float *dst, int64_t n, int64_t c, int64_t hw);
 

@@ -118,20 +118,21 @@ uint16_t c_f32_to_f16(float f) {
     return (uint16_t)(sign | (uint16_t)(r >> 13));
 }
 
-/* A feature map of n elements, c channels of hw: float NCHW, or (math bf16 /
- * fp16) 16-bit channels-last, returned as float NCHW. */
+/* A feature map of n elements, c channels of hw: float NCHW (math fp32), or
+ * channels-last of type dt (tf32 float, bf16 / fp16 16-bit; nhwc), returned
+ * as float NCHW. */
 static float *extract_act(const char *stage, uint64_t off, int64_t n, int64_t c, int64_t hw,
-                          vd_dtype dt) {
-    if (dt == VD_DT_F32) return extract(stage, off, n);
+                          vd_dtype dt, bool nhwc) {
+    if (!nhwc) return extract(stage, off, n);
     float *p = xmalloc((size_t)(n ? n : 1) * sizeof(float));
-    vd_nhwc_h16_to_nchw_f32(dt, (const uint16_t *)(const void *)(stage + off), p, n / (c * hw), c, hw);
+    vd_nhwc_to_nchw_f32(dt, stage + off, p, n / (c * hw), c, hw);
     return p;
 }
 
-/* Stage a float NCHW feature map: as it is, or as 16-bit channels-last. */
+/* Stage a float NCHW feature map: as it is, or channels-last of type dt. */
 static void put_act(char *stage, uint64_t off, const float *src, int64_t n, int64_t c, int64_t hw,
-                    vd_dtype dt) {
-    if (dt != VD_DT_F32) vd_nchw_f32_to_nhwc_h16(dt, src, (uint16_t *)(void *)(stage + off), n / (c * hw), c, hw);
+                    vd_dtype dt, bool nhwc) {
+    if (nhwc) vd_nchw_f32_to_nhwc(dt, src, stage + off, n / (c * hw), c, hw);
     else memcpy(stage + off, src, (size_t)n * 4);
 }
 
@@ -207,6 +208,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     int64_t auxn = (int64_t)(be->layer_aux_bytes(net, in->layer, in->n) / sizeof(float));
 
     vd_dtype bf = vd_math_act_dtype(o->math);   /* the maps' element type */
+    const bool cl = vd_math_nhwc(o->math);      /* ... and layout */
     uint64_t act = vd_dtype_bytes(bf);
     int64_t xc[VD_MAX_INPUTS] = {0}, xhw[VD_MAX_INPUTS] = {0}, yc = l->c, yhw = (int64_t)l->h * l->w;
     for (int k = 0; k < l->n_in; k++) {
@@ -232,11 +234,11 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert_msg(be->host_alloc(be, total, (void **)&stage, &e) == 0, "host_alloc: %s", e.msg);
     memset(stage, 0xFF, total);     /* NaN everywhere nothing was written */
     for (int k = 0; k < l->n_in; k++) {
-        put_act(stage, xo[k], in->x[k], in->xn[k], xc[k], xhw[k], bf);
+        put_act(stage, xo[k], in->x[k], in->xn[k], xc[k], xhw[k], bf, cl);
         if (o->dx_beta != 0.0f && !(o->inplace && k == 0))
-            put_act(stage, dxo[k], in->dx_init[k], in->xn[k], xc[k], xhw[k], bf);
+            put_act(stage, dxo[k], in->dx_init[k], in->xn[k], xc[k], xhw[k], bf, cl);
     }
-    put_act(stage, dyo, in->dy, in->yn, yc, yhw, bf);
+    put_act(stage, dyo, in->dy, in->yn, yc, yhw, bf, cl);
     memcpy(stage + paro, in->par, (size_t)in->pn * 4);
     memcpy(stage + labo, in->labels, (size_t)in->n * 4);
     ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, stage, total, &e) == 0);
@@ -281,11 +283,11 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
 
-    out->y = extract_act(stage, yo, in->yn, yc, yhw, bf);
+    out->y = extract_act(stage, yo, in->yn, yc, yhw, bf, cl);
     if (auxn) out->aux = extract(stage, auxo, auxn);
     if (o->backward)
         for (int k = 0; k < l->n_in; k++)
-            out->dx[k] = extract_act(stage, dxo[k], in->xn[k], xc[k], xhw[k], bf);
+            out->dx[k] = extract_act(stage, dxo[k], in->xn[k], xc[k], xhw[k], bf, cl);
     if (in->pn) {
         out->grad = extract(stage, grado, in->pn);
         out->par = extract(stage, paro, in->pn);

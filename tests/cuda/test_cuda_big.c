@@ -135,7 +135,9 @@ static uint64_t take(uint64_t *off, uint64_t bytes) {
 }
 
 /* Stage PERIOD samples of src (float NCHW, c x hw each) reps times at dev:
- * through the pinned stage, converted to the maps' type and layout. */
+ * through the pinned stage, converted to the maps' type and layout (dt says
+ * both for the maths these tests run, fp32 NCHW and bf16 channels-last; a
+ * tf32 case, float channels-last, would pass vd_math_nhwc too). */
 static void stage_repeat(vd_backend *be, char *dev, char *stage, const float *src, int64_t c,
                          int64_t hw, int reps, vd_dtype dt) {
     vd_err e = {0};

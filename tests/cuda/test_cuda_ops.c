@@ -95,10 +95,10 @@ typedef struct check_opts {
     int relu_after;        /* > 0: the layer of a ReLU in place after this one, which
                               CUDA fuses into it (vd_cuda_relu_fused): its y is then
                               compared with max(the CPU's y, 0), exact as the ReLU is */
-    bool fuse_16;          /* relu_after: fused in bf16 / fp16 only (batch norm, whose
-                              backward then also takes the ReLU's: vd_op_io.relu_mask;
-                              the CPU takes it in every math, so its fp32 reference
-                              runs with no_fuse) */
+    bool fuse_cl;          /* relu_after: fused with channels-last maps only (tf32, bf16,
+                              fp16: the batch norm kernels), whose backward then also
+                              takes the ReLU's (vd_op_io.relu_mask; the CPU takes it in
+                              every math, so its fp32 reference runs with no_fuse) */
 } check_opts;
 
 static void cmp(const char *label, const char *what, const float *got, const float *ref, int64_t n,
@@ -119,11 +119,16 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
     c_run_opts o = {.math = VD_MATH_FP32, .training = co->training, .backward = co->backward,
                     .inplace = co->inplace, .dx_beta = co->beta, .seed = 77, .iter = 3,
                     .chunks = co->chunks, .setup_n = co->setup_n, .loss_n = co->loss_n};
-    c_run_out ref;
+    /* ref_cl: the fp32 oracle taking the ReLU's backward in the batch norm's,
+     * as CUDA does on channels-last maps (tf32); ref: not, as CUDA's fp32 */
+    c_run_out ref, ref_cl;
+    memset(&ref_cl, 0, sizeof ref_cl);
+    bool bn_relu = co->relu_after > 0 && co->fuse_cl;
     bool cpu_was = c_cpu()->opts.no_fuse;
-    c_cpu()->opts.no_fuse = co->relu_after > 0 && co->fuse_16;   /* as CUDA's fp32 */
+    c_cpu()->opts.no_fuse = bn_relu;
     c_run(c_cpu(), &in, &o, &ref);
     c_cpu()->opts.no_fuse = cpu_was;
+    if (bn_relu && co->tf32) c_run(c_cpu(), &in, &o, &ref_cl);
     int64_t auxn = (int64_t)(c_cpu()->layer_aux_bytes(net, layer, co->n) / sizeof(float));
     /* the CPU oracle in bf16 and in fp16 (the CPU backend's fp16 ops are
      * there when it has the loss-scaling entry points: backend.h) */
@@ -141,7 +146,7 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
         o.math = maths[mi];
         ck_assert_msg(o.math != VD_MATH_FP16 || cpu_h, "%s: the CPU backend has no math fp16 "
                       "(the oracle of the fp16 comparisons)", name);
-        bool half = vd_math_nhwc(o.math);   /* bf16 / fp16 */
+        bool half = vd_math_act_dtype(o.math) != VD_DT_F32;   /* bf16 / fp16 */
         double tol16 = o.math == VD_MATH_FP16 ? TOL_F16 : TOL_BF16;
         double tol = half ? (co->tol_fp32 == TOL_EXACT ? TOL_EXACT : tol16)
                    : o.math == VD_MATH_TF32 ? co->tol_tf32 : co->tol_fp32;
@@ -149,7 +154,8 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
          * conv's dW, the loss): the fp32 tolerance (see top) */
         double tol32 = half ? co->tol_fp32 : tol;
         const c_run_out *r = o.math == VD_MATH_BF16 ? &ref_bf
-                           : o.math == VD_MATH_FP16 ? &ref_h : &ref;
+                           : o.math == VD_MATH_FP16 ? &ref_h
+                           : o.math == VD_MATH_TF32 && bn_relu ? &ref_cl : &ref;
         int nopt = 1;
         for (int a = 0; a < nopt; a++) {
             o.algo = a;
@@ -165,10 +171,10 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
             float *rect = NULL;
 #if VD_HAVE_CUDA
             if (co->relu_after > 0) {
-                bool want = half || !co->fuse_16;
+                bool want = vd_math_nhwc(o.math) || !co->fuse_cl;
                 ck_assert_msg(vd_cuda_relu_fused(c_cuda(), co->relu_after) == want,
                               "%s: the ReLU after it is %sfused", label, want ? "not " : "");
-                bool bwd = co->fuse_16 && half;
+                bool bwd = co->fuse_cl && vd_math_nhwc(o.math);
                 ck_assert_msg(vd_cuda_relu_bwd_fused(c_cuda(), co->relu_after) == bwd,
                               "%s: the ReLU's backward is %sfused", label, bwd ? "not " : "");
                 if (want) {
@@ -192,6 +198,7 @@ static void check_layer(const vd_net *net, int layer, const char *name, const ch
         }
     }
     c_run_out_free(&ref);
+    c_run_out_free(&ref_cl);
     c_run_out_free(&ref_bf);
     c_run_out_free(&ref_h);
     c_run_in_free(&in);
@@ -236,7 +243,8 @@ static void check_conv_cases(const conv_case *cases, size_t n, const char *prefi
             const vd_algo_opt *opts;
             int nn = 0, nsplit = 0;
             vd_err e = {0};
-            /* check_layer's last setup was fp16, which (as bf16) has no split options */
+            /* check_layer's last setup was fp16, which (as bf16 and tf32: channels-last)
+             * has no split options */
             ck_assert(c_cuda()->layer_setup(c_cuda(), &net, 4, VD_MATH_FP32, false, &e) == 0);
             ck_assert(c_cuda()->layer_algos(c_cuda(), 0, &opts, &nn, &e) == 0);
             /* whole splits, and the mixed ones: b/2 splits only
@@ -324,11 +332,11 @@ END_TEST
 
 /* The direct forward kernel for convs with few inputs per output
  * (cuda_k_conv.cu, cuk_conv_direct_fwd: at most 4 input channels and 160
- * inputs per window, fp32 / tf32 storage): with conv_direct_force every
- * eligible layer gets the option "direct" (the fastest option with the
- * direct forward; unless "fastest" already is). check_conv_cases compares
- * every option with the CPU (TOL_FP32; in tf32 the kernel still computes in
- * fp32, within TOL_TF32). Cases: VGG's first layer's shape (3 channels,
+ * inputs per window, fp32's NCHW maps only: tf32's are channels-last): with
+ * conv_direct_force every eligible layer gets the option "direct" (the
+ * fastest option with the direct forward; unless "fastest" already is).
+ * check_conv_cases compares every option with the CPU (TOL_FP32; tf32 runs
+ * cuDNN's channels-last options, within TOL_TF32). Cases: VGG's first layer's shape (3 channels,
  * 3x3, pad 1), stride and dilation with output channels that are not a
  * multiple of the kernel's block of 32, one channel 5x5 without bias,
  * more output channels than one block, and ResNet's 7x7 stride 2. The option's presence is asserted;
@@ -413,8 +421,7 @@ static void check_pools(const vd_layer *pools, const char *const *names, int npo
          * exact zeros in x: ties go to the first maximum, as PyTorch);
          * avg: double vs float accumulation -> TOL_ROUND */
         check_opts co = fwd_bwd(mx ? TOL_EXACT : TOL_ROUND, mx ? TOL_EXACT : TOL_ROUND);
-        co.zeros = mx ? 0.3f : 0.0f;
-        co.tf32 = false;
+        co.zeros = mx ? 0.3f : 0.0f;   /* tf32 too: its maps are channels-last */
         check_layer(&net, ins[i], names[i], &co);
         co.beta = 1.0f;
         check_layer(&net, ins[i], names[i], &co);
@@ -445,8 +452,7 @@ START_TEST(test_pool) {
     vdt_add(&net, c_pool(-1, VD_POOL_MAX, 3, 2, 1, false));
     vdt_finish(&net, 0);
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* max: exact (see above) */
-    co.zeros = 0.3f;
-    co.tf32 = false;
+    co.zeros = 0.3f;   /* tf32: the channels-last kernels */
     check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
     co.beta = 1.0f;
     check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
@@ -645,9 +651,9 @@ START_TEST(test_relu_dropout) {
     dl.u.dropout.p = 0.3f;
     int d = vdt_add(&net, dl);
     vdt_finish(&net, d);
-    /* elementwise, identical float operations: exact */
+    /* elementwise, identical float operations: exact (tf32 too: dropout's
+     * mask is drawn by NCHW index in its channels-last maps) */
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
-    co.tf32 = false;
     co.zeros = 0.2f;
     check_layer(&net, r, "relu", &co);
     check_layer(&net, d, "dropout p=.3", &co);
@@ -722,8 +728,7 @@ START_TEST(test_lrn) {
         vdt_add(&net, l);
         vdt_finish(&net, 0);
         check_opts co = fwd_bwd(TOL_TRANS, TOL_TRANS);   /* powf vs pow in double */
-        co.tf32 = false;
-        check_layer(&net, 0, cases[i].name, &co);
+        check_layer(&net, 0, cases[i].name, &co);   /* tf32: channels-last */
         co.beta = 1.0f;
         check_layer(&net, 0, cases[i].name, &co);
         vd_net_free(&net);
@@ -747,9 +752,9 @@ START_TEST(test_bn) {
     int fcl = vdt_add(&net, fc);
     int b2 = vdt_add(&net, vdt_simple(fcl, VD_OP_BATCHNORM));
     vdt_finish(&net, b2);
-    /* float reductions in cuDNN vs double: TOL_BN (see top); no matrix products */
+    /* float reductions in cuDNN (fp32) or the channels-last kernels (tf32,
+     * bf16, fp16) vs double: TOL_BN (see top); no matrix products */
     check_opts co = fwd_bwd(TOL_BN, TOL_BN);
-    co.tf32 = false;
     check_layer(&net, b, "batchnorm 8x6x6", &co);
     co.n = 16;
     check_layer(&net, b2, "batchnorm after fc (16x1x1)", &co);
@@ -799,9 +804,8 @@ START_TEST(test_relu_fused) {
         ck_assert(net.layers[r].inplace && net.layers[r2].inplace);
         char name[64];
         check_opts co = fwd_bwd(TOL_BN, TOL_BN);   /* batch norm: see test_bn */
-        co.tf32 = false;
         co.relu_after = r;
-        co.fuse_16 = true;
+        co.fuse_cl = true;
         snprintf(name, sizeof name, "batchnorm+relu %dx5x7", chans[ci]);
         check_layer(&net, b, name, &co);
         co.training = false;
@@ -947,9 +951,9 @@ START_TEST(test_shape_ops) {
     int fins[2] = {f1, f2};
     int cat2 = vdt_add(&net, vdt_multi(VD_OP_CONCAT, 2, fins));
     vdt_finish(&net, cat2);
-    /* copies and ordered float adds: exact */
+    /* copies and ordered float adds: exact (tf32: channels-last concat and
+     * flatten's NHWC -> NCHW) */
     check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);
-    co.tf32 = false;
     for (int beta = 0; beta < 2; beta++) {
         co.beta = (float)beta;
         check_layer(&net, cat, "concat 3+5+2", &co);
@@ -1057,8 +1061,7 @@ START_TEST(test_chunked) {
                      vdt_add(&net, vdt_simple(d, VD_OP_FLATTEN))};
         vdt_finish(&net, vdt_add(&net, vdt_multi(VD_OP_CONCAT, 3, fl)));   /* all lead to the loss */
         check_opts co = fwd_bwd(TOL_EXACT, TOL_EXACT);   /* max, relu, dropout: exact */
-        co.n = 8;
-        co.tf32 = false;
+        co.n = 8;   /* tf32 too: chunks of channels-last maps */
         co.chunks = uneven;
         check_layer(&net, mp, "chunks maxpool3 s2 p1 ceil", &co);
         check_layer(&net, r, "chunks relu", &co);

@@ -25,7 +25,9 @@
  *  moves its weights by ~lr*|g|*10 ~ 1e-2 of their scale).
  *  TOL_LOSS_BF16, TOL_W_BF16: below. In bf16, too, deterministic CUDA repeats
  *  bit for bit and policy all gives weights bit-identical to none.
- *  TOL_LOSS_F16, TOL_W_F16: below; the same holds in fp16. */
+ *  TOL_LOSS_F16, TOL_W_F16: below; the same holds in fp16.
+ *  TOL_LOSS_TF32, TOL_W_TF32: below (the CPU's tf32 is fp32's values in
+ *  tf32's channels-last layout). */
 #include "cuda_common.h"
 #include "vdt.h"
 #include <math.h>
@@ -50,6 +52,11 @@
  * bf16): bf16's bounds / 8 (1.25e-3, 6.3e-4) with a 1.6x margin. */
 #define TOL_LOSS_F16 2e-3
 #define TOL_W_F16 1e-3
+/* tf32: the convs' and fc's operands rounded to a 10-bit mantissa (2^-11
+ * relative, fp16's ulp) on CUDA's tensor cores, every stored value fp32: fewer
+ * roundings than fp16's, so fp16's bounds hold. */
+#define TOL_LOSS_TF32 TOL_LOSS_F16
+#define TOL_W_TF32 TOL_W_F16
 /* fp16 runs start at this loss scale (scale_set after the executor's
  * set_state). CUDA's conv weight gradient passes through fp16 (cuDNN's
  * 16-bit wgrad, as torch autocast's), the CPU's stays fp32: at
@@ -125,13 +132,13 @@ static void setup_profile(vd_backend *be, const vd_net *net, vd_math math, bool 
                   "profile: %s", e.msg);
 }
 
-/* The batch x (floats, NCHW) into ex's input, in its dtype (16-bit maths:
- * channels-last, vd_math_nhwc). */
+/* The batch x (floats, NCHW) into ex's input, in its dtype and layout
+ * (channels-last in tf32, bf16 and fp16: vd_math_nhwc). */
 static void load_input(vd_exec *ex, const vd_net *net, const float *x) {
     int64_t hw = (int64_t)net->in_h * net->in_w;
-    if (vd_exec_input_dtype(ex) != VD_DT_F32)
-        vd_nchw_f32_to_nhwc_h16(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH,
-                                net->in_c, hw);
+    if (vd_exec_input_nhwc(ex))
+        vd_nchw_f32_to_nhwc(vd_exec_input_dtype(ex), x, vd_exec_input_x(ex), BATCH, net->in_c,
+                            hw);
     else
         memcpy(vd_exec_input_x(ex), x, sizeof(float) * (size_t)BATCH * (size_t)(net->in_c * hw));
 }
@@ -251,6 +258,7 @@ static void cpu_vs_cuda(vd_math m, double tol_loss, double tol_w) {
 
 START_TEST(test_cpu_vs_cuda) {
     cpu_vs_cuda(VD_MATH_FP32, TOL_LOSS, TOL_W);
+    cpu_vs_cuda(VD_MATH_TF32, TOL_LOSS_TF32, TOL_W_TF32);   /* channels-last floats */
     cpu_vs_cuda(VD_MATH_BF16, TOL_LOSS_BF16, TOL_W_BF16);
     cpu_vs_cuda(VD_MATH_FP16, TOL_LOSS_F16, TOL_W_F16);
 }
@@ -446,8 +454,9 @@ END_TEST
 
 /* ReLUs fused into a batch norm and a residual add (cu_fuse_relu_setup), a
  * ResNet block: conv, bn, relu; conv, bn, add (the first relu's output),
- * relu. In fp32, bf16 and fp16: the add's ReLU is fused, the batch norm's
- * in bf16 and fp16 (its channels-last kernels; cuDNN's has no epilogue),
+ * relu. In fp32, tf32, bf16 and fp16: the add's ReLU is fused, the batch
+ * norm's in tf32, bf16 and fp16 (its channels-last kernels; cuDNN's has no
+ * epilogue),
  * forward and backward (the batch norm's backward takes the ReLU's, which
  * then writes nothing: vd_cuda_relu_bwd_fused);
  * with --no-fuse (vd_backend_opts.no_fuse) neither, and the run is
@@ -479,24 +488,24 @@ START_TEST(test_relu_fused_into_bn_and_add) {
     ck_assert(net.layers[2].op == VD_OP_RELU && net.layers[2].inplace);
     ck_assert(net.layers[6].op == VD_OP_RELU && net.layers[6].inplace);
     size_t bytes = (size_t)net.param_floats * sizeof(float);
-    /* tf32 changes only the convs' products: its batch norm and add are fp32's */
-    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    /* tf32's maps are channels-last: its batch norm is the bf16 / fp16 kernels' */
+    static const vd_math maths[4] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16};
     int whole[16] = {0};   /* nothing split: as in test_relu_fused_into_direct_conv */
     ck_assert_int_le(net.n_layers, 16);
     for (int i = 0; i < net.n_layers; i++) whole[i] = 1;
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mi = 0; mi < 4; mi++) {
         vd_math m = maths[mi];
-        bool half = vd_math_nhwc(m);
+        bool cl = vd_math_nhwc(m);   /* channels-last: the batch norm fuses its ReLU */
         run_result f, u, t, cpu;
         be->opts.no_fuse = false;   /* read by the next layer_setup */
         run(be, &net, VD_POLICY_NONE, m, true, &f);
-        ck_assert_msg(vd_cuda_relu_fused(be, 2) == half, "%s: the ReLU after the batch norm "
-                      "%s fused", vd_math_name(m), half ? "is not" : "is");
+        ck_assert_msg(vd_cuda_relu_fused(be, 2) == cl, "%s: the ReLU after the batch norm "
+                      "%s fused", vd_math_name(m), cl ? "is not" : "is");
         ck_assert_msg(vd_cuda_relu_fused(be, 6), "%s: the ReLU after the add is not fused",
                       vd_math_name(m));
-        ck_assert_msg(vd_cuda_relu_bwd_fused(be, 2) == half && !vd_cuda_relu_bwd_fused(be, 6),
+        ck_assert_msg(vd_cuda_relu_bwd_fused(be, 2) == cl && !vd_cuda_relu_bwd_fused(be, 6),
                       "%s: the batch norm %s the ReLU's backward", vd_math_name(m),
-                      half ? "does not take" : "takes");
+                      cl ? "does not take" : "takes");
         g_chunks = whole;
         run_at(be, &net, VD_POLICY_AUTO, m, true, true, &t);
         g_chunks = NULL;
@@ -538,7 +547,7 @@ START_TEST(test_relu_fused_into_bn_and_add) {
         }
         printf("  %s: fused relu (bn %s, add) bitwise equal no_fuse and auto at %llu B "
                "(offload %llu B/iter, bn maps recomputed %d)%s\n", vd_math_name(m),
-               half ? "fused" : "not fused", (unsigned long long)t.hwm,
+               cl ? "fused" : "not fused", (unsigned long long)t.hwm,
                (unsigned long long)t.offload, t.rc_bn, m == VD_MATH_FP32 ? "; cpu agrees" : "");
         free_result(&f);
         free_result(&u);
@@ -636,13 +645,11 @@ START_TEST(test_conv_bias_relu_fused) {
          * other: bf16 moved l2.bias 6.2e-3 apart on an H100 */
         snprintf(what, sizeof what, "%s fused vs no_fuse", vd_math_name(m));
         cmp_runs(&net, &u, &f, what, 2.0 * tl, 2.0 * tw);
-        if (m != VD_MATH_TF32) {   /* the CPU has no tf32 */
-            run_result cpu;
-            run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
-            snprintf(what, sizeof what, "%s fused vs cpu", vd_math_name(m));
-            cmp_runs(&net, &cpu, &f, what, tl, tw);
-            free_result(&cpu);
-        }
+        run_result cpu;   /* tf32 too: the CPU's is fp32's values in tf32's layout */
+        run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
+        snprintf(what, sizeof what, "%s fused vs cpu", vd_math_name(m));
+        cmp_runs(&net, &cpu, &f, what, tl, tw);
+        free_result(&cpu);
         c_cpu_like_cuda(NULL);
         free_result(&f);
         free_result(&a);

@@ -1,6 +1,7 @@
 /* exec_util.h — run N training iterations of a net under a plan on the CPU
  * backend (shared by the exec tests), in the net's math (net->train.math:
- * fp32 by default, bf16 for the mixed-precision runs). */
+ * fp32 by default, bf16 for the mixed-precision runs, tf32 for the
+ * channels-last floats). */
 #ifndef VD_EXEC_UTIL_H
 #define VD_EXEC_UTIL_H
 
@@ -51,25 +52,25 @@ typedef struct run_out {
     float eval_loss;
 } run_out;
 
-/* The batch of iteration iter into x (floats; 16-bit dt: each value rounded
- * to dt in channels-last order, as the loader stores it) and lab. */
+/* The batch of iteration iter into x (floats; nhwc: in channels-last order,
+ * 16-bit dt each value rounded to dt, as the loader stores it) and lab. */
 static inline void fill_batch_as(const vd_net *net, int batch, int iter, void *x, vd_dtype dt,
-                                 int32_t *lab) {
+                                 bool nhwc, int32_t *lab) {
     vd_rng r;
     vd_rng_seed(&r, 1234, (uint64_t)iter);
     int64_t n = (int64_t)batch * vd_net_out_numel(net, -1);
-    float *f = dt != VD_DT_F32 ? malloc((size_t)n * sizeof *f) : (float *)x;
+    float *f = nhwc ? malloc((size_t)n * sizeof *f) : (float *)x;
     ck_assert_ptr_nonnull(f);
     for (int64_t i = 0; i < n; i++) f[i] = vd_rng_normal(&r);
-    if (dt != VD_DT_F32) {   /* 16-bit maps are channels-last: the same image as fp32's */
-        vd_nchw_f32_to_nhwc_h16(dt, f, x, batch, net->in_c, (int64_t)net->in_h * net->in_w);
+    if (nhwc) {   /* channels-last maps (tf32, bf16, fp16): the same image as fp32's */
+        vd_nchw_f32_to_nhwc(dt, f, x, batch, net->in_c, (int64_t)net->in_h * net->in_w);
         free(f);
     }
     for (int b = 0; b < batch; b++) lab[b] = (int32_t)(vd_rng_u32(&r) % (uint32_t)net->classes);
 }
 
 static inline void fill_batch(const vd_net *net, int batch, int iter, float *x, int32_t *lab) {
-    fill_batch_as(net, batch, iter, x, VD_DT_F32, lab);
+    fill_batch_as(net, batch, iter, x, VD_DT_F32, false, lab);
 }
 
 static inline void run_training(const vd_net *net, int batch, const run_cfg *c, run_out *o) {
@@ -134,13 +135,13 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     ck_assert_msg(rc == 0, "set_state: %s", e.msg);
     for (int it = 0; it < c->iters && it < 64; it++) {
         fill_batch_as(net, batch, it, vd_exec_input_x(ex), vd_exec_input_dtype(ex),
-                      vd_exec_input_labels(ex));
+                      vd_exec_input_nhwc(ex), vd_exec_input_labels(ex));
         rc = vd_exec_train_step(ex, net->train.lr, it, &o->loss[it], &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); break; }
     }
     if (!o->rc) {
         fill_batch_as(net, batch, 999, vd_exec_input_x(ex), vd_exec_input_dtype(ex),
-                      vd_exec_input_labels(ex));
+                      vd_exec_input_nhwc(ex), vd_exec_input_labels(ex));
         vd_eval_counts ec;
         rc = vd_exec_eval_step(ex, &ec, &e);
         if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "eval: %s", e.msg); }

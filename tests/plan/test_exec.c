@@ -351,6 +351,44 @@ START_TEST(test_identity_bf16) {
 }
 END_TEST
 
+/* tf32 math on the CPU backend: float maps channels-last (vd_math_nhwc),
+ * each op the fp32 op on NCHW copies (cpu_run_cl; the CPU has no tf32
+ * rounding). So tf32 trains bit for bit as fp32 (tolerance 0: a difference
+ * is a layout bug: the input's order, a relayout, a chunk's offset), with
+ * the same feature-map bytes, and the identities above hold in it (every
+ * policy: the offloaded and recomputed maps move channels-last). */
+static void tf32_vs_fp32(vd_net *net, int batch) {
+    run_cfg c = {.policy = VD_POLICY_NONE, .iters = 3, .poison = true, .fixed_algo = 1};
+    run_out f, t;
+    net->train.math = VD_MATH_FP32;
+    run_training(net, batch, &c, &f);
+    net->train.math = VD_MATH_TF32;
+    run_training(net, batch, &c, &t);
+    ck_assert_msg(f.rc == 0 && t.rc == 0, "%s %s", f.msg, t.msg);
+    ck_assert_uint_eq(t.fmap_bytes, f.fmap_bytes);
+    ck_assert_msg(memcmp(f.params, t.params, (size_t)net->param_floats * 4) == 0,
+                  "%s: tf32 parameters differ from fp32's", net->name);
+    ck_assert_msg(memcmp(f.mom, t.mom, (size_t)net->param_floats * 4) == 0,
+                  "%s: tf32 momentum differs from fp32's", net->name);
+    ck_assert_msg(memcmp(f.loss, t.loss, 3 * sizeof f.loss[0]) == 0 &&
+                  f.eval_loss == t.eval_loss && f.eval_correct == t.eval_correct,
+                  "%s: tf32 losses differ from fp32's", net->name);
+    run_free(&f);
+    run_free(&t);
+    identity_case(net, batch, 3);
+}
+
+START_TEST(test_identity_tf32) {
+    vd_net net;
+    tn_lenet(&net, 4);
+    tf32_vs_fp32(&net, 4);
+    vd_net_free(&net);
+    tn_resnet(&net, 3);   /* batch norm, add, the recompute path */
+    tf32_vs_fp32(&net, 3);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Dispositions for every feature map of net: d for each, AUTO where the
  * layer runs in place (its output is its producer's tensor). alt: every
  * other producer gets d2 instead. disp has n_layers + 1 entries. */
@@ -895,7 +933,7 @@ END_TEST
 
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
          test_pool_to_need,
-         test_identity_bf16, test_fault_bf16,
+         test_identity_bf16, test_identity_tf32, test_fault_bf16,
          test_identity_lenet_yaml, test_fault_skip_prefetch_wait, test_fault_skip_offload_wait,
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
          test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,

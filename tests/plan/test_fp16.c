@@ -229,7 +229,7 @@ static void fx_close(fx *f) {
 static int fx_steps(fx *f, const vd_net *net, int batch, int from, int to, float *loss, vd_err *e) {
     for (int it = from; it < to; it++) {
         fill_batch_as(net, batch, it, vd_exec_input_x(f->ex), vd_exec_input_dtype(f->ex),
-                      vd_exec_input_labels(f->ex));
+                      vd_exec_input_nhwc(f->ex), vd_exec_input_labels(f->ex));
         int rc = vd_exec_train_step(f->ex, net->train.lr, it, &loss[it], e);
         if (rc) return rc;
     }
@@ -283,7 +283,7 @@ START_TEST(overflow_streak_exits_10_naming_the_layer) {
     ck_assert_int_eq(vd_exec_set_loss_scale(f.ex, &s, &e), 0);
     ck_assert_msg(fx_steps(&f, &net, 2, 0, 1, loss, &e) == 0, "%s", e.msg);
     fill_batch_as(&net, 2, 1, vd_exec_input_x(f.ex), vd_exec_input_dtype(f.ex),
-                  vd_exec_input_labels(f.ex));
+                  vd_exec_input_nhwc(f.ex), vd_exec_input_labels(f.ex));
     ((uint16_t *)vd_exec_input_x(f.ex))[0] = 0x7e00u;   /* a binary16 NaN */
     rc = vd_exec_train_step(f.ex, net.train.lr, 1, &loss[1], &e);
     ck_assert_int_eq(rc, VD_ENUMERIC);

@@ -160,22 +160,23 @@ static void run_stage(const vd_net *net, int batch, vd_policy pol, uint64_t budg
     bool have = false;
     for (int it = 0; it < iters; it++) {
         vd_dtype bf = vd_exec_input_dtype(ex);
-        if (!have) fill_batch_as(net, batch, it, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
+        bool cl = vd_exec_input_nhwc(ex);
+        if (!have) fill_batch_as(net, batch, it, vd_exec_input_x(ex), bf, cl, vd_exec_input_labels(ex));
         bool next = vd_exec_stages(ex) && it + 1 < iters;
         if (next) {
-            fill_batch_as(net, batch, it + 1, vd_exec_next_x(ex), bf, vd_exec_next_labels(ex));
+            fill_batch_as(net, batch, it + 1, vd_exec_next_x(ex), bf, cl, vd_exec_next_labels(ex));
             vd_exec_next_ready(ex);
         }
         ck_assert_msg(vd_exec_train_step(ex, net->train.lr, it, &o->loss[it], &e) == 0, "%s", e.msg);
         have = next;
         if (it == eval_after) {
-            fill_batch_as(net, batch, 999, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
+            fill_batch_as(net, batch, 999, vd_exec_input_x(ex), bf, cl, vd_exec_input_labels(ex));
             vd_eval_counts ec;
             ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
             o->eval_correct = ec.top1;
             o->eval_loss = ec.loss;
             /* the evaluation batch replaced the staged one: refill it */
-            if (have) fill_batch_as(net, batch, it + 1, vd_exec_input_x(ex), bf, vd_exec_input_labels(ex));
+            if (have) fill_batch_as(net, batch, it + 1, vd_exec_input_x(ex), bf, cl, vd_exec_input_labels(ex));
         }
     }
     ck_assert_msg(vd_exec_get_state(ex, o->params, o->mom, NULL, &e) == 0, "%s", e.msg);

@@ -396,8 +396,9 @@ static int32_t ref_sample(uint64_t seed, int split, int64_t index, int classes, 
 
 /* Synthetic samples are exactly the formula: vd_data_sample (the host
  * loader's source) and the CPU backend's fill_synthetic (what the training
- * loop uses), floats bit for bit, bf16 and fp16 as the floats rounded to
- * nearest even (vd_f32_to_bf16, vd_f32_to_f16, tested in util-bf16). */
+ * loop uses), floats bit for bit (NCHW, and channels-last with b.nhwc: math
+ * tf32), bf16 and fp16 as the floats rounded to nearest even
+ * (vd_f32_to_bf16, vd_f32_to_f16, tested in util-bf16). */
 START_TEST(synthetic_matches_reference_formula) {
     /* the published splitmix64 outputs from state 0 pin the reference */
     uint64_t st = 0;
@@ -425,9 +426,12 @@ START_TEST(synthetic_matches_reference_formula) {
         }
         vd_backend *be;
         ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
-        float *xf = malloc(sizeof(float) * NS * M);
+        float *xf = malloc(sizeof(float) * NS * M), *xc = malloc(sizeof(float) * NS * M);
         uint16_t *xh = malloc(sizeof(uint16_t) * NS * M), *xq = malloc(sizeof(uint16_t) * NS * M);
         ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, xf, VD_DT_F32, &b, &e), 0);
+        b.nhwc = true;
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, xc, VD_DT_F32, &b, &e), 0);
+        b.nhwc = false;
         ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xh, VD_DT_BF16, &b, &e), 0);
         ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xq, VD_DT_F16, &b, &e), 0);
         ck_assert_int_eq(be->synchronize(be, &e), 0);    /* the H2D fill runs when awaited */
@@ -437,8 +441,10 @@ START_TEST(synthetic_matches_reference_formula) {
                 int at = i * M + (j % (H * W)) * C + j / (H * W);
                 ck_assert_uint_eq(xh[at], vd_f32_to_bf16(ref[i][j]));
                 ck_assert_uint_eq(xq[at], vd_f32_to_f16(ref[i][j]));
+                ck_assert(!memcmp(&xc[at], &ref[i][j], sizeof(float)));
             }
         free(xf);
+        free(xc);
         free(xh);
         free(xq);
         be->destroy(be);
@@ -722,8 +728,8 @@ START_TEST(normalize_from_the_spec) {
     vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = 1, .threads = 1 };
     ck_assert_int_eq(vd_loader_create(&ld, ds2, &cfg, &e), 0);
     int32_t yb;
-    ck_assert_int_eq(vd_loader_next_as(ld, xb, VD_DT_BF16, &yb, &e), 0);
-    ck_assert_int_eq(vd_loader_next_as(ld, xb, VD_DT_BF16, &yb, &e), 0);   /* made in bf16 */
+    ck_assert_int_eq(vd_loader_next_as(ld, xb, VD_DT_BF16, true, &yb, &e), 0);
+    ck_assert_int_eq(vd_loader_next_as(ld, xb, VD_DT_BF16, true, &yb, &e), 0);   /* made in bf16 */
     for (int i = 0; i < 64; i++)
         for (int c = 0; c < 3; c++)
             ck_assert_uint_eq(xb[i * 3 + c], vd_f32_to_bf16(x[c * 64 + i]));
@@ -1542,7 +1548,7 @@ static void h16_batches_match(vd_dataset *ds, vd_dtype dt, int batch, int nb, si
             vd_dtype cur = !mixed || b % 3 != 2 ? dt : alt;
             const float *r = ref + (size_t)b * n;
             memset(got, 0xA5, sizeof(float) * (n + GUARD));
-            ck_assert_msg(vd_loader_next_as(ld, got, cur, y, &e) == 0, "%s", e.msg);
+            ck_assert_msg(vd_loader_next_as(ld, got, cur, cur != VD_DT_F32, y, &e) == 0, "%s", e.msg);
             if (cur == VD_DT_F32) {
                 ck_assert_msg(memcmp(got, r, sizeof(float) * n) == 0,
                               "threads %d batch %d: the float batch differs", threads[t], b);
@@ -1572,6 +1578,72 @@ static void h16_batches_match(vd_dataset *ds, vd_dtype dt, int batch, int nb, si
     }
     free(ref); free(want); free(got); free(ly); free(y);
 }
+
+/* Math tf32's batches: vd_loader_next_as(VD_DT_F32, nhwc true) gives the
+ * float batch of vd_loader_next (1 thread) in channels-last order, bit for
+ * bit, whatever the thread count (a large batch in parallel parts, each
+ * relaying out whole samples) and after a bf16 batch (the batches are made
+ * in bf16 by then: made again in floats, then relaid out); nothing is
+ * written past the batch. */
+static void f32_nhwc_batches_match(vd_dataset *ds, int batch, int nb) {
+    static const int threads[] = { 1, 3, 16 };
+    enum { GUARD = 16 };
+    const vd_data_info *di = vd_data_get_info(ds);
+    size_t c = (size_t)di->c, hw = (size_t)di->h * (size_t)di->w, n = c * hw * (size_t)batch;
+    float *ref = malloc(sizeof(float) * n * (size_t)nb), *got = malloc(sizeof(float) * (n + GUARD));
+    int32_t *ly = malloc(sizeof(int32_t) * (size_t)(batch * nb)), *y = malloc(sizeof(int32_t) * (size_t)batch);
+    ck_assert(ref && got && ly && y);
+    vd_err e;
+    vd_loader_cfg cfg = { .split = VD_SPLIT_TRAIN, .batch = batch, .shuffle = true,
+                          .seed = 11, .start = 3, .threads = 1 };
+    vd_loader *ld;
+    ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
+    for (int b = 0; b < nb; b++)
+        ck_assert_int_eq(vd_loader_next(ld, ref + (size_t)b * n, ly + b * batch, &e), 0);
+    vd_loader_destroy(&ld);
+    for (size_t t = 0; t < VD_ARRAY_LEN(threads); t++) {
+        cfg.threads = threads[t];
+        ck_assert_msg(vd_loader_create(&ld, ds, &cfg, &e) == 0, "%s", e.msg);
+        for (int b = 0; b < nb; b++) {
+            const bool bf = b == 1;   /* one bf16 batch in between */
+            memset(got, 0xA5, sizeof(float) * (n + GUARD));
+            ck_assert_msg(vd_loader_next_as(ld, got, bf ? VD_DT_BF16 : VD_DT_F32, true, y, &e) == 0,
+                          "%s", e.msg);
+            if (bf) continue;
+            const float *r = ref + (size_t)b * n;
+            for (size_t i = 0; i < (size_t)batch; i++)
+                for (size_t ch = 0; ch < c; ch++)
+                    for (size_t q = 0; q < hw; q++)
+                        ck_assert_msg(!memcmp(&got[(i * hw + q) * c + ch], &r[(i * c + ch) * hw + q],
+                                              sizeof(float)),
+                                      "threads %d batch %d: sample %zu channel %zu pixel %zu differs",
+                                      threads[t], b, i, ch, q);
+            for (size_t i = n; i < n + GUARD; i++)
+                ck_assert_msg(((uint32_t *)got)[i] == 0xA5A5A5A5u, "threads %d: written past "
+                              "the batch", threads[t]);
+            ck_assert_mem_eq(y, ly + b * batch, sizeof(int32_t) * (size_t)batch);
+        }
+        vd_loader_destroy(&ld);
+    }
+    free(ref); free(got); free(ly); free(y);
+}
+
+START_TEST(loader_f32_nhwc_any_thread_count) {
+    vd_net net;
+    vd_err e;
+    vd_dataset *ds;
+    tu_tiny_net(&net, 3, 8, 8, 10, false, 10);
+    ck_assert_int_eq(vd_data_open("synthetic:50", &net, 10, 5, false, &ds, &e), 0);
+    f32_nhwc_batches_match(ds, 10, 6);
+    vd_data_close(&ds);
+    vd_net_free(&net);
+    tu_tiny_net(&net, 3, 64, 64, 10, false, 120);
+    ck_assert_int_eq(vd_data_open("synthetic:300", &net, 120, 5, false, &ds, &e), 0);
+    f32_nhwc_batches_match(ds, 120, 3);   /* 5.9 MB: copied in parts (COPY_PART_MIN 4 MiB) */
+    vd_data_close(&ds);
+    vd_net_free(&net);
+}
+END_TEST
 
 START_TEST(loader_bf16_any_thread_count) {
     vd_net net;
@@ -1645,7 +1717,7 @@ START_TEST(loader_synth_device_matches_loader) {
         for (int k = 0; k < NB; k++) {
             vd_dtype dt = (vd_dtype)(k % 3);   /* F32, BF16, F16 in turn */
             bool bf = dt != VD_DT_F32;
-            ck_assert_int_eq(vd_loader_next_as(ld, bf ? (void *)h : (void *)x, dt, y, &e), 0);
+            ck_assert_int_eq(vd_loader_next_as(ld, bf ? (void *)h : (void *)x, dt, bf, y, &e), 0);
             vd_synth_batch b = { .index = idx };
             ck_assert_int_eq(vd_loader_next_synth(dl, &b, yd, &e), 0);
             ck_assert(b.seed == 5 && b.split == VD_SPLIT_TRAIN && b.classes == 10 &&
@@ -1688,4 +1760,5 @@ VDT_MAIN("data", 0,
           epoch_perm_is_a_permutation, loader_order_is_deterministic, jpeg_turbo_matches_stb,
           jpeg_scaled_decode_matches_full, jpeg_bad_files_are_named,
           pnm_depth_scale_and_truncation, image_kinds_and_stb_guards,
-          loader_same_batches_any_thread_count, loader_bf16_any_thread_count)
+          loader_same_batches_any_thread_count, loader_bf16_any_thread_count,
+          loader_f32_nhwc_any_thread_count)

@@ -336,6 +336,47 @@ START_TEST(nhwc_conversions) {
 }
 END_TEST
 
+/* The float channels-last conversions (math tf32's maps): the index formula
+ * exactly, a round trip NCHW -> NHWC -> NCHW bit-identical (values with
+ * every bit pattern class: NaN payloads, -0, subnormals, infinities), on the
+ * same edge shapes; the 16-bit dt forms are the functions above. */
+START_TEST(nhwc_conversions_f32) {
+    static const int shapes[][3] = {{2, 3, 35}, {3, 16, 130}, {1, 1, 70}, {4, 7, 1}, {2, 64, 64}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int n = shapes[k][0], c = shapes[k][1], hw = shapes[k][2];
+        size_t tn = (size_t)n * (size_t)c * (size_t)hw;
+        uint32_t *x = malloc(tn * 4), *t = malloc(tn * 4), *back = malloc(tn * 4);
+        uint16_t *h = malloc(tn * 2), *h2 = malloc(tn * 2);
+        ck_assert(x && t && back && h && h2);
+        for (size_t i = 0; i < tn; i++) x[i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i << 7);
+        x[0] = 0x7fc01234u;   /* a NaN with a payload */
+        x[tn - 1] = 0x80000000u;
+        vd_nchw_f32_to_nhwc(VD_DT_F32, (const float *)x, t, n, c, hw);
+        for (int i = 0; i < n; i++)
+            for (int ch = 0; ch < c; ch++)
+                for (int p = 0; p < hw; p++) {
+                    size_t src = ((size_t)i * c + ch) * hw + p, dst = ((size_t)i * hw + p) * c + ch;
+                    ck_assert_uint_eq(t[dst], x[src]);
+                }
+        vd_nhwc_to_nchw_f32(VD_DT_F32, t, (float *)back, n, c, hw);
+        ck_assert(memcmp(back, x, tn * 4) == 0);
+        /* the 16-bit dt: the bf16 functions' bytes */
+        for (size_t i = 0; i < tn; i++) x[i] &= 0xbfffffffu;   /* finite: no NaN to compare */
+        vd_nchw_f32_to_nhwc(VD_DT_BF16, (const float *)x, h, n, c, hw);
+        vd_nchw_f32_to_nhwc_bf16((const float *)x, h2, n, c, hw);
+        ck_assert(memcmp(h, h2, tn * 2) == 0);
+        vd_nhwc_to_nchw_f32(VD_DT_BF16, h, (float *)back, n, c, hw);
+        vd_nhwc_bf16_to_nchw_f32(h2, (float *)t, n, c, hw);
+        ck_assert(memcmp(back, t, tn * 4) == 0);
+        free(x);
+        free(t);
+        free(back);
+        free(h);
+        free(h2);
+    }
+}
+END_TEST
+
 VDT_MAIN("util-bf16", 0, bf16_round_to_nearest_even, h16_array_forms, f16_to_f32_exhaustive,
          f16_array_to_f32_exhaustive, f16_round_to_nearest_even, f16_round_vs_references,
-         nhwc_conversions)
+         nhwc_conversions, nhwc_conversions_f32)

@@ -103,8 +103,13 @@ typedef struct cpu_ctx {
     int *n_opts;                /* [n_layers] */
     double *scratch;            /* the most any layer's op needs (vd_cpu_op.scratch_doubles) */
     size_t scratch_n;
-    float *bf_buf;              /* math bf16 / fp16: the float copies of one call's operands
-                                   (cpu_run_h16), [bf_n]; grows to the largest call's need */
+    bool f32_nhwc;              /* float maps are channels-last: layer_setup's math is tf32
+                                   (vd_math_nhwc); 16-bit maps are so always, and float ones
+                                   after another math's setup NCHW (the fp32 oracle calls of
+                                   tests next to 16-bit ones) */
+    float *bf_buf;              /* channels-last maps: the float NCHW copies of one call's
+                                   operands (cpu_run_cl), [bf_n]; grows to the largest call's
+                                   need */
     size_t bf_n;
     struct cpu_map { void *p; size_t n; } *maps;   /* [n_maps] the mapped blocks (big_alloc) */
     int n_maps, cap_maps;
@@ -297,7 +302,8 @@ static int q_push(cpu_queue *q, const qentry *x, vd_err *e) {
 
 /* fill_synthetic's work (data/synth.h): 16-bit batches are the float
  * values rounded to nearest even, bf16 by synth.h's vd_synth_bf16 (the CUDA
- * kernel's), fp16 by vd_f32_to_f16 (__float2half_rn's rounding). */
+ * kernel's), fp16 by vd_f32_to_f16 (__float2half_rn's rounding), in
+ * channels-last positions; float ones there too with b->nhwc. */
 static void synth_run(void *x, vd_dtype dt, const vd_synth_batch *b) {
     int64_t m = b->sample_numel;
     for (int s = 0; s < b->n; s++) {
@@ -312,7 +318,8 @@ static void synth_run(void *x, vd_dtype dt, const vd_synth_batch *b) {
             }
         } else {
             float *y = (float *)x + (int64_t)s * m;
-            for (int64_t j = 0; j < m; j++) y[j] = vd_synth_value(k, t, j);
+            for (int64_t j = 0; j < m; j++)
+                y[b->nhwc ? vd_synth_bf16_pos(j, m, b->channels) : j] = vd_synth_value(k, t, j);
         }
     }
 }
@@ -573,6 +580,7 @@ static int cpu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math
     c->n_layers = n;
     c->net = net;
     c->batch = batch;
+    c->f32_nhwc = vd_math_nhwc(math) && vd_math_act_dtype(math) == VD_DT_F32;
     return VD_OK;
 }
 
@@ -652,9 +660,15 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
     return c->scratch;
 }
 
-/* ---- bf16 / fp16 (math bf16, math fp16): the oracle of the CUDA backend's
- * mixed precision. Both 16-bit types take the same path, only the rounding
- * differs (io->act: vd_f32_to_bf16 or vd_f32_to_f16, nearest even).
+/* ---- channels-last maps: tf32 (float), bf16 and fp16 (math bf16, math
+ * fp16: the oracle of the CUDA backend's mixed precision). Every feature-map
+ * operand is copied to a float NCHW array, the fp32 op runs, and what it
+ * wrote goes back channels-last. Math tf32 does only that (the CPU has no
+ * tf32: fp32 products satisfy it, cpu_supports_op), so its results are
+ * fp32's, relaid out: the layout is exercised, the values are the NCHW
+ * run's. In 16 bits the copies also round: both 16-bit types take the same
+ * path, only the rounding differs (io->act: vd_f32_to_bf16 or
+ * vd_f32_to_f16, nearest even).
  * Every feature-map operand is expanded from 16 bits to a float copy, the
  * fp32 op runs, and what the op wrote (y forward, dx backward) is rounded to
  * nearest even back into 16-bit storage: a value is rounded exactly where the
@@ -669,9 +683,8 @@ static double *op_scratch(cpu_ctx *c, const vd_net *net, int layer, vd_err *e) {
  * A chunk's conv dW that is added to dw (dw_beta 1) is rounded on its own
  * before the add, as the CUDA path adds its 16-bit dW to the fp32 gradient;
  * the other fields of a chunk (n0, n_batch) pass to the fp32 op unchanged.
- * Operands that alias (in-place layers) share one float copy. 16-bit feature
- * maps are channels-last (vd_math_nhwc): the float copies are NCHW,
- * converted both ways, so every fp32 op runs unchanged. */
+ * Operands that alias (in-place layers) share one float copy. The float
+ * copies are NCHW, converted both ways, so every fp32 op runs unchanged. */
 typedef struct bf_map {
     const void *bf[2 * VD_MAX_INPUTS + 2];
     float *f[2 * VD_MAX_INPUTS + 2];
@@ -679,9 +692,9 @@ typedef struct bf_map {
     float *next;                /* the unused rest of the call's arena */
 } bf_map;
 
-/* The float NCHW copy of 16-bit (dt) NHWC tensor p of n elements, c channels
- * of hw (converted when load), carved from the arena that cpu_run_h16 sized
- * for the call. */
+/* The float NCHW copy of channels-last tensor p of type dt of n elements, c
+ * channels of hw (converted when load), carved from the arena that
+ * cpu_run_cl sized for the call. */
 static float *bf_get(bf_map *m, vd_dtype dt, const void *p, int64_t n, int64_t c, int64_t hw,
                      bool load) {
     if (!p) return NULL;
@@ -689,7 +702,7 @@ static float *bf_get(bf_map *m, vd_dtype dt, const void *p, int64_t n, int64_t c
         if (m->bf[i] == p) return m->f[i];
     float *f = m->next;
     m->next += n;
-    if (load) vd_nhwc_h16_to_nchw_f32(dt, p, f, n / (c * hw), c, hw);
+    if (load) vd_nhwc_to_nchw_f32(dt, p, f, n / (c * hw), c, hw);
     m->bf[m->n] = p;
     m->f[m->n++] = f;
     return f;
@@ -723,17 +736,18 @@ static int run_op(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io
     return (bwd ? vd_cpu_ops[op].bwd : vd_cpu_ops[op].fwd)(net, layer, io, scratch, e);
 }
 
-static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
-                       double *scratch, vd_err *e) {
+static int cpu_run_cl(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io *io, bool bwd,
+                      double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     vd_dtype dt = io->act;
+    const bool h16 = dt != VD_DT_F32;   /* rounds where CUDA stores 16 bits */
     int64_t ny = (int64_t)io->n * vd_net_out_numel(net, layer), nx[VD_MAX_INPUTS];
     bool needs_x = true, needs_y = !bwd;
     if (bwd) bwd_reads(net, layer, io, &needs_x, &needs_y);
-    bool gemm = l->op == VD_OP_CONV || l->op == VD_OP_FC;
+    bool gemm = h16 && (l->op == VD_OP_CONV || l->op == VD_OP_FC);
     int64_t nw = gemm ? net->params[l->param_first].numel : 0;
-    /* conv backward adding to dw: the chunk's dw and db apart first */
-    bool acc = bwd && l->op == VD_OP_CONV && io->dw_beta != 0.0f;
+    /* 16-bit conv backward adding to dw: the chunk's dw and db apart first */
+    bool acc = h16 && bwd && l->op == VD_OP_CONV && io->dw_beta != 0.0f;
     int64_t nb = acc && io->db ? l->c : 0;
     size_t total = (size_t)(2 * ny + nw) + 1;   /* y, dy, the weight copy */
     if (acc) total += (size_t)(nw + nb);        /* the chunk's dw, db */
@@ -785,14 +799,14 @@ static int cpu_run_h16(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_i
                 for (int64_t c = 0; c < ch; c++)
                     for (int64_t j = 0; j < hw; j++) f.y[(n * ch + c) * hw + j] += io->b[c];
         }
-        vd_nchw_f32_to_nhwc_h16(dt, f.y, (uint16_t *)io->y, io->n, yc, yhw);
+        vd_nchw_f32_to_nhwc(dt, f.y, io->y, io->n, yc, yhw);
     } else {
-        if (l->op == VD_OP_CONV && io->dw) vd_round_h16_n(dt, f.dw, (size_t)nw);
+        if (gemm && l->op == VD_OP_CONV && io->dw) vd_round_h16_n(dt, f.dw, (size_t)nw);
         for (int64_t i = 0; acc && io->dw && i < nw; i++) io->dw[i] += f.dw[i];
         for (int64_t i = 0; acc && io->db && i < nb; i++) io->db[i] += f.db[i];
         for (int k = 0; k < l->n_in; k++)
             if (io->dx[k])
-                vd_nchw_f32_to_nhwc_h16(dt, f.dx[k], (uint16_t *)io->dx[k], io->n, xc[k], xhw[k]);
+                vd_nchw_f32_to_nhwc(dt, f.dx[k], io->dx[k], io->n, xc[k], xhw[k]);
     }
     return VD_OK;
 }
@@ -826,7 +840,7 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
     if (rc || (rc = vd_op_io_check_chunk(net, layer, io, bwd, e))) return rc;
     double *scratch = op_scratch(ctx_of(be), net, layer, e);
     if (!scratch && vd_cpu_ops[op].scratch_doubles) return VD_ENOMEM;
-    if (io->act != VD_DT_F32) return cpu_run_h16(ctx_of(be), net, layer, io, bwd, scratch, e);
+    if (io->act != VD_DT_F32 || c->f32_nhwc) return cpu_run_cl(c, net, layer, io, bwd, scratch, e);
     return run_op(ctx_of(be), net, layer, io, bwd, scratch, e);
 }
 

@@ -284,8 +284,8 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         c->conv_fuse_force = o->conv_fuse_force && !o->no_fuse;
         c->conv_mix = c->tune && o->conv_api == VD_CONV_API_AUTO && c->conv_split != 2 &&
                       !c->conv_gemm_force && !c->conv_direct_force && !o->conv_fuse_force;
-        /* bf16 / fp16 (channels-last): the graph API's tensor-core engines; the
-         * legacy cudnnFind would also time its slow non-tensor-core algorithms */
+        /* channels-last (tf32, bf16, fp16): the graph API's tensor-core engines;
+         * the legacy cudnnFind would also time its slow non-tensor-core algorithms */
         if (vd_math_nhwc(math)) c->conv_mix = false;
     }
     c->layers = (cu_layer *)vd_calloc((size_t)net->n_layers, sizeof *c->layers, e);
@@ -309,6 +309,7 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
         L->h = l->h;
         L->w = l->w;
         L->dt = cu_dnn_dtype(math);
+        L->cl = vd_math_nhwc(math);
         /* cuDNN's engine tuning takes seconds on large nets: a stop ends it */
         int rc = be->opts.stop && *be->opts.stop
                  ? vd_errf(e, VD_ESTOP, "setup stopped at layer %d of %d", i, net->n_layers)
@@ -328,10 +329,12 @@ static int cu_layer_setup(vd_backend *be, const vd_net *net, int batch, vd_math 
              * partial sums, max pooling's backward argmax pass) */
             cu_op_default_ws(c, net, i, batch, &L->opts[0]);
         }
-        /* bf16 / fp16: each pass converts the weight into its workspace (conv
-         * backward also keeps a 16-bit dW there); fc's dW is written in fp32 */
+        /* channels-last maps: each conv pass copies the weight into its
+         * workspace as KRSC (backward also keeps a KRSC dW there), a 16-bit fc
+         * converts it; an fc over H*W > 1 reorders its input to NCHW there
+         * (cu_wcopy_bytes, cu_fc_xt_bytes); fc's dW is written in fp32 */
         uint64_t wb = cu_wcopy_bytes(c, net, i), xb = cu_fc_xt_bytes(c, net, i, batch);
-        for (int k = 0; wb && k < L->n_opts; k++) {
+        for (int k = 0; (wb || xb) && k < L->n_opts; k++) {
             vd_algo_opt *o = &L->opts[k];
             uint64_t f = vd_algo_ws(o, false), b = vd_algo_ws(o, true);
             o->ws_fwd = f + wb + xb;

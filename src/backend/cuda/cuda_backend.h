@@ -50,7 +50,7 @@ int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, vd_profile 
  * false for other layers, other backends, and in a CPU-only build. */
 bool vd_cuda_relu_fused(vd_backend *be, int layer);
 /* Whether layer (a ReLU) has its backward taken by the batch norm before it
- * (cu_layer.relu_bwd_fused: bf16 / fp16, not no_fuse): a no-op where the
+ * (cu_layer.relu_bwd_fused: channels-last maps, not no_fuse): a no-op where the
  * plan gives it dx == dy. false as vd_cuda_relu_fused. */
 bool vd_cuda_relu_bwd_fused(vd_backend *be, int layer);
 /* Whether conv layer's forward runs as one cuDNN graph with its bias (and a

@@ -92,14 +92,15 @@ bool cu_conv_input_shared(const vd_net *net, int li) {
 }
 
 /* ---- building blocks ------------------------------------------------------------------ */
-/* A tensor of type dt laid out as the layer's maps of type lt: NCHW, or
- * channels-last for bf16 / fp16 (feature maps NHWC, the weight KRSC); virt:
+/* A tensor of type dt laid out as the layer's maps: NCHW, or channels-last
+ * where cl (cu_layer.cl: tf32, bf16, fp16; feature maps NHWC, the weight
+ * KRSC); virt:
  * an intermediate of a fused graph, never in memory. */
 static int make_tensor(cudnnBackendDescriptor_t *d, int64_t uid, const int64_t dim[4],
-                       int64_t align, cudnnDataType_t dt, cudnnDataType_t lt, bool virt, bool *ok,
+                       int64_t align, cudnnDataType_t dt, bool cl, bool virt, bool *ok,
                        vd_err *e) {
     int64_t str[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
-    if (cu_dt_16(lt)) {
+    if (cl) {
         str[0] = dim[1] * dim[2] * dim[3];
         str[1] = 1;
         str[2] = dim[3] * dim[1];
@@ -160,17 +161,17 @@ int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float 
     if (dir != CU_GD_FWD || beta != 0.0f) epi = CG_EPI_NONE;
     const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
     int rc;
-    if ((rc = make_tensor(&o->t[0], 1, xd, ax, L->dt, L->dt, false, ok, e)) ||
-        (rc = make_tensor(&o->t[1], 2, wd, aw, L->dt, L->dt, false, ok, e)) ||
-        (rc = make_tensor(&o->t[2], 3, yd, ax, L->dt, L->dt, false, ok, e)))
+    if ((rc = make_tensor(&o->t[0], 1, xd, ax, L->dt, L->cl, false, ok, e)) ||
+        (rc = make_tensor(&o->t[1], 2, wd, aw, L->dt, L->cl, false, ok, e)) ||
+        (rc = make_tensor(&o->t[2], 3, yd, ax, L->dt, L->cl, false, ok, e)))
         return rc;
     /* epilogue: the bias (fp32 parameter), the conv's output and the
      * biased sum before the ReLU, both virtual and fp32 */
     if (epi != CG_EPI_NONE &&
-        ((rc = make_tensor(&o->tb, 4, bd, ab, f32, L->dt, false, ok, e)) ||
-         (rc = make_tensor(&o->tv[0], 5, yd, 16, f32, L->dt, true, ok, e)) ||
+        ((rc = make_tensor(&o->tb, 4, bd, ab, f32, L->cl, false, ok, e)) ||
+         (rc = make_tensor(&o->tv[0], 5, yd, 16, f32, L->cl, true, ok, e)) ||
          (epi == CG_EPI_BIAS_RELU &&
-          (rc = make_tensor(&o->tv[1], 6, yd, 16, f32, L->dt, true, ok, e)))))
+          (rc = make_tensor(&o->tv[1], 6, yd, 16, f32, L->cl, true, ok, e)))))
         return rc;
     if (!*ok) {
         *why = CUDNN_STATUS_NOT_SUPPORTED_SHAPE;
@@ -484,10 +485,10 @@ int cg_gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, 
                                G_MAXC, e)))
         return rc;
     if (fused) return VD_OK;
-    /* bf16 / fp16 channels-last: the fallback list's engines run 100-7000x slower
+    /* channels-last: the fallback list's engines run 100-7000x slower
      * than mode A's tensor-core ones (H200, ResNet-50 backward-filter 0.1 vs
      * 700 ms) and timing them took minutes; asked only when mode A has none */
-    if (cu_dt_16(L->dt) && D->n > 0) return VD_OK;
+    if (L->cl && D->n > 0) return VD_OK;
     return cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK,
                             cap, false, D->c, &D->n, G_MAXC, e);
 }

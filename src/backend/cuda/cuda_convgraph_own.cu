@@ -6,7 +6,7 @@
 #include "backend/cuda/cuda_convgraph.h"
 
 /* ---- the GEMM backward-filter of 1x1 convolutions -------------------------------- */
-/* A 1x1, stride-1, unpadded, ungrouped fp32 (or tf32) convolution's weight
+/* A 1x1, stride-1, unpadded, ungrouped fp32 (NCHW) convolution's weight
  * gradient in NCHW is dW[k][c] = sum_n sum_hw dY[n][k][hw] X[n][c][hw]: per
  * sample a GEMM with hw as the inner dimension. cuDNN's NCHW engines take
  * 2.7 ms for ResNet-50's layer1 conv3 (64 -> 256 at 56x56, b256) where
@@ -19,7 +19,7 @@ static const uint64_t GEMM_WS_MAX = 256ull << 20;
 
 static bool gemm_eligible(const cu_layer *L, const vd_layer *l) {
     int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-    return L->dt == CUDNN_DATA_FLOAT && gr == 1 && l->u.conv.kh == 1 && l->u.conv.kw == 1 &&
+    return !L->cl && gr == 1 && l->u.conv.kh == 1 && l->u.conv.kw == 1 &&
            l->u.conv.sh == 1 && l->u.conv.sw == 1 && l->u.conv.ph == 0 && l->u.conv.pw == 0 &&
            L->h == L->in_h && L->w == L->in_w;
 }
@@ -57,7 +57,7 @@ void cg_add_gemm(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, uint64_
     k->ws = ws;
     k->ms = -1.0f;
     k->gemm = true;
-    k->tc = c->math == VD_MATH_TF32;
+    k->tc = false;   /* fp32 only (gemm_eligible): cuBLAS's FMA math */
     cg_dbg(c, 2, "  '%s' %s: cuBLAS 1x1 GEMM (engine %d): candidate, workspace %llu", l->name,
            cg_dir_name[CU_GD_BWD_FILTER], GEMM_ENGINE, (unsigned long long)ws);
 }
@@ -65,12 +65,12 @@ void cg_add_gemm(cu_ctx *c, const cu_layer *L, const vd_layer *l, int n, uint64_
 /* The direct forward kernel (cuk_conv_direct_fwd) for layers with few
  * inputs per output (at most CU_DIRECT_MAX_C channels, CU_DIRECT_MAX_P
  * inputs per window): one more timed forward candidate, without workspace,
- * kept where it wins, like the GEMM. fp32 / tf32 feature maps (NCHW) only.
+ * kept where it wins, like the GEMM. fp32 feature maps (NCHW) only.
  * When an option runs it, the kernel also adds the bias
  * (cu_graph_fwd_fuses_bias). */
 static bool direct_geom(const cu_layer *L, const vd_layer *l, int n, cu_direct_geom *dg) {
     int gr = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
-    if (L->dt != CUDNN_DATA_FLOAT || gr != 1) return false;
+    if (L->cl || gr != 1) return false;
     *dg = (cu_direct_geom){n, L->in_c[0], L->in_h, L->in_w, L->c, L->h, L->w,
                            l->u.conv.kh, l->u.conv.kw, l->u.conv.sh, l->u.conv.sw,
                            l->u.conv.ph, l->u.conv.pw,
@@ -140,7 +140,8 @@ int cg_epilogue(cu_ctx *c, const cu_layer *L, const vd_layer *l, const vd_op_io 
                 vd_err *e) {
     if (!io->b) return vd_errf(e, VD_EINTERNAL, "conv '%s': fused forward without a bias", l->name);
     const int64_t hw = (int64_t)L->h * L->w;
-    int rc = cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c, hw, io->act, e);
+    int rc = cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c, hw, io->act, L->cl,
+                          e);
     if (rc || epi != CG_EPI_BIAS_RELU) return rc;
     return cuk_relu_fwd(cu_compute(c), c->sm_count, io->y, io->y, (int64_t)io->n * L->c * hw,
                         io->act, e);

@@ -178,10 +178,10 @@ static float picks_ms(const cu_graph *g, int split, int sset, const int pick[CU_
     return t;
 }
 
-/* bf16 / fp16: the engines without tensor cores that cuDNN offers as the
- * low-workspace fallbacks of channels-last 16-bit maps run 20-7000x slower than the
- * fastest (measured on the H200: ResNet-50's 3x3 backward-filter 0.1 ms vs
- * 700 ms); an option that slow is never worth its workspace (offloading or
+/* Channels-last maps (tf32, bf16, fp16): the engines without tensor cores
+ * that cuDNN offers as their low-workspace fallbacks run 20-7000x slower
+ * than the fastest (measured in bf16 on the H200: ResNet-50's 3x3
+ * backward-filter 0.1 ms vs 700 ms; tf32's NHWC floats take the same rule); an option that slow is never worth its workspace (offloading or
  * recomputing costs less), and timing it in the profile takes minutes. So
  * an option timed over OPT_SLOW_X times option 0 is not listed. */
 enum { OPT_SLOW_X = 8 };
@@ -204,7 +204,7 @@ static void add_gopt_in(cu_layer *L, const cu_graph *g, int split, int sset, uns
             L->conv_opts[k].sset == sset && L->conv_opts[k].whole_mask == whole_mask)
             return;
     if (L->n_opts >= CU_MAX_OPTS) return;
-    if (cu_dt_16(L->dt) && L->n_opts > 0 && opt_too_slow(L, g, split, sset, pick))
+    if (L->cl && L->n_opts > 0 && opt_too_slow(L, g, split, sset, pick))
         return;
     cu_conv_opt *co = &L->conv_opts[L->n_opts];
     vd_algo_opt *o = &L->opts[L->n_opts];
@@ -266,7 +266,8 @@ static int split_setup(cu_ctx *c, const vd_layer *l, cu_layer *L, cu_graph *g, i
     const int nb = L->desc_batch;   /* c->batch, or its sub-batch past INT32_MAX elements */
     const uint64_t fastest = L->n_opts ? L->opts[0].workspace : 0;
     const bool force = c->conv_split == 2;
-    /* no split options in bf16 / fp16 (their partial dW sums are fp32 code) */
+    /* no split options with channels-last maps (tf32, bf16, fp16: the split
+     * partial dW sums are the fp32 NCHW path's code) */
     if (c->conv_split == 0 || vd_math_nhwc(c->math) || (!force && fastest <= SPLIT_MIN))
         return VD_OK;
     const uint64_t xs = (uint64_t)L->in_c[0] * L->in_h * L->in_w * 4;
@@ -610,7 +611,7 @@ int cu_graph_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, uint6
     cu_graph *g = (cu_graph *)vd_calloc(1, sizeof *g, e);
     if (!g) return VD_ENOMEM;
     g->ax = 16;
-    /* bf16 / fp16: the weight is the 256-aligned copy in the workspace (conv_16_io) */
+    /* channels-last: the weight is the 256-aligned KRSC copy in the workspace (conv_cl_io) */
     g->aw = vd_math_nhwc(c->math) ? 16 : cu_conv_weight_align(net, li);
     g->ab = cu_conv_param_align(net, li, VD_ROLE_BIAS);
     int rc = graph_setup(c, net, li, L, g, bias_ws, no_engine, why, why_n, e);

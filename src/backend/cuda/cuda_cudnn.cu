@@ -33,8 +33,8 @@
  * order, the first with the call's dw_beta, the others with 1: in fp32 a
  * slice that adds is computed with beta 0 into the front of the workspace
  * (conv_dw_tmp bytes, counted in such a layer's backward workspace) and
- * added by cuk_axpby_copy, in bf16 / fp16 each slice's 16-bit dW is widened
- * into dw; the bias gradient runs once over the whole call (int64
+ * added by cuk_axpby_copy, with channels-last maps (tf32, bf16, fp16) each
+ * slice's KRSC dW is relaid out (16 bits: widened) into dw; the bias gradient runs once over the whole call (int64
  * indices). A layer within the limit (desc_batch == c->batch, every
  * shipped net at its usual batch) runs exactly as before.
  *
@@ -68,9 +68,9 @@
 
 /* Conv: the x and y tensor descriptors for batch n. */
 static int conv_set_batch(cu_layer *L, int n, vd_err *e) {
-    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, L->cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                               L->in_c[0], L->in_h, L->in_w));
-    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->yd, L->cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                               L->c, L->h, L->w));
     L->desc_n = n;
     return VD_OK;
@@ -79,7 +79,7 @@ static int conv_set_batch(cu_layer *L, int n, vd_err *e) {
 /* Batch norm: the x (= y) tensor descriptor for batch n and the parameters'
  * descriptor derived from it. */
 static int bn_set_batch(cu_layer *L, int n, vd_err *e) {
-    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
+    CUDNN_CHECK(e, cudnnSetTensor4dDescriptor(L->xd, L->cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, L->dt, n,
                                               L->c, L->h, L->w));
     CUDNN_CHECK(e, cudnnDeriveBNTensorDescriptor(L->pd, L->xd, CUDNN_BATCHNORM_SPATIAL));
     L->desc_n = n;
@@ -141,7 +141,8 @@ static void conv_slice_io(const cu_layer *L, const vd_op_io *io, int s0, int m, 
 }
 
 /* Bytes (256-aligned) of the fp32 partial dW a sub-batch that adds to dw
- * writes at the front of the workspace (fp32 / tf32 only). */
+ * writes at the front of the workspace (fp32 only: channels-last convs add
+ * their KRSC dW, conv_cl_io). */
 static uint64_t conv_dw_tmp(const vd_net *net, int li) {
     return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * sizeof(float), (uint64_t)256);
 }
@@ -534,8 +535,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, bool *s
     CUDNN_CHECK(e, cudnnCreateConvolutionDescriptor(&L->cd));
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
     CUDNN_CHECK(e, cudnnSetFilter4dDescriptor(L->wd, L->dt,
-                                              cu_dt_16(L->dt) ? CUDNN_TENSOR_NHWC
-                                                              : CUDNN_TENSOR_NCHW,
+                                              L->cl ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                               l->u.conv.out, L->in_c[0] / g, l->u.conv.kh,
                                               l->u.conv.kw));
     CUDNN_CHECK(e, cudnnSetConvolution2dDescriptor(
@@ -553,8 +553,7 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, bool *s
                        L->c, L->h, L->w);
     uint64_t bias_ws = 0;   /* the bias gradient runs over the whole call, sub-batches or not */
     if (l->u.conv.bias) {
-        int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count,
-                                  cu_dt_16(L->dt));
+        int split = cu_chan_split(c->batch, L->c, (int64_t)L->h * L->w, c->sm_count, L->cl);
         if (split > 1) bias_ws = (uint64_t)split * (uint64_t)L->c * sizeof(float);
     }
     uint64_t ybytes = (uint64_t)L->desc_batch * (uint64_t)L->c * (uint64_t)L->h * (uint64_t)L->w * 4;
@@ -643,9 +642,9 @@ static int conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, bool *s
 int cu_conv_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
     bool shared = false;
     int rc = conv_setup(c, net, li, L, &shared, e);
-    if (rc || shared || L->desc_batch >= c->batch || cu_dt_16(L->dt)) return rc;
-    /* sub-batches in fp32 / tf32: a slice adding to dw computes its dW into
-     * the workspace front first (see the top; 16-bit ones reuse the 16-bit
+    if (rc || shared || L->desc_batch >= c->batch || L->cl) return rc;
+    /* sub-batches in fp32: a slice adding to dw computes its dW into the
+     * workspace front first (see the top; channels-last ones reuse the KRSC
      * dW that cu_layer_setup counts) */
     const uint64_t t = conv_dw_tmp(net, li);
     for (int k = 0; k < L->n_opts; k++) {
@@ -699,11 +698,13 @@ int cu_legacy_conv_dir(cu_ctx *c, const vd_net *net, int li, int dir, const vd_o
     return VD_OK;
 }
 
-/* Math bf16 / fp16: the conv's operands as cuDNN takes them. *b = *io with w
- * the 16-bit copy of the weight (made here, at the start of the workspace), dw
- * (backward, when io->dw) a 16-bit dW behind it, and ws / ws_bytes the rest. */
-static int conv_16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, bool bwd,
-                        vd_op_io *b, vd_err *e) {
+/* Channels-last maps (math tf32, bf16, fp16): the conv's operands as cuDNN
+ * takes them. *b = *io with w the KRSC copy of the weight in the maps'
+ * element type (made here, at the start of the workspace: tf32's floats
+ * moved unchanged, 16 bits rounded), dw (backward, when io->dw) a KRSC dW of
+ * that type behind it, and ws / ws_bytes the rest. */
+static int conv_cl_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, bool bwd,
+                      vd_op_io *b, vd_err *e) {
     uint64_t wb = cu_wcopy_bytes(c, net, li), need = wb * (bwd && io->dw ? 2 : 1);
     if (!io->ws || io->ws_bytes < need)
         return vd_errf(e, VD_EINTERNAL, "conv '%s': %s needs %llu bytes of workspace, got %llu",
@@ -716,7 +717,7 @@ static int conv_16_io(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
     b->ws = ws + need;
     b->ws_bytes = io->ws_bytes - need;
     if (b->ws_bytes == 0) b->ws = NULL;
-    /* the weight [K, C/g, R, S] as 16-bit KRSC (channels-last, as the feature maps) */
+    /* the weight [K, C/g, R, S] as KRSC (channels-last, as the feature maps) */
     const vd_layer *l = &net->layers[li];
     int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
     return cuk_relayout(cu_compute(c), c->sm_count, io->w, VD_DT_F32, ws, io->act, l->u.conv.out,
@@ -731,22 +732,23 @@ static int conv_backward_sliced(cu_ctx *c, const vd_net *net, int li, const vd_o
                                 float wbeta, vd_err *e);
 
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
-    if (io->act == VD_DT_F32) return conv_forward(c, net, li, io, e);
+    if (!c->layers[li].cl) return conv_forward(c, net, li, io, e);
     vd_op_io b;
-    int rc = conv_16_io(c, net, li, io, false, &b, e);
+    int rc = conv_cl_io(c, net, li, io, false, &b, e);
     return rc ? rc : conv_forward(c, net, li, &b, e);
 }
 
-/* bf16 / fp16: the bias gradient from 16-bit dy, dW in 16 bits then widened
- * into the fp32 gradient (added to it with dw_beta 1). */
+/* Channels-last: the bias gradient from dy, dW as KRSC in the maps' type,
+ * then relaid out (16 bits: widened) into the fp32 gradient (added to it with
+ * dw_beta 1). */
 int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const float wbeta = io->dw_beta != 0.0f ? 1.0f : 0.0f;
     if (io->n > c->layers[li].desc_batch) return conv_backward_sliced(c, net, li, io, wbeta, e);
-    if (io->act == VD_DT_F32) return conv_backward(c, net, li, io, wbeta, e);
+    if (!c->layers[li].cl) return conv_backward(c, net, li, io, wbeta, e);
     vd_op_io b;
-    int rc = conv_16_io(c, net, li, io, true, &b, e);
-    if (!rc) rc = conv_backward(c, net, li, &b, 0.0f, e);   /* the 16-bit dW: overwritten */
-    if (!rc && io->dw) {   /* 16-bit KRSC -> fp32 KCRS */
+    int rc = conv_cl_io(c, net, li, io, true, &b, e);
+    if (!rc) rc = conv_backward(c, net, li, &b, 0.0f, e);   /* the KRSC dW: overwritten */
+    if (!rc && io->dw) {   /* KRSC -> fp32 KCRS */
         const vd_layer *l = &net->layers[li];
         int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
         rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, io->act, io->dw, VD_DT_F32, l->u.conv.out,
@@ -788,7 +790,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
     }
     if (l->u.conv.bias && io->b)
         return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, io->n, L->c,
-                            (int64_t)L->h * L->w, io->act, e);
+                            (int64_t)L->h * L->w, io->act, L->cl, e);
     return VD_OK;
 }
 
@@ -796,11 +798,11 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
  * partial sums take the front of io->ws. */
 static int conv_bias_grad(cu_ctx *c, const cu_layer *L, const vd_op_io *io, vd_err *e) {
     int64_t hw = (int64_t)L->h * L->w;
-    int split = cu_chan_split(io->n, L->c, hw, c->sm_count, io->act != VD_DT_F32);
+    int split = cu_chan_split(io->n, L->c, hw, c->sm_count, L->cl);
     if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
         split = 1;
     return cuk_chan_sum(cu_compute(c), io->dy, io->n, L->c, hw, split, (float *)io->ws,
-                        io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, e);
+                        io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, L->cl, e);
 }
 
 /* fbeta: the beta of the weight gradient the convolution writes to io->dw
@@ -850,12 +852,11 @@ static int conv_backward_sliced(cu_ctx *c, const vd_net *net, int li, const vd_o
                                 float wbeta, vd_err *e) {
     const cu_layer *L = &c->layers[li];
     const vd_layer *l = &net->layers[li];
-    const bool h16 = io->act != VD_DT_F32;
     const int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
     const uint64_t t = conv_dw_tmp(net, li);
-    vd_op_io b = *io;   /* 16-bit: the weight's copy, the 16-bit dW, the rest of the workspace */
+    vd_op_io b = *io;   /* channels-last: the weight's copy, the KRSC dW, the rest of the workspace */
     int rc;
-    if (h16 && (rc = conv_16_io(c, net, li, io, true, &b, e))) return rc;
+    if (L->cl && (rc = conv_cl_io(c, net, li, io, true, &b, e))) return rc;
     if (l->u.conv.bias && io->db && (rc = conv_bias_grad(c, L, &b, e))) return rc;
     b.db = NULL;
     const int k = conv_slices(L, io->n);
@@ -868,7 +869,7 @@ static int conv_backward_sliced(cu_ctx *c, const vd_net *net, int li, const vd_o
         if (io->dw) {
             vd_op_io f = s;
             f.dx[0] = NULL;
-            if (h16) {   /* the 16-bit dW (overwritten), widened into dw (KRSC -> KCRS) */
+            if (L->cl) {   /* the KRSC dW (overwritten), into dw (KRSC -> KCRS) */
                 if ((rc = conv_backward(c, net, li, &f, 0.0f, e)) ||
                     (rc = cuk_relayout(cu_compute(c), c->sm_count, b.dw, io->act, io->dw,
                                        VD_DT_F32, l->u.conv.out, L->in_c[0] / g,
@@ -917,7 +918,7 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     const vd_layer *l = &net->layers[li];
     int rc = ensure_batch(L, io->n, bn_set_batch, e);
     if (rc) return rc;
-    if (cu_dt_16(L->dt)) {
+    if (L->cl) {   /* channels-last: the own kernels */
         if (!io->aux)
             return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': no saved statistics", l->name);
         cu_bn_mode mode = io->recompute ? CU_BN_APPLY : io->training ? CU_BN_TRAIN : CU_BN_EVAL;
@@ -953,7 +954,7 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
 }
 
 /* The spare parts of batch norm's backward workspace (its front, before the
- * 16-bit kernel's partial sums): cuDNN's backward and the channels-last
+ * channels-last kernel's partial sums): cuDNN's backward and the channels-last
  * kernel write dx, dweight and dbias all three, so where the executor wants
  * none (dx: the input needs no gradient, the net input or a no_grad
  * layer's output; dweight and dbias: frozen, --freeze) they go there.
@@ -1016,7 +1017,7 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *in, vd_
         return vd_errf(e, VD_EINTERNAL,
                        "batchnorm '%s': backward without dx, dweight or dbias and no room for "
                        "them in its workspace", l->name);
-    if (cu_dt_16(L->dt))
+    if (L->cl)
         return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
                                io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->b, io->aux,
                                io->dw, io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws,

@@ -153,6 +153,9 @@ typedef struct cu_layer {
     /* cuDNN descriptors (conv: x, y, w, conv; batchnorm: x(=y), bn params) */
     cudnnDataType_t dt;                   /* feature maps and conv weights as cuDNN sees them:
                                              FLOAT, BFLOAT16 in math bf16, HALF in fp16 */
+    bool cl;                              /* the maps are channels-last (NHWC, vd_math_nhwc:
+                                             tf32, bf16, fp16; the conv weights' copies KRSC),
+                                             else NCHW (fp32) */
     cudnnTensorDescriptor_t xd, yd, pd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -255,10 +258,6 @@ int cu_scale_state(cu_ctx *c, vd_loss_scale **st, vd_err *e);
 
 static inline cudaStream_t cu_compute(const cu_ctx *c) { return c->stream[VD_STREAM_COMPUTE]; }
 
-/* A cuDNN type of 16-bit channels-last feature maps (math bf16 / fp16)? */
-static inline bool cu_dt_16(cudnnDataType_t dt) {
-    return dt == CUDNN_DATA_BFLOAT16 || dt == CUDNN_DATA_HALF;
-}
 /* The cuDNN type of math m's feature maps (and the conv weights' copies). */
 static inline cudnnDataType_t cu_dnn_dtype(vd_math m) {
     vd_dtype t = vd_math_act_dtype(m);
@@ -275,18 +274,25 @@ static inline int64_t cu_weight_numel(const vd_net *net, int li) {
     return 0;
 }
 
-/* Math bf16 / fp16, conv and fc layers: bytes (256-aligned) of the 16-bit
- * copy of the weight that each pass makes at the start of its workspace
- * (conv backward also keeps a 16-bit dW there, behind it); 0 otherwise.
+/* Bytes (256-aligned) of the copy of layer li's weight that each pass makes
+ * at the start of its workspace, in the maps' element type: channels-last
+ * convs (math tf32, bf16, fp16) take a KRSC copy (conv backward also keeps
+ * a dW of that type and layout there, behind it; tf32's floats are moved
+ * unchanged, bf16 / fp16 rounded), 16-bit fc layers a 16-bit copy; 0
+ * otherwise (fp32, tf32 fc: the GEMM reads the fp32 master weight).
  * cu_layer_setup adds them to the layer's options, so the planner counts them. */
 static inline uint64_t cu_wcopy_bytes(const cu_ctx *c, const vd_net *net, int li) {
     vd_op op = net->layers[li].op;
     if (!vd_math_nhwc(c->math) || (op != VD_OP_CONV && op != VD_OP_FC)) return 0;
-    return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * 2u, (uint64_t)256);
+    if (op == VD_OP_FC && vd_math_act_dtype(c->math) == VD_DT_F32) return 0;
+    return VD_ALIGN_UP((uint64_t)cu_weight_numel(net, li) * vd_math_act_bytes(c->math),
+                       (uint64_t)256);
 }
 
-/* Math bf16 / fp16, an fc layer whose input has H*W > 1 (channels-last): bytes
- * of the input in NCHW order at batch n, behind the weight copy; 0 otherwise. */
+/* Channels-last maps (math tf32, bf16, fp16), an fc layer whose input has
+ * H*W > 1: bytes of the input in NCHW order at batch n (the order of torch's
+ * flattening that the weight's columns follow), behind the weight copy; 0
+ * otherwise. */
 static inline uint64_t cu_fc_xt_bytes(const cu_ctx *c, const vd_net *net, int li, int n) {
     const vd_layer *l = &net->layers[li];
     if (!vd_math_nhwc(c->math) || l->op != VD_OP_FC) return 0;
@@ -294,7 +300,8 @@ static inline uint64_t cu_fc_xt_bytes(const cu_ctx *c, const vd_net *net, int li
     int64_t hw = src < 0 ? (int64_t)net->in_h * net->in_w
                          : (int64_t)net->layers[src].h * net->layers[src].w;
     if (hw <= 1) return 0;
-    return VD_ALIGN_UP((uint64_t)n * (uint64_t)vd_net_out_numel(net, src) * 2u, (uint64_t)256);
+    return VD_ALIGN_UP((uint64_t)n * (uint64_t)vd_net_out_numel(net, src) *
+                       vd_math_act_bytes(c->math), (uint64_t)256);
 }
 
 /* ---- cuda_cudnn.cu: everything that touches the legacy cuDNN API ---------- */
@@ -365,7 +372,7 @@ int cu_graph_fwd_epi(const cu_layer *L);
  * setup; with c->conv_debug, each fusion on stderr. */
 void cu_fuse_setup(cu_ctx *c, const vd_net *net);
 /* The same for a ReLU in place after a batch norm that runs the
- * channels-last kernels (math bf16 / fp16; fp32 and tf32 run cuDNN's) or
+ * channels-last kernels (math tf32, bf16, fp16; fp32 runs cuDNN's) or
  * after an add (cuda_ops.cu). */
 void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net);
 /* Byte alignment (1..16) the weight of conv layer li has when the flat
@@ -405,14 +412,16 @@ int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc);
 
 /* ---- cuda_k_*.cu: launchers (compute stream unless a stream is given) ----
  * dt: the element type of the feature-map pointers (x, y, dy, dx; vd_op_io.act):
- * VD_DT_BF16 / VD_DT_F16 hold 16-bit elements in channels-last order (math
- * bf16 / fp16; vd_math_nhwc); weights, biases, gradients of parameters and
- * the loss stay float. */
+ * VD_DT_BF16 / VD_DT_F16 hold 16-bit elements (math bf16 / fp16); weights,
+ * biases, gradients of parameters and the loss stay float. cl: the maps'
+ * layout where the kernel's indexing depends on it (cu_layer.cl: true for
+ * channels-last, always so in 16 bits; pooling: cu_pool_geom.cl). */
 typedef struct cu_pool_geom {
     int n, c, h, w, oh, ow;           /* input [n,c,h,w], output [n,c,oh,ow] */
     int kh, kw, sh, sw, ph, pw;       /* window pooling */
     bool adaptive;                    /* windows start=floor(i*in/out), end=ceil((i+1)*in/out) */
     bool max;                         /* max (first max wins, NaN propagates) or average */
+    bool cl;                          /* maps channels-last (cu_layer.cl), else NCHW */
 } cu_pool_geom;
 
 /* Direct convolution forward, fp32 NCHW, groups 1, for layers with few
@@ -436,15 +445,15 @@ int cuk_fill_uniform(cudaStream_t s, int sm, float *p, int64_t n, uint64_t seed,
                      float hi, vd_dtype dt, vd_err *e);
 int cuk_fill_labels(cudaStream_t s, int sm, int32_t *p, int64_t n, int classes, vd_err *e);
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
-                 int64_t hw, vd_dtype dt, vd_err *e);
+                 int64_t hw, vd_dtype dt, bool cl, vd_err *e);
 /* db[c] = sum over n, hw of dy[n, c, hw]; split partial sums per channel in
  * partial[c*split + k] (split == 1: straight into db, partial unused).
  * beta != 0: the sum is added to db (a chunk's dw_beta). */
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float beta, float *db, vd_dtype dt, vd_err *e);
+                 float *partial, float beta, float *db, vd_dtype dt, bool cl, vd_err *e);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
-/* Batch norm on channels-last 16-bit maps (math bf16 / fp16; dt not F32):
+/* Batch norm on channels-last maps (math tf32, bf16, fp16):
  * pix = n*h*w pixels of ch channels; the partial sums need cu_bn_ws_bytes of workspace (training
  * forward and backward). Semantics as the CPU reference: aux = [mean,
  * invstd]; backward overwrites dw, db and puts dx with dx_beta. Forward
@@ -479,7 +488,7 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter,
                 const vd_step_scalars *S, int64_t ch, int64_t hw, int64_t base, vd_dtype dt,
-                vd_err *e);
+                bool cl, vd_err *e);
 /* dst[i] = sum_{j < n} src[j * m + i] (fixed order); beta != 0 adds it to dst */
 int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m, float beta,
                   float *dst, vd_err *e);
@@ -489,7 +498,8 @@ int cuk_axpby_copy(cudaStream_t s, int sm, const float *src, float *dst, float b
 int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool relu,
             vd_dtype dt, vd_err *e);
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
-               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_dtype dt, vd_err *e);
+               int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_dtype dt,
+               bool cl, vd_err *e);
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  vd_dtype dt, vd_err *e);
 /* dx (beta 0: =, else +=) of pooling g: picks k_pool_bwd_disjoint (windows
@@ -497,8 +507,8 @@ int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
                  float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
-/* 16-bit (channels-last) max pooling: backward workspace bytes of the argmax
- * pass (one byte per output element; 0 where that path does not apply). */
+/* Channels-last max pooling: backward workspace bytes of the argmax pass (one
+ * byte per output element; 0 where that path does not apply). */
 uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);
 /* The kernels behind it, on their own (tests compare them bit for bit):
  * _general: k_pool_bwd, any geometry. _tiled: k_pool_bwd_tiled, non-adaptive
@@ -521,9 +531,10 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
                                      float *dx, float beta, int path, const int tile[3],
                                      vd_err *e);
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
-                int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
+                int size, float alpha, float beta, float k, vd_dtype dt, bool cl, vd_err *e);
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
-                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e);
+                int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt,
+                bool cl, vd_err *e);
 /* Samples n0 .. n0 + n - 1 of a batch (a chunk: backend.h) whose first
  * `counted` count (vd_op_io_loss_n): y = their softmax; loss[0] = the
  * summed loss of the counted ones among them / counted, loss[1] = their
@@ -561,7 +572,8 @@ int cuk_f32_to_16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n
 int cuk_16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n, vd_dtype dt,
                   vd_err *e);
 /* n images of c x hw from NCHW to NHWC (to_nhwc) or back, src / dst of
- * element types src_dt / dst_dt; beta 0 overwrites dst, else adds to it. */
+ * element types src_dt / dst_dt (float to float: moved unchanged); beta 0
+ * overwrites dst, else adds to it. */
 int cuk_relayout(cudaStream_t s, int sm, const void *src, vd_dtype src_dt, void *dst,
                  vd_dtype dst_dt, int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta,
                  vd_err *e);

@@ -1,5 +1,5 @@
-/* cuda_k_convert.cu — element-type and layout conversions (math bf16 /
- * fp16): fp32 <-> 16-bit copies and NCHW <-> NHWC relayout. */
+/* cuda_k_convert.cu — element-type and layout conversions: fp32 <-> 16-bit
+ * copies (math bf16 / fp16) and NCHW <-> NHWC relayout (tf32, bf16, fp16). */
 #include "backend/cuda/cuda_kernels.h"
 
 /* ---- 16-bit conversions (math bf16 / fp16: the weights' 16-bit copy, conv dW
@@ -32,7 +32,7 @@ int cuk_16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n
     return VD_OK;
 }
 
-/* ---- layout conversions (math bf16 / fp16) ----------------------------------
+/* ---- layout conversions (channels-last maps: tf32, bf16, fp16) -------------
  * n images of c x hw: NCHW <-> NHWC, element types converted on the way
  * (float -> 16-bit rounds to nearest even, 16-bit -> float is exact); beta: 0
  * overwrites, else dst += (in float, one rounding). Conv weights [K, C, R, S]

@@ -137,28 +137,30 @@ int cuk_empty(cudaStream_t s, vd_err *e) {
 }
 
 /* ---- bias ------------------------------------------------------------------ */
-template <typename T, typename I>
+template <bool CL, typename T, typename I>
 __global__ void k_bias_add(T *y, const float *b, I total, I ch, I hw) {
     GRID_STRIDE_T(I, i, total)
-        st(&y[i], __fadd_rn(ld(y[i]), b[NHWC<T>::on ? i % ch : (i / hw) % ch]));
+        st(&y[i], __fadd_rn(ld(y[i]), b[CL ? i % ch : (i / hw) % ch]));
 }
 
 int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, int64_t ch,
-                 int64_t hw, vd_dtype dt, vd_err *e) {
+                 int64_t hw, vd_dtype dt, bool cl, vd_err *e) {
     int64_t total = n * ch * hw;
     if (total <= 0) return VD_OK;
-    if (dt != VD_DT_F32 && ch % 8 == 0 && vec8_ok(total, y)) {
-        HALF_DISPATCH(dt, H, k_bias_add8<H><<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(
-                                 AS<H>(y), b, total, ch));
+    /* eight channels at a time: channels-last, or H*W = 1 (the same index) */
+    if ((cl || hw == 1) && ch % 8 == 0 && vec8_ok(total, y)) {
+        DT_DISPATCH(dt, H, k_bias_add8<H><<<grid_for(total / 8, sm), CU_THREADS, 0, s>>>(
+                               AS<H>(y), b, total, ch));
         KERNEL_CHECK(e);
         return VD_OK;
     }
     unsigned gr = grid_for(total, sm);
     if (FITS32(total))
-        DT_DISPATCH(dt, T, k_bias_add<T, int><<<gr, CU_THREADS, 0, s>>>(AS<T>(y), b, (int)total,
-                                                                       (int)ch, (int)hw));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_bias_add<CL, T, int><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(y), b, (int)total, (int)ch, (int)hw)));
     else
-        DT_DISPATCH(dt, T, k_bias_add<T, int64_t><<<gr, CU_THREADS, 0, s>>>(AS<T>(y), b, total, ch, hw));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_bias_add<CL, T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(y), b, total, ch, hw)));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -245,14 +247,14 @@ int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float 
  * and backward (x = dy, y = dx) are the same map. base: the batch's NCHW
  * index of element 0 (a chunk's first sample times C*H*W). The mask's
  * iteration is iter + S->iter (the step scalars, device memory). */
-template <typename T>
+template <bool CL, typename T>
 __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, float scale,
                           uint64_t seed, uint64_t layer, uint64_t iter0,
                           const vd_step_scalars *S, int64_t ch, int64_t hw, int64_t base) {
     const uint64_t iter = iter0 + (uint64_t)S->iter;
     GRID_STRIDE(i, n) {
         int64_t m = i;   /* the mask is drawn by NCHW index in every layout */
-        if (NHWC<T>::on && hw > 1) {
+        if (CL && hw > 1) {
             int64_t pix = i / ch, c = i - pix * ch, img = pix / hw;
             m = (img * ch + c) * hw + (pix - img * hw);
         }
@@ -265,11 +267,11 @@ __global__ void k_dropout(const T *x, T *y, float beta, int64_t n, float p, floa
 int cuk_dropout(cudaStream_t s, int sm, const float *x, float *y, float beta, int64_t n, float p,
                 float scale, uint64_t seed, uint64_t layer, uint64_t iter,
                 const vd_step_scalars *S, int64_t ch, int64_t hw, int64_t base, vd_dtype dt,
-                vd_err *e) {
+                bool cl, vd_err *e) {
     if (n <= 0) return VD_OK;
-    DT_DISPATCH(dt, T, k_dropout<T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
-                           AS<T>(x), AS<T>(y), beta, n, p, scale, seed, layer, iter, S, ch, hw,
-                           base));
+    CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_dropout<CL, T><<<grid_for(n, sm), CU_THREADS, 0, s>>>(
+                                               AS<T>(x), AS<T>(y), beta, n, p, scale, seed,
+                                               layer, iter, S, ch, hw, base)));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -369,12 +371,12 @@ int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int6
 
 /* Forward: y[img, off + c, p] = x[img, c, p]. Backward: dx[img, c, p] (+)=
  * dy[img, off + c, p] (x = dy, y = dx). Index runs over the slice. */
-template <typename T, typename I>
+template <bool CL, typename T, typename I>
 __global__ void k_concat(const T *x, T *y, I total, I ck, I ctot, I off, I hw,
                          bool backward, float beta) {
     GRID_STRIDE_T(I, i, total) {
         I big;
-        if (NHWC<T>::on) {   /* i = pixel * ck + c */
+        if (CL) {   /* i = pixel * ck + c */
             I pix = i / ck, c = i - pix * ck;
             big = pix * ctot + off + c;
         } else {
@@ -389,17 +391,18 @@ __global__ void k_concat(const T *x, T *y, I total, I ck, I ctot, I off, I hw,
 
 int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int64_t ck,
                int64_t ctot, int64_t off, int64_t hw, bool backward, float beta, vd_dtype dt,
-               vd_err *e) {
+               bool cl, vd_err *e) {
     int64_t total = n * ck * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
     if (FITS32(n * ctot * hw))
-        DT_DISPATCH(dt, T, k_concat<T, int><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(x), AS<T>(y), (int)total, (int)ck, (int)ctot, (int)off,
-                               (int)hw, backward, beta));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_concat<CL, T, int><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(x), AS<T>(y), (int)total, (int)ck,
+                                                   (int)ctot, (int)off, (int)hw, backward, beta)));
     else
-        DT_DISPATCH(dt, T, k_concat<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(x), AS<T>(y), total, ck, ctot, off, hw, backward, beta));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_concat<CL, T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(x), AS<T>(y), total, ck, ctot, off, hw,
+                                                   backward, beta)));
     KERNEL_CHECK(e);
     return VD_OK;
 }

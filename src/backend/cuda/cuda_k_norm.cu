@@ -1,6 +1,6 @@
 /* cuda_k_norm.cu — per-channel reductions and normalisation: bias
  * gradients (channel and column sums), batch norm (eval statistics; the
- * channels-last 16-bit forward and backward) and LRN. */
+ * channels-last forward and backward) and LRN. */
 #include "backend/cuda/cuda_kernels.h"
 
 /* ---- channel and column sums (bias gradients) ------------------------------ */
@@ -77,7 +77,7 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
                      float *partial, float beta, float *db, vd_dtype dt, vd_err *e);
 
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
-                 float *partial, float beta, float *db, vd_dtype dt, vd_err *e) {
+                 float *partial, float beta, float *db, vd_dtype dt, bool cl, vd_err *e) {
     if (ch <= 0) return VD_OK;
     if (ch > 0x7fffffff || split < 1 || split > 65535)
         return vd_errf(e, VD_EINTERNAL, "cuk_chan_sum: bad shape (channels %lld, split %d)",
@@ -85,12 +85,12 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
     dim3 grid((unsigned)ch, (unsigned)split);
     float *out = split == 1 ? db : partial;
     const float pbeta = split == 1 ? beta : 0.0f;   /* the partial sums are overwritten */
-    if (dt != VD_DT_F32 && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
+    if (cl && ch % 8 == 0 && ((uintptr_t)dy & 15u) == 0)
         return chan_sum8(s, dy, n * hw, ch, split, partial, beta, db, dt, e);
-    if (dt != VD_DT_F32) {
+    if (cl) {
         dim3 gn((unsigned)((ch + CHAN_NHWC_C - 1) / CHAN_NHWC_C), (unsigned)split);
-        HALF_DISPATCH(dt, H, k_chan_partial_nhwc<H><<<gn, CU_THREADS, 0, s>>>(AS<H>(dy), n * hw, ch,
-                                                                            split, pbeta, out));
+        DT_DISPATCH(dt, H, k_chan_partial_nhwc<H><<<gn, CU_THREADS, 0, s>>>(AS<H>(dy), n * hw, ch,
+                                                                          split, pbeta, out));
     } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
         k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split,
                                                                pbeta, out);
@@ -142,10 +142,10 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
     return VD_OK;
 }
 
-/* ---- batch norm, channels-last 16-bit ----------------------------------------
+/* ---- batch norm, channels-last -------------------------------------------------
  * cuDNN's CUDNN_BATCHNORM_SPATIAL on NHWC bf16 is its slow general path; these
- * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16 or
- * fp16 (H)
+ * kernels follow the CPU reference (cpu_ops.c) instead. x, y, dy, dx: bf16,
+ * fp16 or (math tf32) float (H)
  * [pix = n*h*w][c]; statistics, parameters and their gradients float.
  * Reductions: block (cb, k) takes channels [32 cb, 32 cb + 32) (one per lane)
  * over pixel chunk k of split; each of the block's 8 rows of lanes walks every
@@ -513,16 +513,16 @@ static dim3 bn_elt_grid(int64_t pix, int64_t ch, int sm) {
     return dim3((unsigned)gx, (unsigned)gy);
 }
 
-/* Bias gradient of channels-last 16-bit dy (ch % 8 == 0, dy 16-byte aligned):
+/* Bias gradient of channels-last dy (16-bit or float; ch % 8 == 0, dy 16-byte aligned):
  * split == 1 writes db straight away. */
 static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, int split,
                      float *partial, float beta, float *db, vd_dtype dt, vd_err *e) {
     dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
     float *out = split == 1 ? db : partial;
-    HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, NULL,
-                                                                     NULL, pix, ch, split,
-                                                                     bn_tpr(ch),
-                                                                     split == 1 ? beta : 0.0f, out));
+    DT_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, NULL,
+                                                                   NULL, pix, ch, split,
+                                                                   bn_tpr(ch),
+                                                                   split == 1 ? beta : 0.0f, out));
     KERNEL_CHECK(e);
     if (split > 1) {
         k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, beta, db);
@@ -636,8 +636,7 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                     cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
                     bool relu, vd_dtype dt, vd_err *e) {
-    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn (channels-last): fp32 maps");
-    HALF_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
+    DT_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
                                                mode, eps, momentum, ws, ws_bytes, relu, e));
     return VD_OK;   /* not reached */
 }
@@ -646,23 +645,22 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
                     float dx_beta, const float *gamma, const float *beta, const float *aux,
                     float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
                     bool relu, vd_dtype dt, vd_err *e) {
-    if (dt == VD_DT_F32) return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): fp32 maps");
-    HALF_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, beta, aux, dw, db,
-                                               pix, ch, ws, ws_bytes, relu, e));
+    DT_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, beta, aux, dw, db,
+                                             pix, ch, ws, ws_bytes, relu, e));
     return VD_OK;   /* not reached */
 }
 
 /* ---- LRN (torch.nn.LocalResponseNorm) ------------------------------------- *
  * s_c = k + alpha * (sum_{j=c-size/2}^{c+(size-1)/2} x_j^2) / size,
  * y_c = x_c / s_c^beta. */
-template <typename T, typename I>
+template <bool CL, typename T, typename I>
 __device__ __forceinline__ float lrn_scale(const T *col, I hw, int ch, int c, int size,
                                            float alpha, float k) {
     int lo = c - size / 2, hi = c + (size - 1) / 2;
     if (lo < 0) lo = 0;
     if (hi > ch - 1) hi = ch - 1;
     float acc = 0.0f;
-    const I cs = NHWC<T>::on ? (I)1 : hw;   /* channel stride */
+    const I cs = CL ? (I)1 : hw;   /* channel stride */
     for (int j = lo; j <= hi; j++) {
         float v = ld(col[j * cs]);
         acc += v * v;
@@ -670,13 +668,13 @@ __device__ __forceinline__ float lrn_scale(const T *col, I hw, int ch, int c, in
     return k + alpha * (acc / (float)size);
 }
 
-template <typename T, typename I>
+template <bool CL, typename T, typename I>
 __global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, float alpha,
                           float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
         const T *col;
         int c;
-        if (NHWC<T>::on) {   /* i = pixel*ch + c */
+        if (CL) {   /* i = pixel*ch + c */
             I pix = i / ch;
             c = (int)(i - pix * ch);
             col = x + pix * ch;
@@ -686,35 +684,37 @@ __global__ void k_lrn_fwd(const T *x, T *y, I total, int ch, I hw, int size, flo
             c = (int)(t - img * ch);
             col = x + img * ch * hw + p;
         }
-        float s = lrn_scale(col, hw, ch, c, size, alpha, k);
+        float s = lrn_scale<CL>(col, hw, ch, c, size, alpha, k);
         st(&y[i], ld(x[i]) / powf(s, beta));
     }
 }
 
 int cuk_lrn_fwd(cudaStream_t s, int sm, const float *x, float *y, int n, int ch, int64_t hw,
-                int size, float alpha, float beta, float k, vd_dtype dt, vd_err *e) {
+                int size, float alpha, float beta, float k, vd_dtype dt, bool cl, vd_err *e) {
     int64_t total = (int64_t)n * ch * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
     if (FITS32(total))
-        DT_DISPATCH(dt, T, k_lrn_fwd<T, int><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(x), AS<T>(y), (int)total, ch, (int)hw, size, alpha, beta, k));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_lrn_fwd<CL, T, int><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(x), AS<T>(y), (int)total, ch, (int)hw,
+                                                   size, alpha, beta, k)));
     else
-        DT_DISPATCH(dt, T, k_lrn_fwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(x), AS<T>(y), total, ch, hw, size, alpha, beta, k));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_lrn_fwd<CL, T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(x), AS<T>(y), total, ch, hw, size, alpha,
+                                                   beta, k)));
     KERNEL_CHECK(e);
     return VD_OK;
 }
 
 /* dx_i = dy_i / s_i^beta - (2 alpha beta / size) x_i sum_{c: i in win(c)}
  *        dy_c x_c / (s_c^beta s_c),  win(c) = [c - size/2, c + (size-1)/2]. */
-template <typename T, typename I>
+template <bool CL, typename T, typename I>
 __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total,
                           int ch, I hw, int size, float alpha, float beta, float k) {
     GRID_STRIDE_T(I, i, total) {
         I base, cs;
         int ci;
-        if (NHWC<T>::on) {
+        if (CL) {
             I pix = i / ch;
             ci = (int)(i - pix * ch);
             base = pix * ch;
@@ -728,13 +728,13 @@ __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total
         }
         const T *col = x + base;
         const T *dcol = dy + base;
-        float si = lrn_scale(col, hw, ch, ci, size, alpha, k);
+        float si = lrn_scale<CL>(col, hw, ch, ci, size, alpha, k);
         int c0 = ci - (size - 1) / 2, c1 = ci + size / 2;
         if (c0 < 0) c0 = 0;
         if (c1 > ch - 1) c1 = ch - 1;
         float acc = 0.0f;
         for (int c = c0; c <= c1; c++) {
-            float sc = c == ci ? si : lrn_scale(col, hw, ch, c, size, alpha, k);
+            float sc = c == ci ? si : lrn_scale<CL>(col, hw, ch, c, size, alpha, k);
             acc += ld(dcol[c * cs]) * ld(col[c * cs]) / (powf(sc, beta) * sc);
         }
         float g = ld(dcol[ci * cs]) / powf(si, beta) -
@@ -745,18 +745,19 @@ __global__ void k_lrn_bwd(const T *x, const T *dy, T *dx, float dx_beta, I total
 
 int cuk_lrn_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float dx_beta,
                 int n, int ch, int64_t hw, int size, float alpha, float beta, float k, vd_dtype dt,
-                vd_err *e) {
+                bool cl, vd_err *e) {
     int64_t total = (int64_t)n * ch * hw;
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
     if (FITS32(total))
-        DT_DISPATCH(dt, T, k_lrn_bwd<T, int><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, (int)total, ch, (int)hw,
-                               size, alpha, beta, k));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_lrn_bwd<CL, T, int><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta,
+                                                   (int)total, ch, (int)hw, size, alpha, beta,
+                                                   k)));
     else
-        DT_DISPATCH(dt, T, k_lrn_bwd<T, int64_t><<<gr, CU_THREADS, 0, s>>>(
-                               AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, total, ch, hw, size, alpha,
-                               beta, k));
+        CL_DISPATCH(cl, CL, DT_DISPATCH(dt, T, k_lrn_bwd<CL, T, int64_t><<<gr, CU_THREADS, 0, s>>>(
+                                                   AS<T>(x), AS<T>(dy), AS<T>(dx), dx_beta, total,
+                                                   ch, hw, size, alpha, beta, k)));
     KERNEL_CHECK(e);
     return VD_OK;
 }

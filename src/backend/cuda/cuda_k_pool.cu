@@ -5,9 +5,9 @@
 #include "backend/cuda/cuda_k_pool.h"
 
 /* ---- one kernel per direction for either layout -----------------------------
- * CL (the layout; launchers pass NHWC<T>::on): false for NCHW, element i =
- * (plane*rows + r)*cols + col over n*c planes; true for channels-last
- * (16-bit), i = ((img*rows + r)*cols + col)*c + ch. Only the index math
+ * CL (the layout; launchers pass cu_pool_geom.cl): false for NCHW, element
+ * i = (plane*rows + r)*cols + col over n*c planes; true for channels-last,
+ * i = ((img*rows + r)*cols + col)*c + ch. Only the index math
  * differs: the window is walked in the same row-major order with the same
  * max rule and float sums, pixels cs elements apart (1, or c), so both
  * layouts give the same bits on the same values. I = int where every index
@@ -103,29 +103,30 @@ __global__ void k_pool_bwd(cu_pool_geom g, const T *x, const T *dy, T *dx, float
     }
 }
 
-/* k_pool_fwd / k_pool_bwd for element type T in its layout (NHWC<T>), with
+/* k_pool_fwd / k_pool_bwd for element type T in layout CL (g->cl), with
  * 32-bit indices where the input and output element counts fit. */
-template <typename T>
+template <bool CL, typename T>
 static void pool_fwd_launch(cudaStream_t s, int sm, const cu_pool_geom *g, const T *x, T *y,
                             int64_t total, int64_t in_total) {
     unsigned gr = grid_for(total, sm);
     if (FITS32(total) && FITS32(in_total))
-        k_pool_fwd<NHWC<T>::on, T, int><<<gr, CU_THREADS, 0, s>>>(*g, x, y, (int)total);
+        k_pool_fwd<CL, T, int><<<gr, CU_THREADS, 0, s>>>(*g, x, y, (int)total);
     else
-        k_pool_fwd<NHWC<T>::on, T, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, y, total);
+        k_pool_fwd<CL, T, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, y, total);
 }
 
-template <typename T>
+template <bool CL, typename T>
 static void pool_bwd_launch(cudaStream_t s, int sm, const cu_pool_geom *g, const T *x,
                             const T *dy, T *dx, float beta, int64_t total, int64_t out_total) {
     unsigned gr = grid_for(total, sm);
     if (FITS32(total) && FITS32(out_total))
-        k_pool_bwd<NHWC<T>::on, T, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+        k_pool_bwd<CL, T, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
     else
-        k_pool_bwd<NHWC<T>::on, T, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+        k_pool_bwd<CL, T, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
 }
 
-/* ---- channels-last pooling on eight channels per thread (16-bit, c % 8 == 0)
+/* ---- channels-last pooling on eight channels per thread (c % 8 == 0; 16-bit,
+ * or tf32's floats in two 16-byte loads: ld8 / st8)
  * Index q runs over (pixel, channel group of 8); I = int where the element
  * counts fit (FITS32), as the NCHW kernels. Per channel the same window walk,
  * max rule (first maximum in row-major order, NaN wins) and float sums as
@@ -320,12 +321,10 @@ int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
                  vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
     if (total <= 0) return VD_OK;
-    if (dt != VD_DT_F32 && pool8_ok(g, x, y)) {
-        if (dt == VD_DT_F16) return pool_fwd8<cu_f16>(s, sm, g, x, y, e);
-        return pool_fwd8<cu_bf16>(s, sm, g, x, y, e);
-    }
+    if (g->cl && pool8_ok(g, x, y)) DT_DISPATCH(dt, H, return pool_fwd8<H>(s, sm, g, x, y, e));
     int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
-    DT_DISPATCH(dt, T, pool_fwd_launch<T>(s, sm, g, AS<T>(x), AS<T>(y), total, in_total));
+    CL_DISPATCH(g->cl, CL, DT_DISPATCH(dt, T, pool_fwd_launch<CL, T>(s, sm, g, AS<T>(x), AS<T>(y),
+                                                                      total, in_total)));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -377,8 +376,9 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
     int64_t out_total = (int64_t)g->n * g->c * g->oh * g->ow;
-    DT_DISPATCH(dt, T, pool_bwd_launch<T>(s, sm, g, AS<T>(x), AS<T>(dy), AS<T>(dx), beta, total,
-                                          out_total));
+    CL_DISPATCH(g->cl, CL, DT_DISPATCH(dt, T, pool_bwd_launch<CL, T>(s, sm, g, AS<T>(x), AS<T>(dy),
+                                                                      AS<T>(dx), beta, total,
+                                                                      out_total)));
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -390,15 +390,12 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
                  float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
-    if (dt != VD_DT_F32) {
+    if (g->cl) {
         uint64_t need = cu_pool_bwd_ws_bytes(g);
         bool ok8 = pool8_ok(g, dy, dx) && al16(x) &&
                    (g->max ? need > 0 && ws && ws_bytes >= need && ((uintptr_t)ws & 7u) == 0
                            : true);
-        if (ok8) {
-            if (dt == VD_DT_F16) return pool_bwd8<cu_f16>(s, sm, g, x, dy, dx, beta, ws, e);
-            return pool_bwd8<cu_bf16>(s, sm, g, x, dy, dx, beta, ws, e);
-        }
+        if (ok8) DT_DISPATCH(dt, H, return pool_bwd8<H>(s, sm, g, x, dy, dx, beta, ws, e));
         return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
     }
     int64_t planes = (int64_t)g->n * g->c;
@@ -433,6 +430,7 @@ extern "C" int vd_cuda_pool_bwd_test(const int geom[12], const float *x, const f
     g.pw = geom[11];
     g.adaptive = false;
     g.max = true;
+    g.cl = false;
     if (path < 0 || path > 2) return vd_errf(e, VD_EUSAGE, "pool bwd test: path %d", path);
     int64_t xn = (int64_t)g.n * g.c * g.h * g.w, yn = (int64_t)g.n * g.c * g.oh * g.ow;
     int dev, sm;

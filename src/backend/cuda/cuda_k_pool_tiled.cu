@@ -306,7 +306,7 @@ int cuk_pool_bwd_tiled(cudaStream_t s, int sm, const cu_pool_geom *g, const floa
                        vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
     if (total <= 0) return VD_OK;
-    if (dt != VD_DT_F32)
+    if (g->cl)
         return vd_errf(e, VD_EUNSUPPORTED, "max-pool backward: the tiled kernel is NCHW only");
     pool_tiling t;
     if (!pool_tiling_plan(g, (int64_t)g->n * g->c, sm, tile, &t))

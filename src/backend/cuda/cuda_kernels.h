@@ -29,11 +29,16 @@ __device__ __forceinline__ float ld(cu_f16 v) { return __half2float(v); }
 __device__ __forceinline__ void st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void st(cu_bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void st(cu_f16 *p, float v) { *p = __float2half_rn(v); }
-/* 16-bit feature maps are channels-last (vd_math_nhwc): NHWC<T> says which
- * layout a kernel of element type T indexes. */
-template <typename T> struct NHWC { static const bool on = false; };
-template <> struct NHWC<cu_bf16> { static const bool on = true; };
-template <> struct NHWC<cu_f16> { static const bool on = true; };
+/* The layout is not the element type's: float maps are NCHW (math fp32) or
+ * channels-last (tf32), 16-bit ones channels-last. Kernels whose indexing
+ * depends on it take a template flag CL (true: NHWC) and their launchers a
+ * bool cl (vd_math_nhwc of the math; cu_layer.cl); CL_DISPATCH turns the
+ * one into the other. */
+#define CL_DISPATCH(cl, CL, ...)                                                   \
+    do {                                                                           \
+        if (cl) { const bool CL = true; __VA_ARGS__; }                             \
+        else { const bool CL = false; __VA_ARGS__; }                               \
+    } while (0)
 template <typename T> static inline const T *AS(const float *p) { return (const T *)(const void *)p; }
 template <typename T> static inline T *AS(float *p) { return (T *)(void *)p; }
 
@@ -117,8 +122,21 @@ __device__ inline float block_max(float v, float *sh) {
  * 8). The same float arithmetic per element and the same rounding
  * (__floats2bfloat162_rn / __floats2half2_rn = the scalar conversion twice)
  * as the scalar kernels, so results are bit-identical to them. Kernels on
- * these are templated on the 16-bit type H. */
+ * these are templated on the 16-bit type H; the channels-last ones (batch
+ * norm, bias and its gradient, pooling) also take H = float (tf32's maps:
+ * eight floats in two 16-byte loads, under the same conditions). */
 struct bf8 { float v[8]; };
+
+__device__ __forceinline__ bf8 ld8(const float *p) {
+    float4 a = ((const float4 *)(const void *)p)[0], b = ((const float4 *)(const void *)p)[1];
+    bf8 r = {{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
+    return r;
+}
+
+__device__ __forceinline__ void st8(float *p, const bf8 &r) {
+    ((float4 *)(void *)p)[0] = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+    ((float4 *)(void *)p)[1] = make_float4(r.v[4], r.v[5], r.v[6], r.v[7]);
+}
 
 /* The pair type of H. */
 template <typename H> struct Pair2;

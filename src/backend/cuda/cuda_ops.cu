@@ -24,6 +24,7 @@ static cu_pool_geom pool_geom(const cu_layer *L, const vd_layer *l, int n) {
     g.pw = l->u.pool.pw;
     g.adaptive = l->u.pool.global || l->u.pool.out_h > 0;
     g.max = l->u.pool.mode == VD_POOL_MAX;
+    g.cl = L->cl;
     return g;
 }
 
@@ -42,7 +43,10 @@ static size_t act_size(const vd_op_io *io) { return (size_t)vd_dtype_bytes(io->a
  * CUDA_R_16F) and accumulate in fp32 (cublasGemmEx, CUBLAS_COMPUTE_32F); the
  * weight's 16-bit copy is made in the workspace's first cu_wcopy_bytes
  * (cuda_backend.cu adds them to the option), dW is written in fp32 straight
- * into the gradient (added to it with dw_beta 1: the GEMM's beta). */
+ * into the gradient (added to it with dw_beta 1: the GEMM's beta). fp32 and
+ * tf32: cublasSgemm on the fp32 weight (tf32: the handle's tensor-op math).
+ * Channels-last maps (tf32, bf16, fp16) of H*W > 1 go through the
+ * workspace in NCHW order (fc_x_nchw; dx likewise, then relaid out). */
 static cudaDataType_t blas_t16(vd_dtype dt) { return dt == VD_DT_F16 ? CUDA_R_16F : CUDA_R_16BF; }
 
 /* The workspace of a 16-bit fc: the weight's 16-bit copy, then (input of H*W > 1,
@@ -60,13 +64,18 @@ static int fc_wcopy(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, co
                          io->act, e);
 }
 
-/* 16-bit, input of H*W > 1: *x = the input in NCHW order, in the workspace
- * behind the weight copy (else *x stays io->x[0]). */
+/* Channels-last input of H*W > 1: *x = the input in NCHW order, in the
+ * workspace behind the weight copy if any (else *x stays io->x[0]). */
 static int fc_x_nchw(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, const void **x,
                      vd_err *e) {
     const cu_layer *L = &c->layers[li];
-    if (!cu_fc_xt_bytes(c, net, li, io->n)) return VD_OK;
-    char *xt = (char *)io->ws + cu_wcopy_bytes(c, net, li);
+    uint64_t xb = cu_fc_xt_bytes(c, net, li, io->n), wb = cu_wcopy_bytes(c, net, li);
+    if (!xb) return VD_OK;
+    if (!io->ws || io->ws_bytes < wb + xb)
+        return vd_errf(e, VD_EINTERNAL, "fc '%s': %s needs %llu bytes of workspace, got %llu",
+                       net->layers[li].name, vd_math_name(c->math),
+                       (unsigned long long)(wb + xb), (unsigned long long)io->ws_bytes);
+    char *xt = (char *)io->ws + wb;
     *x = xt;
     return cuk_relayout(cu_compute(c), c->sm_count, io->x[0], io->act, xt, io->act, io->n,
                         L->in_c[0], (int64_t)L->in_h * L->in_w, false, 0.0f, e);
@@ -77,22 +86,22 @@ static int fc_forward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L, c
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, zero = 0.0f;
+    const void *x = io->x[0];
+    int rc = fc_x_nchw(c, net, li, io, &x, e);
+    if (rc) return rc;
     if (io->act != VD_DT_F32) {
         const void *w16;
-        int rc = fc_wcopy(c, net, li, io, &w16, e);
-        if (rc) return rc;
-        const void *x = io->x[0];
-        if ((rc = fc_x_nchw(c, net, li, io, &x, e))) return rc;
+        if ((rc = fc_wcopy(c, net, li, io, &w16, e))) return rc;
         const cudaDataType_t t16 = blas_t16(io->act);
         CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w16,
                                      t16, k, x, t16, k, &zero, io->y, t16, m, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT));
     } else {
         CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, io->w, k,
-                                    io->x[0], k, &zero, io->y, m));
+                                    (const float *)x, k, &zero, io->y, m));
     }
-    if (l->u.fc.bias && io->b)
-        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, io->act, e);
+    if (l->u.fc.bias && io->b)   /* y is [n, m] (H = W = 1): either layout */
+        return cuk_bias_add(cu_compute(c), c->sm_count, io->y, io->b, n, m, 1, io->act, false, e);
     return VD_OK;
 }
 
@@ -101,50 +110,45 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
     const vd_layer *l = &net->layers[li];
     int k = (int)in_numel(L, 0), m = l->u.fc.out, n = io->n;
     const float one = 1.0f, wbeta = io->dw_beta != 0.0f ? 1.0f : 0.0f;
-    if (io->act != VD_DT_F32) {
-        const bool xt = cu_fc_xt_bytes(c, net, li, io->n) != 0;   /* channels-last input */
-        const cudaDataType_t t16 = blas_t16(io->act);
-        const void *w16;
-        int rc;
-        if (io->dw) {
-            const void *x = io->x[0];
-            if (xt && !io->x[0])
-                return vd_errf(e, VD_EINTERNAL, "fc '%s': backward needs x", l->name);
-            if ((rc = fc_wcopy(c, net, li, io, &w16, e)) || (rc = fc_x_nchw(c, net, li, io, &x, e)))
-                return rc;
+    const bool h16 = io->act != VD_DT_F32;
+    const bool xt = cu_fc_xt_bytes(c, net, li, io->n) != 0;   /* channels-last input */
+    const cudaDataType_t t16 = blas_t16(io->act);
+    const void *w = io->w;   /* 16-bit: the weight's copy */
+    int rc;
+    if (io->dw) {   /* dW[out, in] = dy^T x -> col-major dW^T(in x out) = x^T(in x N) dy(N x out) */
+        const void *x = io->x[0];
+        if (xt && !io->x[0]) return vd_errf(e, VD_EINTERNAL, "fc '%s': backward needs x", l->name);
+        if ((h16 && (rc = fc_wcopy(c, net, li, io, &w, e))) || (rc = fc_x_nchw(c, net, li, io, &x, e)))
+            return rc;
+        if (h16)
             CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, x,
                                          t16, k, io->dy, t16, m, &wbeta, io->dw,
                                          CUDA_R_32F, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        }
-        if (io->dx[0]) {
-            if ((rc = fc_wcopy(c, net, li, io, &w16, e))) return rc;
-            const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
-            /* channels-last input: dx in NCHW order into the workspace (after the dW
-             * product on the same stream), then into dx's layout */
-            void *dxp = xt ? (void *)((char *)io->ws + cu_wcopy_bytes(c, net, li)) : (void *)io->dx[0];
-            const float b0 = xt ? 0.0f : beta;
-            CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, w16,
+        else
+            CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one,
+                                        (const float *)x, k, io->dy, m, &wbeta, io->dw, k));
+    }
+    if (io->dx[0]) {   /* dx[N, in] = dy W -> col-major dx^T(in x N) = W^T(in x out) dy^T(out x N) */
+        if (h16 && (rc = fc_wcopy(c, net, li, io, &w, e))) return rc;
+        const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
+        /* channels-last input: dx in NCHW order into the workspace (after the dW
+         * product on the same stream), then into dx's layout */
+        void *dxp = xt ? (void *)((char *)io->ws + cu_wcopy_bytes(c, net, li)) : (void *)io->dx[0];
+        const float b0 = xt ? 0.0f : beta;
+        if (h16)
+            CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, w,
                                          t16, k, io->dy, t16, m, &b0, dxp, t16, k,
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-            if (xt && (rc = cuk_relayout(cu_compute(c), c->sm_count, dxp, io->act, io->dx[0],
-                                         io->act, n, L->in_c[0], (int64_t)L->in_h * L->in_w,
-                                         true, beta, e)))
-                return rc;
-        }
-        if (l->u.fc.bias && io->db)
-            return cuk_col_sum(cu_compute(c), io->dy, n, m, wbeta, io->db, io->act, e);
-        return VD_OK;
-    }
-    if (io->dw) /* dW[out, in] = dy^T x  ->  col-major dW^T(in x out) = x^T(in x N) dy(N x out) */
-        CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, io->x[0], k,
-                                    io->dy, m, &wbeta, io->dw, k));
-    if (io->dx[0]) { /* dx[N, in] = dy W -> col-major dx^T(in x N) = W^T(in x out) dy^T(out x N) */
-        const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
-        CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, io->w, k,
-                                    io->dy, m, &beta, io->dx[0], k));
+        else
+            CUBLAS_CHECK(e, cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one,
+                                        (const float *)w, k, io->dy, m, &b0, (float *)dxp, k));
+        if (xt && (rc = cuk_relayout(cu_compute(c), c->sm_count, dxp, io->act, io->dx[0],
+                                     io->act, n, L->in_c[0], (int64_t)L->in_h * L->in_w,
+                                     true, beta, e)))
+            return rc;
     }
     if (l->u.fc.bias && io->db)
-        return cuk_col_sum(cu_compute(c), io->dy, n, m, wbeta, io->db, VD_DT_F32, e);
+        return cuk_col_sum(cu_compute(c), io->dy, n, m, wbeta, io->db, io->act, e);
     return VD_OK;
 }
 
@@ -177,7 +181,7 @@ static int bn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     return rc ? rc : cu_bn_backward(c, net, li, io, e);
 }
 
-/* bf16 / fp16 batch norm (own channels-last kernels): the partial sums of
+/* Channels-last batch norm (own kernels: tf32, bf16, fp16): the partial sums of
  * forward and backward; backward, in front of them, the room for what it
  * writes that nobody wants (cu_bn_spare_bytes: --freeze, the net input). */
 static void bn_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
@@ -217,7 +221,7 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
                         io->ws, io->ws_bytes, io->act, e);
 }
 
-/* bf16 / fp16 max pooling: the backward argmax pass's bytes
+/* Channels-last max pooling: the backward argmax pass's bytes
  * (cu_pool_bwd_ws_bytes of the geometry at batch n). */
 static void pool_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
     if (!vd_math_nhwc(c->math)) return;
@@ -250,7 +254,7 @@ static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     const cu_layer *L = &c->layers[li];
     return cuk_lrn_fwd(cu_compute(c), c->sm_count, io->x[0], io->y, io->n, L->c,
                        (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, io->act, e);
+                       l->u.lrn.k, io->act, L->cl, e);
 }
 
 static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -260,7 +264,7 @@ static int lrn_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     if (rc) return rc;
     return cuk_lrn_bwd(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0], beta0(io), io->n,
                        L->c, (int64_t)L->h * L->w, l->u.lrn.size, l->u.lrn.alpha, l->u.lrn.beta,
-                       l->u.lrn.k, io->act, e);
+                       l->u.lrn.k, io->act, L->cl, e);
 }
 
 static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -276,7 +280,7 @@ static int dropout_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->x[0], io->y, 0.0f, ny, p, scale, io->seed,
                        (uint64_t)li, (uint64_t)io->iter, c->steps_dev, L->c,
-                       (int64_t)L->h * L->w, io_y0(L, io), io->act, e);
+                       (int64_t)L->h * L->w, io_y0(L, io), io->act, L->cl, e);
 }
 
 static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -289,14 +293,14 @@ static int dropout_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     const cu_layer *L = &c->layers[li];
     return cuk_dropout(cu_compute(c), c->sm_count, io->dy, io->dx[0], beta, ny, p,
                        1.0f / (1.0f - p), io->seed, (uint64_t)li, (uint64_t)io->iter,
-                       c->steps_dev, L->c, (int64_t)L->h * L->w, io_y0(L, io), io->act, e);
+                       c->steps_dev, L->c, (int64_t)L->h * L->w, io_y0(L, io), io->act, L->cl, e);
 }
 
-/* 16-bit (channels-last): flattening in torch's order is NHWC -> NCHW. */
+/* Channels-last maps: flattening in torch's order is NHWC -> NCHW. */
 static int flatten_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     const cu_layer *L = &c->layers[li];
     int64_t hw = (int64_t)L->in_h * L->in_w;
-    if (io->act != VD_DT_F32 && hw > 1) {
+    if (L->cl && hw > 1) {
         if (io->x[0] == io->y)
             return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in %s", net->layers[li].name,
                            vd_math_name(c->math));
@@ -313,7 +317,7 @@ static int flatten_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
     float beta = beta0(io);
     const cu_layer *L = &c->layers[li];
     int64_t hw = (int64_t)L->in_h * L->in_w;
-    if (io->act != VD_DT_F32 && hw > 1) {
+    if (L->cl && hw > 1) {
         if (io->dx[0] == io->dy)
             return vd_errf(e, VD_EINTERNAL, "flatten '%s': in place in %s", net->layers[li].name,
                            vd_math_name(c->math));
@@ -355,7 +359,7 @@ static int concat_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
     for (int k = 0; k < l->n_in; k++) {
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
         if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->x[k], io->y, io->n, L->in_c[k], L->c,
-                             off, hw, false, 0.0f, io->act, e)))
+                             off, hw, false, 0.0f, io->act, L->cl, e)))
             return rc;
         off += L->in_c[k];
     }
@@ -371,7 +375,7 @@ static int concat_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, 
         if (io->dx[k]) {
             float b = io->dx_beta[k] != 0.0f ? 1.0f : 0.0f;
             if ((rc = cuk_concat(cu_compute(c), c->sm_count, io->dy, io->dx[k], io->n, L->in_c[k],
-                                 L->c, off, hw, true, b, io->act, e)))
+                                 L->c, off, hw, true, b, io->act, L->cl, e)))
                 return rc;
         }
         off += L->in_c[k];
@@ -416,9 +420,9 @@ static int gelu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
  * other consumer, and no backward reads it unrectified) after a batch norm
  * on the channels-last kernels or after an add: the producer applies it
  * (cu_layer.fwd_relu, relu_fused); the batch norm also its backward
- * (vd_op_relu_taker; bwd_relu, relu_bwd_fused). cuDNN's batch norm (fp32,
- * tf32) has no such epilogue: there the ReLU runs on its own (its backward
- * in place, where the plan shares the tensors). */
+ * (vd_op_relu_taker; bwd_relu, relu_bwd_fused). cuDNN's batch norm (fp32)
+ * has no such epilogue: there the ReLU runs on its own (its backward in
+ * place, where the plan shares the tensors). */
 void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net) {
     for (int r = 0; r < net->n_layers; r++) {
         const vd_layer *lr = &net->layers[r];
@@ -426,7 +430,7 @@ void cu_fuse_relu_setup(cu_ctx *c, const vd_net *net) {
         if (lr->op != VD_OP_RELU || !lr->inplace || p < 0) continue;
         cu_layer *P = &c->layers[p];
         vd_op op = net->layers[p].op;
-        if (op != VD_OP_ADD && !(op == VD_OP_BATCHNORM && cu_dt_16(P->dt))) continue;
+        if (op != VD_OP_ADD && !(op == VD_OP_BATCHNORM && P->cl)) continue;
         P->fwd_relu = true;
         c->layers[r].relu_fused = true;
         if (vd_op_relu_taker(net, r) == p) {

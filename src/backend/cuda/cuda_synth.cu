@@ -8,7 +8,8 @@
  * key once and then writes elements j, j + stride, ... of that sample. The
  * formula's integer steps and its one __fmul_rn give the CPU backend's bits;
  * bf16 and fp16 round them to nearest even (vd_synth_bf16; __float2half_rn,
- * the CPU's RNE float -> half) into the channels-last position. */
+ * the CPU's RNE float -> half) into the channels-last position, where float
+ * ones go with b->nhwc (math tf32). */
 #include "backend/cuda/cuda_internal.h"
 
 static const int CU_SYNTH_CHUNK = 256, CU_SYNTH_THREADS = 256, CU_SYNTH_MAX_BLOCKS = 64;
@@ -17,6 +18,7 @@ struct cu_synth_args {
     uint64_t seed;
     int64_t numel;              /* elements per sample */
     int split, classes, channels;
+    bool nhwc;                  /* float: channels-last positions */
     int64_t index[CU_SYNTH_CHUNK];
 };
 static_assert(sizeof(cu_synth_args) <= 4000, "kernel parameters are limited to 4 KiB");
@@ -33,7 +35,8 @@ __global__ void synth_kernel(const __grid_constant__ cu_synth_args a, void *x) {
         float v = vd_synth_value(key, tkey, j);
         int64_t o = (int64_t)s * a.numel + j;
         if (DT == VD_DT_F32) {
-            ((float *)x)[o] = v;
+            ((float *)x)[a.nhwc ? (int64_t)s * a.numel + vd_synth_bf16_pos(j, a.numel, a.channels)
+                                : o] = v;
         } else {
             uint16_t h = DT == VD_DT_BF16 ? vd_synth_bf16(v) : __half_as_ushort(__float2half_rn(v));
             ((uint16_t *)x)[(int64_t)s * a.numel + vd_synth_bf16_pos(j, a.numel, a.channels)] = h;
@@ -58,6 +61,7 @@ int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd
     a.split = b->split;
     a.classes = b->classes;
     a.channels = b->channels;
+    a.nhwc = b->nhwc;
     for (int s0 = 0; s0 < b->n; s0 += CU_SYNTH_CHUNK) {
         int ns = b->n - s0 < CU_SYNTH_CHUNK ? b->n - s0 : CU_SYNTH_CHUNK;
         for (int i = 0; i < ns; i++) a.index[i] = b->index[s0 + i];
