@@ -915,8 +915,10 @@ static int bias_backward(vd_backend *be, const vd_net *net, int layer, const vd_
             double sum = 0;
             for (int64_t n = 0; n < io->n; n++)
                 for (int64_t j = 0; j < hw; j++) {
-                    if (io->act == VD_DT_F32) sum += io->dy[(n * l->c + c) * hw + j];
-                    else sum += vd_h16_to_f32(io->act, ((const uint16_t *)io->dy)[(n * hw + j) * l->c + c]);
+                    const uint16_t *h = (const uint16_t *)io->dy;   /* 16-bit: NHWC */
+                    int64_t at = io->act == VD_DT_F32 ? (n * l->c + c) * hw + j
+                                                      : (n * hw + j) * l->c + c;
+                    sum += io->act == VD_DT_F32 ? io->dy[at] : vd_h16_to_f32(io->act, h[at]);
                 }
             ok &= io->db[c] == (float)sum;
         }

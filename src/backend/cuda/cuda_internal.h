@@ -402,6 +402,12 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
  * per channel it would use, and the workspace bytes those need. */
 int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc);
+/* The split a conv's bias gradient over n samples of dy (type dt) takes
+ * with ws_bytes of workspace for its partial sums: cu_chan_split, or 1
+ * where those do not fit. The conv's backward and the ReLU's that takes it
+ * (cuk_relu_bwd_bias) both ask here: the same split, the same sums. */
+int cu_bias_grad_split(int64_t n, int64_t ch, int64_t hw, int sm_count, vd_dtype dt,
+                       uint64_t ws_bytes);
 
 /* ---- cuda_k_*.cu: launchers (compute stream unless a stream is given) ----
  * dt: the element type of the feature-map pointers (x, y, dy, dx; vd_op_io.act):
@@ -470,6 +476,15 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);
+/* A ReLU's backward with its conv's bias gradient (vd_op_io.bias_db), one
+ * pass where the shapes allow: dx = (y <= 0 ? 0 : dy) (beta 0), as
+ * cuk_relu_bwd, over a conv output of n samples, ch channels, hw pixels;
+ * db = cuk_chan_sum of that dx with split (cu_bias_grad_split) and beta 0,
+ * bit for bit: each element is added where and in the order that kernel
+ * reads it. */
+int cuk_relu_bwd_bias(cudaStream_t s, int sm, const float *y, const float *dy, float *dx,
+                      int64_t n, int64_t ch, int64_t hw, int split, float *partial, float *db,
+                      vd_dtype dt, vd_err *e);
 int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);

@@ -22,9 +22,12 @@ int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
 }
 
 /* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c; beta:
- * put()'s, for split 1, where out is db (the partial sums get 0). */
+ * put()'s, for split 1, where out is db (the partial sums get 0). ym (a
+ * ReLU's output, cuk_relu_bwd_bias; NULL: none): each element is first
+ * ym <= 0 ? 0 : dy, as k_relu_bwd writes it, and written to dxo. */
 template <typename T, typename I>
-__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float beta, float *out) {
+__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float beta, float *out,
+                               const T *ym, T *dxo) {
     __shared__ float sh[CU_THREADS];
     I c = (I)blockIdx.x, k = (I)blockIdx.y;
     I total = n * hw;
@@ -32,8 +35,13 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float be
     I j0 = k * chunk, j1 = j0 + chunk < total ? j0 + chunk : total;
     float acc = 0.0f;
     for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
-        I img = j / hw, p = j - img * hw;
-        acc += ld(dy[(img * ch + c) * hw + p]);
+        I img = j / hw, p = j - img * hw, at = (img * ch + c) * hw + p;
+        float d = ld(dy[at]);
+        if (ym) {
+            d = ld(ym[at]) <= 0.0f ? 0.0f : d;
+            put(&dxo[at], 0.0f, d);
+        }
+        acc += d;
     }
     float r = block_sum(acc, sh);
     if (threadIdx.x == 0) put(&out[c * split + k], beta, r);
@@ -93,9 +101,10 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                                                                             split, pbeta, out));
     } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
         k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split,
-                                                               pbeta, out);
+                                                               pbeta, out, NULL, NULL);
     } else {
-        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, pbeta, out);
+        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, pbeta, out,
+                                                                   NULL, NULL);
     }
     KERNEL_CHECK(e);
     if (split > 1) {
@@ -302,16 +311,18 @@ __global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
  * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 3 the same with dy
  * through the ReLU's backward first (bn_relu_dy: mean = aux, g and bta the
  * batch norm's parameters), MODE 2 (bias gradient) sums x alone and writes
- * only the first half of part. Thread (lane, row) takes
- * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
- * 16-byte loads; rows are added in order, then k_red_final adds the split
- * partials: a fixed order, bit-identical run to run. beta: put()'s for the
- * first half of part (MODE 2 with split 1 writes the bias gradient there
- * straight; else 0). */
+ * only the first half of part, MODE 4 (a ReLU's backward with its conv's
+ * bias gradient, cuk_relu_bwd_bias) writes dxo = (x <= 0 ? 0 : dy), x the
+ * ReLU's output, as k_relu_bwd8 does, and sums that as MODE 2 sums its x.
+ * Thread (lane, row) takes channels 8 (bx tpr + lane) .. +7 and every
+ * rows-th pixel of the chunk in 16-byte loads; rows are added in order,
+ * then k_red_final adds the split partials: a fixed order, bit-identical
+ * run to run. beta: put()'s for the first half of part (MODE 2 with split 1
+ * writes the bias gradient there straight; else 0). */
 template <int MODE, typename H>
 __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const float *g,
                             const float *bta, int64_t pix, int64_t ch, int split, int tpr,
-                            float beta, float *part) {
+                            float beta, float *part, H *dxo) {
     __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
@@ -344,6 +355,13 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
             if (MODE == 2) {
 #pragma unroll
                 for (int q = 0; q < 8; q++) a[q] += xv.v[q];
+            } else if (MODE == 4) {
+                bf8 d = ld8(dy + j * ch + c0);
+#pragma unroll
+                for (int q = 0; q < 8; q++) d.v[q] = xv.v[q] <= 0.0f ? 0.0f : d.v[q];
+                st8(dxo + j * ch + c0, d);
+#pragma unroll
+                for (int q = 0; q < 8; q++) a[q] += d.v[q];
             } else if (MODE == 0) {
 #pragma unroll
                 for (int q = 0; q < 8; q++) {
@@ -378,7 +396,7 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             put(&part[(c0 + q) * split + k], beta, a[q]);
-            if (MODE != 2) part[ch * split + (c0 + q) * split + k] = b[q];
+            if (MODE != 2 && MODE != 4) part[ch * split + (c0 + q) * split + k] = b[q];
         }
     }
 }
@@ -522,13 +540,62 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
     HALF_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, NULL,
                                                                      NULL, pix, ch, split,
                                                                      bn_tpr(ch),
-                                                                     split == 1 ? beta : 0.0f, out));
+                                                                     split == 1 ? beta : 0.0f, out,
+                                                                     NULL));
     KERNEL_CHECK(e);
     if (split > 1) {
         k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, beta, db);
         KERNEL_CHECK(e);
     }
     return VD_OK;
+}
+
+int cu_bias_grad_split(int64_t n, int64_t ch, int64_t hw, int sm_count, vd_dtype dt,
+                       uint64_t ws_bytes) {
+    int split = cu_chan_split(n, ch, hw, sm_count, dt != VD_DT_F32);
+    return split > 1 && (uint64_t)split * (uint64_t)ch * sizeof(float) > ws_bytes ? 1 : split;
+}
+
+int cuk_relu_bwd_bias(cudaStream_t s, int sm, const float *y, const float *dy, float *dx,
+                      int64_t n, int64_t ch, int64_t hw, int split, float *partial, float *db,
+                      vd_dtype dt, vd_err *e) {
+    if (n <= 0 || ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff || split < 1 || split > 65535)
+        return vd_errf(e, VD_EINTERNAL, "cuk_relu_bwd_bias: bad shape (channels %lld, split %d)",
+                       (long long)ch, split);
+    float *out = split == 1 ? db : partial;
+    if (dt != VD_DT_F32 && ch % 8 == 0 && al16(dx) && al16(y) && al16(dy)) {
+        /* cuk_chan_sum's chan_sum8 (dx is 16-byte aligned), the ReLU in front */
+        dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+        HALF_DISPATCH(dt, H, k_chan_red8<4, H><<<g8, CU_THREADS, 0, s>>>(
+                                 AS<H>(y), AS<H>(dy), NULL, NULL, NULL, n * hw, ch, split,
+                                 bn_tpr(ch), 0.0f, out, AS<H>(dx)));
+        KERNEL_CHECK(e);
+        if (split > 1) {
+            k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, 0.0f, db);
+            KERNEL_CHECK(e);
+        }
+        return VD_OK;
+    }
+    if (dt == VD_DT_F32) {
+        /* cuk_chan_sum's k_chan_partial, the ReLU in front */
+        dim3 grid((unsigned)ch, (unsigned)split);
+        if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS))
+            k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw,
+                                                                   split, 0.0f, out, y, dx);
+        else
+            k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, 0.0f,
+                                                                       out, y, dx);
+        KERNEL_CHECK(e);
+        if (split > 1) {
+            k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, 0.0f, db);
+            KERNEL_CHECK(e);
+        }
+        return VD_OK;
+    }
+    /* the 16-bit shapes the kernels above do not take: the two passes */
+    int rc = cuk_relu_bwd(s, sm, y, dy, dx, 0.0f, n * ch * hw, dt, e);
+    return rc ? rc : cuk_chan_sum(s, dx, n, ch, hw, split, partial, 0.0f, db, dt, e);
 }
 
 template <typename H>
@@ -550,7 +617,7 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
             int tpr = bn_tpr(ch);
             dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
             k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, NULL, NULL, pix, ch,
-                                                    split, tpr, 0.0f, (float *)ws);
+                                                    split, tpr, 0.0f, (float *)ws, NULL);
             KERNEL_CHECK(e);
             k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
                 AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
@@ -600,10 +667,10 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
         if (relu)
             k_chan_red8<3, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, gamma, bta, pix,
-                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws);
+                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws, NULL);
         else
             k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, NULL, NULL, pix,
-                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws);
+                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws, NULL);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);
