@@ -939,12 +939,14 @@ END_TEST
  * (bf16 / fp16: the eight-channel kernel), 6 (the two passes) and 8 on 64x64
  * (several partial sums per channel, cu_bias_grad_split): dx bit for bit
  * the unfused ReLU's, and db bit for bit what the conv's backward computes
- * from that dx as its dy, for every conv option whose workspace holds as
- * many partial sums (all of them at 5x7: one; at 64x64 at least one must,
- * and the others are within TOL_FP32: the same sums reassociated); against
- * the CPU's doing the same, dx exact (a select on the same values) and db
- * within TOL_FP32 (kept in fp32: float sums against the CPU's double, see
- * the top). */
+ * from that dx as its dy, for every conv option at 5x7 (one partial sum on
+ * both sides); at 64x64 the conv's split is capped by its option's
+ * workspace, which a test cannot see (the 16-bit weight copies take part
+ * of it), so there db is within TOL_FP32 of the conv's (the same sums,
+ * reassociated where the splits differ) and the output says which options
+ * gave the same bits; against the CPU's doing the same, dx exact (a select
+ * on the same values) and db within TOL_FP32 (kept in fp32: float sums
+ * against the CPU's double, see the top). */
 START_TEST(test_relu_bias) {
     static const struct { int c, h, w; } shapes[3] = {{8, 5, 7}, {6, 5, 7}, {8, 64, 64}};
     static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
@@ -994,8 +996,8 @@ START_TEST(test_relu_bias) {
                 tried++;
                 c_run_out_free(&cr);
             }
+            ck_assert_int_gt(tried, 0);
             if (si < 2) ck_assert_int_eq(same, tried);
-            else ck_assert_int_ge(same, 1);
             c_run_in_free(&ci);
             c_run_out_free(&f);
             c_run_out_free(&u);

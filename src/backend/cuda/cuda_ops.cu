@@ -262,13 +262,14 @@ static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
                         io_ny(&c->layers[li], io), io->act, e);
 }
 
-/* A ReLU that may take its conv's bias gradient (vd_op_bias_taker; not
- * no_fuse): its backward's workspace holds that gradient's partial sums,
- * as many as the conv's own would take (cu_bias_grad_split: where the
- * conv's option has as much workspace, the sums are the same bits). */
+/* A ReLU that may take its conv's bias gradient (in place, as the plan
+ * pairs them: vd_op_bias_taker, vd_plan_layer.db_unit; not no_fuse): its
+ * backward's workspace holds that gradient's partial sums, as many as the
+ * conv's own would take (cu_bias_grad_split: where the conv's option has
+ * as much workspace, the sums are the same bits). */
 static void relu_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
     const vd_layer *l = &net->layers[li];
-    if (c->no_fuse || vd_op_bias_taker(net, li) < 0) return;
+    if (c->no_fuse || !l->inplace || vd_op_bias_taker(net, li) < 0) return;
     int split = cu_chan_split(n, l->c, (int64_t)l->h * l->w, c->sm_count, vd_math_nhwc(c->math));
     o->ws_bwd = o->workspace = split > 1 ? (uint64_t)split * (uint64_t)l->c * sizeof(float) : 0;
 }
