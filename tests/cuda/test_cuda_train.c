@@ -550,7 +550,8 @@ END_TEST
 
 /* Conv + bias + ReLU forward as one cuDNN graph (cu_conv_fwd_epi,
  * CG_EPI_BIAS_RELU) on a VGG-like net (two conv-bias-ReLU blocks, max pool,
- * fc). conv_fuse_force makes every conv run its fused graph where cuDNN has
+ * fc); in every run but no_fuse each ReLU's backward also takes its conv's
+ * bias gradient (cuk_relu_bwd_bias), so the checks below cover it too. conv_fuse_force makes every conv run its fused graph where cuDNN has
  * one (asserted in bf16, the case cuDNN's runtime fusion is documented for;
  * fp32 / tf32 print what they got) and each ReLU in place then a no-op
  * (vd_cuda_relu_fused). Per math (fp32, tf32, bf16), deterministic:

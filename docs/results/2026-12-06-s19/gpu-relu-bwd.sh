@@ -6,8 +6,9 @@
 # --no-fuse bit for bit and auto at its smallest budget (offload invariance,
 # fusion on) in fp32 / bf16 / fp16 (test_relu_fused_into_bn_and_add); the
 # ReLU backward with its conv's bias gradient against the unfused passes bit
-# for bit and the CPU oracle (test_relu_bias, relu-bwd.md's second part;
-# test_conv: the conv's own bias gradient, now through cu_bias_grad_split);
+# for bit and the CPU oracle (test_relu_bias, relu-bwd.md's second part) and
+# in training on a VGG-like net (test_conv_bias_relu_fused: offload
+# invariance with it on, near --no-fuse and the CPU oracle);
 # the whole-net CPU oracle (test_cpu_vs_cuda), the captured iteration
 # (test_graph_vs_eager); (2) vdnn-bench b256 bf16 policy none, each setting
 # measuring its own profile: ResNet-50 (33 batch norms take their ReLU's
@@ -26,12 +27,13 @@ export VD_BUILDDIR=$PWD/$B
 tcase() {   # binary case limit
     CK_RUN_CASE=$2 CK_FORK=no timeout "$3" "$B/tests/cuda/$1" > "$O/$2.log" 2>&1
     local rc=$?
-    echo "$2: exit $rc"; grep -E 'bitwise|fused|Checks|:F:|:E:' "$O/$2.log" | tail -8
+    echo "$2: exit $rc"; grep -E 'bitwise|fused|relu\+bias|Checks|:F:|:E:' "$O/$2.log" | tail -8
     return $rc
 }
 echo "== tests (at ${SECONDS} s)"
-for c in test_relu_fused test_relu_bias test_bn test_conv; do tcase cuda_test_cuda_ops $c 90; done
-for c in test_relu_fused_into_bn_and_add test_cpu_vs_cuda test_graph_vs_eager; do
+for c in test_relu_fused test_relu_bias test_bn; do tcase cuda_test_cuda_ops $c 90; done
+for c in test_relu_fused_into_bn_and_add test_conv_bias_relu_fused test_cpu_vs_cuda \
+         test_graph_vs_eager; do
     tcase cuda_test_cuda_train $c 90; done
 ROWS=()
 bench() {   # net tag args...
