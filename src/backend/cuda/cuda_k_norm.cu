@@ -21,6 +21,10 @@ int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
     return (int)sp;
 }
 
+/* The ReLU + bias kernels (ym, MODE 4 below): elements (pixels) whose loads
+ * a thread issues before their stores. */
+enum { RELU_PIPE = 4 };
+
 /* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c; beta:
  * put()'s, for split 1, where out is db (the partial sums get 0). ym (a
  * ReLU's output, cuk_relu_bwd_bias; NULL: none): each element is first
@@ -34,7 +38,27 @@ __global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float be
     I chunk = (total + split - 1) / split;
     I j0 = k * chunk, j1 = j0 + chunk < total ? j0 + chunk : total;
     float acc = 0.0f;
-    for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
+    I j = j0 + (I)threadIdx.x, bd = (I)blockDim.x;
+    if (ym)   /* RELU_PIPE elements' loads first (not held behind the stores),
+                 then their stores and adds in the order of the loop below */
+        for (; j + (RELU_PIPE - 1) * bd < j1; j += RELU_PIPE * bd) {
+            I at[RELU_PIPE];
+            float d[RELU_PIPE], yv[RELU_PIPE];
+#pragma unroll
+            for (int u = 0; u < RELU_PIPE; u++) {
+                I jj = j + (I)u * bd, img = jj / hw;
+                at[u] = (img * ch + c) * hw + (jj - img * hw);
+                d[u] = ld(dy[at[u]]);
+                yv[u] = ld(ym[at[u]]);
+            }
+#pragma unroll
+            for (int u = 0; u < RELU_PIPE; u++) {
+                float v = yv[u] <= 0.0f ? 0.0f : d[u];
+                put(&dxo[at[u]], 0.0f, v);
+                acc += v;
+            }
+        }
+    for (; j < j1; j += bd) {
         I img = j / hw, p = j - img * hw, at = (img * ch + c) * hw + p;
         float d = ld(dy[at]);
         if (ym) {
@@ -306,6 +330,17 @@ __global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
     }
 }
 
+/* MODE 4's step on eight channels of one pixel: d through the ReLU whose
+ * output is y (y <= 0 ? 0 : d, as k_relu_bwd8), stored to dx, added to a. */
+template <typename H>
+__device__ __forceinline__ void relu_sum8(bf8 d, const bf8 &y, H *dx, float *a) {
+#pragma unroll
+    for (int q = 0; q < 8; q++) d.v[q] = y.v[q] <= 0.0f ? 0.0f : d.v[q];
+    st8(dx, d);
+#pragma unroll
+    for (int q = 0; q < 8; q++) a[q] += d.v[q];
+}
+
 /* Per channel over pixel chunk k of split (block (bx, k)): MODE 0 (forward
  * statistics) sums x - x0[c] and its square (x0 = the first pixel's value),
  * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 3 the same with dy
@@ -349,19 +384,28 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
                 be[q] = bta[c0 + q];
             }
         }
+        int64_t j = j0 + row;
+        if (MODE == 4)   /* RELU_PIPE pixels' loads first (not held behind the
+                            stores), then their stores and adds in pixel order */
+            for (; j + (RELU_PIPE - 1) * rows < j1; j += RELU_PIPE * rows) {
+                bf8 yv[RELU_PIPE], d[RELU_PIPE];
+#pragma unroll
+                for (int u = 0; u < RELU_PIPE; u++) {
+                    yv[u] = ld8(x + (j + u * rows) * ch + c0);
+                    d[u] = ld8(dy + (j + u * rows) * ch + c0);
+                }
+#pragma unroll
+                for (int u = 0; u < RELU_PIPE; u++)
+                    relu_sum8(d[u], yv[u], dxo + (j + u * rows) * ch + c0, a);
+            }
 #pragma unroll 4
-        for (int64_t j = j0 + row; j < j1; j += rows) {
+        for (; j < j1; j += rows) {
             bf8 xv = ld8(x + j * ch + c0);
             if (MODE == 2) {
 #pragma unroll
                 for (int q = 0; q < 8; q++) a[q] += xv.v[q];
             } else if (MODE == 4) {
-                bf8 d = ld8(dy + j * ch + c0);
-#pragma unroll
-                for (int q = 0; q < 8; q++) d.v[q] = xv.v[q] <= 0.0f ? 0.0f : d.v[q];
-                st8(dxo + j * ch + c0, d);
-#pragma unroll
-                for (int q = 0; q < 8; q++) a[q] += d.v[q];
+                relu_sum8(ld8(dy + j * ch + c0), xv, dxo + j * ch + c0, a);
             } else if (MODE == 0) {
 #pragma unroll
                 for (int q = 0; q < 8; q++) {
