@@ -967,6 +967,9 @@ START_TEST(test_relu_bias) {
                             .backward = true, .seed = 5, .bias_db = C};
             c_run_out f, u, ref;
             c_run(c_cuda(), &ri, &o, &f);
+            /* deterministic: untimed, so fused wherever it may be */
+            ck_assert_msg(vd_cuda_relu_bias_fused(c_cuda(), r), "%s: the ReLU does not take "
+                          "its conv's bias gradient", m);
             c_run(c_cpu(), &ri, &o, &ref);
             o.bias_db = 0;
             c_run(c_cuda(), &ri, &o, &u);

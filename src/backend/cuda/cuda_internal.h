@@ -176,6 +176,9 @@ typedef struct cu_layer {
     bool relu_fused;                      /* relu: its producer applied it */
     bool bwd_relu;                        /* batchnorm: take the consumer's ReLU's backward */
     bool relu_bwd_fused;                  /* relu: its producer takes its backward */
+    bool bias_bwd;                        /* relu: its backward takes the bias gradient of the
+                                             conv before it, which skips it
+                                             (cu_relu_bias_setup, cuk_relu_bwd_bias) */
 } cu_layer;
 
 typedef struct cu_ctx {
@@ -385,6 +388,13 @@ void cu_graph_layer_free(cu_layer *L);
 float cu_graph_conv_fastest_ms(const cu_layer *L);
 /* Free the timing scratch memory and events of layer_setup. */
 void cu_tune_release(cu_ctx *c);
+/* ReLU li's setup: L->bias_bwd where it runs in place right after a conv
+ * with a trained bias (vd_op_bias_taker; the plan pairs them,
+ * vd_plan_layer.db_unit) and not no_fuse; timed (c->tune): only where its
+ * backward with the bias gradient (cuk_relu_bwd_bias) was faster than the
+ * ReLU's and the bias gradient's separate passes (the same bits either
+ * way); untimed (or no scratch memory): wherever it may. */
+int cu_relu_bias_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
 
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
