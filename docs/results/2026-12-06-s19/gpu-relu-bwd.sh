@@ -57,7 +57,9 @@ done
 printf '%s\n' "${ROWS[@]}" | tee "$O/table.txt"
 # VGG-16's 13 conv + ReLU pairs (nets/vgg16.yaml: a relu right after a conv),
 # from the measured profiles: the ReLUs' backward (default: with the bias
-# gradient) and the convs' fastest backward (default: without it), summed
+# gradient) and the convs' fastest backward (default: without it), summed;
+# "taken": the ReLUs whose setup chose the fusion (cu_relu_bias_setup: only
+# those get a backward workspace, the partial sums, at b256)
 python3 - "$O" <<'PY' | tee -a "$O/table.txt"
 import json, os, re, sys
 o = sys.argv[1]
@@ -69,10 +71,13 @@ for tag in ("fused-1", "nofuse-1", "fused-2", "nofuse-2"):
         continue
     L = json.load(open(f))["layers"]
     relu = conv = 0.0
+    taken = []
     for p, l in zip(L, L[1:]):
         if types.get(l["name"]) == "relu" and types.get(p["name"]) == "conv":
             relu += l["algos"][0]["bwd_s"]
             conv += min(a["bwd_s"] for a in p["algos"])
-    print("vgg16 %-8s conv+relu pairs: relu bwd %.3f ms  conv bwd %.3f ms  sum %.3f ms"
-          % (tag, relu * 1e3, conv * 1e3, (relu + conv) * 1e3))
+            if l["algos"][0].get("bwd_workspace", 0) > 0:
+                taken.append(l["name"])
+    print("vgg16 %-8s conv+relu pairs: relu bwd %.3f ms  conv bwd %.3f ms  sum %.3f ms  taken %d: %s"
+          % (tag, relu * 1e3, conv * 1e3, (relu + conv) * 1e3, len(taken), " ".join(taken)))
 PY
