@@ -98,6 +98,16 @@ typedef struct vd_algo_opt {
  *           ReLU's backward is then skipped where it would write its dy
  *           tensor (dx == dy: the planner's sharing, tensors.c), and runs, to
  *           the same bits, where not.
+ *   bias_db, db_taken: the ReLU backward + conv bias gradient fusion
+ *           (vd_op_bias_taker; the plan pairs a ReLU and its conv where both
+ *           run unchunked, vd_plan_layer.db_unit). The executor gives the
+ *           ReLU's backward bias_db, the conv's bias gradient (its C floats,
+ *           overwritten), and sets db_taken on that conv's backward, whose
+ *           db it binds all the same. A backend that fuses (not no_fuse)
+ *           reduces db there from the dx the ReLU writes, in the order and
+ *           rounding its conv's backward would have read it as dy, and
+ *           skips db in the conv's backward; one that does not ignores both
+ *           (the conv writes db). Else NULL / false.
  *
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
@@ -150,6 +160,8 @@ typedef struct vd_op_io {
     int loss_n;                     /* loss layer: samples counted (0: all), see above */
     bool relu_mask;                 /* batch norm backward: dy is its ReLU's, see above */
     vd_dtype relu_store;            /* ... and its y is stored rounded to this */
+    float *bias_db;                 /* ReLU backward: its conv's bias gradient, see above */
+    bool db_taken;                  /* conv backward: its ReLU's backward had bias_db */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */

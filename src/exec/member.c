@@ -196,6 +196,21 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
         /* a frozen parameter: no gradient (the backends then compute none) */
         vd_op_io_bind_param(io, pr->role, pp, bwd && !pr->frozen ? gg : NULL);
     }
+    if (!bwd) return;
+    /* the ReLU backward + conv bias gradient pair (vd_plan_layer.db_unit):
+     * the ReLU gets its conv's db, in the conv's gradient tensor, live from
+     * the ReLU's step; the conv is told */
+    if (pl->db_unit >= 0) {
+        const vd_plan_layer *cl = &p->layers[pl->db_unit];
+        const vd_layer *lc = &net->layers[cl->layer];
+        float *cg = p->t_grads >= 0 ? NULL : taddr(m, p, cl->dw, s);
+        for (int k = 0; k < lc->n_params; k++) {
+            const vd_param *pr = &net->params[lc->param_first + k];
+            if (pr->role != VD_ROLE_BIAS) continue;
+            io->bias_db = grads ? grads + pr->offset : cg ? cg + (pr->offset - cl->dw_base) : NULL;
+        }
+    }
+    io->db_taken = u + 1 < p->n_units && p->layers[u + 1].db_unit == u;
 }
 
 /* Fill the vd_op_io of step s of plan p. */

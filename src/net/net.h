@@ -353,6 +353,13 @@ int vd_op_relu_taker(const vd_net *net, int r);
  * or -1. */
 int vd_op_relu_taken(const vd_net *net, int p);
 
+/* The conv whose bias gradient the backward of layer r may reduce (the
+ * ReLU backward + bias gradient fusion, vd_op_io.bias_db): r - 1, when r is
+ * a ReLU right after a conv with a trained bias, and r's backward runs (not
+ * no_grad); else -1. The caller also asks that the ReLU run in place (the
+ * plan's flags, vd_schedule_inplace_flags): the conv's output then has no
+ * other consumer, and the ReLU's dx is all of the conv's dy. */
+int vd_op_bias_taker(const vd_net *net, int r);
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
  * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then
  * mark the layers that need no gradient (vd_layer.no_grad). NULL: nothing

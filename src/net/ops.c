@@ -494,6 +494,17 @@ int vd_op_relu_taken(const vd_net *net, int p) {
     return -1;
 }
 
+int vd_op_bias_taker(const vd_net *net, int r) {
+    const vd_layer *l = &net->layers[r];
+    int c = r - 1;
+    if (l->op != VD_OP_RELU || l->n_in != 1 || l->in[0] != c || c < 0 || l->no_grad) return -1;
+    const vd_layer *lc = &net->layers[c];
+    if (lc->op != VD_OP_CONV || !lc->u.conv.bias) return -1;
+    for (int k = lc->param_first; k < lc->param_first + lc->n_params; k++)
+        if (net->params[k].role == VD_ROLE_BIAS && vd_param_trained(&net->params[k])) return c;
+    return -1;
+}
+
 void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {
     const vd_layer *l = &net->layers[layer];
     if (l->no_grad) { *x = *y = false; return; }

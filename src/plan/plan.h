@@ -307,6 +307,12 @@ typedef struct vd_plan_layer {
                                    its backward step, laid out as its parameters from
                                    float dw_base of the parameter array; -1 none */
     int64_t dw_base;
+    int db_unit;                /* a ReLU whose backward may reduce the bias gradient of
+                                   the conv right before it (vd_op_bias_taker, vd_op_io.
+                                   bias_db): that conv's unit, both unchunked and adjacent
+                                   (no backward between them writes the conv's gradient
+                                   tensor); its dw is then live from this unit's backward
+                                   step; -1 none */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
     /* The unit: net layer `layer` on samples [n0, n0 + n) of the batch, chunk

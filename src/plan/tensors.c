@@ -416,6 +416,10 @@ static void layer_tensors(bld *b, const int *algos) {
         for (int k = 0; k < VD_MAX_INPUTS; k++) { pl->dx[k] = -1; pl->dx_beta[k] = 0.0f; }
         pl->dw = -1;
         pl->dw_base = 0;
+        /* the ReLU backward + conv bias gradient pair (vd_plan_layer.db_unit) */
+        int c = fo || !pl->inplace ? -1 : vd_op_bias_taker(net, i);
+        pl->db_unit = c >= 0 && u > 0 && p->layers[u - 1].layer == c && pl->n_chunks == 1 &&
+                      p->layers[u - 1].n_chunks == 1 ? u - 1 : -1;
     }
     if (p->update_in_bwd) dw_tensors(b);
 }
@@ -522,6 +526,7 @@ static void liveness(bld *b) {
         vdp_rd(b, pl->aux, sb);
         vdp_touch(b, pl->ws_bwd, sb);
         vdp_touch(b, pl->dw, sb);
+        if (pl->db_unit >= 0) vdp_touch(b, p->layers[pl->db_unit].dw, sb);   /* its bias's db */
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
         for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
     }

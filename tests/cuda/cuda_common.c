@@ -86,6 +86,7 @@ void c_run_out_free(c_run_out *out) {
     for (int k = 0; k < VD_MAX_INPUTS; k++) free(out->dx[k]);
     free(out->grad);
     free(out->par);
+    free(out->db);
     memset(out, 0, sizeof *out);
 }
 
@@ -226,6 +227,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     if (o->inplace) { yo = xo[0]; dxo[0] = dyo; }
     uint64_t paro = take(&off, (uint64_t)in->pn * 4), grado = take(&off, (uint64_t)in->pn * 4);
     uint64_t auxo = take(&off, (uint64_t)auxn * 4), labo = take(&off, (uint64_t)in->n * 4);
+    uint64_t dbo = take(&off, (uint64_t)o->bias_db * 4);
     uint64_t wso = take(&off, ws), total = off;
 
     void *pool = NULL;
@@ -278,6 +280,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.act = bf;
     io.loss_scaled = o->loss_scaled;
     io.loss_n = o->loss_n;
+    io.bias_db = o->bias_db ? (float *)(d + dbo) : NULL;
     run_calls(be, net, in->layer, &io, o, act);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
@@ -288,6 +291,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     if (o->backward)
         for (int k = 0; k < l->n_in; k++)
             out->dx[k] = extract_act(stage, dxo[k], in->xn[k], xc[k], xhw[k], bf, cl);
+    if (o->bias_db) out->db = extract(stage, dbo, o->bias_db);
     if (in->pn) {
         out->grad = extract(stage, grado, in->pn);
         out->par = extract(stage, paro, in->pn);

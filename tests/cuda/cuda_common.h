@@ -36,6 +36,7 @@ typedef struct c_run_in {
 
 typedef struct c_run_out {
     float *y, *aux, *dx[VD_MAX_INPUTS], *grad, *par;  /* par: after forward (running stats) */
+    float *db;                 /* c_run_opts.bias_db: the conv's bias gradient written */
 } c_run_out;
 
 typedef struct c_run_opts {
@@ -62,6 +63,8 @@ typedef struct c_run_opts {
                                   gradient region stays as staged: NaN) */
     bool no_dx;                /* backward without dx (an input that needs no gradient;
                                   out->dx stays NaN) */
+    int bias_db;               /* a ReLU's backward: vd_op_io.bias_db, a region of this many
+                                  floats (its conv's channels; NaN before), out->db; 0 none */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).

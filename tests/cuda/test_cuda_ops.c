@@ -10,7 +10,9 @@
  * without dx, against their full backward (test_frozen_backward); batch norm
  * and add with the ReLU after them fused, against the CPU's rectified output,
  * and the batch norm's backward taking the ReLU's (masking dy as it reads
- * it), against the CPU's doing the same (test_relu_fused).
+ * it), against the CPU's doing the same (test_relu_fused); a ReLU's backward
+ * with its conv's bias gradient, against the unfused passes bit for bit and
+ * the CPU's (test_relu_bias).
  *
  * Error measure: max|cuda - cpu| / max(max|cpu|, 1e-6) per output tensor.
  *
@@ -935,6 +937,87 @@ START_TEST(test_frozen_backward) {
 }
 END_TEST
 
+#if VD_HAVE_CUDA
+/* The ReLU backward with the bias gradient of the conv before it
+ * (vd_op_io.bias_db, cuk_relu_bwd_bias) in fp32, tf32, bf16, fp16, on 8
+ * channels (channels-last tf32 / bf16 / fp16: the eight-channel kernel), 6
+ * (there the two passes) and 8 on 64x64
+ * (several partial sums per channel, cu_bias_grad_split): dx bit for bit
+ * the unfused ReLU's, and db bit for bit what the conv's backward computes
+ * from that dx as its dy, for every conv option at 5x7 (one partial sum on
+ * both sides); at 64x64 the conv's split is capped by its option's
+ * workspace, which a test cannot see (the 16-bit weight copies take part
+ * of it), so there db is within TOL_FP32 of the conv's (the same sums,
+ * reassociated where the splits differ) and the output says which options
+ * gave the same bits; against the CPU's doing the same, dx exact (a select
+ * on the same values) and db within TOL_FP32 (kept in fp32: float sums
+ * against the CPU's double, see the top). */
+START_TEST(test_relu_bias) {
+    static const struct { int c, h, w; } shapes[3] = {{8, 5, 7}, {6, 5, 7}, {8, 64, 64}};
+    static const vd_math maths[4] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16};
+    for (int si = 0; si < 3; si++) {
+        const int C = shapes[si].c, N = 4;
+        vd_net net;
+        c_net_begin(&net, 3, shapes[si].h, shapes[si].w, N);
+        int cv = vdt_add(&net, c_conv(-1, C, 3, 1, 1, 1, 1, true));
+        int r = vdt_add(&net, vdt_simple(cv, VD_OP_RELU));
+        vdt_finish(&net, r);
+        vd_schedule_inplace(&net);
+        ck_assert_int_eq(vd_op_bias_taker(&net, r), cv);
+        c_run_in ri;
+        c_run_init(&ri, &net, r, N, 600 + (uint64_t)si, 0.0f);
+        for (int mi = 0; mi < 4; mi++) {
+            const char *m = vd_math_name(maths[mi]);
+            c_run_opts o = {.math = maths[mi], .deterministic = true, .training = true,
+                            .backward = true, .seed = 5, .bias_db = C};
+            c_run_out f, u, ref;
+            c_run(c_cuda(), &ri, &o, &f);
+            /* deterministic: untimed, so fused wherever it may be */
+            ck_assert_msg(vd_cuda_relu_bias_fused(c_cuda(), r), "%s: the ReLU does not take "
+                          "its conv's bias gradient", m);
+            c_run(c_cpu(), &ri, &o, &ref);
+            o.bias_db = 0;
+            c_run(c_cuda(), &ri, &o, &u);
+            ck_assert_msg(same_bits(f.dx[0], u.dx[0], ri.xn[0]), "%s %dx%dx%d: fused dx differs",
+                          m, C, shapes[si].h, shapes[si].w);
+            ck_assert_msg(same_bits(f.dx[0], ref.dx[0], ri.xn[0]), "%s: dx against the CPU", m);
+            double err = c_nerr(f.db, ref.db, C);
+            ck_assert_msg(err <= TOL_FP32, "%s: db against the CPU %g", m, err);
+            /* the conv's own bias gradient of that dx, each option */
+            c_run_in ci;
+            c_run_init(&ci, &net, cv, N, 700 + (uint64_t)si, 0.0f);
+            memcpy(ci.dy, u.dx[0], (size_t)ci.yn * sizeof *ci.dy);
+            int nopt = 1, same = 0, tried = 0;
+            for (int a = 0; a < nopt; a++) {
+                c_run_opts oc = {.math = maths[mi], .deterministic = true, .training = true,
+                                 .backward = true, .seed = 5, .algo = a};
+                c_run_out cr;
+                nopt = c_run(c_cuda(), &ci, &oc, &cr);
+                if (!cr.grad) continue;   /* (the option gone after the new setup) */
+                const float *cdb = cr.grad + (ci.pn - C);   /* weight, then bias */
+                bool eq = same_bits(f.db, cdb, C);
+                double ce = c_nerr(f.db, cdb, C);
+                printf("  relu+bias %dx%dx%d %-4s conv option %d: db %s (%.2g)\n", C,
+                       shapes[si].h, shapes[si].w, m, a, eq ? "same bits" : "differs", ce);
+                ck_assert_msg(ce <= TOL_FP32, "%s option %d: db against the conv's %g", m, a, ce);
+                same += eq;
+                tried++;
+                c_run_out_free(&cr);
+            }
+            ck_assert_int_gt(tried, 0);
+            if (si < 2) ck_assert_int_eq(same, tried);
+            c_run_in_free(&ci);
+            c_run_out_free(&f);
+            c_run_out_free(&u);
+            c_run_out_free(&ref);
+        }
+        c_run_in_free(&ri);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------ flatten, add, concat */
 
 START_TEST(test_shape_ops) {
@@ -1657,6 +1740,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_conv_gemm), test_conv_gemm);
     tcase_add_test(case_of(s, test_conv_direct), test_conv_direct);
     tcase_add_test(case_of(s, test_relu_fused), test_relu_fused);
+    tcase_add_test(case_of(s, test_relu_bias), test_relu_bias);
     tcase_add_test(case_of(s, test_conv_fused), test_conv_fused);
     tcase_add_test(case_of(s, test_pool_bwd_tiled), test_pool_bwd_tiled);
 #endif

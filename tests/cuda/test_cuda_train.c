@@ -559,7 +559,8 @@ END_TEST
 
 /* Conv + bias + ReLU forward as one cuDNN graph (cu_conv_fwd_epi,
  * CG_EPI_BIAS_RELU) on a VGG-like net (two conv-bias-ReLU blocks, max pool,
- * fc). conv_fuse_force makes every conv run its fused graph where cuDNN has
+ * fc); in every run but no_fuse each ReLU's backward also takes its conv's
+ * bias gradient (cuk_relu_bwd_bias), so the checks below cover it too. conv_fuse_force makes every conv run its fused graph where cuDNN has
  * one (asserted in bf16, the case cuDNN's runtime fusion is documented for;
  * fp32 / tf32 print what they got) and each ReLU in place then a no-op
  * (vd_cuda_relu_fused). Per math (fp32, tf32, bf16), deterministic:
@@ -620,6 +621,10 @@ START_TEST(test_conv_bias_relu_fused) {
                vd_cuda_conv_fused(be, 0), vd_cuda_conv_fused(be, 2), vd_cuda_relu_fused(be, 1),
                vd_cuda_relu_fused(be, 3));
         if (h16) ck_assert_msg(fused, "bf16: a conv + bias + ReLU is not one cuDNN graph");
+        /* deterministic: untimed, so each ReLU's backward takes its conv's bias */
+        ck_assert_msg(vd_cuda_relu_bias_fused(be, 1) && vd_cuda_relu_bias_fused(be, 3),
+                      "%s: a ReLU's backward does not take its conv's bias gradient",
+                      vd_math_name(m));
         if (fused)
             ck_assert_msg(vd_cuda_relu_fused(be, 1) && vd_cuda_relu_fused(be, 3),
                           "%s: the convs fuse their ReLU but the ReLUs still run",
@@ -638,7 +643,8 @@ START_TEST(test_conv_bias_relu_fused) {
         be->opts.no_fuse = true;
         run(be, &net, VD_POLICY_NONE, m, true, &u);
         be->opts.no_fuse = false;
-        ck_assert_msg(!vd_cuda_conv_fused(be, 0) && !vd_cuda_relu_fused(be, 1),
+        ck_assert_msg(!vd_cuda_conv_fused(be, 0) && !vd_cuda_relu_fused(be, 1) &&
+                          !vd_cuda_relu_bias_fused(be, 1),
                       "no_fuse: still fused");
         /* each within (tl, tw) of the CPU oracle (the fused run below, the
          * separate passes in test_cpu_vs_cuda), so within twice that of each

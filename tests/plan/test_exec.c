@@ -931,6 +931,81 @@ START_TEST(test_relu_bwd_fused) {
 }
 END_TEST
 
+/* The ReLU backward + conv bias gradient fusion (vd_op_io.bias_db,
+ * db_taken; the CPU backend in every math): on LeNet (conv1 -> relu1,
+ * conv2 -> relu2) in fp32, bf16 and fp16, 3 steps of policy none train the
+ * same bytes fused and with no_fuse; each step both ReLUs' backward gets
+ * its conv's db and both convs are told, and fused, when a conv's backward
+ * starts, its db already holds the sum of its dy per channel (the
+ * reference here: in double, samples then positions, what the CPU conv
+ * computes), which the ReLU wrote; with no_fuse the conv writes it. */
+static int bias_relu_calls, bias_conv_calls, bias_conv_ok;
+static bool bias_check;   /* fused: check db at each conv's backward */
+static int bias_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                         vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    if (l->op == VD_OP_RELU && io->bias_db) bias_relu_calls++;
+    if (l->op == VD_OP_CONV && io->db_taken) {
+        bias_conv_calls++;
+        bool ok = true;
+        int64_t hw = (int64_t)l->h * l->w;
+        for (int64_t c = 0; bias_check && c < l->c; c++) {
+            double sum = 0;
+            for (int64_t n = 0; n < io->n; n++)
+                for (int64_t j = 0; j < hw; j++) {
+                    const uint16_t *h = (const uint16_t *)io->dy;   /* 16-bit: NHWC */
+                    int64_t at = io->act == VD_DT_F32 ? (n * l->c + c) * hw + j
+                                                      : (n * hw + j) * l->c + c;
+                    sum += io->act == VD_DT_F32 ? io->dy[at] : vd_h16_to_f32(io->act, h[at]);
+                }
+            ok &= io->db[c] == (float)sum;
+        }
+        bias_conv_ok += ok;
+    }
+    return real_backward(be, net, layer, io, e);
+}
+static void bias_on(vd_backend *be) {
+    real_backward = be->backward;
+    be->backward = bias_backward;
+}
+
+START_TEST(test_relu_bias_fused) {
+    vd_net net;
+    tn_lenet(&net, 3);
+    static const vd_math maths[] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    const int iters = 3;
+    for (size_t k = 0; k < VD_ARRAY_LEN(maths); k++) {
+        net.train.math = maths[k];
+        const char *m = vd_math_name(maths[k]);
+        run_cfg c = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = 1,
+                     .on_backend = bias_on};
+        run_out f, u;
+        bias_relu_calls = bias_conv_calls = bias_conv_ok = 0;
+        bias_check = true;
+        run_training(&net, 3, &c, &f);
+        ck_assert_msg(f.rc == 0, "%s", f.msg);
+        ck_assert_msg(bias_relu_calls == 2 * iters && bias_conv_calls == 2 * iters &&
+                          bias_conv_ok == 2 * iters,
+                      "%s fused: %d ReLUs with db, %d convs told, %d with the sums", m,
+                      bias_relu_calls, bias_conv_calls, bias_conv_ok);
+        c.no_fuse = true;
+        bias_relu_calls = bias_conv_calls = 0;
+        bias_check = false;
+        run_training(&net, 3, &c, &u);
+        ck_assert_msg(u.rc == 0, "%s", u.msg);
+        ck_assert_int_eq(bias_relu_calls, 2 * iters);   /* the plan is the same */
+        size_t pb = (size_t)net.param_floats * 4;
+        ck_assert_msg(!memcmp(f.params, u.params, pb) && !memcmp(f.mom, u.mom, pb) &&
+                          !memcmp(f.loss, u.loss, sizeof f.loss),
+                      "%s: the fused bias gradient changed the results (against no_fuse)", m);
+        ck_assert_uint_eq(f.plan_hwm, u.plan_hwm);
+        run_free(&f);
+        run_free(&u);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
          test_pool_to_need,
          test_identity_bf16, test_identity_tf32, test_fault_bf16,
@@ -938,4 +1013,4 @@ VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
          test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,
          test_profile_label_mismatch,
-         test_math_mismatch, test_relu_bwd_fused)
+         test_math_mismatch, test_relu_bwd_fused, test_relu_bias_fused)

@@ -373,7 +373,7 @@ static vd_backend *cpu_for(const vd_net *net, int batch, vd_profile *prof) {
  * budgets and just below the minimum. Two tests of 12 seeds each, so that
  * they run in parallel (their auto searches take about the same time). */
 static void random_nets(uint64_t first, uint64_t last) {
-    int auto_rc = 0, auto_off = 0, auto_plans = 0;
+    int auto_rc = 0, auto_off = 0, auto_plans = 0, below_fits = 0;
     for (uint64_t seed = first; seed <= last; seed++) {
         int batch = 1 + (int)(seed % 3);
         vd_net net;
@@ -445,13 +445,27 @@ static void random_nets(uint64_t first, uint64_t last) {
                     ck_assert_uint_le(p.eval->hwm, p.budget);
                     vd_plan_free(&p);
                 }
-                /* below the minimum: infeasible */
+                /* below the minimum: infeasible. But for one case: auto's
+                 * smallest budget is its search's probes (auto.c,
+                 * min_budget_auto), and the search is not monotone in the
+                 * budget; since the ReLU backward + conv bias gradient
+                 * pairing (each conv's gradient tensor live one step
+                 * longer, other tensors, other placements) seed 2's auto
+                 * with prefetch paper finds a plan one step below it. */
                 if (mb > 4096) {
                     o.budget = mb - 256;
                     vd_plan p;
                     int rc = vd_plan_build(&net, &prof, &o, &p, &e);
-                    ck_assert_int_eq(rc, VD_EBUDGET);
-                    ck_assert(!p.feasible);
+                    bool known = seed == 2 && pol == VD_POLICY_AUTO && pf == VD_PREFETCH_PAPER;
+                    below_fits += known;
+                    if (known) {
+                        ck_assert_msg(rc == VD_OK, "%s", e.msg);
+                        ck_assert(p.feasible && p.hwm <= o.budget);
+                        check_plan_invariants(&p, &net);
+                    } else {
+                        ck_assert_int_eq(rc, VD_EBUDGET);
+                        ck_assert(!p.feasible);
+                    }
                     vd_plan_free(&p);
                 }
             }
@@ -463,6 +477,7 @@ static void random_nets(uint64_t first, uint64_t last) {
     printf("random nets %d-%d, auto at tight budgets: %d plans, %d tensors recomputed, %d offloaded\n",
            (int)first, (int)last, auto_plans, auto_rc, auto_off);
     ck_assert_int_gt(auto_rc, 0);
+    ck_assert_int_eq(below_fits, first <= 2 && 2 <= last);   /* the case above was met */
 }
 
 START_TEST(test_random_nets_1_6) { random_nets(1, 6); }
@@ -1193,15 +1208,28 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
         else ck_assert(p->steps[sb].compute_s == tb + upd);
         ck_assert_int_eq(p->t_grads < 0, p->update_in_bwd);
         ck_assert_int_eq(pl->dw >= 0, p->update_in_bwd && span > 0);
+        /* the ReLU backward + bias gradient pair: an in-place ReLU right
+         * after a conv with a bias, both whole (the nets here freeze
+         * nothing), takes the conv's unit */
+        const vd_plan_layer *pc = u > 0 ? &p->layers[u - 1] : NULL;
+        bool pair = !p->forward_only && pc && net->layers[i].op == VD_OP_RELU && pl->inplace &&
+                    net->layers[i].in[0] == pc->layer && pc->layer == i - 1 &&
+                    net->layers[i - 1].op == VD_OP_CONV && net->layers[i - 1].u.conv.bias &&
+                    !split && pc->n_chunks == 1;
+        ck_assert_int_eq(pl->db_unit, pair ? u - 1 : -1);
         if (pl->dw >= 0) {   /* its own (the largest spans, a split layer), or the one they share */
             const vd_tensor *T = &p->tensors[pl->dw];
             const vd_interval *iv = &p->intervals[T->iv[0]];
             ck_assert(!T->persistent && T->n_iv == 1);
             if (T->layer == i) {
-                /* from its first chunk's backward (chunk k-1) to its last's */
+                /* from its first chunk's backward (chunk k-1), or that of the
+                 * ReLU that takes its bias gradient (the unit after it), to
+                 * its last's */
                 int last = 2 * U - 1 - p->first_unit[i], first = last;
                 for (int v = 0; v < U; v++)
-                    if (p->layers[v].layer == i && 2 * U - 1 - v < first) first = 2 * U - 1 - v;
+                    if ((p->layers[v].layer == i || p->layers[v].db_unit == u) &&
+                        2 * U - 1 - v < first)
+                        first = 2 * U - 1 - v;
                 ck_assert_uint_eq(T->bytes, (uint64_t)span * 4u);
                 ck_assert(iv->first == first && iv->last == last);
             } else {

@@ -832,6 +832,10 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
             w.relu_store = issued->act;
         }
     }
+    /* a conv's bias gradient in its ReLU's backward (vd_op_io.bias_db): the
+     * ReLU reduces it, the conv skips it; with no_fuse the conv does */
+    if (!bwd || be->opts.no_fuse) w.bias_db = NULL;
+    else if (issued->db_taken) w.db = NULL;
     const vd_op_io *io = &w;
     vd_op op = net->layers[layer].op;
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)

@@ -290,6 +290,17 @@ static void bwd_direct(const conv_geom *g, const vd_op_io *io) {
 
 /* ------------------------------------------------------------------ entry */
 
+void vd_cpu_bias_grad(const float *d, int64_t n, int64_t c, int64_t hw, float beta, float *db) {
+    for (int64_t oc = 0; oc < c; oc++) {
+        double s = 0;
+        for (int64_t k = 0; k < n; k++) {
+            const float *p = d + (k * c + oc) * hw;
+            for (int64_t i = 0; i < hw; i++) s += p[i];
+        }
+        vd_cpu_put(&db[oc], beta, (float)s);
+    }
+}
+
 static int check_ws(const vd_net *net, int layer, const vd_op_io *io, vd_err *e) {
     if (io->algo != VD_CPU_CONV_IM2COL && io->algo != VD_CPU_CONV_DIRECT)
         return vd_errf(e, VD_EINTERNAL, "layer '%s': conv algorithm %d does not exist (cpu has 0..%d)",
@@ -318,17 +329,7 @@ int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, doubl
     int rc = check_ws(net, layer, io, e);
     if (rc) return rc;
     conv_geom g = geom(net, layer, io->n);
-    if (io->db) {
-        /* db[oc] = sum over samples and positions of dy, in double. */
-        for (int oc = 0; oc < g.OC; oc++) {
-            double s = 0;
-            for (int n = 0; n < g.N; n++) {
-                const float *p = io->dy + ((int64_t)n * g.OC + oc) * g.ohw;
-                for (int64_t i = 0; i < g.ohw; i++) s += p[i];
-            }
-            vd_cpu_put(&io->db[oc], io->dw_beta, (float)s);
-        }
-    }
+    if (io->db) vd_cpu_bias_grad(io->dy, g.N, g.OC, g.ohw, io->dw_beta, io->db);
     if (io->algo == VD_CPU_CONV_IM2COL) bwd_im2col(&g, io, io->ws);
     else bwd_direct(&g, io);
     return VD_OK;

@@ -60,6 +60,13 @@ int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, double
 int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
                          vd_err *e);
 
+/* A conv's bias gradient: db[c] (beta: vd_cpu_put) = the sum over the n
+ * samples and hw positions of channel c of the NCHW fp32 d, in double,
+ * rounded to float once. The conv's backward (of its dy) and the ReLU's
+ * that takes it (vd_op_io.bias_db, of its dx: the same values) both call
+ * it, so the two give the same bits. */
+void vd_cpu_bias_grad(const float *d, int64_t n, int64_t c, int64_t hw, float beta, float *db);
+
 /* softmax_cross_entropy's backward with its gradient multiplied by scale
  * (math fp16's loss scaling, vd_op_io.loss_scaled; the table's backward is
  * scale 1). cpu_ops.c. */

@@ -231,7 +231,9 @@ static int vd_cpu_relu_forward(const vd_net *net, int layer, const vd_op_io *io,
     return VD_OK;
 }
 
-/* dx = dy where y > 0 (reads y, not x, so in-place works); dx may equal dy. */
+/* dx = dy where y > 0 (reads y, not x, so in-place works); dx may equal dy.
+ * bias_db (the conv before it takes no bias gradient, vd_op_io): also its
+ * conv's bias gradient, of the dx written (that conv's whole dy). */
 static int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     if (!io->dx[0]) return VD_OK;
@@ -243,6 +245,8 @@ static int vd_cpu_relu_backward(const vd_net *net, int layer, const vd_op_io *io
         for (int64_t i = 0; i < n; i++) dx[i] += relu_sel(y[i], dy[i]);
     else
         for (int64_t i = 0; i < n; i++) dx[i] = relu_sel(y[i], dy[i]);
+    const vd_layer *l = &net->layers[layer];
+    if (io->bias_db) vd_cpu_bias_grad(dx, io->n, l->c, (int64_t)l->h * l->w, 0.0f, io->bias_db);
     return VD_OK;
 }
 

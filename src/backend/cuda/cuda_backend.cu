@@ -816,6 +816,12 @@ extern "C" bool vd_cuda_relu_bwd_fused(vd_backend *be, int layer) {
     return c->layers && layer >= 0 && layer < c->n_layers && c->layers[layer].relu_bwd_fused;
 }
 
+extern "C" bool vd_cuda_relu_bias_fused(vd_backend *be, int layer) {
+    if (!be || !be->name || strcmp(be->name, "cuda") != 0) return false;
+    const cu_ctx *c = ctx_of(be);
+    return c->layers && layer >= 0 && layer < c->n_layers && c->layers[layer].bias_bwd;
+}
+
 extern "C" bool vd_cuda_conv_fused(vd_backend *be, int layer) {
     if (!be || !be->name || strcmp(be->name, "cuda") != 0) return false;
     const cu_ctx *c = ctx_of(be);

@@ -53,6 +53,11 @@ bool vd_cuda_relu_fused(vd_backend *be, int layer);
  * (cu_layer.relu_bwd_fused: channels-last maps, not no_fuse): a no-op where the
  * plan gives it dx == dy. false as vd_cuda_relu_fused. */
 bool vd_cuda_relu_bwd_fused(vd_backend *be, int layer);
+/* Whether layer (a ReLU) takes the bias gradient of the conv before it in
+ * its backward after the last layer_setup (cu_layer.bias_bwd: in place
+ * after a conv with a bias, not no_fuse, and where setup timed the pair,
+ * faster so). false as vd_cuda_relu_fused. */
+bool vd_cuda_relu_bias_fused(vd_backend *be, int layer);
 /* Whether conv layer's forward runs as one cuDNN graph with its bias (and a
  * following ReLU) fused after the last layer_setup (cuda_convgraph.h,
  * CG_EPI_*). false for other layers, other backends, a CPU-only build. */

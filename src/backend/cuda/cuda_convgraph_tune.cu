@@ -60,6 +60,52 @@ static void *scratch_get(cu_ctx *c, uint64_t bytes) {
     return c->scratch;
 }
 
+int cu_relu_bias_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    L->bias_bwd = !c->no_fuse && l->inplace && vd_op_bias_taker(net, li) >= 0;
+    if (!L->bias_bwd || !c->tune) return VD_OK;
+    /* one pass each way on zeroed maps (the traffic is the same whatever
+     * the values), the faster of two runs after a warm-up */
+    const vd_dtype dt = vd_math_act_dtype(c->math);
+    const int64_t n = c->batch, ch = L->c, hw = (int64_t)L->h * L->w, ne = n * ch * hw;
+    const int split = cu_chan_split(n, ch, hw, c->sm_count, L->cl);
+    const uint64_t map = VD_ALIGN_UP((uint64_t)ne * vd_dtype_bytes(dt), (uint64_t)256);
+    const uint64_t sums = ((uint64_t)split + 1) * (uint64_t)ch * sizeof(float);   /* part, db */
+    char *m = (char *)scratch_get(c, 3 * map + sums);
+    if (!m) {
+        cg_dbg(c, 1, "layer '%s': relu backward + conv bias gradient fused (untimed: no scratch)",
+               l->name);
+        return VD_OK;
+    }
+    const float *y = (const float *)m, *dy = (const float *)(m + map);
+    float *dx = (float *)(m + 2 * map), *part = (float *)(m + 3 * map);
+    float *db = part + (int64_t)split * ch;
+    cudaStream_t s = cu_compute(c);
+    CUDA_CHECK(e, cudaMemsetAsync(m, 0, 2 * map, s));
+    for (int i = 0; i < 2; i++)
+        if (!c->tev[i]) CUDA_CHECK(e, cudaEventCreate(&c->tev[i]));
+    float t[2][3];
+    for (int r = 0; r < 3; r++)
+        for (int f = 0; f < 2; f++) {
+            CUDA_CHECK(e, cudaEventRecord(c->tev[0], s));
+            int rc = f ? cuk_relu_bwd_bias(s, c->sm_count, y, dy, dx, n, ch, hw, split, part, db,
+                                           dt, L->cl, e)
+                       : cuk_relu_bwd(s, c->sm_count, y, dy, dx, 0.0f, ne, dt, e);
+            if (!rc && !f) rc = cuk_chan_sum(s, dx, n, ch, hw, split, part, 0.0f, db, dt, L->cl, e);
+            if (rc) return rc;
+            CUDA_CHECK(e, cudaEventRecord(c->tev[1], s));
+            CUDA_CHECK(e, cudaEventSynchronize(c->tev[1]));
+            CUDA_CHECK(e, cudaEventElapsedTime(&t[f][r], c->tev[0], c->tev[1]));
+        }
+    const float sep = t[0][1] < t[0][2] ? t[0][1] : t[0][2];
+    const float fused = t[1][1] < t[1][2] ? t[1][1] : t[1][2];
+    L->bias_bwd = fused < sep;
+    cg_dbg(c, 1, "layer '%s': relu backward + conv bias gradient fused: %s (fused %.3f ms, "
+           "separate %.3f ms)", l->name, L->bias_bwd ? "yes" : "no, slower", (double)fused,
+           (double)sep);
+    return VD_OK;
+}
+
 void cu_tune_release(cu_ctx *c) {
     if (c->scratch) cudaFree(c->scratch);
     c->scratch = NULL;

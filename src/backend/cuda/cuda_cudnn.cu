@@ -798,9 +798,7 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
  * partial sums take the front of io->ws. */
 static int conv_bias_grad(cu_ctx *c, const cu_layer *L, const vd_op_io *io, vd_err *e) {
     int64_t hw = (int64_t)L->h * L->w;
-    int split = cu_chan_split(io->n, L->c, hw, c->sm_count, L->cl);
-    if (split > 1 && (uint64_t)split * (uint64_t)L->c * sizeof(float) > io->ws_bytes)
-        split = 1;
+    int split = cu_bias_grad_split(io->n, L->c, hw, c->sm_count, L->cl, io->ws_bytes);
     return cuk_chan_sum(cu_compute(c), io->dy, io->n, L->c, hw, split, (float *)io->ws,
                         io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, L->cl, e);
 }

@@ -179,6 +179,9 @@ typedef struct cu_layer {
     bool relu_fused;                      /* relu: its producer applied it */
     bool bwd_relu;                        /* batchnorm: take the consumer's ReLU's backward */
     bool relu_bwd_fused;                  /* relu: its producer takes its backward */
+    bool bias_bwd;                        /* relu: its backward takes the bias gradient of the
+                                             conv before it, which skips it
+                                             (cu_relu_bias_setup, cuk_relu_bwd_bias) */
 } cu_layer;
 
 typedef struct cu_ctx {
@@ -392,6 +395,13 @@ void cu_graph_layer_free(cu_layer *L);
 float cu_graph_conv_fastest_ms(const cu_layer *L);
 /* Free the timing scratch memory and events of layer_setup. */
 void cu_tune_release(cu_ctx *c);
+/* ReLU li's setup: L->bias_bwd where it runs in place right after a conv
+ * with a trained bias (vd_op_bias_taker; the plan pairs them,
+ * vd_plan_layer.db_unit) and not no_fuse; timed (c->tune): only where its
+ * backward with the bias gradient (cuk_relu_bwd_bias) was faster than the
+ * ReLU's and the bias gradient's separate passes (the same bits either
+ * way); untimed (or no scratch memory): wherever it may. */
+int cu_relu_bias_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e);
 
 /* ---- cuda_ops.cu: the other ops (kernels, cuBLAS) -------------------------- */
 /* Through the per-op dispatch array; cu_op_supported answers supports_op. */
@@ -409,6 +419,13 @@ int cu_op_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
 /* Bias-gradient reduction over (n, h*w) per channel: number of partial sums
  * per channel it would use, and the workspace bytes those need. */
 int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc);
+/* The split a conv's bias gradient over n samples of dy (channels-last
+ * where cl) takes with ws_bytes of workspace for its partial sums:
+ * cu_chan_split, or 1 where those do not fit. The conv's backward and the
+ * ReLU's that takes it (cuk_relu_bwd_bias) both ask here: the same split,
+ * the same sums. */
+int cu_bias_grad_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool cl,
+                       uint64_t ws_bytes);
 
 /* ---- cuda_k_*.cu: launchers (compute stream unless a stream is given) ----
  * dt: the element type of the feature-map pointers (x, y, dy, dx; vd_op_io.act):
@@ -479,6 +496,15 @@ int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, flo
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);
+/* A ReLU's backward with its conv's bias gradient (vd_op_io.bias_db), one
+ * pass where the shapes allow: dx = (y <= 0 ? 0 : dy) (beta 0), as
+ * cuk_relu_bwd, over a conv output of n samples, ch channels, hw pixels;
+ * db = cuk_chan_sum of that dx with split (cu_bias_grad_split) and beta 0,
+ * bit for bit: each element is added where and in the order that kernel
+ * reads it. */
+int cuk_relu_bwd_bias(cudaStream_t s, int sm, const float *y, const float *dy, float *dx,
+                      int64_t n, int64_t ch, int64_t hw, int split, float *partial, float *db,
+                      vd_dtype dt, bool cl, vd_err *e);
 int cuk_gelu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_gelu_bwd(cudaStream_t s, int sm, const float *x, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);

@@ -21,19 +21,51 @@ int cu_chan_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool nhwc) {
     return (int)sp;
 }
 
+/* The ReLU + bias kernels (ym, MODE 4 below): elements (pixels) whose loads
+ * a thread issues before their stores. */
+enum { RELU_PIPE = 4 };
+
 /* Block (c, k): sums elements j in chunk k of [0, n*hw) of channel c; beta:
- * put()'s, for split 1, where out is db (the partial sums get 0). */
+ * put()'s, for split 1, where out is db (the partial sums get 0). ym (a
+ * ReLU's output, cuk_relu_bwd_bias; NULL: none): each element is first
+ * ym <= 0 ? 0 : dy, as k_relu_bwd writes it, and written to dxo. */
 template <typename T, typename I>
-__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float beta, float *out) {
+__global__ void k_chan_partial(const T *dy, I n, I ch, I hw, int split, float beta, float *out,
+                               const T *ym, T *dxo) {
     __shared__ float sh[CU_THREADS];
     I c = (I)blockIdx.x, k = (I)blockIdx.y;
     I total = n * hw;
     I chunk = (total + split - 1) / split;
     I j0 = k * chunk, j1 = j0 + chunk < total ? j0 + chunk : total;
     float acc = 0.0f;
-    for (I j = j0 + (I)threadIdx.x; j < j1; j += (I)blockDim.x) {
-        I img = j / hw, p = j - img * hw;
-        acc += ld(dy[(img * ch + c) * hw + p]);
+    I j = j0 + (I)threadIdx.x, bd = (I)blockDim.x;
+    if (ym)   /* RELU_PIPE elements' loads first (not held behind the stores),
+                 then their stores and adds in the order of the loop below */
+        for (; j + (RELU_PIPE - 1) * bd < j1; j += RELU_PIPE * bd) {
+            I at[RELU_PIPE];
+            float d[RELU_PIPE], yv[RELU_PIPE];
+#pragma unroll
+            for (int u = 0; u < RELU_PIPE; u++) {
+                I jj = j + (I)u * bd, img = jj / hw;
+                at[u] = (img * ch + c) * hw + (jj - img * hw);
+                d[u] = ld(dy[at[u]]);
+                yv[u] = ld(ym[at[u]]);
+            }
+#pragma unroll
+            for (int u = 0; u < RELU_PIPE; u++) {
+                float v = yv[u] <= 0.0f ? 0.0f : d[u];
+                put(&dxo[at[u]], 0.0f, v);
+                acc += v;
+            }
+        }
+    for (; j < j1; j += bd) {
+        I img = j / hw, p = j - img * hw, at = (img * ch + c) * hw + p;
+        float d = ld(dy[at]);
+        if (ym) {
+            d = ld(ym[at]) <= 0.0f ? 0.0f : d;
+            put(&dxo[at], 0.0f, d);
+        }
+        acc += d;
     }
     float r = block_sum(acc, sh);
     if (threadIdx.x == 0) put(&out[c * split + k], beta, r);
@@ -93,9 +125,10 @@ int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t
                                                                           split, pbeta, out));
     } else if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS)) {
         k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw, split,
-                                                               pbeta, out);
+                                                               pbeta, out, NULL, NULL);
     } else {
-        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, pbeta, out);
+        k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, pbeta, out,
+                                                                   NULL, NULL);
     }
     KERNEL_CHECK(e);
     if (split > 1) {
@@ -297,21 +330,34 @@ __global__ void k_bn_dx(const H *x, const H *dy, H *dx, const float *aux,
     }
 }
 
+/* MODE 4's step on eight channels of one pixel: d through the ReLU whose
+ * output is y (y <= 0 ? 0 : d, as k_relu_bwd8), stored to dx, added to a. */
+template <typename H>
+__device__ __forceinline__ void relu_sum8(bf8 d, const bf8 &y, H *dx, float *a) {
+#pragma unroll
+    for (int q = 0; q < 8; q++) d.v[q] = y.v[q] <= 0.0f ? 0.0f : d.v[q];
+    st8(dx, d);
+#pragma unroll
+    for (int q = 0; q < 8; q++) a[q] += d.v[q];
+}
+
 /* Per channel over pixel chunk k of split (block (bx, k)): MODE 0 (forward
  * statistics) sums x - x0[c] and its square (x0 = the first pixel's value),
  * MODE 1 (backward) sums dy and dy * (x - mean[c]), MODE 3 the same with dy
  * through the ReLU's backward first (bn_relu_dy: mean = aux, g and bta the
  * batch norm's parameters), MODE 2 (bias gradient) sums x alone and writes
- * only the first half of part. Thread (lane, row) takes
- * channels 8 (bx tpr + lane) .. +7 and every rows-th pixel of the chunk in
- * 16-byte loads; rows are added in order, then k_red_final adds the split
- * partials: a fixed order, bit-identical run to run. beta: put()'s for the
- * first half of part (MODE 2 with split 1 writes the bias gradient there
- * straight; else 0). */
+ * only the first half of part, MODE 4 (a ReLU's backward with its conv's
+ * bias gradient, cuk_relu_bwd_bias) writes dxo = (x <= 0 ? 0 : dy), x the
+ * ReLU's output, as k_relu_bwd8 does, and sums that as MODE 2 sums its x.
+ * Thread (lane, row) takes channels 8 (bx tpr + lane) .. +7 and every
+ * rows-th pixel of the chunk in 16-byte loads; rows are added in order,
+ * then k_red_final adds the split partials: a fixed order, bit-identical
+ * run to run. beta: put()'s for the first half of part (MODE 2 with split 1
+ * writes the bias gradient there straight; else 0). */
 template <int MODE, typename H>
 __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const float *g,
                             const float *bta, int64_t pix, int64_t ch, int split, int tpr,
-                            float beta, float *part) {
+                            float beta, float *part, H *dxo) {
     __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
@@ -338,12 +384,28 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
                 be[q] = bta[c0 + q];
             }
         }
+        int64_t j = j0 + row;
+        if (MODE == 4)   /* RELU_PIPE pixels' loads first (not held behind the
+                            stores), then their stores and adds in pixel order */
+            for (; j + (RELU_PIPE - 1) * rows < j1; j += RELU_PIPE * rows) {
+                bf8 yv[RELU_PIPE], d[RELU_PIPE];
+#pragma unroll
+                for (int u = 0; u < RELU_PIPE; u++) {
+                    yv[u] = ld8(x + (j + u * rows) * ch + c0);
+                    d[u] = ld8(dy + (j + u * rows) * ch + c0);
+                }
+#pragma unroll
+                for (int u = 0; u < RELU_PIPE; u++)
+                    relu_sum8(d[u], yv[u], dxo + (j + u * rows) * ch + c0, a);
+            }
 #pragma unroll 4
-        for (int64_t j = j0 + row; j < j1; j += rows) {
+        for (; j < j1; j += rows) {
             bf8 xv = ld8(x + j * ch + c0);
             if (MODE == 2) {
 #pragma unroll
                 for (int q = 0; q < 8; q++) a[q] += xv.v[q];
+            } else if (MODE == 4) {
+                relu_sum8(ld8(dy + j * ch + c0), xv, dxo + j * ch + c0, a);
             } else if (MODE == 0) {
 #pragma unroll
                 for (int q = 0; q < 8; q++) {
@@ -378,7 +440,7 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             put(&part[(c0 + q) * split + k], beta, a[q]);
-            if (MODE != 2) part[ch * split + (c0 + q) * split + k] = b[q];
+            if (MODE != 2 && MODE != 4) part[ch * split + (c0 + q) * split + k] = b[q];
         }
     }
 }
@@ -522,13 +584,62 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
     DT_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, NULL,
                                                                    NULL, pix, ch, split,
                                                                    bn_tpr(ch),
-                                                                   split == 1 ? beta : 0.0f, out));
+                                                                   split == 1 ? beta : 0.0f, out,
+                                                                   NULL));
     KERNEL_CHECK(e);
     if (split > 1) {
         k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, beta, db);
         KERNEL_CHECK(e);
     }
     return VD_OK;
+}
+
+int cu_bias_grad_split(int64_t n, int64_t ch, int64_t hw, int sm_count, bool cl,
+                       uint64_t ws_bytes) {
+    int split = cu_chan_split(n, ch, hw, sm_count, cl);
+    return split > 1 && (uint64_t)split * (uint64_t)ch * sizeof(float) > ws_bytes ? 1 : split;
+}
+
+int cuk_relu_bwd_bias(cudaStream_t s, int sm, const float *y, const float *dy, float *dx,
+                      int64_t n, int64_t ch, int64_t hw, int split, float *partial, float *db,
+                      vd_dtype dt, bool cl, vd_err *e) {
+    if (n <= 0 || ch <= 0) return VD_OK;
+    if (ch > 0x7fffffff || split < 1 || split > 65535)
+        return vd_errf(e, VD_EINTERNAL, "cuk_relu_bwd_bias: bad shape (channels %lld, split %d)",
+                       (long long)ch, split);
+    float *out = split == 1 ? db : partial;
+    if (cl && ch % 8 == 0 && al16(dx) && al16(y) && al16(dy)) {
+        /* cuk_chan_sum's chan_sum8 (dx is 16-byte aligned), the ReLU in front */
+        dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
+        DT_DISPATCH(dt, H, k_chan_red8<4, H><<<g8, CU_THREADS, 0, s>>>(
+                                 AS<H>(y), AS<H>(dy), NULL, NULL, NULL, n * hw, ch, split,
+                                 bn_tpr(ch), 0.0f, out, AS<H>(dx)));
+        KERNEL_CHECK(e);
+        if (split > 1) {
+            k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, 0.0f, db);
+            KERNEL_CHECK(e);
+        }
+        return VD_OK;
+    }
+    if (!cl) {
+        /* cuk_chan_sum's k_chan_partial (NCHW: fp32), the ReLU in front */
+        dim3 grid((unsigned)ch, (unsigned)split);
+        if (FITS32(n * ch * hw + (int64_t)split * CU_THREADS))
+            k_chan_partial<float, int><<<grid, CU_THREADS, 0, s>>>(dy, (int)n, (int)ch, (int)hw,
+                                                                   split, 0.0f, out, y, dx);
+        else
+            k_chan_partial<float, int64_t><<<grid, CU_THREADS, 0, s>>>(dy, n, ch, hw, split, 0.0f,
+                                                                       out, y, dx);
+        KERNEL_CHECK(e);
+        if (split > 1) {
+            k_chan_final<<<grid_for(ch, 132), CU_THREADS, 0, s>>>(partial, ch, split, 0.0f, db);
+            KERNEL_CHECK(e);
+        }
+        return VD_OK;
+    }
+    /* the channels-last shapes the kernels above do not take: the two passes */
+    int rc = cuk_relu_bwd(s, sm, y, dy, dx, 0.0f, n * ch * hw, dt, e);
+    return rc ? rc : cuk_chan_sum(s, dx, n, ch, hw, split, partial, 0.0f, db, dt, cl, e);
 }
 
 template <typename H>
@@ -550,7 +661,7 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
             int tpr = bn_tpr(ch);
             dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
             k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, NULL, NULL, pix, ch,
-                                                    split, tpr, 0.0f, (float *)ws);
+                                                    split, tpr, 0.0f, (float *)ws, NULL);
             KERNEL_CHECK(e);
             k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
                 AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
@@ -600,10 +711,10 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
         if (relu)
             k_chan_red8<3, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, gamma, bta, pix,
-                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws);
+                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws, NULL);
         else
             k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, NULL, NULL, pix,
-                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws);
+                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws, NULL);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);

@@ -173,6 +173,13 @@ static int conv_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     int rc;
     if ((io->dw && (rc = need(io->x[0], l, "x", e))) || (rc = need(io->w, l, "weight", e)))
         return rc;
+    /* its ReLU's backward reduced its bias gradient (vd_op_io.bias_db,
+     * relu_bwd, cu_layer.bias_bwd) */
+    if (io->db_taken && li + 1 < c->n_layers && c->layers[li + 1].bias_bwd) {
+        vd_op_io b = *io;
+        b.db = NULL;
+        return cu_conv_backward(c, net, li, &b, e);
+    }
     return cu_conv_backward(c, net, li, io, e);
 }
 
@@ -245,8 +252,29 @@ static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     const float *y = io->y ? io->y : io->x[0];   /* y > 0 iff x > 0 */
     int rc = need(y, &net->layers[li], "y", e);
     if (rc) return rc;
+    /* with the bias gradient of the conv before it (vd_op_io.bias_db; the
+     * partial sums in this step's workspace, relu_ws), which that conv's
+     * backward then skips (conv_bwd), where setup chose it (cu_layer.bias_bwd) */
+    if (io->bias_db && c->layers[li].bias_bwd) {
+        const cu_layer *L = &c->layers[li];
+        int64_t hw = (int64_t)L->h * L->w;
+        int split = cu_bias_grad_split(io->n, L->c, hw, c->sm_count, L->cl, io->ws_bytes);
+        return cuk_relu_bwd_bias(cu_compute(c), c->sm_count, y, io->dy, io->dx[0], io->n, L->c, hw,
+                                 split, (float *)io->ws, io->bias_db, io->act, L->cl, e);
+    }
     return cuk_relu_bwd(cu_compute(c), c->sm_count, y, io->dy, io->dx[0], beta0(io),
                         io_ny(&c->layers[li], io), io->act, e);
+}
+
+/* A ReLU that takes its conv's bias gradient (cu_layer.bias_bwd): its
+ * backward's workspace holds that gradient's partial sums, as many as the
+ * conv's own would take (cu_bias_grad_split: where the conv's option has
+ * as much workspace, the sums are the same bits). */
+static void relu_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
+    const vd_layer *l = &net->layers[li];
+    if (!c->layers[li].bias_bwd) return;
+    int split = cu_chan_split(n, l->c, (int64_t)l->h * l->w, c->sm_count, vd_math_nhwc(c->math));
+    o->ws_bwd = o->workspace = split > 1 ? (uint64_t)split * (uint64_t)l->c * sizeof(float) : 0;
 }
 
 static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -457,7 +485,7 @@ typedef struct cu_op {
 static const cu_op cu_ops[] = {
     {VD_OP_CONV, cu_conv_forward, conv_bwd, cu_conv_setup, NULL},
     {VD_OP_POOL, pool_fwd, pool_bwd, NULL, pool_ws},
-    {VD_OP_RELU, relu_fwd, relu_bwd, NULL, NULL},
+    {VD_OP_RELU, relu_fwd, relu_bwd, cu_relu_bias_setup, relu_ws},
     {VD_OP_LRN, lrn_fwd, lrn_bwd, NULL, NULL},
     {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd, cu_bn_setup, bn_ws},
     {VD_OP_FC, fc_fwd, fc_bwd, NULL, NULL},

@@ -75,7 +75,7 @@ static int64_t in_numel(const vd_net *net, int src) { return vd_net_out_numel(ne
 
 /* Layout of one layer's buffers inside the scratch region. */
 typedef struct layer_buf {
-    uint64_t x[VD_MAX_INPUTS], dx[VD_MAX_INPUTS], y, dy, par, grad, aux, labels, ws, end;
+    uint64_t x[VD_MAX_INPUTS], dx[VD_MAX_INPUTS], y, dy, par, grad, aux, labels, ws, bias, end;
 } layer_buf;
 
 static uint64_t take(uint64_t *off, uint64_t bytes) {
@@ -97,6 +97,12 @@ static int64_t layer_param_floats(const vd_net *net, int li) {
     int64_t n = 0;
     for (int p = l->param_first; p < l->param_first + l->n_params; p++) n += net->params[p].numel;
     return n;
+}
+
+/* Does ReLU li take the bias gradient of the conv before it, as the plan
+ * pairs them (vd_plan_layer.db_unit: in place, and whole, as timed here)? */
+static bool takes_bias(const vd_net *net, int li) {
+    return net->layers[li].inplace && vd_op_bias_taker(net, li) >= 0;
 }
 
 static void plan_layer(const prof *p, int li, layer_buf *b) {
@@ -122,6 +128,8 @@ static void plan_layer(const prof *p, int li, layer_buf *b) {
     for (int k = 0; k < L->n_opts; k++)
         if (L->opts[k].workspace > ws) ws = L->opts[k].workspace;
     b->ws = take(&off, ws);
+    /* a ReLU that takes its conv's bias gradient: that gradient (make_io) */
+    b->bias = take(&off, takes_bias(net, li) ? (uint64_t)l->c * sizeof(float) : 0);
     b->end = off;
 }
 
@@ -166,6 +174,11 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     if (l->inplace && l->n_in == 1) io->y = (float *)io->x[0];
     if (vd_op_relu_taker(net, li) >= 0) io->dx[0] = (float *)(s + b->dy);
     io->dy = (const float *)(s + b->dy);
+    /* the ReLU backward + conv bias gradient pair is timed as it runs: the
+     * ReLU reduces it (a no-op with no_fuse), the conv skips it */
+    if (takes_bias(net, li)) io->bias_db = (float *)(s + b->bias);
+    io->db_taken = li + 1 < net->n_layers && takes_bias(net, li + 1) &&
+                   vd_op_bias_taker(net, li + 1) == li;
     /* parameters in the net's order: conv/fc weight [bias]; bn weight bias rm rv */
     float *par = (float *)(s + b->par), *grad = (float *)(s + b->grad);
     int64_t off = 0;

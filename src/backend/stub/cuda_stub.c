@@ -28,6 +28,11 @@ bool vd_cuda_relu_bwd_fused(vd_backend *be, int layer) {
     return false;
 }
 
+bool vd_cuda_relu_bias_fused(vd_backend *be, int layer) {
+    (void)be; (void)layer;
+    return false;
+}
+
 bool vd_cuda_conv_fused(vd_backend *be, int layer) {
     (void)be; (void)layer;
     return false;
