@@ -2,7 +2,8 @@
 # Session 19's last call: the merged tree (BUILD) beside the session's start
 # (OLD, ce4df34) on one warm card. In order, each part skipped once the call
 # nears DEADLINE seconds (default 450):
-#  1. CUDA tests of the session's CUDA code (TESTS_OPS / TESTS_TRAIN below);
+#  1. CUDA tests of the session's CUDA code: cuda_test_cuda_ops whole, the
+#     cases of cuda_test_cuda_train in TESTS_TRAIN;
 #  2. b256 bf16 policy none, vdnn-bench, each run measuring its own profile:
 #     ResNet-50 and VGG-16, OLD against BUILD (the backward fusions) and
 #     BUILD --no-fuse;
@@ -21,8 +22,7 @@ D=$(dirname "$0"); DEADLINE=${DEADLINE:-450}
 . "$D/../2026-12-05-s15/env.sh"
 export VD_BUILDDIR=$PWD/$B
 left() { echo $(( DEADLINE - SECONDS )); }
-TESTS_OPS=${TESTS_OPS:-"test_relu_fused test_bn"}
-TESTS_TRAIN=${TESTS_TRAIN:-"test_relu_fused_into_bn_and_add test_inference_cpu_vs_cuda test_graph_vs_eager"}
+TESTS_TRAIN=${TESTS_TRAIN:-"test_relu_fused_into_bn_and_add test_inference_cpu_vs_cuda test_cpu_vs_cuda test_conv_bias_relu_fused test_deterministic_and_offload_invariance test_graph_vs_eager"}
 tcase() {   # binary case limit
     [ "$(left)" -lt 30 ] && { echo "$2: skipped"; return; }
     CK_RUN_CASE=$2 CK_FORK=no timeout "$3" "$B/tests/cuda/$1" > "$O/$2.log" 2>&1
@@ -65,7 +65,8 @@ PY
     grep -E '^  (D2H|H2D):' "$p.log"
 }
 echo "== tests (at ${SECONDS} s)"
-for c in $TESTS_OPS; do tcase cuda_test_cuda_ops $c 60; done
+CK_FORK=no timeout 150 "$B/tests/cuda/cuda_test_cuda_ops" > "$O/ops.log" 2>&1
+echo "cuda_test_cuda_ops: exit $? ($SECONDS s)"; grep -E 'Checks|:F:|:E:' "$O/ops.log" | tail -6
 for c in $TESTS_TRAIN; do tcase cuda_test_cuda_train $c 90; done
 echo "== bf16 none: old / new / new --no-fuse (at ${SECONDS} s)"
 for n in resnet50 vgg16; do
