@@ -104,7 +104,9 @@ END_TEST
  * the plan's predicted iteration, it is vdp_build_fixed's plan (exact);
  * with a screen below, no plan faster than the screen comes back, the bound
  * it reports is no more than the plan's (a bound: the build would not beat
- * it), and it costs less work. */
+ * it), and it costs less work. With quick staging (no screen) it predicts
+ * the same iteration (within the staging search's 1e-9) with the staging
+ * copy issued no later, at less work, and says so (stage_quick). */
 START_TEST(test_screened_build) {
     vd_net net;
     load_shipped_net(&net, "tiny-resnet.yaml", 64);
@@ -135,8 +137,8 @@ START_TEST(test_screened_build) {
     const double screens[3] = {0.0, 1.5 * t, 0.5 * t};
     for (int k = 0; k < 3; k++) {
         double cost = 0;
-        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], &S, &exact,
-                                    &lb, &cost, NULL, &e);
+        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], false, &S,
+                                    &exact, &lb, &cost, NULL, &e);
         ck_assert_double_gt(cost, 0);
         if (k < 2) {
             ck_assert_msg(rc == VD_OK, "screen %g: rc %d (%s)", screens[k], rc, e.msg);
@@ -158,6 +160,18 @@ START_TEST(test_screened_build) {
         }
     }
     ck_assert_double_lt(cost_lo, cost_full);
+    ck_assert_int_eq(F.stage, VD_STAGE_ON);
+    ck_assert(!F.stage_quick);
+    double cost_quick = 0;
+    ck_assert_msg(vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 0.0, true, &S, &exact,
+                                     &lb, &cost_quick, NULL, &e) == 0, "%s", e.msg);
+    ck_assert(S.stage_quick);
+    ck_assert_int_eq(S.stage, VD_STAGE_ON);
+    /* 1e-9: the staging search's own tolerance between the two steps */
+    ck_assert_msg(fabs(S.sim.iter_s - t) <= 1e-9 * t, "quick %.12g vs %.12g", S.sim.iter_s, t);
+    ck_assert_int_le(S.stage_step, F.stage_step);
+    ck_assert_double_lt(cost_quick, cost_full);
+    vd_plan_free(&S);
     vd_plan_free(&F);
     free(disp);
     free(algos);
