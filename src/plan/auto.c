@@ -313,6 +313,8 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     rc = search_eval(&c, &P, e);
     if (rc != VD_OK && rc != VD_EBUDGET) { search_ctx_free(&c); return rc; }
     if (rc == VD_OK || c.B == 0 || probe) {   /* it fits as it is */
+        int rs = search_restage(&c, &P, e);
+        if (rs) { vdp_plan_release(&P); search_ctx_free(&c); return rs; }
         *out = P;
         if (effort_out) *effort_out = c.effort;
         search_ctx_free(&c);
@@ -461,6 +463,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         rc = fewer_copies(&c, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
+    if ((rc = search_restage(&c, &P, e))) { vdp_plan_release(&P); goto fail; }
     search_take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
     vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa);
     d0 = bd = fd = NULL; a0 = ba = fa = NULL;
@@ -473,6 +476,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         vd_plan X;
         vd_err te = {0};
         rc = search_eval(&c, &X, &te);
+        if (rc == VD_OK && (rc = search_restage(&c, &X, &te))) vdp_plan_release(&X);
         if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(&best); search_ctx_free(&c); *e = te; return rc; }
         search_take_better(&best, &rc_best, &X, rc);
     }
@@ -482,6 +486,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         vd_plan X;
         vd_err te = {0};
         rc = search_eval(&c, &X, &te);
+        if (rc == VD_OK && (rc = search_restage(&c, &X, &te))) vdp_plan_release(&X);
         if (rc != VD_OK && rc != VD_EBUDGET) { vdp_plan_release(&best); search_ctx_free(&c); *e = te; return rc; }
         search_take_better(&best, &rc_best, &X, rc);
     }
@@ -523,6 +528,7 @@ static int to_update(vdp_search *s, const vd_net *net, const vd_profile *prof, c
         if (!rc && Q.offload_bytes > 0) rc = fewer_copies(&c, &Q, e);
         if (rc) { vdp_plan_release(&Q); search_ctx_free(&c); return rc; }
     }
+    if (fits && (rc = search_restage(&c, &Q, e))) { vdp_plan_release(&Q); search_ctx_free(&c); return rc; }
     *effort = c.effort;
     /* the same decisions can predict slower there (the same copies, their
      * prefetches timed otherwise, can stall longer), or not fit (another

@@ -521,6 +521,7 @@ typedef struct screen {
     int dropped, dropped_fit;
     bool exact;
     bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
+    bool quick_stage;               /* bld.stage_quick of every variant */
 } screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -533,6 +534,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
                           &any_offload, e);
     B.screen_s = scr->s;
     B.unplaced_over = scr->unplaced_over;
+    B.stage_quick = scr->quick_stage;
     B.cost = &scr->cost;
     B.effort = &scr->effort;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
@@ -603,6 +605,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         }
         B.screen_s = scr->s;
         B.unplaced_over = scr->unplaced_over;
+        B.stage_quick = scr->quick_stage;
         B.unplaced = false;
         B.cost = &scr->cost;
         B.effort = &scr->effort;
@@ -754,9 +757,9 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
 }
 
 int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                            vd_policy offload_pol, const int *algos, vd_plan *out, bool *unplaced,
-                            double *cost, double *effort, vd_err *e) {
-    screen scr = {.unplaced_over = true};
+                            vd_policy offload_pol, const int *algos, bool quick_stage,
+                            vd_plan *out, bool *unplaced, double *cost, double *effort, vd_err *e) {
+    screen scr = {.unplaced_over = true, .quick_stage = quick_stage};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *unplaced = (rc == VD_EBUDGET) && scr.unplaced;
     *cost = scr.cost;
@@ -765,9 +768,10 @@ int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_
 }
 
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
-                       bool *exact, double *lb_s, double *cost, double *effort, vd_err *e) {
-    screen scr = {.s = screen_s};
+                       vd_policy offload_pol, const int *algos, double screen_s, bool quick_stage,
+                       vd_plan *out, bool *exact, double *lb_s, double *cost, double *effort,
+                       vd_err *e) {
+    screen scr = {.s = screen_s, .quick_stage = quick_stage};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *lb_s = scr.lb;
     *cost = scr.cost;

@@ -52,6 +52,8 @@ typedef struct bld {
     double *cost;      /* NULL, or where the build adds up its work (vdp_build_screened) */
     double *effort;    /* NULL, or the same with the placement's own count (vdp_build_screened) */
     double screen_lb;  /* fit_and_place: the replay that dropped this variant */
+    bool stage_quick;  /* vdp_add_staging: no search of the latest issue step
+                          (vdp_build_screened's quick_stage) */
     bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed
                             (vdp_build_unplaced_over) */
     bool unplaced;       /* fit_and_place: this variant was not placed */

@@ -495,6 +495,12 @@ typedef struct vd_plan {
      * issues its H2D copy, or -1 / -1 when the plan has none (stage says why). */
     int t_stage, stage_step;
     vd_stage stage;
+    /* The auto search's own builds: stage_step is the first step that the
+     * issue-step search starts from (as fast as the latest, which is not
+     * searched); the search rebuilds its plan with the step searched before
+     * it returns it, and keeps this one only if that predicted slower (not
+     * seen on the 72 points of issue 32's grid). */
+    bool stage_quick;
     /* vd_plan_copy_bound at the budget, where the caller stored it for the
      * reports (vdnn-plan, vdnn-train --plan-json: the table's "lower bound"
      * line, the JSON's bound_s); all 0 otherwise (the planner never fills

@@ -121,11 +121,16 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
  * dropped variant's replay); *cost: the build's work (actions replayed,
  * intervals placed, tensors built: a deterministic measure of its time);
  * *effort (optional): the same with the placements counted by what they
- * did (vdp_place's work), nearer the time on big nets. */
+ * did (vdp_place's work), nearer the time on big nets.
+ * quick_stage: the input staging's issue step is the first its search
+ * starts from, which predicts the time the search's step does (the latest
+ * as fast), without the search (vdp_add_staging); the plan says so
+ * (stage_quick). */
 enum { VDP_SCREENED = 100 };
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       vd_policy offload_pol, const int *algos, double screen_s, vd_plan *out,
-                       bool *exact, double *lb_s, double *cost, double *effort, vd_err *e);
+                       vd_policy offload_pol, const int *algos, double screen_s, bool quick_stage,
+                       vd_plan *out, bool *exact, double *lb_s, double *cost, double *effort,
+                       vd_err *e);
 
 /* vdp_build_fixed for a search that reads of a plan whose live bytes exceed
  * the budget by over 30% only those, its replay and its top's lower bound
@@ -133,10 +138,10 @@ int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_
  * offsets and the top, which nothing else of the plan reads, and staging,
  * which needs a plan that fits: the same replay), its hwm is its live peak,
  * its offsets unset; *unplaced then. Returns like vdp_build_fixed; *cost,
- * *effort as vdp_build_screened's. */
+ * *effort, quick_stage as vdp_build_screened's. */
 int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                            vd_policy offload_pol, const int *algos, vd_plan *out, bool *unplaced,
-                            double *cost, double *effort, vd_err *e);
+                            vd_policy offload_pol, const int *algos, bool quick_stage,
+                            vd_plan *out, bool *unplaced, double *cost, double *effort, vd_err *e);
 
 /* The layers vdp_build_fixed recomputes with opts (opts->disp) and
  * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is

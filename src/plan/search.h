@@ -84,6 +84,9 @@ typedef struct actx {
     /* the fastest fitting configuration evaluated so far */
     bool have_seen;
     bool perturbed;         /* prof is a start's perturbed copy: note nothing */
+    bool stage_full;        /* builds search the input staging's latest issue step
+                               (search_restage); else they stage quickly
+                               (vdp_build_screened's quick_stage) */
     double seen_s;
     vd_disp *seen_disp;     /* [L + 1] */
     int *seen_algos;        /* [2L] */
@@ -194,6 +197,10 @@ int search_eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e);
 int search_eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e);
 int search_eval_repairable(actx *c, double limit_s, vd_plan *out, vd_err *e);
 int search_eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_err *e);
+/* *P, a plan of c's builds, rebuilt with the input staging's issue step
+ * searched (its staging was quick: P->stage_quick); c ends with P's
+ * configuration. */
+int search_restage(actx *c, vd_plan *P, vd_err *e);
 /* c's configuration set to plan p's decisions. */
 void search_config_from_plan(actx *c, const vd_plan *p);
 /* Keep the better of *best and cand (fitting, then faster, then lower top). */

@@ -132,8 +132,8 @@ int search_eval(actx *c, vd_plan *out, vd_err *e) {
 int search_eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e) {
     eval_begin(c);
     double cost = 0, effort = 0;
-    int rc = vdp_build_unplaced_over(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, out, unplaced,
-                                     &cost, &effort, e);
+    int rc = vdp_build_unplaced_over(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos,
+                                     !c->stage_full, out, unplaced, &cost, &effort, e);
     c->work += cost;
     c->effort += effort;
     if (rc == VD_OK || rc == VD_EBUDGET) eval_exact(c, out);
@@ -149,8 +149,8 @@ int search_eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
     bool exact = false;
     double lb_s = 0, cost = 0;
     double effort = 0;
-    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s, out,
-                                &exact, &lb_s, &cost, &effort, e);
+    int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s,
+                                !c->stage_full, out, &exact, &lb_s, &cost, &effort, e);
     c->work += cost;
     c->effort += effort;
     if (rc == VDP_SCREENED) {
@@ -268,6 +268,30 @@ int search_eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
     if (rc != VD_OK && rc != VD_EBUDGET) return rc;
     if (out->feasible && out->sim.iter_s < limit_s * (1.0 - 1e-9)) *better = true;
     else vdp_plan_release(out);
+    return VD_OK;
+}
+
+/* The search compares its configurations by their quickly staged plans
+ * (the staging copy at the first step of its issue-step search: the time
+ * the latest as fast step gives, at a tenth of the replays); the plan it
+ * returns has the step searched, as vdp_build_fixed's. The rebuild is
+ * taken unless it predicts slower than *P beyond the searches' 1e-9 or
+ * fits otherwise (the same configuration: neither is expected), so no plan
+ * gets slower by it. */
+int search_restage(actx *c, vd_plan *P, vd_err *e) {
+    if (!P->stage_quick) return VD_OK;
+    search_config_from_plan(c, P);
+    c->stage_full = true;
+    vd_plan Q;
+    int rc = search_eval(c, &Q, e);
+    c->stage_full = false;
+    if (rc != VD_OK && rc != VD_EBUDGET) return rc;
+    if (Q.feasible == P->feasible && Q.sim.iter_s <= P->sim.iter_s * (1.0 + 1e-9)) {
+        vdp_plan_release(P);
+        *P = Q;
+    } else {
+        vdp_plan_release(&Q);
+    }
     return VD_OK;
 }
 

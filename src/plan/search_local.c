@@ -7,6 +7,10 @@
 #include <string.h>
 #include "plan/search.h"
 
+/* stalls below this share of the iteration: none (refine's slower options,
+ * the trades' pairs) */
+static const double AUTO_NO_STALL = 1e-4;
+
 /* The dispositions a tensor can take, in the order refine tries them. */
 static const vd_disp disp_alts[3] = {VD_DISP_KEEP, VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE};
 
@@ -116,13 +120,18 @@ int search_refine(actx *c, vd_plan *P, const bool *focus, bool by_cost, vd_err *
             if (!look[algo_pos(c, k)]) continue;
             /* the other options of this pass, fastest first: a faster one,
              * or a slower one with less workspace (its memory can let a
-             * prefetch start earlier and remove a stall that costs more);
+             * prefetch start earlier and remove a stall that costs more),
+             * unless the plan does not stall: its compute stream runs back
+             * to back, which a slower option only adds to (ResNet-152 b256
+             * bf16 on its measured profile: 100-140 such builds in a
+             * start's first pass, a quarter of its effort, none kept);
              * the first that fits and predicts a faster iteration is kept */
             int cur = c->algos[k], n = 0, idx[VD_PROFILE_MAX_ALGOS];
             const vd_profile_layer *pl = &c->prof->layers[k % c->L];
+            bool stalls = P->sim.stall_s > AUTO_NO_STALL * P->sim.iter_s;
             for (int a = 0; a < pl->n_algos; a++)
                 if (a != cur && (algo_time(c, k, a) < algo_time(c, k, cur) ||
-                                 algo_ws(c, k, a) < algo_ws(c, k, cur)))
+                                 (stalls && algo_ws(c, k, a) < algo_ws(c, k, cur))))
                     idx[n++] = a;
             for (int a = 1; a < n; a++)
                 for (int b = a; b > 0 && algo_time(c, k, idx[b]) < algo_time(c, k, idx[b - 1]); b--) {
@@ -177,7 +186,6 @@ int search_refine(actx *c, vd_plan *P, const bool *focus, bool by_cost, vd_err *
  * fits costs a refine). docs/planner.md, "Local search", has the measured
  * cases. */
 enum { AUTO_SWAP_REPAIR = 3, AUTO_PAIRS = 4 };
-static const double AUTO_NO_STALL = 1e-4;   /* stalls below this share: none */
 static const double AUTO_PAIR_SLOWER = 0.3; /* a pair this much slower is not refined */
 
 /* The pairs of offloaded map k (kept) with recomputed maps (offloaded), from

@@ -159,9 +159,17 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
     p->t_stage = t;
     stage_ctx sc = {b, t, n0, bytes, limit, sp, -1, 0.0};
     double t_lo, t_mid;
-    int best_q;
+    int best_q = q_lo;
+    /* b->stage_quick (the auto search's builds): the first step of each
+     * binary search, not the latest as fast; the search then predicts the
+     * time it would with the latest (within the searches' 1e-9) at one or
+     * two replays instead of 6 to 16 (on ResNet-152 the staging search was
+     * a fifth to a quarter of the search's refine: docs/results/
+     * 2026-12-06-s18/search2.md); the plan it returns is rebuilt with the
+     * step searched (search_restage) */
     if ((rc = stage_time(&sc, q_lo, &t_lo, e)) ||
-        (rc = stage_latest(&sc, q_lo, last, t_lo + 1e-12 + 1e-9 * t_lo, &best_q, e)))
+        (!b->stage_quick &&
+         (rc = stage_latest(&sc, q_lo, last, t_lo + 1e-12 + 1e-9 * t_lo, &best_q, e))))
         goto out;
     if (q_fit < q_lo) {
         /* ahead of the last prefetches (it queues before them): better only
@@ -169,10 +177,14 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
          * such step that is as fast as the earliest */
         double t_fit;
         if ((rc = stage_time(&sc, q_fit, &t_fit, e))) goto out;
-        if (t_fit < t_lo - 1e-12 - 1e-9 * t_lo &&
-            (rc = stage_latest(&sc, q_fit, q_lo - 1, t_fit + 1e-12 + 1e-9 * t_fit, &best_q, e)))
-            goto out;
+        if (t_fit < t_lo - 1e-12 - 1e-9 * t_lo) {
+            best_q = q_fit;
+            if (!b->stage_quick &&
+                (rc = stage_latest(&sc, q_fit, q_lo - 1, t_fit + 1e-12 + 1e-9 * t_fit, &best_q, e)))
+                goto out;
+        }
     }
+    p->stage_quick = b->stage_quick;
     if ((rc = stage_time(&sc, best_q, &t_mid, e))) goto out;
     if (t_mid < base) {
         vdp_finish_stats(p);

@@ -8,6 +8,7 @@
 #include <check.h>
 #include "plan_common.h"
 #include "plan/plan_internal.h"
+#include "plan/search.h"
 #include "vdt.h"
 
 typedef struct prog_log {
@@ -104,7 +105,9 @@ END_TEST
  * the plan's predicted iteration, it is vdp_build_fixed's plan (exact);
  * with a screen below, no plan faster than the screen comes back, the bound
  * it reports is no more than the plan's (a bound: the build would not beat
- * it), and it costs less work. */
+ * it), and it costs less work. With quick staging (no screen) it predicts
+ * the same iteration (within the staging search's 1e-9) with the staging
+ * copy issued no later, at less work, and says so (stage_quick). */
 START_TEST(test_screened_build) {
     vd_net net;
     load_shipped_net(&net, "tiny-resnet.yaml", 64);
@@ -135,8 +138,8 @@ START_TEST(test_screened_build) {
     const double screens[3] = {0.0, 1.5 * t, 0.5 * t};
     for (int k = 0; k < 3; k++) {
         double cost = 0;
-        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], &S, &exact,
-                                    &lb, &cost, NULL, &e);
+        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], false, &S,
+                                    &exact, &lb, &cost, NULL, &e);
         ck_assert_double_gt(cost, 0);
         if (k < 2) {
             ck_assert_msg(rc == VD_OK, "screen %g: rc %d (%s)", screens[k], rc, e.msg);
@@ -158,9 +161,77 @@ START_TEST(test_screened_build) {
         }
     }
     ck_assert_double_lt(cost_lo, cost_full);
+    ck_assert_int_eq(F.stage, VD_STAGE_ON);
+    ck_assert(!F.stage_quick);
+    double cost_quick = 0;
+    ck_assert_msg(vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 0.0, true, &S, &exact,
+                                     &lb, &cost_quick, NULL, &e) == 0, "%s", e.msg);
+    ck_assert(S.stage_quick);
+    ck_assert_int_eq(S.stage, VD_STAGE_ON);
+    /* 1e-9: the staging search's own tolerance between the two steps */
+    ck_assert_msg(fabs(S.sim.iter_s - t) <= 1e-9 * t, "quick %.12g vs %.12g", S.sim.iter_s, t);
+    ck_assert_int_le(S.stage_step, F.stage_step);
+    ck_assert_double_lt(cost_quick, cost_full);
+    vd_plan_free(&S);
     vd_plan_free(&F);
     free(disp);
     free(algos);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* Refine on a plan that does not stall tries no slower option (its compute
+ * stream runs back to back: a slower option only adds to it). tiny-resnet
+ * b64, every convolution given a second option 1e-4 slower in both passes
+ * with no workspace (the first needs 1 MiB), everything kept and every
+ * disposition fixed, so that refine only tries options: it builds nothing
+ * (the slower ones, which compute_bound does not rule out by 1e-4, were
+ * built one per pass before). */
+START_TEST(test_refine_no_stall_options) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    int convs = 0;
+    for (int i = 0; i < net.n_layers; i++) {
+        if (net.layers[i].op != VD_OP_CONV) continue;
+        vd_profile_layer *pl = &prof.layers[i];
+        pl->n_algos = 2;
+        pl->algos[1] = pl->algos[0];
+        pl->algos[0].workspace = pl->algos[0].fwd_workspace = pl->algos[0].bwd_workspace = 1u << 20;
+        pl->algos[1].workspace = pl->algos[1].fwd_workspace = pl->algos[1].bwd_workspace = 0;
+        pl->algos[1].fwd_s *= 1.0 + 1e-4;
+        pl->algos[1].bwd_s *= 1.0 + 1e-4;
+        convs++;
+    }
+    ck_assert_int_gt(convs, 0);
+    /* no copy latency: the labels' copy at the loss, a stall of 5 us in
+     * 0.39 ms otherwise, takes none; the loss readback after the last step
+     * (no stall) 1 us, above what a slower option adds (compute_bound
+     * rules out an option only when the compute alone reaches the plan) */
+    prof.dev.launch_s = 0;
+    prof.dev.h2d_bw = 1e18;
+    prof.dev.d2h_bw = 4e6;
+    vd_plan_opts o = plan_opts(64, VD_POLICY_AUTO);
+    o.budget = 1ull << 30;
+    vdp_search s = {0};
+    actx c;
+    vd_err e = {0};
+    ck_assert_msg(search_ctx_init(&c, &s, &net, &prof, &o, 0, &e) == 0, "%s", e.msg);
+    ck_assert(c.algo_free);
+    for (int k = 0; k <= c.L; k++) c.fixed[k] = true;
+    vd_plan P;
+    ck_assert_msg(search_eval(&c, &P, &e) == 0, "%s", e.msg);
+    ck_assert(P.feasible);
+    ck_assert(P.sim.stall_s <= 1e-4 * P.sim.iter_s);
+    for (int j = 0; j < c.L; j++)
+        if (net.layers[j].op == VD_OP_CONV) ck_assert_int_eq(c.algos[j], 0);
+    int evals = c.evals;
+    ck_assert_msg(search_refine(&c, &P, NULL, false, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(c.evals, evals);
+    vdp_plan_release(&P);
+    search_ctx_free(&c);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
@@ -242,4 +313,4 @@ START_TEST(test_resnet152) {
 END_TEST
 
 VDT_MAIN("plan_speed", 0, test_progress_reports, test_screened_build, test_resnet50_budget,
-         test_cli_quiet, test_resnet152)
+         test_cli_quiet, test_resnet152, test_refine_no_stall_options)

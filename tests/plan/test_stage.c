@@ -467,6 +467,17 @@ START_TEST(test_stage_sim_hand) {
     ck_assert(fabs(b->t_h2d_end - (t_issue + 2.5e-3)) < tol);
     ck_assert(fabs(p1.sim.busy_s[2] - (2.5e-3 + lab)) < tol);  /* the H2D stream: staging + labels */
     ck_assert_uint_eq(p1.input_bytes, p0.input_bytes);          /* x once per iteration */
+    /* auto (which keeps everything here) returns the same staging: its
+     * builds stage quickly, and it rebuilds its plan with the step searched
+     * (search_restage) */
+    vd_plan pa;
+    po.policy = VD_POLICY_AUTO;
+    ck_assert_msg(vd_plan_build(&net, &prof, &po, &pa, &e) == 0, "%s", e.msg);
+    ck_assert(!pa.stage_quick);
+    ck_assert_int_eq(pa.stage_step, 2 * L - 2);
+    ck_assert(fabs(pa.sim.iter_s - want1) < tol);
+    vd_plan_free(&pa);
+    po.policy = VD_POLICY_NONE;
 
     /* a slower link: the copy cannot hide behind the last steps; the latest
      * issue step that ends in time is earlier, still in the backward pass */
