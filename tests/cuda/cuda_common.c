@@ -196,6 +196,11 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     ck_assert_msg(be->layer_setup(be, net, o->setup_n ? o->setup_n : in->n, o->math,
                                   o->deterministic, &e) == 0,
                   "%s layer_setup: %s", be->name, e.msg);
+    /* dropout's iteration is o->iter alone: the step scalars another test
+     * left (step_set) would add theirs on one backend and not the other */
+    vd_step_scalars zero;
+    memset(&zero, 0, sizeof zero);
+    ck_assert_msg(be->step_set(be, &zero, &e) == 0, "%s step_set: %s", be->name, e.msg);
     const vd_algo_opt *opts;
     int nopt = 0;
     ck_assert_msg(be->layer_algos(be, in->layer, &opts, &nopt, &e) == 0, "layer_algos: %s", e.msg);

@@ -53,10 +53,15 @@
 #define TOL_LOSS_F16 2e-3
 #define TOL_W_F16 1e-3
 /* tf32: the convs' and fc's operands rounded to a 10-bit mantissa (2^-11
- * relative, fp16's ulp) on CUDA's tensor cores, every stored value fp32: fewer
- * roundings than fp16's, so fp16's bounds hold. */
+ * relative, fp16's ulp) on CUDA's tensor cores and not on the CPU (its tf32
+ * is fp32's arithmetic): every product differs by up to fp16's ulp, not only
+ * the values that straddle a rounding boundary as in fp16, where both sides
+ * round. The loss keeps fp16's bound (observed on an H100: 4.5e-5); the
+ * weights take bf16's: the first batch norm's shift, whose gradient is a
+ * sum over the batch that mostly cancels, moved 1.5e-3 of its scale from
+ * the CPU's after ten steps (the other tensors <= 8.4e-4). */
 #define TOL_LOSS_TF32 TOL_LOSS_F16
-#define TOL_W_TF32 TOL_W_F16
+#define TOL_W_TF32 TOL_W_BF16
 /* fp16 runs start at this loss scale (scale_set after the executor's
  * set_state). CUDA's conv weight gradient passes through fp16 (cuDNN's
  * 16-bit wgrad, as torch autocast's), the CPU's stays fp32: at
