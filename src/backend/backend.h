@@ -138,7 +138,9 @@ typedef struct vd_algo_opt {
 typedef struct vd_op_io {
     int n;                          /* batch */
     const float *x[VD_MAX_INPUTS];
-    float *y;
+    float *y;                       /* may be x[0] for an op that runs in place
+                                       (can_inplace), any x[k] for an add (a
+                                       forward-only plan's, vdp_add_inplace_input) */
     const float *w, *b;
     float *rm, *rv;
     float *dw, *db;

@@ -11,6 +11,22 @@ int vdp_n_consumers(const vd_net *net, int src) {
     return n;
 }
 
+int vdp_add_inplace_input(const vd_net *net, int i) {
+    const vd_layer *l = &net->layers[i];
+    if (l->op != VD_OP_ADD) return -1;
+    int best = -1;
+    for (int k = 0; k < l->n_in; k++) {
+        int src = l->in[k];
+        if (src < 0 || (best >= 0 && src <= l->in[best])) continue;
+        bool ok = true;
+        for (int m = 0; m < l->n_in && ok; m++) ok = m == k || l->in[m] != src;
+        for (int j = i + 1; j < net->n_layers && ok; j++)
+            for (int m = 0; m < net->layers[j].n_in && ok; m++) ok = net->layers[j].in[m] != src;
+        if (ok) best = k;
+    }
+    return best;
+}
+
 void vd_schedule_inplace_flags(const vd_net *net, bool *inplace) {
     /* consumers of each layer's output, counted in one pass (every build of
      * the auto search comes here: a count per layer was 3% of it); without

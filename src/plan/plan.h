@@ -31,7 +31,12 @@
  * released after the read before the gap (the widest one after that write),
  * prefetched back during the forward pass and waited for before the reader
  * after it: the same actions, events and streams as training's offloads,
- * with vd_tensor.rd_before / rd_after naming the two reads.
+ * with vd_tensor.rd_before / rd_after naming the two reads. An add that is
+ * not split writes its output over one of its inputs there when nothing
+ * reads that input after it (the latest-produced such input): its step holds
+ * the inputs and no third map (a residual block's add, ResNet's floor). The
+ * backends' add reads each element of every input before it writes that
+ * element of y, so y may be any x[k].
  *
  * Typical use (training loop):
  *
@@ -288,7 +293,8 @@ typedef struct vd_plan_layer {
     char algo_bwd_label[32];    /* the profile's label of algo_bwd */
     uint64_t ws_fwd_bytes, ws_bwd_bytes; /* workspace of each pass's option (bytes;
                                    ws_fwd_bytes also the recompute's) */
-    bool inplace;               /* output aliases input 0 */
+    bool inplace;               /* output aliases input 0 (a forward-only plan's add:
+                                   the input vdp_add_inplace_input names, y == in_t[k]) */
     int in_t[VD_MAX_INPUTS];    /* tensor of input k (ACT or INPUT) */
     int y;                      /* ACT tensor of its output */
     int dy;                     /* DACT tensor of its output gradient (-1: loss layer).

@@ -80,6 +80,15 @@ int vdp_runs(const vd_net *net, const int *chunks, int *ra, int *rb);
 /* inplace.c: how many layers read layer src's output (src -1: the net input). */
 int vdp_n_consumers(const vd_net *net, int src);
 
+/* inplace.c: in a forward-only plan, the input of add layer i whose tensor
+ * its output may take (plan.h, "A forward-only plan"): one that is a layer's
+ * output (not the net input), appears once among i's inputs and has no
+ * reader above i (so none after i's step: units run in layer order, and a
+ * run of split layers lies wholly below or above a layer that is not split);
+ * of those, the latest producer's (its map has no gap before the add that
+ * an offload could use, decide_offload_fwd). -1: none, or not an add. */
+int vdp_add_inplace_input(const vd_net *net, int i);
+
 /* build.c: the SGD time of an iteration: the profile's (every trainable
  * parameter's) in proportion to the trained ones (vd_param_trained: frozen
  * parameters are not updated). */

@@ -382,7 +382,13 @@ static void layer_tensors(bld *b, const int *algos) {
         int i = pl->layer;
         const vd_layer *l = &net->layers[i];
         pl->inplace = l->n_in == 1 && b->extra[u];  /* extra holds inplace flags here */
-        if (pl->inplace)
+        /* a forward-only plan's whole-batch add over an input that nobody
+         * reads after it (vdp_add_inplace_input): one map less at its step */
+        int ka = fo && pl->n_chunks == 1 ? vdp_add_inplace_input(net, i) : -1;
+        if (ka >= 0 && b->lact[l->in[ka]] >= 0) {
+            pl->inplace = true;
+            b->act_of[u] = b->lact[l->in[ka]];
+        } else if (pl->inplace)
             b->act_of[u] = chunk_input(b, u) ? b->act_of[u - 1] : b->lact[l->in[0]];
         else if (pl->chunk > 0 && !chunk_own(b, u))
             b->act_of[u] = b->lact[i];

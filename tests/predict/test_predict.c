@@ -968,8 +968,126 @@ START_TEST(batchnorm_splits_in_inference) {
 }
 END_TEST
 
+/* ---- an add over its input in inference ------------------------------------- */
+
+/* Two adds whose inputs each have a choice: add1 reads a.relu, which add2
+ * reads again (so add1 may not overwrite it), and stem.relu, read by
+ * nobody after add1 (taken, though produced earlier); add2 reads three maps
+ * that nobody reads after it and overwrites the latest one's, b.conv's
+ * (input 1). Every map is 4 channels of 16x16 floats: 4 KiB a sample. */
+static const char NET_ADD[] =
+    "name: add-inplace\n"
+    "input: { channels: 3, height: 16, width: 16, classes: 5 }\n"
+    "layers:\n"
+    "  - { name: stem, type: conv, out: 4, kernel: 3, pad: 1 }\n"
+    "  - { name: stem.relu, type: relu }\n"
+    "  - { name: a.conv, type: conv, out: 4, kernel: 3, pad: 1 }\n"
+    "  - { name: a.relu, type: relu }\n"
+    "  - { name: add1, type: add, inputs: [a.relu, stem.relu] }\n"
+    "  - { name: b.conv, type: conv, out: 4, kernel: 1 }\n"
+    "  - { name: add2, type: add, inputs: [a.relu, b.conv, add1] }\n"
+    "  - { name: relu, type: relu }\n"
+    "  - { name: pool, type: pool, mode: avg, global: true }\n"
+    "  - { name: fc, type: fc, out: 5 }\n"
+    "  - { name: loss, type: softmax_cross_entropy }\n";
+
+/* A forward-only plan's add writes over an input nobody reads after it
+ * (plan.h, "A forward-only plan"): the chosen input's tensor is its output
+ * (and the in-place ReLU's after add2), each add step holds exactly its
+ * input maps, and the CPU executor (regions poisoned when released, add's
+ * y one of its x) gives bit for bit the probabilities of a plan that splits
+ * every layer but the loss in two batch chunks (a split add writes its own
+ * chunk tensor: the reference without any add in place; every layer given
+ * one option, so each sample is computed as the whole batch's), whole and
+ * at the smallest budget. (A training plan is no reference: its evaluation
+ * runs its forward-only plan, vd_plan.eval.) */
+START_TEST(add_writes_over_an_input_in_inference) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-predict"), spec[1100];
+    snprintf(spec, sizeof spec, "%s/add-inplace.yaml", d);
+    tu_write(spec, NET_ADD, sizeof NET_ADD - 1);
+    vd_net net;
+    vd_net_init(&net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(&net);
+    const int B = 4;
+    const uint64_t map = (uint64_t)B * 4 * 16 * 16 * sizeof(float);
+    vd_backend *be = NULL;
+    ck_assert_msg(vd_backend_cpu_create(&be, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->layer_setup(be, &net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    vd_profile prof;
+    ck_assert_msg(vd_profile_backend(&net, B, be, &vd_device_cpu, &prof, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < net.n_layers; i++) prof.layers[i].n_algos = 1;   /* option 0 only */
+    vd_plan_opts o;
+    vd_plan_opts_init(&o);
+    o.batch = B;
+    o.forward_only = true;
+    vd_plan split, whole, fl;
+    int chunks[11];
+    ck_assert_int_eq(net.n_layers, 11);
+    ck_assert_msg(vd_plan_chunks_all(&net, B, 2, chunks, &e) == 0, "%s", e.msg);
+    o.chunks = chunks;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &split, &e) == 0, "%s", e.msg);
+    o.chunks = NULL;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &whole, &e) == 0, "%s", e.msg);
+    int add1 = vd_net_find(&net, "add1"), add2 = vd_net_find(&net, "add2");
+    int relu = vd_net_find(&net, "relu");
+    ck_assert(add1 >= 0 && add2 >= 0 && relu >= 0);
+    const vd_plan_layer *p1 = &whole.layers[whole.first_unit[add1]];
+    const vd_plan_layer *p2 = &whole.layers[whole.first_unit[add2]];
+    const vd_plan_layer *pr = &whole.layers[whole.first_unit[relu]];
+    ck_assert(whole.n_units == net.n_layers);   /* nothing split: unit = step = layer */
+    ck_assert(p1->inplace && p1->y == p1->in_t[1] && p1->y != p1->in_t[0]);
+    ck_assert(p2->inplace && p2->y == p2->in_t[1] && p2->y != p2->in_t[0] && p2->y != p2->in_t[2]);
+    ck_assert(pr->inplace && pr->y == p2->y);
+    /* add1's step: the persistent tensors (parameters), a.relu and
+     * stem.relu's tensor (add1's output); add2's: a.relu, b.conv's tensor
+     * (add2's output) and add1's (no fourth) */
+    uint64_t persist = 0;
+    for (int k = 0; k < whole.n_intervals; k++)
+        if (whole.tensors[whole.intervals[k].tensor].persistent) persist += whole.intervals[k].bytes;
+    ck_assert_uint_eq(whole.steps[add1].mem_in_use, persist + 2 * map);
+    ck_assert_uint_eq(whole.steps[add2].mem_in_use, persist + 3 * map);
+    /* the split plan keeps every add's output apart */
+    for (int u = 0; u < split.n_units; u++) {
+        const vd_plan_layer *q = &split.layers[u];
+        if (q->layer != add1 && q->layer != add2) continue;
+        ck_assert_int_eq(q->n_chunks, 2);
+        for (int k = 0; k < net.layers[q->layer].n_in; k++) ck_assert(!q->inplace && q->y != q->in_t[k]);
+    }
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &o.budget, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &fl, &e) == 0, "%s", e.msg);
+    ck_assert_uint_le(fl.hwm, o.budget);
+    int64_t xn = (int64_t)B * vd_net_out_numel(&net, -1);
+    float *w = calloc((size_t)net.param_floats, sizeof *w), *x = calloc((size_t)xn, sizeof *x);
+    float pt[4 * 5], pw[4 * 5], pf[4 * 5];
+    ck_assert(w && x);
+    vd_net_init_params(&net, w, 5);
+    for (int64_t i = 0; i < xn; i++) x[i] = (float)sin(0.37 * (double)i);
+    vd_exec_stats st, sw, sf;
+    ck_assert_msg(infer_cpu(be, &net, &split, w, x, VD_FAULT_NONE, pt, &st, &e) == 0, "%s", e.msg);
+    ck_assert_msg(infer_cpu(be, &net, &whole, w, x, VD_FAULT_NONE, pw, &sw, &e) == 0, "%s", e.msg);
+    ck_assert_msg(infer_cpu(be, &net, &fl, w, x, VD_FAULT_NONE, pf, &sf, &e) == 0, "%s", e.msg);
+    ck_assert_msg(!memcmp(pt, pw, sizeof pt), "the adds in place changed the probabilities");
+    ck_assert_msg(!memcmp(pt, pf, sizeof pt), "the smallest budget changed the probabilities");
+    ck_assert_uint_eq(sw.eval_live_peak, whole.live_peak);
+    ck_assert_uint_eq(sf.eval_pool_hwm, fl.hwm);
+    free(w);
+    free(x);
+    be->destroy(be);
+    vd_plan_free(&fl);
+    vd_plan_free(&whole);
+    vd_plan_free(&split);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("predict", 0, inference_plan_frees_after_last_reader, topk_order_and_ties,
          probabilities_match_closed_form,
          class_names_round_trip, bad_images_among_good_ones, data_split_padded_and_scored,
          usage_and_budget_errors, small_budget_splits_layers, offload_below_split_floor,
-         batchnorm_splits_in_inference)
+         batchnorm_splits_in_inference, add_writes_over_an_input_in_inference)

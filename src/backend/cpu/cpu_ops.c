@@ -539,7 +539,9 @@ static int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io 
     return VD_OK;
 }
 
-/* y = x0 + x1 + ... summed left to right in float. */
+/* y = x0 + x1 + ... summed left to right in float. y may be any x[k] (a
+ * forward-only plan's add in place): element i of every input is read
+ * before y[i] is written, and no other element is read after it. */
 static int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];

@@ -318,6 +318,11 @@ int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m
 template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
 
 /* y = ((x0 + x1) + x2) + ... (in float; 16-bit: one rounding at the end);
+ * y may be any x[k] (a forward-only plan's add in place: backend.h,
+ * vd_op_io.y): in k_add, k_add4 and k_add8 each thread loads elements
+ * i.. of every input (plain loads, no __restrict__ or read-only-cache
+ * __ldg, so the compiler keeps them before the aliasing store) and then
+ * stores y's same elements; no thread touches another's elements.
  * relu: max(y, 0) as cuk_relu_fwd, before that rounding (rounding to nearest
  * keeps the sign and maps 0 to 0: what the two ops store) */
 template <typename T>
