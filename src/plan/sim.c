@@ -6,9 +6,9 @@
  * at the profile's busy rates (vd_device_busy_bw: the rate beside a busy
  * compute stream, the idle one where the profile has none): in an iteration
  * the compute stream has work queued while the copies run (it idles only in
- * a stall), and on the H100 a D2H copy beside the net's kernels moves 49-51
- * GB/s against 54-55 alone (docs/results/2026-12-06-s19/
- * predict-offload-model.md). The loss readback, after the last step, runs
+ * a stall), and a copy beside the net's kernels is slower than alone
+ * (docs/results/2026-12-06-s19/predict-offload-model.md has the H100's
+ * figures). The loss readback, after the last step, runs
  * at the idle rate. While a copy in the other direction is in flight both
  * run at the busy both-ways rate / 2 (when that is slower than the one-way
  * rate). Only the other stream's most recent copy is considered: an
