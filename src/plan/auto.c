@@ -269,9 +269,8 @@ static int fewer_copies(actx *c, vd_plan *P, vd_err *e) {
  * leaves unrefined (their greedy plan over AUTO_START_BEHIND times the
  * best refined start's) save the search much time on deep nets, but a
  * greedy plan does not tell how its refined plan ends (docs/planner.md,
- * "Starts"): GoogLeNet b256 fp32 at 4.98 GiB (analytic H200) left every
- * start but the first, whose refined plan and tail ended at 57.30 ms
- * against 54.47 at 4.6 GiB. So where the search's plan *P stays over
+ * "Starts"; docs/results/2026-12-06-s19/search.md has the GoogLeNet case
+ * that planned slower with more memory). So where the search's plan *P stays over
  * AUTO_OPINION_GAP above the lower bound, the fastest such start's
  * configuration (fd, fa) is refined now, with the effort left, and
  * replaces *P when faster: an added candidate, which no plan can lose by.

@@ -766,8 +766,8 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * workspace beside a pass's operands, so its convolutions can take their
  * fastest options where the whole batch's cannot, and the split plans that
  * auto finds below the unsplit floor fit above it too: more memory must not
- * plan slower than they do (VGG-16 fp32 on a measured H200 profile planned
- * 357.5 ms split at 10 GiB, 361.3 ms unsplit at 12 GiB). So where some k
+ * plan slower than they do (docs/results/2026-12-06-s19/search.md: VGG-16
+ * fp32 planned slower unsplit at 12 GiB than split at 10). So where some k
  * of AUTO_KS splits to a lower bound (split_bound) over AUTO_SPLIT_GAIN
  * below the unsplit one's (*own), the finest k that could fit is searched
  * (as below the floor, its chunks overlap their copies better): *have

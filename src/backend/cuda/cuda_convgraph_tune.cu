@@ -227,7 +227,8 @@ static float picks_ms(const cu_graph *g, int split, int sset, const int pick[CU_
 /* Channels-last maps (tf32, bf16, fp16): the engines without tensor cores
  * that cuDNN offers as their low-workspace fallbacks run 20-7000x slower
  * than the fastest (measured in bf16 on the H200: ResNet-50's 3x3
- * backward-filter 0.1 ms vs 700 ms; tf32's NHWC floats take the same rule); an option that slow is never worth its workspace (offloading or
+ * backward-filter 0.1 ms vs 700 ms; tf32's NHWC floats take the same
+ * rule); an option that slow is never worth its workspace (offloading or
  * recomputing costs less), and timing it in the profile takes minutes. So
  * an option timed over OPT_SLOW_X times option 0 is not listed. */
 enum { OPT_SLOW_X = 8 };

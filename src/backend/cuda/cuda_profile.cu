@@ -11,15 +11,13 @@
  * and beside a memory-bound kernel that runs on the compute stream from
  * before the copies start until after they end (d2h_bw_busy, ...: the
  * rates the simulator times an iteration's copies at, whose compute stream
- * is busy while they run). On the H100 a D2H copy moves 54-55 GB/s alone
- * and 49-51 GB/s beside the net's kernels in an iteration (vdnn-train
- * --step-times, docs/results/2026-12-06-s19/predict-offload-model.md); a
+ * is busy while they run). A D2H copy beside the net's kernels is slower
+ * than alone (docs/results/2026-12-06-s19/predict-offload-model.md), and a
  * plan timed at the idle rate has its offloads end late, stalling the steps
- * that reuse their regions. (Until then the one rate measured was the
- * copies' beside a pass of the net: it found the idle rate beside the bf16
- * passes, whose iterations' copies ran 10% slower; a kernel that keeps the
- * device's memory busy through the whole copy does not depend on how the
- * pass's kernels and the copies happen to overlap.) The copies use buffers of their
+ * that reuse their regions. A kernel that keeps the device's memory busy
+ * through the whole copy does not depend on how a pass's kernels and the
+ * copies happen to overlap, as the earlier measurement beside a pass of the
+ * net did. The copies use buffers of their
  * own, after the layers' scratch; the kernel beside them a ReLU in place
  * over the scratch's first 2 x COPY_BYTES (the layers' part of the scratch
  * is at least that), 10 times the H100's and H200's 50 MB of L2, so it
