@@ -910,27 +910,39 @@ static const char NET_BN[] =
     "  - { name: fc, type: fc, out: 5 }\n"
     "  - { name: loss, type: softmax_cross_entropy }\n";
 
+/* The two plan tests' fixture: text written to dir/file and loaded as a
+ * net (in-place flags set), a CPU backend set up for it at batch B in
+ * fp32, that backend's profile with option 0 only (so a chunk computes
+ * each sample as the whole batch does), and forward-only plan options at B. */
+static void fwd_fixture(const char *dir, const char *file, const char *text, size_t len, int B,
+                        vd_net *net, vd_backend **be, vd_profile *prof, vd_plan_opts *o) {
+    char spec[1100];
+    snprintf(spec, sizeof spec, "%s/%s", dir, file);
+    tu_write(spec, text, len);
+    vd_net_init(net);
+    vd_err e = {0};
+    ck_assert_msg(vd_spec_load(spec, net, &e) == 0, "%s", e.msg);
+    vd_schedule_inplace(net);
+    *be = NULL;
+    ck_assert_msg(vd_backend_cpu_create(be, &e) == 0, "%s", e.msg);
+    ck_assert_msg((*be)->layer_setup(*be, net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_backend(net, B, *be, &vd_device_cpu, prof, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < net->n_layers; i++) prof->layers[i].n_algos = 1;
+    vd_plan_opts_init(o);
+    o->batch = B;
+    o->forward_only = true;
+}
+
 START_TEST(batchnorm_splits_in_inference) {
     setup();
-    char *d = vdt_tmpdir("vdnn-predict"), spec[1100];
-    snprintf(spec, sizeof spec, "%s/bn-stem.yaml", d);
-    tu_write(spec, NET_BN, sizeof NET_BN - 1);
-    vd_net net;
-    vd_net_init(&net);
-    vd_err e = {0};
-    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
-    vd_schedule_inplace(&net);
+    char *d = vdt_tmpdir("vdnn-predict");
     const int B = 8;
-    vd_backend *be = NULL;
-    ck_assert_msg(vd_backend_cpu_create(&be, &e) == 0, "%s", e.msg);
-    ck_assert_msg(be->layer_setup(be, &net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    vd_net net;
+    vd_backend *be;
     vd_profile prof;
-    ck_assert_msg(vd_profile_backend(&net, B, be, &vd_device_cpu, &prof, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < net.n_layers; i++) prof.layers[i].n_algos = 1;   /* option 0 only */
     vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = B;
-    o.forward_only = true;
+    fwd_fixture(d, "bn-stem.yaml", NET_BN, sizeof NET_BN - 1, B, &net, &be, &prof, &o);
+    vd_err e = {0};
     vd_plan whole, fl;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &whole, &e) == 0, "%s", e.msg);
     ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &o.budget, &e) == 0, "%s", e.msg);
@@ -1003,26 +1015,15 @@ static const char NET_ADD[] =
  * runs its forward-only plan, vd_plan.eval.) */
 START_TEST(add_writes_over_an_input_in_inference) {
     setup();
-    char *d = vdt_tmpdir("vdnn-predict"), spec[1100];
-    snprintf(spec, sizeof spec, "%s/add-inplace.yaml", d);
-    tu_write(spec, NET_ADD, sizeof NET_ADD - 1);
-    vd_net net;
-    vd_net_init(&net);
-    vd_err e = {0};
-    ck_assert_msg(vd_spec_load(spec, &net, &e) == 0, "%s", e.msg);
-    vd_schedule_inplace(&net);
+    char *d = vdt_tmpdir("vdnn-predict");
     const int B = 4;
     const uint64_t map = (uint64_t)B * 4 * 16 * 16 * sizeof(float);
-    vd_backend *be = NULL;
-    ck_assert_msg(vd_backend_cpu_create(&be, &e) == 0, "%s", e.msg);
-    ck_assert_msg(be->layer_setup(be, &net, B, VD_MATH_FP32, true, &e) == 0, "%s", e.msg);
+    vd_net net;
+    vd_backend *be;
     vd_profile prof;
-    ck_assert_msg(vd_profile_backend(&net, B, be, &vd_device_cpu, &prof, &e) == 0, "%s", e.msg);
-    for (int i = 0; i < net.n_layers; i++) prof.layers[i].n_algos = 1;   /* option 0 only */
     vd_plan_opts o;
-    vd_plan_opts_init(&o);
-    o.batch = B;
-    o.forward_only = true;
+    fwd_fixture(d, "add-inplace.yaml", NET_ADD, sizeof NET_ADD - 1, B, &net, &be, &prof, &o);
+    vd_err e = {0};
     vd_plan split, whole, fl;
     int chunks[11];
     ck_assert_int_eq(net.n_layers, 11);
