@@ -118,8 +118,7 @@ static int fc_backward(cu_ctx *c, const vd_net *net, int li, const cu_layer *L,
     if (io->dw) {   /* dW[out, in] = dy^T x -> col-major dW^T(in x out) = x^T(in x N) dy(N x out) */
         const void *x = io->x[0];
         if (xt && !io->x[0]) return vd_errf(e, VD_EINTERNAL, "fc '%s': backward needs x", l->name);
-        if ((h16 && (rc = fc_wcopy(c, net, li, io, &w, e))) || (rc = fc_x_nchw(c, net, li, io, &x, e)))
-            return rc;
+        if ((rc = fc_x_nchw(c, net, li, io, &x, e))) return rc;   /* dW reads no weight */
         if (h16)
             CUBLAS_CHECK(e, cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, x,
                                          t16, k, io->dy, t16, m, &wbeta, io->dw,
