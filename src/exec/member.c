@@ -157,6 +157,9 @@ static void fill_bn_fold(const vdx_member *m, const vd_plan *p, int u, int s, vd
     if (pl->inplace && net->layers[pl->layer].op == VD_OP_BATCHNORM) io->bn_stats = true;
     if (pl->bn_unit < 0) return;
     const vd_plan_layer *bl = &p->layers[pl->bn_unit];
+    /* (the plan's pair, vd_op_bn_folded; anything else binds nothing, and the
+     * add then sums the batch norm's unwritten output: test_bn_add_fused) */
+    if (vd_op_bn_folded(net, pl->layer) != bl->layer || !bl->inplace) return;
     const vd_layer *la = &net->layers[pl->layer], *lb = &net->layers[bl->layer];
     for (int k = 0; k < la->n_in; k++)
         if (la->in[k] == bl->layer) io->bn_k = k;
