@@ -165,6 +165,23 @@ static bool dx_accumulates(const vd_net *net, int li, int k) {
     return false;
 }
 
+/* Does the plan give input k of add li the add's own dy tensor, so that
+ * the add's backward writes nothing for it (tensors.c alias_grads: the add
+ * is the first backward writer of that gradient, the input appears once and
+ * has the add's size; the tree rules there refuse it only in DAGs where
+ * another consumer would read the shared tensor out of order: none in the
+ * shipped nets, ResNet-50's 32 inputs all share, test_alias_resnet50)?
+ * Timed as the plan runs it: no copy. */
+static bool add_shares_dy(const vd_net *net, int li, int k) {
+    const vd_layer *l = &net->layers[li];
+    int src = l->in[k];
+    if (l->op != VD_OP_ADD || src < 0 || net->layers[src].no_grad) return false;
+    if (dx_accumulates(net, li, k)) return false;
+    for (int q = 0; q < l->n_in; q++)
+        if (q != k && l->in[q] == src) return false;
+    return vd_net_out_numel(net, src) == vd_net_out_numel(net, li);
+}
+
 static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_io *io) {
     const vd_net *net = p->net;
     const vd_layer *l = &net->layers[li];
@@ -176,7 +193,7 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
         io->x[k] = (const float *)(s + b->x[k]);
         /* the net input gets no gradient (batch norm then writes its dx into its
          * workspace: cu_bn_spare_bytes) */
-        if (l->in[k] >= 0) io->dx[k] = (float *)(s + b->dx[k]);
+        if (l->in[k] >= 0 && !add_shares_dy(net, li, k)) io->dx[k] = (float *)(s + b->dx[k]);
         io->dx_beta[k] = dx_accumulates(net, li, k) ? 1.0f : 0.0f;
     }
     io->y = (float *)(s + b->y);
