@@ -376,12 +376,14 @@ static void dw_tensors(bld *b) {
  * the add both whole? The batch norm then runs "in place" for the plan: its
  * output tensor is its input's, which it never writes (it computes its
  * statistics alone); the add reads x there and normalises it. Nothing
- * reads the batch norm's output but the add (no backward: batch norm's
- * reads x), so no map of it is ever stored. */
+ * reads the batch norm's output but the add (no backward either: the batch
+ * norm's own reads x), so no map of it is ever stored. */
 static bool bn_folded(const bld *b, int u) {
     const vd_plan *p = b->p;
     const vd_plan_layer *pl = &p->layers[u];
-    if (p->forward_only || !b->opts->fuse_bn_add || pl->n_chunks > 1) return false;
+    if (p->forward_only || !b->opts->fuse_bn_add || pl->n_chunks > 1 ||
+        b->net->layers[pl->layer].op != VD_OP_BATCHNORM)
+        return false;
     int a = vd_op_bn_folder(b->net, pl->layer);
     return a >= 0 && p->layers[p->first_unit[a]].n_chunks == 1;
 }
@@ -390,6 +392,9 @@ static bool bn_folded(const bld *b, int u) {
  * or -1. */
 static int bn_fold_unit(const bld *b, int u) {
     const vd_plan *p = b->p;
+    if (p->forward_only || !b->opts->fuse_bn_add ||
+        b->net->layers[p->layers[u].layer].op != VD_OP_ADD)
+        return -1;
     int bn = vd_op_bn_folded(b->net, p->layers[u].layer);
     if (bn < 0 || p->layers[u].n_chunks > 1) return -1;
     return bn_folded(b, p->first_unit[bn]) ? p->first_unit[bn] : -1;

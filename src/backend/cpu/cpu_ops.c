@@ -574,7 +574,8 @@ static int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io,
         const int64_t hw = (int64_t)l->h * l->w;
         for (int64_t i = 0; i < n; i++) {
             const int c = (int)((i / hw) % C);
-            float t = bn_y(io->x[bk][i], io->bn_aux[c], io->bn_aux[C + c], io->bn_w[c], io->bn_b[c]);
+            float t = bn_y(io->x[bk][i], io->bn_aux[c], io->bn_aux[C + c], io->bn_w[c],
+                           io->bn_b[c]);
             float s = bk == 0 ? t : io->x[0][i];
             for (int k = 1; k < l->n_in; k++) s += k == bk ? t : io->x[k][i];
             io->y[i] = s;
