@@ -108,6 +108,21 @@ typedef struct vd_algo_opt {
  *           rounding its conv's backward would have read it as dy, and
  *           skips db in the conv's backward; one that does not ignores both
  *           (the conv writes db). Else NULL / false.
+ *   bn_stats, bn_k, bn_aux, bn_w, bn_b: the batch norm + add fusion
+ *           (vd_plan_opts.fuse_bn_add, vd_plan_layer.bn_unit), set by the
+ *           executor from the plan. bn_stats: a batch norm's forward with
+ *           y == x[0] that computes its statistics alone (aux, and in
+ *           training the running statistics) and writes no y (x stays as it
+ *           is; a recompute then does nothing). bn_aux non-NULL: an add's
+ *           forward whose input bn_k is that batch norm's x (its output never
+ *           stored): the add reads x[bn_k] as the batch norm's y, computed
+ *           from it with the statistics bn_aux ([mean C | invstd C]), gamma
+ *           bn_w and beta bn_b of the batch norm (layer in[bn_k], its eps)
+ *           in the batch norm's own float line and rounded to act as the
+ *           batch norm stores y, before the sum: the bits of the unfused
+ *           pair. Both backends run it in every math but CUDA's fp32
+ *           (VD_EUNSUPPORTED: cuDNN's batch norm); the executor sets them
+ *           whatever no_fuse (the plan decides). Else false / NULL.
  *
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
@@ -164,6 +179,10 @@ typedef struct vd_op_io {
     vd_dtype relu_store;            /* ... and its y is stored rounded to this */
     float *bias_db;                 /* ReLU backward: its conv's bias gradient, see above */
     bool db_taken;                  /* conv backward: its ReLU's backward had bias_db */
+    bool bn_stats;                  /* batch norm forward: statistics alone, see above */
+    int bn_k;                       /* add forward with bn_aux: the batch norm's input */
+    const float *bn_aux, *bn_w, *bn_b; /* add forward: that batch norm's statistics, gamma,
+                                       beta (see above); NULL: none */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */

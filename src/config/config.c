@@ -147,6 +147,10 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     po->budget = c->budget;
     po->no_stage_input = c->no_stage_input;
     po->grads_persistent = r->dp;   /* the all-reduce averages a gradient array */
+    /* the batch norm + add fusion (vd_plan_opts.fuse_bn_add): not with
+     * --no-fuse, nor in fp32, where CUDA's batch norm is cuDNN's (the plan
+     * is the same for either backend) */
+    po->fuse_bn_add = !c->backend_opts.no_fuse && vd_math_nhwc(net->train.math);
     r->budget_given = c->budget != 0;
     if (c->chunks) {
         if ((rc = parse_chunks(c->chunks, net, r->batch, &r->chunks, e))) return rc;

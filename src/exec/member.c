@@ -147,6 +147,31 @@ static void *uaddr(const vdx_member *m, const vd_plan *p, int u, int t, int s) {
     return a ? a + vd_plan_operand(p, u, t) : NULL;
 }
 
+/* The batch norm + add fusion (vd_plan_layer.bn_unit, vd_op_io.bn_stats):
+ * a folded batch norm's forward computes its statistics alone; the add that
+ * applies it gets its statistics (aux, live at the add's step) and
+ * parameters. */
+static void fill_bn_fold(const vdx_member *m, const vd_plan *p, int u, int s, vd_op_io *io) {
+    const vd_net *net = m->net;
+    const vd_plan_layer *pl = &p->layers[u];
+    if (pl->inplace && net->layers[pl->layer].op == VD_OP_BATCHNORM) io->bn_stats = true;
+    if (pl->bn_unit < 0) return;
+    const vd_plan_layer *bl = &p->layers[pl->bn_unit];
+    /* (the plan's pair, vd_op_bn_folded; anything else binds nothing, and the
+     * add then sums the batch norm's unwritten output: test_bn_add_fused) */
+    if (vd_op_bn_folded(net, pl->layer) != bl->layer || !bl->inplace) return;
+    const vd_layer *la = &net->layers[pl->layer], *lb = &net->layers[bl->layer];
+    for (int k = 0; k < la->n_in; k++)
+        if (la->in[k] == bl->layer) io->bn_k = k;
+    io->bn_aux = bl->aux >= 0 ? taddr(m, p, bl->aux, s) : NULL;
+    const float *params = taddr(m, p, p->t_params, s);
+    for (int k = 0; k < lb->n_params; k++) {
+        const vd_param *pr = &net->params[lb->param_first + k];
+        if (pr->role == VD_ROLE_BN_SCALE) io->bn_w = params + pr->offset;
+        if (pr->role == VD_ROLE_BN_SHIFT) io->bn_b = params + pr->offset;
+    }
+}
+
 /* Operands of unit u's forward (bwd false) or backward at step s of plan p,
  * with workspace tensor wst (-1 none). */
 static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool bwd, int wst,
@@ -196,7 +221,10 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
         /* a frozen parameter: no gradient (the backends then compute none) */
         vd_op_io_bind_param(io, pr->role, pp, bwd && !pr->frozen ? gg : NULL);
     }
-    if (!bwd) return;
+    if (!bwd) {
+        fill_bn_fold(m, p, u, s, io);
+        return;
+    }
     /* the ReLU backward + conv bias gradient pair (vd_plan_layer.db_unit):
      * the ReLU gets its conv's db, in the conv's gradient tensor, live from
      * the ReLU's step; the conv is told */

@@ -360,6 +360,17 @@ int vd_op_relu_taken(const vd_net *net, int p);
  * plan's flags, vd_schedule_inplace_flags): the conv's output then has no
  * other consumer, and the ReLU's dx is all of the conv's dy. */
 int vd_op_bias_taker(const vd_net *net, int r);
+/* The batch norm whose output add a may apply itself (the batch norm +
+ * add fusion, vd_plan_opts.fuse_bn_add, vd_plan_layer.bn_unit): the first
+ * input of a (in input order) that is a batch norm's output read by a
+ * alone, once, of a batch norm whose input is a layer's output (not the
+ * net's) that a does not read too; else -1. At most one per add: where both branches of a ResNet
+ * block end in a batch norm (the downsample block), the main branch's
+ * (input 0, bn3), whose output would live longest (across the downsample
+ * branch's steps). */
+int vd_op_bn_folded(const vd_net *net, int a);
+/* The add that applies batch norm b (vd_op_bn_folded(net, a) == b), or -1. */
+int vd_op_bn_folder(const vd_net *net, int b);
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
  * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then
  * mark the layers that need no gradient (vd_layer.no_grad). NULL: nothing

@@ -505,6 +505,33 @@ int vd_op_bias_taker(const vd_net *net, int r) {
     return -1;
 }
 
+int vd_op_bn_folded(const vd_net *net, int a) {
+    const vd_layer *l = &net->layers[a];
+    if (l->op != VD_OP_ADD) return -1;
+    for (int k = 0; k < l->n_in; k++) {   /* inputs in order: the first such batch norm */
+        int b = l->in[k];
+        if (b < 0 || net->layers[b].op != VD_OP_BATCHNORM || net->layers[b].n_in != 1 ||
+            net->layers[b].in[0] < 0)
+            continue;
+        bool dup = false;   /* (b's input is not also an input of a) */
+        for (int q = 0; q < l->n_in; q++) dup |= l->in[q] == net->layers[b].in[0];
+        if (dup) continue;
+        int uses = 0;   /* b's consumers: a alone, once */
+        for (int j = b + 1; j < net->n_layers && uses < 2; j++)
+            for (int q = 0; q < net->layers[j].n_in; q++) uses += net->layers[j].in[q] == b;
+        if (uses == 1) return b;
+    }
+    return -1;
+}
+
+int vd_op_bn_folder(const vd_net *net, int b) {
+    if (net->layers[b].op != VD_OP_BATCHNORM) return -1;
+    for (int a = b + 1; a < net->n_layers; a++)
+        for (int q = 0; q < net->layers[a].n_in; q++)
+            if (net->layers[a].in[q] == b) return vd_op_bn_folded(net, a) == b ? a : -1;
+    return -1;
+}
+
 void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {
     const vd_layer *l = &net->layers[layer];
     if (l->no_grad) { *x = *y = false; return; }

@@ -63,6 +63,9 @@ static bool recompute_ok(const bld *b, int t, const int *wnext) {
         vd_op op = vdp_ul(b, j)->op;
         if (!vd_op_table[op].recomputable) return false;
         if (j != T->unit && !p->layers[j].inplace) return false;
+        /* an add that applies a batch norm (bn_unit): its re-run would need
+         * the statistics, which are read at its forward step only */
+        if (p->layers[j].bn_unit >= 0) return false;
     }
     return true;
 }

@@ -319,6 +319,13 @@ typedef struct vd_plan_layer {
                                    (no backward between them writes the conv's gradient
                                    tensor); its dw is then live from this unit's backward
                                    step; -1 none */
+    int bn_unit;                /* an add that applies a batch norm itself (the batch norm
+                                   + add fusion, vd_plan_opts.fuse_bn_add): that batch
+                                   norm's unit, which runs in place (inplace: its output
+                                   tensor is its input's, never written: its forward
+                                   computes the statistics alone, vd_op_io.bn_stats);
+                                   this add reads its x (in_t), aux and parameters
+                                   (vd_op_io.bn_aux) at its forward step; -1 none */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
     /* The unit: net layer `layer` on samples [n0, n0 + n) of the batch, chunk
@@ -427,6 +434,14 @@ typedef struct vd_plan_opts {
      * what may be split; vd_plan_chunks_all splits all it can. NULL =
      * nothing split. */
     const int *chunks;
+    /* true: a training plan's add applies the batch norm before it
+     * (vd_op_bn_folded: a batch norm's output that the add alone reads)
+     * itself, where both are whole (not split in chunks): the batch norm's
+     * output is never stored (vd_plan_layer.bn_unit). The CLI sets it
+     * unless --no-fuse, in bf16, fp16 and tf32 (CUDA's fp32 batch norm is
+     * cuDNN's, which has no statistics-only pass); the CPU backend runs it
+     * in every math. false (zeroed): every batch norm writes its output. */
+    bool fuse_bn_add;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 /* Whether a training plan for net keeps one gradient array: when

@@ -369,6 +369,45 @@ static void dw_tensors(bld *b) {
     }
 }
 
+/* ---- the batch norm + add fusion (vd_plan_opts.fuse_bn_add) ------------ */
+
+/* Does batch norm unit u run folded into the add that reads its output
+ * (vd_op_bn_folder): a training plan with the fusion on, the batch norm and
+ * the add both whole? The batch norm then runs "in place" for the plan: its
+ * output tensor is its input's, which it never writes (it computes its
+ * statistics alone); the add reads x there and normalises it. Nothing
+ * reads the batch norm's output but the add (no backward either: the batch
+ * norm's own reads x), so no map of it is ever stored. */
+static bool bn_folded(const bld *b, int u) {
+    const vd_plan *p = b->p;
+    const vd_plan_layer *pl = &p->layers[u];
+    if (p->forward_only || !b->opts->fuse_bn_add || pl->n_chunks > 1 ||
+        b->net->layers[pl->layer].op != VD_OP_BATCHNORM)
+        return false;
+    int a = vd_op_bn_folder(b->net, pl->layer);
+    return a >= 0 && p->layers[p->first_unit[a]].n_chunks == 1;
+}
+
+/* The unit of the batch norm that add unit u applies (vd_plan_layer.bn_unit),
+ * or -1. */
+static int bn_fold_unit(const bld *b, int u) {
+    const vd_plan *p = b->p;
+    if (p->forward_only || !b->opts->fuse_bn_add ||
+        b->net->layers[p->layers[u].layer].op != VD_OP_ADD)
+        return -1;
+    int bn = vd_op_bn_folded(b->net, p->layers[u].layer);
+    if (bn < 0 || p->layers[u].n_chunks > 1) return -1;
+    return bn_folded(b, p->first_unit[bn]) ? p->first_unit[bn] : -1;
+}
+
+/* Liveness of the fusion: the add reads the batch norm's statistics (aux)
+ * at its forward step (its x and parameters: in_t, persistent). */
+static void bn_fold_liveness(bld *b) {
+    const vd_plan *p = b->p;
+    for (int u = 0; u < b->L; u++)
+        if (p->layers[u].bn_unit >= 0) vdp_rd(b, p->layers[p->layers[u].bn_unit].aux, u);
+}
+
 /* Per unit: its output (unless in place, or a later chunk of a run's last
  * layer: the whole batch's tensor, made by chunk 0), saved state and
  * workspaces with the options algos[2 n_layers]. */
@@ -382,6 +421,8 @@ static void layer_tensors(bld *b, const int *algos) {
         int i = pl->layer;
         const vd_layer *l = &net->layers[i];
         pl->inplace = l->n_in == 1 && b->extra[u];  /* extra holds inplace flags here */
+        if (bn_folded(b, u)) pl->inplace = true;    /* (its output: its input's tensor) */
+        pl->bn_unit = bn_fold_unit(b, u);
         /* a forward-only plan's whole-batch add over an input that nobody
          * reads after it (vdp_add_inplace_input): one map less at its step */
         int ka = fo && pl->n_chunks == 1 ? vdp_add_inplace_input(net, i) : -1;
@@ -536,6 +577,7 @@ static void liveness(bld *b) {
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
         for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
     }
+    bn_fold_liveness(b);
     /* The loss value (aux) and the loss output (eval argmax) are read back
      * after the last step. */
     const vd_plan_layer *ll = &p->layers[p->first_unit[p->loss_layer]];

@@ -35,6 +35,7 @@ typedef struct run_cfg {
     const int *chunks;      /* optional [n_layers] split layers (vd_plan_opts.chunks;
                                NULL: nothing split) */
     bool no_fuse;           /* vd_backend_opts.no_fuse of the CPU backend */
+    bool fuse_bn_add;       /* vd_plan_opts.fuse_bn_add (the batch norm + add fusion) */
     void (*on_backend)(vd_backend *be); /* optional: called once the backend is created */
 } run_cfg;
 
@@ -103,6 +104,7 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
     po.grads_persistent = c->grads_persistent;
     po.pool_to_need = c->pool_to_need;
     po.chunks = c->chunks;
+    po.fuse_bn_add = c->fuse_bn_add;
     rc = vd_plan_build(net, &prof, &po, &plan, &e);
     if (rc) { o->rc = rc; snprintf(o->msg, sizeof o->msg, "%s", e.msg); goto out; }
     o->plan_peak = plan.live_peak;

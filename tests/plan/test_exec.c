@@ -969,6 +969,141 @@ static void bias_on(vd_backend *be) {
     be->backward = bias_backward;
 }
 
+/* The batch norm + add fusion (vd_plan_opts.fuse_bn_add; vd_op_io.bn_stats,
+ * bn_aux): a small ResNet with a downsample block (two batch norms into one
+ * add: the main branch's is folded, vd_op_bn_folded) and an identity block
+ * (one), in fp32, bf16, fp16 and tf32 on the CPU: 3 steps of policy none
+ * train the same bytes (weights, momentum, losses, the evaluation) folded
+ * and unfolded; each step the two folded batch norms' forwards compute
+ * statistics alone in place and the two adds apply them; the folded plan
+ * stores two batch-norm maps less (its feature-map bytes) and its peak is
+ * no higher. Policy all and auto at a tight budget, folded, train the
+ * folded policy none's bytes (offload and recompute with the fusion on). */
+static int bnf_stats, bnf_adds, bnf_bad;
+static int (*real_forward)(vd_backend *, const vd_net *, int, const vd_op_io *, vd_err *);
+static int bnf_forward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                       vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    if (io->bn_stats) {
+        bnf_stats++;
+        bnf_bad += l->op != VD_OP_BATCHNORM || io->y != io->x[0];
+    }
+    if (io->bn_aux) {
+        bnf_adds++;
+        bnf_bad += l->op != VD_OP_ADD || vd_op_bn_folded(net, layer) != l->in[io->bn_k] ||
+                   !io->bn_w || !io->bn_b;
+    }
+    return real_forward(be, net, layer, io, e);
+}
+static void bnf_on(vd_backend *be) {
+    real_forward = be->forward;
+    be->forward = bnf_forward;
+}
+
+static void tn_resnet_ds(vd_net *net, int batch) {
+    tn_begin(net, "resnet-ds", 3, 8, 8, 5, batch);
+    int x = tn_conv(net, "stem", -1, 8, 3, 1, 1);
+    x = tn_bn(net, "stem_bn", x);
+    x = tn_relu(net, "stem_relu", x);
+    int a = tn_conv(net, "b1_conv1", x, 8, 3, 1, 1);
+    a = tn_bn(net, "b1_bn1", a);
+    a = tn_relu(net, "b1_relu1", a);
+    a = tn_conv(net, "b1_conv2", a, 16, 3, 1, 1);
+    a = tn_bn(net, "b1_bn2", a);
+    int d = tn_conv(net, "b1_ds", x, 16, 1, 1, 0);
+    d = tn_bn(net, "b1_ds_bn", d);
+    int s = tn_join(net, "b1_add", VD_OP_ADD, a, d);
+    s = tn_relu(net, "b1_relu", s);
+    int b = tn_conv(net, "b2_conv1", s, 16, 3, 1, 1);
+    b = tn_bn(net, "b2_bn1", b);
+    s = tn_join(net, "b2_add", VD_OP_ADD, b, s);
+    s = tn_relu(net, "b2_relu", s);
+    int g = tn_pool(net, "gap", s, VD_POOL_AVG, 8, 8);
+    int f = tn_fc(net, "fc", g, 5);
+    tn_loss(net, f);
+    tn_finish(net);
+}
+
+START_TEST(test_bn_add_fused) {
+    vd_net net;
+    tn_resnet_ds(&net, 3);
+    vd_schedule_inplace(&net);
+    ck_assert_int_eq(vd_op_bn_folded(&net, vd_net_find(&net, "b1_add")), vd_net_find(&net, "b1_bn2"));
+    ck_assert_int_eq(vd_op_bn_folded(&net, vd_net_find(&net, "b2_add")), vd_net_find(&net, "b2_bn1"));
+    ck_assert_int_eq(vd_op_bn_folder(&net, vd_net_find(&net, "b1_ds_bn")), -1);
+    static const vd_math maths[] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16, VD_MATH_TF32};
+    const int iters = 3;
+    for (size_t k = 0; k < VD_ARRAY_LEN(maths); k++) {
+        net.train.math = maths[k];
+        const char *m = vd_math_name(maths[k]);
+        run_cfg c = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = 1,
+                     .on_backend = bnf_on, .fuse_bn_add = true};
+        run_out f, u;
+        bnf_stats = bnf_adds = bnf_bad = 0;
+        run_training(&net, 3, &c, &f);
+        ck_assert_msg(f.rc == 0, "%s", f.msg);
+        /* iters training forwards (the evaluation's plan folds nothing) */
+        ck_assert_msg(bnf_stats == 2 * iters && bnf_adds == 2 * iters && bnf_bad == 0,
+                      "%s folded: %d statistics-only batch norms, %d applying adds, %d wrong",
+                      m, bnf_stats, bnf_adds, bnf_bad);
+        c.fuse_bn_add = false;
+        bnf_stats = bnf_adds = 0;
+        run_training(&net, 3, &c, &u);
+        ck_assert_msg(u.rc == 0, "%s", u.msg);
+        ck_assert_int_eq(bnf_stats + bnf_adds, 0);
+        size_t pb = (size_t)net.param_floats * 4;
+        ck_assert_msg(!memcmp(f.params, u.params, pb) && !memcmp(f.mom, u.mom, pb) &&
+                          !memcmp(f.loss, u.loss, sizeof f.loss) &&
+                          f.eval_correct == u.eval_correct &&
+                          !memcmp(&f.eval_loss, &u.eval_loss, 4),
+                      "%s: the folded batch norms changed the results", m);
+        /* two 16x8x8 maps a sample less */
+        uint64_t map = 3u * 16u * 8u * 8u * vd_math_act_bytes(maths[k]);
+        ck_assert_uint_eq(f.fmap_bytes + 2 * map, u.fmap_bytes);
+        ck_assert_uint_le(f.plan_peak, u.plan_peak);
+        ck_assert_uint_eq(f.st.live_peak, f.plan_peak);
+        ck_assert_uint_eq(f.st.pool_hwm, f.plan_hwm);
+        /* offload and recompute with the fusion on (bf16; fp32's arithmetic is
+         * the same placement-independent code) */
+        for (int pi = 0; k == 1 && pi < 2; pi++) {
+            vd_policy pol = pi ? VD_POLICY_AUTO : VD_POLICY_ALL;
+            vd_plan_opts o = plan_opts(3, pol);
+            o.fixed_algo = 1;
+            o.fuse_bn_add = true;
+            uint64_t mb = cpu_min_budget(&net, &o, pi ? &slow_link : NULL);
+            run_cfg ca = {.policy = pol, .budget = mb + (f.plan_hwm - mb) / 4, .iters = iters,
+                          .poison = true, .fixed_algo = 1, .dev = pi ? &slow_link : NULL,
+                          .fuse_bn_add = true};
+            run_out o2;
+            run_training(&net, 3, &ca, &o2);
+            ck_assert_msg(o2.rc == 0, "%s %s: %s", m, vd_policy_name(pol), o2.msg);
+            ck_assert_msg(!memcmp(o2.params, f.params, pb) && !memcmp(o2.loss, f.loss, sizeof f.loss),
+                          "%s %s folded: not policy none's bytes", m, vd_policy_name(pol));
+            ck_assert_uint_eq(o2.st.live_peak, o2.plan_peak);
+            run_free(&o2);
+        }
+        if (k == 1) {   /* the folded batch norms' inputs recomputed: a re-run does nothing */
+            vd_disp disp[32] = {0};
+            ck_assert_int_lt(net.n_layers, 32);
+            disp[vd_net_find(&net, "b1_conv2") + 1] = VD_DISP_RECOMPUTE;
+            disp[vd_net_find(&net, "b2_conv1") + 1] = VD_DISP_RECOMPUTE;
+            run_cfg cr = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true,
+                          .fixed_algo = 1, .disp = disp, .fuse_bn_add = true};
+            run_out o3;
+            run_training(&net, 3, &cr, &o3);
+            ck_assert_msg(o3.rc == 0, "%s recompute: %s", m, o3.msg);
+            ck_assert_int_eq(o3.n_recomputed, 2);
+            ck_assert_msg(!memcmp(o3.params, f.params, pb) && !memcmp(o3.loss, f.loss, sizeof f.loss),
+                          "%s folded, inputs recomputed: not policy none's bytes", m);
+            run_free(&o3);
+        }
+        run_free(&f);
+        run_free(&u);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_relu_bias_fused) {
     vd_net net;
     tn_lenet(&net, 3);
@@ -1013,4 +1148,4 @@ VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
          test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,
          test_profile_label_mismatch,
-         test_math_mismatch, test_relu_bwd_fused, test_relu_bias_fused)
+         test_math_mismatch, test_relu_bwd_fused, test_relu_bias_fused, test_bn_add_fused)

@@ -786,8 +786,18 @@ static int cpu_run_cl(cpu_ctx *ctx, const vd_net *net, int layer, const vd_op_io
         if (io->dw) { f.dw = m.next; m.next += nw; }
         if (io->db) { f.db = m.next; m.next += nb; }
     }
+    /* the batch norm + add fusion (vd_op_io.bn_aux): input bn_k's float copy
+     * (bf_get's, the add's alone: its batch norm's input is no other input
+     * of it, vd_op_bn_folded) becomes the batch norm's y as the batch norm's
+     * forward would have stored it, rounded to dt; then the plain sum */
+    if (!bwd && f.bn_aux) {
+        vd_cpu_bn_apply(net, l->in[f.bn_k], f.x[f.bn_k], (float *)f.x[f.bn_k], io->n, f.bn_aux,
+                        f.bn_w, f.bn_b, dt);
+        f.bn_aux = NULL;
+    }
     int rc = run_op(ctx, net, layer, &f, bwd, scratch, e);
     if (rc) return rc;
+    if (!bwd && io->bn_stats) return VD_OK;   /* (y is x, unwritten) */
     if (!bwd) {
         if (gemm && io->b) {                 /* (else the store below rounds once) */
             /* the product stored first, unless CUDA's graph adds the bias

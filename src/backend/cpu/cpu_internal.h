@@ -60,6 +60,12 @@ int vd_cpu_conv_forward(const vd_net *net, int layer, const vd_op_io *io, double
 int vd_cpu_conv_backward(const vd_net *net, int layer, const vd_op_io *io, double *scratch,
                          vd_err *e);
 
+/* The batch norm + add fusion (vd_op_io.bn_aux): y = batch norm bn's output
+ * of x (NCHW floats, n samples; y may be x) with statistics aux, gamma g and
+ * beta b, in its forward's float line, rounded to store (not VD_DT_F32) as
+ * the 16-bit path stores it. */
+void vd_cpu_bn_apply(const vd_net *net, int bn, const float *x, float *y, int n,
+                     const float *aux, const float *g, const float *b, vd_dtype store);
 /* A conv's bias gradient: db[c] (beta: vd_cpu_put) = the sum over the n
  * samples and hw positions of channel c of the NCHW fp32 d, in double,
  * rounded to float once. The conv's backward (of its dy) and the ReLU's

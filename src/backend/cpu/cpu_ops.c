@@ -366,6 +366,8 @@ static int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io,
             mean[c] = io->rm[c];
             invstd[c] = (float)(1.0 / sqrt((double)io->rv[c] + (double)l->u.bn.eps));
         }
+        /* folded into its add (vd_op_io.bn_stats): the statistics alone */
+        if (io->bn_stats) continue;
         float mc = mean[c], ic = invstd[c], gc = io->w[c], bc = io->b[c];
         for (int n = 0; n < io->n; n++) {
             const float *xp = io->x[0] + ((int64_t)n * C + c) * hw;
@@ -374,6 +376,23 @@ static int vd_cpu_bn_forward(const vd_net *net, int layer, const vd_op_io *io,
         }
     }
     return VD_OK;
+}
+
+void vd_cpu_bn_apply(const vd_net *net, int bn, const float *x, float *y, int n,
+                     const float *aux, const float *g, const float *b, vd_dtype store) {
+    const vd_layer *l = &net->layers[bn];
+    int C = l->c;
+    int64_t hw = (int64_t)l->h * l->w;
+    for (int s = 0; s < n; s++)
+        for (int c = 0; c < C; c++) {
+            const float mc = aux[c], ic = aux[C + c], gc = g[c], bc = b[c];
+            const float *xp = x + ((int64_t)s * C + c) * hw;
+            float *yp = y + ((int64_t)s * C + c) * hw;
+            for (int64_t i = 0; i < hw; i++) {
+                float v = bn_y(xp[i], mc, ic, gc, bc);
+                yp[i] = store == VD_DT_F32 ? v : vd_h16_to_f32(store, vd_f32_to_h16(store, v));
+            }
+        }
 }
 
 /* dy as the backward of the ReLU after a batch norm wrote it
@@ -541,11 +560,28 @@ static int vd_cpu_flatten_backward(const vd_net *net, int layer, const vd_op_io 
 
 /* y = x0 + x1 + ... summed left to right in float. y may be any x[k] (a
  * forward-only plan's add in place): element i of every input is read
- * before y[i] is written, and no other element is read after it. */
+ * before y[i] is written, and no other element is read after it. With
+ * bn_aux (the batch norm + add fusion, fp32 NCHW: the 16-bit and
+ * channels-last path normalises its float copy of x[bn_k] before, cpu_run_cl)
+ * input bn_k is the batch norm's x: its y, bn_y in float as the batch
+ * norm's forward writes it, takes its place in the sum. */
 static int vd_cpu_add_forward(const vd_net *net, int layer, const vd_op_io *io,
                                double *scratch, vd_err *e) {
     const vd_layer *l = &net->layers[layer];
     int64_t n = (int64_t)io->n * vd_net_out_numel(net, layer);
+    if (io->bn_aux) {
+        const int bk = io->bn_k, C = l->c;
+        const int64_t hw = (int64_t)l->h * l->w;
+        for (int64_t i = 0; i < n; i++) {
+            const int c = (int)((i / hw) % C);
+            float t = bn_y(io->x[bk][i], io->bn_aux[c], io->bn_aux[C + c], io->bn_w[c],
+                           io->bn_b[c]);
+            float s = bk == 0 ? t : io->x[0][i];
+            for (int k = 1; k < l->n_in; k++) s += k == bk ? t : io->x[k][i];
+            io->y[i] = s;
+        }
+        return VD_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         float s = io->x[0][i];
         for (int k = 1; k < l->n_in; k++) s += io->x[k][i];

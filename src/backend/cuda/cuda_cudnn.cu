@@ -916,12 +916,24 @@ int cu_bn_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_e
     const vd_layer *l = &net->layers[li];
     int rc = ensure_batch(L, io->n, bn_set_batch, e);
     if (rc) return rc;
+    /* folded into its add (vd_op_io.bn_stats): the statistics alone, y (its
+     * x's tensor) unwritten; a re-run has nothing to do. Channels-last only:
+     * cuDNN's batch norm (fp32) writes y (the plan folds none in fp32 from
+     * the CLI, vd_plan_opts.fuse_bn_add) */
+    if (io->bn_stats) {
+        if (!L->cl)
+            return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': folded into its add in %s: the "
+                           "CUDA backend folds batch norms in bf16, fp16 and tf32 only "
+                           "(channels-last maps)", l->name, vd_math_name(c->math));
+        if (io->recompute) return VD_OK;
+    }
     if (L->cl) {   /* channels-last: the own kernels */
         if (!io->aux)
             return vd_errf(e, VD_EUNSUPPORTED, "batchnorm '%s': no saved statistics", l->name);
         cu_bn_mode mode = io->recompute ? CU_BN_APPLY : io->training ? CU_BN_TRAIN : CU_BN_EVAL;
-        return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->y, io->w, io->b, io->aux,
-                               io->rm, io->rv, (int64_t)io->n * L->h * L->w, L->c, mode,
+        return cuk_bn_fwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->bn_stats ? NULL : io->y,
+                               io->w, io->b, io->aux, io->rm, io->rv,
+                               (int64_t)io->n * L->h * L->w, L->c, mode,
                                l->u.bn.eps, l->u.bn.momentum, io->ws, io->ws_bytes, L->fwd_relu,
                                io->act, e);
     }

@@ -481,10 +481,19 @@ int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux
 typedef enum cu_bn_mode { CU_BN_TRAIN, CU_BN_EVAL, CU_BN_APPLY } cu_bn_mode;
 int cu_bn_split(int64_t pix, int64_t ch, int sm_count);
 uint64_t cu_bn_ws_bytes(int64_t pix, int64_t ch, int sm_count);
+/* y NULL: the statistics alone (CU_BN_TRAIN, CU_BN_EVAL; the batch norm
+ * folded into its add, vd_op_io.bn_stats). */
 int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const float *gamma,
                     const float *beta, float *aux, float *rm, float *rv, int64_t pix, int64_t ch,
                     cu_bn_mode mode, float eps, float momentum, void *ws, uint64_t ws_bytes,
                     bool relu, vd_dtype dt, vd_err *e);
+/* The batch norm + add fusion (vd_op_io.bn_aux), channels-last: y = the sum
+ * of x[0..kin) (relu: then max(y, 0)) with input bk replaced by the batch
+ * norm of it (statistics aux, gamma, beta) rounded to dt, as the batch
+ * norm's forward stores it: the bits of cuk_bn_fwd_nhwc then cuk_add. */
+int cuk_bn_add_nhwc(cudaStream_t s, int sm, const float *const *x, int kin, int bk, float *y,
+                    const float *aux, const float *gamma, const float *beta, int64_t pix,
+                    int64_t ch, bool relu, vd_dtype dt, vd_err *e);
 /* relu: dy is the output gradient of the ReLU in place after the batch norm
  * (cu_layer.bwd_relu), taken through the ReLU's backward as it is read: 0
  * where the y the forward stored, recomputed from x, aux, gamma and beta

@@ -678,6 +678,7 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
         int rc = cuk_bn_eval_aux(s, rm, rv, aux, (int)ch, eps, e);
         if (rc) return rc;
     }   /* CU_BN_APPLY: aux holds the statistics already */
+    if (!y) return VD_OK;   /* folded into its add (vd_op_io.bn_stats): no y */
     int64_t total = pix * ch;
     if (ch % 8 == 0 && vec8_ok(total, x, y)) {
         k_bn_norm8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(y), aux, gamma, beta,
@@ -749,6 +750,106 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
                     bool relu, vd_dtype dt, vd_err *e) {
     DT_DISPATCH(dt, H, return bn_fwd_nhwc<H>(s, sm, x, y, gamma, beta, aux, rm, rv, pix, ch,
                                                mode, eps, momentum, ws, ws_bytes, relu, e));
+    return VD_OK;   /* not reached */
+}
+
+/* ---- the batch norm + add fusion (vd_op_io.bn_aux) ------------------------
+ * y = x[0] + ... + x[kin-1] as k_add / k_add8 sum it (in float, left to
+ * right, one rounding at the end; relu: relu1 before it), where input bk is
+ * the batch norm's x: its y, bn_affine (the batch norm's own expression, so
+ * the same contraction as k_bn_norm*) rounded to H as k_bn_norm* store it,
+ * read back, takes its place. Channels-last: channel = element % ch. The
+ * bits of k_bn_norm* then k_add*. */
+template <typename H> struct cu_bnptrs { const H *p[VD_MAX_INPUTS]; };
+
+template <typename H>
+__device__ __forceinline__ float bn_stored(float x, float mu, float is, float ga, float be) {
+    H h;
+    st(&h, bn_affine(x, mu, is, ga, be));
+    return ld(h);
+}
+
+/* k_bn_norm8p's layout: thread (lane, row) of block (bx, by) keeps channels
+ * 8 (bx tpr + lane) .. +7 in registers and walks pixels by rows + row,
+ * stepping gridDim.y rows (ch % 8 == 0, every operand 16-byte aligned). */
+template <typename H>
+__global__ void k_bn_add8p(cu_bnptrs<H> x, int kin, int bk, H *y, const float *aux,
+                           const float *g, const float *bta, int64_t pix, int ch, int tpr,
+                           bool relu) {
+    const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
+    int c0 = ((int)blockIdx.x * tpr + lane) * 8;
+    if (row >= rows || c0 >= ch) return;
+    float mu[8], is[8], ga[8], be[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        be[k] = bta[c0 + k];
+    }
+    for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
+        const int64_t at = j * ch + c0;
+        bf8 acc;
+        for (int q = 0; q < kin; q++) {
+            bf8 v = ld8(x.p[q] + at);
+            if (q == bk)
+#pragma unroll
+                for (int k = 0; k < 8; k++) v.v[k] = bn_stored<H>(v.v[k], mu[k], is[k], ga[k], be[k]);
+            if (q == 0) acc = v;
+            else
+#pragma unroll
+                for (int k = 0; k < 8; k++) acc.v[k] = __fadd_rn(acc.v[k], v.v[k]);
+        }
+        if (relu)
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = relu1(acc.v[k]);
+        st8(y + at, acc);
+    }
+}
+
+template <typename H>
+__global__ void k_bn_add(cu_bnptrs<H> x, int kin, int bk, H *y, const float *aux, const float *g,
+                         const float *bta, int64_t total, int ch, bool relu) {
+    GRID_STRIDE(i, total) {
+        int c = (int)(i % ch);
+        float acc = 0.0f;
+        for (int q = 0; q < kin; q++) {
+            float v = ld(x.p[q][i]);
+            if (q == bk) v = bn_stored<H>(v, aux[c], aux[ch + c], g[c], bta[c]);
+            acc = q == 0 ? v : __fadd_rn(acc, v);
+        }
+        st(&y[i], relu ? relu1(acc) : acc);
+    }
+}
+
+template <typename H>
+static int bn_add_nhwc(cudaStream_t s, int sm, const float *const *x, int kin, int bk, float *y,
+                       const float *aux, const float *gamma, const float *beta, int64_t pix,
+                       int64_t ch, bool relu, vd_err *e) {
+    cu_bnptrs<H> ps;
+    for (int q = 0; q < VD_MAX_INPUTS; q++) ps.p[q] = q < kin ? AS<H>(x[q]) : NULL;
+    int64_t total = pix * ch;
+    bool v8 = ch % 8 == 0 && vec8_ok(total, y);
+    for (int q = 0; v8 && q < kin; q++) v8 = al16(x[q]);
+    if (v8)
+        k_bn_add8p<H><<<bn_elt_grid(pix, ch, sm), CU_THREADS, 0, s>>>(
+            ps, kin, bk, AS<H>(y), aux, gamma, beta, pix, (int)ch, bn_tpr(ch), relu);
+    else
+        k_bn_add<H><<<grid_for(total, sm), CU_THREADS, 0, s>>>(ps, kin, bk, AS<H>(y), aux, gamma,
+                                                              beta, total, (int)ch, relu);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+int cuk_bn_add_nhwc(cudaStream_t s, int sm, const float *const *x, int kin, int bk, float *y,
+                    const float *aux, const float *gamma, const float *beta, int64_t pix,
+                    int64_t ch, bool relu, vd_dtype dt, vd_err *e) {
+    if (pix <= 0 || ch <= 0) return VD_OK;
+    if (kin < 1 || kin > VD_MAX_INPUTS || bk < 0 || bk >= kin || ch > 0x7fffffff)
+        return vd_errf(e, VD_EINTERNAL, "batch norm + add: input %d of %d, %lld channels", bk,
+                       kin, (long long)ch);
+    DT_DISPATCH(dt, H, return bn_add_nhwc<H>(s, sm, x, kin, bk, y, aux, gamma, beta, pix, ch,
+                                             relu, e));
     return VD_OK;   /* not reached */
 }
 

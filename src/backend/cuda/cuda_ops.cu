@@ -361,6 +361,19 @@ static int add_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_
     int rc;
     for (int k = 1; k < l->n_in; k++)
         if ((rc = need(io->x[k], l, "x[k]", e))) return rc;
+    /* the batch norm + add fusion (vd_op_io.bn_aux): input bn_k is the batch
+     * norm's x, normalised here (channels-last only, as the batch norm's
+     * statistics-only forward) */
+    if (io->bn_aux) {
+        const cu_layer *L = &c->layers[li];
+        if (!L->cl || !io->bn_w || !io->bn_b)
+            return vd_errf(e, VD_EUNSUPPORTED, "add '%s': a folded batch norm in %s: the CUDA "
+                           "backend folds batch norms in bf16, fp16 and tf32 only (channels-last "
+                           "maps)", l->name, vd_math_name(c->math));
+        return cuk_bn_add_nhwc(cu_compute(c), c->sm_count, io->x, l->n_in, io->bn_k, io->y,
+                               io->bn_aux, io->bn_w, io->bn_b, (int64_t)io->n * L->h * L->w, L->c,
+                               L->fwd_relu, io->act, e);
+    }
     return cuk_add(cu_compute(c), c->sm_count, io->x, l->n_in, io->y, io_ny(&c->layers[li], io),
                    c->layers[li].fwd_relu, io->act, e);
 }

@@ -73,7 +73,8 @@ static int64_t in_numel(const vd_net *net, int src) { return vd_net_out_numel(ne
 
 /* Layout of one layer's buffers inside the scratch region. */
 typedef struct layer_buf {
-    uint64_t x[VD_MAX_INPUTS], dx[VD_MAX_INPUTS], y, dy, par, grad, aux, labels, ws, bias, end;
+    uint64_t x[VD_MAX_INPUTS], dx[VD_MAX_INPUTS], y, dy, par, grad, aux, labels, ws, bias, bn,
+        end;
 } layer_buf;
 
 static uint64_t take(uint64_t *off, uint64_t bytes) {
@@ -103,6 +104,19 @@ static bool takes_bias(const vd_net *net, int li) {
     return net->layers[li].inplace && vd_op_bias_taker(net, li) >= 0;
 }
 
+/* The batch norm + add fusion as the CLI's plans fold (vd_plan_opts.
+ * fuse_bn_add: not no_fuse, channels-last maps, the batch norm and the add
+ * whole, as timed here): batch norm li computes its statistics alone
+ * (vd_op_io.bn_stats) and its add normalises its x; bn_folded(add) is that
+ * batch norm, or -1. */
+static bool bn_fold_on(const prof *p) { return !p->c->no_fuse && vd_math_nhwc(p->c->math); }
+static bool bn_stats_only(const prof *p, int li) {
+    return bn_fold_on(p) && vd_op_bn_folder(p->net, li) >= 0;
+}
+static int bn_folded(const prof *p, int li) {
+    return bn_fold_on(p) ? vd_op_bn_folded(p->net, li) : -1;
+}
+
 static void plan_layer(const prof *p, int li, layer_buf *b) {
     const vd_net *net = p->net;
     const vd_layer *l = &net->layers[li];
@@ -128,6 +142,8 @@ static void plan_layer(const prof *p, int li, layer_buf *b) {
     b->ws = take(&off, ws);
     /* a ReLU that takes its conv's bias gradient: that gradient (make_io) */
     b->bias = take(&off, takes_bias(net, li) ? (uint64_t)l->c * sizeof(float) : 0);
+    /* an add that applies a batch norm: its statistics, gamma and beta */
+    b->bn = take(&off, bn_folded(p, li) >= 0 ? 4u * (uint64_t)l->c * sizeof(float) : 0);
     b->end = off;
 }
 
@@ -149,6 +165,23 @@ static bool dx_accumulates(const vd_net *net, int li, int k) {
     return false;
 }
 
+/* Does the plan give input k of add li the add's own dy tensor, so that
+ * the add's backward writes nothing for it (tensors.c alias_grads: the add
+ * is the first backward writer of that gradient, the input appears once and
+ * has the add's size; the tree rules there refuse it only in DAGs where
+ * another consumer would read the shared tensor out of order: none in the
+ * shipped nets, ResNet-50's 32 inputs all share, test_alias_resnet50)?
+ * Timed as the plan runs it: no copy. */
+static bool add_shares_dy(const vd_net *net, int li, int k) {
+    const vd_layer *l = &net->layers[li];
+    int src = l->in[k];
+    if (l->op != VD_OP_ADD || src < 0 || net->layers[src].no_grad) return false;
+    if (dx_accumulates(net, li, k)) return false;
+    for (int q = 0; q < l->n_in; q++)
+        if (q != k && l->in[q] == src) return false;
+    return vd_net_out_numel(net, src) == vd_net_out_numel(net, li);
+}
+
 static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_io *io) {
     const vd_net *net = p->net;
     const vd_layer *l = &net->layers[li];
@@ -160,7 +193,7 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
         io->x[k] = (const float *)(s + b->x[k]);
         /* the net input gets no gradient (batch norm then writes its dx into its
          * workspace: cu_bn_spare_bytes) */
-        if (l->in[k] >= 0) io->dx[k] = (float *)(s + b->dx[k]);
+        if (l->in[k] >= 0 && !add_shares_dy(net, li, k)) io->dx[k] = (float *)(s + b->dx[k]);
         io->dx_beta[k] = dx_accumulates(net, li, k) ? 1.0f : 0.0f;
     }
     io->y = (float *)(s + b->y);
@@ -177,6 +210,21 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     if (takes_bias(net, li)) io->bias_db = (float *)(s + b->bias);
     io->db_taken = li + 1 < net->n_layers && takes_bias(net, li + 1) &&
                    vd_op_bias_taker(net, li + 1) == li;
+    /* the batch norm + add fusion is timed as it runs: the batch norm's
+     * statistics alone in place, the add normalising its x (bn_fold_on) */
+    if (bn_stats_only(p, li)) {
+        io->bn_stats = true;
+        io->y = (float *)io->x[0];
+    }
+    int bn = bn_folded(p, li);
+    if (bn >= 0) {
+        float *f = (float *)(s + b->bn);
+        for (int k = 0; k < l->n_in; k++)
+            if (l->in[k] == bn) io->bn_k = k;
+        io->bn_aux = f;
+        io->bn_w = f + 2 * l->c;
+        io->bn_b = f + 3 * l->c;
+    }
     /* parameters in the net's order: conv/fc weight [bias]; bn weight bias rm rv */
     float *par = (float *)(s + b->par), *grad = (float *)(s + b->grad);
     int64_t off = 0;
