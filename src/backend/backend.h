@@ -108,6 +108,18 @@ typedef struct vd_algo_opt {
  *           rounding its conv's backward would have read it as dy, and
  *           skips db in the conv's backward; one that does not ignores both
  *           (the conv writes db). Else NULL / false.
+ *   relu_dx, bwd_done: the max pool + ReLU backward fusion (vd_op_pool_relu;
+ *           the plan pairs a max pool and the in-place ReLU before it where
+ *           both run unchunked and adjacent, and the ReLU's dx is its dy
+ *           tensor, vd_plan_layer.takes_relu). The executor sets relu_dx on
+ *           the pool's backward (whose dx[0], beta 0, is then that ReLU's dy
+ *           and dx), gives it the ReLU's bias_db where the ReLU has one, and
+ *           sets bwd_done on the ReLU's backward. A backend that fuses (not
+ *           no_fuse) writes the pool's dx as the ReLU's backward would then
+ *           have rewritten it (0 where x, the ReLU's output, is <= 0; NaN
+ *           passes), reduces bias_db from it as the ReLU would (see above),
+ *           and does nothing in the ReLU's backward; one that does not
+ *           ignores both (the ReLU runs in place). Else false.
  *
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
@@ -164,6 +176,8 @@ typedef struct vd_op_io {
     vd_dtype relu_store;            /* ... and its y is stored rounded to this */
     float *bias_db;                 /* ReLU backward: its conv's bias gradient, see above */
     bool db_taken;                  /* conv backward: its ReLU's backward had bias_db */
+    bool relu_dx;                   /* max pool backward: it runs its ReLU's, see above */
+    bool bwd_done;                  /* ReLU backward: its pool's ran it (relu_dx) */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */

@@ -360,6 +360,14 @@ int vd_op_relu_taken(const vd_net *net, int p);
  * plan's flags, vd_schedule_inplace_flags): the conv's output then has no
  * other consumer, and the ReLU's dx is all of the conv's dy. */
 int vd_op_bias_taker(const vd_net *net, int r);
+/* The ReLU whose backward the backward of layer p may take (the max pool +
+ * ReLU backward fusion, vd_op_io.relu_dx): p's input r, when p is a max pool
+ * whose backward runs, and r a ReLU in place (vd_layer.inplace) whose
+ * backward runs and writes a gradient (its input is a layer's that needs
+ * one), read by p alone: p's dx is then all of r's dy, and p reads r's y
+ * (its own x) anyway. Else -1. The plan pairs them where both run whole and
+ * adjacent (vd_plan_layer.takes_relu). */
+int vd_op_pool_relu(const vd_net *net, int p);
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
  * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then
  * mark the layers that need no gradient (vd_layer.no_grad). NULL: nothing
