@@ -1034,12 +1034,13 @@ END_TEST
 /* The max pool + ReLU backward fusion (vd_op_io.relu_dx, pool_bwd): conv +
  * bias -> ReLU in place -> max pool, the pool's backward alone, in fp32,
  * tf32, bf16, fp16, with the ReLU's conv's bias gradient (bias_db), on
- *  - 16 channels, 2x2/2 on 8x8: k_pool_tile8 with the bias sums (channels-
- *    last; fp32 NCHW: cuk_pool_bwd then the ReLU's kernels, as for all below),
- *  - 24 channels, 2x2/2: k_pool_tile8 without (3 channel groups do not
- *    divide a block), then the ReLU + bias kernel in place,
+ *  - 16 channels, 2x2/2 on 8x8: k_pool_tile8 masked, with the bias sums
+ *    (channels-last; fp32 NCHW: cuk_pool_bwd then the ReLU's kernels, as
+ *    for all below),
+ *  - 24 channels, 2x2/2: k_pool_tile8 masked, without the sums (3 channel
+ *    groups do not divide a block), then cuk_chan_sum,
  *  - 16 channels, 3x3/2 pad 1 on 9x9 (AlexNet's overlapping kind): the
- *    argmax pass and k_pool_bwd8, then the ReLU + bias kernel,
+ *    argmax pass and k_pool_bwd8 masked, then cuk_chan_sum,
  *  - 64 channels, 2x2/2 on 32x32, batch 8: k_pool_tile8 over many blocks
  *    (many partial sums per channel);
  * x with a tenth exact zeros (ties, and x = 0 masked). Against the CPU

@@ -676,10 +676,11 @@ END_TEST
  * backward writes its dx masked by the ReLU and reduces the ReLU's conv's
  * bias gradient; the ReLU's backward does nothing) on a VGG-like net of
  * three conv + bias + ReLU + max pool blocks: 16 channels 2x2/2 on 16x16
- * (k_pool_tile8 with the bias sums, channels-last), 24 channels 2x2/2
- * (k_pool_tile8 without: 3 channel groups; the ReLU + bias kernel after
- * it), 16 channels 3x3/2 pad 1 (the argmax pass, then the ReLU + bias
- * kernel); fp32 runs the NCHW pool and ReLU kernels in the pool's step.
+ * (k_pool_tile8 masked, with the bias sums, channels-last), 24 channels
+ * 2x2/2 (k_pool_tile8 masked, without: 3 channel groups; cuk_chan_sum after
+ * it), 16 channels 3x3/2 pad 1 (the argmax pass and k_pool_bwd8 masked,
+ * then cuk_chan_sum); fp32 runs the NCHW pool and ReLU kernels in the
+ * pool's step.
  * Per math (fp32, tf32, bf16), deterministic:
  *  - offload invariance with the fusion on: policy all and auto at its
  *    smallest budget (nothing split) give weights bit-identical to none;

@@ -550,6 +550,14 @@ uint64_t cu_pool_tile_bias_ws_bytes(const cu_pool_geom *g, int sm);
 int cuk_pool_tile_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
                       const float *dy, float *dx, float beta, bool relu, float *db, void *ws,
                       uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+/* dx (beta 0) of channels-last max pooling g through the argmax pass and
+ * k_pool_bwd8, masked as the backward of the in-place ReLU whose output x is
+ * (0 where x <= 0): bitwise cuk_pool_bwd then cuk_relu_bwd in place, where
+ * that path takes g (channels % 8, aligned, ws of cu_pool_bwd_ws_bytes:
+ * AlexNet's overlapping 3x3/2); *taken false and nothing launched where not. */
+int cuk_pool_bwd_relu8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                       const float *dy, float *dx, void *ws, uint64_t ws_bytes, vd_dtype dt,
+                       bool *taken, vd_err *e);
 /* Channels-last max pooling: backward workspace bytes of the argmax pass (one
  * byte per output element; 0 where that path does not apply). */
 uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);

@@ -225,10 +225,13 @@ __global__ void k_pool_arg8(cu_pool_geom g, const H *x, uint8_t *arg, I total) {
 
 /* max (arg != NULL): dy of the covering outputs whose argmax is this input;
  * average: dy / divisor of every covering window. Output order as
- * k_pool_bwd (rows, then columns, ascending). */
+ * k_pool_bwd (rows, then columns, ascending). mask (the pool's x, where the
+ * pool takes the backward of the in-place ReLU whose output x is; else
+ * NULL): then 0 where x <= 0, as the ReLU's backward would have rewritten
+ * the stored dx (beta 0: the value is stored once either way). */
 template <typename H, typename I>
 __global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const H *dy, H *dx,
-                            float beta, I total) {
+                            float beta, I total, const H *mask) {
     GRID_STRIDE_T(I, q, total) {
         I img;
         int ih, iw, c0;
@@ -267,6 +270,11 @@ __global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const H *dy, H *
                 }
             }
         }
+        if (mask) {   /* the in-place ReLU's backward after it (k_relu_bwd8's select) */
+            bf8 v = ld8(mask + q * 8);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = v.v[k] <= 0.0f ? 0.0f : acc.v[k];
+        }
         st8(dx + q * 8, acc);
     }
 }
@@ -298,7 +306,9 @@ static int pool_fwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float 
 /* ws: cu_pool_bwd_ws_bytes(g) bytes for max pooling (NULL: not taken). */
 template <typename H>
 static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                     const float *dy, float *dx, float beta, void *ws, vd_err *e) {
+                     const float *dy, float *dx, float beta, void *ws, vd_err *e,
+                     bool relu = false) {
+    const H *mask = relu ? AS<H>(x) : NULL;
     int64_t in8 = (int64_t)g->n * g->c * g->h * g->w / 8;
     int64_t out8 = (int64_t)g->n * g->c * g->oh * g->ow / 8;
     bool i32 = FITS32(in8 * 8) && FITS32(out8 * 8);
@@ -310,10 +320,10 @@ static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float 
     }
     if (i32)
         k_pool_bwd8<H, int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy), AS<H>(dx),
-                                                                    beta, (int)in8);
+                                                                    beta, (int)in8, mask);
     else
         k_pool_bwd8<H, int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy),
-                                                                        AS<H>(dx), beta, in8);
+                                                                        AS<H>(dx), beta, in8, mask);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -606,6 +616,20 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
     int rc = cu_pool_bwd_tiled_auto(s, sm, g, x, dy, dx, beta, dt, &tiled, e);
     if (tiled) return rc;
     return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
+}
+
+int cuk_pool_bwd_relu8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                       const float *dy, float *dx, void *ws, uint64_t ws_bytes, vd_dtype dt,
+                       bool *taken, vd_err *e) {
+    *taken = false;
+    uint64_t need = cu_pool_bwd_ws_bytes(g);
+    if (!g->cl || !g->max || !pool8_ok(g, dy, dx) || !al16(x) || !need || !ws ||
+        ws_bytes < need || ((uintptr_t)ws & 7u) != 0)
+        return VD_OK;
+    *taken = true;
+    if ((int64_t)g->n * g->c * g->h * g->w <= 0) return VD_OK;
+    DT_DISPATCH(dt, H, return pool_bwd8<H>(s, sm, g, x, dy, dx, 0.0f, ws, e, true));
+    return VD_OK;
 }
 
 /* Test hook (declared in cuda_internal.h; tests/cuda/test_cuda_ops.c). */
