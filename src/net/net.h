@@ -364,8 +364,9 @@ int vd_op_bias_taker(const vd_net *net, int r);
  * ReLU backward fusion, vd_op_io.relu_dx): p's input r, when p is a max pool
  * whose backward runs, and r a ReLU in place (vd_layer.inplace) whose
  * backward runs and writes a gradient (its input is a layer's that needs
- * one), read by p alone: p's dx is then all of r's dy, and p reads r's y
- * (its own x) anyway. Else -1. The plan pairs them where both run whole and
+ * one), read by p alone, and not taken by its producer (vd_op_relu_taker:
+ * a batch norm's, which masks for free): p's dx is then all of r's dy, and
+ * p reads r's y (its own x) anyway. Else -1. The plan pairs them where both run whole and
  * adjacent (vd_plan_layer.takes_relu). */
 int vd_op_pool_relu(const vd_net *net, int p);
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the

@@ -515,6 +515,8 @@ int vd_op_pool_relu(const vd_net *net, int p) {
     if (lr->op != VD_OP_RELU || !lr->inplace || lr->no_grad || lr->n_in != 1 || lr->in[0] < 0 ||
         net->layers[lr->in[0]].no_grad)
         return -1;
+    /* (a batch norm's ReLU is its producer's: ResNet's stem pool reads it) */
+    if (vd_op_relu_taker(net, r) >= 0) return -1;
     for (int j = r + 1; j < net->n_layers; j++)   /* p reads r's output alone */
         for (int k = 0; k < net->layers[j].n_in; k++)
             if (net->layers[j].in[k] == r && j != p) return -1;
