@@ -123,6 +123,18 @@ typedef struct vd_algo_opt {
  *           pair. Both backends run it in every math but CUDA's fp32
  *           (VD_EUNSUPPORTED: cuDNN's batch norm); the executor sets them
  *           whatever no_fuse (the plan decides). Else false / NULL.
+ *   relu_dx, bwd_done: the max pool + ReLU backward fusion (vd_op_pool_relu;
+ *           the plan pairs a max pool and the in-place ReLU before it where
+ *           both run unchunked and adjacent, and the ReLU's dx is its dy
+ *           tensor, vd_plan_layer.takes_relu). The executor sets relu_dx on
+ *           the pool's backward (whose dx[0], beta 0, is then that ReLU's dy
+ *           and dx), gives it the ReLU's bias_db where the ReLU has one, and
+ *           sets bwd_done on the ReLU's backward. A backend that fuses (not
+ *           no_fuse) writes the pool's dx as the ReLU's backward would then
+ *           have rewritten it (0 where x, the ReLU's output, is <= 0; NaN
+ *           passes), reduces bias_db from it as the ReLU would (see above),
+ *           and does nothing in the ReLU's backward; one that does not
+ *           ignores both (the ReLU runs in place). Else false.
  *
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
@@ -183,6 +195,8 @@ typedef struct vd_op_io {
     int bn_k;                       /* add forward with bn_aux: the batch norm's input */
     const float *bn_aux, *bn_w, *bn_b; /* add forward: that batch norm's statistics, gamma,
                                        beta (see above); NULL: none */
+    bool relu_dx;                   /* max pool backward: it runs its ReLU's, see above */
+    bool bwd_done;                  /* ReLU backward: its pool's ran it (relu_dx) */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */

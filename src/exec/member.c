@@ -228,8 +228,17 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
     /* the ReLU backward + conv bias gradient pair (vd_plan_layer.db_unit):
      * the ReLU gets its conv's db, in the conv's gradient tensor, live from
      * the ReLU's step; the conv is told */
-    if (pl->db_unit >= 0) {
-        const vd_plan_layer *cl = &p->layers[pl->db_unit];
+    /* the max pool + ReLU backward pair (vd_plan_layer.takes_relu): the pool
+     * takes the ReLU's backward, with its conv's db where the ReLU has it;
+     * the ReLU is told */
+    int dbu = pl->db_unit;
+    if (pl->takes_relu) {
+        io->relu_dx = true;
+        dbu = p->layers[u - 1].db_unit;
+    }
+    io->bwd_done = u + 1 < p->n_units && p->layers[u + 1].takes_relu;
+    if (dbu >= 0) {
+        const vd_plan_layer *cl = &p->layers[dbu];
         const vd_layer *lc = &net->layers[cl->layer];
         float *cg = p->t_grads >= 0 ? NULL : taddr(m, p, cl->dw, s);
         for (int k = 0; k < lc->n_params; k++) {

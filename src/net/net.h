@@ -371,6 +371,15 @@ int vd_op_bias_taker(const vd_net *net, int r);
 int vd_op_bn_folded(const vd_net *net, int a);
 /* The add that applies batch norm b (vd_op_bn_folded(net, a) == b), or -1. */
 int vd_op_bn_folder(const vd_net *net, int b);
+/* The ReLU whose backward the backward of layer p may take (the max pool +
+ * ReLU backward fusion, vd_op_io.relu_dx): p's input r, when p is a max pool
+ * whose backward runs, and r a ReLU in place (vd_layer.inplace) whose
+ * backward runs and writes a gradient (its input is a layer's that needs
+ * one), read by p alone, and not taken by its producer (vd_op_relu_taker:
+ * a batch norm's, which masks for free): p's dx is then all of r's dy, and
+ * p reads r's y (its own x) anyway. Else -1. The plan pairs them where both run whole and
+ * adjacent (vd_plan_layer.takes_relu). */
+int vd_op_pool_relu(const vd_net *net, int p);
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
  * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then
  * mark the layers that need no gradient (vd_layer.no_grad). NULL: nothing

@@ -530,6 +530,22 @@ int vd_op_bn_folder(const vd_net *net, int b) {
         for (int q = 0; q < net->layers[a].n_in; q++)
             if (net->layers[a].in[q] == b) return vd_op_bn_folded(net, a) == b ? a : -1;
     return -1;
+int vd_op_pool_relu(const vd_net *net, int p) {
+    const vd_layer *l = &net->layers[p];
+    if (l->op != VD_OP_POOL || l->u.pool.mode != VD_POOL_MAX || l->no_grad || l->n_in != 1)
+        return -1;
+    int r = l->in[0];
+    if (r < 0) return -1;
+    const vd_layer *lr = &net->layers[r];
+    if (lr->op != VD_OP_RELU || !lr->inplace || lr->no_grad || lr->n_in != 1 || lr->in[0] < 0 ||
+        net->layers[lr->in[0]].no_grad)
+        return -1;
+    /* (a batch norm's ReLU is its producer's: ResNet's stem pool reads it) */
+    if (vd_op_relu_taker(net, r) >= 0) return -1;
+    for (int j = r + 1; j < net->n_layers; j++)   /* p reads r's output alone */
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] == r && j != p) return -1;
+    return r;
 }
 
 void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {

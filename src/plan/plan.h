@@ -326,6 +326,12 @@ typedef struct vd_plan_layer {
                                    computes the statistics alone, vd_op_io.bn_stats);
                                    this add reads its x (in_t), aux and parameters
                                    (vd_op_io.bn_aux) at its forward step; -1 none */
+    bool takes_relu;            /* a max pool whose backward may take that of the in-place
+                                   ReLU right before it (vd_op_pool_relu, vd_op_io.relu_dx):
+                                   both unchunked and adjacent, the ReLU's dx its dy tensor
+                                   (alias_grads), which this unit's dx is, beta 0; with
+                                   the ReLU's db_unit that conv's dw is live from this
+                                   unit's backward step (two before the conv's) */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
     /* The unit: net layer `layer` on samples [n0, n0 + n) of the batch, chunk

@@ -219,6 +219,19 @@ static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int
     return true;
 }
 
+/* Does the max pool after in-place ReLU a take a's backward (vd_op_pool_relu,
+ * vd_plan_layer.takes_relu)? Then a's input shares a's dy tensor as for a
+ * batch norm: the pool is a's gradient's only writer (fw, oth of
+ * alias_grads), both run whole, the pool's unit right after a's. */
+static bool pool_takes_relu(const bld *b, const vd_net *net, int a, const int *fw,
+                            const int *oth) {
+    const vd_plan *p = b->p;
+    int q = fw[a];
+    if (q < 0 || oth[a] >= 0 || vd_op_pool_relu(net, q) != a) return false;
+    int ua = p->first_unit[a], uq = p->first_unit[q];
+    return uq == ua + 1 && p->layers[ua].n_chunks == 1 && p->layers[uq].n_chunks == 1;
+}
+
 static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int *par,
                        vd_err *e) {
     int L = net->n_layers;
@@ -249,7 +262,8 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
             /* the ReLU's input gradient is its dx alone (no other writer,
              * beta 0), and the whole batch's tensor (not its chunk's) */
             int src = l->in[0];
-            if (src >= 0 && vd_op_table[net->layers[src].op].bwd_takes_relu &&
+            if (src >= 0 && (vd_op_table[net->layers[src].op].bwd_takes_relu ||
+                             pool_takes_relu(b, net, a, fw, oth)) &&
                 !net->layers[src].no_grad && fw[src] == a && oth[src] < 0 &&
                 !chunk_own(b, p->first_unit[src]))
                 cand[nc++] = src;
@@ -545,6 +559,22 @@ static int grad_tensors(bld *b, vd_err *e) {
     return VD_OK;
 }
 
+/* The max pool + ReLU backward pairs (vd_plan_layer.takes_relu): a whole
+ * max pool right after the whole in-place ReLU it reads (vd_op_pool_relu),
+ * whose dx alias_grads made its dy tensor, which the pool writes first. */
+static void pool_relu_pairs(bld *b) {
+    vd_plan *p = b->p;
+    for (int u = 0; u < b->L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        pl->takes_relu = false;
+        if (p->forward_only || u == 0) continue;
+        const vd_plan_layer *r = &p->layers[u - 1];
+        pl->takes_relu = vd_op_pool_relu(b->net, pl->layer) == r->layer && pl->n_chunks == 1 &&
+                         r->n_chunks == 1 && r->dy >= 0 && r->dx[0] == r->dy &&
+                         r->dx_beta[0] == 0.0f && pl->dx[0] == r->dy && pl->dx_beta[0] == 0.0f;
+    }
+}
+
 /* Liveness: each tensor's reads and writes per step. */
 static void liveness(bld *b) {
     const vd_net *net = b->net;
@@ -574,6 +604,8 @@ static void liveness(bld *b) {
         vdp_touch(b, pl->ws_bwd, sb);
         vdp_touch(b, pl->dw, sb);
         if (pl->db_unit >= 0) vdp_touch(b, p->layers[pl->db_unit].dw, sb);   /* its bias's db */
+        if (pl->takes_relu && p->layers[u - 1].db_unit >= 0)   /* its ReLU's conv's db */
+            vdp_touch(b, p->layers[p->layers[u - 1].db_unit].dw, sb);
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
         for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
     }
@@ -603,6 +635,7 @@ int vdp_build_tensors(bld *b, const int *algos, vd_err *e) {
         int rc = grad_tensors(b, e);
         if (rc) return rc;
     }
+    pool_relu_pairs(b);
     liveness(b);
     return VD_OK;
 }

@@ -286,6 +286,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.loss_scaled = o->loss_scaled;
     io.loss_n = o->loss_n;
     io.bias_db = o->bias_db ? (float *)(d + dbo) : NULL;
+    io.relu_dx = o->relu_dx;
     run_calls(be, net, in->layer, &io, o, act);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);

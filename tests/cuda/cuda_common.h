@@ -65,6 +65,9 @@ typedef struct c_run_opts {
                                   out->dx stays NaN) */
     int bias_db;               /* a ReLU's backward: vd_op_io.bias_db, a region of this many
                                   floats (its conv's channels; NaN before), out->db; 0 none */
+    bool relu_dx;              /* a max pool's backward: vd_op_io.relu_dx (the backward of the
+                                  in-place ReLU before it too; bias_db: with its conv's
+                                  bias gradient) */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).

@@ -408,9 +408,10 @@ END_TEST
  * output leads to the loss) against the CPU, beta 0 and 1. */
 /* ch: 6 takes the one-channel kernels in bf16 / fp16 (channels-last), 16 the
  * eight-channel ones (and the two-pass max-pool backward) */
-static void check_pools(const vd_layer *pools, const char *const *names, int npool, int ch) {
+static void check_pools_at(const vd_layer *pools, const char *const *names, int npool, int ch,
+                           int h, int w) {
     vd_net net;
-    c_net_begin(&net, ch, 13, 11, 4);
+    c_net_begin(&net, ch, h, w, 4);
     int ins[8], fl[8];
     ck_assert(npool <= 8);   /* concat takes at most 8 inputs */
     for (int i = 0; i < npool; i++) ins[i] = vdt_add(&net, pools[i]);
@@ -429,6 +430,10 @@ static void check_pools(const vd_layer *pools, const char *const *names, int npo
         check_layer(&net, ins[i], names[i], &co);
     }
     vd_net_free(&net);
+}
+
+static void check_pools(const vd_layer *pools, const char *const *names, int npool, int ch) {
+    check_pools_at(pools, names, npool, ch, 13, 11);
 }
 
 START_TEST(test_pool) {
@@ -459,6 +464,13 @@ START_TEST(test_pool) {
     co.beta = 1.0f;
     check_layer(&net, 0, "maxpool3 s2 p1 112x112", &co);
     vd_net_free(&net);
+    /* max pools whose windows tile the input (channels-last: k_pool_tile8,
+     * its 2x2 path and its general one), 16 and 24 channels on 12x12 */
+    const vd_layer t[2] = {c_pool(-1, VD_POOL_MAX, 2, 2, 0, false),
+                           c_pool(-1, VD_POOL_MAX, 3, 3, 0, false)};
+    const char *nt[2] = {"maxpool2 s2 12x12", "maxpool3 s3 12x12"};
+    check_pools_at(t, nt, 2, 16, 12, 12);
+    check_pools_at(t, nt, 2, 24, 12, 12);
 }
 END_TEST
 
@@ -1007,6 +1019,83 @@ START_TEST(test_relu_bias) {
             ck_assert_int_gt(tried, 0);
             if (si < 2) ck_assert_int_eq(same, tried);
             c_run_in_free(&ci);
+            c_run_out_free(&f);
+            c_run_out_free(&u);
+            c_run_out_free(&ref);
+        }
+        c_run_in_free(&ri);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+#endif
+
+#if VD_HAVE_CUDA
+/* The max pool + ReLU backward fusion (vd_op_io.relu_dx, pool_bwd): conv +
+ * bias -> ReLU in place -> max pool, the pool's backward alone, in fp32,
+ * tf32, bf16, fp16, with the ReLU's conv's bias gradient (bias_db), on
+ *  - 16 channels, 2x2/2 on 8x8: k_pool_tile8 masked, with the bias sums
+ *    (channels-last; fp32 NCHW: cuk_pool_bwd then the ReLU's kernels, as
+ *    for all below),
+ *  - 24 channels, 2x2/2: k_pool_tile8 masked, without the sums (3 channel
+ *    groups do not divide a block), then cuk_chan_sum,
+ *  - 16 channels, 3x3/2 pad 1 on 9x9 (AlexNet's overlapping kind): the
+ *    argmax pass and k_pool_bwd8 masked, then cuk_chan_sum,
+ *  - 64 channels, 2x2/2 on 32x32, batch 8: k_pool_tile8 over many blocks
+ *    (many partial sums per channel);
+ * x with a tenth exact zeros (ties, and x = 0 masked). Against the CPU
+ * oracle doing the same (the pool, then the ReLU in place): dx bit for bit
+ * (a select on the same values; the overlapping pool's sums in the same
+ * order, as test_pool checks unfused), db within TOL_FP32 (float sums in
+ * another order against the CPU's double, see the top); against CUDA's
+ * pool backward without the ReLU: equal wherever the fused dx is not 0, and
+ * not equal everywhere (the mask did something). */
+START_TEST(test_pool_relu) {
+    static const struct { int c, hw, k, s, p, n; } shapes[4] = {
+        {16, 8, 2, 2, 0, 4}, {24, 8, 2, 2, 0, 4}, {16, 9, 3, 2, 1, 4}, {64, 32, 2, 2, 0, 8}};
+    static const vd_math maths[4] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16};
+    for (int si = 0; si < 4; si++) {
+        const int C = shapes[si].c, N = shapes[si].n;
+        vd_net net;
+        c_net_begin(&net, 3, shapes[si].hw, shapes[si].hw, N);
+        int cv = vdt_add(&net, c_conv(-1, C, 3, 1, 1, 1, 1, true));
+        int r = vdt_add(&net, vdt_simple(cv, VD_OP_RELU));
+        int pl = vdt_add(&net, c_pool(r, VD_POOL_MAX, shapes[si].k, shapes[si].s, shapes[si].p,
+                                      false));
+        vdt_finish(&net, pl);
+        vd_schedule_inplace(&net);
+        ck_assert_int_eq(vd_op_pool_relu(&net, pl), r);
+        ck_assert_int_eq(vd_op_bias_taker(&net, r), cv);
+        c_run_in ri;
+        c_run_init(&ri, &net, pl, N, 800 + (uint64_t)si, 0.1f);
+        for (int mi = 0; mi < 4; mi++) {
+            const char *m = vd_math_name(maths[mi]);
+            c_run_opts o = {.math = maths[mi], .deterministic = true, .training = true,
+                            .backward = true, .seed = 5, .bias_db = C, .relu_dx = true};
+            c_run_out f, u, ref;
+            c_run(c_cuda(), &ri, &o, &f);
+            /* deterministic: the ReLU takes the bias gradient (so the pool does) */
+            ck_assert_msg(vd_cuda_relu_bias_fused(c_cuda(), r), "%s: the ReLU does not take "
+                          "its conv's bias gradient", m);
+            c_run(c_cpu(), &ri, &o, &ref);
+            o.bias_db = 0;
+            o.relu_dx = false;
+            c_run(c_cuda(), &ri, &o, &u);
+            ck_assert_msg(same_bits(f.dx[0], ref.dx[0], ri.xn[0]),
+                          "%s %dx%dx%d k%d: fused dx against the CPU", m, C, shapes[si].hw,
+                          shapes[si].hw, shapes[si].k);
+            int64_t masked = 0;
+            for (int64_t i = 0; i < ri.xn[0]; i++) {
+                if (f.dx[0][i] != 0.0f)
+                    ck_assert_msg(f.dx[0][i] == u.dx[0][i], "%s: dx %lld %g, unfused %g", m,
+                                  (long long)i, f.dx[0][i], u.dx[0][i]);
+                masked += f.dx[0][i] != u.dx[0][i];
+            }
+            ck_assert_msg(masked > 0, "%s: the ReLU's mask changed nothing", m);
+            double err = c_nerr(f.db, ref.db, C);
+            printf("  pool+relu %dx%dx%d k%d %-4s: dx same bits as the CPU, %lld masked, db %.2g\n",
+                   C, shapes[si].hw, shapes[si].hw, shapes[si].k, m, (long long)masked, err);
+            ck_assert_msg(err <= TOL_FP32, "%s: db against the CPU %g", m, err);
             c_run_out_free(&f);
             c_run_out_free(&u);
             c_run_out_free(&ref);
@@ -1741,6 +1830,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_conv_direct), test_conv_direct);
     tcase_add_test(case_of(s, test_relu_fused), test_relu_fused);
     tcase_add_test(case_of(s, test_relu_bias), test_relu_bias);
+    tcase_add_test(case_of(s, test_pool_relu), test_pool_relu);
     tcase_add_test(case_of(s, test_conv_fused), test_conv_fused);
     tcase_add_test(case_of(s, test_pool_bwd_tiled), test_pool_bwd_tiled);
 #endif

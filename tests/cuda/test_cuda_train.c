@@ -800,6 +800,91 @@ START_TEST(test_conv_bias_relu_fused) {
 }
 END_TEST
 
+/* The max pool + ReLU backward fusion (vd_op_io.relu_dx: the pool's
+ * backward writes its dx masked by the ReLU and reduces the ReLU's conv's
+ * bias gradient; the ReLU's backward does nothing) on a VGG-like net of
+ * three conv + bias + ReLU + max pool blocks: 16 channels 2x2/2 on 16x16
+ * (k_pool_tile8 masked, with the bias sums, channels-last), 24 channels
+ * 2x2/2 (k_pool_tile8 masked, without: 3 channel groups; cuk_chan_sum after
+ * it), 16 channels 3x3/2 pad 1 (the argmax pass and k_pool_bwd8 masked,
+ * then cuk_chan_sum); fp32 runs the NCHW pool and ReLU kernels in the
+ * pool's step.
+ * Per math (fp32, tf32, bf16), deterministic:
+ *  - offload invariance with the fusion on: policy all and auto at its
+ *    smallest budget (nothing split) give weights bit-identical to none;
+ *  - fused against no_fuse: dx bit for bit the separate passes', the bias
+ *    gradients summed in another order (k_pool_tile8's blocks against the
+ *    ReLU's or conv's own), and no_fuse also turns the forward fusions off
+ *    (the conv + bias + ReLU graph where tuning took it): within twice the
+ *    CPU comparison's tolerances, as test_conv_bias_relu_fused;
+ *  - fused against the CPU oracle (TOL_LOSS / TOL_W, TOL_*_BF16; tf32
+ *    bf16's). */
+START_TEST(test_pool_relu_fused) {
+    vd_backend *be = c_cuda();
+    vd_net net;
+    c_net_begin(&net, 3, 16, 16, BATCH);
+    net.train.lr = 0.01f;
+    net.train.momentum = 0.9f;
+    net.train.seed = 11;
+    int c1 = vdt_add(&net, c_conv(-1, 16, 3, 1, 1, 1, 1, true));
+    int r1 = vdt_add(&net, vdt_simple(c1, VD_OP_RELU));
+    int p1 = vdt_add(&net, c_pool(r1, VD_POOL_MAX, 2, 2, 0, false));
+    int c2 = vdt_add(&net, c_conv(p1, 24, 3, 1, 1, 1, 1, true));
+    int r2 = vdt_add(&net, vdt_simple(c2, VD_OP_RELU));
+    int p2 = vdt_add(&net, c_pool(r2, VD_POOL_MAX, 2, 2, 0, false));
+    int c3 = vdt_add(&net, c_conv(p2, 16, 3, 1, 1, 1, 1, true));
+    int r3 = vdt_add(&net, vdt_simple(c3, VD_OP_RELU));
+    int p3 = vdt_add(&net, c_pool(r3, VD_POOL_MAX, 3, 2, 1, false));
+    int fl = vdt_add(&net, vdt_simple(p3, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
+    vdt_finish(&net, vdt_add(&net, fc));
+    vd_schedule_inplace(&net);
+    const int pools[3] = {p1, p2, p3}, relus[3] = {r1, r2, r3};
+    for (int k = 0; k < 3; k++) ck_assert_int_eq(vd_op_pool_relu(&net, pools[k]), relus[k]);
+    const size_t bytes = (size_t)net.param_floats * sizeof(float);
+    static const vd_math maths[3] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16};
+    int whole[16];
+    ck_assert_int_le(net.n_layers, 16);
+    for (int i = 0; i < net.n_layers; i++) whole[i] = 1;
+    for (int mi = 0; mi < 3; mi++) {
+        const vd_math m = maths[mi];
+        const double tl = m == VD_MATH_FP32 ? TOL_LOSS : TOL_LOSS_BF16;
+        const double tw = m == VD_MATH_FP32 ? TOL_W : TOL_W_BF16;
+        char what[64];
+        run_result f, a, t, u;
+        run(be, &net, VD_POLICY_NONE, m, true, &f);
+        for (int k = 0; k < 3; k++)   /* deterministic: untimed, so fused */
+            ck_assert_msg(vd_cuda_relu_bias_fused(be, relus[k]), "%s: ReLU %d takes no bias",
+                          vd_math_name(m), relus[k]);
+        run(be, &net, VD_POLICY_ALL, m, true, &a);
+        ck_assert_msg(a.offload > 0, "policy all offloaded nothing");
+        g_chunks = whole;
+        run_at(be, &net, VD_POLICY_AUTO, m, true, true, &t);
+        g_chunks = NULL;
+        ck_assert_msg(!memcmp(f.params, a.params, bytes) && !memcmp(f.mom, a.mom, bytes) &&
+                          !memcmp(f.params, t.params, bytes) && !memcmp(f.mom, t.mom, bytes),
+                      "%s: offloading changed the fused run's weights", vd_math_name(m));
+        be->opts.no_fuse = true;
+        run(be, &net, VD_POLICY_NONE, m, true, &u);
+        be->opts.no_fuse = false;
+        ck_assert_msg(!vd_cuda_relu_bias_fused(be, r1), "no_fuse: still fused");
+        snprintf(what, sizeof what, "%s pool fused vs no_fuse", vd_math_name(m));
+        cmp_runs(&net, &u, &f, what, 2.0 * tl, 2.0 * tw);
+        run_result cpu;
+        run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
+        snprintf(what, sizeof what, "%s pool fused vs cpu", vd_math_name(m));
+        cmp_runs(&net, &cpu, &f, what, tl, tw);
+        free_result(&cpu);
+        free_result(&f);
+        free_result(&a);
+        free_result(&t);
+        free_result(&u);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Split layers (every layer that can be, in 4 chunks of 2: vd_plan_chunks_all)
  * on CUDA: the CPU oracle split the same way within TOL_LOSS / TOL_W (fp32),
  * and offload invariance of the split plans: none twice, all, and auto at
@@ -1219,6 +1304,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_relu_fused_into_bn_and_add), test_relu_fused_into_bn_and_add);
     tcase_add_test(case_of(s, test_conv_bias_relu_fused), test_conv_bias_relu_fused);
     tcase_add_test(case_of(s, test_bn_add_fused), test_bn_add_fused);
+    tcase_add_test(case_of(s, test_pool_relu_fused), test_pool_relu_fused);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);
     tcase_add_test(case_of(s, test_inference_cpu_vs_cuda), test_inference_cpu_vs_cuda);

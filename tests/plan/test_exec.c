@@ -1141,6 +1141,116 @@ START_TEST(test_relu_bias_fused) {
 }
 END_TEST
 
+/* The max pool + ReLU backward fusion (vd_op_io.relu_dx, bwd_done; the CPU
+ * backend in every math): on LeNet (conv1 -> relu1 -> max pool1; pool2 is
+ * an average pool, not paired) in fp32, bf16 and fp16, 3 steps of policy
+ * none train the same bytes fused, with no_fuse, and with the pairing off
+ * (relu1 not flagged in place for the ops, vd_op_pool_relu: the plan
+ * neither pairs nor shares), whose plan holds no less (hwm). Each step pool1
+ * gets relu_dx and relu1's bias gradient (conv1's), relu1 bwd_done; fused,
+ * pool1's dx comes back masked (0 wherever x <= 0) with bias_db the sum of
+ * that dx per channel (in double, as the CPU conv); with no_fuse some of it
+ * is not masked (the check can fail), and relu1 masks it in place. */
+static int pr_pool_calls, pr_relu_done, pr_masked, pr_unmasked, pr_db_ok;
+static bool pr_fused;
+static float pr_h(const vd_op_io *io, const void *p, int64_t i) {
+    return io->act == VD_DT_F32 ? ((const float *)p)[i]
+                                : vd_h16_to_f32(io->act, ((const uint16_t *)p)[i]);
+}
+static int pr_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                       vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    if (l->op == VD_OP_RELU && io->bwd_done) pr_relu_done++;
+    int rc = real_backward(be, net, layer, io, e);
+    if (rc || l->op != VD_OP_POOL || !io->relu_dx) return rc;
+    pr_pool_calls++;
+    const vd_layer *lr = &net->layers[l->in[0]];
+    int64_t ch = lr->c, hw = (int64_t)lr->h * lr->w, n = (int64_t)io->n * ch * hw;
+    bool masked = true, unmasked = false;
+    for (int64_t i = 0; i < n; i++) {
+        bool bad = pr_h(io, io->x[0], i) <= 0.0f && pr_h(io, io->dx[0], i) != 0.0f;
+        masked &= !bad;
+        unmasked |= bad;
+    }
+    pr_masked += masked;
+    pr_unmasked += unmasked;
+    bool ok = io->bias_db != NULL;
+    for (int64_t c = 0; ok && pr_fused && c < ch; c++) {
+        double sum = 0;
+        for (int64_t k = 0; k < io->n; k++)
+            for (int64_t j = 0; j < hw; j++)
+                sum += pr_h(io, io->dx[0], io->act == VD_DT_F32 ? (k * ch + c) * hw + j
+                                                                : (k * hw + j) * ch + c);
+        ok &= io->bias_db[c] == (float)sum;
+    }
+    pr_db_ok += ok;
+    return rc;
+}
+static void pr_on(vd_backend *be) {
+    real_backward = be->backward;
+    be->backward = pr_backward;
+}
+
+START_TEST(test_pool_relu_fused) {
+    vd_net net;
+    tn_lenet(&net, 3);
+    vd_schedule_inplace(&net);   /* the flag the backends read, as a run sets it */
+    int relu1 = -1;
+    for (int i = 0; i < net.n_layers; i++)
+        if (vd_op_pool_relu(&net, i) >= 0) {
+            ck_assert_int_eq(relu1, -1);   /* pool1 alone */
+            relu1 = vd_op_pool_relu(&net, i);
+        }
+    ck_assert_int_ge(relu1, 0);
+    static const vd_math maths[] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16};
+    const int iters = 3;
+    for (size_t k = 0; k < VD_ARRAY_LEN(maths); k++) {
+        net.train.math = maths[k];
+        const char *m = vd_math_name(maths[k]);
+        run_cfg c = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = 1,
+                     .on_backend = pr_on};
+        run_out f, u, o;
+        pr_pool_calls = pr_relu_done = pr_masked = pr_unmasked = pr_db_ok = 0;
+        pr_fused = true;
+        run_training(&net, 3, &c, &f);
+        ck_assert_msg(f.rc == 0, "%s", f.msg);
+        ck_assert_msg(pr_pool_calls == iters && pr_relu_done == iters && pr_masked == iters &&
+                          pr_db_ok == iters,
+                      "%s fused: %d pools with the ReLU, %d ReLUs told, %d masked, %d with db", m,
+                      pr_pool_calls, pr_relu_done, pr_masked, pr_db_ok);
+        c.no_fuse = true;
+        pr_pool_calls = pr_relu_done = pr_masked = pr_unmasked = pr_db_ok = 0;
+        pr_fused = false;
+        run_training(&net, 3, &c, &u);
+        ck_assert_msg(u.rc == 0, "%s", u.msg);
+        ck_assert_msg(pr_pool_calls == iters && pr_relu_done == iters && pr_unmasked > 0,
+                      "%s no_fuse: %d pools paired, %d ReLUs told, %d with x <= 0 unmasked", m,
+                      pr_pool_calls, pr_relu_done, pr_unmasked);
+        c.no_fuse = false;
+        net.layers[relu1].inplace = false;   /* no pair */
+        pr_pool_calls = pr_relu_done = 0;
+        run_training(&net, 3, &c, &o);
+        net.layers[relu1].inplace = true;
+        ck_assert_msg(o.rc == 0, "%s", o.msg);
+        ck_assert_int_eq(pr_pool_calls + pr_relu_done, 0);
+        size_t pb = (size_t)net.param_floats * 4;
+        ck_assert_msg(!memcmp(f.params, u.params, pb) && !memcmp(f.mom, u.mom, pb) &&
+                          !memcmp(f.loss, u.loss, sizeof f.loss),
+                      "%s: the fused pool + ReLU backward changed the results (against no_fuse)", m);
+        ck_assert_msg(!memcmp(f.params, o.params, pb) && !memcmp(f.mom, o.mom, pb) &&
+                          !memcmp(f.loss, o.loss, sizeof f.loss),
+                      "%s: the pairing changed the results (against no pair)", m);
+        ck_assert_uint_eq(f.plan_hwm, u.plan_hwm);
+        ck_assert_uint_le(f.plan_hwm, o.plan_hwm);
+        ck_assert_uint_le(f.plan_peak, o.plan_peak);
+        run_free(&f);
+        run_free(&u);
+        run_free(&o);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
          test_pool_to_need,
          test_identity_bf16, test_identity_tf32, test_fault_bf16,
@@ -1148,4 +1258,5 @@ VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity
          test_recompute_identity, test_fault_skip_recompute, test_per_pass_algos,
          test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,
          test_profile_label_mismatch,
-         test_math_mismatch, test_relu_bwd_fused, test_relu_bias_fused, test_bn_add_fused)
+         test_math_mismatch, test_relu_bwd_fused, test_relu_bias_fused, test_bn_add_fused,
+         test_pool_relu_fused)

@@ -1217,6 +1217,14 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
                     net->layers[i - 1].op == VD_OP_CONV && net->layers[i - 1].u.conv.bias &&
                     !split && pc->n_chunks == 1;
         ck_assert_int_eq(pl->db_unit, pair ? u - 1 : -1);
+        /* the max pool + ReLU backward pair: a whole max pool right after
+         * the whole in-place ReLU it alone reads, whose dx is its dy tensor,
+         * which the pool writes first */
+        const vd_plan_layer *pr_ = u > 0 ? &p->layers[u - 1] : NULL;
+        bool pool_pair = !p->forward_only && pr_ && vd_op_pool_relu(net, i) == pr_->layer &&
+                         !split && pr_->n_chunks == 1 && pr_->dy >= 0 && pr_->dx[0] == pr_->dy &&
+                         pl->dx[0] == pr_->dy && pl->dx_beta[0] == 0.0f;
+        ck_assert_int_eq(pl->takes_relu, pool_pair);
         if (pl->dw >= 0) {   /* its own (the largest spans, a split layer), or the one they share */
             const vd_tensor *T = &p->tensors[pl->dw];
             const vd_interval *iv = &p->intervals[T->iv[0]];
@@ -1226,10 +1234,14 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
                  * ReLU that takes its bias gradient (the unit after it), to
                  * its last's */
                 int last = 2 * U - 1 - p->first_unit[i], first = last;
-                for (int v = 0; v < U; v++)
-                    if ((p->layers[v].layer == i || p->layers[v].db_unit == u) &&
+                for (int v = 0; v < U; v++) {
+                    /* (or the max pool after that ReLU that takes its backward) */
+                    bool pooled = v > 0 && p->layers[v].takes_relu &&
+                                  p->layers[v - 1].db_unit == u;
+                    if ((p->layers[v].layer == i || p->layers[v].db_unit == u || pooled) &&
                         2 * U - 1 - v < first)
                         first = 2 * U - 1 - v;
+                }
                 ck_assert_uint_eq(T->bytes, (uint64_t)span * 4u);
                 ck_assert(iv->first == first && iv->last == last);
             } else {

@@ -837,6 +837,8 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
      * would write its dy tensor, as the CUDA backend's 16-bit path */
     if (bwd && !be->opts.no_fuse) {
         if (vd_op_relu_taker(net, layer) >= 0 && issued->dx[0] == issued->dy) return VD_OK;
+        /* the backward of a ReLU that its max pool took (vd_op_io.relu_dx) */
+        if (issued->bwd_done) return VD_OK;
         if (vd_op_relu_taken(net, layer) >= 0) {
             w.relu_mask = true;
             w.relu_store = issued->act;
@@ -846,6 +848,26 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
      * ReLU reduces it, the conv skips it; with no_fuse the conv does */
     if (!bwd || be->opts.no_fuse) w.bias_db = NULL;
     else if (issued->db_taken) w.db = NULL;
+    /* a max pool that takes its ReLU's backward (vd_op_io.relu_dx): the
+     * pool's own, then the ReLU's on the dx it wrote, in place (y is the
+     * pool's x), with the bias gradient: the calls of the two steps, in one */
+    if (bwd && w.relu_dx && !be->opts.no_fuse) {
+        w.relu_dx = false;
+        w.bias_db = NULL;
+        int r = vd_op_pool_relu(net, layer);
+        if (r < 0 || !issued->dx[0] || issued->dx_beta[0] != 0.0f)
+            return vd_errf(e, VD_EINTERNAL, "cpu backend: layer '%s' takes no ReLU's backward",
+                           net->layers[layer].name);
+        int rc = cpu_run(be, net, layer, &w, true, e);
+        if (rc) return rc;
+        vd_op_io ri = {.n = issued->n, .n0 = issued->n0, .n_batch = issued->n_batch,
+                       .act = issued->act, .training = issued->training,
+                       .y = (float *)issued->x[0], .dy = issued->dx[0],
+                       .bias_db = issued->bias_db};   /* (y is read, not written) */
+        ri.x[0] = issued->x[0];
+        ri.dx[0] = issued->dx[0];
+        return cpu_run(be, net, r, &ri, true, e);
+    }
     const vd_op_io *io = &w;
     vd_op op = net->layers[layer].op;
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)

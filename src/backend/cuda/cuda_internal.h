@@ -537,11 +537,36 @@ int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int6
                bool cl, vd_err *e);
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  vd_dtype dt, vd_err *e);
-/* dx (beta 0: =, else +=) of pooling g: picks k_pool_bwd_disjoint (windows
+/* dx (beta 0: =, else +=) of pooling g: picks k_pool_tile8 (channels-last
+ * windows that tile the input), k_pool_bwd8, k_pool_bwd_disjoint (windows
  * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
                  float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+/* Max pooling whose windows tile the input (kernel == stride, no padding,
+ * oh * kh == h, ow * kw == w), channels-last, channels % 8: k_pool_tile8's
+ * geometry (cuk_pool_bwd takes it for such pools; cuda_k_pool.cu). */
+bool cu_pool_tile_ok(const cu_pool_geom *g);
+/* Workspace bytes of cuk_pool_tile_bwd's bias gradient (its partial sums);
+ * 0 where it cannot reduce one (not cu_pool_tile_ok, or c / 8 channel
+ * groups that do not divide a block). */
+uint64_t cu_pool_tile_bias_ws_bytes(const cu_pool_geom *g, int sm);
+/* dx (beta 0: =, else +=) of max pooling g (cu_pool_tile_ok; x, dy, dx
+ * 16-byte aligned) in one pass, bitwise cuk_pool_bwd's; relu: masked as the
+ * backward of the in-place ReLU whose output x is (x <= 0: 0); db (relu,
+ * beta 0, ws of cu_pool_tile_bias_ws_bytes): also db[c] = the sum of the
+ * written dx over channel c (overwritten); else VD_EINTERNAL. */
+int cuk_pool_tile_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                      const float *dy, float *dx, float beta, bool relu, float *db, void *ws,
+                      uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+/* dx (beta 0) of channels-last max pooling g through the argmax pass and
+ * k_pool_bwd8, masked as the backward of the in-place ReLU whose output x is
+ * (0 where x <= 0): bitwise cuk_pool_bwd then cuk_relu_bwd in place, where
+ * that path takes g (channels % 8, aligned, ws of cu_pool_bwd_ws_bytes:
+ * AlexNet's overlapping 3x3/2); *taken false and nothing launched where not. */
+int cuk_pool_bwd_relu8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                       const float *dy, float *dx, void *ws, uint64_t ws_bytes, vd_dtype dt,
+                       bool *taken, vd_err *e);
 /* Channels-last max pooling: backward workspace bytes of the argmax pass (one
  * byte per output element; 0 where that path does not apply). */
 uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g);

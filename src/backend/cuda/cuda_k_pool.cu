@@ -225,10 +225,13 @@ __global__ void k_pool_arg8(cu_pool_geom g, const H *x, uint8_t *arg, I total) {
 
 /* max (arg != NULL): dy of the covering outputs whose argmax is this input;
  * average: dy / divisor of every covering window. Output order as
- * k_pool_bwd (rows, then columns, ascending). */
+ * k_pool_bwd (rows, then columns, ascending). mask (the pool's x, where the
+ * pool takes the backward of the in-place ReLU whose output x is; else
+ * NULL): then 0 where x <= 0, as the ReLU's backward would have rewritten
+ * the stored dx (beta 0: the value is stored once either way). */
 template <typename H, typename I>
 __global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const H *dy, H *dx,
-                            float beta, I total) {
+                            float beta, I total, const H *mask) {
     GRID_STRIDE_T(I, q, total) {
         I img;
         int ih, iw, c0;
@@ -267,6 +270,11 @@ __global__ void k_pool_bwd8(cu_pool_geom g, const uint8_t *arg, const H *dy, H *
                 }
             }
         }
+        if (mask) {   /* the in-place ReLU's backward after it (k_relu_bwd8's select) */
+            bf8 v = ld8(mask + q * 8);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc.v[k] = v.v[k] <= 0.0f ? 0.0f : acc.v[k];
+        }
         st8(dx + q * 8, acc);
     }
 }
@@ -277,6 +285,7 @@ static bool pool8_ok(const cu_pool_geom *g, const void *a, const void *b) {
 }
 
 uint64_t cu_pool_bwd_ws_bytes(const cu_pool_geom *g) {
+    if (cu_pool_tile_ok(g)) return 0;   /* k_pool_tile8: no argmax pass */
     if (!g->max || g->adaptive || g->c % 8 != 0 || g->kh * g->kw > 255) return 0;
     return (uint64_t)g->n * g->c * g->oh * g->ow;
 }
@@ -297,7 +306,9 @@ static int pool_fwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float 
 /* ws: cu_pool_bwd_ws_bytes(g) bytes for max pooling (NULL: not taken). */
 template <typename H>
 static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
-                     const float *dy, float *dx, float beta, void *ws, vd_err *e) {
+                     const float *dy, float *dx, float beta, void *ws, vd_err *e,
+                     bool relu = false) {
+    const H *mask = relu ? AS<H>(x) : NULL;
     int64_t in8 = (int64_t)g->n * g->c * g->h * g->w / 8;
     int64_t out8 = (int64_t)g->n * g->c * g->oh * g->ow / 8;
     bool i32 = FITS32(in8 * 8) && FITS32(out8 * 8);
@@ -309,11 +320,195 @@ static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float 
     }
     if (i32)
         k_pool_bwd8<H, int><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy), AS<H>(dx),
-                                                                    beta, (int)in8);
+                                                                    beta, (int)in8, mask);
     else
         k_pool_bwd8<H, int64_t><<<grid_for(in8, sm), CU_THREADS, 0, s>>>(*g, arg, AS<H>(dy),
-                                                                        AS<H>(dx), beta, in8);
+                                                                        AS<H>(dx), beta, in8, mask);
     KERNEL_CHECK(e);
+    return VD_OK;
+}
+
+/* ---- the tiling max-pool backward: one thread per output window --------------
+ * Max pooling whose windows tile the input exactly (kernel == stride, no
+ * padding, oh * kh == h, ow * kw == w: VGG's 2x2/2), channels-last, eight
+ * channels a thread: thread q = (output pixel, channel group) reads its
+ * window of x once (window_max8: the argmax of k_pool_arg8), dy once, and
+ * writes every dx of the window once: no argmax pass, no workspace, no
+ * zero fill (every input lies in exactly one window). Each dx element is
+ * k_pool_bwd8's: (beta ? dx : 0) plus dy where it is the window's argmax,
+ * in the same float adds, so the same bits.
+ * RELU (the max pool + ReLU backward fusion, vd_op_io.relu_dx): then
+ * x <= 0 ? 0 : that, as k_relu_bwd8 masks (x is the in-place ReLU's y).
+ * BIAS (with RELU, beta 0): also the per-channel sums of the dx written
+ * (the conv's bias gradient): each thread keeps one channel group (G = c / 8
+ * divides the block, so the grid stride keeps q % G), the block adds its
+ * threads' sums in a fixed order into part[channel * gridDim.x + block],
+ * k_pool_bias_final adds those: deterministic for a given grid. The stored
+ * dx values are exact in the stored type (0, or one dy), so the sums are of
+ * what the ReLU's backward would have summed, in another order. */
+/* The block's sums of k_pool_tile8 (BIAS), thread t's of channel group t % G:
+ * thread t < G adds those of t, t + G, ... in that order into
+ * part[(8 t + k) * gridDim.x + block]. Every thread of the block calls it. */
+__device__ __forceinline__ void pool_tile_sums(const float sum[8], int G, float *part) {
+    __shared__ float red[8][CU_THREADS];
+#pragma unroll
+    for (int k = 0; k < 8; k++) red[k][threadIdx.x] = sum[k];
+    __syncthreads();
+    if ((int)threadIdx.x >= G) return;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        float v = 0.0f;
+        for (int j = (int)threadIdx.x; j < (int)blockDim.x; j += G) v += red[k][j];
+        part[(int64_t)(threadIdx.x * 8 + k) * gridDim.x + blockIdx.x] = v;
+    }
+}
+
+/* One position of k_pool_tile8's window: dx = (beta ? dx : 0) plus dy where
+ * rel is the argmax (a), masked by x (v) with RELU, summed with BIAS. */
+template <typename H, bool RELU, bool BIAS>
+__device__ __forceinline__ void pool_tile_put(H *p, float beta, const bf8 &d, const unsigned a[8],
+                                              unsigned rel, const bf8 &v, float sum[8]) {
+    bf8 acc;
+    if (beta != 0.0f) acc = ld8(p);
+    else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) acc.v[k] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (a[k] == rel) acc.v[k] += d.v[k];
+    if (RELU) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) acc.v[k] = v.v[k] <= 0.0f ? 0.0f : acc.v[k];
+    }
+    if (BIAS) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) sum[k] += acc.v[k];
+    }
+    st8(p, acc);
+}
+
+/* K: the window's side where it is K x K at compile time (2: VGG's; the
+ * window's loads then all issue before the first compare, and x stays in
+ * registers for the mask), 0: g's, x read again for the mask. */
+template <typename H, typename I, int K, bool RELU, bool BIAS>
+__global__ void __launch_bounds__(CU_THREADS, 3) k_pool_tile8(cu_pool_geom g, const H *x, const H *dy, H *dx, float beta,
+                             I total, float *part) {
+    const int G = g.c / 8;
+    float sum[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) sum[k] = 0.0f;
+    GRID_STRIDE_T(I, q, total) {
+        I pix = q / (I)G;
+        int c0 = (int)(q - pix * (I)G) * 8;
+        I t = pix / (I)g.ow;
+        int ow = (int)(pix - t * (I)g.ow);
+        I img = t / (I)g.oh;
+        int oh = (int)(t - img * (I)g.oh);
+        const I ib = img * (I)g.h * g.w * g.c + c0;
+        const H *xp = x + ib;
+        H *dxp = dx + ib;
+        bf8 d = ld8(dy + q * 8);
+        float m[8];
+        unsigned a[8];
+        if (K) {
+            constexpr int S = K > 0 ? K : 1;   /* (K, where this branch runs) */
+            const int h0 = oh * S, w0 = ow * S;
+            bf8 v[S * S];
+#pragma unroll
+            for (int j = 0; j < S * S; j++)
+                v[j] = ld8(xp + (I)((h0 + j / S) * g.w + w0 + j % S) * g.c);
+            /* window_max8's rule, in its order (row-major; rel = j) */
+#pragma unroll
+            for (int k = 0; k < 8; k++) { m[k] = -INFINITY; a[k] = 0u; }
+#pragma unroll
+            for (int j = 0; j < S * S; j++)
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    if (v[j].v[k] > m[k] || isnan(v[j].v[k])) { m[k] = v[j].v[k]; a[k] = (unsigned)j; }
+#pragma unroll
+            for (int j = 0; j < S * S; j++)
+                pool_tile_put<H, RELU, BIAS>(dxp + (I)((h0 + j / S) * g.w + w0 + j % S) * g.c,
+                                             beta, d, a, (unsigned)j, v[j], sum);
+        } else {
+            const int h0 = oh * g.kh, w0 = ow * g.kw;
+            window_max8<I>(g, xp, h0, h0 + g.kh, w0, w0 + g.kw, m, a);
+            for (int ih = h0; ih < h0 + g.kh; ih++)
+                for (int iw = w0; iw < w0 + g.kw; iw++) {
+                    I off = (I)(ih * g.w + iw) * g.c;
+                    bf8 v;
+                    if (RELU) v = ld8(xp + off);
+                    pool_tile_put<H, RELU, BIAS>(dxp + off, beta, d, a,
+                                                 (unsigned)((ih - h0) * g.kw + (iw - w0)), v, sum);
+                }
+        }
+    }
+    if (BIAS) pool_tile_sums(sum, G, part);
+}
+
+/* db[c] = the sum of part[c * split ..][0 .. split), a warp a channel. */
+__global__ void k_pool_bias_final(const float *part, int64_t ch, int split, float *db) {
+    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (c >= ch) return;
+    const int lane = threadIdx.x % 32;
+    float a = 0.0f;
+    for (int k = lane; k < split; k += 32) a += part[c * split + k];
+    for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
+    if (lane == 0) db[c] = a;
+}
+
+bool cu_pool_tile_ok(const cu_pool_geom *g) {
+    return g->cl && g->max && !g->adaptive && g->c % 8 == 0 && g->kh > 0 && g->kw > 0 &&
+           g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0 &&
+           g->oh * g->kh == g->h && g->ow * g->kw == g->w && g->kh * g->kw <= 255;
+}
+
+/* The grid of k_pool_tile8 over g's windows. */
+static unsigned tile_grid(const cu_pool_geom *g, int sm) {
+    return grid_for((int64_t)g->n * g->oh * g->ow * (g->c / 8), sm);
+}
+
+uint64_t cu_pool_tile_bias_ws_bytes(const cu_pool_geom *g, int sm) {
+    if (!cu_pool_tile_ok(g) || CU_THREADS % (g->c / 8) != 0) return 0;
+    return (uint64_t)tile_grid(g, sm) * (uint64_t)g->c * sizeof(float);
+}
+
+int cuk_pool_tile_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                      const float *dy, float *dx, float beta, bool relu, float *db, void *ws,
+                      uint64_t ws_bytes, vd_dtype dt, vd_err *e) {
+    uint64_t need = db ? cu_pool_tile_bias_ws_bytes(g, sm) : 0;
+    if (!cu_pool_tile_ok(g) || !al16(x) || !al16(dy) || !al16(dx) ||
+        (db && (!relu || beta != 0.0f || !need || !ws || ws_bytes < need)))
+        return vd_errf(e, VD_EINTERNAL, "cuk_pool_tile_bwd: geometry or operands not taken");
+    int64_t total = (int64_t)g->n * g->oh * g->ow * (g->c / 8);
+    if (total <= 0) return VD_OK;
+    int64_t in_total = (int64_t)g->n * g->c * g->h * g->w;
+    unsigned grid = tile_grid(g, sm);
+    float *part = (float *)ws;
+#define TILE_LAUNCH(I, R, B)                                                                  \
+    DT_DISPATCH(dt, H,                                                                        \
+                if (k2) k_pool_tile8<H, I, 2, R, B><<<grid, CU_THREADS, 0, s>>>(              \
+                    *g, AS<H>(x), AS<H>(dy), AS<H>(dx), beta, (I)total, part);                \
+                else k_pool_tile8<H, I, 0, R, B><<<grid, CU_THREADS, 0, s>>>(                 \
+                    *g, AS<H>(x), AS<H>(dy), AS<H>(dx), beta, (I)total, part))
+    const bool k2 = g->kh == 2 && g->kw == 2;
+    if (FITS32(in_total)) {
+        if (db) TILE_LAUNCH(int, true, true);
+        else if (relu) TILE_LAUNCH(int, true, false);
+        else TILE_LAUNCH(int, false, false);
+    } else {
+        if (db) TILE_LAUNCH(int64_t, true, true);
+        else if (relu) TILE_LAUNCH(int64_t, true, false);
+        else TILE_LAUNCH(int64_t, false, false);
+    }
+#undef TILE_LAUNCH
+    KERNEL_CHECK(e);
+    if (db) {
+        int64_t ch = g->c;
+        k_pool_bias_final<<<(unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS), CU_THREADS, 0,
+                            s>>>(part, ch, (int)grid, db);
+        KERNEL_CHECK(e);
+    }
     return VD_OK;
 }
 
@@ -395,6 +590,9 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
         bool ok8 = pool8_ok(g, dy, dx) && al16(x) &&
                    (g->max ? need > 0 && ws && ws_bytes >= need && ((uintptr_t)ws & 7u) == 0
                            : true);
+        /* windows that tile the input: one pass, no argmax workspace */
+        if (cu_pool_tile_ok(g) && al16(x) && al16(dy) && al16(dx))
+            return cuk_pool_tile_bwd(s, sm, g, x, dy, dx, beta, false, NULL, NULL, 0, dt, e);
         if (ok8) DT_DISPATCH(dt, H, return pool_bwd8<H>(s, sm, g, x, dy, dx, beta, ws, e));
         return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
     }
@@ -418,6 +616,20 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
     int rc = cu_pool_bwd_tiled_auto(s, sm, g, x, dy, dx, beta, dt, &tiled, e);
     if (tiled) return rc;
     return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
+}
+
+int cuk_pool_bwd_relu8(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                       const float *dy, float *dx, void *ws, uint64_t ws_bytes, vd_dtype dt,
+                       bool *taken, vd_err *e) {
+    *taken = false;
+    uint64_t need = cu_pool_bwd_ws_bytes(g);
+    if (!g->cl || !g->max || !pool8_ok(g, dy, dx) || !al16(x) || !need || !ws ||
+        ws_bytes < need || ((uintptr_t)ws & 7u) != 0)
+        return VD_OK;
+    *taken = true;
+    if ((int64_t)g->n * g->c * g->h * g->w <= 0) return VD_OK;
+    DT_DISPATCH(dt, H, return pool_bwd8<H>(s, sm, g, x, dy, dx, 0.0f, ws, e, true));
+    return VD_OK;
 }
 
 /* Test hook (declared in cuda_internal.h; tests/cuda/test_cuda_ops.c). */

@@ -218,21 +218,91 @@ static int pool_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     return cuk_pool_fwd(cu_compute(c), c->sm_count, &g, io->x[0], io->y, io->act, e);
 }
 
-/* max recomputes the argmax from x; average reads no x */
+static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e);
+static void relu_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o);
+
+/* The conv bias gradient that max pool li's backward reduces with its
+ * ReLU's (vd_op_io.relu_dx): io's bias_db where that ReLU takes it
+ * (cu_layer.bias_bwd; else its conv's backward does), else NULL. */
+static float *pool_bias_db(const cu_ctx *c, const vd_net *net, int li, const vd_op_io *io) {
+    int r = vd_op_pool_relu(net, li);
+    return r >= 0 && io->bias_db && c->layers[r].bias_bwd ? io->bias_db : NULL;
+}
+
+/* max recomputes the argmax from x; average reads no x. With its ReLU's
+ * backward (vd_op_io.relu_dx, not no_fuse): dx already masked, and the
+ * ReLU's bias gradient; one pass where the windows tile the input
+ * (k_pool_tile8, channels-last), the mask in k_pool_bwd8 for the other
+ * channels-last pools it takes, else (fp32's NCHW) the pool's and then the
+ * ReLU's kernels, in place on dx; all in this step (dx: the same bits as the
+ * two steps). */
 static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
     int rc;
     if (g.max && (rc = need(io->x[0], &net->layers[li], "x", e))) return rc;
-    return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], beta0(io),
-                        io->ws, io->ws_bytes, io->act, e);
+    if (!io->relu_dx || c->no_fuse)
+        return cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0],
+                            beta0(io), io->ws, io->ws_bytes, io->act, e);
+    int r = vd_op_pool_relu(net, li);
+    if (r < 0 || !io->dx[0] || beta0(io) != 0.0f)
+        return vd_errf(e, VD_EINTERNAL, "layer '%s': takes no ReLU's backward", net->layers[li].name);
+    float *db = pool_bias_db(c, net, li, io);
+    uint64_t need_ws = db ? cu_pool_tile_bias_ws_bytes(&g, c->sm_count) : 0;
+    bool al = (((uintptr_t)io->x[0] | (uintptr_t)io->dy | (uintptr_t)io->dx[0]) & 15u) == 0;
+    const bool sums = db && need_ws && io->ws && io->ws_bytes >= need_ws;
+    /* channels-last: the mask in the pool's kernel (k_pool_tile8, or for
+     * overlapping windows k_pool_bwd8: one read of x instead of the ReLU's
+     * pass); the bias sums in k_pool_tile8, or after it (cuk_chan_sum: what
+     * cuk_relu_bwd_bias adds, in its order, with the same split) */
+    bool taken = cu_pool_tile_ok(&g) && al;
+    if (taken)
+        rc = cuk_pool_tile_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], 0.0f,
+                               true, sums ? db : NULL, io->ws, io->ws_bytes, io->act, e);
+    else
+        rc = cuk_pool_bwd_relu8(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0],
+                                io->ws, io->ws_bytes, io->act, &taken, e);
+    if (rc || taken) {
+        if (rc || !db || sums) return rc;
+        const cu_layer *R = &c->layers[r];
+        int64_t hw = (int64_t)R->h * R->w;
+        int split = cu_bias_grad_split(io->n, R->c, hw, c->sm_count, R->cl, io->ws_bytes);
+        return cuk_chan_sum(cu_compute(c), io->dx[0], io->n, R->c, hw, split, (float *)io->ws,
+                            0.0f, db, io->act, R->cl, e);
+    }
+    rc = cuk_pool_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], 0.0f, io->ws,
+                      io->ws_bytes, io->act, e);
+    if (rc) return rc;
+    vd_op_io ri = *io;   /* the ReLU's backward in place: y is the pool's x */
+    ri.relu_dx = false;
+    ri.x[0] = io->x[0];
+    ri.y = (float *)io->x[0];
+    ri.dy = io->dx[0];
+    ri.dx_beta[0] = 0.0f;
+    ri.bias_db = db;
+    ri.bwd_done = false;
+    return relu_bwd(c, net, r, &ri, e);
 }
 
 /* Channels-last max pooling: the backward argmax pass's bytes
- * (cu_pool_bwd_ws_bytes of the geometry at batch n). */
+ * (cu_pool_bwd_ws_bytes of the geometry at batch n; none where the windows
+ * tile the input). A max pool that takes its ReLU's backward with the bias
+ * gradient (pool_bias_db): room for that gradient's partial sums too, those
+ * of k_pool_tile8 or, where it does not take the layer, as many as the
+ * ReLU's own (relu_ws: the same sums). */
 static void pool_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_opt *o) {
-    if (!vd_math_nhwc(c->math)) return;
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], n);
-    uint64_t pw = VD_ALIGN_UP(cu_pool_bwd_ws_bytes(&g), (uint64_t)256);
+    uint64_t pw = vd_math_nhwc(c->math) ? VD_ALIGN_UP(cu_pool_bwd_ws_bytes(&g), (uint64_t)256) : 0;
+    int r = vd_op_pool_relu(net, li);
+    if (r >= 0 && !c->no_fuse && c->layers[r].bias_bwd) {
+        uint64_t tb = cu_pool_tile_bias_ws_bytes(&g, c->sm_count);
+        if (!tb) {
+            vd_algo_opt ro;
+            memset(&ro, 0, sizeof ro);
+            relu_ws(c, net, r, n, &ro);
+            tb = ro.ws_bwd;
+        }
+        if (tb > pw) pw = tb;
+    }
     o->ws_bwd = o->workspace = pw;
 }
 
@@ -245,6 +315,8 @@ static int relu_fwd(cu_ctx *c, const vd_net *, int li, const vd_op_io *io, vd_er
 }
 
 static int relu_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
+    /* its max pool's backward ran it (vd_op_io.relu_dx, pool_bwd) */
+    if (io->bwd_done && !c->no_fuse) return VD_OK;
     /* in place into its dy tensor after a batch norm that takes it
      * (cu_layer.relu_bwd_fused): the batch norm reads the dy unmasked */
     if (c->layers[li].relu_bwd_fused && io->dx[0] == io->dy) return VD_OK;
@@ -274,6 +346,35 @@ static void relu_ws(const cu_ctx *c, const vd_net *net, int li, int n, vd_algo_o
     if (!c->layers[li].bias_bwd) return;
     int split = cu_chan_split(n, l->c, (int64_t)l->h * l->w, c->sm_count, vd_math_nhwc(c->math));
     o->ws_bwd = o->workspace = split > 1 ? (uint64_t)split * (uint64_t)l->c * sizeof(float) : 0;
+}
+
+/* ReLU li's setup: cu_relu_bias_setup (its conv's bias gradient in its
+ * backward, timed against the separate passes), except where the max pool
+ * after it takes its backward (vd_op_pool_relu, not no_fuse) in
+ * k_pool_tile8's one pass, which reduces that gradient too
+ * (cu_pool_tile_bias_ws_bytes; the conv's own pass would read the map
+ * again): fused, untimed. The pool's layer is not set up yet: its geometry
+ * from the net. */
+static int relu_setup(cu_ctx *c, const vd_net *net, int li, cu_layer *L, vd_err *e) {
+    const vd_layer *l = &net->layers[li];
+    int p = li + 1;
+    if (!c->no_fuse && p < net->n_layers && vd_op_pool_relu(net, p) == li) {
+        const vd_layer *lp = &net->layers[p];
+        cu_layer P;
+        memset(&P, 0, sizeof P);
+        P.in_c[0] = l->c;
+        P.in_h = l->h;
+        P.in_w = l->w;
+        P.h = lp->h;
+        P.w = lp->w;
+        P.cl = vd_math_nhwc(c->math);
+        cu_pool_geom g = pool_geom(&P, lp, c->batch);
+        if (cu_pool_tile_bias_ws_bytes(&g, c->sm_count)) {
+            L->bias_bwd = l->inplace && vd_op_bias_taker(net, li) >= 0;
+            return VD_OK;
+        }
+    }
+    return cu_relu_bias_setup(c, net, li, L, e);
 }
 
 static int lrn_fwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
@@ -497,7 +598,7 @@ typedef struct cu_op {
 static const cu_op cu_ops[] = {
     {VD_OP_CONV, cu_conv_forward, conv_bwd, cu_conv_setup, NULL},
     {VD_OP_POOL, pool_fwd, pool_bwd, NULL, pool_ws},
-    {VD_OP_RELU, relu_fwd, relu_bwd, cu_relu_bias_setup, relu_ws},
+    {VD_OP_RELU, relu_fwd, relu_bwd, relu_setup, relu_ws},
     {VD_OP_LRN, lrn_fwd, lrn_bwd, NULL, NULL},
     {VD_OP_BATCHNORM, cu_bn_forward, bn_bwd, cu_bn_setup, bn_ws},
     {VD_OP_FC, fc_fwd, fc_bwd, NULL, NULL},

@@ -141,7 +141,9 @@ static void plan_layer(const prof *p, int li, layer_buf *b) {
         if (L->opts[k].workspace > ws) ws = L->opts[k].workspace;
     b->ws = take(&off, ws);
     /* a ReLU that takes its conv's bias gradient: that gradient (make_io) */
-    b->bias = take(&off, takes_bias(net, li) ? (uint64_t)l->c * sizeof(float) : 0);
+    int r = vd_op_pool_relu(net, li);   /* a max pool that takes its ReLU's: that one too */
+    b->bias = take(&off, takes_bias(net, li) || (r >= 0 && takes_bias(net, r))
+                             ? (uint64_t)l->c * sizeof(float) : 0);
     /* an add that applies a batch norm: its statistics, gamma and beta */
     b->bn = take(&off, bn_folded(p, li) >= 0 ? 4u * (uint64_t)l->c * sizeof(float) : 0);
     b->end = off;
@@ -224,6 +226,19 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
         io->bn_aux = f;
         io->bn_w = f + 2 * l->c;
         io->bn_b = f + 3 * l->c;
+    }
+    /* the max pool + ReLU backward pair as the plan pairs them
+     * (vd_plan_layer.takes_relu: whole, the ReLU's dx its dy tensor): the
+     * pool runs both (with the ReLU's bias gradient), the ReLU nothing
+     * (each as it would alone with no_fuse) */
+    int r = vd_op_pool_relu(net, li);
+    if (r >= 0) {
+        io->relu_dx = true;
+        if (takes_bias(net, r)) io->bias_db = (float *)(s + b->bias);
+    }
+    if (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) {
+        io->dx[0] = (float *)(s + b->dy);
+        io->bwd_done = true;
     }
     /* parameters in the net's order: conv/fc weight [bias]; bn weight bias rm rv */
     float *par = (float *)(s + b->par), *grad = (float *)(s + b->grad);
