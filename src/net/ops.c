@@ -530,6 +530,8 @@ int vd_op_bn_folder(const vd_net *net, int b) {
         for (int q = 0; q < net->layers[a].n_in; q++)
             if (net->layers[a].in[q] == b) return vd_op_bn_folded(net, a) == b ? a : -1;
     return -1;
+}
+
 int vd_op_pool_relu(const vd_net *net, int p) {
     const vd_layer *l = &net->layers[p];
     if (l->op != VD_OP_POOL || l->u.pool.mode != VD_POOL_MAX || l->no_grad || l->n_in != 1)

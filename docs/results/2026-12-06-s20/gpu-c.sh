@@ -14,7 +14,7 @@ D=$(dirname "$0"); DEADLINE=${DEADLINE:-560}
 export VD_BUILDDIR=$PWD/$B
 PY=/opt/torch/.venv/bin/python
 left() { echo $(( DEADLINE - SECONDS )); }
-TESTS_TRAIN=${TESTS_TRAIN:-"test_cpu_vs_cuda test_relu_fused_into_bn_and_add test_conv_bias_relu_fused test_deterministic_and_offload_invariance test_graph_vs_eager"}
+TESTS_TRAIN=${TESTS_TRAIN:-"test_bn_add_fused test_pool_relu_fused test_cpu_vs_cuda test_relu_fused_into_bn_and_add test_conv_bias_relu_fused test_deterministic_and_offload_invariance test_graph_vs_eager"}
 nvidia-smi --query-gpu=name --format=csv,noheader
 echo "== tests (at ${SECONDS} s)"
 CK_FORK=no timeout 150 "$B/tests/cuda/cuda_test_cuda_ops" > "$O/ops.log" 2>&1
@@ -46,11 +46,11 @@ mem() {   # args...: where a tight point's device memory grows beyond the pool
         > "$O/mem-$#.txt" 2>&1
     grep -E '^device memory|^growth|^outside|^memory trace|^  training' "$O/mem-$#.txt" | head -12
 }
-echo "== device memory beyond the pool at VGG-16 bf16 4 GiB (at ${SECONDS} s)"
-mem; mem --graph off
 compare vgg16 bf16 bf16-cl,compile-bf16-cl 100; nofuse vgg16 bf16
 compare resnet50 bf16 bf16-cl,compile-bf16-cl 130; nofuse resnet50 bf16
 compare alexnet bf16 bf16-cl,compile-bf16-cl 60
 compare resnet50 tf32 tf32,compile-tf32 150
 compare vgg16 tf32 tf32 60
+echo "== device memory beyond the pool at VGG-16 bf16 4 GiB (at ${SECONDS} s)"
+mem; mem --graph off
 echo "== done at ${SECONDS} s"
