@@ -399,9 +399,24 @@ static void on_event(const vd_train_event *ev, void *user) {
 /* --step-times: the last training iteration's steps, measured on the
  * compute stream (duration = end - previous end, stalls included) beside the
  * simulator's, the VD_STEP_TIMES_ROWS steps measured furthest over their
- * prediction first, then the totals. Where an iteration is slower than
- * predicted, this says at which steps. */
-enum { VD_STEP_TIMES_ROWS = 15 };
+ * prediction first, then the VD_STEP_TIMES_UNDER steps furthest under it,
+ * then the totals. Where an iteration is slower (or faster) than predicted,
+ * this says at which steps. */
+enum { VD_STEP_TIMES_ROWS = 15, VD_STEP_TIMES_UNDER = 8 };
+
+/* One row of report_step_times: step s, measured dur, predicted pdur (ms). */
+static void step_time_row(const vd_plan *plan, const vd_net *net, int s, const double *dur,
+                          const double *pdur, const double *end) {
+    const vd_step *st = &plan->steps[s];
+    char nm[64];
+    if (st->layer >= 0)
+        snprintf(nm, sizeof nm, "%s %s", st->kind == VD_STEP_BWD ? "bwd" : "fwd",
+                 net->layers[st->layer].name);
+    else
+        snprintf(nm, sizeof nm, "sgd");
+    printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, dur[s], pdur[s],
+           dur[s] - pdur[s], end[s], 1e3 * st->t_end);
+}
 static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_net *net) {
     const double *end = NULL;
     int n = vd_exec_step_times(ex, &end);
@@ -427,15 +442,16 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
         for (int t = 0; t < n; t++)
             if (!shown[t] && (s < 0 || dur[t] - pdur[t] > dur[s] - pdur[s])) s = t;
         shown[s] = true;
-        const vd_step *st = &plan->steps[s];
-        char nm[64];
-        if (st->layer >= 0)
-            snprintf(nm, sizeof nm, "%s %s", st->kind == VD_STEP_BWD ? "bwd" : "fwd",
-                     net->layers[st->layer].name);
-        else
-            snprintf(nm, sizeof nm, "sgd");
-        printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, dur[s], pdur[s],
-               dur[s] - pdur[s], end[s], 1e3 * st->t_end);
+        step_time_row(plan, net, s, dur, pdur, end);
+    }
+    int under = n - rows < VD_STEP_TIMES_UNDER ? n - rows : VD_STEP_TIMES_UNDER;
+    if (under > 0) printf("  the %d steps furthest under it:\n", under);
+    for (int r = 0; r < under; r++) {
+        int s = -1;
+        for (int t = 0; t < n; t++)
+            if (!shown[t] && (s < 0 || dur[t] - pdur[t] < dur[s] - pdur[s])) s = t;
+        shown[s] = true;
+        step_time_row(plan, net, s, dur, pdur, end);
     }
     printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
            "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
