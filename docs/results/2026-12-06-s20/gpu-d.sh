@@ -4,7 +4,8 @@
 # fused plan's prediction is 5% over the measured time in gpu-c.sh); VGG-16
 # tf32 beside PyTorch eager (skipped in gpu-c.sh); where VGG-16 bf16 4 GiB's
 # device memory grows beyond the pool (gpu-b.sh's '!'), with and without the
-# captured iteration; ResNet-152 bf16 at 10 and 8 GiB beside none. Parts are
+# captured iteration; ResNet-50 bf16 4 GiB under --step-times (the fused
+# plans at a tight budget). Parts are
 # skipped near DEADLINE seconds.
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-d.sh BUILD OUTDIR
 set -u
@@ -19,7 +20,7 @@ CK_RUN_CASE=test_pool_relu_fused CK_FORK=no timeout 60 "$B/tests/cuda/cuda_test_
 echo "test_pool_relu_fused: exit $? ($SECONDS s)"; grep -E 'bf16 pool fused vs cpu|Checks|:F:|:E:' "$O/pool.log" | tail -12
 echo "== ResNet-50 bf16 none --step-times (at ${SECONDS} s)"
 row resnet50 bf16 256 none 20 --step-times --profile-out "$O/r50-prof.json"
-sed -n '/steps measured furthest/,/^$/p' "$O/resnet50-bf16-256-none.log" | head -24
+sed -n '/steps furthest/,/all [0-9]* steps/p' "$O/resnet50-bf16-256-none.log" | head -30
 xz -9 "$O/r50-prof.json"
 mem() {   # args...
     [ "$(left)" -lt 50 ] && return
@@ -37,10 +38,10 @@ if [ "$(left)" -gt 90 ]; then
         --vdnn-out "$O/vgg16-tf32-bench.json" > "$O/vgg16-tf32-compare.txt" 2>&1
     grep -E "x speed|^[0-9.]+ GiB +none" "$O/vgg16-tf32-compare.txt" | cut -c1-140
 fi
-if [ "$(left)" -gt 70 ]; then
-    echo "== ResNet-152 bf16 10G, 8G (at ${SECONDS} s)"
-    timeout "$(left)" $B/vdnn-bench nets/resnet152.yaml --batch 256 --math bf16 --budgets 10G,8G,peak \
-        --policies none,auto --warmup 3 --iters 8 > "$O/r152.txt" 2>&1
-    grep -E '^[0-9.]+ GiB +(none|auto) +yes' "$O/r152.txt" | cut -c1-140
+if [ "$(left)" -gt 60 ]; then
+    echo "== ResNet-50 bf16 4 GiB --step-times (at ${SECONDS} s)"
+    row resnet50 bf16 256 4G 20 --step-times
+    sed -n '/steps furthest/,/all [0-9]* steps/p' "$O/resnet50-bf16-256-4G.log" | head -30
+    grep -E '^  (D2H|H2D):' "$O/resnet50-bf16-256-4G.log"
 fi
 echo "== done at ${SECONDS} s"
