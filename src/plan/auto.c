@@ -53,16 +53,16 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * Each start refines its own greedy's result (the fastest fitting plan seen
  * only when that does not fit): the starts end in different places, which
  * going on from the fastest plan seen so far would give up. */
-enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]),
-       BOUND_START = N_STARTS };
+enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 /* The bound's start (bound_start), after the others: its own effort, this
- * share of the cap on top of what the search spent (a smaller share cut its
- * refine short on the measured ResNet-152 profile; a larger one gained
- * nothing more there: docs/results/2026-12-06-s20/seed.md); and it is left
- * unrefined where its greedy plan is over AUTO_SEED_GATE above the bound,
- * where the bound's relaxation is far from any plan (its greedy plans that
- * refine brought near the bound were closer; those left out far above). */
-static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_GATE = 0.15;
+ * share of the cap on top of what the search spent, refine at most
+ * AUTO_SEED_REFINE of it (its greedy alone takes most of the share on the
+ * measured ResNet-152 profile; refine's first moves gain almost all that
+ * refine gains there: docs/results/2026-12-06-s20/seed.md); left out where
+ * its greedy plan is over AUTO_SEED_GATE above the bound, where the bound's
+ * relaxation is far from any plan (the greedy plans that refine brought
+ * near the bound were within it, the others far above). */
+static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.15;
 static const double AUTO_START_BEHIND = 2.0;
 /* the trades before the kicks try pairs until the work has grown by this */
 static const double AUTO_PAIR_WORK = 0.2 * AUTO_WORK_BUDGET;
@@ -109,7 +109,7 @@ static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_pl
     return VD_EBUDGET;
 }
 
-/* The bound's start (BOUND_START): the maps the copies' bound's relaxation
+/* The bound's start's seed: the maps the copies' bound's relaxation
  * recomputes where most bytes must leave (vdp_bound_recompute_set), from
  * plan P (any plan of c's net and options: the bound reads its structure),
  * as disposition keys in *seed ([L + 1], NULL when it names none the search
@@ -117,7 +117,9 @@ static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_pl
 static int bound_seed(actx *c, const vd_plan *P, bool **seed, double *bound_s, vd_err *e) {
     *seed = NULL;
     *bound_s = 0;
-    if (c->B == 0 || P->n_tensors == 0) return VD_OK;
+    /* a split plan's maps are its chunks', a key's its first chunk's
+     * (tensor_of): the bound's cover does not name keys there */
+    if (c->B == 0 || P->n_tensors == 0 || P->n_units != P->n_layers) return VD_OK;
     bool *rc_t = vd_calloc((size_t)P->n_tensors, sizeof *rc_t, NULL);
     bool *sk = vd_calloc((size_t)c->L + 1, sizeof *sk, NULL);
     if (!rc_t || !sk) {
@@ -145,23 +147,21 @@ static int bound_seed(actx *c, const vd_plan *P, bool **seed, double *bound_s, v
  * *P: the plan of the configuration reached, under the true profile;
  * *behind: it fits but was not refined, far behind best_s. */
 static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *disp0,
-                     const int *algos0, const bool *seed, double behind_s, vd_plan *P, bool *behind,
-                     vd_err *e) {
+                     const int *algos0, double best_s, vd_plan *P, bool *behind, vd_err *e) {
     *behind = false;
     const vd_profile *true_prof = c->prof;
     config_copy(c, c->disp, c->algos, disp0, algos0);   /* the start configuration */
     bool rc_start = start == RC_START;
-    for (int k = 0; k <= c->L; k++)
-        if (!c->fixed[k] && c->can_rc[k] && (rc_start || (seed && seed[k])))
-            c->disp[k] = VD_DISP_RECOMPUTE;
-    if (seed) search_phase(c, "greedy, the bound's start", 0, 0);
-    else search_phase(c, "greedy, start %d of %d", start + 1, N_STARTS);
+    if (rc_start)
+        for (int k = 0; k <= c->L; k++)
+            if (!c->fixed[k] && c->can_rc[k]) c->disp[k] = VD_DISP_RECOMPUTE;
+    search_phase(c, "greedy, start %d of %d", start + 1, N_STARTS);
     c->prof = prof;
     c->perturbed = prof != true_prof;
     c->prof_id = prof != true_prof ? start : 0;
     int rc = search_eval(c, P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
-        c->abandon_s = behind_s;   /* 0 for the first start */
+        c->abandon_s = AUTO_START_BEHIND * best_s;   /* 0 for the first start */
         /* a later start when none before it has fitted gets one budget
          * (AUTO_WORK_BUDGET, not AUTO_GREEDY_WORK): where only the fallbacks
          * fit, each start's greedy would spend three before giving up; a
@@ -190,12 +190,11 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
     }
     /* far behind the starts before it: not refined (refine rarely closes
      * such a gap, and it is the start's dearest part) */
-    if (behind_s > 0 && P->feasible && P->sim.iter_s > behind_s) {
+    if (best_s > 0 && P->feasible && P->sim.iter_s > AUTO_START_BEHIND * best_s) {
         *behind = true;
         return VD_OK;
     }
-    if (seed) search_phase(c, "refine, the bound's start", 0, 0);
-    else search_phase(c, "refine, start %d of %d", start + 1, N_STARTS);
+    search_phase(c, "refine, start %d of %d", start + 1, N_STARTS);
     if (P->feasible && !done(c) && (rc = search_refine(c, P, NULL, pass_cut(c), e))) { vdp_plan_release(P); return rc; }
     return VD_OK;
 }
@@ -339,33 +338,52 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
     return rc;
 }
 
-/* The bound's start (BOUND_START), an added candidate after the search:
- * greedy from every map of seed recomputed (bound_seed) and the rest as in
- * (disp0, algos0), then refine, on an effort of its own (AUTO_SEED_SHARE of
- * the cap, on top of what the search spent: the counts are put back after,
- * so that what follows spends and stops as without it; the memo keeps what
- * it built, which only saves builds later); left unrefined where its greedy
- * plan is over AUTO_SEED_GATE above bound_s, the bound seed comes from.
- * Replaces *P when faster; c ends with *P's configuration. It runs after
- * the starts, not among them: there it took the effort the other starts
- * and the kicks needed where its plan was not the best
+/* The bound's start, an added candidate after the search: from
+ * (disp0, algos0) with every map of seed recomputed (bound_seed), greedy
+ * until it fits, then refine, on an effort of its own, on top of what the
+ * search spent: AUTO_SEED_SHARE of the cap in all, refine at most
+ * AUTO_SEED_REFINE of it. Its counts are put back after, so that what
+ * follows spends and stops as without it (the memo keeps what it built,
+ * which only saves builds later). Greedy gives up, and refine does not
+ * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound the
+ * seed comes from; one that does not fit is left out (not the search's
+ * fastest configuration seen, as a start's: that is *P's). Replaces *P
+ * when faster; c ends with *P's configuration. It runs after the starts,
+ * not among them: there it took effort that the other starts and the
+ * kicks needed where its plan was not the best
  * (docs/results/2026-12-06-s20/seed.md). */
 static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const bool *seed,
                        double bound_s, vd_plan *P, vd_err *e) {
     double work = c->work, effort = c->effort, cap_saved = c->s->cap, cap = vdp_search_cap(c->s);
+    double gate_s = (1.0 + AUTO_SEED_GATE) * bound_s;
     int evals = c->evals, looks = c->looks;
+    config_copy(c, c->disp, c->algos, disp0, algos0);
+    for (int k = 0; k <= c->L; k++)
+        if (seed[k]) c->disp[k] = VD_DISP_RECOMPUTE;
+    search_phase(c, "greedy, the bound's start", 0, 0);
     c->s->cap = c->effort + AUTO_SEED_SHARE * cap;
     vd_plan Q;
-    bool behind = false;
-    int rc = one_start(c, BOUND_START, c->prof, disp0, algos0, seed, (1.0 + AUTO_SEED_GATE) * bound_s,
-                       &Q, &behind, e);
+    int rc = search_eval(c, &Q, e);
+    bool fits = false;
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        c->abandon_s = gate_s;
+        rc = search_greedy(c, &Q, 3 * (c->L + 1), e);
+        c->abandon_s = 0;
+        fits = !rc && Q.feasible && Q.sim.iter_s <= gate_s;
+        if (fits) {
+            search_phase(c, "refine, the bound's start", 0, 0);
+            c->s->cap = fmin(c->s->cap, c->effort + AUTO_SEED_REFINE * cap);
+            rc = search_refine(c, &Q, NULL, pass_cut(c), e);
+        }
+        if (rc) vdp_plan_release(&Q);
+    }
     c->s->cap = cap_saved;
     c->work = work;
     c->effort = effort;
     c->evals = evals;
     c->looks = looks;
     if (rc) return rc;
-    if (Q.feasible && !behind && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+    if (fits && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
         vdp_plan_release(P);
         *P = Q;
     } else {
@@ -445,9 +463,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             pp.dev.h2d_bw_busy *= f[1];
             pp.dev.both_bw_busy *= 0.5 * (f[0] + f[1]);
         }
-        rc = one_start(&c, st, st > 1 ? &pp : prof, d0, a0, NULL,
-                       have_start && best.feasible ? AUTO_START_BEHIND * best.sim.iter_s : 0.0,
-                       &P, &behind, e);
+        rc = one_start(&c, st, st > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, &behind, e);
         if (rc) goto fail;
         if (behind && P.sim.iter_s < far_s) {
             far_s = P.sim.iter_s;
@@ -468,7 +484,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     /* the last resort (propose): no start fitted; the keep-all start again */
     if (have_start && !best.feasible && !done(&c)) {
         c.last_resort = true;
-        rc = one_start(&c, 1, prof, d0, a0, NULL, 0.0, &P, &behind, e);
+        rc = one_start(&c, 1, prof, d0, a0, 0.0, &P, &behind, e);
         c.last_resort = false;
         if (rc) goto fail;
         if (P.feasible) {
