@@ -483,14 +483,15 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
 }
 
 /* The maps the relaxation recomputes at step s (need bytes must leave), at
- * its best figure there: the fractional cover's maps, cheapest per byte
- * first until need is covered (the last one partly covered counted in),
- * those priced at their recompute marked in rc_t[tensor]; returns how many. */
+ * its best figure there (step_bound's, returned in *fig_s): the fractional
+ * cover's maps, cheapest per byte first until need is covered (the last one
+ * partly covered counted in), those priced at their recompute marked in
+ * rc_t[tensor]; returns how many. */
 static int cover_recompute(const bctx *c, int s, uint64_t need, double readback, int *vals,
-                           bool *rc_t) {
+                           bool *rc_t, double *fig_s) {
     fig_at at;
     int n = 0;
-    step_bound(c, s, need, readback, vals, &at, &n);
+    *fig_s = step_bound(c, s, need, readback, vals, &at, &n);
     if (n == 0) return 0;
     step_figure(c, s, n, need, readback, at.k1, at.k2, at.mu, at.l);   /* its costs */
     for (int k = 0; k < n; k++) {
@@ -510,7 +511,8 @@ static int cover_recompute(const bctx *c, int s, uint64_t need, double readback,
 }
 
 /* vd_plan_copy_bound; rc_t (may be NULL, [p->n_tensors], cleared here): the
- * recompute set of vdp_bound_recompute_set. */
+ * recompute set of vdp_bound_recompute_set, and then only the step where
+ * most must leave gets the copies' figure (out->copies_s: that step's). */
 static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                       uint64_t budget, vd_plan_bound *out, bool *rc_t, vd_err *e) {
     memset(out, 0, sizeof *out);
@@ -562,21 +564,24 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
         steps[n_over++] = s;
         if (in - budget > out->leave_bytes) { out->leave_bytes = in - budget; out->leave_step = s; }
     }
-    int n_eval = n_over < BOUND_STEPS ? n_over : BOUND_STEPS;
+    int n_eval = rc_t ? 0 : n_over < BOUND_STEPS ? n_over : BOUND_STEPS;
     for (int k = 0; k < n_eval; k++)   /* in place: the index picked is k or later */
         steps[k] = steps[n_eval > 1 ? (int)((long)k * (n_over - 1) / (n_eval - 1)) : 0];
-    if (n_over > 0) steps[n_eval++] = out->leave_step;
+    if (n_over > 0 && !rc_t) steps[n_eval++] = out->leave_step;
     for (int k = 0; k < n_eval; k++) {
         int s = steps[k];
         double v = step_bound(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch,
                               NULL, NULL);
         if (v * (1.0 - 1e-12) > out->copies_s) { out->copies_s = v * (1.0 - 1e-12); out->copies_step = s; }
     }
-    if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
     if (rc_t && out->leave_step >= 0) {
         int s = out->leave_step;
-        cover_recompute(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch, rc_t);
+        double v = 0;
+        cover_recompute(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch, rc_t, &v);
+        out->copies_s = v * (1.0 - 1e-12);
+        out->copies_step = s;
     }
+    if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
 done:
     vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed);
     vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.by_rc); vd_free(c.order);
