@@ -17,9 +17,9 @@
  *    a jittered profile; then, where the plan is still over 2% above the
  *    copies' lower bound, the bound's start (bound_start: from the maps the
  *    bound's relaxation recomputes); fewer copies, and the paper's policies
- *    and the extreme configuration as fallbacks (search_eval.c). Work budgets and an
- *    effort cap bound it, counts never clocks: the same inputs, the same
- *    plan;
+ *    and the extreme configuration as fallbacks (search_eval.c). Work
+ *    budgets and an effort cap bound it, counts never clocks: the same
+ *    inputs, the same plan;
  *  - vdp_min_budget_auto: a bisection of the budget with the search in
  *    feasibility-only mode (it stops at the first fitting plan: a budget
  *    fits there exactly when the full search finds a fitting plan).
