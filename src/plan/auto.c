@@ -14,10 +14,12 @@
  *    fastest start goes on to the swaps, the trades and the shifts, then to
  *    AUTO_CHAINS chains of kicks (search_local.c); then the fastest start
  *    left unrefined far behind (far_start); then a second opinion on
- *    a jittered profile, fewer copies, and the paper's policies and the
- *    extreme configuration as fallbacks (search_eval.c). Work budgets and an
- *    effort cap bound it, counts never clocks: the same inputs, the same
- *    plan;
+ *    a jittered profile; then, where the plan is still over 2% above the
+ *    copies' lower bound, the bound's start (bound_start: from the maps the
+ *    bound's relaxation recomputes); fewer copies, and the paper's policies
+ *    and the extreme configuration as fallbacks (search_eval.c). Work
+ *    budgets and an effort cap bound it, counts never clocks: the same
+ *    inputs, the same plan;
  *  - vdp_min_budget_auto: a bisection of the budget with the search in
  *    feasibility-only mode (it stops at the first fitting plan: a budget
  *    fits there exactly when the full search finds a fitting plan).
@@ -52,6 +54,15 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * only when that does not fit): the starts end in different places, which
  * going on from the fastest plan seen so far would give up. */
 enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
+/* The bound's start (bound_start), after the others: its own effort, this
+ * share of the cap on top of what the search spent, refine at most
+ * AUTO_SEED_REFINE of it (its greedy alone takes most of the share on the
+ * measured ResNet-152 profile; refine's first moves gain almost all that
+ * refine gains there: docs/results/2026-12-06-s20/seed.md); left out where
+ * its greedy plan is over AUTO_SEED_GATE above the bound, where the bound's
+ * relaxation is far from any plan (the greedy plans that refine brought
+ * near the bound were within it, the others far above). */
+static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.15;
 static const double AUTO_START_BEHIND = 2.0;
 /* the trades before the kicks try pairs until the work has grown by this */
 static const double AUTO_PAIR_WORK = 0.2 * AUTO_WORK_BUDGET;
@@ -96,6 +107,38 @@ static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_pl
         vdp_plan_release(P);
     }
     return VD_EBUDGET;
+}
+
+/* The bound's start's seed: the maps the copies' bound's relaxation
+ * recomputes where most bytes must leave (vdp_bound_recompute_set), from
+ * plan P (any plan of c's net and options: the bound reads its structure),
+ * as disposition keys in *seed ([L + 1], NULL when it names none the search
+ * may recompute). */
+static int bound_seed(actx *c, const vd_plan *P, bool **seed, double *bound_s, vd_err *e) {
+    *seed = NULL;
+    *bound_s = 0;
+    /* a split plan's maps are its chunks', a key's its first chunk's
+     * (tensor_of): the bound's cover does not name keys there */
+    if (c->B == 0 || P->n_tensors == 0 || P->n_units != P->n_layers) return VD_OK;
+    bool *rc_t = vd_calloc((size_t)P->n_tensors, sizeof *rc_t, NULL);
+    bool *sk = vd_calloc((size_t)c->L + 1, sizeof *sk, NULL);
+    if (!rc_t || !sk) {
+        vd_free(rc_t); vd_free(sk);
+        return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
+    }
+    vd_plan_bound bd;
+    int rc = vdp_bound_recompute_set(c->net, c->prof, P, c->B, rc_t, &bd, e);
+    int n = 0;
+    for (int k = 0; k <= c->L && !rc; k++) {
+        int t = tensor_of(c, P, k);
+        sk[k] = t >= 0 && rc_t[t] && !c->fixed[k] && c->can_rc[k];
+        n += sk[k];
+    }
+    vd_free(rc_t);
+    if (rc || n == 0) { vd_free(sk); return rc; }
+    *seed = sk;
+    *bound_s = bd.bound_s;
+    return VD_OK;
 }
 
 /* Greedy from the start configuration with profile prof (c->prof restored
@@ -295,6 +338,61 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
     return rc;
 }
 
+/* The bound's start, an added candidate after the search: from
+ * (disp0, algos0) with every map of seed recomputed (bound_seed), greedy
+ * until it fits, then refine, on an effort of its own, on top of what the
+ * search spent: AUTO_SEED_SHARE of the cap in all, refine at most
+ * AUTO_SEED_REFINE of it. Its counts are put back after, so that what
+ * follows spends and stops as without it (the memo keeps what it built,
+ * which only saves builds later). Greedy gives up, and refine does not
+ * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound the
+ * seed comes from; one that does not fit is left out (not the search's
+ * fastest configuration seen, as a start's: that is *P's). Replaces *P
+ * when faster; c ends with *P's configuration. It runs after the starts,
+ * not among them: there it took effort that the other starts and the
+ * kicks needed where its plan was not the best
+ * (docs/results/2026-12-06-s20/seed.md). */
+static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const bool *seed,
+                       double bound_s, vd_plan *P, vd_err *e) {
+    double work = c->work, effort = c->effort, cap_saved = c->s->cap, cap = vdp_search_cap(c->s);
+    double gate_s = (1.0 + AUTO_SEED_GATE) * bound_s;
+    int evals = c->evals, looks = c->looks;
+    config_copy(c, c->disp, c->algos, disp0, algos0);
+    for (int k = 0; k <= c->L; k++)
+        if (seed[k]) c->disp[k] = VD_DISP_RECOMPUTE;
+    search_phase(c, "greedy, the bound's start", 0, 0);
+    c->s->cap = c->effort + AUTO_SEED_SHARE * cap;
+    vd_plan Q;
+    int rc = search_eval(c, &Q, e);
+    bool fits = false;
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        c->abandon_s = gate_s;
+        rc = search_greedy(c, &Q, 3 * (c->L + 1), e);
+        c->abandon_s = 0;
+        fits = !rc && Q.feasible && Q.sim.iter_s <= gate_s;
+        if (fits) {
+            search_phase(c, "refine, the bound's start", 0, 0);
+            c->s->cap = fmin(c->s->cap, c->effort + AUTO_SEED_REFINE * cap);
+            rc = search_refine(c, &Q, NULL, pass_cut(c), e);
+        }
+        if (rc) vdp_plan_release(&Q);
+    }
+    c->s->cap = cap_saved;
+    c->work = work;
+    c->effort = effort;
+    c->evals = evals;
+    c->looks = looks;
+    if (rc) return rc;
+    if (fits && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
+        vdp_plan_release(P);
+        *P = Q;
+    } else {
+        vdp_plan_release(&Q);
+    }
+    search_config_from_plan(c, P);
+    return VD_OK;
+}
+
 /* The search in opts' mode. probe: only the first configuration (the
  * caller's dispositions, everything else kept): VD_OK when it fits, else
  * VD_EBUDGET (out holds it either way). tidy: fewer_copies at the end.
@@ -320,6 +418,12 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         return rc;
     }
     c.lb = vd_plan_lower_bound(net, prof, &P, c.B);
+    bool *seed = NULL;   /* [L + 1] the bound's start: the keys it recomputes (NULL: none) */
+    double seed_s = 0;   /* the copies' bound it comes from */
+    if (!feasibility_only) {
+        rc = bound_seed(&c, &P, &seed, &seed_s, e);
+        if (rc) { vdp_plan_release(&P); search_ctx_free(&c); return rc; }
+    }
     vdp_plan_release(&P);
     if (feasibility_only) {
         /* The search's last resorts first: when one fits, the answer is
@@ -341,7 +445,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     double far_s = INFINITY;
     bool behind = false;
     if (!d0 || !bd || !a0 || !ba || !fd || !fa) {
-        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); search_ctx_free(&c);
+        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); search_ctx_free(&c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
     config_copy(&c, d0, a0, c.disp, c.algos);
@@ -457,6 +561,10 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         rc = second_opinion(&c, net, prof, opts, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
+    if (seed && P.feasible && !done(&c) && P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP)) {
+        rc = bound_start(&c, d0, a0, seed, seed_s, &P, e);
+        if (rc) { vdp_plan_release(&P); goto fail; }
+    }
     if (tidy && P.feasible && !done(&c) && s->jitter_depth == 0 && P.offload_bytes > 0) {
         search_phase(&c, "fewer copies", 0, 0);
         rc = fewer_copies(&c, &P, e);
@@ -464,8 +572,8 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     if ((rc = search_restage(&c, &P, e))) { vdp_plan_release(&P); goto fail; }
     search_take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
-    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa);
-    d0 = bd = fd = NULL; a0 = ba = fa = NULL;
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed);
+    d0 = bd = fd = NULL; a0 = ba = fa = NULL; seed = NULL;
     if (!done(&c)) {
         rc = search_paper_candidates(&c, opts, &best, &rc_best, e);
         if (rc) { vdp_plan_release(&best); search_ctx_free(&c); return rc; }
@@ -496,7 +604,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return rc_best == VD_OK ? VD_OK : vd_errf(e, VD_EBUDGET, "the auto policy found no plan that fits");
 fail:
     if (have_start) vdp_plan_release(&best);
-    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa);
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed);
     search_ctx_free(&c);
     return rc;
 }

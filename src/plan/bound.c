@@ -170,6 +170,7 @@ typedef struct fmap {
                                        recompute time (INFINITY: none) */
     bool offload;                   /* may be offloaded (a gap of two steps at least) */
     int src[VD_MAX_INPUTS], n_src;  /* the maps its producer reads (its recompute's sources) */
+    int t;                          /* its tensor */
 } fmap;
 
 /* What a recompute's source costs: any feature map, by tensor. */
@@ -194,6 +195,7 @@ typedef struct bctx {
                                        -2 several) */
     int *n_dead;                    /* [n_tensors] scratch: candidates with that dead source */
     double *cost;                   /* [n_fm] scratch of the fractional cover */
+    bool *by_rc;                    /* [n_fm] scratch: cost[k] is the recompute's price */
     struct keyed { double key; int k; } *order;   /* [n_fm] scratch: cost per byte, map */
 } bctx;
 
@@ -295,7 +297,7 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         range_add(c->mand, bf[t], bl[t], T->bytes);
         if (bf[t] - end_fwd - 1 < 1) continue;
         fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t],
-                  .d2h_s = tm->d2h_s, .h2d_s = tm->h2d_s, .rc_s = tm->rc_s};
+                  .d2h_s = tm->d2h_s, .h2d_s = tm->h2d_s, .rc_s = tm->rc_s, .t = t};
         m.offload = bf[t] - end_fwd - 1 >= 2;
         if (T->kind == VD_T_ACT && T->unit >= 0)
             for (int k = 0; k < net->layers[T->layer].n_in; k++) {
@@ -403,19 +405,26 @@ static double step_figure(const bctx *c, int s, int n, uint64_t need, double rea
             rc = kept < timed ? kept : timed;
         }
         c->cost[k] = off < rc ? off : rc;
+        c->by_rc[k] = !(off < rc);
     }
     return base + fractional_cover(c, c->cand, n, need);
 }
+
+/* The best figure's arguments of step_bound: the windows and the weights. */
+typedef struct fig_at { int k1, k2; double mu, l; } fig_at;
 
 /* The copies' bound at step s (the maps absent there: need bytes): the
  * largest figure over a grid of k1, k2 and the weights, then over the
  * weights near the best of them (a pattern search: the figure is concave in
  * the weights, a minimum of linear functions; every point is a bound, so
- * where the search stops only decides how tight). */
-static double step_bound(const bctx *c, int s, uint64_t need, double readback, int *vals) {
+ * where the search stops only decides how tight). *at (may be NULL): the
+ * best figure's arguments; c->cand then holds step s's *n_cand maps. */
+static double step_bound(const bctx *c, int s, uint64_t need, double readback, int *vals,
+                         fig_at *at, int *n_cand) {
     int n = 0;
     for (int k = 0; k < c->n_fm; k++)
         if (c->fm[k].fwd_last < s && s < c->fm[k].bwd_first) c->cand[n++] = k;
+    if (n_cand) *n_cand = n;
     if (n == 0) return 0.0;   /* cannot be: need > 0 comes from these maps */
     /* each candidate's source that is dead at s (no use at or after s: a
      * recompute after s needs it kept, brought back or recomputed), shared
@@ -468,12 +477,46 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
                 }
         }
     }
+    if (at) *at = (fig_at){bk1, bk2, bmu, bl};
+    if (n_cand) *n_cand = n;
     return best;
 }
 
-int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
-                       uint64_t budget, vd_plan_bound *out, vd_err *e) {
+/* The maps the relaxation recomputes at step s (need bytes must leave), at
+ * its best figure there (step_bound's, returned in *fig_s): the fractional
+ * cover's maps, cheapest per byte first until need is covered (the last one
+ * partly covered counted in), those priced at their recompute marked in
+ * rc_t[tensor]; returns how many. */
+static int cover_recompute(const bctx *c, int s, uint64_t need, double readback, int *vals,
+                           bool *rc_t, double *fig_s) {
+    fig_at at;
+    int n = 0;
+    *fig_s = step_bound(c, s, need, readback, vals, &at, &n);
+    if (n == 0) return 0;
+    step_figure(c, s, n, need, readback, at.k1, at.k2, at.mu, at.l);   /* its costs */
+    for (int k = 0; k < n; k++) {
+        c->order[k].key = c->cost[k] / (double)c->fm[c->cand[k]].bytes;
+        c->order[k].k = k;
+    }
+    qsort(c->order, (size_t)n, sizeof *c->order, by_key);
+    double left = (double)need;
+    int m = 0;
+    for (int q = 0; q < n && left > 0; q++) {
+        int k = c->order[q].k;
+        const fmap *f = &c->fm[c->cand[k]];
+        left -= (double)f->bytes;
+        if (c->by_rc[k] && isfinite(c->cost[k])) { rc_t[f->t] = true; m++; }
+    }
+    return m;
+}
+
+/* vd_plan_copy_bound; rc_t (may be NULL, [p->n_tensors], cleared here): the
+ * recompute set of vdp_bound_recompute_set, and then only the step where
+ * most must leave gets the copies' figure (out->copies_s: that step's). */
+static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                      uint64_t budget, vd_plan_bound *out, bool *rc_t, vd_err *e) {
     memset(out, 0, sizeof *out);
+    if (rc_t) memset(rc_t, 0, (size_t)p->n_tensors * sizeof *rc_t);
     out->leave_step = out->copies_step = -1;
     if (!bound_applies(net, prof, p)) return VD_OK;
     if (budget == 0) budget = p->budget;
@@ -493,12 +536,13 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
     c.n_dead = vd_malloc((size_t)nt * sizeof *c.n_dead, NULL);
     c.cand = vd_malloc((size_t)nt * sizeof *c.cand, NULL);
     c.cost = vd_malloc((size_t)nt * sizeof *c.cost, NULL);
+    c.by_rc = vd_malloc((size_t)nt * sizeof *c.by_rc, NULL);
     c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
     int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
     int *steps = vd_malloc((size_t)(S + 1) * sizeof *steps, NULL);
     int rc = VD_OK;
     if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
-        !c.order || !touch || !steps) {
+        !c.by_rc || !c.order || !touch || !steps) {
         rc = vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
         goto done;
     }
@@ -520,19 +564,40 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
         steps[n_over++] = s;
         if (in - budget > out->leave_bytes) { out->leave_bytes = in - budget; out->leave_step = s; }
     }
-    int n_eval = n_over < BOUND_STEPS ? n_over : BOUND_STEPS;
+    int n_eval = rc_t ? 0 : n_over < BOUND_STEPS ? n_over : BOUND_STEPS;
     for (int k = 0; k < n_eval; k++)   /* in place: the index picked is k or later */
         steps[k] = steps[n_eval > 1 ? (int)((long)k * (n_over - 1) / (n_eval - 1)) : 0];
-    if (n_over > 0) steps[n_eval++] = out->leave_step;
+    if (n_over > 0 && !rc_t) steps[n_eval++] = out->leave_step;
     for (int k = 0; k < n_eval; k++) {
         int s = steps[k];
-        double v = step_bound(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch);
+        double v = step_bound(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch,
+                              NULL, NULL);
         if (v * (1.0 - 1e-12) > out->copies_s) { out->copies_s = v * (1.0 - 1e-12); out->copies_step = s; }
+    }
+    if (rc_t && out->leave_step >= 0) {
+        int s = out->leave_step;
+        double v = 0;
+        cover_recompute(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch, rc_t, &v);
+        out->copies_s = v * (1.0 - 1e-12);
+        out->copies_step = s;
     }
     if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
 done:
     vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed);
-    vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.order);
+    vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.by_rc); vd_free(c.order);
     vd_free(touch); vd_free(steps);
+    return rc;
+}
+
+int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                       uint64_t budget, vd_plan_bound *out, vd_err *e) {
+    return copy_bound(net, prof, p, budget, out, NULL, e);
+}
+
+int vdp_bound_recompute_set(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                            uint64_t budget, bool *rc_t, vd_plan_bound *out, vd_err *e) {
+    vd_plan_bound b;
+    int rc = copy_bound(net, prof, p, budget, out ? out : &b, rc_t, e);
+    if (rc) memset(rc_t, 0, (size_t)p->n_tensors * sizeof *rc_t);
     return rc;
 }

@@ -94,6 +94,19 @@ int vdp_add_inplace_input(const vd_net *net, int i);
  * parameters are not updated). */
 double vdp_sgd_s(const vd_net *net, const vd_profile *prof);
 
+/* bound.c: the recompute choice of vd_plan_copy_bound's relaxation at the
+ * step where most bytes must leave (vd_plan_bound.leave_step), its best
+ * figure there: rc_t[t] (p's tensors, [p->n_tensors]) true for the feature
+ * maps its fractional cover makes absent by recomputing them, cheapest per
+ * byte first until the bytes that must leave are covered; all false when
+ * nothing must leave or no plan fits. *out (may be NULL): the bound as
+ * vd_plan_copy_bound's but with that step's copies' figure only (a bound
+ * too, at most vd_plan_copy_bound's; one step's figures, not a few dozen,
+ * so about that much cheaper). The auto search starts from it (auto.c, the
+ * bound's start). */
+int vdp_bound_recompute_set(const vd_net *net, const vd_profile *prof, const vd_plan *p,
+                            uint64_t budget, bool *rc_t, vd_plan_bound *out, vd_err *e);
+
 /* The plan's files depend one way: plan.c (entry points) -> auto.c (the auto
  * search's orchestration) -> search_local.c -> search_greedy.c ->
  * search_eval.c (search.h; docs/planner.md) -> policy.c (none / all / conv /
