@@ -480,10 +480,15 @@ static void random_nets(uint64_t first, uint64_t last) {
     ck_assert_int_eq(below_fits, first <= 2 && 2 <= last);   /* the case above was met */
 }
 
-START_TEST(test_random_nets_1_3) { random_nets(1, 3); }
+START_TEST(test_random_nets_3_4) { random_nets(3, 4); }
 END_TEST
 
-START_TEST(test_random_nets_4_12) { random_nets(4, 12); }
+/* Suite seeds: the other ten (seed 2, the dearest, holds the one net whose
+ * auto finds a plan below its own minimum budget: below_fits). */
+START_TEST(test_random_nets_more) {
+    random_nets(1, 2);
+    random_nets(5, 12);
+}
 END_TEST
 
 /* Random per-tensor dispositions on random DAGs: chains of recomputes
@@ -565,10 +570,11 @@ START_TEST(test_random_dispositions) {
 }
 END_TEST
 
-/* The simulator's memory equals what the executor measures while it walks. */
-START_TEST(test_sim_equals_exec) {
+/* The simulator's memory equals what the executor measures while it walks
+ * (random nets of seeds 7 first .. 7 last). */
+static void sim_equals_exec(uint64_t first, uint64_t last) {
     int rc_plans = 0;
-    for (uint64_t seed = 1; seed <= 6; seed++) {
+    for (uint64_t seed = first; seed <= last; seed++) {
         int batch = 2;
         vd_net net;
         random_net(&net, seed * 7, batch);
@@ -612,6 +618,11 @@ START_TEST(test_sim_equals_exec) {
     printf("sim == exec: %d plans with recomputes\n", rc_plans);
     ck_assert_int_gt(rc_plans, 0);
 }
+
+START_TEST(test_sim_equals_exec_1_3) { sim_equals_exec(1, 3); }
+END_TEST
+
+START_TEST(test_sim_equals_exec_4_6) { sim_equals_exec(4, 6); }
 END_TEST
 
 /* The length of [a0, a1] within [b0, b1]. */
@@ -1344,10 +1355,10 @@ static void per_pass_invariants(uint64_t first, uint64_t last) {
 }
 
 /* Seeds 1..6 in two tests that run in parallel. */
-START_TEST(test_per_pass_invariants_1_3) { per_pass_invariants(1, 3); }
+START_TEST(test_per_pass_invariants_1_2) { per_pass_invariants(1, 2); }
 END_TEST
 
-START_TEST(test_per_pass_invariants_4_6) { per_pass_invariants(4, 6); }
+START_TEST(test_per_pass_invariants_3_6) { per_pass_invariants(3, 6); }
 END_TEST
 
 /* A synthetic profile where the first convolution's fastest option needs no
@@ -2140,11 +2151,11 @@ START_TEST(test_cli_vgg16) {
 END_TEST
 
 VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profiles_without_busy_rates, test_inplace_rules, test_liveness_exact, test_infeasible_message,
-         test_profile_roundtrip, test_optimizer_state, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_1_3,
-         test_random_nets_4_12, test_sim_equals_exec, test_random_dispositions,
+         test_profile_roundtrip, test_optimizer_state, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_3_4,
+         test_random_nets_more, test_sim_equals_exec_1_3, test_sim_equals_exec_4_6, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_vgg16_bf16_fitting_start,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_none_min_no_slower,
-         test_per_pass_invariants_1_3,
-         test_per_pass_invariants_4_6, test_per_pass_beats_one_choice, test_cli_vgg16)
+         test_per_pass_invariants_1_2,
+         test_per_pass_invariants_3_6, test_per_pass_beats_one_choice, test_cli_vgg16)
