@@ -468,6 +468,10 @@ int cuk_bias_add(cudaStream_t s, int sm, float *y, const float *b, int64_t n, in
  * beta != 0: the sum is added to db (a chunk's dw_beta). */
 int cuk_chan_sum(cudaStream_t s, const float *dy, int64_t n, int64_t ch, int64_t hw, int split,
                  float *partial, float beta, float *db, vd_dtype dt, bool cl, vd_err *e);
+/* The last pass of such sums: db[c] = (beta != 0 ? db[c] + : ) the sum of
+ * part[c * split ..][0 .. split), one warp a channel, in a fixed order
+ * (cuda_k_norm.cu; k_pool_tile8's bias gradient ends with it too). */
+__global__ void k_chan_final_w(const float *part, int64_t ch, int split, float beta, float *db);
 int cuk_bn_eval_aux(cudaStream_t s, const float *rm, const float *rv, float *aux, int ch,
                     float eps, vd_err *e);
 /* Batch norm on channels-last maps (math tf32, bf16, fp16):

@@ -506,6 +506,20 @@ __global__ void k_chan_final_w(const float *part, int64_t ch, int split, float b
 
 static unsigned warps_grid(int64_t ch) { return (unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS); }
 
+/* Channels c0 .. c0 + 7's statistics (aux: [mean C | invstd C]), gamma and
+ * beta, into registers: the channels-last kernels' prologue. */
+__device__ __forceinline__ void bn_chan8(const float *aux, const float *g, const float *bta,
+                                         int ch, int c0, float mu[8], float is[8], float ga[8],
+                                         float be[8]) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        mu[k] = aux[c0 + k];
+        is[k] = aux[ch + c0 + k];
+        ga[k] = g[c0 + k];
+        be[k] = bta[c0 + k];
+    }
+}
+
 /* k_bn_norm / k_bn_dx with the channel parameters in registers: block
  * (bx, by) of tpr x rows threads; thread (lane, row) keeps channels
  * 8 (bx tpr + lane) .. +7 and walks pixels by*rows + row, stepping
@@ -517,13 +531,7 @@ __global__ void k_bn_norm8p(const H *x, H *y, const float *aux, const float *g,
     int c0 = ((int)blockIdx.x * tpr + lane) * 8;
     if (row >= rows || c0 >= ch) return;
     float mu[8], is[8], ga[8], be[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        mu[k] = aux[c0 + k];
-        is[k] = aux[ch + c0 + k];
-        ga[k] = g[c0 + k];
-        be[k] = bta[c0 + k];
-    }
+    bn_chan8(aux, g, bta, ch, c0, mu, is, ga, be);
     for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
         bf8 v = ld8(x + j * ch + c0);
 #pragma unroll
@@ -780,13 +788,7 @@ __global__ void k_bn_add8p(cu_bnptrs<H> x, int kin, int bk, H *y, const float *a
     int c0 = ((int)blockIdx.x * tpr + lane) * 8;
     if (row >= rows || c0 >= ch) return;
     float mu[8], is[8], ga[8], be[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        mu[k] = aux[c0 + k];
-        is[k] = aux[ch + c0 + k];
-        ga[k] = g[c0 + k];
-        be[k] = bta[c0 + k];
-    }
+    bn_chan8(aux, g, bta, ch, c0, mu, is, ga, be);
     for (int64_t j = (int64_t)blockIdx.y * rows + row; j < pix; j += (int64_t)gridDim.y * rows) {
         const int64_t at = j * ch + c0;
         bf8 acc;

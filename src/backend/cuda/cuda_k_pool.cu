@@ -343,7 +343,7 @@ static int pool_bwd8(cudaStream_t s, int sm, const cu_pool_geom *g, const float 
  * (the conv's bias gradient): each thread keeps one channel group (G = c / 8
  * divides the block, so the grid stride keeps q % G), the block adds its
  * threads' sums in a fixed order into part[channel * gridDim.x + block],
- * k_pool_bias_final adds those: deterministic for a given grid. The stored
+ * k_chan_final_w adds those: deterministic for a given grid. The stored
  * dx values are exact in the stored type (0, or one dy), so the sums are of
  * what the ReLU's backward would have summed, in another order. */
 /* The block's sums of k_pool_tile8 (BIAS), thread t's of channel group t % G:
@@ -446,17 +446,6 @@ __global__ void __launch_bounds__(CU_THREADS, 3) k_pool_tile8(cu_pool_geom g, co
     if (BIAS) pool_tile_sums(sum, G, part);
 }
 
-/* db[c] = the sum of part[c * split ..][0 .. split), a warp a channel. */
-__global__ void k_pool_bias_final(const float *part, int64_t ch, int split, float *db) {
-    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    if (c >= ch) return;
-    const int lane = threadIdx.x % 32;
-    float a = 0.0f;
-    for (int k = lane; k < split; k += 32) a += part[c * split + k];
-    for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffffu, a, o);
-    if (lane == 0) db[c] = a;
-}
-
 bool cu_pool_tile_ok(const cu_pool_geom *g) {
     return g->cl && g->max && !g->adaptive && g->c % 8 == 0 && g->kh > 0 && g->kw > 0 &&
            g->sh == g->kh && g->sw == g->kw && g->ph == 0 && g->pw == 0 &&
@@ -505,8 +494,8 @@ int cuk_pool_tile_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float
     KERNEL_CHECK(e);
     if (db) {
         int64_t ch = g->c;
-        k_pool_bias_final<<<(unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS), CU_THREADS, 0,
-                            s>>>(part, ch, (int)grid, db);
+        k_chan_final_w<<<(unsigned)((ch * 32 + CU_THREADS - 1) / CU_THREADS), CU_THREADS, 0,
+                         s>>>(part, ch, (int)grid, 0.0f, db);
         KERNEL_CHECK(e);
     }
     return VD_OK;
