@@ -369,6 +369,9 @@ int vd_op_bias_taker(const vd_net *net, int r);
  * (input 0, bn3), whose output would live longest (across the downsample
  * branch's steps). */
 int vd_op_bn_folded(const vd_net *net, int a);
+/* folded[a] = vd_op_bn_folded(net, a) for every layer a, in one pass over the
+ * net (the planner's builds ask it of every add); VD_ENOMEM. */
+int vd_op_bn_folds(const vd_net *net, int *folded, vd_err *e);
 /* The add that applies batch norm b (vd_op_bn_folded(net, a) == b), or -1. */
 int vd_op_bn_folder(const vd_net *net, int b);
 /* The ReLU whose backward the backward of layer p may take (the max pool +

@@ -505,7 +505,9 @@ int vd_op_bias_taker(const vd_net *net, int r) {
     return -1;
 }
 
-int vd_op_bn_folded(const vd_net *net, int a) {
+/* vd_op_bn_folded's rule; uses: every layer's number of reads by the layers
+ * after it (vd_op_bn_folds), NULL: b's counted here. */
+static int bn_folded_rule(const vd_net *net, int a, const int *uses) {
     const vd_layer *l = &net->layers[a];
     if (l->op != VD_OP_ADD) return -1;
     for (int k = 0; k < l->n_in; k++) {   /* inputs in order: the first such batch norm */
@@ -516,12 +518,28 @@ int vd_op_bn_folded(const vd_net *net, int a) {
         bool dup = false;   /* (b's input is not also an input of a) */
         for (int q = 0; q < l->n_in; q++) dup |= l->in[q] == net->layers[b].in[0];
         if (dup) continue;
-        int uses = 0;   /* b's consumers: a alone, once */
-        for (int j = b + 1; j < net->n_layers && uses < 2; j++)
-            for (int q = 0; q < net->layers[j].n_in; q++) uses += net->layers[j].in[q] == b;
-        if (uses == 1) return b;
+        int n = 0;   /* b's consumers: a alone, once */
+        if (uses) n = uses[b];
+        else
+            for (int j = b + 1; j < net->n_layers && n < 2; j++)
+                for (int q = 0; q < net->layers[j].n_in; q++) n += net->layers[j].in[q] == b;
+        if (n == 1) return b;
     }
     return -1;
+}
+
+int vd_op_bn_folded(const vd_net *net, int a) { return bn_folded_rule(net, a, NULL); }
+
+int vd_op_bn_folds(const vd_net *net, int *folded, vd_err *e) {
+    int L = net->n_layers;
+    int *uses = vd_calloc((size_t)L, sizeof *uses, e);
+    if (!uses) return VD_ENOMEM;
+    for (int j = 0; j < L; j++)
+        for (int q = 0; q < net->layers[j].n_in; q++)
+            if (net->layers[j].in[q] >= 0) uses[net->layers[j].in[q]]++;
+    for (int a = 0; a < L; a++) folded[a] = bn_folded_rule(net, a, uses);
+    vd_free(uses);
+    return VD_OK;
 }
 
 int vd_op_bn_folder(const vd_net *net, int b) {

@@ -125,8 +125,13 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
                       : vd_calloc((size_t)L, sizeof *p->layers, NULL);
     p->first_unit = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *p->first_unit, NULL);
-    B->lact = vd_malloc((size_t)(NL > 0 ? NL : 1) * 4 * sizeof(int), NULL);
-    if (B->lact) { B->ldact = B->lact + NL; B->run_a = B->lact + 2 * NL; B->run_b = B->lact + 3 * NL; }
+    B->lact = vd_malloc((size_t)(NL > 0 ? NL : 1) * 5 * sizeof(int), NULL);
+    if (B->lact) {
+        B->ldact = B->lact + NL;
+        B->run_a = B->lact + 2 * NL;
+        B->run_b = B->lact + 3 * NL;
+        B->bn_fold = B->lact + 4 * NL;
+    }
     B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
@@ -156,6 +161,15 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     }
     if (vdp_runs(net, opts->chunks, B->run_a, B->run_b) < 0)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    /* the fusion's pairs once per build (layer_tensors asks of every unit) */
+    if (opts->fuse_bn_add && !opts->forward_only) {
+        int rc = vd_op_bn_folds(net, B->bn_fold, e);
+        if (rc) return rc;
+        for (int a = 0; a < NL; a++)
+            if (net->layers[a].op == VD_OP_ADD && B->bn_fold[a] >= 0) B->bn_fold[B->bn_fold[a]] = a;
+    } else {
+        for (int l = 0; l < NL; l++) B->bn_fold[l] = -1;
+    }
     /* (a clone has its tensors and units: the flags are read only to make
      * them). A split layer runs in place only inside its run: its first
      * layer's input and its last layer's output are the whole batch's. */

@@ -31,6 +31,9 @@ typedef struct bld {
     int *lact;         /* [NL] the whole-batch ACT tensor of each layer's output (-1:
                           only its chunks exist, inside a run) */
     int *ldact;        /* [NL] the same of its gradient */
+    int *bn_fold;      /* [NL] the batch norm + add fusion's pairs (vd_plan_opts.fuse_bn_add,
+                          training): an add's batch norm (vd_op_bn_folded), a batch
+                          norm's add (vd_op_bn_folder), else -1 */
     int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */

@@ -398,7 +398,7 @@ static bool bn_folded(const bld *b, int u) {
     if (p->forward_only || !b->opts->fuse_bn_add || pl->n_chunks > 1 ||
         b->net->layers[pl->layer].op != VD_OP_BATCHNORM)
         return false;
-    int a = vd_op_bn_folder(b->net, pl->layer);
+    int a = b->bn_fold[pl->layer];   /* vd_op_bn_folder */
     return a >= 0 && p->layers[p->first_unit[a]].n_chunks == 1;
 }
 
@@ -409,7 +409,7 @@ static int bn_fold_unit(const bld *b, int u) {
     if (p->forward_only || !b->opts->fuse_bn_add ||
         b->net->layers[p->layers[u].layer].op != VD_OP_ADD)
         return -1;
-    int bn = vd_op_bn_folded(b->net, p->layers[u].layer);
+    int bn = b->bn_fold[p->layers[u].layer];   /* vd_op_bn_folded */
     if (bn < 0 || p->layers[u].n_chunks > 1) return -1;
     return bn_folded(b, p->first_unit[bn]) ? p->first_unit[bn] : -1;
 }
