@@ -25,10 +25,8 @@ __global__ void k_relu_bwd8(const H *y, const H *dy, H *dx, float beta,
     }
 }
 
-template <typename H> struct cu_ptrs8 { const H *p[VD_MAX_INPUTS]; };
-
 template <typename H>
-__global__ void k_add8(cu_ptrs8<H> x, int kin, H *y, int64_t n, bool relu) {
+__global__ void k_add8(cu_ptrs<H> x, int kin, H *y, int64_t n, bool relu) {
     GRID_STRIDE8(i, n) {
         bf8 acc = ld8(x.p[0] + i);
         for (int j = 1; j < kin; j++) {
@@ -315,8 +313,6 @@ int cuk_sum_batch(cudaStream_t s, int sm, const float *src, int64_t n, int64_t m
     return VD_OK;
 }
 
-template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
-
 /* y = ((x0 + x1) + x2) + ... (in float; 16-bit: one rounding at the end);
  * y may be any x[k] (a forward-only plan's add in place: backend.h,
  * vd_op_io.y): in k_add, k_add4 and k_add8 each thread loads elements
@@ -338,15 +334,10 @@ __global__ void k_add(cu_ptrs<T> x, int k, T *y, int64_t n, bool relu) {
 template <typename H>
 static void add_launch(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n,
                        bool v8, bool relu) {
-    if (v8) {
-        cu_ptrs8<H> ps;
-        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
-        k_add8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n, relu);
-    } else {
-        cu_ptrs<H> ps;
-        for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
-        k_add<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n, relu);
-    }
+    cu_ptrs<H> ps;
+    for (int j = 0; j < VD_MAX_INPUTS; j++) ps.p[j] = j < k ? AS<H>(x[j]) : NULL;
+    if (v8) k_add8<H><<<grid_for(n / 8, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n, relu);
+    else k_add<H><<<grid_for(n, sm), CU_THREADS, 0, s>>>(ps, k, AS<H>(y), n, relu);
 }
 
 int cuk_add(cudaStream_t s, int sm, const float *const *x, int k, float *y, int64_t n, bool relu,

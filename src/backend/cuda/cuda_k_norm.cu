@@ -768,8 +768,6 @@ int cuk_bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const floa
  * the same contraction as k_bn_norm*) rounded to H as k_bn_norm* store it,
  * read back, takes its place. Channels-last: channel = element % ch. The
  * bits of k_bn_norm* then k_add*. */
-template <typename H> struct cu_bnptrs { const H *p[VD_MAX_INPUTS]; };
-
 template <typename H>
 __device__ __forceinline__ float bn_stored(float x, float mu, float is, float ga, float be) {
     H h;
@@ -781,7 +779,7 @@ __device__ __forceinline__ float bn_stored(float x, float mu, float is, float ga
  * 8 (bx tpr + lane) .. +7 in registers and walks pixels by rows + row,
  * stepping gridDim.y rows (ch % 8 == 0, every operand 16-byte aligned). */
 template <typename H>
-__global__ void k_bn_add8p(cu_bnptrs<H> x, int kin, int bk, H *y, const float *aux,
+__global__ void k_bn_add8p(cu_ptrs<H> x, int kin, int bk, H *y, const float *aux,
                            const float *g, const float *bta, int64_t pix, int ch, int tpr,
                            bool relu) {
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
@@ -810,7 +808,7 @@ __global__ void k_bn_add8p(cu_bnptrs<H> x, int kin, int bk, H *y, const float *a
 }
 
 template <typename H>
-__global__ void k_bn_add(cu_bnptrs<H> x, int kin, int bk, H *y, const float *aux, const float *g,
+__global__ void k_bn_add(cu_ptrs<H> x, int kin, int bk, H *y, const float *aux, const float *g,
                          const float *bta, int64_t total, int ch, bool relu) {
     GRID_STRIDE(i, total) {
         int c = (int)(i % ch);
@@ -828,7 +826,7 @@ template <typename H>
 static int bn_add_nhwc(cudaStream_t s, int sm, const float *const *x, int kin, int bk, float *y,
                        const float *aux, const float *gamma, const float *beta, int64_t pix,
                        int64_t ch, bool relu, vd_err *e) {
-    cu_bnptrs<H> ps;
+    cu_ptrs<H> ps;
     for (int q = 0; q < VD_MAX_INPUTS; q++) ps.p[q] = q < kin ? AS<H>(x[q]) : NULL;
     int64_t total = pix * ch;
     bool v8 = ch % 8 == 0 && vec8_ok(total, y);

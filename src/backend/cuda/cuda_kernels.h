@@ -127,6 +127,10 @@ __device__ inline float block_max(float v, float *sh) {
  * eight floats in two 16-byte loads, under the same conditions). */
 struct bf8 { float v[8]; };
 
+/* The inputs of an n-ary kernel (add, the batch norm + add fusion), passed
+ * by value in the kernel's parameters. */
+template <typename T> struct cu_ptrs { const T *p[VD_MAX_INPUTS]; };
+
 __device__ __forceinline__ bf8 ld8(const float *p) {
     float4 a = ((const float4 *)(const void *)p)[0], b = ((const float4 *)(const void *)p)[1];
     bf8 r = {{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w}};
