@@ -461,6 +461,12 @@ struct vd_backend {
     int (*synchronize)(vd_backend *be, vd_err *e);             /* all streams; not in the loop */
     /* Elapsed ms between two completed events (for measured times); CPU: wall. */
     int (*event_elapsed)(vd_backend *be, int ev_start, int ev_end, float *ms, vd_err *e);
+    /* Records event on stream for timing only (event_elapsed, event_sync;
+     * no stream waits on it): inside a capture, a node of the graph that
+     * records it at each launch (CUDA: an external event record node), so
+     * that a replayed iteration can be timed step by step. NULL where the
+     * backend has no captures (event_record serves). */
+    int (*event_mark)(vd_backend *be, int event, int stream, vd_err *e);
 
     /* Copies. dir: host->device on H2D, device->host on D2H, or
      * device->device on COMPUTE. Async with respect to the host. */

@@ -119,9 +119,9 @@ struct vdx_member {
     int ev_drain;               /* vdx_member_drain's event */
     double *step_end_ms;        /* [n_steps], see vd_exec_step_times */
     int n_step_times;
-    int ev_copy;                /* opts.step_times: first of n_tensors + n_intervals events
+    int ev_copy;                /* opts.step_times: first of 2 x (n_tensors + n_intervals) events
                                    recorded as each copy starts (D2H per tensor, then H2D
-                                   per interval), else -1 */
+                                   per interval), then as each ends, else -1 */
     bool *copy_issued;          /* [n_tensors + n_intervals]: started this pass */
     vd_exec_copy_time *copy_times;   /* [n_tensors + n_intervals], see vd_exec_copy_times */
     int n_copy_times;
@@ -413,7 +413,7 @@ static int host_buffers(vdx_member *m, vd_err *e) {
 
 /* The backend's events: the plans' (the larger set of the two); with
  * opts.step_times one at the start of a training pass, one after each step
- * and one as each copy starts (its end has the plan's event); then
+ * and one as each copy starts and ends (timing marks: see mark); then
  * vdx_member_drain's. */
 static int create_events(vdx_member *m, vd_err *e) {
     const vd_plan *plan = m->plan;
@@ -427,13 +427,21 @@ static int create_events(vdx_member *m, vd_err *e) {
         if (!m->step_end_ms) return VD_ENOMEM;
         size_t nc = (size_t)plan->n_tensors + (size_t)plan->n_intervals;
         m->ev_copy = n_ev;
-        n_ev += (int)nc;
+        n_ev += 2 * (int)nc;
         m->copy_issued = vd_calloc(nc ? nc : 1, sizeof *m->copy_issued, e);
         m->copy_times = vd_calloc(nc ? nc : 1, sizeof *m->copy_times, e);
         if (!m->copy_issued || !m->copy_times) return VD_ENOMEM;
     }
     m->ev_drain = n_ev++;
     return m->be->events_create(m->be, n_ev, e);
+}
+
+/* opts.step_times: records timing event ev on stream, a node of the graph
+ * when the step is being captured (backend.h's event_mark), so that a
+ * replayed iteration is timed as it runs. */
+static int mark(vdx_member *m, int ev, int stream, vd_err *e) {
+    vd_backend *be = m->be;
+    return be->event_mark ? be->event_mark(be, ev, stream, e) : be->event_record(be, ev, stream, e);
 }
 
 /* The operands of every step of both plans and of the training plan's
@@ -931,9 +939,9 @@ static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, b
     if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) return rc;
     if (m->opts.poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e)))
         return rc;
+    int c = p->n_tensors + k, nc = p->n_tensors + p->n_intervals;
     if (timed) {
-        int c = p->n_tensors + k;
-        if ((rc = be->event_record(be, m->ev_copy + c, VD_STREAM_H2D, e))) return rc;
+        if ((rc = mark(m, m->ev_copy + c, VD_STREAM_H2D, e))) return rc;
         m->copy_issued[c] = true;
     }
     if (iv->fill == VD_FILL_INPUT_X && m->in_synth)
@@ -943,6 +951,7 @@ static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, b
     else
         rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(m, p, iv), T->bytes, e);
     if (rc) return rc;
+    if (timed && (rc = mark(m, m->ev_copy + nc + c, VD_STREAM_H2D, e))) return rc;
     rc = be->event_record(be, iv->ev_h2d, VD_STREAM_H2D, e);
     if (T->offload && T->iv[1] == k) w->h2d += T->bytes;
     return rc;
@@ -959,11 +968,14 @@ static int offload(vdx_member *m, const vd_plan *p, int t, bool timed, walk_stat
     if ((rc = be->event_record(be, T->ev_compute, VD_STREAM_COMPUTE, e))) return rc;
     if ((rc = be->stream_wait(be, VD_STREAM_D2H, T->ev_compute, e))) return rc;
     if (timed) {
-        if ((rc = be->event_record(be, m->ev_copy + t, VD_STREAM_D2H, e))) return rc;
+        if ((rc = mark(m, m->ev_copy + t, VD_STREAM_D2H, e))) return rc;
         m->copy_issued[t] = true;
     }
     if ((rc = be->copy_async(be, VD_STREAM_D2H, m->host_store + T->host_offset, iv_addr(m, iv),
                              T->bytes, e)))
+        return rc;
+    if (timed &&
+        (rc = mark(m, m->ev_copy + p->n_tensors + p->n_intervals + t, VD_STREAM_D2H, e)))
         return rc;
     rc = be->event_record(be, T->ev_d2h, VD_STREAM_D2H, e);
     w->d2h += T->bytes;
@@ -1121,13 +1133,13 @@ static int readback(vdx_member *m, const vd_plan *p, bool want_y, vd_err *e) {
  * staging copy may still run: every end is waited for first. */
 static int copy_times(vdx_member *m, const vd_plan *p, int ev, vd_err *e) {
     vd_backend *be = m->be;
-    int n = 0, rc;
-    for (int c = 0; c < p->n_tensors + p->n_intervals; c++) {
+    int n = 0, rc, nc = p->n_tensors + p->n_intervals;
+    for (int c = 0; c < nc; c++) {
         if (!m->copy_issued[c]) continue;
         bool h2d = c >= p->n_tensors;
         int k = h2d ? c - p->n_tensors : -1;
         int t = h2d ? p->intervals[k].tensor : c;
-        int end = h2d ? p->intervals[k].ev_h2d : p->tensors[t].ev_d2h;
+        int end = m->ev_copy + nc + c;
         float a = 0.0f, b = 0.0f;
         if ((rc = be->event_sync(be, end, e)) ||
             (rc = be->event_elapsed(be, ev, m->ev_copy + c, &a, e)) ||
@@ -1203,12 +1215,13 @@ typedef struct graph_slot {
 /* Whether a training step of m may be captured: the backend captures, the
  * run asked for it, and nothing in the step needs the host between its
  * operations (poison fills and fault injection are debugging tools the
- * eager walk keeps exact; --sync-debug and step_times wait or time per op;
- * data parallel's all-reduce has its own stream and communicator). */
+ * eager walk keeps exact; --sync-debug waits per op; step_times needs
+ * timing marks inside a graph, backend.h's event_mark; data parallel's
+ * all-reduce has its own stream and communicator). */
 static bool graph_eligible(const vdx_member *m) {
     const vd_exec_opts *o = &m->opts;
     return o->graph && m->be->capture_begin && !o->poison && o->fault == VD_FAULT_NONE &&
-           !o->sync_debug && m->ev_steps < 0 && !o->allreduce;
+           !o->sync_debug && (m->ev_steps < 0 || m->be->event_mark) && !o->allreduce;
 }
 
 /* The key of a step about to run with walk w (index arrays: into k's own,
@@ -1296,13 +1309,13 @@ static int walk_train(vdx_member *m, float lr, const vd_step_scalars *ss, walk_s
     const vd_plan *p = m->plan;
     vd_backend *be = m->be;
     int rc, ev = m->ev_steps;
-    if (ev >= 0 && (rc = be->event_record(be, ev, VD_STREAM_COMPUTE, e))) return rc;
+    if (ev >= 0 && (rc = mark(m, ev, VD_STREAM_COMPUTE, e))) return rc;
     if ((rc = be->step_set(be, ss, e))) return rc;
     if (m->ev_copy >= 0)
         memset(m->copy_issued, 0, ((size_t)p->n_tensors + (size_t)p->n_intervals) * sizeof *m->copy_issued);
     for (int s = 0; s < p->n_steps; s++) {
         if ((rc = step_hooked(m, p, m->io, s, lr, false, w, e))) return rc;
-        if (ev >= 0 && (rc = be->event_record(be, ev + 1 + s, VD_STREAM_COMPUTE, e))) return rc;
+        if (ev >= 0 && (rc = mark(m, ev + 1 + s, VD_STREAM_COMPUTE, e))) return rc;
     }
     return VD_OK;
 }

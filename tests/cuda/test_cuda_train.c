@@ -116,6 +116,9 @@ static const vd_disp *g_disp;
  * lower the lr every step (lr x (1 - it / 20)) so that a learning rate
  * baked into the graph would show. */
 static bool g_graph, g_lr_decay;
+/* run_at: time the steps and copies (vd_exec_opts.step_times) and check
+ * the times of the last iteration (run_result.timed_steps, timed_copies). */
+static bool g_step_times;
 
 typedef struct run_result {
     float loss[ITERS];
@@ -123,6 +126,7 @@ typedef struct run_result {
     uint64_t hwm, offload;
     int rc_bn;                 /* the plan's recomputed maps written by batch norm */
     int64_t graph_launches;    /* steps replayed from a captured graph */
+    int timed_steps, timed_copies;   /* g_step_times: the last iteration's, checked */
     vd_loss_scale ls;          /* fp16: the backend's state after the run (scale_get) */
 } run_result;
 
@@ -173,7 +177,7 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
         r->rc_bn += net->layers[plan.layers[j].layer].op == VD_OP_BATCHNORM &&
                     plan.tensors[plan.layers[j].y].recompute;
     vd_exec_opts eo = {.math = math, .deterministic = det, .layers_ready = true,
-                       .graph = g_graph};
+                       .graph = g_graph, .step_times = g_step_times};
     vd_exec *ex = NULL;
     ck_assert_msg(vd_exec_create(&ex, net, &plan, be, &eo, &e) == 0, "exec: %s", e.msg);
     float *p0 = malloc((size_t)net->param_floats * sizeof(float));
@@ -214,6 +218,19 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     r->hwm = st.pool_hwm;
     r->offload = st.offload_bytes_iter;
     r->graph_launches = st.graph_launches;
+    if (g_step_times) {   /* in order, within the iteration; each copy ends after it starts */
+        const double *end = NULL;
+        r->timed_steps = vd_exec_step_times(ex, &end);
+        for (int s = 0; s < r->timed_steps; s++) {
+            ck_assert(end[s] >= (s ? end[s - 1] : 0.0));
+            ck_assert(end[s] <= st.last_iter_s * 1e3 + 1.0);
+        }
+        const vd_exec_copy_time *ct = NULL;
+        r->timed_copies = vd_exec_copy_times(ex, &ct);
+        for (int i = 0; i < r->timed_copies; i++)
+            ck_assert(ct[i].start_ms >= 0.0 && ct[i].end_ms >= ct[i].start_ms &&
+                      ct[i].end_ms <= st.last_iter_s * 1e3 + 1.0);
+    }
     vd_exec_destroy(&ex);
     vd_plan_free(&plan);
     vd_profile_free(&prof);
@@ -1293,6 +1310,32 @@ START_TEST(test_graph_vs_eager) {
 }
 END_TEST
 
+/* --step-times inside a captured iteration (the backend's event_mark): the
+ * iterations still replay (all but the first), every step and copy of the
+ * replayed iteration is timed (policy all offloads and prefetches), and the
+ * marks change nothing computed (bitwise the run without them). */
+START_TEST(test_step_times_graph) {
+    vd_net net;
+    build(&net);
+    run_result a, b;
+    g_graph = true;
+    run_at(c_cuda(), &net, VD_POLICY_ALL, VD_MATH_BF16, true, false, &a);
+    g_step_times = true;
+    run_at(c_cuda(), &net, VD_POLICY_ALL, VD_MATH_BF16, true, false, &b);
+    g_step_times = false;
+    g_graph = false;
+    ck_assert_int_eq(b.graph_launches, ITERS - 1);
+    ck_assert_int_gt(b.timed_steps, 0);
+    ck_assert_int_gt(b.timed_copies, 0);
+    ck_assert(!memcmp(a.loss, b.loss, sizeof a.loss));
+    ck_assert(!memcmp(a.params, b.params, (size_t)net.param_floats * 4));
+    printf("  graph + step times: %d steps, %d copies timed\n", b.timed_steps, b.timed_copies);
+    free_result(&a);
+    free_result(&b);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* Each test in a TCase of its own (vdt_case), so that CK_RUN_CASE=NAME runs one. */
 static TCase *case_of(Suite *s, const TTest *t) {
     TCase *tc = vdt_case(s, t, 600);
@@ -1308,6 +1351,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_relu_fused_into_bn_and_add), test_relu_fused_into_bn_and_add);
     tcase_add_test(case_of(s, test_conv_bias_relu_fused), test_conv_bias_relu_fused);
     tcase_add_test(case_of(s, test_bn_add_fused), test_bn_add_fused);
+    tcase_add_test(case_of(s, test_step_times_graph), test_step_times_graph);
     tcase_add_test(case_of(s, test_pool_relu_fused), test_pool_relu_fused);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);

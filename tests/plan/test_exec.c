@@ -637,7 +637,7 @@ START_TEST(test_before_pool_hook) {
 END_TEST
 
 /* step_times: one event more per step (and one at the start), recorded on
- * the compute stream, and one per possible copy start; after a training
+ * the compute stream, and one per possible copy start and end; after a training
  * step every step's end is known, in order, within the iteration's wall
  * time, and every copy the pass issued; off: no extra events, no times.
  * Either way one more than the plan's for vd_exec_rank_drain. */
@@ -664,8 +664,8 @@ START_TEST(test_step_times) {
         vd_exec_opts eo = {.layers_ready = true, .step_times = on};
         vd_exec *ex = NULL;
         ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(events_asked, n_ev + 1 + (on ? plan->n_steps + 1 + plan->n_tensors +
-                                                        plan->n_intervals : 0));
+        ck_assert_int_eq(events_asked, n_ev + 1 + (on ? plan->n_steps + 1 + 2 * (plan->n_tensors +
+                                                        plan->n_intervals) : 0));
         const double *end = NULL;
         ck_assert_int_eq(vd_exec_step_times(ex, &end), 0);   /* nothing measured yet */
         ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);

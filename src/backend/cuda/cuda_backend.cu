@@ -133,11 +133,27 @@ static int cu_event_record(vd_backend *be, int ev, int s, vd_err *e) {
     return VD_OK;
 }
 
-/* The event an eager wait on plan event ev waits for: ev itself, or, last
- * recorded inside a capture, the end of the last graph launched (NULL: none
- * launched yet, nothing to wait for). */
+/* backend.h's event_mark: inside a capture an external event record node,
+ * which each launch of the graph records (and which cudaEventElapsedTime
+ * then times), outside one a plain record. */
+static int cu_event_mark(vd_backend *be, int ev, int s, vd_err *e) {
+    cu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_event(c, ev, e)) || (rc = check_stream(s, e))) return rc;
+    if (c->capturing)
+        CUDA_CHECK(e, cudaEventRecordWithFlags(c->events[ev], c->stream[s], cudaEventRecordExternal));
+    else
+        CUDA_CHECK(e, cudaEventRecord(c->events[ev], c->stream[s]));
+    c->ev_capture[ev] = c->capturing ? EV_MARKED : 0;
+    return VD_OK;
+}
+
+/* The event an eager wait on plan event ev waits for: ev itself (also a
+ * mark: its launches record it), or, last recorded inside a capture, the
+ * end of the last graph launched (NULL: none launched yet, nothing to wait
+ * for). */
 static cudaEvent_t eager_event(const cu_ctx *c, int ev) {
-    if (!c->ev_capture[ev]) return c->events[ev];
+    if (c->ev_capture[ev] == 0 || c->ev_capture[ev] == EV_MARKED) return c->events[ev];
     return c->graph_launched ? c->graph_ev : NULL;
 }
 
@@ -181,9 +197,9 @@ static int cu_event_elapsed(vd_backend *be, int a, int b, float *ms, vd_err *e) 
     cu_ctx *c = ctx_of(be);
     int rc;
     if ((rc = check_event(c, a, e)) || (rc = check_event(c, b, e))) return rc;
-    if (c->capturing || c->ev_capture[a] || c->ev_capture[b])
+    if (c->capturing || c->ev_capture[a] > 0 || c->ev_capture[b] > 0)
         return vd_errf(e, VD_EINTERNAL, "cuda backend: event_elapsed of an event recorded "
-                       "inside a capture (step times are measured eagerly)");
+                       "inside a capture (a timed one is recorded with event_mark)");
     CUDA_CHECK(e, cudaEventElapsedTime(ms, c->events[a], c->events[b]));
     return VD_OK;
 }
@@ -743,6 +759,7 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->host_free = cu_host_free;
     be->events_create = cu_events_create;
     be->event_record = cu_event_record;
+    be->event_mark = cu_event_mark;
     be->stream_wait = cu_stream_wait;
     be->event_sync = cu_event_sync;
     be->synchronize = cu_synchronize;

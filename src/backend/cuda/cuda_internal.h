@@ -241,12 +241,13 @@ typedef struct cu_ctx {
     /* captures (capture_begin .. capture_end): the fork and join events,
      * the event recorded after each graph launch, and per plan event
      * (events[]) whether it was last recorded inside a capture and in
-     * which (capture numbers from 1) */
+     * which (capture numbers from 1; EV_MARKED: a timing mark, event_mark) */
     bool capturing;
     int capture_no;
     cudaEvent_t fork_ev, join_ev[VD_N_STREAMS], graph_ev;
     bool graph_launched;
     int *ev_capture;                      /* [n_events]: 0 recorded eagerly (or never) */
+#define EV_MARKED (-1)
 } cu_ctx;
 
 /* The update ranges of ranges_create: the table in device memory. */
@@ -629,6 +630,9 @@ int cuk_grad_check(cudaStream_t s, int sm, const float *g, int64_t n, int layer,
 /* backend.h's scale_update on st (one thread). */
 int cuk_scale_update(cudaStream_t s, vd_loss_scale *st, vd_err *e);
 int cuk_empty(cudaStream_t s, vd_err *e);
+/* A one-thread kernel that runs for ns nanoseconds of the device's clock:
+ * holds a stream back while the host queues the work to be timed behind it. */
+int cuk_spin(cudaStream_t s, uint64_t ns, vd_err *e);
 /* Math bf16 / fp16: dst[i] = dt(src[i]) (round to nearest even), and back
  * (exact); dt VD_DT_BF16 or VD_DT_F16. */
 int cuk_f32_to_16(cudaStream_t s, int sm, const float *src, void *dst, int64_t n, vd_dtype dt,

@@ -134,6 +134,23 @@ int cuk_empty(cudaStream_t s, vd_err *e) {
     return VD_OK;
 }
 
+/* One thread that returns once the device's global timer has advanced by ns
+ * (it occupies one SM's slot meanwhile, no memory traffic). */
+__global__ void k_spin(uint64_t ns) {
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+int cuk_spin(cudaStream_t s, uint64_t ns, vd_err *e) {
+    k_spin<<<1, 1, 0, s>>>(ns);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
 /* ---- bias ------------------------------------------------------------------ */
 template <bool CL, typename T, typename I>
 __global__ void k_bias_add(T *y, const float *b, I total, I ch, I hw) {

@@ -4,7 +4,8 @@
  * sized for the largest layer (its inputs, output, gradients, parameters,
  * workspace), fills it with uniform [-1, 1) values, times each layer's
  * forward and backward per algorithm option with CUDA events on the compute
- * stream (one warm-up, median of PROF_REPS), then the SGD step and pinned
+ * stream (one warm-up, median of PROF_REPS, each run queued whole before the
+ * device reaches it: time_op), then the SGD step and pinned
  * copy bandwidths, and frees everything.
  *
  * The copy bandwidths are measured twice: alone (d2h_bw, h2d_bw, both_bw)
@@ -259,15 +260,32 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
     io->act = vd_math_act_dtype(p->c->math);
 }
 
-/* Median ms of fn over PROF_REPS after one warm-up. */
+/* Median seconds of layer li's forward (bwd: backward) over PROF_REPS
+ * after one warm-up, as the device runs it back to back: each timed run is
+ * queued behind a spin kernel lasting twice the host's enqueue of the op
+ * (timed on the run before; at most SPIN_MAX_NS, a first run's setup) plus
+ * SPIN_MARGIN_NS, so the start event is reached after the op's kernels are
+ * all queued. The time is then the device's
+ * alone, without the launch latency of the op's first kernel or the host's
+ * work between its kernels: what a captured iteration (or an eager one
+ * whose host runs ahead) spends on the op. */
 static int time_op(prof *p, int li, const vd_op_io *io, bool bwd, double *sec, vd_err *e) {
+    const double SPIN_MARGIN_NS = 20e3, SPIN_MAX_NS = 10e6;
     float t[PROF_REPS];
     cudaStream_t s = cu_compute(p->c);
+    double host_s = 0;
     for (int r = -1; r < PROF_REPS; r++) {
+        if (r >= 0) {
+            double ns = 2e9 * host_s < SPIN_MAX_NS ? 2e9 * host_s : SPIN_MAX_NS;
+            int rc = cuk_spin(s, (uint64_t)(ns + SPIN_MARGIN_NS), e);
+            if (rc) return rc;
+        }
         CUDA_CHECK(e, cudaEventRecord(p->ev[0], s));
+        double t0 = vd_now();
         int rc = bwd ? p->be->backward(p->be, p->net, li, io, e)
                      : p->be->forward(p->be, p->net, li, io, e);
         if (rc) return rc;
+        host_s = vd_now() - t0;
         CUDA_CHECK(e, cudaEventRecord(p->ev[1], s));
         CUDA_CHECK(e, cudaEventSynchronize(p->ev[1]));
         if (r >= 0) CUDA_CHECK(e, cudaEventElapsedTime(&t[r], p->ev[0], p->ev[1]));
