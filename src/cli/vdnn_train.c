@@ -417,6 +417,46 @@ static void step_time_row(const vd_plan *plan, const vd_net *net, int s, const d
     printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, dur[s], pdur[s],
            dur[s] - pdur[s], end[s], 1e3 * st->t_end);
 }
+/* The measured time of copies in direction h2d within [a, b] (ms). */
+static double copies_within(const vd_exec_copy_time *ct, int nc, bool h2d, double a, double b) {
+    double sum = 0;
+    for (int i = 0; i < nc; i++) {
+        if (ct[i].h2d != h2d) continue;
+        double lo = ct[i].start_ms > a ? ct[i].start_ms : a, hi = ct[i].end_ms < b ? ct[i].end_ms : b;
+        if (hi > lo) sum += hi - lo;
+    }
+    return sum;
+}
+
+/* report_step_times' last rows: the steps grouped by the measured copies
+ * beside them (none, D2H, H2D, both: a direction counts where its copies
+ * ran through at least half of the step), each group's measured and
+ * predicted time: how much copies slow the compute beside them, against
+ * what the simulator charges for it (dev.compute_slow_*). */
+static void report_steps_beside_copies(const vd_exec *ex, int n, const double *end,
+                                       const double *dur, const double *pdur) {
+    const vd_exec_copy_time *ct = NULL;
+    int nc = vd_exec_copy_times(ex, &ct);
+    if (nc <= 0) return;
+    static const char *const group[4] = {"no copy", "D2H", "H2D", "D2H and H2D"};
+    int cnt[4] = {0};
+    double meas[4] = {0}, pred[4] = {0};
+    for (int s = 0; s < n; s++) {
+        double a = s ? end[s - 1] : 0.0, b = end[s];
+        bool d = copies_within(ct, nc, false, a, b) >= 0.5 * dur[s];
+        bool h = copies_within(ct, nc, true, a, b) >= 0.5 * dur[s];
+        int g = (d ? 1 : 0) + (h ? 2 : 0);
+        cnt[g]++;
+        meas[g] += dur[s];
+        pred[g] += pdur[s];
+    }
+    for (int g = 0; g < 4; g++)
+        if (cnt[g])
+            printf("  %d steps beside %s: measured %.3f ms, predicted %.3f ms (%+.1f%%)\n",
+                   cnt[g], group[g], meas[g], pred[g],
+                   pred[g] > 0 ? 100.0 * (meas[g] / pred[g] - 1.0) : 0.0);
+}
+
 static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_net *net) {
     const double *end = NULL;
     int n = vd_exec_step_times(ex, &end);
@@ -455,6 +495,7 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
     }
     printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
            "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
+    report_steps_beside_copies(ex, n, end, dur, pdur);
     vd_free(dur);
     vd_free(shown);
 }
