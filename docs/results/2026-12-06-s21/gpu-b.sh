@@ -2,7 +2,7 @@
 # Session 21, second call: where the offload points' time goes, the steps
 # grouped by the copies beside them (--step-times' new rows), captured
 # iterations, bf16 b256 (ResNet-152 8 / 10 GiB, ResNet-50 4 GiB, VGG-16 4 /
-# 6 GiB); VGG-16 fp32 none, 16 and 12 GiB in one vdnn-bench process (issue
+# 6 GiB; AlexNet without offload, +4.3% in gpu-a.sh); VGG-16 fp32 none, 16 and 12 GiB in one vdnn-bench process (issue
 # 34: offload keeps its ratio to none, 0.974x / 0.945x).
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-b.sh BUILD OUTDIR
 set -u
@@ -18,6 +18,7 @@ steps() {   # net budget
     echo "-- vdnn-train $1 $2 --step-times: exit $? (at $SECONDS s)"
     grep -E '^iteration time|^  all|steps beside|^  D2H:|^  H2D:' "$O/$1-$2-steps.log"
 }
+steps alexnet 30G
 steps resnet152 8G
 steps resnet152 10G
 steps resnet50 4G
