@@ -141,6 +141,10 @@ static int add_map(bld *b, vd_tensor_kind kind, int u, int n, const char *name, 
  * fuses the two leaves r's backward out and src reads r's gradient, masking
  * it itself (backend.h, vd_op_io.relu_mask); the tensor then still holds r's
  * gradient when src reads it, which rule 2 below makes the last read.
+ * Likewise where a max pool after r takes r's backward (pool_takes_relu)
+ * or the batch norm before the add that r reads does (bn_takes_add_relu:
+ * the batch norm rewrites the tensor as r would have, two steps later; the
+ * add between them reads nothing it writes).
  * Elsewhere the sharing would save a map where a step holds both, but
  * changes which plans the search finds for no time saved
  * (docs/results/2026-12-06-s19/relu-bwd.md).
@@ -232,6 +236,18 @@ static bool pool_takes_relu(const bld *b, const vd_net *net, int a, const int *f
     return uq == ua + 1 && p->layers[ua].n_chunks == 1 && p->layers[uq].n_chunks == 1;
 }
 
+/* Does the batch norm before the add that in-place ReLU a reads take a's
+ * backward (vd_op_add_relu, vd_plan_layer.takes_add_relu)? Then the add's
+ * input gradient shares a's dy tensor as for a max pool: the three run
+ * whole (alias_grads asks a's first writer and other readers). */
+static bool bn_takes_add_relu(const bld *b, const vd_net *net, int a) {
+    const vd_plan *p = b->p;
+    if (a < 2 || vd_op_add_relu(net, a - 2) != a) return false;
+    for (int i = a - 2; i <= a; i++)
+        if (p->layers[p->first_unit[i]].n_chunks != 1) return false;
+    return true;
+}
+
 static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int *par,
                        vd_err *e) {
     int L = net->n_layers;
@@ -263,7 +279,7 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
              * beta 0), and the whole batch's tensor (not its chunk's) */
             int src = l->in[0];
             if (src >= 0 && (vd_op_table[net->layers[src].op].bwd_takes_relu ||
-                             pool_takes_relu(b, net, a, fw, oth)) &&
+                             pool_takes_relu(b, net, a, fw, oth) || bn_takes_add_relu(b, net, a)) &&
                 !net->layers[src].no_grad && fw[src] == a && oth[src] < 0 &&
                 !chunk_own(b, p->first_unit[src]))
                 cand[nc++] = src;
@@ -575,6 +591,29 @@ static void pool_relu_pairs(bld *b) {
     }
 }
 
+/* The batch norm + add + ReLU backward pairs (vd_plan_layer.takes_add_relu):
+ * a whole batch norm, the whole add right after it that writes no input's
+ * gradient (all of them its dy tensor), and the whole in-place ReLU after
+ * that whose dx alias_grads made its dy tensor, which the batch norm reads
+ * as its dy. The batch norm's backward is the first to read that tensor
+ * after the ReLU's (the add's reads nothing it writes). */
+static void bn_add_relu_pairs(bld *b) {
+    vd_plan *p = b->p;
+    for (int u = 0; u < b->L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        pl->takes_add_relu = false;
+        if (p->forward_only || u + 2 >= b->L) continue;
+        const vd_plan_layer *a = &p->layers[u + 1], *r = &p->layers[u + 2];
+        if (vd_op_add_relu(b->net, pl->layer) != r->layer || a->layer != pl->layer + 1 ||
+            pl->n_chunks != 1 || a->n_chunks != 1 || r->n_chunks != 1)
+            continue;
+        bool quiet = true;   /* the add's backward writes nothing */
+        for (int k = 0; k < b->net->layers[a->layer].n_in; k++) quiet &= a->dx[k] < 0;
+        pl->takes_add_relu = quiet && r->dy >= 0 && r->dx[0] == r->dy && r->dx_beta[0] == 0.0f &&
+                             a->dy == r->dy && pl->dy == r->dy;
+    }
+}
+
 /* Liveness: each tensor's reads and writes per step. */
 static void liveness(bld *b) {
     const vd_net *net = b->net;
@@ -606,6 +645,7 @@ static void liveness(bld *b) {
         if (pl->db_unit >= 0) vdp_touch(b, p->layers[pl->db_unit].dw, sb);   /* its bias's db */
         if (pl->takes_relu && p->layers[u - 1].db_unit >= 0)   /* its ReLU's conv's db */
             vdp_touch(b, p->layers[p->layers[u - 1].db_unit].dw, sb);
+        if (pl->takes_add_relu) vdp_rd(b, p->layers[u + 2].y, sb);   /* its ReLU's y */
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
         for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
     }
@@ -636,6 +676,7 @@ int vdp_build_tensors(bld *b, const int *algos, vd_err *e) {
         if (rc) return rc;
     }
     pool_relu_pairs(b);
+    bn_add_relu_pairs(b);
     liveness(b);
     return VD_OK;
 }
