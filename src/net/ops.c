@@ -579,9 +579,11 @@ int vd_op_add_relu(const vd_net *net, int b) {
     int n = 0;   /* (b once among a's inputs: its gradient is then a's dy) */
     for (int k = 0; k < la->n_in; k++) n += la->in[k] == b;
     if (n != 1) return -1;
-    /* (a max pool after the ReLU takes it, masking what it writes anyway) */
+    /* (a max pool after the ReLU takes it, masking what it writes anyway:
+     * the ReLU's one reader, so its first) */
     for (int j = r + 1; j < net->n_layers; j++)
-        if (vd_op_pool_relu(net, j) == r) return -1;
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] == r) return vd_op_pool_relu(net, j) == r ? -1 : r;
     return r;
 }
 
