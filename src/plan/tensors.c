@@ -241,7 +241,7 @@ static bool pool_takes_relu(const bld *b, const vd_net *net, int a, const int *f
  * backward (vd_op_add_relu, vd_plan_layer.takes_add_relu)? Then the add's
  * input gradient shares a's dy tensor as for a max pool: the three run
  * whole (alias_grads asks a's first writer and other readers). */
-static bool bn_takes_add_relu(const bld *b, const vd_net *net, int a) {
+static bool bn_takes_add_relu(const bld *b, int a) {
     const vd_plan *p = b->p;
     if (a < 2 || b->add_relu[a - 2] != a) return false;
     for (int i = a - 2; i <= a; i++)
@@ -282,7 +282,7 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
              * beta 0), and the whole batch's tensor (not its chunk's) */
             int src = l->in[0];
             if (src >= 0 && (vd_op_table[net->layers[src].op].bwd_takes_relu ||
-                             pool_takes_relu(b, net, a, fw, oth) || bn_takes_add_relu(b, net, a)) &&
+                             pool_takes_relu(b, net, a, fw, oth) || bn_takes_add_relu(b, a)) &&
                 !net->layers[src].no_grad && fw[src] == a && oth[src] < 0 &&
                 !chunk_own(b, p->first_unit[src]))
                 cand[nc++] = src;
