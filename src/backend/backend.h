@@ -135,6 +135,20 @@ typedef struct vd_algo_opt {
  *           passes), reduces bias_db from it as the ReLU would (see above),
  *           and does nothing in the ReLU's backward; one that does not
  *           ignores both (the ReLU runs in place). Else false.
+ *   relu_y: the batch norm + add + ReLU backward fusion (vd_op_add_relu;
+ *           the plan pairs a batch norm, the add right after it and the
+ *           in-place ReLU after that where all three run unchunked, the
+ *           add's backward writes nothing and the ReLU's dx is its dy
+ *           tensor, vd_plan_layer.takes_add_relu). The executor gives the
+ *           batch norm's backward the ReLU's output (the add's y) here; its
+ *           dy is then the ReLU's dy tensor, which that ReLU's backward
+ *           would have rewritten in place, and writable (the add's other
+ *           inputs' gradient too). It sets bwd_done on the ReLU's backward.
+ *           A backend that fuses (not no_fuse) rewrites dy as the ReLU's
+ *           backward would have (0 where relu_y <= 0; NaN passes), all of
+ *           it, then runs the batch norm's backward on it, and does nothing
+ *           in the ReLU's backward; one that does not ignores both (the
+ *           ReLU runs in place). Else NULL.
  *
  * Chunks (n0, n_batch, dw_beta). A call may run samples [n0, n0 + n) of a
  * batch of n_batch samples: x, y, dy, dx and labels then point at that
@@ -196,7 +210,10 @@ typedef struct vd_op_io {
     const float *bn_aux, *bn_w, *bn_b; /* add forward: that batch norm's statistics, gamma,
                                        beta (see above); NULL: none */
     bool relu_dx;                   /* max pool backward: it runs its ReLU's, see above */
-    bool bwd_done;                  /* ReLU backward: its pool's ran it (relu_dx) */
+    bool bwd_done;                  /* ReLU backward: its pool's ran it (relu_dx), or
+                                       its add's batch norm's (relu_y) */
+    const float *relu_y;            /* batch norm backward: it runs its add's ReLU's,
+                                       whose output this is, see above */
 } vd_op_io;
 
 /* The samples of the whole batch io belongs to: n_batch, or n when 0. */

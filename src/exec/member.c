@@ -236,7 +236,12 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
         io->relu_dx = true;
         dbu = p->layers[u - 1].db_unit;
     }
-    io->bwd_done = u + 1 < p->n_units && p->layers[u + 1].takes_relu;
+    /* the batch norm + add + ReLU backward pair (vd_plan_layer.takes_add_relu):
+     * the batch norm takes the ReLU's backward, reading its y; the ReLU is
+     * told */
+    if (pl->takes_add_relu) io->relu_y = uaddr(m, p, u, p->layers[u + 2].y, s);
+    io->bwd_done = (u + 1 < p->n_units && p->layers[u + 1].takes_relu) ||
+                   (u >= 2 && p->layers[u - 2].takes_add_relu);
     if (dbu >= 0) {
         const vd_plan_layer *cl = &p->layers[dbu];
         const vd_layer *lc = &net->layers[cl->layer];

@@ -383,6 +383,19 @@ int vd_op_bn_folder(const vd_net *net, int b);
  * p reads r's y (its own x) anyway. Else -1. The plan pairs them where both run whole and
  * adjacent (vd_plan_layer.takes_relu). */
 int vd_op_pool_relu(const vd_net *net, int p);
+/* The ReLU whose backward the backward of batch norm b may take (the
+ * batch norm + add + ReLU backward fusion, vd_op_io.relu_y): b + 2, when
+ * b's backward runs, b + 1 is an add that reads b once, and b + 2 a ReLU
+ * in place (vd_layer.inplace: the add's one reader) after that add whose
+ * backward runs and whose max pool does not take it (vd_op_pool_relu: the
+ * pool masks what it writes at no cost). b's backward is then the first
+ * after the ReLU's that reads the gradient the ReLU writes (the add's own
+ * passes it on unchanged): ResNet's identity block's bn3, its downsample
+ * block's downsample.1 (the layer right before the add). Else -1. The plan
+ * pairs them where all three run whole and the add's backward writes
+ * nothing (its inputs' gradients are its dy tensor;
+ * vd_plan_layer.takes_add_relu). */
+int vd_op_add_relu(const vd_net *net, int b);
 /* --freeze PATTERN: freeze every WEIGHT parameter whose name matches the
  * pattern (vd_regex_search: anywhere in "layer1.0.conv1.weight"), then
  * mark the layers that need no gradient (vd_layer.no_grad). NULL: nothing

@@ -568,6 +568,25 @@ int vd_op_pool_relu(const vd_net *net, int p) {
     return r;
 }
 
+int vd_op_add_relu(const vd_net *net, int b) {
+    int a = b + 1, r = b + 2;
+    if (r >= net->n_layers || net->layers[b].op != VD_OP_BATCHNORM || net->layers[b].no_grad)
+        return -1;
+    const vd_layer *la = &net->layers[a], *lr = &net->layers[r];
+    if (la->op != VD_OP_ADD || lr->op != VD_OP_RELU || !lr->inplace || lr->no_grad ||
+        lr->n_in != 1 || lr->in[0] != a)
+        return -1;
+    int n = 0;   /* (b once among a's inputs: its gradient is then a's dy) */
+    for (int k = 0; k < la->n_in; k++) n += la->in[k] == b;
+    if (n != 1) return -1;
+    /* (a max pool after the ReLU takes it, masking what it writes anyway:
+     * the ReLU's one reader, so its first) */
+    for (int j = r + 1; j < net->n_layers; j++)
+        for (int k = 0; k < net->layers[j].n_in; k++)
+            if (net->layers[j].in[k] == r) return vd_op_pool_relu(net, j) == r ? -1 : r;
+    return r;
+}
+
 void vd_op_bwd_reads(const vd_net *net, int layer, bool *x, bool *y) {
     const vd_layer *l = &net->layers[layer];
     if (l->no_grad) { *x = *y = false; return; }

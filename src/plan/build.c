@@ -125,12 +125,13 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
                       : vd_calloc((size_t)L, sizeof *p->layers, NULL);
     p->first_unit = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *p->first_unit, NULL);
-    B->lact = vd_malloc((size_t)(NL > 0 ? NL : 1) * 5 * sizeof(int), NULL);
+    B->lact = vd_malloc((size_t)(NL > 0 ? NL : 1) * 6 * sizeof(int), NULL);
     if (B->lact) {
         B->ldact = B->lact + NL;
         B->run_a = B->lact + 2 * NL;
         B->run_b = B->lact + 3 * NL;
         B->bn_fold = B->lact + 4 * NL;
+        B->add_relu = B->lact + 5 * NL;
     }
     B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
     B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
@@ -170,6 +171,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     } else {
         for (int l = 0; l < NL; l++) B->bn_fold[l] = -1;
     }
+    for (int l = 0; l < NL; l++) B->add_relu[l] = opts->forward_only ? -1 : vd_op_add_relu(net, l);
     /* (a clone has its tensors and units: the flags are read only to make
      * them). A split layer runs in place only inside its run: its first
      * layer's input and its last layer's output are the whole batch's. */

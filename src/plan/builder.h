@@ -34,6 +34,8 @@ typedef struct bld {
     int *bn_fold;      /* [NL] the batch norm + add fusion's pairs (vd_plan_opts.fuse_bn_add,
                           training): an add's batch norm (vd_op_bn_folded), a batch
                           norm's add (vd_op_bn_folder), else -1 */
+    int *add_relu;     /* [NL] the batch norm + add + ReLU backward pairs (training): a
+                          batch norm's ReLU (vd_op_add_relu), else -1 */
     int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */

@@ -332,6 +332,13 @@ typedef struct vd_plan_layer {
                                    (alias_grads), which this unit's dx is, beta 0; with
                                    the ReLU's db_unit that conv's dw is live from this
                                    unit's backward step (two before the conv's) */
+    bool takes_add_relu;        /* a batch norm whose backward may take that of the ReLU
+                                   after the add right after it (vd_op_add_relu,
+                                   vd_op_io.relu_y): the three unchunked and adjacent, the
+                                   add's backward writing nothing (every input's gradient
+                                   its dy tensor, alias_grads), the ReLU's dx its dy
+                                   tensor, which is this unit's dy; this unit's backward
+                                   step reads the ReLU's y (two steps after the ReLU's) */
     int rc_step;                /* step whose RECOMPUTE re-runs its forward (-1 none) */
     int ws_rc;                  /* WS tensor of that re-run (-1 none) */
     /* The unit: net layer `layer` on samples [n0, n0 + n) of the batch, chunk

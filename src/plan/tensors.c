@@ -141,6 +141,10 @@ static int add_map(bld *b, vd_tensor_kind kind, int u, int n, const char *name, 
  * fuses the two leaves r's backward out and src reads r's gradient, masking
  * it itself (backend.h, vd_op_io.relu_mask); the tensor then still holds r's
  * gradient when src reads it, which rule 2 below makes the last read.
+ * Likewise where a max pool after r takes r's backward (pool_takes_relu)
+ * or the batch norm before the add that r reads does (bn_takes_add_relu:
+ * the batch norm rewrites the tensor as r would have, two steps later; the
+ * add between them reads nothing it writes).
  * Elsewhere the sharing would save a map where a step holds both, but
  * changes which plans the search finds for no time saved
  * (docs/results/2026-12-06-s19/relu-bwd.md).
@@ -180,31 +184,32 @@ static int tree_root(const int *par, int v) {
     return v;
 }
 
-static bool in_subtree(const int *par, int w, int x) {
-    for (; w >= 0; w = par[w])
-        if (w == x) return true;
-    return false;
-}
-
 /* May leaf s (par[s] set) stay in the tree rooted at r, which obeyed the
  * rules without it? oth[x]: x's highest consumer other than its first writer
- * (-1 none); in, kid: scratch [L]. The members are found in one pass down
- * from r (par[v] > v: they are at or below r, and v is one iff its parent
- * is, at most r): a walk to the root from every layer was half of a build's
- * tensors on ResNet-50. in[v]: 2 for s and its ancestors, 1 for the other
- * members; kid[v]: v has a child in the tree. */
+ * (-1 none); lo: the tree's lowest member but s; in, kid, sub: scratch [L].
+ * The members are found in one pass down from r to lo (par[v] > v: they are
+ * at or below r, and v is one iff its parent is, at most r): a walk to the
+ * root from every layer was half of a build's tensors on ResNet-50, and a
+ * pass down to layer 0 from the root of a whole stage (the ReLUs after
+ * ResNet's adds join the trees: a stage is one chain) a quarter of
+ * ResNet-152's. in[v]: 2 for s and its ancestors, 1 for the other members;
+ * kid[v]: v has a child in the tree; sub[v] (where s's parent q rewrites,
+ * for v <= q): v is in q's subtree, found the same way. */
 static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int r, int s,
-                          int *in, int *kid) {
-    for (int v = r; v >= 0; v--) {
+                          int lo, int *in, int *kid, int *sub) {
+    if (s < lo) lo = s;
+    for (int v = r; v >= lo; v--) {
         in[v] = v == r || (par[v] >= 0 && par[v] <= r && in[par[v]]);
         kid[v] = 0;
     }
-    for (int v = r; v >= 0; v--)
+    for (int v = r; v >= lo; v--)
         if (in[v] && v != r) kid[par[v]] = 1;
     for (int v = s; v >= 0; v = par[v]) in[v] = 2;
     int q = par[s];
     bool q_rewrites = !vd_op_table[net->layers[q].op].bwd_is_dy;
-    for (int w = r; w >= 0; w--) {
+    if (q_rewrites)
+        for (int v = q; v >= lo; v--) sub[v] = v == q || (par[v] >= 0 && par[v] <= q && sub[par[v]]);
+    for (int w = r; w >= lo; w--) {
         if (!in[w] || w == s) continue;
         /* rule 1, x = s: every other member is outside s's subtree (a leaf) */
         if (oth[s] >= w) return false;
@@ -214,7 +219,7 @@ static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int
         /* rule 2, w = s: a rewriting ReLU above s that is not its ancestor */
         if (kid[w] && w > s && !vd_op_table[net->layers[w].op].bwd_is_dy) return false;
         /* rule 2, r = q (a ReLU whose child s is new): below it only its subtree */
-        if (q_rewrites && w < q && !in_subtree(par, w, q)) return false;
+        if (q_rewrites && w < q && !sub[w]) return false;
     }
     return true;
 }
@@ -232,14 +237,28 @@ static bool pool_takes_relu(const bld *b, const vd_net *net, int a, const int *f
     return uq == ua + 1 && p->layers[ua].n_chunks == 1 && p->layers[uq].n_chunks == 1;
 }
 
+/* Does the batch norm before the add that in-place ReLU a reads take a's
+ * backward (vd_op_add_relu, vd_plan_layer.takes_add_relu)? Then the add's
+ * input gradient shares a's dy tensor as for a max pool: the three run
+ * whole (alias_grads asks a's first writer and other readers). */
+static bool bn_takes_add_relu(const bld *b, int a) {
+    const vd_plan *p = b->p;
+    if (a < 2 || b->add_relu[a - 2] != a) return false;
+    for (int i = a - 2; i <= a; i++)
+        if (p->layers[p->first_unit[i]].n_chunks != 1) return false;
+    return true;
+}
+
 static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int *par,
                        vd_err *e) {
     int L = net->n_layers;
     const vd_plan *p = b->p;
     for (int v = 0; v < L; v++) par[v] = -1;
-    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 6 * sizeof *fw, NULL);
+    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 8 * sizeof *fw, NULL);
     if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
     int *fwk = fw + L, *oth = fw + 2 * L, *in = fw + 3 * L, *cand = fw + 4 * L, *kid = fw + 5 * L;
+    int *sub = fw + 6 * L, *lo = fw + 7 * L;   /* lo[root]: its tree's lowest member */
+    for (int v = 0; v < L; v++) lo[v] = v;
     for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
     /* first writer (layer, input) of each gradient, backward order */
     for (int i = L - 1; i >= 0; i--)
@@ -263,7 +282,7 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
              * beta 0), and the whole batch's tensor (not its chunk's) */
             int src = l->in[0];
             if (src >= 0 && (vd_op_table[net->layers[src].op].bwd_takes_relu ||
-                             pool_takes_relu(b, net, a, fw, oth)) &&
+                             pool_takes_relu(b, net, a, fw, oth) || bn_takes_add_relu(b, a)) &&
                 !net->layers[src].no_grad && fw[src] == a && oth[src] < 0 &&
                 !chunk_own(b, p->first_unit[src]))
                 cand[nc++] = src;
@@ -283,7 +302,9 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
-        if (!alias_leaf_ok(net, par, oth, tree_root(par, src), src, in, kid)) par[src] = -1;
+        int r = tree_root(par, src);
+        if (!alias_leaf_ok(net, par, oth, r, src, lo[r], in, kid, sub)) par[src] = -1;
+        else if (src < lo[r]) lo[r] = src;
     }
     vd_free(fw);
     return VD_OK;
@@ -575,6 +596,29 @@ static void pool_relu_pairs(bld *b) {
     }
 }
 
+/* The batch norm + add + ReLU backward pairs (vd_plan_layer.takes_add_relu):
+ * a whole batch norm, the whole add right after it that writes no input's
+ * gradient (all of them its dy tensor), and the whole in-place ReLU after
+ * that whose dx alias_grads made its dy tensor, which the batch norm reads
+ * as its dy. The batch norm's backward is the first to read that tensor
+ * after the ReLU's (the add's reads nothing it writes). */
+static void bn_add_relu_pairs(bld *b) {
+    vd_plan *p = b->p;
+    for (int u = 0; u < b->L; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        pl->takes_add_relu = false;
+        if (p->forward_only || u + 2 >= b->L) continue;
+        const vd_plan_layer *a = &p->layers[u + 1], *r = &p->layers[u + 2];
+        if (b->add_relu[pl->layer] != r->layer || a->layer != pl->layer + 1 ||
+            pl->n_chunks != 1 || a->n_chunks != 1 || r->n_chunks != 1)
+            continue;
+        bool quiet = true;   /* the add's backward writes nothing */
+        for (int k = 0; k < b->net->layers[a->layer].n_in; k++) quiet &= a->dx[k] < 0;
+        pl->takes_add_relu = quiet && r->dy >= 0 && r->dx[0] == r->dy && r->dx_beta[0] == 0.0f &&
+                             a->dy == r->dy && pl->dy == r->dy;
+    }
+}
+
 /* Liveness: each tensor's reads and writes per step. */
 static void liveness(bld *b) {
     const vd_net *net = b->net;
@@ -606,6 +650,7 @@ static void liveness(bld *b) {
         if (pl->db_unit >= 0) vdp_touch(b, p->layers[pl->db_unit].dw, sb);   /* its bias's db */
         if (pl->takes_relu && p->layers[u - 1].db_unit >= 0)   /* its ReLU's conv's db */
             vdp_touch(b, p->layers[p->layers[u - 1].db_unit].dw, sb);
+        if (pl->takes_add_relu) vdp_rd(b, p->layers[u + 2].y, sb);   /* its ReLU's y */
         if (i == p->loss_layer) vdp_rd(b, p->t_labels, sb);
         for (int k = 0; k < l->n_in; k++) wr(b, pl->dx[k], sb);
     }
@@ -636,6 +681,7 @@ int vdp_build_tensors(bld *b, const int *algos, vd_err *e) {
         if (rc) return rc;
     }
     pool_relu_pairs(b);
+    bn_add_relu_pairs(b);
     liveness(b);
     return VD_OK;
 }

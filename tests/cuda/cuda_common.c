@@ -87,6 +87,7 @@ void c_run_out_free(c_run_out *out) {
     free(out->grad);
     free(out->par);
     free(out->db);
+    free(out->dy);
     memset(out, 0, sizeof *out);
 }
 
@@ -233,6 +234,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     uint64_t paro = take(&off, (uint64_t)in->pn * 4), grado = take(&off, (uint64_t)in->pn * 4);
     uint64_t auxo = take(&off, (uint64_t)auxn * 4), labo = take(&off, (uint64_t)in->n * 4);
     uint64_t dbo = take(&off, (uint64_t)o->bias_db * 4);
+    uint64_t ryo = take(&off, o->relu_y ? (uint64_t)in->yn * act : 0);
     uint64_t wso = take(&off, ws), total = off;
 
     void *pool = NULL;
@@ -246,6 +248,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
             put_act(stage, dxo[k], in->dx_init[k], in->xn[k], xc[k], xhw[k], bf, cl);
     }
     put_act(stage, dyo, in->dy, in->yn, yc, yhw, bf, cl);
+    if (o->relu_y) put_act(stage, ryo, o->relu_y, in->yn, yc, yhw, bf, cl);
     memcpy(stage + paro, in->par, (size_t)in->pn * 4);
     memcpy(stage + labo, in->labels, (size_t)in->n * 4);
     ck_assert(be->copy_async(be, VD_STREAM_H2D, pool, stage, total, &e) == 0);
@@ -287,6 +290,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
     io.loss_n = o->loss_n;
     io.bias_db = o->bias_db ? (float *)(d + dbo) : NULL;
     io.relu_dx = o->relu_dx;
+    io.relu_y = o->relu_y ? (const float *)(d + ryo) : NULL;
     run_calls(be, net, in->layer, &io, o, act);
     ck_assert_msg(be->synchronize(be, &e) == 0, "synchronize: %s", e.msg);
     ck_assert(be->copy_async(be, VD_STREAM_D2H, stage, pool, total, &e) == 0);
@@ -298,6 +302,7 @@ int c_run(vd_backend *be, const c_run_in *in, const c_run_opts *o, c_run_out *ou
         for (int k = 0; k < l->n_in; k++)
             out->dx[k] = extract_act(stage, dxo[k], in->xn[k], xc[k], xhw[k], bf, cl);
     if (o->bias_db) out->db = extract(stage, dbo, o->bias_db);
+    if (o->relu_y) out->dy = extract_act(stage, dyo, in->yn, yc, yhw, bf, cl);
     if (in->pn) {
         out->grad = extract(stage, grado, in->pn);
         out->par = extract(stage, paro, in->pn);

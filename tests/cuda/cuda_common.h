@@ -37,6 +37,7 @@ typedef struct c_run_in {
 typedef struct c_run_out {
     float *y, *aux, *dx[VD_MAX_INPUTS], *grad, *par;  /* par: after forward (running stats) */
     float *db;                 /* c_run_opts.bias_db: the conv's bias gradient written */
+    float *dy;                 /* c_run_opts.relu_y: dy after the backward (rewritten) */
 } c_run_out;
 
 typedef struct c_run_opts {
@@ -68,6 +69,9 @@ typedef struct c_run_opts {
     bool relu_dx;              /* a max pool's backward: vd_op_io.relu_dx (the backward of the
                                   in-place ReLU before it too; bias_db: with its conv's
                                   bias gradient) */
+    const float *relu_y;       /* a batch norm's backward: vd_op_io.relu_y, these [yn]
+                                  values (the ReLU after its add's output), staged as the
+                                  maps are; out->dy; NULL none */
 } c_run_opts;
 
 /* Random inputs (U(-1,1); labels in range; BN running var in [0.5, 1.5]).

@@ -1107,6 +1107,82 @@ START_TEST(test_pool_relu) {
 END_TEST
 #endif
 
+/* The batch norm + add + ReLU backward fusion (vd_op_io.relu_y,
+ * cu_bn_backward): batch norm -> add (+ the net input) -> ReLU in place,
+ * the batch norm's forward and backward with the ReLU's y (relu_y: U(-1, 1)
+ * with a tenth exact zeros) in fp32, tf32, bf16, fp16, on
+ *  - 8 channels 6x6: channels-last, dy masked in the reduction pass
+ *    (k_chan_red8 MODE 5), fp32 (NCHW): the ReLU's kernel then cuDNN's,
+ *  - 6 channels 5x7: the ReLU's kernel in place, then the one-channel
+ *    kernels (cuDNN's in fp32).
+ * Against the CPU oracle doing the same (the ReLU in place, then the batch
+ * norm): dy as rewritten bit for bit (a select on the same values), dx
+ * within the math's tolerance and dgamma / dbeta within TOL_BN (as test_bn:
+ * the batch norm's own reductions); against CUDA's batch norm backward
+ * without relu_y on the dy the CPU masked: dx, dgamma, dbeta bit for bit
+ * (the same sums of the same values, deterministic kernels). */
+START_TEST(test_bn_add_relu) {
+    static const struct { int c, h, w; } shapes[2] = {{8, 6, 6}, {6, 5, 7}};
+    static const vd_math maths[4] = {VD_MATH_FP32, VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16};
+    const int N = 4;
+    for (int si = 0; si < 2; si++) {
+        vd_net net;
+        c_net_begin(&net, shapes[si].c, shapes[si].h, shapes[si].w, N);
+        int b = vdt_add(&net, vdt_simple(-1, VD_OP_BATCHNORM));
+        int ins[2] = {b, -1};
+        int a = vdt_add(&net, vdt_multi(VD_OP_ADD, 2, ins));
+        int r = vdt_add(&net, vdt_simple(a, VD_OP_RELU));
+        vdt_finish(&net, r);
+        vd_schedule_inplace(&net);
+        ck_assert_int_eq(vd_op_add_relu(&net, b), r);
+        c_run_in ri;
+        c_run_init(&ri, &net, b, N, 900 + (uint64_t)si, 0.0f);
+        float *ry = malloc((size_t)ri.yn * sizeof *ry);
+        ck_assert(ry);
+        vd_rng g;
+        vd_rng_seed(&g, 31, (uint64_t)si);
+        for (int64_t i = 0; i < ri.yn; i++)
+            ry[i] = vd_rng_uniform(&g) < 0.1f ? 0.0f : 2.0f * vd_rng_uniform(&g) - 1.0f;
+        for (int mi = 0; mi < 4; mi++) {
+            const char *m = vd_math_name(maths[mi]);
+            bool half = vd_math_act_dtype(maths[mi]) != VD_DT_F32;
+            double tol = !half ? TOL_BN : maths[mi] == VD_MATH_FP16 ? TOL_F16 : TOL_BF16;
+            c_run_opts o = {.math = maths[mi], .deterministic = true, .training = true,
+                            .backward = true, .seed = 5, .relu_y = ry};
+            c_run_out f, u, ref;
+            c_run(c_cuda(), &ri, &o, &f);
+            c_run(c_cpu(), &ri, &o, &ref);
+            c_run_in rm = ri;   /* (shares ri's arrays: not freed) */
+            rm.dy = ref.dy;
+            o.relu_y = NULL;
+            c_run(c_cuda(), &rm, &o, &u);
+            ck_assert_msg(same_bits(f.dy, ref.dy, ri.yn), "%s %dx%dx%d: dy as rewritten against "
+                          "the CPU", m, shapes[si].c, shapes[si].h, shapes[si].w);
+            int64_t masked = 0;
+            for (int64_t i = 0; i < ri.yn; i++) masked += ref.dy[i] == 0.0f && ri.dy[i] != 0.0f;
+            ck_assert_msg(masked > 0 && masked < ri.yn, "%s: %lld of %lld masked", m,
+                          (long long)masked, (long long)ri.yn);
+            double edx = c_nerr(f.dx[0], ref.dx[0], ri.xn[0]);
+            double egr = c_nerr(f.grad, ref.grad, ri.pn);
+            printf("  bn+add+relu %dx%dx%d %-4s: dy same bits as the CPU, %lld masked, dx %.2g, "
+                   "dparam %.2g\n", shapes[si].c, shapes[si].h, shapes[si].w, m,
+                   (long long)masked, edx, egr);
+            ck_assert_msg(edx <= tol, "%s: dx against the CPU %g", m, edx);
+            ck_assert_msg(egr <= TOL_BN, "%s: dgamma / dbeta against the CPU %g", m, egr);
+            ck_assert_msg(same_bits(f.dx[0], u.dx[0], ri.xn[0]) &&
+                              same_bits(f.grad, u.grad, ri.pn),
+                          "%s: fused against CUDA's unfused on the masked dy", m);
+            c_run_out_free(&f);
+            c_run_out_free(&u);
+            c_run_out_free(&ref);
+        }
+        free(ry);
+        c_run_in_free(&ri);
+        vd_net_free(&net);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ flatten, add, concat */
 
 START_TEST(test_shape_ops) {
@@ -1838,6 +1914,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_gelu), test_gelu);
     tcase_add_test(case_of(s, test_lrn), test_lrn);
     tcase_add_test(case_of(s, test_bn), test_bn);
+    tcase_add_test(case_of(s, test_bn_add_relu), test_bn_add_relu);
     tcase_add_test(case_of(s, test_fc), test_fc);
     tcase_add_test(case_of(s, test_frozen_backward), test_frozen_backward);
     tcase_add_test(case_of(s, test_shape_ops), test_shape_ops);

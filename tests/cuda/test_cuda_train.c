@@ -707,6 +707,107 @@ START_TEST(test_bn_add_fused) {
 }
 END_TEST
 
+/* The batch norm + add + ReLU backward fusion (vd_op_io.relu_y, bwd_done;
+ * cu_bn_backward): a ResNet downsample block (its downsample batch norm,
+ * the layer right before the add, takes the ReLU's backward: the first
+ * backward after the add's to read the gradient) and an identity block
+ * (its last batch norm), then a global average pool (no max pool to take
+ * the last ReLU's) and fc, at ch channels (8: dy masked in k_chan_red8's
+ * pass, 6: the ReLU's kernel first), in tf32, bf16, fp16 (the forward fold
+ * on, as the CLI has it) and fp32 (the ReLU's kernel, then cuDNN's),
+ * deterministic: each step both batch norms get relu_y and both ReLUs
+ * bwd_done (counted through the backend's backward); the run trains
+ * --no-fuse's bytes (the ReLUs apart, in place: the same masked values,
+ * the same sums); the CPU oracle agrees on the first loss within the
+ * math's TOL_LOSS (as test_bn_add_fused). */
+static void build_bnaddrelu(vd_net *net, int ch) {
+    c_net_begin(net, 3, 16, 16, BATCH);
+    net->train.lr = 0.01f;
+    net->train.momentum = 0.9f;
+    net->train.seed = 7;
+    int c1 = vdt_add(net, c_conv(-1, ch, 3, 1, 1, 1, 1, false));
+    int b1 = vdt_add(net, vdt_simple(c1, VD_OP_BATCHNORM));
+    int r1 = vdt_add(net, vdt_simple(b1, VD_OP_RELU));
+    int c2 = vdt_add(net, c_conv(r1, ch, 3, 1, 1, 1, 1, false));
+    int b2 = vdt_add(net, vdt_simple(c2, VD_OP_BATCHNORM));
+    int c3 = vdt_add(net, c_conv(r1, ch, 1, 1, 0, 1, 1, false));
+    int b3 = vdt_add(net, vdt_simple(c3, VD_OP_BATCHNORM));                  /* layer 6 */
+    int ins[2] = {b2, b3};
+    int ad = vdt_add(net, vdt_multi(VD_OP_ADD, 2, ins));
+    int r2 = vdt_add(net, vdt_simple(ad, VD_OP_RELU));                        /* layer 8 */
+    int c4 = vdt_add(net, c_conv(r2, ch, 3, 1, 1, 1, 1, false));
+    int b4 = vdt_add(net, vdt_simple(c4, VD_OP_BATCHNORM));                  /* layer 10 */
+    int ins2[2] = {b4, r2};
+    int ad2 = vdt_add(net, vdt_multi(VD_OP_ADD, 2, ins2));
+    int r3 = vdt_add(net, vdt_simple(ad2, VD_OP_RELU));                       /* layer 12 */
+    int gp = vdt_add(net, c_pool(r3, VD_POOL_AVG, 16, 16, 0, false));
+    int fl = vdt_add(net, vdt_simple(gp, VD_OP_FLATTEN));
+    vd_layer fc = {0};
+    fc.op = VD_OP_FC; fc.n_in = 1; fc.in[0] = fl; fc.u.fc.out = 10; fc.u.fc.bias = true;
+    int f1 = vdt_add(net, fc);
+    vdt_finish(net, f1);
+    vd_schedule_inplace(net);
+}
+
+static int bar_bn, bar_done;
+static int (*bar_real)(vd_backend *, const vd_net *, int, const vd_op_io *, vd_err *);
+static int bar_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                        vd_err *e) {
+    bar_bn += net->layers[layer].op == VD_OP_BATCHNORM && io->relu_y != NULL;
+    bar_done += net->layers[layer].op == VD_OP_RELU && io->bwd_done;
+    return bar_real(be, net, layer, io, e);
+}
+
+START_TEST(test_bn_add_relu_fused) {
+    vd_backend *be = c_cuda();
+    bool was = be->opts.no_fuse;
+    static const vd_math maths[4] = {VD_MATH_TF32, VD_MATH_BF16, VD_MATH_FP16, VD_MATH_FP32};
+    static const double tol_loss[4] = {TOL_LOSS_TF32, TOL_LOSS_BF16, TOL_LOSS_F16, TOL_LOSS};
+    for (int ci = 0; ci < 2; ci++) {
+        vd_net net;
+        build_bnaddrelu(&net, ci ? 6 : 8);
+        ck_assert_int_eq(vd_op_add_relu(&net, 6), 8);
+        ck_assert_int_eq(vd_op_add_relu(&net, 10), 12);
+        size_t bytes = (size_t)net.param_floats * sizeof(float);
+        for (int mi = 0; mi < 4; mi++) {
+            vd_math m = maths[mi];
+            const char *mn = vd_math_name(m);
+            run_result f, n, cpu;
+            g_fuse_bn_add = m != VD_MATH_FP32;   /* (CUDA's fp32 batch norm folds nothing) */
+            be->opts.no_fuse = false;
+            bar_real = be->backward;
+            be->backward = bar_backward;
+            bar_bn = bar_done = 0;
+            run(be, &net, VD_POLICY_NONE, m, true, &f);
+            ck_assert_msg(bar_bn == 2 * ITERS && bar_done == 2 * ITERS,
+                          "%s ch %d: %d batch norms with the ReLU, %d ReLUs told in %d steps", mn,
+                          ci ? 6 : 8, bar_bn, bar_done, ITERS);
+            be->opts.no_fuse = true;
+            run(be, &net, VD_POLICY_NONE, m, true, &n);
+            be->backward = bar_real;
+            be->opts.no_fuse = was;
+            ck_assert_msg(!memcmp(f.params, n.params, bytes) && !memcmp(f.mom, n.mom, bytes) &&
+                              !memcmp(f.loss, n.loss, sizeof f.loss),
+                          "%s ch %d: the fused batch norm + ReLU backward differs from --no-fuse",
+                          mn, ci ? 6 : 8);
+            run(c_cpu(), &net, VD_POLICY_NONE, m, false, &cpu);
+            g_fuse_bn_add = false;
+            double d = fabs((double)cpu.loss[0] - f.loss[0]) /
+                       fmax(fabs((double)cpu.loss[0]), 1e-6);
+            ck_assert_msg(d <= tol_loss[mi], "%s ch %d: first loss cpu %g cuda %g", mn,
+                          ci ? 6 : 8, cpu.loss[0], f.loss[0]);
+            printf("  %s ch %d: batch norm + add + ReLU backward bitwise --no-fuse; first loss "
+                   "%g, cpu %g\n", mn, ci ? 6 : 8, f.loss[0], cpu.loss[0]);
+            free_result(&f);
+            free_result(&n);
+            free_result(&cpu);
+        }
+        vd_net_free(&net);
+    }
+    be->opts.no_fuse = was;
+}
+END_TEST
+
 /* Conv + bias + ReLU forward as one cuDNN graph (cu_conv_fwd_epi,
  * CG_EPI_BIAS_RELU) on a VGG-like net (two conv-bias-ReLU blocks, max pool,
  * fc); in every run but no_fuse each ReLU's backward also takes its conv's
@@ -1352,6 +1453,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_conv_bias_relu_fused), test_conv_bias_relu_fused);
     tcase_add_test(case_of(s, test_bn_add_fused), test_bn_add_fused);
     tcase_add_test(case_of(s, test_step_times_graph), test_step_times_graph);
+    tcase_add_test(case_of(s, test_bn_add_relu_fused), test_bn_add_relu_fused);
     tcase_add_test(case_of(s, test_pool_relu_fused), test_pool_relu_fused);
     tcase_add_test(case_of(s, test_chunked_invariance), test_chunked_invariance);
     tcase_add_test(case_of(s, test_recompute_invariance), test_recompute_invariance);

@@ -668,6 +668,28 @@ START_TEST(test_alias_resnet50) {
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(check_grad_flow(&p, &net), 2 * n_add);
     vd_plan_free(&p);
+    /* with the in-place flags a run sets (vd_schedule_inplace): the 16
+     * ReLUs after the adds share too, and the layer right before each add,
+     * a batch norm (12 bn3, 4 downsample.1), takes that ReLU's backward
+     * (vd_plan_layer.takes_add_relu) */
+    vd_schedule_inplace(&net);
+    o.policy = VD_POLICY_NONE;
+    o.budget = 0;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(check_grad_flow(&p, &net), 2 * n_add);
+    ck_assert_int_eq(count_relu_shares(&p, &net), 33 + n_add);
+    int n_bn3 = 0, n_ds = 0;
+    for (int u = 0; u < p.n_units; u++) {
+        if (!p.layers[u].takes_add_relu) continue;
+        const char *nm = net.layers[p.layers[u].layer].name;
+        size_t k = strlen(nm);
+        n_bn3 += k > 4 && !strcmp(nm + k - 4, ".bn3");
+        n_ds += k > 13 && !strcmp(nm + k - 13, ".downsample.1");
+        ck_assert_int_eq(net.layers[p.layers[u].layer + 1].op, VD_OP_ADD);
+    }
+    ck_assert_int_eq(n_bn3, 12);
+    ck_assert_int_eq(n_ds, 4);
+    vd_plan_free(&p);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }

@@ -1251,6 +1251,116 @@ START_TEST(test_pool_relu_fused) {
 }
 END_TEST
 
+/* The batch norm + add + ReLU backward fusion (vd_op_io.relu_y, bwd_done;
+ * the CPU backend in every math): on the small ResNet of test_bn_add_fused
+ * (b1_ds_bn -> b1_add -> b1_relu, the downsample block's: the batch norm
+ * right before the add; b2_bn1 -> b2_add -> b2_relu) in fp32, bf16, fp16
+ * and tf32, 3 steps of policy none train the same bytes fused, with
+ * no_fuse, and with the pairing off (both ReLUs not flagged in place for
+ * the ops: nothing paired nor shared), the batch norm + add forward fusion
+ * on; the plan pairs exactly those two batch norms; each step both batch
+ * norms get relu_y and both ReLUs bwd_done; fused, each batch norm's dy
+ * comes in unmasked somewhere (the ReLU did nothing) and goes out masked
+ * everywhere (0 wherever relu_y <= 0: what the add's other input reads);
+ * with no_fuse it comes in masked (the ReLU ran in place). The executor's
+ * live peak is the plan's. bf16 policy all (offload) trains the same
+ * bytes. */
+static int bar_bn, bar_done, bar_in_unmasked, bar_out_masked, bar_bad;
+static int bar_backward(vd_backend *be, const vd_net *net, int layer, const vd_op_io *io,
+                        vd_err *e) {
+    const vd_layer *l = &net->layers[layer];
+    if (l->op == VD_OP_RELU && io->bwd_done) bar_done++;
+    if (l->op != VD_OP_BATCHNORM || !io->relu_y) return real_backward(be, net, layer, io, e);
+    bar_bn++;
+    bar_bad += vd_op_add_relu(net, layer) < 0 || !io->dy;
+    int64_t n = (int64_t)io->n * l->c * l->h * l->w;   /* (elementwise: any layout) */
+    bool unmasked = false, masked = true;
+    for (int64_t i = 0; i < n; i++)
+        unmasked |= pr_h(io, io->relu_y, i) <= 0.0f && pr_h(io, io->dy, i) != 0.0f;
+    int rc = real_backward(be, net, layer, io, e);
+    for (int64_t i = 0; i < n; i++)
+        masked &= !(pr_h(io, io->relu_y, i) <= 0.0f && pr_h(io, io->dy, i) != 0.0f);
+    bar_in_unmasked += unmasked;
+    bar_out_masked += masked;
+    return rc;
+}
+static void bar_on(vd_backend *be) {
+    real_backward = be->backward;
+    be->backward = bar_backward;
+}
+
+START_TEST(test_bn_add_relu_fused) {
+    vd_net net;
+    tn_resnet_ds(&net, 3);
+    vd_schedule_inplace(&net);   /* the flag the backends read, as a run sets it */
+    int ds_bn = vd_net_find(&net, "b1_ds_bn"), bn1 = vd_net_find(&net, "b2_bn1");
+    int relus[2] = {vd_net_find(&net, "b1_relu"), vd_net_find(&net, "b2_relu")};
+    for (int i = 0; i < net.n_layers; i++)
+        ck_assert_int_eq(vd_op_add_relu(&net, i), i == ds_bn ? relus[0] : i == bn1 ? relus[1] : -1);
+    static const vd_math maths[] = {VD_MATH_FP32, VD_MATH_BF16, VD_MATH_FP16, VD_MATH_TF32};
+    const int iters = 3;
+    for (size_t k = 0; k < VD_ARRAY_LEN(maths); k++) {
+        net.train.math = maths[k];
+        const char *m = vd_math_name(maths[k]);
+        run_cfg c = {.policy = VD_POLICY_NONE, .iters = iters, .poison = true, .fixed_algo = 1,
+                     .on_backend = bar_on, .fuse_bn_add = true};
+        run_out f, u, o;
+        bar_bn = bar_done = bar_in_unmasked = bar_out_masked = bar_bad = 0;
+        run_training(&net, 3, &c, &f);
+        ck_assert_msg(f.rc == 0, "%s", f.msg);
+        ck_assert_msg(f.n_add_relu == 2 && f.add_relu_bn[0] == ds_bn && f.add_relu_bn[1] == bn1,
+                      "%s: %d pairs", m, f.n_add_relu);
+        ck_assert_msg(bar_bn == 2 * iters && bar_done == 2 * iters && bar_bad == 0 &&
+                          bar_in_unmasked == 2 * iters && bar_out_masked == 2 * iters,
+                      "%s fused: %d batch norms with the ReLU (%d wrong), %d ReLUs told, %d dy "
+                      "unmasked in, %d masked out", m, bar_bn, bar_bad, bar_done, bar_in_unmasked,
+                      bar_out_masked);
+        ck_assert_uint_eq(f.st.live_peak, f.plan_peak);
+        ck_assert_uint_eq(f.st.pool_hwm, f.plan_hwm);
+        c.no_fuse = true;
+        bar_bn = bar_done = bar_in_unmasked = bar_out_masked = bar_bad = 0;
+        run_training(&net, 3, &c, &u);
+        ck_assert_msg(u.rc == 0, "%s", u.msg);
+        ck_assert_msg(bar_bn == 2 * iters && bar_done == 2 * iters && bar_in_unmasked == 0 &&
+                          bar_out_masked == 2 * iters,
+                      "%s no_fuse: %d batch norms paired, %d ReLUs told, %d dy unmasked in", m,
+                      bar_bn, bar_done, bar_in_unmasked);
+        c.no_fuse = false;
+        for (int q = 0; q < 2; q++) net.layers[relus[q]].inplace = false;   /* no pair */
+        bar_bn = bar_done = 0;
+        run_training(&net, 3, &c, &o);
+        for (int q = 0; q < 2; q++) net.layers[relus[q]].inplace = true;
+        ck_assert_msg(o.rc == 0, "%s", o.msg);
+        ck_assert_int_eq(bar_bn + bar_done + o.n_add_relu, 0);
+        size_t pb = (size_t)net.param_floats * 4;
+        ck_assert_msg(!memcmp(f.params, u.params, pb) && !memcmp(f.mom, u.mom, pb) &&
+                          !memcmp(f.loss, u.loss, sizeof f.loss),
+                      "%s: the fused batch norm + ReLU backward changed the results (against "
+                      "no_fuse)", m);
+        ck_assert_msg(!memcmp(f.params, o.params, pb) && !memcmp(f.mom, o.mom, pb) &&
+                          !memcmp(f.loss, o.loss, sizeof f.loss),
+                      "%s: the pairing changed the results (against no pair)", m);
+        ck_assert_uint_eq(f.plan_hwm, u.plan_hwm);
+        if (k == 1) {   /* offload with the pair (the ReLU's y resident at the batch norm's step) */
+            run_cfg ca = {.policy = VD_POLICY_ALL, .iters = iters, .poison = true,
+                          .fixed_algo = 1, .fuse_bn_add = true};
+            run_out o2;
+            run_training(&net, 3, &ca, &o2);
+            ck_assert_msg(o2.rc == 0, "%s all: %s", m, o2.msg);
+            ck_assert_int_eq(o2.n_add_relu, 2);
+            ck_assert_msg(!memcmp(o2.params, f.params, pb) && !memcmp(o2.loss, f.loss, sizeof f.loss),
+                          "%s all: not policy none's bytes", m);
+            ck_assert_uint_eq(o2.st.live_peak, o2.plan_peak);
+            run_free(&o2);
+        }
+        run_free(&f);
+        run_free(&u);
+        run_free(&o);
+    }
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity_resnet,
          test_pool_to_need,
          test_identity_bf16, test_identity_tf32, test_fault_bf16,
@@ -1259,4 +1369,4 @@ VDT_MAIN("exec", 300, test_lenet_none_trains, test_identity_lenet, test_identity
          test_before_pool_hook, test_after_step_hook, test_step_times, test_drain,
          test_profile_label_mismatch,
          test_math_mismatch, test_relu_bwd_fused, test_relu_bias_fused, test_bn_add_fused,
-         test_pool_relu_fused)
+         test_pool_relu_fused, test_bn_add_relu_fused)

@@ -1236,6 +1236,22 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
                          !split && pr_->n_chunks == 1 && pr_->dy >= 0 && pr_->dx[0] == pr_->dy &&
                          pl->dx[0] == pr_->dy && pl->dx_beta[0] == 0.0f;
         ck_assert_int_eq(pl->takes_relu, pool_pair);
+        /* the batch norm + add + ReLU backward pair: a whole batch norm, the
+         * whole add right after it that writes no input's gradient, the
+         * whole in-place ReLU after that whose dx is its dy tensor, which is
+         * the add's and the batch norm's dy; the ReLU's y is then live at the
+         * batch norm's backward step */
+        const vd_plan_layer *pa_ = u + 2 < U ? &p->layers[u + 1] : NULL, *rr_ = pa_ ? pa_ + 1 : NULL;
+        bool add_pair = !p->forward_only && pa_ && vd_op_add_relu(net, i) == rr_->layer &&
+                        pa_->layer == i + 1 && !split && pa_->n_chunks == 1 &&
+                        rr_->n_chunks == 1 && rr_->dy >= 0 && rr_->dx[0] == rr_->dy &&
+                        rr_->dx_beta[0] == 0.0f && pa_->dy == rr_->dy && pl->dy == rr_->dy;
+        for (int k = 0; add_pair && k < net->layers[pa_->layer].n_in; k++) add_pair &= pa_->dx[k] < 0;
+        ck_assert_int_eq(pl->takes_add_relu, add_pair);
+        if (add_pair) {
+            const vd_tensor *Y = &p->tensors[rr_->y];
+            ck_assert(Y->bwd_last >= sb);
+        }
         if (pl->dw >= 0) {   /* its own (the largest spans, a split layer), or the one they share */
             const vd_tensor *T = &p->tensors[pl->dw];
             const vd_interval *iv = &p->intervals[T->iv[0]];

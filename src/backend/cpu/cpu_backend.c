@@ -868,6 +868,24 @@ static int cpu_run(vd_backend *be, const vd_net *net, int layer, const vd_op_io 
         ri.dx[0] = issued->dx[0];
         return cpu_run(be, net, r, &ri, true, e);
     }
+    /* a batch norm that takes the backward of the ReLU after its add
+     * (vd_op_io.relu_y): the ReLU's call first, in place on dy (y is
+     * relu_y), then the batch norm's on what it wrote: the calls of the two
+     * steps, in one */
+    if (bwd && w.relu_y && !be->opts.no_fuse) {
+        int r = vd_op_add_relu(net, layer);
+        if (r < 0 || !issued->dy)
+            return vd_errf(e, VD_EINTERNAL, "cpu backend: layer '%s' takes no ReLU's backward",
+                           net->layers[layer].name);
+        vd_op_io ri = {.n = issued->n, .n0 = issued->n0, .n_batch = issued->n_batch,
+                       .act = issued->act, .training = issued->training,
+                       .y = (float *)issued->relu_y, .dy = issued->dy};   /* (y is read) */
+        ri.x[0] = issued->relu_y;
+        ri.dx[0] = (float *)issued->dy;
+        int rc = cpu_run(be, net, r, &ri, true, e);
+        if (rc) return rc;
+    }
+    w.relu_y = NULL;
     const vd_op_io *io = &w;
     vd_op op = net->layers[layer].op;
     if ((unsigned)op >= VD_OP_COUNT || !vd_cpu_ops[op].fwd || !vd_cpu_ops[op].bwd)

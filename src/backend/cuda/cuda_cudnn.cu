@@ -1027,11 +1027,21 @@ int cu_bn_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *in, vd_
         return vd_errf(e, VD_EINTERNAL,
                        "batchnorm '%s': backward without dx, dweight or dbias and no room for "
                        "them in its workspace", l->name);
+    /* the backward of the ReLU after its add (vd_op_io.relu_y, not no_fuse):
+     * dy rewritten in place first, in the channels-last reduction pass, or
+     * (cuDNN's, fp32) by the ReLU's kernel in this step */
+    const float *ry = c->no_fuse ? NULL : io->relu_y;
+    if (ry && (L->bwd_relu || vd_op_add_relu(net, li) < 0))
+        return vd_errf(e, VD_EINTERNAL, "batchnorm '%s': takes no ReLU's backward after an add",
+                       l->name);
     if (L->cl)
         return cuk_bn_bwd_nhwc(cu_compute(c), c->sm_count, io->x[0], io->dy, io->dx[0],
                                io->dx_beta[0] != 0.0f ? 1.0f : 0.0f, io->w, io->b, io->aux,
                                io->dw, io->db, (int64_t)io->n * L->h * L->w, L->c, io->ws,
-                               io->ws_bytes, L->bwd_relu, io->act, e);
+                               io->ws_bytes, L->bwd_relu, ry, io->act, e);
+    if (ry && (rc = cuk_relu_bwd(cu_compute(c), c->sm_count, ry, io->dy, (float *)io->dy, 0.0f,
+                                 (int64_t)io->n * L->c * L->h * L->w, io->act, e)))
+        return rc;
     const float one = 1.0f, zero = 0.0f;
     const float beta = io->dx_beta[0] != 0.0f ? 1.0f : 0.0f;
     CUDNN_CHECK(e, cudnnBatchNormalizationBackward(

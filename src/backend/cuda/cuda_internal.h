@@ -502,11 +502,16 @@ int cuk_bn_add_nhwc(cudaStream_t s, int sm, const float *const *x, int kin, int 
 /* relu: dy is the output gradient of the ReLU in place after the batch norm
  * (cu_layer.bwd_relu), taken through the ReLU's backward as it is read: 0
  * where the y the forward stored, recomputed from x, aux, gamma and beta
- * (the batch norm's shift), is <= 0. */
+ * (the batch norm's shift), is <= 0. ry non-NULL (not with relu): dy is
+ * the output gradient of the ReLU after the add that the batch norm feeds
+ * (vd_op_io.relu_y), ry that ReLU's output; dy is rewritten in place as
+ * cuk_relu_bwd would (0 where ry <= 0; the same bits), in the reduction
+ * pass where ch % 8 == 0 and x, dy, ry are 16-byte aligned, else by
+ * cuk_relu_bwd first, and the backward then reads that. */
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
                     float dx_beta, const float *gamma, const float *beta, const float *aux,
                     float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
-                    bool relu, vd_dtype dt, vd_err *e);
+                    bool relu, const float *ry, vd_dtype dt, vd_err *e);
 int cuk_relu_fwd(cudaStream_t s, int sm, const float *x, float *y, int64_t n, vd_dtype dt, vd_err *e);
 int cuk_relu_bwd(cudaStream_t s, int sm, const float *y, const float *dy, float *dx, float beta,
                  int64_t n, vd_dtype dt, vd_err *e);

@@ -348,16 +348,20 @@ __device__ __forceinline__ void relu_sum8(bf8 d, const bf8 &y, H *dx, float *a) 
  * batch norm's parameters), MODE 2 (bias gradient) sums x alone and writes
  * only the first half of part, MODE 4 (a ReLU's backward with its conv's
  * bias gradient, cuk_relu_bwd_bias) writes dxo = (x <= 0 ? 0 : dy), x the
- * ReLU's output, as k_relu_bwd8 does, and sums that as MODE 2 sums its x.
+ * ReLU's output, as k_relu_bwd8 does, and sums that as MODE 2 sums its x,
+ * MODE 5 (a batch norm's backward that takes the ReLU after its add,
+ * vd_op_io.relu_y) takes dy through that ReLU's backward first (ry <= 0 ?
+ * 0 : dy, ry the ReLU's output, as k_relu_bwd8), writes it to dxo (dy's
+ * own storage: what the add's other inputs read), and sums it as MODE 1.
  * Thread (lane, row) takes channels 8 (bx tpr + lane) .. +7 and every
  * rows-th pixel of the chunk in 16-byte loads; rows are added in order,
  * then k_red_final adds the split partials: a fixed order, bit-identical
  * run to run. beta: put()'s for the first half of part (MODE 2 with split 1
  * writes the bias gradient there straight; else 0). */
 template <int MODE, typename H>
-__global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const float *g,
-                            const float *bta, int64_t pix, int64_t ch, int split, int tpr,
-                            float beta, float *part, H *dxo) {
+__global__ void k_chan_red8(const H *x, const H *dy, const H *ry, const float *mean,
+                            const float *g, const float *bta, int64_t pix, int64_t ch, int split,
+                            int tpr, float beta, float *part, H *dxo) {
     __shared__ float sa[CU_THREADS * 8], sb[CU_THREADS * 8];
     const int lane = threadIdx.x % tpr, row = threadIdx.x / tpr, rows = blockDim.x / tpr;
     int64_t c0 = ((int64_t)blockIdx.x * tpr + lane) * 8, k = blockIdx.y;
@@ -372,7 +376,7 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
             bf8 f = ld8(x + c0);
 #pragma unroll
             for (int q = 0; q < 8; q++) sh[q] = f.v[q];
-        } else if (MODE == 1 || MODE == 3) {
+        } else if (MODE == 1 || MODE == 3 || MODE == 5) {
 #pragma unroll
             for (int q = 0; q < 8; q++) sh[q] = mean[c0 + q];
         }
@@ -415,6 +419,12 @@ __global__ void k_chan_red8(const H *x, const H *dy, const float *mean, const fl
                 }
             } else {
                 bf8 d = ld8(dy + j * ch + c0);
+                if (MODE == 5) {
+                    bf8 yv = ld8(ry + j * ch + c0);
+#pragma unroll
+                    for (int q = 0; q < 8; q++) d.v[q] = yv.v[q] <= 0.0f ? 0.0f : d.v[q];
+                    st8(dxo + j * ch + c0, d);
+                }
 #pragma unroll
                 for (int q = 0; q < 8; q++) {
                     if (MODE == 3) d.v[q] = bn_relu_dy<H>(xv.v[q], sh[q], is[q], ga[q], be[q], d.v[q]);
@@ -590,7 +600,7 @@ static int chan_sum8(cudaStream_t s, const float *dy, int64_t pix, int64_t ch, i
     dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
     float *out = split == 1 ? db : partial;
     DT_DISPATCH(dt, H, k_chan_red8<2, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(dy), NULL, NULL, NULL,
-                                                                   NULL, pix, ch, split,
+                                                                   NULL, NULL, pix, ch, split,
                                                                    bn_tpr(ch),
                                                                    split == 1 ? beta : 0.0f, out,
                                                                    NULL));
@@ -620,8 +630,8 @@ int cuk_relu_bwd_bias(cudaStream_t s, int sm, const float *y, const float *dy, f
         /* cuk_chan_sum's chan_sum8 (dx is 16-byte aligned), the ReLU in front */
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
         DT_DISPATCH(dt, H, k_chan_red8<4, H><<<g8, CU_THREADS, 0, s>>>(
-                                 AS<H>(y), AS<H>(dy), NULL, NULL, NULL, n * hw, ch, split,
-                                 bn_tpr(ch), 0.0f, out, AS<H>(dx)));
+                                 AS<H>(y), AS<H>(dy), NULL, NULL, NULL, NULL, n * hw, ch,
+                                 split, bn_tpr(ch), 0.0f, out, AS<H>(dx)));
         KERNEL_CHECK(e);
         if (split > 1) {
             k_chan_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>(partial, ch, split, 0.0f, db);
@@ -668,8 +678,8 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
         if (ch % 8 == 0 && al16(x)) {
             int tpr = bn_tpr(ch);
             dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
-            k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, NULL, NULL, pix, ch,
-                                                    split, tpr, 0.0f, (float *)ws, NULL);
+            k_chan_red8<0, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), NULL, NULL, NULL, NULL, NULL,
+                                                    pix, ch, split, tpr, 0.0f, (float *)ws, NULL);
             KERNEL_CHECK(e);
             k_bn_stats_final_w<H><<<warps_grid(ch), CU_THREADS, 0, s>>>(
                 AS<H>(x), (const float *)ws, pix, ch, split, eps, momentum, aux, rm, rv);
@@ -701,12 +711,14 @@ static int bn_fwd_nhwc(cudaStream_t s, int sm, const float *x, float *y, const f
 }
 
 /* relu: dy through the ReLU's backward as it is read (bn_relu_dy; beta, the
- * batch norm's shift, then needed). */
+ * batch norm's shift, then needed). ry: dy rewritten in place first by the
+ * backward of the ReLU after the add (ry its output), in the reduction pass
+ * (MODE 5) where it takes the shapes, else by cuk_relu_bwd. */
 template <typename H>
 static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
                        float dx_beta, const float *gamma, const float *beta, const float *aux,
                        float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
-                       bool relu, vd_err *e) {
+                       bool relu, const float *ry, vd_dtype dt, vd_err *e) {
     if (pix <= 0 || ch <= 0) return VD_OK;
     int split = cu_bn_split(pix, ch, sm);
     if (!ws || ws_bytes < cu_bn_ws_bytes(pix, ch, sm) || ch > 0x7fffffff)
@@ -715,15 +727,30 @@ static int bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, 
                        (unsigned long long)cu_bn_ws_bytes(pix, ch, sm));
     if (relu && !beta)
         return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): the ReLU's mask needs beta");
+    if (relu && ry)
+        return vd_errf(e, VD_EINTERNAL, "bn backward (channels-last): two ReLUs' backward");
     const float *bta = relu ? beta : NULL;   /* the kernels' "mask dy" */
-    if (ch % 8 == 0 && al16(x) && al16(dy)) {
+    float *dyw = (float *)dy;   /* (ry: dy's storage is the ReLU's dx, writable) */
+    const bool red8 = ch % 8 == 0 && al16(x) && al16(dy);
+    if (ry && !(red8 && al16(ry))) {
+        int rc = cuk_relu_bwd(s, sm, ry, dy, dyw, 0.0f, pix * ch, dt, e);
+        if (rc) return rc;
+        ry = NULL;
+    }
+    if (red8) {
         dim3 g8((unsigned)bn_gx(ch), (unsigned)split);
         if (relu)
-            k_chan_red8<3, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, gamma, bta, pix,
-                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws, NULL);
+            k_chan_red8<3, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), NULL, aux, gamma, bta,
+                                                    pix, ch, split, bn_tpr(ch), 0.0f, (float *)ws,
+                                                    NULL);
+        else if (ry)
+            k_chan_red8<5, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), AS<H>(ry), aux, NULL,
+                                                    NULL, pix, ch, split, bn_tpr(ch), 0.0f,
+                                                    (float *)ws, AS<H>(dyw));
         else
-            k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), aux, NULL, NULL, pix,
-                                                    ch, split, bn_tpr(ch), 0.0f, (float *)ws, NULL);
+            k_chan_red8<1, H><<<g8, CU_THREADS, 0, s>>>(AS<H>(x), AS<H>(dy), NULL, aux, NULL, NULL,
+                                                    pix, ch, split, bn_tpr(ch), 0.0f, (float *)ws,
+                                                    NULL);
         KERNEL_CHECK(e);
         k_bn_bwd_final_w<<<warps_grid(ch), CU_THREADS, 0, s>>>((const float *)ws, aux, ch, split,
                                                               dw, db);
@@ -856,9 +883,9 @@ int cuk_bn_add_nhwc(cudaStream_t s, int sm, const float *const *x, int kin, int 
 int cuk_bn_bwd_nhwc(cudaStream_t s, int sm, const float *x, const float *dy, float *dx,
                     float dx_beta, const float *gamma, const float *beta, const float *aux,
                     float *dw, float *db, int64_t pix, int64_t ch, void *ws, uint64_t ws_bytes,
-                    bool relu, vd_dtype dt, vd_err *e) {
+                    bool relu, const float *ry, vd_dtype dt, vd_err *e) {
     DT_DISPATCH(dt, H, return bn_bwd_nhwc<H>(s, sm, x, dy, dx, dx_beta, gamma, beta, aux, dw, db,
-                                             pix, ch, ws, ws_bytes, relu, e));
+                                             pix, ch, ws, ws_bytes, relu, ry, dt, e));
     return VD_OK;   /* not reached */
 }
 

@@ -185,6 +185,20 @@ static bool add_shares_dy(const vd_net *net, int li, int k) {
     return vd_net_out_numel(net, src) == vd_net_out_numel(net, li);
 }
 
+/* The batch norm + add + ReLU backward pair as the plan pairs it
+ * (vd_plan_layer.takes_add_relu: the three whole, as timed here, the add
+ * writing no input's gradient, add_shares_dy): the ReLU whose backward batch
+ * norm li runs (vd_op_io.relu_y), or -1. */
+static int add_relu_of(const vd_net *net, int li) {
+    int r = vd_op_add_relu(net, li);
+    if (r < 0) return -1;
+    const vd_layer *la = &net->layers[li + 1];
+    for (int k = 0; k < la->n_in; k++)
+        if (la->in[k] >= 0 && !net->layers[la->in[k]].no_grad && !add_shares_dy(net, li + 1, k))
+            return -1;
+    return r;
+}
+
 static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_io *io) {
     const vd_net *net = p->net;
     const vd_layer *l = &net->layers[li];
@@ -238,6 +252,15 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
         if (takes_bias(net, r)) io->bias_db = (float *)(s + b->bias);
     }
     if (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) {
+        io->dx[0] = (float *)(s + b->dy);
+        io->bwd_done = true;
+    }
+    /* the batch norm + add + ReLU backward pair (add_relu_of): the batch
+     * norm runs both, on a y of the add's size (its own y's buffer, not x
+     * even where it runs in place), the
+     * ReLU nothing, in place (each as it would alone with no_fuse) */
+    if (add_relu_of(net, li) >= 0) io->relu_y = (const float *)(s + b->y);
+    if (li >= 2 && add_relu_of(net, li - 2) == li) {
         io->dx[0] = (float *)(s + b->dy);
         io->bwd_done = true;
     }
