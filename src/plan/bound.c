@@ -196,13 +196,17 @@ typedef struct bctx {
     int *n_dead;                    /* [n_tensors] scratch: candidates with that dead source */
     double *cost;                   /* [n_fm] scratch of the fractional cover */
     bool *by_rc;                    /* [n_fm] scratch: cost[k] is the recompute's price */
-    struct keyed { double key; int k; } *order;   /* [n_fm] scratch: cost per byte, map */
+    struct keyed { double key; int k; } *order;   /* [2 n_fm] scratch: cost per byte, map;
+                                                     then the sort's */
 } bctx;
 
-static int by_key(const void *a, const void *b) {
-    const struct keyed *x = a, *y = b;
-    return x->key < y->key ? -1 : x->key > y->key ? 1 : x->k - y->k;
+/* Is x before y: the lower cost per byte, then the lower map. A strict
+ * total order: the keys are never NaN (a cost is >= 0 or infinite, a map's
+ * bytes > 0), so the sort's result is the one qsort gave. */
+static inline bool keyed_before(const struct keyed *x, const struct keyed *y) {
+    return x->key != y->key ? x->key < y->key : x->k < y->k;
 }
+VDP_SORT_FN(sort_keyed, struct keyed, keyed_before)
 
 static void range_add(int64_t *d, int a, int b, uint64_t v) {
     if (a > b) return;
@@ -345,7 +349,7 @@ static double fractional_cover(const bctx *c, const int *cand, int n, uint64_t n
         c->order[k].key = c->cost[k] / (double)c->fm[cand[k]].bytes;
         c->order[k].k = k;
     }
-    qsort(c->order, (size_t)n, sizeof *c->order, by_key);
+    sort_keyed(c->order, c->order + n, n);
     double left = (double)need, sum = 0;
     for (int k = 0; k < n && left > 0; k++) {
         int j = c->order[k].k;
@@ -498,7 +502,7 @@ static int cover_recompute(const bctx *c, int s, uint64_t need, double readback,
         c->order[k].key = c->cost[k] / (double)c->fm[c->cand[k]].bytes;
         c->order[k].k = k;
     }
-    qsort(c->order, (size_t)n, sizeof *c->order, by_key);
+    sort_keyed(c->order, c->order + n, n);
     double left = (double)need;
     int m = 0;
     for (int q = 0; q < n && left > 0; q++) {
@@ -537,7 +541,7 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     c.cand = vd_malloc((size_t)nt * sizeof *c.cand, NULL);
     c.cost = vd_malloc((size_t)nt * sizeof *c.cost, NULL);
     c.by_rc = vd_malloc((size_t)nt * sizeof *c.by_rc, NULL);
-    c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
+    c.order = vd_malloc(2 * (size_t)nt * sizeof *c.order, NULL);
     int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
     int *steps = vd_malloc((size_t)(S + 1) * sizeof *steps, NULL);
     int rc = VD_OK;

@@ -3,6 +3,7 @@
 #define VD_PLAN_INTERNAL_H
 
 #include <stdint.h>
+#include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -38,6 +39,39 @@ static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, i
     for (; j < cnt; j++) mask |= (uint64_t)((lo[j] < a) & (hi[j] > b)) << j;
     return mask;
 }
+
+/* VDP_SORT_FN(name, type, before): defines static void name(type *a, type
+ * *tmp, int n), a stable sort of a[0..n-1] by before (where before is a
+ * strict total order, every correct sort gives the same order); tmp:
+ * scratch [n]. Insertion sort of runs of 16, then bottom-up merges (the
+ * comparison inlined: qsort's callback was a sixth of an auto search's time
+ * in the placement, a twentieth in the staging, and a fourteenth of a
+ * ResNet-152 search's in the copies' bound). */
+#define VDP_SORT_FN(name, type, before)                                                   \
+    static void name(type *a, type *tmp, int n) {                                         \
+        enum { RUN = 16 };                                                                 \
+        for (int lo = 0; lo < n; lo += RUN) {                                              \
+            int hi = lo + RUN < n ? lo + RUN : n;                                          \
+            for (int i = lo + 1; i < hi; i++) {                                            \
+                type v = a[i];                                                             \
+                int j = i;                                                                 \
+                for (; j > lo && before(&v, &a[j - 1]); j--) a[j] = a[j - 1];              \
+                a[j] = v;                                                                  \
+            }                                                                              \
+        }                                                                                  \
+        type *src = a, *dst = tmp;                                                         \
+        for (int w = RUN; w < n; w *= 2) {                                                 \
+            for (int lo = 0; lo < n; lo += 2 * w) {                                        \
+                int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;   \
+                int i = lo, j = mid, k = lo;                                               \
+                while (i < mid && j < hi) dst[k++] = before(&src[j], &src[i]) ? src[j++] : src[i++]; \
+                while (i < mid) dst[k++] = src[i++];                                       \
+                while (j < hi) dst[k++] = src[j++];                                        \
+            }                                                                              \
+            type *t = src; src = dst; dst = t;                                             \
+        }                                                                                  \
+        if (src != a) memcpy(a, src, (size_t)n * sizeof *a);                               \
+    }
 
 /* Assign offsets to intervals iv[0..n-1]: intervals overlapping in time get
  * disjoint [offset, offset+bytes). Intervals with pinned[i] true keep their

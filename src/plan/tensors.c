@@ -187,24 +187,26 @@ static bool in_subtree(const int *par, int w, int x) {
 }
 
 /* May leaf s (par[s] set) stay in the tree rooted at r, which obeyed the
- * rules without it? oth[x]: x's highest consumer other than its first writer
- * (-1 none); in, kid: scratch [L]. The members are found in one pass down
- * from r (par[v] > v: they are at or below r, and v is one iff its parent
- * is, at most r): a walk to the root from every layer was half of a build's
- * tensors on ResNet-50. in[v]: 2 for s and its ancestors, 1 for the other
- * members; kid[v]: v has a child in the tree. */
-static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int r, int s,
+ * rules without it? Its members (s too) lie in layers [lo, r]. oth[x]: x's
+ * highest consumer other than its first writer (-1 none); in, kid: scratch
+ * [L]. The members are found in one pass down from r to lo (par[v] > v:
+ * they are at or below r, and v is one iff its parent is, at most r): a
+ * walk to the root from every layer was half of a build's tensors on
+ * ResNet-50, and the pass down to layer 0 a sixth of a ResNet-152 auto
+ * search. in[v]: 2 for s and its ancestors, 1 for the other members;
+ * kid[v]: v has a child in the tree. */
+static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int r, int lo, int s,
                           int *in, int *kid) {
-    for (int v = r; v >= 0; v--) {
+    for (int v = r; v >= lo; v--) {
         in[v] = v == r || (par[v] >= 0 && par[v] <= r && in[par[v]]);
         kid[v] = 0;
     }
-    for (int v = r; v >= 0; v--)
+    for (int v = r; v >= lo; v--)
         if (in[v] && v != r) kid[par[v]] = 1;
     for (int v = s; v >= 0; v = par[v]) in[v] = 2;
     int q = par[s];
     bool q_rewrites = !vd_op_table[net->layers[q].op].bwd_is_dy;
-    for (int w = r; w >= 0; w--) {
+    for (int w = r; w >= lo; w--) {
         if (!in[w] || w == s) continue;
         /* rule 1, x = s: every other member is outside s's subtree (a leaf) */
         if (oth[s] >= w) return false;
@@ -237,10 +239,11 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
     int L = net->n_layers;
     const vd_plan *p = b->p;
     for (int v = 0; v < L; v++) par[v] = -1;
-    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 6 * sizeof *fw, NULL);
+    int *fw = vd_malloc((size_t)(L > 0 ? L : 1) * 7 * sizeof *fw, NULL);
     if (!fw) return vd_errf(e, VD_ENOMEM, "out of memory");
     int *fwk = fw + L, *oth = fw + 2 * L, *in = fw + 3 * L, *cand = fw + 4 * L, *kid = fw + 5 * L;
-    for (int v = 0; v < L; v++) fw[v] = fwk[v] = oth[v] = -1;
+    int *low = fw + 6 * L;   /* of a tree's root: its lowest member */
+    for (int v = 0; v < L; v++) { fw[v] = fwk[v] = oth[v] = -1; low[v] = v; }
     /* first writer (layer, input) of each gradient, backward order */
     for (int i = L - 1; i >= 0; i--)
         for (int k = 0; k < net->layers[i].n_in; k++) {
@@ -280,10 +283,13 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
             cand[nc++] = src;
         }
     }
+    /* (a candidate joins as a leaf: its own tree is itself, low[src] = src) */
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
-        if (!alias_leaf_ok(net, par, oth, tree_root(par, src), src, in, kid)) par[src] = -1;
+        int r = tree_root(par, src), lo = src < low[r] ? src : low[r];
+        if (alias_leaf_ok(net, par, oth, r, lo, src, in, kid)) low[r] = lo;
+        else par[src] = -1;
     }
     vd_free(fw);
     return VD_OK;
