@@ -94,9 +94,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->alias = alias;
     B->disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
-    size_t nl = strnlen(net->name, sizeof p->net - 1);   /* truncated like snprintf, */
-    memcpy(p->net, net->name, nl);                         /* without its formatting cost */
-    p->net[nl] = '\0';
+    vdp_copy_str(p->net, sizeof p->net, net->name);
     p->policy = opts->policy;
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;

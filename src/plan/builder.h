@@ -75,8 +75,8 @@ static inline const vd_layer *vdp_ul(const bld *b, int u) {
 
 
 /* snprintf(dst, n, "%s", src) without the formatted print (n > 0): every
- * build copies the net's name and each layer's option labels, and the
- * formatting was a tenth of an auto search's time. */
+ * build copies the net's name, and each finished one its units' option
+ * labels; the formatting was a tenth of an auto search's time. */
 static inline void vdp_copy_str(char *dst, size_t n, const char *src) {
     size_t k = strnlen(src, n - 1);
     memcpy(dst, src, k);
@@ -94,8 +94,9 @@ static inline void vdp_cost(bld *b, double w) {
 /* Append a tensor (no intervals, no touches yet); returns its index. */
 int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
                    const char *name, const char *suffix);
-/* Write the tensors' names (vdp_add_tensor only notes them: most builds of
- * the auto search are dropped unread). */
+/* Write the tensors' names (vdp_add_tensor only notes them) and the units'
+ * option labels (vd_plan_layer.algo_label, algo_bwd_label): most builds of
+ * the auto search are dropped unread. */
 void vdp_name_tensors(bld *b);
 /* Tensor t is resident at step s (touch), read at s (rd: also its forward /
  * backward reader steps). t < 0: nothing. */

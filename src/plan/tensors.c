@@ -7,15 +7,6 @@
 #include <string.h>
 #include "plan/builder.h"
 
-/* Copy string src into dst[cap], truncated like snprintf (this runs for every
- * layer of every plan the auto search builds: a formatted print was 6% of
- * it). */
-static void copy_label(char *dst, size_t cap, const char *src) {
-    size_t n = strnlen(src, cap - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
                       const char *name, const char *suffix) {
     vd_plan *p = b->p;
@@ -47,6 +38,12 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
 
 void vdp_name_tensors(bld *b) {
     vd_plan *p = b->p;
+    for (int u = 0; u < p->n_units; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        const vd_profile_layer *pr = &b->prof->layers[pl->layer];
+        vdp_copy_str(pl->algo_label, sizeof pl->algo_label, pr->algos[pl->algo_fwd].label);
+        vdp_copy_str(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[pl->algo_bwd].label);
+    }
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         const char *name = b->tname[2 * t], *suffix = b->tname[2 * t + 1];
@@ -469,8 +466,6 @@ static void layer_tensors(bld *b, const int *algos) {
         pl->fwd_s = vd_profile_chunk_time(b->prof, i, false, pr->algos[af].fwd_s, pl->n, batch);
         pl->rc_s = vd_profile_chunk_time(b->prof, i, false, vd_profile_rc_s(b->prof, i, af), pl->n,
                                          batch);
-        copy_label(pl->algo_label, sizeof pl->algo_label, pr->algos[af].label);
-        copy_label(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[ab].label);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
         pl->ws_bwd_bytes = fo || l->no_grad ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;
