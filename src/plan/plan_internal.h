@@ -158,6 +158,16 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
                     vd_policy offload_pol, const int *algos, const vd_plan *pin,
                     vd_plan *out, vd_err *e);
 
+/* The tensors of a search's builds: what each build's tensors and liveness
+ * (vdp_build_tensors, before any decision) came to, kept for the next build
+ * with the same options, split layers and gradient aliasing (build.c,
+ * build_tensors; most of a search's builds change only the dispositions,
+ * decided after). The same tensors either way. vdp_tcache_new: NULL when
+ * out of memory. */
+typedef struct vdp_tcache vdp_tcache;
+vdp_tcache *vdp_tcache_new(void);
+void vdp_tcache_free(vdp_tcache *tc);
+
 /* vdp_build_fixed for a search that only wants plans predicting an
  * iteration faster than screen_s (0: no screen, vdp_build_fixed). Each
  * prefetch variant is replayed (vdp_simulate_as_staged) once its live bytes
@@ -177,7 +187,8 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
  * dropped variant's replay); *cost: the build's work (actions replayed,
  * intervals placed, tensors built: a deterministic measure of its time);
  * *effort (optional): the same with the placements counted by what they
- * did (vdp_place's work), nearer the time on big nets.
+ * did (vdp_place's work), nearer the time on big nets. tc (may be NULL):
+ * the search's tensors.
  * quick_stage: the input staging's issue step is the first its search
  * starts from, which predicts the time the search's step does (the latest
  * as fast), without the search (vdp_add_staging); the plan says so
@@ -185,8 +196,8 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
 enum { VDP_SCREENED = 100 };
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, double screen_s, bool quick_stage,
-                       vd_plan *out, bool *exact, double *lb_s, double *cost, double *effort,
-                       vd_err *e);
+                       vdp_tcache *tc, vd_plan *out, bool *exact, double *lb_s, double *cost,
+                       double *effort, vd_err *e);
 
 /* vdp_build_fixed for a search that reads of a plan whose live bytes exceed
  * the budget by over 30% only those, its replay and its top's lower bound
@@ -197,14 +208,16 @@ int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_
  * *effort, quick_stage as vdp_build_screened's. */
 int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                             vd_policy offload_pol, const int *algos, bool quick_stage,
-                            vd_plan *out, bool *unplaced, double *cost, double *effort, vd_err *e);
+                            vdp_tcache *tc, vd_plan *out, bool *unplaced, double *cost,
+                            double *effort, vd_err *e);
 
 /* The layers vdp_build_fixed recomputes with opts (opts->disp) and
  * algos[2L]: rc_layer[L], true for each writer of a tensor whose RECOMPUTE is
  * honoured. Depends on opts->disp only (the options change workspaces, not
- * the feature maps' lifetimes). Costs a fraction of one build. 0 or an error. */
+ * the feature maps' lifetimes). Costs a fraction of one build. tc (may be
+ * NULL): the search's tensors. 0 or an error. */
 int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                          const int *algos, bool *rc_layer, vd_err *e);
+                          const int *algos, vdp_tcache *tc, bool *rc_layer, vd_err *e);
 
 /* policy.c. vdp_build_policy / vdp_min_budget_policy: vd_plan_build's search
  * (no eval plan) and vd_plan_min_budget for a policy other than auto (or a
