@@ -78,9 +78,9 @@ static void fill_units(vd_plan *p, const vd_net *net, const int *chunks, const i
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
- * a build can add), the builder's scratch, the in-place flags in B->extra;
- * clone: for bld_clone, which copies the steps and layers and has its
- * tensors (no flags, nothing zeroed that it overwrites).
+ * a build can add), the builder's scratch, the units; clone: for bld_clone,
+ * which copies the steps and layers and has its tensors (nothing zeroed
+ * that it overwrites).
  * On failure the caller frees both (bld_free, vdp_plan_release). */
 static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                     vd_policy offload_pol, int variant, bool alias, bool clone, vd_plan *out,
@@ -148,39 +148,15 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
     B->fit_steps = vd_malloc(5 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
     B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
-    bool *ipf = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
         !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps || !B->tname ||
-        !ipf || !B->rc_ops || !p->first_unit || !B->lact) {
-        vd_free(ipf);
+        !B->rc_ops || !p->first_unit || !B->lact)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
-    }
     if (vdp_runs(net, opts->chunks, B->run_a, B->run_b) < 0)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
-    /* the fusion's pairs once per build (layer_tensors asks of every unit) */
-    if (opts->fuse_bn_add && !opts->forward_only) {
-        int rc = vd_op_bn_folds(net, B->bn_fold, e);
-        if (rc) return rc;
-        for (int a = 0; a < NL; a++)
-            if (net->layers[a].op == VD_OP_ADD && B->bn_fold[a] >= 0) B->bn_fold[B->bn_fold[a]] = a;
-    } else {
-        for (int l = 0; l < NL; l++) B->bn_fold[l] = -1;
-    }
-    /* (a clone has its tensors and units: the flags are read only to make
-     * them). A split layer runs in place only inside its run: its first
-     * layer's input and its last layer's output are the whole batch's. */
-    if (!clone) {
-        fill_units(p, net, opts->chunks, B->run_b);
-        vd_schedule_inplace_flags(net, ipf);
-        for (int u = 0; u < L; u++) {
-            int l = p->layers[u].layer;
-            B->extra[u] = ipf[l] && (p->layers[u].n_chunks == 1 ||
-                                     (l > B->run_a[l] && l < B->run_b[l]));
-        }
-    }
-    vd_free(ipf);
+    if (!clone) fill_units(p, net, opts->chunks, B->run_b);
     return VD_OK;
 }
 

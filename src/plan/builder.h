@@ -33,11 +33,12 @@ typedef struct bld {
     int *ldact;        /* [NL] the same of its gradient */
     int *bn_fold;      /* [NL] the batch norm + add fusion's pairs (vd_plan_opts.fuse_bn_add,
                           training): an add's batch norm (vd_op_bn_folded), a batch
-                          norm's add (vd_op_bn_folder), else -1 */
+                          norm's add (vd_op_bn_folder), else -1 (vdp_build_tensors) */
     int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */
-    int *extra;        /* scratch: in-place flags [L], then pf_item[cap_t] */
+    int *extra;        /* scratch: in-place flags [L] (vdp_build_tensors), then
+                          pf_item[cap_t] */
     int *bucket_head;  /* [6 * (n_steps + 1)] build_actions */
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
     const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */

@@ -628,14 +628,40 @@ static void liveness(bld *b) {
     }
 }
 
+/* What layer_tensors reads of the net: the in-place flags of the units (in
+ * b->extra) and the batch norm + add fusion's pairs (b->bn_fold; it asks of
+ * every unit). A split layer runs in place only inside its run: its first
+ * layer's input and its last layer's output are the whole batch's. */
+static int unit_flags(bld *b, vd_err *e) {
+    const vd_net *net = b->net;
+    const vd_plan *p = b->p;
+    int NL = b->NL;
+    if (b->opts->fuse_bn_add && !p->forward_only) {
+        int rc = vd_op_bn_folds(net, b->bn_fold, e);
+        if (rc) return rc;
+        for (int a = 0; a < NL; a++)
+            if (net->layers[a].op == VD_OP_ADD && b->bn_fold[a] >= 0) b->bn_fold[b->bn_fold[a]] = a;
+    } else {
+        for (int l = 0; l < NL; l++) b->bn_fold[l] = -1;
+    }
+    bool *ipf = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ipf, NULL);
+    if (!ipf) return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    vd_schedule_inplace_flags(net, ipf);
+    for (int u = 0; u < b->L; u++) {
+        int l = p->layers[u].layer;
+        b->extra[u] = ipf[l] && (p->layers[u].n_chunks == 1 || (l > b->run_a[l] && l < b->run_b[l]));
+    }
+    vd_free(ipf);
+    return VD_OK;
+}
+
 /* Create tensors and liveness (no decisions yet). */
 int vdp_build_tensors(bld *b, const int *algos, vd_err *e) {
+    int rc = unit_flags(b, e);
+    if (rc) return rc;
     fixed_tensors(b);
     layer_tensors(b, algos);
-    if (!b->p->forward_only) {
-        int rc = grad_tensors(b, e);
-        if (rc) return rc;
-    }
+    if (!b->p->forward_only && (rc = grad_tensors(b, e))) return rc;
     pool_relu_pairs(b);
     liveness(b);
     return VD_OK;
