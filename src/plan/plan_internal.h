@@ -45,8 +45,7 @@ static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, i
  * strict total order, every correct sort gives the same order); tmp:
  * scratch [n]. Insertion sort of runs of 16, then bottom-up merges (the
  * comparison inlined: qsort's callback was a sixth of an auto search's time
- * in the placement, a twentieth in the staging, and a fourteenth of a
- * ResNet-152 search's in the copies' bound). */
+ * in the placement, a twentieth in the staging). */
 #define VDP_SORT_FN(name, type, before)                                                   \
     static void name(type *a, type *tmp, int n) {                                         \
         enum { RUN = 16 };                                                                 \
