@@ -199,9 +199,46 @@ typedef struct bctx {
     struct keyed { double key; int k; } *order;   /* [n_fm] scratch: cost per byte, map */
 } bctx;
 
-static int by_key(const void *a, const void *b) {
-    const struct keyed *x = a, *y = b;
-    return x->key < y->key ? -1 : x->key > y->key ? 1 : x->k - y->k;
+/* Is x before y: the lower cost per byte, then the lower map. A strict
+ * total order (the keys are never NaN: a cost is >= 0 or infinite, a map's
+ * bytes > 0): the maps come in the order a sort by it (qsort's, before)
+ * gives. */
+static inline bool keyed_before(const struct keyed *x, const struct keyed *y) {
+    return x->key != y->key ? x->key < y->key : x->k < y->k;
+}
+
+/* Sift h[i] down the heap h[0..n-1] (keyed_before first). */
+static void keyed_down(struct keyed *h, int n, int i) {
+    struct keyed v = h[i];
+    for (;;) {
+        int ch = 2 * i + 1;
+        if (ch >= n) break;
+        if (ch + 1 < n && keyed_before(&h[ch + 1], &h[ch])) ch++;
+        if (!keyed_before(&h[ch], &v)) break;
+        h[i] = h[ch];
+        i = ch;
+    }
+    h[i] = v;
+}
+
+/* The maps cand[0..n-1] at costs c->cost[] as a heap in c->order, cheapest
+ * per byte first: a cover takes them from it (cover_next) and stops once
+ * the bytes are covered, mostly long before the last (a sort of them all
+ * was a twentieth of a ResNet-152 search). */
+static void cover_heap(const bctx *c, const int *cand, int n) {
+    for (int k = 0; k < n; k++) {
+        c->order[k].key = c->cost[k] / (double)c->fm[cand[k]].bytes;
+        c->order[k].k = k;
+    }
+    for (int i = n / 2 - 1; i >= 0; i--) keyed_down(c->order, n, i);
+}
+
+/* The cheapest map left in cover_heap's heap of *n (> 0), taken out. */
+static int cover_next(const bctx *c, int *n) {
+    int k = c->order[0].k;
+    c->order[0] = c->order[--*n];
+    keyed_down(c->order, *n, 0);
+    return k;
 }
 
 static void range_add(int64_t *d, int a, int b, uint64_t v) {
@@ -341,14 +378,10 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
  * cost[] (per map, all of its bytes), fractionally: the cheapest bytes
  * first. */
 static double fractional_cover(const bctx *c, const int *cand, int n, uint64_t need) {
-    for (int k = 0; k < n; k++) {
-        c->order[k].key = c->cost[k] / (double)c->fm[cand[k]].bytes;
-        c->order[k].k = k;
-    }
-    qsort(c->order, (size_t)n, sizeof *c->order, by_key);
+    cover_heap(c, cand, n);
     double left = (double)need, sum = 0;
-    for (int k = 0; k < n && left > 0; k++) {
-        int j = c->order[k].k;
+    for (int k = 0, h = n; k < n && left > 0; k++) {
+        int j = cover_next(c, &h);
         double b = (double)c->fm[cand[j]].bytes;
         if (b >= left) { sum += c->cost[j] * left / b; left = 0; }
         else { sum += c->cost[j]; left -= b; }
@@ -494,15 +527,11 @@ static int cover_recompute(const bctx *c, int s, uint64_t need, double readback,
     *fig_s = step_bound(c, s, need, readback, vals, &at, &n);
     if (n == 0) return 0;
     step_figure(c, s, n, need, readback, at.k1, at.k2, at.mu, at.l);   /* its costs */
-    for (int k = 0; k < n; k++) {
-        c->order[k].key = c->cost[k] / (double)c->fm[c->cand[k]].bytes;
-        c->order[k].k = k;
-    }
-    qsort(c->order, (size_t)n, sizeof *c->order, by_key);
+    cover_heap(c, c->cand, n);
     double left = (double)need;
     int m = 0;
-    for (int q = 0; q < n && left > 0; q++) {
-        int k = c->order[q].k;
+    for (int q = 0, h = n; q < n && left > 0; q++) {
+        int k = cover_next(c, &h);
         const fmap *f = &c->fm[c->cand[k]];
         left -= (double)f->bytes;
         if (c->by_rc[k] && isfinite(c->cost[k])) { rc_t[f->t] = true; m++; }

@@ -78,9 +78,9 @@ static void fill_units(vd_plan *p, const vd_net *net, const int *chunks, const i
 }
 
 /* The plan's header and arrays (sized for every tensor, interval and action
- * a build can add), the builder's scratch, the in-place flags in B->extra;
- * clone: for bld_clone, which copies the steps and layers and has its
- * tensors (no flags, nothing zeroed that it overwrites).
+ * a build can add), the builder's scratch, the units; clone: for bld_clone,
+ * which copies the steps and layers and has its tensors (nothing zeroed
+ * that it overwrites).
  * On failure the caller frees both (bld_free, vdp_plan_release). */
 static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                     vd_policy offload_pol, int variant, bool alias, bool clone, vd_plan *out,
@@ -94,9 +94,7 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->alias = alias;
     B->disp = opts->forward_only ? NULL : opts->disp;
     vd_plan *p = out;
-    size_t nl = strnlen(net->name, sizeof p->net - 1);   /* truncated like snprintf, */
-    memcpy(p->net, net->name, nl);                         /* without its formatting cost */
-    p->net[nl] = '\0';
+    vdp_copy_str(p->net, sizeof p->net, net->name);
     p->policy = opts->policy;
     p->offload_policy = offload_pol;
     p->prefetch = opts->prefetch;
@@ -151,40 +149,15 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
     B->fit_steps = vd_malloc(5 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
     B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
-    bool *ipf = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ipf, NULL);
     B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
     if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
         !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
         !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps || !B->tname ||
-        !ipf || !B->rc_ops || !p->first_unit || !B->lact) {
-        vd_free(ipf);
+        !B->rc_ops || !p->first_unit || !B->lact)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
-    }
     if (vdp_runs(net, opts->chunks, B->run_a, B->run_b) < 0)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
-    /* the fusion's pairs once per build (layer_tensors asks of every unit) */
-    if (opts->fuse_bn_add && !opts->forward_only) {
-        int rc = vd_op_bn_folds(net, B->bn_fold, e);
-        if (rc) return rc;
-        for (int a = 0; a < NL; a++)
-            if (net->layers[a].op == VD_OP_ADD && B->bn_fold[a] >= 0) B->bn_fold[B->bn_fold[a]] = a;
-    } else {
-        for (int l = 0; l < NL; l++) B->bn_fold[l] = -1;
-    }
-    for (int l = 0; l < NL; l++) B->add_relu[l] = opts->forward_only ? -1 : vd_op_add_relu(net, l);
-    /* (a clone has its tensors and units: the flags are read only to make
-     * them). A split layer runs in place only inside its run: its first
-     * layer's input and its last layer's output are the whole batch's. */
-    if (!clone) {
-        fill_units(p, net, opts->chunks, B->run_b);
-        vd_schedule_inplace_flags(net, ipf);
-        for (int u = 0; u < L; u++) {
-            int l = p->layers[u].layer;
-            B->extra[u] = ipf[l] && (p->layers[u].n_chunks == 1 ||
-                                     (l > B->run_a[l] && l < B->run_b[l]));
-        }
-    }
-    vd_free(ipf);
+    if (!clone) fill_units(p, net, opts->chunks, B->run_b);
     return VD_OK;
 }
 
@@ -418,19 +391,160 @@ static void update_steps(bld *B, const vd_profile *prof) {
     p->steps[2 * B->L].compute_s = 0.0;
 }
 
+/* Copy n tensors without their names (written at the end of a build:
+ * vdp_name_tensors; half of each record), each left empty. */
+static void copy_unnamed(vd_tensor *dst, const vd_tensor *src, int n) {
+    const size_t keep = offsetof(vd_tensor, kind);
+    for (int t = 0; t < n; t++) {
+        memcpy((char *)&dst[t] + keep, (const char *)&src[t] + keep, sizeof *dst - keep);
+        dst[t].name[0] = '\0';
+    }
+}
+
+/* ---- a search's tensors (vdp_tcache) ------------------------------------ */
+
+/* What vdp_build_tensors made of one build: its key, everything it reads
+ * that a search's builds may change (the options algos[2 NL], the split
+ * layers, whether the gradients alias) or that could differ between callers
+ * (the net, profile, pin, batch and the options it reads), and its result:
+ * the tensors, the units, the plan's fixed tensors, the builder's arrays it
+ * writes. */
+typedef struct tc_ent {
+    bool valid;
+    const vd_net *net;
+    const vd_profile *prof;
+    const vd_plan *pin;
+    int batch, L, NL, cap_t;
+    bool forward_only, fuse_bn_add, grads_persistent, has_chunks;
+    int *algos;               /* [2 NL] */
+    int *chunks;              /* [NL] */
+    int n_tensors, t_params, t_mom, t_grads, t_x, t_labels;
+    bool update_in_bwd;
+    vd_tensor *tensors;       /* [cap_t] */
+    vd_plan_layer *layers;    /* [L] */
+    int *act_of, *dact_of;    /* [L] */
+    int *lact;                /* [2 NL]: lact, then ldact */
+    int *touch;               /* [3 cap_t]: fwd_write, first_touch, last_touch */
+    const char **tname;       /* [2 cap_t] */
+} tc_ent;
+
+struct vdp_tcache { tc_ent ent[2]; };   /* by bld.alias */
+
+vdp_tcache *vdp_tcache_new(void) { return vd_calloc(1, sizeof(vdp_tcache), NULL); }
+
+static void tc_ent_free(tc_ent *c) {
+    vd_free(c->algos); vd_free(c->chunks); vd_free(c->tensors); vd_free(c->layers);
+    vd_free(c->act_of); vd_free(c->dact_of); vd_free(c->lact); vd_free(c->touch); vd_free(c->tname);
+    memset(c, 0, sizeof *c);
+}
+
+void vdp_tcache_free(vdp_tcache *tc) {
+    if (!tc) return;
+    tc_ent_free(&tc->ent[0]);
+    tc_ent_free(&tc->ent[1]);
+    vd_free(tc);
+}
+
+/* Does entry c hold what vdp_build_tensors makes of B (after bld_init) and
+ * algos? */
+static bool tc_match(const tc_ent *c, const bld *B, const int *algos) {
+    const vd_plan_opts *o = B->opts;
+    size_t nl = (size_t)B->NL;
+    return c->valid && c->net == B->net && c->prof == B->prof && c->pin == B->pin &&
+           c->batch == o->batch && c->L == B->L && c->NL == B->NL && c->cap_t == B->cap_t &&
+           c->forward_only == o->forward_only && c->fuse_bn_add == o->fuse_bn_add &&
+           c->grads_persistent == o->grads_persistent && c->has_chunks == (o->chunks != NULL) &&
+           !memcmp(c->algos, algos, 2 * nl * sizeof *algos) &&
+           (!o->chunks || !memcmp(c->chunks, o->chunks, nl * sizeof *o->chunks));
+}
+
+/* Keep what vdp_build_tensors made of B and algos in c (nothing when out of
+ * memory: the next build makes its own). */
+static void tc_store(tc_ent *c, const bld *B, const int *algos) {
+    const vd_plan *p = B->p;
+    const vd_plan_opts *o = B->opts;
+    size_t L = (size_t)B->L, nl = (size_t)B->NL, ct = (size_t)B->cap_t;
+    if (!c->tensors || c->L != B->L || c->NL != B->NL || c->cap_t != B->cap_t) {
+        tc_ent_free(c);
+        c->algos = vd_malloc(2 * (nl ? nl : 1) * sizeof *c->algos, NULL);
+        c->chunks = vd_malloc((nl ? nl : 1) * sizeof *c->chunks, NULL);
+        c->tensors = vd_malloc(ct * sizeof *c->tensors, NULL);
+        c->layers = vd_malloc((L ? L : 1) * sizeof *c->layers, NULL);
+        c->act_of = vd_malloc((L ? L : 1) * sizeof *c->act_of, NULL);
+        c->dact_of = vd_malloc((L ? L : 1) * sizeof *c->dact_of, NULL);
+        c->lact = vd_malloc(2 * (nl ? nl : 1) * sizeof *c->lact, NULL);
+        c->touch = vd_malloc(3 * ct * sizeof *c->touch, NULL);
+        c->tname = vd_malloc(2 * ct * sizeof *c->tname, NULL);
+        if (!c->algos || !c->chunks || !c->tensors || !c->layers || !c->act_of || !c->dact_of ||
+            !c->lact || !c->touch || !c->tname) {
+            tc_ent_free(c);
+            return;
+        }
+        c->L = B->L; c->NL = B->NL; c->cap_t = B->cap_t;
+    }
+    c->net = B->net; c->prof = B->prof; c->pin = B->pin; c->batch = o->batch;
+    c->forward_only = o->forward_only; c->fuse_bn_add = o->fuse_bn_add;
+    c->grads_persistent = o->grads_persistent; c->has_chunks = o->chunks != NULL;
+    memcpy(c->algos, algos, 2 * nl * sizeof *algos);
+    if (o->chunks) memcpy(c->chunks, o->chunks, nl * sizeof *o->chunks);
+    size_t nt = (size_t)p->n_tensors;
+    c->n_tensors = p->n_tensors;
+    c->t_params = p->t_params; c->t_mom = p->t_mom; c->t_grads = p->t_grads;
+    c->t_x = p->t_x; c->t_labels = p->t_labels; c->update_in_bwd = p->update_in_bwd;
+    copy_unnamed(c->tensors, p->tensors, p->n_tensors);
+    memcpy(c->layers, p->layers, L * sizeof *p->layers);
+    memcpy(c->act_of, B->act_of, L * sizeof *B->act_of);
+    memcpy(c->dact_of, B->dact_of, L * sizeof *B->dact_of);
+    memcpy(c->lact, B->lact, 2 * nl * sizeof *B->lact);
+    memcpy(c->touch, B->fwd_write, nt * sizeof *c->touch);
+    memcpy(c->touch + ct, B->first_touch, nt * sizeof *c->touch);
+    memcpy(c->touch + 2 * ct, B->last_touch, nt * sizeof *c->touch);
+    memcpy(c->tname, B->tname, 2 * nt * sizeof *c->tname);
+    c->valid = true;
+}
+
+/* vdp_build_tensors, or its result for the same key from tc (NULL: none),
+ * which keeps the result for the next build. A search's builds change
+ * mostly the dispositions (read after: vdp_decide_recompute,
+ * vdp_decide_offload), and the tensors were a sixth of a ResNet-152
+ * search's time. */
+static int build_tensors(bld *B, const int *algos, vdp_tcache *tc, vd_err *e) {
+    tc_ent *c = tc ? &tc->ent[B->alias] : NULL;
+    if (!c || !tc_match(c, B, algos)) {
+        int rc = vdp_build_tensors(B, algos, e);
+        if (!rc && c) tc_store(c, B, algos);
+        return rc;
+    }
+    vd_plan *p = B->p;
+    size_t L = (size_t)B->L, nl = (size_t)B->NL, ct = (size_t)B->cap_t, nt = (size_t)c->n_tensors;
+    p->n_tensors = c->n_tensors;
+    p->t_params = c->t_params; p->t_mom = c->t_mom; p->t_grads = c->t_grads;
+    p->t_x = c->t_x; p->t_labels = c->t_labels; p->update_in_bwd = c->update_in_bwd;
+    copy_unnamed(p->tensors, c->tensors, c->n_tensors);
+    memcpy(p->layers, c->layers, L * sizeof *p->layers);
+    memcpy(B->act_of, c->act_of, L * sizeof *B->act_of);
+    memcpy(B->dact_of, c->dact_of, L * sizeof *B->dact_of);
+    memcpy(B->lact, c->lact, 2 * nl * sizeof *B->lact);
+    memcpy(B->fwd_write, c->touch, nt * sizeof *c->touch);
+    memcpy(B->first_touch, c->touch + ct, nt * sizeof *c->touch);
+    memcpy(B->last_touch, c->touch + 2 * ct, nt * sizeof *c->touch);
+    memcpy(B->tname, c->tname, 2 * nt * sizeof *c->tname);
+    return VD_OK;
+}
+
 /* The part of a build that does not depend on the prefetch variant: steps,
  * tensors, decisions and (with offloads) the stall-free timeline in
  * B->t_start and B->d2h. On failure the caller frees B and *out. */
 static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         vd_policy offload_pol, const int *algos, const vd_plan *pin, int variant,
-                        bool alias, vd_plan *out, bool *any_offload, vd_err *e) {
+                        bool alias, vdp_tcache *tc, vd_plan *out, bool *any_offload, vd_err *e) {
     *any_offload = false;
     int rc = bld_init(B, net, prof, opts, offload_pol, variant, alias, false, out, e);
     if (rc) return rc;
     B->pin = pin;
     vd_plan *p = out;
     init_steps(p, B->net, prof, algos);
-    rc = vdp_build_tensors(B, algos, e);
+    rc = build_tensors(B, algos, tc, e);
     if (rc) return rc;
     scale_add_steps(B);
     update_steps(B, prof);
@@ -476,12 +590,7 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
      * the actions: build_suffix builds them again before it reads them
      * (vdp_fit_memory counts the live bytes from the tensors). The copies
      * were a twentieth of an auto search. */
-    const size_t keep = offsetof(vd_tensor, kind);
-    for (int t = 0; t < sp->n_tensors; t++) {
-        memcpy((char *)&p->tensors[t] + keep, (const char *)&sp->tensors[t] + keep,
-               sizeof *p->tensors - keep);
-        p->tensors[t].name[0] = '\0';
-    }
+    copy_unnamed(p->tensors, sp->tensors, sp->n_tensors);
     memcpy(p->steps, sp->steps, ((size_t)sp->n_steps + 1) * sizeof *p->steps);
     memcpy(p->layers, sp->layers, (size_t)sp->n_units * sizeof *p->layers);
     memcpy(p->first_unit, sp->first_unit, (size_t)sp->n_layers * sizeof *p->first_unit);
@@ -538,6 +647,7 @@ typedef struct screen {
     bool exact;
     bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
     bool quick_stage;               /* bld.stage_quick of every variant */
+    vdp_tcache *tc;                 /* the search's tensors (build_tensors), or NULL */
 } screen;
 
 static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -546,8 +656,8 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     *live_fit = false;
     bld B;
     bool any_offload;
-    int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, pin, variant, alias, out,
-                          &any_offload, e);
+    int rc = build_prefix(&B, net, prof, opts, offload_pol, algos, pin, variant, alias, scr->tc,
+                          out, &any_offload, e);
     B.screen_s = scr->s;
     B.unplaced_over = scr->unplaced_over;
     B.stage_quick = scr->quick_stage;
@@ -596,7 +706,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     bld B0;
     vd_plan P0;
     bool any_offload;
-    int rc0 = build_prefix(&B0, net, prof, opts, offload_pol, algos, pin, 2, alias, &P0,
+    int rc0 = build_prefix(&B0, net, prof, opts, offload_pol, algos, pin, 2, alias, scr->tc, &P0,
                            &any_offload, e);
     if (rc0) {
         bld_free(&B0);
@@ -668,14 +778,11 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
 }
 
 int vdp_recomputed_layers(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                          const int *algos, bool *rc_layer, vd_err *e) {
+                          const int *algos, vdp_tcache *tc, bool *rc_layer, vd_err *e) {
     bld B;
     vd_plan p;
     int rc = bld_init(&B, net, prof, opts, VD_POLICY_AUTO, 0, true, false, &p, e);
-    if (!rc) {
-        init_steps(&p, net, prof, algos);
-        rc = vdp_build_tensors(&B, algos, e);
-    }
+    if (!rc) rc = build_tensors(&B, algos, tc, e);   /* (the steps are not read) */
     if (!rc) {
         vdp_decide_recompute(&B);
         for (int j = 0; j < B.NL; j++) rc_layer[j] = false;
@@ -726,7 +833,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     bool unsure = no_fit && scr->dropped_fit > 0;
     vd_plan alt;
     vd_err te = {0};
-    screen s2 = {.s = scr->s};
+    screen s2 = {.s = scr->s, .tc = scr->tc};
     int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &s2, &alt, &te);
     /* the bound and the drops of both builds */
     if (s2.lb < scr->lb) scr->lb = s2.lb;
@@ -740,7 +847,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
             /* the retry is faster than the screen, and is the answer only
              * when no aliased variant fits: build the dropped ones after all */
             vd_plan A;
-            screen s3 = {0};
+            screen s3 = {.tc = scr->tc};
             bool lf3 = false;
             vd_err t3 = {0};
             int rc3 = build_variants(net, prof, opts, offload_pol, algos, pin, true, &lf3, &s3, &A, &t3);
@@ -774,8 +881,9 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
 
 int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                             vd_policy offload_pol, const int *algos, bool quick_stage,
-                            vd_plan *out, bool *unplaced, double *cost, double *effort, vd_err *e) {
-    screen scr = {.unplaced_over = true, .quick_stage = quick_stage};
+                            vdp_tcache *tc, vd_plan *out, bool *unplaced, double *cost,
+                            double *effort, vd_err *e) {
+    screen scr = {.unplaced_over = true, .quick_stage = quick_stage, .tc = tc};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *unplaced = (rc == VD_EBUDGET) && scr.unplaced;
     *cost = scr.cost;
@@ -785,9 +893,9 @@ int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_
 
 int vdp_build_screened(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_policy offload_pol, const int *algos, double screen_s, bool quick_stage,
-                       vd_plan *out, bool *exact, double *lb_s, double *cost, double *effort,
-                       vd_err *e) {
-    screen scr = {.s = screen_s, .quick_stage = quick_stage};
+                       vdp_tcache *tc, vd_plan *out, bool *exact, double *lb_s, double *cost,
+                       double *effort, vd_err *e) {
+    screen scr = {.s = screen_s, .quick_stage = quick_stage, .tc = tc};
     int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, out, e);
     *lb_s = scr.lb;
     *cost = scr.cost;

@@ -33,13 +33,14 @@ typedef struct bld {
     int *ldact;        /* [NL] the same of its gradient */
     int *bn_fold;      /* [NL] the batch norm + add fusion's pairs (vd_plan_opts.fuse_bn_add,
                           training): an add's batch norm (vd_op_bn_folded), a batch
-                          norm's add (vd_op_bn_folder), else -1 */
+                          norm's add (vd_op_bn_folder), else -1 (vdp_build_tensors) */
     int *add_relu;     /* [NL] the batch norm + add + ReLU backward pairs (training): a
-                          batch norm's ReLU (vd_op_add_relu), else -1 */
+                          batch norm's ReLU (vd_op_add_relu), else -1 (vdp_build_tensors) */
     int *fwd_write;    /* [n_tensors cap] last forward step writing the tensor */
     int *first_touch;  /* [cap_t] min step */
     int *last_touch;   /* [cap_t] max step */
-    int *extra;        /* scratch: in-place flags [L], then pf_item[cap_t] */
+    int *extra;        /* scratch: in-place flags [L] (vdp_build_tensors), then
+                          pf_item[cap_t] */
     int *bucket_head;  /* [6 * (n_steps + 1)] build_actions */
     int *bucket_next;  /* [5 * max(cap_iv, cap_t)] */
     const vd_disp *disp; /* opts->disp ([L + 1]) or NULL */
@@ -77,8 +78,8 @@ static inline const vd_layer *vdp_ul(const bld *b, int u) {
 
 
 /* snprintf(dst, n, "%s", src) without the formatted print (n > 0): every
- * build copies the net's name and each layer's option labels, and the
- * formatting was a tenth of an auto search's time. */
+ * build copies the net's name, and each finished one its units' option
+ * labels; the formatting was a tenth of an auto search's time. */
 static inline void vdp_copy_str(char *dst, size_t n, const char *src) {
     size_t k = strnlen(src, n - 1);
     memcpy(dst, src, k);
@@ -96,8 +97,9 @@ static inline void vdp_cost(bld *b, double w) {
 /* Append a tensor (no intervals, no touches yet); returns its index. */
 int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
                    const char *name, const char *suffix);
-/* Write the tensors' names (vdp_add_tensor only notes them: most builds of
- * the auto search are dropped unread). */
+/* Write the tensors' names (vdp_add_tensor only notes them) and the units'
+ * option labels (vd_plan_layer.algo_label, algo_bwd_label): most builds of
+ * the auto search are dropped unread. */
 void vdp_name_tensors(bld *b);
 /* Tensor t is resident at step s (touch), read at s (rd: also its forward /
  * backward reader steps). t < 0: nothing. */

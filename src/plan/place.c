@@ -25,37 +25,8 @@ static inline bool pkey_before(const pkey *x, const pkey *y) {
     return x->k != y->k ? x->k > y->k : x->idx < y->idx;
 }
 
-/* SORT_FN(name, type, before): sort a[0..n-1] by before; tmp: scratch [n].
- * Insertion sort of runs of 16, then bottom-up merges (the comparison
- * inlined: qsort's callback was a sixth of an auto search's time). */
-#define SORT_FN(name, type, before)                                                        \
-    static void name(type *a, type *tmp, int n) {                                         \
-        enum { RUN = 16 };                                                                 \
-        for (int lo = 0; lo < n; lo += RUN) {                                              \
-            int hi = lo + RUN < n ? lo + RUN : n;                                          \
-            for (int i = lo + 1; i < hi; i++) {                                            \
-                type v = a[i];                                                             \
-                int j = i;                                                                 \
-                for (; j > lo && before(&v, &a[j - 1]); j--) a[j] = a[j - 1];              \
-                a[j] = v;                                                                  \
-            }                                                                              \
-        }                                                                                  \
-        type *src = a, *dst = tmp;                                                         \
-        for (int w = RUN; w < n; w *= 2) {                                                 \
-            for (int lo = 0; lo < n; lo += 2 * w) {                                        \
-                int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;   \
-                int i = lo, j = mid, k = lo;                                               \
-                while (i < mid && j < hi) dst[k++] = before(&src[j], &src[i]) ? src[j++] : src[i++]; \
-                while (i < mid) dst[k++] = src[i++];                                       \
-                while (j < hi) dst[k++] = src[j++];                                        \
-            }                                                                              \
-            type *t = src; src = dst; dst = t;                                             \
-        }                                                                                  \
-        if (src != a) memcpy(a, src, (size_t)n * sizeof *a);                               \
-    }
-SORT_FN(sort_okeys, okey, okey_before)
-SORT_FN(sort_pkeys, pkey, pkey_before)
-#undef SORT_FN
+VDP_SORT_FN(sort_okeys, okey, okey_before)
+VDP_SORT_FN(sort_pkeys, pkey, pkey_before)
 
 /* Place in the given order. off[] receives offsets; returns hwm. Each
  * placement takes the lowest gap among the placed intervals that overlap it

@@ -76,6 +76,7 @@ typedef struct actx {
     bool rc_valid;          /* rc_on holds the recomputed layers of rc_disp */
     vd_disp *rc_disp;       /* [L + 1] */
     bool *rc_on;            /* [L] (vdp_recomputed_layers) */
+    vdp_tcache *tc;         /* the tensors of its builds (plan_internal.h) */
     int *fast, *minws;      /* [2L] profile options per pass (same layout as algos) */
     double *ex;             /* [2L + 2] per-step excess of the plan being looked at */
     move *mv;               /* [4L + 4] proposals */

@@ -133,7 +133,7 @@ int search_eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e) {
     eval_begin(c);
     double cost = 0, effort = 0;
     int rc = vdp_build_unplaced_over(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos,
-                                     !c->stage_full, out, unplaced, &cost, &effort, e);
+                                     !c->stage_full, c->tc, out, unplaced, &cost, &effort, e);
     c->work += cost;
     c->effort += effort;
     if (rc == VD_OK || rc == VD_EBUDGET) eval_exact(c, out);
@@ -150,7 +150,7 @@ int search_eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e) {
     double lb_s = 0, cost = 0;
     double effort = 0;
     int rc = vdp_build_screened(c->net, c->prof, &c->o, VD_POLICY_AUTO, c->algos, limit_s,
-                                !c->stage_full, out, &exact, &lb_s, &cost, &effort, e);
+                                !c->stage_full, c->tc, out, &exact, &lb_s, &cost, &effort, e);
     c->work += cost;
     c->effort += effort;
     if (rc == VDP_SCREENED) {
@@ -230,7 +230,7 @@ static int compute_floor(actx *c, double *floor_s, vd_err *e) {
     size_t nd = (size_t)(c->L + 1) * sizeof *c->disp;
     if (!c->rc_valid || memcmp(c->rc_disp, c->disp, nd)) {
         c->rc_valid = false;
-        int rc = vdp_recomputed_layers(c->net, c->prof, &c->o, c->algos, c->rc_on, e);
+        int rc = vdp_recomputed_layers(c->net, c->prof, &c->o, c->algos, c->tc, c->rc_on, e);
         if (rc) return rc;
         memcpy(c->rc_disp, c->disp, nd);
         c->rc_valid = true;
@@ -324,6 +324,7 @@ void search_ctx_free(actx *c) {
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
     vd_free(c->minws); vd_free(c->ex); vd_free(c->mv); vd_free(c->ord); vd_free(c->seen_disp); vd_free(c->seen_algos);
     vd_free(c->memo); vd_free(c->look); vd_free(c->look_next); vd_free(c->focus); vd_free(c->rorder); vd_free(c->gk);
+    vdp_tcache_free(c->tc);
 }
 
 int search_ctx_init(actx *c, vdp_search *s, const vd_net *net, const vd_profile *prof,
@@ -360,7 +361,8 @@ int search_ctx_init(actx *c, vdp_search *s, const vd_net *net, const vd_profile 
     c->ex = n_units < 0 ? NULL : vd_calloc(2 * (size_t)n_units + 2, sizeof *c->ex, NULL);
     c->mv = vd_calloc(4 * n1, sizeof *c->mv, NULL);
     c->ord = vd_calloc(4 * n1, sizeof(ordered), NULL);
-    if (!c->disp || !c->look || !c->look_next || !c->focus || !c->rorder || !c->gk || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
+    c->tc = vdp_tcache_new();
+    if (!c->tc || !c->disp || !c->look || !c->look_next || !c->focus || !c->rorder || !c->gk || !c->seen_disp || !c->fixed || !c->can_rc || !c->rc_max || !c->rc_disp || !c->rc_on || !c->algos || !c->seen_algos ||
         !c->fast || !c->minws || !c->ex || !c->mv || !c->ord) {
         search_ctx_free(c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");

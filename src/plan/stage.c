@@ -6,38 +6,18 @@
 
 typedef struct span { uint64_t o, e; int first, last; } span;
 
+static inline bool span_before(const span *x, const span *y) { return x->o < y->o; }
+VDP_SORT_FN(sort_by_offset, span, span_before)
+
 /* The first n intervals of p as spans sorted by offset (sp: [2n], the second
  * half scratch), once per plan: stage_offset filters them in that order
- * (which spans of equal offset come first does not change what it finds).
- * Insertion sort of runs of 16, then bottom-up merges: qsort's callback was
- * a twentieth of an auto search's time. */
+ * (which spans of equal offset come first does not change what it finds). */
 static void sort_spans(const vd_plan *p, int n, span *sp) {
-    enum { RUN = 16 };
     for (int k = 0; k < n; k++) {
         const vd_interval *iv = &p->intervals[k];
         sp[k] = (span){iv->offset, iv->offset + iv->bytes, iv->first, iv->last};
     }
-    for (int lo = 0; lo < n; lo += RUN) {
-        int hi = lo + RUN < n ? lo + RUN : n;
-        for (int i = lo + 1; i < hi; i++) {
-            span v = sp[i];
-            int j = i;
-            for (; j > lo && v.o < sp[j - 1].o; j--) sp[j] = sp[j - 1];
-            sp[j] = v;
-        }
-    }
-    span *src = sp, *dst = sp + n;
-    for (int w = RUN; w < n; w *= 2) {
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = src[j].o < src[i].o ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-        }
-        span *t = src; src = dst; dst = t;
-    }
-    if (src != sp) memcpy(sp, src, (size_t)n * sizeof *sp);
+    sort_by_offset(sp, sp + n, n);
 }
 
 /* Lowest 256-aligned offset for a region of `bytes` that overlaps none of the

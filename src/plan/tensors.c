@@ -7,15 +7,6 @@
 #include <string.h>
 #include "plan/builder.h"
 
-/* Copy string src into dst[cap], truncated like snprintf (this runs for every
- * layer of every plan the auto search builds: a formatted print was 6% of
- * it). */
-static void copy_label(char *dst, size_t cap, const char *src) {
-    size_t n = strnlen(src, cap - 1);
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
 int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
                       const char *name, const char *suffix) {
     vd_plan *p = b->p;
@@ -47,6 +38,12 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
 
 void vdp_name_tensors(bld *b) {
     vd_plan *p = b->p;
+    for (int u = 0; u < p->n_units; u++) {
+        vd_plan_layer *pl = &p->layers[u];
+        const vd_profile_layer *pr = &b->prof->layers[pl->layer];
+        vdp_copy_str(pl->algo_label, sizeof pl->algo_label, pr->algos[pl->algo_fwd].label);
+        vdp_copy_str(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[pl->algo_bwd].label);
+    }
     for (int t = 0; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         const char *name = b->tname[2 * t], *suffix = b->tname[2 * t + 1];
@@ -299,6 +296,7 @@ static int alias_grads(const bld *b, const vd_net *net, int loss, int batch, int
             cand[nc++] = src;
         }
     }
+    /* (a candidate joins as a leaf: its own tree is itself, low[src] = src) */
     for (int c = 0; c < nc; c++) {
         int src = cand[c];
         par[src] = fw[src];
@@ -484,8 +482,6 @@ static void layer_tensors(bld *b, const int *algos) {
         pl->fwd_s = vd_profile_chunk_time(b->prof, i, false, pr->algos[af].fwd_s, pl->n, batch);
         pl->rc_s = vd_profile_chunk_time(b->prof, i, false, vd_profile_rc_s(b->prof, i, af), pl->n,
                                          batch);
-        copy_label(pl->algo_label, sizeof pl->algo_label, pr->algos[af].label);
-        copy_label(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[ab].label);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
         pl->ws_bwd_bytes = fo || l->no_grad ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;
@@ -672,14 +668,43 @@ static void liveness(bld *b) {
     }
 }
 
+/* What layer_tensors and grad_tensors read of the net: the in-place flags
+ * of the units (in b->extra), the batch norm + add fusion's pairs
+ * (b->bn_fold; it asks of every unit) and the batch norm + add + ReLU
+ * backward pairs (b->add_relu). A split layer runs in place only inside its
+ * run: its first layer's input and its last layer's output are the whole
+ * batch's. */
+static int unit_flags(bld *b, vd_err *e) {
+    const vd_net *net = b->net;
+    const vd_plan *p = b->p;
+    int NL = b->NL;
+    if (b->opts->fuse_bn_add && !p->forward_only) {
+        int rc = vd_op_bn_folds(net, b->bn_fold, e);
+        if (rc) return rc;
+        for (int a = 0; a < NL; a++)
+            if (net->layers[a].op == VD_OP_ADD && b->bn_fold[a] >= 0) b->bn_fold[b->bn_fold[a]] = a;
+    } else {
+        for (int l = 0; l < NL; l++) b->bn_fold[l] = -1;
+    }
+    for (int l = 0; l < NL; l++) b->add_relu[l] = p->forward_only ? -1 : vd_op_add_relu(net, l);
+    bool *ipf = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ipf, NULL);
+    if (!ipf) return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    vd_schedule_inplace_flags(net, ipf);
+    for (int u = 0; u < b->L; u++) {
+        int l = p->layers[u].layer;
+        b->extra[u] = ipf[l] && (p->layers[u].n_chunks == 1 || (l > b->run_a[l] && l < b->run_b[l]));
+    }
+    vd_free(ipf);
+    return VD_OK;
+}
+
 /* Create tensors and liveness (no decisions yet). */
 int vdp_build_tensors(bld *b, const int *algos, vd_err *e) {
+    int rc = unit_flags(b, e);
+    if (rc) return rc;
     fixed_tensors(b);
     layer_tensors(b, algos);
-    if (!b->p->forward_only) {
-        int rc = grad_tensors(b, e);
-        if (rc) return rc;
-    }
+    if (!b->p->forward_only && (rc = grad_tensors(b, e))) return rc;
     pool_relu_pairs(b);
     bn_add_relu_pairs(b);
     liveness(b);

@@ -3,6 +3,7 @@
  * (same inputs, same plan), the screened builds the search refines with,
  * the search's work budget and result on ResNet-50, vdnn-plan
  * --quiet, and nets/resnet152.yaml. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <check.h>
@@ -135,11 +136,15 @@ START_TEST(test_screened_build) {
     ck_assert(F.offload_bytes > 0);
     double t = F.sim.iter_s, lb = 0, cost_full = 0, cost_lo = 0;
     bool exact = false;
+    /* the builds share their tensors, as a search's do: from the second on
+     * they are the first's (vdp_tcache) */
+    vdp_tcache *tc = vdp_tcache_new();
+    ck_assert_ptr_nonnull(tc);
     const double screens[3] = {0.0, 1.5 * t, 0.5 * t};
     for (int k = 0; k < 3; k++) {
         double cost = 0;
-        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], false, &S,
-                                    &exact, &lb, &cost, NULL, &e);
+        int rc = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, screens[k], false, tc,
+                                    &S, &exact, &lb, &cost, NULL, &e);
         ck_assert_double_gt(cost, 0);
         if (k < 2) {
             ck_assert_msg(rc == VD_OK, "screen %g: rc %d (%s)", screens[k], rc, e.msg);
@@ -164,8 +169,8 @@ START_TEST(test_screened_build) {
     ck_assert_int_eq(F.stage, VD_STAGE_ON);
     ck_assert(!F.stage_quick);
     double cost_quick = 0;
-    ck_assert_msg(vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 0.0, true, &S, &exact,
-                                     &lb, &cost_quick, NULL, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 0.0, true, tc, &S,
+                                     &exact, &lb, &cost_quick, NULL, &e) == 0, "%s", e.msg);
     ck_assert(S.stage_quick);
     ck_assert_int_eq(S.stage, VD_STAGE_ON);
     /* 1e-9: the staging search's own tolerance between the two steps */
@@ -174,8 +179,81 @@ START_TEST(test_screened_build) {
     ck_assert_double_lt(cost_quick, cost_full);
     vd_plan_free(&S);
     vd_plan_free(&F);
+    vdp_tcache_free(tc);
     free(disp);
     free(algos);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* Builds that share their tensors (vdp_tcache, as a search's builds do)
+ * are the builds without: tiny-resnet b64 at none's peak and at 60% of it
+ * (where builds fail to fit and retry without the gradient aliasing), a
+ * sequence of dispositions and two sets of options (the cache hit, missed,
+ * then hit again), each built screenless with the cache and by
+ * vdp_build_fixed: the same outcome, every tensor, unit and interval the
+ * same bytes; vdp_recomputed_layers the same layers. */
+START_TEST(test_tcache_same_builds) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    int L = net.n_layers;
+    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
+    vd_plan P;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
+    uint64_t peak = P.hwm;
+    vd_plan_free(&P);
+    vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    bool *rc_a = calloc((size_t)L, sizeof *rc_a), *rc_b = calloc((size_t)L, sizeof *rc_b);
+    vdp_tcache *tc = vdp_tcache_new();
+    ck_assert(disp && algos && rc_a && rc_b && tc);
+    o.policy = VD_POLICY_AUTO;
+    o.disp = disp;
+    vdp_opts_algos(&prof, &o, L, algos);
+    int other = -1;   /* a layer with a second option */
+    for (int i = 0; i < L && other < 0; i++) if (prof.layers[i].n_algos > 1) other = i;
+    ck_assert_int_ge(other, 0);
+    const size_t keep = offsetof(vd_tensor, kind);
+    int fits = 0, not_fit = 0;
+    for (int j = 0; j < 16; j++) {
+        o.budget = j < 8 ? peak : peak / 10 * 6;
+        for (int k = 0; k <= L; k++)
+            disp[k] = k == L ? VD_DISP_AUTO : (k + j) % 5 == 1 ? VD_DISP_RECOMPUTE
+                    : (k * j) % 3 == 1 ? VD_DISP_OFFLOAD : VD_DISP_KEEP;
+        algos[other] = j % 8 == 5 ? 1 : 0;   /* a miss, then hits again */
+        vd_plan A, B;
+        vd_err ea = {0}, eb = {0};
+        bool exact = false;
+        double lb = 0, cost = 0;
+        int ra = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 0.0, false, tc, &A,
+                                    &exact, &lb, &cost, NULL, &ea);
+        int rb = vdp_build_fixed(&net, &prof, &o, VD_POLICY_AUTO, algos, NULL, &B, &eb);
+        ck_assert_int_eq(ra, rb);
+        ck_assert_msg(rb == VD_OK || rb == VD_EBUDGET, "%d: rc %d (%s)", j, rb, eb.msg);
+        fits += rb == VD_OK;
+        not_fit += rb == VD_EBUDGET;
+        ck_assert(same_plan(&A, &B));
+        for (int t = 0; t < A.n_tensors; t++) {
+            ck_assert_str_eq(A.tensors[t].name, B.tensors[t].name);
+            ck_assert(!memcmp((const char *)&A.tensors[t] + keep, (const char *)&B.tensors[t] + keep,
+                              sizeof A.tensors[t] - keep));
+        }
+        ck_assert(!memcmp(A.layers, B.layers, (size_t)A.n_units * sizeof *A.layers));
+        ck_assert(!memcmp(A.intervals, B.intervals, (size_t)A.n_intervals * sizeof *A.intervals));
+        vd_plan_free(&A);
+        vd_plan_free(&B);
+        ck_assert_int_eq(vdp_recomputed_layers(&net, &prof, &o, algos, tc, rc_a, &e), 0);
+        ck_assert_int_eq(vdp_recomputed_layers(&net, &prof, &o, algos, NULL, rc_b, &e), 0);
+        ck_assert(!memcmp(rc_a, rc_b, (size_t)L * sizeof *rc_a));
+    }
+    ck_assert_int_gt(fits, 0);
+    ck_assert_int_gt(not_fit, 0);
+    vdp_tcache_free(tc);
+    free(disp); free(algos); free(rc_a); free(rc_b);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
@@ -312,5 +390,5 @@ START_TEST(test_resnet152) {
 }
 END_TEST
 
-VDT_MAIN("plan_speed", 0, test_progress_reports, test_screened_build, test_resnet50_budget,
-         test_cli_quiet, test_resnet152, test_refine_no_stall_options)
+VDT_MAIN("plan_speed", 0, test_progress_reports, test_screened_build, test_tcache_same_builds,
+         test_resnet50_budget, test_cli_quiet, test_resnet152, test_refine_no_stall_options)
