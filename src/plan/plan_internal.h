@@ -116,7 +116,8 @@ int vdp_bound_recompute_set(const vd_net *net, const vd_profile *prof, const vd_
  * the n keys at or below top_key (descending) that the search may change
  * and that have a choice besides keep (refine's rules: offload needs two
  * absent steps, recompute one and recomputable writers); fewer where the
- * net has fewer. A measurement (issue 32 item 3: how far the best plan
+ * net has fewer. best (optional): the fastest plan that fits (zeroed when
+ * none does; the caller frees it). A measurement (issue 32 item 3: how far the best plan
  * near auto's is from the lower bound), not part of auto's search: up to
  * 3^n builds. Returns 0 or an error (VD_EUSAGE: n outside 1..
  * VDP_WINDOW_MAX). */
@@ -131,7 +132,8 @@ typedef struct vdp_window {
     double best_s;                   /* the fastest that fits (INFINITY: none) */
 } vdp_window;
 int vdp_window_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                      const vd_plan *p, int top_key, int n, vdp_window *w, vd_err *e);
+                      const vd_plan *p, int top_key, int n, vdp_window *w, vd_plan *best,
+                      vd_err *e);
 
 /* The plan's files depend one way: plan.c (entry points) -> auto.c (the auto
  * search's orchestration) -> search_local.c -> search_greedy.c ->

@@ -24,8 +24,10 @@ static int choices(const actx *c, int k, const vd_tensor *T, vd_disp *d) {
 }
 
 int vdp_window_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                      const vd_plan *p, int top_key, int n, vdp_window *w, vd_err *e) {
+                      const vd_plan *p, int top_key, int n, vdp_window *w, vd_plan *best,
+                      vd_err *e) {
     memset(w, 0, sizeof *w);
+    if (best) memset(best, 0, sizeof *best);
     w->base_s = w->best_s = INFINITY;
     if (n < 1 || n > VDP_WINDOW_MAX)
         return vd_errf(e, VD_EUSAGE, "a window of %d keys (1 to %d)", n, VDP_WINDOW_MAX);
@@ -63,7 +65,7 @@ int vdp_window_search(const vd_net *net, const vd_profile *prof, const vd_plan_o
         rc = vdp_build_fixed(net, prof, &c.o, VD_POLICY_AUTO, c.algos, NULL, &Q, &te);
         if (rc != VD_OK && rc != VD_EBUDGET) { *e = te; break; }
         w->builds++;
-        bool base = true;
+        bool base = true, kept = false;
         for (int j = 0; j < w->n_keys; j++) base &= alt[j][pos[j]] == w->base[j];
         if (rc == VD_OK) {
             w->fits++;
@@ -71,9 +73,14 @@ int vdp_window_search(const vd_net *net, const vd_profile *prof, const vd_plan_o
             if (Q.sim.iter_s < w->best_s) {
                 w->best_s = Q.sim.iter_s;
                 for (int j = 0; j < w->n_keys; j++) w->best[j] = alt[j][pos[j]];
+                if (best) {
+                    vdp_plan_release(best);
+                    *best = Q;
+                    kept = true;
+                }
             }
         }
-        vdp_plan_release(&Q);
+        if (!kept) vdp_plan_release(&Q);
         rc = VD_OK;
         int j = 0;   /* the next assignment: mixed radix, key 0 fastest */
         while (j < w->n_keys && ++pos[j] == n_alt[j]) pos[j++] = 0;
@@ -81,5 +88,6 @@ int vdp_window_search(const vd_net *net, const vd_profile *prof, const vd_plan_o
     }
     search_ctx_free(&c);
     vd_free(chunks);
+    if (rc && best) vdp_plan_release(best);
     return rc;
 }

@@ -413,6 +413,63 @@ START_TEST(test_recompute_set) {
 }
 END_TEST
 
+/* nets/tiny-resnet at batch 64 (slow copies) with the batch norm + add
+ * fusion (vd_plan_opts.fuse_bn_add): an add that applies its batch norm is
+ * never recomputed by a build (disp.c), so the bound prices its output as
+ * not recomputable: vdp_bound_recompute_set names no map such an add
+ * writes (an add's re-run is the cheapest per byte there is: the cover
+ * took them first when it could), at budgets from the keep-all need down;
+ * and auto's plan at one of them is no faster than the bound. */
+START_TEST(test_bound_fused_adds) {
+    int batch = 64, named = 0, fused = 0;
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", batch);
+    vd_profile prof;
+    analytic_profile(&net, batch, &slow_copies, &prof);
+    vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+    o.fuse_bn_add = true;
+    vd_plan ref;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &ref, &e) == 0, "%s", e.msg);
+    for (int u = 0; u < ref.n_units; u++) fused += ref.layers[u].bn_unit >= 0;
+    ck_assert_int_ge(fused, 2);
+    bool *rc_t = calloc((size_t)ref.n_tensors, sizeof *rc_t);
+    ck_assert_ptr_nonnull(rc_t);
+    for (int k = 1; k <= 6; k++) {
+        uint64_t budget = ref.budget - ref.budget / 10 * (uint64_t)k;
+        vd_plan_bound b;
+        ck_assert_msg(vdp_bound_recompute_set(&net, &prof, &ref, budget, rc_t, &b, &e) == 0, "%s", e.msg);
+        bool any = false;
+        for (int u = 0; u < ref.n_units; u++) {
+            if (!rc_t[ref.layers[u].y]) continue;
+            any = true;
+            ck_assert_msg(ref.layers[u].bn_unit < 0, "budget %llu: %s, written by an add that "
+                          "applies a batch norm, priced as recomputed", (unsigned long long)budget,
+                          ref.tensors[ref.layers[u].y].name);
+        }
+        named += any;
+        if (k != 4) continue;   /* auto's search at one of them (its time) */
+        vd_plan_opts a = o;
+        a.policy = VD_POLICY_AUTO;
+        a.budget = budget;
+        vd_plan p;
+        int rc = vd_plan_build(&net, &prof, &a, &p, &e);
+        ck_assert_msg(rc == 0 || rc == VD_EBUDGET, "%s", e.msg);
+        if (rc == 0 && p.feasible) {
+            vd_plan_bound bp = bound_of(&net, &prof, &p, budget);
+            ck_assert_msg(bp.bound_s <= p.sim.iter_s, "budget %llu: bound %.17g above auto's %.17g",
+                          (unsigned long long)budget, bp.bound_s, p.sim.iter_s);
+        }
+        if (rc == 0 || rc == VD_EBUDGET) vd_plan_free(&p);
+    }
+    ck_assert_int_ge(named, 1);
+    free(rc_t);
+    vd_plan_free(&ref);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ---- the window search --------------------------------------------------------- */
 
 enum { WINDOW_KEYS = 5 };
@@ -446,7 +503,10 @@ static long window_exhaustive(uint64_t seed) {
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &A, &e) == 0, "%s", e.msg);
     ck_assert(A.feasible && A.n_units == L);
     vdp_window w;
-    ck_assert_msg(vdp_window_search(&net, &prof, &o, &A, L, WINDOW_KEYS, &w, &e) == 0, "%s", e.msg);
+    vd_plan W;
+    ck_assert_msg(vdp_window_search(&net, &prof, &o, &A, L, WINDOW_KEYS, &w, &W, &e) == 0, "%s", e.msg);
+    ck_assert(W.feasible && W.sim.iter_s == w.best_s);   /* the best plan comes back */
+    vd_plan_free(&W);
     ck_assert_msg(w.base_s == A.sim.iter_s, "%s: auto's configuration rebuilt %.17g, auto %.17g",
                   net.name, w.base_s, A.sim.iter_s);
     ck_assert_int_ge(w.n_keys, 2);
@@ -527,4 +587,4 @@ END_TEST
 
 VDT_MAIN("bound", 600, test_sound_shipped_small,
          test_sound_shipped_googlenet, test_sound_measured_profiles, test_sound_exhaustive,
-         test_above_compute_where_copies_dominate, test_recompute_set, test_window_exhaustive)
+         test_above_compute_where_copies_dominate, test_recompute_set, test_bound_fused_adds, test_window_exhaustive)

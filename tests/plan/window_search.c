@@ -6,13 +6,15 @@
  * bound-gap.md), built beside the tests, not run by them (test_bound's
  * test_window_exhaustive tests vdp_window_search).
  *
- * usage: window_search NET.yaml BATCH MATH PROFILE|analytic BUDGET N [TOP...]
+ * usage: window_search NET.yaml BATCH MATH PROFILE|analytic BUDGET N [chain] [TOP...]
  *   auto's plan as vdnn-plan NET.yaml --batch BATCH --math MATH [--profile
  *   PROFILE] --budget BUDGET plans it (the analytic H200 profile for
  *   "analytic"), then for each TOP a window of N keys (at most
  *   VDP_WINDOW_MAX) at or below key TOP (0: x, i + 1: layer i's output);
  *   TOP "leave" (the default): the key of the input of the layer whose step
- *   is the bound's leave step (the maps read right after it). One line per
+ *   is the bound's leave step (the maps read right after it). "chain": each
+ *   window from the previous one's best plan where it is faster (a
+ *   large-neighbourhood descent), else each from auto's. One line per
  *   window: its keys (tensor names, auto's disposition -> the best's, K / O /
  *   R), the builds, those that fit, the best's predicted iteration and its
  *   distance to the bound, and the CPU seconds. */
@@ -37,7 +39,8 @@ static const char *key_name(const vd_plan *p, int k) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr, "usage: %s NET.yaml BATCH MATH PROFILE|analytic BUDGET N [TOP...]\n", argv[0]);
+        fprintf(stderr, "usage: %s NET.yaml BATCH MATH PROFILE|analytic BUDGET N [chain] [TOP...]\n",
+                argv[0]);
         return 2;
     }
     vd_err e = {0};
@@ -78,22 +81,34 @@ int main(int argc, char **argv) {
            b.leave_step >= 0 && P.steps[b.leave_step].kind == VD_STEP_BWD ? "bwd" : "fwd",
            b.leave_step >= 0 ? net.layers[P.steps[b.leave_step].layer].name : "-", leave_key,
            P.n_units != P.n_layers ? "yes" : "no");
-    for (int a = 7; a <= argc; a++) {
-        if (a == argc && argc > 7) break;
-        int top = a == argc || !strcmp(argv[a], "leave") ? leave_key : atoi(argv[a]);
+    /* the windows: argv[7..] (TOP, "leave", or "chain" first), else "leave" */
+    bool chain = argc > 7 && !strcmp(argv[7], "chain");
+    int a0 = 7 + chain, n_win = argc > a0 ? argc - a0 : 1;
+    vd_plan base = P, best;
+    for (int a = 0; a < n_win; a++) {
+        const char *arg = argc > a0 ? argv[a0 + a] : "leave";
+        int top = !strcmp(arg, "leave") ? leave_key : atoi(arg);
         vdp_window w;
         t0 = clock();
-        if (vdp_window_search(&net, &prof, &r.plan, &P, top, n, &w, &e)) goto out;
+        if (vdp_window_search(&net, &prof, &r.plan, &base, top, n, &w, &best, &e)) goto out;
         double cpu = (double)(clock() - t0) / CLOCKS_PER_SEC;
         printf("window top %d, %d keys:", top, w.n_keys);
         for (int j = 0; j < w.n_keys; j++)
             printf(" %d:%s %c->%c", w.keys[j], key_name(&P, w.keys[j]), disp_ch(w.base[j]),
                    isfinite(w.best_s) ? disp_ch(w.best[j]) : '-');
-        printf("\n  builds %ld fit %ld; auto's rebuilt %.3f ms; best %.3f ms (%.1f%% above the bound, "
-               "%+.3f ms against auto); %.1f s\n", w.builds, w.fits, w.base_s * 1e3, w.best_s * 1e3,
+        printf("\n  builds %ld fit %ld; %s configuration rebuilt %.3f ms; best %.3f ms (%.1f%% above "
+               "the bound, %+.3f ms against auto); %.1f s\n", w.builds, w.fits,
+               a && chain ? "the last window's best" : "auto's", w.base_s * 1e3, w.best_s * 1e3,
                (w.best_s / b.bound_s - 1) * 100, (w.best_s - P.sim.iter_s) * 1e3, cpu);
         fflush(stdout);
+        if (chain && isfinite(w.best_s) && w.best_s < base.sim.iter_s) {
+            if (base.tensors != P.tensors) vd_plan_free(&base);
+            base = best;
+        } else {
+            vd_plan_free(&best);
+        }
     }
+    if (base.tensors != P.tensors) vd_plan_free(&base);
     status = 0;
 out:
     if (status) fprintf(stderr, "window_search: %s\n", e.msg);
