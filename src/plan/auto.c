@@ -632,6 +632,10 @@ static int to_update(vdp_search *s, const vd_net *net, const vd_profile *prof, c
     if (fits && !feasibility_only) {
         search_phase(&c, "the update in the backward pass", 0, 0);
         if (!spent(&c) && !at_bound(&c, &Q)) rc = search_refine(&c, &Q, NULL, true, e);
+        /* here, on the plan the search returns, not in the search: before
+         * the kicks, they went on from the exchanged plans to slower ones
+         * at two grid points (bound-gap.md) */
+        if (!rc) rc = search_exchanges(&c, &Q, e);
         if (!rc && Q.offload_bytes > 0) rc = fewer_copies(&c, &Q, e);
         if (rc) { vdp_plan_release(&Q); search_ctx_free(&c); return rc; }
     }

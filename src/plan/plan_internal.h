@@ -140,6 +140,34 @@ double vdp_sgd_s(const vd_net *net, const vd_profile *prof);
 int vdp_bound_recompute_set(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                             uint64_t budget, bool *rc_t, vd_plan_bound *out, vd_err *e);
 
+/* window.c: every keep / offload / recompute assignment of a window of
+ * disposition keys (0: x, i + 1: layer i's output), the rest of the
+ * configuration as plan p has it (the other keys' dispositions, the
+ * per-pass options, p's split layers), at opts->budget (opts: as p was
+ * planned with; its policy is ignored), each one full build
+ * (vdp_build_fixed, as auto's search builds a configuration). The window:
+ * the n keys at or below top_key (descending) that the search may change
+ * and that have a choice besides keep (refine's rules: offload needs two
+ * absent steps, recompute one and recomputable writers); fewer where the
+ * net has fewer. best (optional): the fastest plan that fits (zeroed when
+ * none does; the caller frees it). A measurement (issue 32 item 3: how far the best plan
+ * near auto's is from the lower bound), not part of auto's search: up to
+ * 3^n builds. Returns 0 or an error (VD_EUSAGE: n outside 1..
+ * VDP_WINDOW_MAX). */
+enum { VDP_WINDOW_MAX = 12 };
+typedef struct vdp_window {
+    int n_keys;                      /* the window's keys, keys[0] the highest */
+    int keys[VDP_WINDOW_MAX];
+    vd_disp base[VDP_WINDOW_MAX];    /* p's dispositions of them */
+    vd_disp best[VDP_WINDOW_MAX];    /* the fastest assignment's (when best_s finite) */
+    long builds, fits;               /* assignments built (each once), those that fit */
+    double base_s;                   /* p's configuration rebuilt (INFINITY: does not fit) */
+    double best_s;                   /* the fastest that fits (INFINITY: none) */
+} vdp_window;
+int vdp_window_search(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                      const vd_plan *p, int top_key, int n, vdp_window *w, vd_plan *best,
+                      vd_err *e);
+
 /* The plan's files depend one way: plan.c (entry points) -> auto.c (the auto
  * search's orchestration) -> search_local.c -> search_greedy.c ->
  * search_eval.c (search.h; docs/planner.md) -> policy.c (none / all / conv /

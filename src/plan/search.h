@@ -229,6 +229,8 @@ int search_greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e);
 int search_refine(actx *c, vd_plan *P, const bool *focus, bool by_cost, vd_err *e);
 int search_trades(actx *c, vd_plan *P, vd_err *e);
 int search_shifts(actx *c, vd_plan *P, vd_err *e);
+/* search_exchange.c: recomputes and offloads exchanged between maps. */
+int search_exchanges(actx *c, vd_plan *P, vd_err *e);
 int search_swaps(actx *c, vd_plan *P, vd_err *e);
 int search_kicks(actx *c, vd_plan *P, bool repair, int chain, double base, vd_err *e);
 /* The work after which no more kicks start (repair: those with repair). */

@@ -413,6 +413,178 @@ START_TEST(test_recompute_set) {
 }
 END_TEST
 
+/* nets/tiny-resnet at batch 64 (slow copies) with the batch norm + add
+ * fusion (vd_plan_opts.fuse_bn_add): an add that applies its batch norm is
+ * never recomputed by a build (disp.c), so the bound prices its output as
+ * not recomputable: vdp_bound_recompute_set names no map such an add
+ * writes (an add's re-run is the cheapest per byte there is: the cover
+ * took them first when it could), at budgets from the keep-all need down;
+ * and auto's plan at one of them is no faster than the bound. */
+START_TEST(test_bound_fused_adds) {
+    int batch = 64, named = 0, fused = 0;
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", batch);
+    vd_profile prof;
+    analytic_profile(&net, batch, &slow_copies, &prof);
+    vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+    o.fuse_bn_add = true;
+    vd_plan ref;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &ref, &e) == 0, "%s", e.msg);
+    for (int u = 0; u < ref.n_units; u++) fused += ref.layers[u].bn_unit >= 0;
+    ck_assert_int_ge(fused, 2);
+    bool *rc_t = calloc((size_t)ref.n_tensors, sizeof *rc_t);
+    ck_assert_ptr_nonnull(rc_t);
+    for (int k = 1; k <= 6; k++) {
+        uint64_t budget = ref.budget - ref.budget / 10 * (uint64_t)k;
+        vd_plan_bound b;
+        ck_assert_msg(vdp_bound_recompute_set(&net, &prof, &ref, budget, rc_t, &b, &e) == 0, "%s", e.msg);
+        bool any = false;
+        for (int u = 0; u < ref.n_units; u++) {
+            if (!rc_t[ref.layers[u].y]) continue;
+            any = true;
+            ck_assert_msg(ref.layers[u].bn_unit < 0, "budget %llu: %s, written by an add that "
+                          "applies a batch norm, priced as recomputed", (unsigned long long)budget,
+                          ref.tensors[ref.layers[u].y].name);
+        }
+        named += any;
+        if (k != 4) continue;   /* auto's search at one of them (its time) */
+        vd_plan_opts a = o;
+        a.policy = VD_POLICY_AUTO;
+        a.budget = budget;
+        vd_plan p;
+        int rc = vd_plan_build(&net, &prof, &a, &p, &e);
+        ck_assert_msg(rc == 0 || rc == VD_EBUDGET, "%s", e.msg);
+        if (rc == 0 && p.feasible) {
+            vd_plan_bound bp = bound_of(&net, &prof, &p, budget);
+            ck_assert_msg(bp.bound_s <= p.sim.iter_s, "budget %llu: bound %.17g above auto's %.17g",
+                          (unsigned long long)budget, bp.bound_s, p.sim.iter_s);
+        }
+        if (rc == 0 || rc == VD_EBUDGET) vd_plan_free(&p);
+    }
+    ck_assert_int_ge(named, 1);
+    free(rc_t);
+    vd_plan_free(&ref);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* ---- the window search --------------------------------------------------------- */
+
+enum { WINDOW_KEYS = 5 };
+
+/* vdp_window_search over the small net's WINDOW_KEYS highest keys with a
+ * choice, at a budget half way from the least any plan needs to the
+ * keep-all need, from auto's plan there: auto's configuration rebuilt
+ * predicts auto's iteration; against every keep / offload / recompute
+ * request of the window's keys (the rest of the configuration auto's),
+ * built through vd_plan_build (policy none, auto's options), the window
+ * builds each configuration the planner honours (read back from those
+ * plans' tensors: the requests it cannot honour fall back) exactly once,
+ * and its best is the fastest of those plans that fit, to the bit. Returns
+ * the window's builds. */
+static long window_exhaustive(uint64_t seed) {
+    int batch = 32;
+    vd_net net;
+    small_net(&net, seed, batch);
+    vd_profile prof;
+    analytic_profile(&net, batch, &slow_copies, &prof);
+    vd_plan ref;
+    keep_all(&net, &prof, batch, &ref);
+    int L = net.n_layers;
+    vd_plan_opts o = plan_opts(batch, VD_POLICY_ALL);
+    vd_err e = {0};
+    vd_plan lo;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
+    o = plan_opts(batch, VD_POLICY_AUTO);
+    o.budget = lo.budget + (ref.budget - lo.budget) / 2;
+    vd_plan A;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &A, &e) == 0, "%s", e.msg);
+    ck_assert(A.feasible && A.n_units == L);
+    vdp_window w;
+    vd_plan W;
+    ck_assert_msg(vdp_window_search(&net, &prof, &o, &A, L, WINDOW_KEYS, &w, &W, &e) == 0, "%s", e.msg);
+    ck_assert(W.feasible && W.sim.iter_s == w.best_s);   /* the best plan comes back */
+    vd_plan_free(&W);
+    ck_assert_msg(w.base_s == A.sim.iter_s, "%s: auto's configuration rebuilt %.17g, auto %.17g",
+                  net.name, w.base_s, A.sim.iter_s);
+    ck_assert_int_ge(w.n_keys, 2);
+    /* the requests: auto's dispositions, the window's keys each K, O or R */
+    bool *ip = calloc((size_t)L, sizeof *ip);
+    vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    ck_assert(ip && disp && algos);
+    vd_schedule_inplace_flags(&net, ip);
+    int key_t[VDP_WINDOW_MAX];
+    for (int k = 0; k < L; k++) {
+        int t = k ? A.layers[A.first_unit[k - 1]].y : A.t_x;
+        if (k && (ip[k - 1] || A.tensors[t].layer != k - 1)) continue;   /* AUTO */
+        disp[k] = A.tensors[t].offload ? VD_DISP_OFFLOAD
+                  : A.tensors[t].recompute ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
+        for (int j = 0; j < w.n_keys; j++)
+            if (w.keys[j] == k) key_t[j] = t;
+    }
+    for (int i = 0; i < L; i++) {
+        algos[i] = A.layers[i].algo_fwd;
+        algos[L + i] = A.layers[i].algo_bwd;
+    }
+    int n_assign = 1;
+    for (int j = 0; j < w.n_keys; j++) n_assign *= 3;
+    bool *seen = calloc((size_t)n_assign, sizeof *seen);
+    ck_assert_ptr_nonnull(seen);
+    long distinct = 0;
+    double best = INFINITY;
+    for (int a = 0; a < n_assign; a++) {
+        for (int j = 0, v = a; j < w.n_keys; j++, v /= 3) disp[w.keys[j]] = (vd_disp)(VD_DISP_KEEP + v % 3);
+        vd_plan_opts q = plan_opts(batch, VD_POLICY_NONE);
+        q.budget = o.budget;
+        q.disp = disp;
+        q.algos = algos;
+        q.algos_bwd = algos + L;
+        vd_plan p;
+        int rc = vd_plan_build(&net, &prof, &q, &p, &e);
+        ck_assert_msg(rc == 0 || rc == VD_EBUDGET, "%s", e.msg);
+        /* the request as honoured, base 3: a recompute as the plan has it,
+         * else an offload asked (or a recompute's fallback) where the map
+         * has two absent steps (a build may still keep such a map where
+         * the budget has room: the same request), else keep */
+        int code = 0;
+        for (int j = w.n_keys - 1; j >= 0; j--) {
+            const vd_tensor *T = &p.tensors[key_t[j]];
+            ck_assert_str_eq(T->name, A.tensors[key_t[j]].name);
+            bool off = disp[w.keys[j]] != VD_DISP_KEEP && T->bwd_first - T->fwd_last - 1 >= 2;
+            code = 3 * code + (T->recompute ? 2 : off ? 1 : 0);
+        }
+        distinct += !seen[code];
+        seen[code] = true;
+        if (rc == 0 && p.feasible && p.sim.iter_s < best) best = p.sim.iter_s;
+        vd_plan_free(&p);
+    }
+    ck_assert_msg(w.builds == distinct, "%s: the window built %ld configurations, the planner "
+                  "tells %ld requests apart", net.name, w.builds, distinct);
+    ck_assert_msg(w.best_s == best, "%s: the window's best %.17g, the fastest request %.17g",
+                  net.name, w.best_s, best);
+    free(seen);
+    free(algos);
+    free(disp);
+    free(ip);
+    vd_plan_free(&A);
+    vd_plan_free(&lo);
+    vd_plan_free(&ref);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+    return w.builds;
+}
+
+START_TEST(test_window_exhaustive) {
+    long builds = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++) builds += window_exhaustive(seed);
+    /* 594 today: the checks above ran over many requests */
+    ck_assert_int_ge(builds, 300);
+}
+END_TEST
+
 VDT_MAIN("bound", 600, test_sound_shipped_small,
          test_sound_shipped_googlenet, test_sound_measured_profiles, test_sound_exhaustive,
-         test_above_compute_where_copies_dominate, test_recompute_set)
+         test_above_compute_where_copies_dominate, test_recompute_set, test_bound_fused_adds, test_window_exhaustive)
