@@ -203,6 +203,22 @@ static void scale_add_steps(bld *B) {
     }
 }
 
+/* The backward of a unit that the profile timed in a fusion pair
+ * (vd_profile_algo.bwd_alone_s) but the build did not pair (a split layer,
+ * or the pair's other conditions unmet: vdp_unit_paired) runs alone: its
+ * step takes that time (init_steps gave it the pair's). */
+static void unpaired_steps(bld *B, const vd_profile *prof, const int *algos) {
+    vd_plan *p = B->p;
+    for (int u = 0; u < B->L && !p->forward_only; u++) {
+        const vd_plan_layer *pl = &p->layers[u];
+        const vd_profile_algo *a = &prof->layers[pl->layer].algos[algos[pl->layer + p->n_layers]];
+        if (a->bwd_alone_s <= 0 || B->net->layers[pl->layer].no_grad || vdp_unit_paired(p, u))
+            continue;
+        p->steps[vdp_bwd_step(B->L, u)].compute_s =
+            vd_profile_chunk_time(prof, pl->layer, true, a->bwd_alone_s, pl->n, p->batch);
+    }
+}
+
 /* Pin persistent regions to the reference plan's offsets (eval). */
 static void pin_persistent(bld *B, const vd_plan *pin) {
     vd_plan *p = B->p;
@@ -546,6 +562,7 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
     init_steps(p, B->net, prof, algos);
     rc = build_tensors(B, algos, tc, e);
     if (rc) return rc;
+    unpaired_steps(B, prof, algos);
     scale_add_steps(B);
     update_steps(B, prof);
     vdp_decide_recompute(B);

@@ -131,6 +131,11 @@ static inline int vdp_add_interval(bld *b, int t, int first, int last, vd_fill f
 }
 /* Create tensors and liveness (no decisions yet) with options algos[2L]. */
 int vdp_build_tensors(bld *b, const int *algos, vd_err *e);
+/* Whether unit u's backward runs in a fusion pair its build formed
+ * (vdp_build_tensors): a max pool that takes its ReLU's backward
+ * (takes_relu), that ReLU, a batch norm that takes the backward of the ReLU
+ * after its add (takes_add_relu), that ReLU. */
+bool vdp_unit_paired(const vd_plan *p, int u);
 
 /* ---- disp.c ------------------------------------------------------------- */
 

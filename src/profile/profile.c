@@ -303,7 +303,8 @@ double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double
         if (!best || d < dist) { best = c; dist = d; }
     }
     if (!best || pl->n_algos < 1) return s;
-    double whole = bwd ? pl->algos[0].bwd_s : pl->algos[0].fwd_s;
+    /* (a split layer is never paired: its chunks are timed alone) */
+    double whole = bwd ? vd_profile_bwd_s(&pl->algos[0], false) : pl->algos[0].fwd_s;
     double want = scaled_time(prof, whole, batch / best->k, batch);
     double got = bwd ? best->bwd_s : best->fwd_s;
     return want > 0 && got > want ? s * (got / want) : s;
@@ -387,6 +388,10 @@ static json_t *profile_json(const vd_profile *p) {
                                            vd_json_real(l->chunks[q].bwd_s)), &ok);
             vd_json_set(lj, "chunks", cs, &ok);
         }
+        for (int k = 0; ok && k < l->n_algos; k++)
+            if (l->algos[k].bwd_alone_s > 0)
+                vd_json_set(json_array_get(algos, (size_t)k), "bwd_alone_s",
+                            vd_json_real(l->algos[k].bwd_alone_s), &ok);
         if (l->rc_s > 0) vd_json_set(lj, "rc_s", vd_json_real(l->rc_s), &ok);
         vd_json_push(layers, lj, &ok);
     }
@@ -672,6 +677,7 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
             snprintf(c2, sizeof c2, "%s.algos[%d]", ctx, k);
             if (!json_is_object(av)) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
             a->workspace = 0;
+            a->bwd_alone_s = 0;
             if ((rc = str(av, "label", a->label, sizeof a->label, path, c2, e)) ||
                 (rc = num_max(av, "fwd_s", true, VDP_MAX_S, &a->fwd_s, path, c2, e)) ||
                 (rc = num_max(av, "bwd_s", true, VDP_MAX_S, &a->bwd_s, path, c2, e)) ||
@@ -679,6 +685,8 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
                 (rc = ival(av, "fwd_algo", &a->fwd_algo, path, c2, e)) ||
                 (rc = ival(av, "bwd_data_algo", &a->bwd_data_algo, path, c2, e)) ||
                 (rc = ival(av, "bwd_filter_algo", &a->bwd_filter_algo, path, c2, e)))
+                goto fail;
+            if ((rc = num_max(av, "bwd_alone_s", false, VDP_MAX_S, &a->bwd_alone_s, path, c2, e)))
                 goto fail;
             /* per-pass workspaces: optional (older files: `workspace` for both) */
             a->fwd_workspace = a->bwd_workspace = a->workspace;

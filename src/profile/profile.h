@@ -18,6 +18,13 @@
 typedef struct vd_profile_algo {
     char label[32];
     double fwd_s, bwd_s;        /* seconds at the profile's batch */
+    /* A layer whose backward is timed in a fusion pair (a max pool and the
+     * ReLU whose backward it takes, a batch norm and the ReLU after its add
+     * whose backward it takes: bwd_s as the pair runs, the ReLU's a no-op):
+     * its backward alone, where a plan does not pair it (a split layer; the
+     * pair's other conditions unmet). 0: in no pair (bwd_s). JSON
+     * "bwd_alone_s", optional. */
+    double bwd_alone_s;
     uint64_t workspace;         /* bytes */
     int fwd_algo, bwd_data_algo, bwd_filter_algo; /* backend ids (-1 analytic) */
     /* Bytes of workspace the forward / the backward pass of this option
@@ -180,6 +187,11 @@ double vd_profile_rc_s(const vd_profile *prof, int layer, int algo);
  * batch: a runtime plan for its batch, less of the device filled). */
 double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
                              int batch);
+/* Option a's backward time: as its fusion pair runs (paired), else alone
+ * (vd_profile_algo.bwd_alone_s where timed). */
+static inline double vd_profile_bwd_s(const vd_profile_algo *a, bool paired) {
+    return !paired && a->bwd_alone_s > 0 ? a->bwd_alone_s : a->bwd_s;
+}
 
 /* Bytes of device memory the optimizer's update moves per trainable
  * parameter (fp32): SGD reads p, g and the momentum and writes p and the

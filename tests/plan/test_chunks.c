@@ -684,8 +684,68 @@ START_TEST(test_profile_chunk_times) {
 }
 END_TEST
 
+/* A split layer is in no fusion pair: LeNet's relu1 and pool1 (the pool
+ * takes the ReLU's backward when both run whole) take their backward time
+ * alone (vd_profile_algo.bwd_alone_s, set here apart from the paired
+ * bwd_s) once split, the pair's otherwise; the time alone survives the
+ * profile's round trip. */
+START_TEST(test_split_pair_times_alone) {
+    const int B = 8;
+    vd_net net;
+    load_shipped_net(&net, "lenet.yaml", B);
+    vd_schedule_inplace(&net);   /* the ReLUs in place, as a run sets them */
+    int relu = layer_index(&net, "relu1"), pool = layer_index(&net, "pool1");
+    ck_assert_int_eq(vd_op_pool_relu(&net, pool), relu);
+    vd_profile prof;
+    analytic_profile(&net, B, &vd_device_cpu, &prof);
+    prof.layers[relu].algos[0].bwd_s = 1e-9;   /* a no-op in the pair */
+    prof.layers[relu].algos[0].bwd_alone_s = 3e-5;
+    prof.layers[pool].algos[0].bwd_alone_s = 0.5 * prof.layers[pool].algos[0].bwd_s;
+    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
+    ck_assert_ptr_nonnull(ch);
+    for (int split = 0; split < 2; split++) {
+        ch[relu - 1] = ch[relu] = ch[pool] = split ? 2 : 0;   /* conv1 .. pool1: one run */
+        vd_plan_opts o = plan_opts(B, VD_POLICY_NONE);
+        o.chunks = ch;
+        vd_plan p;
+        vd_err e = {0};
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        int U = p.n_units, seen = 0;
+        for (int u = 0; u < U; u++) {
+            const vd_plan_layer *pl = &p.layers[u];
+            if (pl->layer != relu && pl->layer != pool) continue;
+            seen++;
+            const vd_profile_algo *a = &prof.layers[pl->layer].algos[0];
+            double want = split ? vd_profile_chunk_time(&prof, pl->layer, true, a->bwd_alone_s,
+                                                        pl->n, B)
+                                : a->bwd_s;
+            ck_assert_int_eq(pl->takes_relu || (u + 1 < U && p.layers[u + 1].takes_relu), !split);
+            ck_assert_msg(p.steps[2 * U - 1 - u].compute_s == want, "%s split %d: %g, want %g",
+                          net.layers[pl->layer].name, split, p.steps[2 * U - 1 - u].compute_s, want);
+        }
+        ck_assert_int_eq(seen, split ? 4 : 2);
+        vd_plan_free(&p);
+    }
+    char path[] = "/tmp/vd_alone_prof_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    vd_err e = {0};
+    ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
+    vd_profile back;
+    ck_assert_msg(vd_profile_load(path, &net, B, &back, &e) == 0, "%s", e.msg);
+    ck_assert(back.layers[relu].algos[0].bwd_alone_s == 3e-5);   /* 17 digits */
+    ck_assert(back.layers[0].algos[0].bwd_alone_s == 0);           /* absent: none */
+    vd_profile_free(&back);
+    unlink(path);
+    free(ch);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("chunks", 60, test_chunked_matches_unsplit_lenet, test_chunked_matches_unsplit_tiny_resnet,
          test_chunked_matches_unsplit_tiny_inception, test_chunked_matches_unsplit_tn_resnet,
-         test_chunked_deterministic, test_chunked_plan_shape,
+         test_chunked_deterministic, test_chunked_plan_shape, test_split_pair_times_alone,
          test_chunks_check_rejects, test_chunks_cli, test_chunks_lower_memory,
          test_profile_chunk_times)

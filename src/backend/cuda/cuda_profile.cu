@@ -199,7 +199,22 @@ static int add_relu_of(const vd_net *net, int li) {
     return r;
 }
 
-static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_io *io) {
+/* Whether layer li's backward runs in a fusion pair where a plan pairs it
+ * whole (vd_plan_layer.takes_relu, takes_add_relu): a max pool that takes
+ * its ReLU's backward, that ReLU, a batch norm that takes the backward of
+ * the ReLU after its add, that ReLU. A split member runs alone: it is timed
+ * alone too (make_io's paired false: vd_profile_algo.bwd_alone_s, the
+ * chunks). */
+static bool in_pair(const vd_net *net, int li) {
+    return vd_op_pool_relu(net, li) >= 0 ||
+           (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) ||
+           add_relu_of(net, li) >= 0 || (li >= 2 && add_relu_of(net, li - 2) == li);
+}
+
+/* Layer li's operands in b with option algo; paired: its fusion pair's
+ * (in_pair) as the plan runs it whole, else the layer alone. */
+static void make_io(const prof *p, int li, const layer_buf *b, int algo, bool paired,
+                    vd_op_io *io) {
     const vd_net *net = p->net;
     const vd_layer *l = &net->layers[li];
     const cu_layer *L = &p->c->layers[li];
@@ -246,12 +261,12 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
      * (vd_plan_layer.takes_relu: whole, the ReLU's dx its dy tensor): the
      * pool runs both (with the ReLU's bias gradient), the ReLU nothing
      * (each as it would alone with no_fuse) */
-    int r = vd_op_pool_relu(net, li);
+    int r = paired ? vd_op_pool_relu(net, li) : -1;
     if (r >= 0) {
         io->relu_dx = true;
         if (takes_bias(net, r)) io->bias_db = (float *)(s + b->bias);
     }
-    if (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) {
+    if (paired && li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) {
         io->dx[0] = (float *)(s + b->dy);
         io->bwd_done = true;
     }
@@ -259,8 +274,8 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, vd_op_i
      * norm runs both, on a y of the add's size (its own y's buffer, not x
      * even where it runs in place), the
      * ReLU nothing, in place (each as it would alone with no_fuse) */
-    if (add_relu_of(net, li) >= 0) io->relu_y = (const float *)(s + b->y);
-    if (li >= 2 && add_relu_of(net, li - 2) == li) {
+    if (paired && add_relu_of(net, li) >= 0) io->relu_y = (const float *)(s + b->y);
+    if (paired && li >= 2 && add_relu_of(net, li - 2) == li) {
         io->dx[0] = (float *)(s + b->dy);
         io->bwd_done = true;
     }
@@ -440,7 +455,7 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
         layer_buf b;
         plan_layer(p, i, &b);
         vd_op_io io;
-        make_io(p, i, &b, 0, &io);
+        make_io(p, i, &b, 0, true, &io);
         int rc = bwd ? p->be->backward(p->be, net, i, &io, e) : p->be->forward(p->be, net, i, &io, e);
         if (rc) return rc;
     }
@@ -620,7 +635,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             pl->n_algos = nopt;
             for (int k = 0; k < nopt; k++) {
                 vd_op_io io;
-                make_io(&p, i, &b, k, &io);
+                make_io(&p, i, &b, k, true, &io);
                 if (io.rv)   /* a running variance is positive (its inverse square root scales) */
                     TRYRC(cuk_fill_uniform(s, c->sm_count, io.rv,
                                            role_numel(net, i, VD_ROLE_RUNNING_VAR), 7, 0.5f, 1.5f,
@@ -635,18 +650,24 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 pa->bwd_filter_algo = L->opts[k].bwd_filter_algo;
                 TRYRC(time_op(&p, i, &io, false, &pa->fwd_s, e));
                 TRYRC(time_op(&p, i, &io, true, &pa->bwd_s, e));
+                pa->bwd_alone_s = 0;
+                if (in_pair(net, i)) {
+                    make_io(&p, i, &b, k, false, &io);
+                    TRYRC(time_op(&p, i, &io, true, &pa->bwd_alone_s, e));
+                }
             }
             /* a recompute that re-runs with the state its forward saved
              * (batch norm: normalising with the saved statistics, which the
              * forward timing above left in aux) costs its own time */
             if (nopt > 0 && vd_op_table[l->op].recomputable && pl->aux_bytes > 0) {
                 vd_op_io io;
-                make_io(&p, i, &b, 0, &io);
+                make_io(&p, i, &b, 0, true, &io);
                 io.recompute = true;
                 TRYRC(time_op(&p, i, &io, false, &pl->rc_s, e));
             }
             /* option 0 on the chunks auto splits into (vd_profile_chunk_time):
-             * the first batch / k samples of the same buffers. A refinement:
+             * the first batch / k samples of the same buffers, alone (a split
+             * layer is in no fusion pair: in_pair). A refinement:
              * where a chunk cannot be timed the layer keeps the scaled time
              * (the error is dropped; a CUDA error is still caught by the
              * next checked call) */
@@ -655,7 +676,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                                vd_op_table[l->op].chunkable && l->op != VD_OP_SOFTMAX_XENT &&
                                chunk_ks[q] <= batch && pl->n_chunks < VD_PROFILE_MAX_CHUNKS; q++) {
                 vd_op_io io;
-                make_io(&p, i, &b, 0, &io);
+                make_io(&p, i, &b, 0, false, &io);
                 io.n = batch / chunk_ks[q];
                 io.n_batch = batch;
                 vd_profile_chunk *pc = &pl->chunks[pl->n_chunks];
