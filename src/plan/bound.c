@@ -35,8 +35,8 @@
  *   this one only) that starts after step s's compute (its region is
  *   recorded free at its own, later, step) and ends before the compute
  *   stream reaches its first backward reader;
- * - a recompute (stateless writers, not an add that applies its batch norm:
- *   the build never recomputes those): its writers' least forward time,
+ * - a recompute (stateless writers; an add that applies its batch norm
+ *   re-runs with its saved statistics): its writers' least forward time,
  *   after step s's compute;
  *   and when its producer reads a map with no use at or after s (a source
  *   dead at s: ResNet's batch-norm output before an add), that source kept
@@ -296,16 +296,14 @@ static void map_touches(const vd_net *net, const vd_plan *p, int *first, int *fl
 }
 
 /* The least time to recompute map t: its writers' (producer and in-place
- * layers) least recompute times; INFINITY when a writer is not recomputable,
- * or is an add that applies a batch norm itself (bn_unit: the build never
- * recomputes its output, disp.c's recompute_ok). */
+ * layers) least recompute times; INFINITY when a writer is not recomputable. */
 static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_plan *p, int t) {
     if (p->tensors[t].kind != VD_T_ACT) return INFINITY;
     double s = 0;
     for (int j = 0; j < p->n_units; j++) {
         const vd_plan_layer *pl = &p->layers[j];
         if (pl->y != t) continue;
-        if (!vd_op_table[net->layers[pl->layer].op].recomputable || pl->bn_unit >= 0) return INFINITY;
+        if (!vd_op_table[net->layers[pl->layer].op].recomputable) return INFINITY;
         s += vd_profile_chunk_time(prof, pl->layer, false, least_rc(prof, pl->layer),
                                    pl->n, p->batch);
     }

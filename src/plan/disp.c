@@ -63,9 +63,6 @@ static bool recompute_ok(const bld *b, int t, const int *wnext) {
         vd_op op = vdp_ul(b, j)->op;
         if (!vd_op_table[op].recomputable) return false;
         if (j != T->unit && !p->layers[j].inplace) return false;
-        /* an add that applies a batch norm (bn_unit): its re-run would need
-         * the statistics, which are read at its forward step only */
-        if (p->layers[j].bn_unit >= 0) return false;
     }
     return true;
 }
@@ -113,6 +110,8 @@ void vdp_decide_recompute(bld *b) {
                 p->tensors[wl->ws_rc].prod_step = r;
             }
             vdp_rd(b, wl->aux, r);
+            /* an add that applies a batch norm re-runs with its statistics */
+            if (wl->bn_unit >= 0) vdp_rd(b, p->layers[wl->bn_unit].aux, r);
             if (j == i)
                 for (int k = 0; k < vdp_ul(b, i)->n_in; k++) vdp_rd(b, wl->in_t[k], r);
         }

@@ -415,11 +415,12 @@ END_TEST
 
 /* nets/tiny-resnet at batch 64 (slow copies) with the batch norm + add
  * fusion (vd_plan_opts.fuse_bn_add): an add that applies its batch norm is
- * never recomputed by a build (disp.c), so the bound prices its output as
- * not recomputable: vdp_bound_recompute_set names no map such an add
- * writes (an add's re-run is the cheapest per byte there is: the cover
- * took them first when it could), at budgets from the keep-all need down;
- * and auto's plan at one of them is no faster than the bound. */
+ * recomputed as any add (its re-run reads the batch norm's statistics,
+ * disp.c), so the bound prices its output as recomputable:
+ * vdp_bound_recompute_set names maps such adds write (an add's re-run is
+ * the cheapest per byte there is) at budgets from the keep-all need down;
+ * and auto's plan at one of them, which may recompute them, is no faster
+ * than the bound. */
 START_TEST(test_bound_fused_adds) {
     int batch = 64, named = 0, fused = 0;
     vd_net net;
@@ -440,13 +441,7 @@ START_TEST(test_bound_fused_adds) {
         vd_plan_bound b;
         ck_assert_msg(vdp_bound_recompute_set(&net, &prof, &ref, budget, rc_t, &b, &e) == 0, "%s", e.msg);
         bool any = false;
-        for (int u = 0; u < ref.n_units; u++) {
-            if (!rc_t[ref.layers[u].y]) continue;
-            any = true;
-            ck_assert_msg(ref.layers[u].bn_unit < 0, "budget %llu: %s, written by an add that "
-                          "applies a batch norm, priced as recomputed", (unsigned long long)budget,
-                          ref.tensors[ref.layers[u].y].name);
-        }
+        for (int u = 0; u < ref.n_units; u++) any |= rc_t[ref.layers[u].y] && ref.layers[u].bn_unit >= 0;
         named += any;
         if (k != 4) continue;   /* auto's search at one of them (its time) */
         vd_plan_opts a = o;

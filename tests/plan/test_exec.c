@@ -1096,6 +1096,17 @@ START_TEST(test_bn_add_fused) {
             ck_assert_msg(!memcmp(o3.params, f.params, pb) && !memcmp(o3.loss, f.loss, sizeof f.loss),
                           "%s folded, inputs recomputed: not policy none's bytes", m);
             run_free(&o3);
+            /* the adds' outputs recomputed: each add re-runs with its batch
+             * norm's statistics (poisoned otherwise: the bytes would differ) */
+            memset(disp, 0, sizeof disp);
+            disp[vd_net_find(&net, "b1_add") + 1] = VD_DISP_RECOMPUTE;
+            disp[vd_net_find(&net, "b2_add") + 1] = VD_DISP_RECOMPUTE;
+            run_training(&net, 3, &cr, &o3);
+            ck_assert_msg(o3.rc == 0, "%s adds recomputed: %s", m, o3.msg);
+            ck_assert_int_eq(o3.n_recomputed, 2);
+            ck_assert_msg(!memcmp(o3.params, f.params, pb) && !memcmp(o3.loss, f.loss, sizeof f.loss),
+                          "%s folded, adds recomputed: not policy none's bytes", m);
+            run_free(&o3);
         }
         run_free(&f);
         run_free(&u);
