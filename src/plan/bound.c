@@ -225,8 +225,8 @@ static void keyed_down(struct keyed *h, int n, int i) {
 
 /* The maps cand[0..n-1] at costs c->cost[] as a heap in c->order, cheapest
  * per byte first: a cover takes them from it (cover_next) and stops once
- * the bytes are covered, mostly long before the last (a sort of them all
- * was a twentieth of a ResNet-152 search). */
+ * the bytes are covered, mostly long before the last (instead of a sort of
+ * them all). */
 static void cover_heap(const bctx *c, const int *cand, int n) {
     for (int k = 0; k < n; k++) {
         c->order[k].key = c->cost[k] / (double)c->fm[cand[k]].bytes;

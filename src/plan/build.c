@@ -522,8 +522,7 @@ static void tc_store(tc_ent *c, const bld *B, const int *algos) {
 /* vdp_build_tensors, or its result for the same key from tc (NULL: none),
  * which keeps the result for the next build. A search's builds change
  * mostly the dispositions (read after: vdp_decide_recompute,
- * vdp_decide_offload), and the tensors were a sixth of a ResNet-152
- * search's time. */
+ * vdp_decide_offload). */
 static int build_tensors(bld *B, const int *algos, vdp_tcache *tc, vd_err *e) {
     tc_ent *c = tc ? &tc->ent[B->alias] : NULL;
     if (!c || !tc_match(c, B, algos)) {

@@ -125,9 +125,9 @@ static inline bool el_before(const int *bf, int k, int j) {
     return bf[k] > bf[j] || (bf[k] == bf[j] && k < j);
 }
 
-/* Sift el[i] down the heap el[0..n-1] (el_before first): the moves took
- * the first of the candidates left by a scan of them all, quadratic in the
- * candidates at a step (a twelfth of a ResNet-50 search's time). */
+/* Sift el[i] down the heap el[0..n-1] (el_before first): the moves take
+ * the first of the candidates left from it, not from a scan of them all
+ * (quadratic in the candidates at a step). */
 static void el_down(int *el, int n, const int *bf, int i) {
     int v = el[i];
     for (;;) {
@@ -191,8 +191,8 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
          * above would find none again), and a moved prefetch no longer
          * covers `over`: the candidates are collected once (el: indices
          * into them, a heap in el_before's order), each move takes the best
-         * left. Most moves are further ones at the same step (four in five
-         * on ResNet-50 at 4 GiB), which rescanned every offloaded tensor. */
+         * left. Most moves are further ones at the same step, which would
+         * otherwise rescan every offloaded tensor. */
         int n_el = 0;
         looked += 2.0 * (double)((n_off + 63) / 64);
         for (int base = 0; base < n_off; base += 64) {   /* ps[k] <= over: ps[k] < over + 1 */

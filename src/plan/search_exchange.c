@@ -8,9 +8,9 @@
  * time and cannot get there (offloading the first alone only adds copies,
  * recomputing the second alone only a recompute); the shifts exchange
  * offloads with keeps, the swaps recomputes with keeps. "About its size":
- * 0.75 to 1.5 times its bytes, as the shifts (VGG-16 bf16 b256: two
- * neighbouring convolutions' outputs, docs/results/2026-12-06-s21/
- * bound-gap.md). The first exchange of each recomputed map that fits and
+ * 0.75 to 1.5 times its bytes, as the shifts (two neighbouring
+ * convolutions' outputs, say: docs/results/2026-12-06-s21/bound-gap.md).
+ * The first exchange of each recomputed map that fits and
  * predicts a faster iteration is kept; one pass. */
 enum { AUTO_EXCHANGE_REACH = 4 };
 

@@ -185,11 +185,11 @@ static int tree_root(const int *par, int v) {
  * rules without it? oth[x]: x's highest consumer other than its first writer
  * (-1 none); lo: the tree's lowest member but s; in, kid, sub: scratch [L].
  * The members are found in one pass down from r to lo (par[v] > v: they are
- * at or below r, and v is one iff its parent is, at most r): a walk to the
- * root from every layer was half of a build's tensors on ResNet-50, and a
- * pass down to layer 0 from the root of a whole stage (the ReLUs after
- * ResNet's adds join the trees: a stage is one chain) a quarter of
- * ResNet-152's. in[v]: 2 for s and its ancestors, 1 for the other members;
+ * at or below r, and v is one iff its parent is, at most r), not by a walk
+ * to the root from every layer or a pass down to layer 0 (the ReLUs after
+ * ResNet's adds join the trees: a stage is one chain; plantime.md of
+ * docs/results/2026-12-06-s21 has the profiles). in[v]: 2 for s and its
+ * ancestors, 1 for the other members;
  * kid[v]: v has a child in the tree; sub[v] (where s's parent q rewrites,
  * for v <= q): v is in q's subtree, found the same way. */
 static bool alias_leaf_ok(const vd_net *net, const int *par, const int *oth, int r, int s,
