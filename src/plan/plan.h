@@ -334,7 +334,8 @@ typedef struct vd_plan_layer {
                                    unit's backward step (two before the conv's) */
     bool takes_add_relu;        /* a batch norm whose backward may take that of the ReLU
                                    after the add right after it (vd_op_add_relu,
-                                   vd_op_io.relu_y): the three unchunked and adjacent, the
+                                   vd_op_io.relu_y), in a plan with vd_plan_opts.fuse_bn_add:
+                                   the three unchunked and adjacent, the
                                    add's backward writing nothing (every input's gradient
                                    its dy tensor, alias_grads), the ReLU's dx its dy
                                    tensor, which is this unit's dy; this unit's backward

@@ -693,7 +693,11 @@ static int unit_flags(bld *b, vd_err *e) {
     } else {
         for (int l = 0; l < NL; l++) b->bn_fold[l] = -1;
     }
-    for (int l = 0; l < NL; l++) b->add_relu[l] = p->forward_only ? -1 : vd_op_add_relu(net, l);
+    /* (the backward pair only where the forward's fusion is on: channels-last
+     * maps, where the batch norm masks dy in its own pass; elsewhere the
+     * pair would keep the ReLU's y to the batch norm's step for nothing) */
+    for (int l = 0; l < NL; l++)
+        b->add_relu[l] = p->forward_only || !b->opts->fuse_bn_add ? -1 : vd_op_add_relu(net, l);
     bool *ipf = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *ipf, NULL);
     if (!ipf) return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     vd_schedule_inplace_flags(net, ipf);

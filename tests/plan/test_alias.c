@@ -671,10 +671,16 @@ START_TEST(test_alias_resnet50) {
     /* with the in-place flags a run sets (vd_schedule_inplace): the 16
      * ReLUs after the adds share too, and the layer right before each add,
      * a batch norm (12 bn3, 4 downsample.1), takes that ReLU's backward
-     * (vd_plan_layer.takes_add_relu) */
+     * (vd_plan_layer.takes_add_relu) where the batch norm + add fusion is
+     * on (fuse_bn_add, as the CLI sets it in bf16, fp16 and tf32) */
     vd_schedule_inplace(&net);
     o.policy = VD_POLICY_NONE;
     o.budget = 0;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(count_relu_shares(&p, &net), 33);   /* without it: no pairs */
+    for (int u = 0; u < p.n_units; u++) ck_assert(!p.layers[u].takes_add_relu);
+    vd_plan_free(&p);
+    o.fuse_bn_add = true;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
     ck_assert_int_eq(check_grad_flow(&p, &net), 2 * n_add);
     ck_assert_int_eq(count_relu_shares(&p, &net), 33 + n_add);

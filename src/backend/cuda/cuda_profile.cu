@@ -187,10 +187,12 @@ static bool add_shares_dy(const vd_net *net, int li, int k) {
 
 /* The batch norm + add + ReLU backward pair as the plan pairs it
  * (vd_plan_layer.takes_add_relu: the three whole, as timed here, the add
- * writing no input's gradient, add_shares_dy): the ReLU whose backward batch
- * norm li runs (vd_op_io.relu_y), or -1. */
-static int add_relu_of(const vd_net *net, int li) {
-    int r = vd_op_add_relu(net, li);
+ * writing no input's gradient, add_shares_dy; with the batch norm + add
+ * fusion on, bn_fold_on, as the plan's vd_plan_opts.fuse_bn_add): the ReLU
+ * whose backward batch norm li runs (vd_op_io.relu_y), or -1. */
+static int add_relu_of(const prof *p, int li) {
+    const vd_net *net = p->net;
+    int r = bn_fold_on(p) ? vd_op_add_relu(net, li) : -1;
     if (r < 0) return -1;
     const vd_layer *la = &net->layers[li + 1];
     for (int k = 0; k < la->n_in; k++)
@@ -205,10 +207,11 @@ static int add_relu_of(const vd_net *net, int li) {
  * the ReLU after its add, that ReLU. A split member runs alone: it is timed
  * alone too (make_io's paired false: vd_profile_algo.bwd_alone_s, the
  * chunks). */
-static bool in_pair(const vd_net *net, int li) {
+static bool in_pair(const prof *p, int li) {
+    const vd_net *net = p->net;
     return vd_op_pool_relu(net, li) >= 0 ||
            (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) ||
-           add_relu_of(net, li) >= 0 || (li >= 2 && add_relu_of(net, li - 2) == li);
+           add_relu_of(p, li) >= 0 || (li >= 2 && add_relu_of(p, li - 2) == li);
 }
 
 /* Layer li's operands in b with option algo; paired: its fusion pair's
@@ -274,8 +277,8 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, bool pa
      * norm runs both, on a y of the add's size (its own y's buffer, not x
      * even where it runs in place), the
      * ReLU nothing, in place (each as it would alone with no_fuse) */
-    if (paired && add_relu_of(net, li) >= 0) io->relu_y = (const float *)(s + b->y);
-    if (paired && li >= 2 && add_relu_of(net, li - 2) == li) {
+    if (paired && add_relu_of(p, li) >= 0) io->relu_y = (const float *)(s + b->y);
+    if (paired && li >= 2 && add_relu_of(p, li - 2) == li) {
         io->dx[0] = (float *)(s + b->dy);
         io->bwd_done = true;
     }
@@ -651,7 +654,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 TRYRC(time_op(&p, i, &io, false, &pa->fwd_s, e));
                 TRYRC(time_op(&p, i, &io, true, &pa->bwd_s, e));
                 pa->bwd_alone_s = 0;
-                if (in_pair(net, i)) {
+                if (in_pair(&p, i)) {
                     make_io(&p, i, &b, k, false, &io);
                     TRYRC(time_op(&p, i, &io, true, &pa->bwd_alone_s, e));
                 }
