@@ -240,8 +240,7 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
      * the batch norm takes the ReLU's backward, reading its y; the ReLU is
      * told */
     if (pl->takes_add_relu) io->relu_y = uaddr(m, p, u, p->layers[u + 2].y, s);
-    io->bwd_done = (u + 1 < p->n_units && p->layers[u + 1].takes_relu) ||
-                   (u >= 2 && p->layers[u - 2].takes_add_relu);
+    io->bwd_done = vd_plan_unit_taken(p, u);
     if (dbu >= 0) {
         const vd_plan_layer *cl = &p->layers[dbu];
         const vd_layer *lc = &net->layers[cl->layer];
@@ -439,6 +438,12 @@ static int create_events(vdx_member *m, vd_err *e) {
     }
     m->ev_drain = n_ev++;
     return m->be->events_create(m->be, n_ev, e);
+}
+
+/* opts.step_times: the timing event of copy c (tensor c's offload, or
+ * interval c - n_tensors' fill) as it starts (end false) or ends. */
+static int copy_ev(const vdx_member *m, const vd_plan *p, int c, bool end) {
+    return m->ev_copy + c + (end ? p->n_tensors + p->n_intervals : 0);
 }
 
 /* opts.step_times: records timing event ev on stream, a node of the graph
@@ -944,9 +949,9 @@ static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, b
     if (T->ev_d2h >= 0 && (rc = be->stream_wait(be, VD_STREAM_H2D, T->ev_d2h, e))) return rc;
     if (m->opts.poison && (rc = be->poison_async(be, VD_STREAM_H2D, dst, iv->bytes, e)))
         return rc;
-    int c = p->n_tensors + k, nc = p->n_tensors + p->n_intervals;
+    int c = p->n_tensors + k;
     if (timed) {
-        if ((rc = mark(m, m->ev_copy + c, VD_STREAM_H2D, e))) return rc;
+        if ((rc = mark(m, copy_ev(m, p, c, false), VD_STREAM_H2D, e))) return rc;
         m->copy_issued[c] = true;
     }
     if (iv->fill == VD_FILL_INPUT_X && m->in_synth)
@@ -956,7 +961,7 @@ static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, b
     else
         rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(m, p, iv), T->bytes, e);
     if (rc) return rc;
-    if (timed && (rc = mark(m, m->ev_copy + nc + c, VD_STREAM_H2D, e))) return rc;
+    if (timed && (rc = mark(m, copy_ev(m, p, c, true), VD_STREAM_H2D, e))) return rc;
     rc = be->event_record(be, iv->ev_h2d, VD_STREAM_H2D, e);
     if (T->offload && T->iv[1] == k) w->h2d += T->bytes;
     return rc;
@@ -973,15 +978,13 @@ static int offload(vdx_member *m, const vd_plan *p, int t, bool timed, walk_stat
     if ((rc = be->event_record(be, T->ev_compute, VD_STREAM_COMPUTE, e))) return rc;
     if ((rc = be->stream_wait(be, VD_STREAM_D2H, T->ev_compute, e))) return rc;
     if (timed) {
-        if ((rc = mark(m, m->ev_copy + t, VD_STREAM_D2H, e))) return rc;
+        if ((rc = mark(m, copy_ev(m, p, t, false), VD_STREAM_D2H, e))) return rc;
         m->copy_issued[t] = true;
     }
     if ((rc = be->copy_async(be, VD_STREAM_D2H, m->host_store + T->host_offset, iv_addr(m, iv),
                              T->bytes, e)))
         return rc;
-    if (timed &&
-        (rc = mark(m, m->ev_copy + p->n_tensors + p->n_intervals + t, VD_STREAM_D2H, e)))
-        return rc;
+    if (timed && (rc = mark(m, copy_ev(m, p, t, true), VD_STREAM_D2H, e))) return rc;
     rc = be->event_record(be, T->ev_d2h, VD_STREAM_D2H, e);
     w->d2h += T->bytes;
     return rc;
@@ -1144,10 +1147,10 @@ static int copy_times(vdx_member *m, const vd_plan *p, int ev, vd_err *e) {
         bool h2d = c >= p->n_tensors;
         int k = h2d ? c - p->n_tensors : -1;
         int t = h2d ? p->intervals[k].tensor : c;
-        int end = m->ev_copy + nc + c;
+        int end = copy_ev(m, p, c, true);
         float a = 0.0f, b = 0.0f;
         if ((rc = be->event_sync(be, end, e)) ||
-            (rc = be->event_elapsed(be, ev, m->ev_copy + c, &a, e)) ||
+            (rc = be->event_elapsed(be, ev, copy_ev(m, p, c, false), &a, e)) ||
             (rc = be->event_elapsed(be, ev, end, &b, e)))
             return rc;
         m->copy_times[n++] = (vd_exec_copy_time){.tensor = t, .interval = k, .h2d = h2d,

@@ -620,6 +620,15 @@ int vd_plan_chunks_check(const vd_net *net, int batch, const int *chunks, vd_err
  * end; the others 1. VD_ENOMEM. */
 int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err *e);
 
+/* Whether unit u's backward is run by the other unit of its fusion pair:
+ * a ReLU whose max pool (the next unit's takes_relu) or whose batch norm
+ * before its add (takes_add_relu two units before) takes its backward (its
+ * own step then does nothing: vd_op_io.bwd_done). */
+static inline bool vd_plan_unit_taken(const vd_plan *p, int u) {
+    return (u + 1 < p->n_units && p->layers[u + 1].takes_relu) ||
+           (u >= 2 && p->layers[u - 2].takes_add_relu);
+}
+
 /* The byte offset of unit u's operand t inside t's region: its slice, when u
  * is a chunk and t holds the whole batch (a run's edge); else 0. */
 static inline uint64_t vd_plan_operand(const vd_plan *p, int u, int t) {

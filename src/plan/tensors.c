@@ -670,9 +670,7 @@ static void liveness(bld *b) {
 
 bool vdp_unit_paired(const vd_plan *p, int u) {
     const vd_plan_layer *pl = &p->layers[u];
-    return pl->takes_relu || pl->takes_add_relu ||
-           (u + 1 < p->n_units && p->layers[u + 1].takes_relu) ||
-           (u >= 2 && p->layers[u - 2].takes_add_relu);
+    return pl->takes_relu || pl->takes_add_relu || vd_plan_unit_taken(p, u);
 }
 
 /* What layer_tensors and grad_tensors read of the net: the in-place flags
