@@ -167,6 +167,11 @@ static inline int tensor_of(const actx *c, const vd_plan *p, int k) {
     return p->tensors[t].layer == i ? t : -1;
 }
 
+/* Whether a map of sb bytes is about the size of one of sa, for the moves
+ * that put one map's disposition on another (shifts, exchanges): 0.75 to
+ * 1.5 times (what the one frees should cover the other). */
+static inline bool about_size(double sa, double sb) { return sb >= 0.75 * sa && sb <= 1.5 * sa; }
+
 /* Time of option a in the pass of algos key k (k < L forward, else backward). */
 static inline double algo_time(const actx *c, int k, int a) {
     const vd_profile_algo *x = &c->prof->layers[k % c->L].algos[a];

@@ -8,8 +8,8 @@
  * time and cannot get there (offloading the first alone only adds copies,
  * recomputing the second alone only a recompute); the shifts exchange
  * offloads with keeps, the swaps recomputes with keeps. "About its size":
- * 0.75 to 1.5 times its bytes, as the shifts (two neighbouring
- * convolutions' outputs, say: docs/results/2026-12-06-s21/bound-gap.md).
+ * about_size, as the shifts (two neighbouring convolutions' outputs, say:
+ * docs/results/2026-12-06-s21/bound-gap.md).
  * The first exchange of each recomputed map that fits and
  * predicts a faster iteration is kept; one pass. */
 enum { AUTO_EXCHANGE_REACH = 4 };
@@ -30,7 +30,7 @@ int search_exchanges(actx *c, vd_plan *P, vd_err *e) {
             int tb = tensor_of(c, P, b);
             if (tb < 0) continue;
             double sb = (double)P->tensors[tb].bytes;
-            if (sb < 0.75 * sa || sb > 1.5 * sa) continue;
+            if (!about_size(sa, sb)) continue;
             c->disp[a] = VD_DISP_OFFLOAD;
             c->disp[b] = VD_DISP_RECOMPUTE;
             vd_plan Q;

@@ -279,8 +279,7 @@ int search_trades(actx *c, vd_plan *P, vd_err *e) {
 /* Shifts: an offloaded map kept and a kept map of about its size offloaded
  * instead, in one move (refine changes one decision at a time: keeping the
  * first alone breaks the budget, offloading the second alone only adds
- * copies). "About its size": 0.75 to 1.5 times its bytes (the memory it
- * frees should cover the kept map's). The first shift of each offloaded map
+ * copies). "About its size": about_size. The first shift of each offloaded map
  * that fits and predicts a faster iteration is kept; one pass. The trades
  * trade copies for recomputes, these copies of one map for another's (two
  * plans can differ only in which of a few similar maps they offload). */
@@ -298,7 +297,7 @@ int search_shifts(actx *c, vd_plan *P, vd_err *e) {
             const vd_tensor *T = &P->tensors[tb];
             if (T->bwd_first < 0 || T->fwd_last < 0 || T->bwd_first - T->fwd_last - 1 < 2) continue;
             double sb = (double)T->bytes;
-            if (sb < 0.75 * sa || sb > 1.5 * sa) continue;
+            if (!about_size(sa, sb)) continue;
             c->disp[a] = VD_DISP_KEEP;
             c->disp[b] = VD_DISP_OFFLOAD;
             vd_plan Q;
