@@ -145,6 +145,9 @@ static void usage(FILE *f) {
 "  --step-times         after training, the last iteration's steps measured on the\n"
 "                       compute stream beside the simulator's prediction, and\n"
 "                       its copies (start, end, GB/s) beside the simulator's\n"
+"  --step-times-out FILE\n"
+"                       --step-times, and every step of that iteration to FILE\n"
+"                       (tab-separated: measured and predicted ms, copies beside)\n"
 "  --mem-trace          CUDA: synchronize after every step and list the steps\n"
 "                       after which the process's device memory grew (slow)\n"
 "  --graph G            on | off: capture the training iteration once and replay\n"
@@ -179,7 +182,8 @@ static const vd_cli_flag FLAGS[] = {
     {"prefetch", true}, {"chunks", true}, {"profile", true}, {"profile-out", true}, {"analytic-profile", false},
     {"math", true}, {"plan-json", true}, {"no-stage-input", false}, {"conv-tune", true},
     {"conv-api", true}, {"conv-split", true}, {"conv-topk", true}, {"conv-rtc", false},
-    {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false}, {"step-times", false}, {"mem-trace", false},
+    {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false}, {"step-times", false}, {"step-times-out", true},
+    {"mem-trace", false},
     {"graph", true},
     {"deterministic", false}, {"poison", false}, {"eval-every", true}, {"log-every", true},
     {"quiet", false}, {"help", false}, {"version", false}, {"metrics", true},
@@ -278,6 +282,10 @@ static int train_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     else if (!strcmp(name, "poison")) j->poison = true;
     else if (!strcmp(name, "mpi")) j->mpi = true;
     else if (!strcmp(name, "plan-json")) j->plan_json = val;
+    else if (!strcmp(name, "step-times-out")) {   /* (implies --step-times) */
+        j->step_times_out = val;
+        o->c.cfg.step_times = true;
+    }
     else if (!strcmp(name, "metrics")) j->metrics = val;
     return rc;
 }
@@ -428,51 +436,86 @@ static double copies_within(const vd_exec_copy_time *ct, int nc, bool h2d, doubl
     return sum;
 }
 
-/* report_step_times' last rows: the steps grouped by the measured copies
- * beside them (none, D2H, H2D, both: a direction counts where its copies
- * ran through at least half of the step), each group's measured and
- * predicted time: how much copies slow the compute beside them, against
- * what the simulator charges for it (dev.compute_slow_*). */
-static void report_steps_beside_copies(const vd_exec *ex, int n, const double *end,
-                                       const double *dur, const double *pdur) {
+/* The copies measured beside each step s (beside[s]: 0 none, 1 D2H, 2 H2D,
+ * 3 both; a direction counts where its copies ran through at least half of
+ * the step), for report_step_times' groups and --step-times-out. */
+static const char *const BESIDE[4] = {"no copy", "D2H", "H2D", "D2H and H2D"};
+static void steps_beside_copies(const vd_exec *ex, int n, const double *end, const double *dur,
+                                int *beside) {
     const vd_exec_copy_time *ct = NULL;
     int nc = vd_exec_copy_times(ex, &ct);
-    if (nc <= 0) return;
-    static const char *const group[4] = {"no copy", "D2H", "H2D", "D2H and H2D"};
+    for (int s = 0; s < n; s++) {
+        double a = s ? end[s - 1] : 0.0, b = end[s];
+        bool d = nc > 0 && copies_within(ct, nc, false, a, b) >= 0.5 * dur[s];
+        bool h = nc > 0 && copies_within(ct, nc, true, a, b) >= 0.5 * dur[s];
+        beside[s] = (d ? 1 : 0) + (h ? 2 : 0);
+    }
+}
+
+/* report_step_times' last rows: the steps grouped by the copies beside them
+ * (steps_beside_copies), each group's measured and predicted time: how much
+ * copies slow the compute beside them, against what the simulator charges
+ * for it (dev.compute_slow_*). Nothing where the iteration made no copy. */
+static void report_steps_beside_copies(const vd_exec *ex, int n, const int *beside,
+                                       const double *dur, const double *pdur) {
+    const vd_exec_copy_time *ct = NULL;
+    if (vd_exec_copy_times(ex, &ct) <= 0) return;
     int cnt[4] = {0};
     double meas[4] = {0}, pred[4] = {0};
     for (int s = 0; s < n; s++) {
-        double a = s ? end[s - 1] : 0.0, b = end[s];
-        bool d = copies_within(ct, nc, false, a, b) >= 0.5 * dur[s];
-        bool h = copies_within(ct, nc, true, a, b) >= 0.5 * dur[s];
-        int g = (d ? 1 : 0) + (h ? 2 : 0);
-        cnt[g]++;
-        meas[g] += dur[s];
-        pred[g] += pdur[s];
+        cnt[beside[s]]++;
+        meas[beside[s]] += dur[s];
+        pred[beside[s]] += pdur[s];
     }
     for (int g = 0; g < 4; g++)
         if (cnt[g])
             printf("  %d steps beside %s: measured %.3f ms, predicted %.3f ms (%+.1f%%)\n",
-                   cnt[g], group[g], meas[g], pred[g],
+                   cnt[g], BESIDE[g], meas[g], pred[g],
                    pred[g] > 0 ? 100.0 * (meas[g] / pred[g] - 1.0) : 0.0);
 }
 
-static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_net *net) {
+/* --step-times-out FILE: every step of the last iteration, a row of
+ * tab-separated values each: the report's columns and the copies beside it. */
+typedef struct step_rows {
+    const vd_plan *plan;
+    const vd_net *net;
+    int n;
+    const double *end, *dur, *pdur;
+    const int *beside;
+} step_rows;
+static int write_step_rows(FILE *f, const void *ctx, vd_err *e) {
+    (void)e;
+    const step_rows *r = ctx;
+    fprintf(f, "step\top\tmeasured_ms\tpredicted_ms\tend_ms\tpredicted_end_ms\tbeside\n");
+    for (int s = 0; s < r->n; s++) {
+        char nm[VD_NAME_MAX + 64];
+        fprintf(f, "%d\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%s\n", s,
+                vd_plan_step_label(r->plan, r->net, s, nm, sizeof nm), r->dur[s], r->pdur[s],
+                r->end[s], 1e3 * r->plan->steps[s].t_end, BESIDE[r->beside[s]]);
+    }
+    return VD_OK;
+}
+
+static int report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_net *net,
+                             const char *out, vd_err *e) {
     const double *end = NULL;
     int n = vd_exec_step_times(ex, &end);
-    if (n <= 0) return;
-    double *dur = vd_malloc(2 * (size_t)n * sizeof *dur, NULL), *pdur = dur + n;   /* measured, predicted */
-    bool *shown = vd_calloc((size_t)n, sizeof *shown, NULL);
-    if (!dur || !shown) {
-        fprintf(stderr, "%s: step times: out of memory\n", PROG);
+    if (n <= 0) return VD_OK;
+    double *dur = vd_malloc(2 * (size_t)n * sizeof *dur, e);   /* measured, then predicted */
+    bool *shown = vd_calloc((size_t)n, sizeof *shown, e);
+    int *beside = vd_malloc((size_t)n * sizeof *beside, e);
+    if (!dur || !shown || !beside) {
         vd_free(dur);
         vd_free(shown);
-        return;
+        vd_free(beside);
+        return VD_ENOMEM;
     }
+    double *pdur = dur + n;
     for (int s = 0; s < n; s++) {
         dur[s] = end[s] - (s ? end[s - 1] : 0.0);
         pdur[s] = 1e3 * (plan->steps[s].t_end - (s ? plan->steps[s - 1].t_end : 0.0));
     }
+    steps_beside_copies(ex, n, end, dur, beside);
     int rows = n < VD_STEP_TIMES_ROWS ? n : VD_STEP_TIMES_ROWS;
     printf("step times (last iteration, compute stream; ms): the %d steps furthest over the "
            "prediction\n  %-5s %-28s %10s %10s %9s %10s %10s\n", rows, "step", "op", "measured",
@@ -495,9 +538,17 @@ static void report_step_times(const vd_exec *ex, const vd_plan *plan, const vd_n
     }
     printf("  all %d steps: measured %.3f ms, predicted %.3f ms (compute stream; the loss "
            "readback follows)\n", n, end[n - 1], 1e3 * plan->steps[n - 1].t_end);
-    report_steps_beside_copies(ex, n, end, dur, pdur);
+    report_steps_beside_copies(ex, n, beside, dur, pdur);
+    int rc = VD_OK;
+    if (out) {
+        step_rows r = { plan, net, n, end, dur, pdur, beside };
+        if ((rc = vd_write_stream_atomic(out, write_step_rows, &r, e)))
+            vd_err_prefix(e, "--step-times-out");
+    }
     vd_free(dur);
     vd_free(shown);
+    vd_free(beside);
+    return rc;
 }
 
 /* --step-times, the copies of that iteration beside the simulator's: per
@@ -721,7 +772,7 @@ static void on_ready(const vd_train_job *j, void *ctx) {
 }
 
 /* The report on stdout after training. */
-static void report(vd_train_job *j, const vd_train_job_opts *o) {
+static int report(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     const vd_train_result *res = &j->res;
     const vd_plan *plan = &j->plan;
     const vd_net *net = &j->net;
@@ -787,8 +838,10 @@ static void report(vd_train_job *j, const vd_train_job_opts *o) {
                j->run.batch, net->train.batch, j->dp.ar[0]->name);
     report_device_memory(&j->ses, plan, &st, trained);
     report_host_memory();
-    if (trained) report_step_times(j->ex, plan, net);
-    if (trained) report_copy_times(j->ex, plan, &j->ses.prof.dev);
+    if (!trained) return VD_OK;
+    int rc = report_step_times(j->ex, plan, net, o->step_times_out, e);
+    report_copy_times(j->ex, plan, &j->ses.prof.dev);
+    return rc;
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -812,8 +865,8 @@ int main(int argc, char **argv) {
     rc = vd_train_job_run(&j, &o.job, &hooks, &e);
     close_line(&u);
     if (!rc && j.world.rank == 0) {   /* --mpi: rank 0 reports */
-        report(&j, &o.job);
-        if (j.res.interrupted)
+        rc = report(&j, &o.job, &e);
+        if (!rc && j.res.interrupted)
             rc = vd_errf(&e, VD_ESTOP, "at iteration %lld%s", (long long)j.res.iters_done,
                          o.job.save ? "; checkpoint saved" : "");
     }

@@ -183,6 +183,7 @@ static int check_paths(const vd_train_job *j, const vd_train_job_opts *o, const 
           .rename = "--save" },
         { .flag = "--metrics", .path = o->metrics, .output = true },
         { .flag = "--plan-json", .path = o->plan_json, .output = true },
+        { .flag = "--step-times-out", .path = o->step_times_out, .output = true },
     };
     int rc;
     if (o->keep > 0) {
@@ -304,7 +305,7 @@ int vd_train_job_run(vd_train_job *j, const vd_train_job_opts *o, const vd_train
          * processes (as --gpus world.size); rank 0 alone writes */
         if ((rc = vd_mpi_init(&j->world, e))) return rc;
         cfg.gpus = j->world.size;
-        if (j->world.rank > 0) mine.metrics = mine.plan_json = cfg.profile_out = NULL;
+        if (j->world.rank > 0) mine.metrics = mine.plan_json = mine.step_times_out = cfg.profile_out = NULL;
     }
     o = &mine;
     rc = vd_spec_load(o->spec, &j->net, e);

@@ -54,6 +54,8 @@ typedef struct vd_train_job_opts {
     int64_t log_every;
     int loader_threads;         /* --loader-threads: 0 = the loader's choice */
     const char *data, *save, *resume, *init, *plan_json, *metrics;
+    const char *step_times_out; /* --step-times-out: the caller writes it after training;
+                                   checked here as an output with the others */
     double val_split;           /* --val-split F: hold out F of a folder's train images
                                    (vd_data_hold_out); 0 = none */
     const char *init_skip;      /* --init-skip PATTERN (with init): left at initialisation */

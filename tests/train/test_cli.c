@@ -147,7 +147,7 @@ START_TEST(help_lists_every_flag) {
         "--profile-out", "--analytic-profile", "--math", "--deterministic", "--poison", "--eval-every",
         "--log-every", "--quiet", "--help", "--version", "--plan-json", "--no-stage-input",
         "--conv-tune", "--conv-api", "--conv-split", "--conv-topk", "--conv-rtc", "--conv-debug",
-        "--no-fuse", "--sync-debug", "--step-times", "--mem-trace", "--keep", "--save-best",
+        "--no-fuse", "--sync-debug", "--step-times", "--step-times-out", "--mem-trace", "--keep", "--save-best",
         "--early-stop", "--list-nets", "--optimizer", "--nesterov", "--betas", "--eps",
         "--val-split", "--metrics" };
     /* each in --help and in the man page (where dashes are written \-) */

@@ -5,6 +5,7 @@
  * signals in the final evaluation. Runs $VD_BUILDDIR/vdnn-train, vdnn-plan
  * and vdnn-bench on $VD_SRCDIR/nets/lenet.yaml. */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -171,6 +172,8 @@ START_TEST(outputs_never_overwrite_inputs) {
         { "--save net.yaml", "--save", "the spec" },
         { "--save x.st --metrics x.st.state", "--metrics", "--save" },
         { "--metrics m.json --plan-json m.json", "--plan-json", "--metrics" },
+        { "--step-times-out net.yaml", "--step-times-out", "the spec" },
+        { "--plan-json p.json --step-times-out p.json", "--step-times-out", "--plan-json" },
         { "--profile prof.json --profile-out prof.json", "--profile-out", "--profile" },
         /* a numbered checkpoint (iteration 1 of 2) over an input or an output,
          * whether it exists (its identity) or not (its name) */
@@ -366,6 +369,66 @@ START_TEST(full_disk_leaves_whole_records_or_the_old_file) {
 }
 END_TEST
 
+/* --step-times-out: one row per step of the plan that ran (its step count
+ * and labels from --plan-json of the same run), the measured durations
+ * adding up to the end times, the predicted ones to the predicted ends, and
+ * no copy beside any step of a plan that offloads nothing. */
+START_TEST(step_times_out_has_every_step) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-out");
+    char pj[600], st[600], args[2000], *out;
+    snprintf(pj, sizeof pj, "%s/plan.json", d);
+    snprintf(st, sizeof st, "%s/steps.tsv", d);
+    snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 --iters 2 --quiet "
+             "--plan-json '%s' --step-times-out '%s'", g_net, pj, st);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0 && strstr(out, "step times (last iteration"), "exit %d:\n%s", rc, out);
+    vd_free(out);
+    json_error_t je;
+    json_t *plan = json_load_file(pj, 0, &je);
+    ck_assert_msg(plan != NULL, "%s", je.text);
+    json_t *steps = json_object_get(plan, "steps");
+    size_t n_steps = json_array_size(steps), n;
+    ck_assert_uint_gt(n_steps, 0);
+    char *text = vdt_slurp(st, &n);
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    ck_assert_str_eq(line, "step\top\tmeasured_ms\tpredicted_ms\tend_ms\tpredicted_end_ms\tbeside");
+    double end = 0, pend = 0;
+    size_t rows = 0;
+    for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save), rows++) {
+        ck_assert_uint_lt(rows, n_steps);
+        int s;
+        char op[256], beside[32];
+        double meas, pred, e1, pe1;
+        ck_assert_msg(sscanf(line, "%d\t%255[^\t]\t%lf\t%lf\t%lf\t%lf\t%31[^\n]", &s, op, &meas,
+                             &pred, &e1, &pe1, beside) == 7, "row %zu: %s", rows, line);
+        json_t *js = json_array_get(steps, rows);
+        char want[300];
+        const char *layer = json_string_value(json_object_get(js, "layer"));
+        if (layer)
+            snprintf(want, sizeof want, "%s %s", json_string_value(json_object_get(js, "kind")),
+                     layer);
+        else   /* the update step */
+            snprintf(want, sizeof want, "%s", json_string_value(json_object_get(js, "kind")));
+        ck_assert_int_eq(s, (int)rows);
+        ck_assert_str_eq(op, want);
+        ck_assert_str_eq(beside, "no copy");
+        ck_assert(meas >= 0 && pred >= 0);
+        /* each figure is printed to 1e-4 ms: the sums drift by at most that
+         * per row */
+        end += meas;
+        pend += pred;
+        ck_assert_msg(fabs(end - e1) <= 1e-4 * (double)(rows + 1), "row %zu: %g vs %g", rows, end, e1);
+        ck_assert_msg(fabs(pend - pe1) <= 1e-4 * (double)(rows + 1), "row %zu: %g vs %g", rows, pend, pe1);
+    }
+    ck_assert_uint_eq(rows, n_steps);
+    vd_free(text);
+    json_decref(plan);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 /* ---- 6. stop signals in every phase -------------------------------------------- */
 
 /* Run sh -c cmd (its output to log), wait until log holds want (at most
@@ -456,5 +519,6 @@ END_TEST
 VDT_MAIN("outputs", 0, planted_temporaries_change_nothing,
          stale_cleaning_removes_only_regular_files, outputs_never_overwrite_inputs,
          counters_round_trip_at_their_bounds, checkpoint_headers_checked_before_the_data,
-         full_disk_leaves_whole_records_or_the_old_file, stop_during_final_evaluation,
+         full_disk_leaves_whole_records_or_the_old_file, step_times_out_has_every_step,
+         stop_during_final_evaluation,
          stop_during_the_smallest_budget_search)

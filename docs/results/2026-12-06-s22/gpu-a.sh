@@ -24,7 +24,7 @@ done
 steps() {   # net math budget
     [ "$(left)" -lt 45 ] && { echo "== steps $1 $2 $3: skipped"; return; }
     timeout 45 $B/vdnn-train nets/$1.yaml --batch 256 --math $2 --budget $3 --iters 12 \
-        --step-times --profile-out "$O/$1-$2-profile.json" > "$O/$1-$2-$3-steps.log" 2>&1
+        --step-times-out "$O/$1-$2-$3-steps.tsv" --profile-out "$O/$1-$2-profile.json" > "$O/$1-$2-$3-steps.log" 2>&1
     echo "-- vdnn-train $1 $2 $3 --step-times: exit $? (at $SECONDS s)"
     grep -E '^iteration time|^vdnn-train: plan|^  all|steps beside' "$O/$1-$2-$3-steps.log" | cut -c1-150
 }
@@ -44,5 +44,5 @@ steps alexnet bf16 30G
 steps googlenet bf16 30G
 steps vgg16 tf32 40G
 bench vgg16 fp32 16G,12G,8G 110
-xz -T0 "$O"/*-profile.json
+xz -T0 "$O"/*-profile.json "$O"/*-steps.tsv
 echo "== done at ${SECONDS} s"
