@@ -9,6 +9,7 @@
 # none / 10 / 8 / 6 GiB, VGG-16 bf16 none / 6 / 4 GiB, VGG-16 fp32 none /
 # 16 / 12 / 8 GiB. Parts skipped near DEADLINE.
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-a.sh BUILD OUTDIR
+# (OUTDIR outside $OUT: a call returns at most 8 files; pack it into one)
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/s22a}; mkdir -p "$O"
 D=$(dirname "$0"); DEADLINE=${DEADLINE:-540}
