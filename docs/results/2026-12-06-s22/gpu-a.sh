@@ -13,7 +13,7 @@
 # (OUTDIR outside $OUT: a call returns at most 8 files; pack it into one)
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/s22a}; mkdir -p "$O"
-D=$(dirname "$0"); DEADLINE=${DEADLINE:-560}
+D=$(dirname "$0"); DEADLINE=${DEADLINE:-500}
 . "$D/../2026-12-05-s15/env.sh"
 export VD_BUILDDIR=$PWD/$B
 left() { echo $(( DEADLINE - SECONDS )); }
