@@ -1872,6 +1872,11 @@ START_TEST(test_profile) {
                    pa->label, pa->fwd_s * 1e6, pa->bwd_s * 1e6, (unsigned long long)pa->workspace);
             ck_assert(pa->fwd_s > 0 && pa->fwd_s < 1.0);
             ck_assert(pa->bwd_s > 0 && pa->bwd_s < 1.0);
+            /* an op that launched a kernel carries one launch beside its
+             * device time; one that launched none, under half of one */
+            double L = prof.dev.launch_s;
+            ck_assert(pa->fwd_s < 0.5 * L || pa->fwd_s >= L);
+            ck_assert(pa->bwd_s < 0.5 * L || pa->bwd_s >= L);
             ck_assert(pa->workspace == opts[a].workspace);
         }
     }
