@@ -1,4 +1,5 @@
-/* search_exchange.c — the auto search's exchanges (search_exchanges). */
+/* search_exchange.c — the auto search's exchanges (search_exchanges) and its
+ * runs of offloaded maps recomputed together (search_recompute_runs). */
 #include "plan/search.h"
 
 /* Exchanges: a recomputed map offloaded and an offloaded map of about its
@@ -17,6 +18,9 @@
  * The first exchange of each recomputed map that fits and predicts a
  * faster iteration is kept; one pass. */
 enum { AUTO_EXCHANGE_REACH = 4 };
+/* The most maps in a run (search_recompute_runs): the most keys a move of
+ * this file sets (an exchange sets three at most). */
+enum { AUTO_RUN_MAX = 6 };
 
 /* Key b's map's bytes when it is offloaded and may be recomputed, else 0. */
 static double offloaded_bytes(const actx *c, const vd_plan *P, int b) {
@@ -25,20 +29,21 @@ static double offloaded_bytes(const actx *c, const vd_plan *P, int b) {
     return tb < 0 ? 0 : (double)P->tensors[tb].bytes;
 }
 
-/* Key a recomputed -> offloaded, keys b and b2 (-1: none) offloaded ->
- * recomputed: *kept when that predicts faster (P replaced), else the
- * dispositions as they were. */
-static int exchange(actx *c, vd_plan *P, int a, int b, int b2, bool *kept, vd_err *e) {
-    c->disp[a] = VD_DISP_OFFLOAD;
-    c->disp[b] = VD_DISP_RECOMPUTE;
-    if (b2 >= 0) c->disp[b2] = VD_DISP_RECOMPUTE;
+/* Keys keys[n] set to the dispositions to[n] at once: *kept when that
+ * fits and predicts faster than P (P replaced), else the dispositions as
+ * they were. */
+static int try_disps(actx *c, vd_plan *P, const int *keys, const vd_disp *to, int n, bool *kept,
+                     vd_err *e) {
+    vd_disp was[AUTO_RUN_MAX];
+    for (int k = 0; k < n; k++) {
+        was[k] = c->disp[keys[k]];
+        c->disp[keys[k]] = to[k];
+    }
     vd_plan Q;
     vd_err te = {0};
     int rc = search_eval_beats(c, P->sim.iter_s, &Q, kept, &te);
     if (rc || !*kept) {
-        c->disp[a] = VD_DISP_RECOMPUTE;
-        c->disp[b] = VD_DISP_OFFLOAD;
-        if (b2 >= 0) c->disp[b2] = VD_DISP_OFFLOAD;
+        for (int k = 0; k < n; k++) c->disp[keys[k]] = was[k];
         *kept = false;
         if (rc) *e = te;
         return rc;
@@ -46,6 +51,14 @@ static int exchange(actx *c, vd_plan *P, int a, int b, int b2, bool *kept, vd_er
     vdp_plan_release(P);
     *P = Q;
     return VD_OK;
+}
+
+/* Key a recomputed -> offloaded, keys b and b2 (-1: none) offloaded ->
+ * recomputed (try_disps). */
+static int exchange(actx *c, vd_plan *P, int a, int b, int b2, bool *kept, vd_err *e) {
+    int keys[3] = {a, b, b2};
+    vd_disp to[3] = {VD_DISP_OFFLOAD, VD_DISP_RECOMPUTE, VD_DISP_RECOMPUTE};
+    return try_disps(c, P, keys, to, b2 >= 0 ? 3 : 2, kept, e);
 }
 
 int search_exchanges(actx *c, vd_plan *P, vd_err *e) {
@@ -76,6 +89,37 @@ int search_exchanges(actx *c, vd_plan *P, vd_err *e) {
                 int rc = exchange(c, P, a, b, b2, &kept, e);
                 if (rc) return rc;
             }
+        }
+    }
+    return VD_OK;
+}
+
+/* Runs: consecutive offloaded maps (a key without a map of its own, an
+ * in-place layer's, skipped), AUTO_RUN_MAX at most, recomputed together.
+ * Where the copies stall the compute, fewer copies gain, but one map alone
+ * recomputed may not fit or gain where its recompute reads the map before
+ * it, offloaded too: a run of them, an inception branch, does (GoogLeNet
+ * fp32 b256 at its floor, 244.087 -> 146.927 ms:
+ * docs/results/2026-12-06-s22/bound-gap.md). From each key the shortest
+ * run of two maps or more that fits and predicts a faster iteration is
+ * kept; one pass, c set to P's configuration first and ending with the
+ * final plan's. */
+int search_recompute_runs(actx *c, vd_plan *P, vd_err *e) {
+    int L = c->L;
+    vd_disp to[AUTO_RUN_MAX];
+    for (int k = 0; k < AUTO_RUN_MAX; k++) to[k] = VD_DISP_RECOMPUTE;
+    search_config_from_plan(c, P);
+    for (int a = 0; a <= L && !at_bound(c, P) && !spent(c); a++) {
+        if (offloaded_bytes(c, P, a) <= 0) continue;
+        int keys[AUTO_RUN_MAX], n = 0;
+        bool kept = false;
+        for (int b = a; b <= L && n < AUTO_RUN_MAX && !kept && !spent(c); b++) {
+            if (b > a && tensor_of(c, P, b) < 0) continue;
+            if (offloaded_bytes(c, P, b) <= 0) break;
+            keys[n++] = b;
+            if (n < 2) continue;   /* one alone: refine's */
+            int rc = try_disps(c, P, keys, to, n, &kept, e);
+            if (rc) return rc;
         }
     }
     return VD_OK;
