@@ -64,6 +64,12 @@ enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_b
  * near the bound were within it, the others far above). */
 static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.15;
 static const double AUTO_START_BEHIND = 2.0;
+/* The runs (search_recompute_runs), last before fewer copies: where the
+ * plan's stalls are at least AUTO_RUN_STALLS of its iteration (trading
+ * copies for recomputes gains only there), on an effort of their own, AUTO_RUN_SHARE of
+ * the cap on top of what the search spent (at the floors the search has
+ * spent it all by then: GoogLeNet's, docs/results/2026-12-06-s22/bound-gap.md). */
+static const double AUTO_RUN_STALLS = 0.1, AUTO_RUN_SHARE = 0.2;
 /* the trades before the kicks try pairs until the work has grown by this */
 static const double AUTO_PAIR_WORK = 0.2 * AUTO_WORK_BUDGET;
 
@@ -393,9 +399,27 @@ static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const b
     return VD_OK;
 }
 
+/* The runs on their own effort (AUTO_RUN_SHARE; put back after, as
+ * bound_start's), where *P stalls enough (AUTO_RUN_STALLS). */
+static int runs_phase(actx *c, vd_plan *P, vd_err *e) {
+    if (P->sim.stall_s < AUTO_RUN_STALLS * P->sim.iter_s) return VD_OK;
+    double work = c->work, effort = c->effort, cap_saved = c->s->cap;
+    int evals = c->evals, looks = c->looks;
+    search_phase(c, "runs recomputed", 0, 0);
+    c->s->cap = c->effort + AUTO_RUN_SHARE * vdp_search_cap(c->s);
+    int rc = search_recompute_runs(c, P, e);
+    c->s->cap = cap_saved;
+    c->work = work;
+    c->effort = effort;
+    c->evals = evals;
+    c->looks = looks;
+    return rc;
+}
+
 /* The search in opts' mode. probe: only the first configuration (the
  * caller's dispositions, everything else kept): VD_OK when it fits, else
- * VD_EBUDGET (out holds it either way). tidy: fewer_copies at the end.
+ * VD_EBUDGET (out holds it either way). tidy: the runs (runs_phase) and
+ * fewer_copies at the end.
  * *effort_out (may be NULL): the effort spent. */
 static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
                        const vd_plan_opts *opts, int feasibility_only, bool probe, bool tidy,
@@ -566,8 +590,9 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     if (tidy && P.feasible && !done(&c) && s->jitter_depth == 0 && P.offload_bytes > 0) {
+        rc = runs_phase(&c, &P, e);
         search_phase(&c, "fewer copies", 0, 0);
-        rc = fewer_copies(&c, &P, e);
+        if (!rc) rc = fewer_copies(&c, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     if ((rc = search_restage(&c, &P, e))) { vdp_plan_release(&P); goto fail; }

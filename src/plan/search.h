@@ -236,6 +236,8 @@ int search_trades(actx *c, vd_plan *P, vd_err *e);
 int search_shifts(actx *c, vd_plan *P, vd_err *e);
 /* search_exchange.c: recomputes and offloads exchanged between maps. */
 int search_exchanges(actx *c, vd_plan *P, vd_err *e);
+/* search_exchange.c: runs of offloaded maps recomputed together. */
+int search_recompute_runs(actx *c, vd_plan *P, vd_err *e);
 int search_swaps(actx *c, vd_plan *P, vd_err *e);
 int search_kicks(actx *c, vd_plan *P, bool repair, int chain, double base, vd_err *e);
 /* The work after which no more kicks start (repair: those with repair). */

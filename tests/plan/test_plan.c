@@ -1825,6 +1825,60 @@ START_TEST(test_vgg16_bf16_exchange) {
 }
 END_TEST
 
+/* VGG-16 b256 fp32 on the H200 api profile at 7.87 GiB (the s18 grid's
+ * second budget): a recomputed map offloaded for two offloaded ones of
+ * about its bytes together recomputed (search_exchanges' pairs:
+ * features.2's output for features.4's and features.5's) takes auto from
+ * 396.132 ms, 9.5% above the bound of 361.873, to 384.288, 6.2% above
+ * (docs/results/2026-12-06-s22/bound-gap.md). 1.07: between the two, so
+ * that the test fails without the pairs and passes with a plan faster
+ * still. */
+START_TEST(test_vgg16_api_pair_exchange) {
+    vd_net net;
+    vd_profile prof;
+    load_vgg16_with("vgg16-b256-h200-fp32-api.json", &net, &prof);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = 8448573952ull;
+    vd_plan p;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    vd_plan_bound b;
+    ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, o.budget, &b, &e) == 0, "%s", e.msg);
+    printf("vgg16 b256 fp32 api at %llu: auto %.3f ms, bound %.3f ms\n",
+           (unsigned long long)o.budget, 1e3 * p.sim.iter_s, 1e3 * b.bound_s);
+    ck_assert_msg(p.feasible && b.bound_s > 0 && p.sim.iter_s <= 1.07 * b.bound_s,
+                  "auto %.17g s, bound %.17g s", p.sim.iter_s, b.bound_s);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* GoogLeNet b256 fp32 on the analytic H200 profile at its floor in the s18
+ * grid (2520252160 bytes): the copies stall the compute (189 of 244.087
+ * ms), and recomputing one offloaded map alone does not gain; runs of
+ * them recomputed together (search_recompute_runs, an inception branch at
+ * a time) take auto to 146.927 ms (docs/results/2026-12-06-s22/bound-gap.md).
+ * 200 ms: between the two, so that the test fails without the runs. */
+START_TEST(test_googlenet_floor_runs) {
+    vd_net net;
+    load_shipped_net(&net, "googlenet.yaml", 256);
+    vd_profile prof;
+    analytic_profile(&net, 256, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = 2520252160ull;
+    vd_plan p;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    printf("googlenet b256 fp32 analytic h200 at %llu: auto %.3f ms\n",
+           (unsigned long long)o.budget, 1e3 * p.sim.iter_s);
+    ck_assert_msg(p.feasible && p.sim.iter_s < 0.200, "auto %.17g s", p.sim.iter_s);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 START_TEST(test_vgg16_two_basins_perturbed) {
     /* as measured: the plan the H200 ran, pinned (1e-9: rounding) */
     double r = vgg16_perturbed_ratio(0);
@@ -2210,6 +2264,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_random_nets_more, test_sim_equals_exec_1_3, test_sim_equals_exec_4_6, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
+         test_vgg16_api_pair_exchange, test_googlenet_floor_runs,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,
