@@ -107,12 +107,17 @@ static inline int placed_node(const placed *P, int f, int l) {
 static void placed_insert(placed *P, int first, int last, uint64_t o, uint64_t end) {
     int nd = placed_node(P, first, last);
     int s = P->start[nd], m = P->cnt[nd];
-    /* after the last entry of the run with offset <= o */
-    int lo = 0, hi = m;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (P->o[s + mid] <= o) lo = mid + 1; else hi = mid;
+    /* after the last entry of the run with offset <= o: a bisection whose
+     * steps select without a branch (the branch mispredicted about every
+     * other step) */
+    const uint64_t *a = P->o + s;
+    size_t len = (size_t)m;
+    while (len > 1) {
+        size_t half = len / 2;
+        a += a[half - 1] <= o ? half : 0;
+        len -= half;
     }
+    int lo = (int)(a - (P->o + s)) + (len == 1 && a[0] <= o);
     int k = s + lo;
     size_t nm = (size_t)(m - lo);
     memmove(P->o + k + 1, P->o + k, nm * sizeof *P->o);
