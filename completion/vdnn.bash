@@ -18,7 +18,7 @@ _vdnn_flags() {
         --mem-trace --metrics= --momentum= --mpi --nesterov --no-fuse --no-stage-input --optimizer=
         --plan-json= --poison
         --policy= --prefetch= --profile= --profile-out= --quiet --resume= --save=
-        --save-best --save-dtype= --save-every= --seed= --step-times --stop-at=
+        --save-best --save-dtype= --save-every= --seed= --step-times --step-times-out= --stop-at=
         --sync-debug --val-split= --version --wd= --weight-decay=' ;;
     vdnn-plan) echo '--analytic-profile --backend= --batch= --budget= --chunks= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --deterministic
@@ -61,7 +61,7 @@ _vdnn_values() {
 # Does the flag's value name a file (or, --make-folder, a directory)?
 _vdnn_takes_file() {
     case $1 in
-    --save|--resume|--init|--labels|--profile|--profile-out|--save-profile|--metrics|--plan-json|\
+    --save|--resume|--init|--labels|--profile|--profile-out|--save-profile|--metrics|--plan-json|--step-times-out|\
     --trace|--csv|--json|--plot|--make-folder) return 0 ;;
     esac
     return 1
