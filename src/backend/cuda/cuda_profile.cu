@@ -689,7 +689,11 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             }
             /* option 0 on the chunks auto splits into (vd_profile_chunk_time):
              * the first batch / k samples of the same buffers, alone (a split
-             * layer is in no fusion pair: in_pair). A refinement:
+             * layer is in no fusion pair: in_pair). The backward of a layer
+             * with parameters is timed overwriting their gradients, as the
+             * first chunk runs, and adding to them, as the other k - 1 do
+             * (dw_beta: a convolution's filter gradient that accumulates may
+             * run other kernels), and priced at the chunks' mean. A refinement:
              * where a chunk cannot be timed the layer keeps the scaled time
              * (the error is dropped; a CUDA error is still caught by the
              * next checked call) */
@@ -705,11 +709,19 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 vd_err ce;
                 memset(&ce, 0, sizeof ce);
                 pc->k = chunk_ks[q];
-                if (time_op(&p, i, &io, false, &pc->fwd_s, &ce) ||
-                    time_op(&p, i, &io, true, &pc->bwd_s, &ce)) {
+                double add_s = 0;
+                bool params = layer_param_floats(net, i) > 0;
+                bool timed = !time_op(&p, i, &io, false, &pc->fwd_s, &ce) &&
+                             !time_op(&p, i, &io, true, &pc->bwd_s, &ce);
+                if (timed && params) {
+                    io.dw_beta = 1.0f;
+                    timed = !time_op(&p, i, &io, true, &add_s, &ce);
+                }
+                if (!timed) {
                     cg_dbg(c, 1, "layer '%s': not timed on %d chunks: %s", l->name, pc->k, ce.msg);
                     break;
                 }
+                if (params) pc->bwd_s = (pc->bwd_s + (pc->k - 1) * add_s) / pc->k;
                 pl->n_chunks++;
             }
         }
