@@ -828,8 +828,8 @@ static int report(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     /* data parallel: the prediction includes the all-reduce (plan.dp) */
     double pred = plan->dp.ranks > 1 ? plan->dp.iter_s : plan->sim.iter_s;
     if (res->mean_iter_s > 0)
-        printf("iteration time (compute only, data waits excluded): measured %.4f s "
-               "(%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n",
+        printf("iteration time (compute only, data waits excluded; mean of %lld): measured "
+               "%.4f s (%.1f img/s), predicted %.4f s (%s, %+.0f%%)\n", (long long)res->mean_iters,
                res->mean_iter_s, net->train.batch / res->mean_iter_s, pred, j->ses.prof.source,
                pred > 0 ? 100.0 * (res->mean_iter_s - pred) / pred : 0.0);
     if (j->run.dp)

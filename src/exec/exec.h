@@ -87,6 +87,9 @@ typedef struct vd_exec_stats {
     int64_t staged_loads;         /* training steps that started from a staged batch */
     int64_t graph_launches;       /* training steps run by replaying a captured graph
                                      (vd_exec_opts.graph) */
+    int64_t graph_captures;       /* training steps that captured their graph (then
+                                     launched it): slower than a replay by the
+                                     capture and the graph's instantiation */
 } vd_exec_stats;
 
 /* Create an executor for plan on be: a training plan (with its evaluation

@@ -103,6 +103,7 @@ struct vdx_member {
     struct graph_key *seen;     /* [VDX_SEEN] */
     int n_graphs, n_seen;
     int64_t graph_launches;     /* steps run by replaying a graph */
+    int64_t graph_captures;     /* steps that captured one */
     /* math fp16 (loss scaling, backend.h): the gradient ranges checked for
      * inf/NaN, one per layer with trainable parameters, in backward order
      * (highest layer index first), and the state as last read back */
@@ -1374,6 +1375,7 @@ static int walk_graph(vdx_member *m, float lr, const vd_step_scalars *ss, walk_s
     key_copy(&G->key, k, batch);
     G->w = *w;
     m->n_graphs++;
+    m->graph_captures++;
     if ((rc = be->graph_launch(be, g, ss, e))) return rc;
     m->graph_launches++;
     return VD_OK;
@@ -1544,4 +1546,5 @@ void vdx_member_get_stats(const vdx_member *m, vd_exec_stats *st) {
     *st = m->st;
     st->sgd_steps = m->sgd_steps;
     st->graph_launches = m->graph_launches;
+    st->graph_captures = m->graph_captures;
 }

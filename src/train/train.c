@@ -469,6 +469,9 @@ static int start_point(run *r, int64_t *iter, uint64_t *samples, vd_err *e) {
 typedef struct loop_clock {
     double t_run0, t_win0, step_sum, win_loss;
     int64_t n_steps_timed, win_n, win_correct;
+    double step_sum_all;      /* (the same with the steps that captured a graph, for a
+                                 run that timed no other: mean_iter_s) */
+    int64_t n_steps_all;
     double run_wait, run_step, run_excl, win_wait, win_step, win_excl;
 } loop_clock;
 
@@ -562,9 +565,14 @@ static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t sa
         }
         staged = stage_next;
         double lr = vd_lr_at(&cfg->lr_policy, cfg->lr, *iter, o->iters);
+        vd_exec_stats st;
+        vd_exec_get_stats(ex, &st);
+        int64_t captures = st.graph_captures;
         double t0 = vd_now();
         rc = vd_exec_train_step(ex, (float)lr, *iter, &loss, e);
         double dt = vd_now() - t0;
+        vd_exec_get_stats(ex, &st);
+        bool captured = st.graph_captures > captures;
         if (stage_next) {   /* joined by the stage hook, or now */
             ahead_wait(ah, NULL, 0);
             dt -= ah->wait_s;
@@ -578,7 +586,11 @@ static int train_loop(run *r, ahead *ah, int64_t *iter, int64_t end, uint64_t sa
         ++*iter;
         res->iters_done = *iter;
         res->last_loss = loss;
-        if (*iter - first > 1 || end - first == 1) { c->step_sum += dt; c->n_steps_timed++; }
+        if (*iter - first > 1 || end - first == 1) {
+            c->step_sum_all += dt;
+            c->n_steps_all++;
+            if (!captured) { c->step_sum += dt; c->n_steps_timed++; }
+        }
         c->win_loss += loss;
         c->win_correct += vd_exec_train_correct(ex);
         c->win_n++;
@@ -693,7 +705,9 @@ int vd_train_run(const vd_net *net, vd_exec *ex, vd_dataset *ds, const vd_train_
         res->loss_scale = ls.scale;
         res->skipped = ls.skipped;
     }
-    res->mean_iter_s = c.n_steps_timed ? c.step_sum / (double)c.n_steps_timed : 0;
+    res->mean_iters = c.n_steps_timed ? c.n_steps_timed : c.n_steps_all;
+    res->mean_iter_s = c.n_steps_timed ? c.step_sum / (double)c.n_steps_timed
+                     : c.n_steps_all ? c.step_sum_all / (double)c.n_steps_all : 0;
     set_timing(&res->timing, iter - first, cfg->batch, res->train_s - c.run_excl, c.run_wait,
                c.run_step);
     if (res->interrupted)

@@ -132,8 +132,11 @@ typedef struct vd_train_result {
     float last_loss;
     double train_s;         /* wall time of the training loop */
     double mean_iter_s;     /* mean wall time of vd_exec_train_step, first
-                               iteration of the run excluded when there are more
-                               (compute only: data waits excluded) */
+                               iteration of the run excluded when there are more,
+                               and those that captured the iteration's graph
+                               when others remain (compute only: data waits
+                               excluded) */
+    int64_t mean_iters;     /* the iterations mean_iter_s averages */
     vd_train_timing timing; /* all iterations of this run (the first included),
                                data waits included: the end-to-end figures */
     int loader_threads;     /* worker threads of the training data loader (0: synth_device) */
