@@ -99,8 +99,7 @@ int search_exchanges(actx *c, vd_plan *P, vd_err *e) {
  * Where the copies stall the compute, fewer copies gain, but one map alone
  * recomputed may not fit or gain where its recompute reads the map before
  * it, offloaded too: a run of them, an inception branch, does (GoogLeNet
- * fp32 b256 at its floor, 244.087 -> 146.927 ms:
- * docs/results/2026-12-06-s22/bound-gap.md). From each key the shortest
+ * at its floor: docs/results/2026-12-06-s22/bound-gap.md). From each key the shortest
  * run of two maps or more that fits and predicts a faster iteration is
  * kept; one pass, c set to P's configuration first and ending with the
  * final plan's. */
