@@ -71,6 +71,47 @@ void vdt_assert_same_file(const char *a, const char *b) {
     vd_free(db);
 }
 
+static void be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* One split of vdt_make_mnist: DIR/PREFIX-images-idx3-ubyte and its labels. */
+static void write_mnist_split(const char *dir, const char *prefix, uint32_t n) {
+    const size_t px = 28 * 28;
+    size_t isz = 16 + n * px, lsz = 8 + n;
+    unsigned char *img = calloc(1, isz), *lab = calloc(1, lsz);
+    ck_assert(img && lab);
+    be32(img, 0x803); be32(img + 4, n); be32(img + 8, 28); be32(img + 12, 28);
+    be32(lab, 0x801); be32(lab + 4, n);
+    for (uint32_t i = 0; i < n; i++) {
+        img[16 + i * px] = (unsigned char)i;
+        img[16 + i * px + 1] = 255;
+        lab[8 + i] = (unsigned char)(i % 10);
+    }
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, prefix);
+    write_file(p, img, isz);
+    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    write_file(p, lab, lsz);
+    free(img);
+    free(lab);
+}
+
+char *vdt_make_mnist(uint32_t ntr, uint32_t nte) {
+    char *d = vdt_tmpdir("vdt-mnist");
+    write_mnist_split(d, "train", ntr);
+    write_mnist_split(d, "t10k", nte);
+    return d;
+}
+
 int vdt_run_bin(const char *bin, const char *args, bool merged, char **out) {
     char cmd[4200], log[512], elog[512];
     snprintf(log, sizeof log, "%s/vdt-run-%ld.out", vdt_tmp(), (long)getpid());

@@ -77,6 +77,11 @@ char *vdt_slurp(const char *path, size_t *n);
 void vdt_fsize_limit(unsigned long long bytes);
 /* Fails the test unless files a and b hold the same bytes. */
 void vdt_assert_same_file(const char *a, const char *b);
+/* A fresh directory (vdt_tmpdir; release with vd_free) holding an MNIST data
+ * set in IDX files (vdnn-train --data mnist:DIR) of ntr train and nte test
+ * 28x28 samples: sample i's pixel 0 holds i (mod 256), pixel 1 holds 255,
+ * the rest 0; label i % 10. */
+char *vdt_make_mnist(uint32_t ntr, uint32_t nte);
 
 /* Runs "'bin' args" through the shell and returns its exit status (fails the
  * test unless it exited normally). If out, its output is returned in *out

@@ -225,10 +225,10 @@ START_TEST(train_run_times_replays) {
     ck_assert(params != NULL);
     vd_net_init_params(&net, params, 42);
     ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
-    /* MNIST from the host (synthetic batches made on the device differ in
-     * their arguments from step to step: those steps are never captured) */
-    char spec[1100];
-    snprintf(spec, sizeof spec, "mnist:%s/data/mnist", getenv("VD_SRCDIR"));
+    /* MNIST batches from the host (synthetic ones made on the device differ
+     * in their arguments from step to step: those steps are never captured) */
+    char *dir = vdt_make_mnist(64, 8), spec[1100];
+    snprintf(spec, sizeof spec, "mnist:%s", dir);
     vd_dataset *ds;
     ck_assert_msg(vd_data_open(spec, &net, BATCH, 1, false, &ds, &e) == 0, "%s", e.msg);
     vd_train_opts to = { .iters = RUN, .log_every = 1000 };
@@ -241,6 +241,8 @@ START_TEST(train_run_times_replays) {
                   (long long)st.graph_launches);
     ck_assert_int_eq(res.mean_iters, RUN - 1 - st.graph_captures);
     vd_data_close(&ds);
+    vdt_rmrf(dir);
+    vd_free(dir);
     free(params);
     vd_exec_destroy(&ex);
     vd_plan_free(&plan);

@@ -8,39 +8,11 @@
 #include "data/data_impl.h"
 #include "backend/backend.h"
 
-/* ---- fake MNIST ------------------------------------------------------- */
+/* ---- fake MNIST (vdt_make_mnist) ------------------------------------------ */
 
 static void be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
     p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
-}
-
-/* Sample i's pixel 0 holds i (mod 256), pixel 1 holds 255, label i % 10. */
-static void write_mnist_split(const char *dir, const char *prefix, uint32_t n, int rows) {
-    size_t px = (size_t)rows * rows;
-    size_t isz = 16 + n * px, lsz = 8 + n;
-    unsigned char *img = calloc(1, isz), *lab = calloc(1, lsz);
-    be32(img, 0x803); be32(img + 4, n); be32(img + 8, (uint32_t)rows); be32(img + 12, (uint32_t)rows);
-    be32(lab, 0x801); be32(lab + 4, n);
-    for (uint32_t i = 0; i < n; i++) {
-        img[16 + i * px] = (unsigned char)i;
-        img[16 + i * px + 1] = 255;
-        lab[8 + i] = (unsigned char)(i % 10);
-    }
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s-images-idx3-ubyte", dir, prefix);
-    tu_write(p, img, isz);
-    snprintf(p, sizeof p, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    tu_write(p, lab, lsz);
-    free(img);
-    free(lab);
-}
-
-static char *make_mnist(uint32_t ntr, uint32_t nte) {
-    char *d = vdt_tmpdir("vdnn-train-test");
-    write_mnist_split(d, "train", ntr, 28);
-    write_mnist_split(d, "t10k", nte, 28);
-    return d;
 }
 
 static int open_spec(const char *kind, const char *dir, const vd_net *net, vd_dataset **ds,
@@ -51,7 +23,7 @@ static int open_spec(const char *kind, const char *dir, const vd_net *net, vd_da
 }
 
 START_TEST(mnist_reads_and_normalises) {
-    char *d = make_mnist(20, 7);
+    char *d = vdt_make_mnist(20, 7);
     vd_net net;
     tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
     vd_dataset *ds;
@@ -81,7 +53,7 @@ END_TEST
 /* Rewrite one file of a valid MNIST dir, expect VD_EDATA naming it. */
 static void expect_mnist_corrupt(const char *file, void (*mutate)(unsigned char *, size_t *),
                                  int want, const char *want_sub) {
-    char *d = make_mnist(10, 5);
+    char *d = vdt_make_mnist(10, 5);
     char p[512];
     snprintf(p, sizeof p, "%s/%s", d, file);
     FILE *f = fopen(p, "rb");
@@ -126,7 +98,7 @@ START_TEST(mnist_corrupt_files_are_edata) {
 END_TEST
 
 START_TEST(mnist_missing_file_is_eio) {
-    char *d = make_mnist(10, 5);
+    char *d = vdt_make_mnist(10, 5);
     char p[512];
     snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte", d);
     ck_assert_int_eq(unlink(p), 0);
@@ -143,7 +115,7 @@ START_TEST(mnist_missing_file_is_eio) {
 END_TEST
 
 START_TEST(shape_mismatch_is_usage_error) {
-    char *d = make_mnist(10, 5);
+    char *d = vdt_make_mnist(10, 5);
     vd_net net;
     tu_tiny_net(&net, 3, 28, 28, 10, false, 4);
     vd_dataset *ds = NULL;
@@ -740,7 +712,7 @@ START_TEST(normalize_from_the_spec) {
     vdt_rmrf(d);
     vd_free(d);
     /* mnist: pixel 1 of every image is 255, pixel 2 is 0 */
-    d = make_mnist(5, 3);
+    d = vdt_make_mnist(5, 3);
     tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
     net.norm = (vd_data_norm){ .n = 1, .mean = { 0.5f }, .std = { 0.25f } };
     ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), 0);
@@ -928,7 +900,7 @@ static void run_loader(vd_dataset *ds, int batch, bool shuffle, uint64_t start, 
 }
 
 START_TEST(loader_order_is_deterministic) {
-    char *d = make_mnist(50, 5);   /* sample i has pixel 0 == i */
+    char *d = vdt_make_mnist(50, 5);   /* sample i has pixel 0 == i */
     vd_net net;
     tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
     vd_dataset *ds;
@@ -1738,7 +1710,7 @@ START_TEST(loader_synth_device_matches_loader) {
     be->destroy(be);
     vd_data_close(&ds);
     vd_net_free(&net);
-    char *d = make_mnist(20, 7);
+    char *d = vdt_make_mnist(20, 7);
     tu_tiny_net(&net, 1, 28, 28, 10, false, 4);
     ck_assert_int_eq(open_spec("mnist", d, &net, &ds, &e), 0);
     ck_assert_int_eq(vd_loader_create(&ld, ds, &cfg, &e), VD_EUSAGE);

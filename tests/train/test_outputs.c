@@ -429,6 +429,27 @@ START_TEST(step_times_out_has_every_step) {
 }
 END_TEST
 
+/* The report says how many steps replayed the captured iteration: those
+ * of a run on host batches (MNIST: one eager step, one capture, the rest
+ * replayed), none of one on synthetic batches made on the device, and why. */
+START_TEST(report_counts_replays) {
+    setup();
+    char args[2200], *out, *dir = vdt_make_mnist(64, 8);
+    snprintf(args, sizeof args, "'%s' --data 'mnist:%s' --batch 8 --iters 6", g_net, dir);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0 && strstr(out, "captured iteration: 4 of 6 training steps replayed it "
+                                         "(1 captured)\n"), "exit %d:\n%s", rc, out);
+    vd_free(out);
+    snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 --iters 6", g_net);
+    rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0 && strstr(out, "captured iteration: 0 of 6 training steps replayed it "
+                                         "(0 captured); synthetic batches"), "exit %d:\n%s", rc, out);
+    vd_free(out);
+    vdt_rmrf(dir);
+    vd_free(dir);
+}
+END_TEST
+
 /* ---- 6. stop signals in every phase -------------------------------------------- */
 
 /* Run sh -c cmd (its output to log), wait until log holds want (at most
@@ -520,5 +541,6 @@ VDT_MAIN("outputs", 0, planted_temporaries_change_nothing,
          stale_cleaning_removes_only_regular_files, outputs_never_overwrite_inputs,
          counters_round_trip_at_their_bounds, checkpoint_headers_checked_before_the_data,
          full_disk_leaves_whole_records_or_the_old_file, step_times_out_has_every_step,
+         report_counts_replays,
          stop_during_final_evaluation,
          stop_during_the_smallest_budget_search)
