@@ -415,15 +415,10 @@ enum { VD_STEP_TIMES_ROWS = 15, VD_STEP_TIMES_UNDER = 8 };
 /* One row of report_step_times: step s, measured dur, predicted pdur (ms). */
 static void step_time_row(const vd_plan *plan, const vd_net *net, int s, const double *dur,
                           const double *pdur, const double *end) {
-    const vd_step *st = &plan->steps[s];
-    char nm[64];
-    if (st->layer >= 0)
-        snprintf(nm, sizeof nm, "%s %s", st->kind == VD_STEP_BWD ? "bwd" : "fwd",
-                 net->layers[st->layer].name);
-    else
-        snprintf(nm, sizeof nm, "sgd");
-    printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s, nm, dur[s], pdur[s],
-           dur[s] - pdur[s], end[s], 1e3 * st->t_end);
+    char nm[VD_NAME_MAX + 64];
+    printf("  %-5d %-28.28s %10.3f %10.3f %+9.3f %10.3f %10.3f\n", s,
+           vd_plan_step_label(plan, net, s, nm, sizeof nm), dur[s], pdur[s], dur[s] - pdur[s],
+           end[s], 1e3 * plan->steps[s].t_end);
 }
 /* The measured time of copies in direction h2d within [a, b] (ms). */
 static double copies_within(const vd_exec_copy_time *ct, int nc, bool h2d, double a, double b) {
