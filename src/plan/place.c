@@ -42,7 +42,11 @@ VDP_SORT_FN(sort_pkeys, pkey, pkey_before)
  * has the root alone (PLACE_FLAT_N, PLACE_FLAT_LIVE): one offset-sorted
  * array, scanned 64 entries at a time (a mask of those overlapping in time,
  * branch-free, then only those, in order), as before the tree, whose merge
- * costs more than that scan there. The
+ * costs more than that scan there. Its newest entries, up to PLACE_PEND,
+ * wait in a short offset-sorted list that the scan merges with the array's
+ * entries, and join the array together in one merge: an insert into the
+ * array moved every entry above it, the merge moves each once per
+ * PLACE_PEND inserts (docs/results/2026-12-06-s22/plantime.md). The
  * intervals overlapping steps [f, l] all lie in the nodes whose range meets
  * [f, l] (those inside it overlap it whole; the few on its borders are
  * tested), and a merge of those nodes' runs by offset visits them in offset
@@ -53,6 +57,8 @@ VDP_SORT_FN(sort_pkeys, pkey, pkey_before)
  * entries at equal offsets differs, which changes neither the gap found nor
  * how many were visited before it (the first of them either holds the gap or
  * makes every one at that offset fail). */
+enum { PLACE_PEND = 32 };   /* at most 64: the scan's mask of them */
+
 typedef struct placed {
     int w;               /* each leaf holds 2^w steps */
     int H;               /* levels below the root: 2^H leaves hold every step */
@@ -71,6 +77,10 @@ typedef struct placed {
     int *bminf, *bmaxl;  /* [slots / 64] the smallest first step, the largest last step */
     uint64_t *bmaxe;     /* [slots / 64] */
     bool *bgap;          /* [slots / 64] true: gapless */
+    /* the root alone: the entries not yet in the array, by offset */
+    uint64_t po[PLACE_PEND], pe[PLACE_PEND];   /* offset, end */
+    int pf[PLACE_PEND], pl[PLACE_PEND];        /* first, last step */
+    int np;                                    /* how many */
 } placed;
 
 static void placed_free(placed *P) {
@@ -104,7 +114,33 @@ static inline int placed_node(const placed *P, int f, int l) {
     return (1 << (P->H - lev)) + (f >> lev);
 }
 
+/* The root alone: the pending entries into the array, one merge from the
+ * top down (the array's slots hold every interval). */
+static void placed_merge_pending(placed *P) {
+    int s = P->start[1], i = P->cnt[1] - 1, j = P->np - 1;
+    for (int k = s + i + j + 1; j >= 0; k--) {
+        if (i >= 0 && P->o[s + i] > P->po[j]) {
+            P->o[k] = P->o[s + i]; P->e[k] = P->e[s + i]; P->f[k] = P->f[s + i]; P->l[k] = P->l[s + i];
+            i--;
+        } else {
+            P->o[k] = P->po[j]; P->e[k] = P->pe[j]; P->f[k] = P->pf[j]; P->l[k] = P->pl[j];
+            j--;
+        }
+    }
+    P->cnt[1] += P->np;
+    P->np = 0;
+}
+
 static void placed_insert(placed *P, int first, int last, uint64_t o, uint64_t end) {
+    if (P->H == 0) {   /* the root alone: into the pending list */
+        if (P->np == PLACE_PEND) placed_merge_pending(P);
+        int k = P->np++;
+        for (; k > 0 && P->po[k - 1] > o; k--) {
+            P->po[k] = P->po[k - 1]; P->pe[k] = P->pe[k - 1]; P->pf[k] = P->pf[k - 1]; P->pl[k] = P->pl[k - 1];
+        }
+        P->po[k] = o; P->pe[k] = end; P->pf[k] = first; P->pl[k] = last;
+        return;
+    }
     int nd = placed_node(P, first, last);
     int s = P->start[nd], m = P->cnt[nd];
     /* after the last entry of the run with offset <= o: a bisection whose
@@ -126,7 +162,7 @@ static void placed_insert(placed *P, int first, int last, uint64_t o, uint64_t e
     memmove(P->l + k + 1, P->l + k, nm * sizeof *P->l);
     P->o[k] = o; P->e[k] = end; P->f[k] = first; P->l[k] = last;
     P->cnt[nd]++;
-    for (int b = k >> 6, z = s + m + 1; P->H && b << 6 < z; b++) {   /* (the tree's alone) */
+    for (int b = k >> 6, z = s + m + 1; b << 6 < z; b++) {
         int j = b << 6, jz = j + 64 < z ? j + 64 : z;
         int mf = P->f[j], ml = P->l[j], nf = P->f[j], xl = P->l[j];
         uint64_t me = P->e[j];
@@ -182,25 +218,56 @@ static inline void heap_down(placed *P, int n, int i) {
     h[i] = c;
 }
 
+/* One visit of the gap search: true when the gap at *cand holds `bytes`
+ * below the entry [o, e), else *cand passes over the entry. */
+static inline bool gap_below(uint64_t o, uint64_t e, uint64_t bytes, uint64_t *cand, long *visits) {
+    ++*visits;
+    if (*cand + bytes <= o) return true;
+    *cand = e > *cand ? e : *cand;
+    return false;
+}
+
+/* The gap search's cursor over the pending entries that overlap it in time:
+ * the next one (j, -1 past the last) and its offset (UINT64_MAX past the
+ * last), the mask of those after it. */
+typedef struct pcursor { uint64_t mask, next; int j; } pcursor;
+
+static inline void pcursor_step(const placed *P, pcursor *c) {
+    c->j = c->mask ? __builtin_ctzll(c->mask) : -1;
+    c->next = c->mask ? P->po[c->j] : UINT64_MAX;
+    c->mask &= c->mask - 1;
+}
+
+/* The gap search's visits of the pending entries at offsets up to lim, in
+ * offset order: true when the gap is found. */
+static inline bool pending_upto(const placed *P, pcursor *c, uint64_t lim, uint64_t bytes,
+                                uint64_t *cand, long *visits) {
+    for (; c->next <= lim && c->j >= 0; pcursor_step(P, c))
+        if (gap_below(c->next, P->pe[c->j], bytes, cand, visits)) return true;
+    return false;
+}
+
 /* The lowest offset for `bytes` over steps [f, l] among the placed.
  * *visits: how many overlapping entries it looked at. */
 static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits) {
-    if (P->H == 0) {   /* the root alone: the scan of one array */
+    if (P->H == 0) {   /* the root alone: the scan of one array and the pending list */
         uint64_t cand = 0;
         int m = P->cnt[1], s0 = P->start[1];
+        /* overlapping [f, l]: first <= l and last >= f */
+        pcursor pc = {vdp_between_mask(P->pf, P->pl, P->np, l + 1, f - 1), 0, 0};
+        pcursor_step(P, &pc);
         for (int base = 0; base < m; base += 64) {
             int cnt = m - base < 64 ? m - base : 64;
-            /* overlapping [f, l]: first <= l and last >= f */
             uint64_t mask = vdp_between_mask(P->f + s0 + base, P->l + s0 + base, cnt, l + 1, f - 1);
             while (mask) {
                 int k = s0 + base + __builtin_ctzll(mask);
                 mask &= mask - 1;
-                ++*visits;
-                if (cand + bytes <= P->o[k]) return cand;
-                uint64_t e = P->e[k];
-                cand = e > cand ? e : cand;
+                if (pending_upto(P, &pc, P->o[k], bytes, &cand, visits) ||
+                    gap_below(P->o[k], P->e[k], bytes, &cand, visits))
+                    return cand;
             }
         }
+        pending_upto(P, &pc, UINT64_MAX, bytes, &cand, visits);
         return cand;
     }
     int nc = 0;
@@ -248,10 +315,7 @@ static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits
             }
             if (flt) k = skip_apart(P, k, z, f, l);
             if (k >= z || P->o[k] > lim) break;
-            ++*visits;
-            if (cand + bytes <= P->o[k]) return cand;
-            uint64_t e = P->e[k];
-            cand = e > cand ? e : cand;
+            if (gap_below(P->o[k], P->e[k], bytes, &cand, visits)) return cand;
             k++;
         }
         P->cpos[c] = k;
@@ -272,6 +336,7 @@ static uint64_t place_order(const vd_interval *iv, int n, const bool *pinned, co
     size_t nodes = (size_t)2 << P->H;
     memset(P->cnt, 0, nodes * sizeof *P->cnt);
     memset(P->sub, 0, nodes * sizeof *P->sub);
+    P->np = 0;
     for (int i = 0; i < n; i++) {
         done[i] = pinned && pinned[i];
         if (done[i]) {
