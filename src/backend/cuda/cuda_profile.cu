@@ -203,17 +203,23 @@ static int add_relu_of(const prof *p, int li) {
     return r;
 }
 
+/* Whether ReLU li's backward is its fusion partner's where a plan pairs
+ * them whole: a max pool's after it, or a batch norm's before its add
+ * (the plan's vd_plan_unit_taken). */
+static bool relu_taken(const prof *p, int li) {
+    const vd_net *net = p->net;
+    return (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) ||
+           (li >= 2 && add_relu_of(p, li - 2) == li);
+}
+
 /* Whether layer li's backward runs in a fusion pair where a plan pairs it
  * whole (vd_plan_layer.takes_relu, takes_add_relu): a max pool that takes
- * its ReLU's backward, that ReLU, a batch norm that takes the backward of
- * the ReLU after its add, that ReLU. A split member runs alone: it is timed
- * alone too (make_io's paired false: vd_profile_algo.bwd_alone_s, the
- * chunks). */
+ * its ReLU's backward, a batch norm that takes the backward of the ReLU
+ * after its add, or that ReLU (relu_taken). A split member runs alone: it
+ * is timed alone too (make_io's paired false: vd_profile_algo.bwd_alone_s,
+ * the chunks). */
 static bool in_pair(const prof *p, int li) {
-    const vd_net *net = p->net;
-    return vd_op_pool_relu(net, li) >= 0 ||
-           (li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) ||
-           add_relu_of(p, li) >= 0 || (li >= 2 && add_relu_of(p, li - 2) == li);
+    return vd_op_pool_relu(p->net, li) >= 0 || add_relu_of(p, li) >= 0 || relu_taken(p, li);
 }
 
 /* Layer li's operands in b with option algo; paired: its fusion pair's
@@ -271,16 +277,12 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, bool pa
         io->relu_dx = true;
         if (takes_bias(net, r)) io->bias_db = (float *)(s + b->bias);
     }
-    if (paired && li + 1 < net->n_layers && vd_op_pool_relu(net, li + 1) == li) {
-        io->dx[0] = (float *)(s + b->dy);
-        io->bwd_done = true;
-    }
     /* the batch norm + add + ReLU backward pair (add_relu_of): the batch
      * norm runs both, on a y of the add's size (its own y's buffer, not x
      * even where it runs in place), the
      * ReLU nothing, in place (each as it would alone with no_fuse) */
     if (paired && add_relu_of(p, li) >= 0) io->relu_y = (const float *)(s + b->y);
-    if (paired && li >= 2 && add_relu_of(p, li - 2) == li) {
+    if (paired && relu_taken(p, li)) {   /* either pair's ReLU */
         io->dx[0] = (float *)(s + b->dy);
         io->bwd_done = true;
     }
