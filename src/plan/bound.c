@@ -205,23 +205,11 @@ typedef struct bctx {
  * total order (the keys are never NaN: a cost is >= 0 or infinite, a map's
  * bytes > 0): the maps come in the order a sort by it (qsort's, before)
  * gives. */
-static inline bool keyed_before(const struct keyed *x, const struct keyed *y) {
+static inline bool keyed_before(const void *unused, const struct keyed *x, const struct keyed *y) {
+    (void)unused;
     return x->key != y->key ? x->key < y->key : x->k < y->k;
 }
-
-/* Sift h[i] down the heap h[0..n-1] (keyed_before first). */
-static void keyed_down(struct keyed *h, int n, int i) {
-    struct keyed v = h[i];
-    for (;;) {
-        int ch = 2 * i + 1;
-        if (ch >= n) break;
-        if (ch + 1 < n && keyed_before(&h[ch + 1], &h[ch])) ch++;
-        if (!keyed_before(&h[ch], &v)) break;
-        h[i] = h[ch];
-        i = ch;
-    }
-    h[i] = v;
-}
+VDP_HEAP_DOWN_FN(keyed_down, struct keyed, const void *, keyed_before)
 
 /* The maps cand[0..n-1] at costs c->cost[] as a heap in c->order, cheapest
  * per byte first: a cover takes them from it (cover_next) and stops once
@@ -232,14 +220,14 @@ static void cover_heap(const bctx *c, const int *cand, int n) {
         c->order[k].key = c->cost[k] / (double)c->fm[cand[k]].bytes;
         c->order[k].k = k;
     }
-    for (int i = n / 2 - 1; i >= 0; i--) keyed_down(c->order, n, i);
+    for (int i = n / 2 - 1; i >= 0; i--) keyed_down(c->order, n, i, NULL);
 }
 
 /* The cheapest map left in cover_heap's heap of *n (> 0), taken out. */
 static int cover_next(const bctx *c, int *n) {
     int k = c->order[0].k;
     c->order[0] = c->order[--*n];
-    keyed_down(c->order, *n, 0);
+    keyed_down(c->order, *n, 0, NULL);
     return k;
 }
 

@@ -203,20 +203,12 @@ static inline bool cursor_next(placed *P, int c, int f, int l) {
     return k < z;
 }
 
-static inline void heap_down(placed *P, int n, int i) {
-    int *h = P->heap;
-    int c = h[i];
-    uint64_t key = P->o[P->cpos[c]];
-    for (;;) {
-        int j = 2 * i + 1;
-        if (j >= n) break;
-        if (j + 1 < n && P->o[P->cpos[h[j + 1]]] < P->o[P->cpos[h[j]]]) j++;
-        if (P->o[P->cpos[h[j]]] >= key) break;
-        h[i] = h[j];
-        i = j;
-    }
-    h[i] = c;
+/* Is cursor *a's slot at a lower offset than *b's (the gap search's heap
+ * of cursors, lowest first)? */
+static inline bool cursor_before(const placed *P, const int *a, const int *b) {
+    return P->o[P->cpos[*a]] < P->o[P->cpos[*b]];
 }
+VDP_HEAP_DOWN_FN(heap_down, int, const placed *, cursor_before)
 
 /* One visit of the gap search: true when the gap at *cand holds `bytes`
  * below the entry [o, e), else *cand passes over the entry. */
@@ -290,7 +282,7 @@ static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits
             stack[sp++] = 2 * nd + 1; stack[sp++] = lev - 1;
         }
     }
-    for (int i = nc / 2 - 1; i >= 0; i--) heap_down(P, nc, i);
+    for (int i = nc / 2 - 1; i >= 0; i--) heap_down(P->heap, nc, i, P);
     uint64_t cand = 0;
     while (nc) {
         /* the top cursor's run, up to the next cursor's offset, in one loop
@@ -320,7 +312,7 @@ static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits
         }
         P->cpos[c] = k;
         if (k >= z) P->heap[0] = P->heap[--nc];
-        if (nc) heap_down(P, nc, 0);
+        if (nc) heap_down(P->heap, nc, 0, P);
     }
     return cand;
 }

@@ -72,6 +72,25 @@ static inline uint64_t vdp_between_mask(const int *lo, const int *hi, int cnt, i
         if (src != a) memcpy(a, src, (size_t)n * sizeof *a);                               \
     }
 
+/* VDP_HEAP_DOWN_FN(name, type, ctx_type, before): defines static void
+ * name(type *h, int n, int i, ctx_type ctx), which sifts h[i] down the
+ * binary heap h[0..n-1] whose top comes first by before(ctx, &x, &y) (x
+ * strictly before y): the placement's cursors, the fitting's early
+ * prefetches and the bound's cover take their next from such heaps. */
+#define VDP_HEAP_DOWN_FN(name, type, ctx_type, before)                                    \
+    static inline void name(type *h, int n, int i, ctx_type ctx) {                         \
+        type v = h[i];                                                                     \
+        for (;;) {                                                                         \
+            int c = 2 * i + 1;                                                             \
+            if (c >= n) break;                                                             \
+            if (c + 1 < n && before(ctx, &h[c + 1], &h[c])) c++;                           \
+            if (!before(ctx, &h[c], &v)) break;                                            \
+            h[i] = h[c];                                                                   \
+            i = c;                                                                         \
+        }                                                                                  \
+        h[i] = v;                                                                          \
+    }
+
 /* Assign offsets to intervals iv[0..n-1]: intervals overlapping in time get
  * disjoint [offset, offset+bytes). Intervals with pinned[i] true keep their
  * offset. Tries several orderings (first-fit decreasing by size, by start,

@@ -119,27 +119,14 @@ static void mem_from_tensors(const bld *b, uint64_t *mem) {
     for (int s = 1; s < n; s++) mem[s] += mem[s - 1];
 }
 
-/* Does early prefetch k wait before j: the later consumer (bf), the first
- * of them on ties? A total order: the moves take them in it. */
-static inline bool el_before(const int *bf, int k, int j) {
-    return bf[k] > bf[j] || (bf[k] == bf[j] && k < j);
+/* Does early prefetch *k wait before *j: the later consumer (bf), the
+ * first of them on ties? A total order: the moves take them in it, from a
+ * heap (el_down), not from a scan of them all (quadratic in the candidates
+ * at a step). */
+static inline bool el_before(const int *bf, const int *k, const int *j) {
+    return bf[*k] > bf[*j] || (bf[*k] == bf[*j] && *k < *j);
 }
-
-/* Sift el[i] down the heap el[0..n-1] (el_before first): the moves take
- * the first of the candidates left from it, not from a scan of them all
- * (quadratic in the candidates at a step). */
-static void el_down(int *el, int n, const int *bf, int i) {
-    int v = el[i];
-    for (;;) {
-        int c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && el_before(bf, el[c + 1], el[c])) c++;
-        if (!el_before(bf, el[c], v)) break;
-        el[i] = el[c];
-        i = c;
-    }
-    el[i] = v;
-}
+VDP_HEAP_DOWN_FN(el_down, int, const int *, el_before)
 
 bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
     vd_plan *p = b->p;
@@ -200,13 +187,13 @@ bool vdp_fit_memory(bld *b, uint64_t cap, uint64_t *mem) {
             for (uint64_t m = vdp_between_mask(ps + base, bf + base, cnt, over + 1, over); m; m &= m - 1)
                 el[n_el++] = base + __builtin_ctzll(m);
         }
-        for (int j = n_el / 2 - 1; j >= 0; j--) el_down(el, n_el, bf, j);
+        for (int j = n_el / 2 - 1; j >= 0; j--) el_down(el, n_el, j, bf);
         do {
             if (n_el == 0) { ok = false; goto done; }
             looked += 3.0 + (double)n_el;   /* (the scan of every one left it replaced) */
             int best = el[0];
             el[0] = el[--n_el];
-            el_down(el, n_el, bf, 0);
+            el_down(el, n_el, 0, bf);
             /* its region leaves steps ps[best] .. over; of those only `over`
              * is read again (over only grows, and the caller's mem is
              * scratch) */
