@@ -84,7 +84,7 @@ static const double AUTO_PAIR_WORK = 0.2 * AUTO_WORK_BUDGET;
 static bool pass_cut(const actx *c) {
     if (c->evals == 0) return false;
     double per_build = c->effort / c->evals;
-    return c->effort + 3.0 * c->L * per_build > AUTO_EFFORT_CAP;
+    return c->effort + 3.0 * c->L * per_build > vdp_whole_cap(c->s);
 }
 
 /* No start fitted: the configurations that fit most easily from the start
@@ -578,7 +578,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
      * and the tests' random nets, it would double a planning time that
      * already outweighs what it could gain) */
     if (P.feasible && !done(&c) && s->jitter_depth == 0 && s->update_depth == 0 && s->array_phase == 0 &&
-        c.effort < AUTO_EFFORT_CAP / 2 &&
+        c.effort < vdp_whole_cap(s) / 2 &&
         c.lb > 0 && P.sim.iter_s > c.lb * (1.0 + AUTO_OPINION_GAP) &&
         P.sim.iter_s >= AUTO_OPINION_MIN_S) {
         search_phase(&c, "second opinion", 0, 0);
@@ -798,6 +798,13 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
     return build_auto(&s, net, prof, opts, feasibility_only, out, e);
 }
 
+int vdp_build_auto_share(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         double share, vd_plan *out, vd_err *e) {
+    vdp_search s = {0};
+    s.share = share;
+    return build_auto(&s, net, prof, opts, VDP_SEARCH, out, e);
+}
+
 /* vdp_build_auto's phases after the probe (everything kept, with the room). */
 static int auto_phases(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, bool small, vd_plan *out, vd_err *e) {
@@ -840,7 +847,7 @@ static int auto_phases(vdp_search *s, const vd_net *net, const vd_profile *prof,
         double lb = vd_plan_lower_bound(net, prof, out, opts->budget);
         if (!(lb > 0) || out->sim.iter_s <= lb * (1.0 + AUTO_OPINION_GAP)) return VD_OK;
         vdp_search ch = vdp_search_child(s);
-        ch.cap = fmin(cap - effort, 0.35 * AUTO_EFFORT_CAP);
+        ch.cap = fmin(cap - effort, 0.35 * vdp_whole_cap(s));
         ch.update_depth++;
         vd_plan R;
         vd_err re = {0};
@@ -888,7 +895,7 @@ static int fallback_fits(vdp_search *s, const vd_net *net, const vd_profile *pro
 static int room_search(vdp_search *s, const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        int feasibility_only, vd_plan *out, vd_err *e) {
     vdp_search ch = vdp_search_child(s);
-    ch.cap = 0.5 * AUTO_EFFORT_CAP;
+    ch.cap = 0.5 * vdp_whole_cap(s);
     ch.update_depth++;
     int rc = search_auto(&ch, net, prof, opts, feasibility_only, false, true, NULL, out, e);
     vdp_search_join(s, &ch);

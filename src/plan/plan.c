@@ -204,11 +204,11 @@ int vd_plan_chunks_all(const vd_net *net, int batch, int k, int *chunks, vd_err 
  * the smallest k of AUTO_KS (up to the batch) whose
  * plan fits, each layer whose output or an input holds at least 1/k of the
  * largest map's bytes in k chunks (the maps that set the floor; the smaller
- * ones later in the net stay whole and fast). Two counts: each is a search
- * of its own, dearer with k (the units multiply); why 2 and 8, with the
- * floors and planning times that chose them: docs/chunking.md, "Auto"
+ * ones later in the net stay whole and fast). Three counts: each is a
+ * search of its own, dearer with k (the units multiply); why these, with
+ * the floors and planning times that chose them: docs/chunking.md, "Auto"
  * (--chunks gives any split). */
-static const int AUTO_KS[] = {2, 8};
+static const int AUTO_KS[] = {2, 4, 8};
 
 static bool auto_splits(const vd_plan_opts *o) {
     return o->policy == VD_POLICY_AUTO && !o->forward_only && !o->chunks;
@@ -514,13 +514,14 @@ static int build_inference(const vd_net *net, const vd_profile *prof, const vd_p
 }
 
 
-/* The policy's search: auto's, or one of the others'; forward only: the
- * inference plan. */
+/* The policy's search: auto's (on `share` of its effort cap, 1: all of
+ * it), or one of the others'; forward only: the inference plan. */
 static int build_any(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                     vd_plan *out, vd_err *e) {
+                     double share, vd_plan *out, vd_err *e) {
     if (opts->forward_only) return build_inference(net, prof, opts, out, e);
     if (opts->policy == VD_POLICY_AUTO)
-        return vdp_build_auto(net, prof, opts, false, out, e);
+        return share < 1.0 ? vdp_build_auto_share(net, prof, opts, share, out, e)
+                           : vdp_build_auto(net, prof, opts, false, out, e);
     return vdp_build_policy(net, prof, opts, out, e);
 }
 
@@ -718,7 +719,7 @@ static void explain_infeasible(const vd_net *net, const vd_profile *prof,
 static int fits_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         bool *fits, vd_err *e);
 static int build_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         vd_plan *out, bool *eval_failed, vd_err *e);
+                         double share, vd_plan *out, bool *eval_failed, vd_err *e);
 
 /* Auto's plan with split layers (see above) for a budget its unsplit search
  * does not fit: into *out (released first) when one fits; VD_EBUDGET (out
@@ -746,7 +747,7 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
         tried++;
         vd_plan sp;
         bool ef;
-        r2 = build_checked(net, prof, &o, &sp, &ef, e);
+        r2 = build_checked(net, prof, &o, 1.0, &sp, &ef, e);
         if (r2 == VD_EBUDGET) { vdp_plan_release(&sp); r2 = VD_OK; continue; }
         if (r2) break;
         if (rc == VD_OK && sp.sim.iter_s >= out->sim.iter_s) { vdp_plan_release(&sp); continue; }
@@ -771,11 +772,15 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * of AUTO_KS splits to a lower bound (split_bound) over AUTO_SPLIT_GAIN
  * below the unsplit one's (*own), the finest k that could fit is searched
  * (as below the floor, its chunks overlap their copies better): *have
- * when its plan fits, then in *sp. Where splitting lowers the bound by
- * less (on the ResNets and GoogLeNet it moves it by under 0.2%, either
- * way) nothing is searched: the planning time stays. docs/chunking.md,
- * "Auto". */
-static const double AUTO_SPLIT_GAIN = 0.005;
+ * when its plan fits, then in *sp. Then the next coarser k that could fit,
+ * where its bound is below that plan, on AUTO_COARSER_SHARE of the effort
+ * cap, the faster plan kept: fewer, larger chunks run nearer the whole
+ * batch's speed, and where the budget leaves room for them they win (VGG-16
+ * b256 bf16 from 3 to 5 GiB), near the floor the finest does. Where
+ * splitting lowers the bound by less (on the ResNets and GoogLeNet it moves
+ * it by under 0.2%, either way) nothing is searched: the planning time
+ * stays. docs/chunking.md, "Auto". */
+static const double AUTO_SPLIT_GAIN = 0.005, AUTO_COARSER_SHARE = 0.125;
 static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_plan *sp, bool *have, double *own, vd_err *e) {
     *have = false;
@@ -783,25 +788,45 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (rc) return rc;
     int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
-    double least = INFINITY;
-    size_t finest = 0;
-    bool any = false, worth = false;
+    double least = INFINITY, finest_bound = INFINITY, coarser_bound = INFINITY, kb;
+    size_t finest = 0, coarser = 0;
+    bool any = false, two = false, worth = false;
     vd_plan_opts o;
     for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && !rc; q++) {
-        double kb;
         rc = auto_split_at(net, prof, opts, opts->budget, q, ch, &o, &worth, &kb, e);
         if (rc || !worth) continue;
+        if (any) {   /* the finest so far is the next coarser now */
+            coarser = finest;
+            coarser_bound = finest_bound;
+            two = true;
+        }
         finest = q;
+        finest_bound = kb;
         any = true;
         if (kb < least) least = kb;
     }
-    double kb;
     if (!rc && any && least < *own * (1.0 - AUTO_SPLIT_GAIN) && !vdp_stopped(opts) &&
         !(rc = auto_split_at(net, prof, opts, opts->budget, finest, ch, &o, &worth, &kb, e))) {
         bool ef;
-        rc = build_checked(net, prof, &o, sp, &ef, e);
+        rc = build_checked(net, prof, &o, 1.0, sp, &ef, e);
         *have = rc == VD_OK;
         if (rc == VD_EBUDGET) { vdp_plan_release(sp); rc = VD_OK; }
+    }
+    if (!rc && *have && two && coarser_bound < sp->sim.iter_s && !vdp_stopped(opts) &&
+        !(rc = auto_split_at(net, prof, opts, opts->budget, coarser, ch, &o, &worth, &kb, e))) {
+        vd_plan cp;
+        bool ef;
+        rc = build_checked(net, prof, &o, AUTO_COARSER_SHARE, &cp, &ef, e);
+        if (rc == VD_OK && cp.sim.iter_s < sp->sim.iter_s * (1.0 - 1e-9)) {
+            vdp_plan_release(sp);
+            *sp = cp;
+        } else if (rc == VD_OK || rc == VD_EBUDGET) {
+            vdp_plan_release(&cp);
+            rc = VD_OK;
+        } else {
+            vdp_plan_release(sp);
+            *have = false;
+        }
     }
     vd_free(ch);
     return rc;
@@ -820,7 +845,7 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
         *out = sp;
         return VD_OK;
     }
-    rc = build_checked(net, prof, opts, out, &eval_failed, e);
+    rc = build_checked(net, prof, opts, 1.0, out, &eval_failed, e);
     if (rc == VD_EBUDGET && splits && !have) {
         vd_err te = {0};
         int r2 = build_split(net, prof, opts, out, &te);
@@ -840,13 +865,14 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
 }
 
 /* vd_plan_build of checked inputs, without auto's split layers and the
- * explanation of a budget that does not fit; *eval_failed: the training
- * plan fits, its evaluation plan does not (e says so). */
+ * explanation of a budget that does not fit, auto on `share` of its effort
+ * cap (build_any); *eval_failed: the training plan fits, its evaluation
+ * plan does not (e says so). */
 static int build_checked(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         vd_plan *out, bool *eval_failed, vd_err *e) {
+                         double share, vd_plan *out, bool *eval_failed, vd_err *e) {
     memset(out, 0, sizeof *out);
     *eval_failed = false;
-    int rc = build_any(net, prof, opts, out, e);
+    int rc = build_any(net, prof, opts, share, out, e);
     if (opts->forward_only || rc) return rc;
     rc = build_eval(net, prof, opts->chunks, out, e);
     *eval_failed = rc == VD_EBUDGET;

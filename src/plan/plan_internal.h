@@ -324,6 +324,10 @@ enum { VDP_SEARCH = 0, VDP_FEASIBLE = 1, VDP_ANSWER = 2 };
  * vdp_build_fixed. */
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    int feasibility_only, vd_plan *out, vd_err *e);
+/* The whole search (VDP_SEARCH) on `share` of the effort cap (0 < share
+ * <= 1): a quicker look, as plan.c's coarser split takes. */
+int vdp_build_auto_share(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         double share, vd_plan *out, vd_err *e);
 /* Smallest budget for which vdp_build_auto fits (binary search bounded by its
  * fallback candidates). */
 int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

@@ -18,14 +18,21 @@ typedef struct vdp_search {
     int array_phase;    /* > 0: the search with the gradient array, before the update's */
     int jitter_depth;   /* > 0: a second opinion's search, on a jittered profile */
     double cap;         /* a nested search's effort cap, what its parent left
-                           (0: AUTO_EFFORT_CAP) */
+                           (0: the whole cap, vdp_whole_cap) */
+    double share;       /* the whole cap is this share of AUTO_EFFORT_CAP (0: all
+                           of it; vdp_build_auto_share), in every nested search too */
     bool above_floor;   /* the budget is known not to be below the floor (the
                            smallest-budget search's probes): no floor check */
 } vdp_search;
 
+/* The whole search's effort cap (AUTO_EFFORT_CAP, or its share). */
+static inline double vdp_whole_cap(const vdp_search *s) {
+    return s->share > 0 ? s->share * AUTO_EFFORT_CAP : AUTO_EFFORT_CAP;
+}
+
 /* The effort cap s may spend. */
 static inline double vdp_search_cap(const vdp_search *s) {
-    return s->cap > 0 ? s->cap : AUTO_EFFORT_CAP;
+    return s->cap > 0 ? s->cap : vdp_whole_cap(s);
 }
 
 /* A child of s: the same progress so far, the same depths and cap (the

@@ -41,9 +41,10 @@ uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
 #define VD_PROFILE_MAX_ALGOS 12
 /* A layer timed on a chunk of the batch (split layers: vdnn-plan(1)): its
  * option 0 on batch / k samples. The counts a measured profile times: those
- * auto splits into (plan.c, AUTO_KS). */
+ * auto splits into (plan.c, AUTO_KS). A profile may hold others (older ones
+ * hold 2 and 8): vd_profile_chunk_time takes the nearest. */
 #define VD_PROFILE_MAX_CHUNKS 4
-#define VD_PROFILE_CHUNK_KS {2, 8}
+#define VD_PROFILE_CHUNK_KS {2, 4, 8}
 typedef struct vd_profile_chunk { int k; double fwd_s, bwd_s; } vd_profile_chunk;
 
 typedef struct vd_profile_layer {

@@ -54,6 +54,7 @@ typedef struct run_out {
     int add_relu_bn[8];     /* the batch norms that take their add's ReLU's backward
                                (vd_plan_layer.takes_add_relu), in unit order */
     int n_add_relu;
+    bool split;             /* the plan runs some layer in batch chunks */
 } run_out;
 
 /* The batch of iteration iter into x (floats; nhwc: in channels-last order,
@@ -122,9 +123,11 @@ static inline void run_training(const vd_net *net, int batch, const run_cfg *c, 
         if (tt->kind == VD_T_INPUT || tt->kind == VD_T_ACT || tt->kind == VD_T_DACT)
             o->fmap_bytes += tt->bytes;
     }
-    for (int u = 0; u < plan.n_units; u++)
+    for (int u = 0; u < plan.n_units; u++) {
         if (plan.layers[u].takes_add_relu && o->n_add_relu < 8)
             o->add_relu_bn[o->n_add_relu++] = plan.layers[u].layer;
+        o->split |= plan.layers[u].n_chunks > 1;
+    }
     o->n_recomputed = plan.n_recomputed;
     o->n_recompute_ops = plan.n_recompute_ops;
     vd_exec_opts eo = {0};

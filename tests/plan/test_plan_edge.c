@@ -305,8 +305,10 @@ START_TEST(test_dag_corners_train) {
             ck_assert_uint_le(o.st.pool_hwm, c.budget);
             for (int it = 0; it < 3; it++) ck_assert(isfinite(o.loss[it]));
             /* byte identity: same algorithms, same accumulation order (dyn
-             * searches the algorithms itself, fixed_algo or not) */
-            if (pol != VD_POLICY_DYN)
+             * searches the algorithms itself, fixed_algo or not; auto's
+             * smallest budget may split layers, whose chunks sum the
+             * parameter gradients in another order: test_chunks) */
+            if (pol != VD_POLICY_DYN && !o.split)
                 ck_assert_msg(memcmp(o.params, ref.params, (size_t)net.param_floats * 4) == 0,
                               "%s: policy %s trains different bytes", net.name,
                               vd_policy_name(c.policy));
