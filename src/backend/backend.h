@@ -27,6 +27,9 @@
 #include "data/synth.h"
 
 enum { VD_STREAM_COMPUTE = 0, VD_STREAM_D2H = 1, VD_STREAM_H2D = 2, VD_N_STREAMS = 3 };
+/* Synthetic slots (fill_synthetic, synth_set): the executor's input batch
+ * and its staged next batch. */
+enum { VD_SYNTH_SLOTS = 2 };
 
 
 /* Per-layer algorithm choice. For conv: index into the backend's list of
@@ -499,11 +502,28 @@ struct vd_backend {
      * (b->seed, b->split, b->index[s]) (data/synth.h); as elements of type
      * dt (16-bit: channels-last, rounded to nearest even). The same bits on
      * every backend.
-     * b->index may be read until the work has run (as copy_async's src).
+     * The sample indices go through synthetic slot `slot` (0 ..
+     * VD_SYNTH_SLOTS - 1; the caller's choice, one per batch it keeps in
+     * flight), as the step scalars go through step_set: b->index is written
+     * into the slot's host-side copy (after the slot's previous transfer
+     * has run; b->index is not read after the call), that copy is
+     * transferred on the same stream to where the generating kernel reads
+     * it (CUDA: device memory outside the pool, 8 bytes a sample), then the
+     * batch is generated. Inside a capture the transfer is captured: it
+     * reads the slot's host-side copy as it is at each launch (synth_set),
+     * so a capture bakes no index. A slot grows to the most samples it is
+     * given, but not while a graph lives (capture_begin .. graph_destroy: a
+     * graph holds its address; VD_EINTERNAL), and one capture may fill a
+     * slot with one batch's indices only (VD_EINTERNAL otherwise).
      * NULL when the backend cannot (the caller's loader then makes the
      * batches on the host). */
-    int (*fill_synthetic)(vd_backend *be, int stream, void *x, vd_dtype dt, const vd_synth_batch *b,
-                          vd_err *e);
+    int (*fill_synthetic)(vd_backend *be, int stream, int slot, void *x, vd_dtype dt,
+                          const vd_synth_batch *b, vd_err *e);
+    /* Writes b->index (b->n of them) into synthetic slot `slot`'s host-side
+     * copy for the launch of a graph that fills the slot (fill_synthetic
+     * captured): after the slot's last transfer has run, outside a capture.
+     * NULL with fill_synthetic. */
+    int (*synth_set)(vd_backend *be, int slot, const vd_synth_batch *b, vd_err *e);
 
     /* Ops (all on the compute stream). */
     /* Whether this backend runs op `op` in math mode `math`. layer_setup asks
@@ -550,7 +570,8 @@ struct vd_backend {
      * joined to it at the end, so the graph's end is the end of all of it).
      * No host wait (event_sync, synchronize, scale_get) may come in between.
      * capture_end hands back the graph. graph_launch: writes s into the
-     * step scalars' host-side copy (as step_set does) and runs the graph on
+     * step scalars' host-side copy (as step_set does; the synthetic slots'
+     * are the caller's to write first, synth_set) and runs the graph on
      * the compute stream, after all work issued before on every stream;
      * an event recorded inside the graph is then complete, for waits on it
      * issued after the launch, once the graph is. graph_destroy frees it. */

@@ -807,15 +807,12 @@ static int report(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     printf("copies per iteration: offloaded %s, prefetched %s\n",
            vd_fmt_bytes(st.offload_bytes_iter, a, sizeof a),
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
-    /* a step is captured once its graph key (the input buffers, synthetic
-     * batches' samples) repeats: member.c, graph_key */
+    /* a step is captured once its graph key (the input buffers, whether the
+     * batches are made on the device) repeats: member.c, graph_key */
     if (trained)
-        printf("captured iteration: %lld of %lld training steps replayed it (%lld captured)%s\n",
+        printf("captured iteration: %lld of %lld training steps replayed it (%lld captured)\n",
                (long long)(st.graph_launches - st.graph_captures), (long long)st.train_steps,
-               (long long)st.graph_captures,
-               st.graph_launches == 0 && res->synth_device
-                   ? "; synthetic batches made on the device differ from step to step, and "
-                     "each step runs eagerly" : "");
+               (long long)st.graph_captures);
     if (res->timing.iters > 0) {
         const vd_train_timing *tm = &res->timing;
         char threads[64];

@@ -25,7 +25,10 @@
  * Synthetic input (vdx_member_input_synth / vdx_member_next_synth): where x
  * would be copied from a pair's pinned buffer (its load, a re-load after an
  * offload, the staging copy), be->fill_synthetic generates it from the
- * pair's batch description instead, on the same stream: no host bytes.
+ * pair's batch description instead, on the same stream: no host bytes. The
+ * current pair's batch goes through the backend's synthetic slot
+ * SLOT_INPUT, the look-ahead pair's through SLOT_STAGE (backend.h), so that
+ * a captured fill reads its indices at each launch (synth_set).
  *
  * Measured statistics are tracked while walking, independently of the plan's
  * own arithmetic: bytes live (+ at ALLOC, - at FREE), their maximum at each
@@ -43,8 +46,9 @@
  * and replayed (be->graph_launch) at later steps that make the same
  * host-side choices (graph_key: whether x was staged, whether the next
  * batch is staged, which pinned pair is current, a synthetic pair's batch
- * description); the first step with a given key runs eagerly, the next one
- * with it is captured and launched, later ones replay. The loss readback
+ * description but not its samples, which each launch writes into the slots
+ * first: be->synth_set); the first step with a given key runs eagerly, the
+ * next one with it is captured and launched, later ones replay. The loss readback
  * stays outside (its host wait cannot be captured). A captured step calls
  * the stage hook before anything is issued (the staging copy in the graph
  * reads the look-ahead buffers) and opts.after_step only at the pass's end
@@ -824,8 +828,14 @@ int vdx_member_get_state(vdx_member *m, float *params, float *state, int64_t *sg
     return VD_OK;
 }
 
-/* Fill the input region dst (bytes) from pair's synthetic batch b. */
-static int fill_synth(vdx_member *m, void *dst, const vd_synth_batch *b, uint64_t bytes, vd_err *e) {
+/* The backend's synthetic slots (backend.h) of the current pair's batch and
+ * of the look-ahead pair's. */
+enum { SLOT_INPUT = 0, SLOT_STAGE = 1 };
+
+/* Fill the input region dst (bytes) from a pair's synthetic batch b through
+ * the backend's synthetic slot `slot`. */
+static int fill_synth(vdx_member *m, int slot, void *dst, const vd_synth_batch *b, uint64_t bytes,
+                      vd_err *e) {
     uint64_t want = (uint64_t)b->n * (uint64_t)b->sample_numel * m->act_bytes;
     if (b->n != m->plan->batch || want != bytes)
         return vd_errf(e, VD_EINTERNAL, "synthetic batch of %d x %lld elements for an input of "
@@ -833,7 +843,8 @@ static int fill_synth(vdx_member *m, void *dst, const vd_synth_batch *b, uint64_
                        (unsigned long long)bytes, m->plan->batch);
     vd_synth_batch l = *b;   /* in the math's layout (float: tf32 channels-last) */
     l.nhwc = vd_math_nhwc(m->opts.math);
-    return m->be->fill_synthetic(m->be, VD_STREAM_H2D, dst, vd_math_act_dtype(m->opts.math), &l, e);
+    return m->be->fill_synthetic(m->be, VD_STREAM_H2D, slot, dst, vd_math_act_dtype(m->opts.math),
+                                 &l, e);
 }
 
 /* Source of an interval's H2D fill. */
@@ -956,9 +967,9 @@ static int prefetch(vdx_member *m, const vd_plan *p, const vd_step *st, int k, b
         m->copy_issued[c] = true;
     }
     if (iv->fill == VD_FILL_INPUT_X && m->in_synth)
-        rc = fill_synth(m, dst, &m->in_sb, T->bytes, e);
+        rc = fill_synth(m, SLOT_INPUT, dst, &m->in_sb, T->bytes, e);
     else if (iv->fill == VD_FILL_STAGE && m->nx_synth)
-        rc = fill_synth(m, dst, &m->nx_sb, T->bytes, e);
+        rc = fill_synth(m, SLOT_STAGE, dst, &m->nx_sb, T->bytes, e);
     else
         rc = be->copy_async(be, VD_STREAM_H2D, dst, fill_src(m, p, iv), T->bytes, e);
     if (rc) return rc;
@@ -1211,8 +1222,11 @@ enum { VDX_GRAPHS = 4, VDX_SEEN = 2 };   /* graphs kept (2 pairs x 2 staging sta
 typedef struct graph_key {
     bool load_staged, stage_next;
     const void *in_x;           /* the current pair (the pairs swap at staging) */
-    bool in_synth, nx_synth;    /* as used by the step: x loaded / staged, made on the device */
-    vd_synth_batch in_sb, nx_sb;     /* those batches (index: the key's own copies) */
+    bool in_synth, nx_synth;    /* the current pair's x made on the device (also where x was
+                                   staged: a re-load after its offload fills it from the
+                                   pair), the next batch staged so */
+    vd_synth_batch in_sb, nx_sb;     /* those batches' descriptions (index NULL: the samples
+                                        go through the slots, launch) */
 } graph_key;
 
 typedef struct graph_slot {
@@ -1233,34 +1247,23 @@ static bool graph_eligible(const vdx_member *m) {
            !o->sync_debug && (m->ev_steps < 0 || m->be->event_mark) && !o->allreduce;
 }
 
-/* The key of a step about to run with walk w (index arrays: into k's own,
- * of plan->batch each, which the caller provides). */
+/* The key of a step about to run with walk w. */
 static void key_fill(const vdx_member *m, const walk_stats *w, graph_key *k) {
-    int64_t *ii = k->in_sb.index, *ni = k->nx_sb.index;
     memset(k, 0, sizeof *k);
     k->load_staged = w->load_staged;
     k->stage_next = w->stage_next;
     k->in_x = m->in_x;
-    k->in_synth = m->in_synth && !w->load_staged;
+    k->in_synth = m->in_synth;
     k->nx_synth = m->nx_synth && w->stage_next;
-    k->in_sb.index = ii;
-    k->nx_sb.index = ni;
-    if (k->in_synth) {
-        k->in_sb = m->in_sb;
-        k->in_sb.index = ii;
-        memcpy(ii, m->in_sb.index, (size_t)m->in_sb.n * sizeof *ii);
-    }
-    if (k->nx_synth) {
-        k->nx_sb = m->nx_sb;
-        k->nx_sb.index = ni;
-        memcpy(ni, m->nx_sb.index, (size_t)m->nx_sb.n * sizeof *ni);
-    }
+    if (k->in_synth) k->in_sb = m->in_sb;
+    if (k->nx_synth) k->nx_sb = m->nx_sb;
+    k->in_sb.index = k->nx_sb.index = NULL;
 }
 
 static bool synth_eq(const vd_synth_batch *a, const vd_synth_batch *b) {
     return a->seed == b->seed && a->split == b->split && a->classes == b->classes &&
-           a->sample_numel == b->sample_numel && a->channels == b->channels && a->n == b->n &&
-           (a->n == 0 || memcmp(a->index, b->index, (size_t)a->n * sizeof *a->index) == 0);
+           a->sample_numel == b->sample_numel && a->channels == b->channels &&
+           a->nhwc == b->nhwc && a->n == b->n;
 }
 
 static bool key_eq(const graph_key *a, const graph_key *b) {
@@ -1270,45 +1273,32 @@ static bool key_eq(const graph_key *a, const graph_key *b) {
            (!a->nx_synth || synth_eq(&a->nx_sb, &b->nx_sb));
 }
 
-static void key_copy(graph_key *dst, const graph_key *src, int batch) {
-    int64_t *ii = dst->in_sb.index, *ni = dst->nx_sb.index;
-    *dst = *src;
-    dst->in_sb.index = ii;
-    dst->nx_sb.index = ni;
-    if (src->in_synth) memcpy(ii, src->in_sb.index, (size_t)batch * sizeof *ii);
-    if (src->nx_synth) memcpy(ni, src->nx_sb.index, (size_t)batch * sizeof *ni);
-}
-
-/* The graph slots and remembered keys, with their index arrays (opts.graph). */
+/* The graph slots and remembered keys (opts.graph). */
 static int graphs_create(vdx_member *m, vd_err *e) {
     if (!graph_eligible(m)) return VD_OK;
     m->graphs = vd_calloc(VDX_GRAPHS, sizeof *m->graphs, e);
     m->seen = vd_calloc(VDX_SEEN + 1, sizeof *m->seen, e);   /* + the current step's */
-    if (!m->graphs || !m->seen) return VD_ENOMEM;
-    size_t nb = (size_t)m->plan->batch;
-    for (int k = 0; k < VDX_GRAPHS + VDX_SEEN + 1; k++) {
-        graph_key *g = k < VDX_GRAPHS ? &m->graphs[k].key : &m->seen[k - VDX_GRAPHS];
-        g->in_sb.index = vd_calloc(nb, sizeof(int64_t), e);
-        g->nx_sb.index = vd_calloc(nb, sizeof(int64_t), e);
-        if (!g->in_sb.index || !g->nx_sb.index) return VD_ENOMEM;
-    }
-    return VD_OK;
+    return m->graphs && m->seen ? VD_OK : VD_ENOMEM;
 }
 
 static void graphs_free(vdx_member *m) {
-    for (int k = 0; m->graphs && k < VDX_GRAPHS; k++) {
+    for (int k = 0; m->graphs && k < VDX_GRAPHS; k++)
         if (m->graphs[k].g) m->be->graph_destroy(m->be, m->graphs[k].g);
-        vd_free(m->graphs[k].key.in_sb.index);
-        vd_free(m->graphs[k].key.nx_sb.index);
-    }
-    for (int k = 0; m->seen && k < VDX_SEEN + 1; k++) {
-        vd_free(m->seen[k].in_sb.index);
-        vd_free(m->seen[k].nx_sb.index);
-    }
     vd_free(m->graphs);
     vd_free(m->seen);
     m->graphs = NULL;
     m->seen = NULL;
+}
+
+/* Launch graph g of key k: the step's synthetic samples into the slots its
+ * fills read (the pairs' batches now, not the capture's), then the graph. */
+static int launch(vdx_member *m, void *g, const graph_key *k, const vd_step_scalars *ss,
+                  vd_err *e) {
+    vd_backend *be = m->be;
+    int rc;
+    if (k->in_synth && (rc = be->synth_set(be, SLOT_INPUT, &m->in_sb, e))) return rc;
+    if (k->nx_synth && (rc = be->synth_set(be, SLOT_STAGE, &m->nx_sb, e))) return rc;
+    return be->graph_launch(be, g, ss, e);
 }
 
 /* The training plan's steps from step_set to the SGD step (the loss
@@ -1337,11 +1327,10 @@ static int walk_graph(vdx_member *m, float lr, const vd_step_scalars *ss, walk_s
                       vd_err *e) {
     vd_backend *be = m->be;
     const graph_key *k = &m->seen[VDX_SEEN];
-    int batch = m->plan->batch;
     for (int g = 0; g < m->n_graphs; g++) {
         graph_slot *G = &m->graphs[g];
         if (!key_eq(&G->key, k)) continue;
-        int rc = be->graph_launch(be, G->g, ss, e);
+        int rc = launch(m, G->g, k, ss, e);
         if (rc) return rc;
         walk_stats keep = *w;
         *w = G->w;
@@ -1353,8 +1342,8 @@ static int walk_graph(vdx_member *m, float lr, const vd_step_scalars *ss, walk_s
     for (int i = 0; i < m->n_seen && !seen; i++) seen = key_eq(&m->seen[i], k);
     if (!seen || m->n_graphs == VDX_GRAPHS) {
         if (!seen) {   /* remember it, the oldest forgotten */
-            for (int i = VDX_SEEN - 1; i > 0; i--) key_copy(&m->seen[i], &m->seen[i - 1], batch);
-            key_copy(&m->seen[0], k, batch);
+            for (int i = VDX_SEEN - 1; i > 0; i--) m->seen[i] = m->seen[i - 1];
+            m->seen[0] = *k;
             if (m->n_seen < VDX_SEEN) m->n_seen++;
         }
         return walk_train(m, lr, ss, w, e);
@@ -1372,11 +1361,11 @@ static int walk_graph(vdx_member *m, float lr, const vd_step_scalars *ss, walk_s
         return rc ? rc : rc2;
     }
     G->g = g;
-    key_copy(&G->key, k, batch);
+    G->key = *k;
     G->w = *w;
     m->n_graphs++;
     m->graph_captures++;
-    if ((rc = be->graph_launch(be, g, ss, e))) return rc;
+    if ((rc = launch(m, g, k, ss, e))) return rc;
     m->graph_launches++;
     return VD_OK;
 }

@@ -1764,9 +1764,9 @@ START_TEST(test_fill_synthetic_f16) {
     ck_assert(be->host_alloc(be, bytes, (void **)&h, &e) == 0);
     char *d = pool;
     int64_t nf = (int64_t)b.n * b.sample_numel;
-    ck_assert(be->fill_synthetic(be, VD_STREAM_H2D, d, VD_DT_F32, &b, &e) == 0);
-    ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, d + nf * 4, VD_DT_F16, &b, &e) == 0, "%s",
-                  e.msg);
+    ck_assert(be->fill_synthetic(be, VD_STREAM_H2D, 0, d, VD_DT_F32, &b, &e) == 0);
+    ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, 0, d + nf * 4, VD_DT_F16, &b, &e) == 0,
+                  "%s", e.msg);
     ck_assert(be->synchronize(be, &e) == 0);
     ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
     ck_assert(be->synchronize(be, &e) == 0);
@@ -1789,14 +1789,16 @@ END_TEST
 /* ------------------------------------------------------------------ synthetic */
 
 /* fill_synthetic: the CUDA kernel writes the CPU backend's bytes, float,
- * bf16 and fp16: 300 samples (two launches: 256 + 44), an AlexNet-sized sample, one
- * element per sample; sample indices past 2^32, both splits. Exact: integer
- * hashing and one correctly rounded multiply on both sides. */
+ * bf16 and fp16: 300 samples, an AlexNet-sized sample, one element per
+ * sample, 70000 samples (more than a grid's 65535 rows: its rows loop);
+ * sample indices past 2^32, both splits. Exact: integer hashing and one
+ * correctly rounded multiply on both sides. */
 START_TEST(test_fill_synthetic) {
     static const struct { int64_t numel; int n, split, classes, ch; uint64_t seed; } cases[] = {
         {3 * 7 * 9, 300, 0, 10, 3, 42},
         {3 * 227 * 227, 3, 1, 1000, 3, 0xDEADBEEFCAFEull},
         {1, 5, 0, 1, 1, 7},
+        {2, 70000, 0, 10, 1, 9},
     };
     for (size_t ci = 0; ci < VD_ARRAY_LEN(cases); ci++)
         for (int bf = 0; bf < 3; bf++) {   /* VD_DT_F32, VD_DT_BF16, VD_DT_F16 */
@@ -1816,7 +1818,7 @@ START_TEST(test_fill_synthetic) {
                 void *pool, *h;
                 ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
                 ck_assert(be->host_alloc(be, bytes, &h, &e) == 0);
-                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, pool, dt, &b, &e) == 0,
+                ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, 0, pool, dt, &b, &e) == 0,
                               "%s: %s", be->name, e.msg);
                 ck_assert(be->synchronize(be, &e) == 0);
                 ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
@@ -1833,6 +1835,53 @@ START_TEST(test_fill_synthetic) {
             free(res[1]);
             free(idx);
         }
+}
+END_TEST
+
+/* A fill captured with samples A and launched after synth_set wrote
+ * samples B into its slot generates the batch of B (the captured transfer
+ * reads the slot's pinned host copy at the launch), the eager batch of B bit
+ * for bit, which differs from the one of A. */
+START_TEST(test_synth_slot_replay) {
+    enum { N = 6, M = 3 * 5 * 7 };
+    int64_t ia[N], ib[N];
+    for (int i = 0; i < N; i++) {
+        ia[i] = 11 * i + 1;
+        ib[i] = 1000 + 3 * i;
+    }
+    vd_synth_batch a = {.seed = 4, .split = 0, .classes = 10, .sample_numel = M, .channels = 3,
+                        .n = N, .index = ia};
+    vd_synth_batch b = a;
+    b.index = ib;
+    vd_backend *be = c_cuda();
+    vd_err e = {0};
+    uint64_t one = (uint64_t)N * M * sizeof(float), bytes = 3 * one;
+    void *pool, *h;
+    ck_assert(be->pool_create(be, bytes, &pool, &e) == 0);
+    ck_assert(be->host_alloc(be, bytes, &h, &e) == 0);
+    char *d = pool;
+    /* [0] eager B (slot 0), [1] eager A (slot 1), [2] captured A (slot 0: grown at [0],
+     * outside the capture), launched at B */
+    ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, 0, d, VD_DT_F32, &b, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, 1, d + one, VD_DT_F32, &a, &e) == 0, "%s",
+                  e.msg);
+    ck_assert_msg(be->capture_begin(be, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->fill_synthetic(be, VD_STREAM_H2D, 0, d + 2 * one, VD_DT_F32, &a, &e) == 0,
+                  "%s", e.msg);
+    void *graph = NULL;
+    ck_assert_msg(be->capture_end(be, &graph, &e) == 0, "%s", e.msg);
+    ck_assert_msg(be->synth_set(be, 0, &b, &e) == 0, "%s", e.msg);
+    vd_step_scalars ss = {0};
+    ck_assert_msg(be->graph_launch(be, graph, &ss, &e) == 0, "%s", e.msg);
+    ck_assert(be->synchronize(be, &e) == 0);
+    ck_assert(be->copy_async(be, VD_STREAM_D2H, h, pool, bytes, &e) == 0);
+    ck_assert(be->synchronize(be, &e) == 0);
+    const char *x = h;
+    ck_assert(memcmp(x, x + one, one) != 0);
+    ck_assert_msg(!memcmp(x + 2 * one, x, one), "the replayed fill is not the batch of synth_set");
+    be->graph_destroy(be, graph);
+    be->host_free(be, h);
+    be->pool_destroy(be, pool);
 }
 END_TEST
 
@@ -1928,6 +1977,7 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_deterministic), test_deterministic);
     tcase_add_test(case_of(s, test_fill_synthetic), test_fill_synthetic);
     tcase_add_test(case_of(s, test_fill_synthetic_f16), test_fill_synthetic_f16);
+    tcase_add_test(case_of(s, test_synth_slot_replay), test_synth_slot_replay);
     tcase_add_test(case_of(s, test_loss_scaled), test_loss_scaled);
     tcase_add_test(case_of(s, test_grad_scaler), test_grad_scaler);
 #if VD_HAVE_CUDA

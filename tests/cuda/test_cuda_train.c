@@ -119,6 +119,10 @@ static bool g_graph, g_lr_decay;
 /* run_at: time the steps and copies (vd_exec_opts.step_times) and check
  * the times of the last iteration (run_result.timed_steps, timed_copies). */
 static bool g_step_times;
+/* run_at: synthetic batches made by the backend (vd_exec_input_synth),
+ * the next one staged each step where the plan stages (run_result.stages),
+ * instead of host batches. */
+static bool g_synth;
 
 typedef struct run_result {
     float loss[ITERS];
@@ -126,6 +130,7 @@ typedef struct run_result {
     uint64_t hwm, offload;
     int rc_bn;                 /* the plan's recomputed maps written by batch norm */
     int64_t graph_launches;    /* steps replayed from a captured graph */
+    bool stages;               /* g_synth: the next batch was staged each step but the last */
     int timed_steps, timed_copies;   /* g_step_times: the last iteration's, checked */
     vd_loss_scale ls;          /* fp16: the backend's state after the run (scale_get) */
 } run_result;
@@ -141,6 +146,22 @@ static void setup_profile(vd_backend *be, const vd_net *net, vd_math math, bool 
     ck_assert_msg(be->layer_setup(be, net, BATCH, math, det, &e) == 0, "setup: %s", e.msg);
     ck_assert_msg(vd_profile_backend(net, BATCH, be, &vd_device_h200, prof, &e) == 0,
                   "profile: %s", e.msg);
+}
+
+/* g_synth: batch it into ex's current pair (next: its look-ahead pair), a
+ * synthetic batch for the backend to make, samples BATCH it .. BATCH it +
+ * BATCH - 1, labelled as the synthetic data set labels them. */
+static void synth_batch(vd_exec *ex, const vd_net *net, int it, bool next) {
+    vd_synth_batch *b = next ? vd_exec_next_synth(ex) : vd_exec_input_synth(ex);
+    int32_t *lab = next ? vd_exec_next_labels(ex) : vd_exec_input_labels(ex);
+    ck_assert_ptr_nonnull(b);
+    *b = (vd_synth_batch){.seed = 6, .split = 0, .classes = 10,
+                          .sample_numel = vd_net_out_numel(net, -1), .channels = net->in_c,
+                          .n = BATCH, .index = b->index};
+    for (int i = 0; i < BATCH; i++) {
+        b->index[i] = (int64_t)it * BATCH + i;
+        lab[i] = vd_synth_label(vd_synth_key(b->seed, b->split, b->index[i]), b->classes);
+    }
 }
 
 /* The batch x (floats, NCHW) into ex's input, in its dtype and layout
@@ -195,11 +216,20 @@ static void run_at(vd_backend *be, const vd_net *net, vd_policy policy, vd_math 
     int64_t xn = (int64_t)BATCH * net->in_c * net->in_h * net->in_w;
     float *xf = malloc((size_t)xn * sizeof(float));
     ck_assert(xf);
+    r->stages = g_synth && vd_exec_stages(ex);
     for (int it = 0; it < ITERS; it++) {
-        int32_t *lab = vd_exec_input_labels(ex);
-        for (int64_t i = 0; i < xn; i++) xf[i] = vd_rng_uniform(&rng) * 2 - 1;
-        load_input(ex, net, xf);
-        for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
+        if (g_synth) {
+            if (!r->stages || it == 0) synth_batch(ex, net, it, false);
+            if (r->stages && it + 1 < ITERS) {
+                synth_batch(ex, net, it + 1, true);
+                vd_exec_next_ready(ex);
+            }
+        } else {
+            int32_t *lab = vd_exec_input_labels(ex);
+            for (int64_t i = 0; i < xn; i++) xf[i] = vd_rng_uniform(&rng) * 2 - 1;
+            load_input(ex, net, xf);
+            for (int i = 0; i < BATCH; i++) lab[i] = (int32_t)(vd_rng_u32(&rng) % 10);
+        }
         float lr = g_lr_decay ? net->train.lr * (1.0f - (float)it / 20.0f) : net->train.lr;
         ck_assert_msg(vd_exec_train_step(ex, lr, it, &r->loss[it], &e) == 0,
                       "%s train step %d: %s", be->name, it, e.msg);
@@ -1368,8 +1398,13 @@ END_TEST
 /* Captured iterations (vd_exec_opts.graph, a CUDA graph per iteration) are
  * the eager iterations bit for bit: every math, SGD with momentum and
  * AdamW, a learning rate lowered every step, dropout, policies none, all
- * (offload) and auto at its smallest budget (offload or recompute); the
- * graph runs replay (the first step runs eagerly, the second is captured). */
+ * (offload) and auto at its smallest budget (offload or recompute); with
+ * SGD also on synthetic batches made on the device (their samples change
+ * every step and reach a replay through the backend's synthetic slots), the
+ * next one staged where the plan stages. The graph runs replay: the first
+ * step runs eagerly, the second is captured; staged, the two input pairs'
+ * keys are seen at steps 1 and 2 (step 0 loads, the last step stages
+ * nothing), captured at 3 and 4, replayed to step ITERS - 2. */
 START_TEST(test_graph_vs_eager) {
     vd_net net;
     build(&net);
@@ -1383,30 +1418,38 @@ START_TEST(test_graph_vs_eager) {
         size_t sb = (size_t)vd_net_state_floats(&net) * sizeof(float);
         for (int mi = 0; mi < 4; mi++) {
             vd_math m = (vd_math)mi;   /* fp32, tf32, bf16, fp16 */
-            for (int k = 0; k < 3; k++) {
-                run_result a, b;
-                g_graph = false;
-                run_at(c_cuda(), &net, pols[k], m, true, k == 2, &a);
-                g_graph = true;
-                run_at(c_cuda(), &net, pols[k], m, true, k == 2, &b);
-                g_graph = false;
-                const char *on = vd_optimizer_name(net.train.optimizer);
-                ck_assert_int_eq(a.graph_launches, 0);
-                ck_assert_msg(b.graph_launches == ITERS - 1, "%s %s %s: %lld graph launches",
-                              on, vd_math_name(m), vd_policy_name(pols[k]),
-                              (long long)b.graph_launches);
-                ck_assert_msg(!memcmp(a.loss, b.loss, sizeof a.loss), "%s %s %s: losses differ",
-                              on, vd_math_name(m), vd_policy_name(pols[k]));
-                ck_assert_msg(!memcmp(a.params, b.params, (size_t)net.param_floats * 4) &&
-                                  !memcmp(a.mom, b.mom, sb) && !memcmp(&a.ls, &b.ls, sizeof a.ls),
-                              "%s %s %s: the graph changed the weights", on, vd_math_name(m),
-                              vd_policy_name(pols[k]));
-                printf("  %s %s %s: graph bitwise ok (%lld launches, offload %llu B/iter)\n",
-                       on, vd_math_name(m), vd_policy_name(pols[k]),
-                       (long long)b.graph_launches, (unsigned long long)b.offload);
-                free_result(&a);
-                free_result(&b);
-            }
+            for (int k = 0; k < 3; k++)
+                for (int synth = 0; synth < (opt ? 1 : 2); synth++) {
+                    run_result a, b;
+                    g_synth = synth;
+                    g_graph = false;
+                    run_at(c_cuda(), &net, pols[k], m, true, k == 2, &a);
+                    g_graph = true;
+                    run_at(c_cuda(), &net, pols[k], m, true, k == 2, &b);
+                    g_graph = false;
+                    g_synth = false;
+                    const char *on = vd_optimizer_name(net.train.optimizer),
+                               *data = synth ? "synthetic" : "host";
+                    ck_assert_int_eq(a.graph_launches, 0);
+                    ck_assert_msg(b.graph_launches == (b.stages ? ITERS - 4 : ITERS - 1),
+                                  "%s %s %s, %s batches%s: %lld graph launches", on,
+                                  vd_math_name(m), vd_policy_name(pols[k]), data,
+                                  b.stages ? " staged" : "", (long long)b.graph_launches);
+                    ck_assert_msg(!memcmp(a.loss, b.loss, sizeof a.loss), "%s %s %s, %s "
+                                  "batches: losses differ", on, vd_math_name(m),
+                                  vd_policy_name(pols[k]), data);
+                    ck_assert_msg(!memcmp(a.params, b.params, (size_t)net.param_floats * 4) &&
+                                      !memcmp(a.mom, b.mom, sb) &&
+                                      !memcmp(&a.ls, &b.ls, sizeof a.ls),
+                                  "%s %s %s, %s batches: the graph changed the weights", on,
+                                  vd_math_name(m), vd_policy_name(pols[k]), data);
+                    printf("  %s %s %s, %s batches%s: graph bitwise ok (%lld launches, offload "
+                           "%llu B/iter)\n", on, vd_math_name(m), vd_policy_name(pols[k]), data,
+                           b.stages ? " staged" : "", (long long)b.graph_launches,
+                           (unsigned long long)b.offload);
+                    free_result(&a);
+                    free_result(&b);
+                }
         }
     }
     g_lr_decay = false;

@@ -7,14 +7,18 @@
  * a launch replays the records. So a value that changes from step to step
  * and reached a recorded call as an argument (a learning rate of a cosine
  * schedule, AdamW's step number, dropout's iteration, a copy's source
- * buffer when the input pairs swap) would be replayed with the value of the
- * captured step, and the replayed training would leave the eager one:
- * graph_bakes_nothing compares them over 20 steps (LeNet with dropout, a
- * cosine lr, the input staged; SGD with momentum under a plan that
- * offloads every map, AdamW under one that recomputes). replay_reads_step_scalars is the negative check at
- * the backend: an update captured at one lr and launched at another gives
- * the eager update at the launch's lr, which differs from the one at the
- * captured lr (what a baked lr would give). */
+ * buffer when the input pairs swap, the samples of a synthetic batch made
+ * by the backend) would be replayed with the value of the captured step,
+ * and the replayed training would leave the eager one: graph_bakes_nothing
+ * compares them over 20 steps (LeNet with dropout, a cosine lr, the input
+ * staged, host batches and synthetic ones made by the backend; SGD with
+ * momentum under a plan that offloads every map, AdamW under one that
+ * recomputes). replay_reads_step_scalars and replay_reads_synth_slots are
+ * the negative checks at the backend: an update captured at one lr and
+ * launched at another gives the eager update at the launch's lr, which
+ * differs from the one at the captured lr (what a baked lr would give); a
+ * synthetic batch captured with some samples and launched after synth_set
+ * wrote others is the eager batch of the others. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,11 +45,33 @@ static float cosine_lr(float lr, int it) {
     return (float)(lr * 0.5 * (1.0 + cos(M_PI * it / ITERS)));
 }
 
+/* Batch it into the executor's current pair (next: its look-ahead pair):
+ * host floats (fill_batch), or with synth a synthetic batch for the backend
+ * to make, samples BATCH it .. BATCH it + BATCH - 1 of the training split,
+ * labelled as the synthetic data set labels them. */
+static void put_batch(vd_exec *ex, const vd_net *net, int it, bool next, bool synth) {
+    int32_t *lab = next ? vd_exec_next_labels(ex) : vd_exec_input_labels(ex);
+    if (!synth) {
+        fill_batch(net, BATCH, it, next ? vd_exec_next_x(ex) : vd_exec_input_x(ex), lab);
+        return;
+    }
+    vd_synth_batch *b = next ? vd_exec_next_synth(ex) : vd_exec_input_synth(ex);
+    ck_assert_ptr_nonnull(b);
+    *b = (vd_synth_batch){.seed = 5, .split = VD_SPLIT_TRAIN, .classes = net->classes,
+                          .sample_numel = vd_net_out_numel(net, -1), .channels = net->in_c,
+                          .n = BATCH, .index = b->index};
+    for (int s = 0; s < BATCH; s++) {
+        b->index[s] = (int64_t)it * BATCH + s;
+        lab[s] = vd_synth_label(vd_synth_key(b->seed, b->split, b->index[s]), b->classes);
+    }
+}
+
 /* ITERS steps of net under a plan of policy pol for device model dev, the
  * next batch staged each step (as vdnn-train's loader does), an evaluation
- * after step 9; graph: vd_exec_opts.graph. */
+ * after step 9; graph: vd_exec_opts.graph; synth: the batches made by the
+ * backend (put_batch). */
 static void run_graph(const vd_net *net, vd_policy pol, const vd_device_params *dev, bool graph,
-                      g_out *o) {
+                      bool synth, g_out *o) {
     memset(o, 0, sizeof *o);
     vd_err e = {0};
     vd_profile prof;
@@ -71,20 +97,20 @@ static void run_graph(const vd_net *net, vd_policy pol, const vd_device_params *
     ck_assert_msg(vd_exec_set_state(ex, o->params, NULL, 0, &e) == 0, "%s", e.msg);
     bool have = false;
     for (int it = 0; it < ITERS; it++) {
-        if (!have) fill_batch(net, BATCH, it, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+        if (!have) put_batch(ex, net, it, false, synth);
         bool next = o->stages && it + 1 < ITERS;
         if (next) {
-            fill_batch(net, BATCH, it + 1, vd_exec_next_x(ex), vd_exec_next_labels(ex));
+            put_batch(ex, net, it + 1, true, synth);
             vd_exec_next_ready(ex);
         }
         ck_assert_msg(vd_exec_train_step(ex, cosine_lr(net->train.lr, it), it, &o->loss[it],
                                          &e) == 0, "%s", e.msg);
         have = next;
         if (it == 9) {   /* eager, on its own plan; drops the staged batch */
-            fill_batch(net, BATCH, 999, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+            put_batch(ex, net, 999, false, synth);
             vd_eval_counts ec;
             ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
-            if (have) fill_batch(net, BATCH, it + 1, vd_exec_input_x(ex), vd_exec_input_labels(ex));
+            if (have) put_batch(ex, net, it + 1, false, synth);
         }
     }
     ck_assert_msg(vd_exec_get_state(ex, o->params, o->state, NULL, &e) == 0, "%s", e.msg);
@@ -114,34 +140,43 @@ START_TEST(graph_bakes_nothing) {
         net.train.optimizer = opt ? VD_OPT_ADAMW : VD_OPT_SGD;
         net.train.momentum = opt ? 0.0f : 0.9f;
         size_t ns = (size_t)vd_net_state_floats(&net);
-        {
-            size_t k = (size_t)opt;   /* the optimizer's plan */
+        size_t k = (size_t)opt;   /* the optimizer's plan */
+        float host_loss[ITERS];
+        int64_t host_launches = 0;
+        for (int synth = 0; synth < 2; synth++) {
             g_out a, b;
-            run_graph(&net, plans[k].pol, plans[k].dev, false, &a);
-            run_graph(&net, plans[k].pol, plans[k].dev, true, &b);
-            const char *what = vd_optimizer_name(net.train.optimizer);
+            run_graph(&net, plans[k].pol, plans[k].dev, false, synth, &a);
+            run_graph(&net, plans[k].pol, plans[k].dev, true, synth, &b);
+            const char *what = vd_optimizer_name(net.train.optimizer),
+                       *data = synth ? "synthetic" : "host";
             ck_assert_msg(b.stages, "%s plan %zu: no input staging", what, k);
             recomputed |= b.n_recompute_ops > 0;
             offloaded |= b.n_offloaded > 0;
             /* captured and replayed: steps 3 to 8 and 13 to 18 (the two
              * input pairs' keys, each seen once eagerly, then captured;
              * the evaluation and the last step, which stages nothing, change
-             * the keys) */
+             * the keys); synthetic batches alike (their samples are no part
+             * of the key) */
             ck_assert_int_eq(a.st.graph_launches, 0);
-            ck_assert_msg(b.st.graph_launches >= ITERS / 2, "%s plan %zu: %lld graph launches",
-                          what, k, (long long)b.st.graph_launches);
+            ck_assert_msg(b.st.graph_launches >= ITERS / 2, "%s plan %zu, %s batches: %lld graph "
+                          "launches", what, k, data, (long long)b.st.graph_launches);
+            if (synth) ck_assert_int_eq(b.st.graph_launches, host_launches);
+            host_launches = b.st.graph_launches;
             /* one capture per input pair's key (the launches count them too) */
             ck_assert_int_eq(a.st.graph_captures, 0);
-            ck_assert_msg(b.st.graph_captures == 2, "%s plan %zu: %lld captures", what, k,
-                          (long long)b.st.graph_captures);
+            ck_assert_msg(b.st.graph_captures == 2, "%s plan %zu, %s batches: %lld captures",
+                          what, k, data, (long long)b.st.graph_captures);
             for (int i = 0; i < ITERS; i++)
-                ck_assert_msg(memcmp(&a.loss[i], &b.loss[i], 4) == 0, "%s plan %zu: loss %d: "
-                              "%.9g eager, %.9g replayed", what, k, i, (double)a.loss[i],
-                              (double)b.loss[i]);
+                ck_assert_msg(memcmp(&a.loss[i], &b.loss[i], 4) == 0, "%s plan %zu, %s batches: "
+                              "loss %d: %.9g eager, %.9g replayed", what, k, data, i,
+                              (double)a.loss[i], (double)b.loss[i]);
+            /* the synthetic batches were the ones trained on */
+            if (synth) ck_assert(memcmp(a.loss, host_loss, sizeof host_loss) != 0);
+            memcpy(host_loss, a.loss, sizeof host_loss);
             ck_assert_msg(!memcmp(a.params, b.params, (size_t)net.param_floats * 4),
-                          "%s plan %zu: parameters differ", what, k);
-            ck_assert_msg(!memcmp(a.state, b.state, ns * 4), "%s plan %zu: optimizer state "
-                          "differs", what, k);
+                          "%s plan %zu, %s batches: parameters differ", what, k, data);
+            ck_assert_msg(!memcmp(a.state, b.state, ns * 4), "%s plan %zu, %s batches: "
+                          "optimizer state differs", what, k, data);
             ck_assert_int_eq(a.st.sgd_steps, ITERS);
             ck_assert_int_eq(b.st.sgd_steps, ITERS);
             ck_assert_uint_eq(a.st.offload_bytes_iter, b.st.offload_bytes_iter);
@@ -202,6 +237,53 @@ START_TEST(replay_reads_step_scalars) {
 }
 END_TEST
 
+/* The backend half of the synthetic batches' negative check: a batch of
+ * samples A captured through slot 0 and launched after synth_set wrote
+ * samples B there is the eager batch of B, not the one of A (what baked
+ * indices would give); the slot rules of backend.h's fill_synthetic fail. */
+START_TEST(replay_reads_synth_slots) {
+    vd_backend *be;
+    vd_err e = {0};
+    ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
+    enum { N = 3, M = 2 * 4 * 4 };
+    int64_t ia[N] = {5, 17, 2}, ib[N] = {40, 1, 9}, ic[N + 1] = {0, 1, 2, 3};
+    vd_synth_batch a = {.seed = 3, .split = VD_SPLIT_TRAIN, .classes = 10, .sample_numel = M,
+                        .channels = 2, .n = N, .index = ia};
+    vd_synth_batch b = a, c = a;
+    b.index = ib;
+    c.n = N + 1;
+    c.index = ic;
+    /* [0]: eager, samples B; [1]: eager, samples A (through slot 1); [2]: captured with A,
+     * launched after synth_set B */
+    float x[3][N * M];
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 0, x[0], VD_DT_F32, &b, &e), 0);
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 1, x[1], VD_DT_F32, &a, &e), 0);
+    ck_assert_int_eq(be->synchronize(be, &e), 0);
+    ck_assert(memcmp(x[0], x[1], sizeof x[0]) != 0);
+    memset(x[2], 0, sizeof x[2]);
+    ck_assert_int_eq(be->capture_begin(be, &e), 0);
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 0, x[2], VD_DT_F32, &a, &e), 0);
+    /* one batch a slot in a capture; no slot grows after one; no synth_set inside one */
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 0, x[2], VD_DT_F32, &b, &e),
+                     VD_EINTERNAL);
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 1, x[2], VD_DT_F32, &c, &e),
+                     VD_EINTERNAL);
+    ck_assert_int_eq(be->synth_set(be, 0, &b, &e), VD_EINTERNAL);
+    void *graph = NULL;
+    ck_assert_int_eq(be->capture_end(be, &graph, &e), 0);
+    float zero[N * M] = {0};
+    ck_assert_mem_eq(x[2], zero, sizeof zero);   /* captured: nothing ran */
+    ck_assert_int_eq(be->synth_set(be, 0, &b, &e), 0);
+    vd_step_scalars ss = {0};
+    ck_assert_int_eq(be->graph_launch(be, graph, &ss, &e), 0);
+    ck_assert_int_eq(be->synchronize(be, &e), 0);
+    ck_assert_mem_eq(x[2], x[0], sizeof x[0]);
+    ck_assert_int_eq(be->synth_set(be, 1, &c, &e), VD_EINTERNAL);
+    be->graph_destroy(be, graph);
+    be->destroy(be);
+}
+END_TEST
+
 /* vd_train_run's mean iteration time (vd_train_result.mean_iter_s)
  * averages the replays: it leaves out the first iteration and each one that
  * captured its graph (capture and instantiation are not an iteration's
@@ -225,12 +307,10 @@ START_TEST(train_run_times_replays) {
     ck_assert(params != NULL);
     vd_net_init_params(&net, params, 42);
     ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
-    /* MNIST batches from the host (synthetic ones made on the device differ
-     * in their arguments from step to step: those steps are never captured) */
-    char *dir = vdt_make_mnist(64, 8), spec[1100];
-    snprintf(spec, sizeof spec, "mnist:%s", dir);
+    /* synthetic batches, made by the backend */
     vd_dataset *ds;
-    ck_assert_msg(vd_data_open(spec, &net, BATCH, 1, false, &ds, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_data_open("synthetic:64,8", &net, BATCH, 1, false, &ds, &e) == 0, "%s",
+                  e.msg);
     vd_train_opts to = { .iters = RUN, .log_every = 1000 };
     vd_train_result res;
     ck_assert_msg(vd_train_run(&net, ex, ds, &to, &res, &e) == 0, "%s", e.msg);
@@ -239,10 +319,9 @@ START_TEST(train_run_times_replays) {
     ck_assert_msg(st.graph_captures > 0 && st.graph_launches > st.graph_captures,
                   "%lld captures, %lld launches", (long long)st.graph_captures,
                   (long long)st.graph_launches);
+    ck_assert(res.synth_device);
     ck_assert_int_eq(res.mean_iters, RUN - 1 - st.graph_captures);
     vd_data_close(&ds);
-    vdt_rmrf(dir);
-    vd_free(dir);
     free(params);
     vd_exec_destroy(&ex);
     vd_plan_free(&plan);
@@ -252,5 +331,5 @@ START_TEST(train_run_times_replays) {
 }
 END_TEST
 
-VDT_MAIN("graph", 0, graph_bakes_nothing, replay_reads_step_scalars,
+VDT_MAIN("graph", 0, graph_bakes_nothing, replay_reads_step_scalars, replay_reads_synth_slots,
          train_run_times_replays)

@@ -400,12 +400,12 @@ START_TEST(synthetic_matches_reference_formula) {
         ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
         float *xf = malloc(sizeof(float) * NS * M), *xc = malloc(sizeof(float) * NS * M);
         uint16_t *xh = malloc(sizeof(uint16_t) * NS * M), *xq = malloc(sizeof(uint16_t) * NS * M);
-        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, xf, VD_DT_F32, &b, &e), 0);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, 0, xf, VD_DT_F32, &b, &e), 0);
         b.nhwc = true;
-        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, xc, VD_DT_F32, &b, &e), 0);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, 0, xc, VD_DT_F32, &b, &e), 0);
         b.nhwc = false;
-        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xh, VD_DT_BF16, &b, &e), 0);
-        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, xq, VD_DT_F16, &b, &e), 0);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 0, xh, VD_DT_BF16, &b, &e), 0);
+        ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_H2D, 0, xq, VD_DT_F16, &b, &e), 0);
         ck_assert_int_eq(be->synchronize(be, &e), 0);    /* the H2D fill runs when awaited */
         ck_assert_mem_eq(xf, ref, sizeof ref);
         for (int i = 0; i < NS; i++)
@@ -436,7 +436,7 @@ START_TEST(synthetic_matches_reference_formula) {
                           .n = BN, .index = bidx };
     vd_backend *be;
     ck_assert_int_eq(vd_backend_cpu_create(&be, &e), 0);
-    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, big, VD_DT_F32, &bb, &e), 0);
+    ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, 0, big, VD_DT_F32, &bb, &e), 0);
     for (int i = 0; i < BN; i++) {
         ck_assert_int_eq(vd_data_sample(ds, VD_SPLIT_TRAIN, bidx[i], 0, one, &y, &e), 0);
         ck_assert_mem_eq(big + (size_t)i * BM, one, sizeof(float) * BM);
@@ -1696,8 +1696,8 @@ START_TEST(loader_synth_device_matches_loader) {
                       b.sample_numel == M && b.n == B);
             ck_assert_uint_eq(vd_loader_position(dl), 3 + (uint64_t)(k + 1) * B);
             ck_assert_mem_eq(y, yd, sizeof y);
-            ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, bf ? (void *)hd : (void *)xd,
-                                                dt, &b, &e), 0);
+            ck_assert_int_eq(be->fill_synthetic(be, VD_STREAM_COMPUTE, 0,
+                                                bf ? (void *)hd : (void *)xd, dt, &b, &e), 0);
             if (bf) ck_assert_mem_eq(h, hd, sizeof h);
             else ck_assert_mem_eq(x, xd, sizeof x);
         }

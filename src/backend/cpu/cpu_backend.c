@@ -45,14 +45,22 @@
  * the executor's capture logic is tested here: while capturing, every call
  * that issues work (ops, updates, copies, fills, event records and waits,
  * step_set, the loss-scaling calls) is recorded with its arguments copied
- * (an op's vd_op_io, a synthetic batch's indices: what CUDA bakes into a
- * graph's kernel parameters) and not run; a host wait (event_sync,
- * synchronize, scale_get, event_elapsed) is an error there, as under
- * stream capture. graph_launch writes the step scalars' host-side copy and
- * replays the records in order through the same calls; a recorded step_set
- * reads that copy as it is at the replay, as CUDA's captured transfer does.
+ * (an op's vd_op_io: what CUDA bakes into a graph's kernel parameters) and
+ * not run; a host wait (event_sync, synchronize, scale_get, event_elapsed)
+ * is an error there, as under stream capture. graph_launch writes the step
+ * scalars' host-side copy and replays the records in order through the same
+ * calls; a recorded step_set reads that copy as it is at the replay, as
+ * CUDA's captured transfer does, and a recorded fill_synthetic reads its
+ * slot's host-side copy of the indices as it is then (synth_set writes it).
  * So a value baked into a recorded argument that should have come from the
- * step scalars shows as a replay that differs from the eager step. */
+ * step scalars or a synthetic slot shows as a replay that differs from the
+ * eager step.
+ *
+ * Synthetic slots (backend.h's fill_synthetic): each keeps its host-side
+ * copy of the indices, which a fill's queue entry reads when it runs (on
+ * CUDA the transfer at that stream position), and where the slot's last
+ * fill sits in each queue; the copy is rewritten only after those ran (run
+ * up to there, as CUDA's host waits for the slot's events). */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -117,6 +125,14 @@ typedef struct cpu_ctx {
     vd_step_scalars steps;      /* what ops and updates read (step_set) */
     vd_step_scalars steps_host; /* step_set's host-side copy (graph_launch writes it) */
     struct cpu_graph *cap;      /* the graph being captured, NULL when not capturing */
+    int capture_no;             /* captures begun (numbered from 1) */
+    int n_graphs;               /* graphs captured and not destroyed (a slot grows only at 0) */
+    struct cpu_synth_slot {     /* the synthetic slots (backend.h's fill_synthetic) */
+        int64_t *index;         /* [cap] the host-side copy: what the slot's fills read */
+        int n, cap;             /* indices held, room */
+        int64_t pos[VD_N_STREAMS];   /* the slot's last fill in each copy queue (absolute) */
+        int capture_no;         /* the capture that last filled it (0: none) */
+    } synth[VD_SYNTH_SLOTS];
     bool *bias_once;            /* [n_bias_once] vd_backend_cpu_bias_rounding's layers (kept
                                    across layer_setup) */
     int n_bias_once;
@@ -131,6 +147,7 @@ enum { R_FWD, R_BWD, R_UPDATE, R_UPDATE_SCALED, R_STEP_SET, R_COPY, R_POISON, R_
 typedef struct cpu_rec {
     int kind;                   /* R_* */
     int stream, event, layer;   /* copies, fills, synth / record, wait / ops, grad_check */
+    int slot;                   /* synth */
     const vd_net *net;          /* ops */
     vd_op_io io;                /* ops: the operands as issued */
     vd_optim_step o;            /* updates */
@@ -141,7 +158,7 @@ typedef struct cpu_rec {
     const void *src;            /* copies */
     uint64_t bytes;             /* copies, fills */
     int64_t off, cnt;           /* grad_check */
-    vd_synth_batch synth;       /* synth: index points to the record's own copy */
+    vd_synth_batch synth;       /* synth: the batch (index NULL: the slot's at the replay) */
     vd_dtype dt;                /* synth */
 } cpu_rec;
 
@@ -150,7 +167,7 @@ typedef struct cpu_graph {
     int n, cap;
 } cpu_graph;
 
-/* Append x to the capture (synth: its indices copied). */
+/* Append x to the capture. */
 static int rec_push(cpu_ctx *c, const cpu_rec *x, vd_err *e) {
     cpu_graph *g = c->cap;
     if (g->n == g->cap) {
@@ -160,14 +177,7 @@ static int rec_push(cpu_ctx *c, const cpu_rec *x, vd_err *e) {
         g->r = nr;
         g->cap = nc;
     }
-    cpu_rec r = *x;
-    if (r.kind == R_SYNTH && r.synth.n > 0) {
-        int64_t *idx = vd_malloc((size_t)r.synth.n * sizeof *idx, e);
-        if (!idx) return VD_ENOMEM;
-        memcpy(idx, x->synth.index, (size_t)r.synth.n * sizeof *idx);
-        r.synth.index = idx;
-    }
-    g->r[g->n++] = r;
+    g->r[g->n++] = *x;
     return VD_OK;
 }
 
@@ -510,16 +520,78 @@ static int cpu_zero_async(vd_backend *be, int stream, void *dst, uint64_t bytes,
     return enqueue_or_run(ctx_of(be), stream, &x, e);
 }
 
-static int cpu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt,
-                              const vd_synth_batch *b, vd_err *e) {
-    if (b->n < 0 || b->sample_numel < 0 || b->classes < 1 || (b->n && !b->index))
-        return vd_errf(e, VD_EINTERNAL, "cpu backend: bad synthetic batch");
-    if (ctx_of(be)->cap)
-        return rec_push(ctx_of(be), &(cpu_rec){.kind = R_SYNTH, .stream = stream, .dst = x,
-                                                .synth = *b, .dt = dt}, e);
+/* ------------------------------------------------------------------ synthetic slots */
+
+/* Runs the slot's fills still queued (CUDA: the host waits for its events). */
+static void slot_wait(cpu_ctx *c, const struct cpu_synth_slot *S) {
+    for (int s = 1; s < VD_N_STREAMS; s++) q_run(c, s, S->pos[s]);
+}
+
+/* b's indices into slot's host-side copy (backend.h's fill_synthetic and
+ * synth_set): after the slot's fills ran, unless it holds them already;
+ * inside a capture capture_begin ran them. */
+static int slot_write(cpu_ctx *c, int slot, const vd_synth_batch *b, vd_err *e) {
+    struct cpu_synth_slot *S = &c->synth[slot];
+    if (S->n == b->n && (b->n == 0 || !memcmp(S->index, b->index, (size_t)b->n * sizeof *b->index)))
+        return VD_OK;
+    if (c->cap && S->capture_no == c->capture_no)
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: two batches into synthetic slot %d in one "
+                       "capture", slot);
+    if (!c->cap) slot_wait(c, S);
+    if (b->n > S->cap) {
+        if (c->cap || c->n_graphs > 0)
+            return vd_errf(e, VD_EINTERNAL, "cpu backend: synthetic slot %d grows to %d samples "
+                           "while a graph lives (it holds the slot's address)", slot, b->n);
+        int64_t *ni = vd_realloc(S->index, (size_t)b->n * sizeof *ni, e);
+        if (!ni) return VD_ENOMEM;
+        S->index = ni;
+        S->cap = b->n;
+    }
+    if (b->n) memcpy(S->index, b->index, (size_t)b->n * sizeof *b->index);
+    S->n = b->n;
+    return VD_OK;
+}
+
+/* The generation of batch b into x on a stream (queued, or run now on
+ * COMPUTE), its indices the slot's host-side copy as it is when it runs. */
+static int synth_issue(cpu_ctx *c, int stream, int slot, void *x, vd_dtype dt,
+                       const vd_synth_batch *b, vd_err *e) {
+    struct cpu_synth_slot *S = &c->synth[slot];
     uint64_t bytes = (uint64_t)b->n * (uint64_t)b->sample_numel * vd_dtype_bytes(dt);
     qentry q = {.kind = Q_SYNTH, .dst = x, .bytes = bytes, .synth = *b, .dt = dt};
-    return enqueue_or_run(ctx_of(be), stream, &q, e);
+    q.synth.index = S->index;
+    int rc = enqueue_or_run(c, stream, &q, e);
+    if (!rc && stream != VD_STREAM_COMPUTE) S->pos[stream] = c->q[stream].enq;
+    return rc;
+}
+
+static int check_synth(int slot, const vd_synth_batch *b, vd_err *e) {
+    if (slot < 0 || slot >= VD_SYNTH_SLOTS || b->n < 0 || b->sample_numel < 0 ||
+        b->classes < 1 || (b->n && !b->index))
+        return vd_errf(e, VD_EINTERNAL, "cpu backend: bad synthetic batch (slot %d)", slot);
+    return VD_OK;
+}
+
+static int cpu_fill_synthetic(vd_backend *be, int stream, int slot, void *x, vd_dtype dt,
+                              const vd_synth_batch *b, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    int rc;
+    if ((rc = check_synth(slot, b, e)) || (rc = check_stream(stream, e)) ||
+        (rc = slot_write(c, slot, b, e)))
+        return rc;
+    if (!c->cap) return synth_issue(c, stream, slot, x, dt, b, e);
+    c->synth[slot].capture_no = c->capture_no;
+    cpu_rec r = {.kind = R_SYNTH, .stream = stream, .slot = slot, .dst = x, .synth = *b, .dt = dt};
+    r.synth.index = NULL;
+    return rec_push(c, &r, e);
+}
+
+static int cpu_synth_set(vd_backend *be, int slot, const vd_synth_batch *b, vd_err *e) {
+    cpu_ctx *c = ctx_of(be);
+    int rc = check_synth(slot, b, e);
+    if (rc) return rc;
+    if (c->cap) return vd_errf(e, VD_EINTERNAL, "cpu backend: synth_set inside a capture");
+    return slot_write(c, slot, b, e);
 }
 
 /* ------------------------------------------------------------------ layers */
@@ -1076,28 +1148,36 @@ static int cpu_scale_update(vd_backend *be, vd_err *e) {
 
 /* ------------------------------------------------------------------ capture calls */
 
-static void cpu_graph_destroy(vd_backend *be, void *graph) {
-    (void)be;
-    cpu_graph *g = graph;
+static void graph_free(cpu_graph *g) {
     if (!g) return;
-    for (int k = 0; k < g->n; k++)
-        if (g->r[k].kind == R_SYNTH) vd_free(g->r[k].synth.index);
     vd_free(g->r);
     vd_free(g);
+}
+
+static void cpu_graph_destroy(vd_backend *be, void *graph) {
+    if (graph) ctx_of(be)->n_graphs--;
+    graph_free(graph);
 }
 
 static int cpu_capture_begin(vd_backend *be, vd_err *e) {
     cpu_ctx *c = ctx_of(be);
     if (c->cap) return vd_errf(e, VD_EINTERNAL, "cpu backend: capture_begin inside a capture");
+    /* the capture's fills rewrite the slots' host-side copies: their
+     * earlier fills must have run (CUDA waits here) */
+    for (int k = 0; k < VD_SYNTH_SLOTS; k++) slot_wait(c, &c->synth[k]);
     c->cap = vd_calloc(1, sizeof *c->cap, e);
-    return c->cap ? VD_OK : VD_ENOMEM;
+    if (!c->cap) return VD_ENOMEM;
+    c->capture_no++;
+    return VD_OK;
 }
 
 static int cpu_capture_end(vd_backend *be, void **graph, vd_err *e) {
     cpu_ctx *c = ctx_of(be);
     *graph = c->cap;
     c->cap = NULL;
-    return *graph ? VD_OK : vd_errf(e, VD_EINTERNAL, "cpu backend: capture_end without a capture");
+    if (!*graph) return vd_errf(e, VD_EINTERNAL, "cpu backend: capture_end without a capture");
+    c->n_graphs++;
+    return VD_OK;
 }
 
 /* The records in order, through the calls that made them (now not capturing). */
@@ -1121,7 +1201,7 @@ static int cpu_graph_launch(vd_backend *be, void *graph, const vd_step_scalars *
         case R_COPY: rc = cpu_copy_async(be, r->stream, r->dst, r->src, r->bytes, e); break;
         case R_POISON: rc = cpu_poison_async(be, r->stream, r->dst, r->bytes, e); break;
         case R_ZERO: rc = cpu_zero_async(be, r->stream, r->dst, r->bytes, e); break;
-        case R_SYNTH: rc = cpu_fill_synthetic(be, r->stream, r->dst, r->dt, &r->synth, e); break;
+        case R_SYNTH: rc = synth_issue(c, r->stream, r->slot, r->dst, r->dt, &r->synth, e); break;
         case R_RECORD: rc = cpu_event_record(be, r->event, r->stream, e); break;
         case R_WAIT: rc = cpu_stream_wait(be, r->stream, r->event, e); break;
         case R_GRAD_CHECK: rc = cpu_grad_check(be, r->g, r->off, r->cnt, r->layer, e); break;
@@ -1137,7 +1217,7 @@ static void cpu_destroy(vd_backend *be) {
     if (!be) return;
     cpu_ctx *c = be->ctx;
     if (c) {
-        cpu_graph_destroy(be, c->cap);   /* a capture left open by an error */
+        graph_free(c->cap);   /* a capture left open by an error */
         for (int s = 0; s < VD_N_STREAMS; s++) vd_free(c->q[s].e);
         vd_free(c->ev);
         vd_free(c->opts);
@@ -1146,6 +1226,7 @@ static void cpu_destroy(vd_backend *be) {
         vd_free(c->bf_buf);
         vd_free(c->maps);
         vd_free(c->bias_once);
+        for (int k = 0; k < VD_SYNTH_SLOTS; k++) vd_free(c->synth[k].index);
         vd_free(c);
     }
     vd_free(be);
@@ -1203,6 +1284,7 @@ int vd_backend_cpu_create(vd_backend **out, vd_err *e) {
         .poison_async = cpu_poison_async,
         .zero_async = cpu_zero_async,
         .fill_synthetic = cpu_fill_synthetic,
+        .synth_set = cpu_synth_set,
         .layer_setup = cpu_layer_setup,
         .layer_algos = cpu_layer_algos,
         .supports_op = cpu_supports_op,

@@ -13,7 +13,10 @@
  * --sync-debug, the per-op stream synchronize for debugging.
  *
  * Step scalars and update tables (backend.h's step_set, ranges_create) also
- * live outside the pool: 40 bytes made at creation, 24 bytes a range.
+ * live outside the pool: 40 bytes made at creation, 24 bytes a range; so do
+ * the synthetic slots' device copies of the sample indices (fill_synthetic,
+ * cuda_synth.cu): 8 bytes a sample of the largest batch a slot was given,
+ * made at its first use (pinned host copies alike).
  *
  * Captures: stream capture on the compute stream (thread-local mode: this
  * thread may call nothing unsafe meanwhile), the copy streams forked from
@@ -526,13 +529,15 @@ static void capture_abort(cu_ctx *c) {
 static int cu_capture_begin(vd_backend *be, vd_err *e) {
     cu_ctx *c = ctx_of(be);
     if (c->capturing) return vd_errf(e, VD_EINTERNAL, "cuda backend: capture_begin inside a capture");
-    /* step_set inside the capture rewrites the host-side copy: its last
-     * transfer must have run */
+    /* step_set and fill_synthetic inside the capture rewrite the host-side
+     * copies: their last transfers must have run (steps_ev: also the last
+     * graph launched) */
     CUDA_CHECK(e, cudaEventSynchronize(c->steps_ev));
+    int rc = cu_synth_idle(c, e);
+    if (rc) return rc;
     CUDA_CHECK(e, cudaStreamBeginCapture(cu_compute(c), cudaStreamCaptureModeThreadLocal));
     c->capturing = true;
     c->capture_no++;
-    int rc = VD_OK;
     CUDA_GOTO(e, rc, fail, cudaEventRecord(c->fork_ev, cu_compute(c)));
     for (int s = 1; s < VD_N_STREAMS; s++)
         CUDA_GOTO(e, rc, fail, cudaStreamWaitEvent(c->stream[s], c->fork_ev, 0));
@@ -566,6 +571,7 @@ static int cu_capture_end(vd_backend *be, void **graph, vd_err *e) {
         if (st != cudaSuccess)
             return cu_cuda_err(e, st, __func__, __FILE__, __LINE__, "cudaGraphInstantiate(&x, g, 0)");
         *graph = (void *)x;
+        c->n_graphs++;
     }
     return VD_OK;
 fail:
@@ -594,8 +600,9 @@ static int cu_graph_launch(vd_backend *be, void *graph, const vd_step_scalars *s
 }
 
 static void cu_graph_destroy(vd_backend *be, void *graph) {
-    (void)be;
-    if (graph) cudaGraphExecDestroy((cudaGraphExec_t)graph);
+    if (!graph) return;
+    ctx_of(be)->n_graphs--;
+    cudaGraphExecDestroy((cudaGraphExec_t)graph);
 }
 
 /* ---- dynamic loss scaling (math fp16; backend.h) -----------------------------------------
@@ -680,6 +687,7 @@ static void cu_destroy(vd_backend *be) {
         if (c->steps_dev) cudaFree(c->steps_dev);
         if (c->steps_host) cudaFreeHost(c->steps_host);
         if (c->steps_ev) cudaEventDestroy(c->steps_ev);
+        cu_synth_free(c);
         if (c->fork_ev) cudaEventDestroy(c->fork_ev);
         if (c->graph_ev) cudaEventDestroy(c->graph_ev);
         for (int s = 1; s < VD_N_STREAMS; s++)
@@ -768,6 +776,7 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     be->poison_async = cu_poison_async;
     be->zero_async = cu_zero_async;
     be->fill_synthetic = cu_fill_synthetic;
+    be->synth_set = cu_synth_set;
     be->layer_setup = cu_layer_setup;
     be->layer_algos = cu_layer_algos;
     be->supports_op = cu_supports_op;
@@ -811,6 +820,7 @@ extern "C" int vd_backend_cuda_create_opts(vd_backend **out, int device, const v
     CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->steps_ev, cudaEventDisableTiming));
     CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->fork_ev, cudaEventDisableTiming));
     CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->graph_ev, cudaEventDisableTiming));
+    if ((rc = cu_synth_create(c, e))) goto fail;
     for (int s = 1; s < VD_N_STREAMS; s++)
         CUDA_GOTO(e, rc, fail, cudaEventCreateWithFlags(&c->join_ev[s], cudaEventDisableTiming));
     CUDA_GOTO(e, rc, fail, cudaDeviceSynchronize());   /* the memset, before any stream's work */

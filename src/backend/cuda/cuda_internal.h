@@ -184,6 +184,16 @@ typedef struct cu_layer {
                                              (cu_relu_bias_setup, cuk_relu_bwd_bias) */
 } cu_layer;
 
+/* A synthetic slot (backend.h's fill_synthetic; cuda_synth.cu). */
+typedef struct cu_synth_slot {
+    int64_t *host;                        /* pinned [cap]: the host-side copy of the indices */
+    int64_t *dev;                         /* device [cap], outside the pool: what kernels read */
+    int n, cap;                           /* indices held, room */
+    int capture_no;                       /* the capture that last filled it (0: none) */
+    cudaEvent_t ev[VD_N_STREAMS];         /* recorded after its last eager fill on each stream
+                                             (after the kernel: the device copy is read too) */
+} cu_synth_slot;
+
 typedef struct cu_ctx {
     int device;
     int sm_count;
@@ -238,6 +248,7 @@ typedef struct cu_ctx {
      * of it (the host waits for it before writing steps_host again) */
     vd_step_scalars *steps_dev, *steps_host;
     cudaEvent_t steps_ev;
+    cu_synth_slot synth[VD_SYNTH_SLOTS];  /* backend.h's fill_synthetic (cuda_synth.cu) */
     /* captures (capture_begin .. capture_end): the fork and join events,
      * the event recorded after each graph launch, and per plan event
      * (events[]) whether it was last recorded inside a capture and in
@@ -246,6 +257,8 @@ typedef struct cu_ctx {
     int capture_no;
     cudaEvent_t fork_ev, join_ev[VD_N_STREAMS], graph_ev;
     bool graph_launched;
+    int n_graphs;                         /* graphs captured and not destroyed (a synthetic
+                                             slot grows only at 0) */
     int *ev_capture;                      /* [n_events]: 0 recorded eagerly (or never) */
 #define EV_MARKED (-1)
 } cu_ctx;
@@ -650,8 +663,15 @@ int cuk_16_to_f32(cudaStream_t s, int sm, const void *src, float *dst, int64_t n
 int cuk_relayout(cudaStream_t s, int sm, const void *src, vd_dtype src_dt, void *dst,
                  vd_dtype dst_dt, int64_t n, int64_t c, int64_t hw, bool to_nhwc, float beta,
                  vd_err *e);
-/* be->fill_synthetic (cuda_synth.cu). */
-int cu_fill_synthetic(vd_backend *be, int stream, void *x, vd_dtype dt, const vd_synth_batch *b,
-                      vd_err *e);
+/* be->fill_synthetic and be->synth_set (cuda_synth.cu). */
+int cu_fill_synthetic(vd_backend *be, int stream, int slot, void *x, vd_dtype dt,
+                      const vd_synth_batch *b, vd_err *e);
+int cu_synth_set(vd_backend *be, int slot, const vd_synth_batch *b, vd_err *e);
+/* The synthetic slots' events (at creation); the host waits until every
+ * slot's eager fills have run (capture_begin: the capture's fills rewrite
+ * the host-side copies); everything the slots hold freed (destroy). */
+int cu_synth_create(cu_ctx *c, vd_err *e);
+int cu_synth_idle(cu_ctx *c, vd_err *e);
+void cu_synth_free(cu_ctx *c);
 
 #endif
