@@ -349,6 +349,9 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         if (B->cost) *B->cost += 24.0 * p->n_intervals;
         double pw = 0;
         bool quick = budget && !fits_cap && cap == budget;
+        /* vdp_build_fits: live bytes over the budget and no retry (quick)
+         * fit no placement (its top is at least the live bytes) */
+        if (B->fit_only && quick && !*live_fit) { hwm = UINT64_MAX; break; }
         /* Asked only whether it fits, and by how much it overshoots when
          * that is under PLACE_OVER_SHARE of the budget (the retry's cap
          * reads it): a placement ordering stops once its top passes that
@@ -374,8 +377,9 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
      * offsets and the top that the report and the search's excess read),
      * except behind a screen, whose caller drops a plan that does not fit
      * (its top is at least the stopped one: above the budget). */
-    if (!rc && partial && !(B->screen_s > 0))
+    if (!rc && partial && !(B->screen_s > 0) && !B->fit_only)
         rc = vdp_place(p->intervals, p->n_intervals, B->pinned, false, 0, &hwm, NULL, e);
+    if (B->fit_only) p->hwm = hwm;   /* what vdp_finish_stats would find, or over the budget */
     vd_free(saved_q);
     return rc;
 }
@@ -633,6 +637,11 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
     int rc = fit_and_place(B, any_offload, pin, live_fit, e);
     if (rc) return rc;
+    if (B->fit_only) {   /* vdp_build_fits: the plan stops here */
+        p->budget = opts->budget;
+        p->feasible = !p->budget || p->hwm <= p->budget;
+        return p->feasible ? VD_OK : VD_EBUDGET;
+    }
 
     uint64_t budget = opts->budget;
     /* With a screen, fit_and_place built the actions of the intervals it
@@ -663,6 +672,7 @@ typedef struct screen {
     bool exact;
     bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
     bool quick_stage;               /* bld.stage_quick of every variant */
+    bool fit_only;                  /* vdp_build_fits (bld.fit_only of every variant) */
     vdp_tcache *tc;                 /* the search's tensors (build_tensors), or NULL */
 } screen;
 
@@ -677,6 +687,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     B.screen_s = scr->s;
     B.unplaced_over = scr->unplaced_over;
     B.stage_quick = scr->quick_stage;
+    B.fit_only = scr->fit_only;
     B.cost = &scr->cost;
     B.effort = &scr->effort;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
@@ -731,23 +742,33 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
     scr->effort += 4.0 * P0.n_tensors;
-    for (int v = 0; v < 3; v++) {
+    /* vdp_build_fits asks only whether some variant fits, which their
+     * order does not change: the paper's rule first, the one that fits in
+     * the dyn policy's greedy, where every map is offloaded
+     * (docs/results/2026-12-06-s23/plantime.md), each variant a copy of
+     * the prefix */
+    static const int fit_order[3] = {2, 0, 1};
+    bool own0 = true;   /* B0 and P0 are still this loop's to free */
+    for (int i = 0; i < 3; i++) {
+        int v = scr->fit_only ? fit_order[i] : i;
         vd_plan alt;
         vd_err te = {0};
         bool lf = false;
         bld B;
         int rc;
-        if (v < 2) {
+        if (v < 2 || scr->fit_only) {
             rc = bld_clone(&B, &B0, v, &alt, &te);
         } else {
             B = B0;
             alt = P0;
             B.p = &alt;
+            own0 = false;
             rc = VD_OK;
         }
         B.screen_s = scr->s;
         B.unplaced_over = scr->unplaced_over;
         B.stage_quick = scr->quick_stage;
+        B.fit_only = scr->fit_only;
         B.unplaced = false;
         B.cost = &scr->cost;
         B.effort = &scr->effort;
@@ -767,7 +788,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         if (rc == VD_OK && alt.sim.iter_s < scr->lb) scr->lb = alt.sim.iter_s;
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
-            if (v < 2) { bld_free(&B0); vdp_plan_release(&P0); }
+            if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
             if (best_rc >= 0) vdp_plan_release(out);
             *e = te;
             return rc;
@@ -787,7 +808,10 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         } else {
             vdp_plan_release(&alt);
         }
+        /* vdp_build_fits: the first variant that fits answers */
+        if (scr->fit_only && rc == VD_OK) break;
     }
+    if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
     if (best_rc < 0) return VDP_SCREENED;
     out->prefetch = opts->prefetch;
     return best_rc;
@@ -849,7 +873,7 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     bool unsure = no_fit && scr->dropped_fit > 0;
     vd_plan alt;
     vd_err te = {0};
-    screen s2 = {.s = scr->s, .tc = scr->tc};
+    screen s2 = {.s = scr->s, .tc = scr->tc, .fit_only = scr->fit_only};
     int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &s2, &alt, &te);
     /* the bound and the drops of both builds */
     if (s2.lb < scr->lb) scr->lb = s2.lb;
@@ -893,6 +917,16 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
                     vd_plan *out, vd_err *e) {
     screen scr = {0};
     return build_fixed(net, prof, opts, offload_pol, algos, pin, &scr, out, e);
+}
+
+int vdp_build_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   vd_policy offload_pol, const int *algos, bool *fits, vd_err *e) {
+    screen scr = {.fit_only = true};
+    vd_plan p;
+    int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, &p, e);
+    if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
+    *fits = rc == VD_OK;
+    return rc == VD_EBUDGET ? VD_OK : rc;
 }
 
 int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

@@ -63,6 +63,7 @@ typedef struct bld {
     bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed
                             (vdp_build_unplaced_over) */
     bool unplaced;       /* fit_and_place: this variant was not placed */
+    bool fit_only;       /* vdp_build_fits: whether it fits is all that is read */
     void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 
