@@ -628,7 +628,9 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
 }
 
 /* The rest of a build after build_prefix: prefetch schedule (B->variant),
- * memory fitting, placement, actions, simulation, input staging. */
+ * memory fitting, placement, actions, simulation, input staging. The
+ * tensors are named by the caller (vdp_name_tensors), for the variant it
+ * keeps. */
 static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live_fit, vd_err *e) {
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
@@ -659,7 +661,6 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     if (p->feasible && !p->forward_only && !opts->no_stage_input &&
         (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
         return rc;
-    vdp_name_tensors(B);
     return p->feasible ? VD_OK : VD_EBUDGET;
 }
 
@@ -692,6 +693,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     B.effort = &scr->effort;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if ((rc == VD_OK || rc == VD_EBUDGET) && !B.fit_only) vdp_name_tensors(&B);
     if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
     else if (rc == VD_OK) scr->lb = out->sim.iter_s;
@@ -749,6 +751,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
      * the prefix */
     static const int fit_order[3] = {2, 0, 1};
     bool own0 = true;   /* B0 and P0 are still this loop's to free */
+    bld Bk;             /* the builder of *out (while best_rc >= 0) */
     for (int i = 0; i < 3; i++) {
         int v = scr->fit_only ? fit_order[i] : i;
         vd_plan alt;
@@ -775,8 +778,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
         bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
-        bld_free(&B);
-        if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
+        if (rc != VD_OK && rc != VD_EBUDGET) { bld_free(&B); vdp_plan_release(&alt); }
         if (rc == VDP_SCREENED) {   /* no faster than the screen: dropped */
             if (dropped_lb < scr->lb) scr->lb = dropped_lb;
             if (dropped_lb < scr->dlb) scr->dlb = dropped_lb;
@@ -789,7 +791,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
             if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
-            if (best_rc >= 0) vdp_plan_release(out);
+            if (best_rc >= 0) { vdp_plan_release(out); bld_free(&Bk); }
             *e = te;
             return rc;
         }
@@ -800,19 +802,25 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         else if (rc == VD_OK) better = alt.sim.iter_s < out->sim.iter_s;
         else better = alt.hwm < out->hwm;
         if (better) {
-            if (best_rc >= 0) vdp_plan_release(out);
+            if (best_rc >= 0) { vdp_plan_release(out); bld_free(&Bk); }
             *out = alt;
+            Bk = B;
             best_rc = rc;
             scr->unplaced = unplaced;
             if (rc) *e = te;
         } else {
             vdp_plan_release(&alt);
+            bld_free(&B);
         }
         /* vdp_build_fits: the first variant that fits answers */
         if (scr->fit_only && rc == VD_OK) break;
     }
     if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
     if (best_rc < 0) return VDP_SCREENED;
+    /* named only now, the variant kept (build_suffix's plans are not) */
+    Bk.p = out;
+    if (!scr->fit_only) vdp_name_tensors(&Bk);
+    bld_free(&Bk);
     out->prefetch = opts->prefetch;
     return best_rc;
 }
