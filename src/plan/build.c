@@ -314,6 +314,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
             }
             vdp_build_actions(B);
             vdp_cost(B, p->n_actions);
+            if (attempt == 0 && B->early) *B->early += p->n_actions;
             bool stage = !p->forward_only && !B->opts->no_stage_input;
             rc = stage ? vdp_simulate_as_staged(p, B->prof, e) : vdp_simulate(p, B->prof, false, NULL, e);
             if (rc) break;
@@ -329,6 +330,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
                 if (rc) break;
                 if (p->sim.iter_s < lb) lb = p->sim.iter_s;
             }
+            if (attempt == 0) B->replay0 = lb;
             if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
         }
         /* vdp_build_unplaced_over: live bytes over the budget, not placed */
@@ -636,6 +638,7 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     const vd_plan_opts *opts = B->opts;
     *live_fit = false;
     vdp_cost(B, 2.0 * p->n_tensors);   /* the schedule and the fitting */
+    if (B->early) *B->early += 2.0 * p->n_tensors;
     if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
     int rc = fit_and_place(B, any_offload, pin, live_fit, e);
     if (rc) return rc;
@@ -674,6 +677,11 @@ typedef struct screen {
     bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
     bool quick_stage;               /* bld.stage_quick of every variant */
     bool fit_only;                  /* vdp_build_fits (bld.fit_only of every variant) */
+    double early;                   /* cost's share up to each variant's first screen replay
+                                       (the prefix, the schedules and fittings, the first
+                                       actions: build_fixed's estimate of a retry) */
+    double rlb;                     /* the least first replay of the variants that beat the
+                                       screen and did not fit (bld.replay0) */
     vdp_tcache *tc;                 /* the search's tensors (build_tensors), or NULL */
 } screen;
 
@@ -691,8 +699,12 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     B.fit_only = scr->fit_only;
     B.cost = &scr->cost;
     B.effort = &scr->effort;
+    B.early = &scr->early;
+    B.replay0 = INFINITY;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
+    scr->early += 4.0 * out->n_tensors;
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
     if ((rc == VD_OK || rc == VD_EBUDGET) && !B.fit_only) vdp_name_tensors(&B);
     if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
@@ -714,7 +726,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 static int build_variants(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           vd_policy offload_pol, const int *algos, const vd_plan *pin,
                           bool alias, bool *live_fit, screen *scr, vd_plan *out, vd_err *e) {
-    scr->lb = scr->dlb = INFINITY;
+    scr->lb = scr->dlb = scr->rlb = INFINITY;
     scr->dropped = scr->dropped_fit = 0;
     /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
     bool disp_offload = false;
@@ -744,6 +756,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
     scr->effort += 4.0 * P0.n_tensors;
+    scr->early += 4.0 * P0.n_tensors;
     /* vdp_build_fits asks only whether some variant fits, which their
      * order does not change: the paper's rule first, the one that fits in
      * the dyn policy's greedy, where every map is offloaded
@@ -775,7 +788,10 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         B.unplaced = false;
         B.cost = &scr->cost;
         B.effort = &scr->effort;
+        B.early = &scr->early;
+        B.replay0 = INFINITY;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
         bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
         if (rc != VD_OK && rc != VD_EBUDGET) { bld_free(&B); vdp_plan_release(&alt); }
@@ -876,6 +892,26 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     bool no_fit = rc == VD_EBUDGET;
     bool retry = no_fit ? live_fit : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
     if (!retry || !has_grad_alias(out, net)) return rc;
+    /* Behind a screen, no retry either. Its variants replay no faster than
+     * the aliased ones (above), so only those whose aliased variant beat
+     * the screen and did not fit could beat it; in the searches measured
+     * none did (every such retry had all its variants dropped: ResNet-50
+     * b256 at 3.49 GB, 1,834 of its 3,466 screened builds, a tenth of its
+     * time; docs/results/2026-12-06-s23/plantime.md). The outcome is then
+     * a bound (a dropped variant's): no plan of the configuration that
+     * fits predicts faster than the least replay of its variants (scr->lb,
+     * with scr->rlb). The cost counted for it is what the retry's would
+     * be with each variant dropped at its first screen, taken as the
+     * aliased build's up to there (scr->early), so that the search's work
+     * budgets and effort cap cut about where they did. */
+    if (no_fit && scr->s > 0) {
+        scr->cost += scr->early;
+        scr->effort += scr->early;
+        scr->dropped++;
+        if (scr->rlb < scr->lb) scr->lb = scr->rlb;
+        if (scr->rlb < scr->dlb) scr->dlb = scr->rlb;
+        return rc;
+    }
     /* a dropped variant whose live bytes fit may fit placed: then the
      * unscreened build would not retry */
     bool unsure = no_fit && scr->dropped_fit > 0;

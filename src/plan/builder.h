@@ -57,7 +57,10 @@ typedef struct bld {
     double screen_s;   /* vdp_build_screened's screen (0: none) */
     double *cost;      /* NULL, or where the build adds up its work (vdp_build_screened) */
     double *effort;    /* NULL, or the same with the placement's own count (vdp_build_screened) */
+    double *early;     /* NULL, or where the build adds up its cost up to each variant's
+                          first screen replay (build_fixed's screen.early) */
     double screen_lb;  /* fit_and_place: the replay that dropped this variant */
+    double replay0;    /* fit_and_place: the screen's first replay (INFINITY: none) */
     bool stage_quick;  /* vdp_add_staging: no search of the latest issue step
                           (vdp_build_screened's quick_stage) */
     bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed

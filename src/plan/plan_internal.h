@@ -232,7 +232,9 @@ void vdp_tcache_free(vdp_tcache *tc);
  * and release regions earlier, which nearly always slows the replay; the
  * rare exceptions: docs/planner.md, "Screened builds"). A variant whose live
  * bytes exceed the budget is
- * dropped too (it cannot fit).
+ * dropped too (it cannot fit). A configuration that does not fit with the
+ * gradients aliased is not built again without (build_fixed's retry):
+ * VD_EBUDGET, *exact false.
  * Returns VDP_SCREENED (out released) when every variant is dropped, else
  * like vdp_build_fixed; *lb_s: a bound below which no variant that fits
  * predicts an iteration (the dropped variants' replays, the others' plans;

@@ -265,6 +265,79 @@ START_TEST(test_tcache_same_builds) {
 }
 END_TEST
 
+/* A screened build that does not fit with the gradients aliased is not
+ * built again without (build_fixed): then it reports a bound, not a plan,
+ * and the bound holds for the plan vdp_build_fixed gets with its retry.
+ * tiny-resnet b64 (analytic H200) at 40 budgets from auto's smallest up
+ * to none's peak, dispositions that vary with the budget, each built by
+ * vdp_build_fixed and screened (a screen no variant reaches, 10 s): the
+ * same plan where the screened build fits (exact); where it does not, its
+ * bound at most vdp_build_fixed's iteration when that one fits; where no
+ * variant's live bytes fit, vdp_build_fixed does not fit either. Some
+ * budgets must take that way (vdp_build_fixed fits, the screened does
+ * not), some fit both ways. */
+START_TEST(test_screened_no_retry) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    int L = net.n_layers;
+    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
+    vd_plan P;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
+    uint64_t peak = P.hwm;
+    vd_plan_free(&P);
+    o.policy = VD_POLICY_AUTO;
+    uint64_t lo = 0;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
+    vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    ck_assert(disp && algos);
+    o.disp = disp;
+    vdp_opts_algos(&prof, &o, L, algos);
+    int skipped = 0, both = 0;
+    for (int j = 0; j < 40; j++) {
+        o.budget = (lo + (peak - lo) / 40 * (uint64_t)j) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        for (int k = 0; k <= L; k++)
+            disp[k] = k == L ? VD_DISP_AUTO : (k + j) % 3 == 1 ? VD_DISP_OFFLOAD
+                    : (k * j) % 5 == 1 ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
+        vd_plan F, S;
+        vd_err ef = {0}, es = {0};
+        int rf = vdp_build_fixed(&net, &prof, &o, VD_POLICY_AUTO, algos, NULL, &F, &ef);
+        ck_assert_msg(rf == VD_OK || rf == VD_EBUDGET, "%s", ef.msg);
+        bool exact = false;
+        double lb = 0, cost = 0;
+        int rs = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 10.0, false, NULL, &S,
+                                    &exact, &lb, &cost, NULL, &es);
+        ck_assert_msg(rs == VD_OK || rs == VD_EBUDGET || rs == VDP_SCREENED, "%d: rc %d (%s)", j, rs,
+                      es.msg);
+        if (rs == VDP_SCREENED) {   /* no variant's live bytes fit */
+            ck_assert_int_eq(rf, VD_EBUDGET);
+            vd_plan_free(&F);
+            continue;
+        }
+        if (rs == VD_OK) {
+            ck_assert_int_eq(rf, VD_OK);
+            ck_assert(exact);
+            same_bytes(&F, &S);
+            both++;
+        } else if (rf == VD_OK) {   /* vdp_build_fixed's retry fits */
+            ck_assert(!exact);
+            ck_assert_double_le(lb, F.sim.iter_s);
+            skipped++;
+        }
+        vd_plan_free(&F);
+        vd_plan_free(&S);
+    }
+    ck_assert_int_gt(skipped, 0);
+    ck_assert_int_gt(both, 0);
+    free(disp); free(algos);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* The paper's dyn search as it was written before vdp_build_fits: each
  * try of its greedy over the options built in full (vdp_build_fixed),
  * the plan of the last that fits kept. *tries / *taken count the greedy's
@@ -534,5 +607,5 @@ START_TEST(test_resnet152) {
 END_TEST
 
 VDT_MAIN("plan_speed", 0, test_progress_reports, test_screened_build, test_tcache_same_builds,
-         test_fits_same_answer,
+         test_fits_same_answer, test_screened_no_retry,
          test_resnet50_budget, test_cli_quiet, test_resnet152, test_refine_no_stall_options)
