@@ -314,6 +314,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
             }
             vdp_build_actions(B);
             vdp_cost(B, p->n_actions);
+            if (attempt == 0 && B->early) *B->early += p->n_actions;
             bool stage = !p->forward_only && !B->opts->no_stage_input;
             rc = stage ? vdp_simulate_as_staged(p, B->prof, e) : vdp_simulate(p, B->prof, false, NULL, e);
             if (rc) break;
@@ -329,6 +330,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
                 if (rc) break;
                 if (p->sim.iter_s < lb) lb = p->sim.iter_s;
             }
+            if (attempt == 0) B->replay0 = lb;
             if (lb >= B->screen_s) { B->screen_lb = lb; rc = VDP_SCREENED; break; }
         }
         /* vdp_build_unplaced_over: live bytes over the budget, not placed */
@@ -349,6 +351,9 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         if (B->cost) *B->cost += 24.0 * p->n_intervals;
         double pw = 0;
         bool quick = budget && !fits_cap && cap == budget;
+        /* vdp_build_fits: live bytes over the budget and no retry (quick)
+         * fit no placement (its top is at least the live bytes) */
+        if (B->fit_only && quick && !*live_fit) { hwm = UINT64_MAX; break; }
         /* Asked only whether it fits, and by how much it overshoots when
          * that is under PLACE_OVER_SHARE of the budget (the retry's cap
          * reads it): a placement ordering stops once its top passes that
@@ -374,8 +379,9 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
      * offsets and the top that the report and the search's excess read),
      * except behind a screen, whose caller drops a plan that does not fit
      * (its top is at least the stopped one: above the budget). */
-    if (!rc && partial && !(B->screen_s > 0))
+    if (!rc && partial && !(B->screen_s > 0) && !B->fit_only)
         rc = vdp_place(p->intervals, p->n_intervals, B->pinned, false, 0, &hwm, NULL, e);
+    if (B->fit_only) p->hwm = hwm;   /* what vdp_finish_stats would find, or over the budget */
     vd_free(saved_q);
     return rc;
 }
@@ -624,15 +630,23 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
 }
 
 /* The rest of a build after build_prefix: prefetch schedule (B->variant),
- * memory fitting, placement, actions, simulation, input staging. */
+ * memory fitting, placement, actions, simulation, input staging. The
+ * tensors are named by the caller (vdp_name_tensors), for the variant it
+ * keeps. */
 static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live_fit, vd_err *e) {
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
     *live_fit = false;
     vdp_cost(B, 2.0 * p->n_tensors);   /* the schedule and the fitting */
+    if (B->early) *B->early += 2.0 * p->n_tensors;
     if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
     int rc = fit_and_place(B, any_offload, pin, live_fit, e);
     if (rc) return rc;
+    if (B->fit_only) {   /* vdp_build_fits: the plan stops here */
+        p->budget = opts->budget;
+        p->feasible = !p->budget || p->hwm <= p->budget;
+        return p->feasible ? VD_OK : VD_EBUDGET;
+    }
 
     uint64_t budget = opts->budget;
     /* With a screen, fit_and_place built the actions of the intervals it
@@ -650,7 +664,6 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
     if (p->feasible && !p->forward_only && !opts->no_stage_input &&
         (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
         return rc;
-    vdp_name_tensors(B);
     return p->feasible ? VD_OK : VD_EBUDGET;
 }
 
@@ -663,6 +676,12 @@ typedef struct screen {
     bool exact;
     bool unplaced_over, unplaced;   /* vdp_build_unplaced_over: asked, some variant not placed */
     bool quick_stage;               /* bld.stage_quick of every variant */
+    bool fit_only;                  /* vdp_build_fits (bld.fit_only of every variant) */
+    double early;                   /* cost's share up to each variant's first screen replay
+                                       (the prefix, the schedules and fittings, the first
+                                       actions: build_fixed's estimate of a retry) */
+    double rlb;                     /* the least first replay of the variants that beat the
+                                       screen and did not fit (bld.replay0) */
     vdp_tcache *tc;                 /* the search's tensors (build_tensors), or NULL */
 } screen;
 
@@ -677,10 +696,16 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     B.screen_s = scr->s;
     B.unplaced_over = scr->unplaced_over;
     B.stage_quick = scr->quick_stage;
+    B.fit_only = scr->fit_only;
     B.cost = &scr->cost;
     B.effort = &scr->effort;
+    B.early = &scr->early;
+    B.replay0 = INFINITY;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
+    scr->early += 4.0 * out->n_tensors;
     if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
+    if ((rc == VD_OK || rc == VD_EBUDGET) && !B.fit_only) vdp_name_tensors(&B);
     if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
     else if (rc == VD_OK) scr->lb = out->sim.iter_s;
@@ -701,7 +726,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 static int build_variants(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                           vd_policy offload_pol, const int *algos, const vd_plan *pin,
                           bool alias, bool *live_fit, screen *scr, vd_plan *out, vd_err *e) {
-    scr->lb = scr->dlb = INFINITY;
+    scr->lb = scr->dlb = scr->rlb = INFINITY;
     scr->dropped = scr->dropped_fit = 0;
     /* per-tensor requests may offload (a RECOMPUTE that cannot be honoured too) */
     bool disp_offload = false;
@@ -731,31 +756,45 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
     scr->effort += 4.0 * P0.n_tensors;
-    for (int v = 0; v < 3; v++) {
+    scr->early += 4.0 * P0.n_tensors;
+    /* vdp_build_fits asks only whether some variant fits, which their
+     * order does not change: the paper's rule first, the one that fits in
+     * the dyn policy's greedy, where every map is offloaded
+     * (docs/results/2026-12-06-s23/plantime.md), each variant a copy of
+     * the prefix */
+    static const int fit_order[3] = {2, 0, 1};
+    bool own0 = true;   /* B0 and P0 are still this loop's to free */
+    bld Bk;             /* the builder of *out (while best_rc >= 0) */
+    for (int i = 0; i < 3; i++) {
+        int v = scr->fit_only ? fit_order[i] : i;
         vd_plan alt;
         vd_err te = {0};
         bool lf = false;
         bld B;
         int rc;
-        if (v < 2) {
+        if (v < 2 || scr->fit_only) {
             rc = bld_clone(&B, &B0, v, &alt, &te);
         } else {
             B = B0;
             alt = P0;
             B.p = &alt;
+            own0 = false;
             rc = VD_OK;
         }
         B.screen_s = scr->s;
         B.unplaced_over = scr->unplaced_over;
         B.stage_quick = scr->quick_stage;
+        B.fit_only = scr->fit_only;
         B.unplaced = false;
         B.cost = &scr->cost;
         B.effort = &scr->effort;
+        B.early = &scr->early;
+        B.replay0 = INFINITY;
         if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
         bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
-        bld_free(&B);
-        if (rc != VD_OK && rc != VD_EBUDGET) vdp_plan_release(&alt);
+        if (rc != VD_OK && rc != VD_EBUDGET) { bld_free(&B); vdp_plan_release(&alt); }
         if (rc == VDP_SCREENED) {   /* no faster than the screen: dropped */
             if (dropped_lb < scr->lb) scr->lb = dropped_lb;
             if (dropped_lb < scr->dlb) scr->dlb = dropped_lb;
@@ -767,8 +806,8 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         if (rc == VD_OK && alt.sim.iter_s < scr->lb) scr->lb = alt.sim.iter_s;
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
-            if (v < 2) { bld_free(&B0); vdp_plan_release(&P0); }
-            if (best_rc >= 0) vdp_plan_release(out);
+            if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
+            if (best_rc >= 0) { vdp_plan_release(out); bld_free(&Bk); }
             *e = te;
             return rc;
         }
@@ -779,16 +818,25 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         else if (rc == VD_OK) better = alt.sim.iter_s < out->sim.iter_s;
         else better = alt.hwm < out->hwm;
         if (better) {
-            if (best_rc >= 0) vdp_plan_release(out);
+            if (best_rc >= 0) { vdp_plan_release(out); bld_free(&Bk); }
             *out = alt;
+            Bk = B;
             best_rc = rc;
             scr->unplaced = unplaced;
             if (rc) *e = te;
         } else {
             vdp_plan_release(&alt);
+            bld_free(&B);
         }
+        /* vdp_build_fits: the first variant that fits answers */
+        if (scr->fit_only && rc == VD_OK) break;
     }
+    if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
     if (best_rc < 0) return VDP_SCREENED;
+    /* named only now, the variant kept (build_suffix's plans are not) */
+    Bk.p = out;
+    if (!scr->fit_only) vdp_name_tensors(&Bk);
+    bld_free(&Bk);
     out->prefetch = opts->prefetch;
     return best_rc;
 }
@@ -844,12 +892,32 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     bool no_fit = rc == VD_EBUDGET;
     bool retry = no_fit ? live_fit : rc == VD_OK && !opts->budget && out->hwm > out->live_peak;
     if (!retry || !has_grad_alias(out, net)) return rc;
+    /* Behind a screen, no retry either. Its variants replay no faster than
+     * the aliased ones (above), so only those whose aliased variant beat
+     * the screen and did not fit could beat it; in the searches measured
+     * none did (every such retry had all its variants dropped: ResNet-50
+     * b256 at 3.49 GB, 1,834 of its 3,466 screened builds, a tenth of its
+     * time; docs/results/2026-12-06-s23/plantime.md). The outcome is then
+     * a bound (a dropped variant's): no plan of the configuration that
+     * fits predicts faster than the least replay of its variants (scr->lb,
+     * with scr->rlb). The cost counted for it is what the retry's would
+     * be with each variant dropped at its first screen, taken as the
+     * aliased build's up to there (scr->early), so that the search's work
+     * budgets and effort cap cut about where they did. */
+    if (no_fit && scr->s > 0) {
+        scr->cost += scr->early;
+        scr->effort += scr->early;
+        scr->dropped++;
+        if (scr->rlb < scr->lb) scr->lb = scr->rlb;
+        if (scr->rlb < scr->dlb) scr->dlb = scr->rlb;
+        return rc;
+    }
     /* a dropped variant whose live bytes fit may fit placed: then the
      * unscreened build would not retry */
     bool unsure = no_fit && scr->dropped_fit > 0;
     vd_plan alt;
     vd_err te = {0};
-    screen s2 = {.s = scr->s, .tc = scr->tc};
+    screen s2 = {.s = scr->s, .tc = scr->tc, .fit_only = scr->fit_only};
     int rc2 = build_variants(net, prof, opts, offload_pol, algos, pin, false, &live_fit, &s2, &alt, &te);
     /* the bound and the drops of both builds */
     if (s2.lb < scr->lb) scr->lb = s2.lb;
@@ -893,6 +961,16 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
                     vd_plan *out, vd_err *e) {
     screen scr = {0};
     return build_fixed(net, prof, opts, offload_pol, algos, pin, &scr, out, e);
+}
+
+int vdp_build_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   vd_policy offload_pol, const int *algos, bool *fits, vd_err *e) {
+    screen scr = {.fit_only = true};
+    vd_plan p;
+    int rc = build_fixed(net, prof, opts, offload_pol, algos, NULL, &scr, &p, e);
+    if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&p);
+    *fits = rc == VD_OK;
+    return rc == VD_EBUDGET ? VD_OK : rc;
 }
 
 int vdp_build_unplaced_over(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

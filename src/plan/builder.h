@@ -57,12 +57,16 @@ typedef struct bld {
     double screen_s;   /* vdp_build_screened's screen (0: none) */
     double *cost;      /* NULL, or where the build adds up its work (vdp_build_screened) */
     double *effort;    /* NULL, or the same with the placement's own count (vdp_build_screened) */
+    double *early;     /* NULL, or where the build adds up its cost up to each variant's
+                          first screen replay (build_fixed's screen.early) */
     double screen_lb;  /* fit_and_place: the replay that dropped this variant */
+    double replay0;    /* fit_and_place: the screen's first replay (INFINITY: none) */
     bool stage_quick;  /* vdp_add_staging: no search of the latest issue step
                           (vdp_build_screened's quick_stage) */
     bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed
                             (vdp_build_unplaced_over) */
     bool unplaced;       /* fit_and_place: this variant was not placed */
+    bool fit_only;       /* vdp_build_fits: whether it fits is all that is read */
     void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
 } bld;
 

@@ -17,16 +17,15 @@ static inline bool okey_before(const okey *x, const okey *y) {
     return x->idx < y->idx;
 }
 
-/* One key word and the index: the orderings whose keys pack losslessly into
- * 64 bits (see vdp_place). Before: the larger key, then the lower index. */
-typedef struct pkey { uint64_t k; int idx; } pkey;
-
-static inline bool pkey_before(const pkey *x, const pkey *y) {
-    return x->k != y->k ? x->k > y->k : x->idx < y->idx;
-}
+/* The orderings whose keys and index pack losslessly into one word (see
+ * vdp_place): the larger word first. */
+static inline bool pkey_before(const uint64_t *x, const uint64_t *y) { return *x > *y; }
 
 VDP_SORT_FN(sort_okeys, okey, okey_before)
-VDP_SORT_FN(sort_pkeys, pkey, pkey_before)
+VDP_SORT_FN(sort_pkeys, uint64_t, pkey_before)
+
+/* The bits that hold v (0 for 0). */
+static inline int bits_of(uint64_t v) { return v ? 64 - __builtin_clzll(v) : 0; }
 
 /* Place in the given order. off[] receives offsets; returns hwm. Each
  * placement takes the lowest gap among the placed intervals that overlap it
@@ -371,7 +370,7 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
               double *work, vd_err *e) {
     double pw = 0;   /* the orderings' work */
     okey *order = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *order, NULL);   /* + sort scratch */
-    pkey *pk = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *pk, NULL);         /* + sort scratch */
+    uint64_t *pk = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *pk, NULL);     /* + sort scratch */
     int *ord = vd_malloc((size_t)(n ? n : 1) * sizeof *ord, NULL);
     /* zeroed: a stopped ordering leaves the intervals after it unplaced */
     uint64_t *off = vd_calloc((size_t)(n ? n : 1), sizeof *off, NULL);
@@ -440,30 +439,40 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
             vd_free(live);
         }
     }
-    /* The keys of orderings 0-2 pack into one word without changing the
-     * order when the sizes are whole multiples of 256 below 2^40 and the
-     * steps below 65535 (every plan's: vdp_iv_size): (size / 256, 32 bits)
-     * and (duration, 65535 - first step, 16 bits each), in the ordering's
-     * key order; a sort of 16-byte entries on one compare. Otherwise, and
-     * for ordering 3 (area: up to 96 bits), the four keys. Whole-iteration
-     * intervals go first either way. */
-    bool packs = max_last < 65535;
-    for (int i = 0; i < n && packs; i++)
-        packs = iv[i].bytes % 256 == 0 && iv[i].bytes / 256 <= UINT32_MAX;
+    /* The keys of orderings 0-2 and the index pack into one word without
+     * changing the order: (size / 256, duration, max_last - first step) in
+     * the ordering's key order, each in the bits its largest value needs,
+     * then n - 1 - index (the lower index first on equal keys), when the
+     * sizes are whole multiples of 256 (every plan's: vdp_iv_size) and all
+     * of it fits 63 bits; a sort of 8-byte words on one compare. Otherwise,
+     * and for ordering 3 (area: up to 96 bits), the four keys.
+     * Whole-iteration intervals go first either way. */
+    uint64_t msz = 0, mdur = 0, mearly = 0;
+    bool packs = true;
+    for (int i = 0; i < n && packs; i++) {
+        uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1), early = (uint64_t)(max_last - iv[i].first);
+        packs = iv[i].bytes % 256 == 0;
+        if (iv[i].bytes / 256 > msz) msz = iv[i].bytes / 256;
+        if (dur > mdur) mdur = dur;
+        if (early > mearly) mearly = early;
+    }
+    int bsz = bits_of(msz), bd = bits_of(mdur), be = bits_of(mearly), bi = bits_of((uint64_t)(n > 0 ? n - 1 : 0));
+    packs = packs && bsz + bd + be + bi <= 63;
     for (int strategy = 0; strategy < 4; strategy++) {
         if (packs && strategy < 3) {
             int nw = 0, nr = 0;
             for (int i = 0; i < n; i++) {
                 if (iv[i].first == 0 && iv[i].last == max_last && max_last > 0) { ord[nw++] = i; continue; }
                 uint64_t dur = (uint64_t)(iv[i].last - iv[i].first + 1), sz = iv[i].bytes / 256;
-                uint64_t early = 65535u - (uint64_t)iv[i].first;
-                uint64_t k = strategy == 0 ? sz << 32 | dur << 16 | early
-                           : strategy == 1 ? early << 48 | sz << 16 | dur
-                           : dur << 48 | sz << 16 | early;
-                pk[nr++] = (pkey){k, i};
+                uint64_t early = (uint64_t)(max_last - iv[i].first);
+                uint64_t k = strategy == 0 ? (sz << bd | dur) << be | early
+                           : strategy == 1 ? (early << bsz | sz) << bd | dur
+                           : (dur << bsz | sz) << be | early;
+                pk[nr++] = k << bi | (uint64_t)(n - 1 - i);
             }
             sort_pkeys(pk, pk + nr, nr);
-            for (int r = 0; r < nr; r++) ord[nw + r] = pk[r].idx;
+            uint64_t imask = ((uint64_t)1 << bi) - 1;
+            for (int r = 0; r < nr; r++) ord[nw + r] = n - 1 - (int)(pk[r] & imask);
             uint64_t h = place_order(iv, n, pinned, ord, off, done, &P, give_up(best_hwm, fit), &pw);
             if (h < best_hwm) { best_hwm = h; memcpy(best, off, (size_t)n * sizeof *off); }
             if (best_hwm <= bound || quick) break;

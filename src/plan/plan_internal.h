@@ -204,6 +204,15 @@ int vdp_build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_opt
                     vd_policy offload_pol, const int *algos, const vd_plan *pin,
                     vd_plan *out, vd_err *e);
 
+/* Whether vdp_build_fixed's plan (no pin) fits the budget: *fits, the
+ * same answer, without the plan. Each variant stops after its placement
+ * (one whose live bytes exceed the budget even after the fitting is not
+ * placed), and the first that fits answers: nothing of a plan that a
+ * caller reads only to learn whether it fits (the dyn policy's greedy over
+ * the options) is built. 0 or an error. */
+int vdp_build_fits(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                   vd_policy offload_pol, const int *algos, bool *fits, vd_err *e);
+
 /* The tensors of a search's builds: what each build's tensors and liveness
  * (vdp_build_tensors, before any decision) came to, kept for the next build
  * with the same options, split layers and gradient aliasing (build.c,
@@ -223,7 +232,9 @@ void vdp_tcache_free(vdp_tcache *tc);
  * and release regions earlier, which nearly always slows the replay; the
  * rare exceptions: docs/planner.md, "Screened builds"). A variant whose live
  * bytes exceed the budget is
- * dropped too (it cannot fit).
+ * dropped too (it cannot fit). A configuration that does not fit with the
+ * gradients aliased is not built again without (build_fixed's retry):
+ * VD_EBUDGET, *exact false.
  * Returns VDP_SCREENED (out released) when every variant is dropped, else
  * like vdp_build_fixed; *lb_s: a bound below which no variant that fits
  * predicts an iteration (the dropped variants' replays, the others' plans;

@@ -70,16 +70,26 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
     static const vd_policy order[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
     int rc = VD_EBUDGET;
     for (int k = 0; k < 3; k++) {
+        /* the first policy that fits is the plan: asked first whether it
+         * fits (vdp_build_fits), built only then (fit_only: built at once,
+         * its plan the answer) */
+        bool fits = true;
+        if (!fit_only && (rc = vdp_build_fits(net, prof, opts, order[k], algos, &fits, e))) break;
+        if (!fits) { rc = VD_EBUDGET; continue; }
         rc = vdp_build_fixed(net, prof, opts, order[k], algos, NULL, out, e);
-        if (rc != VD_EBUDGET) { vd_free(algos); return rc; }
+        if (rc != VD_EBUDGET) break;
         vdp_plan_release(out);
     }
+    if (rc != VD_EBUDGET) { vd_free(algos); return rc; }
     /* All offloaded, least workspace everywhere. */
     for (int i = 0; i < L; i++) algos[i] = algos[L + i] = minws_algo(&prof->layers[i]);
-    rc = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, out, e);
-    if (rc != VD_OK || fit_only) { vd_free(algos); return rc; }
-    /* Greedy per layer: the fastest option that still fits. */
-    for (int i = 0; i < L; i++) {
+    bool fits = false;
+    rc = fit_only ? VD_OK : vdp_build_fits(net, prof, opts, VD_POLICY_ALL, algos, &fits, e);
+    /* Greedy per layer, where that fits: the fastest option that still
+     * fits. Each try asks only whether it fits (vdp_build_fits); the plan
+     * is built once, of the options the greedy ends with (the same plan as
+     * its last fitting try's). */
+    for (int i = 0; rc == VD_OK && fits && i < L; i++) {
         const vd_profile_layer *pl = &prof->layers[i];
         if (pl->n_algos < 2) continue;
         int cur = algos[i];
@@ -95,20 +105,18 @@ static int build_dyn(const vd_net *net, const vd_profile *prof, const vd_plan_op
                 double tc = pl->algos[idx[c]].fwd_s + pl->algos[idx[c]].bwd_s;
                 if (tc < ta) { int tmp = idx[a]; idx[a] = idx[c]; idx[c] = tmp; }
             }
-        for (int a = 0; a < n; a++) {
+        for (int a = 0; a < n && rc == VD_OK; a++) {
             algos[i] = algos[L + i] = idx[a];
-            vd_plan tp;
-            vd_err te = {0};
-            int r2 = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, &tp, &te);
-            if (r2 == VD_OK) { vdp_plan_release(out); *out = tp; cur = idx[a]; break; }
-            if (r2 == VD_EBUDGET) vdp_plan_release(&tp);
-            else { vd_free(algos); *e = te; return r2; }
+            bool f2 = false;
+            rc = vdp_build_fits(net, prof, opts, VD_POLICY_ALL, algos, &f2, e);
+            if (rc == VD_OK && f2) { cur = idx[a]; break; }
             algos[i] = algos[L + i] = cur;
         }
         algos[i] = algos[L + i] = cur;
     }
+    if (rc == VD_OK) rc = vdp_build_fixed(net, prof, opts, VD_POLICY_ALL, algos, NULL, out, e);
     vd_free(algos);
-    return VD_OK;
+    return rc;
 }
 
 static int build_policy(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

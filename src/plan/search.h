@@ -108,6 +108,8 @@ typedef struct actx {
     struct memo_ent *memo;
     size_t memo_cap, memo_n;
     int prof_id;            /* which start's profile c->prof is (part of the key) */
+    const vd_profile *sgd_prof;   /* sgd_s is vdp_sgd_s of this profile (compute_bound) */
+    double sgd_s;
     double lb;              /* no plan at the budget predicts a faster iteration
                                (vd_plan_lower_bound; 0: unknown) */
     char phase[64];         /* what the search is doing (opts->progress) */

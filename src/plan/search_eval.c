@@ -200,9 +200,13 @@ int search_eval_repairable(actx *c, double limit_s, vd_plan *out, vd_err *e) {
  * refine a plan that is compute-bound (no stalls) then skips, unbuilt, every
  * slower option. The factor (1 - 1e-12) against it covers the sum's rounding
  * in another order than the simulator's. 0 for forward-only plans. */
-static double compute_bound(const actx *c) {
+static double compute_bound(actx *c) {
     if (c->o.forward_only) return 0.0;
-    double t = vdp_sgd_s(c->net, c->prof);
+    if (c->sgd_prof != c->prof) {   /* (a pass over the net's parameters) */
+        c->sgd_s = vdp_sgd_s(c->net, c->prof);
+        c->sgd_prof = c->prof;
+    }
+    double t = c->sgd_s;
     for (int i = 0; i < c->L; i++) {
         const vd_profile_layer *pl = &c->prof->layers[i];
         t += pl->algos[c->algos[i]].fwd_s;
@@ -212,21 +216,22 @@ static double compute_bound(const actx *c) {
     return t;
 }
 
-/* An upper bound on compute_floor, cheap: compute_bound plus the slowest
- * recompute of every tensor asked to be recomputed (0 when none is). */
-static double floor_upper(const actx *c) {
+/* An upper bound on compute_floor, cheap: compute_bound (cb) plus the
+ * slowest recompute of every tensor asked to be recomputed (0 when none
+ * is). */
+static double floor_upper(const actx *c, double cb) {
     double rc = 0;
     for (int k = 0; k <= c->L; k++)
         if (c->disp[k] == VD_DISP_RECOMPUTE) rc += c->rc_max[k];
-    return rc == 0 ? 0.0 : compute_bound(c) + rc;
+    return rc == 0 ? 0.0 : cb + rc;
 }
 
 /* A lower bound on the predicted iteration of the current configuration,
- * tighter than compute_bound: that plus the recomputes the build honours
+ * tighter than compute_bound (cb): that plus the recomputes the build honours
  * (vdp_recomputed_layers: they run on the compute stream too). The set
  * depends on the dispositions only, so it is kept for the last ones asked
  * (refine's option moves share them). */
-static int compute_floor(actx *c, double *floor_s, vd_err *e) {
+static int compute_floor(actx *c, double cb, double *floor_s, vd_err *e) {
     size_t nd = (size_t)(c->L + 1) * sizeof *c->disp;
     if (!c->rc_valid || memcmp(c->rc_disp, c->disp, nd)) {
         c->rc_valid = false;
@@ -235,7 +240,7 @@ static int compute_floor(actx *c, double *floor_s, vd_err *e) {
         memcpy(c->rc_disp, c->disp, nd);
         c->rc_valid = true;
     }
-    double t = compute_bound(c);
+    double t = cb;
     for (int j = 0; j < c->L; j++)
         if (c->rc_on[j]) t += vd_profile_rc_s(c->prof, j, c->algos[j]);
     *floor_s = t;
@@ -253,13 +258,14 @@ int search_eval_beats(actx *c, double limit_s, vd_plan *out, bool *better, vd_er
     const memo_ent *m = search_memo_find(c);
     if (m && !(m->feasible && m->iter_s < limit_s * (1.0 - 1e-9))) { c->looks++; return VD_OK; }
     bool known = m && m->exact;
+    double cb = known ? 0.0 : compute_bound(c);
     /* not built either when even its compute alone cannot beat limit_s */
-    if (!known && compute_bound(c) * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
+    if (!known && cb * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     /* nor when its compute with the recomputes it gets cannot (worked out
      * only where it might: floor_upper reaches limit_s) */
-    if (!known && !c->o.forward_only && floor_upper(c) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
+    if (!known && !c->o.forward_only && floor_upper(c, cb) * (1.0 + 1e-12) >= limit_s * (1.0 - 1e-9)) {
         double floor_s = 0;
-        int rc = compute_floor(c, &floor_s, e);
+        int rc = compute_floor(c, cb, &floor_s, e);
         if (rc) return rc;
         if (floor_s * (1.0 - 1e-12) >= limit_s * (1.0 - 1e-9)) { c->looks++; return VD_OK; }
     }

@@ -51,6 +51,20 @@ static bool same_plan(const vd_plan *a, const vd_plan *b) {
     return true;
 }
 
+/* same_plan, and every tensor (its name as a string), unit and interval
+ * the same bytes */
+static void same_bytes(const vd_plan *a, const vd_plan *b) {
+    ck_assert(same_plan(a, b));
+    const size_t keep = offsetof(vd_tensor, kind);
+    for (int t = 0; t < a->n_tensors; t++) {
+        ck_assert_str_eq(a->tensors[t].name, b->tensors[t].name);
+        ck_assert(!memcmp((const char *)&a->tensors[t] + keep, (const char *)&b->tensors[t] + keep,
+                          sizeof a->tensors[t] - keep));
+    }
+    ck_assert(!memcmp(a->layers, b->layers, (size_t)a->n_units * sizeof *a->layers));
+    ck_assert(!memcmp(a->intervals, b->intervals, (size_t)a->n_intervals * sizeof *a->intervals));
+}
+
 /* nets/tiny-resnet.yaml at batch 64 on the analytic H200 profile, halfway
  * between auto's smallest budget and none's peak: the search runs every
  * phase and reports each, in order, with the plans built never going down
@@ -217,7 +231,6 @@ START_TEST(test_tcache_same_builds) {
     int other = -1;   /* a layer with a second option */
     for (int i = 0; i < L && other < 0; i++) if (prof.layers[i].n_algos > 1) other = i;
     ck_assert_int_ge(other, 0);
-    const size_t keep = offsetof(vd_tensor, kind);
     int fits = 0, not_fit = 0;
     for (int j = 0; j < 16; j++) {
         o.budget = j < 8 ? peak : peak / 10 * 6;
@@ -236,14 +249,7 @@ START_TEST(test_tcache_same_builds) {
         ck_assert_msg(rb == VD_OK || rb == VD_EBUDGET, "%d: rc %d (%s)", j, rb, eb.msg);
         fits += rb == VD_OK;
         not_fit += rb == VD_EBUDGET;
-        ck_assert(same_plan(&A, &B));
-        for (int t = 0; t < A.n_tensors; t++) {
-            ck_assert_str_eq(A.tensors[t].name, B.tensors[t].name);
-            ck_assert(!memcmp((const char *)&A.tensors[t] + keep, (const char *)&B.tensors[t] + keep,
-                              sizeof A.tensors[t] - keep));
-        }
-        ck_assert(!memcmp(A.layers, B.layers, (size_t)A.n_units * sizeof *A.layers));
-        ck_assert(!memcmp(A.intervals, B.intervals, (size_t)A.n_intervals * sizeof *A.intervals));
+        same_bytes(&A, &B);
         vd_plan_free(&A);
         vd_plan_free(&B);
         ck_assert_int_eq(vdp_recomputed_layers(&net, &prof, &o, algos, tc, rc_a, &e), 0);
@@ -254,6 +260,216 @@ START_TEST(test_tcache_same_builds) {
     ck_assert_int_gt(not_fit, 0);
     vdp_tcache_free(tc);
     free(disp); free(algos); free(rc_a); free(rc_b);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* A screened build that does not fit with the gradients aliased is not
+ * built again without (build_fixed): then it reports a bound, not a plan,
+ * and the bound holds for the plan vdp_build_fixed gets with its retry.
+ * tiny-resnet b64 (analytic H200) at 40 budgets from auto's smallest up
+ * to none's peak, dispositions that vary with the budget, each built by
+ * vdp_build_fixed and screened (a screen no variant reaches, 10 s): the
+ * same plan where the screened build fits (exact); where it does not, its
+ * bound at most vdp_build_fixed's iteration when that one fits; where no
+ * variant's live bytes fit, vdp_build_fixed does not fit either. Some
+ * budgets must take that way (vdp_build_fixed fits, the screened does
+ * not), some fit both ways. */
+START_TEST(test_screened_no_retry) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    int L = net.n_layers;
+    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
+    vd_plan P;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
+    uint64_t peak = P.hwm;
+    vd_plan_free(&P);
+    o.policy = VD_POLICY_AUTO;
+    uint64_t lo = 0;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
+    vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    ck_assert(disp && algos);
+    o.disp = disp;
+    vdp_opts_algos(&prof, &o, L, algos);
+    int skipped = 0, both = 0;
+    for (int j = 0; j < 40; j++) {
+        o.budget = (lo + (peak - lo) / 40 * (uint64_t)j) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        for (int k = 0; k <= L; k++)
+            disp[k] = k == L ? VD_DISP_AUTO : (k + j) % 3 == 1 ? VD_DISP_OFFLOAD
+                    : (k * j) % 5 == 1 ? VD_DISP_RECOMPUTE : VD_DISP_KEEP;
+        vd_plan F, S;
+        vd_err ef = {0}, es = {0};
+        int rf = vdp_build_fixed(&net, &prof, &o, VD_POLICY_AUTO, algos, NULL, &F, &ef);
+        ck_assert_msg(rf == VD_OK || rf == VD_EBUDGET, "%s", ef.msg);
+        bool exact = false;
+        double lb = 0, cost = 0;
+        int rs = vdp_build_screened(&net, &prof, &o, VD_POLICY_AUTO, algos, 10.0, false, NULL, &S,
+                                    &exact, &lb, &cost, NULL, &es);
+        ck_assert_msg(rs == VD_OK || rs == VD_EBUDGET || rs == VDP_SCREENED, "%d: rc %d (%s)", j, rs,
+                      es.msg);
+        if (rs == VDP_SCREENED) {   /* no variant's live bytes fit */
+            ck_assert_int_eq(rf, VD_EBUDGET);
+            vd_plan_free(&F);
+            continue;
+        }
+        if (rs == VD_OK) {
+            ck_assert_int_eq(rf, VD_OK);
+            ck_assert(exact);
+            same_bytes(&F, &S);
+            both++;
+        } else if (rf == VD_OK) {   /* vdp_build_fixed's retry fits */
+            ck_assert(!exact);
+            ck_assert_double_le(lb, F.sim.iter_s);
+            skipped++;
+        }
+        vd_plan_free(&F);
+        vd_plan_free(&S);
+    }
+    ck_assert_int_gt(skipped, 0);
+    ck_assert_int_gt(both, 0);
+    free(disp); free(algos);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+/* The paper's dyn search as it was written before vdp_build_fits: each
+ * try of its greedy over the options built in full (vdp_build_fixed),
+ * the plan of the last that fits kept. *tries / *taken count the greedy's
+ * builds and those that fit. */
+static int dyn_reference(const vd_net *net, const vd_profile *prof, const vd_plan_opts *o,
+                         vd_plan *out, int *tries, int *taken, vd_err *e) {
+    int L = net->n_layers;
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    ck_assert(algos);
+    static const vd_policy order[3] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL};
+    for (int i = 0; i < L; i++) {   /* fastest (fwd + bwd), then least workspace */
+        const vd_profile_layer *pl = &prof->layers[i];
+        int f = 0;
+        for (int k = 1; k < pl->n_algos; k++)
+            if (pl->algos[k].fwd_s + pl->algos[k].bwd_s < pl->algos[f].fwd_s + pl->algos[f].bwd_s) f = k;
+        algos[i] = algos[L + i] = f;
+    }
+    for (int k = 0; k < 3; k++) {
+        int rc = vdp_build_fixed(net, prof, o, order[k], algos, NULL, out, e);
+        if (rc != VD_EBUDGET) { free(algos); return rc; }
+        vd_plan_free(out);
+    }
+    for (int i = 0; i < L; i++) {
+        const vd_profile_layer *pl = &prof->layers[i];
+        int m = 0;
+        for (int k = 1; k < pl->n_algos; k++) {
+            const vd_profile_algo *a = &pl->algos[k], *b = &pl->algos[m];
+            if (a->workspace < b->workspace ||
+                (a->workspace == b->workspace && a->fwd_s + a->bwd_s < b->fwd_s + b->bwd_s))
+                m = k;
+        }
+        algos[i] = algos[L + i] = m;
+    }
+    int rc = vdp_build_fixed(net, prof, o, VD_POLICY_ALL, algos, NULL, out, e);
+    for (int i = 0; rc == VD_OK && i < L; i++) {
+        const vd_profile_layer *pl = &prof->layers[i];
+        int cur = algos[i];
+        /* the faster options, fastest first (policy.c's exchange sort) */
+        int idx[VD_PROFILE_MAX_ALGOS], n = 0;
+        double cur_t = pl->algos[cur].fwd_s + pl->algos[cur].bwd_s;
+        for (int k = 0; k < pl->n_algos; k++)
+            if (pl->algos[k].fwd_s + pl->algos[k].bwd_s < cur_t) idx[n++] = k;
+        for (int a = 0; a < n; a++)
+            for (int b = a + 1; b < n; b++)
+                if (pl->algos[idx[b]].fwd_s + pl->algos[idx[b]].bwd_s <
+                    pl->algos[idx[a]].fwd_s + pl->algos[idx[a]].bwd_s) {
+                    int t = idx[a]; idx[a] = idx[b]; idx[b] = t;
+                }
+        for (int a = 0; a < n; a++) {
+            algos[i] = algos[L + i] = idx[a];
+            vd_plan T;
+            vd_err te = {0};
+            int r2 = vdp_build_fixed(net, prof, o, VD_POLICY_ALL, algos, NULL, &T, &te);
+            ck_assert_msg(r2 == VD_OK || r2 == VD_EBUDGET, "%s", te.msg);
+            ++*tries;
+            if (r2 == VD_OK) { vd_plan_free(out); *out = T; cur = idx[a]; ++*taken; break; }
+            vd_plan_free(&T);
+        }
+        algos[i] = algos[L + i] = cur;
+    }
+    free(algos);
+    return rc;
+}
+
+/* vdp_build_fits answers what vdp_build_fixed's outcome does, and the dyn
+ * policy, whose greedy asks it, plans what it did when each of its tries
+ * was a full build (dyn_reference): tiny-resnet b64 (analytic H200) at 13
+ * budgets from dyn's smallest up by a hundredth of the way to none's peak
+ * each, where the greedy has tries that fit and tries that do not, and
+ * where some configurations fit only with the paper's prefetch rule (the
+ * variant vdp_build_fits tries first); at each, the fits of policies none,
+ * conv and all and of auto with dispositions, a quarter of the layers at
+ * their last option. */
+START_TEST(test_fits_same_answer) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-resnet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    int L = net.n_layers;
+    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
+    vd_plan P;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
+    uint64_t peak = P.hwm;
+    vd_plan_free(&P);
+    o.policy = VD_POLICY_DYN;
+    uint64_t lo = 0;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
+    ck_assert_uint_lt(lo, peak);
+    vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
+    int *algos = calloc(2 * (size_t)L, sizeof *algos);
+    ck_assert(disp && algos);
+    int tries = 0, taken = 0, fits = 0, not_fit = 0;
+    for (int j = 0; j <= 12; j++) {
+        o.budget = (lo + (peak - lo) / 100 * (uint64_t)j) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        o.policy = VD_POLICY_DYN;
+        vd_plan A, B;
+        vd_err ea = {0}, eb = {0};
+        int ra = vd_plan_build(&net, &prof, &o, &A, &ea);
+        int rb = dyn_reference(&net, &prof, &o, &B, &tries, &taken, &eb);
+        ck_assert_int_eq(ra, rb);
+        ck_assert_msg(rb == VD_OK || rb == VD_EBUDGET, "%d: rc %d (%s)", j, rb, eb.msg);
+        same_bytes(&A, &B);
+        vd_plan_free(&A);
+        vd_plan_free(&B);
+        static const vd_policy pols[4] = {VD_POLICY_NONE, VD_POLICY_CONV, VD_POLICY_ALL, VD_POLICY_AUTO};
+        for (int k = 0; k < 4; k++) {
+            o.policy = pols[k];
+            o.disp = k == 3 ? disp : NULL;
+            for (int q = 0; q <= L; q++)
+                disp[q] = q == L ? VD_DISP_AUTO : (q + j) % 4 == 1 ? VD_DISP_RECOMPUTE
+                        : (q * j) % 3 == 1 ? VD_DISP_OFFLOAD : VD_DISP_KEEP;
+            vdp_opts_algos(&prof, &o, L, algos);
+            for (int i = 0; i < L; i++)
+                if ((i + j + k) % 4 == 0) algos[i] = algos[L + i] = prof.layers[i].n_algos - 1;
+            bool f = false;
+            ck_assert_int_eq(vdp_build_fits(&net, &prof, &o, pols[k], algos, &f, &e), 0);
+            int rc = vdp_build_fixed(&net, &prof, &o, pols[k], algos, NULL, &B, &eb);
+            ck_assert_msg(rc == VD_OK || rc == VD_EBUDGET, "%s", eb.msg);
+            ck_assert_int_eq(f, rc == VD_OK);
+            fits += f;
+            not_fit += !f;
+            vd_plan_free(&B);
+            o.disp = NULL;
+        }
+    }
+    /* the greedy and the fits were tried both ways */
+    ck_assert_int_gt(taken, 0);
+    ck_assert_int_gt(tries, taken);
+    ck_assert_int_gt(fits, 0);
+    ck_assert_int_gt(not_fit, 0);
+    free(disp); free(algos);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
@@ -391,4 +607,5 @@ START_TEST(test_resnet152) {
 END_TEST
 
 VDT_MAIN("plan_speed", 0, test_progress_reports, test_screened_build, test_tcache_same_builds,
+         test_fits_same_answer, test_screened_no_retry,
          test_resnet50_budget, test_cli_quiet, test_resnet152, test_refine_no_stall_options)
