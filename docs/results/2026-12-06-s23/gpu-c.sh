@@ -4,7 +4,8 @@
 # replay count, --graph on / off byte-identical checkpoints and their
 # iteration times; (2) VGG-16 fp32 beside torch.compile (issue 34: >= 1.0x
 # where it compiles within 10 minutes; session 22's call gave it 280 s):
-# vdnn-bench's none first, then the compile with what the call has left.
+# vdnn-bench's none first, then the compile with what the call has left
+# (skipped under 300 s).
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-c.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/s23c}; mkdir -p "$O"
@@ -28,6 +29,7 @@ for g in on off; do
 done
 cmp "$O/r50-on.ckpt" "$O/r50-off.ckpt" && echo "checkpoints --graph on / off: identical"
 rm -f "$O"/r50-*.ckpt
+if [ "$(left)" -lt 300 ]; then echo "== VGG-16 fp32 beside torch.compile: skipped ($(left) s left)"; else
 timeout 90 $B/vdnn-bench nets/vgg16.yaml --batch 256 --math fp32 --budgets peak --policies none \
     --warmup 3 --iters 8 --json "$O/vgg16-fp32-bench.json" > "$O/vgg16-fp32-bench.txt" 2>&1
 echo "-- vdnn-bench vgg16 fp32 none: exit $? ($SECONDS s)"
@@ -38,4 +40,5 @@ timeout "$(left)" $PY tools/torch_compare.py --net vgg16 --batch 256 --math fp32
     --iters 8 --warmup 3 --vdnn "$O/vgg16-fp32-bench.json" --json "$O/vgg16-fp32-compile.json" \
     > "$O/vgg16-fp32-compile.txt" 2>&1
 echo "exit $? (at $SECONDS s)"; tail -12 "$O/vgg16-fp32-compile.txt"
+fi
 echo "== done at ${SECONDS} s"
