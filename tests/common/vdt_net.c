@@ -100,3 +100,14 @@ vd_layer vdt_multi(vd_op op, int n, const int *ins) {
     for (int k = 0; k < n; k++) l.in[k] = ins[k];
     return l;
 }
+
+void vdt_synth_batch(vd_synth_batch *b, int32_t *labels, const vd_net *net, uint64_t seed,
+                     int split, int n, int64_t first) {
+    *b = (vd_synth_batch){.seed = seed, .split = split, .classes = net->classes,
+                          .sample_numel = vd_net_out_numel(net, -1), .channels = net->in_c,
+                          .n = n, .index = b->index};
+    for (int i = 0; i < n; i++) {
+        b->index[i] = first + i;
+        labels[i] = vd_synth_label(vd_synth_key(seed, split, b->index[i]), net->classes);
+    }
+}

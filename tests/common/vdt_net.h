@@ -4,6 +4,7 @@
 #define VD_TESTS_COMMON_VDT_NET_H
 
 #include <stdbool.h>
+#include "data/synth.h"
 #include "net/net.h"
 
 /* vd_net_init, then name, input [c,h,w], classes 1 (vdt_finish sets it),
@@ -17,6 +18,12 @@ int vdt_add(vd_net *net, vd_layer l);
  * first finalize infers the layers before the loss (and fails at the loss
  * when classes is wrong), the second one must pass. Fails the test on error. */
 void vdt_finish(vd_net *net, int feeds);
+
+/* *b (its index array kept: the executor's) as net's batch of n synthetic
+ * samples first .. first + n - 1 of `split` with `seed`, net's classes, and
+ * their labels into labels[n], as the synthetic data set labels them. */
+void vdt_synth_batch(vd_synth_batch *b, int32_t *labels, const vd_net *net, uint64_t seed,
+                     int split, int n, int64_t first);
 
 /* Layer constructors (fields as in vd_layer; in = producing layer, -1 the
  * input). */

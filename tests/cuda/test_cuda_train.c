@@ -30,6 +30,7 @@
  *  tf32's channels-last layout). */
 #include "cuda_common.h"
 #include "vdt.h"
+#include "vdt_net.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,13 +156,7 @@ static void synth_batch(vd_exec *ex, const vd_net *net, int it, bool next) {
     vd_synth_batch *b = next ? vd_exec_next_synth(ex) : vd_exec_input_synth(ex);
     int32_t *lab = next ? vd_exec_next_labels(ex) : vd_exec_input_labels(ex);
     ck_assert_ptr_nonnull(b);
-    *b = (vd_synth_batch){.seed = 6, .split = 0, .classes = 10,
-                          .sample_numel = vd_net_out_numel(net, -1), .channels = net->in_c,
-                          .n = BATCH, .index = b->index};
-    for (int i = 0; i < BATCH; i++) {
-        b->index[i] = (int64_t)it * BATCH + i;
-        lab[i] = vd_synth_label(vd_synth_key(b->seed, b->split, b->index[i]), b->classes);
-    }
+    vdt_synth_batch(b, lab, net, 6, 0, BATCH, (int64_t)it * BATCH);
 }
 
 /* The batch x (floats, NCHW) into ex's input, in its dtype and layout

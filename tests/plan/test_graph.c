@@ -27,6 +27,7 @@
 #include "exec_util.h"
 #include "plan_common.h"
 #include "vdt.h"
+#include "vdt_net.h"
 #include "data/data.h"
 #include "train/train.h"
 
@@ -57,13 +58,7 @@ static void put_batch(vd_exec *ex, const vd_net *net, int it, bool next, bool sy
     }
     vd_synth_batch *b = next ? vd_exec_next_synth(ex) : vd_exec_input_synth(ex);
     ck_assert_ptr_nonnull(b);
-    *b = (vd_synth_batch){.seed = 5, .split = VD_SPLIT_TRAIN, .classes = net->classes,
-                          .sample_numel = vd_net_out_numel(net, -1), .channels = net->in_c,
-                          .n = BATCH, .index = b->index};
-    for (int s = 0; s < BATCH; s++) {
-        b->index[s] = (int64_t)it * BATCH + s;
-        lab[s] = vd_synth_label(vd_synth_key(b->seed, b->split, b->index[s]), b->classes);
-    }
+    vdt_synth_batch(b, lab, net, 5, VD_SPLIT_TRAIN, BATCH, (int64_t)it * BATCH);
 }
 
 /* ITERS steps of net under a plan of policy pol for device model dev, the

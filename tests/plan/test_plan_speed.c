@@ -265,6 +265,24 @@ START_TEST(test_tcache_same_builds) {
 }
 END_TEST
 
+/* tiny-resnet b64 on the analytic H200 profile, with none's peak (*peak)
+ * and policy pol's smallest budget (*lo): the range the tests below walk;
+ * *o is pol's options at batch 64. */
+static void tiny_resnet_range(vd_net *net, vd_profile *prof, vd_policy pol, vd_plan_opts *o,
+                              uint64_t *lo, uint64_t *peak) {
+    load_shipped_net(net, "tiny-resnet.yaml", 64);
+    analytic_profile(net, 64, &vd_device_h200, prof);
+    *o = plan_opts(64, VD_POLICY_NONE);
+    vd_plan P;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(net, prof, o, &P, &e) == 0, "%s", e.msg);
+    *peak = P.hwm;
+    vd_plan_free(&P);
+    o->policy = pol;
+    *lo = 0;
+    ck_assert_msg(vd_plan_min_budget(net, prof, o, lo, &e) == 0, "%s", e.msg);
+}
+
 /* A screened build that does not fit with the gradients aliased is not
  * built again without (build_fixed): then it reports a bound, not a plan,
  * and the bound holds for the plan vdp_build_fixed gets with its retry.
@@ -278,19 +296,11 @@ END_TEST
  * not), some fit both ways. */
 START_TEST(test_screened_no_retry) {
     vd_net net;
-    load_shipped_net(&net, "tiny-resnet.yaml", 64);
     vd_profile prof;
-    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    vd_plan_opts o;
+    uint64_t lo, peak;
+    tiny_resnet_range(&net, &prof, VD_POLICY_AUTO, &o, &lo, &peak);
     int L = net.n_layers;
-    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
-    vd_plan P;
-    vd_err e = {0};
-    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
-    uint64_t peak = P.hwm;
-    vd_plan_free(&P);
-    o.policy = VD_POLICY_AUTO;
-    uint64_t lo = 0;
-    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
     vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
     int *algos = calloc(2 * (size_t)L, sizeof *algos);
     ck_assert(disp && algos);
@@ -413,19 +423,12 @@ static int dyn_reference(const vd_net *net, const vd_profile *prof, const vd_pla
  * their last option. */
 START_TEST(test_fits_same_answer) {
     vd_net net;
-    load_shipped_net(&net, "tiny-resnet.yaml", 64);
     vd_profile prof;
-    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    vd_plan_opts o;
+    uint64_t lo, peak;
+    tiny_resnet_range(&net, &prof, VD_POLICY_DYN, &o, &lo, &peak);
     int L = net.n_layers;
-    vd_plan_opts o = plan_opts(64, VD_POLICY_NONE);
-    vd_plan P;
     vd_err e = {0};
-    ck_assert_msg(vd_plan_build(&net, &prof, &o, &P, &e) == 0, "%s", e.msg);
-    uint64_t peak = P.hwm;
-    vd_plan_free(&P);
-    o.policy = VD_POLICY_DYN;
-    uint64_t lo = 0;
-    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
     ck_assert_uint_lt(lo, peak);
     vd_disp *disp = calloc((size_t)L + 1, sizeof *disp);
     int *algos = calloc(2 * (size_t)L, sizeof *algos);
