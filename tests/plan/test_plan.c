@@ -1825,6 +1825,47 @@ START_TEST(test_vgg16_bf16_exchange) {
 }
 END_TEST
 
+/* Auto's coarser split (plan.c split_first): on the measured H100 bf16
+ * profile at 5 GiB, below the unsplit floor, the finest split (k = 8 over
+ * features.0-23, the layers whose output or an input holds at least an
+ * eighth of the largest map) plans 77.15 ms; the next coarser one (k = 4
+ * over features.0-16) on an eighth of the effort 76.09. Auto must split
+ * some layer in 4 and plan faster than the finest split alone. */
+START_TEST(test_vgg16_bf16_coarser_split) {
+    vd_net net;
+    vd_profile prof;
+    load_vgg16_math("vgg16-b256-h100-bf16.json", VD_MATH_BF16, &net, &prof);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = 5ull << 30;
+    vd_plan p, f;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
+    ck_assert_ptr_nonnull(ch);
+    for (int i = 0; i <= 23; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "features.%d", i);
+        int l = vd_net_find(&net, name);
+        ck_assert_int_ge(l, 0);
+        ch[l] = 8;
+    }
+    o.chunks = ch;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &f, &e) == 0, "%s", e.msg);
+    int k4 = 0;
+    for (int u = 0; u < p.n_units; u++) k4 += p.layers[u].n_chunks == 4;
+    printf("vgg16 b256 bf16 h100 at 5 GiB: auto %.3f ms (%d units in 4 chunks), the finest split "
+           "alone %.3f ms\n", 1e3 * p.sim.iter_s, k4, 1e3 * f.sim.iter_s);
+    ck_assert_int_gt(k4, 0);
+    ck_assert_msg(p.sim.iter_s < f.sim.iter_s, "auto %.17g s, k = 8 %.17g s", p.sim.iter_s,
+                  f.sim.iter_s);
+    free(ch);
+    vd_plan_free(&p);
+    vd_plan_free(&f);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* VGG-16 b256 fp32 on the H200 api profile at 7.87 GiB (the s18 grid's
  * second budget): a recomputed map offloaded for two offloaded ones of
  * about its bytes together recomputed (search_exchanges' pairs:
@@ -2264,7 +2305,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_random_nets_more, test_sim_equals_exec_1_3, test_sim_equals_exec_4_6, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
-         test_vgg16_api_pair_exchange, test_googlenet_floor_runs,
+         test_vgg16_api_pair_exchange, test_googlenet_floor_runs, test_vgg16_bf16_coarser_split,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,

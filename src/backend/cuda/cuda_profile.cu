@@ -156,9 +156,8 @@ static void plan_layer(const prof *p, int li, layer_buf *b) {
  * 1), as the plan has it (tensors.c): backward runs the layers L-1..0, the
  * inputs of each in order, and only the first writer of a gradient
  * overwrites it. ResNet's bottleneck conv1 adds its dx to the gradient its
- * block's skip path wrote: on the H200 a beta-1 backward-data of
- * layer1.x.conv1 (tf32, b256) takes 0.76 ms where the beta-0 one timed
- * 0.55, 1.7 ms of ResNet-50's iteration over all the blocks. */
+ * block's skip path wrote, and an accumulating backward-data can run other,
+ * slower kernels than an overwriting one: it is timed as it runs. */
 static bool dx_accumulates(const vd_net *net, int li, int k) {
     int src = net->layers[li].in[k];
     if (src < 0) return false;
