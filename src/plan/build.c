@@ -895,9 +895,8 @@ static int build_fixed(const vd_net *net, const vd_profile *prof, const vd_plan_
     /* Behind a screen, no retry either. Its variants replay no faster than
      * the aliased ones (above), so only those whose aliased variant beat
      * the screen and did not fit could beat it; in the searches measured
-     * none did (every such retry had all its variants dropped: ResNet-50
-     * b256 at 3.49 GB, 1,834 of its 3,466 screened builds, a tenth of its
-     * time; docs/results/2026-12-06-s23/plantime.md). The outcome is then
+     * none did (every such retry had all its variants dropped:
+     * docs/results/2026-12-06-s23/plantime.md). The outcome is then
      * a bound (a dropped variant's): no plan of the configuration that
      * fits predicts faster than the least replay of its variants (scr->lb,
      * with scr->rlb). The cost counted for it is what the retry's would

@@ -775,8 +775,8 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * when its plan fits, then in *sp. Then the next coarser k that could fit,
  * where its bound is below that plan, on AUTO_COARSER_SHARE of the effort
  * cap, the faster plan kept: fewer, larger chunks run nearer the whole
- * batch's speed, and where the budget leaves room for them they win (VGG-16
- * b256 bf16 from 3 to 5 GiB), near the floor the finest does. Where
+ * batch's speed, and where the budget leaves room for them they win, near
+ * the floor the finest does (docs/chunking.md, "Auto"). Where
  * splitting lowers the bound by less (on the ResNets and GoogLeNet it moves
  * it by under 0.2%, either way) nothing is searched: the planning time
  * stays. docs/chunking.md, "Auto". */
