@@ -1769,6 +1769,25 @@ static double vgg16_perturbed_ratio(uint32_t seed) {
     return t[0] / t[1];
 }
 
+/* Auto's plan for net (b256) under prof at budget fits and predicts at
+ * most `within` times the lower bound with the copies (what: the
+ * printed label). */
+static void auto_within_bound(const char *what, const vd_net *net, const vd_profile *prof,
+                              uint64_t budget, double within) {
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = budget;
+    vd_plan p;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(net, prof, &o, &p, &e) == 0, "%s", e.msg);
+    vd_plan_bound b;
+    ck_assert_msg(vd_plan_copy_bound(net, prof, &p, o.budget, &b, &e) == 0, "%s", e.msg);
+    printf("%s at %llu: auto %.3f ms, bound %.3f ms\n", what, (unsigned long long)o.budget,
+           1e3 * p.sim.iter_s, 1e3 * b.bound_s);
+    ck_assert_msg(p.feasible && b.bound_s > 0 && p.sim.iter_s <= within * b.bound_s,
+                  "auto %.17g s, bound %.17g s", p.sim.iter_s, b.bound_s);
+    vd_plan_free(&p);
+}
+
 /* A measured H100 bf16 profile (tests/plan/data/vgg16-b256-h100-bf16.json)
  * at 6 GiB, 6% above auto's floor: the greedy of every start ends over the
  * budget (75-91 ms plans that do not fit), and the search used to fall back
@@ -1779,18 +1798,7 @@ START_TEST(test_vgg16_bf16_fitting_start) {
     vd_net net;
     vd_profile prof;
     load_vgg16_math("vgg16-b256-h100-bf16.json", VD_MATH_BF16, &net, &prof);
-    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-    o.budget = 6ull << 30;
-    vd_plan p;
-    vd_err e;
-    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-    vd_plan_bound b;
-    ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, o.budget, &b, &e) == 0, "%s", e.msg);
-    double lb = b.bound_s;
-    printf("vgg16 b256 bf16 h100 at 6 GiB: auto %.3f ms, bound %.3f ms\n", 1e3 * p.sim.iter_s,
-           1e3 * lb);
-    ck_assert_msg(lb > 0 && p.sim.iter_s <= 1.10 * lb, "auto %g s, bound %g s", p.sim.iter_s, lb);
-    vd_plan_free(&p);
+    auto_within_bound("vgg16 b256 bf16 h100", &net, &prof, 6ull << 30, 1.10);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
@@ -1808,18 +1816,7 @@ START_TEST(test_vgg16_bf16_exchange) {
     net.train.math = VD_MATH_BF16;
     vd_profile prof;
     analytic_profile(&net, 256, &vd_device_h200, &prof);
-    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-    o.budget = 3371894272ull;
-    vd_plan p;
-    vd_err e = {0};
-    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-    vd_plan_bound b;
-    ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, o.budget, &b, &e) == 0, "%s", e.msg);
-    printf("vgg16 b256 bf16 analytic h200 at %llu: auto %.3f ms, bound %.3f ms\n",
-           (unsigned long long)o.budget, 1e3 * p.sim.iter_s, 1e3 * b.bound_s);
-    ck_assert_msg(b.bound_s > 0 && p.sim.iter_s <= 1.05 * b.bound_s, "auto %.17g s, bound %.17g s",
-                  p.sim.iter_s, b.bound_s);
-    vd_plan_free(&p);
+    auto_within_bound("vgg16 b256 bf16 analytic h200", &net, &prof, 3371894272ull, 1.05);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
@@ -1878,18 +1875,7 @@ START_TEST(test_vgg16_api_pair_exchange) {
     vd_net net;
     vd_profile prof;
     load_vgg16_with("vgg16-b256-h200-fp32-api.json", &net, &prof);
-    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-    o.budget = 8448573952ull;
-    vd_plan p;
-    vd_err e = {0};
-    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-    vd_plan_bound b;
-    ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, o.budget, &b, &e) == 0, "%s", e.msg);
-    printf("vgg16 b256 fp32 api at %llu: auto %.3f ms, bound %.3f ms\n",
-           (unsigned long long)o.budget, 1e3 * p.sim.iter_s, 1e3 * b.bound_s);
-    ck_assert_msg(p.feasible && b.bound_s > 0 && p.sim.iter_s <= 1.07 * b.bound_s,
-                  "auto %.17g s, bound %.17g s", p.sim.iter_s, b.bound_s);
-    vd_plan_free(&p);
+    auto_within_bound("vgg16 b256 fp32 api", &net, &prof, 8448573952ull, 1.07);
     vd_profile_free(&prof);
     vd_net_free(&net);
 }
