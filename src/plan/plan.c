@@ -790,7 +790,7 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
     double least = INFINITY, finest_bound = INFINITY, coarser_bound = INFINITY, kb;
     size_t finest = 0, coarser = 0;
-    bool any = false, two = false, worth = false;
+    bool any = false, worth = false;
     vd_plan_opts o;
     for (size_t q = 0; q < VD_ARRAY_LEN(AUTO_KS) && AUTO_KS[q] <= opts->batch && !rc; q++) {
         rc = auto_split_at(net, prof, opts, opts->budget, q, ch, &o, &worth, &kb, e);
@@ -798,7 +798,6 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
         if (any) {   /* the finest so far is the next coarser now */
             coarser = finest;
             coarser_bound = finest_bound;
-            two = true;
         }
         finest = q;
         finest_bound = kb;
@@ -812,7 +811,8 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
         *have = rc == VD_OK;
         if (rc == VD_EBUDGET) { vdp_plan_release(sp); rc = VD_OK; }
     }
-    if (!rc && *have && two && coarser_bound < sp->sim.iter_s && !vdp_stopped(opts) &&
+    /* (no coarser k: its bound stays INFINITY) */
+    if (!rc && *have && coarser_bound < sp->sim.iter_s && !vdp_stopped(opts) &&
         !(rc = auto_split_at(net, prof, opts, opts->budget, coarser, ch, &o, &worth, &kb, e))) {
         vd_plan cp;
         bool ef;
