@@ -902,9 +902,27 @@ static int room_search(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return rc;
 }
 
-/* known_dyn: dyn's smallest budget when the caller has it (else NULL). */
+/* The bisection's resolution: VD_PLAN_ALIGN, or MIN_BUDGET_RES where the
+ * budget is larger. Each probe is a whole search (about a second on
+ * ResNet-152), and 256 bytes on a budget of gigabytes took 22 probes where
+ * a mebibyte takes 10: the answer is a budget that fits, at most
+ * MIN_BUDGET_RES above the smallest the probes would find (man
+ * vdnn-plan, --min-budget). Small nets (under MIN_BUDGET_RES) keep the
+ * exact search (test_min_budget_exact). */
+#define MIN_BUDGET_RES (1u << 20)
+static uint64_t min_budget_res(uint64_t hi) {
+    return hi > 4ull * MIN_BUDGET_RES ? MIN_BUDGET_RES : VD_PLAN_ALIGN;
+}
+
+/* known_dyn: dyn's smallest budget when the caller has it (else NULL).
+ * beat: where not 0, only a budget below it is wanted (a split's smallest
+ * against the unsplit one's): when the search does not fit one resolution
+ * step below it, *min_budget is beat, after one probe instead of a
+ * bisection (fitting taken as monotone in the budget, as the bisection
+ * takes it). */
 static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                           const uint64_t *known_dyn, uint64_t *min_budget, vd_err *e) {
+                           const uint64_t *known_dyn, uint64_t beat, uint64_t *min_budget,
+                           vd_err *e) {
     vdp_search s = {0};
     actx c;
     int rc = search_ctx_init(&c, &s, net, prof, opts, true, e);
@@ -949,22 +967,34 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
      * finds nothing, so its floor is not checked again at every probe */
     vdp_search probe = {.above_floor = true};
     o = *opts;
-    o.budget = hi;
     o.progress = NULL;
-    vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
-    rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, e);
-    if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
-    if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
-    if (rc) goto out;
+    const uint64_t res = min_budget_res(hi);
+    if (beat && hi >= beat) {   /* the one probe below beat decides whether to search */
+        if (beat <= lo + res) { *min_budget = beat; goto out; }
+        o.budget = (beat - res) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, beat);
+        rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, e);
+        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
+        if (rc == VD_EBUDGET) { *min_budget = beat; rc = VD_OK; goto out; }
+        if (rc) goto out;
+        hi = o.budget;
+    } else {
+        o.budget = hi;
+        vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
+        rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, e);
+        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
+        if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
+        if (rc) goto out;
+    }
     /* The search often fits nothing below its fallbacks' minimum (a binary
      * search's probes there can all fail, each a whole search). So the first
      * probe is one step below hi: failing there, hi is the answer (the
      * binary search takes fitting as monotone in the budget too). */
     bool first = true;
-    for (int step = 2; hi - lo > VD_PLAN_ALIGN; step++) {
+    for (int step = 2; hi - lo > res; step++) {
         vdp_min_budget_progress(opts, VD_POLICY_AUTO, step, lo, hi);
         uint64_t mid = (lo + (hi - lo) / 2) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
-        if (first) mid = (hi - VD_PLAN_ALIGN) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        if (first) mid = (hi - res) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
         first = false;
         if (vdp_stopped(opts)) { rc = vd_errf(e, VD_ESTOP, "the smallest-budget search stopped"); goto out; }
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
@@ -986,10 +1016,15 @@ out:
 
 int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         uint64_t *min_budget, vd_err *e) {
-    return min_budget_auto(net, prof, opts, NULL, min_budget, e);
+    return min_budget_auto(net, prof, opts, NULL, 0, min_budget, e);
+}
+
+int vdp_min_budget_auto_below(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                              uint64_t beat, uint64_t *min_budget, vd_err *e) {
+    return min_budget_auto(net, prof, opts, NULL, beat, min_budget, e);
 }
 
 int vdp_min_budget_auto_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                              uint64_t dyn_min, uint64_t *min_budget, vd_err *e) {
-    return min_budget_auto(net, prof, opts, &dyn_min, min_budget, e);
+    return min_budget_auto(net, prof, opts, &dyn_min, 0, min_budget, e);
 }

@@ -581,7 +581,7 @@ static int split_min_budget(const vd_net *net, const vd_profile *prof, const vd_
         uint64_t below = *min_budget > VD_PLAN_ALIGN ? *min_budget - VD_PLAN_ALIGN : 0;
         if ((rc = auto_split_at(net, prof, opts, below, q, ch, &o, &worth, &kb, e))) break;
         if (!worth) continue;
-        if ((rc = vdp_min_budget_auto(net, prof, &o, &mk, e))) break;
+        if ((rc = vdp_min_budget_auto_below(net, prof, &o, *min_budget, &mk, e))) break;
         if (mk >= *min_budget) continue;
         *min_budget = mk;
         *k_out = AUTO_KS[q];

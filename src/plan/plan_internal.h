@@ -340,9 +340,13 @@ int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts
 int vdp_build_auto_share(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                          double share, vd_plan *out, vd_err *e);
 /* Smallest budget for which vdp_build_auto fits (binary search bounded by its
- * fallback candidates). */
+ * fallback candidates, to 256 bytes, or to a mebibyte on budgets over 4 MiB). */
 int vdp_min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                         uint64_t *min_budget, vd_err *e);
+/* The same where only a budget below beat is wanted: beat itself when the
+ * search does not fit one resolution step below it (one probe). */
+int vdp_min_budget_auto_below(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                              uint64_t beat, uint64_t *min_budget, vd_err *e);
 /* The same given dyn_min, dyn's smallest budget under opts (policy DYN),
  * which its upper bound starts from when the algorithms are free. */
 int vdp_min_budget_auto_from(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

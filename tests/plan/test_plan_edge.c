@@ -96,6 +96,40 @@ START_TEST(test_min_budget_exact) {
 }
 END_TEST
 
+/* Auto's smallest budget on a large net (VGG-16 b256 bf16, analytic H200):
+ * each probe is a whole search, so over 4 MiB the bisection stops at a
+ * mebibyte (auto.c, min_budget_res) and a split's search probes once below
+ * the unsplit answer. The answer still fits, a mebibyte below it does not
+ * (the bisection's last failing probe lies between), and it is the split
+ * floor (chunks), far under the unsplit one (5.63 GiB): a split search
+ * skipped wrongly leaves the unsplit answer. */
+START_TEST(test_min_budget_large) {
+    vd_net net;
+    load_shipped_net(&net, "vgg16.yaml", 256);
+    net.train.math = VD_MATH_BF16;
+    vd_profile prof;
+    analytic_profile(&net, 256, &vd_device_h200, &prof);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    vd_err e = {0};
+    uint64_t m = 0;
+    ck_assert_msg(vd_plan_min_budget(&net, &prof, &o, &m, &e) == 0, "%s", e.msg);
+    ck_assert_uint_eq(m % 256, 0);
+    ck_assert_uint_lt(m, 3ull << 30);
+    vd_plan p;
+    o.budget = m;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "at its minimum %llu: %s",
+                  (unsigned long long)m, e.msg);
+    ck_assert_uint_le(p.hwm, m);
+    vd_plan_free(&p);
+    o.budget = m - (1u << 20);
+    int rc = vd_plan_build(&net, &prof, &o, &p, &e);
+    if (rc == VD_OK || rc == VD_EBUDGET) vd_plan_free(&p);
+    ck_assert_msg(rc == VD_EBUDGET, "fits a mebibyte below its minimum %llu", (unsigned long long)m);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ---- hostile profiles ---------------------------------------------------- */
 
 /* base with the first occurrence of `from` replaced by `to`, written to path. */
@@ -424,6 +458,7 @@ static TCase *case_of(Suite *s, const TTest *t) {
 static Suite *suite(void) {
     Suite *s = suite_create("plan-edge");
     tcase_add_test(case_of(s, test_min_budget_exact), test_min_budget_exact);
+    tcase_add_test(case_of(s, test_min_budget_large), test_min_budget_large);
     tcase_add_test(case_of(s, test_profile_hostile), test_profile_hostile);
     tcase_add_test(case_of(s, test_profile_save_load_exact), test_profile_save_load_exact);
     tcase_add_test(case_of(s, test_dag_corners_train), test_dag_corners_train);
