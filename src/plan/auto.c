@@ -917,9 +917,10 @@ static uint64_t min_budget_res(uint64_t hi) {
 /* known_dyn: dyn's smallest budget when the caller has it (else NULL).
  * beat: where not 0, only a budget below it is wanted (a split's smallest
  * against the unsplit one's): when the search does not fit one resolution
- * step below it, *min_budget is beat, after one probe instead of a
- * bisection (fitting taken as monotone in the budget, as the bisection
- * takes it). */
+ * step below it, *min_budget is beat, after that one probe instead of the
+ * fallbacks' minima and a bisection (fitting taken as monotone in the
+ * budget, as the bisection takes it); when it fits, the bisection's upper
+ * end is at most that probe. */
 static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                            const uint64_t *known_dyn, uint64_t beat, uint64_t *min_budget,
                            vd_err *e) {
@@ -927,9 +928,23 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
     actx c;
     int rc = search_ctx_init(&c, &s, net, prof, opts, true, e);
     if (rc) return rc;
-    /* Upper bound: the fallback candidates' own minimum budgets. */
-    uint64_t hi = UINT64_MAX, m = 0;
+    vd_plan P;
     vd_plan_opts o = *opts;
+    o.progress = NULL;
+    uint64_t hi = UINT64_MAX, lo = 0, res = min_budget_res(beat), fit_below = 0;
+    if (beat > res) {   /* one probe below beat: failing, beat is the answer */
+        o.budget = (beat - res) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
+        vdp_search first = {0};
+        vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, 0, beat);
+        rc = build_auto(&first, net, prof, &o, VDP_ANSWER, &P, e);
+        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
+        if (rc == VD_EBUDGET) { *min_budget = beat; rc = VD_OK; goto out; }
+        if (rc) goto out;
+        fit_below = o.budget;
+    }
+    /* Upper end: the fallback candidates' own minimum budgets. */
+    uint64_t m = 0;
+    o = *opts;
     o.budget = 0;
     /* the fallbacks' searches report their own steps; the probes below are
      * reported here, not their searches' phases */
@@ -957,27 +972,19 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
     if ((rc = vdp_min_budget_policy(net, prof, &o, &m, e))) goto out;
     if (m < hi) hi = m;
     /* Lower end: below the operand bound nothing fits. */
-    vd_plan P;
     uint64_t floor_b = 0;
     if ((rc = search_floor(&c, opts, &floor_b, e))) goto out;
-    uint64_t lo = floor_b > VD_PLAN_ALIGN ? floor_b - VD_PLAN_ALIGN : 0;
+    lo = floor_b > VD_PLAN_ALIGN ? floor_b - VD_PLAN_ALIGN : 0;
     lo = lo / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
     if (hi <= lo) { *min_budget = hi; goto out; }
+    res = min_budget_res(hi);
     /* the probes: at most one step below the floor, where the search itself
      * finds nothing, so its floor is not checked again at every probe */
     vdp_search probe = {.above_floor = true};
     o = *opts;
     o.progress = NULL;
-    const uint64_t res = min_budget_res(hi);
-    if (beat && hi >= beat) {   /* the one probe below beat decides whether to search */
-        if (beat <= lo + res) { *min_budget = beat; goto out; }
-        o.budget = (beat - res) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
-        vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, beat);
-        rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, e);
-        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
-        if (rc == VD_EBUDGET) { *min_budget = beat; rc = VD_OK; goto out; }
-        if (rc) goto out;
-        hi = o.budget;
+    if (fit_below && fit_below < hi) {
+        hi = fit_below;   /* (probed: it fits) */
     } else {
         o.budget = hi;
         vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
