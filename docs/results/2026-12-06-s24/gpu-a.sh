@@ -10,6 +10,8 @@
 # replayed chunks run to their timings, the host's launches are the cost.
 # (3) fp32 VGG-16 at 16 and 12 GiB against its none (issue 34 keeps 0.974x /
 # 0.945x); (4) VGG-16 fp32 beside torch.compile with what is left (>= 300 s).
+# The first try (DEADLINE 540, the summary to a file) hit the call's 600 s
+# and returned nothing: the summary now goes to standard output as it runs.
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-a.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/s24a}; mkdir -p "$O"
