@@ -8,6 +8,13 @@
  * device reaches it: time_op), then the SGD step and pinned
  * copy bandwidths, and frees everything.
  *
+ * Timed alone, with the device idle between runs, a layer runs at the
+ * boost clock; a training iteration keeps the device busy, and a device at
+ * its power limit lowers its clock (docs/results/2026-12-06-s24 has the
+ * clocks and power of an H200 profiling and training VGG-16). So the
+ * layers are timed once more under load, a second of passes of the net
+ * before them (time_sustained), and their times scaled to that.
+ *
  * The copy bandwidths are measured twice: alone (d2h_bw, h2d_bw, both_bw)
  * and beside a memory-bound kernel that runs on the compute stream from
  * before the copies start until after they end (d2h_bw_busy, ...: the
@@ -473,6 +480,99 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
     return VD_OK;
 }
 
+/* The layers' times under a training iteration's load (see the top): the
+ * device runs SUSTAIN_WARM_S of passes (each layer's forward, then each
+ * one's backward in reverse, enqueue_pass), then SUSTAIN_REPS more with an
+ * event before each op, queued whole before the device reaches them; each
+ * op's time is the median of its event gaps. Each layer's option times
+ * (and its chunks' and recompute's) are scaled by its sustained time over
+ * its option 0's timing: by at least 1 (a back-to-back op that ran faster
+ * keeps its own timing) and at most SUSTAIN_MAX (a gap that long is not the
+ * clock). The loss layer (enqueue_pass leaves it out) keeps its timings. */
+enum { SUSTAIN_REPS = 3, SUSTAIN_WARM_PASSES = 50 };
+static const double SUSTAIN_WARM_S = 1.0, SUSTAIN_MAX = 2.0;
+static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
+    const vd_net *net = p->net;
+    cudaStream_t s = cu_compute(p->c);
+    const int L = net->n_layers, n_ev = 2 * L + 1;
+    double pass_s = 0;
+    for (int i = 0; i < L; i++)
+        if (out->layers[i].n_algos > 0)
+            pass_s += out->layers[i].algos[0].fwd_s + out->layers[i].algos[0].bwd_s;
+    if (!(pass_s > 0)) return VD_OK;
+    /* (at most SUSTAIN_WARM_PASSES: a small net's passes are its launches) */
+    int warm = (int)fmin(ceil(SUSTAIN_WARM_S / pass_s), SUSTAIN_WARM_PASSES);
+    cudaEvent_t *ev = (cudaEvent_t *)vd_calloc((size_t)n_ev, sizeof *ev, e);
+    float *t = (float *)vd_calloc((size_t)SUSTAIN_REPS * 2 * L, sizeof *t, e);
+    int rc = ev && t ? VD_OK : VD_ENOMEM;
+    for (int k = 0; k < n_ev && !rc; k++)
+        if (cudaEventCreate(&ev[k]) != cudaSuccess) rc = vd_errf(e, VD_EDEVICE, "cudaEventCreate failed");
+    for (int w = 0; w < warm && !rc; w++) {
+        rc = enqueue_pass(p, false, e);
+        if (!rc) rc = enqueue_pass(p, true, e);
+    }
+    /* op j: the forward of layer j (j < L), the backward of layer 2L-1-j */
+    for (int r = 0; r < SUSTAIN_REPS && !rc; r++) {
+        for (int j = 0; j < 2 * L && !rc; j++) {
+            const bool bwd = j >= L;
+            const int i = bwd ? 2 * L - 1 - j : j;
+            if (cudaEventRecord(ev[j], s) != cudaSuccess) {
+                rc = vd_errf(e, VD_EDEVICE, "cudaEventRecord failed");
+                break;
+            }
+            if (net->layers[i].op == VD_OP_SOFTMAX_XENT) continue;
+            layer_buf b;
+            plan_layer(p, i, &b);
+            vd_op_io io;
+            make_io(p, i, &b, 0, true, &io);
+            rc = bwd ? p->be->backward(p->be, net, i, &io, e) : p->be->forward(p->be, net, i, &io, e);
+        }
+        if (rc) break;
+        if (cudaEventRecord(ev[2 * L], s) != cudaSuccess || cudaEventSynchronize(ev[2 * L]) != cudaSuccess) {
+            rc = vd_errf(e, VD_EDEVICE, "the sustained pass failed: %s",
+                         cudaGetErrorString(cudaGetLastError()));
+            break;
+        }
+        for (int j = 0; j < 2 * L && !rc; j++)
+            if (cudaEventElapsedTime(&t[(size_t)j * SUSTAIN_REPS + r], ev[j], ev[j + 1]) != cudaSuccess)
+                rc = vd_errf(e, VD_EDEVICE, "cudaEventElapsedTime failed");
+    }
+    double before = 0, after = 0;
+    for (int j = 0; j < 2 * L && !rc; j++) {
+        const bool bwd = j >= L;
+        const int i = bwd ? 2 * L - 1 - j : j;
+        vd_profile_layer *pl = &out->layers[i];
+        if (net->layers[i].op == VD_OP_SOFTMAX_XENT || pl->n_algos < 1) continue;
+        double own = bwd ? pl->algos[0].bwd_s : pl->algos[0].fwd_s;
+        double got = median(&t[(size_t)j * SUSTAIN_REPS], SUSTAIN_REPS) * 1e-3;
+        double f = own > 0 ? got / own : 1.0;
+        f = f < 1.0 ? 1.0 : f > SUSTAIN_MAX ? SUSTAIN_MAX : f;
+        before += own;
+        after += own * f;
+        for (int k = 0; k < pl->n_algos; k++) {
+            if (bwd) {
+                pl->algos[k].bwd_s *= f;
+                pl->algos[k].bwd_alone_s *= f;
+            } else {
+                pl->algos[k].fwd_s *= f;
+            }
+        }
+        for (int q = 0; q < pl->n_chunks; q++) *(bwd ? &pl->chunks[q].bwd_s : &pl->chunks[q].fwd_s) *= f;
+        if (!bwd) pl->rc_s *= f;
+        if (f > 1.0)
+            cg_dbg(p->c, 2, "profile: layer '%s' %s x%.3f under load", pl->name,
+                   bwd ? "backward" : "forward", f);
+    }
+    if (!rc)
+        cg_dbg(p->c, 1, "profile: a pass of the net (option 0) %.3f ms timed alone, %.3f ms under "
+               "load (%d passes before)", before * 1e3, after * 1e3, warm);
+    for (int k = 0; ev && k < n_ev; k++)
+        if (ev[k]) cudaEventDestroy(ev[k]);
+    vd_free(ev);
+    vd_free(t);
+    return rc;
+}
+
 /* How much copies slow a pass of the net, per second of copying beside it
  * (vd_device_params.compute_slow_d2h / _h2d): mode 0 D2H copies beside the
  * forward pass, 1 H2D beside the backward. As many COPY_BYTES copies as
@@ -726,6 +826,8 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 pl->n_chunks++;
             }
         }
+
+        TRYRC(time_sustained(&p, out, e));
 
         /* the run's optimizer's update over every parameter (its hyperparameters
          * do not change its time; a step past the first reads the state) */
