@@ -461,20 +461,23 @@ static int time_copies_busy(prof *p, int mode, double bw_idle, double *bw, vd_er
     return VD_OK;
 }
 
-/* Enqueue one pass of the net on the compute stream: every layer's forward
- * (bwd false) or, in reverse, backward, with its fastest option, on the
- * layers' shared scratch (the values do not matter; the loss layer, whose
- * labels must be valid, is left out). */
+/* Enqueue layer i's forward (bwd false) or backward on the compute stream
+ * with its fastest option, on the layers' shared scratch (the values do not
+ * matter; the loss layer, whose labels must be valid, is left out). */
+static int enqueue_layer(prof *p, int i, bool bwd, vd_err *e) {
+    if (p->net->layers[i].op == VD_OP_SOFTMAX_XENT) return VD_OK;
+    layer_buf b;
+    plan_layer(p, i, &b);
+    vd_op_io io;
+    make_io(p, i, &b, 0, true, &io);
+    return bwd ? p->be->backward(p->be, p->net, i, &io, e) : p->be->forward(p->be, p->net, i, &io, e);
+}
+
+/* One pass of the net: every layer's forward, or in reverse its backward. */
 static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
-    const vd_net *net = p->net;
-    for (int k = 0; k < net->n_layers; k++) {
-        int i = bwd ? net->n_layers - 1 - k : k;
-        if (net->layers[i].op == VD_OP_SOFTMAX_XENT) continue;
-        layer_buf b;
-        plan_layer(p, i, &b);
-        vd_op_io io;
-        make_io(p, i, &b, 0, true, &io);
-        int rc = bwd ? p->be->backward(p->be, net, i, &io, e) : p->be->forward(p->be, net, i, &io, e);
+    const int L = p->net->n_layers;
+    for (int k = 0; k < L; k++) {
+        int rc = enqueue_layer(p, bwd ? L - 1 - k : k, bwd, e);
         if (rc) return rc;
     }
     return VD_OK;
@@ -520,12 +523,7 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
                 rc = vd_errf(e, VD_EDEVICE, "cudaEventRecord failed");
                 break;
             }
-            if (net->layers[i].op == VD_OP_SOFTMAX_XENT) continue;
-            layer_buf b;
-            plan_layer(p, i, &b);
-            vd_op_io io;
-            make_io(p, i, &b, 0, true, &io);
-            rc = bwd ? p->be->backward(p->be, net, i, &io, e) : p->be->forward(p->be, net, i, &io, e);
+            rc = enqueue_layer(p, i, bwd, e);
         }
         if (rc) break;
         if (cudaEventRecord(ev[2 * L], s) != cudaSuccess || cudaEventSynchronize(ev[2 * L]) != cudaSuccess) {
