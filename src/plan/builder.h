@@ -138,7 +138,8 @@ int vdp_build_tensors(bld *b, const int *algos, vd_err *e);
 /* Whether unit u's backward runs in a fusion pair its build formed
  * (vdp_build_tensors): a max pool that takes its ReLU's backward
  * (takes_relu), that ReLU, a batch norm that takes the backward of the ReLU
- * after its add (takes_add_relu), that ReLU. */
+ * after its add (takes_add_relu), that ReLU, a ReLU that reduces its conv's
+ * bias gradient (db_unit), that conv. */
 bool vdp_unit_paired(const vd_plan *p, int u);
 
 /* ---- disp.c ------------------------------------------------------------- */

@@ -218,14 +218,21 @@ static bool relu_taken(const prof *p, int li) {
            (li >= 2 && add_relu_of(p, li - 2) == li);
 }
 
+/* Does conv li's bias gradient go to the ReLU after it (takes_bias)? */
+static bool bias_taken(const vd_net *net, int li) {
+    return li + 1 < net->n_layers && takes_bias(net, li + 1) && vd_op_bias_taker(net, li + 1) == li;
+}
+
 /* Whether layer li's backward runs in a fusion pair where a plan pairs it
- * whole (vd_plan_layer.takes_relu, takes_add_relu): a max pool that takes
- * its ReLU's backward, a batch norm that takes the backward of the ReLU
- * after its add, or that ReLU (relu_taken). A split member runs alone: it
- * is timed alone too (make_io's paired false: vd_profile_algo.bwd_alone_s,
- * the chunks). */
+ * whole (vd_plan_layer.takes_relu, takes_add_relu, db_unit): a max pool
+ * that takes its ReLU's backward, a batch norm that takes the backward of
+ * the ReLU after its add, or that ReLU (relu_taken); a ReLU that reduces
+ * its conv's bias gradient, or that conv. A split member runs alone: it is
+ * timed alone too (make_io's paired false: vd_profile_algo.bwd_alone_s,
+ * the chunks; a split conv reduces its own bias gradient). */
 static bool in_pair(const prof *p, int li) {
-    return vd_op_pool_relu(p->net, li) >= 0 || add_relu_of(p, li) >= 0 || relu_taken(p, li);
+    return vd_op_pool_relu(p->net, li) >= 0 || add_relu_of(p, li) >= 0 || relu_taken(p, li) ||
+           takes_bias(p->net, li) || bias_taken(p->net, li);
 }
 
 /* Layer li's operands in b with option algo; paired: its fusion pair's
@@ -256,9 +263,8 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, bool pa
     io->dy = (const float *)(s + b->dy);
     /* the ReLU backward + conv bias gradient pair is timed as it runs: the
      * ReLU reduces it (a no-op with no_fuse), the conv skips it */
-    if (takes_bias(net, li)) io->bias_db = (float *)(s + b->bias);
-    io->db_taken = li + 1 < net->n_layers && takes_bias(net, li + 1) &&
-                   vd_op_bias_taker(net, li + 1) == li;
+    if (paired && takes_bias(net, li)) io->bias_db = (float *)(s + b->bias);
+    io->db_taken = paired && bias_taken(net, li);
     /* the batch norm + add fusion is timed as it runs: the batch norm's
      * statistics alone in place, the add normalising its x (bn_fold_on) */
     if (bn_stats_only(p, li)) {
