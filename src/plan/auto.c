@@ -902,13 +902,12 @@ static int room_search(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return rc;
 }
 
-/* The bisection's resolution: VD_PLAN_ALIGN, or MIN_BUDGET_RES where the
- * budget is larger. Each probe is a whole search (about a second on
- * ResNet-152), and 256 bytes on a budget of gigabytes took 22 probes where
- * a mebibyte takes 10: the answer is a budget that fits, at most
- * MIN_BUDGET_RES above the smallest the probes would find (man
- * vdnn-plan, --min-budget). Small nets (under MIN_BUDGET_RES) keep the
- * exact search (test_min_budget_exact). */
+/* The bisection's resolution: MIN_BUDGET_RES on budgets over four times
+ * that, else VD_PLAN_ALIGN. Each probe is a whole search, and on a budget
+ * of gigabytes 256-byte steps take about twice the probes a mebibyte's do:
+ * the answer is a budget that fits, at most MIN_BUDGET_RES above the
+ * smallest the probes would find (man vdnn-plan, --min-budget). Small nets
+ * keep the exact search (test_min_budget_exact). */
 #define MIN_BUDGET_RES (1u << 20)
 static uint64_t min_budget_res(uint64_t hi) {
     return hi > 4ull * MIN_BUDGET_RES ? MIN_BUDGET_RES : VD_PLAN_ALIGN;
