@@ -290,6 +290,22 @@ static double scaled_time(const vd_profile *prof, double t, int n, int batch) {
     return fixed + (t - fixed) * (double)n / (double)batch;
 }
 
+void vd_profile_layer_scale(vd_profile_layer *pl, bool bwd, double f) {
+    for (int k = 0; k < pl->n_algos; k++) {
+        if (bwd) {
+            pl->algos[k].bwd_s *= f;
+            pl->algos[k].bwd_alone_s *= f;
+        } else {
+            pl->algos[k].fwd_s *= f;
+        }
+    }
+    for (int q = 0; q < pl->n_chunks; q++) {
+        if (bwd) pl->chunks[q].bwd_s *= f;
+        else pl->chunks[q].fwd_s *= f;
+    }
+    if (!bwd) pl->rc_s *= f;
+}
+
 double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
                              int batch) {
     if (n >= batch) return t;

@@ -188,6 +188,10 @@ double vd_profile_rc_s(const vd_profile *prof, int layer, int algo);
  * batch: a runtime plan for its batch, less of the device filled). */
 double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
                              int batch);
+/* Layer pl's forward (bwd false) or backward times scaled by f: every
+ * option's (the backward's time alone too), its chunks', and with the
+ * forward its recompute's (the CUDA profile's times under load). */
+void vd_profile_layer_scale(vd_profile_layer *pl, bool bwd, double f);
 /* Option a's backward time: as its fusion pair runs (paired), else alone
  * (vd_profile_algo.bwd_alone_s where timed). */
 static inline double vd_profile_bwd_s(const vd_profile_algo *a, bool paired) {

@@ -766,8 +766,54 @@ START_TEST(test_split_pair_times_alone) {
 }
 END_TEST
 
+/* vd_profile_layer_scale (the CUDA profile's times under load): the
+ * backward's factor reaches every option's bwd_s and bwd_alone_s and the
+ * chunks' bwd_s, the forward's every fwd_s, the chunks' and the
+ * recompute's; nothing else changes (each time compared with the same
+ * product, which the function computes: equal to the bit). */
+START_TEST(test_profile_layer_scale) {
+    vd_net net;
+    load_shipped_net(&net, "lenet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    vd_profile_layer *pl = &prof.layers[0];
+    ck_assert_int_ge(pl->n_algos, 1);
+    for (int k = 0; k < pl->n_algos; k++) pl->algos[k].bwd_alone_s = 1.25 * pl->algos[k].bwd_s;
+    pl->n_chunks = 2;
+    pl->chunks[0] = (vd_profile_chunk){.k = 2, .fwd_s = 3e-5, .bwd_s = 5e-5};
+    pl->chunks[1] = (vd_profile_chunk){.k = 4, .fwd_s = 2e-5, .bwd_s = 3e-5};
+    pl->rc_s = 7e-6;
+    const vd_profile_layer was = *pl, next = prof.layers[1];
+    vd_profile_layer_scale(pl, true, 1.5);
+    for (int k = 0; k < pl->n_algos; k++) {
+        ck_assert(pl->algos[k].bwd_s == was.algos[k].bwd_s * 1.5);
+        ck_assert(pl->algos[k].bwd_alone_s == was.algos[k].bwd_alone_s * 1.5);
+        ck_assert(pl->algos[k].fwd_s == was.algos[k].fwd_s);
+    }
+    for (int q = 0; q < 2; q++) {
+        ck_assert(pl->chunks[q].bwd_s == was.chunks[q].bwd_s * 1.5);
+        ck_assert(pl->chunks[q].fwd_s == was.chunks[q].fwd_s);
+    }
+    ck_assert(pl->rc_s == was.rc_s);
+    vd_profile_layer_scale(pl, false, 1.25);
+    for (int k = 0; k < pl->n_algos; k++) {
+        ck_assert(pl->algos[k].fwd_s == was.algos[k].fwd_s * 1.25);
+        ck_assert(pl->algos[k].bwd_s == was.algos[k].bwd_s * 1.5);
+    }
+    for (int q = 0; q < 2; q++) {
+        ck_assert(pl->chunks[q].fwd_s == was.chunks[q].fwd_s * 1.25);
+        ck_assert_int_eq(pl->chunks[q].k, was.chunks[q].k);
+    }
+    ck_assert(pl->rc_s == was.rc_s * 1.25);
+    ck_assert_int_eq(pl->n_algos, was.n_algos);
+    ck_assert(memcmp(&prof.layers[1], &next, sizeof next) == 0);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 VDT_MAIN("chunks", 60, test_chunked_matches_unsplit_lenet, test_chunked_matches_unsplit_tiny_resnet,
          test_chunked_matches_unsplit_tiny_inception, test_chunked_matches_unsplit_tn_resnet,
          test_chunked_deterministic, test_chunked_plan_shape, test_split_pair_times_alone,
          test_chunks_check_rejects, test_chunks_cli, test_chunks_lower_memory,
-         test_profile_chunk_times)
+         test_profile_chunk_times, test_profile_layer_scale)

@@ -553,16 +553,7 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
         f = f < 1.0 ? 1.0 : f > SUSTAIN_MAX ? SUSTAIN_MAX : f;
         before += own;
         after += own * f;
-        for (int k = 0; k < pl->n_algos; k++) {
-            if (bwd) {
-                pl->algos[k].bwd_s *= f;
-                pl->algos[k].bwd_alone_s *= f;
-            } else {
-                pl->algos[k].fwd_s *= f;
-            }
-        }
-        for (int q = 0; q < pl->n_chunks; q++) *(bwd ? &pl->chunks[q].bwd_s : &pl->chunks[q].fwd_s) *= f;
-        if (!bwd) pl->rc_s *= f;
+        vd_profile_layer_scale(pl, bwd, f);
         if (f > 1.0)
             cg_dbg(p->c, 2, "profile: layer '%s' %s x%.3f under load", pl->name,
                    bwd ? "backward" : "forward", f);
