@@ -138,8 +138,9 @@ int vdp_build_tensors(bld *b, const int *algos, vd_err *e);
 /* Whether unit u's backward runs in a fusion pair its build formed
  * (vdp_build_tensors): a max pool that takes its ReLU's backward
  * (takes_relu), that ReLU, a batch norm that takes the backward of the ReLU
- * after its add (takes_add_relu), that ReLU, a ReLU that reduces its conv's
- * bias gradient (db_unit), that conv. */
+ * after its add (takes_add_relu), that ReLU, a conv whose bias gradient
+ * the ReLU after it reduces (that ReLU's db_unit; the profile times the
+ * ReLU reducing it either way). */
 bool vdp_unit_paired(const vd_plan *p, int u);
 
 /* ---- disp.c ------------------------------------------------------------- */

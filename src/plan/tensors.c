@@ -670,7 +670,7 @@ static void liveness(bld *b) {
 
 bool vdp_unit_paired(const vd_plan *p, int u) {
     const vd_plan_layer *pl = &p->layers[u];
-    return pl->takes_relu || pl->takes_add_relu || vd_plan_unit_taken(p, u) || pl->db_unit >= 0 ||
+    return pl->takes_relu || pl->takes_add_relu || vd_plan_unit_taken(p, u) ||
            (u + 1 < p->n_units && p->layers[u + 1].db_unit == u);
 }
 

@@ -1215,9 +1215,9 @@ static void check_per_pass(const vd_plan *p, const vd_net *net, const vd_profile
         }
         if (p->update_in_bwd && ntr && pl->update) upd = prof->sgd_s * (double)ntr / (double)net->n_trainable;
         /* a unit in a fusion pair its plan formed (each flag checked below;
-         * the ReLU + conv bias gradient pair's db_unit too) takes the pair's
-         * time, any other the time alone (bwd_alone_s) */
-        bool paired = pl->takes_relu || pl->takes_add_relu || pl->db_unit >= 0 ||
+         * a conv whose bias gradient its ReLU reduces, db_unit, too) takes
+         * the pair's time, any other the time alone (bwd_alone_s) */
+        bool paired = pl->takes_relu || pl->takes_add_relu ||
                       (u + 1 < U && (p->layers[u + 1].takes_relu || p->layers[u + 1].db_unit == u)) ||
                       (u >= 2 && p->layers[u - 2].takes_add_relu);
         double tb = vd_profile_bwd_s(&pr->algos[pl->algo_bwd], paired) * share;

@@ -226,13 +226,16 @@ static bool bias_taken(const vd_net *net, int li) {
 /* Whether layer li's backward runs in a fusion pair where a plan pairs it
  * whole (vd_plan_layer.takes_relu, takes_add_relu, db_unit): a max pool
  * that takes its ReLU's backward, a batch norm that takes the backward of
- * the ReLU after its add, or that ReLU (relu_taken); a ReLU that reduces
- * its conv's bias gradient, or that conv. A split member runs alone: it is
+ * the ReLU after its add, or that ReLU (relu_taken); a conv whose bias
+ * gradient the ReLU after it reduces. A split member runs alone: it is
  * timed alone too (make_io's paired false: vd_profile_algo.bwd_alone_s,
- * the chunks; a split conv reduces its own bias gradient). */
+ * the chunks; a split conv reduces its own bias gradient). The ReLU of
+ * that last pair is timed reducing it, paired or not: a ReLU in a max
+ * pool's pair is timed alone as it runs where the pool does not take it,
+ * still paired with its conv. */
 static bool in_pair(const prof *p, int li) {
     return vd_op_pool_relu(p->net, li) >= 0 || add_relu_of(p, li) >= 0 || relu_taken(p, li) ||
-           takes_bias(p->net, li) || bias_taken(p->net, li);
+           bias_taken(p->net, li);
 }
 
 /* Layer li's operands in b with option algo; paired: its fusion pair's
@@ -262,8 +265,9 @@ static void make_io(const prof *p, int li, const layer_buf *b, int algo, bool pa
     if (vd_op_relu_taker(net, li) >= 0) io->dx[0] = (float *)(s + b->dy);
     io->dy = (const float *)(s + b->dy);
     /* the ReLU backward + conv bias gradient pair is timed as it runs: the
-     * ReLU reduces it (a no-op with no_fuse), the conv skips it */
-    if (paired && takes_bias(net, li)) io->bias_db = (float *)(s + b->bias);
+     * ReLU reduces it (a no-op with no_fuse), the conv skips it (alone, it
+     * reduces its own: in_pair) */
+    if (takes_bias(net, li)) io->bias_db = (float *)(s + b->bias);
     io->db_taken = paired && bias_taken(net, li);
     /* the batch norm + add fusion is timed as it runs: the batch norm's
      * statistics alone in place, the add normalising its x (bn_fold_on) */
