@@ -913,6 +913,24 @@ static uint64_t min_budget_res(uint64_t hi) {
     return hi > 4ull * MIN_BUDGET_RES ? MIN_BUDGET_RES : VD_PLAN_ALIGN;
 }
 
+/* A probe of the bisection: whether auto's search (feasibility only)
+ * fits under o at budget (o->budget set to it); one that fits nothing is
+ * an answer, not an error. above_floor: the budget is at most a step
+ * below the search's floor, which it then does not check again. */
+static int probe_fits(const vd_net *net, const vd_profile *prof, vd_plan_opts *o, uint64_t budget,
+                      bool above_floor, bool *fits, vd_err *e) {
+    vdp_search s = {.above_floor = above_floor};
+    vd_plan P;
+    vd_err te = {0};
+    o->budget = budget;
+    int rc = build_auto(&s, net, prof, o, VDP_ANSWER, &P, &te);
+    if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
+    *fits = rc == VD_OK;
+    if (rc == VD_EBUDGET) return VD_OK;
+    if (rc) *e = te;
+    return rc;
+}
+
 /* known_dyn: dyn's smallest budget when the caller has it (else NULL).
  * beat: where not 0, only a budget below it is wanted (a split's smallest
  * against the unsplit one's): when the search does not fit one resolution
@@ -927,18 +945,16 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
     actx c;
     int rc = search_ctx_init(&c, &s, net, prof, opts, true, e);
     if (rc) return rc;
-    vd_plan P;
     vd_plan_opts o = *opts;
     o.progress = NULL;
     uint64_t hi = UINT64_MAX, lo = 0, res = min_budget_res(beat), fit_below = 0;
     if (beat > res) {   /* one probe below beat: failing, beat is the answer */
-        o.budget = (beat - res) / VD_PLAN_ALIGN * VD_PLAN_ALIGN;
-        vdp_search first = {0};
+        bool fits;
         vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, 0, beat);
-        rc = build_auto(&first, net, prof, &o, VDP_ANSWER, &P, e);
-        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
-        if (rc == VD_EBUDGET) { *min_budget = beat; rc = VD_OK; goto out; }
-        if (rc) goto out;
+        if ((rc = probe_fits(net, prof, &o, (beat - res) / VD_PLAN_ALIGN * VD_PLAN_ALIGN, false,
+                             &fits, e)))
+            goto out;
+        if (!fits) { *min_budget = beat; goto out; }
         fit_below = o.budget;
     }
     /* Upper end: the fallback candidates' own minimum budgets. */
@@ -979,18 +995,18 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
     res = min_budget_res(hi);
     /* the probes: at most one step below the floor, where the search itself
      * finds nothing, so its floor is not checked again at every probe */
-    vdp_search probe = {.above_floor = true};
     o = *opts;
     o.progress = NULL;
     if (fit_below && fit_below < hi) {
         hi = fit_below;   /* (probed: it fits) */
     } else {
-        o.budget = hi;
+        bool fits;
         vdp_min_budget_progress(opts, VD_POLICY_AUTO, 1, lo, hi);
-        rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, e);
-        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
-        if (rc == VD_EBUDGET) rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
-        if (rc) goto out;
+        if ((rc = probe_fits(net, prof, &o, hi, true, &fits, e))) goto out;
+        if (!fits) {
+            rc = vd_errf(e, VD_EINTERNAL, "auto: no plan at its fallbacks' minimum budget");
+            goto out;
+        }
     }
     /* The search often fits nothing below its fallbacks' minimum (a binary
      * search's probes there can all fail, each a whole search). So the first
@@ -1004,15 +1020,10 @@ static int min_budget_auto(const vd_net *net, const vd_profile *prof, const vd_p
         first = false;
         if (vdp_stopped(opts)) { rc = vd_errf(e, VD_ESTOP, "the smallest-budget search stopped"); goto out; }
         if (mid <= lo) mid = lo + VD_PLAN_ALIGN;
-        o.budget = mid;
-        vd_err te = {0};
-        probe = (vdp_search){.above_floor = true};
-        rc = build_auto(&probe, net, prof, &o, VDP_ANSWER, &P, &te);
-        if (rc == VD_OK || rc == VD_EBUDGET) vdp_plan_release(&P);
-        if (rc == VD_OK) hi = mid;
-        else if (rc == VD_EBUDGET) lo = mid;
-        else { *e = te; goto out; }
-        rc = VD_OK;
+        bool fits;
+        if ((rc = probe_fits(net, prof, &o, mid, true, &fits, e))) goto out;
+        if (fits) hi = mid;
+        else lo = mid;
     }
     *min_budget = hi;
 out:
