@@ -483,6 +483,17 @@ static int enqueue_layer(prof *p, int i, bool bwd, vd_err *e) {
     return bwd ? p->be->backward(p->be, p->net, i, &io, e) : p->be->forward(p->be, p->net, i, &io, e);
 }
 
+/* The timings of enqueue_pass's forward and backward passes: each layer's
+ * option 0 (the loss layer left out, as there). */
+static void pass_times(const vd_net *net, const vd_profile *out, double *fwd_s, double *bwd_s) {
+    *fwd_s = *bwd_s = 0;
+    for (int i = 0; i < net->n_layers; i++) {
+        if (net->layers[i].op == VD_OP_SOFTMAX_XENT || out->layers[i].n_algos < 1) continue;
+        *fwd_s += out->layers[i].algos[0].fwd_s;
+        *bwd_s += out->layers[i].algos[0].bwd_s;
+    }
+}
+
 /* One pass of the net: every layer's forward, or in reverse its backward. */
 static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
     const int L = p->net->n_layers;
@@ -508,10 +519,9 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
     const vd_net *net = p->net;
     cudaStream_t s = cu_compute(p->c);
     const int L = net->n_layers, n_ev = 2 * L + 1;
-    double pass_s = 0;
-    for (int i = 0; i < L; i++)
-        if (out->layers[i].n_algos > 0)
-            pass_s += out->layers[i].algos[0].fwd_s + out->layers[i].algos[0].bwd_s;
+    double fwd_s, bwd_s;
+    pass_times(net, out, &fwd_s, &bwd_s);
+    const double pass_s = fwd_s + bwd_s;
     if (!(pass_s > 0)) return VD_OK;
     /* (at most SUSTAIN_WARM_PASSES: a small net's passes are its launches) */
     int warm = (int)fmin(ceil(SUSTAIN_WARM_S / pass_s), SUSTAIN_WARM_PASSES);
@@ -871,12 +881,8 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         TRYRC(time_copies_busy(&p, 0, d->d2h_bw, &d->d2h_bw_busy, e));
         TRYRC(time_copies_busy(&p, 1, d->h2d_bw, &d->h2d_bw_busy, e));
         TRYRC(time_copies_busy(&p, 2, d->both_bw, &d->both_bw_busy, e));
-        double fwd_s = 0, bwd_s = 0;
-        for (int i = 0; i < net->n_layers; i++) {
-            if (net->layers[i].op == VD_OP_SOFTMAX_XENT || out->layers[i].n_algos < 1) continue;
-            fwd_s += out->layers[i].algos[0].fwd_s;
-            bwd_s += out->layers[i].algos[0].bwd_s;
-        }
+        double fwd_s, bwd_s;
+        pass_times(net, out, &fwd_s, &bwd_s);
         TRYRC(time_compute_slow(&p, 0, fwd_s, d->d2h_bw_busy, &d->compute_slow_d2h, e));
         TRYRC(time_compute_slow(&p, 1, bwd_s, d->h2d_bw_busy, &d->compute_slow_h2d, e));
         TRY(cudaStreamSynchronize(s));
