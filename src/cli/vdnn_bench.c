@@ -198,7 +198,8 @@ typedef struct bench {
     float *params;              /* [net.param_floats] initial weights */
     float *x;                   /* [batch * C*H*W] synthetic batch */
     int32_t *labels;            /* [batch] */
-    uint64_t min_budget[VD_POLICY_COUNT]; /* smallest budget of each listed policy */
+    uint64_t min_budget[VD_POLICY_COUNT]; /* smallest budget of each listed policy (0: not
+                                           * searched, the budgets given without 'min') */
     uint64_t none_peak;         /* what policy none needs at its fastest (min_budgets) */
     uint64_t budgets[MAX_BUDGETS];
     int n_budgets;
@@ -223,9 +224,23 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Minimum budgets of the listed policies and of none (the peak). */
+/* Does the --budgets list name the word 'min'? */
+static bool budgets_name_min(const char *list) {
+    for (const char *p = list;;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == 3 && !strncmp(p, "min", 3)) return true;
+        if (!c) return false;
+        p = c + 1;
+    }
+}
+
+/* Minimum budgets of the listed policies, where the sweep needs them (the
+ * default sweep, or 'min' in --budgets: auto's is a search, tens of
+ * seconds on ResNet-152), and of none (the peak: a build). */
 static int min_budgets(bench *b, vd_err *e) {
-    for (int k = 0; k <= b->o->n_pol; k++) {
+    bool need_min = !b->o->budgets || budgets_name_min(b->o->budgets);
+    for (int k = need_min ? 0 : b->o->n_pol; k <= b->o->n_pol; k++) {
         vd_policy p = k < b->o->n_pol ? b->o->pol[k] : VD_POLICY_NONE;
         vd_plan_opts po = b->run.plan;
         po.policy = p;
@@ -499,7 +514,8 @@ static json_t *bench_json(const bench *b) {
     json_t *mb = json_object();
     vd_json_set(r, "min_budgets", mb, &ok);
     for (int k = 0; k < o->n_pol; k++)
-        vd_json_set(mb, vd_policy_name(o->pol[k]), vd_json_uint(b->min_budget[o->pol[k]]), &ok);
+        if (b->min_budget[o->pol[k]])
+            vd_json_set(mb, vd_policy_name(o->pol[k]), vd_json_uint(b->min_budget[o->pol[k]]), &ok);
     json_t *pts = json_array();
     vd_json_set(r, "points", pts, &ok);
     for (int i = 0; ok && i < b->n_pts; i++) {

@@ -556,8 +556,8 @@ START_TEST(sweep_min_peak) {
 }
 END_TEST
 
-/* A budget nothing fits in: rows with feasible = no, exit 0; the default
- * sweep spans min .. none's peak in --steps distinct budgets. */
+/* A budget nothing fits in: rows with feasible = no, exit 0, and no
+ * smallest budget searched; the default sweep spans min .. none's peak in --steps distinct budgets. */
 START_TEST(infeasible_and_default_sweep) {
     setup();
     ref r;
@@ -577,6 +577,8 @@ START_TEST(infeasible_and_default_sweep) {
         ck_assert_uint_eq(u64(json_array_get(pts, i), "budget_bytes"), 4096);
         ck_assert(!feasible(json_array_get(pts, i)));
     }
+    /* budgets given without 'min': no policy's smallest budget searched */
+    ck_assert_uint_eq(json_object_size(json_object_get(j, "min_budgets")), 0);
     json_decref(j);
     csv c;
     snprintf(path, sizeof path, "%s/i.csv", d);
