@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Session 25, second call: the tight budgets with the sustained profile
+# (9f8fdce) and the split chunks' bias gradient priced (87a3a13), beside
+# PyTorch bf16 channels-last checkpointing (one checkpoint per block for
+# the ResNets): vdnn-bench none / auto (its prediction, bound, x none) and
+# tools/torch_compare.py's ratios, issue 32's parts 4 and 5. ResNet-152
+# 10 / 8 / 6 GiB, VGG-16 6 / 4 GiB, ResNet-50 4 GiB. Prints as it runs.
+# usage (device machine, after tar xJf .carry/build-h100.txz): gpu-b.sh BUILD OUTDIR
+set -u
+B=${1:-build-h100}; O=${2:-/tmp/s25b}; mkdir -p "$O"
+D=$(dirname "$0"); DEADLINE=${DEADLINE:-450}
+. "$D/../2026-12-05-s15/env.sh"
+export VD_BUILDDIR=$PWD/$B
+left() { echo $(( DEADLINE - SECONDS )); }
+nvidia-smi --query-gpu=name --format=csv,noheader
+PY=/opt/torch/.venv/bin/python
+compare() {   # net math segments budgets modes need-seconds
+    [ "$(left)" -lt "$6" ] && { echo "== $1 $2: skipped ($(left) s left)"; return; }
+    echo "== $1 $2 $4 (at ${SECONDS} s)"
+    timeout "$(left)" $PY tools/torch_compare.py --net "$1" --batch 256 --math "$2" --modes "$5" \
+        --segments "$3" --iters 8 --warmup 3 --vdnn-bin "$B/vdnn-bench" \
+        --vdnn-args "--budgets $4 --policies none,auto" --vdnn-out "$O/$1-$2-bench.json" \
+        --json "$O/$1-$2-compare.json" > "$O/$1-$2-compare.txt" 2>&1
+    echo "exit $?"
+    grep -E '^[0-9.]+ GiB +(none|auto) ' "$O/$1-$2-compare.txt" | cut -c1-140
+    grep -E 'checkpoint  vdnn|no offload  vdnn' "$O/$1-$2-compare.txt"
+}
+compare resnet152 bf16 52 10G,8G,6G,peak bf16-cl-ckpt 150
+compare vgg16 bf16 4 6G,4G,peak bf16-cl-ckpt 80
+compare resnet50 bf16 18 4G,peak bf16-cl-ckpt 60
+xz -T0 "$O"/*.json
+echo "== done at ${SECONDS} s"
