@@ -8,7 +8,7 @@
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-b.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/s25b}; mkdir -p "$O"
-D=$(dirname "$0"); DEADLINE=${DEADLINE:-450}
+D=$(dirname "$0"); DEADLINE=${DEADLINE:-450}   # (counted from its own start)
 . "$D/../2026-12-05-s15/env.sh"
 export VD_BUILDDIR=$PWD/$B
 left() { echo $(( DEADLINE - SECONDS )); }
