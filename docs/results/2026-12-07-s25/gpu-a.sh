@@ -5,7 +5,9 @@
 # --conv-debug 1 (the profile's line "a pass of the net (option 0) X ms
 # timed alone, Y ms under load") and its prediction against the measured
 # iteration (session 24, the profile timed alone: +6.8% on the H200).
-# (2) gpu-b.sh: the tight budgets beside PyTorch checkpointing. Prints as
+# The copies' cost to the kernels beside them, now timed under load too
+# (the line "profile: copies beside a pass"). (2) gpu-b.sh: the tight
+# budgets beside PyTorch checkpointing. Prints as
 # it runs; parts skipped near DEADLINE.
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-a.sh BUILD OUTDIR
 set -u
@@ -19,6 +21,6 @@ echo "test_profile: exit $? ($SECONDS s)"; grep -E 'Checks|:F:|:E:' "$O/t-profil
 timeout 60 $B/vdnn-train nets/vgg16.yaml --batch 256 --math bf16 --iters 30 --policy none --conv-debug 1 \
     --step-times-out "$O/vgg16-none-steps.tsv" > "$O/vgg16-none.log" 2>&1
 echo "-- vgg16 bf16 none: exit $? ($SECONDS s)"
-grep -E "profile: a pass|profile measured|^iteration time|steps beside|^  all" "$O/vgg16-none.log" | cut -c1-160
+grep -E "profile: a pass|profile: copies|profile measured|^iteration time|steps beside|^  all" "$O/vgg16-none.log" | cut -c1-160
 xz -T0 "$O"/*.tsv
 DEADLINE=$(( ${DEADLINE:-520} - SECONDS )) bash "$D/gpu-b.sh" "$B" "$O"

@@ -30,9 +30,10 @@
  * over the scratch's first 2 x COPY_BYTES (the layers' part of the scratch
  * is at least that), 10 times the H100's and H200's 50 MB of L2, so it
  * streams from device memory.
- * Runs of a pass of the net with copies beside it and alone, both starting
- * together behind such kernels, time what the copies cost the compute
- * stream (vd_device_params.compute_slow_*). */
+ * Last, under load (after time_sustained), runs of a pass of the net with
+ * copies beside it and alone, both starting together behind such kernels,
+ * time what the copies cost the compute stream
+ * (vd_device_params.compute_slow_*). */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -586,14 +587,19 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
  * (vd_device_params.compute_slow_d2h / _h2d): mode 0 D2H copies beside the
  * forward pass, 1 H2D beside the backward. As many COPY_BYTES copies as
  * fit in 80% of the pass (pass_s) at rate bw (their busy rate); the pass
- * timed with them and alone, the faster of two runs each. Pass and copies
- * start together: each run is held back by memory-bound kernels lasting
- * twice the host's enqueue of the pass and the copies (timed on a first,
- * warm-up run), and both start at the event after them, so neither the
- * copies' overlap nor the pass's time depends on how fast the host issues
- * the pass (issued behind the pass, the copies overlapped only its tail
- * where the host barely keeps ahead of its kernels). *slow is left alone
- * when the pass is too short for one copy. */
+ * timed with them and alone, SLOW_PAIRS times each in turn, the median of
+ * the pairs' ratios (extra pass time over the time the copies ran beside
+ * it). It runs right after time_sustained, with the device under load:
+ * at its power limit a copy's power lowers the clock of the kernels beside
+ * it, which on an idle device it does not (docs/results/2026-12-07-s25).
+ * Pass and copies start together: each run is held back by memory-bound
+ * kernels lasting twice the host's enqueue of the pass and the copies
+ * (timed on a first, warm-up run), and both start at the event after them,
+ * so neither the copies' overlap nor the pass's time depends on how fast
+ * the host issues the pass (issued behind the pass, the copies overlapped
+ * only its tail where the host barely keeps ahead of its kernels). *slow is
+ * left alone when the pass is too short for one copy. */
+enum { SLOW_PAIRS = 3 };
 static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double *slow,
                              vd_err *e) {
     cudaStream_t s = cu_compute(p->c);
@@ -603,11 +609,12 @@ static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double
     double load_s, host_s = 0;
     int rc = time_load(p, &load_s, e);
     if (rc) return rc;
-    double pass_with = INFINITY, pass_alone = INFINITY, copy_s = INFINITY;
+    float ratio[SLOW_PAIRS];
+    double with_s = 0, beside_s = 0;
     /* r -1: the warm-up, ungated, which times the host's enqueue of the
-     * pass and the copies; 0, 1 with the copies; 2, 3 the pass alone */
-    for (int r = -1; r < 4; r++) {
-        bool copies = r < 2;
+     * pass and the copies; then pairs: even r with the copies, odd alone */
+    for (int r = -1; r < 2 * SLOW_PAIRS; r++) {
+        bool copies = r < 0 || r % 2 == 0;
         int gate = r < 0 ? 0 : 1 + (int)ceil(2.0 * host_s / load_s);
         for (int k = 0; k < gate; k++)
             if ((rc = enqueue_load(p, e))) return rc;
@@ -623,17 +630,16 @@ static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double
         if (r < 0) continue;
         float pass_ms = 0;
         CUDA_CHECK(e, cudaEventElapsedTime(&pass_ms, p->ev[2], p->ev[3]));
-        if (!copies) {
-            if (pass_ms * 1e-3 < pass_alone) pass_alone = pass_ms * 1e-3;
+        if (copies) {
+            float copy_ms = 0;
+            CUDA_CHECK(e, cudaEventElapsedTime(&copy_ms, p->ev[0], p->ev[1]));
+            with_s = pass_ms * 1e-3;
+            beside_s = fmin(copy_ms * 1e-3, with_s);
             continue;
         }
-        float ms = 0;
-        CUDA_CHECK(e, cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]));
-        if (ms * 1e-3 < copy_s) copy_s = ms * 1e-3;
-        if (pass_ms * 1e-3 < pass_with) pass_with = pass_ms * 1e-3;
+        ratio[r / 2] = beside_s > 0 ? (float)((with_s - pass_ms * 1e-3) / beside_s) : 0.0f;
     }
-    double beside = copy_s < pass_with ? copy_s : pass_with;
-    double f = beside > 0 ? (pass_with - pass_alone) / beside : 0;
+    double f = median(ratio, SLOW_PAIRS);
     *slow = f > 1 ? 1 : f > 0 ? f : 0;   /* noise below zero, the file's limit above */
     return VD_OK;
 }
@@ -836,7 +842,6 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             }
         }
 
-        TRYRC(time_sustained(&p, out, e));
 
         /* the run's optimizer's update over every parameter (its hyperparameters
          * do not change its time; a step past the first reads the state) */
@@ -881,10 +886,14 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         TRYRC(time_copies_busy(&p, 0, d->d2h_bw, &d->d2h_bw_busy, e));
         TRYRC(time_copies_busy(&p, 1, d->h2d_bw, &d->h2d_bw_busy, e));
         TRYRC(time_copies_busy(&p, 2, d->both_bw, &d->both_bw_busy, e));
+        /* last, under load: the layers' times, then what copies cost beside them */
+        TRYRC(time_sustained(&p, out, e));
         double fwd_s, bwd_s;
         pass_times(net, out, &fwd_s, &bwd_s);
         TRYRC(time_compute_slow(&p, 0, fwd_s, d->d2h_bw_busy, &d->compute_slow_d2h, e));
         TRYRC(time_compute_slow(&p, 1, bwd_s, d->h2d_bw_busy, &d->compute_slow_h2d, e));
+        cg_dbg(c, 1, "profile: copies beside a pass (under load) slow it by %.3f s per second of "
+               "D2H, %.3f of H2D", d->compute_slow_d2h, d->compute_slow_h2d);
         TRY(cudaStreamSynchronize(s));
     }
 #undef TRY
