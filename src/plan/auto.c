@@ -63,6 +63,11 @@ enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_b
  * relaxation is far from any plan (the greedy plans that refine brought
  * near the bound were within it, the others far above). */
 static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.15;
+/* Where the bound's start does not fit within its gate, it runs once more
+ * from the maps the bound recomputes at AUTO_SEED_TIGHT of the budget: the
+ * relaxation is optimistic about memory, and from a seed that recomputes
+ * too little greedy fits by worse moves (docs/planner.md, "Starts"). */
+static const double AUTO_SEED_TIGHT = 0.9;
 static const double AUTO_START_BEHIND = 2.0;
 /* The runs (search_recompute_runs), last before fewer copies: where the
  * plan's stalls are at least AUTO_RUN_STALLS of its iteration (trading
@@ -115,14 +120,15 @@ static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_pl
     return VD_EBUDGET;
 }
 
-/* The bound's start's seed: the maps the copies' bound's relaxation
- * recomputes where most bytes must leave (vdp_bound_recompute_set), from
- * plan P (any plan of c's net and options: the bound reads its structure),
- * as disposition keys in *seed ([L + 1], NULL when it names none the search
- * may recompute). */
-static int bound_seed(actx *c, const vd_plan *P, bool **seed, double *bound_s, vd_err *e) {
+/* The bound's start's seed: the maps the copies' bound's relaxation at
+ * `budget` recomputes where most bytes must leave (vdp_bound_recompute_set),
+ * from plan P (any plan of c's net and options: the bound reads its
+ * structure), as disposition keys in *seed ([L + 1], NULL when it names
+ * none the search may recompute); *bound_s (may be NULL): that bound. */
+static int bound_seed(actx *c, const vd_plan *P, uint64_t budget, bool **seed, double *bound_s,
+                      vd_err *e) {
     *seed = NULL;
-    *bound_s = 0;
+    if (bound_s) *bound_s = 0;
     /* a split plan's maps are its chunks', a key's its first chunk's
      * (tensor_of): the bound's cover does not name keys there */
     if (c->B == 0 || P->n_tensors == 0 || P->n_units != P->n_layers) return VD_OK;
@@ -133,7 +139,7 @@ static int bound_seed(actx *c, const vd_plan *P, bool **seed, double *bound_s, v
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
     vd_plan_bound bd;
-    int rc = vdp_bound_recompute_set(c->net, c->prof, P, c->B, rc_t, &bd, e);
+    int rc = vdp_bound_recompute_set(c->net, c->prof, P, budget, rc_t, &bd, e);
     int n = 0;
     for (int k = 0; k <= c->L && !rc; k++) {
         int t = tensor_of(c, P, k);
@@ -143,7 +149,7 @@ static int bound_seed(actx *c, const vd_plan *P, bool **seed, double *bound_s, v
     vd_free(rc_t);
     if (rc || n == 0) { vd_free(sk); return rc; }
     *seed = sk;
-    *bound_s = bd.bound_s;
+    if (bound_s) *bound_s = bd.bound_s;
     return VD_OK;
 }
 
@@ -351,15 +357,15 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
  * AUTO_SEED_REFINE of it. Its counts are put back after, so that what
  * follows spends and stops as without it (the memo keeps what it built,
  * which only saves builds later). Greedy gives up, and refine does not
- * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound the
- * seed comes from; one that does not fit is left out (not the search's
- * fastest configuration seen, as a start's: that is *P's). Replaces *P
- * when faster; c ends with *P's configuration. It runs after the starts,
+ * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound at the
+ * budget; one that does not fit is left out (not the search's fastest
+ * configuration seen, as a start's: that is *P's). *fitted: its plan fit
+ * within the gate. Replaces *P when faster; c ends with *P's configuration. It runs after the starts,
  * not among them: there it took effort that the other starts and the
  * kicks needed where its plan was not the best
  * (docs/results/2026-12-06-s20/seed.md). */
 static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const bool *seed,
-                       double bound_s, vd_plan *P, vd_err *e) {
+                       double bound_s, vd_plan *P, bool *fitted, vd_err *e) {
     double work = c->work, effort = c->effort, cap_saved = c->s->cap, cap = vdp_search_cap(c->s);
     double gate_s = (1.0 + AUTO_SEED_GATE) * bound_s;
     int evals = c->evals, looks = c->looks;
@@ -389,6 +395,7 @@ static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const b
     c->evals = evals;
     c->looks = looks;
     if (rc) return rc;
+    *fitted = fits;
     if (fits && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
         vdp_plan_release(P);
         *P = Q;
@@ -443,10 +450,13 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     c.lb = vd_plan_lower_bound(net, prof, &P, c.B);
     bool *seed = NULL;   /* [L + 1] the bound's start: the keys it recomputes (NULL: none) */
+    bool *seed_tight = NULL;   /* the same at AUTO_SEED_TIGHT of the budget (NULL: none) */
     double seed_s = 0;   /* the copies' bound it comes from */
     if (!feasibility_only) {
-        rc = bound_seed(&c, &P, &seed, &seed_s, e);
-        if (rc) { vdp_plan_release(&P); search_ctx_free(&c); return rc; }
+        rc = bound_seed(&c, &P, c.B, &seed, &seed_s, e);
+        if (!rc && seed)
+            rc = bound_seed(&c, &P, (uint64_t)(AUTO_SEED_TIGHT * (double)c.B), &seed_tight, NULL, e);
+        if (rc) { vd_free(seed); vdp_plan_release(&P); search_ctx_free(&c); return rc; }
     }
     vdp_plan_release(&P);
     if (feasibility_only) {
@@ -469,7 +479,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     double far_s = INFINITY;
     bool behind = false;
     if (!d0 || !bd || !a0 || !ba || !fd || !fa) {
-        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); search_ctx_free(&c);
+        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); vd_free(seed_tight); search_ctx_free(&c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
     config_copy(&c, d0, a0, c.disp, c.algos);
@@ -586,7 +596,10 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     if (seed && P.feasible && !done(&c) && P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP)) {
-        rc = bound_start(&c, d0, a0, seed, seed_s, &P, e);
+        bool fitted = false;
+        rc = bound_start(&c, d0, a0, seed, seed_s, &P, &fitted, e);
+        if (!rc && !fitted && seed_tight && !done(&c))
+            rc = bound_start(&c, d0, a0, seed_tight, seed_s, &P, &fitted, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     if (tidy && P.feasible && !done(&c) && s->jitter_depth == 0 && P.offload_bytes > 0) {
@@ -597,8 +610,8 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     if ((rc = search_restage(&c, &P, e))) { vdp_plan_release(&P); goto fail; }
     search_take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
-    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed);
-    d0 = bd = fd = NULL; a0 = ba = fa = NULL; seed = NULL;
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); vd_free(seed_tight);
+    d0 = bd = fd = NULL; a0 = ba = fa = NULL; seed = seed_tight = NULL;
     if (!done(&c)) {
         rc = search_paper_candidates(&c, opts, &best, &rc_best, e);
         if (rc) { vdp_plan_release(&best); search_ctx_free(&c); return rc; }
@@ -629,7 +642,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return rc_best == VD_OK ? VD_OK : vd_errf(e, VD_EBUDGET, "the auto policy found no plan that fits");
 fail:
     if (have_start) vdp_plan_release(&best);
-    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed);
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); vd_free(seed_tight);
     search_ctx_free(&c);
     return rc;
 }
