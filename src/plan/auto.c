@@ -16,7 +16,8 @@
  *    left unrefined far behind (far_start); then a second opinion on
  *    a jittered profile; then, where the plan is still over 2% above the
  *    copies' lower bound, the bound's start (bound_start: from the maps the
- *    bound's relaxation recomputes); fewer copies, and the paper's policies
+ *    bound's relaxation recomputes, and where that does not fit, from those
+ *    it recomputes at a tighter budget); fewer copies, and the paper's policies
  *    and the extreme configuration as fallbacks (search_eval.c). Work
  *    budgets and an effort cap bound it, counts never clocks: the same
  *    inputs, the same plan;
@@ -360,8 +361,8 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
  * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound at the
  * budget; one that does not fit is left out (not the search's fastest
  * configuration seen, as a start's: that is *P's). *fitted: its plan fit
- * within the gate. Replaces *P when faster; c ends with *P's configuration. It runs after the starts,
- * not among them: there it took effort that the other starts and the
+ * within the gate. Replaces *P when faster; c ends with *P's
+ * configuration. It runs after the starts, not among them: there it took effort that the other starts and the
  * kicks needed where its plan was not the best
  * (docs/results/2026-12-06-s20/seed.md). */
 static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const bool *seed,

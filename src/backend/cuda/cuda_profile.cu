@@ -842,7 +842,6 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             }
         }
 
-
         /* the run's optimizer's update over every parameter (its hyperparameters
          * do not change its time; a step past the first reads the state) */
         {
