@@ -659,7 +659,7 @@ static int to_update(vdp_search *s, const vd_net *net, const vd_profile *prof, c
     actx c;
     int rc = search_ctx_init(&c, s, net, prof, opts, feasibility_only, e);
     if (rc) return rc;
-    c.effort = *effort;
+    c.effort = c.effort_base = *effort;
     search_config_from_plan(&c, P);
     vd_plan Q;
     rc = search_eval(&c, &Q, e);
@@ -809,7 +809,9 @@ static int build_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    int feasibility_only, vd_plan *out, vd_err *e) {
     vdp_search s = {0};
-    return build_auto(&s, net, prof, opts, feasibility_only, out, e);
+    int rc = build_auto(&s, net, prof, opts, feasibility_only, out, e);
+    if (rc == VD_OK || rc == VD_EBUDGET) out->search_effort = s.effort;
+    return rc;
 }
 
 int vdp_build_auto_share(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

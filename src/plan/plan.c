@@ -770,11 +770,12 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * plan slower than they do (docs/results/2026-12-06-s19/search.md: VGG-16
  * fp32 planned slower unsplit at 12 GiB than split at 10). So where some k
  * of AUTO_KS splits to a lower bound (split_bound) over AUTO_SPLIT_GAIN
- * below the unsplit one's (*own), the finest k that could fit is searched
- * (as below the floor, its chunks overlap their copies better): *have
- * when its plan fits, then in *sp. Then the next coarser k that could fit,
- * where its bound is below that plan, on AUTO_COARSER_SHARE of the effort
- * cap, the faster plan kept: fewer, larger chunks run nearer the whole
+ * below `against` (the unsplit bound; after the unsplit search, its plan's
+ * time), the finest k that could fit is searched on `share` of the effort
+ * cap (as below the floor, its chunks overlap their copies better):
+ * *searched, and *have when its plan fits, then in *sp. Then the next
+ * coarser k that could fit, where its bound is below that plan, on
+ * AUTO_COARSER_SHARE of that share, the faster plan kept: fewer, larger chunks run nearer the whole
  * batch's speed, and where the budget leaves room for them they win, near
  * the floor the finest does (docs/chunking.md, "Auto"). Where
  * splitting lowers the bound by less (on the ResNets and GoogLeNet it moves
@@ -786,11 +787,27 @@ static const double AUTO_SPLIT_GAIN = 0.005, AUTO_COARSER_SHARE = 0.125;
  * could gain at most that, for a whole search's planning time (VGG-16 fp32
  * at 12 GiB on the s9c profile: a second, and its plan 5% slower) */
 static const double AUTO_UNSPLIT_GAP = 0.02;
+/* Where no split was searched (its bound no lower) and the unsplit plan is
+ * over AUTO_LATE_SPLIT_GAP above the unsplit bound, the split is searched
+ * after it, against that plan's time, on what the unsplit search left of
+ * the effort cap, at most AUTO_LATE_SPLIT_SHARE of it (so both together
+ * spend at most the cap: on the ResNets, whose searches spend it all, it
+ * does not run). The bound does not see what the unsplit search fails to
+ * reach: a split's convolutions take their fastest options where the whole
+ * batch's workspace does not fit, and near the floor its smaller steps
+ * leave the rest of the net more room (GoogLeNet fp32 analytic at 2.52 GB:
+ * 143.4 ms unsplit, 127.7 split; docs/results/2026-12-07-s25). */
+static const double AUTO_LATE_SPLIT_GAP = 0.01, AUTO_LATE_SPLIT_SHARE = 0.25;
+/* nor on iterations under AUTO_LATE_SPLIT_MIN_S (LeNet and the tests' tiny
+ * nets, where a split, its chunks' gradients summed in another order, would
+ * gain microseconds: auto's second opinion stops there too) */
+static const double AUTO_LATE_SPLIT_MIN_S = 0.01;
 static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                       vd_plan *sp, bool *have, double *own, vd_err *e) {
+                       double against, double share, vd_plan *sp, bool *have, bool *searched,
+                       vd_err *e) {
     *have = false;
-    int rc = split_bound(net, prof, opts, opts->budget, own, e);   /* (opts: unsplit) */
-    if (rc) return rc;
+    *searched = false;
+    int rc = VD_OK;
     int *ch = vd_malloc((size_t)net->n_layers * sizeof *ch, NULL);
     if (!ch) return vd_errf(e, VD_ENOMEM, "out of memory");
     double least = INFINITY, finest_bound = INFINITY, coarser_bound = INFINITY, kb;
@@ -809,10 +826,11 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
         any = true;
         if (kb < least) least = kb;
     }
-    if (!rc && any && least < *own * (1.0 - AUTO_SPLIT_GAIN) && !vdp_stopped(opts) &&
+    if (!rc && any && least < against * (1.0 - AUTO_SPLIT_GAIN) && !vdp_stopped(opts) &&
         !(rc = auto_split_at(net, prof, opts, opts->budget, finest, ch, &o, &worth, &kb, e))) {
         bool ef;
-        rc = build_checked(net, prof, &o, 1.0, sp, &ef, e);
+        *searched = true;
+        rc = build_checked(net, prof, &o, share, sp, &ef, e);
         *have = rc == VD_OK;
         if (rc == VD_EBUDGET) { vdp_plan_release(sp); rc = VD_OK; }
     }
@@ -821,7 +839,7 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
         !(rc = auto_split_at(net, prof, opts, opts->budget, coarser, ch, &o, &worth, &kb, e))) {
         vd_plan cp;
         bool ef;
-        rc = build_checked(net, prof, &o, AUTO_COARSER_SHARE, &cp, &ef, e);
+        rc = build_checked(net, prof, &o, AUTO_COARSER_SHARE * share, &cp, &ef, e);
         if (rc == VD_OK && cp.sim.iter_s < sp->sim.iter_s * (1.0 - 1e-9)) {
             vdp_plan_release(sp);
             *sp = cp;
@@ -843,14 +861,25 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
     int rc = check_inputs(net, prof, opts, e);
     if (rc) return rc;
     bool eval_failed = false, splits = auto_splits(opts) && opts->budget, have = false;
+    bool searched = false;   /* split_first searched a split */
     vd_plan sp;
-    double own = INFINITY;
-    if (splits && (rc = split_first(net, prof, opts, &sp, &have, &own, e))) return rc;
+    double own = INFINITY;   /* the unsplit plans' lower bound (split_bound) */
+    if (splits && ((rc = split_bound(net, prof, opts, opts->budget, &own, e)) ||
+                   (rc = split_first(net, prof, opts, own, 1.0, &sp, &have, &searched, e))))
+        return rc;
     if (have && sp.sim.iter_s <= own * (1.0 + AUTO_UNSPLIT_GAP)) {   /* the unsplit search not run */
         *out = sp;
         return VD_OK;
     }
     rc = build_checked(net, prof, opts, 1.0, out, &eval_failed, e);
+    /* the split searched after the unsplit plan (see split_first) */
+    double late = fmin(AUTO_LATE_SPLIT_SHARE, 1.0 - out->search_effort / AUTO_EFFORT_CAP);
+    if (rc == VD_OK && splits && !searched && late > 0 && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S &&
+        out->sim.iter_s > own * (1.0 + AUTO_LATE_SPLIT_GAP) && !vdp_stopped(opts) &&
+        (rc = split_first(net, prof, opts, out->sim.iter_s, late, &sp, &have, &searched, e))) {
+        vdp_plan_release(out);
+        return rc;
+    }
     if (rc == VD_EBUDGET && splits && !have) {
         vd_err te = {0};
         int r2 = build_split(net, prof, opts, out, &te);

@@ -526,6 +526,8 @@ typedef struct vd_plan {
                                    optimizer's state (VD_T_OPTIM) */
     vd_sim_result sim;
     char note[512];             /* infeasibility explanation ("" when feasible) */
+    double search_effort;       /* auto: the effort its search spent, in AUTO_EFFORT_CAP's
+                                   units (counts, not clocks); 0 for the other policies */
     /* Input staging (see above): the tensor "x:next" and the step whose start
      * issues its H2D copy, or -1 / -1 when the plan has none (stage says why). */
     int t_stage, stage_step;

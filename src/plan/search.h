@@ -23,6 +23,7 @@ typedef struct vdp_search {
                            of it; vdp_build_auto_share), in every nested search too */
     bool above_floor;   /* the budget is known not to be below the floor (the
                            smallest-budget search's probes): no floor check */
+    double effort;      /* the effort the searches finished so far spent */
 } vdp_search;
 
 /* The whole search's effort cap (AUTO_EFFORT_CAP, or its share). */
@@ -43,6 +44,7 @@ static inline vdp_search vdp_search_child(const vdp_search *s) { return *s; }
 static inline void vdp_search_join(vdp_search *s, const vdp_search *child) {
     s->evals = child->evals;
     s->best_s = child->best_s;
+    s->effort = child->effort;
 }
 
 /* ---- one search's context and greedy's moves ---------------------------- */
@@ -104,6 +106,7 @@ typedef struct actx {
                                (see eval_cost) */
     double effort;          /* the same, the placements counted as they went
                                (vdp_build_screened's *effort) */
+    double effort_base;     /* what of effort a search before it spent (to_update) */
     /* memo of evaluated configurations (see search_memo_find) */
     struct memo_ent *memo;
     size_t memo_cap, memo_n;

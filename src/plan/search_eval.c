@@ -325,6 +325,7 @@ void search_config_from_plan(actx *c, const vd_plan *p) {
 void search_ctx_free(actx *c) {
     vdp_search *s = c->s;
     s->evals += c->evals;
+    s->effort += c->effort - c->effort_base;
     if (s->jitter_depth == 0 && c->have_seen && (s->best_s == 0 || c->seen_s < s->best_s))
         s->best_s = c->seen_s;
     vd_free(c->disp); vd_free(c->algos); vd_free(c->fixed); vd_free(c->can_rc); vd_free(c->rc_max); vd_free(c->rc_disp); vd_free(c->rc_on); vd_free(c->fast);
