@@ -775,9 +775,10 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * cap (as below the floor, its chunks overlap their copies better):
  * *searched, and *have when its plan fits, then in *sp. Then the next
  * coarser k that could fit, where its bound is below that plan, on
- * AUTO_COARSER_SHARE of that share, the faster plan kept: fewer, larger chunks run nearer the whole
- * batch's speed, and where the budget leaves room for them they win, near
- * the floor the finest does (docs/chunking.md, "Auto"). Where
+ * AUTO_COARSER_SHARE of that share, the faster plan kept: fewer, larger
+ * chunks run nearer the whole batch's speed, and where the budget leaves
+ * room for them they win, near the floor the finest does
+ * (docs/chunking.md, "Auto"). Where
  * splitting lowers the bound by less (on the ResNets and GoogLeNet it moves
  * it by under 0.2%, either way) nothing is searched: the planning time
  * stays. docs/chunking.md, "Auto". */
@@ -872,13 +873,15 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
         return VD_OK;
     }
     rc = build_checked(net, prof, opts, 1.0, out, &eval_failed, e);
-    /* the split searched after the unsplit plan (see split_first) */
-    double late = fmin(AUTO_LATE_SPLIT_SHARE, 1.0 - out->search_effort / AUTO_EFFORT_CAP);
-    if (rc == VD_OK && splits && !searched && late > 0 && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S &&
-        out->sim.iter_s > own * (1.0 + AUTO_LATE_SPLIT_GAP) && !vdp_stopped(opts) &&
-        (rc = split_first(net, prof, opts, out->sim.iter_s, late, &sp, &have, &searched, e))) {
-        vdp_plan_release(out);
-        return rc;
+    /* the split searched after the unsplit plan (AUTO_LATE_SPLIT_SHARE) */
+    if (rc == VD_OK && splits && !searched && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S &&
+        out->sim.iter_s > own * (1.0 + AUTO_LATE_SPLIT_GAP) && !vdp_stopped(opts)) {
+        double late = fmin(AUTO_LATE_SPLIT_SHARE, 1.0 - out->search_effort / AUTO_EFFORT_CAP);
+        if (late > 0 &&
+            (rc = split_first(net, prof, opts, out->sim.iter_s, late, &sp, &have, &searched, e))) {
+            vdp_plan_release(out);
+            return rc;
+        }
     }
     if (rc == VD_EBUDGET && splits && !have) {
         vd_err te = {0};
