@@ -557,7 +557,8 @@ START_TEST(sweep_min_peak) {
 END_TEST
 
 /* A budget nothing fits in: rows with feasible = no, exit 0, and no
- * smallest budget searched; the default sweep spans min .. none's peak in --steps distinct budgets. */
+ * smallest budget searched; the default sweep spans min .. none's peak in
+ * --steps distinct budgets. */
 START_TEST(infeasible_and_default_sweep) {
     setup();
     ref r;
