@@ -451,13 +451,10 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     c.lb = vd_plan_lower_bound(net, prof, &P, c.B);
     bool *seed = NULL;   /* [L + 1] the bound's start: the keys it recomputes (NULL: none) */
-    bool *seed_tight = NULL;   /* the same at AUTO_SEED_TIGHT of the budget (NULL: none) */
     double seed_s = 0;   /* the copies' bound it comes from */
     if (!feasibility_only) {
         rc = bound_seed(&c, &P, c.B, &seed, &seed_s, e);
-        if (!rc && seed)
-            rc = bound_seed(&c, &P, (uint64_t)(AUTO_SEED_TIGHT * (double)c.B), &seed_tight, NULL, e);
-        if (rc) { vd_free(seed); vdp_plan_release(&P); search_ctx_free(&c); return rc; }
+        if (rc) { vdp_plan_release(&P); search_ctx_free(&c); return rc; }
     }
     vdp_plan_release(&P);
     if (feasibility_only) {
@@ -480,7 +477,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     double far_s = INFINITY;
     bool behind = false;
     if (!d0 || !bd || !a0 || !ba || !fd || !fa) {
-        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); vd_free(seed_tight); search_ctx_free(&c);
+        vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); search_ctx_free(&c);
         return vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
     }
     config_copy(&c, d0, a0, c.disp, c.algos);
@@ -599,8 +596,14 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     if (seed && P.feasible && !done(&c) && P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP)) {
         bool fitted = false;
         rc = bound_start(&c, d0, a0, seed, seed_s, &P, &fitted, e);
-        if (!rc && !fitted && seed_tight && !done(&c))
-            rc = bound_start(&c, d0, a0, seed_tight, seed_s, &P, &fitted, e);
+        if (!rc && !fitted && !done(&c)) {
+            /* from P: the bound reads only its structure, the same in
+             * every plan of this search (bound_seed) */
+            bool *tight = NULL;
+            rc = bound_seed(&c, &P, (uint64_t)(AUTO_SEED_TIGHT * (double)c.B), &tight, NULL, e);
+            if (!rc && tight) rc = bound_start(&c, d0, a0, tight, seed_s, &P, &fitted, e);
+            vd_free(tight);
+        }
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     if (tidy && P.feasible && !done(&c) && s->jitter_depth == 0 && P.offload_bytes > 0) {
@@ -611,8 +614,8 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     if ((rc = search_restage(&c, &P, e))) { vdp_plan_release(&P); goto fail; }
     search_take_better(&best, &rc_best, &P, P.feasible ? VD_OK : VD_EBUDGET);
-    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); vd_free(seed_tight);
-    d0 = bd = fd = NULL; a0 = ba = fa = NULL; seed = seed_tight = NULL;
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed);
+    d0 = bd = fd = NULL; a0 = ba = fa = NULL; seed = NULL;
     if (!done(&c)) {
         rc = search_paper_candidates(&c, opts, &best, &rc_best, e);
         if (rc) { vdp_plan_release(&best); search_ctx_free(&c); return rc; }
@@ -643,7 +646,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return rc_best == VD_OK ? VD_OK : vd_errf(e, VD_EBUDGET, "the auto policy found no plan that fits");
 fail:
     if (have_start) vdp_plan_release(&best);
-    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed); vd_free(seed_tight);
+    vd_free(d0); vd_free(bd); vd_free(a0); vd_free(ba); vd_free(fd); vd_free(fa); vd_free(seed);
     search_ctx_free(&c);
     return rc;
 }

@@ -516,6 +516,12 @@ static int enqueue_pass(prof *p, bool bwd, vd_err *e) {
  * clock). The loss layer (enqueue_pass leaves it out) keeps its timings. */
 enum { SUSTAIN_REPS = 3, SUSTAIN_WARM_PASSES = 50 };
 static const double SUSTAIN_WARM_S = 1.0, SUSTAIN_MAX = 2.0;
+/* Op j of a pass of L layers, forward then backward: layer j's forward
+ * (j < L), else the backward of layer 2L-1-j; *bwd says which. */
+static int sustained_op(int L, int j, bool *bwd) {
+    *bwd = j >= L;
+    return *bwd ? 2 * L - 1 - j : j;
+}
 static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
     const vd_net *net = p->net;
     cudaStream_t s = cu_compute(p->c);
@@ -535,11 +541,10 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
         rc = enqueue_pass(p, false, e);
         if (!rc) rc = enqueue_pass(p, true, e);
     }
-    /* op j: the forward of layer j (j < L), the backward of layer 2L-1-j */
     for (int r = 0; r < SUSTAIN_REPS && !rc; r++) {
         for (int j = 0; j < 2 * L && !rc; j++) {
-            const bool bwd = j >= L;
-            const int i = bwd ? 2 * L - 1 - j : j;
+            bool bwd;
+            const int i = sustained_op(L, j, &bwd);
             if (cudaEventRecord(ev[j], s) != cudaSuccess) {
                 rc = vd_errf(e, VD_EDEVICE, "cudaEventRecord failed");
                 break;
@@ -558,8 +563,8 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
     }
     double before = 0, after = 0;
     for (int j = 0; j < 2 * L && !rc; j++) {
-        const bool bwd = j >= L;
-        const int i = bwd ? 2 * L - 1 - j : j;
+        bool bwd;
+        const int i = sustained_op(L, j, &bwd);
         vd_profile_layer *pl = &out->layers[i];
         if (net->layers[i].op == VD_OP_SOFTMAX_XENT || pl->n_algos < 1) continue;
         double own = bwd ? pl->algos[0].bwd_s : pl->algos[0].fwd_s;
