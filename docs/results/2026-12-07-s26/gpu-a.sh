@@ -5,7 +5,9 @@
 # 4 GiB / none with one measured profile per net (--profile-out, then
 # --profile), --step-times-out for every step of the last iteration, the
 # SM clock and power beside (nvidia-smi every 200 ms); 10 GiB again
-# planned with copy rates 5% under the profile's. Then, time left,
+# planned with copy rates 5% under the profile's, and with the rates
+# beside the memory-bound kernel (before they were lowered to those beside
+# the passes, when slower). Then, time left,
 # fp32 VGG-16 vdnn-bench 16G,12G,peak (issue 34), its profile kept. Prints
 # as it runs.
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-a.sh BUILD OUTDIR
@@ -41,6 +43,18 @@ for k in ("d2h_bw", "h2d_bw", "both_bw", "d2h_bw_busy", "h2d_bw_busy", "both_bw_
 json.dump(p, open(sys.argv[2], "w"))
 PY
 run r152-10G-slowcopy resnet152 10G 30 --profile "$O/r152-profile-slowcopy.json"
+# the copy rates as the profile had them before they were lowered to the rates beside the passes
+/opt/torch/.venv/bin/python - "$O/r152-none.log" "$O/r152-profile.json" "$O/r152-profile-kernel.json" <<'PY'
+import json, re, sys
+m = re.search(r"they ran at ([0-9.]+) / ([0-9.]+) GB/s \(([0-9.]+) / ([0-9.]+) beside", open(sys.argv[1]).read())
+p = json.load(open(sys.argv[2]))
+d = p["device"]
+fd = float(m.group(3)) * 1e9 / d["d2h_bw_busy"]; fh = float(m.group(4)) * 1e9 / d["h2d_bw_busy"]
+print("kernel-beside rates over the profile's: d2h %.4f h2d %.4f" % (fd, fh))
+d["d2h_bw_busy"] *= fd; d["h2d_bw_busy"] *= fh; d["both_bw_busy"] *= 0.5 * (fd + fh)
+json.dump(p, open(sys.argv[3], "w"))
+PY
+run r152-10G-kernel resnet152 10G 30 --profile "$O/r152-profile-kernel.json"
 run r50-none resnet50 none 40 --conv-debug 1 --profile-out "$O/r50-profile.json"
 run r50-4G resnet50 4G 40 --profile "$O/r50-profile.json"
 kill $CLK
