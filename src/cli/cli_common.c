@@ -167,8 +167,12 @@ static int common_flag(vd_cli_common *c, const char *name, const char *val, bool
     else if (!strcmp(name, "mem-trace")) g->mem_trace = true;
     else if (!strcmp(name, "step-times")) g->step_times = true;
     else if (!strcmp(name, "graph")) {
-        static const char *const ch[] = {"on", "off"};
-        if (!(rc = choice_idx(name, val, ch, 2, &k, e))) g->graph_off = k == 1;
+        static const char *const ch[] = {"auto", "on", "off"};
+        static const vd_graph_mode mode[] = {VD_GRAPH_AUTO, VD_GRAPH_ON, VD_GRAPH_OFF};
+        if (!(rc = choice_idx(name, val, ch, 3, &k, e))) {
+            g->has_graph = true;
+            g->graph = mode[k];
+        }
     }
     else if (!strcmp(name, "sync-debug")) bo->sync_debug = true;
     else if (!strcmp(name, "no-fuse")) bo->no_fuse = true;

@@ -150,8 +150,9 @@ static void usage(FILE *f) {
 "                       (tab-separated: measured and predicted ms, copies beside)\n"
 "  --mem-trace          CUDA: synchronize after every step and list the steps\n"
 "                       after which the process's device memory grew (slow)\n"
-"  --graph G            on | off: capture the training iteration once and replay\n"
-"                       it (a CUDA graph; default on); off issues every op\n"
+"  --graph G            auto | on | off: capture the training iteration once and\n"
+"                       replay it (a CUDA graph); auto (default) where the plan\n"
+"                       offloads nothing; off issues every op\n"
 "  --help               this text\n"
 "  --version            version and build features\n"
 VD_CLI_LIST_NETS_HELP

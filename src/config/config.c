@@ -137,7 +137,7 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     so->backend_opts = c->backend_opts;
     so->mem_trace = c->mem_trace;
     so->step_times = c->step_times;
-    so->graph = !c->graph_off;
+    so->graph = c->has_graph ? c->graph : VD_GRAPH_AUTO;
 
     vd_plan_opts *po = &r->plan;
     vd_plan_opts_init(po);

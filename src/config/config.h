@@ -69,8 +69,8 @@ typedef struct vd_config {
                                    --sync-debug */
     bool mem_trace;             /* --mem-trace (vdnn-train) */
     bool step_times;            /* --step-times (vdnn-train) */
-    bool graph_off;             /* --graph off (vdnn-train, vdnn-bench): no captured
-                                   iterations */
+    bool has_graph;             /* --graph given (vdnn-train, vdnn-bench) */
+    vd_graph_mode graph;        /* its captured iterations (else auto) */
     int gpus;                   /* --gpus N: data-parallel ranks; 0 = not given (1) */
     const char *chunks;         /* --chunks K | LAYER=K,...: split layers; NULL = none */
     const char *freeze;         /* --freeze PATTERN: frozen parameters (vd_net_freeze);

@@ -19,6 +19,9 @@
 struct vd_plan;   /* plan/plan.h */
 typedef struct vd_exec vd_exec;
 
+/* vd_exec_opts.graph. OFF is 0: opts that do not name it run eagerly. */
+typedef enum { VD_GRAPH_OFF = 0, VD_GRAPH_ON = 1, VD_GRAPH_AUTO = 2 } vd_graph_mode;
+
 typedef struct vd_exec_opts {
     bool poison;        /* NaN-fill regions on release and before prefetch lands */
     int fault;          /* test-only fault injection: VD_FAULT_* */
@@ -55,12 +58,15 @@ typedef struct vd_exec_opts {
     vd_allreduce *allreduce;
     uint64_t bucket_bytes;
     /* Capture the training iteration and replay it (be->capture_begin; the
-     * CUDA graph of a step, --graph on): steps that make the same host-side
-     * choices replay one graph instead of issuing every operation. Steps
-     * run eagerly where the backend has no capture, and always with
-     * poison, fault, sync_debug, step_times or allreduce (member.c's
-     * graph_eligible). The results are the same bits either way. */
-    bool graph;
+     * CUDA graph of a step): steps that make the same host-side choices
+     * replay one graph instead of issuing every operation. VD_GRAPH_AUTO
+     * (vdnn-train's and vdnn-bench's default, --graph auto): only where the
+     * plan moves no maps between the device and the host; VD_GRAPH_ON
+     * wherever it may. Steps run eagerly where the backend has no capture,
+     * and always with poison, fault, sync_debug, step_times without
+     * event_mark, or allreduce (member.c's graph_eligible). The results are
+     * the same bits either way. */
+    vd_graph_mode graph;
     /* The rank (0 = the first): dropout masks of rank r > 0 use the seed
      * vd_exec_rank_seed(seed, r), so that the ranks' shards draw different
      * masks; rank 0 uses the run's seed (a single rank is unchanged). */

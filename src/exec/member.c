@@ -1236,14 +1236,18 @@ typedef struct graph_slot {
 } graph_slot;
 
 /* Whether a training step of m may be captured: the backend captures, the
- * run asked for it, and nothing in the step needs the host between its
- * operations (poison fills and fault injection are debugging tools the
- * eager walk keeps exact; --sync-debug waits per op; step_times needs
- * timing marks inside a graph, backend.h's event_mark; data parallel's
- * all-reduce has its own stream and communicator). */
+ * run asked for it (VD_GRAPH_AUTO: where the plan offloads nothing), and
+ * nothing in the step needs the host between its operations (poison fills
+ * and fault injection are debugging tools the eager walk keeps exact;
+ * --sync-debug waits per op; step_times needs timing marks inside a graph,
+ * backend.h's event_mark; data parallel's all-reduce has its own stream and
+ * communicator). Auto leaves plans with offloads eager: a replayed
+ * iteration's copies run slower than the same copies issued one by one, by
+ * more than the launches the replay saves (docs/measurements.md). */
 static bool graph_eligible(const vdx_member *m) {
     const vd_exec_opts *o = &m->opts;
-    return o->graph && m->be->capture_begin && !o->poison && o->fault == VD_FAULT_NONE &&
+    bool asked = o->graph == VD_GRAPH_ON || (o->graph == VD_GRAPH_AUTO && m->plan->offload_bytes == 0);
+    return asked && m->be->capture_begin && !o->poison && o->fault == VD_FAULT_NONE &&
            !o->sync_debug && (m->ev_steps < 0 || m->be->event_mark) && !o->allreduce;
 }
 

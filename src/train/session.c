@@ -9,7 +9,7 @@ void vd_session_opts_init(vd_session_opts *o) {
     memset(o, 0, sizeof *o);
     o->backend = "auto";
     o->math = VD_MATH_FP32;
-    o->graph = true;
+    o->graph = VD_GRAPH_AUTO;
 }
 
 /* One driver sample: *used = total - free. Returns false when unknown. */
@@ -282,7 +282,7 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
                         .layers_ready = true, .before_pool = sample_before_pool,
                         .before_pool_ctx = s, .step_times = s->step_times,
                         /* the memory trace samples after every step */
-                        .graph = s->graph && !s->mem_trace,
+                        .graph = s->mem_trace ? VD_GRAPH_OFF : s->graph,
                         .allreduce = s->allreduce, .bucket_bytes = s->bucket_bytes,
                         .rank = s->rank };
     if (s->be->mem_info) {

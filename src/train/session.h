@@ -67,9 +67,9 @@ typedef struct vd_session_opts {
                                      --sync-debug) */
     bool step_times;            /* measure when each training step ends on the compute
                                    stream (vd_exec_opts.step_times; vdnn-train --step-times) */
-    bool graph;                 /* capture the training iteration and replay it
-                                   (vd_exec_opts.graph; --graph on, the default of
-                                   vd_session_opts_init); off with mem_trace */
+    vd_graph_mode graph;        /* capture the training iteration and replay it
+                                   (vd_exec_opts.graph; --graph, VD_GRAPH_AUTO the
+                                   default of vd_session_opts_init); off with mem_trace */
     bool mem_trace;             /* CUDA, debugging: after every step of every pass,
                                    synchronize and sample device memory; growth is
                                    recorded in vd_session_memory.growth (slows
@@ -163,7 +163,7 @@ typedef struct vd_session {
     vd_session_memory mem;
     bool mem_trace;             /* from vd_session_opts */
     bool step_times;            /* from vd_session_opts */
-    bool graph;                 /* from vd_session_opts */
+    vd_graph_mode graph;        /* from vd_session_opts */
     vd_allreduce *allreduce;    /* from vd_session_opts (data parallel) */
     uint64_t bucket_bytes;
     int rank;

@@ -65,8 +65,8 @@ static void put_batch(vd_exec *ex, const vd_net *net, int it, bool next, bool sy
  * next batch staged each step (as vdnn-train's loader does), an evaluation
  * after step 9; graph: vd_exec_opts.graph; synth: the batches made by the
  * backend (put_batch). */
-static void run_graph(const vd_net *net, vd_policy pol, const vd_device_params *dev, bool graph,
-                      bool synth, g_out *o) {
+static void run_graph(const vd_net *net, vd_policy pol, const vd_device_params *dev,
+                      vd_graph_mode graph, bool synth, g_out *o) {
     memset(o, 0, sizeof *o);
     vd_err e = {0};
     vd_profile prof;
@@ -140,8 +140,8 @@ START_TEST(graph_bakes_nothing) {
         int64_t host_launches = 0;
         for (int synth = 0; synth < 2; synth++) {
             g_out a, b;
-            run_graph(&net, plans[k].pol, plans[k].dev, false, synth, &a);
-            run_graph(&net, plans[k].pol, plans[k].dev, true, synth, &b);
+            run_graph(&net, plans[k].pol, plans[k].dev, VD_GRAPH_OFF, synth, &a);
+            run_graph(&net, plans[k].pol, plans[k].dev, VD_GRAPH_ON, synth, &b);
             const char *what = vd_optimizer_name(net.train.optimizer),
                        *data = synth ? "synthetic" : "host";
             ck_assert_msg(b.stages, "%s plan %zu: no input staging", what, k);
@@ -181,6 +181,33 @@ START_TEST(graph_bakes_nothing) {
         }
     }
     ck_assert_msg(recomputed && offloaded, "the plans neither recompute nor offload");
+    vd_net_free(&net);
+}
+END_TEST
+
+/* --graph auto (VD_GRAPH_AUTO): a plan that offloads runs eagerly (a
+ * replayed iteration's copies ran slower than eager ones on the GPU:
+ * member.c's graph_eligible), one that offloads nothing captures as
+ * VD_GRAPH_ON does: one capture per input pair's key, as above; and on
+ * captures the offloading plan. The training itself is the same bits either
+ * way (graph_bakes_nothing). */
+START_TEST(auto_captures_plans_without_offloads) {
+    vd_net net;
+    tn_lenet(&net, BATCH);
+    g_out o;
+    run_graph(&net, VD_POLICY_ALL, &vd_device_h200, VD_GRAPH_AUTO, false, &o);
+    ck_assert_msg(o.n_offloaded > 0, "policy all offloads nothing");
+    ck_assert_int_eq(o.st.graph_captures, 0);
+    ck_assert_int_eq(o.st.graph_launches, 0);
+    free(o.params); free(o.state);
+    run_graph(&net, VD_POLICY_ALL, &vd_device_h200, VD_GRAPH_ON, false, &o);
+    ck_assert_int_eq(o.st.graph_captures, 2);
+    free(o.params); free(o.state);
+    run_graph(&net, VD_POLICY_NONE, &vd_device_h200, VD_GRAPH_AUTO, false, &o);
+    ck_assert_int_eq(o.n_offloaded, 0);
+    ck_assert_int_eq(o.st.graph_captures, 2);
+    ck_assert_msg(o.st.graph_launches >= ITERS / 2, "%lld graph launches", (long long)o.st.graph_launches);
+    free(o.params); free(o.state);
     vd_net_free(&net);
 }
 END_TEST
@@ -326,5 +353,5 @@ START_TEST(train_run_times_replays) {
 }
 END_TEST
 
-VDT_MAIN("graph", 0, graph_bakes_nothing, replay_reads_step_scalars, replay_reads_synth_slots,
-         train_run_times_replays)
+VDT_MAIN("graph", 0, graph_bakes_nothing, auto_captures_plans_without_offloads,
+         replay_reads_step_scalars, replay_reads_synth_slots, train_run_times_replays)

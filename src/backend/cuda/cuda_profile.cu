@@ -602,11 +602,13 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
  * (timed on a first, warm-up run), and both start at the event after them,
  * so neither the copies' overlap nor the pass's time depends on how fast
  * the host issues the pass (issued behind the pass, the copies overlapped
- * only its tail where the host barely keeps ahead of its kernels). *slow is
- * left alone when the pass is too short for one copy. */
+ * only its tail where the host barely keeps ahead of its kernels). *copy_bw:
+ * the copies' rate beside the pass (bytes/s, the median of the runs with
+ * them). *slow and *copy_bw are left alone when the pass is too short for
+ * one copy. */
 enum { SLOW_PAIRS = 3 };
 static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double *slow,
-                             vd_err *e) {
+                             double *copy_bw, vd_err *e) {
     cudaStream_t s = cu_compute(p->c);
     int n = (int)(0.8 * pass_s * bw / (double)COPY_BYTES);
     if (n < 1) return VD_OK;
@@ -614,7 +616,7 @@ static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double
     double load_s, host_s = 0;
     int rc = time_load(p, &load_s, e);
     if (rc) return rc;
-    float ratio[SLOW_PAIRS];
+    float ratio[SLOW_PAIRS], rate[SLOW_PAIRS];
     double with_s = 0, beside_s = 0;
     /* r -1: the warm-up, ungated, which times the host's enqueue of the
      * pass and the copies; then pairs: even r with the copies, odd alone */
@@ -640,12 +642,14 @@ static int time_compute_slow(prof *p, int mode, double pass_s, double bw, double
             CUDA_CHECK(e, cudaEventElapsedTime(&copy_ms, p->ev[0], p->ev[1]));
             with_s = pass_ms * 1e-3;
             beside_s = fmin(copy_ms * 1e-3, with_s);
+            rate[r / 2] = copy_ms > 0 ? (float)(n * (double)COPY_BYTES / (copy_ms * 1e-3)) : 0.0f;
             continue;
         }
         ratio[r / 2] = beside_s > 0 ? (float)((with_s - pass_ms * 1e-3) / beside_s) : 0.0f;
     }
     double f = median(ratio, SLOW_PAIRS);
     *slow = f > 1 ? 1 : f > 0 ? f : 0;   /* noise below zero, the file's limit above */
+    *copy_bw = median(rate, SLOW_PAIRS);
     return VD_OK;
 }
 
@@ -894,10 +898,13 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
         TRYRC(time_sustained(&p, out, e));
         double fwd_s, bwd_s;
         pass_times(net, out, &fwd_s, &bwd_s);
-        TRYRC(time_compute_slow(&p, 0, fwd_s, d->d2h_bw_busy, &d->compute_slow_d2h, e));
-        TRYRC(time_compute_slow(&p, 1, bwd_s, d->h2d_bw_busy, &d->compute_slow_h2d, e));
+        double d2h_pass = 0, h2d_pass = 0;
+        TRYRC(time_compute_slow(&p, 0, fwd_s, d->d2h_bw_busy, &d->compute_slow_d2h, &d2h_pass, e));
+        TRYRC(time_compute_slow(&p, 1, bwd_s, d->h2d_bw_busy, &d->compute_slow_h2d, &h2d_pass, e));
         cg_dbg(c, 1, "profile: copies beside a pass (under load) slow it by %.3f s per second of "
-               "D2H, %.3f of H2D", d->compute_slow_d2h, d->compute_slow_h2d);
+               "D2H, %.3f of H2D; they ran at %.1f / %.1f GB/s (%.1f / %.1f beside the memory-bound "
+               "kernel)", d->compute_slow_d2h, d->compute_slow_h2d, 1e-9 * d2h_pass, 1e-9 * h2d_pass,
+               1e-9 * d->d2h_bw_busy, 1e-9 * d->h2d_bw_busy);
         TRY(cudaStreamSynchronize(s));
     }
 #undef TRY
