@@ -53,7 +53,7 @@ _vdnn_values() {
     --conv-tune) echo 'on off retime' ;;
     --conv-api) echo 'auto graph legacy' ;;
     --conv-split) echo 'auto off force' ;;
-    --graph) echo 'on off' ;;
+    --graph) echo 'auto on off' ;;
     --format) case ${2##*/} in vdnn-predict) echo 'table jsonl' ;; *) echo 'table json' ;; esac ;;
     --jpeg) echo 'turbo turbo-full stb' ;;
     esac
