@@ -810,7 +810,10 @@ static int report(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
     /* a step is captured once its graph key (the input buffers, whether the
      * batches are made on the device) repeats: member.c, graph_key */
-    if (trained)
+    if (trained && j->ses.graph == VD_GRAPH_AUTO && j->plan.offload_bytes > 0)
+        printf("captured iteration: none (--graph auto: a plan that offloads runs eagerly; "
+               "--graph on replays it)\n");
+    else if (trained)
         printf("captured iteration: %lld of %lld training steps replayed it (%lld captured)\n",
                (long long)(st.graph_launches - st.graph_captures), (long long)st.train_steps,
                (long long)st.graph_captures);

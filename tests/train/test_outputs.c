@@ -446,6 +446,17 @@ START_TEST(report_counts_replays) {
         ck_assert_msg(!k || strstr(out, "synthetic batches generated on the device"), "%s", out);
         vd_free(out);
     }
+    /* --graph auto (the default) leaves a plan that offloads eager, and
+     * says so; --graph on replays it */
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "'%s' --data synthetic:64,16 --batch 8 --iters 6 --policy all%s",
+                 g_net, k ? " --graph on" : "");
+        int rc = run(g_train, &out, args);
+        ck_assert_msg(rc == 0 && strstr(out, k ? "captured iteration: 4 of 6 training steps replayed it"
+                                               : "captured iteration: none (--graph auto: a plan that "
+                                                 "offloads runs eagerly"), "%s: exit %d:\n%s", args, rc, out);
+        vd_free(out);
+    }
     vdt_rmrf(dir);
     vd_free(dir);
 }
