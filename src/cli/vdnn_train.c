@@ -810,7 +810,7 @@ static int report(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
            vd_fmt_bytes(st.prefetch_bytes_iter, f, sizeof f));
     /* a step is captured once its graph key (the input buffers, whether the
      * batches are made on the device) repeats: member.c, graph_key */
-    if (trained && j->ses.graph == VD_GRAPH_AUTO && j->plan.offload_bytes > 0)
+    if (trained && j->ses.graph == VD_GRAPH_AUTO && !vd_exec_graph_asked(j->ses.graph, &j->plan))
         printf("captured iteration: none (--graph auto: a plan that offloads runs eagerly; "
                "--graph on replays it)\n");
     else if (trained)

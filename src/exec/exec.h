@@ -22,6 +22,13 @@ typedef struct vd_exec vd_exec;
 /* vd_exec_opts.graph. OFF is 0: opts that do not name it run eagerly. */
 typedef enum { VD_GRAPH_OFF = 0, VD_GRAPH_ON = 1, VD_GRAPH_AUTO = 2 } vd_graph_mode;
 
+/* Whether mode asks for plan's training iterations to be captured: ON
+ * always, AUTO where the plan offloads nothing (a replayed iteration's
+ * copies run slower than the same copies issued one by one, by more than
+ * the launches the replay saves: docs/measurements.md). The executor
+ * captures only where the step allows it too (vd_exec_opts.graph). */
+bool vd_exec_graph_asked(vd_graph_mode mode, const struct vd_plan *plan);
+
 typedef struct vd_exec_opts {
     bool poison;        /* NaN-fill regions on release and before prefetch lands */
     int fault;          /* test-only fault injection: VD_FAULT_* */
@@ -59,13 +66,12 @@ typedef struct vd_exec_opts {
     uint64_t bucket_bytes;
     /* Capture the training iteration and replay it (be->capture_begin; the
      * CUDA graph of a step): steps that make the same host-side choices
-     * replay one graph instead of issuing every operation. VD_GRAPH_AUTO
-     * (vdnn-train's and vdnn-bench's default, --graph auto): only where the
-     * plan moves no maps between the device and the host; VD_GRAPH_ON
-     * wherever it may. Steps run eagerly where the backend has no capture,
-     * and always with poison, fault, sync_debug, step_times without
-     * event_mark, or allreduce (member.c's graph_eligible). The results are
-     * the same bits either way. */
+     * replay one graph instead of issuing every operation, where the mode
+     * asks for it (vd_exec_graph_asked; VD_GRAPH_AUTO is vdnn-train's and
+     * vdnn-bench's default, --graph auto). Steps run eagerly where the
+     * backend has no capture, and always with poison, fault, sync_debug,
+     * step_times without event_mark, or allreduce (member.c's
+     * graph_eligible). The results are the same bits either way. */
     vd_graph_mode graph;
     /* The rank (0 = the first): dropout masks of rank r > 0 use the seed
      * vd_exec_rank_seed(seed, r), so that the ranks' shards draw different

@@ -1235,20 +1235,21 @@ typedef struct graph_slot {
     walk_stats w;               /* the capture's walk: what a replay would have counted */
 } graph_slot;
 
+bool vd_exec_graph_asked(vd_graph_mode mode, const vd_plan *plan) {
+    return mode == VD_GRAPH_ON || (mode == VD_GRAPH_AUTO && plan->offload_bytes == 0);
+}
+
 /* Whether a training step of m may be captured: the backend captures, the
- * run asked for it (VD_GRAPH_AUTO: where the plan offloads nothing), and
- * nothing in the step needs the host between its operations (poison fills
- * and fault injection are debugging tools the eager walk keeps exact;
- * --sync-debug waits per op; step_times needs timing marks inside a graph,
- * backend.h's event_mark; data parallel's all-reduce has its own stream and
- * communicator). Auto leaves plans with offloads eager: a replayed
- * iteration's copies run slower than the same copies issued one by one, by
- * more than the launches the replay saves (docs/measurements.md). */
+ * run asked for it (vd_exec_graph_asked), and nothing in the step needs the
+ * host between its operations (poison fills and fault injection are
+ * debugging tools the eager walk keeps exact; --sync-debug waits per op;
+ * step_times needs timing marks inside a graph, backend.h's event_mark;
+ * data parallel's all-reduce has its own stream and communicator). */
 static bool graph_eligible(const vdx_member *m) {
     const vd_exec_opts *o = &m->opts;
-    bool asked = o->graph == VD_GRAPH_ON || (o->graph == VD_GRAPH_AUTO && m->plan->offload_bytes == 0);
-    return asked && m->be->capture_begin && !o->poison && o->fault == VD_FAULT_NONE &&
-           !o->sync_debug && (m->ev_steps < 0 || m->be->event_mark) && !o->allreduce;
+    return vd_exec_graph_asked(o->graph, m->plan) && m->be->capture_begin && !o->poison &&
+           o->fault == VD_FAULT_NONE && !o->sync_debug && (m->ev_steps < 0 || m->be->event_mark) &&
+           !o->allreduce;
 }
 
 /* The key of a step about to run with walk w. */
