@@ -362,9 +362,9 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
  * budget; one that does not fit is left out (not the search's fastest
  * configuration seen, as a start's: that is *P's). *fitted: its plan fit
  * within the gate. Replaces *P when faster; c ends with *P's
- * configuration. It runs after the starts, not among them: there it took effort that the other starts and the
- * kicks needed where its plan was not the best
- * (docs/results/2026-12-06-s20/seed.md). */
+ * configuration. It runs after the starts, not among them: there it took
+ * effort that the other starts and the kicks needed where its plan was not
+ * the best (docs/results/2026-12-06-s20/seed.md). */
 static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const bool *seed,
                        double bound_s, vd_plan *P, bool *fitted, vd_err *e) {
     double work = c->work, effort = c->effort, cap_saved = c->s->cap, cap = vdp_search_cap(c->s);
