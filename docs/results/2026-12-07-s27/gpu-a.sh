@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Session 27 (not run: no device machine started), meant as the first call: issue 32 part 5 with --graph auto (the default
-# since dfb13fc: offloading plans run eagerly), on the issue's card where
-# one is lent: vdnn-bench none / auto at the tight budgets beside PyTorch
-# channels-last checkpointing (one checkpoint per block for the ResNets),
-# all through tools/torch_compare.py. bf16 ResNet-152 10 / 8 / 6 GiB,
-# ResNet-50 4 GiB, VGG-16 6 / 4 GiB; fp32 VGG-16 8 GiB. Prints as it runs.
+# Session 27 (not run: no device machine started), meant as its first
+# call: issue 32 part 5 with --graph auto (the default since dfb13fc:
+# offloading plans run eagerly), on the issue's card where one is lent:
+# vdnn-bench none / auto at the tight budgets beside PyTorch channels-last
+# checkpointing (one checkpoint per block for the ResNets), all through
+# tools/torch_compare.py. bf16 ResNet-152 10 / 8 / 6 GiB, ResNet-50 4 GiB,
+# VGG-16 6 / 4 GiB; fp32 VGG-16 8 GiB. Prints as it runs.
 # usage (device machine, after tar xJf .carry/build-h100.txz): gpu-a.sh BUILD OUTDIR
 set -u
 B=${1:-build-h100}; O=${2:-/tmp/s27a}; mkdir -p "$O"
