@@ -8,7 +8,9 @@
 # external record), then the GPU tests of the captured iteration (bitwise
 # against eager), then vdnn-bench bf16 b256 ResNet-152 10 / 6 GiB and
 # ResNet-50 4 GiB with one measured profile per net: new --graph on, old
-# --graph on, new --graph off. Prints as it runs.
+# --graph on, new --graph off; between them the copy rates of a replayed
+# ResNet-152 10 GiB iteration (vdnn-train --step-times), new and old.
+# Prints as it runs.
 # Here: nvcc -O2 -arch=sm_90 -o .carry/graphcopy docs/results/2026-12-07-s27/graphcopy.cu;
 #   tools/gpu-pack build-h100 && cp .carry/build-h100.txz .carry/build-old.txz;
 #   git apply docs/results/2026-12-07-s27/script-capture.patch && ninja -C build-h100 && tools/gpu-pack build-h100
@@ -39,6 +41,16 @@ bench() {   # tag build net budgets graph
 bench new-on $B resnet152 10G,6G,peak on
 bench old-on $OLD resnet152 10G,6G,peak on
 bench new-off $B resnet152 10G,6G,peak off
+# the copy rates of a replayed iteration (--no-stage-input: the last one is
+# replayed too), patched and one-graph
+for b in new:$B old:$OLD; do
+    [ $(( DEADLINE - SECONDS )) -lt 100 ] && break
+    timeout 60 ${b#*:}/vdnn-train nets/resnet152.yaml --batch 256 --math bf16 --budget 10G --iters 12 \
+        --graph on --no-stage-input --step-times --profile "$O/resnet152-profile.json" \
+        > "$O/resnet152-10G-${b%%:*}-steps.txt" 2>&1
+    echo "== resnet152 10G ${b%%:*} step times: exit $?"
+    grep -E "D2H|H2D|captured|measured" "$O/resnet152-10G-${b%%:*}-steps.txt" | head -6 | cut -c1-150
+done
 bench new-on $B resnet50 4G,peak on
 bench old-on $OLD resnet50 4G,peak on
 bench new-off $B resnet50 4G,peak off
