@@ -29,7 +29,7 @@ _vdnn_flags() {
         --conv-api= --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --csv=
         --deterministic --device= --freeze= --graph= --help --iters= --json= --list-nets --math=
         --no-fuse --no-stage-input --optimizer= --plot= --policies= --prefetch= --profile=
-        --profile-out= --quiet
+        --profile-out= --quiet --rounds=
         --seed= --steps= --sync-debug --version --warmup=' ;;
     vdnn-predict) echo '--analytic-profile --backend= --batch= --budget= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --data=

@@ -24,7 +24,7 @@
 
 static const char *const PROG = "vdnn-bench";
 static const char *const DEFAULT_POLICIES = "none,all,conv,dyn,auto";
-enum { MAX_BUDGETS = 256, DEFAULT_STEPS = 5 };
+enum { MAX_BUDGETS = 256, DEFAULT_STEPS = 5, MAX_ROUNDS = 16 };
 
 static void usage(FILE *f) {
     char pol[160], nets[3 * PATH_MAX];
@@ -56,6 +56,11 @@ static void usage(FILE *f) {
 "                       (POSIX extended regex searched in the parameter names)\n"
 "  --warmup N           untimed iterations per point (default 2)\n"
 "  --iters N            timed iterations per point (default 5)\n"
+"  --rounds N           sweep N times, each point once per round (a fresh\n"
+"                       executor, --warmup then --iters), and report the mean\n"
+"                       over the rounds: a drift of the device's speed (clock,\n"
+"                       heat) during the sweep lands on every point alike\n"
+"                       (default 1, at most %d)\n"
 "  --seed N             seed of the initial weights and synthetic data\n"
 "  --optimizer O        sgd | adamw: the update the iterations run and whose\n"
 "                       state the plans keep (default: the spec's\n"
@@ -82,14 +87,14 @@ VD_CLI_LIST_NETS_HELP
 "\n"
 "Exit status: 0 ok (infeasible points are rows, not errors), 2 usage, 3 spec,\n"
 "4 io, 5 data, 7 device, 8 unsupported, 9 nomem, 10 numeric.\n",
-            nets, DEFAULT_STEPS, pol, DEFAULT_POLICIES, VD_CLI_BACKEND_HELP);
+            nets, DEFAULT_STEPS, pol, DEFAULT_POLICIES, MAX_ROUNDS, VD_CLI_BACKEND_HELP);
 }
 
 /* ---- options ------------------------------------------------------------- */
 
 typedef struct opts {
     vd_cli_common c;            /* NET.yaml and the run setup (shared with vdnn-train) */
-    int64_t steps, warmup, iters;
+    int64_t steps, warmup, iters, rounds;
     const char *budgets, *policies;
     const char *csv, *json, *plot;
     vd_policy pol[VD_POLICY_COUNT];
@@ -99,7 +104,7 @@ typedef struct opts {
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true}, {"chunks", true},
     {"freeze", true},
-    {"warmup", true}, {"iters", true}, {"seed", true}, {"optimizer", true}, {"backend", true},
+    {"warmup", true}, {"iters", true}, {"rounds", true}, {"seed", true}, {"optimizer", true}, {"backend", true},
     {"device", true},
     {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
@@ -140,6 +145,7 @@ static int bench_flag(void *ctx, const char *name, const char *val, vd_err *e) {
     if (!strcmp(name, "steps")) rc = vd_cli_int(name, val, 1, MAX_BUDGETS, &o->steps, e);
     else if (!strcmp(name, "warmup")) rc = vd_cli_int(name, val, 0, 1 << 20, &o->warmup, e);
     else if (!strcmp(name, "iters")) rc = vd_cli_int(name, val, 1, 1 << 20, &o->iters, e);
+    else if (!strcmp(name, "rounds")) rc = vd_cli_int(name, val, 1, MAX_ROUNDS, &o->rounds, e);
     else if (!strcmp(name, "budgets")) o->budgets = val;
     else if (!strcmp(name, "policies")) o->policies = val;
     else if (!strcmp(name, "csv")) o->csv = val;
@@ -155,6 +161,7 @@ static int parse_args(int argc, char **argv, opts *o, vd_err *e) {
     o->steps = DEFAULT_STEPS;
     o->warmup = 2;
     o->iters = 5;
+    o->rounds = 1;
     int rc = vd_cli_parse(argc, argv, PROG, usage, FLAGS, (int)VD_ARRAY_LEN(FLAGS), &o->c,
                           bench_flag, o, e);
     if (rc) return rc;
@@ -171,7 +178,9 @@ typedef struct point {
     bool failed;                /* an error stopped it (note says which) */
     char offload_policy[16];    /* what decided the offloads (dyn: none/conv/all) */
     char note[400];             /* why infeasible, or the error that stopped the point */
-    double iter_s, iter_min_s;  /* measured: mean and fastest timed iteration */
+    double iter_s, iter_min_s;  /* measured: mean and fastest timed iteration, over the rounds */
+    double round_s[MAX_ROUNDS]; /* each round's mean timed iteration */
+    double sum_s;               /* the timed iterations of the rounds run so far */
     double images_s;
     uint64_t pool_hwm, live_peak;
     bool has_device;
@@ -363,13 +372,18 @@ static int device_inputs(bench *b, vd_exec *ex, vd_err *e) {
     return rc;
 }
 
-/* One point: plan, executor, warm-up, timed iterations, stats. An
- * infeasible budget is a row (feasible = no), not an error. Any other error
- * is returned (and kept in pt->note); the sweep goes on without the point. */
-static int run_point(bench *b, point *pt, int idx, vd_err *e) {
+/* One point in round r: plan, executor, warm-up, timed iterations, stats
+ * (the timings added to the earlier rounds'; the plan is the same in every
+ * round). An infeasible budget is a row (feasible = no), not an error. Any
+ * other error is returned (and kept in pt->note); the sweep goes on without
+ * the point. */
+static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
     const opts *o = b->o;
-    char bb[32];
+    char bb[32], at[64];
     vd_fmt_bytes(pt->budget, bb, sizeof bb);
+    if (o->rounds > 1) snprintf(at, sizeof at, "[%d/%d, round %d/%lld]", idx + 1, b->n_pts, r + 1,
+                                (long long)o->rounds);
+    else snprintf(at, sizeof at, "[%d/%d]", idx + 1, b->n_pts);
     vd_plan_opts po = b->run.plan;
     po.policy = pt->policy;
     po.budget = pt->budget;
@@ -381,13 +395,13 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
         pt->feasible = false;
         snprintf(pt->note, sizeof pt->note, "%s", e->msg);
         vd_plan_free(&plan);
-        progress(b, "[%d/%d] budget %s, policy %s: infeasible", idx + 1, b->n_pts, bb,
+        progress(b, "%s budget %s, policy %s: infeasible", at, bb,
                  vd_policy_name(pt->policy));
         return VD_OK;
     }
     if (rc) {
         if (plan.n_layers) vd_plan_free(&plan);
-        progress(b, "[%d/%d] budget %s, policy %s: failed: %s", idx + 1, b->n_pts, bb,
+        progress(b, "%s budget %s, policy %s: failed: %s", at, bb,
                  vd_policy_name(pt->policy), e->msg);
         vd_err_prefix(e, "budget %s, policy %s", bb, vd_policy_name(pt->policy));
         pt->failed = true;
@@ -438,7 +452,7 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
         rc = vd_exec_train_step(ex, lr, it++, &loss, e);
     }
     vd_session_mem_sample(&b->ses);
-    double sum = 0, best = INFINITY;
+    double sum = 0, best = r > 0 ? pt->iter_min_s : INFINITY;
     for (int64_t k = 0; k < o->iters && !rc; k++) {
         vd_exec_next_ready(ex);
         rc = vd_exec_train_step(ex, lr, it++, &loss, e);
@@ -451,7 +465,9 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
     if (!rc) {
         vd_exec_stats st;
         vd_exec_get_stats(ex, &st);
-        pt->iter_s = sum / (double)o->iters;
+        pt->round_s[r] = sum / (double)o->iters;
+        pt->sum_s += sum;
+        pt->iter_s = pt->sum_s / (double)(o->iters * (r + 1));
         pt->iter_min_s = best;
         pt->images_s = pt->iter_s > 0 ? b->batch / pt->iter_s : 0;
         pt->pool_hwm = st.pool_hwm;
@@ -465,16 +481,20 @@ static int run_point(bench *b, point *pt, int idx, vd_err *e) {
         pt->error_pct = pt->has_pred ? 100.0 * (pt->iter_s - pt->predicted_s) / pt->predicted_s : 0;
         vd_session_mem_report mr;
         vd_session_mem_check(&b->ses, plan.budget, &mr);
-        pt->has_device = mr.known;
-        pt->device_used = mr.used_max;
-        pt->device_overhead = mr.overhead;
-        pt->device_within = mr.within;
-        progress(b, "[%d/%d] budget %s, policy %s: %.4f s/iter, %.1f img/s (predicted %.4f s)",
-                 idx + 1, b->n_pts, bb, vd_policy_name(pt->policy), pt->iter_s, pt->images_s,
+        /* the device memory: the round that used the most */
+        if (r == 0 || (mr.known && mr.used_max > pt->device_used)) {
+            pt->has_device = mr.known;
+            pt->device_used = mr.used_max;
+            pt->device_overhead = mr.overhead;
+            pt->device_within = mr.within;
+        }
+        progress(b, "%s budget %s, policy %s: %.4f s/iter, %.1f img/s (predicted %.4f s)", at,
+                 bb, vd_policy_name(pt->policy), pt->round_s[r], b->batch / pt->round_s[r],
                  pt->predicted_s);
         pt->measured = true;
     } else {
-        progress(b, "[%d/%d] budget %s, policy %s: failed: %s", idx + 1, b->n_pts, bb,
+        pt->measured = false;   /* a later round's failure: no partial means */
+        progress(b, "%s budget %s, policy %s: failed: %s", at, bb,
                  vd_policy_name(pt->policy), e->msg);
         vd_err_prefix(e, "budget %s, policy %s", bb, vd_policy_name(pt->policy));
         pt->failed = true;
@@ -505,6 +525,7 @@ static json_t *bench_json(const bench *b) {
                           "prefetch", vd_prefetch_name(o->c.cfg.prefetch),
                           "profile", vd_json_text(b->ses.prof.source),
                           "warmup", (json_int_t)o->warmup, "iters", (json_int_t)o->iters);
+    vd_json_set(r, "rounds", json_integer(o->rounds), &ok);
     vd_json_set(r, "input", json_pack("{s:i, s:i, s:i, s:i}", "channels", b->net.in_c, "height",
                                       b->net.in_h, "width", b->net.in_w, "classes", b->net.classes),
                 &ok);
@@ -523,7 +544,7 @@ static json_t *bench_json(const bench *b) {
         const point *p = &b->pts[i];
         bool m = p->measured, md = m && p->has_device, mp = m && p->has_pred;
         json_t *null = json_null();     /* a singleton: never fails, needs no release */
-        vd_json_push(pts, json_pack(
+        json_t *pj = json_pack(
             "{s:o, s:s, s:b, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o,"
             " s:o, s:o, s:o, s:o, s:o, s:o}",
             "budget_bytes", vd_json_uint(p->budget), "policy", vd_policy_name(p->policy),
@@ -546,7 +567,11 @@ static json_t *bench_json(const bench *b) {
             "predicted_s", mp ? vd_json_real(p->predicted_s) : null,
             "error_pct", mp ? vd_json_real(p->error_pct) : null,
             "bound_s", m && p->has_bound ? vd_json_real(p->bound_s) : null,
-            "note", vd_json_text(p->note)), &ok);
+            "note", vd_json_text(p->note));
+        json_t *rs = m ? json_array() : null;   /* each round's mean timed iteration */
+        for (int k = 0; m && k < o->rounds; k++) vd_json_push(rs, vd_json_real(p->round_s[k]), &ok);
+        vd_json_set(pj, "round_s", rs, &ok);
+        vd_json_push(pts, pj, &ok);
     }
     if (!ok) { json_decref(r); return NULL; }
     return r;
@@ -748,8 +773,11 @@ static char *fmt_budget(const bench *b, uint64_t v, char *buf, size_t n) {
 
 static void print_table(const bench *b) {
     printf("%s, batch %d, backend %s, math %s, profile %s; %lld warm-up + %lld timed "
-           "iterations per point\n", b->net.name, b->batch, b->ses.be->name, math_name(b),
+           "iterations per point", b->net.name, b->batch, b->ses.be->name, math_name(b),
            b->ses.prof.source, (long long)b->o->warmup, (long long)b->o->iters);
+    if (b->o->rounds > 1)
+        printf(" in each of %lld rounds (s/iter: their mean)", (long long)b->o->rounds);
+    printf("\n");
     printf("%-12s %-7s %-8s %9s %9s %11s %11s %9s %9s %10s %7s %9s\n", "budget", "policy",
            "feasible", "s/iter", "img/s", "pool hwm", "device", "offload", "copy", "predicted",
            "error", "bound");
@@ -851,9 +879,10 @@ static int set_up(bench *b, const opts *o, vd_err *e) {
     return VD_OK;
 }
 
-/* Every budget x policy point. A point that fails is a row saying why; the
- * sweep goes on, and *n_failed counts them, the first one's error in
- * *point_rc and *pe. Returns what stops the sweep (a stop signal, memory). */
+/* Every budget x policy point, --rounds times in turn. A point that fails
+ * is a row saying why; the sweep goes on without it, and *n_failed counts
+ * them, the first one's error in *point_rc and *pe. Returns what stops the
+ * sweep (a stop signal, memory). */
 static int sweep(bench *b, const opts *o, int *n_failed, int *point_rc, vd_err *pe, vd_err *e) {
     int rc;
     if ((rc = min_budgets(b, e)) || (rc = make_budgets(b, e)) || (rc = make_inputs(b, e)))
@@ -868,18 +897,22 @@ static int sweep(bench *b, const opts *o, int *n_failed, int *point_rc, vd_err *
     b->pts = vd_calloc((size_t)b->n_pts, sizeof *b->pts, e);
     if (!b->pts) return VD_ENOMEM;
     for (int i = 0; i < b->n_pts; i++) {
-        if ((rc = vd_cli_stop_check("during the sweep", e))) return rc;
-        point *pt = &b->pts[i];
-        pt->budget = b->budgets[i / o->n_pol];
-        pt->policy = o->pol[i % o->n_pol];
-        vd_err err = {0};
-        int prc = run_point(b, pt, i, &err);
-        if (prc && !*n_failed) {
-            *point_rc = prc;
-            *pe = err;
-        }
-        *n_failed += prc != 0;
+        b->pts[i].budget = b->budgets[i / o->n_pol];
+        b->pts[i].policy = o->pol[i % o->n_pol];
     }
+    for (int r = 0; r < o->rounds; r++)
+        for (int i = 0; i < b->n_pts; i++) {
+            if ((rc = vd_cli_stop_check("during the sweep", e))) return rc;
+            point *pt = &b->pts[i];
+            if (r > 0 && !pt->measured) continue;   /* infeasible, or failed */
+            vd_err err = {0};
+            int prc = run_point(b, pt, i, r, &err);
+            if (prc && !*n_failed) {
+                *point_rc = prc;
+                *pe = err;
+            }
+            *n_failed += prc != 0;
+        }
     return VD_OK;
 }
 

@@ -372,6 +372,10 @@ START_TEST(usage_errors_exit_2) {
     expect(2, "--steps", a);
     snprintf(a, sizeof a, "'%s' --iters 0", g_net);
     expect(2, "--iters", a);
+    snprintf(a, sizeof a, "'%s' --rounds 0", g_net);
+    expect(2, "--rounds", a);
+    snprintf(a, sizeof a, "'%s' --rounds 17", g_net);
+    expect(2, "--rounds", a);
     snprintf(a, sizeof a, "'%s' --polices none", g_net);
     expect(2, "did you mean '--policies'", a);
     snprintf(a, sizeof a, "'%s' --backend cudaa", g_net);
@@ -396,7 +400,7 @@ START_TEST(help_lists_every_flag) {
     ck_assert_int_eq(run(&out, "--help"), 0);
     static const char *const flags[] = {
         "--batch", "--budgets", "--steps", "--policies", "--prefetch", "--warmup", "--iters",
-        "--seed", "--backend", "--device", "--math", "--deterministic", "--profile",
+        "--rounds", "--seed", "--backend", "--device", "--math", "--deterministic", "--profile",
         "--analytic-profile", "--profile-out", "--csv", "--json", "--plot", "--quiet",
         "--help", "--version" };
     for (size_t i = 0; i < VD_ARRAY_LEN(flags); i++)
@@ -731,6 +735,56 @@ START_TEST(bf16_math) {
 }
 END_TEST
 
+/* --rounds 3: every feasible point runs once per round, the rounds in turn
+ * (no point's second run before every point's first), an infeasible point
+ * only in the first; the JSON's round_s holds each round's mean and iter_s
+ * their mean. */
+START_TEST(rounds_alternate) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-bench-test"), *out, path[1200];
+    int rc = run(&out, "'%s' --backend cpu --batch %d --budgets peak,min --policies none,all "
+                 "--warmup 0 --iters 2 --rounds 3 --json %s/r.json", g_net, BATCH, d);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "in each of 3 rounds"), "%s", out);
+    const char *last_first = strstr(out, "[4/4, round 1/3]");
+    const char *first_second = strstr(out, "[2/4, round 2/3]");
+    ck_assert_msg(last_first && first_second && last_first < first_second, "%s", out);
+    ck_assert_msg(strstr(out, "[4/4, round 3/3]") && !strstr(out, "[1/4, round 2/3]"), "%s", out);
+    vd_free(out);
+    snprintf(path, sizeof path, "%s/r.json", d);
+    json_t *j = read_json(path);
+    ck_assert_uint_eq(u64(j, "rounds"), 3);
+    const json_t *pts = json_object_get(j, "points");
+    ck_assert_uint_eq(json_array_size(pts), 4);
+    for (size_t i = 0; i < 4; i++) {
+        const json_t *p = json_array_get(pts, i);
+        if (!feasible(p)) {
+            ck_assert_msg(i == 0 && is_null(p, "round_s"), "point %zu", i);
+            continue;
+        }
+        const json_t *rs = json_object_get(p, "round_s");
+        ck_assert_msg(json_is_array(rs) && json_array_size(rs) == 3, "point %zu: round_s", i);
+        double mean = 0, lo = INFINITY;
+        for (size_t k = 0; k < 3; k++) {
+            double v = json_real_value(json_array_get(rs, k));
+            ck_assert_msg(v > 0, "point %zu round %zu: %g", i, k, v);
+            mean += v / 3;
+            if (v < lo) lo = v;
+        }
+        /* the same sums divided in another order: equal up to a few roundings */
+        ck_assert_msg(fabs(num(p, "iter_s") - mean) <= 1e-12 * mean, "point %zu: iter_s %.17g, "
+                      "mean of the rounds %.17g", i, num(p, "iter_s"), mean);
+        /* the fastest iteration is no slower than the fastest round's mean */
+        ck_assert_msg(num(p, "iter_min_s") <= lo, "point %zu: iter_min_s %g > %g", i,
+                      num(p, "iter_min_s"), lo);
+    }
+    json_decref(j);
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("bench", 300,
           xml_checker_catches_errors, usage_errors_exit_2, help_lists_every_flag, sweep_min_peak,
-          infeasible_and_default_sweep, failed_points_are_rows, bf16_math)
+          infeasible_and_default_sweep, failed_points_are_rows, bf16_math,
+          rounds_alternate)
