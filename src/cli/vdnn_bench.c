@@ -104,7 +104,8 @@ typedef struct opts {
 static const vd_cli_flag FLAGS[] = {
     {"batch", true}, {"budgets", true}, {"steps", true}, {"policies", true}, {"prefetch", true}, {"chunks", true},
     {"freeze", true},
-    {"warmup", true}, {"iters", true}, {"rounds", true}, {"seed", true}, {"optimizer", true}, {"backend", true},
+    {"warmup", true}, {"iters", true}, {"rounds", true}, {"seed", true}, {"optimizer", true},
+    {"backend", true},
     {"device", true},
     {"math", true}, {"deterministic", false}, {"profile", true}, {"analytic-profile", false},
     {"profile-out", true}, {"csv", true}, {"json", true}, {"plot", true}, {"quiet", false},
