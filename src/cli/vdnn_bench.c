@@ -181,7 +181,6 @@ typedef struct point {
     char note[400];             /* why infeasible, or the error that stopped the point */
     double iter_s, iter_min_s;  /* measured: mean and fastest timed iteration, over the rounds */
     double round_s[MAX_ROUNDS]; /* each round's mean timed iteration */
-    double sum_s;               /* the timed iterations of the rounds run so far */
     double images_s;
     uint64_t pool_hwm, live_peak;
     bool has_device;
@@ -467,8 +466,9 @@ static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
         vd_exec_stats st;
         vd_exec_get_stats(ex, &st);
         pt->round_s[r] = sum / (double)o->iters;
-        pt->sum_s += sum;
-        pt->iter_s = pt->sum_s / (double)(o->iters * (r + 1));
+        double rounds_sum = 0;   /* every round times o->iters iterations: their means' mean */
+        for (int k = 0; k <= r; k++) rounds_sum += pt->round_s[k];
+        pt->iter_s = rounds_sum / (r + 1);
         pt->iter_min_s = best;
         pt->images_s = pt->iter_s > 0 ? b->batch / pt->iter_s : 0;
         pt->pool_hwm = st.pool_hwm;

@@ -771,7 +771,7 @@ START_TEST(rounds_alternate) {
             mean += v / 3;
             if (v < lo) lo = v;
         }
-        /* the same sums divided in another order: equal up to a few roundings */
+        /* the rounds' mean, its divisions in another order: equal up to a few roundings */
         ck_assert_msg(fabs(num(p, "iter_s") - mean) <= 1e-12 * mean, "point %zu: iter_s %.17g, "
                       "mean of the rounds %.17g", i, num(p, "iter_s"), mean);
         /* the fastest iteration is no slower than the fastest round's mean */
