@@ -53,7 +53,16 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * gets there.
  * Each start refines its own greedy's result (the fastest fitting plan seen
  * only when that does not fit): the starts end in different places, which
- * going on from the fastest plan seen so far would give up. */
+ * going on from the fastest plan seen so far would give up.
+ * Starts 0 and 1 run in the other order where the copies' bound recomputes
+ * no map at the budget (bound_seed gives none: what must leave the device
+ * can all be offloaded in its copy windows): there greedy from everything
+ * kept offloads what must leave and ends near its refined plan, while the
+ * refine from everything recomputed spends the whole effort cap on
+ * ResNet-152 undoing recomputes, before the other starts and the kicks
+ * could run (bf16 b256 at 18.3 GiB on an H200 profile: 89.2 ms, slower
+ * than the 85.2 it planned at 16.8 GiB; 84.3 with this order:
+ * docs/results/2026-12-07-s29/starts.md). */
 enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 /* The bound's start (bound_start), after the others: its own effort, this
  * share of the cap on top of what the search spent, refine at most
@@ -125,7 +134,8 @@ static int fitting_start(actx *c, const vd_disp *disp0, const int *algos0, vd_pl
  * `budget` recomputes where most bytes must leave (vdp_bound_recompute_set),
  * from plan P (any plan of c's net and options: the bound reads its
  * structure), as disposition keys in *seed ([L + 1], NULL when it names
- * none the search may recompute); *bound_s (may be NULL): that bound. */
+ * none the search may recompute); *bound_s (may be NULL): that bound, also
+ * where it names none (0 where it is not computed: P split, no budget). */
 static int bound_seed(actx *c, const vd_plan *P, uint64_t budget, bool **seed, double *bound_s,
                       vd_err *e) {
     *seed = NULL;
@@ -148,9 +158,9 @@ static int bound_seed(actx *c, const vd_plan *P, uint64_t budget, bool **seed, d
         n += sk[k];
     }
     vd_free(rc_t);
+    if (!rc && bound_s) *bound_s = bd.bound_s;
     if (rc || n == 0) { vd_free(sk); return rc; }
     *seed = sk;
-    if (bound_s) *bound_s = bd.bound_s;
     return VD_OK;
 }
 
@@ -175,10 +185,11 @@ static int one_start(actx *c, int start, const vd_profile *prof, const vd_disp *
     int rc = search_eval(c, P, e);
     if (rc == VD_OK || rc == VD_EBUDGET) {
         c->abandon_s = AUTO_START_BEHIND * best_s;   /* 0 for the first start */
-        /* a later start when none before it has fitted gets one budget
-         * (AUTO_WORK_BUDGET, not AUTO_GREEDY_WORK): where only the fallbacks
-         * fit, each start's greedy would spend three before giving up; a
-         * start that fits needs less */
+        /* a start other than RC_START when none before it has fitted gets
+         * one budget (AUTO_WORK_BUDGET, not AUTO_GREEDY_WORK): where only
+         * the fallbacks fit, each start's greedy would spend three before
+         * giving up; a start that fits needs less (and where start 1 runs
+         * first, RC_START's greedy still has its own limit after it) */
         if (start > 0 && !c->have_seen) c->greedy_work = AUTO_WORK_BUDGET;
         rc = search_greedy(c, P, 3 * (c->L + 1), e);
         c->abandon_s = 0;
@@ -451,7 +462,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     c.lb = vd_plan_lower_bound(net, prof, &P, c.B);
     bool *seed = NULL;   /* [L + 1] the bound's start: the keys it recomputes (NULL: none) */
-    double seed_s = 0;   /* the copies' bound it comes from */
+    double seed_s = 0;   /* the copies' bound it comes from (0: not computed) */
     if (!feasibility_only) {
         rc = bound_seed(&c, &P, c.B, &seed, &seed_s, e);
         if (rc) { vdp_plan_release(&P); search_ctx_free(&c); return rc; }
@@ -482,9 +493,13 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     }
     config_copy(&c, d0, a0, c.disp, c.algos);
     bool have_start = false;     /* best, bd, ba: the best start so far */
-    for (int st = 0; st < N_STARTS && !done(&c); st++) {
-        if (st > 1 && c.work > AUTO_WORK_BUDGET) break;
-        if (st > 0 && spent(&c)) break;
+    /* starts 0 and 1 swapped (above): the relaxation ran (seed_s: not on a
+     * split plan, nor for feasibility only) and recomputes nothing */
+    bool kept_first = !seed && seed_s > 0;
+    for (int pos = 0; pos < N_STARTS && !done(&c); pos++) {
+        int st = kept_first && pos < 2 ? 1 - pos : pos;
+        if (pos > 1 && c.work > AUTO_WORK_BUDGET) break;
+        if (pos > 0 && spent(&c)) break;
         vd_profile pp = *prof;
         if (st > 1) {                        /* a bandwidth start */
             const double *f = start_bw_scale[st - 2];
