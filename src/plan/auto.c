@@ -54,9 +54,11 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * Each start refines its own greedy's result (the fastest fitting plan seen
  * only when that does not fit): the starts end in different places, which
  * going on from the fastest plan seen so far would give up.
- * Starts 0 and 1 run in the other order where the copies' bound recomputes
- * no map at the budget (bound_seed gives none: what must leave the device
- * can all be offloaded in its copy windows): there greedy from everything
+ * Starts 0 and 1 run in the other order where the copies' bound, its
+ * relaxation run on the unsplit plan, recomputes no map at the budget (what
+ * must leave the device can all be offloaded in its copy windows; on split
+ * plans it does not run, and the late split needs RC_START first: GoogLeNet
+ * fp32 analytic at 2.52 GB, test_late_split): there greedy from everything
  * kept offloads what must leave and ends near its refined plan, while the
  * refine from everything recomputed spends the whole effort cap on
  * ResNet-152 undoing recomputes, before the other starts and the kicks
