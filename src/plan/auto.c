@@ -62,9 +62,8 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * kept offloads what must leave and ends near its refined plan, while the
  * refine from everything recomputed spends the whole effort cap on
  * ResNet-152 undoing recomputes, before the other starts and the kicks
- * could run (bf16 b256 at 18.3 GiB on an H200 profile: 89.2 ms, slower
- * than the 85.2 it planned at 16.8 GiB; 84.3 with this order:
- * docs/results/2026-12-07-s29/starts.md). */
+ * could run: it planned more memory slower than less
+ * (docs/results/2026-12-07-s29/starts.md). */
 enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
 /* The bound's start (bound_start), after the others: its own effort, this
  * share of the cap on top of what the search spent, refine at most
