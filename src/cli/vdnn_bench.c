@@ -196,7 +196,14 @@ typedef struct point {
     double predicted_s, error_pct;
     bool has_bound;
     double bound_s;             /* vd_plan_copy_bound at the point's budget */
+    bool has_plan;
+    vd_plan plan;               /* made in the first round, kept through the last */
 } point;
+
+static void point_release(point *pt) {
+    if (pt->has_plan) vd_plan_free(&pt->plan);
+    pt->has_plan = false;
+}
 
 typedef struct bench {
     const opts *o;
@@ -372,35 +379,27 @@ static int device_inputs(bench *b, vd_exec *ex, vd_err *e) {
     return rc;
 }
 
-/* One point in round r: plan, executor, warm-up, timed iterations, stats
- * (the timings added to the earlier rounds'; the plan is the same in every
- * round). An infeasible budget is a row (feasible = no), not an error. Any
- * other error is returned (and kept in pt->note); the sweep goes on without
- * the point. */
-static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
-    const opts *o = b->o;
-    char bb[32], at[64];
-    vd_fmt_bytes(pt->budget, bb, sizeof bb);
-    if (o->rounds > 1) snprintf(at, sizeof at, "[%d/%d, round %d/%lld]", idx + 1, b->n_pts, r + 1,
-                                (long long)o->rounds);
-    else snprintf(at, sizeof at, "[%d/%d]", idx + 1, b->n_pts);
+/* The point's plan into pt->plan (pt->has_plan) and its prediction and
+ * bound; at: the progress line's prefix, bb: the budget printed. An
+ * infeasible budget is pt->feasible false and VD_OK; any other error is
+ * returned (and kept in pt->note). */
+static int plan_point(bench *b, point *pt, const char *at, const char *bb, vd_err *e) {
     vd_plan_opts po = b->run.plan;
     po.policy = pt->policy;
     po.budget = pt->budget;
-    vd_cli_plan_progress(&po, PROG, o->c.quiet);
-    vd_plan plan;
-    memset(&plan, 0, sizeof plan);
-    int rc = vd_session_plan(&b->ses, &po, &plan, e);
+    vd_cli_plan_progress(&po, PROG, b->o->c.quiet);
+    memset(&pt->plan, 0, sizeof pt->plan);
+    int rc = vd_session_plan(&b->ses, &po, &pt->plan, e);
     if (rc == VD_EBUDGET) {
         pt->feasible = false;
         snprintf(pt->note, sizeof pt->note, "%s", e->msg);
-        vd_plan_free(&plan);
+        vd_plan_free(&pt->plan);
         progress(b, "%s budget %s, policy %s: infeasible", at, bb,
                  vd_policy_name(pt->policy));
         return VD_OK;
     }
     if (rc) {
-        if (plan.n_layers) vd_plan_free(&plan);
+        if (pt->plan.n_layers) vd_plan_free(&pt->plan);
         progress(b, "%s budget %s, policy %s: failed: %s", at, bb,
                  vd_policy_name(pt->policy), e->msg);
         vd_err_prefix(e, "budget %s, policy %s", bb, vd_policy_name(pt->policy));
@@ -408,24 +407,44 @@ static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
         snprintf(pt->note, sizeof pt->note, "error: %s", e->msg);
         return rc;
     }
+    pt->has_plan = true;
     pt->feasible = true;
     snprintf(pt->offload_policy, sizeof pt->offload_policy, "%s",
-             vd_policy_name(plan.offload_policy));
-    pt->has_pred = plan.sim.iter_s > 0;
-    pt->predicted_s = plan.sim.iter_s;
+             vd_policy_name(pt->plan.offload_policy));
+    pt->has_pred = pt->plan.sim.iter_s > 0;
+    pt->predicted_s = pt->plan.sim.iter_s;
     vd_plan_bound bound;
-    if ((rc = vd_plan_copy_bound(&b->net, &b->ses.prof, &plan, pt->budget, &bound, e))) {
+    if ((rc = vd_plan_copy_bound(&b->net, &b->ses.prof, &pt->plan, pt->budget, &bound, e))) {
         pt->failed = true;
         snprintf(pt->note, sizeof pt->note, "error: %s", e->msg);
-        vd_plan_free(&plan);
+        point_release(pt);
         return rc;
     }
     pt->bound_s = bound.bound_s;
     pt->has_bound = isfinite(pt->bound_s) && pt->bound_s > 0;
+    return VD_OK;
+}
+
+/* One point in round r: its plan (made in the first round, kept for the
+ * others: the same inputs plan the same), executor, warm-up, timed
+ * iterations, stats (the timings added to the earlier rounds'). An
+ * infeasible budget is a row (feasible = no), not an error. Any other error
+ * is returned (and kept in pt->note); the sweep goes on without the point.
+ * The plan is released after the last round or an error. */
+static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
+    const opts *o = b->o;
+    char bb[32], at[64];
+    vd_fmt_bytes(pt->budget, bb, sizeof bb);
+    if (o->rounds > 1) snprintf(at, sizeof at, "[%d/%d, round %d/%lld]", idx + 1, b->n_pts, r + 1,
+                                (long long)o->rounds);
+    else snprintf(at, sizeof at, "[%d/%d]", idx + 1, b->n_pts);
+    int rc = pt->has_plan ? VD_OK : plan_point(b, pt, at, bb, e);
+    if (rc || !pt->feasible) return rc;
+    const vd_plan *plan = &pt->plan;
 
     vd_exec *ex = NULL;
     vd_session_mem_reset(&b->ses);
-    rc = vd_session_exec(&b->ses, &plan, false, &ex, e);
+    rc = vd_session_exec(&b->ses, plan, false, &ex, e);
     if (!rc) rc = vd_exec_set_state(ex, b->params, NULL, 0, e);
     bool dev = !rc && vd_exec_can_synth(ex);
     if (dev) rc = device_inputs(b, ex, e);
@@ -481,7 +500,7 @@ static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
         pt->copy_gbps = pt->iter_s > 0 ? (pt->offload_gb + pt->prefetch_gb) / pt->iter_s : 0;
         pt->error_pct = pt->has_pred ? 100.0 * (pt->iter_s - pt->predicted_s) / pt->predicted_s : 0;
         vd_session_mem_report mr;
-        vd_session_mem_check(&b->ses, plan.budget, &mr);
+        vd_session_mem_check(&b->ses, plan->budget, &mr);
         /* the device memory: the round that used the most */
         if (r == 0 || (mr.known && mr.used_max > pt->device_used)) {
             pt->has_device = mr.known;
@@ -502,7 +521,7 @@ static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
         snprintf(pt->note, sizeof pt->note, "error: %s", e->msg);
     }
     vd_exec_destroy(&ex);
-    vd_plan_free(&plan);
+    if (rc || r == o->rounds - 1) point_release(pt);
     return rc;
 }
 
@@ -949,6 +968,7 @@ int main(int argc, char **argv) {
         vd_err_prefix(&e, "%d point%s failed (their rows say why); the first", n_failed,
                       n_failed == 1 ? "" : "s");
     }
+    for (int i = 0; b.pts && i < b.n_pts; i++) point_release(&b.pts[i]);   /* a stopped sweep's */
     vd_free(b.pts);
     vd_free(b.params);
     vd_free(b.x);
