@@ -1,6 +1,7 @@
 /* backend.c — a backend and its all-reduce chosen by name (backend.h,
  * allreduce.h): the one place outside src/backend/{cpu,cuda} that tells
- * the backends apart; and the check of a chunked op call that both make. */
+ * the backends apart; the check of a chunked op call that both make; an
+ * option found by its label. */
 #include <string.h>
 #include "backend/backend.h"
 #include "backend/allreduce.h"
@@ -37,6 +38,13 @@ int vd_allreduce_create(vd_allreduce **out, int n, const char *backend, const in
     if (!kind) return unknown(backend, e);
     return !strcmp(kind, "cuda") ? vd_allreduce_nccl_create(out, n, devices, e)
                                  : vd_allreduce_cpu_create(out, n, e);
+}
+
+int vd_algo_find(const vd_algo_opt *opts, int n, const char *label, int a) {
+    if (!label[0]) return a >= 0 && a < n ? a : -1;
+    for (int b = 0; b < n; b++)
+        if (strcmp(opts[b].label, label) == 0) return b;
+    return -1;
 }
 
 int vd_op_io_check_chunk(const vd_net *net, int layer, const vd_op_io *io, bool bwd, vd_err *e) {

@@ -245,6 +245,13 @@ static inline uint64_t vd_algo_ws(const vd_algo_opt *o, bool bwd) {
     return bwd ? o->ws_bwd : o->ws_fwd;
 }
 
+/* The index of the option of opts[0..n) that a profile's or a plan's option
+ * a labelled `label` runs as: the option of that label (cuDNN's tuning can
+ * list the same engines in another order, or others, from one process to
+ * the next), -1 where none has it; an empty label (a profile without
+ * labels) is option a itself where a < n. (backend.c) */
+int vd_algo_find(const vd_algo_opt *opts, int n, const char *label, int a);
+
 /* Backend options (the CUDA backend's; the CPU backend honours no_fuse alone).
  * Zeroed = the defaults. Given at creation (vd_backend_cuda_create_opts)
  * and kept in vd_backend.opts, where layer_setup reads the conv_* fields,

@@ -131,6 +131,9 @@ struct vdx_member {
     vd_exec_copy_time *copy_times;   /* [n_tensors + n_intervals], see vd_exec_copy_times */
     int n_copy_times;
     vd_dp_layout dp;            /* opts.allreduce: the gradient buckets */
+    int *run_algo;              /* [2 x net layers]: the backend's option each layer's
+                                   forward (and recompute, evaluation) and backward
+                                   run, the plan's found by label (check_plan) */
 };
 
 /* Captured iterations' slots, made at creation and freed at destroy (below). */
@@ -213,7 +216,7 @@ static void fill_io_at(const vdx_member *m, const vd_plan *p, int u, int s, bool
         io->ws = taddr(m, p, wst, s);
         io->ws_bytes = bwd ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
     }
-    io->algo = bwd ? pl->algo_bwd : pl->algo_fwd;
+    io->algo = m->run_algo[2 * i + bwd];
     io->training = !p->forward_only;
     float *params = taddr(m, p, p->t_params, s);
     float *grads = p->t_grads >= 0 ? taddr(m, p, p->t_grads, s) : NULL;
@@ -303,7 +306,10 @@ static int fill_rc_io(vdx_member *m, const vd_plan *p, vd_err *e) {
     return VD_OK;
 }
 
-static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd_err *e) {
+/* Whether plan suits be, and the backend's option of each layer and pass
+ * (run_algo, [2 x layers]: the option of the label the plan chose). */
+static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, int *run_algo,
+                      vd_err *e) {
     if (!plan->feasible)
         return vd_errf(e, VD_EBUDGET, "the plan does not fit its budget%s%s",
                        plan->note[0] ? ": " : "", plan->note);
@@ -331,36 +337,45 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, vd
         int rc = be->layer_algos(be, i, &opts, &n, e);
         if (rc) return rc;
         const vd_plan_layer *pl = &plan->layers[plan->first_unit[i]];
-        /* each pass (a forward-only plan, or a layer without backward:
-         * forward): its option exists and gets at least the backend's
-         * workspace for that pass (its chunks', when it is split, share
-         * its options and workspaces) */
-        for (int pass = 0; pass < (plan->forward_only || net->layers[i].no_grad ? 1 : 2); pass++) {
+        /* each pass that runs (a forward-only plan, or a layer without
+         * backward: forward alone; the other pass gets forward's option):
+         * its option exists and gets at least the backend's workspace for
+         * that pass (its chunks', when it is split, share its options and
+         * workspaces) */
+        for (int pass = 0; pass < 2; pass++) {
+            bool runs = pass == 0 || !(plan->forward_only || net->layers[i].no_grad);
             int a = pass ? pl->algo_bwd : pl->algo_fwd;
             uint64_t ws = pass ? pl->ws_bwd_bytes : pl->ws_fwd_bytes;
             const char *pn = pass ? "backward" : "forward";
-            if (a < 0 || a >= n)
+            const char *want = pass ? pl->algo_bwd_label : pl->algo_label;
+            if (!runs) {
+                run_algo[2 * i + pass] = run_algo[2 * i];
+                continue;
+            }
+            /* the plan's option runs as the backend's of its label: a
+             * profile saved by another process lists what its tuning kept,
+             * in its order; another build, cuDNN, device or conv API choice
+             * can offer none of that label */
+            int b = vd_algo_find(opts, n, want, a);
+            if (b < 0 && want[0])
+                return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s option %d ('%s') for layer '%s' "
+                               "but the %s backend offers no option '%s': the profile comes from "
+                               "another setup; measure it again (without --profile)", pn, a, want,
+                               net->layers[i].name, be->name, want);
+            if (b < 0)
                 return vd_errf(e, VD_EDATA, "the plan chose %s option %d for layer '%s' but "
                                "the %s backend offers options 0..%d: the profile (--profile) "
                                "comes from another setup or was edited; measure it again (drop "
                                "--profile)", pn, a, net->layers[i].name, be->name, n - 1);
-            /* the profile's option a is the backend's option a: a profile
-             * saved by another setup (another build, cuDNN, device, or conv
-             * API choice) can list other options */
-            const char *want = pass ? pl->algo_bwd_label : pl->algo_label;
-            if (want[0] && strcmp(want, opts[a].label) != 0)
-                return vd_errf(e, VD_EUNSUPPORTED, "plan chose %s option %d ('%s') for layer '%s' "
-                               "but the %s backend's option %d is '%s': the profile comes from "
-                               "another setup; measure it again (without --profile)", pn, a, want,
-                               net->layers[i].name, be->name, a, opts[a].label);
-            uint64_t need = vd_algo_ws(&opts[a], pass == 1);
+            run_algo[2 * i + pass] = b;
+            uint64_t need = vd_algo_ws(&opts[b], pass == 1);
             if (ws < need)
                 return vd_errf(e, VD_EDATA, "the profile gives layer '%s' %llu bytes of %s "
                                "workspace, but the %s backend's algorithm '%s' needs %llu: the "
                                "profile (--profile) comes from another setup or was edited; "
                                "measure it again (drop --profile) or raise \"%s\" of its "
                                "layer '%s', option %d, to at least %llu", net->layers[i].name,
-                               (unsigned long long)ws, pn, be->name, opts[a].label,
+                               (unsigned long long)ws, pn, be->name, opts[b].label,
                                (unsigned long long)need,
                                pass ? "bwd_workspace" : "fwd_workspace", net->layers[i].name, a,
                                (unsigned long long)need);
@@ -623,7 +638,12 @@ int vdx_member_create(vdx_member **out, const vd_net *net, const struct vd_plan 
     if (!m->opts.layers_ready &&
         (rc = be->layer_setup(be, net, plan->batch, m->opts.math, m->opts.deterministic, e)))
         goto fail;
-    if ((rc = check_plan(net, plan, be, e))) goto fail;
+    m->run_algo = vd_malloc(2 * (size_t)net->n_layers * sizeof *m->run_algo, e);
+    if (!m->run_algo) {
+        rc = VD_ENOMEM;
+        goto fail;
+    }
+    if ((rc = check_plan(net, plan, be, m->run_algo, e))) goto fail;
     /* Pinned host buffers first: pinning costs device memory too (the
      * driver's mappings), so the caller's before_pool sample sees all that
      * lives outside the pool. */
@@ -664,6 +684,7 @@ void vdx_member_destroy(vdx_member **pm) {
     for (int u = 0; m->u_table && u < m->plan->n_units; u++)
         if (m->u_table[u]) be->ranges_free(be, m->u_table[u]);
     vd_free(m->u_table);
+    vd_free(m->run_algo);
     vd_free(m->io);
     vd_free(m->eval_io);
     vd_free(m->rc_io);

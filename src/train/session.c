@@ -42,15 +42,17 @@ void vd_session_mem_reset(vd_session *s) {
     vd_session_mem_sample(s);
 }
 
-/* A loaded profile beside this setup's options: options beyond the ones
- * this setup offers are dropped (prof_dropped), and an option with the same
- * label whose engine here needs more workspace than the profile says gets
+/* A loaded profile beside this setup's options: each option is matched to
+ * this setup's option of the same label (the executor runs that one:
+ * cuDNN's tuning can list the same engines in another order from one
+ * process to the next; vd_algo_find), and one this setup does not offer is
+ * dropped (prof_dropped), unless none of the layer's is offered (the first
+ * is kept: the executor then reports the profile as another setup's). An
+ * option whose engine here needs more workspace than the profile says gets
  * this setup's workspace, so that the plan leaves room for it (the executor
- * refuses a plan that leaves less). cuDNN's tuned engines can differ from
- * one process to the next: a VGG-16 tf32 profile saved by one run gave
- * features.10's backward "fastest" 1,242,563,239 bytes, the next run's
- * engine needed 1,248,985,715. Options with another label are left alone
- * (the executor then reports the profile as another setup's). */
+ * refuses a plan that leaves less): a VGG-16 tf32 profile saved by one run
+ * gave features.10's backward "fastest" 1,242,563,239 bytes, the next
+ * run's engine needed 1,248,985,715. */
 static int fit_profile_to_setup(vd_session *s, vd_err *e) {
     s->prof_raised = 0;
     s->prof_raised_max = 0;
@@ -61,17 +63,14 @@ static int fit_profile_to_setup(vd_session *s, vd_err *e) {
         int rc = s->be->layer_algos(s->be, i, &opts, &n, e);
         if (rc) return rc;
         vd_profile_layer *pl = &s->prof.layers[i];
-        /* options this setup does not have (its tuning kept fewer) cannot
-         * be planned with: dropped, the first one kept always */
-        if (n >= 1 && pl->n_algos > n) {
-            s->prof_dropped += pl->n_algos - n;
-            pl->n_algos = n;
-        }
-        for (int a = 0; a < n && a < pl->n_algos; a++) {
-            vd_profile_algo *pa = &pl->algos[a];
-            if (strcmp(pa->label, opts[a].label) != 0) continue;
+        int kept = 0;
+        for (int a = 0; a < pl->n_algos; a++) {
+            int b = vd_algo_find(opts, n, pl->algos[a].label, a);
+            if (b < 0) continue;
+            vd_profile_algo *pa = &pl->algos[kept++];
+            *pa = pl->algos[a];
             uint64_t hf = vd_profile_algo_ws(pa, false), hb = vd_profile_algo_ws(pa, true);
-            uint64_t nf = vd_algo_ws(&opts[a], false), nb = vd_algo_ws(&opts[a], true);
+            uint64_t nf = vd_algo_ws(&opts[b], false), nb = vd_algo_ws(&opts[b], true);
             if (hf >= nf && hb >= nb) continue;
             uint64_t uf = nf > hf ? nf - hf : 0, ub = nb > hb ? nb - hb : 0, up = uf > ub ? uf : ub;
             pa->fwd_workspace = nf > hf ? nf : hf;
@@ -80,6 +79,10 @@ static int fit_profile_to_setup(vd_session *s, vd_err *e) {
                                                                    : pa->bwd_workspace;
             s->prof_raised++;
             if (up > s->prof_raised_max) s->prof_raised_max = up;
+        }
+        if (kept > 0) {
+            s->prof_dropped += pl->n_algos - kept;
+            pl->n_algos = kept;
         }
     }
     return VD_OK;
@@ -94,9 +97,9 @@ bool vd_session_profile_note(const vd_session *s, char *buf, size_t n) {
                      "(up to %s less): planned with this setup's workspaces", s->prof_raised,
                      s->prof_raised == 1 ? "" : "s", vd_fmt_bytes(s->prof_raised_max, b, sizeof b));
     if (s->prof_dropped && k >= 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, "%sthe profile has %d option%s more than this setup "
-                 "offers: planned without them", k ? "; " : "", s->prof_dropped,
-                 s->prof_dropped == 1 ? "" : "s");
+        snprintf(buf + k, n - (size_t)k, "%sthe profile has %d option%s this setup does not "
+                 "offer: planned without %s", k ? "; " : "", s->prof_dropped,
+                 s->prof_dropped == 1 ? "" : "s", s->prof_dropped == 1 ? "it" : "them");
     size_t len = strlen(buf);
     snprintf(buf + len, n - len, " (cuDNN's tuning can pick other engines from one run to the "
              "next)");

@@ -622,7 +622,12 @@ static void small_conv1_ws(json_t *root) {       /* conv1's fastest option: 100 
     json_object_set_new(a, "fwd_workspace", json_integer(100));
     json_object_set_new(a, "bwd_workspace", json_integer(100));
 }
-static void relabel_conv1(json_t *root) {        /* conv1's fastest option: another engine */
+static void relabel_conv1(json_t *root) {        /* conv1's options: other engines */
+    json_t *algos = json_object_get(layer_of(root, 0), "algos");
+    for (size_t k = 0; k < json_array_size(algos); k++)
+        json_object_set_new(json_array_get(algos, k), "label", json_string(k ? "fft" : "winograd"));
+}
+static void drop_conv1(json_t *root) {           /* conv1's fastest option: another engine */
     json_t *a = json_array_get(json_object_get(layer_of(root, 0), "algos"), 0);
     json_object_set_new(a, "label", json_string("winograd"));
 }
@@ -634,8 +639,11 @@ START_TEST(profiles_of_other_nets_or_setups) {
     snprintf(prof, sizeof prof, "%s/p.json", d);
     /* A workspace below this setup's need is planned with this setup's
      * (cuDNN's tuning picks another engine from one run to the next), with a
-     * note; an option of another label is another setup's (exit 8). */
-    void (*edits[])(json_t *) = { grow_conv1, zero_loss_aux, small_conv1_ws, relabel_conv1 };
+     * note, and so is an option of a label this setup does not offer;
+     * a layer none of whose options this setup offers is another setup's
+     * (exit 8). */
+    void (*edits[])(json_t *) = { grow_conv1, zero_loss_aux, small_conv1_ws, drop_conv1,
+                                  relabel_conv1 };
     const char *want[] = {
         "layers[0] 'conv1' was profiled with output 8x28x28 and 156 parameters, but in net "
         "'lenet' it has 6x28x28 and 156: the profile is of another net",
@@ -643,10 +651,10 @@ START_TEST(profiles_of_other_nets_or_setups) {
         "backend needs 8",
         "note: the profile gives 1 option less workspace than this setup needs (up to 76.46 KiB "
         "less): planned with this setup's workspaces",
-        "option 0 ('winograd') for layer 'conv1' but the cpu backend's option 0 is 'im2col': the "
-        "profile comes from another setup" };
-    const int want_rc[] = {5, 5, 0, 8};
-    for (int k = 0; k < 4; k++) {
+        "note: the profile has 1 option this setup does not offer: planned without it",
+        "for layer 'conv1' but the cpu backend offers no option '" };
+    const int want_rc[] = {5, 5, 0, 0, 8};
+    for (int k = 0; k < 5; k++) {
         snprintf(args, sizeof args, "'%s' --backend cpu --analytic-profile --profile-out '%s' "
                  "--iters 0 --data synthetic:64,16 --quiet", g_net, prof);
         int rc = run(g_train, &out, args);
@@ -660,6 +668,69 @@ START_TEST(profiles_of_other_nets_or_setups) {
         ck_assert_msg(!strstr(out, "vd_"), "an internal name in:\n%s", out);
         free(out);
     }
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
+static void swap_convs(json_t *root) {           /* conv1's and conv2's options reversed */
+    for (size_t i = 0; i < json_array_size(json_object_get(root, "layers")); i++) {
+        json_t *algos = json_object_get(layer_of(root, i), "algos");
+        if (json_array_size(algos) != 2) continue;
+        json_t *first = json_incref(json_array_get(algos, 0));
+        json_array_remove(algos, 0);
+        json_array_append_new(algos, first);
+    }
+}
+static void slow_im2col(json_t *root) {          /* im2col ten times slower: direct is chosen */
+    for (size_t i = 0; i < json_array_size(json_object_get(root, "layers")); i++) {
+        json_t *algos = json_object_get(layer_of(root, i), "algos"), *a;
+        size_t j;
+        json_array_foreach(algos, j, a) {
+            if (strcmp(json_string_value(json_object_get(a, "label")), "im2col") != 0) continue;
+            for (int p = 0; p < 2; p++) {
+                const char *k = p ? "bwd_s" : "fwd_s";
+                json_object_set_new(a, k, json_real(10 * json_real_value(json_object_get(a, k))));
+            }
+        }
+    }
+}
+
+/* A profile that lists the same options in another order (cuDNN's tuning in
+ * another process: the engines it kept, in its order) runs each layer with
+ * the option of the label its plan chose: two steps train exactly as with
+ * the profile in this setup's order. The CPU backend's two convolution
+ * algorithms round differently, so running the other one shows (the third
+ * run, where the plan chooses it). Before, the executor refused the plan
+ * (exit 8: the plan's option index was the other label's here). */
+START_TEST(profile_options_in_another_order) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-harden");
+    char prof[600], ck[3][600], args[2000], *out;
+    snprintf(prof, sizeof prof, "%s/p.json", d);
+    snprintf(args, sizeof args, "'%s' --backend cpu --analytic-profile --profile-out '%s' "
+             "--iters 0 --data synthetic:64,16 --quiet", g_net, prof);
+    int rc = run(g_train, &out, args);
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    free(out);
+    void (*edits[])(json_t *) = { NULL, swap_convs, slow_im2col };
+    for (int k = 0; k < 3; k++) {
+        if (edits[k]) edit_json(prof, edits[k]);
+        snprintf(ck[k], sizeof ck[k], "%s/c%d.ckpt", d, k);
+        snprintf(args, sizeof args, "'%s' --backend cpu --profile '%s' --iters 2 "
+                 "--data synthetic:64,16 --eval-every -1 --save '%s'", g_net, prof, ck[k]);
+        rc = run(g_train, &out, args);
+        ck_assert_msg(rc == 0, "edit %d: exit %d:\n%s", k, rc, out);
+        ck_assert_msg(!strstr(out, "does not offer"), "edit %d dropped an option:\n%s", k, out);
+        free(out);
+    }
+    vdt_assert_same_file(ck[0], ck[1]);
+    size_t n0, n2;
+    char *c0 = vdt_slurp(ck[0], &n0), *c2 = vdt_slurp(ck[2], &n2);
+    ck_assert_msg(n0 != n2 || memcmp(c0, c2, n0) != 0,
+                  "the direct algorithm trained bit-identically: the test cannot tell them apart");
+    vd_free(c0);
+    vd_free(c2);
     vdt_rmrf(d);
     vd_free(d);
 }
@@ -688,7 +759,8 @@ START_TEST(bench_checks_outputs_before_the_sweep) {
 }
 END_TEST
 
-VDT_MAIN("harden", 0, bench_checks_outputs_before_the_sweep, profiles_of_other_nets_or_setups, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
+VDT_MAIN("harden", 0, bench_checks_outputs_before_the_sweep, profiles_of_other_nets_or_setups,
+         profile_options_in_another_order, flag_ranges_and_combinations, damaged_states_and_weights_exit_5,
          nan_error_counts_like_progress_lines, metrics_json_lines, outputs_refuse_devices_fifos_dirs_and_follow_links, stop_signals_save_then_exit_128_plus_signal,
          data_error_later_keeps_last_checkpoint, folder_headers_checked_at_open,
          stale_temporaries_removed_by_next_save, readers_refuse_what_is_not_a_regular_file,

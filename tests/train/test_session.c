@@ -269,7 +269,7 @@ START_TEST(profile_option_dropped) {
     ck_assert_int_eq(b.prof_dropped, net.n_layers);
     char note[512];
     ck_assert(vd_session_profile_note(&b, note, sizeof note));
-    ck_assert_msg(strstr(note, "options more than this setup offers"), "%s", note);
+    ck_assert_msg(strstr(note, "options this setup does not offer"), "%s", note);
     plans_and_runs(&b, VD_POLICY_AUTO);
     profile_cleanup(&net, d);
 }
