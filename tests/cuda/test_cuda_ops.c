@@ -1252,7 +1252,8 @@ END_TEST
  * run: the cuDNN plans (beta 0) for the first chunk and a runtime plan of
  * beta 1 for the second, and with --conv-split force and the GEMM
  * backward-filter forced, the split options' and the GEMM's own
- * accumulation into dw. Dropout is exact (its mask at n0 + the sample), so
+ * accumulation into dw; and chunks of the split options' sub-batches
+ * (setup at 8, chunks 4 + 4). Dropout is exact (its mask at n0 + the sample), so
  * is max pooling; the loss's 1/n_batch and summed parts: TOL_TRANS. */
 START_TEST(test_chunked) {
     static const int uneven[] = {3, 4, 1, 0}, halves[] = {4, 4, 0};
@@ -1276,6 +1277,11 @@ START_TEST(test_chunked) {
         snprintf(name, sizeof name, "chunks 4+4 setup 4 %s", cc->name);
         co.chunks = halves;
         co.setup_n = 4;
+        check_layer(&net, 0, name, &co);
+        /* chunks of whole sub-batches of the split options (setup 8: each
+         * 4-chunk runs as 4 / (8 / split) of their sub-batch plans) */
+        snprintf(name, sizeof name, "chunks 4+4 setup 8 %s", cc->name);
+        co.setup_n = 8;
         check_layer(&net, 0, name, &co);
         be->opts.conv_split = was_split;
         be->opts.conv_gemm_force = was_gemm;

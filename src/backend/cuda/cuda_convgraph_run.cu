@@ -4,8 +4,9 @@
 #include <string.h>
 #include "backend/cuda/cuda_convgraph.h"
 
-/* One direction of a split option: k chunks of batch n/k, each through the
- * sub-batch plan q; backward-filter chunks after the first (and the first
+/* One direction of a split option: k chunks of batch n/k (the sub-batch
+ * of q: the option's split of the whole batch, or fewer of them for a
+ * chunk of the batch), each through the sub-batch plan q; backward-filter chunks after the first (and the first
  * too with beta 1: a call that adds to dw) write their dw into the workspace
  * front and are added to dw. Chunks advance by elements of io->act (split
  * options exist in fp32 (NCHW) only, split_setup: 4 bytes; a 16-bit map's
@@ -150,11 +151,16 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     const cu_conv_opt *o = &L->conv_opts[io->algo];
     int k = o->gplan[d];
     if (cg_opt_split_dir(o, d)) {
-        if (k >= 0 && io->n == L->desc_batch && ax >= g->ax && aw >= g->aw) {
+        /* the whole batch, or a chunk of whole sub-batches (a split layer's:
+         * batch 256 in 4 chunks through "b/8" runs each chunk as 2 sub-batches
+         * of 32), through the sub-batch plan its option was timed with */
+        const int piece = L->desc_batch / o->split;
+        if (k >= 0 && L->desc_batch % o->split == 0 && io->n <= L->desc_batch &&
+            io->n % piece == 0 && ax >= g->ax && aw >= g->aw) {
             const gcand *q = &g->s[o->sset][d].c[k];
             uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
             if (need == 0 || (io->ws && need <= io->ws_bytes))
-                return run_split(c, L, g, d, o->split, q, ptr, io, beta, e);
+                return run_split(c, L, g, d, io->n / piece, q, ptr, io, beta, e);
         }
         int none;   /* a split option's forward adds no bias (cu_graph_fwd_fuses_bias) */
         return run_alt(c, net, li, d, beta, io, ptr, ax, aw, CG_EPI_NONE, &none, e);
