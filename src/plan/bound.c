@@ -115,26 +115,23 @@ static uint64_t persistent_bytes(const vd_plan *p) {
     return b;
 }
 
-/* The fastest option of layer pl for one pass whose workspace fits in avail
- * bytes; INFINITY when none does. */
-static double fastest_within(const vd_profile_layer *pl, bool bwd, uint64_t avail) {
-    double best = INFINITY;
-    for (int k = 0; k < pl->n_algos; k++) {
-        const vd_profile_algo *a = &pl->algos[k];
-        double t = bwd ? a->bwd_s : a->fwd_s;
-        if (vd_profile_algo_ws(a, bwd) <= avail && t < best) best = t;
-    }
-    return best;
-}
-
-/* fastest_within for unit u of p (its chunk's time: vd_profile_chunk_time,
- * increasing in the whole batch's time, so the fastest option's is the least). */
+/* The fastest time of unit u of p's pass (bwd) among the options whose
+ * workspace fits in avail bytes, each on the unit's chunk
+ * (vd_profile_chunk_time: an option may run chunks relatively faster than
+ * another); INFINITY when none fits. */
 static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool bwd,
                            uint64_t avail) {
     const vd_plan_layer *pl = &p->layers[u];
-    return vd_profile_chunk_time(prof, pl->layer, bwd,
-                                 fastest_within(&prof->layers[pl->layer], bwd, avail), pl->n,
-                                 p->batch);
+    const vd_profile_layer *pr = &prof->layers[pl->layer];
+    double best = INFINITY;
+    for (int k = 0; k < pr->n_algos; k++) {
+        const vd_profile_algo *a = &pr->algos[k];
+        if (vd_profile_algo_ws(a, bwd) > avail) continue;
+        double t = vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s, pl->n,
+                                         p->batch);
+        if (t < best) best = t;
+    }
+    return best;
 }
 
 static bool bound_applies(const vd_net *net, const vd_profile *prof, const vd_plan *p) {
@@ -237,11 +234,14 @@ static void range_add(int64_t *d, int a, int b, uint64_t v) {
     d[b + 1] -= (int64_t)v;
 }
 
-/* the least recompute time of layer i over its forward options */
-static double least_rc(const vd_profile *prof, int i) {
+/* The least time to recompute unit u of p (each option's recompute on the
+ * unit's chunk). */
+static double least_rc(const vd_profile *prof, const vd_plan *p, int u) {
+    const vd_plan_layer *pl = &p->layers[u];
     double best = INFINITY;
-    for (int k = 0; k < prof->layers[i].n_algos; k++) {
-        double t = vd_profile_rc_s(prof, i, k);
+    for (int k = 0; k < prof->layers[pl->layer].n_algos; k++) {
+        double t = vd_profile_chunk_time(prof, pl->layer, k, false,
+                                         vd_profile_rc_s(prof, pl->layer, k), pl->n, p->batch);
         if (t < best) best = t;
     }
     return best;
@@ -292,8 +292,7 @@ static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_pl
         const vd_plan_layer *pl = &p->layers[j];
         if (pl->y != t) continue;
         if (!vd_op_table[net->layers[pl->layer].op].recomputable) return INFINITY;
-        s += vd_profile_chunk_time(prof, pl->layer, false, least_rc(prof, pl->layer),
-                                   pl->n, p->batch);
+        s += least_rc(prof, p, j);
     }
     return s;
 }

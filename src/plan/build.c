@@ -172,13 +172,14 @@ static void init_steps(vd_plan *p, const vd_net *net, const vd_profile *prof, co
             bool bwd = s >= U;
             int u = bwd ? 2 * U - 1 - s : s;
             const vd_plan_layer *pl = &p->layers[u];
-            const vd_profile_algo *a = &prof->layers[pl->layer].algos[algos[pl->layer + (bwd ? NL : 0)]];
+            int ai = algos[pl->layer + (bwd ? NL : 0)];
+            const vd_profile_algo *a = &prof->layers[pl->layer].algos[ai];
             st->kind = bwd ? VD_STEP_BWD : VD_STEP_FWD;
             st->unit = u;
             st->layer = pl->layer;
             st->compute_s = bwd && net->layers[pl->layer].no_grad ? 0.0
-                          : vd_profile_chunk_time(prof, pl->layer, bwd, bwd ? a->bwd_s : a->fwd_s,
-                                                  pl->n, p->batch);
+                          : vd_profile_chunk_time(prof, pl->layer, ai, bwd,
+                                                  bwd ? a->bwd_s : a->fwd_s, pl->n, p->batch);
         } else {
             st->kind = VD_STEP_SGD; st->layer = st->unit = -1; st->compute_s = vdp_sgd_s(net, prof);
         }
@@ -211,11 +212,12 @@ static void unpaired_steps(bld *B, const vd_profile *prof, const int *algos) {
     vd_plan *p = B->p;
     for (int u = 0; u < B->L && !p->forward_only; u++) {
         const vd_plan_layer *pl = &p->layers[u];
-        const vd_profile_algo *a = &prof->layers[pl->layer].algos[algos[pl->layer + p->n_layers]];
+        int ai = algos[pl->layer + p->n_layers];
+        const vd_profile_algo *a = &prof->layers[pl->layer].algos[ai];
         if (a->bwd_alone_s <= 0 || B->net->layers[pl->layer].no_grad || vdp_unit_paired(p, u))
             continue;
         p->steps[vdp_bwd_step(B->L, u)].compute_s =
-            vd_profile_chunk_time(prof, pl->layer, true, a->bwd_alone_s, pl->n, p->batch);
+            vd_profile_chunk_time(prof, pl->layer, ai, true, a->bwd_alone_s, pl->n, p->batch);
     }
 }
 

@@ -151,7 +151,8 @@ static int propose(actx *c, const vd_plan *p, int *n_batches) {
                 if (p->layers[u].y == t) {
                     const vd_plan_layer *pl = &p->layers[u];
                     double fs = vd_profile_rc_s(c->prof, pl->layer, c->algos[pl->layer]);
-                    cost += vd_profile_chunk_time(c->prof, pl->layer, false, fs, pl->n, p->batch);
+                    cost += vd_profile_chunk_time(c->prof, pl->layer, c->algos[pl->layer], false, fs,
+                                                  pl->n, p->batch);
                 }
             c->mv[n++] = (move){.kind = MV_DISP, .key = k, .val = VD_DISP_RECOMPUTE, .est = est,
                                 .rank = est / (cost + eps_t)};

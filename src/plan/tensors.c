@@ -479,9 +479,9 @@ static void layer_tensors(bld *b, const int *algos) {
         int af = algos[i], ab = algos[b->NL + i];
         pl->algo_fwd = af;
         pl->algo_bwd = ab;
-        pl->fwd_s = vd_profile_chunk_time(b->prof, i, false, pr->algos[af].fwd_s, pl->n, batch);
-        pl->rc_s = vd_profile_chunk_time(b->prof, i, false, vd_profile_rc_s(b->prof, i, af), pl->n,
-                                         batch);
+        pl->fwd_s = vd_profile_chunk_time(b->prof, i, af, false, pr->algos[af].fwd_s, pl->n, batch);
+        pl->rc_s = vd_profile_chunk_time(b->prof, i, af, false, vd_profile_rc_s(b->prof, i, af),
+                                         pl->n, batch);
         pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
         pl->ws_bwd_bytes = fo || l->no_grad ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
         pl->ws_fwd = pl->ws_bwd = -1;

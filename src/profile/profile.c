@@ -290,43 +290,70 @@ static double scaled_time(const vd_profile *prof, double t, int n, int batch) {
     return fixed + (t - fixed) * (double)n / (double)batch;
 }
 
+static void chunks_scale(vd_profile_chunk *cs, int n, bool bwd, double f) {
+    for (int q = 0; q < n; q++) {
+        if (bwd) cs[q].bwd_s *= f;
+        else cs[q].fwd_s *= f;
+    }
+}
+
 void vd_profile_layer_scale(vd_profile_layer *pl, bool bwd, double f) {
     for (int k = 0; k < pl->n_algos; k++) {
+        vd_profile_algo *a = &pl->algos[k];
         if (bwd) {
-            pl->algos[k].bwd_s *= f;
-            pl->algos[k].bwd_alone_s *= f;
+            a->bwd_s *= f;
+            a->bwd_alone_s *= f;
         } else {
-            pl->algos[k].fwd_s *= f;
+            a->fwd_s *= f;
         }
+        chunks_scale(a->chunks, a->n_chunks, bwd, f);
     }
-    for (int q = 0; q < pl->n_chunks; q++) {
-        if (bwd) pl->chunks[q].bwd_s *= f;
-        else pl->chunks[q].fwd_s *= f;
-    }
+    chunks_scale(pl->chunks, pl->n_chunks, bwd, f);
     if (!bwd) pl->rc_s *= f;
 }
 
-double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
-                             int batch) {
+double vd_profile_chunk_time(const vd_profile *prof, int layer, int algo, bool bwd, double t,
+                             int n, int batch) {
     if (n >= batch) return t;
     double s = scaled_time(prof, t, n, batch);
     const vd_profile_layer *pl = &prof->layers[layer];
+    if (pl->n_algos < 1) return s;
+    /* the option's own chunks, else option 0's */
+    const vd_profile_algo *ref = &pl->algos[0];
+    const vd_profile_chunk *cs = pl->chunks;
+    int nc = pl->n_chunks;
+    if (algo > 0 && algo < pl->n_algos && pl->algos[algo].n_chunks > 0) {
+        ref = &pl->algos[algo];
+        cs = ref->chunks;
+        nc = ref->n_chunks;
+    }
     const vd_profile_chunk *best = NULL;
     double dist = 0;
-    for (int q = 0; q < pl->n_chunks; q++) {   /* the timed chunk nearest n, by ratio */
-        const vd_profile_chunk *c = &pl->chunks[q];
+    for (int q = 0; q < nc; q++) {   /* the timed chunk nearest n, by ratio */
+        const vd_profile_chunk *c = &cs[q];
         double d = fabs(log((double)n * c->k / (double)batch));
         if (!best || d < dist) { best = c; dist = d; }
     }
-    if (!best || pl->n_algos < 1) return s;
+    if (!best) return s;
     /* (a split layer is never paired: its chunks are timed alone) */
-    double whole = bwd ? vd_profile_bwd_s(&pl->algos[0], false) : pl->algos[0].fwd_s;
+    double whole = bwd ? vd_profile_bwd_s(ref, false) : ref->fwd_s;
     double want = scaled_time(prof, whole, batch / best->k, batch);
     double got = bwd ? best->bwd_s : best->fwd_s;
     return want > 0 && got > want ? s * (got / want) : s;
 }
 
 /* ---- JSON --------------------------------------------------------------- */
+
+/* obj's "chunks": the n times on chunks cs (none: no key). */
+static void set_chunks(json_t *obj, const vd_profile_chunk *cs, int n, bool *ok) {
+    if (n == 0 || !*ok) return;
+    json_t *arr = json_array();
+    for (int q = 0; *ok && q < n; q++)
+        vd_json_push(arr, json_pack("{s:i, s:o, s:o}", "k", cs[q].k, "fwd_s",
+                                    vd_json_real(cs[q].fwd_s), "bwd_s", vd_json_real(cs[q].bwd_s)),
+                     ok);
+    vd_json_set(obj, "chunks", arr, ok);
+}
 
 /* A profile as a JSON object; NULL when out of memory. */
 static json_t *profile_json(const vd_profile *p) {
@@ -396,18 +423,13 @@ static json_t *profile_json(const vd_profile *p) {
                                                (json_int_t)l->shape[1], (json_int_t)l->shape[2]), &ok);
             vd_json_set(lj, "param_floats", vd_json_uint(l->param_floats), &ok);
         }
-        if (l->n_chunks) {
-            json_t *cs = json_array();
-            for (int q = 0; ok && q < l->n_chunks; q++)
-                vd_json_push(cs, json_pack("{s:i, s:o, s:o}", "k", l->chunks[q].k, "fwd_s",
-                                           vd_json_real(l->chunks[q].fwd_s), "bwd_s",
-                                           vd_json_real(l->chunks[q].bwd_s)), &ok);
-            vd_json_set(lj, "chunks", cs, &ok);
-        }
-        for (int k = 0; ok && k < l->n_algos; k++)
+        set_chunks(lj, l->chunks, l->n_chunks, &ok);
+        for (int k = 0; ok && k < l->n_algos; k++) {
+            json_t *aj = json_array_get(algos, (size_t)k);
             if (l->algos[k].bwd_alone_s > 0)
-                vd_json_set(json_array_get(algos, (size_t)k), "bwd_alone_s",
-                            vd_json_real(l->algos[k].bwd_alone_s), &ok);
+                vd_json_set(aj, "bwd_alone_s", vd_json_real(l->algos[k].bwd_alone_s), &ok);
+            set_chunks(aj, l->algos[k].chunks, l->algos[k].n_chunks, &ok);
+        }
         if (l->rc_s > 0) vd_json_set(lj, "rc_s", vd_json_real(l->rc_s), &ok);
         vd_json_push(layers, lj, &ok);
     }
@@ -497,6 +519,37 @@ static int ival(const json_t *o, const char *key, int *out, const char *path, co
         return vd_errf(e, VD_EDATA, "%s: %s: \"%s\" = %.17g is not an algorithm id", path, ctx,
                        key, x);
     *out = (int)x;
+    return VD_OK;
+}
+
+/* o's optional "chunks" (a layer's or an option's: times on chunks of the
+ * batch, each k from 2 to the batch, once) into cs[*n]. */
+static int get_chunks(const json_t *o, int batch, vd_profile_chunk *cs, int *n, const char *path,
+                      const char *ctx, vd_err *e) {
+    const json_t *arr = json_object_get(o, "chunks");
+    *n = 0;
+    if (arr && (!json_is_array(arr) || json_array_size(arr) > VD_PROFILE_MAX_CHUNKS))
+        return vd_errf(e, VD_EDATA, "%s: %s: \"chunks\" must be an array of at most %d "
+                       "objects", path, ctx, VD_PROFILE_MAX_CHUNKS);
+    int nc = (int)json_array_size(arr);
+    for (int q = 0; q < nc; q++) {
+        const json_t *cv = json_array_get(arr, (size_t)q);
+        vd_profile_chunk *c = &cs[q];
+        char c2[240];
+        snprintf(c2, sizeof c2, "%s.chunks[%d]", ctx, q);
+        if (!json_is_object(cv)) return vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2);
+        int rc;
+        if ((rc = ival(cv, "k", &c->k, path, c2, e)) ||
+            (rc = num_max(cv, "fwd_s", true, VDP_MAX_S, &c->fwd_s, path, c2, e)) ||
+            (rc = num_max(cv, "bwd_s", true, VDP_MAX_S, &c->bwd_s, path, c2, e)))
+            return rc;
+        bool dup = false;
+        for (int r = 0; r < q; r++) dup |= cs[r].k == c->k;
+        if (c->k < 2 || c->k > batch || dup)
+            return vd_errf(e, VD_EDATA, "%s: %s: \"k\" must be a chunk count from 2 to the "
+                           "batch (%d), each once", path, c2, batch);
+    }
+    *n = nc;
     return VD_OK;
 }
 
@@ -650,32 +703,7 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
         }
         pl->aux_bytes = vdp_default_aux_bytes(net, i, batch);
         if ((rc = bytes_val(lv, "aux_bytes", false, &pl->aux_bytes, path, ctx, e))) goto fail;
-        /* optional: times on chunks of the batch, each k from 2 to the batch, once */
-        const json_t *cs = json_object_get(lv, "chunks");
-        if (cs && (!json_is_array(cs) || json_array_size(cs) > VD_PROFILE_MAX_CHUNKS)) {
-            rc = vd_errf(e, VD_EDATA, "%s: %s: \"chunks\" must be an array of at most %d "
-                         "objects", path, ctx, VD_PROFILE_MAX_CHUNKS);
-            goto fail;
-        }
-        pl->n_chunks = (int)json_array_size(cs);
-        for (int q = 0; q < pl->n_chunks; q++) {
-            const json_t *cv = json_array_get(cs, (size_t)q);
-            vd_profile_chunk *c = &pl->chunks[q];
-            char c2[200];
-            snprintf(c2, sizeof c2, "%s.chunks[%d]", ctx, q);
-            if (!json_is_object(cv)) { rc = vd_errf(e, VD_EDATA, "%s: %s must be an object", path, c2); goto fail; }
-            if ((rc = ival(cv, "k", &c->k, path, c2, e)) ||
-                (rc = num_max(cv, "fwd_s", true, VDP_MAX_S, &c->fwd_s, path, c2, e)) ||
-                (rc = num_max(cv, "bwd_s", true, VDP_MAX_S, &c->bwd_s, path, c2, e)))
-                goto fail;
-            bool dup = false;
-            for (int r = 0; r < q; r++) dup |= pl->chunks[r].k == c->k;
-            if (c->k < 2 || c->k > batch || dup) {
-                rc = vd_errf(e, VD_EDATA, "%s: %s: \"k\" must be a chunk count from 2 to the "
-                             "batch (%d), each once", path, c2, batch);
-                goto fail;
-            }
-        }
+        if ((rc = get_chunks(lv, batch, pl->chunks, &pl->n_chunks, path, ctx, e))) goto fail;
         pl->rc_s = 0;   /* optional: a recompute's own time */
         if ((rc = num_max(lv, "rc_s", false, VDP_MAX_S, &pl->rc_s, path, ctx, e))) goto fail;
         const json_t *as = json_object_get(lv, "algos");
@@ -702,7 +730,8 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
                 (rc = ival(av, "bwd_data_algo", &a->bwd_data_algo, path, c2, e)) ||
                 (rc = ival(av, "bwd_filter_algo", &a->bwd_filter_algo, path, c2, e)))
                 goto fail;
-            if ((rc = num_max(av, "bwd_alone_s", false, VDP_MAX_S, &a->bwd_alone_s, path, c2, e)))
+            if ((rc = num_max(av, "bwd_alone_s", false, VDP_MAX_S, &a->bwd_alone_s, path, c2, e)) ||
+                (rc = get_chunks(av, batch, a->chunks, &a->n_chunks, path, c2, e)))
                 goto fail;
             /* per-pass workspaces: optional (older files: `workspace` for both) */
             a->fwd_workspace = a->bwd_workspace = a->workspace;

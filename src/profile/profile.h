@@ -15,6 +15,14 @@
 #include "util/util.h"
 #include "net/net.h"
 
+/* A layer timed on a chunk of the batch (split layers: vdnn-plan(1)): an
+ * option on batch / k samples. The counts a measured profile times: those
+ * auto splits into (plan.c, AUTO_KS). A profile may hold others (older ones
+ * hold 2 and 8): vd_profile_chunk_time takes the nearest. */
+#define VD_PROFILE_MAX_CHUNKS 4
+#define VD_PROFILE_CHUNK_KS {2, 4, 8}
+typedef struct vd_profile_chunk { int k; double fwd_s, bwd_s; } vd_profile_chunk;
+
 typedef struct vd_profile_algo {
     char label[32];
     double fwd_s, bwd_s;        /* seconds at the profile's batch */
@@ -32,6 +40,13 @@ typedef struct vd_profile_algo {
      * otherwise (e.g. both 0 from an old file or a profiler that does not fill
      * them) both passes use `workspace`. Read them through vd_profile_algo_ws. */
     uint64_t fwd_workspace, bwd_workspace;
+    /* This option on chunks, where it runs them otherwise than option 0
+     * does (a CUDA split conv option, "b/8 w": through the sub-batch plans
+     * it was timed with, vdnn-plan(1)); none: option 0's chunks
+     * (vd_profile_layer.chunks) price it. JSON "chunks" in the option,
+     * optional. vd_profile_chunk_time */
+    int n_chunks;
+    vd_profile_chunk chunks[VD_PROFILE_MAX_CHUNKS];
 } vd_profile_algo;
 
 /* Workspace bytes of option a for the forward pass (bwd false; recomputes
@@ -39,13 +54,6 @@ typedef struct vd_profile_algo {
 uint64_t vd_profile_algo_ws(const vd_profile_algo *a, bool bwd);
 
 #define VD_PROFILE_MAX_ALGOS 12
-/* A layer timed on a chunk of the batch (split layers: vdnn-plan(1)): its
- * option 0 on batch / k samples. The counts a measured profile times: those
- * auto splits into (plan.c, AUTO_KS). A profile may hold others (older ones
- * hold 2 and 8): vd_profile_chunk_time takes the nearest. */
-#define VD_PROFILE_MAX_CHUNKS 4
-#define VD_PROFILE_CHUNK_KS {2, 4, 8}
-typedef struct vd_profile_chunk { int k; double fwd_s, bwd_s; } vd_profile_chunk;
 
 typedef struct vd_profile_layer {
     char name[VD_NAME_MAX];
@@ -180,16 +188,18 @@ typedef struct vd_profile {
 double vd_profile_rc_s(const vd_profile *prof, int layer, int algo);
 
 /* The time of one pass (bwd) of layer `layer` on a chunk of n of the batch's
- * samples, given t, the pass's time on the whole batch with some option:
+ * samples, given t, the pass's time on the whole batch with option algo:
  * the per-sample part of t scaled to n, the per-op launch overhead
- * (dev.launch_s) paid whole; where the layer was timed on chunks, that
- * scaled by how much slower than so scaled its option 0 ran on the timed
- * chunk nearest n (a chunk runs through other kernels than the whole
- * batch: a runtime plan for its batch, less of the device filled). */
-double vd_profile_chunk_time(const vd_profile *prof, int layer, bool bwd, double t, int n,
-                             int batch);
+ * (dev.launch_s) paid whole; where the option (else the layer's option 0)
+ * was timed on chunks, that scaled by how much slower than so scaled it
+ * ran on the timed chunk nearest n (a chunk runs through other kernels
+ * than the whole batch: a runtime plan for its batch, less of the device
+ * filled). Never below t's share of the chunk, so that a pass's chunks
+ * take no less than it whole. */
+double vd_profile_chunk_time(const vd_profile *prof, int layer, int algo, bool bwd, double t,
+                             int n, int batch);
 /* Layer pl's forward (bwd false) or backward times scaled by f: every
- * option's (the backward's time alone too), its chunks', and with the
+ * option's (the backward's time alone too), the chunks', and with the
  * forward its recompute's (the CUDA profile's times under load). */
 void vd_profile_layer_scale(vd_profile_layer *pl, bool bwd, double f);
 /* Option a's backward time: as its fusion pair runs (paired), else alone

@@ -1942,6 +1942,32 @@ START_TEST(test_profile) {
     ck_assert(prof.dev.d2h_bw > 1e9 && prof.dev.h2d_bw > 1e9 && prof.dev.both_bw > 1e9);
     ck_assert(prof.sgd_s > 0 && prof.dev.launch_s > 0 && prof.dev.launch_s < 1e-3);
     vd_free(prof.layers);
+    /* with --conv-split force the conv's split options ("b/2", ...) are
+     * timed on the chunks auto splits into (2, 4 and 8 of 16), each itself,
+     * and no other option is; the layer's option 0 as before */
+    vd_conv_split was = be->opts.conv_split;
+    be->opts.conv_split = VD_CONV_SPLIT_FORCE;   /* read by the next layer_setup */
+    int rc = be->layer_setup(be, &net, 16, VD_MATH_FP32, false, &e);
+    be->opts.conv_split = was;
+    ck_assert_msg(rc == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_measure(be, &net, 16, &prof, &e) == 0, "%s", e.msg);
+    const vd_profile_layer *cl = &prof.layers[cv];
+    int split = 0;
+    ck_assert_int_eq(cl->n_chunks, 3);
+    for (int a = 0; a < cl->n_algos; a++) {
+        const vd_profile_algo *pa = &cl->algos[a];
+        bool is_split = !strncmp(pa->label, "b/", 2);
+        split += is_split;
+        ck_assert_msg(pa->n_chunks == (is_split ? 3 : 0), "option '%s': %d chunk timings",
+                      pa->label, pa->n_chunks);
+        for (int q = 0; q < pa->n_chunks; q++) {
+            ck_assert_int_eq(pa->chunks[q].k, 2 << q);
+            ck_assert(pa->chunks[q].fwd_s > 0 && pa->chunks[q].bwd_s > 0);
+        }
+    }
+    ck_assert_msg(split >= 2, "%d split options", split);
+    vd_free(prof.layers);
+    ck_assert(be->layer_setup(be, &net, 16, VD_MATH_FP32, false, &e) == 0);   /* as it was */
     vd_net_free(&net);
 }
 END_TEST

@@ -629,8 +629,10 @@ END_TEST
 
 /* vd_profile_chunk_time: without timed chunks, the per-sample part scaled
  * (closed form); with one timed chunk, that scaled by how much slower than
- * so scaled option 0 ran there, for any option and the nearest timed k;
- * "chunks" survives a save and load, and a bad one is refused. */
+ * so scaled option 0 ran there, for any option without chunks of its own
+ * and the nearest timed k; an option timed on chunks of its own (a split
+ * option) by its own; "chunks" (the layer's and an option's) survives a
+ * save and load, and a bad one is refused. */
 START_TEST(test_profile_chunk_times) {
     vd_net net;
     load_shipped_net(&net, "lenet.yaml", 64);
@@ -638,20 +640,30 @@ START_TEST(test_profile_chunk_times) {
     analytic_profile(&net, 64, &vd_device_h200, &prof);
     const int li = 0;   /* conv1 */
     vd_profile_layer *pl = &prof.layers[li];
+    ck_assert_int_ge(pl->n_algos, 2);
     double L = prof.dev.launch_s, t = pl->algos[0].fwd_s, tb = pl->algos[0].bwd_s;
     ck_assert(t > L && tb > L);
     /* 1e-15: one rounding of a few operations on times of about 1e-5 s */
     double lin8 = L + (t - L) * 8.0 / 64.0;
-    ck_assert(fabs(vd_profile_chunk_time(&prof, li, false, t, 8, 64) - lin8) <= 1e-15);
-    ck_assert(vd_profile_chunk_time(&prof, li, false, t, 64, 64) == t);
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 0, false, t, 8, 64) - lin8) <= 1e-15);
+    ck_assert(vd_profile_chunk_time(&prof, li, 0, false, t, 64, 64) == t);
     /* timed at k = 8: forward 1.5x its scaled time, backward no slower */
     pl->n_chunks = 1;
     pl->chunks[0] = (vd_profile_chunk){.k = 8, .fwd_s = 1.5 * lin8, .bwd_s = 0.5 * tb};
-    ck_assert(fabs(vd_profile_chunk_time(&prof, li, false, t, 8, 64) - 1.5 * lin8) <= 1e-15);
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 0, false, t, 8, 64) - 1.5 * lin8) <= 1e-15);
     double t2 = 3 * t, lin4 = L + (t2 - L) * 4.0 / 64.0;   /* another option, 16 chunks */
-    ck_assert(fabs(vd_profile_chunk_time(&prof, li, false, t2, 4, 64) - 1.5 * lin4) <= 1e-15);
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 1, false, t2, 4, 64) - 1.5 * lin4) <= 1e-15);
     double linb = L + (tb - L) * 8.0 / 64.0;
-    ck_assert(fabs(vd_profile_chunk_time(&prof, li, true, tb, 8, 64) - linb) <= 1e-15);
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 0, true, tb, 8, 64) - linb) <= 1e-15);
+    /* option 1 timed on chunks of 8 itself: its forward as scaled (option
+     * 0's 1.5x no longer applies to it), its backward 2x */
+    vd_profile_algo *a1 = &pl->algos[1];
+    double f1 = L + (a1->fwd_s - L) * 8.0 / 64.0, b1 = L + (a1->bwd_s - L) * 8.0 / 64.0;
+    a1->n_chunks = 1;
+    a1->chunks[0] = (vd_profile_chunk){.k = 8, .fwd_s = f1, .bwd_s = 2 * b1};
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 1, false, a1->fwd_s, 8, 64) - f1) <= 1e-15);
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 1, true, a1->bwd_s, 8, 64) - 2 * b1) <= 1e-15);
+    ck_assert(fabs(vd_profile_chunk_time(&prof, li, 0, false, t, 8, 64) - 1.5 * lin8) <= 1e-15);
     /* the round trip */
     char path[] = "/tmp/vd_chunk_prof_XXXXXX";
     int fd = mkstemp(path);
@@ -666,17 +678,28 @@ START_TEST(test_profile_chunk_times) {
     ck_assert(back.layers[li].chunks[0].fwd_s == pl->chunks[0].fwd_s);   /* 17 digits */
     ck_assert(back.layers[li].chunks[0].bwd_s == pl->chunks[0].bwd_s);
     ck_assert_int_eq(back.layers[1].n_chunks, 0);
+    ck_assert_int_eq(back.layers[li].algos[0].n_chunks, 0);
+    ck_assert_int_eq(back.layers[li].algos[1].n_chunks, 1);
+    ck_assert_int_eq(back.layers[li].algos[1].chunks[0].k, 8);
+    ck_assert(back.layers[li].algos[1].chunks[0].fwd_s == f1);
+    ck_assert(back.layers[li].algos[1].chunks[0].bwd_s == 2 * b1);
     vd_profile_free(&back);
-    /* a chunk count of 1, or twice the same: VD_EDATA naming the key */
-    for (int bad = 0; bad < 2; bad++) {
-        pl->n_chunks = 2;
-        pl->chunks[1] = pl->chunks[0];
-        if (!bad) { pl->n_chunks = 1; pl->chunks[0].k = 1; }
+    /* a chunk count of 1, or twice the same, in the layer's chunks or an
+     * option's: VD_EDATA naming the key and where */
+    for (int bad = 0; bad < 4; bad++) {
+        int *n = bad < 2 ? &pl->n_chunks : &a1->n_chunks;
+        vd_profile_chunk *cs = bad < 2 ? pl->chunks : a1->chunks;
+        *n = 2;
+        cs[1] = cs[0];
+        if (bad % 2 == 0) { *n = 1; cs[0].k = 1; }
         ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
         vd_err e2 = {0};
         ck_assert_int_eq(vd_profile_load(path, &net, 64, &back, &e2), VD_EDATA);
         ck_assert_msg(strstr(e2.msg, "\"k\" must be a chunk count"), "%s", e2.msg);
-        pl->chunks[0].k = 8;
+        ck_assert_msg(strstr(e2.msg, bad < 2 ? "layers[0].chunks[" : "layers[0].algos[1].chunks["),
+                      "%s", e2.msg);
+        cs[0].k = 8;
+        *n = 1;
     }
     unlink(path);
     vd_profile_free(&prof);
@@ -727,15 +750,16 @@ START_TEST(test_split_pair_times_alone) {
             seen++;
             const vd_profile_algo *a = &prof.layers[pl->layer].algos[0];
             double got = p.steps[2 * U - 1 - u].compute_s;
-            double want = split ? vd_profile_chunk_time(&prof, pl->layer, true, a->bwd_alone_s,
-                                                        pl->n, B)
+            double want = split ? vd_profile_chunk_time(&prof, pl->layer, 0, true,
+                                                        a->bwd_alone_s, pl->n, B)
                                 : a->bwd_s;
             if (pl->layer == conv) {
                 ck_assert_int_eq(u + 1 < U && p.layers[u + 1].db_unit == u, !split);
                 /* (the same update in both: the difference is exact but for
                  * rounding) */
                 got -= p0.steps[2 * U - 1 - u].compute_s;
-                want -= split ? vd_profile_chunk_time(&prof, conv, true, a->bwd_s, pl->n, B) : a->bwd_s;
+                want -= split ? vd_profile_chunk_time(&prof, conv, 0, true, a->bwd_s, pl->n, B)
+                              : a->bwd_s;
                 ck_assert_msg(fabs(got - want) <= 1e-12 * a->bwd_s, "conv1 split %d: %g more, want %g",
                               split, got, want);
                 continue;
@@ -768,8 +792,8 @@ END_TEST
 
 /* vd_profile_layer_scale (the CUDA profile's times under load): the
  * backward's factor reaches every option's bwd_s and bwd_alone_s and the
- * chunks' bwd_s, the forward's every fwd_s, the chunks' and the
- * recompute's; nothing else changes (each time compared with the same
+ * chunks' bwd_s (the layer's and an option's), the forward's every fwd_s,
+ * the chunks' and the recompute's; nothing else changes (each time compared with the same
  * product, which the function computes: equal to the bit). */
 START_TEST(test_profile_layer_scale) {
     vd_net net;
@@ -782,6 +806,8 @@ START_TEST(test_profile_layer_scale) {
     pl->n_chunks = 2;
     pl->chunks[0] = (vd_profile_chunk){.k = 2, .fwd_s = 3e-5, .bwd_s = 5e-5};
     pl->chunks[1] = (vd_profile_chunk){.k = 4, .fwd_s = 2e-5, .bwd_s = 3e-5};
+    pl->algos[0].n_chunks = 1;
+    pl->algos[0].chunks[0] = (vd_profile_chunk){.k = 2, .fwd_s = 4e-5, .bwd_s = 6e-5};
     pl->rc_s = 7e-6;
     const vd_profile_layer was = *pl, next = prof.layers[1];
     vd_profile_layer_scale(pl, true, 1.5);
@@ -794,6 +820,8 @@ START_TEST(test_profile_layer_scale) {
         ck_assert(pl->chunks[q].bwd_s == was.chunks[q].bwd_s * 1.5);
         ck_assert(pl->chunks[q].fwd_s == was.chunks[q].fwd_s);
     }
+    ck_assert(pl->algos[0].chunks[0].bwd_s == was.algos[0].chunks[0].bwd_s * 1.5);
+    ck_assert(pl->algos[0].chunks[0].fwd_s == was.algos[0].chunks[0].fwd_s);
     ck_assert(pl->rc_s == was.rc_s);
     vd_profile_layer_scale(pl, false, 1.25);
     for (int k = 0; k < pl->n_algos; k++) {
@@ -804,6 +832,7 @@ START_TEST(test_profile_layer_scale) {
         ck_assert(pl->chunks[q].fwd_s == was.chunks[q].fwd_s * 1.25);
         ck_assert_int_eq(pl->chunks[q].k, was.chunks[q].k);
     }
+    ck_assert(pl->algos[0].chunks[0].fwd_s == was.algos[0].chunks[0].fwd_s * 1.25);
     ck_assert(pl->rc_s == was.rc_s * 1.25);
     ck_assert_int_eq(pl->n_algos, was.n_algos);
     ck_assert(memcmp(&prof.layers[1], &next, sizeof next) == 0);

@@ -588,6 +588,52 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
     return rc;
 }
 
+/* Option algo of layer li (operands in b) on the chunks auto splits into
+ * (vd_profile_chunk_time): the first batch / k samples of the same buffers,
+ * alone (a split layer is in no fusion pair: in_pair), into cs[*n]. Option
+ * 0 prices every option's chunks but those timed here themselves: a split
+ * conv option runs a chunk of whole sub-batches through the sub-batch plans
+ * it was timed with, not through a plan built for the chunk's batch as
+ * option 0 does. The backward of a layer with parameters is timed
+ * overwriting their gradients, as the first chunk runs, and adding to them,
+ * as the other k - 1 do (dw_beta: a convolution's filter gradient that
+ * accumulates may run other kernels), and priced at the chunks' mean. A
+ * refinement: where a chunk cannot be timed the option keeps the scaled
+ * time (the error is dropped; a CUDA error is still caught by the next
+ * checked call). */
+static void time_chunks(prof *p, int li, const layer_buf *b, int algo, vd_profile_chunk *cs,
+                        int *n) {
+    static const int chunk_ks[] = VD_PROFILE_CHUNK_KS;
+    const vd_layer *l = &p->net->layers[li];
+    const bool params = layer_param_floats(p->net, li) > 0;
+    *n = 0;
+    for (size_t q = 0; q < VD_ARRAY_LEN(chunk_ks) && chunk_ks[q] <= p->batch &&
+                       *n < VD_PROFILE_MAX_CHUNKS; q++) {
+        vd_op_io io;
+        make_io(p, li, b, algo, false, &io);
+        io.n = p->batch / chunk_ks[q];
+        io.n_batch = p->batch;
+        vd_profile_chunk *pc = &cs[*n];
+        vd_err ce;
+        memset(&ce, 0, sizeof ce);
+        pc->k = chunk_ks[q];
+        double add_s = 0;
+        bool timed = !time_op(p, li, &io, false, &pc->fwd_s, &ce) &&
+                     !time_op(p, li, &io, true, &pc->bwd_s, &ce);
+        if (timed && params) {
+            io.dw_beta = 1.0f;
+            timed = !time_op(p, li, &io, true, &add_s, &ce);
+        }
+        if (!timed) {
+            cg_dbg(p->c, 1, "layer '%s' option %d: not timed on %d chunks: %s", l->name, algo,
+                   pc->k, ce.msg);
+            return;
+        }
+        if (params) pc->bwd_s = (pc->bwd_s + (pc->k - 1) * add_s) / pc->k;
+        (*n)++;
+    }
+}
+
 /* How much copies slow a pass of the net, per second of copying beside it
  * (vd_device_params.compute_slow_d2h / _h2d): mode 0 D2H copies beside the
  * forward pass, 1 H2D beside the backward. As many COPY_BYTES copies as
@@ -812,42 +858,13 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                 io.recompute = true;
                 TRYRC(time_op(&p, i, &io, false, &pl->rc_s, e));
             }
-            /* option 0 on the chunks auto splits into (vd_profile_chunk_time):
-             * the first batch / k samples of the same buffers, alone (a split
-             * layer is in no fusion pair: in_pair). The backward of a layer
-             * with parameters is timed overwriting their gradients, as the
-             * first chunk runs, and adding to them, as the other k - 1 do
-             * (dw_beta: a convolution's filter gradient that accumulates may
-             * run other kernels), and priced at the chunks' mean. A refinement:
-             * where a chunk cannot be timed the layer keeps the scaled time
-             * (the error is dropped; a CUDA error is still caught by the
-             * next checked call) */
-            static const int chunk_ks[] = VD_PROFILE_CHUNK_KS;
-            for (size_t q = 0; q < VD_ARRAY_LEN(chunk_ks) && nopt > 0 &&
-                               vd_op_table[l->op].chunkable && l->op != VD_OP_SOFTMAX_XENT &&
-                               chunk_ks[q] <= batch && pl->n_chunks < VD_PROFILE_MAX_CHUNKS; q++) {
-                vd_op_io io;
-                make_io(&p, i, &b, 0, false, &io);
-                io.n = batch / chunk_ks[q];
-                io.n_batch = batch;
-                vd_profile_chunk *pc = &pl->chunks[pl->n_chunks];
-                vd_err ce;
-                memset(&ce, 0, sizeof ce);
-                pc->k = chunk_ks[q];
-                double add_s = 0;
-                bool params = layer_param_floats(net, i) > 0;
-                bool timed = !time_op(&p, i, &io, false, &pc->fwd_s, &ce) &&
-                             !time_op(&p, i, &io, true, &pc->bwd_s, &ce);
-                if (timed && params) {
-                    io.dw_beta = 1.0f;
-                    timed = !time_op(&p, i, &io, true, &add_s, &ce);
-                }
-                if (!timed) {
-                    cg_dbg(c, 1, "layer '%s': not timed on %d chunks: %s", l->name, pc->k, ce.msg);
-                    break;
-                }
-                if (params) pc->bwd_s = (pc->bwd_s + (pc->k - 1) * add_s) / pc->k;
-                pl->n_chunks++;
+            /* option 0 on the chunks auto splits into, and each split conv
+             * option, which runs a chunk otherwise (time_chunks) */
+            if (nopt > 0 && vd_op_table[l->op].chunkable && l->op != VD_OP_SOFTMAX_XENT) {
+                time_chunks(&p, i, &b, 0, pl->chunks, &pl->n_chunks);
+                for (int k = 1; l->op == VD_OP_CONV && k < nopt; k++)
+                    if (L->conv_opts[k].split > 1)
+                        time_chunks(&p, i, &b, k, pl->algos[k].chunks, &pl->algos[k].n_chunks);
             }
         }
 
