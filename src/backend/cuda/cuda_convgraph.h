@@ -50,7 +50,10 @@
  * without a beta-1 plan, dw accumulation (a chunk's dw_beta: no setup plan
  * has beta 1 there), lower pointer alignment, less workspace) gets a
  * plan built then, first in heuristic order that fits the workspace given,
- * cached per layer (G_MAXALT); if no engine fits, the legacy API runs it.
+ * cached per layer (G_MAXALT) for the calls whose workspace the heuristics
+ * would give the same engine (so that a call's engine does not depend on
+ * what ran before it: a vdnn-bench point on the points before it); if no
+ * engine fits, the legacy API runs it.
  *
  * Sub-batches past 2^31 elements (cuda_cudnn.cu's top): a layer whose input
  * or output at c->batch would pass INT32_MAX elements, which cuDNN's
@@ -135,7 +138,11 @@ typedef struct galt {                     /* a plan built at run time */
     int dir, n;
     float beta;
     int64_t ax, aw;                       /* byte alignment: activations, weight */
-    uint64_t ws_limit;                    /* legacy entries: the workspace nothing fit */
+    uint64_t ws_limit;                    /* legacy entries: the workspace nothing fit;
+                                             graph entries: the workspace the engine was
+                                             chosen within (run_alt reuses it for a call
+                                             with from p.ws to this much, where the
+                                             heuristics' choice is the same engine) */
     int want_epi;                         /* the epilogue asked for (part of the key) */
     int epi;                              /* the one p applies: want_epi, or CG_EPI_NONE where
                                              no fused engine fit */

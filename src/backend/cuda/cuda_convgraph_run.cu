@@ -58,7 +58,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
             continue;
         if (a->legacy && wsb <= a->ws_limit)
             return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
-        if (!a->legacy && a->p.ws <= wsb) {
+        if (!a->legacy && a->p.ws <= wsb && wsb <= a->ws_limit) {
             CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->epi ? io->b : NULL,
                                         a->p.ws ? ws : NULL));
             *done_epi = a->epi;
@@ -77,6 +77,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     a->ax = ax;
     a->aw = aw;
     a->want_epi = epi;
+    a->ws_limit = wsb;
     bool ok;
     cudnnStatus_t st;
     int rc, n = 0;
@@ -100,7 +101,6 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     }
     if (!n) {
         a->legacy = true;
-        a->ws_limit = wsb;
         cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: no graph "
                "engine; legacy API", l->name, cg_dir_name[d], io->n, (long long)ax, (long long)aw,
                (unsigned long long)wsb);
