@@ -75,13 +75,14 @@ enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_b
  * profile: a greedy plan 17% above the bound refined to 3.7% above it, the
  * search's best without it 7.7%; docs/planner.md, "Starts"). */
 static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.25;
-/* Where the bound's start does not fit within its gate, it runs again from
- * the maps the bound recomputes at AUTO_SEED_TIGHT of the budget, then at
- * AUTO_SEED_TIGHT of that, AUTO_SEED_RETRIES times at most: the relaxation
- * is optimistic about memory, and from a seed that recomputes too little
- * greedy fits by worse moves (docs/planner.md, "Starts"). */
+/* While the plan stays over AUTO_OPINION_GAP above the bound, the bound's
+ * start runs again from the maps the bound recomputes at AUTO_SEED_TIGHT
+ * of the budget, then at AUTO_SEED_TIGHT of that, AUTO_SEED_RETRIES times
+ * at most (a seed the same as the one before skipped): the relaxation is
+ * optimistic about memory, and from a seed that recomputes too little
+ * greedy fits by worse moves, or not at all (docs/planner.md, "Starts"). */
 static const double AUTO_SEED_TIGHT = 0.9;
-enum { AUTO_SEED_RETRIES = 2 };
+enum { AUTO_SEED_RETRIES = 3 };
 static const double AUTO_START_BEHIND = 2.0;
 /* The runs (search_recompute_runs), last before fewer copies: where the
  * plan's stalls are at least AUTO_RUN_STALLS of its iteration (trading
@@ -616,15 +617,21 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         bool fitted = false;
         rc = bound_start(&c, d0, a0, seed, seed_s, &P, &fitted, e);
         double f = 1.0;
-        for (int q = 0; q < AUTO_SEED_RETRIES && !rc && !fitted && !done(&c); q++) {
+        bool *last = seed;   /* the seed run last (a tighter budget may give the same) */
+        for (int q = 0; q < AUTO_SEED_RETRIES && !rc && !done(&c) &&
+                        P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP); q++) {
             /* from P: the bound reads only its structure, the same in
              * every plan of this search (bound_seed) */
             bool *tight = NULL;
             f *= AUTO_SEED_TIGHT;
             rc = bound_seed(&c, &P, (uint64_t)(f * (double)c.B), &tight, NULL, e);
-            if (!rc && tight) rc = bound_start(&c, d0, a0, tight, seed_s, &P, &fitted, e);
-            vd_free(tight);
+            if (!tight) continue;
+            if (!rc && memcmp(tight, last, (size_t)(c.L + 1) * sizeof *tight))
+                rc = bound_start(&c, d0, a0, tight, seed_s, &P, &fitted, e);
+            if (last != seed) vd_free(last);
+            last = tight;
         }
+        if (last != seed) vd_free(last);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
     if (tidy && P.feasible && !done(&c) && s->jitter_depth == 0 && P.offload_bytes > 0) {

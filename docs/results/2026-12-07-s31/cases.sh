@@ -1,4 +1,5 @@
 # net math profile(file or analytic) [explicit budgets]
+resnet152 bf16 /tmp/p/r152d.json 8G 9G 10G 11G 12G
 resnet152 bf16 /tmp/p/r152.json 8G 9G 10G 11G 12G
 resnet152 bf16 tests/plan/data/resnet152-b256-h100-bf16-s16.json
 resnet152 bf16 tests/plan/data/resnet152-b256-h200-bf16-s28.json
