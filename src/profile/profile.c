@@ -322,7 +322,7 @@ double vd_profile_chunk_time(const vd_profile *prof, int layer, int algo, bool b
     const vd_profile_algo *ref = &pl->algos[0];
     const vd_profile_chunk *cs = pl->chunks;
     int nc = pl->n_chunks;
-    if (algo > 0 && algo < pl->n_algos && pl->algos[algo].n_chunks > 0) {
+    if (algo >= 0 && algo < pl->n_algos && pl->algos[algo].n_chunks > 0) {
         ref = &pl->algos[algo];
         cs = ref->chunks;
         nc = ref->n_chunks;
