@@ -634,6 +634,7 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
            trained ? "" : ", evaluation", vd_fmt_bytes(r.overhead, d, sizeof d));
     if (r.pool_tables) printf(" + the pool's page tables %s", vd_fmt_bytes(r.pool_tables, a, sizeof a));
     if (r.first_use) printf(" + kernel code loaded at first use %s", vd_fmt_bytes(r.first_use, a, sizeof a));
+    if (r.graph_bytes) printf(" + the captured iterations' graphs %s", vd_fmt_bytes(r.graph_bytes, a, sizeof a));
     printf(" = %s: %s", vd_fmt_bytes(r.limit, f, sizeof f), r.within ? "within\n" : "EXCEEDED by ");
     if (!r.within) printf("%s\n", vd_fmt_bytes(r.excess, g, sizeof g));
     /* The samples before the pool (each includes the previous). Pinning host
@@ -652,10 +653,13 @@ static void report_device_memory(vd_session *ses, const vd_plan *plan, const vd_
         /* Growth beyond the pool (rounded up to the allocation granularity)
          * when it was created (the driver's page tables for it), during the
          * first training / evaluation pass (kernel code CUDA loads at first
-         * launch, when loading is lazy) and after them (none expected). */
-        uint64_t base = m->used_created + m->first_use;
+         * launch, when loading is lazy), in the passes that captured a graph
+         * (its executable) and else (none expected). */
+        uint64_t base = m->used_created + m->first_use + m->graph_bytes;
         uint64_t later = r.used_max > base ? r.used_max - base : 0;
         printf("growth beyond the pool: at its creation %s; ", vd_fmt_bytes(m->pool_growth, a, sizeof a));
+        if (m->graph_bytes)
+            printf("capturing the iteration's graphs %s; ", vd_fmt_bytes(m->graph_bytes, d, sizeof d));
         if (m->lazy_loading)
             printf("in the first passes %s (kernel code loaded at first use: CUDA lazy loading); "
                    "after them %s\n", vd_fmt_bytes(m->first_use, b, sizeof b),

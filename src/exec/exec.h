@@ -45,8 +45,11 @@ typedef struct vd_exec_opts {
     /* Optional (NULL = none), for debugging: called after each step of a
      * training or evaluation pass has been issued (step == the plan's
      * n_steps: the SGD update / the end of an evaluation pass), with
-     * after_step_ctx. The session's memory trace synchronizes there. */
-    void (*after_step)(void *ctx, int step, bool eval);
+     * after_step_ctx. The session's memory trace synchronizes there.
+     * captured (at a training pass's end): the pass captured its CUDA graph
+     * (graph), whose executable the driver keeps in device memory outside
+     * the pool; false at every other call. */
+    void (*after_step)(void *ctx, int step, bool eval, bool captured);
     void *after_step_ctx;
     /* Measure when each step of a training pass ends on the compute stream:
      * one more event per step, recorded after the step's actions (no

@@ -890,6 +890,7 @@ typedef struct walk_stats {
     bool stage_failed;  /* the stage hook said the look-ahead buffers are not ready */
     bool hook_done;     /* the stage hook ran before the walk (a captured step) */
     bool capturing;     /* the walk issues into a capture: no after_step calls */
+    bool captured;      /* the step captured its graph (after_step's captured) */
 } walk_stats;
 
 /* Data parallel: average the gradient buckets that backward step s
@@ -1203,7 +1204,7 @@ static int step_hooked(vdx_member *m, const vd_plan *p, vd_op_io *io, int s, flo
                        bool eval, walk_stats *w, vd_err *e) {
     int rc = run_step(m, p, io, s, lr, w, e);
     if (!rc && m->opts.after_step && !w->capturing)
-        m->opts.after_step(m->opts.after_step_ctx, s, eval);
+        m->opts.after_step(m->opts.after_step_ctx, s, eval, w->captured);
     return rc;
 }
 
@@ -1389,6 +1390,7 @@ static int walk_graph(vdx_member *m, float lr, const vd_step_scalars *ss, walk_s
     G->g = g;
     G->key = *k;
     G->w = *w;
+    w->captured = true;   /* (not in G->w: a replay captures nothing) */
     m->n_graphs++;
     m->graph_captures++;
     if ((rc = launch(m, g, k, ss, e))) return rc;

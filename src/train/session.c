@@ -265,8 +265,9 @@ static void trace_step(vd_session *s, int step, bool eval) {
 /* vd_exec_opts.after_step (CUDA): the memory trace if on, and at the end of
  * every pass one sample (no synchronization: kernel code is loaded when a
  * kernel is launched); growth during the first pass of each kind is kernel
- * code loaded at first use when loading is lazy. */
-static void after_step(void *ctx, int step, bool eval) {
+ * code loaded at first use when loading is lazy, growth during a pass that
+ * captured its graph the graph's executable. */
+static void after_step(void *ctx, int step, bool eval, bool captured) {
     vd_session *s = ctx;
     if (s->mem_trace) trace_step(s, step, eval);
     if (step != (eval ? s->mem.eval_steps : s->mem.train_steps)) return;
@@ -274,8 +275,10 @@ static void after_step(void *ctx, int step, bool eval) {
     if (!mem_now(s, &used, NULL)) return;
     mem_record(s, used);
     bool *seen = eval ? &s->mem.seen_eval : &s->mem.seen_train;
-    if (!*seen && s->mem.lazy_loading && used > s->mem.pass_mark)
-        s->mem.first_use += used - s->mem.pass_mark;
+    if (used > s->mem.pass_mark) {
+        if (captured) s->mem.graph_bytes += used - s->mem.pass_mark;
+        else if (!*seen && s->mem.lazy_loading) s->mem.first_use += used - s->mem.pass_mark;
+    }
     *seen = true;
     s->mem.pass_mark = used;
 }
@@ -295,7 +298,7 @@ int vd_session_exec(vd_session *s, const vd_plan *plan, bool poison, vd_exec **e
         s->mem.trace_train = s->mem.trace_eval = 0;
     }
     s->mem.used_pinned = s->mem.used_created = s->mem.pool_created = 0;
-    s->mem.first_use = s->mem.pool_growth = 0;
+    s->mem.first_use = s->mem.graph_bytes = s->mem.pool_growth = 0;
     s->mem.seen_train = s->mem.seen_eval = false;
     s->mem.train_steps = plan->n_steps;
     s->mem.eval_steps = plan->forward_only ? plan->n_steps   /* an inference executor */
@@ -330,7 +333,9 @@ void vd_session_mem_check(vd_session *s, uint64_t budget, vd_session_mem_report 
     uint64_t tables = VD_SESSION_POOL_TABLES(budget);
     r->pool_tables = s->mem.pool_growth < tables ? s->mem.pool_growth : tables;
     r->first_use = s->mem.first_use;
-    r->limit = VD_ALIGN_UP(budget, VD_SESSION_GRANULE) + r->overhead + r->pool_tables + r->first_use;
+    r->graph_bytes = s->mem.graph_bytes;
+    r->limit = VD_ALIGN_UP(budget, VD_SESSION_GRANULE) + r->overhead + r->pool_tables +
+               r->first_use + r->graph_bytes;
     r->within = r->used_max <= r->limit;
     r->excess = r->within ? 0 : r->used_max - r->limit;
 }

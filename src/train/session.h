@@ -135,6 +135,11 @@ typedef struct vd_session_memory {
                                    place vdnn reads the environment; documented in
                                    vdnn-train(1) ENVIRONMENT */
     uint64_t first_use;         /* growth during the first pass of each kind */
+    /* The captured iterations' graphs (vd_exec_opts.graph): the driver keeps
+     * each graph's executable in device memory outside the pool; the growth
+     * during a training pass that captured one (vd_exec_opts.after_step's
+     * captured) counts as context. */
+    uint64_t graph_bytes;
     uint64_t pool_growth;       /* growth beyond the (rounded) pool when the
                                    latest executor created it: the driver's page
                                    tables for it (pool_tables allows at most
@@ -233,10 +238,11 @@ typedef struct vd_session_mem_report {
                                    beyond the pool at its creation, at most
                                    VD_SESSION_POOL_TABLES(budget) */
     uint64_t first_use;         /* kernel code loaded at first use (mem.first_use) */
+    uint64_t graph_bytes;       /* the captured iterations' graphs (mem.graph_bytes) */
     uint64_t used_max;          /* max observed process usage */
     uint64_t used_end;          /* usage at the last sample */
     uint64_t limit;             /* round_up(budget, VD_SESSION_GRANULE) + overhead
-                                   + pool_tables + first_use */
+                                   + pool_tables + first_use + graph_bytes */
     bool within;                /* used_max <= limit */
     uint64_t excess;            /* used_max - limit when !within, else 0 */
     int n_samples;

@@ -816,46 +816,69 @@ END_TEST
 
 /* after_step (the session's memory trace) is called once per step, in step
  * order, after each is issued: n_steps + 1 calls per training step (the
- * last for the SGD update) and per evaluation step, with the right flag. */
-static int trace_next, trace_calls[2], trace_bad;
-static void log_after_step(void *ctx, int step, bool eval) {
-    if (ctx != (void *)trace_calls || step != trace_next) trace_bad++;
+ * last for the SGD update) and per evaluation step, with the right flag.
+ * With opts.graph on (the CPU backend emulates captures) the first step
+ * runs eagerly, the second captures its graph and the third replays it:
+ * those two call it at the pass's end only, and captured is false but
+ * there in the second. */
+static int trace_next, trace_calls[2], trace_bad, trace_captured[3], trace_end;
+static int64_t trace_iter;
+static void log_after_step(void *ctx, int step, bool eval, bool captured) {
+    if (ctx != (void *)trace_calls || (step != trace_next && step != trace_end)) trace_bad++;
     trace_next = step + 1;
     trace_calls[eval]++;
+    if (captured) {
+        if (eval || trace_iter < 0 || trace_iter > 2) trace_bad++;
+        else trace_captured[trace_iter] += step;   /* the step: n_steps, the pass's end */
+    }
 }
 
 START_TEST(test_after_step_hook) {
-    hook_fix f;
-    hook_fix_init(&f);
-    vd_net *net = &f.net;
-    vd_backend *be = f.be;
-    vd_plan *plan = &f.plan;
-    vd_err e = {0};
-    vd_exec_opts eo = {.layers_ready = true, .after_step = log_after_step,
-                       .after_step_ctx = trace_calls};
-    vd_exec *ex = NULL;
-    ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
-    float *params = calloc((size_t)net->param_floats, sizeof *params);
-    ck_assert_ptr_nonnull(params);
-    ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
-    memset(trace_calls, 0, sizeof trace_calls);
-    trace_bad = 0;
-    for (int it = 0; it < 2; it++) {
+    for (int graph = 0; graph < 2; graph++) {
+        hook_fix f;
+        hook_fix_init(&f);
+        vd_net *net = &f.net;
+        vd_backend *be = f.be;
+        vd_plan *plan = &f.plan;
+        vd_err e = {0};
+        vd_exec_opts eo = {.layers_ready = true, .after_step = log_after_step,
+                           .after_step_ctx = trace_calls,
+                           .graph = graph ? VD_GRAPH_ON : VD_GRAPH_OFF};
+        vd_exec *ex = NULL;
+        ck_assert_msg(vd_exec_create(&ex, net, plan, be, &eo, &e) == 0, "%s", e.msg);
+        float *params = calloc((size_t)net->param_floats, sizeof *params);
+        ck_assert_ptr_nonnull(params);
+        ck_assert_msg(vd_exec_set_state(ex, params, NULL, 0, &e) == 0, "%s", e.msg);
+        memset(trace_calls, 0, sizeof trace_calls);
+        memset(trace_captured, 0, sizeof trace_captured);
+        trace_bad = 0;
+        trace_end = graph ? plan->n_steps : -1;   /* a captured step's only call */
+        for (int it = 0; it < 3; it++) {
+            trace_next = 0;
+            trace_iter = it;
+            float loss;
+            ck_assert_msg(vd_exec_train_step(ex, 0.01f, it, &loss, &e) == 0, "%s", e.msg);
+            ck_assert_int_eq(trace_next, plan->n_steps + 1);
+        }
+        vd_exec_stats st;
+        vd_exec_get_stats(ex, &st);
+        ck_assert_int_eq(st.graph_captures, graph);   /* (the emulation ran) */
+        ck_assert_int_eq(trace_captured[0], 0);
+        ck_assert_int_eq(trace_captured[1], graph ? plan->n_steps : 0);
+        ck_assert_int_eq(trace_captured[2], 0);
+        ck_assert_int_eq(trace_calls[0], graph ? plan->n_steps + 3 : 3 * (plan->n_steps + 1));
+        ck_assert_int_eq(trace_calls[1], 0);
         trace_next = 0;
-        float loss;
-        ck_assert_msg(vd_exec_train_step(ex, 0.01f, it, &loss, &e) == 0, "%s", e.msg);
-        ck_assert_int_eq(trace_next, plan->n_steps + 1);
+        trace_iter = -1;
+        trace_end = -1;
+        vd_eval_counts ec;
+        ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(trace_calls[1], plan->eval->n_steps + 1);
+        ck_assert_int_eq(trace_bad, 0);
+        free(params);
+        vd_exec_destroy(&ex);
+        hook_fix_free(&f);
     }
-    ck_assert_int_eq(trace_calls[0], 2 * (plan->n_steps + 1));
-    ck_assert_int_eq(trace_calls[1], 0);
-    trace_next = 0;
-    vd_eval_counts ec;
-    ck_assert_msg(vd_exec_eval_step(ex, &ec, &e) == 0, "%s", e.msg);
-    ck_assert_int_eq(trace_calls[1], plan->eval->n_steps + 1);
-    ck_assert_int_eq(trace_bad, 0);
-    free(params);
-    vd_exec_destroy(&ex);
-    hook_fix_free(&f);
 }
 END_TEST
 
