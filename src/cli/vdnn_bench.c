@@ -843,7 +843,8 @@ static void print_table(const bench *b) {
         printf("device used = the process's device memory from the driver (max over the "
                "point), of %s; '!' = more than the budget plus what was outside the pool "
                "when it was created, its page tables, kernel code loaded at first use and the "
-               "captured iteration's graphs (vdnn-train(1), DEVICE MEMORY)\n", vd_fmt_bytes(b->ses.mem.total, t1, sizeof t1));
+               "captured iteration's graphs (vdnn-train(1), DEVICE MEMORY)\n",
+               vd_fmt_bytes(b->ses.mem.total, t1, sizeof t1));
         if (hi > 0 && lo == hi)
             printf("outside the pool (context, handles, setup, pinned host buffers): %s\n",
                    vd_fmt_bytes(lo, o1, sizeof o1));

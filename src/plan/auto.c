@@ -71,9 +71,9 @@ enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_b
  * measured ResNet-152 profile; refine's first moves gain almost all that
  * refine gains there: docs/results/2026-12-06-s20/seed.md); left out where
  * its greedy plan is over AUTO_SEED_GATE above the bound, where the bound's
- * relaxation is far from any plan (ResNet-152 bf16 at 10 GiB on an H100
- * profile: a greedy plan 17% above the bound refined to 3.7% above it, the
- * search's best without it 7.7%; docs/planner.md, "Starts"). */
+ * relaxation is far from any plan (refine brings greedy plans within the
+ * gate near the bound, and rarely those beyond it: docs/planner.md,
+ * "Starts", has the measured cases). */
 static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.25;
 /* While the plan stays over AUTO_OPINION_GAP above the bound, the bound's
  * start runs again from the maps the bound recomputes at AUTO_SEED_TIGHT

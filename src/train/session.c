@@ -46,8 +46,8 @@ void vd_session_mem_reset(vd_session *s) {
  * this setup's option of the same label (the executor runs that one:
  * cuDNN's tuning can list the same engines in another order from one
  * process to the next; vd_algo_find), and one this setup does not offer is
- * dropped (prof_dropped), unless none of the layer's is offered (the first
- * is kept: the executor then reports the profile as another setup's). An
+ * dropped (prof_dropped), unless none of the layer's is offered (all are
+ * kept: the executor then reports the profile as another setup's). An
  * option whose engine here needs more workspace than the profile says gets
  * this setup's workspace, so that the plan leaves room for it (the executor
  * refuses a plan that leaves less): a VGG-16 tf32 profile saved by one run

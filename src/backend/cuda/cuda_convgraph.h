@@ -138,11 +138,11 @@ typedef struct galt {                     /* a plan built at run time */
     int dir, n;
     float beta;
     int64_t ax, aw;                       /* byte alignment: activations, weight */
-    uint64_t ws_limit;                    /* legacy entries: the workspace nothing fit;
-                                             graph entries: the workspace the engine was
-                                             chosen within (run_alt reuses it for a call
-                                             with from p.ws to this much, where the
-                                             heuristics' choice is the same engine) */
+    uint64_t ws_limit;                    /* the workspace the entry was made within:
+                                             a legacy one (no engine fit) serves calls
+                                             with at most this much, a graph one calls
+                                             with from p.ws to this much (there the
+                                             heuristics choose the same engine) */
     int want_epi;                         /* the epilogue asked for (part of the key) */
     int epi;                              /* the one p applies: want_epi, or CG_EPI_NONE where
                                              no fused engine fit */

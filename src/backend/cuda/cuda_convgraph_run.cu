@@ -8,10 +8,10 @@
  * of q: the option's split of the whole batch, or fewer of them for a
  * chunk of the batch), each through the sub-batch plan q; backward-filter
  * chunks after the first (and the first too with beta 1: a call that adds
- * to dw) write their dw into the workspace front and are added to dw. Chunks advance by elements of io->act (split
- * options exist in fp32 (NCHW) only, split_setup: 4 bytes; a 16-bit map's
- * elements are 2, and a channels-last conv's dW the KRSC one of
- * conv_cl_io). */
+ * to dw) write their dw into the workspace front and are added to dw.
+ * Chunks advance by elements of io->act (split options exist in fp32
+ * (NCHW) only, split_setup: 4 bytes; a 16-bit map's elements are 2, and a
+ * channels-last conv's dW the KRSC one of conv_cl_io). */
 static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int k,
                      const gcand *q, void *const ptr[3], const vd_op_io *io, float beta,
                      vd_err *e) {
