@@ -15,9 +15,11 @@
  *    AUTO_CHAINS chains of kicks (search_local.c); then the fastest start
  *    left unrefined far behind (far_start); then a second opinion on
  *    a jittered profile; then, where the plan is still over 2% above the
- *    copies' lower bound, the bound's start (bound_start: from the maps the
- *    bound's relaxation recomputes, and where that does not fit, from those
- *    it recomputes at a tighter budget); fewer copies, and the paper's policies
+ *    copies' lower bound, the lean start (lean_options: every pass at its
+ *    option of least workspace that runs about as fast as its fastest) and
+ *    the bound's start (from the maps the bound's relaxation recomputes,
+ *    and where that does not fit, from those it recomputes at a tighter
+ *    budget), each an added start (added_start); fewer copies, and the paper's policies
  *    and the extreme configuration as fallbacks (search_eval.c). Work
  *    budgets and an effort cap bound it, counts never clocks: the same
  *    inputs, the same plan;
@@ -65,7 +67,7 @@ static const double start_bw_scale[][2] = {   /* {D2H, H2D} factors */
  * could run: it planned more memory slower than less
  * (docs/results/2026-12-07-s29/starts.md). */
 enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_bw_scale[0]) };
-/* The bound's start (bound_start), after the others: its own effort, this
+/* The added starts (added_start), after the others: their own effort, this
  * share of the cap on top of what the search spent, refine at most
  * AUTO_SEED_REFINE of it (its greedy alone takes most of the share on the
  * measured ResNet-152 profile; refine's first moves gain almost all that
@@ -75,6 +77,9 @@ enum { RC_START = 0, N_STARTS = 2 + (int)(sizeof start_bw_scale / sizeof start_b
  * gate near the bound, and rarely those beyond it: docs/planner.md,
  * "Starts", has the measured cases). */
 static const double AUTO_SEED_SHARE = 0.2, AUTO_SEED_REFINE = 0.05, AUTO_SEED_GATE = 0.25;
+/* The lean start's options: per pass the least workspace among the options
+ * within AUTO_LEAN_TIME of the pass's fastest (lean_options). */
+static const double AUTO_LEAN_TIME = 0.02;
 /* While the plan stays over AUTO_OPINION_GAP above the bound, the bound's
  * start runs again from the maps the bound recomputes at AUTO_SEED_TIGHT
  * of the budget, then at AUTO_SEED_TIGHT of that, AUTO_SEED_RETRIES times
@@ -367,13 +372,56 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
     return rc;
 }
 
-/* The bound's start, an added candidate after the search: from
- * (disp0, algos0) with every map of seed recomputed (bound_seed), greedy
- * until it fits, then refine, on an effort of its own, on top of what the
- * search spent: AUTO_SEED_SHARE of the cap in all, refine at most
- * AUTO_SEED_REFINE of it. Its counts are put back after, so that what
- * follows spends and stops as without it (the memo keeps what it built,
- * which only saves builds later). Greedy gives up, and refine does not
+/* The lean start's options: algos0 with each pass at its option of least
+ * workspace among those within AUTO_LEAN_TIME of the pass's fastest. Split
+ * options (b/K) need a fraction of the unsplit algorithms' workspace and
+ * many run about as fast; greedy from the fastest options frees that
+ * memory by dispositions and slower options instead and can end in a
+ * basin that refine, the trades and the kicks do not leave: fp32 VGG-16
+ * b256 at 12 GiB on session 31 call 4's H100 profile planned 375.5 ms, 368.2
+ * with this start (docs/planner.md, "Starts"). */
+static void lean_options(const actx *c, const int *algos0, int *lean) {
+    memcpy(lean, algos0, 2 * (size_t)c->L * sizeof *lean);
+    for (int k = 0; k < 2 * c->L; k++) {
+        int n = c->prof->layers[k % c->L].n_algos;
+        double fastest = INFINITY;
+        for (int a = 0; a < n; a++) fastest = fmin(fastest, algo_time(c, k, a));
+        for (int a = 0; a < n; a++)
+            if (algo_time(c, k, a) <= fastest * (1.0 + AUTO_LEAN_TIME) &&
+                (algo_time(c, k, lean[k]) > fastest * (1.0 + AUTO_LEAN_TIME) ||
+                 algo_ws(c, k, a) < algo_ws(c, k, lean[k])))
+                lean[k] = a;
+    }
+}
+
+/* A phase on an effort of its own: share of the cap on top of what the
+ * search spent (own_effort_begin); its counts put back after
+ * (own_effort_end), so that what follows spends and stops as without it,
+ * but for the plans it built, which stay counted in the search's progress
+ * (the memo keeps what it built, which only saves builds later). */
+typedef struct own_effort { double work, effort, cap; int evals, looks; } own_effort;
+
+static own_effort own_effort_begin(actx *c, double share) {
+    own_effort o = {c->work, c->effort, c->s->cap, c->evals, c->looks};
+    c->s->cap = c->effort + share * vdp_search_cap(c->s);
+    return o;
+}
+
+static void own_effort_end(actx *c, const own_effort *o) {
+    c->s->cap = o->cap;
+    c->work = o->work;
+    c->effort = o->effort;
+    c->s->evals += c->evals - o->evals;
+    c->evals = o->evals;
+    c->looks = o->looks;
+}
+
+/* An added start, a candidate after the search, named what (its phases'
+ * names): from (disp0, algos0) with every map of seed recomputed (NULL:
+ * none; the bound's start: bound_seed's), greedy
+ * until it fits, then refine, on an effort of its own (own_effort):
+ * AUTO_SEED_SHARE of the cap in all, refine at most AUTO_SEED_REFINE of
+ * it. Greedy gives up, and refine does not
  * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound at the
  * budget; one that does not fit is left out (not the search's fastest
  * configuration seen, as a start's: that is *P's). *fitted: its plan fit
@@ -381,16 +429,17 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
  * configuration. It runs after the starts, not among them: there it took
  * effort that the other starts and the kicks needed where its plan was not
  * the best (docs/results/2026-12-06-s20/seed.md). */
-static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const bool *seed,
-                       double bound_s, vd_plan *P, bool *fitted, vd_err *e) {
-    double work = c->work, effort = c->effort, cap_saved = c->s->cap, cap = vdp_search_cap(c->s);
-    double gate_s = (1.0 + AUTO_SEED_GATE) * bound_s;
-    int evals = c->evals, looks = c->looks;
+static int added_start(actx *c, const char *what, const vd_disp *disp0, const int *algos0,
+                       const bool *seed, double bound_s, vd_plan *P, bool *fitted, vd_err *e) {
+    char greedy_phase[64], refine_phase[64];   /* what has no '%' */
+    snprintf(greedy_phase, sizeof greedy_phase, "greedy, %s", what);
+    snprintf(refine_phase, sizeof refine_phase, "refine, %s", what);
+    double cap = vdp_search_cap(c->s), gate_s = (1.0 + AUTO_SEED_GATE) * bound_s;
     config_copy(c, c->disp, c->algos, disp0, algos0);
-    for (int k = 0; k <= c->L; k++)
+    for (int k = 0; seed && k <= c->L; k++)
         if (seed[k]) c->disp[k] = VD_DISP_RECOMPUTE;
-    search_phase(c, "greedy, the bound's start", 0, 0);
-    c->s->cap = c->effort + AUTO_SEED_SHARE * cap;
+    search_phase(c, greedy_phase, 0, 0);
+    own_effort own = own_effort_begin(c, AUTO_SEED_SHARE);
     vd_plan Q;
     int rc = search_eval(c, &Q, e);
     bool fits = false;
@@ -400,17 +449,13 @@ static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const b
         c->abandon_s = 0;
         fits = !rc && Q.feasible && Q.sim.iter_s <= gate_s;
         if (fits) {
-            search_phase(c, "refine, the bound's start", 0, 0);
+            search_phase(c, refine_phase, 0, 0);
             c->s->cap = fmin(c->s->cap, c->effort + AUTO_SEED_REFINE * cap);
             rc = search_refine(c, &Q, NULL, pass_cut(c), e);
         }
         if (rc) vdp_plan_release(&Q);
     }
-    c->s->cap = cap_saved;
-    c->work = work;
-    c->effort = effort;
-    c->evals = evals;
-    c->looks = looks;
+    own_effort_end(c, &own);
     if (rc) return rc;
     *fitted = fits;
     if (fits && Q.sim.iter_s < P->sim.iter_s * (1.0 - 1e-9)) {
@@ -424,19 +469,13 @@ static int bound_start(actx *c, const vd_disp *disp0, const int *algos0, const b
 }
 
 /* The runs on their own effort (AUTO_RUN_SHARE; put back after, as
- * bound_start's), where *P stalls enough (AUTO_RUN_STALLS). */
+ * added_start's), where *P stalls enough (AUTO_RUN_STALLS). */
 static int runs_phase(actx *c, vd_plan *P, vd_err *e) {
     if (P->sim.stall_s < AUTO_RUN_STALLS * P->sim.iter_s) return VD_OK;
-    double work = c->work, effort = c->effort, cap_saved = c->s->cap;
-    int evals = c->evals, looks = c->looks;
     search_phase(c, "runs recomputed", 0, 0);
-    c->s->cap = c->effort + AUTO_RUN_SHARE * vdp_search_cap(c->s);
+    own_effort own = own_effort_begin(c, AUTO_RUN_SHARE);
     int rc = search_recompute_runs(c, P, e);
-    c->s->cap = cap_saved;
-    c->work = work;
-    c->effort = effort;
-    c->evals = evals;
-    c->looks = looks;
+    own_effort_end(c, &own);
     return rc;
 }
 
@@ -613,9 +652,19 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         rc = second_opinion(&c, net, prof, opts, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
+    if (c.algo_free && seed_s > 0 && P.feasible && !done(&c) &&
+        P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP)) {
+        bool fitted;
+        int *lean = vd_malloc(2 * (size_t)c.L * sizeof *lean, NULL);
+        if (!lean) { vdp_plan_release(&P); rc = vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search"); goto fail; }
+        lean_options(&c, a0, lean);
+        rc = added_start(&c, "the lean start", d0, lean, NULL, seed_s, &P, &fitted, e);
+        vd_free(lean);
+        if (rc) { vdp_plan_release(&P); goto fail; }
+    }
     if (seed && P.feasible && !done(&c) && P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP)) {
         bool fitted = false;
-        rc = bound_start(&c, d0, a0, seed, seed_s, &P, &fitted, e);
+        rc = added_start(&c, "the bound's start", d0, a0, seed, seed_s, &P, &fitted, e);
         double f = 1.0;
         bool *last = seed;   /* the seed run last (a tighter budget may give the same) */
         for (int q = 0; q < AUTO_SEED_RETRIES && !rc && !done(&c) &&
@@ -627,7 +676,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             rc = bound_seed(&c, &P, (uint64_t)(f * (double)c.B), &tight, NULL, e);
             if (!tight) continue;
             if (!rc && memcmp(tight, last, (size_t)(c.L + 1) * sizeof *tight))
-                rc = bound_start(&c, d0, a0, tight, seed_s, &P, &fitted, e);
+                rc = added_start(&c, "the bound's start", d0, a0, tight, seed_s, &P, &fitted, e);
             if (last != seed) vd_free(last);
             last = tight;
         }

@@ -2025,6 +2025,36 @@ START_TEST(test_vgg16_second_opinion) {
 }
 END_TEST
 
+/* An H100 fp32 profile (tests/plan/data/vgg16-b256-h100-fp32-s31.json,
+ * session 31's call 4) whose starts all end in the 375.501 ms basin at 12
+ * GiB (x, features.2:y and features.9:y offloaded, features.12's forward
+ * split in 8): one H100 apart measured within 1% of it, the search found
+ * 367.9 ms (forward at the fastest options, four maps offloaded, the
+ * backward passes at split options). The lean start (every pass at its
+ * least workspace within 2% of its fastest, auto.c lean_options) reaches
+ * that basin: 368.168 ms, pinned, within 2% of the copies' bound. */
+START_TEST(test_vgg16_lean_start) {
+    vd_net net;
+    vd_profile prof;
+    load_vgg16_with("vgg16-b256-h100-fp32-s31.json", &net, &prof);
+    vd_schedule_inplace(&net);   /* as vdnn-plan plans it (the ReLUs in place) */
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.budget = (uint64_t)12 << 30;
+    o.pool_to_need = true;   /* and its budget a cap */
+    vd_plan p;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    check_plan_invariants(&p, &net);
+    ck_assert(p.feasible && p.hwm <= o.budget);
+    printf("vgg16 b256 h100 s31 fp32, auto 12 GiB: %.3f ms\n", p.sim.iter_s * 1e3);
+    /* 1e-9: the printed value's rounding */
+    ck_assert_msg(p.sim.iter_s <= 368.1681e-3 * (1.0 + 1e-9), "predicted %.6f ms", p.sim.iter_s * 1e3);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* H200 profiles with the ReLU fused into features.0 (features.1's forward
  * times at nothing). The update in the backward pass leaves no gradient array on the
  * device: persistent bytes are the parameters and momentum. fp32 at 16 GiB:
@@ -2354,7 +2384,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_late_split, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
          test_vgg16_api_pair_exchange, test_googlenet_floor_runs, test_vgg16_bf16_coarser_split,
-         test_vgg16_no_move_last_resort, test_vgg16_second_opinion,
+         test_vgg16_no_move_last_resort, test_vgg16_second_opinion, test_vgg16_lean_start,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,
          test_per_pass_invariants_3_6, test_per_pass_beats_one_choice, test_cli_vgg16)

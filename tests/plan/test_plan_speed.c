@@ -26,6 +26,9 @@ static void on_progress(void *ctx, const char *phase, int evals, double best_s) 
     else if (!strncmp(phase, "trades, layer ", 14)) { g->trades = true; g->order_ok &= g->refine; }
     else if (!strncmp(phase, "kicks", 5)) { g->kicks = true; g->order_ok &= g->refine; }
     else if (!strcmp(phase, "second opinion")) g->order_ok &= g->refine;
+    else if (!strcmp(phase, "greedy, the lean start") || !strcmp(phase, "refine, the lean start") ||
+             !strcmp(phase, "greedy, the bound's start") || !strcmp(phase, "refine, the bound's start"))
+        g->order_ok &= g->refine;   /* the added starts, after the search */
     else if (!strcmp(phase, "fewer copies")) g->order_ok &= g->refine;
     else if (!strcmp(phase, "the update in the backward pass")) g->order_ok &= g->refine;
     else g->order_ok = false;   /* a phase this test does not know */
