@@ -290,6 +290,12 @@ vd_dtype vd_exec_input_dtype(const vd_exec *ex) { return vdx_member_input_dtype(
 bool vd_exec_input_nhwc(const vd_exec *ex) { return vdx_member_input_nhwc(ex->m[0]); }
 bool vd_exec_can_synth(const vd_exec *ex) { return vdx_member_can_synth(ex->m[0]); }
 
+bool vd_exec_captures(const vd_exec *ex) {
+    for (int r = 0; r < ex->n; r++)
+        if (!vdx_member_captures(ex->m[r])) return false;
+    return true;
+}
+
 bool vd_exec_stages(const vd_exec *ex) {
     for (int r = 0; r < ex->n; r++)
         if (!vdx_member_stages(ex->m[r])) return false;

@@ -196,6 +196,12 @@ int32_t *vd_exec_input_labels(vd_exec *ex);
  * from the current buffers again (an evaluation step overwrites them with
  * its own batch: refill them). Results are byte-identical either way. */
 bool vd_exec_stages(const vd_exec *ex);
+
+/* Whether ex's training steps are captured (vd_exec_opts.graph, where the
+ * steps allow it): each of a step's keys runs eagerly once, is captured the
+ * next time (vd_exec_stats.graph_captures: a slower step) and replayed
+ * after (graph_launches - graph_captures). */
+bool vd_exec_captures(const vd_exec *ex);
 void *vd_exec_next_x(vd_exec *ex);
 int32_t *vd_exec_next_labels(vd_exec *ex);
 /* The look-ahead buffers hold the next training step's batch: the coming

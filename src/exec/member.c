@@ -1274,6 +1274,8 @@ static bool graph_eligible(const vdx_member *m) {
            !o->allreduce;
 }
 
+bool vdx_member_captures(const vdx_member *m) { return graph_eligible(m); }
+
 /* The key of a step about to run with walk w. */
 static void key_fill(const vdx_member *m, const walk_stats *w, graph_key *k) {
     memset(k, 0, sizeof *k);

@@ -39,6 +39,8 @@ void vdx_member_set_stage_hook(vdx_member *m, int (*fn)(void *ctx), void *ctx);
 int vdx_member_drain(vdx_member *m, vd_err *e);
 void vdx_member_drop_staged(vdx_member *m);
 bool vdx_member_can_synth(const vdx_member *m);
+/* Whether m's training steps are captured (graph_eligible). */
+bool vdx_member_captures(const vdx_member *m);
 vd_synth_batch *vdx_member_input_synth(vdx_member *m);
 vd_synth_batch *vdx_member_next_synth(vdx_member *m);
 

@@ -784,7 +784,35 @@ START_TEST(rounds_alternate) {
 }
 END_TEST
 
+/* A captured iteration (--graph on; the CPU backend emulates the capture)
+ * is timed only where it replays: with no warm-up asked, the warm-up goes
+ * on until a step replays its graph, so every timed iteration of every
+ * round replays (replayed = iters x rounds; with the old warm-up the first
+ * timed steps ran eagerly or captured); --graph off replays none. */
+START_TEST(captured_iterations_timed_replaying) {
+    setup();
+    char *d = vdt_tmpdir("vdnn-bench-test"), *out, path[1200];
+    static const struct { const char *graph; uint64_t replayed; } runs[] = {{"on", 6}, {"off", 0}};
+    for (size_t k = 0; k < 2; k++) {
+        int rc = run(&out, "'%s' --backend cpu --batch %d --budgets peak --policies none "
+                     "--graph %s --warmup 0 --iters 3 --rounds 2 --json %s/g.json --quiet", g_net,
+                     BATCH, runs[k].graph, d);
+        ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+        vd_free(out);
+        snprintf(path, sizeof path, "%s/g.json", d);
+        json_t *j = read_json(path);
+        const json_t *p = json_array_get(json_object_get(j, "points"), 0);
+        ck_assert_msg(p && feasible(p), "--graph %s", runs[k].graph);
+        ck_assert_msg(u64(p, "replayed") == runs[k].replayed, "--graph %s: replayed %llu",
+                      runs[k].graph, (unsigned long long)u64(p, "replayed"));
+        json_decref(j);
+    }
+    vdt_rmrf(d);
+    vd_free(d);
+}
+END_TEST
+
 VDT_MAIN("bench", 300,
           xml_checker_catches_errors, usage_errors_exit_2, help_lists_every_flag, sweep_min_peak,
           infeasible_and_default_sweep, failed_points_are_rows, bf16_math,
-          rounds_alternate)
+          rounds_alternate, captured_iterations_timed_replaying)
