@@ -367,11 +367,12 @@ vd_backend *c_cuda(void) {
 }
 
 int c_main(Suite *s) {
+    SRunner *sr = srunner_create(s);   /* owns s: freed with it, skipped or not */
     if (!on_cpu() && !vd_backend_cuda_available()) {
+        srunner_free(sr);
         printf("SKIP: no CUDA device (or a build without CUDA)\n");
         return 77;
     }
-    SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);   /* CUDA contexts do not survive fork */
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
