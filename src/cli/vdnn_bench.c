@@ -514,7 +514,6 @@ static int run_point(bench *b, point *pt, int idx, int r, vd_err *e) {
         pt->offload_bytes = st.offload_bytes_iter;
         pt->prefetch_bytes = st.prefetch_bytes_iter;
         pt->recompute_ops = st.recompute_ops_iter;
-        if (r == 0) pt->replayed = 0;
         pt->replayed += (st.graph_launches - st.graph_captures) -
                         (st0.graph_launches - st0.graph_captures);
         pt->offload_gb = (double)st.offload_bytes_iter / 1e9;

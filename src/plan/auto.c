@@ -418,11 +418,10 @@ static void own_effort_end(actx *c, const own_effort *o) {
 
 /* An added start, a candidate after the search, named what (its phases'
  * names): from (disp0, algos0) with every map of seed recomputed (NULL:
- * none; the bound's start: bound_seed's), greedy
- * until it fits, then refine, on an effort of its own (own_effort):
- * AUTO_SEED_SHARE of the cap in all, refine at most AUTO_SEED_REFINE of
- * it. Greedy gives up, and refine does not
- * run, once its plan is over AUTO_SEED_GATE above bound_s, the bound at the
+ * none; the bound's start: bound_seed's), greedy until it fits, then
+ * refine, on an effort of its own (own_effort): AUTO_SEED_SHARE of the cap
+ * in all, refine at most AUTO_SEED_REFINE of it. Greedy gives up, and
+ * refine does not run, once its plan is over AUTO_SEED_GATE above bound_s, the bound at the
  * budget; one that does not fit is left out (not the search's fastest
  * configuration seen, as a start's: that is *P's). *fitted: its plan fit
  * within the gate. Replaces *P when faster; c ends with *P's
@@ -468,8 +467,8 @@ static int added_start(actx *c, const char *what, const vd_disp *disp0, const in
     return VD_OK;
 }
 
-/* The runs on their own effort (AUTO_RUN_SHARE; put back after, as
- * added_start's), where *P stalls enough (AUTO_RUN_STALLS). */
+/* The runs on an effort of their own (own_effort, AUTO_RUN_SHARE), where
+ * *P stalls enough (AUTO_RUN_STALLS). */
 static int runs_phase(actx *c, vd_plan *P, vd_err *e) {
     if (P->sim.stall_s < AUTO_RUN_STALLS * P->sim.iter_s) return VD_OK;
     search_phase(c, "runs recomputed", 0, 0);
@@ -652,11 +651,18 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         rc = second_opinion(&c, net, prof, opts, &P, e);
         if (rc) { vdp_plan_release(&P); goto fail; }
     }
+    /* the lean start where the options are the search's to choose and the
+     * plan is over AUTO_OPINION_GAP above the copies' bound (seed_s: not on
+     * split plans, nor for feasibility only) */
     if (c.algo_free && seed_s > 0 && P.feasible && !done(&c) &&
         P.sim.iter_s > seed_s * (1.0 + AUTO_OPINION_GAP)) {
         bool fitted;
         int *lean = vd_malloc(2 * (size_t)c.L * sizeof *lean, NULL);
-        if (!lean) { vdp_plan_release(&P); rc = vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search"); goto fail; }
+        if (!lean) {
+            vdp_plan_release(&P);
+            rc = vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
+            goto fail;
+        }
         lean_options(&c, a0, lean);
         rc = added_start(&c, "the lean start", d0, lean, NULL, seed_s, &P, &fitted, e);
         vd_free(lean);
