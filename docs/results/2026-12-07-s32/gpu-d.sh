@@ -4,7 +4,8 @@
 # that profile (calls 2-3), whatever the warm-up; ResNet-152 10 GiB 0.1085
 # against 0.1048. Which steps: vdnn-train at 4 GiB measuring its profile
 # (measured), then with that profile loaded (loaded), 20 iterations each,
-# the last iteration's step times (--step-times-out).
+# the last iteration's step times (--step-times-out), each conv layer's
+# choices and runtime plans on stderr (--conv-debug 1).
 # Everything in $O/s32d.tgz.
 # There: tar xJf .carry/build-h100.txz && bash docs/results/2026-12-07-s32/gpu-d.sh build-h100 $OUT
 set -u
@@ -17,9 +18,10 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 train() {   # tag profile-args...
     local t=$1; shift
     timeout 150 $B/vdnn-train nets/resnet50.yaml --batch 256 --math bf16 --budget 4G --iters 20 \
-        --data synthetic --step-times-out "$W/$t-steps.tsv" "$@" > "$W/$t.log" 2>&1
+        --data synthetic --step-times-out "$W/$t-steps.tsv" --conv-debug 1 "$@" > "$W/$t.log" 2>&1
     echo "== $t: exit $? ($SECONDS s)"
     grep -E "^iteration time|steps beside|error" "$W/$t.log" | cut -c1-170
+    echo "runtime plans: $(grep -c 'runtime plan' "$W/$t.log"), legacy: $(grep -c 'legacy API' "$W/$t.log")"
 }
 train measured --profile-out "$W/r50-profile.json"
 train loaded --profile "$W/r50-profile.json"
