@@ -377,9 +377,8 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
  * options (b/K) need a fraction of the unsplit algorithms' workspace and
  * many run about as fast; greedy from the fastest options frees that
  * memory by dispositions and slower options instead and can end in a
- * basin that refine, the trades and the kicks do not leave: fp32 VGG-16
- * b256 at 12 GiB on session 31 call 4's H100 profile planned 375.5 ms, 368.2
- * with this start (docs/planner.md, "Starts"). */
+ * basin that refine, the trades and the kicks do not leave (fp32 VGG-16:
+ * docs/planner.md, "Starts"; test_plan's test_vgg16_lean_start). */
 static void lean_options(const actx *c, const int *algos0, int *lean) {
     memcpy(lean, algos0, 2 * (size_t)c->L * sizeof *lean);
     for (int k = 0; k < 2 * c->L; k++) {
