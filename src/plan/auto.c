@@ -372,23 +372,21 @@ static int far_start(actx *c, const vd_disp *fd, const int *fa, vd_plan *P, vd_e
     return rc;
 }
 
-/* The lean start's options: algos0 with each pass at its option of least
- * workspace among those within AUTO_LEAN_TIME of the pass's fastest. Split
+/* The lean start's options: each pass at its option of least workspace
+ * among those within AUTO_LEAN_TIME of its fastest (c->fast). Split
  * options (b/K) need a fraction of the unsplit algorithms' workspace and
  * many run about as fast; greedy from the fastest options frees that
  * memory by dispositions and slower options instead and can end in a
  * basin that refine, the trades and the kicks do not leave (fp32 VGG-16:
  * docs/planner.md, "Starts"; test_plan's test_vgg16_lean_start). */
-static void lean_options(const actx *c, const int *algos0, int *lean) {
-    memcpy(lean, algos0, 2 * (size_t)c->L * sizeof *lean);
+static void lean_options(const actx *c, int *lean) {
+    memcpy(lean, c->fast, 2 * (size_t)c->L * sizeof *lean);
     for (int k = 0; k < 2 * c->L; k++) {
         int n = c->prof->layers[k % c->L].n_algos;
-        double fastest = INFINITY;
-        for (int a = 0; a < n; a++) fastest = fmin(fastest, algo_time(c, k, a));
+        if (n < 2) continue;
+        double limit = algo_time(c, k, c->fast[k]) * (1.0 + AUTO_LEAN_TIME);
         for (int a = 0; a < n; a++)
-            if (algo_time(c, k, a) <= fastest * (1.0 + AUTO_LEAN_TIME) &&
-                (algo_time(c, k, lean[k]) > fastest * (1.0 + AUTO_LEAN_TIME) ||
-                 algo_ws(c, k, a) < algo_ws(c, k, lean[k])))
+            if (algo_time(c, k, a) <= limit && algo_ws(c, k, a) < algo_ws(c, k, lean[k]))
                 lean[k] = a;
     }
 }
@@ -662,7 +660,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             rc = vd_errf(e, VD_ENOMEM, "out of memory in the auto policy search");
             goto fail;
         }
-        lean_options(&c, a0, lean);
+        lean_options(&c, lean);
         rc = added_start(&c, "the lean start", d0, lean, NULL, seed_s, &P, &fitted, e);
         vd_free(lean);
         if (rc) { vdp_plan_release(&P); goto fail; }
