@@ -819,8 +819,8 @@ END_TEST
  * last for the SGD update) and per evaluation step, with the right flag.
  * With opts.graph on (the CPU backend emulates captures) the first step
  * runs eagerly, the second captures its graph and the third replays it:
- * those two call it at the pass's end only, and captured is false but
- * there in the second. */
+ * those two call it at the pass's end only, and captured is true in the
+ * second's call only. */
 static int trace_next, trace_calls[2], trace_bad, trace_captured[3], trace_end;
 static int64_t trace_iter;
 static void log_after_step(void *ctx, int step, bool eval, bool captured) {
