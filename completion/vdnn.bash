@@ -22,7 +22,7 @@ _vdnn_flags() {
         --sync-debug --val-split= --version --wd= --weight-decay=' ;;
     vdnn-plan) echo '--analytic-profile --backend= --batch= --budget= --chunks= --conv-api=
         --conv-debug= --conv-rtc --conv-split= --conv-topk= --conv-tune= --deterministic
-        --device= --format= --freeze= --gpu-model= --gpus= --help --list-gpu-models --list-nets
+        --device= --format= --freeze= --gpu-model= --gpus= --graph= --help --list-gpu-models --list-nets
         --math= --min-budget --no-fuse --no-stage-input --optimizer= --policy= --prefetch= --profile=
         --profile-out= --quiet --save-profile= --summary --sync-debug --trace= --version' ;;
     vdnn-bench) echo '--analytic-profile --backend= --batch= --budgets= --chunks=

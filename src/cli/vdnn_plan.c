@@ -57,6 +57,10 @@ static void usage(FILE *f) {
         "                       tensor keep/offload/recompute, searched with the\n"
         "                       simulator); default auto = none when the net fits\n"
         "  --prefetch M         auto (ours, from the profile) | paper (default auto)\n"
+        "  --graph G            auto | on | off: how vdnn-train runs the iteration\n"
+        "                       (replayed as a CUDA graph or op by op); a replayed plan\n"
+        "                       that offloads nothing is predicted with the profile's\n"
+        "                       graph_launch_s per op (default auto: as vdnn-train)\n"
         "  --optimizer O        sgd | adamw: the optimizer whose state the plan keeps\n"
         "                       and whose update it times (default: the spec's\n"
         "                       train.optimizer, else sgd; AdamW's state is twice SGD's)\n"
@@ -109,7 +113,7 @@ static const vd_cli_flag FLAGS[] = {
     {"optimizer", true}, {"freeze", true},
     {"profile", true}, {"gpu-model", true}, {"backend", true}, {"device", true},
     {"analytic-profile", false}, {"math", true}, {"deterministic", false},
-    {"no-stage-input", false}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
+    {"no-stage-input", false}, {"graph", true}, {"conv-tune", true}, {"conv-api", true}, {"conv-split", true},
     {"conv-topk", true}, {"conv-rtc", false}, {"conv-debug", true}, {"no-fuse", false}, {"sync-debug", false},
     {"format", true}, {"trace", true}, {"profile-out", true}, {"save-profile", true},
     {"min-budget", false}, {"summary", false}, {"quiet", false}, {"list-gpu-models", false},

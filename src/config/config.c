@@ -147,6 +147,7 @@ int vd_config_resolve(const vd_config *c, vd_net *net, bool plan_tool, vd_config
     po->budget = c->budget;
     po->no_stage_input = c->no_stage_input;
     po->grads_persistent = r->dp;   /* the all-reduce averages a gradient array */
+    po->graph = r->dp ? VD_GRAPH_OFF : so->graph;   /* data parallel runs eagerly */
     /* the batch norm + add fusion (vd_plan_opts.fuse_bn_add): not with
      * --no-fuse, nor in fp32, where CUDA's batch norm is cuDNN's (the plan
      * is the same for either backend) */

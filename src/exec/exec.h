@@ -15,18 +15,14 @@
 #include "backend/backend.h"
 #include "backend/allreduce.h"
 #include "data/data.h"
+#include "plan/plan.h"
 
 struct vd_plan;   /* plan/plan.h */
 typedef struct vd_exec vd_exec;
 
-/* vd_exec_opts.graph. OFF is 0: opts that do not name it run eagerly. */
-typedef enum { VD_GRAPH_OFF = 0, VD_GRAPH_ON = 1, VD_GRAPH_AUTO = 2 } vd_graph_mode;
-
-/* Whether mode asks for plan's training iterations to be captured: ON
- * always, AUTO where the plan offloads nothing (a replayed iteration's
- * copies run slower than the same copies issued one by one, by more than
- * the launches the replay saves: docs/measurements.md). The executor
- * captures only where the step allows it too (vd_exec_opts.graph). */
+/* Whether mode (plan/plan.h's vd_graph_mode) asks for plan's training
+ * iterations to be captured (vd_graph_captures). The executor captures
+ * only where the step allows it too (vd_exec_opts.graph). */
 bool vd_exec_graph_asked(vd_graph_mode mode, const struct vd_plan *plan);
 
 typedef struct vd_exec_opts {

@@ -1258,7 +1258,7 @@ typedef struct graph_slot {
 } graph_slot;
 
 bool vd_exec_graph_asked(vd_graph_mode mode, const vd_plan *plan) {
-    return mode == VD_GRAPH_ON || (mode == VD_GRAPH_AUTO && plan->offload_bytes == 0);
+    return vd_graph_captures(mode, plan->offload_bytes);
 }
 
 /* Whether a training step of m may be captured: the backend captures, the

@@ -58,7 +58,13 @@
  * relaxation: its optimum is no larger). The bound is the largest such
  * figure over some steps and a grid of k1, k2, mu, l (each one a bound), and
  * the sum of the C(s) with the SGD step; the SGD time is left out of the
- * copies' figure (it runs at the end or inside the backward steps). */
+ * copies' figure (it runs at the end or inside the backward steps).
+ *
+ * Replayed plans (vd_plan_copy_bound, where p->graph captures plans that
+ * offload nothing and the profile has a launch cut): those plans' ops are
+ * shorter (sim.c's captured plans), so the bound is the lower of the
+ * figure above and the same figure on the ops as a replay runs them
+ * (replayed_profile) with no map offloaded. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,7 +306,8 @@ static double recompute_s(const vd_net *net, const vd_profile *prof, const vd_pl
 /* Fills c's per step figures: C, pre, fixed (R), win, the maps. Returns
  * false when some step cannot fit at all (no plan fits the budget). */
 static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_plan *p,
-                         uint64_t budget, bctx *c, int *first, int *fl, int *bf, int *bl) {
+                         uint64_t budget, bool no_offload, bctx *c, int *first, int *fl, int *bf,
+                         int *bl) {
     int L = p->n_units, S = c->S;
     const vd_device_params *dev = &prof->dev;
     map_touches(net, p, first, fl, bf, bl);
@@ -324,7 +331,7 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         if (bf[t] - end_fwd - 1 < 1) continue;
         fmap m = {.bytes = T->bytes, .prod = first[t], .fwd_last = end_fwd, .bwd_first = bf[t],
                   .d2h_s = tm->d2h_s, .h2d_s = tm->h2d_s, .rc_s = tm->rc_s, .t = t};
-        m.offload = bf[t] - end_fwd - 1 >= 2;
+        m.offload = !no_offload && bf[t] - end_fwd - 1 >= 2;
         if (T->kind == VD_T_ACT && T->unit >= 0)
             for (int k = 0; k < net->layers[T->layer].n_in; k++) {
                 int u = p->layers[T->unit].in_t[k];
@@ -532,7 +539,8 @@ static int cover_recompute(const bctx *c, int s, uint64_t need, double readback,
  * recompute set of vdp_bound_recompute_set, and then only the step where
  * most must leave gets the copies' figure (out->copies_s: that step's). */
 static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
-                      uint64_t budget, vd_plan_bound *out, bool *rc_t, vd_err *e) {
+                      uint64_t budget, bool no_offload, vd_plan_bound *out, bool *rc_t,
+                      vd_err *e) {
     memset(out, 0, sizeof *out);
     if (rc_t) memset(rc_t, 0, (size_t)p->n_tensors * sizeof *rc_t);
     out->leave_step = out->copies_step = -1;
@@ -564,7 +572,8 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
         rc = vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
         goto done;
     }
-    if (!step_figures(net, prof, p, budget, &c, touch, touch + nt, touch + 2 * nt, touch + 3 * nt)) {
+    if (!step_figures(net, prof, p, budget, no_offload, &c, touch, touch + nt, touch + 2 * nt,
+                      touch + 3 * nt)) {
         out->bound_s = INFINITY;
         goto done;
     }
@@ -607,15 +616,64 @@ done:
     return rc;
 }
 
+/* t less cut where it was timed with a launch (at least launch_s; sim.c's
+ * step_s) */
+static double cut_s(double t, double launch_s, double cut) {
+    return t >= launch_s ? t - cut : t;
+}
+
+/* prof as a replayed iteration runs its ops (sim.c's captured plans): every
+ * op's time less cut where it was timed with a launch, the launch itself
+ * graph_launch_s. Its layers are the caller's to free. */
+static int replayed_profile(const vd_profile *prof, double cut, vd_profile *out, vd_err *e) {
+    *out = *prof;
+    size_t n = (size_t)prof->n_layers;
+    out->layers = vd_malloc((n > 0 ? n : 1) * sizeof *out->layers, NULL);
+    if (!out->layers) return vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
+    memcpy(out->layers, prof->layers, n * sizeof *out->layers);
+    double ls = prof->dev.launch_s;
+    out->dev.launch_s = prof->dev.graph_launch_s;
+    for (size_t i = 0; i < n; i++) {
+        vd_profile_layer *pl = &out->layers[i];
+        for (int k = 0; k < pl->n_algos; k++) {
+            vd_profile_algo *a = &pl->algos[k];
+            a->fwd_s = cut_s(a->fwd_s, ls, cut);
+            a->bwd_s = cut_s(a->bwd_s, ls, cut);
+            if (a->bwd_alone_s > 0) a->bwd_alone_s = cut_s(a->bwd_alone_s, ls, cut);
+            for (int q = 0; q < a->n_chunks; q++) {
+                a->chunks[q].fwd_s = cut_s(a->chunks[q].fwd_s, ls, cut);
+                a->chunks[q].bwd_s = cut_s(a->chunks[q].bwd_s, ls, cut);
+            }
+        }
+        for (int q = 0; q < pl->n_chunks; q++) {
+            pl->chunks[q].fwd_s = cut_s(pl->chunks[q].fwd_s, ls, cut);
+            pl->chunks[q].bwd_s = cut_s(pl->chunks[q].bwd_s, ls, cut);
+        }
+        if (pl->rc_s > 0) pl->rc_s = cut_s(pl->rc_s, ls, cut);
+    }
+    return VD_OK;
+}
+
 int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                        uint64_t budget, vd_plan_bound *out, vd_err *e) {
-    return copy_bound(net, prof, p, budget, out, NULL, e);
+    int rc = copy_bound(net, prof, p, budget, false, out, NULL, e);
+    double cut = vd_device_launch_cut(&prof->dev);
+    if (rc || cut == 0 || !vd_graph_captures(p->graph, 0) || !bound_applies(net, prof, p)) return rc;
+    /* the plans that offload nothing run replayed (vd_plan_opts.graph):
+     * their own bound, each op's launch cut, no map offloaded */
+    vd_profile rp;
+    vd_plan_bound b;
+    if ((rc = replayed_profile(prof, cut, &rp, e))) return rc;
+    rc = copy_bound(net, &rp, p, budget, true, &b, NULL, e);
+    vd_free(rp.layers);
+    if (!rc && b.bound_s < out->bound_s) *out = b;
+    return rc;
 }
 
 int vdp_bound_recompute_set(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                             uint64_t budget, bool *rc_t, vd_plan_bound *out, vd_err *e) {
     vd_plan_bound b;
-    int rc = copy_bound(net, prof, p, budget, out ? out : &b, rc_t, e);
+    int rc = copy_bound(net, prof, p, budget, false, out ? out : &b, rc_t, e);
     if (rc) memset(rc_t, 0, (size_t)p->n_tensors * sizeof *rc_t);
     return rc;
 }

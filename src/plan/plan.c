@@ -856,10 +856,32 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
     return rc;
 }
 
+/* vd_plan_build's plan of checked inputs, every plan priced as issued op
+ * by op (opts->graph ignored). */
+static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_plan *out, vd_err *e);
+
 int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                   vd_plan *out, vd_err *e) {
     memset(out, 0, sizeof *out);
     int rc = check_inputs(net, prof, opts, e);
+    if (rc) return rc;
+    rc = build_eager(net, prof, opts, out, e);
+    if (rc == VD_OK || rc == VD_EBUDGET) out->graph = opts->graph;
+    /* the plan chosen, priced as it will run: replayed where opts->graph
+     * captures it and it offloads nothing (vd_plan_opts.graph) */
+    if (rc == VD_OK && !out->forward_only && out->offload_bytes == 0 &&
+        vd_graph_captures(opts->graph, 0)) {
+        out->captured = true;
+        rc = vdp_simulate(out, prof, false, NULL, e);
+        if (rc) vdp_plan_release(out);
+    }
+    return rc;
+}
+
+static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                       vd_plan *out, vd_err *e) {
+    int rc = VD_OK;
     if (rc) return rc;
     bool eval_failed = false, splits = auto_splits(opts) && opts->budget, have = false;
     bool searched = false;   /* split_first searched a split */

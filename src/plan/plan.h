@@ -366,6 +366,21 @@ typedef struct vd_sim_result {
                                    (0 without staging) */
 } vd_sim_result;
 
+/* How the executor runs a training iteration (vd_exec_opts.graph,
+ * vd_plan_opts.graph): OFF issues every operation (0: opts that do not name
+ * it run eagerly); ON captures it once and replays the CUDA graph; AUTO
+ * (vdnn-train's default) captures plans that offload nothing. */
+typedef enum { VD_GRAPH_OFF = 0, VD_GRAPH_ON = 1, VD_GRAPH_AUTO = 2 } vd_graph_mode;
+
+/* Whether mode captures the iterations of a training plan that offloads
+ * offload_bytes per iteration: ON always, AUTO where it offloads nothing (a
+ * replayed iteration's copies run slower than the same copies issued one
+ * by one, by more than the launches the replay saves:
+ * docs/measurements.md). */
+static inline bool vd_graph_captures(vd_graph_mode mode, uint64_t offload_bytes) {
+    return mode == VD_GRAPH_ON || (mode == VD_GRAPH_AUTO && offload_bytes == 0);
+}
+
 typedef struct vd_plan_opts {
     int batch;                  /* required (> 0) */
     vd_policy policy;
@@ -456,6 +471,13 @@ typedef struct vd_plan_opts {
      * cuDNN's, which has no statistics-only pass); the CPU backend runs it
      * in every math. false (zeroed): every batch norm writes its output. */
     bool fuse_bn_add;
+    /* How the executor will run the plan (its vd_exec_opts.graph). The
+     * search ranks plans as issued op by op; where the mode replays the
+     * chosen plan's iteration and that plan offloads nothing (a replay
+     * keeps the launches' savings there only), its prediction prices each
+     * op's launch at the profile's graph_launch_s (vd_plan.captured; sim.c)
+     * and vd_plan_copy_bound counts such plans too. OFF (zeroed): eager. */
+    vd_graph_mode graph;
 } vd_plan_opts;
 void vd_plan_opts_init(vd_plan_opts *o);
 /* Whether a training plan for net keeps one gradient array: when
@@ -525,6 +547,11 @@ typedef struct vd_plan {
     int t_params, t_grads, t_mom, t_x, t_labels; /* tensor indices (-1 none); t_mom: the
                                    optimizer's state (VD_T_OPTIM) */
     vd_sim_result sim;
+    /* vd_plan_build's opts->graph (OFF in the plans the search builds), and
+     * whether this plan runs replayed and offloads nothing (sim.c prices
+     * each compute step's launch at the profile's graph_launch_s). */
+    vd_graph_mode graph;
+    bool captured;
     char note[512];             /* infeasibility explanation ("" when feasible) */
     double search_effort;       /* auto: the effort its search spent, in AUTO_EFFORT_CAP's
                                    units (counts, not clocks); 0 for the other policies */

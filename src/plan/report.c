@@ -147,9 +147,10 @@ static void table_summary(FILE *f, const vd_plan *p, const vd_net *net) {
         }
     }
     fprintf(f, "  predicted iteration  %.3f ms (compute %.3f ms, stalls %.3f ms; busy: d2h %.3f ms, "
-               "h2d %.3f ms)\n",
+               "h2d %.3f ms)%s\n",
             p->sim.iter_s * 1e3, p->sim.busy_s[0] * 1e3, p->sim.stall_s * 1e3,
-            p->sim.busy_s[1] * 1e3, p->sim.busy_s[2] * 1e3);
+            p->sim.busy_s[1] * 1e3, p->sim.busy_s[2] * 1e3,
+            p->captured ? ", captured and replayed" : "");
     if (p->bound.bound_s > 0 && !isfinite(p->bound.bound_s)) {
         fprintf(f, "  lower bound          none: no training plan fits the budget\n");
     } else if (p->bound.bound_s > 0) {
@@ -264,6 +265,7 @@ static json_t *plan_json(const vd_plan *p, const vd_net *net, const uint64_t *mi
     SET_INT(r, "recompute_ops", p->n_recompute_ops);
     SET_REAL(r, "recompute_s", p->recompute_s);
     SET_REAL(r, "predicted_iter_s", p->sim.iter_s);
+    SET_BOOL(r, "captured", p->captured);
     if (p->bound.bound_s != 0) SET_REAL(r, "bound_s", p->bound.bound_s);
     json_t *pr = json_object();
     SET(r, "predicted", pr);

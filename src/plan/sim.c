@@ -25,7 +25,15 @@
  * time on the compute stream (launch + 2 bytes / mem_bw: read and write); the
  * staging copy is an H2D copy like a prefetch, issued at stage_step. The next
  * iteration's LOAD_STAGED waits for it: when it ends after everything else,
- * the iteration ends there (iter_s covers the H2D stream). */
+ * the iteration ends there (iter_s covers the H2D stream).
+ *
+ * A captured plan (vd_plan.captured: replayed as a CUDA graph) pays each
+ * compute step's launch at the profile's graph_launch_s instead of
+ * launch_s: a kernel node starts after the one before it sooner than the
+ * host launches back to back. A step the profile timed with a launch (its
+ * time at least launch_s; the CUDA profiler adds one to every op that
+ * launched a kernel) is that much shorter; one launch per step, though a
+ * split step launches one per chunk. */
 #include <stdlib.h>
 #include "plan/plan_internal.h"
 
@@ -77,6 +85,7 @@ static void log_copy(copy_log *l, double start, double end) {
 typedef struct sim {
     vd_plan *p;
     const vd_device_params *dev;
+    double cut;                 /* captured: vd_device_launch_cut, else 0 */
     double *ev;                 /* [n_events] event times */
     double c, d, h;             /* when compute, D2H and H2D are next free */
     copy_log dlog, hlog;        /* each direction's copies so far */
@@ -149,6 +158,12 @@ static double compute_time(sim *S, double base) {
     return t;
 }
 
+/* A compute step's profile time t as the plan runs it: less the launch cut
+ * where it was timed with a launch. */
+static double step_s(const sim *S, double t) {
+    return S->cut > 0 && t >= S->dev->launch_s ? t - S->cut : t;
+}
+
 /* The compute stream waits for event ev (ignore_waits: it does not);
  * returns the stall. */
 static double sim_wait(sim *S, int ev, bool ignore_waits) {
@@ -163,7 +178,7 @@ static double sim_wait(sim *S, int ev, bool ignore_waits) {
 static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
                     bool as_staged, vd_err *e) {
     const vd_device_params *dev = &prof->dev;
-    sim S = {.p = p, .dev = dev};
+    sim S = {.p = p, .dev = dev, .cut = p->captured ? vd_device_launch_cut(dev) : 0.0};
     S.ev = vd_calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev, NULL);
     /* at most one D2H copy per tensor and one H2D fill per interval */
     bool slow = dev->compute_slow_d2h > 0 || dev->compute_slow_h2d > 0;
@@ -183,7 +198,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
     /* x's step-0 interval: replaced by the staged batch in the steady state */
     int x_iv = (p->t_stage >= 0 || as_staged) && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
     if (as_staged && x_iv >= 0) {   /* LOAD_STAGED's time, first on the compute stream */
-        double dur = dev->launch_s + 2.0 * (double)p->tensors[p->t_x].bytes / dev->mem_bw;
+        double dur = step_s(&S, dev->launch_s + 2.0 * (double)p->tensors[p->t_x].bytes / dev->mem_bw);
         S.c += dur;
         S.busy[0] += dur;
         compute_total += dur;
@@ -221,7 +236,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
                     stall += sim_wait(&S, p->intervals[A->arg].ev_h2d, ignore_waits);
                 break;
             case VD_A_RECOMPUTE: {
-                double dur = compute_time(&S, p->layers[A->arg].rc_s);
+                double dur = compute_time(&S, step_s(&S, p->layers[A->arg].rc_s));
                 if (st->t_rc_start < 0) st->t_rc_start = S.c;
                 S.c += dur;
                 S.busy[0] += dur;
@@ -230,7 +245,8 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
             }
             case VD_A_LOAD_STAGED: {
                 const vd_interval *iv = &p->intervals[A->arg];
-                double dur = dev->launch_s + 2.0 * (double)p->tensors[iv->tensor].bytes / dev->mem_bw;
+                double dur = step_s(&S, dev->launch_s + 2.0 * (double)p->tensors[iv->tensor].bytes /
+                                                dev->mem_bw);
                 S.c += dur;
                 S.busy[0] += dur;
                 compute_total += dur;
@@ -240,7 +256,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
             case VD_A_COMPUTE: {
                 if (st->t_rc_start < 0) st->t_rc_start = S.c;
                 st->t_start = S.c;
-                double dur = compute_time(&S, st->compute_s);
+                double dur = compute_time(&S, step_s(&S, st->compute_s));
                 S.c += dur;
                 st->t_end = S.c;
                 S.busy[0] += dur;

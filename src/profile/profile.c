@@ -133,6 +133,11 @@ void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s) {
     *lat_s = src->allreduce_lat_s;
 }
 
+double vd_device_launch_cut(const vd_device_params *d) {
+    return d->graph_launch_s > 0 && d->graph_launch_s < d->launch_s ? d->launch_s - d->graph_launch_s
+                                                                    : 0.0;
+}
+
 double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir) {
     double busy = dir == VD_COPY_D2H ? d->d2h_bw_busy : dir == VD_COPY_H2D ? d->h2d_bw_busy
                                                                            : d->both_bw_busy;
@@ -391,6 +396,9 @@ static json_t *profile_json(const vd_profile *p) {
         vd_json_set(json_object_get(root, "device"), "compute_slow_h2d",
                     vd_json_real(d->compute_slow_h2d), &ok);
     }
+    if (d->graph_launch_s > 0)
+        vd_json_set(json_object_get(root, "device"), "graph_launch_s",
+                    vd_json_real(d->graph_launch_s), &ok);
     if (d->allreduce_bw > 0) {
         vd_json_set(json_object_get(root, "device"), "allreduce_bw",
                     vd_json_real(d->allreduce_bw), &ok);
@@ -603,6 +611,10 @@ static int load_tree(const json_t *root, const char *path, const vd_net *net, in
     if ((rc = num_max(d, "compute_slow_d2h", false, 1.0, &dev.compute_slow_d2h, path, "device",
                       e)) ||
         (rc = num_max(d, "compute_slow_h2d", false, 1.0, &dev.compute_slow_h2d, path, "device",
+                      e)))
+        return rc;
+    /* optional: the per-op overhead of a replayed graph (absent: 0, launch_s) */
+    if ((rc = num_max(d, "graph_launch_s", false, VDP_MAX_S, &dev.graph_launch_s, path, "device",
                       e)))
         return rc;
     /* optional: the all-reduce of data-parallel plans (vdnn-plan --gpus N) */

@@ -104,6 +104,11 @@ typedef struct vd_device_params {
      * Read through vd_device_busy_bw. */
     double d2h_bw_busy, h2d_bw_busy, both_bw_busy;
     double launch_s;            /* per-op overhead */
+    /* The per-op overhead where the iteration is a replayed CUDA graph
+     * (vd_plan.captured): a kernel node's launch after the one before it
+     * (measured: a graph of empty kernels); JSON "graph_launch_s",
+     * optional; 0 = unknown (launch_s: the analytic models, older files). */
+    double graph_launch_s;
     uint64_t mem_bytes;         /* device memory (default budget); 0 = unknown */
     /* Data parallel (vdnn-plan --gpus N): the all-reduce's bus bandwidth in
      * bytes/s (nccl-tests' "busbw": a ring moves 2 (N-1)/N of the buffer per
@@ -128,6 +133,10 @@ double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir);
 /* d's all-reduce bus bandwidth and latency, or vd_device_h200's where d's
  * are unknown (allreduce_bw 0: a measured profile, an older file). */
 void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s);
+/* What an op that launched a kernel saves per launch in a replayed graph:
+ * launch_s - graph_launch_s where d has a graph_launch_s under launch_s,
+ * else 0. */
+double vd_device_launch_cut(const vd_device_params *d);
 /* Look up a device model: a card of vd_cards by its name, or "cpu".
  * Returns NULL if unknown. */
 const vd_device_params *vd_device_find(const char *name);

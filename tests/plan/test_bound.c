@@ -19,6 +19,24 @@ static const vd_device_params slow_copies = {
     .d2h_bw = 2e8, .h2d_bw = 1.5e8, .both_bw = 2.5e8, .launch_s = 5e-6,
 };
 
+/* How the plans of a test will run (vd_plan_opts.graph; replayed_tests
+ * sets AUTO) and how many of them were predicted replayed. */
+static vd_graph_mode run_mode = VD_GRAPH_OFF;
+static int n_replayed;
+
+/* plan_opts with run_mode. */
+static vd_plan_opts opts_of(int batch, vd_policy policy) {
+    vd_plan_opts o = plan_opts(batch, policy);
+    o.graph = run_mode;
+    return o;
+}
+
+/* prof as measured with a replayed graph's launches at a fifth of launch_s
+ * (vd_device_params.graph_launch_s), where run_mode replays. */
+static void replay_launches(vd_profile *prof) {
+    if (run_mode != VD_GRAPH_OFF) prof->dev.graph_launch_s = prof->dev.launch_s / 5;
+}
+
 /* The bound of training plan p at budget; fails the test on an error. */
 static vd_plan_bound bound_of(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                               uint64_t budget) {
@@ -36,7 +54,7 @@ static vd_plan_bound bound_of(const vd_net *net, const vd_profile *prof, const v
  * as in chunks (vd_plan_opts.chunks; NULL: none). */
 static void keep_all_split(const vd_net *net, const vd_profile *prof, int batch, const int *chunks,
                            vd_plan *p) {
-    vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+    vd_plan_opts o = opts_of(batch, VD_POLICY_NONE);
     o.chunks = chunks;
     vd_err e = {0};
     ck_assert_msg(vd_plan_build(net, prof, &o, p, &e) == 0, "%s", e.msg);
@@ -54,7 +72,7 @@ static int check_policies(const vd_net *net, const vd_profile *prof, int batch, 
         for (int pf = 0; pf < VD_PREFETCH_COUNT; pf++) {
             /* auto's search takes most of the time: one per budget, where asked */
             if (pol == VD_POLICY_AUTO && (pf || !with_auto)) continue;
-            vd_plan_opts o = plan_opts(batch, (vd_policy)pol);
+            vd_plan_opts o = opts_of(batch, (vd_policy)pol);
             o.prefetch = (vd_prefetch)pf;
             o.budget = budget;
             vd_plan p;
@@ -62,6 +80,7 @@ static int check_policies(const vd_net *net, const vd_profile *prof, int batch, 
             int rc = vd_plan_build(net, prof, &o, &p, &e);
             ck_assert_msg(rc == 0 || rc == VD_EBUDGET, "%s: %s", what, e.msg);
             if (rc == 0 && p.feasible) {
+                n_replayed += p.captured;
                 vd_plan_bound b = bound_of(net, prof, &p, budget);
                 /* a plan that auto split (no unsplit one fits, or the
                  * split plans faster): the bound holds for plans split as
@@ -105,9 +124,10 @@ static void shipped_net(const char *file, int batch, unsigned auto_at) {
     load_shipped_net(&net, file, batch);
     vd_profile prof;
     analytic_profile(&net, batch, &vd_device_h200, &prof);
+    replay_launches(&prof);
     vd_plan ref;
     keep_all(&net, &prof, batch, &ref);
-    vd_plan_opts o = plan_opts(batch, VD_POLICY_DYN);
+    vd_plan_opts o = opts_of(batch, VD_POLICY_DYN);
     vd_err e = {0};
     uint64_t mins[VD_POLICY_COUNT];
     ck_assert_msg(vd_plan_min_budgets(&net, &prof, &o, mins, &e) == 0, "%s", e.msg);
@@ -209,6 +229,7 @@ static int exhaustive(uint64_t seed) {
     small_net(&net, seed, batch);
     vd_profile prof;
     analytic_profile(&net, batch, &slow_copies, &prof);
+    replay_launches(&prof);
     vd_plan ref;
     keep_all(&net, &prof, batch, &ref);
     int L = net.n_layers, maps[SMALL_MAX_MAPS], n_maps = 0;
@@ -227,7 +248,7 @@ static int exhaustive(uint64_t seed) {
     for (int a = 0; a < 2 * n_assign; a++) {   /* each assignment, in either option */
         for (int k = 0, v = a / 2; k < n_maps; k++, v /= 3)
             disp[maps[k]] = (vd_disp)(VD_DISP_KEEP + v % 3);
-        vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+        vd_plan_opts o = opts_of(batch, VD_POLICY_NONE);
         o.disp = disp;
         o.fixed_algo = a % 2 ? 1 : -1;
         vd_plan p;
@@ -248,7 +269,7 @@ static int exhaustive(uint64_t seed) {
                 for (int algo = -1; algo <= 1; algo += 2) {   /* fastest; the other option */
                     for (int k = 0, v = a; k < n_maps; k++, v /= 3)
                         disp[maps[k]] = (vd_disp)(VD_DISP_KEEP + v % 3);
-                    vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+                    vd_plan_opts o = opts_of(batch, VD_POLICY_NONE);
                     o.disp = disp;
                     o.prefetch = (vd_prefetch)pf;
                     o.fixed_algo = algo;
@@ -259,6 +280,7 @@ static int exhaustive(uint64_t seed) {
                     ck_assert_msg(rc == 0 || rc == VD_EBUDGET, "%s", e.msg);
                     if (rc == 0 && p.feasible) {
                         fits++;
+                        n_replayed += p.captured;
                         if (p.sim.iter_s < best) best = p.sim.iter_s;
                         /* the bound from the plan's own tensors too */
                         vd_plan_bound bp = bound_of(&net, &prof, &p, budget);
@@ -287,6 +309,64 @@ START_TEST(test_sound_exhaustive) {
     for (uint64_t seed = 1; seed <= 4; seed++) active += exhaustive(seed);
     /* the copies' part decided the bound somewhere: the check above tested it */
     ck_assert_int_ge(active, 1);
+}
+END_TEST
+
+/* The same where the plans that offload nothing run replayed (--graph
+ * auto) on a profile with a graph_launch_s: those plans predict each op's
+ * launch cut (sim.c), and the bound counts them (vd_plan_copy_bound's
+ * replayed figure). Some plans of each test are replayed, and at some
+ * budget the replayed figure is below the eager one (it decides). */
+/* LeNet's keep-all plan, run replayed against issued op by op: the
+ * replayed one is captured and predicted shorter by the launch cut times
+ * the steps timed with a launch (those at least launch_s: not the steps a
+ * fusion partner took, and the staged input's device copy), and its bound
+ * is the replayed figure, below the eager one. */
+START_TEST(test_replayed_prediction) {
+    vd_net net;
+    load_shipped_net(&net, "lenet.yaml", 64);
+    vd_profile prof;
+    analytic_profile(&net, 64, &vd_device_h200, &prof);
+    run_mode = VD_GRAPH_AUTO;
+    replay_launches(&prof);
+    vd_plan rp, ep;
+    keep_all(&net, &prof, 64, &rp);
+    run_mode = VD_GRAPH_OFF;
+    keep_all(&net, &prof, 64, &ep);
+    ck_assert(rp.captured && !ep.captured && rp.graph == VD_GRAPH_AUTO);
+    double cut = prof.dev.launch_s - prof.dev.graph_launch_s;
+    int launched = 0;
+    for (int a = 0; a < rp.n_actions; a++) {
+        const vd_action *A = &rp.actions[a];
+        if (A->kind == VD_A_COMPUTE) launched += rp.steps[A->arg].compute_s >= prof.dev.launch_s;
+        else if (A->kind == VD_A_LOAD_STAGED) launched++;   /* launch + a device copy */
+    }
+    ck_assert_int_ge(launched, net.n_layers);
+    /* the sums differ by rounding only (each step's time one subtraction) */
+    ck_assert_msg(fabs(ep.sim.iter_s - rp.sim.iter_s - launched * cut) < 1e-12,
+                  "eager %.17g, replayed %.17g, %d launches of %.3g s", ep.sim.iter_s,
+                  rp.sim.iter_s, launched, cut);
+    vd_plan_bound br = bound_of(&net, &prof, &rp, rp.budget), be = bound_of(&net, &prof, &ep, ep.budget);
+    ck_assert_msg(br.bound_s < be.bound_s && br.bound_s <= rp.sim.iter_s && be.bound_s > rp.sim.iter_s,
+                  "replayed bound %.17g, eager %.17g, replayed plan %.17g", br.bound_s, be.bound_s,
+                  rp.sim.iter_s);
+    vd_plan_free(&rp);
+    vd_plan_free(&ep);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
+START_TEST(test_sound_replayed) {
+    run_mode = VD_GRAPH_AUTO;
+    n_replayed = 0;
+    shipped_net("lenet.yaml", 64, 7);
+    shipped_net("alexnet.yaml", 16, 1);
+    ck_assert_int_ge(n_replayed, 3);
+    n_replayed = 0;
+    for (uint64_t seed = 1; seed <= 2; seed++) exhaustive(seed);
+    ck_assert_int_ge(n_replayed, 4);
+    run_mode = VD_GRAPH_OFF;
 }
 END_TEST
 
@@ -383,7 +463,7 @@ static int recompute_set(uint64_t seed) {
         for (int i = 0; i <= L; i++) disp[i] = VD_DISP_AUTO;
         for (int t = 0; t < ref.n_tensors; t++)
             if (rc_t[t]) disp[ref.tensors[t].layer + 1] = VD_DISP_RECOMPUTE;
-        vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+        vd_plan_opts o = opts_of(batch, VD_POLICY_NONE);
         o.disp = disp;
         vd_plan p;
         ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
@@ -427,7 +507,7 @@ START_TEST(test_bound_fused_adds) {
     load_shipped_net(&net, "tiny-resnet.yaml", batch);
     vd_profile prof;
     analytic_profile(&net, batch, &slow_copies, &prof);
-    vd_plan_opts o = plan_opts(batch, VD_POLICY_NONE);
+    vd_plan_opts o = opts_of(batch, VD_POLICY_NONE);
     o.fuse_bn_add = true;
     vd_plan ref;
     vd_err e = {0};
@@ -488,7 +568,7 @@ static long window_exhaustive(uint64_t seed) {
     vd_plan ref;
     keep_all(&net, &prof, batch, &ref);
     int L = net.n_layers;
-    vd_plan_opts o = plan_opts(batch, VD_POLICY_ALL);
+    vd_plan_opts o = opts_of(batch, VD_POLICY_ALL);
     vd_err e = {0};
     vd_plan lo;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &lo, &e) == 0, "%s", e.msg);
@@ -582,4 +662,5 @@ END_TEST
 
 VDT_MAIN("bound", 600, test_sound_shipped_small,
          test_sound_shipped_googlenet, test_sound_measured_profiles, test_sound_exhaustive,
+         test_replayed_prediction, test_sound_replayed,
          test_above_compute_where_copies_dominate, test_recompute_set, test_bound_fused_adds, test_window_exhaustive)

@@ -173,6 +173,8 @@ START_TEST(test_profile_hostile) {
         {"\"fwd_s\": ", "\"fwd_s\": 1.7e308, \"x\": ", "fwd_s"},
         {"\"bwd_s\": ", "\"bwd_s\": -1, \"x\": ", "bwd_s"},
         {"\"launch_s\": ", "\"launch_s\": 1e300, \"x\": ", "launch_s"},
+        {"\"launch_s\": ", "\"graph_launch_s\": 1e300, \"launch_s\": ", "graph_launch_s"},
+        {"\"launch_s\": ", "\"graph_launch_s\": -1e-6, \"launch_s\": ", "graph_launch_s"},
         {"\"d2h_bw\": ", "\"d2h_bw\": 1e-9, \"x\": ", "bandwidth"},
         {"\"both_bw\": ", "\"both_bw\": 1e-9, \"x\": ", "bandwidth"},
         {"\"batch\": 4", "\"batch\": 4.5", "batch"},

@@ -361,6 +361,37 @@ static int time_op(prof *p, int li, const vd_op_io *io, bool bwd, double *sec, v
     return VD_OK;
 }
 
+/* The launch overhead of a kernel in a replayed graph
+ * (vd_device_params.graph_launch_s): LAUNCH_REPS empty kernels captured in
+ * stream order, the graph replayed once to load it, then timed. */
+static int time_graph_launch(prof *p, double *sec, vd_err *e) {
+    cudaStream_t s = cu_compute(p->c);
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    int rc = VD_OK;
+    float ms = 0;
+    CUDA_CHECK(e, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < LAUNCH_REPS && !rc; r++) rc = cuk_empty(s, e);
+    cudaError_t st = cudaStreamEndCapture(s, &g);
+    if (rc) goto done;
+    if (st != cudaSuccess) {
+        rc = cu_cuda_err(e, st, __func__, __FILE__, __LINE__, "cudaStreamEndCapture(s, &g)");
+        goto done;
+    }
+    CUDA_GOTO(e, rc, done, cudaGraphInstantiate(&x, g, 0));
+    CUDA_GOTO(e, rc, done, cudaGraphLaunch(x, s));
+    CUDA_GOTO(e, rc, done, cudaEventRecord(p->ev[0], s));
+    CUDA_GOTO(e, rc, done, cudaGraphLaunch(x, s));
+    CUDA_GOTO(e, rc, done, cudaEventRecord(p->ev[1], s));
+    CUDA_GOTO(e, rc, done, cudaEventSynchronize(p->ev[1]));
+    CUDA_GOTO(e, rc, done, cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]));
+    *sec = ms * 1e-3 / LAUNCH_REPS;
+done:
+    if (x) cudaGraphExecDestroy(x);
+    if (g) cudaGraphDestroy(g);
+    return rc;
+}
+
 /* Issue n COPY_BYTES copies in mode's direction (0 D2H, 1 H2D, 2 both at
  * once, n each way) between events ev[0] and ev[1], both on the first copy
  * stream (the other joins it); after_ev2: they start once event ev[2] has
@@ -803,6 +834,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
             TRY(cudaEventElapsedTime(&ms, p.ev[0], p.ev[1]));
             out->dev.launch_s = p.launch_s = ms * 1e-3 / LAUNCH_REPS;
         }
+        TRYRC(time_graph_launch(&p, &out->dev.graph_launch_s, e));
         out->n_layers = net->n_layers;
         out->layers = (vd_profile_layer *)vd_calloc((size_t)net->n_layers, sizeof *out->layers, e);
         if (!out->layers) { rc = VD_ENOMEM; goto done; }
