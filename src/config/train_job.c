@@ -244,7 +244,8 @@ static int set_up(vd_train_job *j, const vd_train_job_opts *o, vd_err *e) {
     if (vd_session_profile_note(s, note, sizeof note)) say(j, VD_TEV_NOTE, "note: %s", note);
     vd_config_budget(run, s, NULL);
     run->plan.stop = o->stop;
-    if (o->poison || run->session.backend_opts.sync_debug)   /* the walk stays eager (exec.h) */
+    /* the walk stays eager with these (vdnn-train(1), --graph) */
+    if (o->poison || run->session.backend_opts.sync_debug || run->session.mem_trace)
         run->plan.graph = VD_GRAPH_OFF;
     if (j->hooks && j->hooks->planning) j->hooks->planning(&run->plan, j->hooks->ctx);
     rc = vd_session_plan(s, &run->plan, &j->plan, e);
