@@ -17,7 +17,6 @@
 #include "data/data.h"
 #include "plan/plan.h"
 
-struct vd_plan;   /* plan/plan.h */
 typedef struct vd_exec vd_exec;
 
 /* Whether mode (plan/plan.h's vd_graph_mode) asks for plan's training

@@ -658,7 +658,8 @@ int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan 
                        uint64_t budget, vd_plan_bound *out, vd_err *e) {
     int rc = copy_bound(net, prof, p, budget, false, out, NULL, e);
     double cut = vd_device_launch_cut(&prof->dev);
-    if (rc || cut == 0 || !vd_graph_captures(p->graph, 0) || !bound_applies(net, prof, p)) return rc;
+    if (rc || cut == 0 || !vd_graph_captures(p->graph, 0) || !bound_applies(net, prof, p))
+        return rc;
     /* the plans that offload nothing run replayed (vd_plan_opts.graph):
      * their own bound, each op's launch cut, no map offloaded */
     vd_profile rp;

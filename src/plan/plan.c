@@ -882,7 +882,6 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
 static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_plan *out, vd_err *e) {
     int rc = VD_OK;
-    if (rc) return rc;
     bool eval_failed = false, splits = auto_splits(opts) && opts->budget, have = false;
     bool searched = false;   /* split_first searched a split */
     vd_plan sp;

@@ -198,7 +198,8 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
     /* x's step-0 interval: replaced by the staged batch in the steady state */
     int x_iv = (p->t_stage >= 0 || as_staged) && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
     if (as_staged && x_iv >= 0) {   /* LOAD_STAGED's time, first on the compute stream */
-        double dur = step_s(&S, dev->launch_s + 2.0 * (double)p->tensors[p->t_x].bytes / dev->mem_bw);
+        double dur =
+            step_s(&S, dev->launch_s + 2.0 * (double)p->tensors[p->t_x].bytes / dev->mem_bw);
         S.c += dur;
         S.busy[0] += dur;
         compute_total += dur;

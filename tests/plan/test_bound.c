@@ -346,10 +346,11 @@ START_TEST(test_replayed_prediction) {
     ck_assert_msg(fabs(ep.sim.iter_s - rp.sim.iter_s - launched * cut) < 1e-12,
                   "eager %.17g, replayed %.17g, %d launches of %.3g s", ep.sim.iter_s,
                   rp.sim.iter_s, launched, cut);
-    vd_plan_bound br = bound_of(&net, &prof, &rp, rp.budget), be = bound_of(&net, &prof, &ep, ep.budget);
-    ck_assert_msg(br.bound_s < be.bound_s && br.bound_s <= rp.sim.iter_s && be.bound_s > rp.sim.iter_s,
-                  "replayed bound %.17g, eager %.17g, replayed plan %.17g", br.bound_s, be.bound_s,
-                  rp.sim.iter_s);
+    vd_plan_bound br = bound_of(&net, &prof, &rp, rp.budget);
+    vd_plan_bound be = bound_of(&net, &prof, &ep, ep.budget);
+    ck_assert_msg(br.bound_s < be.bound_s && br.bound_s <= rp.sim.iter_s &&
+                  be.bound_s > rp.sim.iter_s, "replayed bound %.17g, eager %.17g, replayed plan "
+                  "%.17g", br.bound_s, be.bound_s, rp.sim.iter_s);
     vd_plan_free(&rp);
     vd_plan_free(&ep);
     vd_profile_free(&prof);
