@@ -889,11 +889,61 @@ static int build_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return VD_OK;
 }
 
+/* The plan that offloads nothing that the searches noted (s->replayed),
+ * built under opts, in place of *out where, replayed (vd_plan.captured),
+ * it predicts faster than *out does. */
+static int replayed_pick(vdp_search *s, const vd_net *net, const vd_profile *prof,
+                         const vd_plan_opts *opts, vd_plan *out, vd_err *e) {
+    const vdp_replayed *r = s->replayed;
+    if (!r->have || !out->feasible || out->offload_bytes == 0 || r->est_s >= out->sim.iter_s)
+        return VD_OK;
+    actx c;
+    int rc = search_ctx_init(&c, s, net, prof, opts, VDP_SEARCH, e);
+    if (rc) return rc;
+    config_copy(&c, c.disp, c.algos, r->disp, r->algos);
+    c.stage_full = true;   /* its staging searched, as the search's returned plans are */
+    vd_plan R;
+    rc = search_eval(&c, &R, e);
+    search_ctx_free(&c);
+    if (rc == VD_EBUDGET) { vdp_plan_release(&R); return VD_OK; }
+    if (rc) return rc;
+    if (R.feasible && R.offload_bytes == 0) {
+        R.captured = true;
+        if ((rc = vdp_simulate(&R, prof, false, NULL, e))) { vdp_plan_release(&R); return rc; }
+        if (R.sim.iter_s < out->sim.iter_s * (1.0 - 1e-9)) {
+            vdp_plan_release(out);
+            *out = R;
+            return VD_OK;
+        }
+    }
+    vdp_plan_release(&R);
+    return VD_OK;
+}
+
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                    int feasibility_only, vd_plan *out, vd_err *e) {
     vdp_search s = {0};
+    /* where the plans that offload nothing run replayed, the fastest such
+     * by that price is noted (vdp_search.replayed) */
+    vdp_replayed r = {0};
+    int L = net->n_layers;
+    if (!feasibility_only && !opts->forward_only && !opts->chunks &&
+        vd_graph_captures(opts->graph, 0) && vd_device_launch_cut(&prof->dev) > 0) {
+        r.disp = vd_malloc((size_t)(L + 1) * sizeof *r.disp, NULL);
+        r.algos = vd_malloc(2 * (size_t)L * sizeof *r.algos, NULL);
+        if (!r.disp || !r.algos) {
+            vd_free(r.disp);
+            vd_free(r.algos);
+            return vd_errf(e, VD_ENOMEM, "out of memory");
+        }
+        s.replayed = &r;
+    }
     int rc = build_auto(&s, net, prof, opts, feasibility_only, out, e);
+    if (rc == VD_OK && s.replayed && (rc = replayed_pick(&s, net, prof, opts, out, e)))
+        vdp_plan_release(out);
     if (rc == VD_OK || rc == VD_EBUDGET) out->search_effort = s.effort;
+    vd_free(r.disp);
+    vd_free(r.algos);
     return rc;
 }
 

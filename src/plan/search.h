@@ -11,6 +11,16 @@
  * spend. A nested search (the room, the gradient array, a second opinion)
  * is a child (vdp_search_child) whose progress goes back to its parent
  * (vdp_search_join). */
+/* The fastest fitting configuration that offloads nothing, by its price
+ * replayed (est_s: vdp_replayed_est), among those the searches of one
+ * vdp_build_auto build under its own options (vdp_search.replayed). */
+typedef struct vdp_replayed {
+    bool have;
+    double est_s;
+    vd_disp *disp;      /* [L + 1] */
+    int *algos;         /* [2L] */
+} vdp_replayed;
+
 typedef struct vdp_search {
     int evals;          /* plans built by the searches finished so far */
     double best_s;      /* their fastest fitting plan's iteration (0: none) */
@@ -24,6 +34,12 @@ typedef struct vdp_search {
     bool above_floor;   /* the budget is known not to be below the floor (the
                            smallest-budget search's probes): no floor check */
     double effort;      /* the effort the searches finished so far spent */
+    /* Where the options replay the plans that offload nothing
+     * (vd_plan_opts.graph) on a profile with a launch cut: the searches
+     * note the fastest such configuration here (shared by the children),
+     * and vdp_build_auto returns it where it beats its plan replayed
+     * (docs/planner.md, "Phases"). NULL: not noted. */
+    vdp_replayed *replayed;
 } vdp_search;
 
 /* The whole search's effort cap (AUTO_EFFORT_CAP, or its share). */
@@ -211,6 +227,7 @@ const memo_ent *search_memo_find(const actx *c);
  * (search_eval_screened, search_eval_repairable), or only when it can beat
  * limit_s (search_eval_beats); the contracts are at their definitions. */
 int search_eval(actx *c, vd_plan *out, vd_err *e);
+double vdp_replayed_est(const vd_plan *p, const vd_profile *prof);
 int search_eval_unplaced(actx *c, vd_plan *out, bool *unplaced, vd_err *e);
 int search_eval_screened(actx *c, double limit_s, vd_plan *out, vd_err *e);
 int search_eval_repairable(actx *c, double limit_s, vd_plan *out, vd_err *e);

@@ -9,10 +9,37 @@
 #include <string.h>
 #include "plan/search.h"
 
+/* What plan p, which offloads nothing, would predict replayed (sim.c's
+ * captured plans): its prediction less the launch cut at each step and
+ * recompute timed with a launch. An estimate: the replay of the whole plan
+ * decides (vdp_build_auto). */
+double vdp_replayed_est(const vd_plan *p, const vd_profile *prof) {
+    double cut = vd_device_launch_cut(&prof->dev), launched = 0;
+    for (int a = 0; a < p->n_actions; a++) {
+        const vd_action *A = &p->actions[a];
+        double t = A->kind == VD_A_COMPUTE ? p->steps[A->arg].compute_s
+                 : A->kind == VD_A_RECOMPUTE ? p->layers[A->arg].rc_s : 0.0;
+        launched += t >= prof->dev.launch_s;
+    }
+    return p->sim.iter_s - launched * cut;
+}
+
 /* Note a plan built under the true profile: the fastest fitting
- * configuration seen so far. */
+ * configuration seen so far, and (vdp_search.replayed) the fastest replayed
+ * one that offloads nothing, nothing split (with the gradient array too: the
+ * array phase's configurations fit with the room as well, and
+ * vdp_build_auto builds the one it picks under its own options). */
 static void note_seen(actx *c, const vd_plan *p) {
     if (!p->feasible || c->perturbed) return;
+    vdp_replayed *r = c->s->replayed;
+    if (r && p->offload_bytes == 0 && c->s->jitter_depth == 0 && !c->o.chunks) {
+        double est = vdp_replayed_est(p, c->prof);
+        if (!r->have || est < r->est_s) {
+            config_copy(c, r->disp, r->algos, c->disp, c->algos);
+            r->est_s = est;
+            r->have = true;
+        }
+    }
     c->found = true;
     if (c->have_seen && p->sim.iter_s >= c->seen_s) return;
     config_copy(c, c->seen_disp, c->seen_algos, c->disp, c->algos);

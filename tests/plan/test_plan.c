@@ -2151,6 +2151,48 @@ START_TEST(test_resnet50_placement_overshoot) {
 }
 END_TEST
 
+/* A plan that offloads nothing runs replayed (--graph auto), at the
+ * profile's graph_launch_s a launch (session 33's H100: 0.80 us against
+ * 3.94 from the host): ResNet-50 bf16 b256 at 5500 MiB, planned as
+ * vdnn-plan plans it. Ranked op by op, the search's plan offloads (48.142
+ * ms as issued); among the configurations it built, one that offloads
+ * nothing predicts 47.432 ms replayed (vdp_search.replayed), and that is
+ * the plan (pinned), captured, within the budget. With --graph off the
+ * offloading plan stays. */
+START_TEST(test_resnet50_replayed_pick) {
+    vd_net net;
+    vd_profile prof;
+    load_net_math("resnet50.yaml", "resnet50-b256-h100-bf16-s33.json", VD_MATH_BF16, &net, &prof);
+    vd_schedule_inplace(&net);   /* as vdnn-plan plans it: the ReLUs in place, */
+    ck_assert(prof.dev.graph_launch_s > 0 && prof.dev.graph_launch_s < prof.dev.launch_s);
+    double t[2];
+    for (int k = 0; k < 2; k++) {
+        vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+        o.budget = (uint64_t)5500 << 20;
+        o.pool_to_need = true;   /* its budget a cap, */
+        o.fuse_bn_add = true;    /* the batch norms before the adds fused (bf16) */
+        o.graph = k ? VD_GRAPH_AUTO : VD_GRAPH_OFF;
+        vd_plan p;
+        vd_err e = {0};
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        check_plan_invariants(&p, &net);
+        ck_assert(p.feasible && p.hwm <= o.budget);
+        ck_assert_msg(k ? p.captured && p.offload_bytes == 0 : !p.captured && p.offload_bytes > 0,
+                      "graph %s: captured %d, %llu bytes offloaded", k ? "auto" : "off",
+                      p.captured, (unsigned long long)p.offload_bytes);
+        t[k] = p.sim.iter_s;
+        vd_plan_free(&p);
+    }
+    printf("resnet50 b256 h100 s33 bf16 5500 MiB: %.3f ms issued op by op, %.3f ms replayed\n",
+           t[0] * 1e3, t[1] * 1e3);
+    /* 1e-9: the printed values' rounding */
+    ck_assert_msg(t[1] < t[0] && t[1] <= 47.4324e-3 * (1.0 + 1e-9), "replayed %.6f ms, eager %.6f",
+                  t[1] * 1e3, t[0] * 1e3);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* More memory never plans slower: at none's smallest budget, everything
  * kept fits only with the adds' gradients copied (not shared), 5% above the
  * lower bound (an H200 ResNet-50 tf32 profile: 118.3 ms, where 21 GB
@@ -2385,6 +2427,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_late_split, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
          test_vgg16_api_pair_exchange, test_googlenet_floor_runs, test_vgg16_bf16_coarser_split,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion, test_vgg16_lean_start,
-         test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_none_min_no_slower,
+         test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_replayed_pick,
+         test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,
          test_per_pass_invariants_3_6, test_per_pass_beats_one_choice, test_cli_vgg16)
