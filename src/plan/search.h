@@ -6,14 +6,9 @@
 #include <string.h>
 #include "plan/plan_internal.h"
 
-/* What one call of vdp_build_auto carries through all its searches: the
- * progress they report as one, how deep it is nested and the effort it may
- * spend. A nested search (the room, the gradient array, a second opinion)
- * is a child (vdp_search_child) whose progress goes back to its parent
- * (vdp_search_join). */
 /* The fastest fitting configuration that offloads nothing, by its price
  * replayed (est_s: vdp_replayed_est), among those the searches of one
- * vdp_build_auto build under its own options (vdp_search.replayed). */
+ * vdp_build_auto build (vdp_search.replayed). */
 typedef struct vdp_replayed {
     bool have;
     double est_s;
@@ -21,6 +16,11 @@ typedef struct vdp_replayed {
     int *algos;         /* [2L] */
 } vdp_replayed;
 
+/* What one call of vdp_build_auto carries through all its searches: the
+ * progress they report as one, how deep it is nested and the effort it may
+ * spend. A nested search (the room, the gradient array, a second opinion)
+ * is a child (vdp_search_child) whose progress goes back to its parent
+ * (vdp_search_join). */
 typedef struct vdp_search {
     int evals;          /* plans built by the searches finished so far */
     double best_s;      /* their fastest fitting plan's iteration (0: none) */

@@ -26,9 +26,9 @@ double vdp_replayed_est(const vd_plan *p, const vd_profile *prof) {
 
 /* Note a plan built under the true profile: the fastest fitting
  * configuration seen so far, and (vdp_search.replayed) the fastest replayed
- * one that offloads nothing, nothing split (with the gradient array too: the
- * array phase's configurations fit with the room as well, and
- * vdp_build_auto builds the one it picks under its own options). */
+ * one that offloads nothing, nothing split (with the gradient array too:
+ * vdp_build_auto rebuilds the one it picks under its own options, where it
+ * must fit again). */
 static void note_seen(actx *c, const vd_plan *p) {
     if (!p->feasible || c->perturbed) return;
     vdp_replayed *r = c->s->replayed;
