@@ -10,15 +10,17 @@
 #include "plan/search.h"
 
 /* What plan p, which offloads nothing, would predict replayed (sim.c's
- * captured plans): its prediction less the launch cut at each step and
- * recompute timed with a launch. An estimate: the replay of the whole plan
- * decides (vdp_build_auto). */
+ * captured plans): its prediction less the launch cut at each step,
+ * recompute and staged input's load timed with a launch. An estimate (a
+ * stall or the staging copy may end the iteration instead): the replay of
+ * the whole plan decides (vdp_build_auto). */
 double vdp_replayed_est(const vd_plan *p, const vd_profile *prof) {
     double cut = vd_device_launch_cut(&prof->dev), launched = 0;
     for (int a = 0; a < p->n_actions; a++) {
         const vd_action *A = &p->actions[a];
         double t = A->kind == VD_A_COMPUTE ? p->steps[A->arg].compute_s
-                 : A->kind == VD_A_RECOMPUTE ? p->layers[A->arg].rc_s : 0.0;
+                 : A->kind == VD_A_RECOMPUTE ? p->layers[A->arg].rc_s
+                 : A->kind == VD_A_LOAD_STAGED ? prof->dev.launch_s : 0.0;
         launched += t >= prof->dev.launch_s;
     }
     return p->sim.iter_s - launched * cut;
