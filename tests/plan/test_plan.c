@@ -2193,6 +2193,50 @@ START_TEST(test_resnet50_replayed_pick) {
 }
 END_TEST
 
+/* The same pick on a small net, fast enough for every run (the one above
+ * is in suite 'big'): tiny-inception b16 on the analytic H200 profile with
+ * a replayed launch a fifth of launch_s, at 90% of none's need. Issued op by
+ * op, the search's plan offloads; replayed, a plan it built that offloads
+ * nothing is faster, and that is the plan, within the budget and above the
+ * bound. */
+START_TEST(test_tiny_replayed_pick) {
+    vd_net net;
+    load_shipped_net(&net, "tiny-inception.yaml", 16);
+    vd_schedule_inplace(&net);
+    vd_profile prof;
+    analytic_profile(&net, 16, &vd_device_h200, &prof);
+    prof.dev.graph_launch_s = prof.dev.launch_s / 5;
+    vd_err e = {0};
+    vd_plan p;
+    vd_plan_opts o = plan_opts(16, VD_POLICY_NONE);
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    uint64_t budget = p.budget / 10 * 9;
+    vd_plan_free(&p);
+    double t[2];
+    for (int k = 0; k < 2; k++) {
+        o = plan_opts(16, VD_POLICY_AUTO);
+        o.budget = budget;
+        o.pool_to_need = true;
+        o.graph = k ? VD_GRAPH_AUTO : VD_GRAPH_OFF;
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        check_plan_invariants(&p, &net);
+        ck_assert(p.feasible && p.hwm <= budget);
+        ck_assert_msg(k ? p.captured && p.offload_bytes == 0 : !p.captured && p.offload_bytes > 0,
+                      "graph %s: captured %d, %llu bytes offloaded", k ? "auto" : "off",
+                      p.captured, (unsigned long long)p.offload_bytes);
+        vd_plan_bound b;
+        ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, budget, &b, &e) == 0, "%s", e.msg);
+        ck_assert_msg(b.bound_s <= p.sim.iter_s, "bound %.17g above the plan's %.17g", b.bound_s,
+                      p.sim.iter_s);
+        t[k] = p.sim.iter_s;
+        vd_plan_free(&p);
+    }
+    ck_assert_msg(t[1] < t[0], "replayed %.6f ms, eager %.6f", t[1] * 1e3, t[0] * 1e3);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* More memory never plans slower: at none's smallest budget, everything
  * kept fits only with the adds' gradients copied (not shared), 5% above the
  * lower bound (an H200 ResNet-50 tf32 profile: 118.3 ms, where 21 GB
@@ -2427,7 +2471,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_late_split, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
          test_vgg16_api_pair_exchange, test_googlenet_floor_runs, test_vgg16_bf16_coarser_split,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion, test_vgg16_lean_start,
-         test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_replayed_pick,
+         test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_replayed_pick, test_tiny_replayed_pick,
          test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,
          test_per_pass_invariants_3_6, test_per_pass_beats_one_choice, test_cli_vgg16)
