@@ -889,22 +889,13 @@ static int build_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     return VD_OK;
 }
 
-/* The plan that offloads nothing that the searches noted (s->replayed),
- * built under opts, in place of *out where, replayed (vd_plan.captured),
- * it predicts faster than *out does. */
-static int replayed_pick(vdp_search *s, const vd_net *net, const vd_profile *prof,
-                         const vd_plan_opts *opts, vd_plan *out, vd_err *e) {
-    const vdp_replayed *r = s->replayed;
-    if (!r->have || !out->feasible || out->offload_bytes == 0 || r->est_s >= out->sim.iter_s)
-        return VD_OK;
-    actx c;
-    int rc = search_ctx_init(&c, s, net, prof, opts, VDP_SEARCH, e);
-    if (rc) return rc;
-    config_copy(&c, c.disp, c.algos, r->disp, r->algos);
-    c.stage_full = true;   /* its staging searched, as the search's returned plans are */
+/* Build c's configuration (its staging searched, as the search's returned
+ * plans are) and, where it fits and offloads nothing, replay it
+ * (vd_plan.captured); in place of *out where that predicts faster. */
+static int replayed_try(actx *c, const vd_profile *prof, vd_plan *out, vd_err *e) {
+    c->stage_full = true;
     vd_plan R;
-    rc = search_eval(&c, &R, e);
-    search_ctx_free(&c);
+    int rc = search_eval(c, &R, e);
     if (rc == VD_EBUDGET) { vdp_plan_release(&R); return VD_OK; }
     if (rc) return rc;
     if (R.feasible && R.offload_bytes == 0) {
@@ -918,6 +909,33 @@ static int replayed_pick(vdp_search *s, const vd_net *net, const vd_profile *pro
     }
     vdp_plan_release(&R);
     return VD_OK;
+}
+
+/* Where the search's plan *out offloads: the plans that offload nothing,
+ * replayed, in its place where faster: the fastest the searches noted
+ * (s->replayed, where its estimate beats *out), and *out's own decisions
+ * with each offloaded map recomputed instead (where all can be). */
+static int replayed_pick(vdp_search *s, const vd_net *net, const vd_profile *prof,
+                         const vd_plan_opts *opts, vd_plan *out, vd_err *e) {
+    const vdp_replayed *r = s->replayed;
+    if (!out->feasible || out->offload_bytes == 0) return VD_OK;
+    actx c;
+    int rc = search_ctx_init(&c, s, net, prof, opts, VDP_SEARCH, e);
+    if (rc) return rc;
+    search_config_from_plan(&c, out);
+    bool all_rc = true;
+    for (int k = 0; k <= c.L; k++)
+        if (c.disp[k] == VD_DISP_OFFLOAD) {
+            all_rc = all_rc && c.can_rc[k];
+            c.disp[k] = VD_DISP_RECOMPUTE;
+        }
+    if (all_rc) rc = replayed_try(&c, prof, out, e);
+    if (!rc && r->have && out->offload_bytes > 0 && r->est_s < out->sim.iter_s) {
+        config_copy(&c, c.disp, c.algos, r->disp, r->algos);
+        rc = replayed_try(&c, prof, out, e);
+    }
+    search_ctx_free(&c);
+    return rc;
 }
 
 int vdp_build_auto(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

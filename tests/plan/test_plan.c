@@ -2153,87 +2153,100 @@ END_TEST
 
 /* A plan that offloads nothing runs replayed (--graph auto), at the
  * profile's graph_launch_s a launch (session 33's H100: 0.80 us against
- * 3.94 from the host): ResNet-50 bf16 b256 at 5500 MiB, planned as
- * vdnn-plan plans it. Ranked op by op, the search's plan offloads (48.142
- * ms as issued); among the configurations it built, one that offloads
- * nothing predicts 47.432 ms replayed (vdp_search.replayed), and that is
- * the plan (pinned), captured, within the budget. With --graph off the
- * offloading plan stays. */
-START_TEST(test_resnet50_replayed_pick) {
-    vd_net net;
-    vd_profile prof;
-    load_net_math("resnet50.yaml", "resnet50-b256-h100-bf16-s33.json", VD_MATH_BF16, &net, &prof);
-    vd_schedule_inplace(&net);   /* as vdnn-plan plans it: the ReLUs in place, */
-    ck_assert(prof.dev.graph_launch_s > 0 && prof.dev.graph_launch_s < prof.dev.launch_s);
-    double t[2];
-    for (int k = 0; k < 2; k++) {
-        vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-        o.budget = (uint64_t)5500 << 20;
-        o.pool_to_need = true;   /* its budget a cap, */
-        o.fuse_bn_add = true;    /* the batch norms before the adds fused (bf16) */
-        o.graph = k ? VD_GRAPH_AUTO : VD_GRAPH_OFF;
-        vd_plan p;
-        vd_err e = {0};
-        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-        check_plan_invariants(&p, &net);
-        ck_assert(p.feasible && p.hwm <= o.budget);
-        ck_assert_msg(k ? p.captured && p.offload_bytes == 0 : !p.captured && p.offload_bytes > 0,
-                      "graph %s: captured %d, %llu bytes offloaded", k ? "auto" : "off",
-                      p.captured, (unsigned long long)p.offload_bytes);
-        t[k] = p.sim.iter_s;
-        vd_plan_free(&p);
+ * 3.94 from the host), bf16 b256, planned as vdnn-plan plans it. Ranked op
+ * by op, the search's plans offload; replayed, one that offloads nothing
+ * is faster (auto.c replayed_pick), and that is the plan (pinned), captured,
+ * within the budget: ResNet-50 at 5500 MiB, 48.142 ms as issued, 47.432
+ * replayed (a configuration the search built, vdp_search.replayed);
+ * ResNet-152 at 12 GiB, 103.787 as issued, 101.016 replayed (the search's
+ * plan with its offloaded maps recomputed: the search built no plan that
+ * offloads nothing there). With --graph off the offloading plans stay. */
+START_TEST(test_resnet_replayed_pick) {
+    static const struct { const char *spec, *file; uint64_t budget; double replayed_s; } cases[] = {
+        {"resnet50.yaml", "resnet50-b256-h100-bf16-s33.json", (uint64_t)5500 << 20, 47.4324e-3},
+        {"resnet152.yaml", "resnet152-b256-h100-bf16-s33.json", (uint64_t)12 << 30, 101.0159e-3},
+    };
+    for (size_t k = 0; k < VD_ARRAY_LEN(cases); k++) {
+        vd_net net;
+        vd_profile prof;
+        load_net_math(cases[k].spec, cases[k].file, VD_MATH_BF16, &net, &prof);
+        vd_schedule_inplace(&net);   /* as vdnn-plan plans it: the ReLUs in place, */
+        ck_assert(prof.dev.graph_launch_s > 0 && prof.dev.graph_launch_s < prof.dev.launch_s);
+        double t[2];
+        for (int g = 0; g < 2; g++) {
+            vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+            o.budget = cases[k].budget;
+            o.pool_to_need = true;   /* its budget a cap, */
+            o.fuse_bn_add = true;    /* the batch norms before the adds fused (bf16) */
+            o.graph = g ? VD_GRAPH_AUTO : VD_GRAPH_OFF;
+            vd_plan p;
+            vd_err e = {0};
+            ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+            check_plan_invariants(&p, &net);
+            ck_assert(p.feasible && p.hwm <= o.budget);
+            ck_assert_msg(g ? p.captured && p.offload_bytes == 0 : !p.captured && p.offload_bytes > 0,
+                          "%s graph %s: captured %d, %llu bytes offloaded", cases[k].spec,
+                          g ? "auto" : "off", p.captured, (unsigned long long)p.offload_bytes);
+            t[g] = p.sim.iter_s;
+            vd_plan_free(&p);
+        }
+        printf("%s b256 h100 s33 bf16 at %llu MiB: %.3f ms issued op by op, %.3f ms replayed\n",
+               cases[k].spec, (unsigned long long)(cases[k].budget >> 20), t[0] * 1e3, t[1] * 1e3);
+        /* 1e-9: the printed values' rounding */
+        ck_assert_msg(t[1] < t[0] && t[1] <= cases[k].replayed_s * (1.0 + 1e-9),
+                      "%s: replayed %.6f ms, eager %.6f", cases[k].spec, t[1] * 1e3, t[0] * 1e3);
+        vd_profile_free(&prof);
+        vd_net_free(&net);
     }
-    printf("resnet50 b256 h100 s33 bf16 5500 MiB: %.3f ms issued op by op, %.3f ms replayed\n",
-           t[0] * 1e3, t[1] * 1e3);
-    /* 1e-9: the printed values' rounding */
-    ck_assert_msg(t[1] < t[0] && t[1] <= 47.4324e-3 * (1.0 + 1e-9), "replayed %.6f ms, eager %.6f",
-                  t[1] * 1e3, t[0] * 1e3);
-    vd_profile_free(&prof);
-    vd_net_free(&net);
 }
 END_TEST
 
-/* The same pick on a small net, fast enough for every run (the one above
- * is in suite 'big'): tiny-inception b16 on the analytic H200 profile with
- * a replayed launch a fifth of launch_s, at 90% of none's need. Issued op by
- * op, the search's plan offloads; replayed, a plan it built that offloads
- * nothing is faster, and that is the plan, within the budget and above the
- * bound. */
+/* The same pick on small nets, fast enough for every run (the one above is
+ * in suite 'big'): tiny-inception and tiny-resnet b16 on the analytic H200
+ * profile with a replayed launch a fifth of launch_s, at 90% of none's
+ * need. Issued op by op, the search's plan offloads; replayed, a plan that
+ * offloads nothing is faster (tiny-inception: one the search built;
+ * tiny-resnet: the search's own with its offloaded maps recomputed, or one
+ * it built), and that is the plan, within the budget and above the bound. */
 START_TEST(test_tiny_replayed_pick) {
-    vd_net net;
-    load_shipped_net(&net, "tiny-inception.yaml", 16);
-    vd_schedule_inplace(&net);
-    vd_profile prof;
-    analytic_profile(&net, 16, &vd_device_h200, &prof);
-    prof.dev.graph_launch_s = prof.dev.launch_s / 5;
-    vd_err e = {0};
-    vd_plan p;
-    vd_plan_opts o = plan_opts(16, VD_POLICY_NONE);
-    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-    uint64_t budget = p.budget / 10 * 9;
-    vd_plan_free(&p);
-    double t[2];
-    for (int k = 0; k < 2; k++) {
-        o = plan_opts(16, VD_POLICY_AUTO);
-        o.budget = budget;
-        o.pool_to_need = true;
-        o.graph = k ? VD_GRAPH_AUTO : VD_GRAPH_OFF;
+    static const char *const nets[] = {"tiny-inception.yaml", "tiny-resnet.yaml"};
+    for (size_t k = 0; k < VD_ARRAY_LEN(nets); k++) {
+        vd_net net;
+        load_shipped_net(&net, nets[k], 16);
+        vd_schedule_inplace(&net);
+        vd_profile prof;
+        analytic_profile(&net, 16, &vd_device_h200, &prof);
+        prof.dev.graph_launch_s = prof.dev.launch_s / 5;
+        vd_err e = {0};
+        vd_plan p;
+        vd_plan_opts o = plan_opts(16, VD_POLICY_NONE);
         ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-        check_plan_invariants(&p, &net);
-        ck_assert(p.feasible && p.hwm <= budget);
-        ck_assert_msg(k ? p.captured && p.offload_bytes == 0 : !p.captured && p.offload_bytes > 0,
-                      "graph %s: captured %d, %llu bytes offloaded", k ? "auto" : "off",
-                      p.captured, (unsigned long long)p.offload_bytes);
-        vd_plan_bound b;
-        ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, budget, &b, &e) == 0, "%s", e.msg);
-        ck_assert_msg(b.bound_s <= p.sim.iter_s, "bound %.17g above the plan's %.17g", b.bound_s,
-                      p.sim.iter_s);
-        t[k] = p.sim.iter_s;
+        uint64_t budget = p.budget / 10 * 9;
         vd_plan_free(&p);
+        double t[2];
+        for (int g = 0; g < 2; g++) {
+            o = plan_opts(16, VD_POLICY_AUTO);
+            o.budget = budget;
+            o.pool_to_need = true;
+            o.graph = g ? VD_GRAPH_AUTO : VD_GRAPH_OFF;
+            ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+            check_plan_invariants(&p, &net);
+            ck_assert(p.feasible && p.hwm <= budget);
+            ck_assert_msg(g ? p.captured && p.offload_bytes == 0 : !p.captured && p.offload_bytes > 0,
+                          "%s graph %s: captured %d, %llu bytes offloaded", nets[k],
+                          g ? "auto" : "off", p.captured, (unsigned long long)p.offload_bytes);
+            vd_plan_bound b;
+            ck_assert_msg(vd_plan_copy_bound(&net, &prof, &p, budget, &b, &e) == 0, "%s", e.msg);
+            ck_assert_msg(b.bound_s <= p.sim.iter_s, "%s: bound %.17g above the plan's %.17g",
+                          nets[k], b.bound_s, p.sim.iter_s);
+            t[g] = p.sim.iter_s;
+            vd_plan_free(&p);
+        }
+        ck_assert_msg(t[1] < t[0], "%s: replayed %.6f ms, eager %.6f", nets[k], t[1] * 1e3,
+                      t[0] * 1e3);
+        vd_profile_free(&prof);
+        vd_net_free(&net);
     }
-    ck_assert_msg(t[1] < t[0], "replayed %.6f ms, eager %.6f", t[1] * 1e3, t[0] * 1e3);
-    vd_profile_free(&prof);
-    vd_net_free(&net);
 }
 END_TEST
 
@@ -2471,7 +2484,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_late_split, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
          test_vgg16_api_pair_exchange, test_googlenet_floor_runs, test_vgg16_bf16_coarser_split,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion, test_vgg16_lean_start,
-         test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet50_replayed_pick, test_tiny_replayed_pick,
+         test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet_replayed_pick, test_tiny_replayed_pick,
          test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,
          test_per_pass_invariants_3_6, test_per_pass_beats_one_choice, test_cli_vgg16)
