@@ -911,10 +911,11 @@ static int replayed_try(actx *c, const vd_profile *prof, vd_plan *out, vd_err *e
     return VD_OK;
 }
 
-/* Where the search's plan *out offloads: the plans that offload nothing,
- * replayed, in its place where faster: the fastest the searches noted
- * (s->replayed, where its estimate beats *out), and *out's own decisions
- * with each offloaded map recomputed instead (where all can be). */
+/* Where the search's plan *out offloads: plans that offload nothing,
+ * replayed, in its place where faster: *out's own decisions with each
+ * offloaded map recomputed instead (where all can be), then the fastest
+ * configuration the searches noted (s->replayed, where its estimate beats
+ * the plan so far). */
 static int replayed_pick(vdp_search *s, const vd_net *net, const vd_profile *prof,
                          const vd_plan_opts *opts, vd_plan *out, vd_err *e) {
     const vdp_replayed *r = s->replayed;
