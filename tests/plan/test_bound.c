@@ -1,8 +1,9 @@
 /* test_bound.c — the lower bound with the copies (vd_plan_copy_bound):
  * never above a plan the planner makes (the shipped nets under every
  * policy, the measured profiles), nor above the fastest of every
- * keep / offload / recompute assignment of small nets (exhaustive), and
- * above the compute-only bound where copies dominate. */
+ * keep / offload / recompute assignment of small nets (exhaustive), the
+ * same where the plans that offload nothing run replayed, and above the
+ * compute-only bound where copies dominate. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,8 @@ static const vd_device_params slow_copies = {
     .d2h_bw = 2e8, .h2d_bw = 1.5e8, .both_bw = 2.5e8, .launch_s = 5e-6,
 };
 
-/* How the plans of a test will run (vd_plan_opts.graph; replayed_tests
- * sets AUTO) and how many of them were predicted replayed. */
+/* How the plans of a test will run (vd_plan_opts.graph: the replayed
+ * tests set AUTO) and how many of them were predicted replayed. */
 static vd_graph_mode run_mode = VD_GRAPH_OFF;
 static int n_replayed;
 
@@ -312,11 +313,6 @@ START_TEST(test_sound_exhaustive) {
 }
 END_TEST
 
-/* The same where the plans that offload nothing run replayed (--graph
- * auto) on a profile with a graph_launch_s: those plans predict each op's
- * launch cut (sim.c), and the bound counts them (vd_plan_copy_bound's
- * replayed figure). Some plans of each test are replayed, and at some
- * budget the replayed figure is below the eager one (it decides). */
 /* LeNet's keep-all plan, run replayed against issued op by op: the
  * replayed one is captured and predicted shorter by the launch cut times
  * the steps timed with a launch (those at least launch_s: not the steps a
@@ -358,6 +354,11 @@ START_TEST(test_replayed_prediction) {
 }
 END_TEST
 
+/* The soundness tests above where the plans that offload nothing run
+ * replayed (--graph auto) on a profile with a graph_launch_s: those plans
+ * predict each op's launch cut (sim.c), and the bound counts them
+ * (vd_plan_copy_bound's replayed figure; test_replayed_prediction shows it
+ * deciding). Some plans of each part are replayed. */
 START_TEST(test_sound_replayed) {
     run_mode = VD_GRAPH_AUTO;
     n_replayed = 0;
