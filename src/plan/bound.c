@@ -616,40 +616,34 @@ done:
     return rc;
 }
 
-/* t less cut where it was timed with a launch (at least launch_s; sim.c's
- * step_s) */
-static double cut_s(double t, double launch_s, double cut) {
-    return t >= launch_s ? t - cut : t;
-}
-
 /* prof as a replayed iteration runs its ops (sim.c's captured plans): every
- * op's time less cut where it was timed with a launch, the launch itself
+ * op's time as vd_device_replayed_s gives it, the launch itself
  * graph_launch_s. Its layers are the caller's to free. */
-static int replayed_profile(const vd_profile *prof, double cut, vd_profile *out, vd_err *e) {
+static int replayed_profile(const vd_profile *prof, vd_profile *out, vd_err *e) {
     *out = *prof;
     size_t n = (size_t)prof->n_layers;
     out->layers = vd_malloc((n > 0 ? n : 1) * sizeof *out->layers, NULL);
     if (!out->layers) return vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
     memcpy(out->layers, prof->layers, n * sizeof *out->layers);
-    double ls = prof->dev.launch_s;
-    out->dev.launch_s = prof->dev.graph_launch_s;
+    const vd_device_params *d = &prof->dev;
+    out->dev.launch_s = d->graph_launch_s;
     for (size_t i = 0; i < n; i++) {
         vd_profile_layer *pl = &out->layers[i];
         for (int k = 0; k < pl->n_algos; k++) {
             vd_profile_algo *a = &pl->algos[k];
-            a->fwd_s = cut_s(a->fwd_s, ls, cut);
-            a->bwd_s = cut_s(a->bwd_s, ls, cut);
-            if (a->bwd_alone_s > 0) a->bwd_alone_s = cut_s(a->bwd_alone_s, ls, cut);
+            a->fwd_s = vd_device_replayed_s(d, a->fwd_s);
+            a->bwd_s = vd_device_replayed_s(d, a->bwd_s);
+            if (a->bwd_alone_s > 0) a->bwd_alone_s = vd_device_replayed_s(d, a->bwd_alone_s);
             for (int q = 0; q < a->n_chunks; q++) {
-                a->chunks[q].fwd_s = cut_s(a->chunks[q].fwd_s, ls, cut);
-                a->chunks[q].bwd_s = cut_s(a->chunks[q].bwd_s, ls, cut);
+                a->chunks[q].fwd_s = vd_device_replayed_s(d, a->chunks[q].fwd_s);
+                a->chunks[q].bwd_s = vd_device_replayed_s(d, a->chunks[q].bwd_s);
             }
         }
         for (int q = 0; q < pl->n_chunks; q++) {
-            pl->chunks[q].fwd_s = cut_s(pl->chunks[q].fwd_s, ls, cut);
-            pl->chunks[q].bwd_s = cut_s(pl->chunks[q].bwd_s, ls, cut);
+            pl->chunks[q].fwd_s = vd_device_replayed_s(d, pl->chunks[q].fwd_s);
+            pl->chunks[q].bwd_s = vd_device_replayed_s(d, pl->chunks[q].bwd_s);
         }
-        if (pl->rc_s > 0) pl->rc_s = cut_s(pl->rc_s, ls, cut);
+        if (pl->rc_s > 0) pl->rc_s = vd_device_replayed_s(d, pl->rc_s);
     }
     return VD_OK;
 }
@@ -657,14 +651,14 @@ static int replayed_profile(const vd_profile *prof, double cut, vd_profile *out,
 int vd_plan_copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *p,
                        uint64_t budget, vd_plan_bound *out, vd_err *e) {
     int rc = copy_bound(net, prof, p, budget, false, out, NULL, e);
-    double cut = vd_device_launch_cut(&prof->dev);
-    if (rc || cut == 0 || !vd_graph_captures(p->graph, 0) || !bound_applies(net, prof, p))
+    if (rc || vd_device_launch_cut(&prof->dev) == 0 || !vd_graph_captures(p->graph, 0) ||
+        !bound_applies(net, prof, p))
         return rc;
     /* the plans that offload nothing run replayed (vd_plan_opts.graph):
      * their own bound, each op's launch cut, no map offloaded */
     vd_profile rp;
     vd_plan_bound b;
-    if ((rc = replayed_profile(prof, cut, &rp, e))) return rc;
+    if ((rc = replayed_profile(prof, &rp, e))) return rc;
     rc = copy_bound(net, &rp, p, budget, true, &b, NULL, e);
     vd_free(rp.layers);
     if (!rc && b.bound_s < out->bound_s) *out = b;

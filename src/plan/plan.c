@@ -869,8 +869,9 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
     rc = build_eager(net, prof, opts, out, e);
     if (rc == VD_OK || rc == VD_EBUDGET) out->graph = opts->graph;
     /* the plan chosen, priced as it will run: replayed where opts->graph
-     * captures it and it offloads nothing (vd_plan_opts.graph) */
-    if (rc == VD_OK && !out->forward_only && out->offload_bytes == 0 &&
+     * captures it and it offloads nothing (vd_plan_opts.graph; the auto
+     * search's replayed pick is priced so already) */
+    if (rc == VD_OK && !out->forward_only && !out->captured && out->offload_bytes == 0 &&
         vd_graph_captures(opts->graph, 0)) {
         out->captured = true;
         rc = vdp_simulate(out, prof, false, NULL, e);

@@ -15,15 +15,15 @@
  * stall or the staging copy may end the iteration instead): the replay of
  * the whole plan decides (vdp_build_auto). */
 double vdp_replayed_est(const vd_plan *p, const vd_profile *prof) {
-    double cut = vd_device_launch_cut(&prof->dev), launched = 0;
+    double saved = 0;
     for (int a = 0; a < p->n_actions; a++) {
         const vd_action *A = &p->actions[a];
         double t = A->kind == VD_A_COMPUTE ? p->steps[A->arg].compute_s
                  : A->kind == VD_A_RECOMPUTE ? p->layers[A->arg].rc_s
                  : A->kind == VD_A_LOAD_STAGED ? prof->dev.launch_s : 0.0;
-        launched += t >= prof->dev.launch_s;
+        saved += t - vd_device_replayed_s(&prof->dev, t);
     }
-    return p->sim.iter_s - launched * cut;
+    return p->sim.iter_s - saved;
 }
 
 /* Note a plan built under the true profile: the fastest fitting

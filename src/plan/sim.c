@@ -85,7 +85,7 @@ static void log_copy(copy_log *l, double start, double end) {
 typedef struct sim {
     vd_plan *p;
     const vd_device_params *dev;
-    double cut;                 /* captured: vd_device_launch_cut, else 0 */
+    bool replayed;              /* p->captured: steps at vd_device_replayed_s */
     double *ev;                 /* [n_events] event times */
     double c, d, h;             /* when compute, D2H and H2D are next free */
     copy_log dlog, hlog;        /* each direction's copies so far */
@@ -158,10 +158,9 @@ static double compute_time(sim *S, double base) {
     return t;
 }
 
-/* A compute step's profile time t as the plan runs it: less the launch cut
- * where it was timed with a launch. */
+/* A compute step's profile time t as the plan runs it. */
 static double step_s(const sim *S, double t) {
-    return S->cut > 0 && t >= S->dev->launch_s ? t - S->cut : t;
+    return S->replayed ? vd_device_replayed_s(S->dev, t) : t;
 }
 
 /* The compute stream waits for event ev (ignore_waits: it does not);
@@ -178,7 +177,7 @@ static double sim_wait(sim *S, int ev, bool ignore_waits) {
 static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, double *d2h_done,
                     bool as_staged, vd_err *e) {
     const vd_device_params *dev = &prof->dev;
-    sim S = {.p = p, .dev = dev, .cut = p->captured ? vd_device_launch_cut(dev) : 0.0};
+    sim S = {.p = p, .dev = dev, .replayed = p->captured};
     S.ev = vd_calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev, NULL);
     /* at most one D2H copy per tensor and one H2D fill per interval */
     bool slow = dev->compute_slow_d2h > 0 || dev->compute_slow_h2d > 0;

@@ -138,6 +138,10 @@ double vd_device_launch_cut(const vd_device_params *d) {
                                                                     : 0.0;
 }
 
+double vd_device_replayed_s(const vd_device_params *d, double t) {
+    return t >= d->launch_s ? t - vd_device_launch_cut(d) : t;
+}
+
 double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir) {
     double busy = dir == VD_COPY_D2H ? d->d2h_bw_busy : dir == VD_COPY_H2D ? d->h2d_bw_busy
                                                                            : d->both_bw_busy;

@@ -137,6 +137,10 @@ void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s);
  * launch_s - graph_launch_s where d has a graph_launch_s under launch_s,
  * else 0. */
 double vd_device_launch_cut(const vd_device_params *d);
+/* An op's profile time t as a replayed graph runs it: less the launch cut
+ * where it was timed with a launch (t at least launch_s: the CUDA profiler
+ * adds one to every op that launched a kernel), else t. */
+double vd_device_replayed_s(const vd_device_params *d, double t);
 /* Look up a device model: a card of vd_cards by its name, or "cpu".
  * Returns NULL if unknown. */
 const vd_device_params *vd_device_find(const char *name);
