@@ -372,7 +372,10 @@ END_TEST
 /* --step-times-out: one row per step of the plan that ran (its step count
  * and labels from --plan-json of the same run), the measured durations
  * adding up to the end times, the predicted ones to the predicted ends, and
- * no copy beside any step of a plan that offloads nothing. */
+ * no D2H copy beside any step of a plan that offloads nothing. Its one H2D
+ * copy, the next batch's staging, runs beside the steps on its own stream:
+ * on a loaded machine it can cover half of a step, which the column then
+ * says. */
 START_TEST(step_times_out_has_every_step) {
     setup();
     char *d = vdt_tmpdir("vdnn-out");
@@ -412,7 +415,8 @@ START_TEST(step_times_out_has_every_step) {
             snprintf(want, sizeof want, "%s", json_string_value(json_object_get(js, "kind")));
         ck_assert_int_eq(s, (int)rows);
         ck_assert_str_eq(op, want);
-        ck_assert_str_eq(beside, "no copy");
+        ck_assert_msg(!strcmp(beside, "no copy") || !strcmp(beside, "H2D"), "row %zu: %s", rows,
+                      line);
         ck_assert(meas >= 0 && pred >= 0);
         /* each figure is printed to 1e-4 ms: the sums drift by at most that
          * per row */
