@@ -564,6 +564,9 @@ static const pool_bwd_case pool_bwd_cases[] = {
     {2, 50, 13, 13, 3, 3, 2, 2, 0, 0, false, {13, 13, 7}, false, true, "13x13 7 planes a tile"},
     {1, 2, 56, 56, 3, 3, 2, 2, 0, 0, false, {0, 16, 0}, false, true, "56x56 tiles of 16 columns"},
     {1, 2, 19, 21, 3, 1, 2, 2, 1, 0, false, {2, 0, 0}, false, true, "3x1/2x2 tiles of 2 rows"},
+    {2, 3, 56, 56, 2, 2, 2, 2, 0, 0, false, {0}, false, true, "2x2/2 56x56 (windows tile it)"},
+    {2, 3, 24, 30, 3, 3, 3, 3, 0, 0, false, {0}, true, true, "3x3/3 24x30, -inf (tile it)"},
+    {2, 3, 13, 13, 2, 2, 2, 2, 0, 0, false, {0}, false, true, "2x2/2 13x13 (disjoint, gaps)"},
     {1, 1, 100, 100, 64, 64, 1, 1, 0, 0, false, {0}, false, false, "64x64/1 (general kernel)"},
 };
 
@@ -574,7 +577,8 @@ static const pool_bwd_case pool_bwd_cases[] = {
  * levels (-1, -0, +0, 0.5, 1: many ties, -0 == +0), 3% NaN, optionally half
  * -inf; dy with -0 and NaN; beta 0 over a NaN-poisoned dx and beta 1 over a
  * dx with NaNs. Both also match the host model pb_host and cuk_pool_bwd (the
- * dispatcher). Cases marked tiled must be taken by the tiled kernel; the last
+ * dispatcher; NCHW: k_pool_tile_nchw where the windows tile the input,
+ * k_pool_bwd_disjoint for the other disjoint ones). Cases marked tiled must be taken by the tiled kernel; the last
  * one is too large for it and must be refused (VD_EUNSUPPORTED). */
 START_TEST(test_pool_bwd_tiled) {
     (void)c_cuda();   /* context on the backend's device */
@@ -1035,12 +1039,13 @@ END_TEST
  * bias -> ReLU in place -> max pool, the pool's backward alone, in fp32,
  * tf32, bf16, fp16, with the ReLU's conv's bias gradient (bias_db), on
  *  - 16 channels, 2x2/2 on 8x8: k_pool_tile8 masked, with the bias sums
- *    (channels-last; fp32 NCHW: cuk_pool_bwd then the ReLU's kernels, as
- *    for all below),
+ *    (channels-last; fp32 NCHW: k_pool_tile_nchw masked, then cuk_chan_sum,
+ *    for the 2x2/2 pools below too),
  *  - 24 channels, 2x2/2: k_pool_tile8 masked, without the sums (3 channel
  *    groups do not divide a block), then cuk_chan_sum,
  *  - 16 channels, 3x3/2 pad 1 on 9x9 (AlexNet's overlapping kind): the
- *    argmax pass and k_pool_bwd8 masked, then cuk_chan_sum,
+ *    argmax pass and k_pool_bwd8 masked, then cuk_chan_sum (fp32 NCHW:
+ *    cuk_pool_bwd, then the ReLU's kernels),
  *  - 64 channels, 2x2/2 on 32x32, batch 8: k_pool_tile8 over many blocks
  *    (many partial sums per channel);
  * x with a tenth exact zeros (ties, and x = 0 masked). Against the CPU

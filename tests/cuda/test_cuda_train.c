@@ -953,8 +953,8 @@ END_TEST
  * (k_pool_tile8 masked, with the bias sums, channels-last), 24 channels
  * 2x2/2 (k_pool_tile8 masked, without: 3 channel groups; cuk_chan_sum after
  * it), 16 channels 3x3/2 pad 1 (the argmax pass and k_pool_bwd8 masked,
- * then cuk_chan_sum); fp32 runs the NCHW pool and ReLU kernels in the
- * pool's step.
+ * then cuk_chan_sum); fp32 runs k_pool_tile_nchw masked (the 2x2/2
+ * pools) or the NCHW pool and ReLU kernels (the 3x3/2) in the pool's step.
  * Per math (fp32, tf32, bf16), deterministic:
  *  - offload invariance with the fusion on: policy all and auto at its
  *    smallest budget (nothing split) give weights bit-identical to none;

@@ -561,11 +561,21 @@ int cuk_concat(cudaStream_t s, int sm, const float *x, float *y, int64_t n, int6
 int cuk_pool_fwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, float *y,
                  vd_dtype dt, vd_err *e);
 /* dx (beta 0: =, else +=) of pooling g: picks k_pool_tile8 (channels-last
- * windows that tile the input), k_pool_bwd8, k_pool_bwd_disjoint (windows
- * that do not overlap), k_pool_bwd_tiled (other non-adaptive max pooling,
+ * windows that tile the input), k_pool_bwd8, k_pool_tile_nchw (NCHW windows
+ * that tile the input), k_pool_bwd_disjoint (windows that do not overlap),
+ * k_pool_bwd_tiled (other non-adaptive max pooling,
  * where it can take the geometry) or the general k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
                  float *dx, float beta, void *ws, uint64_t ws_bytes, vd_dtype dt, vd_err *e);
+/* Max pooling whose windows tile the input (kernel == stride, no padding,
+ * oh * kh == h, ow * kw == w), NCHW (fp32): k_pool_tile_nchw's geometry. */
+bool cu_pool_tile_nchw_ok(const cu_pool_geom *g);
+/* dx (beta 0: =, else +=) of such a pooling g in one pass, bitwise
+ * cuk_pool_bwd's other paths; relu (beta 0): masked as the backward of the
+ * in-place ReLU whose output x is (x <= 0: 0), bitwise cuk_relu_bwd in
+ * place after it; else VD_EINTERNAL. */
+int cuk_pool_tile_nchw_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                           const float *dy, float *dx, float beta, bool relu, vd_err *e);
 /* Max pooling whose windows tile the input (kernel == stride, no padding,
  * oh * kh == h, ow * kw == w), channels-last, channels % 8: k_pool_tile8's
  * geometry (cuk_pool_bwd takes it for such pools; cuda_k_pool.cu). */

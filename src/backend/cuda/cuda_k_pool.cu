@@ -1,6 +1,6 @@
 /* cuda_k_pool.cu — pooling forward and backward: the kernels of either
  * layout (k_pool_fwd, k_pool_bwd), the eight-channel channels-last kernels,
- * the disjoint-window backward, and the launchers that choose among them
+ * the disjoint-window and NCHW tiling backwards, and the launchers that choose among them
  * (k_pool_bwd_tiled in cuda_k_pool_tiled.cu). */
 #include "backend/cuda/cuda_k_pool.h"
 
@@ -555,6 +555,61 @@ __global__ void k_pool_bwd_disjoint(cu_pool_geom g, const T *x, const T *dy, T *
     }
 }
 
+/* NCHW max pooling whose windows tile the input (cu_pool_tile_nchw_ok;
+ * VGG's 2x2/2): one thread per output o, whose window's argmax it finds once
+ * (window_max: the same rule) and whose window of dx it writes whole, each
+ * element (beta ? dx : 0) plus dy[o] where it is the argmax -- the value and
+ * the one rounding of k_pool_bwd_disjoint, which finds a window's argmax
+ * once per element and divides per element. RELU (beta 0): then 0 where
+ * x <= 0, as k_relu_bwd in place after it (x is the in-place ReLU's output):
+ * the bits of the two kernels. */
+template <bool RELU, typename I>
+__global__ void k_pool_tile_nchw(cu_pool_geom g, const float *x, const float *dy, float *dx,
+                                 float beta, I total) {
+    const I plane_len = (I)g.h * g.w;
+    GRID_STRIDE_T(I, o, total) {
+        I row = o / g.ow;   /* plane * oh + oh */
+        int ow = (int)(o - row * g.ow);
+        I plane = row / g.oh;
+        int oh = (int)(row - plane * g.oh);
+        const float *xp = x + plane * plane_len;
+        float *dxp = dx + plane * plane_len;
+        int h0 = oh * g.kh, w0 = ow * g.kw, arg;
+        window_max(xp, g.w, (I)1, h0, h0 + g.kh, w0, w0 + g.kw, &arg);
+        float d = dy[o];
+        for (int ih = h0; ih < h0 + g.kh; ih++)
+            for (int iw = w0; iw < w0 + g.kw; iw++) {
+                int i = ih * g.w + iw;
+                float acc = beta != 0.0f ? dxp[i] : 0.0f;
+                if (i == arg) acc += d;
+                if (RELU && xp[i] <= 0.0f) acc = 0.0f;
+                dxp[i] = acc;
+            }
+    }
+}
+
+bool cu_pool_tile_nchw_ok(const cu_pool_geom *g) {
+    return !g->cl && g->max && !g->adaptive && g->kh > 0 && g->kw > 0 && g->sh == g->kh &&
+           g->sw == g->kw && g->ph == 0 && g->pw == 0 && g->oh * g->kh == g->h &&
+           g->ow * g->kw == g->w && FITS32((int64_t)g->h * g->w);
+}
+
+int cuk_pool_tile_nchw_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
+                           const float *dy, float *dx, float beta, bool relu, vd_err *e) {
+    if (!cu_pool_tile_nchw_ok(g) || (relu && beta != 0.0f))
+        return vd_errf(e, VD_EINTERNAL, "k_pool_tile_nchw: geometry or beta it does not take");
+    int64_t total = (int64_t)g->n * g->c * g->oh * g->ow;
+    if (total <= 0) return VD_OK;
+    unsigned gr = grid_for(total, sm);
+    bool i32 = FITS32((int64_t)g->n * g->c * g->h * g->w);
+    if (relu && i32) k_pool_tile_nchw<true, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else if (relu) k_pool_tile_nchw<true, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    else if (i32) k_pool_tile_nchw<false, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else k_pool_tile_nchw<false, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    KERNEL_CHECK(e);
+    return VD_OK;
+}
+
 int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x,
                          const float *dy, float *dx, float beta, vd_dtype dt, vd_err *e) {
     int64_t total = (int64_t)g->n * g->c * g->h * g->w;
@@ -567,7 +622,8 @@ int cuk_pool_bwd_general(cudaStream_t s, int sm, const cu_pool_geom *g, const fl
     return VD_OK;
 }
 
-/* Disjoint windows: k_pool_bwd_disjoint; other non-adaptive max pooling:
+/* NCHW: windows that tile the input: k_pool_tile_nchw; other disjoint
+ * windows: k_pool_bwd_disjoint; other non-adaptive max pooling:
  * k_pool_bwd_tiled where pool_tiling_plan takes it; the rest (adaptive,
  * overlapping average pooling, huge planes or windows): k_pool_bwd. */
 int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, const float *dy,
@@ -585,6 +641,7 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
         if (ok8) DT_DISPATCH(dt, H, return pool_bwd8<H>(s, sm, g, x, dy, dx, beta, ws, e));
         return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
     }
+    if (cu_pool_tile_nchw_ok(g)) return cuk_pool_tile_nchw_bwd(s, sm, g, x, dy, dx, beta, false, e);
     int64_t planes = (int64_t)g->n * g->c;
     int64_t hw = (int64_t)g->h * g->w;
     if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&

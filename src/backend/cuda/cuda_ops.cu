@@ -232,10 +232,10 @@ static float *pool_bias_db(const cu_ctx *c, const vd_net *net, int li, const vd_
 /* max recomputes the argmax from x; average reads no x. With its ReLU's
  * backward (vd_op_io.relu_dx, not no_fuse): dx already masked, and the
  * ReLU's bias gradient; one pass where the windows tile the input
- * (k_pool_tile8, channels-last), the mask in k_pool_bwd8 for the other
- * channels-last pools it takes, else (fp32's NCHW) the pool's and then the
- * ReLU's kernels, in place on dx; all in this step (dx: the same bits as the
- * two steps). */
+ * (k_pool_tile8, channels-last; k_pool_tile_nchw, fp32's NCHW, its bias
+ * gradient after it), the mask in k_pool_bwd8 for the other channels-last
+ * pools it takes, else the pool's and then the ReLU's kernels, in place on
+ * dx; all in this step (dx: the same bits as the two steps). */
 static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     cu_pool_geom g = pool_geom(&c->layers[li], &net->layers[li], io->n);
     int rc;
@@ -250,14 +250,18 @@ static int pool_bwd(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd
     uint64_t need_ws = db ? cu_pool_tile_bias_ws_bytes(&g, c->sm_count) : 0;
     bool al = (((uintptr_t)io->x[0] | (uintptr_t)io->dy | (uintptr_t)io->dx[0]) & 15u) == 0;
     const bool sums = db && need_ws && io->ws && io->ws_bytes >= need_ws;
-    /* channels-last: the mask in the pool's kernel (k_pool_tile8, or for
-     * overlapping windows k_pool_bwd8: one read of x instead of the ReLU's
-     * pass); the bias sums in k_pool_tile8, or after it (cuk_chan_sum: what
-     * cuk_relu_bwd_bias adds, in its order, with the same split) */
+    /* the mask in the pool's kernel (k_pool_tile8, k_pool_tile_nchw, or for
+     * channels-last overlapping windows k_pool_bwd8: one read of x instead
+     * of the ReLU's pass); the bias sums in k_pool_tile8, or after it
+     * (cuk_chan_sum: what cuk_relu_bwd_bias adds, in its order, with the
+     * same split) */
     bool taken = cu_pool_tile_ok(&g) && al;
     if (taken)
         rc = cuk_pool_tile_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0], 0.0f,
                                true, sums ? db : NULL, io->ws, io->ws_bytes, io->act, e);
+    else if ((taken = cu_pool_tile_nchw_ok(&g)))
+        rc = cuk_pool_tile_nchw_bwd(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0],
+                                    0.0f, true, e);
     else
         rc = cuk_pool_bwd_relu8(cu_compute(c), c->sm_count, &g, io->x[0], io->dy, io->dx[0],
                                 io->ws, io->ws_bytes, io->act, &taken, e);
