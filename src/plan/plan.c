@@ -782,7 +782,7 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * splitting lowers the bound by less (on the ResNets and GoogLeNet it moves
  * it by under 0.2%, either way) nothing is searched: the planning time
  * stays. docs/chunking.md, "Auto". */
-static const double AUTO_SPLIT_GAIN = 0.005, AUTO_COARSER_SHARE = 0.125;
+static const double AUTO_SPLIT_GAIN = 0.005, AUTO_COARSER_SHARE = 0.25;
 /* The unsplit search runs after a split plan only where that plan is over
  * AUTO_UNSPLIT_GAP above the unsplit bound: within it the unsplit search
  * could gain at most that, for a whole search's planning time (VGG-16 fp32
