@@ -3,8 +3,9 @@
 # spent): (1) fp32 VGG-16 b256 at 6 / 8 / 12 / 16 GiB beside none with the
 # coarser split's longer search (9f41285: 8 GiB predicted 392.5 ms on call
 # 1's profile, was 410.3 and measured 0.4235 s), vdnn-bench, its profile
-# measured at its start, 2 rounds; (2) gpu-e.sh's copy rates beside a pass
-# (fp32 VGG-16's copies ran 5% under the profile's busy rates in call 4).
+# measured at its start, 2 rounds; (2) the copy rates the profile measures
+# beside a pass of each net (--conv-debug 1), against its busy rates
+# (fp32 VGG-16's copies ran 5% under them in call 4).
 # Everything in $O/s34f.tgz.
 # There: tar xJf .carry/build-h100.txz && bash docs/results/2026-12-07-s34/gpu-f.sh build-h100 $OUT
 set -u
