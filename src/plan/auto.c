@@ -536,6 +536,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     /* starts 0 and 1 swapped (above): the relaxation ran (seed_s: not on a
      * split plan, nor for feasibility only) and recomputes nothing */
     bool kept_first = !seed && seed_s > 0;
+    bool kept_ran = false;   /* the keep-all start (start 1) ran */
     for (int pos = 0; pos < N_STARTS && !done(&c); pos++) {
         int st = kept_first && pos < 2 ? 1 - pos : pos;
         if (pos > 1 && c.work > AUTO_WORK_BUDGET) break;
@@ -552,6 +553,7 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         }
         rc = one_start(&c, st, st > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, &behind, e);
         if (rc) goto fail;
+        kept_ran = kept_ran || st == 1;
         if (behind && P.sim.iter_s < far_s) {
             far_s = P.sim.iter_s;
             config_copy(&c, fd, fa, c.disp, c.algos);
@@ -568,11 +570,10 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             vdp_plan_release(&P);
         }
     }
-    /* the last resort (propose): no start fitted; the keep-all start again */
-    if (have_start && !best.feasible && !done(&c)) {
-        c.last_resort = true;
+    /* the last resort: no start fitted, and the keep-all start did not run
+     * (the effort spent after the first): it runs now */
+    if (have_start && !best.feasible && !done(&c) && !kept_ran) {
         rc = one_start(&c, 1, prof, d0, a0, 0.0, &P, &behind, e);
-        c.last_resort = false;
         if (rc) goto fail;
         if (P.feasible) {
             vdp_plan_release(&best);

@@ -2140,9 +2140,10 @@ END_TEST
  * features.2:y recomputed together at bwd features.4, resident until bwd
  * features.2, the budget exceeded at bwd features.3 between, where propose
  * looked only at the recompute step), and the search lost to offload all:
- * 639.921 ms predicted. The last resort (a keep-all start whose greedy may
- * also offload such maps) planned 356.528 ms, pinned as the most this may
- * predict; the search plans 350.207 today (printed). */
+ * 639.921 ms predicted. Greedy's stuck moves (search_greedy: such maps
+ * offloaded, then proposed only in a last-resort keep-all start) planned
+ * 356.528 ms, pinned as the most this may predict; the search plans
+ * 350.207 today (printed). */
 START_TEST(test_vgg16_no_move_last_resort) {
     vgg16_auto_12g("vgg16-b256-h200-fp32-s9c-perturbed.json", false, 356.5282e-3);
 }
@@ -2219,6 +2220,42 @@ START_TEST(test_resnet_replayed_pick) {
         vd_profile_free(&prof);
         vd_net_free(&net);
     }
+}
+END_TEST
+
+/* Greedy stuck a little over the budget (search_greedy: no move proposed,
+ * or none that helps): ResNet-152 bf16 b256 on session 33's H100 profile at
+ * 3 GiB and 2900 MiB, where the recompute start's greedy ended 69 / 144 MiB
+ * over the budget at one backward step, every start failed and the search
+ * fell back on offloading every map: 772.7 / 776.8 ms predicted (vdnn-plan),
+ * the lower bound 113 ms. Proposing the stuck moves (a recomputed map
+ * resident past its recompute step offloaded) wherever greedy is stuck, not
+ * only in the last resort, that start fits: 125.9 / 175.8 ms. 200 ms: far
+ * from either. */
+START_TEST(test_resnet152_greedy_stuck) {
+    static const uint64_t budgets[] = {(uint64_t)3 << 30, (uint64_t)2900 << 20};
+    vd_net net;
+    vd_profile prof;
+    load_net_math("resnet152.yaml", "resnet152-b256-h100-bf16-s33.json", VD_MATH_BF16, &net, &prof);
+    vd_schedule_inplace(&net);   /* as vdnn-plan plans it: the ReLUs in place, */
+    for (size_t k = 0; k < VD_ARRAY_LEN(budgets); k++) {
+        vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+        o.budget = budgets[k];
+        o.pool_to_need = true;   /* its budget a cap, */
+        o.fuse_bn_add = true;    /* the batch norms before the adds fused (bf16) */
+        vd_plan p;
+        vd_err e = {0};
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        check_plan_invariants(&p, &net);
+        ck_assert(p.feasible && p.hwm <= o.budget);
+        printf("resnet152 b256 h100 s33 bf16 at %llu MiB: %.3f ms\n",
+               (unsigned long long)(budgets[k] >> 20), 1e3 * p.sim.iter_s);
+        ck_assert_msg(p.sim.iter_s < 0.200, "%llu MiB: %.3f ms",
+                      (unsigned long long)(budgets[k] >> 20), 1e3 * p.sim.iter_s);
+        vd_plan_free(&p);
+    }
+    vd_profile_free(&prof);
+    vd_net_free(&net);
 }
 END_TEST
 
@@ -2507,6 +2544,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_vgg16_fp32_coarser_split_effort,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion, test_vgg16_lean_start,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet_replayed_pick, test_tiny_replayed_pick,
+         test_resnet152_greedy_stuck,
          test_resnet50_none_min_no_slower,
          test_per_pass_invariants_1_2,
          test_per_pass_invariants_3_6, test_per_pass_beats_one_choice, test_cli_vgg16)
