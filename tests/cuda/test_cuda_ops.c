@@ -578,7 +578,8 @@ static const pool_bwd_case pool_bwd_cases[] = {
  * -inf; dy with -0 and NaN; beta 0 over a NaN-poisoned dx and beta 1 over a
  * dx with NaNs. Both also match the host model pb_host and cuk_pool_bwd (the
  * dispatcher; NCHW: k_pool_tile_nchw where the windows tile the input,
- * k_pool_bwd_disjoint for the other disjoint ones). Cases marked tiled must be taken by the tiled kernel; the last
+ * k_pool_bwd_disjoint for the other disjoint ones). Cases marked tiled
+ * must be taken by the tiled kernel; the last
  * one is too large for it and must be refused (VD_EUNSUPPORTED). */
 START_TEST(test_pool_bwd_tiled) {
     (void)c_cuda();   /* context on the backend's device */

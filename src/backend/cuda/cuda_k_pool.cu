@@ -1,7 +1,7 @@
 /* cuda_k_pool.cu — pooling forward and backward: the kernels of either
  * layout (k_pool_fwd, k_pool_bwd), the eight-channel channels-last kernels,
- * the disjoint-window and NCHW tiling backwards, and the launchers that choose among them
- * (k_pool_bwd_tiled in cuda_k_pool_tiled.cu). */
+ * the disjoint-window and NCHW tiling backwards, and the launchers that
+ * choose among them (k_pool_bwd_tiled in cuda_k_pool_tiled.cu). */
 #include "backend/cuda/cuda_k_pool.h"
 
 /* ---- one kernel per direction for either layout -----------------------------
@@ -602,10 +602,14 @@ int cuk_pool_tile_nchw_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const 
     if (total <= 0) return VD_OK;
     unsigned gr = grid_for(total, sm);
     bool i32 = FITS32((int64_t)g->n * g->c * g->h * g->w);
-    if (relu && i32) k_pool_tile_nchw<true, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
-    else if (relu) k_pool_tile_nchw<true, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
-    else if (i32) k_pool_tile_nchw<false, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
-    else k_pool_tile_nchw<false, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    if (relu && i32)
+        k_pool_tile_nchw<true, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else if (relu)
+        k_pool_tile_nchw<true, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
+    else if (i32)
+        k_pool_tile_nchw<false, int><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, (int)total);
+    else
+        k_pool_tile_nchw<false, int64_t><<<gr, CU_THREADS, 0, s>>>(*g, x, dy, dx, beta, total);
     KERNEL_CHECK(e);
     return VD_OK;
 }
@@ -641,7 +645,8 @@ int cuk_pool_bwd(cudaStream_t s, int sm, const cu_pool_geom *g, const float *x, 
         if (ok8) DT_DISPATCH(dt, H, return pool_bwd8<H>(s, sm, g, x, dy, dx, beta, ws, e));
         return cuk_pool_bwd_general(s, sm, g, x, dy, dx, beta, dt, e);
     }
-    if (cu_pool_tile_nchw_ok(g)) return cuk_pool_tile_nchw_bwd(s, sm, g, x, dy, dx, beta, false, e);
+    if (cu_pool_tile_nchw_ok(g))
+        return cuk_pool_tile_nchw_bwd(s, sm, g, x, dy, dx, beta, false, e);
     int64_t planes = (int64_t)g->n * g->c;
     int64_t hw = (int64_t)g->h * g->w;
     if (!g->adaptive && g->sh >= g->kh && g->sw >= g->kw && g->sh > 0 && g->sw > 0 &&
