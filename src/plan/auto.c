@@ -536,7 +536,6 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
     /* starts 0 and 1 swapped (above): the relaxation ran (seed_s: not on a
      * split plan, nor for feasibility only) and recomputes nothing */
     bool kept_first = !seed && seed_s > 0;
-    bool kept_ran = false;   /* the keep-all start (start 1) ran */
     for (int pos = 0; pos < N_STARTS && !done(&c); pos++) {
         int st = kept_first && pos < 2 ? 1 - pos : pos;
         if (pos > 1 && c.work > AUTO_WORK_BUDGET) break;
@@ -553,7 +552,6 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         }
         rc = one_start(&c, st, st > 1 ? &pp : prof, d0, a0, have_start && best.feasible ? best.sim.iter_s : 0.0, &P, &behind, e);
         if (rc) goto fail;
-        kept_ran = kept_ran || st == 1;
         if (behind && P.sim.iter_s < far_s) {
             far_s = P.sim.iter_s;
             config_copy(&c, fd, fa, c.disp, c.algos);
@@ -570,10 +568,12 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
             vdp_plan_release(&P);
         }
     }
-    /* the last resort: no start fitted, and the keep-all start did not run
-     * (the effort spent after the first): it runs now */
-    if (have_start && !best.feasible && !done(&c) && !kept_ran) {
-        rc = one_start(&c, 1, prof, d0, a0, 0.0, &P, &behind, e);
+    /* the last resort: no start fitted; the recompute start again, its
+     * greedy with the stuck moves (search_greedy) */
+    if (have_start && !best.feasible && !done(&c)) {
+        c.last_resort = true;
+        rc = one_start(&c, RC_START, prof, d0, a0, 0.0, &P, &behind, e);
+        c.last_resort = false;
         if (rc) goto fail;
         if (P.feasible) {
             vdp_plan_release(&best);

@@ -136,6 +136,7 @@ typedef struct actx {
     double abandon_s;       /* greedy stops once its plan predicts slower (0: never) */
     double greedy_work;     /* greedy gives up past this much work (0: AUTO_GREEDY_WORK) */
     double pair_until;      /* search_trades tries pairs while c->work is below this (0: none) */
+    bool last_resort;       /* no start fitted: greedy's stuck moves too (search_greedy) */
     bool *look, *look_next; /* [L + 1] refine's positions to try (see refine) */
     bool *focus;            /* [L + 1] the kicks' and the trades' changes (look_changes) */
     int *rorder;            /* [L + 1] refine's order of the disposition keys (refine_order) */

@@ -178,13 +178,14 @@ static int propose(actx *c, const vd_plan *p, bool stuck, int *n_batches) {
         c->mv[n++] = (move){.kind = MV_ALGO, .key = k, .val = m, .est = est,
                             .rank = est / (dt > eps_t ? dt : eps_t)};
     }
-    /* Stuck (search_greedy: the moves above were none or none helped): a
-     * recomputed map can stay resident past its recompute step (a chain's
-     * map, kept for a later reader) at steps over the budget where the moves
-     * above do not look (a map recomputed early for a chain and resident
-     * until its own reader, the budget exceeded between: docs/planner.md,
-     * "Greedy"). Offloading such a map is proposed only then, so that a
-     * greedy that fits without these moves plans as before. */
+    /* Stuck in the search's last resort (no start fitted; search_greedy:
+     * the moves above were none or none helped): a recomputed map can stay
+     * resident past its recompute step (a chain's map, kept for a later
+     * reader) at steps over the budget where the moves above do not look (a
+     * map recomputed early for a chain and resident until its own reader,
+     * the budget exceeded between: docs/planner.md, "Greedy"). Offloading
+     * such a map is proposed only there, so that every search a start fits
+     * plans as without these moves. */
     for (int k = 0; stuck && k <= c->L; k++) {
         if (c->fixed[k] || c->disp[k] != VD_DISP_RECOMPUTE || c->no_offload_moves) continue;
         int t = tensor_of(c, p, k);
@@ -222,13 +223,14 @@ static int propose(actx *c, const vd_plan *p, bool stuck, int *n_batches) {
 
 static const double AUTO_GREEDY_WORK = 3.0 * AUTO_WORK_BUDGET;
 
-/* Greedy until *P fits (or no move helps, the stuck ones of propose
- * included, or its work passes AUTO_GREEDY_WORK, or c->greedy_work when
- * set). *P is the plan of the current configuration and stays so. */
+/* Greedy until *P fits (or no move helps, in the last resort the stuck
+ * ones of propose included, or its work passes AUTO_GREEDY_WORK, or
+ * c->greedy_work when set). *P is the plan of the current configuration
+ * and stays so. */
 int search_greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
     double w0 = c->work;
     bool unplaced = false;   /* *P was not placed (search_eval_unplaced) */
-    bool stuck = false;      /* this round proposes the stuck moves too */
+    bool stuck = false;      /* this round proposes the stuck moves too (last resort) */
     for (int round = 0; round < max_rounds && !P->feasible && !done(c); round++) {
         /* a start's greedy that has not made the plan fit within
          * AUTO_GREEDY_WORK gives up (the fallbacks or another start fit) */
@@ -243,7 +245,7 @@ int search_greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
         double eps = 1e-4 * (P->sim.iter_s > 0 ? P->sim.iter_s : 1e-3);
         int nb = 0;
         int n = propose(c, P, stuck, &nb);
-        if (n == 0 && !stuck) { stuck = true; continue; }
+        if (n == 0 && !stuck && c->last_resort) { stuck = true; continue; }
         if (n == 0) break;
         int best = -1;
         vd_plan bestQ;
@@ -282,7 +284,7 @@ int search_greedy(actx *c, vd_plan *P, int max_rounds, vd_err *e) {
         }
         for (int i = n_eval; i < n; i++) c->mv[i].score = -1.0;   /* not evaluated */
         if (done(c)) { if (best >= 0) vdp_plan_release(&bestQ); break; }
-        if (best < 0 && !stuck) { stuck = true; continue; }
+        if (best < 0 && !stuck && c->last_resort) { stuck = true; continue; }
         if (best < 0) break;
         stuck = false;
         int old;

@@ -2140,10 +2140,9 @@ END_TEST
  * features.2:y recomputed together at bwd features.4, resident until bwd
  * features.2, the budget exceeded at bwd features.3 between, where propose
  * looked only at the recompute step), and the search lost to offload all:
- * 639.921 ms predicted. Greedy's stuck moves (search_greedy: such maps
- * offloaded, then proposed only in a last-resort keep-all start) planned
- * 356.528 ms, pinned as the most this may predict; the search plans
- * 350.207 today (printed). */
+ * 639.921 ms predicted. The last resort (a keep-all start then, whose
+ * greedy may also offload such maps) planned 356.528 ms, pinned as the most
+ * this may predict; the search plans 350.207 today (printed). */
 START_TEST(test_vgg16_no_move_last_resort) {
     vgg16_auto_12g("vgg16-b256-h200-fp32-s9c-perturbed.json", false, 356.5282e-3);
 }
@@ -2228,10 +2227,10 @@ END_TEST
  * 3 GiB and 2900 MiB, where the recompute start's greedy ended 69 / 144 MiB
  * over the budget at one backward step, every start failed and the search
  * fell back on offloading every map: 772.7 / 776.8 ms predicted (vdnn-plan),
- * the lower bound 113 ms. Proposing the stuck moves (a recomputed map
- * resident past its recompute step offloaded) wherever greedy is stuck, not
- * only in the last resort, that start fits: 125.9 / 175.8 ms. 200 ms: far
- * from either. */
+ * the lower bound 113 ms. The last resort (the recompute start again, its
+ * greedy with the stuck moves: a recomputed map resident past its
+ * recompute step offloaded) fits: 205.5 / 210.0 ms. 300 ms: far from
+ * either. */
 START_TEST(test_resnet152_greedy_stuck) {
     static const uint64_t budgets[] = {(uint64_t)3 << 30, (uint64_t)2900 << 20};
     vd_net net;
@@ -2250,7 +2249,7 @@ START_TEST(test_resnet152_greedy_stuck) {
         ck_assert(p.feasible && p.hwm <= o.budget);
         printf("resnet152 b256 h100 s33 bf16 at %llu MiB: %.3f ms\n",
                (unsigned long long)(budgets[k] >> 20), 1e3 * p.sim.iter_s);
-        ck_assert_msg(p.sim.iter_s < 0.200, "%llu MiB: %.3f ms",
+        ck_assert_msg(p.sim.iter_s < 0.300, "%llu MiB: %.3f ms",
                       (unsigned long long)(budgets[k] >> 20), 1e3 * p.sim.iter_s);
         vd_plan_free(&p);
     }

@@ -10,3 +10,7 @@ vgg16 bf16 tests/plan/data/vgg16-b256-h100-bf16.json
 vgg16 bf16 analytic
 vgg16 fp32 tests/plan/data/vgg16-b256-h100-fp32-s34.json
 vgg16 fp32 analytic
+vgg16 fp32 tests/plan/data/vgg16-b256-h100-fp32-s34.json 3G 3500M 4G 4500M 5G 6G
+vgg16 bf16 tests/plan/data/vgg16-b256-h100-bf16.json 3G 3500M 4G 4500M 5G
+resnet50 bf16 tests/plan/data/resnet50-b256-h100-bf16-s33.json 3G 3500M 4G
+googlenet fp32 analytic 2500M 3G
