@@ -2225,7 +2225,7 @@ END_TEST
 /* Greedy stuck a little over the budget (search_greedy: no move proposed,
  * or none that helps): ResNet-152 bf16 b256 on session 33's H100 profile at
  * 3 GiB and 2900 MiB, where the recompute start's greedy ended 69 / 144 MiB
- * over the budget at one backward step, every start failed and the search
+ * over the budget at one or two backward steps, every start failed and the search
  * fell back on offloading every map: 772.7 / 776.8 ms predicted (vdnn-plan),
  * the lower bound 113 ms. The last resort (the recompute start again, its
  * greedy with the stuck moves: a recomputed map resident past its
