@@ -163,6 +163,12 @@ static double step_s(const sim *S, double t) {
     return S->replayed ? vd_device_replayed_s(S->dev, t) : t;
 }
 
+/* LOAD_STAGED's time on the compute stream: a launch and a read and a
+ * write of x's bytes (see the top of this file). */
+static double load_staged_s(const sim *S, uint64_t bytes) {
+    return step_s(S, S->dev->launch_s + 2.0 * (double)bytes / S->dev->mem_bw);
+}
+
 /* The compute stream waits for event ev (ignore_waits: it does not);
  * returns the stall. */
 static double sim_wait(sim *S, int ev, bool ignore_waits) {
@@ -197,8 +203,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
     /* x's step-0 interval: replaced by the staged batch in the steady state */
     int x_iv = (p->t_stage >= 0 || as_staged) && p->t_x >= 0 ? p->tensors[p->t_x].iv[0] : -1;
     if (as_staged && x_iv >= 0) {   /* LOAD_STAGED's time, first on the compute stream */
-        double dur =
-            step_s(&S, dev->launch_s + 2.0 * (double)p->tensors[p->t_x].bytes / dev->mem_bw);
+        double dur = load_staged_s(&S, p->tensors[p->t_x].bytes);
         S.c += dur;
         S.busy[0] += dur;
         compute_total += dur;
@@ -245,8 +250,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
             }
             case VD_A_LOAD_STAGED: {
                 const vd_interval *iv = &p->intervals[A->arg];
-                double dur = step_s(&S, dev->launch_s + 2.0 * (double)p->tensors[iv->tensor].bytes /
-                                                dev->mem_bw);
+                double dur = load_staged_s(&S, p->tensors[iv->tensor].bytes);
                 S.c += dur;
                 S.busy[0] += dur;
                 compute_total += dur;
