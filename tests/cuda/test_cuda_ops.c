@@ -69,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "vd_config.h"
 #include "plan/plan.h"
 #if VD_HAVE_CUDA
@@ -1348,6 +1349,93 @@ START_TEST(test_chunked) {
 }
 END_TEST
 
+#if VD_HAVE_CUDA
+/* The engine of the first runtime plan built for direction dir ("fwd",
+ * "bwd-data", "bwd-filter") at batch n in f, --conv-debug 1's lines
+ * ("vdnn conv: layer 'L' DIR: batch N, ...: runtime plan..., engine E"), or
+ * -1 where none was built. */
+static long long runtime_engine(FILE *f, const char *dir, int n) {
+    char line[512], d[32];
+    int bn;
+    rewind(f);
+    while (fgets(line, sizeof line, f)) {
+        const char *rp = strstr(line, ": runtime plan"), *en = strstr(line, ", engine ");
+        if (rp && en && sscanf(line, "vdnn conv: layer '%*[^']' %31[^:]: batch %d", d, &bn) == 2 &&
+            !strcmp(d, dir) && bn == n)
+            return strtoll(en + 9, NULL, 10);
+    }
+    return -1;
+}
+
+/* A chunk of another batch than the setup's runs a plan built for it
+ * (cuda_convgraph_run.cu, run_alt), on its option's setup engine where
+ * that engine takes the call: the heuristics' first engine at a chunk's
+ * batch can be several times slower than the one timed fastest at the
+ * whole batch. Per conv case and option (fp32, setup at batch 8, chunks of
+ * 4), each direction's first runtime plan (--conv-debug 1's lines, stderr
+ * caught in a file) must run the option's engine where that is a cuDNN one
+ * (not the cuBLAS backward-filter or the direct forward, 1000 / 1001): the
+ * forward and the first (overwriting) backward-filter and backward-data
+ * calls, which every engine of the setup supports at a smaller batch. The
+ * options differ in their engines, so the heuristics' single choice per
+ * call fails this where they differ. */
+START_TEST(test_chunk_setup_engine) {
+    static const int halves[] = {4, 4, 0};
+    vd_backend *be = c_cuda();
+    int checked = 0;
+    for (int i = 0; i < 2; i++) {
+        const conv_case *cc = &conv_cases[i];
+        vd_net net;
+        c_net_begin(&net, cc->c, cc->h, cc->w, 8);
+        vdt_add(&net, c_conv(-1, cc->out, cc->k, cc->s, cc->p, cc->d, cc->g, cc->bias));
+        vdt_finish(&net, 0);
+        c_run_in in;
+        c_run_init(&in, &net, 0, 8, 77, 0.0f);
+        c_run_opts o = {.math = VD_MATH_FP32, .training = true, .backward = true,
+                        .chunks = halves, .setup_n = 8};
+        int nopt = 1;
+        for (int a = 0; a < nopt; a++) {
+            o.algo = a;
+            const int was = be->opts.conv_debug;
+            be->opts.conv_debug = 1;   /* read by the next layer_setup */
+            FILE *f = tmpfile();
+            ck_assert(f);
+            fflush(stderr);
+            const int saved = dup(2);
+            ck_assert(saved >= 0 && dup2(fileno(f), 2) >= 0);
+            c_run_out got;
+            nopt = c_run(be, &in, &o, &got);
+            fflush(stderr);
+            ck_assert(dup2(saved, 2) >= 0);
+            close(saved);
+            be->opts.conv_debug = was;
+            c_run_out_free(&got);
+            const vd_algo_opt *opts;
+            int nn;
+            vd_err e = {0};
+            ck_assert(be->layer_algos(be, 0, &opts, &nn, &e) == 0);
+            const struct { const char *dir; int engine; } want[] = {
+                {"fwd", opts[a].fwd_algo}, {"bwd-data", opts[a].bwd_data_algo},
+                {"bwd-filter", opts[a].bwd_filter_algo}};
+            for (int k = 0; k < 3; k++) {
+                if (want[k].engine >= 1000) continue;   /* the cuBLAS / direct kernels */
+                long long got_e = runtime_engine(f, want[k].dir, 4);
+                ck_assert_msg(got_e == want[k].engine, "%s [%s] %s at batch 4: engine %lld, "
+                              "the option's %d", cc->name, opts[a].label, want[k].dir, got_e,
+                              want[k].engine);
+                checked++;
+            }
+            fclose(f);
+        }
+        c_run_in_free(&in);
+        vd_net_free(&net);
+    }
+    ck_assert_msg(checked >= 6, "only %d runtime plans checked", checked);
+    printf("  chunk runtime plans on their option's setup engine: %d checked\n", checked);
+}
+END_TEST
+#endif
+
 /* ------------------------------------------------------------------ determinism */
 
 static void det_layer(const vd_net *net, int layer, const char *name) {
@@ -2014,6 +2102,9 @@ static Suite *suite(void) {
     tcase_add_test(case_of(s, test_shape_ops), test_shape_ops);
     tcase_add_test(case_of(s, test_loss), test_loss);
     tcase_add_test(case_of(s, test_chunked), test_chunked);
+#if VD_HAVE_CUDA
+    tcase_add_test(case_of(s, test_chunk_setup_engine), test_chunk_setup_engine);
+#endif
     tcase_add_test(case_of(s, test_deterministic), test_deterministic);
     tcase_add_test(case_of(s, test_fill_synthetic), test_fill_synthetic);
     tcase_add_test(case_of(s, test_fill_synthetic_f16), test_fill_synthetic_f16);

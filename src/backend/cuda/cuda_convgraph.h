@@ -49,11 +49,12 @@
  * parameter offset). A call that differs (smaller batch, dx accumulation
  * without a beta-1 plan, dw accumulation (a chunk's dw_beta: no setup plan
  * has beta 1 there), lower pointer alignment, less workspace) gets a
- * plan built then, first in heuristic order that fits the workspace given,
- * cached per layer (G_MAXALT) for the calls whose workspace the heuristics
- * would give the same engine (so that a call's engine does not depend on
- * what ran before it: a vdnn-bench point on the points before it); if no
- * engine fits, the legacy API runs it.
+ * plan built then: the option's setup engine where it supports the call and
+ * fits the workspace given, else the first in heuristic order that fits,
+ * cached per layer (G_MAXALT) for the calls whose workspace would give the
+ * same engine (so that a call's engine does not depend on what ran before
+ * it: a vdnn-bench point on the points before it); if no engine fits, the
+ * legacy API runs it.
  *
  * Sub-batches past 2^31 elements (cuda_cudnn.cu's top): a layer whose input
  * or output at c->batch would pass INT32_MAX elements, which cuDNN's
@@ -144,6 +145,8 @@ typedef struct galt {                     /* a plan built at run time */
                                              with from p.ws to this much (there the
                                              heuristics choose the same engine) */
     int want_epi;                         /* the epilogue asked for (part of the key) */
+    int64_t pref;                         /* the engine tried first (part of the key):
+                                             the option's setup engine, -1 none */
     int epi;                              /* the one p applies: want_epi, or CG_EPI_NONE where
                                              no fused engine fit */
     gop op;
@@ -232,10 +235,12 @@ int cg_build_op(cu_ctx *c, const cu_layer *L, const vd_layer *l, int dir, float 
  * for graph, at most take of them, each as a finalized plan with workspace
  * <= cap; the fallback list skips engines already in out. fused: graph has
  * an epilogue, whose engines are cuDNN's runtime-fusion ones: runtime
- * compiled (NVRTC) engines are then usable without --conv-rtc. */
+ * compiled (NVRTC) engines are then usable without --conv-rtc. only >= 0:
+ * only the configs of that global engine index. */
 int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
                      cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int take,
-                     uint64_t cap, bool fused, gcand *out, int *n, int maxn, vd_err *e);
+                     uint64_t cap, bool fused, int64_t only, gcand *out, int *n, int maxn,
+                     vd_err *e);
 /* Run plan on the compute stream with ptr = {x|dx, w|dw, y|dy}; bias: the
  * bias of a plan of a fused forward (uid 4), NULL for the others. */
 cudnnStatus_t cg_exec_plan(cudnnHandle_t h, cudnnBackendDescriptor_t plan, void *const ptr[3],

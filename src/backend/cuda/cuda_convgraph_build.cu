@@ -342,7 +342,8 @@ static int make_plan(cu_ctx *c, cudnnBackendDescriptor_t cfg, gcand *k, bool *ok
  * <= cap; the fallback list skips engines already in out. */
 int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
                      cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int take,
-                     uint64_t cap, bool fused, gcand *out, int *n, int maxn, vd_err *e) {
+                     uint64_t cap, bool fused, int64_t only, gcand *out, int *n, int maxn,
+                     vd_err *e) {
     if (take <= 0 || *n >= maxn) return VD_OK;
     cg_tmp_clear(g);
     cudnnBackendDescriptor_t h, cfgs[G_MAXRES];
@@ -374,6 +375,7 @@ int cg_add_from_heur(cu_ctx *c, cu_graph *g, const char *lname, int dir,
         int64_t engine = -1;
         unsigned num = 0, beh = 0;
         if ((rc = cfg_info(g, cfgs[i], &engine, &num, &beh, e))) return rc;
+        if (only >= 0 && engine != only) continue;
         char notes[96];
         notes_str(num, beh, notes, sizeof notes);
         const char *why = excluded(c, num, beh, fused);
@@ -481,8 +483,8 @@ int cg_gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, 
     if (rc || !*ok) return rc;
     const bool fused = D->epi != CG_EPI_NONE;
     if ((rc = cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_A,
-                               fused ? CG_FUSE_TOPK : c->conv_topk, cap, fused, D->c, &D->n,
-                               G_MAXC, e)))
+                               fused ? CG_FUSE_TOPK : c->conv_topk, cap, fused, -1, D->c,
+                               &D->n, G_MAXC, e)))
         return rc;
     if (fused) return VD_OK;
     /* channels-last: the fallback list's engines run 100-7000x slower
@@ -490,5 +492,5 @@ int cg_gdir_build(cu_ctx *c, cu_graph *g, const cu_layer *L, const vd_layer *l, 
      * 700 ms) and timing them took minutes; asked only when mode A has none */
     if (L->cl && D->n > 0) return VD_OK;
     return cg_add_from_heur(c, g, l->name, d, D->op.graph, CUDNN_HEUR_MODE_FALLBACK, G_FALLBACK,
-                            cap, false, D->c, &D->n, G_MAXC, e);
+                            cap, false, -1, D->c, &D->n, G_MAXC, e);
 }

@@ -35,15 +35,30 @@ static int run_split(cu_ctx *c, const cu_layer *L, const cu_graph *g, int d, int
     return VD_OK;
 }
 
+/* The global engine index of the plan option o's setup runs for direction
+ * d (dx accumulation without plans of its own: dx's), or -1 where that is
+ * no cuDNN plan (none, the cuBLAS backward-filter, the direct kernel). */
+static int64_t setup_engine(const cu_graph *g, const cu_conv_opt *o, int d) {
+    if (d == CU_GD_BWD_DATA_ACC && o->gplan[d] < 0) d = CU_GD_BWD_DATA;
+    const gdir *D = cg_opt_dir(g, o, d);
+    const int k = o->gplan[d];
+    if (k < 0 || k >= D->n || D->c[k].gemm || D->c[k].direct) return -1;
+    return D->c[k].engine;
+}
+
 /* Direction d with output beta (cu_graph_conv_run's) through a plan built
  * for the call's batch, beta, alignment and workspace, cached in g->alt. A
  * fused forward's call (epi, its bias aligned) gets a fused plan at the
  * call's batch where a runtime-fusion engine fits the workspace, so that a
  * chunk runs as the whole batch does; *done_epi says which epilogue the
- * plan applied (CG_EPI_NONE: the caller adds it). */
+ * plan applied (CG_EPI_NONE: the caller adds it). pref (>= 0), the engine
+ * the option's setup plan runs (timed the fastest at the setup batch, for
+ * a graph with epilogue pref_epi), is tried first: the heuristics' first
+ * engine at a chunk's batch can be several times slower (fp32 VGG-16's
+ * features.17 forward at half the batch). */
 static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, const vd_op_io *io,
-                   void *const ptr[3], int64_t ax, int64_t aw, int epi, int *done_epi,
-                   vd_err *e) {
+                   void *const ptr[3], int64_t ax, int64_t aw, int epi, int64_t pref,
+                   int pref_epi, int *done_epi, vd_err *e) {
     cu_layer *L = &c->layers[li];
     cu_graph *g = L->g;
     const vd_layer *l = &net->layers[li];
@@ -54,7 +69,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     for (int i = 0; i < G_MAXALT; i++) {
         const galt *a = &g->alt[i];
         if (!a->used || a->dir != d || a->beta != beta || a->n != io->n || a->ax != ax ||
-            a->aw != aw || a->want_epi != epi)
+            a->aw != aw || a->want_epi != epi || a->pref != pref)
             continue;
         if (a->legacy && wsb <= a->ws_limit)
             return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
@@ -77,6 +92,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     a->ax = ax;
     a->aw = aw;
     a->want_epi = epi;
+    a->pref = pref;
     a->ws_limit = wsb;
     bool ok;
     cudnnStatus_t st;
@@ -89,13 +105,12 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
         if ((rc = cg_build_op(c, L, l, d, beta, io->n, ax, aw, g->ab, try_epi, &a->op, &ok, &st,
                               e)))
             goto fail;
-        if (ok && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph, CUDNN_HEUR_MODE_A, 1, wsb,
-                                         fused, &a->p, &n, 1, e)))
-            goto fail;
-        if (ok && !n && (rc = cg_add_from_heur(c, g, l->name, d, a->op.graph,
-                                               CUDNN_HEUR_MODE_FALLBACK, 1, wsb, fused, &a->p,
-                                               &n, 1, e)))
-            goto fail;
+        /* the setup engine first (either list), then the heuristics' first */
+        for (int pass = pref >= 0 && try_epi == pref_epi ? 0 : 2; ok && !n && pass < 4; pass++)
+            if ((rc = cg_add_from_heur(c, g, l->name, d, a->op.graph,
+                                       pass % 2 ? CUDNN_HEUR_MODE_FALLBACK : CUDNN_HEUR_MODE_A,
+                                       1, wsb, fused, pass < 2 ? pref : -1, &a->p, &n, 1, e)))
+                goto fail;
         if (n) a->epi = try_epi;
         if (!fused) break;
     }
@@ -163,7 +178,8 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
                 return run_split(c, L, g, d, io->n / piece, q, ptr, io, beta, e);
         }
         int none;   /* a split option's forward adds no bias (cu_graph_fwd_fuses_bias) */
-        return run_alt(c, net, li, d, beta, io, ptr, ax, aw, CG_EPI_NONE, &none, e);
+        return run_alt(c, net, li, d, beta, io, ptr, ax, aw, CG_EPI_NONE, setup_engine(g, o, d),
+                       CG_EPI_NONE, &none, e);
     }
     if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
         const vd_layer *l = &net->layers[li];
@@ -186,6 +202,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     /* another batch (a chunk), alignment or workspace: a plan built for the
      * call, fused where an engine fits; else the epilogue's own passes */
     int done = CG_EPI_NONE;
-    int rc = run_alt(c, net, li, d, beta, io, ptr, ax, aw, bias_ok ? epi : CG_EPI_NONE, &done, e);
+    int rc = run_alt(c, net, li, d, beta, io, ptr, ax, aw, bias_ok ? epi : CG_EPI_NONE,
+                     setup_engine(g, o, d), epi, &done, e);
     return rc || !epi || done == epi ? rc : cg_epilogue(c, L, &net->layers[li], io, epi, e);
 }
