@@ -341,7 +341,11 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, in
          * backward: forward alone; the other pass gets forward's option):
          * its option exists and gets at least the backend's workspace for
          * that pass (its chunks', when it is split, share its options and
-         * workspaces) */
+         * workspaces), but a split convolution's: its chunks get what their
+         * timing used (vd_profile_chunk_ws), where a plan built for the
+         * chunk's batch runs (the setup engine where it fits, else the
+         * heuristics' first that does) */
+        const bool chunk_ws = pl->n_chunks > 1 && net->layers[i].op == VD_OP_CONV;
         for (int pass = 0; pass < 2; pass++) {
             bool runs = pass == 0 || !(plan->forward_only || net->layers[i].no_grad);
             int a = pass ? pl->algo_bwd : pl->algo_fwd;
@@ -369,7 +373,7 @@ static int check_plan(const vd_net *net, const vd_plan *plan, vd_backend *be, in
                                "--profile)", pn, a, net->layers[i].name, be->name, n - 1);
             run_algo[2 * i + pass] = b;
             uint64_t need = vd_algo_ws(&opts[b], pass == 1);
-            if (ws < need)
+            if (ws < need && !chunk_ws)
                 return vd_errf(e, VD_EDATA, "the profile gives layer '%s' %llu bytes of %s "
                                "workspace, but the %s backend's algorithm '%s' needs %llu: the "
                                "profile (--profile) comes from another setup or was edited; "

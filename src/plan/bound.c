@@ -132,7 +132,7 @@ static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool
     double best = INFINITY;
     for (int k = 0; k < pr->n_algos; k++) {
         const vd_profile_algo *a = &pr->algos[k];
-        if (vd_profile_algo_ws(a, bwd) > avail) continue;
+        if (vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch) > avail) continue;
         double t = vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s, pl->n,
                                          p->batch);
         if (t < best) best = t;
@@ -253,14 +253,16 @@ static double least_rc(const vd_profile *prof, const vd_plan *p, int u) {
     return best;
 }
 
-/* the least workspace of layer i's options for one pass */
-static uint64_t least_ws(const vd_profile_layer *pl, bool bwd) {
+/* the least workspace of unit u's options for one pass (on its chunk) */
+static uint64_t least_ws(const vd_profile *prof, const vd_plan *p, int u, bool bwd) {
+    const vd_plan_layer *pl = &p->layers[u];
+    const int n = prof->layers[pl->layer].n_algos;
     uint64_t best = UINT64_MAX;
-    for (int k = 0; k < pl->n_algos; k++) {
-        uint64_t w = vd_profile_algo_ws(&pl->algos[k], bwd);
+    for (int k = 0; k < n; k++) {
+        uint64_t w = vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch);
         if (w < best) best = w;
     }
-    return pl->n_algos > 0 ? best : 0;
+    return n > 0 ? best : 0;
 }
 
 /* The feature maps' touches (first write, last forward touch, first and last
@@ -361,7 +363,7 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
                                net->layers[li].no_grad);
         int set[BOUND_MAX_T], n = add_bwd ? 0 : pass_set(net, p, i, bwd, set);
         uint64_t R = persistent + (uint64_t)c->mand[s] + set_bytes(p, set, n, true);
-        uint64_t ws = add_bwd ? 0 : least_ws(&prof->layers[li], bwd);
+        uint64_t ws = add_bwd ? 0 : least_ws(prof, p, i, bwd);
         if (R > budget || ws > budget - R) return false;
         c->fixed[s] = R + ws;
         c->C[s] = add_bwd ? 0.0 : unit_fastest(prof, p, i, bwd, budget - R);

@@ -482,8 +482,9 @@ static void layer_tensors(bld *b, const int *algos) {
         pl->fwd_s = vd_profile_chunk_time(b->prof, i, af, false, pr->algos[af].fwd_s, pl->n, batch);
         pl->rc_s = vd_profile_chunk_time(b->prof, i, af, false, vd_profile_rc_s(b->prof, i, af),
                                          pl->n, batch);
-        pl->ws_fwd_bytes = vd_profile_algo_ws(&pr->algos[af], false);
-        pl->ws_bwd_bytes = fo || l->no_grad ? 0 : vd_profile_algo_ws(&pr->algos[ab], true);
+        pl->ws_fwd_bytes = vd_profile_chunk_ws(b->prof, i, af, false, pl->n_chunks, batch);
+        pl->ws_bwd_bytes =
+            fo || l->no_grad ? 0 : vd_profile_chunk_ws(b->prof, i, ab, true, pl->n_chunks, batch);
         pl->ws_fwd = pl->ws_bwd = -1;
         pl->rc_step = pl->ws_rc = -1;
         if (pl->ws_fwd_bytes)

@@ -351,16 +351,37 @@ double vd_profile_chunk_time(const vd_profile *prof, int layer, int algo, bool b
     return want > 0 && got > want ? s * (got / want) : s;
 }
 
+uint64_t vd_profile_chunk_ws(const vd_profile *prof, int layer, int algo, bool bwd, int k,
+                             int batch) {
+    const vd_profile_layer *pl = &prof->layers[layer];
+    const uint64_t whole = vd_profile_algo_ws(&pl->algos[algo], bwd);
+    if (k <= 1 || batch % k) return whole;
+    const vd_profile_algo *a = &pl->algos[algo];
+    const vd_profile_chunk *cs = a->n_chunks ? a->chunks : algo == 0 ? pl->chunks : NULL;
+    const int nc = a->n_chunks ? a->n_chunks : algo == 0 ? pl->n_chunks : 0;
+    for (int q = 0; q < nc; q++)
+        if (cs[q].k == k && cs[q].has_ws) {
+            uint64_t w = bwd ? cs[q].bwd_ws : cs[q].fwd_ws;
+            return w < whole ? w : whole;
+        }
+    return whole;
+}
+
 /* ---- JSON --------------------------------------------------------------- */
 
 /* obj's "chunks": the n times on chunks cs (none: no key). */
 static void set_chunks(json_t *obj, const vd_profile_chunk *cs, int n, bool *ok) {
     if (n == 0 || !*ok) return;
     json_t *arr = json_array();
-    for (int q = 0; *ok && q < n; q++)
-        vd_json_push(arr, json_pack("{s:i, s:o, s:o}", "k", cs[q].k, "fwd_s",
-                                    vd_json_real(cs[q].fwd_s), "bwd_s", vd_json_real(cs[q].bwd_s)),
-                     ok);
+    for (int q = 0; *ok && q < n; q++) {
+        json_t *c = json_pack("{s:i, s:o, s:o}", "k", cs[q].k, "fwd_s", vd_json_real(cs[q].fwd_s),
+                              "bwd_s", vd_json_real(cs[q].bwd_s));
+        if (c && cs[q].has_ws) {
+            vd_json_set(c, "fwd_workspace", vd_json_uint(cs[q].fwd_ws), ok);
+            vd_json_set(c, "bwd_workspace", vd_json_uint(cs[q].bwd_ws), ok);
+        }
+        vd_json_push(arr, c, ok);
+    }
     vd_json_set(obj, "chunks", arr, ok);
 }
 
@@ -554,6 +575,12 @@ static int get_chunks(const json_t *o, int batch, vd_profile_chunk *cs, int *n, 
         if ((rc = ival(cv, "k", &c->k, path, c2, e)) ||
             (rc = num_max(cv, "fwd_s", true, VDP_MAX_S, &c->fwd_s, path, c2, e)) ||
             (rc = num_max(cv, "bwd_s", true, VDP_MAX_S, &c->bwd_s, path, c2, e)))
+            return rc;
+        const bool fw = json_object_get(cv, "fwd_workspace") != NULL;
+        c->has_ws = fw || json_object_get(cv, "bwd_workspace") != NULL;
+        c->fwd_ws = c->bwd_ws = 0;
+        if (c->has_ws && ((rc = bytes_val(cv, "fwd_workspace", true, &c->fwd_ws, path, c2, e)) ||
+                          (rc = bytes_val(cv, "bwd_workspace", true, &c->bwd_ws, path, c2, e))))
             return rc;
         bool dup = false;
         for (int r = 0; r < q; r++) dup |= cs[r].k == c->k;

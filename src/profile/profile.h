@@ -21,7 +21,16 @@
  * hold 2 and 8): vd_profile_chunk_time takes the nearest. */
 #define VD_PROFILE_MAX_CHUNKS 4
 #define VD_PROFILE_CHUNK_KS {2, 4, 8}
-typedef struct vd_profile_chunk { int k; double fwd_s, bwd_s; } vd_profile_chunk;
+typedef struct vd_profile_chunk {
+    int k;
+    double fwd_s, bwd_s;
+    /* the workspace bytes each pass used on such a chunk (has_ws; JSON
+     * "fwd_workspace" / "bwd_workspace", optional, both or neither): a
+     * chunk's convolution needs less than the whole batch's where its
+     * engine's workspace grows with the batch. vd_profile_chunk_ws */
+    bool has_ws;
+    uint64_t fwd_ws, bwd_ws;
+} vd_profile_chunk;
 
 typedef struct vd_profile_algo {
     char label[32];
@@ -211,6 +220,13 @@ double vd_profile_rc_s(const vd_profile *prof, int layer, int algo);
  * take no less than it whole. */
 double vd_profile_chunk_time(const vd_profile *prof, int layer, int algo, bool bwd, double t,
                              int n, int batch);
+/* The workspace of one pass (bwd) of option algo of layer `layer` on each
+ * of k equal chunks of the batch (k > 1 dividing the batch): what the
+ * option's own timing on k chunks used (for option 0 without chunks of its
+ * own: the layer's), at most the whole batch's; else (k 1, or no such
+ * timing with its workspace) the whole batch's, vd_profile_algo_ws. */
+uint64_t vd_profile_chunk_ws(const vd_profile *prof, int layer, int algo, bool bwd, int k,
+                             int batch);
 /* Layer pl's forward (bwd false) or backward times scaled by f: every
  * option's (the backward's time alone too), the chunks', and with the
  * forward its recompute's (the CUDA profile's times under load). */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <check.h>
+#include <jansson.h>
 #include "testnets.h"
 #include "exec_util.h"
 #include "plan_common.h"
@@ -707,6 +708,102 @@ START_TEST(test_profile_chunk_times) {
 }
 END_TEST
 
+/* vd_profile_chunk_ws: an option's workspace on k chunks where its timing
+ * on k chunks recorded one (option 0: the layer's chunks; an option with
+ * chunks of its own: those), never above the whole batch's; the whole
+ * batch's for k 1, a k not timed or not dividing the batch, a timed chunk
+ * without workspace, and another option without chunks of its own. A plan
+ * that splits the layer gives its units' steps those bytes, the unsplit
+ * plan the whole batch's. "fwd_workspace" / "bwd_workspace" survive a save
+ * and load; a chunk with one of them and not the other is refused. */
+START_TEST(test_profile_chunk_ws) {
+    const int B = 64;
+    vd_net net;
+    load_shipped_net(&net, "lenet.yaml", B);
+    vd_schedule_inplace(&net);
+    vd_profile prof;
+    analytic_profile(&net, B, &vd_device_h200, &prof);
+    const int conv = layer_index(&net, "conv1"), relu = conv + 1, pool = conv + 2;
+    vd_profile_layer *pl = &prof.layers[conv];
+    ck_assert_int_ge(pl->n_algos, 2);
+    vd_profile_algo *a0 = &pl->algos[0], *a1 = &pl->algos[1];
+    a0->fwd_workspace = 1u << 20;
+    a0->workspace = a0->bwd_workspace = 2u << 20;
+    a1->workspace = a1->fwd_workspace = a1->bwd_workspace = 4u << 20;
+    pl->n_chunks = 2;
+    pl->chunks[0] = (vd_profile_chunk){.k = 8, .fwd_s = a0->fwd_s / 8, .bwd_s = a0->bwd_s / 8,
+                                       .has_ws = true, .fwd_ws = 100u << 10, .bwd_ws = 3u << 20};
+    pl->chunks[1] = (vd_profile_chunk){.k = 2, .fwd_s = a0->fwd_s / 2, .bwd_s = a0->bwd_s / 2};
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 0, false, 8, B), 100u << 10);
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 0, true, 8, B), 2u << 20);   /* at most */
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 0, false, 2, B), 1u << 20);  /* no ws */
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 0, false, 4, B), 1u << 20);  /* untimed */
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 0, false, 1, B), 1u << 20);
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 0, false, 8, B + 4), 1u << 20);
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 1, false, 8, B), 4u << 20);  /* not 0's */
+    a1->n_chunks = 1;
+    a1->chunks[0] = (vd_profile_chunk){.k = 8, .fwd_s = a1->fwd_s / 8, .bwd_s = a1->bwd_s / 8,
+                                       .has_ws = true, .fwd_ws = 7000, .bwd_ws = 9000};
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 1, false, 8, B), 7000);
+    ck_assert_uint_eq(vd_profile_chunk_ws(&prof, conv, 1, true, 8, B), 9000);
+    /* the plans: conv1 .. pool1 one run of 8 chunks, and unsplit */
+    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
+    ck_assert_ptr_nonnull(ch);
+    for (int split = 0; split < 2; split++) {
+        ch[conv] = ch[relu] = ch[pool] = split ? 8 : 0;
+        vd_plan_opts o = plan_opts(B, VD_POLICY_NONE);
+        o.chunks = ch;
+        vd_plan p;
+        vd_err e = {0};
+        ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+        int seen = 0;
+        for (int u = 0; u < p.n_units; u++) {
+            const vd_plan_layer *q = &p.layers[u];
+            if (q->layer != conv) continue;
+            ck_assert_int_eq(q->n_chunks, split ? 8 : 1);
+            ck_assert_uint_eq(q->ws_fwd_bytes,
+                              vd_profile_chunk_ws(&prof, conv, q->algo_fwd, false, q->n_chunks, B));
+            ck_assert_uint_eq(q->ws_bwd_bytes,
+                              vd_profile_chunk_ws(&prof, conv, q->algo_bwd, true, q->n_chunks, B));
+            if (q->algo_fwd == 0) ck_assert_uint_eq(q->ws_fwd_bytes, split ? 100u << 10 : 1u << 20);
+            seen++;
+        }
+        ck_assert_int_eq(seen, split ? 8 : 1);
+        vd_plan_free(&p);
+    }
+    free(ch);
+    /* the round trip, and a chunk with only "fwd_workspace" */
+    char path[] = "/tmp/vd_chunk_ws_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    vd_err e = {0};
+    ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
+    vd_profile back;
+    ck_assert_msg(vd_profile_load(path, &net, B, &back, &e) == 0, "%s", e.msg);
+    const vd_profile_chunk *c0 = &back.layers[conv].chunks[0], *c1 = &back.layers[conv].chunks[1];
+    ck_assert(c0->has_ws && c0->fwd_ws == 100u << 10 && c0->bwd_ws == 3u << 20);
+    ck_assert(!c1->has_ws);
+    const vd_profile_chunk *o0 = &back.layers[conv].algos[1].chunks[0];
+    ck_assert(o0->has_ws && o0->fwd_ws == 7000 && o0->bwd_ws == 9000);
+    vd_profile_free(&back);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    ck_assert_ptr_nonnull(root);
+    json_t *cj = json_array_get(json_object_get(json_array_get(json_object_get(root, "layers"),
+                                                               (size_t)conv), "chunks"), 0);
+    ck_assert_int_eq(json_object_del(cj, "bwd_workspace"), 0);
+    ck_assert_int_eq(json_dump_file(root, path, 0), 0);
+    json_decref(root);
+    vd_err e2 = {0};
+    ck_assert_int_eq(vd_profile_load(path, &net, B, &back, &e2), VD_EDATA);
+    ck_assert_msg(strstr(e2.msg, "bwd_workspace") && strstr(e2.msg, ".chunks[0]"), "%s", e2.msg);
+    unlink(path);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* A split layer is in no fusion pair: LeNet's conv1, relu1 and pool1 (the
  * ReLU reduces the conv's bias gradient and the pool takes the ReLU's
  * backward when all run whole) take their backward time alone
@@ -845,4 +942,4 @@ VDT_MAIN("chunks", 60, test_chunked_matches_unsplit_lenet, test_chunked_matches_
          test_chunked_matches_unsplit_tiny_inception, test_chunked_matches_unsplit_tn_resnet,
          test_chunked_deterministic, test_chunked_plan_shape, test_split_pair_times_alone,
          test_chunks_check_rejects, test_chunks_cli, test_chunks_lower_memory,
-         test_profile_chunk_times, test_profile_layer_scale)
+         test_profile_chunk_times, test_profile_chunk_ws, test_profile_layer_scale)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 35, call C: a split layer's chunks try the option's setup engine
 # first (cuda_convgraph_run.cu run_alt; the heuristics' first engine at
-# fp32 VGG-16 features.17's half batch ran 4.9x slower per sample). (1) The
+# fp32 VGG-16 features.17's half batch ran 4.9x slower per sample), and get
+# the workspace their timing used (vd_profile_chunk_ws). (1) The
 # GPU tests of chunked convolutions (test_chunked, test_chunk_setup_engine, test_conv_split,
 # test_conv_gemm, test_chunked_invariance). (2) fp32 VGG-16 b256's profile,
 # session 34's build (old/) and this one, --conv-debug 1 (the runtime
@@ -45,7 +46,19 @@ def ratios(v):
             out[L["name"]] = [(c["k"], c["fwd_s"] * c["k"] / a["fwd_s"],
                                c["bwd_s"] * c["k"] / max(a["bwd_s"], 1e-9)) for c in ch]
     return out
+def chunk_ws(v):
+    d = json.load(open(f"{w}/vgg16-fp32-{v}-profile.json"))
+    for L in d["layers"]:
+        a = L["algos"][0]
+        ch = L.get("chunks") or []
+        if any("fwd_workspace" in c for c in ch):
+            print(f"  {L['name']:12s} ws MiB whole f{a.get('fwd_workspace', 0) / 2**20:.0f} "
+                  f"b{a.get('bwd_workspace', 0) / 2**20:.0f}: " + " ".join(
+                  f"k{c['k']} f{c['fwd_workspace'] / 2**20:.0f} b{c['bwd_workspace'] / 2**20:.0f}"
+                  for c in ch))
 o, n = ratios("old"), ratios("new")
+print("chunk workspace (new profile):")
+chunk_ws("new")
 print("chunk time per sample / whole batch's, old -> new (fwd, bwd) at k = 2, 4, 8")
 for k in n:
     if k in o:

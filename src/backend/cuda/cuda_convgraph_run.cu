@@ -58,7 +58,7 @@ static int64_t setup_engine(const cu_graph *g, const cu_conv_opt *o, int d) {
  * features.17 forward at half the batch). */
 static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, const vd_op_io *io,
                    void *const ptr[3], int64_t ax, int64_t aw, int epi, int64_t pref,
-                   int pref_epi, int *done_epi, vd_err *e) {
+                   int pref_epi, int *done_epi, uint64_t *ws_used, vd_err *e) {
     cu_layer *L = &c->layers[li];
     cu_graph *g = L->g;
     const vd_layer *l = &net->layers[li];
@@ -71,12 +71,15 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
         if (!a->used || a->dir != d || a->beta != beta || a->n != io->n || a->ax != ax ||
             a->aw != aw || a->want_epi != epi || a->pref != pref)
             continue;
-        if (a->legacy && wsb <= a->ws_limit)
+        if (a->legacy && wsb <= a->ws_limit) {
+            *ws_used = wsb;
             return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
+        }
         if (!a->legacy && a->p.ws <= wsb && wsb <= a->ws_limit) {
             CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->epi ? io->b : NULL,
                                         a->p.ws ? ws : NULL));
             *done_epi = a->epi;
+            *ws_used = a->p.ws;
             return VD_OK;
         }
     }
@@ -119,6 +122,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
         cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: no graph "
                "engine; legacy API", l->name, cg_dir_name[d], io->n, (long long)ax, (long long)aw,
                (unsigned long long)wsb);
+        *ws_used = wsb;
         return cu_legacy_conv_dir(c, net, li, ldir, io, beta, e);
     }
     cg_dbg(c, 1, "layer '%s' %s: batch %d, alignment %lld/%lld, workspace %llu: runtime plan%s, "
@@ -128,6 +132,7 @@ static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, cons
     CUDNN_CHECK(e, cg_exec_plan(c->dnn, a->p.plan, ptr, a->epi ? io->b : NULL,
                                 a->p.ws ? ws : NULL));
     *done_epi = a->epi;
+    *ws_used = a->p.ws;
     return VD_OK;
 fail:
     cg_gcand_free(&a->p);
@@ -137,8 +142,10 @@ fail:
     return rc;
 }
 
-int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
-                      float beta, vd_err *e) {
+/* cu_graph_conv_run's call; *used: the workspace bytes it used (a plan's
+ * need; all it was given where the legacy API ran it). */
+static int conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io, float beta,
+                    uint64_t *used, vd_err *e) {
     cu_layer *L = &c->layers[li];
     cu_graph *g = L->g;
     if (!g) return vd_errf(e, VD_EINTERNAL, "conv '%s': no graph plans", net->layers[li].name);
@@ -174,12 +181,14 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
             io->n % piece == 0 && ax >= g->ax && aw >= g->aw) {
             const gcand *q = &g->s[o->sset][d].c[k];
             uint64_t need = q->ws + (dir == CU_GD_BWD_FILTER ? g->dw_tmp : 0);
-            if (need == 0 || (io->ws && need <= io->ws_bytes))
+            if (need == 0 || (io->ws && need <= io->ws_bytes)) {
+                *used = need;
                 return run_split(c, L, g, d, io->n / piece, q, ptr, io, beta, e);
+            }
         }
         int none;   /* a split option's forward adds no bias (cu_graph_fwd_fuses_bias) */
         return run_alt(c, net, li, d, beta, io, ptr, ax, aw, CG_EPI_NONE, setup_engine(g, o, d),
-                       CG_EPI_NONE, &none, e);
+                       CG_EPI_NONE, &none, used, e);
     }
     if (k >= 0 && g->d[d].c[k].direct) {   /* any batch, any alignment; adds the bias */
         const vd_layer *l = &net->layers[li];
@@ -191,6 +200,7 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
     if (k >= 0 && io->n == L->desc_batch && ax >= g->ax && aw >= g->aw && bias_ok) {
         const gcand *q = &g->d[d].c[k];
         if (q->ws == 0 || (io->ws && q->ws <= io->ws_bytes)) {
+            *used = q->ws;
             if (q->gemm) return cg_gemm_filter(c, L, io->n, ptr, io->ws, beta, e);
             if (setup_beta) {
                 CUDNN_CHECK(e, cg_exec_plan(c->dnn, q->plan, ptr, epi ? io->b : NULL,
@@ -203,6 +213,17 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
      * call, fused where an engine fits; else the epilogue's own passes */
     int done = CG_EPI_NONE;
     int rc = run_alt(c, net, li, d, beta, io, ptr, ax, aw, bias_ok ? epi : CG_EPI_NONE,
-                     setup_engine(g, o, d), epi, &done, e);
+                     setup_engine(g, o, d), epi, &done, used, e);
     return rc || !epi || done == epi ? rc : cg_epilogue(c, L, &net->layers[li], io, epi, e);
+}
+
+int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op_io *io,
+                      float beta, vd_err *e) {
+    uint64_t used = 0;
+    int rc = conv_run(c, net, li, dir, io, beta, &used, e);
+    if (!rc) {
+        c->conv_ws_seen = true;
+        if (used > c->conv_ws_used) c->conv_ws_used = used;
+    }
+    return rc;
 }

@@ -731,11 +731,24 @@ static int conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *i
 static int conv_backward_sliced(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io,
                                 float wbeta, vd_err *e);
 
+/* After a channels-last call: the workspace its graph-API conv used
+ * (cu_ctx.conv_ws_used, counted from 0 for the call) behind the prefix
+ * conv_cl_io took, at least what was recorded before the call. */
+static void ws_used_behind(cu_ctx *c, uint64_t before, uint64_t prefix) {
+    const uint64_t u = c->conv_ws_used + prefix;
+    c->conv_ws_used = before > u ? before : u;
+}
+
 int cu_conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, vd_err *e) {
     if (!c->layers[li].cl) return conv_forward(c, net, li, io, e);
     vd_op_io b;
     int rc = conv_cl_io(c, net, li, io, false, &b, e);
-    return rc ? rc : conv_forward(c, net, li, &b, e);
+    if (rc) return rc;
+    const uint64_t before = c->conv_ws_used;
+    c->conv_ws_used = 0;
+    rc = conv_forward(c, net, li, &b, e);
+    ws_used_behind(c, before, io->ws_bytes - b.ws_bytes);
+    return rc;
 }
 
 /* Channels-last: the bias gradient from dy, dW as KRSC in the maps' type,
@@ -747,7 +760,11 @@ int cu_conv_backward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io, v
     if (!c->layers[li].cl) return conv_backward(c, net, li, io, wbeta, e);
     vd_op_io b;
     int rc = conv_cl_io(c, net, li, io, true, &b, e);
-    if (!rc) rc = conv_backward(c, net, li, &b, 0.0f, e);   /* the KRSC dW: overwritten */
+    if (rc) return rc;
+    const uint64_t before = c->conv_ws_used;
+    c->conv_ws_used = 0;
+    rc = conv_backward(c, net, li, &b, 0.0f, e);   /* the KRSC dW: overwritten */
+    ws_used_behind(c, before, io->ws_bytes - b.ws_bytes);
     if (!rc && io->dw) {   /* KRSC -> fp32 KCRS */
         const vd_layer *l = &net->layers[li];
         int g = l->u.conv.groups > 0 ? l->u.conv.groups : 1;
@@ -795,10 +812,12 @@ static int conv_forward(cu_ctx *c, const vd_net *net, int li, const vd_op_io *io
 }
 
 /* The bias gradient over io's samples into io->db (with io->dw_beta); its
- * partial sums take the front of io->ws. */
+ * partial sums take the front of io->ws (counted in cu_ctx.conv_ws_used). */
 static int conv_bias_grad(cu_ctx *c, const cu_layer *L, const vd_op_io *io, vd_err *e) {
     int64_t hw = (int64_t)L->h * L->w;
     int split = cu_bias_grad_split(io->n, L->c, hw, c->sm_count, L->cl, io->ws_bytes);
+    const uint64_t partial = split > 1 ? (uint64_t)split * (uint64_t)L->c * sizeof(float) : 0;
+    if (partial > c->conv_ws_used) c->conv_ws_used = partial;
     return cuk_chan_sum(cu_compute(c), io->dy, io->n, L->c, hw, split, (float *)io->ws,
                         io->dw_beta != 0.0f ? 1.0f : 0.0f, io->db, io->act, L->cl, e);
 }

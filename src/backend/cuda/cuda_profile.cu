@@ -620,7 +620,10 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
 }
 
 /* Option algo of layer li (operands in b) on the chunks auto splits into
- * (vd_profile_chunk_time): the first batch / k samples of the same buffers,
+ * (vd_profile_chunk_time), with the workspace each pass's convolutions
+ * used there (cu_ctx.conv_ws_used; a chunk's plan needs less than the
+ * whole batch's where its engine's grows with the batch: the planner gives
+ * a split layer's steps that, vd_profile_chunk_ws): the first batch / k samples of the same buffers,
  * alone (a split layer is in no fusion pair: in_pair), into cs[*n]. Option
  * 0 prices every option's chunks but those timed here themselves: a split
  * conv option runs a chunk of whole sub-batches through the sub-batch plans
@@ -649,12 +652,20 @@ static void time_chunks(prof *p, int li, const layer_buf *b, int algo, vd_profil
         memset(&ce, 0, sizeof ce);
         pc->k = chunk_ks[q];
         double add_s = 0;
-        bool timed = !time_op(p, li, &io, false, &pc->fwd_s, &ce) &&
-                     !time_op(p, li, &io, true, &pc->bwd_s, &ce);
+        p->c->conv_ws_seen = false;
+        p->c->conv_ws_used = 0;
+        bool timed = !time_op(p, li, &io, false, &pc->fwd_s, &ce);
+        const bool fwd_seen = p->c->conv_ws_seen;
+        pc->fwd_ws = p->c->conv_ws_used;
+        p->c->conv_ws_seen = false;
+        p->c->conv_ws_used = 0;
+        timed = timed && !time_op(p, li, &io, true, &pc->bwd_s, &ce);
         if (timed && params) {
             io.dw_beta = 1.0f;
             timed = !time_op(p, li, &io, true, &add_s, &ce);
         }
+        pc->bwd_ws = p->c->conv_ws_used;
+        pc->has_ws = fwd_seen && p->c->conv_ws_seen;
         if (!timed) {
             cg_dbg(p->c, 1, "layer '%s' option %d: not timed on %d chunks: %s", l->name, algo,
                    pc->k, ce.msg);
