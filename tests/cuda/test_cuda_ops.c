@@ -1371,8 +1371,8 @@ static long long runtime_engine(FILE *f, const char *dir, int n) {
  * (cuda_convgraph_run.cu, run_alt), on its option's setup engine where
  * that engine takes the call: the heuristics' first engine at a chunk's
  * batch can be several times slower than the one timed fastest at the
- * whole batch. Per conv case and option (fp32, setup at batch 8, chunks of
- * 4), each direction's first runtime plan (--conv-debug 1's lines, stderr
+ * whole batch. Per conv case and option (fp32, the graph API, setup at
+ * batch 8, chunks of 4), each direction's first runtime plan (--conv-debug 1's lines, stderr
  * caught in a file) must run the option's engine where that is a cuDNN one
  * (not the cuBLAS backward-filter or the direct forward, 1000 / 1001): the
  * forward and the first (overwriting) backward-filter and backward-data
@@ -1397,7 +1397,9 @@ START_TEST(test_chunk_setup_engine) {
         for (int a = 0; a < nopt; a++) {
             o.algo = a;
             const int was = be->opts.conv_debug;
+            const vd_conv_api api = be->opts.conv_api;
             be->opts.conv_debug = 1;   /* read by the next layer_setup */
+            be->opts.conv_api = VD_CONV_API_GRAPH;   /* never the legacy API's algorithms */
             FILE *f = tmpfile();
             ck_assert(f);
             fflush(stderr);
@@ -1409,6 +1411,7 @@ START_TEST(test_chunk_setup_engine) {
             ck_assert(dup2(saved, 2) >= 0);
             close(saved);
             be->opts.conv_debug = was;
+            be->opts.conv_api = api;
             c_run_out_free(&got);
             const vd_algo_opt *opts;
             int nn;
