@@ -783,11 +783,15 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * it by under 0.2%, either way) nothing is searched: the planning time
  * stays. docs/chunking.md, "Auto". */
 static const double AUTO_SPLIT_GAIN = 0.005, AUTO_COARSER_SHARE = 0.25;
-/* The unsplit search runs after a split plan only where that plan is over
- * AUTO_UNSPLIT_GAP above the unsplit bound: within it the unsplit search
- * could gain at most that, for a whole search's planning time (VGG-16 fp32
- * at 12 GiB on the s9c profile: a second, and its plan 5% slower) */
-static const double AUTO_UNSPLIT_GAP = 0.02;
+/* A split plan wins over an unsplit one that fits only where it is
+ * predicted AUTO_SPLIT_MARGIN faster: split fp32 VGG-16 plans ran 3.3-6.2%
+ * over their predictions on an H200, unsplit ones under 1%, and at 12 GiB
+ * a split plan predicted 0.7% faster than the unsplit one ran 0.3516 s
+ * where session 34's unsplit plan ran 0.3366 (docs/results/2026-12-07-s35).
+ * So the unsplit search runs after a split plan unless that plan is
+ * AUTO_SPLIT_MARGIN below the unsplit bound (no unsplit plan can then come
+ * within the margin) */
+static const double AUTO_SPLIT_MARGIN = 0.03;
 /* Where no split was searched (its bound no lower) and the unsplit plan is
  * over AUTO_LATE_SPLIT_GAP above the unsplit bound, the split is searched
  * after it, against that plan's time, on what the unsplit search left of
@@ -890,7 +894,7 @@ static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (splits && ((rc = split_bound(net, prof, opts, opts->budget, &own, e)) ||
                    (rc = split_first(net, prof, opts, own, 1.0, &sp, &have, &searched, e))))
         return rc;
-    if (have && sp.sim.iter_s <= own * (1.0 + AUTO_UNSPLIT_GAP)) {   /* the unsplit search not run */
+    if (have && sp.sim.iter_s < own * (1.0 - AUTO_SPLIT_MARGIN)) {   /* the unsplit search not run */
         *out = sp;
         return VD_OK;
     }
@@ -911,8 +915,9 @@ static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_
         if (r2 == VD_OK) return VD_OK;
         if (r2 != VD_EBUDGET) { vdp_plan_release(out); *e = te; return r2; }
     }
-    if (have) {   /* the faster of the two, the split one where the unsplit does not fit */
-        if (rc == VD_EBUDGET || (rc == VD_OK && sp.sim.iter_s < out->sim.iter_s * (1.0 - 1e-9))) {
+    if (have) {   /* the split one where the unsplit does not fit or is AUTO_SPLIT_MARGIN slower */
+        if (rc == VD_EBUDGET ||
+            (rc == VD_OK && sp.sim.iter_s < out->sim.iter_s * (1.0 - AUTO_SPLIT_MARGIN))) {
             vdp_plan_release(out);
             *out = sp;
             return VD_OK;

@@ -1894,6 +1894,60 @@ START_TEST(test_vgg16_fp32_coarser_split_effort) {
 }
 END_TEST
 
+/* A split plan wins over an unsplit one that fits only where it is
+ * predicted AUTO_SPLIT_MARGIN (3%) faster (plan.c): fp32 on session 35's
+ * H200 profile (chunk times on the options' setup engines, chunk
+ * workspaces) at 12 GiB, where features.0 .. features.16 in 4 chunks plan
+ * 338.685 ms and the unsplit search 340.920 (that split plan ran 0.3516 s,
+ * session 34's unsplit one 0.3366 on the same card,
+ * docs/results/2026-12-07-s35): auto plans unsplit, within the margin of
+ * the split; at 10 GiB, where no unsplit plan fits, it splits. */
+START_TEST(test_vgg16_fp32_split_margin) {
+    vd_net net;
+    vd_profile prof;
+    load_vgg16_with("vgg16-b256-h200-fp32-s35.json", &net, &prof);
+    vd_schedule_inplace(&net);   /* as vdnn-plan and vdnn-train plan */
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.graph = VD_GRAPH_AUTO;
+    o.budget = 12ull << 30;
+    vd_plan p, f;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    check_plan_invariants(&p, &net);
+    int split = 0;
+    for (int u = 0; u < p.n_units; u++) split += p.layers[u].n_chunks > 1;
+    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
+    ck_assert_ptr_nonnull(ch);
+    for (int i = 0; i <= 16; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "features.%d", i);
+        int l = vd_net_find(&net, name);
+        ck_assert_int_ge(l, 0);
+        ch[l] = 4;
+    }
+    vd_plan_opts fo = o;
+    fo.chunks = ch;
+    ck_assert_msg(vd_plan_build(&net, &prof, &fo, &f, &e) == 0, "%s", e.msg);
+    printf("vgg16 b256 fp32 h200 s35 at 12 GiB: auto %.3f ms (%d split units), features.0 .. "
+           "16 in 4 chunks %.3f ms\n", 1e3 * p.sim.iter_s, split, 1e3 * f.sim.iter_s);
+    ck_assert_int_eq(split, 0);
+    ck_assert_msg(f.sim.iter_s < p.sim.iter_s && p.sim.iter_s * 0.97 < f.sim.iter_s,
+                  "auto %.6f ms, split %.6f ms", 1e3 * p.sim.iter_s, 1e3 * f.sim.iter_s);
+    vd_plan_free(&p);
+    vd_plan_free(&f);
+    free(ch);
+    o.budget = 10ull << 30;
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
+    split = 0;
+    for (int u = 0; u < p.n_units; u++) split += p.layers[u].n_chunks > 1;
+    ck_assert(p.feasible && p.hwm <= o.budget);
+    ck_assert_int_gt(split, 0);
+    vd_plan_free(&p);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* VGG-16 b256 fp32 on the H200 api profile at 7.87 GiB (the s18 grid's
  * second budget): a recomputed map offloaded for two offloaded ones of
  * about its bytes together recomputed (search_exchanges' pairs:
@@ -2540,7 +2594,7 @@ VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profile
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,
          test_vgg16_measured_profile_api, test_vgg16_split_options_profile, test_vgg16_two_basins_perturbed, test_budget_monotone, test_late_split, test_vgg16_bf16_fitting_start, test_vgg16_bf16_exchange,
          test_vgg16_api_pair_exchange, test_googlenet_floor_runs, test_vgg16_bf16_coarser_split,
-         test_vgg16_fp32_coarser_split_effort,
+         test_vgg16_fp32_coarser_split_effort, test_vgg16_fp32_split_margin,
          test_vgg16_no_move_last_resort, test_vgg16_second_opinion, test_vgg16_lean_start,
          test_vgg16_update_in_backward, test_resnet50_placement_overshoot, test_resnet_replayed_pick, test_tiny_replayed_pick,
          test_resnet152_greedy_stuck,

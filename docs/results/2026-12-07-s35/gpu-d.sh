@@ -23,6 +23,8 @@ bench() {   # tag net math budgets timeout
 }
 bench r152 resnet152 bf16 12G,10G,8G,6G,peak 150
 bench googlenet googlenet bf16 4G,peak 80
+bench r50 resnet50 bf16 4G,peak 70
+bench vgg16 vgg16 bf16 6G,4G,peak 90
 tc() {   # tag net math modes segments
     timeout 120 /opt/torch/.venv/bin/python tools/torch_compare.py --net $2 --batch 256 \
         --math $3 --modes $4 --segments $5 --iters 8 --warmup 3 > "$W/$1.log" 2>&1
