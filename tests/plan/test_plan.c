@@ -2005,7 +2005,12 @@ END_TEST
 
 /* More memory never plans slower: auto's predicted iteration at b256 fp32
  * over budgets ascending, each plan fitting its budget, is non-increasing
- * (relative slack 1e-9: the same simulation summed in another order).
+ * (relative slack 1e-9: the same simulation summed in another order), a
+ * split plan's counted as auto weighs it against an unsplit one, its
+ * prediction over 1 - AUTO_SPLIT_MARGIN (plan.c: split plans run a few
+ * percent over their predictions; on the s5 profile 11 GiB plans 356.003
+ * ms split, 12 GiB 361.319 unsplit, where the split plan predicts 1.5%
+ * faster).
  * VGG-16's two sweeps cross the unsplit floor, below which auto
  * splits the large layers in batch chunks; above it the split plans still
  * fit, and faster where their convolutions' workspace lets them take the
@@ -2022,6 +2027,7 @@ END_TEST
 static void check_monotone(const vd_net *net, const vd_profile *prof, const uint64_t *budgets,
                            int n, const char *what) {
     /* what: "NET PROFILE" */
+    const double split_margin = 0.03;   /* plan.c AUTO_SPLIT_MARGIN */
     double prev = INFINITY;
     for (int i = 0; i < n; i++) {
         vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
@@ -2032,12 +2038,14 @@ static void check_monotone(const vd_net *net, const vd_profile *prof, const uint
                       (unsigned long long)budgets[i], e.msg);
         check_plan_invariants(&p, net);
         ck_assert(p.feasible && p.hwm <= o.budget);
+        const bool split = p.n_units > net->n_layers;
+        const double t = split ? p.sim.iter_s / (1.0 - split_margin) : p.sim.iter_s;
         printf("%s b256 at %llu B: auto %.3f ms (%d units)\n", what,
                (unsigned long long)budgets[i], p.sim.iter_s * 1e3, p.n_units);
-        ck_assert_msg(p.sim.iter_s <= prev * (1.0 + 1e-9), "%s: auto %.6f ms at %llu B, "
-                      "%.6f ms at the budget before", what, p.sim.iter_s * 1e3,
+        ck_assert_msg(t <= prev * (1.0 + 1e-9), "%s: auto %.6f ms at %llu B (as weighed), "
+                      "%.6f ms at the budget before", what, t * 1e3,
                       (unsigned long long)budgets[i], prev * 1e3);
-        prev = p.sim.iter_s;
+        prev = t;
         vd_plan_free(&p);
     }
 }
