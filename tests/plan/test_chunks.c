@@ -628,6 +628,18 @@ END_TEST
 
 /* ---- 6. chunk times in the profile ------------------------------------------ */
 
+/* prof saved to a new file path (a mkstemp template, filled) and loaded
+ * back into *back for net at batch. */
+static void save_load(const vd_profile *prof, const vd_net *net, int batch, char *path,
+                      vd_profile *back) {
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    vd_err e = {0};
+    ck_assert_msg(vd_profile_save(path, prof, &e) == 0, "%s", e.msg);
+    ck_assert_msg(vd_profile_load(path, net, batch, back, &e) == 0, "%s", e.msg);
+}
+
 /* vd_profile_chunk_time: without timed chunks, the per-sample part scaled
  * (closed form); with one timed chunk, that scaled by how much slower than
  * so scaled option 0 ran there, for any option without chunks of its own
@@ -667,13 +679,9 @@ START_TEST(test_profile_chunk_times) {
     ck_assert(fabs(vd_profile_chunk_time(&prof, li, 0, false, t, 8, 64) - 1.5 * lin8) <= 1e-15);
     /* the round trip */
     char path[] = "/tmp/vd_chunk_prof_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    vd_err e = {0};
-    ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
     vd_profile back;
-    ck_assert_msg(vd_profile_load(path, &net, 64, &back, &e) == 0, "%s", e.msg);
+    save_load(&prof, &net, 64, path, &back);
+    vd_err e = {0};
     ck_assert_int_eq(back.layers[li].n_chunks, 1);
     ck_assert_int_eq(back.layers[li].chunks[0].k, 8);
     ck_assert(back.layers[li].chunks[0].fwd_s == pl->chunks[0].fwd_s);   /* 17 digits */
@@ -774,13 +782,8 @@ START_TEST(test_profile_chunk_ws) {
     free(ch);
     /* the round trip, and a chunk with only "fwd_workspace" */
     char path[] = "/tmp/vd_chunk_ws_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    vd_err e = {0};
-    ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
     vd_profile back;
-    ck_assert_msg(vd_profile_load(path, &net, B, &back, &e) == 0, "%s", e.msg);
+    save_load(&prof, &net, B, path, &back);
     const vd_profile_chunk *c0 = &back.layers[conv].chunks[0], *c1 = &back.layers[conv].chunks[1];
     ck_assert(c0->has_ws && c0->fwd_ws == 100u << 10 && c0->bwd_ws == 3u << 20);
     ck_assert(!c1->has_ws);
@@ -870,13 +873,8 @@ START_TEST(test_split_pair_times_alone) {
         vd_plan_free(&p);
     }
     char path[] = "/tmp/vd_alone_prof_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
-    vd_err e = {0};
-    ck_assert_msg(vd_profile_save(path, &prof, &e) == 0, "%s", e.msg);
     vd_profile back;
-    ck_assert_msg(vd_profile_load(path, &net, B, &back, &e) == 0, "%s", e.msg);
+    save_load(&prof, &net, B, path, &back);
     ck_assert(back.layers[relu].algos[0].bwd_alone_s == 3e-5);   /* 17 digits */
     ck_assert(back.layers[pool + 1].algos[0].bwd_alone_s == 0);    /* absent: none */
     vd_profile_free(&back);
