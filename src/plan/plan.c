@@ -784,13 +784,11 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * stays. docs/chunking.md, "Auto". */
 static const double AUTO_SPLIT_GAIN = 0.005, AUTO_COARSER_SHARE = 0.25;
 /* A split plan wins over an unsplit one that fits only where it is
- * predicted AUTO_SPLIT_MARGIN faster: split fp32 VGG-16 plans ran 3.3-6.2%
- * over their predictions on an H200, unsplit ones under 1%, and at 12 GiB
- * a split plan predicted 0.7% faster than the unsplit one ran 0.3516 s
- * where session 34's unsplit plan ran 0.3366 (docs/results/2026-12-07-s35).
- * So the unsplit search runs after a split plan unless that plan is
- * AUTO_SPLIT_MARGIN below the unsplit bound (no unsplit plan can then come
- * within the margin) */
+ * predicted AUTO_SPLIT_MARGIN faster: split plans run a few percent over
+ * their predictions where unsplit ones run within 1% (docs/chunking.md,
+ * "Auto"). So the unsplit search runs after a split plan unless that plan
+ * is AUTO_SPLIT_MARGIN below the unsplit bound (no unsplit plan can then
+ * come within the margin). */
 static const double AUTO_SPLIT_MARGIN = 0.03;
 /* Where no split was searched (its bound no lower) and the unsplit plan is
  * over AUTO_LATE_SPLIT_GAP above the unsplit bound, the split is searched
@@ -894,7 +892,7 @@ static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_
     if (splits && ((rc = split_bound(net, prof, opts, opts->budget, &own, e)) ||
                    (rc = split_first(net, prof, opts, own, 1.0, &sp, &have, &searched, e))))
         return rc;
-    if (have && sp.sim.iter_s < own * (1.0 - AUTO_SPLIT_MARGIN)) {   /* the unsplit search not run */
+    if (have && sp.sim.iter_s < own * (1.0 - AUTO_SPLIT_MARGIN)) {   /* no unsplit search */
         *out = sp;
         return VD_OK;
     }

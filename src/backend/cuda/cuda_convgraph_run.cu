@@ -54,8 +54,8 @@ static int64_t setup_engine(const cu_graph *g, const cu_conv_opt *o, int d) {
  * plan applied (CG_EPI_NONE: the caller adds it). pref (>= 0), the engine
  * the option's setup plan runs (timed the fastest at the setup batch, for
  * a graph with epilogue pref_epi), is tried first: the heuristics' first
- * engine at a chunk's batch can be several times slower (fp32 VGG-16's
- * features.17 forward at half the batch). */
+ * engine at a chunk's batch can be several times slower (docs/chunking.md,
+ * "Engines"). */
 static int run_alt(cu_ctx *c, const vd_net *net, int li, int d, float beta, const vd_op_io *io,
                    void *const ptr[3], int64_t ax, int64_t aw, int epi, int64_t pref,
                    int pref_epi, int *done_epi, uint64_t *ws_used, vd_err *e) {

@@ -623,9 +623,10 @@ static int time_sustained(prof *p, vd_profile *out, vd_err *e) {
  * (vd_profile_chunk_time), with the workspace each pass's convolutions
  * used there (cu_ctx.conv_ws_used; a chunk's plan needs less than the
  * whole batch's where its engine's grows with the batch: the planner gives
- * a split layer's steps that, vd_profile_chunk_ws): the first batch / k samples of the same buffers,
- * alone (a split layer is in no fusion pair: in_pair), into cs[*n]. Option
- * 0 prices every option's chunks but those timed here themselves: a split
+ * a split layer's steps that, vd_profile_chunk_ws): the first batch / k
+ * samples of the same buffers, alone (a split layer is in no fusion pair:
+ * in_pair), into cs[*n]. Option 0 prices every option's chunks but those
+ * timed here themselves: a split
  * conv option runs a chunk of whole sub-batches through the sub-batch plans
  * it was timed with, not through a plan built for the chunk's batch as
  * option 0 does. The backward of a layer with parameters is timed
