@@ -576,8 +576,7 @@ static int get_chunks(const json_t *o, int batch, vd_profile_chunk *cs, int *n, 
             (rc = num_max(cv, "fwd_s", true, VDP_MAX_S, &c->fwd_s, path, c2, e)) ||
             (rc = num_max(cv, "bwd_s", true, VDP_MAX_S, &c->bwd_s, path, c2, e)))
             return rc;
-        const bool fw = json_object_get(cv, "fwd_workspace") != NULL;
-        c->has_ws = fw || json_object_get(cv, "bwd_workspace") != NULL;
+        c->has_ws = json_object_get(cv, "fwd_workspace") || json_object_get(cv, "bwd_workspace");
         c->fwd_ws = c->bwd_ws = 0;
         if (c->has_ws && ((rc = bytes_val(cv, "fwd_workspace", true, &c->fwd_ws, path, c2, e)) ||
                           (rc = bytes_val(cv, "bwd_workspace", true, &c->bwd_ws, path, c2, e))))
