@@ -221,9 +221,6 @@ int cu_graph_conv_run(cu_ctx *c, const vd_net *net, int li, int dir, const vd_op
                       float beta, vd_err *e) {
     uint64_t used = 0;
     int rc = conv_run(c, net, li, dir, io, beta, &used, e);
-    if (!rc) {
-        c->conv_ws_seen = true;
-        if (used > c->conv_ws_used) c->conv_ws_used = used;
-    }
+    if (!rc && used > c->conv_ws_used) c->conv_ws_used = used;
     return rc;
 }

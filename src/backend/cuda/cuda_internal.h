@@ -229,10 +229,9 @@ typedef struct cu_ctx {
                                              never; force: b/2 and b/4 on every conv layer
                                              (tests) */
     /* The most workspace a graph-API conv call used since the profiler
-     * cleared conv_ws_seen (cu_graph_conv_run: the plan's need, or all it
-     * was given where the legacy API ran it), which a chunk's timing
-     * records (cuda_profile.cu, time_chunks); seen: such a call ran. */
-    bool conv_ws_seen;
+     * cleared it (cu_graph_conv_run: the plan's need, or all it was given
+     * where the legacy API ran it), which a chunk's timing records
+     * (cuda_profile.cu, time_chunks). */
     uint64_t conv_ws_used;
     bool conv_gemm_force;                 /* backend opts: the "gemm w" option (tests) */
     bool conv_direct_force;               /* backend opts: the "direct" option (tests) */

@@ -653,12 +653,9 @@ static void time_chunks(prof *p, int li, const layer_buf *b, int algo, vd_profil
         memset(&ce, 0, sizeof ce);
         pc->k = chunk_ks[q];
         double add_s = 0;
-        p->c->conv_ws_seen = false;
         p->c->conv_ws_used = 0;
         bool timed = !time_op(p, li, &io, false, &pc->fwd_s, &ce);
-        const bool fwd_seen = p->c->conv_ws_seen;
         pc->fwd_ws = p->c->conv_ws_used;
-        p->c->conv_ws_seen = false;
         p->c->conv_ws_used = 0;
         timed = timed && !time_op(p, li, &io, true, &pc->bwd_s, &ce);
         if (timed && params) {
@@ -666,7 +663,8 @@ static void time_chunks(prof *p, int li, const layer_buf *b, int algo, vd_profil
             timed = !time_op(p, li, &io, true, &add_s, &ce);
         }
         pc->bwd_ws = p->c->conv_ws_used;
-        pc->has_ws = fwd_seen && p->c->conv_ws_seen;
+        /* every call of a graph-API conv layer counts its workspace */
+        pc->has_ws = l->op == VD_OP_CONV && p->c->layers[li].g;
         if (!timed) {
             cg_dbg(p->c, 1, "layer '%s' option %d: not timed on %d chunks: %s", l->name, algo,
                    pc->k, ce.msg);
