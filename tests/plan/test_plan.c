@@ -1825,6 +1825,21 @@ START_TEST(test_vgg16_bf16_exchange) {
 }
 END_TEST
 
+/* VGG-16's chunks (vd_plan_opts.chunks, malloc'd): features.0 .. features.last
+ * in k chunks, the rest whole. */
+static int *features_chunks(const vd_net *net, int last, int k) {
+    int *ch = calloc((size_t)net->n_layers, sizeof *ch);
+    ck_assert_ptr_nonnull(ch);
+    for (int i = 0; i <= last; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "features.%d", i);
+        int l = vd_net_find(net, name);
+        ck_assert_int_ge(l, 0);
+        ch[l] = k;
+    }
+    return ch;
+}
+
 /* Auto's coarser split (plan.c split_first): on the measured H100 bf16
  * profile at 5 GiB, below the unsplit floor, the finest split (k = 8 over
  * features.0-23, the layers whose output or an input holds at least an
@@ -1840,15 +1855,7 @@ START_TEST(test_vgg16_bf16_coarser_split) {
     vd_plan p, f;
     vd_err e = {0};
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
-    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
-    ck_assert_ptr_nonnull(ch);
-    for (int i = 0; i <= 23; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "features.%d", i);
-        int l = vd_net_find(&net, name);
-        ck_assert_int_ge(l, 0);
-        ch[l] = 8;
-    }
+    int *ch = features_chunks(&net, 23, 8);
     o.chunks = ch;
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &f, &e) == 0, "%s", e.msg);
     int k4 = 0;
@@ -1916,15 +1923,7 @@ START_TEST(test_vgg16_fp32_split_margin) {
     check_plan_invariants(&p, &net);
     int split = 0;
     for (int u = 0; u < p.n_units; u++) split += p.layers[u].n_chunks > 1;
-    int *ch = calloc((size_t)net.n_layers, sizeof *ch);
-    ck_assert_ptr_nonnull(ch);
-    for (int i = 0; i <= 16; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "features.%d", i);
-        int l = vd_net_find(&net, name);
-        ck_assert_int_ge(l, 0);
-        ch[l] = 4;
-    }
+    int *ch = features_chunks(&net, 16, 4);
     vd_plan_opts fo = o;
     fo.chunks = ch;
     ck_assert_msg(vd_plan_build(&net, &prof, &fo, &f, &e) == 0, "%s", e.msg);
