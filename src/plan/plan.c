@@ -215,16 +215,18 @@ static bool auto_splits(const vd_plan_opts *o) {
 }
 
 /* Auto's chunks at k into chunks[n_layers], runs of two layers at least (a
- * layer split alone keeps its input and output whole: it saves nothing);
- * fwd: for a forward-only plan (batch norm splits too: vd_op_chunkable);
- * *any: some layer is split. */
-static int auto_chunks(const vd_net *net, int batch, int k, bool fwd, int *chunks, bool *any,
-                       vd_err *e) {
+ * layer split alone keeps its input and output whole: it saves nothing):
+ * the layers whose output or an input holds at least 1/share of the
+ * largest map (share k: auto's split; 1: the largest maps' layers alone,
+ * AUTO_LARGEST_K); fwd: for a forward-only plan (batch norm splits too:
+ * vd_op_chunkable); *any: some layer is split. */
+static int auto_chunks_of(const vd_net *net, int batch, int k, int share, bool fwd, int *chunks,
+                          bool *any, vd_err *e) {
     int64_t most = 0;
     int NL = net->n_layers;
     for (int i = 0; i < NL; i++)
         if (map_numel(net, i) > most) most = map_numel(net, i);
-    int rc = chunks_fill(net, batch, k, most / k, fwd, chunks, e);
+    int rc = chunks_fill(net, batch, k, most / share, fwd, chunks, e);
     split_runs r = {0};
     if (!rc) rc = runs_get(net, chunks, &r, e);
     *any = false;
@@ -234,6 +236,11 @@ static int auto_chunks(const vd_net *net, int batch, int k, bool fwd, int *chunk
     }
     runs_free(&r);
     return rc;
+}
+
+static int auto_chunks(const vd_net *net, int batch, int k, bool fwd, int *chunks, bool *any,
+                       vd_err *e) {
+    return auto_chunks_of(net, batch, k, k, fwd, chunks, any, e);
 }
 
 /* ---- forward-only plans ----------------------------------------------------
@@ -544,21 +551,28 @@ static int split_bound(const vd_net *net, const vd_profile *prof, const vd_plan_
     return VD_OK;
 }
 
-/* Auto's split at AUTO_KS[q] into ch[n_layers] and *o (opts with those
- * chunks); *worth: some layer is split and the split could fit `budget`;
- * *bound: its plans' lower bound there (split_bound; budget 0: neither
- * asked, *bound 0). */
-static int auto_split_at(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
-                         uint64_t budget, size_t q, int *ch, vd_plan_opts *o, bool *worth,
-                         double *bound, vd_err *e) {
+/* A split of auto's (auto_chunks_of at k and share) into ch[n_layers] and *o
+ * (opts with those chunks); *worth: some layer is split and the split could
+ * fit `budget`; *bound: its plans' lower bound there (split_bound; budget
+ * 0: neither asked, *bound 0). auto_split_at: auto's split at AUTO_KS[q]. */
+static int split_candidate(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                           uint64_t budget, int k, int share, int *ch, vd_plan_opts *o,
+                           bool *worth, double *bound, vd_err *e) {
     *o = *opts;
     o->chunks = ch;
     bool any = false;
     *bound = 0;
-    int rc = auto_chunks(net, opts->batch, AUTO_KS[q], false, ch, &any, e);
+    int rc = auto_chunks_of(net, opts->batch, k, share, false, ch, &any, e);
     if (!rc && any && budget) rc = split_bound(net, prof, o, budget, bound, e);
     *worth = !rc && any && !isinf(*bound);
     return rc;
+}
+
+static int auto_split_at(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         uint64_t budget, size_t q, int *ch, vd_plan_opts *o, bool *worth,
+                         double *bound, vd_err *e) {
+    return split_candidate(net, prof, opts, budget, AUTO_KS[q], AUTO_KS[q], ch, o, worth, bound,
+                           e);
 }
 
 /* Auto's smallest budget, m unsplit, with its split layers: the least over
@@ -805,6 +819,54 @@ static const double AUTO_LATE_SPLIT_GAP = 0.01, AUTO_LATE_SPLIT_SHARE = 0.25;
  * nets, where a split, its chunks' gradients summed in another order, would
  * gain microseconds: auto's second opinion stops there too) */
 static const double AUTO_LATE_SPLIT_MIN_S = 0.01;
+/* split_first's last candidate: the largest maps' layers alone in
+ * AUTO_LARGEST_K chunks (auto_chunks_of at share 1), where that differs
+ * from auto's split at that k, searched on AUTO_LARGEST_SHARE of `share`
+ * where its bound lies AUTO_SPLIT_GAIN below `against` and below the split
+ * plan so far (*sp where *have), the faster plan kept. Auto's split at k
+ * takes every layer with 1/k of the largest map, whose chunks run slower
+ * per sample than the whole batch; where the memory is short only around
+ * the largest maps (their convolutions' workspace, the maps themselves) a
+ * split of those alone keeps the rest of the net whole and fast
+ * (docs/chunking.md, "Auto"). ch: scratch of n_layers. */
+enum { AUTO_LARGEST_K = 4 };
+static const double AUTO_LARGEST_SHARE = 0.25;
+static int split_largest(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                         double against, double share, int *ch, vd_plan *sp, bool *have,
+                         bool *searched, vd_err *e) {
+    if (AUTO_LARGEST_K > opts->batch) return VD_OK;
+    int NL = net->n_layers;
+    int *wide = vd_malloc((size_t)NL * sizeof *wide, NULL);
+    if (!wide) return vd_errf(e, VD_ENOMEM, "out of memory");
+    bool any = false, worth = false;
+    vd_plan_opts o;
+    double kb;
+    int rc = auto_chunks(net, opts->batch, AUTO_LARGEST_K, false, wide, &any, e);
+    if (!rc) rc = split_candidate(net, prof, opts, opts->budget, AUTO_LARGEST_K, 1, ch, &o, &worth,
+                                  &kb, e);
+    bool same = !rc && !memcmp(wide, ch, (size_t)NL * sizeof *ch);
+    vd_free(wide);
+    if (rc || !worth || same || kb >= against * (1.0 - AUTO_SPLIT_GAIN) ||
+        (*have && kb >= sp->sim.iter_s))
+        return rc;
+    vd_plan lp;
+    bool ef;
+    *searched = true;
+    rc = build_checked(net, prof, &o, AUTO_LARGEST_SHARE * share, &lp, &ef, e);
+    if (rc == VD_OK && (!*have || lp.sim.iter_s < sp->sim.iter_s * (1.0 - 1e-9))) {
+        if (*have) vdp_plan_release(sp);
+        *sp = lp;
+        *have = true;
+    } else if (rc == VD_OK || rc == VD_EBUDGET) {
+        vdp_plan_release(&lp);
+        rc = VD_OK;
+    } else if (*have) {
+        vdp_plan_release(sp);
+        *have = false;
+    }
+    return rc;
+}
+
 static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        double against, double share, vd_plan *sp, bool *have, bool *searched,
                        vd_err *e) {
@@ -854,6 +916,8 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
             *have = false;
         }
     }
+    if (!rc && !vdp_stopped(opts)) rc = split_largest(net, prof, opts, against, share, ch, sp, have,
+                                                      searched, e);
     vd_free(ch);
     return rc;
 }
