@@ -95,6 +95,12 @@ static const double AUTO_START_BEHIND = 2.0;
  * the cap on top of what the search spent (at the floors the search has
  * spent it all by then: GoogLeNet's, docs/results/2026-12-06-s22/bound-gap.md). */
 static const double AUTO_RUN_STALLS = 0.1, AUTO_RUN_SHARE = 0.2;
+/* The refine again (refine_again), after the kick chains: where the plan is
+ * still over AUTO_SEED_GATE above the copies' bound, on an effort of its own,
+ * AUTO_AGAIN_SHARE of the cap on top of what the search spent. Near the
+ * floor the starts' greedy spends the cap before a start fits, and the
+ * plan that fits last is not refined (docs/planner.md, "Starts"). */
+static const double AUTO_AGAIN_SHARE = 0.25;
 /* the trades before the kicks try pairs until the work has grown by this */
 static const double AUTO_PAIR_WORK = 0.2 * AUTO_WORK_BUDGET;
 
@@ -464,6 +470,21 @@ static int added_start(actx *c, const char *what, const vd_disp *disp0, const in
     return VD_OK;
 }
 
+/* Refine *P again on an effort of its own (own_effort, AUTO_AGAIN_SHARE),
+ * where it is over AUTO_SEED_GATE above bound_s, the copies' bound at the
+ * budget (0: not computed, then not): near the floor the starts' greedy
+ * can spend the effort cap before any start fits, and the one that fits
+ * at last (the last resort, fitting_start) is refined with nothing left,
+ * far above the plans a refine reaches from it. */
+static int refine_again(actx *c, vd_plan *P, double bound_s, vd_err *e) {
+    if (!(bound_s > 0) || P->sim.iter_s <= (1.0 + AUTO_SEED_GATE) * bound_s) return VD_OK;
+    search_phase(c, "refine again", 0, 0);
+    own_effort own = own_effort_begin(c, AUTO_AGAIN_SHARE);
+    int rc = search_refine(c, P, NULL, true, e);
+    own_effort_end(c, &own);
+    return rc;
+}
+
 /* The runs on an effort of their own (own_effort, AUTO_RUN_SHARE), where
  * *P stalls enough (AUTO_RUN_STALLS). */
 static int runs_phase(actx *c, vd_plan *P, vd_err *e) {
@@ -631,6 +652,10 @@ static int search_auto(vdp_search *s, const vd_net *net, const vd_profile *prof,
         } else {
             vdp_plan_release(&Q);
         }
+    }
+    if (P.feasible && !done(&c) && s->jitter_depth == 0 && (rc = refine_again(&c, &P, seed_s, e))) {
+        vdp_plan_release(&P);
+        goto fail;
     }
     if (isfinite(far_s) && P.feasible && !done(&c) && c.lb > 0 &&
         P.sim.iter_s > c.lb * (1.0 + AUTO_OPINION_GAP)) {
