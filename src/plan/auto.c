@@ -12,7 +12,9 @@
  *    recomputed; everything kept; everything kept with the copy bandwidths
  *    scaled) greedy until the plan fits (search_greedy.c) and refine; the
  *    fastest start goes on to the swaps, the trades and the shifts, then to
- *    AUTO_CHAINS chains of kicks (search_local.c); then the fastest start
+ *    AUTO_CHAINS chains of kicks (search_local.c); then, where the plan is
+ *    still far above the copies' bound, a refine on an effort of its own
+ *    (refine_again); then the fastest start
  *    left unrefined far behind (far_start); then a second opinion on
  *    a jittered profile; then, where the plan is still over 2% above the
  *    copies' lower bound, the lean start (lean_options: every pass at its
