@@ -149,6 +149,19 @@ double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir) {
     return dir == VD_COPY_D2H ? d->d2h_bw : dir == VD_COPY_H2D ? d->h2d_bw : d->both_bw;
 }
 
+void vd_device_busy_from_pass(vd_device_params *d, double d2h_pass, double h2d_pass) {
+    double f[2] = {1.0, 1.0};
+    if (d2h_pass > 0 && d->d2h_bw_busy > 0) {
+        f[0] = d2h_pass / d->d2h_bw_busy;
+        d->d2h_bw_busy = d2h_pass;
+    }
+    if (h2d_pass > 0 && d->h2d_bw_busy > 0) {
+        f[1] = h2d_pass / d->h2d_bw_busy;
+        d->h2d_bw_busy = h2d_pass;
+    }
+    d->both_bw_busy *= 0.5 * (f[0] + f[1]);
+}
+
 const vd_card *vd_card_find(const char *name) {
     for (int i = 0; i < vd_n_cards; i++)
         if (strcmp(name, vd_cards[i].name) == 0) return &vd_cards[i];

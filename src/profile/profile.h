@@ -103,14 +103,16 @@ typedef struct vd_device_params {
      * measured profile times them alone (files before the busy rates below
      * hold the rates beside a pass of the net instead). */
     double d2h_bw, h2d_bw, both_bw;
-    /* The same while the compute stream runs memory-bound kernels: what an
-     * offload or a prefetch gets during an iteration, whose compute stream is
-     * busy while copies run (the simulator times copies at these; H100:
+    /* The same while the compute stream runs: what an offload or a prefetch
+     * gets during an iteration, whose compute stream is busy while copies
+     * run (the simulator times copies at these; H100:
      * docs/results/2026-12-06-s19/predict-offload-model.md). Measured
-     * (vd_profile_measure: the copies beside a memory-bound kernel that runs
-     * through them); JSON "d2h_bw_busy", "h2d_bw_busy", "both_bw_busy",
-     * optional; 0 = the idle rate above (the analytic models, older files).
-     * Read through vd_device_busy_bw. */
+     * (vd_profile_measure: the copies beside a pass of the net under load,
+     * vd_device_busy_from_pass; files before session 36 hold the rates
+     * beside a memory-bound kernel that runs through them); JSON
+     * "d2h_bw_busy", "h2d_bw_busy", "both_bw_busy", optional; 0 = the idle
+     * rate above (the analytic models, older files). Read through
+     * vd_device_busy_bw. */
     double d2h_bw_busy, h2d_bw_busy, both_bw_busy;
     double launch_s;            /* per-op overhead */
     /* The per-op overhead where the iteration is a replayed CUDA graph
@@ -139,6 +141,15 @@ typedef enum { VD_COPY_D2H, VD_COPY_H2D, VD_COPY_BOTH } vd_copy_dir;
 /* d's rate in direction dir while the compute stream is busy: its busy rate
  * where set (non-zero), else its idle one (d2h_bw, h2d_bw, both_bw). */
 double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir);
+/* d's busy rates from those its copies ran at beside a pass of the net
+ * (bytes/s; 0: not timed, that direction's rate kept), in place of the
+ * rates beside a memory-bound kernel that d holds (the fallback): an
+ * iteration's copies run at the pass's rate, not the kernel's (H100, fp32
+ * VGG-16 b256 at 4 GiB: D2H 48.6 GB/s in the iteration, 49.7 beside a
+ * pass, 52.3 beside the kernel; bf16 55.3 / 55.3 / 52.5;
+ * docs/results/2026-12-07-s36). Both ways at once: the kernel's rate
+ * scaled by the mean of the two directions' changes. */
+void vd_device_busy_from_pass(vd_device_params *d, double d2h_pass, double h2d_pass);
 /* d's all-reduce bus bandwidth and latency, or vd_device_h200's where d's
  * are unknown (allreduce_bw 0: a measured profile, an older file). */
 void vd_device_allreduce(const vd_device_params *d, double *bw, double *lat_s);

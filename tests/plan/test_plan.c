@@ -1597,6 +1597,28 @@ START_TEST(test_profiles_without_busy_rates) {
 }
 END_TEST
 
+/* vd_device_busy_from_pass: a direction the pass timed takes the pass's
+ * rate, one it did not (0) keeps the kernel's, a profile without busy
+ * rates (0: the idle ones serve) stays without, and both ways scale by the
+ * mean of the two directions' changes. Exact: the same arithmetic. */
+START_TEST(test_busy_from_pass) {
+    vd_device_params d = {0};
+    d.d2h_bw_busy = 52e9;
+    d.h2d_bw_busy = 55e9;
+    d.both_bw_busy = 100e9;
+    vd_device_busy_from_pass(&d, 48e9, 0);
+    ck_assert(d.d2h_bw_busy == 48e9 && d.h2d_bw_busy == 55e9);
+    ck_assert(d.both_bw_busy == 100e9 * (0.5 * (48e9 / 52e9 + 1.0)));
+    vd_device_busy_from_pass(&d, 0, 0);
+    ck_assert(d.d2h_bw_busy == 48e9 && d.h2d_bw_busy == 55e9);
+    vd_device_params z = {0};
+    z.d2h_bw = z.h2d_bw = 50e9;
+    vd_device_busy_from_pass(&z, 40e9, 45e9);
+    ck_assert(z.d2h_bw_busy == 0 && z.h2d_bw_busy == 0 && z.both_bw_busy == 0);
+    ck_assert(vd_device_busy_bw(&z, VD_COPY_D2H) == 50e9);
+}
+END_TEST
+
 static void load_vgg16_math(const char *file, vd_math m, vd_net *net, vd_profile *prof) {
     load_net_math("vgg16.yaml", file, m, net, prof);
 }
@@ -2616,7 +2638,7 @@ START_TEST(test_cli_vgg16) {
 }
 END_TEST
 
-VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profiles_without_busy_rates, test_inplace_rules, test_liveness_exact, test_infeasible_message,
+VDT_MAIN("plan", 300, test_sim_copy_slowdown, test_sim_busy_copies, test_profiles_without_busy_rates, test_busy_from_pass, test_inplace_rules, test_liveness_exact, test_infeasible_message,
          test_profile_roundtrip, test_optimizer_state, test_bn_recompute_time, test_swaps, test_dyn_prefers_fast, test_random_nets_3_4,
          test_random_nets_more, test_sim_equals_exec_1_3, test_sim_equals_exec_4_6, test_random_dispositions,
          test_vgg16_auto_beats_dyn, test_vgg16_measured_profile, test_vgg16_measured_profile_mixed,

@@ -17,15 +17,11 @@
  *
  * The copy bandwidths are measured twice: alone (d2h_bw, h2d_bw, both_bw)
  * and beside a memory-bound kernel that runs on the compute stream from
- * before the copies start until after they end (d2h_bw_busy, ...: the
- * rates the simulator times an iteration's copies at, whose compute stream
- * is busy while they run). A D2H copy beside the net's kernels is slower
- * than alone (docs/results/2026-12-06-s19/predict-offload-model.md), and a
- * plan timed at the idle rate has its offloads end late, stalling the steps
- * that reuse their regions. A kernel that keeps the device's memory busy
- * through the whole copy does not depend on how a pass's kernels and the
- * copies happen to overlap, as the earlier measurement beside a pass of the
- * net did. The copies use buffers of their
+ * before the copies start until after they end. A D2H copy beside the
+ * net's kernels is slower than alone
+ * (docs/results/2026-12-06-s19/predict-offload-model.md), and a plan timed
+ * at the idle rate has its offloads end late, stalling the steps that
+ * reuse their regions. The copies use buffers of their
  * own, after the layers' scratch; the kernel beside them a ReLU in place
  * over the scratch's first 2 x COPY_BYTES (the layers' part of the scratch
  * is at least that), 10 times the H100's and H200's 50 MB of L2, so it
@@ -33,7 +29,10 @@
  * Last, under load (after time_sustained), runs of a pass of the net with
  * copies beside it and alone, both starting together behind such kernels,
  * time what the copies cost the compute stream
- * (vd_device_params.compute_slow_*). */
+ * (vd_device_params.compute_slow_*) and the rate the copies ran at beside
+ * the pass: that rate is the busy one the simulator times an iteration's
+ * copies at (d2h_bw_busy, ...; vd_device_busy_from_pass), the kernel's
+ * where the pass is too short for a copy. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -964,6 +963,7 @@ extern "C" int vd_profile_measure(vd_backend *be, const vd_net *net, int batch, 
                "D2H, %.3f of H2D; they ran at %.1f / %.1f GB/s (%.1f / %.1f beside the memory-bound "
                "kernel)", d->compute_slow_d2h, d->compute_slow_h2d, 1e-9 * d2h_pass, 1e-9 * h2d_pass,
                1e-9 * d->d2h_bw_busy, 1e-9 * d->h2d_bw_busy);
+        vd_device_busy_from_pass(d, d2h_pass, h2d_pass);
         TRY(cudaStreamSynchronize(s));
     }
 #undef TRY
