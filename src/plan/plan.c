@@ -792,7 +792,8 @@ static int build_split(const vd_net *net, const vd_profile *prof, const vd_plan_
  * AUTO_COARSER_SHARE of that share, the faster plan kept: fewer, larger
  * chunks run nearer the whole batch's speed, and where the budget leaves
  * room for them they win, near the floor the finest does
- * (docs/chunking.md, "Auto"). Where
+ * (docs/chunking.md, "Auto"); last, the largest maps' split
+ * (split_largest). Where
  * splitting lowers the bound by less (on the ResNets and GoogLeNet it moves
  * it by under 0.2%, either way) nothing is searched: the planning time
  * stays. docs/chunking.md, "Auto". */
