@@ -923,6 +923,76 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
     return rc;
 }
 
+/* The flips, after auto's plan is chosen: where it does not stall and lies
+ * over AUTO_FLIP_GAP above the copies' bound, its AUTO_FLIP_MAPS recomputed
+ * maps of dearest recompute (their writer's forward; AUTO_FLIP_MIN of the
+ * iteration at least: below it a flip rarely gains and costs a search)
+ * each offloaded instead, every other map's disposition and the split held, the options
+ * searched again (auto with opts->disp) on AUTO_FLIP_SHARE of the effort;
+ * kept where faster. An offloaded map holds its memory until its copy
+ * drains, so the flip fits only with other passes at options of less
+ * workspace; refine changes one decision at a time, and in a plan that
+ * does not stall tries no slower option, so the search does not reach
+ * such plans (fp32 VGG-16 b256 on session 34's H100 profile at 10.94 GB:
+ * features.2's output offloaded, 378.4 -> 356.8 ms;
+ * docs/results/2026-12-07-s36-vggfloor). */
+enum { AUTO_FLIP_MAPS = 1 };
+static const double AUTO_FLIP_GAP = 0.05, AUTO_FLIP_SHARE = 0.5, AUTO_FLIP_MIN = 0.02;
+static int flip_recomputes(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                           vd_plan *out, vd_err *e) {
+    if (out->sim.stall_s > 1e-4 * out->sim.iter_s) return VD_OK;
+    vd_plan_bound bd;
+    int rc = vd_plan_copy_bound(net, prof, out, opts->budget, &bd, e);
+    if (rc || !(out->sim.iter_s > (1.0 + AUTO_FLIP_GAP) * bd.bound_s)) return rc;
+    int L = net->n_layers;
+    int *ch = vd_malloc((size_t)L * sizeof *ch, NULL);
+    vd_disp *d = vd_calloc((size_t)L + 1, sizeof *d, NULL);
+    double *gain = vd_calloc((size_t)L + 1, sizeof *gain, NULL);
+    if (!ch || !d || !gain) {
+        rc = vd_errf(e, VD_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < L; i++) ch[i] = out->layers[out->first_unit[i]].n_chunks;
+    for (int t = 0; t < out->n_tensors; t++) {   /* each map's disposition (chunk 0's) */
+        const vd_tensor *T = &out->tensors[t];
+        vd_disp v = T->recompute ? VD_DISP_RECOMPUTE : T->offload ? VD_DISP_OFFLOAD : VD_DISP_KEEP;
+        if (T->kind == VD_T_INPUT) d[0] = v;
+        if (T->kind != VD_T_ACT || T->layer < 0 || out->layers[T->unit].chunk > 0) continue;
+        d[T->layer + 1] = v;
+        if (v == VD_DISP_RECOMPUTE)
+            gain[T->layer + 1] = vd_profile_rc_s(prof, T->layer, out->layers[T->unit].algo_fwd);
+    }
+    for (int n = 0; n < AUTO_FLIP_MAPS && !vdp_stopped(opts); n++) {
+        int k = 0;
+        for (int j = 1; j <= L; j++)
+            if (gain[j] > gain[k]) k = j;
+        if (gain[k] < AUTO_FLIP_MIN * out->sim.iter_s) break;
+        gain[k] = 0;
+        vd_plan_opts fo = *opts;
+        fo.chunks = ch;
+        fo.disp = d;
+        d[k] = VD_DISP_OFFLOAD;
+        vd_plan q;
+        bool ef;
+        rc = build_checked(net, prof, &fo, AUTO_FLIP_SHARE, &q, &ef, e);
+        d[k] = VD_DISP_RECOMPUTE;
+        if (rc == VD_OK && q.sim.iter_s < out->sim.iter_s * (1.0 - 1e-9)) {
+            vdp_plan_release(out);
+            *out = q;
+        } else if (rc == VD_OK || rc == VD_EBUDGET) {
+            vdp_plan_release(&q);
+            rc = VD_OK;
+        } else {
+            break;
+        }
+    }
+out:
+    vd_free(ch);
+    vd_free(d);
+    vd_free(gain);
+    return rc;
+}
+
 /* vd_plan_build's plan of checked inputs, every plan priced as issued op
  * by op (opts->graph ignored). */
 static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -947,8 +1017,22 @@ int vd_plan_build(const vd_net *net, const vd_profile *prof, const vd_plan_opts 
     return rc;
 }
 
+static int build_chosen(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        vd_plan *out, vd_err *e);
+
 static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_plan *out, vd_err *e) {
+    int rc = build_chosen(net, prof, opts, out, e);
+    if (rc == VD_OK && opts->policy == VD_POLICY_AUTO && opts->budget && !opts->forward_only &&
+        !opts->disp && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S && !vdp_stopped(opts) &&
+        (rc = flip_recomputes(net, prof, opts, out, e)))
+        vdp_plan_release(out);
+    return rc;
+}
+
+/* build_eager's plan before the flips: the unsplit search's, or a split's. */
+static int build_chosen(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
+                        vd_plan *out, vd_err *e) {
     int rc = VD_OK;
     bool eval_failed = false, splits = auto_splits(opts) && opts->budget, have = false;
     bool searched = false;   /* split_first searched a split */
