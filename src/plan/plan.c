@@ -1023,6 +1023,8 @@ static int build_chosen(const vd_net *net, const vd_profile *prof, const vd_plan
 static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                        vd_plan *out, vd_err *e) {
     int rc = build_chosen(net, prof, opts, out, e);
+    /* the flips: auto's own choices only (no caller's dispositions), not
+     * on iterations as short as the late split skips */
     if (rc == VD_OK && opts->policy == VD_POLICY_AUTO && opts->budget && !opts->forward_only &&
         !opts->disp && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S && !vdp_stopped(opts) &&
         (rc = flip_recomputes(net, prof, opts, out, e)))
