@@ -933,9 +933,7 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
  * drains, so the flip fits only with other passes at options of less
  * workspace; refine changes one decision at a time, and in a plan that
  * does not stall tries no slower option, so the search does not reach
- * such plans (fp32 VGG-16 b256 on session 34's H100 profile at 10.94 GB:
- * features.2's output offloaded, 378.4 -> 356.8 ms;
- * docs/results/2026-12-07-s36-vggfloor). */
+ * such plans (docs/planner.md, after "The search"). */
 enum { AUTO_FLIP_MAPS = 1 };
 static const double AUTO_FLIP_GAP = 0.05, AUTO_FLIP_SHARE = 0.5, AUTO_FLIP_MIN = 0.02;
 static int flip_recomputes(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,

@@ -108,8 +108,8 @@ typedef struct vd_device_params {
      * run (the simulator times copies at these; H100:
      * docs/results/2026-12-06-s19/predict-offload-model.md). Measured
      * (vd_profile_measure: the copies beside a pass of the net under load,
-     * vd_device_busy_from_pass; files before session 36 hold the rates
-     * beside a memory-bound kernel that runs through them); JSON
+     * vd_device_busy_from_pass; older files hold the rates beside a
+     * memory-bound kernel that runs through them); JSON
      * "d2h_bw_busy", "h2d_bw_busy", "both_bw_busy", optional; 0 = the idle
      * rate above (the analytic models, older files). Read through
      * vd_device_busy_bw. */
@@ -144,9 +144,8 @@ double vd_device_busy_bw(const vd_device_params *d, vd_copy_dir dir);
 /* d's busy rates from those its copies ran at beside a pass of the net
  * (bytes/s; 0: not timed, that direction's rate kept), in place of the
  * rates beside a memory-bound kernel that d holds (the fallback): an
- * iteration's copies run at the pass's rate, not the kernel's (H100, fp32
- * VGG-16 b256 at 4 GiB: D2H 48.6 GB/s in the iteration, 49.7 beside a
- * pass, 52.3 beside the kernel; bf16 55.3 / 55.3 / 52.5;
+ * iteration's copies run at the pass's rate, not the kernel's (fp32's
+ * kernels slow a copy more than that kernel does, bf16's less:
  * docs/results/2026-12-07-s36). Both ways at once: the kernel's rate
  * scaled by the mean of the two directions' changes. */
 void vd_device_busy_from_pass(vd_device_params *d, double d2h_pass, double h2d_pass);
