@@ -555,6 +555,27 @@ static int split_bound(const vd_net *net, const vd_profile *prof, const vd_plan_
  * (opts with those chunks); *worth: some layer is split and the split could
  * fit `budget`; *bound: its plans' lower bound there (split_bound; budget
  * 0: neither asked, *bound 0). auto_split_at: auto's split at AUTO_KS[q]. */
+/* A candidate plan *q built with result rc (build_checked) against *best
+ * (a plan where *have): *q replaces *best where it fits and predicts a
+ * faster iteration, or where there is no *best, else it is released; a
+ * budget *q does not fit is no error (VD_OK). Another error is returned,
+ * *best released (*have false). */
+static int keep_faster(vd_plan *best, bool *have, vd_plan *q, int rc) {
+    if (rc == VD_OK && (!*have || q->sim.iter_s < best->sim.iter_s * (1.0 - 1e-9))) {
+        if (*have) vdp_plan_release(best);
+        *best = *q;
+        *have = true;
+        return VD_OK;
+    }
+    if (rc == VD_OK || rc == VD_EBUDGET) {
+        vdp_plan_release(q);
+        return VD_OK;
+    }
+    if (*have) vdp_plan_release(best);
+    *have = false;
+    return rc;
+}
+
 static int split_candidate(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                            uint64_t budget, int k, int share, int *ch, vd_plan_opts *o,
                            bool *worth, double *bound, vd_err *e) {
@@ -854,18 +875,7 @@ static int split_largest(const vd_net *net, const vd_profile *prof, const vd_pla
     bool ef;
     *searched = true;
     rc = build_checked(net, prof, &o, AUTO_LARGEST_SHARE * share, &lp, &ef, e);
-    if (rc == VD_OK && (!*have || lp.sim.iter_s < sp->sim.iter_s * (1.0 - 1e-9))) {
-        if (*have) vdp_plan_release(sp);
-        *sp = lp;
-        *have = true;
-    } else if (rc == VD_OK || rc == VD_EBUDGET) {
-        vdp_plan_release(&lp);
-        rc = VD_OK;
-    } else if (*have) {
-        vdp_plan_release(sp);
-        *have = false;
-    }
-    return rc;
+    return keep_faster(sp, have, &lp, rc);
 }
 
 static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
@@ -906,16 +916,7 @@ static int split_first(const vd_net *net, const vd_profile *prof, const vd_plan_
         vd_plan cp;
         bool ef;
         rc = build_checked(net, prof, &o, AUTO_COARSER_SHARE * share, &cp, &ef, e);
-        if (rc == VD_OK && cp.sim.iter_s < sp->sim.iter_s * (1.0 - 1e-9)) {
-            vdp_plan_release(sp);
-            *sp = cp;
-        } else if (rc == VD_OK || rc == VD_EBUDGET) {
-            vdp_plan_release(&cp);
-            rc = VD_OK;
-        } else {
-            vdp_plan_release(sp);
-            *have = false;
-        }
+        rc = keep_faster(sp, have, &cp, rc);
     }
     if (!rc && !vdp_stopped(opts)) rc = split_largest(net, prof, opts, against, share, ch, sp, have,
                                                       searched, e);
@@ -940,7 +941,9 @@ static int flip_recomputes(const vd_net *net, const vd_profile *prof, const vd_p
                            vd_plan *out, vd_err *e) {
     if (out->sim.stall_s > 1e-4 * out->sim.iter_s) return VD_OK;
     vd_plan_bound bd;
+    bool have = true;   /* *out (released, with rc, on an error) */
     int rc = vd_plan_copy_bound(net, prof, out, opts->budget, &bd, e);
+    if (rc) vdp_plan_release(out);
     if (rc || !(out->sim.iter_s > (1.0 + AUTO_FLIP_GAP) * bd.bound_s)) return rc;
     int L = net->n_layers;
     int *ch = vd_malloc((size_t)L * sizeof *ch, NULL);
@@ -974,17 +977,10 @@ static int flip_recomputes(const vd_net *net, const vd_profile *prof, const vd_p
         bool ef;
         rc = build_checked(net, prof, &fo, AUTO_FLIP_SHARE, &q, &ef, e);
         d[k] = VD_DISP_RECOMPUTE;
-        if (rc == VD_OK && q.sim.iter_s < out->sim.iter_s * (1.0 - 1e-9)) {
-            vdp_plan_release(out);
-            *out = q;
-        } else if (rc == VD_OK || rc == VD_EBUDGET) {
-            vdp_plan_release(&q);
-            rc = VD_OK;
-        } else {
-            break;
-        }
+        if ((rc = keep_faster(out, &have, &q, rc))) break;
     }
 out:
+    if (rc && have) vdp_plan_release(out);
     vd_free(ch);
     vd_free(d);
     vd_free(gain);
@@ -1024,9 +1020,8 @@ static int build_eager(const vd_net *net, const vd_profile *prof, const vd_plan_
     /* the flips: auto's own choices only (no caller's dispositions), not
      * on iterations as short as the late split skips */
     if (rc == VD_OK && opts->policy == VD_POLICY_AUTO && opts->budget && !opts->forward_only &&
-        !opts->disp && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S && !vdp_stopped(opts) &&
-        (rc = flip_recomputes(net, prof, opts, out, e)))
-        vdp_plan_release(out);
+        !opts->disp && out->sim.iter_s >= AUTO_LATE_SPLIT_MIN_S && !vdp_stopped(opts))
+        rc = flip_recomputes(net, prof, opts, out, e);   /* (releases *out on an error) */
     return rc;
 }
 
