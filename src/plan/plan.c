@@ -551,10 +551,6 @@ static int split_bound(const vd_net *net, const vd_profile *prof, const vd_plan_
     return VD_OK;
 }
 
-/* A split of auto's (auto_chunks_of at k and share) into ch[n_layers] and *o
- * (opts with those chunks); *worth: some layer is split and the split could
- * fit `budget`; *bound: its plans' lower bound there (split_bound; budget
- * 0: neither asked, *bound 0). auto_split_at: auto's split at AUTO_KS[q]. */
 /* A candidate plan *q built with result rc (build_checked) against *best
  * (a plan where *have): *q replaces *best where it fits and predicts a
  * faster iteration, or where there is no *best, else it is released; a
@@ -576,6 +572,10 @@ static int keep_faster(vd_plan *best, bool *have, vd_plan *q, int rc) {
     return rc;
 }
 
+/* A split of auto's (auto_chunks_of at k and share) into ch[n_layers] and *o
+ * (opts with those chunks); *worth: some layer is split and the split could
+ * fit `budget`; *bound: its plans' lower bound there (split_bound; budget
+ * 0: neither asked, *bound 0). auto_split_at: auto's split at AUTO_KS[q]. */
 static int split_candidate(const vd_net *net, const vd_profile *prof, const vd_plan_opts *opts,
                            uint64_t budget, int k, int share, int *ch, vd_plan_opts *o,
                            bool *worth, double *bound, vd_err *e) {
