@@ -60,6 +60,17 @@
  * the sum of the C(s) with the SGD step; the SGD time is left out of the
  * copies' figure (it runs at the end or inside the backward steps).
  *
+ * The option at s chosen with the absent maps. C(s) is the fastest option
+ * whose workspace fits beside R(s), but a plan that runs option o at s
+ * holds o's workspace there: at least M(s, o) = M(s) + o's workspace - the
+ * least one are absent at s, and step s takes o's time. So the figure with
+ * C(s) o's time and M(s, o) for M(s) (maximised over k1, k2, mu, l) bounds
+ * every plan that runs o at s, and the least of those figures over the
+ * options that fit beside R(s) bounds every plan; it is never below the
+ * figure above (o's time >= C(s), M(s, o) >= M(s)). The steps examined are
+ * some where M(s) > 0 and some where M(s, C(s)'s option) > 0 (a large
+ * workspace beside many maps in their windows: VGG-16's wide convolutions).
+ *
  * Replayed plans (vd_plan_copy_bound, where p->graph captures plans that
  * offload nothing and the profile has a launch cut): those plans' ops are
  * shorter (sim.c's captured plans), so the bound is the lower of the
@@ -124,19 +135,23 @@ static uint64_t persistent_bytes(const vd_plan *p) {
 /* The fastest time of unit u of p's pass (bwd) among the options whose
  * workspace fits in avail bytes, each on the unit's chunk
  * (vd_profile_chunk_time: an option may run chunks relatively faster than
- * another); INFINITY when none fits. */
+ * another); INFINITY when none fits. *ws (may be NULL): that option's
+ * workspace (the least of the fastest ones; 0 when none fits). */
 static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool bwd,
-                           uint64_t avail) {
+                           uint64_t avail, uint64_t *ws) {
     const vd_plan_layer *pl = &p->layers[u];
     const vd_profile_layer *pr = &prof->layers[pl->layer];
     double best = INFINITY;
+    uint64_t best_ws = 0;
     for (int k = 0; k < pr->n_algos; k++) {
         const vd_profile_algo *a = &pr->algos[k];
-        if (vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch) > avail) continue;
+        uint64_t w = vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch);
+        if (w > avail) continue;
         double t = vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s, pl->n,
                                          p->batch);
-        if (t < best) best = t;
+        if (t < best || (t == best && w < best_ws)) { best = t; best_ws = w; }
     }
+    if (ws) *ws = best_ws;
     return best;
 }
 
@@ -154,13 +169,13 @@ double vd_plan_lower_bound(const vd_net *net, const vd_profile *prof, const vd_p
         int set[BOUND_MAX_T], n = pass_set(net, p, u, false, set);
         uint64_t need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
-        sum += unit_fastest(prof, p, u, false, budget - need);
+        sum += unit_fastest(prof, p, u, false, budget - need, NULL);
         const vd_layer *l = &net->layers[p->layers[u].layer];
         if (vd_op_table[l->op].bwd_is_dy || l->no_grad) continue;
         n = pass_set(net, p, u, true, set);
         need = persistent + set_bytes(p, set, n, false);
         if (need > budget) return INFINITY;
-        sum += unit_fastest(prof, p, u, true, budget - need);
+        sum += unit_fastest(prof, p, u, true, budget - need, NULL);
     }
     return sum * (1.0 - 1e-12);   /* the simulator adds in another order */
 }
@@ -193,6 +208,10 @@ typedef struct bctx {
     int64_t *mand, *win;            /* [S + 1] resident bytes outside windows; bytes in windows
                                        (difference arrays, then per step) */
     uint64_t *fixed;                /* [S] R(s) */
+    uint64_t *res;                  /* [S] R(s) but the pass's workspace */
+    uint64_t *fast;                 /* [S] R(s) with the workspace of the option of C(s) */
+    int *pass;                      /* [S] the unit whose pass step s runs (-1: none counted, an
+                                       add's or a no_grad layer's backward) */
     fmap *fm; int n_fm;             /* the maps with a window */
     tmap *tm;                       /* [n_tensors] every feature map (recompute sources) */
     int *cand;                      /* [n_fm] scratch: the maps whose window holds a step */
@@ -366,7 +385,11 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
         uint64_t ws = add_bwd ? 0 : least_ws(prof, p, i, bwd);
         if (R > budget || ws > budget - R) return false;
         c->fixed[s] = R + ws;
-        c->C[s] = add_bwd ? 0.0 : unit_fastest(prof, p, i, bwd, budget - R);
+        c->res[s] = R;
+        c->pass[s] = add_bwd ? -1 : i;
+        uint64_t fast_ws = 0;
+        c->C[s] = add_bwd ? 0.0 : unit_fastest(prof, p, i, bwd, budget - R, &fast_ws);
+        c->fast[s] = R + fast_ws;
         c->pre[s + 1] = c->pre[s] + c->C[s];
     }
     return true;
@@ -448,10 +471,11 @@ typedef struct fig_at { int k1, k2; double mu, l; } fig_at;
  * largest figure over a grid of k1, k2 and the weights, then over the
  * weights near the best of them (a pattern search: the figure is concave in
  * the weights, a minimum of linear functions; every point is a bound, so
- * where the search stops only decides how tight). *at (may be NULL): the
+ * where the search stops only decides how tight). from (may be NULL): no
+ * grid, the weights' search from these arguments. *at (may be NULL): the
  * best figure's arguments; c->cand then holds step s's *n_cand maps. */
 static double step_bound(const bctx *c, int s, uint64_t need, double readback, int *vals,
-                         fig_at *at, int *n_cand) {
+                         const fig_at *from, fig_at *at, int *n_cand) {
     int n = 0;
     for (int k = 0; k < c->n_fm; k++)
         if (c->fm[k].fwd_last < s && s < c->fm[k].bwd_first) c->cand[n++] = k;
@@ -485,6 +509,11 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
     g2[n2++] = c->S - 1;
     double best = 0, bmu = 0, bl = 0;
     int bk1 = s - 1, bk2 = s + 1;
+    if (from) {
+        n1 = 0;
+        bk1 = from->k1; bk2 = from->k2; bmu = from->mu; bl = from->l;
+        best = step_figure(c, s, n, need, readback, bk1, bk2, bmu, bl);
+    }
     for (int a = 0; a < n1; a++)
         for (int b = 0; b < n2; b++)
             for (int mi = 0; mi <= 4; mi++)
@@ -513,6 +542,61 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
     return best;
 }
 
+/* One option of a pass: its time and workspace on the unit's chunk. */
+typedef struct bopt { double t; uint64_t ws; } bopt;
+
+static int bopt_cmp(const void *a, const void *b) {
+    const bopt *x = a, *y = b;
+    return x->t != y->t ? (x->t < y->t ? -1 : 1) : (x->ws < y->ws ? -1 : x->ws > y->ws);
+}
+
+/* Step s's copies' bound with its pass's option chosen together with the
+ * absent maps (bound.c's head): the least, over the options o whose
+ * workspace fits beside R(s), of step_bound's figure with C(s) the time of
+ * o and M(s) counting o's workspace; and never below the figure with the
+ * least workspace and the fastest time (each is a bound: every plan runs
+ * some option at s). Options in the order of their time; one with no less
+ * workspace than a faster one is no lower, and once an option's time alone
+ * (its figure with nothing absent) reaches the least so far, no later one
+ * is lower. */
+static double joint_step_bound(const vd_profile *prof, const vd_plan *p, bctx *c, int s,
+                               uint64_t budget, double readback, int *vals) {
+    uint64_t in = c->fixed[s] + (uint64_t)c->win[s];
+    fig_at at;
+    bool have_at = in > budget;
+    double plain = have_at ? step_bound(c, s, in - budget, readback, vals, NULL, &at, NULL) : 0.0;
+    int u = c->pass[s];
+    if (u < 0) return plain;
+    const vd_plan_layer *pl = &p->layers[u];
+    bool bwd = s >= p->n_units;
+    int n = 0;
+    bopt o[VD_PROFILE_MAX_ALGOS];
+    for (int k = 0; k < prof->layers[pl->layer].n_algos; k++) {
+        const vd_profile_algo *a = &prof->layers[pl->layer].algos[k];
+        uint64_t ws = vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch);
+        if (ws > budget - c->res[s]) continue;
+        o[n++] = (bopt){vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s,
+                                              pl->n, p->batch), ws};
+    }
+    qsort(o, (size_t)n, sizeof *o, bopt_cmp);
+    double best = INFINITY, C_s = c->C[s], rest = c->pre[c->S] - C_s + readback;
+    uint64_t least_ws = UINT64_MAX;
+    for (int k = 0; k < n && rest + o[k].t < best; k++) {
+        if (o[k].ws >= least_ws) continue;
+        least_ws = o[k].ws;
+        uint64_t in_o = c->res[s] + o[k].ws + (uint64_t)c->win[s];
+        c->C[s] = o[k].t;
+        double v = rest + o[k].t;
+        if (in_o > budget) {
+            v = step_bound(c, s, in_o - budget, readback, vals, have_at ? &at : NULL, &at, NULL);
+            have_at = true;
+        }
+        c->C[s] = C_s;
+        if (v < best) best = v;
+    }
+    return best > plain && isfinite(best) ? best : plain;
+}
+
 /* The maps the relaxation recomputes at step s (need bytes must leave), at
  * its best figure there (step_bound's, returned in *fig_s): the fractional
  * cover's maps, cheapest per byte first until need is covered (the last one
@@ -522,7 +606,7 @@ static int cover_recompute(const bctx *c, int s, uint64_t need, double readback,
                            bool *rc_t, double *fig_s) {
     fig_at at;
     int n = 0;
-    *fig_s = step_bound(c, s, need, readback, vals, &at, &n);
+    *fig_s = step_bound(c, s, need, readback, vals, NULL, &at, &n);
     if (n == 0) return 0;
     step_figure(c, s, n, need, readback, at.k1, at.k2, at.mu, at.l);   /* its costs */
     cover_heap(c, c->cand, n);
@@ -558,6 +642,9 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     c.mand = vd_malloc((size_t)(S + 1) * sizeof *c.mand, NULL);
     c.win = vd_malloc((size_t)(S + 1) * sizeof *c.win, NULL);
     c.fixed = vd_malloc((size_t)S * sizeof *c.fixed, NULL);
+    c.res = vd_malloc((size_t)S * sizeof *c.res, NULL);
+    c.pass = vd_malloc((size_t)S * sizeof *c.pass, NULL);
+    c.fast = vd_malloc((size_t)S * sizeof *c.fast, NULL);
     c.fm = vd_malloc((size_t)nt * sizeof *c.fm, NULL);
     c.tm = vd_calloc((size_t)nt, sizeof *c.tm, NULL);
     c.dead = vd_malloc((size_t)nt * sizeof *c.dead, NULL);
@@ -567,9 +654,9 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     c.by_rc = vd_malloc((size_t)nt * sizeof *c.by_rc, NULL);
     c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
     int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
-    int *steps = vd_malloc((size_t)(S + 1) * sizeof *steps, NULL);
+    int *steps = vd_malloc((size_t)(2 * S + 2) * sizeof *steps, NULL);
     int rc = VD_OK;
-    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
+    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.res || !c.pass || !c.fast || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
         !c.by_rc || !c.order || !touch || !steps) {
         rc = vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
         goto done;
@@ -597,10 +684,25 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     for (int k = 0; k < n_eval; k++)   /* in place: the index picked is k or later */
         steps[k] = steps[n_eval > 1 ? (int)((long)k * (n_over - 1) / (n_eval - 1)) : 0];
     if (n_over > 0 && !rc_t) steps[n_eval++] = out->leave_step;
+    /* and so do the steps where maps must leave beside the fastest option
+     * (C(s)'s), where the option and the absent maps are chosen together
+     * (joint_step_bound): at most BOUND_STEPS of them evenly, and the one
+     * where most must leave */
+    int *fsteps = steps + n_eval, n_fast = 0, most = -1;
+    for (int s = 0; s < S && !rc_t; s++) {
+        uint64_t in = c.fast[s] + (uint64_t)c.win[s];
+        if (in <= budget) continue;
+        fsteps[n_fast++] = s;
+        if (most < 0 || in > c.fast[most] + (uint64_t)c.win[most]) most = s;
+    }
+    int n_fe = n_fast < BOUND_STEPS ? n_fast : BOUND_STEPS;
+    for (int k = 0; k < n_fe; k++)
+        fsteps[k] = fsteps[n_fe > 1 ? (int)((long)k * (n_fast - 1) / (n_fe - 1)) : 0];
+    if (most >= 0) fsteps[n_fe++] = most;
+    n_eval += n_fe;
     for (int k = 0; k < n_eval; k++) {
         int s = steps[k];
-        double v = step_bound(&c, s, c.fixed[s] + (uint64_t)c.win[s] - budget, readback, touch,
-                              NULL, NULL);
+        double v = joint_step_bound(prof, p, &c, s, budget, readback, touch);
         if (v * (1.0 - 1e-12) > out->copies_s) { out->copies_s = v * (1.0 - 1e-12); out->copies_step = s; }
     }
     if (rc_t && out->leave_step >= 0) {
@@ -612,7 +714,7 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     }
     if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
 done:
-    vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed);
+    vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed); vd_free(c.res); vd_free(c.pass); vd_free(c.fast);
     vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.by_rc); vd_free(c.order);
     vd_free(touch); vd_free(steps);
     return rc;

@@ -547,6 +547,88 @@ START_TEST(test_bound_fused_adds) {
 }
 END_TEST
 
+/* ---- the option chosen with the absent maps ------------------------------------ */
+
+/* A chain conv c0, relu, conv c1, relu, fc (slow copies, no workspace but
+ * c1's) where c1's forward has two options: fast, whose workspace fits
+ * beside what step 2 holds only with 0.9 of the input x absent, and
+ * SLOW_US microseconds slower with none. At the budget of the keep-all plan with
+ * the slow option nothing must leave with it; with the fast one 0.9 of x
+ * must, at least 0.9 of its H2D copy, more than the slow option's extra
+ * time. So the bound is exactly the slow option's figure at step 2 (all
+ * passes' least times, c1's slow one instead of its fast one, and the loss
+ * readback), where the compute-only bound counts the fast option: it fails
+ * where the bound picks the option apart from the absent maps. Auto's plan
+ * there is no faster. */
+enum { SLOW_US = 200 };
+START_TEST(test_bound_joint_option) {
+    int batch = 32;
+    vd_net net;
+    tn_begin(&net, "joint", 3, 16, 16, 4, batch);
+    int x = tn_conv(&net, "c0", -1, 8, 3, 1, 1);
+    x = tn_relu(&net, "r0", x);
+    int c1 = tn_conv(&net, "c1", x, 8, 3, 1, 1);
+    x = tn_relu(&net, "r1", c1);
+    x = tn_fc(&net, "fc", x, 4);
+    tn_loss(&net, x);
+    tn_finish(&net);
+    vd_profile prof;
+    analytic_profile(&net, batch, &slow_copies, &prof);
+    for (int i = 0; i < prof.n_layers; i++)
+        for (int k = 0; k < prof.layers[i].n_algos; k++) {
+            vd_profile_algo *a = &prof.layers[i].algos[k];
+            a->workspace = a->fwd_workspace = a->bwd_workspace = 0;
+            a->n_chunks = 0;
+        }
+    vd_profile_layer *pc = &prof.layers[c1];
+    ck_assert_int_ge(pc->n_algos, 1);
+    pc->n_algos = 2;
+    pc->algos[1] = pc->algos[0];
+    pc->algos[1].fwd_s += SLOW_US * 1e-6;
+    /* the budget: everything kept, c1 (every layer) on option 1 */
+    vd_plan_opts o = opts_of(batch, VD_POLICY_NONE);
+    o.fixed_algo = 1;
+    vd_plan slow;
+    vd_err e = {0};
+    ck_assert_msg(vd_plan_build(&net, &prof, &o, &slow, &e) == 0, "%s", e.msg);
+    uint64_t budget = slow.budget, held = 0, xb = 0;
+    for (int t = 0; t < slow.n_tensors; t++) {
+        const vd_tensor *T = &slow.tensors[t];
+        if (T->persistent) held += T->bytes;
+        if (T->kind == VD_T_INPUT) xb = T->bytes;
+    }
+    const vd_plan_layer *pl = &slow.layers[c1];   /* unsplit: unit c1 */
+    held += slow.tensors[pl->in_t[0]].bytes + slow.tensors[pl->y].bytes;
+    ck_assert_uint_gt(xb, 0);
+    ck_assert_uint_ge(budget, held + xb);
+    uint64_t ws = budget - held - xb / 10;
+    pc->algos[0].workspace = pc->algos[0].fwd_workspace = ws;
+    /* the compute-only bound counts the fast option (its workspace fits
+     * beside c1's tensors), as with no workspace */
+    double lb = vd_plan_lower_bound(&net, &prof, &slow, budget);
+    pc->algos[0].workspace = pc->algos[0].fwd_workspace = 0;
+    ck_assert_double_eq(lb, vd_plan_lower_bound(&net, &prof, &slow, budget));
+    pc->algos[0].workspace = pc->algos[0].fwd_workspace = ws;
+    vd_plan_bound b = bound_of(&net, &prof, &slow, budget);
+    double readback = prof.dev.launch_s + 4.0 / prof.dev.d2h_bw;
+    double want = (lb / (1.0 - 1e-12) - vdp_sgd_s(&net, &prof) + SLOW_US * 1e-6 + readback) *
+                  (1.0 - 1e-12);
+    ck_assert_msg(fabs(b.bound_s - want) <= 1e-12 * want, "bound %.17g, want %.17g (compute-only "
+                  "%.17g)", b.bound_s, want, lb);
+    ck_assert_int_eq(b.copies_step, c1);
+    ck_assert_double_le(b.bound_s, slow.sim.iter_s);
+    vd_plan_opts ao = opts_of(batch, VD_POLICY_AUTO);
+    ao.budget = budget;
+    vd_plan a;
+    ck_assert_msg(vd_plan_build(&net, &prof, &ao, &a, &e) == 0, "%s", e.msg);
+    ck_assert_double_le(b.bound_s, a.sim.iter_s);
+    vd_plan_free(&a);
+    vd_plan_free(&slow);
+    vd_profile_free(&prof);
+    vd_net_free(&net);
+}
+END_TEST
+
 /* ---- the window search --------------------------------------------------------- */
 
 enum { WINDOW_KEYS = 5 };
@@ -665,4 +747,5 @@ END_TEST
 VDT_MAIN("bound", 600, test_sound_shipped_small,
          test_sound_shipped_googlenet, test_sound_measured_profiles, test_sound_exhaustive,
          test_replayed_prediction, test_sound_replayed,
-         test_above_compute_where_copies_dominate, test_recompute_set, test_bound_fused_adds, test_window_exhaustive)
+         test_above_compute_where_copies_dominate, test_recompute_set, test_bound_fused_adds, test_bound_joint_option,
+         test_window_exhaustive)
