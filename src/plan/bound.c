@@ -68,8 +68,9 @@
  * every plan that runs o at s, and the least of those figures over the
  * options that fit beside R(s) bounds every plan; it is never below the
  * figure above (o's time >= C(s), M(s, o) >= M(s)). The steps examined are
- * some where M(s) > 0 and some where M(s, C(s)'s option) > 0 (a large
- * workspace beside many maps in their windows: VGG-16's wide convolutions).
+ * some where M(s) > 0 and the one where M(s, C(s)'s option) is largest (a
+ * large workspace beside many maps in their windows: VGG-16's wide
+ * convolutions).
  *
  * Replayed plans (vd_plan_copy_bound, where p->graph captures plans that
  * offload nothing and the profile has a launch cut): those plans' ops are
@@ -654,7 +655,7 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     c.by_rc = vd_malloc((size_t)nt * sizeof *c.by_rc, NULL);
     c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
     int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
-    int *steps = vd_malloc((size_t)(2 * S + 2) * sizeof *steps, NULL);
+    int *steps = vd_malloc((size_t)(S + 2) * sizeof *steps, NULL);
     int rc = VD_OK;
     if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.res || !c.pass || !c.fast || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
         !c.by_rc || !c.order || !touch || !steps) {
@@ -684,22 +685,17 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     for (int k = 0; k < n_eval; k++)   /* in place: the index picked is k or later */
         steps[k] = steps[n_eval > 1 ? (int)((long)k * (n_over - 1) / (n_eval - 1)) : 0];
     if (n_over > 0 && !rc_t) steps[n_eval++] = out->leave_step;
-    /* and so do the steps where maps must leave beside the fastest option
+    /* and so does the step where most must leave beside the fastest option
      * (C(s)'s), where the option and the absent maps are chosen together
-     * (joint_step_bound): at most BOUND_STEPS of them evenly, and the one
-     * where most must leave */
-    int *fsteps = steps + n_eval, n_fast = 0, most = -1;
+     * (joint_step_bound), when it is not one of those */
+    int most = -1;
     for (int s = 0; s < S && !rc_t; s++) {
         uint64_t in = c.fast[s] + (uint64_t)c.win[s];
-        if (in <= budget) continue;
-        fsteps[n_fast++] = s;
-        if (most < 0 || in > c.fast[most] + (uint64_t)c.win[most]) most = s;
+        if (in > budget && (most < 0 || in > c.fast[most] + (uint64_t)c.win[most])) most = s;
     }
-    int n_fe = n_fast < BOUND_STEPS ? n_fast : BOUND_STEPS;
-    for (int k = 0; k < n_fe; k++)
-        fsteps[k] = fsteps[n_fe > 1 ? (int)((long)k * (n_fast - 1) / (n_fe - 1)) : 0];
-    if (most >= 0) fsteps[n_fe++] = most;
-    n_eval += n_fe;
+    for (int k = 0; k < n_eval && most >= 0; k++)
+        if (steps[k] == most) most = -1;
+    if (most >= 0) steps[n_eval++] = most;
     for (int k = 0; k < n_eval; k++) {
         int s = steps[k];
         double v = joint_step_bound(prof, p, &c, s, budget, readback, touch);
