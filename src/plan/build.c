@@ -24,12 +24,7 @@ void vdp_plan_release(vd_plan *p) {
 
 void vd_plan_free(vd_plan *p) { vdp_plan_release(p); }
 
-static void bld_free(bld *B) {
-    vd_free(B->act_of); vd_free(B->dact_of); vd_free(B->fwd_write); vd_free(B->first_touch);
-    vd_free(B->last_touch); vd_free(B->extra); vd_free(B->bucket_head); vd_free(B->bucket_next);
-    vd_free(B->rc_ops); vd_free(B->mem); vd_free(B->t_start); vd_free(B->d2h); vd_free(B->pinned);
-    vd_free(B->fit_steps); vd_free(B->tname); vd_free(B->lact);
-}
+static void bld_free(bld *B) { vd_free(B->scratch); }
 
 /* (plan_internal.h) A run goes on while the next layer has the same count
  * and reads only the layer before it, which nothing else reads. */
@@ -123,38 +118,51 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
                       : vd_calloc((size_t)L, sizeof *p->layers, NULL);
     p->first_unit = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *p->first_unit, NULL);
-    B->lact = vd_malloc((size_t)(NL > 0 ? NL : 1) * 6 * sizeof(int), NULL);
-    if (B->lact) {
-        B->ldact = B->lact + NL;
-        B->run_a = B->lact + 2 * NL;
-        B->run_b = B->lact + 3 * NL;
-        B->bn_fold = B->lact + 4 * NL;
-        B->add_relu = B->lact + 5 * NL;
-    }
-    B->act_of = vd_malloc((size_t)L * sizeof(int), NULL);
-    B->dact_of = vd_malloc((size_t)L * sizeof(int), NULL);
-    B->fwd_write = vd_malloc((size_t)cap_t * 2 * sizeof(int), NULL);   /* + fit_memory scratch */
+    /* the builder's arrays: one block (see vdp_carve) */
+    size_t ns = (size_t)p->n_steps + 1, nl = (size_t)(L > 0 ? L : 1), nnl = (size_t)(NL > 0 ? NL : 1);
+    size_t ct = (size_t)cap_t, civ = (size_t)cap_iv, at = 0;
+    size_t o_lact = vdp_carve(&at, nnl * 6 * sizeof(int));
+    size_t o_act = vdp_carve(&at, nl * sizeof(int)), o_dact = vdp_carve(&at, nl * sizeof(int));
+    size_t o_fw = vdp_carve(&at, ct * 2 * sizeof(int));   /* + fit_memory scratch */
+    size_t o_ft = vdp_carve(&at, ct * sizeof(int)), o_lt = vdp_carve(&at, ct * sizeof(int));
+    /* extra: inplace flags (L bools as ints), later pf_item[cap_t] (prefetch.c) */
+    size_t o_extra = vdp_carve(&at, (ct > nl ? ct : nl) * sizeof(pf_item));
+    size_t o_bh = vdp_carve(&at, 6 * ns * sizeof(int));
+    size_t o_bn = vdp_carve(&at, 5 * (civ > ct ? civ : ct) * sizeof(int));
+    size_t o_mem = vdp_carve(&at, ns * sizeof *B->mem), o_ts = vdp_carve(&at, ns * sizeof *B->t_start);
+    size_t o_d2h = vdp_carve(&at, ct * sizeof *B->d2h);
+    size_t o_pin = vdp_carve(&at, civ * sizeof *B->pinned);
+    size_t o_fs = vdp_carve(&at, 5 * ct * sizeof *B->fit_steps);
+    size_t o_tn = vdp_carve(&at, 2 * ct * sizeof *B->tname);
+    size_t o_rc = vdp_carve(&at, nl * sizeof *B->rc_ops);
+    char *blk = B->scratch = vd_malloc(at, NULL);
     B->cap_t = cap_t;
-    B->first_touch = vd_malloc((size_t)cap_t * sizeof(int), NULL);
-    B->last_touch = vd_malloc((size_t)cap_t * sizeof(int), NULL);
-    /* scratch: inplace flags (L bools as ints), later pf_item[cap_t] (prefetch.c) */
-    size_t scratch = (size_t)(cap_t > L ? cap_t : L) * sizeof(pf_item);
-    B->extra = vd_malloc(scratch, NULL);
     B->cap_iv = cap_iv;
-    B->bucket_head = vd_malloc((size_t)6 * ((size_t)p->n_steps + 1) * sizeof(int), NULL);
-    B->bucket_next = vd_malloc((size_t)5 * (size_t)(cap_iv > cap_t ? cap_iv : cap_t) * sizeof(int), NULL);
-    B->mem = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->mem, NULL);
-    B->t_start = vd_malloc(((size_t)p->n_steps + 1) * sizeof *B->t_start, NULL);
-    B->d2h = vd_malloc((size_t)cap_t * sizeof *B->d2h, NULL);
-    B->pinned = vd_calloc((size_t)cap_iv, sizeof *B->pinned, NULL);
-    B->fit_steps = vd_malloc(5 * (size_t)cap_t * sizeof *B->fit_steps, NULL);
-    B->tname = vd_malloc(2 * (size_t)cap_t * sizeof *B->tname, NULL);
-    B->rc_ops = vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *B->rc_ops, NULL);
-    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !B->act_of ||
-        !B->dact_of || !B->fwd_write || !B->first_touch || !B->last_touch || !B->extra ||
-        !B->bucket_head || !B->bucket_next || !B->mem || !B->t_start || !B->d2h || !B->pinned || !B->fit_steps || !B->tname ||
-        !B->rc_ops || !p->first_unit || !B->lact)
+    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !p->first_unit ||
+        !blk)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
+    B->lact = (int *)(blk + o_lact);
+    B->ldact = B->lact + NL;
+    B->run_a = B->lact + 2 * NL;
+    B->run_b = B->lact + 3 * NL;
+    B->bn_fold = B->lact + 4 * NL;
+    B->add_relu = B->lact + 5 * NL;
+    B->act_of = (int *)(blk + o_act);
+    B->dact_of = (int *)(blk + o_dact);
+    B->fwd_write = (int *)(blk + o_fw);
+    B->first_touch = (int *)(blk + o_ft);
+    B->last_touch = (int *)(blk + o_lt);
+    B->extra = (int *)(blk + o_extra);
+    B->bucket_head = (int *)(blk + o_bh);
+    B->bucket_next = (int *)(blk + o_bn);
+    B->mem = (uint64_t *)(blk + o_mem);
+    B->t_start = (double *)(blk + o_ts);
+    B->d2h = (double *)(blk + o_d2h);
+    B->pinned = (bool *)(blk + o_pin);
+    memset(B->pinned, 0, civ * sizeof *B->pinned);
+    B->fit_steps = (int *)(blk + o_fs);
+    B->tname = (const char **)(blk + o_tn);
+    B->rc_ops = (int *)(blk + o_rc);
     if (vdp_runs(net, opts->chunks, B->run_a, B->run_b) < 0)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     if (!clone) fill_units(p, net, opts->chunks, B->run_b);

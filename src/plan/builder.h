@@ -67,7 +67,7 @@ typedef struct bld {
                             (vdp_build_unplaced_over) */
     bool unplaced;       /* fit_and_place: this variant was not placed */
     bool fit_only;       /* vdp_build_fits: whether it fits is all that is read */
-    void *scratch;     /* the one block the arrays above (act_of .. pinned, rc_ops) are in */
+    void *scratch;     /* the one block every array above is in (bld_init) */
 } bld;
 
 /* scratch of vdp_schedule_prefetch (in bld.extra): tensor, consumer step */

@@ -82,13 +82,6 @@ typedef struct placed {
     int np;                                    /* how many */
 } placed;
 
-static void placed_free(placed *P) {
-    vd_free(P->start); vd_free(P->cnt); vd_free(P->sub); vd_free(P->cpos); vd_free(P->cend);
-    vd_free(P->heap); vd_free(P->cflt); vd_free(P->o); vd_free(P->e); vd_free(P->f); vd_free(P->l);
-    vd_free(P->bmaxf); vd_free(P->bminl); vd_free(P->bmaxe); vd_free(P->bgap);
-    vd_free(P->bminf); vd_free(P->bmaxl);
-}
-
 /* log2 of the steps a leaf holds. Placements of fewer than PLACE_FLAT_STEPS
  * steps or at most PLACE_FLAT_N intervals get the root alone (see above):
  * the scan of one array is faster there (ResNet-50's auto search at 4 GiB
@@ -369,13 +362,6 @@ static inline uint64_t give_up(uint64_t best_hwm, uint64_t fit) {
 int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t fit, uint64_t *hwm,
               double *work, vd_err *e) {
     double pw = 0;   /* the orderings' work */
-    okey *order = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *order, NULL);   /* + sort scratch */
-    uint64_t *pk = vd_malloc(2 * (size_t)(n ? n : 1) * sizeof *pk, NULL);     /* + sort scratch */
-    int *ord = vd_malloc((size_t)(n ? n : 1) * sizeof *ord, NULL);
-    /* zeroed: a stopped ordering leaves the intervals after it unplaced */
-    uint64_t *off = vd_calloc((size_t)(n ? n : 1), sizeof *off, NULL);
-    uint64_t *best = vd_malloc((size_t)(n ? n : 1) * sizeof *best, NULL);
-    bool *done = vd_malloc((size_t)(n ? n : 1) * sizeof *done, NULL);
     size_t nn = (size_t)(n ? n : 1);
     int max_last = 0;
     for (int i = 0; i < n; i++) if (iv[i].last > max_last) max_last = iv[i].last;
@@ -389,32 +375,52 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     P.w = flat ? 30 : PLACE_LEAF_SHIFT;
     while ((1 << P.H) <= max_last >> P.w) P.H++;
     size_t nodes = (size_t)2 << P.H;
-    P.start = vd_malloc(nodes * sizeof *P.start, NULL);
-    P.cnt = vd_malloc(nodes * sizeof *P.cnt, NULL);
-    P.sub = vd_malloc(nodes * sizeof *P.sub, NULL);
-    P.cpos = vd_malloc(nodes * sizeof *P.cpos, NULL);
-    P.cend = vd_malloc(nodes * sizeof *P.cend, NULL);
-    P.heap = vd_malloc(nodes * sizeof *P.heap, NULL);
-    P.cflt = vd_malloc(nodes * sizeof *P.cflt, NULL);
     /* the slots: each node's run rounded up to whole blocks of 64 */
     size_t slots = nn + 64 * (n < (int)nodes ? (size_t)n : nodes) + 64, nb = slots / 64 + 1;
-    P.o = vd_malloc(slots * sizeof *P.o, NULL);
-    P.e = vd_malloc(slots * sizeof *P.e, NULL);
-    P.f = vd_malloc(slots * sizeof *P.f, NULL);
-    P.l = vd_malloc(slots * sizeof *P.l, NULL);
-    P.bmaxf = vd_malloc(nb * sizeof *P.bmaxf, NULL);
-    P.bminl = vd_malloc(nb * sizeof *P.bminl, NULL);
-    P.bmaxe = vd_malloc(nb * sizeof *P.bmaxe, NULL);
-    P.bgap = vd_malloc(nb * sizeof *P.bgap, NULL);
-    P.bminf = vd_malloc(nb * sizeof *P.bminf, NULL);
-    P.bmaxl = vd_malloc(nb * sizeof *P.bmaxl, NULL);
-    bool pok = P.start && P.cnt && P.sub && P.cpos && P.cend && P.heap && P.cflt && P.o && P.e &&
-               P.f && P.l && P.bmaxf && P.bminl && P.bmaxe && P.bgap && P.bminf && P.bmaxl;
-    if (!order || !pk || !ord || !off || !best || !done || !pok) {
-        vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
-        placed_free(&P);
-        return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
-    }
+    /* every array in one block (vdp_carve) */
+    size_t nbytes = 0;
+    size_t o_order = vdp_carve(&nbytes, 2 * nn * sizeof(okey));    /* + sort scratch */
+    size_t o_pk = vdp_carve(&nbytes, 2 * nn * sizeof(uint64_t));   /* + sort scratch */
+    size_t o_ord = vdp_carve(&nbytes, nn * sizeof(int));
+    size_t o_off = vdp_carve(&nbytes, nn * sizeof(uint64_t)), o_best = vdp_carve(&nbytes, nn * sizeof(uint64_t));
+    size_t o_done = vdp_carve(&nbytes, nn * sizeof(bool));
+    size_t o_live = vdp_carve(&nbytes, ((size_t)max_last + 2) * sizeof(uint64_t));
+    size_t o_start = vdp_carve(&nbytes, nodes * sizeof *P.start), o_cnt = vdp_carve(&nbytes, nodes * sizeof *P.cnt);
+    size_t o_sub = vdp_carve(&nbytes, nodes * sizeof *P.sub), o_cpos = vdp_carve(&nbytes, nodes * sizeof *P.cpos);
+    size_t o_cend = vdp_carve(&nbytes, nodes * sizeof *P.cend), o_heap = vdp_carve(&nbytes, nodes * sizeof *P.heap);
+    size_t o_cflt = vdp_carve(&nbytes, nodes * sizeof *P.cflt);
+    size_t o_o = vdp_carve(&nbytes, slots * sizeof *P.o), o_e = vdp_carve(&nbytes, slots * sizeof *P.e);
+    size_t o_f = vdp_carve(&nbytes, slots * sizeof *P.f), o_l = vdp_carve(&nbytes, slots * sizeof *P.l);
+    size_t o_bmaxf = vdp_carve(&nbytes, nb * sizeof *P.bmaxf), o_bminl = vdp_carve(&nbytes, nb * sizeof *P.bminl);
+    size_t o_bmaxe = vdp_carve(&nbytes, nb * sizeof *P.bmaxe), o_bgap = vdp_carve(&nbytes, nb * sizeof *P.bgap);
+    size_t o_bminf = vdp_carve(&nbytes, nb * sizeof *P.bminf), o_bmaxl = vdp_carve(&nbytes, nb * sizeof *P.bmaxl);
+    char *blk = vd_malloc(nbytes, NULL);
+    if (!blk) return vd_errf(e, VD_ENOMEM, "out of memory placing tensors");
+    okey *order = (okey *)(blk + o_order);
+    uint64_t *pk = (uint64_t *)(blk + o_pk);
+    int *ord = (int *)(blk + o_ord);
+    /* zeroed: a stopped ordering leaves the intervals after it unplaced */
+    uint64_t *off = (uint64_t *)(blk + o_off);
+    memset(off, 0, nn * sizeof *off);
+    uint64_t *best = (uint64_t *)(blk + o_best);
+    bool *done = (bool *)(blk + o_done);
+    P.start = (int *)(blk + o_start);
+    P.cnt = (int *)(blk + o_cnt);
+    P.sub = (int *)(blk + o_sub);
+    P.cpos = (int *)(blk + o_cpos);
+    P.cend = (int *)(blk + o_cend);
+    P.heap = (int *)(blk + o_heap);
+    P.cflt = (bool *)(blk + o_cflt);
+    P.o = (uint64_t *)(blk + o_o);
+    P.e = (uint64_t *)(blk + o_e);
+    P.f = (int *)(blk + o_f);
+    P.l = (int *)(blk + o_l);
+    P.bmaxf = (int *)(blk + o_bmaxf);
+    P.bminl = (int *)(blk + o_bminl);
+    P.bmaxe = (uint64_t *)(blk + o_bmaxe);
+    P.bgap = (bool *)(blk + o_bgap);
+    P.bminf = (int *)(blk + o_bminf);
+    P.bmaxl = (int *)(blk + o_bmaxl);
     /* each node's run: room for every interval it can hold */
     memset(P.cnt, 0, nodes * sizeof *P.cnt);
     for (int i = 0; i < n; i++) P.cnt[placed_node(&P, iv[i].first, iv[i].last)]++;
@@ -428,16 +434,14 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
      * is optimal and ends the search. */
     uint64_t bound = 0;
     {
-        uint64_t *live = vd_calloc((size_t)max_last + 2, sizeof *live, NULL);
-        if (live) {
-            for (int i = 0; i < n; i++) {
-                live[iv[i].first] += iv[i].bytes;
-                live[iv[i].last + 1] -= iv[i].bytes;
-            }
-            uint64_t cur = 0;
-            for (int s2 = 0; s2 <= max_last; s2++) { cur += live[s2]; if (cur > bound) bound = cur; }
-            vd_free(live);
+        uint64_t *live = (uint64_t *)(blk + o_live);
+        memset(live, 0, ((size_t)max_last + 2) * sizeof *live);
+        for (int i = 0; i < n; i++) {
+            live[iv[i].first] += iv[i].bytes;
+            live[iv[i].last + 1] -= iv[i].bytes;
         }
+        uint64_t cur = 0;
+        for (int s2 = 0; s2 <= max_last; s2++) { cur += live[s2]; if (cur > bound) bound = cur; }
     }
     /* The keys of orderings 0-2 and the index pack into one word without
      * changing the order: (size / 256, duration, max_last - first step) in
@@ -509,7 +513,6 @@ int vdp_place(vd_interval *iv, int n, const bool *pinned, bool quick, uint64_t f
     for (int i = 0; i < n; i++) iv[i].offset = best[i];
     *hwm = n ? best_hwm : 0;
     if (work) *work += pw;
-    vd_free(order); vd_free(pk); vd_free(ord); vd_free(off); vd_free(best); vd_free(done);
-    placed_free(&P);
+    vd_free(blk);
     return VD_OK;
 }

@@ -11,6 +11,16 @@
 
 #define VD_PLAN_ALIGN 256u
 
+/* The offset of the next part, of `bytes`, of a block carved into several
+ * arrays (each 16-aligned); *at: the block's size so far. The builds and
+ * placements of the auto search (tens of thousands each) allocate one block
+ * each instead of one per array. */
+static inline size_t vdp_carve(size_t *at, size_t bytes) {
+    size_t o = *at;
+    *at += (bytes + 15) / 16 * 16;
+    return o;
+}
+
 /* A stop signal came (vd_plan_opts.stop). */
 static inline bool vdp_stopped(const vd_plan_opts *o) { return o->stop && *o->stop; }
 

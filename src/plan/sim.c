@@ -35,6 +35,7 @@
  * launched a kernel) is that much shorter; one launch per step, though a
  * split step launches one per chunk. */
 #include <stdlib.h>
+#include <string.h>
 #include "plan/plan_internal.h"
 
 typedef struct last_copy { double start, end; } last_copy;
@@ -184,20 +185,24 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
                     bool as_staged, vd_err *e) {
     const vd_device_params *dev = &prof->dev;
     sim S = {.p = p, .dev = dev, .replayed = p->captured};
-    S.ev = vd_calloc((size_t)(p->n_events > 0 ? p->n_events : 1), sizeof *S.ev, NULL);
     /* at most one D2H copy per tensor and one H2D fill per interval */
     bool slow = dev->compute_slow_d2h > 0 || dev->compute_slow_h2d > 0;
     if (slow) {
         S.dlog.cap = p->n_tensors;
         S.hlog.cap = p->n_intervals;
-        S.dlog.t = vd_malloc(2 * (size_t)(S.dlog.cap + 1) * sizeof *S.dlog.t, NULL);
-        S.hlog.t = vd_malloc(2 * (size_t)(S.hlog.cap + 1) * sizeof *S.hlog.t, NULL);
     }
-    if (!S.ev || (slow && (!S.dlog.t || !S.hlog.t))) {
-        vd_free(S.ev);
-        vd_free(S.dlog.t);
-        vd_free(S.hlog.t);
-        return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
+    /* the event times and the copy logs: one block (vdp_carve) */
+    size_t n_ev = (size_t)(p->n_events > 0 ? p->n_events : 1), at = 0;
+    size_t o_ev = vdp_carve(&at, n_ev * sizeof *S.ev);
+    size_t o_d = vdp_carve(&at, slow ? 2 * (size_t)(S.dlog.cap + 1) * sizeof *S.dlog.t : 0);
+    size_t o_h = vdp_carve(&at, slow ? 2 * (size_t)(S.hlog.cap + 1) * sizeof *S.hlog.t : 0);
+    char *blk = vd_malloc(at, NULL);
+    if (!blk) return vd_errf(e, VD_ENOMEM, "out of memory in the simulator");
+    S.ev = (double *)(blk + o_ev);
+    memset(S.ev, 0, n_ev * sizeof *S.ev);
+    if (slow) {
+        S.dlog.t = (double *)(blk + o_d);
+        S.hlog.t = (double *)(blk + o_h);
     }
     double stall_total = 0, compute_total = 0, stage_load = 0;
     /* x's step-0 interval: replaced by the staged batch in the steady state */
@@ -294,9 +299,7 @@ static int simulate(vd_plan *p, const vd_profile *prof, bool ignore_waits, doubl
     p->sim.busy_s[2] = S.busy[2];
     p->sim.stall_s = stall_total;
     p->sim.stage_load_s = stage_load;
-    vd_free(S.ev);
-    vd_free(S.dlog.t);
-    vd_free(S.hlog.t);
+    vd_free(blk);
     return VD_OK;
 }
 
