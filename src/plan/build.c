@@ -639,14 +639,37 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     return VD_OK;
 }
 
+/* The end of a placed build (build_suffix): the statistics, the replay,
+ * input staging. */
+static int finish_build(bld *B, vd_err *e) {
+    vd_plan *p = B->p;
+    const vd_plan_opts *opts = B->opts;
+    uint64_t budget = opts->budget;
+    vdp_finish_stats(p);
+    if (B->unplaced) p->hwm = p->live_peak;   /* its top's lower bound (offsets unset) */
+    p->budget = budget ? budget : p->hwm;
+    p->feasible = p->hwm <= p->budget;
+    int rc = vdp_simulate(p, B->prof, false, NULL, e);
+    if (rc) return rc;
+    if (p->feasible && !p->forward_only && !opts->no_stage_input &&
+        (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
+        return rc;
+    return p->feasible ? VD_OK : VD_EBUDGET;
+}
+
 /* The rest of a build after build_prefix: prefetch schedule (B->variant),
  * memory fitting, placement, actions, simulation, input staging. The
  * tensors are named by the caller (vdp_name_tensors), for the variant it
- * keeps. */
-static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live_fit, vd_err *e) {
+ * keeps. defer: a plan that does not fit stops at its top (vdp_plan_top:
+ * what build_variants compares such variants by), B->unfinished, and
+ * finish_build ends it if it is kept (most variants that do not fit are
+ * dropped). */
+static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool defer, bool *live_fit,
+                        vd_err *e) {
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
     *live_fit = false;
+    B->unfinished = false;
     vdp_cost(B, 2.0 * p->n_tensors);   /* the schedule and the fitting */
     if (B->early) *B->early += 2.0 * p->n_tensors;
     if (any_offload) vdp_schedule_prefetch(B, B->t_start, B->d2h);
@@ -658,23 +681,23 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool *live
         return p->feasible ? VD_OK : VD_EBUDGET;
     }
 
-    uint64_t budget = opts->budget;
     /* With a screen, fit_and_place built the actions of the intervals it
      * placed (the placement changes only their offsets, which the actions do
      * not read, nor does the screen's replay change what they are built
      * from): not built again. The work counted stays the same. */
     if (!(B->screen_s > 0) && !B->unplaced) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
-    vdp_finish_stats(p);
-    if (B->unplaced) p->hwm = p->live_peak;   /* its top's lower bound (offsets unset) */
-    p->budget = budget ? budget : p->hwm;
-    p->feasible = p->hwm <= p->budget;
-    rc = vdp_simulate(p, B->prof, false, NULL, e);
-    if (rc) return rc;
-    if (p->feasible && !p->forward_only && !opts->no_stage_input &&
-        (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
-        return rc;
-    return p->feasible ? VD_OK : VD_EBUDGET;
+    if (defer) {   /* (the same top and feasibility as finish_build's) */
+        vdp_plan_top(p);
+        if (B->unplaced) p->hwm = p->live_peak;
+        p->budget = opts->budget ? opts->budget : p->hwm;
+        p->feasible = p->hwm <= p->budget;
+        if (!p->feasible) {
+            B->unfinished = true;
+            return VD_EBUDGET;
+        }
+    }
+    return finish_build(B, e);
 }
 
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
@@ -713,7 +736,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     B.replay0 = INFINITY;
     vdp_cost(&B, 4.0 * out->n_tensors);   /* the prefix */
     scr->early += 4.0 * out->n_tensors;
-    if (!rc) rc = build_suffix(&B, pin, any_offload, live_fit, e);
+    if (!rc) rc = build_suffix(&B, pin, any_offload, false, live_fit, e);
     if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
     if ((rc == VD_OK || rc == VD_EBUDGET) && !B.fit_only) vdp_name_tensors(&B);
     if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
@@ -800,7 +823,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         B.effort = &scr->effort;
         B.early = &scr->early;
         B.replay0 = INFINITY;
-        if (!rc) rc = build_suffix(&B, pin, any_offload, &lf, &te);
+        if (!rc) rc = build_suffix(&B, pin, any_offload, !scr->fit_only, &lf, &te);
         if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
         bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
@@ -843,8 +866,18 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     }
     if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
     if (best_rc < 0) return VDP_SCREENED;
-    /* named only now, the variant kept (build_suffix's plans are not) */
     Bk.p = out;
+    if (Bk.unfinished) {   /* (build_suffix's defer: it does not fit) */
+        vd_err te = {0};
+        int rc = finish_build(&Bk, &te);
+        if (rc != VD_EBUDGET) {
+            vdp_plan_release(out);
+            bld_free(&Bk);
+            *e = te;
+            return rc;
+        }
+    }
+    /* named only now, the variant kept (build_suffix's plans are not) */
     if (!scr->fit_only) vdp_name_tensors(&Bk);
     bld_free(&Bk);
     out->prefetch = opts->prefetch;

@@ -66,6 +66,7 @@ typedef struct bld {
     bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed
                             (vdp_build_unplaced_over) */
     bool unplaced;       /* fit_and_place: this variant was not placed */
+    bool unfinished;     /* build_suffix (defer): stopped at its top, not replayed */
     bool fit_only;       /* vdp_build_fits: whether it fits is all that is read */
     void *scratch;     /* the one block every array above is in (bld_init) */
 } bld;
@@ -171,7 +172,11 @@ void vdp_build_intervals(bld *b);
 void vdp_mem_per_step(const vd_plan *p, uint64_t *mem);
 /* Events and per-step action lists. */
 void vdp_build_actions(bld *b);
-/* Memory and copy statistics after placement. */
+/* The pool's top (hwm: the intervals' highest end) and the live bytes
+ * (each step's mem_in_use, live_peak, peak_step): the part of
+ * vdp_finish_stats that says whether a plan fits. */
+void vdp_plan_top(vd_plan *p);
+/* Memory and copy statistics after placement (vdp_plan_top's too). */
 void vdp_finish_stats(vd_plan *p);
 
 /* ---- stage.c ------------------------------------------------------------ */
