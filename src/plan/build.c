@@ -639,13 +639,14 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     return VD_OK;
 }
 
-/* The end of a placed build (build_suffix): the statistics, the replay,
- * input staging. */
+/* The end of a placed build (build_suffix): the replay, input staging,
+ * the statistics (vdp_add_staging's own where it stages: it gathers them
+ * again with its intervals; the replays read none of them). */
 static int finish_build(bld *B, vd_err *e) {
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
     uint64_t budget = opts->budget;
-    vdp_finish_stats(p);
+    vdp_plan_top(p);
     if (B->unplaced) p->hwm = p->live_peak;   /* its top's lower bound (offsets unset) */
     p->budget = budget ? budget : p->hwm;
     p->feasible = p->hwm <= p->budget;
@@ -654,6 +655,10 @@ static int finish_build(bld *B, vd_err *e) {
     if (p->feasible && !p->forward_only && !opts->no_stage_input &&
         (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
         return rc;
+    if (p->stage != VD_STAGE_ON) {
+        vdp_finish_stats(p);
+        if (B->unplaced) p->hwm = p->live_peak;
+    }
     return p->feasible ? VD_OK : VD_EBUDGET;
 }
 
