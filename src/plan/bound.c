@@ -201,6 +201,9 @@ typedef struct tmap {
     double d2h_s, h2d_s, rc_s;      /* as fmap's */
 } tmap;
 
+/* A linear function of step_figure's weights: c0 + cm mu + cl l. */
+typedef struct plane { double c0, cm, cl; } plane;
+
 /* Per step figures and scratch of one bound. */
 typedef struct bctx {
     int S;                          /* 2L: the steps with a pass */
@@ -220,6 +223,7 @@ typedef struct bctx {
                                        -2 several) */
     int *n_dead;                    /* [n_tensors] scratch: candidates with that dead source */
     double *cost;                   /* [n_fm] scratch of the fractional cover */
+    struct plane *piece;            /* [n_fm] scratch: the piece of cost[k] (step_figure) */
     bool *by_rc;                    /* [n_fm] scratch: cost[k] is the recompute's price */
     struct keyed { double key; int k; } *order;   /* [n_fm] scratch: cost per byte, map */
 } bctx;
@@ -398,15 +402,22 @@ static bool step_figures(const vd_net *net, const vd_profile *prof, const vd_pla
 
 /* The least cost of making need bytes absent from maps cand[n] at costs
  * cost[] (per map, all of its bytes), fractionally: the cheapest bytes
- * first. */
-static double fractional_cover(const bctx *c, const int *cand, int n, uint64_t need) {
+ * first. ub (may be NULL): += the same fractions of the maps' pieces
+ * (c->piece), c0 INFINITY where a map taken costs that. */
+static double fractional_cover(const bctx *c, const int *cand, int n, uint64_t need, plane *ub) {
     cover_heap(c, cand, n);
     double left = (double)need, sum = 0;
     for (int k = 0, h = n; k < n && left > 0; k++) {
         int j = cover_next(c, &h);
         double b = (double)c->fm[cand[j]].bytes;
+        double z = b >= left ? left / b : 1.0;
         if (b >= left) { sum += c->cost[j] * left / b; left = 0; }
         else { sum += c->cost[j]; left -= b; }
+        if (!ub) continue;
+        if (!isfinite(c->cost[j])) ub->c0 = INFINITY;
+        ub->c0 += z * c->piece[j].c0;
+        ub->cm += z * c->piece[j].cm;
+        ub->cl += z * c->piece[j].cl;
     }
     return sum;
 }
@@ -436,9 +447,13 @@ static int distinct(int *v, int n) {
 
 /* One figure of step s's copies' bound (bound.c's head): the maps
  * cand[n] (need bytes of them absent), the windows k1 < s < k2, the weights
- * mu and l. */
+ * mu and l. ub (may be NULL): a plane no less than the figure at any
+ * weights with the same windows (the figure is concave in them: each map's
+ * cost a minimum of linear pieces, the cover a least sum over fractions;
+ * so the pieces each cost takes here, in the fractions its cover takes,
+ * bound it everywhere), exact here. */
 static double step_figure(const bctx *c, int s, int n, uint64_t need, double readback, int k1,
-                          int k2, double mu, double l) {
+                          int k2, double mu, double l, plane *ub) {
     double base = mu * c->pre[k1 + 1] + (1.0 - mu) * c->pre[s] + c->C[s] +
                   (1.0 - l) * (c->pre[k2] - c->pre[s + 1]) + (c->pre[c->S] - c->pre[k2]) +
                   readback;
@@ -448,6 +463,8 @@ static double step_figure(const bctx *c, int s, int n, uint64_t need, double rea
                                   (f->bwd_first <= k2 ? l * f->h2d_s : 0.0)
                                 : INFINITY;
         double rc = isfinite(f->rc_s) ? (1.0 - l) * f->rc_s : INFINITY;
+        plane po = {0.0, f->prod >= k1 ? f->d2h_s : 0.0, f->bwd_first <= k2 ? f->h2d_s : 0.0};
+        plane pr = {f->rc_s, 0.0, -f->rc_s};
         int u = c->dead[k];
         if (isfinite(rc) && u >= 0) {   /* its source must come back too, or stay */
             const tmap *su = &c->tm[u];
@@ -455,14 +472,41 @@ static double step_figure(const bctx *c, int s, int n, uint64_t need, double rea
             double kept = kept_b > 0 ? rc * (double)f->bytes / kept_b : INFINITY;
             double back = (su->prod >= k1 ? mu * su->d2h_s : 0.0) +
                           (f->bwd_first <= k2 ? l * su->h2d_s : 0.0);
-            if (isfinite(su->rc_s) && (1.0 - l) * su->rc_s < back) back = (1.0 - l) * su->rc_s;
+            plane pb = {0.0, su->prod >= k1 ? su->d2h_s : 0.0, f->bwd_first <= k2 ? su->h2d_s : 0.0};
+            if (isfinite(su->rc_s) && (1.0 - l) * su->rc_s < back) {
+                back = (1.0 - l) * su->rc_s;
+                pb = (plane){su->rc_s, 0.0, -su->rc_s};
+            }
             double timed = rc + share * back;
+            if (kept < timed) {
+                double r = (double)f->bytes / kept_b;
+                pr = (plane){f->rc_s * r, 0.0, -f->rc_s * r};
+            } else {
+                pr = (plane){pr.c0 + share * pb.c0, share * pb.cm, pr.cl + share * pb.cl};
+            }
             rc = kept < timed ? kept : timed;
         }
         c->cost[k] = off < rc ? off : rc;
         c->by_rc[k] = !(off < rc);
+        c->piece[k] = off < rc ? po : pr;
     }
-    return base + fractional_cover(c, c->cand, n, need);
+    if (ub)
+        *ub = (plane){c->pre[s] + c->C[s] + (c->pre[k2] - c->pre[s + 1]) +
+                          (c->pre[c->S] - c->pre[k2]) + readback,
+                      c->pre[k1 + 1] - c->pre[s], -(c->pre[k2] - c->pre[s + 1])};
+    return base + fractional_cover(c, c->cand, n, need, ub);
+}
+
+/* The planes ub[n] (step_figure's, at the windows of the figure asked)
+ * show that the figure at weights (mu, l) is no more than best: with a
+ * margin for the rounding of the planes and of the figure, far above it. */
+static bool planes_below(const plane *ub, int n, double mu, double l, double best, double scale) {
+    for (int k = 0; k < n; k++) {
+        double v = ub[k].c0 + ub[k].cm * mu + ub[k].cl * l;
+        if (v + 1e-9 * (fabs(ub[k].c0) + fabs(ub[k].cm) + fabs(ub[k].cl) + scale) <= best)
+            return true;
+    }
+    return false;
 }
 
 /* The best figure's arguments of step_bound: the windows and the weights. */
@@ -510,21 +554,38 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
     g2[n2++] = c->S - 1;
     double best = 0, bmu = 0, bl = 0;
     int bk1 = s - 1, bk2 = s + 1;
+    /* A figure that step_figure's planes (at the same windows) show is no
+     * more than the best so far is not worked out: it would not be taken
+     * (only a larger one is), so the bound and its arguments are those of
+     * the whole grid and search (no figure exceeds an infinite best). The
+     * planes of the windows of the best go on to the pattern search. */
+    enum { MAX_PLANES = 64 };
+    plane ub[MAX_PLANES], bub[MAX_PLANES];
+    int nbub = 0;
+    double scale = c->pre[c->S];
     if (from) {
         n1 = 0;
         bk1 = from->k1; bk2 = from->k2; bmu = from->mu; bl = from->l;
-        best = step_figure(c, s, n, need, readback, bk1, bk2, bmu, bl);
+        best = step_figure(c, s, n, need, readback, bk1, bk2, bmu, bl, &bub[nbub++]);
     }
     for (int a = 0; a < n1; a++)
-        for (int b = 0; b < n2; b++)
+        for (int b = 0; b < n2; b++) {
+            int nub = 0;
+            bool improved = false;
             for (int mi = 0; mi <= 4; mi++)
                 for (int li = 0; li <= 4; li++) {
                     int k1 = g1[a], k2 = g2[b];
                     double mu = 0.25 * mi, l = 0.25 * li;
                     if (k1 > s - 1 || k2 < s + 1 || k2 > c->S - 1 || (mu == 0 && a > 0)) continue;
-                    double v = step_figure(c, s, n, need, readback, k1, k2, mu, l);
-                    if (v > best) { best = v; bk1 = k1; bk2 = k2; bmu = mu; bl = l; }
+                    if (!(best < INFINITY) || planes_below(ub, nub, mu, l, best, scale + best)) continue;
+                    double v = step_figure(c, s, n, need, readback, k1, k2, mu, l, &ub[nub++]);
+                    if (v > best) { best = v; bk1 = k1; bk2 = k2; bmu = mu; bl = l; improved = true; }
                 }
+            if (improved) {
+                memcpy(bub, ub, (size_t)nub * sizeof *ub);
+                nbub = nub;
+            }
+        }
     for (double h = 0.125; h >= 1.0 / 64; h /= 2) {
         bool moved = true;
         for (int it = 0; moved && it < 8; it++) {
@@ -533,7 +594,11 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
                 for (int dl = -1; dl <= 1; dl++) {
                     double mu = bmu + dm * h, l = bl + dl * h;
                     if ((dm == 0 && dl == 0) || mu < 0 || mu > 1 || l < 0 || l > 1) continue;
-                    double v = step_figure(c, s, n, need, readback, bk1, bk2, mu, l);
+                    if (!(best < INFINITY) || planes_below(bub, nbub, mu, l, best, scale + best))
+                        continue;
+                    plane pl;
+                    double v = step_figure(c, s, n, need, readback, bk1, bk2, mu, l, &pl);
+                    if (nbub < MAX_PLANES) bub[nbub++] = pl;
                     if (v > best) { best = v; bmu = mu; bl = l; moved = true; }
                 }
         }
@@ -609,7 +674,7 @@ static int cover_recompute(const bctx *c, int s, uint64_t need, double readback,
     int n = 0;
     *fig_s = step_bound(c, s, need, readback, vals, NULL, &at, &n);
     if (n == 0) return 0;
-    step_figure(c, s, n, need, readback, at.k1, at.k2, at.mu, at.l);   /* its costs */
+    step_figure(c, s, n, need, readback, at.k1, at.k2, at.mu, at.l, NULL);   /* its costs */
     cover_heap(c, c->cand, n);
     double left = (double)need;
     int m = 0;
@@ -654,11 +719,12 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     c.cost = vd_malloc((size_t)nt * sizeof *c.cost, NULL);
     c.by_rc = vd_malloc((size_t)nt * sizeof *c.by_rc, NULL);
     c.order = vd_malloc((size_t)nt * sizeof *c.order, NULL);
+    c.piece = vd_malloc((size_t)nt * sizeof *c.piece, NULL);
     int *touch = vd_malloc((size_t)nt * 4 * sizeof *touch, NULL);
     int *steps = vd_malloc((size_t)(S + 2) * sizeof *steps, NULL);
     int rc = VD_OK;
-    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.res || !c.pass || !c.fast || !c.fm || !c.tm || !c.dead || !c.n_dead || !c.cand || !c.cost ||
-        !c.by_rc || !c.order || !touch || !steps) {
+    if (!c.C || !c.pre || !c.mand || !c.win || !c.fixed || !c.res || !c.pass || !c.fast || !c.fm || !c.tm ||
+        !c.dead || !c.n_dead || !c.cand || !c.cost || !c.by_rc || !c.order || !c.piece || !touch || !steps) {
         rc = vd_errf(e, VD_ENOMEM, "out of memory computing the lower bound");
         goto done;
     }
@@ -711,7 +777,7 @@ static int copy_bound(const vd_net *net, const vd_profile *prof, const vd_plan *
     if (out->copies_s > out->bound_s) out->bound_s = out->copies_s;
 done:
     vd_free(c.C); vd_free(c.pre); vd_free(c.mand); vd_free(c.win); vd_free(c.fixed); vd_free(c.res); vd_free(c.pass); vd_free(c.fast);
-    vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.by_rc); vd_free(c.order);
+    vd_free(c.fm); vd_free(c.tm); vd_free(c.dead); vd_free(c.n_dead); vd_free(c.cand); vd_free(c.cost); vd_free(c.by_rc); vd_free(c.order); vd_free(c.piece);
     vd_free(touch); vd_free(steps);
     return rc;
 }
