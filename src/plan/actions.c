@@ -138,14 +138,22 @@ void vdp_build_actions(bld *b) {
     p->n_actions = na;
 }
 
-void vdp_plan_top(vd_plan *p) {
+/* Sum statistics after placement. */
+void vdp_finish_stats(vd_plan *p) {
     p->live_peak = 0;
     p->peak_step = 0;
     p->hwm = 0;
     int ns = p->n_steps + 1;
-    for (int s = 0; s < ns; s++) p->steps[s].mem_in_use = 0;
+    for (int s = 0; s < ns; s++) { p->steps[s].mem_in_use = 0; p->steps[s].mem_top = 0; }
     /* live bytes: each interval adds at its first step and takes off after
-     * its last, then one prefix sum (unsigned wrap-around cancels exactly) */
+     * its last, then one prefix sum (unsigned wrap-around cancels exactly);
+     * each step's top: the intervals' tops as range maxima on a segment tree
+     * over the steps (tags on O(log) nodes, pushed down once). Every build
+     * of the auto search comes here: a loop over each interval's steps was
+     * 8% of it. */
+    int N = 1;
+    while (N < ns) N *= 2;
+    uint64_t *tag = vd_calloc(2 * (size_t)N, sizeof *tag, NULL);
     for (int k = 0; k < p->n_intervals; k++) {
         const vd_interval *iv = &p->intervals[k];
         uint64_t top = iv->offset + iv->bytes;
@@ -153,28 +161,6 @@ void vdp_plan_top(vd_plan *p) {
         if (iv->last < iv->first) continue;
         p->steps[iv->first].mem_in_use += iv->bytes;
         if (iv->last + 1 < ns) p->steps[iv->last + 1].mem_in_use -= iv->bytes;
-    }
-    for (int s = 1; s < ns; s++) p->steps[s].mem_in_use += p->steps[s - 1].mem_in_use;
-    for (int s = 0; s < p->n_steps; s++)
-        if (p->steps[s].mem_in_use > p->live_peak) { p->live_peak = p->steps[s].mem_in_use; p->peak_step = s; }
-}
-
-/* Sum statistics after placement. */
-void vdp_finish_stats(vd_plan *p) {
-    vdp_plan_top(p);
-    int ns = p->n_steps + 1;
-    for (int s = 0; s < ns; s++) p->steps[s].mem_top = 0;
-    /* each step's top: the intervals' tops as range maxima on a segment
-     * tree over the steps (tags on O(log) nodes, pushed down once). Every
-     * build of the auto search comes here: a loop over each interval's
-     * steps was 8% of it. */
-    int N = 1;
-    while (N < ns) N *= 2;
-    uint64_t *tag = vd_calloc(2 * (size_t)N, sizeof *tag, NULL);
-    for (int k = 0; k < p->n_intervals; k++) {
-        const vd_interval *iv = &p->intervals[k];
-        uint64_t top = iv->offset + iv->bytes;
-        if (iv->last < iv->first) continue;
         if (!tag) {   /* out of memory: step by step */
             for (int s = iv->first; s <= iv->last; s++)
                 if (top > p->steps[s].mem_top) p->steps[s].mem_top = top;
@@ -185,12 +171,15 @@ void vdp_finish_stats(vd_plan *p) {
             if (b & 1) { --b; if (top > tag[b]) tag[b] = top; }
         }
     }
+    for (int s = 1; s < ns; s++) p->steps[s].mem_in_use += p->steps[s - 1].mem_in_use;
     if (tag) {
         for (int i = 2; i < 2 * N; i++)
             if (tag[i / 2] > tag[i]) tag[i] = tag[i / 2];
         for (int s = 0; s < ns; s++) p->steps[s].mem_top = tag[N + s];
         vd_free(tag);
     }
+    for (int s = 0; s < p->n_steps; s++)
+        if (p->steps[s].mem_in_use > p->live_peak) { p->live_peak = p->steps[s].mem_in_use; p->peak_step = s; }
     p->frag = p->hwm ? (double)(p->hwm - p->live_peak) / (double)p->hwm : 0.0;
     p->offload_bytes = p->prefetch_bytes = p->input_bytes = p->host_bytes = 0;
     p->recompute_bytes = 0;

@@ -639,6 +639,25 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     return VD_OK;
 }
 
+/* The top of a built plan, p->hwm as vdp_finish_stats and finish_build
+ * leave it: the intervals' highest end, or where it is not placed, its
+ * top's lower bound, the most live bytes (offsets unset). Sets
+ * p->feasible. */
+static void plan_top(bld *B) {
+    vd_plan *p = B->p;
+    uint64_t top = 0;
+    if (B->unplaced) {
+        top = max_live(B);
+    } else {
+        for (int k = 0; k < p->n_intervals; k++)
+            if (p->intervals[k].offset + p->intervals[k].bytes > top)
+                top = p->intervals[k].offset + p->intervals[k].bytes;
+    }
+    p->hwm = top;
+    p->budget = B->opts->budget ? B->opts->budget : p->hwm;
+    p->feasible = p->hwm <= p->budget;
+}
+
 /* The end of a placed build (build_suffix): the replay, input staging,
  * the statistics (vdp_add_staging's own where it stages: it gathers them
  * again with its intervals; the replays read none of them). */
@@ -646,10 +665,7 @@ static int finish_build(bld *B, vd_err *e) {
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
     uint64_t budget = opts->budget;
-    vdp_plan_top(p);
-    if (B->unplaced) p->hwm = p->live_peak;   /* its top's lower bound (offsets unset) */
-    p->budget = budget ? budget : p->hwm;
-    p->feasible = p->hwm <= p->budget;
+    plan_top(B);
     int rc = vdp_simulate(p, B->prof, false, NULL, e);
     if (rc) return rc;
     if (p->feasible && !p->forward_only && !opts->no_stage_input &&
@@ -657,7 +673,7 @@ static int finish_build(bld *B, vd_err *e) {
         return rc;
     if (p->stage != VD_STAGE_ON) {
         vdp_finish_stats(p);
-        if (B->unplaced) p->hwm = p->live_peak;
+        if (B->unplaced) p->hwm = p->live_peak;   /* (plan_top's) */
     }
     return p->feasible ? VD_OK : VD_EBUDGET;
 }
@@ -665,7 +681,7 @@ static int finish_build(bld *B, vd_err *e) {
 /* The rest of a build after build_prefix: prefetch schedule (B->variant),
  * memory fitting, placement, actions, simulation, input staging. The
  * tensors are named by the caller (vdp_name_tensors), for the variant it
- * keeps. defer: a plan that does not fit stops at its top (vdp_plan_top:
+ * keeps. defer: a plan that does not fit stops at its top (plan_top:
  * what build_variants compares such variants by), B->unfinished, and
  * finish_build ends it if it is kept (most variants that do not fit are
  * dropped). */
@@ -693,10 +709,7 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool defer
     if (!(B->screen_s > 0) && !B->unplaced) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
     if (defer) {   /* (the same top and feasibility as finish_build's) */
-        vdp_plan_top(p);
-        if (B->unplaced) p->hwm = p->live_peak;
-        p->budget = opts->budget ? opts->budget : p->hwm;
-        p->feasible = p->hwm <= p->budget;
+        plan_top(B);
         if (!p->feasible) {
             B->unfinished = true;
             return VD_EBUDGET;

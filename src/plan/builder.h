@@ -172,11 +172,7 @@ void vdp_build_intervals(bld *b);
 void vdp_mem_per_step(const vd_plan *p, uint64_t *mem);
 /* Events and per-step action lists. */
 void vdp_build_actions(bld *b);
-/* The pool's top (hwm: the intervals' highest end) and the live bytes
- * (each step's mem_in_use, live_peak, peak_step): the part of
- * vdp_finish_stats that says whether a plan fits. */
-void vdp_plan_top(vd_plan *p);
-/* Memory and copy statistics after placement (vdp_plan_top's too). */
+/* Memory and copy statistics after placement. */
 void vdp_finish_stats(vd_plan *p);
 
 /* ---- stage.c ------------------------------------------------------------ */
