@@ -458,6 +458,12 @@ typedef struct tc_ent {
     int *lact;                /* [2 NL]: lact, then ldact */
     int *touch;               /* [3 cap_t]: fwd_write, first_touch, last_touch */
     const char **tname;       /* [2 cap_t] */
+    unsigned gen;             /* how many results it has held (tc_store) */
+    /* the names vdp_name_tensors wrote of this result's tensors and units'
+     * options (name_build): a function of the key like the rest */
+    bool named;
+    char (*names)[sizeof ((vd_tensor *)0)->name];   /* [cap_t] */
+    char (*labels)[2][sizeof ((vd_plan_layer *)0)->algo_label];   /* [L] */
 } tc_ent;
 
 struct vdp_tcache { tc_ent ent[2]; };   /* by bld.alias */
@@ -467,7 +473,10 @@ vdp_tcache *vdp_tcache_new(void) { return vd_calloc(1, sizeof(vdp_tcache), NULL)
 static void tc_ent_free(tc_ent *c) {
     vd_free(c->algos); vd_free(c->chunks); vd_free(c->tensors); vd_free(c->layers);
     vd_free(c->act_of); vd_free(c->dact_of); vd_free(c->lact); vd_free(c->touch); vd_free(c->tname);
+    vd_free(c->names); vd_free(c->labels);
+    unsigned gen = c->gen;
     memset(c, 0, sizeof *c);
+    c->gen = gen + 1;
 }
 
 void vdp_tcache_free(vdp_tcache *tc) {
@@ -507,8 +516,10 @@ static void tc_store(tc_ent *c, const bld *B, const int *algos) {
         c->lact = vd_malloc(2 * (nl ? nl : 1) * sizeof *c->lact, NULL);
         c->touch = vd_malloc(3 * ct * sizeof *c->touch, NULL);
         c->tname = vd_malloc(2 * ct * sizeof *c->tname, NULL);
+        c->names = vd_malloc(ct * sizeof *c->names, NULL);
+        c->labels = vd_malloc((L ? L : 1) * sizeof *c->labels, NULL);
         if (!c->algos || !c->chunks || !c->tensors || !c->layers || !c->act_of || !c->dact_of ||
-            !c->lact || !c->touch || !c->tname) {
+            !c->lact || !c->touch || !c->tname || !c->names || !c->labels) {
             tc_ent_free(c);
             return;
         }
@@ -533,6 +544,8 @@ static void tc_store(tc_ent *c, const bld *B, const int *algos) {
     memcpy(c->touch + 2 * ct, B->last_touch, nt * sizeof *c->touch);
     memcpy(c->tname, B->tname, 2 * nt * sizeof *c->tname);
     c->valid = true;
+    c->named = false;
+    c->gen++;
 }
 
 /* vdp_build_tensors, or its result for the same key from tc (NULL: none),
@@ -541,11 +554,15 @@ static void tc_store(tc_ent *c, const bld *B, const int *algos) {
  * vdp_decide_offload). */
 static int build_tensors(bld *B, const int *algos, vdp_tcache *tc, vd_err *e) {
     tc_ent *c = tc ? &tc->ent[B->alias] : NULL;
+    B->tce = NULL;
     if (!c || !tc_match(c, B, algos)) {
         int rc = vdp_build_tensors(B, algos, e);
         if (!rc && c) tc_store(c, B, algos);
+        if (!rc && c && c->valid) { B->tce = c; B->tc_gen = c->gen; }
         return rc;
     }
+    B->tce = c;
+    B->tc_gen = c->gen;
     vd_plan *p = B->p;
     size_t L = (size_t)B->L, nl = (size_t)B->NL, ct = (size_t)B->cap_t, nt = (size_t)c->n_tensors;
     p->n_tensors = c->n_tensors;
@@ -561,6 +578,38 @@ static int build_tensors(bld *B, const int *algos, vdp_tcache *tc, vd_err *e) {
     memcpy(B->last_touch, c->touch + 2 * ct, nt * sizeof *c->touch);
     memcpy(B->tname, c->tname, 2 * nt * sizeof *c->tname);
     return VD_OK;
+}
+
+/* vdp_name_tensors of a build's plan, the names of the tensors and options
+ * that build_tensors gave it copied from the search's tensors where it
+ * took them from there (and noted there by the first build named), the
+ * tensors the build added after (disp.c's, the staging's) written: the
+ * names were a twentieth of ResNet-152's search, each build's kept
+ * variant named. */
+static void name_build(bld *B) {
+    tc_ent *c = B->tce;
+    vd_plan *p = B->p;
+    if (!c || c->gen != B->tc_gen) {
+        vdp_name_tensors(B, 0);
+        return;
+    }
+    int nt = c->n_tensors;
+    if (!c->named) {
+        vdp_name_tensors(B, 0);
+        for (int t = 0; t < nt; t++) memcpy(c->names[t], p->tensors[t].name, sizeof c->names[t]);
+        for (int u = 0; u < B->L; u++) {
+            memcpy(c->labels[u][0], p->layers[u].algo_label, sizeof c->labels[u][0]);
+            memcpy(c->labels[u][1], p->layers[u].algo_bwd_label, sizeof c->labels[u][1]);
+        }
+        c->named = true;
+        return;
+    }
+    for (int t = 0; t < nt; t++) memcpy(p->tensors[t].name, c->names[t], sizeof c->names[t]);
+    for (int u = 0; u < B->L; u++) {
+        memcpy(p->layers[u].algo_label, c->labels[u][0], sizeof c->labels[u][0]);
+        memcpy(p->layers[u].algo_bwd_label, c->labels[u][1], sizeof c->labels[u][1]);
+    }
+    vdp_name_tensors(B, nt);
 }
 
 /* The part of a build that does not depend on the prefetch variant: steps,
@@ -607,6 +656,8 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
                       e);
     if (rc) return rc;
     D->pin = S->pin;
+    D->tce = S->tce;
+    D->tc_gen = S->tc_gen;
     vd_plan *p = out;
     vd_tensor *tensors = p->tensors;
     vd_interval *intervals = p->intervals;
@@ -756,7 +807,7 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     scr->early += 4.0 * out->n_tensors;
     if (!rc) rc = build_suffix(&B, pin, any_offload, false, live_fit, e);
     if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
-    if ((rc == VD_OK || rc == VD_EBUDGET) && !B.fit_only) vdp_name_tensors(&B);
+    if ((rc == VD_OK || rc == VD_EBUDGET) && !B.fit_only) name_build(&B);
     if (rc == VD_EBUDGET && B.unplaced) scr->unplaced = true;
     if (rc == VDP_SCREENED) { scr->lb = scr->dlb = B.screen_lb; scr->dropped++; scr->dropped_fit += *live_fit; }
     else if (rc == VD_OK) scr->lb = out->sim.iter_s;
@@ -896,7 +947,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         }
     }
     /* named only now, the variant kept (build_suffix's plans are not) */
-    if (!scr->fit_only) vdp_name_tensors(&Bk);
+    if (!scr->fit_only) name_build(&Bk);
     bld_free(&Bk);
     out->prefetch = opts->prefetch;
     return best_rc;

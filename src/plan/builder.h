@@ -69,6 +69,9 @@ typedef struct bld {
     bool unfinished;     /* build_suffix (defer): stopped at its top, not replayed */
     bool fit_only;       /* vdp_build_fits: whether it fits is all that is read */
     void *scratch;     /* the one block every array above is in (bld_init) */
+    struct tc_ent *tce;  /* the search's tensors this build's came from (build_tensors), or
+                            NULL; its names are this build's while its gen is tc_gen */
+    unsigned tc_gen;
 } bld;
 
 /* scratch of vdp_schedule_prefetch (in bld.extra): tensor, consumer step */
@@ -102,10 +105,10 @@ static inline void vdp_cost(bld *b, double w) {
 /* Append a tensor (no intervals, no touches yet); returns its index. */
 int vdp_add_tensor(bld *b, vd_tensor_kind kind, int layer, uint64_t bytes,
                    const char *name, const char *suffix);
-/* Write the tensors' names (vdp_add_tensor only notes them) and the units'
- * option labels (vd_plan_layer.algo_label, algo_bwd_label): most builds of
- * the auto search are dropped unread. */
-void vdp_name_tensors(bld *b);
+/* Write the names of tensors first.. (vdp_add_tensor only notes them)
+ * and, when first is 0, the units' option labels (vd_plan_layer.algo_label,
+ * algo_bwd_label): most builds of the auto search are dropped unread. */
+void vdp_name_tensors(bld *b, int first);
 /* Tensor t is resident at step s (touch), read at s (rd: also its forward /
  * backward reader steps). t < 0: nothing. */
 void vdp_touch(bld *b, int t, int s);

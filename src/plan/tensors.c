@@ -36,15 +36,15 @@ int vdp_add_tensor(bld *b, vd_tensor_kind kind, int unit, uint64_t bytes,
     return t;
 }
 
-void vdp_name_tensors(bld *b) {
+void vdp_name_tensors(bld *b, int first) {
     vd_plan *p = b->p;
-    for (int u = 0; u < p->n_units; u++) {
+    for (int u = 0; u < p->n_units && first == 0; u++) {
         vd_plan_layer *pl = &p->layers[u];
         const vd_profile_layer *pr = &b->prof->layers[pl->layer];
         vdp_copy_str(pl->algo_label, sizeof pl->algo_label, pr->algos[pl->algo_fwd].label);
         vdp_copy_str(pl->algo_bwd_label, sizeof pl->algo_bwd_label, pr->algos[pl->algo_bwd].label);
     }
-    for (int t = 0; t < p->n_tensors; t++) {
+    for (int t = first; t < p->n_tensors; t++) {
         vd_tensor *T = &p->tensors[t];
         const char *name = b->tname[2 * t], *suffix = b->tname[2 * t + 1];
         /* name + suffix, truncated like snprintf (without its formatting cost);
