@@ -464,6 +464,9 @@ typedef struct tc_ent {
     bool named;
     char (*names)[sizeof ((vd_tensor *)0)->name];   /* [cap_t] */
     char (*labels)[2][sizeof ((vd_plan_layer *)0)->algo_label];   /* [L] */
+    /* the steps (build_steps) of this result, likewise */
+    bool stepped;
+    vd_step *steps;           /* [2 L + 2] */
 } tc_ent;
 
 struct vdp_tcache { tc_ent ent[2]; };   /* by bld.alias */
@@ -473,7 +476,7 @@ vdp_tcache *vdp_tcache_new(void) { return vd_calloc(1, sizeof(vdp_tcache), NULL)
 static void tc_ent_free(tc_ent *c) {
     vd_free(c->algos); vd_free(c->chunks); vd_free(c->tensors); vd_free(c->layers);
     vd_free(c->act_of); vd_free(c->dact_of); vd_free(c->lact); vd_free(c->touch); vd_free(c->tname);
-    vd_free(c->names); vd_free(c->labels);
+    vd_free(c->names); vd_free(c->labels); vd_free(c->steps);
     unsigned gen = c->gen;
     memset(c, 0, sizeof *c);
     c->gen = gen + 1;
@@ -518,8 +521,9 @@ static void tc_store(tc_ent *c, const bld *B, const int *algos) {
         c->tname = vd_malloc(2 * ct * sizeof *c->tname, NULL);
         c->names = vd_malloc(ct * sizeof *c->names, NULL);
         c->labels = vd_malloc((L ? L : 1) * sizeof *c->labels, NULL);
+        c->steps = vd_malloc((2 * L + 2) * sizeof *c->steps, NULL);
         if (!c->algos || !c->chunks || !c->tensors || !c->layers || !c->act_of || !c->dact_of ||
-            !c->lact || !c->touch || !c->tname || !c->names || !c->labels) {
+            !c->lact || !c->touch || !c->tname || !c->names || !c->labels || !c->steps) {
             tc_ent_free(c);
             return;
         }
@@ -544,7 +548,7 @@ static void tc_store(tc_ent *c, const bld *B, const int *algos) {
     memcpy(c->touch + 2 * ct, B->last_touch, nt * sizeof *c->touch);
     memcpy(c->tname, B->tname, 2 * nt * sizeof *c->tname);
     c->valid = true;
-    c->named = false;
+    c->named = c->stepped = false;
     c->gen++;
 }
 
@@ -578,6 +582,30 @@ static int build_tensors(bld *B, const int *algos, vdp_tcache *tc, vd_err *e) {
     memcpy(B->last_touch, c->touch + 2 * ct, nt * sizeof *c->touch);
     memcpy(B->tname, c->tname, 2 * nt * sizeof *c->tname);
     return VD_OK;
+}
+
+/* The steps' kinds, units and times (init_steps, then as the tensors
+ * change them: unpaired_steps, scale_add_steps, update_steps), after
+ * build_tensors: like its result, a function of the options and split,
+ * copied from the search's tensors where the build took them from there
+ * and a build before stepped them (their profile times, of chunks
+ * interpolated, were a twentieth of split VGG-16's search). */
+static void build_steps(bld *B, const vd_profile *prof, const int *algos) {
+    vd_plan *p = B->p;
+    tc_ent *c = B->tce;
+    size_t bytes = ((size_t)p->n_steps + 1) * sizeof *p->steps;
+    if (c && c->stepped) {
+        memcpy(p->steps, c->steps, bytes);
+        return;
+    }
+    init_steps(p, B->net, prof, algos);
+    unpaired_steps(B, prof, algos);
+    scale_add_steps(B);
+    update_steps(B, prof);
+    if (c) {
+        memcpy(c->steps, p->steps, bytes);
+        c->stepped = true;
+    }
 }
 
 /* vdp_name_tensors of a build's plan, the names of the tensors and options
@@ -623,12 +651,9 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
     if (rc) return rc;
     B->pin = pin;
     vd_plan *p = out;
-    init_steps(p, B->net, prof, algos);
     rc = build_tensors(B, algos, tc, e);
     if (rc) return rc;
-    unpaired_steps(B, prof, algos);
-    scale_add_steps(B);
-    update_steps(B, prof);
+    build_steps(B, prof, algos);
     vdp_decide_recompute(B);
     /* offloads released as early as possible (the paper's rule) */
     *any_offload = vdp_decide_offload(B, offload_pol);
