@@ -715,10 +715,11 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     return VD_OK;
 }
 
-/* The top of a built plan, p->hwm as vdp_finish_stats and finish_build
- * leave it: the intervals' highest end, or where it is not placed, its
- * top's lower bound, the most live bytes (offsets unset). Sets
- * p->feasible. */
+/* The top of a placed build before its staging, as vdp_finish_stats would
+ * find it: the intervals' highest end, or where it is not placed, its
+ * top's lower bound, the most live bytes (offsets unset, build_stats).
+ * Sets p->budget and p->feasible (the staging keeps both: its region fits
+ * below the budget). */
 static void plan_top(bld *B) {
     vd_plan *p = B->p;
     uint64_t top = 0;
@@ -734,33 +735,33 @@ static void plan_top(bld *B) {
     p->feasible = p->hwm <= p->budget;
 }
 
-/* The end of a placed build (build_suffix): the replay, input staging,
- * the statistics (vdp_add_staging's own where it stages: it gathers them
- * again with its intervals; the replays read none of them). */
-static int finish_build(bld *B, vd_err *e) {
+/* The replay and input staging of a placed build whose top plan_top took. */
+static int replay_build(bld *B, vd_err *e) {
     vd_plan *p = B->p;
     const vd_plan_opts *opts = B->opts;
-    uint64_t budget = opts->budget;
-    plan_top(B);
     int rc = vdp_simulate(p, B->prof, false, NULL, e);
     if (rc) return rc;
-    if (p->feasible && !p->forward_only && !opts->no_stage_input &&
-        (rc = vdp_add_staging(B, budget ? budget : p->hwm, e)))
-        return rc;
-    if (p->stage != VD_STAGE_ON) {
-        vdp_finish_stats(p);
-        if (B->unplaced) p->hwm = p->live_peak;   /* (plan_top's) */
-    }
-    return p->feasible ? VD_OK : VD_EBUDGET;
+    if (p->feasible && !p->forward_only && !opts->no_stage_input)
+        rc = vdp_add_staging(B, opts->budget ? opts->budget : p->hwm, e);
+    return rc;
+}
+
+/* The statistics of a replayed build (vdp_finish_stats; p->hwm as plan_top
+ * took it where it is not placed). Neither the replays nor the staging nor
+ * build_variants' choice read them: gathered for the plan kept only. */
+static void build_stats(bld *B) {
+    vdp_finish_stats(B->p);
+    if (B->unplaced) B->p->hwm = B->p->live_peak;
 }
 
 /* The rest of a build after build_prefix: prefetch schedule (B->variant),
- * memory fitting, placement, actions, simulation, input staging. The
- * tensors are named by the caller (vdp_name_tensors), for the variant it
- * keeps. defer: a plan that does not fit stops at its top (plan_top:
- * what build_variants compares such variants by), B->unfinished, and
- * finish_build ends it if it is kept (most variants that do not fit are
- * dropped). */
+ * memory fitting, placement, actions, simulation, input staging and (not
+ * defer) the statistics. The tensors are named by the caller
+ * (vdp_name_tensors), for the variant it keeps. defer (build_variants,
+ * which ends the variant it keeps: build_stats, and replay_build where
+ * B->unfinished): no statistics, and a plan that does not fit stops at its
+ * top (plan_top: what build_variants compares such variants by), most
+ * variants that do not fit being dropped. */
 static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool defer, bool *live_fit,
                         vd_err *e) {
     vd_plan *p = B->p;
@@ -784,14 +785,11 @@ static int build_suffix(bld *B, const vd_plan *pin, bool any_offload, bool defer
      * from): not built again. The work counted stays the same. */
     if (!(B->screen_s > 0) && !B->unplaced) vdp_build_actions(B);
     vdp_cost(B, 2.0 * p->n_actions);   /* with the statistics */
-    if (defer) {   /* (the same top and feasibility as finish_build's) */
-        plan_top(B);
-        if (!p->feasible) {
-            B->unfinished = true;
-            return VD_EBUDGET;
-        }
-    }
-    return finish_build(B, e);
+    plan_top(B);
+    B->unfinished = defer && !p->feasible;
+    if (!B->unfinished && (rc = replay_build(B, e))) return rc;
+    if (!defer) build_stats(B);
+    return p->feasible ? VD_OK : VD_EBUDGET;
 }
 
 /* A build's screen (vdp_build_screened): s the screen (0: none); lb no
@@ -961,18 +959,19 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
     if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
     if (best_rc < 0) return VDP_SCREENED;
     Bk.p = out;
-    if (Bk.unfinished) {   /* (build_suffix's defer: it does not fit) */
+    /* ended and named only now, the variant kept (build_suffix's defer) */
+    if (!scr->fit_only) {
         vd_err te = {0};
-        int rc = finish_build(&Bk, &te);
-        if (rc != VD_EBUDGET) {
+        int rc = Bk.unfinished ? replay_build(&Bk, &te) : VD_OK;
+        if (rc) {
             vdp_plan_release(out);
             bld_free(&Bk);
             *e = te;
             return rc;
         }
+        build_stats(&Bk);
+        name_build(&Bk);
     }
-    /* named only now, the variant kept (build_suffix's plans are not) */
-    if (!scr->fit_only) name_build(&Bk);
     bld_free(&Bk);
     out->prefetch = opts->prefetch;
     return best_rc;

@@ -167,7 +167,6 @@ int vdp_add_staging(bld *b, uint64_t limit, vd_err *e) {
     p->stage_quick = b->stage_quick;
     if ((rc = stage_time(&sc, best_q, &t_mid, e))) goto out;
     if (t_mid < base) {
-        vdp_finish_stats(p);
         p->stage = VD_STAGE_ON;
     } else {
         /* no faster: the plan as it was */
