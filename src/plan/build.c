@@ -115,8 +115,8 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     /* a clone's are copied whole (bld_clone) */
     p->steps = clone ? vd_malloc(((size_t)p->n_steps + 1) * sizeof *p->steps, NULL)
                      : vd_calloc((size_t)p->n_steps + 1, sizeof *p->steps, NULL);
-    p->layers = clone ? vd_malloc((size_t)(L > 0 ? L : 1) * sizeof *p->layers, NULL)
-                      : vd_calloc((size_t)L, sizeof *p->layers, NULL);
+    /* a clone's are its source's (bld_clone) */
+    p->layers = clone ? NULL : vd_calloc((size_t)L, sizeof *p->layers, NULL);
     p->first_unit = vd_malloc((size_t)(NL > 0 ? NL : 1) * sizeof *p->first_unit, NULL);
     /* the builder's arrays: one block (see vdp_carve) */
     size_t ns = (size_t)p->n_steps + 1, nl = (size_t)(L > 0 ? L : 1), nnl = (size_t)(NL > 0 ? NL : 1);
@@ -138,8 +138,8 @@ static int bld_init(bld *B, const vd_net *net, const vd_profile *prof, const vd_
     char *blk = B->scratch = vd_malloc(at, NULL);
     B->cap_t = cap_t;
     B->cap_iv = cap_iv;
-    if (!p->tensors || !p->intervals || !p->actions || !p->steps || !p->layers || !p->first_unit ||
-        !blk)
+    if (!p->tensors || !p->intervals || !p->actions || !p->steps || (!clone && !p->layers) ||
+        !p->first_unit || !blk)
         return vd_errf(e, VD_ENOMEM, "out of memory building the plan");
     B->lact = (int *)(blk + o_lact);
     B->ldact = B->lact + NL;
@@ -673,8 +673,10 @@ static int build_prefix(bld *B, const vd_net *net, const vd_profile *prof, const
 
 /* A copy of a build after build_prefix (S, its plan) as D with variant
  * `variant`, its plan *out: the plan's arrays and what the builder's steps
- * after the prefix read (the rest of the builder is scratch). On failure the
- * caller frees D and *out. */
+ * after the prefix read (the rest of the builder is scratch), but for the
+ * units (layers), which no step after the prefix writes: *out's are S's
+ * plan's (build_variants: drop_variant). On failure the caller frees D and
+ * *out. */
 static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e) {
     const vd_plan *sp = S->p;
     int rc = bld_init(D, S->net, S->prof, S->opts, sp->offload_policy, variant, S->alias, true, out,
@@ -688,11 +690,10 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
     vd_interval *intervals = p->intervals;
     vd_action *actions = p->actions;
     vd_step *steps = p->steps;
-    vd_plan_layer *layers = p->layers;
     int *first_unit = p->first_unit;
-    *p = *sp;
+    *p = *sp;   /* (the layers too: borrowed, see build_variants) */
     p->tensors = tensors; p->intervals = intervals; p->actions = actions;
-    p->steps = steps; p->layers = layers; p->first_unit = first_unit;
+    p->steps = steps; p->first_unit = first_unit;
     /* The tensors without their names (not written yet: vdp_name_tensors,
      * at the end of a build; half of each record). Not the intervals nor
      * the actions: build_suffix builds them again before it reads them
@@ -700,7 +701,6 @@ static int bld_clone(bld *D, const bld *S, int variant, vd_plan *out, vd_err *e)
      * were a twentieth of an auto search. */
     copy_unnamed(p->tensors, sp->tensors, sp->n_tensors);
     memcpy(p->steps, sp->steps, ((size_t)sp->n_steps + 1) * sizeof *p->steps);
-    memcpy(p->layers, sp->layers, (size_t)sp->n_units * sizeof *p->layers);
     memcpy(p->first_unit, sp->first_unit, (size_t)sp->n_layers * sizeof *p->first_unit);
     memcpy(D->lact, S->lact, 2 * (size_t)sp->n_layers * sizeof *D->lact);
     size_t nt = (size_t)sp->n_tensors, L = (size_t)S->L;
@@ -839,6 +839,14 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
     return rc;
 }
 
+/* Release a variant plan of build_variants: its units (layers) are the
+ * prefix's, every variant's (bld_clone), left to the plan kept (a copy of
+ * them per variant was a twentieth of ResNet-152's search). */
+static void drop_variant(vd_plan *q) {
+    q->layers = NULL;
+    vdp_plan_release(q);
+}
+
 /* --prefetch auto: three candidate schedules, simulated; the fastest that
  * fits wins (or, if none fits, the one that overshoots least):
  *   0  ours: regions held until their offload drained (no forward stall)
@@ -879,6 +887,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         vdp_plan_release(&P0);
         return rc0;
     }
+    vd_plan_layer *units = P0.layers;   /* every variant's (bld_clone): the plan kept's */
     scr->cost += 4.0 * P0.n_tensors;   /* the prefix */
     scr->effort += 4.0 * P0.n_tensors;
     scr->early += 4.0 * P0.n_tensors;
@@ -919,7 +928,7 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         if (rc == VD_EBUDGET && B.replay0 < scr->rlb) scr->rlb = B.replay0;
         bool unplaced = B.unplaced;
         double dropped_lb = B.screen_lb;
-        if (rc != VD_OK && rc != VD_EBUDGET) { bld_free(&B); vdp_plan_release(&alt); }
+        if (rc != VD_OK && rc != VD_EBUDGET) { bld_free(&B); drop_variant(&alt); }
         if (rc == VDP_SCREENED) {   /* no faster than the screen: dropped */
             if (dropped_lb < scr->lb) scr->lb = dropped_lb;
             if (dropped_lb < scr->dlb) scr->dlb = dropped_lb;
@@ -931,8 +940,9 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         if (rc == VD_OK && alt.sim.iter_s < scr->lb) scr->lb = alt.sim.iter_s;
         *live_fit |= lf;
         if (rc != VD_OK && rc != VD_EBUDGET) {
-            if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
-            if (best_rc >= 0) { vdp_plan_release(out); bld_free(&Bk); }
+            if (own0) { bld_free(&B0); drop_variant(&P0); }
+            if (best_rc >= 0) { drop_variant(out); bld_free(&Bk); }
+            vd_free(units);
             *e = te;
             return rc;
         }
@@ -943,21 +953,24 @@ static int build_variants(const vd_net *net, const vd_profile *prof, const vd_pl
         else if (rc == VD_OK) better = alt.sim.iter_s < out->sim.iter_s;
         else better = alt.hwm < out->hwm;
         if (better) {
-            if (best_rc >= 0) { vdp_plan_release(out); bld_free(&Bk); }
+            if (best_rc >= 0) { drop_variant(out); bld_free(&Bk); }
             *out = alt;
             Bk = B;
             best_rc = rc;
             scr->unplaced = unplaced;
             if (rc) *e = te;
         } else {
-            vdp_plan_release(&alt);
+            drop_variant(&alt);
             bld_free(&B);
         }
         /* vdp_build_fits: the first variant that fits answers */
         if (scr->fit_only && rc == VD_OK) break;
     }
-    if (own0) { bld_free(&B0); vdp_plan_release(&P0); }
-    if (best_rc < 0) return VDP_SCREENED;
+    if (own0) { bld_free(&B0); drop_variant(&P0); }
+    if (best_rc < 0) {
+        vd_free(units);
+        return VDP_SCREENED;
+    }
     Bk.p = out;
     /* ended and named only now, the variant kept (build_suffix's defer) */
     if (!scr->fit_only) {
