@@ -588,8 +588,8 @@ static int build_tensors(bld *B, const int *algos, vdp_tcache *tc, vd_err *e) {
  * change them: unpaired_steps, scale_add_steps, update_steps), after
  * build_tensors: like its result, a function of the options and split,
  * copied from the search's tensors where the build took them from there
- * and a build before stepped them (their profile times, of chunks
- * interpolated, were a twentieth of split VGG-16's search). */
+ * and a build before stepped them (a split step's time is interpolated
+ * between the profile's chunks). */
 static void build_steps(bld *B, const vd_profile *prof, const int *algos) {
     vd_plan *p = B->p;
     tc_ent *c = B->tce;
@@ -611,9 +611,8 @@ static void build_steps(bld *B, const vd_profile *prof, const int *algos) {
 /* vdp_name_tensors of a build's plan, the names of the tensors and options
  * that build_tensors gave it copied from the search's tensors where it
  * took them from there (and noted there by the first build named), the
- * tensors the build added after (disp.c's, the staging's) written: the
- * names were a twentieth of ResNet-152's search, each build's kept
- * variant named. */
+ * tensors the build added after (disp.c's, the staging's) written: every
+ * build of a search names the variant it keeps. */
 static void name_build(bld *B) {
     tc_ent *c = B->tce;
     vd_plan *p = B->p;
@@ -840,8 +839,8 @@ static int build_mode(const vd_net *net, const vd_profile *prof, const vd_plan_o
 }
 
 /* Release a variant plan of build_variants: its units (layers) are the
- * prefix's, every variant's (bld_clone), left to the plan kept (a copy of
- * them per variant was a twentieth of ResNet-152's search). */
+ * prefix's, every variant's (bld_clone, instead of a copy each), left to
+ * the plan kept. */
 static void drop_variant(vd_plan *q) {
     q->layers = NULL;
     vdp_plan_release(q);

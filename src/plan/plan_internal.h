@@ -12,9 +12,9 @@
 #define VD_PLAN_ALIGN 256u
 
 /* The offset of the next part, of `bytes`, of a block carved into several
- * arrays (each 16-aligned); *at: the block's size so far. The builds and
- * placements of the auto search (tens of thousands each) allocate one block
- * each instead of one per array. */
+ * arrays (each 16-aligned); *at: the block's size so far. A build, a
+ * placement and a replay, each made many times by the auto search,
+ * allocate one block each instead of one per array. */
 static inline size_t vdp_carve(size_t *at, size_t bytes) {
     size_t o = *at;
     *at += (bytes + 15) / 16 * 16;
