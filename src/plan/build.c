@@ -253,6 +253,17 @@ static uint64_t max_live(bld *B) {
     return live;
 }
 
+/* max_live of the intervals built last, worked out at the first call after
+ * they were built (*known false until then): an attempt of fit_and_place
+ * asks up to three times, its placement changing only their offsets. */
+static uint64_t attempt_live(bld *B, bool *known, uint64_t *live) {
+    if (!*known) {
+        *live = max_live(B);
+        *known = true;
+    }
+    return *live;
+}
+
 /* fit_and_place asks the placement by how much it overshoots only up to this
  * share of the budget (see there). */
 static const double PLACE_OVER_SHARE = 0.1;
@@ -298,6 +309,8 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
                 p->tensors[t].offload = p->tensors[t].release_step >= 0;
             }
         bool fits_cap = true;
+        bool live_known = false;   /* attempt_live */
+        uint64_t live = 0;
         if (any_offload) {
             fits_cap = vdp_fit_memory(B, cap, B->mem);
             /* An offload whose prefetch is issued when its region is released
@@ -319,7 +332,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
              * else it is replayed unplaced, at every attempt (a tighter cap
              * only delays prefetches further) */
             if (attempt == 0 && budget) {
-                *live_fit = max_live(B) <= budget;
+                *live_fit = attempt_live(B, &live_known, &live) <= budget;
                 if (!*live_fit) { B->screen_lb = INFINITY; rc = VDP_SCREENED; break; }
             }
             vdp_build_actions(B);
@@ -345,15 +358,17 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         }
         /* vdp_build_unplaced_over: live bytes over the budget, not placed */
         if (attempt == 0 && budget && B->unplaced_over && !(B->screen_s > 0) &&
-            max_live(B) > budget + (uint64_t)(UNPLACED_SHARE * (double)budget)) {
+            attempt_live(B, &live_known, &live) > budget + (uint64_t)(UNPLACED_SHARE * (double)budget)) {
             *live_fit = false;
             B->unplaced = true;
+            B->unplaced_live = live;
             vdp_build_actions(B);
             break;
         }
         pin_persistent(B, pin);
         /* (the screen above counted the same intervals' live bytes) */
-        if (attempt == 0 && budget && !(B->screen_s > 0)) *live_fit = max_live(B) <= budget;
+        if (attempt == 0 && budget && !(B->screen_s > 0))
+            *live_fit = attempt_live(B, &live_known, &live) <= budget;
         /* live bytes over the budget: infeasible whatever the placement */
         /* up to four orderings, each costlier than a replay per interval
          * (calibrated on ResNet-50 at 4 GiB, where most builds' placements
@@ -380,7 +395,7 @@ static int fit_and_place(bld *B, bool any_offload, const vd_plan *pin, bool *liv
         /* the live bytes alone exceed the budget: no tighter cap can help */
         if (quick) break;
         uint64_t over = hwm - budget;
-        uint64_t live = max_live(B);
+        attempt_live(B, &live_known, &live);
         uint64_t newcap = live > over + VD_PLAN_ALIGN ? live - over - VD_PLAN_ALIGN : 0;
         if (!any_offload || newcap >= cap) break;
         cap = newcap;
@@ -723,7 +738,7 @@ static void plan_top(bld *B) {
     vd_plan *p = B->p;
     uint64_t top = 0;
     if (B->unplaced) {
-        top = max_live(B);
+        top = B->unplaced_live;
     } else {
         for (int k = 0; k < p->n_intervals; k++)
             if (p->intervals[k].offset + p->intervals[k].bytes > top)

@@ -66,6 +66,7 @@ typedef struct bld {
     bool unplaced_over;  /* a variant whose live bytes exceed the budget is not placed
                             (vdp_build_unplaced_over) */
     bool unplaced;       /* fit_and_place: this variant was not placed */
+    uint64_t unplaced_live; /* then the most live bytes at a step (plan_top's top) */
     bool unfinished;     /* build_suffix (defer): stopped at its top, not replayed */
     bool fit_only;       /* vdp_build_fits: whether it fits is all that is read */
     void *scratch;     /* the one block every array above is in (bld_init) */
