@@ -242,9 +242,25 @@ static uint64_t lowest_gap(placed *P, int f, int l, uint64_t bytes, long *visits
         pcursor_step(P, &pc);
         for (int base = 0; base < m; base += 64) {
             int cnt = m - base < 64 ? m - base : 64;
-            uint64_t mask = vdp_between_mask(P->f + s0 + base, P->l + s0 + base, cnt, l + 1, f - 1);
+            const int b0 = s0 + base;
+            uint64_t mask = vdp_between_mask(P->f + b0, P->l + b0, cnt, l + 1, f - 1);
+            if (!mask) continue;
+            /* The block's overlapping entries at once where each would fail
+             * the test in turn: the highest of them lies below cand + bytes
+             * (cand only grows, so none holds the gap below it) and no
+             * pending entry comes before it. Counted, cand past them all:
+             * the same visits and cand as one by one. */
+            uint64_t otop = P->o[b0 + 63 - __builtin_clzll(mask)];
+            if (otop < cand + bytes && pc.next > otop) {
+                *visits += __builtin_popcountll(mask);
+                for (; mask; mask &= mask - 1) {
+                    uint64_t e = P->e[b0 + __builtin_ctzll(mask)];
+                    cand = e > cand ? e : cand;
+                }
+                continue;
+            }
             while (mask) {
-                int k = s0 + base + __builtin_ctzll(mask);
+                int k = b0 + __builtin_ctzll(mask);
                 mask &= mask - 1;
                 if (pending_upto(P, &pc, P->o[k], bytes, &cand, visits) ||
                     gap_below(P->o[k], P->e[k], bytes, &cand, visits))
