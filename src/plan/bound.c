@@ -133,25 +133,40 @@ static uint64_t persistent_bytes(const vd_plan *p) {
     return b;
 }
 
-/* The fastest time of unit u of p's pass (bwd) among the options whose
- * workspace fits in avail bytes, each on the unit's chunk
+/* One option of a pass: its time and workspace on the unit's chunk. */
+typedef struct bopt { double t; uint64_t ws; } bopt;
+
+/* The options of unit u of p's pass (bwd) whose workspace fits in avail
+ * bytes, each's time and workspace on the unit's chunk
  * (vd_profile_chunk_time: an option may run chunks relatively faster than
- * another); INFINITY when none fits. *ws (may be NULL): that option's
- * workspace (the least of the fastest ones; 0 when none fits). */
-static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool bwd,
-                           uint64_t avail, uint64_t *ws) {
+ * another), in o[VD_PROFILE_MAX_ALGOS] in the profile's order; their count. */
+static int pass_options(const vd_profile *prof, const vd_plan *p, int u, bool bwd, uint64_t avail,
+                        bopt *o) {
     const vd_plan_layer *pl = &p->layers[u];
     const vd_profile_layer *pr = &prof->layers[pl->layer];
-    double best = INFINITY;
-    uint64_t best_ws = 0;
+    int n = 0;
     for (int k = 0; k < pr->n_algos; k++) {
         const vd_profile_algo *a = &pr->algos[k];
         uint64_t w = vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch);
         if (w > avail) continue;
-        double t = vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s, pl->n,
-                                         p->batch);
-        if (t < best || (t == best && w < best_ws)) { best = t; best_ws = w; }
+        o[n++] = (bopt){vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s,
+                                              pl->n, p->batch), w};
     }
+    return n;
+}
+
+/* The fastest time of unit u of p's pass (bwd) among the options whose
+ * workspace fits in avail bytes (pass_options); INFINITY when none fits.
+ * *ws (may be NULL): that option's workspace (the least of the fastest
+ * ones; 0 when none fits). */
+static double unit_fastest(const vd_profile *prof, const vd_plan *p, int u, bool bwd,
+                           uint64_t avail, uint64_t *ws) {
+    bopt o[VD_PROFILE_MAX_ALGOS];
+    int n = pass_options(prof, p, u, bwd, avail, o);
+    double best = INFINITY;
+    uint64_t best_ws = 0;
+    for (int k = 0; k < n; k++)
+        if (o[k].t < best || (o[k].t == best && o[k].ws < best_ws)) { best = o[k].t; best_ws = o[k].ws; }
     if (ws) *ws = best_ws;
     return best;
 }
@@ -608,9 +623,6 @@ static double step_bound(const bctx *c, int s, uint64_t need, double readback, i
     return best;
 }
 
-/* One option of a pass: its time and workspace on the unit's chunk. */
-typedef struct bopt { double t; uint64_t ws; } bopt;
-
 static int bopt_cmp(const void *a, const void *b) {
     const bopt *x = a, *y = b;
     return x->t != y->t ? (x->t < y->t ? -1 : 1) : (x->ws < y->ws ? -1 : x->ws > y->ws);
@@ -633,17 +645,8 @@ static double joint_step_bound(const vd_profile *prof, const vd_plan *p, bctx *c
     double plain = have_at ? step_bound(c, s, in - budget, readback, vals, NULL, &at, NULL) : 0.0;
     int u = c->pass[s];
     if (u < 0) return plain;
-    const vd_plan_layer *pl = &p->layers[u];
-    bool bwd = s >= p->n_units;
-    int n = 0;
     bopt o[VD_PROFILE_MAX_ALGOS];
-    for (int k = 0; k < prof->layers[pl->layer].n_algos; k++) {
-        const vd_profile_algo *a = &prof->layers[pl->layer].algos[k];
-        uint64_t ws = vd_profile_chunk_ws(prof, pl->layer, k, bwd, pl->n_chunks, p->batch);
-        if (ws > budget - c->res[s]) continue;
-        o[n++] = (bopt){vd_profile_chunk_time(prof, pl->layer, k, bwd, bwd ? a->bwd_s : a->fwd_s,
-                                              pl->n, p->batch), ws};
-    }
+    int n = pass_options(prof, p, u, s >= p->n_units, budget - c->res[s], o);
     qsort(o, (size_t)n, sizeof *o, bopt_cmp);
     double best = INFINITY, C_s = c->C[s], rest = c->pre[c->S] - C_s + readback;
     uint64_t least_ws = UINT64_MAX;
