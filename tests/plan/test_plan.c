@@ -1627,6 +1627,19 @@ static void load_vgg16_with(const char *file, vd_net *net, vd_profile *prof) {
     load_vgg16_math(file, VD_MATH_FP32, net, prof);
 }
 
+/* fp32 VGG-16 b256 on profile file planned as vdnn-plan and vdnn-train
+ * plan it (the ReLUs in place, captured plans priced replayed): auto's
+ * options at budget. */
+static vd_plan_opts load_vgg16_auto(const char *file, uint64_t budget, vd_net *net,
+                                    vd_profile *prof) {
+    load_vgg16_with(file, net, prof);
+    vd_schedule_inplace(net);
+    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
+    o.graph = VD_GRAPH_AUTO;
+    o.budget = budget;
+    return o;
+}
+
 /* t[0]: no offload's predicted iteration, t[1]: auto's at 12 GiB; each plan
  * fits (auto's within the budget) and keeps the plan invariants. */
 static void none_and_auto_12g(const vd_net *net, const vd_profile *prof, double t[2]) {
@@ -1933,11 +1946,7 @@ END_TEST
 START_TEST(test_vgg16_fp32_flip) {
     vd_net net;
     vd_profile prof;
-    load_vgg16_with("vgg16-b256-h100-fp32-s34.json", &net, &prof);
-    vd_schedule_inplace(&net);   /* as vdnn-plan and vdnn-train plan */
-    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-    o.graph = VD_GRAPH_AUTO;
-    o.budget = 10943349430ull;
+    vd_plan_opts o = load_vgg16_auto("vgg16-b256-h100-fp32-s34.json", 10943349430ull, &net, &prof);
     vd_plan p;
     vd_err e = {0};
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
@@ -1975,11 +1984,7 @@ END_TEST
 START_TEST(test_vgg16_fp32_split_margin) {
     vd_net net;
     vd_profile prof;
-    load_vgg16_with("vgg16-b256-h200-fp32-s35.json", &net, &prof);
-    vd_schedule_inplace(&net);   /* as vdnn-plan and vdnn-train plan */
-    vd_plan_opts o = plan_opts(256, VD_POLICY_AUTO);
-    o.graph = VD_GRAPH_AUTO;
-    o.budget = 12ull << 30;
+    vd_plan_opts o = load_vgg16_auto("vgg16-b256-h200-fp32-s35.json", 12ull << 30, &net, &prof);
     vd_plan p, f, u;
     vd_err e = {0};
     ck_assert_msg(vd_plan_build(&net, &prof, &o, &p, &e) == 0, "%s", e.msg);
